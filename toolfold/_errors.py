@@ -1,0 +1,228 @@
+"""The one exception hierarchy of toolfold.
+
+Every error toolfold raises on purpose derives from `ToolfoldError`. Foreign
+exceptions (httpx, jsonschema, cattrs) are translated at one boundary each and
+chained with ``raise ... from exc``::
+
+    ToolfoldError
+    ├── ToolDefinitionError        a tool cannot be built (raised at decoration time)
+    ├── ToolArgumentError          arguments from a model do not fit a tool
+    │   ├── ArgumentJSONError      the argument text is not JSON
+    │   └── ArgumentValidationError  valid JSON that breaks the schema or the types
+    ├── RunError                   a run cannot go on (carries the state)
+    │   ├── InvalidTransitionError an event that the run's phase does not allow
+    │   ├── ToolRetriesExceededError  a tool failed more times in a row than allowed
+    │   ├── OutputValidationError  the final answer never fitted ``output_type``
+    │   └── ToolExecutionError     a tool raised and ``on_tool_error="raise"``
+    ├── ModelConfigError           a model string or model options cannot be used
+    └── ProviderError              a provider call failed (status, body, headers)
+        ├── AuthenticationError    401 / 403
+        ├── RateLimitError         429, with ``retry_after``
+        ├── BadRequestError        400 / 422, with the provider's own message
+        │   └── ToolUseFailedError the provider rejected generated tool arguments
+        ├── NotFoundError          404
+        ├── ServerError            5xx
+        ├── ConnectionError        the connection could not be made or was lost
+        ├── TimeoutError           connect, read or total timeout
+        └── StreamError            a stream broke or reported an error in-band
+
+This module is a leaf: every layer may import it, it imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class ToolfoldError(Exception):
+    """Base class of every error toolfold raises on purpose."""
+
+
+class ToolDefinitionError(ToolfoldError, TypeError):
+    """A function or schema cannot become a tool.
+
+    Raised once per tool with every problem found, so a user fixes them all in
+    one go.
+
+    Attributes:
+        qualname: The qualified name of the function (or the tool name).
+        problems: One line per problem: the parameter, the type and what to do.
+    """
+
+    def __init__(self, qualname: str, problems: list[str] | tuple[str, ...]) -> None:
+        self.qualname = qualname
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"cannot make a tool of {qualname}: {count} {noun}\n{lines}")
+
+
+class ToolArgumentError(ToolfoldError, ValueError):
+    """Arguments from a model do not fit a tool.
+
+    Attributes:
+        tool_name: The tool whose arguments were rejected.
+        errors: One line per problem, each with a JSON path (``$.a.b``).
+        message_for_model: A short text for the model: what was wrong and what
+            was expected, without a traceback.
+    """
+
+    def __init__(self, tool_name: str, errors: list[str] | tuple[str, ...], summary: str) -> None:
+        self.tool_name = tool_name
+        self.errors = tuple(errors)
+        self.message_for_model = _message_for_model(summary, self.errors)
+        detail = "\n".join(f"  {e}" for e in self.errors)
+        super().__init__(f"invalid arguments for tool {tool_name!r}: {summary}\n{detail}".rstrip())
+
+
+def _message_for_model(summary: str, errors: tuple[str, ...]) -> str:
+    lines = [summary, *(f"- {e}" for e in errors)]
+    lines.append("Call the tool again with corrected arguments.")
+    return "\n".join(lines)
+
+
+class ArgumentJSONError(ToolArgumentError):
+    """The argument text a model sent is not valid JSON.
+
+    Attributes:
+        position: The character offset where parsing failed.
+    """
+
+    def __init__(self, tool_name: str, error: str, position: int) -> None:
+        self.position = position
+        super().__init__(tool_name, [error], "the arguments are not valid JSON")
+
+
+class ArgumentValidationError(ToolArgumentError):
+    """Valid JSON that breaks the tool's schema or cannot become its types."""
+
+    def __init__(self, tool_name: str, errors: list[str] | tuple[str, ...]) -> None:
+        count = len(errors)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(
+            tool_name, errors, f"the arguments do not match the schema ({count} {noun})"
+        )
+
+
+class RunError(ToolfoldError, RuntimeError):
+    """A run cannot go on.
+
+    Attributes:
+        state: The last consistent state of the run (a ``RunState``), so that
+            nothing is lost: it can be inspected, serialized or resumed.
+    """
+
+    def __init__(self, message: str, state: Any = None) -> None:
+        self.state = state
+        super().__init__(message)
+
+
+class InvalidTransitionError(RunError):
+    """An event arrived that the run's current phase does not allow."""
+
+    def __init__(self, phase: str, event: str, state: Any = None) -> None:
+        self.phase = phase
+        self.event = event
+        super().__init__(f"event {event!r} is not allowed in phase {phase!r}", state)
+
+
+class ToolRetriesExceededError(RunError):
+    """A tool failed more times in a row than its ``max_retries`` allows."""
+
+
+class OutputValidationError(RunError):
+    """The model's final answer never fitted ``output_type`` within the retries."""
+
+
+class ToolExecutionError(RunError):
+    """A tool raised and the run was configured with ``on_tool_error="raise"``."""
+
+
+class ModelConfigError(ToolfoldError, ValueError):
+    """A model string, provider name or model option cannot be used."""
+
+
+class ProviderError(ToolfoldError):
+    """A call to a model provider failed.
+
+    Attributes:
+        provider: The provider name, e.g. ``"openai"``.
+        status_code: The HTTP status, or None when no response arrived.
+        body: The response body as text (never the request, never the key).
+        headers: The response headers.
+        provider_message: The provider's own error message, when it sent one.
+        code: The provider's error code, when it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status_code: int | None = None,
+        body: str = "",
+        headers: Mapping[str, str] | None = None,
+        provider_message: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        self.provider = provider
+        self.status_code = status_code
+        self.body = body
+        self.headers = dict(headers or {})
+        self.provider_message = provider_message
+        self.code = code
+        super().__init__(message)
+
+
+class AuthenticationError(ProviderError):
+    """The provider refused the credentials (401) or the permission (403)."""
+
+
+class RateLimitError(ProviderError):
+    """The provider is rate limiting (429).
+
+    Attributes:
+        retry_after: Seconds the provider asked to wait, when it said so.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, **kwargs)
+
+
+class BadRequestError(ProviderError):
+    """The provider rejected the request (400 / 422); see ``provider_message``."""
+
+
+class ToolUseFailedError(BadRequestError):
+    """The provider rejected the tool call the model generated (Groq ``tool_use_failed``).
+
+    Attributes:
+        failed_generation: The raw model output the provider refused.
+    """
+
+    def __init__(self, message: str, *, failed_generation: str = "", **kwargs: Any) -> None:
+        self.failed_generation = failed_generation
+        super().__init__(message, **kwargs)
+
+
+class NotFoundError(ProviderError):
+    """The provider does not know the model or the endpoint (404)."""
+
+
+class ServerError(ProviderError):
+    """The provider failed on its side (5xx)."""
+
+
+class ConnectionError(ProviderError):
+    """The connection to the provider could not be made or was lost."""
+
+
+class TimeoutError(ProviderError):
+    """The provider did not answer within a timeout (connect, read or total)."""
+
+
+class StreamError(ProviderError):
+    """A stream was cut short or reported an error in-band after HTTP 200."""

@@ -1,0 +1,3 @@
+"""adapters: provider codecs, stream parsers, the httpx transport, model strings."""
+
+__all__: list[str] = []

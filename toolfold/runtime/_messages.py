@@ -1,0 +1,210 @@
+"""Provider-neutral messages and their parts: frozen values with tuples."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Union
+
+import attrs
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return {} if value is None else dict(value)
+
+
+@attrs.frozen
+class TextPart:
+    """Plain text.
+
+    Attributes:
+        text: The text.
+    """
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@attrs.frozen
+class ToolCallPart:
+    """A model's request to call a tool.
+
+    Attributes:
+        id: The call id (the provider's, or one toolfold made when it sent none).
+        name: The tool name the model asked for.
+        arguments_text: The arguments exactly as the model wrote them (JSON text).
+        arguments: The decoded arguments, or None when the text is not a JSON object.
+        provider_data: Opaque provider fields that must go back unchanged
+            (e.g. a Responses item id or a Gemini thought signature).
+    """
+
+    id: str
+    name: str
+    arguments_text: str = "{}"
+    arguments: Mapping[str, Any] | None = attrs.field(default=None, eq=True)
+    provider_data: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@attrs.frozen
+class ToolResultPart:
+    """The result of one tool call, as the model will see it.
+
+    Attributes:
+        call_id: The id of the call this answers.
+        tool_name: The tool that was called.
+        content: The result as text.
+        is_error: True when the call failed, was invalid or was denied.
+    """
+
+    call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@attrs.frozen
+class ImagePart:
+    """An image, inline or by URL.
+
+    Attributes:
+        data: The image bytes, or None when given by URL.
+        url: The image URL, or None when given inline.
+        media_type: The MIME type, e.g. ``image/png``.
+    """
+
+    data: bytes | None = None
+    url: str | None = None
+    media_type: str = "image/png"
+    kind: Literal["image"] = "image"
+
+
+@attrs.frozen
+class FilePart:
+    """A file (document, audio...), inline or by URL.
+
+    Attributes:
+        data: The file bytes, or None when given by URL.
+        url: The file URL, or None when given inline.
+        media_type: The MIME type, e.g. ``application/pdf``.
+        filename: An optional file name for providers that want one.
+    """
+
+    data: bytes | None = None
+    url: str | None = None
+    media_type: str = "application/octet-stream"
+    filename: str | None = None
+    kind: Literal["file"] = "file"
+
+
+@attrs.frozen
+class ReasoningPart:
+    """A model's reasoning ("thinking") text.
+
+    Attributes:
+        text: The reasoning text (may be empty when the provider hides it).
+        signature: An opaque provider signature that must be sent back unchanged.
+        provider: The provider that produced it; a signature only means
+            something to that provider.
+    """
+
+    text: str = ""
+    signature: str | None = None
+    provider: str | None = None
+    kind: Literal["reasoning"] = "reasoning"
+
+
+Part = Union[TextPart, ToolCallPart, ToolResultPart, ImagePart, FilePart, ReasoningPart]  # noqa: UP007
+
+
+def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
+    return tuple(parts)
+
+
+@attrs.frozen
+class Message:
+    """One message of a conversation.
+
+    Attributes:
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
+        parts: The content, in order.
+    """
+
+    role: Role
+    parts: tuple[Part, ...] = attrs.field(converter=_to_parts)
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        """A system message (instructions)."""
+        return cls("system", (TextPart(text),))
+
+    @classmethod
+    def user(cls, *content: str | Part) -> Message:
+        """A user message from text and/or parts (images, files)."""
+        return cls("user", tuple(_as_part(c) for c in content))
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: Iterable[ToolCallPart] = ()) -> Message:
+        """An assistant message with text and/or tool calls."""
+        parts: list[Part] = [TextPart(text)] if text else []
+        parts.extend(tool_calls)
+        return cls("assistant", tuple(parts))
+
+    @classmethod
+    def tool(cls, *results: ToolResultPart) -> Message:
+        """A message carrying tool results."""
+        return cls("tool", results)
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """The tool calls in this message."""
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+    @property
+    def tool_results(self) -> tuple[ToolResultPart, ...]:
+        """The tool results in this message."""
+        return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
+
+
+def _as_part(content: str | Part) -> Part:
+    return TextPart(content) if isinstance(content, str) else content
+
+
+@attrs.frozen
+class Usage:
+    """Token and request counts, added up with ``+``.
+
+    Attributes:
+        input_tokens: Prompt tokens, cached ones included.
+        output_tokens: Completion tokens, reasoning ones included.
+        cached_tokens: Prompt tokens served from the provider's cache.
+        reasoning_tokens: Completion tokens spent on reasoning.
+        requests: Model requests made.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.requests + other.requests,
+        )

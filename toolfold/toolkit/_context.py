@@ -1,0 +1,34 @@
+"""The run context a tool can ask for by annotating a parameter with it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+DepsT = TypeVar("DepsT")
+
+
+@attrs.frozen
+class RunContext(Generic[DepsT]):
+    """What a tool may know about the run that called it.
+
+    A tool parameter annotated with ``RunContext`` (or ``RunContext[MyDeps]``)
+    is left out of the tool's schema; the runtime fills it at call time.
+
+    Attributes:
+        run_id: The id of the run, stable across resumes.
+        step: The step (model round) that made the call, from 1.
+        call_id: The id of the tool call being executed.
+        tool_name: The name of the tool being executed.
+        messages: The conversation so far, oldest first.
+        deps: The user dependencies passed to ``run(deps=...)``.
+    """
+
+    run_id: str
+    step: int
+    call_id: str
+    tool_name: str
+    messages: Sequence[Any] = ()
+    deps: DepsT = None  # type: ignore[assignment]
