@@ -1,0 +1,284 @@
+"""The tool executor: validation, errors, timeouts, concurrency, order, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from toolfold import RunContext, Tool, ToolCallPart
+from toolfold.runtime._executor import (
+    ToolInvocation,
+    ToolOutcome,
+    run_calls,
+    run_calls_sync,
+    unknown_tool_message,
+)
+from toolfold.testing import ScriptedModel
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"x": {"type": "integer"}},
+    "required": ["x"],
+    "additionalProperties": False,
+}
+
+
+def _ctx(call_id: str = "c1", deps: Any = None) -> RunContext[Any]:
+    return RunContext(run_id="r1", step=1, call_id=call_id, tool_name="t", deps=deps)
+
+
+def _inv(tool: Tool | None, args: Any = None, call_id: str = "c1") -> ToolInvocation:
+    call = ScriptedModel.call(tool.name if tool else "nope", args or {"x": 1}, id=call_id)
+    return ToolInvocation(call, tool, _ctx(call_id))
+
+
+def _both(invs: list[ToolInvocation], **kw: Any) -> tuple[tuple[ToolOutcome, ...], ...]:
+    return run_calls_sync(invs, **kw), asyncio.run(run_calls(invs, **kw))
+
+
+def test_ok_result_is_formatted() -> None:
+    """A sync tool's return value becomes text, in both the blocking and async paths."""
+    double = Tool("double", "", SCHEMA, lambda a: {"y": a["x"] * 2})
+    for outcomes in _both([_inv(double, {"x": 4})]):
+        assert outcomes == (ToolOutcome("c1", "double", '{"y": 8}'),)
+        assert outcomes[0].part.content == '{"y": 8}'
+
+
+def test_exception_becomes_error_text_without_traceback() -> None:
+    """A tool exception is an error result naming the type and the message."""
+
+    def boom(args: dict[str, Any]) -> str:
+        raise ValueError("no such city")
+
+    tool = Tool("boom", "", SCHEMA, boom)
+    for (outcome,) in _both([_inv(tool)]):
+        assert outcome.is_error
+        assert outcome.outcome == "error"
+        assert outcome.content == "Error: ValueError: no such city"
+        assert isinstance(outcome.exception, ValueError)
+        assert "Traceback" not in outcome.content
+
+
+def test_malformed_json_becomes_invalid_arguments() -> None:
+    """Argument text that is not JSON gives the toolkit's message for the model."""
+    tool = Tool("t", "", SCHEMA, lambda a: "never")
+    invocation = _inv(tool, '{"x": 1')
+    for (outcome,) in _both([invocation]):
+        assert outcome.outcome == "invalid_arguments"
+        assert "not valid JSON" in outcome.content
+        assert "Call the tool again" in outcome.content
+
+
+def test_unknown_or_functionless_tool_is_not_run() -> None:
+    """A call without a runnable tool gets an error outcome, never an exception."""
+    for (outcome,) in _both([_inv(None)]):
+        assert outcome.outcome == "unknown_tool"
+        assert outcome.is_error
+
+
+def test_unknown_tool_message_lists_tools() -> None:
+    """The unknown-tool text names the tool and the available ones."""
+    text = unknown_tool_message("wether", ["weather", "calc"])
+    assert "'wether'" in text
+    assert "weather, calc" in text
+
+
+def test_results_in_call_order_not_completion_order() -> None:
+    """Parallel calls finishing in reverse order are still returned in call order."""
+    release = [threading.Event() for _ in range(3)]
+
+    def make(i: int) -> Tool:
+        def fn(args: dict[str, Any]) -> str:
+            if i + 1 < 3:
+                release[i + 1].wait(5)  # the later call must finish first
+            release[i].set()
+            return f"r{i}"
+
+        return Tool(f"t{i}", "", SCHEMA, fn)
+
+    invs = [_inv(make(i), call_id=f"c{i}") for i in range(3)]
+    release[2].set()
+    outcomes = run_calls_sync(invs)
+    assert [o.content for o in outcomes] == ["r0", "r1", "r2"]
+    assert [o.call_id for o in outcomes] == ["c0", "c1", "c2"]
+
+
+def test_async_tools_run_concurrently() -> None:
+    """Async calls of one step overlap: each waits for the other to start."""
+    started: list[str] = []
+    both = asyncio.Event
+
+    async def run() -> tuple[ToolOutcome, ...]:
+        gate = both()
+
+        async def fn(args: dict[str, Any]) -> str:
+            started.append(str(args["x"]))
+            if len(started) == 2:
+                gate.set()
+            await asyncio.wait_for(gate.wait(), 5)
+            return "ok"
+
+        tool = Tool("a", "", SCHEMA, fn)
+        return await run_calls([_inv(tool, {"x": 1}, "c1"), _inv(tool, {"x": 2}, "c2")])
+
+    outcomes = asyncio.run(run())
+    assert [o.content for o in outcomes] == ["ok", "ok"]
+
+
+def test_sync_tools_run_in_threads_concurrently() -> None:
+    """Sync calls of one step overlap in the thread pool (a barrier of two passes)."""
+    barrier = threading.Barrier(2, timeout=5)
+
+    def fn(args: dict[str, Any]) -> str:
+        barrier.wait()
+        return "ok"
+
+    tool = Tool("s", "", SCHEMA, fn)
+    for outcomes in _both([_inv(tool, call_id="c1"), _inv(tool, call_id="c2")]):
+        assert [o.content for o in outcomes] == ["ok", "ok"]
+        barrier.reset()
+
+
+def test_concurrency_limit_is_respected() -> None:
+    """No more than max_concurrency calls run at once."""
+    lock = threading.Lock()
+    active = [0, 0]
+
+    def fn(args: dict[str, Any]) -> str:
+        with lock:
+            active[0] += 1
+            active[1] = max(active[1], active[0])
+        threading.Event().wait(0.005)
+        with lock:
+            active[0] -= 1
+        return "ok"
+
+    tool = Tool("s", "", SCHEMA, fn)
+    invs = [_inv(tool, call_id=f"c{i}") for i in range(6)]
+    for outcomes in _both(invs, max_concurrency=2):
+        assert len(outcomes) == 6
+        assert active[1] <= 2
+        active[1] = 0
+
+
+def test_async_timeout_becomes_error_result() -> None:
+    """An async tool that outlives its timeout is cancelled and reported as timed out."""
+    cancelled = []
+
+    async def slow(args: dict[str, Any]) -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "late"
+
+    tool = Tool("slow", "", SCHEMA, slow, timeout=0.01)
+    (outcome,) = asyncio.run(run_calls([_inv(tool)]))
+    assert outcome.outcome == "timeout"
+    assert "timed out after 0.01 s" in outcome.content
+    assert cancelled == [True]
+
+
+def test_sync_timeout_becomes_error_result() -> None:
+    """A sync tool that outlives its timeout is reported as timed out (its thread is left)."""
+    release = threading.Event()
+    tool = Tool("slow", "", SCHEMA, lambda a: release.wait(5), timeout=0.01)
+    fast = Tool("fast", "", SCHEMA, lambda a: "quick")
+    try:
+        outcomes = run_calls_sync([_inv(tool, call_id="c1"), _inv(fast, call_id="c2")])
+        assert [o.outcome for o in outcomes] == ["timeout", "ok"]
+        (alone,) = run_calls_sync([_inv(tool)])
+        assert alone.outcome == "timeout"
+    finally:
+        release.set()
+
+
+def test_tool_raising_timeout_error_is_an_error_not_a_timeout() -> None:
+    """A TimeoutError raised by the tool itself reads as a tool error."""
+
+    async def fn(args: dict[str, Any]) -> str:
+        raise TimeoutError("upstream slow")
+
+    tool = Tool("t", "", SCHEMA, fn, timeout=5)
+    (outcome,) = asyncio.run(run_calls([_inv(tool)]))
+    assert outcome.outcome == "error"
+    assert "upstream slow" in outcome.content
+
+
+def test_cancellation_cancels_running_async_tools() -> None:
+    """Cancelling the awaiting task cancels every running call."""
+    cancelled: list[int] = []
+    started = asyncio.Event
+
+    async def main() -> None:
+        both_started = started()
+        count = [0]
+
+        async def fn(args: dict[str, Any]) -> str:
+            count[0] += 1
+            if count[0] == 2:
+                both_started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(args["x"])
+                raise
+            return "never"
+
+        tool = Tool("t", "", SCHEMA, fn)
+        task = asyncio.ensure_future(
+            run_calls([_inv(tool, {"x": 1}, "a"), _inv(tool, {"x": 2}, "b")])
+        )
+        await both_started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert sorted(cancelled) == [1, 2]
+
+
+def test_async_tool_from_blocking_path() -> None:
+    """An async tool works from the blocking path (a loop is made for the step)."""
+
+    async def fn(args: dict[str, Any]) -> int:
+        await asyncio.sleep(0)
+        return int(args["x"]) + 1
+
+    (outcome,) = run_calls_sync([_inv(Tool("a", "", SCHEMA, fn), {"x": 41})])
+    assert outcome.content == "42"
+
+
+def test_blocking_path_inside_running_loop() -> None:
+    """The blocking path called from async code does not re-enter the running loop."""
+
+    async def fn(args: dict[str, Any]) -> str:
+        return "inner"
+
+    async def main() -> tuple[ToolOutcome, ...]:
+        return run_calls_sync([_inv(Tool("a", "", SCHEMA, fn))])
+
+    assert asyncio.run(main())[0].content == "inner"
+
+
+def test_context_is_passed_and_result_formatting_errors_are_caught() -> None:
+    """A tool that cannot be formatted gives an error result, not an exception."""
+
+    class Weird(Tool):
+        def format_result(self, value: Any) -> str:
+            raise TypeError("cannot format")
+
+    (outcome,) = run_calls_sync([_inv(Weird("w", "", SCHEMA, lambda a: object()))])
+    assert outcome.outcome == "error"
+    assert "cannot format" in outcome.content
+
+
+def test_call_without_id_keeps_name() -> None:
+    """Outcome carries the tool name the call named, even for unknown tools."""
+    call = ToolCallPart("z", "ghost", "{}", {})
+    (outcome,) = run_calls_sync([ToolInvocation(call, None, _ctx())])
+    assert (outcome.call_id, outcome.tool_name) == ("z", "ghost")

@@ -1,0 +1,262 @@
+"""The shipped test models: scripts, functions, the tool-calling TestModel and their streams."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolfold import Message, ModelRequest, ModelResponse, ToolfoldError, ToolResultPart
+from toolfold.runtime import (
+    OutputSpec,
+    StreamState,
+    TextDelta,
+    ToolCallDelta,
+    ToolDefinition,
+    finish_stream,
+    fold_stream,
+)
+from toolfold.testing import FunctionModel, ScriptedModel, TestModel, sample_value
+
+REQ = ModelRequest((Message.user("hi"),))
+
+
+def _fold(events: Any) -> ModelResponse:
+    state = StreamState()
+    for event in events:
+        state = fold_stream(state, event)
+    return finish_stream(state, lambda i: f"gen{i}")
+
+
+def test_script_entries_become_responses() -> None:
+    """Text, calls, lists, messages and functions each become one response, in order."""
+    model = ScriptedModel(
+        [
+            "plain",
+            ScriptedModel.call("a", {"x": 1}),
+            ["thinking", ScriptedModel.call("a", {"x": 1}), ScriptedModel.call("b")],
+            Message.assistant("as message"),
+            lambda request: f"saw {len(request.messages)}",
+        ]
+    )
+    first = model.request_sync(REQ)
+    assert (first.text, first.finish_reason) == ("plain", "stop")
+    second = model.request_sync(REQ)
+    assert second.finish_reason == "tool_calls"
+    assert second.tool_calls[0].arguments == {"x": 1}
+    third = model.request_sync(REQ)
+    assert third.text == "thinking"
+    assert [c.name for c in third.tool_calls] == ["a", "b"]
+    assert model.request_sync(REQ).text == "as message"
+    assert model.request_sync(REQ).text == "saw 1"
+    assert model.remaining == 0
+    assert len(model.requests) == 5
+
+
+def test_call_ids_are_unique_per_conversation_position() -> None:
+    """Calls without ids get ids from the step and position, distinct across steps."""
+    model = ScriptedModel([[ScriptedModel.call("a"), ScriptedModel.call("a")]] * 2)
+    one = model.request_sync(REQ)
+    later = ModelRequest((Message.user("hi"), one.message, Message.tool()))
+    two = model.request_sync(later)
+    ids = [c.id for c in (*one.tool_calls, *two.tool_calls)]
+    assert len(set(ids)) == 4
+
+
+def test_raw_argument_text_is_kept() -> None:
+    """A call scripted with raw text keeps the text; invalid JSON decodes to None."""
+    call = ScriptedModel.call("a", '{"x": ')
+    assert call.arguments_text == '{"x": '
+    assert call.arguments is None
+
+
+def test_exhausted_script_raises_clear_error() -> None:
+    """A request past the script's end names the problem."""
+    model = ScriptedModel(["only"])
+    model.request_sync(REQ)
+    with pytest.raises(ToolfoldError, match="no entry left for request 2"):
+        model.request_sync(REQ)
+
+
+def test_full_response_entry_kept_with_its_usage() -> None:
+    """A ModelResponse entry keeps its finish reason and usage."""
+    from toolfold import Usage
+
+    given_response = ModelResponse(Message.assistant("cut"), Usage(5, 7, requests=1), "length")
+    got = ScriptedModel([given_response]).request_sync(REQ)
+    assert got.finish_reason == "length"
+    assert got.usage == Usage(5, 7, requests=1)
+
+
+def test_usage_is_estimated() -> None:
+    """Test models report nonzero usage so usage summing can be checked."""
+    got = ScriptedModel(["three word answer"]).request_sync(REQ)
+    assert got.usage.output_tokens == 3
+    assert got.usage.input_tokens == 1
+    assert got.usage.requests == 1
+
+
+def test_streams_fold_back_to_the_same_response() -> None:
+    """The sync and async streams of a test model fold into the non-streamed response."""
+    script = [["some longer text here", ScriptedModel.call("tool", {"q": "a long query"})]]
+    expected = ScriptedModel(script).request_sync(REQ)
+    events = list(ScriptedModel(script).stream_sync(REQ))
+    assert sum(isinstance(e, TextDelta) for e in events) > 1
+    assert sum(isinstance(e, ToolCallDelta) for e in events) > 1
+    assert _fold(events) == expected
+
+    async def collect() -> list[Any]:
+        return [e async for e in ScriptedModel(script).stream(REQ)]
+
+    assert _fold(asyncio.run(collect())) == expected
+
+
+def test_function_model_sync_and_async_functions() -> None:
+    """FunctionModel accepts sync and async functions, for both request methods."""
+
+    async def afn(request: ModelRequest) -> str:
+        return "async " + request.messages[-1].text
+
+    for model in (FunctionModel(lambda r: "sync " + r.messages[-1].text), FunctionModel(afn)):
+        word = "async" if model.function is afn else "sync"
+        assert model.request_sync(REQ).text == f"{word} hi"
+        assert asyncio.run(model.request(REQ)).text == f"{word} hi"
+
+
+def test_function_model_custom_stream() -> None:
+    """A stream_function's events are yielded exactly."""
+    events = [TextDelta("a"), TextDelta("b")]
+    model = FunctionModel(lambda r: "ignored", stream_function=lambda r: events)
+    assert list(model.stream_sync(REQ)) == events
+
+
+TOOLS = (
+    ToolDefinition(
+        "weather",
+        "",
+        {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "minLength": 2},
+                "unit": {"enum": ["c", "f"]},
+                "days": {"type": "integer", "minimum": 3, "maximum": 7},
+            },
+            "required": ["city", "unit"],
+        },
+    ),
+    ToolDefinition("noop"),
+)
+
+
+def test_test_model_calls_each_tool_then_summarises() -> None:
+    """TestModel calls every tool with schema-valid arguments, then sums up the results."""
+    model = TestModel()
+    first = model.request_sync(ModelRequest((Message.user("go"),), TOOLS))
+    assert [c.name for c in first.tool_calls] == ["weather", "noop"]
+    for call, tool in zip(first.tool_calls, TOOLS, strict=True):
+        jsonschema.validate(call.arguments, tool.parameters)
+    results = Message.tool(
+        ToolResultPart(first.tool_calls[0].id, "weather", "sunny"),
+        ToolResultPart(first.tool_calls[1].id, "noop", "done"),
+    )
+    second = model.request_sync(ModelRequest((Message.user("go"), first.message, results), TOOLS))
+    assert not second.tool_calls
+    assert "weather: sunny" in second.text
+    assert "noop: done" in second.text
+
+
+def test_test_model_respects_tool_choice_and_selection() -> None:
+    """tool_choice none / a name and call_tools narrow which tools are called."""
+    msgs = (Message.user("go"),)
+    assert not TestModel().request_sync(ModelRequest(msgs, TOOLS, "none")).tool_calls
+    named = TestModel().request_sync(ModelRequest(msgs, TOOLS, "noop"))
+    assert [c.name for c in named.tool_calls] == ["noop"]
+    chosen = TestModel(call_tools=["weather"]).request_sync(ModelRequest(msgs, TOOLS))
+    assert [c.name for c in chosen.tool_calls] == ["weather"]
+
+
+def test_test_model_structured_output() -> None:
+    """With an output spec, TestModel answers JSON that fits the schema (or the given value)."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+        "required": ["name", "age"],
+    }
+    request = ModelRequest((Message.user("go"),), output=OutputSpec("person", schema))
+    answer = json.loads(TestModel().request_sync(request).text)
+    jsonschema.validate(answer, schema)
+    given_value = {"name": "Ada", "age": 36}
+    assert json.loads(TestModel(output=given_value).request_sync(request).text) == given_value
+
+
+def test_sample_value_handles_refs_unions_and_recursion() -> None:
+    """Recursive $defs, anyOf with null and allOf produce a valid finite value."""
+    schema = {
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {
+                    "value": {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.5},
+                    "next": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]},
+                },
+                "required": ["value", "next"],
+            }
+        },
+        "type": "object",
+        "properties": {
+            "root": {"$ref": "#/$defs/Node"},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 2,
+                "uniqueItems": True,
+            },
+            "when": {"type": "string", "format": "date-time"},
+            "both": {
+                "allOf": [
+                    {"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]}
+                ]
+            },
+            "code": {"type": "string", "pattern": "^[0-9]+$"},
+        },
+        "required": ["root", "tags", "when", "both", "code"],
+    }
+    jsonschema.validate(sample_value(schema), schema)
+
+
+_leaf = st.sampled_from(
+    [
+        {"type": "string"},
+        {"type": "string", "minLength": 3, "maxLength": 4},
+        {"type": "integer", "minimum": -5, "maximum": -2},
+        {"type": "number", "exclusiveMaximum": 0},
+        {"type": "boolean"},
+        {"type": "null"},
+        {"enum": ["x", "y"]},
+        {"const": 3},
+        {"type": ["string", "null"]},
+    ]
+)
+_schemas = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(
+        st.builds(lambda s: {"type": "array", "items": s, "minItems": 1}, inner),
+        st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3).map(
+            lambda props: {"type": "object", "properties": props, "required": sorted(props)}
+        ),
+        st.lists(inner, min_size=1, max_size=3).map(lambda alts: {"anyOf": alts}),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_schemas)
+def test_sample_value_fits_generated_schemas(schema: dict[str, Any]) -> None:
+    """Whatever the schema (of the keywords supported), the sample validates against it."""
+    jsonschema.validate(sample_value(schema), schema)

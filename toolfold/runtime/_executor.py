@@ -1,0 +1,333 @@
+"""Running one step's tool calls: validate, invoke, time out, format.
+
+This is the only place a tool's function is called. Every failure a model can
+correct (bad JSON, schema-invalid arguments, an exception, a timeout) becomes
+a `ToolOutcome` with an error text for the model; nothing here raises for a
+tool's sake. Results come back in call order whatever the completion order.
+
+Sync tools run in a shared thread pool, async tools on the running loop. The
+blocking path (`run_calls_sync`) needs no event loop at all when the step has
+only sync tools, and runs a lone call without a timeout in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Literal, TypeVar
+
+import attrs
+
+from toolfold._errors import ToolArgumentError
+from toolfold.runtime._messages import ToolCallPart, ToolResultPart
+from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._tool import Tool
+
+T = TypeVar("T")
+
+Outcome = Literal["ok", "error", "invalid_arguments", "timeout", "unknown_tool", "denied"]
+
+DEFAULT_MAX_CONCURRENCY = 8
+
+
+@attrs.frozen
+class ToolInvocation:
+    """One call to execute.
+
+    Attributes:
+        call: The call as the model made it.
+        tool: The tool to run, or None when the model named an unknown tool.
+        context: The run context handed to the tool.
+    """
+
+    call: ToolCallPart
+    tool: Tool | None
+    context: RunContext[Any]
+
+
+@attrs.frozen
+class ToolOutcome:
+    """What one call produced.
+
+    Attributes:
+        call_id: The id of the call.
+        tool_name: The tool the call named.
+        content: The text the model will see.
+        is_error: True unless the tool returned normally.
+        outcome: ``ok``, ``error``, ``invalid_arguments``, ``timeout``,
+            ``unknown_tool`` or ``denied``.
+        exception: The exception a tool raised (for ``on_tool_error="raise"``).
+    """
+
+    call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+    outcome: Outcome = "ok"
+    exception: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def part(self) -> ToolResultPart:
+        """The result as a message part."""
+        return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error)
+
+
+def unknown_tool_message(name: str, available: Sequence[str]) -> str:
+    """The error text a model gets when it calls a tool that does not exist."""
+    names = ", ".join(available) if available else "none"
+    return f"Error: unknown tool {name!r}. Available tools: {names}."
+
+
+def _error(
+    call: ToolCallPart, content: str, outcome: Outcome, exc: BaseException | None = None
+) -> ToolOutcome:
+    return ToolOutcome(call.id, call.name, content, True, outcome, exc)
+
+
+def _prepare(inv: ToolInvocation) -> ToolOutcome | dict[str, Any]:
+    """Validated arguments, or the outcome that replaces running the tool."""
+    tool = inv.tool
+    if tool is None or tool.function is None:
+        return _error(
+            inv.call, f"Error: tool {inv.call.name!r} cannot be run here.", "unknown_tool"
+        )
+    raw = inv.call.arguments if inv.call.arguments is not None else inv.call.arguments_text
+    try:
+        return tool.validate_arguments(raw)
+    except ToolArgumentError as exc:
+        return _error(inv.call, exc.message_for_model, "invalid_arguments", exc)
+
+
+def _finish(inv: ToolInvocation, value: Any) -> ToolOutcome:
+    assert inv.tool is not None
+    try:
+        content = inv.tool.format_result(value)
+    except Exception as exc:
+        return _failed(inv, exc)
+    return ToolOutcome(inv.call.id, inv.call.name, content)
+
+
+def _failed(inv: ToolInvocation, exc: BaseException) -> ToolOutcome:
+    text = str(exc)
+    described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return _error(inv.call, f"Error: {described}", "error", exc)
+
+
+def _timed_out(inv: ToolInvocation, timeout: float) -> ToolOutcome:
+    return _error(
+        inv.call, f"Error: tool {inv.call.name!r} timed out after {timeout:g} s.", "timeout"
+    )
+
+
+# --- the shared thread pool ------------------------------------------------
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=32, thread_name_prefix="toolfold-tool"
+                )
+    return _POOL
+
+
+def _call_sync(inv: ToolInvocation, arguments: dict[str, Any]) -> Any:
+    assert inv.tool is not None
+    return inv.tool.invoke(arguments, inv.context)
+
+
+# --- async -------------------------------------------------------------------
+
+
+async def run_calls(
+    invocations: Sequence[ToolInvocation], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+) -> tuple[ToolOutcome, ...]:
+    """Run the calls concurrently; outcomes in call order.
+
+    Cancelling the awaiting task cancels every call still running (a sync tool
+    already in a thread cannot be interrupted; its result is dropped).
+    """
+    limit = asyncio.Semaphore(max(1, max_concurrency))
+
+    async def one(inv: ToolInvocation) -> ToolOutcome:
+        prepared = _prepare(inv)
+        if isinstance(prepared, ToolOutcome):
+            return prepared
+        async with limit:
+            return await _run_one(inv, prepared)
+
+    if len(invocations) == 1:
+        return (await one(invocations[0]),)
+    tasks = [asyncio.ensure_future(one(inv)) for inv in invocations]
+    try:
+        return tuple(await asyncio.gather(*tasks))
+    finally:
+        pending = [t for t in tasks if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _run_one(inv: ToolInvocation, arguments: dict[str, Any]) -> ToolOutcome:
+    assert inv.tool is not None
+    timeout = inv.tool.timeout
+    try:
+        if inv.tool.is_async:
+            work: Awaitable[Any] = inv.tool.invoke(arguments, inv.context)
+        else:
+            loop = asyncio.get_running_loop()
+            call = functools.partial(contextvars.copy_context().run, _call_sync, inv, arguments)
+            work = loop.run_in_executor(_pool(), call)
+        task = asyncio.ensure_future(work)
+    except Exception as exc:
+        return _failed(inv, exc)
+    try:
+        # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
+        # must read as a tool error, not as our timeout.
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert timeout is not None
+        return _timed_out(inv, timeout)
+    try:
+        value = task.result()
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as exc:
+        return _failed(inv, exc)
+    return _finish(inv, value)
+
+
+# --- blocking ----------------------------------------------------------------
+
+
+def run_calls_sync(
+    invocations: Sequence[ToolInvocation], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+) -> tuple[ToolOutcome, ...]:
+    """Run the calls from blocking code; outcomes in call order.
+
+    Uses no event loop unless an async tool is among the calls.
+    """
+    if any(inv.tool is not None and inv.tool.is_async for inv in invocations):
+        return run_blocking(lambda: run_calls(invocations, max_concurrency=max_concurrency))
+    results: list[ToolOutcome | None] = []
+    jobs: list[tuple[ToolInvocation, dict[str, Any]]] = []
+    slots: list[int] = []
+    for inv in invocations:
+        prepared = _prepare(inv)
+        if isinstance(prepared, ToolOutcome):
+            results.append(prepared)
+        else:
+            slots.append(len(results))
+            results.append(None)
+            jobs.append((inv, prepared))
+    if len(jobs) == 1 and jobs[0][0].tool is not None and jobs[0][0].tool.timeout is None:
+        results[slots[0]] = _run_inline(*jobs[0])
+    elif jobs:
+        for slot, outcome in zip(slots, _run_threaded(jobs, max_concurrency), strict=True):
+            results[slot] = outcome
+    return tuple(r for r in results if r is not None)
+
+
+def _run_inline(inv: ToolInvocation, arguments: dict[str, Any]) -> ToolOutcome:
+    try:
+        value = _call_sync(inv, arguments)
+        if inspect.isawaitable(value):
+            value = run_blocking(lambda: _await(value))
+    except Exception as exc:
+        return _failed(inv, exc)
+    return _finish(inv, value)
+
+
+async def _await(value: Awaitable[T]) -> T:
+    return await value
+
+
+def _run_threaded(
+    jobs: Sequence[tuple[ToolInvocation, dict[str, Any]]], max_concurrency: int
+) -> list[ToolOutcome]:
+    pool = _pool()
+    limit = max(1, max_concurrency)
+    outcomes: list[ToolOutcome | None] = [None] * len(jobs)
+    running: dict[concurrent.futures.Future[Any], tuple[int, float]] = {}
+    queue = list(range(len(jobs)))
+    queue.reverse()
+    try:
+        while queue or running:
+            while queue and len(running) < limit:
+                index = queue.pop()
+                inv, arguments = jobs[index]
+                call = functools.partial(contextvars.copy_context().run, _call_sync, inv, arguments)
+                running[pool.submit(call)] = (index, time.monotonic())
+            done, _ = concurrent.futures.wait(
+                running, timeout=_next_deadline(running, jobs), return_when="FIRST_COMPLETED"
+            )
+            now = time.monotonic()
+            for future in list(running):
+                index, started = running[future]
+                inv = jobs[index][0]
+                timeout = inv.tool.timeout if inv.tool is not None else None
+                if future in done:
+                    del running[future]
+                    outcomes[index] = _outcome_of(inv, future)
+                elif timeout is not None and now - started >= timeout:
+                    del running[future]
+                    future.cancel()
+                    outcomes[index] = _timed_out(inv, timeout)
+    finally:
+        for future in running:
+            future.cancel()
+    return [o for o in outcomes if o is not None]
+
+
+def _next_deadline(
+    running: dict[concurrent.futures.Future[Any], tuple[int, float]],
+    jobs: Sequence[tuple[ToolInvocation, dict[str, Any]]],
+) -> float | None:
+    now = time.monotonic()
+    waits = [
+        max(0.0, started + timeout - now)
+        for index, started in running.values()
+        if (tool := jobs[index][0].tool) is not None and (timeout := tool.timeout) is not None
+    ]
+    return min(waits) if waits else None
+
+
+def _outcome_of(inv: ToolInvocation, future: concurrent.futures.Future[Any]) -> ToolOutcome:
+    try:
+        value = future.result()
+        if inspect.isawaitable(value):
+            value = run_blocking(lambda: _await(value))
+    except Exception as exc:
+        return _failed(inv, exc)
+    return _finish(inv, value)
+
+
+def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine to completion from blocking code.
+
+    With no loop running in this thread, on a fresh loop here; inside a
+    running loop (sync API called from async code), on a worker thread so the
+    caller's loop is not re-entered.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    return _pool().submit(lambda: asyncio.run(make())).result()

@@ -1,0 +1,201 @@
+"""Deterministic example values for a JSON Schema (used by `TestModel`).
+
+No randomness and no hypothesis at runtime: the same schema always gives the
+same value, the simplest one that satisfies the common keywords (types, enums,
+bounds, lengths, required properties, ``$ref``/``$defs``, unions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+_FORMATS: dict[str, str] = {
+    "date-time": "2024-01-01T00:00:00Z",
+    "date": "2024-01-01",
+    "time": "00:00:00",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+    "email": "user@example.com",
+    "uri": "https://example.com",
+    "duration": "P1D",
+}
+
+_MAX_DEPTH = 8
+
+
+def sample_value(schema: Mapping[str, Any] | bool) -> Any:
+    """The simplest value that fits ``schema`` (a JSON Schema dict)."""
+    root = schema if isinstance(schema, Mapping) else {}
+    return _Sampler(root).value(schema, 0)
+
+
+class _Sampler:
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.defs: dict[str, Any] = {**root.get("definitions", {}), **root.get("$defs", {})}
+
+    def value(self, schema: Mapping[str, Any] | bool, depth: int) -> Any:
+        if not isinstance(schema, Mapping):
+            return None
+        if "$ref" in schema:
+            target = self.defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
+            return self.value({**target, **{k: v for k, v in schema.items() if k != "$ref"}}, depth)
+        if "const" in schema:
+            return schema["const"]
+        if schema.get("enum"):
+            return schema["enum"][0]
+        if "default" in schema and depth > 0:
+            return schema["default"]
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                return self.value(self._pick_branch(schema[key], depth), depth)
+        if "allOf" in schema:
+            merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+            for part in schema["allOf"]:
+                merged = _merge(merged, self._resolve(part))
+            return self.value(merged, depth)
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = next((t for t in kind if t != "null"), "null")
+        if kind is None:
+            kind = _infer_type(schema)
+        return getattr(self, f"_{kind}", self._null)(schema, depth)
+
+    def _resolve(self, schema: Any) -> Mapping[str, Any]:
+        if isinstance(schema, Mapping) and "$ref" in schema:
+            resolved = self.defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
+            return resolved if isinstance(resolved, Mapping) else {}
+        return schema if isinstance(schema, Mapping) else {}
+
+    def _pick_branch(self, branches: list[Any], depth: int) -> Any:
+        # Deep in a recursive type, prefer the branch that ends the recursion.
+        non_null = [b for b in branches if self._resolve(b).get("type") != "null"]
+        if depth >= _MAX_DEPTH or not non_null:
+            null = [b for b in branches if self._resolve(b).get("type") == "null"]
+            if null:
+                return null[0]
+        return (non_null or branches)[0]
+
+    def _null(self, schema: Mapping[str, Any], depth: int) -> Any:
+        return None
+
+    def _boolean(self, schema: Mapping[str, Any], depth: int) -> Any:
+        return True
+
+    def _string(self, schema: Mapping[str, Any], depth: int) -> Any:
+        fmt = schema.get("format")
+        if isinstance(fmt, str) and fmt in _FORMATS:
+            return _FORMATS[fmt]
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            found = _match_pattern(pattern, schema)
+            if found is not None:
+                return found
+        low = int(schema.get("minLength", 1))
+        high = schema.get("maxLength")
+        length = max(low, min(5, int(high) if high is not None else 5))
+        return ("a" * length)[: int(high) if high is not None else None]
+
+    def _integer(self, schema: Mapping[str, Any], depth: int) -> Any:
+        return int(self._number_value(schema, integer=True))
+
+    def _number(self, schema: Mapping[str, Any], depth: int) -> Any:
+        return self._number_value(schema, integer=False)
+
+    def _number_value(self, schema: Mapping[str, Any], *, integer: bool) -> float:
+        low = schema.get("minimum")
+        if "exclusiveMinimum" in schema and not isinstance(schema["exclusiveMinimum"], bool):
+            ex = float(schema["exclusiveMinimum"])
+            low = math.floor(ex) + 1 if integer else ex + 0.5
+        high = schema.get("maximum")
+        if "exclusiveMaximum" in schema and not isinstance(schema["exclusiveMaximum"], bool):
+            ex = float(schema["exclusiveMaximum"])
+            high = math.ceil(ex) - 1 if integer else ex - 0.5
+        value = 1.0
+        if low is not None and value < low:
+            value = float(low)
+        if high is not None and value > high:
+            value = float(high)
+        step = schema.get("multipleOf")
+        if step:
+            value = math.ceil(value / step) * step
+            if high is not None and value > high:
+                value = math.floor(float(high) / step) * step
+        return value
+
+    def _array(self, schema: Mapping[str, Any], depth: int) -> Any:
+        prefix = schema.get("prefixItems")
+        if isinstance(prefix, list):
+            return [self.value(item, depth + 1) for item in prefix]
+        items = schema.get("items", {})
+        if isinstance(items, list):  # draft 4-7 tuple form
+            return [self.value(item, depth + 1) for item in items]
+        count = int(schema.get("minItems", 0 if depth >= _MAX_DEPTH else 1))
+        if schema.get("maxItems") is not None:
+            count = min(count, int(schema["maxItems"]))
+        first = self.value(items, depth + 1)
+        if count > 1 and schema.get("uniqueItems"):
+            return [_distinct(first, i) for i in range(count)]
+        return [first] * count
+
+    def _object(self, schema: Mapping[str, Any], depth: int) -> Any:
+        properties: Mapping[str, Any] = schema.get("properties", {})
+        required = set(schema.get("required", ()))
+        result: dict[str, Any] = {}
+        for name, sub in properties.items():
+            # Optional properties are filled near the top so that tools see
+            # realistic input, and left out deeper to end recursive types.
+            if name in required or depth < 2:
+                result[name] = self.value(sub, depth + 1)
+        extra = schema.get("additionalProperties")
+        count = int(schema.get("minProperties", 0))
+        index = 0
+        while len(result) < count:
+            index += 1
+            key = f"key{index}"
+            if key not in result:
+                result[key] = self.value(extra if isinstance(extra, Mapping) else {}, depth + 1)
+        return result
+
+
+def _infer_type(schema: Mapping[str, Any]) -> str:
+    if "properties" in schema or "additionalProperties" in schema:
+        return "object"
+    if "items" in schema or "prefixItems" in schema:
+        return "array"
+    if "minimum" in schema or "maximum" in schema:
+        return "number"
+    if "minLength" in schema or "pattern" in schema or "format" in schema:
+        return "string"
+    return "null"
+
+
+def _merge(left: Mapping[str, Any], right: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(left)
+    for key, value in right.items():
+        if key == "properties" and key in merged:
+            merged[key] = {**merged[key], **value}
+        elif key == "required" and key in merged:
+            merged[key] = [*merged[key], *value]
+        else:
+            merged[key] = value
+    return merged
+
+
+def _distinct(value: Any, index: int) -> Any:
+    if isinstance(value, bool):
+        return index % 2 == 0
+    if isinstance(value, (int, float)):
+        return value + index
+    if isinstance(value, str):
+        return f"{value}{index}"
+    return value
+
+
+def _match_pattern(pattern: str, schema: Mapping[str, Any]) -> str | None:
+    import re
+
+    low = int(schema.get("minLength", 0))
+    candidates = ["a" * max(low, 1), "A" * max(low, 1), "0" * max(low, 1), "a1", "abc", "", "a-b"]
+    compiled = re.compile(pattern)
+    return next((c for c in candidates if compiled.search(c)), None)

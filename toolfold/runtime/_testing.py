@@ -1,0 +1,361 @@
+"""Models for tests and examples: no network, no keys, deterministic.
+
+`ScriptedModel` answers from a script, `FunctionModel` from a function,
+`TestModel` calls every tool once with schema-valid arguments and then sums
+the results up. All three implement the four `Model` methods, and their
+streams are made of the same neutral events a provider adapter yields.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Any, Union
+
+from toolfold._errors import ToolfoldError
+from toolfold.runtime._arguments import parse_arguments
+from toolfold.runtime._executor import _await, run_blocking
+from toolfold.runtime._messages import (
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from toolfold.runtime._model import (
+    ModelRequest,
+    ModelResponse,
+    ReasoningDelta,
+    ResponseInfo,
+    StreamEvent,
+    StreamFinish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+)
+from toolfold.runtime._sample import sample_value
+
+Reply = Union[str, Message, ModelResponse, ToolCallPart, Sequence[Union[str, Part]]]  # noqa: UP007
+"""What a script entry or a model function may give: text, a tool call, a
+message, a full response, or a list of text pieces and tool calls that make up
+one response."""
+
+ScriptEntry = Union[Reply, Callable[[ModelRequest], Reply]]  # noqa: UP007
+
+
+def to_response(reply: Reply, request: ModelRequest, model_name: str) -> ModelResponse:
+    """Turn a reply into a full response: ids for calls, a finish reason, usage."""
+    if isinstance(reply, ModelResponse):
+        response = reply
+        message = reply.message
+    else:
+        if isinstance(reply, Message):
+            message = reply
+        elif isinstance(reply, (str, ToolCallPart)):
+            message = Message("assistant", (_as_part(reply),))
+        else:
+            message = Message("assistant", tuple(_as_part(item) for item in reply))
+        response = ModelResponse(message, model_name=model_name)
+    step = 1 + sum(1 for m in request.messages if m.role == "assistant")
+    parts = tuple(_with_id(p, step, i) for i, p in enumerate(message.parts))
+    message = Message("assistant", parts)
+    finish = response.finish_reason
+    if not isinstance(reply, ModelResponse):
+        finish = "tool_calls" if message.tool_calls else "stop"
+    usage = response.usage
+    if not isinstance(reply, ModelResponse) or usage == Usage(requests=1):
+        usage = Usage(_count_words(request.messages), _count_words((message,)), requests=1)
+    return ModelResponse(
+        message,
+        usage,
+        finish,
+        response.raw_finish_reason,
+        response.model_name or model_name,
+        response.response_id,
+    )
+
+
+def _as_part(item: str | Part) -> Part:
+    return TextPart(item) if isinstance(item, str) else item
+
+
+def _with_id(part: Part, step: int, index: int) -> Part:
+    # Ids derive from the position in the conversation, so a model rebuilt in
+    # another process (a resumed run) never repeats an earlier id.
+    if isinstance(part, ToolCallPart) and not part.id:
+        return ToolCallPart(
+            f"call_{step}_{index}",
+            part.name,
+            part.arguments_text,
+            part.arguments,
+            part.provider_data,
+        )
+    return part
+
+
+def _count_words(messages: Iterable[Message]) -> int:
+    total = 0
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                total += len(part.text.split())
+            elif isinstance(part, ToolCallPart):
+                total += 1 + len(part.arguments_text.split())
+            else:
+                total += len(getattr(part, "content", "").split())
+    return total
+
+
+def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart:
+    """A tool call for a script: ``arguments`` is a dict, or raw JSON text."""
+    if isinstance(arguments, str):
+        return ToolCallPart(id, name, arguments, parse_arguments(arguments))
+    args = dict(arguments or {})
+    return ToolCallPart(id, name, json.dumps(args), args)
+
+
+def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamEvent]:
+    """Neutral stream events that fold back into ``response``."""
+    yield ResponseInfo(response.model_name, response.response_id)
+    index = 0
+    for part in response.message.parts:
+        if isinstance(part, TextPart):
+            for piece in _chunks(part.text, chunk):
+                yield TextDelta(piece)
+        elif isinstance(part, ReasoningPart):
+            yield ReasoningDelta(part.text, part.signature, part.provider)
+        elif isinstance(part, ToolCallPart):
+            yield ToolCallStart(index, part.id, part.name, part.provider_data)
+            for piece in _chunks(part.arguments_text, chunk):
+                yield ToolCallDelta(index, piece)
+            yield ToolCallEnd(index)
+            index += 1
+    yield UsageUpdate(response.usage)
+    yield StreamFinish(response.finish_reason, response.raw_finish_reason)
+
+
+def _chunks(text: str, size: int) -> Iterator[str]:
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
+
+
+class _BaseTestModel:
+    """Shared plumbing: the four `Model` methods on top of `_reply`."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self.requests: list[ModelRequest] = []
+        """Every request received, in order (for assertions)."""
+
+    @property
+    def name(self) -> str:
+        """``provider:model``."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self._name!r})"
+
+    def _reply(self, request: ModelRequest) -> Reply | Awaitable[Reply]:
+        raise NotImplementedError
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        """One response, blocking."""
+        self.requests.append(request)
+        reply = self._reply(request)
+        if inspect.isawaitable(reply):
+            pending = reply
+            reply = run_blocking(lambda: _await(pending))
+        return to_response(reply, request, self._name)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """One response, asynchronously."""
+        self.requests.append(request)
+        reply = self._reply(request)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return to_response(reply, request, self._name)
+
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """The response as neutral stream events, blocking."""
+        return response_events(self.request_sync(request))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The response as neutral stream events, asynchronously."""
+        for event in response_events(await self.request(request)):
+            yield event
+
+
+class ScriptedModel(_BaseTestModel):
+    """A model that answers from a script, one entry per request.
+
+    Each entry is the text of an answer, a tool call made with
+    `ScriptedModel.call`, a list of text pieces and calls that form one
+    response (parallel calls), a `Message`, a `ModelResponse`, or a function
+    of the `ModelRequest` returning any of these. Calls without an id get a
+    deterministic one.
+
+    Example:
+        >>> model = ScriptedModel([
+        ...     ScriptedModel.call("get_weather", {"city": "Paris"}),
+        ...     "It is sunny in Paris.",
+        ... ])
+
+    Args:
+        script: The entries, in the order requests will consume them.
+        name: The model name (``provider:model``) reported to the run.
+
+    Raises:
+        ToolfoldError: At request time, when the script has no entry left.
+    """
+
+    call = staticmethod(make_call)
+
+    def __init__(self, script: Iterable[ScriptEntry], *, name: str = "scripted:model") -> None:
+        super().__init__(name)
+        self._script = list(script)
+        self._position = 0
+        self._lock = threading.Lock()
+
+    @property
+    def remaining(self) -> int:
+        """How many entries have not been used yet."""
+        return len(self._script) - self._position
+
+    def _reply(self, request: ModelRequest) -> Reply:
+        with self._lock:
+            if self._position >= len(self._script):
+                raise ToolfoldError(
+                    f"ScriptedModel has no entry left for request {self._position + 1} "
+                    f"(the script has {len(self._script)}); add entries to the script"
+                )
+            entry = self._script[self._position]
+            self._position += 1
+        return entry(request) if callable(entry) else entry
+
+
+class FunctionModel(_BaseTestModel):
+    """A model whose answers come from a function of the request.
+
+    Example:
+        >>> def reply(request):
+        ...     if request.messages[-1].role == "tool":
+        ...         return "Done: " + request.messages[-1].tool_results[0].content
+        ...     return FunctionModel.call("add", {"a": 1, "b": 2})
+        >>> model = FunctionModel(reply)
+
+    Args:
+        function: Called with each `ModelRequest`; returns (or, if async,
+            resolves to) text, a tool call, a list of text and calls, a
+            `Message` or a `ModelResponse`.
+        stream_function: Optional; called with the request, returns the
+            neutral stream events to yield (to test stream handling exactly).
+            Without it, streams are made from ``function``'s response.
+        name: The model name (``provider:model``) reported to the run.
+    """
+
+    call = staticmethod(make_call)
+
+    def __init__(
+        self,
+        function: Callable[[ModelRequest], Reply | Awaitable[Reply]],
+        *,
+        stream_function: Callable[[ModelRequest], Iterable[StreamEvent]] | None = None,
+        name: str = "function:model",
+    ) -> None:
+        super().__init__(name)
+        self.function = function
+        self.stream_function = stream_function
+
+    def _reply(self, request: ModelRequest) -> Reply | Awaitable[Reply]:
+        return self.function(request)
+
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """The response as neutral stream events, blocking."""
+        if self.stream_function is None:
+            return super().stream_sync(request)
+        self.requests.append(request)
+        return iter(self.stream_function(request))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The response as neutral stream events, asynchronously."""
+        if self.stream_function is None:
+            async for event in super().stream(request):
+                yield event
+            return
+        self.requests.append(request)
+        for event in self.stream_function(request):
+            yield event
+
+
+class TestModel(_BaseTestModel):
+    """A model that calls each tool once, then summarises the results.
+
+    On the first request of a turn it calls every tool it is offered (or the
+    ones named in ``call_tools``), all in one response, with arguments
+    generated from each tool's JSON Schema. Once tool results are in the
+    conversation it answers: with ``text`` if given, with a JSON value that
+    fits the requested output schema when the run asks for structured output,
+    or with a summary of the tool results.
+
+    Args:
+        call_tools: ``"all"``, or the names of the tools to call.
+        text: The final answer to give instead of the summary.
+        output: The structured answer to give (a JSON-able value) instead of
+            one generated from the output schema.
+        name: The model name (``provider:model``) reported to the run.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(
+        self,
+        *,
+        call_tools: str | Sequence[str] = "all",
+        text: str | None = None,
+        output: Any = None,
+        name: str = "test:model",
+    ) -> None:
+        super().__init__(name)
+        self.call_tools = call_tools
+        self.text = text
+        self.output = output
+
+    def _reply(self, request: ModelRequest) -> Reply:
+        results = _results_this_turn(request.messages)
+        tools = self._tools_to_call(request)
+        if results is None and tools:
+            return [make_call(t.name, sample_value(dict(t.parameters))) for t in tools]
+        if request.output is not None:
+            value = self.output if self.output is not None else sample_value(request.output.schema)
+            return json.dumps(value)
+        if self.text is not None:
+            return self.text
+        if not results:
+            return "Hello! I am a test model; I have nothing to call."
+        lines = [f"- {r.tool_name}: {r.content}" for r in results]
+        return "Here is what the tools returned:\n" + "\n".join(lines)
+
+    def _tools_to_call(self, request: ModelRequest) -> list[Any]:
+        if request.tool_choice == "none":
+            return []
+        tools = list(request.tools)
+        if request.tool_choice not in (None, "auto", "required"):
+            return [t for t in tools if t.name == request.tool_choice]
+        if self.call_tools == "all":
+            return tools
+        return [t for t in tools if t.name in self.call_tools]
+
+
+def _results_this_turn(messages: Sequence[Message]) -> list[Any] | None:
+    """Tool results since the last user message, or None when there are none."""
+    found: list[Any] = []
+    for message in reversed(messages):
+        if message.role == "user":
+            break
+        found[:0] = message.tool_results
+    return found or None
