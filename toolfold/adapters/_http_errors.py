@@ -1,0 +1,259 @@
+"""Errors from HTTP, mapped at one boundary into toolfold's `ProviderError` tree.
+
+Two entry points: `status_error` turns a non-2xx response into the right
+`ProviderError` child, and `transport_error` turns any httpx exception (or an
+OS-level one from a custom client) into `ConnectionError`, `TimeoutError` or
+`StreamError`. `parse_error_body` reads the error bodies of every provider in
+providers.md (OpenAI and the compatible family, Mistral's flat shape, Anthropic,
+Gemini and its list-wrapped variant, OpenRouter's integer codes); an adapter
+with another shape passes its own parser to the transport.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from toolfold._errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConnectionError,
+    NotFoundError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+    StreamError,
+    TimeoutError,
+    ToolUseFailedError,
+)
+from toolfold.adapters._retry import retry_after_seconds
+
+# toolfold's TimeoutError shadows the builtin one, which sockets and asyncio raise.
+_BuiltinTimeout = builtins.TimeoutError
+
+
+@attrs.frozen
+class ErrorInfo:
+    """What a provider said in an error body.
+
+    Attributes:
+        message: The provider's own message.
+        code: The provider's error code (as text).
+        type: The provider's error type or status word (``rate_limit_error``,
+            ``RESOURCE_EXHAUSTED``).
+        retry_after: A wait the body asked for, in seconds (Gemini ``RetryInfo``).
+        failed_generation: Groq's raw model output for ``tool_use_failed``.
+        retryable: Overrides the status-based retry decision when not None
+            (e.g. False for a per-day quota that will not clear soon).
+    """
+
+    message: str | None = None
+    code: str | None = None
+    type: str | None = None
+    retry_after: float | None = None
+    failed_generation: str | None = None
+    retryable: bool | None = None
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> ErrorInfo:
+    """Read a provider error body (any of the shapes in providers.md); never raises."""
+    try:
+        data: Any = json.loads(body) if body else None
+    except ValueError:
+        return ErrorInfo(message=body.strip()[:500] or None)
+    if isinstance(data, list) and data and isinstance(data[0], Mapping):
+        data = data[0]  # Gemini sometimes wraps the error object in a list
+    if not isinstance(data, Mapping):
+        return ErrorInfo(message=body.strip()[:500] or None)
+    error = data.get("error")
+    if isinstance(error, str):
+        return ErrorInfo(message=error, type=_text(data.get("type")))
+    if not isinstance(error, Mapping):
+        error = data  # Mistral and old vLLM: the fields are at the top level
+    return ErrorInfo(
+        message=_text(error.get("message")) or _text(data.get("detail")),
+        code=_text(error.get("code")),
+        type=_text(error.get("type")) or _text(error.get("status")),
+        retry_after=_gemini_retry_delay(error.get("details")),
+        failed_generation=_text(error.get("failed_generation")),
+        retryable=_gemini_retryable(error.get("details")),
+    )
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, (Mapping, list)):
+        return None
+    return str(value)
+
+
+def _details(details: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(details, list):
+        return []
+    return [d for d in details if isinstance(d, Mapping)]
+
+
+def _gemini_retry_delay(details: Any) -> float | None:
+    for detail in _details(details):
+        if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            match = _DURATION.match(str(detail.get("retryDelay", "")))
+            if match:
+                return float(match.group(1))
+    return None
+
+
+def _gemini_retryable(details: Any) -> bool | None:
+    # A per-day quota does not clear within minutes: retrying it only burns time.
+    for detail in _details(details):
+        if str(detail.get("@type", "")).endswith("google.rpc.QuotaFailure"):
+            for violation in _details(detail.get("violations")):
+                quota = str(violation.get("quotaId", "")) + str(violation.get("quotaMetric", ""))
+                if "PerDay" in quota:
+                    return False
+    return None
+
+
+def status_error(
+    provider: str,
+    status: int,
+    body: str,
+    headers: Mapping[str, str],
+    info: ErrorInfo,
+    url: str,
+) -> ProviderError:
+    """The `ProviderError` child for an HTTP error response.
+
+    Args:
+        provider: The provider name, for the message.
+        status: The HTTP status.
+        body: The response body as text (already scrubbed of secrets).
+        headers: The response headers.
+        info: What `parse_error_body` (or the adapter's parser) read from the body.
+        url: The request URL (no secrets in it), for the message.
+    """
+    said = f": {info.message}" if info.message else ""
+    message = f"{provider} returned HTTP {status} for POST {url}{said}"
+    common: dict[str, Any] = {
+        "provider": provider,
+        "status_code": status,
+        "body": body,
+        "headers": headers,
+        "provider_message": info.message,
+        "code": info.code,
+    }
+    if status == 429:
+        retry_after = retry_after_seconds(headers)
+        if retry_after is None:
+            retry_after = info.retry_after
+        return RateLimitError(message, retry_after=retry_after, **common)
+    if status in (400, 413, 422):
+        if info.code == "tool_use_failed":
+            return ToolUseFailedError(
+                message, failed_generation=info.failed_generation or "", **common
+            )
+        return BadRequestError(message, **common)
+    if status in (401, 403):
+        return AuthenticationError(message, **common)
+    if status == 404:
+        return NotFoundError(message, **common)
+    if status == 408:
+        return TimeoutError(message, **common)
+    if status >= 500:
+        return ServerError(message, **common)
+    return ProviderError(message, **common)
+
+
+#: The roots of exceptions `transport_error` maps. Matching is by class name along
+#: the MRO, so clients with httpx's API but their own classes (httpx2) map too.
+CLIENT_ERROR_MODULES = ("httpx", "httpx2", "httpcore", "h11", "anyio", "ssl")
+
+
+def is_client_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from the HTTP stack (so `transport_error` should map it)."""
+    if isinstance(exc, (OSError, _BuiltinTimeout, EOFError)):
+        return True
+    return type(exc).__module__.split(".")[0] in CLIENT_ERROR_MODULES
+
+
+def transport_error(
+    provider: str, exc: BaseException, url: str, *, streaming: bool = False
+) -> ProviderError:
+    """The `ProviderError` child for an exception raised while talking HTTP.
+
+    Args:
+        provider: The provider name, for the message.
+        exc: What the HTTP client raised.
+        url: The request URL, for the message.
+        streaming: The response had started: a lost connection is a cut stream.
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
+    where = f"{provider} at {url}"
+    if "ConnectTimeout" in names:
+        return TimeoutError(f"connecting to {where} timed out{detail}", provider=provider)
+    if "PoolTimeout" in names:
+        return TimeoutError(
+            f"no free connection to {where} within the pool timeout{detail}", provider=provider
+        )
+    if "TimeoutException" in names or isinstance(exc, _BuiltinTimeout):
+        what = "the stream from" if streaming else "the response from"
+        return TimeoutError(f"{what} {where} timed out{detail}", provider=provider)
+    if "HTTPStatusError" in names:
+        response: Any = getattr(exc, "response", None)
+        status = int(getattr(response, "status_code", 0))
+        headers: Mapping[str, str] = getattr(response, "headers", {})
+        return status_error(provider, status, "", headers, ErrorInfo(message=str(exc)), url)
+    if streaming and (
+        names & {"TransportError", "DecodingError"} or isinstance(exc, (OSError, EOFError))
+    ):
+        return StreamError(
+            f"the stream from {where} was cut before it ended{detail}", provider=provider
+        )
+    if "TransportError" in names or isinstance(exc, (OSError, EOFError)):
+        return ConnectionError(f"cannot reach {where}{detail}", provider=provider)
+    if "DecodingError" in names:
+        return ProviderError(f"cannot decode the response from {where}{detail}", provider=provider)
+    if "TooManyRedirects" in names:
+        return ProviderError(f"too many redirects from {where}{detail}", provider=provider)
+    if "InvalidURL" in names:
+        return ConnectionError(f"invalid URL for {where}{detail}", provider=provider)
+    # StreamConsumed / StreamClosed / CookieConflict...: a client used the wrong way.
+    return ProviderError(f"HTTP client error with {where}{detail}", provider=provider)
+
+
+def inband_error(provider: str, event_name: str | None, data: str) -> StreamError | None:
+    """A `StreamError` for an error sent inside a 200 stream, else None.
+
+    Catches ``event: error`` (Anthropic), a payload with a top-level ``error``
+    (OpenAI, OpenRouter, vLLM, Ollama) and ``{"type": "error"}``. Cheap for the
+    common case: the JSON is parsed only when ``"error"`` appears in the text.
+    """
+    if event_name != "error" and '"error"' not in data:
+        return None
+    try:
+        payload: Any = json.loads(data)
+    except ValueError:
+        if event_name != "error":
+            return None
+        payload = {"error": {"message": data}}
+    if not isinstance(payload, Mapping):
+        return None
+    if event_name != "error" and "error" not in payload and payload.get("type") != "error":
+        return None
+    info = parse_error_body(200, data, {})
+    said = info.message or data[:500]
+    return StreamError(
+        f"{provider} reported an error inside the stream: {said}",
+        provider=provider,
+        status_code=200,
+        body=data,
+        provider_message=info.message,
+        code=info.code or info.type,
+    )

@@ -1,0 +1,143 @@
+"""API keys: read from the environment, held in a wrapper that never prints them.
+
+A key lives in the private slot of a `Secret`; ``repr``, ``str`` and format
+strings show ``Secret('sk-...')`` masked, so a model or transport can be logged,
+printed or put in an exception message safely. `redact` scrubs a key from any
+text (used on every error message and body the transport raises), and
+`RedactingFilter` does the same for log records, for users who log httpx's debug
+output.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+
+from toolfold._errors import ModelConfigError
+
+#: Where each provider's key is looked for when ``api_key=`` is not given.
+API_KEY_ENV_VARS: Mapping[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "groq": ("GROQ_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+}
+
+_MASK = "***"
+
+
+class Secret:
+    """A string that does not show itself: ``repr`` and ``str`` are masked.
+
+    Call `reveal` at the one place the value is needed (building a header).
+    """
+
+    __slots__ = ("__value",)
+
+    def __init__(self, value: str) -> None:
+        self.__value = value
+
+    def reveal(self) -> str:
+        """The secret value."""
+        return self.__value
+
+    def __repr__(self) -> str:
+        return f"Secret({mask(self.__value)!r})"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return repr(self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other.__value == self.__value
+
+    def __hash__(self) -> int:
+        return hash((Secret, self.__value))
+
+    def __bool__(self) -> bool:
+        return bool(self.__value)
+
+    def __reduce__(self) -> str | tuple[object, ...]:
+        # Pickling a key by accident (e.g. into a checkpoint) must be an error.
+        raise TypeError("a Secret cannot be pickled; pass the key again where it is needed")
+
+
+def mask(value: str) -> str:
+    """A masked form that keeps a short, recognisable prefix: ``'sk-...'``."""
+    if len(value) <= 8:
+        return _MASK
+    return f"{value[:3]}{_MASK}"
+
+
+def resolve_api_key(
+    provider: str,
+    api_key: str | Secret | None,
+    *,
+    env_vars: Iterable[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    required: bool = True,
+) -> Secret | None:
+    """The key to use: ``api_key`` when given, else the provider's environment variable.
+
+    Args:
+        provider: The provider name, e.g. ``"openai"``.
+        api_key: A key given explicitly (wins over the environment).
+        env_vars: Variables to read, in order; default `API_KEY_ENV_VARS[provider]`.
+        environ: The environment (default ``os.environ``).
+        required: Raise when no key is found (False for local servers).
+
+    Raises:
+        ModelConfigError: No key given and none of the variables is set.
+    """
+    if isinstance(api_key, Secret):
+        return api_key
+    if api_key is not None:
+        if not api_key.strip():
+            raise ModelConfigError(f"api_key for provider {provider!r} is empty")
+        return Secret(api_key)
+    names = tuple(env_vars) if env_vars is not None else API_KEY_ENV_VARS.get(provider, ())
+    env = os.environ if environ is None else environ
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            return Secret(value)
+    if not required:
+        return None
+    where = " or ".join(names) if names else "an environment variable"
+    raise ModelConfigError(f"no API key for provider {provider!r}: pass api_key=... or set {where}")
+
+
+def redact(text: str, secrets: Iterable[Secret | None]) -> str:
+    """``text`` with every secret value (and ``Bearer <value>``) replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            value = secret.reveal()
+            if value in text:
+                text = text.replace(value, _MASK)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that scrubs the given secrets from every record.
+
+    Example:
+        >>> import logging
+        >>> logging.getLogger("httpx").addFilter(RedactingFilter([Secret("sk-123456789")]))
+    """
+
+    def __init__(self, secrets: Iterable[Secret]) -> None:
+        super().__init__()
+        self._secrets = tuple(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message, self._secrets)
+        if cleaned != message:
+            record.msg = cleaned
+            record.args = None
+        return True

@@ -1,0 +1,160 @@
+"""Timeouts and the retry policy of the transport (plain data plus pure functions).
+
+The policy mirrors what the official OpenAI and Anthropic SDKs do, so a
+toolfold model behaves like the SDK a user knows: retry 408, 409, 429, 5xx and
+529 and lost connections, twice by default, waiting ``retry-after-ms``, else
+``retry-after`` (seconds or an HTTP date), else the provider's own hint (Gemini's
+``RetryInfo.retryDelay``), else an exponential backoff from 0.5 s to 8 s with
+jitter. ``x-should-retry: true|false`` overrides the status check. A server that
+asks for a wait longer than ``max_retry_after`` (120 s) is not retried: the error
+goes to the caller with ``retry_after`` set, so a scheduler can decide.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+DEFAULT_RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (value < 0 or math.isnan(value)):
+        raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
+
+
+@attrs.frozen
+class Timeouts:
+    """How long the transport waits, in seconds (None: no limit).
+
+    Attributes:
+        connect: To open a connection (TCP and TLS).
+        read: Between two pieces of the response (a stalled stream times out).
+        write: To send the request body.
+        pool: To get a connection from a full pool.
+        total: For the whole call, retries and the streamed body included.
+    """
+
+    connect: float | None = attrs.field(default=10.0, validator=_non_negative)
+    read: float | None = attrs.field(default=600.0, validator=_non_negative)
+    write: float | None = attrs.field(default=600.0, validator=_non_negative)
+    pool: float | None = attrs.field(default=60.0, validator=_non_negative)
+    total: float | None = attrs.field(default=None, validator=_non_negative)
+
+    @classmethod
+    def of(cls, value: Timeouts | float | None) -> Timeouts:
+        """A `Timeouts` from a number (read, write and total, with the default connect) or None."""
+        if isinstance(value, Timeouts):
+            return value
+        if value is None:
+            return cls(connect=None, read=None, write=None, pool=None, total=None)
+        return cls(read=float(value), write=float(value), total=float(value))
+
+
+@attrs.frozen
+class RetryPolicy:
+    """When and how long to wait before sending a failed request again.
+
+    Attributes:
+        max_retries: Retries after the first attempt (0: never retry).
+        initial_delay: The first backoff, in seconds; doubles on each retry.
+        max_delay: The largest backoff, in seconds.
+        jitter: The share of each backoff that is random (0.25: 75-100 %).
+        retry_statuses: HTTP statuses worth another attempt.
+        max_retry_after: The longest server-requested wait that is honoured;
+            a longer one makes the error go to the caller.
+        retry_connection_errors: Retry when the connection failed or dropped
+            before any response arrived.
+        retry_timeouts: Retry after a connect or read timeout.
+    """
+
+    max_retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
+    initial_delay: float = attrs.field(default=0.5, validator=_non_negative)
+    max_delay: float = attrs.field(default=8.0, validator=_non_negative)
+    jitter: float = attrs.field(
+        default=0.25, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    )
+    retry_statuses: frozenset[int] = attrs.field(
+        default=DEFAULT_RETRY_STATUSES, converter=frozenset
+    )
+    max_retry_after: float = attrs.field(default=120.0, validator=_non_negative)
+    retry_connection_errors: bool = True
+    retry_timeouts: bool = True
+
+    def should_retry_status(self, status: int, headers: Mapping[str, str]) -> bool:
+        """Whether a response with ``status`` deserves another attempt (ignoring the count)."""
+        hint = _header(headers, "x-should-retry")
+        if hint == "true":
+            return True
+        if hint == "false":
+            return False
+        return status in self.retry_statuses
+
+    def backoff(self, retry: int, random: float) -> float:
+        """The backoff before retry number ``retry`` (0-based), with ``random`` in [0, 1)."""
+        delay = min(self.initial_delay * 2.0**retry, self.max_delay)
+        return delay * (1.0 - self.jitter * random)
+
+    def delay(
+        self,
+        retry: int,
+        headers: Mapping[str, str],
+        hint: float | None,
+        random: float,
+        now: float | None = None,
+    ) -> float | None:
+        """The wait before retry number ``retry``, or None when the server asks for too long.
+
+        Args:
+            retry: 0 for the first retry.
+            headers: The failed response's headers (empty for connection errors).
+            hint: A wait the provider gave in its body (Gemini ``retryDelay``).
+            random: A number in [0, 1) for the jitter.
+            now: The wall-clock time, to read an HTTP-date ``retry-after``.
+        """
+        asked = retry_after_seconds(headers, now)
+        if asked is None:
+            asked = hint
+        if asked is not None:
+            return asked if asked <= self.max_retry_after else None
+        return self.backoff(retry, random)
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """The wait a server asked for: ``retry-after-ms``, else ``retry-after`` (seconds or date)."""
+    ms = _header(headers, "retry-after-ms")
+    if ms is not None:
+        try:
+            value = float(ms) / 1000.0
+        except ValueError:
+            value = math.nan
+        if value >= 0:
+            return value
+    raw = _header(headers, "retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        parsed = email.utils.parsedate_tz(raw)
+        if parsed is None:
+            return None
+        value = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
+        return max(value, 0.0)
+    return value if value >= 0 and not math.isinf(value) else None
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None and not hasattr(headers, "multi_items"):
+        # A plain dict may hold any case; httpx.Headers is already case-insensitive.
+        for key, candidate in headers.items():
+            if key.lower() == name:
+                value = candidate
+                break
+    return None if value is None else value.strip().lower()
