@@ -1,0 +1,177 @@
+"""Classes with named fields as JSON objects: dataclasses, attrs, TypedDict, NamedTuple.
+
+Each becomes ``{"type": "object", "properties": ..., "required": [...],
+"additionalProperties": false}``; the class docstring gives the object's
+description and, through its ``Attributes:`` section, each field's (attrs and
+dataclass field ``metadata={"description": ...}`` work too).
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolfold.toolkit._schema import SchemaContext
+
+MISSING: Any = object()
+
+
+class FieldInfo(typing.NamedTuple):
+    """One field of a class: name, annotation, default (MISSING) and metadata."""
+
+    name: str
+    annotation: Any
+    required: bool
+    default: Any
+    description: str | None
+
+
+def class_fields(cls: type) -> list[FieldInfo] | None:
+    """The fields of a dataclass, attrs class, TypedDict or NamedTuple; else None."""
+    if "__dataclass_fields__" in cls.__dict__ or hasattr(cls, "__dataclass_fields__"):
+        return _dataclass_fields(cls)
+    if hasattr(cls, "__attrs_attrs__"):
+        return _attrs_fields(cls)
+    if issubclass(cls, dict) and hasattr(cls, "__required_keys__"):
+        hints = _hints(cls)
+        required = cls.__required_keys__
+        return [FieldInfo(n, t, n in required, MISSING, None) for n, t in hints.items()]
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        hints = _hints(cls)
+        defaults = getattr(cls, "_field_defaults", {})
+        return [
+            FieldInfo(n, hints.get(n, MISSING), n not in defaults, defaults.get(n, MISSING), None)
+            for n in cls._fields
+        ]
+    return None
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def _dataclass_fields(cls: type) -> list[FieldInfo]:
+    import dataclasses
+
+    hints = _hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        has_factory = f.default_factory is not dataclasses.MISSING
+        default = MISSING if f.default is dataclasses.MISSING else f.default
+        required = default is MISSING and not has_factory
+        description = f.metadata.get("description")
+        out.append(FieldInfo(f.name, hints.get(f.name, f.type), required, default, description))
+    return out
+
+
+def _attrs_fields(cls: type) -> list[FieldInfo]:
+    import attrs
+
+    hints = _hints(cls)
+    out = []
+    for a in attrs.fields(cls):
+        if not a.init:
+            continue
+        default = a.default
+        required = default is attrs.NOTHING
+        if required or isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            default = MISSING
+        annotation = hints.get(a.name, a.type if a.type is not None else MISSING)
+        description = a.metadata.get("description")
+        out.append(FieldInfo(a.name, annotation, required, default, description))
+    return out
+
+
+def _class_doc(cls: type) -> str | None:
+    doc = cls.__doc__
+    if not doc:
+        return None
+    # dataclasses and namedtuples write "Name(a, b)" as the docstring of an undocumented class
+    if doc.startswith(cls.__name__ + "(") and doc.rstrip().endswith(")") and "\n" not in doc:
+        return None
+    if cls.__dict__.get("__doc__") is None:  # inherited, e.g. from dict or tuple
+        return None
+    return doc
+
+
+def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict[str, Any]:
+    """The object schema of ``cls``; problems go to ``ctx``."""
+    from toolfold.toolkit._docstrings import parse_docstring
+    from toolfold.toolkit._schema import has_own_description
+
+    doc = parse_docstring(_class_doc(cls))
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for f in fields:
+        if f.annotation is MISSING:
+            ctx.problem(
+                f"field {f.name!r} of {cls.__qualname__} has no type annotation", "." + f.name
+            )
+            continue
+        schema = ctx.schema_for(f.annotation, "." + f.name)
+        description = f.description or doc.attributes.get(f.name) or doc.params.get(f.name)
+        if description and not has_own_description(f.annotation):
+            schema["description"] = description
+        if f.required:
+            required.append(f.name)
+        elif f.default is not MISSING:
+            try:
+                schema["default"] = to_json(f.default)
+            except ValueError:
+                ctx.problem(
+                    f"field {f.name!r} of {cls.__qualname__} has default {f.default!r},"
+                    " which is not JSON-representable; use a JSON value or a default factory"
+                )
+        properties[f.name] = schema
+    schema = {"type": "object"}
+    if doc.description:
+        schema["description"] = doc.description
+    schema["properties"] = properties
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+def to_json(value: Any) -> Any:
+    """A default value as JSON data, or ValueError if it has no JSON form.
+
+    Enums give their value; tuples and sets give lists; datetimes, dates and
+    times their ISO form; UUID, Decimal and paths their text.
+    """
+    kind = type(value)
+    if value is None or kind is str or kind is bool or kind is int:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise ValueError(value)
+        return value
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return to_json(value.value)
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [to_json(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise ValueError(value)
+        return {k: to_json(v) for k, v in value.items()}
+    name = f"{kind.__module__}.{kind.__qualname__}"
+    if name in ("datetime.datetime", "datetime.date", "datetime.time"):
+        return value.isoformat()
+    if name in ("uuid.UUID", "decimal.Decimal") or kind.__module__ == "pathlib":
+        return str(value)
+    if isinstance(value, (int, str)) and not isinstance(value, bool):  # int / str subclasses
+        return to_json(int(value) if isinstance(value, int) else str(value))
+    raise ValueError(value)

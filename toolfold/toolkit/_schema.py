@@ -1,0 +1,400 @@
+"""Python types → JSON Schema, through a registry of rules users can extend.
+
+A rule is a function ``(tp, ctx) -> dict`` registered for a class (it also
+matches subclasses) or for a predicate over types, like cattrs hooks. User rules
+are tried before the built-in ones, newest first, so a user can also override
+how a built-in type is described::
+
+    @toolfold.register_schema_rule(Money)
+    def _money(tp: type, ctx: SchemaContext) -> dict[str, Any]:
+        return {"type": "string", "pattern": r"^\\d+\\.\\d{2} [A-Z]{3}$"}
+
+Schemas of types are cached (a dataclass is described once per process); the
+cache is private, callers always get a fresh dict they may mutate.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from toolfold.toolkit._field import Field, apply_field
+
+Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
+
+_NoneType = type(None)
+_UNION_ORIGINS: tuple[Any, ...] = (typing.Union, types.UnionType)
+_SIMPLE: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    _NoneType: {"type": "null"},
+    None: {"type": "null"},
+    Any: {},
+}
+# By "module.qualname" so that datetime, uuid, decimal and pathlib need not be
+# imported for toolfold to recognise them.
+_FORMATS: dict[str, dict[str, Any]] = {
+    "datetime.datetime": {"type": "string", "format": "date-time"},
+    "datetime.date": {"type": "string", "format": "date"},
+    "datetime.time": {"type": "string", "format": "time"},
+    "uuid.UUID": {"type": "string", "format": "uuid"},
+    "decimal.Decimal": {"type": "string", "format": "decimal"},
+    "pathlib.Path": {"type": "string", "format": "path"},
+    "pathlib.PurePath": {"type": "string", "format": "path"},
+    "pathlib.PosixPath": {"type": "string", "format": "path"},
+    "pathlib.WindowsPath": {"type": "string", "format": "path"},
+}
+_ARRAY_ORIGINS = {
+    list,
+    typing.Sequence.__origin__,  # type: ignore[attr-defined]
+    typing.MutableSequence.__origin__,  # type: ignore[attr-defined]
+}
+_SET_ORIGINS = {
+    set,
+    frozenset,
+    typing.AbstractSet.__origin__,  # type: ignore[attr-defined]
+    typing.MutableSet.__origin__,  # type: ignore[attr-defined]
+}
+_MAP_ORIGINS = {
+    dict,
+    typing.Mapping.__origin__,  # type: ignore[attr-defined]
+    typing.MutableMapping.__origin__,  # type: ignore[attr-defined]
+}
+# TypedDict item qualifiers, by name: typing's or typing_extensions' (which is
+# not imported here, it costs more than the rest of toolkit).
+_WRAPPERS = frozenset({"Required", "NotRequired", "ReadOnly"})
+
+_HINT = "; use a supported type or register a rule with toolfold.register_schema_rule()"
+_class_rules: dict[type, Rule] = {}
+_predicate_rules: list[tuple[Callable[[Any], bool], Rule]] = []
+_cache: dict[Any, dict[str, Any]] = {}
+
+
+def register_schema_rule(match: type | Callable[[Any], bool], rule: Rule | None = None) -> Any:
+    """Teach toolfold the JSON Schema of a type.
+
+    Args:
+        match: A class (the rule also covers its subclasses) or a predicate
+            ``(tp) -> bool`` over type annotations.
+        rule: ``(tp, ctx) -> dict`` returning the schema; ``ctx.schema_for(t)``
+            derives the schema of an inner type. Omit it to use this function
+            as a decorator.
+
+    Returns:
+        The rule (so that it works as a decorator).
+    """
+
+    def register(fn: Rule) -> Rule:
+        if isinstance(match, type):
+            _class_rules[match] = fn
+        else:
+            _predicate_rules.insert(0, (match, fn))
+        _cache.clear()
+        return fn
+
+    return register if rule is None else register(rule)
+
+
+def copy_json(value: Any) -> Any:
+    """Deep-copy a JSON value made of dicts and lists (faster than copy.deepcopy)."""
+    if type(value) is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if type(value) is list:
+        return [copy_json(v) for v in value]
+    return value
+
+
+def type_repr(tp: Any) -> str:
+    """A short, readable name for a type annotation (``list[int]``, ``Point``)."""
+    if isinstance(tp, type) and typing.get_origin(tp) is None:  # list[int] is a type on 3.10
+        return tp.__qualname__
+    if tp is None:
+        return "None"
+    return repr(tp).replace("typing.", "").replace("typing_extensions.", "")
+
+
+class SchemaContext:
+    """The state of one derivation: ``$defs`` for recursive types, problems.
+
+    Rules receive it and call ``ctx.schema_for(inner)`` for the types they
+    contain, so recursion, caching and error paths work through user rules too.
+
+    Attributes:
+        defs: Schemas of recursive types, by name, for the root's ``$defs``.
+        problems: (path, message) for each type that could not be described.
+    """
+
+    __slots__ = ("_names", "_path", "_recursive", "_refs", "_stack", "defs", "problems")
+
+    def __init__(self) -> None:
+        self.defs: dict[str, dict[str, Any]] = {}
+        self.problems: list[tuple[str, str]] = []
+        self._path: list[str] = []
+        self._stack: list[Any] = []
+        self._recursive: set[Any] = set()
+        self._names: dict[Any, str] = {}
+        self._refs = 0
+
+    def problem(self, message: str, segment: str = "") -> dict[str, Any]:
+        """Record that the type at the current path cannot be described."""
+        self.problems.append(("".join(self._path) + segment, message))
+        return {}
+
+    def schema_for(self, tp: Any, segment: str = "") -> dict[str, Any]:
+        """The schema of ``tp`` (a fresh dict); ``segment`` extends the error path."""
+        if segment:
+            self._path.append(segment)
+        try:
+            cached = _cache.get(tp)
+            hashable = True
+        except TypeError:
+            cached, hashable = None, False
+        if cached is not None:
+            schema: dict[str, Any] = copy_json(cached)
+        else:
+            refs, problems = self._refs, len(self.problems)
+            schema = self._derive(tp)
+            if hashable and refs == self._refs and problems == len(self.problems):
+                _cache[tp] = copy_json(schema)
+        if segment:
+            self._path.pop()
+        return schema
+
+    def _derive(self, tp: Any) -> dict[str, Any]:
+        simple = _SIMPLE.get(tp) if _hashable(tp) else None
+        if simple is not None and not _class_rules and not _predicate_rules:
+            return dict(simple)
+        rule = _user_rule(tp)
+        if rule is not None:
+            return rule(tp, self)
+        if simple is not None:
+            return dict(simple)
+        origin = typing.get_origin(tp)
+        if origin is not None:
+            return self._generic(tp, origin, typing.get_args(tp))
+        if isinstance(tp, type):
+            return self._class(tp)
+        supertype = getattr(tp, "__supertype__", None)  # NewType
+        if supertype is not None:
+            return self.schema_for(supertype)
+        extensions = sys.modules.get("typing_extensions")
+        if extensions is not None and tp is extensions.Any:  # its own class before 3.11
+            return {}
+        return self.problem(f"type {type_repr(tp)} has no JSON Schema rule" + _HINT)
+
+    def _generic(self, tp: Any, origin: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+        if origin is typing.Annotated:
+            return self._annotated(tp.__origin__, tp.__metadata__)
+        if origin in _UNION_ORIGINS:
+            return {"anyOf": [self.schema_for(a) for a in args]}
+        if origin is typing.Literal:
+            return self._literal(args)
+        if origin in _ARRAY_ORIGINS or origin in _SET_ORIGINS:
+            schema: dict[str, Any] = {"type": "array"}
+            if args and args[0] is not Any:
+                schema["items"] = self.schema_for(args[0], "[]")
+            if origin in _SET_ORIGINS:
+                schema["uniqueItems"] = True
+            return schema
+        if origin is tuple:
+            return self._tuple(args)
+        if origin in _MAP_ORIGINS:
+            return self._mapping(args)
+        if getattr(origin, "_name", None) in _WRAPPERS:
+            return self.schema_for(args[0])
+        if isinstance(origin, type) and origin is not type:
+            return self._class(origin)
+        return self.problem(f"type {type_repr(tp)} has no JSON Schema rule" + _HINT)
+
+    def _annotated(self, inner: Any, metadata: Iterable[Any]) -> dict[str, Any]:
+        schema = self.schema_for(inner)
+        problems: list[str] = []
+        for item in metadata:
+            if isinstance(item, str):
+                schema["description"] = item
+            elif isinstance(item, Field):
+                apply_field(schema, item, problems)
+            elif type(item).__module__ == "annotated_types":
+                apply_field(schema, _from_annotated_types(item), problems)
+        for message in problems:
+            self.problem(f"{message}, not to {type_repr(inner)}")
+        return schema
+
+    def _literal(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        values = [a.value if isinstance(a, enum.Enum) else a for a in args]
+        return _enum_schema(self, values, "Literal")
+
+    def _tuple(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        if len(args) == 2 and args[1] is Ellipsis:
+            schema: dict[str, Any] = {"type": "array"}
+            if args[0] is not Any:
+                schema["items"] = self.schema_for(args[0], "[]")
+            return schema
+        if args == ((),):  # tuple[()] on Python 3.10
+            args = ()
+        items = [self.schema_for(a, f"[{i}]") for i, a in enumerate(args)]
+        schema = {"type": "array", "minItems": len(items), "maxItems": len(items)}
+        if items:
+            schema["prefixItems"] = items
+        return schema
+
+    def _mapping(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "object"}
+        if not args:
+            return schema
+        key, value = args
+        if key is not str and key is not Any:
+            names = self.schema_for(key, "{key}")
+            if names.get("type") != "string":
+                return self.problem(
+                    f"dict keys must be str (JSON object keys are strings), not {type_repr(key)}"
+                )
+            if len(names) > 1:
+                schema["propertyNames"] = names
+        if value is not Any:
+            schema["additionalProperties"] = self.schema_for(value, "{}")
+        return schema
+
+    def _class(self, cls: type) -> dict[str, Any]:
+        if issubclass(cls, enum.Enum):
+            return _enum_class(self, cls)
+        if cls in (list, set, frozenset, tuple, dict):
+            return self._generic(cls, cls, ())
+        found = _FORMATS.get(f"{cls.__module__}.{cls.__qualname__}")
+        if found is not None:
+            return dict(found)
+        from toolfold.toolkit._classes import class_fields
+
+        fields = class_fields(cls)
+        if fields is None:
+            return self.problem(f"type {type_repr(cls)} has no JSON Schema rule" + _HINT)
+        return self.object_schema(cls, fields)
+
+    def object_schema(self, cls: type, fields: Any) -> dict[str, Any]:
+        """The schema of a class with named fields, with ``$ref`` for recursion."""
+        if cls in self._stack:
+            self._recursive.add(cls)
+            self._refs += 1
+            return {"$ref": f"#/$defs/{self._def_name(cls)}"}
+        self._stack.append(cls)
+        try:
+            from toolfold.toolkit._classes import build_object
+
+            schema = build_object(self, cls, fields)
+        finally:
+            self._stack.pop()
+        if cls in self._recursive:
+            self._refs += 1
+            name = self._def_name(cls)
+            self.defs[name] = schema
+            return {"$ref": f"#/$defs/{name}"}
+        return schema
+
+    def _def_name(self, cls: type) -> str:
+        name = self._names.get(cls)
+        if name is None:
+            name = cls.__name__
+            taken = set(self._names.values())
+            n = 2
+            while name in taken:
+                name, n = f"{cls.__name__}{n}", n + 1
+            self._names[cls] = name
+        return name
+
+
+def has_own_description(annotation: Any) -> bool:
+    """Whether ``Annotated[...]`` metadata gives this annotation its description."""
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return False
+    return any(
+        isinstance(m, str) or (isinstance(m, Field) and m.description is not None)
+        for m in annotation.__metadata__
+    )
+
+
+def _hashable(tp: Any) -> bool:
+    try:
+        hash(tp)
+    except TypeError:
+        return False
+    return True
+
+
+def _user_rule(tp: Any) -> Rule | None:
+    if _class_rules and isinstance(tp, type):
+        for klass in tp.__mro__:
+            rule = _class_rules.get(klass)
+            if rule is not None:
+                return rule
+    for predicate, rule in _predicate_rules:
+        if predicate(tp):
+            return rule
+    return None
+
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", _NoneType: "null"}
+
+
+def _enum_schema(ctx: SchemaContext, values: list[Any], what: str) -> dict[str, Any]:
+    kinds = []
+    for value in values:
+        kind = _JSON_TYPES.get(type(value))
+        if kind is None:
+            return ctx.problem(
+                f"{what} value {value!r} is not a JSON value (use str, int, float, bool or None)"
+            )
+        if kind not in kinds:
+            kinds.append(kind)
+    schema: dict[str, Any] = {"enum": values}
+    if len(kinds) == 1:
+        schema = {"type": kinds[0], "enum": values}
+    return schema
+
+
+def _enum_class(ctx: SchemaContext, cls: type[enum.Enum]) -> dict[str, Any]:
+    schema = _enum_schema(ctx, [m.value for m in cls], cls.__qualname__)
+    doc = cls.__doc__
+    if doc and doc != "An enumeration." and schema:
+        from toolfold.toolkit._docstrings import parse_docstring
+
+        description = parse_docstring(doc).description
+        if description:
+            schema["description"] = description
+    return schema
+
+
+def _from_annotated_types(item: Any) -> Field:
+    names = ("ge", "gt", "le", "lt", "multiple_of", "min_length", "max_length", "pattern")
+    found = {n: getattr(item, n) for n in names if getattr(item, n, None) is not None}
+    return Field(**found)
+
+
+def schema_for_type(tp: Any) -> dict[str, Any]:
+    """The JSON Schema of one type annotation, with ``$defs`` if recursive.
+
+    Args:
+        tp: A type annotation (``int``, ``list[Point]``, ``Annotated[...]``).
+
+    Returns:
+        A fresh JSON Schema dict.
+
+    Raises:
+        ToolDefinitionError: No rule describes the type (or a part of it).
+    """
+    ctx = SchemaContext()
+    schema = ctx.schema_for(tp)
+    if ctx.problems:
+        from toolfold._errors import ToolDefinitionError
+
+        raise ToolDefinitionError(
+            type_repr(tp), [f"at {p}: {m}" if p else m for p, m in ctx.problems]
+        )
+    if ctx.defs:
+        schema["$defs"] = ctx.defs
+    return schema

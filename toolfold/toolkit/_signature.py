@@ -1,0 +1,252 @@
+"""A function's signature and docstring → its tool schema, every problem at once.
+
+This runs at decoration time, usually at import, for every tool of a program,
+so it reads the code object directly rather than building an
+``inspect.Signature`` (the slow part of most peers), caches type schemas, and
+never meta-validates what it derives (a derived schema is valid by
+construction).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from toolfold.toolkit._classes import MISSING, to_json
+from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._docstrings import STYLES, parse_docstring
+from toolfold.toolkit._schema import SchemaContext, has_own_description, type_repr
+
+_CO_VARARGS = inspect.CO_VARARGS
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+_POSITIONAL, _KEYWORD, _VAR_POSITIONAL, _VAR_KEYWORD, _POSITIONAL_ONLY = range(5)
+
+
+class FunctionSchema:
+    """What a function looks like as a tool.
+
+    Attributes:
+        parameters: The JSON Schema of the arguments (an object schema).
+        description: The docstring's summary and long description.
+        param_types: Parameter name -> annotation, for structuring arguments
+            (the run-context parameter is not in it).
+        context_param: The parameter that receives the RunContext, if any.
+        positional_only: Positional-only parameters, in order.
+        problems: What makes the function unusable as a tool (empty if fine).
+        warnings: What looks wrong but does not stop the tool.
+    """
+
+    __slots__ = (
+        "context_param",
+        "description",
+        "param_types",
+        "parameters",
+        "positional_only",
+        "problems",
+        "warnings",
+    )
+
+    def __init__(self) -> None:
+        self.parameters: dict[str, Any] = {}
+        self.description = ""
+        self.param_types: dict[str, Any] = {}
+        self.context_param: str | None = None
+        self.positional_only: tuple[str, ...] = ()
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+
+
+def _parameters(fn: Callable[..., Any]) -> list[tuple[str, int, Any]]:
+    """(name, kind, default or MISSING) for each parameter, in order."""
+    if type(fn) is types.FunctionType and not hasattr(fn, "__wrapped__"):
+        code = fn.__code__
+        nargs, nkw = code.co_argcount, code.co_kwonlyargcount
+        names = code.co_varnames
+        defaults = fn.__defaults__ or ()
+        kwdefaults = fn.__kwdefaults__ or {}
+        first_default = nargs - len(defaults)
+        out: list[tuple[str, int, Any]] = []
+        for i in range(nargs):
+            kind = _POSITIONAL_ONLY if i < code.co_posonlyargcount else _POSITIONAL
+            default = defaults[i - first_default] if i >= first_default else MISSING
+            out.append((names[i], kind, default))
+        index = nargs + nkw
+        if code.co_flags & _CO_VARARGS:
+            out.append((names[index], _VAR_POSITIONAL, MISSING))
+            index += 1
+        for name in names[nargs : nargs + nkw]:
+            out.append((name, _KEYWORD, kwdefaults.get(name, MISSING)))
+        if code.co_flags & _CO_VARKEYWORDS:
+            out.append((names[index], _VAR_KEYWORD, MISSING))
+        return out
+    kinds = {
+        inspect.Parameter.POSITIONAL_ONLY: _POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD: _POSITIONAL,
+        inspect.Parameter.VAR_POSITIONAL: _VAR_POSITIONAL,
+        inspect.Parameter.KEYWORD_ONLY: _KEYWORD,
+        inspect.Parameter.VAR_KEYWORD: _VAR_KEYWORD,
+    }
+    return [
+        (p.name, kinds[p.kind], MISSING if p.default is p.empty else p.default)
+        for p in inspect.signature(fn).parameters.values()
+    ]
+
+
+def _is_context(annotation: Any) -> bool:
+    return annotation is RunContext or typing.get_origin(annotation) is RunContext
+
+
+def derive(
+    fn: Callable[..., Any],
+    *,
+    docstring_style: str = "auto",
+    require_parameter_descriptions: bool = False,
+    skip_receiver: bool = False,
+) -> FunctionSchema:
+    """Derive the tool schema of ``fn``, collecting problems instead of raising."""
+    out = FunctionSchema()
+    problems = out.problems
+    if docstring_style not in STYLES:
+        problems.append(f"docstring_style {docstring_style!r} is not one of {', '.join(STYLES)}")
+        docstring_style = "auto"
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # NameError for a forward reference, and the like
+        problems.append(f"cannot resolve the type annotations ({exc}); import the names they use")
+        hints = {}
+    doc = parse_docstring(getattr(fn, "__doc__", None), docstring_style)
+    out.description = doc.description
+    params = _parameters(fn)
+    if skip_receiver and params:
+        params = params[1:]
+    ctx = SchemaContext()
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    positional_only: list[str] = []
+    names = set()
+    for name, kind, default in params:
+        names.add(name)
+        if kind == _VAR_POSITIONAL:
+            problems.append(
+                f"parameter '*{name}': *args cannot be filled from a JSON object;"
+                " declare named parameters instead (or one list parameter)"
+            )
+            continue
+        if kind == _VAR_KEYWORD:
+            problems.append(
+                f"parameter '**{name}': **kwargs cannot be described by a schema;"
+                " declare named parameters instead (or one dict[str, ...] parameter)"
+            )
+            continue
+        annotation = hints.get(name, MISSING)
+        if annotation is MISSING:
+            problems.append(
+                f"parameter {name!r} has no type annotation; annotate it (e.g. {name}: str)"
+            )
+            continue
+        if _is_context(annotation):
+            out.context_param = name
+            continue
+        if kind == _POSITIONAL_ONLY:
+            positional_only.append(name)
+        before = len(ctx.problems)
+        schema = ctx.schema_for(annotation, name)
+        for path, message in ctx.problems[before:]:
+            where = f" at {path}" if path != name else ""
+            problems.append(f"parameter {name!r}{where}: {message}")
+        described = doc.params.get(name)
+        if described and not has_own_description(annotation):
+            schema["description"] = described
+        if default is MISSING:
+            required.append(name)
+        else:
+            try:
+                schema["default"] = to_json(default)
+            except ValueError:
+                problems.append(
+                    f"parameter {name!r}: default {default!r} is not JSON-representable;"
+                    " use a JSON value (str, int, float, bool, None, list, dict), or None"
+                    " and compute the value inside the function"
+                )
+        properties[name] = schema
+        out.param_types[name] = annotation
+        if require_parameter_descriptions and "description" not in schema:
+            problems.append(
+                f"parameter {name!r} has no description; document it in the docstring"
+                " or use Annotated[..., Field(description=...)]"
+            )
+    _check_documented(fn, doc.params, names, properties, out, require_parameter_descriptions)
+    schema_out: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema_out["required"] = required
+    schema_out["additionalProperties"] = False
+    if ctx.defs:
+        schema_out["$defs"] = ctx.defs
+    out.parameters = schema_out
+    out.positional_only = tuple(positional_only)
+    return out
+
+
+def _check_documented(
+    fn: Callable[..., Any],
+    documented: dict[str, str],
+    names: set[str],
+    properties: dict[str, Any],
+    out: FunctionSchema,
+    required: bool,
+) -> None:
+    qualname = getattr(fn, "__qualname__", repr(fn))
+    for name in documented:
+        if name not in names:
+            text = f"the docstring documents parameter {name!r}, which {qualname} does not have"
+            if required:
+                out.problems.append(text + "; fix the name or remove the entry")
+            else:
+                out.warnings.append(f"{qualname}: {text}")
+    if documented and not required:
+        for name, schema in properties.items():
+            if name not in documented and "description" not in schema:
+                out.warnings.append(
+                    f"{qualname}: parameter {name!r} is not documented in the docstring"
+                )
+
+
+def function_schema(
+    fn: Callable[..., Any],
+    *,
+    docstring_style: str = "auto",
+    require_parameter_descriptions: bool = False,
+    skip_receiver: bool = False,
+) -> FunctionSchema:
+    """Derive the tool schema of a function.
+
+    Args:
+        fn: The function.
+        docstring_style: "auto", "google", "numpy", "rest" or "epydoc".
+        require_parameter_descriptions: Make a parameter without a description
+            (or a documented parameter the function lacks) an error.
+        skip_receiver: Leave the first parameter out (``self`` or ``cls``).
+
+    Returns:
+        The schema, description and parameter types.
+
+    Raises:
+        ToolDefinitionError: Every problem found, at once.
+    """
+    out = derive(
+        fn,
+        docstring_style=docstring_style,
+        require_parameter_descriptions=require_parameter_descriptions,
+        skip_receiver=skip_receiver,
+    )
+    if out.problems:
+        from toolfold._errors import ToolDefinitionError
+
+        raise ToolDefinitionError(getattr(fn, "__qualname__", repr(fn)), out.problems)
+    return out
+
+
+__all__ = ["FunctionSchema", "derive", "function_schema", "type_repr"]
