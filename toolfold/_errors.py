@@ -6,6 +6,7 @@ chained with ``raise ... from exc``::
 
     ToolfoldError
     ├── ToolDefinitionError        a tool cannot be built (raised at decoration time)
+    ├── SchemaCompileError         a tool's schema cannot be sent in the dialect or mode asked
     ├── ToolArgumentError          arguments from a model do not fit a tool
     │   ├── ArgumentJSONError      the argument text is not JSON
     │   └── ArgumentValidationError  valid JSON that breaks the schema or the types
@@ -57,6 +58,33 @@ class ToolDefinitionError(ToolfoldError, TypeError):
         count = len(self.problems)
         noun = "problem" if count == 1 else "problems"
         super().__init__(f"cannot make a tool of {qualname}: {count} {noun}\n{lines}")
+
+
+class SchemaCompileError(ToolfoldError, ValueError):
+    """A tool's JSON Schema cannot be compiled into a provider's dialect as asked.
+
+    Raised when ``strict=True`` and the dialect cannot express the schema
+    without loss, when the dialect has no strict mode, or when the provider
+    would reject the tool whatever the mode (a bad tool name, a root that is
+    not an object). Every problem is listed at once.
+
+    Attributes:
+        tool_name: The tool that could not be compiled.
+        dialect: The dialect asked for, e.g. ``"openai-chat"``.
+        problems: One line per problem: the JSON pointer into the tool's
+            schema, the keyword, and why it cannot be sent.
+    """
+
+    def __init__(self, tool_name: str, dialect: str, problems: list[str] | tuple[str, ...]) -> None:
+        self.tool_name = tool_name
+        self.dialect = dialect
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(
+            f"cannot compile tool {tool_name!r} for {dialect}: {count} {noun}\n{lines}"
+        )
 
 
 class ToolArgumentError(ToolfoldError, ValueError):
