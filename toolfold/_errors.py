@@ -100,13 +100,13 @@ class ToolArgumentError(ToolfoldError, ValueError):
     def __init__(self, tool_name: str, errors: list[str] | tuple[str, ...], summary: str) -> None:
         self.tool_name = tool_name
         self.errors = tuple(errors)
-        self.message_for_model = _message_for_model(summary, self.errors)
+        self.message_for_model = _message_for_model(tool_name, summary, self.errors)
         detail = "\n".join(f"  {e}" for e in self.errors)
         super().__init__(f"invalid arguments for tool {tool_name!r}: {summary}\n{detail}".rstrip())
 
 
-def _message_for_model(summary: str, errors: tuple[str, ...]) -> str:
-    lines = [summary, *(f"- {e}" for e in errors)]
+def _message_for_model(tool_name: str, summary: str, errors: tuple[str, ...]) -> str:
+    lines = [f"Invalid arguments for tool {tool_name!r}: {summary}", *(f"- {e}" for e in errors)]
     lines.append("Call the tool again with corrected arguments.")
     return "\n".join(lines)
 
@@ -124,13 +124,17 @@ class ArgumentJSONError(ToolArgumentError):
 
 
 class ArgumentValidationError(ToolArgumentError):
-    """Valid JSON that breaks the tool's schema or cannot become its types."""
+    """Valid JSON that breaks the tool's schema or cannot become its types.
+
+    Each entry of ``errors`` reads ``<path>: <problem>``, e.g.
+    ``$.filters.category: 'D' is not one of ['A', 'B', 'C']``, sorted by path.
+    """
 
     def __init__(self, tool_name: str, errors: list[str] | tuple[str, ...]) -> None:
         count = len(errors)
         noun = "problem" if count == 1 else "problems"
         super().__init__(
-            tool_name, errors, f"the arguments do not match the schema ({count} {noun})"
+            tool_name, errors, f"the arguments do not match the parameters ({count} {noun})"
         )
 
 

@@ -1,0 +1,348 @@
+"""The one cattrs converter of the toolkit, built on first use.
+
+It structures validated JSON arguments into the Python types a tool declares
+and unstructures tool results back into JSON-ready values. The rules mirror the
+JSON Schemas the toolkit derives, so that anything a schema accepts structures,
+and anything a declared type holds unstructures into an instance that validates:
+
+- ``datetime`` / ``date`` / ``time`` <-> ISO 8601 text (RFC 3339, also accepting
+  a missing offset, a space or lower-case ``t`` separator and any number of
+  fraction digits, the same on every Python version);
+- ``UUID`` / ``Path`` <-> text; ``Decimal`` <- text or number, -> text (exact);
+- ``Enum`` <-> its value; ``set`` / ``frozenset`` -> list;
+- ``NamedTuple`` <- an object (by field name) or an array, -> an object;
+- unions pick the alternative whose JSON kind fits the value (an integer
+  prefers ``int`` to ``float``), then the first one that structures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+import types
+import typing
+import uuid
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
+from decimal import Decimal, InvalidOperation
+from enum import Enum
+from pathlib import PurePath
+from typing import Any, Literal, Union
+
+import attrs
+import cattrs
+from cattrs.cols import (
+    is_namedtuple,
+    namedtuple_dict_structure_factory,
+    namedtuple_dict_unstructure_factory,
+    namedtuple_structure_factory,
+)
+
+__all__ = [
+    "UnionStructureError",
+    "get_converter",
+    "parse_date",
+    "parse_decimal",
+    "parse_datetime",
+    "parse_time",
+    "parse_uuid",
+]
+
+_TIME = r"(\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+-])(\d{2}):?(\d{2}))?"
+_DATE_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+_TIME_RE = re.compile(_TIME)
+_DATETIME_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt ]" + _TIME)
+
+
+def _zone(z: str | None, sign: str | None, hh: str | None, mm: str | None) -> dt.tzinfo | None:
+    if z:
+        return dt.timezone.utc
+    if sign is None or hh is None or mm is None:
+        return None
+    delta = dt.timedelta(hours=int(hh), minutes=int(mm))
+    return dt.timezone(-delta if sign == "-" else delta)
+
+
+def _micro(fraction: str | None) -> int:
+    # RFC 3339 allows any number of fraction digits; Python keeps microseconds.
+    return int((fraction or "0")[:6].ljust(6, "0"))
+
+
+def parse_datetime(text: str) -> dt.datetime:
+    """Parse an ISO 8601 / RFC 3339 date-time; raise ValueError if it is not one."""
+    m = _DATETIME_RE.fullmatch(text)
+    if m is None:
+        raise ValueError("expected an ISO 8601 date-time such as 2024-05-01T13:45:00+02:00")
+    y, mo, d, h, mi, s, frac, z, sign, oh, om = m.groups()
+    return dt.datetime(
+        int(y), int(mo), int(d), int(h), int(mi), int(s or 0), _micro(frac),
+        tzinfo=_zone(z, sign, oh, om),
+    )  # fmt: skip
+
+
+def parse_date(text: str) -> dt.date:
+    """Parse an ISO 8601 calendar date (YYYY-MM-DD); raise ValueError if it is not one."""
+    m = _DATE_RE.fullmatch(text)
+    if m is None:
+        raise ValueError("expected an ISO 8601 date such as 2024-05-01")
+    return dt.date(int(m[1]), int(m[2]), int(m[3]))
+
+
+def parse_time(text: str) -> dt.time:
+    """Parse an ISO 8601 time of day (HH:MM[:SS[.ffffff]][offset]); raise ValueError otherwise."""
+    m = _TIME_RE.fullmatch(text)
+    if m is None:
+        raise ValueError("expected an ISO 8601 time such as 13:45:00 or 13:45:00+02:00")
+    h, mi, s, frac, z, sign, oh, om = m.groups()
+    return dt.time(int(h), int(mi), int(s or 0), _micro(frac), tzinfo=_zone(z, sign, oh, om))
+
+
+def parse_decimal(text: str) -> Decimal:
+    """Parse a finite decimal number written as text; raise ValueError otherwise."""
+    return _structure_decimal(text, Decimal)
+
+
+def parse_uuid(text: str) -> uuid.UUID:
+    """Parse a UUID in any form ``uuid.UUID`` accepts; raise ValueError otherwise."""
+    return uuid.UUID(text)
+
+
+def _structure_text(parse: Callable[[str], Any]) -> Callable[[Any, Any], Any]:
+    def hook(value: Any, _: Any) -> Any:
+        if not isinstance(value, str):
+            raise TypeError(f"expected a string, got {type(value).__name__}")
+        return parse(value)
+
+    return hook
+
+
+def _structure_decimal(value: Any, _: Any) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise TypeError(f"expected a number or a numeric string, got {type(value).__name__}")
+    try:
+        # str() of a float is its shortest round-tripping text: 0.1 -> Decimal("0.1").
+        result = Decimal(value if isinstance(value, str) else str(value))
+    except InvalidOperation:
+        raise ValueError("expected a decimal number such as 12.50") from None
+    if not result.is_finite():
+        raise ValueError("expected a finite decimal number such as 12.50")
+    return result
+
+
+class UnionStructureError(ValueError):
+    """No alternative of a union structured a value.
+
+    Attributes:
+        type: The union type.
+        errors: ``(alternative, exception)`` for each alternative that was tried.
+    """
+
+    def __init__(self, message: str, type: Any, errors: list[tuple[Any, Exception]]) -> None:
+        super().__init__(message)
+        self.type = type
+        self.errors = errors
+
+
+_KINDS = {
+    type(None): ("null", frozenset({"null"})),
+    bool: ("boolean", frozenset({"boolean"})),
+    int: ("integer", frozenset({"integer"})),
+    float: ("number", frozenset({"number", "integer"})),
+    Decimal: ("number", frozenset({"number", "integer", "string"})),
+    str: ("string", frozenset({"string"})),
+}
+_ALL_KINDS = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
+
+
+def _value_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    return "array"
+
+
+def _kinds(tp: Any) -> tuple[str, frozenset[str]]:
+    """The JSON kind an instance of ``tp`` has, and every kind it may be structured from."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _kinds(typing.get_args(tp)[0])
+    if origin is Literal or (isinstance(tp, type) and issubclass(tp, Enum)):
+        values = typing.get_args(tp) if origin is Literal else [m.value for m in tp]
+        kinds = frozenset(_value_kind(v) for v in values)
+        return (next(iter(kinds)) if len(kinds) == 1 else "", kinds)
+    if origin is Union or origin is types.UnionType:
+        kinds = frozenset().union(*(_kinds(a)[1] for a in typing.get_args(tp)))
+        return ("", kinds)
+    if tp in _KINDS:
+        return _KINDS[tp]
+    cls = origin if isinstance(origin, type) else tp
+    if not isinstance(cls, type):
+        return ("", _ALL_KINDS)
+    if is_namedtuple(cls):
+        return ("object", frozenset({"object", "array"}))
+    if issubclass(cls, (str, PurePath, uuid.UUID, dt.date, dt.time)):
+        return ("string", frozenset({"string"}))
+    if issubclass(cls, (int, float)):
+        return _KINDS[float if issubclass(cls, float) else int]
+    if attrs.has(cls) or hasattr(cls, "__dataclass_fields__") or issubclass(cls, Mapping):
+        return ("object", frozenset({"object"}))
+    if typing.is_typeddict(cls):
+        return ("object", frozenset({"object"}))
+    if issubclass(cls, (list, tuple, AbstractSet)) or cls.__module__ == "collections.abc":
+        return ("array", frozenset({"array"}))
+    return ("", _ALL_KINDS)
+
+
+def _is_union(tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    return origin is Union or origin is types.UnionType
+
+
+def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    arms = typing.get_args(tp)
+    optional = type(None) in arms
+    others = [a for a in arms if a is not type(None)]
+    # Hooks are looked up on first call, not here: a recursive type would recurse.
+    plan: list[tuple[Any, str, frozenset[str], Callable[[Any, Any], Any]]] = []
+
+    def build() -> None:
+        for arm in others:
+            primary, kinds = _kinds(arm)
+            plan.append((arm, primary, kinds, converter.get_structure_hook(arm)))
+
+    def structure(value: Any, _: Any) -> Any:
+        if value is None and optional:
+            return None
+        if not plan:
+            build()
+        if len(plan) == 1:
+            arm, _p, _k, hook = plan[0]
+            return hook(value, arm)
+        kind = _value_kind(value)
+        exact = [p for p in plan if p[1] == kind]
+        loose = [p for p in plan if p[1] != kind and kind in p[2]]
+        errors: list[tuple[Any, Exception]] = []
+        for arm, _p, _k, hook in exact + loose:
+            try:
+                return hook(value, arm)
+            except Exception as exc:
+                errors.append((arm, exc))
+        if len(errors) == 1:
+            raise errors[0][1]
+        names = ", ".join(_type_name(a) for a in arms)
+        raise UnionStructureError(f"expected one of {names}, got {kind}", tp, errors)
+
+    return structure
+
+
+def _type_name(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    if isinstance(tp, type):
+        return tp.__name__
+    return repr(tp).replace("typing.", "")
+
+
+def _namedtuple_structure(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True)
+    from_list = namedtuple_structure_factory(cls, converter)
+
+    def structure(value: Any, tp: Any) -> Any:
+        return (from_dict if isinstance(value, Mapping) else from_list)(value, tp)
+
+    return structure
+
+
+def _namedtuple_unstructure(cls: Any, converter: cattrs.Converter) -> Callable[[Any], Any]:
+    return namedtuple_dict_unstructure_factory(cls, converter)
+
+
+def _is_literal(tp: Any) -> bool:
+    return typing.get_origin(tp) is Literal
+
+
+def _literal_factory(tp: Any) -> Callable[[Any, Any], Any]:
+    # Keyed by (type, value) so that True and 1, which Python holds equal, stay apart;
+    # an Enum member in a Literal is sent by its value.
+    members: dict[tuple[type, Any], Any] = {}
+    for arg in typing.get_args(tp):
+        value = arg.value if isinstance(arg, Enum) else arg
+        members[(type(value), value)] = arg
+    allowed = ", ".join(repr(v) for _, v in members)
+
+    def structure(value: Any, _: Any) -> Any:
+        try:
+            return members[(type(value), value)]
+        except (KeyError, TypeError):
+            pass
+        if type(value) is float and value.is_integer():  # JSON 1.0 for a Literal[1]
+            found = members.get((int, int(value)))
+            if found is not None:
+                return found
+        raise ValueError(f"{value!r} is not one of {allowed}")
+
+    return structure
+
+
+def _is_enum(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, Enum)
+
+
+def _iso(value: dt.date | dt.time) -> str:
+    return value.isoformat()
+
+
+def _structure_enum(value: Any, tp: Any) -> Any:
+    try:
+        return tp(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in tp)
+        raise ValueError(f"{value!r} is not a valid {tp.__name__} (one of {allowed})") from None
+
+
+@functools.cache
+def get_converter() -> cattrs.Converter:
+    """Return the toolkit's cattrs converter (built once, on first use)."""
+    conv = cattrs.Converter(
+        detailed_validation=True,
+        # Schemas forbid unknown keys anyway; forbidding them here too makes a
+        # union of classes pick the class whose fields fit.
+        forbid_extra_keys=True,
+        unstruct_collection_overrides={AbstractSet: list},
+    )
+    conv.register_structure_hook(dt.datetime, _structure_text(parse_datetime))
+    conv.register_structure_hook(dt.date, _structure_text(parse_date))
+    conv.register_structure_hook(dt.time, _structure_text(parse_time))
+    conv.register_structure_hook(uuid.UUID, _structure_text(parse_uuid))
+    conv.register_structure_hook(Decimal, _structure_decimal)
+    conv.register_structure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, PurePath), _structure_text_path
+    )
+    conv.register_structure_hook_func(_is_enum, _structure_enum)
+    conv.register_structure_hook_factory(_is_literal, _literal_factory)
+    conv.register_unstructure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, (dt.date, dt.time)), _iso
+    )
+    conv.register_unstructure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, (uuid.UUID, PurePath, Decimal)), str
+    )
+    conv.register_structure_hook_factory(is_namedtuple, _namedtuple_structure)
+    conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
+    conv.register_structure_hook_factory(_is_union, _union_factory)
+    return conv
+
+
+def _structure_text_path(value: Any, tp: Any) -> Any:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return tp(value)

@@ -1,0 +1,104 @@
+"""Turning a tool's return value into the text a model reads.
+
+- ``str`` passes through unchanged (a ``str`` subclass becomes a plain ``str``).
+- Everything else is unstructured with the toolkit's cattrs converter and
+  written as compact JSON (no spaces after separators, non-ASCII kept as is):
+  attrs classes, dataclasses, named tuples and mappings become objects; lists,
+  tuples, sets and frozensets become arrays (a set's order is Python's);
+  enums become their values; ``datetime``/``date``/``time`` become ISO 8601
+  text; ``UUID``, ``Decimal`` and paths become their text; ``None`` is
+  ``null``.
+- ``bytes`` become text when they are UTF-8, else base64 text.
+- Nothing here raises. A value JSON cannot hold (an arbitrary object inside a
+  list, say) is written as its ``str()`` text in its place; ``NaN`` and the
+  infinities, which JSON lacks, are written as the strings ``"NaN"``,
+  ``"Infinity"`` and ``"-Infinity"``; a value that cannot be unstructured at
+  all (a cycle, a failing property) falls back to its ``repr()``, or to
+  ``<unprintable T>`` if even that fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from enum import Enum
+from typing import Any
+
+__all__ = ["format_result"]
+
+_SIMPLE = (int, float, bool, type(None))
+
+
+def format_result(value: Any) -> str:
+    """Turn a tool's return value into text for a model.
+
+    Args:
+        value: Whatever the tool returned.
+
+    Returns:
+        ``value`` itself for a string; otherwise compact JSON, or a readable
+        fallback for values JSON cannot hold (never raises).
+    """
+    if type(value) is str:
+        return value
+    if isinstance(value, str) and not isinstance(value, Enum):
+        return str.__str__(value)
+    try:
+        if isinstance(value, _SIMPLE) and not isinstance(value, Enum):
+            data: Any = value
+        else:
+            from toolfold.toolkit._converter import get_converter
+
+            data = get_converter().unstructure(value)
+        return _dumps(data)
+    except Exception:
+        return _fallback(value)
+
+
+def _dumps(data: Any) -> str:
+    try:
+        return json.dumps(
+            data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
+        )
+    except ValueError as exc:
+        if "Circular reference" in str(exc):
+            raise
+        # NaN or an infinity somewhere: JSON has no such number.
+        return json.dumps(
+            _replace_nonfinite(data),
+            ensure_ascii=False,
+            separators=(",", ":"),
+            allow_nan=False,
+            default=_default,
+        )
+
+
+def _default(obj: Any) -> Any:
+    """Stand in for anything json cannot write, after cattrs left it as is."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        raw = bytes(obj)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(raw).decode("ascii")
+    if isinstance(obj, (set, frozenset)):
+        return list(obj)
+    return str(obj)
+
+
+def _replace_nonfinite(data: Any) -> Any:
+    if isinstance(data, float) and not math.isfinite(data):
+        return "NaN" if math.isnan(data) else ("Infinity" if data > 0 else "-Infinity")
+    if isinstance(data, dict):
+        return {k: _replace_nonfinite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_replace_nonfinite(v) for v in data]
+    return data
+
+
+def _fallback(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
