@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 
-from toolfold._errors import ProviderError, TimeoutError
+from toolfold._errors import ConnectionError, ProviderError, TimeoutError
 from toolfold.adapters._http_errors import (
     ErrorInfo,
     inband_error,
@@ -155,6 +155,7 @@ class Transport:
         self._random = random or _random.random
         self._clock = clock or time.monotonic
         self._headers = self._build_headers(headers or {})
+        self._stream_headers = {**self._headers, "accept": "text/event-stream"}
         self._httpx_timeout: Any = (
             httpx.USE_CLIENT_DEFAULT if self.timeouts is None else _httpx_timeout(self.timeouts)
         )
@@ -174,18 +175,44 @@ class Transport:
     ) -> Any:
         """POST ``body`` as JSON and return the parsed JSON answer.
 
+        Args:
+            path: The endpoint under the base URL (``"chat/completions"``); may
+                carry a query string.
+            body: Anything ``json.dumps`` accepts.
+            headers: Extra headers for this request only.
+
         Raises:
             ProviderError: A child for each failure: `RateLimitError`,
-                `AuthenticationError`, `BadRequestError`, `ServerError`,
-                `ConnectionError`, `TimeoutError`...
+                `AuthenticationError`, `BadRequestError`, `NotFoundError`,
+                `ServerError`, `ConnectionError`, `TimeoutError`.
         """
-        raise NotImplementedError
+        url = self.url(path)
+        content = _dumps(body)
+        merged = self._merge(self._headers, headers)
+        total = self.timeouts.total if self.timeouts else None
+        if total is None:
+            response = await self._send(url, content, merged, False, None)
+        else:
+            deadline = self._clock() + total
+            try:
+                response = await asyncio.wait_for(
+                    self._send(url, content, merged, False, deadline), total
+                )
+            except asyncio.TimeoutError as exc:
+                raise self._total_timeout(url) from exc
+        return self._json(response, url)
 
     def post_json_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> Any:
         """Blocking `post_json`."""
-        raise NotImplementedError
+        url = self.url(path)
+        content = _dumps(body)
+        merged = self._merge(self._headers, headers)
+        total = self.timeouts.total if self.timeouts else None
+        deadline = None if total is None else self._clock() + total
+        response = self._send_sync(url, content, merged, False, deadline)
+        return self._json(response, url)
 
     def stream(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
@@ -194,50 +221,73 @@ class Transport:
 
         Retries happen only until the response starts. ``[DONE]`` is yielded
         like any event (see `SSEEvent.is_done`); the codec decides to stop.
+        Stopping early is fine: close the iterator (``contextlib.aclosing``) to
+        give the connection back at once.
 
         Raises:
             StreamError: The stream was cut, or sent an error in-band.
+            TimeoutError: The stream stalled past the read timeout, or the whole
+                call ran past the total timeout.
             ProviderError: As `post_json`, before the stream starts.
         """
-        raise NotImplementedError
+        return self._aiter(path, body, headers, SSEDecoder(), sse=True)
 
     def stream_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> Iterator[SSEEvent]:
         """Blocking `stream`."""
-        raise NotImplementedError
+        return self._iter(path, body, headers, SSEDecoder(), sse=True)
 
     def stream_lines(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> AsyncIterator[str]:
         """Like `stream`, for newline-delimited JSON: yields each non-empty line."""
-        raise NotImplementedError
+        return self._aiter(path, body, headers, LineDecoder(), sse=False)
 
     def stream_lines_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> Iterator[str]:
         """Blocking `stream_lines`."""
-        raise NotImplementedError
+        return self._iter(path, body, headers, LineDecoder(), sse=False)
 
     def stream_bytes(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> AsyncIterator[bytes]:
         """Like `stream`, yielding the decoded body bytes as they arrive (for custom formats)."""
-        raise NotImplementedError
+        return self._aiter(path, body, headers, _BytesDecoder(), sse=False)
 
     def stream_bytes_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> Iterator[bytes]:
         """Blocking `stream_bytes`."""
-        raise NotImplementedError
+        return self._iter(path, body, headers, _BytesDecoder(), sse=False)
 
     async def aclose(self) -> None:
         """Close the clients this transport made (injected clients stay open)."""
-        raise NotImplementedError
+        if self._owns_async and self._loop_closer is not None:
+            closer, self._loop_closer = self._loop_closer, None
+            self._async_client = None
+            self._loop = None
+            await closer.aclose()
+        self.close()
 
     def close(self) -> None:
         """Close the sync client this transport made (injected clients stay open)."""
-        raise NotImplementedError
+        if self._owns_sync and self._sync_client is not None:
+            client, self._sync_client = self._sync_client, None
+            client.close()
+
+    async def __aenter__(self) -> Transport:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return (
@@ -245,7 +295,302 @@ class Transport:
             f"api_key={self._key!r})"
         )
 
-    # --- internals ---------------------------------------------------------
+    # --- internals: sending with retries (one decision, two shells) -------
+
+    def _merge(self, base: dict[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
+        if not extra:
+            return base
+        merged = dict(base)
+        for name, value in extra.items():
+            merged[name.lower()] = value
+        return merged
+
+    async def _send(
+        self,
+        url: str,
+        content: bytes,
+        headers: dict[str, str],
+        stream: bool,
+        deadline: float | None,
+    ) -> Any:
+        client = await self._client_async()
+        retry = 0
+        while True:
+            try:
+                request = client.build_request(
+                    "POST", url, content=content, headers=headers, timeout=self._httpx_timeout
+                )
+                response = await client.send(request, stream=stream)
+            except Exception as exc:
+                if not is_client_error(exc):
+                    raise
+                error = self._scrubbed(transport_error(self.provider, exc, url))
+                delay = self._exception_delay(retry, error, deadline)
+                if delay is None:
+                    raise error from exc
+            else:
+                if response.status_code < 300:
+                    return response
+                try:
+                    text = (await response.aread()).decode("utf-8", "replace")
+                except Exception as exc:
+                    if not is_client_error(exc):
+                        raise
+                    text = ""
+                finally:
+                    await response.aclose()
+                error, delay = self._status_failure(retry, response, text, url, deadline)
+                if delay is None:
+                    raise error
+            await self._sleep(delay)
+            retry += 1
+
+    def _send_sync(
+        self,
+        url: str,
+        content: bytes,
+        headers: dict[str, str],
+        stream: bool,
+        deadline: float | None,
+    ) -> Any:
+        client = self._client_sync()
+        retry = 0
+        while True:
+            timeout = self._httpx_timeout
+            if deadline is not None:
+                timeout = self._capped_timeout(deadline, url)
+            try:
+                request = client.build_request(
+                    "POST", url, content=content, headers=headers, timeout=timeout
+                )
+                response = client.send(request, stream=stream)
+            except Exception as exc:
+                if not is_client_error(exc):
+                    raise
+                error = self._scrubbed(transport_error(self.provider, exc, url))
+                delay = self._exception_delay(retry, error, deadline)
+                if delay is None:
+                    raise error from exc
+            else:
+                if response.status_code < 300:
+                    return response
+                try:
+                    text = response.read().decode("utf-8", "replace")
+                except Exception as exc:
+                    if not is_client_error(exc):
+                        raise
+                    text = ""
+                finally:
+                    response.close()
+                error, delay = self._status_failure(retry, response, text, url, deadline)
+                if delay is None:
+                    raise error
+            self._sleep_sync(delay)
+            retry += 1
+
+    def _status_failure(
+        self, retry: int, response: Any, text: str, url: str, deadline: float | None
+    ) -> tuple[ProviderError, float | None]:
+        status = int(response.status_code)
+        headers: Mapping[str, str] = response.headers
+        text = self._scrub(text)
+        info = self._error_parser(status, text, headers)
+        error = self._scrubbed(status_error(self.provider, status, text, headers, info, url))
+        if retry >= self.retry.max_retries:
+            return error, None
+        hint = headers.get("x-should-retry")
+        if hint is not None and hint.strip().lower() in ("true", "false"):
+            should = hint.strip().lower() == "true"
+        elif info.retryable is not None:
+            should = info.retryable
+        else:
+            should = status in self.retry.retry_statuses
+        if not should:
+            return error, None
+        delay = self.retry.delay(retry, headers, info.retry_after, self._random(), time.time())
+        return error, self._fits(delay, deadline)
+
+    def _exception_delay(
+        self, retry: int, error: ProviderError, deadline: float | None
+    ) -> float | None:
+        if retry >= self.retry.max_retries:
+            return None
+        if isinstance(error, TimeoutError):
+            if not self.retry.retry_timeouts:
+                return None
+        elif not (isinstance(error, ConnectionError) and self.retry.retry_connection_errors):
+            return None
+        return self._fits(self.retry.backoff(retry, self._random()), deadline)
+
+    def _fits(self, delay: float | None, deadline: float | None) -> float | None:
+        # A retry that cannot finish before the total deadline only wastes the wait.
+        if delay is None or deadline is None:
+            return delay
+        return delay if self._clock() + delay < deadline else None
+
+    def _capped_timeout(self, deadline: float, url: str) -> httpx.Timeout:
+        remaining = deadline - self._clock()
+        if remaining <= 0:
+            raise self._total_timeout(url)
+        t = self.timeouts or Timeouts()
+
+        def cap(value: float | None) -> float:
+            return remaining if value is None else min(value, remaining)
+
+        return httpx.Timeout(
+            connect=cap(t.connect), read=cap(t.read), write=cap(t.write), pool=cap(t.pool)
+        )
+
+    def _total_timeout(self, url: str) -> TimeoutError:
+        total = self.timeouts.total if self.timeouts else None
+        return TimeoutError(
+            f"the call to {self.provider} at {url} ran past the total timeout of {total} s",
+            provider=self.provider,
+        )
+
+    def _json(self, response: Any, url: str) -> Any:
+        content: bytes = response.content
+        try:
+            return json.loads(content)
+        except ValueError as exc:
+            text = self._scrub(content.decode("utf-8", "replace"))
+            raise ProviderError(
+                f"{self.provider} answered POST {url} with HTTP {response.status_code} "
+                f"but the body is not JSON: {text[:200]!r}",
+                provider=self.provider,
+                status_code=int(response.status_code),
+                body=text,
+                headers=response.headers,
+            ) from exc
+
+    # --- internals: streaming ----------------------------------------------
+
+    async def _aiter(
+        self,
+        path: str,
+        body: Any,
+        headers: Mapping[str, str] | None,
+        decoder: _Decoder[_T],
+        *,
+        sse: bool,
+    ) -> AsyncIterator[_T]:
+        url = self.url(path)
+        content = _dumps(body)
+        merged = self._merge(self._stream_headers if sse else self._headers, headers)
+        total = self.timeouts.total if self.timeouts else None
+        deadline = None if total is None else self._clock() + total
+        if deadline is None:
+            response = await self._send(url, content, merged, True, None)
+        else:
+            try:
+                response = await asyncio.wait_for(
+                    self._send(url, content, merged, True, deadline), total
+                )
+            except asyncio.TimeoutError as exc:
+                raise self._total_timeout(url) from exc
+        try:
+            chunks = response.aiter_bytes()
+            while True:
+                try:
+                    if deadline is None:
+                        chunk = await chunks.__anext__()
+                    else:
+                        chunk = await asyncio.wait_for(
+                            chunks.__anext__(), max(deadline - self._clock(), 0.0)
+                        )
+                except StopAsyncIteration:
+                    break
+                except asyncio.TimeoutError as exc:
+                    if deadline is not None and self._clock() >= deadline:
+                        raise self._total_timeout(url) from exc
+                    raise self._stream_failure(exc, url) from exc
+                except Exception as exc:
+                    if not is_client_error(exc):
+                        raise
+                    raise self._stream_failure(exc, url) from exc
+                for item in decoder.feed(chunk):
+                    if sse and self._inband_errors:
+                        self._check_inband(item)
+                    yield item
+            for item in decoder.close():
+                if sse and self._inband_errors:
+                    self._check_inband(item)
+                yield item
+        finally:
+            await response.aclose()
+
+    def _iter(
+        self,
+        path: str,
+        body: Any,
+        headers: Mapping[str, str] | None,
+        decoder: _Decoder[_T],
+        *,
+        sse: bool,
+    ) -> Iterator[_T]:
+        url = self.url(path)
+        content = _dumps(body)
+        merged = self._merge(self._stream_headers if sse else self._headers, headers)
+        total = self.timeouts.total if self.timeouts else None
+        deadline = None if total is None else self._clock() + total
+        response = self._send_sync(url, content, merged, True, deadline)
+        try:
+            chunks = response.iter_bytes()
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except Exception as exc:
+                    if not is_client_error(exc):
+                        raise
+                    raise self._stream_failure(exc, url) from exc
+                if deadline is not None and self._clock() >= deadline:
+                    raise self._total_timeout(url)
+                for item in decoder.feed(chunk):
+                    if sse and self._inband_errors:
+                        self._check_inband(item)
+                    yield item
+            for item in decoder.close():
+                if sse and self._inband_errors:
+                    self._check_inband(item)
+                yield item
+        finally:
+            response.close()
+
+    def _stream_failure(self, exc: BaseException, url: str) -> ProviderError:
+        return self._scrubbed(transport_error(self.provider, exc, url, streaming=True))
+
+    def _check_inband(self, item: object) -> None:
+        if isinstance(item, SSEEvent):
+            error = inband_error(self.provider, item.event, item.data)
+            if error is not None:
+                raise self._scrubbed(error)
+
+    # --- internals: clients and secrets -------------------------------------
+
+    async def _client_async(self) -> Any:
+        if not self._owns_async:
+            return self._async_client
+        loop = asyncio.get_running_loop()
+        if self._async_client is not None and self._loop is loop:
+            return self._async_client
+        # One client per event loop: connections belong to the loop that opened them.
+        client = httpx.AsyncClient(limits=_LIMITS, timeout=self._httpx_timeout_or_default())
+        closer = _close_when_loop_ends(client)
+        await closer.__anext__()
+        self._async_client, self._loop, self._loop_closer = client, loop, closer
+        return client
+
+    def _client_sync(self) -> Any:
+        if self._sync_client is None:
+            self._sync_client = httpx.Client(
+                limits=_LIMITS, timeout=self._httpx_timeout_or_default()
+            )
+        return self._sync_client
+
+    def _httpx_timeout_or_default(self) -> httpx.Timeout:
+        return _httpx_timeout(self.timeouts or Timeouts())
 
     def _build_headers(self, extra: Mapping[str, str]) -> dict[str, str]:
         headers = {
@@ -265,6 +610,30 @@ class Transport:
     def _scrub(self, text: str) -> str:
         return redact(text, (self._key,))
 
+    def _scrubbed(self, error: ProviderError) -> ProviderError:
+        if self._key and error.args:
+            error.args = (self._scrub(str(error.args[0])), *error.args[1:])
+            error.body = self._scrub(error.body)
+        return error
+
+
+# Generous pool: a keep-alive cap below the concurrency makes httpx close and
+# reopen connections under load (its default keeps 20).
+_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=1000, keepalive_expiry=30.0)
+
+
+async def _close_when_loop_ends(client: Any) -> AsyncIterator[None]:
+    # asyncio.run() finalises live async generators before closing the loop, so
+    # the owned client's connections close on the loop that opened them.
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+def _dumps(body: Any) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
 
 def _is_async_client(client: Any) -> bool:
     send = getattr(type(client), "send", None)
@@ -273,8 +642,3 @@ def _is_async_client(client: Any) -> bool:
 
 def _httpx_timeout(t: Timeouts) -> httpx.Timeout:
     return httpx.Timeout(connect=t.connect, read=t.read, write=t.write, pool=t.pool)
-
-
-# Silence unused-name checks until the implementation below lands.
-_ = (ProviderError, TimeoutError, inband_error, is_client_error, status_error, transport_error)
-_ = (json, LineDecoder, SSEDecoder, _BytesDecoder)
