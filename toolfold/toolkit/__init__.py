@@ -1,6 +1,23 @@
 """toolkit: the tool DSL (`@tool`, `Tool`, schemas, arguments). No I/O."""
 
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._tool import Tool
+from toolfold.toolkit._decorator import tool
+from toolfold.toolkit._docstrings import ToolDefinitionWarning
+from toolfold.toolkit._field import Field
+from toolfold.toolkit._schema import SchemaContext, register_schema_rule, schema_for_type
+from toolfold.toolkit._signature import FunctionSchema, function_schema
+from toolfold.toolkit._tool import Tool, check_tool_names
 
-__all__ = ["RunContext", "Tool"]
+__all__ = [
+    "Field",
+    "FunctionSchema",
+    "RunContext",
+    "SchemaContext",
+    "Tool",
+    "ToolDefinitionWarning",
+    "check_tool_names",
+    "function_schema",
+    "register_schema_rule",
+    "schema_for_type",
+    "tool",
+]

@@ -1,15 +1,13 @@
 """`Tool`: a name, a description, a JSON Schema and (optionally) a function.
 
-SKELETON laid down by the lead so the runtime can build against it; the toolkit
-work fills in schema derivation (`tool` decorator), structuring and results.
-
 Contract the runtime relies on (do not change without telling everyone):
 
 - ``tool.name``, ``tool.description``, ``tool.parameters`` (JSON Schema dict),
   ``tool.function`` (None for schema-only tools), ``tool.strict``,
   ``tool.requires_approval`` (bool or a predicate ``(call, state) -> bool``),
   ``tool.timeout`` (seconds or None), ``tool.max_retries`` (int, default 3),
-  ``tool.is_async``.
+  ``tool.is_async``. These are the plain fields of the runtime's
+  ``ToolDefinition`` (toolkit cannot import runtime, so runtime converts).
 - ``tool.validate_arguments(raw)`` -> dict of structured arguments, or raises
   ``ToolArgumentError`` (with ``message_for_model``).
 - ``tool.invoke(arguments, context)`` calls the function with structured
@@ -22,23 +20,76 @@ Contract the runtime relies on (do not change without telling everyone):
 from __future__ import annotations
 
 import inspect
-import json
-from collections.abc import Callable, Mapping
-from typing import Any
+import math
+import re
+import types
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, ParamSpec, TypeVar
 
-from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
+from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
 
 ApprovalPolicy = bool | Callable[[Any, Any], bool]
+P = ParamSpec("P")
+R = TypeVar("R", covariant=True)
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# tool_choice values in ModelRequest: a tool with one of these names could not be forced.
+RESERVED_NAMES = frozenset({"auto", "none", "required"})
+_EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
-class Tool:
+def name_problems(name: object) -> list[str]:
+    """What is wrong with a tool name (empty if it is fine)."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        return [
+            f"tool name {name!r} is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ -"
+            " (pass name=...)"
+        ]
+    if name in RESERVED_NAMES:
+        return [f"tool name {name!r} is reserved (a tool_choice value); pass another name=..."]
+    return []
+
+
+def option_problems(
+    requires_approval: object, timeout: object, max_retries: object, strict: object
+) -> list[str]:
+    """What is wrong with a tool's options (empty if they are fine)."""
+    problems = []
+    if not (isinstance(requires_approval, bool) or callable(requires_approval)):
+        problems.append(
+            f"requires_approval must be a bool or a predicate (call, state) -> bool,"
+            f" not {requires_approval!r}"
+        )
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        problems.append(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        problems.append(f"max_retries must be an int >= 0, not {max_retries!r}")
+    if strict is not None and not isinstance(strict, bool):
+        problems.append(f"strict must be True, False or None, not {strict!r}")
+    return problems
+
+
+class Tool(Generic[P, R]):
     """A tool a model can call.
 
+    Made by ``@tool`` from a function (the schema is derived), or directly with
+    an explicit JSON Schema; with ``function=None`` the tool's calls are handed
+    back to the caller instead of being run. A Tool is callable exactly like its
+    function.
+
     Args:
-        name: The tool name the model sees (``a-zA-Z0-9_-``, at most 64 characters).
+        name: The tool name the model sees (``a-zA-Z0-9_-``, at most 64
+            characters; not "auto", "none" or "required").
         description: What the tool does, for the model.
-        parameters: The JSON Schema of the arguments (an object schema).
+        parameters: The JSON Schema of the arguments (an object schema); it is
+            checked against the JSON Schema meta-schema. Its function receives
+            the arguments as one dict.
         function: The function to run, or None for a tool whose calls are
             returned to the caller.
         strict: Ask providers for strict schema adherence (None: when possible).
@@ -46,81 +97,277 @@ class Tool:
             run wait for an approval before executing a call.
         timeout: Seconds a call may take before it counts as failed.
         max_retries: Consecutive failures allowed before the run fails.
+
+    Raises:
+        ToolDefinitionError: Every problem with the name, the schema and the
+            options, at once.
     """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    function: Callable[P, R] | None
+    strict: bool | None
+    requires_approval: ApprovalPolicy
+    timeout: float | None
+    max_retries: int
+    is_async: bool
 
     def __init__(
         self,
         name: str,
         description: str = "",
         parameters: Mapping[str, Any] | None = None,
-        function: Callable[..., Any] | None = None,
+        function: Callable[P, R] | None = None,
         *,
         strict: bool | None = None,
         requires_approval: ApprovalPolicy = False,
         timeout: float | None = None,
         max_retries: int = 3,
     ) -> None:
+        problems = name_problems(name)
+        problems += option_problems(requires_approval, timeout, max_retries, strict)
+        problems += _value_problems(description, function)
+        schema = _EMPTY_OBJECT if parameters is None else parameters
+        if parameters is not None:
+            problems += schema_problems(schema)
+        if problems:
+            raise ToolDefinitionError(repr(name), problems)
+        self._setup(
+            name,
+            description,
+            dict(schema),
+            function,
+            strict=strict,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    def _setup(
+        self,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        function: Callable[P, R] | None,
+        *,
+        strict: bool | None,
+        requires_approval: ApprovalPolicy,
+        timeout: float | None,
+        max_retries: int,
+        param_types: dict[str, Any] | None = None,
+        context_param: str | None = None,
+        positional_only: tuple[str, ...] = (),
+        receiver: str | None = None,
+    ) -> None:
         self.name = name
         self.description = description
-        self.parameters: dict[str, Any] = dict(
-            parameters or {"type": "object", "properties": {}, "additionalProperties": False}
-        )
+        self.parameters = parameters
         self.function = function
         self.strict = strict
         self.requires_approval = requires_approval
         self.timeout = timeout
         self.max_retries = max_retries
         self.is_async = function is not None and inspect.iscoroutinefunction(function)
-        self._pass_dict = True  # explicit-schema tools receive one dict
-        self._context_param: str | None = None
-        if not name:
-            raise ToolDefinitionError(repr(name), ["a tool needs a non-empty name"])
+        self._pass_dict = param_types is None
+        self._param_types = param_types
+        self._context_param = context_param
+        self._positional_only = positional_only
+        self._receiver = receiver  # "instance" / "class": bind through __get__
+        self._attribute: str | None = None
+        # shared by the bound copies of a method tool, so one checker serves them all
+        self._checker: list[Any] = [None]
+        if function is not None:
+            for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+                value = getattr(function, attr, None)
+                if value is not None:
+                    self.__dict__[attr] = value
+            self.__dict__["__wrapped__"] = function
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r})"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if self.function is None:
             raise TypeError(f"tool {self.name!r} has no function to call")
         return self.function(*args, **kwargs)
 
+    # -- methods: a tool in a class body binds to the instance (or the class) --
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attribute = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> Tool[..., R]:
+        if self._receiver is None or self.function is None:
+            return self
+        if self._receiver == "class":
+            target: object = owner if owner is not None else type(instance)
+        elif instance is None:
+            return self
+        else:
+            target = instance
+        bound: Tool[..., R] = Tool.__new__(Tool)
+        bound.__dict__.update(self.__dict__)
+        bound.function = types.MethodType(self.function, target)
+        bound.__dict__["__wrapped__"] = bound.function
+        bound._receiver = None
+        if instance is not None and self._receiver == "instance" and self._attribute:
+            # later lookups find the bound tool first: a Tool is a non-data descriptor
+            instance_dict = getattr(instance, "__dict__", None)
+            if instance_dict is not None:
+                instance_dict[self._attribute] = bound
+        return bound
+
+    # -- the runtime's side --
+
     def validate_arguments(self, raw: str | Mapping[str, Any]) -> dict[str, Any]:
-        """Parse and validate arguments from a model.
+        """Parse, validate and structure arguments from a model.
+
+        The checker (a compiled JSON Schema validator and cattrs hooks) is built
+        on the first call, so decorating stays cheap.
 
         Args:
             raw: The JSON text or the already-decoded mapping.
 
         Returns:
-            The structured arguments by parameter name.
+            The structured arguments by parameter name (decorated tools), or
+            the validated dict (explicit-schema tools).
 
         Raises:
             ArgumentJSONError: The text is not JSON.
-            ArgumentValidationError: The value breaks the schema.
+            ArgumentValidationError: The value breaks the schema or the types.
         """
-        if isinstance(raw, str):
-            try:
-                value = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError as exc:
-                raise ArgumentJSONError(self.name, str(exc), exc.pos) from exc
-        else:
-            value = dict(raw)
-        if not isinstance(value, dict):
-            raise ArgumentValidationError(self.name, [f"$: expected object, got {value!r}"])
-        return value
+        checker = self._checker[0]
+        if checker is None:
+            from toolfold.toolkit._arguments import ArgumentChecker
+
+            checker = ArgumentChecker(
+                self.name, self.parameters, self._param_types, self._pass_dict
+            )
+            self._checker[0] = checker
+        result: dict[str, Any] = checker.check(raw)
+        return result
 
     def invoke(self, arguments: Mapping[str, Any], context: RunContext[Any] | None = None) -> Any:
-        """Call the function with validated arguments (a coroutine if async)."""
-        if self.function is None:
+        """Call the function with validated arguments (a coroutine if async).
+
+        Args:
+            arguments: What ``validate_arguments`` returned.
+            context: The run context, passed to the RunContext parameter.
+
+        Returns:
+            Whatever the function returns.
+        """
+        function: Callable[..., Any] | None = self.function
+        if function is None:
             raise TypeError(f"tool {self.name!r} has no function to call")
         if self._pass_dict:
-            return self.function(dict(arguments))
+            return function(dict(arguments))
         kwargs = dict(arguments)
         if self._context_param is not None:
             kwargs[self._context_param] = context
-        return self.function(**kwargs)
+        if self._positional_only:
+            args = [kwargs.pop(n) for n in self._positional_only if n in kwargs]
+            return function(*args, **kwargs)
+        return function(**kwargs)
 
     def format_result(self, value: Any) -> str:
         """Turn a tool's return value into text for the model."""
-        if isinstance(value, str):
-            return value
-        return json.dumps(value, default=str)
+        from toolfold.toolkit._results import format_result
+
+        return format_result(value)
+
+    def replace(self, **changes: Any) -> Tool[P, R]:
+        """A copy with some options changed (``name``, ``description``, ``strict``, ...).
+
+        Raises:
+            ToolDefinitionError: A changed name or option is invalid.
+        """
+        allowed = {
+            "name",
+            "description",
+            "strict",
+            "requires_approval",
+            "timeout",
+            "max_retries",
+        }
+        unknown = sorted(set(changes) - allowed)
+        if unknown:
+            raise TypeError(
+                f"replace() got unexpected options {unknown}; allowed: {sorted(allowed)}"
+            )
+        new: Tool[P, R] = Tool.__new__(Tool)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        problems = name_problems(new.name) + option_problems(
+            new.requires_approval, new.timeout, new.max_retries, new.strict
+        )
+        if problems:
+            raise ToolDefinitionError(repr(new.name), problems)
+        if "name" in changes:
+            new._checker = [None]  # the checker's messages name the tool
+        return new
+
+
+def _value_problems(description: object, function: object) -> list[str]:
+    # the annotations promise these, but explicit tools are often built from config data
+    problems = []
+    if not isinstance(description, str):
+        problems.append(f"description must be a str, not {type(description).__name__}")
+    if function is not None and not callable(function):
+        problems.append(f"function must be callable or None, not {function!r}")
+    return problems
+
+
+def schema_problems(schema: object) -> list[str]:
+    """What is wrong with an explicit parameters schema (empty if it is fine)."""
+    if not isinstance(schema, Mapping):
+        return [f"parameters must be a JSON Schema dict, not {type(schema).__name__}"]
+    if schema.get("type") != "object":
+        return [
+            "parameters must be an object schema ({'type': 'object', 'properties': {...}}),"
+            f" not type {schema.get('type')!r}"
+        ]
+    from jsonschema import exceptions, validators
+
+    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    try:
+        cls.check_schema(dict(schema))
+    except exceptions.SchemaError as exc:
+        where = "".join(f"[{p!r}]" for p in exc.path) or "the root"
+        return [f"parameters is not a valid JSON Schema: {exc.message} (at {where})"]
+    return []
+
+
+def check_tool_names(tools: Iterable[Tool[..., Any]]) -> dict[str, Tool[..., Any]]:
+    """Index tools by name, refusing two tools with the same name.
+
+    Args:
+        tools: The tools of one agent or request.
+
+    Returns:
+        Name -> tool, in the given order.
+
+    Raises:
+        ToolDefinitionError: Names used more than once, each with its tools.
+    """
+    by_name: dict[str, list[Tool[..., Any]]] = {}
+    for t in tools:
+        by_name.setdefault(t.name, []).append(t)
+    problems = [
+        f"tool name {name!r} is used by {len(group)} tools ("
+        + ", ".join(_origin(t) for t in group)
+        + "); give each a distinct name=..."
+        for name, group in by_name.items()
+        if len(group) > 1
+    ]
+    if problems:
+        raise ToolDefinitionError("the tool list", problems)
+    return {name: group[0] for name, group in by_name.items()}
+
+
+def _origin(t: Tool[..., Any]) -> str:
+    function = t.function
+    if function is None:
+        return "a schema-only tool"
+    return str(getattr(function, "__qualname__", repr(function)))

@@ -1,0 +1,160 @@
+"""`@tool`: a function becomes a `Tool`, its schema derived from hints and docstring."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from toolfold._errors import ToolDefinitionError
+from toolfold.toolkit._docstrings import ToolDefinitionWarning
+from toolfold.toolkit._signature import derive
+from toolfold.toolkit._tool import ApprovalPolicy, P, Tool, name_problems, option_problems
+
+R = TypeVar("R")
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool | None = None,
+    requires_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
+    max_retries: int = 3,
+    docstring_style: str = "auto",
+    require_parameter_descriptions: bool = False,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(
+    fn: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool | None = None,
+    requires_approval: ApprovalPolicy = False,
+    timeout: float | None = None,
+    max_retries: int = 3,
+    docstring_style: str = "auto",
+    require_parameter_descriptions: bool = False,
+) -> Any:
+    """Turn a function into a tool; its schema comes from its hints and docstring.
+
+    Use it bare (``@tool``) or with options (``@tool(name="search")``). The
+    tool stays callable exactly like the function. On a method it gives each
+    instance a tool bound to it (no ``self`` in the schema); ``staticmethod``
+    and ``classmethod`` work under it too.
+
+    Args:
+        fn: The function (when used bare).
+        name: The tool name; the function's name by default.
+        description: What the tool does; the docstring's summary and long
+            description by default.
+        strict: Ask providers for strict schema adherence (None: when possible).
+        requires_approval: True, or a predicate over (call, state), to make the
+            run wait for an approval before executing a call.
+        timeout: Seconds a call may take before it counts as failed.
+        max_retries: Consecutive failures allowed before the run fails.
+        docstring_style: "auto", "google", "numpy", "rest" or "epydoc".
+        require_parameter_descriptions: Make an undocumented parameter (or a
+            documented one the function lacks) an error instead of a warning.
+
+    Returns:
+        The Tool, or a decorator that makes one.
+
+    Raises:
+        ToolDefinitionError: Every problem with the function, at once: ``*args``,
+            ``**kwargs``, unannotated parameters, types with no schema rule,
+            defaults that are not JSON, an invalid name or option.
+    """
+
+    def decorate(function: Any, stacklevel: int = 3) -> Tool[Any, Any]:
+        return _make_tool(
+            function,
+            name=name,
+            description=description,
+            strict=strict,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            max_retries=max_retries,
+            docstring_style=docstring_style,
+            require_parameter_descriptions=require_parameter_descriptions,
+            stacklevel=stacklevel + 1,
+        )
+
+    return decorate if fn is None else decorate(fn, 4)
+
+
+def _make_tool(
+    function: Any,
+    *,
+    name: str | None,
+    description: str | None,
+    strict: bool | None,
+    requires_approval: ApprovalPolicy,
+    timeout: float | None,
+    max_retries: int,
+    docstring_style: str,
+    require_parameter_descriptions: bool,
+    stacklevel: int,
+) -> Tool[Any, Any]:
+    receiver: str | None = None
+    static = isinstance(function, staticmethod)
+    if static:
+        function = function.__func__
+    elif isinstance(function, classmethod):
+        function, receiver = function.__func__, "class"
+    elif isinstance(function, Tool):
+        raise ToolDefinitionError(function.name, ["is already a tool; apply @tool once"])
+    if not callable(function):
+        raise ToolDefinitionError(repr(function), ["@tool needs a function"])
+    if receiver is None and not static and _defined_in_class(function):
+        receiver = "instance"
+    derived = derive(
+        function,
+        docstring_style=docstring_style,
+        require_parameter_descriptions=require_parameter_descriptions,
+        skip_receiver=receiver is not None,
+    )
+    tool_name = getattr(function, "__name__", None) if name is None else name
+    problems = name_problems(tool_name)
+    problems += option_problems(requires_approval, timeout, max_retries, strict)
+    problems += derived.problems
+    qualname = str(getattr(function, "__qualname__", repr(function)))
+    if problems:
+        raise ToolDefinitionError(qualname, problems)
+    for message in derived.warnings:
+        warnings.warn(message, ToolDefinitionWarning, stacklevel=stacklevel)
+    made: Tool[Any, Any] = Tool.__new__(Tool)
+    made._setup(
+        str(tool_name),
+        derived.description if description is None else description,
+        derived.parameters,
+        function,
+        strict=strict,
+        requires_approval=requires_approval,
+        timeout=timeout,
+        max_retries=max_retries,
+        param_types=derived.param_types,
+        context_param=derived.context_param,
+        positional_only=derived.positional_only,
+        receiver=receiver,
+    )
+    return made
+
+
+def _defined_in_class(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` is being defined in a class body (so it is a method).
+
+    At decoration time a method is still a plain function; its qualified name
+    (``Shop.search``, not ``make.<locals>.search``) tells where it lives.
+    """
+    parts = getattr(function, "__qualname__", "").split(".")
+    return len(parts) > 1 and parts[-2] != "<locals>"
