@@ -42,7 +42,16 @@ from toolfold.runtime import (
     model,
 )
 from toolfold.runtime._model import set_adapter_loader
-from toolfold.toolkit import RunContext, Tool
+from toolfold.toolkit import (
+    Field,
+    RunContext,
+    SchemaContext,
+    Tool,
+    ToolDefinitionWarning,
+    register_schema_rule,
+    schema_for_type,
+    tool,
+)
 
 
 def _load_adapters() -> None:
@@ -59,6 +68,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ConnectionError",
+    "Field",
     "FilePart",
     "ImagePart",
     "InvalidTransitionError",
@@ -74,6 +84,7 @@ __all__ = [
     "ReasoningPart",
     "RunContext",
     "RunError",
+    "SchemaContext",
     "ServerError",
     "StreamError",
     "TextPart",
@@ -82,6 +93,7 @@ __all__ = [
     "ToolArgumentError",
     "ToolCallPart",
     "ToolDefinitionError",
+    "ToolDefinitionWarning",
     "ToolExecutionError",
     "ToolResultPart",
     "ToolRetriesExceededError",
@@ -90,4 +102,7 @@ __all__ = [
     "Usage",
     "__version__",
     "model",
+    "register_schema_rule",
+    "schema_for_type",
+    "tool",
 ]
