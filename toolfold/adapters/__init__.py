@@ -1,3 +1,9 @@
-"""adapters: provider codecs, stream parsers, the httpx transport, model strings."""
+"""adapters: provider codecs, stream parsers, the httpx transport, model strings.
+
+Importing this package registers every built-in provider prefix; the facade
+imports it lazily, the first time a model string is resolved.
+"""
+
+import toolfold.adapters.openai_chat  # noqa: F401  (registers openai, groq, mistral, ...)
 
 __all__: list[str] = []

@@ -1,0 +1,195 @@
+"""`OpenAIChatModel`: the Chat Completions codec on the shared transport."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+from toolfold._errors import ModelConfigError
+from toolfold.adapters._keys import Secret, resolve_api_key
+from toolfold.adapters._transport import Transport
+from toolfold.adapters.openai_chat._errors import parse_error
+from toolfold.adapters.openai_chat._providers import SERVER_PRESETS, ChatProvider, provider_for
+from toolfold.adapters.openai_chat._request import build_body
+from toolfold.adapters.openai_chat._response import parse_response
+from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
+from toolfold.runtime._model import ModelRequest, ModelResponse, StreamEvent
+
+_PATH = "chat/completions"
+_UNSET: Any = object()
+
+
+class OpenAIChatModel:
+    """A model behind ``POST /chat/completions``: OpenAI and the compatible family.
+
+    Args:
+        model_name: The provider's model id, e.g. ``"gpt-4o-mini"``.
+        provider: A family prefix (``"openai"``, ``"groq"``, ``"mistral"``,
+            ``"deepseek"``, ``"openrouter"``, ``"openai-compatible"``) or a
+            `ChatProvider` row of your own.
+        base_url: The API root (``http://localhost:8000/v1``); required for
+            ``openai-compatible``, optional elsewhere (a proxy, a region).
+        api_key: The key; by default read from the provider's environment
+            variable (``OPENAI_API_KEY``...). Kept in a `Secret`, never printed.
+        server: For ``openai-compatible``: ``"vllm"``, ``"llama.cpp"``,
+            ``"lmstudio"`` or ``"ollama"``, to apply that server's quirks.
+        http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
+        async_http_client: An async client, when ``http_client`` is the sync one.
+        timeout: Seconds, a ``Timeouts``, or None for no limits.
+        retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
+        headers: Extra headers for every request.
+
+    Raises:
+        ModelConfigError: An unknown provider, a missing ``base_url`` or key.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        provider: str | ChatProvider = "openai",
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        server: str | None = None,
+        http_client: Any = None,
+        async_http_client: Any = None,
+        timeout: Any = _UNSET,
+        retry: Any = _UNSET,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        row = _row(provider, server)
+        url = base_url or row.base_url
+        if not url:
+            raise ModelConfigError(
+                f"{row.name}:{model_name} needs base_url=..., e.g. "
+                "'http://localhost:8000/v1' (vLLM) or 'http://localhost:11434/v1' (Ollama)"
+            )
+        key = resolve_api_key(
+            row.name, api_key, env_vars=row.api_key_env, required=row.key_required
+        )
+        options: dict[str, Any] = {}
+        if timeout is not _UNSET:
+            options["timeout"] = timeout
+        if retry is not _UNSET:
+            options["retry"] = retry
+        self.model_name = model_name
+        self.provider = row
+        self._transport = Transport(
+            row.name,
+            url,
+            key,
+            headers=headers,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            error_parser=parse_error,
+            inband_errors=False,  # the codec maps them (Groq's tool_use_failed)
+            **options,
+        )
+
+    @property
+    def name(self) -> str:
+        """``provider:model``, e.g. ``groq:llama-3.3-70b-versatile``."""
+        return f"{self.provider.name}:{self.model_name}"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return self._transport.base_url
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.name!r}, base_url={self.base_url!r})"
+
+    def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
+        """The JSON body this model sends for ``request`` (for inspection and tests)."""
+        return build_body(request, self.model_name, self.provider, stream=stream)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """One response, asynchronously."""
+        data = await self._transport.post_json(_PATH, self.body(request))
+        return parse_response(_as_mapping(data, self.provider.name), self.provider.name)
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        """One response, blocking."""
+        data = self._transport.post_json_sync(_PATH, self.body(request))
+        return parse_response(_as_mapping(data, self.provider.name), self.provider.name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The response as neutral stream events, asynchronously."""
+        state = DecoderState(self.provider.name)
+        events = self._transport.stream(_PATH, self.body(request, stream=True))
+        try:
+            async for event in events:
+                state, out = decode_chunk(state, event.data, event.event)
+                for item in out:
+                    yield item
+                if state.done:
+                    break
+        finally:
+            closer = getattr(events, "aclose", None)
+            if closer is not None:
+                await closer()
+        for item in decode_end(state):
+            yield item
+
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """The response as neutral stream events, blocking."""
+        state = DecoderState(self.provider.name)
+        events = self._transport.stream_sync(_PATH, self.body(request, stream=True))
+        try:
+            for event in events:
+                state, out = decode_chunk(state, event.data, event.event)
+                yield from out
+                if state.done:
+                    break
+        finally:
+            closer = getattr(events, "close", None)
+            if closer is not None:
+                closer()
+        yield from decode_end(state)
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients this model made (injected ones stay open)."""
+        await self._transport.aclose()
+
+    def close(self) -> None:
+        """Close the blocking HTTP client this model made."""
+        self._transport.close()
+
+
+def _row(provider: str | ChatProvider, server: str | None) -> ChatProvider:
+    if isinstance(provider, ChatProvider):
+        return provider
+    if server is not None:
+        if provider != "openai-compatible":
+            raise ModelConfigError(f"server={server!r} only applies to openai-compatible models")
+        try:
+            return SERVER_PRESETS[server]
+        except KeyError:
+            known = ", ".join(sorted(SERVER_PRESETS))
+            raise ModelConfigError(f"unknown server {server!r}; known: {known}") from None
+    try:
+        return provider_for(provider)
+    except KeyError as exc:
+        raise ModelConfigError(str(exc.args[0])) from None
+
+
+def _as_mapping(data: Any, provider: str) -> Mapping[str, Any]:
+    if isinstance(data, Mapping):
+        return data
+    from toolfold._errors import ProviderError
+
+    raise ProviderError(
+        f"{provider} answered with JSON that is not an object: {str(data)[:200]}",
+        provider=provider,
+        status_code=200,
+    )
+
+
+def make_factory(prefix: str) -> Any:
+    """The factory `register_provider` stores for ``prefix``."""
+
+    def factory(model_name: str, **options: Any) -> OpenAIChatModel:
+        return OpenAIChatModel(model_name, provider=prefix, **options)
+
+    factory.__name__ = f"{prefix.replace('-', '_')}_model"
+    return factory

@@ -1,0 +1,138 @@
+"""The OpenAI-compatible family: one codec, one row of switches per provider.
+
+Every quirk is a field here with the source that justifies it (see
+``docs/providers.md`` §1 and §6 of the shared docs, and the recorded traffic in
+``fixtures/provider-traffic``). The codec reads these fields; it never tests a
+provider's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+ToolChoiceWord = str  # what the wire calls "must call some tool"
+
+
+@attrs.frozen
+class ChatProvider:
+    """How one OpenAI-compatible provider differs from OpenAI itself.
+
+    Attributes:
+        name: The model-string prefix (``"groq"`` in ``"groq:llama-3.3-70b"``).
+        base_url: The API root (``.../v1``); None when the user must give one.
+        api_key_env: Environment variables tried in order for the key.
+        key_required: Refuse to start without a key (hosted APIs); local
+            servers (vLLM, llama.cpp, LM Studio, Ollama) need none.
+        required_word: The ``tool_choice`` value for "call some tool".
+        named_tool_choice: The provider accepts ``{"type":"function",...}``;
+            otherwise a named choice is sent as ``required_word`` with only
+            that tool listed.
+        none_drops_tools: ``tool_choice="none"`` is sent by omitting the tools.
+        id_rule: ``"mistral9"`` when call ids sent back must be 9 alphanumerics.
+        stream_usage_option: Send ``stream_options.include_usage``.
+        max_tokens_key: The body key for the neutral ``max_tokens`` setting.
+        renames: Other neutral setting names the provider spells differently.
+        reasoning_out: The assistant-message field that carries reasoning back
+            on tool turns, or None when reasoning is not sent back.
+        json_schema_output: ``response_format`` ``json_schema`` is supported;
+            otherwise ``json_object`` plus the schema in a system message.
+    """
+
+    name: str
+    base_url: str | None
+    api_key_env: tuple[str, ...] = ()
+    key_required: bool = True
+    required_word: ToolChoiceWord = "required"
+    named_tool_choice: bool = True
+    none_drops_tools: bool = False
+    id_rule: str | None = None
+    stream_usage_option: bool = True
+    max_tokens_key: str = "max_tokens"
+    renames: Mapping[str, str] = attrs.field(factory=dict)
+    reasoning_out: str | None = None
+    json_schema_output: bool = True
+
+
+# Reasoning text arrives under either name: ``reasoning_content`` (DeepSeek,
+# older vLLM, Qwen servers) or ``reasoning`` (Groq, OpenRouter, newer vLLM,
+# Hugging Face router); see the groq and deepseek cassettes.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+PROVIDERS: dict[str, ChatProvider] = {
+    # OpenAI: reasoning models reject ``max_tokens`` and accept
+    # ``max_completion_tokens`` on every model [O4 completion_create_params.py].
+    "openai": ChatProvider(
+        "openai",
+        "https://api.openai.com/v1",
+        ("OPENAI_API_KEY",),
+        max_tokens_key="max_completion_tokens",
+    ),
+    # Groq: OpenAI shape; tool_use_failed errors and ``x_groq.usage`` in
+    # streams are handled by the shared codec [C1, C2].
+    "groq": ChatProvider("groq", "https://api.groq.com/openai/v1", ("GROQ_API_KEY",)),
+    # Mistral: "any" means required; "none" with tools garbles output, so the
+    # tools are dropped; ids must be 9 alphanumerics; unknown body keys are
+    # refused (``additionalProperties: false``, so no stream_options) and the
+    # seed is ``random_seed`` [C3, C4, mistral-openapi.json ChatCompletionRequest].
+    "mistral": ChatProvider(
+        "mistral",
+        "https://api.mistral.ai/v1",
+        ("MISTRAL_API_KEY",),
+        required_word="any",
+        none_drops_tools=True,
+        id_rule="mistral9",
+        stream_usage_option=False,
+        renames={"seed": "random_seed"},
+    ),
+    # DeepSeek: thinking must go back as ``reasoning_content`` on tool turns;
+    # ``response_format`` only knows ``json_object`` [C6, C7].
+    "deepseek": ChatProvider(
+        "deepseek",
+        "https://api.deepseek.com",
+        ("DEEPSEEK_API_KEY",),
+        reasoning_out="reasoning_content",
+        json_schema_output=False,
+    ),
+    # OpenRouter: passes parameters to the upstream; usage always sent [C8].
+    "openrouter": ChatProvider(
+        "openrouter", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",)
+    ),
+    # Any server speaking /v1/chat/completions (vLLM, llama.cpp, LM Studio,
+    # Ollama's /v1): the user gives ``base_url``; keys are optional [C10-C13].
+    "openai-compatible": ChatProvider(
+        "openai-compatible",
+        None,
+        ("OPENAI_COMPATIBLE_API_KEY",),
+        key_required=False,
+    ),
+}
+
+# Presets for ``openai-compatible`` servers whose tool_choice support is narrower:
+# llama.cpp has no named choice (``common_chat_tool_choice`` is auto/none/required)
+# [C12]; vLLM and LM Studio take the OpenAI shape [C10, C13].
+SERVER_PRESETS: dict[str, ChatProvider] = {
+    "llama.cpp": attrs.evolve(PROVIDERS["openai-compatible"], named_tool_choice=False),
+    "vllm": PROVIDERS["openai-compatible"],
+    "lmstudio": PROVIDERS["openai-compatible"],
+    "ollama": PROVIDERS["openai-compatible"],
+}
+
+
+def provider_for(name: str) -> ChatProvider:
+    """The family row for a prefix (``KeyError`` names the known ones)."""
+    try:
+        return PROVIDERS[name]
+    except KeyError:
+        known = ", ".join(sorted(PROVIDERS))
+        raise KeyError(f"unknown OpenAI-compatible provider {name!r}; known: {known}") from None
+
+
+def register_all() -> None:
+    """Register every family prefix with the runtime's provider registry."""
+    from toolfold.adapters.openai_chat._model import make_factory
+    from toolfold.runtime._model import register_provider
+
+    for prefix in PROVIDERS:
+        register_provider(prefix, make_factory(prefix))

@@ -1,0 +1,278 @@
+"""Neutral `ModelRequest` -> Chat Completions request body (a pure function)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from toolfold._errors import ModelConfigError
+from toolfold.adapters.openai_chat._providers import ChatProvider
+from toolfold.runtime._messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from toolfold.runtime._model import ModelRequest, OutputSpec, ToolDefinition
+
+Body = dict[str, Any]
+ToolCompiler = Callable[[ToolDefinition, ChatProvider], Mapping[str, Any]]
+OutputCompiler = Callable[[OutputSpec, ChatProvider], Mapping[str, Any]]
+
+# Neutral settings the codec places itself; everything else goes to the body as is.
+_HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
+_MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# OpenAI's input_audio part takes only these formats [O4 chat_completion_content_part_input_audio_param.py].
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+
+
+def build_body(
+    request: ModelRequest,
+    model_name: str,
+    provider: ChatProvider,
+    *,
+    stream: bool = False,
+    compile_tool: ToolCompiler | None = None,
+    compile_output: OutputCompiler | None = None,
+) -> Body:
+    """Build the JSON body of one ``POST /chat/completions``.
+
+    Args:
+        request: The neutral request.
+        model_name: The provider's model id.
+        provider: The family row whose quirks apply.
+        stream: Ask for an SSE stream (with usage, where the provider takes the option).
+        compile_tool: Turns a tool into the ``function`` object (schema dialect);
+            defaults to the schema as given, strict only when asked.
+        compile_output: Turns the output spec into the ``json_schema`` object.
+
+    Raises:
+        ModelConfigError: The request cannot be expressed for this provider (a
+            named tool choice for a tool not in ``tools``, a file by URL...).
+    """
+    rewrite_id = mistral_id if provider.id_rule == "mistral9" else _same
+    messages = encode_messages(request.messages, provider, rewrite_id)
+    body: Body = {"model": model_name, "messages": messages}
+    compile_fn = compile_tool or default_function
+    tools = list(request.tools)
+    choice: Any = None
+    if request.tool_choice is not None and tools:
+        tools, choice = _tool_choice(request.tool_choice, tools, provider)
+    if tools:
+        body["tools"] = [
+            {"type": "function", "function": dict(compile_fn(t, provider))} for t in tools
+        ]
+        if choice is not None:
+            body["tool_choice"] = choice
+        parallel = request.settings.get("parallel_tool_calls")
+        # Only when asked: some reasoning models reject the parameter outright [O8].
+        if parallel is not None:
+            body["parallel_tool_calls"] = bool(parallel)
+    if request.output is not None:
+        _add_output(body, request.output, provider, compile_output or default_output)
+    _add_settings(body, request.settings, provider)
+    if stream:
+        body["stream"] = True
+        if provider.stream_usage_option:
+            body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _same(call_id: str) -> str:
+    return call_id
+
+
+def mistral_id(call_id: str) -> str:
+    """A 9-alphanumeric id for Mistral, the same for the same input [C4].
+
+    Ids that already fit pass unchanged, so Mistral's own ids round-trip; any
+    other id maps through a hash, so a call and its result still match.
+    """
+    if _MISTRAL_ID.fullmatch(call_id):
+        return call_id
+    number = int.from_bytes(hashlib.sha256(call_id.encode()).digest()[:8], "big")
+    chars = []
+    for _ in range(9):
+        number, digit = divmod(number, 62)
+        chars.append(_BASE62[digit])
+    return "".join(chars)
+
+
+def default_function(tool: ToolDefinition, provider: ChatProvider) -> dict[str, Any]:
+    """The ``function`` object with the schema as given (no dialect rewriting)."""
+    function: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        function["description"] = tool.description
+    function["parameters"] = dict(tool.parameters)
+    if tool.strict:
+        function["strict"] = True
+    return function
+
+
+def default_output(output: OutputSpec, provider: ChatProvider) -> dict[str, Any]:
+    """The ``json_schema`` object of ``response_format`` with the schema as given."""
+    spec: dict[str, Any] = {"name": output.name, "schema": dict(output.schema)}
+    if output.strict is not None:
+        spec["strict"] = output.strict
+    return spec
+
+
+def _tool_choice(
+    choice: str, tools: list[ToolDefinition], provider: ChatProvider
+) -> tuple[list[ToolDefinition], Any]:
+    if choice == "auto":
+        return tools, "auto"
+    if choice == "none":
+        return ([], None) if provider.none_drops_tools else (tools, "none")
+    if choice == "required":
+        return tools, provider.required_word
+    named = [t for t in tools if t.name == choice]
+    if not named:
+        names = ", ".join(t.name for t in tools)
+        raise ModelConfigError(
+            f"tool_choice {choice!r} names no tool of this request; tools: {names}"
+        )
+    if provider.named_tool_choice:
+        return tools, {"type": "function", "function": {"name": choice}}
+    # No named choice on this server: force "some tool" and offer only that one.
+    return named, provider.required_word
+
+
+def _add_output(
+    body: Body, output: OutputSpec, provider: ChatProvider, compile_output: OutputCompiler
+) -> None:
+    if provider.json_schema_output:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": dict(compile_output(output, provider)),
+        }
+        return
+    # json_object mode needs the word "json" in the prompt and cannot carry the
+    # schema, so the schema goes in a system message [C6 json_mode].
+    schema = json.dumps(output.schema, separators=(",", ":"), sort_keys=True)
+    body["messages"].append(
+        {
+            "role": "system",
+            "content": f"Answer with a JSON object ({output.name}) matching this JSON Schema: {schema}",
+        }
+    )
+    body["response_format"] = {"type": "json_object"}
+
+
+def _add_settings(body: Body, settings: Mapping[str, Any], provider: ChatProvider) -> None:
+    for key, value in settings.items():
+        if value is None or key in _HANDLED_SETTINGS:
+            continue
+        body[provider.renames.get(key, key)] = value
+    max_tokens = settings.get("max_tokens")
+    if max_tokens is not None:
+        body[provider.max_tokens_key] = max_tokens
+
+
+# --- messages --------------------------------------------------------------
+
+
+def encode_messages(
+    messages: Iterable[Message], provider: ChatProvider, rewrite_id: Callable[[str], str] = _same
+) -> list[Body]:
+    """The ``messages`` array: tool results become one ``role: tool`` message each."""
+    out: list[Body] = []
+    for message in messages:
+        results = [p for p in message.parts if isinstance(p, ToolResultPart)]
+        out.extend(
+            {"role": "tool", "tool_call_id": rewrite_id(r.call_id), "content": r.content}
+            for r in results
+        )
+        rest: list[Part] = [p for p in message.parts if not isinstance(p, ToolResultPart)]
+        if message.role == "tool" or (results and not rest):
+            continue
+        if message.role == "assistant":
+            out.append(_assistant(rest, provider, rewrite_id))
+        elif message.role == "system":
+            out.append({"role": "system", "content": _only_text(rest, "system")})
+        else:
+            out.append({"role": "user", "content": _user_content(rest)})
+    return out
+
+
+def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[str], str]) -> Body:
+    text = "".join(p.text for p in parts if isinstance(p, TextPart))
+    calls = [p for p in parts if isinstance(p, ToolCallPart)]
+    message: Body = {"role": "assistant", "content": text or (None if calls else "")}
+    if provider.reasoning_out is not None and calls:
+        # DeepSeek wants the thinking of a tool turn back, even when empty [C7].
+        reasoning = "".join(p.text for p in parts if isinstance(p, ReasoningPart))
+        message[provider.reasoning_out] = reasoning
+    if calls:
+        message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
+    return message
+
+
+def _call(call: ToolCallPart, rewrite_id: Callable[[str], str]) -> Body:
+    encoded: Body = {
+        "id": rewrite_id(call.id),
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments_text or "{}"},
+    }
+    extra = call.provider_data.get("extra_content")
+    if extra is not None:
+        # Gemini's OpenAI endpoint wants its thought signature back on the call.
+        encoded["extra_content"] = extra
+    return encoded
+
+
+def _only_text(parts: list[Part], role: str) -> str:
+    for part in parts:
+        if not isinstance(part, (TextPart, ReasoningPart)):
+            raise ModelConfigError(
+                f"a {role} message can only hold text for Chat Completions, got {part.kind!r}"
+            )
+    return "".join(p.text for p in parts if isinstance(p, TextPart))
+
+
+def _user_content(parts: list[Part]) -> str | list[Body]:
+    if all(isinstance(p, TextPart) for p in parts):
+        return "".join(p.text for p in parts if isinstance(p, TextPart))
+    content: list[Body] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            content.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+        elif isinstance(part, FilePart):
+            content.append(_file(part))
+        elif isinstance(part, ToolCallPart):
+            raise ModelConfigError("a user message cannot carry a tool call")
+    return content
+
+
+def _image_url(part: ImagePart) -> str:
+    if part.url is not None:
+        return part.url
+    if part.data is None:
+        raise ModelConfigError("an ImagePart needs data or a url")
+    return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode()}"
+
+
+def _file(part: FilePart) -> Body:
+    if part.data is None:
+        raise ModelConfigError(
+            f"Chat Completions takes files inline only; FilePart {part.url!r} has a url and no data"
+        )
+    encoded = base64.b64encode(part.data).decode()
+    audio = _AUDIO_FORMATS.get(part.media_type)
+    if audio is not None:
+        return {"type": "input_audio", "input_audio": {"data": encoded, "format": audio}}
+    file: Body = {"file_data": f"data:{part.media_type};base64,{encoded}"}
+    if part.filename:
+        file["filename"] = part.filename
+    return {"type": "file", "file": file}
