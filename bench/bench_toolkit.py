@@ -1,0 +1,112 @@
+"""How fast toolfold's toolkit is: schema derivation and ``import toolfold``.
+
+Prints figures, asserts nothing. Run: ``.venv/bin/python bench/bench_toolkit.py``.
+
+1. Derivation: ``@tool`` on a function with 5 typed parameters (one a documented
+   nested dataclass) and a Google docstring, a fresh function object each time
+   (so nothing is cached per function; the dataclass's schema is cached per
+   type, as it is in a real program). Target <= 150 µs; measured on this kind of
+   machine pydantic-ai takes ~3,000 µs, the OpenAI Agents SDK ~1,500,
+   langchain-core ~3,300.
+2. Cold ``import toolfold`` in fresh interpreters, median of 7, beside
+   ``import httpx`` in the same run. Target <= 2x httpx.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from typing import Annotated, Literal
+
+from toolfold import Field, tool
+
+
+@dataclasses.dataclass
+class Filters:
+    """Which products to keep.
+
+    Attributes:
+        min_price: The lowest price, in euros.
+        max_price: The highest price, in euros.
+        tags: Tags a product must all have.
+    """
+
+    min_price: float = 0.0
+    max_price: float | None = None
+    tags: list[str] = dataclasses.field(default_factory=list)
+
+
+def make_function() -> object:
+    """A fresh function object each call (new code-object binding, new annotations)."""
+
+    def search_products(
+        query: str,
+        filters: Filters,
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        sort: Literal["relevance", "price", "rating"] = "relevance",
+        in_stock: bool = True,
+    ) -> list[str]:
+        """Search the product catalogue.
+
+        Looks products up by free text, then keeps those that pass the filters.
+
+        Args:
+            query: The text to look for.
+            filters: Which products to keep.
+            limit: How many results at most.
+            sort: The order of the results.
+            in_stock: Only products that can ship today.
+
+        Returns:
+            The names of the matching products.
+        """
+        return []
+
+    return search_products
+
+
+def bench_derivation(rounds: int = 2000) -> None:
+    tool(make_function())  # warm up: imports docstring-parser, caches Filters
+    samples = []
+    for _ in range(7):
+        functions = [make_function() for _ in range(rounds)]
+        start = time.perf_counter()
+        for fn in functions:
+            tool(fn)
+        samples.append((time.perf_counter() - start) / rounds * 1e6)
+    print(
+        f"schema derivation, 5 params + nested dataclass + Google docstring:"
+        f" {statistics.median(samples):.1f} µs per function"
+        f" (median of 7 x {rounds}; min {min(samples):.1f}; target <= 150;"
+        f" pydantic-ai ~3,000, OpenAI Agents SDK ~1,500, langchain-core ~3,300)"
+    )
+
+
+def _import_ms(module: str) -> float:
+    code = (
+        "import time; t = time.perf_counter(); "
+        f"import {module}; print((time.perf_counter() - t) * 1e3)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
+def bench_import(runs: int = 7) -> None:
+    toolfold_ms, httpx_ms = [], []
+    for _ in range(runs):  # interleaved, so both see the same machine load
+        toolfold_ms.append(_import_ms("toolfold"))
+        httpx_ms.append(_import_ms("httpx"))
+    a, b = statistics.median(toolfold_ms), statistics.median(httpx_ms)
+    print(f"cold import toolfold: {a:.1f} ms (median of {runs})")
+    print(f"cold import httpx:    {b:.1f} ms (median of {runs})")
+    print(f"ratio toolfold / httpx: {a / b:.2f} (target <= 2; peers take 800-1,200 ms)")
+
+
+if __name__ == "__main__":
+    warnings.simplefilter("error")
+    bench_derivation()
+    bench_import()
