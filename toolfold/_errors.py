@@ -12,10 +12,12 @@ chained with ``raise ... from exc``::
     │   └── ArgumentValidationError  valid JSON that breaks the schema or the types
     ├── RunError                   a run cannot go on (carries the state)
     │   ├── InvalidTransitionError an event that the run's phase does not allow
+    │   │   └── InvalidEventError  an event that contradicts the state (unknown call id...)
     │   ├── ToolRetriesExceededError  a tool failed more times in a row than allowed
     │   ├── OutputValidationError  the final answer never fitted ``output_type``
     │   └── ToolExecutionError     a tool raised and ``on_tool_error="raise"``
     ├── ModelConfigError           a model string or model options cannot be used
+    ├── SerializationError         JSON that does not load as a state, event or effect
     └── ProviderError              a provider call failed (status, body, headers)
         ├── AuthenticationError    401 / 403
         ├── RateLimitError         429, with ``retry_after``
@@ -160,6 +162,22 @@ class InvalidTransitionError(RunError):
         super().__init__(f"event {event!r} is not allowed in phase {phase!r}", state)
 
 
+class InvalidEventError(InvalidTransitionError):
+    """An event the phase allows but the state contradicts, or any event after a failure.
+
+    E.g. a result for an unknown call id, a second result for a call, a result
+    for a call still awaiting approval, or dispositions the tools forbid.
+
+    Attributes:
+        reason: Why the event was refused.
+    """
+
+    def __init__(self, phase: str, event: str, reason: str, state: Any = None) -> None:
+        super().__init__(phase, event, state)
+        self.reason = reason
+        self.args = (f"event {event!r} refused in phase {phase!r}: {reason}",)
+
+
 class ToolRetriesExceededError(RunError):
     """A tool failed more times in a row than its ``max_retries`` allows."""
 
@@ -174,6 +192,21 @@ class ToolExecutionError(RunError):
 
 class ModelConfigError(ToolfoldError, ValueError):
     """A model string, provider name or model option cannot be used."""
+
+
+class SerializationError(ToolfoldError, ValueError):
+    """Data that cannot be loaded as a state, an event or an effect.
+
+    Attributes:
+        type_name: What was being loaded.
+        problems: One line per problem, each with its path.
+    """
+
+    def __init__(self, type_name: str, problems: list[str] | tuple[str, ...]) -> None:
+        self.type_name = type_name
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"cannot load {type_name}:\n{lines}")
 
 
 class ProviderError(ToolfoldError):

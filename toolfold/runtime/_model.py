@@ -8,7 +8,7 @@ non-streaming call gives.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 import attrs
@@ -60,6 +60,14 @@ class OutputSpec:
     strict: bool | None = None
 
 
+def _messages_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(messages)
+
+
+def _definitions_tuple(tools: Iterable[ToolDefinition]) -> tuple[ToolDefinition, ...]:
+    return tuple(tools)
+
+
 @attrs.frozen
 class ModelRequest:
     """Everything one model call needs, provider-neutral.
@@ -75,8 +83,8 @@ class ModelRequest:
             ``parallel_tool_calls``...). Unknown keys go to the provider as is.
     """
 
-    messages: tuple[Message, ...] = attrs.field(converter=tuple)
-    tools: tuple[ToolDefinition, ...] = attrs.field(default=(), converter=tuple)
+    messages: tuple[Message, ...] = attrs.field(converter=_messages_tuple)
+    tools: tuple[ToolDefinition, ...] = attrs.field(default=(), converter=_definitions_tuple)
     tool_choice: str | None = None
     output: OutputSpec | None = None
     settings: Mapping[str, Any] = attrs.field(factory=dict)

@@ -1,0 +1,231 @@
+"""Events: what happened to a run, as plain data.
+
+Drivers make events (ids, timestamps and anything else impure arrive inside
+them); `reduce` folds them into the state. Each event has a stable ``kind``
+that names it in the transition table and in the JSON form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal, Union
+
+import attrs
+
+from toolfold.runtime._config import RunConfig
+from toolfold.runtime._messages import Message, ToolResultPart
+from toolfold.runtime._model import ModelResponse
+from toolfold.runtime._state import Disposition, Outcome
+
+
+def _messages(items: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(items)
+
+
+def _dispositions(items: Iterable[Disposition]) -> tuple[Disposition, ...]:
+    return tuple(items)
+
+
+def _results(items: Iterable[ToolResultPart]) -> tuple[ToolResultPart, ...]:
+    return tuple(items)
+
+
+@attrs.frozen
+class RunStarted:
+    """A run began (always the first event of a log).
+
+    Attributes:
+        run_id: The run's id, made by the driver.
+        config: The run's configuration.
+        messages: The conversation to start from (history and the prompt).
+    """
+
+    run_id: str
+    config: RunConfig
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=_messages)
+    kind: Literal["run_started"] = "run_started"
+
+
+@attrs.frozen
+class UserMessageAdded:
+    """A message was added before the next model call (a new turn once finished).
+
+    Attributes:
+        message: The message, usually from the user.
+    """
+
+    message: Message
+    kind: Literal["user_message_added"] = "user_message_added"
+
+
+@attrs.frozen
+class ModelResponded:
+    """The model answered.
+
+    Attributes:
+        response: The response.
+        dispositions: How each tool call must be handled, one per call in
+            order: ``"execute"``, ``"approve"`` or ``"return"``. Empty means
+            "derive from the config", which works unless a tool's approval is
+            a live predicate. The reducer refuses dispositions the config
+            forbids (executing a tool that always needs approval or has no
+            function, or executing at all with ``auto_execute_tools=False``).
+            Calls to unknown tools and calls whose argument text is not a JSON
+            object get an error result at once (unless every call is
+            returned), whatever their disposition.
+    """
+
+    response: ModelResponse
+    dispositions: tuple[Disposition, ...] = attrs.field(default=(), converter=_dispositions)
+    kind: Literal["model_responded"] = "model_responded"
+
+
+@attrs.frozen
+class ToolReturned:
+    """The executor finished one call (results may arrive in any order).
+
+    Attributes:
+        call_id: The call's id.
+        content: The result as text for the model.
+        is_error: True for a failed call.
+        outcome: How it ended; any outcome but ``ok`` makes an error result.
+    """
+
+    call_id: str
+    content: str
+    is_error: bool = False
+    outcome: Outcome = "ok"
+    kind: Literal["tool_returned"] = "tool_returned"
+
+
+@attrs.frozen
+class ApprovalGranted:
+    """The user approved a call that awaited approval; it will run.
+
+    Attributes:
+        call_id: The call's id.
+    """
+
+    call_id: str
+    kind: Literal["approval_granted"] = "approval_granted"
+
+
+@attrs.frozen
+class ApprovalDenied:
+    """The user denied a call; the model sees an error result saying so.
+
+    Attributes:
+        call_id: The call's id.
+        reason: Why, for the model ("" for no reason).
+    """
+
+    call_id: str
+    reason: str = ""
+    kind: Literal["approval_denied"] = "approval_denied"
+
+
+@attrs.frozen
+class ToolResultsProvided:
+    """The caller supplied results for calls returned to it.
+
+    Attributes:
+        results: One result per call answered (a subset is fine).
+    """
+
+    results: tuple[ToolResultPart, ...] = attrs.field(converter=_results)
+    kind: Literal["tool_results_provided"] = "tool_results_provided"
+
+
+@attrs.frozen
+class OutputAccepted:
+    """The final answer fits the output type.
+
+    Attributes:
+        value: The validated answer as plain data (JSON values).
+    """
+
+    value: Any
+    kind: Literal["output_accepted"] = "output_accepted"
+
+
+@attrs.frozen
+class OutputRejected:
+    """The final answer does not fit the output type; the model is told why.
+
+    Attributes:
+        message: What was wrong, for the model.
+    """
+
+    message: str
+    kind: Literal["output_rejected"] = "output_rejected"
+
+
+@attrs.frozen
+class StopRequested:
+    """A stop condition held at a step boundary (e.g. a user callable).
+
+    Attributes:
+        reason: The finish reason to record.
+    """
+
+    reason: str = "stop_condition"
+    kind: Literal["stop_requested"] = "stop_requested"
+
+
+@attrs.frozen
+class RunFailed:
+    """The driver could not go on (model error, tool error, cancellation).
+
+    Attributes:
+        error_kind: A short name: ``model_error``, ``tool_error``, ``cancelled``...
+        message: What went wrong.
+        tool_name: The tool involved, if any.
+    """
+
+    error_kind: str
+    message: str
+    tool_name: str | None = None
+    kind: Literal["run_failed"] = "run_failed"
+
+
+Event = Union[  # noqa: UP007
+    RunStarted,
+    UserMessageAdded,
+    ModelResponded,
+    ToolReturned,
+    ApprovalGranted,
+    ApprovalDenied,
+    ToolResultsProvided,
+    OutputAccepted,
+    OutputRejected,
+    StopRequested,
+    RunFailed,
+]
+
+EVENT_TYPES: tuple[type[Any], ...] = (
+    RunStarted,
+    UserMessageAdded,
+    ModelResponded,
+    ToolReturned,
+    ApprovalGranted,
+    ApprovalDenied,
+    ToolResultsProvided,
+    OutputAccepted,
+    OutputRejected,
+    StopRequested,
+    RunFailed,
+)
+
+EventKind = Literal[
+    "run_started",
+    "user_message_added",
+    "model_responded",
+    "tool_returned",
+    "approval_granted",
+    "approval_denied",
+    "tool_results_provided",
+    "output_accepted",
+    "output_rejected",
+    "stop_requested",
+    "run_failed",
+]

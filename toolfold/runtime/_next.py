@@ -1,0 +1,81 @@
+"""`next_effect(state) -> Effect`: what the driver must do next (pure)."""
+
+from __future__ import annotations
+
+from toolfold._errors import RunError
+from toolfold.runtime._effects import (
+    AwaitApproval,
+    AwaitToolResults,
+    CallModel,
+    Effect,
+    Finish,
+    RunTools,
+    ToolInvocation,
+    ValidateOutput,
+)
+from toolfold.runtime._messages import Message
+from toolfold.runtime._model import ModelRequest
+from toolfold.runtime._state import RunState
+
+_NOT_FORCING = (None, "auto", "none")
+
+
+def next_effect(state: RunState) -> Effect:
+    """What must happen next for ``state``; never None.
+
+    ``awaiting_model`` gives `CallModel`; ``running_tools`` gives `RunTools`
+    (the calls still without a result); ``awaiting_approval`` gives
+    `AwaitApproval`; ``awaiting_tool_results`` gives `AwaitToolResults`;
+    ``validating_output`` gives `ValidateOutput`; ``finished`` and ``failed``
+    give `Finish`.
+
+    Raises:
+        RunError: The state has not started (phase ``new``).
+    """
+    phase = state.phase
+    if phase == "awaiting_model":
+        step = state.step + 1
+        return CallModel(build_request(state), step, f"{state.run_id}:{step}:model")
+    if phase == "running_tools":
+        return RunTools(
+            ToolInvocation(c.call, c.index, state.step, f"{state.run_id}:{state.step}:{c.index}")
+            for c in state.calls
+            if c.status == "to_run"
+        )
+    if phase == "awaiting_approval":
+        return AwaitApproval(state.pending_approvals, state.tool_calls)
+    if phase == "awaiting_tool_results":
+        return AwaitToolResults(state.tool_calls)
+    if phase == "validating_output":
+        assert state.config.output is not None  # the reducer enters this phase only with one
+        return ValidateOutput(state.last_text, state.config.output)
+    if phase == "finished":
+        return Finish(state.finish_reason or "stop", state.output)
+    if phase == "failed":
+        return Finish("error", None, state.error)
+    raise RunError("the run has not started: reduce a RunStarted event first", state)
+
+
+def build_request(state: RunState) -> ModelRequest:
+    """The model request for the next step.
+
+    The config's instructions go first as a system message; then the
+    conversation. A forcing ``tool_choice`` (``"required"`` or a tool name)
+    applies to the first step of a turn only when ``reset_tool_choice`` is set
+    (the default): later steps use ``"auto"``, otherwise the model could never
+    give a final answer.
+    """
+    config = state.config
+    messages = state.messages
+    if config.instructions:
+        messages = (Message.system(config.instructions), *messages)
+    choice = config.tool_choice
+    if choice not in _NOT_FORCING and config.reset_tool_choice and state.turn_steps > 0:
+        choice = "auto"
+    return ModelRequest(
+        messages,
+        config.definitions,
+        choice,
+        config.output,
+        config.settings,
+    )

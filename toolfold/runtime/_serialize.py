@@ -1,0 +1,255 @@
+"""One cattrs converter for state, events and effects; replay and fork.
+
+Unions (message parts, events, effects, stop conditions) are tagged by each
+class's ``kind`` field; bytes travel as base64; `Log` values as lists. Live
+objects never appear: tools and the model are named in `RunConfig` and
+re-attached by the driver on load.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, get_args, get_origin
+
+import attrs
+import cattrs
+
+from toolfold._errors import SerializationError
+from toolfold.runtime import _state
+from toolfold.runtime._effects import EFFECT_TYPES, Effect
+from toolfold.runtime._events import EVENT_TYPES, Event, RunStarted
+from toolfold.runtime._log import Log
+from toolfold.runtime._messages import (
+    FilePart,
+    ImagePart,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from toolfold.runtime._reducer import blank_state, reduce
+from toolfold.runtime._state import RunState
+from toolfold.runtime._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
+
+T = TypeVar("T")
+STATE_FORMAT = "toolfold.run_state/1"
+"""The ``format`` tag written at the top of `RunState.to_json` output."""
+
+
+def _kind_of(cls: type[Any]) -> str:
+    default = attrs.fields_dict(cls)["kind"].default
+    assert isinstance(default, str)
+    return default
+
+
+def _register_union(conv: cattrs.Converter, union: Any, classes: Iterable[type[Any]]) -> None:
+    by_kind = {_kind_of(cls): cls for cls in classes}
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError(f"expected an object with a 'kind', got {type(value).__name__}")
+        kind = value.get("kind")
+        cls = by_kind.get(kind)  # type: ignore[arg-type]
+        if cls is None:
+            raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(by_kind)}")
+        return conv.structure(value, cls)
+
+    conv.register_structure_hook_func(lambda t: t == union, structure)
+    conv.register_unstructure_hook_func(
+        lambda t: t == union, lambda value: conv.unstructure(value, type(value))
+    )
+
+
+def _is_log(t: Any) -> bool:
+    return t is Log or get_origin(t) is Log
+
+
+def _log_hooks(conv: cattrs.Converter) -> None:
+    def unstructure_factory(t: Any) -> Callable[[Any], Any]:
+        (item,) = get_args(t) or (Any,)
+        handler = conv.get_unstructure_hook(item)
+        return lambda log: [handler(x) for x in log]
+
+    def structure_factory(t: Any) -> Callable[[Any, Any], Any]:
+        (item,) = get_args(t) or (Any,)
+        handler = conv.get_structure_hook(item)
+        return lambda value, _: Log(handler(x, item) for x in value)
+
+    conv.register_unstructure_hook_factory(_is_log, unstructure_factory)
+    conv.register_structure_hook_factory(_is_log, structure_factory)
+
+
+def _structure_bytes(value: Any, _: Any) -> bytes:
+    if not isinstance(value, str):
+        raise ValueError(f"expected base64 text, got {type(value).__name__}")
+    try:
+        return base64.b64decode(value, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"invalid base64: {exc}") from exc
+
+
+def make_converter() -> cattrs.Converter:
+    """A fresh converter with toolfold's hooks (the module keeps one: `converter`)."""
+    attrs.resolve_types(RunState, {**vars(_state), "Event": Event})
+    conv = cattrs.Converter()
+    conv.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
+    conv.register_structure_hook(bytes, _structure_bytes)
+    _register_union(
+        conv, Part, (TextPart, ToolCallPart, ToolResultPart, ImagePart, FilePart, ReasoningPart)
+    )
+    _register_union(conv, Event, EVENT_TYPES)
+    _register_union(conv, Effect, EFFECT_TYPES)
+    _register_union(conv, StopCondition, (MaxSteps, TokenBudget, ToolCalled))
+    _log_hooks(conv)
+    return conv
+
+
+converter = make_converter()
+"""The one converter for state, events and effects."""
+
+
+def unstructure(value: Any, type_: Any = None) -> Any:
+    """``value`` as JSON-ready data (dicts, lists, strings, numbers)."""
+    return converter.unstructure(value, type_ if type_ is not None else type(value))
+
+
+def structure(data: Any, type_: type[T] | Any) -> Any:
+    """Rebuild a value of ``type_`` from `unstructure` output.
+
+    Raises:
+        SerializationError: The data does not fit the type; the message lists
+            every problem with its path.
+    """
+    try:
+        return converter.structure(data, type_)
+    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
+        problems = (
+            cattrs.transform_error(exc)
+            if isinstance(exc, cattrs.BaseValidationError)
+            else [str(exc)]
+        )
+        name = getattr(type_, "__name__", str(type_))
+        raise SerializationError(name, problems) from exc
+
+
+def to_json(value: Any, type_: Any = None) -> str:
+    """``value`` (state, event, effect, message...) as compact JSON text."""
+    return json.dumps(unstructure(value, type_), ensure_ascii=False, separators=(",", ":"))
+
+
+def from_json(text: str | bytes, type_: Any) -> Any:
+    """Rebuild a value of ``type_`` from `to_json` output.
+
+    Raises:
+        SerializationError: The text is not JSON or does not fit the type.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SerializationError(_name(type_), [f"not JSON: {exc}"]) from exc
+    return structure(data, type_)
+
+
+def _name(type_: Any) -> str:
+    return getattr(type_, "__name__", str(type_))
+
+
+def state_to_json(state: RunState) -> str:
+    """The state as JSON text, tagged with `STATE_FORMAT`."""
+    data = converter.unstructure(state, RunState)
+    return json.dumps({"format": STATE_FORMAT, **data}, ensure_ascii=False, separators=(",", ":"))
+
+
+def state_from_json(text: str | bytes) -> RunState:
+    """Load a state written by `state_to_json`.
+
+    Raises:
+        SerializationError: The text is not a serialized state of this format.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SerializationError("RunState", [f"not JSON: {exc}"]) from exc
+    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise SerializationError("RunState", [f"expected format {STATE_FORMAT!r}, got {found!r}"])
+    data = {k: v for k, v in data.items() if k != "format"}
+    state: RunState = structure(data, RunState)
+    return state
+
+
+def events_to_json(events: Iterable[Event]) -> str:
+    """An event log as a JSON array."""
+    return to_json(tuple(events), tuple[Event, ...])
+
+
+def events_from_json(text: str | bytes) -> tuple[Event, ...]:
+    """An event log written by `events_to_json`."""
+    events: tuple[Event, ...] = from_json(text, tuple[Event, ...])
+    return events
+
+
+def replay(events: Iterable[Event], initial: RunState | None = None) -> RunState:
+    """Fold ``events`` into a state (from a blank run unless ``initial`` is given).
+
+    ``replay(state.events)`` equals ``state``.
+    """
+    state = initial if initial is not None else blank_state()
+    for event in events:
+        state = reduce(state, event)
+    return state
+
+
+def fork(
+    state: RunState,
+    *,
+    step: int | None = None,
+    events: int | None = None,
+    run_id: str | None = None,
+) -> RunState:
+    """The run as it was at an earlier point, to continue differently.
+
+    Args:
+        state: The run to fork.
+        step: Fork just before the model response of step ``step + 1``
+            (so ``step=0`` is the run before its first model response).
+        events: Fork after the first ``events`` events instead.
+        run_id: A new run id for the fork (recommended: idempotency keys
+            include it). The log's `RunStarted` is rewritten to match, so the
+            fork still replays to itself.
+
+    Raises:
+        ValueError: Neither or both of ``step`` and ``events`` are given, or
+            the point lies beyond the run.
+    """
+    if (step is None) == (events is None):
+        raise ValueError("fork needs exactly one of step= or events=")
+    log = state.events
+    if events is not None:
+        if not 1 <= events <= len(log):
+            raise ValueError(f"events={events} outside 1..{len(log)}")
+        prefix = log[:events]
+    else:
+        assert step is not None
+        if not 0 <= step <= state.step:
+            raise ValueError(f"step={step} outside 0..{state.step}")
+        prefix = _before_step(log, step + 1)
+    if run_id is not None:
+        first = prefix[0]
+        assert isinstance(first, RunStarted)
+        prefix = (attrs.evolve(first, run_id=run_id), *prefix[1:])
+    return replay(prefix)
+
+
+def _before_step(log: tuple[Event, ...], step: int) -> tuple[Event, ...]:
+    seen = 0
+    for position, event in enumerate(log):
+        if event.kind == "model_responded":
+            seen += 1
+            if seen == step:
+                return log[:position]
+    return log

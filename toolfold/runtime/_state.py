@@ -1,0 +1,193 @@
+"""`RunState`: everything a run knows, as one immutable value.
+
+The conversation and the event log are `Log` values, so an event costs the
+same with ten messages as with ten thousand. Only `reduce` makes new states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from toolfold.runtime._config import RunConfig
+from toolfold.runtime._log import Log
+from toolfold.runtime._messages import Message, ToolCallPart, ToolResultPart, Usage
+
+if TYPE_CHECKING:
+    from toolfold.runtime._events import Event
+
+Phase = Literal[
+    "new",
+    "awaiting_model",
+    "running_tools",
+    "awaiting_approval",
+    "awaiting_tool_results",
+    "validating_output",
+    "finished",
+    "failed",
+]
+"""Where a run is; `TRANSITIONS` says which events each phase accepts."""
+
+PHASES: tuple[Phase, ...] = (
+    "new",
+    "awaiting_model",
+    "running_tools",
+    "awaiting_approval",
+    "awaiting_tool_results",
+    "validating_output",
+    "finished",
+    "failed",
+)
+
+CallStatus = Literal["to_run", "awaiting_approval", "to_return", "done"]
+"""What a tool call of the current step waits for.
+
+``to_run``: the executor must run it; ``awaiting_approval``: an approval
+event; ``to_return``: a result from the caller (a tool without a function, or
+``auto_execute_tools=False``); ``done``: it has its result.
+"""
+
+Outcome = Literal["ok", "error", "invalid_arguments", "timeout", "denied", "unknown_tool"]
+"""How a tool call ended. Every outcome but ``ok`` is an error result."""
+
+Disposition = Literal["execute", "approve", "return"]
+"""How the driver says a call must be handled (see `ModelResponded`)."""
+
+
+@attrs.frozen
+class CallState:
+    """One tool call of the current step and what it waits for.
+
+    Attributes:
+        index: Its position among the step's calls.
+        call: The call as the model made it.
+        status: What it waits for.
+        result: Its result once ``status`` is ``done``.
+        outcome: How it ended once ``status`` is ``done``.
+    """
+
+    index: int
+    call: ToolCallPart
+    status: CallStatus
+    result: ToolResultPart | None = None
+    outcome: Outcome | None = None
+
+
+@attrs.frozen
+class RunFailure:
+    """Why a run failed.
+
+    Attributes:
+        kind: ``tool_retries_exceeded``, ``output_validation``, or what the
+            driver reported (``model_error``, ``tool_error``, ``cancelled``...).
+        message: A sentence saying what went wrong.
+        tool_name: The tool involved, if any.
+    """
+
+    kind: str
+    message: str
+    tool_name: str | None = None
+
+
+@attrs.frozen(eq=True)
+class RunState:
+    """Everything a run knows, as one immutable value.
+
+    Build one with `initial_state`; only `reduce` makes the next one.
+
+    Attributes:
+        run_id: The run's id (given by the driver; stable across resumes).
+        phase: Where the run is.
+        config: The run's configuration (plain data).
+        conversation: The messages so far (system messages included), as a
+            `Log`; `messages` gives a tuple.
+        step: Model responses received so far in the run.
+        turn_start: The value of ``step`` when the current turn began.
+        usage: Usage summed over every model call.
+        calls: The tool calls of the current (or last) step, in call order.
+        failures: Consecutive failures per tool name.
+        output_retries: Final answers rejected in the current turn.
+        finish_reason: Why the run finished (set in ``finished`` and ``failed``).
+        output: The final output as plain data (the text, or the accepted
+            structured value), or None.
+        error: Why the run failed, when it did.
+        log: Every event reduced so far, in order.
+    """
+
+    run_id: str
+    phase: Phase
+    config: RunConfig
+    conversation: Log[Message]
+    step: int = 0
+    turn_start: int = 0
+    usage: Usage = Usage()
+    calls: tuple[CallState, ...] = ()
+    failures: Mapping[str, int] = attrs.field(factory=dict)
+    output_retries: int = 0
+    finish_reason: str | None = None
+    output: Any = None
+    error: RunFailure | None = None
+    log: Log[Event] = attrs.field(factory=Log)
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The conversation as a tuple."""
+        return self.conversation.as_tuple()
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        """The event log as a tuple."""
+        return self.log.as_tuple()
+
+    @property
+    def turn_steps(self) -> int:
+        """Model responses received in the current turn."""
+        return self.step - self.turn_start
+
+    @property
+    def pending_calls(self) -> tuple[CallState, ...]:
+        """The current step's calls that have no result yet."""
+        return tuple(c for c in self.calls if c.status != "done")
+
+    @property
+    def calls_to_run(self) -> tuple[ToolCallPart, ...]:
+        """Calls the executor must run now."""
+        return tuple(c.call for c in self.calls if c.status == "to_run")
+
+    @property
+    def pending_approvals(self) -> tuple[ToolCallPart, ...]:
+        """Calls waiting for an approval."""
+        return tuple(c.call for c in self.calls if c.status == "awaiting_approval")
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """Calls waiting for a result from the caller."""
+        return tuple(c.call for c in self.calls if c.status == "to_return")
+
+    @property
+    def last_text(self) -> str:
+        """The text of the last assistant message ("" if none)."""
+        for message in reversed(self.conversation):
+            if message.role == "assistant":
+                return message.text
+        return ""
+
+    @property
+    def is_done(self) -> bool:
+        """True once the run finished or failed."""
+        return self.phase in ("finished", "failed")
+
+    def to_json(self) -> str:
+        """The state as JSON text (see `RunState.from_json`)."""
+        from toolfold.runtime._serialize import state_to_json
+
+        return state_to_json(self)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunState:
+        """Load a state written by `to_json`."""
+        from toolfold.runtime._serialize import state_from_json
+
+        return state_from_json(text)
