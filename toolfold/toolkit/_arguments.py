@@ -31,7 +31,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from toolfold._errors import ArgumentJSONError, ArgumentValidationError
+from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
 
 if TYPE_CHECKING:
     from jsonschema import FormatChecker
@@ -167,8 +167,17 @@ class ArgumentChecker:
 
         converter = get_converter()
         hooks: dict[str, tuple[Any, _Hook | None]] = {}
+        missing: list[str] = []
         for name, tp in self._param_types.items():
-            hooks[name] = (tp, None if _is_plain(tp) else converter.get_structure_hook(tp))
+            try:
+                hooks[name] = (tp, None if _is_plain(tp) else converter.get_structure_hook(tp))
+            except Exception as exc:  # cattrs has no rule for the type (or a part of it)
+                missing.append(
+                    f"parameter {name!r}: cannot structure JSON into {_type_name(tp)} ({exc});"
+                    " register hooks for the type with register_type_hooks()"
+                )
+        if missing:
+            raise ToolDefinitionError(self._tool_name, missing)
         self._hooks = hooks
         return hooks
 
@@ -529,7 +538,10 @@ def _structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> l
         found: list[_Problem] = []
         by_field, unnamed = exc.group_exceptions()
         for sub, field in by_field:
-            found.extend(_structure_problems(sub, (*path, field.name), field.type))
+            if type(sub) is KeyError:  # said of the object, as jsonschema does
+                found.append((path, f"{field.name!r} is a required property"))
+            else:
+                found.extend(_structure_problems(sub, (*path, field.name), field.type))
         for sub in unnamed:
             found.extend(_structure_problems(sub, path, exc.cl))
         return found

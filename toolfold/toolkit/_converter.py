@@ -36,7 +36,6 @@ from cattrs.cols import (
     is_namedtuple,
     namedtuple_dict_structure_factory,
     namedtuple_dict_unstructure_factory,
-    namedtuple_structure_factory,
 )
 
 __all__ = [
@@ -47,6 +46,7 @@ __all__ = [
     "parse_datetime",
     "parse_time",
     "parse_uuid",
+    "register_type_hooks",
 ]
 
 _TIME = r"(\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+-])(\d{2}):?(\d{2}))?"
@@ -255,7 +255,17 @@ def _type_name(tp: Any) -> str:
 
 def _namedtuple_structure(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True)
-    from_list = namedtuple_structure_factory(cls, converter)
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = [(hints.get(name, Any), name) for name in cls._fields]
+    least = len(fields) - len(cls._field_defaults)
+    hooks: list[Callable[[Any, Any], Any]] = []
+
+    def from_list(value: Any, _: Any) -> Any:
+        if not least <= len(value) <= len(fields):
+            raise ValueError(f"expected {least} to {len(fields)} items, got {len(value)}")
+        if not hooks:  # looked up late: the fields may refer back to cls
+            hooks.extend(converter.get_structure_hook(tp) for tp, _ in fields)
+        return cls(*[hooks[i](v, fields[i][0]) for i, v in enumerate(value)])
 
     def structure(value: Any, tp: Any) -> Any:
         return (from_dict if isinstance(value, Mapping) else from_list)(value, tp)
@@ -310,6 +320,48 @@ def _structure_enum(value: Any, tp: Any) -> Any:
         raise ValueError(f"{value!r} is not a valid {tp.__name__} (one of {allowed})") from None
 
 
+_user_hooks: list[tuple[Any, Callable[[Any, Any], Any] | None, Callable[[Any], Any] | None]] = []
+
+
+def register_type_hooks(
+    match: type | Callable[[Any], bool],
+    structure: Callable[[Any, Any], Any] | None = None,
+    unstructure: Callable[[Any], Any] | None = None,
+) -> None:
+    """Teach the toolkit's converter a type of your own.
+
+    Pair it with a schema rule (``register_schema_rule``) for types that are not
+    dataclasses, attrs classes, TypedDicts or NamedTuples. Register before the
+    tools that use the type are first called.
+
+    Args:
+        match: A class (the hooks also cover its subclasses) or a predicate
+            ``(tp) -> bool`` over type annotations.
+        structure: ``(json_value, tp) -> value``; raise ValueError or TypeError
+            to report a bad value.
+        unstructure: ``(value) -> json_value``.
+    """
+    predicate = match if not isinstance(match, type) else _subclass_of(match)
+    _user_hooks.append((predicate, structure, unstructure))
+    if get_converter.cache_info().currsize:
+        _apply_hooks(get_converter(), [_user_hooks[-1]])
+
+
+def _subclass_of(cls: type) -> Callable[[Any], bool]:
+    return lambda t: isinstance(t, type) and issubclass(t, cls)
+
+
+def _apply_hooks(
+    conv: cattrs.Converter,
+    hooks: list[tuple[Any, Callable[[Any, Any], Any] | None, Callable[[Any], Any] | None]],
+) -> None:
+    for predicate, structure, unstructure in hooks:
+        if structure is not None:
+            conv.register_structure_hook_func(predicate, structure)
+        if unstructure is not None:
+            conv.register_unstructure_hook_func(predicate, unstructure)
+
+
 @functools.cache
 def get_converter() -> cattrs.Converter:
     """Return the toolkit's cattrs converter (built once, on first use)."""
@@ -339,6 +391,7 @@ def get_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(is_namedtuple, _namedtuple_structure)
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
     conv.register_structure_hook_factory(_is_union, _union_factory)
+    _apply_hooks(conv, _user_hooks)  # last registered wins, so users override the above
     return conv
 
 

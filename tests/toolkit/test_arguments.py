@@ -1,0 +1,647 @@
+"""ArgumentChecker: decoding, schema validation with paths, structuring into declared types."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import uuid
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, NamedTuple, TypedDict
+
+import attrs
+import pytest
+
+from toolfold import (
+    ArgumentJSONError,
+    ArgumentValidationError,
+    Tool,
+    ToolArgumentError,
+    ToolDefinitionError,
+    tool,
+)
+from toolfold.toolkit._arguments import ArgumentChecker, format_path
+from toolfold.toolkit._schema import schema_for_type
+
+
+class Category(enum.Enum):
+    A = "A"
+    B = "B"
+    C = "C"
+
+
+@dataclasses.dataclass
+class Filters:
+    category: Category
+    since: dt.date | None = None
+    tags: frozenset[str] = frozenset()
+
+
+@attrs.frozen
+class Item:
+    name: str
+    qty: int = 1
+
+
+class Point(NamedTuple):
+    x: float
+    y: float = 0.0
+
+
+class Options(TypedDict):
+    verbose: bool
+
+
+@dataclasses.dataclass
+class Tree:
+    value: int
+    children: list[Tree] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Cat:
+    meows: int
+
+
+@dataclasses.dataclass
+class Dog:
+    barks: int
+
+
+def checker(required: Sequence[str] | None = None, **params: Any) -> ArgumentChecker:
+    """A checker for a decorated tool with these parameters (all required by default)."""
+    properties: dict[str, Any] = {}
+    defs: dict[str, Any] = {}
+    for name, tp in params.items():
+        # schema_for_type(Path) fails on 3.13 (pathlib moved to pathlib._local); told H1a
+        schema = {"type": "string", "format": "path"} if tp is Path else schema_for_type(tp)
+        defs.update(schema.pop("$defs", {}))
+        properties[name] = schema
+    schema_out: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": list(params if required is None else required),
+        "additionalProperties": False,
+    }
+    if defs:
+        schema_out["$defs"] = defs
+    return ArgumentChecker("search", schema_out, params, pass_dict=False)
+
+
+def problems(check: ArgumentChecker, raw: Any) -> tuple[str, ...]:
+    """The error lines a checker reports for ``raw``."""
+    with pytest.raises(ArgumentValidationError) as info:
+        check.check(raw)
+    return info.value.errors
+
+
+SEARCH_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string"},
+        "filters": {
+            "type": "object",
+            "properties": {"category": {"enum": ["A", "B", "C"]}},
+            "additionalProperties": False,
+        },
+        "items": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            },
+        },
+        "limit": {"type": "integer", "minimum": 1},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+def explicit(schema: Mapping[str, Any] = SEARCH_SCHEMA) -> ArgumentChecker:
+    """A checker for an explicit-schema tool."""
+    return ArgumentChecker("search", schema, None, pass_dict=True)
+
+
+# -- decoding --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "\n"])
+def test_empty_text_means_no_arguments(raw: str) -> None:
+    """An empty or blank argument string is the empty object."""
+    assert ArgumentChecker("t", {"type": "object"}, None, True).check(raw) == {}
+
+
+def test_malformed_json_names_line_column_and_shows_where() -> None:
+    """Malformed JSON is an ArgumentJSONError with the position and an excerpt marking it."""
+    with pytest.raises(ArgumentJSONError) as info:
+        explicit().check('{"query": "x" "limit": 3}')
+    err = info.value
+    assert err.position == 14
+    assert err.tool_name == "search"
+    assert err.errors == (
+        'Expecting \',\' delimiter at line 1, column 15 (char 14): {"query": "x" >>>"limit": 3}',
+    )
+    assert isinstance(err.__cause__, ValueError)
+
+
+def test_malformed_json_excerpt_is_one_line_and_trimmed() -> None:
+    """A long multi-line text is cut around the error, with line breaks escaped."""
+    text = '{\n  "query": "' + "x" * 50 + '",\n  "limit" 3\n}'
+    with pytest.raises(ArgumentJSONError) as info:
+        explicit().check(text)
+    (line,) = info.value.errors
+    assert line.startswith("Expecting ':' delimiter at line 3, column 11 (char 77): ...")
+    assert "\n" not in line
+    assert line.endswith(": ..." + "x" * 17 + '",\\n  "limit" >>>3\\n}')
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_json_constants_are_rejected(constant: str) -> None:
+    """NaN and the infinities, which Python's json accepts, are not JSON."""
+    with pytest.raises(ArgumentJSONError) as info:
+        explicit().check('{"query": "x", "limit": ' + constant + "}")
+    assert info.value.errors[0].startswith(f"{constant} is not allowed in JSON at char 24")
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [("[1, 2]", "array [1, 2]"), ('"hi"', "string 'hi'"), ("3", "number 3"), ("null", "null None")],
+)
+def test_json_that_is_not_an_object_names_the_tool(raw: str, shown: str) -> None:
+    """Arguments must be a JSON object; anything else is an error naming the tool."""
+    assert problems(explicit(), raw) == (
+        f"$: tool 'search' takes a JSON object of arguments, got {shown}",
+    )
+
+
+def test_a_mapping_is_accepted_and_not_mutated() -> None:
+    """An already decoded mapping (even read-only) is validated like text."""
+    raw = MappingProxyType({"query": "x", "limit": 2})
+    result = explicit().check(raw)
+    assert result == {"query": "x", "limit": 2}
+    assert type(result) is dict
+
+
+def test_mapping_keys_must_be_strings() -> None:
+    """A mapping with non-string keys is rejected before validation."""
+    assert problems(explicit(), {1: "x"}) == ("$: argument names must be strings, got [1]",)
+
+
+def test_other_input_types_are_rejected() -> None:
+    """Neither text nor a mapping (e.g. bytes) is a clear error, not a crash."""
+    bad: Any = b"{}"
+    assert problems(explicit(), bad) == (
+        "$: expected JSON text or a mapping of arguments, got bytes",
+    )
+
+
+# -- schema validation -----------------------------------------------------------
+
+
+def test_enum_violation_reads_with_its_json_path() -> None:
+    """The problem names the JSON path and what was allowed."""
+    assert problems(explicit(), {"query": "x", "filters": {"category": "D"}}) == (
+        "$.filters.category: 'D' is not one of ['A', 'B', 'C']",
+    )
+
+
+def test_every_violation_is_reported_at_once_sorted_by_path() -> None:
+    """All problems come together, sorted by path (indexes numerically)."""
+    raw = {
+        "filters": {"category": "D"},
+        "items": [{"name": "a"}] * 2 + [{"name": 3}] + [{"name": "b"}] * 7 + [{}],
+        "limit": 0,
+        "extra": True,
+    }
+    assert problems(explicit(), raw) == (
+        "$: 'query' is a required property",
+        "$: unexpected property 'extra'; allowed: 'filters', 'items', 'limit', 'query'",
+        "$.filters.category: 'D' is not one of ['A', 'B', 'C']",
+        "$.items[2].name: 3 is not of type 'string'",
+        "$.items[10]: 'name' is a required property",
+        "$.limit: 0 is less than the minimum of 1",
+    )
+
+
+def test_message_for_model_is_short_and_actionable() -> None:
+    """The model gets the tool, the problems and what to do, never a traceback."""
+    with pytest.raises(ToolArgumentError) as info:
+        explicit().check('{"query": 5, "limit": "five"}')
+    assert info.value.message_for_model == (
+        "Invalid arguments for tool 'search': the arguments do not match the parameters"
+        " (2 problems)\n"
+        "- $.limit: 'five' is not of type 'integer'\n"
+        "- $.query: 5 is not of type 'string'\n"
+        "Call the tool again with corrected arguments."
+    )
+    assert "Traceback" not in str(info.value)
+
+
+def test_long_values_are_abbreviated_in_messages() -> None:
+    """A huge wrong value does not flood the message."""
+    (line,) = problems(explicit(), {"query": ["word"] * 1000})
+    assert line.startswith("$.query: ['word', 'word',")
+    assert line.endswith("is not of type 'string'")
+    assert len(line) < 120
+
+
+def test_odd_keys_are_quoted_in_paths() -> None:
+    """Keys that are not identifiers are written in brackets."""
+    assert format_path(["a b", 0, "ok", 'q"x', "é"]) == '$["a b"][0].ok["q\\"x"]["é"]'
+    assert format_path([]) == "$"
+
+
+def test_optional_scalar_says_which_types_were_expected() -> None:
+    """For int | None sent a string, the message lists the types, not 'any of the schemas'."""
+    assert problems(checker(count=int | None), {"count": "five"}) == (
+        "$.count: 'five' is not of type 'integer', 'null'",
+    )
+
+
+def test_optional_object_reports_the_inner_problem() -> None:
+    """An dataclass | None with a bad field reports that field's path, as if not optional."""
+    check = checker(filters=Filters | None)
+    assert problems(check, {"filters": {"category": "D", "tags": [1]}}) == (
+        "$.filters.category: 'D' is not one of ['A', 'B', 'C']",
+        "$.filters.tags[0]: 1 is not of type 'string'",
+    )
+
+
+def test_ambiguous_union_reports_closest_alternative() -> None:
+    """When several alternatives could have been meant, the closest mismatch is named."""
+    (line,) = problems(checker(pet=Cat | Dog), {"pet": {"meows": "x"}})
+    assert line.startswith("$.pet: {'meows': 'x'} does not match any of the allowed shapes; ")
+    assert "closest:" in line
+
+
+@pytest.mark.parametrize(
+    ("tp", "value", "expected"),
+    [
+        (
+            dt.datetime,
+            "yesterday",
+            "'yesterday' is not a valid date-time: expected an ISO 8601 date-time such as"
+            " 2024-05-01T13:45:00+02:00",
+        ),
+        (dt.date, "2024-13-01", "'2024-13-01' is not a valid date: month must be in 1..12"),
+        (
+            dt.time,
+            "25:00",
+            "'25:00' is not a valid time: hour must be in 0..23",
+        ),
+        (uuid.UUID, "nope", "'nope' is not a valid uuid: badly formed hexadecimal UUID string"),
+        (
+            Decimal,
+            "1,5",
+            "'1,5' is not a valid decimal: expected a decimal number such as 12.50",
+        ),
+    ],
+)
+def test_formats_are_checked_with_the_converters_parsers(
+    tp: Any, value: str, expected: str
+) -> None:
+    """date-time, date, time, uuid and decimal formats are validated, with a hint."""
+    assert problems(checker(v=tp), {"v": value}) == (f"$.v: {expected}",)
+
+
+def test_explicit_formats_email_and_ip_are_checked() -> None:
+    """Formats available from the standard library are checked for explicit schemas too."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "to": {"type": "string", "format": "email"},
+            "ip": {"type": "string", "format": "ipv4"},
+            "host": {"type": "string", "format": "hostname"},
+        },
+    }
+    assert problems(explicit(schema), {"to": "nobody", "ip": "1.2.3", "host": "!!"}) == (
+        "$.ip: '1.2.3' is not a valid ipv4: Expected 4 octets in '1.2.3'",
+        "$.to: 'nobody' is not a valid email",
+    )
+
+
+def test_schema_dialect_is_taken_from_dollar_schema() -> None:
+    """A draft-07 schema is validated as draft-07 (array-form items checks each position)."""
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "pair": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}]}
+        },
+    }
+    assert problems(explicit(schema), {"pair": ["a", "b"]}) == (
+        "$.pair[0]: 'a' is not of type 'integer'",
+    )
+
+
+def test_validator_is_compiled_once_per_checker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The jsonschema validator is built when the checker is, never per call."""
+    from toolfold.toolkit import _arguments
+
+    calls: list[object] = []
+    real = _arguments._compile
+    monkeypatch.setattr(_arguments, "_compile", lambda s: calls.append(s) or real(s))
+    check = explicit()
+    for _ in range(3):
+        check.check('{"query": "x"}')
+    with pytest.raises(ArgumentValidationError):
+        check.check("{}")
+    assert len(calls) == 1
+
+
+# -- strict-mode nulls -----------------------------------------------------------
+
+
+def test_null_for_an_optional_non_nullable_parameter_means_default() -> None:
+    """Strict mode makes models send null for defaults; such a null is dropped."""
+    check = checker(required=["query"], query=str, limit=int)
+    assert check.check('{"query": "x", "limit": null}') == {"query": "x"}
+
+
+def test_null_for_a_required_parameter_is_still_an_error() -> None:
+    """Only optional parameters may be nulled away."""
+    check = checker(required=["query"], query=str, limit=int)
+    assert problems(check, {"query": None, "limit": None}) == (
+        "$.query: None is not of type 'string'",
+    )
+
+
+def test_nested_nulls_for_defaults_are_dropped_through_refs_and_unions() -> None:
+    """Null defaults are dropped inside Optional dataclasses and list items too."""
+    check = checker(filters=Filters | None, items=list[Item])
+    raw = {"filters": {"category": "A", "tags": None}, "items": [{"name": "a", "qty": None}]}
+    result = check.check(raw)
+    assert result == {"filters": Filters(Category.A), "items": [Item("a")]}
+    assert raw["filters"] == {"category": "A", "tags": None}  # the input is not changed
+
+
+def test_null_where_null_is_allowed_is_kept() -> None:
+    """An Optional parameter sent null receives None."""
+    check = checker(required=[], since=dt.date | None)
+    assert check.check({"since": None}) == {"since": None}
+
+
+# -- structuring -----------------------------------------------------------------
+
+
+def test_explicit_schema_tools_get_the_validated_dict() -> None:
+    """pass_dict tools receive the decoded dict with string keys, unstructured."""
+    assert explicit().check('{"query": "q", "filters": {"category": "A"}}') == {
+        "query": "q",
+        "filters": {"category": "A"},
+    }
+
+
+def test_values_are_structured_into_declared_types() -> None:
+    """Dataclasses, attrs classes, enums, dates, tuples and sets arrive as Python values."""
+    check = checker(
+        filters=Filters,
+        items=list[Item],
+        when=dt.datetime,
+        at=dt.time,
+        pair=tuple[int, str],
+        ids=set[uuid.UUID],
+        price=Decimal,
+        where=Path,
+        point=Point,
+        options=Options,
+        mode=Literal["fast", "slow"],
+        seq=Sequence[int],
+        mapping=Mapping[str, float],
+        ratio=float,
+        size=Annotated[int, "how many"],
+    )
+    u = uuid.UUID(int=7)
+    result = check.check(
+        {
+            "filters": {"category": "B", "since": "2024-05-01", "tags": ["x", "y"]},
+            "items": [{"name": "pen", "qty": 2}, {"name": "ink"}],
+            "when": "2024-05-01T13:45:00.5+02:00",
+            "at": "08:30:00Z",
+            "pair": [1, "one"],
+            "ids": [str(u)],
+            "price": "12.50",
+            "where": "/tmp/x",
+            "point": {"x": 1.5},
+            "options": {"verbose": True},
+            "mode": "slow",
+            "seq": [1, 2],
+            "mapping": {"a": 1},
+            "ratio": 2,
+            "size": 3,
+        }
+    )
+    tz = dt.timezone(dt.timedelta(hours=2))
+    assert result == {
+        "filters": Filters(Category.B, dt.date(2024, 5, 1), frozenset({"x", "y"})),
+        "items": [Item("pen", 2), Item("ink", 1)],
+        "when": dt.datetime(2024, 5, 1, 13, 45, 0, 500000, tzinfo=tz),
+        "at": dt.time(8, 30, tzinfo=dt.timezone.utc),
+        "pair": (1, "one"),
+        "ids": {u},
+        "price": Decimal("12.50"),
+        "where": Path("/tmp/x"),
+        "point": Point(1.5, 0.0),
+        "options": {"verbose": True},
+        "mode": "slow",
+        "seq": (1, 2),
+        "mapping": {"a": 1.0},
+        "ratio": 2.0,
+        "size": 3,
+    }
+    assert type(result["ratio"]) is float
+    assert type(result["mapping"]["a"]) is float
+
+
+def test_recursive_types_structure() -> None:
+    """A recursive dataclass (via $defs/$ref) structures at every depth."""
+    check = checker(tree=Tree)
+    raw = {"tree": {"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]}}
+    assert check.check(raw) == {"tree": Tree(1, [Tree(2, [Tree(3)])])}
+    assert problems(check, {"tree": {"value": 1, "children": [{"value": "x"}]}}) == (
+        "$.tree.children[0].value: 'x' is not of type 'integer'",
+    )
+
+
+def test_params_left_out_are_omitted_so_defaults_apply() -> None:
+    """Absent optional parameters are not filled in by the checker."""
+    check = checker(required=["query"], query=str, limit=int, when=dt.date | None)
+    assert check.check('{"query": "x"}') == {"query": "x"}
+
+
+def test_unions_prefer_the_alternative_of_the_values_json_kind() -> None:
+    """int|float keeps an integer an int, str|date keeps order, class unions pick the fitting class."""
+    check = checker(
+        a=float | int,
+        b=int | float,
+        c=dt.date | str,
+        d=Cat | Dog,
+        e=int | str,
+    )
+    result = check.check({"a": 3, "b": 2.5, "c": "2024-01-02", "d": {"barks": 2}, "e": "x"})
+    assert result == {"a": 3, "b": 2.5, "c": dt.date(2024, 1, 2), "d": Dog(2), "e": "x"}
+    assert type(result["a"]) is int
+
+
+def test_datetime_forms_accepted_on_every_python() -> None:
+    """Z, lower-case t, a space, no offset and long fractions parse alike on 3.10+."""
+    check = checker(when=dt.datetime)
+    for text, expected in [
+        ("2024-05-01T13:45:00Z", dt.datetime(2024, 5, 1, 13, 45, tzinfo=dt.timezone.utc)),
+        ("2024-05-01t13:45:00z", dt.datetime(2024, 5, 1, 13, 45, tzinfo=dt.timezone.utc)),
+        ("2024-05-01 13:45", dt.datetime(2024, 5, 1, 13, 45)),
+        ("2024-05-01T13:45:00.123456789-03:30", None),
+    ]:
+        value = check.check({"when": text})["when"]
+        if expected is not None:
+            assert value == expected
+    assert value.microsecond == 123456
+    assert value.utcoffset() == -dt.timedelta(hours=3, minutes=30)
+
+
+def test_structuring_failures_are_reported_with_paths() -> None:
+    """When a loose schema lets through what the type refuses, cattrs' errors get JSON paths."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string"},
+            "items": {"type": "array"},
+            "level": {},
+        },
+    }
+    check = ArgumentChecker(
+        "log", schema, {"when": dt.datetime, "items": list[Item], "level": Category}, False
+    )
+    assert problems(
+        check, {"when": "soon", "items": [{"name": "a"}, {"qty": "x"}], "level": "Z"}
+    ) == (
+        "$.items[1]: 'name' is a required property",
+        "$.items[1].qty: cannot convert to int: invalid literal for int() with base 10: 'x'",
+        "$.level: cannot convert to Category: 'Z' is not a valid Category (one of 'A', 'B', 'C')",
+        "$.when: cannot convert to datetime: expected an ISO 8601 date-time such as"
+        " 2024-05-01T13:45:00+02:00",
+    )
+
+
+def test_argument_without_a_declared_type_is_refused() -> None:
+    """A decorated tool never receives a keyword it does not declare."""
+    check = ArgumentChecker("t", {"type": "object"}, {"a": int}, False)
+    assert problems(check, {"a": 1, "b": 2}) == ("$.b: unexpected argument",)
+
+
+def test_plain_json_values_are_passed_through_without_copying() -> None:
+    """str, bool, list[str] and dict[str, Any] need no structuring: the same objects arrive."""
+    check = checker(tags=list[str], meta=dict[str, Any], flag=bool)
+    raw = {"tags": ["a"], "meta": {"k": [1]}, "flag": True}
+    result = check.check(raw)
+    assert result["tags"] is raw["tags"]
+    assert result["meta"] is raw["meta"]
+
+
+# -- user types ------------------------------------------------------------------
+
+
+class Money:
+    """A type toolfold knows nothing about."""
+
+    def __init__(self, text: str) -> None:
+        self.amount, self.currency = text.split()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Money) and vars(self) == vars(other)
+
+
+def test_type_without_converter_hooks_is_a_definition_error() -> None:
+    """A type cattrs cannot build is reported as a ToolDefinitionError naming the parameter."""
+    schema = {"type": "object", "properties": {"price": {"type": "string"}}}
+    check = ArgumentChecker("pay", schema, {"price": Money}, False)
+    with pytest.raises(ToolDefinitionError) as info:
+        check.check({"price": "3 EUR"})
+    (problem,) = info.value.problems
+    assert problem.startswith("parameter 'price': cannot structure JSON into Money")
+    assert problem.endswith("register hooks for the type with register_type_hooks()")
+
+
+def test_registered_hooks_structure_and_unstructure_a_user_type() -> None:
+    """register_type_hooks teaches the converter both directions."""
+    from toolfold.toolkit._converter import register_type_hooks
+    from toolfold.toolkit._results import format_result
+
+    class Euro(Money):
+        pass
+
+    register_type_hooks(Euro, lambda v, t: t(v), lambda m: f"{m.amount} {m.currency}")
+    schema = {"type": "object", "properties": {"price": {"type": "string"}}}
+    check = ArgumentChecker("pay", schema, {"price": Euro}, False)
+    assert check.check({"price": "3 EUR"}) == {"price": Euro("3 EUR")}
+    assert format_result({"p": Euro("4 EUR")}) == '{"p":"4 EUR"}'
+
+
+# -- through the public API ------------------------------------------------------
+
+
+def test_decorated_tool_validates_and_structures() -> None:
+    """@tool's validate_arguments returns keyword arguments of the declared types."""
+
+    @tool
+    def find(filters: Filters, since: dt.datetime, limit: int = 10) -> list[str]:
+        """Find things.
+
+        Args:
+            filters: What to match.
+            since: Only newer than this.
+            limit: At most this many.
+        """
+        return []
+
+    args = find.validate_arguments(
+        '{"filters": {"category": "C", "tags": ["a"]}, "since": "2024-01-01T00:00:00Z"}'
+    )
+    assert args == {
+        "filters": Filters(Category.C, None, frozenset({"a"})),
+        "since": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+    }
+    assert find.invoke(args) == []
+    with pytest.raises(ArgumentValidationError) as info:
+        find.validate_arguments({"filters": {"category": "D"}, "since": "x", "limit": "ten"})
+    assert info.value.tool_name == "find"
+    assert info.value.errors == (
+        "$.filters.category: 'D' is not one of ['A', 'B', 'C']",
+        "$.limit: 'ten' is not of type 'integer'",
+        "$.since: 'x' is not a valid date-time: expected an ISO 8601 date-time such as"
+        " 2024-05-01T13:45:00+02:00",
+    )
+
+
+def test_explicit_schema_tool_receives_the_dict() -> None:
+    """A Tool built from a JSON Schema validates and hands back the dict with string keys."""
+    search = Tool(name="search", description="Search.", parameters=SEARCH_SCHEMA, function=dict)
+    assert search.validate_arguments('{"query": "x", "limit": 2}') == {"query": "x", "limit": 2}
+    with pytest.raises(ArgumentValidationError) as info:
+        search.validate_arguments('{"query": "x", "filters": {"category": "D"}}')
+    assert info.value.errors == ("$.filters.category: 'D' is not one of ['A', 'B', 'C']",)
+    with pytest.raises(ArgumentJSONError):
+        search.validate_arguments("{")
+
+
+def test_tool_builds_its_checker_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many calls to validate_arguments compile the schema only once."""
+    from toolfold.toolkit import _arguments
+
+    calls: list[object] = []
+    real = _arguments._compile
+    monkeypatch.setattr(_arguments, "_compile", lambda s: calls.append(s) or real(s))
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    for i in range(5):
+        assert add.validate_arguments({"a": i, "b": 1}) == {"a": i, "b": 1}
+    assert len(calls) == 1
