@@ -28,6 +28,8 @@ from toolfold._errors import (
     ToolUseFailedError,
 )
 from toolfold.runtime import (
+    Agent,
+    Denied,
     FilePart,
     ImagePart,
     Message,
@@ -35,11 +37,24 @@ from toolfold.runtime import (
     ModelRequest,
     ModelResponse,
     ReasoningPart,
+    Response,
+    RunEndEvent,
+    RunStream,
+    Step,
+    StepEndEvent,
+    StepStartEvent,
+    TextDelta,
     TextPart,
+    ToolCallEvent,
     ToolCallPart,
+    ToolResultEvent,
     ToolResultPart,
     Usage,
+    agenerate_text,
+    aresume,
+    generate_text,
     model,
+    resume,
 )
 from toolfold.runtime._model import set_adapter_loader
 from toolfold.toolkit import (
@@ -63,6 +78,21 @@ set_adapter_loader(_load_adapters)
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
+    "Denied",
+    "Response",
+    "RunEndEvent",
+    "RunStream",
+    "Step",
+    "StepEndEvent",
+    "StepStartEvent",
+    "TextDelta",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "agenerate_text",
+    "aresume",
+    "generate_text",
+    "resume",
     "ArgumentJSONError",
     "ArgumentValidationError",
     "AuthenticationError",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from toolfold import RunContext, Tool, ToolCallPart
 from toolfold.runtime._executor import (
-    ToolInvocation,
+    ToolJob,
     ToolOutcome,
     run_calls,
     run_calls_sync,
@@ -30,12 +31,12 @@ def _ctx(call_id: str = "c1", deps: Any = None) -> RunContext[Any]:
     return RunContext(run_id="r1", step=1, call_id=call_id, tool_name="t", deps=deps)
 
 
-def _inv(tool: Tool | None, args: Any = None, call_id: str = "c1") -> ToolInvocation:
+def _inv(tool: Tool | None, args: Any = None, call_id: str = "c1") -> ToolJob:
     call = ScriptedModel.call(tool.name if tool else "nope", args or {"x": 1}, id=call_id)
-    return ToolInvocation(call, tool, _ctx(call_id))
+    return ToolJob(call, tool, _ctx(call_id))
 
 
-def _both(invs: list[ToolInvocation], **kw: Any) -> tuple[tuple[ToolOutcome, ...], ...]:
+def _both(invs: list[ToolJob], **kw: Any) -> tuple[tuple[ToolOutcome, ...], ...]:
     return run_calls_sync(invs, **kw), asyncio.run(run_calls(invs, **kw))
 
 
@@ -43,8 +44,9 @@ def test_ok_result_is_formatted() -> None:
     """A sync tool's return value becomes text, in both the blocking and async paths."""
     double = Tool("double", "", SCHEMA, lambda a: {"y": a["x"] * 2})
     for outcomes in _both([_inv(double, {"x": 4})]):
-        assert outcomes == (ToolOutcome("c1", "double", '{"y": 8}'),)
-        assert outcomes[0].part.content == '{"y": 8}'
+        (outcome,) = outcomes
+        assert (outcome.call_id, outcome.tool_name, outcome.outcome) == ("c1", "double", "ok")
+        assert json.loads(outcome.part.content) == {"y": 8}
 
 
 def test_exception_becomes_error_text_without_traceback() -> None:
@@ -280,5 +282,5 @@ def test_context_is_passed_and_result_formatting_errors_are_caught() -> None:
 def test_call_without_id_keeps_name() -> None:
     """Outcome carries the tool name the call named, even for unknown tools."""
     call = ToolCallPart("z", "ghost", "{}", {})
-    (outcome,) = run_calls_sync([ToolInvocation(call, None, _ctx())])
+    (outcome,) = run_calls_sync([ToolJob(call, None, _ctx())])
     assert (outcome.call_id, outcome.tool_name) == ("z", "ghost")

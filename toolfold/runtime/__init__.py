@@ -1,5 +1,14 @@
 """runtime: messages, state, events, pure reducers, drivers and agents."""
 
+from toolfold.runtime._agent import Agent
+from toolfold.runtime._api import (
+    Denied,
+    RunStream,
+    agenerate_text,
+    aresume,
+    generate_text,
+    resume,
+)
 from toolfold.runtime._config import RunConfig, ToolSpec
 from toolfold.runtime._effects import (
     AwaitApproval,
@@ -60,6 +69,16 @@ from toolfold.runtime._model import (
 )
 from toolfold.runtime._next import build_request, next_effect
 from toolfold.runtime._reducer import TRANSITIONS, initial_state, reduce, transition_table
+from toolfold.runtime._response import (
+    Response,
+    RunEndEvent,
+    RunStreamEvent,
+    Step,
+    StepEndEvent,
+    StepStartEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 from toolfold.runtime._serialize import (
     converter,
     events_from_json,
@@ -82,6 +101,21 @@ from toolfold.runtime._stop import (
 )
 
 __all__ = [
+    "Agent",
+    "Denied",
+    "Response",
+    "RunEndEvent",
+    "RunStream",
+    "RunStreamEvent",
+    "Step",
+    "StepEndEvent",
+    "StepStartEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "agenerate_text",
+    "aresume",
+    "generate_text",
+    "resume",
     "RunConfig",
     "ToolSpec",
     "AwaitApproval",

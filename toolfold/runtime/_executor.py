@@ -12,7 +12,6 @@ only sync tools, and runs a lone call without a timeout in the caller's thread.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextvars
 import functools
@@ -37,7 +36,7 @@ DEFAULT_MAX_CONCURRENCY = 8
 
 
 @attrs.frozen
-class ToolInvocation:
+class ToolJob:
     """One call to execute.
 
     Attributes:
@@ -47,7 +46,7 @@ class ToolInvocation:
     """
 
     call: ToolCallPart
-    tool: Tool | None
+    tool: Tool[..., Any] | None
     context: RunContext[Any]
 
 
@@ -90,7 +89,7 @@ def _error(
     return ToolOutcome(call.id, call.name, content, True, outcome, exc)
 
 
-def _prepare(inv: ToolInvocation) -> ToolOutcome | dict[str, Any]:
+def _prepare(inv: ToolJob) -> ToolOutcome | dict[str, Any]:
     """Validated arguments, or the outcome that replaces running the tool."""
     tool = inv.tool
     if tool is None or tool.function is None:
@@ -104,7 +103,7 @@ def _prepare(inv: ToolInvocation) -> ToolOutcome | dict[str, Any]:
         return _error(inv.call, exc.message_for_model, "invalid_arguments", exc)
 
 
-def _finish(inv: ToolInvocation, value: Any) -> ToolOutcome:
+def _finish(inv: ToolJob, value: Any) -> ToolOutcome:
     assert inv.tool is not None
     try:
         content = inv.tool.format_result(value)
@@ -113,13 +112,13 @@ def _finish(inv: ToolInvocation, value: Any) -> ToolOutcome:
     return ToolOutcome(inv.call.id, inv.call.name, content)
 
 
-def _failed(inv: ToolInvocation, exc: BaseException) -> ToolOutcome:
+def _failed(inv: ToolJob, exc: BaseException) -> ToolOutcome:
     text = str(exc)
     described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return _error(inv.call, f"Error: {described}", "error", exc)
 
 
-def _timed_out(inv: ToolInvocation, timeout: float) -> ToolOutcome:
+def _timed_out(inv: ToolJob, timeout: float) -> ToolOutcome:
     return _error(
         inv.call, f"Error: tool {inv.call.name!r} timed out after {timeout:g} s.", "timeout"
     )
@@ -142,7 +141,7 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
     return _POOL
 
 
-def _call_sync(inv: ToolInvocation, arguments: dict[str, Any]) -> Any:
+def _call_sync(inv: ToolJob, arguments: dict[str, Any]) -> Any:
     assert inv.tool is not None
     return inv.tool.invoke(arguments, inv.context)
 
@@ -151,16 +150,18 @@ def _call_sync(inv: ToolInvocation, arguments: dict[str, Any]) -> Any:
 
 
 async def run_calls(
-    invocations: Sequence[ToolInvocation], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    invocations: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls concurrently; outcomes in call order.
 
     Cancelling the awaiting task cancels every call still running (a sync tool
     already in a thread cannot be interrupted; its result is dropped).
     """
+    import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
+
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
-    async def one(inv: ToolInvocation) -> ToolOutcome:
+    async def one(inv: ToolJob) -> ToolOutcome:
         prepared = _prepare(inv)
         if isinstance(prepared, ToolOutcome):
             return prepared
@@ -180,7 +181,9 @@ async def run_calls(
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-async def _run_one(inv: ToolInvocation, arguments: dict[str, Any]) -> ToolOutcome:
+async def _run_one(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
+    import asyncio
+
     assert inv.tool is not None
     timeout = inv.tool.timeout
     try:
@@ -218,7 +221,7 @@ async def _run_one(inv: ToolInvocation, arguments: dict[str, Any]) -> ToolOutcom
 
 
 def run_calls_sync(
-    invocations: Sequence[ToolInvocation], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    invocations: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order.
 
@@ -227,7 +230,7 @@ def run_calls_sync(
     if any(inv.tool is not None and inv.tool.is_async for inv in invocations):
         return run_blocking(lambda: run_calls(invocations, max_concurrency=max_concurrency))
     results: list[ToolOutcome | None] = []
-    jobs: list[tuple[ToolInvocation, dict[str, Any]]] = []
+    jobs: list[tuple[ToolJob, dict[str, Any]]] = []
     slots: list[int] = []
     for inv in invocations:
         prepared = _prepare(inv)
@@ -245,7 +248,7 @@ def run_calls_sync(
     return tuple(r for r in results if r is not None)
 
 
-def _run_inline(inv: ToolInvocation, arguments: dict[str, Any]) -> ToolOutcome:
+def _run_inline(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     try:
         value = _call_sync(inv, arguments)
         if inspect.isawaitable(value):
@@ -260,7 +263,7 @@ async def _await(value: Awaitable[T]) -> T:
 
 
 def _run_threaded(
-    jobs: Sequence[tuple[ToolInvocation, dict[str, Any]]], max_concurrency: int
+    jobs: Sequence[tuple[ToolJob, dict[str, Any]]], max_concurrency: int
 ) -> list[ToolOutcome]:
     pool = _pool()
     limit = max(1, max_concurrency)
@@ -298,7 +301,7 @@ def _run_threaded(
 
 def _next_deadline(
     running: dict[concurrent.futures.Future[Any], tuple[int, float]],
-    jobs: Sequence[tuple[ToolInvocation, dict[str, Any]]],
+    jobs: Sequence[tuple[ToolJob, dict[str, Any]]],
 ) -> float | None:
     now = time.monotonic()
     waits = [
@@ -309,7 +312,7 @@ def _next_deadline(
     return min(waits) if waits else None
 
 
-def _outcome_of(inv: ToolInvocation, future: concurrent.futures.Future[Any]) -> ToolOutcome:
+def _outcome_of(inv: ToolJob, future: concurrent.futures.Future[Any]) -> ToolOutcome:
     try:
         value = future.result()
         if inspect.isawaitable(value):
@@ -326,6 +329,8 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     running loop (sync API called from async code), on a worker thread so the
     caller's loop is not re-entered.
     """
+    import asyncio
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -1,0 +1,273 @@
+"""`Agent`: a run kept as a reusable, frozen spec."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from toolfold.runtime._api import (
+    Approval,
+    MessagesInput,
+    RunOptions,
+    RunStream,
+    continue_state,
+    make_options,
+    run_async,
+    run_sync,
+    start,
+    to_messages,
+)
+from toolfold.runtime._driver import OnToolError
+from toolfold.runtime._events import Event
+from toolfold.runtime._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime._messages import Message
+from toolfold.runtime._model import Model
+from toolfold.runtime._response import Response, Step
+from toolfold.runtime._state import RunState
+from toolfold.runtime._stop import StopCondition, StopPredicate
+from toolfold.toolkit._tool import Tool
+
+Observer = Callable[[Event], object]
+StepObserver = Callable[[Step], object]
+
+
+@attrs.frozen(init=False)
+class Agent:
+    """A model, instructions and tools, ready to run any number of times.
+
+    An agent is a frozen spec: `run` / `arun` / `stream` start a run,
+    `resume` continues one that stopped for approvals or tool results.
+    Everything a run produces lives in its `Response` and state, never in the
+    agent, so one agent serves concurrent runs.
+
+    Example:
+        >>> agent = Agent(model="openai:gpt-4o-mini", tools=[get_weather],
+        ...               instructions="Be brief.", temperature=0)
+        >>> agent.run("Weather in Paris?").text
+
+    Args:
+        model: A ``provider:model`` string or a model object.
+        instructions: System instructions sent first with every request.
+        tools: `Tool` objects or plain functions (made tools with ``@tool``).
+        max_steps: Model calls allowed per run (``finish_reason ==
+            "max_steps"`` when reached).
+        tool_choice: ``"auto"``, ``"none"``, ``"required"`` or a tool name.
+        output_type: The type the final answer is structured into.
+        output_retries: Invalid final answers sent back before failing.
+        auto_execute_tools: False to return every call unexecuted.
+        stop_when: Extra stop conditions.
+        on_tool_error: ``"return"`` (the model sees errors) or ``"raise"``.
+        max_concurrency: Calls of one step that may run at once.
+        name: A name for the agent (for logs and composition).
+        settings: Model settings as a mapping; keyword arguments not listed
+            here (``temperature=0``...) are model settings too.
+    """
+
+    model: str | Model
+    instructions: str | None
+    tools: tuple[Tool[..., Any] | Callable[..., Any], ...]
+    max_steps: int
+    tool_choice: str | None
+    output_type: Any
+    output_retries: int
+    auto_execute_tools: bool
+    stop_when: tuple[StopCondition | StopPredicate, ...]
+    on_tool_error: OnToolError
+    max_concurrency: int
+    name: str | None
+    settings: Mapping[str, Any]
+    _options: RunOptions = attrs.field(eq=False, repr=False, hash=False)
+
+    def __init__(
+        self,
+        model: str | Model,
+        *,
+        instructions: str | None = None,
+        tools: Sequence[Tool[..., Any] | Callable[..., Any]] = (),
+        max_steps: int = 10,
+        tool_choice: str | None = None,
+        output_type: Any = None,
+        output_retries: int = 3,
+        auto_execute_tools: bool = True,
+        stop_when: Sequence[StopCondition | StopPredicate] = (),
+        on_tool_error: OnToolError = "return",
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        name: str | None = None,
+        settings: Mapping[str, Any] | None = None,
+        **more_settings: Any,
+    ) -> None:
+        merged = {**(settings or {}), **more_settings}
+        # Resolve once: building a provider client per run would waste its
+        # connection pool, and bad specs should fail here, not at first run.
+        options = make_options(
+            model,
+            tools=tools,
+            output_type=output_type,
+            settings=merged,
+            instructions=instructions,
+            max_steps=max_steps,
+            auto_execute_tools=auto_execute_tools,
+            tool_choice=tool_choice,
+            output_retries=output_retries,
+            stop_when=tuple(stop_when),
+            on_tool_error=on_tool_error,
+            max_concurrency=max_concurrency,
+        )
+        options.config()  # validates max_steps and tool_choice now
+        self.__attrs_init__(
+            model,
+            instructions,
+            tuple(tools),
+            max_steps,
+            tool_choice,
+            output_type,
+            output_retries,
+            auto_execute_tools,
+            tuple(stop_when),
+            on_tool_error,
+            max_concurrency,
+            name,
+            merged,
+            options,
+        )
+
+    def evolve(self, **changes: Any) -> Agent:
+        """A copy of this agent with some fields changed."""
+        fields = {
+            a.name: getattr(self, a.name) for a in attrs.fields(Agent) if a.name != "_options"
+        }
+        settings = {**fields.pop("settings"), **changes.pop("settings", {})}
+        fields.update(changes)
+        return Agent(settings=settings, **fields)
+
+    def _start(
+        self, prompt: MessagesInput, history: Sequence[Message], run_id: str | None
+    ) -> RunState:
+        messages = (*history, *to_messages(prompt)) if history else prompt
+        return start(self._options, messages, run_id)
+
+    def run(
+        self,
+        prompt: MessagesInput,
+        *,
+        history: Sequence[Message] = (),
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+        run_id: str | None = None,
+    ) -> Response:
+        """Run until the model answers, or the run waits for the caller (blocking).
+
+        Args:
+            prompt: The user's prompt, a `Message`, or a list of messages.
+            history: Earlier messages (e.g. ``previous_response.messages``).
+            deps: Anything tools need, handed to them in their `RunContext`.
+            on_event: Called with every event of the run (read-only).
+            on_step: Called with every completed `Step` (read-only).
+            run_id: The run's id (random by default).
+        """
+        state = self._start(prompt, history, run_id)
+        return run_sync(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+
+    async def arun(
+        self,
+        prompt: MessagesInput,
+        *,
+        history: Sequence[Message] = (),
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+        run_id: str | None = None,
+    ) -> Response:
+        """Like `run`, on the running event loop."""
+        state = self._start(prompt, history, run_id)
+        return await run_async(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+
+    def stream(
+        self,
+        prompt: MessagesInput,
+        *,
+        history: Sequence[Message] = (),
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+        run_id: str | None = None,
+    ) -> RunStream:
+        """Run with streaming: iterate the result with ``for`` or ``async for``.
+
+        The events are `StepStartEvent`, the model's stream events as they
+        arrive (`TextDelta`...), `ToolCallEvent`, `ToolResultEvent`,
+        `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
+        """
+        state = self._start(prompt, history, run_id)
+        observers = {"deps": deps, "on_event": on_event, "on_step": on_step}
+        return RunStream(self._options, state, observers)
+
+    def _continue(
+        self,
+        state: RunState,
+        tool_results: Mapping[str, Any] | None,
+        approvals: Mapping[str, Approval] | None,
+        message: MessagesInput | None,
+    ) -> RunState:
+        return continue_state(state, self._options, tool_results, approvals, message)
+
+    def resume(
+        self,
+        state: RunState,
+        *,
+        tool_results: Mapping[str, Any] | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        message: MessagesInput | None = None,
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+    ) -> Response:
+        """Continue a run that waits for the caller, or retry one whose model call failed.
+
+        Args:
+            state: ``response.state``, an error's ``.state``, or a state
+                loaded with ``RunState.from_json`` (in any process).
+            tool_results: Results for returned calls, by call id: text, any
+                value, an exception (an error result) or a `ToolResultPart`.
+            approvals: By call id: True, False or `Denied(reason)`.
+            message: A new user message (a new turn on a finished run).
+            deps: Dependencies for the tools' `RunContext`.
+            on_event: Called with every event (read-only).
+            on_step: Called with every completed step (read-only).
+        """
+        state = self._continue(state, tool_results, approvals, message)
+        return run_sync(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+
+    async def aresume(
+        self,
+        state: RunState,
+        *,
+        tool_results: Mapping[str, Any] | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        message: MessagesInput | None = None,
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+    ) -> Response:
+        """Like `resume`, on the running event loop."""
+        state = self._continue(state, tool_results, approvals, message)
+        return await run_async(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+
+    def resume_stream(
+        self,
+        state: RunState,
+        *,
+        tool_results: Mapping[str, Any] | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        message: MessagesInput | None = None,
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+    ) -> RunStream:
+        """Like `resume`, streaming (see `stream`)."""
+        state = self._continue(state, tool_results, approvals, message)
+        observers = {"deps": deps, "on_event": on_event, "on_step": on_step}
+        return RunStream(self._options, state, observers)

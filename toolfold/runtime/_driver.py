@@ -1,0 +1,375 @@
+"""The one run loop, and the thin shells that drive it.
+
+`run_loop` is a generator written once: it asks the pure core what to do
+(`next_effect`), yields the I/O it needs as an `_Op` (call the model, run
+tools, tell a streaming caller something), and feeds what comes back to
+`reduce` as events. Four shells perform the ops: blocking, async, and a
+streaming variant of each. None of them contains loop logic (httpx drives its
+auth flows the same way).
+
+The state a caller holds is never corrupted by a failed step: when the model
+call raises, the error carries the state from before the call, and
+``resume(error.state)`` retries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Generator, Mapping
+from typing import Any, Literal, Union
+
+import attrs
+
+from toolfold._errors import (
+    OutputValidationError,
+    RunError,
+    ToolExecutionError,
+    ToolfoldError,
+    ToolRetriesExceededError,
+)
+from toolfold.runtime._effects import (
+    CallModel,
+    Finish,
+    RunTools,
+    ValidateOutput,
+)
+from toolfold.runtime._events import (
+    Event,
+    ModelResponded,
+    OutputAccepted,
+    OutputRejected,
+    StopRequested,
+    ToolReturned,
+)
+from toolfold.runtime._executor import (
+    DEFAULT_MAX_CONCURRENCY,
+    ToolJob,
+    ToolOutcome,
+    run_calls,
+    run_calls_sync,
+)
+from toolfold.runtime._model import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    StreamEvent,
+    StreamState,
+    finish_stream,
+    fold_stream,
+)
+from toolfold.runtime._next import next_effect
+from toolfold.runtime._output import OutputRejected as _Rejected
+from toolfold.runtime._output import OutputSchema
+from toolfold.runtime._reducer import reduce
+from toolfold.runtime._response import (
+    RunStreamEvent,
+    Step,
+    StepEndEvent,
+    StepStartEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from toolfold.runtime._state import Disposition, RunState
+from toolfold.runtime._stop import StopPredicate, stop_reason
+from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._tool import Tool
+
+OnToolError = Literal["return", "raise"]
+
+
+@attrs.frozen
+class Live:
+    """The live half of a run: what cannot be serialized with the state.
+
+    Attributes:
+        model: The model to call.
+        tools: The tools by name.
+        output: How to read a structured answer, or None.
+        deps: User dependencies handed to tools in their `RunContext`.
+        on_event: Called with every event reduced into the state.
+        on_step: Called with every completed step.
+        on_tool_error: ``"return"`` (the model sees the error) or ``"raise"``.
+        max_concurrency: Calls of one step allowed to run at once.
+        stop_when: Stop predicates that are live callables.
+    """
+
+    model: Model
+    tools: Mapping[str, Tool[..., Any]]
+    output: OutputSchema | None = None
+    deps: Any = None
+    on_event: Callable[[Event], object] | None = None
+    on_step: Callable[[Step], object] | None = None
+    on_tool_error: OnToolError = "return"
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    stop_when: tuple[StopPredicate, ...] = ()
+
+
+@attrs.frozen
+class _CallModelOp:
+    request: ModelRequest
+    step: int
+
+
+@attrs.frozen
+class _RunToolsOp:
+    jobs: tuple[ToolJob, ...]
+
+
+@attrs.frozen
+class _NoticeOp:
+    event: RunStreamEvent
+
+
+_Op = Union[_CallModelOp, _RunToolsOp, _NoticeOp]  # noqa: UP007
+Loop = Generator[_Op, Any, RunState]
+
+
+def run_loop(live: Live, state: RunState) -> Loop:
+    """Drive ``state`` until the run finishes or waits for the caller.
+
+    Yields the I/O to perform; returns the final (or suspended) state.
+
+    Raises:
+        RunError: The run failed; ``.state`` is the last consistent state.
+    """
+    reported = state.step if not state.pending_calls else state.step - 1
+    while True:
+        effect = next_effect(state)
+        if isinstance(effect, CallModel):
+            if live.stop_when and state.turn_steps > 0:
+                reason = stop_reason(state, live.stop_when)
+                if reason is not None:
+                    state = _apply(live, state, StopRequested(reason))
+                    continue
+            yield _NoticeOp(StepStartEvent(effect.step))
+            try:
+                response = yield _CallModelOp(effect.request, effect.step)
+            except Exception as exc:
+                raise _model_failure(exc, state, effect.step) from exc
+            dispositions = _dispositions(live, state, response)
+            state = _apply(live, state, ModelResponded(response, dispositions))
+            for call, disposition in zip(response.tool_calls, dispositions, strict=True):
+                yield _NoticeOp(ToolCallEvent(call, disposition))
+            for settled in state.calls:
+                if settled.result is not None:
+                    yield _NoticeOp(ToolResultEvent(settled.result, settled.outcome or "error"))
+        elif isinstance(effect, RunTools):
+            jobs = tuple(_job(live, state, invocation.call) for invocation in effect.calls)
+            outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
+            if live.on_tool_error == "raise":
+                _raise_tool_error(state, outcomes)
+            for outcome in outcomes:
+                event = ToolReturned(
+                    outcome.call_id, outcome.content, outcome.is_error, outcome.outcome
+                )
+                state = _apply(live, state, event)
+                yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+        elif isinstance(effect, ValidateOutput):
+            assert live.output is not None, "a run with an output spec needs its output type"
+            try:
+                _, plain = live.output.parse(effect.text)
+            except _Rejected as rejected:
+                state = _apply(live, state, OutputRejected(rejected.message))
+            else:
+                state = _apply(live, state, OutputAccepted(plain))
+        elif isinstance(effect, Finish):
+            if effect.error is not None:
+                raise _run_failure(state)
+            return state
+        else:  # AwaitApproval / AwaitToolResults: the caller decides
+            return state
+        if reported < state.step and not state.pending_calls:
+            reported = state.step
+            step = _current_step(state)
+            if live.on_step is not None:
+                live.on_step(step)
+            yield _NoticeOp(StepEndEvent(step))
+
+
+def _apply(live: Live, state: RunState, event: Event) -> RunState:
+    new = reduce(state, event)
+    if live.on_event is not None:
+        live.on_event(event)
+    return new
+
+
+def _current_step(state: RunState) -> Step:
+    response = _last_response(state)
+    results = tuple(c.result for c in state.calls if c.result is not None)
+    return Step(state.step, response, response.tool_calls, results, response.usage)
+
+
+def _last_response(state: RunState) -> ModelResponse:
+    for event in reversed(state.log):
+        if isinstance(event, ModelResponded):
+            return event.response
+    raise AssertionError("a step without a model response")  # pragma: no cover
+
+
+def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple[Disposition, ...]:
+    config = state.config
+    out: list[Disposition] = []
+    for call in response.tool_calls:
+        spec = config.tool(call.name)
+        if not config.auto_execute_tools or (spec is not None and not spec.has_function):
+            out.append("return")
+        elif spec is None or spec.approval == "never":
+            out.append("execute")
+        elif spec.approval == "always":
+            out.append("approve")
+        else:
+            out.append("approve" if _needs_approval(live, state, call) else "execute")
+    return tuple(out)
+
+
+def _needs_approval(live: Live, state: RunState, call: Any) -> bool:
+    tool = live.tools.get(call.name)
+    policy = tool.requires_approval if tool is not None else True
+    if not callable(policy):
+        return bool(policy)
+    try:
+        return bool(policy(call, state))
+    except Exception:
+        # A predicate that fails cannot vouch for the call: ask a human.
+        return True
+
+
+def _job(live: Live, state: RunState, call: Any) -> ToolJob:
+    context: RunContext[Any] = RunContext(
+        run_id=state.run_id,
+        step=state.step,
+        call_id=call.id,
+        tool_name=call.name,
+        messages=state.conversation,
+        deps=live.deps,
+    )
+    return ToolJob(call, live.tools.get(call.name), context)
+
+
+def _raise_tool_error(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> None:
+    for outcome in outcomes:
+        if outcome.outcome in ("error", "timeout"):
+            message = f"tool {outcome.tool_name!r} failed: {outcome.content}"
+            error = ToolExecutionError(message, state)
+            if outcome.exception is not None:
+                raise error from outcome.exception
+            raise error
+
+
+def _model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
+    if isinstance(exc, ToolfoldError):
+        # Keep the provider's own error type (RateLimitError...) so callers
+        # can catch it; add the state so the run can be resumed.
+        exc.state = state  # type: ignore[attr-defined]
+        return exc
+    return RunError(
+        f"the model call of step {step} failed: {type(exc).__name__}: {exc}; "
+        "the error's state is the run before that call, resume it to retry",
+        state,
+    )
+
+
+def _run_failure(state: RunState) -> RunError:
+    error = state.error
+    assert error is not None
+    if error.kind == "tool_retries_exceeded":
+        return ToolRetriesExceededError(error.message, state)
+    if error.kind == "output_validation":
+        return OutputValidationError(error.message, state)
+    return RunError(f"the run failed ({error.kind}): {error.message}", state)
+
+
+# --- shells --------------------------------------------------------------------
+
+
+def drive_sync(live: Live, loop: Loop) -> RunState:
+    """Perform the loop's ops with blocking calls (no event loop for sync tools)."""
+    value: Any = None
+    failure: Exception | None = None
+    while True:
+        try:
+            op = loop.send(value) if failure is None else loop.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, failure = None, None
+        if isinstance(op, _CallModelOp):
+            try:
+                value = live.model.request_sync(op.request)
+            except Exception as exc:
+                failure = exc
+        elif isinstance(op, _RunToolsOp):
+            value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
+
+
+async def drive_async(live: Live, loop: Loop) -> RunState:
+    """Perform the loop's ops on the running event loop."""
+    value: Any = None
+    failure: Exception | None = None
+    while True:
+        try:
+            op = loop.send(value) if failure is None else loop.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, failure = None, None
+        if isinstance(op, _CallModelOp):
+            try:
+                value = await live.model.request(op.request)
+            except Exception as exc:
+                failure = exc
+        elif isinstance(op, _RunToolsOp):
+            value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
+
+
+def stream_sync(live: Live, loop: Loop) -> Generator[RunStreamEvent, None, RunState]:
+    """Like `drive_sync`, streaming the model and yielding events as they happen."""
+    value: Any = None
+    failure: Exception | None = None
+    while True:
+        try:
+            op = loop.send(value) if failure is None else loop.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, failure = None, None
+        if isinstance(op, _NoticeOp):
+            yield op.event
+        elif isinstance(op, _CallModelOp):
+            folded = StreamState()
+            try:
+                for event in live.model.stream_sync(op.request):
+                    folded = fold_stream(folded, event)
+                    yield event
+                value = finish_stream(folded, _id_maker(op.step))
+            except Exception as exc:
+                failure = exc
+        else:
+            value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
+
+
+async def stream_async(live: Live, loop: Loop) -> AsyncIterator[RunStreamEvent | RunState]:
+    """Like `drive_async`, streaming; the last item yielded is the final state."""
+    value: Any = None
+    failure: Exception | None = None
+    while True:
+        try:
+            op = loop.send(value) if failure is None else loop.throw(failure)
+        except StopIteration as stop:
+            yield stop.value
+            return
+        value, failure = None, None
+        if isinstance(op, _NoticeOp):
+            yield op.event
+        elif isinstance(op, _CallModelOp):
+            folded = StreamState()
+            try:
+                events: AsyncIterator[StreamEvent] = live.model.stream(op.request)
+                async for event in events:
+                    folded = fold_stream(folded, event)
+                    yield event
+                value = finish_stream(folded, _id_maker(op.step))
+            except Exception as exc:
+                failure = exc
+        else:
+            value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
+
+
+def _id_maker(step: int) -> Callable[[int], str]:
+    return lambda index: f"call_{step}_{index}"

@@ -1,0 +1,131 @@
+"""Structured final answers: ``output_type`` → schema, answer text → value.
+
+Object-like types (dataclasses, attrs classes, TypedDicts, ``dict[str, X]``)
+are asked for as they are. Anything else (``int``, ``list[str]``, a union...)
+is wrapped in ``{"result": ...}``, because providers want an object at the
+root of a structured-output schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from toolfold._errors import ToolArgumentError
+from toolfold.runtime._model import OutputSpec
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
+
+
+class OutputRejected(Exception):
+    """The answer does not fit; ``message`` goes back to the model."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+@attrs.frozen
+class OutputSchema:
+    """How one output type is asked for and read back.
+
+    Attributes:
+        type: The Python type the answer becomes.
+        spec: What the model request carries.
+        wrapped: True when the value sits under ``"result"``.
+    """
+
+    type: Any
+    spec: OutputSpec
+    wrapped: bool
+    _checker: Any = attrs.field(eq=False, repr=False)
+
+    def parse(self, text: str) -> tuple[Any, Any]:
+        """Read an answer: (the structured value, the same value as plain JSON data).
+
+        Raises:
+            OutputRejected: The answer is not JSON or does not fit the type.
+        """
+        body = _strip_fence(text)
+        try:
+            checked = self._checker.check(body)
+        except ToolArgumentError as exc:
+            raise OutputRejected(_rejection(exc.errors)) from exc
+        plain = json.loads(body)
+        if self.wrapped:
+            return checked["result"], plain["result"]
+        if self.type is dict or _is_plain_mapping(self.type):
+            return checked, plain
+        from toolfold.toolkit._converter import get_converter
+
+        try:
+            return get_converter().structure(checked, self.type), plain
+        except Exception as exc:
+            raise OutputRejected(_rejection([f"$: {exc}"])) from exc
+
+    def restore(self, plain: Any) -> Any:
+        """The structured value from plain data (e.g. a state loaded from JSON)."""
+        return self.parse(json.dumps({"result": plain} if self.wrapped else plain))[0]
+
+
+def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
+    """Describe ``tp`` as structured output.
+
+    Raises:
+        ToolDefinitionError: The type has no JSON Schema rule.
+    """
+    from toolfold.toolkit._arguments import ArgumentChecker
+    from toolfold.toolkit._schema import schema_for_type
+
+    schema = schema_for_type(tp)
+    is_object = _is_object_schema(schema)
+    title = name or (tp.__name__ if is_object and isinstance(tp, type) else "final_result")
+    title = re.sub(r"[^a-zA-Z0-9_-]", "_", title)[:64]
+    if is_object:
+        checker = ArgumentChecker(title, schema, None, True)
+        return OutputSchema(tp, OutputSpec(title, schema), False, checker)
+    defs = schema.pop("$defs", None)
+    wrapped: dict[str, Any] = {
+        "type": "object",
+        "properties": {"result": schema},
+        "required": ["result"],
+        "additionalProperties": False,
+    }
+    if defs:
+        wrapped["$defs"] = defs
+    checker = ArgumentChecker(title, wrapped, {"result": tp}, False)
+    return OutputSchema(tp, OutputSpec(title, wrapped), True, checker)
+
+
+def _is_object_schema(schema: Mapping[str, Any]) -> bool:
+    if schema.get("type") == "object":
+        return True
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = schema.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {})
+        return isinstance(target, Mapping) and target.get("type") == "object"
+    return False
+
+
+def _is_plain_mapping(tp: Any) -> bool:
+    import typing
+
+    return typing.get_origin(tp) in (dict, Mapping) or tp is dict
+
+
+def _strip_fence(text: str) -> str:
+    match = _FENCE.match(text)
+    return match.group(1) if match else text.strip()
+
+
+def _rejection(errors: tuple[str, ...] | list[str]) -> str:
+    lines = "\n".join(f"- {e}" for e in errors)
+    return (
+        "Your final answer does not match the required output schema:\n"
+        f"{lines}\n"
+        "Answer again with only a JSON value that matches the schema."
+    )

@@ -1,0 +1,225 @@
+"""What a run gives back: `Response`, its `Step`s, and the events `stream` yields."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+import attrs
+
+from toolfold.runtime._messages import Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime._model import (
+    ModelResponse,
+    ReasoningDelta,
+    ResponseInfo,
+    StreamFinish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+)
+
+if TYPE_CHECKING:
+    from toolfold.runtime._state import RunState
+
+RunFinishReason = Literal[
+    "stop",
+    "max_steps",
+    "tool_calls",
+    "approval_required",
+    "length",
+    "content_filter",
+    "token_budget",
+    "tool_called",
+    "stop_condition",
+    "error",
+]
+
+
+@attrs.frozen
+class Step:
+    """One model round: the response, the calls it made and their results.
+
+    Attributes:
+        index: The step number, from 1.
+        response: The model's response.
+        tool_calls: The calls the response made.
+        tool_results: The results those calls got so far, in call order.
+        usage: Tokens this step's model call used.
+    """
+
+    index: int
+    response: ModelResponse
+    tool_calls: tuple[ToolCallPart, ...]
+    tool_results: tuple[ToolResultPart, ...]
+    usage: Usage
+
+    @property
+    def text(self) -> str:
+        """The text of the step's response."""
+        return self.response.text
+
+
+def steps_of(state: RunState) -> tuple[Step, ...]:
+    """The steps of a run, rebuilt from its event log and conversation."""
+    results: dict[str, ToolResultPart] = {}
+    for message in state.conversation:
+        if message.role == "tool":
+            for result in message.tool_results:
+                results[result.call_id] = result
+    for call_state in state.calls:  # results not yet committed to the conversation
+        if call_state.result is not None:
+            results.setdefault(call_state.call.id, call_state.result)
+    steps: list[Step] = []
+    for event in state.log:
+        if event.kind == "model_responded":
+            response = event.response
+            calls = response.tool_calls
+            found = tuple(results[c.id] for c in calls if c.id in results)
+            steps.append(Step(len(steps) + 1, response, calls, found, response.usage))
+    return tuple(steps)
+
+
+@attrs.frozen
+class Response:
+    """The result of a run (or of a run suspended for the caller).
+
+    Attributes:
+        state: The run's state: serialize it with ``state.to_json()``, pass it
+            to ``resume`` to go on.
+        output: The structured answer when the run had an ``output_type``,
+            else the answer text; None while the run is suspended.
+    """
+
+    state: RunState
+    output: Any = None
+
+    @property
+    def text(self) -> str:
+        """The text of the last model response."""
+        return self.state.last_text
+
+    @property
+    def finish_reason(self) -> RunFinishReason:
+        """Why the run stopped.
+
+        ``stop`` (the model answered), ``max_steps``, ``length``,
+        ``tool_calls`` (calls wait for the caller's results),
+        ``approval_required`` (calls wait for approvals), ``error``, or the
+        reason of a stop condition (``token_budget``, ``tool_called``,
+        ``stop_condition``).
+        """
+        phase = self.state.phase
+        if phase == "awaiting_approval":
+            return "approval_required"
+        if phase == "awaiting_tool_results":
+            return "tool_calls"
+        if phase == "failed":
+            return "error"
+        return self.state.finish_reason or "stop"  # type: ignore[return-value]
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """Calls that were not executed and wait for the caller's results."""
+        return self.state.tool_calls
+
+    @property
+    def pending_approvals(self) -> tuple[ToolCallPart, ...]:
+        """Calls that wait for an approval (see ``resume(approvals=...)``)."""
+        return self.state.pending_approvals
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The whole conversation, to continue it in a new run."""
+        return self.state.messages
+
+    @property
+    def usage(self) -> Usage:
+        """Usage summed over every model call of the run."""
+        return self.state.usage
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """Every step of the run, in order."""
+        return steps_of(self.state)
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.state.run_id
+
+
+# --- stream events -------------------------------------------------------------
+
+
+@attrs.frozen
+class StepStartEvent:
+    """A step begins: the model is about to be called."""
+
+    step: int
+    kind: Literal["step_start"] = "step_start"
+
+
+@attrs.frozen
+class ToolCallEvent:
+    """The model called a tool; ``disposition`` says what happens to the call.
+
+    Attributes:
+        call: The call.
+        disposition: ``execute``, ``approve`` (waits for an approval) or
+            ``return`` (goes back to the caller).
+    """
+
+    call: ToolCallPart
+    disposition: str
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@attrs.frozen
+class ToolResultEvent:
+    """A call got its result.
+
+    Attributes:
+        result: The result as the model will see it.
+        outcome: ``ok``, ``error``, ``invalid_arguments``, ``timeout``,
+            ``denied`` or ``unknown_tool``.
+    """
+
+    result: ToolResultPart
+    outcome: str
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@attrs.frozen
+class StepEndEvent:
+    """A step is complete: its calls all have results."""
+
+    step: Step
+    kind: Literal["step_end"] = "step_end"
+
+
+@attrs.frozen
+class RunEndEvent:
+    """The run returned (finished, or suspended for the caller)."""
+
+    response: Response
+    kind: Literal["run_end"] = "run_end"
+
+
+RunStreamEvent = Union[  # noqa: UP007
+    StepStartEvent,
+    TextDelta,
+    ReasoningDelta,
+    ToolCallStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    UsageUpdate,
+    StreamFinish,
+    ResponseInfo,
+    ToolCallEvent,
+    ToolResultEvent,
+    StepEndEvent,
+    RunEndEvent,
+]
+"""What ``Agent.stream`` yields: step boundaries, the model's stream events as
+they arrive, tool calls and results, and finally the response."""
