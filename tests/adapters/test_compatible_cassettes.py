@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.adapters.cassettes import folder, load, normalise_body, replay
-from tests.adapters.replay_expectations import (
+from cassettes import folder, load, normalise_body, replay
+from replay_expectations import (
     COMPATIBLE,
     COMPATIBLE_PROVIDERS,
     GROQ,

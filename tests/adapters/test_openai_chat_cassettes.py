@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.adapters.cassettes import folder, load, normalise_body, replay
-from tests.adapters.replay_expectations import OPENAI
+from cassettes import folder, load, normalise_body, replay
+from replay_expectations import OPENAI
 
 FOLDER = "openai-chat-completions"
 CASES = [(name, i) for name in folder(FOLDER) for i in range(len(load(name)))]
