@@ -1,0 +1,165 @@
+"""format_result: tool return values as text for a model."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import uuid
+from decimal import Decimal
+from pathlib import PurePosixPath
+from typing import Any, NamedTuple
+
+import attrs
+import pytest
+
+from toolfold import tool
+from toolfold.toolkit._results import format_result
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+@attrs.frozen
+class Reading:
+    at: dt.datetime
+    celsius: Decimal
+    tags: frozenset[str]
+
+
+@dataclasses.dataclass
+class Report:
+    city: str
+    readings: list[Reading]
+    level: Level
+    color: Color | None = None
+
+
+class Pair(NamedTuple):
+    left: int
+    right: str
+
+
+class Opaque:
+    def __str__(self) -> str:
+        return "opaque thing"
+
+
+class BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no")
+
+
+def test_strings_pass_through() -> None:
+    """A str result is sent as it is, without JSON quoting."""
+    text = 'already "text"\n'
+    assert format_result(text) is text
+
+
+def test_str_subclasses_become_plain_str() -> None:
+    """A str subclass is sent as its plain text."""
+
+    class Markup(str):
+        def __str__(self) -> str:
+            return "overridden"
+
+    result = format_result(Markup("<b>hi</b>"))
+    assert result == "<b>hi</b>"
+    assert type(result) is str
+
+
+def test_classes_become_compact_json() -> None:
+    """attrs classes and dataclasses unstructure into compact JSON, nested values included."""
+    report = Report(
+        city="Zürich",
+        readings=[
+            Reading(
+                dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.timezone.utc),
+                Decimal("21.50"),
+                frozenset({"sun"}),
+            )
+        ],
+        level=Level.HIGH,
+        color=Color.RED,
+    )
+    assert format_result(report) == (
+        '{"city":"Zürich","readings":[{"at":"2024-05-01T12:00:00+00:00","celsius":"21.50",'
+        '"tags":["sun"]}],"level":3,"color":"red"}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "null"),
+        (3, "3"),
+        (2.5, "2.5"),
+        (True, "true"),
+        ([1, "a", None], '[1,"a",null]'),
+        ((1, 2), "[1,2]"),
+        ({3}, "[3]"),
+        (frozenset({"x"}), '["x"]'),
+        ({"k": {"n": [1]}}, '{"k":{"n":[1]}}'),
+        (Color.RED, '"red"'),
+        (Level.HIGH, "3"),
+        (dt.date(2024, 5, 1), '"2024-05-01"'),
+        (dt.time(8, 30), '"08:30:00"'),
+        (uuid.UUID(int=1), '"00000000-0000-0000-0000-000000000001"'),
+        (Decimal("1.10"), '"1.10"'),
+        (PurePosixPath("/tmp/a"), '"/tmp/a"'),
+        (Pair(1, "b"), '{"left":1,"right":"b"}'),
+        ({"emoji": "🙂", "jp": "日本"}, '{"emoji":"🙂","jp":"日本"}'),
+    ],
+)
+def test_values_become_json(value: Any, text: str) -> None:
+    """Scalars, collections, enums, dates, UUIDs, decimals, paths and named tuples have a JSON form."""
+    assert format_result(value) == text
+
+
+def test_bytes_become_text_or_base64() -> None:
+    """UTF-8 bytes are sent as text, other bytes as base64."""
+    assert format_result({"a": b"caf\xc3\xa9", "b": b"\xff\x00"}) == '{"a":"café","b":"/wA="}'
+
+
+def test_nan_and_infinity_become_strings() -> None:
+    """JSON has no NaN or Infinity; they are written as strings so the output stays valid JSON."""
+    text = format_result({"x": [float("nan"), float("inf"), -float("inf"), 1.0]})
+    assert text == '{"x":["NaN","Infinity","-Infinity",1.0]}'
+    json.loads(text)
+
+
+def test_unknown_objects_inside_json_become_their_str() -> None:
+    """An object JSON cannot hold is written as its str() in its place; the rest stays JSON."""
+    assert format_result({"thing": Opaque(), "n": 1}) == '{"thing":"opaque thing","n":1}'
+
+
+def test_cycles_fall_back_to_repr() -> None:
+    """A self-referencing value cannot be JSON; its repr is sent instead of crashing."""
+    loop: list[Any] = [1]
+    loop.append(loop)
+    assert format_result(loop) == "[1, [...]]"
+
+
+def test_unprintable_values_never_raise() -> None:
+    """Even a value whose repr raises gives some text."""
+    loop: list[Any] = [BadRepr()]
+    loop.append(loop)
+    assert format_result(loop) == "<unprintable list>"
+
+
+def test_tool_format_result_uses_the_same_rules() -> None:
+    """Tool.format_result is this function."""
+
+    @tool
+    def when() -> dt.date:
+        """Today."""
+        return dt.date(2024, 1, 2)
+
+    assert when.format_result(when()) == '"2024-01-02"'
+    assert when.format_result("plain") == "plain"
