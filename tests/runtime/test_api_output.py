@@ -1,0 +1,110 @@
+"""output_type: the final answer is validated, structured, and retried within the budget."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from typing import Any, TypedDict
+
+import attrs
+import pytest
+
+from toolfold import Agent, OutputValidationError, generate_text, tool
+from toolfold.testing import ScriptedModel, TestModel
+
+
+class Mood(enum.Enum):
+    HAPPY = "happy"
+    SAD = "sad"
+
+
+@dataclasses.dataclass
+class Weather:
+    """A forecast.
+
+    Attributes:
+        city: The city.
+        celsius: The temperature.
+        mood: How it feels.
+    """
+
+    city: str
+    celsius: float
+    mood: Mood
+
+
+@attrs.frozen
+class Point:
+    x: int
+    y: int
+
+
+class Movie(TypedDict):
+    title: str
+    year: int
+
+
+@pytest.mark.parametrize(
+    ("output_type", "answer", "expected"),
+    [
+        (Weather, {"city": "Oslo", "celsius": 3.5, "mood": "sad"}, Weather("Oslo", 3.5, Mood.SAD)),
+        (Point, {"x": 1, "y": 2}, Point(1, 2)),
+        (Movie, {"title": "Heat", "year": 1995}, {"title": "Heat", "year": 1995}),
+        (int, {"result": 42}, 42),
+        (list[str], {"result": ["a", "b"]}, ["a", "b"]),
+    ],
+    ids=["dataclass", "attrs", "typeddict", "int", "list"],
+)
+def test_answer_is_structured(output_type: Any, answer: Any, expected: Any) -> None:
+    """The final JSON is validated and structured into the output type."""
+    model = ScriptedModel([json.dumps(answer)])
+    response = generate_text(model, "go", output_type=output_type)
+    assert response.output == expected
+    assert response.finish_reason == "stop"
+    spec = model.requests[0].output
+    assert spec is not None
+    assert spec.schema["type"] == "object"
+
+
+def test_fenced_json_is_accepted() -> None:
+    """A JSON answer wrapped in a markdown fence is read."""
+    model = ScriptedModel(['```json\n{"x": 1, "y": 2}\n```'])
+    assert generate_text(model, "go", output_type=Point).output == Point(1, 2)
+
+
+def test_invalid_answer_goes_back_to_the_model() -> None:
+    """An answer that does not fit is explained to the model, which tries again."""
+    model = ScriptedModel(['{"x": "one"}', "not json", '{"x": 1, "y": 2}'])
+    response = generate_text(model, "go", output_type=Point)
+    assert response.output == Point(1, 2)
+    feedback = model.requests[1].messages[-1]
+    assert feedback.role == "user"
+    assert "$.x" in feedback.text
+    assert "required" in feedback.text
+
+
+def test_output_retries_exhausted_raises_with_state() -> None:
+    """Past output_retries the run fails with OutputValidationError carrying the state."""
+    model = ScriptedModel(["nope"] * 3)
+    with pytest.raises(OutputValidationError) as info:
+        generate_text(model, "go", output_type=Point, output_retries=1)
+    assert info.value.state.phase == "failed"
+    assert model.remaining == 1
+
+
+def test_test_model_with_tools_and_output_type() -> None:
+    """TestModel calls the tools, then produces an answer that fits the output type."""
+
+    @tool
+    def forecast(city: str) -> str:
+        """Forecast for a city.
+
+        Args:
+            city: The city.
+        """
+        return f"cold in {city}"
+
+    response = Agent(TestModel(), tools=[forecast], output_type=Weather).run("go")
+    assert isinstance(response.output, Weather)
+    assert response.steps[0].tool_results[0].content.startswith("cold in")
