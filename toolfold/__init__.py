@@ -4,6 +4,8 @@ Everything a user imports comes from here. Provider adapters load lazily, the
 first time a model string is resolved, so ``import toolfold`` stays cheap.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from toolfold._errors import (
     ArgumentJSONError,
     ArgumentValidationError,
@@ -18,6 +20,7 @@ from toolfold._errors import (
     ProviderError,
     RateLimitError,
     RunError,
+    SchemaCompileError,
     SerializationError,
     ServerError,
     StreamError,
@@ -75,6 +78,38 @@ def _load_adapters() -> None:
     import toolfold.adapters  # noqa: F401  (adapters register their providers on import)
 
 
+# Names served from toolfold.adapters on first access, so `import toolfold` stays light.
+_LAZY = {
+    "CompiledTool": "toolfold.adapters._dialects",
+    "Dialect": "toolfold.adapters._dialects",
+    "SchemaRewrite": "toolfold.adapters._dialects",
+    "check_arguments": "toolfold.adapters._dialects",
+    "compile_tool": "toolfold.adapters._dialects",
+    "restore_arguments": "toolfold.adapters._dialects",
+}
+
+if TYPE_CHECKING:
+    from toolfold.adapters._dialects import (
+        CompiledTool,
+        Dialect,
+        SchemaRewrite,
+        check_arguments,
+        compile_tool,
+        restore_arguments,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolfold' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 set_adapter_loader(_load_adapters)
 
 __version__ = "0.1.0"
@@ -118,6 +153,13 @@ __all__ = [
     "RunContext",
     "RunError",
     "SerializationError",
+    "SchemaCompileError",
+    "CompiledTool",
+    "Dialect",
+    "SchemaRewrite",
+    "check_arguments",
+    "compile_tool",
+    "restore_arguments",
     "SchemaContext",
     "ServerError",
     "StreamError",

@@ -5,5 +5,20 @@ imports it lazily, the first time a model string is resolved.
 """
 
 import toolfold.adapters.openai_chat  # noqa: F401  (registers openai, groq, mistral, ...)
+from toolfold.adapters._dialects import (
+    CompiledTool,
+    Dialect,
+    SchemaRewrite,
+    check_arguments,
+    compile_tool,
+    restore_arguments,
+)
 
-__all__: list[str] = []
+__all__: list[str] = [
+    "CompiledTool",
+    "Dialect",
+    "SchemaRewrite",
+    "check_arguments",
+    "compile_tool",
+    "restore_arguments",
+]

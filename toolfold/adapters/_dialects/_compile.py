@@ -1,0 +1,343 @@
+"""`compile_tool`: a tool's neutral JSON Schema -> one provider's tool object.
+
+It runs on every request, so results are memoized: first by the identity of the
+tool's ``parameters`` (checked for equality with a private snapshot, so a dict
+mutated in place is recompiled), then by its JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from toolfold._errors import SchemaCompileError
+from toolfold.adapters._dialects._limits import check_limits
+from toolfold.adapters._dialects._model import DIALECTS, CompiledTool, Dialect, SchemaRewrite
+from toolfold.adapters._dialects._profiles import (
+    ANTHROPIC_STRICT,
+    DEEPSEEK_STRICT,
+    GEMINI,
+    OLLAMA,
+    OPENAI_STRICT,
+    Profile,
+)
+from toolfold.adapters._dialects._refs import def_name, escape, resolve
+from toolfold.adapters._dialects._walk import Walker
+
+
+class ToolLike(Protocol):
+    """What `compile_tool` reads from a tool (`ToolDefinition` and `Tool` both fit)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> Mapping[str, Any]: ...
+    @property
+    def strict(self) -> bool | None: ...
+
+
+Builder = Callable[[str, str, dict[str, Any], bool], dict[str, Any]]
+
+
+def _openai_chat(
+    name: str, description: str, schema: dict[str, Any], strict: bool
+) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": name}
+    if description:
+        function["description"] = description
+    function["parameters"] = schema
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _openai_responses(
+    name: str, description: str, schema: dict[str, Any], strict: bool
+) -> dict[str, Any]:
+    # [O5, O12] strict defaults to true on the API: always send it.
+    tool: dict[str, Any] = {"type": "function", "name": name}
+    if description:
+        tool["description"] = description
+    tool["parameters"] = schema
+    tool["strict"] = strict
+    return tool
+
+
+def _anthropic(name: str, description: str, schema: dict[str, Any], strict: bool) -> dict[str, Any]:
+    tool: dict[str, Any] = {"name": name}
+    if description:
+        tool["description"] = description
+    tool["input_schema"] = schema
+    if strict:
+        tool["strict"] = True
+    return tool
+
+
+def _gemini(name: str, description: str, schema: dict[str, Any], strict: bool) -> dict[str, Any]:
+    # FunctionDeclaration requires a description; strict is request-wide (VALIDATED mode).
+    return {"name": name, "description": description, "parametersJsonSchema": schema}
+
+
+def _ollama(name: str, description: str, schema: dict[str, Any], strict: bool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": schema},
+    }
+
+
+def _plain(name: str, description: str, schema: dict[str, Any], strict: bool) -> dict[str, Any]:
+    return {"name": name, "description": description, "parameters": schema}
+
+
+_OPENAI_NAME = (re.compile(r"[a-zA-Z0-9_-]{1,64}"), "1-64 characters of a-z A-Z 0-9 _ -")
+
+
+@attrs.frozen
+class _Spec:
+    strict: Profile | None  # None: the dialect has no strict mode
+    loose: Profile | None  # None: the schema passes through unchanged
+    build: Builder
+    name_rule: tuple[re.Pattern[str], str] | None
+    limits: bool = False
+
+
+_SPECS: dict[str, _Spec] = {
+    "openai-chat": _Spec(OPENAI_STRICT, None, _openai_chat, _OPENAI_NAME, limits=True),
+    "openai-responses": _Spec(OPENAI_STRICT, None, _openai_responses, _OPENAI_NAME, limits=True),
+    "deepseek": _Spec(DEEPSEEK_STRICT, None, _openai_chat, _OPENAI_NAME, limits=True),
+    # Anthropic's own OpenAPI document allows 128 characters (providers.md says 64).
+    "anthropic": _Spec(
+        ANTHROPIC_STRICT,
+        None,
+        _anthropic,
+        (re.compile(r"[a-zA-Z0-9_-]{1,128}"), "1-128 characters of a-z A-Z 0-9 _ -"),
+    ),
+    # Gemini has no per-tool strict flag: "strict" means the schema went through
+    # without loss, so the adapter may ask for VALIDATED function calling.
+    "gemini": _Spec(
+        GEMINI,
+        GEMINI,
+        _gemini,
+        (
+            re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}"),
+            "a letter or _ then a-z A-Z 0-9 _ . : -, at most 128 characters",
+        ),
+    ),
+    "ollama": _Spec(None, OLLAMA, _ollama, None),
+    "json-schema": _Spec(None, None, _plain, None),
+}
+
+_UNSET: Any = object()
+_MAX_ENTRIES = 4096
+_by_identity: dict[tuple[Any, ...], tuple[Any, CompiledTool]] = {}
+_by_content: dict[tuple[Any, ...], CompiledTool] = {}
+
+
+def compile_tool(
+    tool: ToolLike,
+    dialect: Dialect,
+    *,
+    strict: bool | None = _UNSET,
+    allow_loss: bool = False,
+) -> CompiledTool:
+    """Compile a tool's JSON Schema into one provider's dialect.
+
+    Args:
+        tool: A `ToolDefinition`, a `Tool`, or anything with ``name``,
+            ``description``, ``parameters`` and ``strict``.
+        dialect: ``"openai-chat"``, ``"openai-responses"``, ``"anthropic"``,
+            ``"gemini"``, ``"ollama"``, ``"deepseek"`` or ``"json-schema"``.
+        strict: True to demand the provider's strict mode and fail on any loss,
+            False for the loss-free non-strict form, None for strict whenever
+            the schema allows it. Defaults to the tool's own ``strict``.
+        allow_loss: With ``strict=True``, send the strict schema anyway with
+            the keywords it cannot carry written into descriptions (each one
+            recorded as a lossy rewrite) instead of raising.
+
+    Returns:
+        The provider payload, the exact schema sent, the mode used and every
+        rewrite made.
+
+    Raises:
+        SchemaCompileError: The tool cannot be sent as asked: a lossy rewrite
+            under ``strict=True``, a dialect without strict mode asked for it,
+            a root that is not an object, or a name the provider refuses.
+    """
+    if strict is _UNSET:
+        strict = tool.strict
+    name, description, params = tool.name, tool.description or "", tool.parameters
+    key = (id(params), name, description, dialect, strict, allow_loss)
+    hit = _by_identity.get(key)
+    if hit is not None and hit[0] is params and hit[1].source_schema == params:
+        return hit[1]
+    try:
+        text = json.dumps(params, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SchemaCompileError(
+            name, str(dialect), [f"the parameters are not JSON: {exc}"]
+        ) from exc
+    content_key = (text, name, description, dialect, strict, allow_loss)
+    compiled = _by_content.get(content_key)
+    if compiled is None:
+        compiled = _compile(json.loads(text), name, description, dialect, strict, allow_loss)
+        if len(_by_content) >= _MAX_ENTRIES:
+            _by_content.clear()
+        _by_content[content_key] = compiled
+    if len(_by_identity) >= _MAX_ENTRIES:
+        _by_identity.clear()
+    _by_identity[key] = (params, compiled)
+    return compiled
+
+
+def clear_cache() -> None:
+    """Forget every memoized compilation (for benchmarks and tests)."""
+    _by_identity.clear()
+    _by_content.clear()
+
+
+def _compile(
+    source: dict[str, Any],
+    name: str,
+    description: str,
+    dialect: Dialect,
+    strict: bool | None,
+    allow_loss: bool,
+) -> CompiledTool:
+    spec = _SPECS.get(dialect)
+    if spec is None:
+        raise SchemaCompileError(
+            name, str(dialect), [f"unknown dialect; expected one of {', '.join(DIALECTS)}"]
+        )
+    problems: list[str] = []
+    if spec.name_rule is not None and not spec.name_rule[0].fullmatch(name):
+        problems.append(f"the tool name must be {spec.name_rule[1]}")
+    if strict is True and spec.strict is None:
+        problems.append(f"{dialect} has no strict mode; pass strict=None or strict=False")
+    walk_root, base, root_def, pre = _prepare(source)
+    if dialect != "json-schema" and walk_root.get("type") != "object":
+        problems.append(f"(root): the parameters must be an object schema, got {_kind(walk_root)}")
+    if problems:
+        raise SchemaCompileError(name, dialect, problems)
+
+    used_strict = walked = False
+    schema: dict[str, Any] = {}
+    rewrites: list[SchemaRewrite] = []
+    blockers: list[SchemaRewrite] = []
+    if spec.strict is not None and strict is not False:
+        schema, rewrites = _walk(spec.strict, source, walk_root, base, root_def)
+        walked = True
+        if spec.limits:
+            rewrites += check_limits(schema, spec.strict.label)
+        losses = [r for r in rewrites if r.lossy]
+        refused = [r for r in losses if r.action == "refused"]
+        if not losses or (strict is True and allow_loss and not refused):
+            used_strict = True
+        elif strict is True:
+            raise SchemaCompileError(
+                name, dialect, [str(r) for r in (refused if allow_loss else losses)]
+            )
+        else:
+            blockers = losses
+    if not used_strict and not (walked and spec.loose is spec.strict):
+        if spec.loose is None:
+            schema, rewrites = _passthrough(source, walk_root, root_def), []
+        else:
+            schema, rewrites = _walk(spec.loose, source, walk_root, base, root_def)
+    return CompiledTool(
+        name=name,
+        dialect=dialect,
+        payload=spec.build(name, description, schema, used_strict),
+        schema_sent=schema,
+        strict=used_strict,
+        rewrites=(*pre, *rewrites),
+        source_schema=source,
+        strict_blockers=tuple(blockers),
+    )
+
+
+def _kind(schema: Mapping[str, Any]) -> str:
+    keys = [k for k in ("type", "anyOf", "oneOf", "allOf", "enum", "$ref") if k in schema]
+    return ", ".join(f"{k}={schema[k]!r}" for k in keys) or "a schema without a type"
+
+
+def _prepare(
+    source: dict[str, Any],
+) -> tuple[dict[str, Any], str, str | None, list[SchemaRewrite]]:
+    """The root to walk: a root ``$ref`` is replaced by its definition, a bare root typed."""
+    walk_root, base, root_def = source, "", None
+    pre: list[SchemaRewrite] = []
+    ref = source.get("$ref")
+    if isinstance(ref, str) and def_name(ref) is not None:
+        target = resolve(source, ref)
+        if isinstance(target, Mapping) and "$ref" not in target:
+            root_def = def_name(ref)
+            siblings = {
+                k: v for k, v in source.items() if k not in ("$ref", "$defs", "definitions")
+            }
+            walk_root = {**target, **siblings}
+            base = ref[1:]
+            pre.append(
+                SchemaRewrite(
+                    "",
+                    "$ref",
+                    "inlined",
+                    f"the root must be an object schema, so {ref} is inlined at the root",
+                )
+            )
+    if (
+        "type" not in walk_root
+        and not {"anyOf", "oneOf", "allOf", "enum", "$ref", "const"} & walk_root.keys()
+    ):
+        walk_root = {"type": "object", **walk_root}
+        pre.append(
+            SchemaRewrite(base, "type", "added", "the root is an object schema; its type is stated")
+        )
+    return walk_root, base, root_def, pre
+
+
+def _walk(
+    profile: Profile,
+    source: dict[str, Any],
+    walk_root: dict[str, Any],
+    base: str,
+    root_def: str | None,
+) -> tuple[dict[str, Any], list[SchemaRewrite]]:
+    walker = Walker(profile, source, root_def)
+    body = walker.walk_root(walk_root, base)
+    defs = {**source.get("definitions", {}), **source.get("$defs", {})}
+    if profile.inline_refs:
+        if defs:
+            walker.note(
+                "",
+                "$defs",
+                "dropped",
+                f"{profile.label} does not follow references; they are inlined",
+            )
+    else:
+        compiled: dict[str, Any] = {}
+        i = 0
+        while i < len(walker.used_defs):
+            def_ = walker.used_defs[i]
+            where = "$defs" if def_ in source.get("$defs", {}) else "definitions"
+            compiled[def_] = walker.node(defs[def_], f"/{where}/{escape(def_)}")
+            i += 1
+        if compiled:
+            body["$defs"] = compiled
+    return body, walker.rewrites
+
+
+def _passthrough(
+    source: dict[str, Any], walk_root: dict[str, Any], root_def: str | None
+) -> dict[str, Any]:
+    out = dict(walk_root)
+    if root_def is not None:  # keep every definition, so references still resolve
+        for key in ("$defs", "definitions"):
+            if key in source:
+                out[key] = source[key]
+    return out

@@ -1,0 +1,261 @@
+"""JSON Schema plumbing the walker needs: pointers, `$ref` resolution, `allOf` merging.
+
+All functions read the tool's own schema and never mutate it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+MISSING: Any = object()
+
+# Keywords that change which instances validate. Everything else (title,
+# description, default, examples, format, vendor keys ...) is an annotation:
+# removing it never makes the schema accept more.
+VALIDATION_KEYWORDS = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "multipleOf",
+        "maximum",
+        "exclusiveMaximum",
+        "minimum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "maxContains",
+        "minContains",
+        "maxProperties",
+        "minProperties",
+        "required",
+        "dependentRequired",
+        "dependencies",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "prefixItems",
+        "items",
+        "additionalItems",
+        "contains",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "$ref",
+        "$dynamicRef",
+        "nullable",
+    }
+)
+
+# Annotations worth keeping in front of the model when a dialect cannot carry them.
+DESCRIBED_ANNOTATIONS = frozenset({"default", "examples", "example", "format"})
+
+
+def escape(token: str) -> str:
+    """Escape one JSON-pointer token (RFC 6901)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def unescape(token: str) -> str:
+    """Undo `escape`."""
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def resolve(root: Any, ref: str) -> Any:
+    """The node a local ``$ref`` points to in ``root``, or MISSING."""
+    if not ref.startswith("#"):
+        return MISSING
+    node = root
+    body = ref[1:]
+    if not body:
+        return node
+    if not body.startswith("/"):
+        return MISSING
+    for raw in body[1:].split("/"):
+        token = unescape(raw)
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return MISSING
+    return node
+
+
+def def_name(ref: str) -> str | None:
+    """``"#/$defs/X"`` or ``"#/definitions/X"`` -> ``"X"``; other refs -> None."""
+    for prefix in ("#/$defs/", "#/definitions/"):
+        if ref.startswith(prefix) and "/" not in ref[len(prefix) :]:
+            return unescape(ref[len(prefix) :])
+    return None
+
+
+def deref(root: Any, schema: Any, limit: int = 32) -> Any:
+    """Follow a chain of pure ``{"$ref": ...}`` nodes (siblings are kept by the last hop)."""
+    while limit and isinstance(schema, Mapping) and "$ref" in schema and len(schema) == 1:
+        target = resolve(root, schema["$ref"])
+        if target is MISSING:
+            return schema
+        schema = target
+        limit -= 1
+    return schema
+
+
+def accepts_null(root: Any, schema: Any, _seen: frozenset[int] = frozenset()) -> bool:
+    """Whether ``null`` is valid under ``schema`` (conservative: False when unsure)."""
+    if schema is True or schema == {}:
+        return True
+    if not isinstance(schema, Mapping) or id(schema) in _seen:
+        return False
+    seen = _seen | {id(schema)}
+    if "$ref" in schema:
+        target = resolve(root, schema["$ref"])
+        if target is MISSING or not accepts_null(root, target, seen):
+            return False
+    t = schema.get("type", MISSING)
+    if (
+        t is not MISSING
+        and "null" not in (t if isinstance(t, list) else [t])
+        and schema.get("nullable") is not True
+    ):
+        return False
+    if "enum" in schema and None not in schema["enum"]:
+        return False
+    if "const" in schema and schema["const"] is not None:
+        return False
+    for key in ("anyOf", "oneOf"):
+        if key in schema and not any(accepts_null(root, b, seen) for b in schema[key]):
+            return False
+    if "allOf" in schema and not all(accepts_null(root, b, seen) for b in schema["allOf"]):
+        return False
+    return "not" not in schema
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _kinds(root: Any, branch: Any) -> set[str] | None:
+    branch = deref(root, branch)
+    if not isinstance(branch, Mapping):
+        return None
+    if "const" in branch:
+        return {_json_type(branch["const"])}
+    if "enum" in branch:
+        return {_json_type(v) for v in branch["enum"]}
+    t = branch.get("type")
+    if t is None:
+        return None
+    kinds = set(t) if isinstance(t, list) else {t}
+    # an integer is a number: the two kinds overlap
+    if "number" in kinds or "integer" in kinds:
+        kinds |= {"number", "integer"}
+    return kinds
+
+
+def _tag_values(root: Any, branch: Any, prop: str) -> set[str] | None:
+    branch = deref(root, branch)
+    if not isinstance(branch, Mapping) or prop not in branch.get("required", ()):
+        return None
+    tag = deref(root, branch.get("properties", {}).get(prop))
+    if not isinstance(tag, Mapping):
+        return None
+    if "const" in tag:
+        return {repr(tag["const"])}
+    if "enum" in tag:
+        return {repr(v) for v in tag["enum"]}
+    return None
+
+
+def branches_disjoint(root: Any, branches: list[Any]) -> bool:
+    """Whether no instance can match two branches, so ``oneOf`` equals ``anyOf``.
+
+    Two proofs are tried: the branches accept pairwise different JSON types, or
+    they are objects told apart by a required tag property with disjoint values.
+    """
+    kinds = [_kinds(root, b) for b in branches]
+    if all(k is not None for k in kinds) and _pairwise_disjoint(
+        [k for k in kinds if k is not None]
+    ):
+        return True
+    first = deref(root, branches[0]) if branches else None
+    if not isinstance(first, Mapping):
+        return False
+    for prop in first.get("required", ()):
+        values = [_tag_values(root, b, prop) for b in branches]
+        if all(v is not None for v in values) and _pairwise_disjoint(
+            [v for v in values if v is not None]
+        ):
+            return True
+    return False
+
+
+def _pairwise_disjoint(sets: list[set[str]]) -> bool:
+    seen: set[str] = set()
+    for s in sets:
+        if seen & s:
+            return False
+        seen |= s
+    return True
+
+
+def merge_all_of(root: Any, parent: Mapping[str, Any], members: list[Any]) -> dict[str, Any] | None:
+    """Fold ``allOf`` members into their parent, or None when that would change meaning.
+
+    Members that are local ``$ref`` nodes are resolved first. A merge is refused
+    when two parts give different values to the same keyword (properties are
+    merged one by one), or when a part closes its object with
+    ``additionalProperties: false`` while another part adds properties.
+    """
+    parts: list[Mapping[str, Any]] = [parent]
+    for member in members:
+        target = deref(root, member)
+        if not isinstance(target, Mapping) or "$ref" in target:
+            return None
+        parts.append(target)
+    merged: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if key not in merged:
+                merged[key] = dict(value) if key == "properties" else value
+            elif key == "properties":
+                for name, sub in value.items():
+                    if name in merged[key] and merged[key][name] != sub:
+                        return None
+                    merged[key][name] = sub
+            elif key == "required":
+                merged[key] = [*merged[key], *(r for r in value if r not in merged[key])]
+            elif key in ("description", "title"):
+                continue  # the outermost annotation wins
+            elif merged[key] != value:
+                return None
+    names = set(merged.get("properties", {}))
+    for part in parts:
+        if part.get("additionalProperties") is False and not names <= set(
+            part.get("properties", {})
+        ):
+            return None
+    return merged
