@@ -1,0 +1,181 @@
+"""Agent: a frozen spec with run / arun / stream / resume."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import attrs
+import pytest
+
+from toolfold import (
+    Agent,
+    Message,
+    Response,
+    RunEndEvent,
+    StepEndEvent,
+    StepStartEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolfoldError,
+    ToolResultEvent,
+    tool,
+)
+from toolfold.runtime import ToolCallDelta
+from toolfold.testing import ScriptedModel, TestModel
+
+call = ScriptedModel.call
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: The city name.
+    """
+    return f"sunny in {city}"
+
+
+def _agent(script: list[Any], **kw: Any) -> Agent:
+    return Agent(ScriptedModel(script), tools=[get_weather], instructions="Be brief.", **kw)
+
+
+def test_agent_is_frozen_and_evolves() -> None:
+    """An Agent cannot be mutated; evolve gives a changed copy."""
+    agent = _agent(["hi"], temperature=0.1)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        agent.max_steps = 3  # type: ignore[misc]
+    other = agent.evolve(max_steps=3, settings={"seed": 1})
+    assert (other.max_steps, agent.max_steps) == (3, 10)
+    assert other.settings == {"temperature": 0.1, "seed": 1}
+    assert other.tools == agent.tools
+
+
+def test_run_arun_and_history() -> None:
+    """run and arun give the same answer; history is prepended to the prompt."""
+    script = [call("get_weather", {"city": "Rome"}), "Sunny."]
+    sync = _agent(script).run("weather?", run_id="r")
+    async_ = asyncio.run(_agent(script).arun("weather?", run_id="r"))
+    assert sync.text == async_.text == "Sunny."
+    assert sync.messages == async_.messages
+    agent = _agent(["again"])
+    follow = agent.run("and tomorrow?", history=sync.messages)
+    model = agent.model
+    assert isinstance(model, ScriptedModel)
+    sent = model.requests[0].messages
+    assert sent[0] == Message.system("Be brief.")
+    assert sent[1:] == (*sync.messages, Message.user("and tomorrow?"))
+    assert follow.text == "again"
+
+
+def test_new_turn_on_a_finished_run() -> None:
+    """resume(message=...) continues a finished run with a new user turn."""
+    agent = _agent(["first", "second"])
+    first = agent.run("one")
+    second = agent.resume(first.state, message="two")
+    assert second.text == "second"
+    assert [m.role for m in second.messages] == ["user", "assistant", "user", "assistant"]
+
+
+def test_settings_reach_the_model() -> None:
+    """Keyword settings and the settings mapping both go into the request."""
+    agent = _agent(["ok"], settings={"max_tokens": 5}, temperature=0)
+    agent.run("go")
+    model = agent.model
+    assert isinstance(model, ScriptedModel)
+    assert model.requests[0].settings == {"max_tokens": 5, "temperature": 0}
+
+
+def test_stream_sync_events() -> None:
+    """stream() yields step boundaries, deltas, tool calls and results, then the response."""
+    agent = _agent([call("get_weather", {"city": "Lisbon"}), "It is sunny in Lisbon today."])
+    stream = agent.stream("weather?")
+    events = list(stream)
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "step_start"
+    assert kinds[-1] == "run_end"
+    assert kinds.count("step_start") == kinds.count("step_end") == 2
+    assert kinds.index("tool_call") < kinds.index("tool_result") < kinds.index("step_end")
+    assert any(isinstance(e, ToolCallDelta) for e in events)
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == "It is sunny in Lisbon today."
+    (result,) = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert result.result.content == "sunny in Lisbon"
+    (tool_call,) = [e for e in events if isinstance(e, ToolCallEvent)]
+    assert tool_call.disposition == "execute"
+    end = events[-1]
+    assert isinstance(end, RunEndEvent)
+    assert isinstance(stream.response, Response)
+    assert stream.response.text == text
+    steps = [e.step for e in events if isinstance(e, StepEndEvent)]
+    assert [s.index for s in steps] == [1, 2]
+    assert [e.step for e in events if isinstance(e, StepStartEvent)] == [1, 2]
+
+
+def test_stream_async_matches_sync() -> None:
+    """async for over stream() yields the same events as the blocking iteration."""
+    script = [call("get_weather", {"city": "Lisbon"}), "Sunny."]
+
+    async def collect() -> list[Any]:
+        return [e async for e in _agent(script).stream("weather?", run_id="r")]
+
+    async_events = asyncio.run(collect())
+    sync_events = list(_agent(script).stream("weather?", run_id="r"))
+    assert [e.kind for e in async_events] == [e.kind for e in sync_events]
+    assert async_events[-1].response.messages == sync_events[-1].response.messages
+
+
+def test_stream_is_single_use_and_response_needs_the_end() -> None:
+    """A stream's response is available only after iteration; it cannot be iterated twice."""
+    stream = _agent(["hi"]).stream("go")
+    with pytest.raises(ToolfoldError, match="not finished"):
+        _ = stream.response
+    list(stream)
+    with pytest.raises(ToolfoldError, match="only once"):
+        list(stream)
+
+
+def test_stream_suspends_for_approval_and_resume_streams() -> None:
+    """A streamed run stops at an approval; resume_stream continues it."""
+
+    @tool(requires_approval=True)
+    def launch() -> str:
+        """Launch."""
+        return "launched"
+
+    agent = Agent(ScriptedModel([call("launch"), "Done."]), tools=[launch])
+    stream = agent.stream("go")
+    events = list(stream)
+    assert stream.response.finish_reason == "approval_required"
+    assert [e.disposition for e in events if isinstance(e, ToolCallEvent)] == ["approve"]
+    pending = stream.response.pending_approvals[0].id
+    resumed = agent.resume_stream(stream.response.state, approvals={pending: True})
+    kinds = [e.kind for e in resumed]
+    assert "tool_result" in kinds
+    assert resumed.response.text == "Done."
+
+
+def test_test_model_drives_an_agent_with_real_tools() -> None:
+    """TestModel calls every tool with valid arguments, then sums up the results."""
+
+    @tool
+    def convert(amount: float, currency: str = "EUR") -> str:
+        """Convert money.
+
+        Args:
+            amount: How much.
+            currency: Into which currency.
+        """
+        return f"{amount} {currency}"
+
+    response = Agent(TestModel(), tools=[get_weather, convert]).run("go")
+    assert response.finish_reason == "stop"
+    assert "get_weather: sunny in" in response.text
+    assert "convert: 1.0" in response.text
+
+
+def test_model_string_resolution_errors_early() -> None:
+    """An unknown provider in a model string fails when the agent is made."""
+    with pytest.raises(ToolfoldError, match="unknown provider"):
+        Agent("nosuchprovider:model")
