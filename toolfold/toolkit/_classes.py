@@ -38,7 +38,10 @@ def class_fields(cls: type) -> list[FieldInfo] | None:
     if issubclass(cls, dict) and hasattr(cls, "__required_keys__"):
         hints = _hints(cls)
         required = cls.__required_keys__
-        return [FieldInfo(n, t, n in required, MISSING, None) for n, t in hints.items()]
+        return [
+            FieldInfo(n, t, _typeddict_required(n, t, required), MISSING, None)
+            for n, t in hints.items()
+        ]
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         hints = _hints(cls)
         defaults = getattr(cls, "_field_defaults", {})
@@ -50,7 +53,27 @@ def class_fields(cls: type) -> list[FieldInfo] | None:
 
 
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, include_extras=True)
+    try:
+        return typing.get_type_hints(cls, include_extras=True)
+    except Exception as exc:  # NameError for a forward reference, and the like
+        raise UnresolvedHints(
+            f"cannot resolve the annotations of {cls.__qualname__} ({exc})"
+        ) from exc
+
+
+class UnresolvedHints(Exception):
+    """A class's annotations name something that cannot be found."""
+
+
+def _typeddict_required(name: str, annotation: Any, required_keys: Any) -> bool:
+    # With string annotations TypedDict cannot see Required/NotRequired when the
+    # class is made, so __required_keys__ is wrong there: the resolved hint says.
+    qualifier = getattr(typing.get_origin(annotation), "_name", None)
+    if qualifier == "Required":
+        return True
+    if qualifier == "NotRequired":
+        return False
+    return name in required_keys
 
 
 def _dataclass_fields(cls: type) -> list[FieldInfo]:
@@ -125,7 +148,8 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
             except ValueError:
                 ctx.problem(
                     f"field {f.name!r} of {cls.__qualname__} has default {f.default!r},"
-                    " which is not JSON-representable; use a JSON value or a default factory"
+                    " which is not JSON-representable; use a JSON value or a default factory",
+                    "." + f.name,
                 )
         properties[f.name] = schema
     schema = {"type": "object"}
@@ -170,7 +194,7 @@ def to_json(value: Any) -> Any:
     name = f"{kind.__module__}.{kind.__qualname__}"
     if name in ("datetime.datetime", "datetime.date", "datetime.time"):
         return value.isoformat()
-    if name in ("uuid.UUID", "decimal.Decimal") or kind.__module__ == "pathlib":
+    if name in ("uuid.UUID", "decimal.Decimal") or kind.__module__.startswith("pathlib"):
         return str(value)
     if isinstance(value, (int, str)) and not isinstance(value, bool):  # int / str subclasses
         return to_json(int(value) if isinstance(value, int) else str(value))

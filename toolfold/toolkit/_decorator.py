@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
@@ -86,7 +87,7 @@ def tool(
             max_retries=max_retries,
             docstring_style=docstring_style,
             require_parameter_descriptions=require_parameter_descriptions,
-            stacklevel=stacklevel + 1,
+            stacklevel=stacklevel,
         )
 
     return decorate if fn is None else decorate(fn, 4)
@@ -123,6 +124,19 @@ def _make_tool(
         require_parameter_descriptions=require_parameter_descriptions,
         skip_receiver=receiver is not None,
     )
+    if derived.unresolved:
+        # String annotations may name classes local to the caller's function.
+        caller = sys._getframe(stacklevel - 1)
+        localns = {**caller.f_locals}
+        if caller.f_back is not None and _defined_in_class(function):
+            localns = {**caller.f_back.f_locals, **localns}  # class body -> its enclosing function
+        derived = derive(
+            function,
+            docstring_style=docstring_style,
+            require_parameter_descriptions=require_parameter_descriptions,
+            skip_receiver=receiver is not None,
+            localns=localns,
+        )
     tool_name = getattr(function, "__name__", None) if name is None else name
     problems = name_problems(tool_name)
     problems += option_problems(requires_approval, timeout, max_retries, strict)

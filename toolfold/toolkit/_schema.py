@@ -45,11 +45,8 @@ _FORMATS: dict[str, dict[str, Any]] = {
     "datetime.time": {"type": "string", "format": "time"},
     "uuid.UUID": {"type": "string", "format": "uuid"},
     "decimal.Decimal": {"type": "string", "format": "decimal"},
-    "pathlib.Path": {"type": "string", "format": "path"},
-    "pathlib.PurePath": {"type": "string", "format": "path"},
-    "pathlib.PosixPath": {"type": "string", "format": "path"},
-    "pathlib.WindowsPath": {"type": "string", "format": "path"},
 }
+_PATH = {"type": "string", "format": "path"}
 _ARRAY_ORIGINS = {
     list,
     typing.Sequence.__origin__,  # type: ignore[attr-defined]
@@ -269,9 +266,14 @@ class SchemaContext:
         found = _FORMATS.get(f"{cls.__module__}.{cls.__qualname__}")
         if found is not None:
             return dict(found)
-        from toolfold.toolkit._classes import class_fields
+        if cls.__module__.startswith("pathlib"):  # pathlib._local on 3.13
+            return dict(_PATH)
+        from toolfold.toolkit._classes import UnresolvedHints, class_fields
 
-        fields = class_fields(cls)
+        try:
+            fields = class_fields(cls)
+        except UnresolvedHints as exc:
+            return self.problem(f"{exc}; import the names they use")
         if fields is None:
             return self.problem(f"type {type_repr(cls)} has no JSON Schema rule" + _HINT)
         return self.object_schema(cls, fields)

@@ -36,6 +36,7 @@ class FunctionSchema:
         context_param: The parameter that receives the RunContext, if any.
         positional_only: Positional-only parameters, in order.
         problems: What makes the function unusable as a tool (empty if fine).
+        unresolved: Whether some annotation could not be resolved.
         warnings: What looks wrong but does not stop the tool.
     """
 
@@ -46,6 +47,7 @@ class FunctionSchema:
         "parameters",
         "positional_only",
         "problems",
+        "unresolved",
         "warnings",
     )
 
@@ -57,6 +59,7 @@ class FunctionSchema:
         self.positional_only: tuple[str, ...] = ()
         self.problems: list[str] = []
         self.warnings: list[str] = []
+        self.unresolved = False
 
 
 def _parameters(fn: Callable[..., Any]) -> list[tuple[str, int, Any]]:
@@ -102,11 +105,14 @@ def _parameters(fn: Callable[..., Any]) -> list[tuple[str, int, Any]]:
 # redefines a class must not see the old one).
 _strings: dict[tuple[str, int], tuple[dict[str, Any], tuple[tuple[str, Any], ...], Any]] = {}
 _UNBOUND: Any = object()
+_UNRESOLVED: Any = object()
 
 
-def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+def type_hints(fn: Callable[..., Any], localns: dict[str, Any] | None = None) -> dict[str, Any]:
     """``typing.get_type_hints(fn, include_extras=True)``, faster for string annotations."""
     annotations = getattr(fn, "__annotations__", None)
+    if localns is not None:
+        return typing.get_type_hints(fn, localns=localns, include_extras=True)
     if (
         type(fn) is not types.FunctionType
         or not annotations
@@ -177,18 +183,24 @@ def derive(
     docstring_style: str = "auto",
     require_parameter_descriptions: bool = False,
     skip_receiver: bool = False,
+    localns: dict[str, Any] | None = None,
 ) -> FunctionSchema:
-    """Derive the tool schema of ``fn``, collecting problems instead of raising."""
+    """Derive the tool schema of ``fn``, collecting problems instead of raising.
+
+    ``localns`` resolves string annotations that name local classes (a tool
+    defined inside a function, under ``from __future__ import annotations``).
+    """
     out = FunctionSchema()
     problems = out.problems
     if docstring_style not in STYLES:
         problems.append(f"docstring_style {docstring_style!r} is not one of {', '.join(STYLES)}")
         docstring_style = "auto"
     try:
-        hints = type_hints(fn)
+        hints = type_hints(fn, localns)
     except Exception as exc:  # NameError for a forward reference, and the like
         problems.append(f"cannot resolve the type annotations ({exc}); import the names they use")
-        hints = {}
+        out.unresolved = True
+        hints = dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
     doc = parse_docstring(getattr(fn, "__doc__", None), docstring_style)
     out.description = doc.description
     params = _parameters(fn)
@@ -218,6 +230,8 @@ def derive(
             problems.append(
                 f"parameter {name!r} has no type annotation; annotate it (e.g. {name}: str)"
             )
+            continue
+        if annotation is _UNRESOLVED:
             continue
         if _is_context(annotation):
             out.context_param = name

@@ -1,0 +1,198 @@
+"""Definition errors: raised at decoration, all at once, each with its exact message."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from toolfold import ToolDefinitionError, tool
+
+HINT = "; use a supported type or register a rule with toolfold.register_schema_rule()"
+
+
+class Opaque:
+    def __repr__(self) -> str:
+        return "<Opaque>"
+
+
+OPAQUE = Opaque()
+
+
+@dataclasses.dataclass
+class Order:
+    sku: str
+    blob: bytes
+
+
+def _problems(fn: Any, **options: Any) -> tuple[str, ...]:
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(**options)(fn)
+    return info.value.problems
+
+
+def test_every_problem_is_listed_at_once() -> None:
+    """One ToolDefinitionError names the function and lists each problem in signature order."""
+
+    def bad(*args, query, data: bytes, when: Any = OPAQUE, order: Order | None = None, **kw):  # type: ignore[no-untyped-def]
+        pass
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(bad)
+    assert info.value.qualname == "test_every_problem_is_listed_at_once.<locals>.bad"
+    assert info.value.problems == (
+        "parameter '*args': *args cannot be filled from a JSON object; declare named"
+        " parameters instead (or one list parameter)",
+        "parameter 'query' has no type annotation; annotate it (e.g. query: str)",
+        "parameter 'data': type bytes has no JSON Schema rule" + HINT,
+        "parameter 'when': default <Opaque> is not JSON-representable; use a JSON value"
+        " (str, int, float, bool, None, list, dict), or None and compute the value inside"
+        " the function",
+        "parameter 'order' at order.blob: type bytes has no JSON Schema rule" + HINT,
+        "parameter '**kw': **kwargs cannot be described by a schema; declare named"
+        " parameters instead (or one dict[str, ...] parameter)",
+    )
+    assert str(info.value).startswith(
+        "cannot make a tool of test_every_problem_is_listed_at_once.<locals>.bad: 6 problems\n"
+        "  - parameter '*args'"
+    )
+
+
+def test_nested_path_in_containers() -> None:
+    """A problem deep inside a container type names the path to it."""
+
+    def f(rows: list[dict[str, set[bytes]]]) -> None:
+        pass
+
+    assert _problems(f) == (
+        "parameter 'rows' at rows[]{}[]: type bytes has no JSON Schema rule" + HINT,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        (
+            "has space",
+            "tool name 'has space' is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ - (pass name=...)",
+        ),
+        (
+            "x" * 65,
+            f"tool name {'x' * 65!r} is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ - (pass name=...)",
+        ),
+        (
+            "",
+            "tool name '' is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ - (pass name=...)",
+        ),
+        ("none", "tool name 'none' is reserved (a tool_choice value); pass another name=..."),
+        (
+            "required",
+            "tool name 'required' is reserved (a tool_choice value); pass another name=...",
+        ),
+    ],
+)
+def test_invalid_names(name: str, problem: str) -> None:
+    """Names outside ^[a-zA-Z0-9_-]{1,64}$ and tool_choice words are refused."""
+
+    def f() -> None:
+        pass
+
+    assert _problems(f, name=name) == (problem,)
+
+
+def test_lambda_needs_a_name() -> None:
+    """A lambda's name '<lambda>' is not a valid tool name."""
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(lambda: None)
+    assert info.value.problems == (
+        "tool name '<lambda>' is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ - (pass name=...)",
+    )
+    assert tool(name="noop")(lambda: None).name == "noop"
+
+
+def test_invalid_options() -> None:
+    """Bad option values are definition errors too, alongside the others."""
+
+    def f(a: int) -> None:
+        pass
+
+    assert _problems(f, timeout=-1, max_retries=1.5, strict="yes", requires_approval="maybe") == (
+        "requires_approval must be a bool or a predicate (call, state) -> bool, not 'maybe'",
+        "timeout must be a positive number of seconds or None, not -1",
+        "max_retries must be an int >= 0, not 1.5",
+        "strict must be True, False or None, not 'yes'",
+    )
+
+
+def test_non_json_default_in_nested_dataclass() -> None:
+    """A dataclass field default with no JSON form is reported with its class and field."""
+
+    @dataclasses.dataclass
+    class Settings:
+        marker: Any = Opaque()
+
+    with pytest.raises(ToolDefinitionError) as info:
+
+        @tool
+        def f(settings: Settings) -> None:
+            pass
+
+    assert info.value.problems == (
+        "parameter 'settings' at settings.marker: field 'marker' of"
+        " test_non_json_default_in_nested_dataclass.<locals>.Settings has default <Opaque>,"
+        " which is not JSON-representable; use a JSON value or a default factory",
+    )
+
+
+def test_unresolvable_annotation() -> None:
+    """A string annotation naming nothing is a definition error, not a crash."""
+
+    def f(a: Nowhere) -> None:  # type: ignore[name-defined]  # noqa: F821
+        pass
+
+    assert _problems(f) == (
+        "cannot resolve the type annotations (name 'Nowhere' is not defined);"
+        " import the names they use",
+    )
+
+
+def test_json_defaults_are_converted() -> None:
+    """Defaults with a JSON form (tuples, sets, enums, dates) appear as JSON."""
+    import datetime
+    import enum
+
+    class Mode(enum.Enum):
+        FAST = "fast"
+
+    @tool
+    def f(
+        pair: tuple[int, int] = (1, 2),
+        tags: frozenset[str] = frozenset({"b", "a"}),
+        mode: Mode = Mode.FAST,
+        since: datetime.date = datetime.date(2024, 5, 1),
+        ratio: float | None = None,
+    ) -> None:
+        pass
+
+    defaults = {k: v["default"] for k, v in f.parameters["properties"].items()}
+    assert defaults == {
+        "pair": [1, 2],
+        "tags": ["a", "b"],
+        "mode": "fast",
+        "since": "2024-05-01",
+        "ratio": None,
+    }
+    assert "required" not in f.parameters
+
+
+def test_already_a_tool() -> None:
+    """Applying @tool twice is refused."""
+
+    @tool
+    def f() -> None:
+        pass
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(f)
+    assert info.value.problems == ("is already a tool; apply @tool once",)

@@ -1,0 +1,296 @@
+"""Docstrings in four styles become the same descriptions; mismatches warn or fail."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Annotated, Any
+
+import pytest
+
+from toolfold import Field, ToolDefinitionError, ToolDefinitionWarning, tool
+from toolfold.toolkit._docstrings import detect_style, parse_docstring
+
+
+def google(city: str, days: int = 3) -> str:
+    """Forecast the weather.
+
+    Uses the regional model, refreshed hourly.
+
+    Args:
+        city: The city to forecast.
+        days: How many days ahead.
+
+    Returns:
+        The forecast as text.
+
+    Raises:
+        ValueError: The city is unknown.
+    """
+    return city
+
+
+def numpy(city: str, days: int = 3) -> str:
+    """Forecast the weather.
+
+    Uses the regional model, refreshed hourly.
+
+    Parameters
+    ----------
+    city : str
+        The city to forecast.
+    days : int
+        How many days ahead.
+
+    Returns
+    -------
+    str
+        The forecast as text.
+
+    Raises
+    ------
+    ValueError
+        The city is unknown.
+    """
+    return city
+
+
+def rest(city: str, days: int = 3) -> str:
+    """Forecast the weather.
+
+    Uses the regional model, refreshed hourly.
+
+    :param city: The city to forecast.
+    :param days: How many days ahead.
+    :returns: The forecast as text.
+    :raises ValueError: The city is unknown.
+    """
+    return city
+
+
+def epydoc(city: str, days: int = 3) -> str:
+    """Forecast the weather.
+
+    Uses the regional model, refreshed hourly.
+
+    @param city: The city to forecast.
+    @param days: How many days ahead.
+    @return: The forecast as text.
+    @raise ValueError: The city is unknown.
+    """
+    return city
+
+
+EXPECTED_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "description": "The city to forecast."},
+        "days": {"type": "integer", "description": "How many days ahead.", "default": 3},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("fn", "style"), [(google, "google"), (numpy, "numpy"), (rest, "rest"), (epydoc, "epydoc")]
+)
+def test_four_styles_give_the_same_tool(fn: Any, style: str) -> None:
+    """Each style is detected, and gives the same description and parameter descriptions."""
+    assert detect_style(fn.__doc__) == style
+    for chosen in ("auto", style):
+        made = tool(docstring_style=chosen)(fn)
+        assert (
+            made.description
+            == "Forecast the weather.\n\nUses the regional model, refreshed hourly."
+        )
+        assert made.parameters == EXPECTED_PARAMETERS
+
+
+def test_summary_only_docstring() -> None:
+    """A docstring without sections is the description as written (dedented)."""
+
+    @tool
+    def ping() -> str:
+        """Check the service.
+
+        Answers "pong" when it is up.
+        """
+        return "pong"
+
+    assert ping.description == 'Check the service.\n\nAnswers "pong" when it is up.'
+
+
+def test_no_docstring_gives_empty_description() -> None:
+    """A function without a docstring has an empty description and no warning."""
+
+    @tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert add.description == ""
+    assert "description" not in add.parameters["properties"]["a"]
+
+
+def test_description_option_wins_over_docstring() -> None:
+    """description= replaces the docstring text but keeps parameter descriptions."""
+    made = tool(description="Weather, please.")(google)
+    assert made.description == "Weather, please."
+    assert made.parameters == EXPECTED_PARAMETERS
+
+
+def test_field_description_wins_over_docstring() -> None:
+    """An Annotated description is more specific than the docstring's entry."""
+
+    @tool
+    def greet(name: Annotated[str, Field(description="Who to greet.")]) -> str:
+        """Say hello.
+
+        Args:
+            name: Ignored in favour of the Field.
+        """
+        return name
+
+    assert greet.parameters["properties"]["name"]["description"] == "Who to greet."
+
+
+def test_documented_but_absent_parameter_warns() -> None:
+    """A docstring entry for a parameter the function lacks warns, naming both."""
+    with pytest.warns(ToolDefinitionWarning) as record:
+
+        @tool
+        def lookup(query: str) -> str:
+            """Look up.
+
+            Args:
+                query: The text.
+                qeury: A typo.
+            """
+            return query
+
+    assert [str(w.message) for w in record] == [
+        "test_documented_but_absent_parameter_warns.<locals>.lookup: the docstring documents"
+        " parameter 'qeury', which test_documented_but_absent_parameter_warns.<locals>.lookup"
+        " does not have"
+    ]
+
+
+def test_undocumented_parameter_warns() -> None:
+    """A parameter left out of an Args section warns, naming the function and parameter."""
+    with pytest.warns(ToolDefinitionWarning) as record:
+
+        @tool
+        def lookup(query: str, limit: int = 5) -> str:
+            """Look up.
+
+            Args:
+                query: The text.
+            """
+            return query
+
+    assert [str(w.message) for w in record] == [
+        "test_undocumented_parameter_warns.<locals>.lookup: parameter 'limit' is not"
+        " documented in the docstring"
+    ]
+    assert record[0].filename == __file__
+
+
+def test_require_parameter_descriptions_makes_them_errors() -> None:
+    """With require_parameter_descriptions=True, every gap is an error, all at once."""
+    with pytest.raises(ToolDefinitionError) as info:
+
+        @tool(require_parameter_descriptions=True)
+        def lookup(query: str, limit: int = 5) -> str:
+            """Look up.
+
+            Args:
+                query: The text.
+                qeury: A typo.
+            """
+            return query
+
+    assert info.value.problems == (
+        "parameter 'limit' has no description; document it in the docstring"
+        " or use Annotated[..., Field(description=...)]",
+        "the docstring documents parameter 'qeury', which"
+        " test_require_parameter_descriptions_makes_them_errors.<locals>.lookup does not have;"
+        " fix the name or remove the entry",
+    )
+
+
+def test_fully_documented_tool_passes_the_requirement() -> None:
+    """require_parameter_descriptions accepts docstring and Field descriptions alike."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        @tool(require_parameter_descriptions=True)
+        def lookup(query: str, limit: Annotated[int, "At most this many."] = 5) -> str:
+            """Look up.
+
+            Args:
+                query: The text.
+            """
+            return query
+
+    assert lookup.parameters["properties"]["limit"]["description"] == "At most this many."
+
+
+@dataclasses.dataclass
+class Address:
+    """Where to deliver.
+
+    Attributes:
+        street: Street and number.
+        city: The city.
+    """
+
+    street: str
+    city: str = dataclasses.field(default="Paris", metadata={"description": "City, from metadata."})
+
+
+def test_nested_dataclass_fields_take_descriptions_from_the_class() -> None:
+    """A nested dataclass gets its field descriptions from its Attributes section or metadata."""
+
+    @tool
+    def deliver(to: Address) -> str:
+        """Deliver a parcel.
+
+        Args:
+            to: The destination.
+        """
+        return to.city
+
+    assert deliver.parameters["properties"]["to"] == {
+        "type": "object",
+        "description": "The destination.",
+        "properties": {
+            "street": {"type": "string", "description": "Street and number."},
+            "city": {"type": "string", "description": "City, from metadata.", "default": "Paris"},
+        },
+        "required": ["street"],
+        "additionalProperties": False,
+    }
+
+
+def test_numpy_attributes_section() -> None:
+    """A NumPy class docstring's Attributes section is read too."""
+    parsed = parse_docstring(
+        """A point.
+
+        Attributes
+        ----------
+        x : float
+            Metres east.
+        """
+    )
+    assert parsed.description == "A point."
+    assert parsed.attributes == {"x": "Metres east."}
+
+
+def test_invalid_docstring_style_is_a_definition_error() -> None:
+    """An unknown docstring_style is reported with the allowed values."""
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(docstring_style="javadoc")(google)
+    assert info.value.problems == (
+        "docstring_style 'javadoc' is not one of auto, google, numpy, rest, epydoc",
+    )

@@ -1,0 +1,415 @@
+"""Every type rule gives exactly the expected JSON Schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import enum
+import pathlib
+import typing
+import uuid
+from collections.abc import Mapping, MutableSequence, Sequence
+from typing import Annotated, Any, Literal, NamedTuple, NewType, Optional, Union
+
+import attrs
+import pytest
+import typing_extensions
+
+from toolfold import Field, SchemaContext, ToolDefinitionError, register_schema_rule
+from toolfold import schema_for_type as schema
+from toolfold.toolkit import _schema
+
+
+class Color(enum.Enum):
+    """A paint colour."""
+
+    RED = "red"
+    BLUE = "blue"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Size(str, enum.Enum):  # a StrEnum that also runs on Python 3.10
+    S = "s"
+    M = "m"
+
+
+@dataclasses.dataclass
+class Point:
+    """A point on the map.
+
+    Attributes:
+        x: Metres east.
+        y: Metres north.
+    """
+
+    x: float
+    y: float = 0.0
+
+
+@attrs.define
+class Box:
+    """A box."""
+
+    label: str = attrs.field(metadata={"description": "What is written on it."})
+    count: int = 1
+    extras: list[int] = attrs.field(factory=list)
+
+
+class Pair(NamedTuple):
+    """Two names.
+
+    Attributes:
+        first: The first name.
+    """
+
+    first: str
+    second: str = "b"
+
+
+class Movie(typing_extensions.TypedDict):
+    """A film."""
+
+    title: str
+    year: typing_extensions.NotRequired[int]
+
+
+class Partial(typing_extensions.TypedDict, total=False):
+    name: typing_extensions.Required[str]
+    rating: float
+
+
+@dataclasses.dataclass
+class Node:
+    value: int
+    children: list[Node] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Ping:
+    pong: Pong | None = None
+
+
+@dataclasses.dataclass
+class Pong:
+    ping: Ping
+
+
+@dataclasses.dataclass
+class Broken:
+    value: Missing  # type: ignore[name-defined]  # noqa: F821
+
+
+UserId = NewType("UserId", int)
+
+OBJECT_POINT = {
+    "type": "object",
+    "description": "A point on the map.",
+    "properties": {
+        "x": {"type": "number", "description": "Metres east."},
+        "y": {"type": "number", "description": "Metres north.", "default": 0.0},
+    },
+    "required": ["x"],
+    "additionalProperties": False,
+}
+
+CASES: list[tuple[Any, dict[str, Any]]] = [
+    (str, {"type": "string"}),
+    (int, {"type": "integer"}),
+    (float, {"type": "number"}),
+    (bool, {"type": "boolean"}),
+    (None, {"type": "null"}),
+    (type(None), {"type": "null"}),
+    (Any, {}),
+    (Optional[int], {"anyOf": [{"type": "integer"}, {"type": "null"}]}),  # noqa: UP045
+    (int | None, {"anyOf": [{"type": "integer"}, {"type": "null"}]}),
+    (Union[int, str], {"anyOf": [{"type": "integer"}, {"type": "string"}]}),  # noqa: UP007
+    (Literal["a", "b"], {"type": "string", "enum": ["a", "b"]}),
+    (Literal[1, 2], {"type": "integer", "enum": [1, 2]}),
+    (Literal[True], {"type": "boolean", "enum": [True]}),
+    (Literal[1, "a", None], {"enum": [1, "a", None]}),
+    (Literal[Color.RED], {"type": "string", "enum": ["red"]}),
+    (Color, {"type": "string", "enum": ["red", "blue"], "description": "A paint colour."}),
+    (Level, {"type": "integer", "enum": [1, 2]}),
+    (Size, {"type": "string", "enum": ["s", "m"]}),
+    (list[int], {"type": "array", "items": {"type": "integer"}}),
+    (list, {"type": "array"}),
+    (list[Any], {"type": "array"}),
+    (typing.List[str], {"type": "array", "items": {"type": "string"}}),  # noqa: UP006
+    (Sequence[str], {"type": "array", "items": {"type": "string"}}),
+    (MutableSequence[int], {"type": "array", "items": {"type": "integer"}}),
+    (
+        tuple[int, str],
+        {
+            "type": "array",
+            "minItems": 2,
+            "maxItems": 2,
+            "prefixItems": [{"type": "integer"}, {"type": "string"}],
+        },
+    ),
+    (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
+    (tuple[()], {"type": "array", "minItems": 0, "maxItems": 0}),
+    (set[str], {"type": "array", "items": {"type": "string"}, "uniqueItems": True}),
+    (frozenset[int], {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}),
+    (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
+    (Mapping[str, int], {"type": "object", "additionalProperties": {"type": "integer"}}),
+    (dict, {"type": "object"}),
+    (dict[str, Any], {"type": "object"}),
+    (
+        dict[Literal["a", "b"], int],
+        {
+            "type": "object",
+            "propertyNames": {"type": "string", "enum": ["a", "b"]},
+            "additionalProperties": {"type": "integer"},
+        },
+    ),
+    (datetime.datetime, {"type": "string", "format": "date-time"}),
+    (datetime.date, {"type": "string", "format": "date"}),
+    (datetime.time, {"type": "string", "format": "time"}),
+    (uuid.UUID, {"type": "string", "format": "uuid"}),
+    (decimal.Decimal, {"type": "string", "format": "decimal"}),
+    (pathlib.Path, {"type": "string", "format": "path"}),
+    (UserId, {"type": "integer"}),
+    (Point, OBJECT_POINT),
+    (list[Point], {"type": "array", "items": OBJECT_POINT}),
+    (
+        Box,
+        {
+            "type": "object",
+            "description": "A box.",
+            "properties": {
+                "label": {"type": "string", "description": "What is written on it."},
+                "count": {"type": "integer", "default": 1},
+                "extras": {"type": "array", "items": {"type": "integer"}},
+            },
+            "required": ["label"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        Pair,
+        {
+            "type": "object",
+            "description": "Two names.",
+            "properties": {
+                "first": {"type": "string", "description": "The first name."},
+                "second": {"type": "string", "default": "b"},
+            },
+            "required": ["first"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        Movie,
+        {
+            "type": "object",
+            "description": "A film.",
+            "properties": {"title": {"type": "string"}, "year": {"type": "integer"}},
+            "required": ["title"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        Partial,
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "rating": {"type": "number"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        Node,
+        {
+            "$ref": "#/$defs/Node",
+            "$defs": {
+                "Node": {
+                    "type": "object",
+                    "properties": {
+                        "value": {"type": "integer"},
+                        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                    },
+                    "required": ["value"],
+                    "additionalProperties": False,
+                }
+            },
+        },
+    ),
+    (Annotated[str, "The city"], {"type": "string", "description": "The city"}),
+    (
+        Annotated[int, Field(ge=0, lt=10, multiple_of=2, description="Even digit")],
+        {
+            "type": "integer",
+            "minimum": 0,
+            "exclusiveMaximum": 10,
+            "multipleOf": 2,
+            "description": "Even digit",
+        },
+    ),
+    (
+        Annotated[float, Field(gt=0, le=1)],
+        {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    ),
+    (
+        Annotated[str, Field(min_length=1, max_length=5, pattern="^[a-z]+$")],
+        {"type": "string", "minLength": 1, "maxLength": 5, "pattern": "^[a-z]+$"},
+    ),
+    (
+        Annotated[list[int], Field(min_items=1, max_items=3)],
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+    ),
+    (
+        Annotated[int | None, Field(ge=1)],
+        {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]},
+    ),
+    (
+        Annotated[str, Field(examples=["Paris"], extra={"x-unit": "city"})],
+        {"type": "string", "examples": ["Paris"], "x-unit": "city"},
+    ),
+    (
+        list[Annotated[int, Field(ge=0)]],
+        {"type": "array", "items": {"type": "integer", "minimum": 0}},
+    ),
+]
+
+
+@pytest.mark.parametrize(("tp", "expected"), CASES, ids=[repr(c[0]) for c in CASES])
+def test_type_rule(tp: Any, expected: dict[str, Any]) -> None:
+    """Each supported type gives its exact schema, the same on a second (cached) call."""
+    assert schema(tp) == expected
+    assert schema(tp) == expected
+
+
+def test_schemas_are_fresh_copies() -> None:
+    """Mutating a returned schema does not leak into later derivations (the cache is private)."""
+    first = schema(Point)
+    first["properties"]["x"]["type"] = "string"
+    assert schema(Point) == OBJECT_POINT
+
+
+def test_mutual_recursion_uses_defs() -> None:
+    """Two types that refer to each other: the outer one lands in $defs, the inner inline."""
+    result = schema(Ping)
+    assert result == {
+        "$ref": "#/$defs/Ping",
+        "$defs": {
+            "Ping": {
+                "type": "object",
+                "properties": {
+                    "pong": {
+                        "anyOf": [
+                            {
+                                "type": "object",
+                                "properties": {"ping": {"$ref": "#/$defs/Ping"}},
+                                "required": ["ping"],
+                                "additionalProperties": False,
+                            },
+                            {"type": "null"},
+                        ],
+                        "default": None,
+                    }
+                },
+                "additionalProperties": False,
+            }
+        },
+    }
+
+
+def test_unresolvable_annotation_is_a_definition_error() -> None:
+    """A class whose annotation names something missing is reported, not crashed on."""
+    with pytest.raises(ToolDefinitionError) as info:
+        schema(Broken)
+    assert info.value.problems == (
+        "cannot resolve the annotations of Broken (name 'Missing' is not defined);"
+        " import the names they use",
+    )
+
+
+def test_type_without_rule_is_a_definition_error() -> None:
+    """A type no rule covers is reported with its path inside the type."""
+    with pytest.raises(ToolDefinitionError) as info:
+        schema(dict[str, list[bytes]])
+    assert info.value.problems == (
+        "at {}[]: type bytes has no JSON Schema rule; use a supported type or register"
+        " a rule with toolfold.register_schema_rule()",
+    )
+
+
+def test_misplaced_constraint_is_a_definition_error() -> None:
+    """A constraint on a type it cannot apply to names the constraint and the type."""
+    with pytest.raises(ToolDefinitionError) as info:
+        schema(Annotated[str, Field(ge=1)])
+    assert info.value.problems == ("constraint ge=1 applies to numbers only, not to str",)
+
+
+def test_non_str_dict_keys_are_a_definition_error() -> None:
+    """JSON object keys are strings, so dict[int, X] is refused with the reason."""
+    with pytest.raises(ToolDefinitionError) as info:
+        schema(dict[int, str])
+    assert info.value.problems == ("dict keys must be str (JSON object keys are strings), not int",)
+
+
+def test_register_rule_for_a_class_and_a_predicate() -> None:
+    """User rules describe their own types, cover subclasses, and override built-ins."""
+
+    class Money:
+        pass
+
+    class Euros(Money):
+        pass
+
+    def money(tp: Any, ctx: SchemaContext) -> dict[str, Any]:
+        return {"type": "string", "pattern": r"^\d+\.\d\d$"}
+
+    def is_bytes(tp: Any) -> bool:
+        return tp is bytes
+
+    try:
+        register_schema_rule(Money, money)
+
+        @register_schema_rule(is_bytes)
+        def _bytes(tp: Any, ctx: SchemaContext) -> dict[str, Any]:
+            return {"type": "string", "contentEncoding": "base64"}
+
+        @register_schema_rule(datetime.date)
+        def _date(tp: Any, ctx: SchemaContext) -> dict[str, Any]:
+            return {"type": "string", "pattern": "^[0-9-]+$"}
+
+        assert schema(list[Euros]) == {
+            "type": "array",
+            "items": {"type": "string", "pattern": r"^\d+\.\d\d$"},
+        }
+        assert schema(bytes) == {"type": "string", "contentEncoding": "base64"}
+        assert schema(datetime.date) == {"type": "string", "pattern": "^[0-9-]+$"}
+    finally:
+        _schema._class_rules.clear()
+        _schema._predicate_rules.clear()
+        _schema._cache.clear()
+    assert schema(datetime.date) == {"type": "string", "format": "date"}
+
+
+def test_rule_can_derive_inner_types_through_the_context() -> None:
+    """A rule for a generic container reuses ctx.schema_for for its items."""
+
+    class Bag(typing.Generic[typing.TypeVar("T")]):
+        pass
+
+    def is_bag(tp: Any) -> bool:
+        return typing.get_origin(tp) is Bag
+
+    def bag(tp: Any, ctx: SchemaContext) -> dict[str, Any]:
+        return {"type": "array", "items": ctx.schema_for(typing.get_args(tp)[0], "[]")}
+
+    try:
+        register_schema_rule(is_bag, bag)
+        assert schema(Bag[Point]) == {"type": "array", "items": OBJECT_POINT}
+        with pytest.raises(ToolDefinitionError) as info:
+            schema(Bag[bytes])
+        assert info.value.problems[0].startswith("at []: type bytes has no JSON Schema rule")
+    finally:
+        _schema._predicate_rules.clear()
+        _schema._cache.clear()

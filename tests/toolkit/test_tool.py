@@ -1,0 +1,274 @@
+"""`@tool` and `Tool`: callability, methods, context injection, options and explicit schemas."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import enum
+from typing import Any
+
+import pytest
+
+from toolfold import RunContext, Tool, ToolArgumentError, ToolDefinitionError, tool
+from toolfold.toolkit import check_tool_names
+
+CONTEXT = RunContext(run_id="r1", step=1, call_id="c1", tool_name="t")
+
+
+def test_bare_tool_is_still_the_function() -> None:
+    """A decorated function keeps its behaviour, name and docstring."""
+
+    @tool
+    def add(a: int, b: int = 2) -> int:
+        """Add two numbers."""
+        return a + b
+
+    assert isinstance(add, Tool)
+    assert add(1) == 3
+    assert add(1, b=5) == 6
+    assert (add.name, add.description, add.__name__, add.__doc__) == (
+        "add",
+        "Add two numbers.",
+        "add",
+        "Add two numbers.",
+    )
+    assert add.function is add.__wrapped__
+    assert add.parameters == {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 2}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert not add.is_async
+
+
+def test_options_are_kept() -> None:
+    """Every decorator option ends up on the tool."""
+
+    def approve(call: Any, state: Any) -> bool:
+        return True
+
+    @tool(
+        name="sum_up",
+        description="Sums.",
+        strict=True,
+        requires_approval=approve,
+        timeout=2.5,
+        max_retries=0,
+    )
+    def add(a: int) -> int:
+        return a
+
+    assert (add.name, add.description, add.strict, add.requires_approval) == (
+        "sum_up",
+        "Sums.",
+        True,
+        approve,
+    )
+    assert (add.timeout, add.max_retries) == (2.5, 0)
+
+
+def test_async_tool_is_awaitable() -> None:
+    """An async function gives an async tool whose call and invoke return coroutines."""
+
+    @tool
+    async def fetch(url: str) -> str:
+        return url.upper()
+
+    assert fetch.is_async
+    assert asyncio.run(fetch("a")) == "A"
+    assert asyncio.run(fetch.invoke({"url": "b"})) == "B"
+
+
+def test_run_context_is_injected_not_exposed() -> None:
+    """A RunContext parameter is left out of the schema and filled by invoke."""
+
+    @tool
+    def whoami(ctx: RunContext[Any], prefix: str) -> str:
+        return f"{prefix}{ctx.run_id}"
+
+    assert whoami.parameters["properties"] == {"prefix": {"type": "string"}}
+    assert whoami.parameters["required"] == ["prefix"]
+    assert whoami.invoke({"prefix": "run "}, CONTEXT) == "run r1"
+
+
+def test_positional_only_parameters_are_passed_positionally() -> None:
+    """invoke passes positional-only parameters by position."""
+
+    @tool
+    def power(base: int, /, exp: int = 2) -> int:
+        return int(base**exp)
+
+    assert power.invoke({"base": 3}) == 9
+    assert power.invoke({"base": 2, "exp": 3}) == 8
+
+
+class Shop:
+    """A shop whose methods are tools."""
+
+    def __init__(self, city: str) -> None:
+        self.city = city
+
+    @tool
+    def search(self, query: str) -> str:
+        """Search this shop."""
+        return f"{self.city}:{query}"
+
+    @tool
+    async def stock(self, sku: str) -> int:
+        return len(sku)
+
+    @tool
+    @staticmethod
+    def currency(amount: float) -> str:
+        return f"{amount:.2f} EUR"
+
+    @tool
+    @classmethod
+    def kind(cls, upper: bool = False) -> str:
+        return cls.__name__.upper() if upper else cls.__name__
+
+
+def test_method_tool_binds_to_the_instance() -> None:
+    """obj.method is a tool bound to obj, with no self in its schema, cached per instance."""
+    paris, rome = Shop("paris"), Shop("rome")
+    assert paris.search.parameters == {
+        "type": "object",
+        "properties": {"query": {"type": "string"}},
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    assert paris.search("shoes") == "paris:shoes"
+    assert paris.search.invoke({"query": "hats"}) == "paris:hats"
+    assert rome.search.invoke({"query": "hats"}) == "rome:hats"
+    assert paris.search is paris.search
+    assert isinstance(Shop.search, Tool)
+    assert Shop.search(paris, "x") == "paris:x"
+    assert asyncio.run(rome.stock.invoke({"sku": "abc"})) == 3
+    assert rome.stock.is_async
+
+
+def test_static_and_class_method_tools() -> None:
+    """staticmethod and classmethod under @tool work from the class and from instances."""
+    shop = Shop("oslo")
+    assert Shop.currency(2) == "2.00 EUR"
+    assert shop.currency.invoke({"amount": 1.5}) == "1.50 EUR"
+    assert Shop.currency.parameters["required"] == ["amount"]
+    assert Shop.kind() == "Shop"
+    assert shop.kind.invoke({"upper": True}) == "SHOP"
+    assert Shop.kind.parameters["properties"] == {"upper": {"type": "boolean", "default": False}}
+
+
+class Priority(enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+@dataclasses.dataclass
+class Task:
+    title: str
+    due: datetime.date
+
+
+def test_arguments_are_validated_and_structured() -> None:
+    """validate_arguments turns model JSON into the declared types for invoke."""
+
+    @tool
+    def plan(task: Task, priority: Priority = Priority.LOW) -> str:
+        return f"{task.title} {task.due.isoformat()} {priority.value}"
+
+    arguments = plan.validate_arguments(
+        '{"task": {"title": "ship", "due": "2025-01-31"}, "priority": "high"}'
+    )
+    assert arguments == {
+        "task": Task("ship", datetime.date(2025, 1, 31)),
+        "priority": Priority.HIGH,
+    }
+    assert plan.invoke(arguments) == "ship 2025-01-31 high"
+    with pytest.raises(ToolArgumentError):
+        plan.validate_arguments('{"task": {"title": "ship"}}')
+
+
+def test_explicit_schema_tool_receives_one_dict() -> None:
+    """A Tool built with a JSON Schema validates against it and passes the dict."""
+    schema = {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "required": ["x"],
+    }
+    double = Tool(
+        name="double", description="Double x.", parameters=schema, function=lambda a: a["x"] * 2
+    )
+    assert double.parameters == schema
+    assert double.invoke(double.validate_arguments('{"x": 4}')) == 8
+    assert double({"x": 1}) == 2
+    with pytest.raises(ToolArgumentError):
+        double.validate_arguments('{"x": "four"}')
+
+
+def test_schema_only_tool_has_no_function() -> None:
+    """A Tool without a function describes calls that are handed back to the caller."""
+    lookup = Tool(name="lookup", description="Look up.")
+    assert lookup.function is None
+    assert lookup.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
+    with pytest.raises(TypeError, match="tool 'lookup' has no function to call"):
+        lookup()
+
+
+def test_invalid_explicit_schema_names_the_tool() -> None:
+    """A schema that breaks the JSON Schema meta-schema is refused with the tool's name."""
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(
+            name="broken",
+            parameters={"type": "object", "properties": {"a": {"type": "integr"}}},
+        )
+    assert str(info.value) == (
+        "cannot make a tool of 'broken': 1 problem\n"
+        "  - parameters is not a valid JSON Schema: 'integr' is not valid under any of the"
+        " given schemas (at ['properties']['a']['type'])"
+    )
+
+
+def test_explicit_schema_must_be_an_object() -> None:
+    """A non-object root schema is refused, whatever else is wrong, all at once."""
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(name="auto", parameters={"type": "string"}, timeout=0, max_retries=-1)
+    assert info.value.problems == (
+        "tool name 'auto' is reserved (a tool_choice value); pass another name=...",
+        "timeout must be a positive number of seconds or None, not 0",
+        "max_retries must be an int >= 0, not -1",
+        "parameters must be an object schema ({'type': 'object', 'properties': {...}}),"
+        " not type 'string'",
+    )
+
+
+def test_replace_changes_options() -> None:
+    """replace() gives a copy with new options, validated like the originals."""
+
+    @tool
+    def add(a: int) -> int:
+        return a
+
+    renamed = add.replace(name="plus", timeout=1.0)
+    assert (renamed.name, renamed.timeout, add.name, add.timeout) == ("plus", 1.0, "add", None)
+    assert renamed.invoke(renamed.validate_arguments({"a": 2})) == 2
+    with pytest.raises(ToolDefinitionError):
+        add.replace(name="has space")
+
+
+def test_check_tool_names_refuses_duplicates() -> None:
+    """Gathering tools with the same name is an error naming the name and the functions."""
+
+    @tool
+    def ping() -> str:
+        return "a"
+
+    other = Tool(name="ping")
+    assert check_tool_names([ping]) == {"ping": ping}
+    with pytest.raises(ToolDefinitionError) as info:
+        check_tool_names([ping, other])
+    assert info.value.problems == (
+        "tool name 'ping' is used by 2 tools (test_check_tool_names_refuses_duplicates"
+        ".<locals>.ping, a schema-only tool); give each a distinct name=...",
+    )
