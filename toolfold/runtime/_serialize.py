@@ -16,6 +16,8 @@ from typing import Any, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
+from cattrs.errors import IterableValidationError, IterableValidationNote
+from cattrs.v import format_exception
 
 from toolfold._errors import SerializationError
 from toolfold.runtime import _state
@@ -36,6 +38,7 @@ from toolfold.runtime._state import RunState
 from toolfold.runtime._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
 
 T = TypeVar("T")
+_NOTES = "__notes__"
 STATE_FORMAT = "toolfold.run_state/1"
 """The ``format`` tag written at the top of `RunState.to_json` output."""
 
@@ -77,7 +80,26 @@ def _log_hooks(conv: cattrs.Converter) -> None:
     def structure_factory(t: Any) -> Callable[[Any, Any], Any]:
         (item,) = get_args(t) or (Any,)
         handler = conv.get_structure_hook(item)
-        return lambda value, _: Log(handler(x, item) for x in value)
+
+        def structure(value: Any, _: Any) -> Log[Any]:
+            if not isinstance(value, list):
+                raise ValueError(f"expected a list, got {type(value).__name__}")
+            items: list[Any] = []
+            errors: list[Exception] = []
+            for index, x in enumerate(value):
+                try:
+                    items.append(handler(x, item))
+                except Exception as exc:
+                    note = IterableValidationNote(f"Structuring {t} @ index {index}", index, item)
+                    # __notes__ is what cattrs' transform_error reads for the index
+                    # (add_note does not exist on Python 3.10).
+                    setattr(exc, _NOTES, [*getattr(exc, _NOTES, []), note])
+                    errors.append(exc)
+            if errors:
+                raise IterableValidationError(f"While structuring {t!r}", errors, t)
+            return Log(items)
+
+        return structure
 
     conv.register_unstructure_hook_factory(_is_log, unstructure_factory)
     conv.register_structure_hook_factory(_is_log, structure_factory)
@@ -128,12 +150,19 @@ def structure(data: Any, type_: type[T] | Any) -> Any:
         return converter.structure(data, type_)
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
         problems = (
-            cattrs.transform_error(exc)
+            cattrs.transform_error(exc, format_exception=_format)
             if isinstance(exc, cattrs.BaseValidationError)
             else [str(exc)]
         )
         name = getattr(type_, "__name__", str(type_))
         raise SerializationError(name, problems) from exc
+
+
+def _format(exc: BaseException, type_: Any) -> str:
+    # cattrs' default drops the message of our own ValueErrors (unknown kind, bad base64).
+    if type(exc) is ValueError:
+        return str(exc)
+    return format_exception(exc, type_)
 
 
 def to_json(value: Any, type_: Any = None) -> str:

@@ -1,0 +1,394 @@
+"""The reducer's phases, answers, steps and refusals, with no model at all."""
+
+from __future__ import annotations
+
+import pytest
+from core_helpers import answer, call, responded, spec, start
+
+from toolfold import InvalidEventError, InvalidTransitionError, RunError
+from toolfold.runtime import (
+    TRANSITIONS,
+    CallModel,
+    Finish,
+    Message,
+    OutputAccepted,
+    OutputRejected,
+    OutputSpec,
+    RunConfig,
+    RunFailed,
+    RunStarted,
+    RunTools,
+    StopRequested,
+    ToolReturned,
+    Usage,
+    UserMessageAdded,
+    ValidateOutput,
+    initial_state,
+    next_effect,
+    reduce,
+)
+from toolfold.runtime._reducer import blank_state
+
+
+def test_initial_state_asks_for_the_model() -> None:
+    """A started run awaits the model with the prompt as a user message and step 1 next."""
+    state = start(prompt="hello")
+    assert state.phase == "awaiting_model"
+    assert state.messages == (Message.user("hello"),)
+    assert isinstance(state.events[0], RunStarted)
+    effect = next_effect(state)
+    assert isinstance(effect, CallModel)
+    assert effect.kind == "model_request"
+    assert (effect.step, effect.key) == (1, "run:1:model")
+    assert effect.request.messages == (Message.user("hello"),)
+
+
+def test_initial_state_accepts_a_history() -> None:
+    """Messages given as a history start the conversation as they are."""
+    history = (Message.system("be brief"), Message.user("a"), Message.assistant("b"))
+    state = initial_state(history, run_id="r")
+    assert state.messages == history
+
+
+def test_final_answer_finishes_with_its_text() -> None:
+    """An answer without tool calls finishes the run with finish_reason stop."""
+    state = reduce(start(), answer("forty-two"))
+    assert state.phase == "finished"
+    assert (state.finish_reason, state.output) == ("stop", "forty-two")
+    assert next_effect(state) == Finish("stop", "forty-two")
+    assert state.step == 1
+
+
+def test_length_and_content_filter_are_kept() -> None:
+    """A truncated answer finishes with finish_reason length, a filtered one content_filter."""
+    assert reduce(start(), answer("par", finish_reason="length")).finish_reason == "length"
+    filtered = reduce(start(), answer("", finish_reason="content_filter"))
+    assert filtered.finish_reason == "content_filter"
+
+
+def test_usage_is_summed_over_steps() -> None:
+    """Usage adds up every model response, requests included."""
+    state = start(spec("t"))
+    state = reduce(state, responded(call("c1", "t"), usage=Usage(100, 10, 50, 3, 1)))
+    state = reduce(state, ToolReturned("c1", "ok"))
+    state = reduce(state, answer(usage=Usage(200, 20, 0, 0, 1)))
+    assert state.usage == Usage(300, 30, 50, 3, 2)
+
+
+def test_instructions_go_first_but_are_not_stored() -> None:
+    """Config instructions lead every request as a system message without joining the conversation."""
+    state = start(instructions="be terse")
+    effect = next_effect(state)
+    assert isinstance(effect, CallModel)
+    assert effect.request.messages[0] == Message.system("be terse")
+    assert all(m.role != "system" for m in state.messages)
+
+
+def test_request_carries_tools_choice_output_and_settings() -> None:
+    """The request holds the tool definitions, tool_choice, output spec and settings from the config."""
+    out = OutputSpec("answer", {"type": "object"})
+    state = start(spec("a"), spec("b"), tool_choice="auto", output=out, settings={"seed": 1})
+    effect = next_effect(state)
+    assert isinstance(effect, CallModel)
+    request = effect.request
+    assert [t.name for t in request.tools] == ["a", "b"]
+    assert (request.tool_choice, request.output, dict(request.settings)) == (
+        "auto",
+        out,
+        {"seed": 1},
+    )
+
+
+@pytest.mark.parametrize("choice", ["required", "a"])
+def test_forced_tool_choice_falls_back_to_auto(choice: str) -> None:
+    """A forcing tool_choice applies to a turn's first step only, so the model can then answer."""
+    state = start(spec("a"), tool_choice=choice)
+    first = next_effect(state)
+    assert isinstance(first, CallModel)
+    assert first.request.tool_choice == choice
+    state = reduce(reduce(state, responded(call("c1", "a"))), ToolReturned("c1", "x"))
+    second = next_effect(state)
+    assert isinstance(second, CallModel)
+    assert second.request.tool_choice == "auto"
+
+
+def test_forced_tool_choice_can_stay() -> None:
+    """With reset_tool_choice=False the forcing choice is sent on every step."""
+    state = start(spec("a"), tool_choice="required", reset_tool_choice=False)
+    state = reduce(reduce(state, responded(call("c1", "a"))), ToolReturned("c1", "x"))
+    effect = next_effect(state)
+    assert isinstance(effect, CallModel)
+    assert effect.request.tool_choice == "required"
+
+
+def test_tool_step_round_trip() -> None:
+    """A call runs, its result is committed as a tool message, and the model is asked again."""
+    state = reduce(start(spec("add")), responded(call("c1", "add", {"a": 1})))
+    effect = next_effect(state)
+    assert isinstance(effect, RunTools)
+    (invocation,) = effect.calls
+    assert (invocation.key, invocation.effect_kind, invocation.step) == ("run:1:0", "tool:add", 1)
+    state = reduce(state, ToolReturned("c1", "2"))
+    assert state.phase == "awaiting_model"
+    last = state.messages[-1]
+    assert last.role == "tool"
+    assert [(r.call_id, r.tool_name, r.content, r.is_error) for r in last.tool_results] == [
+        ("c1", "add", "2", False)
+    ]
+    following = next_effect(state)
+    assert isinstance(following, CallModel)
+    assert following.request.messages[-1] == last
+    assert following.key == "run:2:model"
+
+
+def test_results_are_committed_in_call_order() -> None:
+    """Results reported out of order land in the conversation in call order."""
+    state = reduce(start(spec("t")), responded(call("a", "t"), call("b", "t"), call("c", "t")))
+    for call_id in ("c", "a"):
+        state = reduce(state, ToolReturned(call_id, call_id.upper()))
+        assert state.phase == "running_tools"
+        assert state.messages[-1].role == "assistant"
+    remaining = next_effect(state)
+    assert isinstance(remaining, RunTools)
+    assert [i.call.id for i in remaining.calls] == ["b"]
+    state = reduce(state, ToolReturned("b", "B"))
+    assert [r.call_id for r in state.messages[-1].tool_results] == ["a", "b", "c"]
+
+
+def test_unknown_tool_gets_an_error_result_at_once() -> None:
+    """A call to an unknown tool gets an error listing the available tools, without running."""
+    state = reduce(start(spec("add"), spec("mul")), responded(call("c1", "nope")))
+    assert state.phase == "awaiting_model"
+    (result,) = state.messages[-1].tool_results
+    assert result.is_error
+    assert "Unknown tool 'nope'" in result.content
+    assert "add, mul" in result.content
+    assert state.calls[0].outcome == "unknown_tool"
+
+
+def test_unknown_tool_with_no_tools_says_so() -> None:
+    """With no tools at all the error says none are available."""
+    state = reduce(start(), responded(call("c1", "nope")))
+    assert "No tools are available" in state.messages[-1].tool_results[0].content
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("{bad json", "not valid JSON"), ("[1, 2]", "expected an object, got list")],
+)
+def test_argument_text_that_is_not_an_object_gets_an_error_result(text: str, expected: str) -> None:
+    """Broken or non-object argument JSON becomes an error result the model can correct."""
+    state = reduce(start(spec("t")), responded(call("c1", "t", text=text), call("c2", "t")))
+    assert [c.call.id for c in state.calls if c.status == "to_run"] == ["c2"]
+    state = reduce(state, ToolReturned("c2", "fine"))
+    first, second = state.messages[-1].tool_results
+    assert first.is_error
+    assert expected in first.content
+    assert "Call the tool again" in first.content
+    assert not second.is_error
+    assert state.calls[0].outcome == "invalid_arguments"
+
+
+def test_error_flag_makes_an_error_outcome() -> None:
+    """A ToolReturned with is_error and no outcome counts as outcome error."""
+    state = reduce(start(spec("t")), responded(call("c1", "t")))
+    state = reduce(state, ToolReturned("c1", "boom", is_error=True))
+    assert state.calls[0].outcome == "error"
+    assert state.messages[-1].tool_results[0].is_error
+
+
+def test_max_steps_finishes_without_error() -> None:
+    """Reaching max_steps finishes with finish_reason max_steps and no output."""
+    state = start(spec("t"), max_steps=2)
+    for step in (1, 2):
+        state = reduce(state, responded(call(f"c{step}", "t")))
+        state = reduce(state, ToolReturned(f"c{step}", "x"))
+    assert state.phase == "finished"
+    assert (state.finish_reason, state.output) == ("max_steps", None)
+    assert next_effect(state) == Finish("max_steps", None)
+
+
+def test_consecutive_failures_past_max_retries_fail_the_run() -> None:
+    """A tool failing more than max_retries times in a row fails the run, naming the tool."""
+    state = start(spec("flaky", max_retries=2), max_steps=20)
+    for step in range(3):
+        state = reduce(state, responded(call(f"c{step}", "flaky")))
+        state = reduce(state, ToolReturned(f"c{step}", f"boom {step}", outcome="timeout"))
+    assert state.phase == "failed"
+    assert state.error is not None
+    assert state.error.kind == "tool_retries_exceeded"
+    assert state.error.tool_name == "flaky"
+    assert "'flaky' failed 3 times in a row (max_retries=2)" in state.error.message
+    assert "boom 2" in state.error.message
+    assert state.messages[-1].role == "tool"  # the last results are kept
+    effect = next_effect(state)
+    assert isinstance(effect, Finish)
+    assert (effect.reason, effect.error) == ("error", state.error)
+
+
+def test_a_success_resets_the_failure_count() -> None:
+    """Failures must be consecutive: a success in between resets the count."""
+    state = start(spec("flaky", max_retries=1), max_steps=20)
+    for step, outcome in enumerate(["error", "ok", "error", "ok", "error"]):
+        state = reduce(state, responded(call(f"c{step}", "flaky")))
+        state = reduce(state, ToolReturned(f"c{step}", "r", outcome=outcome))  # type: ignore[arg-type]
+    assert state.phase == "awaiting_model"
+    assert state.failures == {"flaky": 1}
+
+
+def test_unknown_tool_failures_count_too() -> None:
+    """Repeated calls to an unknown tool fail the run after the default retries."""
+    state = start(spec("t"), max_steps=20)
+    for step in range(4):
+        state = reduce(state, responded(call(f"c{step}", "ghost")))
+    assert state.phase == "failed"
+    assert state.error is not None
+    assert state.error.tool_name == "ghost"
+
+
+def test_failed_run_refuses_every_event_and_names_its_cause() -> None:
+    """After RunFailed, any event is refused with the cause in the message."""
+    state = reduce(start(), RunFailed("model_error", "the provider is down"))
+    assert state.phase == "failed"
+    assert state.finish_reason == "error"
+    with pytest.raises(InvalidEventError, match="the provider is down") as info:
+        reduce(state, answer())
+    assert info.value.phase == "failed"
+    assert info.value.event == "model_responded"
+    assert info.value.state is state
+
+
+def test_event_not_allowed_in_phase_names_both() -> None:
+    """An event outside the table raises InvalidTransitionError with the phase and the event."""
+    state = start()
+    with pytest.raises(InvalidTransitionError) as info:
+        reduce(state, ToolReturned("c1", "x"))
+    assert (info.value.phase, info.value.event) == ("awaiting_model", "tool_returned")
+    assert "awaiting_model" in str(info.value)
+    assert "tool_returned" in str(info.value)
+
+
+def test_run_started_twice_is_refused() -> None:
+    """A run starts once."""
+    with pytest.raises(InvalidEventError, match="run_started"):
+        reduce(start(), RunStarted("again", RunConfig()))
+
+
+def test_duplicate_tool_names_are_refused() -> None:
+    """A config with two tools of one name cannot start a run."""
+    with pytest.raises(InvalidEventError, match="duplicate tool names: t"):
+        start(spec("t"), spec("t"))
+
+
+def test_duplicate_call_ids_are_refused() -> None:
+    """A response repeating a call id would break one-result-per-call, so it is refused."""
+    with pytest.raises(InvalidEventError, match="repeats a tool call id"):
+        reduce(start(spec("t")), responded(call("c1", "t"), call("c1", "t")))
+
+
+def test_second_result_for_a_call_is_refused() -> None:
+    """A call gets exactly one result."""
+    state = reduce(start(spec("t")), responded(call("c1", "t"), call("c2", "t")))
+    state = reduce(state, ToolReturned("c1", "x"))
+    with pytest.raises(InvalidEventError, match="already has a result"):
+        reduce(state, ToolReturned("c1", "again"))
+
+
+def test_result_for_an_unknown_call_is_refused() -> None:
+    """A result must answer a call of the current step."""
+    state = reduce(start(spec("t")), responded(call("c1", "t")))
+    with pytest.raises(InvalidEventError, match="no tool call 'zz'"):
+        reduce(state, ToolReturned("zz", "x"))
+
+
+def test_run_failed_from_tools_phase() -> None:
+    """The driver can fail a run while tools run (cancellation), keeping the cause."""
+    state = reduce(start(spec("t")), responded(call("c1", "t")))
+    state = reduce(state, RunFailed("cancelled", "the caller cancelled", "t"))
+    assert state.error is not None
+    assert (state.error.kind, state.error.tool_name) == ("cancelled", "t")
+
+
+def test_output_validation_round() -> None:
+    """An answer is validated; a rejection goes back to the model; an acceptance finishes."""
+    out = OutputSpec("answer", {"type": "object"})
+    state = reduce(start(output=out), answer("not json"))
+    assert state.phase == "validating_output"
+    assert next_effect(state) == ValidateOutput("not json", out)
+    state = reduce(state, OutputRejected("expected an object @ $"))
+    assert state.phase == "awaiting_model"
+    assert state.messages[-1] == Message.user("expected an object @ $")
+    state = reduce(state, answer('{"x": 1}'))
+    state = reduce(state, OutputAccepted({"x": 1}))
+    assert (state.phase, state.output, state.finish_reason) == ("finished", {"x": 1}, "stop")
+
+
+def test_output_retries_exhausted_fail_the_run() -> None:
+    """More rejections than output_retries fail the run with kind output_validation."""
+    out = OutputSpec("answer", {"type": "object"})
+    state = start(output=out, output_retries=1)
+    for _ in range(2):
+        state = reduce(reduce(state, answer("nope")), OutputRejected("bad"))
+    assert state.phase == "failed"
+    assert state.error is not None
+    assert state.error.kind == "output_validation"
+    assert "after 2 attempts (output_retries=1)" in state.error.message
+
+
+def test_output_rejection_at_max_steps_finishes() -> None:
+    """A rejected answer on the last allowed step finishes with max_steps."""
+    out = OutputSpec("answer", {"type": "object"})
+    state = reduce(reduce(start(output=out, max_steps=1), answer("nope")), OutputRejected("bad"))
+    assert (state.phase, state.finish_reason) == ("finished", "max_steps")
+
+
+def test_stop_requested_finishes() -> None:
+    """A StopRequested between steps finishes with its reason."""
+    state = reduce(start(), StopRequested("budget"))
+    assert (state.phase, state.finish_reason) == ("finished", "budget")
+
+
+def test_user_message_before_a_call_joins_the_conversation() -> None:
+    """A message added while awaiting the model is sent with the next request."""
+    state = reduce(start(), UserMessageAdded(Message.user("also this")))
+    effect = next_effect(state)
+    assert isinstance(effect, CallModel)
+    assert effect.request.messages[-1] == Message.user("also this")
+
+
+def test_new_turn_after_finish_counts_steps_per_turn() -> None:
+    """A user message after a finish starts a turn: max_steps counts again, keys stay unique."""
+    state = reduce(start(spec("t"), max_steps=1), answer("first"))
+    state = reduce(state, UserMessageAdded(Message.user("again")))
+    assert (state.phase, state.output, state.finish_reason) == ("awaiting_model", None, None)
+    effect = next_effect(state)
+    assert isinstance(effect, CallModel)
+    assert effect.key == "run:2:model"
+    state = reduce(reduce(state, responded(call("c9", "t"))), ToolReturned("c9", "x"))
+    assert (state.phase, state.finish_reason, state.turn_steps) == ("finished", "max_steps", 1)
+
+
+def test_next_effect_on_a_blank_state_raises() -> None:
+    """Asking what to do before a run started is an error, not None."""
+    with pytest.raises(RunError, match="has not started"):
+        next_effect(blank_state())
+
+
+def test_inputs_are_not_mutated() -> None:
+    """Reducing leaves the input state (and its conversation view) unchanged."""
+    state = reduce(start(spec("t")), responded(call("c1", "t")))
+    before = state.to_json()
+    messages = state.messages
+    reduce(state, ToolReturned("c1", "x"))
+    reduce(state, ToolReturned("c1", "y"))  # a fork from the same state
+    assert state.to_json() == before
+    assert state.messages == messages
+    assert len(state.conversation) == 2
+
+
+def test_every_phase_is_in_the_table() -> None:
+    """The table covers every phase, and failed accepts nothing."""
+    from toolfold.runtime._state import PHASES
+
+    assert set(TRANSITIONS) == set(PHASES)
+    assert TRANSITIONS["failed"] == {}

@@ -1,0 +1,110 @@
+"""Stop conditions: pure functions over state, as data in the config or as callables."""
+
+from __future__ import annotations
+
+import pytest
+from core_helpers import answer, call, responded, spec, start
+
+from toolfold.runtime import (
+    Finish,
+    MaxSteps,
+    RunState,
+    StopRequested,
+    TokenBudget,
+    ToolCalled,
+    ToolReturned,
+    Usage,
+    max_steps,
+    next_effect,
+    reduce,
+    stop_reason,
+    token_budget,
+    tool_called,
+)
+
+
+def _after_tool_step(
+    state: RunState, name: str, call_id: str, usage: Usage | None = None
+) -> RunState:
+    state = reduce(state, responded(call(call_id, name), usage=usage))
+    return reduce(state, ToolReturned(call_id, "x"))
+
+
+def test_builders_make_data_conditions() -> None:
+    """max_steps, token_budget and tool_called build plain-data conditions."""
+    assert max_steps(3) == MaxSteps(3)
+    assert token_budget(100) == TokenBudget(100)
+    assert tool_called("done") == ToolCalled("done")
+
+
+@pytest.mark.parametrize("build", [max_steps, token_budget])
+def test_builders_refuse_non_positive_limits(build) -> None:  # type: ignore[no-untyped-def]
+    """A limit below 1 is a mistake, reported at once."""
+    with pytest.raises(ValueError, match="at least 1"):
+        build(0)
+
+
+def test_conditions_are_pure_functions_over_state() -> None:
+    """Each condition reads only the state it is given."""
+    state = _after_tool_step(start(spec("t"), max_steps=50), "t", "c1", Usage(60, 50, requests=1))
+    assert max_steps(1)(state)
+    assert not max_steps(2)(state)
+    assert token_budget(110)(state)
+    assert not token_budget(111)(state)
+    assert tool_called("t")(state)
+    assert not tool_called("other")(state)
+
+
+def test_stop_reason_returns_the_first_that_holds() -> None:
+    """stop_reason names the first holding condition; callables report stop_condition."""
+    state = _after_tool_step(start(spec("t")), "t", "c1")
+    assert stop_reason(state, []) is None
+    assert stop_reason(state, [tool_called("x"), tool_called("t")]) == "tool_called"
+    assert stop_reason(state, [lambda s: s.step >= 1, max_steps(1)]) == "stop_condition"
+    assert stop_reason(state, [lambda s: False]) is None
+
+
+def test_tool_called_in_config_stops_after_that_step() -> None:
+    """With stop_when=[tool_called('final')] the run finishes once that call's step commits."""
+    state = start(spec("search"), spec("final"), stop_when=[tool_called("final")])
+    state = _after_tool_step(state, "search", "c1")
+    assert state.phase == "awaiting_model"
+    state = _after_tool_step(state, "final", "c2")
+    assert (state.phase, state.finish_reason) == ("finished", "tool_called")
+    assert next_effect(state) == Finish("tool_called", None)
+
+
+def test_token_budget_in_config_stops_at_a_step_boundary() -> None:
+    """The budget is checked between steps, so every call still gets its result first."""
+    state = start(spec("t"), stop_when=[token_budget(100)])
+    state = _after_tool_step(state, "t", "c1", Usage(40, 10, requests=1))
+    assert state.phase == "awaiting_model"
+    state = reduce(state, responded(call("c2", "t"), usage=Usage(40, 10, requests=1)))
+    assert state.phase == "running_tools"
+    state = reduce(state, ToolReturned("c2", "x"))
+    assert (state.phase, state.finish_reason) == ("finished", "token_budget")
+    assert state.messages[-1].role == "tool"
+
+
+def test_stop_conditions_come_before_max_steps() -> None:
+    """When a config condition and max_steps hold together, the condition's reason wins."""
+    state = start(spec("t"), max_steps=1, stop_when=[max_steps(1)])
+    state = _after_tool_step(state, "t", "c1")
+    assert state.finish_reason == "max_steps"
+    state = start(spec("t"), max_steps=1, stop_when=[tool_called("t")])
+    assert _after_tool_step(state, "t", "c1").finish_reason == "tool_called"
+
+
+def test_callable_conditions_go_through_stop_requested() -> None:
+    """A driver checks a callable and records its verdict as an event that replays."""
+    state = _after_tool_step(start(spec("t")), "t", "c1")
+    reason = stop_reason(state, [lambda s: s.usage.requests >= 1])
+    assert reason == "stop_condition"
+    state = reduce(state, StopRequested(reason))
+    assert (state.phase, state.finish_reason, state.output) == ("finished", "stop_condition", None)
+
+
+def test_final_answer_is_not_cut_by_conditions() -> None:
+    """A final answer finishes with stop even if a condition would hold."""
+    state = reduce(start(stop_when=[max_steps(1)]), answer("hi"))
+    assert (state.finish_reason, state.output) == ("stop", "hi")
