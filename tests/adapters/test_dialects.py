@@ -1,0 +1,715 @@
+"""Compiling a tool's neutral JSON Schema into each provider's dialect: exact outputs, exact rewrites."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import SchemaCompileError
+from toolfold.adapters import CompiledTool, compile_tool
+from toolfold.runtime import ToolDefinition
+from toolfold.toolkit import Tool
+
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "description": "City"},
+        "unit": {"type": "string", "enum": ["c", "f"], "default": "c"},
+    },
+    "required": ["city"],
+}
+
+CONSTRAINED = {
+    "type": "object",
+    "properties": {
+        "q": {"type": "string", "minLength": 1, "pattern": "^(?!x)"},
+        "n": {"type": "integer", "exclusiveMinimum": 0, "maximum": 10},
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "minItems": 2},
+        "link": {"type": "string", "format": "uri"},
+    },
+    "required": ["q", "n", "tags", "link"],
+    "additionalProperties": False,
+}
+
+TREE = {
+    "$ref": "#/$defs/Node",
+    "$defs": {
+        "Node": {
+            "type": "object",
+            "properties": {
+                "value": {"type": "integer"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+            },
+            "required": ["value", "children"],
+            "additionalProperties": False,
+        }
+    },
+}
+
+
+def tool(
+    parameters: dict[str, Any], name: str = "get_weather", strict: bool | None = None
+) -> ToolDefinition:
+    return ToolDefinition(
+        name=name, description="Weather now", parameters=parameters, strict=strict
+    )
+
+
+def changes(compiled: CompiledTool) -> list[tuple[str, str, str, bool]]:
+    assert all(r.detail for r in compiled.rewrites)
+    return [(r.path, r.keyword, r.action, r.lossy) for r in compiled.rewrites]
+
+
+# --- the same tool in every dialect ---------------------------------------
+
+OPENAI_WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "description": "City"},
+        "unit": {
+            "type": ["string", "null"],
+            "enum": ["c", "f", None],
+            "description": 'default: "c"',
+        },
+    },
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+OPENAI_WEATHER_CHANGES = [
+    ("/properties/unit", "default", "moved_to_description", False),
+    ("", "additionalProperties", "added", False),
+    ("/properties/unit", "required", "made_nullable", False),
+]
+
+
+def test_openai_chat_strict_makes_optional_nullable_and_closes_objects() -> None:
+    """OpenAI chat strict: every property required, the optional enum gains null, objects closed."""
+    compiled = compile_tool(tool(WEATHER), "openai-chat")
+    assert compiled.strict is True
+    assert compiled.payload == {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather now",
+            "parameters": OPENAI_WEATHER,
+            "strict": True,
+        },
+    }
+    assert compiled.schema_sent == OPENAI_WEATHER
+    assert changes(compiled) == OPENAI_WEATHER_CHANGES
+
+
+def test_openai_responses_payload_is_flat_and_always_states_strict() -> None:
+    """Responses tools are flat and carry strict explicitly, true or false."""
+    strict = compile_tool(tool(WEATHER), "openai-responses")
+    assert strict.payload == {
+        "type": "function",
+        "name": "get_weather",
+        "description": "Weather now",
+        "parameters": OPENAI_WEATHER,
+        "strict": True,
+    }
+    loose = compile_tool(tool(WEATHER), "openai-responses", strict=False)
+    assert loose.payload["strict"] is False
+    assert loose.payload["parameters"] == WEATHER
+    assert loose.rewrites == ()
+
+
+def test_deepseek_strict_follows_openai_rules() -> None:
+    """DeepSeek strict uses the OpenAI chat shape and the same required-and-nullable rules."""
+    compiled = compile_tool(tool(WEATHER), "deepseek")
+    assert compiled.strict is True
+    assert compiled.payload["function"]["parameters"] == OPENAI_WEATHER
+    assert changes(compiled) == OPENAI_WEATHER_CHANGES
+
+
+def test_anthropic_strict_keeps_optional_properties_optional() -> None:
+    """Anthropic strict closes objects but leaves optional properties out of required."""
+    compiled = compile_tool(tool(WEATHER), "anthropic")
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City"},
+            "unit": {"type": "string", "enum": ["c", "f"], "description": 'default: "c"'},
+        },
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    assert compiled.payload == {
+        "name": "get_weather",
+        "description": "Weather now",
+        "input_schema": schema,
+        "strict": True,
+    }
+    assert changes(compiled) == [
+        ("/properties/unit", "default", "moved_to_description", False),
+        ("", "additionalProperties", "added", False),
+    ]
+    assert compiled.restores_nulls is False
+
+
+def test_gemini_sends_parameters_json_schema_unchanged_when_supported() -> None:
+    """Gemini gets a FunctionDeclaration with parametersJsonSchema; nothing to rewrite here."""
+    compiled = compile_tool(tool(WEATHER), "gemini")
+    assert compiled.payload == {
+        "name": "get_weather",
+        "description": "Weather now",
+        "parametersJsonSchema": WEATHER,
+    }
+    assert compiled.rewrites == ()
+    assert compiled.strict is True
+
+
+def test_ollama_moves_default_into_the_description() -> None:
+    """Ollama drops unknown keywords silently, so toolfold moves them into descriptions itself."""
+    compiled = compile_tool(tool(WEATHER), "ollama")
+    assert compiled.payload == {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather now",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "City"},
+                    "unit": {"type": "string", "enum": ["c", "f"], "description": 'default: "c"'},
+                },
+                "required": ["city"],
+            },
+        },
+    }
+    assert changes(compiled) == [("/properties/unit", "default", "moved_to_description", False)]
+    assert compiled.strict is False
+
+
+def test_json_schema_dialect_passes_through() -> None:
+    """The generic dialect sends the schema as it is."""
+    compiled = compile_tool(tool(WEATHER), "json-schema")
+    assert compiled.payload == {
+        "name": "get_weather",
+        "description": "Weather now",
+        "parameters": WEATHER,
+    }
+    assert compiled.rewrites == ()
+
+
+# --- constraints strict modes cannot carry --------------------------------
+
+
+def test_strict_none_falls_back_to_the_loss_free_schema_and_says_why() -> None:
+    """With strict=None a lossy strict schema is not used; the blockers are listed."""
+    compiled = compile_tool(tool(CONSTRAINED), "openai-chat")
+    assert compiled.strict is False
+    assert compiled.schema_sent == CONSTRAINED
+    assert "strict" not in compiled.payload["function"]
+    assert [(r.path, r.keyword) for r in compiled.strict_blockers] == [
+        ("/properties/q", "minLength"),
+        ("/properties/q", "pattern"),
+        ("/properties/tags", "uniqueItems"),
+    ]
+
+
+def test_strict_true_refuses_every_loss_at_once() -> None:
+    """strict=True raises one error naming the tool, each path and each keyword."""
+    with pytest.raises(SchemaCompileError) as info:
+        compile_tool(tool(CONSTRAINED), "openai-chat", strict=True)
+    err = info.value
+    assert err.tool_name == "get_weather"
+    assert err.dialect == "openai-chat"
+    assert len(err.problems) == 3
+    assert err.problems[0].startswith("/properties/q: minLength moved_to_description [lossy]")
+    assert "look-arounds" in err.problems[1]
+    assert "/properties/tags: uniqueItems" in str(err)
+
+
+def test_strict_true_with_allow_loss_writes_constraints_into_descriptions() -> None:
+    """allow_loss keeps strict mode and records each constraint moved into a description."""
+    compiled = compile_tool(tool(CONSTRAINED), "openai-chat", strict=True, allow_loss=True)
+    assert compiled.strict is True
+    assert compiled.schema_sent == {
+        "type": "object",
+        "properties": {
+            "q": {"type": "string", "description": 'minLength: 1; pattern: "^(?!x)"'},
+            "n": {"type": "integer", "exclusiveMinimum": 0, "maximum": 10},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 2,
+                "description": "uniqueItems: true",
+            },
+            "link": {"type": "string", "description": 'format: "uri"'},
+        },
+        "required": ["q", "n", "tags", "link"],
+        "additionalProperties": False,
+    }
+    assert changes(compiled) == [
+        ("/properties/q", "minLength", "moved_to_description", True),
+        ("/properties/q", "pattern", "moved_to_description", True),
+        ("/properties/tags", "uniqueItems", "moved_to_description", True),
+        ("/properties/link", "format", "moved_to_description", False),
+    ]
+    assert [r.keyword for r in compiled.losses] == ["minLength", "pattern", "uniqueItems"]
+
+
+def test_anthropic_strict_refuses_numeric_and_string_constraints() -> None:
+    """Anthropic strict has no numeric/string bounds and only minItems 0 or 1."""
+    compiled = compile_tool(tool(CONSTRAINED), "anthropic")
+    assert compiled.strict is False
+    assert compiled.payload["input_schema"] == CONSTRAINED
+    assert [(r.path, r.keyword) for r in compiled.strict_blockers] == [
+        ("/properties/q", "minLength"),
+        ("/properties/q", "pattern"),
+        ("/properties/n", "exclusiveMinimum"),
+        ("/properties/n", "maximum"),
+        ("/properties/tags", "uniqueItems"),
+        ("/properties/tags", "minItems"),
+    ]
+
+
+def test_deepseek_strict_is_the_narrowest_subset() -> None:
+    """DeepSeek strict refuses bounds OpenAI accepts (maximum, minItems)."""
+    compiled = compile_tool(tool(CONSTRAINED), "deepseek")
+    assert compiled.strict is False
+    assert [(r.path, r.keyword) for r in compiled.strict_blockers] == [
+        ("/properties/q", "minLength"),
+        ("/properties/q", "pattern"),
+        ("/properties/n", "exclusiveMinimum"),
+        ("/properties/n", "maximum"),
+        ("/properties/tags", "uniqueItems"),
+        ("/properties/tags", "minItems"),
+    ]
+
+
+def test_gemini_rewrites_integer_exclusive_bounds_exactly_and_moves_formats() -> None:
+    """Gemini: exclusiveMinimum on an integer becomes minimum + 1; format goes to the description."""
+    compiled = compile_tool(tool(CONSTRAINED), "gemini")
+    assert compiled.strict is True
+    assert compiled.schema_sent == {
+        "type": "object",
+        "properties": {
+            "q": {"type": "string", "minLength": 1, "pattern": "^(?!x)"},
+            "n": {"type": "integer", "maximum": 10, "minimum": 1},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string"},
+                "uniqueItems": True,
+                "minItems": 2,
+            },
+            "link": {"type": "string", "description": 'format: "uri"'},
+        },
+        "required": ["q", "n", "tags", "link"],
+        "additionalProperties": False,
+    }
+    assert changes(compiled) == [
+        ("/properties/n", "exclusiveMinimum", "rewritten", False),
+        ("/properties/link", "format", "moved_to_description", False),
+    ]
+
+
+def test_gemini_number_exclusive_bound_is_a_loss() -> None:
+    """A non-integer exclusive bound cannot be rewritten exactly, so it is lossy for Gemini."""
+    schema = {"type": "object", "properties": {"x": {"type": "number", "exclusiveMaximum": 1.5}}}
+    compiled = compile_tool(tool(schema), "gemini")
+    assert compiled.strict is False
+    assert compiled.schema_sent["properties"]["x"] == {
+        "type": "number",
+        "description": "exclusiveMaximum: 1.5",
+    }
+    assert changes(compiled) == [
+        ("/properties/x", "exclusiveMaximum", "moved_to_description", True)
+    ]
+    with pytest.raises(SchemaCompileError, match="exclusiveMaximum"):
+        compile_tool(tool(schema), "gemini", strict=True)
+
+
+def test_gemini_strips_title_schema_and_examples() -> None:
+    """Gemini: title and $schema are dropped, examples kept for the model in the description."""
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Args",
+        "type": "object",
+        "properties": {"a": {"type": "string", "title": "A", "examples": ["x"], "const": "x"}},
+    }
+    compiled = compile_tool(tool(schema), "gemini")
+    assert compiled.schema_sent == {
+        "type": "object",
+        "properties": {"a": {"type": "string", "enum": ["x"], "description": 'examples: ["x"]'}},
+    }
+    assert changes(compiled) == [
+        ("", "$schema", "dropped", False),
+        ("", "title", "dropped", False),
+        ("/properties/a", "const", "rewritten", False),
+        ("/properties/a", "title", "dropped", False),
+        ("/properties/a", "examples", "moved_to_description", False),
+    ]
+
+
+def test_ollama_moves_every_constraint_into_descriptions() -> None:
+    """Ollama keeps only its Go-struct keywords; each constraint is written for the model."""
+    compiled = compile_tool(tool(CONSTRAINED), "ollama")
+    assert compiled.schema_sent == {
+        "type": "object",
+        "properties": {
+            "q": {"type": "string", "description": 'minLength: 1; pattern: "^(?!x)"'},
+            "n": {"type": "integer", "description": "exclusiveMinimum: 0; maximum: 10"},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "uniqueItems: true; minItems: 2",
+            },
+            "link": {"type": "string", "description": 'format: "uri"'},
+        },
+        "required": ["q", "n", "tags", "link"],
+    }
+    assert ("", "additionalProperties", "dropped", True) in changes(compiled)
+
+
+# --- references, recursion, unions ----------------------------------------
+
+
+def test_openai_strict_sends_recursion_through_the_root_reference() -> None:
+    """A root $ref is inlined at the root and references to it become '#'."""
+    compiled = compile_tool(tool(TREE), "openai-chat")
+    assert compiled.strict is True
+    assert compiled.schema_sent == {
+        "type": "object",
+        "properties": {
+            "value": {"type": "integer"},
+            "children": {"type": "array", "items": {"$ref": "#"}},
+        },
+        "required": ["value", "children"],
+        "additionalProperties": False,
+    }
+    assert changes(compiled) == [
+        ("", "$ref", "inlined", False),
+        ("/$defs/Node/properties/children/items", "$ref", "rewritten", False),
+    ]
+
+
+def test_anthropic_strict_refuses_recursion() -> None:
+    """Anthropic strict cannot send recursive schemas: strict=None falls back, strict=True raises."""
+    compiled = compile_tool(tool(TREE), "anthropic")
+    assert compiled.strict is False
+    assert compiled.schema_sent["$defs"] == TREE["$defs"]
+    assert compiled.schema_sent["properties"] == TREE["$defs"]["Node"]["properties"]
+    with pytest.raises(SchemaCompileError, match="recursive"):
+        compile_tool(tool(TREE), "anthropic", strict=True)
+
+
+def test_ollama_inlines_references_and_cuts_recursion() -> None:
+    """Ollama cannot follow $ref: definitions are inlined and a cycle stops with a plain object."""
+    compiled = compile_tool(tool(TREE), "ollama")
+    assert compiled.schema_sent == {
+        "type": "object",
+        "properties": {
+            "value": {"type": "integer"},
+            "children": {
+                "type": "array",
+                "items": {"type": "object", "description": "Same shape as the enclosing object."},
+            },
+        },
+        "required": ["value", "children"],
+    }
+    assert changes(compiled) == [
+        ("", "$ref", "inlined", False),
+        ("/$defs/Node/properties/children/items", "$ref", "rewritten", True),
+        ("/$defs/Node", "additionalProperties", "dropped", True),
+        ("", "$defs", "dropped", False),
+    ]
+
+
+PYDANTIC_STYLE = {
+    "type": "object",
+    "properties": {
+        "home": {"$ref": "#/definitions/Address", "description": "Where"},
+        "color": {"$ref": "#/definitions/Color"},
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+    },
+    "required": ["home"],
+    "definitions": {
+        "Address": {
+            "title": "Address",
+            "type": "object",
+            "properties": {"street": {"type": "string"}},
+            "required": ["street"],
+        },
+        "Color": {"type": "string", "enum": ["red", "green"]},
+        "Unused": {"type": "object"},
+    },
+}
+
+
+def test_openai_strict_wraps_ref_siblings_and_nullable_refs_in_any_of() -> None:
+    """$ref with a description is wrapped in anyOf; an optional $ref becomes anyOf [ref, null]."""
+    compiled = compile_tool(tool(PYDANTIC_STYLE), "openai-chat")
+    assert compiled.strict is True
+    assert compiled.schema_sent == {
+        "type": "object",
+        "properties": {
+            "home": {"anyOf": [{"$ref": "#/$defs/Address"}], "description": "Where"},
+            "color": {"anyOf": [{"$ref": "#/$defs/Color"}, {"type": "null"}]},
+            "note": {
+                "anyOf": [{"type": "string"}, {"type": "null"}],
+                "description": "default: null",
+            },
+        },
+        "required": ["home", "color", "note"],
+        "additionalProperties": False,
+        "$defs": {
+            "Address": {
+                "type": "object",
+                "properties": {"street": {"type": "string"}},
+                "required": ["street"],
+                "additionalProperties": False,
+            },
+            "Color": {"type": "string", "enum": ["red", "green"]},
+        },
+    }
+    assert changes(compiled) == [
+        ("/properties/home", "$ref", "rewritten", False),  # definitions -> $defs
+        ("/properties/home", "$ref", "rewritten", False),  # siblings wrapped in anyOf
+        ("/properties/color", "$ref", "rewritten", False),
+        ("/properties/note", "default", "moved_to_description", False),
+        ("", "additionalProperties", "added", False),
+        ("/properties/color", "required", "made_nullable", False),
+        ("/properties/note", "required", "made_required", False),
+        ("/definitions/Address", "title", "dropped", False),
+        ("/definitions/Address", "additionalProperties", "added", False),
+    ]
+
+
+def test_overlapping_one_of_is_a_loss_but_disjoint_one_of_is_not() -> None:
+    """oneOf -> anyOf is exact only when no instance can match two branches."""
+    disjoint = {
+        "type": "object",
+        "properties": {"v": {"oneOf": [{"type": "string"}, {"type": "integer"}]}},
+        "required": ["v"],
+    }
+    overlapping = {
+        "type": "object",
+        "properties": {"v": {"oneOf": [{"type": "integer"}, {"type": "number"}]}},
+        "required": ["v"],
+    }
+    tagged = {
+        "type": "object",
+        "properties": {
+            "v": {
+                "oneOf": [
+                    {"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                    {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]},
+                ]
+            }
+        },
+        "required": ["v"],
+    }
+    assert compile_tool(tool(disjoint), "openai-chat").strict is True
+    assert compile_tool(tool(tagged), "openai-chat").strict is True
+    loose = compile_tool(tool(overlapping), "openai-chat")
+    assert loose.strict is False
+    assert [(r.path, r.keyword, r.action) for r in loose.strict_blockers] == [
+        ("/properties/v", "oneOf", "rewritten")
+    ]
+
+
+def test_all_of_is_merged_when_it_can_be_and_refused_when_not() -> None:
+    """allOf members fold into one object; conflicting members are a loss."""
+    mergeable = {
+        "type": "object",
+        "properties": {
+            "p": {
+                "allOf": [
+                    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                    {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
+                ]
+            }
+        },
+        "required": ["p"],
+        "additionalProperties": False,
+    }
+    compiled = compile_tool(tool(mergeable), "openai-chat")
+    assert compiled.schema_sent["properties"]["p"] == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    conflicting = copy.deepcopy(mergeable)
+    conflicting["properties"]["p"]["allOf"][1] = {"type": "string"}
+    loose = compile_tool(tool(conflicting), "openai-chat")
+    assert loose.strict is False
+    assert ("/properties/p", "allOf", "dropped", True) in [
+        (r.path, r.keyword, r.action, r.lossy) for r in loose.strict_blockers
+    ]
+
+
+def test_maps_and_untyped_values_are_refused_in_strict_mode() -> None:
+    """A dict[str, int] or an Any parameter cannot be expressed by OpenAI strict mode."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "anything": {},
+            "bag": {"type": "array"},
+        },
+        "required": ["counts", "anything", "bag"],
+    }
+    with pytest.raises(SchemaCompileError) as info:
+        compile_tool(tool(schema), "openai-chat", strict=True, allow_loss=True)
+    assert [p.split(":")[0] for p in info.value.problems] == [
+        "/properties/counts",
+        "/properties/anything",
+        "/properties/bag",
+    ]
+    assert compile_tool(tool(schema), "openai-chat").strict is False
+
+
+def test_anthropic_splits_type_lists_into_any_of() -> None:
+    """Anthropic strict gets one type per schema; enum values follow their type."""
+    schema = {
+        "type": "object",
+        "properties": {"x": {"type": ["string", "integer"], "enum": ["a", 1], "description": "X"}},
+        "required": ["x"],
+    }
+    compiled = compile_tool(tool(schema), "anthropic")
+    assert compiled.strict is True
+    assert compiled.schema_sent["properties"]["x"] == {
+        "description": "X",
+        "anyOf": [{"type": "string", "enum": ["a"]}, {"type": "integer", "enum": [1]}],
+    }
+
+
+def test_openapi_nullable_and_const_are_rewritten_exactly() -> None:
+    """OpenAPI `nullable` becomes a null type and `const` a one-value enum."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "nullable": True}, "b": {"const": 3}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    compiled = compile_tool(tool(schema), "openai-chat")
+    assert compiled.strict is True
+    assert compiled.schema_sent["properties"] == {
+        "a": {"type": ["string", "null"]},
+        "b": {"enum": [3]},
+    }
+
+
+# --- limits ----------------------------------------------------------------
+
+
+def test_openai_limits_are_checked_before_sending() -> None:
+    """Over 1000 enum values or 10 nested objects: strict refuses, strict=None falls back."""
+    big_enum = {
+        "type": "object",
+        "properties": {"c": {"type": "integer", "enum": list(range(1001))}},
+        "required": ["c"],
+        "additionalProperties": False,
+    }
+    with pytest.raises(SchemaCompileError, match="at most 1000 enum values"):
+        compile_tool(tool(big_enum), "openai-chat", strict=True)
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(11):
+        deep = {
+            "type": "object",
+            "properties": {"x": deep},
+            "required": ["x"],
+            "additionalProperties": False,
+        }
+    compiled = compile_tool(tool(deep), "openai-chat")
+    assert compiled.strict is False
+    assert "11" in compiled.strict_blockers[0].detail
+    long_strings = {
+        "type": "object",
+        "properties": {"c": {"type": "string", "enum": ["v" * 60 + str(i) for i in range(300)]}},
+        "required": ["c"],
+        "additionalProperties": False,
+    }
+    with pytest.raises(SchemaCompileError, match="more than 250 values"):
+        compile_tool(tool(long_strings), "openai-chat", strict=True)
+
+
+# --- what every dialect refuses --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dialect", "name"),
+    [
+        ("openai-chat", "has space"),
+        ("openai-responses", "x" * 65),
+        ("anthropic", "dots.not.allowed"),
+        ("gemini", "1starts_with_digit"),
+    ],
+)
+def test_tool_names_the_provider_would_refuse_are_refused(dialect: str, name: str) -> None:
+    """A name outside the provider's pattern is an error before any request."""
+    with pytest.raises(SchemaCompileError, match="tool name must be"):
+        compile_tool(tool(WEATHER, name=name), dialect)  # type: ignore[arg-type]
+
+
+def test_root_must_be_an_object_and_dialect_must_exist() -> None:
+    """A non-object root, an unknown dialect and strict for a dialect without it are errors."""
+    with pytest.raises(SchemaCompileError, match="must be an object schema"):
+        compile_tool(tool({"type": "string"}), "openai-chat")
+    with pytest.raises(SchemaCompileError, match="unknown dialect"):
+        compile_tool(tool(WEATHER), "cohere")  # type: ignore[arg-type]
+    with pytest.raises(SchemaCompileError, match="ollama has no strict mode"):
+        compile_tool(tool(WEATHER), "ollama", strict=True)
+    with pytest.raises(SchemaCompileError, match="not JSON"):
+        compile_tool(tool({"type": "object", "properties": {"a": {"default": object()}}}), "gemini")
+
+
+def test_empty_parameters_compile_to_a_closed_empty_object() -> None:
+    """A tool without parameters is an empty object in every dialect."""
+    compiled = compile_tool(tool({}), "openai-chat")
+    assert compiled.schema_sent == {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+        "required": [],
+    }
+    assert compiled.strict is True
+
+
+# --- inputs, defaults, memoization -----------------------------------------
+
+
+def test_tool_objects_and_their_strict_flag_are_honoured() -> None:
+    """A toolkit Tool compiles like a ToolDefinition, and its own strict flag is the default."""
+    strict_tool = Tool("get_weather", "Weather now", parameters=CONSTRAINED, strict=True)
+    with pytest.raises(SchemaCompileError):
+        compile_tool(strict_tool, "openai-chat")
+    assert compile_tool(strict_tool, "openai-chat", strict=None).strict is False
+    loose_tool = Tool("get_weather", "Weather now", parameters=WEATHER, strict=False)
+    assert compile_tool(loose_tool, "openai-chat").strict is False
+
+
+def test_compilation_is_memoized_and_sees_mutation() -> None:
+    """The same tool compiles once; a schema mutated in place is compiled again."""
+    params = copy.deepcopy(WEATHER)
+    definition = tool(params)
+    first = compile_tool(definition, "openai-chat")
+    assert compile_tool(definition, "openai-chat") is first
+    assert compile_tool(tool(copy.deepcopy(WEATHER)), "openai-chat") is first
+    params["properties"]["city"]["minLength"] = 2
+    again = compile_tool(definition, "openai-chat")
+    assert again is not first
+    assert again.strict is False
+
+
+def test_compilation_never_mutates_the_tool_schema() -> None:
+    """The tool's parameters are left exactly as they were."""
+    for schema in (WEATHER, CONSTRAINED, TREE, PYDANTIC_STYLE):
+        before = copy.deepcopy(schema)
+        for dialect in ("openai-chat", "anthropic", "gemini", "ollama", "deepseek"):
+            compile_tool(tool(schema), dialect, strict=None, allow_loss=False)  # type: ignore[arg-type]
+        assert schema == before
+
+
+def test_the_facade_exports_the_compiler_lazily() -> None:
+    """compile_tool and friends are reachable from the top-level package."""
+    assert toolfold.compile_tool is compile_tool
+    assert toolfold.CompiledTool is CompiledTool
+    assert issubclass(toolfold.SchemaCompileError, toolfold.ToolfoldError)
