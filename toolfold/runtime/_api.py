@@ -331,13 +331,13 @@ class RunStream:
 
     def __iter__(self) -> Iterator[RunStreamEvent]:
         live = self._claim()
-        final = yield from stream_sync(live, run_loop(live, self._state))
+        final = yield from stream_sync(live, run_loop(live, self._state, notify=True))
         self._response = finish(final, self._options)
         yield RunEndEvent(self._response)
 
     async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
         live = self._claim()
-        async for item in stream_async(live, run_loop(live, self._state)):
+        async for item in stream_async(live, run_loop(live, self._state, notify=True)):
             if isinstance(item, RunState):
                 self._response = finish(item, self._options)
                 yield RunEndEvent(self._response)

@@ -123,10 +123,11 @@ _Op = Union[_CallModelOp, _RunToolsOp, _NoticeOp]  # noqa: UP007
 Loop = Generator[_Op, Any, RunState]
 
 
-def run_loop(live: Live, state: RunState) -> Loop:
+def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     """Drive ``state`` until the run finishes or waits for the caller.
 
-    Yields the I/O to perform; returns the final (or suspended) state.
+    Yields the I/O to perform (and, with ``notify``, the events a streaming
+    caller shows); returns the final (or suspended) state.
 
     Raises:
         RunError: The run failed; ``.state`` is the last consistent state.
@@ -140,18 +141,21 @@ def run_loop(live: Live, state: RunState) -> Loop:
                 if reason is not None:
                     state = _apply(live, state, StopRequested(reason))
                     continue
-            yield _NoticeOp(StepStartEvent(effect.step))
+            if notify:
+                yield _NoticeOp(StepStartEvent(effect.step))
             try:
                 response = yield _CallModelOp(effect.request, effect.step)
             except Exception as exc:
                 raise _model_failure(exc, state, effect.step) from exc
             dispositions = _dispositions(live, state, response)
             state = _apply(live, state, ModelResponded(response, dispositions))
-            for call, disposition in zip(response.tool_calls, dispositions, strict=True):
-                yield _NoticeOp(ToolCallEvent(call, disposition))
-            for settled in state.calls:
-                if settled.result is not None:
-                    yield _NoticeOp(ToolResultEvent(settled.result, settled.outcome or "error"))
+            if notify:
+                for call, disposition in zip(response.tool_calls, dispositions, strict=True):
+                    yield _NoticeOp(ToolCallEvent(call, disposition))
+                for settled in state.calls:
+                    if settled.result is not None:
+                        result = settled.result
+                        yield _NoticeOp(ToolResultEvent(result, settled.outcome or "error"))
         elif isinstance(effect, RunTools):
             jobs = tuple(_job(live, state, invocation.call) for invocation in effect.calls)
             outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
@@ -162,7 +166,8 @@ def run_loop(live: Live, state: RunState) -> Loop:
                     outcome.call_id, outcome.content, outcome.is_error, outcome.outcome
                 )
                 state = _apply(live, state, event)
-                yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+                if notify:
+                    yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
         elif isinstance(effect, ValidateOutput):
             assert live.output is not None, "a run with an output spec needs its output type"
             try:
@@ -179,10 +184,12 @@ def run_loop(live: Live, state: RunState) -> Loop:
             return state
         if reported < state.step and not state.pending_calls:
             reported = state.step
-            step = _current_step(state)
-            if live.on_step is not None:
-                live.on_step(step)
-            yield _NoticeOp(StepEndEvent(step))
+            if live.on_step is not None or notify:
+                step = _current_step(state)
+                if live.on_step is not None:
+                    live.on_step(step)
+                if notify:
+                    yield _NoticeOp(StepEndEvent(step))
 
 
 def _apply(live: Live, state: RunState, event: Event) -> RunState:

@@ -48,7 +48,12 @@ one response."""
 ScriptEntry = Union[Reply, Callable[[ModelRequest], Reply]]  # noqa: UP007
 
 
-def to_response(reply: Reply, request: ModelRequest, model_name: str) -> ModelResponse:
+def to_response(
+    reply: Reply,
+    request: ModelRequest,
+    model_name: str,
+    count_input: Callable[[Sequence[Message]], int] | None = None,
+) -> ModelResponse:
     """Turn a reply into a full response: ids for calls, a finish reason, usage."""
     if isinstance(reply, ModelResponse):
         response = reply
@@ -61,15 +66,16 @@ def to_response(reply: Reply, request: ModelRequest, model_name: str) -> ModelRe
         else:
             message = Message("assistant", tuple(_as_part(item) for item in reply))
         response = ModelResponse(message, model_name=model_name)
-    step = 1 + sum(1 for m in request.messages if m.role == "assistant")
-    parts = tuple(_with_id(p, step, i) for i, p in enumerate(message.parts))
+    position = len(request.messages)
+    parts = tuple(_with_id(p, position, i) for i, p in enumerate(message.parts))
     message = Message("assistant", parts)
     finish = response.finish_reason
     if not isinstance(reply, ModelResponse):
         finish = "tool_calls" if message.tool_calls else "stop"
     usage = response.usage
     if not isinstance(reply, ModelResponse) or usage == Usage(requests=1):
-        usage = Usage(_count_words(request.messages), _count_words((message,)), requests=1)
+        counted = (count_input or _count_words)(request.messages)
+        usage = Usage(counted, _count_words((message,)), requests=1)
     return ModelResponse(
         message,
         usage,
@@ -84,18 +90,37 @@ def _as_part(item: str | Part) -> Part:
     return TextPart(item) if isinstance(item, str) else item
 
 
-def _with_id(part: Part, step: int, index: int) -> Part:
-    # Ids derive from the position in the conversation, so a model rebuilt in
-    # another process (a resumed run) never repeats an earlier id.
+def _with_id(part: Part, position: int, index: int) -> Part:
+    # Ids derive from the length of the conversation (which grows with every
+    # response), so a model rebuilt in another process (a resumed run) never
+    # repeats an earlier id, and making one costs nothing.
     if isinstance(part, ToolCallPart) and not part.id:
         return ToolCallPart(
-            f"call_{step}_{index}",
+            f"call_{position}_{index}",
             part.name,
             part.arguments_text,
             part.arguments,
             part.provider_data,
         )
     return part
+
+
+class _InputCounter:
+    """Counts a request's words incrementally: a run resends its conversation
+    with one or two new messages each time, so only those are counted."""
+
+    def __init__(self) -> None:
+        self._previous: Sequence[Message] = ()
+        self._total = 0
+
+    def __call__(self, messages: Sequence[Message]) -> int:
+        seen = len(self._previous)
+        if 0 < seen <= len(messages) and messages[seen - 1] is self._previous[seen - 1]:
+            total = self._total + _count_words(messages[seen:])
+        else:
+            total = _count_words(messages)
+        self._previous, self._total = messages, total
+        return total
 
 
 def _count_words(messages: Iterable[Message]) -> int:
@@ -151,6 +176,7 @@ class _BaseTestModel:
         self._name = name
         self.requests: list[ModelRequest] = []
         """Every request received, in order (for assertions)."""
+        self._count_input = _InputCounter()
 
     @property
     def name(self) -> str:
@@ -170,7 +196,7 @@ class _BaseTestModel:
         if inspect.isawaitable(reply):
             pending = reply
             reply = run_blocking(lambda: _await(pending))
-        return to_response(reply, request, self._name)
+        return to_response(reply, request, self._name, self._count_input)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously."""
@@ -178,7 +204,7 @@ class _BaseTestModel:
         reply = self._reply(request)
         if inspect.isawaitable(reply):
             reply = await reply
-        return to_response(reply, request, self._name)
+        return to_response(reply, request, self._name, self._count_input)
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
