@@ -1,0 +1,162 @@
+"""Compiled tool payloads validate against the providers' own OpenAPI documents."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema import Draft4Validator, Draft202012Validator
+from jsonschema.protocols import Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT4, DRAFT202012
+from test_dialects import CONSTRAINED, PYDANTIC_STYLE, TREE, WEATHER
+
+from toolfold.adapters import compile_tool
+from toolfold.runtime import ToolDefinition
+
+SPECS = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "specs"
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "weather": WEATHER,
+    "constrained": CONSTRAINED,
+    "tree": TREE,
+    "pydantic": PYDANTIC_STYLE,
+    "empty": {},
+    "nested": {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "sku": {"type": "string"},
+                        "qty": {"type": "integer", "minimum": 1},
+                    },
+                    "required": ["sku"],
+                },
+            }
+        },
+    },
+}
+MODES: tuple[bool | None, ...] = (None, False)
+
+
+def _compiled(dialect: str) -> Iterator[tuple[str, Any]]:
+    for label, schema in SCHEMAS.items():
+        definition = ToolDefinition(
+            name=f"tool_{label}", description=f"The {label} tool", parameters=schema
+        )
+        for strict in MODES:
+            compiled = compile_tool(definition, dialect, strict=strict)  # type: ignore[arg-type]
+            yield f"{label}/strict={strict}", compiled
+        lossy = compile_tool(definition, dialect, strict=None, allow_loss=True)  # type: ignore[arg-type]
+        yield f"{label}/allow_loss", lossy
+
+
+@functools.cache
+def _document(name: str) -> dict[str, Any]:
+    path = SPECS / name
+    with path.open(encoding="utf-8") as fh:
+        if name.endswith(".yaml"):
+            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # type: ignore[no-any-return]
+        return json.load(fh)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _validator(name: str, component: str) -> Validator:
+    """A validator for one component schema of an OpenAPI document, $refs resolved in place."""
+    document = _document(name)
+    openapi_30 = str(document.get("openapi", "")).startswith("3.0")
+    spec = DRAFT4 if openapi_30 else DRAFT202012
+    registry: Registry[Any] = Registry().with_resource(
+        f"urn:{name}", Resource.from_contents(document, default_specification=spec)
+    )
+    cls = Draft4Validator if openapi_30 else Draft202012Validator
+    return cls({"$ref": f"urn:{name}#/components/schemas/{component}"}, registry=registry)  # type: ignore[no-any-return]
+
+
+def _properties(name: str, component: str) -> set[str]:
+    return set(_document(name)["components"]["schemas"][component]["properties"])
+
+
+def _errors(validator: Validator, instance: Any) -> list[str]:
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(instance)]
+
+
+def test_openai_chat_payloads_match_chat_completion_tool() -> None:
+    """Every openai-chat payload is a ChatCompletionTool and its function a FunctionObject."""
+    tool_v = _validator("openai-openapi.yaml", "ChatCompletionTool")
+    function_v = _validator("openai-openapi.yaml", "FunctionObject")
+    allowed = _properties("openai-openapi.yaml", "FunctionObject")
+    for label, compiled in _compiled("openai-chat"):
+        assert _errors(tool_v, compiled.payload) == [], label
+        assert _errors(function_v, compiled.payload["function"]) == [], label
+        assert set(compiled.payload["function"]) <= allowed, label
+
+
+def test_deepseek_payloads_match_chat_completion_tool() -> None:
+    """DeepSeek speaks the OpenAI chat tool shape."""
+    tool_v = _validator("openai-openapi.yaml", "ChatCompletionTool")
+    for label, compiled in _compiled("deepseek"):
+        assert _errors(tool_v, compiled.payload) == [], label
+
+
+def test_openai_responses_payloads_match_function_tool() -> None:
+    """Every openai-responses payload is a Responses FunctionTool with strict stated."""
+    validator = _validator("openai-openapi.yaml", "FunctionTool")
+    allowed = _properties("openai-openapi.yaml", "FunctionTool")
+    for label, compiled in _compiled("openai-responses"):
+        assert _errors(validator, compiled.payload) == [], label
+        assert set(compiled.payload) <= allowed, label
+        assert isinstance(compiled.payload["strict"], bool)
+
+
+def test_anthropic_payloads_match_tool() -> None:
+    """Non-strict payloads are a `Tool`; strict ones (with `strict`) are a `BetaTool` in this snapshot."""
+    tool_v = _validator("anthropic-openapi.json", "Tool")
+    beta_v = _validator("anthropic-openapi.json", "BetaTool")
+    strict_seen = False
+    for label, compiled in _compiled("anthropic"):
+        assert _errors(beta_v, compiled.payload) == [], label
+        if compiled.strict:
+            strict_seen = True
+            assert compiled.payload["strict"] is True
+        else:
+            assert _errors(tool_v, compiled.payload) == [], label
+    assert strict_seen
+
+
+def test_gemini_payloads_match_function_declaration() -> None:
+    """Every gemini payload is a FunctionDeclaration (OpenAPI 3.0, checked as draft 4)."""
+    validator = _validator("gemini-generativelanguage-v1beta-openapi.json", "FunctionDeclaration")
+    allowed = _properties("gemini-generativelanguage-v1beta-openapi.json", "FunctionDeclaration")
+    for label, compiled in _compiled("gemini"):
+        assert _errors(validator, compiled.payload) == [], label
+        assert set(compiled.payload) <= allowed, label
+        assert "parameters" not in compiled.payload  # mutually exclusive with parametersJsonSchema
+
+
+def test_the_spec_validators_reject_a_broken_payload() -> None:
+    """The spec checks can fail: a payload missing required fields is reported."""
+    tool_v = _validator("openai-openapi.yaml", "ChatCompletionTool")
+    assert _errors(tool_v, {"type": "function", "function": {"description": "no name"}})
+    anthropic_v = _validator("anthropic-openapi.json", "Tool")
+    assert _errors(anthropic_v, {"name": "x", "input_schema": {"type": "object"}, "strict": True})
+    gemini_v = _validator("gemini-generativelanguage-v1beta-openapi.json", "FunctionDeclaration")
+    assert _errors(gemini_v, {"name": "x"})
+
+
+@pytest.mark.parametrize(
+    "dialect", ["openai-chat", "openai-responses", "anthropic", "gemini", "ollama", "deepseek"]
+)
+def test_every_schema_sent_is_a_valid_json_schema(dialect: str) -> None:
+    """What is sent is itself a well-formed draft 2020-12 schema."""
+    for label, compiled in _compiled(dialect):
+        Draft202012Validator.check_schema(compiled.schema_sent)
+        assert compiled.schema_sent["type"] == "object", label
