@@ -271,6 +271,16 @@ CASES: list[tuple[Any, dict[str, Any]]] = [
         {"type": "string", "examples": ["Paris"], "x-unit": "city"},
     ),
     (
+        Annotated[set[str], Field(min_length=2, max_length=4)],
+        {
+            "type": "array",
+            "items": {"type": "string"},
+            "uniqueItems": True,
+            "minItems": 2,
+            "maxItems": 4,
+        },
+    ),
+    (
         list[Annotated[int, Field(ge=0)]],
         {"type": "array", "items": {"type": "integer", "minimum": 0}},
     ),
@@ -344,6 +354,36 @@ def test_misplaced_constraint_is_a_definition_error() -> None:
     with pytest.raises(ToolDefinitionError) as info:
         schema(Annotated[str, Field(ge=1)])
     assert info.value.problems == ("constraint ge=1 applies to numbers only, not to str",)
+
+
+def test_annotated_types_markers_are_understood() -> None:
+    """Markers from annotated-types (Ge, MaxLen, ...) read like Field constraints."""
+
+    class Ge:
+        def __init__(self, ge: int) -> None:
+            self.ge = ge
+
+    class MaxLen:
+        def __init__(self, max_length: int) -> None:
+            self.max_length = max_length
+
+    Ge.__module__ = MaxLen.__module__ = "annotated_types"
+    assert schema(Annotated[int, Ge(3)]) == {"type": "integer", "minimum": 3}
+    assert schema(Annotated[list[int], MaxLen(2)]) == {
+        "type": "array",
+        "items": {"type": "integer"},
+        "maxItems": 2,
+    }
+
+
+def test_invalid_pattern_is_a_definition_error() -> None:
+    """A pattern that is not a regular expression is caught at definition time."""
+    with pytest.raises(ToolDefinitionError) as info:
+        schema(Annotated[str, Field(pattern="[a-")])
+    assert info.value.problems == (
+        "pattern '[a-' is not a valid regular expression"
+        " (unterminated character set at position 0)",
+    )
 
 
 def test_non_str_dict_keys_are_a_definition_error() -> None:

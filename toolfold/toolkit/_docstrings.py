@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import attrs
-
 STYLES = ("auto", "google", "numpy", "rest", "epydoc")
 
 _NUMPY = re.compile(r"^[ \t]*\w[\w ]*\n[ \t]*-{3,}[ \t]*$", re.M)
@@ -32,7 +30,6 @@ class ToolDefinitionWarning(UserWarning):
     """
 
 
-@attrs.frozen
 class ParsedDocstring:
     """What toolfold takes from a docstring.
 
@@ -42,9 +39,17 @@ class ParsedDocstring:
         attributes: Attribute name -> description (``Attributes:``, ``:ivar:``).
     """
 
-    description: str = ""
-    params: dict[str, str] = attrs.field(factory=dict)
-    attributes: dict[str, str] = attrs.field(factory=dict)
+    __slots__ = ("attributes", "description", "params")
+
+    def __init__(
+        self,
+        description: str = "",
+        params: dict[str, str] | None = None,
+        attributes: dict[str, str] | None = None,
+    ) -> None:
+        self.description = description
+        self.params = params or {}
+        self.attributes = attributes or {}
 
 
 _EMPTY = ParsedDocstring()

@@ -7,10 +7,8 @@ inside ``Annotated`` is a description too: ``Annotated[str, "The city"]``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
-
-import attrs
 
 # keyword -> (JSON Schema keyword, the schema "type"s it applies to)
 _NUMBER = frozenset({"integer", "number"})
@@ -31,7 +29,23 @@ CONSTRAINTS: dict[str, tuple[str, frozenset[str]]] = {
 _KIND = {_NUMBER: "numbers", _STRING: "strings", _ARRAY: "arrays"}
 
 
-@attrs.frozen
+_NAMES = (
+    "description",
+    "ge",
+    "gt",
+    "le",
+    "lt",
+    "multiple_of",
+    "min_length",
+    "max_length",
+    "pattern",
+    "min_items",
+    "max_items",
+    "examples",
+    "extra",
+)
+
+
 class Field:
     """Description and constraints for a type, used inside ``Annotated``.
 
@@ -49,8 +63,8 @@ class Field:
         le: Maximum, inclusive (numbers).
         lt: Maximum, exclusive (numbers).
         multiple_of: The value must be a multiple of this (numbers).
-        min_length: Minimum length (strings).
-        max_length: Maximum length (strings).
+        min_length: Minimum length (strings; on arrays, the same as min_items).
+        max_length: Maximum length (strings; on arrays, the same as max_items).
         pattern: A regular expression the value must match (strings).
         min_items: Minimum number of items (arrays, sets, tuples).
         max_items: Maximum number of items (arrays, sets, tuples).
@@ -58,21 +72,57 @@ class Field:
         extra: More JSON Schema keywords, merged as they are.
     """
 
-    description: str | None = None
-    ge: float | None = attrs.field(default=None, kw_only=True)
-    gt: float | None = attrs.field(default=None, kw_only=True)
-    le: float | None = attrs.field(default=None, kw_only=True)
-    lt: float | None = attrs.field(default=None, kw_only=True)
-    multiple_of: float | None = attrs.field(default=None, kw_only=True)
-    min_length: int | None = attrs.field(default=None, kw_only=True)
-    max_length: int | None = attrs.field(default=None, kw_only=True)
-    pattern: str | None = attrs.field(default=None, kw_only=True)
-    min_items: int | None = attrs.field(default=None, kw_only=True)
-    max_items: int | None = attrs.field(default=None, kw_only=True)
-    examples: tuple[Any, ...] | None = attrs.field(
-        default=None, kw_only=True, converter=attrs.converters.optional(tuple)
-    )
-    extra: Mapping[str, Any] | None = attrs.field(default=None, kw_only=True, hash=False)
+    # A plain class, not attrs: attrs would generate its methods at import time,
+    # several milliseconds of `import toolfold` for a class most programs build twice.
+    __slots__ = _NAMES
+
+    def __init__(
+        self,
+        description: str | None = None,
+        *,
+        ge: float | None = None,
+        gt: float | None = None,
+        le: float | None = None,
+        lt: float | None = None,
+        multiple_of: float | None = None,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        pattern: str | None = None,
+        min_items: int | None = None,
+        max_items: int | None = None,
+        examples: Iterable[Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.description = description
+        self.ge = ge
+        self.gt = gt
+        self.le = le
+        self.lt = lt
+        self.multiple_of = multiple_of
+        self.min_length = min_length
+        self.max_length = max_length
+        self.pattern = pattern
+        self.min_items = min_items
+        self.max_items = max_items
+        self.examples = None if examples is None else tuple(examples)
+        self.extra = None if extra is None else dict(extra)
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in _NAMES[:-1])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Field):
+            return NotImplemented
+        return self._key() == other._key() and self.extra == other.extra
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        set_ = ", ".join(
+            f"{n}={getattr(self, n)!r}" for n in _NAMES if getattr(self, n) is not None
+        )
+        return f"Field({set_})"
 
 
 def _schema_types(schema: Mapping[str, Any]) -> frozenset[str]:
@@ -84,7 +134,9 @@ def _schema_types(schema: Mapping[str, Any]) -> frozenset[str]:
     return frozenset()
 
 
-def apply_field(schema: dict[str, Any], field: Field, problems: list[str]) -> dict[str, Any]:
+def apply_field(
+    schema: dict[str, Any], field: Field, problems: list[str], type_name: str = "this type"
+) -> dict[str, Any]:
     """Put a Field's constraints on ``schema`` (in place) and return it.
 
     Constraints go on the schema itself or, for a union, on each branch they fit
@@ -97,12 +149,18 @@ def apply_field(schema: dict[str, Any], field: Field, problems: list[str]) -> di
             continue
         if keyword == "pattern":
             _check_pattern(value, problems)
+        if kinds is _STRING and key != "pattern" and _schema_types(schema) & _ARRAY:
+            # min_length / max_length on a list, as pydantic and annotated-types spell it
+            schema["minItems" if key == "min_length" else "maxItems"] = value
+            continue
         if _schema_types(schema) & kinds:
             schema[keyword] = value
             continue
         branches = [b for b in schema.get("anyOf", ()) if _schema_types(b) & kinds]
         if not branches:
-            problems.append(f"constraint {key}={value!r} applies to {_KIND[kinds]} only")
+            problems.append(
+                f"constraint {key}={value!r} applies to {_KIND[kinds]} only, not to {type_name}"
+            )
         for branch in branches:
             branch[keyword] = value
     if field.examples is not None:

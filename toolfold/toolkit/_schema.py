@@ -212,15 +212,16 @@ class SchemaContext:
     def _annotated(self, inner: Any, metadata: Iterable[Any]) -> dict[str, Any]:
         schema = self.schema_for(inner)
         problems: list[str] = []
+        name = type_repr(inner)
         for item in metadata:
             if isinstance(item, str):
                 schema["description"] = item
             elif isinstance(item, Field):
-                apply_field(schema, item, problems)
+                apply_field(schema, item, problems, name)
             elif type(item).__module__ == "annotated_types":
-                apply_field(schema, _from_annotated_types(item), problems)
+                apply_field(schema, _from_annotated_types(item), problems, name)
         for message in problems:
-            self.problem(f"{message}, not to {type_repr(inner)}")
+            self.problem(message)
         return schema
 
     def _literal(self, args: tuple[Any, ...]) -> dict[str, Any]:
