@@ -1,0 +1,143 @@
+"""Arguments coming back: validated against the schema sent, strict-mode nulls turned back into absence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolfold import ArgumentValidationError
+from toolfold.adapters import check_arguments, compile_tool, restore_arguments
+from toolfold.runtime import ToolDefinition
+
+ORDER = {
+    "type": "object",
+    "properties": {
+        "sku": {"type": "string"},
+        "qty": {"type": "integer", "default": 1},
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+        "ship": {"$ref": "#/$defs/Ship"},
+        "lines": {"type": "array", "items": {"$ref": "#/$defs/Line"}},
+    },
+    "required": ["sku"],
+    "additionalProperties": False,
+    "$defs": {
+        "Ship": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "express": {"type": "boolean"}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+        "Line": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}, "gift": {"type": "boolean"}},
+            "required": ["code"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def compiled_order(dialect: str = "openai-chat") -> Any:
+    return compile_tool(ToolDefinition(name="order", parameters=ORDER), dialect)  # type: ignore[arg-type]
+
+
+def test_nulls_for_optional_parameters_become_absent_at_every_depth() -> None:
+    """Nulls the strict schema forced are removed in the root, nested objects and array items."""
+    compiled = compiled_order()
+    assert compiled.strict is True
+    sent = {
+        "sku": "A1",
+        "qty": None,
+        "note": None,
+        "ship": {"city": "Oslo", "express": None},
+        "lines": [{"code": "x", "gift": None}, {"code": "y", "gift": True}],
+    }
+    assert restore_arguments(compiled, sent) == {
+        "sku": "A1",
+        "note": None,  # the tool's schema accepts null here: it stays
+        "ship": {"city": "Oslo"},
+        "lines": [{"code": "x"}, {"code": "y", "gift": True}],
+    }
+
+
+def test_an_optional_object_sent_as_null_is_removed() -> None:
+    """An optional $ref parameter answered with null is left out, so its default applies."""
+    compiled = compiled_order()
+    restored = restore_arguments(
+        compiled, {"sku": "A", "qty": 2, "note": "n", "ship": None, "lines": None}
+    )
+    assert restored == {"sku": "A", "qty": 2, "note": "n"}
+
+
+def test_restore_is_the_identity_when_nothing_was_made_nullable() -> None:
+    """Dialects that keep optional properties optional hand arguments back untouched."""
+    for dialect in ("anthropic", "gemini", "ollama", "json-schema"):
+        compiled = compiled_order(dialect)
+        arguments = {"sku": "A", "qty": None}
+        assert restore_arguments(compiled, arguments) is arguments
+
+
+def test_check_arguments_validates_against_the_schema_sent() -> None:
+    """Arguments are checked against the exact schema sent, with JSON paths, then restored."""
+    compiled = compiled_order()
+    good = {"sku": "A", "qty": None, "note": None, "ship": None, "lines": None}
+    assert check_arguments(compiled, good) == {"sku": "A", "note": None}
+    with pytest.raises(ArgumentValidationError) as info:
+        check_arguments(compiled, {"sku": 5, "qty": "many", "note": None, "ship": None})
+    assert info.value.errors == (
+        "$: 'lines' is a required property",
+        "$.qty: 'many' is not of type 'integer', 'null'",
+        "$.sku: 5 is not of type 'string'",
+    )
+
+
+def test_check_arguments_refuses_what_strict_mode_would_never_send() -> None:
+    """The strict schema requires every key, so a missing optional key is an error, not a default."""
+    compiled = compiled_order()
+    with pytest.raises(ArgumentValidationError, match="'qty' is a required property"):
+        check_arguments(compiled, {"sku": "A", "note": None, "ship": None, "lines": None})
+    loose = compile_tool(
+        ToolDefinition(name="order", parameters=ORDER), "openai-chat", strict=False
+    )
+    assert check_arguments(loose, {"sku": "A"}) == {"sku": "A"}
+
+
+def test_restore_picks_the_union_branch_the_arguments_were_made_for() -> None:
+    """In an anyOf of objects, nulls are removed using the branch whose keys match."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "shape": {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {"r": {"type": "number"}, "label": {"type": "string"}},
+                        "required": ["r"],
+                        "additionalProperties": False,
+                    },
+                    {
+                        "type": "object",
+                        "properties": {"side": {"type": "number"}, "fill": {"type": "string"}},
+                        "required": ["side"],
+                        "additionalProperties": False,
+                    },
+                ]
+            }
+        },
+        "required": ["shape"],
+        "additionalProperties": False,
+    }
+    compiled = compile_tool(ToolDefinition(name="draw", parameters=schema), "openai-chat")
+    assert compiled.strict is True
+    arguments = {"shape": {"side": 2, "fill": None}}
+    assert check_arguments(compiled, arguments) == {"shape": {"side": 2}}
+
+
+def test_compiled_validator_is_built_once() -> None:
+    """The jsonschema validator for a compiled tool is cached on it."""
+    compiled = compiled_order()
+    check_arguments(compiled, {"sku": "A", "qty": 1, "note": None, "ship": None, "lines": []})
+    validator = compiled._cache["validator"]
+    check_arguments(compiled, {"sku": "B", "qty": 1, "note": None, "ship": None, "lines": []})
+    assert compiled._cache["validator"] is validator
