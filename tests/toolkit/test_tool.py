@@ -272,3 +272,56 @@ def test_check_tool_names_refuses_duplicates() -> None:
         "tool name 'ping' is used by 2 tools (test_check_tool_names_refuses_duplicates"
         ".<locals>.ping, a schema-only tool); give each a distinct name=...",
     )
+
+
+def test_bound_methods_partials_and_callable_objects() -> None:
+    """Already-bound methods, functools.partial and callable objects become tools too."""
+    import functools
+
+    class Scaler:
+        def __init__(self, factor: int) -> None:
+            self.factor = factor
+
+        def scale(self, x: int) -> int:
+            return x * self.factor
+
+        def __call__(self, x: int, y: int = 0) -> int:
+            return x + y
+
+    bound = tool(Scaler(3).scale)
+    assert bound.parameters["properties"] == {"x": {"type": "integer"}}
+    assert bound.invoke({"x": 2}) == 6
+
+    def power(base: int, exp: int) -> int:
+        return int(base**exp)
+
+    square = tool(name="square")(functools.partial(power, exp=2))
+    assert square.parameters["required"] == ["base"]
+    assert square.invoke({"base": 4}) == 16
+
+    adder = tool(name="adder")(Scaler(1))
+    assert adder.parameters["properties"] == {
+        "x": {"type": "integer"},
+        "y": {"type": "integer", "default": 0},
+    }
+    assert adder.invoke({"x": 1, "y": 2}) == 3
+
+
+def test_wrapped_functions_keep_their_signature() -> None:
+    """A functools.wraps decorator under @tool exposes the wrapped signature."""
+    import functools
+
+    def logged(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    @tool
+    @logged
+    def greet(name: str) -> str:
+        return f"hi {name}"
+
+    assert greet.parameters["properties"] == {"name": {"type": "string"}}
+    assert greet.invoke({"name": "Ada"}) == "hi Ada"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
@@ -116,7 +117,8 @@ def _make_tool(
         raise ToolDefinitionError(function.name, ["is already a tool; apply @tool once"])
     if not callable(function):
         raise ToolDefinitionError(repr(function), ["@tool needs a function"])
-    if receiver is None and not static and _defined_in_class(function):
+    bound = isinstance(function, types.MethodType)  # tool(obj.method): self is already bound
+    if receiver is None and not static and not bound and _defined_in_class(function):
         receiver = "instance"
     derived = derive(
         function,

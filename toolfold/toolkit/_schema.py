@@ -158,6 +158,8 @@ class SchemaContext:
             refs, problems = self._refs, len(self.problems)
             schema = self._derive(tp)
             if hashable and refs == self._refs and problems == len(self.problems):
+                if len(_cache) > 4096:  # classes made at run time must not pile up forever
+                    _cache.clear()
                 _cache[tp] = copy_json(schema)
         if segment:
             self._path.pop()

@@ -9,6 +9,7 @@ construction).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import typing
@@ -115,6 +116,7 @@ def type_hints(fn: Callable[..., Any], localns: dict[str, Any] | None = None) ->
         return typing.get_type_hints(fn, localns=localns, include_extras=True)
     if (
         type(fn) is not types.FunctionType
+        or hasattr(fn, "__wrapped__")  # typing finds the wrapped function's module
         or not annotations
         or not any(type(v) is str for v in annotations.values())
     ):
@@ -130,6 +132,15 @@ def type_hints(fn: Callable[..., Any], localns: dict[str, Any] | None = None) ->
             return typing.get_type_hints(fn, include_extras=True)
         hints[name] = value
     return hints
+
+
+def _hint_target(fn: Any) -> Any:
+    """Where the annotations of a callable live (partials and callable objects too)."""
+    if isinstance(fn, functools.partial):
+        return _hint_target(fn.func)
+    if isinstance(fn, (types.FunctionType, types.MethodType, type)):
+        return fn
+    return type(fn).__call__ if callable(fn) else fn
 
 
 def _lookup(name: str, globalns: dict[str, Any]) -> Any:
@@ -196,7 +207,7 @@ def derive(
         problems.append(f"docstring_style {docstring_style!r} is not one of {', '.join(STYLES)}")
         docstring_style = "auto"
     try:
-        hints = type_hints(fn, localns)
+        hints = type_hints(_hint_target(fn), localns)
     except Exception as exc:  # NameError for a forward reference, and the like
         problems.append(f"cannot resolve the type annotations ({exc}); import the names they use")
         out.unresolved = True
