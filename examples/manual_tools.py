@@ -1,0 +1,70 @@
+"""Manual tools: calls the caller answers, mixed with tools that run by themselves.
+
+A `Tool` without a function is only a schema: when the model calls it, the run
+stops with ``finish_reason == "tool_calls"`` and ``response.tool_calls`` lists
+the calls. Tools with a function in the same step have already run. Pass the
+answers to ``resume(tool_results=...)`` and the loop goes on. (With
+``auto_execute_tools=False`` every call comes back this way.)
+
+    python examples/manual_tools.py
+"""
+
+from __future__ import annotations
+
+from toolfold import Tool, generate_text, resume, tool
+from toolfold.testing import ScriptedModel
+
+call = ScriptedModel.call
+
+
+@tool
+def search_flights(origin: str, destination: str) -> list[dict[str, object]]:
+    """Find flights between two airports.
+
+    Args:
+        origin: IATA code of the departure airport.
+        destination: IATA code of the arrival airport.
+    """
+    return [{"flight": "TF101", "price": 129}, {"flight": "TF205", "price": 99}]
+
+
+# No function: a human (or the UI, or another service) answers these calls.
+confirm_with_user = Tool(
+    "confirm_with_user",
+    "Ask the traveller a yes/no question and wait for the answer.",
+    {
+        "type": "object",
+        "properties": {"question": {"type": "string", "description": "The question."}},
+        "required": ["question"],
+        "additionalProperties": False,
+    },
+)
+
+model = ScriptedModel(
+    [
+        [
+            call("search_flights", {"origin": "CDG", "destination": "LIS"}),
+            call("confirm_with_user", {"question": "Is a 99 EUR flight at 6am fine?"}),
+        ],
+        "Booked TF205 for 99 EUR, as you agreed.",
+    ]
+)
+tools = [search_flights, confirm_with_user]
+
+
+def main() -> None:
+    first = generate_text(model, "Find me a cheap flight from Paris to Lisbon.", tools=tools)
+    print(f"finish reason: {first.finish_reason}")
+    for result in first.steps[0].tool_results:  # the automatic tools of the step ran
+        print(f"already ran:   {result.tool_name} -> {result.content}")
+    answers = {}
+    for pending in first.tool_calls:
+        print(f"the model asks: {pending.arguments['question']}")  # type: ignore[index]
+        answers[pending.id] = "yes"  # a real app would ask the user here
+    done = resume(first.state, model=model, tools=tools, tool_results=answers)
+    print(f"answer: {done.text}")
+    print(f"results the model saw: {[r.content for r in done.steps[0].tool_results]}")
+
+
+if __name__ == "__main__":
+    main()
