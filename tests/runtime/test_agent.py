@@ -179,3 +179,29 @@ def test_model_string_resolution_errors_early() -> None:
     """An unknown provider in a model string fails when the agent is made."""
     with pytest.raises(ToolfoldError, match="unknown provider"):
         Agent("nosuchprovider:model")
+
+
+def test_stream_failure_keeps_state_and_resume_retries() -> None:
+    """A stream that breaks mid-way raises with the pre-call state; resume retries the step."""
+    from toolfold import RunError
+    from toolfold.runtime import TextDelta as Delta
+    from toolfold.testing import FunctionModel
+
+    attempts = [0]
+
+    def broken_stream(request: Any) -> Any:
+        attempts[0] += 1
+        yield Delta("partial ")
+        if attempts[0] == 1:
+            raise ConnectionResetError("stream cut")
+        yield Delta("answer")
+
+    agent = Agent(FunctionModel(lambda r: "unused", stream_function=broken_stream))
+    stream = agent.stream("go")
+    with pytest.raises(RunError, match="ConnectionResetError") as info:
+        list(stream)
+    state = info.value.state
+    assert state.phase == "awaiting_model"
+    retried = agent.resume_stream(state)
+    assert [e.text for e in retried if isinstance(e, TextDelta)] == ["partial ", "answer"]
+    assert retried.response.text == "partial answer"

@@ -422,3 +422,39 @@ def test_agenerate_text_matches_generate_text() -> None:
     async_ = asyncio.run(agenerate_text(ScriptedModel(script), "go", tools=[add], run_id="r"))
     assert sync.messages == async_.messages
     assert sync.state.events == async_.state.events
+
+
+def test_data_stop_conditions() -> None:
+    """token_budget and tool_called stop the run with their own finish reasons."""
+    from toolfold.runtime import token_budget, tool_called
+
+    script = [call("add", {"a": 1, "b": 1})] * 3 + ["done"]
+    by_tool = generate_text(
+        ScriptedModel(script), "go", tools=[add], stop_when=[tool_called("add")]
+    )
+    assert (by_tool.finish_reason, len(by_tool.steps)) == ("tool_called", 1)
+    by_budget = generate_text(ScriptedModel(script), "go", tools=[add], stop_when=[token_budget(1)])
+    assert by_budget.finish_reason == "token_budget"
+
+
+def test_blocking_run_with_sync_tools_never_imports_asyncio() -> None:
+    """The blocking path runs sync tools (parallel ones in threads) without asyncio."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, toolfold\n"
+        "from toolfold.testing import ScriptedModel\n"
+        "@toolfold.tool\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    '''Add.'''\n"
+        "    return a + b\n"
+        "c = ScriptedModel.call\n"
+        "m = ScriptedModel([[c('add', {'a': 1, 'b': 2}), c('add', {'a': 3, 'b': 4})], 'x'])\n"
+        "assert toolfold.generate_text(m, 'go', tools=[add]).text == 'x'\n"
+        "print('asyncio' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False"
