@@ -93,6 +93,18 @@ def test_run_context_is_injected_not_exposed() -> None:
     assert whoami.invoke({"prefix": "run "}, CONTEXT) == "run r1"
 
 
+def test_optional_run_context_is_injected_too() -> None:
+    """RunContext | None (so the function can be called without a run) is injected as well."""
+
+    @tool
+    def step(query: str, ctx: RunContext[Any] | None = None) -> str:
+        return f"{query}@{ctx.step if ctx else 0}"
+
+    assert step.parameters["properties"] == {"query": {"type": "string"}}
+    assert step("q") == "q@0"
+    assert step.invoke({"query": "q"}, CONTEXT) == "q@1"
+
+
 def test_positional_only_parameters_are_passed_positionally() -> None:
     """invoke passes positional-only parameters by position."""
 

@@ -185,7 +185,18 @@ def _has_forward_ref(tp: Any) -> bool:
 
 
 def _is_context(annotation: Any) -> bool:
-    return annotation is RunContext or typing.get_origin(annotation) is RunContext
+    """RunContext, RunContext[Deps], their Optional forms, or Annotated ones."""
+    if annotation is RunContext:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is RunContext:
+        return True
+    if origin is typing.Annotated:
+        return _is_context(annotation.__origin__)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return len(args) == 1 and _is_context(args[0])
+    return False
 
 
 def derive(
