@@ -1,0 +1,313 @@
+"""The reducer's step logic: classify a response's tool calls, collect results, commit.
+
+Handlers write the fields they change into a ``changes`` dict (local to one
+`reduce` call, so the input state is never touched); `reduce` then builds the
+next state once. One state per event instead of one per helper keeps an event
+at a few microseconds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
+from toolfold.runtime._config import RunConfig, ToolSpec
+from toolfold.runtime._events import (
+    ApprovalDenied,
+    ApprovalGranted,
+    ModelResponded,
+    ToolResultsProvided,
+    ToolReturned,
+)
+from toolfold.runtime._messages import Message, ToolCallPart, ToolResultPart
+from toolfold.runtime._state import (
+    CallState,
+    CallStatus,
+    Disposition,
+    Outcome,
+    RunFailure,
+    RunState,
+)
+from toolfold.runtime._stop import stop_reason
+
+Changes = dict[str, Any]
+
+DEFAULT_MAX_RETRIES = 3
+"""Consecutive failures allowed for a tool the config does not know."""
+
+_FAILING: frozenset[str] = frozenset({"error", "invalid_arguments", "timeout", "unknown_tool"})
+_FIELDS = tuple(a.name for a in attrs.fields(RunState))
+
+
+def _make_evolve() -> Any:
+    # Straight-line code, as attrs generates its own methods: a loop over the
+    # fields with getattr costs about half as much again on every event.
+    args = ", ".join(f"changes['{f}'] if '{f}' in changes else s.{f}" for f in _FIELDS)
+    namespace: dict[str, Any] = {"RunState": RunState}
+    exec(f"def evolve(s, changes):\n    return RunState({args})\n", namespace)
+    return namespace["evolve"]
+
+
+_evolve_fn = _make_evolve()
+
+
+def evolve(state: RunState, changes: Changes) -> RunState:
+    """``state`` with ``changes`` applied (field name to new value)."""
+    new: RunState = _evolve_fn(state, changes)
+    return new
+
+
+def refused(state: RunState, kind: str, reason: str) -> InvalidEventError:
+    """The error for an event that ``state`` cannot accept."""
+    return InvalidEventError(state.phase, kind, reason, state)
+
+
+def fail(changes: Changes, failure: RunFailure) -> None:
+    """Move to ``failed`` with ``failure`` as the cause."""
+    changes.update(phase="failed", error=failure, finish_reason="error")
+
+
+def boundary(state: RunState, changes: Changes) -> None:
+    """Between steps: finish if a stop condition holds, else call the model again."""
+    config = state.config
+    reason = stop_reason(evolve(state, changes), config.stop_when) if config.stop_when else None
+    step = changes.get("step", state.step)
+    turn_start = changes.get("turn_start", state.turn_start)
+    if reason is None and step - turn_start >= config.max_steps:
+        reason = "max_steps"
+    if reason is not None:
+        changes.update(phase="finished", finish_reason=reason, output=None)
+    else:
+        changes["phase"] = "awaiting_model"
+
+
+# --- a model response ------------------------------------------------------
+
+
+def model_responded(state: RunState, event: ModelResponded, changes: Changes) -> None:
+    """Record the response; finish, validate the answer, or set up its tool calls."""
+    response = event.response
+    message = response.message
+    changes.update(
+        conversation=state.conversation.append(message),
+        step=state.step + 1,
+        usage=state.usage + response.usage,
+        calls=(),
+    )
+    calls = message.tool_calls
+    if not calls:
+        if state.config.output is not None:
+            changes["phase"] = "validating_output"
+            return
+        reason = response.finish_reason
+        changes.update(
+            phase="finished",
+            finish_reason=reason if reason in ("length", "content_filter") else "stop",
+            output=message.text,
+        )
+        return
+    ids = [c.id for c in calls]
+    if len(set(ids)) != len(ids):
+        raise refused(state, event.kind, f"the response repeats a tool call id: {ids}")
+    dispositions = event.dispositions or _default_dispositions(state, event.kind, calls)
+    if len(dispositions) != len(calls):
+        raise refused(
+            state, event.kind, f"{len(dispositions)} dispositions for {len(calls)} tool calls"
+        )
+    changes["calls"] = tuple(
+        _classify(state, event.kind, index, call, disposition)
+        for index, (call, disposition) in enumerate(zip(calls, dispositions, strict=True))
+    )
+    _settle(state, changes)
+
+
+def _default_dispositions(
+    state: RunState, kind: str, calls: tuple[ToolCallPart, ...]
+) -> tuple[Disposition, ...]:
+    config = state.config
+    out: list[Disposition] = []
+    for call in calls:
+        spec = config.tool(call.name)
+        if not config.auto_execute_tools or (spec is not None and not spec.has_function):
+            out.append("return")
+        elif spec is None or spec.approval == "never":
+            out.append("execute")
+        elif spec.approval == "always":
+            out.append("approve")
+        else:
+            raise refused(
+                state,
+                kind,
+                f"tool {call.name!r} decides approval with a predicate: "
+                "the event must carry dispositions",
+            )
+    return tuple(out)
+
+
+def _classify(
+    state: RunState, kind: str, index: int, call: ToolCallPart, disposition: Disposition
+) -> CallState:
+    config = state.config
+    if not config.auto_execute_tools:
+        if disposition != "return":
+            raise refused(
+                state,
+                kind,
+                f"call {call.id!r} to {call.name!r} must be 'return' "
+                f"with auto_execute_tools=False, not {disposition!r}",
+            )
+        return CallState(index, call, "to_return")
+    spec = config.tool(call.name)
+    if spec is None:
+        return _done(index, call, _unknown_tool_message(call.name, config), "unknown_tool")
+    problem = _disposition_problem(spec, disposition)
+    if problem:
+        raise refused(state, kind, f"call {call.id!r} to {call.name!r}: {problem}")
+    if disposition == "return":
+        return CallState(index, call, "to_return")
+    if call.arguments is None:
+        return _done(index, call, _bad_json_message(call), "invalid_arguments")
+    status: CallStatus = "to_run" if disposition == "execute" else "awaiting_approval"
+    return CallState(index, call, status)
+
+
+def _disposition_problem(spec: ToolSpec, disposition: Disposition) -> str:
+    if disposition == "return":
+        return "" if not spec.has_function else "a tool with a function is not returned"
+    if not spec.has_function:
+        return f"a tool without a function cannot be {disposition!r}, only 'return'"
+    if disposition == "execute" and spec.approval == "always":
+        return "the tool requires approval and cannot execute without one"
+    if disposition == "approve" and spec.approval == "never":
+        return "the tool never requires approval"
+    return ""
+
+
+def _done(index: int, call: ToolCallPart, content: str, outcome: Outcome) -> CallState:
+    result = ToolResultPart(call.id, call.name, content, outcome != "ok")
+    return CallState(index, call, "done", result, outcome)
+
+
+def _unknown_tool_message(name: str, config: RunConfig) -> str:
+    names = config.tool_names
+    available = f"Available tools: {', '.join(names)}." if names else "No tools are available."
+    return f"Unknown tool {name!r}. {available}"
+
+
+def _bad_json_message(call: ToolCallPart) -> str:
+    try:
+        value = json.loads(call.arguments_text)
+    except ValueError as exc:
+        position = getattr(exc, "pos", 0)
+        return ArgumentJSONError(call.name, str(exc), position).message_for_model
+    got = type(value).__name__
+    return ArgumentValidationError(
+        call.name, [f"$: expected an object, got {got}"]
+    ).message_for_model
+
+
+# --- results and approvals -------------------------------------------------
+
+_WHY: dict[str, str] = {
+    "to_run": "is to be executed",
+    "awaiting_approval": "awaits approval and cannot run without it",
+    "to_return": "awaits a result from the caller (tool_results_provided)",
+    "done": "already has a result",
+}
+
+
+def _take(
+    state: RunState, changes: Changes, kind: str, call_id: str, status: CallStatus
+) -> CallState:
+    calls: tuple[CallState, ...] = changes.get("calls", state.calls)
+    for call in calls:
+        if call.call.id == call_id:
+            if call.status != status:
+                why = _WHY[call.status]
+                raise refused(state, kind, f"call {call_id!r} to {call.call.name!r} {why}")
+            return call
+    known = ", ".join(repr(c.call.id) for c in state.calls) or "none"
+    raise refused(state, kind, f"no tool call {call_id!r} in this step (calls: {known})")
+
+
+def _put(state: RunState, changes: Changes, new: CallState) -> None:
+    calls = changes.get("calls", state.calls)
+    changes["calls"] = (*calls[: new.index], new, *calls[new.index + 1 :])
+
+
+def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> None:
+    """One executed call's result."""
+    call = _take(state, changes, event.kind, event.call_id, "to_run")
+    outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+    _put(state, changes, _done(call.index, call.call, event.content, outcome))
+    _settle(state, changes)
+
+
+def approval_granted(state: RunState, event: ApprovalGranted, changes: Changes) -> None:
+    """An approved call becomes runnable."""
+    call = _take(state, changes, event.kind, event.call_id, "awaiting_approval")
+    _put(state, changes, CallState(call.index, call.call, "to_run"))
+    _settle(state, changes)
+
+
+def approval_denied(state: RunState, event: ApprovalDenied, changes: Changes) -> None:
+    """A denied call gets an error result saying so."""
+    call = _take(state, changes, event.kind, event.call_id, "awaiting_approval")
+    reason = event.reason.strip()
+    content = "The user denied this tool call" + (f": {reason}" if reason else ".")
+    _put(state, changes, _done(call.index, call.call, content, "denied"))
+    _settle(state, changes)
+
+
+def tool_results_provided(state: RunState, event: ToolResultsProvided, changes: Changes) -> None:
+    """The caller's results for calls returned to it."""
+    ids = [r.call_id for r in event.results]
+    if len(set(ids)) != len(ids):
+        raise refused(state, event.kind, f"results repeat a call id: {ids}")
+    for result in event.results:
+        call = _take(state, changes, event.kind, result.call_id, "to_return")
+        outcome: Outcome = "error" if result.is_error else "ok"
+        _put(state, changes, _done(call.index, call.call, result.content, outcome))
+    _settle(state, changes)
+
+
+def _settle(state: RunState, changes: Changes) -> None:
+    statuses = {c.status for c in changes["calls"]}
+    if "to_run" in statuses:
+        changes["phase"] = "running_tools"
+    elif "awaiting_approval" in statuses:
+        changes["phase"] = "awaiting_approval"
+    elif "to_return" in statuses:
+        changes["phase"] = "awaiting_tool_results"
+    else:
+        _commit(state, changes)
+
+
+def _commit(state: RunState, changes: Changes) -> None:
+    calls: tuple[CallState, ...] = changes["calls"]
+    results = tuple(c.result for c in calls if c.result is not None)
+    conversation = changes.get("conversation", state.conversation)
+    failures = dict(state.failures)
+    for call in calls:
+        name = call.call.name
+        if call.outcome in _FAILING:
+            failures[name] = failures.get(name, 0) + 1
+        elif call.outcome == "ok":
+            failures.pop(name, None)
+    changes.update(conversation=conversation.append(Message.tool(*results)), failures=failures)
+    for call in calls:
+        name = call.call.name
+        spec = state.config.tool(name)
+        limit = spec.max_retries if spec is not None else DEFAULT_MAX_RETRIES
+        if failures.get(name, 0) > limit:
+            last = call.result.content if call.result is not None else ""
+            message = (
+                f"tool {name!r} failed {failures[name]} times in a row "
+                f"(max_retries={limit}); last error: {last}"
+            )
+            fail(changes, RunFailure("tool_retries_exceeded", message, name))
+            return
+    boundary(state, changes)
