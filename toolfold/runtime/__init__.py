@@ -1,5 +1,7 @@
 """runtime: messages, state, events, pure reducers, drivers and agents."""
 
+from typing import TYPE_CHECKING, Any
+
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._api import (
     Denied,
@@ -69,6 +71,7 @@ from toolfold.runtime._model import (
 )
 from toolfold.runtime._next import build_request, next_effect
 from toolfold.runtime._reducer import TRANSITIONS, initial_state, reduce, transition_table
+from toolfold.runtime._replay import fork, replay
 from toolfold.runtime._response import (
     Response,
     RunEndEvent,
@@ -78,15 +81,6 @@ from toolfold.runtime._response import (
     StepStartEvent,
     ToolCallEvent,
     ToolResultEvent,
-)
-from toolfold.runtime._serialize import (
-    converter,
-    events_from_json,
-    events_to_json,
-    fork,
-    from_json,
-    replay,
-    to_json,
 )
 from toolfold.runtime._state import CallState, RunFailure, RunState
 from toolfold.runtime._stop import (
@@ -192,3 +186,23 @@ __all__ = [
     "model",
     "register_provider",
 ]
+
+if TYPE_CHECKING:
+    from toolfold.runtime._serialize import (
+        converter,
+        events_from_json,
+        events_to_json,
+        from_json,
+        to_json,
+    )
+
+_SERIALIZE = frozenset({"converter", "events_from_json", "events_to_json", "from_json", "to_json"})
+
+
+def __getattr__(name: str) -> Any:
+    # cattrs loads on first use of the converter, so `import toolfold` stays cheap.
+    if name in _SERIALIZE:
+        from toolfold.runtime import _serialize
+
+        return getattr(_serialize, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,73 @@
+"""Replay an event log into a state, and fork a run from an earlier point."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from toolfold.runtime._events import Event, RunStarted
+from toolfold.runtime._reducer import blank_state, reduce
+from toolfold.runtime._state import RunState
+
+
+def replay(events: Iterable[Event], initial: RunState | None = None) -> RunState:
+    """Fold ``events`` into a state (from a blank run unless ``initial`` is given).
+
+    ``replay(state.events)`` equals ``state``.
+    """
+    state = initial if initial is not None else blank_state()
+    for event in events:
+        state = reduce(state, event)
+    return state
+
+
+def fork(
+    state: RunState,
+    *,
+    step: int | None = None,
+    events: int | None = None,
+    run_id: str | None = None,
+) -> RunState:
+    """The run as it was at an earlier point, to continue differently.
+
+    Args:
+        state: The run to fork.
+        step: Fork just before the model response of step ``step + 1``
+            (so ``step=0`` is the run before its first model response).
+        events: Fork after the first ``events`` events instead.
+        run_id: A new run id for the fork (recommended: idempotency keys
+            include it). The log's `RunStarted` is rewritten to match, so the
+            fork still replays to itself.
+
+    Raises:
+        ValueError: Neither or both of ``step`` and ``events`` are given, or
+            the point lies beyond the run.
+    """
+    if (step is None) == (events is None):
+        raise ValueError("fork needs exactly one of step= or events=")
+    log = state.events
+    if events is not None:
+        if not 1 <= events <= len(log):
+            raise ValueError(f"events={events} outside 1..{len(log)}")
+        prefix = log[:events]
+    else:
+        assert step is not None
+        if not 0 <= step <= state.step:
+            raise ValueError(f"step={step} outside 0..{state.step}")
+        prefix = _before_step(log, step + 1)
+    if run_id is not None:
+        first = prefix[0]
+        assert isinstance(first, RunStarted)
+        prefix = (attrs.evolve(first, run_id=run_id), *prefix[1:])
+    return replay(prefix)
+
+
+def _before_step(log: tuple[Event, ...], step: int) -> tuple[Event, ...]:
+    seen = 0
+    for position, event in enumerate(log):
+        if event.kind == "model_responded":
+            seen += 1
+            if seen == step:
+                return log[:position]
+    return log
