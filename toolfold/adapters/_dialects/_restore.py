@@ -115,6 +115,9 @@ def _pick(value: Any, branches: list[Any], root: Any) -> Any:
         target = deref(root, branch)
         if not isinstance(target, Mapping):
             continue
+        nested = target.get("anyOf", target.get("oneOf"))
+        if isinstance(nested, list) and _pick(value, nested, root) is not None:
+            return branch
         t = target.get("type")
         types = set(t) if isinstance(t, list) else {t}
         if isinstance(value, dict) and ("object" in types or "properties" in target):
