@@ -70,7 +70,13 @@ from toolfold.runtime._model import (
     register_provider,
 )
 from toolfold.runtime._next import build_request, next_effect
-from toolfold.runtime._reducer import TRANSITIONS, initial_state, reduce, transition_table
+from toolfold.runtime._reducer import (
+    TRANSITIONS,
+    initial_state,
+    reduce,
+    transition_diagram,
+    transition_table,
+)
 from toolfold.runtime._replay import fork, replay
 from toolfold.runtime._response import (
     Response,
@@ -139,6 +145,7 @@ __all__ = [
     "initial_state",
     "reduce",
     "transition_table",
+    "transition_diagram",
     "converter",
     "events_from_json",
     "events_to_json",

@@ -132,6 +132,16 @@ def transition_table() -> str:
     return "\n".join(rows)
 
 
+def transition_diagram() -> str:
+    """The transition table as a Mermaid state diagram (used by the docs)."""
+    lines = ["stateDiagram-v2", "    [*] --> new"]
+    for phase, events in TRANSITIONS.items():
+        for kind, targets in events.items():
+            lines.extend(f"    {phase} --> {target}: {kind}" for target in targets)
+    lines.extend(["    finished --> [*]", "    failed --> [*]"])
+    return "\n".join(lines)
+
+
 def _why_not(state: RunState) -> str:
     if state.phase == "failed" and state.error is not None:
         return (
