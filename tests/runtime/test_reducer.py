@@ -392,3 +392,62 @@ def test_every_phase_is_in_the_table() -> None:
 
     assert set(TRANSITIONS) == set(PHASES)
     assert TRANSITIONS["failed"] == {}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_steps": 0}, "RunConfig.max_steps must be an integer >= 1, got 0"),
+        ({"output_retries": -1}, "RunConfig.output_retries must be an integer >= 0"),
+        ({"max_steps": True}, "max_steps must be an integer"),
+    ],
+)
+def test_config_refuses_impossible_limits(options: dict[str, object], message: str) -> None:
+    """A limit that cannot work is refused when the config is built, naming the field."""
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**options)  # type: ignore[arg-type]
+
+
+def test_tool_spec_from_live_tools() -> None:
+    """ToolSpec.from_tool keeps the definition and turns the live policy into data."""
+    from toolfold import Tool
+    from toolfold.runtime import ToolSpec
+
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    plain = ToolSpec.from_tool(Tool("plain", "d", schema, lambda args: 1, max_retries=5))
+    assert (
+        plain.name,
+        plain.definition.description,
+        plain.definition.parameters["properties"],
+    ) == (
+        "plain",
+        "d",
+        {"x": {"type": "integer"}},
+    )
+    assert (plain.has_function, plain.approval, plain.max_retries) == (True, "never", 5)
+    always = ToolSpec.from_tool(Tool("a", function=lambda args: 1, requires_approval=True))
+    assert always.approval == "always"
+    predicate = ToolSpec.from_tool(
+        Tool("p", function=lambda args: 1, requires_approval=lambda call, state: True)
+    )
+    assert predicate.approval == "predicate"
+    assert not ToolSpec.from_tool(Tool("manual")).has_function
+
+
+def test_config_looks_tools_up_by_name() -> None:
+    """RunConfig.tool finds a spec by name; definitions keep the order."""
+    config = RunConfig(tools=[spec("a"), spec("b")])
+    assert config.tool("b") == spec("b")
+    assert config.tool("zz") is None
+    assert [d.name for d in config.definitions] == ["a", "b"]
+    assert config.tool_names == ("a", "b")
+
+
+def test_states_pickle() -> None:
+    """A state survives pickle (for process pools), logs included."""
+    import pickle
+
+    state = reduce(start(spec("t")), responded(call("c1", "t")))
+    copy = pickle.loads(pickle.dumps(state))
+    assert copy == state
+    assert reduce(copy, ToolReturned("c1", "x")) == reduce(state, ToolReturned("c1", "x"))

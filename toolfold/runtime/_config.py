@@ -23,6 +23,17 @@ Approval = Literal["never", "always", "predicate"]
 """When a tool's calls need an approval: never, always, or when a live predicate says so."""
 
 
+def _at_least(minimum: int) -> Any:
+    def check(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            owner = type(instance).__name__
+            raise ValueError(
+                f"{owner}.{attribute.name} must be an integer >= {minimum}, got {value!r}"
+            )
+
+    return check
+
+
 def _dict(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return {} if value is None else dict(value)
 
@@ -44,7 +55,7 @@ class ToolSpec:
     definition: ToolDefinition
     has_function: bool = True
     approval: Approval = "never"
-    max_retries: int = 3
+    max_retries: int = attrs.field(default=3, validator=_at_least(0))
 
     @property
     def name(self) -> str:
@@ -101,9 +112,9 @@ class RunConfig:
     tool_choice: str | None = None
     reset_tool_choice: bool = True
     output: OutputSpec | None = None
-    output_retries: int = 3
+    output_retries: int = attrs.field(default=3, validator=_at_least(0))
     settings: Mapping[str, Any] = attrs.field(factory=dict, converter=_dict)
-    max_steps: int = 10
+    max_steps: int = attrs.field(default=10, validator=_at_least(1))
     auto_execute_tools: bool = True
     stop_when: tuple[StopCondition, ...] = attrs.field(default=(), converter=_conditions)
     _by_name: Mapping[str, ToolSpec] = attrs.field(
