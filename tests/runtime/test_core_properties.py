@@ -256,10 +256,20 @@ def test_random_runs_keep_the_invariants(data: Any, config: RunConfig, length: i
         _check_invariants(new)
         states.append(new)
         state = new
-    assert RunState.from_json(state.to_json()) == state
+    loaded = RunState.from_json(state.to_json())
+    assert loaded == state
+    assert next_effect(loaded) == next_effect(state)
     assert replay(state.events) == state
     for count, earlier in enumerate(states, start=1):
         assert fork(state, events=count) == earlier
+    for step in range(state.step + 1):
+        assert fork(state, step=step) == [s for s in states if s.step == step][-1]
+    keys: dict[str, str] = {}
+    for earlier in states:
+        effect = next_effect(earlier)
+        if isinstance(effect, RunTools):
+            for invocation in effect.calls:
+                assert keys.setdefault(invocation.key, invocation.call.id) == invocation.call.id
 
 
 @settings(max_examples=100, deadline=None)

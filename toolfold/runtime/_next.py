@@ -77,5 +77,6 @@ def build_request(state: RunState) -> ModelRequest:
         config.definitions,
         choice,
         config.output,
-        config.settings,
+        # A copy: an adapter that edits its request must not reach into the state.
+        dict(config.settings),
     )
