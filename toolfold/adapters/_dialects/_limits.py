@@ -32,14 +32,14 @@ def check_limits(schema: Mapping[str, Any], label: str) -> list[SchemaRewrite]:
     stack: list[tuple[Any, str]] = [(schema, "")]
     while stack:
         node, path = stack.pop()
-        if not isinstance(node, Mapping):
+        if not isinstance(node, dict):
             continue
         props = node.get("properties")
-        if isinstance(props, Mapping):
+        if isinstance(props, dict):
             totals["properties"] += len(props)
             totals["chars"] += sum(len(k) for k in props)
         defs = node.get("$defs")
-        if isinstance(defs, Mapping):
+        if isinstance(defs, dict):
             totals["chars"] += sum(len(k) for k in defs)
         enum = node.get("enum")
         if isinstance(enum, list):
@@ -59,14 +59,14 @@ def check_limits(schema: Mapping[str, Any], label: str) -> list[SchemaRewrite]:
                 )
         for key in _CHILD_MAPS:
             child = node.get(key)
-            if isinstance(child, Mapping):
+            if isinstance(child, dict):
                 stack.extend((v, f"{path}/{key}/{k}") for k, v in child.items())
         for key in _CHILD_LISTS:
             child = node.get(key)
             if isinstance(child, list):
                 stack.extend((v, f"{path}/{key}/{i}") for i, v in enumerate(child))
         for key in _CHILD_NODES:
-            if isinstance(node.get(key), Mapping):
+            if isinstance(node.get(key), dict):
                 stack.append((node[key], f"{path}/{key}"))
     limits = (
         ("properties", MAX_PROPERTIES, "object properties in total"),
@@ -100,7 +100,7 @@ def check_limits(schema: Mapping[str, Any], label: str) -> list[SchemaRewrite]:
 
 def _depth(node: Any, defs: Mapping[str, Any], memo: dict[str, int], active: set[str]) -> int:
     """Levels of nested objects below and including ``node``; cycles count once."""
-    if not isinstance(node, Mapping):
+    if not isinstance(node, dict):
         return 0
     ref = node.get("$ref")
     if isinstance(ref, str):
@@ -114,7 +114,7 @@ def _depth(node: Any, defs: Mapping[str, Any], memo: dict[str, int], active: set
         return memo[name]
     children: list[Any] = list((node.get("properties") or {}).values())
     children += list(node.get("anyOf") or ())
-    if isinstance(node.get("items"), Mapping):
+    if isinstance(node.get("items"), dict):
         children.append(node["items"])
     below = max((_depth(c, defs, memo, active) for c in children), default=0)
     t = node.get("type")

@@ -86,7 +86,7 @@ def resolve(root: Any, ref: str) -> Any:
         return MISSING
     for raw in body[1:].split("/"):
         token = unescape(raw)
-        if isinstance(node, Mapping) and token in node:
+        if isinstance(node, dict) and token in node:
             node = node[token]
         elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
             node = node[int(token)]
@@ -105,7 +105,7 @@ def def_name(ref: str) -> str | None:
 
 def deref(root: Any, schema: Any, limit: int = 32) -> Any:
     """Follow a chain of pure ``{"$ref": ...}`` nodes (siblings are kept by the last hop)."""
-    while limit and isinstance(schema, Mapping) and "$ref" in schema and len(schema) == 1:
+    while limit and isinstance(schema, dict) and "$ref" in schema and len(schema) == 1:
         target = resolve(root, schema["$ref"])
         if target is MISSING:
             return schema
@@ -118,7 +118,7 @@ def accepts_null(root: Any, schema: Any, _seen: frozenset[int] = frozenset()) ->
     """Whether ``null`` is valid under ``schema`` (conservative: False when unsure)."""
     if schema is True or schema == {}:
         return True
-    if not isinstance(schema, Mapping) or id(schema) in _seen:
+    if not isinstance(schema, dict) or id(schema) in _seen:
         return False
     seen = _seen | {id(schema)}
     if "$ref" in schema:
@@ -160,7 +160,7 @@ def _json_type(value: Any) -> str:
 
 def _kinds(root: Any, branch: Any) -> set[str] | None:
     branch = deref(root, branch)
-    if not isinstance(branch, Mapping):
+    if not isinstance(branch, dict):
         return None
     if "const" in branch:
         return {_json_type(branch["const"])}
@@ -178,10 +178,10 @@ def _kinds(root: Any, branch: Any) -> set[str] | None:
 
 def _tag_values(root: Any, branch: Any, prop: str) -> set[str] | None:
     branch = deref(root, branch)
-    if not isinstance(branch, Mapping) or prop not in branch.get("required", ()):
+    if not isinstance(branch, dict) or prop not in branch.get("required", ()):
         return None
     tag = deref(root, branch.get("properties", {}).get(prop))
-    if not isinstance(tag, Mapping):
+    if not isinstance(tag, dict):
         return None
     if "const" in tag:
         return {repr(tag["const"])}
@@ -202,7 +202,7 @@ def branches_disjoint(root: Any, branches: list[Any]) -> bool:
     ):
         return True
     first = deref(root, branches[0]) if branches else None
-    if not isinstance(first, Mapping):
+    if not isinstance(first, dict):
         return False
     for prop in first.get("required", ()):
         values = [_tag_values(root, b, prop) for b in branches]
@@ -233,7 +233,7 @@ def merge_all_of(root: Any, parent: Mapping[str, Any], members: list[Any]) -> di
     parts: list[Mapping[str, Any]] = [parent]
     for member in members:
         target = deref(root, member)
-        if not isinstance(target, Mapping) or "$ref" in target:
+        if not isinstance(target, dict) or "$ref" in target:
             return None
         parts.append(target)
     merged: dict[str, Any] = {}

@@ -77,7 +77,7 @@ def _type_of(value: Any) -> str:
 
 def make_nullable(node: Any) -> Any:
     """``node`` widened to also accept null, in the forms strict decoders know."""
-    if not isinstance(node, Mapping) or not node:
+    if not isinstance(node, dict) or not node:
         return node
     if "$ref" in node and len(node) == 1:
         return {"anyOf": [dict(node), {"type": "null"}]}
@@ -142,7 +142,7 @@ class Walker:
     def node(self, s: Any, path: str, *, root: bool = False, typed: bool = True) -> Any:
         """The compiled form of schema ``s`` found at ``path``."""
         p = self.p
-        if s is True or (isinstance(s, Mapping) and not s):
+        if s is True or (isinstance(s, dict) and not s):
             if p.need_types and typed:
                 self.note(
                     path,
@@ -152,7 +152,7 @@ class Walker:
                     lossy=True,
                 )
             return {}
-        if not isinstance(s, Mapping):
+        if not isinstance(s, dict):
             if p.need_types:
                 self.note(path, "", "refused", f"{p.label} cannot send the schema {s!r}", True)
             return s
@@ -197,7 +197,7 @@ class Walker:
                 continue
             if key == "description" and key in keep:
                 out[key] = value
-            elif key == "properties" and key in keep and isinstance(value, Mapping):
+            elif key == "properties" and key in keep and isinstance(value, dict):
                 out[key] = {
                     name: self.node(sub, f"{path}/properties/{escape(name)}")
                     for name, sub in value.items()
@@ -283,7 +283,7 @@ class Walker:
         if p.close_objects:
             if ap is False:
                 pass
-            elif isinstance(ap, Mapping) and ap:
+            elif isinstance(ap, dict) and ap:
                 self.note(
                     path,
                     "additionalProperties",
@@ -384,7 +384,7 @@ class Walker:
         if "allOf" in s and "allOf" not in keep:
             members = s.pop("allOf")
             one = members[0] if len(members) == 1 else None
-            if isinstance(one, Mapping) and set(one) == {"$ref"} and "$ref" not in s:
+            if isinstance(one, dict) and set(one) == {"$ref"} and "$ref" not in s:
                 s["$ref"] = one["$ref"]
                 self.note(path, "allOf", "rewritten", "a one-member allOf is its member")
             else:
@@ -507,7 +507,7 @@ class Walker:
     ) -> Any:
         p = self.p
         if ref in self._stack:
-            kind = target.get("type") if isinstance(target, Mapping) else None
+            kind = target.get("type") if isinstance(target, dict) else None
             kind = kind if isinstance(kind, str) else "object"
             self.note(
                 path,
@@ -526,7 +526,7 @@ class Walker:
         if not siblings:
             return body
         sib = self.node(siblings, path, typed=False)
-        body = dict(body) if isinstance(body, Mapping) else {}
+        body = dict(body) if isinstance(body, dict) else {}
         for key, value in sib.items():
             if key in body and body[key] != value and key not in ("description", "title"):
                 self.note(
@@ -548,7 +548,7 @@ def _cyclic_nodes(source: Mapping[str, Any], root_def: str | None) -> set[str]:
     defs: dict[str, Any] = {**source.get("definitions", {}), **source.get("$defs", {})}
 
     def targets(node: Any, out: set[str]) -> set[str]:
-        if isinstance(node, Mapping):
+        if isinstance(node, dict):
             for key, value in node.items():
                 if key == "$ref" and isinstance(value, str):
                     name = "#" if value == "#" else def_name(value)
