@@ -203,3 +203,16 @@ def test_no_execution_without_an_approval_event(
                 assert c.id in granted
     deletes = [r for r in ran if not r.startswith(("read", "pay"))]
     assert len(deletes) <= len(granted)
+
+
+def test_observer_sees_the_approval_events_of_a_resume() -> None:
+    """on_event passed to resume sees the approval decision and what follows."""
+    agent = Agent(ScriptedModel([call("delete_file", {"path": "a"}), "ok"]), tools=_make_tools([]))
+    first = agent.run("go")
+    kinds: list[str] = []
+    agent.resume(
+        first.state,
+        approvals={first.pending_approvals[0].id: True},
+        on_event=lambda e: kinds.append(e.kind),
+    )
+    assert kinds == ["approval_granted", "tool_returned", "model_responded"]

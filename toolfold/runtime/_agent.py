@@ -211,8 +211,9 @@ class Agent:
         tool_results: Mapping[str, Any] | None,
         approvals: Mapping[str, Approval] | None,
         message: MessagesInput | None,
+        on_event: Observer | None,
     ) -> RunState:
-        return continue_state(state, self._options, tool_results, approvals, message)
+        return continue_state(state, self._options, tool_results, approvals, message, on_event)
 
     def resume(
         self,
@@ -238,7 +239,7 @@ class Agent:
             on_event: Called with every event (read-only).
             on_step: Called with every completed step (read-only).
         """
-        state = self._continue(state, tool_results, approvals, message)
+        state = self._continue(state, tool_results, approvals, message, on_event)
         return run_sync(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
 
     async def aresume(
@@ -253,7 +254,7 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> Response:
         """Like `resume`, on the running event loop."""
-        state = self._continue(state, tool_results, approvals, message)
+        state = self._continue(state, tool_results, approvals, message, on_event)
         return await run_async(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
 
     def resume_stream(
@@ -268,6 +269,6 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> RunStream:
         """Like `resume`, streaming (see `stream`)."""
-        state = self._continue(state, tool_results, approvals, message)
+        state = self._continue(state, tool_results, approvals, message, on_event)
         observers = {"deps": deps, "on_event": on_event, "on_step": on_step}
         return RunStream(self._options, state, observers)

@@ -36,7 +36,8 @@ from toolfold.runtime._messages import Message, TextPart, ToolResultPart
 from toolfold.runtime._model import Model
 from toolfold.runtime._model import model as resolve_model
 from toolfold.runtime._output import OutputSchema, output_schema
-from toolfold.runtime._reducer import initial_state, reduce
+from toolfold.runtime._reducer import initial_state
+from toolfold.runtime._reducer import reduce as _reduce
 from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
 from toolfold.runtime._state import RunState
 from toolfold.runtime._stop import MaxSteps, StopCondition, StopPredicate, TokenBudget, ToolCalled
@@ -209,9 +210,17 @@ def continue_state(
     tool_results: Mapping[str, Any] | None,
     approvals: Mapping[str, Approval] | None,
     message: MessagesInput | None = None,
+    on_event: Callable[[Event], object] | None = None,
 ) -> RunState:
     """Apply the caller's answers (approvals, results, a new message) to a state."""
     _check_attached(state, options)
+
+    def reduce(state: RunState, event: Event) -> RunState:
+        new = _reduce(state, event)
+        if on_event is not None:
+            on_event(event)
+        return new
+
     for call_id, decision in (approvals or {}).items():
         if isinstance(decision, Denied):
             state = reduce(state, ApprovalDenied(call_id, decision.reason))
@@ -524,7 +533,7 @@ def resume(
         **options: ``on_tool_error``, ``max_concurrency``, ``stop_when``.
     """
     run = _resume_options(state, model, tools, {"output_type": output_type, **options})
-    state = continue_state(state, run, tool_results, approvals, message)
+    state = continue_state(state, run, tool_results, approvals, message, on_event)
     return run_sync(run, state, deps=deps, on_event=on_event, on_step=on_step)
 
 
@@ -544,5 +553,5 @@ async def aresume(
 ) -> Response:
     """Like `resume`, on the running event loop."""
     run = _resume_options(state, model, tools, {"output_type": output_type, **options})
-    state = continue_state(state, run, tool_results, approvals, message)
+    state = continue_state(state, run, tool_results, approvals, message, on_event)
     return await run_async(run, state, deps=deps, on_event=on_event, on_step=on_step)

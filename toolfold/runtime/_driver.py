@@ -75,6 +75,9 @@ from toolfold.toolkit._tool import Tool
 
 OnToolError = Literal["return", "raise"]
 
+# Phases in which the current step still has calls without a result.
+_STEP_OPEN = frozenset({"running_tools", "awaiting_approval", "awaiting_tool_results"})
+
 
 @attrs.frozen
 class Live:
@@ -182,7 +185,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             return state
         else:  # AwaitApproval / AwaitToolResults: the caller decides
             return state
-        if reported < state.step and not state.pending_calls:
+        if reported < state.step and state.phase not in _STEP_OPEN:
             reported = state.step
             if live.on_step is not None or notify:
                 step = _current_step(state)

@@ -227,6 +227,14 @@ def run_calls_sync(
 
     Uses no event loop unless an async tool is among the calls.
     """
+    if len(invocations) == 1:  # the common case, without the bookkeeping below
+        job = invocations[0]
+        tool = job.tool
+        if tool is not None and not tool.is_async and tool.timeout is None:
+            prepared = _prepare(job)
+            if isinstance(prepared, ToolOutcome):
+                return (prepared,)
+            return (_run_inline(job, prepared),)
     if any(inv.tool is not None and inv.tool.is_async for inv in invocations):
         return run_blocking(lambda: run_calls(invocations, max_concurrency=max_concurrency))
     results: list[ToolOutcome | None] = []

@@ -26,6 +26,7 @@ from toolfold.runtime._messages import (
     Usage,
 )
 from toolfold.runtime._model import (
+    FinishReason,
     ModelRequest,
     ModelResponse,
     ReasoningDelta,
@@ -55,35 +56,41 @@ def to_response(
     count_input: Callable[[Sequence[Message]], int] | None = None,
 ) -> ModelResponse:
     """Turn a reply into a full response: ids for calls, a finish reason, usage."""
+    given: ModelResponse | None = None
     if isinstance(reply, ModelResponse):
-        response = reply
-        message = reply.message
+        given = reply
+        parts = reply.message.parts
+    elif isinstance(reply, Message):
+        parts = reply.parts
+    elif isinstance(reply, (str, ToolCallPart)):
+        parts = (_as_part(reply),)
     else:
-        if isinstance(reply, Message):
-            message = reply
-        elif isinstance(reply, (str, ToolCallPart)):
-            message = Message("assistant", (_as_part(reply),))
-        else:
-            message = Message("assistant", tuple(_as_part(item) for item in reply))
-        response = ModelResponse(message, model_name=model_name)
-    position = len(request.messages)
-    parts = tuple(_with_id(p, position, i) for i, p in enumerate(message.parts))
+        parts = tuple(_as_part(item) for item in reply)
+    has_calls = False
+    if any(isinstance(p, ToolCallPart) for p in parts):
+        has_calls = True
+        position = len(request.messages)
+        parts = tuple(_with_id(p, position, i) for i, p in enumerate(parts))
     message = Message("assistant", parts)
-    finish = response.finish_reason
-    if not isinstance(reply, ModelResponse):
-        finish = "tool_calls" if message.tool_calls else "stop"
-    usage = response.usage
-    if not isinstance(reply, ModelResponse) or usage == Usage(requests=1):
+    if given is not None and given.usage != _DEFAULT_USAGE:
+        usage = given.usage
+    else:
         counted = (count_input or _count_words)(request.messages)
         usage = Usage(counted, _count_words((message,)), requests=1)
+    if given is None:
+        finish: FinishReason = "tool_calls" if has_calls else "stop"
+        return ModelResponse(message, usage, finish, None, model_name)
     return ModelResponse(
         message,
         usage,
-        finish,
-        response.raw_finish_reason,
-        response.model_name or model_name,
-        response.response_id,
+        given.finish_reason,
+        given.raw_finish_reason,
+        given.model_name or model_name,
+        given.response_id,
     )
+
+
+_DEFAULT_USAGE = Usage(requests=1)
 
 
 def _as_part(item: str | Part) -> Part:
