@@ -141,3 +141,28 @@ def test_compiled_validator_is_built_once() -> None:
     validator = compiled._cache["validator"]
     check_arguments(compiled, {"sku": "B", "qty": 1, "note": None, "ship": None, "lines": []})
     assert compiled._cache["validator"] is validator
+
+
+def test_a_decorated_tool_gets_its_python_defaults_back_after_strict_mode() -> None:
+    """End to end: @tool schema -> OpenAI strict -> model nulls -> restored -> the tool's own checks."""
+    from typing import Literal
+
+    from toolfold import tool
+
+    @tool
+    def forecast(city: str, unit: Literal["c", "f"] = "c", days: int | None = None) -> str:
+        """Forecast the weather.
+
+        Args:
+            city: The city.
+            unit: Temperature unit.
+            days: How many days.
+        """
+        return f"{city} {unit} {days}"
+
+    compiled = compile_tool(forecast, "openai-chat")
+    assert compiled.strict is True
+    assert compiled.schema_sent["required"] == ["city", "unit", "days"]
+    restored = check_arguments(compiled, {"city": "Oslo", "unit": None, "days": None})
+    assert restored == {"city": "Oslo", "days": None}
+    assert forecast.validate_arguments(restored) == {"city": "Oslo", "days": None}
