@@ -21,8 +21,10 @@ from toolfold.adapters._dialects._refs import (
     VALIDATION_KEYWORDS,
     accepts_null,
     branches_disjoint,
+    cyclic_definitions,
     def_name,
     escape,
+    make_nullable,
     merge_all_of,
     resolve,
 )
@@ -73,28 +75,6 @@ def _type_of(value: Any) -> str:
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list) else "object"
-
-
-def make_nullable(node: Any) -> Any:
-    """``node`` widened to also accept null, in the forms strict decoders know."""
-    if not isinstance(node, dict) or not node:
-        return node
-    if "$ref" in node and len(node) == 1:
-        return {"anyOf": [dict(node), {"type": "null"}]}
-    out = dict(node)
-    if "anyOf" in out:
-        out["anyOf"] = [*out["anyOf"], {"type": "null"}]
-        return out
-    t = out.get("type")
-    if t is not None:
-        types = [t] if isinstance(t, str) else list(t)
-        if "null" not in types:
-            out["type"] = [*types, "null"]
-    if "enum" in out and None not in out["enum"]:
-        out["enum"] = [*out["enum"], None]
-    if t is None and "enum" not in out:
-        return {"anyOf": [out, {"type": "null"}]}
-    return out
 
 
 class Walker:
@@ -538,40 +518,6 @@ class Walker:
 
     def _recursive(self, out_ref: str) -> bool:
         if self._cyclic is None:
-            self._cyclic = _cyclic_nodes(self.source, self.root_def)
+            self._cyclic = cyclic_definitions(self.source, self.root_def)
         name = "#" if out_ref == "#" else def_name(out_ref)
         return name in self._cyclic
-
-
-def _cyclic_nodes(source: Mapping[str, Any], root_def: str | None) -> set[str]:
-    """Names (``"#"`` for the root) of the definitions that can reach themselves."""
-    defs: dict[str, Any] = {**source.get("definitions", {}), **source.get("$defs", {})}
-
-    def targets(node: Any, out: set[str]) -> set[str]:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "$ref" and isinstance(value, str):
-                    name = "#" if value == "#" else def_name(value)
-                    if name is not None:
-                        out.add("#" if name == root_def else name)
-                elif key not in ("$defs", "definitions"):
-                    targets(value, out)
-        elif isinstance(node, list):
-            for item in node:
-                targets(item, out)
-        return out
-
-    graph = {name: targets(body, set()) for name, body in defs.items() if name != root_def}
-    graph["#"] = targets(defs.get(root_def, source) if root_def else source, set())
-    cyclic: set[str] = set()
-    for start in graph:
-        stack, seen = list(graph[start]), set()
-        while stack:
-            cur = stack.pop()
-            if cur == start:
-                cyclic.add(start)
-                break
-            if cur not in seen and cur in graph:
-                seen.add(cur)
-                stack.extend(graph[cur])
-    return cyclic
