@@ -1,0 +1,270 @@
+"""Request bodies: valid against OpenAI's spec over a matrix of cases, and each family quirk."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import pytest
+from openai_spec import problems
+
+from toolfold import ModelConfigError
+from toolfold.adapters.openai_chat import PROVIDERS, SERVER_PRESETS, build_body, mistral_id
+from toolfold.runtime import (
+    FilePart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    OutputSpec,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+    ToolResultPart,
+)
+
+WEATHER = ToolDefinition(
+    "get_weather",
+    "Get the weather for a city.",
+    {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "unit": {"type": ["string", "null"], "enum": ["C", "F", None]},
+        },
+        "required": ["city", "unit"],
+        "additionalProperties": False,
+    },
+    strict=True,
+)
+TIME = ToolDefinition("get_time", "Get the time.")
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+
+CONVERSATIONS: dict[str, tuple[Message, ...]] = {
+    "text": (Message.user("Hi"),),
+    "system": (Message.system("Be brief."), Message.user("Hi")),
+    "tool-results": (
+        Message.system("Be brief."),
+        Message.user("Weather in Paris and Tokyo?"),
+        Message(
+            "assistant",
+            (
+                ReasoningPart("Two cities, two calls.", provider="openai"),
+                TextPart("Checking."),
+                ToolCallPart(
+                    "call_1",
+                    "get_weather",
+                    '{"city":"Paris","unit":null}',
+                    {"city": "Paris", "unit": None},
+                ),
+                ToolCallPart(
+                    "call_2",
+                    "get_weather",
+                    '{"city":"Tokyo","unit":"C"}',
+                    {"city": "Tokyo", "unit": "C"},
+                ),
+            ),
+        ),
+        Message.tool(
+            ToolResultPart("call_1", "get_weather", "sunny"),
+            ToolResultPart("call_2", "get_weather", "Error: timeout", is_error=True),
+        ),
+        Message.assistant("Paris is sunny."),
+        Message.user("And the time?"),
+    ),
+    "images": (
+        Message.user(
+            "What is in these?",
+            ImagePart(url="https://example.com/cat.png"),
+            ImagePart(data=PNG, media_type="image/png"),
+            FilePart(data=b"%PDF-1.4", media_type="application/pdf", filename="a.pdf"),
+            FilePart(data=b"RIFF....WAVE", media_type="audio/wav"),
+        ),
+    ),
+}
+CHOICES = (None, "auto", "none", "required", "get_weather")
+OUTPUT = OutputSpec(
+    "answer",
+    {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "required": ["x"],
+        "additionalProperties": False,
+    },
+    strict=True,
+)
+MATRIX = list(
+    itertools.product(sorted(CONVERSATIONS), CHOICES, (False, True), (None, OUTPUT), (False, True))
+)
+
+
+def _request(
+    conversation: str, choice: str | None, parallel: bool, output: Any, **settings: Any
+) -> ModelRequest:
+    if parallel:
+        settings["parallel_tool_calls"] = False
+    return ModelRequest(CONVERSATIONS[conversation], (WEATHER, TIME), choice, output, settings)
+
+
+@pytest.mark.parametrize(("conversation", "choice", "parallel", "output", "stream"), MATRIX)
+def test_every_body_validates_against_the_openai_spec(
+    conversation: str, choice: str | None, parallel: bool, output: Any, stream: bool
+) -> None:
+    """Bodies for every case (tools, results, images, choices, output, stream) fit CreateChatCompletionRequest."""
+    request = _request(
+        conversation, choice, parallel, output, temperature=0.2, max_tokens=50, seed=1, stop=["END"]
+    )
+    for provider in ("openai", "groq", "deepseek", "openrouter", "openai-compatible"):
+        body = build_body(request, "gpt-4o-mini", PROVIDERS[provider], stream=stream)
+        assert problems("CreateChatCompletionRequest", body) == [], provider
+
+
+def test_the_spec_check_can_fail() -> None:
+    """A body with Mistral's "any" and a call without a type is refused by the spec check."""
+    body = build_body(_request("text", "required", False, None), "m", PROVIDERS["mistral"])
+    assert body["tool_choice"] == "any"
+    assert problems("CreateChatCompletionRequest", body) != []
+
+
+def test_openai_body_shape() -> None:
+    """Messages, tools, choice and settings land where OpenAI expects them."""
+    request = _request("tool-results", "get_weather", True, OUTPUT, max_tokens=50, top_p=0.5)
+    body = build_body(request, "gpt-4o-mini", PROVIDERS["openai"], stream=True)
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert body["parallel_tool_calls"] is False
+    assert body["max_completion_tokens"] == 50
+    assert "max_tokens" not in body
+    assert body["top_p"] == 0.5
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": dict(OUTPUT.schema), "strict": True},
+    }
+    assistant = body["messages"][2]
+    assert assistant == {
+        "role": "assistant",
+        "content": "Checking.",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city":"Paris","unit":null}'},
+            },
+            {
+                "id": "call_2",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city":"Tokyo","unit":"C"}'},
+            },
+        ],
+    }
+    assert body["messages"][3:5] == [
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "Error: timeout"},
+    ]
+    assert body["tools"][1] == {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Get the time.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+
+
+def test_images_and_files_become_content_parts() -> None:
+    """URLs pass through, bytes become data URLs, PDFs file parts and WAV input_audio."""
+    body = build_body(ModelRequest(CONVERSATIONS["images"]), "gpt-4o", PROVIDERS["openai"])
+    parts = body["messages"][0]["content"]
+    assert [p["type"] for p in parts] == ["text", "image_url", "image_url", "file", "input_audio"]
+    assert parts[1]["image_url"]["url"] == "https://example.com/cat.png"
+    assert parts[2]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+    assert parts[3]["file"] == {
+        "file_data": "data:application/pdf;base64,JVBERi0xLjQ=",
+        "filename": "a.pdf",
+    }
+    assert parts[4]["input_audio"]["format"] == "wav"
+
+
+def test_parallel_tool_calls_only_when_asked_and_only_with_tools() -> None:
+    """Some models reject the parameter, and OpenAI refuses it without tools."""
+    plain = build_body(ModelRequest((Message.user("x"),), (WEATHER,)), "m", PROVIDERS["openai"])
+    assert "parallel_tool_calls" not in plain
+    assert "tool_choice" not in plain
+    no_tools = build_body(
+        ModelRequest((Message.user("x"),), settings={"parallel_tool_calls": True}),
+        "m",
+        PROVIDERS["openai"],
+    )
+    assert "parallel_tool_calls" not in no_tools
+    assert "tools" not in no_tools
+
+
+def test_named_choice_must_name_a_tool() -> None:
+    """A tool_choice naming no tool of the request is refused with the tool list."""
+    with pytest.raises(ModelConfigError, match=r"'nope' names no tool.*get_weather, get_time"):
+        build_body(_request("text", "nope", False, None), "m", PROVIDERS["openai"])
+
+
+def test_file_by_url_is_refused_with_the_reason() -> None:
+    """Chat Completions takes files inline only; a URL-only file says so."""
+    request = ModelRequest(
+        (Message.user("read", FilePart(url="https://x/a.pdf", media_type="application/pdf")),)
+    )
+    with pytest.raises(ModelConfigError, match="inline only"):
+        build_body(request, "m", PROVIDERS["openai"])
+
+
+def test_mistral_quirks() -> None:
+    """Mistral: "any", no tools for "none", random_seed, no stream_options, 9-character ids."""
+    mistral = PROVIDERS["mistral"]
+    assert (
+        build_body(_request("text", "required", False, None), "m", mistral)["tool_choice"] == "any"
+    )
+    none = build_body(_request("text", "none", False, None), "m", mistral)
+    assert "tools" not in none
+    assert "tool_choice" not in none
+    body = build_body(
+        _request("tool-results", None, False, None, seed=7), "m", mistral, stream=True
+    )
+    assert body["random_seed"] == 7
+    assert "seed" not in body
+    assert "stream_options" not in body
+    assert body["stream"] is True
+    calls = [c["id"] for c in body["messages"][2]["tool_calls"]]
+    results = [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
+    assert all(re.fullmatch(r"[A-Za-z0-9]{9}", i) for i in calls)
+    assert results == calls
+    assert len(set(calls)) == 2
+
+
+def test_mistral_ids_are_deterministic_and_keep_fitting_ids() -> None:
+    """The same id always maps the same way; Mistral's own ids pass unchanged."""
+    assert mistral_id("call_0fypS1hVX") == mistral_id("call_0fypS1hVX")
+    assert mistral_id("call_0fypS1hVX") != mistral_id("call_0fypS1hVY")
+    assert mistral_id("rHU0eZiMa") == "rHU0eZiMa"
+    assert re.fullmatch(r"[A-Za-z0-9]{9}", mistral_id("toolu_01ABC"))
+
+
+def test_llama_cpp_has_no_named_choice() -> None:
+    """llama.cpp: a named choice becomes "required" with only that tool offered."""
+    body = build_body(
+        _request("text", "get_weather", False, None), "m", SERVER_PRESETS["llama.cpp"]
+    )
+    assert body["tool_choice"] == "required"
+    assert [t["function"]["name"] for t in body["tools"]] == ["get_weather"]
+
+
+def test_deepseek_sends_reasoning_back_and_uses_json_object() -> None:
+    """DeepSeek: reasoning_content on tool turns; output as json_object plus the schema in a system message."""
+    body = build_body(
+        _request("tool-results", None, False, OUTPUT), "deepseek-reasoner", PROVIDERS["deepseek"]
+    )
+    assert body["messages"][2]["reasoning_content"] == "Two cities, two calls."
+    assert "reasoning_content" not in body["messages"][5]  # a text-only turn
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["messages"][-1]["role"] == "system"
+    assert '"x"' in body["messages"][-1]["content"]
+    openai = build_body(_request("tool-results", None, False, None), "gpt-4o", PROVIDERS["openai"])
+    assert "reasoning_content" not in openai["messages"][2]
