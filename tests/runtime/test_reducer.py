@@ -19,6 +19,7 @@ from toolfold.runtime import (
     RunStarted,
     RunTools,
     StopRequested,
+    ToolResultPart,
     ToolReturned,
     Usage,
     UserMessageAdded,
@@ -451,3 +452,28 @@ def test_states_pickle() -> None:
     copy = pickle.loads(pickle.dumps(state))
     assert copy == state
     assert reduce(copy, ToolReturned("c1", "x")) == reduce(state, ToolReturned("c1", "x"))
+
+
+def test_history_with_unanswered_calls_is_refused() -> None:
+    """A history leaving a tool call without a result cannot start a run (providers reject it)."""
+    asked = Message.assistant("", [call("c1", "t"), call("c2", "t")])
+    with pytest.raises(InvalidEventError, match=r"without results: 'c2' \(t\)"):
+        initial_state(
+            [Message.user("a"), asked, Message.tool(ToolResultPart("c1", "t", "x"))],
+            run_id="r",
+        )
+    with pytest.raises(InvalidEventError, match=r"'c1' \(t\), 'c2' \(t\)"):
+        initial_state([Message.user("a"), asked], run_id="r")
+
+
+def test_history_with_results_split_over_messages_is_accepted() -> None:
+    """Results may come one tool message per call, as OpenAI-style histories have them."""
+    asked = Message.assistant("", [call("c1", "t"), call("c2", "t")])
+    history = [
+        Message.user("a"),
+        asked,
+        Message.tool(ToolResultPart("c2", "t", "y")),
+        Message.tool(ToolResultPart("c1", "t", "x")),
+        Message.assistant("done"),
+    ]
+    assert initial_state(history, run_id="r").messages == tuple(history)

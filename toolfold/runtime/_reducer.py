@@ -161,12 +161,35 @@ def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise refused(state, event.kind, f"duplicate tool names: {', '.join(duplicates)}")
+    unanswered = _unanswered_calls(event.messages)
+    if unanswered:
+        raise refused(
+            state,
+            event.kind,
+            f"the history has tool calls without results: {', '.join(unanswered)}; "
+            "every call needs a tool result before the next assistant message",
+        )
     changes.update(
         run_id=event.run_id,
         phase="awaiting_model",
         config=event.config,
         conversation=Log(event.messages),
     )
+
+
+def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
+    # Providers reject a request whose history leaves a call unanswered, so say
+    # which ones at the start rather than on the first model call.
+    open_calls: dict[str, str] = {}
+    missing: list[str] = []
+    for message in messages:
+        if message.role == "assistant":
+            missing.extend(f"{i!r} ({n})" for i, n in open_calls.items())
+            open_calls = {c.id: c.name for c in message.tool_calls}
+        for result in message.tool_results:
+            open_calls.pop(result.call_id, None)
+    missing.extend(f"{i!r} ({n})" for i, n in open_calls.items())
+    return missing
 
 
 def _user_message_added(state: RunState, event: UserMessageAdded, changes: Changes) -> None:
