@@ -1,0 +1,357 @@
+"""The Chat Completions stream decoder: family quirks, ends, in-band errors, fold equality."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolfold import StreamError, ToolUseFailedError
+from toolfold.adapters._sse import SSEDecoder
+from toolfold.adapters.openai_chat import DecoderState, decode_chunk, decode_end, parse_response
+from toolfold.runtime import (
+    ModelResponse,
+    ReasoningPart,
+    StreamState,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    finish_stream,
+    fold_stream,
+)
+
+
+def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return json.dumps({"id": "chatcmpl-1", "model": "m", "choices": choices, **extra})
+
+
+def decode(datas: list[str], provider: str = "p", end: bool = True) -> list[Any]:
+    state = DecoderState(provider)
+    events: list[Any] = []
+    for data in datas:
+        state, out = decode_chunk(state, data)
+        events += out
+    if end:
+        events += decode_end(state)
+    return events
+
+
+def fold(events: list[Any]) -> ModelResponse:
+    state = StreamState()
+    for event in events:
+        state = fold_stream(state, event)
+    return finish_stream(state, lambda i: f"never-{i}")
+
+
+def call_head(index: int, call_id: str, name: str) -> dict[str, Any]:
+    return {
+        "tool_calls": [
+            {
+                "index": index,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
+        ]
+    }
+
+
+def fragment(index: int, text: str, **function: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"index": index, "function": {"arguments": text, **function}}]}
+
+
+def test_a_call_ends_only_when_the_stream_says_so() -> None:
+    """Arguments that already parse as JSON do not end a call; the finish_reason chunk does."""
+    before = decode([chunk(call_head(0, "c1", "f")), chunk(fragment(0, '{"a": 1}'))], end=False)
+    assert not any(isinstance(e, ToolCallEnd) for e in before)
+    events = decode(
+        [
+            chunk(call_head(0, "c1", "f")),
+            chunk(fragment(0, '{"a": 1')),
+            chunk(fragment(0, "}")),
+            chunk({}, "tool_calls"),
+            "[DONE]",
+        ]
+    )
+    ends = [i for i, e in enumerate(events) if isinstance(e, ToolCallEnd)]
+    assert len(ends) == 1
+    assert all(not isinstance(e, ToolCallDelta) for e in events[ends[0] :])
+    assert fold(events).tool_calls[0].arguments == {"a": 1}
+
+
+def test_a_stream_cut_before_the_finish_is_an_error_not_a_half_call() -> None:
+    """A body that stops mid-call raises StreamError naming the open call."""
+    with pytest.raises(
+        StreamError, match=r"ended before the response finished with tool calls still open \(c1\)"
+    ):
+        decode([chunk(call_head(0, "c1", "f")), chunk(fragment(0, '{"a": 1}'))])
+    with pytest.raises(StreamError, match="ended before the response finished"):
+        decode([chunk({"content": "Hel"})])
+
+
+def test_done_without_a_finish_reason_ends_the_calls() -> None:
+    """``[DONE]`` with no finish_reason closes the open calls (servers that skip it)."""
+    response = fold(decode([chunk(call_head(0, "c1", "f")), chunk(fragment(0, "{}")), "[DONE]"]))
+    assert [(c.id, c.arguments) for c in response.tool_calls] == [("c1", {})]
+    assert response.finish_reason == "tool_calls"
+
+
+def test_llama_cpp_repeating_the_name_in_every_delta_is_not_appended() -> None:
+    """llama.cpp repeats function.name (and id) in every delta: one call, one name."""
+    datas = [
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"ci'},
+                    }
+                ]
+            }
+        ),
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c1",
+                        "function": {"name": "get_weather", "arguments": 'ty": "Pa'},
+                    }
+                ]
+            }
+        ),
+        chunk(fragment(0, 'ris"}', name="get_weather")),
+        chunk({}, "tool_calls"),
+        "[DONE]",
+    ]
+    events = decode(datas)
+    assert sum(isinstance(e, ToolCallStart) for e in events) == 1
+    response = fold(events)
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("c1", "get_weather", {"city": "Paris"})
+    ]
+
+
+def test_interleaved_calls_are_kept_apart_by_index() -> None:
+    """Fragments of two calls interleave; each call gets its own arguments."""
+    datas = [
+        chunk(call_head(0, "c1", "f")),
+        chunk(call_head(1, "c2", "g")),
+        chunk(fragment(1, '{"b"')),
+        chunk(fragment(0, '{"a"')),
+        chunk(fragment(0, ": 1}")),
+        chunk(fragment(1, ": 2}")),
+        chunk({}, "tool_calls"),
+        "[DONE]",
+    ]
+    response = fold(decode(datas))
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("c1", "f", {"a": 1}),
+        ("c2", "g", {"b": 2}),
+    ]
+
+
+def test_whole_calls_without_index_get_positions() -> None:
+    """Mistral sends whole calls without index in the finishing chunk: indexes 0 and 1."""
+    calls = [
+        {"id": "nqjf8Hqe1", "function": {"name": "plus", "arguments": '{"a": 1, "b": 2}'}},
+        {"id": "ATcpCKul3", "function": {"name": "minus", "arguments": '{"a": 2, "b": 1}'}},
+    ]
+    events = decode(
+        [
+            chunk({"role": "assistant", "content": ""}),
+            chunk({"tool_calls": calls}, "tool_calls"),
+            "[DONE]",
+        ]
+    )
+    assert [e.index for e in events if isinstance(e, ToolCallStart)] == [0, 1]
+    assert [c.name for c in fold(events).tool_calls] == ["plus", "minus"]
+
+
+def test_calls_without_ids_get_deterministic_ids() -> None:
+    """Gemini's endpoint sends ``id: ""``: the adapter makes an id, the same on every replay."""
+    datas = [
+        json.dumps(
+            {
+                "model": "gemini",
+                "created": 1,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [
+                                {
+                                    "id": "",
+                                    "type": "function",
+                                    "function": {"name": "f", "arguments": "{}"},
+                                }
+                            ]
+                        },
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        ),
+        "[DONE]",
+    ]
+    first, second = fold(decode(datas)), fold(decode(datas))
+    assert first.tool_calls[0].id.startswith("call_")
+    assert first.tool_calls[0].id == second.tool_calls[0].id
+    assert (first.finish_reason, first.raw_finish_reason) == ("tool_calls", "stop")
+
+
+def test_openai_in_band_error_raises_with_the_provider_message() -> None:
+    """OpenAI's ``data: {"error": ...}`` after HTTP 200 is a StreamError carrying the message."""
+    error = json.dumps({"error": {"message": "The server had an error", "type": "server_error"}})
+    with pytest.raises(StreamError, match="The server had an error") as caught:
+        decode([chunk({"content": "Hi"}), error])
+    assert caught.value.status_code == 200
+    assert caught.value.provider_message == "The server had an error"
+
+
+def test_groq_event_error_is_a_tool_use_failed_error() -> None:
+    """Groq's ``event: error`` with tool_use_failed becomes ToolUseFailedError."""
+    data = json.dumps(
+        {
+            "error": {
+                "message": "Tool call validation failed",
+                "code": "tool_use_failed",
+                "failed_generation": "{bad",
+            }
+        }
+    )
+    with pytest.raises(ToolUseFailedError, match="Tool call validation failed") as caught:
+        decode_chunk(DecoderState("groq"), data, "error")
+    assert caught.value.failed_generation == "{bad"
+
+
+def test_openrouter_comments_are_skipped_and_its_error_chunk_raises() -> None:
+    """SSE comments (``: OPENROUTER PROCESSING``) are ignored; the error chunk raises with upstream words."""
+    body = (
+        ": OPENROUTER PROCESSING\n\n"
+        f"data: {chunk({'content': 'Hel'})}\n\n"
+        ": OPENROUTER PROCESSING\n\n"
+        'data: {"id":"gen-1","choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}],'
+        '"error":{"code":502,"message":"Provider returned error","metadata":{"raw":"upstream overloaded","provider_name":"Google"}}}\n\n'
+    )
+    texts: list[str] = []
+
+    def run() -> None:
+        state = DecoderState("openrouter")
+        for event in SSEDecoder().feed(body.encode()):
+            state, out = decode_chunk(state, event.data, event.event)
+            texts.extend(e.text for e in out if hasattr(e, "text"))
+
+    with pytest.raises(
+        StreamError, match=r"Provider returned error \(Google\): upstream overloaded"
+    ):
+        run()
+    assert texts == ["Hel"]
+
+
+def test_data_that_is_not_json_is_a_stream_error() -> None:
+    """A broken data line names the provider and shows the data."""
+    with pytest.raises(StreamError, match="not JSON"):
+        decode(["{not json"])
+
+
+def test_groq_usage_from_x_groq() -> None:
+    """Groq puts stream usage in ``x_groq.usage``."""
+    datas = [
+        chunk({"content": "Hi"}),
+        chunk(
+            {},
+            "stop",
+            x_groq={"usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}},
+        ),
+        "[DONE]",
+    ]
+    usage = fold(decode(datas)).usage
+    assert (usage.input_tokens, usage.output_tokens) == (5, 2)
+
+
+def test_reasoning_deltas_become_a_reasoning_part() -> None:
+    """DeepSeek's reasoning_content (and Groq's reasoning) fold into one ReasoningPart before the text."""
+    datas = [
+        chunk({"reasoning_content": "Think "}),
+        chunk({"reasoning_content": "hard."}),
+        chunk({"content": "42"}),
+        chunk({}, "stop"),
+        "[DONE]",
+    ]
+    response = fold(decode(datas, "deepseek"))
+    assert response.message.parts[0] == ReasoningPart("Think hard.", provider="deepseek")
+    assert response.text == "42"
+
+
+def test_stream_and_non_stream_give_the_same_response() -> None:
+    """Folding the stream gives exactly the response the same answer gives without streaming."""
+    usage = {
+        "prompt_tokens": 9,
+        "completion_tokens": 4,
+        "total_tokens": 13,
+        "prompt_tokens_details": {"cached_tokens": 3},
+    }
+    body = {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "Let me look.",
+                    "reasoning": "Hmm.",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": '{"x": [1, 2]}'},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": usage,
+    }
+    datas = [
+        chunk({"role": "assistant", "reasoning": "Hmm."}),
+        chunk({"content": "Let me "}),
+        chunk({"content": "look."}),
+        chunk(call_head(0, "c1", "f")),
+        chunk(fragment(0, '{"x": [1')),
+        chunk(fragment(0, ", 2]}")),
+        chunk({}, "tool_calls"),
+        chunk(None, usage=usage),
+        "[DONE]",
+    ]
+    assert fold(decode(datas)) == parse_response(body, "p")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arguments=st.dictionaries(
+        st.text(max_size=5),
+        st.one_of(st.integers(), st.text(max_size=8), st.booleans()),
+        max_size=4,
+    ),
+    cuts=st.lists(st.integers(0, 200), max_size=8),
+)
+def test_any_fragmentation_gives_the_same_arguments(
+    arguments: dict[str, Any], cuts: list[int]
+) -> None:
+    """However the argument text is split across chunks, the call gets the whole of it."""
+    text = json.dumps(arguments)
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+    datas = [chunk(call_head(0, "c1", "f"))] + [chunk(fragment(0, p)) for p in pieces if p]
+    response = fold(decode([*datas, chunk({}, "tool_calls"), "[DONE]"]))
+    assert response.tool_calls[0].arguments == arguments
+    assert response.tool_calls[0].arguments_text == text
