@@ -30,6 +30,7 @@ from toolfold.runtime import (
     initial_state,
     next_effect,
     reduce,
+    replay,
 )
 
 CYCLES = 100  # tool steps per sample (2 events each)
@@ -113,6 +114,20 @@ def _serialize(size: int) -> tuple[float, float, int]:
     return min(dumps) * 1000, min(loads) * 1000, len(text)
 
 
+def _replay(cycles: int) -> float:
+    """ms to replay a log of ``cycles`` tool steps (2 events each) from scratch."""
+    state = initial_state(_history(10), CONFIG, run_id="bench")
+    for event in _events(cycles):
+        state = reduce(state, event)
+    events = state.events
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        replay(events)
+        best = min(best, time.perf_counter() - start)
+    return best * 1000
+
+
 def main() -> None:
     small = _reduce_per_event(10)
     large = _reduce_per_event(10_000)
@@ -131,6 +146,7 @@ def main() -> None:
             f"{size:>6} messages: to_json {dump:7.2f} ms, from_json {load:7.2f} ms,"
             f" {length / 1024:8.1f} KiB"
         )
+    print(f"replay of 10,000 events (5,000 tool steps): {_replay(5000):7.2f} ms")
     print(f"(best of {SAMPLES} samples of {CYCLES * 2} events; median noise check:", end=" ")
     print(f"{statistics.median([_reduce_per_event(10) for _ in range(3)]):.2f} µs)")
 
