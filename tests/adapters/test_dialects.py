@@ -699,6 +699,16 @@ def test_compilation_is_memoized_and_sees_mutation() -> None:
     assert again.strict is False
 
 
+def test_read_only_mappings_are_accepted() -> None:
+    """Parameters given as any Mapping (e.g. a MappingProxyType) compile like a dict."""
+    from types import MappingProxyType
+
+    params = MappingProxyType({**WEATHER, "properties": MappingProxyType(WEATHER["properties"])})
+    compiled = compile_tool(tool(params), "openai-chat")  # type: ignore[arg-type]
+    assert compiled.schema_sent == OPENAI_WEATHER
+    assert compile_tool(tool(params), "openai-chat") is compiled  # type: ignore[arg-type]
+
+
 def test_compilation_never_mutates_the_tool_schema() -> None:
     """The tool's parameters are left exactly as they were."""
     for schema in (WEATHER, CONSTRAINED, TREE, PYDANTIC_STYLE):

@@ -177,7 +177,7 @@ def compile_tool(
     if hit is not None and hit[0] is params and hit[1].source_schema == params:
         return hit[1]
     try:
-        text = json.dumps(params, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(params, separators=(",", ":"), allow_nan=False, default=_plain_mapping)
     except (TypeError, ValueError) as exc:
         raise SchemaCompileError(
             name, str(dialect), [f"the parameters are not JSON: {exc}"]
@@ -193,6 +193,13 @@ def compile_tool(
         _by_identity.clear()
     _by_identity[key] = (params, compiled)
     return compiled
+
+
+def _plain_mapping(value: Any) -> Any:
+    # ToolDefinition.parameters is any Mapping (a MappingProxyType, a frozen dict...)
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON: {value!r}")
 
 
 def clear_cache() -> None:
