@@ -325,3 +325,89 @@ def test_log_appends_from_threads_stay_correct() -> None:
     assert {tuple(log)[-1] for log in results} == {100, 101, 102, 103}
     assert all(tuple(log)[:10] == tuple(range(10)) and len(log) == 11 for log in results)
     assert all(log[-1] == tuple(log)[-1] for log in results)
+
+
+CORE_MODULES = (
+    "_config",
+    "_effects",
+    "_events",
+    "_log",
+    "_next",
+    "_reducer",
+    "_replay",
+    "_state",
+    "_steps",
+    "_stop",
+)
+
+
+def test_core_modules_import_nothing_that_does_io() -> None:
+    """The pure core imports no clock, randomness, environment, network or event loop."""
+    import ast
+    from pathlib import Path
+
+    import toolfold.runtime
+
+    forbidden = {
+        "time",
+        "datetime",
+        "uuid",
+        "random",
+        "os",
+        "asyncio",
+        "httpx",
+        "threading",
+        "secrets",
+    }
+    root = Path(toolfold.runtime.__file__).parent
+    for name in CORE_MODULES:
+        tree = ast.parse((root / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            else:
+                continue
+            for module in modules:
+                assert module.split(".")[0] not in forbidden, f"{name} imports {module}"
+
+
+def test_reduce_and_next_effect_read_no_clock_uuid_random_or_env(monkeypatch: Any) -> None:
+    """A whole run reduces with the clock, uuid, random and the environment booby-trapped."""
+    import os
+    import random
+    import time
+    import uuid
+
+    state = initial_state("go", RunConfig(tools=tuple(TOOLS.values())), run_id="r")
+    events: list[Event] = [
+        responded(call("c1", "add"), call("c2", "rm"), call("c3", "ask"), call("c4", "ghost")),
+        ToolReturned("c1", "1"),
+        ApprovalGranted("c2"),
+        ToolReturned("c2", "2"),
+        ToolResultsProvided([ToolResultPart("c3", "ask", "3")]),
+        responded(text="done"),
+    ]
+
+    def trap(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the core must not read this")
+
+    for module, name in [
+        (time, "time"),
+        (time, "monotonic"),
+        (time, "perf_counter"),
+        (time, "time_ns"),
+        (uuid, "uuid4"),
+        (uuid, "uuid1"),
+        (random, "random"),
+        (random, "getrandbits"),
+        (os, "getenv"),
+        (os, "urandom"),
+    ]:
+        monkeypatch.setattr(module, name, trap)
+    monkeypatch.setattr(os, "environ", {})
+    for event in events:
+        next_effect(state)
+        state = reduce(state, event)
+    assert (state.phase, state.output) == ("finished", "done")
