@@ -37,6 +37,7 @@ def test_a_call_awaiting_approval_can_never_execute() -> None:
     with pytest.raises(InvalidEventError) as info:
         reduce(state, ToolReturned("c1", "deleted"))
     assert (info.value.phase, info.value.event) == ("awaiting_approval", "tool_returned")
+    assert "call 'c1' to 'rm' awaits approval and cannot run without it" in str(info.value)
     assert state.calls[0].status == "awaiting_approval"
 
 

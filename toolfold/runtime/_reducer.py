@@ -111,7 +111,7 @@ def reduce(state: RunState, event: Event) -> RunState:
     kind = event.kind
     targets = TRANSITIONS[state.phase].get(kind)
     if targets is None:
-        raise refused(state, kind, _why_not(state))
+        raise refused(state, kind, _why_not(state, event))
     changes: Changes = {}
     _HANDLERS[kind](state, event, changes)
     phase = changes.get("phase", state.phase)
@@ -142,7 +142,7 @@ def transition_diagram() -> str:
     return "\n".join(lines)
 
 
-def _why_not(state: RunState) -> str:
+def _why_not(state: RunState, event: Event) -> str:
     if state.phase == "failed" and state.error is not None:
         return (
             f"the run failed ({state.error.kind}: {state.error.message}) and accepts no more events"
@@ -150,7 +150,12 @@ def _why_not(state: RunState) -> str:
     if state.phase == "finished":
         return "the run finished; add a user message to start a new turn"
     allowed = ", ".join(TRANSITIONS[state.phase]) or "nothing"
-    return f"this phase accepts: {allowed}"
+    reason = f"this phase accepts: {allowed}"
+    call_id = getattr(event, "call_id", None)
+    for call in state.calls:
+        if call.call.id == call_id:
+            reason += f"; call {call_id!r} to {call.call.name!r} {_steps.WHY[call.status]}"
+    return reason
 
 
 # --- handlers of the events that are not about tool calls (see _steps) -----

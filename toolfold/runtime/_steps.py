@@ -211,7 +211,7 @@ def _bad_json_message(call: ToolCallPart) -> str:
 
 # --- results and approvals -------------------------------------------------
 
-_WHY: dict[str, str] = {
+WHY: dict[str, str] = {
     "to_run": "is to be executed",
     "awaiting_approval": "awaits approval and cannot run without it",
     "to_return": "awaits a result from the caller (tool_results_provided)",
@@ -226,7 +226,7 @@ def _take(
     for call in calls:
         if call.call.id == call_id:
             if call.status != status:
-                why = _WHY[call.status]
+                why = WHY[call.status]
                 raise refused(state, kind, f"call {call_id!r} to {call.call.name!r} {why}")
             return call
     known = ", ".join(repr(c.call.id) for c in state.calls) or "none"
