@@ -162,7 +162,7 @@ def neutral_request(body: Mapping[str, Any]) -> Any:
             t["function"]["name"],
             t["function"].get("description") or "",
             t["function"].get("parameters") or {"type": "object", "properties": {}},
-            t["function"].get("strict"),
+            t["function"].get("strict", False),
         )
         for t in body.get("tools") or ()
     )

@@ -6,6 +6,7 @@ import itertools
 import re
 from typing import Any
 
+import attrs
 import pytest
 from openai_spec import problems
 
@@ -168,9 +169,39 @@ def test_openai_body_shape() -> None:
         "function": {
             "name": "get_time",
             "description": "Get the time.",
-            "parameters": {"type": "object", "properties": {}},
+            "parameters": {
+                "type": "object",
+                "properties": {},
+                "additionalProperties": False,
+                "required": [],
+            },
+            "strict": True,
         },
     }
+
+
+def test_strict_mode_by_provider() -> None:
+    """OpenAI sends a strict-compatible schema strict; the others only when the tool asks."""
+    optional = ToolDefinition(
+        "f",
+        "",
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["a"],
+        },
+    )
+    request = ModelRequest((Message.user("x"),), (optional,))
+    openai = build_body(request, "m", PROVIDERS["openai"])["tools"][0]["function"]
+    assert openai["strict"] is True
+    assert openai["parameters"]["required"] == ["a", "b"]
+    assert openai["parameters"]["properties"]["b"]["type"] == ["string", "null"]
+    for name in ("groq", "mistral", "openrouter", "openai-compatible", "deepseek"):
+        loose = build_body(request, "m", PROVIDERS[name])["tools"][0]["function"]
+        assert "strict" not in loose, name
+        assert loose["parameters"] == dict(optional.parameters), name
+    asked = ModelRequest((Message.user("x"),), (attrs.evolve(optional, strict=True),))
+    assert build_body(asked, "m", PROVIDERS["groq"])["tools"][0]["function"]["strict"] is True
 
 
 def test_images_and_files_become_content_parts() -> None:

@@ -38,6 +38,10 @@ class ChatProvider:
             on tool turns, or None when reasoning is not sent back.
         json_schema_output: ``response_format`` ``json_schema`` is supported;
             otherwise ``json_object`` plus the schema in a system message.
+        dialect: The schema dialect tools compile to (see `compile_tool`).
+        auto_strict: A tool that leaves ``strict`` unset is sent strict when
+            its schema allows it; elsewhere strict mode is used only when the
+            tool asks for it (``strict=True``).
     """
 
     name: str
@@ -53,6 +57,8 @@ class ChatProvider:
     renames: Mapping[str, str] = attrs.field(factory=dict)
     reasoning_out: str | None = None
     json_schema_output: bool = True
+    dialect: str = "openai-chat"
+    auto_strict: bool = False
 
 
 # Reasoning text arrives under either name: ``reasoning_content`` (DeepSeek,
@@ -68,6 +74,7 @@ PROVIDERS: dict[str, ChatProvider] = {
         "https://api.openai.com/v1",
         ("OPENAI_API_KEY",),
         max_tokens_key="max_completion_tokens",
+        auto_strict=True,  # strict mode guarantees schema-valid arguments [O2]
     ),
     # Groq: OpenAI shape; tool_use_failed errors and ``x_groq.usage`` in
     # streams are handled by the shared codec [C1, C2].
@@ -94,6 +101,7 @@ PROVIDERS: dict[str, ChatProvider] = {
         ("DEEPSEEK_API_KEY",),
         reasoning_out="reasoning_content",
         json_schema_output=False,
+        dialect="deepseek",  # strict mode accepts a narrower keyword set [C6]
     ),
     # OpenRouter: passes parameters to the upstream; usage always sent [C8].
     "openrouter": ChatProvider(

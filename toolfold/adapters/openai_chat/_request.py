@@ -7,9 +7,10 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._dialects import Dialect, compile_tool
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime._messages import (
     FilePart,
@@ -108,22 +109,37 @@ def mistral_id(call_id: str) -> str:
 
 
 def default_function(tool: ToolDefinition, provider: ChatProvider) -> dict[str, Any]:
-    """The ``function`` object with the schema as given (no dialect rewriting)."""
-    function: dict[str, Any] = {"name": tool.name}
-    if tool.description:
-        function["description"] = tool.description
-    function["parameters"] = dict(tool.parameters)
-    if tool.strict:
-        function["strict"] = True
-    return function
+    """The ``function`` object: the tool's schema compiled to the provider's dialect.
+
+    Strict mode is used when the tool asks for it, or, where the provider
+    enables it by default (OpenAI), whenever the schema allows it without loss.
+
+    Raises:
+        SchemaCompileError: The tool asked for strict mode and its schema
+            cannot be sent strict without loss.
+    """
+    compiled = compile_tool(
+        tool, cast(Dialect, provider.dialect), strict=_strict(tool.strict, provider)
+    )
+    return dict(compiled.payload["function"])
 
 
 def default_output(output: OutputSpec, provider: ChatProvider) -> dict[str, Any]:
-    """The ``json_schema`` object of ``response_format`` with the schema as given."""
-    spec: dict[str, Any] = {"name": output.name, "schema": dict(output.schema)}
-    if output.strict is not None:
-        spec["strict"] = output.strict
+    """The ``json_schema`` object of ``response_format``, compiled like a tool's schema."""
+    as_tool = ToolDefinition(output.name, "", output.schema, output.strict)
+    compiled = compile_tool(
+        as_tool, cast(Dialect, provider.dialect), strict=_strict(output.strict, provider)
+    )
+    spec: dict[str, Any] = {"name": output.name, "schema": compiled.schema_sent}
+    if compiled.strict:
+        spec["strict"] = True
     return spec
+
+
+def _strict(asked: bool | None, provider: ChatProvider) -> bool | None:
+    if asked is None:
+        return None if provider.auto_strict else False
+    return asked
 
 
 def _tool_choice(
