@@ -1,0 +1,267 @@
+"""The model class: model strings, keys, base URLs, error bodies of the family, response edges."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+import toolfold
+from toolfold import (
+    AuthenticationError,
+    BadRequestError,
+    ModelConfigError,
+    RateLimitError,
+    ServerError,
+    ToolUseFailedError,
+)
+from toolfold.adapters.openai_chat import OpenAIChatModel, error_from_response, parse_response
+from toolfold.runtime import Message, ModelRequest
+
+PREFIXES = {
+    "openai": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
+    "groq": ("https://api.groq.com/openai/v1", "GROQ_API_KEY"),
+    "mistral": ("https://api.mistral.ai/v1", "MISTRAL_API_KEY"),
+    "deepseek": ("https://api.deepseek.com", "DEEPSEEK_API_KEY"),
+    "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+}
+SECRET = "sk-live-0123456789abcdef"
+
+
+def _answer(seen: list[httpx.Request]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = {
+            "id": "x",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "ok"},
+                }
+            ],
+        }
+        return httpx.Response(200, json=body)
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("prefix", sorted(PREFIXES))
+def test_model_strings_resolve_with_the_key_from_the_environment(
+    prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each prefix gets its base URL and reads its own key variable, sent as a bearer token."""
+    base_url, variable = PREFIXES[prefix]
+    monkeypatch.setenv(variable, SECRET)
+    seen: list[httpx.Request] = []
+    with httpx.Client(transport=_answer(seen)) as client:
+        made = toolfold.model(f"{prefix}:some-model", http_client=client)
+        assert isinstance(made, OpenAIChatModel)
+        assert made.name == f"{prefix}:some-model"
+        assert made.request_sync(ModelRequest((Message.user("hi"),))).text == "ok"
+    assert str(seen[0].url) == f"{base_url}/chat/completions"
+    assert seen[0].headers["authorization"] == f"Bearer {SECRET}"
+    assert json.loads(seen[0].content)["model"] == "some-model"
+
+
+@pytest.mark.parametrize("prefix", sorted(PREFIXES))
+def test_a_missing_key_names_the_variable(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without api_key and without the variable, the error says which variable to set."""
+    monkeypatch.delenv(PREFIXES[prefix][1], raising=False)
+    with pytest.raises(ModelConfigError, match=PREFIXES[prefix][1]):
+        toolfold.model(f"{prefix}:m")
+
+
+def test_the_key_never_shows_in_reprs() -> None:
+    """repr and str of the model and its transport mask the key."""
+    made = OpenAIChatModel("gpt-4o", api_key=SECRET)
+    for text in (repr(made), str(made), repr(made._transport)):
+        assert SECRET not in text
+
+
+def test_openai_compatible_needs_a_base_url_and_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local servers: base_url is required, a key is optional (no auth header without one)."""
+    monkeypatch.delenv("OPENAI_COMPATIBLE_API_KEY", raising=False)
+    with pytest.raises(ModelConfigError, match="needs base_url"):
+        toolfold.model("openai-compatible:llama3")
+    seen: list[httpx.Request] = []
+    with httpx.Client(transport=_answer(seen)) as client:
+        made = toolfold.model(
+            "openai-compatible:llama3", base_url="http://localhost:8080/v1/", http_client=client
+        )
+        made.request_sync(ModelRequest((Message.user("hi"),)))
+    assert str(seen[0].url) == "http://localhost:8080/v1/chat/completions"
+    assert "authorization" not in seen[0].headers
+
+
+def test_server_presets_and_unknown_names() -> None:
+    """``server=`` picks a preset for openai-compatible only; unknown names are listed."""
+    made = OpenAIChatModel(
+        "m", provider="openai-compatible", base_url="http://x/v1", server="llama.cpp"
+    )
+    assert made.provider.named_tool_choice is False
+    with pytest.raises(ModelConfigError, match=r"known: llama\.cpp, lmstudio, ollama, vllm"):
+        OpenAIChatModel("m", provider="openai-compatible", base_url="http://x/v1", server="tgi")
+    with pytest.raises(ModelConfigError, match="only applies to openai-compatible"):
+        OpenAIChatModel("m", provider="groq", api_key="k" * 12, server="vllm")
+    with pytest.raises(ModelConfigError, match="unknown OpenAI-compatible provider 'nope'"):
+        OpenAIChatModel("m", provider="nope")
+
+
+def _error(status: int, body: Any, headers: dict[str, str] | None = None) -> Exception:
+    text = body if isinstance(body, str) else json.dumps(body)
+    return error_from_response("p", status, text, headers or {})
+
+
+def test_family_error_bodies_map_to_the_tree_with_the_provider_message() -> None:
+    """OpenAI, Mistral's flat shape, vLLM's int code, Gemini's list, OpenRouter's metadata, Groq's failed_generation."""
+    openai = _error(
+        401,
+        {
+            "error": {
+                "message": "Incorrect API key",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+        },
+    )
+    assert isinstance(openai, AuthenticationError)
+    assert "Incorrect API key" in str(openai)
+    mistral = _error(
+        422,
+        {
+            "object": "error",
+            "message": "Tool call id was call_0fypS1hVX but must be a-z, A-Z, 0-9, with a length of 9.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "3280",
+        },
+    )
+    assert isinstance(mistral, BadRequestError)
+    assert "with a length of 9" in str(mistral)
+    assert mistral.code == "3280"
+    vllm = _error(
+        400,
+        {
+            "error": {
+                "message": "max_tokens is too large",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+        },
+    )
+    assert isinstance(vllm, BadRequestError)
+    assert vllm.provider_message == "max_tokens is too large"
+    gemini = _error(
+        400,
+        [{"error": {"code": 400, "message": "API key not valid.", "status": "INVALID_ARGUMENT"}}],
+    )
+    assert "API key not valid." in str(gemini)
+    openrouter = _error(
+        429,
+        {
+            "error": {
+                "code": 429,
+                "message": "Provider returned error",
+                "metadata": {"provider_name": "Google", "raw": "rate-limited upstream"},
+            }
+        },
+        {"retry-after": "3"},
+    )
+    assert isinstance(openrouter, RateLimitError)
+    assert openrouter.retry_after == 3.0
+    assert "Provider returned error (Google): rate-limited upstream" in str(openrouter)
+    groq = _error(
+        400,
+        {
+            "error": {
+                "message": "Tool call validation failed",
+                "type": "invalid_request_error",
+                "code": "tool_use_failed",
+                "failed_generation": '{"foo": 1}',
+            }
+        },
+    )
+    assert isinstance(groq, ToolUseFailedError)
+    assert groq.failed_generation == '{"foo": 1}'
+    html = _error(502, "<html>Bad gateway</html>")
+    assert isinstance(html, ServerError)
+    assert "Bad gateway" in str(html)
+
+
+def test_response_edges() -> None:
+    """Object arguments, Mistral content chunks with thinking, a refusal, a legacy function_call."""
+    body = {
+        "choices": [
+            {
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": [{"type": "text", "text": "Hmm"}]},
+                        {"type": "text", "text": "Sure."},
+                    ],
+                    "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": {"x": 1}}}],
+                },
+            }
+        ]
+    }
+    response = parse_response(body, "mistral")
+    assert [p.kind for p in response.message.parts] == ["reasoning", "text", "tool_call"]
+    assert response.tool_calls[0].arguments == {"x": 1}
+    assert json.loads(response.tool_calls[0].arguments_text) == {"x": 1}
+    refusal = parse_response(
+        {
+            "choices": [
+                {
+                    "finish_reason": "stop",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "refusal": "I can't help with that.",
+                    },
+                }
+            ]
+        },
+        "openai",
+    )
+    assert refusal.text == "I can't help with that."
+    legacy = parse_response(
+        {
+            "id": "r",
+            "choices": [
+                {
+                    "finish_reason": "function_call",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "function_call": {"name": "f", "arguments": "{}"},
+                    },
+                }
+            ],
+        },
+        "openai",
+    )
+    assert [(c.name, c.arguments) for c in legacy.tool_calls] == [("f", {})]
+    assert legacy.finish_reason == "tool_calls"
+    bad = parse_response(
+        {
+            "choices": [
+                {
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "tool_calls": [{"id": "b", "function": {"name": "f", "arguments": "{oops"}}]
+                    },
+                }
+            ]
+        },
+        "openai",
+    )
+    assert bad.tool_calls[0].arguments is None
+    assert bad.tool_calls[0].arguments_text == "{oops"
+    with pytest.raises(toolfold.ProviderError, match="without choices"):
+        parse_response({"choices": []}, "openai")
