@@ -347,6 +347,61 @@ def test_gemini_strips_title_schema_and_examples() -> None:
     ]
 
 
+def test_gemini_openapi_writes_the_openapi_schema_form() -> None:
+    """gemini-openapi: references inlined, null unions as nullable, upper-case types, key order kept."""
+    compiled = compile_tool(tool(PYDANTIC_STYLE), "gemini-openapi")
+    assert compiled.strict is True
+    assert compiled.payload == {
+        "name": "get_weather",
+        "description": "Weather now",
+        "parameters": {
+            "type": "OBJECT",
+            "properties": {
+                "home": {
+                    "type": "OBJECT",
+                    "properties": {"street": {"type": "STRING"}},
+                    "required": ["street"],
+                    "description": "Where",
+                },
+                "color": {"type": "STRING", "enum": ["red", "green"]},
+                "note": {"type": "STRING", "default": None, "nullable": True},
+            },
+            "required": ["home"],
+            "propertyOrdering": ["home", "color", "note"],
+        },
+    }
+    assert changes(compiled) == [
+        ("/definitions/Address", "title", "dropped", False),
+        ("/properties/home", "$ref", "inlined", False),
+        ("/properties/color", "$ref", "inlined", False),
+        ("/properties/note", "anyOf", "rewritten", False),
+        ("", "propertyOrdering", "added", False),
+        ("", "$defs", "dropped", False),
+    ]
+
+
+def test_gemini_openapi_refuses_what_the_openapi_form_cannot_say() -> None:
+    """Number enums, closed objects and recursion are losses in the OpenAPI form."""
+    schema = {
+        "type": "object",
+        "properties": {"level": {"type": "integer", "enum": [1, 2, None]}},
+        "additionalProperties": False,
+    }
+    compiled = compile_tool(tool(schema), "gemini-openapi")
+    assert compiled.strict is False
+    assert compiled.schema_sent["properties"]["level"] == {
+        "type": "INTEGER",
+        "nullable": True,
+        "description": "enum: [1, 2]",
+    }
+    assert [(r.path, r.keyword, r.action) for r in compiled.losses] == [
+        ("/properties/level", "enum", "moved_to_description"),
+        ("", "additionalProperties", "dropped"),
+    ]
+    with pytest.raises(SchemaCompileError, match="recursive"):
+        compile_tool(tool(TREE), "gemini-openapi", strict=True)
+
+
 def test_ollama_moves_every_constraint_into_descriptions() -> None:
     """Ollama keeps only its Go-struct keywords; each constraint is written for the model."""
     compiled = compile_tool(tool(CONSTRAINED), "ollama")

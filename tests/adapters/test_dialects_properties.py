@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from toolfold import SchemaCompileError
-from toolfold.adapters import compile_tool, restore_arguments
+from toolfold.adapters import check_arguments, compile_tool, restore_arguments
+from toolfold.adapters._dialects._restore import openapi_to_json_schema
 from toolfold.runtime import ToolDefinition
 
 SETTINGS = settings(
@@ -151,10 +152,9 @@ def test_anthropic_and_gemini_accept_every_valid_argument(
 ) -> None:
     """Dialects that keep optional properties optional accept the tool's valid arguments as they are."""
     instance = data.draw(instances(schema))
-    for dialect in ("anthropic", "gemini"):
+    for dialect in ("anthropic", "gemini", "gemini-openapi"):
         compiled = compile_tool(ToolDefinition(name="t", parameters=schema), dialect)  # type: ignore[arg-type]
-        Draft202012Validator(compiled.schema_sent).validate(instance)
-        assert restore_arguments(compiled, instance) is instance
+        assert check_arguments(compiled, instance) is instance
 
 
 # --- a wider family: constraints and constructs some dialects cannot carry ---------
@@ -208,6 +208,12 @@ GEMINI_KEYS = {
     "properties", "required", "minProperties", "maxProperties", "minimum", "maximum",
     "minLength", "maxLength", "pattern", "additionalProperties", "anyOf", "oneOf",
     "uniqueItems", "$ref",
+}  # fmt: skip
+GEMINI_SCHEMA_KEYS = {
+    "type", "format", "title", "description", "nullable", "enum", "items", "maxItems",
+    "minItems", "properties", "required", "minProperties", "maxProperties", "minimum",
+    "maximum", "minLength", "maxLength", "pattern", "example", "anyOf", "propertyOrdering",
+    "default",
 }  # fmt: skip
 OLLAMA_KEYS = {"anyOf", "type", "items", "description", "enum", "properties", "required"}
 ANTHROPIC_KEYS = {
@@ -271,6 +277,12 @@ def test_every_dialect_sends_only_what_it_accepts(schema: dict[str, Any]) -> Non
     assert set(ollama) <= {"type", "items", "required", "properties"}
     for node in _nodes(ollama)[1:]:
         assert set(node) <= OLLAMA_KEYS, node
+    openapi = compile_tool(definition, "gemini-openapi").schema_sent
+    for node in _nodes(openapi):
+        assert set(node) <= GEMINI_SCHEMA_KEYS, node
+        assert node.get("type", "OBJECT").isupper(), node
+        assert all(isinstance(v, str) for v in node.get("enum", ())), node
+    Draft202012Validator.check_schema(openapi_to_json_schema(openapi))
     anthropic = compile_tool(definition, "anthropic")
     if anthropic.strict:
         for node in _nodes(anthropic.schema_sent):

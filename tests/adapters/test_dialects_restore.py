@@ -166,3 +166,12 @@ def test_a_decorated_tool_gets_its_python_defaults_back_after_strict_mode() -> N
     restored = check_arguments(compiled, {"city": "Oslo", "unit": None, "days": None})
     assert restored == {"city": "Oslo", "days": None}
     assert forecast.validate_arguments(restored) == {"city": "Oslo", "days": None}
+
+
+def test_gemini_openapi_arguments_are_checked_against_the_openapi_schema_meaning() -> None:
+    """The OpenAPI form sent to Gemini is read back as JSON Schema: nullable means null is valid."""
+    compiled = compiled_order("gemini-openapi")
+    assert compiled.schema_sent["properties"]["note"]["nullable"] is True
+    assert check_arguments(compiled, {"sku": "A", "note": None}) == {"sku": "A", "note": None}
+    with pytest.raises(ArgumentValidationError, match=r"\$.ship.city"):
+        check_arguments(compiled, {"sku": "A", "ship": {"city": 3}})

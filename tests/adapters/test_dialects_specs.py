@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from collections.abc import Iterator
@@ -142,6 +143,42 @@ def test_gemini_payloads_match_function_declaration() -> None:
         assert "parameters" not in compiled.payload  # mutually exclusive with parametersJsonSchema
 
 
+@functools.cache
+def _gemini_relaxed(component: str) -> Validator:
+    """A Gemini component validator whose int64 fields take integers too.
+
+    The discovery export types int64 as strings (proto3 JSON's canonical form);
+    proto3 JSON parsers accept numbers as well, and the official SDK sends numbers.
+    """
+    document = copy.deepcopy(_document("gemini-generativelanguage-v1beta-openapi.json"))
+    for prop in document["components"]["schemas"]["Schema"]["properties"].values():
+        if prop.get("format") == "int64":
+            prop["type"] = ["string", "integer"]
+    registry: Registry[Any] = Registry().with_resource(
+        "urn:gemini", Resource.from_contents(document, default_specification=DRAFT4)
+    )
+    return Draft4Validator(
+        {"$ref": f"urn:gemini#/components/schemas/{component}"}, registry=registry
+    )  # type: ignore[no-any-return]
+
+
+def test_gemini_openapi_payloads_match_function_declaration_and_schema() -> None:
+    """gemini-openapi payloads are FunctionDeclarations whose `parameters` is a Gemini `Schema`."""
+    declaration = _gemini_relaxed("FunctionDeclaration")
+    schema_v = _gemini_relaxed("Schema")
+    allowed = _properties("gemini-generativelanguage-v1beta-openapi.json", "Schema")
+    for label, compiled in _compiled("gemini-openapi"):
+        assert _errors(declaration, compiled.payload) == [], label
+        assert _errors(schema_v, compiled.payload["parameters"]) == [], label
+        assert "parametersJsonSchema" not in compiled.payload
+        stack = [compiled.payload["parameters"]]
+        while stack:
+            node = stack.pop()
+            assert set(node) <= allowed, (label, node)
+            stack += list(node.get("properties", {}).values()) + node.get("anyOf", [])
+            stack += [node["items"]] if "items" in node else []
+
+
 def test_the_spec_validators_reject_a_broken_payload() -> None:
     """The spec checks can fail: a payload missing required fields is reported."""
     tool_v = _validator("openai-openapi.yaml", "ChatCompletionTool")
@@ -150,6 +187,7 @@ def test_the_spec_validators_reject_a_broken_payload() -> None:
     assert _errors(anthropic_v, {"name": "x", "input_schema": {"type": "object"}, "strict": True})
     gemini_v = _validator("gemini-generativelanguage-v1beta-openapi.json", "FunctionDeclaration")
     assert _errors(gemini_v, {"name": "x"})
+    assert _errors(_gemini_relaxed("Schema"), {"type": "object"})  # lower-case type names
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from toolfold.adapters._dialects._profiles import (
     ANTHROPIC_STRICT,
     DEEPSEEK_STRICT,
     GEMINI,
+    GEMINI_OPENAPI,
     OLLAMA,
     OPENAI_STRICT,
     Profile,
@@ -84,6 +85,12 @@ def _gemini(name: str, description: str, schema: dict[str, Any], strict: bool) -
     return {"name": name, "description": description, "parametersJsonSchema": schema}
 
 
+def _gemini_openapi(
+    name: str, description: str, schema: dict[str, Any], strict: bool
+) -> dict[str, Any]:
+    return {"name": name, "description": description, "parameters": schema}
+
+
 def _ollama(name: str, description: str, schema: dict[str, Any], strict: bool) -> dict[str, Any]:
     return {
         "type": "function",
@@ -95,6 +102,10 @@ def _plain(name: str, description: str, schema: dict[str, Any], strict: bool) ->
     return {"name": name, "description": description, "parameters": schema}
 
 
+_GEMINI_NAME = (
+    re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}"),
+    "a letter or _ then a-z A-Z 0-9 _ . : -, at most 128 characters",
+)
 _OPENAI_NAME = (re.compile(r"[a-zA-Z0-9_-]{1,64}"), "1-64 characters of a-z A-Z 0-9 _ -")
 
 
@@ -120,15 +131,8 @@ _SPECS: dict[str, _Spec] = {
     ),
     # Gemini has no per-tool strict flag: "strict" means the schema went through
     # without loss, so the adapter may ask for VALIDATED function calling.
-    "gemini": _Spec(
-        GEMINI,
-        GEMINI,
-        _gemini,
-        (
-            re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}"),
-            "a letter or _ then a-z A-Z 0-9 _ . : -, at most 128 characters",
-        ),
-    ),
+    "gemini": _Spec(GEMINI, GEMINI, _gemini, _GEMINI_NAME),
+    "gemini-openapi": _Spec(GEMINI_OPENAPI, GEMINI_OPENAPI, _gemini_openapi, _GEMINI_NAME),
     "ollama": _Spec(None, OLLAMA, _ollama, None),
     "json-schema": _Spec(None, None, _plain, None),
 }
@@ -152,7 +156,9 @@ def compile_tool(
         tool: A `ToolDefinition`, a `Tool`, or anything with ``name``,
             ``description``, ``parameters`` and ``strict``.
         dialect: ``"openai-chat"``, ``"openai-responses"``, ``"anthropic"``,
-            ``"gemini"``, ``"ollama"``, ``"deepseek"`` or ``"json-schema"``.
+            ``"gemini"`` (``parametersJsonSchema``), ``"gemini-openapi"``
+            (the OpenAPI ``parameters`` form), ``"ollama"``, ``"deepseek"`` or
+            ``"json-schema"``.
         strict: True to demand the provider's strict mode and fail on any loss,
             False for the loss-free non-strict form, None for strict whenever
             the schema allows it. Defaults to the tool's own ``strict``.

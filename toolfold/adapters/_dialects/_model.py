@@ -12,6 +12,7 @@ Dialect = Literal[
     "openai-responses",
     "anthropic",
     "gemini",
+    "gemini-openapi",
     "ollama",
     "deepseek",
     "json-schema",
@@ -21,6 +22,7 @@ DIALECTS: tuple[Dialect, ...] = (
     "openai-responses",
     "anthropic",
     "gemini",
+    "gemini-openapi",
     "ollama",
     "deepseek",
     "json-schema",
@@ -75,7 +77,8 @@ class CompiledTool:
         name: The tool name.
         dialect: The dialect compiled for.
         payload: The provider's tool object, ready to go into the request.
-        schema_sent: The exact JSON Schema inside ``payload``; arguments coming
+        schema_sent: The exact schema inside ``payload`` (JSON Schema; for
+            ``"gemini-openapi"`` an OpenAPI 3.0 Schema object); arguments coming
             back are validated against it (`check_arguments`).
         strict: Whether the provider is asked to enforce the schema.
         rewrites: Every change made, in the order the schema was walked.

@@ -33,6 +33,9 @@ class Profile:
         integer_exclusive: Rewrite ``exclusiveMinimum``/``Maximum`` of integers
             as ``minimum``/``maximum`` (exact) when they are not kept.
         root_keep: Keywords allowed on the root object, when narrower than ``keep``.
+        openapi: Write the OpenAPI 3.0 ``Schema`` form: unions with null as
+            ``nullable: true``, string enums only, upper-case type names and
+            ``propertyOrdering`` so the model keeps the declared order.
     """
 
     label: str
@@ -48,6 +51,7 @@ class Profile:
     check_pattern: bool = False
     integer_exclusive: bool = False
     root_keep: frozenset[str] | None = None
+    openapi: bool = False
 
 
 _STRUCTURE = frozenset(
@@ -166,4 +170,42 @@ OLLAMA = Profile(
     formats=frozenset(),
     inline_refs=True,
     root_keep=frozenset({"type", "items", "required", "properties"}),
+)
+
+# [G4] Schema (the OpenAPI 3.0 subset behind FunctionDeclaration.parameters):
+# type (STRING, NUMBER, INTEGER, BOOLEAN, ARRAY, OBJECT, NULL), format, title,
+# description, nullable, enum (strings only), items, minItems, maxItems,
+# properties, required, minProperties, maxProperties, minLength, maxLength,
+# pattern, example, anyOf, propertyOrdering, default, minimum, maximum.
+# [G5] no oneOf, allOf, const, prefixItems, recursive $ref, type lists;
+# additionalProperties is mishandled (map fields arrive empty): drop it.
+GEMINI_OPENAPI = Profile(
+    label="Gemini parameters (OpenAPI Schema)",
+    keep=frozenset(
+        {
+            "type",
+            "description",
+            "enum",
+            "anyOf",
+            "properties",
+            "required",
+            "items",
+            "nullable",
+            "default",
+            "minItems",
+            "maxItems",
+            "minProperties",
+            "maxProperties",
+            "minimum",
+            "maximum",
+            "minLength",
+            "maxLength",
+            "pattern",
+        }
+    ),
+    formats=frozenset(),
+    inline_refs=True,
+    type_lists=False,
+    integer_exclusive=True,
+    openapi=True,
 )

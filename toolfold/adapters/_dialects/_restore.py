@@ -56,7 +56,10 @@ def check_arguments(compiled: CompiledTool, arguments: Any) -> Mapping[str, Any]
     if validator is None:
         from jsonschema import Draft202012Validator  # deferred: import toolfold stays light
 
-        validator = compiled._cache["validator"] = Draft202012Validator(compiled.schema_sent)
+        schema = compiled.schema_sent
+        if compiled.dialect == "gemini-openapi":
+            schema = openapi_to_json_schema(schema)
+        validator = compiled._cache["validator"] = Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(arguments), key=lambda e: _json_path(e.absolute_path))
     if errors:
         raise ArgumentValidationError(
@@ -65,6 +68,41 @@ def check_arguments(compiled: CompiledTool, arguments: Any) -> Mapping[str, Any]
     if not isinstance(arguments, Mapping):  # pragma: no cover - the object schema refused it
         raise ArgumentValidationError(compiled.name, [f"$: expected an object, got {arguments!r}"])
     return restore_arguments(compiled, arguments)
+
+
+def openapi_to_json_schema(schema: Any) -> Any:
+    """The JSON Schema meaning of an OpenAPI 3.0 ``Schema`` (Gemini's ``parameters`` form)."""
+    if isinstance(schema, list):
+        return [openapi_to_json_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "type" and isinstance(value, str):
+            out[key] = value.lower()
+        elif key == "properties":
+            out[key] = {name: openapi_to_json_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "anyOf"):
+            out[key] = openapi_to_json_schema(value)
+        elif key in (
+            "minItems",
+            "maxItems",
+            "minLength",
+            "maxLength",
+            "minProperties",
+            "maxProperties",
+        ):
+            out[key] = int(value)  # int64 fields may travel as strings
+        elif key not in ("nullable", "propertyOrdering", "example"):
+            out[key] = value
+    if schema.get("nullable") is True:
+        if isinstance(out.get("type"), str):
+            out["type"] = [out["type"], "null"]
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+        if "anyOf" in out:
+            out["anyOf"] = [*out["anyOf"], {"type": "null"}]
+    return out
 
 
 def _json_path(parts: Any) -> str:
