@@ -1,0 +1,22 @@
+"""Fixtures shared by the adapter tests: a scripted HTTP server on 127.0.0.1.
+
+Import the building blocks in a test module with
+``from scripted_http import Cut, Recorded, Reply, ScriptedServer, sse``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from scripted_http import ScriptedServer
+
+
+@pytest.fixture
+def http_server() -> Iterator[ScriptedServer]:
+    """A scripted HTTP server on 127.0.0.1, stopped after the test."""
+    server = ScriptedServer()
+    try:
+        yield server
+    finally:
+        server.close()
