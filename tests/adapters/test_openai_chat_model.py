@@ -10,6 +10,8 @@ import pytest
 
 import toolfold
 from toolfold import (
+    ArgumentJSONError,
+    ArgumentValidationError,
     AuthenticationError,
     BadRequestError,
     ModelConfigError,
@@ -18,7 +20,7 @@ from toolfold import (
     ToolUseFailedError,
 )
 from toolfold.adapters.openai_chat import OpenAIChatModel, error_from_response, parse_response
-from toolfold.runtime import Message, ModelRequest
+from toolfold.runtime import Message, ModelRequest, ToolCallPart, ToolDefinition
 
 PREFIXES = {
     "openai": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
@@ -265,3 +267,30 @@ def test_response_edges() -> None:
     assert bad.tool_calls[0].arguments_text == "{oops"
     with pytest.raises(toolfold.ProviderError, match="without choices"):
         parse_response({"choices": []}, "openai")
+
+
+def test_arguments_are_checked_against_the_schema_sent() -> None:
+    """Strict-mode nulls come back as absent keys; arguments that break the sent schema say where."""
+    tool = ToolDefinition(
+        "f",
+        "",
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["a"],
+        },
+    )
+    request = ModelRequest((Message.user("x"),), (tool,))
+    made = OpenAIChatModel("gpt-4o", api_key=SECRET)
+    sent = made.body(request)["tools"][0]["function"]
+    assert sent["strict"] is True
+    ok = ToolCallPart("c", "f", '{"a": 1, "b": null}', {"a": 1, "b": None})
+    assert made.check_arguments(request, ok) == {"a": 1}
+    with pytest.raises(ArgumentValidationError, match=r"\$\.a: 'x' is not of type 'integer'"):
+        made.check_arguments(
+            request, ToolCallPart("c", "f", '{"a": "x", "b": null}', {"a": "x", "b": None})
+        )
+    with pytest.raises(ArgumentJSONError):
+        made.check_arguments(request, ToolCallPart("c", "f", "{oops", None))
+    with pytest.raises(ArgumentValidationError, match="no tool 'g' in the request; tools: f"):
+        made.check_arguments(request, ToolCallPart("c", "g", "{}", {}))

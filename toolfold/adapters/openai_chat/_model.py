@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from toolfold._errors import ModelConfigError
+from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ModelConfigError
+from toolfold.adapters._dialects import check_arguments
 from toolfold.adapters._keys import Secret, resolve_api_key
 from toolfold.adapters._transport import Transport
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import SERVER_PRESETS, ChatProvider, provider_for
-from toolfold.adapters.openai_chat._request import build_body
+from toolfold.adapters.openai_chat._request import build_body, compiled_tool
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
+from toolfold.runtime._messages import ToolCallPart
 from toolfold.runtime._model import ModelRequest, ModelResponse, StreamEvent
 
 _PATH = "chat/completions"
@@ -102,6 +105,32 @@ class OpenAIChatModel:
     def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body this model sends for ``request`` (for inspection and tests)."""
         return build_body(request, self.model_name, self.provider, stream=stream)
+
+    def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
+        """Validate a call's arguments against the schema this model sent for its tool.
+
+        Strict mode makes optional parameters required-and-nullable; valid
+        arguments come back with those nulls removed again, as the tool's own
+        schema expects them.
+
+        Raises:
+            ArgumentJSONError: The argument text is not JSON.
+            ArgumentValidationError: The arguments break the schema sent (each
+                error with its ``$.path``), or name no tool of the request.
+        """
+        tool = next((t for t in request.tools if t.name == call.name), None)
+        if tool is None:
+            names = ", ".join(t.name for t in request.tools) or "none"
+            raise ArgumentValidationError(
+                call.name, [f"$: no tool {call.name!r} in the request; tools: {names}"]
+            )
+        arguments: Any = call.arguments
+        if arguments is None:
+            try:
+                arguments = json.loads(call.arguments_text)
+            except ValueError as exc:
+                raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
+        return check_arguments(compiled_tool(tool, self.provider), arguments)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously."""

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._dialects import Dialect, compile_tool
+from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime._messages import (
     FilePart,
@@ -118,10 +118,14 @@ def default_function(tool: ToolDefinition, provider: ChatProvider) -> dict[str, 
         SchemaCompileError: The tool asked for strict mode and its schema
             cannot be sent strict without loss.
     """
-    compiled = compile_tool(
+    return dict(compiled_tool(tool, provider).payload["function"])
+
+
+def compiled_tool(tool: ToolDefinition, provider: ChatProvider) -> CompiledTool:
+    """The compilation of ``tool`` this provider sends (memoized by `compile_tool`)."""
+    return compile_tool(
         tool, cast(Dialect, provider.dialect), strict=_strict(tool.strict, provider)
     )
-    return dict(compiled.payload["function"])
 
 
 def default_output(output: OutputSpec, provider: ChatProvider) -> dict[str, Any]:
