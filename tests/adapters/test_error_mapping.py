@@ -1,0 +1,265 @@
+"""Every HTTP failure maps to one ProviderError child at one boundary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+import toolfold
+from toolfold import (
+    AuthenticationError,
+    BadRequestError,
+    ConnectionError,
+    NotFoundError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+    StreamError,
+    TimeoutError,
+    ToolfoldError,
+    ToolUseFailedError,
+)
+from toolfold.adapters._http_errors import (
+    ErrorInfo,
+    is_client_error,
+    parse_error_body,
+    status_error,
+    transport_error,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "provider-traffic"
+
+
+def httpx_exception_classes() -> list[type[BaseException]]:
+    """Every exception class httpx exports."""
+    classes = []
+    for name in dir(httpx):
+        value = getattr(httpx, name)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            classes.append(value)
+    return classes
+
+
+def instance(cls: type[BaseException]) -> BaseException:
+    request = httpx.Request("POST", "https://api.example.com/v1/x")
+    if cls is httpx.HTTPStatusError:
+        response = httpx.Response(503, request=request)
+        return cls("boom", request=request, response=response)
+    if issubclass(cls, httpx.RequestError):
+        return cls("boom", request=request)
+    try:
+        return cls()
+    except TypeError:
+        return cls("boom")
+
+
+EXPECTED: dict[str, type[ProviderError]] = {
+    "ConnectTimeout": TimeoutError,
+    "ReadTimeout": TimeoutError,
+    "WriteTimeout": TimeoutError,
+    "PoolTimeout": TimeoutError,
+    "TimeoutException": TimeoutError,
+    "ConnectError": ConnectionError,
+    "ReadError": ConnectionError,
+    "WriteError": ConnectionError,
+    "CloseError": ConnectionError,
+    "NetworkError": ConnectionError,
+    "RemoteProtocolError": ConnectionError,
+    "LocalProtocolError": ConnectionError,
+    "ProtocolError": ConnectionError,
+    "ProxyError": ConnectionError,
+    "UnsupportedProtocol": ConnectionError,
+    "TransportError": ConnectionError,
+    "InvalidURL": ConnectionError,
+    "HTTPStatusError": ServerError,
+}
+
+
+def test_every_httpx_exception_maps() -> None:
+    """Each exception class httpx exports maps to a ProviderError child, as the table says."""
+    classes = httpx_exception_classes()
+    assert len(classes) >= 25
+    for cls in classes:
+        exc = instance(cls)
+        assert is_client_error(exc), cls
+        error = transport_error("openai", exc, "https://api.example.com/v1/x")
+        assert isinstance(error, ProviderError), cls
+        assert isinstance(error, ToolfoldError)
+        expected = EXPECTED.get(cls.__name__, ProviderError)
+        assert type(error) is expected, (cls, type(error))
+        assert "openai" in str(error)
+
+
+def test_while_streaming_lost_connections_are_stream_errors() -> None:
+    """Once a stream started, a dropped connection or decoding failure is a StreamError."""
+    for cls in (httpx.ReadError, httpx.RemoteProtocolError, httpx.DecodingError):
+        error = transport_error("p", instance(cls), "u", streaming=True)
+        assert type(error) is StreamError, cls
+    assert type(transport_error("p", instance(httpx.ReadTimeout), "u", streaming=True)) is (
+        TimeoutError
+    )
+
+
+def test_os_level_errors_map() -> None:
+    """Errors from sockets (custom clients) map too: resets, refusals, builtin timeouts."""
+    import builtins
+
+    assert type(transport_error("p", ConnectionResetError(), "u")) is ConnectionError
+    assert type(transport_error("p", builtins.TimeoutError(), "u")) is TimeoutError
+    assert not is_client_error(ValueError("a bug in user code"))
+
+
+def test_lookalike_client_exceptions_map_by_name() -> None:
+    """A client with httpx's API but its own exception classes (httpx2) maps by class name."""
+    transport_errors = type("TransportError", (Exception,), {"__module__": "httpx2._exceptions"})
+    read_timeout = type("ReadTimeout", (transport_errors,), {"__module__": "httpx2._exceptions"})
+    timeout_root = type("TimeoutException", (transport_errors,), {"__module__": "httpx2"})
+    exc = type("ReadTimeout", (timeout_root,), {"__module__": "httpx2"})("slow")
+    assert is_client_error(exc)
+    assert type(transport_error("p", exc, "u")) is TimeoutError
+    assert type(transport_error("p", read_timeout("x"), "u")) is ConnectionError
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (400, BadRequestError),
+        (401, AuthenticationError),
+        (402, ProviderError),
+        (403, AuthenticationError),
+        (404, NotFoundError),
+        (408, TimeoutError),
+        (409, ProviderError),
+        (413, BadRequestError),
+        (422, BadRequestError),
+        (429, RateLimitError),
+        (500, ServerError),
+        (502, ServerError),
+        (503, ServerError),
+        (504, ServerError),
+        (529, ServerError),
+    ],
+)
+def test_status_maps(status: int, expected: type[ProviderError]) -> None:
+    """Each HTTP status maps to the documented child, carrying status, body and headers."""
+    error = status_error("openai", status, "body", {"x-request-id": "r"}, ErrorInfo("said"), "u")
+    assert type(error) is expected
+    assert error.status_code == status
+    assert error.body == "body"
+    assert error.headers == {"x-request-id": "r"}
+    assert error.provider_message == "said"
+    assert f"HTTP {status}" in str(error)
+
+
+def test_rate_limit_retry_after_from_header_or_body() -> None:
+    """RateLimitError.retry_after comes from the headers, else from the body (Gemini)."""
+    error = status_error("p", 429, "", {"retry-after": "7"}, ErrorInfo(retry_after=30.0), "u")
+    assert isinstance(error, RateLimitError)
+    assert error.retry_after == 7.0
+    error = status_error("p", 429, "", {}, ErrorInfo(retry_after=30.0), "u")
+    assert isinstance(error, RateLimitError)
+    assert error.retry_after == 30.0
+
+
+def test_groq_tool_use_failed() -> None:
+    """Groq's 400 tool_use_failed becomes ToolUseFailedError with the raw generation."""
+    body = json.dumps(
+        {
+            "error": {
+                "message": "Tool call validation failed",
+                "type": "invalid_request_error",
+                "code": "tool_use_failed",
+                "failed_generation": '{"name": "x"}',
+            }
+        }
+    )
+    info = parse_error_body(400, body, {})
+    error = status_error("groq", 400, body, {}, info, "u")
+    assert isinstance(error, ToolUseFailedError)
+    assert error.failed_generation == '{"name": "x"}'
+
+
+@pytest.mark.parametrize(
+    ("body", "message", "code", "kind"),
+    [
+        ('{"error": {"message": "m", "type": "t", "param": null, "code": "c"}}', "m", "c", "t"),
+        ('{"object": "error", "message": "flat", "type": "t", "code": "3280"}', "flat", "3280", "t"),
+        ('{"type": "error", "error": {"type": "overloaded_error", "message": "o"}}', "o", None, "overloaded_error"),
+        ('[{"error": {"code": 400, "message": "g", "status": "INVALID_ARGUMENT"}}]', "g", "400", "INVALID_ARGUMENT"),
+        ('{"error": {"code": 402, "message": "credits", "metadata": {}}}', "credits", "402", None),
+        ('{"detail": "Not Found"}', "Not Found", None, None),
+        ('{"error": "plain text error"}', "plain text error", None, None),
+        ("<html>Bad gateway</html>", "<html>Bad gateway</html>", None, None),
+        ("", None, None, None),
+    ],
+)  # fmt: skip
+def test_error_body_shapes(
+    body: str, message: str | None, code: str | None, kind: str | None
+) -> None:
+    """OpenAI, Mistral, Anthropic, Gemini (list-wrapped), OpenRouter and odd bodies are all read."""
+    info = parse_error_body(400, body, {})
+    assert (info.message, info.code, info.type) == (message, code, kind)
+
+
+def test_gemini_retry_info_and_daily_quota() -> None:
+    """Gemini's RetryInfo gives retry_after; a per-day QuotaFailure is marked not retryable."""
+    details: list[Any] = [
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"},
+        {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}],
+        },
+    ]
+    body = json.dumps({"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": details}})
+    info = parse_error_body(429, body, {})
+    assert info.retry_after == 37.0
+    assert info.retryable is False
+    per_minute = body.replace("PerDay", "PerMinute")
+    assert parse_error_body(429, per_minute, {}).retryable is None
+
+
+def recorded_errors() -> list[tuple[str, int, str]]:
+    """Every recorded non-2xx response: (file, status, body text)."""
+    import gzip
+
+    found = []
+    for path in sorted(FIXTURES.glob("*/*.yaml")):
+        for interaction in yaml.safe_load(path.read_text()).get("interactions", []):
+            response = interaction["response"]
+            status = response["status"]["code"]
+            if status < 400:
+                continue
+            if "parsed_body" in response:
+                text = json.dumps(response["parsed_body"])
+            else:
+                raw = response["body"]["string"]
+                if isinstance(raw, bytes):
+                    raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+                    raw = raw.decode()
+                text = raw
+            found.append((path.name, status, text))
+    return found
+
+
+def test_recorded_error_bodies_give_a_message() -> None:
+    """Every recorded provider error body yields the provider's message and the right class."""
+    errors = recorded_errors()
+    assert len(errors) >= 5
+    for name, status, text in errors:
+        info = parse_error_body(status, text, {})
+        assert info.message, name
+        error = status_error("p", status, text, {}, info, "u")
+        assert info.message in str(error)
+        assert type(error) is not ProviderError or status not in (400, 401, 404, 429), name
+
+
+def test_facade_exports_the_tree() -> None:
+    """The error classes users catch are importable from toolfold."""
+    for cls in (AuthenticationError, RateLimitError, StreamError, TimeoutError, ConnectionError):
+        assert getattr(toolfold, cls.__name__) is cls
+        assert issubclass(cls, ProviderError)

@@ -1,0 +1,97 @@
+"""The retry policy and timeouts as plain data: delays, headers, limits."""
+
+from __future__ import annotations
+
+import email.utils
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolfold.adapters._retry import (
+    DEFAULT_RETRY_STATUSES,
+    RetryPolicy,
+    Timeouts,
+    retry_after_seconds,
+)
+
+
+def test_defaults_match_the_official_sdks() -> None:
+    """Two retries, 0.5 s doubling to 8 s, and the statuses the OpenAI/Anthropic SDKs retry."""
+    policy = RetryPolicy()
+    assert policy.max_retries == 2
+    assert [policy.backoff(n, 0.0) for n in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+    assert {408, 409, 429, 500, 502, 503, 504, 529} == DEFAULT_RETRY_STATUSES
+
+
+@settings(max_examples=50)
+@given(retry=st.integers(0, 20), rand=st.floats(0.0, 0.999))
+def test_jitter_stays_within_its_share(retry: int, rand: float) -> None:
+    """Jitter only shortens a backoff, by at most the jitter share."""
+    policy = RetryPolicy(jitter=0.25)
+    full = policy.backoff(retry, 0.0)
+    assert 0.75 * full <= policy.backoff(retry, rand) <= full
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"Retry-After": "2"}, 2.0),
+        ({"retry-after": "0.25"}, 0.25),
+        ({"retry-after-ms": "x", "retry-after": "4"}, 4.0),
+        ({"retry-after": "-1"}, None),
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_headers(headers: dict[str, str], expected: float | None) -> None:
+    """retry-after-ms, then retry-after in seconds; nonsense is ignored."""
+    assert retry_after_seconds(headers) == expected
+
+
+def test_retry_after_http_date() -> None:
+    """retry-after may be an HTTP date: the wait is the time until then."""
+    now = 1_700_000_000.0
+    date = email.utils.formatdate(now + 30, usegmt=True)
+    assert retry_after_seconds({"retry-after": date}, now) == pytest.approx(30.0)
+    past = email.utils.formatdate(now - 30, usegmt=True)
+    assert retry_after_seconds({"retry-after": past}, now) == 0.0
+
+
+def test_delay_order_and_limit() -> None:
+    """Header wait, then the body's hint, then backoff; more than max_retry_after is refused."""
+    policy = RetryPolicy()
+    assert policy.delay(0, {"retry-after": "3"}, 9.0, 0.0) == 3.0
+    assert policy.delay(0, {}, 9.0, 0.0) == 9.0
+    assert policy.delay(1, {}, None, 0.0) == 1.0
+    assert policy.delay(0, {"retry-after": "121"}, None, 0.0) is None
+    assert RetryPolicy(max_retry_after=600).delay(0, {"retry-after": "121"}, None, 0.0) == 121.0
+
+
+def test_x_should_retry() -> None:
+    """x-should-retry overrides the status list either way."""
+    policy = RetryPolicy()
+    assert policy.should_retry_status(400, {"x-should-retry": "true"})
+    assert not policy.should_retry_status(503, {"X-Should-Retry": "false"})
+    assert policy.should_retry_status(529, {})
+    assert not policy.should_retry_status(401, {})
+
+
+def test_invalid_settings_are_refused() -> None:
+    """Negative retries, waits or timeouts and a jitter above 1 are errors naming the field."""
+    with pytest.raises(ValueError, match="max_retries"):
+        RetryPolicy(max_retries=-1)
+    with pytest.raises(ValueError, match="jitter"):
+        RetryPolicy(jitter=2.0)
+    with pytest.raises(ValueError, match="read"):
+        Timeouts(read=-1.0)
+
+
+def test_policies_are_frozen_data() -> None:
+    """Policies are frozen and changed with attrs.evolve; statuses become a frozenset."""
+    policy = attrs.evolve(RetryPolicy(), retry_statuses=[429])
+    assert policy.retry_statuses == frozenset({429})
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        policy.max_retries = 3  # type: ignore[misc]
