@@ -57,3 +57,24 @@ def problems(schema_name: str, instance: Any) -> list[str]:
         f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message[:300]}"
         for e in validator(schema_name).iter_errors(instance)
     ]
+
+
+@functools.cache
+def mistral_validator() -> jsonschema.protocols.Validator:
+    """A validator for Mistral's ``ChatCompletionRequest`` (its published OpenAPI document)."""
+    import json
+
+    document = json.loads((SPECS / "mistral-openapi.json").read_text(encoding="utf-8"))
+    uri = "urn:mistral-openapi"
+    resource = Resource(contents=_nullable(document), specification=DRAFT202012)
+    registry: Registry = Registry().with_resource(uri, resource)
+    schema = {"$ref": f"{uri}#/components/schemas/ChatCompletionRequest"}
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def mistral_problems(instance: Any) -> list[str]:
+    """Every error of ``instance`` against Mistral's ChatCompletionRequest."""
+    return [
+        f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message[:300]}"
+        for e in mistral_validator().iter_errors(instance)
+    ]

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 import pytest
-from openai_spec import problems
+from openai_spec import mistral_problems, problems
 
 from toolfold import ModelConfigError
 from toolfold.adapters.openai_chat import PROVIDERS, SERVER_PRESETS, build_body, mistral_id
@@ -299,3 +299,21 @@ def test_deepseek_sends_reasoning_back_and_uses_json_object() -> None:
     assert '"x"' in body["messages"][-1]["content"]
     openai = build_body(_request("tool-results", None, False, None), "gpt-4o", PROVIDERS["openai"])
     assert "reasoning_content" not in openai["messages"][2]
+
+
+@pytest.mark.parametrize(("conversation", "choice", "parallel", "output", "stream"), MATRIX)
+def test_every_mistral_body_validates_against_mistrals_spec(
+    conversation: str, choice: str | None, parallel: bool, output: Any, stream: bool
+) -> None:
+    """Mistral bodies (its tool_choice words, random_seed, document and audio chunks) fit its ChatCompletionRequest."""
+    request = _request(
+        conversation, choice, parallel, output, temperature=0.2, max_tokens=50, seed=1, stop=["END"]
+    )
+    body = build_body(request, "mistral-large-latest", PROVIDERS["mistral"], stream=stream)
+    assert mistral_problems(body) == []
+
+
+def test_the_mistral_spec_check_can_fail() -> None:
+    """An OpenAI-style body with stream_options is refused by Mistral's spec (extra keys)."""
+    body = build_body(_request("text", None, False, None), "m", PROVIDERS["openai"], stream=True)
+    assert mistral_problems(body) != []

@@ -39,6 +39,9 @@ class ChatProvider:
         json_schema_output: ``response_format`` ``json_schema`` is supported;
             otherwise ``json_object`` plus the schema in a system message.
         dialect: The schema dialect tools compile to (see `compile_tool`).
+        files: How files travel in user messages: ``"openai"`` (``file`` /
+            ``input_audio`` parts, inline only) or ``"mistral"``
+            (``document_url`` with a URL or data URL, bare ``input_audio``).
         auto_strict: A tool that leaves ``strict`` unset is sent strict when
             its schema allows it; elsewhere strict mode is used only when the
             tool asks for it (``strict=True``).
@@ -58,6 +61,7 @@ class ChatProvider:
     reasoning_out: str | None = None
     json_schema_output: bool = True
     dialect: str = "openai-chat"
+    files: str = "openai"
     auto_strict: bool = False
 
 
@@ -92,6 +96,7 @@ PROVIDERS: dict[str, ChatProvider] = {
         id_rule="mistral9",
         stream_usage_option=False,
         renames={"seed": "random_seed"},
+        files="mistral",  # DocumentURLChunk, AudioChunk [mistral-openapi.json ContentChunk]
     ),
     # DeepSeek: thinking must go back as ``reasoning_content`` on tool turns;
     # ``response_format`` only knows ``json_object`` [C6, C7].

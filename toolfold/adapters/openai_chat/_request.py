@@ -220,7 +220,7 @@ def encode_messages(
         elif message.role == "system":
             out.append({"role": "system", "content": _only_text(rest, "system")})
         else:
-            out.append({"role": "user", "content": _user_content(rest)})
+            out.append({"role": "user", "content": _user_content(rest, provider)})
     return out
 
 
@@ -259,7 +259,7 @@ def _only_text(parts: list[Part], role: str) -> str:
     return "".join(p.text for p in parts if isinstance(p, TextPart))
 
 
-def _user_content(parts: list[Part]) -> str | list[Body]:
+def _user_content(parts: list[Part], provider: ChatProvider) -> str | list[Body]:
     if all(isinstance(p, TextPart) for p in parts):
         return "".join(p.text for p in parts if isinstance(p, TextPart))
     content: list[Body] = []
@@ -269,7 +269,7 @@ def _user_content(parts: list[Part]) -> str | list[Body]:
         elif isinstance(part, ImagePart):
             content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
         elif isinstance(part, FilePart):
-            content.append(_file(part))
+            content.append(_mistral_file(part) if provider.files == "mistral" else _file(part))
         elif isinstance(part, ToolCallPart):
             raise ModelConfigError("a user message cannot carry a tool call")
     return content
@@ -281,6 +281,24 @@ def _image_url(part: ImagePart) -> str:
     if part.data is None:
         raise ModelConfigError("an ImagePart needs data or a url")
     return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode()}"
+
+
+def _mistral_file(part: FilePart) -> Body:
+    if part.data is None and part.url is None:
+        raise ModelConfigError("a FilePart needs data or a url")
+    if part.media_type in _AUDIO_FORMATS:
+        if part.data is None:
+            raise ModelConfigError(
+                f"Mistral takes audio inline only; FilePart {part.url!r} has no data"
+            )
+        return {"type": "input_audio", "input_audio": base64.b64encode(part.data).decode()}
+    url = part.url
+    if url is None:
+        url = f"data:{part.media_type};base64,{base64.b64encode(part.data or b'').decode()}"
+    document: Body = {"type": "document_url", "document_url": url}
+    if part.filename:
+        document["document_name"] = part.filename
+    return document
 
 
 def _file(part: FilePart) -> Body:
