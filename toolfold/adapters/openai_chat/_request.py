@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -92,6 +93,7 @@ def _same(call_id: str) -> str:
     return call_id
 
 
+@functools.lru_cache(maxsize=4096)
 def mistral_id(call_id: str) -> str:
     """A 9-alphanumeric id for Mistral, the same for the same input [C4].
 
