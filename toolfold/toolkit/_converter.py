@@ -32,11 +32,7 @@ from typing import Any, Literal, Union
 
 import attrs
 import cattrs
-from cattrs.cols import (
-    is_namedtuple,
-    namedtuple_dict_structure_factory,
-    namedtuple_dict_unstructure_factory,
-)
+from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstructure_factory
 
 __all__ = [
     "UnionStructureError",
@@ -106,6 +102,11 @@ def parse_decimal(text: str) -> Decimal:
 def parse_uuid(text: str) -> uuid.UUID:
     """Parse a UUID in any form ``uuid.UUID`` accepts; raise ValueError otherwise."""
     return uuid.UUID(text)
+
+
+def is_namedtuple(tp: Any) -> bool:
+    """Any named tuple class: ``class`` syntax, ``NamedTuple("N", ...)`` or ``namedtuple``."""
+    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
 
 
 def _structure_text(parse: Callable[[str], Any]) -> Callable[[Any, Any], Any]:
@@ -229,8 +230,10 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
             arm, _p, _k, hook = plan[0]
             return hook(value, arm)
         kind = _value_kind(value)
+        # JSON Schema counts 3.0 as an integer, so an int alternative may take it.
+        also = "integer" if kind == "number" and float(value).is_integer() else kind
         exact = [p for p in plan if p[1] == kind]
-        loose = [p for p in plan if p[1] != kind and kind in p[2]]
+        loose = [p for p in plan if p[1] != kind and (kind in p[2] or also in p[2])]
         errors: list[tuple[Any, Exception]] = []
         for arm, _p, _k, hook in exact + loose:
             try:
@@ -246,6 +249,8 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
 
 
 def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is typing.Annotated:
+        return _type_name(typing.get_args(tp)[0])
     if tp is type(None):
         return "null"
     if isinstance(tp, type):
