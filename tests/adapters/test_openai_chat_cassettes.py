@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from cassettes import folder, load, normalise_body, replay
 from replay_expectations import OPENAI
 
