@@ -294,3 +294,14 @@ def test_arguments_are_checked_against_the_schema_sent() -> None:
         made.check_arguments(request, ToolCallPart("c", "f", "{oops", None))
     with pytest.raises(ArgumentValidationError, match="no tool 'g' in the request; tools: f"):
         made.check_arguments(request, ToolCallPart("c", "g", "{}", {}))
+
+
+def test_an_error_object_in_a_200_body_raises() -> None:
+    """OpenRouter's 200 with an error and an HTTP-like code maps like that status; others stay ProviderError."""
+    limited = {
+        "error": {"code": 429, "message": "Rate limit exceeded", "metadata": {"raw": "slow down"}}
+    }
+    with pytest.raises(RateLimitError, match="Rate limit exceeded: slow down"):
+        parse_response(limited, "openrouter")
+    with pytest.raises(toolfold.ProviderError, match="returned an error with HTTP 200: odd"):
+        parse_response({"error": {"message": "odd", "code": "weird"}}, "x")

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ProviderError
+from toolfold.adapters._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.runtime._arguments import parse_arguments
@@ -94,6 +95,9 @@ def parse_response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     if body.get("error") is not None:
         text = json.dumps(body)
         info = parse_error(200, text, {})
+        if info.code is not None and info.code.isdigit() and int(info.code) >= 400:
+            # OpenRouter and vLLM put the HTTP status in the code: map it like one [C8, C11].
+            raise status_error(provider, int(info.code), text, {}, info, "")
         raise ProviderError(
             f"{provider} returned an error with HTTP 200: {info.message}",
             provider=provider,
