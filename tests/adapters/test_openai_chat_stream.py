@@ -355,3 +355,12 @@ def test_any_fragmentation_gives_the_same_arguments(
     response = fold(decode([*datas, chunk({}, "tool_calls"), "[DONE]"]))
     assert response.tool_calls[0].arguments == arguments
     assert response.tool_calls[0].arguments_text == text
+
+
+def test_a_call_after_the_finish_chunk_still_ends() -> None:
+    """A server that sends a call after finish_reason: it ends at [DONE], or the cut is an error."""
+    late = chunk({"tool_calls": [{"id": "c9", "function": {"name": "g", "arguments": "{}"}}]})
+    response = fold(decode([chunk({"content": "Hi"}, "stop"), late, "[DONE]"]))
+    assert [c.id for c in response.tool_calls] == ["c9"]
+    with pytest.raises(StreamError, match=r"still open \(c9\)"):
+        decode([chunk({"content": "Hi"}, "stop"), late])

@@ -131,7 +131,7 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
     Raises:
         StreamError: The stream stopped before a finish reason or ``[DONE]``.
     """
-    if state.finished or state.done:
+    if state.done or (state.finished and not state.open):
         return []
     pending = [c.id for c in state.calls if c.index in state.open]
     detail = f" with tool calls still open ({', '.join(pending)})" if pending else ""
@@ -148,10 +148,9 @@ def _groq_usage(chunk: Mapping[str, Any]) -> Any:
 
 
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
-    if state.finished:
-        return state, []
     events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
-    events.append(StreamFinish(finish_reason(None, bool(state.calls)), None))
+    if not state.finished:
+        events.append(StreamFinish(finish_reason(None, bool(state.calls)), None))
     return attrs.evolve(state, open=(), finished=True), events
 
 
@@ -181,9 +180,10 @@ def _choice(
             provider=state.provider,
             status_code=200,
         )
-    if raw is not None and not state.finished:
+    if raw is not None:
         events.extend(ToolCallEnd(i) for i in state.open)
-        events.append(StreamFinish(finish_reason(raw, bool(state.calls)), raw))
+        if not state.finished:
+            events.append(StreamFinish(finish_reason(raw, bool(state.calls)), raw))
         state = attrs.evolve(state, open=(), finished=True)
     return state
 
