@@ -364,3 +364,69 @@ def test_a_call_after_the_finish_chunk_still_ends() -> None:
     assert [c.id for c in response.tool_calls] == ["c9"]
     with pytest.raises(StreamError, match=r"still open \(c9\)"):
         decode([chunk({"content": "Hi"}, "stop"), late])
+
+
+_NAMES = st.from_regex(r"[a-z_]{1,8}", fullmatch=True)
+_ARGS = st.dictionaries(
+    st.text(max_size=4), st.one_of(st.integers(), st.text(max_size=6), st.none()), max_size=3
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    text=st.text(max_size=30),
+    reasoning=st.text(max_size=20),
+    calls=st.lists(st.tuples(_NAMES, _ARGS), max_size=3),
+    sizes=st.lists(st.integers(1, 7), min_size=1, max_size=5),
+    interleave=st.booleans(),
+)
+def test_any_streamed_answer_folds_to_its_non_streamed_twin(
+    text: str,
+    reasoning: str,
+    calls: list[tuple[str, dict[str, Any]]],
+    sizes: list[int],
+    interleave: bool,
+) -> None:
+    """Text, reasoning and calls cut into arbitrary pieces fold to what parse_response gives."""
+    usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    wire_calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+        for i, (n, a) in enumerate(calls)
+    ]
+    finish = "tool_calls" if calls else "stop"
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text or None,
+        "reasoning_content": reasoning,
+    }
+    if wire_calls:
+        message["tool_calls"] = wire_calls
+    body = {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+        "usage": usage,
+    }
+
+    def cut(value: str) -> list[str]:
+        pieces, start, n = [], 0, 0
+        while start < len(value):
+            size = sizes[n % len(sizes)]
+            pieces.append(value[start : start + size])
+            start, n = start + size, n + 1
+        return pieces
+
+    datas = [chunk({"role": "assistant"})]
+    datas += [chunk({"reasoning_content": p}) for p in cut(reasoning)]
+    datas += [chunk({"content": p}) for p in cut(text)]
+    fragments = []
+    for index, call in enumerate(wire_calls):
+        datas.append(chunk(call_head(index, call["id"], call["function"]["name"])))
+        fragments.append([chunk(fragment(index, p)) for p in cut(call["function"]["arguments"])])
+    if interleave:
+        for step in range(max((len(f) for f in fragments), default=0)):
+            datas += [f[step] for f in fragments if step < len(f)]
+    else:
+        datas += [piece for f in fragments for piece in f]
+    datas += [chunk({}, finish), chunk(None, usage=usage), "[DONE]"]
+    assert fold(decode(datas, "p")) == parse_response(body, "p")
