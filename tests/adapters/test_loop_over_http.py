@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from fake_openai import Calls, FakeChat, Text
-from scripted_http import Reply, ScriptedServer, sse
+from scripted_http import Cut, Reply, ScriptedServer, sse
 
 import toolfold
 from toolfold import Agent, StreamError, ToolUseFailedError, generate_text
@@ -187,3 +187,66 @@ def test_groq_tool_use_failed_in_a_stream_is_a_tool_use_error(
         for _ in Agent(model=model, tools=[get_weather]).stream("hi"):
             pass
     assert caught.value.failed_generation == "maybe"
+
+
+def _head_and_fragment() -> list[bytes]:
+    head = {
+        "id": "c",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_cut",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": ""},
+                        }
+                    ]
+                },
+                "finish_reason": None,
+            }
+        ],
+    }
+    piece = {
+        "id": "c",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Paris"}'}}]
+                },
+                "finish_reason": None,
+            }
+        ],
+    }
+    return sse(head, piece)
+
+
+@pytest.mark.parametrize("cut", [True, False], ids=["connection-cut", "body-ends-early"])
+def test_a_stream_that_stops_mid_call_never_runs_the_tool(
+    http_server: ScriptedServer, opened: list[Any], cut: bool
+) -> None:
+    """Cut mid-call (socket closed, or a clean end before finish/[DONE]): StreamError, no tool call."""
+    chunks: list[Any] = [*_head_and_fragment(), Cut()] if cut else _head_and_fragment()
+    http_server.add(Reply(headers={"content-type": "text/event-stream"}, chunks=chunks))
+    ran: list[str] = []
+
+    @toolfold.tool
+    def get_weather(city: str) -> str:
+        """Get the weather.
+
+        Args:
+            city: The city.
+        """
+        ran.append(city)
+        return "sunny"
+
+    model = _model(http_server, opened)
+    with pytest.raises(StreamError):
+        for _ in Agent(model=model, tools=[get_weather]).stream("Weather in Paris?"):
+            pass
+    assert ran == []
