@@ -285,6 +285,9 @@ def test_llama_cpp_has_no_named_choice() -> None:
     )
     assert body["tool_choice"] == "required"
     assert [t["function"]["name"] for t in body["tools"]] == ["get_weather"]
+    assert body["parallel_tool_calls"] is True  # llama.cpp's own default is one call
+    asked = _request("text", None, True, None)
+    assert build_body(asked, "m", SERVER_PRESETS["llama.cpp"])["parallel_tool_calls"] is False
 
 
 def test_deepseek_sends_reasoning_back_and_uses_json_object() -> None:

@@ -39,6 +39,8 @@ class ChatProvider:
         json_schema_output: ``response_format`` ``json_schema`` is supported;
             otherwise ``json_object`` plus the schema in a system message.
         dialect: The schema dialect tools compile to (see `compile_tool`).
+        parallel_default: ``parallel_tool_calls`` sent when the request leaves
+            it unset (None: send nothing, the provider's default applies).
         files: How files travel in user messages: ``"openai"`` (``file`` /
             ``input_audio`` parts, inline only) or ``"mistral"``
             (``document_url`` with a URL or data URL, bare ``input_audio``).
@@ -62,6 +64,7 @@ class ChatProvider:
     json_schema_output: bool = True
     dialect: str = "openai-chat"
     files: str = "openai"
+    parallel_default: bool | None = None
     auto_strict: bool = False
 
 
@@ -126,7 +129,10 @@ PROVIDERS: dict[str, ChatProvider] = {
 # llama.cpp has no named choice (``common_chat_tool_choice`` is auto/none/required)
 # [C12]; vLLM and LM Studio take the OpenAI shape [C10, C13].
 SERVER_PRESETS: dict[str, ChatProvider] = {
-    "llama.cpp": attrs.evolve(PROVIDERS["openai-compatible"], named_tool_choice=False),
+    # llama.cpp also makes one call per turn unless asked; ask, like OpenAI's default [C12].
+    "llama.cpp": attrs.evolve(
+        PROVIDERS["openai-compatible"], named_tool_choice=False, parallel_default=True
+    ),
     "vllm": PROVIDERS["openai-compatible"],
     "lmstudio": PROVIDERS["openai-compatible"],
     "ollama": PROVIDERS["openai-compatible"],

@@ -75,7 +75,7 @@ def build_body(
         ]
         if choice is not None:
             body["tool_choice"] = choice
-        parallel = request.settings.get("parallel_tool_calls")
+        parallel = request.settings.get("parallel_tool_calls", provider.parallel_default)
         # Only when asked: some reasoning models reject the parameter outright [O8].
         if parallel is not None:
             body["parallel_tool_calls"] = bool(parallel)
