@@ -69,6 +69,7 @@ from toolfold.toolkit import (
     Tool,
     ToolDefinitionWarning,
     register_schema_rule,
+    register_type_hooks,
     schema_for_type,
     tool,
 )
@@ -179,6 +180,7 @@ __all__ = [
     "__version__",
     "model",
     "register_schema_rule",
+    "register_type_hooks",
     "schema_for_type",
     "tool",
 ]

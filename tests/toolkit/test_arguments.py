@@ -21,6 +21,7 @@ from toolfold import (
     Tool,
     ToolArgumentError,
     ToolDefinitionError,
+    register_type_hooks,
     tool,
 )
 from toolfold.toolkit._arguments import ArgumentChecker, format_path
@@ -568,9 +569,11 @@ def test_type_without_converter_hooks_is_a_definition_error() -> None:
 
 
 def test_registered_hooks_structure_and_unstructure_a_user_type() -> None:
-    """register_type_hooks teaches the converter both directions."""
-    from toolfold.toolkit._converter import register_type_hooks
+    """register_type_hooks teaches the converter both directions, even once it is built."""
+    from toolfold.toolkit._converter import get_converter
     from toolfold.toolkit._results import format_result
+
+    get_converter()
 
     class Euro(Money):
         pass

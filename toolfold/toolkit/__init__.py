@@ -4,6 +4,7 @@ from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._decorator import tool
 from toolfold.toolkit._docstrings import ToolDefinitionWarning
 from toolfold.toolkit._field import Field
+from toolfold.toolkit._hooks import register_type_hooks
 from toolfold.toolkit._schema import SchemaContext, register_schema_rule, schema_for_type
 from toolfold.toolkit._signature import FunctionSchema, function_schema
 from toolfold.toolkit._tool import Tool, check_tool_names
@@ -18,6 +19,7 @@ __all__ = [
     "check_tool_names",
     "function_schema",
     "register_schema_rule",
+    "register_type_hooks",
     "schema_for_type",
     "tool",
 ]

@@ -34,6 +34,8 @@ import attrs
 import cattrs
 from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstructure_factory
 
+from toolfold.toolkit._hooks import HookEntry, user_hooks
+
 __all__ = [
     "UnionStructureError",
     "get_converter",
@@ -42,7 +44,6 @@ __all__ = [
     "parse_datetime",
     "parse_time",
     "parse_uuid",
-    "register_type_hooks",
 ]
 
 _TIME = r"(\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+-])(\d{2}):?(\d{2}))?"
@@ -325,41 +326,13 @@ def _structure_enum(value: Any, tp: Any) -> Any:
         raise ValueError(f"{value!r} is not a valid {tp.__name__} (one of {allowed})") from None
 
 
-_user_hooks: list[tuple[Any, Callable[[Any, Any], Any] | None, Callable[[Any], Any] | None]] = []
-
-
-def register_type_hooks(
-    match: type | Callable[[Any], bool],
-    structure: Callable[[Any, Any], Any] | None = None,
-    unstructure: Callable[[Any], Any] | None = None,
-) -> None:
-    """Teach the toolkit's converter a type of your own.
-
-    Pair it with a schema rule (``register_schema_rule``) for types that are not
-    dataclasses, attrs classes, TypedDicts or NamedTuples. Register before the
-    tools that use the type are first called.
-
-    Args:
-        match: A class (the hooks also cover its subclasses) or a predicate
-            ``(tp) -> bool`` over type annotations.
-        structure: ``(json_value, tp) -> value``; raise ValueError or TypeError
-            to report a bad value.
-        unstructure: ``(value) -> json_value``.
-    """
-    predicate = match if not isinstance(match, type) else _subclass_of(match)
-    _user_hooks.append((predicate, structure, unstructure))
+def apply_user_hook(entry: HookEntry) -> None:
+    """Apply a hook registered after the converter was built (see `_hooks`)."""
     if get_converter.cache_info().currsize:
-        _apply_hooks(get_converter(), [_user_hooks[-1]])
+        _apply_hooks(get_converter(), [entry])
 
 
-def _subclass_of(cls: type) -> Callable[[Any], bool]:
-    return lambda t: isinstance(t, type) and issubclass(t, cls)
-
-
-def _apply_hooks(
-    conv: cattrs.Converter,
-    hooks: list[tuple[Any, Callable[[Any, Any], Any] | None, Callable[[Any], Any] | None]],
-) -> None:
+def _apply_hooks(conv: cattrs.Converter, hooks: list[HookEntry]) -> None:
     for predicate, structure, unstructure in hooks:
         if structure is not None:
             conv.register_structure_hook_func(predicate, structure)
@@ -396,7 +369,7 @@ def get_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(is_namedtuple, _namedtuple_structure)
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
     conv.register_structure_hook_factory(_is_union, _union_factory)
-    _apply_hooks(conv, _user_hooks)  # last registered wins, so users override the above
+    _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above
     return conv
 
 
