@@ -453,3 +453,19 @@ def test_rule_can_derive_inner_types_through_the_context() -> None:
     finally:
         _schema._predicate_rules.clear()
         _schema._cache.clear()
+
+
+def test_field_is_a_value() -> None:
+    """Field compares, hashes and prints by its settings (types using it can be cached)."""
+    assert Field(ge=1, description="n") == Field("n", ge=1)
+    assert hash(Field(ge=1)) == hash(Field(ge=1))
+    assert Field(ge=1) != Field(ge=2)
+    assert repr(Field("n", ge=1, examples=[1])) == "Field(description='n', ge=1, examples=(1,))"
+    assert schema(Annotated[int, Field(examples=[[1]])]) == {"type": "integer", "examples": [[1]]}
+
+
+def test_equal_literals_keep_their_own_order() -> None:
+    """Literal["a", "b"] == Literal["b", "a"] in typing, but each keeps its order in the schema."""
+    assert schema(Literal["a", "b"])["enum"] == ["a", "b"]
+    assert schema(Literal["b", "a"])["enum"] == ["b", "a"]
+    assert schema(list[Literal["b", "a"]])["items"]["enum"] == ["b", "a"]

@@ -9,7 +9,7 @@ how a built-in type is described::
     def _money(tp: type, ctx: SchemaContext) -> dict[str, Any]:
         return {"type": "string", "pattern": r"^\\d+\\.\\d{2} [A-Z]{3}$"}
 
-Schemas of types are cached (a dataclass is described once per process); the
+Schemas of classes are cached (a dataclass is described once per process); the
 cache is private, callers always get a fresh dict they may mutate.
 """
 
@@ -147,17 +147,17 @@ class SchemaContext:
         """The schema of ``tp`` (a fresh dict); ``segment`` extends the error path."""
         if segment:
             self._path.append(segment)
-        try:
-            cached = _cache.get(tp)
-            hashable = True
-        except TypeError:
-            cached, hashable = None, False
+        # Only classes are cached: equal generic aliases can differ in order
+        # (Literal["a", "b"] == Literal["b", "a"]), and they are cheap to rebuild
+        # once the classes inside them are cached.
+        cacheable = isinstance(tp, type) and typing.get_origin(tp) is None
+        cached = _cache.get(tp) if cacheable else None
         if cached is not None:
             schema: dict[str, Any] = copy_json(cached)
         else:
             refs, problems = self._refs, len(self.problems)
             schema = self._derive(tp)
-            if hashable and refs == self._refs and problems == len(self.problems):
+            if cacheable and refs == self._refs and problems == len(self.problems):
                 if len(_cache) > 4096:  # classes made at run time must not pile up forever
                     _cache.clear()
                 _cache[tp] = copy_json(schema)
