@@ -425,6 +425,13 @@ def test_register_rule_for_a_class_and_a_predicate() -> None:
         }
         assert schema(bytes) == {"type": "string", "contentEncoding": "base64"}
         assert schema(datetime.date) == {"type": "string", "pattern": "^[0-9-]+$"}
+
+        @register_schema_rule(int)
+        def _int(tp: Any, ctx: SchemaContext) -> dict[str, Any]:
+            return {"type": "integer", "format": "int64"}
+
+        assert schema(int) == {"type": "integer", "format": "int64"}
+        assert schema(bool) == {"type": "boolean"}
     finally:
         _schema._class_rules.clear()
         _schema._predicate_rules.clear()

@@ -333,7 +333,8 @@ def _hashable(tp: Any) -> bool:
 
 def _user_rule(tp: Any) -> Rule | None:
     if _class_rules and isinstance(tp, type):
-        for klass in tp.__mro__:
+        # bool is an int subclass, but a rule for int must not describe bool
+        for klass in (tp,) if tp in _SIMPLE else tp.__mro__:
             rule = _class_rules.get(klass)
             if rule is not None:
                 return rule
