@@ -1,0 +1,465 @@
+"""HTTP benchmarks: toolfold's provider path against raw HTTP clients, on a local fake server.
+
+    .venv/bin/python bench/bench_http.py [--quick] [--only loop,stream,concurrency,latency]
+
+Starts ``bench/fake_openai_server.py`` as a separate process and measures:
+
+* loop: a 10-step sequential tool loop (11 HTTP exchanges) through
+  ``toolfold.generate_text`` / ``agenerate_text`` with the OpenAI Chat model,
+  next to the same 11 exchanges made by raw httpx with hand-written JSON.
+  Target: toolfold <= 1.15x raw httpx.
+* stream: the same loop streamed (SSE), toolfold ``Agent.stream`` against raw
+  httpx reading the SSE lines and joining the argument fragments by hand.
+  Target: <= 1.2x.
+* concurrency: 100 concurrent 3-step runs (4 exchanges each), runs per second,
+  for every raw async client installed (httpx, httpx2, aiohttp) and for
+  toolfold (the transport alone and the whole loop). Target: toolfold >= 0.8x
+  the fastest raw client.
+* latency: one request at a time, per request, to show per-call overhead.
+
+Figures are best-of-N wall-clock times; the machine is shared, so compare the
+ratios printed side by side rather than the absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import toolfold  # noqa: E402
+from toolfold.adapters._transport import Transport  # noqa: E402
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+                "additionalProperties": False,
+            },
+        },
+    }
+]
+HEADERS = {"authorization": "Bearer sk-bench", "content-type": "application/json"}
+
+
+@toolfold.tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+# --- the fake server process -----------------------------------------------------
+
+
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "fake_openai_server.py")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("READY "):
+        process.kill()
+        raise SystemExit(f"the fake server did not start: {line!r}")
+    return process, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+# --- raw clients, hand-written JSON ----------------------------------------------
+
+
+def _tool_messages(message: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for call in message.get("tool_calls") or ():
+        args = json.loads(call["function"]["arguments"])
+        out.append({"role": "tool", "tool_call_id": call["id"], "content": str(add(**args))})
+    return out
+
+
+def raw_loop_sync(client: httpx.Client, url: str, steps: int) -> str:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "add things"}]
+    while True:
+        body = {"model": f"fake-{steps}", "messages": messages, "tools": TOOLS}
+        response = client.post(url, content=json.dumps(body).encode(), headers=HEADERS)
+        response.raise_for_status()
+        message = response.json()["choices"][0]["message"]
+        messages.append(message)
+        if not message.get("tool_calls"):
+            return str(message["content"])
+        messages.extend(_tool_messages(message))
+
+
+async def raw_loop_async(post: Callable[[bytes], Awaitable[bytes]], steps: int) -> str:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "add things"}]
+    while True:
+        body = {"model": f"fake-{steps}", "messages": messages, "tools": TOOLS}
+        message = json.loads(await post(json.dumps(body).encode()))["choices"][0]["message"]
+        messages.append(message)
+        if not message.get("tool_calls"):
+            return str(message["content"])
+        messages.extend(_tool_messages(message))
+
+
+def raw_stream_loop_sync(client: httpx.Client, url: str, steps: int) -> str:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "add things"}]
+    while True:
+        body = {"model": f"fake-{steps}", "messages": messages, "tools": TOOLS, "stream": True}
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        with client.stream("POST", url, content=json.dumps(body).encode(), headers=HEADERS) as r:
+            r.raise_for_status()
+            for line in r.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line[6:]
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                for choice in chunk["choices"]:
+                    delta = choice["delta"]
+                    if delta.get("content"):
+                        text.append(delta["content"])
+                    for piece in delta.get("tool_calls") or ():
+                        call = calls.setdefault(
+                            piece["index"], {"id": "", "name": "", "arguments": ""}
+                        )
+                        call["id"] = piece.get("id") or call["id"]
+                        function = piece.get("function") or {}
+                        call["name"] = function.get("name") or call["name"]
+                        call["arguments"] += function.get("arguments") or ""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+        if not calls:
+            return str(message["content"])
+        message["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in calls.values()
+        ]
+        messages.append(message)
+        messages.extend(_tool_messages(message))
+
+
+# --- measuring ---------------------------------------------------------------------
+
+
+def best_of(repeats: int, run: Callable[[], object]) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def report(label: str, seconds: float, baseline: float, unit: str = "ms") -> None:
+    ratio = seconds / baseline
+    print(f"  {label:44s} {seconds * 1e3:9.2f} {unit}   {ratio:5.2f}x")
+
+
+def bench_loop(url: str, repeats: int) -> None:
+    print("loop: 10 tool steps + final answer = 11 HTTP exchanges, best of", repeats)
+    model = toolfold.model("openai:fake-10", base_url=url, api_key="sk-bench")
+
+    def toolfold_sync() -> None:
+        response = toolfold.generate_text(model, "add things", tools=[add], max_steps=11)
+        assert response.text.startswith("Finished after 10"), response.text
+
+    with httpx.Client() as client:
+        target = f"{url}/chat/completions"
+        raw_loop_sync(client, target, 10)
+        toolfold_sync()
+        raw = best_of(repeats, lambda: raw_loop_sync(client, target, 10))
+        ours = best_of(repeats, toolfold_sync)
+    report("raw httpx.Client (sync)", raw, raw)
+    report("toolfold.generate_text (sync)", ours, raw)
+
+    async def measure_async() -> tuple[float, float]:
+        async with httpx.AsyncClient() as client:
+            target = f"{url}/chat/completions"
+
+            async def post(content: bytes) -> bytes:
+                response = await client.post(target, content=content, headers=HEADERS)
+                response.raise_for_status()
+                return response.content
+
+            async def toolfold_async() -> None:
+                response = await toolfold.agenerate_text(
+                    model, "add things", tools=[add], max_steps=11
+                )
+                assert response.text.startswith("Finished after 10")
+
+            await raw_loop_async(post, 10)
+            await toolfold_async()
+            raw_times, our_times = [], []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                await raw_loop_async(post, 10)
+                raw_times.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                await toolfold_async()
+                our_times.append(time.perf_counter() - start)
+            return min(raw_times), min(our_times)
+
+    raw_a, ours_a = asyncio.run(measure_async())
+    report("raw httpx.AsyncClient (async)", raw_a, raw_a)
+    report("toolfold.agenerate_text (async)", ours_a, raw_a)
+
+
+def bench_stream(url: str, repeats: int) -> None:
+    print("stream: the same 11 exchanges streamed (SSE), best of", repeats)
+    model = toolfold.model("openai:fake-10", base_url=url, api_key="sk-bench")
+    agent = toolfold.Agent(model, tools=[add], max_steps=11)
+
+    def toolfold_sync() -> None:
+        run = agent.stream("add things")
+        for _ in run:
+            pass
+        assert run.response.text.startswith("Finished after 10"), run.response.text
+
+    with httpx.Client() as client:
+        target = f"{url}/chat/completions"
+        raw_stream_loop_sync(client, target, 10)
+        toolfold_sync()
+        raw = best_of(repeats, lambda: raw_stream_loop_sync(client, target, 10))
+        ours = best_of(repeats, toolfold_sync)
+    report("raw httpx.Client stream + hand-parsed SSE", raw, raw)
+    report("toolfold Agent.stream (sync)", ours, raw)
+
+    async def toolfold_async() -> None:
+        run = agent.stream("add things")
+        async for _ in run:
+            pass
+        assert run.response.text.startswith("Finished after 10")
+
+    async def measure_async() -> float:
+        await toolfold_async()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            await toolfold_async()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    report("toolfold Agent.stream (async)", asyncio.run(measure_async()), raw)
+
+
+# --- concurrency -------------------------------------------------------------------
+
+PostFactory = Callable[[str], Awaitable[tuple[Callable[[bytes], Awaitable[bytes]], Any]]]
+
+
+async def _httpx_factory(target: str) -> tuple[Callable[[bytes], Awaitable[bytes]], Any]:
+    client = httpx.AsyncClient()
+
+    async def post(content: bytes) -> bytes:
+        response = await client.post(target, content=content, headers=HEADERS)
+        return response.content
+
+    return post, client.aclose
+
+
+async def _httpx_tuned_factory(target: str) -> tuple[Callable[[bytes], Awaitable[bytes]], Any]:
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
+    client = httpx.AsyncClient(limits=limits)
+
+    async def post(content: bytes) -> bytes:
+        response = await client.post(target, content=content, headers=HEADERS)
+        return response.content
+
+    return post, client.aclose
+
+
+async def _httpx2_factory(target: str) -> tuple[Callable[[bytes], Awaitable[bytes]], Any]:
+    import httpx2
+
+    limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
+    client = httpx2.AsyncClient(limits=limits)
+
+    async def post(content: bytes) -> bytes:
+        response = await client.post(target, content=content, headers=HEADERS)
+        return bytes(response.content)
+
+    return post, client.aclose
+
+
+async def _aiohttp_factory(target: str) -> tuple[Callable[[bytes], Awaitable[bytes]], Any]:
+    import aiohttp
+
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1000))
+
+    async def post(content: bytes) -> bytes:
+        async with session.post(target, data=content, headers=HEADERS) as response:
+            return await response.read()
+
+    return post, session.close
+
+
+def _installed(name: str) -> bool:
+    try:
+        __import__(name)
+    except ImportError:
+        return False
+    return True
+
+
+async def runs_per_second(
+    run_once: Callable[[], Awaitable[object]], runs: int, rounds: int
+) -> float:
+    await asyncio.gather(*[run_once() for _ in range(runs)])  # warm the pool
+    rates = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        await asyncio.gather(*[run_once() for _ in range(runs)])
+        rates.append(runs / (time.perf_counter() - start))
+    return max(rates)
+
+
+def bench_concurrency(url: str, runs: int, rounds: int) -> None:
+    print(f"concurrency: {runs} concurrent 3-step runs (4 exchanges each), best of {rounds} rounds")
+    target = f"{url}/chat/completions"
+    factories: dict[str, PostFactory] = {
+        "raw httpx.AsyncClient (default limits)": _httpx_factory,
+        "raw httpx.AsyncClient (1000 connections)": _httpx_tuned_factory,
+    }
+    if _installed("httpx2"):
+        factories["raw httpx2.AsyncClient"] = _httpx2_factory
+    if _installed("aiohttp"):
+        factories["raw aiohttp.ClientSession"] = _aiohttp_factory
+    results: dict[str, float] = {}
+
+    async def raw(factory: PostFactory) -> float:
+        post, close = await factory(target)
+        try:
+            return await runs_per_second(lambda: raw_loop_async(post, 3), runs, rounds)
+        finally:
+            await close()
+
+    for label, factory in factories.items():
+        results[label] = asyncio.run(raw(factory))
+
+    async def transport_only() -> float:
+        transport = Transport("openai", url, "sk-bench")
+
+        async def post(content: bytes) -> bytes:
+            return json.dumps(
+                await transport.post_json("chat/completions", json.loads(content))
+            ).encode()
+
+        try:
+            return await runs_per_second(lambda: raw_loop_async(post, 3), runs, rounds)
+        finally:
+            await transport.aclose()
+
+    async def whole_loop() -> float:
+        model = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench")
+        return await runs_per_second(
+            lambda: toolfold.agenerate_text(model, "add things", tools=[add], max_steps=4),
+            runs,
+            rounds,
+        )
+
+    results["toolfold Transport (hand-written loop)"] = asyncio.run(transport_only())
+    results["toolfold.agenerate_text (whole loop)"] = asyncio.run(whole_loop())
+    fastest_raw = max(v for k, v in results.items() if k.startswith("raw"))
+    for label, rate in results.items():
+        print(f"  {label:44s} {rate:9.0f} runs/s   {rate / fastest_raw:5.2f}x fastest raw")
+
+
+def bench_latency(url: str, count: int) -> None:
+    print(f"latency: one request at a time, median of {count}")
+    body = {"model": "fake-3", "messages": [{"role": "user", "content": "x"}], "tools": TOOLS}
+    content = json.dumps(body).encode()
+    target = f"{url}/chat/completions"
+
+    def median(samples: list[float]) -> float:
+        return statistics.median(samples)
+
+    with httpx.Client() as client:
+        samples = []
+        for _ in range(count):
+            start = time.perf_counter()
+            client.post(target, content=content, headers=HEADERS).json()
+            samples.append(time.perf_counter() - start)
+    raw_sync = median(samples)
+    transport = Transport("openai", url, "sk-bench")
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        transport.post_json_sync("chat/completions", body)
+        samples.append(time.perf_counter() - start)
+    transport.close()
+    report("raw httpx.Client", raw_sync, raw_sync)
+    report("toolfold Transport.post_json_sync", median(samples), raw_sync)
+
+    async def measure() -> tuple[float, float]:
+        async with httpx.AsyncClient() as client:
+            raw_samples = []
+            for _ in range(count):
+                start = time.perf_counter()
+                (await client.post(target, content=content, headers=HEADERS)).json()
+                raw_samples.append(time.perf_counter() - start)
+        transport = Transport("openai", url, "sk-bench")
+        our_samples = []
+        for _ in range(count):
+            start = time.perf_counter()
+            await transport.post_json("chat/completions", body)
+            our_samples.append(time.perf_counter() - start)
+        await transport.aclose()
+        return median(raw_samples), median(our_samples)
+
+    raw_async, ours_async = asyncio.run(measure())
+    report("raw httpx.AsyncClient", raw_async, raw_async)
+    report("toolfold Transport.post_json", ours_async, raw_async)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="toolfold HTTP benchmarks")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--only", default="loop,stream,concurrency,latency")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    repeats = 5 if args.quick else 20
+    process, url = start_server()
+    try:
+        print(f"python {sys.version.split()[0]}, httpx {httpx.__version__}, fake server at {url}")
+        if "latency" in only:
+            bench_latency(url, 50 if args.quick else 300)
+        if "loop" in only:
+            bench_loop(url, repeats)
+        if "stream" in only:
+            bench_stream(url, repeats)
+        if "concurrency" in only:
+            bench_concurrency(url, 100, 3 if args.quick else 5)
+    finally:
+        process.terminate()
+        process.wait()
+
+
+if __name__ == "__main__":
+    main()
