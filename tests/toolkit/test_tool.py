@@ -172,6 +172,20 @@ def test_static_and_class_method_tools() -> None:
     assert Shop.kind.parameters["properties"] == {"upper": {"type": "boolean", "default": False}}
 
 
+class Namespace:
+    """A class used only to group functions."""
+
+    @tool
+    def lookup(query: str) -> str:  # type: ignore[misc]  # not a method on purpose
+        return query.upper()
+
+
+def test_function_in_a_namespace_class_keeps_its_first_parameter() -> None:
+    """An annotated first parameter not named self is a parameter, not a receiver."""
+    assert Namespace.lookup.parameters["required"] == ["query"]
+    assert Namespace.lookup.invoke({"query": "a"}) == "A"
+
+
 class Priority(enum.Enum):
     LOW = "low"
     HIGH = "high"

@@ -167,10 +167,18 @@ def _make_tool(
 
 
 def _defined_in_class(function: Callable[..., Any]) -> bool:
-    """Whether ``function`` is being defined in a class body (so it is a method).
+    """Whether ``function`` is being defined in a class body as a method.
 
     At decoration time a method is still a plain function; its qualified name
-    (``Shop.search``, not ``make.<locals>.search``) tells where it lives.
+    (``Shop.search``, not ``make.<locals>.search``) tells where it lives. A
+    function in a class used as a namespace (``def search(query: str)``) is not
+    a method: a receiver is called ``self``/``cls`` or left unannotated.
     """
     parts = getattr(function, "__qualname__", "").split(".")
-    return len(parts) > 1 and parts[-2] != "<locals>"
+    if len(parts) < 2 or parts[-2] == "<locals>":
+        return False
+    code = getattr(function, "__code__", None)
+    if code is None or code.co_argcount == 0:
+        return False
+    first = code.co_varnames[0]
+    return first in ("self", "cls") or first not in getattr(function, "__annotations__", {})
