@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -196,3 +196,24 @@ def test_already_a_tool() -> None:
     with pytest.raises(ToolDefinitionError) as info:
         tool(f)
     assert info.value.problems == ("is already a tool; apply @tool once",)
+
+
+def test_enum_and_literal_values_must_be_json() -> None:
+    """Enum members and Literal values with no JSON form are refused, naming the value."""
+    import enum
+
+    class Corner(enum.Enum):
+        TOP_LEFT = (0, 0)
+
+    with pytest.raises(ToolDefinitionError) as info:
+
+        @tool
+        def f(corner: Corner, kind: Literal[b"raw"]) -> None:
+            pass
+
+    assert info.value.problems == (
+        "parameter 'corner': test_enum_and_literal_values_must_be_json.<locals>.Corner value"
+        " (0, 0) is not a JSON value (use str, int, float, bool or None)",
+        "parameter 'kind': Literal value b'raw' is not a JSON value (use str, int, float,"
+        " bool or None)",
+    )
