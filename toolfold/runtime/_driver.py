@@ -15,7 +15,7 @@ call raises, the error carries the state from before the call, and
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Generator, Mapping
-from typing import Any, Literal, Union
+from typing import Any, Literal, NamedTuple, Union
 
 import attrs
 
@@ -49,7 +49,6 @@ from toolfold.runtime._executor import (
 )
 from toolfold.runtime._model import (
     Model,
-    ModelRequest,
     ModelResponse,
     StreamEvent,
     StreamState,
@@ -106,23 +105,16 @@ class Live:
     stop_when: tuple[StopPredicate, ...] = ()
 
 
-@attrs.frozen
-class _CallModelOp:
-    request: ModelRequest
-    step: int
-
-
-@attrs.frozen
-class _RunToolsOp:
+class _RunToolsOp(NamedTuple):
     jobs: tuple[ToolJob, ...]
 
 
-@attrs.frozen
-class _NoticeOp:
+class _NoticeOp(NamedTuple):
     event: RunStreamEvent
 
 
-_Op = Union[_CallModelOp, _RunToolsOp, _NoticeOp]  # noqa: UP007
+# The model op is the core's own `CallModel` effect: no wrapper to build.
+_Op = Union[CallModel, _RunToolsOp, _NoticeOp]  # noqa: UP007
 Loop = Generator[_Op, Any, RunState]
 
 
@@ -147,7 +139,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             if notify:
                 yield _NoticeOp(StepStartEvent(effect.step))
             try:
-                response = yield _CallModelOp(effect.request, effect.step)
+                response = yield effect
             except Exception as exc:
                 raise _model_failure(exc, state, effect.step) from exc
             dispositions = _dispositions(live, state, response)
@@ -301,7 +293,7 @@ def drive_sync(live: Live, loop: Loop) -> RunState:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, _CallModelOp):
+        if isinstance(op, CallModel):
             try:
                 value = live.model.request_sync(op.request)
             except Exception as exc:
@@ -320,7 +312,7 @@ async def drive_async(live: Live, loop: Loop) -> RunState:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, _CallModelOp):
+        if isinstance(op, CallModel):
             try:
                 value = await live.model.request(op.request)
             except Exception as exc:
@@ -341,7 +333,7 @@ def stream_sync(live: Live, loop: Loop) -> Generator[RunStreamEvent, None, RunSt
         value, failure = None, None
         if isinstance(op, _NoticeOp):
             yield op.event
-        elif isinstance(op, _CallModelOp):
+        elif isinstance(op, CallModel):
             folded = StreamState()
             try:
                 for event in live.model.stream_sync(op.request):
@@ -367,7 +359,7 @@ async def stream_async(live: Live, loop: Loop) -> AsyncIterator[RunStreamEvent |
         value, failure = None, None
         if isinstance(op, _NoticeOp):
             yield op.event
-        elif isinstance(op, _CallModelOp):
+        elif isinstance(op, CallModel):
             folded = StreamState()
             try:
                 events: AsyncIterator[StreamEvent] = live.model.stream(op.request)
