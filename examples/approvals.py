@@ -10,8 +10,7 @@ call becomes an error result the model reads, with the reason.
 
 from __future__ import annotations
 
-from toolfold import Agent, Denied, tool
-from toolfold.runtime import RunState
+from toolfold import Agent, Denied, RunState, tool
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
