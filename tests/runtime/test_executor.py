@@ -284,3 +284,14 @@ def test_call_without_id_keeps_name() -> None:
     call = ToolCallPart("z", "ghost", "{}", {})
     (outcome,) = run_calls_sync([ToolJob(call, None, _ctx())])
     assert (outcome.call_id, outcome.tool_name) == ("z", "ghost")
+
+
+def test_sync_tool_timeout_on_the_async_path() -> None:
+    """On the async path a sync tool in a thread also times out, without blocking the loop."""
+    release = threading.Event()
+    tool = Tool("slow", "", SCHEMA, lambda a: release.wait(5), timeout=0.01)
+    try:
+        (outcome,) = asyncio.run(run_calls([_inv(tool)]))
+    finally:
+        release.set()
+    assert outcome.outcome == "timeout"
