@@ -458,3 +458,26 @@ def test_blocking_run_with_sync_tools_never_imports_asyncio() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "False"
+
+
+def test_model_strings_resolve_through_the_provider_registry() -> None:
+    """A 'provider:model' string builds the model through its registered factory."""
+    import toolfold.runtime._model as model_module
+    from toolfold.runtime import register_provider
+
+    built: list[tuple[str, dict[str, Any]]] = []
+
+    def factory(name: str, **options: Any) -> ScriptedModel:
+        built.append((name, options))
+        return ScriptedModel(["hello from " + name], name=f"fakeprov:{name}")
+
+    register_provider("fakeprov", factory)
+    try:
+        response = generate_text("fakeprov:tiny", "hi")
+        explicit = toolfold.model("fakeprov:big", base_url="http://127.0.0.1:1")
+    finally:
+        model_module._PROVIDERS.pop("fakeprov", None)
+    assert response.text == "hello from tiny"
+    assert response.state.config.model == "fakeprov:tiny"
+    assert explicit.name == "fakeprov:big"
+    assert built == [("tiny", {}), ("big", {"base_url": "http://127.0.0.1:1"})]
