@@ -481,3 +481,10 @@ def test_model_strings_resolve_through_the_provider_registry() -> None:
     assert response.state.config.model == "fakeprov:tiny"
     assert explicit.name == "fakeprov:big"
     assert built == [("tiny", {}), ("big", {"base_url": "http://127.0.0.1:1"})]
+
+
+def test_resume_rejects_unknown_options() -> None:
+    """A misspelled option to resume is an error, not silently ignored."""
+    first = generate_text(ScriptedModel([call("ask_user", {"question": "?"})]), "go", tools=[ASK])
+    with pytest.raises(TypeError, match="unexpected options \\['tols'\\]"):
+        resume(first.state, model=ScriptedModel([]), tols=[ASK])

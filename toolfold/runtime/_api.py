@@ -478,22 +478,28 @@ def _resume_options(
     state: RunState,
     model: str | Model,
     tools: Sequence[Tool[..., Any] | Callable[..., Any]],
-    extra: Any,
+    extra: dict[str, Any],
 ) -> RunOptions:
+    unknown = sorted(set(extra) - {"output_type", "stop_when", "on_tool_error", "max_concurrency"})
+    if unknown:
+        raise TypeError(
+            f"resume() got unexpected options {unknown}; the run's configuration comes "
+            "from its state (allowed: output_type, stop_when, on_tool_error, max_concurrency)"
+        )
     config = state.config
     return make_options(
         model,
         tools=tools,
-        output_type=extra.pop("output_type", None),
+        output_type=extra.get("output_type"),
         settings=config.settings,
         instructions=config.instructions,
         max_steps=config.max_steps,
         auto_execute_tools=config.auto_execute_tools,
         tool_choice=config.tool_choice,
         output_retries=config.output_retries,
-        stop_when=tuple(config.stop_when) + tuple(extra.pop("stop_when", ())),
-        on_tool_error=extra.pop("on_tool_error", "return"),
-        max_concurrency=extra.pop("max_concurrency", DEFAULT_MAX_CONCURRENCY),
+        stop_when=tuple(config.stop_when) + tuple(extra.get("stop_when", ())),
+        on_tool_error=extra.get("on_tool_error", "return"),
+        max_concurrency=extra.get("max_concurrency", DEFAULT_MAX_CONCURRENCY),
     )
 
 
