@@ -6,6 +6,7 @@ import asyncio
 import logging
 import pickle
 
+import httpx
 import pytest
 from scripted_http import Reply, ScriptedServer
 
@@ -138,16 +139,30 @@ def test_logging_filter_scrubs_records(caplog: pytest.LogCaptureFixture) -> None
     assert "Bearer ***" in caplog.text
 
 
+def test_debug_logs_carry_no_key(
+    http_server: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At DEBUG, the transport's records (requests, retries) never contain the key."""
+    http_server.add(Reply(status=500, json={"error": {"message": f"echo {KEY}"}}), Reply(json={}))
+    transport = Transport("openai", http_server.url, KEY, sleep_sync=lambda _: None)
+    with caplog.at_level(logging.DEBUG, logger="toolfold.http"):
+        transport.post_json_sync("x", {})
+    transport.close()
+    assert any("retrying POST" in r.getMessage() for r in caplog.records)
+    assert any("HTTP 200" in r.getMessage() for r in caplog.records)
+    assert KEY not in caplog.text
+
+
 def test_httpx_debug_logs_carry_no_key(
     http_server: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """With httpx and httpcore logging at DEBUG, no record contains the key."""
+    """With an injected httpx client and httpx/httpcore logging at DEBUG, no record has the key."""
     http_server.add(Reply(json={}))
-    transport = Transport("openai", http_server.url, KEY)
-    with caplog.at_level(logging.DEBUG):
-        transport.post_json_sync("x", {})
-    transport.close()
-    assert caplog.records
+    with httpx.Client() as client:
+        transport = Transport("openai", http_server.url, KEY, http_client=client)
+        with caplog.at_level(logging.DEBUG):
+            transport.post_json_sync("x", {})
+    assert any(r.name.startswith(("httpx", "httpcore")) for r in caplog.records)
     assert KEY not in caplog.text
 
 

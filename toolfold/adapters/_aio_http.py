@@ -19,44 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-_MAX_HEAD = 64 * 1024
+from toolfold.adapters._http11 import BodyDecoder, LeanRequest, ResponseParser, encode_request
+
+__all__ = ["LeanClient", "LeanRequest", "LeanResponse"]
+
 _HIGH_WATER = 256 * 1024  # pause reading a stream the caller does not keep up with
-
-
-class LeanRequest:
-    """A request ready to send (what `LeanClient.build_request` returns)."""
-
-    __slots__ = ("content", "headers", "host", "method", "port", "scheme", "target", "timeout")
-
-    def __init__(
-        self,
-        method: str,
-        url: str,
-        content: bytes,
-        headers: Mapping[str, str],
-        timeout: Any,
-    ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {parts.scheme!r} in {url!r}")
-        if not parts.hostname:
-            raise httpx.InvalidURL(f"no host in URL {url!r}")
-        self.method = method
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self.content = content
-        self.headers = headers
-        self.timeout = timeout
 
 
 class LeanResponse:
@@ -70,12 +43,7 @@ class LeanResponse:
         self.headers = headers
         self.content = b""
         self.is_closed = False
-        encoding = headers.get("content-encoding", "").strip().lower()
-        self._decoder: Any = None
-        if encoding in ("gzip", "x-gzip"):
-            self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif encoding == "deflate":
-            self._decoder = _Deflate()
+        self._decoder = BodyDecoder(headers)
 
     async def aread(self) -> bytes:
         """Read the rest of the body (again: the body read before)."""
@@ -89,17 +57,18 @@ class LeanResponse:
         conn = self._conn
         if conn is None:
             return
+        decoder = self._decoder if self._decoder.active else None
         try:
             while True:
                 piece = await conn.next_piece()
                 if piece is None:
                     break
-                if self._decoder is not None:
-                    piece = _decode(self._decoder, piece)
+                if decoder is not None:
+                    piece = decoder.decode(piece)
                 if piece:
                     yield piece
-            if self._decoder is not None:
-                tail = self._decoder.flush()
+            if decoder is not None:
+                tail = decoder.flush()
                 if tail:
                     yield tail
         finally:
@@ -116,54 +85,23 @@ class LeanResponse:
             conn.release()
 
 
-class _Deflate:
-    def __init__(self) -> None:
-        self._obj: Any = None
-        self._first = True
-
-    def decompress(self, data: bytes) -> bytes:
-        if self._first:
-            self._first = False
-            try:
-                self._obj = zlib.decompressobj()
-                return bytes(self._obj.decompress(data))
-            except zlib.error:
-                self._obj = zlib.decompressobj(-zlib.MAX_WBITS)
-        return bytes(self._obj.decompress(data))
-
-    def flush(self) -> bytes:
-        return bytes(self._obj.flush()) if self._obj is not None else b""
-
-
-def _decode(decoder: Any, piece: bytes) -> bytes:
-    try:
-        return bytes(decoder.decompress(piece))
-    except zlib.error as exc:
-        raise httpx.DecodingError(f"cannot decode the compressed body: {exc}") from exc
-
-
 class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection; parses responses as bytes arrive."""
+    """One HTTP/1.1 connection on the event loop, driving a `ResponseParser`."""
 
     def __init__(self, pool: LeanClient, key: tuple[str, str, int]) -> None:
         self.pool = pool
         self.key = key
-        self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
-        self.buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.parser = ResponseParser()
         self.closed = False
         self.reused = False
+        self.got_bytes = False
+        self.busy = False
         self.idle_since = 0.0
         self.read_timeout: float | None = None
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
-        self._head: tuple[int, dict[str, str]] | None = None
-        self._pieces: deque[bytes] = deque()
-        self._state = "idle"  # idle, head, body, done
-        self._mode = ""  # length, chunked, close
-        self._remaining = 0
-        self._keep_alive = True
-        self._got_bytes = False
         self._paused = False
 
     # --- asyncio callbacks ---------------------------------------------------
@@ -173,78 +111,66 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self._got_bytes = True
-        self.buffer += data
+        self.got_bytes = True
+        parser = self.parser
         try:
-            self._parse()
+            parser.feed(data)
         except httpx.RemoteProtocolError as exc:
             self._fail(exc)
             self._close_transport()
-
-    def eof_received(self) -> bool | None:
-        return None  # let the transport close; connection_lost handles the rest
+            return
+        if parser.head is not None:
+            self._wake()
+            if (
+                not self._paused
+                and len(parser.pieces) > 1
+                and self.transport is not None
+                and sum(map(len, parser.pieces)) > _HIGH_WATER
+            ):
+                self._paused = True
+                self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._state == "body" and self._mode == "close":
-            self._state = "done"
-            self._pieces.append(b"")
-            self._wake()
+        if not self.busy:
             return
-        if self._state in ("head", "body"):
-            if self._state == "head" and not self._got_bytes:
-                error: BaseException = httpx.RemoteProtocolError(
-                    "server disconnected without sending a response"
-                )
-            elif self._state == "head":
-                error = httpx.RemoteProtocolError(
-                    "server disconnected in the middle of the headers"
-                )
-            else:
-                error = httpx.RemoteProtocolError(
-                    "peer closed connection without sending complete message body"
-                )
+        try:
+            self.parser.eof()
+        except httpx.RemoteProtocolError as error:
             if exc is not None:
                 error.__cause__ = exc
             self._fail(error)
-
-    def pause_writing(self) -> None:  # pragma: no cover - bodies are small
-        pass
-
-    def resume_writing(self) -> None:  # pragma: no cover
-        pass
+        else:
+            self._wake()
 
     # --- request / response --------------------------------------------------
 
     def send(self, request: LeanRequest, read_timeout: float | None) -> None:
         assert self.transport is not None
         self.read_timeout = read_timeout
-        self._state = "head"
-        self._head = None
-        self._got_bytes = False
+        self.busy = True
+        self.got_bytes = False
         self._error = None
-        self._pieces.clear()
-        host = request.host if request.port in (80, 443) else f"{request.host}:{request.port}"
-        lines = [f"{request.method} {request.target} HTTP/1.1\r\nhost: {host}\r\n"]
-        for name, value in request.headers.items():
-            lines.append(f"{name}: {value}\r\n")
-        lines.append(f"content-length: {len(request.content)}\r\n\r\n")
-        self.transport.write("".join(lines).encode("latin-1") + request.content)
+        self.parser.reset()
+        self.transport.write(encode_request(request))
 
     async def head(self) -> tuple[int, dict[str, str]]:
-        while self._head is None:
+        while self.parser.head is None:
             await self._wait()
-        return self._head
+        return self.parser.head
 
     async def next_piece(self) -> bytes | None:
         """The next body piece, or None at the end of the body."""
-        while not self._pieces:
+        parser = self.parser
+        while not parser.pieces:
+            if parser.done:
+                return None
             await self._wait()
-        piece = self._pieces.popleft()
-        if self._paused and not self._pieces and self.transport is not None:
+        piece = parser.pieces.popleft()
+        if self._paused and not parser.pieces and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
-        return piece if piece else None
+        return piece
 
     async def _wait(self) -> None:
         if self._error is not None:
@@ -253,7 +179,7 @@ class _Connection(asyncio.Protocol):
         self._waiter = waiter
         handle = None
         if self.read_timeout is not None:
-            handle = self.loop.call_later(self.read_timeout, self._timed_out, waiter)
+            handle = self.loop.call_later(self.read_timeout, self._timed_out)
         try:
             await waiter
         finally:
@@ -261,11 +187,9 @@ class _Connection(asyncio.Protocol):
             if handle is not None:
                 handle.cancel()
 
-    def _timed_out(self, waiter: asyncio.Future[None]) -> None:
-        if not waiter.done():
-            waiter.set_exception(httpx.ReadTimeout("timed out waiting for the server"))
-            self._error = httpx.ReadTimeout("timed out waiting for the server")
-            self._close_transport()
+    def _timed_out(self) -> None:
+        self._fail(httpx.ReadTimeout("timed out waiting for the server"))
+        self._close_transport()
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -277,12 +201,12 @@ class _Connection(asyncio.Protocol):
             self._error = error
         waiter = self._waiter
         if waiter is not None and not waiter.done():
-            waiter.set_exception(error)
+            waiter.set_exception(self._error)
 
     def release(self) -> None:
         """The response is finished with: keep the connection if it can serve another."""
-        if self._state == "done" and self._keep_alive and not self.closed and not self.buffer:
-            self._state = "idle"
+        self.busy = False
+        if self.parser.reusable and not self.closed:
             self.pool._give_back(self)
         else:
             self._close_transport()
@@ -292,138 +216,6 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
-
-    # --- parsing -------------------------------------------------------------
-
-    def _parse(self) -> None:
-        if self._state == "head":
-            end = self.buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self.buffer) > _MAX_HEAD:
-                    raise httpx.RemoteProtocolError("response headers are too large")
-                return
-            head = bytes(self.buffer[:end]).decode("latin-1")
-            del self.buffer[: end + 4]
-            self._start_body(head)
-            if self._state == "head":  # a 1xx answer: the real one follows
-                self._parse()
-                return
-            self._wake()
-        if self._state == "body":
-            self._parse_body()
-
-    def _start_body(self, head: str) -> None:
-        lines = head.split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:100]!r}")
-        status = int(parts[1])
-        if 100 <= status < 200:
-            return
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            if not colon:
-                raise httpx.RemoteProtocolError(f"malformed header line {line[:100]!r}")
-            name = name.strip().lower()
-            value = value.strip()
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        self._head = (status, headers)
-        connection = headers.get("connection", "").lower()
-        self._keep_alive = "close" not in connection and parts[0] != "HTTP/1.0"
-        self._state = "body"
-        if status in (204, 304):
-            self._mode, self._remaining = "length", 0
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            self._mode, self._remaining = "chunked", -1
-        elif "content-length" in headers:
-            try:
-                self._mode, self._remaining = "length", int(headers["content-length"])
-            except ValueError:
-                raise httpx.RemoteProtocolError("malformed content-length") from None
-        else:
-            self._mode, self._keep_alive = "close", False
-
-    def _parse_body(self) -> None:
-        buffer = self.buffer
-        produced = False
-        if self._mode == "length":
-            if buffer and self._remaining:
-                take = min(len(buffer), self._remaining)
-                self._pieces.append(bytes(buffer[:take]))
-                del buffer[:take]
-                self._remaining -= take
-                produced = True
-            if self._remaining == 0:
-                self._finish()
-                produced = True
-        elif self._mode == "close":
-            if buffer:
-                self._pieces.append(bytes(buffer))
-                buffer.clear()
-                produced = True
-        else:
-            produced = self._parse_chunks()
-        if produced:
-            self._wake()
-            if (
-                not self._paused
-                and self.transport is not None
-                and sum(map(len, self._pieces)) > _HIGH_WATER
-            ):
-                self._paused = True
-                self.transport.pause_reading()
-
-    def _parse_chunks(self) -> bool:
-        buffer = self.buffer
-        produced = False
-        while True:
-            if self._remaining == -1:  # expecting a chunk-size line
-                end = buffer.find(b"\r\n")
-                if end < 0:
-                    return produced
-                size_text = bytes(buffer[:end]).split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise httpx.RemoteProtocolError(f"malformed chunk size {size_text!r}") from None
-                del buffer[: end + 2]
-                if size == 0:
-                    self._remaining = -2
-                else:
-                    self._remaining = size
-            if self._remaining == -2:  # trailers until an empty line
-                end = buffer.find(b"\r\n")
-                if end < 0:
-                    return produced
-                line = bytes(buffer[:end])
-                del buffer[: end + 2]
-                if not line:
-                    self._finish()
-                    return True
-                continue
-            if self._remaining > 0:
-                if not buffer:
-                    return produced
-                take = min(len(buffer), self._remaining)
-                self._pieces.append(bytes(buffer[:take]))
-                del buffer[:take]
-                self._remaining -= take
-                produced = True
-                if self._remaining:
-                    return produced
-                self._remaining = 0
-            if self._remaining == 0:  # the CRLF after a chunk's data
-                if len(buffer) < 2:
-                    return produced
-                if buffer[:2] != b"\r\n":
-                    raise httpx.RemoteProtocolError("missing CRLF after a chunk")
-                del buffer[:2]
-                self._remaining = -1
-
-    def _finish(self) -> None:
-        self._state = "done"
-        self._pieces.append(b"")
 
 
 class LeanClient:
@@ -471,14 +263,14 @@ class LeanClient:
         if self.is_closed:
             raise RuntimeError("the client has been closed")
         timeout: httpx.Timeout = request.timeout
-        key = (request.scheme, request.host, request.port)
+        key = request.key
         for attempt in (0, 1):
             conn = await self._acquire(key, timeout)
             conn.send(request, timeout.read)
             try:
                 status, headers = await conn.head()
             except httpx.RemoteProtocolError:
-                stale = conn.reused and not conn._got_bytes
+                stale = conn.reused and not conn.got_bytes
                 conn.release()
                 # A kept-alive connection the server closed while idle: the
                 # request never reached it, so one immediate resend is safe.

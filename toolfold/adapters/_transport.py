@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import os
 import random as _random
 import time
@@ -41,10 +42,13 @@ from toolfold.adapters._http_errors import (
 from toolfold.adapters._keys import Secret, redact
 from toolfold.adapters._retry import RetryPolicy, Timeouts
 from toolfold.adapters._sse import LineDecoder, SSEDecoder, SSEEvent
+from toolfold.adapters._sync_http import LeanSyncClient
 
 __all__ = ["ErrorParser", "Transport", "USER_AGENT"]
 
 USER_AGENT = "toolfold/0.1.0"
+
+_log = logging.getLogger("toolfold.http")
 
 ErrorParser = Callable[[int, str, Mapping[str, str]], ErrorInfo]
 """Reads a provider's error body: ``(status, body_text, headers) -> ErrorInfo``."""
@@ -332,6 +336,8 @@ class Transport:
                     raise error from exc
             else:
                 if response.status_code < 300:
+                    if _log.isEnabledFor(logging.DEBUG):
+                        _log.debug("POST %s -> HTTP %s", url, response.status_code)
                     return response
                 try:
                     text = (await response.aread()).decode("utf-8", "replace")
@@ -344,6 +350,7 @@ class Transport:
                 error, delay = self._status_failure(retry, response, text, url, deadline)
                 if delay is None:
                     raise error
+            self._log_retry(url, error, delay, retry)
             await self._sleep(delay)
             retry += 1
 
@@ -375,6 +382,8 @@ class Transport:
                     raise error from exc
             else:
                 if response.status_code < 300:
+                    if _log.isEnabledFor(logging.DEBUG):
+                        _log.debug("POST %s -> HTTP %s", url, response.status_code)
                     return response
                 try:
                     text = response.read().decode("utf-8", "replace")
@@ -387,8 +396,19 @@ class Transport:
                 error, delay = self._status_failure(retry, response, text, url, deadline)
                 if delay is None:
                     raise error
+            self._log_retry(url, error, delay, retry)
             self._sleep_sync(delay)
             retry += 1
+
+    def _log_retry(self, url: str, error: ProviderError, delay: float, retry: int) -> None:
+        _log.info(
+            "retrying POST %s in %.2f s (retry %d of %d) after: %s",
+            url,
+            delay,
+            retry + 1,
+            self.retry.max_retries,
+            error,
+        )
 
     def _status_failure(
         self, retry: int, response: Any, text: str, url: str, deadline: float | None
@@ -586,9 +606,7 @@ class Transport:
 
     def _client_sync(self) -> Any:
         if self._sync_client is None:
-            self._sync_client = httpx.Client(
-                limits=_LIMITS, timeout=self._httpx_timeout_or_default()
-            )
+            self._sync_client = _default_sync_client(self._httpx_timeout_or_default())
         return self._sync_client
 
     def _httpx_timeout_or_default(self) -> httpx.Timeout:
@@ -630,6 +648,12 @@ def _default_async_client(timeout: httpx.Timeout) -> Any:
     if _proxy_configured():
         return httpx.AsyncClient(limits=_LIMITS, timeout=timeout)
     return LeanClient(timeout=timeout)
+
+
+def _default_sync_client(timeout: httpx.Timeout) -> Any:
+    if _proxy_configured():
+        return httpx.Client(limits=_LIMITS, timeout=timeout)
+    return LeanSyncClient(timeout=timeout)
 
 
 def _proxy_configured() -> bool:
