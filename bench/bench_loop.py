@@ -101,7 +101,7 @@ def _measure(run: object, steps: int) -> tuple[float, float]:
 def _core_only(steps: int) -> None:
     """The pure core alone: next_effect and reduce for the same steps."""
     from toolfold.runtime import ModelResponded, ToolReturned, initial_state, next_effect, reduce
-    from toolfold.runtime._api import make_options
+    from toolfold.runtime._run import make_options
 
     config = make_options(Prebuilt([]), tools=[lookup], max_steps=steps).config()
     responses = _responses(steps)

@@ -20,7 +20,7 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import ModelResponded, initial_state, reduce
-from toolfold.runtime._api import make_options
+from toolfold.runtime._run import make_options
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call

@@ -7,7 +7,13 @@ from typing import Any
 
 import attrs
 
-from toolfold.runtime._api import (
+from toolfold.runtime._driver import OnToolError
+from toolfold.runtime._events import Event
+from toolfold.runtime._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime._messages import Message
+from toolfold.runtime._model import Model
+from toolfold.runtime._response import Response, Step
+from toolfold.runtime._run import (
     Approval,
     MessagesInput,
     RunOptions,
@@ -19,12 +25,6 @@ from toolfold.runtime._api import (
     start,
     to_messages,
 )
-from toolfold.runtime._driver import OnToolError
-from toolfold.runtime._events import Event
-from toolfold.runtime._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime._messages import Message
-from toolfold.runtime._model import Model
-from toolfold.runtime._response import Response, Step
 from toolfold.runtime._state import RunState
 from toolfold.runtime._stop import StopCondition, StopPredicate
 from toolfold.toolkit._tool import Tool

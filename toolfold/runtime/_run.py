@@ -1,0 +1,354 @@
+"""Building and driving a run: what `generate_text` and `Agent` share.
+
+A run has two halves: the plain-data state (config, messages), which the pure
+core folds, and the live half (model, tools, output type, observers), which
+the driver uses. `RunOptions` holds what both are made from.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from toolfold._errors import RunError, ToolfoldError
+from toolfold.runtime._config import RunConfig, ToolSpec
+from toolfold.runtime._driver import (
+    Live,
+    OnToolError,
+    drive_async,
+    drive_sync,
+    run_loop,
+    stream_async,
+    stream_sync,
+)
+from toolfold.runtime._events import (
+    ApprovalDenied,
+    ApprovalGranted,
+    Event,
+    ToolResultsProvided,
+)
+from toolfold.runtime._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime._messages import Message, TextPart, ToolResultPart
+from toolfold.runtime._model import Model
+from toolfold.runtime._model import model as resolve_model
+from toolfold.runtime._output import OutputSchema, output_schema
+from toolfold.runtime._reducer import initial_state
+from toolfold.runtime._reducer import reduce as _reduce
+from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
+from toolfold.runtime._state import RunState
+from toolfold.runtime._stop import MaxSteps, StopCondition, StopPredicate, TokenBudget, ToolCalled
+from toolfold.toolkit._tool import Tool
+
+MessagesInput = str | Message | Iterable[Message | Mapping[str, Any]]
+
+
+@attrs.frozen
+class Denied:
+    """Deny an approval with a reason the model will see.
+
+    Example:
+        >>> agent.resume(state, approvals={"call_1": Denied("too expensive")})
+
+    Attributes:
+        reason: Why the call was denied.
+    """
+
+    reason: str = ""
+
+
+Approval = bool | Denied
+
+
+# --- building a run ------------------------------------------------------------
+
+
+def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
+    """Normalise a prompt, a message or a list of messages (or role/content dicts)."""
+    if isinstance(messages, str):
+        return (Message.user(messages),)
+    if isinstance(messages, Message):
+        return (messages,)
+    out: list[Message] = []
+    for item in messages:
+        if isinstance(item, Message):
+            out.append(item)
+        elif isinstance(item, Mapping) and isinstance(item.get("content", ""), str):
+            role = item.get("role", "user")
+            if role not in ("system", "user", "assistant"):
+                raise ToolfoldError(
+                    f"a message dict must have role system, user or assistant, got {role!r}"
+                )
+            out.append(Message(role, (TextPart(item.get("content", "")),)))
+        else:
+            raise ToolfoldError(
+                f"expected a Message or a {{'role', 'content'}} dict, got {type(item).__name__}"
+            )
+    return tuple(out)
+
+
+def to_tools(tools: Iterable[Tool[..., Any] | Callable[..., Any]]) -> dict[str, Tool[..., Any]]:
+    """Tools by name; plain functions are made tools with ``@tool``."""
+    from toolfold.toolkit import tool as make_tool
+
+    by_name: dict[str, Tool[..., Any]] = {}
+    for item in tools:
+        found = item if isinstance(item, Tool) else make_tool(item)
+        if found.name in by_name:
+            raise ToolfoldError(f"two tools are named {found.name!r}; tool names must be unique")
+        by_name[found.name] = found
+    return by_name
+
+
+def split_stop(
+    stop_when: Iterable[StopCondition | StopPredicate],
+) -> tuple[tuple[StopCondition, ...], tuple[StopPredicate, ...]]:
+    """Data conditions (go into the config) and live predicates (stay with the driver)."""
+    data: list[StopCondition] = []
+    live: list[StopPredicate] = []
+    for condition in stop_when:
+        if isinstance(condition, (MaxSteps, TokenBudget, ToolCalled)):
+            data.append(condition)
+        else:
+            live.append(condition)
+    return tuple(data), tuple(live)
+
+
+@attrs.frozen
+class RunOptions:
+    """Everything a run is made of, whether from `generate_text` or an `Agent`."""
+
+    model: Model
+    tools: Mapping[str, Tool[..., Any]] = attrs.field(factory=dict)
+    instructions: str | None = None
+    max_steps: int = 10
+    auto_execute_tools: bool = True
+    tool_choice: str | None = None
+    output: OutputSchema | None = None
+    output_retries: int = 3
+    settings: Mapping[str, Any] = attrs.field(factory=dict)
+    stop_when: tuple[StopCondition | StopPredicate, ...] = ()
+    on_tool_error: OnToolError = "return"
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+
+    def config(self) -> RunConfig:
+        """The plain-data half."""
+        if self.max_steps < 1:
+            raise ToolfoldError(f"max_steps must be at least 1, got {self.max_steps}")
+        if self.tool_choice not in (None, "auto", "none", "required") and (
+            self.tool_choice not in self.tools
+        ):
+            names = ", ".join(self.tools) or "none"
+            raise ToolfoldError(
+                f"tool_choice {self.tool_choice!r} is not a tool of this run (tools: {names})"
+            )
+        data, _ = split_stop(self.stop_when)
+        return RunConfig(
+            model=self.model.name,
+            instructions=self.instructions,
+            tools=tuple(ToolSpec.from_tool(t) for t in self.tools.values()),
+            tool_choice=self.tool_choice,
+            output=self.output.spec if self.output is not None else None,
+            output_retries=self.output_retries,
+            settings=dict(self.settings),
+            max_steps=self.max_steps,
+            auto_execute_tools=self.auto_execute_tools,
+            stop_when=data,
+        )
+
+    def live(
+        self,
+        deps: Any = None,
+        on_event: Callable[[Event], object] | None = None,
+        on_step: Callable[[Step], object] | None = None,
+    ) -> Live:
+        """The live half."""
+        _, predicates = split_stop(self.stop_when)
+        return Live(
+            self.model,
+            self.tools,
+            self.output,
+            deps,
+            on_event,
+            on_step,
+            self.on_tool_error,
+            self.max_concurrency,
+            predicates,
+        )
+
+
+def make_options(
+    model: str | Model,
+    *,
+    tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
+    output_type: Any = None,
+    settings: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> RunOptions:
+    """`RunOptions` from the user's arguments (resolves the model and output type)."""
+    output = output_schema(output_type) if output_type is not None else None
+    return RunOptions(
+        resolve_model(model),
+        to_tools(tools),
+        output=output,
+        settings=dict(settings or {}),
+        **options,
+    )
+
+
+def start(options: RunOptions, messages: MessagesInput, run_id: str | None) -> RunState:
+    """The first state of a run."""
+    return initial_state(to_messages(messages), options.config(), run_id=run_id or uuid.uuid4().hex)
+
+
+def continue_state(
+    state: RunState,
+    options: RunOptions,
+    tool_results: Mapping[str, Any] | None,
+    approvals: Mapping[str, Approval] | None,
+    message: MessagesInput | None = None,
+    on_event: Callable[[Event], object] | None = None,
+) -> RunState:
+    """Apply the caller's answers (approvals, results, a new message) to a state."""
+    _check_attached(state, options)
+
+    def reduce(state: RunState, event: Event) -> RunState:
+        new = _reduce(state, event)
+        if on_event is not None:
+            on_event(event)
+        return new
+
+    for call_id, decision in (approvals or {}).items():
+        if isinstance(decision, Denied):
+            state = reduce(state, ApprovalDenied(call_id, decision.reason))
+        elif decision is True:
+            state = reduce(state, ApprovalGranted(call_id))
+        elif decision is False:
+            state = reduce(state, ApprovalDenied(call_id, ""))
+        else:
+            raise RunError(
+                f"approval for call {call_id!r} must be True, False or Denied(reason), "
+                f"got {decision!r}",
+                state,
+            )
+    if tool_results:
+        calls = {c.call.id: c.call for c in state.calls}
+        parts = tuple(
+            _result_part(call_id, calls.get(call_id), value, options.tools)
+            for call_id, value in tool_results.items()
+        )
+        state = reduce(state, ToolResultsProvided(parts))
+    if message is not None:
+        from toolfold.runtime._events import UserMessageAdded
+
+        for item in to_messages(message):
+            state = reduce(state, UserMessageAdded(item))
+    return state
+
+
+def _result_part(
+    call_id: str, call: Any, value: Any, tools: Mapping[str, Tool[..., Any]]
+) -> ToolResultPart:
+    name = call.name if call is not None else ""
+    if isinstance(value, ToolResultPart):
+        return value
+    if isinstance(value, BaseException):
+        text = str(value)
+        described = f"{type(value).__name__}: {text}" if text else type(value).__name__
+        return ToolResultPart(call_id, name, f"Error: {described}", True)
+    tool = tools.get(name)
+    if isinstance(value, str):
+        content = value
+    elif tool is not None:
+        content = tool.format_result(value)
+    else:
+        content = json.dumps(value, default=str)
+    return ToolResultPart(call_id, name, content)
+
+
+def _check_attached(state: RunState, options: RunOptions) -> None:
+    missing = [
+        spec.name
+        for spec in state.config.tools
+        if spec.has_function and spec.name not in options.tools
+    ]
+    if missing:
+        raise RunError(
+            f"the run's state names tools that were not given: {', '.join(missing)}; "
+            "pass the same tools to resume it",
+            state,
+        )
+    if state.config.output is not None and options.output is None:
+        raise RunError(
+            "the run asks for structured output: pass the same output_type to resume it", state
+        )
+
+
+def finish(state: RunState, options: RunOptions) -> Response:
+    """The response for a final or suspended state."""
+    output = state.output
+    if output is not None and options.output is not None and state.phase == "finished":
+        output = options.output.restore(output)
+    return Response(state, output)
+
+
+# --- running -------------------------------------------------------------------
+
+
+def run_sync(options: RunOptions, state: RunState, **observers: Any) -> Response:
+    """Drive a state to its end from blocking code."""
+    live = options.live(**observers)
+    return finish(drive_sync(live, run_loop(live, state)), options)
+
+
+async def run_async(options: RunOptions, state: RunState, **observers: Any) -> Response:
+    """Drive a state to its end on the running event loop."""
+    live = options.live(**observers)
+    return finish(await drive_async(live, run_loop(live, state)), options)
+
+
+class RunStream:
+    """A run as a stream of events; iterate it with ``for`` or ``async for``.
+
+    Yields step boundaries, the model's stream events (text deltas...), tool
+    calls and results, and finally a `RunEndEvent` with the response, which
+    is also `response` afterwards. A stream can be iterated once.
+    """
+
+    def __init__(self, options: RunOptions, state: RunState, observers: Mapping[str, Any]) -> None:
+        self._options = options
+        self._state = state
+        self._observers = dict(observers)
+        self._response: Response | None = None
+        self._started = False
+
+    @property
+    def response(self) -> Response:
+        """The response, once the stream is exhausted."""
+        if self._response is None:
+            raise ToolfoldError("the stream has not finished: iterate it to the end first")
+        return self._response
+
+    def _claim(self) -> Live:
+        if self._started:
+            raise ToolfoldError("a run stream can be iterated only once")
+        self._started = True
+        return self._options.live(**self._observers)
+
+    def __iter__(self) -> Iterator[RunStreamEvent]:
+        live = self._claim()
+        final = yield from stream_sync(live, run_loop(live, self._state, notify=True))
+        self._response = finish(final, self._options)
+        yield RunEndEvent(self._response)
+
+    async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
+        live = self._claim()
+        async for item in stream_async(live, run_loop(live, self._state, notify=True)):
+            if isinstance(item, RunState):
+                self._response = finish(item, self._options)
+                yield RunEndEvent(self._response)
+            else:
+                yield item
