@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime as dt
+import enum
 import json
-from typing import Any
+import uuid
+from typing import Annotated, Any, Literal
 
 import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolfold import Message, ModelRequest, ModelResponse, ToolfoldError, ToolResultPart
+from toolfold import (
+    Field,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolfoldError,
+    ToolResultPart,
+    tool,
+)
 from toolfold.runtime import (
     OutputSpec,
     StreamState,
@@ -158,8 +170,8 @@ def test_test_model_calls_each_tool_then_summarises() -> None:
     model = TestModel()
     first = model.request_sync(ModelRequest((Message.user("go"),), TOOLS))
     assert [c.name for c in first.tool_calls] == ["weather", "noop"]
-    for call, tool in zip(first.tool_calls, TOOLS, strict=True):
-        jsonschema.validate(call.arguments, tool.parameters)
+    for call, definition in zip(first.tool_calls, TOOLS, strict=True):
+        jsonschema.validate(call.arguments, definition.parameters)
     results = Message.tool(
         ToolResultPart(first.tool_calls[0].id, "weather", "sunny"),
         ToolResultPart(first.tool_calls[1].id, "noop", "done"),
@@ -260,3 +272,60 @@ _schemas = st.recursive(
 def test_sample_value_fits_generated_schemas(schema: dict[str, Any]) -> None:
     """Whatever the schema (of the keywords supported), the sample validates against it."""
     jsonschema.validate(sample_value(schema), schema)
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclasses.dataclass
+class Item:
+    """An item.
+
+    Attributes:
+        name: Its name.
+        tags: Labels.
+        child: A nested item.
+    """
+
+    name: Annotated[str, Field(min_length=3, max_length=8)]
+    tags: list[str]
+    child: Item | None = None
+
+
+@tool
+def rich(
+    item: Item,
+    color: Color,
+    when: dt.datetime,
+    ident: uuid.UUID,
+    mode: Literal["fast", "slow"],
+    count: Annotated[int, Field(ge=10, le=20, multiple_of=5)],
+    ratio: Annotated[float, Field(gt=0, lt=1)] = 0.5,
+    extra: dict[str, int] | None = None,
+) -> str:
+    """A tool with every kind of parameter.
+
+    Args:
+        item: The item.
+        color: A color.
+        when: A time.
+        ident: An id.
+        mode: The mode.
+        count: How many.
+        ratio: A ratio.
+        extra: Extra numbers.
+    """
+    return "ok"
+
+
+def test_generated_arguments_pass_the_toolkits_checks() -> None:
+    """TestModel's arguments for a rich decorated tool pass validate_arguments."""
+    definition = ToolDefinition(rich.name, rich.description, rich.parameters)
+    request = ModelRequest((Message.user("go"),), (definition,))
+    (made,) = TestModel().request_sync(request).tool_calls
+    checked = rich.validate_arguments(made.arguments_text)
+    assert isinstance(checked["item"], Item)
+    assert checked["color"] is Color.RED
+    assert 10 <= checked["count"] <= 20
