@@ -5,6 +5,7 @@ All functions read the tool's own schema and never mutate it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,6 +63,11 @@ VALIDATION_KEYWORDS = frozenset(
 
 # Annotations worth keeping in front of the model when a dialect cannot carry them.
 DESCRIBED_ANNOTATIONS = frozenset({"default", "examples", "example", "format"})
+
+
+def show(key: str, value: Any) -> str:
+    """``key: <value as JSON>``, as written into descriptions."""
+    return f"{key}: {json.dumps(value, ensure_ascii=False, sort_keys=True)}"
 
 
 def escape(token: str) -> str:

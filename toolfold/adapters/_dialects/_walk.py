@@ -7,13 +7,13 @@ into the tool's own schema, so a user can find what moved and why.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from toolfold.adapters._dialects._model import RewriteAction, SchemaRewrite
+from toolfold.adapters._dialects._openapi import to_openapi
 from toolfold.adapters._dialects._profiles import Profile
 from toolfold.adapters._dialects._refs import (
     DESCRIBED_ANNOTATIONS,
@@ -27,6 +27,9 @@ from toolfold.adapters._dialects._refs import (
     make_nullable,
     merge_all_of,
     resolve,
+)
+from toolfold.adapters._dialects._refs import (
+    show as _show,
 )
 
 _LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[1-9]|\\k<")
@@ -59,10 +62,6 @@ _FAMILIES = {
 }
 _FAMILY_OF = {k: fam for fam, keys in _FAMILIES.items() for k in keys}
 _PARENT_ONLY = frozenset({"title", "description", "default", "examples", "example"})
-
-
-def _show(key: str, value: Any) -> str:
-    return f"{key}: {json.dumps(value, ensure_ascii=False, sort_keys=True)}"
 
 
 def _type_of(value: Any) -> str:
@@ -199,55 +198,7 @@ class Walker:
             desc = out.get("description")
             joined = "; ".join(notes)
             out["description"] = f"{desc} ({joined})" if desc else joined
-        return self._openapi(out, path) if p.openapi else out
-
-    def _openapi(self, out: dict[str, Any], path: str) -> dict[str, Any]:
-        """Rewrite a compiled node into the OpenAPI 3.0 ``Schema`` form Gemini's ``parameters`` takes."""
-        label = self.p.label
-        branches = out.get("anyOf")
-        if isinstance(branches, list):
-            rest = [b for b in branches if b not in ({"type": "NULL"}, {"type": "null"})]
-            if len(rest) < len(branches):
-                if len(rest) == 1 and isinstance(rest[0], dict):
-                    out = {**rest[0], **{k: v for k, v in out.items() if k != "anyOf"}}
-                else:
-                    out = {**out, "anyOf": rest}
-                out["nullable"] = True
-                self.note(
-                    path, "anyOf", "rewritten", "a union with null is written as nullable: true"
-                )
-        enum = out.get("enum")
-        if isinstance(enum, list):
-            if None in enum:
-                enum = out["enum"] = [v for v in enum if v is not None]
-                out["nullable"] = True
-                self.note(path, "enum", "rewritten", "null in an enum is written as nullable: true")
-            if any(not isinstance(v, str) for v in enum):
-                del out["enum"]
-                note = _show("enum", enum)
-                desc = out.get("description")
-                out["description"] = f"{desc} ({note})" if desc else note
-                self.note(
-                    path, "enum", "moved_to_description", f"{label} accepts string enums only", True
-                )
-        t = out.get("type")
-        if isinstance(t, str):
-            out["type"] = t.upper()
-        elif t is None and out.get("enum"):  # only strings are left: the type is implied
-            out["type"] = "STRING"
-            self.note(
-                path, "type", "added", "the OpenAPI Schema needs a type; the enum holds strings"
-            )
-        props = out.get("properties")
-        if isinstance(props, dict) and len(props) > 1:
-            out["propertyOrdering"] = list(props)
-            self.note(
-                path,
-                "propertyOrdering",
-                "added",
-                "Gemini orders keys by name unless told the declared order",
-            )
-        return out
+        return to_openapi(out, path, self.note, p.label) if p.openapi else out
 
     def _keyword(
         self,
@@ -486,7 +437,7 @@ class Walker:
         )
         out = self.node(parent, path, typed=False) if parent else {}
         out["anyOf"] = [self.node(b, path) for b in branches]
-        return self._openapi(out, path) if self.p.openapi else out
+        return to_openapi(out, path, self.note, self.p.label) if self.p.openapi else out
 
     # --- references ----------------------------------------------------------
 
@@ -546,7 +497,7 @@ class Walker:
                 lossy=True,
             )
             cut = {"type": kind, "description": "Same shape as the enclosing object."}
-            return self._openapi(cut, path) if p.openapi else cut
+            return to_openapi(cut, path, self.note, p.label) if p.openapi else cut
         self._stack.append(ref)
         body = self.node(target, ref[1:], typed=typed)
         self._stack.pop()
