@@ -64,6 +64,11 @@ class Reply:
         stall: Wait for this event before answering (read timeout tests); the
             connection is then closed without an answer.
         delay_headers: Wait for this event before sending the status line.
+        close_after: Close the connection after this answer without saying so
+            (no ``connection: close``), as a server dropping an idle
+            keep-alive connection does.
+        raw: Send these bytes as the whole answer, verbatim (malformed
+            answers, HTTP/1.0, 1xx...); the connection is closed after.
     """
 
     status: int = 200
@@ -74,6 +79,8 @@ class Reply:
     reset: bool = False
     stall: threading.Event | None = None
     delay_headers: threading.Event | None = None
+    close_after: bool = False
+    raw: bytes | None = None
 
 
 def sse(*payloads: Any, event: str | None = None) -> list[bytes]:
@@ -196,6 +203,9 @@ class ScriptedServer:
             return False
         if reply.delay_headers is not None:
             self._wait(reply.delay_headers)
+        if reply.raw is not None:
+            sock.sendall(reply.raw)
+            return False
         headers = {k.lower(): v for k, v in reply.headers.items()}
         body = reply.body
         if reply.json is not None:
@@ -210,7 +220,7 @@ class ScriptedServer:
         head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
         if reply.chunks is None:
             sock.sendall(head.encode() + body)
-            return headers.get("connection") != "close"
+            return headers.get("connection") != "close" and not reply.close_after
         sock.sendall(head.encode())
         for piece in reply.chunks:
             if isinstance(piece, Cut):
@@ -221,7 +231,7 @@ class ScriptedServer:
             if piece:
                 sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
         sock.sendall(b"0\r\n\r\n")
-        return headers.get("connection") != "close"
+        return headers.get("connection") != "close" and not reply.close_after
 
 
 _REASONS = {

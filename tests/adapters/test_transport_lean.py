@@ -1,0 +1,338 @@
+"""The lean HTTP/1.1 clients the transport uses by default, and their pure parser."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scripted_http import Reply, ScriptedServer
+
+from toolfold import ConnectionError, TimeoutError
+from toolfold.adapters import _transport
+from toolfold.adapters._aio_http import LeanClient
+from toolfold.adapters._http11 import BodyDecoder, LeanRequest, ResponseParser, encode_request
+from toolfold.adapters._sync_http import LeanSyncClient
+from toolfold.adapters._transport import Transport
+
+TIMEOUT = httpx.Timeout(5.0)
+
+
+def parse(data: bytes, chunks: list[int] | None = None, eof: bool = False) -> ResponseParser:
+    parser = ResponseParser()
+    points = sorted(c % (len(data) + 1) for c in (chunks or []))
+    for a, b in zip([0, *points], [*points, len(data)], strict=True):
+        parser.feed(data[a:b])
+    if eof:
+        parser.eof()
+    return parser
+
+
+def body_of(parser: ResponseParser) -> bytes:
+    return b"".join(parser.pieces)
+
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\nx-a: 2\r\n\r\n"
+    b"5;ext=1\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nTrailer: x\r\n\r\n"
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.integers(0, 10_000), max_size=12))
+def test_chunked_body_parses_whatever_the_splits(cuts: list[int]) -> None:
+    """A chunked body with extensions and trailers parses the same however the bytes are split."""
+    parser = parse(CHUNKED, cuts)
+    assert parser.head == (200, {"transfer-encoding": "chunked", "x-a": "1, 2"})
+    assert body_of(parser) == b"hello world"
+    assert parser.done
+    assert parser.reusable
+
+
+@settings(max_examples=40, deadline=None)
+@given(cuts=st.lists(st.integers(0, 10_000), max_size=8))
+def test_content_length_body_whatever_the_splits(cuts: list[int]) -> None:
+    """A content-length body ends exactly at its length; extra bytes are left for the next answer."""
+    data = b"HTTP/1.1 201 Created\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1"
+    parser = parse(data, cuts)
+    assert parser.head is not None
+    assert parser.head[0] == 201
+    assert body_of(parser) == b"abc"
+    assert parser.done
+    assert not parser.reusable  # unexpected bytes after the body: do not reuse
+
+
+def test_interim_1xx_answers_are_skipped() -> None:
+    """A 100 Continue before the real answer is skipped."""
+    parser = parse(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+    assert parser.head == (200, {"content-length": "0"})
+    assert parser.done
+
+
+def test_read_until_close_and_http10() -> None:
+    """Without a length the body runs to the end of the connection, which is then not reused."""
+    parser = parse(b"HTTP/1.0 200 OK\r\n\r\npart one, part two", eof=True)
+    assert body_of(parser) == b"part one, part two"
+    assert parser.done
+    assert not parser.reusable
+
+
+def test_no_body_statuses_and_connection_close() -> None:
+    """204 has no body; connection: close forbids reuse."""
+    parser = parse(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+    assert parser.done
+    assert body_of(parser) == b""
+    assert not parser.reusable
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"SMTP ready\r\n\r\n", "malformed status line"),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "malformed header"),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n", "content-length"),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\nabc", "CRLF"),
+    ],
+)
+def test_malformed_answers_raise_protocol_errors(data: bytes, message: str) -> None:
+    """Malformed answers raise httpx.RemoteProtocolError naming the problem."""
+    with pytest.raises(httpx.RemoteProtocolError, match=message):
+        parse(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "without sending a response"),
+        (b"HTTP/1.1 200", "middle of the headers"),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", "complete message body"),
+    ],
+)
+def test_early_end_of_connection(data: bytes, message: str) -> None:
+    """A connection that ends early says where the answer stopped."""
+    with pytest.raises(httpx.RemoteProtocolError, match=message):
+        parse(data, eof=True)
+
+
+def test_request_bytes() -> None:
+    """A request is one buffer: request line, host (with a non-default port), headers, length, body."""
+    request = LeanRequest("POST", "http://h:8080/v1/x?alt=sse", b"{}", {"a": "b"}, TIMEOUT)
+    assert encode_request(request) == (
+        b"POST /v1/x?alt=sse HTTP/1.1\r\nhost: h:8080\r\na: b\r\ncontent-length: 2\r\n\r\n{}"
+    )
+    https = LeanRequest("POST", "https://api.openai.com/v1", b"", {}, TIMEOUT)
+    assert b"host: api.openai.com\r\n" in encode_request(https)
+
+
+def test_header_injection_is_refused() -> None:
+    """A header value with a line break cannot smuggle another header."""
+    request = LeanRequest("POST", "http://h/x", b"", {"x": "a\r\nevil: 1"}, TIMEOUT)
+    with pytest.raises(httpx.LocalProtocolError):
+        encode_request(request)
+
+
+def test_bad_urls() -> None:
+    """Unsupported schemes and missing hosts are refused before any connection."""
+    with pytest.raises(httpx.UnsupportedProtocol):
+        LeanRequest("POST", "ftp://h/x", b"", {}, TIMEOUT)
+    with pytest.raises(httpx.InvalidURL):
+        LeanRequest("POST", "http:///x", b"", {}, TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"),
+    [
+        ("gzip", gzip.compress),
+        ("deflate", zlib.compress),
+        ("deflate", lambda data: zlib.compress(data)[2:-4]),  # raw deflate, as some servers send
+    ],
+)
+def test_body_decoders(encoding: str, compress: Any) -> None:
+    """gzip, zlib deflate and raw deflate bodies decode, even split in small pieces."""
+    data = b'{"text": "' + b"x" * 5000 + b'"}'
+    packed = compress(data)
+    decoder = BodyDecoder({"content-encoding": encoding})
+    out = b"".join(decoder.decode(packed[i : i + 7]) for i in range(0, len(packed), 7))
+    assert out + decoder.flush() == data
+
+
+def test_unknown_encoding_is_a_decoding_error() -> None:
+    """An encoding the client did not ask for is refused clearly."""
+    with pytest.raises(httpx.DecodingError, match="br"):
+        BodyDecoder({"content-encoding": "br"})
+
+
+# --- over sockets -----------------------------------------------------------------
+
+
+@pytest.fixture
+def released() -> Iterator[list[threading.Event]]:
+    events: list[threading.Event] = []
+    yield events
+    for event in events:
+        event.set()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_stale_keepalive_connection_is_replaced_without_a_retry(
+    http_server: ScriptedServer, mode: str
+) -> None:
+    """A keep-alive connection the server dropped while idle is replaced at once, no backoff."""
+    http_server.add(Reply(json={"n": 1}, close_after=True), Reply(json={"n": 2}))
+    sleeps: list[float] = []
+
+    async def fake_sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    transport = Transport("p", http_server.url, sleep=fake_sleep, sleep_sync=sleeps.append, retry=0)
+    if mode == "sync":
+        results = [transport.post_json_sync("x", {}) for _ in range(2)]
+        transport.close()
+    else:
+
+        async def run() -> list[Any]:
+            async with transport:
+                first = await transport.post_json("x", {})
+                await asyncio.sleep(0)  # let the loop see the close, or not: both must work
+                return [first, await transport.post_json("x", {})]
+
+        results = asyncio.run(run())
+    assert results == [{"n": 1}, {"n": 2}]
+    assert sleeps == []
+    assert http_server.connections == 2
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_malformed_answer_over_the_wire(http_server: ScriptedServer, mode: str) -> None:
+    """A server speaking something else is a ConnectionError, not a crash."""
+    http_server.add(Reply(raw=b"SSH-2.0-OpenSSH\r\n\r\n"))
+    transport = Transport("p", http_server.url, retry=0)
+
+    def call() -> object:
+        if mode == "sync":
+            return transport.post_json_sync("x", {})
+        return asyncio.run(transport.post_json("x", {}))
+
+    with pytest.raises(ConnectionError, match="malformed status line"):
+        call()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_http10_answer_read_to_close(http_server: ScriptedServer, mode: str) -> None:
+    """An HTTP/1.0 answer without a length is read to the end of the connection."""
+    http_server.add(
+        Reply(raw=b'HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n{"v": 10}')
+    )
+    transport = Transport("p", http_server.url, retry=0)
+    if mode == "sync":
+        assert transport.post_json_sync("x", {}) == {"v": 10}
+        transport.close()
+    else:
+
+        async def run() -> Any:
+            async with transport:
+                return await transport.post_json("x", {})
+
+        assert asyncio.run(run()) == {"v": 10}
+
+
+def test_async_pool_limit_and_pool_timeout(
+    http_server: ScriptedServer, released: list[threading.Event]
+) -> None:
+    """With the pool full, a request waits for a free connection, then times out as a pool timeout."""
+    stall = threading.Event()
+    released.append(stall)
+    http_server.add(Reply(delay_headers=stall, json={"first": True}))
+
+    async def run() -> None:
+        client = LeanClient(max_connections=1)
+        transport = Transport("p", http_server.url, http_client=client, retry=0)
+        first = asyncio.ensure_future(transport.post_json("x", {}))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        with pytest.raises(TimeoutError, match="pool"):
+            await Transport(
+                "p", http_server.url, http_client=client, retry=0, timeout=httpx_timeouts(0.1)
+            ).post_json("x", {})
+        stall.set()
+        assert await first == {"first": True}
+        await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_sync_pool_limit_and_pool_timeout(
+    http_server: ScriptedServer, released: list[threading.Event]
+) -> None:
+    """The blocking pool also bounds connections and times out waiting for one."""
+    stall = threading.Event()
+    released.append(stall)
+    http_server.add(Reply(delay_headers=stall, json={"first": True}))
+    client = LeanSyncClient(max_connections=1)
+    transport = Transport("p", http_server.url, http_client=client, retry=0)
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(transport.post_json_sync("x", {})))
+    worker.start()
+    http_server.wait_request()
+    other = Transport(
+        "p", http_server.url, http_client=client, retry=0, timeout=httpx_timeouts(0.1)
+    )
+    with pytest.raises(TimeoutError, match="pool"):
+        other.post_json_sync("x", {})
+    stall.set()
+    worker.join()
+    assert results == [{"first": True}]
+    client.close()
+
+
+def httpx_timeouts(pool: float) -> Any:
+    from toolfold.adapters._retry import Timeouts
+
+    return Timeouts(pool=pool)
+
+
+def test_proxy_variables_switch_to_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a proxy configured the owned clients are httpx's, which speak proxy protocols."""
+    timeout = httpx.Timeout(1.0)
+    assert isinstance(_transport._default_sync_client(timeout), LeanSyncClient)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.local:3128")
+    client = _transport._default_sync_client(timeout)
+    assert isinstance(client, httpx.Client)
+    client.close()
+
+    async def make_async() -> Any:
+        made = _transport._default_async_client(timeout)
+        await made.aclose()
+        return made
+
+    assert isinstance(asyncio.run(make_async()), httpx.AsyncClient)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_reused_connection_dropped_without_answer_is_resent_once(
+    http_server: ScriptedServer, mode: str
+) -> None:
+    """A reused connection closed before any answer byte is resent once on a new one, no backoff."""
+    http_server.add(Reply(json={"n": 1}), Reply(reset=True), Reply(json={"n": 2}))
+    transport = Transport("p", http_server.url, retry=0)
+    if mode == "sync":
+        results = [transport.post_json_sync("x", {}) for _ in range(2)]
+        transport.close()
+    else:
+
+        async def run() -> list[Any]:
+            async with transport:
+                return [await transport.post_json("x", {}) for _ in range(2)]
+
+        results = asyncio.run(run())
+    assert results == [{"n": 1}, {"n": 2}]
+    assert len(http_server.requests) == 3
+    assert http_server.connections == 2
