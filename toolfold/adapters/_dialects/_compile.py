@@ -176,8 +176,9 @@ def compile_tool(
             a root that is not an object, or a name the provider refuses.
     """
     if strict is _UNSET:
-        strict = tool.strict
-    name, description, params = tool.name, tool.description or "", tool.parameters
+        strict = getattr(tool, "strict", None)
+    name, params = tool.name, tool.parameters
+    description = getattr(tool, "description", None) or ""
     key = (id(params), name, description, dialect, strict, allow_loss)
     hit = _by_identity.get(key)
     if hit is not None and hit[0] is params and hit[1].source_schema == params:
