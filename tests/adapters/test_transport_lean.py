@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from scripted_http import Reply, ScriptedServer
 
 from toolfold import ConnectionError, TimeoutError
-from toolfold.adapters import _transport
+from toolfold.adapters import _clients
 from toolfold.adapters._aio_http import LeanClient
 from toolfold.adapters._http11 import BodyDecoder, LeanRequest, ResponseParser, encode_request
 from toolfold.adapters._sync_http import LeanSyncClient
@@ -302,14 +302,14 @@ def httpx_timeouts(pool: float) -> Any:
 def test_proxy_variables_switch_to_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a proxy configured the owned clients are httpx's, which speak proxy protocols."""
     timeout = httpx.Timeout(1.0)
-    assert isinstance(_transport._default_sync_client(timeout), LeanSyncClient)
+    assert isinstance(_clients.default_sync_client(timeout), LeanSyncClient)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.local:3128")
-    client = _transport._default_sync_client(timeout)
+    client = _clients.default_sync_client(timeout)
     assert isinstance(client, httpx.Client)
     client.close()
 
     async def make_async() -> Any:
-        made = _transport._default_async_client(timeout)
+        made = _clients.default_async_client(timeout)
         await made.aclose()
         return made
 

@@ -95,3 +95,15 @@ def test_policies_are_frozen_data() -> None:
     assert policy.retry_statuses == frozenset({429})
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         policy.max_retries = 3  # type: ignore[misc]
+
+
+def test_status_delay_order_of_verdicts() -> None:
+    """x-should-retry beats the body's verdict, which beats the status list; the count caps all."""
+    policy = RetryPolicy()
+    assert policy.status_delay(0, 429, {}) == 0.5
+    assert policy.status_delay(0, 429, {}, retryable=False) is None
+    assert policy.status_delay(0, 400, {}, retryable=True) == 0.5
+    assert policy.status_delay(0, 429, {"x-should-retry": "true"}, retryable=False) == 0.5
+    assert policy.status_delay(0, 503, {"x-should-retry": "false"}) is None
+    assert policy.status_delay(2, 503, {}) is None
+    assert policy.status_delay(0, 429, {}, hint=12.0) == 12.0

@@ -95,6 +95,41 @@ class RetryPolicy:
             return False
         return status in self.retry_statuses
 
+    def status_delay(
+        self,
+        retry: int,
+        status: int,
+        headers: Mapping[str, str],
+        *,
+        retryable: bool | None = None,
+        hint: float | None = None,
+        random: float = 0.0,
+        now: float | None = None,
+    ) -> float | None:
+        """The wait before retrying a failed response, or None to give up.
+
+        Args:
+            retry: 0 for the first retry.
+            status: The failed response's status.
+            headers: Its headers (``x-should-retry``, ``retry-after``...).
+            retryable: The body's verdict, when it has one (a per-day quota: False).
+            hint: A wait the body asked for (Gemini ``retryDelay``).
+            random: A number in [0, 1) for the jitter.
+            now: The wall-clock time, to read an HTTP-date ``retry-after``.
+        """
+        if retry >= self.max_retries:
+            return None
+        header = _header(headers, "x-should-retry")
+        if header in ("true", "false"):
+            should = header == "true"
+        elif retryable is not None:
+            should = retryable
+        else:
+            should = status in self.retry_statuses
+        if not should:
+            return None
+        return self.delay(retry, headers, hint, random, now)
+
     def backoff(self, retry: int, random: float) -> float:
         """The backoff before retry number ``retry`` (0-based), with ``random`` in [0, 1)."""
         delay = min(self.initial_delay * 2.0**retry, self.max_delay)

@@ -21,7 +21,6 @@ import asyncio
 import inspect
 import json
 import logging
-import os
 import random as _random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -30,7 +29,11 @@ from typing import Any, Protocol, TypeVar
 import httpx
 
 from toolfold._errors import ConnectionError, ProviderError, TimeoutError
-from toolfold.adapters._aio_http import LeanClient
+from toolfold.adapters._clients import (
+    close_when_loop_ends,
+    default_async_client,
+    default_sync_client,
+)
 from toolfold.adapters._http_errors import (
     ErrorInfo,
     inband_error,
@@ -42,7 +45,6 @@ from toolfold.adapters._http_errors import (
 from toolfold.adapters._keys import Secret, redact
 from toolfold.adapters._retry import RetryPolicy, Timeouts
 from toolfold.adapters._sse import LineDecoder, SSEDecoder, SSEEvent
-from toolfold.adapters._sync_http import LeanSyncClient
 
 __all__ = ["ErrorParser", "Transport", "USER_AGENT"]
 
@@ -418,18 +420,15 @@ class Transport:
         text = self._scrub(text)
         info = self._error_parser(status, text, headers)
         error = self._scrubbed(status_error(self.provider, status, text, headers, info, url))
-        if retry >= self.retry.max_retries:
-            return error, None
-        hint = headers.get("x-should-retry")
-        if hint is not None and hint.strip().lower() in ("true", "false"):
-            should = hint.strip().lower() == "true"
-        elif info.retryable is not None:
-            should = info.retryable
-        else:
-            should = status in self.retry.retry_statuses
-        if not should:
-            return error, None
-        delay = self.retry.delay(retry, headers, info.retry_after, self._random(), time.time())
+        delay = self.retry.status_delay(
+            retry,
+            status,
+            headers,
+            retryable=info.retryable,
+            hint=info.retry_after,
+            random=self._random(),
+            now=time.time(),
+        )
         return error, self._fits(delay, deadline)
 
     def _exception_delay(
@@ -598,15 +597,15 @@ class Transport:
         if self._async_client is not None and self._loop is loop:
             return self._async_client
         # One client per event loop: connections belong to the loop that opened them.
-        client = _default_async_client(self._httpx_timeout_or_default())
-        closer = _close_when_loop_ends(client)
+        client = default_async_client(self._httpx_timeout_or_default())
+        closer = close_when_loop_ends(client)
         await closer.__anext__()
         self._async_client, self._loop, self._loop_closer = client, loop, closer
         return client
 
     def _client_sync(self) -> Any:
         if self._sync_client is None:
-            self._sync_client = _default_sync_client(self._httpx_timeout_or_default())
+            self._sync_client = default_sync_client(self._httpx_timeout_or_default())
         return self._sync_client
 
     def _httpx_timeout_or_default(self) -> httpx.Timeout:
@@ -635,44 +634,6 @@ class Transport:
             error.args = (self._scrub(str(error.args[0])), *error.args[1:])
             error.body = self._scrub(error.body)
         return error
-
-
-# Generous pool: a keep-alive cap below the concurrency makes httpx close and
-# reopen connections under load (its default keeps 20).
-_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=1000, keepalive_expiry=30.0)
-
-
-def _default_async_client(timeout: httpx.Timeout) -> Any:
-    # The lean client is several times faster under concurrency (bench/bench_http.py);
-    # it speaks no proxy protocol, so httpx takes over when a proxy is configured.
-    if _proxy_configured():
-        return httpx.AsyncClient(limits=_LIMITS, timeout=timeout)
-    return LeanClient(timeout=timeout)
-
-
-def _default_sync_client(timeout: httpx.Timeout) -> Any:
-    if _proxy_configured():
-        return httpx.Client(limits=_LIMITS, timeout=timeout)
-    return LeanSyncClient(timeout=timeout)
-
-
-def _proxy_configured() -> bool:
-    return any(
-        os.environ.get(name)
-        for name in _PROXY_VARIABLES + tuple(v.upper() for v in _PROXY_VARIABLES)
-    )
-
-
-_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
-
-
-async def _close_when_loop_ends(client: Any) -> AsyncIterator[None]:
-    # asyncio.run() finalises live async generators before closing the loop, so
-    # the owned client's connections close on the loop that opened them.
-    try:
-        yield
-    finally:
-        await client.aclose()
 
 
 def _dumps(body: Any) -> bytes:
