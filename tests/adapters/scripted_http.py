@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json as _json
 import socket
+import ssl
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -99,10 +100,12 @@ Handler = Callable[[Recorded], Reply]
 class ScriptedServer:
     """The server behind the `http_server` fixture (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self._ssl = ssl_context
+        scheme = "https" if ssl_context else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.requests: list[Recorded] = []
         self.connections = 0
         self.handler: Handler | None = None
@@ -162,6 +165,8 @@ class ScriptedServer:
     def _serve(self, sock: socket.socket) -> None:
         buffer = b""
         try:
+            if self._ssl is not None:
+                sock = self._ssl.wrap_socket(sock, server_side=True)
             while not self._stopping.is_set():
                 request, buffer = _read_request(sock, buffer)
                 if request is None:

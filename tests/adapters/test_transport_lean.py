@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ssl
 import threading
 import zlib
 from collections.abc import Iterator
@@ -11,9 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
+import trustme
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scripted_http import Reply, ScriptedServer
+from scripted_http import Reply, ScriptedServer, sse
 
 from toolfold import ConnectionError, TimeoutError
 from toolfold.adapters import _clients
@@ -336,3 +338,65 @@ def test_reused_connection_dropped_without_answer_is_resent_once(
     assert results == [{"n": 1}, {"n": 2}]
     assert len(http_server.requests) == 3
     assert http_server.connections == 2
+
+
+@pytest.fixture
+def tls() -> Iterator[tuple[ScriptedServer, ssl.SSLContext]]:
+    """A scripted HTTPS server on 127.0.0.1 with a certificate from a test CA, and a client
+    context that trusts that CA."""
+    authority = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    authority.configure_trust(client_context)
+    server = ScriptedServer(ssl_context=server_context)
+    try:
+        yield server, client_context
+    finally:
+        server.close()
+
+
+def test_https_sync(tls: tuple[ScriptedServer, ssl.SSLContext]) -> None:
+    """The blocking client speaks TLS: JSON and a stream over one kept-alive connection."""
+    server, context = tls
+    server.add(Reply(json={"secure": True}), Reply(chunks=sse({"i": 1}, "[DONE]")))
+    with LeanSyncClient(ssl_context=context) as client:
+        transport = Transport("p", server.url, "sk-tls", http_client=client)
+        assert transport.post_json_sync("x", {}) == {"secure": True}
+        assert [e.data for e in transport.stream_sync("x", {})] == ['{"i": 1}', "[DONE]"]
+    assert server.connections == 1
+    assert server.requests[0].headers["authorization"] == "Bearer sk-tls"
+
+
+def test_https_async(tls: tuple[ScriptedServer, ssl.SSLContext]) -> None:
+    """The async client speaks TLS: JSON and a stream over one kept-alive connection."""
+    server, context = tls
+    server.add(Reply(json={"secure": True}), Reply(chunks=sse({"i": 1}, "[DONE]")))
+
+    async def run() -> list[Any]:
+        async with LeanClient(ssl_context=context) as client:
+            transport = Transport("p", server.url, http_client=client)
+            first = await transport.post_json("x", {})
+            events = [e.data async for e in transport.stream("x", {})]
+            return [first, events]
+
+    assert asyncio.run(run()) == [{"secure": True}, ['{"i": 1}', "[DONE]"]]
+    assert server.connections == 1
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_untrusted_certificate_is_refused(
+    tls: tuple[ScriptedServer, ssl.SSLContext], mode: str
+) -> None:
+    """The default TLS settings refuse a certificate from an unknown CA: a ConnectionError."""
+    server, _ = tls
+    transport = Transport("p", server.url, retry=0)
+
+    def call() -> object:
+        if mode == "sync":
+            return transport.post_json_sync("x", {})
+        return asyncio.run(transport.post_json("x", {}))
+
+    with pytest.raises(ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+        call()
+    transport.close()
