@@ -123,44 +123,81 @@ async def raw_loop_async(post: Callable[[bytes], Awaitable[bytes]], steps: int) 
         messages.extend(_tool_messages(message))
 
 
+class _Accumulator:
+    """Joins a streamed Chat Completions answer by hand, as a raw client must."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.done = False
+
+    def line(self, line: str) -> None:
+        if not line.startswith("data: "):
+            return
+        data = line[6:]
+        if data == "[DONE]":
+            self.done = True
+            return
+        for choice in json.loads(data)["choices"]:
+            delta = choice["delta"]
+            if delta.get("content"):
+                self.text.append(delta["content"])
+            for piece in delta.get("tool_calls") or ():
+                call = self.calls.setdefault(
+                    piece["index"], {"id": "", "name": "", "arguments": ""}
+                )
+                call["id"] = piece.get("id") or call["id"]
+                function = piece.get("function") or {}
+                call["name"] = function.get("name") or call["name"]
+                call["arguments"] += function.get("arguments") or ""
+
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in self.calls.values()
+            ]
+        return message
+
+
 def raw_stream_loop_sync(client: httpx.Client, url: str, steps: int) -> str:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "add things"}]
     while True:
         body = {"model": f"fake-{steps}", "messages": messages, "tools": TOOLS, "stream": True}
-        text: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
+        answer = _Accumulator()
         with client.stream("POST", url, content=json.dumps(body).encode(), headers=HEADERS) as r:
             r.raise_for_status()
             for line in r.iter_lines():
-                if not line.startswith("data: "):
-                    continue
-                data = line[6:]
-                if data == "[DONE]":
+                answer.line(line)
+                if answer.done:
                     break
-                chunk = json.loads(data)
-                for choice in chunk["choices"]:
-                    delta = choice["delta"]
-                    if delta.get("content"):
-                        text.append(delta["content"])
-                    for piece in delta.get("tool_calls") or ():
-                        call = calls.setdefault(
-                            piece["index"], {"id": "", "name": "", "arguments": ""}
-                        )
-                        call["id"] = piece.get("id") or call["id"]
-                        function = piece.get("function") or {}
-                        call["name"] = function.get("name") or call["name"]
-                        call["arguments"] += function.get("arguments") or ""
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
-        if not calls:
+        message = answer.message()
+        if not answer.calls:
             return str(message["content"])
-        message["tool_calls"] = [
-            {
-                "id": c["id"],
-                "type": "function",
-                "function": {"name": c["name"], "arguments": c["arguments"]},
-            }
-            for c in calls.values()
-        ]
+        messages.append(message)
+        messages.extend(_tool_messages(message))
+
+
+async def raw_stream_loop_async(client: httpx.AsyncClient, url: str, steps: int) -> str:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "add things"}]
+    while True:
+        body = {"model": f"fake-{steps}", "messages": messages, "tools": TOOLS, "stream": True}
+        answer = _Accumulator()
+        content = json.dumps(body).encode()
+        async with client.stream("POST", url, content=content, headers=HEADERS) as r:
+            r.raise_for_status()
+            async for line in r.aiter_lines():
+                answer.line(line)
+                if answer.done:
+                    break
+        message = answer.message()
+        if not answer.calls:
+            return str(message["content"])
         messages.append(message)
         messages.extend(_tool_messages(message))
 
@@ -257,16 +294,24 @@ def bench_stream(url: str, repeats: int) -> None:
             pass
         assert run.response.text.startswith("Finished after 10")
 
-    async def measure_async() -> float:
-        await toolfold_async()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
+    async def measure_async() -> tuple[float, float]:
+        async with httpx.AsyncClient() as client:
+            target = f"{url}/chat/completions"
+            await raw_stream_loop_async(client, target, 10)
             await toolfold_async()
-            times.append(time.perf_counter() - start)
-        return min(times)
+            raw_times, our_times = [], []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                await raw_stream_loop_async(client, target, 10)
+                raw_times.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                await toolfold_async()
+                our_times.append(time.perf_counter() - start)
+            return min(raw_times), min(our_times)
 
-    report("toolfold Agent.stream (async)", asyncio.run(measure_async()), raw)
+    raw_a, ours_a = asyncio.run(measure_async())
+    report("raw httpx.AsyncClient stream + hand-parsed SSE", raw_a, raw_a)
+    report("toolfold Agent.stream (async)", ours_a, raw_a)
 
 
 # --- concurrency -------------------------------------------------------------------
