@@ -13,11 +13,22 @@ from toolfold.adapters._dialects import (
     compile_tool,
     restore_arguments,
 )
+from toolfold.adapters._keys import RedactingFilter, Secret
+from toolfold.adapters._retry import RetryPolicy, Timeouts
+from toolfold.adapters._sse import SSEDecoder, SSEEvent
+from toolfold.adapters._transport import Transport
 
 __all__: list[str] = [
     "CompiledTool",
     "Dialect",
+    "RedactingFilter",
+    "RetryPolicy",
+    "SSEDecoder",
+    "SSEEvent",
     "SchemaRewrite",
+    "Secret",
+    "Timeouts",
+    "Transport",
     "check_arguments",
     "compile_tool",
     "restore_arguments",
