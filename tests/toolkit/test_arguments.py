@@ -166,7 +166,25 @@ def test_non_json_constants_are_rejected(constant: str) -> None:
     """NaN and the infinities, which Python's json accepts, are not JSON."""
     with pytest.raises(ArgumentJSONError) as info:
         explicit().check('{"query": "x", "limit": ' + constant + "}")
-    assert info.value.errors[0].startswith(f"{constant} is not allowed in JSON at char 24")
+    assert info.value.errors[0].startswith(f"{constant} is not a finite JSON number at char 24")
+
+
+def test_numbers_python_cannot_hold_are_json_errors() -> None:
+    """1e400 (a float overflow) and a 5000-digit integer are refused with a JSON error."""
+    with pytest.raises(ArgumentJSONError) as info:
+        explicit().check('{"query": "x", "limit": 1e400}')
+    assert info.value.errors[0].startswith("1e400 is not a finite JSON number at char 24")
+    with pytest.raises(ArgumentJSONError):
+        explicit().check('{"query": "x", "limit": ' + "9" * 5000 + "}")
+
+
+def test_a_value_jsonschema_cannot_check_is_an_argument_error() -> None:
+    """jsonschema overflows on 10**400 against multipleOf 0.1; that is reported, not raised raw."""
+    schema = {"type": "object", "properties": {"n": {"type": "number", "multipleOf": 0.1}}}
+    check = ArgumentChecker("t", schema, None, True)
+    assert check.check({"n": 0.5}) == {"n": 0.5}
+    (line,) = problems(check, '{"n": 1' + "0" * 400 + "}")
+    assert line.startswith("$: the arguments could not be checked (OverflowError: ")
 
 
 @pytest.mark.parametrize(

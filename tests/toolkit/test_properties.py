@@ -424,3 +424,216 @@ def test_values_of_declared_types_format_into_valid_instances(
     for name, tp in param_types.items():
         assert conforms(arguments[name], tp), (name, tp, arguments[name])
         assert normal(arguments[name]) == normal(values[name]), name
+
+
+# -- the compiled schema check agrees with jsonschema ---------------------------
+
+
+def _paths(value: Any, here: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [here]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.extend(_paths(v, (*here, k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(_paths(v, (*here, i)))
+    return out
+
+
+def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[head] = _replace(value[head], rest, new)
+    return copy
+
+
+@st.composite
+def corrupted(draw: st.DrawFn, schema: Any) -> Any:
+    """An instance of ``schema`` with one part replaced by any JSON value (often invalid)."""
+    value = draw(instances(schema))
+    path = draw(st.sampled_from(_paths(value)))
+    return _replace(value, path, draw(_JSON | instances(schema)))
+
+
+def _agree(schema: Any, instance: Any) -> None:
+    from jsonschema import Draft202012Validator
+
+    from toolfold.toolkit._arguments import _format_checker
+    from toolfold.toolkit._fastcheck import compile_check
+
+    checker = _format_checker()
+    fast = compile_check(schema, checker.conforms)
+    assert fast is not None, schema
+    expected = Draft202012Validator(schema, format_checker=checker).is_valid(instance)
+    assert fast(instance) == expected, (schema, instance)
+
+
+@_SETTINGS
+@given(data=st.data(), types=st.lists(TYPES, min_size=1, max_size=3))
+def test_compiled_check_agrees_with_jsonschema_on_derived_schemas(
+    data: st.DataObject, types: list[Typed]
+) -> None:
+    """On derived schemas, the fast check says valid exactly when jsonschema does."""
+    _, schema, _ = _checker(types)
+    _agree(schema, data.draw(corrupted(schema), label="instance"))
+
+
+_SCALAR_SCHEMAS = st.one_of(
+    st.sampled_from(
+        [
+            {"type": "string", "minLength": 2, "maxLength": 4},
+            {"type": "string", "pattern": "^a+b?$"},
+            {"type": "string", "format": "date-time"},
+            {"type": "string", "format": "email"},
+            {"type": "integer", "minimum": -3, "exclusiveMaximum": 10},
+            {"type": "number", "exclusiveMinimum": 0.5, "maximum": 1e6},
+            {"type": "number", "multipleOf": 0.5},
+            {"type": "integer", "multipleOf": 3},
+            {"type": ["string", "null"]},
+            {"type": "boolean"},
+            {"enum": [1, "1", True, None, [1, 2], {"a": 1}]},
+            {"const": 0},
+            {"const": [False]},
+            {"minimum": 2},
+            {"maxLength": 1},
+            {},
+            True,
+            False,
+        ]
+    )
+)
+
+
+def _compound(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    names = st.sampled_from(["a", "b", "c"])
+    return st.one_of(
+        st.builds(
+            lambda props, req, extra: {
+                "type": "object",
+                "properties": props,
+                "required": sorted(set(req) & set(props)),
+                "additionalProperties": extra,
+            },
+            st.dictionaries(names, inner, max_size=3),
+            st.lists(names, max_size=3),
+            st.sampled_from([True, False]) | inner,
+        ),
+        st.builds(
+            lambda i: {"type": "object", "additionalProperties": i, "maxProperties": 2}, inner
+        ),
+        st.builds(
+            lambda i: {"propertyNames": {"maxLength": 1}, "minProperties": 1, "items": i}, inner
+        ),
+        st.builds(
+            lambda items, unique: {
+                "type": "array",
+                "items": items,
+                "uniqueItems": unique,
+                "maxItems": 3,
+            },
+            inner,
+            st.booleans(),
+        ),
+        st.builds(
+            lambda pre, rest: {"prefixItems": pre, "items": rest},
+            st.lists(inner, max_size=2),
+            inner,
+        ),
+        st.builds(lambda alts: {"anyOf": alts}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda alts: {"oneOf": alts}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda alts: {"allOf": alts}, st.lists(inner, min_size=1, max_size=2)),
+        st.builds(lambda i: {"$ref": "#/$defs/node", "minLength": 1}, inner),
+    )
+
+
+@st.composite
+def keyword_schemas(draw: st.DrawFn) -> Any:
+    """A schema using every supported keyword in random combinations, with a $defs target."""
+    body = draw(st.recursive(_SCALAR_SCHEMAS, _compound, max_leaves=5))
+    node = draw(st.recursive(_SCALAR_SCHEMAS, _compound, max_leaves=3))
+    if isinstance(body, bool):
+        body = {"allOf": [body]}
+    return {**body, "$defs": {"node": _strip_refs(node)}}
+
+
+def _strip_refs(schema: Any) -> Any:
+    """The $defs target must not point at itself forever without consuming input."""
+    if isinstance(schema, dict):
+        return {k: _strip_refs(v) for k, v in schema.items() if k != "$ref"}
+    if isinstance(schema, list):
+        return [_strip_refs(v) for v in schema]
+    return schema
+
+
+_ANY_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 12)
+    | st.sampled_from([0.5, 1.0, 2.5, -0.0, 1e300])
+    | st.sampled_from(["", "a", "ab", "aab", "b", "2024-05-01T10:00:00Z", "x@y", "1"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["a", "b", "c", "dd"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@_SETTINGS
+@given(schema=keyword_schemas(), instance=_ANY_JSON)
+def test_compiled_check_agrees_with_jsonschema_on_every_keyword(schema: Any, instance: Any) -> None:
+    """For schemas mixing all supported keywords, the fast check and jsonschema agree."""
+    _agree(schema, instance)
+
+
+def test_unsupported_keywords_are_left_to_jsonschema() -> None:
+    """A schema with a keyword the compiler does not know is not compiled at all."""
+    from toolfold.toolkit._fastcheck import compile_check
+
+    conforms = lambda v, f: True  # noqa: E731
+    assert compile_check({"not": {"type": "string"}}, conforms) is None
+    assert compile_check({"properties": {"a": {"if": {}}}}, conforms) is None
+    assert compile_check({"$ref": "other.json#/x"}, conforms) is None
+    assert compile_check({"$schema": "http://json-schema.org/draft-07/schema#"}, conforms) is None
+    assert compile_check({"type": "object", "description": "x"}, conforms) is not None
+
+
+_BOUNDARIES: list[tuple[Any, list[Any]]] = [
+    ({"minLength": 2}, ["a", "ab", "é", "éé", 5]),
+    ({"maxLength": 2}, ["ab", "abc", "🙂🙂", "🙂🙂🙂", None]),
+    ({"minimum": 2}, [1, 2, 2.0, 1.999, True, "1"]),
+    ({"maximum": 2}, [2, 3, 2.0001, False]),
+    ({"exclusiveMinimum": 2}, [2, 2.0, 2.5, 3]),
+    ({"exclusiveMaximum": 2}, [2, 1.9, 2.0]),
+    ({"multipleOf": 0.1}, [0.3, 0.7, 1, 10**300, 2**70 * 1.0]),
+    ({"multipleOf": 3}, [9, 10, 9.0, 9.5, True]),
+    ({"minItems": 1, "maxItems": 2}, [[], [1], [1, 2], [1, 2, 3], "ab"]),
+    ({"minProperties": 1, "maxProperties": 1}, [{}, {"a": 1}, {"a": 1, "b": 2}, [1]]),
+    (
+        {"uniqueItems": True},
+        [[1, 1.0], [1, True], [0, False], [[1], [1.0]], [{"a": 1}, {"a": 1.0}]],
+    ),
+    ({"enum": [1, [1], {"a": [True]}]}, [1.0, True, [1.0], [True], {"a": [1]}, {"a": [True]}]),
+    ({"const": False}, [False, 0, 0.0, None, []]),
+    ({"type": "integer"}, [1, 1.0, 1.5, True, 10**30, float(10**30)]),
+    ({"type": "number"}, [1, 1.5, True, "1", None]),
+    ({"pattern": "b"}, ["abc", "a", 3]),
+    ({"format": "date"}, ["2024-02-30", "2024-02-28", 7]),
+    ({"prefixItems": [{"type": "string"}], "items": False}, [["a"], ["a", 1], [], [1]]),
+    ({"properties": {"a": {"type": "string"}}, "required": ["a"]}, [{"a": "x"}, {}, {"a": 1}, []]),
+    ({"additionalProperties": {"type": "integer"}}, [{"x": 1}, {"x": "1"}, {}]),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, [1, -1, 0.5, "x"]),
+    (
+        {"$ref": "#/$defs/a", "$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}}}},
+        [[[[]]], [[1]]],
+    ),
+]
+
+
+def test_compiled_check_agrees_with_jsonschema_at_boundaries() -> None:
+    """Each keyword's edge cases (equal bounds, 1 vs 1.0 vs True, code points) match jsonschema."""
+    for schema, values in _BOUNDARIES:
+        for value in values:
+            _agree(schema, value)

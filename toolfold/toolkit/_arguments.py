@@ -44,12 +44,24 @@ _Hook = Callable[[Any, Any], Any]
 _MISSING = object()
 
 
+class _NotJSONNumber(ValueError):
+    """A number JSON cannot carry into Python: NaN, Infinity, or too large for a float."""
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(name)
+    raise _NotJSONNumber(name)
 
 
-# NaN and Infinity are Python extensions to JSON; a model must not rely on them.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (_INF, -_INF):
+        raise _NotJSONNumber(text)
+    return value
+
+
+_INF = float("inf")
+# NaN and Infinity are Python extensions to JSON; 1e400 is JSON but overflows.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 class ArgumentChecker:
@@ -63,7 +75,15 @@ class ArgumentChecker:
             dict unchanged instead of structured keyword arguments.
     """
 
-    __slots__ = ("_hooks", "_param_types", "_pass_dict", "_schema", "_tool_name", "_validator")
+    __slots__ = (
+        "_hooks",
+        "_is_valid",
+        "_param_types",
+        "_pass_dict",
+        "_schema",
+        "_tool_name",
+        "_validator",
+    )
 
     def __init__(
         self,
@@ -77,6 +97,7 @@ class ArgumentChecker:
         self._param_types = dict(param_types or {})
         self._pass_dict = pass_dict
         self._validator = _compile(self._schema)
+        self._is_valid = _fast_check(self._schema, self._validator)
         self._hooks: dict[str, tuple[Any, _Hook | None]] | None = None
 
     def check(self, raw: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -96,7 +117,7 @@ class ArgumentChecker:
                 become the declared types; every problem is listed with its path.
         """
         value = self._decode(raw)
-        if not self._validator.is_valid(value):
+        if not self._is_valid(value):
             value = self._recover(value)
         if self._pass_dict:
             return value
@@ -111,10 +132,12 @@ class ArgumentChecker:
                 value = _DECODER.decode(raw)
             except json.JSONDecodeError as exc:
                 raise ArgumentJSONError(self._tool_name, _json_problem(raw, exc), exc.pos) from exc
-            except ValueError as exc:
-                pos = raw.find(str(exc))
-                problem = f"{exc} is not allowed in JSON at char {pos}: {_excerpt(raw, pos)}"
+            except _NotJSONNumber as exc:
+                pos = max(0, raw.find(str(exc)))
+                problem = f"{exc} is not a finite JSON number at char {pos}: {_excerpt(raw, pos)}"
                 raise ArgumentJSONError(self._tool_name, problem, pos) from exc
+            except ValueError as exc:  # e.g. an integer of more than 4300 digits
+                raise ArgumentJSONError(self._tool_name, str(exc), 0) from exc
         if not isinstance(value, dict):
             if isinstance(value, Mapping):
                 value = dict(value)
@@ -134,10 +157,16 @@ class ArgumentChecker:
         return typing.cast("dict[str, Any]", value)
 
     def _recover(self, value: dict[str, Any]) -> dict[str, Any]:
-        stripped = _drop_optional_nulls(self._schema, self._schema, value)
-        if stripped is not value and self._validator.is_valid(stripped):
-            return typing.cast("dict[str, Any]", stripped)
-        self._fail(_schema_problems(self._validator, stripped))
+        try:
+            if self._is_valid is not self._validator.is_valid and self._validator.is_valid(value):
+                return value  # jsonschema has the last word
+            stripped = _drop_optional_nulls(self._schema, self._schema, value)
+            if stripped is not value and self._validator.is_valid(stripped):
+                return typing.cast("dict[str, Any]", stripped)
+            problems = _schema_problems(self._validator, stripped)
+        except Exception as exc:  # jsonschema itself fails, e.g. 10**400 against multipleOf 0.1
+            problems = [f"$: the arguments could not be checked ({type(exc).__name__}: {exc})"]
+        self._fail(problems)
 
     def _structure(self, value: dict[str, Any]) -> dict[str, Any]:
         hooks = self._hooks if self._hooks is not None else self._build_hooks()
@@ -270,6 +299,14 @@ def short_repr(value: Any, limit: int = 80) -> str:
         if len(text) > limit:
             text = _REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fast_check(schema: dict[str, Any], validator: Validator) -> Callable[[Any], bool]:
+    """The fast yes/no check of `_fastcheck`, or jsonschema's own when it cannot compile it."""
+    from toolfold.toolkit._fastcheck import compile_check
+
+    check = compile_check(schema, _format_checker().conforms)
+    return validator.is_valid if check is None else check
 
 
 def _is_plain(tp: Any) -> bool:
