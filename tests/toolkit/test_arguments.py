@@ -24,7 +24,8 @@ from toolfold import (
     register_type_hooks,
     tool,
 )
-from toolfold.toolkit._arguments import ArgumentChecker, format_path
+from toolfold.toolkit._arguments import ArgumentChecker
+from toolfold.toolkit._problems import format_path
 from toolfold.toolkit._schema import schema_for_type
 
 

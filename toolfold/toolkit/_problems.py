@@ -1,0 +1,260 @@
+"""Error lines for tool arguments: JSON paths, short values, clear messages.
+
+Every problem becomes ``<path>: <message>``, with paths like ``$``, ``$.a.b``,
+``$.items[2].name`` and ``$["odd key"]``, sorted by path (indexes in numeric
+order). jsonschema's errors and cattrs' structuring errors are both translated
+here, so a model reads the same kind of line whichever step refused its
+arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import reprlib
+import typing
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+
+__all__ = [
+    "Problem",
+    "excerpt",
+    "format_path",
+    "json_kind",
+    "json_problem",
+    "render",
+    "schema_problems",
+    "short_repr",
+    "structure_problems",
+    "type_name",
+]
+
+Problem = tuple[tuple[Any, ...], str]
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def format_path(path: Iterable[Any]) -> str:
+    """Render a JSON path: ``$``, ``$.a.b``, ``$.items[2].name``, ``$["odd key"]``."""
+    parts = ["$"]
+    for p in path:
+        if isinstance(p, int):
+            parts.append(f"[{p}]")
+        elif _IDENTIFIER.fullmatch(str(p)):
+            parts.append(f".{p}")
+        else:
+            parts.append(f"[{json.dumps(str(p), ensure_ascii=False)}]")
+    return "".join(parts)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 60
+_REPR.maxother = 60
+_REPR.maxlist = _REPR.maxdict = _REPR.maxtuple = 6
+_REPR.maxlevel = 3
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """A repr of ``value`` short enough for an error line."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        text = _REPR.repr(value)
+    else:
+        text = repr(value)
+        if len(text) > limit:
+            text = _REPR.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- JSON decoding ------------------------------------------------------
+
+
+def excerpt(text: str, pos: int, width: int = 30) -> str:
+    start, end = max(0, pos - width), min(len(text), pos + width)
+    before = ("..." if start else "") + text[start:pos]
+    after = text[pos:end] + ("..." if end < len(text) else "")
+    return _visible(before) + ">>>" + _visible(after)
+
+
+def _visible(text: str) -> str:
+    # Only line breaks and tabs are escaped: the excerpt must stay one line.
+    return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
+def json_problem(text: str, exc: json.JSONDecodeError) -> str:
+    return (
+        f"{exc.msg} at line {exc.lineno}, column {exc.colno} (char {exc.pos}): "
+        f"{excerpt(text, exc.pos)}"
+    )
+
+
+def json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else type(value).__name__
+
+
+# -- schema problems -------------------------------------------------------------
+
+
+def _sort_key(path: Any) -> tuple[tuple[int, int, str], ...]:
+    return tuple((1, p, "") if isinstance(p, int) else (0, 0, str(p)) for p in path)
+
+
+def schema_problems(validator: Validator, value: Any) -> list[str]:
+    problems: list[Problem] = []
+    for error in validator.iter_errors(value):
+        problems.extend(_problems(error))
+    return render(problems)
+
+
+def render(problems: list[Problem]) -> list[str]:
+    problems.sort(key=lambda p: (_sort_key(p[0]), p[1]))
+    lines = [f"{format_path(path)}: {message}" for path, message in problems]
+    return list(dict.fromkeys(lines))  # one line per distinct problem, order kept
+
+
+def _problems(error: ValidationError) -> list[Problem]:
+    path = tuple(error.absolute_path)
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        return _union_problems(error, path)
+    return [(path, _message(error))]
+
+
+def _message(error: ValidationError) -> str:
+    kind, instance = error.validator, error.instance
+    spec: Any = error.validator_value
+    if kind == "type":
+        expected = [spec] if isinstance(spec, str) else list(spec)
+        return f"{short_repr(instance)} is not of type {', '.join(map(repr, expected))}"
+    if kind == "enum":
+        return f"{short_repr(instance)} is not one of {short_repr(spec, 200)}"
+    if kind == "format":
+        cause = f": {error.cause}" if error.cause is not None and str(error.cause) else ""
+        return f"{short_repr(instance)} is not a valid {spec}{cause}"
+    if kind == "const":
+        return f"{short_repr(spec)} was expected, got {short_repr(instance)}"
+    if kind == "additionalProperties" and isinstance(error.schema, Mapping):
+        allowed = sorted(error.schema.get("properties", ()))
+        extra = (
+            sorted(k for k in instance if k not in allowed) if isinstance(instance, dict) else []
+        )
+        if extra:
+            noun = "property" if len(extra) == 1 else "properties"
+            hint = f"; allowed: {', '.join(map(repr, allowed))}" if allowed else ""
+            return f"unexpected {noun} {', '.join(map(repr, extra))}{hint}"
+    message = error.message
+    return message if len(message) <= 300 else message[:297] + "..."
+
+
+def _union_problems(error: ValidationError, path: tuple[Any, ...]) -> list[Problem]:
+    """Explain an anyOf/oneOf failure by the alternatives the value could have meant."""
+    context = error.context or []
+    branches: dict[Any, list[ValidationError]] = {}
+    for e in context:
+        branches.setdefault(e.schema_path[0] if e.schema_path else None, []).append(e)
+    # A branch whose type the value does not even have is not what the model meant.
+    meant = [
+        errs
+        for errs in branches.values()
+        if not any(e.validator == "type" and not e.relative_path for e in errs)
+    ]
+    if len(meant) == 1:
+        out: list[Problem] = []
+        for e in meant[0]:
+            out.extend(_problems(e))
+        return out
+    if not meant:
+        expected: list[str] = []
+        for errs in branches.values():
+            for e in errs:
+                if e.validator == "type" and not e.relative_path:
+                    spec: Any = e.validator_value
+                    expected.extend([spec] if isinstance(spec, str) else spec)
+        names = ", ".join(repr(t) for t in dict.fromkeys(expected))
+        return [(path, f"{short_repr(error.instance)} is not of type {names}")]
+    from jsonschema.exceptions import best_match
+
+    head = f"{short_repr(error.instance)} does not match any of the allowed shapes"
+    best = best_match([e for errs in meant for e in errs])
+    if best is None:
+        return [(path, head)]
+    best_path = tuple(best.absolute_path)
+    where = "" if best_path == path else f"{format_path(best_path)}: "
+    return [(path, f"{head}; closest: {where}{_message(best)}")]
+
+
+# -- structuring problems --------------------------------------------------------
+
+
+def structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> list[Problem]:
+    from cattrs.errors import (
+        ClassValidationError,
+        ForbiddenExtraKeysError,
+        IterableValidationError,
+    )
+
+    from toolfold.toolkit._converter import UnionStructureError
+
+    if isinstance(exc, IterableValidationError):
+        out: list[Problem] = []
+        with_notes, without = exc.group_exceptions()
+        for sub, note in with_notes:
+            out.extend(structure_problems(sub, (*path, note.index), note.type))
+        for sub in without:
+            out.extend(structure_problems(sub, path, None))
+        return out
+    if isinstance(exc, ClassValidationError):
+        found: list[Problem] = []
+        by_field, unnamed = exc.group_exceptions()
+        for sub, field in by_field:
+            if type(sub) is KeyError:  # said of the object, as jsonschema does
+                found.append((path, f"{field.name!r} is a required property"))
+            else:
+                found.extend(structure_problems(sub, (*path, field.name), field.type))
+        for sub in unnamed:
+            found.extend(structure_problems(sub, path, exc.cl))
+        return found
+    if isinstance(exc, ForbiddenExtraKeysError):
+        extra = ", ".join(repr(k) for k in sorted(exc.extra_fields))
+        return [(path, f"unexpected properties {extra}")]
+    if isinstance(exc, UnionStructureError):
+        tried = "; ".join(
+            f"as {type_name(arm)}: {_leaf_message(sub, arm)}" for arm, sub in exc.errors
+        )
+        return [(path, f"{exc}" + (f" ({tried})" if tried else ""))]
+    if isinstance(exc, KeyError):
+        return [
+            (
+                path,
+                f"missing required property {exc.args[0]!r}"
+                if exc.args
+                else "missing required property",
+            )
+        ]
+    return [(path, _leaf_message(exc, tp))]
+
+
+def _leaf_message(exc: BaseException, tp: Any) -> str:
+    if isinstance(exc, (ValueError, TypeError)) and tp is not None:
+        return f"cannot convert to {type_name(tp)}: {exc}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    if tp is type(None):
+        return "null"
+    if isinstance(tp, type):
+        return tp.__name__
+    return repr(tp).replace("typing.", "")
