@@ -37,7 +37,6 @@ from toolfold.toolkit._nulls import drop_optional_nulls
 from toolfold.toolkit._problems import (
     Problem,
     excerpt,
-    format_path,
     json_kind,
     json_problem,
     render,
