@@ -10,10 +10,12 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal, NamedTuple, TypedDict
+from typing import Annotated, Any, Literal, NamedTuple, NewType, TypedDict
 
 import attrs
 import pytest
+from typing_extensions import NotRequired
+from typing_extensions import TypedDict as TypedDictX
 
 from toolfold import (
     ArgumentJSONError,
@@ -55,6 +57,14 @@ class Point(NamedTuple):
 
 class Options(TypedDict):
     verbose: bool
+
+
+class Query(TypedDictX):
+    text: str
+    page: NotRequired[int]
+
+
+UserId = NewType("UserId", int)
 
 
 @dataclasses.dataclass
@@ -667,3 +677,45 @@ def test_tool_builds_its_checker_once(monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(5):
         assert add.validate_arguments({"a": i, "b": 1}) == {"a": i, "b": 1}
     assert len(calls) == 1
+
+
+def test_explicit_schema_tools_get_a_copy_of_a_passed_dict() -> None:
+    """The dict handed to an explicit-schema function is not the caller's own."""
+    raw = {"query": "x"}
+    result = explicit().check(raw)
+    assert result == raw
+    assert result is not raw
+
+
+def test_more_annotation_forms_structure() -> None:
+    """Literal of enum members, NewType, Any and a TypedDict with NotRequired keys."""
+    check = checker(
+        pick=Literal[Category.A, Category.B],
+        user=UserId,
+        blob=Any,
+        query=Query,
+        mixed=list[int | str],
+    )
+    result = check.check(
+        {"pick": "B", "user": 7, "blob": {"x": [1]}, "query": {"text": "t"}, "mixed": [1, "a"]}
+    )
+    assert result == {
+        "pick": Category.B,
+        "user": 7,
+        "blob": {"x": [1]},
+        "query": {"text": "t"},
+        "mixed": [1, "a"],
+    }
+    assert result["pick"] is Category.B
+
+
+def test_typeddict_problems_have_paths_and_not_required_keys_stay_optional() -> None:
+    """A TypedDict's missing, wrong and extra keys are reported; NotRequired keys may be absent."""
+    schema = {"type": "object", "properties": {"query": {"type": "object"}}}
+    check = ArgumentChecker("t", schema, {"query": Query}, False)
+    assert check.check({"query": {"text": "a", "page": 2}}) == {"query": {"text": "a", "page": 2}}
+    assert problems(check, {"query": {"page": "x", "zz": 1}}) == (
+        "$.query: 'text' is a required property",
+        "$.query: unexpected property 'zz'",
+        "$.query.page: cannot convert to int: invalid literal for int() with base 10: 'x'",
+    )

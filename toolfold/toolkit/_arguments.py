@@ -131,7 +131,7 @@ class ArgumentChecker:
         if not self._is_valid(value):
             value = self._recover(value)
         if self._pass_dict:
-            return value
+            return dict(value) if value is raw else value  # never hand back the caller's dict
         return self._structure(value)
 
     def _decode(self, raw: str | Mapping[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from typing import Any, Literal, Union
 import attrs
 import cattrs
 from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstructure_factory
+from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 
@@ -310,6 +311,62 @@ def _literal_factory(tp: Any) -> Callable[[Any, Any], Any]:
     return structure
 
 
+def _is_typeddict(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__required_keys__")
+
+
+_QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
+
+
+def _typeddict_factory(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """Structure a TypedDict, reading Required/NotRequired from the resolved hints.
+
+    With string annotations (``from __future__ import annotations``) a TypedDict
+    cannot see ``NotRequired`` when the class is made, so ``__required_keys__``
+    (which cattrs trusts) calls every key required; the schema does not.
+    """
+    fields: dict[str, tuple[Any, bool]] = {}
+    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+        required = name in cls.__required_keys__
+        while getattr(typing.get_origin(hint), "_name", None) in _QUALIFIERS:
+            qualifier = typing.get_origin(hint)._name
+            required = {"Required": True, "NotRequired": False}.get(qualifier, required)
+            hint = typing.get_args(hint)[0]
+        fields[name] = (hint, required)
+    hooks: dict[str, Callable[[Any, Any], Any]] = {}
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"expected an object, got {type(value).__name__}")
+        if not hooks:  # looked up late: a field may refer back to cls
+            hooks.update((n, converter.get_structure_hook(t)) for n, (t, _r) in fields.items())
+        out: dict[str, Any] = {}
+        errors: list[Exception] = []
+        for name, (tp, required) in fields.items():
+            if name not in value:
+                if required:
+                    errors.append(_noted(KeyError(name), name, tp))
+                continue
+            try:
+                out[name] = hooks[name](value[name], tp)
+            except Exception as exc:
+                errors.append(_noted(exc, name, tp))
+        extra = set(value) - set(fields)
+        if extra:
+            errors.append(ForbiddenExtraKeysError("", cls, extra))
+        if errors:
+            raise ClassValidationError(f"While structuring {cls.__name__}", errors, cls)
+        return out
+
+    return structure
+
+
+def _noted(exc: Exception, name: str, tp: Any) -> Exception:
+    note = AttributeValidationNote(f"Structuring typeddict @ attribute {name}", name, tp)
+    exc.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
+    return exc
+
+
 def _is_enum(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, Enum)
 
@@ -369,6 +426,7 @@ def get_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(is_namedtuple, _namedtuple_structure)
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
     conv.register_structure_hook_factory(_is_union, _union_factory)
+    conv.register_structure_hook_factory(_is_typeddict, _typeddict_factory)
     _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above
     return conv
 

@@ -226,7 +226,8 @@ def structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> li
         return found
     if isinstance(exc, ForbiddenExtraKeysError):
         extra = ", ".join(repr(k) for k in sorted(exc.extra_fields))
-        return [(path, f"unexpected properties {extra}")]
+        noun = "property" if len(exc.extra_fields) == 1 else "properties"
+        return [(path, f"unexpected {noun} {extra}")]
     if isinstance(exc, UnionStructureError):
         tried = "; ".join(
             f"as {type_name(arm)}: {_leaf_message(sub, arm)}" for arm, sub in exc.errors
