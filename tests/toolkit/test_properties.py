@@ -134,10 +134,13 @@ def _attrs_class(children: list[Typed]) -> Typed:
     return Typed(cls, st.builds(cls, **{n: c.values for n, c in fields}), False)
 
 
-def _typed_dict(children: list[Typed]) -> Typed:
+def _typed_dict(children: list[Typed], total: bool) -> Typed:
     fields = _fields(children)
-    cls = TypedDict(f"TD{next(_names)}", {n: c.tp for n, c in fields})  # type: ignore[operator]
-    return Typed(cls, st.fixed_dictionaries({n: c.values for n, c in fields}), False)
+    cls = TypedDict(f"TD{next(_names)}", {n: c.tp for n, c in fields}, total=total)  # type: ignore[operator]
+    values = {n: c.values for n, c in fields}
+    if total:
+        return Typed(cls, st.fixed_dictionaries(values), False)
+    return Typed(cls, st.fixed_dictionaries({}, optional=values), False)
 
 
 def _named_tuple(children: list[Typed]) -> Typed:
@@ -180,7 +183,7 @@ def _extend(children: st.SearchStrategy[Typed]) -> st.SearchStrategy[Typed]:
         children.flatmap(unary),
         several.map(_dataclass),
         several.map(_attrs_class),
-        several.map(_typed_dict),
+        st.builds(_typed_dict, several, st.booleans()),
         several.map(_named_tuple),
         pair.map(
             lambda p: Typed(
@@ -348,8 +351,8 @@ def conforms(value: Any, tp: Any) -> bool:
         hints = typing.get_type_hints(tp, include_extras=True)
         return (
             type(value) is dict
-            and value.keys() == hints.keys()
-            and all(conforms(value[k], hints[k]) for k in hints)
+            and tp.__required_keys__ <= value.keys() <= hints.keys()
+            and all(conforms(value[k], hints[k]) for k in value)
         )
     if not isinstance(value, tp):
         return False
