@@ -163,3 +163,23 @@ def test_tool_format_result_uses_the_same_rules() -> None:
 
     assert when.format_result(when()) == '"2024-01-02"'
     assert when.format_result("plain") == "plain"
+
+
+class FakeModel:
+    """Stands in for a pydantic v2 model (pydantic is not a dependency)."""
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        assert mode == "json"
+        return {"id": 1, "at": "2024-01-01T00:00:00"}
+
+
+def test_models_with_model_dump_are_dumped() -> None:
+    """pydantic-style models are written with their own JSON dump, alone or nested."""
+    assert format_result(FakeModel()) == '{"id":1,"at":"2024-01-01T00:00:00"}'
+    assert format_result([FakeModel()]) == '[{"id":1,"at":"2024-01-01T00:00:00"}]'
+
+
+def test_an_unknown_object_alone_is_sent_as_its_text() -> None:
+    """An object with no JSON form returned on its own is its str(), not a quoted string."""
+    assert format_result(Opaque()) == "opaque thing"
+    assert format_result(dt.timedelta(hours=1)) == "1:00:00"

@@ -9,6 +9,9 @@
   text; ``UUID``, ``Decimal`` and paths become their text; ``None`` is
   ``null``.
 - ``bytes`` become text when they are UTF-8, else base64 text.
+- Objects with a ``model_dump`` method (pydantic v2 models) are written as
+  ``model_dump(mode="json")`` gives them, wherever they are.
+- Any other object returned on its own is sent as its ``str()`` text.
 - Nothing here raises. A value JSON cannot hold (an arbitrary object inside a
   list, say) is written as its ``str()`` text in its place; ``NaN`` and the
   infinities, which JSON lacks, are written as the strings ``"NaN"``,
@@ -51,6 +54,13 @@ def format_result(value: Any) -> str:
             from toolfold.toolkit._converter import get_converter
 
             data = get_converter().unstructure(value)
+            if data is value and not isinstance(value, _JSON_CONTAINERS):
+                # cattrs knows no rule for it: a model (pydantic) dumps itself;
+                # anything else reads best as its own text, not a quoted string.
+                dumped = _model_dump(value)
+                if dumped is _NOTHING:
+                    return str(value)
+                data = dumped
         return _dumps(data)
     except Exception:
         return _fallback(value)
@@ -74,6 +84,18 @@ def _dumps(data: Any) -> str:
         )
 
 
+_JSON_CONTAINERS = (dict, list, tuple, str, int, float)  # and their subclasses (str enums)
+_NOTHING: Any = object()
+
+
+def _model_dump(obj: Any) -> Any:
+    """What ``obj.model_dump(mode="json")`` gives (pydantic v2 models), else _NOTHING."""
+    dump = getattr(obj, "model_dump", None)
+    if not callable(dump) or isinstance(obj, type):
+        return _NOTHING
+    return dump(mode="json")
+
+
 def _default(obj: Any) -> Any:
     """Stand in for anything json cannot write, after cattrs left it as is."""
     if isinstance(obj, (bytes, bytearray, memoryview)):
@@ -84,7 +106,8 @@ def _default(obj: Any) -> Any:
             return base64.b64encode(raw).decode("ascii")
     if isinstance(obj, (set, frozenset)):
         return list(obj)
-    return str(obj)
+    dumped = _model_dump(obj)
+    return str(obj) if dumped is _NOTHING else dumped
 
 
 def _replace_nonfinite(data: Any) -> Any:
