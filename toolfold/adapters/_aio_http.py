@@ -215,7 +215,9 @@ class _Connection(asyncio.Protocol):
     def _close_transport(self) -> None:
         self.closed = True
         if self.transport is not None:
-            self.transport.close()
+            # abort, not close: a TLS close() waits (up to 30 s) for the peer's
+            # close_notify, and a loop that ends first leaks the socket.
+            self.transport.abort()
 
 
 class LeanClient:
@@ -301,6 +303,7 @@ class LeanClient:
             conn._close_transport()
         self._counted.clear()
         # Let the transports' close callbacks run on this loop before it ends.
+        await asyncio.sleep(0)
         await asyncio.sleep(0)
 
     async def __aenter__(self) -> LeanClient:

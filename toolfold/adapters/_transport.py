@@ -24,7 +24,7 @@ import logging
 import random as _random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import httpx
 
@@ -42,9 +42,11 @@ from toolfold.adapters._http_errors import (
     status_error,
     transport_error,
 )
+from toolfold.adapters._json import dumps
 from toolfold.adapters._keys import Secret, redact
 from toolfold.adapters._retry import RetryPolicy, Timeouts
 from toolfold.adapters._sse import LineDecoder, SSEDecoder, SSEEvent
+from toolfold.adapters._streaming import BytesDecoder, aiter_items, iter_items
 
 __all__ = ["ErrorParser", "Transport", "USER_AGENT"]
 
@@ -54,24 +56,6 @@ _log = logging.getLogger("toolfold.http")
 
 ErrorParser = Callable[[int, str, Mapping[str, str]], ErrorInfo]
 """Reads a provider's error body: ``(status, body_text, headers) -> ErrorInfo``."""
-
-_T = TypeVar("_T")
-
-
-class _Decoder(Protocol[_T]):
-    def feed(self, chunk: bytes) -> list[_T]: ...
-
-    def close(self) -> list[_T]: ...
-
-
-class _BytesDecoder:
-    __slots__ = ()
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        return [chunk] if chunk else []
-
-    def close(self) -> list[bytes]:
-        return []
 
 
 class _Unset:
@@ -195,7 +179,7 @@ class Transport:
                 `ServerError`, `ConnectionError`, `TimeoutError`.
         """
         url = self.url(path)
-        content = _dumps(body)
+        content = dumps(body)
         merged = self._merge(self._headers, headers)
         total = self.timeouts.total if self.timeouts else None
         if total is None:
@@ -215,7 +199,7 @@ class Transport:
     ) -> Any:
         """Blocking `post_json`."""
         url = self.url(path)
-        content = _dumps(body)
+        content = dumps(body)
         merged = self._merge(self._headers, headers)
         total = self.timeouts.total if self.timeouts else None
         deadline = None if total is None else self._clock() + total
@@ -238,37 +222,37 @@ class Transport:
                 call ran past the total timeout.
             ProviderError: As `post_json`, before the stream starts.
         """
-        return self._aiter(path, body, headers, SSEDecoder(), sse=True)
+        return aiter_items(self, path, body, headers, SSEDecoder(), sse=True)
 
     def stream_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> Iterator[SSEEvent]:
         """Blocking `stream`."""
-        return self._iter(path, body, headers, SSEDecoder(), sse=True)
+        return iter_items(self, path, body, headers, SSEDecoder(), sse=True)
 
     def stream_lines(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> AsyncIterator[str]:
         """Like `stream`, for newline-delimited JSON: yields each non-empty line."""
-        return self._aiter(path, body, headers, LineDecoder(), sse=False)
+        return aiter_items(self, path, body, headers, LineDecoder(), sse=False)
 
     def stream_lines_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> Iterator[str]:
         """Blocking `stream_lines`."""
-        return self._iter(path, body, headers, LineDecoder(), sse=False)
+        return iter_items(self, path, body, headers, LineDecoder(), sse=False)
 
     def stream_bytes(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> AsyncIterator[bytes]:
         """Like `stream`, yielding the decoded body bytes as they arrive (for custom formats)."""
-        return self._aiter(path, body, headers, _BytesDecoder(), sse=False)
+        return aiter_items(self, path, body, headers, BytesDecoder(), sse=False)
 
     def stream_bytes_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> Iterator[bytes]:
         """Blocking `stream_bytes`."""
-        return self._iter(path, body, headers, _BytesDecoder(), sse=False)
+        return iter_items(self, path, body, headers, BytesDecoder(), sse=False)
 
     async def aclose(self) -> None:
         """Close the clients this transport made (injected clients stay open)."""
@@ -486,99 +470,6 @@ class Transport:
 
     # --- internals: streaming ----------------------------------------------
 
-    async def _aiter(
-        self,
-        path: str,
-        body: Any,
-        headers: Mapping[str, str] | None,
-        decoder: _Decoder[_T],
-        *,
-        sse: bool,
-    ) -> AsyncIterator[_T]:
-        url = self.url(path)
-        content = _dumps(body)
-        merged = self._merge(self._stream_headers if sse else self._headers, headers)
-        total = self.timeouts.total if self.timeouts else None
-        deadline = None if total is None else self._clock() + total
-        if deadline is None:
-            response = await self._send(url, content, merged, True, None)
-        else:
-            try:
-                response = await asyncio.wait_for(
-                    self._send(url, content, merged, True, deadline), total
-                )
-            except asyncio.TimeoutError as exc:
-                raise self._total_timeout(url) from exc
-        try:
-            chunks = response.aiter_bytes()
-            while True:
-                try:
-                    if deadline is None:
-                        chunk = await chunks.__anext__()
-                    else:
-                        chunk = await asyncio.wait_for(
-                            chunks.__anext__(), max(deadline - self._clock(), 0.0)
-                        )
-                except StopAsyncIteration:
-                    break
-                except asyncio.TimeoutError as exc:
-                    if deadline is not None and self._clock() >= deadline:
-                        raise self._total_timeout(url) from exc
-                    raise self._stream_failure(exc, url) from exc
-                except Exception as exc:
-                    if not is_client_error(exc):
-                        raise
-                    raise self._stream_failure(exc, url) from exc
-                for item in decoder.feed(chunk):
-                    if sse and self._inband_errors:
-                        self._check_inband(item)
-                    yield item
-            for item in decoder.close():
-                if sse and self._inband_errors:
-                    self._check_inband(item)
-                yield item
-        finally:
-            await response.aclose()
-
-    def _iter(
-        self,
-        path: str,
-        body: Any,
-        headers: Mapping[str, str] | None,
-        decoder: _Decoder[_T],
-        *,
-        sse: bool,
-    ) -> Iterator[_T]:
-        url = self.url(path)
-        content = _dumps(body)
-        merged = self._merge(self._stream_headers if sse else self._headers, headers)
-        total = self.timeouts.total if self.timeouts else None
-        deadline = None if total is None else self._clock() + total
-        response = self._send_sync(url, content, merged, True, deadline)
-        try:
-            chunks = response.iter_bytes()
-            while True:
-                try:
-                    chunk = next(chunks)
-                except StopIteration:
-                    break
-                except Exception as exc:
-                    if not is_client_error(exc):
-                        raise
-                    raise self._stream_failure(exc, url) from exc
-                if deadline is not None and self._clock() >= deadline:
-                    raise self._total_timeout(url)
-                for item in decoder.feed(chunk):
-                    if sse and self._inband_errors:
-                        self._check_inband(item)
-                    yield item
-            for item in decoder.close():
-                if sse and self._inband_errors:
-                    self._check_inband(item)
-                yield item
-        finally:
-            response.close()
-
     def _stream_failure(self, exc: BaseException, url: str) -> ProviderError:
         return self._scrubbed(transport_error(self.provider, exc, url, streaming=True))
 
@@ -634,10 +525,6 @@ class Transport:
             error.args = (self._scrub(str(error.args[0])), *error.args[1:])
             error.body = self._scrub(error.body)
         return error
-
-
-def _dumps(body: Any) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _is_async_client(client: Any) -> bool:
