@@ -17,6 +17,7 @@ and anything a declared type holds unstructures into an instance that validates:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import re
@@ -211,17 +212,44 @@ def _is_union(tp: Any) -> bool:
     return origin is Union or origin is types.UnionType
 
 
+def _object_keys(tp: Any) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(required, allowed) keys of a class structured from an object, else None."""
+    if typing.get_origin(tp) is typing.Annotated:
+        return _object_keys(typing.get_args(tp)[0])
+    if not isinstance(tp, type):
+        return None
+    if attrs.has(tp):
+        fields = [a for a in attrs.fields(tp) if a.init]
+        required = [a.name for a in fields if a.default is attrs.NOTHING]
+        return frozenset(required), frozenset(a.name for a in fields)
+    if dataclasses.is_dataclass(tp):
+        dfields = [f for f in dataclasses.fields(tp) if f.init]
+        missing = dataclasses.MISSING
+        required = [
+            f.name for f in dfields if f.default is missing and f.default_factory is missing
+        ]
+        return frozenset(required), frozenset(f.name for f in dfields)
+    if _is_typeddict(tp):
+        found = _typeddict_fields(tp)
+        return frozenset(n for n, (_t, r) in found.items() if r), frozenset(found)
+    if is_namedtuple(tp):
+        nt: Any = tp
+        return frozenset(nt._fields) - frozenset(nt._field_defaults), frozenset(nt._fields)
+    return None
+
+
 def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     arms = typing.get_args(tp)
     optional = type(None) in arms
     others = [a for a in arms if a is not type(None)]
     # Hooks are looked up on first call, not here: a recursive type would recurse.
-    plan: list[tuple[Any, str, frozenset[str], Callable[[Any, Any], Any]]] = []
+    plan: list[_Arm] = []
 
     def build() -> None:
         for arm in others:
             primary, kinds = _kinds(arm)
-            plan.append((arm, primary, kinds, converter.get_structure_hook(arm)))
+            keys = _object_keys(arm) if "object" in kinds else None
+            plan.append((arm, primary, kinds, keys, converter.get_structure_hook(arm)))
 
     def structure(value: Any, _: Any) -> Any:
         if value is None and optional:
@@ -229,15 +257,21 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         if not plan:
             build()
         if len(plan) == 1:
-            arm, _p, _k, hook = plan[0]
+            arm, _p, _k, _keys, hook = plan[0]
             return hook(value, arm)
         kind = _value_kind(value)
         # JSON Schema counts 3.0 as an integer, so an int alternative may take it.
         also = "integer" if kind == "number" and float(value).is_integer() else kind
         exact = [p for p in plan if p[1] == kind]
         loose = [p for p in plan if p[1] != kind and (kind in p[2] or also in p[2])]
+        candidates = exact + loose
+        if kind == "object":
+            # Classes whose fields fit the keys first: no exception on the happy path.
+            present = value.keys()
+            fits = [p for p in candidates if p[3] is None or p[3][0] <= present <= p[3][1]]
+            candidates = fits + [p for p in candidates if p not in fits]
         errors: list[tuple[Any, Exception]] = []
-        for arm, _p, _k, hook in exact + loose:
+        for arm, _p, _k, _keys, hook in candidates:
             try:
                 return hook(value, arm)
             except Exception as exc:
@@ -248,6 +282,15 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         raise UnionStructureError(f"expected one of {names}, got {kind}", tp, errors)
 
     return structure
+
+
+_Arm = tuple[
+    Any,
+    str,
+    frozenset[str],
+    "tuple[frozenset[str], frozenset[str]] | None",
+    Callable[[Any, Any], Any],
+]
 
 
 def _type_name(tp: Any) -> str:
@@ -318,13 +361,8 @@ def _is_typeddict(tp: Any) -> bool:
 _QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
 
 
-def _typeddict_factory(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    """Structure a TypedDict, reading Required/NotRequired from the resolved hints.
-
-    With string annotations (``from __future__ import annotations``) a TypedDict
-    cannot see ``NotRequired`` when the class is made, so ``__required_keys__``
-    (which cattrs trusts) calls every key required; the schema does not.
-    """
+def _typeddict_fields(cls: Any) -> dict[str, tuple[Any, bool]]:
+    """Field name -> (type without Required/NotRequired/ReadOnly, required?)."""
     fields: dict[str, tuple[Any, bool]] = {}
     for name, hint in typing.get_type_hints(cls, include_extras=True).items():
         required = name in cls.__required_keys__
@@ -333,6 +371,17 @@ def _typeddict_factory(cls: Any, converter: cattrs.Converter) -> Callable[[Any, 
             required = {"Required": True, "NotRequired": False}.get(qualifier, required)
             hint = typing.get_args(hint)[0]
         fields[name] = (hint, required)
+    return fields
+
+
+def _typeddict_factory(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """Structure a TypedDict, reading Required/NotRequired from the resolved hints.
+
+    With string annotations (``from __future__ import annotations``) a TypedDict
+    cannot see ``NotRequired`` when the class is made, so ``__required_keys__``
+    (which cattrs trusts) calls every key required; the schema does not.
+    """
+    fields = _typeddict_fields(cls)
     hooks: dict[str, Callable[[Any, Any], Any]] = {}
 
     def structure(value: Any, _: Any) -> Any:
