@@ -111,6 +111,17 @@ def _key(value: Any) -> Any:
     raise _Unsupported(type(value).__name__)
 
 
+def _any(checks: list[Check]) -> Check:
+    # Loops, not any() over a generator: this runs for every Optional value.
+    def check(v: Any) -> bool:
+        for c in checks:  # noqa: SIM110
+            if c(v):
+                return True
+        return False
+
+    return check
+
+
 def _all(checks: list[Check]) -> Check:
     if not checks:
         return _always
@@ -161,7 +172,7 @@ class _Compiler:
         preds = [_TYPES[n] for n in names]
         if len(preds) == 1:
             return preds[0]
-        return lambda v: any(p(v) for p in preds)
+        return _any(preds)
 
     def enum(self, spec: Any, _: Any) -> Check:
         keys = frozenset(_key(v) for v in spec)
@@ -279,8 +290,7 @@ class _Compiler:
         return lambda v: conforms(v, spec)
 
     def any_of(self, spec: Any, _: Any) -> Check:
-        checks = [self.node(s) for s in spec]
-        return lambda v: any(c(v) for c in checks)
+        return _any([self.node(s) for s in spec])
 
     def one_of(self, spec: Any, _: Any) -> Check:
         checks = [self.node(s) for s in spec]
