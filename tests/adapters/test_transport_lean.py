@@ -400,3 +400,90 @@ def test_untrusted_certificate_is_refused(
     with pytest.raises(ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
         call()
     transport.close()
+
+
+class _FakeTransport(asyncio.Transport):
+    """Records what the connection does to its transport."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[bytes] = []
+        self.aborted = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written.append(bytes(data))
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def close(self) -> None:
+        self.aborted = True
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+HEAD_AND_FIRST_CHUNK = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"
+
+
+@pytest.mark.parametrize("arrives", [True, False])
+def test_async_abandoned_stream_is_drained_to_keep_the_connection(
+    monkeypatch: pytest.MonkeyPatch, arrives: bool
+) -> None:
+    """A caller that stops reading early (at [DONE]) leaves the body to finish in the background:
+    the connection goes back to the pool when it ends, or is dropped when it does not come."""
+    from toolfold.adapters import _aio_http
+
+    monkeypatch.setattr(_aio_http, "_DRAIN_SECONDS", 0.0)
+
+    async def run() -> tuple[bool, bool]:
+        client = LeanClient()
+        conn = _aio_http._Connection(client, ("http", "h", 80))
+        transport = _FakeTransport()
+        conn.connection_made(transport)
+        client._counted.add(conn)
+        conn.send(LeanRequest("POST", "http://h/x", b"{}", {}, TIMEOUT), None)
+        conn.data_received(HEAD_AND_FIRST_CHUNK)
+        response = _aio_http.LeanResponse(conn, *await conn.head())
+        assert await conn.next_piece() == b"hello"
+        await response.aclose()
+        assert not transport.aborted
+        if arrives:
+            conn.data_received(b"0\r\n\r\n")
+        await asyncio.sleep(0)  # the (zero) drain limit fires
+        await asyncio.sleep(0)
+        return conn in client._idle.get(("http", "h", 80), []), transport.aborted
+
+    pooled, aborted = asyncio.run(run())
+    assert pooled is arrives
+    assert aborted is not arrives
+
+
+@pytest.mark.parametrize("arrived", [True, False])
+def test_sync_abandoned_stream_keeps_the_connection_if_the_end_is_there(arrived: bool) -> None:
+    """The blocking client reads what already arrived of an abandoned body, without waiting."""
+    import socket
+
+    from toolfold.adapters import _sync_http
+
+    ours, theirs = socket.socketpair()
+    with theirs:
+        client = LeanSyncClient()
+        conn = _sync_http._SyncConnection(client, ("http", "h", 80), ours)
+        client._open.add(conn)
+        conn.send(LeanRequest("POST", "http://h/x", b"{}", {}, TIMEOUT), TIMEOUT)
+        theirs.sendall(HEAD_AND_FIRST_CHUNK)
+        response = _sync_http.LeanSyncResponse(conn, *conn.head())
+        assert conn.next_piece() == b"hello"
+        if arrived:
+            theirs.sendall(b"0\r\n\r\n")
+        response.close()
+        assert (conn in client._idle.get(("http", "h", 80), [])) is arrived
+        assert conn.closed is not arrived
+        client.close()

@@ -30,6 +30,7 @@ from toolfold.adapters._http11 import BodyDecoder, LeanRequest, ResponseParser, 
 __all__ = ["LeanClient", "LeanRequest", "LeanResponse"]
 
 _HIGH_WATER = 256 * 1024  # pause reading a stream the caller does not keep up with
+_DRAIN_SECONDS = 2.0  # how long the rest of an abandoned body may take to arrive
 
 
 class LeanResponse:
@@ -103,6 +104,7 @@ class _Connection(asyncio.Protocol):
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
+        self._drain: asyncio.TimerHandle | None = None
 
     # --- asyncio callbacks ---------------------------------------------------
 
@@ -118,6 +120,12 @@ class _Connection(asyncio.Protocol):
         except httpx.RemoteProtocolError as exc:
             self._fail(exc)
             self._close_transport()
+            self._end_drain()
+            return
+        if self._drain is not None:
+            parser.pieces.clear()
+            if parser.done:
+                self._end_drain()
             return
         if parser.head is not None:
             self._wake()
@@ -132,6 +140,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._drain is not None:
+            self._end_drain()
+            return
         if not self.busy:
             return
         try:
@@ -206,11 +217,43 @@ class _Connection(asyncio.Protocol):
     def release(self) -> None:
         """The response is finished with: keep the connection if it can serve another."""
         self.busy = False
+        parser = self.parser
+        if parser.reusable and not self.closed:
+            self.pool._give_back(self)
+        elif (
+            not self.closed
+            and self._error is None
+            and parser.head is not None
+            and parser.keep_alive
+            and not parser.done
+        ):
+            # The caller stopped early (a codec breaks at [DONE], before the
+            # chunked terminator arrives): let the rest of the body run out in
+            # the background and keep the connection, rather than pay a new
+            # TCP and TLS handshake on the next step.
+            parser.pieces.clear()
+            if self._paused and self.transport is not None:
+                self._paused = False
+                self.transport.resume_reading()
+            self._drain = self.loop.call_later(_DRAIN_SECONDS, self._drain_expired)
+        else:
+            self._close_transport()
+            self.pool._forget(self)
+
+    def _end_drain(self) -> None:
+        handle, self._drain = self._drain, None
+        if handle is None:
+            return
+        handle.cancel()
         if self.parser.reusable and not self.closed:
             self.pool._give_back(self)
         else:
             self._close_transport()
             self.pool._forget(self)
+
+    def _drain_expired(self) -> None:
+        self._close_transport()
+        self._end_drain()
 
     def _close_transport(self) -> None:
         self.closed = True

@@ -149,11 +149,42 @@ class _SyncConnection:
         return False
 
     def release(self) -> None:
+        if not self.parser.reusable and not self.closed:
+            self._drain()
         if self.parser.reusable and not self.closed:
             self.pool._give_back(self)
         else:
             self.close()
             self.pool._forget(self)
+
+    def _drain(self) -> None:
+        # The caller stopped early (a codec breaks at [DONE]): the rest of the
+        # body (often just the chunked terminator) may already be here. Read
+        # what has arrived, without waiting, to keep the connection.
+        parser = self.parser
+        if parser.head is None or parser.done or not parser.keep_alive:
+            return
+        parser.pieces.clear()
+        self.sock.setblocking(False)
+        if self._read_available():
+            self.sock.setblocking(True)
+        else:
+            self.close()
+
+    def _read_available(self) -> bool:
+        parser = self.parser
+        try:
+            for _ in range(16):
+                data = self.sock.recv(65536)
+                if not data:
+                    return False
+                parser.feed(data)
+                parser.pieces.clear()
+                if parser.done:
+                    return True
+        except (OSError, httpx.RemoteProtocolError):
+            pass  # nothing more has arrived yet (or the connection broke)
+        return False
 
     def close(self) -> None:
         if not self.closed:
