@@ -88,8 +88,7 @@ def checker(required: Sequence[str] | None = None, **params: Any) -> ArgumentChe
     properties: dict[str, Any] = {}
     defs: dict[str, Any] = {}
     for name, tp in params.items():
-        # schema_for_type(Path) fails on 3.13 (pathlib moved to pathlib._local); told H1a
-        schema = {"type": "string", "format": "path"} if tp is Path else schema_for_type(tp)
+        schema = schema_for_type(tp)
         defs.update(schema.pop("$defs", {}))
         properties[name] = schema
     schema_out: dict[str, Any] = {

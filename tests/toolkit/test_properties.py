@@ -29,7 +29,7 @@ import attrs
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from toolfold import Field, ToolDefinitionError
+from toolfold import Field
 from toolfold.toolkit._arguments import ArgumentChecker
 from toolfold.toolkit._converter import _kinds
 from toolfold.toolkit._results import format_result
@@ -84,16 +84,6 @@ _TREES = st.recursive(
 )
 
 
-def _derivable(tp: Any) -> bool:
-    from toolfold.toolkit._schema import schema_for_type
-
-    try:
-        schema_for_type(tp)
-    except ToolDefinitionError:
-        return False
-    return True
-
-
 _LEAVES = [
     Typed(str, st.text(max_size=8), True),
     Typed(int, st.integers(), True),
@@ -110,10 +100,8 @@ _LEAVES = [
     Typed(Annotated[int, Field(ge=0, le=100)], st.integers(0, 100), True),
     Typed(Annotated[str, Field(min_length=1, max_length=5)], st.text(min_size=1, max_size=5), True),
     Typed(int | float, st.integers() | _FINITE, True),
+    Typed(Path, st.text(alphabet="ab/.", max_size=6).map(Path), True),
 ]
-# pathlib.Path has no schema rule on 3.13 yet (its module became pathlib._local).
-if _derivable(Path):
-    _LEAVES.append(Typed(Path, st.text(alphabet="ab/.", max_size=6).map(Path), True))
 
 _names = itertools.count()
 
