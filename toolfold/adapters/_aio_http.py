@@ -48,7 +48,18 @@ class LeanResponse:
 
     async def aread(self) -> bytes:
         """Read the rest of the body (again: the body read before)."""
-        if self._conn is None:
+        conn = self._conn
+        if conn is None:
+            return self.content
+        if not self._decoder.active:
+            # The common case, without an async generator per response.
+            pieces = []
+            try:
+                while (piece := await conn.next_piece()) is not None:
+                    pieces.append(piece)
+            finally:
+                self._release()
+            self.content = b"".join(pieces)
             return self.content
         self.content = b"".join([piece async for piece in self.aiter_bytes()])
         return self.content

@@ -37,28 +37,40 @@ class LeanRequest:
         headers: Mapping[str, str],
         timeout: httpx.Timeout,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {parts.scheme!r} in {url!r}")
-        if not parts.hostname:
-            raise httpx.InvalidURL(f"no host in URL {url!r}")
         self.method = method
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise httpx.InvalidURL(f"invalid port in URL {url!r}") from exc
-        self.port = port or (443 if parts.scheme == "https" else 80)
-        self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.content = content
         self.headers = headers
         self.timeout = timeout
+        known = _URLS.get(url)
+        if known is None:
+            known = _split(url)
+            if len(_URLS) < 1024:  # bounded: URLs with ever-changing queries stay out
+                _URLS[url] = known
+        self.scheme, self.host, self.port, self.target = known
 
     @property
     def key(self) -> tuple[str, str, int]:
         """The pool key: scheme, host, port."""
         return (self.scheme, self.host, self.port)
+
+
+# A transport posts to a handful of URLs: parse each once.
+_URLS: dict[str, tuple[str, str, int, str]] = {}
+
+
+def _split(url: str) -> tuple[str, str, int, str]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"unsupported URL scheme {parts.scheme!r} in {url!r}")
+    if not parts.hostname:
+        raise httpx.InvalidURL(f"no host in URL {url!r}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise httpx.InvalidURL(f"invalid port in URL {url!r}") from exc
+    port = port or (443 if parts.scheme == "https" else 80)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts.scheme, parts.hostname, port, target
 
 
 def encode_request(request: LeanRequest) -> bytes:
