@@ -73,6 +73,7 @@ def short_repr(value: Any, limit: int = 80) -> str:
 
 
 def excerpt(text: str, pos: int, width: int = 30) -> str:
+    """Up to ``width`` characters either side of ``pos``, ``>>>`` marking the spot, on one line."""
     start, end = max(0, pos - width), min(len(text), pos + width)
     before = ("..." if start else "") + text[start:pos]
     after = text[pos:end] + ("..." if end < len(text) else "")
@@ -85,6 +86,7 @@ def _visible(text: str) -> str:
 
 
 def json_problem(text: str, exc: json.JSONDecodeError) -> str:
+    """The line for malformed JSON: json's message, line, column, offset and an excerpt."""
     return (
         f"{exc.msg} at line {exc.lineno}, column {exc.colno} (char {exc.pos}): "
         f"{excerpt(text, exc.pos)}"
@@ -92,6 +94,7 @@ def json_problem(text: str, exc: json.JSONDecodeError) -> str:
 
 
 def json_kind(value: Any) -> str:
+    """The JSON name of a decoded value's kind (``"array"``, ``"null"``, ...)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -111,6 +114,7 @@ def _sort_key(path: Any) -> tuple[tuple[int, int, str], ...]:
 
 
 def schema_problems(validator: Validator, value: Any) -> list[str]:
+    """Every way ``value`` breaks the validator's schema, one sorted line each."""
     problems: list[Problem] = []
     for error in validator.iter_errors(value):
         problems.extend(_problems(error))
@@ -118,6 +122,7 @@ def schema_problems(validator: Validator, value: Any) -> list[str]:
 
 
 def render(problems: list[Problem]) -> list[str]:
+    """``<path>: <message>`` lines, sorted by path (indexes numerically), without repeats."""
     problems.sort(key=lambda p: (_sort_key(p[0]), p[1]))
     lines = [f"{format_path(path)}: {message}" for path, message in problems]
     return list(dict.fromkeys(lines))  # one line per distinct problem, order kept
@@ -197,6 +202,7 @@ def _union_problems(error: ValidationError, path: tuple[Any, ...]) -> list[Probl
 
 
 def structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> list[Problem]:
+    """Walk a cattrs error (with detailed validation) into problems at JSON paths."""
     from cattrs.errors import (
         ClassValidationError,
         ForbiddenExtraKeysError,
@@ -252,6 +258,7 @@ def _leaf_message(exc: BaseException, tp: Any) -> str:
 
 
 def type_name(tp: Any) -> str:
+    """A short name for a type in messages (``int``, ``Filters``, ``list[str]``)."""
     if typing.get_origin(tp) is typing.Annotated:
         tp = typing.get_args(tp)[0]
     if tp is type(None):
