@@ -528,3 +528,65 @@ def test_policy_and_timeouts_are_normalised() -> None:
     assert transport.url("/chat") == "http://h/v1/chat"
     assert Transport("p", "http://h", retry=None).retry.max_retries == 0
     assert Transport("p", "http://h", timeout=None).timeouts == Timeouts.of(None)
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def test_cut_stream_in_a_run_keeps_the_state_and_resumes(http_server: ScriptedServer) -> None:
+    """A stream cut in step 2 raises StreamError carrying the run's state; resuming it continues
+    from step 2 without running step 1's tool again."""
+    import toolfold
+
+    executed: list[int] = []
+
+    @toolfold.tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers.
+
+        Args:
+            a: The first.
+            b: The second.
+        """
+        executed.append(a)
+        return a + b
+
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    http_server.add(
+        Reply(
+            chunks=sse(
+                _chunk({"role": "assistant", "tool_calls": [{**call, "function": {"name": "add", "arguments": ""}}]}),
+                _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 2, "b": 3}'}}]}),
+                _chunk({}, "tool_calls"),
+                "[DONE]",
+            )
+        ),
+        Reply(chunks=[*sse(_chunk({"role": "assistant", "content": "The sum"})), Cut()]),
+    )  # fmt: skip
+    model = toolfold.model("openai:m", base_url=f"{http_server.url}/v1", api_key="sk-x", retry=0)
+    agent = toolfold.Agent(model, tools=[add], max_steps=5)
+    seen: list[Any] = []
+    with pytest.raises(StreamError) as caught:
+        seen.extend(agent.stream("add 2 and 3"))
+    state = caught.value.state  # type: ignore[attr-defined]
+    assert executed == [2]
+    assert any(getattr(e, "text", None) == "The sum" for e in seen)
+
+    http_server.add(Reply(json={
+        "id": "c2",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "The sum is 5."}, "finish_reason": "stop"}],
+    }))  # fmt: skip
+    response = toolfold.resume(state, model=model, tools=[add])
+    assert response.text == "The sum is 5."
+    assert executed == [2]  # step 1's tool did not run again
+    resent = http_server.requests[-1].json()["messages"]
+    assert [m["role"] for m in resent][-2:] == ["assistant", "tool"]
+    assert resent[-1]["content"] == "5"

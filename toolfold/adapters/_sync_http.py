@@ -15,6 +15,7 @@ import socket
 import ssl
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -189,6 +190,7 @@ class _SyncConnection:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            self.pool._sockets.discard(self.sock)
             self.sock.close()
 
 
@@ -216,6 +218,10 @@ class LeanSyncClient:
         self._ssl = ssl_context
         self._idle: dict[tuple[str, str, int], list[_SyncConnection]] = {}
         self._open: set[object] = set()  # connections, and slots being opened
+        # Sockets still open, closed quietly if the client is dropped unclosed
+        # (a model made from a string is rarely closed by its user).
+        self._sockets: set[socket.socket] = set()
+        weakref.finalize(self, _close_sockets, self._sockets)
         self._lock = threading.Condition()
         self.is_closed = False
 
@@ -316,6 +322,7 @@ class LeanSyncClient:
         with self._lock:
             self._open.discard(placeholder)
             self._open.add(conn)
+            self._sockets.add(conn.sock)
         return conn
 
     def _connect(self, request: LeanRequest) -> socket.socket:
@@ -358,3 +365,9 @@ class LeanSyncClient:
 
 class _Slot:
     """Holds a place in the pool while a connection is being opened."""
+
+
+def _close_sockets(sockets: set[socket.socket]) -> None:
+    for sock in list(sockets):
+        sock.close()
+    sockets.clear()
