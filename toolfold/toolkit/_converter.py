@@ -243,19 +243,21 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
     optional = type(None) in arms
     others = [a for a in arms if a is not type(None)]
     # Hooks are looked up on first call, not here: a recursive type would recurse.
-    plan: list[_Arm] = []
+    built: list[list[_Arm]] = []
 
-    def build() -> None:
+    def build() -> list[_Arm]:
+        plan = []
         for arm in others:
             primary, kinds = _kinds(arm)
             keys = _object_keys(arm) if "object" in kinds else None
             plan.append((arm, primary, kinds, keys, converter.get_structure_hook(arm)))
+        built.append(plan)  # whole or not at all; racing threads build equal plans
+        return plan
 
     def structure(value: Any, _: Any) -> Any:
         if value is None and optional:
             return None
-        if not plan:
-            build()
+        plan = built[0] if built else build()
         if len(plan) == 1:
             arm, _p, _k, _keys, hook = plan[0]
             return hook(value, arm)
@@ -308,13 +310,14 @@ def _namedtuple_structure(cls: Any, converter: cattrs.Converter) -> Callable[[An
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = [(hints.get(name, Any), name) for name in cls._fields]
     least = len(fields) - len(cls._field_defaults)
-    hooks: list[Callable[[Any, Any], Any]] = []
+    built: list[list[Callable[[Any, Any], Any]]] = []
 
     def from_list(value: Any, _: Any) -> Any:
         if not least <= len(value) <= len(fields):
             raise ValueError(f"expected {least} to {len(fields)} items, got {len(value)}")
-        if not hooks:  # looked up late: the fields may refer back to cls
-            hooks.extend(converter.get_structure_hook(tp) for tp, _ in fields)
+        if not built:  # looked up late: the fields may refer back to cls
+            built.append([converter.get_structure_hook(tp) for tp, _ in fields])
+        hooks = built[0]
         return cls(*[hooks[i](v, fields[i][0]) for i, v in enumerate(value)])
 
     def structure(value: Any, tp: Any) -> Any:
@@ -382,13 +385,14 @@ def _typeddict_factory(cls: Any, converter: cattrs.Converter) -> Callable[[Any, 
     (which cattrs trusts) calls every key required; the schema does not.
     """
     fields = _typeddict_fields(cls)
-    hooks: dict[str, Callable[[Any, Any], Any]] = {}
+    built: list[dict[str, Callable[[Any, Any], Any]]] = []
 
     def structure(value: Any, _: Any) -> Any:
         if not isinstance(value, Mapping):
             raise TypeError(f"expected an object, got {type(value).__name__}")
-        if not hooks:  # looked up late: a field may refer back to cls
-            hooks.update((n, converter.get_structure_hook(t)) for n, (t, _r) in fields.items())
+        if not built:  # looked up late: a field may refer back to cls
+            built.append({n: converter.get_structure_hook(t) for n, (t, _r) in fields.items()})
+        hooks = built[0]
         out: dict[str, Any] = {}
         errors: list[Exception] = []
         for name, (tp, required) in fields.items():
