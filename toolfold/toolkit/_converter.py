@@ -153,7 +153,7 @@ _KINDS = {
     bool: ("boolean", frozenset({"boolean"})),
     int: ("integer", frozenset({"integer"})),
     float: ("number", frozenset({"number", "integer"})),
-    Decimal: ("number", frozenset({"number", "integer", "string"})),
+    Decimal: ("string", frozenset({"string", "number", "integer"})),  # text in schemas
     str: ("string", frozenset({"string"})),
 }
 _ALL_KINDS = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
