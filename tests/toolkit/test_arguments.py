@@ -503,17 +503,28 @@ def test_params_left_out_are_omitted_so_defaults_apply() -> None:
     assert check.check('{"query": "x"}') == {"query": "x"}
 
 
-def test_unions_prefer_the_alternative_of_the_values_json_kind() -> None:
-    """int|float keeps an integer an int, str|date keeps order, class unions pick the fitting class."""
+def test_unions_prefer_the_alternative_of_the_values_own_type() -> None:
+    """An int stays an int in float|int, a str a str in date|str; else the kind decides."""
     check = checker(
         a=float | int,
         b=int | float,
         c=dt.date | str,
+        f=dt.date | int,
         d=Cat | Dog,
         e=int | str,
+        g=Decimal | int,
     )
-    result = check.check({"a": 3, "b": 2.5, "c": "2024-01-02", "d": {"barks": 2}, "e": "x"})
-    assert result == {"a": 3, "b": 2.5, "c": dt.date(2024, 1, 2), "d": Dog(2), "e": "x"}
+    raw = {"a": 3, "b": 2.5, "c": "2024-01-02", "f": "2024-01-02", "d": {"barks": 2}, "e": "x"}
+    result = check.check({**raw, "g": "0.10"})
+    assert result == {
+        "a": 3,
+        "b": 2.5,
+        "c": "2024-01-02",
+        "f": dt.date(2024, 1, 2),
+        "d": Dog(2),
+        "e": "x",
+        "g": Decimal("0.10"),
+    }
     assert type(result["a"]) is int
 
 

@@ -11,8 +11,10 @@ and anything a declared type holds unstructures into an instance that validates:
 - ``UUID`` / ``Path`` <-> text; ``Decimal`` <- text or number, -> text (exact);
 - ``Enum`` <-> its value; ``set`` / ``frozenset`` -> list;
 - ``NamedTuple`` <- an object (by field name) or an array, -> an object;
-- unions pick the alternative whose JSON kind fits the value (an integer
-  prefers ``int`` to ``float``), then the first one that structures.
+- unions try the alternative of the value's own type first (a string stays a
+  ``str`` in ``str | datetime``; an integer prefers ``int`` to ``float``), then
+  the others of its JSON kind, and keep the first that structures; objects go
+  to the class whose fields fit their keys.
 """
 
 from __future__ import annotations
@@ -264,7 +266,13 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         kind = _value_kind(value)
         # JSON Schema counts 3.0 as an integer, so an int alternative may take it.
         also = "integer" if kind == "number" and float(value).is_integer() else kind
+        # The alternative of exactly the value's own type first (a str stays a str
+        # in str | datetime, as in pydantic's smart mode), then the others of its
+        # JSON kind, then those that accept its kind too. typing treats
+        # Union[A, B] and Union[B, A] as one type, so the order cannot matter here.
+        same = type(value)
         exact = [p for p in plan if p[1] == kind]
+        exact.sort(key=lambda p: p[0] is not same)
         loose = [p for p in plan if p[1] != kind and (kind in p[2] or also in p[2])]
         candidates = exact + loose
         if kind == "object":
