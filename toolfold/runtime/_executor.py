@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
+from toolfold.runtime._handoff import hand_off
 from toolfold.runtime._messages import ToolCallPart, ToolResultPart
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -159,6 +160,11 @@ async def run_calls(
     """
     import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
 
+    if len(invocations) == 1:  # one call is always within the limit: no semaphore
+        prepared = _prepare(invocations[0])
+        if isinstance(prepared, ToolOutcome):
+            return (prepared,)
+        return (await _run_one(invocations[0], prepared),)
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
     async def one(inv: ToolJob) -> ToolOutcome:
@@ -168,8 +174,6 @@ async def run_calls(
         async with limit:
             return await _run_one(inv, prepared)
 
-    if len(invocations) == 1:
-        return (await one(invocations[0]),)
     tasks = [asyncio.ensure_future(one(inv)) for inv in invocations]
     try:
         return tuple(await asyncio.gather(*tasks))
@@ -188,28 +192,37 @@ async def _run_one(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     timeout = inv.tool.timeout
     try:
         if inv.tool.is_async:
-            work: Awaitable[Any] = inv.tool.invoke(arguments, inv.context)
+            # A task of its own, so the tool's context changes stay its own.
+            work: asyncio.Future[Any] = asyncio.ensure_future(
+                inv.tool.invoke(arguments, inv.context)
+            )
         else:
-            loop = asyncio.get_running_loop()
-            call = functools.partial(contextvars.copy_context().run, _call_sync, inv, arguments)
-            work = loop.run_in_executor(_pool(), call)
-        task = asyncio.ensure_future(work)
+            work = hand_off(_call_sync, inv, arguments)
     except Exception as exc:
         return _failed(inv, exc)
+    if timeout is None:
+        # Awaiting the future itself cancels it when the caller is cancelled,
+        # as asyncio.wait below does by hand: no waiter to build per call.
+        try:
+            value = await work
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:
+            return _failed(inv, exc)
+        return _finish(inv, value)
     try:
         # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
         # must read as a tool error, not as our timeout.
-        done, _ = await asyncio.wait({task}, timeout=timeout)
+        done, _ = await asyncio.wait({work}, timeout=timeout)
     except asyncio.CancelledError:
-        task.cancel()
+        work.cancel()
         raise
     if not done:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        assert timeout is not None
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
         return _timed_out(inv, timeout)
     try:
-        value = task.result()
+        value = work.result()
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:

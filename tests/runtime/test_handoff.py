@@ -1,0 +1,112 @@
+"""The worker-thread hand-off of sync tools: context, results, errors, cancellation, parallelism."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+
+import pytest
+
+from toolfold.runtime._handoff import MAX_WORKERS, hand_off
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+def test_runs_in_a_worker_thread_with_the_callers_context() -> None:
+    """The function runs off the loop's thread and reads the caller's context variables."""
+
+    def read() -> tuple[str, str]:
+        return threading.current_thread().name, VAR.get()
+
+    async def main() -> tuple[str, str]:
+        VAR.set("caller")
+        return await hand_off(read)
+
+    name, value = asyncio.run(main())
+    assert name != threading.current_thread().name
+    assert value == "caller"
+
+
+def test_context_changes_stay_with_the_call() -> None:
+    """What the function sets in its context does not leak to the caller."""
+
+    def write() -> str:
+        VAR.set("tool")
+        return VAR.get()
+
+    async def main() -> tuple[str, str]:
+        VAR.set("caller")
+        inside = await hand_off(write)
+        return inside, VAR.get()
+
+    assert asyncio.run(main()) == ("tool", "caller")
+
+
+def test_exceptions_reach_the_awaiting_task() -> None:
+    """An exception the function raises is raised by the await, StopIteration as RuntimeError."""
+
+    def fail(kind: type[Exception]) -> None:
+        raise kind("boom")
+
+    async def main() -> None:
+        with pytest.raises(ValueError, match="boom"):
+            await hand_off(fail, ValueError)
+        with pytest.raises(RuntimeError, match="StopIteration") as info:
+            await hand_off(fail, StopIteration)
+        assert isinstance(info.value.__cause__, StopIteration)
+
+    asyncio.run(main())
+
+
+def test_many_calls_settle_with_their_own_results() -> None:
+    """Calls finishing together each get their own result."""
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*[hand_off(pow, i, 2) for i in range(200)]))
+
+    assert asyncio.run(main()) == [i * i for i in range(200)]
+
+
+def test_blocking_calls_run_side_by_side() -> None:
+    """Several blocking calls run at once: each waits for all the others to start."""
+    count = 6
+    barrier = threading.Barrier(count, timeout=10)
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*[hand_off(barrier.wait) for _ in range(count)]))
+
+    assert sorted(asyncio.run(main())) == list(range(count))
+
+
+def test_a_call_cancelled_before_it_starts_never_runs() -> None:
+    """Cancelling a queued call means its function is never called."""
+    gate = threading.Event()
+    ran: list[str] = []
+    started = threading.Barrier(MAX_WORKERS + 1, timeout=10)
+
+    def hold() -> None:
+        started.wait()
+        gate.wait(10)
+
+    async def main() -> None:
+        holders = [hand_off(hold) for _ in range(MAX_WORKERS)]  # every worker busy
+        await asyncio.get_running_loop().run_in_executor(None, started.wait)
+        queued = hand_off(ran.append, "late")
+        queued.cancel()
+        gate.set()
+        await asyncio.gather(*holders)
+        await hand_off(ran.append, "after")
+
+    asyncio.run(main())
+    assert ran == ["after"]
+
+
+def test_works_across_successive_loops() -> None:
+    """A new event loop gets its results too (the workers outlive a loop)."""
+    for i in range(3):
+        assert asyncio.run(_square(i)) == i * i
+
+
+async def _square(i: int) -> int:
+    return int(await hand_off(pow, i, 2))

@@ -1,0 +1,165 @@
+"""Handing a sync tool call to a worker thread from the event loop, cheaply.
+
+`loop.run_in_executor` builds a `concurrent.futures.Future` (with its
+condition and lock), chains it to an asyncio future with callbacks both ways,
+and wakes the loop through its self-pipe once per finished call. Under load
+(a hundred runs on one loop, each calling a small sync tool) that bookkeeping
+and those wake-ups cost more than the tool. Here a call is one tuple on a
+queue, the worker thread resolves the asyncio future itself via the loop, and
+calls finishing together wake the loop once: whatever finished while the loop
+was busy is settled in one callback.
+
+Semantics are those of ``run_in_executor(pool, copy_context().run, ...)``:
+the function runs in a worker thread in a copy of the caller's context (so
+`RunContext` and context variables read as at the call, and what the tool
+sets stays its own); cancelling the future before a worker picks the call up
+means it never runs; a call already running cannot be interrupted and its
+result is dropped. Workers are daemon threads made on demand, at most
+`MAX_WORKERS`, so as many sync tools can block at once as with the shared pool.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import contextvars
+import os
+import queue
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
+
+MAX_WORKERS = 32
+
+_Job = tuple[
+    "_Inbox", "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]
+]
+
+
+class _Inbox:
+    """Finished calls of one event loop, settled on it in batches."""
+
+    __slots__ = ("__weakref__", "_armed", "_items", "_lock", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: collections.deque[tuple[asyncio.Future[Any], bool, Any]] = collections.deque()
+        self._lock = threading.Lock()
+        self._armed = False
+
+    def put(self, future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+        """Called from a worker: queue the result, wake the loop if it is not already due."""
+        with self._lock:
+            self._items.append((future, ok, value))
+            if self._armed:
+                return
+            self._armed = True
+        # A closed loop raises RuntimeError: nobody waits for these results then.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        with self._lock:
+            items = list(self._items)
+            self._items.clear()
+            self._armed = False
+        for future, ok, value in items:
+            if future.cancelled():
+                continue
+            if ok:
+                future.set_result(value)
+            elif isinstance(value, StopIteration):
+                # A future refuses StopIteration; without this the caller would wait forever.
+                error = RuntimeError(f"the tool raised StopIteration: {value}")
+                error.__cause__ = value
+                future.set_exception(error)
+            else:
+                future.set_exception(value)
+
+
+class _Workers:
+    """Daemon threads taking calls from one queue, made when none is idle."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._count = 0
+
+    def submit(self, job: _Job) -> None:
+        # An idle worker is reserved for this call (as ThreadPoolExecutor's
+        # idle semaphore does), so two calls never count on the same one.
+        spawn = False
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+            elif self._count < MAX_WORKERS:
+                self._count += 1
+                spawn = True
+        self._jobs.put(job)
+        if spawn:
+            threading.Thread(
+                target=self._work, name=f"toolfold-tool-{self._count}", daemon=True
+            ).start()
+
+    def _work(self) -> None:
+        jobs = self._jobs
+        while True:
+            inbox, future, context, function, args = jobs.get()
+            if not future.cancelled():
+                try:
+                    value = context.run(function, *args)
+                except (
+                    BaseException
+                ) as exc:  # delivered to the awaiting task, as run_in_executor does
+                    inbox.put(future, False, exc)
+                else:
+                    inbox.put(future, True, value)
+            del inbox, future, context, function, args
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS: _Workers | None = None
+_WORKERS_LOCK = threading.Lock()
+_INBOXES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
+
+
+def _workers() -> _Workers:
+    global _WORKERS
+    if _WORKERS is None:
+        with _WORKERS_LOCK:
+            if _WORKERS is None:
+                _WORKERS = _Workers()
+    return _WORKERS
+
+
+def _forget_workers() -> None:
+    # A forked child has none of the parent's threads.
+    global _WORKERS
+    _WORKERS = None
+    _INBOXES.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
+def hand_off(function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """Run ``function(*args)`` in a worker thread; a future of the running loop for its result.
+
+    Must be called from a coroutine (or callback) running on the loop.
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    inbox = _INBOXES.get(loop)
+    if inbox is None:
+        inbox = _INBOXES.setdefault(loop, _Inbox(loop))
+    future = loop.create_future()
+    _workers().submit((inbox, future, contextvars.copy_context(), function, args))
+    return future
