@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import statistics
 import subprocess
@@ -373,20 +374,21 @@ def _installed(name: str) -> bool:
     return True
 
 
-async def runs_per_second(
-    run_once: Callable[[], Awaitable[object]], runs: int, rounds: int
-) -> float:
-    await asyncio.gather(*[run_once() for _ in range(runs)])  # warm the pool
-    rates = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        await asyncio.gather(*[run_once() for _ in range(runs)])
-        rates.append(runs / (time.perf_counter() - start))
-    return max(rates)
+async def one_round(run_once: Callable[[], Awaitable[object]], runs: int) -> tuple[float, float]:
+    """Runs per second (wall clock) and client-process CPU seconds per run, for one round."""
+    cpu = time.process_time()
+    start = time.perf_counter()
+    await asyncio.gather(*[run_once() for _ in range(runs)])
+    wall = time.perf_counter() - start
+    return runs / wall, (time.process_time() - cpu) / runs
 
 
 def bench_concurrency(url: str, runs: int, rounds: int) -> None:
-    print(f"concurrency: {runs} concurrent 3-step runs (4 exchanges each), best of {rounds} rounds")
+    print(
+        f"concurrency: {runs} concurrent 3-step runs (4 exchanges each), best of {rounds} "
+        "rounds; the clients take turns each round, so they share the machine's load;\n"
+        "  CPU = the client process's CPU time per run, median of the rounds"
+    )
     target = f"{url}/chat/completions"
     factories: dict[str, PostFactory] = {
         "raw httpx.AsyncClient (default limits)": _httpx_factory,
@@ -396,19 +398,10 @@ def bench_concurrency(url: str, runs: int, rounds: int) -> None:
         factories["raw httpx2.AsyncClient"] = _httpx2_factory
     if _installed("aiohttp"):
         factories["raw aiohttp.ClientSession"] = _aiohttp_factory
-    results: dict[str, float] = {}
 
-    async def raw(factory: PostFactory) -> float:
-        post, close = await factory(target)
-        try:
-            return await runs_per_second(lambda: raw_loop_async(post, 3), runs, rounds)
-        finally:
-            await close()
-
-    for label, factory in factories.items():
-        results[label] = asyncio.run(raw(factory))
-
-    async def transport_only() -> float:
+    async def transport_factory(
+        target: str,
+    ) -> tuple[Callable[[bytes], Awaitable[bytes]], Any]:
         transport = Transport("openai", url, "sk-bench")
 
         async def post(content: bytes) -> bytes:
@@ -416,24 +409,45 @@ def bench_concurrency(url: str, runs: int, rounds: int) -> None:
                 await transport.post_json("chat/completions", json.loads(content))
             ).encode()
 
-        try:
-            return await runs_per_second(lambda: raw_loop_async(post, 3), runs, rounds)
-        finally:
-            await transport.aclose()
+        return post, transport.aclose
 
-    async def whole_loop() -> float:
-        model = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench")
-        return await runs_per_second(
-            lambda: toolfold.agenerate_text(model, "add things", tools=[add], max_steps=4),
-            runs,
-            rounds,
+    async def measure() -> dict[str, list[tuple[float, float]]]:
+        runners: dict[str, Callable[[], Awaitable[object]]] = {}
+        closers = []
+        for label, factory in factories.items():
+            post, close = await factory(target)
+            runners[label] = functools.partial(raw_loop_async, post, 3)
+            closers.append(close)
+        post, close = await transport_factory(target)
+        runners["toolfold Transport (hand-written loop)"] = functools.partial(
+            raw_loop_async, post, 3
         )
+        closers.append(close)
+        model = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench")
+        runners["toolfold.agenerate_text (whole loop)"] = lambda: toolfold.agenerate_text(
+            model, "add things", tools=[add], max_steps=4
+        )
+        samples: dict[str, list[tuple[float, float]]] = {label: [] for label in runners}
+        try:
+            for run_once in runners.values():
+                await one_round(run_once, runs)  # warm the pools
+            for _ in range(rounds):
+                for label, run_once in runners.items():
+                    samples[label].append(await one_round(run_once, runs))
+        finally:
+            for close in closers:
+                await close()
+        return samples
 
-    results["toolfold Transport (hand-written loop)"] = asyncio.run(transport_only())
-    results["toolfold.agenerate_text (whole loop)"] = asyncio.run(whole_loop())
+    samples = asyncio.run(measure())
+    results = {label: max(rate for rate, _ in pairs) for label, pairs in samples.items()}
     fastest_raw = max(v for k, v in results.items() if k.startswith("raw"))
     for label, rate in results.items():
-        print(f"  {label:44s} {rate:9.0f} runs/s   {rate / fastest_raw:5.2f}x fastest raw")
+        cpu = statistics.median(c for _, c in samples[label])
+        print(
+            f"  {label:44s} {rate:9.0f} runs/s   {rate / fastest_raw:5.2f}x fastest raw"
+            f"   CPU {cpu * 1e6:6.0f} us/run"
+        )
 
 
 def bench_latency(url: str, count: int) -> None:
