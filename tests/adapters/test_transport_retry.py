@@ -22,7 +22,23 @@ def test_defaults_match_the_official_sdks() -> None:
     policy = RetryPolicy()
     assert policy.max_retries == 2
     assert [policy.backoff(n, 0.0) for n in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
-    assert {408, 409, 429, 500, 502, 503, 504, 529} == DEFAULT_RETRY_STATUSES
+    assert {408, 409, 429} == DEFAULT_RETRY_STATUSES
+    assert policy.retry_server_errors
+
+
+@pytest.mark.parametrize("status", [500, 501, 502, 503, 504, 520, 524, 529, 599])
+def test_every_server_error_is_retried(status: int) -> None:
+    """Every 5xx is retried (Cloudflare's 520/524, 501...), unless server errors are switched off."""
+    assert RetryPolicy().status_delay(0, status, {}) == 0.5
+    assert RetryPolicy().should_retry_status(status, {})
+    off = RetryPolicy(retry_server_errors=False)
+    assert off.status_delay(0, status, {}) is None
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 499])
+def test_client_errors_are_not_retried_by_status(status: int) -> None:
+    """4xx other than 408/409/429 is never retried by status."""
+    assert RetryPolicy().status_delay(0, status, {}) is None
 
 
 @settings(max_examples=50)

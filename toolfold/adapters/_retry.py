@@ -1,8 +1,8 @@
 """Timeouts and the retry policy of the transport (plain data plus pure functions).
 
 The policy mirrors what the official OpenAI and Anthropic SDKs do, so a
-toolfold model behaves like the SDK a user knows: retry 408, 409, 429, 5xx and
-529 and lost connections, twice by default, waiting ``retry-after-ms``, else
+toolfold model behaves like the SDK a user knows: retry 408, 409, 429, every
+5xx (500-599, Cloudflare's 520-524 too) and lost connections, twice by default, waiting ``retry-after-ms``, else
 ``retry-after`` (seconds or an HTTP date), else the provider's own hint (Gemini's
 ``RetryInfo.retryDelay``), else an exponential backoff from 0.5 s to 8 s with
 jitter. ``x-should-retry: true|false`` overrides the status check. A server that
@@ -20,7 +20,9 @@ from typing import Any
 
 import attrs
 
-DEFAULT_RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+#: Statuses below 500 worth another attempt; every status >= 500 is retried too
+#: (``RetryPolicy.retry_server_errors``), as the OpenAI and Anthropic SDKs do.
+DEFAULT_RETRY_STATUSES = frozenset({408, 409, 429})
 
 
 def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -66,6 +68,7 @@ class RetryPolicy:
         max_delay: The largest backoff, in seconds.
         jitter: The share of each backoff that is random (0.25: 75-100 %).
         retry_statuses: HTTP statuses worth another attempt.
+        retry_server_errors: Also retry every status >= 500 (501, 520, 529...).
         max_retry_after: The longest server-requested wait that is honoured;
             a longer one makes the error go to the caller.
         retry_connection_errors: Retry when the connection failed or dropped
@@ -82,6 +85,7 @@ class RetryPolicy:
     retry_statuses: frozenset[int] = attrs.field(
         default=DEFAULT_RETRY_STATUSES, converter=frozenset
     )
+    retry_server_errors: bool = True
     max_retry_after: float = attrs.field(default=120.0, validator=_non_negative)
     retry_connection_errors: bool = True
     retry_timeouts: bool = True
@@ -93,7 +97,10 @@ class RetryPolicy:
             return True
         if hint == "false":
             return False
-        return status in self.retry_statuses
+        return self._retries_status(status)
+
+    def _retries_status(self, status: int) -> bool:
+        return status in self.retry_statuses or (self.retry_server_errors and status >= 500)
 
     def status_delay(
         self,
@@ -125,7 +132,7 @@ class RetryPolicy:
         elif retryable is not None:
             should = retryable
         else:
-            should = status in self.retry_statuses
+            should = self._retries_status(status)
         if not should:
             return None
         return self.delay(retry, headers, hint, random, now)

@@ -79,7 +79,7 @@ async def aiter_items(
                     raise t._total_timeout(url) from exc
                 raise t._stream_failure(exc, url) from exc
             except Exception as exc:
-                if not is_client_error(exc):
+                if not (t._foreign or is_client_error(exc)):
                     raise
                 raise t._stream_failure(exc, url) from exc
             for item in decoder.feed(chunk):
@@ -117,7 +117,7 @@ def iter_items(
             except StopIteration:
                 break
             except Exception as exc:
-                if not is_client_error(exc):
+                if not (t._foreign or is_client_error(exc)):
                     raise
                 raise t._stream_failure(exc, url) from exc
             if deadline is not None and t._clock() >= deadline:

@@ -22,13 +22,14 @@ import inspect
 import json
 import logging
 import random as _random
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import httpx
 
-from toolfold._errors import ConnectionError, ProviderError, TimeoutError
+from toolfold._errors import ConnectionError, ModelConfigError, ProviderError, TimeoutError
 from toolfold.adapters._clients import (
     close_when_loop_ends,
     default_async_client,
@@ -131,6 +132,9 @@ class Transport:
         self._owns_sync = self._sync_client is None
         self._owns_async = self._async_client is None
         injected = not (self._owns_sync and self._owns_async)
+        # An injected client may raise its own exception classes (or TypeError
+        # on an argument its API spells differently): all of them are mapped.
+        self._foreign = injected
         if timeout is _UNSET:
             self.timeouts: Timeouts | None = None if injected else Timeouts()
         else:
@@ -146,11 +150,15 @@ class Transport:
         self._sleep_sync = sleep_sync or time.sleep
         self._random = random or _random.random
         self._clock = clock or time.monotonic
+        # The key is not in these dicts: it is added at send time from the Secret,
+        # so neither vars(transport) nor a stored header dict ever shows it.
         self._headers = self._build_headers(headers or {})
         self._stream_headers = {**self._headers, "accept": "text/event-stream"}
-        self._httpx_timeout: Any = (
-            httpx.USE_CLIENT_DEFAULT if self.timeouts is None else _httpx_timeout(self.timeouts)
-        )
+        # Owned clients are made with these timeouts, so requests omit the
+        # argument; an injected client gets one of its own package's Timeout
+        # class (httpx2 refuses httpx.Timeout), or none to keep its defaults.
+        self._sync_timeout = self._timeout_kwargs(self._sync_client)
+        self._async_timeout = self._timeout_kwargs(self._async_client)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_closer: Any = None
 
@@ -306,15 +314,16 @@ class Transport:
         deadline: float | None,
     ) -> Any:
         client = await self._client_async()
+        headers = self._with_auth(headers)
         retry = 0
         while True:
             try:
                 request = client.build_request(
-                    "POST", url, content=content, headers=headers, timeout=self._httpx_timeout
+                    "POST", url, content=content, headers=headers, **self._async_timeout
                 )
                 response = await client.send(request, stream=stream)
             except Exception as exc:
-                if not is_client_error(exc):
+                if not (self._foreign or is_client_error(exc)):
                     raise
                 error = self._scrubbed(transport_error(self.provider, exc, url))
                 delay = self._exception_delay(retry, error, deadline)
@@ -328,7 +337,7 @@ class Transport:
                 try:
                     text = (await response.aread()).decode("utf-8", "replace")
                 except Exception as exc:
-                    if not is_client_error(exc):
+                    if not (self._foreign or is_client_error(exc)):
                         raise
                     text = ""
                 finally:
@@ -349,18 +358,19 @@ class Transport:
         deadline: float | None,
     ) -> Any:
         client = self._client_sync()
+        headers = self._with_auth(headers)
         retry = 0
         while True:
-            timeout = self._httpx_timeout
+            timeout = self._sync_timeout
             if deadline is not None:
-                timeout = self._capped_timeout(deadline, url)
+                timeout = {"timeout": self._capped_timeout(deadline, url, client)}
             try:
                 request = client.build_request(
-                    "POST", url, content=content, headers=headers, timeout=timeout
+                    "POST", url, content=content, headers=headers, **timeout
                 )
                 response = client.send(request, stream=stream)
             except Exception as exc:
-                if not is_client_error(exc):
+                if not (self._foreign or is_client_error(exc)):
                     raise
                 error = self._scrubbed(transport_error(self.provider, exc, url))
                 delay = self._exception_delay(retry, error, deadline)
@@ -374,7 +384,7 @@ class Transport:
                 try:
                     text = response.read().decode("utf-8", "replace")
                 except Exception as exc:
-                    if not is_client_error(exc):
+                    if not (self._foreign or is_client_error(exc)):
                         raise
                     text = ""
                 finally:
@@ -433,7 +443,7 @@ class Transport:
             return delay
         return delay if self._clock() + delay < deadline else None
 
-    def _capped_timeout(self, deadline: float, url: str) -> httpx.Timeout:
+    def _capped_timeout(self, deadline: float, url: str, client: Any) -> Any:
         remaining = deadline - self._clock()
         if remaining <= 0:
             raise self._total_timeout(url)
@@ -442,7 +452,7 @@ class Transport:
         def cap(value: float | None) -> float:
             return remaining if value is None else min(value, remaining)
 
-        return httpx.Timeout(
+        return _timeout_class(client)(
             connect=cap(t.connect), read=cap(t.read), write=cap(t.write), pool=cap(t.pool)
         )
 
@@ -459,13 +469,15 @@ class Transport:
             return json.loads(content)
         except ValueError as exc:
             text = self._scrub(content.decode("utf-8", "replace"))
-            raise ProviderError(
-                f"{self.provider} answered POST {url} with HTTP {response.status_code} "
-                f"but the body is not JSON: {text[:200]!r}",
-                provider=self.provider,
-                status_code=int(response.status_code),
-                body=text,
-                headers=response.headers,
+            raise self._scrubbed(
+                ProviderError(
+                    f"{self.provider} answered POST {url} with HTTP {response.status_code} "
+                    f"but the body is not JSON: {text[:200]!r}",
+                    provider=self.provider,
+                    status_code=int(response.status_code),
+                    body=text,
+                    headers=response.headers,
+                )
             ) from exc
 
     # --- internals: streaming ----------------------------------------------
@@ -487,6 +499,8 @@ class Transport:
         loop = asyncio.get_running_loop()
         if self._async_client is not None and self._loop is loop:
             return self._async_client
+        if not self._owns_sync:
+            raise _one_mode_only("an async", "httpx.AsyncClient", "async_http_client")
         # One client per event loop: connections belong to the loop that opened them.
         client = default_async_client(self._httpx_timeout_or_default())
         closer = close_when_loop_ends(client)
@@ -496,11 +510,18 @@ class Transport:
 
     def _client_sync(self) -> Any:
         if self._sync_client is None:
+            if not self._owns_async:
+                raise _one_mode_only("a blocking", "httpx.Client", "http_client")
             self._sync_client = default_sync_client(self._httpx_timeout_or_default())
         return self._sync_client
 
     def _httpx_timeout_or_default(self) -> httpx.Timeout:
         return _httpx_timeout(self.timeouts or Timeouts())
+
+    def _timeout_kwargs(self, client: Any) -> dict[str, Any]:
+        if client is None or self.timeouts is None:
+            return {}
+        return {"timeout": _timeout_class(client)(**_timeout_fields(self.timeouts))}
 
     def _build_headers(self, extra: Mapping[str, str]) -> dict[str, str]:
         headers = {
@@ -508,23 +529,26 @@ class Transport:
             "accept": "application/json",
             "user-agent": USER_AGENT,
         }
-        if self._key:
-            value = self._key.reveal()
-            headers[self._auth_header] = (
-                f"{self._auth_scheme} {value}" if self._auth_scheme else value
-            )
         for name, value in extra.items():
             headers[name.lower()] = value
         return headers
+
+    def _with_auth(self, headers: dict[str, str]) -> dict[str, str]:
+        # A header given by the user (headers= or per request) wins over the key.
+        if not self._key or self._auth_header in headers:
+            return headers
+        value = self._key.reveal()
+        return {
+            **headers,
+            self._auth_header: f"{self._auth_scheme} {value}" if self._auth_scheme else value,
+        }
 
     def _scrub(self, text: str) -> str:
         return redact(text, (self._key,))
 
     def _scrubbed(self, error: ProviderError) -> ProviderError:
-        if self._key and error.args:
-            error.args = (self._scrub(str(error.args[0])), *error.args[1:])
-            error.body = self._scrub(error.body)
-        return error
+        """``error`` with the key removed from its message, body, provider message and headers."""
+        return scrub_error(error, self._key)
 
 
 def _is_async_client(client: Any) -> bool:
@@ -534,3 +558,46 @@ def _is_async_client(client: Any) -> bool:
 
 def _httpx_timeout(t: Timeouts) -> httpx.Timeout:
     return httpx.Timeout(connect=t.connect, read=t.read, write=t.write, pool=t.pool)
+
+
+def _timeout_fields(t: Timeouts) -> dict[str, float | None]:
+    return {"connect": t.connect, "read": t.read, "write": t.write, "pool": t.pool}
+
+
+def _timeout_class(client: Any) -> Any:
+    """The ``Timeout`` class of the package ``client`` comes from (httpx2's for httpx2)."""
+    package = sys.modules.get(type(client).__module__.split(".")[0])
+    found = getattr(package, "Timeout", None)
+    return found if isinstance(found, type) else httpx.Timeout
+
+
+def _one_mode_only(mode: str, kind: str, option: str) -> ModelConfigError:
+    # Falling back to a client of toolfold's own would silently drop the
+    # injected client's proxy, certificates and headers.
+    return ModelConfigError(
+        f"{mode} call needs {mode.split()[0]} {kind} too: only a client for the other mode was "
+        f"injected; pass {option}=... as well (toolfold does not fall back to its own client, "
+        "which would drop your client's proxy, certificates and headers)"
+    )
+
+
+def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
+    """Remove ``key`` from every text a `ProviderError` carries (in place; returns it).
+
+    The message, ``body``, ``provider_message``, ``headers`` (a server may echo
+    the ``Authorization`` header) and, for Groq, ``failed_generation``.
+    """
+    if not key:
+        return error
+    secrets = (key,)
+    if error.args and isinstance(error.args[0], str):
+        error.args = (redact(error.args[0], secrets), *error.args[1:])
+    error.body = redact(error.body, secrets)
+    if error.provider_message:
+        error.provider_message = redact(error.provider_message, secrets)
+    if error.headers:
+        error.headers = {name: redact(value, secrets) for name, value in error.headers.items()}
+    failed = getattr(error, "failed_generation", None)
+    if isinstance(failed, str):
+        error.failed_generation = redact(failed, secrets)  # type: ignore[attr-defined]
+    return error

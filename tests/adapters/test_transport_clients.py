@@ -1,0 +1,338 @@
+"""The transport's scenarios through every kind of client: lean, injected httpx, injected httpx2.
+
+httpx2 has httpx's API but its own classes (its own ``Timeout``, its own
+exceptions), so an injected httpx2 client checks that the transport never
+hands a client another package's objects and maps that client's failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from scripted_http import Cut, Reply, ScriptedServer, sse
+
+from toolfold import (
+    AuthenticationError,
+    ConnectionError,
+    ModelConfigError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+    StreamError,
+    TimeoutError,
+)
+from toolfold.adapters._retry import Timeouts
+from toolfold.adapters._sse import SSEEvent
+from toolfold.adapters._transport import Transport
+
+KEY = "sk-test-key-0123456789"
+KINDS = ["lean", "httpx", "httpx2"]
+CASES = [
+    pytest.param(kind, mode, id=f"{kind}-{mode}") for kind in KINDS for mode in ("sync", "async")
+]
+INJECTED = [case for case in CASES if case.values[0] != "lean"]
+
+
+class Sleeps:
+    """Fake sleeps that record the waits instead of waiting."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def sleep(self, delay: float) -> None:
+        self.delays.append(delay)
+
+    def sleep_sync(self, delay: float) -> None:
+        self.delays.append(delay)
+
+
+def _client(kind: str, mode: str, options: dict[str, Any]) -> Any:
+    if kind == "lean":
+        return None
+    package: Any = httpx if kind == "httpx" else httpx2
+    return (package.Client if mode == "sync" else package.AsyncClient)(**options)
+
+
+def call(
+    server: ScriptedServer,
+    kind: str,
+    mode: str,
+    what: str = "post",
+    *,
+    sleeps: Sleeps | None = None,
+    client_options: dict[str, Any] | None = None,
+    seen: list[SSEEvent] | None = None,
+    on_event: Any = None,
+    **options: Any,
+) -> Any:
+    """POST (``what="post"``) or stream through a transport on that kind of client, then close."""
+    sleeps = sleeps or Sleeps()
+    seen = [] if seen is None else seen
+
+    def make(client: Any) -> Transport:
+        return Transport(
+            "openai",
+            f"{server.url}/v1",
+            KEY,
+            http_client=client,
+            sleep=sleeps.sleep,
+            sleep_sync=sleeps.sleep_sync,
+            random=lambda: 0.0,
+            **options,
+        )
+
+    def note(event: SSEEvent) -> None:
+        seen.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    if mode == "sync":
+        client = _client(kind, mode, client_options or {})
+        transport = make(client)
+        try:
+            if what == "post":
+                return transport.post_json_sync("chat/completions", {"model": "m"})
+            for event in transport.stream_sync("chat/completions", {"stream": True}):
+                note(event)
+            return seen
+        finally:
+            transport.close()
+            if client is not None:
+                client.close()
+
+    async def run() -> Any:
+        client = _client(kind, mode, client_options or {})
+        transport = make(client)
+        try:
+            if what == "post":
+                return await transport.post_json("chat/completions", {"model": "m"})
+            async for event in transport.stream("chat/completions", {"stream": True}):
+                note(event)
+            return seen
+        finally:
+            await transport.aclose()
+            if client is not None:
+                await client.aclose()
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def released() -> Iterator[list[threading.Event]]:
+    """Events the server may wait on; all are set at teardown so no server thread hangs."""
+    events: list[threading.Event] = []
+    yield events
+    for event in events:
+        event.set()
+
+
+def gate(released: list[threading.Event]) -> threading.Event:
+    event = threading.Event()
+    released.append(event)
+    return event
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_post_and_stream_succeed(
+    http_server: ScriptedServer, kind: str, mode: str, timeout: float | None
+) -> None:
+    """A JSON answer and a stream come back, with the key sent, with and without timeout=."""
+    options = {} if timeout is None else {"timeout": timeout}
+    http_server.add(Reply(json={"ok": 1}), Reply(chunks=sse({"i": 0}, "[DONE]")))
+    assert call(http_server, kind, mode, **options) == {"ok": 1}
+    events = call(http_server, kind, mode, "stream", **options)
+    assert [e.data for e in events] == ['{"i": 0}', "[DONE]"]
+    assert [r.headers["authorization"] for r in http_server.requests] == [f"Bearer {KEY}"] * 2
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_429_with_retry_after_then_success(
+    http_server: ScriptedServer, kind: str, mode: str
+) -> None:
+    """A 429 is retried after the server's retry-after, then the answer is returned."""
+    sleeps = Sleeps()
+    http_server.add(Reply(status=429, headers={"retry-after": "3"}), Reply(json={"ok": 1}))
+    assert call(http_server, kind, mode, sleeps=sleeps, timeout=5.0) == {"ok": 1}
+    assert sleeps.delays == [3.0]
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_server_errors_then_success(http_server: ScriptedServer, kind: str, mode: str) -> None:
+    """500, 501, 520 and 524 are all retried with exponential backoff; the fifth answer returns."""
+    sleeps = Sleeps()
+    http_server.add(*(Reply(status=s) for s in (500, 501, 520, 524)), Reply(json={"n": 5}))
+    assert call(http_server, kind, mode, sleeps=sleeps, retry=4) == {"n": 5}
+    assert sleeps.delays == [0.5, 1.0, 2.0, 4.0]
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_exhausted_server_errors_and_401_map(
+    http_server: ScriptedServer, kind: str, mode: str
+) -> None:
+    """A 503 after the retries is ServerError; a 401 is AuthenticationError with its message."""
+    http_server.add(Reply(status=503), Reply(status=503))
+    with pytest.raises(ServerError):
+        call(http_server, kind, mode, retry=1)
+    http_server.add(Reply(status=401, json={"error": {"message": "bad key"}}))
+    with pytest.raises(AuthenticationError, match="bad key") as caught:
+        call(http_server, kind, mode, timeout=5.0)
+    assert caught.value.status_code == 401
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_reset_is_retried_then_a_connection_error(
+    http_server: ScriptedServer, kind: str, mode: str
+) -> None:
+    """A reset before any answer is retried; without retries it is a ConnectionError."""
+    http_server.add(Reply(reset=True), Reply(json={"ok": 1}))
+    assert call(http_server, kind, mode) == {"ok": 1}
+    http_server.add(Reply(reset=True))
+    with pytest.raises(ConnectionError, match=r"openai at http://127\.0\.0\.1"):
+        call(http_server, kind, mode, retry=0, timeout=5.0)
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_read_timeout(
+    http_server: ScriptedServer, kind: str, mode: str, released: list[threading.Event]
+) -> None:
+    """A server that never answers is a TimeoutError after the read timeout."""
+    http_server.add(Reply(stall=gate(released)))
+    with pytest.raises(TimeoutError, match="timed out"):
+        call(http_server, kind, mode, retry=None, timeout=Timeouts(read=0.2))
+
+
+@pytest.mark.parametrize(("kind", "mode"), INJECTED)
+def test_injected_client_default_timeout_applies(
+    http_server: ScriptedServer, kind: str, mode: str, released: list[threading.Event]
+) -> None:
+    """Without timeout=, the injected client's own timeout is used (and maps to TimeoutError)."""
+    http_server.add(Reply(stall=gate(released)))
+    with pytest.raises(TimeoutError):
+        call(http_server, kind, mode, retry=None, client_options={"timeout": 0.2})
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_cut_stream_is_a_stream_error(http_server: ScriptedServer, kind: str, mode: str) -> None:
+    """A stream cut mid-body is a StreamError after the events that arrived; nothing is resent."""
+    http_server.add(Reply(chunks=[*sse({"i": 0}), b'data: {"i": 1', Cut()]))
+    seen: list[SSEEvent] = []
+    with pytest.raises(StreamError, match="cut"):
+        call(http_server, kind, mode, "stream", seen=seen, timeout=5.0)
+    assert [e.json() for e in seen] == [{"i": 0}]
+    assert len(http_server.requests) == 1
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_slow_stream_delivers_each_event_as_it_comes(
+    http_server: ScriptedServer, kind: str, mode: str, released: list[threading.Event]
+) -> None:
+    """Each event reaches the caller before the server sends the next one."""
+    gates = [gate(released) for _ in range(3)]
+    chunks: list[Any] = []
+    for number, event in enumerate(gates):
+        chunks.extend(sse({"i": number}))
+        chunks.append(event)
+    http_server.add(Reply(chunks=chunks))
+
+    def release(event: SSEEvent) -> None:
+        number = event.json()["i"]
+        assert not gates[number].is_set()  # nothing was buffered ahead of the caller
+        gates[number].set()
+
+    assert len(call(http_server, kind, mode, "stream", on_event=release)) == 3
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_stalled_stream_times_out(
+    http_server: ScriptedServer, kind: str, mode: str, released: list[threading.Event]
+) -> None:
+    """A stream that stalls after its first event is a TimeoutError, not a retry."""
+    http_server.add(Reply(chunks=[*sse({"i": 0}), gate(released)]))
+    seen: list[SSEEvent] = []
+    with pytest.raises(TimeoutError):
+        call(http_server, kind, mode, "stream", seen=seen, timeout=Timeouts(read=0.2))
+    assert len(seen) == 1
+    assert len(http_server.requests) == 1
+
+
+class _Boom(Exception):
+    """An exception class from no known HTTP package."""
+
+
+class _OddClient:
+    """A client with httpx's API that fails in its own way."""
+
+    def build_request(self, method: str, url: str, **kwargs: Any) -> Any:
+        return (method, url)
+
+    def send(self, request: Any, *, stream: bool = False) -> Any:
+        raise _Boom("socket layer gave up")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_foreign_clients_unknown_exception_is_mapped() -> None:
+    """Whatever an injected client raises reaches the caller as a ProviderError, chained."""
+    transport = Transport("openai", "http://127.0.0.1:9/v1", KEY, http_client=_OddClient())
+    with pytest.raises(ProviderError, match="socket layer gave up") as caught:
+        transport.post_json_sync("chat/completions", {})
+    assert isinstance(caught.value.__cause__, _Boom)
+
+
+@pytest.mark.parametrize("package", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_a_client_for_one_mode_refuses_the_other(http_server: ScriptedServer, package: Any) -> None:
+    """A sync client alone makes async calls fail clearly (and vice versa), never bypassed."""
+    with package.Client() as client:
+        transport = Transport("openai", http_server.url, KEY, http_client=client)
+        with pytest.raises(ModelConfigError, match="async_http_client="):
+            asyncio.run(transport.post_json("x", {}))
+
+    async def only_async() -> None:
+        async with package.AsyncClient() as client:
+            transport = Transport("openai", http_server.url, KEY, http_client=client)
+            with pytest.raises(ModelConfigError, match="http_client="):
+                transport.post_json_sync("x", {})
+
+    asyncio.run(only_async())
+    assert http_server.requests == []
+
+
+@pytest.mark.parametrize("package", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_a_pair_of_clients_serves_both_modes(http_server: ScriptedServer, package: Any) -> None:
+    """http_client= (sync) with async_http_client= carries each mode on the user's client."""
+    http_server.add(Reply(json={"sync": 1}), Reply(json={"async": 1}))
+    sync_client = package.Client(headers={"x-mine": "sync"})
+
+    async def run() -> Any:
+        async with package.AsyncClient(headers={"x-mine": "async"}) as async_client:
+            transport = Transport(
+                "openai",
+                http_server.url,
+                KEY,
+                http_client=sync_client,
+                async_http_client=async_client,
+            )
+            assert transport.post_json_sync("x", {}) == {"sync": 1}
+            return await transport.post_json("x", {})
+
+    try:
+        assert asyncio.run(run()) == {"async": 1}
+    finally:
+        sync_client.close()
+    assert [r.headers["x-mine"] for r in http_server.requests] == ["sync", "async"]
+
+
+def test_rate_limit_through_httpx2_keeps_retry_after(http_server: ScriptedServer) -> None:
+    """httpx2's headers are read like httpx's: retry_after reaches the RateLimitError."""
+    http_server.add(Reply(status=429, headers={"retry-after": "7"}))
+    with pytest.raises(RateLimitError) as caught:
+        call(http_server, "httpx2", "sync", retry=0)
+    assert caught.value.retry_after == 7.0
