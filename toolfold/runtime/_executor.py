@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
 from toolfold.runtime._handoff import hand_off
-from toolfold.runtime._messages import ToolCallPart, ToolResultPart
+from toolfold.runtime._messages import ToolCallPart, ToolResultPart, thaw
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -97,7 +97,9 @@ def _prepare(inv: ToolJob) -> ToolOutcome | dict[str, Any]:
         return _error(
             inv.call, f"Error: tool {inv.call.name!r} cannot be run here.", "unknown_tool"
         )
-    raw = inv.call.arguments if inv.call.arguments is not None else inv.call.arguments_text
+    stored = inv.call.arguments
+    # A copy of its own: what the tool does to its arguments never reaches the state.
+    raw = thaw(stored) if stored is not None else inv.call.arguments_text
     try:
         return tool.validate_arguments(raw)
     except ToolArgumentError as exc:

@@ -10,8 +10,81 @@ import attrs
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+def _read_only(self: Any, *args: Any, **kwargs: Any) -> Any:
+    raise TypeError(
+        f"{type(self).__name__} is read-only: a stored tool call cannot change "
+        "(copy it with dict(...) / list(...) first)"
+    )
+
+
+class FrozenDict(dict[str, Any]):
+    """A dict that refuses changes: decoded JSON objects inside a stored message.
+
+    A real dict underneath, so ``json.dumps``, JSON Schema checks and ``==``
+    with plain dicts behave as before; only mutation raises ``TypeError``.
+    """
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only
+    __ior__ = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> FrozenDict:
+        return self
+
+
+class FrozenList(list[Any]):
+    """A list that refuses changes: decoded JSON arrays inside a stored message."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = _read_only
+    clear = sort = reverse = __iadd__ = __imul__ = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> FrozenList:
+        return self
+
+
+def freeze(value: Any) -> Any:
+    """``value`` (decoded JSON) with every dict and list made read-only."""
+    kind = type(value)
+    if kind is FrozenDict or kind is FrozenList:
+        return value  # frozen all the way down when it was made
+    if isinstance(value, Mapping):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return FrozenList([freeze(v) for v in value])
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """A plain, independent deep copy of decoded JSON (what a tool may mutate)."""
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    return value
+
+
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return {} if value is None else dict(value)
+    return _EMPTY if value is None else freeze(value)
+
+
+def _frozen_arguments(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return None if value is None else freeze(value)
+
+
+_EMPTY = FrozenDict()
 
 
 @attrs.frozen
@@ -34,16 +107,18 @@ class ToolCallPart:
         id: The call id (the provider's, or one toolfold made when it sent none).
         name: The tool name the model asked for.
         arguments_text: The arguments exactly as the model wrote them (JSON text).
-        arguments: The decoded arguments, or None when the text is not a JSON object.
+        arguments: The decoded arguments, or None when the text is not a JSON
+            object. Read-only (a `FrozenDict`, nested arrays `FrozenList`):
+            a stored call never changes; tools get a copy of their own.
         provider_data: Opaque provider fields that must go back unchanged
-            (e.g. a Responses item id or a Gemini thought signature).
+            (e.g. a Responses item id or a Gemini thought signature); read-only.
     """
 
     id: str
     name: str
     arguments_text: str = "{}"
-    arguments: Mapping[str, Any] | None = attrs.field(default=None, eq=True)
-    provider_data: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    arguments: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_arguments)
+    provider_data: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_frozen_mapping)
     kind: Literal["tool_call"] = "tool_call"
 
 

@@ -28,7 +28,7 @@ from toolfold.runtime._events import (
     UserMessageAdded,
 )
 from toolfold.runtime._log import Log
-from toolfold.runtime._messages import Message
+from toolfold.runtime._messages import Message, ToolCallPart, ToolResultPart
 from toolfold.runtime._state import Phase, RunFailure, RunState
 from toolfold.runtime._steps import Changes, boundary, evolve, fail, refused
 
@@ -166,6 +166,10 @@ def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise refused(state, event.kind, f"duplicate tool names: {', '.join(duplicates)}")
+    for message in event.messages:
+        problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
+        if problem:
+            raise refused(state, event.kind, f"the history: {problem}")
     unanswered = _unanswered_calls(event.messages)
     if unanswered:
         raise refused(
@@ -198,6 +202,15 @@ def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
 
 
 def _user_message_added(state: RunState, event: UserMessageAdded, changes: Changes) -> None:
+    problem = _steps.message_problem(event.message, ("user", "system", "assistant"))
+    if not problem and any(
+        isinstance(p, (ToolCallPart, ToolResultPart)) for p in event.message.parts
+    ):
+        # A call added here would never get a result (only model responses
+        # open a step), and a result here would answer no call.
+        problem = "an added message cannot carry tool calls or tool results"
+    if problem:
+        raise refused(state, event.kind, problem)
     changes["conversation"] = state.conversation.append(event.message)
     if state.phase == "finished":
         changes.update(

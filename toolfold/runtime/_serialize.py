@@ -19,7 +19,7 @@ import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.v import format_exception
 
-from toolfold._errors import SerializationError
+from toolfold._errors import InvalidEventError, SerializationError
 from toolfold.runtime import _state
 from toolfold.runtime._effects import EFFECT_TYPES, Effect
 from toolfold.runtime._events import EVENT_TYPES, Event
@@ -33,6 +33,7 @@ from toolfold.runtime._messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from toolfold.runtime._replay import replay
 from toolfold.runtime._state import RunState
 from toolfold.runtime._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
 
@@ -207,7 +208,31 @@ def state_from_json(text: str | bytes) -> RunState:
         raise SerializationError("RunState", [f"expected format {STATE_FORMAT!r}, got {found!r}"])
     data = {k: v for k, v in data.items() if k != "format"}
     state: RunState = structure(data, RunState)
-    return state
+    return _verified(state)
+
+
+def _verified(state: RunState) -> RunState:
+    """``state`` checked against its own event log, which is the source of truth.
+
+    A document whose fields were edited (a call marked ``to_run`` that awaits
+    approval, a phase changed by hand) would otherwise let ``resume`` do what
+    the events never allowed.
+    """
+    try:
+        replayed = replay(state.log)
+    except InvalidEventError as exc:
+        raise SerializationError(
+            "RunState", [f"the event log does not replay: {exc} @ $.log"]
+        ) from exc
+    if replayed == state:
+        return replayed
+    problems = [
+        f"{field.name} is {getattr(state, field.name)!r:.120} but the event log gives "
+        f"{getattr(replayed, field.name)!r:.120} @ $.{field.name}"
+        for field in attrs.fields(RunState)
+        if getattr(state, field.name) != getattr(replayed, field.name)
+    ]
+    raise SerializationError("RunState", problems or ["the state differs from its event log"])
 
 
 def events_to_json(events: Iterable[Event]) -> str:

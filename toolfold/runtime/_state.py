@@ -13,7 +13,7 @@ import attrs
 
 from toolfold.runtime._config import RunConfig
 from toolfold.runtime._log import Log
-from toolfold.runtime._messages import Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime._messages import FrozenDict, Message, ToolCallPart, ToolResultPart, Usage
 
 if TYPE_CHECKING:
     from toolfold.runtime._events import Event
@@ -91,6 +91,14 @@ class RunFailure:
     tool_name: str | None = None
 
 
+_NO_FAILURES: Mapping[str, int] = FrozenDict()
+
+
+def _counts(value: Mapping[str, int]) -> Mapping[str, int]:
+    # Read-only, and never the caller's dict: states share it safely.
+    return value if type(value) is FrozenDict else FrozenDict(value)
+
+
 @attrs.frozen(eq=True)
 class RunState:
     """Everything a run knows, as one immutable value.
@@ -107,7 +115,7 @@ class RunState:
         turn_start: The value of ``step`` when the current turn began.
         usage: Usage summed over every model call.
         calls: The tool calls of the current (or last) step, in call order.
-        failures: Consecutive failures per tool name.
+        failures: Consecutive failing steps per tool name (read-only).
         output_retries: Final answers rejected in the current turn.
         finish_reason: Why the run finished (set in ``finished`` and ``failed``).
         output: The final output as plain data (the text, or the accepted
@@ -124,7 +132,7 @@ class RunState:
     turn_start: int = 0
     usage: Usage = Usage()
     calls: tuple[CallState, ...] = ()
-    failures: Mapping[str, int] = attrs.field(factory=dict)
+    failures: Mapping[str, int] = attrs.field(default=_NO_FAILURES, converter=_counts)
     output_retries: int = 0
     finish_reason: str | None = None
     output: Any = None

@@ -84,6 +84,34 @@ def boundary(state: RunState, changes: Changes) -> None:
         changes["phase"] = "awaiting_model"
 
 
+# --- checks on what comes from outside -----------------------------------------
+
+OUTCOMES: frozenset[str] = frozenset(
+    {"ok", "error", "invalid_arguments", "timeout", "denied", "unknown_tool"}
+)
+
+
+def message_problem(message: object, roles: tuple[str, ...]) -> str:
+    """What makes ``message`` unfit for the conversation ("" if nothing)."""
+    if not isinstance(message, Message):
+        return f"expected a Message, got {type(message).__name__}"
+    if message.role not in roles:
+        return (
+            f"a message with role {message.role!r} is not allowed here (roles: {', '.join(roles)})"
+        )
+    return ""
+
+
+def _result_problem(content: object, is_error: object, outcome: object = "ok") -> str:
+    if type(content) is not str:
+        return f"a result's content must be text (str), got {type(content).__name__}"
+    if type(is_error) is not bool:
+        return f"is_error must be True or False, got {is_error!r}"
+    if outcome not in OUTCOMES:
+        return f"unknown outcome {outcome!r} (expected one of: {', '.join(sorted(OUTCOMES))})"
+    return ""
+
+
 # --- a model response ------------------------------------------------------
 
 
@@ -91,6 +119,9 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
     """Record the response; finish, validate the answer, or set up its tool calls."""
     response = event.response
     message = response.message
+    if type(message) is not Message or message.role != "assistant":
+        problem = message_problem(message, ("assistant",))
+        raise refused(state, event.kind, f"the model's answer: {problem}")
     changes.update(
         conversation=state.conversation.append(message),
         step=state.step + 1,
@@ -240,6 +271,9 @@ def _put(state: RunState, changes: Changes, new: CallState) -> None:
 
 def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> None:
     """One executed call's result."""
+    problem = _result_problem(event.content, event.is_error, event.outcome)
+    if problem:
+        raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
     call = _take(state, changes, event.kind, event.call_id, "to_run")
     outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
     _put(state, changes, _done(call.index, call.call, event.content, outcome))
@@ -256,6 +290,8 @@ def approval_granted(state: RunState, event: ApprovalGranted, changes: Changes) 
 def approval_denied(state: RunState, event: ApprovalDenied, changes: Changes) -> None:
     """A denied call gets an error result saying so."""
     call = _take(state, changes, event.kind, event.call_id, "awaiting_approval")
+    if type(event.reason) is not str:
+        raise refused(state, event.kind, f"the reason must be text, got {event.reason!r}")
     reason = event.reason.strip()
     content = "The user denied this tool call" + (f": {reason}" if reason else ".")
     _put(state, changes, _done(call.index, call.call, content, "denied"))
@@ -268,6 +304,13 @@ def tool_results_provided(state: RunState, event: ToolResultsProvided, changes: 
     if len(set(ids)) != len(ids):
         raise refused(state, event.kind, f"results repeat a call id: {ids}")
     for result in event.results:
+        problem = (
+            _result_problem(result.content, result.is_error)
+            if isinstance(result, ToolResultPart)
+            else f"expected a ToolResultPart, got {type(result).__name__}"
+        )
+        if problem:
+            raise refused(state, event.kind, problem)
         call = _take(state, changes, event.kind, result.call_id, "to_return")
         outcome: Outcome = "error" if result.is_error else "ok"
         _put(state, changes, _done(call.index, call.call, result.content, outcome))
@@ -290,24 +333,27 @@ def _commit(state: RunState, changes: Changes) -> None:
     calls: tuple[CallState, ...] = changes["calls"]
     results = tuple(c.result for c in calls if c.result is not None)
     conversation = changes.get("conversation", state.conversation)
+    # One failure per tool per step: four parallel failing calls are one
+    # failed attempt, not four; any failing call makes the step count.
+    failed = {c.call.name for c in calls if c.outcome in _FAILING}
+    succeeded = {c.call.name for c in calls if c.outcome == "ok"} - failed
     failures = dict(state.failures)
-    for call in calls:
-        name = call.call.name
-        if call.outcome in _FAILING:
-            failures[name] = failures.get(name, 0) + 1
-        elif call.outcome == "ok":
-            failures.pop(name, None)
+    for name in failed:
+        failures[name] = failures.get(name, 0) + 1
+    for name in succeeded:
+        failures.pop(name, None)
     changes.update(conversation=conversation.append(Message.tool(*results)), failures=failures)
     for call in calls:
         name = call.call.name
+        if name not in failed:
+            continue
         spec = state.config.tool(name)
         limit = spec.max_retries if spec is not None else DEFAULT_MAX_RETRIES
-        if failures.get(name, 0) > limit:
+        count = failures[name]
+        if count > limit:
             last = call.result.content if call.result is not None else ""
-            message = (
-                f"tool {name!r} failed {failures[name]} times in a row "
-                f"(max_retries={limit}); last error: {last}"
-            )
+            times = "once" if count == 1 else f"{count} times in a row"
+            message = f"tool {name!r} failed {times} (max_retries={limit}); last error: {last}"
             fail(changes, RunFailure("tool_retries_exceeded", message, name))
             return
     boundary(state, changes)
