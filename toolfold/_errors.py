@@ -96,7 +96,8 @@ class ToolArgumentError(ToolfoldError, ValueError):
         tool_name: The tool whose arguments were rejected.
         errors: One line per problem, each with a JSON path (``$.a.b``).
         message_for_model: A short text for the model: what was wrong and what
-            was expected, without a traceback.
+            was expected, without a traceback (at most 15 problem lines, then
+            "... and N more problems"; ``errors`` keeps them all).
     """
 
     def __init__(self, tool_name: str, errors: list[str] | tuple[str, ...], summary: str) -> None:
@@ -107,8 +108,16 @@ class ToolArgumentError(ToolfoldError, ValueError):
         super().__init__(f"invalid arguments for tool {tool_name!r}: {summary}\n{detail}".rstrip())
 
 
+# A model fixes a few problems at a time; 500 lines would only fill its context.
+_MODEL_PROBLEM_LINES = 15
+
+
 def _message_for_model(tool_name: str, summary: str, errors: tuple[str, ...]) -> str:
-    lines = [f"Invalid arguments for tool {tool_name!r}: {summary}", *(f"- {e}" for e in errors)]
+    shown = errors if len(errors) <= _MODEL_PROBLEM_LINES else errors[: _MODEL_PROBLEM_LINES - 1]
+    lines = [f"Invalid arguments for tool {tool_name!r}: {summary}", *(f"- {e}" for e in shown)]
+    if len(shown) < len(errors):
+        rest = len(errors) - len(shown)
+        lines.append(f"... and {rest} more problem{'s' if rest > 1 else ''}")
     lines.append("Call the tool again with corrected arguments.")
     return "\n".join(lines)
 
