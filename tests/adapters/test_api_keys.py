@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import pickle
 
 import httpx
 import pytest
-from scripted_http import Reply, ScriptedServer
+from scripted_http import Recorded, Reply, ScriptedServer, sse
 
+import toolfold
 from toolfold import ModelConfigError, ProviderError
 from toolfold.adapters._keys import (
     API_KEY_ENV_VARS,
     RedactingFilter,
     Secret,
     redact,
+    redact_logs,
     resolve_api_key,
 )
 from toolfold.adapters._transport import Transport
+from toolfold.runtime import Message, ModelRequest
 
 KEY = "sk-proj-SECRET-abcdef0123456789"
 
@@ -170,3 +174,120 @@ def test_redact_leaves_other_text() -> None:
     """redact only touches the secret's value."""
     assert redact(f"a {KEY} b", [Secret(KEY), None]) == "a *** b"
     assert redact("nothing here", [Secret(KEY)]) == "nothing here"
+
+
+def _echo(request: Recorded) -> Reply:
+    """Answer with the Authorization header the client sent, everywhere a server might echo it."""
+    auth = request.headers.get("authorization", "")
+    path = request.path
+    if "inband" in path:
+        error = {"error": {"message": f"upstream said {auth}", "type": "server_error"}}
+        start = {"id": "x", "model": "m", "choices": [{"index": 0, "delta": {"content": "hi"}}]}
+        return Reply(chunks=sse(start, error))
+    if "notjson" in path:
+        return Reply(chunks=[f"data: not-json {auth}\n\n".encode()])
+    if "html" in path:
+        return Reply(body=f"<html>{auth}</html>".encode(), headers={"content-type": "text/html"})
+    message = {"error": {"message": f"Incorrect API key provided: {auth}", "code": "bad_key"}}
+    return Reply(status=401, json=message, headers={"x-echo": auth})
+
+
+def _leaks(error: BaseException) -> list[str]:
+    texts = {
+        "str": str(error),
+        "repr": repr(error),
+        "body": str(getattr(error, "body", "")),
+        "provider_message": str(getattr(error, "provider_message", "")),
+        "headers": str(getattr(error, "headers", "")),
+        "vars": repr(vars(error)),
+    }
+    return [name for name, text in texts.items() if KEY in text]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("path", "streamed"),
+    [("status", False), ("status", True), ("inband", True), ("notjson", True), ("html", False)],
+)
+def test_model_errors_never_echo_the_key(
+    http_server: ScriptedServer, mode: str, path: str, streamed: bool
+) -> None:
+    """Through toolfold.model, an echoed key is scrubbed from message, body, headers, everything."""
+    http_server.handler = _echo
+    model = toolfold.model(
+        "openai:gpt-4o", api_key=KEY, base_url=f"{http_server.url}/{path}", retry=0
+    )
+    request = ModelRequest((Message.user("hi"),))
+
+    async def run() -> None:
+        try:
+            if streamed:
+                async for _ in model.stream(request):
+                    pass
+            else:
+                await model.request(request)
+        finally:
+            await model.aclose()
+
+    def call() -> None:
+        if mode == "async":
+            asyncio.run(run())
+        elif streamed:
+            list(model.stream_sync(request))
+        else:
+            model.request_sync(request)
+
+    with pytest.raises(ProviderError) as caught:
+        call()
+    model.close()
+    assert _leaks(caught.value) == []
+    assert "***" in str(caught.value) + caught.value.body
+    assert http_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_transport_attributes_hold_no_revealed_key(http_server: ScriptedServer) -> None:
+    """vars() of a model's transport shows only the masked Secret; the key is added at send time."""
+    http_server.add(Reply(json={}))
+    model = toolfold.model("openai:gpt-4o", api_key=KEY, base_url=http_server.url)
+    assert KEY not in repr(vars(model._transport))  # type: ignore[attr-defined]
+    transport = Transport("openai", http_server.url, KEY, headers={"x-a": "1"})
+    assert KEY not in repr(vars(transport))
+    transport.post_json_sync("x", {})
+    transport.close()
+    assert http_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_user_authorization_header_wins_over_the_key(http_server: ScriptedServer) -> None:
+    """An Authorization header given by the user replaces the one made from the key."""
+    http_server.add(Reply(json={}))
+    transport = Transport("openai", http_server.url, KEY, headers={"Authorization": "Token t"})
+    transport.post_json_sync("x", {})
+    transport.close()
+    assert http_server.requests[0].headers["authorization"] == "Token t"
+
+
+def test_redact_logs_covers_httpcore_debug_lines(http_server: ScriptedServer) -> None:
+    """redact_logs scrubs httpcore.http11's DEBUG lines (echoed headers), which a filter on the
+    httpx logger alone misses."""
+    http_server.handler = _echo
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    installed = redact_logs([KEY])
+    try:
+        with httpx.Client() as client:
+            transport = Transport("openai", http_server.url, KEY, http_client=client, retry=0)
+            with pytest.raises(ProviderError):
+                transport.post_json_sync("x", {})
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+        for logger in [root, *logging.Logger.manager.loggerDict.values()]:
+            if isinstance(logger, logging.Logger) and installed in logger.filters:
+                logger.removeFilter(installed)
+    text = stream.getvalue()
+    assert "x-echo" in text  # httpcore did log the echoed header...
+    assert KEY not in text  # ...scrubbed

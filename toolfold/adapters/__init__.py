@@ -13,7 +13,7 @@ from toolfold.adapters._dialects import (
     compile_tool,
     restore_arguments,
 )
-from toolfold.adapters._keys import RedactingFilter, Secret
+from toolfold.adapters._keys import RedactingFilter, Secret, redact_logs
 from toolfold.adapters._retry import RetryPolicy, Timeouts
 from toolfold.adapters._sse import SSEDecoder, SSEEvent
 from toolfold.adapters._transport import Transport
@@ -31,5 +31,6 @@ __all__: list[str] = [
     "Transport",
     "check_arguments",
     "compile_tool",
+    "redact_logs",
     "restore_arguments",
 ]

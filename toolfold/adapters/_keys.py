@@ -125,9 +125,14 @@ def redact(text: str, secrets: Iterable[Secret | None]) -> str:
 class RedactingFilter(logging.Filter):
     """A logging filter that scrubs the given secrets from every record.
 
+    A filter on a logger does not see its children's records (``httpcore.http11``
+    is not filtered by a filter on ``httpcore``): attach it to handlers, or use
+    `redact_logs`, which does.
+
     Example:
         >>> import logging
-        >>> logging.getLogger("httpx").addFilter(RedactingFilter([Secret("sk-123456789")]))
+        >>> handler = logging.StreamHandler()
+        >>> handler.addFilter(RedactingFilter([Secret("sk-123456789")]))
     """
 
     def __init__(self, secrets: Iterable[Secret]) -> None:
@@ -141,3 +146,40 @@ class RedactingFilter(logging.Filter):
             record.msg = cleaned
             record.args = None
         return True
+
+
+#: Loggers of the HTTP stacks a transport may run on, whose DEBUG output shows headers.
+HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "toolfold")
+
+
+def redact_logs(
+    secrets: Iterable[Secret | str],
+    *,
+    handlers: Iterable[logging.Handler] | None = None,
+) -> RedactingFilter:
+    """Scrub ``secrets`` from log output, httpx's and httpcore's DEBUG lines included.
+
+    Adds one `RedactingFilter` to ``handlers`` (default: the root logger's
+    handlers, where records of every logger end up), and to the loggers of
+    `HTTP_LOGGERS` and their existing children (``httpcore.http11``...), for
+    records that reach other handlers. A handler added later needs
+    ``handler.addFilter(returned_filter)``.
+
+    Args:
+        secrets: Keys (`Secret` or plain strings) to scrub.
+        handlers: The handlers to filter; default ``logging.getLogger().handlers``.
+
+    Returns:
+        The filter, to add elsewhere or remove again.
+    """
+    found = RedactingFilter(s if isinstance(s, Secret) else Secret(s) for s in secrets)
+    for handler in logging.getLogger().handlers if handlers is None else handlers:
+        handler.addFilter(found)
+    names = [
+        name
+        for name in list(logging.Logger.manager.loggerDict)
+        if name.split(".")[0] in HTTP_LOGGERS
+    ]
+    for name in {*HTTP_LOGGERS, *names}:
+        logging.getLogger(name).addFilter(found)
+    return found

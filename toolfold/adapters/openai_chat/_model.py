@@ -6,7 +6,12 @@ import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ModelConfigError
+from toolfold._errors import (
+    ArgumentJSONError,
+    ArgumentValidationError,
+    ModelConfigError,
+    ProviderError,
+)
 from toolfold.adapters._dialects import check_arguments
 from toolfold.adapters._keys import Secret, resolve_api_key
 from toolfold.adapters._transport import Transport
@@ -134,47 +139,65 @@ class OpenAIChatModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously."""
-        data = await self._transport.post_json(_PATH, self.body(request))
-        return parse_response(_as_mapping(data, self.provider.name), self.provider.name)
+        try:
+            data = await self._transport.post_json(_PATH, self.body(request))
+            return parse_response(_as_mapping(data, self.provider.name), self.provider.name)
+        except ProviderError as exc:
+            self._transport._scrubbed(exc)
+            raise
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
-        data = self._transport.post_json_sync(_PATH, self.body(request))
-        return parse_response(_as_mapping(data, self.provider.name), self.provider.name)
+        try:
+            data = self._transport.post_json_sync(_PATH, self.body(request))
+            return parse_response(_as_mapping(data, self.provider.name), self.provider.name)
+        except ProviderError as exc:
+            self._transport._scrubbed(exc)
+            raise
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
         state = DecoderState(self.provider.name)
         events = self._transport.stream(_PATH, self.body(request, stream=True))
+        # One boundary for every error of this call: the codec raises in-band
+        # errors itself, from text a server may have filled with the key.
         try:
-            async for event in events:
-                state, out = decode_chunk(state, event.data, event.event)
-                for item in out:
-                    yield item
-                if state.done:
-                    break
-        finally:
-            closer = getattr(events, "aclose", None)
-            if closer is not None:
-                await closer()
-        for item in decode_end(state):
-            yield item
+            try:
+                async for event in events:
+                    state, out = decode_chunk(state, event.data, event.event)
+                    for item in out:
+                        yield item
+                    if state.done:
+                        break
+            finally:
+                closer = getattr(events, "aclose", None)
+                if closer is not None:
+                    await closer()
+            for item in decode_end(state):
+                yield item
+        except ProviderError as exc:
+            self._transport._scrubbed(exc)
+            raise
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
         state = DecoderState(self.provider.name)
         events = self._transport.stream_sync(_PATH, self.body(request, stream=True))
         try:
-            for event in events:
-                state, out = decode_chunk(state, event.data, event.event)
-                yield from out
-                if state.done:
-                    break
-        finally:
-            closer = getattr(events, "close", None)
-            if closer is not None:
-                closer()
-        yield from decode_end(state)
+            try:
+                for event in events:
+                    state, out = decode_chunk(state, event.data, event.event)
+                    yield from out
+                    if state.done:
+                        break
+            finally:
+                closer = getattr(events, "close", None)
+                if closer is not None:
+                    closer()
+            yield from decode_end(state)
+        except ProviderError as exc:
+            self._transport._scrubbed(exc)
+            raise
 
     async def aclose(self) -> None:
         """Close the HTTP clients this model made (injected ones stay open)."""
@@ -205,8 +228,6 @@ def _row(provider: str | ChatProvider, server: str | None) -> ChatProvider:
 def _as_mapping(data: Any, provider: str) -> Mapping[str, Any]:
     if isinstance(data, Mapping):
         return data
-    from toolfold._errors import ProviderError
-
     raise ProviderError(
         f"{provider} answered with JSON that is not an object: {str(data)[:200]}",
         provider=provider,
