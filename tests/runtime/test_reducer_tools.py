@@ -118,7 +118,6 @@ def test_predicate_tools_need_dispositions() -> None:
         (spec("m", has_function=False), "execute", "without a function cannot be 'execute'"),
         (spec("m", has_function=False), "approve", "without a function cannot be 'approve'"),
         (spec("f"), "return", "a tool with a function is not returned"),
-        (spec("f"), "approve", "never requires approval"),
     ],
 )
 def test_dispositions_the_config_forbids_are_refused(tool, disposition, message) -> None:  # type: ignore[no-untyped-def]

@@ -169,7 +169,8 @@ class Agent:
             run_id: The run's id (random by default).
         """
         state = self._start(prompt, history, run_id)
-        return run_sync(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+        observers = {"deps": deps, "on_event": on_event, "on_step": on_step, "started": True}
+        return run_sync(self._options, state, **observers)
 
     async def arun(
         self,
@@ -183,7 +184,8 @@ class Agent:
     ) -> Response:
         """Like `run`, on the running event loop."""
         state = self._start(prompt, history, run_id)
-        return await run_async(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+        observers = {"deps": deps, "on_event": on_event, "on_step": on_step, "started": True}
+        return await run_async(self._options, state, **observers)
 
     def stream(
         self,
@@ -202,7 +204,7 @@ class Agent:
         `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
         """
         state = self._start(prompt, history, run_id)
-        observers = {"deps": deps, "on_event": on_event, "on_step": on_step}
+        observers = {"deps": deps, "on_event": on_event, "on_step": on_step, "started": True}
         return RunStream(self._options, state, observers)
 
     def _continue(

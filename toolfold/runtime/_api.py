@@ -119,7 +119,7 @@ def generate_text(
         max_concurrency=max_concurrency,
     )
     state = start(options, messages, run_id)
-    return run_sync(options, state, deps=deps, on_event=on_event, on_step=on_step)
+    return run_sync(options, state, deps=deps, on_event=on_event, on_step=on_step, started=True)
 
 
 async def agenerate_text(
@@ -158,7 +158,9 @@ async def agenerate_text(
         max_concurrency=max_concurrency,
     )
     state = start(options, messages, run_id)
-    return await run_async(options, state, deps=deps, on_event=on_event, on_step=on_step)
+    return await run_async(
+        options, state, deps=deps, on_event=on_event, on_step=on_step, started=True
+    )
 
 
 def _resume_options(

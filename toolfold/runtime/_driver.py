@@ -47,6 +47,7 @@ from toolfold.runtime._executor import (
     run_calls,
     run_calls_sync,
 )
+from toolfold.runtime._messages import ToolCallPart
 from toolfold.runtime._model import (
     Model,
     ModelResponse,
@@ -92,6 +93,8 @@ class Live:
         on_tool_error: ``"return"`` (the model sees the error) or ``"raise"``.
         max_concurrency: Calls of one step allowed to run at once.
         stop_when: Stop predicates that are live callables.
+        announce_start: The run has just started: ``on_event`` sees its
+            `RunStarted` first.
     """
 
     model: Model
@@ -103,6 +106,7 @@ class Live:
     on_tool_error: OnToolError = "return"
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     stop_when: tuple[StopPredicate, ...] = ()
+    announce_start: bool = False
 
 
 class _RunToolsOp(NamedTuple):
@@ -128,11 +132,16 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         RunError: The run failed; ``.state`` is the last consistent state.
     """
     reported = state.step if not state.pending_calls else state.step - 1
+    if live.announce_start and live.on_event is not None and len(state.log) == 1:
+        _observe(live.on_event, state.log[0], state, "on_event")
     while True:
         effect = next_effect(state)
         if isinstance(effect, CallModel):
             if live.stop_when and state.turn_steps > 0:
-                reason = stop_reason(state, live.stop_when)
+                try:
+                    reason = stop_reason(state, live.stop_when)
+                except Exception as exc:
+                    raise _observer_failure("stop_when condition", exc, state) from exc
                 if reason is not None:
                     state = _apply(live, state, StopRequested(reason))
                     continue
@@ -142,6 +151,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 response = yield effect
             except Exception as exc:
                 raise _model_failure(exc, state, effect.step) from exc
+            response = unique_call_ids(response)
             dispositions = _dispositions(live, state, response)
             state = _apply(live, state, ModelResponded(response, dispositions))
             if notify:
@@ -182,7 +192,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             if live.on_step is not None or notify:
                 step = _current_step(state)
                 if live.on_step is not None:
-                    live.on_step(step)
+                    _observe(live.on_step, step, state, "on_step")
                 if notify:
                     yield _NoticeOp(StepEndEvent(step))
 
@@ -190,8 +200,54 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
 def _apply(live: Live, state: RunState, event: Event) -> RunState:
     new = reduce(state, event)
     if live.on_event is not None:
-        live.on_event(event)
+        _observe(live.on_event, event, new, "on_event")
     return new
+
+
+def _observe(observer: Callable[[Any], object], value: Any, state: RunState, name: str) -> None:
+    try:
+        observer(value)
+    except Exception as exc:
+        raise _observer_failure(f"{name} observer", exc, state) from exc
+
+
+def _observer_failure(what: str, exc: Exception, state: RunState) -> RunError:
+    # Tools may already have run: the error must keep the state they produced.
+    return RunError(
+        f"the {what} raised {type(exc).__name__}: {exc}; the error's state is the run "
+        "up to that point (resume it to go on)",
+        state,
+    )
+
+
+def unique_call_ids(response: ModelResponse) -> ModelResponse:
+    """``response`` with repeated tool call ids made unique (``<id>_<index>``).
+
+    Some models repeat an id within one response; every call must be answered
+    under its own id, so a later duplicate gets a new one, the same on replay.
+    """
+    parts = response.message.parts
+    if len(parts) < 2:
+        return response
+    calls = [p for p in parts if isinstance(p, ToolCallPart)]
+    seen = {c.id for c in calls}
+    if len(seen) == len(calls):
+        return response
+    used: set[str] = set()
+    renamed: list[Any] = []
+    index = 0
+    for part in parts:
+        if isinstance(part, ToolCallPart):
+            if part.id in used:
+                new_id = f"{part.id}_{index}"
+                while new_id in seen or new_id in used:
+                    new_id += "_"
+                part = attrs.evolve(part, id=new_id)
+            used.add(part.id)
+            index += 1
+        renamed.append(part)
+    message = attrs.evolve(response.message, parts=tuple(renamed))
+    return attrs.evolve(response, message=message)
 
 
 def _current_step(state: RunState) -> Step:
@@ -214,11 +270,13 @@ def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple
         spec = config.tool(call.name)
         if not config.auto_execute_tools or (spec is not None and not spec.has_function):
             out.append("return")
-        elif spec is None or spec.approval == "never":
-            out.append("execute")
+        elif spec is None:
+            out.append("execute")  # the core answers unknown tools itself
         elif spec.approval == "always":
             out.append("approve")
         else:
+            # The live tool decides, even when the stored spec said "never": a
+            # run resumed with a tool that now requires approval must ask.
             out.append("approve" if _needs_approval(live, state, call) else "execute")
     return tuple(out)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import RunError, ToolfoldError
+from toolfold._errors import ModelConfigError, RunError, ToolfoldError
 from toolfold.runtime._config import RunConfig, ToolSpec
 from toolfold.runtime._driver import (
     Live,
@@ -92,15 +92,11 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
 
 def to_tools(tools: Iterable[Tool[..., Any] | Callable[..., Any]]) -> dict[str, Tool[..., Any]]:
     """Tools by name; plain functions are made tools with ``@tool``."""
+    from toolfold.toolkit import check_tool_names
     from toolfold.toolkit import tool as make_tool
 
-    by_name: dict[str, Tool[..., Any]] = {}
-    for item in tools:
-        found = item if isinstance(item, Tool) else make_tool(item)
-        if found.name in by_name:
-            raise ToolfoldError(f"two tools are named {found.name!r}; tool names must be unique")
-        by_name[found.name] = found
-    return by_name
+    # ToolDefinitionError naming every duplicated name and where its tools come from
+    return check_tool_names([item if isinstance(item, Tool) else make_tool(item) for item in tools])
 
 
 def split_stop(
@@ -153,7 +149,7 @@ class RunOptions:
             tool_choice=self.tool_choice,
             output=self.output.spec if self.output is not None else None,
             output_retries=self.output_retries,
-            settings=dict(self.settings),
+            settings=_json_settings(self.settings),
             max_steps=self.max_steps,
             auto_execute_tools=self.auto_execute_tools,
             stop_when=data,
@@ -164,8 +160,9 @@ class RunOptions:
         deps: Any = None,
         on_event: Callable[[Event], object] | None = None,
         on_step: Callable[[Step], object] | None = None,
+        started: bool = False,
     ) -> Live:
-        """The live half."""
+        """The live half (``started``: a new run, whose `RunStarted` observers see)."""
         _, predicates = split_stop(self.stop_when)
         return Live(
             self.model,
@@ -177,7 +174,22 @@ class RunOptions:
             self.on_tool_error,
             self.max_concurrency,
             predicates,
+            started,
         )
+
+
+def _json_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings as JSON data, so the state round-trips (a tuple comes back a list)."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        try:
+            out[key] = json.loads(json.dumps(value, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise ModelConfigError(
+                f"model setting {key!r} must be JSON data (str, finite number, bool, None, "
+                f"or lists and dicts of them) to be stored with the run, got {value!r}: {exc}"
+            ) from exc
+    return out
 
 
 def make_options(
@@ -218,7 +230,14 @@ def continue_state(
     def reduce(state: RunState, event: Event) -> RunState:
         new = _reduce(state, event)
         if on_event is not None:
-            on_event(event)
+            try:
+                on_event(event)
+            except Exception as exc:
+                raise RunError(
+                    f"the on_event observer raised {type(exc).__name__}: {exc}; "
+                    "the error's state is the run up to that point",
+                    new,
+                ) from exc
         return new
 
     for call_id, decision in (approvals or {}).items():
@@ -241,6 +260,7 @@ def continue_state(
             for call_id, value in tool_results.items()
         )
         state = reduce(state, ToolResultsProvided(parts))
+    _check_unapproved(state, options)
     if message is not None:
         from toolfold.runtime._events import UserMessageAdded
 
@@ -254,6 +274,11 @@ def _result_part(
 ) -> ToolResultPart:
     name = call.name if call is not None else ""
     if isinstance(value, ToolResultPart):
+        if value.call_id != call_id:
+            raise ToolfoldError(
+                f"tool_results[{call_id!r}] is a ToolResultPart for call {value.call_id!r}: "
+                "key each result by the id of the call it answers"
+            )
         return value
     if isinstance(value, BaseException):
         text = str(value)
@@ -285,6 +310,53 @@ def _check_attached(state: RunState, options: RunOptions) -> None:
         raise RunError(
             "the run asks for structured output: pass the same output_type to resume it", state
         )
+
+
+def _check_unapproved(state: RunState, options: RunOptions) -> None:
+    """Refuse to run calls that the live tools now say need an approval they never got.
+
+    A state saved under an older tool (no approval then) may hold calls
+    already cleared to run; resuming with a tool that requires approval must
+    not run them unasked.
+    """
+    if state.phase != "running_tools":
+        return
+    granted = _granted_this_step(state)
+    blocked = [
+        f"{c.call.id!r} ({c.call.name})"
+        for c in state.calls
+        if c.status == "to_run"
+        and c.call.id not in granted
+        and _live_requires_approval(options.tools.get(c.call.name), c.call, state)
+    ]
+    if blocked:
+        raise RunError(
+            f"calls {', '.join(blocked)} were cleared to run without approval, but their "
+            "tools now require approval; the stored run cannot ask for it at this point: "
+            "fork it before that step (toolfold.runtime.fork) or resume with the tools "
+            "it was started with",
+            state,
+        )
+
+
+def _granted_this_step(state: RunState) -> set[str]:
+    granted: set[str] = set()
+    for event in reversed(state.log):
+        if isinstance(event, ApprovalGranted):
+            granted.add(event.call_id)
+        elif event.kind == "model_responded":
+            break
+    return granted
+
+
+def _live_requires_approval(tool: Tool[..., Any] | None, call: Any, state: RunState) -> bool:
+    policy = tool.requires_approval if tool is not None else False
+    if not callable(policy):
+        return bool(policy)
+    try:
+        return bool(policy(call, state))
+    except Exception:
+        return True  # a predicate that fails cannot vouch for the call
 
 
 def finish(state: RunState, options: RunOptions) -> Response:

@@ -212,8 +212,8 @@ def _disposition_problem(spec: ToolSpec, disposition: Disposition) -> str:
         return f"a tool without a function cannot be {disposition!r}, only 'return'"
     if disposition == "execute" and spec.approval == "always":
         return "the tool requires approval and cannot execute without one"
-    if disposition == "approve" and spec.approval == "never":
-        return "the tool never requires approval"
+    # "approve" is always allowed: asking is never less safe, and a tool resumed
+    # with a stricter live policy than the stored one must be able to ask.
     return ""
 
 
