@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
+import socket
 import ssl
 import threading
 import zlib
@@ -487,3 +489,97 @@ def test_sync_abandoned_stream_keeps_the_connection_if_the_end_is_there(arrived:
         assert (conn in client._idle.get(("http", "h", 80), [])) is arrived
         assert conn.closed is not arrived
         client.close()
+
+
+class _StrayAfterAnswer:
+    """A keep-alive server that, after its first answer, sends a stray 408 on the idle connection."""
+
+    STRAY = (
+        b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+        b'content-length: 28\r\n\r\n{"error":{"message":"idle"}}'
+    )
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.first_read = threading.Event()  # the test has the first answer
+        self.stray_sent = threading.Event()
+        self.connections = 0
+        self.answered = 0
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            self.sockets.append(sock)
+            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        buffer = b""
+        with contextlib.suppress(OSError):
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                while len(buffer) < length:
+                    buffer += sock.recv(65536)
+                buffer = buffer[length:]
+                self.answered += 1
+                body = b'{"n": %d}' % self.answered
+                sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+                if self.answered == 1:
+                    self.first_read.wait(SAFETY)
+                    sock.sendall(self.STRAY)
+                    self.stray_sent.set()
+
+    def close(self) -> None:
+        self.first_read.set()
+        self.listener.close()
+        for sock in self.sockets:
+            sock.close()
+
+
+SAFETY = 10.0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_stray_bytes_on_an_idle_connection_are_never_an_answer(mode: str) -> None:
+    """A 408 a server sends on an idle keep-alive connection is not taken as the next answer."""
+    server = _StrayAfterAnswer()
+    transport = Transport("p", server.url, retry=0)
+    try:
+        if mode == "sync":
+            first = transport.post_json_sync("x", {})
+            server.first_read.set()
+            assert server.stray_sent.wait(SAFETY)
+            results = [first, transport.post_json_sync("x", {})]
+            transport.close()
+        else:
+
+            async def run() -> list[Any]:
+                async with transport:
+                    first = await transport.post_json("x", {})
+                    server.first_read.set()
+                    assert server.stray_sent.wait(SAFETY)
+                    (conn,) = transport._async_client._idle[("http", "127.0.0.1", server.port)]
+                    for _ in range(100_000):  # until the loop has read the stray bytes
+                        if conn.closed or conn.parser.buffer:
+                            break
+                        await asyncio.sleep(0)
+                    return [first, await transport.post_json("x", {})]
+
+            results = asyncio.run(run())
+    finally:
+        server.close()
+    assert results == [{"n": 1}, {"n": 2}]
+    assert server.connections == 2

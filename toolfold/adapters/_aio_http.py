@@ -124,6 +124,11 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if not self.busy and self._drain is None:
+            # Bytes on an idle connection (a stray 408, junk after a body)
+            # would be read as the answer to the next request: drop it.
+            self._close_transport()
+            return
         self.got_bytes = True
         parser = self.parser
         try:
@@ -376,7 +381,13 @@ class LeanClient:
                 conn = idle.pop()
                 transport = conn.transport
                 expired = loop.time() - conn.idle_since > self.keepalive_expiry
-                if conn.closed or transport is None or transport.is_closing() or expired:
+                if (
+                    conn.closed
+                    or transport is None
+                    or transport.is_closing()
+                    or expired
+                    or conn.parser.buffer  # bytes nobody asked for: not this request's answer
+                ):
                     conn._close_transport()
                     self._forget(conn)
                     continue
