@@ -130,10 +130,31 @@ def test_request_bytes() -> None:
     """A request is one buffer: request line, host (with a non-default port), headers, length, body."""
     request = LeanRequest("POST", "http://h:8080/v1/x?alt=sse", b"{}", {"a": "b"}, TIMEOUT)
     assert encode_request(request) == (
-        b"POST /v1/x?alt=sse HTTP/1.1\r\nhost: h:8080\r\na: b\r\ncontent-length: 2\r\n\r\n{}"
+        b"POST /v1/x?alt=sse HTTP/1.1\r\nhost: h:8080\r\na: b\r\n"
+        b"accept-encoding: gzip, deflate\r\ncontent-length: 2\r\n\r\n{}"
     )
+    mine = LeanRequest("POST", "http://h/x", b"", {"accept-encoding": "identity"}, TIMEOUT)
+    assert encode_request(mine).count(b"accept-encoding") == 1
     https = LeanRequest("POST", "https://api.openai.com/v1", b"", {}, TIMEOUT)
     assert b"host: api.openai.com\r\n" in encode_request(https)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_lean_clients_ask_for_compressed_bodies(http_server: ScriptedServer, mode: str) -> None:
+    """The lean clients send accept-encoding: gzip, deflate (they decode both) and decode gzip."""
+    http_server.add(Reply(body=gzip.compress(b'{"z": 1}'), headers={"content-encoding": "gzip"}))
+    transport = Transport("p", http_server.url, retry=0)
+    if mode == "sync":
+        with transport:
+            assert transport.post_json_sync("x", {}) == {"z": 1}
+    else:
+
+        async def run() -> Any:
+            async with transport:
+                return await transport.post_json("x", {})
+
+        assert asyncio.run(run()) == {"z": 1}
+    assert http_server.requests[0].headers["accept-encoding"] == "gzip, deflate"
 
 
 def test_header_injection_is_refused() -> None:

@@ -84,6 +84,9 @@ def encode_request(request: LeanRequest) -> bytes:
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
             raise httpx.LocalProtocolError(f"header {name!r} contains a line break")
         lines.append(f"{name}: {value}\r\n")
+    if "accept-encoding" not in request.headers:
+        # What BodyDecoder decodes; without it servers send plain bodies.
+        lines.append("accept-encoding: gzip, deflate\r\n")
     lines.append(f"content-length: {len(request.content)}\r\n\r\n")
     return "".join(lines).encode("latin-1") + request.content
 
