@@ -20,6 +20,7 @@ from typing_extensions import TypedDict as TypedDictX
 from toolfold import (
     ArgumentJSONError,
     ArgumentValidationError,
+    Field,
     Tool,
     ToolArgumentError,
     ToolDefinitionError,
@@ -188,18 +189,30 @@ def test_numbers_python_cannot_hold_are_json_errors() -> None:
         explicit().check('{"query": "x", "limit": ' + "9" * 5000 + "}")
 
 
-def test_a_value_jsonschema_cannot_check_is_an_argument_error() -> None:
-    """jsonschema overflows on 10**400 against multipleOf 0.1; that is reported, not raised raw."""
+def test_multiple_of_is_decimal_exact_in_both_checks() -> None:
+    """multipleOf reads floats as decimals (0.3 is a multiple of 0.1), in the fast check and in jsonschema."""
+    from toolfold.toolkit._arguments import _compile
+
     schema = {"type": "object", "properties": {"n": {"type": "number", "multipleOf": 0.1}}}
-    check = ArgumentChecker("t", schema, None, True)
-    assert check.check({"n": 0.5}) == {"n": 0.5}
-    (line,) = problems(check, '{"n": 1' + "0" * 400 + "}")
-    assert line.startswith("$: the arguments could not be checked (OverflowError: ")
+    tiny = {"type": "object", "properties": {"n": {"type": "number", "multipleOf": 1e-9}}}
+    check, check_tiny = (
+        ArgumentChecker("t", schema, None, True),
+        ArgumentChecker("t", tiny, None, True),
+    )
+    for value in (0.3, 0.7, 0.5, 3, 10**400, 1e20):
+        assert check.check({"n": value}) == {"n": value}
+        assert _compile(schema).is_valid({"n": value})
+    for value in (3e-9, 0.000000007, 2):
+        assert check_tiny.check({"n": value}) == {"n": value}
+        assert _compile(tiny).is_valid({"n": value})
+    assert problems(check, '{"n": 0.35}') == ("$.n: 0.35 is not a multiple of 0.1",)
+    assert problems(check_tiny, '{"n": 1.5e-9}') == ("$.n: 1.5e-09 is not a multiple of 1e-09",)
+    assert not _compile(schema).is_valid({"n": 0.35})
 
 
 @pytest.mark.parametrize(
     ("raw", "shown"),
-    [("[1, 2]", "array [1, 2]"), ('"hi"', "string 'hi'"), ("3", "number 3"), ("null", "null None")],
+    [("[1, 2]", "array [1, 2]"), ('"hi"', 'string "hi"'), ("3", "number 3"), ("null", "null")],
 )
 def test_json_that_is_not_an_object_names_the_tool(raw: str, shown: str) -> None:
     """Arguments must be a JSON object; anything else is an error naming the tool."""
@@ -729,3 +742,59 @@ def test_typeddict_problems_have_paths_and_not_required_keys_stay_optional() -> 
         "$.query: unexpected property 'zz'",
         "$.query.page: cannot convert to int: invalid literal for int() with base 10: 'x'",
     )
+
+
+def test_message_for_model_keeps_fifteen_problem_lines() -> None:
+    """500 bad items give a short message for the model; errors keep every problem."""
+
+    @tool
+    def f(xs: list[int]) -> None:
+        """F.
+
+        Args:
+            xs: Numbers.
+        """
+
+    with pytest.raises(ArgumentValidationError) as info:
+        f.validate_arguments({"xs": ["a"] * 500})
+    lines = info.value.message_for_model.splitlines()
+    assert len(info.value.errors) == 500
+    assert lines[-2] == "... and 486 more problems"
+    assert len(lines) == 1 + 14 + 1 + 1
+    assert len(info.value.message_for_model) < 1000
+
+
+def test_size_bounds_and_overflow_are_worded_plainly() -> None:
+    """Too short / too long say what was expected; a huge number for a float names the limit."""
+
+    @tool
+    def f(
+        point: tuple[int, int],
+        code: Annotated[str, Field(min_length=3)] = "abc",
+        x: float = 0.0,
+    ) -> None:
+        """F.
+
+        Args:
+            point: A point.
+            code: A code.
+            x: A number.
+        """
+
+    assert problems_of(f, '{"point": [1], "code": "ab"}') == (
+        "$.code: 'ab' has 2 characters; expected at least 3",
+        "$.point: [1] has 1 item; expected at least 2",
+    )
+    assert problems_of(f, '{"point": [1, 2, 3]}') == (
+        "$.point: [1, 2, 3] has 3 items; expected at most 2",
+    )
+    assert problems_of(f, '{"point": [1, 2], "x": 1' + "0" * 400 + "}") == (
+        "$.x: the number is too large for float (at most about 1.8e308)",
+    )
+
+
+def problems_of(t: Any, raw: str) -> tuple[str, ...]:
+    """The error lines a tool reports for ``raw``."""
+    with pytest.raises(ArgumentValidationError) as info:
+        t.validate_arguments(raw)
+    return info.value.errors

@@ -217,3 +217,74 @@ def test_enum_and_literal_values_must_be_json() -> None:
         "parameter 'kind': Literal value b'raw' is not a JSON value (use str, int, float,"
         " bool or None)",
     )
+
+
+def test_local_dataclass_naming_another_local_class() -> None:
+    """Under future annotations, a local dataclass whose field names another local class works."""
+
+    @dataclasses.dataclass
+    class Inner:
+        x: int
+
+    @dataclasses.dataclass
+    class Outer:
+        inner: Inner
+
+    @tool
+    def put(o: Outer) -> None:
+        """Put.
+
+        Args:
+            o: The thing.
+        """
+
+    inner = put.parameters["properties"]["o"]["properties"]["inner"]
+    assert inner["properties"] == {"x": {"type": "integer"}}
+    assert put.validate_arguments({"o": {"inner": {"x": 1}}}) == {"o": Outer(Inner(1))}
+
+
+def _explicit(schema: dict[str, Any]) -> tuple[str, ...]:
+    from toolfold import Tool
+
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool("t", "d", schema)
+    assert info.value.qualname == "'t'"
+    return info.value.problems
+
+
+def test_explicit_schema_refs_are_resolved_when_the_tool_is_made() -> None:
+    """A $ref to nothing, or a remote $ref, is a definition error naming the pointer."""
+    from toolfold import Tool
+
+    missing = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
+    assert _explicit(missing) == (
+        "$ref '#/$defs/missing' at /properties/a/$ref points to nothing in the schema",
+    )
+    remote = {"type": "object", "properties": {"a": {"$ref": "https://example.com/x.json"}}}
+    (problem,) = _explicit(remote)
+    assert problem.startswith("$ref 'https://example.com/x.json' at /properties/a/$ref is remote")
+    anchor = {"type": "object", "properties": {"a": {"$ref": "#nope"}}}
+    assert _explicit(anchor) == (
+        "$ref '#nope' at /properties/a/$ref names no $anchor of the schema",
+    )
+    fine = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A"}, "b": {"$ref": "#thing"}, "c": {"$ref": "#"}},
+        "$defs": {"A": {"type": "integer"}, "B": {"$anchor": "thing", "type": "string"}},
+    }
+    made = Tool("t", "d", fine)
+    assert made.validate_arguments({"a": 1, "b": "x"}) == {"a": 1, "b": "x"}
+
+
+def test_explicit_schema_reports_every_meta_schema_error() -> None:
+    """An invalid explicit schema lists all its meta-schema errors, not only the first."""
+    bad = {
+        "type": "object",
+        "properties": {"a": {"type": "wat"}, "b": {"type": "integer", "minimum": "x"}},
+        "required": "a",
+    }
+    problems = _explicit(bad)
+    assert len(problems) == 3
+    assert all(p.startswith("parameters is not a valid JSON Schema: ") for p in problems)
+    assert any("['properties']['b']['minimum']" in p for p in problems)
+    assert any("['required']" in p for p in problems)

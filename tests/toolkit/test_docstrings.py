@@ -294,3 +294,15 @@ def test_invalid_docstring_style_is_a_definition_error() -> None:
     assert info.value.problems == (
         "docstring_style 'javadoc' is not one of auto, google, numpy, rest, epydoc",
     )
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "Do.\n\nParameters\n----------\nx, y : int\n    The coordinate.\n",
+        "Do.\n\nArgs:\n    x, y (int): The coordinate.\n",
+    ],
+)
+def test_several_names_documented_at_once(doc: str) -> None:
+    """'x, y : int' (NumPy) and 'x, y (int)' (Google) document both parameters."""
+    assert parse_docstring(doc).params == {"x": "The coordinate.", "y": "The coordinate."}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import datetime
 import decimal
@@ -16,7 +17,13 @@ import attrs
 import pytest
 import typing_extensions
 
-from toolfold import Field, SchemaContext, ToolDefinitionError, register_schema_rule
+from toolfold import (
+    ArgumentValidationError,
+    Field,
+    SchemaContext,
+    ToolDefinitionError,
+    register_schema_rule,
+)
 from toolfold import schema_for_type as schema
 from toolfold.toolkit import _schema
 
@@ -117,6 +124,15 @@ OBJECT_POINT = {
     "additionalProperties": False,
 }
 
+_T = typing.TypeVar("_T")
+
+
+@dataclasses.dataclass
+class GenericBox(typing.Generic[_T]):
+    item: _T
+    items: list[_T]
+
+
 CASES: list[tuple[Any, dict[str, Any]]] = [
     (str, {"type": "string"}),
     (int, {"type": "integer"}),
@@ -153,6 +169,27 @@ CASES: list[tuple[Any, dict[str, Any]]] = [
     ),
     (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
     (tuple[()], {"type": "array", "minItems": 0, "maxItems": 0}),
+    (typing.Tuple[()], {"type": "array", "minItems": 0, "maxItems": 0}),  # noqa: UP006
+    (tuple, {"type": "array"}),
+    (typing.Tuple, {"type": "array"}),  # noqa: UP006
+    (Sequence, {"type": "array"}),
+    (MutableSequence, {"type": "array"}),
+    (Mapping, {"type": "object"}),
+    (collections.abc.MutableMapping, {"type": "object"}),
+    (collections.abc.Set, {"type": "array", "uniqueItems": True}),
+    (collections.abc.MutableSet, {"type": "array", "uniqueItems": True}),
+    (
+        GenericBox[int],
+        {
+            "type": "object",
+            "properties": {
+                "item": {"type": "integer"},
+                "items": {"type": "array", "items": {"type": "integer"}},
+            },
+            "required": ["item", "items"],
+            "additionalProperties": False,
+        },
+    ),
     (set[str], {"type": "array", "items": {"type": "string"}, "uniqueItems": True}),
     (frozenset[int], {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}),
     (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
@@ -335,7 +372,8 @@ def test_unresolvable_annotation_is_a_definition_error() -> None:
         schema(Broken)
     assert info.value.problems == (
         "cannot resolve the annotations of Broken (name 'Missing' is not defined);"
-        " import the names they use",
+        " import the names they use at module level, or define them before the tool"
+        " in the same function",
     )
 
 
@@ -476,3 +514,27 @@ def test_equal_literals_keep_their_own_order() -> None:
     assert schema(Literal["a", "b"])["enum"] == ["a", "b"]
     assert schema(Literal["b", "a"])["enum"] == ["b", "a"]
     assert schema(list[Literal["b", "a"]])["items"]["enum"] == ["b", "a"]
+
+
+def test_generic_dataclass_structures_with_its_arguments() -> None:
+    """A parametrised generic dataclass parameter validates and structures by its arguments."""
+    from toolfold import tool
+
+    @tool
+    def put(box: GenericBox[int]) -> None:
+        """Put.
+
+        Args:
+            box: The box.
+        """
+
+    assert put.validate_arguments({"box": {"item": 1, "items": [2]}}) == {"box": GenericBox(1, [2])}
+    with pytest.raises(ArgumentValidationError):
+        put.validate_arguments({"box": {"item": "x", "items": []}})
+
+
+def test_schema_for_type_error_names_the_type() -> None:
+    """schema_for_type errors say there is no schema for the type, not 'cannot make a tool'."""
+    with pytest.raises(ToolDefinitionError) as info:
+        schema(dict[int, str])
+    assert str(info.value).startswith("no JSON Schema for dict[int, str]: 1 problem")

@@ -294,10 +294,44 @@ def test_check_tool_names_refuses_duplicates() -> None:
     assert check_tool_names([ping]) == {"ping": ping}
     with pytest.raises(ToolDefinitionError) as info:
         check_tool_names([ping, other])
-    assert info.value.problems == (
-        "tool name 'ping' is used by 2 tools (test_check_tool_names_refuses_duplicates"
-        ".<locals>.ping, a schema-only tool); give each a distinct name=...",
+    (problem,) = info.value.problems
+    assert problem.startswith("tool name 'ping' is used by 2 tools (made from ")
+    assert problem.endswith(
+        "test_check_tool_names_refuses_duplicates.<locals>.ping, a schema-only tool);"
+        " give each a distinct name=..."
     )
+    assert str(info.value).startswith("duplicate tool names: every tool of a list needs its own")
+    with pytest.raises(ToolDefinitionError, match=r"the same function .*ping is listed 2 times"):
+        check_tool_names([ping, ping])
+
+
+def test_runtime_gathering_refuses_duplicate_names() -> None:
+    """Agent and generate_text refuse two tools with one name with a ToolDefinitionError."""
+    from toolfold import Agent, generate_text
+    from toolfold.testing import TestModel
+
+    @tool
+    def search(q: str) -> str:
+        """Search.
+
+        Args:
+            q: The query.
+        """
+        return q
+
+    def other(q: str) -> str:
+        """Search elsewhere.
+
+        Args:
+            q: The query.
+        """
+        return q
+
+    renamed = tool(name="search")(other)
+    with pytest.raises(ToolDefinitionError, match="tool name 'search' is used by 2 tools"):
+        Agent(TestModel(), tools=[search, renamed])
+    with pytest.raises(ToolDefinitionError, match="tool name 'search' is used by 2 tools"):
+        generate_text(TestModel(), "hi", tools=[search, renamed])
 
 
 def test_bound_methods_partials_and_callable_objects() -> None:

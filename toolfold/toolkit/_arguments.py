@@ -39,6 +39,7 @@ from toolfold.toolkit._problems import (
     excerpt,
     json_kind,
     json_problem,
+    json_text,
     render,
     schema_problems,
     short_repr,
@@ -155,8 +156,8 @@ class ArgumentChecker:
             elif isinstance(raw, str):
                 self._fail(
                     [
-                        f"$: tool {self._tool_name!r} takes a JSON object of arguments, "
-                        f"got {json_kind(value)} {short_repr(value)}"
+                        f"$: tool {self._tool_name!r} takes a JSON object of arguments, got "
+                        + ("null" if value is None else f"{json_kind(value)} {json_text(value)}")
                     ]
                 )
             else:  # a caller outside the type checker's view
@@ -230,7 +231,22 @@ def _compile(schema: dict[str, Any]) -> Validator:
     from jsonschema.validators import validator_for
 
     cls = validator_for(schema, default=Draft202012Validator)
-    return cls(schema, format_checker=_format_checker())
+    validator: Validator = _decimal_multiples(cls)(schema, format_checker=_format_checker())
+    return validator
+
+
+@functools.cache
+def _decimal_multiples(cls: Any) -> Any:
+    """``cls`` with a decimal-exact ``multipleOf``, the same test as the fast check."""
+    from jsonschema import ValidationError, validators
+
+    from toolfold.toolkit._fastcheck import is_multiple
+
+    def multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Any:
+        if validator.is_type(instance, "number") and not is_multiple(instance, step):
+            yield ValidationError(f"{short_repr(instance)} is not a multiple of {step}")
+
+    return validators.extend(cls, {"multipleOf": multiple_of})  # type: ignore[no-untyped-call]
 
 
 @functools.cache

@@ -24,20 +24,23 @@ MISSING: Any = object()
 FieldInfo = tuple[str, Any, bool, Any, "str | None"]
 
 
-def class_fields(cls: type) -> list[FieldInfo] | None:
-    """The fields of a dataclass, attrs class, TypedDict or NamedTuple; else None."""
+def class_fields(cls: type, localns: dict[str, Any] | None = None) -> list[FieldInfo] | None:
+    """The fields of a dataclass, attrs class, TypedDict or NamedTuple; else None.
+
+    ``localns`` resolves string annotations naming classes local to a function.
+    """
     if "__dataclass_fields__" in cls.__dict__ or hasattr(cls, "__dataclass_fields__"):
-        return _dataclass_fields(cls)
+        return _dataclass_fields(cls, localns)
     if hasattr(cls, "__attrs_attrs__"):
-        return _attrs_fields(cls)
+        return _attrs_fields(cls, localns)
     if issubclass(cls, dict) and hasattr(cls, "__required_keys__"):
-        hints = _hints(cls)
+        hints = _hints(cls, localns)
         required = cls.__required_keys__
         return [
             (n, t, _typeddict_required(n, t, required), MISSING, None) for n, t in hints.items()
         ]
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        hints = _hints(cls)
+        hints = _hints(cls, localns)
         defaults = getattr(cls, "_field_defaults", {})
         return [
             (n, hints.get(n, MISSING), n not in defaults, defaults.get(n, MISSING), None)
@@ -46,9 +49,47 @@ def class_fields(cls: type) -> list[FieldInfo] | None:
     return None
 
 
-def _hints(cls: type) -> dict[str, Any]:
+def substitute_type_vars(
+    cls: type, args: tuple[Any, ...], fields: list[FieldInfo]
+) -> list[FieldInfo]:
+    """The fields of ``cls[args]``: each of the class's type variables replaced by its argument."""
+    params = getattr(cls, "__parameters__", ())
+    if not params or len(params) != len(args):
+        return fields
+    mapping = dict(zip(params, args, strict=True))
+    return [(n, _substitute(t, mapping), r, d, desc) for n, t, r, d, desc in fields]
+
+
+def _substitute(tp: Any, mapping: dict[Any, Any]) -> Any:
+    if tp in mapping if _hashable(tp) else False:
+        return mapping[tp]
+    params = getattr(tp, "__parameters__", None)
+    if params and typing.get_origin(tp) is not None:
+        try:
+            return tp[tuple(_substitute(p, mapping) for p in params)]
+        except TypeError:
+            return tp
+    return tp
+
+
+def _hashable(tp: Any) -> bool:
     try:
-        return typing.get_type_hints(cls, include_extras=True)
+        hash(tp)
+    except TypeError:
+        return False
+    return True
+
+
+def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:
+    try:
+        try:
+            return typing.get_type_hints(cls, include_extras=True)
+        except NameError:
+            if localns is None:
+                raise
+            # a local class under `from __future__ import annotations`: its
+            # annotations name other classes of the function that defines the tool
+            return typing.get_type_hints(cls, localns=localns, include_extras=True)
     except Exception as exc:  # NameError for a forward reference, and the like
         raise UnresolvedHints(
             f"cannot resolve the annotations of {cls.__qualname__} ({exc})"
@@ -70,12 +111,16 @@ def _typeddict_required(name: str, annotation: Any, required_keys: Any) -> bool:
     return name in required_keys
 
 
-def _dataclass_fields(cls: type) -> list[FieldInfo]:
+def _dataclass_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
     import dataclasses
 
-    hints = _hints(cls)
+    hints = _hints(cls, localns)
     out = []
     for f in dataclasses.fields(cls):
+        if localns is not None and type(f.type) is str and f.name in hints:
+            # Resolved in place, as attrs.resolve_types does: cattrs reads field
+            # types and cannot see the function's local names.
+            f.type = hints[f.name]
         if not f.init:
             continue
         has_factory = f.default_factory is not dataclasses.MISSING
@@ -86,10 +131,12 @@ def _dataclass_fields(cls: type) -> list[FieldInfo]:
     return out
 
 
-def _attrs_fields(cls: type) -> list[FieldInfo]:
+def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
     import attrs
 
-    hints = _hints(cls)
+    hints = _hints(cls, localns)
+    if localns is not None and any(type(a.type) is str for a in attrs.fields(cls)):
+        attrs.resolve_types(cls, localns=localns)  # for cattrs, which cannot see local names
     out = []
     for a in attrs.fields(cls):
         if not a.init:

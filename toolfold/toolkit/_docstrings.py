@@ -99,7 +99,10 @@ def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
         style = detect_style(text)
         if style == "google" and not _SECTION.search(text):
             return ParsedDocstring(_plain_description(text))
-    parsed = _parser(style)(text)
+    try:
+        parsed = _parser(style)(text)
+    except Exception:  # docstring_parser.ParseError: a malformed section
+        return ParsedDocstring(_plain_description(text))
     short = parsed.short_description or ""
     long = parsed.long_description or ""
     if short and long:
@@ -113,11 +116,13 @@ def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
         if len(args) < 2 or not meta.description:
             continue
         kind = args[0]
-        name = args[-1].split(" ", 1)[0].lstrip("*")
-        if kind in ("param", "parameter", "arg", "argument", "key", "keyword"):
-            params[name] = meta.description.strip()
-        elif kind in ("attribute", "ivar", "cvar", "var"):
-            attributes[name] = meta.description.strip()
+        # "x, y : int" (NumPy) and "x, y (int)" (Google) document several names at once
+        names = [n.strip().split(" ", 1)[0].lstrip("*") for n in args[-1].split(",")]
+        for name in filter(None, names):
+            if kind in ("param", "parameter", "arg", "argument", "key", "keyword"):
+                params[name] = meta.description.strip()
+            elif kind in ("attribute", "ivar", "cvar", "var"):
+                attributes[name] = meta.description.strip()
     return ParsedDocstring(description.strip(), params, attributes)
 
 

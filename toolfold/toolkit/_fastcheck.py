@@ -78,6 +78,25 @@ def _never(_: Any) -> bool:
     return False
 
 
+def is_multiple(value: Any, step: Any) -> bool:
+    """``multipleOf`` in decimal: 0.3 is a multiple of 0.1, as a person (and a model) reads it.
+
+    Float division says otherwise (0.3 / 0.1 is 2.9999999999999996). The
+    jsonschema fallback uses this same test, so both checks agree.
+    """
+    if type(value) is int and type(step) is int:
+        return not value % step
+    from fractions import Fraction
+
+    # The shortest decimal text of each float, read exactly (no precision limit,
+    # so 10**400 against 0.1 is answered too).
+    try:
+        exact = [Fraction(repr(n)) if type(n) is float else Fraction(n) for n in (value, step)]
+        return exact[0] % exact[1] == 0
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return False
+
+
 def _is_number(v: Any) -> bool:
     return isinstance(v, numbers.Number) and not isinstance(v, bool)
 
@@ -268,16 +287,7 @@ class _Compiler:
             raise _Unsupported(spec)
 
         def check(v: Any) -> bool:
-            if not _is_number(v):
-                return True
-            # the same arithmetic as jsonschema, so that both agree on floats
-            try:
-                if isinstance(spec, float):
-                    quotient = v / spec
-                    return bool(int(quotient) == quotient)
-                return not v % spec
-            except (OverflowError, ValueError):
-                return False  # too large for floats: let jsonschema (and its errors) decide
+            return not _is_number(v) or is_multiple(v, spec)
 
         return check
 

@@ -24,6 +24,7 @@ __all__ = [
     "Problem",
     "excerpt",
     "format_path",
+    "json_text",
     "json_kind",
     "json_problem",
     "render",
@@ -146,6 +147,13 @@ def _message(error: ValidationError) -> str:
     if kind == "format":
         cause = f": {error.cause}" if error.cause is not None and str(error.cause) else ""
         return f"{short_repr(instance)} is not a valid {spec}{cause}"
+    if kind in _BOUNDS and isinstance(spec, int) and hasattr(instance, "__len__"):
+        unit, side = _BOUNDS[kind]
+        size = len(instance)
+        return (
+            f"{short_repr(instance)} has {size} {unit}{'' if size == 1 else 's'};"
+            f" expected {side} {spec}"
+        )
     if kind == "const":
         return f"{short_repr(spec)} was expected, got {short_repr(instance)}"
     if kind == "additionalProperties" and isinstance(error.schema, Mapping):
@@ -159,6 +167,25 @@ def _message(error: ValidationError) -> str:
             return f"unexpected {noun} {', '.join(map(repr, extra))}{hint}"
     message = error.message
     return message if len(message) <= 300 else message[:297] + "..."
+
+
+_BOUNDS = {
+    "minItems": ("item", "at least"),
+    "maxItems": ("item", "at most"),
+    "minLength": ("character", "at least"),
+    "maxLength": ("character", "at most"),
+    "minProperties": ("property", "at least"),
+    "maxProperties": ("property", "at most"),
+}
+
+
+def json_text(value: Any, limit: int = 80) -> str:
+    """A decoded JSON value as JSON text (``null``, ``true``, ``[1, 2]``), shortened."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = short_repr(value, limit)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _union_problems(error: ValidationError, path: tuple[Any, ...]) -> list[Problem]:
@@ -252,6 +279,11 @@ def structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> li
 
 
 def _leaf_message(exc: BaseException, tp: Any) -> str:
+    if isinstance(exc, OverflowError):  # float(10**400)
+        return (
+            f"the number is too large for {type_name(tp) if tp is not None else 'a float'}"
+            " (at most about 1.8e308)"
+        )
     if isinstance(exc, (ValueError, TypeError)) and tp is not None:
         return f"cannot convert to {type_name(tp)}: {exc}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -22,6 +22,7 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from toolfold.toolkit._classes import substitute_type_vars
 from toolfold.toolkit._field import Field, apply_field
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
@@ -63,6 +64,9 @@ _MAP_ORIGINS = {
     typing.Mapping.__origin__,  # type: ignore[attr-defined]
     typing.MutableMapping.__origin__,  # type: ignore[attr-defined]
 }
+_TYPING_TUPLE: Any = getattr(typing, "Tuple")  # noqa: B009 (ruff would rewrite typing.Tuple)
+# Unparametrised containers: their items are of any type.
+_BARE = frozenset({tuple, *_ARRAY_ORIGINS, *_SET_ORIGINS, *_MAP_ORIGINS})
 # TypedDict item qualifiers, by name: typing's or typing_extensions' (which is
 # not imported here, it costs more than the rest of toolkit).
 _WRAPPERS = frozenset({"Required", "NotRequired", "ReadOnly"})
@@ -127,9 +131,22 @@ class SchemaContext:
         problems: (path, message) for each type that could not be described.
     """
 
-    __slots__ = ("_names", "_path", "_recursive", "_refs", "_stack", "defs", "problems")
+    __slots__ = (
+        "_names",
+        "_path",
+        "_recursive",
+        "_refs",
+        "_stack",
+        "defs",
+        "localns",
+        "problems",
+        "unresolved",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, localns: dict[str, Any] | None = None) -> None:
+        # names local to the function that defines a tool, for classes' string annotations
+        self.localns = localns
+        self.unresolved = False  # a class's annotations name something unknown
         self.defs: dict[str, dict[str, Any]] = {}
         self.problems: list[tuple[str, str]] = []
         self._path: list[str] = []
@@ -150,7 +167,7 @@ class SchemaContext:
         # Only classes are cached: equal generic aliases can differ in order
         # (Literal["a", "b"] == Literal["b", "a"]), and they are cheap to rebuild
         # once the classes inside them are cached.
-        cacheable = isinstance(tp, type) and typing.get_origin(tp) is None
+        cacheable = isinstance(tp, type) and typing.get_origin(tp) is None and not self.localns
         cached = _cache.get(tp) if cacheable else None
         if cached is not None:
             schema: dict[str, Any] = copy_json(cached)
@@ -202,13 +219,15 @@ class SchemaContext:
                 schema["uniqueItems"] = True
             return schema
         if origin is tuple:
+            if tp is tuple or tp is _TYPING_TUPLE:  # bare: any length; tuple[()] is empty
+                return self._tuple((Any, ...))
             return self._tuple(args)
         if origin in _MAP_ORIGINS:
             return self._mapping(args)
         if getattr(origin, "_name", None) in _WRAPPERS:
             return self.schema_for(args[0])
         if isinstance(origin, type) and origin is not type:
-            return self._class(origin)
+            return self._class(origin, tp)
         return self.problem(f"type {type_repr(tp)} has no JSON Schema rule" + _HINT)
 
     def _annotated(self, inner: Any, metadata: Iterable[Any]) -> dict[str, Any]:
@@ -261,10 +280,10 @@ class SchemaContext:
             schema["additionalProperties"] = self.schema_for(value, "{}")
         return schema
 
-    def _class(self, cls: type) -> dict[str, Any]:
+    def _class(self, cls: type, alias: Any = None) -> dict[str, Any]:
         if issubclass(cls, enum.Enum):
             return _enum_class(self, cls)
-        if cls in (list, set, frozenset, tuple, dict):
+        if cls in _BARE:  # list, collections.abc.Sequence...: of anything
             return self._generic(cls, cls, ())
         found = _FORMATS.get(f"{cls.__module__}.{cls.__qualname__}")
         if found is not None:
@@ -274,15 +293,25 @@ class SchemaContext:
         from toolfold.toolkit._classes import UnresolvedHints, class_fields
 
         try:
-            fields = class_fields(cls)
+            fields = class_fields(cls, self.localns)
         except UnresolvedHints as exc:
-            return self.problem(f"{exc}; import the names they use")
+            self.unresolved = True
+            return self.problem(
+                f"{exc}; import the names they use at module level, or define them"
+                " before the tool in the same function"
+            )
         if fields is None:
             return self.problem(f"type {type_repr(cls)} has no JSON Schema rule" + _HINT)
+        if alias is not None:  # Box[int]: the class's type variables stand for the args
+            fields = substitute_type_vars(cls, typing.get_args(alias), fields)
+            return self.object_schema(alias, fields, cls)
         return self.object_schema(cls, fields)
 
-    def object_schema(self, cls: type, fields: Any) -> dict[str, Any]:
-        """The schema of a class with named fields, with ``$ref`` for recursion."""
+    def object_schema(self, cls: Any, fields: Any, origin: type | None = None) -> dict[str, Any]:
+        """The schema of a class with named fields, with ``$ref`` for recursion.
+
+        ``cls`` may be a parametrised generic (``Box[int]``), ``origin`` its class.
+        """
         if cls in self._stack:
             self._recursive.add(cls)
             self._refs += 1
@@ -291,7 +320,7 @@ class SchemaContext:
         try:
             from toolfold.toolkit._classes import build_object
 
-            schema = build_object(self, cls, fields)
+            schema = build_object(self, cls if origin is None else origin, fields)
         finally:
             self._stack.pop()
         if cls in self._recursive:
@@ -304,11 +333,12 @@ class SchemaContext:
     def _def_name(self, cls: type) -> str:
         name = self._names.get(cls)
         if name is None:
-            name = cls.__name__
+            base = getattr(typing.get_origin(cls) or cls, "__name__", "Type")
+            name = base
             taken = set(self._names.values())
             n = 2
             while name in taken:
-                name, n = f"{cls.__name__}{n}", n + 1
+                name, n = f"{base}{n}", n + 1
             self._names[cls] = name
         return name
 
@@ -398,9 +428,13 @@ def schema_for_type(tp: Any) -> dict[str, Any]:
     if ctx.problems:
         from toolfold._errors import ToolDefinitionError
 
-        raise ToolDefinitionError(
-            type_repr(tp), [f"at {p}: {m}" if p else m for p, m in ctx.problems]
-        )
+        problems = [f"at {p}: {m}" if p else m for p, m in ctx.problems]
+        error = ToolDefinitionError(type_repr(tp), problems)
+        count = len(problems)
+        lines = "\n".join(f"  - {p}" for p in problems)
+        noun = "problem" if count == 1 else "problems"
+        error.args = (f"no JSON Schema for {type_repr(tp)}: {count} {noun}\n{lines}",)
+        raise error
     if ctx.defs:
         schema["$defs"] = ctx.defs
     return schema

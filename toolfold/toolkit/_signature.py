@@ -228,7 +228,7 @@ def derive(
     params = _parameters(fn)
     if skip_receiver and params:
         params = params[1:]
-    ctx = SchemaContext()
+    ctx = SchemaContext(localns)
     properties: dict[str, Any] = {}
     required: list[str] = []
     positional_only: list[str] = []
@@ -286,6 +286,7 @@ def derive(
                 f"parameter {name!r} has no description; document it in the docstring"
                 " or use Annotated[..., Field(description=...)]"
             )
+    out.unresolved = out.unresolved or ctx.unresolved
     _check_documented(fn, doc.params, names, properties, out, require_parameter_descriptions)
     schema_out: dict[str, Any] = {"type": "object", "properties": properties}
     if required:

@@ -328,15 +328,84 @@ def schema_problems(schema: object) -> list[str]:
             "parameters must be an object schema ({'type': 'object', 'properties': {...}}),"
             f" not type {schema.get('type')!r}"
         ]
-    from jsonschema import exceptions, validators
+    from jsonschema import validators
 
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-    try:
-        cls.check_schema(dict(schema))
-    except exceptions.SchemaError as exc:
-        where = "".join(f"[{p!r}]" for p in exc.path) or "the root"
-        return [f"parameters is not a valid JSON Schema: {exc.message} (at {where})"]
-    return []
+    meta = validators.validator_for(cls.META_SCHEMA, default=cls)
+    checker = meta(cls.META_SCHEMA, format_checker=cls.FORMAT_CHECKER)
+    errors = sorted(checker.iter_errors(dict(schema)), key=lambda e: [str(p) for p in e.path])
+    if errors:  # every one at once, like a function's problems
+        return [
+            f"parameters is not a valid JSON Schema: {e.message}"
+            f" (at {''.join(f'[{p!r}]' for p in e.path) or 'the root'})"
+            for e in errors
+        ]
+    return ref_problems(schema)
+
+
+# Keywords whose values are data, not schemas: a {"$ref": ...} in them is not a reference.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+
+
+def ref_problems(schema: Mapping[str, Any]) -> list[str]:
+    """Every ``$ref`` that does not resolve inside the schema itself (remote ones are refused).
+
+    Checked when the tool is made, so that a model's call never meets a
+    reference jsonschema cannot follow.
+    """
+    problems: list[str] = []
+    root_id = schema.get("$id") if isinstance(schema.get("$id"), str) else None
+    anchors: set[str] = set()
+    refs: list[tuple[str, str]] = []
+
+    def walk(node: Any, pointer: str) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key in _DATA_KEYWORDS:
+                    continue
+                here = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+                if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                    refs.append((value, here))
+                elif key in ("$anchor", "$dynamicAnchor") and isinstance(value, str):
+                    anchors.add(value)
+                else:
+                    walk(value, here)
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{pointer}/{i}")
+
+    walk(schema, "")
+    for ref, where in refs:
+        local = ref
+        if root_id is not None and ref.startswith(root_id.rstrip("#")):
+            local = ref[len(root_id.rstrip("#")) :] or "#"
+        at = f"at {where or '/'}"
+        if not local.startswith("#"):
+            problems.append(
+                f"$ref {ref!r} {at} is remote; only references inside the schema are followed"
+                " (move the referenced schema into $defs and use '#/$defs/...')"
+            )
+        elif local == "#" or local.startswith("#/"):
+            if not _pointer_resolves(schema, local[1:]):
+                problems.append(f"$ref {ref!r} {at} points to nothing in the schema")
+        elif local[1:] not in anchors:
+            problems.append(f"$ref {ref!r} {at} names no $anchor of the schema")
+    return problems
+
+
+def _pointer_resolves(schema: Any, pointer: str) -> bool:
+    from urllib.parse import unquote
+
+    node = schema
+    for raw in pointer.split("/")[1:] if pointer else ():
+        token = unquote(raw).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False
+    return True
 
 
 def check_tool_names(tools: Iterable[Tool[..., Any]]) -> dict[str, Tool[..., Any]]:
@@ -354,20 +423,30 @@ def check_tool_names(tools: Iterable[Tool[..., Any]]) -> dict[str, Tool[..., Any
     by_name: dict[str, list[Tool[..., Any]]] = {}
     for t in tools:
         by_name.setdefault(t.name, []).append(t)
-    problems = [
-        f"tool name {name!r} is used by {len(group)} tools ("
-        + ", ".join(_origin(t) for t in group)
-        + "); give each a distinct name=..."
-        for name, group in by_name.items()
-        if len(group) > 1
-    ]
+    problems = [_duplicate(name, group) for name, group in by_name.items() if len(group) > 1]
     if problems:
-        raise ToolDefinitionError("the tool list", problems)
+        error = ToolDefinitionError("the tool list", problems)
+        lines = "\n".join(f"  - {p}" for p in problems)
+        error.args = (f"duplicate tool names: every tool of a list needs its own name\n{lines}",)
+        raise error
     return {name: group[0] for name, group in by_name.items()}
+
+
+def _duplicate(name: str, group: list[Tool[..., Any]]) -> str:
+    origins = [_origin(t) for t in group]
+    if len(set(origins)) == 1:
+        where = f"the same function {origins[0]} is listed {len(group)} times"
+    else:
+        where = "made from " + ", ".join(origins)
+    return (
+        f"tool name {name!r} is used by {len(group)} tools ({where}); give each a distinct name=..."
+    )
 
 
 def _origin(t: Tool[..., Any]) -> str:
     function = t.function
     if function is None:
         return "a schema-only tool"
-    return str(getattr(function, "__qualname__", repr(function)))
+    module = getattr(function, "__module__", None)
+    qualname = str(getattr(function, "__qualname__", repr(function)))
+    return f"{module}.{qualname}" if module and module != "__main__" else qualname
