@@ -60,6 +60,14 @@ def freeze(value: Any) -> Any:
     kind = type(value)
     if kind is FrozenDict or kind is FrozenList:
         return value  # frozen all the way down when it was made
+    if kind is dict:
+        # Flat objects (the usual arguments) skip the recursion.
+        for item in value.values():
+            if type(item) in _NESTED:
+                return FrozenDict({k: freeze(v) for k, v in value.items()})
+        return FrozenDict(value)
+    if kind is list or kind is tuple:
+        return FrozenList([freeze(v) for v in value])
     if isinstance(value, Mapping):
         return FrozenDict({k: freeze(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
@@ -70,20 +78,28 @@ def freeze(value: Any) -> Any:
 def thaw(value: Any) -> Any:
     """A plain, independent deep copy of decoded JSON (what a tool may mutate)."""
     if isinstance(value, dict):
-        return {k: thaw(v) for k, v in value.items()}
+        for item in value.values():
+            if type(item) in _NESTED:
+                return {k: thaw(v) for k, v in value.items()}
+        return dict(value)
     if isinstance(value, list):
         return [thaw(v) for v in value]
     return value
 
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if type(value) is FrozenDict:
+        return value
     return _EMPTY if value is None else freeze(value)
 
 
 def _frozen_arguments(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    return None if value is None else freeze(value)
+    if value is None or type(value) is FrozenDict:
+        return value
+    return freeze(value)
 
 
+_NESTED = frozenset({dict, list, tuple, FrozenDict, FrozenList})
 _EMPTY = FrozenDict()
 
 

@@ -22,7 +22,7 @@ from toolfold.runtime._events import (
     ToolResultsProvided,
     ToolReturned,
 )
-from toolfold.runtime._messages import Message, ToolCallPart, ToolResultPart
+from toolfold.runtime._messages import FrozenDict, Message, ToolCallPart, ToolResultPart
 from toolfold.runtime._state import (
     CallState,
     CallStatus,
@@ -271,8 +271,12 @@ def _put(state: RunState, changes: Changes, new: CallState) -> None:
 
 def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> None:
     """One executed call's result."""
-    problem = _result_problem(event.content, event.is_error, event.outcome)
-    if problem:
+    if (
+        type(event.content) is not str
+        or type(event.is_error) is not bool
+        or event.outcome not in OUTCOMES
+    ):
+        problem = _result_problem(event.content, event.is_error, event.outcome)
         raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
     call = _take(state, changes, event.kind, event.call_id, "to_run")
     outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
@@ -335,13 +339,19 @@ def _commit(state: RunState, changes: Changes) -> None:
     conversation = changes.get("conversation", state.conversation)
     # One failure per tool per step: four parallel failing calls are one
     # failed attempt, not four; any failing call makes the step count.
-    failed = {c.call.name for c in calls if c.outcome in _FAILING}
-    succeeded = {c.call.name for c in calls if c.outcome == "ok"} - failed
-    failures = dict(state.failures)
-    for name in failed:
-        failures[name] = failures.get(name, 0) + 1
-    for name in succeeded:
-        failures.pop(name, None)
+    failed: set[str] = set()
+    for call in calls:
+        if call.outcome in _FAILING:
+            failed.add(call.call.name)
+    failures = state.failures
+    if failed or failures:
+        counts = dict(failures)
+        for call in calls:
+            if call.outcome == "ok" and call.call.name not in failed:
+                counts.pop(call.call.name, None)
+        for name in failed:
+            counts[name] = counts.get(name, 0) + 1
+        failures = FrozenDict(counts)
     changes.update(conversation=conversation.append(Message.tool(*results)), failures=failures)
     for call in calls:
         name = call.call.name
