@@ -114,6 +114,31 @@ def load(relative: str) -> tuple[Exchange, ...]:
     return tuple(exchanges)
 
 
+def raw_response(relative: str, index: int) -> tuple[int, dict[str, str], bytes]:
+    """Exchange ``index``'s response as recorded: status, headers to replay, body bytes.
+
+    The body keeps its stored form: a gzipped body stays gzipped and gets
+    ``content-encoding: gzip`` (kept from the recording, or added when the
+    bytes start with ``1f 8b``); ``retry-after`` headers are kept too.
+    """
+    data = yaml.load((TRAFFIC / relative).read_text(encoding="utf-8"), Loader=_Loader)
+    response = data["interactions"][index]["response"]
+    headers = _headers(response.get("headers"))
+    value: Any = response.get("parsed_body", response.get("body"))
+    if isinstance(value, Mapping) and set(value) == {"string"}:
+        value = value["string"]
+    if isinstance(value, (bytes, bytearray)):
+        body = bytes(value)
+    elif isinstance(value, (Mapping, list)):
+        body = json.dumps(value).encode()
+    else:
+        body = str(value or "").encode()
+    kept = {k: v for k, v in headers.items() if k == "content-type" or k.startswith("retry-after")}
+    if body[:2] == b"\x1f\x8b":
+        kept["content-encoding"] = "gzip"
+    return int(response["status"]["code"]), kept, body
+
+
 def folder(name: str) -> list[str]:
     """The cassettes of one provider-API folder, as ``folder/file.yaml`` names."""
     return sorted(f"{name}/{p.name}" for p in (TRAFFIC / name).glob("*.yaml"))
