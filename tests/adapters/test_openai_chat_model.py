@@ -305,3 +305,53 @@ def test_an_error_object_in_a_200_body_raises() -> None:
         parse_response(limited, "openrouter")
     with pytest.raises(toolfold.ProviderError, match="returned an error with HTTP 200: odd"):
         parse_response({"error": {"message": "odd", "code": "weird"}}, "x")
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        ({"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}, (9, 2, 0, 0)),
+        ({"prompt_tokens": 9, "completion_tokens": 2, "prompt_cache_hit_tokens": 4}, (9, 2, 4, 0)),
+        ({"prompt_tokens": 9, "completion_tokens": 2, "num_cached_tokens": 3}, (9, 2, 3, 0)),
+        (
+            {
+                "prompt_tokens": 9,
+                "completion_tokens": 2,
+                "total_tokens": 11,
+                "prompt_tokens_details": {"cached_tokens": 5},
+                "completion_tokens_details": {"reasoning_tokens": 1},
+            },
+            (9, 2, 5, 1),
+        ),
+        ({"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 15}, (9, 6, 0, 4)),
+        ({"prompt_tokens": True, "completion_tokens": 2.5, "total_tokens": None}, (0, 0, 0, 0)),
+    ],
+)
+def test_usage_counts_from_every_family(usage: dict[str, Any], expected: tuple[int, ...]) -> None:
+    """Usage reads cached and reasoning counts wherever a family puts them, ignoring non-integers."""
+    body = {"id": "r1", "choices": [{"message": {"content": "hi"}}], "usage": usage}
+    got = parse_response(body, "openai").usage
+    assert (
+        got.input_tokens,
+        got.output_tokens,
+        got.cached_tokens,
+        got.reasoning_tokens,
+    ) == expected
+
+
+def test_calls_without_ids_get_stable_synthetic_ids() -> None:
+    """A call without an id gets one derived from the message, the same on every parse."""
+    message = {
+        "content": None,
+        "tool_calls": [
+            {"id": "call_a", "function": {"name": "f", "arguments": "{}"}},
+            {"function": {"name": "f", "arguments": "{}"}},
+        ],
+    }
+    first = parse_response({"choices": [{"message": message}]}, "openai")
+    again = parse_response({"choices": [{"message": json.loads(json.dumps(message))}]}, "openai")
+    ids = [c.id for c in first.tool_calls]
+    assert ids[0] == "call_a"
+    assert ids[1].startswith("call_")
+    assert ids[1] != "call_a"
+    assert ids == [c.id for c in again.tool_calls]

@@ -320,3 +320,34 @@ def test_the_mistral_spec_check_can_fail() -> None:
     """An OpenAI-style body with stream_options is refused by Mistral's spec (extra keys)."""
     body = build_body(_request("text", None, False, None), "m", PROVIDERS["openai"], stream=True)
     assert mistral_problems(body) != []
+
+
+def test_tool_results_come_first_whatever_message_carries_them() -> None:
+    """Results in a user or assistant message become tool messages ahead of its other parts."""
+    call = ToolCallPart("call_1", "get_weather", '{"city": "Paris", "unit": null}')
+    messages = (
+        Message.user("weather?"),
+        Message("assistant", (call,)),
+        Message("user", (ToolResultPart("call_1", "get_weather", "12 C"), TextPart("thanks"))),
+        Message.tool(),
+        Message("user", (TextPart("a"), TextPart("b"))),
+    )
+    body = build_body(ModelRequest(messages, (WEATHER,)), "gpt-4o-mini", PROVIDERS["mistral"])
+    sent_id = mistral_id("call_1")
+    assert body["messages"] == [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": sent_id,
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": call.arguments_text},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": sent_id, "content": "12 C"},
+        {"role": "user", "content": "thanks"},
+        {"role": "user", "content": "ab"},
+    ]

@@ -64,15 +64,16 @@ def build_body(
     rewrite_id = mistral_id if provider.id_rule == "mistral9" else _same
     messages = encode_messages(request.messages, provider, rewrite_id)
     body: Body = {"model": model_name, "messages": messages}
-    compile_fn = compile_tool or default_function
     tools = list(request.tools)
     choice: Any = None
     if request.tool_choice is not None and tools:
         tools, choice = _tool_choice(request.tool_choice, tools, provider)
     if tools:
-        body["tools"] = [
-            {"type": "function", "function": dict(compile_fn(t, provider))} for t in tools
-        ]
+        if compile_tool is None:  # the default, without copying each function twice
+            functions = [default_function(t, provider) for t in tools]
+        else:
+            functions = [dict(compile_tool(t, provider)) for t in tools]
+        body["tools"] = [{"type": "function", "function": f} for f in functions]
         if choice is not None:
             body["tool_choice"] = choice
         parallel = request.settings.get("parallel_tool_calls", provider.parallel_default)
@@ -209,17 +210,34 @@ def encode_messages(
     """The ``messages`` array: tool results become one ``role: tool`` message each."""
     out: list[Body] = []
     for message in messages:
-        results = [p for p in message.parts if isinstance(p, ToolResultPart)]
+        role = message.role
+        parts = message.parts
+        # Fast paths for the shapes every tool loop resends on each request:
+        # a plain text prompt and a message of tool results.
+        if role == "user" and len(parts) == 1 and type(parts[0]) is TextPart:
+            out.append({"role": "user", "content": parts[0].text})
+            continue
+        if role == "tool" and all(type(p) is ToolResultPart for p in parts):
+            out.extend(
+                {"role": "tool", "tool_call_id": rewrite_id(r.call_id), "content": r.content}
+                for r in cast("tuple[ToolResultPart, ...]", parts)
+            )
+            continue
+        results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(
             {"role": "tool", "tool_call_id": rewrite_id(r.call_id), "content": r.content}
             for r in results
         )
-        rest: list[Part] = [p for p in message.parts if not isinstance(p, ToolResultPart)]
-        if message.role == "tool" or (results and not rest):
+        if role == "tool":
             continue
-        if message.role == "assistant":
+        rest: list[Part] = (
+            [p for p in parts if not isinstance(p, ToolResultPart)] if results else list(parts)
+        )
+        if results and not rest:
+            continue
+        if role == "assistant":
             out.append(_assistant(rest, provider, rewrite_id))
-        elif message.role == "system":
+        elif role == "system":
             out.append({"role": "system", "content": _only_text(rest, "system")})
         else:
             out.append({"role": "user", "content": _user_content(rest, provider)})

@@ -61,19 +61,28 @@ def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
         return Usage(requests=1)
     prompt = _int(usage.get("prompt_tokens"))
     completion = _int(usage.get("completion_tokens"))
-    prompt_details = usage.get("prompt_tokens_details") or {}
-    completion_details = usage.get("completion_tokens_details") or {}
-    cached = _int(prompt_details.get("cached_tokens")) or _int(usage.get("prompt_cache_hit_tokens"))
-    cached = cached or _int(usage.get("num_cached_tokens"))
-    reasoning = _int(completion_details.get("reasoning_tokens"))
     total = _int(usage.get("total_tokens"))
+    cached = reasoning = 0
+    if not usage.keys() <= _PLAIN_USAGE:
+        prompt_details = usage.get("prompt_tokens_details") or {}
+        completion_details = usage.get("completion_tokens_details") or {}
+        cached = _int(prompt_details.get("cached_tokens"))
+        cached = cached or _int(usage.get("prompt_cache_hit_tokens"))
+        cached = cached or _int(usage.get("num_cached_tokens"))
+        reasoning = _int(completion_details.get("reasoning_tokens"))
     if not reasoning and total > prompt + completion:
         reasoning = total - prompt - completion
         completion += reasoning
     return Usage(prompt, completion, cached, reasoning, 1)
 
 
+_PLAIN_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
+
+
 def _int(value: Any) -> int:
+    # type() first: the common case (a plain int) costs one comparison.
+    if type(value) is int:
+        return value
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -117,16 +126,21 @@ def parse_response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     choice = choices[0]
     message = choice.get("message") or {}
     response_id = body.get("id") or None
-    seed = response_id or json.dumps(message, sort_keys=True)
-    parts: list[Part] = [
-        *_reasoning(message, provider),
-        *_content(message.get("content"), provider),
-    ]
-    if not message.get("content") and isinstance(message.get("refusal"), str):
+    content = message.get("content")
+    parts: list[Part] = _reasoning(message, provider)
+    if type(content) is str:
+        if content:
+            parts.append(TextPart(content))
+    else:
+        parts.extend(_content(content, provider))
+    if not content and isinstance(message.get("refusal"), str):
         parts.append(TextPart(message["refusal"]))
     raw_calls = list(message.get("tool_calls") or [])
     if not raw_calls and isinstance(message.get("function_call"), Mapping):
         raw_calls = [{"function": message["function_call"]}]  # legacy functions API
+    seed = response_id or ""
+    if not seed and any(not raw.get("id") for raw in raw_calls):
+        seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
     calls = [_call(raw, seed, position) for position, raw in enumerate(raw_calls)]
     raw_finish = choice.get("finish_reason")
     return ModelResponse(
