@@ -44,6 +44,8 @@ EXPECTED = {
     "generate_text",
     "model",
     "resume",
+    "token_budget",
+    "tool_called",
     # adapters: schema dialects
     "CompiledTool",
     "Dialect",

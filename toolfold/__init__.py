@@ -61,6 +61,8 @@ from toolfold.runtime import (
     generate_text,
     model,
     resume,
+    token_budget,
+    tool_called,
 )
 from toolfold.runtime._model import set_adapter_loader
 from toolfold.toolkit import (
@@ -133,6 +135,8 @@ __all__ = [
     "aresume",
     "generate_text",
     "resume",
+    "token_budget",
+    "tool_called",
     "ArgumentJSONError",
     "ArgumentValidationError",
     "AuthenticationError",

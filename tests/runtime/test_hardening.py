@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import pickle
 from typing import Any
@@ -349,3 +350,32 @@ def test_result_parts_under_another_calls_key_are_refused() -> None:
     }
     with pytest.raises(ToolfoldError, match=r"tool_results\['c1'\].*'c2'"):
         resume(first.state, model=model, tools=[ASK, other], tool_results=swapped)
+
+
+# --- 12. output types read what models actually answer ------------------------
+
+
+def test_a_str_output_is_the_plain_answer() -> None:
+    """With output_type=str a plain-text answer is the output, no JSON wrapper needed."""
+    model = ScriptedModel(["plain text answer"])
+    response = generate_text(model, "q", output_type=str)
+    assert response.output == "plain text answer"
+    assert len(model.requests) == 1
+    wrapped = generate_text(ScriptedModel(['{"result": "ok"}']), "q", output_type=str)
+    assert wrapped.output == "ok"
+    assert RunState.from_json(response.state.to_json()) == response.state
+
+
+def test_wrapped_outputs_accept_the_bare_value_and_objects_say_what_they_expect() -> None:
+    """list[str] accepts a bare array; an object type told an array names the JSON types, no tool wording."""
+    assert generate_text(ScriptedModel(['["a"]']), "q", output_type=list[str]).output == ["a"]
+
+    @dataclasses.dataclass
+    class Forecast:
+        celsius: int
+
+    model = ScriptedModel(["[1]", '{"celsius": 3}'])
+    assert generate_text(model, "q", output_type=Forecast).output == Forecast(3)
+    feedback = model.requests[1].messages[-1].text
+    assert "expected a JSON object, got array" in feedback
+    assert "tool" not in feedback

@@ -51,6 +51,16 @@ class OutputSchema:
             OutputRejected: The answer is not JSON or does not fit the type.
         """
         body = _strip_fence(text)
+        if self.wrapped:
+            body = self._wrap(body, text)
+        else:
+            try:
+                decoded = json.loads(body)
+            except ValueError:
+                decoded = {}  # the checker says where parsing failed
+            if not isinstance(decoded, dict):
+                got = _JSON_NAMES.get(type(decoded), type(decoded).__name__)
+                raise OutputRejected(_rejection([f"$: expected a JSON object, got {got}"]))
         try:
             checked = self._checker.check(body)
         except ToolArgumentError as exc:
@@ -66,6 +76,21 @@ class OutputSchema:
             return get_converter().structure(checked, self.type), plain
         except Exception as exc:
             raise OutputRejected(_rejection([f"$: {exc}"])) from exc
+
+    def _wrap(self, body: str, text: str) -> str:
+        # The answer may come as {"result": ...} (what the schema asks for) or
+        # as the bare value; a plain-text answer is the value of a str output.
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            if self.type is str:
+                return json.dumps({"result": text})
+            return body  # the checker says where parsing failed
+        if isinstance(decoded, dict) and set(decoded) == {"result"}:
+            return body
+        if self.type is str and not isinstance(decoded, str):
+            return json.dumps({"result": text})
+        return json.dumps({"result": decoded})
 
     def restore(self, plain: Any) -> Any:
         """The structured value from plain data (e.g. a state loaded from JSON)."""
@@ -99,6 +124,16 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
         wrapped["$defs"] = defs
     checker = ArgumentChecker(title, wrapped, {"result": tp}, False)
     return OutputSchema(tp, OutputSpec(title, wrapped), True, checker)
+
+
+_JSON_NAMES: dict[type, str] = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 
 
 def _is_object_schema(schema: Mapping[str, Any]) -> bool:
