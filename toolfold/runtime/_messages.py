@@ -90,13 +90,17 @@ def thaw(value: Any) -> Any:
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if type(value) is FrozenDict:
         return value
-    return _EMPTY if value is None else freeze(value)
+    if value is None:
+        return _EMPTY
+    frozen: Mapping[str, Any] = freeze(value)
+    return frozen
 
 
 def _frozen_arguments(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if value is None or type(value) is FrozenDict:
         return value
-    return freeze(value)
+    frozen: Mapping[str, Any] = freeze(value)
+    return frozen
 
 
 _NESTED = frozenset({dict, list, tuple, FrozenDict, FrozenList})
