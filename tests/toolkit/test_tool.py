@@ -385,3 +385,69 @@ def test_wrapped_functions_keep_their_signature() -> None:
 
     assert greet.parameters["properties"] == {"name": {"type": "string"}}
     assert greet.invoke({"name": "Ada"}) == "hi Ada"
+
+
+def test_async_tool_is_a_coroutine_function() -> None:
+    """inspect and asyncio see a tool of an async function (and its bound methods) as async."""
+    import asyncio
+    import inspect
+
+    @tool
+    async def fetch(x: int) -> int:
+        """Fetch.
+
+        Args:
+            x: The key.
+        """
+        return x
+
+    class Store:
+        @tool
+        async def get(self, x: int) -> int:
+            """Get.
+
+            Args:
+                x: The key.
+            """
+            return x
+
+    assert inspect.iscoroutinefunction(fetch)
+    assert asyncio.iscoroutinefunction(fetch)
+    assert inspect.iscoroutinefunction(Store().get)
+    assert asyncio.run(fetch(2)) == 2
+
+    @tool
+    def plain(x: int) -> int:
+        """Plain.
+
+        Args:
+            x: The key.
+        """
+        return x
+
+    assert not inspect.iscoroutinefunction(plain)
+
+
+def test_classmethod_above_tool_gives_a_tool_bound_to_the_class() -> None:
+    """@classmethod over @tool: the attribute (a Tool, or a method of it on 3.13) becomes the class's tool."""
+
+    class Shop:
+        @classmethod
+        @tool
+        def find(cls, q: str) -> str:
+            """Find.
+
+            Args:
+                q: The query.
+            """
+            return cls.__name__ + q
+
+    found = Shop.find
+    made = found if isinstance(found, Tool) else tool(found)
+    assert isinstance(made, Tool)
+    assert made.name == "find"
+    assert made.parameters["properties"] == {"q": {"type": "string", "description": "The query."}}
+    assert made.invoke(made.validate_arguments({"q": "1"})) == "Shop1"
+    assert Shop.find("2") == "Shop2"
+    if not isinstance(found, Tool):  # Python 3.13+: options apply while rebinding
+        assert tool(name="lookup")(found).name == "lookup"

@@ -115,6 +115,10 @@ def _make_tool(
         function, receiver = function.__func__, "class"
     elif isinstance(function, Tool):
         raise ToolDefinitionError(function.name, ["is already a tool; apply @tool once"])
+    elif isinstance(function, types.MethodType) and isinstance(function.__func__, Tool):
+        # `@classmethod` over `@tool`: from Python 3.13 on, classmethod no longer
+        # calls the tool's __get__, so `Shop.search` is a method of the tool.
+        return _rebind(function.__func__, function.__self__, name, description, strict)
     if not callable(function):
         raise ToolDefinitionError(repr(function), ["@tool needs a function"])
     bound = isinstance(function, types.MethodType)  # tool(obj.method): self is already bound
@@ -164,6 +168,19 @@ def _make_tool(
         receiver=receiver,
     )
     return made
+
+
+def _rebind(
+    made: Tool[Any, Any],
+    receiver: object,
+    name: str | None,
+    description: str | None,
+    strict: bool | None,
+) -> Tool[Any, Any]:
+    bound = made.__get__(receiver, type(receiver)) if made._receiver is not None else made
+    changes: dict[str, Any] = {"name": name, "description": description, "strict": strict}
+    changes = {k: v for k, v in changes.items() if v is not None}
+    return bound.replace(**changes) if changes else bound
 
 
 def _defined_in_class(function: Callable[..., Any]) -> bool:

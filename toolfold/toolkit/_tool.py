@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
+import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -183,6 +184,8 @@ class Tool(Generic[P, R]):
                 if value is not None:
                     self.__dict__[attr] = value
             self.__dict__["__wrapped__"] = function
+            if self.is_async:
+                _mark_coroutine_function(self, function)
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r})"
@@ -307,6 +310,25 @@ class Tool(Generic[P, R]):
         if "name" in changes:
             new._checker = [None]  # the checker's messages name the tool
         return new
+
+
+def _mark_coroutine_function(made: Tool[..., Any], function: Callable[..., Any]) -> None:
+    """Make ``inspect.iscoroutinefunction`` (and asyncio's) true for a tool of an async function.
+
+    Frameworks that dispatch on it (web servers, task runners) then await the tool.
+    """
+    if sys.version_info >= (3, 12):
+        inspect.markcoroutinefunction(made)
+        return
+    # Before 3.12 inspect looks at the code flags of anything function-like.
+    code = getattr(function, "__code__", None)
+    if isinstance(code, types.CodeType):
+        made.__dict__["__code__"] = code
+        made.__dict__["__defaults__"] = getattr(function, "__defaults__", None)
+        made.__dict__["__kwdefaults__"] = getattr(function, "__kwdefaults__", None)
+    from asyncio import coroutines
+
+    made.__dict__["_is_coroutine"] = coroutines._is_coroutine  # type: ignore[attr-defined]
 
 
 def _value_problems(description: object, function: object) -> list[str]:
