@@ -122,6 +122,11 @@ class Transport:
         self._key = api_key if isinstance(api_key, Secret) or api_key is None else Secret(api_key)
         self._auth_header = auth_header.lower()
         self._auth_scheme = auth_scheme
+        # The whole header value, masked like the key, made once (not per request).
+        self._auth_value: Secret | None = None
+        if self._key:
+            key = self._key.reveal()
+            self._auth_value = Secret(f"{auth_scheme} {key}" if auth_scheme else key)
         self._sync_client: Any = None
         self._async_client: Any = async_http_client
         if http_client is not None:
@@ -535,13 +540,11 @@ class Transport:
 
     def _with_auth(self, headers: dict[str, str]) -> dict[str, str]:
         # A header given by the user (headers= or per request) wins over the key.
-        if not self._key or self._auth_header in headers:
+        if self._auth_value is None or self._auth_header in headers:
             return headers
-        value = self._key.reveal()
-        return {
-            **headers,
-            self._auth_header: f"{self._auth_scheme} {value}" if self._auth_scheme else value,
-        }
+        merged = headers.copy()
+        merged[self._auth_header] = self._auth_value.reveal()
+        return merged
 
     def _scrub(self, text: str) -> str:
         return redact(text, (self._key,))
