@@ -68,6 +68,8 @@ def model_for(name: str, server: ScriptedServer, **options: Any) -> OpenAIChatMo
     folder_name, file = name.split("/", 1)
     provider = FOLDER_PROVIDERS.get(folder_name) or COMPATIBLE_PROVIDERS[file][0]
     options.setdefault("retry", 0)
+    if "gemini-openai-endpoint" in file:
+        options["server"] = "gemini"  # chosen by the base URL, which is 127.0.0.1 here
     return OpenAIChatModel(
         load(name)[0].request_json["model"],
         provider=provider,

@@ -105,7 +105,7 @@ def test_server_presets_and_unknown_names() -> None:
         "m", provider="openai-compatible", base_url="http://x/v1", server="llama.cpp"
     )
     assert made.provider.named_tool_choice is False
-    with pytest.raises(ModelConfigError, match=r"known: llama\.cpp, lmstudio, ollama, vllm"):
+    with pytest.raises(ModelConfigError, match=r"known: gemini, llama\.cpp, lmstudio, ollama, vllm"):
         OpenAIChatModel("m", provider="openai-compatible", base_url="http://x/v1", server="tgi")
     with pytest.raises(ModelConfigError, match="only applies to openai-compatible"):
         OpenAIChatModel("m", provider="groq", api_key="k" * 12, server="vllm")
@@ -323,7 +323,8 @@ def test_an_error_object_in_a_200_body_raises() -> None:
             },
             (9, 2, 5, 1),
         ),
-        ({"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 15}, (9, 6, 0, 4)),
+        # A total above prompt + completion is not reasoning, except on Gemini (below).
+        ({"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 15}, (9, 2, 0, 0)),
         ({"prompt_tokens": True, "completion_tokens": 2.5, "total_tokens": None}, (0, 0, 0, 0)),
     ],
 )
@@ -355,3 +356,25 @@ def test_calls_without_ids_get_stable_synthetic_ids() -> None:
     assert ids[1].startswith("call_")
     assert ids[1] != "call_a"
     assert ids == [c.id for c in again.tool_calls]
+
+
+@pytest.mark.parametrize(
+    ("options", "thinking"),
+    [
+        ({"base_url": "https://generativelanguage.googleapis.com/v1beta/openai"}, True),
+        ({"base_url": "http://127.0.0.1:9/v1", "server": "gemini"}, True),
+        ({"base_url": "http://127.0.0.1:9/v1"}, False),
+        ({"base_url": "http://127.0.0.1:9/v1", "server": "vllm"}, False),
+    ],
+)
+def test_hidden_thinking_in_the_total_only_on_gemini(
+    options: dict[str, str], thinking: bool
+) -> None:
+    """The gap between total_tokens and prompt + completion is reasoning only on Gemini's endpoint."""
+    model = OpenAIChatModel("m", provider="openai-compatible", api_key="k", **options)
+    assert model.provider.thinking_in_total is thinking
+    usage = {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 15}
+    body = {"id": "r1", "choices": [{"message": {"content": "hi"}}], "usage": usage}
+    got = parse_response(body, "p", thinking_in_total=model.provider.thinking_in_total).usage
+    assert (got.output_tokens, got.reasoning_tokens) == ((6, 4) if thinking else (2, 0))
+    assert OpenAIChatModel("m", provider="openai", api_key="k").provider.thinking_in_total is False

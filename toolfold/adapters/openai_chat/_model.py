@@ -16,7 +16,12 @@ from toolfold.adapters._dialects import check_arguments
 from toolfold.adapters._keys import Secret, resolve_api_key
 from toolfold.adapters._transport import Transport
 from toolfold.adapters.openai_chat._errors import parse_error
-from toolfold.adapters.openai_chat._providers import SERVER_PRESETS, ChatProvider, provider_for
+from toolfold.adapters.openai_chat._providers import (
+    GEMINI_HOST,
+    SERVER_PRESETS,
+    ChatProvider,
+    provider_for,
+)
 from toolfold.adapters.openai_chat._request import build_body, compiled_tool
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
@@ -40,7 +45,9 @@ class OpenAIChatModel:
         api_key: The key; by default read from the provider's environment
             variable (``OPENAI_API_KEY``...). Kept in a `Secret`, never printed.
         server: For ``openai-compatible``: ``"vllm"``, ``"llama.cpp"``,
-            ``"lmstudio"`` or ``"ollama"``, to apply that server's quirks.
+            ``"lmstudio"``, ``"ollama"`` or ``"gemini"`` (Gemini's OpenAI
+            endpoint; the default for a base URL on its host), to apply that
+            server's quirks.
         http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
         async_http_client: An async client, when ``http_client`` is the sync one.
         timeout: Seconds, a ``Timeouts``, or None for no limits.
@@ -65,6 +72,8 @@ class OpenAIChatModel:
         retry: Any = _UNSET,
         headers: Mapping[str, str] | None = None,
     ) -> None:
+        if server is None and provider == "openai-compatible" and GEMINI_HOST in (base_url or ""):
+            server = "gemini"
         row = _row(provider, server)
         url = base_url or row.base_url
         if not url:
@@ -141,7 +150,11 @@ class OpenAIChatModel:
         """One response, asynchronously."""
         try:
             data = await self._transport.post_json(_PATH, self.body(request))
-            return parse_response(_as_mapping(data, self.provider.name), self.provider.name)
+            return parse_response(
+                _as_mapping(data, self.provider.name),
+                self.provider.name,
+                thinking_in_total=self.provider.thinking_in_total,
+            )
         except ProviderError as exc:
             self._transport._scrubbed(exc)
             raise
@@ -150,14 +163,18 @@ class OpenAIChatModel:
         """One response, blocking."""
         try:
             data = self._transport.post_json_sync(_PATH, self.body(request))
-            return parse_response(_as_mapping(data, self.provider.name), self.provider.name)
+            return parse_response(
+                _as_mapping(data, self.provider.name),
+                self.provider.name,
+                thinking_in_total=self.provider.thinking_in_total,
+            )
         except ProviderError as exc:
             self._transport._scrubbed(exc)
             raise
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
-        state = DecoderState(self.provider.name)
+        state = DecoderState(self.provider.name, thinking_in_total=self.provider.thinking_in_total)
         events = self._transport.stream(_PATH, self.body(request, stream=True))
         # One boundary for every error of this call: the codec raises in-band
         # errors itself, from text a server may have filled with the key.
@@ -181,7 +198,7 @@ class OpenAIChatModel:
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
-        state = DecoderState(self.provider.name)
+        state = DecoderState(self.provider.name, thinking_in_total=self.provider.thinking_in_total)
         events = self._transport.stream_sync(_PATH, self.body(request, stream=True))
         try:
             try:

@@ -47,6 +47,9 @@ class ChatProvider:
         auto_strict: A tool that leaves ``strict`` unset is sent strict when
             its schema allows it; elsewhere strict mode is used only when the
             tool asks for it (``strict=True``).
+        thinking_in_total: ``total_tokens`` counts hidden thinking that
+            ``completion_tokens`` leaves out (Gemini's OpenAI endpoint): the
+            gap is reported as reasoning output tokens.
     """
 
     name: str
@@ -66,6 +69,7 @@ class ChatProvider:
     files: str = "openai"
     parallel_default: bool | None = None
     auto_strict: bool = False
+    thinking_in_total: bool = False
 
 
 # Reasoning text arrives under either name: ``reasoning_content`` (DeepSeek,
@@ -136,7 +140,12 @@ SERVER_PRESETS: dict[str, ChatProvider] = {
     "vllm": PROVIDERS["openai-compatible"],
     "lmstudio": PROVIDERS["openai-compatible"],
     "ollama": PROVIDERS["openai-compatible"],
+    # Chosen by itself for a base URL on generativelanguage.googleapis.com.
+    "gemini": attrs.evolve(PROVIDERS["openai-compatible"], thinking_in_total=True),
 }
+
+#: The host of Gemini's OpenAI-compatible endpoint (``server="gemini"`` by default there).
+GEMINI_HOST = "generativelanguage.googleapis.com"
 
 
 def provider_for(name: str) -> ChatProvider:

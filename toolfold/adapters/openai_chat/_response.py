@@ -47,15 +47,20 @@ def synthetic_id(seed: str, position: int) -> str:
     return f"call_{digest}"
 
 
-def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
+def parse_usage(usage: Mapping[str, Any] | None, *, thinking_in_total: bool = False) -> Usage:
     """Neutral usage from the OpenAI fields and the family's extras.
 
     Cached prompt tokens: ``prompt_tokens_details.cached_tokens`` (OpenAI),
     ``prompt_cache_hit_tokens`` (DeepSeek [C6]) or ``num_cached_tokens``
-    (Mistral, see its cassettes). When ``total_tokens`` exceeds prompt plus
-    completion and no reasoning count is given, the gap is hidden thinking
-    (Gemini's OpenAI endpoint bills thoughts that way: 35 + 12 of 109 in the
-    gemini-openai-endpoint cassette), so it is counted as reasoning output.
+    (Mistral, see its cassettes).
+
+    Args:
+        usage: The ``usage`` object.
+        thinking_in_total: The provider counts hidden thinking in
+            ``total_tokens`` only (Gemini's OpenAI endpoint: 35 + 12 of 109 in
+            the gemini-openai-endpoint cassette): the gap between the total and
+            prompt plus completion is reported as reasoning output. Off for
+            everyone else, whose gap (if any) means something else.
     """
     if not usage:
         return Usage(requests=1)
@@ -70,7 +75,7 @@ def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
         cached = cached or _int(usage.get("prompt_cache_hit_tokens"))
         cached = cached or _int(usage.get("num_cached_tokens"))
         reasoning = _int(completion_details.get("reasoning_tokens"))
-    if not reasoning and total > prompt + completion:
+    if thinking_in_total and not reasoning and total > prompt + completion:
         reasoning = total - prompt - completion
         completion += reasoning
     return Usage(prompt, completion, cached, reasoning, 1)
@@ -95,8 +100,12 @@ def arguments_text(arguments: Any) -> str:
     return json.dumps(arguments)
 
 
-def parse_response(body: Mapping[str, Any], provider: str) -> ModelResponse:
+def parse_response(
+    body: Mapping[str, Any], provider: str, *, thinking_in_total: bool = False
+) -> ModelResponse:
     """Turn a ``chat.completion`` body into a `ModelResponse`.
+
+    ``thinking_in_total`` is passed to `parse_usage`.
 
     Raises:
         ProviderError: The body is an error object, or has no choice.
@@ -145,7 +154,7 @@ def parse_response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     raw_finish = choice.get("finish_reason")
     return ModelResponse(
         Message("assistant", (*parts, *calls)),
-        parse_usage(body.get("usage")),
+        parse_usage(body.get("usage"), thinking_in_total=thinking_in_total),
         finish_reason(raw_finish, bool(calls)),
         raw_finish,
         body.get("model"),

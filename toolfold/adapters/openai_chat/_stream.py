@@ -70,6 +70,7 @@ class DecoderState:
         info_sent: `ResponseInfo` was emitted.
         finished: A finish reason arrived.
         done: ``data: [DONE]`` arrived.
+        thinking_in_total: See `parse_usage` (Gemini's OpenAI endpoint).
     """
 
     provider: str
@@ -79,6 +80,7 @@ class DecoderState:
     info_sent: bool = False
     finished: bool = False
     done: bool = False
+    thinking_in_total: bool = False
 
 
 def decode_chunk(
@@ -121,7 +123,7 @@ def decode_chunk(
             state = _choice(state, choice, events)
     usage = chunk.get("usage") or _groq_usage(chunk)
     if isinstance(usage, Mapping):
-        events.append(UsageUpdate(parse_usage(usage)))
+        events.append(UsageUpdate(parse_usage(usage, thinking_in_total=state.thinking_in_total)))
     return state, events
 
 
