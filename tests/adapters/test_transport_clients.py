@@ -1,8 +1,10 @@
-"""The transport's scenarios through every kind of client: lean, injected httpx, injected httpx2.
+"""The transport's scenarios through every kind of client: lean, injected httpx, httpx2, lookalike.
 
 httpx2 has httpx's API but its own classes (its own ``Timeout``, its own
 exceptions), so an injected httpx2 client checks that the transport never
 hands a client another package's objects and maps that client's failures.
+httpx2 needs Python 3.11+; `lookalike_http` checks the same contract on
+every Python CI runs.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import httpx2
+import lookalike_http
 import pytest
 from scripted_http import Cut, Reply, ScriptedServer, sse
 
@@ -31,8 +33,16 @@ from toolfold.adapters._retry import Timeouts
 from toolfold.adapters._sse import SSEEvent
 from toolfold.adapters._transport import Transport
 
+try:
+    import httpx2
+except ImportError:  # Python 3.10: httpx2 needs 3.11+ (lookalike_http covers its contract)
+    httpx2 = None
+
 KEY = "sk-test-key-0123456789"
-KINDS = ["lean", "httpx", "httpx2"]
+PACKAGES: dict[str, Any] = {"httpx": httpx, "lookalike": lookalike_http}
+if httpx2 is not None:
+    PACKAGES["httpx2"] = httpx2
+KINDS = ["lean", *PACKAGES]
 CASES = [
     pytest.param(kind, mode, id=f"{kind}-{mode}") for kind in KINDS for mode in ("sync", "async")
 ]
@@ -55,7 +65,7 @@ class Sleeps:
 def _client(kind: str, mode: str, options: dict[str, Any]) -> Any:
     if kind == "lean":
         return None
-    package: Any = httpx if kind == "httpx" else httpx2
+    package = PACKAGES[kind]
     return (package.Client if mode == "sync" else package.AsyncClient)(**options)
 
 
@@ -287,7 +297,7 @@ def test_a_foreign_clients_unknown_exception_is_mapped() -> None:
     assert isinstance(caught.value.__cause__, _Boom)
 
 
-@pytest.mark.parametrize("package", [httpx, httpx2], ids=["httpx", "httpx2"])
+@pytest.mark.parametrize("package", list(PACKAGES.values()), ids=list(PACKAGES))
 def test_a_client_for_one_mode_refuses_the_other(http_server: ScriptedServer, package: Any) -> None:
     """A sync client alone makes async calls fail clearly (and vice versa), never bypassed."""
     with package.Client() as client:
@@ -305,7 +315,7 @@ def test_a_client_for_one_mode_refuses_the_other(http_server: ScriptedServer, pa
     assert http_server.requests == []
 
 
-@pytest.mark.parametrize("package", [httpx, httpx2], ids=["httpx", "httpx2"])
+@pytest.mark.parametrize("package", list(PACKAGES.values()), ids=list(PACKAGES))
 def test_a_pair_of_clients_serves_both_modes(http_server: ScriptedServer, package: Any) -> None:
     """http_client= (sync) with async_http_client= carries each mode on the user's client."""
     http_server.add(Reply(json={"sync": 1}), Reply(json={"async": 1}))
@@ -330,9 +340,10 @@ def test_a_pair_of_clients_serves_both_modes(http_server: ScriptedServer, packag
     assert [r.headers["x-mine"] for r in http_server.requests] == ["sync", "async"]
 
 
-def test_rate_limit_through_httpx2_keeps_retry_after(http_server: ScriptedServer) -> None:
-    """httpx2's headers are read like httpx's: retry_after reaches the RateLimitError."""
+@pytest.mark.parametrize("kind", list(PACKAGES))
+def test_rate_limit_keeps_retry_after(http_server: ScriptedServer, kind: str) -> None:
+    """Another package's headers are read like httpx's: retry_after reaches the RateLimitError."""
     http_server.add(Reply(status=429, headers={"retry-after": "7"}))
     with pytest.raises(RateLimitError) as caught:
-        call(http_server, "httpx2", "sync", retry=0)
+        call(http_server, kind, "sync", retry=0)
     assert caught.value.retry_after == 7.0
