@@ -105,7 +105,9 @@ def test_server_presets_and_unknown_names() -> None:
         "m", provider="openai-compatible", base_url="http://x/v1", server="llama.cpp"
     )
     assert made.provider.named_tool_choice is False
-    with pytest.raises(ModelConfigError, match=r"known: gemini, llama\.cpp, lmstudio, ollama, vllm"):
+    with pytest.raises(
+        ModelConfigError, match=r"known: gemini, llama\.cpp, lmstudio, ollama, vllm"
+    ):
         OpenAIChatModel("m", provider="openai-compatible", base_url="http://x/v1", server="tgi")
     with pytest.raises(ModelConfigError, match="only applies to openai-compatible"):
         OpenAIChatModel("m", provider="groq", api_key="k" * 12, server="vllm")
