@@ -8,7 +8,13 @@ from typing import Annotated, Any
 
 import pytest
 
-from toolfold import Field, ToolDefinitionError, ToolDefinitionWarning, tool
+from toolfold import (
+    Field,
+    ToolDefinitionError,
+    ToolDefinitionWarning,
+    UndocumentedParameterWarning,
+    tool,
+)
 from toolfold.toolkit._docstrings import detect_style, parse_docstring
 
 
@@ -189,10 +195,54 @@ def test_undocumented_parameter_warns() -> None:
             return query
 
     assert [str(w.message) for w in record] == [
-        "test_undocumented_parameter_warns.<locals>.lookup: parameter 'limit' is not"
-        " documented in the docstring"
+        "test_undocumented_parameter_warns.<locals>.lookup: parameter 'limit' has no"
+        " description; document it in the docstring (Args:) or with"
+        " Annotated[..., Field(description=...)]"
     ]
+    assert record[0].category is UndocumentedParameterWarning
     assert record[0].filename == __file__
+
+
+def test_any_undocumented_parameter_warns_even_without_args_section() -> None:
+    """A tool whose docstring documents no parameter warns for each one, with its own category."""
+    with pytest.warns(UndocumentedParameterWarning) as record:
+
+        @tool
+        def lookup(query: str, limit: Annotated[int, "How many"] = 5) -> str:
+            """Look up."""
+            return query
+
+    assert [str(w.message).split(";")[0] for w in record] == [
+        "test_any_undocumented_parameter_warns_even_without_args_section.<locals>.lookup:"
+        " parameter 'query' has no description"
+    ]
+    assert issubclass(UndocumentedParameterWarning, ToolDefinitionWarning)
+    import toolfold
+    import toolfold.toolkit
+
+    assert toolfold.UndocumentedParameterWarning is toolfold.toolkit.UndocumentedParameterWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        @tool
+        def documented(query: str, limit: Annotated[int, Field(description="How many")] = 5) -> str:
+            """Look up.
+
+            Args:
+                query: The text.
+            """
+            return query
+
+        @tool
+        def nothing() -> str:
+            """No parameters, nothing to document."""
+            return ""
+
+        warnings.filterwarnings("ignore", category=UndocumentedParameterWarning)
+
+        @tool
+        def silenced(query: str) -> str:
+            return query
 
 
 def test_require_parameter_descriptions_makes_them_errors() -> None:

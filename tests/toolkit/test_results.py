@@ -125,6 +125,8 @@ def test_values_become_json(value: Any, text: str) -> None:
 def test_bytes_become_text_or_base64() -> None:
     """UTF-8 bytes are sent as text, other bytes as base64."""
     assert format_result({"a": b"caf\xc3\xa9", "b": b"\xff\x00"}) == '{"a":"café","b":"/wA="}'
+    assert format_result(b"caf\xc3\xa9") == "café"  # on their own too, not "b'caf...'"
+    assert format_result(bytearray(b"\xff\x00")) == "/wA="
 
 
 def test_nan_and_infinity_become_strings() -> None:

@@ -2,7 +2,7 @@
 
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._decorator import tool
-from toolfold.toolkit._docstrings import ToolDefinitionWarning
+from toolfold.toolkit._docstrings import ToolDefinitionWarning, UndocumentedParameterWarning
 from toolfold.toolkit._field import Field
 from toolfold.toolkit._hooks import register_type_hooks
 from toolfold.toolkit._schema import SchemaContext, register_schema_rule, schema_for_type
@@ -16,6 +16,7 @@ __all__ = [
     "SchemaContext",
     "Tool",
     "ToolDefinitionWarning",
+    "UndocumentedParameterWarning",
     "check_tool_names",
     "function_schema",
     "register_schema_rule",

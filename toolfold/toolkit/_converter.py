@@ -8,9 +8,12 @@ and anything a declared type holds unstructures into an instance that validates:
 - ``datetime`` / ``date`` / ``time`` <-> ISO 8601 text (RFC 3339, also accepting
   a missing offset, a space or lower-case ``t`` separator and any number of
   fraction digits, the same on every Python version);
-- ``UUID`` / ``Path`` <-> text; ``Decimal`` <- text or number, -> text (exact);
+- ``UUID`` / ``Path`` <-> text; ``Decimal`` <-> text (exact: its schema is a
+  string, because a JSON number may lose digits in a model's or a parser's
+  floats; the hook also takes a number when called directly);
 - ``Enum`` <-> its value; ``set`` / ``frozenset`` -> list;
-- ``NamedTuple`` <- an object (by field name) or an array, -> an object;
+- ``NamedTuple`` <-> an object by field name (its schema is an object; the hook
+  also takes an array when called directly);
 - unions try the alternative of the value's own type first (a string stays a
   ``str`` in ``str | datetime``; an integer prefers ``int`` to ``float``), then
   the others of its JSON kind, and keep the first that structures; objects go

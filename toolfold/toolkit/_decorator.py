@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from toolfold._errors import ToolDefinitionError
-from toolfold.toolkit._docstrings import ToolDefinitionWarning
+from toolfold.toolkit._docstrings import ToolDefinitionWarning, UndocumentedParameterWarning
 from toolfold.toolkit._signature import derive
 from toolfold.toolkit._tool import ApprovalPolicy, P, Tool, name_problems, option_problems
 
@@ -152,6 +152,8 @@ def _make_tool(
         raise ToolDefinitionError(qualname, problems)
     for message in derived.warnings:
         warnings.warn(message, ToolDefinitionWarning, stacklevel=stacklevel)
+    for message in derived.undocumented:
+        warnings.warn(message, UndocumentedParameterWarning, stacklevel=stacklevel)
     made: Tool[Any, Any] = Tool.__new__(Tool)
     made._setup(
         str(tool_name),

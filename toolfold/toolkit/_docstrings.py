@@ -30,6 +30,16 @@ class ToolDefinitionWarning(UserWarning):
     """
 
 
+class UndocumentedParameterWarning(ToolDefinitionWarning):
+    """A tool parameter has no description, so the model must guess what it means.
+
+    Document it in the docstring (``Args:``) or with ``Annotated[...,
+    Field(description=...)]``; silence it with ``warnings.filterwarnings("ignore",
+    category=UndocumentedParameterWarning)``, or make it an error with
+    ``@tool(require_parameter_descriptions=True)``.
+    """
+
+
 class ParsedDocstring:
     """What toolfold takes from a docstring.
 

@@ -8,7 +8,8 @@
   enums become their values; ``datetime``/``date``/``time`` become ISO 8601
   text; ``UUID``, ``Decimal`` and paths become their text; ``None`` is
   ``null``.
-- ``bytes`` become text when they are UTF-8, else base64 text.
+- ``bytes`` become text when they are UTF-8, else base64 text (on their own
+  too: ``b"hi"`` is sent as ``hi``).
 - Objects with a ``model_dump`` method (pydantic v2 models) are written as
   ``model_dump(mode="json")`` gives them, wherever they are.
 - Any other object returned on its own is sent as its ``str()`` text.
@@ -47,6 +48,8 @@ def format_result(value: Any) -> str:
         return value
     if isinstance(value, str) and not isinstance(value, Enum):
         return str.__str__(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return str(_default(value))  # its text if UTF-8, else base64, like bytes inside JSON
     try:
         if isinstance(value, _SIMPLE) and not isinstance(value, Enum):
             data: Any = value

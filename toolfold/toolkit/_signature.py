@@ -39,6 +39,7 @@ class FunctionSchema:
         problems: What makes the function unusable as a tool (empty if fine).
         unresolved: Whether some annotation could not be resolved.
         warnings: What looks wrong but does not stop the tool.
+        undocumented: Warnings about parameters without a description.
     """
 
     __slots__ = (
@@ -48,6 +49,7 @@ class FunctionSchema:
         "parameters",
         "positional_only",
         "problems",
+        "undocumented",
         "unresolved",
         "warnings",
     )
@@ -60,6 +62,7 @@ class FunctionSchema:
         self.positional_only: tuple[str, ...] = ()
         self.problems: list[str] = []
         self.warnings: list[str] = []
+        self.undocumented: list[str] = []
         self.unresolved = False
 
 
@@ -315,11 +318,12 @@ def _check_documented(
                 out.problems.append(text + "; fix the name or remove the entry")
             else:
                 out.warnings.append(f"{qualname}: {text}")
-    if documented and not required:
+    if not required:
         for name, schema in properties.items():
-            if name not in documented and "description" not in schema:
-                out.warnings.append(
-                    f"{qualname}: parameter {name!r} is not documented in the docstring"
+            if "description" not in schema:
+                out.undocumented.append(
+                    f"{qualname}: parameter {name!r} has no description; document it in the"
+                    " docstring (Args:) or with Annotated[..., Field(description=...)]"
                 )
 
 
