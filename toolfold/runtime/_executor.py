@@ -5,24 +5,33 @@ correct (bad JSON, schema-invalid arguments, an exception, a timeout) becomes
 a `ToolOutcome` with an error text for the model; nothing here raises for a
 tool's sake. Results come back in call order whatever the completion order.
 
-Sync tools run in a shared thread pool, async tools on the running loop. The
-blocking path (`run_calls_sync`) needs no event loop at all when the step has
-only sync tools, and runs a lone call without a timeout in the caller's thread.
+Sync tools run on shared worker threads (`_handoff`), async tools on the
+running loop. The blocking path (`run_calls_sync`) needs no event loop at all
+when the step has only sync tools, and runs a lone call without a timeout in
+the caller's thread. A tool's timeout counts from when it starts running, not
+from when it was queued; a sync tool that times out cannot be stopped (its
+thread runs on, its result is dropped) but hands its worker slot over.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextvars
-import functools
 import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from queue import Empty
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
-from toolfold.runtime._handoff import hand_off
+from toolfold.runtime._handoff import (
+    SyncInbox,
+    Ticket,
+    abandon,
+    hand_off,
+    hand_off_timed,
+    submit_sync,
+)
 from toolfold.runtime._messages import ToolCallPart, ToolResultPart, thaw
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -198,8 +207,10 @@ async def _run_one(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
             work: asyncio.Future[Any] = asyncio.ensure_future(
                 inv.tool.invoke(arguments, inv.context)
             )
-        else:
+        elif timeout is None:
             work = hand_off(_call_sync, inv, arguments)
+        else:
+            return await _run_timed_sync(inv, arguments, timeout)
     except Exception as exc:
         return _failed(inv, exc)
     if timeout is None:
@@ -222,6 +233,34 @@ async def _run_one(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     if not done:
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)
+        return _timed_out(inv, timeout)
+    try:
+        value = work.result()
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as exc:
+        return _failed(inv, exc)
+    return _finish(inv, value)
+
+
+async def _run_timed_sync(inv: ToolJob, arguments: dict[str, Any], timeout: float) -> ToolOutcome:
+    """A sync tool with a timeout counted from when a worker starts it, not from the queue."""
+    import asyncio
+
+    work, started = hand_off_timed(_call_sync, inv, arguments)
+    try:
+        await asyncio.wait({work, started}, return_when=asyncio.FIRST_COMPLETED)
+        if not work.done():
+            remaining = started.result() + timeout - time.monotonic()
+            await asyncio.wait({work}, timeout=max(0.0, remaining))
+    except asyncio.CancelledError:
+        work.cancel()
+        if started.done() and not work.done():
+            abandon(work)
+        raise
+    if not work.done():
+        work.cancel()
+        abandon(work)  # its thread cannot be stopped: let another worker take its place
         return _timed_out(inv, timeout)
     try:
         value = work.result()
@@ -288,10 +327,10 @@ async def _await(value: Awaitable[T]) -> T:
 def _run_threaded(
     jobs: Sequence[tuple[ToolJob, dict[str, Any]]], max_concurrency: int
 ) -> list[ToolOutcome]:
-    pool = _pool()
     limit = max(1, max_concurrency)
     outcomes: list[ToolOutcome | None] = [None] * len(jobs)
-    running: dict[concurrent.futures.Future[Any], tuple[int, float]] = {}
+    inbox = SyncInbox()
+    running: dict[int, Ticket] = {}
     queue = list(range(len(jobs)))
     queue.reverse()
     try:
@@ -299,45 +338,57 @@ def _run_threaded(
             while queue and len(running) < limit:
                 index = queue.pop()
                 inv, arguments = jobs[index]
-                call = functools.partial(contextvars.copy_context().run, _call_sync, inv, arguments)
-                running[pool.submit(call)] = (index, time.monotonic())
-            done, _ = concurrent.futures.wait(
-                running, timeout=_next_deadline(running, jobs), return_when="FIRST_COMPLETED"
-            )
+                ticket = Ticket(index)
+                submit_sync(inbox, ticket, _call_sync, inv, arguments)
+                running[index] = ticket
+            try:
+                ticket, ok, value = inbox.get(_next_deadline(running, jobs))
+            except Empty:
+                pass
+            else:
+                if ok is not None and running.get(ticket.index) is ticket:
+                    del running[ticket.index]
+                    outcomes[ticket.index] = _settled(jobs[ticket.index][0], ok, value)
             now = time.monotonic()
-            for future in list(running):
-                index, started = running[future]
-                inv = jobs[index][0]
-                timeout = inv.tool.timeout if inv.tool is not None else None
-                if future in done:
-                    del running[future]
-                    outcomes[index] = _outcome_of(inv, future)
-                elif timeout is not None and now - started >= timeout:
-                    del running[future]
-                    future.cancel()
-                    outcomes[index] = _timed_out(inv, timeout)
+            for index, ticket in list(running.items()):
+                timeout = _timeout_of(jobs[index][0])
+                # The timeout counts from the start: time queued for a worker is not the tool's.
+                started = ticket.started
+                if timeout is not None and started is not None and now - started >= timeout:
+                    del running[index]
+                    ticket.cancel()
+                    abandon(ticket)  # its thread cannot be stopped: another worker takes its place
+                    outcomes[index] = _timed_out(jobs[index][0], timeout)
     finally:
-        for future in running:
-            future.cancel()
+        for ticket in running.values():
+            ticket.cancel()
     return [o for o in outcomes if o is not None]
 
 
+def _timeout_of(inv: ToolJob) -> float | None:
+    return inv.tool.timeout if inv.tool is not None else None
+
+
 def _next_deadline(
-    running: dict[concurrent.futures.Future[Any], tuple[int, float]],
-    jobs: Sequence[tuple[ToolJob, dict[str, Any]]],
+    running: dict[int, Ticket], jobs: Sequence[tuple[ToolJob, dict[str, Any]]]
 ) -> float | None:
+    # Calls not started yet have no deadline: their start notice wakes the wait.
     now = time.monotonic()
     waits = [
         max(0.0, started + timeout - now)
-        for index, started in running.values()
-        if (tool := jobs[index][0].tool) is not None and (timeout := tool.timeout) is not None
+        for index, ticket in running.items()
+        if (started := ticket.started) is not None
+        and (timeout := _timeout_of(jobs[index][0])) is not None
     ]
     return min(waits) if waits else None
 
 
-def _outcome_of(inv: ToolJob, future: concurrent.futures.Future[Any]) -> ToolOutcome:
+def _settled(inv: ToolJob, ok: bool, value: Any) -> ToolOutcome:
+    if not ok:
+        if not isinstance(value, Exception):
+            raise value  # KeyboardInterrupt, SystemExit...: not the model's to read
+        return _failed(inv, value)
     try:
-        value = future.result()
         if inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:

@@ -16,6 +16,10 @@ sets stays its own); cancelling the future before a worker picks the call up
 means it never runs; a call already running cannot be interrupted and its
 result is dropped. Workers are daemon threads made on demand, at most
 `MAX_WORKERS`, so as many sync tools can block at once as with the shared pool.
+A call that timed out keeps its thread (Python cannot kill one) but gives up
+its slot (`abandon`): a replacement worker serves the queue, so stuck calls
+never starve later ones, and a worker ends when the stuck call does.
+Blocking callers use the same workers through `submit_sync`.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import contextvars
 import os
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -35,9 +40,10 @@ if TYPE_CHECKING:
 
 MAX_WORKERS = 32
 
-_Job = tuple[
-    "_Inbox", "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]
-]
+# (inbox, future, context, function, args): the inbox is an `_Inbox` (event
+# loop callers) or a `SyncInbox` (blocking callers); the future anything with
+# ``cancelled()``.
+_Job = tuple[Any, Any, contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 
 class _Inbox:
@@ -89,6 +95,8 @@ class _Workers:
         self._lock = threading.Lock()
         self._idle = 0
         self._count = 0
+        self._abandoned: set[Any] = set()  # running calls whose slot went to a new worker
+        self._backlog = 0  # queued calls no worker is reserved for (all busy, at the cap)
 
     def submit(self, job: _Job) -> None:
         # An idle worker is reserved for this call (as ThreadPoolExecutor's
@@ -100,11 +108,16 @@ class _Workers:
             elif self._count < MAX_WORKERS:
                 self._count += 1
                 spawn = True
+            else:
+                self._backlog += 1
         self._jobs.put(job)
         if spawn:
-            threading.Thread(
-                target=self._work, name=f"toolfold-tool-{self._count}", daemon=True
-            ).start()
+            self._spawn()
+
+    def _spawn(self) -> None:
+        threading.Thread(
+            target=self._work, name=f"toolfold-tool-{self._count}", daemon=True
+        ).start()
 
     def _work(self) -> None:
         jobs = self._jobs
@@ -119,9 +132,34 @@ class _Workers:
                     inbox.put(future, False, exc)
                 else:
                     inbox.put(future, True, value)
-            del inbox, future, context, function, args
             with self._lock:
-                self._idle += 1
+                if self._abandoned and future in self._abandoned:
+                    # Its caller gave up and its slot went to a new worker: end here.
+                    self._abandoned.discard(future)
+                    return
+                if self._backlog > 0:
+                    self._backlog -= 1  # a queued call waits for a worker: this one
+                else:
+                    self._idle += 1
+            del inbox, future, context, function, args
+
+    def abandon(self, token: Any) -> None:
+        """The call of ``token`` (its future) timed out while running: give its slot away.
+
+        Its thread cannot be stopped; it ends when the call does, and until
+        then a new worker serves the queue, so stuck calls never starve
+        later ones and at most `MAX_WORKERS` threads serve live calls.
+        """
+        spawn = False
+        with self._lock:
+            self._abandoned.add(token)
+            if self._backlog > 0:
+                self._backlog -= 1  # a queued call gets the new worker at once
+                spawn = True
+            else:
+                self._count -= 1
+        if spawn:
+            self._spawn()
 
 
 _WORKERS: _Workers | None = None
@@ -147,6 +185,89 @@ def _forget_workers() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_workers)
+
+
+class SyncInbox:
+    """Where workers report to a blocking caller: ``(ticket, ok, value)`` items.
+
+    ``ok`` is None for a start notice (see `Ticket.notify_start`).
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: queue.SimpleQueue[tuple[Ticket, bool | None, Any]] = queue.SimpleQueue()
+
+    def put(self, ticket: Ticket, ok: bool | None, value: Any) -> None:
+        """Called from a worker."""
+        self._items.put((ticket, ok, value))
+
+    def get(self, timeout: float | None) -> tuple[Ticket, bool | None, Any]:
+        """The next report; raises ``queue.Empty`` after ``timeout`` seconds."""
+        return self._items.get(timeout=timeout)
+
+
+class Ticket:
+    """A blocking caller's handle on one call: its index, start time, and cancellation."""
+
+    __slots__ = ("_cancelled", "index", "started")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.started: float | None = None
+        self._cancelled = False
+
+    def cancelled(self) -> bool:
+        """True once the caller gave up on the call (a worker then skips it)."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Give up on the call."""
+        self._cancelled = True
+
+
+def submit_sync(inbox: SyncInbox, ticket: Ticket, function: Callable[..., Any], *args: Any) -> None:
+    """Run ``function(*args)`` in a worker for a blocking caller; the result goes to ``inbox``.
+
+    The worker first sets ``ticket.started`` and reports ``(ticket, None, None)``,
+    so a timeout can count from the start, not from the time spent queued.
+    """
+
+    def run() -> Any:
+        ticket.started = time.monotonic()
+        inbox.put(ticket, None, None)
+        return function(*args)
+
+    _workers().submit((inbox, ticket, contextvars.copy_context(), run, ()))
+
+
+def abandon(token: Any) -> None:
+    """A started call timed out: its worker's slot goes to a new worker (see `_Workers.abandon`).
+
+    ``token`` is the call's future (`hand_off_timed`) or `Ticket` (`submit_sync`).
+    """
+    _workers().abandon(token)
+
+
+def hand_off_timed(
+    function: Callable[..., Any], *args: Any
+) -> tuple[asyncio.Future[Any], asyncio.Future[float]]:
+    """Like `hand_off`, plus a future set to the `time.monotonic` start when a worker starts it."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    inbox = _INBOXES.get(loop)
+    if inbox is None:
+        inbox = _INBOXES.setdefault(loop, _Inbox(loop))
+    future = loop.create_future()
+    started: asyncio.Future[float] = loop.create_future()
+
+    def run() -> Any:
+        inbox.put(started, True, time.monotonic())
+        return function(*args)
+
+    _workers().submit((inbox, future, contextvars.copy_context(), run, ()))
+    return future, started
 
 
 def hand_off(function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
