@@ -82,3 +82,69 @@ def test_a_timeout_counts_from_the_start_not_the_queue(
     results = response.steps[0].tool_results
     assert started.is_set()
     assert [(r.content, r.is_error) for r in results] == [("busy", False), ("timed", False)]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_max_concurrency_limits_calls_of_one_step(mode: str) -> None:
+    """generate_text/agenerate_text never run more than max_concurrency calls of a step at once."""
+    lock = threading.Lock()
+    running = [0]
+    peak = [0]
+
+    @tool(timeout=30)
+    def work(n: int) -> int:
+        """Counts how many calls overlap."""
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            threading.Event().wait(0.02)  # long enough for the calls to overlap if allowed
+            return n
+        finally:
+            with lock:
+                running[0] -= 1
+
+    script = [[call("work", {"n": i}) for i in range(6)], "done"]
+    if mode == "sync":
+        response = generate_text(ScriptedModel(script), "go", tools=[work], max_concurrency=2)
+    else:
+        response = asyncio.run(
+            agenerate_text(ScriptedModel(script), "go", tools=[work], max_concurrency=2)
+        )
+    assert [r.content for r in response.steps[0].tool_results] == [str(i) for i in range(6)]
+    assert 1 <= peak[0] <= 2
+
+
+def test_cancelling_a_run_cancels_every_parallel_call() -> None:
+    """Cancelling agenerate_text cancels all running async calls of the step; queued ones never start."""
+    cancelled: list[int] = []
+    began: list[int] = []
+
+    async def main() -> None:
+        both = asyncio.Event()
+
+        @tool
+        async def wait(n: int) -> str:
+            """Waits until cancelled."""
+            began.append(n)
+            if len(began) == 2:
+                both.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(n)
+                raise
+            return "never"
+
+        script = [[call("wait", {"n": i}) for i in range(3)], "x"]
+        task = asyncio.ensure_future(
+            agenerate_text(ScriptedModel(script), "go", tools=[wait], max_concurrency=2)
+        )
+        await both.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert sorted(cancelled) == [0, 1]
+    assert sorted(began) == [0, 1]
