@@ -199,8 +199,9 @@ def test_from_json_refuses_a_state_whose_fields_contradict_its_events() -> None:
     data = json.loads(first.state.to_json())
     data["phase"] = "running_tools"
     data["calls"][0]["status"] = "to_run"
-    with pytest.raises(SerializationError, match=r"phase is 'running_tools'.*\$\.phase"):
+    with pytest.raises(SerializationError, match=r"phase is 'running_tools'.*\$\.phase") as info:
         RunState.from_json(json.dumps(data))
+    assert "@ $.calls[0].status" in str(info.value)
     assert RunState.from_json(first.state.to_json()) == first.state
 
 

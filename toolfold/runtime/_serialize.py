@@ -226,13 +226,31 @@ def _verified(state: RunState) -> RunState:
         ) from exc
     if replayed == state:
         return replayed
-    problems = [
-        f"{field.name} is {getattr(state, field.name)!r:.120} but the event log gives "
-        f"{getattr(replayed, field.name)!r:.120} @ $.{field.name}"
-        for field in attrs.fields(RunState)
-        if getattr(state, field.name) != getattr(replayed, field.name)
-    ]
+    problems: list[str] = []
+    for field in attrs.fields(RunState):
+        _differences(
+            f"$.{field.name}", getattr(state, field.name), getattr(replayed, field.name), problems
+        )
     raise SerializationError("RunState", problems or ["the state differs from its event log"])
+
+
+def _differences(path: str, found: Any, expected: Any, out: list[str]) -> None:
+    """Where ``found`` differs from ``expected``, down to the differing leaves."""
+    if found == expected:
+        return
+    if isinstance(found, Log) and isinstance(expected, Log):
+        found, expected = found.as_tuple(), expected.as_tuple()
+    if type(found) is type(expected) and attrs.has(type(found)):
+        for field in attrs.fields(type(found)):
+            name = field.name
+            _differences(f"{path}.{name}", getattr(found, name), getattr(expected, name), out)
+        return
+    if isinstance(found, tuple) and isinstance(expected, tuple) and len(found) == len(expected):
+        for index, (a, b) in enumerate(zip(found, expected, strict=True)):
+            _differences(f"{path}[{index}]", a, b, out)
+        return
+    name = path.rsplit(".", 1)[-1]
+    out.append(f"{name} is {found!r:.80} but the event log gives {expected!r:.80} @ {path}")
 
 
 def events_to_json(events: Iterable[Event]) -> str:
