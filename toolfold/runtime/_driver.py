@@ -277,7 +277,11 @@ def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple
         else:
             # The live tool decides, even when the stored spec said "never": a
             # run resumed with a tool that now requires approval must ask.
-            out.append("approve" if _needs_approval(live, state, call) else "execute")
+            tool = live.tools.get(call.name)
+            if tool is not None and tool.requires_approval is False:
+                out.append("execute")
+            else:
+                out.append("approve" if _needs_approval(live, state, call) else "execute")
     return tuple(out)
 
 
