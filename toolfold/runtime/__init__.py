@@ -39,6 +39,8 @@ from toolfold.runtime._events import (
 from toolfold.runtime._log import Log
 from toolfold.runtime._messages import (
     FilePart,
+    FrozenDict,
+    FrozenList,
     ImagePart,
     Message,
     Part,
@@ -165,6 +167,8 @@ __all__ = [
     "token_budget",
     "tool_called",
     "FilePart",
+    "FrozenDict",
+    "FrozenList",
     "ImagePart",
     "Message",
     "Model",
