@@ -85,7 +85,9 @@ class Transport:
         retry: A `RetryPolicy`, a number of retries, or None/0 to never retry
             (e.g. when a durable-execution engine owns retries).
         http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` (or a client
-            with the same API) to use instead of the transport's own.
+            with the same API, e.g. httpx2) to use instead of the transport's
+            own. It serves its own mode only: a call in the other mode raises
+            `ModelConfigError` rather than bypass it (give both to use both).
         async_http_client: An async client, when ``http_client`` is the sync one.
         error_parser: Reads the provider's error bodies; default
             `parse_error_body`, which knows every shape in providers.md.
