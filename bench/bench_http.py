@@ -13,8 +13,9 @@ Starts ``bench/fake_openai_server.py`` as a separate process and measures:
   Target: <= 1.2x.
 * concurrency: 100 concurrent 3-step runs (4 exchanges each), runs per second,
   for every raw async client installed (httpx, httpx2, aiohttp) and for
-  toolfold (the transport alone and the whole loop). Target: toolfold >= 0.8x
-  the fastest raw client.
+  toolfold (the transport alone and the whole loop), the clients taking turns
+  within each round, with the client process's CPU time per run beside each
+  rate. Target: toolfold >= 0.8x the fastest raw client.
 * latency: one request at a time, per request, to show per-call overhead.
 
 Figures are best-of-N wall-clock times; the machine is shared, so compare the
