@@ -11,6 +11,7 @@ EXPECTED = {
     "SchemaContext",
     "Tool",
     "ToolDefinitionWarning",
+    "UndocumentedParameterWarning",
     "register_schema_rule",
     "register_type_hooks",
     "schema_for_type",
