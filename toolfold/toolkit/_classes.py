@@ -49,6 +49,47 @@ def class_fields(cls: type, localns: dict[str, Any] | None = None) -> list[Field
     return None
 
 
+def _string_hints(cls: type) -> dict[str, Any] | None:
+    """The class's hints through the per-module cache of evaluated annotation strings.
+
+    ``typing.get_type_hints`` compiles every string annotation again, most of
+    the cost of describing a new class under ``from __future__ import
+    annotations``. None when an annotation needs more than its module's names
+    (typing then resolves it, or explains why it cannot).
+    """
+    import inspect
+    import sys
+
+    from toolfold.toolkit._signature import evaluate_annotation, has_forward_ref
+
+    hints: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        if base is object:
+            continue
+        # the class's own dict is the cheap read; inspect covers lazy annotations (3.14)
+        annotations = base.__dict__.get("__annotations__")  # noqa: RUF063
+        if annotations is None and "__annotate__" in base.__dict__:
+            annotations = inspect.get_annotations(base)
+        if not annotations:
+            continue
+        if not isinstance(annotations, dict):
+            return None
+        module = sys.modules.get(base.__module__)
+        if module is None:
+            return None
+        for name, value in annotations.items():
+            if type(value) is str:
+                value = evaluate_annotation(value, module.__dict__)
+                if value is None:
+                    return None
+            elif value is None:
+                value = type(None)
+            elif isinstance(value, typing.ForwardRef) or has_forward_ref(value):
+                return None  # TypedDict keeps its bases' strings as ForwardRefs
+            hints[name] = value
+    return hints
+
+
 def substitute_type_vars(
     cls: type, args: tuple[Any, ...], fields: list[FieldInfo]
 ) -> list[FieldInfo]:
@@ -81,6 +122,9 @@ def _hashable(tp: Any) -> bool:
 
 
 def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:
+    fast = _string_hints(cls)
+    if fast is not None:
+        return fast
     try:
         try:
             return typing.get_type_hints(cls, include_extras=True)

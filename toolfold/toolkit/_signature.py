@@ -178,6 +178,21 @@ def _eval_string(text: str, globalns: dict[str, Any]) -> Any:
     return value
 
 
+def evaluate_annotation(text: str, globalns: dict[str, Any]) -> Any:
+    """A string annotation evaluated in ``globalns`` (cached), or None if it needs more."""
+    value = _eval_string(text, globalns)
+    if value is None:
+        return type(None)
+    if type(value) is str or _has_forward_ref(value):
+        return None
+    return value
+
+
+def has_forward_ref(tp: Any) -> bool:
+    """Whether a type's arguments still hold a string or a ForwardRef."""
+    return _has_forward_ref(tp)
+
+
 def _has_forward_ref(tp: Any) -> bool:
     args = getattr(tp, "__args__", None)
     if not args or typing.get_origin(tp) in (None, typing.Literal):
