@@ -13,7 +13,9 @@ Starts ``bench/fake_openai_server.py`` as a separate process and measures:
   Target: <= 1.2x.
 * concurrency: 100 concurrent 3-step runs (4 exchanges each), runs per second,
   for every raw async client installed (httpx, httpx2, aiohttp) and for
-  toolfold (the transport alone and the whole loop), the clients taking turns
+  toolfold (the transport alone, and the whole loop with the ``add`` tool both
+  ``blocking=False`` -- inline on the loop, as the raw clients compute it --
+  and by default, in a worker thread), the clients taking turns
   within each round, with the client process's CPU time per run beside each
   rate. Target: toolfold >= 0.8x the fastest raw client.
 * latency: one request at a time, per request, to show per-call overhead.
@@ -71,6 +73,12 @@ def add(a: int, b: int) -> int:
         b: The second number.
     """
     return a + b
+
+
+# What the raw clients do: they compute add(a, b) inline on the event loop. The
+# default tool above is the safe one (a sync tool may block, so async runs hand
+# it to a worker thread); this one opts into running inline.
+add_inline = add.replace(blocking=False)
 
 
 # --- the fake server process -----------------------------------------------------
@@ -425,7 +433,10 @@ def bench_concurrency(url: str, runs: int, rounds: int) -> None:
         )
         closers.append(close)
         model = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench")
-        runners["toolfold.agenerate_text (whole loop)"] = lambda: toolfold.agenerate_text(
+        runners["toolfold.agenerate_text (tool inline)"] = lambda: toolfold.agenerate_text(
+            model, "add things", tools=[add_inline], max_steps=4
+        )
+        runners["toolfold.agenerate_text (tool in thread)"] = lambda: toolfold.agenerate_text(
             model, "add things", tools=[add], max_steps=4
         )
         samples: dict[str, list[tuple[float, float]]] = {label: [] for label in runners}

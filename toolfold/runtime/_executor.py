@@ -6,7 +6,8 @@ a `ToolOutcome` with an error text for the model; nothing here raises for a
 tool's sake. Results come back in call order whatever the completion order.
 
 Sync tools run on shared worker threads (`_handoff`), async tools on the
-running loop. The blocking path (`run_calls_sync`) needs no event loop at all
+running loop; a sync tool marked ``blocking=False`` (quick, never blocks) is
+called inline on the loop, skipping the hand-off. The blocking path (`run_calls_sync`) needs no event loop at all
 when the step has only sync tools, and runs a lone call without a timeout in
 the caller's thread. A tool's timeout counts from when it starts running, not
 from when it was queued; a sync tool that times out cannot be stopped (its
@@ -16,6 +17,7 @@ thread runs on, its result is dropped) but hands its worker slot over.
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import inspect
 import threading
 import time
@@ -200,6 +202,8 @@ async def _run_one(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     import asyncio
 
     assert inv.tool is not None
+    if not inv.tool.blocking and not inv.tool.is_async:
+        return await _run_on_loop(inv, arguments)
     timeout = inv.tool.timeout
     try:
         if inv.tool.is_async:
@@ -236,6 +240,22 @@ async def _run_one(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
         return _timed_out(inv, timeout)
     try:
         value = work.result()
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as exc:
+        return _failed(inv, exc)
+    return _finish(inv, value)
+
+
+async def _run_on_loop(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
+    """A ``blocking=False`` sync tool, called right here on the loop's thread.
+
+    No timeout applies (the definition refuses one: nothing could interrupt
+    the call). A copy of the context, as a worker thread would get, keeps the
+    context variables the tool sets its own.
+    """
+    try:
+        value = contextvars.copy_context().run(_call_sync, inv, arguments)
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:

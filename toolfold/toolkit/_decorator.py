@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 import warnings
@@ -29,6 +30,7 @@ def tool(
     requires_approval: ApprovalPolicy = False,
     timeout: float | None = None,
     max_retries: int = 3,
+    blocking: bool = True,
     docstring_style: str = "auto",
     require_parameter_descriptions: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
@@ -44,6 +46,7 @@ def tool(
     requires_approval: ApprovalPolicy = False,
     timeout: float | None = None,
     max_retries: int = 3,
+    blocking: bool = True,
     docstring_style: str = "auto",
     require_parameter_descriptions: bool = False,
 ) -> Any:
@@ -64,6 +67,12 @@ def tool(
             run wait for an approval before executing a call.
         timeout: Seconds a call may take before it counts as failed.
         max_retries: Consecutive failures allowed before the run fails.
+        blocking: False for a quick sync function that never blocks (no I/O,
+            no sleeping, no locks held long): async runs call it inline on the
+            event loop instead of handing it to a worker thread, which saves
+            the hand-off. Not allowed with ``timeout`` (an inline call cannot
+            be interrupted). Ignored for async functions, which always run on
+            the loop.
         docstring_style: "auto", "google", "numpy", "rest" or "epydoc".
         require_parameter_descriptions: Make an undocumented parameter (or a
             documented one the function lacks) an error instead of a warning.
@@ -86,6 +95,7 @@ def tool(
             requires_approval=requires_approval,
             timeout=timeout,
             max_retries=max_retries,
+            blocking=blocking,
             docstring_style=docstring_style,
             require_parameter_descriptions=require_parameter_descriptions,
             stacklevel=stacklevel,
@@ -103,6 +113,7 @@ def _make_tool(
     requires_approval: ApprovalPolicy,
     timeout: float | None,
     max_retries: int,
+    blocking: bool,
     docstring_style: str,
     require_parameter_descriptions: bool,
     stacklevel: int,
@@ -145,7 +156,8 @@ def _make_tool(
         )
     tool_name = getattr(function, "__name__", None) if name is None else name
     problems = name_problems(tool_name)
-    problems += option_problems(requires_approval, timeout, max_retries, strict)
+    is_async = inspect.iscoroutinefunction(function)
+    problems += option_problems(requires_approval, timeout, max_retries, strict, blocking, is_async)
     problems += derived.problems
     qualname = str(getattr(function, "__qualname__", repr(function)))
     if problems:
@@ -164,6 +176,7 @@ def _make_tool(
         requires_approval=requires_approval,
         timeout=timeout,
         max_retries=max_retries,
+        blocking=blocking,
         param_types=derived.param_types,
         context_param=derived.context_param,
         positional_only=derived.positional_only,

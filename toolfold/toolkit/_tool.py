@@ -6,7 +6,10 @@ Contract the runtime relies on (do not change without telling everyone):
   ``tool.function`` (None for schema-only tools), ``tool.strict``,
   ``tool.requires_approval`` (bool or a predicate ``(call, state) -> bool``),
   ``tool.timeout`` (seconds or None), ``tool.max_retries`` (int, default 3),
-  ``tool.is_async``. These are the plain fields of the runtime's
+  ``tool.is_async``, ``tool.blocking`` (bool, default True: a sync function
+  may block, so the async runtime runs it in a worker thread; False: it is
+  quick and never blocks, so it runs inline on the event loop; never False
+  together with a timeout for a sync function). These are the plain fields of the runtime's
   ``ToolDefinition`` (toolkit cannot import runtime, so runtime converts).
 - ``tool.validate_arguments(raw)`` -> dict of structured arguments, or raises
   ``ToolArgumentError`` (with ``message_for_model``).
@@ -53,7 +56,12 @@ def name_problems(name: object) -> list[str]:
 
 
 def option_problems(
-    requires_approval: object, timeout: object, max_retries: object, strict: object
+    requires_approval: object,
+    timeout: object,
+    max_retries: object,
+    strict: object,
+    blocking: object = True,
+    is_async: bool = False,
 ) -> list[str]:
     """What is wrong with a tool's options (empty if they are fine)."""
     problems = []
@@ -73,7 +81,17 @@ def option_problems(
         problems.append(f"max_retries must be an int >= 0, not {max_retries!r}")
     if strict is not None and not isinstance(strict, bool):
         problems.append(f"strict must be True, False or None, not {strict!r}")
+    if not isinstance(blocking, bool):
+        problems.append(f"blocking must be True or False, not {blocking!r}")
+    elif not blocking and timeout is not None and not is_async:
+        problems.append(BLOCKING_TIMEOUT_PROBLEM)
     return problems
+
+
+BLOCKING_TIMEOUT_PROBLEM = (
+    "blocking=False runs the tool inline on the event loop, where a timeout cannot"
+    " interrupt it; drop timeout=... or keep blocking=True (a worker thread)"
+)
 
 
 class Tool(Generic[P, R]):
@@ -98,6 +116,11 @@ class Tool(Generic[P, R]):
             run wait for an approval before executing a call.
         timeout: Seconds a call may take before it counts as failed.
         max_retries: Consecutive failures allowed before the run fails.
+        blocking: False for a quick sync function that never blocks (no I/O,
+            no sleeping, no locks held long): async runs call it inline on the
+            event loop instead of handing it to a worker thread. Not allowed
+            with ``timeout`` (an inline call cannot be interrupted). Ignored
+            for async functions, which always run on the loop.
 
     Raises:
         ToolDefinitionError: Every problem with the name, the schema and the
@@ -112,6 +135,7 @@ class Tool(Generic[P, R]):
     requires_approval: ApprovalPolicy
     timeout: float | None
     max_retries: int
+    blocking: bool
     is_async: bool
 
     def __init__(
@@ -125,9 +149,13 @@ class Tool(Generic[P, R]):
         requires_approval: ApprovalPolicy = False,
         timeout: float | None = None,
         max_retries: int = 3,
+        blocking: bool = True,
     ) -> None:
         problems = name_problems(name)
-        problems += option_problems(requires_approval, timeout, max_retries, strict)
+        is_async = function is not None and inspect.iscoroutinefunction(function)
+        problems += option_problems(
+            requires_approval, timeout, max_retries, strict, blocking, is_async
+        )
         problems += _value_problems(description, function)
         schema = _EMPTY_OBJECT if parameters is None else parameters
         if parameters is not None:
@@ -143,6 +171,7 @@ class Tool(Generic[P, R]):
             requires_approval=requires_approval,
             timeout=timeout,
             max_retries=max_retries,
+            blocking=blocking,
         )
 
     def _setup(
@@ -156,6 +185,7 @@ class Tool(Generic[P, R]):
         requires_approval: ApprovalPolicy,
         timeout: float | None,
         max_retries: int,
+        blocking: bool = True,
         param_types: dict[str, Any] | None = None,
         context_param: str | None = None,
         positional_only: tuple[str, ...] = (),
@@ -169,6 +199,7 @@ class Tool(Generic[P, R]):
         self.requires_approval = requires_approval
         self.timeout = timeout
         self.max_retries = max_retries
+        self.blocking = blocking
         self.is_async = function is not None and inspect.iscoroutinefunction(function)
         self._pass_dict = param_types is None
         self._param_types = param_types
@@ -293,6 +324,7 @@ class Tool(Generic[P, R]):
             "requires_approval",
             "timeout",
             "max_retries",
+            "blocking",
         }
         unknown = sorted(set(changes) - allowed)
         if unknown:
@@ -303,7 +335,12 @@ class Tool(Generic[P, R]):
         new.__dict__.update(self.__dict__)
         new.__dict__.update(changes)
         problems = name_problems(new.name) + option_problems(
-            new.requires_approval, new.timeout, new.max_retries, new.strict
+            new.requires_approval,
+            new.timeout,
+            new.max_retries,
+            new.strict,
+            new.blocking,
+            new.is_async,
         )
         if problems:
             raise ToolDefinitionError(repr(new.name), problems)
