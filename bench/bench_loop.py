@@ -8,7 +8,9 @@ A step is one model response carrying one tool call, plus running that tool
   argument checking, the executor, result formatting, observers off);
 - ``ScriptedModel``: the shipped test model, which also builds responses,
   assigns call ids and estimates usage;
-- ``async``: the same prebuilt run through ``agenerate_text``.
+- ``async``: the same prebuilt run through ``agenerate_text``, the sync tool
+  handed to a worker thread (the default), and again with the tool declared
+  ``blocking=False`` (called inline on the event loop).
 
 Also: per-step cost with a long conversation (history of 2,000 messages), to
 show the cost does not grow with the history.
@@ -24,7 +26,15 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Iterator
 
-from toolfold import Message, ModelRequest, ModelResponse, agenerate_text, generate_text, tool
+from toolfold import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Tool,
+    agenerate_text,
+    generate_text,
+    tool,
+)
 from toolfold.runtime import StreamEvent
 from toolfold.testing import ScriptedModel
 
@@ -134,14 +144,14 @@ def main() -> None:
         response = generate_text(ScriptedModel(script), "go", tools=[lookup], max_steps=STEPS)
         assert response.text == "done"
 
-    def run_async() -> None:
+    def run_async(tool: Tool[..., str] = lookup) -> None:
         async def main() -> None:
-            response = await agenerate_text(
-                Prebuilt(prebuilt), "go", tools=[lookup], max_steps=STEPS
-            )
+            response = await agenerate_text(Prebuilt(prebuilt), "go", tools=[tool], max_steps=STEPS)
             assert response.text == "done"
 
         asyncio.run(main())
+
+    lookup_inline = lookup.replace(blocking=False)
 
     long_history = _history(2000)
     figures = {
@@ -153,6 +163,9 @@ def main() -> None:
         ),
         "ScriptedModel, sync": _measure(run_scripted, STEPS),
         "prebuilt model, async": _measure(run_async, STEPS),
+        "prebuilt model, async, tool blocking=False": _measure(
+            lambda: run_async(lookup_inline), STEPS
+        ),
     }
     order = [
         "prebuilt model, sync",
@@ -161,6 +174,7 @@ def main() -> None:
         "prebuilt model, sync, 2,000-message history",
         "ScriptedModel, sync",
         "prebuilt model, async",
+        "prebuilt model, async, tool blocking=False",
     ]
     print(f"framework CPU per loop step ({STEPS} steps per run; best and median of {REPEAT} runs)")
     for label in order:
