@@ -451,3 +451,6 @@ def test_classmethod_above_tool_gives_a_tool_bound_to_the_class() -> None:
     assert Shop.find("2") == "Shop2"
     if not isinstance(found, Tool):  # Python 3.13+: options apply while rebinding
         assert tool(name="lookup")(found).name == "lookup"
+        rebound = tool(timeout=5, max_retries=1, blocking=True, requires_approval=True)(found)
+        assert (rebound.timeout, rebound.max_retries, rebound.requires_approval) == (5, 1, True)
+        assert tool(blocking=False)(found).blocking is False

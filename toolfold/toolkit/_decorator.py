@@ -129,7 +129,16 @@ def _make_tool(
     elif isinstance(function, types.MethodType) and isinstance(function.__func__, Tool):
         # `@classmethod` over `@tool`: from Python 3.13 on, classmethod no longer
         # calls the tool's __get__, so `Shop.search` is a method of the tool.
-        return _rebind(function.__func__, function.__self__, name, description, strict)
+        options = {
+            "name": name,
+            "description": description,
+            "strict": strict,
+            "requires_approval": requires_approval,
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "blocking": blocking,
+        }
+        return _rebind(function.__func__, function.__self__, options)
     if not callable(function):
         raise ToolDefinitionError(repr(function), ["@tool needs a function"])
     bound = isinstance(function, types.MethodType)  # tool(obj.method): self is already bound
@@ -185,16 +194,22 @@ def _make_tool(
     return made
 
 
-def _rebind(
-    made: Tool[Any, Any],
-    receiver: object,
-    name: str | None,
-    description: str | None,
-    strict: bool | None,
-) -> Tool[Any, Any]:
+# What @tool's options are when a user does not give them: only options that
+# differ from these were asked for, and only those change a rebound tool.
+_UNSET_OPTIONS: dict[str, Any] = {
+    "name": None,
+    "description": None,
+    "strict": None,
+    "requires_approval": False,
+    "timeout": None,
+    "max_retries": 3,
+    "blocking": True,
+}
+
+
+def _rebind(made: Tool[Any, Any], receiver: object, options: dict[str, Any]) -> Tool[Any, Any]:
     bound = made.__get__(receiver, type(receiver)) if made._receiver is not None else made
-    changes: dict[str, Any] = {"name": name, "description": description, "strict": strict}
-    changes = {k: v for k, v in changes.items() if v is not None}
+    changes = {k: v for k, v in options.items() if v != _UNSET_OPTIONS[k]}
     return bound.replace(**changes) if changes else bound
 
 
