@@ -99,8 +99,10 @@ def test_classes_become_compact_json() -> None:
     [
         (None, "null"),
         (3, "3"),
+        (-(10**30), "-" + "1" + "0" * 30),
         (2.5, "2.5"),
         (True, "true"),
+        (False, "false"),
         ([1, "a", None], '[1,"a",null]'),
         ((1, 2), "[1,2]"),
         ({3}, "[3]"),
@@ -120,6 +122,11 @@ def test_classes_become_compact_json() -> None:
 def test_values_become_json(value: Any, text: str) -> None:
     """Scalars, collections, enums, dates, UUIDs, decimals, paths and named tuples have a JSON form."""
     assert format_result(value) == text
+
+
+def test_an_int_too_long_to_print_does_not_raise() -> None:
+    """An int past Python's digit limit falls back instead of raising."""
+    assert format_result(10**5000) == "<unprintable int>"
 
 
 def test_bytes_become_text_or_base64() -> None:

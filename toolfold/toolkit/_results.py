@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 from enum import Enum
@@ -46,6 +45,13 @@ def format_result(value: Any) -> str:
     """
     if type(value) is str:
         return value
+    if type(value) is int:  # the commonest non-text result: JSON is its decimal text
+        try:
+            return int.__repr__(value)
+        except ValueError:  # more digits than Python will print
+            return _fallback(value)
+    if value is None or type(value) is bool:
+        return "null" if value is None else ("true" if value else "false")
     if isinstance(value, str) and not isinstance(value, Enum):
         return str.__str__(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -106,6 +112,8 @@ def _default(obj: Any) -> Any:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
+            import base64  # rare: only bytes that are not UTF-8
+
             return base64.b64encode(raw).decode("ascii")
     if isinstance(obj, (set, frozenset)):
         return list(obj)

@@ -32,6 +32,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._results import format_result as _format_result
 
 ApprovalPolicy = bool | Callable[[Any, Any], bool]
 P = ParamSpec("P")
@@ -307,9 +308,7 @@ class Tool(Generic[P, R]):
 
     def format_result(self, value: Any) -> str:
         """Turn a tool's return value into text for the model."""
-        from toolfold.toolkit._results import format_result
-
-        return format_result(value)
+        return _format_result(value)
 
     def replace(self, **changes: Any) -> Tool[P, R]:
         """A copy with some options changed (``name``, ``description``, ``strict``, ...).
