@@ -174,10 +174,15 @@ async def run_calls(
     import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
 
     if len(invocations) == 1:  # one call is always within the limit: no semaphore
-        prepared = _prepare(invocations[0])
+        inv = invocations[0]
+        prepared = _prepare(inv)
         if isinstance(prepared, ToolOutcome):
             return (prepared,)
-        return (await _run_one(invocations[0], prepared),)
+        tool = inv.tool
+        assert tool is not None
+        if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
+            return (await _run_on_loop(inv, prepared),)
+        return (await _run_one(inv, prepared),)
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
     async def one(inv: ToolJob) -> ToolOutcome:

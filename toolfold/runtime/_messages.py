@@ -255,17 +255,18 @@ class Message:
     @property
     def text(self) -> str:
         """The concatenated text parts."""
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+        # List comprehensions, not generators: read on every step of a run.
+        return "".join([p.text for p in self.parts if isinstance(p, TextPart)])
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         """The tool calls in this message."""
-        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+        return tuple([p for p in self.parts if isinstance(p, ToolCallPart)])
 
     @property
     def tool_results(self) -> tuple[ToolResultPart, ...]:
         """The tool results in this message."""
-        return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
+        return tuple([p for p in self.parts if isinstance(p, ToolResultPart)])
 
 
 def _as_part(content: str | Part) -> Part:

@@ -77,9 +77,13 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
 """Which events each phase accepts, and the phases each may lead to."""
 
 
+# Frozen, so every run may share it (one config fewer to build per run).
+_DEFAULT_CONFIG = RunConfig()
+
+
 def blank_state() -> RunState:
     """A run that has not started: it accepts only `RunStarted`."""
-    return RunState(run_id="", phase="new", config=RunConfig(), conversation=Log())
+    return RunState(run_id="", phase="new", config=_DEFAULT_CONFIG, conversation=Log())
 
 
 def initial_state(
@@ -97,7 +101,7 @@ def initial_state(
         run_id: The run's id (the driver makes it; the core reads no uuid).
     """
     initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
-    return reduce(blank_state(), RunStarted(run_id, config or RunConfig(), initial))
+    return reduce(blank_state(), RunStarted(run_id, config or _DEFAULT_CONFIG, initial))
 
 
 def reduce(state: RunState, event: Event) -> RunState:

@@ -217,11 +217,16 @@ def encode_messages(
         if role == "user" and len(parts) == 1 and type(parts[0]) is TextPart:
             out.append({"role": "user", "content": parts[0].text})
             continue
-        if role == "tool" and all(type(p) is ToolResultPart for p in parts):
+        if role == "tool" and _only(parts, ToolResultPart):
             out.extend(
-                {"role": "tool", "tool_call_id": rewrite_id(r.call_id), "content": r.content}
-                for r in cast("tuple[ToolResultPart, ...]", parts)
+                [
+                    {"role": "tool", "tool_call_id": rewrite_id(r.call_id), "content": r.content}
+                    for r in cast("tuple[ToolResultPart, ...]", parts)
+                ]
             )
+            continue
+        if role == "assistant" and parts and _only(parts, ToolCallPart):
+            out.append(_calls_only(cast("tuple[ToolCallPart, ...]", parts), provider, rewrite_id))
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(
@@ -254,6 +259,25 @@ def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[
         message[provider.reasoning_out] = reasoning
     if calls:
         message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
+    return message
+
+
+def _only(parts: tuple[Part, ...], kind: type) -> bool:
+    # A loop, not all(<generator>): this runs for every message of every request.
+    for part in parts:  # noqa: SIM110
+        if type(part) is not kind:
+            return False
+    return True
+
+
+def _calls_only(
+    calls: tuple[ToolCallPart, ...], provider: ChatProvider, rewrite_id: Callable[[str], str]
+) -> Body:
+    # What `_assistant` makes of a turn that only calls tools, in one pass.
+    message: Body = {"role": "assistant", "content": None}
+    if provider.reasoning_out is not None:
+        message[provider.reasoning_out] = ""
+    message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
     return message
 
 

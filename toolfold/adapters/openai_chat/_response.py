@@ -12,7 +12,15 @@ from toolfold.adapters._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.runtime._arguments import parse_arguments
-from toolfold.runtime._messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, Usage
+from toolfold.runtime._messages import (
+    FrozenDict,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
 from toolfold.runtime._model import FinishReason, ModelResponse
 
 # finish_reason values [O4 chat_completion_chunk.py]; "model_length" is
@@ -165,7 +173,7 @@ def parse_response(
 def _reasoning(message: Mapping[str, Any], provider: str) -> list[Part]:
     for field in REASONING_FIELDS:
         text = message.get(field)
-        if isinstance(text, str) and text:
+        if text and isinstance(text, str):  # absent (None) for most answers: one test
             return [ReasoningPart(text, provider=provider)]
     return []
 
@@ -190,10 +198,14 @@ def _content(content: Any, provider: str) -> list[Part]:
     return parts
 
 
+# Already frozen: the call keeps it as is instead of freezing a new empty dict.
+_NO_EXTRA: Mapping[str, Any] = FrozenDict()
+
+
 def _call(raw: Mapping[str, Any], seed: str, position: int) -> ToolCallPart:
     function = raw.get("function") or {}
     text = arguments_text(function.get("arguments"))
-    extra = {"extra_content": raw["extra_content"]} if raw.get("extra_content") else {}
+    extra = {"extra_content": raw["extra_content"]} if raw.get("extra_content") else _NO_EXTRA
     return ToolCallPart(
         raw.get("id") or synthetic_id(seed, position),
         str(function.get("name") or ""),
