@@ -162,7 +162,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         result = settled.result
                         yield _NoticeOp(ToolResultEvent(result, settled.outcome or "error"))
         elif isinstance(effect, RunTools):
-            jobs = tuple(_job(live, state, invocation.call) for invocation in effect.calls)
+            jobs = tuple([_job(live, state, invocation.call) for invocation in effect.calls])
             outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
             if live.on_tool_error == "raise":
                 _raise_tool_error(state, outcomes)

@@ -20,6 +20,7 @@ from itertools import islice
 from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
+_new = object.__new__
 
 
 class Log(Sequence[T], Generic[T]):
@@ -54,10 +55,19 @@ class Log(Sequence[T], Generic[T]):
         if len(items) == n:
             items.append(item)
             if items[n] is item:
-                return Log._view(items, n + 1)
-        copy = items[:n]
-        copy.append(item)
-        return Log._view(copy, n + 1)
+                copy = items
+            else:
+                copy = items[:n]
+                copy.append(item)
+        else:
+            copy = items[:n]
+            copy.append(item)
+        # `_view` inlined: two runs of this per event.
+        log: Log[T] = _new(Log)
+        log._items = copy
+        log._n = n + 1
+        log._tuple = None
+        return log
 
     def extend(self, new: Iterable[T]) -> Log[T]:
         """A new log with ``new`` appended; this one is unchanged."""

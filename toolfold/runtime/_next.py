@@ -38,9 +38,13 @@ def next_effect(state: RunState) -> Effect:
         return CallModel(build_request(state), step, f"{state.run_id}:{step}:model")
     if phase == "running_tools":
         return RunTools(
-            ToolInvocation(c.call, c.index, state.step, f"{state.run_id}:{state.step}:{c.index}")
-            for c in state.calls
-            if c.status == "to_run"
+            [
+                ToolInvocation(
+                    c.call, c.index, state.step, f"{state.run_id}:{state.step}:{c.index}"
+                )
+                for c in state.calls
+                if c.status == "to_run"
+            ]
         )
     if phase == "awaiting_approval":
         return AwaitApproval(state.pending_approvals, state.tool_calls)

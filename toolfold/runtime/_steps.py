@@ -149,8 +149,10 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
             state, event.kind, f"{len(dispositions)} dispositions for {len(calls)} tool calls"
         )
     changes["calls"] = tuple(
-        _classify(state, event.kind, index, call, disposition)
-        for index, (call, disposition) in enumerate(zip(calls, dispositions, strict=True))
+        [
+            _classify(state, event.kind, index, call, disposition)
+            for index, (call, disposition) in enumerate(zip(calls, dispositions, strict=True))
+        ]
     )
     _settle(state, changes)
 
@@ -335,7 +337,7 @@ def _settle(state: RunState, changes: Changes) -> None:
 
 def _commit(state: RunState, changes: Changes) -> None:
     calls: tuple[CallState, ...] = changes["calls"]
-    results = tuple(c.result for c in calls if c.result is not None)
+    results = tuple([c.result for c in calls if c.result is not None])
     conversation = changes.get("conversation", state.conversation)
     # One failure per tool per step: four parallel failing calls are one
     # failed attempt, not four; any failing call makes the step count.
