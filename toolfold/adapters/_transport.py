@@ -473,6 +473,10 @@ class Transport:
     def _json(self, response: Any, url: str) -> Any:
         content: bytes = response.content
         try:
+            # A body opening with "{" and no NUL after it is UTF-8 to json.loads
+            # (no BOM, not UTF-16/32): decode it here and skip its detection pass.
+            if content[:1] == b"{" and content[1:2] != b"\x00":
+                return json.loads(content.decode("utf-8", "surrogatepass"))
             return json.loads(content)
         except ValueError as exc:
             text = self._scrub(content.decode("utf-8", "replace"))
