@@ -42,6 +42,7 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold.toolkit._hooks import HookEntry, user_hooks
+from toolfold.toolkit._jsontypes import json_type
 
 __all__ = [
     "UnionStructureError",
@@ -164,22 +165,6 @@ _KINDS = {
 _ALL_KINDS = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
 
 
-def _value_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    return "array"
-
-
 def _kinds(tp: Any) -> tuple[str, frozenset[str]]:
     """The JSON kind an instance of ``tp`` has, and every kind it may be structured from."""
     origin = typing.get_origin(tp)
@@ -187,7 +172,7 @@ def _kinds(tp: Any) -> tuple[str, frozenset[str]]:
         return _kinds(typing.get_args(tp)[0])
     if origin is Literal or (isinstance(tp, type) and issubclass(tp, Enum)):
         values = typing.get_args(tp) if origin is Literal else [m.value for m in tp]
-        kinds = frozenset(_value_kind(v) for v in values)
+        kinds = frozenset(json_type(v) for v in values)
         return (next(iter(kinds)) if len(kinds) == 1 else "", kinds)
     if origin is Union or origin is types.UnionType:
         kinds = frozenset().union(*(_kinds(a)[1] for a in typing.get_args(tp)))
@@ -266,7 +251,7 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         if len(plan) == 1:
             arm, _p, _k, _keys, hook = plan[0]
             return hook(value, arm)
-        kind = _value_kind(value)
+        kind = json_type(value)
         # JSON Schema counts 3.0 as an integer, so an int alternative may take it.
         also = "integer" if kind == "number" and float(value).is_integer() else kind
         # The alternative of exactly the value's own type first (a str stays a str

@@ -9,6 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from toolfold.toolkit._jsontypes import json_type
+
 MISSING: Any = object()
 
 # Keywords that change which instances validate. Everything else (title,
@@ -150,28 +152,14 @@ def accepts_null(root: Any, schema: Any, _seen: frozenset[int] = frozenset()) ->
     return "not" not in schema
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def _kinds(root: Any, branch: Any) -> set[str] | None:
     branch = deref(root, branch)
     if not isinstance(branch, dict):
         return None
     if "const" in branch:
-        return {_json_type(branch["const"])}
+        return {json_type(branch["const"])}
     if "enum" in branch:
-        return {_json_type(v) for v in branch["enum"]}
+        return {json_type(v) for v in branch["enum"]}
     t = branch.get("type")
     if t is None:
         return None

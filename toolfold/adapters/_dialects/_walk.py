@@ -31,6 +31,7 @@ from toolfold.adapters._dialects._refs import (
 from toolfold.adapters._dialects._refs import (
     show as _show,
 )
+from toolfold.toolkit._jsontypes import json_type
 
 _LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[1-9]|\\k<")
 _FAMILIES = {
@@ -65,15 +66,8 @@ _PARENT_ONLY = frozenset({"title", "description", "default", "examples", "exampl
 
 
 def _type_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
+    kind = json_type(value)
+    return "number" if kind == "integer" else kind
 
 
 class Walker:
