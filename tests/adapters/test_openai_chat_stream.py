@@ -430,3 +430,20 @@ def test_any_streamed_answer_folds_to_its_non_streamed_twin(
         datas += [piece for f in fragments for piece in f]
     datas += [chunk({}, finish), chunk(None, usage=usage), "[DONE]"]
     assert fold(decode(datas, "p")) == parse_response(body, "p")
+
+
+def test_typed_content_chunks_stream_like_the_whole_response() -> None:
+    """Mistral's typed thinking/text chunks in a delta fold into the parts a whole body gives."""
+    content = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "Hmm"}]},
+        {"type": "text", "text": "Sure."},
+        {"type": "text", "text": ""},
+        "not a chunk",
+    ]
+    streamed = fold(decode([chunk({"content": content}), chunk({}, "stop")], "mistral"))
+    whole = parse_response(
+        {"choices": [{"message": {"role": "assistant", "content": content}}]}, "mistral"
+    )
+    assert streamed.message.parts == whole.message.parts
+    assert [p.kind for p in streamed.message.parts] == ["reasoning", "text"]
+    assert streamed.text == "Sure."

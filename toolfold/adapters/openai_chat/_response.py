@@ -183,19 +183,30 @@ def _content(content: Any, provider: str) -> list[Part]:
         return [TextPart(content)] if content else []
     if not isinstance(content, list):
         return []
-    # Mistral's reasoning models answer with typed chunks [mistral-openapi.json ContentChunk].
-    parts: list[Part] = []
+    return [
+        ReasoningPart(text, provider=provider) if thinking else TextPart(text)
+        for thinking, text in content_chunks(content)
+    ]
+
+
+def content_chunks(content: list[Any]) -> list[tuple[bool, str]]:
+    """``(is_thinking, text)`` for each non-empty chunk of typed content.
+
+    Mistral's reasoning models answer with typed chunks, in whole responses and
+    in stream deltas alike [mistral-openapi.json ContentChunk].
+    """
+    found: list[tuple[bool, str]] = []
     for chunk in content:
         if not isinstance(chunk, Mapping):
             continue
         if chunk.get("type") == "text" and chunk.get("text"):
-            parts.append(TextPart(chunk["text"]))
+            found.append((False, chunk["text"]))
         elif chunk.get("type") == "thinking":
             inner = chunk.get("thinking") or []
             text = "".join(c.get("text", "") for c in inner if isinstance(c, Mapping))
             if text:
-                parts.append(ReasoningPart(text, provider=provider))
-    return parts
+                found.append((True, text))
+    return found
 
 
 # Already frozen: the call keeps it as is instead of freezing a new empty dict.

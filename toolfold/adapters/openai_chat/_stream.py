@@ -34,6 +34,7 @@ from toolfold.adapters.openai_chat._errors import inband_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.adapters.openai_chat._response import (
     arguments_text,
+    content_chunks,
     finish_reason,
     parse_usage,
     synthetic_id,
@@ -191,16 +192,10 @@ def _choice(
 
 
 def _content_chunks(state: DecoderState, content: list[Any], events: list[StreamEvent]) -> None:
-    for chunk in content:
-        if not isinstance(chunk, Mapping):
-            continue
-        if chunk.get("type") == "text" and chunk.get("text"):
-            events.append(TextDelta(chunk["text"]))
-        elif chunk.get("type") == "thinking":
-            inner = chunk.get("thinking") or []
-            text = "".join(c.get("text", "") for c in inner if isinstance(c, Mapping))
-            if text:
-                events.append(ReasoningDelta(text, provider=state.provider))
+    events.extend(
+        ReasoningDelta(text, provider=state.provider) if thinking else TextDelta(text)
+        for thinking, text in content_chunks(content)
+    )
 
 
 def _tool_entry(
