@@ -18,14 +18,18 @@ supported: the transport falls back to httpx when proxy variables are set.
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator
 
 import httpx
 
-from toolfold.adapters._http11 import BodyDecoder, LeanRequest, ResponseParser, encode_request
+from toolfold.adapters._http11 import (
+    BodyDecoder,
+    LeanRequest,
+    PoolSettings,
+    ResponseParser,
+    encode_request,
+)
 
 __all__ = ["LeanClient", "LeanRequest", "LeanResponse"]
 
@@ -279,7 +283,7 @@ class _Connection(asyncio.Protocol):
             self.transport.abort()
 
 
-class LeanClient:
+class LeanClient(PoolSettings):
     """A keep-alive connection pool with the slice of ``httpx.AsyncClient``'s API the transport uses.
 
     Args:
@@ -289,35 +293,10 @@ class LeanClient:
         ssl_context: TLS settings; by default httpx's (certifi, ``SSL_CERT_FILE``).
     """
 
-    def __init__(
-        self,
-        *,
-        timeout: httpx.Timeout | None = None,
-        max_connections: int = 1000,
-        keepalive_expiry: float = 15.0,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
-        self.timeout = timeout or httpx.Timeout(600.0, connect=10.0)
-        self.max_connections = max_connections
-        self.keepalive_expiry = keepalive_expiry
-        self._ssl = ssl_context
+    def _setup(self) -> None:
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._counted: set[_Connection] = set()
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self.is_closed = False
-
-    def build_request(
-        self,
-        method: str,
-        url: str,
-        *,
-        content: bytes = b"",
-        headers: Mapping[str, str] | None = None,
-        timeout: Any = None,
-    ) -> LeanRequest:
-        """A request for `send`; ``timeout`` is an ``httpx.Timeout`` or the client default."""
-        chosen = timeout if isinstance(timeout, httpx.Timeout) else self.timeout
-        return LeanRequest(method, url, content, headers or {}, chosen)
 
     async def send(self, request: LeanRequest, *, stream: bool = False) -> LeanResponse:
         """Send ``request``; with ``stream=False`` the body is read before returning."""

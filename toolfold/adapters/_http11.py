@@ -13,6 +13,7 @@ classes so they map like httpx's.
 
 from __future__ import annotations
 
+import ssl
 import zlib
 from collections import deque
 from collections.abc import Mapping
@@ -71,6 +72,48 @@ def _split(url: str) -> tuple[str, str, int, str]:
     port = port or (443 if parts.scheme == "https" else 80)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return parts.scheme, parts.hostname, port, target
+
+
+class PoolSettings:
+    """What the sync and async lean clients share: their settings and `build_request`.
+
+    Args:
+        timeout: Default timeouts (connect, read, pool are used).
+        max_connections: Open connections allowed at once, over all hosts.
+        keepalive_expiry: Seconds an idle connection is kept for reuse.
+        ssl_context: TLS settings; by default httpx's (certifi, ``SSL_CERT_FILE``).
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: httpx.Timeout | None = None,
+        max_connections: int = 1000,
+        keepalive_expiry: float = 15.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.timeout = timeout or httpx.Timeout(600.0, connect=10.0)
+        self.max_connections = max_connections
+        self.keepalive_expiry = keepalive_expiry
+        self._ssl = ssl_context
+        self.is_closed = False
+        self._setup()
+
+    def _setup(self) -> None:
+        """The client's own state: its pool (subclasses)."""
+
+    def build_request(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+        timeout: Any = None,
+    ) -> LeanRequest:
+        """A request for ``send``; ``timeout`` is an ``httpx.Timeout`` or the client default."""
+        chosen = timeout if isinstance(timeout, httpx.Timeout) else self.timeout
+        return LeanRequest(method, url, content, headers or {}, chosen)
 
 
 def encode_request(request: LeanRequest) -> bytes:

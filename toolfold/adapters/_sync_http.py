@@ -16,12 +16,17 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
 import httpx
 
-from toolfold.adapters._http11 import BodyDecoder, LeanRequest, ResponseParser, encode_request
+from toolfold.adapters._http11 import (
+    BodyDecoder,
+    LeanRequest,
+    PoolSettings,
+    ResponseParser,
+    encode_request,
+)
 
 __all__ = ["LeanSyncClient", "LeanSyncResponse"]
 
@@ -194,7 +199,7 @@ class _SyncConnection:
             self.sock.close()
 
 
-class LeanSyncClient:
+class LeanSyncClient(PoolSettings):
     """A thread-safe keep-alive pool with the slice of ``httpx.Client``'s API the transport uses.
 
     Args:
@@ -204,18 +209,7 @@ class LeanSyncClient:
         ssl_context: TLS settings; by default httpx's (certifi, ``SSL_CERT_FILE``).
     """
 
-    def __init__(
-        self,
-        *,
-        timeout: httpx.Timeout | None = None,
-        max_connections: int = 1000,
-        keepalive_expiry: float = 15.0,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
-        self.timeout = timeout or httpx.Timeout(600.0, connect=10.0)
-        self.max_connections = max_connections
-        self.keepalive_expiry = keepalive_expiry
-        self._ssl = ssl_context
+    def _setup(self) -> None:
         self._idle: dict[tuple[str, str, int], list[_SyncConnection]] = {}
         self._open: set[object] = set()  # connections, and slots being opened
         # Sockets still open, closed quietly if the client is dropped unclosed
@@ -223,20 +217,6 @@ class LeanSyncClient:
         self._sockets: set[socket.socket] = set()
         weakref.finalize(self, _close_sockets, self._sockets)
         self._lock = threading.Condition()
-        self.is_closed = False
-
-    def build_request(
-        self,
-        method: str,
-        url: str,
-        *,
-        content: bytes = b"",
-        headers: Mapping[str, str] | None = None,
-        timeout: Any = None,
-    ) -> LeanRequest:
-        """A request for `send`; ``timeout`` is an ``httpx.Timeout`` or the client default."""
-        chosen = timeout if isinstance(timeout, httpx.Timeout) else self.timeout
-        return LeanRequest(method, url, content, headers or {}, chosen)
 
     def send(self, request: LeanRequest, *, stream: bool = False) -> LeanSyncResponse:
         """Send ``request``; with ``stream=False`` the body is read before returning."""
