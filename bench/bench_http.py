@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import toolfold  # noqa: E402
-from toolfold.adapters._transport import Transport  # noqa: E402
+from toolfold.adapters._http._transport import Transport  # noqa: E402
 
 TOOLS = [
     {

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolfold.adapters._sse import SSEDecoder
+from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_chat import (
     PROVIDERS,
     DecoderState,

@@ -52,3 +52,96 @@ def test_import_toolfold_loads_no_adapter_or_validator() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+# The pure core (runtime/core) may import only these, so any driver, a durable engine's
+# included, can replay it deterministically.
+CORE = PACKAGE / "runtime" / "core"
+CORE_MAY_IMPORT = (
+    "__future__",
+    "attrs",
+    "base64",
+    "binascii",
+    "cattrs",
+    "collections",
+    "dataclasses",
+    "enum",
+    "functools",
+    "hashlib",
+    "hmac",
+    "itertools",
+    "json",
+    "math",
+    "re",
+    "typing",
+    "toolfold._errors",
+    "toolfold.runtime.core",
+    "toolfold.toolkit",
+)
+
+# Calls that read a clock, randomness, the environment or the outside world.
+IMPURE_CALLS = {
+    "open",
+    "input",
+    "print",
+    "getenv",
+    "environ",
+    "time",
+    "monotonic",
+    "perf_counter",
+    "now",
+    "utcnow",
+    "today",
+    "uuid1",
+    "uuid4",
+    "random",
+    "randint",
+    "choice",
+    "shuffle",
+    "urandom",
+    "token_hex",
+    "sleep",
+    "Thread",
+    "get_event_loop",
+}
+
+
+def _core_modules() -> list[Path]:
+    return sorted(CORE.rglob("*.py"))
+
+
+def test_core_imports_only_pure_modules() -> None:
+    """runtime/core imports nothing that reads a clock, the environment or the network."""
+    offenders = [
+        f"{path.name} imports {name}"
+        for path in _core_modules()
+        for name in _imports(path)
+        if not any(name == ok or name.startswith(ok + ".") for ok in CORE_MAY_IMPORT)
+    ]
+    assert offenders == []
+
+
+def test_core_calls_nothing_impure() -> None:
+    """No function of the core calls a clock, randomness, the environment or I/O by name."""
+    offenders = []
+    for path in _core_modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in IMPURE_CALLS:
+                    offenders.append(f"{path.name}:{node.lineno} calls {name}")
+            elif isinstance(node, ast.Attribute) and node.attr == "environ":
+                offenders.append(f"{path.name}:{node.lineno} reads environ")
+    assert offenders == []
+
+
+def test_the_purity_guard_catches_an_impure_import(tmp_path: Path) -> None:
+    """The guard's own check fails on a module that imports time (so it can fail at all)."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import time\nfrom os import environ\n", encoding="utf-8")
+    names = _imports(bad)
+    assert [n for n in names if not any(n.startswith(ok) for ok in CORE_MAY_IMPORT)] == [
+        "time",
+        "os",
+    ]

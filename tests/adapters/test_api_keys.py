@@ -13,7 +13,7 @@ from scripted_http import Recorded, Reply, ScriptedServer, sse
 
 import toolfold
 from toolfold import ModelConfigError, ProviderError
-from toolfold.adapters._keys import (
+from toolfold.adapters._http._keys import (
     API_KEY_ENV_VARS,
     RedactingFilter,
     Secret,
@@ -21,7 +21,7 @@ from toolfold.adapters._keys import (
     redact_logs,
     resolve_api_key,
 )
-from toolfold.adapters._transport import Transport
+from toolfold.adapters._http._transport import Transport
 from toolfold.runtime import Message, ModelRequest
 
 KEY = "sk-proj-SECRET-abcdef0123456789"

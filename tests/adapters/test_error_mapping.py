@@ -24,7 +24,7 @@ from toolfold import (
     ToolfoldError,
     ToolUseFailedError,
 )
-from toolfold.adapters._http_errors import (
+from toolfold.adapters._http._http_errors import (
     ErrorInfo,
     is_client_error,
     parse_error_body,

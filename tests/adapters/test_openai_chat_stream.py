@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolfold import StreamError, ToolUseFailedError
-from toolfold.adapters._sse import SSEDecoder
+from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_chat import DecoderState, decode_chunk, decode_end, parse_response
 from toolfold.runtime import (
     ModelResponse,

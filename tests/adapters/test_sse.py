@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolfold.adapters._http_errors import inband_error
-from toolfold.adapters._sse import LineDecoder, SSEDecoder, SSEEvent
+from toolfold.adapters._http._http_errors import inband_error
+from toolfold.adapters._http._sse import LineDecoder, SSEDecoder, SSEEvent
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "provider-traffic"
 

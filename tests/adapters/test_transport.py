@@ -23,9 +23,9 @@ from toolfold import (
     StreamError,
     TimeoutError,
 )
-from toolfold.adapters._retry import RetryPolicy, Timeouts
-from toolfold.adapters._sse import SSEEvent
-from toolfold.adapters._transport import USER_AGENT, Transport
+from toolfold.adapters._http._retry import RetryPolicy, Timeouts
+from toolfold.adapters._http._sse import SSEEvent
+from toolfold.adapters._http._transport import USER_AGENT, Transport
 
 MODES = ["sync", "async"]
 

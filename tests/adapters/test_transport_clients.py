@@ -29,9 +29,9 @@ from toolfold import (
     StreamError,
     TimeoutError,
 )
-from toolfold.adapters._retry import Timeouts
-from toolfold.adapters._sse import SSEEvent
-from toolfold.adapters._transport import Transport
+from toolfold.adapters._http._retry import Timeouts
+from toolfold.adapters._http._sse import SSEEvent
+from toolfold.adapters._http._transport import Transport
 
 try:
     import httpx2

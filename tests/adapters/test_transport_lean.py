@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from scripted_http import Reply, ScriptedServer, sse
 
 from toolfold import ConnectionError, TimeoutError
-from toolfold.adapters import _clients
-from toolfold.adapters._aio_http import LeanClient
-from toolfold.adapters._http11 import BodyDecoder, LeanRequest, ResponseParser, encode_request
-from toolfold.adapters._sync_http import LeanSyncClient
-from toolfold.adapters._transport import Transport
+from toolfold.adapters._http import _clients
+from toolfold.adapters._http._aio_http import LeanClient
+from toolfold.adapters._http._http11 import BodyDecoder, LeanRequest, ResponseParser, encode_request
+from toolfold.adapters._http._sync_http import LeanSyncClient
+from toolfold.adapters._http._transport import Transport
 
 TIMEOUT = httpx.Timeout(5.0)
 
@@ -319,7 +319,7 @@ def test_sync_pool_limit_and_pool_timeout(
 
 
 def httpx_timeouts(pool: float) -> Any:
-    from toolfold.adapters._retry import Timeouts
+    from toolfold.adapters._http._retry import Timeouts
 
     return Timeouts(pool=pool)
 
@@ -461,7 +461,7 @@ def test_async_abandoned_stream_is_drained_to_keep_the_connection(
 ) -> None:
     """A caller that stops reading early (at [DONE]) leaves the body to finish in the background:
     the connection goes back to the pool when it ends, or is dropped when it does not come."""
-    from toolfold.adapters import _aio_http
+    from toolfold.adapters._http import _aio_http
 
     monkeypatch.setattr(_aio_http, "_DRAIN_SECONDS", 0.0)
 
@@ -493,7 +493,7 @@ def test_sync_abandoned_stream_keeps_the_connection_if_the_end_is_there(arrived:
     """The blocking client reads what already arrived of an abandoned body, without waiting."""
     import socket
 
-    from toolfold.adapters import _sync_http
+    from toolfold.adapters._http import _sync_http
 
     ours, theirs = socket.socketpair()
     with theirs:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolfold.adapters._retry import (
+from toolfold.adapters._http._retry import (
     DEFAULT_RETRY_STATUSES,
     RetryPolicy,
     Timeouts,

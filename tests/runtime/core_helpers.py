@@ -17,8 +17,8 @@ from toolfold.runtime import (
     Usage,
     initial_state,
 )
-from toolfold.runtime._config import Approval
-from toolfold.runtime._state import Disposition
+from toolfold.runtime.core._config import Approval
+from toolfold.runtime.core._state import Disposition
 
 
 def spec(

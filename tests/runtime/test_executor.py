@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from toolfold import RunContext, Tool, ToolCallPart
-from toolfold.runtime._executor import (
+from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     run_calls,

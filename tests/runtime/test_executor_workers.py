@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from toolfold import agenerate_text, generate_text, tool
-from toolfold.runtime import _handoff
+from toolfold.runtime.drive import _workers as _handoff
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call

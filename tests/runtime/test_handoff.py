@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from toolfold.runtime._handoff import MAX_WORKERS, hand_off
+from toolfold.runtime.drive._workers import MAX_WORKERS, hand_off
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 

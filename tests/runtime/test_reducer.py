@@ -28,7 +28,7 @@ from toolfold.runtime import (
     next_effect,
     reduce,
 )
-from toolfold.runtime._reducer import blank_state
+from toolfold.runtime.core._reducer import blank_state
 
 
 def test_initial_state_asks_for_the_model() -> None:
@@ -389,7 +389,7 @@ def test_inputs_are_not_mutated() -> None:
 
 def test_every_phase_is_in_the_table() -> None:
     """The table covers every phase, and failed accepts nothing."""
-    from toolfold.runtime._state import PHASES
+    from toolfold.runtime.core._state import PHASES
 
     assert set(TRANSITIONS) == set(PHASES)
     assert TRANSITIONS["failed"] == {}

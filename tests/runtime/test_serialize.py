@@ -269,7 +269,7 @@ _parts = st.one_of(
 )
 def test_any_conversation_round_trips(messages: list[Message]) -> None:
     """Arbitrary parts (bytes, unicode, JSON arguments) survive the state's JSON exactly."""
-    from toolfold.runtime._serialize import structure, unstructure
+    from toolfold.runtime.core._serialize import structure, unstructure
 
     # Built directly: arbitrary histories may leave calls unanswered, which a run
     # refuses (and RunState.from_json checks a state against its events), so

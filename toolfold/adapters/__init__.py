@@ -13,10 +13,10 @@ from toolfold.adapters._dialects import (
     compile_tool,
     restore_arguments,
 )
-from toolfold.adapters._keys import RedactingFilter, Secret, redact_logs
-from toolfold.adapters._retry import RetryPolicy, Timeouts
-from toolfold.adapters._sse import SSEDecoder, SSEEvent
-from toolfold.adapters._transport import Transport
+from toolfold.adapters._http._keys import RedactingFilter, Secret, redact_logs
+from toolfold.adapters._http._retry import RetryPolicy, Timeouts
+from toolfold.adapters._http._sse import SSEDecoder, SSEEvent
+from toolfold.adapters._http._transport import Transport
 
 __all__: list[str] = [
     "CompiledTool",

@@ -11,8 +11,19 @@ from toolfold.runtime._api import (
     generate_text,
     resume,
 )
-from toolfold.runtime._config import RunConfig, ToolSpec
-from toolfold.runtime._effects import (
+from toolfold.runtime._model import Model, model, register_provider
+from toolfold.runtime._response import (
+    Response,
+    RunEndEvent,
+    RunStreamEvent,
+    Step,
+    StepEndEvent,
+    StepStartEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from toolfold.runtime.core._config import RunConfig, ToolSpec
+from toolfold.runtime.core._effects import (
     AwaitApproval,
     AwaitToolResults,
     CallModel,
@@ -22,7 +33,7 @@ from toolfold.runtime._effects import (
     ToolInvocation,
     ValidateOutput,
 )
-from toolfold.runtime._events import (
+from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
     Event,
@@ -36,8 +47,8 @@ from toolfold.runtime._events import (
     ToolReturned,
     UserMessageAdded,
 )
-from toolfold.runtime._log import Log
-from toolfold.runtime._messages import (
+from toolfold.runtime.core._log import Log
+from toolfold.runtime.core._messages import (
     FilePart,
     FrozenDict,
     FrozenList,
@@ -50,11 +61,28 @@ from toolfold.runtime._messages import (
     ToolResultPart,
     Usage,
 )
-from toolfold.runtime._model import (
-    Model,
-    ModelRequest,
-    ModelResponse,
-    OutputSpec,
+from toolfold.runtime.core._next import build_request, next_effect
+from toolfold.runtime.core._reducer import (
+    TRANSITIONS,
+    initial_state,
+    reduce,
+    transition_diagram,
+    transition_table,
+)
+from toolfold.runtime.core._replay import fork, replay
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec, ToolDefinition
+from toolfold.runtime.core._state import CallState, RunFailure, RunState
+from toolfold.runtime.core._stop import (
+    MaxSteps,
+    StopCondition,
+    TokenBudget,
+    ToolCalled,
+    max_steps,
+    stop_reason,
+    token_budget,
+    tool_called,
+)
+from toolfold.runtime.core._stream import (
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -64,42 +92,9 @@ from toolfold.runtime._model import (
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
-    ToolDefinition,
     UsageUpdate,
     finish_stream,
     fold_stream,
-    model,
-    register_provider,
-)
-from toolfold.runtime._next import build_request, next_effect
-from toolfold.runtime._reducer import (
-    TRANSITIONS,
-    initial_state,
-    reduce,
-    transition_diagram,
-    transition_table,
-)
-from toolfold.runtime._replay import fork, replay
-from toolfold.runtime._response import (
-    Response,
-    RunEndEvent,
-    RunStreamEvent,
-    Step,
-    StepEndEvent,
-    StepStartEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-)
-from toolfold.runtime._state import CallState, RunFailure, RunState
-from toolfold.runtime._stop import (
-    MaxSteps,
-    StopCondition,
-    TokenBudget,
-    ToolCalled,
-    max_steps,
-    stop_reason,
-    token_budget,
-    tool_called,
 )
 
 __all__ = [
@@ -199,7 +194,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from toolfold.runtime._serialize import (
+    from toolfold.runtime.core._serialize import (
         converter,
         events_from_json,
         events_to_json,
@@ -213,7 +208,7 @@ _SERIALIZE = frozenset({"converter", "events_from_json", "events_to_json", "from
 def __getattr__(name: str) -> Any:
     # cattrs loads on first use of the converter, so `import toolfold` stays cheap.
     if name in _SERIALIZE:
-        from toolfold.runtime import _serialize
+        from toolfold.runtime.core import _serialize
 
         return getattr(_serialize, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

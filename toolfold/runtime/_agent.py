@@ -7,10 +7,6 @@ from typing import Any
 
 import attrs
 
-from toolfold.runtime._driver import OnToolError
-from toolfold.runtime._events import Event
-from toolfold.runtime._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime._messages import Message
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
@@ -25,8 +21,12 @@ from toolfold.runtime._run import (
     start,
     to_messages,
 )
-from toolfold.runtime._state import RunState
-from toolfold.runtime._stop import StopCondition, StopPredicate
+from toolfold.runtime.core._events import Event
+from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stop import StopCondition, StopPredicate
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime.drive._loop import OnToolError
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]

@@ -9,9 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from toolfold.runtime._driver import OnToolError
-from toolfold.runtime._events import Event
-from toolfold.runtime._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
@@ -26,8 +23,11 @@ from toolfold.runtime._run import (
     run_sync,
     start,
 )
-from toolfold.runtime._state import RunState
-from toolfold.runtime._stop import StopCondition, StopPredicate
+from toolfold.runtime.core._events import Event
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stop import StopCondition, StopPredicate
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime.drive._loop import OnToolError
 from toolfold.toolkit._tool import Tool
 
 __all__ = [

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import attrs
 
-from toolfold.runtime._messages import Message, ToolCallPart, ToolResultPart, Usage
-from toolfold.runtime._model import (
-    ModelResponse,
+from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._stream import (
     ReasoningDelta,
     ResponseInfo,
     StreamFinish,
@@ -20,7 +20,7 @@ from toolfold.runtime._model import (
 )
 
 if TYPE_CHECKING:
-    from toolfold.runtime._state import RunState
+    from toolfold.runtime.core._state import RunState
 
 RunFinishReason = Literal[
     "stop",

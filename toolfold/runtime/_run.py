@@ -15,32 +15,31 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ModelConfigError, RunError, ToolfoldError
-from toolfold.runtime._config import RunConfig, ToolSpec
-from toolfold.runtime._driver import (
-    Live,
-    OnToolError,
-    drive_async,
-    drive_sync,
-    run_loop,
-    stream_async,
-    stream_sync,
-)
-from toolfold.runtime._events import (
+from toolfold.runtime._model import Model
+from toolfold.runtime._model import model as resolve_model
+from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
+from toolfold.runtime.core._config import RunConfig, ToolSpec
+from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
     Event,
     ToolResultsProvided,
 )
-from toolfold.runtime._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime._messages import Message, TextPart, ToolResultPart
-from toolfold.runtime._model import Model
-from toolfold.runtime._model import model as resolve_model
-from toolfold.runtime._output import OutputSchema, output_schema
-from toolfold.runtime._reducer import initial_state
-from toolfold.runtime._reducer import reduce as _reduce
-from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
-from toolfold.runtime._state import RunState
-from toolfold.runtime._stop import MaxSteps, StopCondition, StopPredicate, TokenBudget, ToolCalled
+from toolfold.runtime.core._messages import Message, TextPart, ToolResultPart
+from toolfold.runtime.core._reducer import initial_state
+from toolfold.runtime.core._reducer import reduce as _reduce
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stop import (
+    MaxSteps,
+    StopCondition,
+    StopPredicate,
+    TokenBudget,
+    ToolCalled,
+)
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime.drive._loop import Live, OnToolError, run_loop
+from toolfold.runtime.drive._output import OutputSchema, output_schema
+from toolfold.runtime.drive._shells import drive_async, drive_sync, stream_async, stream_sync
 from toolfold.toolkit._tool import Tool
 
 MessagesInput = str | Message | Iterable[Message | Mapping[str, Any]]
@@ -262,7 +261,7 @@ def continue_state(
         state = reduce(state, ToolResultsProvided(parts))
     _check_unapproved(state, options)
     if message is not None:
-        from toolfold.runtime._events import UserMessageAdded
+        from toolfold.runtime.core._events import UserMessageAdded
 
         for item in to_messages(message):
             state = reduce(state, UserMessageAdded(item))

@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from typing import Any, Union
 
 from toolfold._errors import ToolfoldError
-from toolfold.runtime._arguments import parse_arguments
-from toolfold.runtime._executor import _await, run_blocking
-from toolfold.runtime._messages import (
+from toolfold.runtime._sample import sample_value
+from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._messages import (
     Message,
     Part,
     ReasoningPart,
@@ -25,10 +25,8 @@ from toolfold.runtime._messages import (
     ToolCallPart,
     Usage,
 )
-from toolfold.runtime._model import (
-    FinishReason,
-    ModelRequest,
-    ModelResponse,
+from toolfold.runtime.core._request import FinishReason, ModelRequest, ModelResponse
+from toolfold.runtime.core._stream import (
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -39,7 +37,7 @@ from toolfold.runtime._model import (
     ToolCallStart,
     UsageUpdate,
 )
-from toolfold.runtime._sample import sample_value
+from toolfold.runtime.drive._executor import _await, run_blocking
 
 Reply = Union[str, Message, ModelResponse, ToolCallPart, Sequence[Union[str, Part]]]  # noqa: UP007
 """What a script entry or a model function may give: text, a tool call, a

@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ProviderError, StreamError, ToolUseFailedError
-from toolfold.adapters._http_errors import ErrorInfo, parse_error_body, status_error
+from toolfold.adapters._http._http_errors import ErrorInfo, parse_error_body, status_error
 
 
 def parse_error(status: int, body: str, headers: Mapping[str, str]) -> ErrorInfo:

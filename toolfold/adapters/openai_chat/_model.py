@@ -13,8 +13,8 @@ from toolfold._errors import (
     ProviderError,
 )
 from toolfold.adapters._dialects import check_arguments
-from toolfold.adapters._keys import Secret, resolve_api_key
-from toolfold.adapters._transport import Transport
+from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._transport import Transport
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import (
     GEMINI_HOST,
@@ -25,8 +25,9 @@ from toolfold.adapters.openai_chat._providers import (
 from toolfold.adapters.openai_chat._request import build_body, compiled_tool
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
-from toolfold.runtime._messages import ToolCallPart
-from toolfold.runtime._model import ModelRequest, ModelResponse, StreamEvent
+from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._stream import StreamEvent
 
 _PATH = "chat/completions"
 _UNSET: Any = object()

@@ -13,7 +13,7 @@ from typing import Any, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters.openai_chat._providers import ChatProvider
-from toolfold.runtime._messages import (
+from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Message,
@@ -23,7 +23,7 @@ from toolfold.runtime._messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from toolfold.runtime._model import ModelRequest, OutputSpec, ToolDefinition
+from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
 
 Body = dict[str, Any]
 ToolCompiler = Callable[[ToolDefinition, ChatProvider], Mapping[str, Any]]

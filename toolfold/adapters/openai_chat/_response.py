@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ProviderError
-from toolfold.adapters._http_errors import status_error
+from toolfold.adapters._http._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
-from toolfold.runtime._arguments import parse_arguments
-from toolfold.runtime._messages import (
+from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._messages import (
     FrozenDict,
     Message,
     Part,
@@ -21,7 +21,7 @@ from toolfold.runtime._messages import (
     ToolCallPart,
     Usage,
 )
-from toolfold.runtime._model import FinishReason, ModelResponse
+from toolfold.runtime.core._request import FinishReason, ModelResponse
 
 # finish_reason values [O4 chat_completion_chunk.py]; "model_length" is
 # Mistral's [mistral-openapi.json FinishReason]; "error" is OpenRouter's [C8].

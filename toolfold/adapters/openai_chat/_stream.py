@@ -39,7 +39,7 @@ from toolfold.adapters.openai_chat._response import (
     parse_usage,
     synthetic_id,
 )
-from toolfold.runtime._model import (
+from toolfold.runtime.core._stream import (
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,

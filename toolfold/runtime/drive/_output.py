@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ToolArgumentError
-from toolfold.runtime._model import OutputSpec
+from toolfold.runtime.core._request import OutputSpec
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
 

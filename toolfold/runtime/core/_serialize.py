@@ -20,11 +20,11 @@ from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.v import format_exception
 
 from toolfold._errors import InvalidEventError, SerializationError
-from toolfold.runtime import _state
-from toolfold.runtime._effects import EFFECT_TYPES, Effect
-from toolfold.runtime._events import EVENT_TYPES, Event
-from toolfold.runtime._log import Log
-from toolfold.runtime._messages import (
+from toolfold.runtime.core import _state
+from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
+from toolfold.runtime.core._events import EVENT_TYPES, Event
+from toolfold.runtime.core._log import Log
+from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Part,
@@ -33,9 +33,9 @@ from toolfold.runtime._messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from toolfold.runtime._replay import replay
-from toolfold.runtime._state import RunState
-from toolfold.runtime._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
+from toolfold.runtime.core._replay import replay
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
 
 T = TypeVar("T")
 _NOTES = "__notes__"

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from toolfold.runtime._config import RunConfig
-from toolfold.runtime._log import Log
-from toolfold.runtime._messages import FrozenDict, Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime.core._config import RunConfig
+from toolfold.runtime.core._log import Log
+from toolfold.runtime.core._messages import FrozenDict, Message, ToolCallPart, ToolResultPart, Usage
 
 if TYPE_CHECKING:
-    from toolfold.runtime._events import Event
+    from toolfold.runtime.core._events import Event
 
 Phase = Literal[
     "new",
@@ -189,13 +189,13 @@ class RunState:
 
     def to_json(self) -> str:
         """The state as JSON text (see `RunState.from_json`)."""
-        from toolfold.runtime._serialize import state_to_json
+        from toolfold.runtime.core._serialize import state_to_json
 
         return state_to_json(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RunState:
         """Load a state written by `to_json`."""
-        from toolfold.runtime._serialize import state_from_json
+        from toolfold.runtime.core._serialize import state_from_json
 
         return state_from_json(text)

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from toolfold.runtime import _steps
-from toolfold.runtime._config import RunConfig
-from toolfold.runtime._events import (
+from toolfold.runtime.core import _steps
+from toolfold.runtime.core._config import RunConfig
+from toolfold.runtime.core._events import (
     Event,
     EventKind,
     OutputAccepted,
@@ -27,10 +27,10 @@ from toolfold.runtime._events import (
     StopRequested,
     UserMessageAdded,
 )
-from toolfold.runtime._log import Log
-from toolfold.runtime._messages import Message, ToolCallPart, ToolResultPart
-from toolfold.runtime._state import Phase, RunFailure, RunState
-from toolfold.runtime._steps import Changes, boundary, evolve, fail, refused
+from toolfold.runtime.core._log import Log
+from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart
+from toolfold.runtime.core._state import Phase, RunFailure, RunState
+from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused
 
 _TOOLS: tuple[Phase, ...] = (
     "running_tools",

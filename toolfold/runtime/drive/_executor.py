@@ -26,7 +26,8 @@ from queue import Empty
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
-from toolfold.runtime._handoff import (
+from toolfold.runtime.core._messages import ToolCallPart, ToolResultPart, thaw
+from toolfold.runtime.drive._workers import (
     SyncInbox,
     Ticket,
     abandon,
@@ -34,7 +35,6 @@ from toolfold.runtime._handoff import (
     hand_off_timed,
     submit_sync,
 )
-from toolfold.runtime._messages import ToolCallPart, ToolResultPart, thaw
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 

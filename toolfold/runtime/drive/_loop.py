@@ -1,4 +1,4 @@
-"""The one run loop, and the thin shells that drive it.
+"""The one run loop, written once as a generator of ops.
 
 `run_loop` is a generator written once: it asks the pure core what to do
 (`next_effect`), yields the I/O it needs as an `_Op` (call the model, run
@@ -14,7 +14,7 @@ call raises, the error carries the state from before the call, and
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, Literal, NamedTuple, Union
 
 import attrs
@@ -26,40 +26,7 @@ from toolfold._errors import (
     ToolfoldError,
     ToolRetriesExceededError,
 )
-from toolfold.runtime._effects import (
-    CallModel,
-    Finish,
-    RunTools,
-    ValidateOutput,
-)
-from toolfold.runtime._events import (
-    Event,
-    ModelResponded,
-    OutputAccepted,
-    OutputRejected,
-    StopRequested,
-    ToolReturned,
-)
-from toolfold.runtime._executor import (
-    DEFAULT_MAX_CONCURRENCY,
-    ToolJob,
-    ToolOutcome,
-    run_calls,
-    run_calls_sync,
-)
-from toolfold.runtime._messages import ToolCallPart
-from toolfold.runtime._model import (
-    Model,
-    ModelResponse,
-    StreamEvent,
-    StreamState,
-    finish_stream,
-    fold_stream,
-)
-from toolfold.runtime._next import next_effect
-from toolfold.runtime._output import OutputRejected as _Rejected
-from toolfold.runtime._output import OutputSchema
-from toolfold.runtime._reducer import reduce
+from toolfold.runtime._model import Model
 from toolfold.runtime._response import (
     RunStreamEvent,
     Step,
@@ -68,8 +35,33 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from toolfold.runtime._state import Disposition, RunState
-from toolfold.runtime._stop import StopPredicate, stop_reason
+from toolfold.runtime.core._effects import (
+    CallModel,
+    Finish,
+    RunTools,
+    ValidateOutput,
+)
+from toolfold.runtime.core._events import (
+    Event,
+    ModelResponded,
+    OutputAccepted,
+    OutputRejected,
+    StopRequested,
+    ToolReturned,
+)
+from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._next import next_effect
+from toolfold.runtime.core._reducer import reduce
+from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._state import Disposition, RunState
+from toolfold.runtime.core._stop import StopPredicate, stop_reason
+from toolfold.runtime.drive._executor import (
+    DEFAULT_MAX_CONCURRENCY,
+    ToolJob,
+    ToolOutcome,
+)
+from toolfold.runtime.drive._output import OutputRejected as _Rejected
+from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -340,100 +332,3 @@ def _run_failure(state: RunState) -> RunError:
     if error.kind == "output_validation":
         return OutputValidationError(error.message, state)
     return RunError(f"the run failed ({error.kind}): {error.message}", state)
-
-
-# --- shells --------------------------------------------------------------------
-
-
-def drive_sync(live: Live, loop: Loop) -> RunState:
-    """Perform the loop's ops with blocking calls (no event loop for sync tools)."""
-    value: Any = None
-    failure: Exception | None = None
-    while True:
-        try:
-            op = loop.send(value) if failure is None else loop.throw(failure)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, failure = None, None
-        if isinstance(op, CallModel):
-            try:
-                value = live.model.request_sync(op.request)
-            except Exception as exc:
-                failure = exc
-        elif isinstance(op, _RunToolsOp):
-            value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
-
-
-async def drive_async(live: Live, loop: Loop) -> RunState:
-    """Perform the loop's ops on the running event loop."""
-    value: Any = None
-    failure: Exception | None = None
-    while True:
-        try:
-            op = loop.send(value) if failure is None else loop.throw(failure)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, failure = None, None
-        if isinstance(op, CallModel):
-            try:
-                value = await live.model.request(op.request)
-            except Exception as exc:
-                failure = exc
-        elif isinstance(op, _RunToolsOp):
-            value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
-
-
-def stream_sync(live: Live, loop: Loop) -> Generator[RunStreamEvent, None, RunState]:
-    """Like `drive_sync`, streaming the model and yielding events as they happen."""
-    value: Any = None
-    failure: Exception | None = None
-    while True:
-        try:
-            op = loop.send(value) if failure is None else loop.throw(failure)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, failure = None, None
-        if isinstance(op, _NoticeOp):
-            yield op.event
-        elif isinstance(op, CallModel):
-            folded = StreamState()
-            try:
-                for event in live.model.stream_sync(op.request):
-                    folded = fold_stream(folded, event)
-                    yield event
-                value = finish_stream(folded, _id_maker(op.step))
-            except Exception as exc:
-                failure = exc
-        else:
-            value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
-
-
-async def stream_async(live: Live, loop: Loop) -> AsyncIterator[RunStreamEvent | RunState]:
-    """Like `drive_async`, streaming; the last item yielded is the final state."""
-    value: Any = None
-    failure: Exception | None = None
-    while True:
-        try:
-            op = loop.send(value) if failure is None else loop.throw(failure)
-        except StopIteration as stop:
-            yield stop.value
-            return
-        value, failure = None, None
-        if isinstance(op, _NoticeOp):
-            yield op.event
-        elif isinstance(op, CallModel):
-            folded = StreamState()
-            try:
-                events: AsyncIterator[StreamEvent] = live.model.stream(op.request)
-                async for event in events:
-                    folded = fold_stream(folded, event)
-                    yield event
-                value = finish_stream(folded, _id_maker(op.step))
-            except Exception as exc:
-                failure = exc
-        else:
-            value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
-
-
-def _id_maker(step: int) -> Callable[[int], str]:
-    return lambda index: f"call_{step}_{index}"

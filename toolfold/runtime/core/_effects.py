@@ -14,9 +14,9 @@ from typing import Any, Literal, Union
 
 import attrs
 
-from toolfold.runtime._messages import ToolCallPart
-from toolfold.runtime._model import ModelRequest, OutputSpec
-from toolfold.runtime._state import RunFailure
+from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._request import ModelRequest, OutputSpec
+from toolfold.runtime.core._state import RunFailure
 
 
 def _calls(items: Iterable[ToolCallPart]) -> tuple[ToolCallPart, ...]:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from toolfold.runtime._model import OutputSpec, ToolDefinition
-from toolfold.runtime._stop import StopCondition
+from toolfold.runtime.core._request import OutputSpec, ToolDefinition
+from toolfold.runtime.core._stop import StopCondition
 
 if TYPE_CHECKING:
     from toolfold.toolkit._tool import Tool

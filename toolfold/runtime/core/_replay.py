@@ -6,9 +6,9 @@ from collections.abc import Iterable
 
 import attrs
 
-from toolfold.runtime._events import Event, RunStarted
-from toolfold.runtime._reducer import blank_state, reduce
-from toolfold.runtime._state import RunState
+from toolfold.runtime.core._events import Event, RunStarted
+from toolfold.runtime.core._reducer import blank_state, reduce
+from toolfold.runtime.core._state import RunState
 
 
 def replay(events: Iterable[Event], initial: RunState | None = None) -> RunState:

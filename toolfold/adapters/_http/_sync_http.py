@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from toolfold.adapters._http11 import (
+from toolfold.adapters._http._http11 import (
     BodyDecoder,
     LeanRequest,
     PoolSettings,

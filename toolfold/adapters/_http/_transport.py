@@ -30,12 +30,12 @@ from typing import Any
 import httpx
 
 from toolfold._errors import ConnectionError, ModelConfigError, ProviderError, TimeoutError
-from toolfold.adapters._clients import (
+from toolfold.adapters._http._clients import (
     close_when_loop_ends,
     default_async_client,
     default_sync_client,
 )
-from toolfold.adapters._http_errors import (
+from toolfold.adapters._http._http_errors import (
     ErrorInfo,
     inband_error,
     is_client_error,
@@ -43,11 +43,11 @@ from toolfold.adapters._http_errors import (
     status_error,
     transport_error,
 )
-from toolfold.adapters._json import dumps
-from toolfold.adapters._keys import Secret, redact
-from toolfold.adapters._retry import RetryPolicy, Timeouts
-from toolfold.adapters._sse import LineDecoder, SSEDecoder, SSEEvent
-from toolfold.adapters._streaming import BytesDecoder, aiter_items, iter_items
+from toolfold.adapters._http._json import dumps
+from toolfold.adapters._http._keys import Secret, redact
+from toolfold.adapters._http._retry import RetryPolicy, Timeouts
+from toolfold.adapters._http._sse import LineDecoder, SSEDecoder, SSEEvent
+from toolfold.adapters._http._streaming import BytesDecoder, aiter_items, iter_items
 
 __all__ = ["ErrorParser", "Transport", "USER_AGENT"]
 

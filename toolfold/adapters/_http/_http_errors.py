@@ -31,7 +31,7 @@ from toolfold._errors import (
     TimeoutError,
     ToolUseFailedError,
 )
-from toolfold.adapters._retry import retry_after_seconds
+from toolfold.adapters._http._retry import retry_after_seconds
 
 # toolfold's TimeoutError shadows the builtin one, which sockets and asyncio raise.
 _BuiltinTimeout = builtins.TimeoutError

@@ -12,11 +12,11 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from toolfold.adapters._http_errors import is_client_error
-from toolfold.adapters._json import dumps
+from toolfold.adapters._http._http_errors import is_client_error
+from toolfold.adapters._http._json import dumps
 
 if TYPE_CHECKING:
-    from toolfold.adapters._transport import Transport
+    from toolfold.adapters._http._transport import Transport
 
 _T = TypeVar("_T")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolfold._errors import RunError
-from toolfold.runtime._effects import (
+from toolfold.runtime.core._effects import (
     AwaitApproval,
     AwaitToolResults,
     CallModel,
@@ -13,9 +13,9 @@ from toolfold.runtime._effects import (
     ToolInvocation,
     ValidateOutput,
 )
-from toolfold.runtime._messages import Message
-from toolfold.runtime._model import ModelRequest
-from toolfold.runtime._state import RunState
+from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._request import ModelRequest
+from toolfold.runtime.core._state import RunState
 
 _NOT_FORCING = (None, "auto", "none")
 

@@ -14,16 +14,16 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
-from toolfold.runtime._config import RunConfig, ToolSpec
-from toolfold.runtime._events import (
+from toolfold.runtime.core._config import RunConfig, ToolSpec
+from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
     ModelResponded,
     ToolResultsProvided,
     ToolReturned,
 )
-from toolfold.runtime._messages import FrozenDict, Message, ToolCallPart, ToolResultPart
-from toolfold.runtime._state import (
+from toolfold.runtime.core._messages import FrozenDict, Message, ToolCallPart, ToolResultPart
+from toolfold.runtime.core._state import (
     CallState,
     CallStatus,
     Disposition,
@@ -31,7 +31,7 @@ from toolfold.runtime._state import (
     RunFailure,
     RunState,
 )
-from toolfold.runtime._stop import stop_reason
+from toolfold.runtime.core._stop import stop_reason
 
 Changes = dict[str, Any]
 

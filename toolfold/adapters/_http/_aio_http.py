@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from toolfold.adapters._http11 import (
+from toolfold.adapters._http._http11 import (
     BodyDecoder,
     LeanRequest,
     PoolSettings,

@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
-from toolfold.adapters._aio_http import LeanClient
-from toolfold.adapters._sync_http import LeanSyncClient
+from toolfold.adapters._http._aio_http import LeanClient
+from toolfold.adapters._http._sync_http import LeanSyncClient
 
 # Generous pool: a keep-alive cap below the concurrency makes httpx close and
 # reopen connections under load (its default keeps 20).

@@ -12,10 +12,10 @@ from typing import Any, Literal, Union
 
 import attrs
 
-from toolfold.runtime._config import RunConfig
-from toolfold.runtime._messages import Message, ToolResultPart
-from toolfold.runtime._model import ModelResponse
-from toolfold.runtime._state import Disposition, Outcome
+from toolfold.runtime.core._config import RunConfig
+from toolfold.runtime.core._messages import Message, ToolResultPart
+from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._state import Disposition, Outcome
 
 
 def _messages(items: Iterable[Message]) -> tuple[Message, ...]:

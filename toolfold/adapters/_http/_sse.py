@@ -10,7 +10,7 @@ multi-byte character.
 
 The decoder knows nothing about providers: ``[DONE]`` and in-band ``error``
 payloads are plain events here (see `SSEEvent.is_done` and
-`toolfold.adapters._http_errors.inband_error`).
+`toolfold.adapters._http._http_errors.inband_error`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, Union
 import attrs
 
 if TYPE_CHECKING:
-    from toolfold.runtime._state import RunState
+    from toolfold.runtime.core._state import RunState
 
 
 @attrs.frozen

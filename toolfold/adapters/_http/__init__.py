@@ -1,0 +1,3 @@
+"""The HTTP seam: the transport (timeouts, retries, error mapping, keys), SSE and
+the clients under it.
+"""

@@ -1,0 +1,111 @@
+"""The neutral request and response a model exchanges with the loop: plain data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+import attrs
+
+from toolfold.runtime.core._messages import (
+    Message,
+    ToolCallPart,
+    Usage,
+)
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
+
+
+@attrs.frozen
+class ToolDefinition:
+    """A tool as a provider sees it: plain data, no function.
+
+    Attributes:
+        name: The tool name.
+        description: What the tool does.
+        parameters: The JSON Schema of its arguments.
+        strict: Ask for strict schema adherence (None: when the schema allows).
+    """
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = attrs.field(
+        factory=lambda: {"type": "object", "properties": {}}
+    )
+    strict: bool | None = None
+
+
+@attrs.frozen
+class OutputSpec:
+    """Structured output the final answer must follow.
+
+    Attributes:
+        name: A name for the schema (providers require one).
+        schema: The JSON Schema of the answer.
+        strict: Ask for strict adherence (None: when the schema allows).
+    """
+
+    name: str
+    schema: Mapping[str, Any]
+    strict: bool | None = None
+
+
+def _messages_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(messages)
+
+
+def _definitions_tuple(tools: Iterable[ToolDefinition]) -> tuple[ToolDefinition, ...]:
+    return tuple(tools)
+
+
+@attrs.frozen
+class ModelRequest:
+    """Everything one model call needs, provider-neutral.
+
+    Attributes:
+        messages: The conversation, system messages included.
+        tools: The tools the model may call.
+        tool_choice: None (provider default), ``"auto"``, ``"none"``,
+            ``"required"``, or the name of the one tool the model must call.
+        output: Structured output for the final answer, or None.
+        settings: Sampling and provider settings (``temperature``,
+            ``max_tokens``, ``top_p``, ``seed``, ``stop``,
+            ``parallel_tool_calls``...). Unknown keys go to the provider as is.
+    """
+
+    messages: tuple[Message, ...] = attrs.field(converter=_messages_tuple)
+    tools: tuple[ToolDefinition, ...] = attrs.field(default=(), converter=_definitions_tuple)
+    tool_choice: str | None = None
+    output: OutputSpec | None = None
+    settings: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ModelResponse:
+    """One model response, provider-neutral.
+
+    Attributes:
+        message: The assistant message (text, reasoning, tool calls).
+        usage: Tokens used by this call (``requests`` is 1).
+        finish_reason: Why the model stopped, normalised.
+        raw_finish_reason: The provider's own word for it.
+        model_name: The model that answered, as the provider names it.
+        response_id: The provider's response id, when it gives one.
+    """
+
+    message: Message
+    usage: Usage = Usage(requests=1)
+    finish_reason: FinishReason = "stop"
+    raw_finish_reason: str | None = None
+    model_name: str | None = None
+    response_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The text of the message."""
+        return self.message.text
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """The tool calls of the message."""
+        return self.message.tool_calls

@@ -1,0 +1,234 @@
+"""Neutral stream events and the pure `fold_stream` reducer that folds them into a response."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Union
+
+import attrs
+
+from toolfold.runtime.core._messages import (
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from toolfold.runtime.core._request import FinishReason, ModelResponse
+
+# --- stream events ---------------------------------------------------------
+
+
+@attrs.frozen
+class TextDelta:
+    """A piece of answer text."""
+
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@attrs.frozen
+class ReasoningDelta:
+    """A piece of reasoning text, or its signature when it arrives."""
+
+    text: str = ""
+    signature: str | None = None
+    provider: str | None = None
+    kind: Literal["reasoning_delta"] = "reasoning_delta"
+
+
+@attrs.frozen
+class ToolCallStart:
+    """A tool call begins at ``index`` (the provider's key for its fragments)."""
+
+    index: int
+    id: str | None
+    name: str
+    provider_data: Mapping[str, Any] = attrs.field(factory=dict)
+    kind: Literal["tool_call_start"] = "tool_call_start"
+
+
+@attrs.frozen
+class ToolCallDelta:
+    """A fragment of the arguments of the call at ``index``."""
+
+    index: int
+    arguments: str
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@attrs.frozen
+class ToolCallEnd:
+    """The call at ``index`` is complete: only now are its arguments final."""
+
+    index: int
+    kind: Literal["tool_call_end"] = "tool_call_end"
+
+
+@attrs.frozen
+class UsageUpdate:
+    """Token counts for the response (replaces earlier counts)."""
+
+    usage: Usage
+    kind: Literal["usage"] = "usage"
+
+
+@attrs.frozen
+class StreamFinish:
+    """The response ended."""
+
+    finish_reason: FinishReason
+    raw_finish_reason: str | None = None
+    kind: Literal["finish"] = "finish"
+
+
+@attrs.frozen
+class ResponseInfo:
+    """Metadata about the response (model name, response id)."""
+
+    model_name: str | None = None
+    response_id: str | None = None
+    kind: Literal["info"] = "info"
+
+
+StreamEvent = Union[  # noqa: UP007
+    TextDelta,
+    ReasoningDelta,
+    ToolCallStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    UsageUpdate,
+    StreamFinish,
+    ResponseInfo,
+]
+
+
+@attrs.frozen
+class _OpenCall:
+    index: int
+    id: str | None
+    name: str
+    arguments: str = ""
+    done: bool = False
+    provider_data: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class StreamState:
+    """A response under construction from stream events (see `fold_stream`).
+
+    Attributes:
+        parts: Completed parts, in order (text and reasoning merged as they grow).
+        calls: Tool calls by stream index, in the order they started.
+        usage: The latest usage reported.
+        finish_reason: Set once the stream finished.
+        raw_finish_reason: The provider's own finish reason.
+        model_name: The model that answered.
+        response_id: The provider's response id.
+    """
+
+    parts: tuple[Part, ...] = ()
+    calls: tuple[_OpenCall, ...] = ()
+    usage: Usage = Usage(requests=1)
+    finish_reason: FinishReason | None = None
+    raw_finish_reason: str | None = None
+    model_name: str | None = None
+    response_id: str | None = None
+
+
+def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
+    """Fold one stream event into the response under construction (pure)."""
+    if isinstance(event, TextDelta):
+        return attrs.evolve(state, parts=_append_text(state.parts, event.text))
+    if isinstance(event, ReasoningDelta):
+        return attrs.evolve(state, parts=_append_reasoning(state.parts, event))
+    if isinstance(event, ToolCallStart):
+        call = _OpenCall(event.index, event.id, event.name, provider_data=event.provider_data)
+        return attrs.evolve(state, calls=(*state.calls, call))
+    if isinstance(event, ToolCallDelta):
+        return attrs.evolve(
+            state,
+            calls=_update_call(
+                state.calls,
+                event.index,
+                lambda c: attrs.evolve(c, arguments=c.arguments + event.arguments),
+            ),
+        )
+    if isinstance(event, ToolCallEnd):
+        return attrs.evolve(
+            state,
+            calls=_update_call(state.calls, event.index, lambda c: attrs.evolve(c, done=True)),
+        )
+    if isinstance(event, UsageUpdate):
+        return attrs.evolve(state, usage=event.usage)
+    if isinstance(event, StreamFinish):
+        return attrs.evolve(
+            state, finish_reason=event.finish_reason, raw_finish_reason=event.raw_finish_reason
+        )
+    return attrs.evolve(
+        state,
+        model_name=event.model_name or state.model_name,
+        response_id=event.response_id or state.response_id,
+    )
+
+
+def _append_text(parts: tuple[Part, ...], text: str) -> tuple[Part, ...]:
+    if parts and isinstance(parts[-1], TextPart):
+        return (*parts[:-1], TextPart(parts[-1].text + text))
+    return (*parts, TextPart(text))
+
+
+def _append_reasoning(parts: tuple[Part, ...], event: ReasoningDelta) -> tuple[Part, ...]:
+    if parts and isinstance(parts[-1], ReasoningPart) and parts[-1].signature is None:
+        last = parts[-1]
+        merged = ReasoningPart(
+            last.text + event.text, event.signature, event.provider or last.provider
+        )
+        return (*parts[:-1], merged)
+    return (*parts, ReasoningPart(event.text, event.signature, event.provider))
+
+
+def _update_call(
+    calls: tuple[_OpenCall, ...], index: int, change: Callable[[_OpenCall], _OpenCall]
+) -> tuple[_OpenCall, ...]:
+    for position in range(len(calls) - 1, -1, -1):
+        if calls[position].index == index:
+            return (*calls[:position], change(calls[position]), *calls[position + 1 :])
+    raise ValueError(f"stream event for tool call index {index} before its start")
+
+
+def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelResponse:
+    """Turn a folded stream into the response.
+
+    Args:
+        state: The folded stream.
+        make_id: Makes an id for a call the provider sent without one (by position).
+
+    Raises:
+        ValueError: A tool call never ended: its arguments are not final.
+    """
+    from toolfold.runtime.core._arguments import parse_arguments
+
+    open_calls = [c.name for c in state.calls if not c.done]
+    if open_calls:
+        raise ValueError(f"stream ended before tool calls completed: {', '.join(open_calls)}")
+    calls = tuple(
+        ToolCallPart(
+            c.id or make_id(position),
+            c.name,
+            c.arguments or "{}",
+            parse_arguments(c.arguments),
+            c.provider_data,
+        )
+        for position, c in enumerate(state.calls)
+    )
+    finish = state.finish_reason or "stop"
+    return ModelResponse(
+        Message("assistant", (*state.parts, *calls)),
+        state.usage,
+        finish,
+        state.raw_finish_reason,
+        state.model_name,
+        state.response_id,
+    )
