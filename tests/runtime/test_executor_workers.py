@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from toolfold import agenerate_text, generate_text, tool
-from toolfold.runtime.drive import _workers as _handoff
+from toolfold.runtime.drive import _workers
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -18,8 +18,8 @@ call = ScriptedModel.call
 @pytest.fixture
 def one_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """A private pool of one worker; the event releases tools blocked during the test."""
-    monkeypatch.setattr(_handoff, "MAX_WORKERS", 1)
-    monkeypatch.setattr(_handoff, "_WORKERS", _handoff._Workers())
+    monkeypatch.setattr(_workers, "MAX_WORKERS", 1)
+    monkeypatch.setattr(_workers, "_WORKERS", _workers._Workers())
     release = threading.Event()
     yield release
     release.set()

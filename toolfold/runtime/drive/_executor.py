@@ -5,7 +5,7 @@ correct (bad JSON, schema-invalid arguments, an exception, a timeout) becomes
 a `ToolOutcome` with an error text for the model; nothing here raises for a
 tool's sake. Results come back in call order whatever the completion order.
 
-Sync tools run on shared worker threads (`_handoff`), async tools on the
+Sync tools run on shared worker threads (`_workers`), async tools on the
 running loop; a sync tool marked ``blocking=False`` (quick, never blocks) is
 called inline on the loop, skipping the hand-off. The blocking path (`run_calls_sync`) needs no event loop at all
 when the step has only sync tools, and runs a lone call without a timeout in
