@@ -188,15 +188,11 @@ class MCPServer:
         portal, task, stop = self._portal, self._task, self._stop
         self._portal = self._task = self._stop = None
         if portal is not None and stop is not None:
-            try:
+            with suppress(Exception):  # the loop may already be gone
                 portal.call(stop.set)
-            except Exception:  # the loop may already be gone
-                pass
         if task is not None:
-            try:
+            with suppress(Exception):  # a crashed server ends its task with an error
                 task.result(timeout=self.timeout)
-            except Exception:  # a crashed server ends its task with an error; it is closed
-                pass
         if self._portal_cm is not None:
             cm, self._portal_cm = self._portal_cm, None
             with suppress(Exception):
