@@ -26,6 +26,12 @@ DEFAULT_MAX_TOKENS = 4096
 #: ``anthropic-beta`` header is an open string list).
 STRICT_BETA = "structured-outputs-2025-11-13"
 
+#: Body fields only ``BetaCreateMessageParams`` has [spec]: a request with one
+#: of them (or a strict tool) goes to the beta endpoint.
+BETA_ONLY_FIELDS = frozenset(
+    {"container", "context_management", "mcp_servers", "output_config", "output_format"}
+)
+
 #: ``stop_reason`` values [A6 stop_reason.py] -> neutral finish reasons.
 STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",

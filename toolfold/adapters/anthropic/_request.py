@@ -26,6 +26,7 @@ from typing import Any
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters.anthropic._provider import (
+    BETA_ONLY_FIELDS,
     DEFAULT_MAX_TOKENS,
     IMAGE_TYPES,
     RENAMED_SETTINGS,
@@ -85,8 +86,8 @@ def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) 
 
 
 def is_beta(body: Mapping[str, Any]) -> bool:
-    """The body uses a beta feature (a strict tool, ``output_format``): send it to the beta endpoint."""
-    if "output_format" in body:
+    """The body uses a beta feature (a strict tool, ``output_format``...): send it to the beta endpoint."""
+    if not BETA_ONLY_FIELDS.isdisjoint(body):
         return True
     return any(tool.get("strict") for tool in body.get("tools") or ())
 
