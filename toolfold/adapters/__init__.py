@@ -4,6 +4,8 @@ Importing this package registers every built-in provider prefix; the facade
 imports it lazily, the first time a model string is resolved.
 """
 
+import toolfold.adapters.anthropic  # registers anthropic
+import toolfold.adapters.ollama  # registers ollama
 import toolfold.adapters.openai_chat  # noqa: F401  (registers openai, groq, mistral, ...)
 from toolfold.adapters._dialects import (
     CompiledTool,
