@@ -4,6 +4,7 @@ Importing this package registers every built-in provider prefix; the facade
 imports it lazily, the first time a model string is resolved.
 """
 
+import toolfold.adapters.gemini  # registers gemini, google
 import toolfold.adapters.openai_chat  # noqa: F401  (registers openai, groq, mistral, ...)
 from toolfold.adapters._dialects import (
     CompiledTool,
