@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from replay_expectations import Answer, Failure
 
-from toolfold import AuthenticationError, NotFoundError
+from toolfold import AuthenticationError, BadRequestError, NotFoundError
 
 _JOKES = [
     "What kind of car does a sheep drive? A Lamborghini!",
@@ -122,5 +122,98 @@ GEMINI: dict[tuple[str, int], Answer | Failure] = {
         usage=(64, 11, 0, 0),
         finish="tool_calls",
         raw_finish="STOP",
+    ),
+}
+
+
+def _done(*calls: tuple[str, str, dict[str, object]], usage: tuple[int, int, int, int]) -> Answer:
+    return Answer(calls, usage=usage, finish="tool_calls", raw_finish="completed")
+
+
+def _text(text: str, usage: tuple[int, int, int, int]) -> Answer:
+    return Answer(text=text, usage=usage, raw_finish="completed")
+
+
+RESPONSES: dict[tuple[str, int], Answer | Failure] = {
+    # A reasoning item (encrypted, empty summary) precedes the call.
+    ("error-400-after-tool-result.yaml", 0): _done(
+        ("call_gFG8Zu1R4MRxNk3cCbTbucuT", "get_file", {}), usage=(47, 66, 0, 0)
+    ),
+    ("error-400-after-tool-result.yaml", 1): Failure(
+        BadRequestError, "The file type you uploaded is not supported", 400, "unsupported_file"
+    ),
+    ("error-400-invalid-tool-schema.yaml", 0): _done(
+        ("call_Y3kZyVbjyhkatuwQCffwwZNP", "get_current_weather", {"location": "San Francisco"}),
+        usage=(65, 17, 0, 0),
+    ),
+    ("error-400-invalid-tool-schema.yaml", 1): Failure(
+        BadRequestError,
+        "'required' is required to be supplied",
+        400,
+        "invalid_function_parameters",
+    ),
+    ("error-400-invalid-tool-schema.yaml", 2): _done(
+        (
+            "call_zeYVaQ2jORPznoo5WcuZp6dL",
+            "get_current_weather",
+            {"location": "San Francisco", "unit": "fahrenheit"},
+        ),
+        usage=(65, 22, 0, 0),
+    ),
+    # A streamed request answered by a plain JSON error body.
+    ("error-400-stream-request.yaml", 0): Failure(
+        BadRequestError, "Invalid 'temperature'", 400, "decimal_below_min_value"
+    ),
+    ("error-401-invalid-key.yaml", 0): Failure(
+        AuthenticationError, "Incorrect API key provided", 401, "invalid_api_key"
+    ),
+    ("parallel-2-calls-gzip-body.yaml", 0): _done(
+        ("call_tYDv1bhtioyX33juEGDY4D6H", "get_weather", {"location": "London"}),
+        ("call_lC079UhGnLJngBlPQO0FS6sv", "get_weather", {"location": "London"}),
+        usage=(58, 44, 0, 0),
+    ),
+    ("parallel-2-calls-gzip-body.yaml", 1): _done(
+        ("call_grggfsR0ccRoMcXy17gsju6I", "get_weather", {"location": "London"}),
+        ("call_jQ4vl5MZL0h55SoqPmlfYYyd", "get_weather", {"location": "London"}),
+        usage=(59, 45, 0, 0),
+    ),
+    ("parallel-2-calls-results-final.yaml", 0): _done(
+        ("call_LWVp74L5HaH2KNvgVz9PJsrj", "get_location", {"loc_name": "Londos"}),
+        ("call_YnRAWeTyxI91m5uNa5bxXwVO", "get_location", {"loc_name": "London"}),
+        usage=(0, 0, 0, 0),  # as recorded
+    ),
+    ("parallel-2-calls-results-final.yaml", 1): _text(
+        'It seems "Londos" might be incorrect or unknown. If you meant something else, please '
+        "clarify.\n\nFor **London**, it's located at approximately latitude 51\u00b0 N and "
+        "longitude 0\u00b0 W.",
+        (335, 44, 0, 0),
+    ),
+    ("single-call-result-final.yaml", 0): _done(
+        ("call_YfwRsW8sUxDKipwyhWTzOXCA", "get_capital", {"country": "PotatoLand"}),
+        usage=(40, 18, 0, 0),
+    ),
+    ("single-call-result-final.yaml", 1): _text(
+        "The capital of PotatoLand is Potato City.", (67, 11, 0, 0)
+    ),
+    ("single-call-tool-choice-required.yaml", 0): _done(
+        ("call_1qsWTcKZwQRwKLxPFIMpbnzV", "get_weather", {"city": "Paris"}),
+        usage=(48, 105, 0, 64),
+    ),
+    ("stream-parallel-2-calls.yaml", 0): _done(
+        ("call_tVwplip8EyrgMsD2ZarNBIFJ", "secret_retrieval_tool", {"password": "mellon"}),
+        ("call_MHKI6t2Q3p5qwBAm21ysBMIc", "secret_retrieval_tool", {"password": "radiance"}),
+        usage=(36, 54, 0, 0),
+    ),
+    ("stream-parallel-2-calls.yaml", 1): _done(
+        ("call_nQBHB7aQgltW1QH94YRQYyer", "secret_retrieval_tool", {"password": "mellon"}),
+        ("call_rI7qIauOBe4l1rEe4enUzA2a", "secret_retrieval_tool", {"password": "radiance"}),
+        usage=(36, 54, 0, 0),
+    ),
+    ("stream-single-call-result-final.yaml", 0): _done(
+        ("call_kL0PCQV7M2WMoVX8V8OtYSAL", "get_capital", {"country": "France"}),
+        usage=(255, 16, 0, 0),
+    ),
+    ("stream-single-call-result-final.yaml", 1): _text(
+        "The capital of France is Paris.", (278, 9, 0, 0)
     ),
 }

@@ -4,8 +4,11 @@ Importing this package registers every built-in provider prefix; the facade
 imports it lazily, the first time a model string is resolved.
 """
 
-import toolfold.adapters.gemini  # registers gemini, google
-import toolfold.adapters.openai_chat  # noqa: F401  (registers openai, groq, mistral, ...)
+# Importing each adapter registers its prefixes (gemini, google; openai, groq,
+# mistral, ...; openai-responses).
+import toolfold.adapters.gemini
+import toolfold.adapters.openai_chat
+import toolfold.adapters.openai_responses  # noqa: F401
 from toolfold.adapters._dialects import (
     CompiledTool,
     Dialect,
