@@ -71,7 +71,7 @@ OnToolError = Literal["return", "raise"]
 _STEP_OPEN = frozenset({"running_tools", "awaiting_approval", "awaiting_tool_results"})
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Live:
     """The live half of a run: what cannot be serialized with the state.
 
