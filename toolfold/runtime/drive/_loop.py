@@ -39,6 +39,7 @@ from toolfold.runtime.core._effects import (
     CallModel,
     Finish,
     RunTools,
+    ToolInvocation,
     ValidateOutput,
 )
 from toolfold.runtime.core._events import (
@@ -47,7 +48,6 @@ from toolfold.runtime.core._events import (
     OutputAccepted,
     OutputRejected,
     StopRequested,
-    ToolReturned,
 )
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._next import next_effect
@@ -59,6 +59,7 @@ from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
+    returned,
 )
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
 from toolfold.runtime.drive._output import OutputSchema
@@ -154,15 +155,12 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         result = settled.result
                         yield _NoticeOp(ToolResultEvent(result, settled.outcome or "error"))
         elif isinstance(effect, RunTools):
-            jobs = tuple([_job(live, state, invocation.call) for invocation in effect.calls])
+            jobs = tuple([_job(live, state, invocation) for invocation in effect.calls])
             outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
             if live.on_tool_error == "raise":
                 _raise_tool_error(state, outcomes)
             for outcome in outcomes:
-                event = ToolReturned(
-                    outcome.call_id, outcome.content, outcome.is_error, outcome.outcome
-                )
-                state = _apply(live, state, event)
+                state = _apply(live, state, returned(outcome))
                 if notify:
                     yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
         elif isinstance(effect, ValidateOutput):
@@ -289,16 +287,18 @@ def _needs_approval(live: Live, state: RunState, call: Any) -> bool:
         return True
 
 
-def _job(live: Live, state: RunState, call: Any) -> ToolJob:
+def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:
+    call = invocation.call
     context: RunContext[Any] = RunContext(
         run_id=state.run_id,
-        step=state.step,
+        step=invocation.step,
         call_id=call.id,
         tool_name=call.name,
         messages=state.conversation,
         deps=live.deps,
+        idempotency_key=invocation.key,
     )
-    return ToolJob(call, live.tools.get(call.name), context)
+    return ToolJob(invocation, live.tools.get(call.name), context)
 
 
 def _raise_tool_error(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> None:
