@@ -18,6 +18,7 @@ from toolfold._errors import ModelConfigError, RunError, ToolfoldError
 from toolfold.runtime._model import Model
 from toolfold.runtime._model import model as resolve_model
 from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
+from toolfold.runtime.core._approval import unapproved
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import (
     ApprovalDenied,
@@ -334,22 +335,7 @@ def _check_attached(state: RunState, options: RunOptions) -> None:
 
 
 def _check_unapproved(state: RunState, options: RunOptions) -> None:
-    """Refuse to run calls that the live tools now say need an approval they never got.
-
-    A state saved under an older tool (no approval then) may hold calls
-    already cleared to run; resuming with a tool that requires approval must
-    not run them unasked.
-    """
-    if state.phase != "running_tools":
-        return
-    granted = _granted_this_step(state)
-    blocked = [
-        f"{c.call.id!r} ({c.call.name})"
-        for c in state.calls
-        if c.status == "to_run"
-        and c.call.id not in granted
-        and _live_requires_approval(options.tools.get(c.call.name), c.call, state)
-    ]
+    blocked = [f"{c.call.id!r} ({c.call.name})" for c in unapproved(state, options.tools)]
     if blocked:
         raise RunError(
             f"calls {', '.join(blocked)} were cleared to run without approval, but their "
@@ -358,26 +344,6 @@ def _check_unapproved(state: RunState, options: RunOptions) -> None:
             "it was started with",
             state,
         )
-
-
-def _granted_this_step(state: RunState) -> set[str]:
-    granted: set[str] = set()
-    for event in reversed(state.log):
-        if isinstance(event, ApprovalGranted):
-            granted.add(event.call_id)
-        elif event.kind == "model_responded":
-            break
-    return granted
-
-
-def _live_requires_approval(tool: Tool[..., Any] | None, call: Any, state: RunState) -> bool:
-    policy = tool.requires_approval if tool is not None else False
-    if not callable(policy):
-        return bool(policy)
-    try:
-        return bool(policy(call, state))
-    except Exception:
-        return True  # a predicate that fails cannot vouch for the call
 
 
 def finish(state: RunState, live: Live) -> Response:

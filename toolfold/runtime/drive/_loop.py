@@ -15,6 +15,7 @@ call raises, the error carries the state from before the call, and
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
+from functools import partial
 from typing import Any, Literal, NamedTuple, Union
 
 import attrs
@@ -35,6 +36,7 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from toolfold.runtime.core._approval import disposition, policy_says
 from toolfold.runtime.core._effects import (
     CallModel,
     Finish,
@@ -257,34 +259,11 @@ def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple
     config = state.config
     out: list[Disposition] = []
     for call in response.tool_calls:
-        spec = config.tool(call.name)
-        if not config.auto_execute_tools or (spec is not None and not spec.has_function):
-            out.append("return")
-        elif spec is None:
-            out.append("execute")  # the core answers unknown tools itself
-        elif spec.approval == "always":
-            out.append("approve")
-        else:
-            # The live tool decides, even when the stored spec said "never": a
-            # run resumed with a tool that now requires approval must ask.
-            tool = live.tools.get(call.name)
-            if tool is not None and tool.requires_approval is False:
-                out.append("execute")
-            else:
-                out.append("approve" if _needs_approval(live, state, call) else "execute")
+        live_says = partial(policy_says, live.tools.get(call.name), call, state, unknown=True)
+        decided = disposition(config.tool(call.name), config, live_says)
+        assert decided is not None  # the live policy always decides
+        out.append(decided)
     return tuple(out)
-
-
-def _needs_approval(live: Live, state: RunState, call: Any) -> bool:
-    tool = live.tools.get(call.name)
-    policy = tool.requires_approval if tool is not None else True
-    if not callable(policy):
-        return bool(policy)
-    try:
-        return bool(policy(call, state))
-    except Exception:
-        # A predicate that fails cannot vouch for the call: ask a human.
-        return True
 
 
 def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:
