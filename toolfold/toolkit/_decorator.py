@@ -56,11 +56,13 @@ def tool(
     Use it bare (``@tool``) or with options (``@tool(name="search")``). The
     tool stays callable exactly like the function. On a method it gives each
     instance a tool bound to it (no ``self`` in the schema); ``staticmethod``
-    and ``classmethod`` work under it too.
+    and ``classmethod`` work under it too. Callable objects (their ``__call__``),
+    classes (their constructor) and ``functools.partial`` objects become tools too.
 
     Args:
         fn: The function (when used bare).
-        name: The tool name; the function's name by default.
+        name: The tool name; the function's name by default (a callable
+            object's class name; a partial has none, so it needs one).
         description: What the tool does; the docstring's summary and long
             description by default.
         strict: Ask providers for strict schema adherence (None: when possible).
