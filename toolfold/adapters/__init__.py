@@ -5,6 +5,7 @@ imports it lazily, the first time a model string is resolved.
 """
 
 import toolfold.adapters.openai_chat  # noqa: F401  (registers openai, groq, mistral, ...)
+from toolfold._public import publish as _publish
 from toolfold.adapters._dialects import (
     CompiledTool,
     Dialect,
@@ -18,7 +19,7 @@ from toolfold.adapters._http._retry import RetryPolicy, Timeouts
 from toolfold.adapters._http._sse import SSEDecoder, SSEEvent
 from toolfold.adapters._http._transport import Transport
 
-__all__: list[str] = [
+__all__ = [
     "CompiledTool",
     "Dialect",
     "RedactingFilter",
@@ -34,3 +35,9 @@ __all__: list[str] = [
     "redact_logs",
     "restore_arguments",
 ]
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
