@@ -65,6 +65,7 @@ EXPECTED = {
     "ModelConfigError",
     "NotFoundError",
     "OutputValidationError",
+    "MalformedResponseError",
     "ProviderError",
     "RateLimitError",
     "RunError",

@@ -478,7 +478,7 @@ class Transport:
             if content[:1] == b"{" and content[1:2] != b"\x00":
                 return json.loads(content.decode("utf-8", "surrogatepass"))
             return json.loads(content)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             text = self._scrub(content.decode("utf-8", "replace"))
             raise self._scrubbed(
                 ProviderError(

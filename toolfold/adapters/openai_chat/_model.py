@@ -152,9 +152,7 @@ class OpenAIChatModel:
         try:
             data = await self._transport.post_json(_PATH, self.body(request))
             return parse_response(
-                _as_mapping(data, self.provider.name),
-                self.provider.name,
-                thinking_in_total=self.provider.thinking_in_total,
+                data, self.provider.name, thinking_in_total=self.provider.thinking_in_total
             )
         except ProviderError as exc:
             self._transport._scrubbed(exc)
@@ -165,9 +163,7 @@ class OpenAIChatModel:
         try:
             data = self._transport.post_json_sync(_PATH, self.body(request))
             return parse_response(
-                _as_mapping(data, self.provider.name),
-                self.provider.name,
-                thinking_in_total=self.provider.thinking_in_total,
+                data, self.provider.name, thinking_in_total=self.provider.thinking_in_total
             )
         except ProviderError as exc:
             self._transport._scrubbed(exc)
@@ -241,16 +237,6 @@ def _row(provider: str | ChatProvider, server: str | None) -> ChatProvider:
         return provider_for(provider)
     except KeyError as exc:
         raise ModelConfigError(str(exc.args[0])) from None
-
-
-def _as_mapping(data: Any, provider: str) -> Mapping[str, Any]:
-    if isinstance(data, Mapping):
-        return data
-    raise ProviderError(
-        f"{provider} answered with JSON that is not an object: {str(data)[:200]}",
-        provider=provider,
-        status_code=200,
-    )
 
 
 def make_factory(prefix: str) -> Any:
