@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
@@ -25,6 +24,7 @@ from toolfold.adapters.openai_chat._providers import (
 from toolfold.adapters.openai_chat._request import build_body, compiled_tool
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
+from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
@@ -142,7 +142,7 @@ class OpenAIChatModel:
         arguments: Any = call.arguments
         if arguments is None:
             try:
-                arguments = json.loads(call.arguments_text)
+                arguments = decode_arguments(call.arguments_text)
             except ValueError as exc:
                 raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
         return check_arguments(compiled_tool(tool, self.provider), arguments)
