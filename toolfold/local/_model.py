@@ -98,7 +98,7 @@ class LocalModel:
     def prepare(self, request: ModelRequest) -> ModelRequest:
         """The request as sent: the tool-choice policy and default settings applied."""
         changes: dict[str, Any] = {}
-        if request.tools and request.tool_choice in (None, "auto"):
+        if request.tools and request.tool_choice is None:
             results_in = bool(request.messages) and request.messages[-1].role == "tool"
             changes["tool_choice"] = "none" if results_in else "required"
         missing = {k: v for k, v in DEFAULT_SETTINGS.items() if k not in request.settings}
