@@ -138,7 +138,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 except Exception as exc:
                     raise _observer_failure("stop_when condition", exc, state) from exc
                 if reason is not None:
-                    state = _apply(live, state, StopRequested(reason))
+                    state = apply_event(live, state, StopRequested(reason))
                     continue
             if notify:
                 yield _NoticeOp(StepStartEvent(effect.step))
@@ -148,7 +148,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 raise _model_failure(exc, state, effect.step) from exc
             response = unique_call_ids(response)
             dispositions = _dispositions(live, state, response)
-            state = _apply(live, state, ModelResponded(response, dispositions))
+            state = apply_event(live, state, ModelResponded(response, dispositions))
             if notify:
                 for call, disposition in zip(response.tool_calls, dispositions, strict=True):
                     yield _NoticeOp(ToolCallEvent(call, disposition))
@@ -162,7 +162,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             if live.on_tool_error == "raise":
                 _raise_tool_error(state, outcomes)
             for outcome in outcomes:
-                state = _apply(live, state, returned(outcome))
+                state = apply_event(live, state, returned(outcome))
                 if notify:
                     yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
         elif isinstance(effect, ValidateOutput):
@@ -170,9 +170,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             try:
                 _, plain = live.output.parse(effect.text)
             except _Rejected as rejected:
-                state = _apply(live, state, OutputRejected(rejected.message))
+                state = apply_event(live, state, OutputRejected(rejected.message))
             else:
-                state = _apply(live, state, OutputAccepted(plain))
+                state = apply_event(live, state, OutputAccepted(plain))
         elif isinstance(effect, Finish):
             if effect.error is not None:
                 raise _run_failure(state)
@@ -189,7 +189,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     yield _NoticeOp(StepEndEvent(step))
 
 
-def _apply(live: Live, state: RunState, event: Event) -> RunState:
+def apply_event(live: Live, state: RunState, event: Event) -> RunState:
+    """``state`` after ``event``, shown to the ``on_event`` observer (a failing one raises `RunError`)."""
     new = reduce(state, event)
     if live.on_event is not None:
         _observe(live.on_event, event, new, "on_event")
