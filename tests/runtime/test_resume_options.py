@@ -11,7 +11,7 @@ from toolfold import (
     InvalidEventError,
     RunState,
     ToolExecutionError,
-    ToolfoldError,
+    UsageError,
     generate_text,
     resume,
     tool,
@@ -95,7 +95,7 @@ def test_resume_at_max_steps_without_more_steps_is_refused(functional: bool) -> 
             return resume(first.state, model=model, tools=[add])
         return agent.resume(first.state)
 
-    with pytest.raises(ToolfoldError, match="resume with max_steps=N above 2") as caught:
+    with pytest.raises(UsageError, match="resume with max_steps=N above 2") as caught:
         again()
     assert "message=" in str(caught.value)
     assert model.remaining == 4  # no model call was made
@@ -105,7 +105,7 @@ def test_max_steps_below_the_calls_made_is_refused() -> None:
     """A limit below the model calls this turn already made is a clear error."""
     model = _looping(5)
     first = generate_text(model, "go", tools=[add], max_steps=3)
-    with pytest.raises(ToolfoldError, match=r"max_steps=2 \(given to resume\) is below the 3"):
+    with pytest.raises(UsageError, match=r"max_steps=2 \(given to resume\) is below the 3"):
         resume(first.state, model=model, tools=[add], max_steps=2)
 
 
@@ -137,7 +137,7 @@ def test_an_agent_with_other_stored_options_is_refused(change: dict[str, Any], n
     """An agent whose stored options differ from the run's cannot resume it, and says which."""
     agent, state = _suspended()
     other = agent.evolve(**change)
-    with pytest.raises(ToolfoldError, match=f"agent's {named} differ from the run's"):
+    with pytest.raises(UsageError, match=f"agent's {named} differ from the run's"):
         other.resume(state, approvals={state.pending_approvals[0].id: True})
 
 

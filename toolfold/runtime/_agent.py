@@ -260,7 +260,7 @@ class Agent:
             on_step: Called with every completed step (read-only).
 
         Raises:
-            ToolfoldError: The agent's stored options differ from the run's,
+            UsageError: The agent's stored options differ from the run's,
                 ``max_steps`` is below the calls this turn made, or the run
                 stopped at ``max_steps`` and nothing continues it.
         """

@@ -100,6 +100,10 @@ def generate_text(
             times in a row.
         OutputValidationError: The answer never fitted ``output_type``.
         ProviderError: The model call failed; ``.state`` can be resumed.
+        RunError: Any other failure of the model, an observer or a stop
+            condition; ``.state`` is the run up to that point.
+        UsageError: An argument cannot be used (``max_steps=0``, a
+            ``tool_choice`` that is not a tool, a message that is not one).
     """
     agent = Agent(
         model,
@@ -228,7 +232,7 @@ def resume(
         on_step: Called with every completed step (read-only).
 
     Raises:
-        ToolfoldError: ``max_steps`` is below the calls this turn made, or
+        UsageError: ``max_steps`` is below the calls this turn made, or
             the run stopped at ``max_steps`` and nothing continues it.
     """
     agent = _resume_agent(

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolfold._errors import RunError, ToolfoldError
+from toolfold._errors import UsageError
 from toolfold.runtime._response import Step
 from toolfold.runtime._run import (
     Approval,
@@ -68,9 +68,9 @@ def resumed(
     this resume; a difference in the stored configuration is refused.
 
     Raises:
-        ToolfoldError: The options contradict the run's stored configuration,
-            or the run stopped at ``max_steps`` and nothing continues it.
-        RunError: The answers do not fit the state (``.state`` attached).
+        UsageError: The options contradict the run's stored configuration,
+            the run stopped at ``max_steps`` and nothing continues it, or the
+            answers or tools do not fit the state.
     """
     _check_attached(state, options)
     _check_stored(state.config, options.config)
@@ -86,7 +86,7 @@ def resumed(
         _check_limit(state, limit, given=max_steps is not None)
         state = apply_event(live, state, StepLimitChanged(limit))
     if at_limit and _stopped_at_limit(state):
-        raise ToolfoldError(  # misuse of the API: UsageError once it exists
+        raise UsageError(
             "the run stopped at a max_steps(n) stop condition that still holds; a larger "
             "max_steps does not lift it: start a new turn with message=..."
         )
@@ -101,7 +101,7 @@ def _check_limit(state: RunState, limit: int, *, given: bool) -> None:
     made = state.turn_steps
     if type(limit) is not int or limit < made:
         origin = "given to resume" if given else "the resuming agent's"
-        raise ToolfoldError(  # misuse of the API: UsageError once it exists
+        raise UsageError(
             f"max_steps={limit!r} ({origin}) is below the {made} model calls this turn of "
             "the run has already made; max_steps is the total per turn, give more than "
             f"{made} to continue"
@@ -110,8 +110,8 @@ def _check_limit(state: RunState, limit: int, *, given: bool) -> None:
         raise _cannot_continue(state, limit)
 
 
-def _cannot_continue(state: RunState, limit: int) -> ToolfoldError:
-    return ToolfoldError(  # misuse of the API: UsageError once it exists
+def _cannot_continue(state: RunState, limit: int) -> UsageError:
+    return UsageError(
         f"the run stopped at max_steps ({state.turn_steps} model calls this turn) and "
         f"max_steps={limit} does not continue it: resume with max_steps=N above "
         f"{state.turn_steps} (the new total for the turn) to let the model go on, or with "
@@ -124,7 +124,7 @@ def _check_stored(stored: RunConfig, given: RunConfig) -> None:
         name for field, name in _STORED.items() if getattr(stored, field) != getattr(given, field)
     ]
     if differ:
-        raise ToolfoldError(  # misuse of the API: UsageError once it exists
+        raise UsageError(
             f"the resuming agent's {', '.join(differ)} differ from the run's: a run keeps "
             "the configuration it started with (it is stored in its state); resume with "
             "the agent that started it, or start a new run from its messages "
@@ -147,10 +147,9 @@ def _answered(
         elif decision is False:
             state = apply_event(live, state, ApprovalDenied(call_id, ""))
         else:
-            raise RunError(
+            raise UsageError(
                 f"approval for call {call_id!r} must be True, False or Denied(reason), "
-                f"got {decision!r}",
-                state,
+                f"got {decision!r}"
             )
     if tool_results:
         calls = {c.call.id: c.call for c in state.calls}
@@ -161,12 +160,11 @@ def _answered(
         state = apply_event(live, state, ToolResultsProvided(parts))
     blocked = [f"{c.call.id!r} ({c.call.name})" for c in unapproved(state, live.tools)]
     if blocked:
-        raise RunError(
+        raise UsageError(
             f"calls {', '.join(blocked)} were cleared to run without approval, but their "
             "tools now require approval; the stored run cannot ask for it at this point: "
             "fork it before that step (toolfold.runtime.fork) or resume with the tools "
-            "it was started with",
-            state,
+            "it was started with"
         )
     return state
 
@@ -177,7 +175,7 @@ def _result_part(
     name = call.name if call is not None else ""
     if isinstance(value, ToolResultPart):
         if value.call_id != call_id:
-            raise ToolfoldError(
+            raise UsageError(
                 f"tool_results[{call_id!r}] is a ToolResultPart for call {value.call_id!r}: "
                 "key each result by the id of the call it answers"
             )
@@ -201,12 +199,11 @@ def _check_attached(state: RunState, options: RunOptions) -> None:
         if spec.has_function and spec.name not in options.tools
     ]
     if missing:
-        raise RunError(
+        raise UsageError(
             f"the run's state names tools that were not given: {', '.join(missing)}; "
-            "pass the same tools to resume it",
-            state,
+            "pass the same tools to resume it"
         )
     if state.config.output is not None and options.output is None:
-        raise RunError(
-            "the run asks for structured output: pass the same output_type to resume it", state
+        raise UsageError(
+            "the run asks for structured output: pass the same output_type to resume it"
         )

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ModelConfigError, ToolfoldError
+from toolfold._errors import ModelConfigError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._model import model as resolve_model
 from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
@@ -74,12 +74,12 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
         elif isinstance(item, Mapping) and isinstance(item.get("content", ""), str):
             role = item.get("role", "user")
             if role not in ("system", "user", "assistant"):
-                raise ToolfoldError(
+                raise UsageError(
                     f"a message dict must have role system, user or assistant, got {role!r}"
                 )
             out.append(Message(role, (TextPart(item.get("content", "")),)))
         else:
-            raise ToolfoldError(
+            raise UsageError(
                 f"expected a Message or a {{'role', 'content'}} dict, got {type(item).__name__}"
             )
     return tuple(out)
@@ -194,18 +194,16 @@ def make_options(
     """`RunOptions` from an `Agent`'s options (resolves the model, tools and output type).
 
     Raises:
-        ToolfoldError: ``max_steps`` below 1, or a ``tool_choice`` naming no tool.
+        UsageError: ``max_steps`` below 1, or a ``tool_choice`` naming no tool.
     """
     output = output_schema(output_type) if output_type is not None else None
     resolved = resolve_model(model)
     by_name = to_tools(tools)
     if max_steps < 1:
-        raise ToolfoldError(f"max_steps must be at least 1, got {max_steps}")
+        raise UsageError(f"max_steps must be at least 1, got {max_steps}")
     if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:
         names = ", ".join(by_name) or "none"
-        raise ToolfoldError(
-            f"tool_choice {tool_choice!r} is not a tool of this run (tools: {names})"
-        )
+        raise UsageError(f"tool_choice {tool_choice!r} is not a tool of this run (tools: {names})")
     data, predicates = split_stop(stop_when)
     config = RunConfig(
         model=resolved.name,
@@ -274,12 +272,12 @@ class RunStream:
     def response(self) -> Response:
         """The response, once the stream is exhausted."""
         if self._response is None:
-            raise ToolfoldError("the stream has not finished: iterate it to the end first")
+            raise UsageError("the stream has not finished: iterate it to the end first")
         return self._response
 
     def _claim(self) -> Live:
         if self._started:
-            raise ToolfoldError("a run stream can be iterated only once")
+            raise UsageError("a run stream can be iterated only once")
         self._started = True
         return self._live
 
