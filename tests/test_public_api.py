@@ -245,6 +245,7 @@ TESTING = {
     "Reply",
     "ScriptedModel",
     "TestModel",
+    "override_models",
     "response_events",
     "sample_value",
 }
