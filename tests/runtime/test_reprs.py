@@ -3,45 +3,35 @@
 from __future__ import annotations
 
 import toolfold
-from toolfold import (
-    FilePart,
-    ImagePart,
-    Message,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    Usage,
-    generate_text,
-    tool,
-)
+from toolfold import Message, generate_text, tool
+from toolfold.runtime import FilePart, ImagePart, ReasoningPart, TextPart, ToolCallPart, Usage
+from toolfold.runtime import ToolResultPart as Result
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
 
 
 @tool
-def add(a: int, b: int) -> int:
-    """Add two numbers.
+def square(n: int) -> int:
+    """Square a number.
 
     Args:
-        a: The first number.
-        b: The second number.
+        n: The number to square.
     """
-    return a + b
+    return n * n
 
 
 def _two_steps() -> toolfold.Response:
-    script = [call("add", {"a": 1, "b": 2}, id="c1"), "The answer is 3."]
-    return generate_text(ScriptedModel(script), "What is 1 + 2?", tools=[add], run_id="r1")
+    script = [call("square", {"n": 3}, id="c1"), "The answer is 9."]
+    return generate_text(ScriptedModel(script), "What is 3 squared?", tools=[square], run_id="r1")
 
 
 def test_response_repr_is_short_and_says_what_happened() -> None:
     """A two-step run's Response repr fits in a line: reason, text, steps, usage, run id."""
     response = _two_steps()
     assert repr(response) == (
-        "Response(finish_reason='stop', text='The answer is 3.', steps=2, "
-        "usage=Usage(input_tokens=16, output_tokens=9, requests=2), run_id='r1')"
+        "Response(finish_reason='stop', text='The answer is 9.', steps=2, "
+        "usage=Usage(input_tokens=12, output_tokens=7, requests=2), run_id='r1')"
     )
     assert len(repr(response)) < 300
     assert len(repr(response.state.log)) > 1000  # the full data is one attribute away
@@ -52,7 +42,7 @@ def test_state_repr_counts_instead_of_listing() -> None:
     state = _two_steps().state
     assert repr(state) == (
         "RunState(run_id='r1', phase='finished', step=2, messages=4, events=4, "
-        "finish_reason='stop', usage=Usage(input_tokens=16, output_tokens=9, requests=2))"
+        "finish_reason='stop', usage=Usage(input_tokens=12, output_tokens=7, requests=2))"
     )
 
 
@@ -75,10 +65,10 @@ def test_step_repr_names_calls_and_results() -> None:
     """A Step shows its finish reason, text or calls, the number of results, its usage."""
     first, second = _two_steps().steps
     assert repr(first) == (
-        "Step(index=1, finish_reason='tool_calls', tool_calls=['add'], tool_results=1, "
-        "usage=Usage(input_tokens=5, output_tokens=5, requests=1))"
+        "Step(index=1, finish_reason='tool_calls', tool_calls=['square'], tool_results=1, "
+        "usage=Usage(input_tokens=4, output_tokens=3, requests=1))"
     )
-    assert "text='The answer is 3.'" in repr(second)
+    assert "text='The answer is 9.'" in repr(second)
 
 
 def test_message_and_part_reprs() -> None:
@@ -88,7 +78,7 @@ def test_message_and_part_reprs() -> None:
         "Message(role='assistant', parts=[TextPart(text='hi'), "
         """ToolCallPart(id='c1', name='add', arguments='{"a": 1}')])"""
     )
-    failed = ToolResultPart("c1", "add", "boom", is_error=True)
+    failed = Result("c1", "add", "boom", is_error=True)
     assert repr(failed) == (
         "ToolResultPart(call_id='c1', tool_name='add', content='boom', is_error=True)"
     )
