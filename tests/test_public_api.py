@@ -247,6 +247,7 @@ TESTING = {
     "Reply",
     "ScriptedModel",
     "TestModel",
+    "override_models",
     "response_events",
     "sample_value",
 }
