@@ -15,7 +15,6 @@ from toolfold.runtime.drive._executor import (
     ToolOutcome,
     run_calls,
     run_calls_sync,
-    unknown_tool_message,
 )
 from toolfold.testing import ScriptedModel
 
@@ -79,13 +78,6 @@ def test_unknown_or_functionless_tool_is_not_run() -> None:
     for (outcome,) in _both([_inv(None)]):
         assert outcome.outcome == "unknown_tool"
         assert outcome.is_error
-
-
-def test_unknown_tool_message_lists_tools() -> None:
-    """The unknown-tool text names the tool and the available ones."""
-    text = unknown_tool_message("wether", ["weather", "calc"])
-    assert "'wether'" in text
-    assert "weather, calc" in text
 
 
 def test_results_in_call_order_not_completion_order() -> None:

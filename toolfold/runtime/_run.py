@@ -40,6 +40,7 @@ from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Live, OnToolError, run_loop
 from toolfold.runtime.drive._output import OutputSchema, output_schema
 from toolfold.runtime.drive._shells import drive_async, drive_sync, stream_async, stream_sync
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 MessagesInput = str | Message | Iterable[Message | Mapping[str, Any]]
@@ -280,9 +281,7 @@ def _result_part(
             )
         return value
     if isinstance(value, BaseException):
-        text = str(value)
-        described = f"{type(value).__name__}: {text}" if text else type(value).__name__
-        return ToolResultPart(call_id, name, f"Error: {described}", True)
+        return ToolResultPart(call_id, name, f"Error: {describe_exception(value)}", True)
     tool = tools.get(name)
     if isinstance(value, str):
         content = value

@@ -33,6 +33,7 @@ import attrs
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._jsonschema import MISSING, escape, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._results import format_result as _format_result
 
@@ -372,7 +373,7 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
             for key, value in node.items():
                 if key in _DATA_KEYWORDS:
                     continue
-                here = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+                here = f"{pointer}/{escape(str(key))}"
                 if key in ("$ref", "$dynamicRef") and isinstance(value, str):
                     refs.append((value, here))
                 elif key in ("$anchor", "$dynamicAnchor") and isinstance(value, str):
@@ -395,26 +396,11 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
                 " (move the referenced schema into $defs and use '#/$defs/...')"
             )
         elif local == "#" or local.startswith("#/"):
-            if not _pointer_resolves(schema, local[1:]):
+            if resolve_local(schema, local) is MISSING:
                 problems.append(f"$ref {ref!r} {at} points to nothing in the schema")
         elif local[1:] not in anchors:
             problems.append(f"$ref {ref!r} {at} names no $anchor of the schema")
     return problems
-
-
-def _pointer_resolves(schema: Any, pointer: str) -> bool:
-    from urllib.parse import unquote
-
-    node = schema
-    for raw in pointer.split("/")[1:] if pointer else ():
-        token = unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return False
-    return True
 
 
 def check_tool_names(tools: Iterable[Tool[..., Any]]) -> dict[str, Tool[..., Any]]:

@@ -26,8 +26,9 @@ from toolfold.adapters._dialects._profiles import (
     OPENAI_STRICT,
     Profile,
 )
-from toolfold.adapters._dialects._refs import def_name, escape, resolve
+from toolfold.adapters._dialects._refs import def_name
 from toolfold.adapters._dialects._walk import Walker
+from toolfold.toolkit._jsonschema import escape, resolve_local
 
 
 class ToolLike(Protocol):
@@ -288,7 +289,7 @@ def _prepare(
     pre: list[SchemaRewrite] = []
     ref = source.get("$ref")
     if isinstance(ref, str) and def_name(ref) is not None:
-        target = resolve(source, ref)
+        target = resolve_local(source, ref)
         if isinstance(target, Mapping) and "$ref" not in target:
             root_def = def_name(ref)
             siblings = {

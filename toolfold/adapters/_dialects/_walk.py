@@ -17,20 +17,17 @@ from toolfold.adapters._dialects._openapi import to_openapi
 from toolfold.adapters._dialects._profiles import Profile
 from toolfold.adapters._dialects._refs import (
     DESCRIBED_ANNOTATIONS,
-    MISSING,
     VALIDATION_KEYWORDS,
-    accepts_null,
     branches_disjoint,
     cyclic_definitions,
     def_name,
-    escape,
     make_nullable,
     merge_all_of,
-    resolve,
 )
 from toolfold.adapters._dialects._refs import (
     show as _show,
 )
+from toolfold.toolkit._jsonschema import MISSING, accepts_null, escape, resolve_local
 from toolfold.toolkit._jsontypes import json_type
 
 _LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[1-9]|\\k<")
@@ -438,7 +435,7 @@ class Walker:
     def _ref(self, s: dict[str, Any], path: str, typed: bool) -> Any:
         p = self.p
         ref = s.pop("$ref")
-        target = resolve(self.source, ref) if isinstance(ref, str) else MISSING
+        target = resolve_local(self.source, ref) if isinstance(ref, str) else MISSING
         if target is MISSING:
             self.note(
                 path,

@@ -36,6 +36,7 @@ from toolfold.runtime.drive._workers import (
     submit_sync,
 )
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 T = TypeVar("T")
@@ -89,12 +90,6 @@ class ToolOutcome(NamedTuple):
         return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error)
 
 
-def unknown_tool_message(name: str, available: Sequence[str]) -> str:
-    """The error text a model gets when it calls a tool that does not exist."""
-    names = ", ".join(available) if available else "none"
-    return f"Error: unknown tool {name!r}. Available tools: {names}."
-
-
 def _error(
     call: ToolCallPart, content: str, outcome: Outcome, exc: BaseException | None = None
 ) -> ToolOutcome:
@@ -127,9 +122,7 @@ def _finish(inv: ToolJob, value: Any) -> ToolOutcome:
 
 
 def _failed(inv: ToolJob, exc: BaseException) -> ToolOutcome:
-    text = str(exc)
-    described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return _error(inv.call, f"Error: {described}", "error", exc)
+    return _error(inv.call, f"Error: {describe_exception(exc)}", "error", exc)
 
 
 def _timed_out(inv: ToolJob, timeout: float) -> ToolOutcome:
