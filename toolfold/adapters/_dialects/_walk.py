@@ -116,22 +116,8 @@ class Walker:
     def node(self, schema: Any, path: str, *, root: bool = False, typed: bool = True) -> Any:
         """The compiled form of ``schema`` found at ``path``."""
         profile = self.profile
-        if schema is True or (isinstance(schema, dict) and not schema):
-            if profile.need_types and typed:
-                self.note(
-                    path,
-                    "type",
-                    "refused",
-                    f"{profile.label} cannot send a schema that accepts any value; give it a type",
-                    lossy=True,
-                )
-            return {}
-        if not isinstance(schema, dict):
-            if profile.need_types:
-                self.note(
-                    path, "", "refused", f"{profile.label} cannot send the schema {schema!r}", True
-                )
-            return schema
+        if schema is True or not isinstance(schema, dict) or not schema:
+            return self._bare(schema, path, typed)
         schema = dict(schema)
         keep = profile.root_keep if root and profile.root_keep is not None else profile.keep
         union_key = self._normalize(schema, path, keep)
@@ -143,6 +129,47 @@ class Walker:
         if isinstance(declared, list) and len(declared) > 1 and not profile.type_lists:
             return self._split_types(schema, path, typed)
         schema, types, is_object = self._types(schema, path, typed)
+        out, notes = self._keywords(schema, path, root, keep, types, union_key)
+        if profile.need_types and typed and "array" in types and "items" not in schema:
+            label = profile.label
+            self.note(
+                path, "items", "refused", f"{label} needs arrays to declare typed items", True
+            )
+        if is_object:
+            self._object(schema, path, out, root, keep)
+        if notes and "description" in keep:
+            desc = out.get("description")
+            joined = "; ".join(notes)
+            out["description"] = f"{desc} ({joined})" if desc else joined
+        return self._finish(out, path)
+
+    def _bare(self, schema: Any, path: str, typed: bool) -> Any:
+        """A schema that is not a non-empty object: ``true``/``{}`` (anything) or not a schema."""
+        label = self.profile.label
+        if schema is True or isinstance(schema, dict):
+            if self.profile.need_types and typed:
+                self.note(
+                    path,
+                    "type",
+                    "refused",
+                    f"{label} cannot send a schema that accepts any value; give it a type",
+                    lossy=True,
+                )
+            return {}
+        if self.profile.need_types:
+            self.note(path, "", "refused", f"{label} cannot send the schema {schema!r}", True)
+        return schema
+
+    def _keywords(
+        self,
+        schema: dict[str, Any],
+        path: str,
+        root: bool,
+        keep: frozenset[str],
+        types: set[str],
+        union_key: str,
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Every keyword but the object's closing ones, compiled; and the notes for the description."""
         out: dict[str, Any] = {}
         notes: list[str] = []
         for key, value in schema.items():
@@ -154,21 +181,7 @@ class Walker:
                 self._keyword(key, value, path, keep, types, out, notes)
             else:
                 out[key] = compiled
-        if profile.need_types and typed and "array" in types and "items" not in schema:
-            self.note(
-                path,
-                "items",
-                "refused",
-                f"{profile.label} needs arrays to declare typed items",
-                True,
-            )
-        if is_object:
-            self._object(schema, path, out, root, keep)
-        if notes and "description" in keep:
-            desc = out.get("description")
-            joined = "; ".join(notes)
-            out["description"] = f"{desc} ({joined})" if desc else joined
-        return self._finish(out, path)
+        return out, notes
 
     def _finish(self, out: dict[str, Any], path: str) -> dict[str, Any]:
         return to_openapi(out, path, self.note, self.profile.label) if self.profile.openapi else out
