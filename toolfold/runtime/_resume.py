@@ -34,8 +34,8 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import ToolCallPart, ToolResultPart
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.drive._executor import describe
 from toolfold.runtime.drive._loop import Live, apply_event
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 # The stored configuration a resume cannot change, by the name the user gave it.
@@ -181,7 +181,7 @@ def _result_part(
             )
         return value
     if isinstance(value, BaseException):
-        return ToolResultPart(call_id, name, f"Error: {describe(value)}", True)
+        return ToolResultPart(call_id, name, f"Error: {describe_exception(value)}", True)
     tool = tools.get(name)
     if isinstance(value, str):
         content = value

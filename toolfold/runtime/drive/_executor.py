@@ -38,6 +38,7 @@ from toolfold.runtime.drive._workers import (
     submit_sync,
 )
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 T = TypeVar("T")
@@ -101,12 +102,6 @@ def returned(outcome: ToolOutcome) -> ToolReturned:
     return ToolReturned(outcome.call_id, outcome.content, outcome.is_error, outcome.outcome)
 
 
-def describe(exc: BaseException) -> str:
-    """An exception as a model reads it: ``Type: message`` (or the type alone)."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _error(
     call: ToolCallPart, content: str, outcome: Outcome, exc: BaseException | None = None
 ) -> ToolOutcome:
@@ -139,7 +134,7 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
 
 
 def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
-    return _error(job.call, f"Error: {describe(exc)}", "error", exc)
+    return _error(job.call, f"Error: {describe_exception(exc)}", "error", exc)
 
 
 def _timed_out(job: ToolJob, timeout: float) -> ToolOutcome:
