@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from cassettes import TRAFFIC, load
 from scripted_http import Recorded, Reply, ScriptedServer, sse
+from test_hostile_arguments import echo
 
 import toolfold
 from toolfold import (
@@ -48,20 +49,6 @@ FAMILIES = (
     "mistral-chat-completions",
     "openai-compatible",
 )
-SEEN: list[Any] = []
-
-
-@toolfold.tool
-def echo(value: Any = None) -> str:
-    """Echo a value back.
-
-    Args:
-        value: Anything.
-    """
-    SEEN.append(value)
-    return "echoed"
-
-
 # --- the server ------------------------------------------------------------------
 
 
