@@ -128,7 +128,7 @@ def test_a_connection_error_does_not_keep_the_request_headers(
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     injected = httpx.Client() if client == "httpx" else None
-    with pytest.raises(toolfold.ConnectionError) as caught:
+    with pytest.raises(toolfold.ProviderConnectionError) as caught:
         generate_text(_model(f"http://127.0.0.1:{port}", opened, injected), "hi")
     if injected is not None:
         chained = [e for e in _chain(caught.value) if getattr(e, "_request", None) is not None]
