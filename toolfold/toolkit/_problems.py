@@ -106,7 +106,9 @@ def json_kind(value: Any) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    return "array" if isinstance(value, list) else type(value).__name__
+    if isinstance(value, Mapping):
+        return "object"
+    return "array" if isinstance(value, (list, tuple)) else type(value).__name__
 
 
 # -- schema problems -------------------------------------------------------------
