@@ -42,6 +42,7 @@ _PROVIDERS = (
     "mistral",
     "deepseek",
     "openrouter",
+    "ollama",
 )
 _NEEDS_PROVIDER = re.compile(r"""["'](?:""" + "|".join(_PROVIDERS) + r"""):|\bapi_key\b""")
 
