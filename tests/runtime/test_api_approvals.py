@@ -146,7 +146,7 @@ def test_resuming_without_answers_keeps_waiting() -> None:
 def test_core_refuses_execute_for_an_approval_tool() -> None:
     """Even a forged event cannot make an always-approve tool execute without approval."""
     options = make_options(ScriptedModel([]), tools=_make_tools([]))
-    state = initial_state("go", options.config(), run_id="r")
+    state = initial_state("go", options.config, run_id="r")
     forged = ModelResponded(
         ModelResponse(
             Message.assistant(

@@ -4,9 +4,13 @@ Importing this package registers every built-in provider prefix; the facade
 imports it lazily, the first time a model string is resolved.
 """
 
-import toolfold.adapters.anthropic  # registers anthropic
-import toolfold.adapters.ollama  # registers ollama
-import toolfold.adapters.openai_chat  # noqa: F401  (registers openai, groq, mistral, ...)
+# Importing each adapter registers its prefixes (anthropic; gemini, google; ollama;
+# openai, groq, mistral, ...; openai-responses).
+import toolfold.adapters.anthropic
+import toolfold.adapters.gemini
+import toolfold.adapters.ollama
+import toolfold.adapters.openai_chat
+import toolfold.adapters.openai_responses  # noqa: F401
 from toolfold.adapters._dialects import (
     CompiledTool,
     Dialect,

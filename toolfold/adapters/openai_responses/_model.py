@@ -1,0 +1,117 @@
+"""`OpenAIResponsesModel`: the OpenAI Responses codec on the shared transport."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import (
+    UNSET,
+    Prepared,
+    ProviderModel,
+    as_object,
+    transport_options,
+)
+from toolfold.adapters.openai_responses._providers import API_KEY_ENV, BASE_URL, PATH, PREFIX
+from toolfold.adapters.openai_responses._request import build_body, compiled_tool
+from toolfold.adapters.openai_responses._response import parse_response
+from toolfold.adapters.openai_responses._stream import (
+    DecoderState,
+    decode_end,
+    decode_event,
+    is_done,
+)
+from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._stream import StreamEvent
+
+
+class OpenAIResponsesModel(ProviderModel):
+    """An OpenAI model behind ``POST /v1/responses``.
+
+    The whole conversation is sent on every request; ``previous_response_id`` is
+    never used, so a run stays replayable and can switch provider between steps.
+
+    Args:
+        model_name: The model id, e.g. ``"gpt-5-mini"``.
+        base_url: The API root, default ``https://api.openai.com/v1``.
+        api_key: The key; by default ``OPENAI_API_KEY``.
+        http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
+        async_http_client: An async client, when ``http_client`` is the sync one.
+        timeout: Seconds, a ``Timeouts``, or None for no limits.
+        retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
+        headers: Extra headers for every request.
+
+    Raises:
+        ModelConfigError: No key.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        http_client: Any = None,
+        async_http_client: Any = None,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        key = resolve_api_key(PREFIX, api_key, env_vars=API_KEY_ENV)
+        self.model_name = model_name
+        self.provider_name = PREFIX
+        self._transport = Transport(
+            PREFIX,
+            base_url or BASE_URL,
+            key,
+            headers=headers,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            inband_errors=False,  # the codec reads response.failed and error events
+            **transport_options(timeout, retry),
+        )
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``, and what encoding dropped."""
+        return build_body(request, self.model_name, stream=stream)
+
+    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
+        """How each tool of ``request`` is sent: strict or not, the schema, every rewrite."""
+        return [compiled_tool(t) for t in request.tools]
+
+    def _path(self, stream: bool) -> str:
+        return PATH
+
+    def _parse(self, data: Any) -> ModelResponse:
+        return parse_response(as_object(data, self.provider_name), self.provider_name)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """One response, asynchronously."""
+        response: ModelResponse = await self.request_json(request)
+        return response
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        """One response, blocking."""
+        response: ModelResponse = self.request_json_sync(request)
+        return response
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The response as neutral stream events, asynchronously."""
+        events = self._transport.stream(PATH, self._send_body(request, True))
+        state = DecoderState(self.provider_name)
+        async for event in self.decode_stream(events, state, decode_event, decode_end, is_done):
+            yield event
+
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """The response as neutral stream events, blocking."""
+        events = self._transport.stream_sync(PATH, self._send_body(request, True))
+        state = DecoderState(self.provider_name)
+        yield from self.decode_stream_sync(events, state, decode_event, decode_end, is_done)
+
+
+def responses_model(model_name: str, **options: Any) -> OpenAIResponsesModel:
+    """The factory `register_provider` stores for ``openai-responses``."""
+    return OpenAIResponsesModel(model_name, **options)
