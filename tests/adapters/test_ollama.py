@@ -10,7 +10,7 @@ from scripted_http import Reply, ScriptedServer
 
 import toolfold
 from toolfold import ModelConfigError, NotFoundError, ProviderError, StreamError, compile_tool
-from toolfold.adapters.ollama import OllamaModel, build_body, host_from_env, parse_response
+from toolfold.adapters.ollama import OllamaModel, build_body, host_from_env, parse_response, prepare
 from toolfold.runtime import (
     ImagePart,
     Message,
@@ -307,3 +307,13 @@ def test_a_key_for_ollama_cloud_is_a_bearer_token_and_never_shows(
     assert key not in repr(model)
     assert key not in str(caught.value)
     assert key not in caught.value.body
+
+
+def test_another_providers_reasoning_is_left_out_and_reported() -> None:
+    """Anthropic's signed thinking does not go to Ollama; the request's report says so."""
+    parts = (ReasoningPart("claude thinks", "sig", "anthropic"), TextPart("Hi"))
+    prepared = prepare(ModelRequest((Message.user("x"), Message("assistant", parts))), "qwen3")
+    assert prepared.body["messages"][1] == {"role": "assistant", "content": "Hi"}
+    assert prepared.report.notes == (
+        "messages[1]: reasoning from anthropic left out: it was written for another provider",
+    )

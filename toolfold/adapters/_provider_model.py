@@ -105,6 +105,14 @@ class ProviderModel:
     def _path(self, stream: bool) -> str:
         raise NotImplementedError
 
+    def _route(self, body: Mapping[str, Any], stream: bool) -> tuple[str, Mapping[str, str] | None]:
+        """Where a body goes and the extra headers it needs (default: `_path`, none).
+
+        Anthropic sends a body that uses a beta feature to its beta endpoint
+        with an ``anthropic-beta`` header.
+        """
+        return self._path(stream), None
+
     def _parse(self, data: Any) -> Any:
         raise NotImplementedError
 
@@ -134,7 +142,8 @@ class ProviderModel:
         """POST the request and parse the whole answer (see `request`)."""
         try:
             body = self._send_body(request, False)
-            return self._parse(await self._transport.post_json(self._path(False), body))
+            path, headers = self._route(body, False)
+            return self._parse(await self._transport.post_json(path, body, headers=headers))
         except ProviderError as exc:
             failed = self._failed(exc)
             if failed is exc:
@@ -145,7 +154,8 @@ class ProviderModel:
         """Blocking `request_json`."""
         try:
             body = self._send_body(request, False)
-            return self._parse(self._transport.post_json_sync(self._path(False), body))
+            path, headers = self._route(body, False)
+            return self._parse(self._transport.post_json_sync(path, body, headers=headers))
         except ProviderError as exc:
             failed = self._failed(exc)
             if failed is exc:

@@ -26,7 +26,7 @@ import anyio.from_thread
 
 from toolfold._errors import ToolDefinitionError, ToolfoldError
 from toolfold.toolkit import Tool
-from toolfold.toolkit._tool import ApprovalPolicy
+from toolfold.toolkit._options import ApprovalPolicy
 
 __all__ = [
     "MCPError",

@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from toolfold.adapters._codec_model import CodecModel
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
 from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import (
+    UNSET,
+    Prepared,
+    ProviderModel,
+    as_object,
+    transport_options,
+)
 from toolfold.adapters.ollama._provider import API_KEY_ENV, host_from_env
-from toolfold.adapters.ollama._request import build_body, compiled_tool
+from toolfold.adapters.ollama._request import compiled_tool, prepare
 from toolfold.adapters.ollama._response import parse_response
 from toolfold.adapters.ollama._stream import DecoderState, decode_end, decode_line
-from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
+from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 
 _PATH = "api/chat"
-_UNSET: Any = object()
 
 
-class OllamaModel(CodecModel):
+class OllamaModel(ProviderModel):
     """A model served by Ollama, through its native ``POST /api/chat``.
 
     Args:
@@ -37,8 +42,6 @@ class OllamaModel(CodecModel):
         headers: Extra headers for every request.
     """
 
-    _lines = True
-
     def __init__(
         self,
         model_name: str,
@@ -47,17 +50,14 @@ class OllamaModel(CodecModel):
         api_key: str | Secret | None = None,
         http_client: Any = None,
         async_http_client: Any = None,
-        timeout: Any = _UNSET,
-        retry: Any = _UNSET,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         key = resolve_api_key("ollama", api_key, env_vars=API_KEY_ENV, required=False)
-        options: dict[str, Any] = {}
-        if timeout is not _UNSET:
-            options["timeout"] = timeout
-        if retry is not _UNSET:
-            options["retry"] = retry
-        transport = Transport(
+        self.model_name = model_name
+        self.provider_name = "ollama"
+        self._transport = Transport(
             "ollama",
             base_url or host_from_env(),
             key,
@@ -65,36 +65,49 @@ class OllamaModel(CodecModel):
             http_client=http_client,
             async_http_client=async_http_client,
             inband_errors=False,  # NDJSON: the codec reads {"error": ...} lines
-            **options,
+            **transport_options(timeout, retry),
         )
-        super().__init__(model_name, "ollama", transport)
 
-    def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
-        """The JSON body this model sends for ``request`` (for inspection and tests)."""
-        return build_body(request, self.model_name, stream=stream)
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``, and the reasoning it left out."""
+        return prepare(request, self.model_name, stream=stream)
 
-    def _path(self, body: Mapping[str, Any]) -> str:
+    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
+        """The compilation of each tool this model sends (schema, rewrites)."""
+        return [compiled_tool(t) for t in request.tools]
+
+    def _path(self, stream: bool) -> str:
         return _PATH
 
-    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
-        return parse_response(data)
+    def _parse(self, data: Any) -> ModelResponse:
+        return parse_response(as_object(data, self.provider_name))
 
-    def _stream_start(self) -> DecoderState:
-        return DecoderState()
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """One response, asynchronously."""
+        response: ModelResponse = await self.request_json(request)
+        return response
 
-    def _stream_step(
-        self, state: DecoderState, item: str
-    ) -> tuple[DecoderState, list[StreamEvent]]:
-        return decode_line(state, item)
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        """One response, blocking."""
+        response: ModelResponse = self.request_json_sync(request)
+        return response
 
-    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
-        return decode_end(state)
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The response as neutral stream events, asynchronously."""
+        lines = self._transport.stream_lines(_PATH, self._send_body(request, True))
+        async for event in self.decode_stream(
+            lines, DecoderState(), decode_line, decode_end, _done
+        ):
+            yield event
 
-    def _stream_done(self, state: DecoderState) -> bool:
-        return state.done
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """The response as neutral stream events, blocking."""
+        lines = self._transport.stream_lines_sync(_PATH, self._send_body(request, True))
+        yield from self.decode_stream_sync(lines, DecoderState(), decode_line, decode_end, _done)
 
-    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
-        return compiled_tool(tool)
+
+def _done(state: DecoderState) -> bool:
+    return state.done
 
 
 def ollama_model(model_name: str, **options: Any) -> OllamaModel:
