@@ -216,7 +216,9 @@ def _block_delta(
             raise malformed("$.delta.partial_json", "a string", fragment)
         if not fragment:
             return state, []
-        return attrs.evolve(state, fed=state.fed | {index}), [ToolCallDelta(index, fragment)]
+        if index not in state.fed:
+            state = attrs.evolve(state, fed=state.fed | {index})
+        return state, [ToolCallDelta(index, fragment)]
     return state, []  # citations, server tool input...
 
 
