@@ -166,8 +166,12 @@ def _block_start(
         text = block.get("text")
         return state, [TextDelta(text)] if isinstance(text, str) and text else []
     if kind == "thinking":
-        text = block.get("thinking")
-        return state, [ReasoningDelta(text, provider=PROVIDER)] if text else []
+        # The API sends both empty here and fills them with deltas; a block
+        # that arrives whole (a proxy, a replay) keeps its signature too.
+        text, signature = block.get("thinking") or "", block.get("signature") or None
+        if not isinstance(text, str) or not isinstance(signature, (str, type(None))):
+            raise malformed("$.content_block", "a thinking block", block)
+        return state, [ReasoningDelta(text, signature, PROVIDER)] if text or signature else []
     if kind == "redacted_thinking":
         data = block.get("data")
         if not isinstance(data, str):
