@@ -284,3 +284,18 @@ def test_no_key_is_a_clear_config_error(monkeypatch: pytest.MonkeyPatch) -> None
     model = AnthropicModel("claude-test")
     assert model.base_url == "https://api.anthropic.com"
     assert KEY not in repr(model)
+
+
+def test_a_thinking_block_that_arrives_whole_keeps_its_signature() -> None:
+    """A thinking block sent complete in its start event (a proxy, a replay) keeps text and signature."""
+    response = fold(
+        [
+            MESSAGE_START,
+            start(0, {"type": "thinking", "thinking": "Whole.", "signature": "SIG"}),
+            event("content_block_stop", index=0),
+            event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3}),
+            event("message_stop"),
+        ]
+    )
+    (part,) = response.message.parts
+    assert (part.kind, part.text, part.signature) == ("reasoning", "Whole.", "SIG")
