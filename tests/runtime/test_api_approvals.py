@@ -17,6 +17,7 @@ from toolfold import (
     RunError,
     ToolCallPart,
     ToolRetriesExceededError,
+    UsageError,
     tool,
 )
 from toolfold.runtime import ModelResponded, initial_state, reduce
@@ -129,7 +130,7 @@ def test_approval_for_unknown_call_is_a_clear_error() -> None:
     first = agent.run("go")
     with pytest.raises(RunError, match="no tool call 'nope'"):
         agent.resume(first.state, approvals={"nope": True})
-    with pytest.raises(RunError, match="must be True, False or Denied"):
+    with pytest.raises(UsageError, match="must be True, False or Denied"):
         agent.resume(first.state, approvals={first.pending_approvals[0].id: "yes"})  # type: ignore[dict-item]
 
 

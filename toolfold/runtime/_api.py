@@ -93,6 +93,10 @@ def generate_text(
             times in a row.
         OutputValidationError: The answer never fitted ``output_type``.
         ProviderError: The model call failed; ``.state`` can be resumed.
+        RunError: Any other failure of the model, an observer or a stop
+            condition; ``.state`` is the run up to that point.
+        UsageError: An argument cannot be used (``max_steps=0``, a
+            ``tool_choice`` that is not a tool, a message that is not one).
     """
     agent = Agent(
         model,

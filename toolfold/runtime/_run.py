@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ModelConfigError, RunError, ToolfoldError
+from toolfold._errors import ModelConfigError, RunError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._model import model as resolve_model
 from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
@@ -79,12 +79,12 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
         elif isinstance(item, Mapping) and isinstance(item.get("content", ""), str):
             role = item.get("role", "user")
             if role not in ("system", "user", "assistant"):
-                raise ToolfoldError(
+                raise UsageError(
                     f"a message dict must have role system, user or assistant, got {role!r}"
                 )
             out.append(Message(role, (TextPart(item.get("content", "")),)))
         else:
-            raise ToolfoldError(
+            raise UsageError(
                 f"expected a Message or a {{'role', 'content'}} dict, got {type(item).__name__}"
             )
     return tuple(out)
@@ -199,18 +199,16 @@ def make_options(
     """`RunOptions` from an `Agent`'s options (resolves the model, tools and output type).
 
     Raises:
-        ToolfoldError: ``max_steps`` below 1, or a ``tool_choice`` naming no tool.
+        UsageError: ``max_steps`` below 1, or a ``tool_choice`` naming no tool.
     """
     output = output_schema(output_type) if output_type is not None else None
     resolved = resolve_model(model)
     by_name = to_tools(tools)
     if max_steps < 1:
-        raise ToolfoldError(f"max_steps must be at least 1, got {max_steps}")
+        raise UsageError(f"max_steps must be at least 1, got {max_steps}")
     if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:
         names = ", ".join(by_name) or "none"
-        raise ToolfoldError(
-            f"tool_choice {tool_choice!r} is not a tool of this run (tools: {names})"
-        )
+        raise UsageError(f"tool_choice {tool_choice!r} is not a tool of this run (tools: {names})")
     data, predicates = split_stop(stop_when)
     config = RunConfig(
         model=resolved.name,
@@ -272,10 +270,9 @@ def continue_state(
         elif decision is False:
             state = reduce(state, ApprovalDenied(call_id, ""))
         else:
-            raise RunError(
+            raise UsageError(
                 f"approval for call {call_id!r} must be True, False or Denied(reason), "
-                f"got {decision!r}",
-                state,
+                f"got {decision!r}"
             )
     if tool_results:
         calls = {c.call.id: c.call for c in state.calls}
@@ -299,7 +296,7 @@ def _result_part(
     name = call.name if call is not None else ""
     if isinstance(value, ToolResultPart):
         if value.call_id != call_id:
-            raise ToolfoldError(
+            raise UsageError(
                 f"tool_results[{call_id!r}] is a ToolResultPart for call {value.call_id!r}: "
                 "key each result by the id of the call it answers"
             )
@@ -323,26 +320,24 @@ def _check_attached(state: RunState, options: RunOptions) -> None:
         if spec.has_function and spec.name not in options.tools
     ]
     if missing:
-        raise RunError(
+        raise UsageError(
             f"the run's state names tools that were not given: {', '.join(missing)}; "
-            "pass the same tools to resume it",
-            state,
+            "pass the same tools to resume it"
         )
     if state.config.output is not None and options.output is None:
-        raise RunError(
-            "the run asks for structured output: pass the same output_type to resume it", state
+        raise UsageError(
+            "the run asks for structured output: pass the same output_type to resume it"
         )
 
 
 def _check_unapproved(state: RunState, options: RunOptions) -> None:
     blocked = [f"{c.call.id!r} ({c.call.name})" for c in unapproved(state, options.tools)]
     if blocked:
-        raise RunError(
+        raise UsageError(
             f"calls {', '.join(blocked)} were cleared to run without approval, but their "
             "tools now require approval; the stored run cannot ask for it at this point: "
             "fork it before that step (toolfold.runtime.fork) or resume with the tools "
-            "it was started with",
-            state,
+            "it was started with"
         )
 
 
@@ -385,12 +380,12 @@ class RunStream:
     def response(self) -> Response:
         """The response, once the stream is exhausted."""
         if self._response is None:
-            raise ToolfoldError("the stream has not finished: iterate it to the end first")
+            raise UsageError("the stream has not finished: iterate it to the end first")
         return self._response
 
     def _claim(self) -> Live:
         if self._started:
-            raise ToolfoldError("a run stream can be iterated only once")
+            raise UsageError("a run stream can be iterated only once")
         self._started = True
         return self._live
 
