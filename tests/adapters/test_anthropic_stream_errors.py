@@ -12,8 +12,8 @@ from scripted_http import Cut, Reply, ScriptedServer
 
 from toolfold import (
     AuthenticationError,
+    MalformedResponseError,
     ModelConfigError,
-    ProviderError,
     RateLimitError,
     ServerError,
     StreamError,
@@ -148,21 +148,55 @@ def test_an_error_event_after_200_is_a_stream_error_with_the_type() -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "path"),
+    ("body", "path", "problem"),
     [
-        ({"content": "hi"}, r"\$\.content should be an array"),
+        ({"content": "hi"}, "$.content", "expected an array of content blocks, got string"),
         (
             {"content": [{"type": "tool_use", "id": "t", "name": "n", "input": "{}"}]},
-            r"\$\.content\[0\]\.input",
+            "$.content[0].input",
+            "expected an object, got string",
         ),
-        ({"content": [{"type": "text", "text": 5}]}, r"\$\.content\[0\]\.text"),
-        ({"content": [], "stop_reason": 3}, r"\$\.stop_reason"),
+        (
+            {"content": [{"type": "text", "text": 5}]},
+            "$.content[0].text",
+            "expected a string, got number",
+        ),
+        ({"content": [], "stop_reason": 3}, "$.stop_reason", "expected a string, got number"),
+        (
+            {"content": [], "usage": {"input_tokens": -1}},
+            "$.usage.input_tokens",
+            "expected a non-negative integer, got number",
+        ),
+        (
+            {
+                "content": [
+                    {"type": "tool_use", "id": "t", "name": "n", "input": {"x": float("nan")}}
+                ]
+            },
+            "$.content[0].input.x",
+            "expected a finite number, got nan",
+        ),
+        ({"content": [], "model": ["m"]}, "$.model", "expected a string, got array"),
     ],
 )
-def test_malformed_responses_name_the_json_path(body: dict[str, Any], path: str) -> None:
-    """A value of the wrong type is a ProviderError naming where it is, never a bad part."""
-    with pytest.raises(ProviderError, match=path):
+def test_malformed_responses_name_the_json_path(
+    body: dict[str, Any], path: str, problem: str
+) -> None:
+    """A value of the wrong type is a MalformedResponseError at its path, with the body, never a bad part."""
+    with pytest.raises(MalformedResponseError) as caught:
         parse_response(body)
+    assert (caught.value.path, caught.value.problem) == (path, problem)
+    assert f"{problem} @ {path}" in str(caught.value)
+    assert caught.value.body
+
+
+def test_a_malformed_stream_event_names_its_path() -> None:
+    """A tool_use block whose id is a number is a MalformedResponseError carrying that event."""
+    bad = start(0, {"type": "tool_use", "id": 7, "name": "now", "input": {}})
+    with pytest.raises(MalformedResponseError) as caught:
+        fold([MESSAGE_START, bad])
+    assert caught.value.path == "$.content_block.id"
+    assert '"id": 7' in caught.value.body
 
 
 # --- over HTTP: retries, statuses, the key -----------------------------------

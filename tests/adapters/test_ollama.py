@@ -9,7 +9,14 @@ import pytest
 from scripted_http import Reply, ScriptedServer
 
 import toolfold
-from toolfold import ModelConfigError, NotFoundError, ProviderError, StreamError, compile_tool
+from toolfold import (
+    MalformedResponseError,
+    ModelConfigError,
+    NotFoundError,
+    ProviderError,
+    StreamError,
+    compile_tool,
+)
 from toolfold.adapters.ollama import OllamaModel, build_body, host_from_env, parse_response, prepare
 from toolfold.runtime import (
     ImagePart,
@@ -247,14 +254,29 @@ def test_a_whole_answer_parses() -> None:
         ),
         (
             {"tool_calls": [{"function": {"name": "f", "arguments": [1]}}]},
-            r"arguments should be an object",
+            r"\$\.message\.tool_calls\[0\]\.function\.arguments",
         ),
     ],
 )
 def test_malformed_answers_name_the_json_path(message: dict[str, Any], path: str) -> None:
-    """A value of the wrong type is a ProviderError naming where it is."""
-    with pytest.raises(ProviderError, match=path):
+    """A value of the wrong type is a MalformedResponseError naming where it is."""
+    with pytest.raises(MalformedResponseError, match=path):
         parse_response({"model": "m", "message": message, "done": True})
+
+
+@pytest.mark.parametrize(
+    ("top", "path"),
+    [
+        ({"eval_count": -2}, "$.eval_count"),
+        ({"model": 3}, "$.model"),
+        ({"done_reason": []}, "$.done_reason"),
+    ],
+)
+def test_malformed_counts_and_fields_name_the_json_path(top: dict[str, Any], path: str) -> None:
+    """A negative count or a non-string model or reason is a MalformedResponseError at its path."""
+    with pytest.raises(MalformedResponseError) as caught:
+        parse_response({"model": "m", "message": {"content": "hi"}, "done": True, **top})
+    assert caught.value.path == path
 
 
 def test_unknown_model_is_not_found_with_ollamas_message(http_server: ScriptedServer) -> None:
