@@ -482,14 +482,23 @@ class Walker:
         if ref in self._stack:
             kind = target.get("type") if isinstance(target, dict) else None
             kind = kind if isinstance(kind, str) else "object"
-            self.note(
-                path,
-                "$ref",
-                "rewritten",
-                f"{ref} is recursive and {p.label} cannot reference it; "
-                f"the recursion stops here with any {kind}",
-                lossy=True,
-            )
+            if p.refuse_recursion:
+                self.note(
+                    path,
+                    "$ref",
+                    "refused",
+                    f"{ref} is recursive and {p.label} has no references to express it",
+                    lossy=True,
+                )
+            else:
+                self.note(
+                    path,
+                    "$ref",
+                    "rewritten",
+                    f"{ref} is recursive and {p.label} cannot reference it; "
+                    f"the recursion stops here with any {kind}",
+                    lossy=True,
+                )
             cut = {"type": kind, "description": "Same shape as the enclosing object."}
             return to_openapi(cut, path, self.note, p.label) if p.openapi else cut
         self._stack.append(ref)
