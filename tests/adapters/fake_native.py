@@ -255,7 +255,7 @@ class FakeResponses:
             for _, item in calls
         ]
         for step in range(max((len(p) for p in pieces), default=0)):
-            for (index, item), parts in zip(calls, pieces):
+            for (index, item), parts in zip(calls, pieces, strict=True):
                 if step < len(parts):
                     events.append(
                         (
