@@ -34,6 +34,7 @@ class FakeGemini:
     """A ``generateContent`` / ``streamGenerateContent`` server from scripted turns."""
 
     turns: Sequence[Turn]
+    foreign_turns: int = 0  # model turns made by another provider, first in the history
     problems: list[str] = attrs.field(factory=list)
     bodies: list[dict[str, Any]] = attrs.field(factory=list)
     paths: list[str] = attrs.field(factory=list)
@@ -116,7 +117,9 @@ class FakeGemini:
             parts = content["parts"]
             if content["role"] == "model":
                 calls = [p for p in parts if "functionCall" in p]
-                if calls and calls[0].get("thoughtSignature") != _signature(model_turn):
+                own = model_turn - self.foreign_turns
+                expected = _signature(own) if own >= 0 else "skip_thought_signature_validator"
+                if calls and calls[0].get("thoughtSignature") != expected:
                     self.problems.append(f"model turn {model_turn}: signature not sent back")
                 pending = [c["functionCall"] for c in calls]
                 model_turn += 1

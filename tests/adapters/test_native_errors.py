@@ -152,11 +152,13 @@ def test_gemini_error_statuses_map_to_their_class(
     """Each documented status word maps to its class, for a streamed request too (plain JSON answer)."""
     http_server.add(Reply(status=status, json=[_google_error(status, word, f"it is {word}")]))
     model = gemini(http_server, opened, retry=0)
+    call = (
+        (lambda: list(model.stream_sync(REQUEST)))
+        if streamed
+        else (lambda: model.request_sync(REQUEST))
+    )
     with pytest.raises(error, match=f"it is {word}") as raised:
-        if streamed:
-            list(model.stream_sync(REQUEST))
-        else:
-            model.request_sync(REQUEST)
+        call()
     assert type(raised.value) is error
     assert raised.value.code == word
 
@@ -266,11 +268,16 @@ def test_a_responses_stream_cut_mid_call_never_yields_the_call(
         Cut(),
     ]
     http_server.add(Reply(headers={"content-type": "text/event-stream"}, chunks=chunks))
-    state = StreamState()
-    with pytest.raises(StreamError):
+    folded: list[StreamState] = [StreamState()]
+
+    def fold() -> None:
         for event in responses(http_server, opened, retry=0).stream_sync(REQUEST):
-            state = fold_stream(state, event)
-    assert all(not c.done for c in state.calls)
+            folded.append(fold_stream(folded[-1], event))
+
+    with pytest.raises(StreamError):
+        fold()
+    assert folded[-1].calls
+    assert all(not c.done for c in folded[-1].calls)
 
 
 def test_requests_gemini_cannot_express_fail_before_any_request(
