@@ -35,6 +35,7 @@ _FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 _PROVIDERS = (
     "openai",
     "openai-compatible",
+    "openai-responses",
     "anthropic",
     "gemini",
     "google",
