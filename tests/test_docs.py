@@ -126,7 +126,7 @@ def test_rule_keeps_the_known_examples() -> None:
         "docs/schema-dialects.md:8",
         "docs/state-and-reducers.md:25",
         "docs/testing.md:15",
-        "docs/testing.md:67",
+        "docs/testing.md:68",
         "docs/tools.md:7",
     }
     assert expected <= ids

@@ -6,6 +6,7 @@
   summarises the results.
 """
 
+from toolfold._public import publish as _publish
 from toolfold.runtime._sample import sample_value
 from toolfold.runtime._testing import (
     FunctionModel,
@@ -23,3 +24,9 @@ __all__ = [
     "response_events",
     "sample_value",
 ]
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
-from fake_native import FakeGemini, FakeResponses
+from fake_gemini_responses import FakeGemini, FakeResponses
 from fake_openai import Calls, FakeChat, Text
 from openai_spec import problems as chat_problems
 from scripted_http import Recorded, Reply, ScriptedServer

@@ -1,7 +1,10 @@
 """runtime: messages, state, events, pure reducers, drivers and agents."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
+from toolfold._errors import InvalidEventError, InvalidTransitionError, RunError
+from toolfold._public import publish as _publish
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._api import (
     Denied,
@@ -99,101 +102,104 @@ from toolfold.runtime.core._stream import (
 
 __all__ = [
     "Agent",
-    "Denied",
-    "Response",
-    "RunEndEvent",
-    "RunStream",
-    "RunStreamEvent",
-    "Step",
-    "StepEndEvent",
-    "StepStartEvent",
-    "ToolCallEvent",
-    "ToolResultEvent",
-    "agenerate_text",
-    "aresume",
-    "generate_text",
-    "resume",
-    "RunConfig",
-    "ToolSpec",
+    "ApprovalDenied",
+    "ApprovalGranted",
     "AwaitApproval",
     "AwaitToolResults",
     "CallModel",
-    "Effect",
-    "Finish",
-    "RunTools",
-    "ToolInvocation",
-    "ValidateOutput",
-    "ApprovalDenied",
-    "ApprovalGranted",
-    "Event",
-    "ModelResponded",
-    "OutputAccepted",
-    "OutputRejected",
-    "RunFailed",
-    "RunStarted",
-    "StopRequested",
-    "ToolResultsProvided",
-    "ToolReturned",
-    "UserMessageAdded",
-    "Log",
-    "build_request",
-    "next_effect",
-    "TRANSITIONS",
-    "initial_state",
-    "reduce",
-    "transition_table",
-    "transition_diagram",
-    "converter",
-    "events_from_json",
-    "events_to_json",
-    "fork",
-    "from_json",
-    "replay",
-    "to_json",
     "CallState",
-    "RunFailure",
-    "RunState",
-    "MaxSteps",
-    "StopCondition",
-    "TokenBudget",
-    "ToolCalled",
-    "max_steps",
-    "stop_reason",
-    "token_budget",
-    "tool_called",
+    "Denied",
+    "Effect",
+    "Event",
     "FilePart",
+    "Finish",
     "FrozenDict",
     "FrozenList",
     "ImagePart",
+    "InvalidEventError",
+    "InvalidTransitionError",
+    "Log",
+    "MaxSteps",
     "Message",
     "Model",
     "ModelRequest",
+    "ModelResponded",
     "ModelResponse",
+    "OutputAccepted",
+    "OutputRejected",
     "OutputSpec",
     "Part",
     "ReasoningDelta",
     "ReasoningPart",
+    "Response",
     "ResponseInfo",
+    "RunConfig",
+    "RunEndEvent",
+    "RunError",
+    "RunFailed",
+    "RunFailure",
+    "RunStarted",
+    "RunState",
+    "RunStream",
+    "RunStreamEvent",
+    "RunTools",
+    "Step",
+    "StepEndEvent",
+    "StepStartEvent",
+    "StopCondition",
+    "StopRequested",
     "StreamEvent",
     "StreamFinish",
     "StreamState",
+    "TRANSITIONS",
     "TextDelta",
     "TextPart",
+    "TokenBudget",
     "ToolCallDelta",
     "ToolCallEnd",
+    "ToolCallEvent",
     "ToolCallPart",
     "ToolCallStart",
+    "ToolCalled",
     "ToolDefinition",
+    "ToolInvocation",
+    "ToolResultEvent",
     "ToolResultPart",
+    "ToolResultsProvided",
+    "ToolReturned",
+    "ToolSpec",
     "Usage",
     "UsageUpdate",
+    "UserMessageAdded",
+    "ValidateOutput",
+    "agenerate_text",
+    "aresume",
+    "build_request",
+    "converter",
+    "events_from_json",
+    "events_to_json",
     "finish_stream",
     "fold_stream",
+    "fork",
+    "from_json",
+    "generate_text",
+    "initial_state",
+    "max_steps",
     "model",
+    "next_effect",
+    "reduce",
     "register_provider",
+    "replay",
+    "resume",
+    "stop_reason",
+    "to_json",
+    "token_budget",
+    "tool_called",
+    "transition_diagram",
+    "transition_table",
 ]
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from toolfold.runtime.core._serialize import (
         converter,
         events_from_json,
@@ -205,10 +211,18 @@ if TYPE_CHECKING:
 _SERIALIZE = frozenset({"converter", "events_from_json", "events_to_json", "from_json", "to_json"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     # cattrs loads on first use of the converter, so `import toolfold` stays cheap.
     if name in _SERIALIZE:
         from toolfold.runtime.core import _serialize
 
+        _publish(vars(_serialize), _SERIALIZE, __name__)
         return getattr(_serialize, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -78,7 +78,7 @@ class Agent:
     max_concurrency: int
     name: str | None
     settings: Mapping[str, Any]
-    _options: RunOptions = attrs.field(eq=False, repr=False, hash=False)
+    _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -98,46 +98,34 @@ class Agent:
         settings: Mapping[str, Any] | None = None,
         **more_settings: Any,
     ) -> None:
-        merged = {**(settings or {}), **more_settings}
-        # Resolve once: building a provider client per run would waste its
-        # connection pool, and bad specs should fail here, not at first run.
-        options = make_options(
-            model,
-            tools=tools,
-            output_type=output_type,
-            settings=merged,
+        self.__attrs_init__(
+            model=model,
             instructions=instructions,
+            tools=tuple(tools),
             max_steps=max_steps,
-            auto_execute_tools=auto_execute_tools,
             tool_choice=tool_choice,
+            output_type=output_type,
             output_retries=output_retries,
+            auto_execute_tools=auto_execute_tools,
             stop_when=tuple(stop_when),
             on_tool_error=on_tool_error,
             max_concurrency=max_concurrency,
+            name=name,
+            settings={**(settings or {}), **more_settings},
         )
-        options.config()  # validates max_steps and tool_choice now
-        self.__attrs_init__(
-            model,
-            instructions,
-            tuple(tools),
-            max_steps,
-            tool_choice,
-            output_type,
-            output_retries,
-            auto_execute_tools,
-            tuple(stop_when),
-            on_tool_error,
-            max_concurrency,
-            name,
-            merged,
-            options,
-        )
+
+    def __attrs_post_init__(self) -> None:
+        # Resolve once: building a provider client per run would waste its
+        # connection pool, and bad specs should fail here, not at first run.
+        object.__setattr__(self, "_options", make_options(**self._spec()))
+
+    def _spec(self) -> dict[str, Any]:
+        """The run options by name (every field but the name and the resolved options)."""
+        return {f.name: getattr(self, f.name) for f in _RUN_FIELDS}
 
     def evolve(self, **changes: Any) -> Agent:
         """A copy of this agent with some fields changed."""
-        fields = {
-            a.name: getattr(self, a.name) for a in attrs.fields(Agent) if a.name != "_options"
-        }
+        fields = {**self._spec(), "name": self.name}
         settings = {**fields.pop("settings"), **changes.pop("settings", {})}
         fields.update(changes)
         return Agent(settings=settings, **fields)
@@ -169,8 +157,10 @@ class Agent:
             run_id: The run's id (random by default).
         """
         state = self._start(prompt, history, run_id)
-        observers = {"deps": deps, "on_event": on_event, "on_step": on_step, "started": True}
-        return run_sync(self._options, state, **observers)
+        live = self._options.live(
+            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        )
+        return run_sync(live, state)
 
     async def arun(
         self,
@@ -184,8 +174,10 @@ class Agent:
     ) -> Response:
         """Like `run`, on the running event loop."""
         state = self._start(prompt, history, run_id)
-        observers = {"deps": deps, "on_event": on_event, "on_step": on_step, "started": True}
-        return await run_async(self._options, state, **observers)
+        live = self._options.live(
+            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        )
+        return await run_async(live, state)
 
     def stream(
         self,
@@ -204,8 +196,10 @@ class Agent:
         `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
         """
         state = self._start(prompt, history, run_id)
-        observers = {"deps": deps, "on_event": on_event, "on_step": on_step, "started": True}
-        return RunStream(self._options, state, observers)
+        live = self._options.live(
+            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        )
+        return RunStream(live, state)
 
     def _continue(
         self,
@@ -242,7 +236,7 @@ class Agent:
             on_step: Called with every completed step (read-only).
         """
         state = self._continue(state, tool_results, approvals, message, on_event)
-        return run_sync(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+        return run_sync(self._options.live(deps=deps, on_event=on_event, on_step=on_step), state)
 
     async def aresume(
         self,
@@ -257,7 +251,8 @@ class Agent:
     ) -> Response:
         """Like `resume`, on the running event loop."""
         state = self._continue(state, tool_results, approvals, message, on_event)
-        return await run_async(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+        live = self._options.live(deps=deps, on_event=on_event, on_step=on_step)
+        return await run_async(live, state)
 
     def resume_stream(
         self,
@@ -272,5 +267,7 @@ class Agent:
     ) -> RunStream:
         """Like `resume`, streaming (see `stream`)."""
         state = self._continue(state, tool_results, approvals, message, on_event)
-        observers = {"deps": deps, "on_event": on_event, "on_step": on_step}
-        return RunStream(self._options, state, observers)
+        return RunStream(self._options.live(deps=deps, on_event=on_event, on_step=on_step), state)
+
+
+_RUN_FIELDS = tuple(f for f in attrs.fields(Agent) if f.name not in ("name", "_options"))

@@ -9,20 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from toolfold.runtime._agent import Agent
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
-from toolfold.runtime._run import (
-    Approval,
-    Denied,
-    MessagesInput,
-    RunOptions,
-    RunStream,
-    continue_state,
-    make_options,
-    run_async,
-    run_sync,
-    start,
-)
+from toolfold.runtime._run import Approval, Denied, MessagesInput, RunStream
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
@@ -103,23 +93,26 @@ def generate_text(
             times in a row.
         OutputValidationError: The answer never fitted ``output_type``.
         ProviderError: The model call failed; ``.state`` can be resumed.
+        RunError: Any other failure of the model, an observer or a stop
+            condition; ``.state`` is the run up to that point.
+        UsageError: An argument cannot be used (``max_steps=0``, a
+            ``tool_choice`` that is not a tool, a message that is not one).
     """
-    options = make_options(
+    agent = Agent(
         model,
         tools=tools,
-        output_type=output_type,
-        settings=settings,
         instructions=instructions,
         max_steps=max_steps,
         auto_execute_tools=auto_execute_tools,
         tool_choice=tool_choice,
+        output_type=output_type,
         output_retries=output_retries,
-        stop_when=tuple(stop_when),
+        stop_when=stop_when,
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
+        settings=settings,
     )
-    state = start(options, messages, run_id)
-    return run_sync(options, state, deps=deps, on_event=on_event, on_step=on_step, started=True)
+    return agent.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
 
 
 async def agenerate_text(
@@ -143,32 +136,30 @@ async def agenerate_text(
     **settings: Any,
 ) -> Response:
     """Like `generate_text`, on the running event loop (see it for the arguments)."""
-    options = make_options(
+    agent = Agent(
         model,
         tools=tools,
-        output_type=output_type,
-        settings=settings,
         instructions=instructions,
         max_steps=max_steps,
         auto_execute_tools=auto_execute_tools,
         tool_choice=tool_choice,
+        output_type=output_type,
         output_retries=output_retries,
-        stop_when=tuple(stop_when),
+        stop_when=stop_when,
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
+        settings=settings,
     )
-    state = start(options, messages, run_id)
-    return await run_async(
-        options, state, deps=deps, on_event=on_event, on_step=on_step, started=True
-    )
+    return await agent.arun(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
 
 
-def _resume_options(
+def _resume_agent(
     state: RunState,
     model: str | Model,
     tools: Sequence[Tool[..., Any] | Callable[..., Any]],
     extra: dict[str, Any],
-) -> RunOptions:
+) -> Agent:
+    """The agent that continues ``state``: its stored configuration, the live parts given again."""
     unknown = sorted(set(extra) - {"output_type", "stop_when", "on_tool_error", "max_concurrency"})
     if unknown:
         raise TypeError(
@@ -176,7 +167,7 @@ def _resume_options(
             "from its state (allowed: output_type, stop_when, on_tool_error, max_concurrency)"
         )
     config = state.config
-    return make_options(
+    return Agent(
         model,
         tools=tools,
         output_type=extra.get("output_type"),
@@ -186,7 +177,7 @@ def _resume_options(
         auto_execute_tools=config.auto_execute_tools,
         tool_choice=config.tool_choice,
         output_retries=config.output_retries,
-        stop_when=tuple(config.stop_when) + tuple(extra.get("stop_when", ())),
+        stop_when=(*config.stop_when, *extra.get("stop_when", ())),
         on_tool_error=extra.get("on_tool_error", "return"),
         max_concurrency=extra.get("max_concurrency", DEFAULT_MAX_CONCURRENCY),
     )
@@ -227,9 +218,16 @@ def resume(
         on_step: Called with every completed step (read-only).
         **options: ``on_tool_error``, ``max_concurrency``, ``stop_when``.
     """
-    run = _resume_options(state, model, tools, {"output_type": output_type, **options})
-    state = continue_state(state, run, tool_results, approvals, message, on_event)
-    return run_sync(run, state, deps=deps, on_event=on_event, on_step=on_step)
+    agent = _resume_agent(state, model, tools, {"output_type": output_type, **options})
+    return agent.resume(
+        state,
+        tool_results=tool_results,
+        approvals=approvals,
+        message=message,
+        deps=deps,
+        on_event=on_event,
+        on_step=on_step,
+    )
 
 
 async def aresume(
@@ -247,6 +245,13 @@ async def aresume(
     **options: Any,
 ) -> Response:
     """Like `resume`, on the running event loop."""
-    run = _resume_options(state, model, tools, {"output_type": output_type, **options})
-    state = continue_state(state, run, tool_results, approvals, message, on_event)
-    return await run_async(run, state, deps=deps, on_event=on_event, on_step=on_step)
+    agent = _resume_agent(state, model, tools, {"output_type": output_type, **options})
+    return await agent.aresume(
+        state,
+        tool_results=tool_results,
+        approvals=approvals,
+        message=message,
+        deps=deps,
+        on_event=on_event,
+        on_step=on_step,
+    )

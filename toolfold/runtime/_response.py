@@ -94,6 +94,19 @@ class Response:
     state: RunState
     output: Any = None
 
+    def to_html(self, *, title: str | None = None) -> str:
+        """The run as one self-contained HTML page: a timeline of its steps.
+
+        Each step shows the model's text and reasoning, each tool call with its
+        arguments, result or error, duration and how it was handled (auto,
+        approved, denied, manual), usage per step and in total, and where the
+        run suspended and resumed. Nothing in the page loads from the network.
+        ``toolfold view STATE.json`` writes the same page from a stored state.
+        """
+        from toolfold.runtime._view import to_html
+
+        return to_html(self.state, title=title)
+
     @property
     def text(self) -> str:
         """The text of the last model response."""

@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any, Union
 
-from toolfold._errors import ToolfoldError
+from toolfold._errors import UsageError
 from toolfold.runtime._sample import sample_value
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
@@ -241,7 +241,7 @@ class ScriptedModel(_BaseTestModel):
         name: The model name (``provider:model``) reported to the run.
 
     Raises:
-        ToolfoldError: At request time, when the script has no entry left.
+        UsageError: At request time, when the script has no entry left.
     """
 
     call = staticmethod(make_call)
@@ -260,7 +260,7 @@ class ScriptedModel(_BaseTestModel):
     def _reply(self, request: ModelRequest) -> Reply:
         with self._lock:
             if self._position >= len(self._script):
-                raise ToolfoldError(
+                raise UsageError(
                     f"ScriptedModel has no entry left for request {self._position + 1} "
                     f"(the script has {len(self._script)}); add entries to the script"
                 )

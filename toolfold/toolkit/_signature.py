@@ -18,7 +18,7 @@ from typing import Any
 
 from toolfold.toolkit._classes import MISSING, to_json
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._docstrings import STYLES, parse_docstring
+from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
 from toolfold.toolkit._schema import SchemaContext, has_own_description, type_repr
 
 _CO_VARARGS = inspect.CO_VARARGS
@@ -96,9 +96,11 @@ def _parameters(fn: Callable[..., Any]) -> list[tuple[str, int, Any]]:
         inspect.Parameter.KEYWORD_ONLY: _KEYWORD,
         inspect.Parameter.VAR_KEYWORD: _VAR_KEYWORD,
     }
+    # A partial's own signature (what is left to fill), even with update_wrapper's __wrapped__.
+    follow = not isinstance(fn, functools.partial)
     return [
         (p.name, kinds[p.kind], MISSING if p.default is p.empty else p.default)
-        for p in inspect.signature(fn).parameters.values()
+        for p in inspect.signature(fn, follow_wrapped=follow).parameters.values()
     ]
 
 
@@ -138,12 +140,36 @@ def type_hints(fn: Callable[..., Any], localns: dict[str, Any] | None = None) ->
 
 
 def _hint_target(fn: Any) -> Any:
-    """Where the annotations of a callable live (partials and callable objects too)."""
+    """Where the annotations of a callable live (partials, classes and callable objects too)."""
     if isinstance(fn, functools.partial):
         return _hint_target(fn.func)
-    if isinstance(fn, (types.FunctionType, types.MethodType, type)):
+    if isinstance(fn, type):
+        init = fn.__init__  # type: ignore[misc]
+        return init if isinstance(init, types.FunctionType) else fn
+    if isinstance(fn, (types.FunctionType, types.MethodType)):
         return fn
     return type(fn).__call__ if callable(fn) else fn
+
+
+def _documentation(fn: Any, style: str) -> ParsedDocstring:
+    """The docstring that describes ``fn`` as a tool, parsed.
+
+    A partial is described by its function's docstring. A callable object by
+    its class's docstring, or its ``__call__``'s when the class has none; its
+    parameters by ``__call__``'s docstring, or the class's when ``__call__``
+    has none.
+    """
+    if isinstance(fn, functools.partial):
+        return _documentation(fn.func, style)
+    if isinstance(fn, (types.FunctionType, types.MethodType, type)) or not callable(fn):
+        return parse_docstring(getattr(fn, "__doc__", None), style)
+    own = parse_docstring(getattr(fn, "__doc__", None), style)
+    call = parse_docstring(getattr(type(fn).__call__, "__doc__", None), style)
+    return ParsedDocstring(
+        own.description or call.description,
+        call.params or own.params,
+        own.attributes,
+    )
 
 
 def _lookup(name: str, globalns: dict[str, Any]) -> Any:
@@ -241,7 +267,7 @@ def derive(
         problems.append(f"cannot resolve the type annotations ({exc}); import the names they use")
         out.unresolved = True
         hints = dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
-    doc = parse_docstring(getattr(fn, "__doc__", None), docstring_style)
+    doc = _documentation(fn, docstring_style)
     out.description = doc.description
     params = _parameters(fn)
     if skip_receiver and params:

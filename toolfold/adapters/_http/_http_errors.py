@@ -2,8 +2,8 @@
 
 Two entry points: `status_error` turns a non-2xx response into the right
 `ProviderError` child, and `transport_error` turns any httpx exception (or an
-OS-level one from a custom client) into `ConnectionError`, `TimeoutError` or
-`StreamError`. `parse_error_body` reads the error bodies of every provider in
+OS-level one from a custom client) into `ProviderConnectionError`,
+`ProviderTimeoutError` or `StreamError`. `parse_error_body` reads the error bodies of every provider in
 providers.md (OpenAI and the compatible family, Mistral's flat shape, Anthropic,
 Gemini and its list-wrapped variant, OpenRouter's integer codes); an adapter
 with another shape passes its own parser to the transport.
@@ -11,7 +11,6 @@ with another shape passes its own parser to the transport.
 
 from __future__ import annotations
 
-import builtins
 import json
 import re
 from collections.abc import Mapping
@@ -22,19 +21,16 @@ import attrs
 from toolfold._errors import (
     AuthenticationError,
     BadRequestError,
-    ConnectionError,
     NotFoundError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderTimeoutError,
     RateLimitError,
     ServerError,
     StreamError,
-    TimeoutError,
     ToolUseFailedError,
 )
 from toolfold.adapters._http._retry import retry_after_seconds
-
-# toolfold's TimeoutError shadows the builtin one, which sockets and asyncio raise.
-_BuiltinTimeout = builtins.TimeoutError
 
 
 @attrs.frozen
@@ -164,7 +160,7 @@ def status_error(
     if status == 404:
         return NotFoundError(message, **common)
     if status == 408:
-        return TimeoutError(message, **common)
+        return ProviderTimeoutError(message, **common)
     if status >= 500:
         return ServerError(message, **common)
     return ProviderError(message, **common)
@@ -177,7 +173,10 @@ CLIENT_ERROR_MODULES = ("httpx", "httpx2", "httpcore", "h11", "anyio", "ssl")
 
 def is_client_error(exc: BaseException) -> bool:
     """Whether ``exc`` comes from the HTTP stack (so `transport_error` should map it)."""
-    if isinstance(exc, (OSError, _BuiltinTimeout, EOFError)):
+    if isinstance(exc, ProviderError):
+        # Already mapped (and an OSError too when it is a timeout or a lost connection).
+        return False
+    if isinstance(exc, (OSError, EOFError)):
         return True
     return type(exc).__module__.split(".")[0] in CLIENT_ERROR_MODULES
 
@@ -197,14 +196,14 @@ def transport_error(
     detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
     where = f"{provider} at {url}"
     if "ConnectTimeout" in names:
-        return TimeoutError(f"connecting to {where} timed out{detail}", provider=provider)
+        return ProviderTimeoutError(f"connecting to {where} timed out{detail}", provider=provider)
     if "PoolTimeout" in names:
-        return TimeoutError(
+        return ProviderTimeoutError(
             f"no free connection to {where} within the pool timeout{detail}", provider=provider
         )
-    if "TimeoutException" in names or isinstance(exc, _BuiltinTimeout):
+    if "TimeoutException" in names or isinstance(exc, TimeoutError):
         what = "the stream from" if streaming else "the response from"
-        return TimeoutError(f"{what} {where} timed out{detail}", provider=provider)
+        return ProviderTimeoutError(f"{what} {where} timed out{detail}", provider=provider)
     if "HTTPStatusError" in names:
         response: Any = getattr(exc, "response", None)
         status = int(getattr(response, "status_code", 0))
@@ -217,13 +216,13 @@ def transport_error(
             f"the stream from {where} was cut before it ended{detail}", provider=provider
         )
     if "TransportError" in names or isinstance(exc, (OSError, EOFError)):
-        return ConnectionError(f"cannot reach {where}{detail}", provider=provider)
+        return ProviderConnectionError(f"cannot reach {where}{detail}", provider=provider)
     if "DecodingError" in names:
         return ProviderError(f"cannot decode the response from {where}{detail}", provider=provider)
     if "TooManyRedirects" in names:
         return ProviderError(f"too many redirects from {where}{detail}", provider=provider)
     if "InvalidURL" in names:
-        return ConnectionError(f"invalid URL for {where}{detail}", provider=provider)
+        return ProviderConnectionError(f"invalid URL for {where}{detail}", provider=provider)
     # StreamConsumed / StreamClosed / CookieConflict...: a client used the wrong way.
     return ProviderError(f"HTTP client error with {where}{detail}", provider=provider)
 

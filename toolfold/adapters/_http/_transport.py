@@ -29,7 +29,12 @@ from typing import Any
 
 import httpx
 
-from toolfold._errors import ConnectionError, ModelConfigError, ProviderError, TimeoutError
+from toolfold._errors import (
+    ModelConfigError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+)
 from toolfold.adapters._http._clients import (
     close_when_loop_ends,
     default_async_client,
@@ -191,7 +196,7 @@ class Transport:
         Raises:
             ProviderError: A child for each failure: `RateLimitError`,
                 `AuthenticationError`, `BadRequestError`, `NotFoundError`,
-                `ServerError`, `ConnectionError`, `TimeoutError`.
+                `ServerError`, `ProviderConnectionError`, `ProviderTimeoutError`.
         """
         url = self.url(path)
         content = dumps(body)
@@ -205,6 +210,8 @@ class Transport:
                 response = await asyncio.wait_for(
                     self._send(url, content, merged, False, deadline), total
                 )
+            except ProviderError:
+                raise  # a ProviderTimeoutError is an asyncio.TimeoutError too (3.11+)
             except asyncio.TimeoutError as exc:
                 raise self._total_timeout(url) from exc
         return self._json(response, url)
@@ -233,7 +240,7 @@ class Transport:
 
         Raises:
             StreamError: The stream was cut, or sent an error in-band.
-            TimeoutError: The stream stalled past the read timeout, or the whole
+            ProviderTimeoutError: The stream stalled past the read timeout, or the whole
                 call ran past the total timeout.
             ProviderError: As `post_json`, before the stream starts.
         """
@@ -437,10 +444,12 @@ class Transport:
     ) -> float | None:
         if retry >= self.retry.max_retries:
             return None
-        if isinstance(error, TimeoutError):
+        if isinstance(error, ProviderTimeoutError):
             if not self.retry.retry_timeouts:
                 return None
-        elif not (isinstance(error, ConnectionError) and self.retry.retry_connection_errors):
+        elif not (
+            isinstance(error, ProviderConnectionError) and self.retry.retry_connection_errors
+        ):
             return None
         return self._fits(self.retry.backoff(retry, self._random()), deadline)
 
@@ -463,9 +472,9 @@ class Transport:
             connect=cap(t.connect), read=cap(t.read), write=cap(t.write), pool=cap(t.pool)
         )
 
-    def _total_timeout(self, url: str) -> TimeoutError:
+    def _total_timeout(self, url: str) -> ProviderTimeoutError:
         total = self.timeouts.total if self.timeouts else None
-        return TimeoutError(
+        return ProviderTimeoutError(
             f"the call to {self.provider} at {url} ran past the total timeout of {total} s",
             provider=self.provider,
         )

@@ -203,11 +203,15 @@ class ReasoningPart:
         signature: An opaque provider signature that must be sent back unchanged.
         provider: The provider that produced it; a signature only means
             something to that provider.
+        provider_data: Opaque provider fields that must go back unchanged
+            (e.g. ``{"type": "redacted_thinking"}`` for an Anthropic block whose
+            text is hidden and whose ``signature`` holds the encrypted data); read-only.
     """
 
     text: str = ""
     signature: str | None = None
     provider: str | None = None
+    provider_data: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_frozen_mapping)
     kind: Literal["reasoning"] = "reasoning"
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
-from toolfold.runtime.core._config import RunConfig, ToolSpec
+from toolfold.runtime.core._approval import disposition, disposition_problem
+from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
@@ -163,20 +164,15 @@ def _default_dispositions(
     config = state.config
     out: list[Disposition] = []
     for call in calls:
-        spec = config.tool(call.name)
-        if not config.auto_execute_tools or (spec is not None and not spec.has_function):
-            out.append("return")
-        elif spec is None or spec.approval == "never":
-            out.append("execute")
-        elif spec.approval == "always":
-            out.append("approve")
-        else:
+        decided = disposition(config.tool(call.name), config, None)
+        if decided is None:
             raise refused(
                 state,
                 kind,
                 f"tool {call.name!r} decides approval with a predicate: "
                 "the event must carry dispositions",
             )
+        out.append(decided)
     return tuple(out)
 
 
@@ -196,7 +192,7 @@ def _classify(
     spec = config.tool(call.name)
     if spec is None:
         return _done(index, call, _unknown_tool_message(call.name, config), "unknown_tool")
-    problem = _disposition_problem(spec, disposition)
+    problem = disposition_problem(spec, disposition)
     if problem:
         raise refused(state, kind, f"call {call.id!r} to {call.name!r}: {problem}")
     if disposition == "return":
@@ -205,18 +201,6 @@ def _classify(
         return _done(index, call, _bad_json_message(call), "invalid_arguments")
     status: CallStatus = "to_run" if disposition == "execute" else "awaiting_approval"
     return CallState(index, call, status)
-
-
-def _disposition_problem(spec: ToolSpec, disposition: Disposition) -> str:
-    if disposition == "return":
-        return "" if not spec.has_function else "a tool with a function is not returned"
-    if not spec.has_function:
-        return f"a tool without a function cannot be {disposition!r}, only 'return'"
-    if disposition == "execute" and spec.approval == "always":
-        return "the tool requires approval and cannot execute without one"
-    # "approve" is always allowed: asking is never less safe, and a tool resumed
-    # with a stricter live policy than the stored one must be able to ask.
-    return ""
 
 
 def _done(index: int, call: ToolCallPart, content: str, outcome: Outcome) -> CallState:

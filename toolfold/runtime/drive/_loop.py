@@ -15,6 +15,7 @@ call raises, the error carries the state from before the call, and
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
+from functools import partial
 from typing import Any, Literal, NamedTuple, Union
 
 import attrs
@@ -35,10 +36,12 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from toolfold.runtime.core._approval import disposition, policy_says
 from toolfold.runtime.core._effects import (
     CallModel,
     Finish,
     RunTools,
+    ToolInvocation,
     ValidateOutput,
 )
 from toolfold.runtime.core._events import (
@@ -47,7 +50,6 @@ from toolfold.runtime.core._events import (
     OutputAccepted,
     OutputRejected,
     StopRequested,
-    ToolReturned,
 )
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._next import next_effect
@@ -59,6 +61,7 @@ from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
+    returned,
 )
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
 from toolfold.runtime.drive._output import OutputSchema
@@ -71,7 +74,7 @@ OnToolError = Literal["return", "raise"]
 _STEP_OPEN = frozenset({"running_tools", "awaiting_approval", "awaiting_tool_results"})
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Live:
     """The live half of a run: what cannot be serialized with the state.
 
@@ -154,15 +157,12 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         result = settled.result
                         yield _NoticeOp(ToolResultEvent(result, settled.outcome or "error"))
         elif isinstance(effect, RunTools):
-            jobs = tuple([_job(live, state, invocation.call) for invocation in effect.calls])
+            jobs = tuple([_job(live, state, invocation) for invocation in effect.calls])
             outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
             if live.on_tool_error == "raise":
                 _raise_tool_error(state, outcomes)
             for outcome in outcomes:
-                event = ToolReturned(
-                    outcome.call_id, outcome.content, outcome.is_error, outcome.outcome
-                )
-                state = _apply(live, state, event)
+                state = _apply(live, state, returned(outcome))
                 if notify:
                     yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
         elif isinstance(effect, ValidateOutput):
@@ -259,46 +259,25 @@ def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple
     config = state.config
     out: list[Disposition] = []
     for call in response.tool_calls:
-        spec = config.tool(call.name)
-        if not config.auto_execute_tools or (spec is not None and not spec.has_function):
-            out.append("return")
-        elif spec is None:
-            out.append("execute")  # the core answers unknown tools itself
-        elif spec.approval == "always":
-            out.append("approve")
-        else:
-            # The live tool decides, even when the stored spec said "never": a
-            # run resumed with a tool that now requires approval must ask.
-            tool = live.tools.get(call.name)
-            if tool is not None and tool.requires_approval is False:
-                out.append("execute")
-            else:
-                out.append("approve" if _needs_approval(live, state, call) else "execute")
+        live_says = partial(policy_says, live.tools.get(call.name), call, state, unknown=True)
+        decided = disposition(config.tool(call.name), config, live_says)
+        assert decided is not None  # the live policy always decides
+        out.append(decided)
     return tuple(out)
 
 
-def _needs_approval(live: Live, state: RunState, call: Any) -> bool:
-    tool = live.tools.get(call.name)
-    policy = tool.requires_approval if tool is not None else True
-    if not callable(policy):
-        return bool(policy)
-    try:
-        return bool(policy(call, state))
-    except Exception:
-        # A predicate that fails cannot vouch for the call: ask a human.
-        return True
-
-
-def _job(live: Live, state: RunState, call: Any) -> ToolJob:
+def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:
+    call = invocation.call
     context: RunContext[Any] = RunContext(
         run_id=state.run_id,
-        step=state.step,
+        step=invocation.step,
         call_id=call.id,
         tool_name=call.name,
         messages=state.conversation,
         deps=live.deps,
+        idempotency_key=invocation.key,
     )
-    return ToolJob(call, live.tools.get(call.name), context)
+    return ToolJob(invocation, live.tools.get(call.name), context)
 
 
 def _raise_tool_error(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> None:
