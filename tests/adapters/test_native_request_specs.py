@@ -56,11 +56,10 @@ STRICT = ToolDefinition(
     True,
 )
 BARE = ToolDefinition("ping", "", {"type": "object", "properties": {}})
-RESPONSES_SIG = json.dumps({"id": "rs_1", "encrypted_content": "gAAAAB"})
 CALLS = Message(
     "assistant",
     [
-        ReasoningPart("thinking", RESPONSES_SIG, "openai-responses"),
+        ReasoningPart("thinking", "gAAAAB", "openai-responses", {"item_id": "rs_1"}),
         ReasoningPart("thought", "c2ln", "gemini"),
         ReasoningPart("pondered", "sig-a", "anthropic"),
         TextPart("Let me look."),

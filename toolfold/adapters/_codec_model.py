@@ -7,16 +7,27 @@ the stream early, the one boundary where a `ProviderError` raised anywhere in
 a call (the transport's, or the codec's own for an in-band error) has the key
 scrubbed from it, and checking a call's arguments against the schema sent.
 
-A subclass gives the codec: `body`, `_path`, `_parse`, the pure stream decoder
-(`_stream_start`, `_stream_step`, `_stream_end`, `_stream_done`) and, for a
-stream of newline-delimited JSON instead of Server-Sent Events, ``_lines``.
+A subclass gives the codec: `body` (or `prepare`, when encoding can leave
+something out), `_path`, `_parse`, the pure stream decoder (`_stream_start`,
+`_stream_step`, `_stream_end`, `_stream_done`) and, for a stream of
+newline-delimited JSON instead of Server-Sent Events, ``_lines`` (another
+framing overrides `_open_stream` / `_open_stream_sync`).
+
+`RequestReport` is how an encoder says what it could not send as given (a
+reasoning block from another provider, a signature only its maker can verify):
+``model.prepare(request)`` returns it with the body, and each note is logged at
+INFO on the ``toolfold.adapters`` logger when the request is sent, so nothing is
+dropped silently.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
+
+import attrs
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ProviderError
 from toolfold.adapters._dialects import CompiledTool, check_arguments
@@ -24,6 +35,47 @@ from toolfold.adapters._http._transport import Transport
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
+
+_log = logging.getLogger("toolfold.adapters")
+
+#: Sentinel for an option not given: the transport's own default applies.
+UNSET: Any = object()
+
+
+def transport_options(timeout: Any, retry: Any) -> dict[str, Any]:
+    """The ``timeout``/``retry`` keyword arguments a user gave (unset ones left to the transport)."""
+    options: dict[str, Any] = {}
+    if timeout is not UNSET:
+        options["timeout"] = timeout
+    if retry is not UNSET:
+        options["retry"] = retry
+    return options
+
+
+@attrs.frozen
+class RequestReport:
+    """What encoding a neutral request for one API changed or left out.
+
+    Attributes:
+        provider: The provider the request was encoded for.
+        notes: One sentence per change, in message order (empty: sent as given).
+    """
+
+    provider: str
+    notes: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Prepared:
+    """A request body ready to send, with the report of how it was made.
+
+    Attributes:
+        body: The JSON body.
+        report: What was dropped or rewritten on the way.
+    """
+
+    body: dict[str, Any]
+    report: RequestReport
 
 
 class CodecModel:
@@ -45,7 +97,11 @@ class CodecModel:
 
     def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body this model sends for ``request`` (for inspection and tests)."""
-        raise NotImplementedError
+        return self.prepare(request, stream=stream).body
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``, and what encoding left out."""
+        return Prepared(self.body(request, stream=stream), RequestReport(self.provider_name))
 
     def _path(self, body: Mapping[str, Any]) -> str:
         raise NotImplementedError
@@ -71,6 +127,18 @@ class CodecModel:
     def _compiled(self, tool: ToolDefinition) -> CompiledTool:
         raise NotImplementedError
 
+    def _refine(self, error: ProviderError) -> ProviderError:
+        """A more precise exception for a mapped error (default: the error itself)."""
+        return error
+
+    def _open_stream(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+        opener = self._transport.stream_lines if self._lines else self._transport.stream
+        return opener(self._path(body), body, headers=self._headers(body))
+
+    def _open_stream_sync(self, body: dict[str, Any]) -> Iterator[Any]:
+        opener = self._transport.stream_lines_sync if self._lines else self._transport.stream_sync
+        return opener(self._path(body), body, headers=self._headers(body))
+
     # --- the Model protocol -------------------------------------------------
 
     @property
@@ -88,34 +156,37 @@ class CodecModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously."""
-        body = self.body(request)
+        body = self._send_body(request, False)
         try:
             data = await self._transport.post_json(
                 self._path(body), body, headers=self._headers(body)
             )
             return self._parse(self._as_mapping(data))
         except ProviderError as exc:
-            self._transport._scrubbed(exc)
-            raise
+            failed = self._failed(exc)
+            if failed is exc:
+                raise
+            raise failed from exc
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
-        body = self.body(request)
+        body = self._send_body(request, False)
         try:
             data = self._transport.post_json_sync(
                 self._path(body), body, headers=self._headers(body)
             )
             return self._parse(self._as_mapping(data))
         except ProviderError as exc:
-            self._transport._scrubbed(exc)
-            raise
+            failed = self._failed(exc)
+            if failed is exc:
+                raise
+            raise failed from exc
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
-        body = self.body(request, stream=True)
+        body = self._send_body(request, True)
         state = self._stream_start()
-        opener = self._transport.stream_lines if self._lines else self._transport.stream
-        items = opener(self._path(body), body, headers=self._headers(body))
+        items = self._open_stream(body)
         try:
             try:
                 async for item in items:
@@ -131,15 +202,16 @@ class CodecModel:
             for event in self._stream_end(state):
                 yield event
         except ProviderError as exc:
-            self._transport._scrubbed(exc)
-            raise
+            failed = self._failed(exc)
+            if failed is exc:
+                raise
+            raise failed from exc
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
-        body = self.body(request, stream=True)
+        body = self._send_body(request, True)
         state = self._stream_start()
-        opener = self._transport.stream_lines_sync if self._lines else self._transport.stream_sync
-        items = opener(self._path(body), body, headers=self._headers(body))
+        items = self._open_stream_sync(body)
         try:
             try:
                 for item in items:
@@ -153,8 +225,10 @@ class CodecModel:
                     closer()
             yield from self._stream_end(state)
         except ProviderError as exc:
-            self._transport._scrubbed(exc)
-            raise
+            failed = self._failed(exc)
+            if failed is exc:
+                raise
+            raise failed from exc
 
     def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
         """Validate a call's arguments against the schema this model sent for its tool.
@@ -185,6 +259,18 @@ class CodecModel:
     def close(self) -> None:
         """Close the blocking HTTP client this model made."""
         self._transport.close()
+
+    def _send_body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        prepared = self.prepare(request, stream=stream)
+        if prepared.report.notes and _log.isEnabledFor(logging.INFO):
+            for note in prepared.report.notes:
+                _log.info("%s request: %s", self.name, note)
+        return prepared.body
+
+    def _failed(self, exc: ProviderError) -> ProviderError:
+        # One boundary for every error of a call: the codec raises errors from
+        # text a server may have filled with the key.
+        return self._transport._scrubbed(self._refine(exc))
 
     def _as_mapping(self, data: Any) -> Mapping[str, Any]:
         if isinstance(data, Mapping):

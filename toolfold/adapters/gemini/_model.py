@@ -7,16 +7,11 @@ from typing import Any
 from urllib.parse import quote
 
 from toolfold._errors import ModelConfigError, ProviderError
+from toolfold.adapters._codec_model import UNSET, CodecModel, Prepared, transport_options
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._http._transport import Transport
-from toolfold.adapters._provider_model import (
-    UNSET,
-    Prepared,
-    ProviderModel,
-    as_object,
-    transport_options,
-)
 from toolfold.adapters.gemini._errors import parse_error, refine
 from toolfold.adapters.gemini._providers import (
     API_KEY_ENV,
@@ -32,15 +27,14 @@ from toolfold.adapters.gemini._stream import (
     decode_chunk,
     decode_end,
     decode_event,
-    is_done,
 )
-from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 _STREAM_FORMATS = ("sse", "json")
 
 
-class GeminiModel(ProviderModel):
+class GeminiModel(CodecModel):
     """A Gemini model behind ``POST /v1beta/models/{model}:generateContent``.
 
     Args:
@@ -85,12 +79,11 @@ class GeminiModel(ProviderModel):
         if stream_format not in _STREAM_FORMATS:
             raise ModelConfigError(f"stream_format must be 'sse' or 'json', got {stream_format!r}")
         key = resolve_api_key(provider, api_key, env_vars=API_KEY_ENV)
-        self.model_name = model_name
-        self.provider_name = provider
         self.schema_form = schema_form
         self.stream_format = stream_format
+        self._dialect = schema_dialect(model_name, schema_form)
         self._model_path = f"{API_VERSION}/models/{quote(model_name.removeprefix('models/'))}"
-        self._transport = Transport(
+        transport = Transport(
             provider,
             base_url or BASE_URL,
             key,
@@ -103,6 +96,7 @@ class GeminiModel(ProviderModel):
             inband_errors=False,  # the codec reads Gemini's error chunks
             **transport_options(timeout, retry),
         )
+        super().__init__(model_name, provider, transport)
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request``, and what encoding dropped or rewrote."""
@@ -110,54 +104,46 @@ class GeminiModel(ProviderModel):
 
     def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
         """How each tool of ``request`` is sent: the dialect chosen, the schema, every rewrite."""
-        dialect = schema_dialect(self.model_name, self.schema_form)
-        return [compiled_tool(t, dialect) for t in request.tools]
+        return [self._compiled(t) for t in request.tools]
 
-    def _path(self, stream: bool) -> str:
-        if not stream:
-            return f"{self._model_path}:generateContent"
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool, self._dialect)
+
+    def _path(self, body: Mapping[str, Any]) -> str:
+        return f"{self._model_path}:generateContent"
+
+    def _stream_path(self) -> str:
         suffix = "?alt=sse" if self.stream_format == "sse" else ""
         return f"{self._model_path}:streamGenerateContent{suffix}"
 
-    def _parse(self, data: Any) -> ModelResponse:
-        return parse_response(as_object(data, self.provider_name), self.provider_name)
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        return parse_response(data, self.provider_name)
 
     def _refine(self, error: ProviderError) -> ProviderError:
         return refine(error)
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """One response, asynchronously."""
-        response: ModelResponse = await self.request_json(request)
-        return response
-
-    def request_sync(self, request: ModelRequest) -> ModelResponse:
-        """One response, blocking."""
-        response: ModelResponse = self.request_json_sync(request)
-        return response
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """The response as neutral stream events, asynchronously."""
-        state = DecoderState(self.provider_name)
-        body = self._send_body(request, True)
+    def _open_stream(self, body: dict[str, Any]) -> AsyncIterator[Any]:
         if self.stream_format == "sse":
-            events = self._transport.stream(self._path(True), body)
-            async for event in self.decode_stream(events, state, decode_event, decode_end, is_done):
-                yield event
-            return
-        objects = _aobjects(self._transport.stream_bytes(self._path(True), body))
-        async for event in self.decode_stream(objects, state, decode_chunk, decode_end, is_done):
-            yield event
+            return self._transport.stream(self._stream_path(), body)
+        return _aobjects(self._transport.stream_bytes(self._stream_path(), body))
 
-    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        """The response as neutral stream events, blocking."""
-        state = DecoderState(self.provider_name)
-        body = self._send_body(request, True)
+    def _open_stream_sync(self, body: dict[str, Any]) -> Iterator[Any]:
         if self.stream_format == "sse":
-            events = self._transport.stream_sync(self._path(True), body)
-            yield from self.decode_stream_sync(events, state, decode_event, decode_end, is_done)
-            return
-        objects = _objects(self._transport.stream_bytes_sync(self._path(True), body))
-        yield from self.decode_stream_sync(objects, state, decode_chunk, decode_end, is_done)
+            return self._transport.stream_sync(self._stream_path(), body)
+        return _objects(self._transport.stream_bytes_sync(self._stream_path(), body))
+
+    def _stream_start(self) -> DecoderState:
+        return DecoderState(self.provider_name)
+
+    def _stream_step(
+        self, state: DecoderState, item: Any
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        if isinstance(item, SSEEvent):
+            return decode_event(state, item)
+        return decode_chunk(state, item)  # an element of the streamed JSON array
+
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
 
 
 async def _aobjects(chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:

@@ -153,11 +153,6 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
     )
 
 
-def is_done(state: DecoderState) -> bool:
-    """Gemini streams have no end marker: read until the body ends."""
-    return False
-
-
 class JSONArrayDecoder:
     """Splits a streamed JSON array (``[{...}\\n,\\n{...}]``) into its elements as bytes arrive."""
 

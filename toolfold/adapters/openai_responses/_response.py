@@ -2,8 +2,8 @@
 
 Output items map one to one [O5 response_output_item.py]: ``message`` ->
 `TextPart` (its ``output_text`` and ``refusal`` parts); ``reasoning`` ->
-`ReasoningPart` (summary text; id and encrypted content in ``signature``, to
-go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
+`ReasoningPart` (summary text; encrypted content as ``signature`` and the item
+id in ``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
 its id and the item id (``fc_...``) in ``provider_data``.
 """
 
@@ -15,7 +15,6 @@ from typing import Any
 
 from toolfold._errors import ProviderError
 from toolfold.adapters.openai_responses._providers import INCOMPLETE_REASONS, REASONING_PROVIDER
-from toolfold.adapters.openai_responses._request import reasoning_signature
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
     Message,
@@ -108,9 +107,16 @@ def summary_text(item: Mapping[str, Any]) -> str:
 
 
 def parse_reasoning(item: Mapping[str, Any]) -> ReasoningPart:
-    """A reasoning item as a `ReasoningPart` whose signature brings it back unchanged."""
-    signature = reasoning_signature(item["id"], _str(item.get("encrypted_content")))
-    return ReasoningPart(summary_text(item), signature, REASONING_PROVIDER)
+    """A reasoning item as a `ReasoningPart` that brings it back unchanged.
+
+    The encrypted content is the signature; the item id is in ``provider_data``.
+    """
+    return ReasoningPart(
+        summary_text(item),
+        _str(item.get("encrypted_content")),
+        REASONING_PROVIDER,
+        {"item_id": item["id"]},
+    )
 
 
 def parse_response(body: Mapping[str, Any], provider: str) -> ModelResponse:

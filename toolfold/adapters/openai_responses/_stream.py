@@ -106,11 +106,6 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
     )
 
 
-def is_done(state: DecoderState) -> bool:
-    """The response ended: stop reading."""
-    return state.done
-
-
 Result = tuple[DecoderState, list[StreamEvent]]
 
 
@@ -190,7 +185,7 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
         part = parse_reasoning(item)
         text = "" if state.summary_streamed else part.text
         return attrs.evolve(state, summary_streamed=False), [
-            ReasoningDelta(text, part.signature, REASONING_PROVIDER)
+            ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data)
         ]
     if item.get("type") != "function_call":
         return state, []
