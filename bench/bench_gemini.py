@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from bench_openai_chat import TOOLS, _conversation, _per_call
-from native_loop import compare
+from native_loop import compare, fold_all
 
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.gemini import (
@@ -24,7 +24,7 @@ from toolfold.adapters.gemini import (
     parse_response,
 )
 from toolfold.adapters.gemini._stream import DecoderState, decode_event
-from toolfold.runtime import ModelRequest, StreamState, finish_stream, fold_stream
+from toolfold.runtime import ModelRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "adapters"))
 from cassettes import load
@@ -67,23 +67,10 @@ def main() -> None:
     )[0].response_text.encode()
 
     def fold_sse() -> None:
-        state, folded = DecoderState(), StreamState()
-        for event in SSEDecoder().feed(sse_text):
-            state, out = decode_event(state, event)
-            for item in out:
-                folded = fold_stream(folded, item)
-        decode_end(state)
-        finish_stream(folded, str)
+        fold_all(SSEDecoder().feed(sse_text), DecoderState(), decode_event, decode_end)
 
     def fold_array() -> None:
-        state, folded = DecoderState(), StreamState()
-        decoder = JSONArrayDecoder()
-        for chunk in decoder.feed(array_bytes):
-            state, out = decode_chunk(state, chunk)
-            for item in out:
-                folded = fold_stream(folded, item)
-        decode_end(state)
-        finish_stream(folded, str)
+        fold_all(JSONArrayDecoder().feed(array_bytes), DecoderState(), decode_chunk, decode_end)
 
     rows = [
         ("build body, 4 messages, 5 tools", lambda: build_body(small, "gemini-2.5-flash")),

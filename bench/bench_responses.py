@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from bench_openai_chat import TOOLS, _conversation, _per_call
-from native_loop import compare
+from native_loop import compare, fold_all
 
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_responses import (
@@ -24,7 +24,7 @@ from toolfold.adapters.openai_responses import (
     decode_event,
     parse_response,
 )
-from toolfold.runtime import ModelRequest, StreamState, finish_stream, fold_stream
+from toolfold.runtime import ModelRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "adapters"))
 from cassettes import load
@@ -63,13 +63,12 @@ def main() -> None:
     stream_text = load("openai-responses/stream-parallel-2-calls.yaml")[0].response_text
 
     def fold() -> None:
-        state, folded = DecoderState("openai-responses"), StreamState()
-        for event in SSEDecoder().feed(stream_text):
-            state, out = decode_event(state, event)
-            for item in out:
-                folded = fold_stream(folded, item)
-        decode_end(state)
-        finish_stream(folded, str)
+        fold_all(
+            SSEDecoder().feed(stream_text),
+            DecoderState("openai-responses"),
+            decode_event,
+            decode_end,
+        )
 
     rows = [
         ("build body, 4 messages, 5 tools", lambda: build_body(small, "gpt-5-mini")),

@@ -10,10 +10,7 @@ three paths, non-streamed: ``.../chat/completions``, ``.../responses`` and
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import sys
 from typing import Any
 
 import fake_openai_server as chat
@@ -91,24 +88,5 @@ class _Connection(chat._Connection):
         self.transport.write(chat._HEAD_JSON % len(payload) + payload)
 
 
-async def serve(port: int) -> None:
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(_Connection, "127.0.0.1", port, backlog=1024)
-    sockets = server.sockets or ()
-    print(f"READY {sockets[0].getsockname()[1]}", flush=True)
-    async with server:
-        await server.serve_forever()
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args()
-    try:
-        asyncio.run(serve(args.port))
-    except KeyboardInterrupt:
-        sys.exit(0)
-
-
 if __name__ == "__main__":
-    main()
+    chat.main(_Connection, __doc__)

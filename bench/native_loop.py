@@ -11,24 +11,17 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
+
+from bench_http import add
 
 import toolfold
-from toolfold import generate_text, tool
+from toolfold import generate_text
+from toolfold.runtime import ModelResponse, StreamState, finish_stream, fold_stream
 
 STEPS = 10
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers.
-
-    Args:
-        a: The first number.
-        b: The second number.
-    """
-    return a + b
 
 
 def _best(repeats: int, runs: dict[str, Callable[[], object]]) -> dict[str, float]:
@@ -42,6 +35,23 @@ def _best(repeats: int, runs: dict[str, Callable[[], object]]) -> dict[str, floa
             run()
             best[label] = min(best[label], time.perf_counter() - start)
     return best
+
+
+def fold_all(
+    items: Iterable[Any],
+    state: Any,
+    step: Callable[[Any, Any], tuple[Any, list[Any]]],
+    end: Callable[[Any], list[Any]],
+) -> ModelResponse:
+    """Decode ``items`` with a pure stream decoder and fold the events into the response."""
+    folded = StreamState()
+    for item in items:
+        state, out = step(state, item)
+        for event in out:
+            folded = fold_stream(folded, event)
+    for event in end(state):
+        folded = fold_stream(folded, event)
+    return finish_stream(folded, str)
 
 
 def compare(prefix: str, repeats: int = 20) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -55,15 +54,6 @@ OK_GEMINI = {
     ],
     "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1},
 }
-
-
-@pytest.fixture
-def opened() -> Iterator[list[Any]]:
-    """Models made by a test, closed after it."""
-    models: list[Any] = []
-    yield models
-    for made in models:
-        made.close()
 
 
 def gemini(server: ScriptedServer, opened: list[Any], **options: Any) -> Any:
