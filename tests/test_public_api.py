@@ -79,6 +79,7 @@ TOP = {
     "ModelConfigError",
     "NotFoundError",
     "OutputValidationError",
+    "MalformedResponseError",
     "ProviderError",
     "RateLimitError",
     "RunError",

@@ -14,6 +14,7 @@ from toolfold._errors import (
     BadRequestError,
     InvalidEventError,
     InvalidTransitionError,
+    MalformedResponseError,
     ModelConfigError,
     NotFoundError,
     OutputValidationError,
@@ -83,7 +84,8 @@ from toolfold.toolkit import (
 
 
 def _load_adapters() -> None:
-    import toolfold.adapters  # noqa: F401  (adapters register their providers on import)
+    import toolfold.adapters  # adapters register their providers on import
+    import toolfold.local  # noqa: F401  (registers local:, above the adapters)
 
 
 # Names served from toolfold.adapters on first access, so `import toolfold` stays light.
@@ -136,6 +138,7 @@ __all__ = [
     "ImagePart",
     "InvalidEventError",
     "InvalidTransitionError",
+    "MalformedResponseError",
     "Message",
     "Model",
     "ModelConfigError",

@@ -28,7 +28,8 @@ chained with ``raise ... from exc``::
         ├── ServerError            5xx
         ├── ProviderConnectionError  the connection could not be made or was lost
         ├── ProviderTimeoutError   connect, read or total timeout
-        └── StreamError            a stream broke or reported an error in-band
+        ├── StreamError            a stream broke or reported an error in-band
+        └── MalformedResponseError a body or stream event toolfold cannot read (with ``path``)
 
 Where an error means what a builtin exception means, it subclasses that builtin
 too, so ``except ValueError`` or ``except TimeoutError`` catches it:
@@ -327,3 +328,21 @@ class ProviderTimeoutError(ProviderError, TimeoutError):
 
 class StreamError(ProviderError):
     """A stream was cut short or reported an error in-band after HTTP 200."""
+
+
+class MalformedResponseError(ProviderError):
+    """The provider answered with JSON toolfold cannot read: the provider's fault.
+
+    A field of the wrong type (``{"choices": 8}``, a call id that is a list),
+    NaN or Infinity, or nesting too deep to be an answer. ``body`` holds the
+    raw body (or stream event) with the key scrubbed.
+
+    Attributes:
+        path: The JSON path of the bad field, e.g. ``$.choices[0].message.tool_calls``.
+        problem: What is wrong there, e.g. ``expected an array, got object``.
+    """
+
+    def __init__(self, message: str, *, path: str = "$", problem: str = "", **kwargs: Any) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(message, **kwargs)

@@ -11,7 +11,6 @@ with another shape passes its own parser to the transport.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +30,7 @@ from toolfold._errors import (
     ToolUseFailedError,
 )
 from toolfold.adapters._http._retry import retry_after_seconds
+from toolfold.adapters._wire import encodable, loads
 
 
 @attrs.frozen
@@ -60,18 +60,31 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
 def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> ErrorInfo:
-    """Read a provider error body (any of the shapes in providers.md); never raises."""
+    """Read a provider error body (any of the shapes in providers.md); never raises.
+
+    A body that is not strict JSON (NaN, nesting deeper than the interpreter
+    reads) or whose fields have unexpected types still gives an `ErrorInfo`:
+    the fields that could be read, or the start of the text as the message.
+    """
+    fallback = ErrorInfo(message=encodable(body.strip()[:500]) or None)
     try:
-        data: Any = json.loads(body) if body else None
+        data: Any = loads(body) if body else None
     except ValueError:
-        return ErrorInfo(message=body.strip()[:500] or None)
+        return fallback
     if isinstance(data, list) and data and isinstance(data[0], Mapping):
         data = data[0]  # Gemini sometimes wraps the error object in a list
     if not isinstance(data, Mapping):
-        return ErrorInfo(message=body.strip()[:500] or None)
+        return fallback
+    try:
+        return _error_info(data)
+    except RecursionError:
+        return fallback
+
+
+def _error_info(data: Mapping[str, Any]) -> ErrorInfo:
     error = data.get("error")
     if isinstance(error, str):
-        return ErrorInfo(message=error, type=_text(data.get("type")))
+        return ErrorInfo(message=encodable(error), type=_text(data.get("type")))
     if not isinstance(error, Mapping):
         error = data  # Mistral and old vLLM: the fields are at the top level
     return ErrorInfo(
@@ -85,9 +98,12 @@ def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> Erro
 
 
 def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, (Mapping, list)):
-        return None
-    return str(value)
+    # Scalars only: an object or array where a message belongs is left out.
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, (bool, int, float)):
+        return str(value)
+    return None
 
 
 def _details(details: Any) -> list[Mapping[str, Any]]:
@@ -98,8 +114,8 @@ def _details(details: Any) -> list[Mapping[str, Any]]:
 
 def _gemini_retry_delay(details: Any) -> float | None:
     for detail in _details(details):
-        if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
-            match = _DURATION.match(str(detail.get("retryDelay", "")))
+        if (_text(detail.get("@type")) or "").endswith("google.rpc.RetryInfo"):
+            match = _DURATION.match(_text(detail.get("retryDelay")) or "")
             if match:
                 return float(match.group(1))
     return None
@@ -108,9 +124,10 @@ def _gemini_retry_delay(details: Any) -> float | None:
 def _gemini_retryable(details: Any) -> bool | None:
     # A per-day quota does not clear within minutes: retrying it only burns time.
     for detail in _details(details):
-        if str(detail.get("@type", "")).endswith("google.rpc.QuotaFailure"):
+        if (_text(detail.get("@type")) or "").endswith("google.rpc.QuotaFailure"):
             for violation in _details(detail.get("violations")):
-                quota = str(violation.get("quotaId", "")) + str(violation.get("quotaMetric", ""))
+                quota_id = _text(violation.get("quotaId")) or ""
+                quota = quota_id + (_text(violation.get("quotaMetric")) or "")
                 if "PerDay" in quota:
                     return False
     return None
@@ -237,7 +254,7 @@ def inband_error(provider: str, event_name: str | None, data: str) -> StreamErro
     if event_name != "error" and '"error"' not in data:
         return None
     try:
-        payload: Any = json.loads(data)
+        payload: Any = loads(data)
     except ValueError:
         if event_name != "error":
             return None

@@ -49,7 +49,7 @@ from toolfold.adapters._http._http_errors import (
     transport_error,
 )
 from toolfold.adapters._http._json import dumps
-from toolfold.adapters._http._keys import Secret, redact
+from toolfold.adapters._http._keys import Secret, redact, redact_chain
 from toolfold.adapters._http._retry import RetryPolicy, Timeouts
 from toolfold.adapters._http._sse import LineDecoder, SSEDecoder, SSEEvent
 from toolfold.adapters._http._streaming import BytesDecoder, aiter_items, iter_items
@@ -487,7 +487,7 @@ class Transport:
             if content[:1] == b"{" and content[1:2] != b"\x00":
                 return json.loads(content.decode("utf-8", "surrogatepass"))
             return json.loads(content)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             text = self._scrub(content.decode("utf-8", "replace"))
             raise self._scrubbed(
                 ProviderError(
@@ -618,4 +618,5 @@ def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
     failed = getattr(error, "failed_generation", None)
     if isinstance(failed, str):
         error.failed_generation = redact(failed, secrets)  # type: ignore[attr-defined]
+    redact_chain(error, secrets)  # what it was raised from, once chained
     return error

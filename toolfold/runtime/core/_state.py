@@ -6,7 +6,7 @@ same with ten messages as with ten thousand. Only `reduce` makes new states.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -187,15 +187,34 @@ class RunState:
         """True once the run finished or failed."""
         return self.phase in ("finished", "failed")
 
-    def to_json(self) -> str:
-        """The state as JSON text (see `RunState.from_json`)."""
+    def to_json(self, *, key: str | bytes | Sequence[str | bytes] | None = None) -> str:
+        """The state as JSON text (see `RunState.from_json`).
+
+        Args:
+            key: Sign the text with HMAC-SHA256 under this key (the first of a
+                list), for a state that travels through a place you do not
+                control; load it with ``RunState.from_json(text, key=...)``.
+                The key is not stored in the text.
+        """
         from toolfold.runtime.core._serialize import state_to_json
 
-        return state_to_json(self)
+        return state_to_json(self, key)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> RunState:
-        """Load a state written by `to_json`."""
+    def from_json(
+        cls, text: str | bytes, *, key: str | bytes | Sequence[str | bytes] | None = None
+    ) -> RunState:
+        """Load a state written by `to_json`.
+
+        Args:
+            text: The JSON text.
+            key: Require a valid signature made with this key, or with any key
+                of a list (key rotation). Without it a signature is ignored.
+
+        Raises:
+            SerializationError: The text is not a state, or (with ``key``) it
+                is unsigned or its signature does not match (it was edited).
+        """
         from toolfold.runtime.core._serialize import state_from_json
 
-        return state_from_json(text)
+        return state_from_json(text, key)

@@ -8,13 +8,13 @@ at a few microseconds.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
 from toolfold.runtime.core._approval import disposition, disposition_problem
+from toolfold.runtime.core._arguments import argument_problem, decode_arguments
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     ApprovalDenied,
@@ -215,12 +215,10 @@ def _unknown_tool_message(name: str, config: RunConfig) -> str:
 
 
 def _bad_json_message(call: ToolCallPart) -> str:
-    try:
-        value = json.loads(call.arguments_text)
-    except ValueError as exc:
-        position = getattr(exc, "pos", 0)
-        return ArgumentJSONError(call.name, str(exc), position).message_for_model
-    got = type(value).__name__
+    problem = argument_problem(call.arguments_text)
+    if problem is not None:
+        return ArgumentJSONError(call.name, *problem).message_for_model
+    got = type(decode_arguments(call.arguments_text)).__name__
     return ArgumentValidationError(
         call.name, [f"$: expected an object, got {got}"]
     ).message_for_model
