@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
 from toolfold._errors import ModelConfigError, ProviderError
-from toolfold.adapters._codec_model import UNSET, CodecModel, Prepared, transport_options
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
-from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
 from toolfold.adapters.gemini._errors import parse_error, refine
 from toolfold.adapters.gemini._providers import (
     API_KEY_ENV,
@@ -23,7 +22,6 @@ from toolfold.adapters.gemini._request import build_body, compiled_tool, schema_
 from toolfold.adapters.gemini._response import parse_response
 from toolfold.adapters.gemini._stream import (
     DecoderState,
-    JSONArrayDecoder,
     decode_chunk,
     decode_end,
     decode_event,
@@ -34,7 +32,7 @@ from toolfold.runtime.core._stream import StreamEvent
 _STREAM_FORMATS = ("sse", "json")
 
 
-class GeminiModel(CodecModel):
+class GeminiModel(ProviderModel):
     """A Gemini model behind ``POST /v1beta/models/{model}:generateContent``.
 
     Args:
@@ -79,11 +77,13 @@ class GeminiModel(CodecModel):
         if stream_format not in _STREAM_FORMATS:
             raise ModelConfigError(f"stream_format must be 'sse' or 'json', got {stream_format!r}")
         key = resolve_api_key(provider, api_key, env_vars=API_KEY_ENV)
+        self.model_name = model_name
+        self.provider_name = provider
         self.schema_form = schema_form
         self.stream_format = stream_format
-        self._dialect = schema_dialect(model_name, schema_form)
+        self._stream_format = "sse" if stream_format == "sse" else "json-array"
         self._model_path = f"{API_VERSION}/models/{quote(model_name.removeprefix('models/'))}"
-        transport = Transport(
+        self._transport = Transport(
             provider,
             base_url or BASE_URL,
             key,
@@ -96,41 +96,25 @@ class GeminiModel(CodecModel):
             inband_errors=False,  # the codec reads Gemini's error chunks
             **transport_options(timeout, retry),
         )
-        super().__init__(model_name, provider, transport)
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request``, and what encoding dropped or rewrote."""
         return build_body(request, self.model_name, schema_form=self.schema_form)
 
-    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
-        """How each tool of ``request`` is sent: the dialect chosen, the schema, every rewrite."""
-        return [self._compiled(t) for t in request.tools]
-
-    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
-        return compiled_tool(tool, self._dialect)
-
-    def _path(self, body: Mapping[str, Any]) -> str:
-        return f"{self._model_path}:generateContent"
-
-    def _stream_path(self) -> str:
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        if not stream:
+            return f"{self._model_path}:generateContent"
         suffix = "?alt=sse" if self.stream_format == "sse" else ""
         return f"{self._model_path}:streamGenerateContent{suffix}"
 
     def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
         return parse_response(data, self.provider_name)
 
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool, schema_dialect(self.model_name, self.schema_form))
+
     def _refine(self, error: ProviderError) -> ProviderError:
         return refine(error)
-
-    def _open_stream(self, body: dict[str, Any]) -> AsyncIterator[Any]:
-        if self.stream_format == "sse":
-            return self._transport.stream(self._stream_path(), body)
-        return _aobjects(self._transport.stream_bytes(self._stream_path(), body))
-
-    def _open_stream_sync(self, body: dict[str, Any]) -> Iterator[Any]:
-        if self.stream_format == "sse":
-            return self._transport.stream_sync(self._stream_path(), body)
-        return _objects(self._transport.stream_bytes_sync(self._stream_path(), body))
 
     def _stream_start(self) -> DecoderState:
         return DecoderState(self.provider_name)
@@ -138,38 +122,12 @@ class GeminiModel(CodecModel):
     def _stream_step(
         self, state: DecoderState, item: Any
     ) -> tuple[DecoderState, list[StreamEvent]]:
-        if isinstance(item, SSEEvent):
+        if self._stream_format == "sse":
             return decode_event(state, item)
-        return decode_chunk(state, item)  # an element of the streamed JSON array
+        return decode_chunk(state, item)
 
     def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
         return decode_end(state)
-
-
-async def _aobjects(chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
-    decoder = JSONArrayDecoder()
-    try:
-        async for chunk in chunks:
-            for item in decoder.feed(chunk):
-                yield item
-        for item in decoder.close():
-            yield item
-    finally:
-        closer = getattr(chunks, "aclose", None)
-        if closer is not None:
-            await closer()
-
-
-def _objects(chunks: Iterator[bytes]) -> Iterator[Any]:
-    decoder = JSONArrayDecoder()
-    try:
-        for chunk in chunks:
-            yield from decoder.feed(chunk)
-        yield from decoder.close()
-    finally:
-        closer = getattr(chunks, "close", None)
-        if closer is not None:
-            closer()
 
 
 def make_factory(prefix: str) -> Any:

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec_model import Prepared, RequestReport
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters.gemini._providers import (
     GENERATION_SETTINGS,
     SKIP_SIGNATURE,

@@ -5,20 +5,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold.adapters._codec_model import UNSET, CodecModel, Prepared, transport_options
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
-from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
 from toolfold.adapters.openai_responses._providers import API_KEY_ENV, BASE_URL, PATH, PREFIX
 from toolfold.adapters.openai_responses._request import build_body, compiled_tool
 from toolfold.adapters.openai_responses._response import parse_response
-from toolfold.adapters.openai_responses._stream import DecoderState, decode_end, decode_event
+from toolfold.adapters.openai_responses._stream import (
+    DecoderState,
+    decode_end,
+    decode_event,
+)
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 
-class OpenAIResponsesModel(CodecModel):
+class OpenAIResponsesModel(ProviderModel):
     """An OpenAI model behind ``POST /v1/responses``.
 
     The whole conversation is sent on every request; ``previous_response_id`` is
@@ -51,7 +54,9 @@ class OpenAIResponsesModel(CodecModel):
         headers: Mapping[str, str] | None = None,
     ) -> None:
         key = resolve_api_key(PREFIX, api_key, env_vars=API_KEY_ENV)
-        transport = Transport(
+        self.model_name = model_name
+        self.provider_name = PREFIX
+        self._transport = Transport(
             PREFIX,
             base_url or BASE_URL,
             key,
@@ -61,30 +66,25 @@ class OpenAIResponsesModel(CodecModel):
             inband_errors=False,  # the codec reads response.failed and error events
             **transport_options(timeout, retry),
         )
-        super().__init__(model_name, PREFIX, transport)
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request``, and what encoding dropped."""
         return build_body(request, self.model_name, stream=stream)
 
-    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
-        """How each tool of ``request`` is sent: strict or not, the schema, every rewrite."""
-        return [self._compiled(t) for t in request.tools]
-
-    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
-        return compiled_tool(tool)
-
-    def _path(self, body: Mapping[str, Any]) -> str:
+    def _path(self, prepared: Prepared, stream: bool) -> str:
         return PATH
 
     def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
         return parse_response(data, self.provider_name)
 
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool)
+
     def _stream_start(self) -> DecoderState:
         return DecoderState(self.provider_name)
 
     def _stream_step(
-        self, state: DecoderState, item: SSEEvent
+        self, state: DecoderState, item: Any
     ) -> tuple[DecoderState, list[StreamEvent]]:
         return decode_event(state, item)
 

@@ -24,8 +24,8 @@ import base64
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec_model import Prepared, RequestReport
 from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters.openai_responses._providers import (
     ENCRYPTED_REASONING,
     PREFIX,
