@@ -9,7 +9,6 @@ source counts its holders and only the last one closes it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from typing import Any, Protocol, runtime_checkable
@@ -68,6 +67,8 @@ def opened(sources: Sequence[ToolSource]) -> Iterator[list[Tool[..., Any]]]:
 @asynccontextmanager
 async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[..., Any]]]:
     """`opened` for async runs: opening and closing happen off the event loop."""
+    import asyncio  # here, so that blocking runs never import asyncio
+
     done: list[ToolSource] = []
     try:
         listed: list[Tool[..., Any]] = []
