@@ -267,6 +267,12 @@ def _failure(exc: BaseException, *, streaming: bool = False) -> Callable[[], Non
     return trigger
 
 
+def _malformed_answer() -> None:
+    from toolfold.adapters.anthropic import parse_response
+
+    parse_response({"content": [{"type": "tool_use", "id": "t", "name": "f", "input": "{}"}]})
+
+
 _TOOL_USE_FAILED = (
     '{"error": {"message": "Failed to call a function", "type": "invalid_request_error",'
     ' "code": "tool_use_failed", "failed_generation": "<function=x>"}}'
@@ -314,6 +320,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "any other HTTP status (402, 409...)": _status(409),
     "a connection refused or reset, DNS or TLS failure": _failure(ConnectionRefusedError()),
     "a stream cut before its end": _failure(ConnectionResetError(), streaming=True),
+    "a provider answer with a field of the wrong type (a non-object tool input, a negative "
+    "count, a NaN)": _malformed_answer,
 }
 
 
