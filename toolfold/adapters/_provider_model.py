@@ -23,7 +23,7 @@ import attrs
 
 from toolfold._errors import ProviderError
 from toolfold.adapters._http._transport import Transport
-from toolfold.runtime.core._request import ModelRequest
+from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 
 _log = logging.getLogger("toolfold.adapters")
@@ -75,8 +75,9 @@ class ProviderModel:
     """Base of the native models: a codec on the shared `Transport`.
 
     Subclasses set ``provider_name`` and ``_transport`` and implement `prepare`,
-    `_parse` (a whole response body) and `_stream_state` / `_decode` /
-    `_decode_end` (the pure stream decoder).
+    `_path` (or `_route`), `_parse` (a whole response body, into the
+    `ModelResponse` that `request` / `request_sync` return) and ``stream`` /
+    ``stream_sync`` over `decode_stream` with their pure stream decoder.
     """
 
     model_name: str
@@ -161,6 +162,16 @@ class ProviderModel:
             if failed is exc:
                 raise
             raise failed from exc
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """One response, asynchronously."""
+        response: ModelResponse = await self.request_json(request)
+        return response
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        """One response, blocking."""
+        response: ModelResponse = self.request_json_sync(request)
+        return response
 
     async def decode_stream(
         self,

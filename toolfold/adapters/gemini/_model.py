@@ -125,16 +125,6 @@ class GeminiModel(ProviderModel):
     def _refine(self, error: ProviderError) -> ProviderError:
         return refine(error)
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """One response, asynchronously."""
-        response: ModelResponse = await self.request_json(request)
-        return response
-
-    def request_sync(self, request: ModelRequest) -> ModelResponse:
-        """One response, blocking."""
-        response: ModelResponse = self.request_json_sync(request)
-        return response
-
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
         state = DecoderState(self.provider_name)

@@ -82,16 +82,6 @@ class OllamaModel(ProviderModel):
     def _parse(self, data: Any) -> ModelResponse:
         return parse_response(as_object(data, self.provider_name))
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """One response, asynchronously."""
-        response: ModelResponse = await self.request_json(request)
-        return response
-
-    def request_sync(self, request: ModelRequest) -> ModelResponse:
-        """One response, blocking."""
-        response: ModelResponse = self.request_json_sync(request)
-        return response
-
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
         lines = self._transport.stream_lines(_PATH, self._send_body(request, True))

@@ -88,16 +88,6 @@ class OpenAIResponsesModel(ProviderModel):
     def _parse(self, data: Any) -> ModelResponse:
         return parse_response(as_object(data, self.provider_name), self.provider_name)
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """One response, asynchronously."""
-        response: ModelResponse = await self.request_json(request)
-        return response
-
-    def request_sync(self, request: ModelRequest) -> ModelResponse:
-        """One response, blocking."""
-        response: ModelResponse = self.request_json_sync(request)
-        return response
-
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
         events = self._transport.stream(PATH, self._send_body(request, True))
