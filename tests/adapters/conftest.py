@@ -25,7 +25,7 @@ def http_server() -> Iterator[ScriptedServer]:
 
 @pytest.fixture
 def opened() -> Iterator[list[Any]]:
-    """Models made by a test, closed after it (their HTTP clients hold sockets)."""
+    """Models (and clients) made by a test, closed after it: they hold sockets."""
     models: list[Any] = []
     yield models
     for made in models:

@@ -15,7 +15,6 @@ from toolfold.adapters.anthropic import (
     AnthropicModel,
     build_body,
     is_beta,
-    prepare,
 )
 from toolfold.runtime import (
     FilePart,
@@ -123,15 +122,6 @@ def test_thinking_goes_back_unchanged_and_foreign_reasoning_is_left_out() -> Non
         {"type": "redacted_thinking", "data": "ENCRYPTED=="},
     ]
     assert len(sent["messages"][1]["content"]) == 3
-    report = prepare(
-        ModelRequest((Message.user("Weather?"), Message("assistant", parts))), "claude-test"
-    ).report
-    assert report.notes == (
-        "messages[1]: reasoning left out: it comes from gemini, and Anthropic only takes back "
-        "its own signed thinking",
-        "messages[1]: reasoning left out: it is unsigned, and Anthropic only takes back its own "
-        "signed thinking",
-    )
 
 
 def test_images_and_documents() -> None:
@@ -257,11 +247,13 @@ def test_strict_tools_and_output_use_the_beta_endpoint_with_its_header() -> None
     model = AnthropicModel(
         "claude-test", api_key="k" * 20, headers={"anthropic-beta": "files-api-2025-04-14"}
     )
-    assert model._route(sent, False) == (
-        "v1/messages?beta=true",
-        {"anthropic-beta": f"files-api-2025-04-14,{STRICT_BETA}"},
-    )
-    assert model._route(body(Message.user("x")), True) == ("v1/messages", None)
+    strict_request = ModelRequest(messages=(Message.user("x"),), tools=(strict,))
+    prepared = model.prepare(strict_request)
+    assert model._path(prepared, False) == "v1/messages?beta=true"
+    assert prepared.headers == {"anthropic-beta": f"files-api-2025-04-14,{STRICT_BETA}"}
+    plain = model.prepare(ModelRequest(messages=(Message.user("x"),)))
+    assert plain.headers is None
+    assert model._path(plain, False) == "v1/messages"
 
 
 def test_a_strict_tool_outside_the_subset_is_a_schema_error() -> None:

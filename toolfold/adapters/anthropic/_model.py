@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
+
+import attrs
 
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
@@ -13,7 +15,6 @@ from toolfold.adapters._provider_model import (
     UNSET,
     Prepared,
     ProviderModel,
-    as_object,
     transport_options,
 )
 from toolfold.adapters.anthropic._errors import parse_error
@@ -21,7 +22,7 @@ from toolfold.adapters.anthropic._provider import API_KEY_ENV, API_VERSION, BASE
 from toolfold.adapters.anthropic._request import compiled_tool, is_beta, prepare
 from toolfold.adapters.anthropic._response import parse_response
 from toolfold.adapters.anthropic._stream import DecoderState, decode_end, decode_event
-from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 _PATH = "v1/messages"
@@ -74,50 +75,41 @@ class AnthropicModel(ProviderModel):
             inband_errors=False,  # the codec maps them, with the error type as code
             **transport_options(timeout, retry),
         )
-        given = {k.lower(): v for k, v in (headers or {}).items()}.get("anthropic-beta", "")
-        betas = [b.strip() for b in given.split(",") if b.strip()]
+        extra = {k.lower(): v for k, v in (headers or {}).items()}
+        betas = [b.strip() for b in extra.get("anthropic-beta", "").split(",") if b.strip()]
         if STRICT_BETA not in betas:
             betas.append(STRICT_BETA)
         self._beta_headers = {"anthropic-beta": ",".join(betas)}
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
-        """The body this model sends for ``request``, and the reasoning it left out."""
-        return prepare(request, self.model_name, stream=stream)
+        """The body for ``request``, the reasoning it left out, and the beta header strict tools need."""
+        prepared = prepare(request, self.model_name, stream=stream)
+        if not is_beta(prepared.body):
+            return prepared
+        return attrs.evolve(prepared, headers=self._beta_headers)
 
-    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
-        """The compilation of each tool this model sends (schema, mode, rewrites)."""
-        return [compiled_tool(t) for t in request.tools]
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        return f"{_PATH}?beta=true" if prepared.headers else _PATH
 
-    def _route(self, body: Mapping[str, Any], stream: bool) -> tuple[str, Mapping[str, str] | None]:
-        if is_beta(body):
-            return f"{_PATH}?beta=true", self._beta_headers
-        return _PATH, None
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        return parse_response(data)
 
-    def _parse(self, data: Any) -> ModelResponse:
-        return parse_response(as_object(data, self.provider_name))
+    def _stream_start(self) -> DecoderState:
+        return DecoderState()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """The response as neutral stream events, asynchronously."""
-        body = self._send_body(request, True)
-        path, headers = self._route(body, True)
-        events = self._transport.stream(path, body, headers=headers)
-        async for event in self.decode_stream(events, DecoderState(), _decode, decode_end, _done):
-            yield event
+    def _stream_step(
+        self, state: DecoderState, item: SSEEvent
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        return decode_event(state, item.data, item.event)
 
-    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        """The response as neutral stream events, blocking."""
-        body = self._send_body(request, True)
-        path, headers = self._route(body, True)
-        events = self._transport.stream_sync(path, body, headers=headers)
-        yield from self.decode_stream_sync(events, DecoderState(), _decode, decode_end, _done)
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
 
+    def _stream_done(self, state: DecoderState) -> bool:
+        return state.done
 
-def _decode(state: DecoderState, item: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
-    return decode_event(state, item.data, item.event)
-
-
-def _done(state: DecoderState) -> bool:
-    return state.done
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool)
 
 
 def anthropic_model(model_name: str, **options: Any) -> AnthropicModel:

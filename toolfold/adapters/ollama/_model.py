@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
@@ -12,14 +12,14 @@ from toolfold.adapters._provider_model import (
     UNSET,
     Prepared,
     ProviderModel,
-    as_object,
+    RequestReport,
     transport_options,
 )
 from toolfold.adapters.ollama._provider import API_KEY_ENV, host_from_env
-from toolfold.adapters.ollama._request import compiled_tool, prepare
+from toolfold.adapters.ollama._request import build_body, compiled_tool
 from toolfold.adapters.ollama._response import parse_response
 from toolfold.adapters.ollama._stream import DecoderState, decode_end, decode_line
-from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 _PATH = "api/chat"
@@ -41,6 +41,8 @@ class OllamaModel(ProviderModel):
         retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
         headers: Extra headers for every request.
     """
+
+    _stream_format = "lines"
 
     def __init__(
         self,
@@ -69,35 +71,33 @@ class OllamaModel(ProviderModel):
         )
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
-        """The body this model sends for ``request``, and the reasoning it left out."""
-        return prepare(request, self.model_name, stream=stream)
+        """The body this model sends for ``request``."""
+        return Prepared(
+            build_body(request, self.model_name, stream=stream), RequestReport("ollama")
+        )
 
-    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
-        """The compilation of each tool this model sends (schema, rewrites)."""
-        return [compiled_tool(t) for t in request.tools]
-
-    def _path(self, stream: bool) -> str:
+    def _path(self, prepared: Prepared, stream: bool) -> str:
         return _PATH
 
-    def _parse(self, data: Any) -> ModelResponse:
-        return parse_response(as_object(data, self.provider_name))
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        return parse_response(data)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """The response as neutral stream events, asynchronously."""
-        lines = self._transport.stream_lines(_PATH, self._send_body(request, True))
-        async for event in self.decode_stream(
-            lines, DecoderState(), decode_line, decode_end, _done
-        ):
-            yield event
+    def _stream_start(self) -> DecoderState:
+        return DecoderState()
 
-    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        """The response as neutral stream events, blocking."""
-        lines = self._transport.stream_lines_sync(_PATH, self._send_body(request, True))
-        yield from self.decode_stream_sync(lines, DecoderState(), decode_line, decode_end, _done)
+    def _stream_step(
+        self, state: DecoderState, item: str
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        return decode_line(state, item)
 
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
 
-def _done(state: DecoderState) -> bool:
-    return state.done
+    def _stream_done(self, state: DecoderState) -> bool:
+        return state.done
+
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool)
 
 
 def ollama_model(model_name: str, **options: Any) -> OllamaModel:
