@@ -1,11 +1,13 @@
-"""The fake OpenAI server of ``fake_openai_server.py``, also speaking Gemini and OpenAI Responses.
+"""A fast fake Anthropic Messages and Ollama ``/api/chat`` server, run as its own process for benchmarks.
 
     .venv/bin/python bench/fake_native_server.py [--port 0]
 
-Same script (call the first tool with ``{"a": n, "b": 1}`` until the model's
-step count is reached, then answer in text; ``fake-10`` = 10 tool steps) on
-three paths, non-streamed: ``.../chat/completions``, ``.../responses`` and
-``/v1beta/models/<model>:generateContent``.
+Prints ``READY <port>`` once listening. Scripts the same sequential tool loop
+as ``fake_openai_server.py`` (the model name ``fake-N`` gives N tool steps):
+``POST /v1/messages`` answers like Anthropic (SSE events when streamed, the
+arguments in two ``input_json_delta`` fragments), ``POST /api/chat`` like
+Ollama (NDJSON when streamed, the call whole). Reuses that server's asyncio
+protocol; only the answers differ.
 """
 
 from __future__ import annotations
@@ -13,80 +15,139 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import fake_openai_server as chat
+import fake_openai_server as base
 
-_USAGE_GEMINI = {"promptTokenCount": 20, "candidatesTokenCount": 5, "totalTokenCount": 25}
-_USAGE_RESPONSES = {"input_tokens": 20, "output_tokens": 5, "total_tokens": 25}
-
-
-def _steps(model: str) -> int:
-    tail = model.rpartition("-")[2]
-    return int(tail) if model.startswith("fake-") and tail.isdigit() else 10
+_USAGE = {"input_tokens": 20, "output_tokens": 5}
 
 
-def gemini(model: str, request: dict[str, Any]) -> bytes:
-    """A ``GenerateContentResponse``: a call while steps remain, then text."""
-    done = sum(1 for c in request["contents"] for p in c["parts"] if "functionResponse" in p)
-    if done < _steps(model):
-        name = request["tools"][0]["functionDeclarations"][0]["name"]
-        part: dict[str, Any] = {"functionCall": {"name": name, "args": {"a": done, "b": 1}}}
+def decide(request: dict[str, Any], *, ollama: bool) -> tuple[str | None, str, str]:
+    """(tool name or None for the final text, call id, arguments or text)."""
+    messages = request.get("messages") or []
+    if ollama:
+        done = sum(1 for m in messages if m.get("role") == "tool")
     else:
-        part = {"text": f"Finished after {done} tool calls."}
-    body = {
-        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}],
-        "usageMetadata": _USAGE_GEMINI,
-        "modelVersion": model,
-        "responseId": f"fake-{done}",
-    }
-    return json.dumps(body).encode()
+        done = sum(
+            1
+            for m in messages
+            if m.get("role") == "user" and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        )
+    if done < base._steps(str(request.get("model", ""))):
+        tools = request.get("tools") or []
+        name = (tools[0]["function"]["name"] if ollama else tools[0]["name"]) if tools else "add"
+        return name, f"toolu_{done}", json.dumps({"a": done, "b": 1})
+    return None, "", f"Finished after {done} tool calls."
 
 
-def responses(request: dict[str, Any]) -> bytes:
-    """A Responses ``Response``: a function_call item while steps remain, then a message."""
-    done = sum(1 for i in request["input"] if i.get("type") == "function_call_output")
-    if done < _steps(str(request.get("model", ""))):
-        item: dict[str, Any] = {
-            "type": "function_call",
-            "id": f"fc_{done}",
-            "call_id": f"call_{done}",
-            "name": request["tools"][0]["name"],
-            "arguments": json.dumps({"a": done, "b": 1}),
-            "status": "completed",
-        }
+def anthropic_message(request: dict[str, Any]) -> dict[str, Any]:
+    """A non-streamed Messages answer."""
+    name, call_id, payload = decide(request, ollama=False)
+    if name is None:
+        content: list[dict[str, Any]] = [{"type": "text", "text": payload}]
     else:
-        text = f"Finished after {done} tool calls."
-        item = {
-            "type": "message",
-            "id": "msg_1",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}],
-        }
-    body = {
-        "id": f"resp_{done}",
-        "object": "response",
-        "status": "completed",
-        "model": request.get("model"),
-        "output": [item],
-        "usage": _USAGE_RESPONSES,
+        content = [{"type": "tool_use", "id": call_id, "name": name, "input": json.loads(payload)}]
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", "fake"),
+        "content": content,
+        "stop_reason": "end_turn" if name is None else "tool_use",
+        "stop_sequence": None,
+        "usage": _USAGE,
     }
-    return json.dumps(body).encode()
 
 
-class _Connection(chat._Connection):
+def anthropic_events(request: dict[str, Any]) -> list[bytes]:
+    """The same answer as Anthropic SSE events."""
+    message = anthropic_message(request)
+
+    def event(kind: str, **data: Any) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+    out = [event("message_start", message={**message, "content": [], "stop_reason": None})]
+    block = message["content"][0]
+    if block["type"] == "text":
+        out.append(
+            event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+        )
+        for word in block["text"].split(" "):
+            delta = {"type": "text_delta", "text": word + " "}
+            out.append(event("content_block_delta", index=0, delta=delta))
+    else:
+        out.append(event("content_block_start", index=0, content_block={**block, "input": {}}))
+        arguments = json.dumps(block["input"])
+        half = len(arguments) // 2
+        for piece in (arguments[:half], arguments[half:]):
+            delta = {"type": "input_json_delta", "partial_json": piece}
+            out.append(event("content_block_delta", index=0, delta=delta))
+    out.append(event("content_block_stop", index=0))
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    out.append(event("message_delta", delta=delta, usage={"output_tokens": 5}))
+    out.append(event("message_stop"))
+    return out
+
+
+def ollama_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """A non-streamed ``/api/chat`` answer."""
+    name, _, payload = decide(request, ollama=True)
+    message: dict[str, Any] = {"role": "assistant", "content": ""}
+    if name is None:
+        message["content"] = payload
+    else:
+        message["tool_calls"] = [{"function": {"name": name, "arguments": json.loads(payload)}}]
+    return {
+        "model": request.get("model", "fake"),
+        "created_at": "2026-01-01T00:00:00Z",
+        "message": message,
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": 20,
+        "eval_count": 5,
+    }
+
+
+def ollama_lines(request: dict[str, Any]) -> list[bytes]:
+    """The same answer as NDJSON lines: content in words, the call whole, then the done line."""
+    answer = ollama_answer(request)
+    message = answer["message"]
+    lines = []
+    head = {"model": answer["model"], "created_at": answer["created_at"], "done": False}
+    if message["content"]:
+        for word in message["content"].split(" "):
+            lines.append({**head, "message": {"role": "assistant", "content": word + " "}})
+    else:
+        lines.append({**head, "message": message})
+    lines.append({**answer, "message": {"role": "assistant", "content": ""}})
+    return [(json.dumps(line) + "\n").encode() for line in lines]
+
+
+_HEAD_NDJSON = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+
+
+class _Connection(base._Connection):
     def respond(self, path: str, body: bytes) -> None:
         assert self.transport is not None
-        path = path.split("?")[0]
-        if path.endswith(":generateContent"):
-            model = path.rpartition("/")[2].split(":")[0]
-            payload = gemini(model, json.loads(body))
-        elif path.endswith("/responses"):
-            payload = responses(json.loads(body))
-        else:
-            super().respond(path, body)
+        route = path.split("?")[0]
+        if not route.endswith(("v1/messages", "api/chat")):
+            self.transport.write(base._NOT_FOUND)
             return
-        self.transport.write(chat._HEAD_JSON % len(payload) + payload)
+        request = json.loads(body)
+        ollama = route.endswith("api/chat")
+        if request.get("stream"):
+            pieces = ollama_lines(request) if ollama else anthropic_events(request)
+            parts = [_HEAD_NDJSON if ollama else base._HEAD_SSE]
+            parts += [b"%x\r\n%s\r\n" % (len(p), p) for p in pieces]
+            parts.append(b"0\r\n\r\n")
+            self.transport.write(b"".join(parts))
+        else:
+            answer = ollama_answer(request) if ollama else anthropic_message(request)
+            payload = json.dumps(answer).encode()
+            self.transport.write(base._HEAD_JSON % len(payload) + payload)
 
 
 if __name__ == "__main__":
-    chat.main(_Connection, __doc__)
+    base.main(_Connection, __doc__)

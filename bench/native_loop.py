@@ -1,7 +1,7 @@
 """The 10-step tool loop over 127.0.0.1 for a native provider, next to Chat Completions.
 
 Used by ``bench_gemini.py`` and ``bench_responses.py``: starts
-``fake_native_server.py`` in its own process, runs ``generate_text`` for 10 tool
+``fake_gemini_responses_server.py`` in its own process, runs ``generate_text`` for 10 tool
 steps (11 HTTP exchanges) with the Chat Completions model and with the given
 one, and prints both best-of-N times and their ratio (target: within 1.2x).
 """
@@ -57,7 +57,7 @@ def fold_all(
 def compare(prefix: str, repeats: int = 20) -> None:
     """Print the 10-step loop time for ``prefix`` models and for ``openai`` Chat Completions."""
     server = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("fake_native_server.py"))],
+        [sys.executable, str(Path(__file__).with_name("fake_gemini_responses_server.py"))],
         stdout=subprocess.PIPE,
         text=True,
     )
