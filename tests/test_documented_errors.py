@@ -267,6 +267,12 @@ def _failure(exc: BaseException, *, streaming: bool = False) -> Callable[[], Non
     return trigger
 
 
+def _unreadable_answer() -> None:
+    from toolfold.adapters.openai_chat import parse_response
+
+    parse_response({"choices": 8}, "openai")
+
+
 _TOOL_USE_FAILED = (
     '{"error": {"message": "Failed to call a function", "type": "invalid_request_error",'
     ' "code": "tool_use_failed", "failed_generation": "<function=x>"}}'
@@ -314,6 +320,7 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "any other HTTP status (402, 409...)": _status(409),
     "a connection refused or reset, DNS or TLS failure": _failure(ConnectionRefusedError()),
     "a stream cut before its end": _failure(ConnectionResetError(), streaming=True),
+    'a provider answer with a field of the wrong type (`{"choices": 8}`)': _unreadable_answer,
 }
 
 
@@ -346,6 +353,19 @@ def test_other_pages_name_only_tabled_errors() -> None:
         named = set(re.findall(r"\b([A-Z]\w+Error)\b", page.read_text(encoding="utf-8")))
         missing = (named & errors) - tabled - parents
         assert not missing, f"{page.name} names {sorted(missing)}"
+
+
+def test_every_public_error_is_tabled() -> None:
+    """Each error class toolfold exports (parents aside) has a row, so its raise is tested."""
+    tabled = set(documented().values())
+    parents = {"ToolfoldError", "RunError", "ToolArgumentError", "InvalidTransitionError"}
+    errors = {
+        name
+        for name in toolfold.__all__
+        if isinstance(getattr(toolfold, name), type)
+        and issubclass(getattr(toolfold, name), toolfold.ToolfoldError)
+    }
+    assert errors - parents - tabled == set()
 
 
 def test_builtins_catch_their_lookalikes() -> None:
