@@ -137,6 +137,19 @@ def _resume_without_tools() -> None:
     resume(first.state, model=ScriptedModel(["done"]), tools=[])
 
 
+def _resume_at_max_steps() -> None:
+    model = ScriptedModel([call("_add", {"a": 1, "b": 2})] * 3)
+    first = generate_text(model, "go", tools=[_add], max_steps=2)
+    with pytest.raises(toolfold.UsageError):
+        resume(first.state, model=model, tools=[_add], max_steps=1)
+    resume(first.state, model=model, tools=[_add])
+
+
+def _resume_with_other_options() -> None:
+    agent, first = _waiting()
+    agent.evolve(instructions="Be terse.").resume(first.state)
+
+
 def _cleared_call_now_needs_approval() -> None:
     def wipe(path: str) -> str:
         """Wipe (v1)."""
@@ -239,6 +252,21 @@ def _damaged_document() -> None:
     RunState.from_json('{"phase": 3}')
 
 
+def _unsigned_document() -> None:
+    state = generate_text(ScriptedModel(["hi"]), "go").state
+    RunState.from_json(state.to_json(), key="signing-key")
+
+
+def _empty_signing_key() -> None:
+    generate_text(ScriptedModel(["hi"]), "go").state.to_json(key="")
+
+
+def _malformed_body() -> None:
+    from toolfold.adapters.openai_chat import parse_response
+
+    parse_response({"choices": 8}, "openai")
+
+
 def _unknown_provider() -> None:
     toolfold.model("nope:some-model")
 
@@ -267,12 +295,6 @@ def _failure(exc: BaseException, *, streaming: bool = False) -> Callable[[], Non
     return trigger
 
 
-def _unreadable_answer() -> None:
-    from toolfold.adapters.openai_chat import parse_response
-
-    parse_response({"choices": 8}, "openai")
-
-
 _TOOL_USE_FAILED = (
     '{"error": {"message": "Failed to call a function", "type": "invalid_request_error",'
     ' "code": "tool_use_failed", "failed_generation": "<function=x>"}}'
@@ -292,6 +314,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "a message dict whose role is not system, user or assistant": _bad_role,
     "an approval that is not `True`, `False` or `Denied(reason)`": _bad_approval,
     "resuming without the tools the state names": _resume_without_tools,
+    "resuming a run stopped at `max_steps` without a larger `max_steps` or a `message`, "
+    "or with a `max_steps` below the calls its turn made": _resume_at_max_steps,
+    "resuming with an `Agent` whose stored options (instructions, settings...) "
+    "differ from the run's": _resume_with_other_options,
     "resuming a call cleared to run with a tool that now requires approval": (
         _cleared_call_now_needs_approval
     ),
@@ -308,6 +334,12 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "an event the run's phase does not allow": _phase_forbids,
     "an event that contradicts the state (an unknown call id)": _contradicting_event,
     "`RunState.from_json` on a damaged or edited document": _damaged_document,
+    "`RunState.from_json(text, key=...)` on an unsigned state or one whose signature does not match": (
+        _unsigned_document
+    ),
+    "`to_json(key=...)` / `from_json(..., key=...)` with an empty key or an empty key list": (
+        _empty_signing_key
+    ),
     "a model string with an unknown provider": _unknown_provider,
     "a provider's API key missing from the environment": _missing_key,
     "HTTP 400, 413 or 422": _status(422),
@@ -320,7 +352,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "any other HTTP status (402, 409...)": _status(409),
     "a connection refused or reset, DNS or TLS failure": _failure(ConnectionRefusedError()),
     "a stream cut before its end": _failure(ConnectionResetError(), streaming=True),
-    'a provider answer with a field of the wrong type (`{"choices": 8}`)': _unreadable_answer,
+    "a 200 body or stream event with a field of the wrong type, NaN or nesting too deep": (
+        _malformed_body
+    ),
 }
 
 

@@ -148,6 +148,7 @@ RUNTIME = {
     "RunStarted",
     "RunState",
     "RunTools",
+    "StepLimitChanged",
     "StopRequested",
     "TRANSITIONS",
     "ToolInvocation",

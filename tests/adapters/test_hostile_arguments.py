@@ -54,14 +54,12 @@ class Server:
         return Reply(body=body, headers={"content-type": "application/json"})
 
 
-@pytest.fixture
-def opened() -> Iterator[list[Any]]:
-    """Models made by a test, closed after it (their HTTP clients hold sockets)."""
-    models: list[Any] = []
-    yield models
+@pytest.fixture(autouse=True)
+def _forget() -> Iterator[None]:
+    """Each test starts with no tool call seen."""
     SEEN.clear()
-    for made in models:
-        made.close()
+    yield
+    SEEN.clear()
 
 
 def _model(server: ScriptedServer, opened: list[Any]) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -180,15 +179,6 @@ def test_error_bodies_never_raise(body: str) -> None:
         if text is not None:
             text.encode("utf-8")
     assert inband_error("groq", "error", body) is not None
-
-
-@pytest.fixture
-def opened() -> Iterator[list[Any]]:
-    """Models made by a test, closed after it (their HTTP clients hold sockets)."""
-    models: list[Any] = []
-    yield models
-    for made in models:
-        made.close()
 
 
 def _model(server: ScriptedServer, opened: list[Any]) -> Any:

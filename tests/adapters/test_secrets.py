@@ -6,7 +6,6 @@ import json
 import logging
 import socket
 import traceback
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -53,15 +52,6 @@ def _assert_hidden(error: BaseException) -> None:
     state = getattr(error, "state", None)
     if state is not None:
         assert KEY not in state.to_json()
-
-
-@pytest.fixture
-def opened() -> Iterator[list[Any]]:
-    """Models made by a test, closed after it (their HTTP clients hold sockets)."""
-    models: list[Any] = []
-    yield models
-    for made in models:
-        made.close()
 
 
 def _model(url: str, opened: list[Any], client: Any = None) -> Any:

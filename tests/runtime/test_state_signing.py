@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from toolfold import Agent, RunState, SerializationError, tool
+from toolfold import Agent, RunState, SerializationError, UsageError, tool
 from toolfold.runtime import ApprovalGranted, reduce
 from toolfold.testing import ScriptedModel
 
@@ -109,9 +109,9 @@ def test_key_rotation_signs_with_the_first_and_accepts_any() -> None:
 def test_a_wrong_key_argument_is_a_clear_error() -> None:
     """An empty key or an empty key list is refused before anything is signed or loaded."""
     _, state = _waiting()
-    with pytest.raises(ValueError, match="must not be empty"):
+    with pytest.raises(UsageError, match="must not be empty"):
         state.to_json(key="")
-    with pytest.raises(ValueError, match="no key"):
+    with pytest.raises(UsageError, match="no key"):
         RunState.from_json(state.to_json(key=KEY), key=[])
-    with pytest.raises(TypeError, match="str or bytes"):
+    with pytest.raises(UsageError, match="str or bytes"):
         state.to_json(key=[3])  # type: ignore[list-item]

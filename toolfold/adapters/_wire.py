@@ -31,10 +31,15 @@ from types import MappingProxyType
 from typing import Any
 
 from toolfold._errors import MalformedResponseError
+from toolfold.toolkit._problems import json_kind
 
 #: Deeper nesting than this in a value toolfold keeps (extra provider fields)
 #: is refused: no answer needs it, and deep values break recursion later.
 MAX_DEPTH = 64
+
+
+kind = json_kind
+"""The JSON name of a decoded value's type (``object``, ``array``, ``string``...)."""
 
 
 class WireError(ValueError):
@@ -49,23 +54,6 @@ class WireError(ValueError):
         self.path = path
         self.problem = problem
         super().__init__(f"{problem} @ {path}")
-
-
-def kind(value: Any) -> str:
-    """The JSON name of a decoded value's type: ``object``, ``array``, ``string``..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return type(value).__name__
 
 
 def path(at: str, key: str | int) -> str:

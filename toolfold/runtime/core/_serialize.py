@@ -21,7 +21,7 @@ import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.v import format_exception
 
-from toolfold._errors import InvalidEventError, SerializationError
+from toolfold._errors import InvalidEventError, SerializationError, UsageError
 from toolfold.runtime.core import _state
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
 from toolfold.runtime.core._events import EVENT_TYPES, Event
@@ -245,14 +245,14 @@ def state_from_json(
 def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
     listed = [key] if isinstance(key, (str, bytes)) else list(key)
     if not listed:
-        raise ValueError("key=[] gives no key to sign or check a state with")
+        raise UsageError("key=[] gives no key to sign or check a state with")
     found: list[bytes] = []
     for item in listed:
         if not isinstance(item, (str, bytes)):
-            raise TypeError(f"a signing key is str or bytes, got {type(item).__name__}")
+            raise UsageError(f"a signing key is str or bytes, got {type(item).__name__}")
         raw = item.encode("utf-8") if isinstance(item, str) else item
         if not raw:
-            raise ValueError("a signing key must not be empty")
+            raise UsageError("a signing key must not be empty")
         found.append(raw)
     return found
 
