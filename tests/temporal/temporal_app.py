@@ -1,0 +1,123 @@
+"""The agents the Temporal tests run, and a worker process for them.
+
+Run as a script it is the worker the crash tests start and SIGKILL:
+``python temporal_app.py ADDRESS TASK_QUEUE LOG_DIR``. It prints ``ready``
+once polling, and ``hanging <key>`` when the `slow` tool blocks (while a file
+``hang`` exists in LOG_DIR); every tool appends ``start <key>`` and
+``done <key>`` lines to ``LOG_DIR/tools.log``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.worker import Worker
+
+from toolfold import Agent, RunContext, tool
+from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold.runtime.core._request import ModelRequest
+from toolfold.testing import FunctionModel
+
+LOG_DIR = Path(os.environ.get("TOOLFOLD_TEMPORAL_LOG_DIR", "."))
+
+
+def _log(line: str) -> None:
+    with (LOG_DIR / "tools.log").open("a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+@tool
+def record(ctx: RunContext[Any], text: str) -> str:
+    """Record ``text`` once per execution and return it upper-cased.
+
+    Args:
+        text: What to record.
+    """
+    _log(f"start {ctx.idempotency_key}")
+    _log(f"done {ctx.idempotency_key}")
+    return text.upper()
+
+
+@tool
+async def slow(ctx: RunContext[Any], text: str) -> str:
+    """Like `record`, but blocks forever while the file ``hang`` exists (the crash point).
+
+    Args:
+        text: What to record.
+    """
+    _log(f"start {ctx.idempotency_key}")
+    if (LOG_DIR / "hang").exists():
+        print(f"hanging {ctx.idempotency_key}", flush=True)
+        await asyncio.Event().wait()
+    _log(f"done {ctx.idempotency_key}")
+    return text.upper()
+
+
+@tool(requires_approval=True)
+def transfer(amount: int) -> str:
+    """Move money (needs a person's approval).
+
+    Args:
+        amount: How much.
+    """
+    _log(f"transfer {amount}")
+    return f"moved {amount}"
+
+
+def _results(request: ModelRequest) -> list[str]:
+    return [r.content for m in request.messages for r in m.tool_results]
+
+
+def _three_steps(request: ModelRequest) -> Any:
+    """Two parallel calls, then the slow call, then the answer from the results."""
+    done = _results(request)
+    if not done:
+        return [
+            FunctionModel.call("record", {"text": "a"}),
+            FunctionModel.call("record", {"text": "b"}),
+        ]
+    if len(done) == 2:
+        return FunctionModel.call("slow", {"text": "c"})
+    return "answer: " + ",".join(done)
+
+
+def _approval(request: ModelRequest) -> Any:
+    done = _results(request)
+    if not done:
+        return FunctionModel.call("transfer", {"amount": 5})
+    return "transfer said: " + done[0]
+
+
+SETTINGS = ActivitySettings(
+    model_timeout=timedelta(seconds=30),
+    tool_timeout=timedelta(seconds=60),
+    heartbeat_timeout=timedelta(seconds=2),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=1.0),
+)
+
+steps = TemporalAgent(
+    Agent(FunctionModel(_three_steps), tools=[record, slow], name="steps"), settings=SETTINGS
+)
+approval = TemporalAgent(
+    Agent(FunctionModel(_approval), tools=[transfer], name="approval"), settings=SETTINGS
+)
+AGENTS = [steps, approval]
+
+
+async def main(address: str, task_queue: str) -> None:
+    """Run a worker for `AGENTS` until killed."""
+    client = await Client.connect(address, plugins=[ToolfoldPlugin(AGENTS)])
+    async with Worker(client, task_queue=task_queue):
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,271 @@
+"""Agents as durable Temporal workflows, on a real dev server and real (killed) worker processes."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import temporal_app
+from conftest import DevServer, WorkerProcess
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.worker import Replayer, Worker
+from temporalio.workflow import NondeterminismError
+
+import toolfold.integrations.temporal._workflow as workflow_module
+from toolfold.integrations.temporal import (
+    WORKFLOW_NAME,
+    AgentInput,
+    ToolfoldPlugin,
+    data_converter,
+)
+from toolfold.runtime.core import _next, _reducer
+from toolfold.runtime.core._effects import CallModel, RunTools
+from toolfold.runtime.core._state import RunState
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lines(log_dir: Path) -> list[str]:
+    return (log_dir / "tools.log").read_text(encoding="utf-8").splitlines()
+
+
+async def _client(server: DevServer) -> Client:
+    return await Client.connect(server.address, plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+
+
+def _in_process(
+    server: DevServer, log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[], Any]:
+    """A context manager running a worker in this process (tools log to ``log_dir``)."""
+    monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
+
+    class _Running:
+        async def __aenter__(self) -> tuple[Client, str]:
+            self.client = await _client(server)
+            self.queue = f"q-{uuid.uuid4().hex}"
+            self.worker = Worker(self.client, task_queue=self.queue)
+            await self.worker.__aenter__()
+            return self.client, self.queue
+
+        async def __aexit__(self, *exc: object) -> None:
+            await self.worker.__aexit__(None, None, None)
+
+    return _Running
+
+
+def test_activity_names_are_pinned() -> None:
+    """Renaming an activity breaks running workflows: the names are pinned."""
+    names = {a.__temporal_activity_definition.name for a in temporal_app.steps.activities}  # type: ignore[attr-defined]
+    assert names == {"steps__model_request", "steps__tool__record", "steps__tool__slow"}
+    assert WORKFLOW_NAME == "toolfold_agent"
+
+
+def test_payload_converter_round_trips_a_state() -> None:
+    """A run state crosses Temporal's payload converter through toolfold's cattrs converter."""
+    state = temporal_app.steps.agent._start("hi", (), "run-1")
+    converter = data_converter.payload_converter
+    (payload,) = converter.to_payloads([AgentInput("steps", state)])
+    (back,) = converter.from_payloads([payload], [AgentInput])
+    assert back == AgentInput("steps", state)
+    assert payload.metadata["encoding"] == b"json/plain"
+
+
+def test_workflow_code_makes_no_nondeterministic_calls() -> None:
+    """reduce, next_effect and the workflow module import no clock, random, uuid, thread, env or I/O."""
+    banned_modules = {
+        "time",
+        "random",
+        "uuid",
+        "threading",
+        "os",
+        "socket",
+        "subprocess",
+        "secrets",
+    }
+    banned_calls = {"open", "print", "input", "now", "utcnow", "today", "sleep", "getenv"}
+    found = []
+    for module in (_reducer, _next, workflow_module):
+        tree = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [a.name for a in node.names if a.name.split(".")[0] in banned_modules]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                if node.module.split(".")[0] in banned_modules:
+                    found.append(node.module)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in banned_calls:
+                    found.append(f"{module.__name__}: {name}()")
+    assert found == []
+
+
+@pytest.fixture
+async def running(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Client, str]]:
+    """A client and the task queue of a worker running in this process."""
+    async with _in_process(server, tmp_path, monkeypatch)() as pair:
+        yield pair
+
+
+def test_run_end_to_end_gives_the_local_response(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A durable run answers like a local run of the same agent, parallel results in call order."""
+
+    async def go() -> None:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            response = await temporal_app.steps.run(client, "go", id="e2e-1", task_queue=queue)
+            handle = temporal_app.steps.handle(client, "e2e-1")
+            queried = await handle.state()
+            history = await handle.workflow.fetch_history()
+        local = temporal_app.steps.agent.run("go")
+        assert response.text == local.text == "answer: A,B,C"
+        assert response.state.messages == local.state.messages
+        assert queried == response.state
+        assert response.state.run_id == "e2e-1"
+        # the determinism guard: the recorded history replays with this code...
+        replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+        await replayer.replay_workflow(history)
+        # ...and not once the effect sequence changes (tools skipped at step 1)
+        real = workflow_module.next_effect
+
+        def changed(state: RunState) -> Any:
+            effect = real(state)
+            if isinstance(effect, RunTools) and state.step == 1:
+                return CallModel(_next.build_request(state), 2, "changed")
+            return effect
+
+        monkeypatch.setattr(workflow_module, "next_effect", changed)
+        with pytest.raises(NondeterminismError):
+            await replayer.replay_workflow(history)
+
+    asyncio.run(go())
+
+
+def test_unknown_agent_fails_the_run_with_a_clear_error(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workflow for an agent the worker does not have fails at once, naming it."""
+
+    async def go() -> None:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            state = temporal_app.steps.agent._start("go", (), "x")
+            with pytest.raises(WorkflowFailureError) as caught:
+                await client.execute_workflow(
+                    WORKFLOW_NAME, AgentInput("nobody", state), id="unknown-1", task_queue=queue
+                )
+        assert "agent 'nobody' is not registered on this worker" in str(caught.value.cause)
+
+    asyncio.run(go())
+
+
+def test_worker_killed_mid_tool_resumes_and_each_tool_runs_once(
+    server: DevServer, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """SIGKILL the worker inside a tool: the run completes; done tools ran once, the killed one twice."""
+    (tmp_path / "hang").touch()
+    workers.append(WorkerProcess(server.address, "crash", tmp_path))
+
+    async def go() -> str:
+        client = await _client(server)
+        handle = await temporal_app.steps.start(client, "go", id="crash-1", task_queue="crash")
+        hanging = workers[0].wait_for("hanging")
+        (tmp_path / "hang").unlink()
+        workers[0].kill()
+        workers.append(WorkerProcess(server.address, "crash", tmp_path))
+        response = await handle.result()
+        assert response.text == "answer: A,B,C"
+        return hanging.split()[1]
+
+    killed = asyncio.run(go())
+    assert killed == "crash-1:2:0"
+    counts = Counter(_lines(tmp_path))
+    assert counts == {
+        "start crash-1:1:0": 1,
+        "done crash-1:1:0": 1,
+        "start crash-1:1:1": 1,
+        "done crash-1:1:1": 1,
+        "start crash-1:2:0": 2,
+        "done crash-1:2:0": 1,
+    }
+
+
+def test_worker_and_server_killed_mid_tool_resume(
+    server: DevServer, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """SIGKILL the worker and the server inside a tool: restarted on the same database, the run completes."""
+    (tmp_path / "hang").touch()
+    workers.append(WorkerProcess(server.address, "crash2", tmp_path))
+
+    async def start() -> None:
+        client = await _client(server)
+        await temporal_app.steps.start(client, "go", id="crash-2", task_queue="crash2")
+
+    asyncio.run(start())
+    workers[0].wait_for("hanging")
+    (tmp_path / "hang").unlink()
+    workers[0].kill()
+    server.kill()
+    server.start()  # same port, same database file
+    workers.append(WorkerProcess(server.address, "crash2", tmp_path))
+
+    async def finish() -> str:
+        client = await _client(server)
+        response = await temporal_app.steps.handle(client, "crash-2").result()
+        return response.text
+
+    assert asyncio.run(finish()) == "answer: A,B,C"
+    counts = Counter(_lines(tmp_path))
+    assert counts["done crash-2:1:0"] == counts["done crash-2:1:1"] == 1
+    assert counts["done crash-2:2:0"] == 1
+    assert counts["start crash-2:2:0"] == 2
+
+
+def test_approval_waits_across_a_worker_restart(
+    server: DevServer, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """A run suspended for approval survives its worker's death and finishes once approved."""
+    workers.append(WorkerProcess(server.address, "hitl", tmp_path))
+
+    async def go() -> None:
+        client = await _client(server)
+        handle = await temporal_app.approval.start(client, "pay", id="hitl-1", task_queue="hitl")
+        waiting = await handle.suspended()
+        assert waiting.phase == "awaiting_approval"
+        (call,) = waiting.pending_approvals
+        workers[0].kill()
+        workers.append(WorkerProcess(server.address, "hitl", tmp_path))
+        assert (await handle.state()).phase == "awaiting_approval"
+        with pytest.raises(WorkflowUpdateFailedError) as caught:
+            await handle.approve("no-such-call")
+        assert "no-such-call" in str(caught.value.cause)
+        await handle.approve(call.id)
+        response = await handle.result()
+        assert response.text == "transfer said: moved 5"
+
+    asyncio.run(go())
+    assert _lines(tmp_path) == ["transfer 5"]
+
+
+def test_denied_call_never_runs(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A denial sent by update reaches the model as an error result; the tool never runs."""
+
+    async def go() -> str:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.approval.start(client, "pay", id="deny-1", task_queue=queue)
+            waiting = await handle.suspended()
+            await handle.approve(deny={waiting.pending_approvals[0].id: "not today"})
+            return (await handle.result()).text
+
+    assert "not today" in asyncio.run(go())
+    assert not (tmp_path / "tools.log").exists()

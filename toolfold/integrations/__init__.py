@@ -1,0 +1,1 @@
+"""Optional integrations with outside engines (each needs its extra); nothing in the core imports them."""

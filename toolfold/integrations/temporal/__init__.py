@@ -1,0 +1,43 @@
+"""Durable agents on Temporal (``pip install 'toolfold[temporal]'``).
+
+`TemporalAgent` runs an `Agent` as a Temporal workflow: the workflow drives
+the pure core (`reduce` / `next_effect`), each model request and tool call is
+an activity with a stable name, and a run survives worker and server crashes.
+See docs/durable.md.
+"""
+
+from toolfold.integrations.temporal._activities import (
+    ToolCallInput,
+    model_activity_name,
+    tool_activity_name,
+)
+from toolfold.integrations.temporal._agent import AgentHandle, TemporalAgent, ToolfoldPlugin
+from toolfold.integrations.temporal._converter import (
+    ToolfoldJSONPayloadConverter,
+    ToolfoldPayloadConverter,
+    data_converter,
+)
+from toolfold.integrations.temporal._workflow import (
+    WORKFLOW_NAME,
+    ActivitySettings,
+    AgentInput,
+    AgentWorkflow,
+    Answers,
+)
+
+__all__ = [
+    "WORKFLOW_NAME",
+    "ActivitySettings",
+    "AgentHandle",
+    "AgentInput",
+    "AgentWorkflow",
+    "Answers",
+    "TemporalAgent",
+    "ToolCallInput",
+    "ToolfoldJSONPayloadConverter",
+    "ToolfoldPayloadConverter",
+    "ToolfoldPlugin",
+    "data_converter",
+    "model_activity_name",
+    "tool_activity_name",
+]

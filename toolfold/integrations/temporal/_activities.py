@@ -1,0 +1,137 @@
+"""The activities: each model request and each tool call of an agent, on the worker.
+
+Activity names are stable (a running workflow finds its activities by name):
+``<agent>__model_request`` and ``<agent>__tool__<tool name>``. The live
+objects (the model, the tools, their deps) are the worker's own: its agent
+resolves them from the names the workflow's state carries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import attrs
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from toolfold._errors import (
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    ProviderError,
+    RateLimitError,
+    ToolfoldError,
+)
+from toolfold.runtime._agent import Agent
+from toolfold.runtime.core._effects import CallModel, ToolInvocation
+from toolfold.runtime.core._events import ToolReturned
+from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.drive._executor import ToolJob, returned, run_calls
+from toolfold.toolkit._context import RunContext
+
+T = TypeVar("T")
+
+# Provider errors that a retry cannot fix: the workflow fails at once.
+_PERMANENT = (AuthenticationError, BadRequestError, NotFoundError)
+
+
+@attrs.frozen
+class ToolCallInput:
+    """What a tool activity needs: the invocation and the run it belongs to.
+
+    Attributes:
+        invocation: The core's effect (call, index, step, idempotency key).
+        run_id: The run's id.
+        messages: The conversation so far (the tool's `RunContext.messages`).
+    """
+
+    invocation: ToolInvocation
+    run_id: str
+    messages: tuple[Message, ...] = ()
+
+
+def model_activity_name(agent: str) -> str:
+    """The model request activity's name for ``agent``."""
+    return f"{agent}__model_request"
+
+
+def tool_activity_name(agent: str, tool: str) -> str:
+    """The activity name of ``tool`` for ``agent``."""
+    return f"{agent}__tool__{tool}"
+
+
+def make_activities(
+    name: str, agent: Agent, *, heartbeat: timedelta, deps: Any = None
+) -> list[Callable[..., Any]]:
+    """The model activity and one activity per tool of ``agent``."""
+    options = agent._options
+    model = options.model
+    every = heartbeat.total_seconds() / 3
+
+    @activity.defn(name=model_activity_name(name))
+    async def model_request(effect: CallModel) -> ModelResponse:
+        try:
+            return await _heartbeating(model.request(effect.request), every)
+        except ProviderError as exc:
+            raise _application_error(exc) from exc
+        except ToolfoldError as exc:  # a bad request or configuration: retrying cannot help
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+
+    made: list[Callable[..., Any]] = [model_request]
+    for tool in options.tools.values():
+        made.append(_tool_activity(name, tool, deps, every))
+    return made
+
+
+def _tool_activity(name: str, tool: Any, deps: Any, every: float) -> Callable[..., Any]:
+    @activity.defn(name=tool_activity_name(name, tool.name))
+    async def run_tool(given: ToolCallInput) -> ToolReturned:
+        invocation = given.invocation
+        context: RunContext[Any] = RunContext(
+            run_id=given.run_id,
+            step=invocation.step,
+            call_id=invocation.call.id,
+            tool_name=invocation.tool_name,
+            messages=given.messages,
+            deps=deps,
+            idempotency_key=invocation.key,
+        )
+        job = ToolJob(invocation, tool, context)
+        (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
+        return returned(outcome)
+
+    return run_tool
+
+
+def _application_error(exc: ProviderError) -> ApplicationError:
+    """A provider error as Temporal sees it: retryable or not, with the provider's delay."""
+    delay = None
+    if isinstance(exc, RateLimitError) and exc.retry_after is not None:
+        delay = timedelta(seconds=exc.retry_after)
+    return ApplicationError(
+        str(exc),
+        type=type(exc).__name__,
+        non_retryable=isinstance(exc, _PERMANENT),
+        next_retry_delay=delay,
+    )
+
+
+async def _heartbeating(work: Awaitable[T], every: float) -> T:
+    """Await ``work`` while telling Temporal the activity is alive, every ``every`` seconds.
+
+    Heartbeats let the server notice a crashed worker within the heartbeat
+    timeout instead of the (much longer) start-to-close timeout.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        task.cancel()

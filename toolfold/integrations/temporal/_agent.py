@@ -1,0 +1,228 @@
+"""`TemporalAgent`, the plugin that makes a worker run it, and the client's `AgentHandle`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+from temporalio.client import Client, WorkflowHandle
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from toolfold._errors import UsageError
+from toolfold.integrations.temporal._activities import make_activities
+from toolfold.integrations.temporal._converter import data_converter
+from toolfold.integrations.temporal._workflow import (
+    WORKFLOW_NAME,
+    ActivitySettings,
+    AgentInput,
+    AgentWorkflow,
+    Answers,
+    Registered,
+    register,
+)
+from toolfold.runtime._agent import Agent
+from toolfold.runtime._response import Response
+from toolfold.runtime._run import MessagesInput
+from toolfold.runtime.core._events import (
+    ApprovalDenied,
+    ApprovalGranted,
+    Event,
+    ToolResultsProvided,
+)
+from toolfold.runtime.core._messages import Message, ToolResultPart
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.drive._loop import _run_failure
+
+
+@attrs.frozen(init=False)
+class TemporalAgent:
+    """An `Agent` that runs as a durable Temporal workflow.
+
+    Every model request and tool call becomes an activity named
+    ``<name>__model_request`` / ``<name>__tool__<tool>``; the workflow drives
+    the pure core between them. The same `TemporalAgent` is used on both
+    sides: the worker gets its activities through `ToolfoldPlugin`, the
+    client starts runs with `start` / `run`.
+
+    Example:
+        >>> weather = TemporalAgent(Agent("openai:gpt-4o-mini", tools=[get_weather]), name="weather")
+        >>> client = await Client.connect("localhost:7233", plugins=[ToolfoldPlugin([weather])])
+        >>> response = await weather.run(client, "Weather in Paris?", id="w-1", task_queue="q")
+
+    Args:
+        agent: The agent (its model and tools are the worker's live objects).
+        name: The agent's name in activity names; defaults to ``agent.name``.
+            Renaming breaks running workflows.
+        settings: Timeouts, heartbeat and retry policy of the activities.
+        deps: Dependencies handed to the tools in their `RunContext` (on the worker).
+    """
+
+    agent: Agent
+    name: str
+    settings: ActivitySettings
+    deps: Any
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        name: str | None = None,
+        settings: ActivitySettings | None = None,
+        deps: Any = None,
+    ) -> None:
+        name = name if name is not None else agent.name
+        if not name:
+            raise UsageError("a TemporalAgent needs a name: give the agent one, or pass name=")
+        if "__" in name:
+            raise UsageError(
+                f"agent name {name!r} must not contain '__' (it separates activity names)"
+            )
+        if agent._sources:
+            raise UsageError("tool sources (MCP servers...) are not supported on Temporal yet")
+        self.__attrs_init__(
+            agent=agent, name=name, settings=settings or ActivitySettings(), deps=deps
+        )
+
+    @property
+    def activities(self) -> list[Callable[..., Any]]:
+        """The worker's activities for this agent (the model's and one per tool)."""
+        return make_activities(
+            self.name, self.agent, heartbeat=self.settings.heartbeat_timeout, deps=self.deps
+        )
+
+    def _registered(self) -> Registered:
+        options = self.agent._options
+        return Registered(
+            name=self.name,
+            tools=frozenset(options.tools),
+            output=options.output,
+            settings=self.settings,
+        )
+
+    async def start(
+        self,
+        client: Client,
+        prompt: MessagesInput,
+        *,
+        id: str,
+        task_queue: str,
+        history: Sequence[Message] = (),
+    ) -> AgentHandle:
+        """Start a run as the workflow ``id`` (also the run's id); returns its handle."""
+        state = self.agent._start(prompt, history, id)
+        handle: WorkflowHandle[Any, RunState] = await client.start_workflow(
+            WORKFLOW_NAME,
+            AgentInput(self.name, state),
+            id=id,
+            task_queue=task_queue,
+            result_type=RunState,
+        )
+        return AgentHandle(self, handle)
+
+    async def run(
+        self, client: Client, prompt: MessagesInput, *, id: str, task_queue: str
+    ) -> Response:
+        """Start a run and wait for its `Response` (suspended runs: use `start`)."""
+        handle = await self.start(client, prompt, id=id, task_queue=task_queue)
+        return await handle.result()
+
+    def handle(self, client: Client, id: str) -> AgentHandle:
+        """The handle of the run started as workflow ``id``."""
+        return AgentHandle(self, client.get_workflow_handle(id, result_type=RunState))
+
+
+@attrs.frozen
+class AgentHandle:
+    """A durable run seen from a client: its state, its answers, its result.
+
+    Attributes:
+        agent: The agent it runs.
+        workflow: Temporal's handle of the workflow.
+    """
+
+    agent: TemporalAgent
+    workflow: WorkflowHandle[Any, RunState]
+
+    async def state(self) -> RunState:
+        """The run's current state (a query; the workflow keeps running)."""
+        state: RunState = await self.workflow.query(AgentWorkflow.state)
+        return state
+
+    async def suspended(self) -> RunState:
+        """Wait until the run waits for answers (or is over); returns its state."""
+        state: RunState = await self.workflow.execute_update(AgentWorkflow.suspended)
+        return state
+
+    async def answer(self, *events: Event) -> RunState:
+        """Send approvals, denials or tool results to the suspended run.
+
+        Raises:
+            temporalio.client.WorkflowUpdateFailedError: The run is not
+                waiting, or an event does not fit it (nothing is applied).
+        """
+        state: RunState = await self.workflow.execute_update(AgentWorkflow.answer, Answers(events))
+        return state
+
+    async def approve(self, *call_ids: str, deny: Mapping[str, str] | None = None) -> RunState:
+        """Approve these calls (and deny those in ``deny``: call id -> reason)."""
+        events: list[Event] = [ApprovalGranted(call_id) for call_id in call_ids]
+        events += [ApprovalDenied(call_id, reason) for call_id, reason in (deny or {}).items()]
+        return await self.answer(*events)
+
+    async def provide(self, results: Iterable[ToolResultPart]) -> RunState:
+        """Answer calls returned to the caller with their results."""
+        return await self.answer(ToolResultsProvided(tuple(results)))
+
+    async def result(self) -> Response:
+        """Wait for the run to end: the same `Response` a local run gives.
+
+        Raises:
+            RunError: The run failed (``.state`` is its final state).
+        """
+        state = await self.workflow.result()
+        if state.phase == "failed":
+            raise _run_failure(state)
+        output = state.output
+        schema = self.agent.agent._options.output
+        if output is not None and schema is not None and state.phase == "finished":
+            output = schema.restore(output)
+        return Response(state, output)
+
+
+class ToolfoldPlugin(SimplePlugin):
+    """Configures clients and workers for toolfold agents.
+
+    On a client: toolfold's data converter. On a worker: the agent workflow,
+    every agent's activities, and a sandbox that passes toolfold through
+    (its core is pure; re-importing it per workflow would only cost time).
+
+    Args:
+        agents: The agents this worker runs (on a client, any list; only the
+            data converter matters there).
+    """
+
+    def __init__(self, agents: Sequence[TemporalAgent] = ()) -> None:
+        names = [a.name for a in agents]
+        if len(set(names)) != len(names):
+            raise UsageError(f"two agents share a name: {names}")
+        for agent in agents:
+            register(agent._registered())
+        activities = [act for agent in agents for act in agent.activities]
+        super().__init__(
+            "toolfold.TemporalPlugin",
+            data_converter=data_converter,
+            activities=lambda given: [*(given or ()), *activities],
+            workflows=lambda given: [*(given or ()), AgentWorkflow],
+            workflow_runner=_passing_toolfold,
+        )
+
+
+def _passing_toolfold(runner: WorkflowRunner | None) -> WorkflowRunner:
+    if isinstance(runner, SandboxedWorkflowRunner):
+        restrictions = runner.restrictions.with_passthrough_modules("toolfold")
+        return dataclasses.replace(runner, restrictions=restrictions)
+    return runner if runner is not None else SandboxedWorkflowRunner()

@@ -1,0 +1,66 @@
+"""A Temporal payload converter that speaks toolfold's one cattrs converter.
+
+Modelled on ``temporalio.contrib.pydantic``: the JSON converter of Temporal's
+default composite is replaced by one that unstructures any value with
+toolfold's converter (states, events, effects, messages...) and structures it
+back by the type hint Temporal passes (workflow, activity, query and update
+signatures).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import temporalio.api.common.v1
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    EncodingPayloadConverter,
+    JSONPlainPayloadConverter,
+)
+
+from toolfold.runtime.core._serialize import structure, unstructure
+
+
+class ToolfoldJSONPayloadConverter(EncodingPayloadConverter):
+    """JSON payloads (``json/plain``) made and read with toolfold's cattrs converter."""
+
+    @property
+    def encoding(self) -> str:
+        """See base class."""
+        return "json/plain"
+
+    def to_payload(self, value: Any) -> temporalio.api.common.v1.Payload | None:
+        """``value`` as compact JSON (anything toolfold's converter unstructures)."""
+        data = json.dumps(unstructure(value), ensure_ascii=False, separators=(",", ":"))
+        return temporalio.api.common.v1.Payload(
+            metadata={"encoding": self.encoding.encode()}, data=data.encode()
+        )
+
+    def from_payload(
+        self, payload: temporalio.api.common.v1.Payload, type_hint: type | None = None
+    ) -> Any:
+        """The value of ``type_hint`` rebuilt from the payload (plain JSON data without one)."""
+        data = json.loads(payload.data)
+        if type_hint is None or type_hint is Any:
+            return data
+        return structure(data, type_hint)
+
+
+class ToolfoldPayloadConverter(CompositePayloadConverter):
+    """Temporal's default payload converters with toolfold's JSON converter in place."""
+
+    def __init__(self) -> None:
+        json_converter = ToolfoldJSONPayloadConverter()
+        super().__init__(
+            *(
+                json_converter if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+data_converter = DataConverter(payload_converter_class=ToolfoldPayloadConverter)
+"""The data converter for clients and workers that run toolfold agents."""

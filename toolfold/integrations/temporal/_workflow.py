@@ -1,0 +1,231 @@
+"""The workflow: `reduce` / `next_effect` driven in workflow code, every I/O an activity.
+
+Workflow code must be deterministic: it only asks the pure core what to do,
+calls activities by their stable names, and reduces what they return. No
+clock, random, thread or I/O here (tests/test_temporal.py scans for them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import attrs
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from toolfold.integrations.temporal._activities import (
+        ToolCallInput,
+        model_activity_name,
+        tool_activity_name,
+    )
+    from toolfold.runtime.core._approval import dispositions
+    from toolfold.runtime.core._effects import (
+        AwaitApproval,
+        AwaitToolResults,
+        CallModel,
+        RunTools,
+        ValidateOutput,
+    )
+    from toolfold.runtime.core._events import (
+        Event,
+        ModelResponded,
+        OutputAccepted,
+        OutputRejected,
+        ToolReturned,
+    )
+    from toolfold.runtime.core._next import next_effect
+    from toolfold.runtime.core._reducer import reduce
+    from toolfold.runtime.core._request import ModelResponse
+    from toolfold.runtime.core._state import Disposition, RunState
+    from toolfold.runtime.drive._loop import unique_call_ids
+    from toolfold.runtime.drive._output import OutputRejected as _Rejected
+    from toolfold.runtime.drive._output import OutputSchema
+
+WORKFLOW_NAME = "toolfold_agent"
+_WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
+_OVER = frozenset({"finished", "failed"})
+
+
+@attrs.frozen(kw_only=True)
+class ActivitySettings:
+    """How the workflow calls an agent's activities (Temporal owns the retries).
+
+    Attributes:
+        model_timeout: Start-to-close timeout of one model request.
+        tool_timeout: Start-to-close timeout of one tool call.
+        heartbeat_timeout: A worker silent this long is taken for dead and
+            its activity retried (activities heartbeat at a third of it).
+        retry_policy: Temporal's retry policy for both kinds of activity.
+    """
+
+    model_timeout: timedelta = timedelta(minutes=5)
+    tool_timeout: timedelta = timedelta(minutes=5)
+    heartbeat_timeout: timedelta = timedelta(seconds=10)
+    retry_policy: RetryPolicy = attrs.field(
+        factory=lambda: RetryPolicy(maximum_interval=timedelta(minutes=1))
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Registered:
+    """An agent as the workflow knows it on a worker: its names and settings."""
+
+    name: str
+    tools: frozenset[str]
+    output: OutputSchema | None
+    settings: ActivitySettings
+
+
+# Filled by `ToolfoldPlugin` on the worker: the agents its workflows can run.
+_AGENTS: dict[str, Registered] = {}
+
+
+def register(entry: Registered) -> None:
+    """Make an agent runnable by this process's workflows."""
+    _AGENTS[entry.name] = entry
+
+
+@attrs.frozen
+class AgentInput:
+    """A workflow's input: which agent, and its first state (built by the client)."""
+
+    agent: str
+    state: RunState
+
+
+@attrs.frozen
+class Answers:
+    """The events an update brings to a suspended run (approvals, denials, tool results)."""
+
+    events: tuple[Event, ...]
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class AgentWorkflow:
+    """One agent run as a Temporal workflow; its result is the final (or failed) state."""
+
+    def __init__(self) -> None:
+        self._state: RunState | None = None
+
+    @workflow.run
+    async def run(self, given: AgentInput) -> RunState:
+        """Drive the run until it finishes; suspend (and wait for `answer`) when it must."""
+        agent = _AGENTS.get(given.agent)
+        if agent is None:
+            known = ", ".join(sorted(_AGENTS)) or "none"
+            raise ApplicationError(
+                f"agent {given.agent!r} is not registered on this worker (registered: {known})",
+                non_retryable=True,
+            )
+        self._state = given.state
+        while True:
+            state = self._state
+            effect = next_effect(state)
+            if isinstance(effect, CallModel):
+                self._state = await self._call_model(agent, state, effect)
+            elif isinstance(effect, RunTools):
+                self._state = await self._run_tools(agent, state, effect)
+            elif isinstance(effect, ValidateOutput):
+                self._state = reduce(state, _validate(agent, effect))
+            elif isinstance(effect, (AwaitApproval, AwaitToolResults)):
+                await workflow.wait_condition(lambda: self._phase() not in _WAITING)
+            else:  # Finish: the state says how (a failed run is a result, not an exception)
+                return state
+
+    async def _call_model(self, agent: Registered, state: RunState, effect: CallModel) -> RunState:
+        s = agent.settings
+        response = await workflow.execute_activity(
+            model_activity_name(agent.name),
+            effect,
+            result_type=ModelResponse,
+            start_to_close_timeout=s.model_timeout,
+            heartbeat_timeout=s.heartbeat_timeout,
+            retry_policy=s.retry_policy,
+        )
+        response = unique_call_ids(response)
+        # A predicate approval policy is live code the workflow cannot run:
+        # such calls ask for approval (asking is never less safe).
+        decided = dispositions(state.config, response.tool_calls, None)
+        chosen: tuple[Disposition, ...] = tuple(d or "approve" for d in decided)
+        return reduce(state, ModelResponded(response, chosen))
+
+    async def _run_tools(self, agent: Registered, state: RunState, effect: RunTools) -> RunState:
+        s = agent.settings
+        messages = tuple(state.conversation)
+        for invocation in effect.calls:
+            if invocation.tool_name not in agent.tools:
+                raise ApplicationError(
+                    f"tool {invocation.tool_name!r} of agent {agent.name!r} is not registered "
+                    f"on this worker (its tools: {', '.join(sorted(agent.tools)) or 'none'})",
+                    non_retryable=True,
+                )
+        results: Sequence[Any] = await asyncio.gather(
+            *(
+                workflow.execute_activity(
+                    tool_activity_name(agent.name, invocation.tool_name),
+                    ToolCallInput(invocation, state.run_id, messages),
+                    result_type=ToolReturned,
+                    start_to_close_timeout=s.tool_timeout,
+                    heartbeat_timeout=s.heartbeat_timeout,
+                    retry_policy=s.retry_policy,
+                )
+                for invocation in effect.calls
+            )
+        )
+        for event in results:  # gather keeps call order: results commit in call order
+            state = reduce(state, event)
+        return state
+
+    def _phase(self) -> str:
+        assert self._state is not None
+        return self._state.phase
+
+    @workflow.query
+    def state(self) -> RunState:
+        """The run's current state (a snapshot)."""
+        if self._state is None:
+            raise ApplicationError("the run has not started yet")
+        return self._state
+
+    @workflow.update
+    async def answer(self, answers: Answers) -> RunState:
+        """Apply approvals, denials or tool results to the suspended run; returns its state."""
+        assert self._state is not None
+        self._state = _applied(self._state, answers)
+        return self._state
+
+    @answer.validator
+    def _check_answer(self, answers: Answers) -> None:
+        if self._state is None or self._state.phase not in _WAITING:
+            phase = "not started" if self._state is None else self._state.phase
+            raise ApplicationError(f"the run is not waiting for answers (phase: {phase})")
+        _applied(self._state, answers)  # raises InvalidEventError for a wrong answer
+
+    @workflow.update
+    async def suspended(self) -> RunState:
+        """Wait until the run waits for answers or is over; returns its state."""
+        await workflow.wait_condition(
+            lambda: self._state is not None and self._phase() in _WAITING | _OVER
+        )
+        assert self._state is not None
+        return self._state
+
+
+def _applied(state: RunState, answers: Answers) -> RunState:
+    for event in answers.events:
+        state = reduce(state, event)
+    return state
+
+
+def _validate(agent: Registered, effect: ValidateOutput) -> Event:
+    assert agent.output is not None, "a run with an output spec needs its output type"
+    try:
+        _, plain = agent.output.parse(effect.text)
+    except _Rejected as rejected:
+        return OutputRejected(rejected.message)
+    return OutputAccepted(plain)
