@@ -90,18 +90,28 @@ class WorkerProcess:
         self.process.stdout.close()
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[DevServer]:
-    """A fresh dev server with its database in ``tmp_path``, killed by pid afterwards."""
-    dev = DevServer(tmp_path / "temporal.db")
+def _running(db: Path) -> Iterator[DevServer]:
+    dev = DevServer(db)
     dev.start()
     yield dev
     if dev.process is not None:
         dev.kill()
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """A dev server shared by a module's tests (each uses its own workflow ids and task queues)."""
+    yield from _running(tmp_path_factory.mktemp("temporal") / "temporal.db")
+
+
 @pytest.fixture
-def workers(server: DevServer, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+def own_server(tmp_path: Path) -> Iterator[DevServer]:
+    """A dev server of the test's own, which it may kill and restart (the database is a file)."""
+    yield from _running(tmp_path / "temporal.db")
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
     """Worker processes started by a test (append to the list); all killed afterwards."""
     started: list[WorkerProcess] = []
     yield started

@@ -114,7 +114,10 @@ AGENTS = [steps, approval]
 async def main(address: str, task_queue: str) -> None:
     """Run a worker for `AGENTS` until killed."""
     client = await Client.connect(address, plugins=[ToolfoldPlugin(AGENTS)])
-    async with Worker(client, task_queue=task_queue):
+    # A killed worker's sticky queue holds its workflows' next tasks this long
+    # before the server hands them to another worker (10 s by default).
+    sticky = timedelta(seconds=1)
+    async with Worker(client, task_queue=task_queue, sticky_queue_schedule_to_start_timeout=sticky):
         print("ready", flush=True)
         await asyncio.Event().wait()
 

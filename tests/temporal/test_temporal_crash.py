@@ -1,0 +1,113 @@
+"""Crash tests: real worker and server processes SIGKILLed mid-run; the runs still finish right.
+
+Slow (each waits out a heartbeat timeout): scripts/check runs them on the main Python only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import temporal_app
+from conftest import DevServer, WorkerProcess
+from temporalio.client import Client, WorkflowUpdateFailedError
+
+from toolfold.integrations.temporal import ToolfoldPlugin
+
+
+def _lines(log_dir: Path) -> list[str]:
+    return (log_dir / "tools.log").read_text(encoding="utf-8").splitlines()
+
+
+async def _client(server: DevServer) -> Client:
+    return await Client.connect(server.address, plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+
+
+def test_worker_killed_mid_tool_resumes_and_each_tool_runs_once(
+    server: DevServer, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """SIGKILL the worker inside a tool: the run completes; done tools ran once, the killed one twice."""
+    (tmp_path / "hang").touch()
+    workers.append(WorkerProcess(server.address, "crash", tmp_path))
+
+    async def go() -> str:
+        client = await _client(server)
+        handle = await temporal_app.steps.start(client, "go", id="crash-1", task_queue="crash")
+        hanging = workers[0].wait_for("hanging")
+        (tmp_path / "hang").unlink()
+        workers[0].kill()
+        workers.append(WorkerProcess(server.address, "crash", tmp_path))
+        response = await handle.result()
+        assert response.text == "answer: A,B,C"
+        return hanging.split()[1]
+
+    killed = asyncio.run(go())
+    assert killed == "crash-1:2:0"
+    counts = Counter(_lines(tmp_path))
+    assert counts == {
+        "start crash-1:1:0": 1,
+        "done crash-1:1:0": 1,
+        "start crash-1:1:1": 1,
+        "done crash-1:1:1": 1,
+        "start crash-1:2:0": 2,
+        "done crash-1:2:0": 1,
+    }
+
+
+def test_worker_and_server_killed_mid_tool_resume(
+    own_server: DevServer, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """SIGKILL the worker and the server inside a tool: restarted on the same database, the run completes."""
+    (tmp_path / "hang").touch()
+    workers.append(WorkerProcess(own_server.address, "crash2", tmp_path))
+
+    async def start() -> None:
+        client = await _client(own_server)
+        await temporal_app.steps.start(client, "go", id="crash-2", task_queue="crash2")
+
+    asyncio.run(start())
+    workers[0].wait_for("hanging")
+    (tmp_path / "hang").unlink()
+    workers[0].kill()
+    own_server.kill()
+    own_server.start()  # same port, same database file
+    workers.append(WorkerProcess(own_server.address, "crash2", tmp_path))
+
+    async def finish() -> str:
+        client = await _client(own_server)
+        response = await temporal_app.steps.handle(client, "crash-2").result()
+        return response.text
+
+    assert asyncio.run(finish()) == "answer: A,B,C"
+    counts = Counter(_lines(tmp_path))
+    assert counts["done crash-2:1:0"] == counts["done crash-2:1:1"] == 1
+    assert counts["done crash-2:2:0"] == 1
+    assert counts["start crash-2:2:0"] == 2
+
+
+def test_approval_waits_across_a_worker_restart(
+    server: DevServer, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """A run suspended for approval survives its worker's death and finishes once approved."""
+    workers.append(WorkerProcess(server.address, "hitl", tmp_path))
+
+    async def go() -> None:
+        client = await _client(server)
+        handle = await temporal_app.approval.start(client, "pay", id="hitl-1", task_queue="hitl")
+        waiting = await handle.suspended()
+        assert waiting.phase == "awaiting_approval"
+        (call,) = waiting.pending_approvals
+        workers[0].kill()
+        workers.append(WorkerProcess(server.address, "hitl", tmp_path))
+        assert (await handle.state()).phase == "awaiting_approval"
+        with pytest.raises(WorkflowUpdateFailedError) as caught:
+            await handle.approve("no-such-call")
+        assert "no-such-call" in str(caught.value.cause)
+        await handle.approve(call.id)
+        response = await handle.result()
+        assert response.text == "transfer said: moved 5"
+
+    asyncio.run(go())
+    assert _lines(tmp_path) == ["transfer 5"]
