@@ -16,11 +16,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
-from toolfold import Agent, RunContext, tool
+from toolfold import Agent, AuthenticationError, RateLimitError, RunContext, tool
 from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.testing import FunctionModel
@@ -95,6 +96,17 @@ def _approval(request: ModelRequest) -> Any:
     return "transfer said: " + done[0]
 
 
+def _flaky(request: ModelRequest) -> Any:
+    """Rate-limited on an activity's first attempt (a provider's 429), fine on the next."""
+    if activity.info().attempt == 1:
+        raise RateLimitError("429 slow down", provider="test", retry_after=0.1)
+    return f"answered on attempt {activity.info().attempt}"
+
+
+def _unauthorized(request: ModelRequest) -> Any:
+    raise AuthenticationError("401 bad key", provider="test", status_code=401)
+
+
 SETTINGS = ActivitySettings(
     model_timeout=timedelta(seconds=30),
     tool_timeout=timedelta(seconds=60),
@@ -108,7 +120,11 @@ steps = TemporalAgent(
 approval = TemporalAgent(
     Agent(FunctionModel(_approval), tools=[transfer], name="approval"), settings=SETTINGS
 )
-AGENTS = [steps, approval]
+flaky = TemporalAgent(Agent(FunctionModel(_flaky), name="flaky"), settings=SETTINGS)
+unauthorized = TemporalAgent(
+    Agent(FunctionModel(_unauthorized), name="unauthorized"), settings=SETTINGS
+)
+AGENTS = [steps, approval, flaky, unauthorized]
 
 
 async def main(address: str, task_queue: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 import temporal_app
 from conftest import DevServer
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
@@ -180,3 +181,24 @@ def test_denied_call_never_runs(
 
     assert "not today" in asyncio.run(go())
     assert not (tmp_path / "tools.log").exists()
+
+
+def test_provider_errors_map_to_temporal_retries(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rate limit is retried by Temporal (after retry-after); a bad key fails the run at once."""
+
+    async def go() -> None:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            response = await temporal_app.flaky.run(client, "hi", id="flaky-1", task_queue=queue)
+            assert response.text == "answered on attempt 2"
+            with pytest.raises(WorkflowFailureError) as caught:
+                await temporal_app.unauthorized.run(client, "hi", id="unauth-1", task_queue=queue)
+        failure = caught.value.cause
+        assert isinstance(failure, ActivityError)
+        assert isinstance(failure.cause, ApplicationError)
+        assert failure.cause.type == "AuthenticationError"
+        assert failure.cause.non_retryable
+        assert failure.retry_state == RetryState.NON_RETRYABLE_FAILURE
+
+    asyncio.run(go())

@@ -25,6 +25,7 @@ from toolfold.integrations.temporal._workflow import (
     register,
 )
 from toolfold.runtime._agent import Agent
+from toolfold.runtime._model import model
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
 from toolfold.runtime.core._events import (
@@ -55,6 +56,8 @@ class TemporalAgent:
 
     Args:
         agent: The agent (its model and tools are the worker's live objects).
+            A model given as a ``provider:model`` string is built with
+            ``retry=0``: Temporal retries the activity instead.
         name: The agent's name in activity names; defaults to ``agent.name``.
             Renaming breaks running workflows.
         settings: Timeouts, heartbeat and retry policy of the activities.
@@ -81,6 +84,9 @@ class TemporalAgent:
             raise UsageError(
                 f"agent name {name!r} must not contain '__' (it separates activity names)"
             )
+        if isinstance(agent.model, str):
+            # Temporal owns the retries: the transport inside an activity must not retry too.
+            agent = agent.evolve(model=model(agent.model, retry=0))
         if agent._sources:
             raise UsageError("tool sources (MCP servers...) are not supported on Temporal yet")
         self.__attrs_init__(
