@@ -18,9 +18,11 @@ from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
 import toolfold.integrations.temporal._workflow as workflow_module
+from toolfold import Agent, UsageError
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
+    TemporalAgent,
     ToolfoldPlugin,
     data_converter,
 )
@@ -202,3 +204,16 @@ def test_provider_errors_map_to_temporal_retries(
         assert failure.retry_state == RetryState.NON_RETRYABLE_FAILURE
 
     asyncio.run(go())
+
+
+def test_temporal_agent_refuses_what_it_cannot_run() -> None:
+    """Live stop predicates, on_tool_error='raise' and names with '__' are refused up front."""
+    model = temporal_app.steps.agent.model
+    with pytest.raises(UsageError, match="stop_when predicates"):
+        TemporalAgent(Agent(model, name="a", stop_when=[lambda state: True]))
+    with pytest.raises(UsageError, match="on_tool_error"):
+        TemporalAgent(Agent(model, name="a", on_tool_error="raise"))
+    with pytest.raises(UsageError, match="must not contain '__'"):
+        TemporalAgent(Agent(model, name="a__b"))
+    with pytest.raises(UsageError, match="needs a name"):
+        TemporalAgent(Agent(model))
