@@ -252,6 +252,24 @@ TESTING = {
     "sample_value",
 }
 
+# toolfold.integrations.temporal: durable agents (the `temporal` extra)
+TEMPORAL = {
+    "WORKFLOW_NAME",
+    "ActivitySettings",
+    "AgentHandle",
+    "AgentInput",
+    "AgentWorkflow",
+    "Answers",
+    "TemporalAgent",
+    "ToolCallInput",
+    "ToolfoldJSONPayloadConverter",
+    "ToolfoldPayloadConverter",
+    "ToolfoldPlugin",
+    "data_converter",
+    "model_activity_name",
+    "tool_activity_name",
+}
+
 
 # Functions whose hints name a class their module imports only for type checking
 # (an import cycle): get_type_hints fails on them as it did before the rename.
@@ -263,6 +281,7 @@ NAMESPACES = {
     "toolfold.toolkit": TOOLKIT,
     "toolfold.adapters": ADAPTERS,
     "toolfold.testing": TESTING,
+    "toolfold.integrations.temporal": TEMPORAL,
 }
 
 

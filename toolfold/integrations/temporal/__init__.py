@@ -6,6 +6,7 @@ an activity with a stable name, and a run survives worker and server crashes.
 See docs/durable.md.
 """
 
+from toolfold._public import publish as _publish
 from toolfold.integrations.temporal._activities import (
     ToolCallInput,
     model_activity_name,
@@ -26,7 +27,6 @@ from toolfold.integrations.temporal._workflow import (
 )
 
 __all__ = [
-    "WORKFLOW_NAME",
     "ActivitySettings",
     "AgentHandle",
     "AgentInput",
@@ -37,7 +37,14 @@ __all__ = [
     "ToolfoldJSONPayloadConverter",
     "ToolfoldPayloadConverter",
     "ToolfoldPlugin",
+    "WORKFLOW_NAME",
     "data_converter",
     "model_activity_name",
     "tool_activity_name",
 ]
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
