@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
@@ -124,7 +125,11 @@ flaky = TemporalAgent(Agent(FunctionModel(_flaky), name="flaky"), settings=SETTI
 unauthorized = TemporalAgent(
     Agent(FunctionModel(_unauthorized), name="unauthorized"), settings=SETTINGS
 )
-AGENTS = [steps, approval, flaky, unauthorized]
+chained = TemporalAgent(
+    Agent(FunctionModel(_three_steps), tools=[record, slow], name="chained"),
+    settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
+)
+AGENTS = [steps, approval, flaky, unauthorized, chained]
 
 
 async def main(address: str, task_queue: str) -> None:

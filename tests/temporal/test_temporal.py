@@ -217,3 +217,21 @@ def test_temporal_agent_refuses_what_it_cannot_run() -> None:
         TemporalAgent(Agent(model, name="a__b"))
     with pytest.raises(UsageError, match="needs a name"):
         TemporalAgent(Agent(model))
+
+
+def test_continue_as_new_carries_the_state(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that continues as new after every step gives the same answer and the whole state."""
+
+    async def go() -> None:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.chained.start(client, "go", id="chain-1", task_queue=queue)
+            response = await handle.result()
+            latest = await client.get_workflow_handle("chain-1").describe()
+        assert response.text == "answer: A,B,C"
+        assert response.state.step == 3
+        assert response.state.messages == temporal_app.steps.agent.run("go").state.messages
+        assert latest.run_id != handle.workflow.first_execution_run_id
+
+    asyncio.run(go())

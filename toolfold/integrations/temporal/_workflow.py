@@ -61,6 +61,9 @@ class ActivitySettings:
         heartbeat_timeout: A worker silent this long is taken for dead and
             its activity retried (activities heartbeat at a third of it).
         retry_policy: Temporal's retry policy for both kinds of activity.
+        continue_as_new_steps: Continue as new (a fresh history, carrying
+            the state) after this many model calls in one history; None: only
+            when Temporal suggests it (its history is getting large).
     """
 
     model_timeout: timedelta = timedelta(minutes=5)
@@ -69,6 +72,7 @@ class ActivitySettings:
     retry_policy: RetryPolicy = attrs.field(
         factory=lambda: RetryPolicy(maximum_interval=timedelta(minutes=1))
     )
+    continue_as_new_steps: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -123,10 +127,15 @@ class AgentWorkflow:
                 non_retryable=True,
             )
         self._state = given.state
+        first_step = given.state.step
         while True:
             state = self._state
             effect = next_effect(state)
             if isinstance(effect, CallModel):
+                if self._should_continue_as_new(agent, state.step - first_step):
+                    # Between steps: nothing in flight, the state is the whole run.
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    workflow.continue_as_new(AgentInput(agent.name, state))
                 self._state = await self._call_model(agent, state, effect)
             elif isinstance(effect, RunTools):
                 self._state = await self._run_tools(agent, state, effect)
@@ -136,6 +145,12 @@ class AgentWorkflow:
                 await workflow.wait_condition(lambda: self._phase() not in _WAITING)
             else:  # Finish: the state says how (a failed run is a result, not an exception)
                 return state
+
+    def _should_continue_as_new(self, agent: Registered, steps: int) -> bool:
+        every = agent.settings.continue_as_new_steps
+        if every is not None and steps >= every:
+            return True
+        return workflow.info().is_continue_as_new_suggested()
 
     async def _call_model(self, agent: Registered, state: RunState, effect: CallModel) -> RunState:
         s = agent.settings
