@@ -129,7 +129,28 @@ chained = TemporalAgent(
     Agent(FunctionModel(_three_steps), tools=[record, slow], name="chained"),
     settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
 )
-AGENTS = [steps, approval, flaky, unauthorized, chained]
+
+
+@tool
+def big(size: int) -> str:
+    """A result of ``size`` bytes.
+
+    Args:
+        size: How many bytes.
+    """
+    return "x" * size
+
+
+def _big(request: ModelRequest) -> Any:
+    done = _results(request)
+    return done[0] if done else FunctionModel.call("big", {"size": 101})
+
+
+oversized = TemporalAgent(
+    Agent(FunctionModel(_big), tools=[big], name="oversized"),
+    settings=attrs.evolve(SETTINGS, max_result_bytes=100),
+)
+AGENTS = [steps, approval, flaky, unauthorized, chained, oversized]
 
 
 async def main(address: str, task_queue: str) -> None:

@@ -235,3 +235,22 @@ def test_continue_as_new_carries_the_state(
         assert latest.run_id != handle.workflow.first_execution_run_id
 
     asyncio.run(go())
+
+
+def test_oversized_tool_result_becomes_a_clear_error_result(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool result over the payload budget reaches the model as an error naming the limit."""
+
+    async def go() -> Any:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            return await temporal_app.oversized.run(client, "go", id="big-1", task_queue=queue)
+
+    response = asyncio.run(go())
+    (result,) = [r for m in response.state.messages for r in m.tool_results]
+    assert result.is_error
+    assert response.text == (
+        "the result of tool 'big' is 101 bytes, over the 100-byte limit for results of "
+        "durable runs (Temporal payloads are limited to 2 MB): return a reference to the "
+        "data instead"
+    )

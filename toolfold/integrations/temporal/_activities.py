@@ -65,7 +65,12 @@ def tool_activity_name(agent: str, tool: str) -> str:
 
 
 def make_activities(
-    name: str, agent: Agent, *, heartbeat: timedelta, deps: Any = None
+    name: str,
+    agent: Agent,
+    *,
+    heartbeat: timedelta,
+    max_result_bytes: int = 1_000_000,
+    deps: Any = None,
 ) -> list[Callable[..., Any]]:
     """The model activity and one activity per tool of ``agent``."""
     options = agent._options
@@ -83,11 +88,13 @@ def make_activities(
 
     made: list[Callable[..., Any]] = [model_request]
     for tool in options.tools.values():
-        made.append(_tool_activity(name, tool, deps, every))
+        made.append(_tool_activity(name, tool, deps, every, max_result_bytes))
     return made
 
 
-def _tool_activity(name: str, tool: Any, deps: Any, every: float) -> Callable[..., Any]:
+def _tool_activity(
+    name: str, tool: Any, deps: Any, every: float, max_bytes: int
+) -> Callable[..., Any]:
     @activity.defn(name=tool_activity_name(name, tool.name))
     async def run_tool(given: ToolCallInput) -> ToolReturned:
         invocation = given.invocation
@@ -102,9 +109,22 @@ def _tool_activity(name: str, tool: Any, deps: Any, every: float) -> Callable[..
         )
         job = ToolJob(invocation, tool, context)
         (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
-        return returned(outcome)
+        return _within(returned(outcome), tool.name, max_bytes)
 
     return run_tool
+
+
+def _within(event: ToolReturned, tool: str, max_bytes: int) -> ToolReturned:
+    """``event``, or an error result when its content is over ``max_bytes``."""
+    size = len(event.content.encode())
+    if size <= max_bytes:
+        return event
+    message = (
+        f"the result of tool {tool!r} is {size} bytes, over the {max_bytes}-byte limit "
+        "for results of durable runs (Temporal payloads are limited to 2 MB): "
+        "return a reference to the data instead"
+    )
+    return ToolReturned(event.call_id, message, True, "error", event.duration)
 
 
 def _application_error(exc: ProviderError) -> ApplicationError:

@@ -104,7 +104,11 @@ class TemporalAgent:
     def activities(self) -> list[Callable[..., Any]]:
         """The worker's activities for this agent (the model's and one per tool)."""
         return make_activities(
-            self.name, self.agent, heartbeat=self.settings.heartbeat_timeout, deps=self.deps
+            self.name,
+            self.agent,
+            heartbeat=self.settings.heartbeat_timeout,
+            max_result_bytes=self.settings.max_result_bytes,
+            deps=self.deps,
         )
 
     def _registered(self) -> Registered:

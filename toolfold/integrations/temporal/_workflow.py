@@ -64,6 +64,9 @@ class ActivitySettings:
         continue_as_new_steps: Continue as new (a fresh history, carrying
             the state) after this many model calls in one history; None: only
             when Temporal suggests it (its history is getting large).
+        max_result_bytes: A tool result larger than this (UTF-8) reaches the
+            model as an error result saying so: Temporal's payloads are
+            limited to 2 MB, and the state carries every result.
     """
 
     model_timeout: timedelta = timedelta(minutes=5)
@@ -73,6 +76,7 @@ class ActivitySettings:
         factory=lambda: RetryPolicy(maximum_interval=timedelta(minutes=1))
     )
     continue_as_new_steps: int | None = None
+    max_result_bytes: int = 1_000_000
 
 
 @attrs.frozen(kw_only=True)
