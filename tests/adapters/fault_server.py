@@ -76,6 +76,7 @@ def _chunks(completion: dict[str, Any]) -> list[bytes]:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
