@@ -23,12 +23,12 @@ import attrs
 
 import toolfold
 from toolfold import (
-    ConnectionError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderTimeoutError,
     RateLimitError,
     ServerError,
     StreamError,
-    TimeoutError,
 )
 from toolfold.adapters import Timeouts
 
@@ -56,11 +56,11 @@ EXPECTED: dict[str, tuple[type[ProviderError], type[ProviderError]]] = {
     "429-ms": (RateLimitError, RateLimitError),
     "429-date": (RateLimitError, RateLimitError),
     "500": (ServerError, ServerError),
-    "reset-before": (ConnectionError, ConnectionError),
-    "reset-after": (ConnectionError, ConnectionError),
-    "read-timeout": (TimeoutError, TimeoutError),
-    "total-timeout": (TimeoutError, TimeoutError),
-    "cut-stream": (ConnectionError, StreamError),
+    "reset-before": (ProviderConnectionError, ProviderConnectionError),
+    "reset-after": (ProviderConnectionError, ProviderConnectionError),
+    "read-timeout": (ProviderTimeoutError, ProviderTimeoutError),
+    "total-timeout": (ProviderTimeoutError, ProviderTimeoutError),
+    "cut-stream": (ProviderConnectionError, StreamError),
     "inband-error": (ProviderError, StreamError),
     "malformed-json": (ProviderError, ProviderError),
 }

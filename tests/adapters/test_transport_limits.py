@@ -24,7 +24,7 @@ from fault_matrix import fault_server
 from scripted_http import Reply, ScriptedServer, sse
 
 import toolfold
-from toolfold import ConnectionError, ModelConfigError, ProviderError, TimeoutError
+from toolfold import ModelConfigError, ProviderConnectionError, ProviderError, ProviderTimeoutError
 from toolfold.adapters import HttpLimits, RetryPolicy, Timeouts, Transport
 
 KEY = "sk-limits-0123456789"
@@ -72,7 +72,7 @@ def test_total_bounds_a_dripping_answer(
     head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-pad: " + b"a" * 5000 + b"\r\n\r\n{}"
     http_server.add(Reply(drip=0.02, raw=head if where == "head" else None))
     transport = make(http_server, backend, timeout=Timeouts(read=30.0, total=0.3))
-    with pytest.raises(TimeoutError, match=r"total timeout of 0\.3 s"):
+    with pytest.raises(ProviderTimeoutError, match=r"total timeout of 0\.3 s"):
         call(transport, mode)
 
 
@@ -136,7 +136,7 @@ def test_a_request_the_server_read_is_resent_only_when_the_policy_says(
     """Reset after the server read the request: one attempt unless connection errors are retried."""
     http_server.add(Reply(reset=True), Reply(reset=True), Reply(reset=True))
     transport = make(http_server, backend, retry=retry, sleep=_no_sleep, sleep_sync=lambda _: None)
-    with pytest.raises(ConnectionError):
+    with pytest.raises(ProviderConnectionError):
         call(transport, mode)
     assert len(http_server.requests) == (1 if sent == 1 else 3)
 

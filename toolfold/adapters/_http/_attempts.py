@@ -11,7 +11,7 @@ perform what it yields.
 What is sent again, exactly: a status or error the `RetryPolicy` calls
 retryable, while retries are left and the wait fits in the total timeout. A
 connection that could not be opened (the request was never written) is a
-`ConnectionError`; one that dropped after the request was written is one too,
+`ProviderConnectionError`; one that dropped after the request was written is one too,
 and both are retried only when ``retry_connection_errors`` is on; a timeout only
 when ``retry_timeouts`` is on. Once a 2xx answer has started nothing is sent again.
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ConnectionError, ProviderError, TimeoutError
+from toolfold._errors import ProviderConnectionError, ProviderError, ProviderTimeoutError
 from toolfold.adapters._http._retry import RetryPolicy, Timeouts
 
 __all__ = ["Failed", "Plan", "Send", "Sleep", "attempts"]
@@ -81,7 +81,7 @@ class Plan:
     random: Callable[[], float]
     status_failure: Callable[[Failed], tuple[ProviderError, bool | None, float | None]]
     exception_failure: Callable[[BaseException], ProviderError]
-    total_timeout: Callable[[], TimeoutError]
+    total_timeout: Callable[[], ProviderTimeoutError]
     label: str
 
 
@@ -130,10 +130,10 @@ def _exception_delay(plan: Plan, retry: int, error: ProviderError) -> float | No
     policy = plan.policy
     if retry >= policy.max_retries:
         return None
-    if isinstance(error, TimeoutError):
+    if isinstance(error, ProviderTimeoutError):
         if not policy.retry_timeouts:
             return None
-    elif not (isinstance(error, ConnectionError) and policy.retry_connection_errors):
+    elif not (isinstance(error, ProviderConnectionError) and policy.retry_connection_errors):
         return None
     return _fits(plan, policy.backoff(retry, plan.random()))
 

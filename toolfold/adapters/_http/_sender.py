@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from toolfold._errors import ProviderError, TimeoutError
+from toolfold._errors import ProviderError, ProviderTimeoutError
 from toolfold.adapters._http._attempts import Failed, Plan, Sleep, attempts
 from toolfold.adapters._http._backends import sync_deadline
 from toolfold.adapters._http._body import BodyError, BodyReader
@@ -38,7 +38,7 @@ from toolfold.adapters._http._http_errors import (
     status_error,
     transport_error,
 )
-from toolfold.adapters._http._keys import Secret, redact
+from toolfold.adapters._http._keys import Secret, redact, redact_chain
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 
 __all__ = ["Call", "Sender", "scrub_error"]
@@ -284,9 +284,9 @@ class Sender:
             status_code=None if response is None else int(response.status_code),
         )
 
-    def total_timeout(self, url: str) -> TimeoutError:
+    def total_timeout(self, url: str) -> ProviderTimeoutError:
         total = self.timeouts.total if self.timeouts else None
-        return TimeoutError(
+        return ProviderTimeoutError(
             f"the call to {self.provider} at {url} ran past the total timeout of {total} s",
             provider=self.provider,
         )
@@ -300,7 +300,7 @@ class Sender:
             if content[:1] == b"{" and content[1:2] != b"\x00":
                 return json.loads(content.decode("utf-8", "surrogatepass"))
             return json.loads(content)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             text = self._redact(content.decode("utf-8", "replace"))
             raise self.scrub(
                 ProviderError(
@@ -361,4 +361,5 @@ def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
     failed = getattr(error, "failed_generation", None)
     if isinstance(failed, str):
         error.failed_generation = redact(failed, secrets)  # type: ignore[attr-defined]
+    redact_chain(error, secrets)  # what it was raised from, once chained
     return error

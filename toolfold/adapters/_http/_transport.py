@@ -7,7 +7,7 @@ headers, `Timeouts` (``total`` bounds the whole call, streamed or not, sync or
 async), `HttpLimits` on the answer's size, retries per `RetryPolicy` (the plan
 in `_attempts`), and the mapping of every failure to one `ProviderError` child.
 Retries happen only before a 2xx answer starts: once it has, a failure is a
-`StreamError` (or `ConnectionError`/`TimeoutError`) for the caller, never a
+`StreamError` (or `ProviderConnectionError`/`ProviderTimeoutError`) for the caller, never a
 silent second request (the model would bill and answer twice).
 
 The client underneath is httpx, httpx2 or aiohttp (`_backends`), made and
@@ -186,14 +186,18 @@ class Transport:
         Raises:
             ProviderError: A child for each failure: `RateLimitError`,
                 `AuthenticationError`, `BadRequestError`, `NotFoundError`,
-                `ServerError`, `ConnectionError`, `TimeoutError`; a plain
+                `ServerError`, `ProviderConnectionError`, `ProviderTimeoutError`; a plain
                 `ProviderError` for a body that is not JSON or too large.
         """
         sender = self._sender
         call = self._call(path, body, self._headers, headers, streaming=False)
-        response = await sender.send(call)
-        content = b"".join([chunk async for chunk in sender.body(response, call)])
-        return sender.json(content, response, call.url)
+        try:
+            response = await sender.send(call)
+            content = b"".join([chunk async for chunk in sender.body(response, call)])
+            return sender.json(content, response, call.url)
+        except ProviderError as exc:
+            self.scrub(exc)  # again, now that it is chained to its cause
+            raise
 
     def post_json_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
@@ -201,8 +205,12 @@ class Transport:
         """Blocking `post_json`."""
         sender = self._sender
         call = self._call(path, body, self._headers, headers, streaming=False)
-        response = sender.send_sync(call)
-        return sender.json(b"".join(sender.body_sync(response, call)), response, call.url)
+        try:
+            response = sender.send_sync(call)
+            return sender.json(b"".join(sender.body_sync(response, call)), response, call.url)
+        except ProviderError as exc:
+            self.scrub(exc)  # again, now that it is chained to its cause
+            raise
 
     def stream(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
@@ -216,7 +224,7 @@ class Transport:
 
         Raises:
             StreamError: The stream was cut, or sent an error in-band.
-            TimeoutError: The stream stalled past the read timeout, or the whole
+            ProviderTimeoutError: The stream stalled past the read timeout, or the whole
                 call ran past the total timeout.
             ProviderError: As `post_json`, before the stream starts.
         """
