@@ -1,24 +1,24 @@
-"""HTTP benchmarks: toolfold's provider path against raw HTTP clients, on a local fake server.
+"""HTTP benchmarks: toolfold's provider path against the same raw HTTP clients, on a local fake server.
 
     .venv/bin/python bench/bench_http.py [--quick] [--only loop,stream,concurrency,latency]
 
 Starts ``bench/fake_openai_server.py`` as a separate process and measures:
 
 * loop: a 10-step sequential tool loop (11 HTTP exchanges) through
-  ``toolfold.generate_text`` / ``agenerate_text`` with the OpenAI Chat model,
-  next to the same 11 exchanges made by raw httpx with hand-written JSON.
-  Target: toolfold <= 1.15x raw httpx.
-* stream: the same loop streamed (SSE), toolfold ``Agent.stream`` against raw
-  httpx reading the SSE lines and joining the argument fragments by hand.
-  Target: <= 1.2x.
-* concurrency: 100 concurrent 3-step runs (4 exchanges each), runs per second,
-  for every raw async client installed (httpx, httpx2, aiohttp) and for
-  toolfold (the transport alone, and the whole loop with the ``add`` tool both
-  ``blocking=False`` -- inline on the loop, as the raw clients compute it --
-  and by default, in a worker thread), the clients taking turns
-  within each round, with the client process's CPU time per run beside each
-  rate. Target: toolfold >= 0.8x the fastest raw client.
-* latency: one request at a time, per request, to show per-call overhead.
+  ``toolfold.generate_text`` / ``agenerate_text`` with the OpenAI Chat model on
+  each backend (``http="httpx"``, ``"httpx2"``), next to the same 11 exchanges
+  made by that raw client with hand-written JSON. Target: <= 1.1x.
+* stream: the same loop streamed (SSE) on httpx, toolfold ``Agent.stream``
+  against raw httpx reading the SSE lines and joining the argument fragments
+  by hand. Target: <= 1.2x.
+* concurrency: 100 concurrent 3-step runs (4 exchanges each), runs per
+  second, for toolfold on each backend (``http="httpx"``, ``"httpx2"``,
+  ``"aiohttp"``, the ``add`` tool ``blocking=False`` -- inline on the loop, as
+  the raw clients compute it) next to the same raw client, and the default
+  backend with the tool in a worker thread; the clients take turns within
+  each round, with the client process's CPU time per run beside each rate.
+  Target: aiohttp backend >= 0.85x raw aiohttp.
+* latency: one request at a time on httpx, per request, to show per-call overhead.
 
 Figures are best-of-N wall-clock times; the machine is shared, so compare the
 ratios printed side by side rather than the absolute numbers.
@@ -291,8 +291,8 @@ def best_of_pair(
 
 
 def bench_stream(url: str, repeats: int) -> None:
-    print("stream: the same 11 exchanges streamed (SSE), best of", repeats)
-    model = toolfold.model("openai:fake-10", base_url=url, api_key="sk-bench")
+    print("stream (httpx): the same 11 exchanges streamed (SSE), best of", repeats)
+    model = toolfold.model("openai:fake-10", base_url=url, api_key="sk-bench", http="httpx")
     agent = toolfold.Agent(model, tools=[add], max_steps=11)
 
     def toolfold_sync() -> None:
@@ -450,7 +450,7 @@ def bench_concurrency(url: str, runs: int, rounds: int) -> None:
 
 
 def bench_latency(url: str, count: int) -> None:
-    print(f"latency: one request at a time, median of {count}")
+    print(f"latency (httpx): one request at a time, median of {count}")
     body = {"model": "fake-3", "messages": [{"role": "user", "content": "x"}], "tools": TOOLS}
     content = json.dumps(body).encode()
     target = f"{url}/chat/completions"
@@ -465,7 +465,7 @@ def bench_latency(url: str, count: int) -> None:
             client.post(target, content=content, headers=HEADERS).json()
             samples.append(time.perf_counter() - start)
     raw_sync = median(samples)
-    transport = Transport("openai", url, "sk-bench")
+    transport = Transport("openai", url, "sk-bench", http="httpx")
     samples = []
     for _ in range(count):
         start = time.perf_counter()
@@ -482,7 +482,7 @@ def bench_latency(url: str, count: int) -> None:
                 start = time.perf_counter()
                 (await client.post(target, content=content, headers=HEADERS)).json()
                 raw_samples.append(time.perf_counter() - start)
-        transport = Transport("openai", url, "sk-bench")
+        transport = Transport("openai", url, "sk-bench", http="httpx")
         our_samples = []
         for _ in range(count):
             start = time.perf_counter()

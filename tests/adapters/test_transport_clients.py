@@ -247,7 +247,12 @@ def test_cut_stream_is_a_stream_error(http_server: ScriptedServer, kind: str, mo
     seen: list[SSEEvent] = []
     with pytest.raises(StreamError, match="cut"):
         call(http_server, kind, mode, "stream", seen=seen, timeout=5.0)
-    assert [e.json() for e in seen] == [{"i": 0}]
+    if "aiohttp" in kind:
+        # aiohttp raises a connection's error before data it still buffers: an
+        # event that arrived in the same read as the cut may be lost with it.
+        assert [e.json() for e in seen] in ([{"i": 0}], [])
+    else:
+        assert [e.json() for e in seen] == [{"i": 0}]
     assert len(http_server.requests) == 1
 
 

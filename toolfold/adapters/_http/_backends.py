@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -48,8 +49,12 @@ BACKENDS = ("httpx", "httpx2", "aiohttp")
 
 
 def default_backend() -> str:
-    """The backend used when none is named: httpx2 where installed (Python 3.11+), else httpx."""
-    return "httpx2" if _installed("httpx2") else "httpx"
+    """The backend used when none is named: httpx2 on Python 3.11+ (a dependency there), else httpx."""
+    # By Python version, not by what happens to be installed (another package
+    # may pull an old httpx2 onto 3.10): the default is the one toolfold depends on.
+    if sys.version_info >= (3, 11) and _installed("httpx2"):
+        return "httpx2"
+    return "httpx"
 
 
 def _installed(name: str) -> bool:
