@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
 from toolfold.adapters._http._retry import HttpLimits
@@ -14,12 +16,11 @@ from toolfold.adapters._provider_model import (
     UNSET,
     Prepared,
     ProviderModel,
-    RequestReport,
     transport_options,
 )
 from toolfold.adapters.anthropic._errors import parse_error
 from toolfold.adapters.anthropic._provider import API_KEY_ENV, API_VERSION, BASE_URL, STRICT_BETA
-from toolfold.adapters.anthropic._request import build_body, compiled_tool, is_beta
+from toolfold.adapters.anthropic._request import compiled_tool, is_beta, prepare
 from toolfold.adapters.anthropic._response import parse_response
 from toolfold.adapters.anthropic._stream import DecoderState, decode_end, decode_event
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
@@ -89,10 +90,11 @@ class AnthropicModel(ProviderModel):
         self._beta_headers = {"anthropic-beta": ",".join(betas)}
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
-        """The body this model sends for ``request`` (with the beta header strict tools need)."""
-        body = build_body(request, self.model_name, stream=stream)
-        headers = self._beta_headers if is_beta(body) else None
-        return Prepared(body, RequestReport("anthropic"), headers)
+        """The body for ``request``, the reasoning it left out, and the beta header strict tools need."""
+        prepared = prepare(request, self.model_name, stream=stream)
+        if not is_beta(prepared.body):
+            return prepared
+        return attrs.evolve(prepared, headers=self._beta_headers)
 
     def _path(self, prepared: Prepared, stream: bool) -> str:
         return f"{_PATH}?beta=true" if prepared.headers else _PATH

@@ -25,6 +25,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -42,15 +43,30 @@ Body = dict[str, Any]
 PROVIDER = "ollama"
 
 
-def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) -> Body:
+def prepare(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
+    """`build_body`, with the report of what was left out (another provider's reasoning)."""
+    notes: list[str] = []
+    body = build_body(request, model_name, stream=stream, notes=notes)
+    return Prepared(body, RequestReport(PROVIDER, tuple(notes)))
+
+
+def build_body(
+    request: ModelRequest,
+    model_name: str,
+    *,
+    stream: bool = False,
+    notes: list[str] | None = None,
+) -> Body:
     """Build the JSON body of one ``POST /api/chat``.
+
+    ``notes`` receives one sentence per reasoning part left out.
 
     Raises:
         ModelConfigError: The request asks for what Ollama cannot do: a
             required or named ``tool_choice``, ``parallel_tool_calls=False``,
             an image by URL, a file.
     """
-    body: Body = {"model": model_name, "messages": encode_messages(request.messages)}
+    body: Body = {"model": model_name, "messages": encode_messages(request.messages, notes)}
     tools = list(request.tools)
     choice = request.tool_choice
     if tools and choice not in (None, "auto", "none"):
@@ -95,11 +111,16 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
         body["options"] = options
 
 
-def encode_messages(messages: Iterable[Message]) -> list[Body]:
+def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
     """The ``messages`` array: one message per tool result, the rest one to one."""
     out: list[Body] = []
-    for message in messages:
-        results = [p for p in message.parts if isinstance(p, ToolResultPart)]
+    for position, message in enumerate(messages):
+        parts = message.parts
+        # Fast path for what every step resends: a plain text message.
+        if len(parts) == 1 and type(parts[0]) is TextPart and message.role != "assistant":
+            out.append({"role": message.role, "content": parts[0].text})
+            continue
+        results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(
             {
                 "role": "tool",
@@ -109,30 +130,42 @@ def encode_messages(messages: Iterable[Message]) -> list[Body]:
             }
             for r in results
         )
-        if message.role == "tool" or (results and len(results) == len(message.parts)):
+        if message.role == "tool" or (results and len(results) == len(parts)):
             continue
         if message.role == "assistant":
-            out.append(_assistant(message))
+            out.append(_assistant(message, position, notes))
         else:
             out.append(_user_or_system(message))
     return out
 
 
-def _assistant(message: Message) -> Body:
-    encoded: Body = {"role": "assistant", "content": message.text}
-    thinking = "".join(
-        p.text
-        for p in message.parts
-        if isinstance(p, ReasoningPart) and p.provider in (None, PROVIDER)
-    )
-    if thinking:
-        encoded["thinking"] = thinking
-    calls = message.tool_calls
-    if calls:
-        encoded["tool_calls"] = [_call(c) for c in calls]
-    for part in message.parts:
-        if isinstance(part, (ImagePart, FilePart)):
+def _assistant(message: Message, position: int, notes: list[str] | None) -> Body:
+    text: list[str] = []
+    thinking: list[str] = []
+    calls: list[Body] = []
+    foreign: set[str] = set()
+    for part in message.parts:  # one pass: this runs for every turn of every request
+        if isinstance(part, TextPart):
+            text.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            calls.append(_call(part))
+        elif isinstance(part, ReasoningPart):
+            if part.provider in (None, PROVIDER):
+                thinking.append(part.text)
+            elif part.text:
+                foreign.add(str(part.provider))
+        elif isinstance(part, (ImagePart, FilePart)):
             raise ModelConfigError(f"an assistant message for Ollama cannot carry {part.kind!r}")
+    encoded: Body = {"role": "assistant", "content": "".join(text)}
+    if foreign and notes is not None:
+        notes.append(
+            f"messages[{position}]: reasoning from {', '.join(sorted(foreign))} "
+            "left out: it was written for another provider"
+        )
+    if thinking and any(thinking):
+        encoded["thinking"] = "".join(thinking)
+    if calls:
+        encoded["tool_calls"] = calls
     return encoded
 
 
