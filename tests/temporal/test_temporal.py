@@ -13,7 +13,7 @@ import pytest
 import temporal_app
 from conftest import DevServer
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
@@ -254,3 +254,23 @@ def test_oversized_tool_result_becomes_a_clear_error_result(
         "durable runs (Temporal payloads are limited to 2 MB): return a reference to the "
         "data instead"
     )
+
+
+def test_cancelling_a_suspended_run_ends_it_cancelled(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelling a run that waits for approval ends the workflow as cancelled; the tool never runs."""
+
+    async def go() -> BaseException | None:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.approval.start(
+                client, "pay", id="cancel-1", task_queue=queue
+            )
+            await handle.suspended()
+            await handle.workflow.cancel()
+            with pytest.raises(WorkflowFailureError) as caught:
+                await handle.result()
+            return caught.value.cause
+
+    assert isinstance(asyncio.run(go()), CancelledError)
+    assert not (tmp_path / "tools.log").exists()
