@@ -219,7 +219,9 @@ class ToolfoldPlugin(SimplePlugin):
 
     Args:
         agents: The agents this worker runs (on a client, any list; only the
-            data converter matters there).
+            data converter matters there). They are registered by name for
+            the whole process: two workers in one process cannot run
+            different agents under the same name.
     """
 
     def __init__(self, agents: Sequence[TemporalAgent] = ()) -> None:
