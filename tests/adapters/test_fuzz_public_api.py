@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -203,18 +204,20 @@ def _mutate_bytes(rng: random.Random, data: bytes) -> bytes:
 
 
 def _split_sse(text: str) -> list[str]:
-    return [block for block in text.split("\n\n") if block.strip()]
+    return [block for block in re.split(r"\r?\n\r?\n", text) if block.strip()]
 
 
 def _mutate_stream(rng: random.Random, text: str) -> bytes:
     blocks = _split_sse(text)
     action = rng.randrange(4)
     if action == 0 and blocks:  # one event's JSON mutated
-        candidates = [i for i, b in enumerate(blocks) if b.startswith("data: {")]
+        candidates = [i for i, b in enumerate(blocks) if "\ndata: {" in f"\n{b}"]
         if candidates:
             i = rng.choice(candidates)
-            value = json.loads(blocks[i][len("data: ") :])
-            blocks[i] = "data: " + _dump(rng, _mutate_json(rng, value)).decode()
+            head, _, data = f"\n{blocks[i]}".partition("\ndata: ")
+            value = json.loads(data.strip())
+            mutated = _dump(rng, _mutate_json(rng, value)).decode()
+            blocks[i] = f"{head}\ndata: {mutated}".lstrip("\n")
     elif action == 1 and blocks:  # an event dropped or repeated
         i = rng.randrange(len(blocks))
         if rng.random() < 0.5:

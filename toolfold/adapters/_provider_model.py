@@ -15,6 +15,7 @@ the notes are returned by ``model.prepare(request)`` and logged at INFO on the
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 import attrs
 
 from toolfold._errors import ProviderError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters._http._transport import Transport
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.runtime.core._stream import StreamEvent
@@ -125,6 +127,11 @@ class ProviderModel:
                 _log.info("%s request: %s", self.name, note)
         return prepared.body
 
+    def _parse_guarded(self, data: Any) -> Any:
+        # A codec crash on an unexpected body is the provider's fault: say so.
+        with wire.guarded(self.provider_name, lambda: wire.dumps_raw(data)):
+            return self._parse(data)
+
     def _failed(self, exc: ProviderError) -> ProviderError:
         # One boundary for every error of a call: the codec raises errors from
         # text a server may have filled with the key.
@@ -134,7 +141,7 @@ class ProviderModel:
         """POST the request and parse the whole answer (see `request`)."""
         try:
             body = self._send_body(request, False)
-            return self._parse(await self._transport.post_json(self._path(False), body))
+            return self._parse_guarded(await self._transport.post_json(self._path(False), body))
         except ProviderError as exc:
             failed = self._failed(exc)
             if failed is exc:
@@ -145,7 +152,7 @@ class ProviderModel:
         """Blocking `request_json`."""
         try:
             body = self._send_body(request, False)
-            return self._parse(self._transport.post_json_sync(self._path(False), body))
+            return self._parse_guarded(self._transport.post_json_sync(self._path(False), body))
         except ProviderError as exc:
             failed = self._failed(exc)
             if failed is exc:
@@ -164,7 +171,8 @@ class ProviderModel:
         try:
             try:
                 async for item in items:
-                    state, out = decode(state, item)
+                    with wire.guarded(self.provider_name, functools.partial(_raw, item)):
+                        state, out = decode(state, item)
                     for event in out:
                         yield event
                     if done(state):
@@ -193,7 +201,8 @@ class ProviderModel:
         try:
             try:
                 for item in items:
-                    state, out = decode(state, item)
+                    with wire.guarded(self.provider_name, functools.partial(_raw, item)):
+                        state, out = decode(state, item)
                     yield from out
                     if done(state):
                         break
@@ -215,6 +224,12 @@ class ProviderModel:
     def close(self) -> None:
         """Close the blocking HTTP client this model made."""
         self._transport.close()
+
+
+def _raw(item: Any) -> str:
+    """A stream item (an SSE event, a decoded JSON value) as text for an error's body."""
+    data = getattr(item, "data", None)
+    return data if isinstance(data, str) else wire.dumps_raw(item)
 
 
 def as_object(data: Any, provider: str) -> Mapping[str, Any]:

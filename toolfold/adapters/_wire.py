@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
-from toolfold._errors import MalformedResponseError
+from toolfold._errors import MalformedResponseError, ToolfoldError
 from toolfold.toolkit._problems import json_kind
 
 #: Deeper nesting than this in a value toolfold keeps (extra provider fields)
@@ -230,6 +230,28 @@ def reading(provider: str, body: Callable[[], str]) -> Iterator[None]:
     except RecursionError:
         error = WireError("$", "nested more than the interpreter can read")
         raise malformed(provider, error, body()) from None
+
+
+@contextmanager
+def guarded(provider: str, body: Callable[[], str]) -> Iterator[None]:
+    """Like `reading`, for a codec that reads without the getters: any crash is malformed.
+
+    A TypeError, AttributeError, KeyError, IndexError, ValueError or
+    RecursionError raised while reading a provider's answer means the answer
+    is not what the codec expects: it becomes a `MalformedResponseError` at
+    ``$`` naming the exception (chained, for debugging). A `ToolfoldError` the
+    codec raises on purpose passes through. The getters give the field's path;
+    this is the net under the codecs that do not use them (yet).
+    """
+    try:
+        yield
+    except WireError as exc:
+        raise malformed(provider, exc, body()) from None
+    except ToolfoldError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        problem = f"the codec could not read it ({type(exc).__name__}: {exc!s:.200})"
+        raise malformed(provider, WireError("$", problem), body()) from exc
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
