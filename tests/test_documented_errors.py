@@ -137,6 +137,19 @@ def _resume_without_tools() -> None:
     resume(first.state, model=ScriptedModel(["done"]), tools=[])
 
 
+def _resume_at_max_steps() -> None:
+    model = ScriptedModel([call("_add", {"a": 1, "b": 2})] * 3)
+    first = generate_text(model, "go", tools=[_add], max_steps=2)
+    with pytest.raises(toolfold.UsageError):
+        resume(first.state, model=model, tools=[_add], max_steps=1)
+    resume(first.state, model=model, tools=[_add])
+
+
+def _resume_with_other_options() -> None:
+    agent, first = _waiting()
+    agent.evolve(instructions="Be terse.").resume(first.state)
+
+
 def _cleared_call_now_needs_approval() -> None:
     def wipe(path: str) -> str:
         """Wipe (v1)."""
@@ -301,6 +314,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "a message dict whose role is not system, user or assistant": _bad_role,
     "an approval that is not `True`, `False` or `Denied(reason)`": _bad_approval,
     "resuming without the tools the state names": _resume_without_tools,
+    "resuming a run stopped at `max_steps` without a larger `max_steps` or a `message`, "
+    "or with a `max_steps` below the calls its turn made": _resume_at_max_steps,
+    "resuming with an `Agent` whose stored options (instructions, settings...) "
+    "differ from the run's": _resume_with_other_options,
     "resuming a call cleared to run with a tool that now requires approval": (
         _cleared_call_now_needs_approval
     ),

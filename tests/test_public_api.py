@@ -148,6 +148,7 @@ RUNTIME = {
     "RunStarted",
     "RunState",
     "RunTools",
+    "StepLimitChanged",
     "StopRequested",
     "TRANSITIONS",
     "ToolInvocation",
@@ -246,6 +247,7 @@ TESTING = {
     "Reply",
     "ScriptedModel",
     "TestModel",
+    "override_models",
     "response_events",
     "sample_value",
 }

@@ -4,6 +4,8 @@
 - `FunctionModel`: answers from a function of the request.
 - `TestModel`: calls each tool once with schema-valid arguments, then
   summarises the results.
+- `override_models`: makes ``"provider:model"`` strings resolve to one of
+  these while a block runs, so code written for a real provider runs offline.
 """
 
 from toolfold._public import publish as _publish
@@ -13,6 +15,7 @@ from toolfold.runtime._testing import (
     Reply,
     ScriptedModel,
     TestModel,
+    override_models,
     response_events,
 )
 
@@ -21,6 +24,7 @@ __all__ = [
     "Reply",
     "ScriptedModel",
     "TestModel",
+    "override_models",
     "response_events",
     "sample_value",
 ]

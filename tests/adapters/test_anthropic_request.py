@@ -247,9 +247,13 @@ def test_strict_tools_and_output_use_the_beta_endpoint_with_its_header() -> None
     model = AnthropicModel(
         "claude-test", api_key="k" * 20, headers={"anthropic-beta": "files-api-2025-04-14"}
     )
-    assert model._path(sent) == "v1/messages?beta=true"
-    assert model._headers(sent) == {"anthropic-beta": f"files-api-2025-04-14,{STRICT_BETA}"}
-    assert model._headers(body(Message.user("x"))) is None
+    strict_request = ModelRequest(messages=(Message.user("x"),), tools=(strict,))
+    prepared = model.prepare(strict_request)
+    assert model._path(prepared, False) == "v1/messages?beta=true"
+    assert prepared.headers == {"anthropic-beta": f"files-api-2025-04-14,{STRICT_BETA}"}
+    plain = model.prepare(ModelRequest(messages=(Message.user("x"),)))
+    assert plain.headers is None
+    assert model._path(plain, False) == "v1/messages"
 
 
 def test_a_strict_tool_outside_the_subset_is_a_schema_error() -> None:

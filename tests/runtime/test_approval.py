@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import pytest
 
 from toolfold import Tool, ToolCallPart
 from toolfold.runtime import RunConfig, ToolSpec, initial_state
-from toolfold.runtime.core._approval import disposition, policy_says
+from toolfold.runtime.core._approval import dispositions, policy_says
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -30,9 +29,12 @@ def test_core_and_driver_agree_on_static_policies(
     spec = ToolSpec.from_tool(live)
     config = RunConfig(tools=[spec], auto_execute_tools=auto_execute_tools)
     state = initial_state("go", config, run_id="r")
-    call = ToolCallPart("c1", "t", "{}", {})
-    asked = partial(policy_says, live, call, state, unknown=True)
-    assert disposition(spec, config, None) == disposition(spec, config, asked)
+    calls = [ToolCallPart("c1", "t", "{}", {}), ToolCallPart("c2", "other", "{}", {})]
+
+    def asked(call: ToolCallPart) -> bool:
+        return policy_says(live if call.name == "t" else None, call, state, unknown=True)
+
+    assert dispositions(config, calls, None) == dispositions(config, calls, asked)
 
 
 def test_only_a_live_policy_decides_a_predicate() -> None:
@@ -41,14 +43,13 @@ def test_only_a_live_policy_decides_a_predicate() -> None:
     spec = ToolSpec.from_tool(live)
     config = RunConfig(tools=[spec])
     state = initial_state("go", config, run_id="r")
-    small, big = (ToolCallPart("c", "t", "{}", {"amount": n}) for n in (5, 500))
-    assert disposition(spec, config, None) is None
-    assert disposition(spec, config, partial(policy_says, live, small, state, unknown=True)) == (
-        "execute"
-    )
-    assert disposition(spec, config, partial(policy_says, live, big, state, unknown=True)) == (
-        "approve"
-    )
+    calls = [ToolCallPart(f"c{n}", "t", "{}", {"amount": n}) for n in (5, 500)]
+
+    def asked(call: ToolCallPart) -> bool:
+        return policy_says(live, call, state, unknown=True)
+
+    assert dispositions(config, calls, None) == [None, None]
+    assert dispositions(config, calls, asked) == ["execute", "approve"]
 
 
 def test_an_unknown_or_failing_policy() -> None:

@@ -1,11 +1,15 @@
 """What every native provider model shares: the transport seam, error scrubbing, the stream loop.
 
-A native adapter (Gemini, OpenAI Responses...) is a pure codec (request builder,
-response parser, stream decoder) plus a `ProviderModel` subclass that wires the
-codec to the shared `Transport`. The subclass names its endpoint and codec; this
-base owns the rest: ``name``/``base_url``/``repr``, closing clients, scrubbing the
-key from every error the codec raises, and driving a pure stream decoder over the
-transport's events, sync and async, closing the connection however the loop ends.
+A native adapter (Anthropic, Gemini, OpenAI Responses, Ollama) is a pure codec
+(request builder, response parser, stream decoder) plus a `ProviderModel`
+subclass that names its endpoint and hooks the codec in. This base owns the rest,
+written once: the four calls of the `Model` protocol (async and blocking, whole
+and streamed), ``name``/``base_url``/``repr``, closing clients, the one boundary
+where a `ProviderError` raised anywhere in a call (the transport's, or the
+codec's own for an in-band error) is refined and has the key scrubbed from it,
+driving the pure stream decoder over the transport's items (Server-Sent Events,
+JSON lines or a streamed JSON array) and closing the connection however the loop
+ends, and checking a call's arguments against the schema sent.
 
 `RequestReport` is how an encoder says what it could not send as given (a
 reasoning block from another provider, a signature only its maker can verify):
@@ -17,21 +21,23 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal
 
 import attrs
 
-from toolfold._errors import ProviderError
+from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ProviderError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._dialects import CompiledTool, check_arguments
 from toolfold.adapters._http._transport import Transport
-from toolfold.runtime.core._request import ModelRequest
+from toolfold.adapters._json_array import JSONArrayDecoder
+from toolfold.runtime.core._arguments import decode_arguments
+from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 _log = logging.getLogger("toolfold.adapters")
-
-S = TypeVar("S")
-Item = TypeVar("Item")
 
 #: Sentinel for "option not given": the transport's own default applies.
 UNSET: Any = object()
@@ -57,10 +63,12 @@ class Prepared:
     Attributes:
         body: The JSON body.
         report: What was dropped or rewritten on the way.
+        headers: Extra headers this request needs (e.g. a beta flag), if any.
     """
 
     body: dict[str, Any]
     report: RequestReport
+    headers: Mapping[str, str] | None = None
 
 
 def transport_options(timeout: Any, retry: Any) -> dict[str, Any]:
@@ -73,21 +81,60 @@ def transport_options(timeout: Any, retry: Any) -> dict[str, Any]:
     return options
 
 
-class ProviderModel:
-    """Base of the native models: a codec on the shared `Transport`.
+StreamFormat = Literal["sse", "lines", "json-array"]
 
-    Subclasses set ``provider_name`` and ``_transport`` and implement `prepare`,
-    `_parse` (a whole response body) and `_stream_state` / `_decode` /
-    `_decode_end` (the pure stream decoder).
+
+class ProviderModel:
+    """Base of the native models: a codec on the shared `Transport` (see the module docstring).
+
+    A subclass sets ``model_name``, ``provider_name`` and ``_transport``, and
+    gives the codec: `prepare`, `_path`, `_parse`, `_compiled`, and the pure
+    stream decoder `_stream_start` / `_stream_step` / `_stream_end` (and
+    `_stream_done` when the stream says so before it ends). ``_stream_format``
+    says how the transport frames the stream.
     """
 
     model_name: str
     provider_name: str
     _transport: Transport
+    _stream_format: StreamFormat = "sse"
+
+    # --- what a codec provides ------------------------------------------------
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``, and what encoding changed."""
+        raise NotImplementedError
+
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        raise NotImplementedError
+
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        raise NotImplementedError
+
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        raise NotImplementedError
+
+    def _refine(self, error: ProviderError) -> ProviderError:
+        """A more precise exception for a mapped error (default: the error itself)."""
+        return error
+
+    def _stream_start(self) -> Any:
+        raise NotImplementedError
+
+    def _stream_step(self, state: Any, item: Any) -> tuple[Any, list[StreamEvent]]:
+        raise NotImplementedError
+
+    def _stream_end(self, state: Any) -> list[StreamEvent]:
+        raise NotImplementedError
+
+    def _stream_done(self, state: Any) -> bool:
+        return False
+
+    # --- the Model protocol ----------------------------------------------------
 
     @property
     def name(self) -> str:
-        """``provider:model``, e.g. ``gemini:gemini-2.5-flash``."""
+        """``provider:model``, e.g. ``anthropic:claude-sonnet-4-5``."""
         return f"{self.provider_name}:{self.model_name}"
 
     @property
@@ -98,124 +145,89 @@ class ProviderModel:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
 
-    # --- what a subclass provides ------------------------------------------
-
-    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
-        """The body this model sends for ``request``, and what encoding changed."""
-        raise NotImplementedError
-
-    def _path(self, stream: bool) -> str:
-        raise NotImplementedError
-
-    def _parse(self, data: Any) -> Any:
-        raise NotImplementedError
-
-    def _refine(self, error: ProviderError) -> ProviderError:
-        """A more precise exception for a mapped error (default: the error itself)."""
-        return error
-
-    # --- shared ------------------------------------------------------------
-
     def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body this model sends for ``request`` (for inspection and tests)."""
         return self.prepare(request, stream=stream).body
 
-    def _send_body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
-        prepared = self.prepare(request, stream=stream)
-        if prepared.report.notes and _log.isEnabledFor(logging.INFO):
-            for note in prepared.report.notes:
-                _log.info("%s request: %s", self.name, note)
-        return prepared.body
+    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
+        """How each tool of ``request`` is sent: the schema, strictness, every rewrite."""
+        return [self._compiled(t) for t in request.tools]
 
-    def _parse_guarded(self, data: Any) -> Any:
-        # A codec crash on an unexpected body is the provider's fault: say so.
-        with wire.guarded(self.provider_name, lambda: wire.dumps_raw(data)):
-            return self._parse(data)
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """One response, asynchronously."""
+        with self._boundary():
+            prepared = self._prepared(request, False)
+            data = await self._transport.post_json(
+                self._path(prepared, False), prepared.body, headers=prepared.headers
+            )
+            return self._read(as_object(data, self.provider_name))
 
-    def _failed(self, exc: ProviderError) -> ProviderError:
-        # One boundary for every error of a call: the codec raises errors from
-        # text a server may have filled with the key.
-        return self._transport._scrubbed(self._refine(exc))
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        """One response, blocking."""
+        with self._boundary():
+            prepared = self._prepared(request, False)
+            data = self._transport.post_json_sync(
+                self._path(prepared, False), prepared.body, headers=prepared.headers
+            )
+            return self._read(as_object(data, self.provider_name))
 
-    async def request_json(self, request: ModelRequest) -> Any:
-        """POST the request and parse the whole answer (see `request`)."""
-        try:
-            body = self._send_body(request, False)
-            return self._parse_guarded(await self._transport.post_json(self._path(False), body))
-        except ProviderError as exc:
-            failed = self._failed(exc)
-            if failed is exc:
-                raise
-            raise failed from exc
-
-    def request_json_sync(self, request: ModelRequest) -> Any:
-        """Blocking `request_json`."""
-        try:
-            body = self._send_body(request, False)
-            return self._parse_guarded(self._transport.post_json_sync(self._path(False), body))
-        except ProviderError as exc:
-            failed = self._failed(exc)
-            if failed is exc:
-                raise
-            raise failed from exc
-
-    async def decode_stream(
-        self,
-        items: AsyncIterator[Item],
-        state: S,
-        decode: Callable[[S, Item], tuple[S, list[StreamEvent]]],
-        end: Callable[[S], list[StreamEvent]],
-        done: Callable[[S], bool],
-    ) -> AsyncIterator[StreamEvent]:
-        """Drive a pure decoder over the transport's items; the connection is closed however it ends."""
-        try:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The response as neutral stream events, asynchronously."""
+        with self._boundary():
+            prepared = self._prepared(request, True)
+            items = self._aitems(self._path(prepared, True), prepared)
+            state = self._stream_start()
             try:
                 async for item in items:
                     with wire.guarded(self.provider_name, functools.partial(_raw, item)):
-                        state, out = decode(state, item)
+                        state, out = self._stream_step(state, item)
                     for event in out:
                         yield event
-                    if done(state):
+                    if self._stream_done(state):
                         break
             finally:
-                closer = getattr(items, "aclose", None)
-                if closer is not None:
-                    await closer()
-            for event in end(state):
+                await items.aclose()  # type: ignore[attr-defined]
+            for event in self._stream_end(state):
                 yield event
-        except ProviderError as exc:
-            failed = self._failed(exc)
-            if failed is exc:
-                raise
-            raise failed from exc
 
-    def decode_stream_sync(
-        self,
-        items: Iterator[Item],
-        state: S,
-        decode: Callable[[S, Item], tuple[S, list[StreamEvent]]],
-        end: Callable[[S], list[StreamEvent]],
-        done: Callable[[S], bool],
-    ) -> Iterator[StreamEvent]:
-        """Blocking `decode_stream`."""
-        try:
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """The response as neutral stream events, blocking."""
+        with self._boundary():
+            prepared = self._prepared(request, True)
+            items = self._items(self._path(prepared, True), prepared)
+            state = self._stream_start()
             try:
                 for item in items:
                     with wire.guarded(self.provider_name, functools.partial(_raw, item)):
-                        state, out = decode(state, item)
+                        state, out = self._stream_step(state, item)
                     yield from out
-                    if done(state):
+                    if self._stream_done(state):
                         break
             finally:
-                closer = getattr(items, "close", None)
-                if closer is not None:
-                    closer()
-            yield from end(state)
-        except ProviderError as exc:
-            failed = self._failed(exc)
-            if failed is exc:
-                raise
-            raise failed from exc
+                items.close()  # type: ignore[attr-defined]
+            yield from self._stream_end(state)
+
+    def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
+        """Validate a call's arguments against the schema this model sent for its tool.
+
+        Raises:
+            ArgumentJSONError: The argument text is not JSON.
+            ArgumentValidationError: The arguments break the schema sent (each
+                error with its ``$.path``), or name no tool of the request.
+        """
+        tool = next((t for t in request.tools if t.name == call.name), None)
+        if tool is None:
+            names = ", ".join(t.name for t in request.tools) or "none"
+            raise ArgumentValidationError(
+                call.name, [f"$: no tool {call.name!r} in the request; tools: {names}"]
+            )
+        arguments: Any = call.arguments
+        if arguments is None:
+            try:
+                arguments = decode_arguments(call.arguments_text)
+            except ValueError as exc:
+                raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
+        return check_arguments(self._compiled(tool), arguments)
 
     async def aclose(self) -> None:
         """Close the HTTP clients this model made (injected ones stay open)."""
@@ -224,6 +236,72 @@ class ProviderModel:
     def close(self) -> None:
         """Close the blocking HTTP client this model made."""
         self._transport.close()
+
+    # --- shared plumbing -------------------------------------------------------
+
+    def _read(self, data: Mapping[str, Any]) -> ModelResponse:
+        # A codec crash on an unexpected body is the provider's fault: say so.
+        with wire.guarded(self.provider_name, functools.partial(wire.dumps_raw, data)):
+            return self._parse(data)
+
+    def _prepared(self, request: ModelRequest, stream: bool) -> Prepared:
+        prepared = self.prepare(request, stream=stream)
+        if prepared.report.notes and _log.isEnabledFor(logging.INFO):
+            for note in prepared.report.notes:
+                _log.info("%s request: %s", self.name, note)
+        return prepared
+
+    @contextmanager
+    def _boundary(self) -> Iterator[None]:
+        # One boundary for every error of a call: the codec raises errors from
+        # text a server may have filled with the key.
+        try:
+            yield
+        except ProviderError as exc:
+            failed = self._transport._scrubbed(self._refine(exc))
+            if failed is exc:
+                raise
+            raise failed from exc
+
+    def _aitems(self, path: str, prepared: Prepared) -> AsyncIterator[Any]:
+        transport, body, headers = self._transport, prepared.body, prepared.headers
+        if self._stream_format == "lines":
+            return transport.stream_lines(path, body, headers=headers)
+        if self._stream_format == "json-array":
+            return _aobjects(transport.stream_bytes(path, body, headers=headers))
+        return transport.stream(path, body, headers=headers)
+
+    def _items(self, path: str, prepared: Prepared) -> Iterator[Any]:
+        transport, body, headers = self._transport, prepared.body, prepared.headers
+        if self._stream_format == "lines":
+            return transport.stream_lines_sync(path, body, headers=headers)
+        if self._stream_format == "json-array":
+            return _objects(transport.stream_bytes_sync(path, body, headers=headers))
+        return transport.stream_sync(path, body, headers=headers)
+
+
+async def _aobjects(chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
+    """The items of a streamed JSON array (Gemini's stream without ``alt=sse``)."""
+    decoder = JSONArrayDecoder()
+    try:
+        async for chunk in chunks:
+            for item in decoder.feed(chunk):
+                yield item
+        for item in decoder.close():
+            yield item
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]
+
+
+def _objects(chunks: Iterator[bytes]) -> Iterator[Any]:
+    """Blocking `_aobjects`."""
+    decoder = JSONArrayDecoder()
+    try:
+        for chunk in chunks:
+            yield from decoder.feed(chunk)
+        yield from decoder.close()
+    finally:
+        chunks.close()  # type: ignore[attr-defined]
 
 
 def _raw(item: Any) -> str:

@@ -9,12 +9,12 @@ import attrs
 
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
+from toolfold.runtime._resume import resumed
 from toolfold.runtime._run import (
     Approval,
     MessagesInput,
     RunOptions,
     RunStream,
-    continue_state,
     make_options,
     run_async,
     run_sync,
@@ -26,7 +26,7 @@ from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import OnToolError
+from toolfold.runtime.drive._loop import Live, OnToolError
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]
@@ -201,15 +201,28 @@ class Agent:
         )
         return RunStream(live, state)
 
-    def _continue(
+    def _resumed(
         self,
         state: RunState,
         tool_results: Mapping[str, Any] | None,
         approvals: Mapping[str, Approval] | None,
         message: MessagesInput | None,
+        max_steps: int | None,
+        deps: Any,
         on_event: Observer | None,
-    ) -> RunState:
-        return continue_state(state, self._options, tool_results, approvals, message, on_event)
+        on_step: StepObserver | None,
+    ) -> tuple[Live, RunState]:
+        return resumed(
+            state,
+            self._options,
+            tool_results=tool_results,
+            approvals=approvals,
+            message=message,
+            max_steps=max_steps,
+            deps=deps,
+            on_event=on_event,
+            on_step=on_step,
+        )
 
     def resume(
         self,
@@ -218,11 +231,19 @@ class Agent:
         tool_results: Mapping[str, Any] | None = None,
         approvals: Mapping[str, Approval] | None = None,
         message: MessagesInput | None = None,
+        max_steps: int | None = None,
         deps: Any = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
     ) -> Response:
-        """Continue a run that waits for the caller, or retry one whose model call failed.
+        """Continue a run that waits for the caller or stopped at ``max_steps``, or retry one.
+
+        The run keeps the configuration stored in its state. This agent's
+        live parts apply (model, tools, output type, ``on_tool_error``,
+        ``max_concurrency``, stop conditions the run does not have), and so
+        does its ``max_steps``; an agent whose stored options (instructions,
+        settings, ``tool_choice``, ``output_retries``,
+        ``auto_execute_tools``, output type) differ from the run's is refused.
 
         Args:
             state: ``response.state``, an error's ``.state``, or a state
@@ -231,12 +252,22 @@ class Agent:
                 value, an exception (an error result) or a `ToolResultPart`.
             approvals: By call id: True, False or `Denied(reason)`.
             message: A new user message (a new turn on a finished run).
+            max_steps: The run's new limit of model calls per turn (the
+                total, not an increment; default: this agent's). A run that
+                stopped at ``max_steps`` continues when it is larger.
             deps: Dependencies for the tools' `RunContext`.
             on_event: Called with every event (read-only).
             on_step: Called with every completed step (read-only).
+
+        Raises:
+            UsageError: The agent's stored options differ from the run's,
+                ``max_steps`` is below the calls this turn made, or the run
+                stopped at ``max_steps`` and nothing continues it.
         """
-        state = self._continue(state, tool_results, approvals, message, on_event)
-        return run_sync(self._options.live(deps=deps, on_event=on_event, on_step=on_step), state)
+        live, state = self._resumed(
+            state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+        )
+        return run_sync(live, state)
 
     async def aresume(
         self,
@@ -245,13 +276,15 @@ class Agent:
         tool_results: Mapping[str, Any] | None = None,
         approvals: Mapping[str, Approval] | None = None,
         message: MessagesInput | None = None,
+        max_steps: int | None = None,
         deps: Any = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
     ) -> Response:
         """Like `resume`, on the running event loop."""
-        state = self._continue(state, tool_results, approvals, message, on_event)
-        live = self._options.live(deps=deps, on_event=on_event, on_step=on_step)
+        live, state = self._resumed(
+            state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+        )
         return await run_async(live, state)
 
     def resume_stream(
@@ -261,13 +294,16 @@ class Agent:
         tool_results: Mapping[str, Any] | None = None,
         approvals: Mapping[str, Approval] | None = None,
         message: MessagesInput | None = None,
+        max_steps: int | None = None,
         deps: Any = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
     ) -> RunStream:
         """Like `resume`, streaming (see `stream`)."""
-        state = self._continue(state, tool_results, approvals, message, on_event)
-        return RunStream(self._options.live(deps=deps, on_event=on_event, on_step=on_step), state)
+        live, state = self._resumed(
+            state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+        )
+        return RunStream(live, state)
 
 
 _RUN_FIELDS = tuple(f for f in attrs.fields(Agent) if f.name not in ("name", "_options"))

@@ -12,7 +12,14 @@ from typing import Any
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
-from toolfold.runtime._run import Approval, Denied, MessagesInput, RunStream
+from toolfold.runtime._run import (
+    Approval,
+    Denied,
+    MessagesInput,
+    RunStream,
+    run_async,
+    run_sync,
+)
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
@@ -157,29 +164,26 @@ def _resume_agent(
     state: RunState,
     model: str | Model,
     tools: Sequence[Tool[..., Any] | Callable[..., Any]],
-    extra: dict[str, Any],
+    output_type: Any,
+    stop_when: Sequence[StopCondition | StopPredicate],
+    on_tool_error: OnToolError,
+    max_concurrency: int,
 ) -> Agent:
     """The agent that continues ``state``: its stored configuration, the live parts given again."""
-    unknown = sorted(set(extra) - {"output_type", "stop_when", "on_tool_error", "max_concurrency"})
-    if unknown:
-        raise TypeError(
-            f"resume() got unexpected options {unknown}; the run's configuration comes "
-            "from its state (allowed: output_type, stop_when, on_tool_error, max_concurrency)"
-        )
     config = state.config
     return Agent(
         model,
         tools=tools,
-        output_type=extra.get("output_type"),
+        output_type=output_type,
         settings=config.settings,
         instructions=config.instructions,
         max_steps=config.max_steps,
         auto_execute_tools=config.auto_execute_tools,
         tool_choice=config.tool_choice,
         output_retries=config.output_retries,
-        stop_when=(*config.stop_when, *extra.get("stop_when", ())),
-        on_tool_error=extra.get("on_tool_error", "return"),
-        max_concurrency=extra.get("max_concurrency", DEFAULT_MAX_CONCURRENCY),
+        stop_when=(*config.stop_when, *stop_when),
+        on_tool_error=on_tool_error,
+        max_concurrency=max_concurrency,
     )
 
 
@@ -191,16 +195,20 @@ def resume(
     tool_results: Mapping[str, Any] | None = None,
     approvals: Mapping[str, Approval] | None = None,
     message: MessagesInput | None = None,
+    max_steps: int | None = None,
     output_type: Any = None,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     deps: Any = None,
     on_event: Callable[[Event], object] | None = None,
     on_step: Callable[[Step], object] | None = None,
-    **options: Any,
 ) -> Response:
     """Continue a suspended, failed-before-a-model-call or finished run (blocking).
 
-    The run's configuration comes from the state; the live parts (model,
-    tools, output type) are given again, matched to the state by name.
+    The run's configuration (instructions, settings, tool choice, output
+    retries...) comes from the state; the live parts (model, tools, output
+    type) are given again, matched to the state by name.
 
     Args:
         state: The state from ``response.state``, an error's ``.state``, or
@@ -212,22 +220,28 @@ def resume(
             a `ToolResultPart`.
         approvals: By call id: True, False or `Denied(reason)`.
         message: A new user message (starts a new turn on a finished run).
+        max_steps: A new limit of model calls per turn (the total, not an
+            increment); a run that stopped at ``max_steps`` continues when it
+            is larger.
         output_type: The run's output type, if it has one.
+        stop_when: Stop conditions for this resume, on top of the run's own.
+        on_tool_error: ``"return"`` or ``"raise"`` (see `generate_text`).
+        max_concurrency: Calls of one step that may run at once.
         deps: Dependencies for the tools' `RunContext`.
         on_event: Called with every event (read-only).
         on_step: Called with every completed step (read-only).
-        **options: ``on_tool_error``, ``max_concurrency``, ``stop_when``.
+
+    Raises:
+        UsageError: ``max_steps`` is below the calls this turn made, or
+            the run stopped at ``max_steps`` and nothing continues it.
     """
-    agent = _resume_agent(state, model, tools, {"output_type": output_type, **options})
-    return agent.resume(
-        state,
-        tool_results=tool_results,
-        approvals=approvals,
-        message=message,
-        deps=deps,
-        on_event=on_event,
-        on_step=on_step,
+    agent = _resume_agent(
+        state, model, tools, output_type, stop_when, on_tool_error, max_concurrency
     )
+    live, state = agent._resumed(
+        state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+    )
+    return run_sync(live, state)
 
 
 async def aresume(
@@ -238,20 +252,20 @@ async def aresume(
     tool_results: Mapping[str, Any] | None = None,
     approvals: Mapping[str, Approval] | None = None,
     message: MessagesInput | None = None,
+    max_steps: int | None = None,
     output_type: Any = None,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     deps: Any = None,
     on_event: Callable[[Event], object] | None = None,
     on_step: Callable[[Step], object] | None = None,
-    **options: Any,
 ) -> Response:
     """Like `resume`, on the running event loop."""
-    agent = _resume_agent(state, model, tools, {"output_type": output_type, **options})
-    return await agent.aresume(
-        state,
-        tool_results=tool_results,
-        approvals=approvals,
-        message=message,
-        deps=deps,
-        on_event=on_event,
-        on_step=on_step,
+    agent = _resume_agent(
+        state, model, tools, output_type, stop_when, on_tool_error, max_concurrency
     )
+    live, state = agent._resumed(
+        state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+    )
+    return await run_async(live, state)

@@ -14,21 +14,16 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ModelConfigError, RunError, UsageError
+from toolfold._errors import ModelConfigError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._model import model as resolve_model
 from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
-from toolfold.runtime.core._approval import unapproved
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import (
-    ApprovalDenied,
-    ApprovalGranted,
     Event,
-    ToolResultsProvided,
 )
-from toolfold.runtime.core._messages import Message, TextPart, ToolResultPart
+from toolfold.runtime.core._messages import Message, TextPart
 from toolfold.runtime.core._reducer import initial_state
-from toolfold.runtime.core._reducer import reduce as _reduce
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -37,7 +32,7 @@ from toolfold.runtime.core._stop import (
     TokenBudget,
     ToolCalled,
 )
-from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY, describe
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Live, OnToolError, run_loop
 from toolfold.runtime.drive._output import OutputSchema, output_schema
 from toolfold.runtime.drive._shells import drive_async, drive_sync, stream_async, stream_sync
@@ -236,109 +231,6 @@ def make_options(
 def start(options: RunOptions, messages: MessagesInput, run_id: str | None) -> RunState:
     """The first state of a run."""
     return initial_state(to_messages(messages), options.config, run_id=run_id or uuid.uuid4().hex)
-
-
-def continue_state(
-    state: RunState,
-    options: RunOptions,
-    tool_results: Mapping[str, Any] | None,
-    approvals: Mapping[str, Approval] | None,
-    message: MessagesInput | None = None,
-    on_event: Callable[[Event], object] | None = None,
-) -> RunState:
-    """Apply the caller's answers (approvals, results, a new message) to a state."""
-    _check_attached(state, options)
-
-    def reduce(state: RunState, event: Event) -> RunState:
-        new = _reduce(state, event)
-        if on_event is not None:
-            try:
-                on_event(event)
-            except Exception as exc:
-                raise RunError(
-                    f"the on_event observer raised {type(exc).__name__}: {exc}; "
-                    "the error's state is the run up to that point",
-                    new,
-                ) from exc
-        return new
-
-    for call_id, decision in (approvals or {}).items():
-        if isinstance(decision, Denied):
-            state = reduce(state, ApprovalDenied(call_id, decision.reason))
-        elif decision is True:
-            state = reduce(state, ApprovalGranted(call_id))
-        elif decision is False:
-            state = reduce(state, ApprovalDenied(call_id, ""))
-        else:
-            raise UsageError(
-                f"approval for call {call_id!r} must be True, False or Denied(reason), "
-                f"got {decision!r}"
-            )
-    if tool_results:
-        calls = {c.call.id: c.call for c in state.calls}
-        parts = tuple(
-            _result_part(call_id, calls.get(call_id), value, options.tools)
-            for call_id, value in tool_results.items()
-        )
-        state = reduce(state, ToolResultsProvided(parts))
-    _check_unapproved(state, options)
-    if message is not None:
-        from toolfold.runtime.core._events import UserMessageAdded
-
-        for item in to_messages(message):
-            state = reduce(state, UserMessageAdded(item))
-    return state
-
-
-def _result_part(
-    call_id: str, call: Any, value: Any, tools: Mapping[str, Tool[..., Any]]
-) -> ToolResultPart:
-    name = call.name if call is not None else ""
-    if isinstance(value, ToolResultPart):
-        if value.call_id != call_id:
-            raise UsageError(
-                f"tool_results[{call_id!r}] is a ToolResultPart for call {value.call_id!r}: "
-                "key each result by the id of the call it answers"
-            )
-        return value
-    if isinstance(value, BaseException):
-        return ToolResultPart(call_id, name, f"Error: {describe(value)}", True)
-    tool = tools.get(name)
-    if isinstance(value, str):
-        content = value
-    elif tool is not None:
-        content = tool.format_result(value)
-    else:
-        content = json.dumps(value, default=str)
-    return ToolResultPart(call_id, name, content)
-
-
-def _check_attached(state: RunState, options: RunOptions) -> None:
-    missing = [
-        spec.name
-        for spec in state.config.tools
-        if spec.has_function and spec.name not in options.tools
-    ]
-    if missing:
-        raise UsageError(
-            f"the run's state names tools that were not given: {', '.join(missing)}; "
-            "pass the same tools to resume it"
-        )
-    if state.config.output is not None and options.output is None:
-        raise UsageError(
-            "the run asks for structured output: pass the same output_type to resume it"
-        )
-
-
-def _check_unapproved(state: RunState, options: RunOptions) -> None:
-    blocked = [f"{c.call.id!r} ({c.call.name})" for c in unapproved(state, options.tools)]
-    if blocked:
-        raise UsageError(
-            f"calls {', '.join(blocked)} were cleared to run without approval, but their "
-            "tools now require approval; the stored run cannot ask for it at this point: "
-            "fork it before that step (toolfold.runtime.fork) or resume with the tools "
-            "it was started with"
-        )
 
 
 def finish(state: RunState, live: Live) -> Response:

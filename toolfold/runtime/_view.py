@@ -23,6 +23,7 @@ from toolfold.runtime.core._events import (
     OutputRejected,
     RunFailed,
     RunStarted,
+    StepLimitChanged,
     StopRequested,
     ToolResultsProvided,
     ToolReturned,
@@ -194,6 +195,10 @@ class _Timeline:
 
     def stop_requested(self, event: StopRequested) -> None:
         self.rows.append(_row("finished", "Stop requested", event.reason, ""))
+
+    def step_limit_changed(self, event: StepLimitChanged) -> None:
+        detail = f"max_steps={event.max_steps}"
+        self.rows.append(_row("resume", "Step limit changed", detail, ""))
 
     def run_failed(self, event: RunFailed) -> None:
         tool = f" (tool {event.tool_name})" if event.tool_name else ""

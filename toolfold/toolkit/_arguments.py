@@ -17,7 +17,7 @@
 A ``null`` sent for an optional property whose schema does not admit ``null``
 is read as "left out" (the default applies): OpenAI's strict mode makes every
 property required and nullable, so a model may send ``null`` where a default is
-meant (`_nulls`). This is only looked at when validation fails, so it costs
+meant (`toolfold.toolkit._jsonschema.drop_optional_nulls`). This is only looked at when validation fails, so it costs
 nothing on the happy path. jsonschema and cattrs are imported on first use, to keep
 ``import toolfold`` cheap.
 """
@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
-from toolfold.toolkit._nulls import drop_optional_nulls
+from toolfold.toolkit._jsonschema import drop_optional_nulls
 from toolfold.toolkit._problems import (
     Problem,
     excerpt,
@@ -185,7 +185,7 @@ class ArgumentChecker:
         try:
             if self._is_valid is not self._validator.is_valid and self._validator.is_valid(value):
                 return value  # jsonschema has the last word
-            stripped = drop_optional_nulls(self._schema, self._schema, value)
+            stripped = drop_optional_nulls(value, self._schema, self._schema)
             if stripped is not value and self._validator.is_valid(stripped):
                 return typing.cast("dict[str, Any]", stripped)
             problems = schema_problems(self._validator, stripped)

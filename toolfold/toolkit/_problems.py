@@ -16,6 +16,8 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from toolfold.toolkit._results import describe_exception
+
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
     from jsonschema.protocols import Validator
@@ -288,7 +290,7 @@ def _leaf_message(exc: BaseException, tp: Any) -> str:
         )
     if isinstance(exc, (ValueError, TypeError)) and tp is not None:
         return f"cannot convert to {type_name(tp)}: {exc}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return describe_exception(exc)
 
 
 def type_name(tp: Any) -> str:

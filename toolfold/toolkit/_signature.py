@@ -257,16 +257,12 @@ def derive(
     defined inside a function, under ``from __future__ import annotations``).
     """
     out = FunctionSchema()
-    problems = out.problems
     if docstring_style not in STYLES:
-        problems.append(f"docstring_style {docstring_style!r} is not one of {', '.join(STYLES)}")
+        out.problems.append(
+            f"docstring_style {docstring_style!r} is not one of {', '.join(STYLES)}"
+        )
         docstring_style = "auto"
-    try:
-        hints = type_hints(_hint_target(fn), localns)
-    except Exception as exc:  # NameError for a forward reference, and the like
-        problems.append(f"cannot resolve the type annotations ({exc}); import the names they use")
-        out.unresolved = True
-        hints = dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
+    hints = _hints(fn, localns, out)
     doc = _documentation(fn, docstring_style)
     out.description = doc.description
     params = _parameters(fn)
@@ -276,27 +272,8 @@ def derive(
     properties: dict[str, Any] = {}
     required: list[str] = []
     positional_only: list[str] = []
-    names = set()
     for name, kind, default in params:
-        names.add(name)
-        if kind == _VAR_POSITIONAL:
-            problems.append(
-                f"parameter '*{name}': *args cannot be filled from a JSON object;"
-                " declare named parameters instead (or one list parameter)"
-            )
-            continue
-        if kind == _VAR_KEYWORD:
-            problems.append(
-                f"parameter '**{name}': **kwargs cannot be described by a schema;"
-                " declare named parameters instead (or one dict[str, ...] parameter)"
-            )
-            continue
-        annotation = hints.get(name, MISSING)
-        if annotation is MISSING:
-            problems.append(
-                f"parameter {name!r} has no type annotation; annotate it (e.g. {name}: str)"
-            )
-            continue
+        annotation = _annotation(name, kind, hints, out.problems)
         if annotation is _UNRESOLVED:
             continue
         if _is_context(annotation):
@@ -304,43 +281,97 @@ def derive(
             continue
         if kind == _POSITIONAL_ONLY:
             positional_only.append(name)
-        before = len(ctx.problems)
-        schema = ctx.schema_for(annotation, name)
-        for path, message in ctx.problems[before:]:
-            where = f" at {path}" if path != name else ""
-            problems.append(f"parameter {name!r}{where}: {message}")
-        described = doc.params.get(name)
-        if described and not has_own_description(annotation):
-            schema["description"] = described
-        if default is MISSING:
-            required.append(name)
-        else:
-            try:
-                schema["default"] = to_json(default)
-            except ValueError:
-                problems.append(
-                    f"parameter {name!r}: default {default!r} is not JSON-representable;"
-                    " use a JSON value (str, int, float, bool, None, list, dict), or None"
-                    " and compute the value inside the function"
-                )
-        properties[name] = schema
-        out.param_types[name] = annotation
+        schema = _parameter_schema(name, annotation, default, doc.params.get(name), ctx, out)
         if require_parameter_descriptions and "description" not in schema:
-            problems.append(
+            out.problems.append(
                 f"parameter {name!r} has no description; document it in the docstring"
                 " or use Annotated[..., Field(description=...)]"
             )
+        if default is MISSING:
+            required.append(name)
+        properties[name] = schema
+        out.param_types[name] = annotation
     out.unresolved = out.unresolved or ctx.unresolved
+    names = {name for name, _, _ in params}
     _check_documented(fn, doc.params, names, properties, out, require_parameter_descriptions)
-    schema_out: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema_out["required"] = required
-    schema_out["additionalProperties"] = False
-    if ctx.defs:
-        schema_out["$defs"] = ctx.defs
-    out.parameters = schema_out
+    out.parameters = _object_schema(properties, required, ctx.defs)
     out.positional_only = tuple(positional_only)
     return out
+
+
+def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None, out: FunctionSchema) -> Any:
+    """The type hints of ``fn``'s parameters; _UNRESOLVED for each when they cannot be read."""
+    try:
+        return type_hints(_hint_target(fn), localns)
+    except Exception as exc:  # NameError for a forward reference, and the like
+        out.problems.append(
+            f"cannot resolve the type annotations ({exc}); import the names they use"
+        )
+        out.unresolved = True
+        return dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
+
+
+def _annotation(name: str, kind: int, hints: dict[str, Any], problems: list[str]) -> Any:
+    """A parameter's annotation, or _UNRESOLVED (with the problem noted) when it has none to use."""
+    if kind == _VAR_POSITIONAL:
+        problems.append(
+            f"parameter '*{name}': *args cannot be filled from a JSON object;"
+            " declare named parameters instead (or one list parameter)"
+        )
+        return _UNRESOLVED
+    if kind == _VAR_KEYWORD:
+        problems.append(
+            f"parameter '**{name}': **kwargs cannot be described by a schema;"
+            " declare named parameters instead (or one dict[str, ...] parameter)"
+        )
+        return _UNRESOLVED
+    annotation = hints.get(name, MISSING)
+    if annotation is MISSING:
+        problems.append(
+            f"parameter {name!r} has no type annotation; annotate it (e.g. {name}: str)"
+        )
+        return _UNRESOLVED
+    return annotation
+
+
+def _parameter_schema(
+    name: str,
+    annotation: Any,
+    default: Any,
+    described: str | None,
+    ctx: SchemaContext,
+    out: FunctionSchema,
+) -> dict[str, Any]:
+    """One parameter's schema: its type's, with the docstring's description and the default."""
+    before = len(ctx.problems)
+    schema: dict[str, Any] = ctx.schema_for(annotation, name)
+    for path, message in ctx.problems[before:]:
+        where = f" at {path}" if path != name else ""
+        out.problems.append(f"parameter {name!r}{where}: {message}")
+    if described and not has_own_description(annotation):
+        schema["description"] = described
+    if default is not MISSING:
+        try:
+            schema["default"] = to_json(default)
+        except ValueError:
+            out.problems.append(
+                f"parameter {name!r}: default {default!r} is not JSON-representable;"
+                " use a JSON value (str, int, float, bool, None, list, dict), or None"
+                " and compute the value inside the function"
+            )
+    return schema
+
+
+def _object_schema(
+    properties: dict[str, Any], required: list[str], defs: dict[str, Any]
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    if defs:
+        schema["$defs"] = defs
+    return schema
 
 
 def _check_documented(

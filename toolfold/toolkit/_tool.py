@@ -33,6 +33,7 @@ import attrs
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._jsonschema import MISSING, escape, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._results import format_result as _format_result
 
@@ -362,17 +363,37 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
     Checked when the tool is made, so that a model's call never meets a
     reference jsonschema cannot follow.
     """
-    problems: list[str] = []
     root_id = schema.get("$id") if isinstance(schema.get("$id"), str) else None
-    anchors: set[str] = set()
+    base = root_id.rstrip("#") if root_id is not None else None
+    refs, anchors = _references(schema)
+    problems: list[str] = []
+    for ref, where in refs:
+        local = (ref[len(base) :] or "#") if base is not None and ref.startswith(base) else ref
+        at = f"at {where or '/'}"
+        if not local.startswith("#"):
+            problems.append(
+                f"$ref {ref!r} {at} is remote; only references inside the schema are followed"
+                " (move the referenced schema into $defs and use '#/$defs/...')"
+            )
+        elif local == "#" or local.startswith("#/"):
+            if resolve_local(schema, local) is MISSING:
+                problems.append(f"$ref {ref!r} {at} points to nothing in the schema")
+        elif local[1:] not in anchors:
+            problems.append(f"$ref {ref!r} {at} names no $anchor of the schema")
+    return problems
+
+
+def _references(schema: Mapping[str, Any]) -> tuple[list[tuple[str, str]], set[str]]:
+    """Every reference with the JSON pointer where it is, and every anchor name."""
     refs: list[tuple[str, str]] = []
+    anchors: set[str] = set()
 
     def walk(node: Any, pointer: str) -> None:
         if isinstance(node, Mapping):
             for key, value in node.items():
                 if key in _DATA_KEYWORDS:
                     continue
-                here = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+                here = f"{pointer}/{escape(str(key))}"
                 if key in ("$ref", "$dynamicRef") and isinstance(value, str):
                     refs.append((value, here))
                 elif key in ("$anchor", "$dynamicAnchor") and isinstance(value, str):
@@ -384,37 +405,7 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
                 walk(item, f"{pointer}/{i}")
 
     walk(schema, "")
-    for ref, where in refs:
-        local = ref
-        if root_id is not None and ref.startswith(root_id.rstrip("#")):
-            local = ref[len(root_id.rstrip("#")) :] or "#"
-        at = f"at {where or '/'}"
-        if not local.startswith("#"):
-            problems.append(
-                f"$ref {ref!r} {at} is remote; only references inside the schema are followed"
-                " (move the referenced schema into $defs and use '#/$defs/...')"
-            )
-        elif local == "#" or local.startswith("#/"):
-            if not _pointer_resolves(schema, local[1:]):
-                problems.append(f"$ref {ref!r} {at} points to nothing in the schema")
-        elif local[1:] not in anchors:
-            problems.append(f"$ref {ref!r} {at} names no $anchor of the schema")
-    return problems
-
-
-def _pointer_resolves(schema: Any, pointer: str) -> bool:
-    from urllib.parse import unquote
-
-    node = schema
-    for raw in pointer.split("/")[1:] if pointer else ():
-        token = unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return False
-    return True
+    return refs, anchors
 
 
 def check_tool_names(tools: Iterable[Tool[..., Any]]) -> dict[str, Tool[..., Any]]:

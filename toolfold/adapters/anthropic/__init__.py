@@ -11,7 +11,7 @@ from toolfold.adapters.anthropic._provider import (
     STOP_REASONS,
     STRICT_BETA,
 )
-from toolfold.adapters.anthropic._request import build_body, encode_messages, is_beta
+from toolfold.adapters.anthropic._request import build_body, encode_messages, is_beta, prepare
 from toolfold.adapters.anthropic._response import parse_response, parse_usage
 from toolfold.adapters.anthropic._stream import DecoderState, decode_end, decode_event
 from toolfold.runtime._model import register_provider
@@ -33,6 +33,7 @@ __all__ = [
     "is_beta",
     "parse_error",
     "parse_response",
+    "prepare",
     "parse_usage",
     "stream_error",
 ]

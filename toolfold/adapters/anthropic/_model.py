@@ -5,24 +5,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold.adapters._codec_model import CodecModel
+import attrs
+
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import (
+    UNSET,
+    Prepared,
+    ProviderModel,
+    transport_options,
+)
 from toolfold.adapters.anthropic._errors import parse_error
 from toolfold.adapters.anthropic._provider import API_KEY_ENV, API_VERSION, BASE_URL, STRICT_BETA
-from toolfold.adapters.anthropic._request import build_body, compiled_tool, is_beta
+from toolfold.adapters.anthropic._request import compiled_tool, is_beta, prepare
 from toolfold.adapters.anthropic._response import parse_response
 from toolfold.adapters.anthropic._stream import DecoderState, decode_end, decode_event
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 _PATH = "v1/messages"
-_UNSET: Any = object()
 
 
-class AnthropicModel(CodecModel):
+class AnthropicModel(ProviderModel):
     """A Claude model behind ``POST /v1/messages``.
 
     Args:
@@ -49,17 +55,14 @@ class AnthropicModel(CodecModel):
         api_key: str | Secret | None = None,
         http_client: Any = None,
         async_http_client: Any = None,
-        timeout: Any = _UNSET,
-        retry: Any = _UNSET,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         key = resolve_api_key("anthropic", api_key, env_vars=API_KEY_ENV, required=True)
-        options: dict[str, Any] = {}
-        if timeout is not _UNSET:
-            options["timeout"] = timeout
-        if retry is not _UNSET:
-            options["retry"] = retry
-        transport = Transport(
+        self.model_name = model_name
+        self.provider_name = "anthropic"
+        self._transport = Transport(
             "anthropic",
             base_url or BASE_URL,
             key,
@@ -70,24 +73,23 @@ class AnthropicModel(CodecModel):
             async_http_client=async_http_client,
             error_parser=parse_error,
             inband_errors=False,  # the codec maps them, with the error type as code
-            **options,
+            **transport_options(timeout, retry),
         )
-        super().__init__(model_name, "anthropic", transport)
         extra = {k.lower(): v for k, v in (headers or {}).items()}
         betas = [b.strip() for b in extra.get("anthropic-beta", "").split(",") if b.strip()]
         if STRICT_BETA not in betas:
             betas.append(STRICT_BETA)
         self._beta_headers = {"anthropic-beta": ",".join(betas)}
 
-    def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
-        """The JSON body this model sends for ``request`` (for inspection and tests)."""
-        return build_body(request, self.model_name, stream=stream)
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body for ``request``, the reasoning it left out, and the beta header strict tools need."""
+        prepared = prepare(request, self.model_name, stream=stream)
+        if not is_beta(prepared.body):
+            return prepared
+        return attrs.evolve(prepared, headers=self._beta_headers)
 
-    def _path(self, body: Mapping[str, Any]) -> str:
-        return f"{_PATH}?beta=true" if is_beta(body) else _PATH
-
-    def _headers(self, body: Mapping[str, Any]) -> Mapping[str, str] | None:
-        return self._beta_headers if is_beta(body) else None
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        return f"{_PATH}?beta=true" if prepared.headers else _PATH
 
     def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
         return parse_response(data)

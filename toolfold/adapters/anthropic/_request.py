@@ -25,6 +25,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters.anthropic._provider import (
     BETA_ONLY_FIELDS,
     DEFAULT_MAX_TOKENS,
@@ -50,13 +51,27 @@ PROVIDER = "anthropic"
 _HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
 
 
-def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) -> Body:
+def prepare(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
+    """`build_body`, with the report of what was left out (reasoning Anthropic cannot verify)."""
+    notes: list[str] = []
+    body = build_body(request, model_name, stream=stream, notes=notes)
+    return Prepared(body, RequestReport(PROVIDER, tuple(notes)))
+
+
+def build_body(
+    request: ModelRequest,
+    model_name: str,
+    *,
+    stream: bool = False,
+    notes: list[str] | None = None,
+) -> Body:
     """Build the JSON body of one ``POST /v1/messages``.
 
     Args:
         request: The neutral request.
         model_name: Anthropic's model id, e.g. ``"claude-sonnet-4-5"``.
         stream: Ask for a Server-Sent Events stream.
+        notes: Receives one sentence per reasoning part left out.
 
     Raises:
         ModelConfigError: The request cannot be expressed for Anthropic (a
@@ -74,7 +89,7 @@ def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) 
     system = "\n\n".join(m.text for m in request.messages if m.role == "system")
     if system:
         body["system"] = system
-    body["messages"] = encode_messages(request.messages)
+    body["messages"] = encode_messages(request.messages, notes)
     if request.tools:
         _add_tools(body, request)
     if request.output is not None:
@@ -161,14 +176,20 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
 # --- messages --------------------------------------------------------------
 
 
-def encode_messages(messages: Iterable[Message]) -> list[Body]:
-    """The ``messages`` array: user and tool messages merge into user turns, results first."""
+def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
+    """The ``messages`` array: user and tool messages merge into user turns, results first.
+
+    Reasoning left out (another provider's, or unsigned) is noted in ``notes``.
+    """
     turns: list[tuple[str, list[Body]]] = []
-    for message in messages:
+    for position, message in enumerate(messages):
         if message.role == "system":
             continue
         role = "assistant" if message.role == "assistant" else "user"
-        blocks = _assistant_blocks(message.parts) if role == "assistant" else _user_blocks(message)
+        if role == "assistant":
+            blocks = _assistant_blocks(message.parts, position, notes)
+        else:
+            blocks = _user_blocks(message)
         if turns and turns[-1][0] == role:
             turns[-1][1].extend(blocks)
         else:
@@ -212,7 +233,9 @@ def _user_blocks(message: Message) -> list[Body]:
     return blocks
 
 
-def _assistant_blocks(parts: tuple[Part, ...]) -> list[Body]:
+def _assistant_blocks(
+    parts: tuple[Part, ...], position: int, notes: list[str] | None
+) -> list[Body]:
     blocks: list[Body] = []
     for part in parts:
         if isinstance(part, TextPart):
@@ -227,6 +250,13 @@ def _assistant_blocks(parts: tuple[Part, ...]) -> list[Body]:
             block = thinking_block(part)
             if block is not None:
                 blocks.append(block)
+            elif notes is not None and (part.text or part.signature):
+                source = part.provider or "an unknown provider"
+                why = "is unsigned" if part.provider == PROVIDER else f"comes from {source}"
+                notes.append(
+                    f"messages[{position}]: reasoning left out: it {why}, and Anthropic "
+                    "only takes back its own signed thinking"
+                )
         else:
             raise ModelConfigError(
                 f"an assistant message for Anthropic can hold text, reasoning and tool calls, "

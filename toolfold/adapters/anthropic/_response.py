@@ -8,7 +8,7 @@ becomes `TextPart`; ``tool_use`` becomes `ToolCallPart` with Anthropic's own
 block types carry nothing the loop can act on and are skipped.
 
 Values are checked at this boundary: a field of the wrong type is a
-`ProviderError` naming its JSON path, never a wrong value in the state.
+`MalformedResponseError` naming its JSON path, never a wrong value in the state.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold._errors import ProviderError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters.anthropic._errors import error_in_body, is_error_body
 from toolfold.adapters.anthropic._provider import STOP_REASONS
 from toolfold.runtime.core._messages import (
@@ -34,14 +34,9 @@ PROVIDER = "anthropic"
 REDACTED: Mapping[str, Any] = {"type": "redacted_thinking"}
 
 
-def malformed(path: str, expected: str, value: Any) -> ProviderError:
-    """The error for a response value of the wrong type at ``path``."""
-    got = type(value).__name__ if value is not None else "null"
-    return ProviderError(
-        f"{PROVIDER} sent a malformed response: {path} should be {expected}, got {got}",
-        provider=PROVIDER,
-        status_code=200,
-    )
+def malformed(path: str, expected: str, value: Any) -> wire.WireError:
+    """The error for a response value of the wrong type at ``path`` (see `toolfold.adapters._wire`)."""
+    return wire.WireError(path, f"expected {expected}, got {wire.kind(value)}")
 
 
 def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
@@ -51,32 +46,35 @@ def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
     return STOP_REASONS.get(raw, "other")
 
 
-def parse_usage(usage: Any) -> Usage:
+def parse_usage(usage: Any, at: str = "$.usage") -> Usage:
     """Neutral usage: input counts the cache reads and writes too [A6 usage.py].
 
     ``input_tokens`` excludes the cached part, so the neutral input is
     ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``
-    and ``cached_tokens`` is the cache reads.
+    and ``cached_tokens`` is the cache reads. Counts are checked at ``at``.
     """
-    if not isinstance(usage, Mapping):
+    if usage is None:
         return Usage(requests=1)
-    fresh = _int(usage.get("input_tokens"))
-    written = _int(usage.get("cache_creation_input_tokens"))
-    read = _int(usage.get("cache_read_input_tokens"))
-    return Usage(fresh + written + read, _int(usage.get("output_tokens")), read, 0, 1)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    if not isinstance(usage, Mapping):
+        raise malformed(at, "an object", usage)
+    fresh = wire.count(usage, "input_tokens", at)
+    written = wire.count(usage, "cache_creation_input_tokens", at)
+    read = wire.count(usage, "cache_read_input_tokens", at)
+    return Usage(fresh + written + read, wire.count(usage, "output_tokens", at), read, 0, 1)
 
 
 def parse_response(body: Mapping[str, Any]) -> ModelResponse:
     """Turn a ``message`` body into a `ModelResponse`.
 
     Raises:
-        ProviderError: The body is an error object, or a value has the wrong
-            type (the message names its JSON path).
+        ProviderError: The body is an error object.
+        MalformedResponseError: A value has the wrong type (with its JSON path).
     """
+    with wire.reading(PROVIDER, lambda: wire.dumps_raw(body)):
+        return _parse(body)
+
+
+def _parse(body: Mapping[str, Any]) -> ModelResponse:
     if is_error_body(body):
         raise error_in_body(body)
     content = body.get("content")
@@ -89,18 +87,14 @@ def parse_response(body: Mapping[str, Any]) -> ModelResponse:
         if part is not None:
             parts.append(part)
             calls += isinstance(part, ToolCallPart)
-    raw = body.get("stop_reason")
-    if raw is not None and not isinstance(raw, str):
-        raise malformed("$.stop_reason", "a string", raw)
-    model = body.get("model")
-    response_id = body.get("id")
+    raw = wire.text(body, "stop_reason", "$")
     return ModelResponse(
         Message("assistant", parts),
         parse_usage(body.get("usage")),
         finish_reason(raw, bool(calls)),
         raw,
-        model if isinstance(model, str) else None,
-        response_id if isinstance(response_id, str) else None,
+        wire.text(body, "model", "$"),
+        wire.text(body, "id", "$"),
     )
 
 
@@ -113,7 +107,7 @@ def parse_block(block: Any, path: str) -> Part | None:
         text = _string(block, "text", path)
         return TextPart(text) if text else None
     if kind == "tool_use":
-        arguments = block.get("input")
+        arguments = wire.value(block, "input", path)  # finite numbers, bounded depth
         if not isinstance(arguments, Mapping):
             raise malformed(f"{path}.input", "an object", arguments)
         return ToolCallPart(
@@ -132,7 +126,7 @@ def parse_block(block: Any, path: str) -> Part | None:
 
 
 def _string(block: Mapping[str, Any], key: str, path: str) -> str:
-    value = block.get(key)
-    if not isinstance(value, str):
-        raise malformed(f"{path}.{key}", "a string", value)
+    value = wire.text(block, key, path)
+    if value is None:
+        raise malformed(f"{path}.{key}", "a string", None)
     return value

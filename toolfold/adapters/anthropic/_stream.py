@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import StreamError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters.anthropic._errors import stream_error
 from toolfold.adapters.anthropic._response import REDACTED, finish_reason, malformed, parse_usage
 from toolfold.runtime.core._stream import (
@@ -85,8 +86,8 @@ def decode_event(
         event: The ``event:`` name, if any.
 
     Raises:
-        StreamError: An ``error`` event, or data that is not a JSON object.
-        ProviderError: A value of the wrong type (the message names its path).
+        StreamError: An ``error`` event, or data that is not JSON.
+        MalformedResponseError: A value of the wrong type (with its JSON path).
     """
     if event == "error":
         raise stream_error(data)
@@ -99,15 +100,16 @@ def decode_event(
             status_code=200,
             body=data,
         ) from exc
-    if not isinstance(payload, Mapping):
-        raise malformed(f"the data of event {event!r}", "an object", payload)
-    kind = payload.get("type", event)
-    if kind == "error":
-        raise stream_error(data)
-    handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
-    if handler is None:
-        return state, []  # ping, and event types added after this decoder
-    return handler(state, payload)
+    with wire.reading(PROVIDER, lambda: data):
+        if not isinstance(payload, Mapping):
+            raise malformed("$", "an object", payload)
+        kind = payload.get("type", event)
+        if kind == "error":
+            raise stream_error(data)
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        if handler is None:
+            return state, []  # ping, and event types added after this decoder
+        return handler(state, payload)
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:
@@ -133,15 +135,13 @@ def _message_start(
     message = payload.get("message")
     if not isinstance(message, Mapping):
         raise malformed("$.message", "an object", message)
-    model, response_id = message.get("model"), message.get("id")
-    events: list[StreamEvent] = [
-        ResponseInfo(
-            model if isinstance(model, str) else None,
-            response_id if isinstance(response_id, str) else None,
-        )
-    ]
+    info = ResponseInfo(
+        wire.text(message, "model", "$.message"), wire.text(message, "id", "$.message")
+    )
+    events: list[StreamEvent] = [info]
     usage = message.get("usage")
-    if isinstance(usage, Mapping):
+    if usage is not None:
+        parse_usage(usage, "$.message.usage")  # checked where it stands
         state = attrs.evolve(state, usage={**state.usage, **usage})
         events.append(UsageUpdate(parse_usage(state.usage)))
     return state, events
@@ -166,8 +166,12 @@ def _block_start(
         text = block.get("text")
         return state, [TextDelta(text)] if isinstance(text, str) and text else []
     if kind == "thinking":
-        text = block.get("thinking")
-        return state, [ReasoningDelta(text, provider=PROVIDER)] if text else []
+        # The API sends both empty here and fills them with deltas; a block
+        # that arrives whole (a proxy, a replay) keeps its signature too.
+        text, signature = block.get("thinking") or "", block.get("signature") or None
+        if not isinstance(text, str) or not isinstance(signature, (str, type(None))):
+            raise malformed("$.content_block", "a thinking block", block)
+        return state, [ReasoningDelta(text, signature, PROVIDER)] if text or signature else []
     if kind == "redacted_thinking":
         data = block.get("data")
         if not isinstance(data, str):
@@ -182,7 +186,8 @@ def _block_start(
         raise malformed("$.content_block.name", "a string", name)
     initial = dict(state.initial)
     if isinstance(arguments, Mapping) and arguments:
-        initial[index] = json.dumps(arguments, ensure_ascii=False)
+        checked = wire.value(block, "input", "$.content_block")
+        initial[index] = json.dumps(checked, ensure_ascii=False)
     state = attrs.evolve(
         state, tools=state.tools | {index}, open=(*state.open, index), initial=initial
     )
@@ -216,7 +221,9 @@ def _block_delta(
             raise malformed("$.delta.partial_json", "a string", fragment)
         if not fragment:
             return state, []
-        return attrs.evolve(state, fed=state.fed | {index}), [ToolCallDelta(index, fragment)]
+        if index not in state.fed:
+            state = attrs.evolve(state, fed=state.fed | {index})
+        return state, [ToolCallDelta(index, fragment)]
     return state, []  # citations, server tool input...
 
 
@@ -242,7 +249,8 @@ def _message_delta(
     if raw is not None and not isinstance(raw, str):
         raise malformed("$.delta.stop_reason", "a string", raw)
     usage = payload.get("usage")
-    if isinstance(usage, Mapping):
+    if usage is not None:
+        parse_usage(usage, "$.usage")  # checked where it stands
         state = attrs.evolve(state, usage={**state.usage, **usage})
         events.append(UsageUpdate(parse_usage(state.usage)))
     if raw is not None:

@@ -4,6 +4,7 @@ Importing this package registers the model-string prefixes ``gemini`` and
 ``google`` (``"gemini:gemini-2.5-flash"``).
 """
 
+from toolfold.adapters._json_array import JSONArrayDecoder
 from toolfold.adapters.gemini._errors import parse_error, refine
 from toolfold.adapters.gemini._model import GeminiModel, make_factory
 from toolfold.adapters.gemini._providers import PREFIXES
@@ -11,7 +12,6 @@ from toolfold.adapters.gemini._request import build_body, encode_messages
 from toolfold.adapters.gemini._response import parse_response, parse_usage
 from toolfold.adapters.gemini._stream import (
     DecoderState,
-    JSONArrayDecoder,
     decode_chunk,
     decode_end,
 )

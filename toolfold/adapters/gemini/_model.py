@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -10,13 +10,7 @@ from toolfold._errors import ModelConfigError, ProviderError
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
 from toolfold.adapters._http._transport import Transport
-from toolfold.adapters._provider_model import (
-    UNSET,
-    Prepared,
-    ProviderModel,
-    as_object,
-    transport_options,
-)
+from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
 from toolfold.adapters.gemini._errors import parse_error, refine
 from toolfold.adapters.gemini._providers import (
     API_KEY_ENV,
@@ -28,13 +22,12 @@ from toolfold.adapters.gemini._request import build_body, compiled_tool, schema_
 from toolfold.adapters.gemini._response import parse_response
 from toolfold.adapters.gemini._stream import (
     DecoderState,
-    JSONArrayDecoder,
     decode_chunk,
     decode_end,
     decode_event,
     is_done,
 )
-from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 _STREAM_FORMATS = ("sse", "json")
@@ -89,6 +82,7 @@ class GeminiModel(ProviderModel):
         self.provider_name = provider
         self.schema_form = schema_form
         self.stream_format = stream_format
+        self._stream_format = "sse" if stream_format == "sse" else "json-array"
         self._model_path = f"{API_VERSION}/models/{quote(model_name.removeprefix('models/'))}"
         self._transport = Transport(
             provider,
@@ -108,82 +102,36 @@ class GeminiModel(ProviderModel):
         """The body this model sends for ``request``, and what encoding dropped or rewrote."""
         return build_body(request, self.model_name, schema_form=self.schema_form)
 
-    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
-        """How each tool of ``request`` is sent: the dialect chosen, the schema, every rewrite."""
-        dialect = schema_dialect(self.model_name, self.schema_form)
-        return [compiled_tool(t, dialect) for t in request.tools]
-
-    def _path(self, stream: bool) -> str:
+    def _path(self, prepared: Prepared, stream: bool) -> str:
         if not stream:
             return f"{self._model_path}:generateContent"
         suffix = "?alt=sse" if self.stream_format == "sse" else ""
         return f"{self._model_path}:streamGenerateContent{suffix}"
 
-    def _parse(self, data: Any) -> ModelResponse:
-        return parse_response(as_object(data, self.provider_name), self.provider_name)
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        return parse_response(data, self.provider_name)
+
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool, schema_dialect(self.model_name, self.schema_form))
 
     def _refine(self, error: ProviderError) -> ProviderError:
         return refine(error)
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """One response, asynchronously."""
-        response: ModelResponse = await self.request_json(request)
-        return response
+    def _stream_start(self) -> DecoderState:
+        return DecoderState(self.provider_name)
 
-    def request_sync(self, request: ModelRequest) -> ModelResponse:
-        """One response, blocking."""
-        response: ModelResponse = self.request_json_sync(request)
-        return response
+    def _stream_step(
+        self, state: DecoderState, item: Any
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        if self._stream_format == "sse":
+            return decode_event(state, item)
+        return decode_chunk(state, item)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """The response as neutral stream events, asynchronously."""
-        state = DecoderState(self.provider_name)
-        body = self._send_body(request, True)
-        if self.stream_format == "sse":
-            events = self._transport.stream(self._path(True), body)
-            async for event in self.decode_stream(events, state, decode_event, decode_end, is_done):
-                yield event
-            return
-        objects = _aobjects(self._transport.stream_bytes(self._path(True), body))
-        async for event in self.decode_stream(objects, state, decode_chunk, decode_end, is_done):
-            yield event
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
 
-    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        """The response as neutral stream events, blocking."""
-        state = DecoderState(self.provider_name)
-        body = self._send_body(request, True)
-        if self.stream_format == "sse":
-            events = self._transport.stream_sync(self._path(True), body)
-            yield from self.decode_stream_sync(events, state, decode_event, decode_end, is_done)
-            return
-        objects = _objects(self._transport.stream_bytes_sync(self._path(True), body))
-        yield from self.decode_stream_sync(objects, state, decode_chunk, decode_end, is_done)
-
-
-async def _aobjects(chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
-    decoder = JSONArrayDecoder()
-    try:
-        async for chunk in chunks:
-            for item in decoder.feed(chunk):
-                yield item
-        for item in decoder.close():
-            yield item
-    finally:
-        closer = getattr(chunks, "aclose", None)
-        if closer is not None:
-            await closer()
-
-
-def _objects(chunks: Iterator[bytes]) -> Iterator[Any]:
-    decoder = JSONArrayDecoder()
-    try:
-        for chunk in chunks:
-            yield from decoder.feed(chunk)
-        yield from decoder.close()
-    finally:
-        closer = getattr(chunks, "close", None)
-        if closer is not None:
-            closer()
+    def _stream_done(self, state: DecoderState) -> bool:
+        return is_done(state)
 
 
 def make_factory(prefix: str) -> Any:

@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold.adapters._codec_model import CodecModel
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
 from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import (
+    UNSET,
+    Prepared,
+    ProviderModel,
+    RequestReport,
+    transport_options,
+)
 from toolfold.adapters.ollama._provider import API_KEY_ENV, host_from_env
 from toolfold.adapters.ollama._request import build_body, compiled_tool
 from toolfold.adapters.ollama._response import parse_response
@@ -17,10 +23,9 @@ from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefi
 from toolfold.runtime.core._stream import StreamEvent
 
 _PATH = "api/chat"
-_UNSET: Any = object()
 
 
-class OllamaModel(CodecModel):
+class OllamaModel(ProviderModel):
     """A model served by Ollama, through its native ``POST /api/chat``.
 
     Args:
@@ -37,7 +42,7 @@ class OllamaModel(CodecModel):
         headers: Extra headers for every request.
     """
 
-    _lines = True
+    _stream_format = "lines"
 
     def __init__(
         self,
@@ -47,17 +52,14 @@ class OllamaModel(CodecModel):
         api_key: str | Secret | None = None,
         http_client: Any = None,
         async_http_client: Any = None,
-        timeout: Any = _UNSET,
-        retry: Any = _UNSET,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         key = resolve_api_key("ollama", api_key, env_vars=API_KEY_ENV, required=False)
-        options: dict[str, Any] = {}
-        if timeout is not _UNSET:
-            options["timeout"] = timeout
-        if retry is not _UNSET:
-            options["retry"] = retry
-        transport = Transport(
+        self.model_name = model_name
+        self.provider_name = "ollama"
+        self._transport = Transport(
             "ollama",
             base_url or host_from_env(),
             key,
@@ -65,15 +67,16 @@ class OllamaModel(CodecModel):
             http_client=http_client,
             async_http_client=async_http_client,
             inband_errors=False,  # NDJSON: the codec reads {"error": ...} lines
-            **options,
+            **transport_options(timeout, retry),
         )
-        super().__init__(model_name, "ollama", transport)
 
-    def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
-        """The JSON body this model sends for ``request`` (for inspection and tests)."""
-        return build_body(request, self.model_name, stream=stream)
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``."""
+        return Prepared(
+            build_body(request, self.model_name, stream=stream), RequestReport("ollama")
+        )
 
-    def _path(self, body: Mapping[str, Any]) -> str:
+    def _path(self, prepared: Prepared, stream: bool) -> str:
         return _PATH
 
     def _parse(self, data: Mapping[str, Any]) -> ModelResponse:

@@ -25,6 +25,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -42,15 +43,30 @@ Body = dict[str, Any]
 PROVIDER = "ollama"
 
 
-def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) -> Body:
+def prepare(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
+    """`build_body`, with the report of what was left out (another provider's reasoning)."""
+    notes: list[str] = []
+    body = build_body(request, model_name, stream=stream, notes=notes)
+    return Prepared(body, RequestReport(PROVIDER, tuple(notes)))
+
+
+def build_body(
+    request: ModelRequest,
+    model_name: str,
+    *,
+    stream: bool = False,
+    notes: list[str] | None = None,
+) -> Body:
     """Build the JSON body of one ``POST /api/chat``.
+
+    ``notes`` receives one sentence per reasoning part left out.
 
     Raises:
         ModelConfigError: The request asks for what Ollama cannot do: a
             required or named ``tool_choice``, ``parallel_tool_calls=False``,
             an image by URL, a file.
     """
-    body: Body = {"model": model_name, "messages": encode_messages(request.messages)}
+    body: Body = {"model": model_name, "messages": encode_messages(request.messages, notes)}
     tools = list(request.tools)
     choice = request.tool_choice
     if tools and choice not in (None, "auto", "none"):
@@ -95,10 +111,10 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
         body["options"] = options
 
 
-def encode_messages(messages: Iterable[Message]) -> list[Body]:
+def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
     """The ``messages`` array: one message per tool result, the rest one to one."""
     out: list[Body] = []
-    for message in messages:
+    for position, message in enumerate(messages):
         results = [p for p in message.parts if isinstance(p, ToolResultPart)]
         out.extend(
             {
@@ -112,19 +128,22 @@ def encode_messages(messages: Iterable[Message]) -> list[Body]:
         if message.role == "tool" or (results and len(results) == len(message.parts)):
             continue
         if message.role == "assistant":
-            out.append(_assistant(message))
+            out.append(_assistant(message, position, notes))
         else:
             out.append(_user_or_system(message))
     return out
 
 
-def _assistant(message: Message) -> Body:
+def _assistant(message: Message, position: int, notes: list[str] | None) -> Body:
     encoded: Body = {"role": "assistant", "content": message.text}
-    thinking = "".join(
-        p.text
-        for p in message.parts
-        if isinstance(p, ReasoningPart) and p.provider in (None, PROVIDER)
-    )
+    reasoning = [p for p in message.parts if isinstance(p, ReasoningPart)]
+    thinking = "".join(p.text for p in reasoning if p.provider in (None, PROVIDER))
+    foreign = {p.provider for p in reasoning if p.provider not in (None, PROVIDER) and p.text}
+    if foreign and notes is not None:
+        notes.append(
+            f"messages[{position}]: reasoning from {', '.join(sorted(str(f) for f in foreign))} "
+            "left out: it was written for another provider"
+        )
     if thinking:
         encoded["thinking"] = thinking
     calls = message.tool_calls

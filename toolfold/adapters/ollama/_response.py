@@ -5,7 +5,7 @@ The answer is ``{"model", "created_at", "message": {"role", "content",
 "eval_count", ...}`` [L1]. Calls arrive whole, arguments as an object [L2
 ``ToolCallFunction``]; a call without an ``id`` (older servers) gets a
 deterministic one. Values are checked at this boundary: a field of the wrong
-type is a `ProviderError` naming its JSON path.
+type is a `MalformedResponseError` naming its JSON path.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ProviderError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters.ollama._provider import DONE_REASONS
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.runtime.core._arguments import parse_arguments
@@ -31,14 +32,9 @@ from toolfold.runtime.core._request import FinishReason, ModelResponse
 PROVIDER = "ollama"
 
 
-def malformed(path: str, expected: str, value: Any) -> ProviderError:
-    """The error for an answer value of the wrong type at ``path``."""
-    got = type(value).__name__ if value is not None else "null"
-    return ProviderError(
-        f"{PROVIDER} sent a malformed response: {path} should be {expected}, got {got}",
-        provider=PROVIDER,
-        status_code=200,
-    )
+def malformed(path: str, expected: str, value: Any) -> wire.WireError:
+    """The error for an answer value of the wrong type at ``path`` (see `toolfold.adapters._wire`)."""
+    return wire.WireError(path, f"expected {expected}, got {wire.kind(value)}")
 
 
 def error_in_body(data: Mapping[str, Any], status: int = 200) -> ProviderError:
@@ -64,11 +60,9 @@ def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
 
 def parse_usage(data: Mapping[str, Any]) -> Usage:
     """Usage from the final object: ``prompt_eval_count`` in, ``eval_count`` out [L1 usage.mdx]."""
-    return Usage(_int(data.get("prompt_eval_count")), _int(data.get("eval_count")), 0, 0, 1)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return Usage(
+        wire.count(data, "prompt_eval_count", "$"), wire.count(data, "eval_count", "$"), 0, 0, 1
+    )
 
 
 def seed_of(data: Mapping[str, Any]) -> str:
@@ -86,12 +80,8 @@ def message_parts(message: Any, seed: str, first: int = 0) -> tuple[str, str, li
     """
     if not isinstance(message, Mapping):
         raise malformed("$.message", "an object", message)
-    thinking = message.get("thinking") or ""
-    content = message.get("content") or ""
-    if not isinstance(thinking, str):
-        raise malformed("$.message.thinking", "a string", thinking)
-    if not isinstance(content, str):
-        raise malformed("$.message.content", "a string", content)
+    thinking = wire.text(message, "thinking", "$.message") or ""
+    content = wire.text(message, "content", "$.message") or ""
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise malformed("$.message.tool_calls", "an array", raw_calls)
@@ -107,10 +97,10 @@ def _call(raw: Any, seed: str, position: int, path: str) -> ToolCallPart:
     function = raw.get("function")
     if not isinstance(function, Mapping):
         raise malformed(f"{path}.function", "an object", function)
-    name = function.get("name")
-    if not isinstance(name, str):
+    name = wire.text(function, "name", f"{path}.function")
+    if name is None:
         raise malformed(f"{path}.function.name", "a string", name)
-    arguments = function.get("arguments")
+    arguments = wire.value(function, "arguments", f"{path}.function")
     if arguments is None:
         arguments = {}
     if isinstance(arguments, Mapping):
@@ -120,8 +110,8 @@ def _call(raw: Any, seed: str, position: int, path: str) -> ToolCallPart:
         text, decoded = arguments or "{}", parse_arguments(arguments)
     else:
         raise malformed(f"{path}.function.arguments", "an object", arguments)
-    call_id = raw.get("id")
-    if not isinstance(call_id, str) or not call_id:
+    call_id = wire.text(raw, "id", path)
+    if not call_id:
         call_id = synthetic_id(seed, position)
     return ToolCallPart(call_id, name, text, decoded)
 
@@ -130,25 +120,28 @@ def parse_response(data: Mapping[str, Any]) -> ModelResponse:
     """Turn a non-streamed ``/api/chat`` answer into a `ModelResponse`.
 
     Raises:
-        ProviderError: The answer is ``{"error": ...}``, or a value has the
-            wrong type (the message names its JSON path).
+        ProviderError: The answer is ``{"error": ...}``.
+        MalformedResponseError: A value has the wrong type (with its JSON path).
     """
     if data.get("error") is not None:
         raise error_in_body(data)
+    with wire.reading(PROVIDER, lambda: wire.dumps_raw(data)):
+        return _parse(data)
+
+
+def _parse(data: Mapping[str, Any]) -> ModelResponse:
     thinking, content, calls = message_parts(data.get("message"), seed_of(data))
     parts: list[Part] = []
     if thinking:
         parts.append(ReasoningPart(thinking, provider=PROVIDER))
     if content:
         parts.append(TextPart(content))
-    raw = data.get("done_reason")
-    raw = raw if isinstance(raw, str) else None
-    model = data.get("model")
+    raw = wire.text(data, "done_reason", "$")
     return ModelResponse(
         Message("assistant", (*parts, *calls)),
         parse_usage(data),
         finish_reason(raw, bool(calls)),
         raw,
-        model if isinstance(model, str) else None,
+        wire.text(data, "model", "$"),
         None,
     )

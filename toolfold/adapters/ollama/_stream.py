@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from toolfold._errors import StreamError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters.ollama._response import (
     finish_reason,
     malformed,
@@ -57,8 +59,8 @@ def decode_line(state: DecoderState, line: str) -> tuple[DecoderState, list[Stre
     """Decode one NDJSON line.
 
     Raises:
-        StreamError: An ``{"error": ...}`` line, or a line that is not a JSON object.
-        ProviderError: A value of the wrong type (the message names its path).
+        StreamError: An ``{"error": ...}`` line, or a line that is not JSON.
+        MalformedResponseError: A value of the wrong type (with its JSON path).
     """
     try:
         chunk = json.loads(line)
@@ -69,8 +71,13 @@ def decode_line(state: DecoderState, line: str) -> tuple[DecoderState, list[Stre
             status_code=200,
             body=line,
         ) from exc
+    with wire.reading(PROVIDER, lambda: line):
+        return _decode(state, chunk, line)
+
+
+def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, list[StreamEvent]]:
     if not isinstance(chunk, Mapping):
-        raise malformed("a stream line", "an object", chunk)
+        raise malformed("$", "an object", chunk)
     if chunk.get("error") is not None:
         said = str(chunk["error"])
         raise StreamError(
@@ -82,8 +89,7 @@ def decode_line(state: DecoderState, line: str) -> tuple[DecoderState, list[Stre
         )
     events: list[StreamEvent] = []
     if state.seed is None:
-        model = chunk.get("model")
-        events.append(ResponseInfo(model if isinstance(model, str) else None, None))
+        events.append(ResponseInfo(wire.text(chunk, "model", "$"), None))
         state = attrs.evolve(state, seed=seed_of(chunk))
     if "message" in chunk:
         thinking, content, calls = message_parts(chunk["message"], state.seed or "", state.calls)
@@ -98,8 +104,7 @@ def decode_line(state: DecoderState, line: str) -> tuple[DecoderState, list[Stre
             events.append(ToolCallEnd(index))
         state = attrs.evolve(state, calls=state.calls + len(calls))
     if chunk.get("done") is True:
-        raw = chunk.get("done_reason")
-        raw = raw if isinstance(raw, str) else None
+        raw = wire.text(chunk, "done_reason", "$")
         events.append(UsageUpdate(parse_usage(chunk)))
         events.append(StreamFinish(finish_reason(raw, state.calls > 0), raw))
         state = attrs.evolve(state, done=True)

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
 from toolfold.adapters._http._transport import Transport
-from toolfold.adapters._provider_model import (
-    UNSET,
-    Prepared,
-    ProviderModel,
-    as_object,
-    transport_options,
-)
+from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
 from toolfold.adapters.openai_responses._providers import API_KEY_ENV, BASE_URL, PATH, PREFIX
 from toolfold.adapters.openai_responses._request import build_body, compiled_tool
 from toolfold.adapters.openai_responses._response import parse_response
@@ -24,7 +18,7 @@ from toolfold.adapters.openai_responses._stream import (
     decode_event,
     is_done,
 )
-from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 
@@ -78,38 +72,28 @@ class OpenAIResponsesModel(ProviderModel):
         """The body this model sends for ``request``, and what encoding dropped."""
         return build_body(request, self.model_name, stream=stream)
 
-    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
-        """How each tool of ``request`` is sent: strict or not, the schema, every rewrite."""
-        return [compiled_tool(t) for t in request.tools]
-
-    def _path(self, stream: bool) -> str:
+    def _path(self, prepared: Prepared, stream: bool) -> str:
         return PATH
 
-    def _parse(self, data: Any) -> ModelResponse:
-        return parse_response(as_object(data, self.provider_name), self.provider_name)
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        return parse_response(data, self.provider_name)
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """One response, asynchronously."""
-        response: ModelResponse = await self.request_json(request)
-        return response
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool)
 
-    def request_sync(self, request: ModelRequest) -> ModelResponse:
-        """One response, blocking."""
-        response: ModelResponse = self.request_json_sync(request)
-        return response
+    def _stream_start(self) -> DecoderState:
+        return DecoderState(self.provider_name)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """The response as neutral stream events, asynchronously."""
-        events = self._transport.stream(PATH, self._send_body(request, True))
-        state = DecoderState(self.provider_name)
-        async for event in self.decode_stream(events, state, decode_event, decode_end, is_done):
-            yield event
+    def _stream_step(
+        self, state: DecoderState, item: Any
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        return decode_event(state, item)
 
-    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        """The response as neutral stream events, blocking."""
-        events = self._transport.stream_sync(PATH, self._send_body(request, True))
-        state = DecoderState(self.provider_name)
-        yield from self.decode_stream_sync(events, state, decode_event, decode_end, is_done)
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
+
+    def _stream_done(self, state: DecoderState) -> bool:
+        return is_done(state)
 
 
 def responses_model(model_name: str, **options: Any) -> OpenAIResponsesModel:

@@ -147,7 +147,9 @@ def _user_or_tool(message: Message, items: list[Body]) -> None:
         elif isinstance(part, TextPart):
             content.append({"type": "input_text", "text": part.text})
         elif isinstance(part, ImagePart):
-            content.append({"type": "input_image", "image_url": _data_url(part)})
+            # ``detail`` is required by the spec's InputImageContent (and the SDK's
+            # ResponseInputImageParam); "auto" is the API's own default.
+            content.append({"type": "input_image", "image_url": _data_url(part), "detail": "auto"})
         elif isinstance(part, FilePart):
             content.append(_file(part))
         elif isinstance(part, ToolCallPart):

@@ -2,7 +2,7 @@
 
 The one place this is decided. The core derives a call's `Disposition` from
 the stored `ToolSpec` and checks the dispositions a driver sends; a driver
-asks the live tool's policy through the same `disposition` (its
+asks the live tool's policy through the same `dispositions` (its
 ``live_says`` argument); a resume checks, with `unapproved`, that no call
 cleared to run under an older tool skips the approval its live tool now
 requires. A tool's policy is the bool or predicate ``(call, state) -> bool``
@@ -12,7 +12,7 @@ never `reduce`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolfold.runtime.core._config import RunConfig, ToolSpec
@@ -24,28 +24,37 @@ if TYPE_CHECKING:
     from toolfold.toolkit._tool import Tool
 
 
-def disposition(
-    spec: ToolSpec | None, config: RunConfig, live_says: Callable[[], bool] | None
-) -> Disposition | None:
-    """How a call to the tool ``spec`` is handled (None: only a live policy can say).
+def dispositions(
+    config: RunConfig,
+    calls: Sequence[ToolCallPart],
+    live_says: Callable[[ToolCallPart], bool] | None,
+) -> list[Disposition | None]:
+    """How each call is handled: ``return``, ``execute`` or ``approve`` (None: ask the live tool).
 
-    Returned to the caller when tools are not run automatically or the tool
-    has no function; executed when the tool is unknown (the core answers it
-    with an error) ; approved first when the tool always requires it.
-    Otherwise ``live_says`` (the live tool's policy, asked by a driver)
-    decides, even when the stored spec says "never": a run resumed with a
-    tool that now requires approval must ask. Without ``live_says`` (the
-    core alone), a "never" tool executes and a predicate tool gives None.
+    A call goes back to the caller when tools are not run automatically or
+    its tool has no function; it executes when the tool is unknown (the core
+    answers it with an error); it waits for approval when the tool always
+    requires one. Otherwise ``live_says(call)`` (the live tool's policy,
+    asked by a driver) decides, even when the stored spec says "never": a
+    run resumed with a tool that now requires approval must ask. Without
+    ``live_says`` (the core alone), a "never" tool executes and a predicate
+    tool's call gets None.
     """
-    if not config.auto_execute_tools or (spec is not None and not spec.has_function):
-        return "return"
-    if spec is None:
-        return "execute"
-    if spec.approval == "always":
-        return "approve"
-    if live_says is not None:
-        return "approve" if live_says() else "execute"
-    return "execute" if spec.approval == "never" else None
+    auto = config.auto_execute_tools
+    out: list[Disposition | None] = []
+    for call in calls:
+        spec = config.tool(call.name)
+        if not auto or (spec is not None and not spec.has_function):
+            out.append("return")
+        elif spec is None:
+            out.append("execute")
+        elif spec.approval == "always":
+            out.append("approve")
+        elif live_says is not None:
+            out.append("approve" if live_says(call) else "execute")
+        else:
+            out.append("execute" if spec.approval == "never" else None)
+    return out
 
 
 def disposition_problem(spec: ToolSpec, disposition: Disposition) -> str:

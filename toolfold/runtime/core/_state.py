@@ -14,6 +14,7 @@ import attrs
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import FrozenDict, Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime.core._repr import fields, short
 
 if TYPE_CHECKING:
     from toolfold.runtime.core._events import Event
@@ -138,6 +139,24 @@ class RunState:
     output: Any = None
     error: RunFailure | None = None
     log: Log[Event] = attrs.field(factory=Log)
+
+    def __repr__(self) -> str:
+        # The whole config and log are one attribute away (`config`, `log`).
+        pending = len(self.pending_calls) or None
+        return fields(
+            type(self).__name__,
+            [
+                ("run_id", repr(self.run_id)),
+                ("phase", repr(self.phase)),
+                ("step", self.step),
+                ("messages", len(self.conversation)),
+                ("events", len(self.log)),
+                ("pending_calls", pending),
+                ("finish_reason", None if self.finish_reason is None else repr(self.finish_reason)),
+                ("error", None if self.error is None else short(self.error)),
+                ("usage", repr(self.usage)),
+            ],
+        )
 
     @property
     def messages(self) -> tuple[Message, ...]:

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
-from toolfold.runtime.core._approval import disposition, disposition_problem
+from toolfold.runtime.core._approval import disposition_problem, dispositions
 from toolfold.runtime.core._arguments import argument_problem, decode_arguments
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
@@ -161,19 +161,16 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
 def _default_dispositions(
     state: RunState, kind: str, calls: tuple[ToolCallPart, ...]
 ) -> tuple[Disposition, ...]:
-    config = state.config
-    out: list[Disposition] = []
-    for call in calls:
-        decided = disposition(config.tool(call.name), config, None)
-        if decided is None:
+    decided = dispositions(state.config, calls, None)
+    for call, disposition in zip(calls, decided, strict=True):
+        if disposition is None:
             raise refused(
                 state,
                 kind,
                 f"tool {call.name!r} decides approval with a predicate: "
                 "the event must carry dispositions",
             )
-        out.append(decided)
-    return tuple(out)
+    return tuple(decided)  # type: ignore[arg-type]  # no None left
 
 
 def _classify(

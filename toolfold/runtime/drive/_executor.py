@@ -38,6 +38,7 @@ from toolfold.runtime.drive._workers import (
     submit_sync,
 )
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 T = TypeVar("T")
@@ -101,12 +102,6 @@ def returned(outcome: ToolOutcome) -> ToolReturned:
     return ToolReturned(outcome.call_id, outcome.content, outcome.is_error, outcome.outcome)
 
 
-def describe(exc: BaseException) -> str:
-    """An exception as a model reads it: ``Type: message`` (or the type alone)."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _error(
     call: ToolCallPart, content: str, outcome: Outcome, exc: BaseException | None = None
 ) -> ToolOutcome:
@@ -116,17 +111,16 @@ def _error(
 def _prepare(job: ToolJob) -> ToolOutcome | dict[str, Any]:
     """Validated arguments, or the outcome that replaces running the tool."""
     tool = job.tool
+    call = job.invocation.call
     if tool is None or tool.function is None:
-        return _error(
-            job.call, f"Error: tool {job.call.name!r} cannot be run here.", "unknown_tool"
-        )
-    stored = job.call.arguments
+        return _error(call, f"Error: tool {call.name!r} cannot be run here.", "unknown_tool")
+    stored = call.arguments
     # A copy of its own: what the tool does to its arguments never reaches the state.
-    raw = thaw(stored) if stored is not None else job.call.arguments_text
+    raw = thaw(stored) if stored is not None else call.arguments_text
     try:
         return tool.validate_arguments(raw)
     except ToolArgumentError as exc:
-        return _error(job.call, exc.message_for_model, "invalid_arguments", exc)
+        return _error(call, exc.message_for_model, "invalid_arguments", exc)
 
 
 def _finish(job: ToolJob, value: Any) -> ToolOutcome:
@@ -135,11 +129,12 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
         content = job.tool.format_result(value)
     except Exception as exc:
         return _failed(job, exc)
-    return ToolOutcome(job.call.id, job.call.name, content)
+    call = job.invocation.call
+    return ToolOutcome(call.id, call.name, content)
 
 
 def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
-    return _error(job.call, f"Error: {describe(exc)}", "error", exc)
+    return _error(job.call, f"Error: {describe_exception(exc)}", "error", exc)
 
 
 def _timed_out(job: ToolJob, timeout: float) -> ToolOutcome:

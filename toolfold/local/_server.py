@@ -1,0 +1,201 @@
+"""Start, share and stop ``llama-server`` processes on 127.0.0.1.
+
+One server per (binary, model) per process, started on first use and reused by
+every later run; all of them stop when the process exits. Each runs under a
+small watchdog (``_watchdog.py``) that stops it when this process dies, even by
+SIGKILL, so no server outlives its user.
+"""
+
+from __future__ import annotations
+
+import atexit
+import socket
+import subprocess
+import sys
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from toolfold.local._paths import LocalSetupError, cache_dir
+
+#: toolfold's ChatML template with tools (SmolLM2's own ignores them).
+TEMPLATE = "chatml-tools.jinja"
+#: Context tokens per server: the tools, the worked example and a few turns fit.
+CONTEXT_TOKENS = 4096
+_START_TIMEOUT = 120.0
+
+
+class LocalServer:
+    """One running ``llama-server`` (behind its watchdog) on 127.0.0.1.
+
+    Attributes:
+        binary: The ``llama-server`` executable.
+        model: The GGUF file it serves.
+        port: The port it listens on.
+        log_path: Where its output goes.
+    """
+
+    def __init__(self, binary: Path, model: Path, *, port: int | None = None) -> None:
+        self.binary = binary
+        self.model = model
+        self.port = port or free_port()
+        self.log_path = cache_dir() / "logs" / f"llama-server-{self.port}.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible API root, ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the watchdog that owns the server (None before start)."""
+        return self._process.pid if self._process else None
+
+    def command(self) -> list[str]:
+        """The ``llama-server`` command line."""
+        template = resources.files("toolfold.local").joinpath(TEMPLATE)
+        return [
+            str(self.binary),
+            "--model",
+            str(self.model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--jinja",
+            "--chat-template-file",
+            str(template),
+            "--ctx-size",
+            str(CONTEXT_TOKENS),
+            "--parallel",
+            "1",
+        ]
+
+    def alive(self) -> bool:
+        """The server process is running."""
+        return self._process is not None and self._process.poll() is None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for the server to exit; True if it has."""
+        if self._process is None:
+            return True
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def start(self) -> LocalServer:
+        """Start the server and wait until its health check answers.
+
+        Raises:
+            LocalSetupError: It exited or never became healthy (with its log's tail).
+        """
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("wb")
+        watchdog = Path(__file__).with_name("_watchdog.py")
+        self._process = subprocess.Popen(
+            [sys.executable, str(watchdog), *self.command()],
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches this process, which stops the server
+        )
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + _START_TIMEOUT
+        url = f"http://127.0.0.1:{self.port}/health"
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                if not self.alive():
+                    raise LocalSetupError(
+                        f"llama-server exited while starting:\n{self._log_tail()}"
+                    )
+                try:
+                    if client.get(url).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass  # not listening yet
+                if time.monotonic() > deadline:
+                    raise LocalSetupError(
+                        f"llama-server was not healthy after {_START_TIMEOUT:g}s:\n"
+                        f"{self._log_tail()}"
+                    )
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the server (closing the watchdog's stdin) and wait for it; idempotent."""
+        process, self._process = self._process, None
+        if process is not None:
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()  # the server has PR_SET_PDEATHSIG and follows
+                process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def _log_tail(self, lines: int = 20) -> str:
+        if self._log is not None:
+            self._log.flush()
+        text = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return "\n".join(text[-lines:]) + f"\n(full log: {self.log_path})"
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive() else "stopped"
+        return f"LocalServer({self.model.name!r}, {self.base_url!r}, {state})"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+_SERVERS: dict[tuple[Path, Path], LocalServer] = {}
+_LOCK = threading.Lock()
+
+
+def shared_server(binary: Path, model: Path) -> LocalServer:
+    """The running server for ``(binary, model)`` in this process, started if needed."""
+    with _LOCK:
+        server = _SERVERS.get((binary, model))
+        if server is None or not server.alive():
+            server = LocalServer(binary, model).start()
+            _SERVERS[binary, model] = server
+        return server
+
+
+def stop_all() -> None:
+    """Stop every server this process started (runs at exit)."""
+    with _LOCK:
+        servers = list(_SERVERS.values())
+        _SERVERS.clear()
+    for server in servers:
+        server.stop()
+
+
+def running_servers() -> list[LocalServer]:
+    """The servers this process is running."""
+    with _LOCK:
+        return [s for s in _SERVERS.values() if s.alive()]
+
+
+atexit.register(stop_all)  # also reached on Ctrl-C and on an uncaught error

@@ -1,0 +1,63 @@
+"""Run a server for as long as the process that started it lives (stdlib only).
+
+    python _watchdog.py llama-server -m model.gguf ...
+
+The parent holds the write end of this process's stdin and never writes to it.
+When the parent exits, however it exits (normally, on Ctrl-C, on SIGKILL), the
+operating system closes that end, the read below returns, and the server is
+stopped. On Linux the server also gets ``PR_SET_PDEATHSIG``: if this watchdog
+is killed outright, the kernel kills the server too. No orphan survives.
+
+Run as a script by path, so it imports nothing of toolfold and starts fast.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+_GRACE_SECONDS = 5
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _stop(child: subprocess.Popen[Any]) -> None:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def main(argv: list[str]) -> int:
+    """Start ``argv``, stop it when stdin closes or a signal arrives; return its exit code."""
+    linux = sys.platform.startswith("linux")
+    child = subprocess.Popen(argv, preexec_fn=_die_with_parent if linux else None)
+
+    def on_signal(signum: int, frame: object) -> None:
+        _stop(child)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def watch_parent() -> None:
+        sys.stdin.buffer.read()  # returns at EOF: the parent is gone or let go
+        _stop(child)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+    return child.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
