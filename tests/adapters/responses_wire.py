@@ -64,12 +64,11 @@ def neutral_request(body: Mapping[str, Any]) -> ModelRequest:
         elif kind == "reasoning":
             if results:
                 flush()
-            signature = json.dumps(
-                {"id": item["id"], "encrypted_content": item["encrypted_content"]},
-                separators=(",", ":"),
-            )
             text = "\n\n".join(s["text"] for s in item["summary"])
-            assistant.append(ReasoningPart(text, signature, "openai-responses"))
+            part = ReasoningPart(
+                text, item.get("encrypted_content"), "openai-responses", {"item_id": item["id"]}
+            )
+            assistant.append(part)
         elif kind == "function_call":
             if results:
                 flush()

@@ -10,7 +10,6 @@ unchanged.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -50,15 +49,6 @@ def book_trip(city: str) -> str:
         city: Where to.
     """
     return f"booked a trip to {city}"
-
-
-@pytest.fixture
-def opened() -> Iterator[list[Any]]:
-    """Models made by a test, closed after it (their HTTP clients hold sockets)."""
-    models: list[Any] = []
-    yield models
-    for made in models:
-        made.close()
 
 
 def _setup(

@@ -250,6 +250,11 @@ def _compile(
             schema, rewrites = _passthrough(source, walk_root, root_def), []
         else:
             schema, rewrites = _walk(spec.loose, source, walk_root, base, root_def)
+    final = spec.strict if used_strict else spec.loose
+    if final is not None and final.refuse_recursion:
+        fatal = [str(r) for r in rewrites if r.action == "refused" and r.keyword == "$ref"]
+        if fatal:
+            raise SchemaCompileError(name, dialect, fatal)
     return CompiledTool(
         name=name,
         dialect=dialect,

@@ -567,14 +567,23 @@ class Walker:
         if ref in self._stack:
             kind = target.get("type") if isinstance(target, dict) else None
             kind = kind if isinstance(kind, str) else "object"
-            self.note(
-                path,
-                "$ref",
-                "rewritten",
-                f"{ref} is recursive and {profile.label} cannot reference it; "
-                f"the recursion stops here with any {kind}",
-                lossy=True,
-            )
+            if profile.refuse_recursion:
+                self.note(
+                    path,
+                    "$ref",
+                    "refused",
+                    f"{ref} is recursive and {profile.label} has no references to express it",
+                    lossy=True,
+                )
+            else:
+                self.note(
+                    path,
+                    "$ref",
+                    "rewritten",
+                    f"{ref} is recursive and {profile.label} cannot reference it; "
+                    f"the recursion stops here with any {kind}",
+                    lossy=True,
+                )
             cut = {"type": kind, "description": "Same shape as the enclosing object."}
             return self._finish(cut, path)
         self._stack.append(ref)

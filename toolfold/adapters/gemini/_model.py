@@ -25,7 +25,6 @@ from toolfold.adapters.gemini._stream import (
     decode_chunk,
     decode_end,
     decode_event,
-    is_done,
 )
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
@@ -129,9 +128,6 @@ class GeminiModel(ProviderModel):
 
     def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
         return decode_end(state)
-
-    def _stream_done(self, state: DecoderState) -> bool:
-        return is_done(state)
 
 
 def make_factory(prefix: str) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ProviderError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters.gemini._errors import stream_error
 from toolfold.adapters.gemini._providers import FINISH_REASONS
 from toolfold.adapters.openai_chat._response import synthetic_id
@@ -32,23 +33,23 @@ from toolfold.runtime.core._request import FinishReason, ModelResponse
 PROVIDER = "gemini"
 
 
-def _int(value: Any) -> int:
-    return value if type(value) is int else 0
-
-
-def parse_usage(usage: Any) -> Usage:
+def parse_usage(usage: Mapping[str, Any], at: str = "$.usageMetadata") -> Usage:
     """Neutral usage from ``usageMetadata`` [G4 GenerateContentResponseUsageMetadata].
 
     Input counts the prompt and the tool-use prompt; output counts the
     candidates and the thoughts (``totalTokenCount`` is their sum).
+
+    Raises:
+        WireError: A count that is not a non-negative integer.
     """
-    if not isinstance(usage, Mapping):
+    if not usage:
         return Usage(requests=1)
-    thoughts = _int(usage.get("thoughtsTokenCount"))
+    thoughts = wire.count(usage, "thoughtsTokenCount", at)
     return Usage(
-        _int(usage.get("promptTokenCount")) + _int(usage.get("toolUsePromptTokenCount")),
-        _int(usage.get("candidatesTokenCount")) + thoughts,
-        _int(usage.get("cachedContentTokenCount")),
+        wire.count(usage, "promptTokenCount", at)
+        + wire.count(usage, "toolUsePromptTokenCount", at),
+        wire.count(usage, "candidatesTokenCount", at) + thoughts,
+        wire.count(usage, "cachedContentTokenCount", at),
         thoughts,
         1,
     )
@@ -63,31 +64,32 @@ def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
 
 def first_candidate(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The first candidate, or None (a blocked prompt has none)."""
-    candidates = body.get("candidates")
-    if isinstance(candidates, list) and candidates and isinstance(candidates[0], Mapping):
-        return candidates[0]
-    return None
+    candidates = wire.array(body, "candidates", "$")
+    return wire.mapping(candidates, 0, "$.candidates") if candidates else None
 
 
-def candidate_parts(candidate: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    """The candidate's content parts that are objects."""
-    content = candidate.get("content") if candidate is not None else None
-    parts = content.get("parts") if isinstance(content, Mapping) else None
-    if not isinstance(parts, list):
+_CANDIDATE = "$.candidates[0]"
+
+
+def candidate_parts(candidate: Mapping[str, Any] | None) -> list[tuple[Mapping[str, Any], str]]:
+    """The candidate's content parts, each with its JSON path."""
+    if candidate is None:
         return []
-    return [p for p in parts if isinstance(p, Mapping)]
+    content = wire.mapping(candidate, "content", _CANDIDATE)
+    at = f"{_CANDIDATE}.content.parts"
+    parts = wire.array(content, "parts", f"{_CANDIDATE}.content")
+    return [(wire.mapping(parts, i, at), f"{at}[{i}]") for i in range(len(parts))]
 
 
-def parse_part(part: Mapping[str, Any], seed: str, position: int) -> list[Part]:
+def parse_part(part: Mapping[str, Any], at: str, seed: str, position: int) -> list[Part]:
     """The neutral parts one wire part makes (``position`` numbers calls without ids)."""
-    signature = part.get("thoughtSignature")
-    if not isinstance(signature, str):
-        signature = None
-    call = part.get("functionCall") or part.get("function_call")
-    if isinstance(call, Mapping):
-        return [parse_call(call, signature, seed, position)]
-    text = part.get("text")
-    if not isinstance(text, str):
+    signature = wire.text(part, "thoughtSignature", at)
+    key = "functionCall" if "functionCall" in part else "function_call"
+    call = wire.mapping(part, key, at)
+    if call:
+        return [parse_call(call, f"{at}.{key}", signature, seed, position)]
+    text = wire.text(part, "text", at)
+    if text is None:
         return []
     if part.get("thought") is True:
         return [ReasoningPart(text, signature, PROVIDER)]
@@ -98,30 +100,39 @@ def parse_part(part: Mapping[str, Any], seed: str, position: int) -> list[Part]:
 
 
 def parse_call(
-    call: Mapping[str, Any], signature: str | None, seed: str, position: int
+    call: Mapping[str, Any], at: str, signature: str | None, seed: str, position: int
 ) -> ToolCallPart:
     """A ``functionCall`` as a `ToolCallPart` (``args`` is an object on the wire)."""
-    args = call.get("args")
-    arguments = args if isinstance(args, Mapping) else {}
-    call_id = call.get("id")
+    args = wire.value(call, "args", at)
+    if args is None:
+        args = {}
+    elif not isinstance(args, Mapping):
+        raise wire.WireError(f"{at}.args", f"expected an object, got {wire.kind(args)}")
+    call_id = wire.text(call, "id", at)
     return ToolCallPart(
-        call_id if isinstance(call_id, str) and call_id else synthetic_id(seed, position),
-        str(call.get("name") or ""),
-        json.dumps(arguments, ensure_ascii=False),
-        arguments,
+        call_id or synthetic_id(seed, position),
+        wire.text(call, "name", at) or "",
+        json.dumps(args, ensure_ascii=False),
+        args,
         {"thought_signature": signature} if signature is not None else None,
     )
 
 
 def seed_of(body: Mapping[str, Any]) -> str:
     """What synthetic call ids derive from: the response id, else the body itself."""
-    response_id = body.get("responseId")
-    if isinstance(response_id, str) and response_id:
+    response_id = wire.text(body, "responseId", "$")
+    if response_id:
         return response_id
-    return json.dumps(first_candidate(body), sort_keys=True, default=str)
+    return wire.dumps_raw(body.get("candidates"))
 
 
-def parse_response(body: Mapping[str, Any], provider: str = PROVIDER) -> ModelResponse:
+def block_reason(body: Mapping[str, Any]) -> str | None:
+    """Why the prompt was blocked before any candidate (``promptFeedback.blockReason``)."""
+    feedback = wire.mapping(body, "promptFeedback", "$")
+    return wire.text(feedback, "blockReason", "$.promptFeedback")
+
+
+def parse_response(body: Any, provider: str = PROVIDER) -> ModelResponse:
     """Turn a ``GenerateContentResponse`` body into a `ModelResponse`.
 
     A prompt blocked before any candidate (``promptFeedback.blockReason``) is a
@@ -129,42 +140,41 @@ def parse_response(body: Mapping[str, Any], provider: str = PROVIDER) -> ModelRe
 
     Raises:
         StreamError: The body is an error object sent with HTTP 200.
+        MalformedResponseError: A field has the wrong type (its JSON path named).
     """
+    with wire.reading(provider, lambda: wire.dumps_raw(body)):
+        return _response(wire.root(body), provider)
+
+
+def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     if body.get("error") is not None:
         raise stream_error(provider, body)
     candidate = first_candidate(body)
     seed = seed_of(body)
     parts: list[Part] = []
     calls = 0
-    for wire in candidate_parts(candidate):
-        made = parse_part(wire, seed, calls)
+    for wire_part, at in candidate_parts(candidate):
+        made = parse_part(wire_part, at, seed, calls)
         calls += sum(1 for p in made if type(p) is ToolCallPart)
         parts.extend(made)
-    raw = candidate.get("finishReason") if candidate is not None else None
     if candidate is None:
-        raw = _block_reason(body)
+        raw = block_reason(body)
         if raw is None:
             raise ProviderError(
                 f"{provider} returned a response without candidates",
                 provider=provider,
                 status_code=200,
-                body=json.dumps(body)[:2000],
+                body=wire.dumps_raw(body)[:2000],
             )
-    raw = raw if isinstance(raw, str) else None
-    finish: FinishReason = "content_filter" if candidate is None else finish_reason(raw, calls > 0)
-    model = body.get("modelVersion")
-    response_id = body.get("responseId")
+        finish: FinishReason = "content_filter"
+    else:
+        raw = wire.text(candidate, "finishReason", _CANDIDATE)
+        finish = finish_reason(raw, calls > 0)
     return ModelResponse(
         Message("assistant", tuple(parts)),
-        parse_usage(body.get("usageMetadata")),
+        parse_usage(wire.mapping(body, "usageMetadata", "$")),
         finish,
         raw,
-        model if isinstance(model, str) else None,
-        response_id if isinstance(response_id, str) else None,
+        wire.text(body, "modelVersion", "$"),
+        wire.text(body, "responseId", "$"),
     )
-
-
-def _block_reason(body: Mapping[str, Any]) -> str | None:
-    feedback = body.get("promptFeedback")
-    reason = feedback.get("blockReason") if isinstance(feedback, Mapping) else None
-    return reason if isinstance(reason, str) else None

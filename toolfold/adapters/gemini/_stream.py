@@ -15,17 +15,17 @@ framings end up in `decode_chunk`:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from toolfold._errors import StreamError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.gemini._errors import stream_error
 from toolfold.adapters.gemini._response import (
     PROVIDER,
+    block_reason,
     candidate_parts,
     finish_reason,
     first_candidate,
@@ -69,43 +69,48 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
 
     Raises:
         StreamError: A data line that is not JSON, or an error object.
+        MalformedResponseError: A field of the chunk has the wrong type.
     """
     try:
-        chunk = json.loads(event.data)
+        chunk = wire.loads(event.data)
     except ValueError as exc:
         raise StreamError(
-            f"{state.provider} sent a stream event that is not JSON: {event.data[:200]!r}",
+            f"{state.provider} sent a stream event that is not JSON: {event.data[:200]!r} ({exc})",
             provider=state.provider,
             status_code=200,
             body=event.data,
-        ) from exc
-    return decode_chunk(state, chunk)
+        ) from None
+    with wire.reading(state.provider, lambda: event.data):
+        return _chunk(state, chunk)
 
 
 def decode_chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEvent]]:
-    """Decode one ``GenerateContentResponse`` chunk.
+    """Decode one ``GenerateContentResponse`` chunk (an element of the streamed JSON array).
 
     Raises:
         StreamError: The chunk is an error object.
+        MalformedResponseError: A field of the chunk has the wrong type.
     """
-    if not isinstance(chunk, Mapping):
-        return state, []
+    with wire.reading(state.provider, lambda: wire.dumps_raw(chunk)):
+        return _chunk(state, chunk)
+
+
+def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEvent]]:
+    chunk = wire.root(chunk)
     if chunk.get("error") is not None:
         raise stream_error(state.provider, chunk)
     events: list[StreamEvent] = []
     if state.seed is None:
         state = attrs.evolve(state, seed=seed_of(chunk))
-        model, response_id = chunk.get("modelVersion"), chunk.get("responseId")
-        events.append(
-            ResponseInfo(
-                model if isinstance(model, str) else None,
-                response_id if isinstance(response_id, str) else None,
-            )
+        model, response_id = (
+            wire.text(chunk, "modelVersion", "$"),
+            wire.text(chunk, "responseId", "$"),
         )
+        events.append(ResponseInfo(model, response_id))
     candidate = first_candidate(chunk)
     calls = state.calls
-    for wire in candidate_parts(candidate):
-        for part in parse_part(wire, state.seed or "", calls):
+    for wire_part, at in candidate_parts(candidate):
+        for part in parse_part(wire_part, at, state.seed or "", calls):
             if type(part) is TextPart:
                 events.append(TextDelta(part.text))
             elif type(part) is ReasoningPart:
@@ -117,11 +122,12 @@ def decode_chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[St
                 calls += 1
     if calls != state.calls:
         state = attrs.evolve(state, calls=calls)
-    if "usageMetadata" in chunk:
-        events.append(UsageUpdate(parse_usage(chunk["usageMetadata"])))
-    raw = candidate.get("finishReason") if candidate is not None else None
-    blocked = _blocked(chunk) if candidate is None else None
-    if isinstance(raw, str) or blocked is not None:
+    usage = wire.mapping(chunk, "usageMetadata", "$")
+    if usage:
+        events.append(UsageUpdate(parse_usage(usage)))
+    raw = wire.text(candidate, "finishReason", "$.candidates[0]") if candidate is not None else None
+    blocked = block_reason(chunk) if candidate is None else None
+    if raw is not None or blocked is not None:
         if not state.finished:
             if blocked is not None:
                 events.append(StreamFinish("content_filter", blocked))
@@ -129,12 +135,6 @@ def decode_chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[St
                 events.append(StreamFinish(finish_reason(raw, calls > 0), raw))
         state = attrs.evolve(state, finished=True)
     return state, events
-
-
-def _blocked(chunk: Mapping[str, Any]) -> str | None:
-    feedback = chunk.get("promptFeedback")
-    reason = feedback.get("blockReason") if isinstance(feedback, Mapping) else None
-    return reason if isinstance(reason, str) else None
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:
@@ -150,8 +150,3 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
         provider=state.provider,
         status_code=200,
     )
-
-
-def is_done(state: DecoderState) -> bool:
-    """Gemini streams have no end marker: read until the body ends."""
-    return False

@@ -16,7 +16,6 @@ from toolfold.adapters.openai_responses._stream import (
     DecoderState,
     decode_end,
     decode_event,
-    is_done,
 )
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
@@ -93,7 +92,7 @@ class OpenAIResponsesModel(ProviderModel):
         return decode_end(state)
 
     def _stream_done(self, state: DecoderState) -> bool:
-        return is_done(state)
+        return state.done
 
 
 def responses_model(model_name: str, **options: Any) -> OpenAIResponsesModel:

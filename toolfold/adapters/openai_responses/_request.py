@@ -7,8 +7,9 @@ provider without depending on what OpenAI stored.
 
 - System messages are ``developer`` messages; user text and images/files are
   ``input_text`` / ``input_image`` / ``input_file`` parts [O5 response_input_param.py].
-- An assistant turn goes back as its items in order: reasoning items (id and
-  encrypted content, from ``ReasoningPart.signature``), an assistant message for
+- An assistant turn goes back as its items in order: reasoning items (item id
+  from ``ReasoningPart.provider_data``, encrypted content from its
+  ``signature``), an assistant message for
   its text, and one ``function_call`` item per call (``call_id``, and the item
   id ``fc_...`` kept in ``provider_data``).
 - A tool result is a ``function_call_output`` linked by ``call_id``; the API
@@ -20,8 +21,6 @@ provider without depending on what OpenAI stored.
 from __future__ import annotations
 
 import base64
-import json
-from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
@@ -147,8 +146,7 @@ def _user_or_tool(message: Message, items: list[Body]) -> None:
         elif isinstance(part, TextPart):
             content.append({"type": "input_text", "text": part.text})
         elif isinstance(part, ImagePart):
-            # ``detail`` is required by the spec's InputImageContent (and the SDK's
-            # ResponseInputImageParam); "auto" is the API's own default.
+            # ``detail`` is required by the published spec (InputImageContent), "auto" its default.
             content.append({"type": "input_image", "image_url": _data_url(part), "detail": "auto"})
         elif isinstance(part, FilePart):
             content.append(_file(part))
@@ -214,26 +212,17 @@ def _call(call: ToolCallPart) -> Body:
     return item
 
 
-def reasoning_signature(item_id: str, encrypted: str | None) -> str:
-    """The `ReasoningPart.signature` of a reasoning item: its id and encrypted content, as JSON."""
-    data = {"id": item_id}
-    if encrypted is not None:
-        data["encrypted_content"] = encrypted
-    return json.dumps(data, separators=(",", ":"))
-
-
 def reasoning_item(part: ReasoningPart) -> Body | None:
-    """The reasoning input item a part stands for, or None when it is not this API's."""
-    if part.provider != REASONING_PROVIDER or not part.signature:
-        return None
-    try:
-        data = json.loads(part.signature)
-    except ValueError:
-        return None
-    if not isinstance(data, Mapping) or not isinstance(data.get("id"), str):
+    """The reasoning input item a part stands for, or None when it is not this API's.
+
+    The part keeps the item id in ``provider_data["item_id"]`` and the
+    encrypted content (when asked for) in ``signature``.
+    """
+    item_id = part.provider_data.get("item_id")
+    if part.provider != REASONING_PROVIDER or not isinstance(item_id, str):
         return None
     summary = [{"type": "summary_text", "text": part.text}] if part.text else []
-    item: Body = {"type": "reasoning", "id": data["id"], "summary": summary}
-    if isinstance(data.get("encrypted_content"), str):
-        item["encrypted_content"] = data["encrypted_content"]
+    item: Body = {"type": "reasoning", "id": item_id, "summary": summary}
+    if part.signature is not None:
+        item["encrypted_content"] = part.signature
     return item

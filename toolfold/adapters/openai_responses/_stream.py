@@ -18,13 +18,13 @@ Events are named by ``type`` [O5 response_stream_event.py]:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from toolfold._errors import StreamError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
@@ -72,22 +72,22 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
 
     Raises:
         StreamError: An ``error`` event, a failed response, or data that is not JSON.
+        MalformedResponseError: A field of the event has the wrong type.
     """
     if event.data == "[DONE]":
         return state, []
     try:
-        data: Any = json.loads(event.data)
+        data = wire.loads(event.data)
     except ValueError as exc:
         raise _error(
-            state, f"sent an event that is not JSON: {event.data[:200]!r}", event.data
-        ) from exc
-    if not isinstance(data, Mapping):
-        return state, []
-    kind = data.get("type") or event.event
-    handler = _HANDLERS.get(str(kind))
-    if handler is None:
-        return state, []
-    return handler(state, data)
+            state, f"sent an event that is not JSON: {event.data[:200]!r} ({exc})", event.data
+        ) from None
+    with wire.reading(state.provider, lambda: event.data):
+        data = wire.root(data)
+        handler = _HANDLERS.get(wire.text(data, "type", "$") or event.event or "")
+        if handler is None:
+            return state, []
+        return handler(state, data)
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:
@@ -106,64 +106,53 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
     )
 
 
-def is_done(state: DecoderState) -> bool:
-    """The response ended: stop reading."""
-    return state.done
-
-
 Result = tuple[DecoderState, list[StreamEvent]]
 
 
 def _created(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    response = data.get("response")
-    if not isinstance(response, Mapping):
-        return state, []
-    model, response_id = response.get("model"), response.get("id")
-    return state, [
-        ResponseInfo(
-            model if isinstance(model, str) else None,
-            response_id if isinstance(response_id, str) else None,
-        )
-    ]
+    response = wire.mapping(data, "response", "$")
+    model, response_id = (
+        wire.text(response, "model", "$.response"),
+        wire.text(response, "id", "$.response"),
+    )
+    return state, [ResponseInfo(model, response_id)]
 
 
 def _index(data: Mapping[str, Any], fallback: int) -> int:
-    index = data.get("output_index")
-    return index if type(index) is int else fallback
+    index = wire.integer(data, "output_index", "$")
+    return fallback if index is None else index
 
 
 def _item_added(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    item = data.get("item")
-    if not isinstance(item, Mapping):
-        return state, []
-    if item.get("type") == "reasoning":
+    item = wire.mapping(data, "item", "$")
+    kind = wire.text(item, "type", "$.item")
+    if kind == "reasoning":
         return attrs.evolve(state, summary_streamed=False), []
-    if item.get("type") != "function_call":
+    if kind != "function_call":
         return state, []
-    call = parse_call(item)
+    call = parse_call(item, "$.item")
     index = _index(data, len(state.items))
-    item_id = str(item.get("id") or call.id)
+    item_id = wire.text(item, "id", "$.item") or call.id
     state = attrs.evolve(state, items=(*state.items, (item_id, index)), open=(*state.open, index))
     events: list[StreamEvent] = [ToolCallStart(index, call.id, call.name, call.provider_data)]
-    if item.get("arguments"):
-        events.append(ToolCallDelta(index, str(item["arguments"])))
+    arguments = wire.text(item, "arguments", "$.item")
+    if arguments:
+        events.append(ToolCallDelta(index, arguments))
         state = attrs.evolve(state, fragments=state.fragments | {item_id})
     return state, events
 
 
-def _find(state: DecoderState, data: Mapping[str, Any]) -> tuple[str, int] | None:
-    item_id = data.get("item_id")
+def _find(state: DecoderState, item_id: str | None, index: int | None) -> tuple[str, int] | None:
     for found in state.items:
         if found[0] == item_id:
             return found
-    index = data.get("output_index")
     return next((f for f in state.items if f[1] == index), None)
 
 
 def _arguments_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    found = _find(state, data)
-    delta = data.get("delta")
-    if found is None or not isinstance(delta, str) or not delta:
+    found = _find(state, wire.text(data, "item_id", "$"), wire.integer(data, "output_index", "$"))
+    delta = wire.text(data, "delta", "$")
+    if found is None or not delta:
         return state, []
     item_id, index = found
     if item_id not in state.fragments:
@@ -172,9 +161,9 @@ def _arguments_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
 
 
 def _arguments_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    found = _find(state, data)
-    arguments = data.get("arguments")
-    if found is None or found[0] in state.fragments or not isinstance(arguments, str):
+    found = _find(state, wire.text(data, "item_id", "$"), wire.integer(data, "output_index", "$"))
+    arguments = wire.text(data, "arguments", "$")
+    if found is None or found[0] in state.fragments or arguments is None:
         return state, []
     # No fragment came: the whole text is here.
     return attrs.evolve(state, fragments=state.fragments | {found[0]}), [
@@ -183,24 +172,25 @@ def _arguments_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
 
 
 def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    item = data.get("item")
-    if not isinstance(item, Mapping):
-        return state, []
-    if item.get("type") == "reasoning" and isinstance(item.get("id"), str):
-        part = parse_reasoning(item)
+    item = wire.mapping(data, "item", "$")
+    kind = wire.text(item, "type", "$.item")
+    if kind == "reasoning" and wire.text(item, "id", "$.item"):
+        part = parse_reasoning(item, "$.item")
         text = "" if state.summary_streamed else part.text
         return attrs.evolve(state, summary_streamed=False), [
-            ReasoningDelta(text, part.signature, REASONING_PROVIDER)
+            ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data)
         ]
-    if item.get("type") != "function_call":
+    if kind != "function_call":
         return state, []
-    found = _find(state, {"item_id": item.get("id"), "output_index": data.get("output_index")})
+    found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
     events: list[StreamEvent] = []
     if found is None:  # done without added: the whole call at once
         state, events = _item_added(state, data)
         found = state.items[-1]
-    elif found[0] not in state.fragments and item.get("arguments"):
-        events.append(ToolCallDelta(found[1], str(item["arguments"])))
+    else:
+        arguments = wire.text(item, "arguments", "$.item")
+        if found[0] not in state.fragments and arguments:
+            events.append(ToolCallDelta(found[1], arguments))
     if found[1] in state.open:
         events.append(ToolCallEnd(found[1]))
         state = attrs.evolve(state, open=tuple(i for i in state.open if i != found[1]))
@@ -208,13 +198,13 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
 
 
 def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    delta = data.get("delta")
-    return state, [TextDelta(delta)] if isinstance(delta, str) and delta else []
+    delta = wire.text(data, "delta", "$")
+    return state, [TextDelta(delta)] if delta else []
 
 
 def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    delta = data.get("delta")
-    if not isinstance(delta, str) or not delta:
+    delta = wire.text(data, "delta", "$")
+    if not delta:
         return state, []
     return attrs.evolve(state, summary_streamed=True), [
         ReasoningDelta(delta, provider=REASONING_PROVIDER)
@@ -222,26 +212,25 @@ def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
 
 
 def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    response = data.get("response")
-    response = response if isinstance(response, Mapping) else {}
+    response = wire.mapping(data, "response", "$")
     events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
-    events.append(UsageUpdate(parse_usage(response.get("usage"))))
-    reason, raw = finish(response, bool(state.items))
+    events.append(
+        UsageUpdate(parse_usage(wire.mapping(response, "usage", "$.response"), "$.response.usage"))
+    )
+    reason, raw = finish(response, bool(state.items), "$.response")
     events.append(StreamFinish(reason, raw))
     return attrs.evolve(state, open=(), done=True), events
 
 
 def _failed(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    response = data.get("response")
-    error = response.get("error") if isinstance(response, Mapping) else None
-    error = error if isinstance(error, Mapping) else data
-    message = error.get("message")
+    error = wire.mapping(wire.mapping(data, "response", "$"), "error", "$.response") or data
+    message = wire.text(error, "message", "$")
     code = error.get("code")
     raise _error(
         state,
-        f"reported an error inside the stream: {message or json.dumps(data)[:300]}",
-        json.dumps(data),
-        message if isinstance(message, str) else None,
+        f"reported an error inside the stream: {message or wire.dumps_raw(data)[:300]}",
+        wire.dumps_raw(data),
+        message,
         code if isinstance(code, str) else None,
     )
 
