@@ -11,8 +11,9 @@ Families and budgets (`BUDGET`, fixed seeds: CI tries the same inputs every run)
 random bytes as bodies and streams, recordings from
 ``provider-traffic/{openai-chat-completions,groq,mistral,openai-compatible}``
 mutated by structure (a field given another type, NaN, deep nesting, a lone
-surrogate, a key dropped) and by bytes, hostile argument texts, and error
-bodies under every error status.
+surrogate, a key dropped) and by bytes, hostile argument texts, error bodies
+under every error status, and the native providers' recordings (Anthropic,
+Gemini, Responses) mutated the same way.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ BUDGET = {
     "mutated-recordings": 1600,
     "hostile-arguments": 400,
     "error-bodies": 400,
+    "native-recordings": 600,
 }
 FAMILIES = (
     "openai-chat-completions",
@@ -368,3 +370,54 @@ def test_error_bodies(fuzz: Callable[[Reply, bool], str]) -> None:
         outcomes[outcome] += 1
     _summary(outcomes, "error-bodies")
     assert {"RateLimitError", "ServerError", "BadRequestError"} <= set(outcomes)
+
+
+NATIVE = {
+    "anthropic-messages": ("anthropic:claude-x", ""),
+    "gemini-generate-content": ("gemini:gemini-x", ""),
+    "openai-responses": ("openai-responses:gpt-x", "/v1"),
+}
+
+
+def test_mutated_native_recordings(http_server: ScriptedServer) -> None:
+    """The native providers' recordings, mutated: a response or a ProviderError, never a crash."""
+    rng = random.Random(8005)
+    current = [Reply()]
+    http_server.handler = lambda request: current[0]
+    outcomes: Counter[str] = Counter()
+    for family, (name, suffix) in NATIVE.items():
+        recorded = [
+            (exchange.response_text, exchange.is_stream, exchange.response_headers)
+            for path in sorted((TRAFFIC / family).glob("*.yaml"))
+            for exchange in load(f"{family}/{path.name}")
+            if exchange.status == 200
+        ]
+        model = toolfold.model(name, base_url=http_server.url + suffix, api_key="k" * 20, retry=0)
+        agent = Agent(model=model, max_steps=2)
+        for _ in range(BUDGET["native-recordings"] // len(NATIVE)):
+            text, stream, headers = rng.choice(recorded)
+            kind = {"content-type": headers.get("content-type", "application/json")}
+            if stream and "event-stream" in kind["content-type"]:
+                body = _mutate_stream(rng, text)
+            elif rng.random() < 0.7 and text.lstrip()[:1] in "{[":
+                body = _dump(rng, _mutate_json(rng, json.loads(text)))
+            else:
+                body = _mutate_bytes(rng, text.encode())
+            current[0] = (
+                Reply(headers=kind, chunks=[body]) if stream else Reply(headers=kind, body=body)
+            )
+            failed: ProviderError | None = None
+            try:
+                if stream:
+                    for _ in agent.stream("go"):
+                        pass
+                else:
+                    generate_text(model, "go", max_steps=2)
+            except RunError as exc:  # an internal crash wrapped for the caller
+                raise AssertionError(f"{family}: internal crash: {exc!r}") from exc
+            except ProviderError as exc:
+                failed = exc
+            outcomes["response" if failed is None else type(failed).__name__] += 1
+        model.close()
+    _summary(outcomes, "native-recordings")
+    assert outcomes["MalformedResponseError"] > 0
