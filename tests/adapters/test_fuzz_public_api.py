@@ -36,7 +36,6 @@ from toolfold import (
     MalformedResponseError,
     ProviderError,
     RunError,
-    generate_text,
 )
 
 BUDGET = {
@@ -86,6 +85,21 @@ def _reply(status: int, body: bytes, *, stream: bool) -> Reply:
     return Reply(status=status, body=body, headers={"content-type": "application/json"})
 
 
+def _run_once(agent: Agent, stream: bool) -> ProviderError | None:
+    """One run through the public API: None for an answer, else the ProviderError it ended with."""
+    try:
+        if stream:
+            for _ in agent.stream("go"):
+                pass
+        else:
+            agent.run("go")
+    except RunError as exc:  # an internal crash wrapped for the caller
+        raise AssertionError(f"internal crash: {exc!r}") from exc
+    except ProviderError as exc:
+        return exc
+    return None
+
+
 @pytest.fixture
 def fuzz(http_server: ScriptedServer) -> Iterator[Callable[[Reply, bool], str]]:
     """Runs one input (a reply for the first request) through the public API; gives the outcome."""
@@ -99,17 +113,7 @@ def fuzz(http_server: ScriptedServer) -> Iterator[Callable[[Reply, bool], str]]:
     def run(reply: Reply, stream: bool) -> str:
         fuzzer.current = reply
         fuzzer.later.clear()
-        failed: ProviderError | None = None
-        try:
-            if stream:
-                for _ in agent.stream("go"):
-                    pass
-            else:
-                generate_text(model, "go", tools=[echo], max_steps=3)
-        except RunError as exc:  # an internal crash wrapped for the caller
-            raise AssertionError(f"internal crash: {exc!r}") from exc
-        except ProviderError as exc:
-            failed = exc
+        failed = _run_once(agent, stream)
         if isinstance(failed, MalformedResponseError):
             assert failed.path.startswith("$"), failed
             assert failed.provider == "openai-compatible"
@@ -232,6 +236,15 @@ def _mutate_stream(rng: random.Random, text: str) -> bytes:
     return body
 
 
+def _mutated(rng: random.Random, text: str, *, stream: bool) -> bytes:
+    """A recorded body or SSE stream mutated by structure (mostly) or by bytes."""
+    if stream:
+        return _mutate_stream(rng, text)
+    if rng.random() < 0.7 and text.lstrip()[:1] in "{[":
+        return _dump(rng, _mutate_json(rng, json.loads(text)))
+    return _mutate_bytes(rng, text.encode())
+
+
 def _recordings() -> list[tuple[int, str, bool]]:
     """(status, response text, is_stream) of every recorded chat exchange."""
     found = []
@@ -271,12 +284,7 @@ def test_mutated_recordings(fuzz: Callable[[Reply, bool], str]) -> None:
     outcomes: Counter[str] = Counter()
     for _ in range(BUDGET["mutated-recordings"]):
         _, text, stream = rng.choice(recordings)
-        if stream:
-            body = _mutate_stream(rng, text)
-        elif rng.random() < 0.7:
-            body = _dump(rng, _mutate_json(rng, json.loads(text)))
-        else:
-            body = _mutate_bytes(rng, text.encode())
+        body = _mutated(rng, text, stream=stream)
         outcomes[fuzz(_reply(200, body, stream=stream), stream)] += 1
     _summary(outcomes, "mutated-recordings")
     assert outcomes["response"] > 0
@@ -397,26 +405,11 @@ def test_mutated_native_recordings(http_server: ScriptedServer) -> None:
         for _ in range(BUDGET["native-recordings"] // len(NATIVE)):
             text, stream, headers = rng.choice(recorded)
             kind = {"content-type": headers.get("content-type", "application/json")}
-            if stream and "event-stream" in kind["content-type"]:
-                body = _mutate_stream(rng, text)
-            elif rng.random() < 0.7 and text.lstrip()[:1] in "{[":
-                body = _dump(rng, _mutate_json(rng, json.loads(text)))
-            else:
-                body = _mutate_bytes(rng, text.encode())
+            body = _mutated(rng, text, stream="event-stream" in kind["content-type"])
             current[0] = (
                 Reply(headers=kind, chunks=[body]) if stream else Reply(headers=kind, body=body)
             )
-            failed: ProviderError | None = None
-            try:
-                if stream:
-                    for _ in agent.stream("go"):
-                        pass
-                else:
-                    generate_text(model, "go", max_steps=2)
-            except RunError as exc:  # an internal crash wrapped for the caller
-                raise AssertionError(f"{family}: internal crash: {exc!r}") from exc
-            except ProviderError as exc:
-                failed = exc
+            failed = _run_once(agent, stream)
             outcomes["response" if failed is None else type(failed).__name__] += 1
         model.close()
     _summary(outcomes, "native-recordings")
