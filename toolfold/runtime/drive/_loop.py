@@ -90,6 +90,7 @@ class Live:
         stop_when: Stop predicates that are live callables.
         announce_start: The run has just started: ``on_event`` sees its
             `RunStarted` first.
+        name: The agent's name, for traces (None when it has none).
     """
 
     model: Model
@@ -102,6 +103,7 @@ class Live:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     stop_when: tuple[StopPredicate, ...] = ()
     announce_start: bool = False
+    name: str | None = None
 
 
 class _RunToolsOp(NamedTuple):
