@@ -80,7 +80,7 @@ from toolfold.toolkit import (
 
 
 def _load_adapters() -> None:
-    import toolfold.adapters  # noqa: F401  (adapters register their providers on import)
+    import toolfold.adapters  # (adapters register their providers on import)
     import toolfold.local  # noqa: F401  (registers local:, above the adapters)
 
 
