@@ -33,6 +33,8 @@ CHILD = textwrap.dedent(
     """
 )
 
+pytestmark = pytest.mark.local  # the real server: see scripts/check
+
 
 def _wait_gone(pid: int, timeout: float = 30.0) -> bool:
     """Wait (without polling) until ``pid`` has exited; False if it is still alive then."""

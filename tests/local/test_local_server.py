@@ -33,6 +33,8 @@ from toolfold.local import LocalModel, installed_model
 
 CALLS: list[str] = []
 
+pytestmark = pytest.mark.local  # the real server: see scripts/check
+
 
 @tool
 def get_weather(city: str) -> dict[str, object]:
