@@ -103,3 +103,29 @@ def test_errors_form_one_tree() -> None:
         is_error = isinstance(value, type) and issubclass(value, BaseException)
         if is_error and not issubclass(value, Warning):
             assert issubclass(value, toolfold.ToolfoldError), name
+
+
+def test_the_local_namespace_is_pinned() -> None:
+    """`toolfold.local.__all__` lists exactly the local provider's public names."""
+    import toolfold.local
+
+    assert set(toolfold.local.__all__) == {
+        "CACHE_ENV",
+        "LLAMA_CPP_PYTHON",
+        "LOCAL_PROVIDER",
+        "MODELS",
+        "SERVER_ENV",
+        "LocalModel",
+        "LocalServer",
+        "LocalSetupError",
+        "PackagedModel",
+        "built_binary",
+        "cache_dir",
+        "ensure_model",
+        "ensure_server_binary",
+        "installed_model",
+        "print_progress",
+        "running_servers",
+        "stop_all",
+    }
+    assert issubclass(toolfold.local.LocalSetupError, toolfold.ModelConfigError)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import attrs
 import httpx
@@ -160,18 +161,10 @@ def test_approval_round_trip(local: LocalModel) -> None:
 CHILD = textwrap.dedent(
     """
     import json, sys
-    from toolfold import Agent, RunState, tool
+    sys.path.insert(0, sys.argv[1])
+    from test_local_server import send_money  # the same tool, by its module
+    from toolfold import Agent, RunState
     from toolfold.local import LocalModel
-
-    @tool(requires_approval=True)
-    def send_money(to: str, amount: int) -> str:
-        '''Send money to a person.
-
-        Args:
-            to: Who receives it.
-            amount: How much, in euros.
-        '''
-        return f"sent {amount} EUR to {to}"
 
     state = RunState.from_json(sys.stdin.read())
     agent = Agent(LocalModel("smollm2"), instructions="Use the tools.", tools=[send_money])
@@ -193,7 +186,7 @@ def test_resume_from_json_in_another_process(local: LocalModel) -> None:
     first = agent.run("Send 20 euros to Bob.")
     assert first.finish_reason == "approval_required"
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD],
+        [sys.executable, "-c", CHILD, str(Path(__file__).parent)],
         input=first.state.to_json(),
         capture_output=True,
         text=True,
