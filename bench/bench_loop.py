@@ -113,7 +113,7 @@ def _core_only(steps: int) -> None:
     from toolfold.runtime import ModelResponded, ToolReturned, initial_state, next_effect, reduce
     from toolfold.runtime._run import make_options
 
-    config = make_options(Prebuilt([]), tools=[lookup], max_steps=steps).config()
+    config = make_options(Prebuilt([]), tools=[lookup], max_steps=steps).config
     responses = _responses(steps)
     state = initial_state("go", config, run_id="r")
     for i in range(steps - 1):

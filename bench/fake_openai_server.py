@@ -161,21 +161,21 @@ class _Connection(asyncio.Protocol):
             self.transport.write(_HEAD_JSON % len(payload) + payload)
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, protocol: type[asyncio.Protocol] | None = None) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(_Connection, "127.0.0.1", port, backlog=1024)
+    server = await loop.create_server(protocol or _Connection, "127.0.0.1", port, backlog=1024)
     sockets = server.sockets or ()
     print(f"READY {sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await server.serve_forever()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(protocol: type[asyncio.Protocol] | None = None, doc: str | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(doc or __doc__ or "").split("\n")[0])
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     try:
-        asyncio.run(serve(args.port))
+        asyncio.run(serve(args.port, protocol))
     except KeyboardInterrupt:
         sys.exit(0)
 

@@ -1,146 +1,200 @@
-"""The Python examples in README.md and docs/*.md run against the current API.
+"""Every Python example in README.md and docs/*.md runs, as shown, in the test suite.
 
-Every ```python block is extracted. A block is run when it is self-contained
-and needs no provider:
+How a page runs:
 
-- it names no provider model (no ``"openai:"``, ``"groq:"``, ... string) and
-  no ``api_key``: those need a key and the network;
-- every name it reads is bound in the block itself (an import, an assignment,
-  a ``def``/``class``, a parameter) or is a builtin. A block that reads a name
-  it does not bind continues an earlier block (``search.validate_arguments``
-  after the block defining ``search``) and is not run on its own;
-- it compiles as a module (no top-level ``await``).
-
-Each included block runs in a fresh namespace with every warning turned into
-an error, and must raise nothing. Excluded blocks get no test case; they were
-checked by hand with a test model in place of the provider.
+- its ```python blocks run in order in one namespace, as a reader follows the
+  page (a later block may use what an earlier one defined); each block is its
+  own test case, failing with the block's place (``docs/tools.md:81``);
+- every block runs inside `toolfold.testing.override_models`, so a block that
+  names a real provider (``"openai:gpt-4o-mini"``) gets a `TestModel` instead:
+  no key, no network. A block's setup may bind ``doc_model`` to give that
+  block a model of its own (a `ScriptedModel` with the answers it shows);
+- an HTML comment right before a block, ``<!-- setup ... -->``, holds code
+  that runs first without being shown (a tool the page defined elsewhere, a
+  saved state); one right after it, ``<!-- check ... -->``, holds assertions
+  on what the block did. A check reads ``printed`` (what the block printed)
+  and ``shown`` (the block's trailing ``# ...`` comment lines, without the
+  ``# ``), so ``assert printed == shown`` keeps shown output from drifting;
+- top-level ``await`` is allowed (the block runs in ``asyncio.run``);
+- every warning is an error, and a block must raise nothing.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
+import asyncio
+import contextlib
+import functools
+import inspect
+import io
 import re
 import sys
 import types
 import warnings
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
+from toolfold.runtime import Model
+from toolfold.testing import TestModel, override_models
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC_FILES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
-_FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
-_PROVIDERS = (
-    "openai",
-    "openai-compatible",
-    "anthropic",
-    "gemini",
-    "google",
-    "groq",
-    "mistral",
-    "deepseek",
-    "openrouter",
+_BLOCK = re.compile(
+    r"(?:<!-- setup\n(?P<setup>.*?)-->\n)?"
+    r"^```python[^\n]*\n(?P<code>.*?)^```\n"
+    r"(?:<!-- check\n(?P<check>.*?)-->\n)?",
+    re.DOTALL | re.MULTILINE,
 )
-_NEEDS_PROVIDER = re.compile(r"""["'](?:""" + "|".join(_PROVIDERS) + r"""):|\bapi_key\b""")
 
 
 class Block(NamedTuple):
-    """One ```python block of a document."""
+    """One ```python block of a page, with its hidden setup and checks."""
 
     path: Path
     line: int
     source: str
+    setup: str
+    check: str
 
     @property
     def id(self) -> str:
         """The block's place, e.g. ``docs/tools.md:7``."""
-        return f"{self.path.relative_to(ROOT).as_posix()}:{self.line}"
+        place = self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path
+        return f"{place.as_posix()}:{self.line}"
 
 
 def extract_blocks(path: Path) -> list[Block]:
     """Every ```python block of a Markdown file, with the line of its fence."""
     text = path.read_text(encoding="utf-8")
-    return [
-        Block(path, text.count("\n", 0, match.start()) + 1, match.group(1))
-        for match in _FENCE.finditer(text)
-    ]
-
-
-def _bound_and_read(tree: ast.AST) -> tuple[set[str], set[str]]:
-    bound: set[str] = set()
-    read: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-    return bound, read
-
-
-def is_runnable(block: Block) -> bool:
-    """Whether the module docstring's rule includes the block."""
-    if _NEEDS_PROVIDER.search(block.source):
-        return False
-    try:
-        tree = ast.parse(block.source)
-        compile(tree, block.id, "exec")
-    except SyntaxError:
-        return False
-    bound, read = _bound_and_read(tree)
-    return read <= bound | set(dir(builtins))
+    blocks = []
+    for match in _BLOCK.finditer(text):
+        fence = match.start("code") - len("```python\n")
+        blocks.append(
+            Block(
+                path,
+                text.count("\n", 0, fence) + 1,
+                match["code"],
+                match["setup"] or "",
+                match["check"] or "",
+            )
+        )
+    return blocks
 
 
 ALL_BLOCKS = [block for path in DOC_FILES for block in extract_blocks(path)]
-RUNNABLE = [block for block in ALL_BLOCKS if is_runnable(block)]
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=[block.id for block in RUNNABLE])
-def test_doc_block_runs(block: Block) -> None:
-    """A self-contained doc example runs without an exception or a warning."""
-    code = compile(block.source, block.id, "exec")
+def shown_output(source: str) -> str:
+    """The block's trailing comment lines without ``# ``: the output it shows."""
+    lines = source.rstrip("\n").split("\n")
+    tail: list[str] = []
+    while lines and lines[-1].startswith("#"):
+        tail.insert(0, lines.pop()[2:])
+    return "".join(f"{line}\n" for line in tail)
+
+
+def _run(source: str, name: str, namespace: dict[str, Any]) -> None:
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    code = compile(source, name, "exec", flags=flags, dont_inherit=True)
+    result = eval(code, namespace)
+    if inspect.iscoroutine(result):
+        asyncio.run(result)
+
+
+def _page_model(namespace: dict[str, Any]) -> Any:
+    def resolve(spec: str) -> Model:
+        model = namespace.get("doc_model")
+        return model if model is not None else TestModel()
+
+    return resolve
+
+
+@functools.cache
+def run_page(path: Path) -> dict[int, tuple[str, Exception | None]]:
+    """Run a page's blocks in order; each block's printed output and error, by line."""
     # A real module, so dataclasses and string annotations can resolve names.
-    module = types.ModuleType("_doc_" + re.sub(r"\W", "_", block.id))
+    module = types.ModuleType("_doc_" + re.sub(r"\W", "_", path.stem))
     sys.modules[module.__name__] = module
+    namespace = module.__dict__
+    outcomes: dict[int, tuple[str, Exception | None]] = {}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            exec(code, module.__dict__)
+        for block in extract_blocks(path):
+            out = io.StringIO()
+            try:
+                with warnings.catch_warnings(), contextlib.redirect_stdout(out):
+                    warnings.simplefilter("error")
+                    namespace["doc_model"] = None  # a block's setup may set its own
+                    with override_models(_page_model(namespace)):
+                        _run(block.setup, f"{block.id} (setup)", namespace)
+                        _run(block.source, block.id, namespace)
+                    namespace["printed"] = out.getvalue()
+                    namespace["shown"] = shown_output(block.source)
+                    _run(block.check, f"{block.id} (check)", namespace)
+            except Exception as exc:  # reported by the block's own test
+                outcomes[block.line] = (out.getvalue(), exc)
+            else:
+                outcomes[block.line] = (out.getvalue(), None)
     finally:
         del sys.modules[module.__name__]
+    return outcomes
 
 
-def test_rule_keeps_the_known_examples() -> None:
-    """The rule still selects the examples known to be self-contained."""
-    ids = {block.id for block in RUNNABLE}
-    expected = {
-        "docs/arguments.md:9",
-        "docs/schema-dialects.md:8",
-        "docs/state-and-reducers.md:25",
-        "docs/testing.md:15",
-        "docs/testing.md:67",
-        "docs/tools.md:7",
-    }
-    assert expected <= ids
-    assert all(block.path.is_file() for block in ALL_BLOCKS)
+@pytest.mark.parametrize("block", ALL_BLOCKS, ids=[block.id for block in ALL_BLOCKS])
+def test_doc_block_runs(block: Block) -> None:
+    """A doc example runs after the page's earlier ones, without an exception or a warning."""
+    _, error = run_page(block.path)[block.line]
+    if error is not None:
+        raise AssertionError(f"{block.id} failed: {type(error).__name__}: {error}") from error
 
 
-def test_rule_excludes_provider_and_fragment_blocks() -> None:
-    """Blocks needing a key or continuing an earlier block are not run."""
-    fragment = Block(ROOT / "README.md", 1, "search.validate_arguments({})\n")
-    keyed = Block(ROOT / "README.md", 1, 'import toolfold\ntoolfold.model("groq:x")\n')
-    awaiting = Block(ROOT / "README.md", 1, "import asyncio\nawait asyncio.sleep(0)\n")
-    plain = Block(ROOT / "README.md", 1, "import json\nprint(json.dumps(1))\n")
-    assert [is_runnable(b) for b in (fragment, keyed, awaiting, plain)] == [
-        False,
-        False,
-        False,
-        True,
-    ]
+def test_every_python_block_is_found() -> None:
+    """The extractor sees every ```python fence of every page (none hides from the tests)."""
+    for path in DOC_FILES:
+        text = path.read_text(encoding="utf-8")
+        fences = len(re.findall(r"^```python", text, re.MULTILINE))
+        assert len(extract_blocks(path)) == fences, path.name
+    assert len(ALL_BLOCKS) >= 36
+
+
+def test_a_failing_block_is_reported(tmp_path: Path) -> None:
+    """A block that raises is reported as failed, and the next block still runs."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nraise ValueError('drifted')\n```\n\n```python\nprint('after')\n```\n",
+        encoding="utf-8",
+    )
+    outcomes = run_page(page)
+    assert isinstance(outcomes[1][1], ValueError)
+    assert outcomes[5] == ("after\n", None)
+
+
+def test_setup_and_check_comments_run_hidden_code(tmp_path: Path) -> None:
+    """Setup runs before the block, checks after it with the printed text in ``printed``."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- setup\nx = 2\n-->\n```python\nprint(x * 21)\n```\n"
+        "<!-- check\nassert printed == '41\\n'\n-->\n"
+        "```python\nprint(6 * 7)\n# 42\n```\n<!-- check\nassert printed == shown\n-->\n",
+        encoding="utf-8",
+    )
+    block, shows = extract_blocks(page)
+    assert (block.setup, block.check) == ("x = 2\n", "assert printed == '41\\n'\n")
+    outcomes = run_page(page)
+    assert isinstance(outcomes[block.line][1], AssertionError)
+    assert outcomes[shows.line] == ("42\n", None)
+
+
+def test_provider_strings_resolve_to_a_test_model(tmp_path: Path) -> None:
+    """A block naming a real provider runs against a TestModel, or the page's doc_model."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nimport toolfold\nprint(toolfold.model('openai:gpt-4o-mini').name)\n```\n"
+        "<!-- setup\nfrom toolfold.testing import ScriptedModel\n"
+        "doc_model = ScriptedModel(['hi'], name='scripted:x')\n-->\n"
+        "```python\nprint(toolfold.model('groq:llama').name)\n```\n",
+        encoding="utf-8",
+    )
+    outcomes = run_page(page)
+    assert [printed for printed, _ in outcomes.values()] == ["test:model\n", "scripted:x\n"]

@@ -21,6 +21,7 @@ KEY_VARIABLES = (
     "MISTRAL_API_KEY",
     "DEEPSEEK_API_KEY",
     "OPENROUTER_API_KEY",
+    "OLLAMA_HOST",  # examples/ollama.py talks to a real server only when it is set
 )
 
 

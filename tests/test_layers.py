@@ -13,9 +13,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "toolfold"
 
 # layer -> layers it must never import
 FORBIDDEN = {
-    "toolkit": ("toolfold.runtime", "toolfold.adapters", "toolfold.local"),
-    "runtime": ("toolfold.adapters", "toolfold.local"),
-    "adapters": ("toolfold.local",),
+    "toolkit": ("toolfold.runtime", "toolfold.adapters", "toolfold.local", "toolfold.mcp"),
+    "runtime": ("toolfold.adapters", "toolfold.local", "toolfold.mcp"),
+    "adapters": ("toolfold.local", "toolfold.mcp"),
 }
 
 

@@ -4,34 +4,38 @@ Everything a user imports comes from here. Provider adapters load lazily, the
 first time a model string is resolved, so ``import toolfold`` stays cheap.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from toolfold._errors import (
     ArgumentJSONError,
     ArgumentValidationError,
     AuthenticationError,
     BadRequestError,
-    ConnectionError,
     InvalidEventError,
     InvalidTransitionError,
+    MalformedResponseError,
     ModelConfigError,
     NotFoundError,
     OutputValidationError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderTimeoutError,
     RateLimitError,
     RunError,
     SchemaCompileError,
     SerializationError,
     ServerError,
     StreamError,
-    TimeoutError,
     ToolArgumentError,
     ToolDefinitionError,
     ToolExecutionError,
     ToolfoldError,
     ToolRetriesExceededError,
     ToolUseFailedError,
+    UsageError,
 )
+from toolfold._public import publish as _publish
 from toolfold.runtime import (
     Agent,
     Denied,
@@ -64,7 +68,7 @@ from toolfold.runtime import (
     token_budget,
     tool_called,
 )
-from toolfold.runtime._model import set_adapter_loader
+from toolfold.runtime._model import set_adapter_loader as _set_adapter_loader
 from toolfold.toolkit import (
     Field,
     RunContext,
@@ -80,7 +84,7 @@ from toolfold.toolkit import (
 
 
 def _load_adapters() -> None:
-    import toolfold.adapters  # (adapters register their providers on import)
+    import toolfold.adapters  # adapters register their providers on import
     import toolfold.local  # noqa: F401  (registers local:, above the adapters)
 
 
@@ -94,7 +98,7 @@ _LAZY = {
     "restore_arguments": "toolfold.adapters._dialects",
 }
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from toolfold.adapters._dialects import (
         CompiledTool,
         Dialect,
@@ -105,7 +109,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'toolfold' has no attribute {name!r}")
@@ -116,39 +120,25 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-set_adapter_loader(_load_adapters)
+_set_adapter_loader(_load_adapters)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
-    "Denied",
-    "Response",
-    "RunEndEvent",
-    "RunState",
-    "RunStream",
-    "Step",
-    "StepEndEvent",
-    "StepStartEvent",
-    "TextDelta",
-    "ToolCallEvent",
-    "ToolResultEvent",
-    "agenerate_text",
-    "aresume",
-    "generate_text",
-    "resume",
-    "token_budget",
-    "tool_called",
     "ArgumentJSONError",
     "ArgumentValidationError",
     "AuthenticationError",
     "BadRequestError",
-    "ConnectionError",
+    "CompiledTool",
+    "Denied",
+    "Dialect",
     "Field",
     "FilePart",
     "ImagePart",
     "InvalidEventError",
     "InvalidTransitionError",
+    "MalformedResponseError",
     "Message",
     "Model",
     "ModelConfigError",
@@ -156,40 +146,62 @@ __all__ = [
     "ModelResponse",
     "NotFoundError",
     "OutputValidationError",
+    "ProviderConnectionError",
     "ProviderError",
+    "ProviderTimeoutError",
     "RateLimitError",
     "ReasoningPart",
+    "Response",
     "RunContext",
+    "RunEndEvent",
     "RunError",
-    "SerializationError",
+    "RunState",
+    "RunStream",
     "SchemaCompileError",
-    "CompiledTool",
-    "Dialect",
-    "SchemaRewrite",
-    "check_arguments",
-    "compile_tool",
-    "restore_arguments",
     "SchemaContext",
+    "SchemaRewrite",
+    "SerializationError",
     "ServerError",
+    "Step",
+    "StepEndEvent",
+    "StepStartEvent",
     "StreamError",
+    "TextDelta",
     "TextPart",
-    "TimeoutError",
     "Tool",
     "ToolArgumentError",
+    "ToolCallEvent",
     "ToolCallPart",
     "ToolDefinitionError",
     "ToolDefinitionWarning",
     "ToolExecutionError",
+    "ToolResultEvent",
     "ToolResultPart",
     "ToolRetriesExceededError",
     "ToolUseFailedError",
     "ToolfoldError",
     "UndocumentedParameterWarning",
     "Usage",
+    "UsageError",
     "__version__",
+    "agenerate_text",
+    "aresume",
+    "check_arguments",
+    "compile_tool",
+    "generate_text",
     "model",
     "register_schema_rule",
     "register_type_hooks",
+    "restore_arguments",
+    "resume",
     "schema_for_type",
+    "token_budget",
     "tool",
+    "tool_called",
 ]
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -16,6 +16,7 @@ chained with ``raise ... from exc``::
     │   ├── ToolRetriesExceededError  a tool failed more times in a row than allowed
     │   ├── OutputValidationError  the final answer never fitted ``output_type``
     │   └── ToolExecutionError     a tool raised and ``on_tool_error="raise"``
+    ├── UsageError                 toolfold was called with arguments it cannot use
     ├── ModelConfigError           a model string or model options cannot be used
     ├── SerializationError         JSON that does not load as a state, event or effect
     └── ProviderError              a provider call failed (status, body, headers)
@@ -25,9 +26,18 @@ chained with ``raise ... from exc``::
         │   └── ToolUseFailedError the provider rejected generated tool arguments
         ├── NotFoundError          404
         ├── ServerError            5xx
-        ├── ConnectionError        the connection could not be made or was lost
-        ├── TimeoutError           connect, read or total timeout
-        └── StreamError            a stream broke or reported an error in-band
+        ├── ProviderConnectionError  the connection could not be made or was lost
+        ├── ProviderTimeoutError   connect, read or total timeout
+        ├── StreamError            a stream broke or reported an error in-band
+        └── MalformedResponseError a body or stream event toolfold cannot read (with ``path``)
+
+Where an error means what a builtin exception means, it subclasses that builtin
+too, so ``except ValueError`` or ``except TimeoutError`` catches it:
+`ToolDefinitionError` is a ``TypeError``; `UsageError`, `SchemaCompileError`,
+`ToolArgumentError`, `ModelConfigError` and `SerializationError` are
+``ValueError``; `RunError` is a ``RuntimeError``; `ProviderConnectionError` is
+a ``ConnectionError`` and `ProviderTimeoutError` a ``TimeoutError`` (both are
+``OSError``).
 
 This module is a leaf: every layer may import it, it imports none of them.
 """
@@ -199,6 +209,18 @@ class ToolExecutionError(RunError):
     """A tool raised and the run was configured with ``on_tool_error="raise"``."""
 
 
+class UsageError(ToolfoldError, ValueError):
+    """toolfold was called with arguments it cannot use.
+
+    A bad option (``max_steps=0``, a ``tool_choice`` that names no tool), a
+    message that is not one, an approval that is not ``True``, ``False`` or
+    ``Denied``, resuming a run without the tools it was started with, or an
+    object used out of order (a stream's response before the stream ended).
+    The message names the argument and what would be accepted. Nothing ran:
+    a state the caller holds is unchanged.
+    """
+
+
 class ModelConfigError(ToolfoldError, ValueError):
     """A model string, provider name or model option cannot be used."""
 
@@ -290,13 +312,37 @@ class ServerError(ProviderError):
     """The provider failed on its side (5xx)."""
 
 
-class ConnectionError(ProviderError):
-    """The connection to the provider could not be made or was lost."""
+class ProviderConnectionError(ProviderError, ConnectionError):
+    """The connection to the provider could not be made or was lost.
+
+    Also a builtin ``ConnectionError``, so ``except ConnectionError`` catches it.
+    """
 
 
-class TimeoutError(ProviderError):
-    """The provider did not answer within a timeout (connect, read or total)."""
+class ProviderTimeoutError(ProviderError, TimeoutError):
+    """The provider did not answer within a timeout (connect, read or total).
+
+    Also a builtin ``TimeoutError``, so ``except TimeoutError`` catches it.
+    """
 
 
 class StreamError(ProviderError):
     """A stream was cut short or reported an error in-band after HTTP 200."""
+
+
+class MalformedResponseError(ProviderError):
+    """The provider answered with JSON toolfold cannot read: the provider's fault.
+
+    A field of the wrong type (``{"choices": 8}``, a call id that is a list),
+    NaN or Infinity, or nesting too deep to be an answer. ``body`` holds the
+    raw body (or stream event) with the key scrubbed.
+
+    Attributes:
+        path: The JSON path of the bad field, e.g. ``$.choices[0].message.tool_calls``.
+        problem: What is wrong there, e.g. ``expected an array, got object``.
+    """
+
+    def __init__(self, message: str, *, path: str = "$", problem: str = "", **kwargs: Any) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(message, **kwargs)

@@ -4,14 +4,18 @@
 - `FunctionModel`: answers from a function of the request.
 - `TestModel`: calls each tool once with schema-valid arguments, then
   summarises the results.
+- `override_models`: makes ``"provider:model"`` strings resolve to one of
+  these while a block runs, so code written for a real provider runs offline.
 """
 
+from toolfold._public import publish as _publish
 from toolfold.runtime._sample import sample_value
 from toolfold.runtime._testing import (
     FunctionModel,
     Reply,
     ScriptedModel,
     TestModel,
+    override_models,
     response_events,
 )
 
@@ -20,6 +24,13 @@ __all__ = [
     "Reply",
     "ScriptedModel",
     "TestModel",
+    "override_models",
     "response_events",
     "sample_value",
 ]
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -7,6 +7,7 @@ Import the building blocks in a test module with
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from scripted_http import ScriptedServer
@@ -20,3 +21,12 @@ def http_server() -> Iterator[ScriptedServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def opened() -> Iterator[list[Any]]:
+    """Models (and clients) made by a test, closed after it: they hold sockets."""
+    models: list[Any] = []
+    yield models
+    for made in models:
+        made.close()

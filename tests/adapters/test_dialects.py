@@ -402,6 +402,16 @@ def test_gemini_openapi_refuses_what_the_openapi_form_cannot_say() -> None:
         compile_tool(tool(TREE), "gemini-openapi", strict=True)
 
 
+@pytest.mark.parametrize("strict", [None, False, True])
+def test_gemini_openapi_refuses_recursion_in_every_mode(strict: bool | None) -> None:
+    """The OpenAPI form has no references: a recursive schema is a SchemaCompileError, never a cut."""
+    with pytest.raises(SchemaCompileError, match="recursive") as raised:
+        compile_tool(tool(TREE), "gemini-openapi", strict=strict)
+    assert raised.value.dialect == "gemini-openapi"
+    sent = compile_tool(tool(TREE), "gemini", strict=strict).schema_sent  # JSON Schema form: fine
+    assert sent["properties"]["children"]["items"] == {"$ref": "#"}
+
+
 def test_ollama_moves_every_constraint_into_descriptions() -> None:
     """Ollama keeps only its Go-struct keywords; each constraint is written for the model."""
     compiled = compile_tool(tool(CONSTRAINED), "ollama")

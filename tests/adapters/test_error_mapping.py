@@ -14,13 +14,13 @@ import toolfold
 from toolfold import (
     AuthenticationError,
     BadRequestError,
-    ConnectionError,
     NotFoundError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderTimeoutError,
     RateLimitError,
     ServerError,
     StreamError,
-    TimeoutError,
     ToolfoldError,
     ToolUseFailedError,
 )
@@ -59,23 +59,23 @@ def instance(cls: type[BaseException]) -> BaseException:
 
 
 EXPECTED: dict[str, type[ProviderError]] = {
-    "ConnectTimeout": TimeoutError,
-    "ReadTimeout": TimeoutError,
-    "WriteTimeout": TimeoutError,
-    "PoolTimeout": TimeoutError,
-    "TimeoutException": TimeoutError,
-    "ConnectError": ConnectionError,
-    "ReadError": ConnectionError,
-    "WriteError": ConnectionError,
-    "CloseError": ConnectionError,
-    "NetworkError": ConnectionError,
-    "RemoteProtocolError": ConnectionError,
-    "LocalProtocolError": ConnectionError,
-    "ProtocolError": ConnectionError,
-    "ProxyError": ConnectionError,
-    "UnsupportedProtocol": ConnectionError,
-    "TransportError": ConnectionError,
-    "InvalidURL": ConnectionError,
+    "ConnectTimeout": ProviderTimeoutError,
+    "ReadTimeout": ProviderTimeoutError,
+    "WriteTimeout": ProviderTimeoutError,
+    "PoolTimeout": ProviderTimeoutError,
+    "TimeoutException": ProviderTimeoutError,
+    "ConnectError": ProviderConnectionError,
+    "ReadError": ProviderConnectionError,
+    "WriteError": ProviderConnectionError,
+    "CloseError": ProviderConnectionError,
+    "NetworkError": ProviderConnectionError,
+    "RemoteProtocolError": ProviderConnectionError,
+    "LocalProtocolError": ProviderConnectionError,
+    "ProtocolError": ProviderConnectionError,
+    "ProxyError": ProviderConnectionError,
+    "UnsupportedProtocol": ProviderConnectionError,
+    "TransportError": ProviderConnectionError,
+    "InvalidURL": ProviderConnectionError,
     "HTTPStatusError": ServerError,
 }
 
@@ -101,7 +101,7 @@ def test_while_streaming_lost_connections_are_stream_errors() -> None:
         error = transport_error("p", instance(cls), "u", streaming=True)
         assert type(error) is StreamError, cls
     assert type(transport_error("p", instance(httpx.ReadTimeout), "u", streaming=True)) is (
-        TimeoutError
+        ProviderTimeoutError
     )
 
 
@@ -109,8 +109,8 @@ def test_os_level_errors_map() -> None:
     """Errors from sockets (custom clients) map too: resets, refusals, builtin timeouts."""
     import builtins
 
-    assert type(transport_error("p", ConnectionResetError(), "u")) is ConnectionError
-    assert type(transport_error("p", builtins.TimeoutError(), "u")) is TimeoutError
+    assert type(transport_error("p", ConnectionResetError(), "u")) is ProviderConnectionError
+    assert type(transport_error("p", builtins.TimeoutError(), "u")) is ProviderTimeoutError
     assert not is_client_error(ValueError("a bug in user code"))
 
 
@@ -121,8 +121,8 @@ def test_lookalike_client_exceptions_map_by_name() -> None:
     timeout_root = type("TimeoutException", (transport_errors,), {"__module__": "httpx2"})
     exc = type("ReadTimeout", (timeout_root,), {"__module__": "httpx2"})("slow")
     assert is_client_error(exc)
-    assert type(transport_error("p", exc, "u")) is TimeoutError
-    assert type(transport_error("p", read_timeout("x"), "u")) is ConnectionError
+    assert type(transport_error("p", exc, "u")) is ProviderTimeoutError
+    assert type(transport_error("p", read_timeout("x"), "u")) is ProviderConnectionError
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_lookalike_client_exceptions_map_by_name() -> None:
         (402, ProviderError),
         (403, AuthenticationError),
         (404, NotFoundError),
-        (408, TimeoutError),
+        (408, ProviderTimeoutError),
         (409, ProviderError),
         (413, BadRequestError),
         (422, BadRequestError),
@@ -260,6 +260,12 @@ def test_recorded_error_bodies_give_a_message() -> None:
 
 def test_facade_exports_the_tree() -> None:
     """The error classes users catch are importable from toolfold."""
-    for cls in (AuthenticationError, RateLimitError, StreamError, TimeoutError, ConnectionError):
+    for cls in (
+        AuthenticationError,
+        RateLimitError,
+        StreamError,
+        ProviderTimeoutError,
+        ProviderConnectionError,
+    ):
         assert getattr(toolfold, cls.__name__) is cls
         assert issubclass(cls, ProviderError)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,15 +29,6 @@ def get_weather(city: str) -> str:
         city: The city name.
     """
     return WEATHER[city]
-
-
-@pytest.fixture
-def opened() -> Iterator[list[Any]]:
-    """Models made by a test, closed after it (their HTTP clients hold sockets)."""
-    models: list[Any] = []
-    yield models
-    for made in models:
-        made.close()
 
 
 def _model(server: ScriptedServer, opened: list[Any], provider: str = "openai-compatible") -> Any:

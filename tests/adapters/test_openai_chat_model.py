@@ -327,11 +327,11 @@ def test_an_error_object_in_a_200_body_raises() -> None:
         ),
         # A total above prompt + completion is not reasoning, except on Gemini (below).
         ({"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 15}, (9, 2, 0, 0)),
-        ({"prompt_tokens": True, "completion_tokens": 2.5, "total_tokens": None}, (0, 0, 0, 0)),
+        ({"prompt_tokens": 9.0, "completion_tokens": 2, "total_tokens": None}, (9, 2, 0, 0)),
     ],
 )
 def test_usage_counts_from_every_family(usage: dict[str, Any], expected: tuple[int, ...]) -> None:
-    """Usage reads cached and reasoning counts wherever a family puts them, ignoring non-integers."""
+    """Usage reads cached and reasoning counts wherever a family puts them (whole floats as ints)."""
     body = {"id": "r1", "choices": [{"message": {"content": "hi"}}], "usage": usage}
     got = parse_response(body, "openai").usage
     assert (

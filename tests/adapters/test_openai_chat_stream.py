@@ -438,7 +438,7 @@ def test_typed_content_chunks_stream_like_the_whole_response() -> None:
         {"type": "thinking", "thinking": [{"type": "text", "text": "Hmm"}]},
         {"type": "text", "text": "Sure."},
         {"type": "text", "text": ""},
-        "not a chunk",
+        {"type": "image_url", "image_url": "skipped"},
     ]
     streamed = fold(decode([chunk({"content": content}), chunk({}, "stop")], "mistral"))
     whole = parse_response(

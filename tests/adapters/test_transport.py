@@ -16,12 +16,12 @@ from scripted_http import Cut, Reply, ScriptedServer, sse
 from toolfold import (
     AuthenticationError,
     BadRequestError,
-    ConnectionError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderTimeoutError,
     RateLimitError,
     ServerError,
     StreamError,
-    TimeoutError,
 )
 from toolfold.adapters._http._retry import RetryPolicy, Timeouts
 from toolfold.adapters._http._sse import SSEEvent
@@ -255,15 +255,15 @@ def test_connection_reset_is_retried(http_server: ScriptedServer, mode: str) -> 
 def test_connection_reset_without_retries_is_connection_error(
     http_server: ScriptedServer, mode: str
 ) -> None:
-    """Without retries a reset connection raises ConnectionError naming the provider and URL."""
+    """Without retries a reset connection raises ProviderConnectionError naming the provider and URL."""
     http_server.add(Reply(reset=True))
-    with pytest.raises(ConnectionError, match=r"openai at http://127\.0\.0\.1"):
+    with pytest.raises(ProviderConnectionError, match=r"openai at http://127\.0\.0\.1"):
         post(make(http_server, retry=0), mode)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_connection_refused(mode: str) -> None:
-    """Nobody listening on the port is a ConnectionError after the retries."""
+    """Nobody listening on the port is a ProviderConnectionError after the retries."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -271,7 +271,7 @@ def test_connection_refused(mode: str) -> None:
     transport = Transport(
         "openai", f"http://127.0.0.1:{port}", None, sleep=sleeps.sleep, sleep_sync=sleeps.sleep_sync
     )
-    with pytest.raises(ConnectionError) as caught:
+    with pytest.raises(ProviderConnectionError) as caught:
         post(transport, mode)
     assert isinstance(caught.value.__cause__, httpx.ConnectError)
     assert len(sleeps.delays) == 2
@@ -281,11 +281,11 @@ def test_connection_refused(mode: str) -> None:
 def test_read_timeout(
     http_server: ScriptedServer, mode: str, released: list[threading.Event]
 ) -> None:
-    """A server that accepts and never answers raises TimeoutError after the read timeout."""
+    """A server that accepts and never answers raises ProviderTimeoutError after the read timeout."""
     stall = gate(released)
     http_server.add(Reply(stall=stall))
     transport = make(http_server, timeout=Timeouts(read=0.2), retry=None)
-    with pytest.raises(TimeoutError, match="timed out"):
+    with pytest.raises(ProviderTimeoutError, match="timed out"):
         post(transport, mode)
     stall.set()
 
@@ -306,7 +306,7 @@ def test_total_timeout(
     """The total timeout bounds the call even when the read timeout is longer."""
     http_server.add(Reply(stall=gate(released)))
     transport = make(http_server, timeout=Timeouts(read=30.0, total=0.2), retry=None)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(ProviderTimeoutError):
         post(transport, mode)
 
 
@@ -379,10 +379,10 @@ def test_cut_stream_is_a_stream_error_and_not_resent(
 def test_stream_read_timeout(
     http_server: ScriptedServer, mode: str, released: list[threading.Event]
 ) -> None:
-    """A stream that stalls after its first event times out with TimeoutError, not a retry."""
+    """A stream that stalls after its first event times out with ProviderTimeoutError, not a retry."""
     http_server.add(Reply(chunks=[*sse({"i": 0}), gate(released)]))
     seen: list[SSEEvent] = []
-    with pytest.raises(TimeoutError, match="stream"):
+    with pytest.raises(ProviderTimeoutError, match="stream"):
         stream(make(http_server, timeout=Timeouts(read=0.2)), mode, seen.append)
     assert len(seen) == 1
     assert len(http_server.requests) == 1
@@ -494,7 +494,7 @@ def test_injected_client_keeps_its_own_timeout(
     http_server.add(Reply(stall=gate(released)))
     with httpx.Client(timeout=0.2) as client:
         transport = make(http_server, http_client=client, retry=None)
-        with pytest.raises(TimeoutError):
+        with pytest.raises(ProviderTimeoutError):
             transport.post_json_sync("x", {})
 
 

@@ -21,13 +21,13 @@ from scripted_http import Cut, Reply, ScriptedServer, sse
 
 from toolfold import (
     AuthenticationError,
-    ConnectionError,
     ModelConfigError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderTimeoutError,
     RateLimitError,
     ServerError,
     StreamError,
-    TimeoutError,
 )
 from toolfold.adapters._http._retry import Timeouts
 from toolfold.adapters._http._sse import SSEEvent
@@ -200,11 +200,11 @@ def test_exhausted_server_errors_and_401_map(
 def test_reset_is_retried_then_a_connection_error(
     http_server: ScriptedServer, kind: str, mode: str
 ) -> None:
-    """A reset before any answer is retried; without retries it is a ConnectionError."""
+    """A reset before any answer is retried; without retries it is a ProviderConnectionError."""
     http_server.add(Reply(reset=True), Reply(json={"ok": 1}))
     assert call(http_server, kind, mode) == {"ok": 1}
     http_server.add(Reply(reset=True))
-    with pytest.raises(ConnectionError, match=r"openai at http://127\.0\.0\.1"):
+    with pytest.raises(ProviderConnectionError, match=r"openai at http://127\.0\.0\.1"):
         call(http_server, kind, mode, retry=0, timeout=5.0)
 
 
@@ -212,9 +212,9 @@ def test_reset_is_retried_then_a_connection_error(
 def test_read_timeout(
     http_server: ScriptedServer, kind: str, mode: str, released: list[threading.Event]
 ) -> None:
-    """A server that never answers is a TimeoutError after the read timeout."""
+    """A server that never answers is a ProviderTimeoutError after the read timeout."""
     http_server.add(Reply(stall=gate(released)))
-    with pytest.raises(TimeoutError, match="timed out"):
+    with pytest.raises(ProviderTimeoutError, match="timed out"):
         call(http_server, kind, mode, retry=None, timeout=Timeouts(read=0.2))
 
 
@@ -222,9 +222,9 @@ def test_read_timeout(
 def test_injected_client_default_timeout_applies(
     http_server: ScriptedServer, kind: str, mode: str, released: list[threading.Event]
 ) -> None:
-    """Without timeout=, the injected client's own timeout is used (and maps to TimeoutError)."""
+    """Without timeout=, the injected client's own timeout is used (and maps to ProviderTimeoutError)."""
     http_server.add(Reply(stall=gate(released)))
-    with pytest.raises(TimeoutError):
+    with pytest.raises(ProviderTimeoutError):
         call(http_server, kind, mode, retry=None, client_options={"timeout": 0.2})
 
 
@@ -263,10 +263,10 @@ def test_slow_stream_delivers_each_event_as_it_comes(
 def test_stalled_stream_times_out(
     http_server: ScriptedServer, kind: str, mode: str, released: list[threading.Event]
 ) -> None:
-    """A stream that stalls after its first event is a TimeoutError, not a retry."""
+    """A stream that stalls after its first event is a ProviderTimeoutError, not a retry."""
     http_server.add(Reply(chunks=[*sse({"i": 0}), gate(released)]))
     seen: list[SSEEvent] = []
-    with pytest.raises(TimeoutError):
+    with pytest.raises(ProviderTimeoutError):
         call(http_server, kind, mode, "stream", seen=seen, timeout=Timeouts(read=0.2))
     assert len(seen) == 1
     assert len(http_server.requests) == 1

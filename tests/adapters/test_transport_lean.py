@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scripted_http import Reply, ScriptedServer, sse
 
-from toolfold import ConnectionError, TimeoutError
+from toolfold import ProviderConnectionError, ProviderTimeoutError
 from toolfold.adapters._http import _clients
 from toolfold.adapters._http._aio_http import LeanClient
 from toolfold.adapters._http._http11 import BodyDecoder, LeanRequest, ResponseParser, encode_request
@@ -237,7 +237,7 @@ def test_stale_keepalive_connection_is_replaced_without_a_retry(
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_malformed_answer_over_the_wire(http_server: ScriptedServer, mode: str) -> None:
-    """A server speaking something else is a ConnectionError, not a crash."""
+    """A server speaking something else is a ProviderConnectionError, not a crash."""
     http_server.add(Reply(raw=b"SSH-2.0-OpenSSH\r\n\r\n"))
     transport = Transport("p", http_server.url, retry=0)
 
@@ -246,7 +246,7 @@ def test_malformed_answer_over_the_wire(http_server: ScriptedServer, mode: str) 
             return transport.post_json_sync("x", {})
         return asyncio.run(transport.post_json("x", {}))
 
-    with pytest.raises(ConnectionError, match="malformed status line"):
+    with pytest.raises(ProviderConnectionError, match="malformed status line"):
         call()
 
 
@@ -283,7 +283,7 @@ def test_async_pool_limit_and_pool_timeout(
         first = asyncio.ensure_future(transport.post_json("x", {}))
         await asyncio.sleep(0)
         await asyncio.sleep(0)
-        with pytest.raises(TimeoutError, match="pool"):
+        with pytest.raises(ProviderTimeoutError, match="pool"):
             await Transport(
                 "p", http_server.url, http_client=client, retry=0, timeout=httpx_timeouts(0.1)
             ).post_json("x", {})
@@ -310,7 +310,7 @@ def test_sync_pool_limit_and_pool_timeout(
     other = Transport(
         "p", http_server.url, http_client=client, retry=0, timeout=httpx_timeouts(0.1)
     )
-    with pytest.raises(TimeoutError, match="pool"):
+    with pytest.raises(ProviderTimeoutError, match="pool"):
         other.post_json_sync("x", {})
     stall.set()
     worker.join()
@@ -411,7 +411,7 @@ def test_https_async(tls: tuple[ScriptedServer, ssl.SSLContext]) -> None:
 def test_untrusted_certificate_is_refused(
     tls: tuple[ScriptedServer, ssl.SSLContext], mode: str
 ) -> None:
-    """The default TLS settings refuse a certificate from an unknown CA: a ConnectionError."""
+    """The default TLS settings refuse a certificate from an unknown CA: a ProviderConnectionError."""
     server, _ = tls
     transport = Transport("p", server.url, retry=0)
 
@@ -420,7 +420,7 @@ def test_untrusted_certificate_is_refused(
             return transport.post_json_sync("x", {})
         return asyncio.run(transport.post_json("x", {}))
 
-    with pytest.raises(ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+    with pytest.raises(ProviderConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
         call()
     transport.close()
 

@@ -17,6 +17,7 @@ from toolfold import (
     RunError,
     ToolCallPart,
     ToolRetriesExceededError,
+    UsageError,
     tool,
 )
 from toolfold.runtime import ModelResponded, initial_state, reduce
@@ -129,7 +130,7 @@ def test_approval_for_unknown_call_is_a_clear_error() -> None:
     first = agent.run("go")
     with pytest.raises(RunError, match="no tool call 'nope'"):
         agent.resume(first.state, approvals={"nope": True})
-    with pytest.raises(RunError, match="must be True, False or Denied"):
+    with pytest.raises(UsageError, match="must be True, False or Denied"):
         agent.resume(first.state, approvals={first.pending_approvals[0].id: "yes"})  # type: ignore[dict-item]
 
 
@@ -146,7 +147,7 @@ def test_resuming_without_answers_keeps_waiting() -> None:
 def test_core_refuses_execute_for_an_approval_tool() -> None:
     """Even a forged event cannot make an always-approve tool execute without approval."""
     options = make_options(ScriptedModel([]), tools=_make_tools([]))
-    state = initial_state("go", options.config(), run_id="r")
+    state = initial_state("go", options.config, run_id="r")
     forged = ModelResponded(
         ModelResponse(
             Message.assistant(

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from toolfold import RunContext, Tool, ToolCallPart
+from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     run_calls,
     run_calls_sync,
-    unknown_tool_message,
 )
 from toolfold.testing import ScriptedModel
 
@@ -33,7 +33,11 @@ def _ctx(call_id: str = "c1", deps: Any = None) -> RunContext[Any]:
 
 def _inv(tool: Tool | None, args: Any = None, call_id: str = "c1") -> ToolJob:
     call = ScriptedModel.call(tool.name if tool else "nope", args or {"x": 1}, id=call_id)
-    return ToolJob(call, tool, _ctx(call_id))
+    return _job(call, tool, _ctx(call_id))
+
+
+def _job(call: ToolCallPart, tool: Tool | None, context: RunContext[Any]) -> ToolJob:
+    return ToolJob(ToolInvocation(call, 0, 1, f"r1:1:{call.id}"), tool, context)
 
 
 def _both(invs: list[ToolJob], **kw: Any) -> tuple[tuple[ToolOutcome, ...], ...]:
@@ -79,13 +83,6 @@ def test_unknown_or_functionless_tool_is_not_run() -> None:
     for (outcome,) in _both([_inv(None)]):
         assert outcome.outcome == "unknown_tool"
         assert outcome.is_error
-
-
-def test_unknown_tool_message_lists_tools() -> None:
-    """The unknown-tool text names the tool and the available ones."""
-    text = unknown_tool_message("wether", ["weather", "calc"])
-    assert "'wether'" in text
-    assert "weather, calc" in text
 
 
 def test_results_in_call_order_not_completion_order() -> None:
@@ -282,7 +279,7 @@ def test_context_is_passed_and_result_formatting_errors_are_caught() -> None:
 def test_call_without_id_keeps_name() -> None:
     """Outcome carries the tool name the call named, even for unknown tools."""
     call = ToolCallPart("z", "ghost", "{}", {})
-    (outcome,) = run_calls_sync([ToolJob(call, None, _ctx())])
+    (outcome,) = run_calls_sync([_job(call, None, _ctx())])
     assert (outcome.call_id, outcome.tool_name) == ("z", "ghost")
 
 

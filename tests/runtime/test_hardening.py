@@ -23,6 +23,7 @@ from toolfold import (
     ToolfoldError,
     ToolResultPart,
     ToolRetriesExceededError,
+    UsageError,
     generate_text,
     resume,
     tool,
@@ -179,7 +180,7 @@ def test_resume_refuses_a_cleared_call_whose_tool_now_requires_approval() -> Non
         ran.append(path)
         return "wiped"
 
-    with pytest.raises(RunError, match=r"now require approval"):
+    with pytest.raises(UsageError, match=r"now require approval"):
         resume(state, model=ScriptedModel(["done"]), tools=[wipe])
     assert ran == []
 

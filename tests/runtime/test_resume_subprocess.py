@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from toolfold import RunError
+from toolfold import UsageError
 from toolfold.runtime import RunState
 
 AGENT_MODULE = textwrap.dedent(
@@ -125,5 +125,5 @@ def test_resume_without_the_tools_is_refused(agent_dir: Path) -> None:
 
     state_json, call_id = _suspend(agent_dir)
     state = RunState.from_json(state_json)
-    with pytest.raises(RunError, match="tools that were not given: transfer, balance"):
+    with pytest.raises(UsageError, match="tools that were not given: transfer, balance"):
         Agent(ScriptedModel([])).resume(state, approvals={call_id: True})

@@ -329,3 +329,63 @@ def test_generated_arguments_pass_the_toolkits_checks() -> None:
     assert isinstance(checked["item"], Item)
     assert checked["color"] is Color.RED
     assert 10 <= checked["count"] <= 20
+
+
+# --- override_models ---------------------------------------------------------------
+
+
+def test_override_models_resolves_provider_strings_to_the_test_model() -> None:
+    """Inside the block a provider string gives the test model, options ignored; after, not."""
+    import toolfold
+    from toolfold.testing import override_models
+
+    test_model = TestModel(text="Hi!")
+    with override_models(test_model) as resolved:
+        assert toolfold.model("openai:gpt-4o-mini", api_key="sk-unused") is test_model
+        assert toolfold.generate_text("groq:llama-3.3-70b-versatile", "hello").text == "Hi!"
+    assert resolved == ["openai:gpt-4o-mini", "groq:llama-3.3-70b-versatile"]
+    assert toolfold.model("openai:gpt-4o-mini", api_key="sk-real") is not test_model
+
+
+def test_override_models_keeps_bad_strings_and_model_objects() -> None:
+    """A typo still raises ModelConfigError, and a model object passes through untouched."""
+    import toolfold
+    from toolfold.testing import override_models
+
+    scripted = ScriptedModel(["x"])
+    with override_models(TestModel()) as resolved:
+        with pytest.raises(toolfold.ModelConfigError, match="unknown provider 'opnai'"):
+            toolfold.model("opnai:gpt-4o-mini")
+        assert toolfold.model(scripted) is scripted
+    assert resolved == []
+
+
+def test_override_models_factory_nesting_and_scope() -> None:
+    """A factory gets the string; inner blocks win; other threads see no override; tasks do."""
+    import asyncio
+    import threading
+
+    import toolfold
+    from toolfold.testing import override_models
+
+    outer, inner = TestModel(name="test:outer"), TestModel(name="test:inner")
+    seen: list[str] = []
+    with override_models(lambda name: outer if name.startswith("openai") else inner):
+        assert toolfold.model("openai:a") is outer
+        assert toolfold.model("mistral:b") is inner
+        with override_models(inner):
+            assert toolfold.model("openai:a") is inner
+        assert toolfold.model("openai:a") is outer
+
+        def other_thread() -> None:
+            seen.append(type(toolfold.model("openai:a", api_key="sk-x")).__name__)
+
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+
+        async def in_a_task() -> str:
+            return toolfold.model("openai:a").name
+
+        assert asyncio.run(in_a_task()) == "test:outer"
+    assert seen == ["OpenAIChatModel"]

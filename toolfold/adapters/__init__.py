@@ -4,7 +4,14 @@ Importing this package registers every built-in provider prefix; the facade
 imports it lazily, the first time a model string is resolved.
 """
 
-import toolfold.adapters.openai_chat  # noqa: F401  (registers openai, groq, mistral, ...)
+# Importing each adapter registers its prefixes (anthropic; gemini, google; ollama;
+# openai, groq, mistral, ...; openai-responses).
+import toolfold.adapters.anthropic
+import toolfold.adapters.gemini
+import toolfold.adapters.ollama
+import toolfold.adapters.openai_chat
+import toolfold.adapters.openai_responses  # noqa: F401
+from toolfold._public import publish as _publish
 from toolfold.adapters._dialects import (
     CompiledTool,
     Dialect,
@@ -18,7 +25,7 @@ from toolfold.adapters._http._retry import RetryPolicy, Timeouts
 from toolfold.adapters._http._sse import SSEDecoder, SSEEvent
 from toolfold.adapters._http._transport import Transport
 
-__all__: list[str] = [
+__all__ = [
     "CompiledTool",
     "Dialect",
     "RedactingFilter",
@@ -34,3 +41,9 @@ __all__: list[str] = [
     "redact_logs",
     "restore_arguments",
 ]
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -11,6 +11,7 @@ This package sits above the adapters: it imports them and the runtime, and
 nothing below imports it. Importing it registers the ``local`` prefix.
 """
 
+from toolfold._public import publish as _publish
 from toolfold.local._build import LLAMA_CPP_PYTHON, built_binary, ensure_server_binary
 from toolfold.local._model import LOCAL_PROVIDER, LocalModel, print_progress
 from toolfold.local._paths import CACHE_ENV, SERVER_ENV, LocalSetupError, cache_dir
@@ -24,12 +25,12 @@ __all__ = [
     "CACHE_ENV",
     "LLAMA_CPP_PYTHON",
     "LOCAL_PROVIDER",
-    "MODELS",
-    "SERVER_ENV",
     "LocalModel",
     "LocalServer",
     "LocalSetupError",
+    "MODELS",
     "PackagedModel",
+    "SERVER_ENV",
     "built_binary",
     "cache_dir",
     "ensure_model",
@@ -39,3 +40,9 @@ __all__ = [
     "running_servers",
     "stop_all",
 ]
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -9,12 +9,12 @@ import attrs
 
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
+from toolfold.runtime._resume import resumed
 from toolfold.runtime._run import (
     Approval,
     MessagesInput,
     RunOptions,
     RunStream,
-    continue_state,
     make_options,
     run_async,
     run_sync,
@@ -26,7 +26,7 @@ from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import OnToolError
+from toolfold.runtime.drive._loop import Live, OnToolError
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]
@@ -78,7 +78,7 @@ class Agent:
     max_concurrency: int
     name: str | None
     settings: Mapping[str, Any]
-    _options: RunOptions = attrs.field(eq=False, repr=False, hash=False)
+    _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -98,46 +98,34 @@ class Agent:
         settings: Mapping[str, Any] | None = None,
         **more_settings: Any,
     ) -> None:
-        merged = {**(settings or {}), **more_settings}
-        # Resolve once: building a provider client per run would waste its
-        # connection pool, and bad specs should fail here, not at first run.
-        options = make_options(
-            model,
-            tools=tools,
-            output_type=output_type,
-            settings=merged,
+        self.__attrs_init__(
+            model=model,
             instructions=instructions,
+            tools=tuple(tools),
             max_steps=max_steps,
-            auto_execute_tools=auto_execute_tools,
             tool_choice=tool_choice,
+            output_type=output_type,
             output_retries=output_retries,
+            auto_execute_tools=auto_execute_tools,
             stop_when=tuple(stop_when),
             on_tool_error=on_tool_error,
             max_concurrency=max_concurrency,
+            name=name,
+            settings={**(settings or {}), **more_settings},
         )
-        options.config()  # validates max_steps and tool_choice now
-        self.__attrs_init__(
-            model,
-            instructions,
-            tuple(tools),
-            max_steps,
-            tool_choice,
-            output_type,
-            output_retries,
-            auto_execute_tools,
-            tuple(stop_when),
-            on_tool_error,
-            max_concurrency,
-            name,
-            merged,
-            options,
-        )
+
+    def __attrs_post_init__(self) -> None:
+        # Resolve once: building a provider client per run would waste its
+        # connection pool, and bad specs should fail here, not at first run.
+        object.__setattr__(self, "_options", make_options(**self._spec()))
+
+    def _spec(self) -> dict[str, Any]:
+        """The run options by name (every field but the name and the resolved options)."""
+        return {f.name: getattr(self, f.name) for f in _RUN_FIELDS}
 
     def evolve(self, **changes: Any) -> Agent:
         """A copy of this agent with some fields changed."""
-        fields = {
-            a.name: getattr(self, a.name) for a in attrs.fields(Agent) if a.name != "_options"
-        }
+        fields = {**self._spec(), "name": self.name}
         settings = {**fields.pop("settings"), **changes.pop("settings", {})}
         fields.update(changes)
         return Agent(settings=settings, **fields)
@@ -169,8 +157,10 @@ class Agent:
             run_id: The run's id (random by default).
         """
         state = self._start(prompt, history, run_id)
-        observers = {"deps": deps, "on_event": on_event, "on_step": on_step, "started": True}
-        return run_sync(self._options, state, **observers)
+        live = self._options.live(
+            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        )
+        return run_sync(live, state)
 
     async def arun(
         self,
@@ -184,8 +174,10 @@ class Agent:
     ) -> Response:
         """Like `run`, on the running event loop."""
         state = self._start(prompt, history, run_id)
-        observers = {"deps": deps, "on_event": on_event, "on_step": on_step, "started": True}
-        return await run_async(self._options, state, **observers)
+        live = self._options.live(
+            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        )
+        return await run_async(live, state)
 
     def stream(
         self,
@@ -204,18 +196,33 @@ class Agent:
         `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
         """
         state = self._start(prompt, history, run_id)
-        observers = {"deps": deps, "on_event": on_event, "on_step": on_step, "started": True}
-        return RunStream(self._options, state, observers)
+        live = self._options.live(
+            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        )
+        return RunStream(live, state)
 
-    def _continue(
+    def _resumed(
         self,
         state: RunState,
         tool_results: Mapping[str, Any] | None,
         approvals: Mapping[str, Approval] | None,
         message: MessagesInput | None,
+        max_steps: int | None,
+        deps: Any,
         on_event: Observer | None,
-    ) -> RunState:
-        return continue_state(state, self._options, tool_results, approvals, message, on_event)
+        on_step: StepObserver | None,
+    ) -> tuple[Live, RunState]:
+        return resumed(
+            state,
+            self._options,
+            tool_results=tool_results,
+            approvals=approvals,
+            message=message,
+            max_steps=max_steps,
+            deps=deps,
+            on_event=on_event,
+            on_step=on_step,
+        )
 
     def resume(
         self,
@@ -224,11 +231,19 @@ class Agent:
         tool_results: Mapping[str, Any] | None = None,
         approvals: Mapping[str, Approval] | None = None,
         message: MessagesInput | None = None,
+        max_steps: int | None = None,
         deps: Any = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
     ) -> Response:
-        """Continue a run that waits for the caller, or retry one whose model call failed.
+        """Continue a run that waits for the caller or stopped at ``max_steps``, or retry one.
+
+        The run keeps the configuration stored in its state. This agent's
+        live parts apply (model, tools, output type, ``on_tool_error``,
+        ``max_concurrency``, stop conditions the run does not have), and so
+        does its ``max_steps``; an agent whose stored options (instructions,
+        settings, ``tool_choice``, ``output_retries``,
+        ``auto_execute_tools``, output type) differ from the run's is refused.
 
         Args:
             state: ``response.state``, an error's ``.state``, or a state
@@ -237,12 +252,22 @@ class Agent:
                 value, an exception (an error result) or a `ToolResultPart`.
             approvals: By call id: True, False or `Denied(reason)`.
             message: A new user message (a new turn on a finished run).
+            max_steps: The run's new limit of model calls per turn (the
+                total, not an increment; default: this agent's). A run that
+                stopped at ``max_steps`` continues when it is larger.
             deps: Dependencies for the tools' `RunContext`.
             on_event: Called with every event (read-only).
             on_step: Called with every completed step (read-only).
+
+        Raises:
+            UsageError: The agent's stored options differ from the run's,
+                ``max_steps`` is below the calls this turn made, or the run
+                stopped at ``max_steps`` and nothing continues it.
         """
-        state = self._continue(state, tool_results, approvals, message, on_event)
-        return run_sync(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+        live, state = self._resumed(
+            state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+        )
+        return run_sync(live, state)
 
     async def aresume(
         self,
@@ -251,13 +276,16 @@ class Agent:
         tool_results: Mapping[str, Any] | None = None,
         approvals: Mapping[str, Approval] | None = None,
         message: MessagesInput | None = None,
+        max_steps: int | None = None,
         deps: Any = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
     ) -> Response:
         """Like `resume`, on the running event loop."""
-        state = self._continue(state, tool_results, approvals, message, on_event)
-        return await run_async(self._options, state, deps=deps, on_event=on_event, on_step=on_step)
+        live, state = self._resumed(
+            state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+        )
+        return await run_async(live, state)
 
     def resume_stream(
         self,
@@ -266,11 +294,16 @@ class Agent:
         tool_results: Mapping[str, Any] | None = None,
         approvals: Mapping[str, Approval] | None = None,
         message: MessagesInput | None = None,
+        max_steps: int | None = None,
         deps: Any = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
     ) -> RunStream:
         """Like `resume`, streaming (see `stream`)."""
-        state = self._continue(state, tool_results, approvals, message, on_event)
-        observers = {"deps": deps, "on_event": on_event, "on_step": on_step}
-        return RunStream(self._options, state, observers)
+        live, state = self._resumed(
+            state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+        )
+        return RunStream(live, state)
+
+
+_RUN_FIELDS = tuple(f for f in attrs.fields(Agent) if f.name not in ("name", "_options"))

@@ -9,19 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from toolfold.runtime._agent import Agent
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
     Approval,
     Denied,
     MessagesInput,
-    RunOptions,
     RunStream,
-    continue_state,
-    make_options,
     run_async,
     run_sync,
-    start,
 )
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._state import RunState
@@ -103,23 +100,26 @@ def generate_text(
             times in a row.
         OutputValidationError: The answer never fitted ``output_type``.
         ProviderError: The model call failed; ``.state`` can be resumed.
+        RunError: Any other failure of the model, an observer or a stop
+            condition; ``.state`` is the run up to that point.
+        UsageError: An argument cannot be used (``max_steps=0``, a
+            ``tool_choice`` that is not a tool, a message that is not one).
     """
-    options = make_options(
+    agent = Agent(
         model,
         tools=tools,
-        output_type=output_type,
-        settings=settings,
         instructions=instructions,
         max_steps=max_steps,
         auto_execute_tools=auto_execute_tools,
         tool_choice=tool_choice,
+        output_type=output_type,
         output_retries=output_retries,
-        stop_when=tuple(stop_when),
+        stop_when=stop_when,
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
+        settings=settings,
     )
-    state = start(options, messages, run_id)
-    return run_sync(options, state, deps=deps, on_event=on_event, on_step=on_step, started=True)
+    return agent.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
 
 
 async def agenerate_text(
@@ -143,52 +143,47 @@ async def agenerate_text(
     **settings: Any,
 ) -> Response:
     """Like `generate_text`, on the running event loop (see it for the arguments)."""
-    options = make_options(
+    agent = Agent(
         model,
         tools=tools,
-        output_type=output_type,
-        settings=settings,
         instructions=instructions,
         max_steps=max_steps,
         auto_execute_tools=auto_execute_tools,
         tool_choice=tool_choice,
+        output_type=output_type,
         output_retries=output_retries,
-        stop_when=tuple(stop_when),
+        stop_when=stop_when,
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
+        settings=settings,
     )
-    state = start(options, messages, run_id)
-    return await run_async(
-        options, state, deps=deps, on_event=on_event, on_step=on_step, started=True
-    )
+    return await agent.arun(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
 
 
-def _resume_options(
+def _resume_agent(
     state: RunState,
     model: str | Model,
     tools: Sequence[Tool[..., Any] | Callable[..., Any]],
-    extra: dict[str, Any],
-) -> RunOptions:
-    unknown = sorted(set(extra) - {"output_type", "stop_when", "on_tool_error", "max_concurrency"})
-    if unknown:
-        raise TypeError(
-            f"resume() got unexpected options {unknown}; the run's configuration comes "
-            "from its state (allowed: output_type, stop_when, on_tool_error, max_concurrency)"
-        )
+    output_type: Any,
+    stop_when: Sequence[StopCondition | StopPredicate],
+    on_tool_error: OnToolError,
+    max_concurrency: int,
+) -> Agent:
+    """The agent that continues ``state``: its stored configuration, the live parts given again."""
     config = state.config
-    return make_options(
+    return Agent(
         model,
         tools=tools,
-        output_type=extra.get("output_type"),
+        output_type=output_type,
         settings=config.settings,
         instructions=config.instructions,
         max_steps=config.max_steps,
         auto_execute_tools=config.auto_execute_tools,
         tool_choice=config.tool_choice,
         output_retries=config.output_retries,
-        stop_when=tuple(config.stop_when) + tuple(extra.get("stop_when", ())),
-        on_tool_error=extra.get("on_tool_error", "return"),
-        max_concurrency=extra.get("max_concurrency", DEFAULT_MAX_CONCURRENCY),
+        stop_when=(*config.stop_when, *stop_when),
+        on_tool_error=on_tool_error,
+        max_concurrency=max_concurrency,
     )
 
 
@@ -200,16 +195,20 @@ def resume(
     tool_results: Mapping[str, Any] | None = None,
     approvals: Mapping[str, Approval] | None = None,
     message: MessagesInput | None = None,
+    max_steps: int | None = None,
     output_type: Any = None,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     deps: Any = None,
     on_event: Callable[[Event], object] | None = None,
     on_step: Callable[[Step], object] | None = None,
-    **options: Any,
 ) -> Response:
     """Continue a suspended, failed-before-a-model-call or finished run (blocking).
 
-    The run's configuration comes from the state; the live parts (model,
-    tools, output type) are given again, matched to the state by name.
+    The run's configuration (instructions, settings, tool choice, output
+    retries...) comes from the state; the live parts (model, tools, output
+    type) are given again, matched to the state by name.
 
     Args:
         state: The state from ``response.state``, an error's ``.state``, or
@@ -221,15 +220,28 @@ def resume(
             a `ToolResultPart`.
         approvals: By call id: True, False or `Denied(reason)`.
         message: A new user message (starts a new turn on a finished run).
+        max_steps: A new limit of model calls per turn (the total, not an
+            increment); a run that stopped at ``max_steps`` continues when it
+            is larger.
         output_type: The run's output type, if it has one.
+        stop_when: Stop conditions for this resume, on top of the run's own.
+        on_tool_error: ``"return"`` or ``"raise"`` (see `generate_text`).
+        max_concurrency: Calls of one step that may run at once.
         deps: Dependencies for the tools' `RunContext`.
         on_event: Called with every event (read-only).
         on_step: Called with every completed step (read-only).
-        **options: ``on_tool_error``, ``max_concurrency``, ``stop_when``.
+
+    Raises:
+        UsageError: ``max_steps`` is below the calls this turn made, or
+            the run stopped at ``max_steps`` and nothing continues it.
     """
-    run = _resume_options(state, model, tools, {"output_type": output_type, **options})
-    state = continue_state(state, run, tool_results, approvals, message, on_event)
-    return run_sync(run, state, deps=deps, on_event=on_event, on_step=on_step)
+    agent = _resume_agent(
+        state, model, tools, output_type, stop_when, on_tool_error, max_concurrency
+    )
+    live, state = agent._resumed(
+        state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+    )
+    return run_sync(live, state)
 
 
 async def aresume(
@@ -240,13 +252,20 @@ async def aresume(
     tool_results: Mapping[str, Any] | None = None,
     approvals: Mapping[str, Approval] | None = None,
     message: MessagesInput | None = None,
+    max_steps: int | None = None,
     output_type: Any = None,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     deps: Any = None,
     on_event: Callable[[Event], object] | None = None,
     on_step: Callable[[Step], object] | None = None,
-    **options: Any,
 ) -> Response:
     """Like `resume`, on the running event loop."""
-    run = _resume_options(state, model, tools, {"output_type": output_type, **options})
-    state = continue_state(state, run, tool_results, approvals, message, on_event)
-    return await run_async(run, state, deps=deps, on_event=on_event, on_step=on_step)
+    agent = _resume_agent(
+        state, model, tools, output_type, stop_when, on_tool_error, max_concurrency
+    )
+    live, state = agent._resumed(
+        state, tool_results, approvals, message, max_steps, deps, on_event, on_step
+    )
+    return await run_async(live, state)

@@ -9,6 +9,7 @@ non-streaming call gives.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
 from toolfold._errors import ModelConfigError
@@ -83,7 +84,16 @@ def model(spec: str | Model, **options: Any) -> Model:
     if factory is None:
         known = ", ".join(sorted(_PROVIDERS)) or "none"
         raise ModelConfigError(f"unknown provider {prefix!r} in {spec!r}; known providers: {known}")
+    override = MODEL_OVERRIDE.get()
+    if override is not None:
+        return override(spec)
     return factory(name, **options)
+
+
+MODEL_OVERRIDE: ContextVar[Callable[[str], Model] | None] = ContextVar(
+    "toolfold_model_override", default=None
+)
+"""What model strings resolve to instead of a provider (`toolfold.testing.override_models`)."""
 
 
 def _load_builtin_adapters() -> None:

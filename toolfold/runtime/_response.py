@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 import attrs
 
 from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime.core._repr import excerpt, fields, short
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
@@ -54,10 +55,28 @@ class Step:
     tool_results: tuple[ToolResultPart, ...]
     usage: Usage
 
+    def __repr__(self) -> str:
+        # The full response is one attribute away (`response`).
+        return fields(
+            type(self).__name__,
+            [
+                ("index", self.index),
+                ("finish_reason", repr(self.response.finish_reason)),
+                ("text", excerpt(self.text) if self.text else None),
+                ("tool_calls", _names(self.tool_calls)),
+                ("tool_results", len(self.tool_results) or None),
+                ("usage", repr(self.usage)),
+            ],
+        )
+
     @property
     def text(self) -> str:
         """The text of the step's response."""
         return self.response.text
+
+
+def _names(calls: tuple[ToolCallPart, ...]) -> str | None:
+    return f"[{', '.join(repr(call.name) for call in calls)}]" if calls else None
 
 
 def steps_of(state: RunState) -> tuple[Step, ...]:
@@ -93,6 +112,37 @@ class Response:
 
     state: RunState
     output: Any = None
+
+    def __repr__(self) -> str:
+        # The whole run is one attribute away (`state`, `steps`, `messages`).
+        text = self.text
+        structured = self.output is not None and self.output != text
+        return fields(
+            type(self).__name__,
+            [
+                ("finish_reason", repr(self.finish_reason)),
+                ("text", excerpt(text)),
+                ("output", short(self.output) if structured else None),
+                ("steps", self.state.step),
+                ("pending_approvals", _names(self.pending_approvals)),
+                ("tool_calls", _names(self.tool_calls)),
+                ("usage", repr(self.usage)),
+                ("run_id", repr(self.run_id)),
+            ],
+        )
+
+    def to_html(self, *, title: str | None = None) -> str:
+        """The run as one self-contained HTML page: a timeline of its steps.
+
+        Each step shows the model's text and reasoning, each tool call with its
+        arguments, result or error, duration and how it was handled (auto,
+        approved, denied, manual), usage per step and in total, and where the
+        run suspended and resumed. Nothing in the page loads from the network.
+        ``toolfold view STATE.json`` writes the same page from a stored state.
+        """
+        from toolfold.runtime._view import to_html
+
+        return to_html(self.state, title=title)
 
     @property
     def text(self) -> str:

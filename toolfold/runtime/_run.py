@@ -14,20 +14,16 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ModelConfigError, RunError, ToolfoldError
+from toolfold._errors import ModelConfigError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._model import model as resolve_model
 from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import (
-    ApprovalDenied,
-    ApprovalGranted,
     Event,
-    ToolResultsProvided,
 )
-from toolfold.runtime.core._messages import Message, TextPart, ToolResultPart
+from toolfold.runtime.core._messages import Message, TextPart
 from toolfold.runtime.core._reducer import initial_state
-from toolfold.runtime.core._reducer import reduce as _reduce
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -78,12 +74,12 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
         elif isinstance(item, Mapping) and isinstance(item.get("content", ""), str):
             role = item.get("role", "user")
             if role not in ("system", "user", "assistant"):
-                raise ToolfoldError(
+                raise UsageError(
                     f"a message dict must have role system, user or assistant, got {role!r}"
                 )
             out.append(Message(role, (TextPart(item.get("content", "")),)))
         else:
-            raise ToolfoldError(
+            raise UsageError(
                 f"expected a Message or a {{'role', 'content'}} dict, got {type(item).__name__}"
             )
     return tuple(out)
@@ -112,68 +108,57 @@ def split_stop(
     return tuple(data), tuple(live)
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class RunOptions:
-    """Everything a run is made of, whether from `generate_text` or an `Agent`."""
+    """A run's two halves, resolved once: the plain-data `RunConfig` and the live parts.
+
+    Built only by `make_options` (from an `Agent`'s options); the per-run
+    arguments (deps, observers) join in `live`.
+
+    Attributes:
+        model: The model to call.
+        tools: The tools by name.
+        output: How to read a structured answer, or None.
+        config: The plain-data half, which goes into the run's state.
+        stop_when: Stop predicates that are live callables (data conditions
+            are in ``config``).
+        on_tool_error: ``"return"`` or ``"raise"``.
+        max_concurrency: Calls of one step that may run at once.
+    """
 
     model: Model
-    tools: Mapping[str, Tool[..., Any]] = attrs.field(factory=dict)
-    instructions: str | None = None
-    max_steps: int = 10
-    auto_execute_tools: bool = True
-    tool_choice: str | None = None
-    output: OutputSchema | None = None
-    output_retries: int = 3
-    settings: Mapping[str, Any] = attrs.field(factory=dict)
-    stop_when: tuple[StopCondition | StopPredicate, ...] = ()
+    tools: Mapping[str, Tool[..., Any]]
+    output: OutputSchema | None
+    config: RunConfig
+    stop_when: tuple[StopPredicate, ...] = ()
     on_tool_error: OnToolError = "return"
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
 
-    def config(self) -> RunConfig:
-        """The plain-data half."""
-        if self.max_steps < 1:
-            raise ToolfoldError(f"max_steps must be at least 1, got {self.max_steps}")
-        if self.tool_choice not in (None, "auto", "none", "required") and (
-            self.tool_choice not in self.tools
-        ):
-            names = ", ".join(self.tools) or "none"
-            raise ToolfoldError(
-                f"tool_choice {self.tool_choice!r} is not a tool of this run (tools: {names})"
-            )
-        data, _ = split_stop(self.stop_when)
-        return RunConfig(
-            model=self.model.name,
-            instructions=self.instructions,
-            tools=tuple(ToolSpec.from_tool(t) for t in self.tools.values()),
-            tool_choice=self.tool_choice,
-            output=self.output.spec if self.output is not None else None,
-            output_retries=self.output_retries,
-            settings=_json_settings(self.settings),
-            max_steps=self.max_steps,
-            auto_execute_tools=self.auto_execute_tools,
-            stop_when=data,
-        )
-
     def live(
         self,
+        *,
         deps: Any = None,
         on_event: Callable[[Event], object] | None = None,
         on_step: Callable[[Step], object] | None = None,
-        started: bool = False,
+        announce_start: bool = False,
+        stop_when: tuple[StopCondition | StopPredicate, ...] = (),
     ) -> Live:
-        """The live half (``started``: a new run, whose `RunStarted` observers see)."""
-        _, predicates = split_stop(self.stop_when)
+        """The live half for one run (``announce_start``: observers see `RunStarted`).
+
+        ``stop_when``: conditions checked for this run only, on top of the
+        options' own (a resume's extra conditions).
+        """
         return Live(
-            self.model,
-            self.tools,
-            self.output,
-            deps,
-            on_event,
-            on_step,
-            self.on_tool_error,
-            self.max_concurrency,
-            predicates,
-            started,
+            model=self.model,
+            tools=self.tools,
+            output=self.output,
+            deps=deps,
+            on_event=on_event,
+            on_step=on_step,
+            on_tool_error=self.on_tool_error,
+            max_concurrency=self.max_concurrency,
+            stop_when=(*self.stop_when, *stop_when),
+            announce_start=announce_start,
         )
 
 
@@ -197,188 +182,76 @@ def make_options(
     tools: Iterable[Tool[..., Any] | Callable[..., Any]] = (),
     output_type: Any = None,
     settings: Mapping[str, Any] | None = None,
-    **options: Any,
+    instructions: str | None = None,
+    max_steps: int = 10,
+    auto_execute_tools: bool = True,
+    tool_choice: str | None = None,
+    output_retries: int = 3,
+    stop_when: Iterable[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
 ) -> RunOptions:
-    """`RunOptions` from the user's arguments (resolves the model and output type)."""
+    """`RunOptions` from an `Agent`'s options (resolves the model, tools and output type).
+
+    Raises:
+        UsageError: ``max_steps`` below 1, or a ``tool_choice`` naming no tool.
+    """
     output = output_schema(output_type) if output_type is not None else None
+    resolved = resolve_model(model)
+    by_name = to_tools(tools)
+    if max_steps < 1:
+        raise UsageError(f"max_steps must be at least 1, got {max_steps}")
+    if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:
+        names = ", ".join(by_name) or "none"
+        raise UsageError(f"tool_choice {tool_choice!r} is not a tool of this run (tools: {names})")
+    data, predicates = split_stop(stop_when)
+    config = RunConfig(
+        model=resolved.name,
+        instructions=instructions,
+        tools=tuple(ToolSpec.from_tool(t) for t in by_name.values()),
+        tool_choice=tool_choice,
+        output=output.spec if output is not None else None,
+        output_retries=output_retries,
+        settings=_json_settings(settings or {}),
+        max_steps=max_steps,
+        auto_execute_tools=auto_execute_tools,
+        stop_when=data,
+    )
     return RunOptions(
-        resolve_model(model),
-        to_tools(tools),
+        model=resolved,
+        tools=by_name,
         output=output,
-        settings=dict(settings or {}),
-        **options,
+        config=config,
+        stop_when=predicates,
+        on_tool_error=on_tool_error,
+        max_concurrency=max_concurrency,
     )
 
 
 def start(options: RunOptions, messages: MessagesInput, run_id: str | None) -> RunState:
     """The first state of a run."""
-    return initial_state(to_messages(messages), options.config(), run_id=run_id or uuid.uuid4().hex)
+    return initial_state(to_messages(messages), options.config, run_id=run_id or uuid.uuid4().hex)
 
 
-def continue_state(
-    state: RunState,
-    options: RunOptions,
-    tool_results: Mapping[str, Any] | None,
-    approvals: Mapping[str, Approval] | None,
-    message: MessagesInput | None = None,
-    on_event: Callable[[Event], object] | None = None,
-) -> RunState:
-    """Apply the caller's answers (approvals, results, a new message) to a state."""
-    _check_attached(state, options)
-
-    def reduce(state: RunState, event: Event) -> RunState:
-        new = _reduce(state, event)
-        if on_event is not None:
-            try:
-                on_event(event)
-            except Exception as exc:
-                raise RunError(
-                    f"the on_event observer raised {type(exc).__name__}: {exc}; "
-                    "the error's state is the run up to that point",
-                    new,
-                ) from exc
-        return new
-
-    for call_id, decision in (approvals or {}).items():
-        if isinstance(decision, Denied):
-            state = reduce(state, ApprovalDenied(call_id, decision.reason))
-        elif decision is True:
-            state = reduce(state, ApprovalGranted(call_id))
-        elif decision is False:
-            state = reduce(state, ApprovalDenied(call_id, ""))
-        else:
-            raise RunError(
-                f"approval for call {call_id!r} must be True, False or Denied(reason), "
-                f"got {decision!r}",
-                state,
-            )
-    if tool_results:
-        calls = {c.call.id: c.call for c in state.calls}
-        parts = tuple(
-            _result_part(call_id, calls.get(call_id), value, options.tools)
-            for call_id, value in tool_results.items()
-        )
-        state = reduce(state, ToolResultsProvided(parts))
-    _check_unapproved(state, options)
-    if message is not None:
-        from toolfold.runtime.core._events import UserMessageAdded
-
-        for item in to_messages(message):
-            state = reduce(state, UserMessageAdded(item))
-    return state
-
-
-def _result_part(
-    call_id: str, call: Any, value: Any, tools: Mapping[str, Tool[..., Any]]
-) -> ToolResultPart:
-    name = call.name if call is not None else ""
-    if isinstance(value, ToolResultPart):
-        if value.call_id != call_id:
-            raise ToolfoldError(
-                f"tool_results[{call_id!r}] is a ToolResultPart for call {value.call_id!r}: "
-                "key each result by the id of the call it answers"
-            )
-        return value
-    if isinstance(value, BaseException):
-        text = str(value)
-        described = f"{type(value).__name__}: {text}" if text else type(value).__name__
-        return ToolResultPart(call_id, name, f"Error: {described}", True)
-    tool = tools.get(name)
-    if isinstance(value, str):
-        content = value
-    elif tool is not None:
-        content = tool.format_result(value)
-    else:
-        content = json.dumps(value, default=str)
-    return ToolResultPart(call_id, name, content)
-
-
-def _check_attached(state: RunState, options: RunOptions) -> None:
-    missing = [
-        spec.name
-        for spec in state.config.tools
-        if spec.has_function and spec.name not in options.tools
-    ]
-    if missing:
-        raise RunError(
-            f"the run's state names tools that were not given: {', '.join(missing)}; "
-            "pass the same tools to resume it",
-            state,
-        )
-    if state.config.output is not None and options.output is None:
-        raise RunError(
-            "the run asks for structured output: pass the same output_type to resume it", state
-        )
-
-
-def _check_unapproved(state: RunState, options: RunOptions) -> None:
-    """Refuse to run calls that the live tools now say need an approval they never got.
-
-    A state saved under an older tool (no approval then) may hold calls
-    already cleared to run; resuming with a tool that requires approval must
-    not run them unasked.
-    """
-    if state.phase != "running_tools":
-        return
-    granted = _granted_this_step(state)
-    blocked = [
-        f"{c.call.id!r} ({c.call.name})"
-        for c in state.calls
-        if c.status == "to_run"
-        and c.call.id not in granted
-        and _live_requires_approval(options.tools.get(c.call.name), c.call, state)
-    ]
-    if blocked:
-        raise RunError(
-            f"calls {', '.join(blocked)} were cleared to run without approval, but their "
-            "tools now require approval; the stored run cannot ask for it at this point: "
-            "fork it before that step (toolfold.runtime.fork) or resume with the tools "
-            "it was started with",
-            state,
-        )
-
-
-def _granted_this_step(state: RunState) -> set[str]:
-    granted: set[str] = set()
-    for event in reversed(state.log):
-        if isinstance(event, ApprovalGranted):
-            granted.add(event.call_id)
-        elif event.kind == "model_responded":
-            break
-    return granted
-
-
-def _live_requires_approval(tool: Tool[..., Any] | None, call: Any, state: RunState) -> bool:
-    policy = tool.requires_approval if tool is not None else False
-    if not callable(policy):
-        return bool(policy)
-    try:
-        return bool(policy(call, state))
-    except Exception:
-        return True  # a predicate that fails cannot vouch for the call
-
-
-def finish(state: RunState, options: RunOptions) -> Response:
+def finish(state: RunState, live: Live) -> Response:
     """The response for a final or suspended state."""
     output = state.output
-    if output is not None and options.output is not None and state.phase == "finished":
-        output = options.output.restore(output)
+    if output is not None and live.output is not None and state.phase == "finished":
+        output = live.output.restore(output)
     return Response(state, output)
 
 
 # --- running -------------------------------------------------------------------
 
 
-def run_sync(options: RunOptions, state: RunState, **observers: Any) -> Response:
+def run_sync(live: Live, state: RunState) -> Response:
     """Drive a state to its end from blocking code."""
-    live = options.live(**observers)
-    return finish(drive_sync(live, run_loop(live, state)), options)
+    return finish(drive_sync(live, run_loop(live, state)), live)
 
 
-async def run_async(options: RunOptions, state: RunState, **observers: Any) -> Response:
+async def run_async(live: Live, state: RunState) -> Response:
     """Drive a state to its end on the running event loop."""
-    live = options.live(**observers)
-    return finish(await drive_async(live, run_loop(live, state)), options)
+    return finish(await drive_async(live, run_loop(live, state)), live)
 
 
 class RunStream:
@@ -389,10 +262,9 @@ class RunStream:
     is also `response` afterwards. A stream can be iterated once.
     """
 
-    def __init__(self, options: RunOptions, state: RunState, observers: Mapping[str, Any]) -> None:
-        self._options = options
+    def __init__(self, live: Live, state: RunState) -> None:
+        self._live = live
         self._state = state
-        self._observers = dict(observers)
         self._response: Response | None = None
         self._started = False
 
@@ -400,26 +272,26 @@ class RunStream:
     def response(self) -> Response:
         """The response, once the stream is exhausted."""
         if self._response is None:
-            raise ToolfoldError("the stream has not finished: iterate it to the end first")
+            raise UsageError("the stream has not finished: iterate it to the end first")
         return self._response
 
     def _claim(self) -> Live:
         if self._started:
-            raise ToolfoldError("a run stream can be iterated only once")
+            raise UsageError("a run stream can be iterated only once")
         self._started = True
-        return self._options.live(**self._observers)
+        return self._live
 
     def __iter__(self) -> Iterator[RunStreamEvent]:
         live = self._claim()
         final = yield from stream_sync(live, run_loop(live, self._state, notify=True))
-        self._response = finish(final, self._options)
+        self._response = finish(final, live)
         yield RunEndEvent(self._response)
 
     async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
         live = self._claim()
         async for item in stream_async(live, run_loop(live, self._state, notify=True)):
             if isinstance(item, RunState):
-                self._response = finish(item, self._options)
+                self._response = finish(item, live)
                 yield RunEndEvent(self._response)
             else:
                 yield item

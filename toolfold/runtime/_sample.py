@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from toolfold.toolkit._jsonschema import resolve_local
+
 _FORMATS: dict[str, str] = {
     "date-time": "2024-01-01T00:00:00Z",
     "date": "2024-01-01",
@@ -32,13 +34,13 @@ def sample_value(schema: Mapping[str, Any] | bool) -> Any:
 
 class _Sampler:
     def __init__(self, root: Mapping[str, Any]) -> None:
-        self.defs: dict[str, Any] = {**root.get("definitions", {}), **root.get("$defs", {})}
+        self.root = root
 
     def value(self, schema: Mapping[str, Any] | bool, depth: int) -> Any:
         if not isinstance(schema, Mapping):
             return None
         if "$ref" in schema:
-            target = self.defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
+            target = self._resolve(schema)
             return self.value({**target, **{k: v for k, v in schema.items() if k != "$ref"}}, depth)
         if "const" in schema:
             return schema["const"]
@@ -63,7 +65,7 @@ class _Sampler:
 
     def _resolve(self, schema: Any) -> Mapping[str, Any]:
         if isinstance(schema, Mapping) and "$ref" in schema:
-            resolved = self.defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
+            resolved = resolve_local(self.root, str(schema["$ref"]))
             return resolved if isinstance(resolved, Mapping) else {}
         return schema if isinstance(schema, Mapping) else {}
 

@@ -8,13 +8,15 @@ streams are made of the same neutral events a provider adapter yields.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any, Union
 
-from toolfold._errors import ToolfoldError
+from toolfold._errors import UsageError
+from toolfold.runtime._model import MODEL_OVERRIDE, Model
 from toolfold.runtime._sample import sample_value
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
@@ -241,7 +243,7 @@ class ScriptedModel(_BaseTestModel):
         name: The model name (``provider:model``) reported to the run.
 
     Raises:
-        ToolfoldError: At request time, when the script has no entry left.
+        UsageError: At request time, when the script has no entry left.
     """
 
     call = staticmethod(make_call)
@@ -260,7 +262,7 @@ class ScriptedModel(_BaseTestModel):
     def _reply(self, request: ModelRequest) -> Reply:
         with self._lock:
             if self._position >= len(self._script):
-                raise ToolfoldError(
+                raise UsageError(
                     f"ScriptedModel has no entry left for request {self._position + 1} "
                     f"(the script has {len(self._script)}); add entries to the script"
                 )
@@ -390,3 +392,44 @@ def _results_this_turn(messages: Sequence[Message]) -> list[Any] | None:
             break
         found[:0] = message.tool_results
     return found or None
+
+
+@contextlib.contextmanager
+def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]]:
+    """Resolve every ``"provider:model"`` string to a test model while the block runs.
+
+    Code written for a real provider (``Agent("openai:gpt-4o-mini", ...)``,
+    ``generate_text("groq:...", ...)``, ``toolfold.model("mistral:...")``) runs
+    unchanged against a test model: no key, no network. The string must still
+    name a known provider (a typo still raises `ModelConfigError`); options
+    given with it (``api_key``, ``base_url``...) are ignored. Model objects
+    passed directly are left alone. The override holds in the current thread
+    and in the asyncio tasks started inside the block; blocks nest.
+
+    Args:
+        model: The model every string resolves to, or a function of the model
+            string returning one (e.g. a fresh `TestModel` per string).
+
+    Yields:
+        The model strings resolved inside the block, in order.
+
+    Example:
+        >>> from toolfold import generate_text
+        >>> from toolfold.testing import TestModel, override_models
+        >>> with override_models(TestModel(text="Hi!")) as resolved:
+        ...     generate_text("openai:gpt-4o-mini", "Hello").text
+        'Hi!'
+        >>> resolved
+        ['openai:gpt-4o-mini']
+    """
+    resolved: list[str] = []
+
+    def resolve(spec: str) -> Model:
+        resolved.append(spec)
+        return model if isinstance(model, Model) else model(spec)
+
+    token = MODEL_OVERRIDE.set(resolve)
+    try:
+        yield resolved
+    finally:
+        MODEL_OVERRIDE.reset(token)

@@ -1,5 +1,6 @@
 """toolkit: the tool DSL (`@tool`, `Tool`, schemas, arguments). No I/O."""
 
+from toolfold._public import publish as _publish
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._decorator import tool
 from toolfold.toolkit._docstrings import ToolDefinitionWarning, UndocumentedParameterWarning
@@ -24,3 +25,9 @@ __all__ = [
     "schema_for_type",
     "tool",
 ]
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

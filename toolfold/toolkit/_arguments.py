@@ -17,7 +17,7 @@
 A ``null`` sent for an optional property whose schema does not admit ``null``
 is read as "left out" (the default applies): OpenAI's strict mode makes every
 property required and nullable, so a model may send ``null`` where a default is
-meant (`_nulls`). This is only looked at when validation fails, so it costs
+meant (`toolfold.toolkit._jsonschema.drop_optional_nulls`). This is only looked at when validation fails, so it costs
 nothing on the happy path. jsonschema and cattrs are imported on first use, to keep
 ``import toolfold`` cheap.
 """
@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
-from toolfold.toolkit._nulls import drop_optional_nulls
+from toolfold.toolkit._jsonschema import drop_optional_nulls
 from toolfold.toolkit._problems import (
     Problem,
     excerpt,
@@ -56,24 +56,34 @@ __all__ = ["ArgumentChecker"]
 _Hook = Callable[[Any, Any], Any]
 
 
-class _NotJSONNumber(ValueError):
+class NotJSONNumber(ValueError):
     """A number JSON cannot carry into Python: NaN, Infinity, or too large for a float."""
 
 
 def _reject_constant(name: str) -> Any:
-    raise _NotJSONNumber(name)
+    raise NotJSONNumber(name)
 
 
 def _finite_float(text: str) -> float:
     value = float(text)
     if value in (_INF, -_INF):
-        raise _NotJSONNumber(text)
+        raise NotJSONNumber(text)
     return value
 
 
 _INF = float("inf")
 # NaN and Infinity are Python extensions to JSON; 1e400 is JSON but overflows.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def strict_loads(text: str) -> Any:
+    """JSON text with finite numbers only: NaN, Infinity and ``1e999`` are refused.
+
+    Raises:
+        ValueError: The text is not JSON or holds a number JSON cannot carry.
+        RecursionError: The text nests deeper than the interpreter decodes.
+    """
+    return _DECODER.decode(text)
 
 
 class ArgumentChecker:
@@ -144,12 +154,15 @@ class ArgumentChecker:
                 value = _DECODER.decode(raw)
             except json.JSONDecodeError as exc:
                 raise ArgumentJSONError(self._tool_name, json_problem(raw, exc), exc.pos) from exc
-            except _NotJSONNumber as exc:
+            except NotJSONNumber as exc:
                 pos = max(0, raw.find(str(exc)))
                 problem = f"{exc} is not a finite JSON number at char {pos}: {excerpt(raw, pos)}"
                 raise ArgumentJSONError(self._tool_name, problem, pos) from exc
             except ValueError as exc:  # e.g. an integer of more than 4300 digits
                 raise ArgumentJSONError(self._tool_name, str(exc), 0) from exc
+            except RecursionError:
+                problem = "the arguments nest deeper than can be decoded"
+                raise ArgumentJSONError(self._tool_name, problem, 0) from None
         if not isinstance(value, dict):
             if isinstance(value, Mapping):
                 value = dict(value)
@@ -172,7 +185,7 @@ class ArgumentChecker:
         try:
             if self._is_valid is not self._validator.is_valid and self._validator.is_valid(value):
                 return value  # jsonschema has the last word
-            stripped = drop_optional_nulls(self._schema, self._schema, value)
+            stripped = drop_optional_nulls(value, self._schema, self._schema)
             if stripped is not value and self._validator.is_valid(stripped):
                 return typing.cast("dict[str, Any]", stripped)
             problems = schema_problems(self._validator, stripped)

@@ -24,6 +24,10 @@ class RunContext(Generic[DepsT]):
         tool_name: The name of the tool being executed.
         messages: The conversation so far, oldest first.
         deps: The user dependencies passed to ``run(deps=...)``.
+        idempotency_key: ``<run id>:<step>:<call index>``, the same every time
+            the engine runs this call again (a retry after a crash, a resumed
+            state): key a side effect with it to make it happen once. Empty
+            in a context built by hand.
     """
 
     run_id: str
@@ -32,3 +36,4 @@ class RunContext(Generic[DepsT]):
     tool_name: str
     messages: Sequence[Any] = ()
     deps: DepsT = None  # type: ignore[assignment]
+    idempotency_key: str = ""

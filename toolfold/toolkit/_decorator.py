@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import inspect
+import functools
 import sys
 import types
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, NamedTuple, TypeVar, overload
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._docstrings import ToolDefinitionWarning, UndocumentedParameterWarning
-from toolfold.toolkit._signature import derive
-from toolfold.toolkit._tool import ApprovalPolicy, P, Tool, name_problems, option_problems
+from toolfold.toolkit._options import ApprovalPolicy, ToolOptions
+from toolfold.toolkit._signature import FunctionSchema, derive
+from toolfold.toolkit._tool import P, Tool, is_async_callable
 
 R = TypeVar("R")
 
@@ -55,11 +56,13 @@ def tool(
     Use it bare (``@tool``) or with options (``@tool(name="search")``). The
     tool stays callable exactly like the function. On a method it gives each
     instance a tool bound to it (no ``self`` in the schema); ``staticmethod``
-    and ``classmethod`` work under it too.
+    and ``classmethod`` work under it too. Callable objects (their ``__call__``),
+    classes (their constructor) and ``functools.partial`` objects become tools too.
 
     Args:
         fn: The function (when used bare).
-        name: The tool name; the function's name by default.
+        name: The tool name; the function's name by default (a callable
+            object's class name; a partial has none, so it needs one).
         description: What the tool does; the docstring's summary and long
             description by default.
         strict: Ask providers for strict schema adherence (None: when possible).
@@ -86,130 +89,107 @@ def tool(
             defaults that are not JSON, an invalid name or option.
     """
 
-    def decorate(function: Any, stacklevel: int = 3) -> Tool[Any, Any]:
-        return _make_tool(
-            function,
-            name=name,
-            description=description,
-            strict=strict,
-            requires_approval=requires_approval,
-            timeout=timeout,
-            max_retries=max_retries,
-            blocking=blocking,
-            docstring_style=docstring_style,
-            require_parameter_descriptions=require_parameter_descriptions,
-            stacklevel=stacklevel,
-        )
-
-    return decorate if fn is None else decorate(fn, 4)
-
-
-def _make_tool(
-    function: Any,
-    *,
-    name: str | None,
-    description: str | None,
-    strict: bool | None,
-    requires_approval: ApprovalPolicy,
-    timeout: float | None,
-    max_retries: int,
-    blocking: bool,
-    docstring_style: str,
-    require_parameter_descriptions: bool,
-    stacklevel: int,
-) -> Tool[Any, Any]:
-    receiver: str | None = None
-    static = isinstance(function, staticmethod)
-    if static:
-        function = function.__func__
-    elif isinstance(function, classmethod):
-        function, receiver = function.__func__, "class"
-    elif isinstance(function, Tool):
-        raise ToolDefinitionError(function.name, ["is already a tool; apply @tool once"])
-    elif isinstance(function, types.MethodType) and isinstance(function.__func__, Tool):
-        # `@classmethod` over `@tool`: from Python 3.13 on, classmethod no longer
-        # calls the tool's __get__, so `Shop.search` is a method of the tool.
-        options = {
-            "name": name,
-            "description": description,
-            "strict": strict,
-            "requires_approval": requires_approval,
-            "timeout": timeout,
-            "max_retries": max_retries,
-            "blocking": blocking,
-        }
-        return _rebind(function.__func__, function.__self__, options)
-    if not callable(function):
-        raise ToolDefinitionError(repr(function), ["@tool needs a function"])
-    bound = isinstance(function, types.MethodType)  # tool(obj.method): self is already bound
-    if receiver is None and not static and not bound and _defined_in_class(function):
-        receiver = "instance"
-    derived = derive(
-        function,
-        docstring_style=docstring_style,
-        require_parameter_descriptions=require_parameter_descriptions,
-        skip_receiver=receiver is not None,
-    )
-    if derived.unresolved:
-        # String annotations may name classes local to the caller's function.
-        caller = sys._getframe(stacklevel - 1)
-        localns = {**caller.f_locals}
-        if caller.f_back is not None and _defined_in_class(function):
-            localns = {**caller.f_back.f_locals, **localns}  # class body -> its enclosing function
-        derived = derive(
-            function,
-            docstring_style=docstring_style,
-            require_parameter_descriptions=require_parameter_descriptions,
-            skip_receiver=receiver is not None,
-            localns=localns,
-        )
-    tool_name = getattr(function, "__name__", None) if name is None else name
-    problems = name_problems(tool_name)
-    is_async = inspect.iscoroutinefunction(function)
-    problems += option_problems(requires_approval, timeout, max_retries, strict, blocking, is_async)
-    problems += derived.problems
-    qualname = str(getattr(function, "__qualname__", repr(function)))
-    if problems:
-        raise ToolDefinitionError(qualname, problems)
-    for message in derived.warnings:
-        warnings.warn(message, ToolDefinitionWarning, stacklevel=stacklevel)
-    for message in derived.undocumented:
-        warnings.warn(message, UndocumentedParameterWarning, stacklevel=stacklevel)
-    made: Tool[Any, Any] = Tool.__new__(Tool)
-    made._setup(
-        str(tool_name),
-        derived.description if description is None else description,
-        derived.parameters,
-        function,
+    options = ToolOptions(
+        name=name,
+        description=description,
         strict=strict,
         requires_approval=requires_approval,
         timeout=timeout,
         max_retries=max_retries,
         blocking=blocking,
-        param_types=derived.param_types,
-        context_param=derived.context_param,
-        positional_only=derived.positional_only,
-        receiver=receiver,
     )
-    return made
+    how = _Derivation(docstring_style, require_parameter_descriptions)
+
+    def decorate(function: Any, stacklevel: int = 3) -> Tool[Any, Any]:
+        return _make_tool(function, options, how, stacklevel)
+
+    return decorate if fn is None else decorate(fn, 4)
 
 
-# What @tool's options are when a user does not give them: only options that
-# differ from these were asked for, and only those change a rebound tool.
-_UNSET_OPTIONS: dict[str, Any] = {
-    "name": None,
-    "description": None,
-    "strict": None,
-    "requires_approval": False,
-    "timeout": None,
-    "max_retries": 3,
-    "blocking": True,
-}
+class _Derivation(NamedTuple):
+    """How ``@tool`` reads a function: the options that are not the tool's own."""
+
+    docstring_style: str
+    require_parameter_descriptions: bool
 
 
-def _rebind(made: Tool[Any, Any], receiver: object, options: dict[str, Any]) -> Tool[Any, Any]:
+def _make_tool(
+    function: Any, options: ToolOptions, how: _Derivation, stacklevel: int
+) -> Tool[Any, Any]:
+    if isinstance(function, Tool):
+        raise ToolDefinitionError(function.name, ["is already a tool; apply @tool once"])
+    if isinstance(function, types.MethodType) and isinstance(function.__func__, Tool):
+        # `@classmethod` over `@tool`: from Python 3.13 on, classmethod no longer
+        # calls the tool's __get__, so `Shop.search` is a method of the tool.
+        return _rebind(function.__func__, function.__self__, options)
+    function, receiver = _receiver(function)
+    if not callable(function):
+        raise ToolDefinitionError(repr(function), ["@tool needs a function"])
+    derived = _derive(function, receiver, how, stacklevel)
+    options = options.resolved(default_name(function), derived.description)
+    problems = options.problems(is_async_callable(function)) + derived.problems
+    if problems:
+        qualname = str(getattr(function, "__qualname__", repr(function)))
+        raise ToolDefinitionError(qualname, problems)
+    for message in derived.warnings:
+        warnings.warn(message, ToolDefinitionWarning, stacklevel=stacklevel)
+    for message in derived.undocumented:
+        warnings.warn(message, UndocumentedParameterWarning, stacklevel=stacklevel)
+    return Tool._derived(function, derived, options, receiver)
+
+
+def _receiver(function: Any) -> tuple[Any, str | None]:
+    """The function to derive from, and what binds its first parameter (if anything)."""
+    if isinstance(function, staticmethod):
+        return function.__func__, None
+    if isinstance(function, classmethod):
+        return function.__func__, "class"
+    bound = isinstance(function, types.MethodType)  # tool(obj.method): self is already bound
+    if not bound and callable(function) and _defined_in_class(function):
+        return function, "instance"
+    return function, None
+
+
+def _derive(
+    function: Any, receiver: str | None, how: _Derivation, stacklevel: int
+) -> FunctionSchema:
+    derived = derive(
+        function,
+        docstring_style=how.docstring_style,
+        require_parameter_descriptions=how.require_parameter_descriptions,
+        skip_receiver=receiver is not None,
+    )
+    if derived.unresolved:
+        # String annotations may name classes local to the caller's function.
+        caller = sys._getframe(stacklevel)
+        localns = {**caller.f_locals}
+        if caller.f_back is not None and _defined_in_class(function):
+            localns = {**caller.f_back.f_locals, **localns}  # class body -> its enclosing function
+        derived = derive(
+            function,
+            docstring_style=how.docstring_style,
+            require_parameter_descriptions=how.require_parameter_descriptions,
+            skip_receiver=receiver is not None,
+            localns=localns,
+        )
+    return derived
+
+
+def default_name(function: Any) -> Any:
+    """A tool's name when none is given: the function's name, or a callable object's class name.
+
+    Partials have neither (their function's name would hide what was bound):
+    they get None, which asks for ``name=...``.
+    """
+    name = getattr(function, "__name__", None)
+    if name is None and not isinstance(function, functools.partial):
+        name = type(function).__name__
+    return name
+
+
+def _rebind(made: Tool[Any, Any], receiver: object, options: ToolOptions) -> Tool[Any, Any]:
     bound = made.__get__(receiver, type(receiver)) if made._receiver is not None else made
-    changes = {k: v for k, v in options.items() if v != _UNSET_OPTIONS[k]}
+    changes = options.given()
     return bound.replace(**changes) if changes else bound
 
 

@@ -22,6 +22,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from toolfold.toolkit._jsonschema import MISSING, resolve_local
+
 __all__ = ["compile_check"]
 
 Check = Callable[[Any], bool]
@@ -316,10 +318,9 @@ class _Compiler:
         if cell is None:
             # A cell first, so that a recursive type finds itself while compiling.
             cell = self.refs[spec] = []
-            target: Any = self.root
-            for part in spec[2:].split("/") if spec != "#" else ():
-                part = part.replace("~1", "/").replace("~0", "~")
-                target = target[part]
+            target = resolve_local(self.root, spec)
+            if target is MISSING:
+                raise _Unsupported(spec)
             cell.append(self.node(target, root=target is self.root))
         return lambda v: cell[0](v)
 

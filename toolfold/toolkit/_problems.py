@@ -16,6 +16,8 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from toolfold.toolkit._results import describe_exception
+
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
     from jsonschema.protocols import Validator
@@ -104,7 +106,9 @@ def json_kind(value: Any) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    return "array" if isinstance(value, list) else type(value).__name__
+    if isinstance(value, Mapping):
+        return "object"
+    return "array" if isinstance(value, (list, tuple)) else type(value).__name__
 
 
 # -- schema problems -------------------------------------------------------------
@@ -286,7 +290,7 @@ def _leaf_message(exc: BaseException, tp: Any) -> str:
         )
     if isinstance(exc, (ValueError, TypeError)) and tp is not None:
         return f"cannot convert to {type_name(tp)}: {exc}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return describe_exception(exc)
 
 
 def type_name(tp: Any) -> str:

@@ -28,9 +28,15 @@ import math
 from enum import Enum
 from typing import Any
 
-__all__ = ["format_result"]
+__all__ = ["describe_exception", "format_result"]
 
 _SIMPLE = (int, float, bool, type(None))
+
+
+def describe_exception(exc: BaseException) -> str:
+    """An exception as a model reads it: ``ValueError: no such city`` (or just the class name)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def format_result(value: Any) -> str:

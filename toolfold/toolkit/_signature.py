@@ -18,7 +18,7 @@ from typing import Any
 
 from toolfold.toolkit._classes import MISSING, to_json
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._docstrings import STYLES, parse_docstring
+from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
 from toolfold.toolkit._schema import SchemaContext, has_own_description, type_repr
 
 _CO_VARARGS = inspect.CO_VARARGS
@@ -96,9 +96,11 @@ def _parameters(fn: Callable[..., Any]) -> list[tuple[str, int, Any]]:
         inspect.Parameter.KEYWORD_ONLY: _KEYWORD,
         inspect.Parameter.VAR_KEYWORD: _VAR_KEYWORD,
     }
+    # A partial's own signature (what is left to fill), even with update_wrapper's __wrapped__.
+    follow = not isinstance(fn, functools.partial)
     return [
         (p.name, kinds[p.kind], MISSING if p.default is p.empty else p.default)
-        for p in inspect.signature(fn).parameters.values()
+        for p in inspect.signature(fn, follow_wrapped=follow).parameters.values()
     ]
 
 
@@ -138,12 +140,36 @@ def type_hints(fn: Callable[..., Any], localns: dict[str, Any] | None = None) ->
 
 
 def _hint_target(fn: Any) -> Any:
-    """Where the annotations of a callable live (partials and callable objects too)."""
+    """Where the annotations of a callable live (partials, classes and callable objects too)."""
     if isinstance(fn, functools.partial):
         return _hint_target(fn.func)
-    if isinstance(fn, (types.FunctionType, types.MethodType, type)):
+    if isinstance(fn, type):
+        init = fn.__init__  # type: ignore[misc]
+        return init if isinstance(init, types.FunctionType) else fn
+    if isinstance(fn, (types.FunctionType, types.MethodType)):
         return fn
     return type(fn).__call__ if callable(fn) else fn
+
+
+def _documentation(fn: Any, style: str) -> ParsedDocstring:
+    """The docstring that describes ``fn`` as a tool, parsed.
+
+    A partial is described by its function's docstring. A callable object by
+    its class's docstring, or its ``__call__``'s when the class has none; its
+    parameters by ``__call__``'s docstring, or the class's when ``__call__``
+    has none.
+    """
+    if isinstance(fn, functools.partial):
+        return _documentation(fn.func, style)
+    if isinstance(fn, (types.FunctionType, types.MethodType, type)) or not callable(fn):
+        return parse_docstring(getattr(fn, "__doc__", None), style)
+    own = parse_docstring(getattr(fn, "__doc__", None), style)
+    call = parse_docstring(getattr(type(fn).__call__, "__doc__", None), style)
+    return ParsedDocstring(
+        own.description or call.description,
+        call.params or own.params,
+        own.attributes,
+    )
 
 
 def _lookup(name: str, globalns: dict[str, Any]) -> Any:
@@ -231,17 +257,13 @@ def derive(
     defined inside a function, under ``from __future__ import annotations``).
     """
     out = FunctionSchema()
-    problems = out.problems
     if docstring_style not in STYLES:
-        problems.append(f"docstring_style {docstring_style!r} is not one of {', '.join(STYLES)}")
+        out.problems.append(
+            f"docstring_style {docstring_style!r} is not one of {', '.join(STYLES)}"
+        )
         docstring_style = "auto"
-    try:
-        hints = type_hints(_hint_target(fn), localns)
-    except Exception as exc:  # NameError for a forward reference, and the like
-        problems.append(f"cannot resolve the type annotations ({exc}); import the names they use")
-        out.unresolved = True
-        hints = dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
-    doc = parse_docstring(getattr(fn, "__doc__", None), docstring_style)
+    hints = _hints(fn, localns, out)
+    doc = _documentation(fn, docstring_style)
     out.description = doc.description
     params = _parameters(fn)
     if skip_receiver and params:
@@ -250,27 +272,8 @@ def derive(
     properties: dict[str, Any] = {}
     required: list[str] = []
     positional_only: list[str] = []
-    names = set()
     for name, kind, default in params:
-        names.add(name)
-        if kind == _VAR_POSITIONAL:
-            problems.append(
-                f"parameter '*{name}': *args cannot be filled from a JSON object;"
-                " declare named parameters instead (or one list parameter)"
-            )
-            continue
-        if kind == _VAR_KEYWORD:
-            problems.append(
-                f"parameter '**{name}': **kwargs cannot be described by a schema;"
-                " declare named parameters instead (or one dict[str, ...] parameter)"
-            )
-            continue
-        annotation = hints.get(name, MISSING)
-        if annotation is MISSING:
-            problems.append(
-                f"parameter {name!r} has no type annotation; annotate it (e.g. {name}: str)"
-            )
-            continue
+        annotation = _annotation(name, kind, hints, out.problems)
         if annotation is _UNRESOLVED:
             continue
         if _is_context(annotation):
@@ -278,43 +281,97 @@ def derive(
             continue
         if kind == _POSITIONAL_ONLY:
             positional_only.append(name)
-        before = len(ctx.problems)
-        schema = ctx.schema_for(annotation, name)
-        for path, message in ctx.problems[before:]:
-            where = f" at {path}" if path != name else ""
-            problems.append(f"parameter {name!r}{where}: {message}")
-        described = doc.params.get(name)
-        if described and not has_own_description(annotation):
-            schema["description"] = described
-        if default is MISSING:
-            required.append(name)
-        else:
-            try:
-                schema["default"] = to_json(default)
-            except ValueError:
-                problems.append(
-                    f"parameter {name!r}: default {default!r} is not JSON-representable;"
-                    " use a JSON value (str, int, float, bool, None, list, dict), or None"
-                    " and compute the value inside the function"
-                )
-        properties[name] = schema
-        out.param_types[name] = annotation
+        schema = _parameter_schema(name, annotation, default, doc.params.get(name), ctx, out)
         if require_parameter_descriptions and "description" not in schema:
-            problems.append(
+            out.problems.append(
                 f"parameter {name!r} has no description; document it in the docstring"
                 " or use Annotated[..., Field(description=...)]"
             )
+        if default is MISSING:
+            required.append(name)
+        properties[name] = schema
+        out.param_types[name] = annotation
     out.unresolved = out.unresolved or ctx.unresolved
+    names = {name for name, _, _ in params}
     _check_documented(fn, doc.params, names, properties, out, require_parameter_descriptions)
-    schema_out: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema_out["required"] = required
-    schema_out["additionalProperties"] = False
-    if ctx.defs:
-        schema_out["$defs"] = ctx.defs
-    out.parameters = schema_out
+    out.parameters = _object_schema(properties, required, ctx.defs)
     out.positional_only = tuple(positional_only)
     return out
+
+
+def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None, out: FunctionSchema) -> Any:
+    """The type hints of ``fn``'s parameters; _UNRESOLVED for each when they cannot be read."""
+    try:
+        return type_hints(_hint_target(fn), localns)
+    except Exception as exc:  # NameError for a forward reference, and the like
+        out.problems.append(
+            f"cannot resolve the type annotations ({exc}); import the names they use"
+        )
+        out.unresolved = True
+        return dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
+
+
+def _annotation(name: str, kind: int, hints: dict[str, Any], problems: list[str]) -> Any:
+    """A parameter's annotation, or _UNRESOLVED (with the problem noted) when it has none to use."""
+    if kind == _VAR_POSITIONAL:
+        problems.append(
+            f"parameter '*{name}': *args cannot be filled from a JSON object;"
+            " declare named parameters instead (or one list parameter)"
+        )
+        return _UNRESOLVED
+    if kind == _VAR_KEYWORD:
+        problems.append(
+            f"parameter '**{name}': **kwargs cannot be described by a schema;"
+            " declare named parameters instead (or one dict[str, ...] parameter)"
+        )
+        return _UNRESOLVED
+    annotation = hints.get(name, MISSING)
+    if annotation is MISSING:
+        problems.append(
+            f"parameter {name!r} has no type annotation; annotate it (e.g. {name}: str)"
+        )
+        return _UNRESOLVED
+    return annotation
+
+
+def _parameter_schema(
+    name: str,
+    annotation: Any,
+    default: Any,
+    described: str | None,
+    ctx: SchemaContext,
+    out: FunctionSchema,
+) -> dict[str, Any]:
+    """One parameter's schema: its type's, with the docstring's description and the default."""
+    before = len(ctx.problems)
+    schema: dict[str, Any] = ctx.schema_for(annotation, name)
+    for path, message in ctx.problems[before:]:
+        where = f" at {path}" if path != name else ""
+        out.problems.append(f"parameter {name!r}{where}: {message}")
+    if described and not has_own_description(annotation):
+        schema["description"] = described
+    if default is not MISSING:
+        try:
+            schema["default"] = to_json(default)
+        except ValueError:
+            out.problems.append(
+                f"parameter {name!r}: default {default!r} is not JSON-representable;"
+                " use a JSON value (str, int, float, bool, None, list, dict), or None"
+                " and compute the value inside the function"
+            )
+    return schema
+
+
+def _object_schema(
+    properties: dict[str, Any], required: list[str], defs: dict[str, Any]
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    if defs:
+        schema["$defs"] = defs
+    return schema
 
 
 def _check_documented(

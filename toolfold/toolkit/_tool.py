@@ -22,77 +22,28 @@ Contract the runtime relies on (do not change without telling everyone):
 
 from __future__ import annotations
 
+import functools
 import inspect
-import math
-import re
 import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+import attrs
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._jsonschema import MISSING, escape, resolve_local
+from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._results import format_result as _format_result
 
-ApprovalPolicy = bool | Callable[[Any, Any], bool]
+if TYPE_CHECKING:
+    from toolfold.toolkit._signature import FunctionSchema
+
 P = ParamSpec("P")
 R = TypeVar("R", covariant=True)
 
-_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-# tool_choice values in ModelRequest: a tool with one of these names could not be forced.
-RESERVED_NAMES = frozenset({"auto", "none", "required"})
 _EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
-
-
-def name_problems(name: object) -> list[str]:
-    """What is wrong with a tool name (empty if it is fine)."""
-    if not isinstance(name, str) or not _NAME.match(name):
-        return [
-            f"tool name {name!r} is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ -"
-            " (pass name=...)"
-        ]
-    if name in RESERVED_NAMES:
-        return [f"tool name {name!r} is reserved (a tool_choice value); pass another name=..."]
-    return []
-
-
-def option_problems(
-    requires_approval: object,
-    timeout: object,
-    max_retries: object,
-    strict: object,
-    blocking: object = True,
-    is_async: bool = False,
-) -> list[str]:
-    """What is wrong with a tool's options (empty if they are fine)."""
-    problems = []
-    if not (isinstance(requires_approval, bool) or callable(requires_approval)):
-        problems.append(
-            f"requires_approval must be a bool or a predicate (call, state) -> bool,"
-            f" not {requires_approval!r}"
-        )
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        problems.append(f"timeout must be a positive number of seconds or None, not {timeout!r}")
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        problems.append(f"max_retries must be an int >= 0, not {max_retries!r}")
-    if strict is not None and not isinstance(strict, bool):
-        problems.append(f"strict must be True, False or None, not {strict!r}")
-    if not isinstance(blocking, bool):
-        problems.append(f"blocking must be True or False, not {blocking!r}")
-    elif not blocking and timeout is not None and not is_async:
-        problems.append(BLOCKING_TIMEOUT_PROBLEM)
-    return problems
-
-
-BLOCKING_TIMEOUT_PROBLEM = (
-    "blocking=False runs the tool inline on the event loop, where a timeout cannot"
-    " interrupt it; drop timeout=... or keep blocking=True (a worker thread)"
-)
 
 
 class Tool(Generic[P, R]):
@@ -152,60 +103,56 @@ class Tool(Generic[P, R]):
         max_retries: int = 3,
         blocking: bool = True,
     ) -> None:
-        problems = name_problems(name)
-        is_async = function is not None and inspect.iscoroutinefunction(function)
-        problems += option_problems(
-            requires_approval, timeout, max_retries, strict, blocking, is_async
-        )
-        problems += _value_problems(description, function)
-        schema = _EMPTY_OBJECT if parameters is None else parameters
-        if parameters is not None:
-            problems += schema_problems(schema)
-        if problems:
-            raise ToolDefinitionError(repr(name), problems)
-        self._setup(
-            name,
-            description,
-            dict(schema),
-            function,
+        options = ToolOptions(
+            name=name,
+            description=description,
             strict=strict,
             requires_approval=requires_approval,
             timeout=timeout,
             max_retries=max_retries,
             blocking=blocking,
         )
+        problems = options.problems(function is not None and is_async_callable(function))
+        given: object = function  # explicit tools are often built from config data
+        if given is not None and not callable(given):
+            problems.append(f"function must be callable or None, not {given!r}")
+        schema = _EMPTY_OBJECT if parameters is None else parameters
+        if parameters is not None:
+            problems += schema_problems(schema)
+        if problems:
+            raise ToolDefinitionError(repr(name), problems)
+        self._init(options, dict(schema), function)
 
-    def _setup(
+    @classmethod
+    def _derived(
+        cls,
+        function: Callable[P, R],
+        signature: FunctionSchema,
+        options: ToolOptions,
+        receiver: str | None,
+    ) -> Tool[P, R]:
+        """The tool ``@tool`` makes: options checked, schema derived from ``function``."""
+        made: Tool[P, R] = cls.__new__(cls)
+        made._init(options, signature.parameters, function, signature, receiver)
+        return made
+
+    def _init(
         self,
-        name: str,
-        description: str,
+        options: ToolOptions,
         parameters: dict[str, Any],
         function: Callable[P, R] | None,
-        *,
-        strict: bool | None,
-        requires_approval: ApprovalPolicy,
-        timeout: float | None,
-        max_retries: int,
-        blocking: bool = True,
-        param_types: dict[str, Any] | None = None,
-        context_param: str | None = None,
-        positional_only: tuple[str, ...] = (),
+        signature: FunctionSchema | None = None,
         receiver: str | None = None,
     ) -> None:
-        self.name = name
-        self.description = description
+        # the only place a Tool's fields are set; options are already checked
+        self._apply(options)
         self.parameters = parameters
         self.function = function
-        self.strict = strict
-        self.requires_approval = requires_approval
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.blocking = blocking
-        self.is_async = function is not None and inspect.iscoroutinefunction(function)
-        self._pass_dict = param_types is None
-        self._param_types = param_types
-        self._context_param = context_param
-        self._positional_only = positional_only
+        self.is_async = function is not None and is_async_callable(function)
+        self._pass_dict = signature is None
+        self._param_types = None if signature is None else signature.param_types
+        self._context_param = None if signature is None else signature.context_param
+        self._positional_only = () if signature is None else signature.positional_only
         self._receiver = receiver  # "instance" / "class": bind through __get__
         self._attribute: str | None = None
         # shared by the bound copies of a method tool, so one checker serves them all
@@ -218,6 +165,17 @@ class Tool(Generic[P, R]):
             self.__dict__["__wrapped__"] = function
             if self.is_async:
                 _mark_coroutine_function(self, function)
+
+    def _apply(self, options: ToolOptions) -> None:
+        self.__dict__.update((name, getattr(options, name)) for name in OPTION_NAMES)
+
+    def _options(self) -> ToolOptions:
+        return ToolOptions(**{name: self.__dict__[name] for name in OPTION_NAMES})
+
+    def _copy(self) -> Tool[P, R]:
+        new: Tool[P, R] = Tool.__new__(Tool)
+        new.__dict__.update(self.__dict__)
+        return new
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r})"
@@ -241,8 +199,7 @@ class Tool(Generic[P, R]):
             return self
         else:
             target = instance
-        bound: Tool[..., R] = Tool.__new__(Tool)
-        bound.__dict__.update(self.__dict__)
+        bound: Tool[..., R] = self._copy()
         bound.function = types.MethodType(self.function, target)
         bound.__dict__["__wrapped__"] = bound.function
         bound._receiver = None
@@ -316,36 +273,35 @@ class Tool(Generic[P, R]):
         Raises:
             ToolDefinitionError: A changed name or option is invalid.
         """
-        allowed = {
-            "name",
-            "description",
-            "strict",
-            "requires_approval",
-            "timeout",
-            "max_retries",
-            "blocking",
-        }
-        unknown = sorted(set(changes) - allowed)
+        unknown = sorted(set(changes) - OPTION_NAMES)
         if unknown:
             raise TypeError(
-                f"replace() got unexpected options {unknown}; allowed: {sorted(allowed)}"
+                f"replace() got unexpected options {unknown}; allowed: {sorted(OPTION_NAMES)}"
             )
-        new: Tool[P, R] = Tool.__new__(Tool)
-        new.__dict__.update(self.__dict__)
-        new.__dict__.update(changes)
-        problems = name_problems(new.name) + option_problems(
-            new.requires_approval,
-            new.timeout,
-            new.max_retries,
-            new.strict,
-            new.blocking,
-            new.is_async,
-        )
+        options = attrs.evolve(self._options(), **changes)
+        problems = options.problems(self.is_async)
         if problems:
-            raise ToolDefinitionError(repr(new.name), problems)
+            raise ToolDefinitionError(repr(options.name), problems)
+        new = self._copy()
+        new._apply(options)
         if "name" in changes:
             new._checker = [None]  # the checker's messages name the tool
         return new
+
+
+def is_async_callable(function: object) -> bool:
+    """Whether calling ``function`` gives a coroutine.
+
+    True for async functions and methods, and for partials and callable objects
+    whose ``__call__`` is async (``inspect.iscoroutinefunction`` misses those).
+    """
+    while isinstance(function, functools.partial):
+        function = function.func
+    if inspect.iscoroutinefunction(function):
+        return True
+    if isinstance(function, (types.FunctionType, types.MethodType, type)) or not callable(function):
+        return False
+    return inspect.iscoroutinefunction(type(function).__call__)
 
 
 def _mark_coroutine_function(made: Tool[..., Any], function: Callable[..., Any]) -> None:
@@ -357,24 +313,20 @@ def _mark_coroutine_function(made: Tool[..., Any], function: Callable[..., Any])
         inspect.markcoroutinefunction(made)
         return
     # Before 3.12 inspect looks at the code flags of anything function-like.
-    code = getattr(function, "__code__", None)
+    target: Any = function
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not hasattr(target, "__code__"):
+        target = type(target).__call__  # a callable object with an async __call__
+    code = getattr(target, "__code__", None)
     if isinstance(code, types.CodeType):
         made.__dict__["__code__"] = code
-        made.__dict__["__defaults__"] = getattr(function, "__defaults__", None)
-        made.__dict__["__kwdefaults__"] = getattr(function, "__kwdefaults__", None)
+        made.__dict__["__defaults__"] = getattr(target, "__defaults__", None)
+        made.__dict__["__kwdefaults__"] = getattr(target, "__kwdefaults__", None)
+        made.__dict__.setdefault("__name__", made.name)  # function-like needs a name
     from asyncio import coroutines
 
     made.__dict__["_is_coroutine"] = coroutines._is_coroutine  # type: ignore[attr-defined]
-
-
-def _value_problems(description: object, function: object) -> list[str]:
-    # the annotations promise these, but explicit tools are often built from config data
-    problems = []
-    if not isinstance(description, str):
-        problems.append(f"description must be a str, not {type(description).__name__}")
-    if function is not None and not callable(function):
-        problems.append(f"function must be callable or None, not {function!r}")
-    return problems
 
 
 def schema_problems(schema: object) -> list[str]:
@@ -411,17 +363,37 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
     Checked when the tool is made, so that a model's call never meets a
     reference jsonschema cannot follow.
     """
-    problems: list[str] = []
     root_id = schema.get("$id") if isinstance(schema.get("$id"), str) else None
-    anchors: set[str] = set()
+    base = root_id.rstrip("#") if root_id is not None else None
+    refs, anchors = _references(schema)
+    problems: list[str] = []
+    for ref, where in refs:
+        local = (ref[len(base) :] or "#") if base is not None and ref.startswith(base) else ref
+        at = f"at {where or '/'}"
+        if not local.startswith("#"):
+            problems.append(
+                f"$ref {ref!r} {at} is remote; only references inside the schema are followed"
+                " (move the referenced schema into $defs and use '#/$defs/...')"
+            )
+        elif local == "#" or local.startswith("#/"):
+            if resolve_local(schema, local) is MISSING:
+                problems.append(f"$ref {ref!r} {at} points to nothing in the schema")
+        elif local[1:] not in anchors:
+            problems.append(f"$ref {ref!r} {at} names no $anchor of the schema")
+    return problems
+
+
+def _references(schema: Mapping[str, Any]) -> tuple[list[tuple[str, str]], set[str]]:
+    """Every reference with the JSON pointer where it is, and every anchor name."""
     refs: list[tuple[str, str]] = []
+    anchors: set[str] = set()
 
     def walk(node: Any, pointer: str) -> None:
         if isinstance(node, Mapping):
             for key, value in node.items():
                 if key in _DATA_KEYWORDS:
                     continue
-                here = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+                here = f"{pointer}/{escape(str(key))}"
                 if key in ("$ref", "$dynamicRef") and isinstance(value, str):
                     refs.append((value, here))
                 elif key in ("$anchor", "$dynamicAnchor") and isinstance(value, str):
@@ -433,37 +405,7 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
                 walk(item, f"{pointer}/{i}")
 
     walk(schema, "")
-    for ref, where in refs:
-        local = ref
-        if root_id is not None and ref.startswith(root_id.rstrip("#")):
-            local = ref[len(root_id.rstrip("#")) :] or "#"
-        at = f"at {where or '/'}"
-        if not local.startswith("#"):
-            problems.append(
-                f"$ref {ref!r} {at} is remote; only references inside the schema are followed"
-                " (move the referenced schema into $defs and use '#/$defs/...')"
-            )
-        elif local == "#" or local.startswith("#/"):
-            if not _pointer_resolves(schema, local[1:]):
-                problems.append(f"$ref {ref!r} {at} points to nothing in the schema")
-        elif local[1:] not in anchors:
-            problems.append(f"$ref {ref!r} {at} names no $anchor of the schema")
-    return problems
-
-
-def _pointer_resolves(schema: Any, pointer: str) -> bool:
-    from urllib.parse import unquote
-
-    node = schema
-    for raw in pointer.split("/")[1:] if pointer else ():
-        token = unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return False
-    return True
+    return refs, anchors
 
 
 def check_tool_names(tools: Iterable[Tool[..., Any]]) -> dict[str, Tool[..., Any]]:

@@ -26,8 +26,9 @@ from toolfold.adapters._dialects._profiles import (
     OPENAI_STRICT,
     Profile,
 )
-from toolfold.adapters._dialects._refs import def_name, escape, resolve
+from toolfold.adapters._dialects._refs import def_name
 from toolfold.adapters._dialects._walk import Walker
+from toolfold.toolkit._jsonschema import escape, resolve_local
 
 
 class ToolLike(Protocol):
@@ -228,14 +229,8 @@ def _compile(
         raise SchemaCompileError(
             name, str(dialect), [f"unknown dialect; expected one of {', '.join(DIALECTS)}"]
         )
-    problems: list[str] = []
-    if spec.name_rule is not None and not spec.name_rule[0].fullmatch(name):
-        problems.append(f"the tool name must be {spec.name_rule[1]}")
-    if strict is True and spec.strict is None:
-        problems.append(f"{dialect} has no strict mode; pass strict=None or strict=False")
     walk_root, base, root_def, pre = _prepare(source)
-    if dialect != "json-schema" and walk_root.get("type") != "object":
-        problems.append(f"(root): the parameters must be an object schema, got {_kind(walk_root)}")
+    problems = _request_problems(spec, name, dialect, strict, walk_root)
     if problems:
         raise SchemaCompileError(name, dialect, problems)
 
@@ -248,21 +243,18 @@ def _compile(
         walked = True
         if spec.limits:
             rewrites += check_limits(schema, spec.strict.label)
-        losses = [r for r in rewrites if r.lossy]
-        refused = [r for r in losses if r.action == "refused"]
-        if not losses or (strict is True and allow_loss and not refused):
-            used_strict = True
-        elif strict is True:
-            raise SchemaCompileError(
-                name, dialect, [str(r) for r in (refused if allow_loss else losses)]
-            )
-        else:
-            blockers = losses
+        blockers = _strict_blockers(rewrites, name, dialect, strict, allow_loss)
+        used_strict = not blockers
     if not used_strict and not (walked and spec.loose is spec.strict):
         if spec.loose is None:
             schema, rewrites = _passthrough(source, walk_root, root_def), []
         else:
             schema, rewrites = _walk(spec.loose, source, walk_root, base, root_def)
+    final = spec.strict if used_strict else spec.loose
+    if final is not None and final.refuse_recursion:
+        fatal = [str(r) for r in rewrites if r.action == "refused" and r.keyword == "$ref"]
+        if fatal:
+            raise SchemaCompileError(name, dialect, fatal)
     return CompiledTool(
         name=name,
         dialect=dialect,
@@ -273,6 +265,44 @@ def _compile(
         source_schema=source,
         strict_blockers=tuple(blockers),
     )
+
+
+def _request_problems(
+    spec: _Spec, name: str, dialect: Dialect, strict: bool | None, walk_root: Mapping[str, Any]
+) -> list[str]:
+    """What makes the request itself impossible: the name, strictness, a non-object root."""
+    problems: list[str] = []
+    if spec.name_rule is not None and not spec.name_rule[0].fullmatch(name):
+        problems.append(f"the tool name must be {spec.name_rule[1]}")
+    if strict is True and spec.strict is None:
+        problems.append(f"{dialect} has no strict mode; pass strict=None or strict=False")
+    if dialect != "json-schema" and walk_root.get("type") != "object":
+        problems.append(f"(root): the parameters must be an object schema, got {_kind(walk_root)}")
+    return problems
+
+
+def _strict_blockers(
+    rewrites: list[SchemaRewrite],
+    name: str,
+    dialect: Dialect,
+    strict: bool | None,
+    allow_loss: bool,
+) -> list[SchemaRewrite]:
+    """The losses that keep the strict schema from being sent (empty: send it).
+
+    Raises:
+        SchemaCompileError: ``strict=True`` and the strict schema would lose
+            meaning (with ``allow_loss``: only what it refuses outright counts).
+    """
+    losses = [r for r in rewrites if r.lossy]
+    refused = [r for r in losses if r.action == "refused"]
+    if not losses or (strict is True and allow_loss and not refused):
+        return []
+    if strict is True:
+        raise SchemaCompileError(
+            name, dialect, [str(r) for r in (refused if allow_loss else losses)]
+        )
+    return losses
 
 
 def _kind(schema: Mapping[str, Any]) -> str:
@@ -288,7 +318,7 @@ def _prepare(
     pre: list[SchemaRewrite] = []
     ref = source.get("$ref")
     if isinstance(ref, str) and def_name(ref) is not None:
-        target = resolve(source, ref)
+        target = resolve_local(source, ref)
         if isinstance(target, Mapping) and "$ref" not in target:
             root_def = def_name(ref)
             siblings = {

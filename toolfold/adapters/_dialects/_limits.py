@@ -7,7 +7,7 @@ back to non-strict (``strict=None``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from toolfold.adapters._dialects._model import SchemaRewrite
@@ -29,34 +29,36 @@ def check_limits(schema: Mapping[str, Any], label: str) -> list[SchemaRewrite]:
     """One `SchemaRewrite` (action ``refused``) per limit the schema exceeds."""
     totals = {"properties": 0, "chars": 0, "enum": 0}
     problems: list[SchemaRewrite] = []
+    for node, path in _nodes(schema):
+        _count(node, path, totals, problems, label)
+    for key, limit, what in _TOTALS:
+        if totals[key] > limit:
+            detail = f"{label} allows at most {limit} {what} (this schema: {totals[key]})"
+            problems.append(SchemaRewrite("", key, "refused", detail, True))
+    depth = _depth(schema, schema.get("$defs", {}), {}, set())
+    if depth > MAX_DEPTH:
+        detail = (
+            f"{label} allows at most {MAX_DEPTH} levels of nested objects (this schema: {depth})"
+        )
+        problems.append(SchemaRewrite("", "properties", "refused", detail, True))
+    return problems
+
+
+_TOTALS = (
+    ("properties", MAX_PROPERTIES, "object properties in total"),
+    ("chars", MAX_CHARS, "characters of property names, definition names and enum values"),
+    ("enum", MAX_ENUM_VALUES, "enum values in total"),
+)
+
+
+def _nodes(schema: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
+    """Every schema object below and including ``schema``, with its path (depth first)."""
     stack: list[tuple[Any, str]] = [(schema, "")]
     while stack:
         node, path = stack.pop()
         if not isinstance(node, dict):
             continue
-        props = node.get("properties")
-        if isinstance(props, dict):
-            totals["properties"] += len(props)
-            totals["chars"] += sum(len(k) for k in props)
-        defs = node.get("$defs")
-        if isinstance(defs, dict):
-            totals["chars"] += sum(len(k) for k in defs)
-        enum = node.get("enum")
-        if isinstance(enum, list):
-            totals["enum"] += len(enum)
-            chars = sum(len(v) for v in enum if isinstance(v, str))
-            totals["chars"] += chars
-            if len(enum) > LARGE_ENUM and chars > MAX_LARGE_ENUM_CHARS:
-                problems.append(
-                    SchemaRewrite(
-                        path,
-                        "enum",
-                        "refused",
-                        f"{label} allows at most {MAX_LARGE_ENUM_CHARS} characters in an "
-                        f"enum of more than {LARGE_ENUM} values (this one: {chars})",
-                        True,
-                    )
-                )
+        yield node, path
         for key in _CHILD_MAPS:
             child = node.get(key)
             if isinstance(child, dict):
@@ -68,34 +70,34 @@ def check_limits(schema: Mapping[str, Any], label: str) -> list[SchemaRewrite]:
         for key in _CHILD_NODES:
             if isinstance(node.get(key), dict):
                 stack.append((node[key], f"{path}/{key}"))
-    limits = (
-        ("properties", MAX_PROPERTIES, "object properties in total"),
-        ("chars", MAX_CHARS, "characters of property names, definition names and enum values"),
-        ("enum", MAX_ENUM_VALUES, "enum values in total"),
-    )
-    for key, limit, what in limits:
-        if totals[key] > limit:
-            problems.append(
-                SchemaRewrite(
-                    "",
-                    key,
-                    "refused",
-                    f"{label} allows at most {limit} {what} (this schema: {totals[key]})",
-                    True,
-                )
+
+
+def _count(
+    node: dict[str, Any],
+    path: str,
+    totals: dict[str, int],
+    problems: list[SchemaRewrite],
+    label: str,
+) -> None:
+    """Add one node's properties, names and enum values to the totals; refuse a large enum."""
+    props = node.get("properties")
+    if isinstance(props, dict):
+        totals["properties"] += len(props)
+        totals["chars"] += sum(len(k) for k in props)
+    defs = node.get("$defs")
+    if isinstance(defs, dict):
+        totals["chars"] += sum(len(k) for k in defs)
+    enum = node.get("enum")
+    if isinstance(enum, list):
+        totals["enum"] += len(enum)
+        chars = sum(len(v) for v in enum if isinstance(v, str))
+        totals["chars"] += chars
+        if len(enum) > LARGE_ENUM and chars > MAX_LARGE_ENUM_CHARS:
+            detail = (
+                f"{label} allows at most {MAX_LARGE_ENUM_CHARS} characters in an "
+                f"enum of more than {LARGE_ENUM} values (this one: {chars})"
             )
-    depth = _depth(schema, schema.get("$defs", {}), {}, set())
-    if depth > MAX_DEPTH:
-        problems.append(
-            SchemaRewrite(
-                "",
-                "properties",
-                "refused",
-                f"{label} allows at most {MAX_DEPTH} levels of nested objects (this schema: {depth})",
-                True,
-            )
-        )
-    return problems
+            problems.append(SchemaRewrite(path, "enum", "refused", detail, True))
 
 
 def _depth(node: Any, defs: Mapping[str, Any], memo: dict[str, int], active: set[str]) -> int:

@@ -36,6 +36,8 @@ class Profile:
         openapi: Write the OpenAPI 3.0 ``Schema`` form: unions with null as
             ``nullable: true``, string enums only, upper-case type names and
             ``propertyOrdering`` so the model keeps the declared order.
+        refuse_recursion: A recursive schema is refused in every mode (a
+            `SchemaCompileError`), instead of cut at the first repeat.
     """
 
     label: str
@@ -52,6 +54,7 @@ class Profile:
     integer_exclusive: bool = False
     root_keep: frozenset[str] | None = None
     openapi: bool = False
+    refuse_recursion: bool = False
 
 
 _STRUCTURE = frozenset(
@@ -179,6 +182,8 @@ OLLAMA = Profile(
 # pattern, example, anyOf, propertyOrdering, default, minimum, maximum.
 # [G5] no oneOf, allOf, const, prefixItems, recursive $ref, type lists;
 # additionalProperties is mishandled (map fields arrive empty): drop it.
+# Recursion cannot be written without references, and a schema cut at the first
+# repeat would let the model send anything below it: refused.
 GEMINI_OPENAPI = Profile(
     label="Gemini parameters (OpenAPI Schema)",
     keep=frozenset(
@@ -208,4 +213,5 @@ GEMINI_OPENAPI = Profile(
     type_lists=False,
     integer_exclusive=True,
     openapi=True,
+    refuse_recursion=True,
 )

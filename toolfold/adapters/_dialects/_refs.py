@@ -1,6 +1,9 @@
-"""JSON Schema plumbing the walker needs: pointers, `$ref` resolution, `allOf` merging.
+"""What the walker knows about JSON Schema beyond pointers and `$ref`s: keyword sets,
+`allOf` merging, disjoint unions, cycles, nullable forms.
 
-All functions read the tool's own schema and never mutate it.
+Pointers, local `$ref` resolution and null acceptance are toolkit's
+(`toolfold.toolkit._jsonschema`), shared with every layer. All functions read
+the tool's own schema and never mutate it.
 """
 
 from __future__ import annotations
@@ -9,9 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from toolfold.toolkit._jsonschema import deref, unescape
 from toolfold.toolkit._jsontypes import json_type
-
-MISSING: Any = object()
 
 # Keywords that change which instances validate. Everything else (title,
 # description, default, examples, format, vendor keys ...) is an annotation:
@@ -72,84 +74,12 @@ def show(key: str, value: Any) -> str:
     return f"{key}: {json.dumps(value, ensure_ascii=False, sort_keys=True)}"
 
 
-def escape(token: str) -> str:
-    """Escape one JSON-pointer token (RFC 6901)."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def unescape(token: str) -> str:
-    """Undo `escape`."""
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def resolve(root: Any, ref: str) -> Any:
-    """The node a local ``$ref`` points to in ``root``, or MISSING."""
-    if not ref.startswith("#"):
-        return MISSING
-    node = root
-    body = ref[1:]
-    if not body:
-        return node
-    if not body.startswith("/"):
-        return MISSING
-    for raw in body[1:].split("/"):
-        token = unescape(raw)
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return MISSING
-    return node
-
-
 def def_name(ref: str) -> str | None:
     """``"#/$defs/X"`` or ``"#/definitions/X"`` -> ``"X"``; other refs -> None."""
     for prefix in ("#/$defs/", "#/definitions/"):
         if ref.startswith(prefix) and "/" not in ref[len(prefix) :]:
             return unescape(ref[len(prefix) :])
     return None
-
-
-def deref(root: Any, schema: Any, limit: int = 32) -> Any:
-    """Follow a chain of pure ``{"$ref": ...}`` nodes (siblings are kept by the last hop)."""
-    while limit and isinstance(schema, dict) and "$ref" in schema and len(schema) == 1:
-        target = resolve(root, schema["$ref"])
-        if target is MISSING:
-            return schema
-        schema = target
-        limit -= 1
-    return schema
-
-
-def accepts_null(root: Any, schema: Any, _seen: frozenset[int] = frozenset()) -> bool:
-    """Whether ``null`` is valid under ``schema`` (conservative: False when unsure)."""
-    if schema is True or schema == {}:
-        return True
-    if not isinstance(schema, dict) or id(schema) in _seen:
-        return False
-    seen = _seen | {id(schema)}
-    if "$ref" in schema:
-        target = resolve(root, schema["$ref"])
-        if target is MISSING or not accepts_null(root, target, seen):
-            return False
-    t = schema.get("type", MISSING)
-    if (
-        t is not MISSING
-        and "null" not in (t if isinstance(t, list) else [t])
-        and schema.get("nullable") is not True
-    ):
-        return False
-    if "enum" in schema and None not in schema["enum"]:
-        return False
-    if "const" in schema and schema["const"] is not None:
-        return False
-    for key in ("anyOf", "oneOf"):
-        if key in schema and not any(accepts_null(root, b, seen) for b in schema[key]):
-            return False
-    if "allOf" in schema and not all(accepts_null(root, b, seen) for b in schema["allOf"]):
-        return False
-    return "not" not in schema
 
 
 def _kinds(root: Any, branch: Any) -> set[str] | None:

@@ -3,7 +3,8 @@
 OpenAI-style strict modes make every property required, so an optional
 parameter arrives as an explicit null. `restore_arguments` removes those nulls
 again (only where the tool's own schema does not accept null), so Python
-defaults apply as if the model had left the parameter out.
+defaults apply as if the model had left the parameter out; it is toolkit's
+`drop_optional_nulls` (what the run loop uses) against the tool's own schema.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ from typing import Any
 
 from toolfold._errors import ArgumentValidationError
 from toolfold.adapters._dialects._model import CompiledTool
-from toolfold.adapters._dialects._refs import MISSING, accepts_null, deref, resolve
-
-_MAX_DEPTH = 64
+from toolfold.toolkit._jsonschema import drop_optional_nulls
 
 
 def restore_arguments(compiled: CompiledTool, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -33,7 +32,7 @@ def restore_arguments(compiled: CompiledTool, arguments: Mapping[str, Any]) -> M
     if not compiled.restores_nulls:
         return arguments
     root = compiled.source_schema
-    restored = _restore(arguments, root, root, 0)
+    restored = drop_optional_nulls(arguments, root, root)
     return restored if isinstance(restored, Mapping) else arguments
 
 
@@ -107,61 +106,3 @@ def openapi_to_json_schema(schema: Any) -> Any:
 
 def _json_path(parts: Any) -> str:
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
-
-
-def _restore(value: Any, schema: Any, root: Any, depth: int) -> Any:
-    if depth > _MAX_DEPTH or not isinstance(value, (dict, list)):
-        return value
-    schema = deref(root, schema)
-    if not isinstance(schema, Mapping):
-        return value
-    if "$ref" in schema:
-        target = resolve(root, schema["$ref"])
-        if target is not MISSING:
-            value = _restore(value, target, root, depth + 1)
-    for member in schema.get("allOf", ()):
-        value = _restore(value, member, root, depth + 1)
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            branch = _pick(value, schema[key], root)
-            if branch is not None:
-                value = _restore(value, branch, root, depth + 1)
-    if isinstance(value, dict):
-        props = schema.get("properties")
-        if isinstance(props, Mapping):
-            required = schema.get("required", ())
-            out: dict[str, Any] = {}
-            for key, item in value.items():
-                sub = props.get(key, MISSING)
-                if sub is MISSING:
-                    out[key] = item
-                elif item is None and key not in required and not accepts_null(root, sub):
-                    continue  # strict mode's stand-in for "absent"
-                else:
-                    out[key] = _restore(item, sub, root, depth + 1)
-            return out
-    elif isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, (Mapping, bool)) and not isinstance(items, bool):
-            return [_restore(item, items, root, depth + 1) for item in value]
-    return value
-
-
-def _pick(value: Any, branches: list[Any], root: Any) -> Any:
-    """The union branch the value was generated for (objects: by their keys)."""
-    for branch in branches:
-        target = deref(root, branch)
-        if not isinstance(target, Mapping):
-            continue
-        nested = target.get("anyOf", target.get("oneOf"))
-        if isinstance(nested, list) and _pick(value, nested, root) is not None:
-            return branch
-        t = target.get("type")
-        types = set(t) if isinstance(t, list) else {t}
-        if isinstance(value, dict) and ("object" in types or "properties" in target):
-            props = target.get("properties", {})
-            if set(value) <= set(props) and set(target.get("required", ())) <= set(value):
-                return branch
-        elif isinstance(value, list) and "array" in types:
-            return branch
-    return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolfold.adapters._dialects._model import RewriteAction, SchemaRewrite
@@ -17,20 +17,17 @@ from toolfold.adapters._dialects._openapi import to_openapi
 from toolfold.adapters._dialects._profiles import Profile
 from toolfold.adapters._dialects._refs import (
     DESCRIBED_ANNOTATIONS,
-    MISSING,
     VALIDATION_KEYWORDS,
-    accepts_null,
     branches_disjoint,
     cyclic_definitions,
     def_name,
-    escape,
     make_nullable,
     merge_all_of,
-    resolve,
 )
 from toolfold.adapters._dialects._refs import (
     show as _show,
 )
+from toolfold.toolkit._jsonschema import MISSING, accepts_null, escape, resolve_local
 from toolfold.toolkit._jsontypes import json_type
 
 _LOOKAROUND = re.compile(r"\(\?<?[=!]|\\[1-9]|\\k<")
@@ -63,6 +60,10 @@ _FAMILIES = {
 }
 _FAMILY_OF = {k: fam for fam, keys in _FAMILIES.items() for k in keys}
 _PARENT_ONLY = frozenset({"title", "description", "default", "examples", "example"})
+_DEFINITIONS = ("$defs", "definitions")
+_OBJECT_KEYWORDS = frozenset({"properties", "required", "additionalProperties"})
+# Handled by `Walker._object`, after the other keywords.
+_LEFT_TO_OBJECT = frozenset({"required", "additionalProperties"})
 
 
 def _type_of(value: Any) -> str:
@@ -74,7 +75,7 @@ class Walker:
     """Compiles one schema under one profile and collects the rewrites."""
 
     def __init__(self, profile: Profile, source: Mapping[str, Any], root_def: str | None) -> None:
-        self.p = profile
+        self.profile = profile
         self.source = source
         self.root_def = root_def
         self.rewrites: list[SchemaRewrite] = []
@@ -112,87 +113,141 @@ class Walker:
 
     # --- nodes ---------------------------------------------------------------
 
-    def node(self, s: Any, path: str, *, root: bool = False, typed: bool = True) -> Any:
-        """The compiled form of schema ``s`` found at ``path``."""
-        p = self.p
-        if s is True or (isinstance(s, dict) and not s):
-            if p.need_types and typed:
-                self.note(
-                    path,
-                    "type",
-                    "refused",
-                    f"{p.label} cannot send a schema that accepts any value; give it a type",
-                    lossy=True,
-                )
-            return {}
-        if not isinstance(s, dict):
-            if p.need_types:
-                self.note(path, "", "refused", f"{p.label} cannot send the schema {s!r}", True)
-            return s
-        s = dict(s)
-        keep = p.root_keep if root and p.root_keep is not None else p.keep
-        union_key = self._normalize(s, path, keep)
-        if "$ref" in s:
-            return self._ref(s, path, typed)
+    def node(self, schema: Any, path: str, *, root: bool = False, typed: bool = True) -> Any:
+        """The compiled form of ``schema`` found at ``path``."""
+        profile = self.profile
+        if schema is True or not isinstance(schema, dict) or not schema:
+            return self._bare(schema, path, typed)
+        schema = dict(schema)
+        keep = profile.root_keep if root and profile.root_keep is not None else profile.keep
+        union_key = self._normalize(schema, path, keep)
+        if "$ref" in schema:
+            return self._ref(schema, path, typed)
         if not root:
-            for key in ("$defs", "definitions"):
-                if key in s:
-                    del s[key]
-                    self.note(
-                        path,
-                        key,
-                        "dropped",
-                        "definitions below the root are not sent; references into them are inlined",
-                    )
-        t = s.get("type")
-        if isinstance(t, list) and len(t) > 1 and not p.type_lists:
-            return self._split_types(s, path, typed)
-        types = set(t) if isinstance(t, list) else ({t} if t is not None else set())
-        is_object = "object" in types or (
-            not types and bool({"properties", "required", "additionalProperties"} & s.keys())
-        )
-        if p.need_types and typed and not types and not {"enum", "anyOf"} & s.keys():
-            if is_object:
-                s = {"type": "object", **s}
-                types = {"object"}
-                self.note(
-                    path, "type", "added", f"{p.label} needs a type; the schema declares properties"
-                )
-            else:
-                self.note(path, "type", "refused", f"{p.label} needs a type on every schema", True)
-
-        out: dict[str, Any] = {}
-        notes: list[str] = []
-        for key, value in s.items():
-            if key in ("required", "additionalProperties") or (
-                root and key in ("$defs", "definitions")
-            ):
-                continue
-            if key == "description" and key in keep:
-                out[key] = value
-            elif key == "properties" and key in keep and isinstance(value, dict):
-                out[key] = {
-                    name: self.node(sub, f"{path}/properties/{escape(name)}")
-                    for name, sub in value.items()
-                }
-            elif key == "items" and key in keep and not isinstance(value, list):
-                out[key] = self.node(value, f"{path}/items")
-            elif key in ("anyOf", "oneOf") and key in keep and isinstance(value, list):
-                origin = union_key if key == "anyOf" else key
-                out[key] = [self.node(b, f"{path}/{origin}/{i}") for i, b in enumerate(value)]
-            else:
-                self._keyword(key, value, path, keep, types, out, notes)
-        if p.need_types and typed and "array" in types and "items" not in s:
+            self._drop_nested_defs(schema, path)
+        declared = schema.get("type")
+        if isinstance(declared, list) and len(declared) > 1 and not profile.type_lists:
+            return self._split_types(schema, path, typed)
+        schema, types, is_object = self._types(schema, path, typed)
+        out, notes = self._keywords(schema, path, root, keep, types, union_key)
+        if profile.need_types and typed and "array" in types and "items" not in schema:
+            label = profile.label
             self.note(
-                path, "items", "refused", f"{p.label} needs arrays to declare typed items", True
+                path, "items", "refused", f"{label} needs arrays to declare typed items", True
             )
         if is_object:
-            self._object(s, path, out, root, keep)
+            self._object(schema, path, out, root, keep)
         if notes and "description" in keep:
             desc = out.get("description")
             joined = "; ".join(notes)
             out["description"] = f"{desc} ({joined})" if desc else joined
-        return to_openapi(out, path, self.note, p.label) if p.openapi else out
+        return self._finish(out, path)
+
+    def _bare(self, schema: Any, path: str, typed: bool) -> Any:
+        """A schema that is not a non-empty object: ``true``/``{}`` (anything) or not a schema."""
+        label = self.profile.label
+        if schema is True or isinstance(schema, dict):
+            if self.profile.need_types and typed:
+                self.note(
+                    path,
+                    "type",
+                    "refused",
+                    f"{label} cannot send a schema that accepts any value; give it a type",
+                    lossy=True,
+                )
+            return {}
+        if self.profile.need_types:
+            self.note(path, "", "refused", f"{label} cannot send the schema {schema!r}", True)
+        return schema
+
+    def _keywords(
+        self,
+        schema: dict[str, Any],
+        path: str,
+        root: bool,
+        keep: frozenset[str],
+        types: set[str],
+        union_key: str,
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Every keyword but the object's closing ones, compiled; and the notes for the description."""
+        out: dict[str, Any] = {}
+        notes: list[str] = []
+        for key, value in schema.items():
+            if key in _LEFT_TO_OBJECT or (root and key in _DEFINITIONS):
+                continue
+            handler = _SUBSCHEMA_HANDLERS.get(key) if key in keep else None
+            compiled = MISSING if handler is None else handler(self, value, path, union_key)
+            if compiled is MISSING:
+                self._keyword(key, value, path, keep, types, out, notes)
+            else:
+                out[key] = compiled
+        return out, notes
+
+    def _finish(self, out: dict[str, Any], path: str) -> dict[str, Any]:
+        return to_openapi(out, path, self.note, self.profile.label) if self.profile.openapi else out
+
+    def _drop_nested_defs(self, schema: dict[str, Any], path: str) -> None:
+        for key in _DEFINITIONS:
+            if key in schema:
+                del schema[key]
+                self.note(
+                    path,
+                    key,
+                    "dropped",
+                    "definitions below the root are not sent; references into them are inlined",
+                )
+
+    def _types(
+        self, schema: dict[str, Any], path: str, typed: bool
+    ) -> tuple[dict[str, Any], set[str], bool]:
+        """The node (typed where the profile needs it), its types, and whether it is an object."""
+        declared = schema.get("type")
+        types = (
+            set(declared)
+            if isinstance(declared, list)
+            else set()
+            if declared is None
+            else {declared}
+        )
+        is_object = "object" in types or (not types and bool(_OBJECT_KEYWORDS & schema.keys()))
+        label = self.profile.label
+        if (
+            self.profile.need_types
+            and typed
+            and not types
+            and not {"enum", "anyOf"} & schema.keys()
+        ):
+            if is_object:
+                schema = {"type": "object", **schema}
+                types = {"object"}
+                self.note(
+                    path, "type", "added", f"{label} needs a type; the schema declares properties"
+                )
+            else:
+                self.note(path, "type", "refused", f"{label} needs a type on every schema", True)
+        return schema, types, is_object
+
+    # --- keywords whose values are schemas (when the profile keeps them) ------
+
+    def _properties(self, value: Any, path: str, _union_key: str) -> Any:
+        if not isinstance(value, dict):
+            return MISSING
+        return {
+            name: self.node(sub, f"{path}/properties/{escape(name)}") for name, sub in value.items()
+        }
+
+    def _items(self, value: Any, path: str, _union_key: str) -> Any:
+        return MISSING if isinstance(value, list) else self.node(value, f"{path}/items")
+
+    def _any_of(self, value: Any, path: str, union_key: str) -> Any:
+        if not isinstance(value, list):
+            return MISSING
+        return [self.node(b, f"{path}/{union_key}/{i}") for i, b in enumerate(value)]
+
+    def _one_of(self, value: Any, path: str, _union_key: str) -> Any:
+        if not isinstance(value, list):
+            return MISSING
+        return [self.node(b, f"{path}/oneOf/{i}") for i, b in enumerate(value)]
 
     def _keyword(
         self,
@@ -204,215 +259,244 @@ class Walker:
         out: dict[str, Any],
         notes: list[str],
     ) -> None:
-        p = self.p
+        """A keyword that holds no schema: kept, or moved into the description, or dropped."""
+        label = self.profile.label
         if key in keep:
-            if key == "format" and p.formats is not None and value not in p.formats:
-                notes.append(_show(key, value))
-                self.note(
-                    path,
-                    key,
-                    "moved_to_description",
-                    f"{p.label} does not accept format {value!r}; formats are annotations",
-                )
-            elif key == "pattern" and p.check_pattern and _LOOKAROUND.search(str(value)):
-                notes.append(_show(key, value))
-                self.note(
-                    path,
-                    key,
-                    "moved_to_description",
-                    f"{p.label} does not support regex look-arounds or back-references",
-                    lossy=True,
-                )
-            elif key == "minItems" and p.min_items is not None and value not in p.min_items:
-                notes.append(_show(key, value))
-                self.note(
-                    path,
-                    key,
-                    "moved_to_description",
-                    f"{p.label} accepts minItems {sorted(p.min_items)} only",
-                    lossy=True,
-                )
-            else:
+            refusal = self._refused_value(key, value)
+            if refusal is None:
                 out[key] = value
+                return
+            detail, lossy = refusal
+            notes.append(_show(key, value))
+            self.note(path, key, "moved_to_description", detail, lossy)
         elif key in VALIDATION_KEYWORDS:
             notes.append(_show(key, value))
-            self.note(path, key, "moved_to_description", f"{p.label} does not support {key}", True)
+            self.note(path, key, "moved_to_description", f"{label} does not support {key}", True)
         elif key in DESCRIBED_ANNOTATIONS:
             notes.append(_show(key, value))
             self.note(
                 path,
                 key,
                 "moved_to_description",
-                f"{p.label} does not accept {key}; it is an annotation, kept for the model to read",
+                f"{label} does not accept {key}; it is an annotation, kept for the model to read",
             )
         else:
-            self.note(path, key, "dropped", f"{p.label} does not accept the annotation {key}")
+            self.note(path, key, "dropped", f"{label} does not accept the annotation {key}")
+
+    def _refused_value(self, key: str, value: Any) -> tuple[str, bool] | None:
+        """Why a kept keyword's value cannot be sent (and whether that loses meaning), if it cannot."""
+        profile = self.profile
+        label = profile.label
+        if key == "format" and profile.formats is not None and value not in profile.formats:
+            return f"{label} does not accept format {value!r}; formats are annotations", False
+        if key == "pattern" and profile.check_pattern and _LOOKAROUND.search(str(value)):
+            return f"{label} does not support regex look-arounds or back-references", True
+        if key == "minItems" and profile.min_items is not None and value not in profile.min_items:
+            return f"{label} accepts minItems {sorted(profile.min_items)} only", True
+        return None
+
+    # --- objects ---------------------------------------------------------------
 
     def _object(
-        self, s: dict[str, Any], path: str, out: dict[str, Any], root: bool, keep: frozenset[str]
+        self,
+        schema: dict[str, Any],
+        path: str,
+        out: dict[str, Any],
+        root: bool,
+        keep: frozenset[str],
     ) -> None:
-        p = self.p
-        ap = s.get("additionalProperties", MISSING)
-        if p.close_objects:
-            if ap is False:
-                pass
-            elif isinstance(ap, dict) and ap:
-                self.note(
-                    path,
-                    "additionalProperties",
-                    "refused",
-                    f"{p.label} cannot send a map (additionalProperties with a schema); "
-                    "declare its properties instead",
-                    lossy=True,
-                )
-            elif "properties" not in s and not root:
-                self.note(
-                    path,
-                    "properties",
-                    "refused",
-                    f"{p.label} cannot send an object without declared properties",
-                    True,
-                )
-            else:
-                self.note(
-                    path,
-                    "additionalProperties",
-                    "added",
-                    f"{p.label} needs additionalProperties: false on every object",
-                )
+        if self.profile.close_objects:
+            self._close(schema, path, root)
             out.setdefault("properties", {})
             out["additionalProperties"] = False
-        elif ap is not MISSING:
+        elif "additionalProperties" in schema:
+            extra = schema["additionalProperties"]
             if "additionalProperties" in keep:
                 out["additionalProperties"] = (
-                    ap if isinstance(ap, bool) else self.node(ap, f"{path}/additionalProperties")
+                    extra
+                    if isinstance(extra, bool)
+                    else self.node(extra, f"{path}/additionalProperties")
                 )
             else:
-                lossy = not (ap is True or ap == {})
+                lossy = not (extra is True or extra == {})
                 self.note(
                     path,
                     "additionalProperties",
                     "dropped",
-                    f"{p.label} does not accept additionalProperties"
+                    f"{self.profile.label} does not accept additionalProperties"
                     + ("; extra keys are no longer refused" if lossy else ""),
                     lossy,
                 )
-        required = list(s.get("required", ()))
-        if p.all_required:
-            props = out["properties"]
-            for name in list(props):
-                if name in required:
-                    continue
-                sub = f"{path}/properties/{escape(name)}"
-                if accepts_null(self.source, s["properties"][name]):
-                    self.note(
-                        sub,
-                        "required",
-                        "made_required",
-                        f"optional and nullable: {p.label} needs every property required; "
-                        "absent and null both arrive as null",
-                    )
-                else:
-                    props[name] = make_nullable(props[name])
-                    self.note(
-                        sub,
-                        "required",
-                        "made_nullable",
-                        f"optional: {p.label} needs every property required, so it is sent "
-                        "as nullable and a null is read back as absent",
-                    )
-            out["required"] = list(props)
-        elif "required" in s:
+        if self.profile.all_required:
+            out["required"] = self._require_all(schema, path, out["properties"])
+        elif "required" in schema:
             if "required" in keep:
-                out["required"] = required
+                out["required"] = list(schema["required"])
             else:
-                self.note(path, "required", "dropped", f"{p.label} does not accept required", True)
+                label = self.profile.label
+                self.note(path, "required", "dropped", f"{label} does not accept required", True)
+
+    def _close(self, schema: dict[str, Any], path: str, root: bool) -> None:
+        """Note what closing an object (``additionalProperties: false``) costs."""
+        label = self.profile.label
+        extra = schema.get("additionalProperties", MISSING)
+        if extra is False:
+            return
+        if isinstance(extra, dict) and extra:
+            self.note(
+                path,
+                "additionalProperties",
+                "refused",
+                f"{label} cannot send a map (additionalProperties with a schema); "
+                "declare its properties instead",
+                lossy=True,
+            )
+        elif "properties" not in schema and not root:
+            self.note(
+                path,
+                "properties",
+                "refused",
+                f"{label} cannot send an object without declared properties",
+                True,
+            )
+        else:
+            self.note(
+                path,
+                "additionalProperties",
+                "added",
+                f"{label} needs additionalProperties: false on every object",
+            )
+
+    def _require_all(self, schema: dict[str, Any], path: str, props: dict[str, Any]) -> list[str]:
+        """Every property required; optional ones made nullable unless they already are."""
+        label = self.profile.label
+        required = schema.get("required", ())
+        for name in list(props):
+            if name in required:
+                continue
+            sub = f"{path}/properties/{escape(name)}"
+            if accepts_null(self.source, schema["properties"][name]):
+                self.note(
+                    sub,
+                    "required",
+                    "made_required",
+                    f"optional and nullable: {label} needs every property required; "
+                    "absent and null both arrive as null",
+                )
+            else:
+                props[name] = make_nullable(props[name])
+                self.note(
+                    sub,
+                    "required",
+                    "made_nullable",
+                    f"optional: {label} needs every property required, so it is sent "
+                    "as nullable and a null is read back as absent",
+                )
+        return list(props)
 
     # --- rewrites that reshape a node before it is walked ----------------------
 
-    def _normalize(self, s: dict[str, Any], path: str, keep: frozenset[str]) -> str:
-        """Apply the exact rewrites (nullable, const, allOf, oneOf, integer bounds)."""
-        p = self.p
+    def _normalize(self, schema: dict[str, Any], path: str, keep: frozenset[str]) -> str:
+        """Apply the exact rewrites (nullable, const, allOf, oneOf, integer bounds).
+
+        Returns:
+            The keyword the node's ``anyOf`` came from (``oneOf`` when rewritten).
+        """
+        if "nullable" in schema and "nullable" not in keep:
+            self._nullable(schema, path)
+        if "const" in schema and "const" not in keep:
+            self._const(schema, path)
+        if "allOf" in schema and "allOf" not in keep:
+            self._all_of(schema, path)
         union_key = "anyOf"
-        if "nullable" in s and "nullable" not in keep:
-            if s.pop("nullable") is True:
-                t = s.get("type")
-                if isinstance(t, (str, list)):
-                    types = [t] if isinstance(t, str) else list(t)
-                    s["type"] = types if "null" in types else [*types, "null"]
-                if "enum" in s and None not in s["enum"]:
-                    s["enum"] = [*s["enum"], None]
-                if "anyOf" in s:
-                    s["anyOf"] = [*s["anyOf"], {"type": "null"}]
-            self.note(
-                path, "nullable", "rewritten", "OpenAPI nullable written as a JSON Schema null type"
-            )
-        if "const" in s and "const" not in keep:
-            const = s.pop("const")
-            if "enum" in s:
-                s["enum"] = [v for v in s["enum"] if v == const and _type_of(v) == _type_of(const)]
-            else:
-                s["enum"] = [const]
-            self.note(path, "const", "rewritten", "const written as a one-value enum")
-        if "allOf" in s and "allOf" not in keep:
-            members = s.pop("allOf")
-            one = members[0] if len(members) == 1 else None
-            if isinstance(one, dict) and set(one) == {"$ref"} and "$ref" not in s:
-                s["$ref"] = one["$ref"]
-                self.note(path, "allOf", "rewritten", "a one-member allOf is its member")
-            else:
-                merged = merge_all_of(self.source, s, members)
-                if merged is None:
-                    self.note(
-                        path,
-                        "allOf",
-                        "dropped",
-                        f"{p.label} does not support allOf and its members cannot be merged",
-                        lossy=True,
-                    )
-                else:
-                    s.clear()
-                    s.update(merged)
-                    self.note(path, "allOf", "rewritten", "allOf merged into one schema")
-        if "oneOf" in s and "oneOf" not in keep:
-            branches = s.pop("oneOf")
-            if "anyOf" in s:
-                self.note(
-                    path, "oneOf", "dropped", f"{p.label} cannot send oneOf next to anyOf", True
-                )
-            else:
-                s["anyOf"] = branches
-                union_key = "oneOf"
-                disjoint = branches_disjoint(self.source, branches)
-                detail = "oneOf written as anyOf; " + (
-                    "the branches cannot overlap, so nothing changes"
-                    if disjoint
-                    else "an instance matching several branches is no longer refused"
-                )
-                self.note(path, "oneOf", "rewritten", detail, lossy=not disjoint)
-        if p.integer_exclusive and s.get("type") == "integer":
-            for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-                value = s.get(key)
-                if key in keep or isinstance(value, bool) or not isinstance(value, (int, float)):
-                    continue
-                del s[key]
-                if bound == "minimum":
-                    new = math.floor(value) + 1
-                    new = max(new, s[bound]) if bound in s else new
-                else:
-                    new = math.ceil(value) - 1
-                    new = min(new, s[bound]) if bound in s else new
-                s[bound] = new
-                self.note(path, key, "rewritten", f"{key} {value} of an integer is {bound} {new}")
+        if "oneOf" in schema and "oneOf" not in keep:
+            union_key = self._one_of_as_any_of(schema, path)
+        if self.profile.integer_exclusive and schema.get("type") == "integer":
+            self._integer_bounds(schema, path, keep)
         return union_key
 
-    def _split_types(self, s: dict[str, Any], path: str, typed: bool) -> dict[str, Any]:
-        parent = {k: v for k, v in s.items() if k in _PARENT_ONLY}
+    def _nullable(self, schema: dict[str, Any], path: str) -> None:
+        if schema.pop("nullable") is True:
+            declared = schema.get("type")
+            if isinstance(declared, (str, list)):
+                types = [declared] if isinstance(declared, str) else list(declared)
+                schema["type"] = types if "null" in types else [*types, "null"]
+            if "enum" in schema and None not in schema["enum"]:
+                schema["enum"] = [*schema["enum"], None]
+            if "anyOf" in schema:
+                schema["anyOf"] = [*schema["anyOf"], {"type": "null"}]
+        self.note(
+            path, "nullable", "rewritten", "OpenAPI nullable written as a JSON Schema null type"
+        )
+
+    def _const(self, schema: dict[str, Any], path: str) -> None:
+        const = schema.pop("const")
+        if "enum" in schema:
+            kind = _type_of(const)
+            schema["enum"] = [v for v in schema["enum"] if v == const and _type_of(v) == kind]
+        else:
+            schema["enum"] = [const]
+        self.note(path, "const", "rewritten", "const written as a one-value enum")
+
+    def _all_of(self, schema: dict[str, Any], path: str) -> None:
+        members = schema.pop("allOf")
+        one = members[0] if len(members) == 1 else None
+        if isinstance(one, dict) and set(one) == {"$ref"} and "$ref" not in schema:
+            schema["$ref"] = one["$ref"]
+            self.note(path, "allOf", "rewritten", "a one-member allOf is its member")
+            return
+        merged = merge_all_of(self.source, schema, members)
+        if merged is None:
+            self.note(
+                path,
+                "allOf",
+                "dropped",
+                f"{self.profile.label} does not support allOf and its members cannot be merged",
+                lossy=True,
+            )
+            return
+        schema.clear()
+        schema.update(merged)
+        self.note(path, "allOf", "rewritten", "allOf merged into one schema")
+
+    def _one_of_as_any_of(self, schema: dict[str, Any], path: str) -> str:
+        branches = schema.pop("oneOf")
+        if "anyOf" in schema:
+            label = self.profile.label
+            self.note(path, "oneOf", "dropped", f"{label} cannot send oneOf next to anyOf", True)
+            return "anyOf"
+        schema["anyOf"] = branches
+        disjoint = branches_disjoint(self.source, branches)
+        detail = "oneOf written as anyOf; " + (
+            "the branches cannot overlap, so nothing changes"
+            if disjoint
+            else "an instance matching several branches is no longer refused"
+        )
+        self.note(path, "oneOf", "rewritten", detail, lossy=not disjoint)
+        return "oneOf"
+
+    def _integer_bounds(self, schema: dict[str, Any], path: str, keep: frozenset[str]) -> None:
+        for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            value = schema.get(key)
+            if key in keep or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            del schema[key]
+            if bound == "minimum":
+                new = math.floor(value) + 1
+                new = max(new, schema[bound]) if bound in schema else new
+            else:
+                new = math.ceil(value) - 1
+                new = min(new, schema[bound]) if bound in schema else new
+            schema[bound] = new
+            self.note(path, key, "rewritten", f"{key} {value} of an integer is {bound} {new}")
+
+    def _split_types(self, schema: dict[str, Any], path: str, typed: bool) -> dict[str, Any]:
+        parent = {k: v for k, v in schema.items() if k in _PARENT_ONLY}
         branches = []
-        for t in s["type"]:
-            family = "number" if t == "integer" else t
-            branch: dict[str, Any] = {"type": t}
-            for k, v in s.items():
+        for kind in schema["type"]:
+            family = "number" if kind == "integer" else kind
+            branch: dict[str, Any] = {"type": kind}
+            for k, v in schema.items():
                 if k in parent or k == "type" or _FAMILY_OF.get(k, family) != family:
                     continue
                 if k == "enum":
@@ -427,18 +511,18 @@ class Walker:
             path,
             "type",
             "rewritten",
-            f"{self.p.label} takes one type per schema; the type list is written as anyOf",
+            f"{self.profile.label} takes one type per schema; the type list is written as anyOf",
         )
         out = self.node(parent, path, typed=False) if parent else {}
         out["anyOf"] = [self.node(b, path) for b in branches]
-        return to_openapi(out, path, self.note, self.p.label) if self.p.openapi else out
+        return self._finish(out, path)
 
     # --- references ----------------------------------------------------------
 
-    def _ref(self, s: dict[str, Any], path: str, typed: bool) -> Any:
-        p = self.p
-        ref = s.pop("$ref")
-        target = resolve(self.source, ref) if isinstance(ref, str) else MISSING
+    def _ref(self, schema: dict[str, Any], path: str, typed: bool) -> Any:
+        profile = self.profile
+        ref = schema.pop("$ref")
+        target = resolve_local(self.source, ref) if isinstance(ref, str) else MISSING
         if target is MISSING:
             self.note(
                 path,
@@ -447,25 +531,26 @@ class Walker:
                 f"cannot resolve {ref!r}: only local references are supported",
                 True,
             )
-            return {"$ref": ref, **s}
+            return {"$ref": ref, **schema}
         name = def_name(ref)
-        if p.inline_refs or (name is None and ref != "#"):
-            return self._inline(ref, target, s, path, typed)
+        if profile.inline_refs or (name is None and ref != "#"):
+            return self._inline(ref, target, schema, path, typed)
         out_ref = "#" if ref == "#" or name == self.root_def else f"#/$defs/{escape(str(name))}"
         if name is not None and name != self.root_def:
             self._use_def(name)
         if out_ref != ref:
             self.note(path, "$ref", "rewritten", f"{ref} is sent as {out_ref}")
-        if not p.allow_recursion and self._recursive(out_ref):
+        if not profile.allow_recursion and self._recursive(out_ref):
             self.note(
-                path, "$ref", "refused", f"{p.label} does not support recursive schemas", True
+                path, "$ref", "refused", f"{profile.label} does not support recursive schemas", True
             )
         ref_node: dict[str, Any] = {"$ref": out_ref}
-        sib = self.node(s, path, typed=False) if s else {}
+        sib = self.node(schema, path, typed=False) if schema else {}
         if not sib:
             return ref_node
         if "anyOf" in sib:
-            self.note(path, "$ref", "refused", f"{p.label} cannot send $ref next to anyOf", True)
+            label = profile.label
+            self.note(path, "$ref", "refused", f"{label} cannot send $ref next to anyOf", True)
             return {**sib, "anyOf": [ref_node, *sib["anyOf"]]}
         self.note(
             path,
@@ -478,25 +563,35 @@ class Walker:
     def _inline(
         self, ref: str, target: Any, siblings: dict[str, Any], path: str, typed: bool
     ) -> Any:
-        p = self.p
+        profile = self.profile
         if ref in self._stack:
             kind = target.get("type") if isinstance(target, dict) else None
             kind = kind if isinstance(kind, str) else "object"
-            self.note(
-                path,
-                "$ref",
-                "rewritten",
-                f"{ref} is recursive and {p.label} cannot reference it; "
-                f"the recursion stops here with any {kind}",
-                lossy=True,
-            )
+            if profile.refuse_recursion:
+                self.note(
+                    path,
+                    "$ref",
+                    "refused",
+                    f"{ref} is recursive and {profile.label} has no references to express it",
+                    lossy=True,
+                )
+            else:
+                self.note(
+                    path,
+                    "$ref",
+                    "rewritten",
+                    f"{ref} is recursive and {profile.label} cannot reference it; "
+                    f"the recursion stops here with any {kind}",
+                    lossy=True,
+                )
             cut = {"type": kind, "description": "Same shape as the enclosing object."}
-            return to_openapi(cut, path, self.note, p.label) if p.openapi else cut
+            return self._finish(cut, path)
         self._stack.append(ref)
         body = self.node(target, ref[1:], typed=typed)
         self._stack.pop()
-        reason = "does not follow references" if p.inline_refs else "sends references to $defs only"
-        self.note(path, "$ref", "inlined", f"{ref} inlined: {p.label} {reason}")
+        inline = profile.inline_refs
+        reason = "does not follow references" if inline else "sends references to $defs only"
+        self.note(path, "$ref", "inlined", f"{ref} inlined: {profile.label} {reason}")
         if not siblings:
             return body
         sib = self.node(siblings, path, typed=False)
@@ -515,3 +610,15 @@ class Walker:
             self._cyclic = cyclic_definitions(self.source, self.root_def)
         name = "#" if out_ref == "#" else def_name(out_ref)
         return name in self._cyclic
+
+
+# Keywords whose values hold schemas, walked when the profile keeps them; a
+# handler answers MISSING for a form it does not walk (the keyword is then
+# treated as a plain keyword).
+_SUBSCHEMA_HANDLERS: dict[str, Callable[[Walker, Any, str, str], Any]] = {
+    "description": lambda _walker, value, _path, _union_key: value,
+    "properties": Walker._properties,
+    "items": Walker._items,
+    "anyOf": Walker._any_of,
+    "oneOf": Walker._one_of,
+}

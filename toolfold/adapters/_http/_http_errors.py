@@ -2,8 +2,8 @@
 
 Two entry points: `status_error` turns a non-2xx response into the right
 `ProviderError` child, and `transport_error` turns any httpx exception (or an
-OS-level one from a custom client) into `ConnectionError`, `TimeoutError` or
-`StreamError`. `parse_error_body` reads the error bodies of every provider in
+OS-level one from a custom client) into `ProviderConnectionError`,
+`ProviderTimeoutError` or `StreamError`. `parse_error_body` reads the error bodies of every provider in
 providers.md (OpenAI and the compatible family, Mistral's flat shape, Anthropic,
 Gemini and its list-wrapped variant, OpenRouter's integer codes); an adapter
 with another shape passes its own parser to the transport.
@@ -11,8 +11,6 @@ with another shape passes its own parser to the transport.
 
 from __future__ import annotations
 
-import builtins
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -22,19 +20,17 @@ import attrs
 from toolfold._errors import (
     AuthenticationError,
     BadRequestError,
-    ConnectionError,
     NotFoundError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderTimeoutError,
     RateLimitError,
     ServerError,
     StreamError,
-    TimeoutError,
     ToolUseFailedError,
 )
 from toolfold.adapters._http._retry import retry_after_seconds
-
-# toolfold's TimeoutError shadows the builtin one, which sockets and asyncio raise.
-_BuiltinTimeout = builtins.TimeoutError
+from toolfold.adapters._wire import encodable, loads
 
 
 @attrs.frozen
@@ -64,18 +60,31 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
 def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> ErrorInfo:
-    """Read a provider error body (any of the shapes in providers.md); never raises."""
+    """Read a provider error body (any of the shapes in providers.md); never raises.
+
+    A body that is not strict JSON (NaN, nesting deeper than the interpreter
+    reads) or whose fields have unexpected types still gives an `ErrorInfo`:
+    the fields that could be read, or the start of the text as the message.
+    """
+    fallback = ErrorInfo(message=encodable(body.strip()[:500]) or None)
     try:
-        data: Any = json.loads(body) if body else None
+        data: Any = loads(body) if body else None
     except ValueError:
-        return ErrorInfo(message=body.strip()[:500] or None)
+        return fallback
     if isinstance(data, list) and data and isinstance(data[0], Mapping):
         data = data[0]  # Gemini sometimes wraps the error object in a list
     if not isinstance(data, Mapping):
-        return ErrorInfo(message=body.strip()[:500] or None)
+        return fallback
+    try:
+        return _error_info(data)
+    except RecursionError:
+        return fallback
+
+
+def _error_info(data: Mapping[str, Any]) -> ErrorInfo:
     error = data.get("error")
     if isinstance(error, str):
-        return ErrorInfo(message=error, type=_text(data.get("type")))
+        return ErrorInfo(message=encodable(error), type=_text(data.get("type")))
     if not isinstance(error, Mapping):
         error = data  # Mistral and old vLLM: the fields are at the top level
     return ErrorInfo(
@@ -89,9 +98,12 @@ def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> Erro
 
 
 def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, (Mapping, list)):
-        return None
-    return str(value)
+    # Scalars only: an object or array where a message belongs is left out.
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, (bool, int, float)):
+        return str(value)
+    return None
 
 
 def _details(details: Any) -> list[Mapping[str, Any]]:
@@ -102,8 +114,8 @@ def _details(details: Any) -> list[Mapping[str, Any]]:
 
 def _gemini_retry_delay(details: Any) -> float | None:
     for detail in _details(details):
-        if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
-            match = _DURATION.match(str(detail.get("retryDelay", "")))
+        if (_text(detail.get("@type")) or "").endswith("google.rpc.RetryInfo"):
+            match = _DURATION.match(_text(detail.get("retryDelay")) or "")
             if match:
                 return float(match.group(1))
     return None
@@ -112,9 +124,10 @@ def _gemini_retry_delay(details: Any) -> float | None:
 def _gemini_retryable(details: Any) -> bool | None:
     # A per-day quota does not clear within minutes: retrying it only burns time.
     for detail in _details(details):
-        if str(detail.get("@type", "")).endswith("google.rpc.QuotaFailure"):
+        if (_text(detail.get("@type")) or "").endswith("google.rpc.QuotaFailure"):
             for violation in _details(detail.get("violations")):
-                quota = str(violation.get("quotaId", "")) + str(violation.get("quotaMetric", ""))
+                quota_id = _text(violation.get("quotaId")) or ""
+                quota = quota_id + (_text(violation.get("quotaMetric")) or "")
                 if "PerDay" in quota:
                     return False
     return None
@@ -164,7 +177,7 @@ def status_error(
     if status == 404:
         return NotFoundError(message, **common)
     if status == 408:
-        return TimeoutError(message, **common)
+        return ProviderTimeoutError(message, **common)
     if status >= 500:
         return ServerError(message, **common)
     return ProviderError(message, **common)
@@ -177,7 +190,10 @@ CLIENT_ERROR_MODULES = ("httpx", "httpx2", "httpcore", "h11", "anyio", "ssl")
 
 def is_client_error(exc: BaseException) -> bool:
     """Whether ``exc`` comes from the HTTP stack (so `transport_error` should map it)."""
-    if isinstance(exc, (OSError, _BuiltinTimeout, EOFError)):
+    if isinstance(exc, ProviderError):
+        # Already mapped (and an OSError too when it is a timeout or a lost connection).
+        return False
+    if isinstance(exc, (OSError, EOFError)):
         return True
     return type(exc).__module__.split(".")[0] in CLIENT_ERROR_MODULES
 
@@ -197,14 +213,14 @@ def transport_error(
     detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
     where = f"{provider} at {url}"
     if "ConnectTimeout" in names:
-        return TimeoutError(f"connecting to {where} timed out{detail}", provider=provider)
+        return ProviderTimeoutError(f"connecting to {where} timed out{detail}", provider=provider)
     if "PoolTimeout" in names:
-        return TimeoutError(
+        return ProviderTimeoutError(
             f"no free connection to {where} within the pool timeout{detail}", provider=provider
         )
-    if "TimeoutException" in names or isinstance(exc, _BuiltinTimeout):
+    if "TimeoutException" in names or isinstance(exc, TimeoutError):
         what = "the stream from" if streaming else "the response from"
-        return TimeoutError(f"{what} {where} timed out{detail}", provider=provider)
+        return ProviderTimeoutError(f"{what} {where} timed out{detail}", provider=provider)
     if "HTTPStatusError" in names:
         response: Any = getattr(exc, "response", None)
         status = int(getattr(response, "status_code", 0))
@@ -217,13 +233,13 @@ def transport_error(
             f"the stream from {where} was cut before it ended{detail}", provider=provider
         )
     if "TransportError" in names or isinstance(exc, (OSError, EOFError)):
-        return ConnectionError(f"cannot reach {where}{detail}", provider=provider)
+        return ProviderConnectionError(f"cannot reach {where}{detail}", provider=provider)
     if "DecodingError" in names:
         return ProviderError(f"cannot decode the response from {where}{detail}", provider=provider)
     if "TooManyRedirects" in names:
         return ProviderError(f"too many redirects from {where}{detail}", provider=provider)
     if "InvalidURL" in names:
-        return ConnectionError(f"invalid URL for {where}{detail}", provider=provider)
+        return ProviderConnectionError(f"invalid URL for {where}{detail}", provider=provider)
     # StreamConsumed / StreamClosed / CookieConflict...: a client used the wrong way.
     return ProviderError(f"HTTP client error with {where}{detail}", provider=provider)
 
@@ -238,7 +254,7 @@ def inband_error(provider: str, event_name: str | None, data: str) -> StreamErro
     if event_name != "error" and '"error"' not in data:
         return None
     try:
-        payload: Any = json.loads(data)
+        payload: Any = loads(data)
     except ValueError:
         if event_name != "error":
             return None

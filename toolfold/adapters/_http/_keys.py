@@ -122,6 +122,50 @@ def redact(text: str, secrets: Iterable[Secret | None]) -> str:
     return text
 
 
+def redact_chain(error: BaseException, secrets: Iterable[Secret | None]) -> None:
+    """Scrub ``secrets`` from every exception chained under ``error``, in place.
+
+    ``error`` itself is the caller's (a `ProviderError` is scrubbed field by
+    field); this walks ``__cause__`` and ``__context__`` below it, where foreign
+    exceptions keep what they were raised with: their ``args`` and text
+    attributes (a ``JSONDecodeError``'s ``.doc`` is the whole body), and the
+    headers of an httpx request they hold (``Authorization: Bearer <key>``), so
+    neither ``repr``, ``traceback.format_exception`` nor a debugger shows the key.
+    """
+    keys = tuple(s for s in secrets if s)
+    if not keys:
+        return
+    seen: set[int] = set()
+    stack = [error.__cause__, error.__context__]
+    while stack:
+        exc = stack.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        _redact_exception(exc, keys)
+        stack += [exc.__cause__, exc.__context__]
+
+
+def _redact_exception(exc: BaseException, keys: tuple[Secret, ...]) -> None:
+    exc.args = tuple(redact(a, keys) if isinstance(a, str) else a for a in exc.args)
+    for name, value in list(vars(exc).items()):
+        if isinstance(value, str):
+            setattr(exc, name, redact(value, keys))
+        else:
+            _redact_headers(getattr(value, "headers", None), keys)
+
+
+def _redact_headers(headers: object, keys: tuple[Secret, ...]) -> None:
+    # An httpx/httpx2 Request (or Response) the exception keeps: its headers are
+    # a mutable mapping; the request is finished, so editing it changes nothing sent.
+    items = getattr(headers, "items", None)
+    if items is None or not hasattr(headers, "__setitem__"):
+        return
+    for name, value in list(items()):
+        if isinstance(value, str) and redact(value, keys) != value:
+            headers[name] = redact(value, keys)
+
+
 class RedactingFilter(logging.Filter):
     """A logging filter that scrubs the given secrets from every record.
 
@@ -149,7 +193,7 @@ class RedactingFilter(logging.Filter):
 
 
 #: Loggers of the HTTP stacks a transport may run on, whose DEBUG output shows headers.
-HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "toolfold")
+HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "aiohttp", "toolfold")
 
 
 def redact_logs(

@@ -3,7 +3,7 @@
 `aiter_items` and `iter_items` drive one streamed request for a `Transport`:
 send it (with the transport's retries, which end once the answer starts), then
 feed the body to a decoder (SSE, lines, bytes) and yield what it completes.
-Failures after the start are `StreamError` / `TimeoutError`, never a resend.
+Failures after the start are `StreamError` / `ProviderTimeoutError`, never a resend.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from toolfold._errors import ProviderError
 from toolfold.adapters._http._http_errors import is_client_error
 from toolfold.adapters._http._json import dumps
 
@@ -60,6 +61,8 @@ async def aiter_items(
     else:
         try:
             response = await asyncio.wait_for(t._send(url, content, merged, True, deadline), total)
+        except ProviderError:
+            raise  # a ProviderTimeoutError is an asyncio.TimeoutError too (3.11+)
         except asyncio.TimeoutError as exc:
             raise t._total_timeout(url) from exc
     try:

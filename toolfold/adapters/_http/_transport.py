@@ -29,7 +29,12 @@ from typing import Any
 
 import httpx
 
-from toolfold._errors import ConnectionError, ModelConfigError, ProviderError, TimeoutError
+from toolfold._errors import (
+    ModelConfigError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+)
 from toolfold.adapters._http._clients import (
     close_when_loop_ends,
     default_async_client,
@@ -44,7 +49,7 @@ from toolfold.adapters._http._http_errors import (
     transport_error,
 )
 from toolfold.adapters._http._json import dumps
-from toolfold.adapters._http._keys import Secret, redact
+from toolfold.adapters._http._keys import Secret, redact, redact_chain
 from toolfold.adapters._http._retry import RetryPolicy, Timeouts
 from toolfold.adapters._http._sse import LineDecoder, SSEDecoder, SSEEvent
 from toolfold.adapters._http._streaming import BytesDecoder, aiter_items, iter_items
@@ -191,7 +196,7 @@ class Transport:
         Raises:
             ProviderError: A child for each failure: `RateLimitError`,
                 `AuthenticationError`, `BadRequestError`, `NotFoundError`,
-                `ServerError`, `ConnectionError`, `TimeoutError`.
+                `ServerError`, `ProviderConnectionError`, `ProviderTimeoutError`.
         """
         url = self.url(path)
         content = dumps(body)
@@ -205,6 +210,8 @@ class Transport:
                 response = await asyncio.wait_for(
                     self._send(url, content, merged, False, deadline), total
                 )
+            except ProviderError:
+                raise  # a ProviderTimeoutError is an asyncio.TimeoutError too (3.11+)
             except asyncio.TimeoutError as exc:
                 raise self._total_timeout(url) from exc
         return self._json(response, url)
@@ -233,7 +240,7 @@ class Transport:
 
         Raises:
             StreamError: The stream was cut, or sent an error in-band.
-            TimeoutError: The stream stalled past the read timeout, or the whole
+            ProviderTimeoutError: The stream stalled past the read timeout, or the whole
                 call ran past the total timeout.
             ProviderError: As `post_json`, before the stream starts.
         """
@@ -437,10 +444,12 @@ class Transport:
     ) -> float | None:
         if retry >= self.retry.max_retries:
             return None
-        if isinstance(error, TimeoutError):
+        if isinstance(error, ProviderTimeoutError):
             if not self.retry.retry_timeouts:
                 return None
-        elif not (isinstance(error, ConnectionError) and self.retry.retry_connection_errors):
+        elif not (
+            isinstance(error, ProviderConnectionError) and self.retry.retry_connection_errors
+        ):
             return None
         return self._fits(self.retry.backoff(retry, self._random()), deadline)
 
@@ -463,9 +472,9 @@ class Transport:
             connect=cap(t.connect), read=cap(t.read), write=cap(t.write), pool=cap(t.pool)
         )
 
-    def _total_timeout(self, url: str) -> TimeoutError:
+    def _total_timeout(self, url: str) -> ProviderTimeoutError:
         total = self.timeouts.total if self.timeouts else None
-        return TimeoutError(
+        return ProviderTimeoutError(
             f"the call to {self.provider} at {url} ran past the total timeout of {total} s",
             provider=self.provider,
         )
@@ -478,7 +487,7 @@ class Transport:
             if content[:1] == b"{" and content[1:2] != b"\x00":
                 return json.loads(content.decode("utf-8", "surrogatepass"))
             return json.loads(content)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             text = self._scrub(content.decode("utf-8", "replace"))
             raise self._scrubbed(
                 ProviderError(
@@ -609,4 +618,5 @@ def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
     failed = getattr(error, "failed_generation", None)
     if isinstance(failed, str):
         error.failed_generation = redact(failed, secrets)  # type: ignore[attr-defined]
+    redact_chain(error, secrets)  # what it was raised from, once chained
     return error

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ProviderError, StreamError, ToolUseFailedError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters._http._http_errors import ErrorInfo, parse_error_body, status_error
 
 
@@ -43,15 +44,17 @@ def _openrouter_raw(body: str) -> tuple[str | None, str] | None:
     if '"metadata"' not in body:
         return None
     try:
-        payload = json.loads(body)
+        payload = wire.loads(body)
     except ValueError:
         return None
     error = payload.get("error") if isinstance(payload, Mapping) else None
     metadata = error.get("metadata") if isinstance(error, Mapping) else None
     if not isinstance(metadata, Mapping) or not isinstance(metadata.get("raw"), str):
         return None
-    upstream = metadata.get("provider_name")
-    return (str(upstream) if upstream else None), metadata["raw"]
+    if not isinstance(metadata.get("provider_name"), (str, type(None))):
+        return None
+    upstream = wire.text(metadata, "provider_name", "$.error.metadata")
+    return upstream or None, wire.encodable(metadata["raw"])
 
 
 def error_from_response(
@@ -72,15 +75,19 @@ def inband_error(provider: str, event: str | None, data: str) -> ProviderError |
     if event != "error" and '"error"' not in data:
         return None
     try:
-        payload: Any = json.loads(data)
+        payload: Any = wire.loads(data)
+        text = data
     except ValueError:
         if event != "error":
             return None
-        payload = {"error": {"message": data}}
-    if event != "error" and not (isinstance(payload, Mapping) and payload.get("error") is not None):
-        return None
-    info = parse_error(200, json.dumps(payload), {})
-    said = info.message or data.strip()[:500] or "(no message)"
+        text = json.dumps({"error": {"message": data}})
+    else:
+        if event != "error" and not (
+            isinstance(payload, Mapping) and payload.get("error") is not None
+        ):
+            return None
+    info = parse_error(200, text, {})
+    said = info.message or wire.encodable(data.strip()[:500]) or "(no message)"
     message = f"{provider} reported an error inside the stream: {said}"
     if info.code:
         message += f" (code {info.code})"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
@@ -25,6 +24,7 @@ from toolfold.adapters.openai_chat._providers import (
 from toolfold.adapters.openai_chat._request import build_body, compiled_tool
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
+from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
@@ -142,7 +142,7 @@ class OpenAIChatModel:
         arguments: Any = call.arguments
         if arguments is None:
             try:
-                arguments = json.loads(call.arguments_text)
+                arguments = decode_arguments(call.arguments_text)
             except ValueError as exc:
                 raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
         return check_arguments(compiled_tool(tool, self.provider), arguments)
@@ -152,9 +152,7 @@ class OpenAIChatModel:
         try:
             data = await self._transport.post_json(_PATH, self.body(request))
             return parse_response(
-                _as_mapping(data, self.provider.name),
-                self.provider.name,
-                thinking_in_total=self.provider.thinking_in_total,
+                data, self.provider.name, thinking_in_total=self.provider.thinking_in_total
             )
         except ProviderError as exc:
             self._transport._scrubbed(exc)
@@ -165,9 +163,7 @@ class OpenAIChatModel:
         try:
             data = self._transport.post_json_sync(_PATH, self.body(request))
             return parse_response(
-                _as_mapping(data, self.provider.name),
-                self.provider.name,
-                thinking_in_total=self.provider.thinking_in_total,
+                data, self.provider.name, thinking_in_total=self.provider.thinking_in_total
             )
         except ProviderError as exc:
             self._transport._scrubbed(exc)
@@ -241,16 +237,6 @@ def _row(provider: str | ChatProvider, server: str | None) -> ChatProvider:
         return provider_for(provider)
     except KeyError as exc:
         raise ModelConfigError(str(exc.args[0])) from None
-
-
-def _as_mapping(data: Any, provider: str) -> Mapping[str, Any]:
-    if isinstance(data, Mapping):
-        return data
-    raise ProviderError(
-        f"{provider} answered with JSON that is not an object: {str(data)[:200]}",
-        provider=provider,
-        status_code=200,
-    )
 
 
 def make_factory(prefix: str) -> Any:

@@ -1,4 +1,8 @@
-"""Chat Completions response body -> neutral `ModelResponse` (pure functions)."""
+"""Chat Completions response body -> neutral `ModelResponse` (pure functions).
+
+Every field is read with the `toolfold.adapters._wire` getters: a value of the
+wrong type is a `MalformedResponseError` naming its path, never a crash.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ProviderError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters._http._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
@@ -55,7 +60,9 @@ def synthetic_id(seed: str, position: int) -> str:
     return f"call_{digest}"
 
 
-def parse_usage(usage: Mapping[str, Any] | None, *, thinking_in_total: bool = False) -> Usage:
+def parse_usage(
+    usage: Mapping[str, Any] | None, *, thinking_in_total: bool = False, at: str = "$.usage"
+) -> Usage:
     """Neutral usage from the OpenAI fields and the family's extras.
 
     Cached prompt tokens: ``prompt_tokens_details.cached_tokens`` (OpenAI),
@@ -69,20 +76,26 @@ def parse_usage(usage: Mapping[str, Any] | None, *, thinking_in_total: bool = Fa
             the gemini-openai-endpoint cassette): the gap between the total and
             prompt plus completion is reported as reasoning output. Off for
             everyone else, whose gap (if any) means something else.
+        at: The JSON path of ``usage``, for errors.
+
+    Raises:
+        WireError: A count is not a non-negative integer.
     """
     if not usage:
         return Usage(requests=1)
-    prompt = _int(usage.get("prompt_tokens"))
-    completion = _int(usage.get("completion_tokens"))
-    total = _int(usage.get("total_tokens"))
+    prompt = wire.count(usage, "prompt_tokens", at)
+    completion = wire.count(usage, "completion_tokens", at)
+    total = wire.count(usage, "total_tokens", at)
     cached = reasoning = 0
     if not usage.keys() <= _PLAIN_USAGE:
-        prompt_details = usage.get("prompt_tokens_details") or {}
-        completion_details = usage.get("completion_tokens_details") or {}
-        cached = _int(prompt_details.get("cached_tokens"))
-        cached = cached or _int(usage.get("prompt_cache_hit_tokens"))
-        cached = cached or _int(usage.get("num_cached_tokens"))
-        reasoning = _int(completion_details.get("reasoning_tokens"))
+        prompt_details = wire.mapping(usage, "prompt_tokens_details", at)
+        completion_details = wire.mapping(usage, "completion_tokens_details", at)
+        cached = wire.count(prompt_details, "cached_tokens", f"{at}.prompt_tokens_details")
+        cached = cached or wire.count(usage, "prompt_cache_hit_tokens", at)
+        cached = cached or wire.count(usage, "num_cached_tokens", at)
+        reasoning = wire.count(
+            completion_details, "reasoning_tokens", f"{at}.completion_tokens_details"
+        )
     if thinking_in_total and not reasoning and total > prompt + completion:
         reasoning = total - prompt - completion
         completion += reasoning
@@ -92,38 +105,41 @@ def parse_usage(usage: Mapping[str, Any] | None, *, thinking_in_total: bool = Fa
 _PLAIN_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 
 
-def _int(value: Any) -> int:
-    # type() first: the common case (a plain int) costs one comparison.
-    if type(value) is int:
-        return value
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def arguments_text(arguments: Any) -> str:
-    """Arguments as JSON text; a few servers send an object instead of a string."""
+def arguments_text(parent: Mapping[str, Any], at: str) -> str:
+    """The ``arguments`` of a call as JSON text; a few servers send an object instead."""
+    arguments = parent.get("arguments")
     if arguments is None:
         return ""
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments)
+    if type(arguments) is str:
+        return wire.encodable(arguments)
+    if isinstance(arguments, Mapping):
+        return json.dumps(wire.value(parent, "arguments", at), ensure_ascii=False)
+    raise wire.WireError(
+        wire.path(at, "arguments"), f"expected a string, got {wire.kind(arguments)}"
+    )
 
 
-def parse_response(
-    body: Mapping[str, Any], provider: str, *, thinking_in_total: bool = False
-) -> ModelResponse:
+def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False) -> ModelResponse:
     """Turn a ``chat.completion`` body into a `ModelResponse`.
 
     ``thinking_in_total`` is passed to `parse_usage`.
 
     Raises:
+        MalformedResponseError: A field has the wrong type (named by its path).
         ProviderError: The body is an error object, or has no choice.
     """
+    with wire.reading(provider, lambda: wire.dumps_raw(body)):
+        return _response(wire.root(body), provider, thinking_in_total)
+
+
+def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -> ModelResponse:
     if body.get("error") is not None:
-        text = json.dumps(body)
+        text = wire.dumps_raw(body)
         info = parse_error(200, text, {})
-        if info.code is not None and info.code.isdigit() and int(info.code) >= 400:
+        status = http_status(info.code)
+        if status is not None:
             # OpenRouter and vLLM put the HTTP status in the code: map it like one [C8, C11].
-            raise status_error(provider, int(info.code), text, {}, info, "")
+            raise status_error(provider, status, text, {}, info, "")
         raise ProviderError(
             f"{provider} returned an error with HTTP 200: {info.message}",
             provider=provider,
@@ -132,78 +148,113 @@ def parse_response(
             provider_message=info.message,
             code=info.code,
         )
-    choices = body.get("choices") or []
+    choices = wire.array(body, "choices", "$")
     if not choices:
         raise ProviderError(
             f"{provider} returned a response without choices",
             provider=provider,
             status_code=200,
-            body=json.dumps(body),
+            body=wire.dumps_raw(body),
         )
-    choice = choices[0]
-    message = choice.get("message") or {}
-    response_id = body.get("id") or None
+    choice = wire.mapping(choices, 0, "$.choices")
+    at = "$.choices[0].message"
+    message = wire.mapping(choice, "message", "$.choices[0]")
+    response_id = wire.text(body, "id", "$") or None
     content = message.get("content")
     parts: list[Part] = _reasoning(message, provider)
     if type(content) is str:
         if content:
-            parts.append(TextPart(content))
-    else:
-        parts.extend(_content(content, provider))
-    if not content and isinstance(message.get("refusal"), str):
-        parts.append(TextPart(message["refusal"]))
-    raw_calls = list(message.get("tool_calls") or [])
-    if not raw_calls and isinstance(message.get("function_call"), Mapping):
-        raw_calls = [{"function": message["function_call"]}]  # legacy functions API
+            parts.append(TextPart(wire.encodable(content)))
+    elif isinstance(content, list):
+        parts.extend(_content(content, provider, f"{at}.content"))
+    elif content is not None:
+        raise wire.WireError(
+            f"{at}.content", f"expected a string or an array, got {wire.kind(content)}"
+        )
+    refusal = wire.text(message, "refusal", at)
+    if not content and refusal:
+        parts.append(TextPart(refusal))
+    calls_at = f"{at}.tool_calls"
+    listed = wire.array(message, "tool_calls", at)
+    raw_calls = [wire.mapping(listed, i, calls_at) for i in range(len(listed))]
+    function_call = wire.mapping(message, "function_call", at)
+    if not raw_calls and function_call:
+        raw_calls = [{"function": function_call}]  # legacy functions API
+        calls_at = f"{at}.function_call"
     seed = response_id or ""
     if not seed and any(not raw.get("id") for raw in raw_calls):
         seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
-    calls = [_call(raw, seed, position) for position, raw in enumerate(raw_calls)]
-    raw_finish = choice.get("finish_reason")
+    calls = [
+        _call(raw, seed, position, f"{calls_at}[{position}]")
+        for position, raw in enumerate(raw_calls)
+    ]
+    raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
     return ModelResponse(
         Message("assistant", (*parts, *calls)),
-        parse_usage(body.get("usage"), thinking_in_total=thinking_in_total),
+        parse_usage(wire.mapping(body, "usage", "$"), thinking_in_total=thinking_in_total),
         finish_reason(raw_finish, bool(calls)),
         raw_finish,
-        body.get("model"),
+        wire.text(body, "model", "$"),
         response_id,
     )
 
 
+def http_status(code: str | None) -> int | None:
+    """The HTTP status an error ``code`` carries (OpenRouter, vLLM), else None.
+
+    Only three ASCII digits from 400 on count: ``"²"`` is a digit to `str.isdigit`
+    but not to `int`.
+    """
+    if code is not None and len(code) == 3 and code.isascii() and code.isdigit():
+        status = int(code)
+        return status if status >= 400 else None
+    return None
+
+
 def _reasoning(message: Mapping[str, Any], provider: str) -> list[Part]:
+    # An optional extra: read when it is a string, else left alone (a server
+    # that sends an object there still answers).
     for field in REASONING_FIELDS:
         text = message.get(field)
-        if text and isinstance(text, str):  # absent (None) for most answers: one test
-            return [ReasoningPart(text, provider=provider)]
+        if text and type(text) is str:  # absent (None) for most answers: one test
+            return [ReasoningPart(wire.encodable(text), provider=provider)]
     return []
 
 
-def _content(content: Any, provider: str) -> list[Part]:
-    if isinstance(content, str):
-        return [TextPart(content)] if content else []
-    if not isinstance(content, list):
-        return []
+def _content(content: list[Any], provider: str, at: str) -> list[Part]:
     return [
         ReasoningPart(text, provider=provider) if thinking else TextPart(text)
-        for thinking, text in content_chunks(content)
+        for thinking, text in content_chunks(content, at)
     ]
 
 
-def content_chunks(content: list[Any]) -> list[tuple[bool, str]]:
+def content_chunks(content: list[Any], at: str) -> list[tuple[bool, str]]:
     """``(is_thinking, text)`` for each non-empty chunk of typed content.
 
     Mistral's reasoning models answer with typed chunks, in whole responses and
-    in stream deltas alike [mistral-openapi.json ContentChunk].
+    in stream deltas alike [mistral-openapi.json ContentChunk]. Chunks of other
+    types (images...) are skipped.
+
+    Raises:
+        WireError: A chunk is not an object, or its text is not a string.
     """
     found: list[tuple[bool, str]] = []
-    for chunk in content:
-        if not isinstance(chunk, Mapping):
-            continue
-        if chunk.get("type") == "text" and chunk.get("text"):
-            found.append((False, chunk["text"]))
-        elif chunk.get("type") == "thinking":
-            inner = chunk.get("thinking") or []
-            text = "".join(c.get("text", "") for c in inner if isinstance(c, Mapping))
+    for index, _ in enumerate(content):
+        chunk = wire.mapping(content, index, at)
+        where = wire.path(at, index)
+        kind = chunk.get("type")
+        if kind == "text":
+            text = wire.text(chunk, "text", where)
+            if text:
+                found.append((False, text))
+        elif kind == "thinking":
+            inner = wire.array(chunk, "thinking", where)
+            inner_at = f"{where}.thinking"
+            pieces = [
+                wire.text(wire.mapping(inner, i, inner_at), "text", wire.path(inner_at, i)) or ""
+                for i in range(len(inner))
+            ]
+            text = "".join(pieces)
             if text:
                 found.append((True, text))
     return found
@@ -213,14 +264,20 @@ def content_chunks(content: list[Any]) -> list[tuple[bool, str]]:
 _NO_EXTRA: Mapping[str, Any] = FrozenDict()
 
 
-def _call(raw: Mapping[str, Any], seed: str, position: int) -> ToolCallPart:
-    function = raw.get("function") or {}
-    text = arguments_text(function.get("arguments"))
-    extra = {"extra_content": raw["extra_content"]} if raw.get("extra_content") else _NO_EXTRA
+def call_extra(raw: Mapping[str, Any], at: str) -> Mapping[str, Any]:
+    """The provider fields a call must send back (Gemini's ``extra_content``)."""
+    if not raw.get("extra_content"):
+        return _NO_EXTRA
+    return {"extra_content": wire.value(raw, "extra_content", at)}
+
+
+def _call(raw: Mapping[str, Any], seed: str, position: int, at: str) -> ToolCallPart:
+    function = wire.mapping(raw, "function", at)
+    text = arguments_text(function, f"{at}.function")
     return ToolCallPart(
-        raw.get("id") or synthetic_id(seed, position),
-        str(function.get("name") or ""),
+        wire.text(raw, "id", at) or synthetic_id(seed, position),
+        wire.text(function, "name", f"{at}.function") or "",
         text or "{}",
         parse_arguments(text),
-        extra,
+        call_extra(raw, at),
     )

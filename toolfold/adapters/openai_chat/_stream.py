@@ -23,17 +23,18 @@ Rules (providers.md §1, §6 and the recorded streams):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from toolfold._errors import StreamError
+from toolfold.adapters import _wire as wire
 from toolfold.adapters.openai_chat._errors import inband_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.adapters.openai_chat._response import (
     arguments_text,
+    call_extra,
     content_chunks,
     finish_reason,
     parse_usage,
@@ -97,6 +98,7 @@ def decode_chunk(
     Raises:
         ToolUseFailedError: Groq refused the generated call inside the stream.
         StreamError: Any other in-band error, or a data line that is not JSON.
+        MalformedResponseError: A field of the event has the wrong type.
     """
     if data == "[DONE]":
         return _end(attrs.evolve(state, done=True))
@@ -104,27 +106,42 @@ def decode_chunk(
     if error is not None:
         raise error
     try:
-        chunk = json.loads(data)
+        chunk = wire.loads(data)
     except ValueError as exc:
         raise StreamError(
-            f"{state.provider} sent a stream event that is not JSON: {data[:200]!r}",
+            f"{state.provider} sent a stream event that is not JSON: {data[:200]!r} ({exc})",
             provider=state.provider,
             status_code=200,
             body=data,
-        ) from exc
+        ) from None
+    with wire.reading(state.provider, lambda: data):
+        return _chunk(state, chunk)
+
+
+def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEvent]]:
     if not isinstance(chunk, Mapping):
         return state, []
     events: list[StreamEvent] = []
     if not state.info_sent:
-        seed = chunk.get("id") or f"{chunk.get('model')}:{chunk.get('created')}"
+        model = wire.text(chunk, "model", "$")
+        chunk_id = wire.text(chunk, "id", "$")
+        seed = chunk_id or f"{model}:{chunk.get('created')}"
         state = attrs.evolve(state, info_sent=True, seed=seed)
-        events.append(ResponseInfo(chunk.get("model"), chunk.get("id") or None))
-    for choice in chunk.get("choices") or ():
-        if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
-            state = _choice(state, choice, events)
-    usage = chunk.get("usage") or _groq_usage(chunk)
-    if isinstance(usage, Mapping):
-        events.append(UsageUpdate(parse_usage(usage, thinking_in_total=state.thinking_in_total)))
+        events.append(ResponseInfo(model, chunk_id or None))
+    choices = wire.array(chunk, "choices", "$")
+    for position in range(len(choices)):
+        choice = wire.mapping(choices, position, "$.choices")
+        if (wire.integer(choice, "index", f"$.choices[{position}]") or 0) == 0:
+            state = _choice(state, choice, events, f"$.choices[{position}]")
+    usage = wire.mapping(chunk, "usage", "$")
+    at = "$.usage"
+    if not usage:
+        usage = _groq_usage(chunk)
+        at = "$.x_groq.usage"
+    if usage:
+        events.append(
+            UsageUpdate(parse_usage(usage, thinking_in_total=state.thinking_in_total, at=at))
+        )
     return state, events
 
 
@@ -145,9 +162,8 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
     )
 
 
-def _groq_usage(chunk: Mapping[str, Any]) -> Any:
-    extra = chunk.get("x_groq")
-    return extra.get("usage") if isinstance(extra, Mapping) else None
+def _groq_usage(chunk: Mapping[str, Any]) -> Mapping[str, Any]:
+    return wire.mapping(wire.mapping(chunk, "x_groq", "$"), "usage", "$.x_groq")
 
 
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
@@ -158,23 +174,33 @@ def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
 
 
 def _choice(
-    state: DecoderState, choice: Mapping[str, Any], events: list[StreamEvent]
+    state: DecoderState, choice: Mapping[str, Any], events: list[StreamEvent], at: str
 ) -> DecoderState:
-    delta = choice.get("delta") or {}
+    delta = wire.mapping(choice, "delta", at)
+    delta_at = f"{at}.delta"
     for field in REASONING_FIELDS:
         text = delta.get(field)
-        if isinstance(text, str) and text:
-            events.append(ReasoningDelta(text, provider=state.provider))
+        if text and type(text) is str:  # an optional extra, as in whole responses
+            events.append(ReasoningDelta(wire.encodable(text), provider=state.provider))
             break
     content = delta.get("content")
-    if isinstance(content, str) and content:
-        events.append(TextDelta(content))
+    if type(content) is str:
+        if content:
+            events.append(TextDelta(wire.encodable(content)))
     elif isinstance(content, list):
-        _content_chunks(state, content, events)
-    for entry in delta.get("tool_calls") or ():
-        if isinstance(entry, Mapping):
-            state = _tool_entry(state, entry, events)
-    raw = choice.get("finish_reason")
+        events.extend(
+            ReasoningDelta(text, provider=state.provider) if thinking else TextDelta(text)
+            for thinking, text in content_chunks(content, f"{delta_at}.content")
+        )
+    elif content is not None:
+        raise wire.WireError(
+            f"{delta_at}.content", f"expected a string or an array, got {wire.kind(content)}"
+        )
+    entries = wire.array(delta, "tool_calls", delta_at)
+    for position in range(len(entries)):
+        entry = wire.mapping(entries, position, f"{delta_at}.tool_calls")
+        state = _tool_entry(state, entry, events, f"{delta_at}.tool_calls[{position}]")
+    raw = wire.text(choice, "finish_reason", at)
     if raw == "error":
         # OpenRouter ends a failed stream this way; the error object usually
         # comes first and is raised above [C8].
@@ -191,29 +217,25 @@ def _choice(
     return state
 
 
-def _content_chunks(state: DecoderState, content: list[Any], events: list[StreamEvent]) -> None:
-    events.extend(
-        ReasoningDelta(text, provider=state.provider) if thinking else TextDelta(text)
-        for thinking, text in content_chunks(content)
-    )
-
-
 def _tool_entry(
-    state: DecoderState, entry: Mapping[str, Any], events: list[StreamEvent]
+    state: DecoderState, entry: Mapping[str, Any], events: list[StreamEvent], at: str
 ) -> DecoderState:
-    function = entry.get("function") or {}
-    fragment = arguments_text(function.get("arguments"))
-    started = _find(state, entry)
+    function = wire.mapping(entry, "function", at)
+    fragment = arguments_text(function, f"{at}.function")
+    wire_index = wire.integer(entry, "index", at)
+    call_id = wire.text(entry, "id", at)
+    name = wire.text(function, "name", f"{at}.function")
+    started = _find(state, wire_index, call_id, name)
     if started is None:
-        wire_index = entry.get("index")
         index = (
             wire_index
-            if isinstance(wire_index, int) and not any(c.index == wire_index for c in state.calls)
+            if wire_index is not None
+            and wire_index >= 0
+            and not any(c.index == wire_index for c in state.calls)
             else max((c.index for c in state.calls), default=-1) + 1
         )
-        call_id = entry.get("id") or synthetic_id(state.seed or "", len(state.calls))
-        extra = {"extra_content": entry["extra_content"]} if entry.get("extra_content") else {}
-        events.append(ToolCallStart(index, call_id, str(function.get("name") or ""), extra))
+        call_id = call_id or synthetic_id(state.seed or "", len(state.calls))
+        events.append(ToolCallStart(index, call_id, name or "", call_extra(entry, at)))
         state = attrs.evolve(
             state,
             calls=(*state.calls, _Started(index, wire_index, call_id)),
@@ -225,11 +247,11 @@ def _tool_entry(
     return state
 
 
-def _find(state: DecoderState, entry: Mapping[str, Any]) -> _Started | None:
+def _find(
+    state: DecoderState, wire_index: int | None, call_id: str | None, name: str | None
+) -> _Started | None:
     """The started call this entry continues, or None when it starts a new one."""
-    wire_index = entry.get("index")
-    call_id = entry.get("id")
-    if isinstance(wire_index, int):
+    if wire_index is not None:
         for call in reversed(state.calls):
             if call.wire_index == wire_index and call.index in state.open:
                 # A different non-empty id at a known index is a new call
@@ -240,8 +262,7 @@ def _find(state: DecoderState, entry: Mapping[str, Any]) -> _Started | None:
         return None
     if call_id:
         return next((c for c in state.calls if c.id == call_id and c.index in state.open), None)
-    function = entry.get("function") or {}
-    if not function.get("name") and state.open:
+    if not name and state.open:
         # An anonymous fragment continues the latest open call.
         return next(c for c in reversed(state.calls) if c.index == state.open[-1])
     return None

@@ -1,18 +1,97 @@
-"""Lenient decoding of a tool call's argument text (no validation here)."""
+"""Lenient decoding of a tool call's argument text (no validation here).
+
+Whatever the reason the text cannot be read (not JSON, NaN, nesting deeper than
+`MAX_DEPTH`), the call gets no arguments and the model reads an argument error
+(`argument_problem` says what); a decoder failure never fails the model call.
+Strings escaped as lone surrogates (``"\\ud800"``), which UTF-8 cannot encode,
+are replaced by U+FFFD so a tool never gets (and echoes back) text that breaks
+the encoding of every later request.
+"""
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Mapping
 from typing import Any
+
+from toolfold.toolkit._arguments import NotJSONNumber, strict_loads
+
+#: Arguments nested deeper than this are refused: no tool needs them, and
+#: deeper values break the recursion of everything that walks them later.
+MAX_DEPTH = 64
+
+
+class _NotJSON(ValueError):
+    def __init__(self, problem: str, pos: int = 0) -> None:
+        super().__init__(problem)
+        self.pos = pos
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def decode_arguments(text: str) -> Any:
+    """Decode argument text strictly; ``""`` is ``{}``.
+
+    Raises:
+        ValueError: The text is not JSON, holds NaN or Infinity, or nests
+            deeper than `MAX_DEPTH`; ``pos`` is the offset when known.
+    """
+    if not text.strip():
+        return {}
+    try:
+        value = strict_loads(text)
+    except RecursionError:
+        raise _NotJSON(f"nested more than {MAX_DEPTH} levels deep") from None
+    except NotJSONNumber as exc:
+        pos = max(0, text.find(str(exc)))
+        raise _NotJSON(f"{exc} is not a finite JSON number", pos) from None
+    if text.count("{") + text.count("[") > MAX_DEPTH:
+        _check_depth(value)
+    if _ESCAPED_SURROGATE.search(text):
+        value = _encodable(value)
+    return value
 
 
 def parse_arguments(text: str) -> Mapping[str, Any] | None:
     """Decode argument text into a dict; ``""`` is ``{}``; None if not a JSON object."""
-    if not text.strip():
-        return {}
     try:
-        value = json.loads(text)
+        value = decode_arguments(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def argument_problem(text: str) -> tuple[str, int] | None:
+    """Why ``text`` is not JSON a tool can take, with the offset; None when it decodes."""
+    try:
+        decode_arguments(text)
+    except ValueError as exc:
+        return str(exc), getattr(exc, "pos", 0)
+    return None
+
+
+def _check_depth(value: Any) -> None:
+    # Iterative: the point is to refuse values too deep for recursion.
+    level: list[Any] = [value]
+    for _ in range(MAX_DEPTH + 1):
+        level = [
+            child
+            for item in level
+            if isinstance(item, (dict, list))
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return
+    raise _NotJSON(f"nested more than {MAX_DEPTH} levels deep")
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_encodable(v) for v in value]
+    return value

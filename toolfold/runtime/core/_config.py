@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from toolfold._errors import UsageError
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition
 from toolfold.runtime.core._stop import StopCondition
 
@@ -27,7 +28,7 @@ def _at_least(minimum: int) -> Any:
     def check(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             owner = type(instance).__name__
-            raise ValueError(
+            raise UsageError(
                 f"{owner}.{attribute.name} must be an integer >= {minimum}, got {value!r}"
             )
 

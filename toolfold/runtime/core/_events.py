@@ -173,6 +173,24 @@ class StopRequested:
 
 
 @attrs.frozen
+class StepLimitChanged:
+    """The caller set a new ``max_steps`` (model calls per turn), usually on resume.
+
+    The new limit is stored in the config. A run that finished because it
+    reached the old limit continues (back to ``awaiting_model``) when the new
+    one allows more calls this turn; a run waiting for its next model call
+    finishes when the new limit is already reached. A limit below the calls
+    this turn has already made is refused.
+
+    Attributes:
+        max_steps: The new limit, at least 1.
+    """
+
+    max_steps: int
+    kind: Literal["step_limit_changed"] = "step_limit_changed"
+
+
+@attrs.frozen
 class RunFailed:
     """The driver could not go on (model error, tool error, cancellation).
 
@@ -199,6 +217,7 @@ Event = Union[  # noqa: UP007
     OutputAccepted,
     OutputRejected,
     StopRequested,
+    StepLimitChanged,
     RunFailed,
 ]
 
@@ -213,6 +232,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     OutputAccepted,
     OutputRejected,
     StopRequested,
+    StepLimitChanged,
     RunFailed,
 )
 
@@ -227,5 +247,6 @@ EventKind = Literal[
     "output_accepted",
     "output_rejected",
     "stop_requested",
+    "step_limit_changed",
     "run_failed",
 ]

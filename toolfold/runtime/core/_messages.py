@@ -7,6 +7,8 @@ from typing import Any, Literal, Union
 
 import attrs
 
+from toolfold.runtime.core._repr import excerpt, fields
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -118,6 +120,9 @@ class TextPart:
     text: str
     kind: Literal["text"] = "text"
 
+    def __repr__(self) -> str:
+        return fields(type(self).__name__, [("text", excerpt(self.text))])
+
 
 @attrs.frozen
 class ToolCallPart:
@@ -141,6 +146,16 @@ class ToolCallPart:
     provider_data: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_frozen_mapping)
     kind: Literal["tool_call"] = "tool_call"
 
+    def __repr__(self) -> str:
+        return fields(
+            type(self).__name__,
+            [
+                ("id", repr(self.id)),
+                ("name", repr(self.name)),
+                ("arguments", excerpt(self.arguments_text)),
+            ],
+        )
+
 
 @attrs.frozen
 class ToolResultPart:
@@ -159,6 +174,17 @@ class ToolResultPart:
     is_error: bool = False
     kind: Literal["tool_result"] = "tool_result"
 
+    def __repr__(self) -> str:
+        return fields(
+            type(self).__name__,
+            [
+                ("call_id", repr(self.call_id)),
+                ("tool_name", repr(self.tool_name)),
+                ("content", excerpt(self.content)),
+                ("is_error", "True" if self.is_error else None),
+            ],
+        )
+
 
 @attrs.frozen
 class ImagePart:
@@ -174,6 +200,9 @@ class ImagePart:
     url: str | None = None
     media_type: str = "image/png"
     kind: Literal["image"] = "image"
+
+    def __repr__(self) -> str:
+        return fields(type(self).__name__, _media(self.data, self.url, self.media_type))
 
 
 @attrs.frozen
@@ -193,6 +222,11 @@ class FilePart:
     filename: str | None = None
     kind: Literal["file"] = "file"
 
+    def __repr__(self) -> str:
+        name = None if self.filename is None else repr(self.filename)
+        pairs = [*_media(self.data, self.url, self.media_type), ("filename", name)]
+        return fields(type(self).__name__, pairs)
+
 
 @attrs.frozen
 class ReasoningPart:
@@ -203,15 +237,35 @@ class ReasoningPart:
         signature: An opaque provider signature that must be sent back unchanged.
         provider: The provider that produced it; a signature only means
             something to that provider.
+        provider_data: Opaque provider fields that must go back unchanged
+            (e.g. ``{"type": "redacted_thinking"}`` for an Anthropic block whose
+            text is hidden and whose ``signature`` holds the encrypted data); read-only.
     """
 
     text: str = ""
     signature: str | None = None
     provider: str | None = None
+    provider_data: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_frozen_mapping)
     kind: Literal["reasoning"] = "reasoning"
+
+    def __repr__(self) -> str:
+        signature = None if self.signature is None else f"<{len(self.signature):,} chars>"
+        provider = None if self.provider is None else repr(self.provider)
+        pairs = [("text", excerpt(self.text)), ("signature", signature), ("provider", provider)]
+        return fields(type(self).__name__, pairs)
+
+
+def _media(data: bytes | None, url: str | None, media_type: str) -> list[tuple[str, Any]]:
+    shown_data = None if data is None else f"<{len(data):,} bytes>"
+    shown_url = None if url is None else excerpt(url)
+    return [("media_type", repr(media_type)), ("data", shown_data), ("url", shown_url)]
 
 
 Part = Union[TextPart, ToolCallPart, ToolResultPart, ImagePart, FilePart, ReasoningPart]  # noqa: UP007
+
+
+# A repr shows this many parts of a message, then a count of the rest.
+_PARTS_SHOWN = 4
 
 
 def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
@@ -229,6 +283,13 @@ class Message:
 
     role: Role
     parts: tuple[Part, ...] = attrs.field(converter=_to_parts)
+
+    def __repr__(self) -> str:
+        shown = [repr(part) for part in self.parts[:_PARTS_SHOWN]]
+        if len(self.parts) > _PARTS_SHOWN:
+            shown.append(f"... {len(self.parts) - _PARTS_SHOWN} more")
+        parts = f"[{', '.join(shown)}]"
+        return fields(type(self).__name__, [("role", repr(self.role)), ("parts", parts)])
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -290,6 +351,11 @@ class Usage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     requests: int = 0
+
+    def __repr__(self) -> str:
+        # Only the counts that are not zero: most providers report two of five.
+        counts = [(a.name, getattr(self, a.name) or None) for a in attrs.fields(Usage)]
+        return fields("Usage", counts)
 
     @property
     def total_tokens(self) -> int:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import attrs
+
 from toolfold.runtime.core import _steps
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
@@ -24,6 +26,7 @@ from toolfold.runtime.core._events import (
     OutputRejected,
     RunFailed,
     RunStarted,
+    StepLimitChanged,
     StopRequested,
     UserMessageAdded,
 )
@@ -31,6 +34,7 @@ from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart
 from toolfold.runtime.core._state import Phase, RunFailure, RunState
 from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused
+from toolfold.runtime.core._stop import stop_reason
 
 _TOOLS: tuple[Phase, ...] = (
     "running_tools",
@@ -47,6 +51,7 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "model_responded": ("validating_output", *_TOOLS),
         "user_message_added": ("awaiting_model",),
         "stop_requested": ("finished",),
+        "step_limit_changed": ("awaiting_model", "finished"),
         "run_failed": ("failed",),
     },
     "running_tools": {
@@ -54,24 +59,31 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "approval_granted": _TOOLS,
         "approval_denied": _TOOLS,
         "tool_results_provided": _TOOLS,
+        "step_limit_changed": ("running_tools",),
         "run_failed": ("failed",),
     },
     "awaiting_approval": {
         "approval_granted": _TOOLS,
         "approval_denied": _TOOLS,
         "tool_results_provided": _TOOLS,
+        "step_limit_changed": ("awaiting_approval",),
         "run_failed": ("failed",),
     },
     "awaiting_tool_results": {
         "tool_results_provided": _TOOLS[2:],
+        "step_limit_changed": ("awaiting_tool_results",),
         "run_failed": ("failed",),
     },
     "validating_output": {
         "output_accepted": ("finished",),
         "output_rejected": ("awaiting_model", "finished", "failed"),
+        "step_limit_changed": ("validating_output",),
         "run_failed": ("failed",),
     },
-    "finished": {"user_message_added": ("awaiting_model",)},
+    "finished": {
+        "user_message_added": ("awaiting_model",),
+        "step_limit_changed": ("finished", "awaiting_model"),
+    },
     "failed": {},
 }
 """Which events each phase accepts, and the phases each may lead to."""
@@ -252,6 +264,31 @@ def _stop_requested(state: RunState, event: StopRequested, changes: Changes) -> 
     changes.update(phase="finished", finish_reason=event.reason, output=None)
 
 
+def _step_limit_changed(state: RunState, event: StepLimitChanged, changes: Changes) -> None:
+    limit = event.max_steps
+    if type(limit) is not int or limit < 1:
+        raise refused(state, event.kind, f"max_steps must be an integer >= 1, got {limit!r}")
+    made = state.turn_steps
+    if limit < made:
+        raise refused(
+            state,
+            event.kind,
+            f"max_steps={limit} is below the {made} model calls this turn has already made",
+        )
+    config = state.config
+    changes["config"] = attrs.evolve(config, max_steps=limit)
+    if state.phase == "awaiting_model" and made >= limit:
+        changes.update(phase="finished", finish_reason="max_steps", output=None)
+    elif (
+        state.phase == "finished"
+        and state.finish_reason == "max_steps"
+        and made < limit
+        # A max_steps(n) stop condition finishes with the same reason: it still holds.
+        and stop_reason(state, config.stop_when) is None
+    ):
+        changes.update(phase="awaiting_model", finish_reason=None)
+
+
 def _run_failed(state: RunState, event: RunFailed, changes: Changes) -> None:
     fail(changes, RunFailure(event.error_kind, event.message, event.tool_name))
 
@@ -267,5 +304,6 @@ _HANDLERS: Mapping[str, Callable[[RunState, Any, Changes], None]] = {
     "output_accepted": _output_accepted,
     "output_rejected": _output_rejected,
     "stop_requested": _stop_requested,
+    "step_limit_changed": _step_limit_changed,
     "run_failed": _run_failed,
 }

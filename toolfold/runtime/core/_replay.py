@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from toolfold._errors import UsageError
 from toolfold.runtime.core._events import Event, RunStarted
 from toolfold.runtime.core._reducer import blank_state, reduce
 from toolfold.runtime.core._state import RunState
@@ -41,20 +42,20 @@ def fork(
             fork still replays to itself.
 
     Raises:
-        ValueError: Neither or both of ``step`` and ``events`` are given, or
+        UsageError: Neither or both of ``step`` and ``events`` are given, or
             the point lies beyond the run.
     """
     if (step is None) == (events is None):
-        raise ValueError("fork needs exactly one of step= or events=")
+        raise UsageError("fork needs exactly one of step= or events=")
     log = state.events
     if events is not None:
         if not 1 <= events <= len(log):
-            raise ValueError(f"events={events} outside 1..{len(log)}")
+            raise UsageError(f"events={events} outside 1..{len(log)}")
         prefix = log[:events]
     else:
         assert step is not None
         if not 0 <= step <= state.step:
-            raise ValueError(f"step={step} outside 0..{state.step}")
+            raise UsageError(f"step={step} outside 0..{state.step}")
         prefix = _before_step(log, step + 1)
     if run_id is not None:
         first = prefix[0]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar, get_args, get_origin
 
 import attrs
@@ -19,7 +21,7 @@ import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.v import format_exception
 
-from toolfold._errors import InvalidEventError, SerializationError
+from toolfold._errors import InvalidEventError, SerializationError, UsageError
 from toolfold.runtime.core import _state
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
 from toolfold.runtime.core._events import EVENT_TYPES, Event
@@ -187,17 +189,43 @@ def _name(type_: Any) -> str:
     return getattr(type_, "__name__", str(type_))
 
 
-def state_to_json(state: RunState) -> str:
-    """The state as JSON text, tagged with `STATE_FORMAT`."""
-    data = converter.unstructure(state, RunState)
-    return json.dumps({"format": STATE_FORMAT, **data}, ensure_ascii=False, separators=(",", ":"))
+SigningKey = str | bytes
+"""A key for `RunState.to_json(key=...)`: text (UTF-8) or bytes."""
+
+SIGNATURE_FIELD = "signature"
+"""The top-level field a signed state carries: ``"hmac-sha256:<64 hex digits>"``."""
+
+_SCHEME = "hmac-sha256:"
 
 
-def state_from_json(text: str | bytes) -> RunState:
+def state_to_json(state: RunState, key: SigningKey | Sequence[SigningKey] | None = None) -> str:
+    """The state as JSON text, tagged with `STATE_FORMAT`.
+
+    Args:
+        state: The state.
+        key: Sign the document with HMAC-SHA256 under this key (the first,
+            when a list is given for key rotation); see `state_from_json`.
+    """
+    data = {"format": STATE_FORMAT, **converter.unstructure(state, RunState)}
+    if key is not None:
+        data[SIGNATURE_FIELD] = _signature(data, _keys(key)[0])
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def state_from_json(
+    text: str | bytes, key: SigningKey | Sequence[SigningKey] | None = None
+) -> RunState:
     """Load a state written by `state_to_json`.
 
+    Args:
+        text: The JSON text.
+        key: Require a signature made with this key, or with any key of a list
+            (key rotation: sign with the new key, still accept the old ones).
+            Without a key, a signature is not checked.
+
     Raises:
-        SerializationError: The text is not a serialized state of this format.
+        SerializationError: The text is not a serialized state of this format,
+            or (with ``key``) it is unsigned or its signature does not match.
     """
     try:
         data = json.loads(text)
@@ -206,9 +234,58 @@ def state_from_json(text: str | bytes) -> RunState:
     if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise SerializationError("RunState", [f"expected format {STATE_FORMAT!r}, got {found!r}"])
+    signature = data.pop(SIGNATURE_FIELD, None)
+    if key is not None:
+        _check_signature(data, signature, _keys(key))
     data = {k: v for k, v in data.items() if k != "format"}
     state: RunState = structure(data, RunState)
     return _verified(state)
+
+
+def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
+    listed = [key] if isinstance(key, (str, bytes)) else list(key)
+    if not listed:
+        raise UsageError("key=[] gives no key to sign or check a state with")
+    found: list[bytes] = []
+    for item in listed:
+        if not isinstance(item, (str, bytes)):
+            raise UsageError(f"a signing key is str or bytes, got {type(item).__name__}")
+        raw = item.encode("utf-8") if isinstance(item, str) else item
+        if not raw:
+            raise UsageError("a signing key must not be empty")
+        found.append(raw)
+    return found
+
+
+def _signature(data: dict[str, Any], key: bytes) -> str:
+    # Canonical form: sorted keys, no spaces, ASCII escapes, so the same state
+    # signs the same whatever the JSON text's own layout.
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return _SCHEME + hmac.new(key, canonical.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) -> None:
+    if signature is None:
+        raise SerializationError(
+            "RunState",
+            [f"the state is not signed, but a key was given: refusing it @ $.{SIGNATURE_FIELD}"],
+        )
+    if not isinstance(signature, str) or not signature.startswith(_SCHEME):
+        raise SerializationError(
+            "RunState",
+            [f"the signature is not '{_SCHEME}<hex digest>' @ $.{SIGNATURE_FIELD}"],
+        )
+    # compare_digest over every key: the time taken says nothing about the digest.
+    matches = [hmac.compare_digest(_signature(data, k), signature) for k in keys]
+    if not any(matches):
+        noun = "the key" if len(keys) == 1 else f"any of the {len(keys)} keys"
+        raise SerializationError(
+            "RunState",
+            [
+                f"the signature does not match {noun}: the state was changed after it "
+                f"was signed, or signed with another key @ $.{SIGNATURE_FIELD}"
+            ],
+        )
 
 
 def _verified(state: RunState) -> RunState:

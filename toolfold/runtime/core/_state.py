@@ -6,7 +6,7 @@ same with ten messages as with ten thousand. Only `reduce` makes new states.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -14,6 +14,7 @@ import attrs
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import FrozenDict, Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime.core._repr import fields, short
 
 if TYPE_CHECKING:
     from toolfold.runtime.core._events import Event
@@ -139,6 +140,24 @@ class RunState:
     error: RunFailure | None = None
     log: Log[Event] = attrs.field(factory=Log)
 
+    def __repr__(self) -> str:
+        # The whole config and log are one attribute away (`config`, `log`).
+        pending = len(self.pending_calls) or None
+        return fields(
+            type(self).__name__,
+            [
+                ("run_id", repr(self.run_id)),
+                ("phase", repr(self.phase)),
+                ("step", self.step),
+                ("messages", len(self.conversation)),
+                ("events", len(self.log)),
+                ("pending_calls", pending),
+                ("finish_reason", None if self.finish_reason is None else repr(self.finish_reason)),
+                ("error", None if self.error is None else short(self.error)),
+                ("usage", repr(self.usage)),
+            ],
+        )
+
     @property
     def messages(self) -> tuple[Message, ...]:
         """The conversation as a tuple."""
@@ -187,15 +206,34 @@ class RunState:
         """True once the run finished or failed."""
         return self.phase in ("finished", "failed")
 
-    def to_json(self) -> str:
-        """The state as JSON text (see `RunState.from_json`)."""
+    def to_json(self, *, key: str | bytes | Sequence[str | bytes] | None = None) -> str:
+        """The state as JSON text (see `RunState.from_json`).
+
+        Args:
+            key: Sign the text with HMAC-SHA256 under this key (the first of a
+                list), for a state that travels through a place you do not
+                control; load it with ``RunState.from_json(text, key=...)``.
+                The key is not stored in the text.
+        """
         from toolfold.runtime.core._serialize import state_to_json
 
-        return state_to_json(self)
+        return state_to_json(self, key)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> RunState:
-        """Load a state written by `to_json`."""
+    def from_json(
+        cls, text: str | bytes, *, key: str | bytes | Sequence[str | bytes] | None = None
+    ) -> RunState:
+        """Load a state written by `to_json`.
+
+        Args:
+            text: The JSON text.
+            key: Require a valid signature made with this key, or with any key
+                of a list (key rotation). Without it a signature is ignored.
+
+        Raises:
+            SerializationError: The text is not a state, or (with ``key``) it
+                is unsigned or its signature does not match (it was edited).
+        """
         from toolfold.runtime.core._serialize import state_from_json
 
-        return state_from_json(text)
+        return state_from_json(text, key)

@@ -8,13 +8,14 @@ at a few microseconds.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
-from toolfold.runtime.core._config import RunConfig, ToolSpec
+from toolfold.runtime.core._approval import disposition_problem, dispositions
+from toolfold.runtime.core._arguments import argument_problem, decode_arguments
+from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
@@ -160,24 +161,16 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
 def _default_dispositions(
     state: RunState, kind: str, calls: tuple[ToolCallPart, ...]
 ) -> tuple[Disposition, ...]:
-    config = state.config
-    out: list[Disposition] = []
-    for call in calls:
-        spec = config.tool(call.name)
-        if not config.auto_execute_tools or (spec is not None and not spec.has_function):
-            out.append("return")
-        elif spec is None or spec.approval == "never":
-            out.append("execute")
-        elif spec.approval == "always":
-            out.append("approve")
-        else:
+    decided = dispositions(state.config, calls, None)
+    for call, disposition in zip(calls, decided, strict=True):
+        if disposition is None:
             raise refused(
                 state,
                 kind,
                 f"tool {call.name!r} decides approval with a predicate: "
                 "the event must carry dispositions",
             )
-    return tuple(out)
+    return tuple(decided)  # type: ignore[arg-type]  # no None left
 
 
 def _classify(
@@ -196,7 +189,7 @@ def _classify(
     spec = config.tool(call.name)
     if spec is None:
         return _done(index, call, _unknown_tool_message(call.name, config), "unknown_tool")
-    problem = _disposition_problem(spec, disposition)
+    problem = disposition_problem(spec, disposition)
     if problem:
         raise refused(state, kind, f"call {call.id!r} to {call.name!r}: {problem}")
     if disposition == "return":
@@ -205,18 +198,6 @@ def _classify(
         return _done(index, call, _bad_json_message(call), "invalid_arguments")
     status: CallStatus = "to_run" if disposition == "execute" else "awaiting_approval"
     return CallState(index, call, status)
-
-
-def _disposition_problem(spec: ToolSpec, disposition: Disposition) -> str:
-    if disposition == "return":
-        return "" if not spec.has_function else "a tool with a function is not returned"
-    if not spec.has_function:
-        return f"a tool without a function cannot be {disposition!r}, only 'return'"
-    if disposition == "execute" and spec.approval == "always":
-        return "the tool requires approval and cannot execute without one"
-    # "approve" is always allowed: asking is never less safe, and a tool resumed
-    # with a stricter live policy than the stored one must be able to ask.
-    return ""
 
 
 def _done(index: int, call: ToolCallPart, content: str, outcome: Outcome) -> CallState:
@@ -231,12 +212,10 @@ def _unknown_tool_message(name: str, config: RunConfig) -> str:
 
 
 def _bad_json_message(call: ToolCallPart) -> str:
-    try:
-        value = json.loads(call.arguments_text)
-    except ValueError as exc:
-        position = getattr(exc, "pos", 0)
-        return ArgumentJSONError(call.name, str(exc), position).message_for_model
-    got = type(value).__name__
+    problem = argument_problem(call.arguments_text)
+    if problem is not None:
+        return ArgumentJSONError(call.name, *problem).message_for_model
+    got = type(decode_arguments(call.arguments_text)).__name__
     return ArgumentValidationError(
         call.name, [f"$: expected an object, got {got}"]
     ).message_for_model

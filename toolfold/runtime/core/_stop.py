@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Literal, Union
 
 import attrs
 
+from toolfold._errors import UsageError
+
 if TYPE_CHECKING:
     from toolfold.runtime.core._state import RunState
 
@@ -72,14 +74,14 @@ StopPredicate = Callable[["RunState"], bool]
 def max_steps(steps: int) -> MaxSteps:
     """Stop once the current turn has made ``steps`` model calls."""
     if steps < 1:
-        raise ValueError(f"max_steps must be at least 1, got {steps}")
+        raise UsageError(f"max_steps must be at least 1, got {steps}")
     return MaxSteps(steps)
 
 
 def token_budget(tokens: int) -> TokenBudget:
     """Stop once the run has used ``tokens`` tokens (input plus output)."""
     if tokens < 1:
-        raise ValueError(f"token_budget must be at least 1, got {tokens}")
+        raise UsageError(f"token_budget must be at least 1, got {tokens}")
     return TokenBudget(tokens)
 
 

@@ -35,6 +35,7 @@ class ReasoningDelta:
     text: str = ""
     signature: str | None = None
     provider: str | None = None
+    provider_data: Mapping[str, Any] = attrs.field(factory=dict)
     kind: Literal["reasoning_delta"] = "reasoning_delta"
 
 
@@ -183,10 +184,18 @@ def _append_reasoning(parts: tuple[Part, ...], event: ReasoningDelta) -> tuple[P
     if parts and isinstance(parts[-1], ReasoningPart) and parts[-1].signature is None:
         last = parts[-1]
         merged = ReasoningPart(
-            last.text + event.text, event.signature, event.provider or last.provider
+            last.text + event.text,
+            event.signature,
+            event.provider or last.provider,
+            {**last.provider_data, **event.provider_data}
+            if event.provider_data
+            else last.provider_data,
         )
         return (*parts[:-1], merged)
-    return (*parts, ReasoningPart(event.text, event.signature, event.provider))
+    return (
+        *parts,
+        ReasoningPart(event.text, event.signature, event.provider, event.provider_data),
+    )
 
 
 def _update_call(

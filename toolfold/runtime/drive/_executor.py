@@ -26,6 +26,8 @@ from queue import Empty
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
+from toolfold.runtime.core._effects import ToolInvocation
+from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import ToolCallPart, ToolResultPart, thaw
 from toolfold.runtime.drive._workers import (
     SyncInbox,
@@ -36,6 +38,7 @@ from toolfold.runtime.drive._workers import (
     submit_sync,
 )
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 T = TypeVar("T")
@@ -50,17 +53,22 @@ DEFAULT_MAX_CONCURRENCY = 8
 
 
 class ToolJob(NamedTuple):
-    """One call to execute.
+    """One call to execute: the core's effect and its live half.
 
     Attributes:
-        call: The call as the model made it.
+        invocation: The effect: the call, its index, step and idempotency key.
         tool: The tool to run, or None when the model named an unknown tool.
-        context: The run context handed to the tool.
+        context: The run context handed to the tool (it carries the key).
     """
 
-    call: ToolCallPart
+    invocation: ToolInvocation
     tool: Tool[..., Any] | None
     context: RunContext[Any]
+
+    @property
+    def call(self) -> ToolCallPart:
+        """The call as the model made it."""
+        return self.invocation.call
 
 
 class ToolOutcome(NamedTuple):
@@ -89,10 +97,9 @@ class ToolOutcome(NamedTuple):
         return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error)
 
 
-def unknown_tool_message(name: str, available: Sequence[str]) -> str:
-    """The error text a model gets when it calls a tool that does not exist."""
-    names = ", ".join(available) if available else "none"
-    return f"Error: unknown tool {name!r}. Available tools: {names}."
+def returned(outcome: ToolOutcome) -> ToolReturned:
+    """The event that reports ``outcome`` to the core."""
+    return ToolReturned(outcome.call_id, outcome.content, outcome.is_error, outcome.outcome)
 
 
 def _error(
@@ -101,40 +108,38 @@ def _error(
     return ToolOutcome(call.id, call.name, content, True, outcome, exc)
 
 
-def _prepare(inv: ToolJob) -> ToolOutcome | dict[str, Any]:
+def _prepare(job: ToolJob) -> ToolOutcome | dict[str, Any]:
     """Validated arguments, or the outcome that replaces running the tool."""
-    tool = inv.tool
+    tool = job.tool
+    call = job.invocation.call
     if tool is None or tool.function is None:
-        return _error(
-            inv.call, f"Error: tool {inv.call.name!r} cannot be run here.", "unknown_tool"
-        )
-    stored = inv.call.arguments
+        return _error(call, f"Error: tool {call.name!r} cannot be run here.", "unknown_tool")
+    stored = call.arguments
     # A copy of its own: what the tool does to its arguments never reaches the state.
-    raw = thaw(stored) if stored is not None else inv.call.arguments_text
+    raw = thaw(stored) if stored is not None else call.arguments_text
     try:
         return tool.validate_arguments(raw)
     except ToolArgumentError as exc:
-        return _error(inv.call, exc.message_for_model, "invalid_arguments", exc)
+        return _error(call, exc.message_for_model, "invalid_arguments", exc)
 
 
-def _finish(inv: ToolJob, value: Any) -> ToolOutcome:
-    assert inv.tool is not None
+def _finish(job: ToolJob, value: Any) -> ToolOutcome:
+    assert job.tool is not None
     try:
-        content = inv.tool.format_result(value)
+        content = job.tool.format_result(value)
     except Exception as exc:
-        return _failed(inv, exc)
-    return ToolOutcome(inv.call.id, inv.call.name, content)
+        return _failed(job, exc)
+    call = job.invocation.call
+    return ToolOutcome(call.id, call.name, content)
 
 
-def _failed(inv: ToolJob, exc: BaseException) -> ToolOutcome:
-    text = str(exc)
-    described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return _error(inv.call, f"Error: {described}", "error", exc)
+def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
+    return _error(job.call, f"Error: {describe_exception(exc)}", "error", exc)
 
 
-def _timed_out(inv: ToolJob, timeout: float) -> ToolOutcome:
+def _timed_out(job: ToolJob, timeout: float) -> ToolOutcome:
     return _error(
-        inv.call, f"Error: tool {inv.call.name!r} timed out after {timeout:g} s.", "timeout"
+        job.call, f"Error: tool {job.call.name!r} timed out after {timeout:g} s.", "timeout"
     )
 
 
@@ -155,16 +160,16 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
     return _POOL
 
 
-def _call_sync(inv: ToolJob, arguments: dict[str, Any]) -> Any:
-    assert inv.tool is not None
-    return inv.tool.invoke(arguments, inv.context)
+def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
+    assert job.tool is not None
+    return job.tool.invoke(arguments, job.context)
 
 
 # --- async -------------------------------------------------------------------
 
 
 async def run_calls(
-    invocations: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    jobs: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls concurrently; outcomes in call order.
 
@@ -173,26 +178,26 @@ async def run_calls(
     """
     import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
 
-    if len(invocations) == 1:  # one call is always within the limit: no semaphore
-        inv = invocations[0]
-        prepared = _prepare(inv)
+    if len(jobs) == 1:  # one call is always within the limit: no semaphore
+        job = jobs[0]
+        prepared = _prepare(job)
         if isinstance(prepared, ToolOutcome):
             return (prepared,)
-        tool = inv.tool
+        tool = job.tool
         assert tool is not None
         if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
-            return (await _run_on_loop(inv, prepared),)
-        return (await _run_one(inv, prepared),)
+            return (await _run_on_loop(job, prepared),)
+        return (await _run_one(job, prepared),)
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
-    async def one(inv: ToolJob) -> ToolOutcome:
-        prepared = _prepare(inv)
+    async def one(job: ToolJob) -> ToolOutcome:
+        prepared = _prepare(job)
         if isinstance(prepared, ToolOutcome):
             return prepared
         async with limit:
-            return await _run_one(inv, prepared)
+            return await _run_one(job, prepared)
 
-    tasks = [asyncio.ensure_future(one(inv)) for inv in invocations]
+    tasks = [asyncio.ensure_future(one(job)) for job in jobs]
     try:
         return tuple(await asyncio.gather(*tasks))
     finally:
@@ -203,25 +208,25 @@ async def run_calls(
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-async def _run_one(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
+async def _run_one(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     import asyncio
 
-    assert inv.tool is not None
-    if not inv.tool.blocking and not inv.tool.is_async:
-        return await _run_on_loop(inv, arguments)
-    timeout = inv.tool.timeout
+    assert job.tool is not None
+    if not job.tool.blocking and not job.tool.is_async:
+        return await _run_on_loop(job, arguments)
+    timeout = job.tool.timeout
     try:
-        if inv.tool.is_async:
+        if job.tool.is_async:
             # A task of its own, so the tool's context changes stay its own.
             work: asyncio.Future[Any] = asyncio.ensure_future(
-                inv.tool.invoke(arguments, inv.context)
+                job.tool.invoke(arguments, job.context)
             )
         elif timeout is None:
-            work = hand_off(_call_sync, inv, arguments)
+            work = hand_off(_call_sync, job, arguments)
         else:
-            return await _run_timed_sync(inv, arguments, timeout)
+            return await _run_timed_sync(job, arguments, timeout)
     except Exception as exc:
-        return _failed(inv, exc)
+        return _failed(job, exc)
     if timeout is None:
         # Awaiting the future itself cancels it when the caller is cancelled,
         # as asyncio.wait below does by hand: no waiter to build per call.
@@ -230,8 +235,8 @@ async def _run_one(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
             if inspect.isawaitable(value):
                 value = await value
         except Exception as exc:
-            return _failed(inv, exc)
-        return _finish(inv, value)
+            return _failed(job, exc)
+        return _finish(job, value)
     try:
         # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
         # must read as a tool error, not as our timeout.
@@ -242,17 +247,17 @@ async def _run_one(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     if not done:
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)
-        return _timed_out(inv, timeout)
+        return _timed_out(job, timeout)
     try:
         value = work.result()
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:
-        return _failed(inv, exc)
-    return _finish(inv, value)
+        return _failed(job, exc)
+    return _finish(job, value)
 
 
-async def _run_on_loop(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
+async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     """A ``blocking=False`` sync tool, called right here on the loop's thread.
 
     No timeout applies (the definition refuses one: nothing could interrupt
@@ -260,19 +265,19 @@ async def _run_on_loop(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     context variables the tool sets its own.
     """
     try:
-        value = contextvars.copy_context().run(_call_sync, inv, arguments)
+        value = contextvars.copy_context().run(_call_sync, job, arguments)
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:
-        return _failed(inv, exc)
-    return _finish(inv, value)
+        return _failed(job, exc)
+    return _finish(job, value)
 
 
-async def _run_timed_sync(inv: ToolJob, arguments: dict[str, Any], timeout: float) -> ToolOutcome:
+async def _run_timed_sync(job: ToolJob, arguments: dict[str, Any], timeout: float) -> ToolOutcome:
     """A sync tool with a timeout counted from when a worker starts it, not from the queue."""
     import asyncio
 
-    work, started = hand_off_timed(_call_sync, inv, arguments)
+    work, started = hand_off_timed(_call_sync, job, arguments)
     try:
         await asyncio.wait({work, started}, return_when=asyncio.FIRST_COMPLETED)
         if not work.done():
@@ -286,63 +291,63 @@ async def _run_timed_sync(inv: ToolJob, arguments: dict[str, Any], timeout: floa
     if not work.done():
         work.cancel()
         abandon(work)  # its thread cannot be stopped: let another worker take its place
-        return _timed_out(inv, timeout)
+        return _timed_out(job, timeout)
     try:
         value = work.result()
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:
-        return _failed(inv, exc)
-    return _finish(inv, value)
+        return _failed(job, exc)
+    return _finish(job, value)
 
 
 # --- blocking ----------------------------------------------------------------
 
 
 def run_calls_sync(
-    invocations: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    jobs: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order.
 
     Uses no event loop unless an async tool is among the calls.
     """
-    if len(invocations) == 1:  # the common case, without the bookkeeping below
-        job = invocations[0]
+    if len(jobs) == 1:  # the common case, without the bookkeeping below
+        job = jobs[0]
         tool = job.tool
         if tool is not None and not tool.is_async and tool.timeout is None:
             prepared = _prepare(job)
             if isinstance(prepared, ToolOutcome):
                 return (prepared,)
             return (_run_inline(job, prepared),)
-    if any(inv.tool is not None and inv.tool.is_async for inv in invocations):
-        return run_blocking(lambda: run_calls(invocations, max_concurrency=max_concurrency))
+    if any(job.tool is not None and job.tool.is_async for job in jobs):
+        return run_blocking(lambda: run_calls(jobs, max_concurrency=max_concurrency))
     results: list[ToolOutcome | None] = []
-    jobs: list[tuple[ToolJob, dict[str, Any]]] = []
+    ready: list[tuple[ToolJob, dict[str, Any]]] = []
     slots: list[int] = []
-    for inv in invocations:
-        prepared = _prepare(inv)
+    for job in jobs:
+        prepared = _prepare(job)
         if isinstance(prepared, ToolOutcome):
             results.append(prepared)
         else:
             slots.append(len(results))
             results.append(None)
-            jobs.append((inv, prepared))
-    if len(jobs) == 1 and jobs[0][0].tool is not None and jobs[0][0].tool.timeout is None:
-        results[slots[0]] = _run_inline(*jobs[0])
-    elif jobs:
-        for slot, outcome in zip(slots, _run_threaded(jobs, max_concurrency), strict=True):
+            ready.append((job, prepared))
+    if len(ready) == 1 and ready[0][0].tool is not None and ready[0][0].tool.timeout is None:
+        results[slots[0]] = _run_inline(*ready[0])
+    elif ready:
+        for slot, outcome in zip(slots, _run_threaded(ready, max_concurrency), strict=True):
             results[slot] = outcome
     return tuple(r for r in results if r is not None)
 
 
-def _run_inline(inv: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
+def _run_inline(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     try:
-        value = _call_sync(inv, arguments)
+        value = _call_sync(job, arguments)
         if inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
-        return _failed(inv, exc)
-    return _finish(inv, value)
+        return _failed(job, exc)
+    return _finish(job, value)
 
 
 async def _await(value: Awaitable[T]) -> T:
@@ -350,52 +355,52 @@ async def _await(value: Awaitable[T]) -> T:
 
 
 def _run_threaded(
-    jobs: Sequence[tuple[ToolJob, dict[str, Any]]], max_concurrency: int
+    ready: Sequence[tuple[ToolJob, dict[str, Any]]], max_concurrency: int
 ) -> list[ToolOutcome]:
     limit = max(1, max_concurrency)
-    outcomes: list[ToolOutcome | None] = [None] * len(jobs)
+    outcomes: list[ToolOutcome | None] = [None] * len(ready)
     inbox = SyncInbox()
     running: dict[int, Ticket] = {}
-    queue = list(range(len(jobs)))
+    queue = list(range(len(ready)))
     queue.reverse()
     try:
         while queue or running:
             while queue and len(running) < limit:
                 index = queue.pop()
-                inv, arguments = jobs[index]
+                job, arguments = ready[index]
                 ticket = Ticket(index)
-                submit_sync(inbox, ticket, _call_sync, inv, arguments)
+                submit_sync(inbox, ticket, _call_sync, job, arguments)
                 running[index] = ticket
             try:
-                ticket, ok, value = inbox.get(_next_deadline(running, jobs))
+                ticket, ok, value = inbox.get(_next_deadline(running, ready))
             except Empty:
                 pass
             else:
                 if ok is not None and running.get(ticket.index) is ticket:
                     del running[ticket.index]
-                    outcomes[ticket.index] = _settled(jobs[ticket.index][0], ok, value)
+                    outcomes[ticket.index] = _settled(ready[ticket.index][0], ok, value)
             now = time.monotonic()
             for index, ticket in list(running.items()):
-                timeout = _timeout_of(jobs[index][0])
+                timeout = _timeout_of(ready[index][0])
                 # The timeout counts from the start: time queued for a worker is not the tool's.
                 started = ticket.started
                 if timeout is not None and started is not None and now - started >= timeout:
                     del running[index]
                     ticket.cancel()
                     abandon(ticket)  # its thread cannot be stopped: another worker takes its place
-                    outcomes[index] = _timed_out(jobs[index][0], timeout)
+                    outcomes[index] = _timed_out(ready[index][0], timeout)
     finally:
         for ticket in running.values():
             ticket.cancel()
     return [o for o in outcomes if o is not None]
 
 
-def _timeout_of(inv: ToolJob) -> float | None:
-    return inv.tool.timeout if inv.tool is not None else None
+def _timeout_of(job: ToolJob) -> float | None:
+    return job.tool.timeout if job.tool is not None else None
 
 
 def _next_deadline(
-    running: dict[int, Ticket], jobs: Sequence[tuple[ToolJob, dict[str, Any]]]
+    running: dict[int, Ticket], ready: Sequence[tuple[ToolJob, dict[str, Any]]]
 ) -> float | None:
     # Calls not started yet have no deadline: their start notice wakes the wait.
     now = time.monotonic()
@@ -403,22 +408,22 @@ def _next_deadline(
         max(0.0, started + timeout - now)
         for index, ticket in running.items()
         if (started := ticket.started) is not None
-        and (timeout := _timeout_of(jobs[index][0])) is not None
+        and (timeout := _timeout_of(ready[index][0])) is not None
     ]
     return min(waits) if waits else None
 
 
-def _settled(inv: ToolJob, ok: bool, value: Any) -> ToolOutcome:
+def _settled(job: ToolJob, ok: bool, value: Any) -> ToolOutcome:
     if not ok:
         if not isinstance(value, Exception):
             raise value  # KeyboardInterrupt, SystemExit...: not the model's to read
-        return _failed(inv, value)
+        return _failed(job, value)
     try:
         if inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
-        return _failed(inv, exc)
-    return _finish(inv, value)
+        return _failed(job, exc)
+    return _finish(job, value)
 
 
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:

@@ -35,10 +35,13 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from toolfold.runtime.core._approval import dispositions, policy_says
 from toolfold.runtime.core._effects import (
     CallModel,
+    Effect,
     Finish,
     RunTools,
+    ToolInvocation,
     ValidateOutput,
 )
 from toolfold.runtime.core._events import (
@@ -47,7 +50,6 @@ from toolfold.runtime.core._events import (
     OutputAccepted,
     OutputRejected,
     StopRequested,
-    ToolReturned,
 )
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._next import next_effect
@@ -59,6 +61,7 @@ from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
+    returned,
 )
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
 from toolfold.runtime.drive._output import OutputSchema
@@ -71,7 +74,7 @@ OnToolError = Literal["return", "raise"]
 _STEP_OPEN = frozenset({"running_tools", "awaiting_approval", "awaiting_tool_results"})
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Live:
     """The live half of a run: what cannot be serialized with the state.
 
@@ -129,67 +132,91 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     while True:
         effect = next_effect(state)
         if isinstance(effect, CallModel):
-            if live.stop_when and state.turn_steps > 0:
-                try:
-                    reason = stop_reason(state, live.stop_when)
-                except Exception as exc:
-                    raise _observer_failure("stop_when condition", exc, state) from exc
-                if reason is not None:
-                    state = _apply(live, state, StopRequested(reason))
-                    continue
-            if notify:
-                yield _NoticeOp(StepStartEvent(effect.step))
-            try:
-                response = yield effect
-            except Exception as exc:
-                raise _model_failure(exc, state, effect.step) from exc
-            response = unique_call_ids(response)
-            dispositions = _dispositions(live, state, response)
-            state = _apply(live, state, ModelResponded(response, dispositions))
-            if notify:
-                for call, disposition in zip(response.tool_calls, dispositions, strict=True):
-                    yield _NoticeOp(ToolCallEvent(call, disposition))
-                for settled in state.calls:
-                    if settled.result is not None:
-                        result = settled.result
-                        yield _NoticeOp(ToolResultEvent(result, settled.outcome or "error"))
+            state = yield from _call_model(live, state, effect, notify)
         elif isinstance(effect, RunTools):
-            jobs = tuple([_job(live, state, invocation.call) for invocation in effect.calls])
-            outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
-            if live.on_tool_error == "raise":
-                _raise_tool_error(state, outcomes)
-            for outcome in outcomes:
-                event = ToolReturned(
-                    outcome.call_id, outcome.content, outcome.is_error, outcome.outcome
-                )
-                state = _apply(live, state, event)
-                if notify:
-                    yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+            state = yield from _run_tools(live, state, effect, notify)
         elif isinstance(effect, ValidateOutput):
-            assert live.output is not None, "a run with an output spec needs its output type"
-            try:
-                _, plain = live.output.parse(effect.text)
-            except _Rejected as rejected:
-                state = _apply(live, state, OutputRejected(rejected.message))
-            else:
-                state = _apply(live, state, OutputAccepted(plain))
-        elif isinstance(effect, Finish):
-            if effect.error is not None:
-                raise _run_failure(state)
-            return state
-        else:  # AwaitApproval / AwaitToolResults: the caller decides
-            return state
+            state = _validate(live, state, effect)
+        else:  # Finish, or AwaitApproval / AwaitToolResults: the caller decides
+            return _finish(state, effect)
         if reported < state.step and state.phase not in _STEP_OPEN:
             reported = state.step
             if live.on_step is not None or notify:
-                step = _current_step(state)
-                if live.on_step is not None:
-                    _observe(live.on_step, step, state, "on_step")
-                if notify:
-                    yield _NoticeOp(StepEndEvent(step))
+                yield from _step_end(live, state, notify)
 
 
-def _apply(live: Live, state: RunState, event: Event) -> RunState:
+def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) -> Loop:
+    """One model call (unless a live stop condition holds first), its calls classified."""
+    if live.stop_when and state.turn_steps > 0:
+        reason = _live_stop_reason(live, state)
+        if reason is not None:
+            return apply_event(live, state, StopRequested(reason))
+    if notify:
+        yield _NoticeOp(StepStartEvent(effect.step))
+    try:
+        response = yield effect
+    except Exception as exc:
+        raise _model_failure(exc, state, effect.step) from exc
+    response = unique_call_ids(response)
+    dispositions = _dispositions(live, state, response)
+    state = apply_event(live, state, ModelResponded(response, dispositions))
+    if notify:
+        for call, disposition in zip(response.tool_calls, dispositions, strict=True):
+            yield _NoticeOp(ToolCallEvent(call, disposition))
+        for settled in state.calls:  # calls the core answered at once (unknown tool...)
+            if settled.result is not None:
+                yield _NoticeOp(ToolResultEvent(settled.result, settled.outcome or "error"))
+    return state
+
+
+def _live_stop_reason(live: Live, state: RunState) -> str | None:
+    try:
+        return stop_reason(state, live.stop_when)
+    except Exception as exc:
+        raise _observer_failure("stop_when condition", exc, state) from exc
+
+
+def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> Loop:
+    """Run the step's calls and report each outcome."""
+    jobs = tuple([_job(live, state, invocation) for invocation in effect.calls])
+    outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
+    if live.on_tool_error == "raise":
+        _raise_tool_error(state, outcomes)
+    for outcome in outcomes:
+        state = apply_event(live, state, returned(outcome))
+        if notify:
+            yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+    return state
+
+
+def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:
+    """Check the final answer against the output type."""
+    assert live.output is not None, "a run with an output spec needs its output type"
+    try:
+        _, plain = live.output.parse(effect.text)
+    except _Rejected as rejected:
+        return apply_event(live, state, OutputRejected(rejected.message))
+    return apply_event(live, state, OutputAccepted(plain))
+
+
+def _finish(state: RunState, effect: Effect) -> RunState:
+    """The state to return to the caller, or the error of a failed run."""
+    if isinstance(effect, Finish) and effect.error is not None:
+        raise _run_failure(state)
+    return state
+
+
+def _step_end(live: Live, state: RunState, notify: bool) -> Generator[_Op, Any, None]:
+    """A step is complete: tell ``on_step`` and a streaming caller."""
+    step = _current_step(state)
+    if live.on_step is not None:
+        _observe(live.on_step, step, state, "on_step")
+    if notify:
+        yield _NoticeOp(StepEndEvent(step))
+
+
+def apply_event(live: Live, state: RunState, event: Event) -> RunState:
+    """``state`` after ``event``, shown to the ``on_event`` observer (a failing one raises `RunError`)."""
     new = reduce(state, event)
     if live.on_event is not None:
         _observe(live.on_event, event, new, "on_event")
@@ -256,49 +283,25 @@ def _last_response(state: RunState) -> ModelResponse:
 
 
 def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple[Disposition, ...]:
-    config = state.config
-    out: list[Disposition] = []
-    for call in response.tool_calls:
-        spec = config.tool(call.name)
-        if not config.auto_execute_tools or (spec is not None and not spec.has_function):
-            out.append("return")
-        elif spec is None:
-            out.append("execute")  # the core answers unknown tools itself
-        elif spec.approval == "always":
-            out.append("approve")
-        else:
-            # The live tool decides, even when the stored spec said "never": a
-            # run resumed with a tool that now requires approval must ask.
-            tool = live.tools.get(call.name)
-            if tool is not None and tool.requires_approval is False:
-                out.append("execute")
-            else:
-                out.append("approve" if _needs_approval(live, state, call) else "execute")
-    return tuple(out)
+    def live_says(call: ToolCallPart) -> bool:
+        return policy_says(live.tools.get(call.name), call, state, unknown=True)
+
+    decided = dispositions(state.config, response.tool_calls, live_says)
+    return tuple(decided)  # type: ignore[arg-type]  # the live policy always decides
 
 
-def _needs_approval(live: Live, state: RunState, call: Any) -> bool:
-    tool = live.tools.get(call.name)
-    policy = tool.requires_approval if tool is not None else True
-    if not callable(policy):
-        return bool(policy)
-    try:
-        return bool(policy(call, state))
-    except Exception:
-        # A predicate that fails cannot vouch for the call: ask a human.
-        return True
-
-
-def _job(live: Live, state: RunState, call: Any) -> ToolJob:
+def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:
+    call = invocation.call
     context: RunContext[Any] = RunContext(
         run_id=state.run_id,
-        step=state.step,
+        step=invocation.step,
         call_id=call.id,
         tool_name=call.name,
         messages=state.conversation,
         deps=live.deps,
+        idempotency_key=invocation.key,
     )
-    return ToolJob(call, live.tools.get(call.name), context)
+    return ToolJob(invocation, live.tools.get(call.name), context)
 
 
 def _raise_tool_error(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> None:

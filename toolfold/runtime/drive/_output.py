@@ -17,6 +17,7 @@ import attrs
 
 from toolfold._errors import ToolArgumentError
 from toolfold.runtime.core._request import OutputSpec
+from toolfold.toolkit._jsonschema import resolve_local
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
 
@@ -141,7 +142,7 @@ def _is_object_schema(schema: Mapping[str, Any]) -> bool:
         return True
     ref = schema.get("$ref")
     if isinstance(ref, str):
-        target = schema.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {})
+        target = resolve_local(schema, ref)
         return isinstance(target, Mapping) and target.get("type") == "object"
     return False
 

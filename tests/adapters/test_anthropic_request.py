@@ -1,0 +1,347 @@
+"""The Anthropic request builder: wire rules, refusals before any request, and the spec over a matrix."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from anthropic_cassettes import spec_problems
+
+from toolfold import ModelConfigError, SchemaCompileError
+from toolfold.adapters.anthropic import (
+    DEFAULT_MAX_TOKENS,
+    STRICT_BETA,
+    AnthropicModel,
+    build_body,
+    is_beta,
+)
+from toolfold.runtime import (
+    FilePart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    OutputSpec,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+    ToolResultPart,
+)
+
+WEATHER = ToolDefinition(
+    "get_weather",
+    "Get the weather.",
+    {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "The city."},
+            "unit": {"enum": ["C", "F"]},
+        },
+        "required": ["city"],
+    },
+)
+NESTED = ToolDefinition(
+    "plan",
+    "Plan stops.",
+    {
+        "type": "object",
+        "$defs": {"Stop": {"type": "object", "properties": {"name": {"type": "string"}}}},
+        "properties": {
+            "stops": {"type": "array", "items": {"$ref": "#/$defs/Stop"}},
+            "budget": {"anyOf": [{"type": "number", "minimum": 0}, {"type": "null"}]},
+        },
+    },
+)
+NO_PARAMS = ToolDefinition("now", "", {"type": "object", "properties": {}})
+CALL = ToolCallPart("toolu_1", "get_weather", '{"city": "Paris"}', {"city": "Paris"})
+CALL2 = ToolCallPart("toolu_2", "get_weather", '{"city": "Oslo"}', {"city": "Oslo"})
+THINKING = ReasoningPart("Let me check.", "sig-abc", "anthropic")
+REDACTED = ReasoningPart("", "ENCRYPTED==", "anthropic", {"type": "redacted_thinking"})
+PNG = b"\x89PNG\r\n\x1a\n0000"
+
+
+def body(*messages: Message, **options: Any) -> dict[str, Any]:
+    """The body for a request made of ``messages`` and ``options``."""
+    return build_body(ModelRequest(messages, **options), "claude-test")
+
+
+# --- the conversation ---------------------------------------------------------
+
+
+def test_system_messages_become_the_top_level_field() -> None:
+    """System messages leave ``messages`` and join, in order, into ``system``."""
+    sent = body(Message.system("Be brief."), Message.user("Hi"), Message.system("Use tools."))
+    assert sent["system"] == "Be brief.\n\nUse tools."
+    assert sent["messages"] == [{"role": "user", "content": "Hi"}]
+
+
+def test_consecutive_results_and_text_make_one_user_turn_results_first() -> None:
+    """Two tool messages and a user message after a turn with two calls become one user turn, results first."""
+    sent = body(
+        Message.user("Weather?"),
+        Message.assistant("Checking.", [CALL, CALL2]),
+        Message.tool(ToolResultPart("toolu_1", "get_weather", "sunny")),
+        Message(
+            "user", (TextPart("Also Rome?"), ToolResultPart("toolu_2", "get_weather", "boom", True))
+        ),
+    )
+    assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
+    turn = sent["messages"][2]["content"]
+    assert turn == [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"},
+        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "boom", "is_error": True},
+        {"type": "text", "text": "Also Rome?"},
+    ]
+    assistant = sent["messages"][1]["content"]
+    assert assistant[0] == {"type": "text", "text": "Checking."}
+    assert assistant[1] == {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "get_weather",
+        "input": {"city": "Paris"},
+    }
+
+
+def test_thinking_goes_back_unchanged_and_foreign_reasoning_is_left_out() -> None:
+    """Signed and redacted Anthropic thinking go back as blocks; unsigned or foreign reasoning does not."""
+    parts = (
+        THINKING,
+        REDACTED,
+        ReasoningPart("gemini thoughts", "gsig", "gemini"),
+        ReasoningPart("unsigned", None, "anthropic"),
+        CALL,
+    )
+    sent = body(
+        Message.user("Weather?"),
+        Message("assistant", parts),
+        Message.tool(ToolResultPart("toolu_1", "get_weather", "sunny")),
+    )
+    assert sent["messages"][1]["content"][:2] == [
+        {"type": "thinking", "thinking": "Let me check.", "signature": "sig-abc"},
+        {"type": "redacted_thinking", "data": "ENCRYPTED=="},
+    ]
+    assert len(sent["messages"][1]["content"]) == 3
+
+
+def test_images_and_documents() -> None:
+    """Images inline or by URL; PDFs inline or by URL; plain text inline; each as its block type."""
+    sent = body(
+        Message.user(
+            "Look",
+            ImagePart(PNG, media_type="image/png"),
+            ImagePart(url="https://example.com/a.jpg"),
+            FilePart(b"%PDF-1.4", media_type="application/pdf", filename="a.pdf"),
+            FilePart(url="https://example.com/b.pdf", media_type="application/pdf"),
+            FilePart(b"plain words", media_type="text/plain"),
+        )
+    )
+    blocks = sent["messages"][0]["content"]
+    assert [b["type"] for b in blocks] == [
+        "text",
+        "image",
+        "image",
+        "document",
+        "document",
+        "document",
+    ]
+    assert blocks[1]["source"]["type"] == "base64"
+    assert blocks[2]["source"] == {"type": "url", "url": "https://example.com/a.jpg"}
+    assert blocks[3]["title"] == "a.pdf"
+    assert blocks[5]["source"] == {
+        "type": "text",
+        "media_type": "text/plain",
+        "data": "plain words",
+    }
+
+
+@pytest.mark.parametrize(
+    ("part", "words"),
+    [
+        (ImagePart(b"x", media_type="image/tiff"), "image/tiff"),
+        (FilePart(url="https://example.com/a.txt", media_type="text/plain"), "by URL"),
+        (FilePart(b"x", media_type="audio/wav"), "audio/wav"),
+    ],
+)
+def test_parts_anthropic_cannot_take_are_refused(part: Any, words: str) -> None:
+    """An image type or file the API cannot take is a ModelConfigError naming it."""
+    with pytest.raises(ModelConfigError, match=words):
+        body(Message.user("x", part))
+
+
+# --- tools, choice, settings --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("choice", "parallel", "wire"),
+    [
+        (None, None, None),
+        ("auto", None, {"type": "auto"}),
+        ("required", None, {"type": "any"}),
+        ("none", None, {"type": "none"}),
+        ("get_weather", None, {"type": "tool", "name": "get_weather"}),
+        (None, False, {"type": "auto", "disable_parallel_tool_use": True}),
+        ("required", False, {"type": "any", "disable_parallel_tool_use": True}),
+        ("none", False, {"type": "none"}),
+    ],
+)
+def test_tool_choice_on_the_wire(choice: str | None, parallel: bool | None, wire: Any) -> None:
+    """Each neutral tool choice (and the parallel switch) becomes Anthropic's tool_choice object."""
+    settings = {} if parallel is None else {"parallel_tool_calls": parallel}
+    sent = body(Message.user("x"), tools=[WEATHER], tool_choice=choice, settings=settings)
+    assert sent.get("tool_choice") == wire
+    assert sent["tools"][0]["name"] == "get_weather"
+
+
+def test_a_named_choice_for_an_unknown_tool_is_refused() -> None:
+    """tool_choice naming no tool of the request is a ModelConfigError listing the tools."""
+    with pytest.raises(ModelConfigError, match="get_weather"):
+        body(Message.user("x"), tools=[WEATHER], tool_choice="nope")
+
+
+def test_forcing_a_tool_with_thinking_on_is_refused_before_any_request() -> None:
+    """Anthropic rejects a forced tool while thinking is enabled: refused up front, with the reason."""
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    with pytest.raises(ModelConfigError, match="extended thinking"):
+        body(
+            Message.user("x"),
+            tools=[WEATHER],
+            tool_choice="required",
+            settings={"thinking": thinking},
+        )
+
+
+def test_max_tokens_default_and_settings() -> None:
+    """max_tokens defaults to the documented 4096; stop becomes stop_sequences; the rest pass through."""
+    assert body(Message.user("x"))["max_tokens"] == DEFAULT_MAX_TOKENS == 4096
+    sent = body(
+        Message.user("x"),
+        settings={"max_tokens": 100, "stop": "END", "temperature": 0.2, "top_k": 5},
+    )
+    assert (sent["max_tokens"], sent["stop_sequences"], sent["temperature"], sent["top_k"]) == (
+        100,
+        ["END"],
+        0.2,
+        5,
+    )
+
+
+@pytest.mark.parametrize("setting", ["seed", "frequency_penalty", "presence_penalty"])
+def test_settings_the_api_has_no_field_for_are_refused(setting: str) -> None:
+    """A neutral setting Anthropic lacks (the body allows no extra fields) is a ModelConfigError naming it."""
+    with pytest.raises(ModelConfigError, match=setting):
+        body(Message.user("x"), settings={setting: 1})
+
+
+def test_strict_tools_and_output_use_the_beta_endpoint_with_its_header() -> None:
+    """A strict tool or an output schema marks the body beta; the model adds the recorded beta header."""
+    strict = ToolDefinition("get_weather", "Weather.", dict(WEATHER.parameters), strict=True)
+    sent = body(Message.user("x"), tools=[strict])
+    assert sent["tools"][0]["strict"] is True
+    assert sent["tools"][0]["input_schema"]["additionalProperties"] is False
+    assert is_beta(sent)
+    assert not is_beta(body(Message.user("x"), tools=[WEATHER]))
+    out = body(Message.user("x"), output=OutputSpec("answer", {"type": "object", "properties": {}}))
+    assert out["output_format"]["type"] == "json_schema"
+    assert is_beta(out)
+    model = AnthropicModel(
+        "claude-test", api_key="k" * 20, headers={"anthropic-beta": "files-api-2025-04-14"}
+    )
+    strict_request = ModelRequest(messages=(Message.user("x"),), tools=(strict,))
+    prepared = model.prepare(strict_request)
+    assert model._path(prepared, False) == "v1/messages?beta=true"
+    assert prepared.headers == {"anthropic-beta": f"files-api-2025-04-14,{STRICT_BETA}"}
+    plain = model.prepare(ModelRequest(messages=(Message.user("x"),)))
+    assert plain.headers is None
+    assert model._path(plain, False) == "v1/messages"
+
+
+def test_a_strict_tool_outside_the_subset_is_a_schema_error() -> None:
+    """strict=True on a schema with a numeric bound (not in Anthropic's strict subset) fails before sending."""
+    bounded = ToolDefinition("plan", "Plan.", dict(NESTED.parameters), strict=True)
+    with pytest.raises(SchemaCompileError, match="minimum"):
+        body(Message.user("x"), tools=[bounded])
+
+
+# --- the spec, over a matrix --------------------------------------------------
+
+CONVERSATIONS = {
+    "prompt": (Message.user("Hi"),),
+    "system+images": (
+        Message.system("Be brief."),
+        Message.user("Look", ImagePart(PNG), ImagePart(url="https://example.com/a.png")),
+    ),
+    "documents": (
+        Message.user(
+            FilePart(b"%PDF", media_type="application/pdf"),
+            FilePart(url="https://e.com/a.pdf", media_type="application/pdf"),
+            FilePart(b"words", media_type="text/plain", filename="notes.txt"),
+            "Summarise",
+        ),
+    ),
+    "tool round trip": (
+        Message.user("Weather?"),
+        Message.assistant("", [CALL, CALL2]),
+        Message.tool(ToolResultPart("toolu_1", "get_weather", "sunny")),
+        Message.tool(ToolResultPart("toolu_2", "get_weather", "no station", True)),
+    ),
+    "thinking round trip": (
+        Message.user("Weather?"),
+        Message("assistant", (THINKING, REDACTED, TextPart("Checking."), CALL)),
+        Message("tool", (ToolResultPart("toolu_1", "get_weather", "sunny"),)),
+        Message.user("And tomorrow?"),
+    ),
+}
+TOOLSETS = {"none": (), "one": (WEATHER,), "three": (WEATHER, NESTED, NO_PARAMS)}
+CHOICES = [None, "auto", "required", "none", "get_weather"]
+SETTINGS = {
+    "plain": {},
+    "sampling": {"temperature": 0.5, "top_p": 0.9, "top_k": 10, "stop": ["END"], "max_tokens": 512},
+    "serial": {"parallel_tool_calls": False, "metadata": {"user_id": "u-1"}},
+    "thinking": {"thinking": {"type": "enabled", "budget_tokens": 1024}, "max_tokens": 4096},
+}
+
+
+def _matrix() -> list[tuple[str, ModelRequest, bool]]:
+    cases = []
+    for (conv, messages), (tools_name, tools), choice, (
+        set_name,
+        settings,
+    ), stream in itertools.product(
+        CONVERSATIONS.items(), TOOLSETS.items(), CHOICES, SETTINGS.items(), (False, True)
+    ):
+        if choice is not None and not tools:
+            continue
+        if choice == "get_weather" and WEATHER not in tools:
+            continue
+        if set_name == "thinking" and choice in ("required", "get_weather"):
+            continue  # refused before any request (tested above)
+        name = f"{conv}/{tools_name}/{choice}/{set_name}/{'stream' if stream else 'whole'}"
+        cases.append((name, ModelRequest(messages, tools, choice, None, settings), stream))
+    strict = ToolDefinition("get_weather", "Weather.", dict(WEATHER.parameters), strict=True)
+    for stream in (False, True):
+        cases.append(
+            (f"strict tool/{stream}", ModelRequest(CONVERSATIONS["prompt"], (strict,)), stream)
+        )
+        output = OutputSpec("answer", {"type": "object", "properties": {"x": {"type": "integer"}}})
+        cases.append(
+            (f"output/{stream}", ModelRequest(CONVERSATIONS["prompt"], (), output=output), stream)
+        )
+    return cases
+
+
+MATRIX = _matrix()
+
+
+def test_the_matrix_is_large() -> None:
+    """The spec check below covers hundreds of distinct request bodies."""
+    assert len(MATRIX) >= 300
+
+
+@pytest.mark.parametrize(("name", "request_", "stream"), MATRIX, ids=[m[0] for m in MATRIX])
+def test_every_body_validates_against_the_spec(
+    name: str, request_: ModelRequest, stream: bool
+) -> None:
+    """Each body is a valid CreateMessageParams (BetaCreateMessageParams when it uses a beta feature)."""
+    sent = build_body(request_, "claude-sonnet-4-5", stream=stream)
+    assert spec_problems(sent, beta=is_beta(sent)) == []

@@ -1,0 +1,335 @@
+"""Anthropic streams beyond the recordings, error mapping and retries, malformed answers, and the key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import pytest
+from scripted_http import Cut, Reply, ScriptedServer
+
+from toolfold import (
+    AuthenticationError,
+    MalformedResponseError,
+    ModelConfigError,
+    RateLimitError,
+    ServerError,
+    StreamError,
+)
+from toolfold.adapters.anthropic import (
+    AnthropicModel,
+    DecoderState,
+    decode_end,
+    decode_event,
+    parse_response,
+)
+from toolfold.runtime import Message, ModelRequest, StreamState, finish_stream, fold_stream
+
+KEY = "sk-ant-api03-SECRET-0123456789abcdef"
+REQUEST = ModelRequest((Message.user("Hi"),))
+OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+
+def event(name: str, **data: Any) -> bytes:
+    """One named SSE event whose data carries its type, as Anthropic sends it."""
+    return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+
+def start(index: int, block: dict[str, Any]) -> bytes:
+    """A content_block_start event."""
+    return event("content_block_start", index=index, content_block=block)
+
+
+def delta(index: int, **body: Any) -> bytes:
+    """A content_block_delta event."""
+    return event("content_block_delta", index=index, delta=body)
+
+
+MESSAGE_START = event(
+    "message_start",
+    message={
+        "id": "msg_1",
+        "model": "claude-test",
+        "role": "assistant",
+        "content": [],
+        "usage": {"input_tokens": 7, "cache_read_input_tokens": 100, "output_tokens": 1},
+    },
+)
+
+
+def fold(chunks: list[bytes]) -> Any:
+    """Decode and fold an SSE body given as event chunks (no HTTP)."""
+    from toolfold.adapters._http._sse import SSEDecoder
+
+    decoder, state, folded = SSEDecoder(), DecoderState(), StreamState()
+    for item in [*decoder.feed(b"".join(chunks)), *decoder.close()]:
+        state, out = decode_event(state, item.data, item.event)
+        for e in out:
+            folded = fold_stream(folded, e)
+    decode_end(state)
+    return finish_stream(folded, lambda i: f"missing-{i}")
+
+
+def test_thinking_redacted_and_text_stream_into_parts_in_order() -> None:
+    """thinking_delta + signature_delta, a redacted block, text and a call fold into ordered parts."""
+    response = fold(
+        [
+            MESSAGE_START,
+            start(0, {"type": "thinking", "thinking": ""}),
+            delta(0, type="thinking_delta", thinking="Let me "),
+            delta(0, type="thinking_delta", thinking="think."),
+            delta(0, type="signature_delta", signature="SIG=="),
+            event("content_block_stop", index=0),
+            start(1, {"type": "redacted_thinking", "data": "ENC=="}),
+            event("content_block_stop", index=1),
+            start(2, {"type": "text", "text": ""}),
+            event("ping"),
+            event("some_future_event", index=2),
+            delta(2, type="text_delta", text="Sure."),
+            event("content_block_stop", index=2),
+            start(3, {"type": "tool_use", "id": "toolu_9", "name": "now", "input": {}}),
+            delta(3, type="input_json_delta", partial_json=""),
+            event("content_block_stop", index=3),
+            event("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 30}),
+            event("message_stop"),
+        ]
+    )
+    kinds = [(p.kind, getattr(p, "text", None)) for p in response.message.parts]
+    assert kinds == [
+        ("reasoning", "Let me think."),
+        ("reasoning", ""),
+        ("text", "Sure."),
+        ("tool_call", None),
+    ]
+    thinking, redacted = response.message.parts[:2]
+    assert (thinking.signature, thinking.provider, dict(thinking.provider_data)) == (
+        "SIG==",
+        "anthropic",
+        {},
+    )
+    assert (redacted.signature, dict(redacted.provider_data)) == (
+        "ENC==",
+        {"type": "redacted_thinking"},
+    )
+    assert response.tool_calls[0].arguments == {}
+    usage = response.usage
+    assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens) == (107, 100, 30)
+    assert (response.finish_reason, response.raw_finish_reason) == ("tool_calls", "tool_use")
+
+
+@pytest.mark.parametrize(
+    ("tail", "words"),
+    [
+        ([], "ended before the message finished with tool call blocks [0] still open"),
+        ([event("message_stop")], "still open"),
+    ],
+    ids=["body-ends", "message-stop"],
+)
+def test_a_stream_that_stops_mid_call_is_a_stream_error(tail: list[bytes], words: str) -> None:
+    """A call whose block never stopped is never handed out: StreamError naming it."""
+    head = [
+        MESSAGE_START,
+        start(0, {"type": "tool_use", "id": "toolu_1", "name": "now", "input": {}}),
+        delta(0, type="input_json_delta", partial_json='{"a": '),
+    ]
+    with pytest.raises(StreamError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        fold(head + tail)
+
+
+def test_an_error_event_after_200_is_a_stream_error_with_the_type() -> None:
+    """``event: error`` with overloaded_error mid-stream raises StreamError, code overloaded_error."""
+    body = f"event: error\ndata: {json.dumps(OVERLOADED)}\n\n".encode()
+    with pytest.raises(StreamError, match=r"overloaded_error.*Overloaded") as caught:
+        fold([MESSAGE_START, body])
+    assert caught.value.code == "overloaded_error"
+    assert caught.value.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "path", "problem"),
+    [
+        ({"content": "hi"}, "$.content", "expected an array of content blocks, got string"),
+        (
+            {"content": [{"type": "tool_use", "id": "t", "name": "n", "input": "{}"}]},
+            "$.content[0].input",
+            "expected an object, got string",
+        ),
+        (
+            {"content": [{"type": "text", "text": 5}]},
+            "$.content[0].text",
+            "expected a string, got number",
+        ),
+        ({"content": [], "stop_reason": 3}, "$.stop_reason", "expected a string, got number"),
+        (
+            {"content": [], "usage": {"input_tokens": -1}},
+            "$.usage.input_tokens",
+            "expected a non-negative integer, got number",
+        ),
+        (
+            {
+                "content": [
+                    {"type": "tool_use", "id": "t", "name": "n", "input": {"x": float("nan")}}
+                ]
+            },
+            "$.content[0].input.x",
+            "expected a finite number, got nan",
+        ),
+        ({"content": [], "model": ["m"]}, "$.model", "expected a string, got array"),
+    ],
+)
+def test_malformed_responses_name_the_json_path(
+    body: dict[str, Any], path: str, problem: str
+) -> None:
+    """A value of the wrong type is a MalformedResponseError at its path, with the body, never a bad part."""
+    with pytest.raises(MalformedResponseError) as caught:
+        parse_response(body)
+    assert (caught.value.path, caught.value.problem) == (path, problem)
+    assert f"{problem} @ {path}" in str(caught.value)
+    assert caught.value.body
+
+
+def test_a_malformed_stream_event_names_its_path() -> None:
+    """A tool_use block whose id is a number is a MalformedResponseError carrying that event."""
+    bad = start(0, {"type": "tool_use", "id": 7, "name": "now", "input": {}})
+    with pytest.raises(MalformedResponseError) as caught:
+        fold([MESSAGE_START, bad])
+    assert caught.value.path == "$.content_block.id"
+    assert '"id": 7' in caught.value.body
+
+
+# --- over HTTP: retries, statuses, the key -----------------------------------
+
+
+def _model(server: ScriptedServer, **options: Any) -> AnthropicModel:
+    return AnthropicModel("claude-test", base_url=server.url, api_key=KEY, **options)
+
+
+def _no_waits(model: AnthropicModel, waits: list[float]) -> None:
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+
+    transport = model._transport
+    transport._sleep, transport._sleep_sync, transport._random = sleep, waits.append, lambda: 0.0
+
+
+OK = {
+    "id": "msg_ok",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-test",
+    "content": [{"type": "text", "text": "Hello"}],
+    "stop_reason": "end_turn",
+    "usage": {"input_tokens": 3, "output_tokens": 1},
+}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_529_overloaded_is_retried_then_succeeds(http_server: ScriptedServer, mode: str) -> None:
+    """Two 529 overloaded_error answers are retried with backoff; the third answer is returned."""
+    http_server.add(
+        Reply(status=529, json=OVERLOADED), Reply(status=529, json=OVERLOADED), Reply(json=OK)
+    )
+    model = _model(http_server, retry=2)
+    waits: list[float] = []
+    _no_waits(model, waits)
+    if mode == "sync":
+        response = model.request_sync(REQUEST)
+    else:
+        response = asyncio.run(model.request(REQUEST))
+    model.close()
+    assert response.text == "Hello"
+    assert len(http_server.requests) == 3
+    assert waits == [0.5, 1.0]
+
+
+def test_529_without_retries_is_a_server_error_with_the_type(http_server: ScriptedServer) -> None:
+    """With retries off, 529 is a ServerError carrying status 529 and code overloaded_error."""
+    http_server.add(Reply(status=529, json=OVERLOADED))
+    model = _model(http_server, retry=0)
+    with pytest.raises(ServerError, match="Overloaded") as caught:
+        model.request_sync(REQUEST)
+    model.close()
+    assert (caught.value.status_code, caught.value.code) == (529, "overloaded_error")
+
+
+def test_429_honours_retry_after(http_server: ScriptedServer) -> None:
+    """A 429 rate_limit_error with retry-after waits that long before the retry."""
+    limited = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+    http_server.add(Reply(status=429, headers={"retry-after": "3"}, json=limited), Reply(json=OK))
+    model = _model(http_server, retry=1)
+    waits: list[float] = []
+    _no_waits(model, waits)
+    assert model.request_sync(REQUEST).text == "Hello"
+    model.close()
+    assert waits == [3.0]
+    http_server.add(Reply(status=429, headers={"retry-after": "3"}, json=limited))
+    model = _model(http_server, retry=0)
+    with pytest.raises(RateLimitError) as caught:
+        model.request_sync(REQUEST)
+    model.close()
+    assert (caught.value.retry_after, caught.value.code) == (3.0, "rate_limit_error")
+
+
+def test_a_cut_stream_is_a_stream_error(http_server: ScriptedServer) -> None:
+    """The connection dropping mid-call is a StreamError, never a half call."""
+    chunks: list[Any] = [
+        MESSAGE_START,
+        start(0, {"type": "tool_use", "id": "toolu_1", "name": "now", "input": {}}),
+        Cut(),
+    ]
+    http_server.add(Reply(headers={"content-type": "text/event-stream"}, chunks=chunks))
+    model = _model(http_server, retry=0)
+    with pytest.raises(StreamError):
+        list(model.stream_sync(REQUEST))
+    model.close()
+
+
+def test_the_key_never_shows(http_server: ScriptedServer, caplog: pytest.LogCaptureFixture) -> None:
+    """The key is sent as x-api-key, and is absent from repr, errors echoing it, and retry logs."""
+    echo = {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"},
+    }
+    http_server.add(Reply(status=529, json=OVERLOADED), Reply(status=401, json=echo))
+    model = _model(http_server, retry=1)
+    _no_waits(model, [])
+    with (
+        caplog.at_level(logging.DEBUG, logger="toolfold.http"),
+        pytest.raises(AuthenticationError) as caught,
+    ):
+        model.request_sync(REQUEST)
+    model.close()
+    assert http_server.requests[0].headers["x-api-key"] == KEY
+    error = caught.value
+    for text in (repr(model), str(error), error.body, error.provider_message or "", caplog.text):
+        assert KEY not in text
+    assert "invalid x-api-key" in str(error)
+    assert any("retrying POST" in r.getMessage() for r in caplog.records)
+
+
+def test_no_key_is_a_clear_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without api_key and ANTHROPIC_API_KEY the model refuses to start, naming the variable."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ModelConfigError, match="ANTHROPIC_API_KEY"):
+        AnthropicModel("claude-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    model = AnthropicModel("claude-test")
+    assert model.base_url == "https://api.anthropic.com"
+    assert KEY not in repr(model)
+
+
+def test_a_thinking_block_that_arrives_whole_keeps_its_signature() -> None:
+    """A thinking block sent complete in its start event (a proxy, a replay) keeps text and signature."""
+    response = fold(
+        [
+            MESSAGE_START,
+            start(0, {"type": "thinking", "thinking": "Whole.", "signature": "SIG"}),
+            event("content_block_stop", index=0),
+            event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3}),
+            event("message_stop"),
+        ]
+    )
+    (part,) = response.message.parts
+    assert (part.kind, part.text, part.signature) == ("reasoning", "Whole.", "SIG")

@@ -1,0 +1,275 @@
+"""The Gemini codec's rules that the recordings do not show, one by one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolfold import ModelConfigError, SchemaCompileError
+from toolfold.adapters.gemini import GeminiModel, JSONArrayDecoder, parse_response, parse_usage
+from toolfold.runtime import (
+    Message,
+    ModelRequest,
+    OutputSpec,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+    ToolResultPart,
+)
+
+TOOL = ToolDefinition("f", "F", {"type": "object", "properties": {"x": {"type": "string"}}})
+STRICT = ToolDefinition("g", "G", {"type": "object", "properties": {"x": {"type": "string"}}}, True)
+TREE = ToolDefinition(
+    "walk",
+    "Walk",
+    {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}},
+)
+
+
+def body(request: ModelRequest, model: str = "gemini-2.5-flash", **options: Any) -> dict[str, Any]:
+    """The body a Gemini model sends for ``request``."""
+    return GeminiModel(model, api_key="k" * 20, **options).body(request)
+
+
+def turn(*parts: Any) -> ModelRequest:
+    """A request whose history has one assistant turn made of ``parts``."""
+    return ModelRequest([Message.user("hi"), Message("assistant", parts), Message.user("more")])
+
+
+def model_parts(request: ModelRequest, model: str = "gemini-2.5-flash") -> list[dict[str, Any]]:
+    """The parts of the model content in ``request``'s body."""
+    (content,) = [c for c in body(request, model)["contents"] if c["role"] == "model"]
+    return content["parts"]
+
+
+def test_a_signed_text_part_goes_back_signed() -> None:
+    """A signature parsed from a text part returns on that same part."""
+    wire = {"text": "Hello", "thoughtSignature": "c2ln"}
+    parsed = parse_response(
+        {"candidates": [{"content": {"parts": [wire]}, "finishReason": "STOP"}]}
+    )
+    assert model_parts(turn(*parsed.message.parts)) == [wire]
+
+
+def test_thoughts_go_back_only_when_signed() -> None:
+    """A signed thought part goes back as it came; an unsigned thought summary is not sent."""
+    parts = model_parts(
+        turn(
+            ReasoningPart("summary only", provider="gemini"),
+            ReasoningPart("signed thought", "c2ln", "gemini"),
+            TextPart("answer"),
+        )
+    )
+    assert parts == [
+        {"text": "signed thought", "thoughtSignature": "c2ln", "thought": True},
+        {"text": "answer"},
+    ]
+
+
+def test_foreign_reasoning_is_dropped_with_a_note() -> None:
+    """Another provider's reasoning never reaches Gemini, and the report says so."""
+    request = turn(ReasoningPart("mine", "sig", "anthropic"), TextPart("answer"))
+    prepared = GeminiModel("gemini-2.5-flash", api_key="k" * 20).prepare(request)
+    assert "mine" not in json.dumps(prepared.body)
+    (note,) = prepared.report.notes
+    assert note.startswith("messages[1]: signed reasoning from anthropic dropped")
+
+
+@pytest.mark.parametrize(
+    ("model", "signature"),
+    [("gemini-3-pro-preview", "skip_thought_signature_validator"), ("gemini-2.5-flash", None)],
+)
+def test_unsigned_calls_get_the_placeholder_on_gemini_3_only(
+    model: str, signature: str | None
+) -> None:
+    """Gemini 3 needs a signature on a turn's first call; other models get none added."""
+    calls = (ToolCallPart("a", "f", "{}", {}), ToolCallPart("b", "f", "{}", {}))
+    parts = model_parts(turn(*calls), model)
+    assert [p.get("thoughtSignature") for p in parts] == [signature, None]
+
+
+@pytest.mark.parametrize(
+    ("choice", "tools", "config"),
+    [
+        (None, [TOOL], None),
+        ("auto", [TOOL], {"mode": "AUTO"}),
+        ("none", [TOOL], {"mode": "NONE"}),
+        ("required", [TOOL], {"mode": "ANY"}),
+        ("f", [TOOL, STRICT], {"mode": "ANY", "allowedFunctionNames": ["f"]}),
+        (None, [STRICT], {"mode": "VALIDATED"}),
+        ("auto", [TOOL, STRICT], {"mode": "VALIDATED"}),
+    ],
+)
+def test_tool_choice_and_strict_tools_on_the_wire(
+    choice: str | None, tools: list[Any], config: Any
+) -> None:
+    """tool_choice maps to functionCallingConfig; strict tools ask for VALIDATED."""
+    sent = body(ModelRequest([Message.user("x")], tools, choice))
+    assert sent.get("toolConfig", {}).get("functionCallingConfig") == config
+
+
+def test_tool_results_and_errors_as_function_responses() -> None:
+    """A result is response.output, a failure response.error, both with the call's id and name."""
+    request = ModelRequest(
+        [
+            Message.user("x"),
+            Message.assistant(
+                tool_calls=[ToolCallPart("c1", "f", "{}", {}), ToolCallPart("c2", "f", "{}", {})]
+            ),
+            Message.tool(
+                ToolResultPart("c1", "f", "ok"), ToolResultPart("c2", "f", "boom", is_error=True)
+            ),
+        ]
+    )
+    user = body(request)["contents"][2]
+    assert user == {
+        "role": "user",
+        "parts": [
+            {"functionResponse": {"name": "f", "response": {"output": "ok"}, "id": "c1"}},
+            {"functionResponse": {"name": "f", "response": {"error": "boom"}, "id": "c2"}},
+        ],
+    }
+
+
+def test_settings_output_and_system_instruction() -> None:
+    """Sampling settings go to generationConfig, structured output as JSON schema, systems hoisted."""
+    output = OutputSpec("answer", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    request = ModelRequest(
+        [Message.system("one"), Message.user("x"), Message.system("two")],
+        output=output,
+        settings={
+            "temperature": 0,
+            "max_tokens": 9,
+            "stop": "END",
+            "safetySettings": [],
+            "generationConfig": {"thinkingConfig": {"thinkingBudget": 0}},
+        },
+    )
+    sent = body(request)
+    assert sent["systemInstruction"] == {"parts": [{"text": "one"}, {"text": "two"}]}
+    assert sent["generationConfig"] == {
+        "temperature": 0,
+        "maxOutputTokens": 9,
+        "stopSequences": ["END"],
+        "thinkingConfig": {"thinkingBudget": 0},
+        "responseMimeType": "application/json",
+        "responseJsonSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+    }
+    assert sent["safetySettings"] == []
+
+
+def test_the_schema_form_follows_the_model_and_is_reported() -> None:
+    """Older models get OpenAPI parameters; compiled_tools says which form each tool took."""
+    request = ModelRequest([Message.user("x")], [TOOL])
+    (new,) = GeminiModel("gemini-2.5-flash", api_key="k" * 20).compiled_tools(request)
+    (old,) = GeminiModel("gemini-2.0-flash", api_key="k" * 20).compiled_tools(request)
+    assert (new.dialect, old.dialect) == ("gemini", "gemini-openapi")
+    assert "parametersJsonSchema" in new.payload
+    assert old.payload["parameters"]["properties"]["x"] == {"type": "STRING"}
+    forced = GeminiModel("gemini-2.5-flash", api_key="k" * 20, schema_form="openapi")
+    assert "parameters" in forced.body(request)["tools"][0]["functionDeclarations"][0]
+
+
+def test_a_recursive_tool_is_refused_in_the_openapi_form_only() -> None:
+    """The OpenAPI form cannot say recursion: SchemaCompileError; the JSON Schema form sends it."""
+    request = ModelRequest([Message.user("x")], [TREE])
+    with pytest.raises(SchemaCompileError, match="recursive"):
+        body(request, "gemini-2.0-flash")
+    assert body(request)["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"]
+
+
+def test_bad_options_are_refused() -> None:
+    """An unknown schema form or stream format is a ModelConfigError at construction."""
+    with pytest.raises(ModelConfigError, match="schema_form"):
+        GeminiModel("gemini-2.5-flash", api_key="k" * 20, schema_form="yaml")
+    with pytest.raises(ModelConfigError, match="stream_format"):
+        GeminiModel("gemini-2.5-flash", api_key="k" * 20, stream_format="ndjson")
+
+
+@pytest.mark.parametrize(
+    ("raw", "calls", "finish"),
+    [
+        ("STOP", True, "tool_calls"),
+        ("STOP", False, "stop"),
+        ("MAX_TOKENS", False, "length"),
+        ("SAFETY", False, "content_filter"),
+        ("MALFORMED_FUNCTION_CALL", False, "error"),
+        ("LANGUAGE", False, "other"),
+        ("SOMETHING_NEW", False, "other"),
+    ],
+)
+def test_finish_reasons(raw: str, calls: bool, finish: str) -> None:
+    """Gemini's finish words map to the neutral reasons; the raw word is kept."""
+    parts = [{"functionCall": {"name": "f", "args": {}}}] if calls else [{"text": "t"}]
+    response = parse_response({"candidates": [{"content": {"parts": parts}, "finishReason": raw}]})
+    assert (response.finish_reason, response.raw_finish_reason) == (finish, raw)
+
+
+def test_a_blocked_prompt_is_an_empty_content_filter_answer() -> None:
+    """No candidate but promptFeedback.blockReason: content_filter, with the reason kept."""
+    response = parse_response({"promptFeedback": {"blockReason": "SAFETY"}})
+    assert (response.finish_reason, response.raw_finish_reason, response.message.parts) == (
+        "content_filter",
+        "SAFETY",
+        (),
+    )
+
+
+def test_usage_counts_tool_prompts_thoughts_and_cache() -> None:
+    """Input adds the tool-use prompt; output adds thoughts; cached and reasoning are kept."""
+    usage = parse_usage(
+        {
+            "promptTokenCount": 100,
+            "toolUsePromptTokenCount": 7,
+            "candidatesTokenCount": 20,
+            "thoughtsTokenCount": 30,
+            "cachedContentTokenCount": 40,
+        }
+    )
+    assert (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_tokens,
+        usage.reasoning_tokens,
+    ) == (
+        107,
+        50,
+        40,
+        30,
+    )
+
+
+ELEMENTS = [{"candidates": [{"content": {"parts": [{"text": "é" * n}]}}]} for n in range(1, 4)]
+ARRAY = (
+    "[" + ",\r\n".join(json.dumps(e, indent=2, ensure_ascii=False) for e in ELEMENTS) + "]\n"
+).encode()
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(ARRAY)), max_size=12))
+def test_the_json_array_decoder_splits_anywhere(cuts: list[int]) -> None:
+    """However the bytes are cut (inside a UTF-8 character too), the elements come out whole, in order."""
+    decoder = JSONArrayDecoder()
+    found: list[Any] = []
+    at = 0
+    for cut in [*sorted(cuts), len(ARRAY)]:
+        found += decoder.feed(ARRAY[at:cut])
+        at = cut
+    found += decoder.close()
+    assert found == ELEMENTS
+
+
+def test_the_json_array_decoder_refuses_what_is_not_an_array() -> None:
+    """A body that is not a JSON array is a StreamError naming what came."""
+    from toolfold import StreamError
+
+    with pytest.raises(StreamError, match="not a JSON array"):
+        JSONArrayDecoder().feed(b'{"error": 1}')
+    decoder = JSONArrayDecoder()
+    decoder.feed(b'[{"a": 1}, {"b":')
+    with pytest.raises(StreamError, match="not a JSON array"):
+        decoder.close()

@@ -1,0 +1,341 @@
+"""Ollama's native API: OLLAMA_HOST, refusals before any request, the wire shapes, errors, streams."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from scripted_http import Reply, ScriptedServer
+
+import toolfold
+from toolfold import (
+    MalformedResponseError,
+    ModelConfigError,
+    NotFoundError,
+    ProviderError,
+    StreamError,
+    compile_tool,
+)
+from toolfold.adapters.ollama import OllamaModel, build_body, host_from_env, parse_response, prepare
+from toolfold.runtime import (
+    ImagePart,
+    Message,
+    ModelRequest,
+    OutputSpec,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+    ToolResultPart,
+)
+
+WEATHER = ToolDefinition(
+    "get_weather",
+    "Get the weather.",
+    {
+        "type": "object",
+        "$defs": {"Unit": {"enum": ["C", "F"], "description": "Unit."}},
+        "properties": {
+            "city": {"type": "string", "minLength": 1},
+            "unit": {"$ref": "#/$defs/Unit"},
+        },
+        "required": ["city"],
+    },
+)
+REQUEST = ModelRequest((Message.user("Hi"),))
+
+
+@pytest.mark.parametrize(
+    ("value", "url"),
+    [
+        ("", "http://localhost:11434"),
+        ("0.0.0.0", "http://0.0.0.0:11434"),
+        ("example.com:8080", "http://example.com:8080"),
+        (":9999", "http://127.0.0.1:9999"),
+        ("https://ollama.example.com/", "https://ollama.example.com"),
+        ("[::1]:1234", "http://[::1]:1234"),
+    ],
+)
+def test_ollama_host_forms(value: str, url: str) -> None:
+    """OLLAMA_HOST is read in every form the Ollama CLI accepts."""
+    assert host_from_env({"OLLAMA_HOST": value}) == url
+
+
+def test_the_model_uses_ollama_host_unless_given_a_base_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ollama:<model>`` goes to OLLAMA_HOST; an explicit base_url wins; no key is needed."""
+    monkeypatch.setenv("OLLAMA_HOST", "gpu-box:11500")
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    assert toolfold.model("ollama:qwen3").base_url == "http://gpu-box:11500"
+    assert OllamaModel("qwen3", base_url="http://127.0.0.1:1").base_url == "http://127.0.0.1:1"
+    monkeypatch.delenv("OLLAMA_HOST")
+    assert OllamaModel("qwen3").base_url == "http://localhost:11434"
+
+
+@pytest.mark.parametrize(
+    ("choice", "settings", "words"),
+    [
+        ("required", {}, "cannot force a tool call"),
+        ("get_weather", {}, "cannot force a call of 'get_weather'"),
+        ("auto", {"parallel_tool_calls": False}, "no switch for parallel tool calls"),
+    ],
+)
+def test_what_ollama_cannot_do_is_refused_before_any_request(
+    http_server: ScriptedServer, choice: str, settings: dict[str, Any], words: str
+) -> None:
+    """A required or named tool_choice (or serial calls) is a ModelConfigError, and nothing is sent."""
+    model = OllamaModel("qwen3", base_url=http_server.url)
+    request = ModelRequest((Message.user("x"),), (WEATHER,), choice, None, settings)
+    with pytest.raises(ModelConfigError, match=words):
+        model.request_sync(request)
+    with pytest.raises(ModelConfigError, match=words):
+        list(model.stream_sync(request))
+    model.close()
+    assert http_server.requests == []
+
+
+def test_tool_choice_none_leaves_the_tools_out() -> None:
+    """``none`` has no wire form; not offering the tools says it."""
+    sent = build_body(ModelRequest((Message.user("x"),), (WEATHER,), "none"), "qwen3")
+    assert "tools" not in sent
+    assert "tools" in build_body(ModelRequest((Message.user("x"),), (WEATHER,), "auto"), "qwen3")
+
+
+def test_the_conversation_on_the_wire() -> None:
+    """Calls go back with object arguments and thinking; results as role tool with tool_name; images inline."""
+    call = ToolCallPart("call_1", "get_weather", '{"city": "Paris"}', {"city": "Paris"})
+    sent = build_body(
+        ModelRequest(
+            (
+                Message.system("Be brief."),
+                Message.user("Weather here?", ImagePart(b"\x89PNG")),
+                Message("assistant", (ReasoningPart("hmm", provider="ollama"), call)),
+                Message.tool(ToolResultPart("call_1", "get_weather", "no station", True)),
+            ),
+            (WEATHER,),
+        ),
+        "qwen3",
+        stream=True,
+    )
+    assert sent["stream"] is True
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather here?", "images": ["iVBORw=="]},
+        {
+            "role": "assistant",
+            "content": "",
+            "thinking": "hmm",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "function": {"name": "get_weather", "arguments": {"city": "Paris"}},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_name": "get_weather",
+            "tool_call_id": "call_1",
+            "content": "no station",
+        },
+    ]
+
+
+def test_the_tool_schema_goes_through_the_ollama_dialect() -> None:
+    """$ref is inlined; minLength (dropped by Ollama's Go structs) moves into the description, reported."""
+    sent = build_body(ModelRequest((Message.user("x"),), (WEATHER,)), "qwen3")
+    function = sent["tools"][0]["function"]
+    assert sent["tools"][0]["type"] == "function"
+    assert function["parameters"]["properties"]["unit"] == {
+        "enum": ["C", "F"],
+        "description": "Unit.",
+    }
+    assert "$defs" not in function["parameters"]
+    assert function["parameters"]["properties"]["city"] == {
+        "type": "string",
+        "description": "minLength: 1",
+    }
+    report = compile_tool(WEATHER, "ollama")
+    assert {(r.keyword, r.action) for r in report.rewrites} >= {
+        ("$ref", "inlined"),
+        ("minLength", "moved_to_description"),
+    }
+
+
+def test_settings_become_options_and_output_becomes_format() -> None:
+    """max_tokens -> options.num_predict, stop a list; think/keep_alive top level; the output schema as format."""
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    sent = build_body(
+        ModelRequest(
+            (Message.user("x"),),
+            output=OutputSpec("answer", schema),
+            settings={
+                "max_tokens": 64,
+                "temperature": 0,
+                "stop": "END",
+                "seed": 7,
+                "think": True,
+                "keep_alive": "5m",
+            },
+        ),
+        "qwen3",
+    )
+    assert sent["options"] == {"num_predict": 64, "temperature": 0, "stop": ["END"], "seed": 7}
+    assert (sent["think"], sent["keep_alive"], sent["format"], sent["stream"]) == (
+        True,
+        "5m",
+        schema,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        ImagePart(url="https://e.com/a.png"),
+        toolfold.FilePart(b"%PDF", media_type="application/pdf"),
+    ],
+)
+def test_parts_ollama_cannot_take_are_refused(part: Any) -> None:
+    """An image by URL or a file is a ModelConfigError (Ollama takes inline images only)."""
+    with pytest.raises(ModelConfigError, match="Ollama"):
+        build_body(ModelRequest((Message.user("x", part),)), "qwen3")
+
+
+def test_a_whole_answer_parses() -> None:
+    """Thinking, text, calls (an object, or tolerated as a string) and the counts map to neutral values."""
+    response = parse_response(
+        {
+            "model": "qwen3",
+            "created_at": "2026-01-01T00:00:00Z",
+            "message": {
+                "role": "assistant",
+                "content": "Checking.",
+                "thinking": "User wants weather.",
+                "tool_calls": [
+                    {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+                    {
+                        "id": "call_x",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                    },
+                ],
+            },
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 26,
+            "eval_count": 9,
+        }
+    )
+    assert [p.kind for p in response.message.parts] == [
+        "reasoning",
+        "text",
+        "tool_call",
+        "tool_call",
+    ]
+    assert response.message.parts[0] == ReasoningPart("User wants weather.", provider="ollama")
+    assert response.message.parts[1] == TextPart("Checking.")
+    first, second = response.tool_calls
+    assert first.id.startswith("call_")
+    assert first.arguments == {"city": "Paris"}
+    assert (second.id, second.arguments) == ("call_x", {"city": "Oslo"})
+    assert (response.finish_reason, response.raw_finish_reason) == ("tool_calls", "stop")
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (26, 9)
+
+
+@pytest.mark.parametrize(
+    ("message", "path"),
+    [
+        ({"content": 3}, r"\$\.message\.content"),
+        (
+            {"tool_calls": [{"function": {"name": 1}}]},
+            r"\$\.message\.tool_calls\[0\]\.function\.name",
+        ),
+        (
+            {"tool_calls": [{"function": {"name": "f", "arguments": [1]}}]},
+            r"\$\.message\.tool_calls\[0\]\.function\.arguments",
+        ),
+    ],
+)
+def test_malformed_answers_name_the_json_path(message: dict[str, Any], path: str) -> None:
+    """A value of the wrong type is a MalformedResponseError naming where it is."""
+    with pytest.raises(MalformedResponseError, match=path):
+        parse_response({"model": "m", "message": message, "done": True})
+
+
+@pytest.mark.parametrize(
+    ("top", "path"),
+    [
+        ({"eval_count": -2}, "$.eval_count"),
+        ({"model": 3}, "$.model"),
+        ({"done_reason": []}, "$.done_reason"),
+    ],
+)
+def test_malformed_counts_and_fields_name_the_json_path(top: dict[str, Any], path: str) -> None:
+    """A negative count or a non-string model or reason is a MalformedResponseError at its path."""
+    with pytest.raises(MalformedResponseError) as caught:
+        parse_response({"model": "m", "message": {"content": "hi"}, "done": True, **top})
+    assert caught.value.path == path
+
+
+def test_unknown_model_is_not_found_with_ollamas_message(http_server: ScriptedServer) -> None:
+    """Ollama's 404 ``{"error": "model 'x' not found"}`` is a NotFoundError quoting it."""
+    http_server.add(Reply(status=404, json={"error": "model 'nope' not found"}))
+    model = OllamaModel("nope", base_url=http_server.url, retry=0)
+    with pytest.raises(NotFoundError, match="model 'nope' not found"):
+        model.request_sync(REQUEST)
+    model.close()
+
+
+@pytest.mark.parametrize(
+    ("lines", "words"),
+    [
+        (
+            [
+                {"model": "m", "message": {"content": "Hel"}, "done": False},
+                {"error": "an error was encountered while running the model"},
+            ],
+            "error was encountered",
+        ),
+        ([{"model": "m", "message": {"content": "Hel"}, "done": False}], "before its final"),
+    ],
+    ids=["error-line", "no-done-line"],
+)
+def test_broken_streams_are_stream_errors(
+    http_server: ScriptedServer, lines: list[Any], words: str
+) -> None:
+    """An ``{"error": ...}`` line after HTTP 200, or a body without its done line, is a StreamError."""
+    chunks = [(json.dumps(line) + "\n").encode() for line in lines]
+    http_server.add(Reply(headers={"content-type": "application/x-ndjson"}, chunks=chunks))
+    model = OllamaModel("m", base_url=http_server.url, retry=0)
+    with pytest.raises(StreamError, match=words):
+        list(model.stream_sync(REQUEST))
+    model.close()
+
+
+def test_a_key_for_ollama_cloud_is_a_bearer_token_and_never_shows(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OLLAMA_API_KEY goes as a bearer token and stays out of repr and errors."""
+    key = "ollama-SECRET-key-0123456789"
+    monkeypatch.setenv("OLLAMA_API_KEY", key)
+    http_server.add(Reply(status=401, json={"error": f"unauthorized: {key}"}))
+    model = OllamaModel("m", base_url=http_server.url, retry=0)
+    with pytest.raises(ProviderError) as caught:
+        model.request_sync(REQUEST)
+    model.close()
+    assert http_server.requests[0].headers["authorization"] == f"Bearer {key}"
+    assert key not in repr(model)
+    assert key not in str(caught.value)
+    assert key not in caught.value.body
+
+
+def test_another_providers_reasoning_is_left_out_and_reported() -> None:
+    """Anthropic's signed thinking does not go to Ollama; the request's report says so."""
+    parts = (ReasoningPart("claude thinks", "sig", "anthropic"), TextPart("Hi"))
+    prepared = prepare(ModelRequest((Message.user("x"), Message("assistant", parts))), "qwen3")
+    assert prepared.body["messages"][1] == {"role": "assistant", "content": "Hi"}
+    assert prepared.report.notes == (
+        "messages[1]: reasoning from anthropic left out: it was written for another provider",
+    )

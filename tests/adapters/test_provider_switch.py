@@ -1,0 +1,335 @@
+"""One conversation, any provider: a run whose steps go to Anthropic, Anthropic, Gemini, then Responses.
+
+The conversation holds an image, parallel-free tool calls, a tool error and
+each provider's reasoning. Every request the run sends is checked against
+that API's official description (Anthropic's ``CreateMessageParams``,
+Gemini's ``GenerateContentRequest``, OpenAI's ``CreateResponse``); reasoning a
+provider cannot take is left out of its request, and each drop is a note in
+that request's report, never silent. The same final conversation also
+compiles for Ollama and Chat Completions.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import attrs
+import httpx
+import jsonschema
+import pytest
+from anthropic_cassettes import spec_problems as anthropic_problems
+from cassettes import SPECS
+from openai_spec import _nullable
+from openai_spec import problems as openai_problems
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+import toolfold
+from toolfold import ImagePart, Message
+from toolfold.adapters.anthropic import is_beta
+from toolfold.runtime import ModelRequest, ModelResponse, StreamEvent
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"0" * 16
+WEATHER = {"Paris": "sunny, 22C", "Oslo": "snow, -3C"}
+
+
+@toolfold.tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: The city name.
+    """
+    if city not in WEATHER:
+        raise ValueError(f"no weather station in {city}")
+    return WEATHER[city]
+
+
+def _anthropic_answer(number: int, city: str) -> dict[str, Any]:
+    return {
+        "id": f"msg_{number}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [
+            {
+                "type": "thinking",
+                "thinking": f"Step {number}: check {city}.",
+                "signature": f"sig{number}",
+            },
+            {
+                "type": "tool_use",
+                "id": f"toolu_{number}",
+                "name": "get_weather",
+                "input": {"city": city},
+            },
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 50, "output_tokens": 10},
+    }
+
+
+GEMINI_ANSWER = {
+    "candidates": [
+        {
+            "content": {
+                "role": "model",
+                "parts": [
+                    {"text": "Checking Oslo.", "thought": True, "thoughtSignature": "Z3NpZw=="},
+                    {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}},
+                ],
+            },
+            "finishReason": "STOP",
+        }
+    ],
+    "usageMetadata": {"promptTokenCount": 80, "candidatesTokenCount": 9, "totalTokenCount": 89},
+    "modelVersion": "gemini-2.5-flash",
+}
+RESPONSES_ANSWER = {
+    "id": "resp_1",
+    "object": "response",
+    "status": "completed",
+    "model": "gpt-5-mini",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_r",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {
+                    "type": "output_text",
+                    "text": "Paris sunny, Tokyo unknown, Oslo snowing.",
+                    "annotations": [],
+                }
+            ],
+        }
+    ],
+    "usage": {"input_tokens": 120, "output_tokens": 12, "total_tokens": 132},
+}
+
+
+@attrs.define
+class Served:
+    """A provider answering from a list over ``httpx.MockTransport``, keeping the bodies it got."""
+
+    answers: list[dict[str, Any]]
+    bodies: list[dict[str, Any]] = attrs.field(factory=list)
+    paths: list[str] = attrs.field(factory=list)
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        self.bodies.append(json.loads(request.content))
+        self.paths.append(request.url.path)
+        return httpx.Response(200, json=self.answers[len(self.bodies) - 1])
+
+
+@attrs.define
+class Switching:
+    """A `Model` that sends step N to ``models[N]``: the run switches provider between steps."""
+
+    models: list[Any]
+    requests: list[ModelRequest] = attrs.field(factory=list)
+
+    @property
+    def name(self) -> str:
+        return "switching:" + ",".join(m.name for m in self.models)
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        response: ModelResponse = self.models[len(self.requests) - 1].request_sync(request)
+        return response
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        raise NotImplementedError
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        raise NotImplementedError
+
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        raise NotImplementedError
+
+
+@functools.cache
+def _gemini_validator() -> jsonschema.protocols.Validator:
+    document = json.loads(
+        (SPECS / "gemini-generativelanguage-v1beta-openapi.json").read_text(encoding="utf-8")
+    )
+    uri = "urn:gemini-openapi"
+    registry: Registry = Registry().with_resource(
+        uri, Resource(contents=_nullable(document), specification=DRAFT202012)
+    )
+    schema = {"$ref": f"{uri}#/components/schemas/GenerateContentRequest"}
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def _any_of(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {("anyOf" if k == "oneOf" else k): _any_of(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_any_of(v) for v in node]
+    return node
+
+
+@functools.cache
+def _responses_validator() -> jsonschema.protocols.Validator:
+    # The document's input-item unions overlap (a user message is both an
+    # EasyInputMessage and an InputMessage), so under ``oneOf`` every message
+    # is refused, recorded ones included; ``anyOf`` keeps every other check.
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    document = yaml.load((SPECS / "openai-openapi.yaml").read_text(encoding="utf-8"), Loader=loader)
+    uri = "urn:openai-openapi-any-of"
+    resource = Resource(contents=_any_of(_nullable(document)), specification=DRAFT202012)
+    schema = {"$ref": f"{uri}#/components/schemas/CreateResponse"}
+    return jsonschema.Draft202012Validator(schema, registry=Registry().with_resource(uri, resource))
+
+
+def responses_problems(body: Any) -> list[str]:
+    """Every error of ``body`` against ``CreateResponse`` (with its unions read as ``anyOf``)."""
+    return [
+        f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message[:200]}"
+        for e in _responses_validator().iter_errors(body)
+    ]
+
+
+def test_the_responses_document_refuses_every_message_under_one_of() -> None:
+    """Why `responses_problems` reads oneOf as anyOf: the plainest message matches two branches."""
+    message = {
+        "model": "m",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}],
+    }
+    assert openai_problems("CreateResponse", message) != []
+    assert responses_problems(message) == []
+
+
+def gemini_problems(body: Any, model: str) -> list[str]:
+    """Every error of ``body`` against Gemini's ``GenerateContentRequest``.
+
+    The document marks ``model`` required (the message's proto field); over REST
+    it travels in the URL path instead, so it is put back from there first.
+    """
+    return [
+        f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message[:200]}"
+        for e in _gemini_validator().iter_errors({"model": model, **body})
+    ]
+
+
+@pytest.fixture
+def run() -> Iterator[tuple[Any, Switching, dict[str, Served]]]:
+    """The four-step run, with the switching model and what each provider received."""
+    served = {
+        "anthropic": Served([_anthropic_answer(1, "Paris"), _anthropic_answer(2, "Tokyo")]),
+        "gemini": Served([GEMINI_ANSWER]),
+        "responses": Served([RESPONSES_ANSWER]),
+    }
+    clients = {k: httpx.Client(transport=httpx.MockTransport(v.handler)) for k, v in served.items()}
+    claude = toolfold.model(
+        "anthropic:claude-sonnet-4-5", api_key="a" * 24, http_client=clients["anthropic"]
+    )
+    gemini = toolfold.model(
+        "gemini:gemini-2.5-flash", api_key="g" * 24, http_client=clients["gemini"]
+    )
+    gpt = toolfold.model(
+        "openai-responses:gpt-5-mini", api_key="o" * 24, http_client=clients["responses"]
+    )
+    switching = Switching([claude, claude, gemini, gpt])
+    prompt = Message.user("Weather in Paris, Tokyo and Oslo? Here is a map.", ImagePart(PNG))
+    response = toolfold.generate_text(switching, [prompt], tools=[get_weather])
+    yield response, switching, served
+    for client in clients.values():
+        client.close()
+
+
+def test_the_run_switches_provider_and_finishes(run: Any) -> None:
+    """Four steps on three APIs end with the Responses answer; the Tokyo call failed as a tool error."""
+    response, switching, served = run
+    assert response.text == "Paris sunny, Tokyo unknown, Oslo snowing."
+    assert [len(s.bodies) for s in served.values()] == [2, 1, 1]
+    results = [
+        p for m in switching.requests[-1].messages for p in m.parts if p.kind == "tool_result"
+    ]
+    assert [(r.content, r.is_error) for r in results][:2] == [
+        ("sunny, 22C", False),
+        (results[1].content, True),
+    ]
+    assert "no weather station in Tokyo" in results[1].content
+
+
+def test_every_request_is_valid_for_its_api(run: Any) -> None:
+    """Each provider's requests validate against its official description."""
+    _, _, served = run
+    for body in served["anthropic"].bodies:
+        assert anthropic_problems(body, beta=is_beta(body)) == []
+    path = served["gemini"].paths[0]
+    assert path == "/v1beta/models/gemini-2.5-flash:generateContent"
+    model = path.removeprefix("/v1beta/").partition(":")[0]
+    assert gemini_problems(served["gemini"].bodies[0], model) == []
+    assert responses_problems(served["responses"].bodies[0]) == []
+
+
+def test_anthropic_gets_its_thinking_back_and_the_error_flag(run: Any) -> None:
+    """Step 2's request carries step 1's signed thinking unchanged and Tokyo's is_error is in step 3's history."""
+    _, _, served = run
+    second = served["anthropic"].bodies[1]["messages"]
+    assert second[1]["content"][0] == {
+        "type": "thinking",
+        "thinking": "Step 1: check Paris.",
+        "signature": "sig1",
+    }
+    assert second[0]["content"][1]["type"] == "image"
+
+
+def _notes(model: Any, request: ModelRequest) -> tuple[str, ...]:
+    notes: tuple[str, ...] = model.prepare(request).report.notes
+    return notes
+
+
+def test_reasoning_other_providers_cannot_take_is_dropped_visibly(run: Any) -> None:
+    """Gemini's request has no Claude thinking and says so; Responses' drops both, noted per message."""
+    _, switching, served = run
+    gemini_body = json.dumps(served["gemini"].bodies[0])
+    assert "sig1" not in gemini_body
+    assert "Step 1: check Paris." not in gemini_body
+    gemini_notes = _notes(switching.models[2], switching.requests[2])
+    assert len([n for n in gemini_notes if "anthropic" in n]) == 2
+    responses_body = json.dumps(served["responses"].bodies[0])
+    assert "sig1" not in responses_body
+    assert "Z3NpZw==" not in responses_body
+    responses_notes = _notes(switching.models[3], switching.requests[3])
+    assert any("anthropic" in n for n in responses_notes)
+    assert any("gemini" in n for n in responses_notes)
+    anthropic_notes = _notes(switching.models[0], switching.requests[3])
+    assert any("gemini" in n for n in anthropic_notes)
+
+
+@pytest.mark.parametrize(
+    ("make", "check"),
+    [
+        (lambda: toolfold.model("ollama:qwen3", base_url="http://127.0.0.1:9"), None),
+        (
+            lambda: toolfold.model("openai:gpt-4o-mini", api_key="o" * 24),
+            lambda body: openai_problems("CreateChatCompletionRequest", body),
+        ),
+        (
+            lambda: toolfold.model("anthropic:claude-sonnet-4-5", api_key="a" * 24),
+            lambda body: anthropic_problems(body, beta=is_beta(body)),
+        ),
+    ],
+    ids=["ollama", "openai-chat", "anthropic"],
+)
+def test_the_whole_conversation_compiles_for_other_providers(
+    run: Any, make: Callable[[], Any], check: Callable[[Any], list[str]] | None
+) -> None:
+    """The final four-provider conversation (answer included) encodes for Ollama, Chat Completions and Anthropic."""
+    response, switching, _ = run
+    request = attrs.evolve(switching.requests[-1], messages=response.messages)
+    model = make()
+    body = model.body(request)
+    assert body
+    if check is not None:
+        assert check(body) == []
+    model.close()

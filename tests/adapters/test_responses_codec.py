@@ -1,0 +1,255 @@
+"""The Responses codec's rules that the recordings do not show, one by one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from toolfold.adapters._http._sse import SSEEvent
+from toolfold.adapters.openai_responses import (
+    DecoderState,
+    OpenAIResponsesModel,
+    decode_end,
+    decode_event,
+    parse_response,
+)
+from toolfold.runtime import (
+    FilePart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    OutputSpec,
+    ReasoningPart,
+    StreamState,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+    ToolResultPart,
+    finish_stream,
+    fold_stream,
+)
+
+TOOL = ToolDefinition("f", "F", {"type": "object", "properties": {"x": {"type": "string"}}})
+LOOSE = ToolDefinition(
+    "g", "G", {"type": "object", "properties": {"x": {"type": "string", "minLength": 2}}}
+)
+
+
+def body(request: ModelRequest, model: str = "gpt-4o", **kwargs: Any) -> dict[str, Any]:
+    """The body a Responses model sends for ``request``."""
+    return OpenAIResponsesModel(model, api_key="k" * 20).body(request, **kwargs)
+
+
+def test_the_conversation_goes_as_input_items_in_order() -> None:
+    """System, user media, reasoning, text, calls and results, each as its item; no previous_response_id."""
+    request = ModelRequest(
+        [
+            Message.system("Be brief."),
+            Message.user(
+                "See",
+                ImagePart(url="https://x/a.png"),
+                FilePart(data=b"%PDF", media_type="application/pdf", filename="a.pdf"),
+            ),
+            Message(
+                "assistant",
+                [
+                    ReasoningPart("why", "enc", "openai-responses", {"item_id": "rs_1"}),
+                    TextPart("Looking."),
+                    ToolCallPart("call_1", "f", '{"x":"a"}', {"x": "a"}, {"item_id": "fc_1"}),
+                ],
+            ),
+            Message.tool(ToolResultPart("call_1", "f", "done")),
+        ]
+    )
+    sent = body(request)
+    assert "previous_response_id" not in sent
+    assert sent["input"] == [
+        {"role": "developer", "content": "Be brief."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "See"},
+                {"type": "input_image", "image_url": "https://x/a.png", "detail": "auto"},
+                {
+                    "type": "input_file",
+                    "file_data": "data:application/pdf;base64,JVBERg==",
+                    "filename": "a.pdf",
+                },
+            ],
+        },
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "why"}],
+            "encrypted_content": "enc",
+        },
+        {"role": "assistant", "content": "Looking."},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "f",
+            "arguments": '{"x":"a"}',
+            "id": "fc_1",
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "done"},
+    ]
+
+
+def test_foreign_reasoning_is_dropped_with_a_note() -> None:
+    """Reasoning from elsewhere (or without an item id) is left out, and the report says so."""
+    request = ModelRequest(
+        [
+            Message.user("x"),
+            Message("assistant", [ReasoningPart("hmm", "sig", "gemini"), TextPart("ok")]),
+        ]
+    )
+    prepared = OpenAIResponsesModel("gpt-4o", api_key="k" * 20).prepare(request)
+    assert [i.get("type") for i in prepared.body["input"]] == [None, None]
+    (note,) = prepared.report.notes
+    assert "reasoning from gemini dropped" in note
+
+
+@pytest.mark.parametrize(
+    ("choice", "wire"),
+    [
+        ("auto", "auto"),
+        ("none", "none"),
+        ("required", "required"),
+        ("f", {"type": "function", "name": "f"}),
+    ],
+)
+def test_tool_choice(choice: str, wire: Any) -> None:
+    """Neutral choices map to the flat forms."""
+    assert body(ModelRequest([Message.user("x")], [TOOL], choice))["tool_choice"] == wire
+
+
+def test_tools_are_flat_and_strict_when_the_schema_allows() -> None:
+    """strict is always sent; true for a schema that fits strict mode, false otherwise."""
+    tools = body(ModelRequest([Message.user("x")], [TOOL, LOOSE]))["tools"]
+    assert [(t["type"], t["name"], t["strict"]) for t in tools] == [
+        ("function", "f", True),
+        ("function", "g", False),
+    ]
+
+
+def test_settings_output_and_reasoning_include() -> None:
+    """max_tokens is max_output_tokens; output is text.format; reasoning models ask for encrypted reasoning."""
+    output = OutputSpec(
+        "answer", {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    )
+    request = ModelRequest(
+        [Message.user("x")], output=output, settings={"max_tokens": 5, "temperature": 0}
+    )
+    sent = body(request, "gpt-5-mini", stream=True)
+    assert sent["max_output_tokens"] == 5
+    assert sent["temperature"] == 0
+    assert sent["include"] == ["reasoning.encrypted_content"]
+    assert sent["stream"] is True
+    assert sent["text"]["format"]["type"] == "json_schema"
+    assert sent["text"]["format"]["strict"] is True
+    assert "include" not in body(request, "gpt-4o")
+
+
+def test_refusals_and_incomplete_responses() -> None:
+    """A refusal is text; an incomplete response for max_output_tokens is 'length'."""
+    response = parse_response(
+        {
+            "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+            "output": [
+                {"type": "message", "content": [{"type": "refusal", "refusal": "I can't."}]}
+            ],
+        },
+        "openai-responses",
+    )
+    assert (response.text, response.finish_reason, response.raw_finish_reason) == (
+        "I can't.",
+        "length",
+        "max_output_tokens",
+    )
+
+
+def _fold(*events: tuple[str, dict[str, Any]]) -> Any:
+    state, folded = DecoderState("openai-responses"), StreamState()
+    for kind, data in events:
+        state, out = decode_event(
+            state, SSEEvent(data=json.dumps({"type": kind, **data}), event=kind)
+        )
+        for event in out:
+            folded = fold_stream(folded, event)
+    for event in decode_end(state):
+        folded = fold_stream(folded, event)
+    return finish_stream(folded, str)
+
+
+COMPLETED = (
+    "response.completed",
+    {"response": {"status": "completed", "usage": {"input_tokens": 3, "output_tokens": 2}}},
+)
+
+
+def test_a_streamed_call_without_fragments_takes_the_done_text() -> None:
+    """No argument deltas: the arguments come from ...arguments.done, once."""
+    item = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "f",
+        "arguments": "",
+    }
+    response = _fold(
+        ("response.output_item.added", {"output_index": 0, "item": item}),
+        (
+            "response.function_call_arguments.done",
+            {"item_id": "fc_1", "output_index": 0, "arguments": '{"x":"a"}'},
+        ),
+        (
+            "response.output_item.done",
+            {"output_index": 0, "item": {**item, "arguments": '{"x":"a"}'}},
+        ),
+        COMPLETED,
+    )
+    ((call_id, arguments),) = [(c.id, c.arguments) for c in response.tool_calls]
+    assert (call_id, arguments) == ("call_1", {"x": "a"})
+    assert response.finish_reason == "tool_calls"
+
+
+def test_a_call_finished_without_being_announced_still_arrives_whole() -> None:
+    """output_item.done for a call never added: started, filled and ended at once."""
+    item = {
+        "type": "function_call",
+        "id": "fc_9",
+        "call_id": "call_9",
+        "name": "f",
+        "arguments": '{"x":"b"}',
+    }
+    response = _fold(("response.output_item.done", {"output_index": 0, "item": item}), COMPLETED)
+    assert [(c.id, c.arguments) for c in response.tool_calls] == [("call_9", {"x": "b"})]
+
+
+def test_streamed_reasoning_keeps_its_summary_id_and_encrypted_content() -> None:
+    """Summary deltas and the finished item fold into one part that goes back as the same item."""
+    item = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Plan."}],
+        "encrypted_content": "enc",
+    }
+    response = _fold(
+        ("response.output_item.added", {"output_index": 0, "item": {**item, "summary": []}}),
+        ("response.reasoning_summary_text.delta", {"item_id": "rs_1", "delta": "Pl"}),
+        ("response.reasoning_summary_text.delta", {"item_id": "rs_1", "delta": "an."}),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        ("response.output_text.delta", {"item_id": "msg", "delta": "Hi"}),
+        COMPLETED,
+    )
+    (reasoning,) = [p for p in response.message.parts if p.kind == "reasoning"]
+    assert (reasoning.text, reasoning.signature, dict(reasoning.provider_data)) == (
+        "Plan.",
+        "enc",
+        {"item_id": "rs_1"},
+    )
+    assert response.text == "Hi"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 2)

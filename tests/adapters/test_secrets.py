@@ -1,0 +1,180 @@
+"""The API key never shows: not in any error or what it was raised from, tracebacks, states or logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import traceback
+from typing import Any
+
+import httpx
+import pytest
+from scripted_http import Recorded, Reply, ScriptedServer, sse
+
+import toolfold
+from toolfold import Agent, ProviderError, RunState, generate_text
+
+KEY = "sk-secret-key-0123456789abcdefXYZ"
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    stack: list[BaseException | None] = [error]
+    while stack:
+        exc = stack.pop()
+        if exc is None or any(exc is seen for seen in found):
+            continue
+        found.append(exc)
+        stack += [exc.__cause__, exc.__context__]
+    return found
+
+
+def _every_text(error: BaseException) -> str:
+    """Everything an error chain shows: str, repr, args, attributes, held request headers, traceback."""
+    pieces = ["".join(traceback.format_exception(type(error), error, error.__traceback__))]
+    for exc in _chain(error):
+        pieces += [str(exc), repr(exc), repr(exc.args)]
+        for value in vars(exc).values():
+            pieces.append(repr(value))
+            headers = getattr(value, "headers", None)
+            if headers is not None:
+                pieces.append(repr(dict(headers.items())))
+        request = getattr(exc, "_request", None)
+        if request is not None:
+            pieces.append(repr(dict(request.headers.items())))
+    return "\n".join(pieces)
+
+
+def _assert_hidden(error: BaseException) -> None:
+    text = _every_text(error)
+    assert KEY not in text
+    state = getattr(error, "state", None)
+    if state is not None:
+        assert KEY not in state.to_json()
+
+
+def _model(url: str, opened: list[Any], client: Any = None) -> Any:
+    """A model on the default client, or on ``client`` (an httpx client, closed after the test)."""
+    options: dict[str, Any] = {"http_client": client} if client is not None else {}
+    made = toolfold.model(
+        "openai-compatible:m", base_url=f"{url}/v1", api_key=KEY, retry=0, **options
+    )
+    opened.append(made)
+    if client is not None:
+        opened.append(client)
+    return made
+
+
+def _echo(status: int, body: bytes, *, stream: bool = False) -> Any:
+    """A handler answering ``body`` with the request's Authorization header spliced in (a leaky server)."""
+
+    def handler(request: Recorded) -> Reply:
+        auth = request.headers.get("authorization", "").encode()
+        filled = body.replace(b"AUTH", auth)
+        if stream:
+            return Reply(
+                status=status, headers={"content-type": "text/event-stream"}, chunks=[filled]
+            )
+        return Reply(
+            status=status,
+            body=filled,
+            headers={"content-type": "application/json", "x-echo": auth.decode()},
+        )
+
+    return handler
+
+
+LEAKS = [
+    (200, b"<html>AUTH</html>"),  # not JSON: a JSONDecodeError whose .doc is the body
+    (200, b'{"choices": 8, "echo": "AUTH"}'),  # malformed
+    (401, b'{"error": {"message": "bad key AUTH", "code": "AUTH"}}'),
+    (500, b"AUTH"),
+    (200, b'{"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": "AUTH"}}'),
+]
+
+
+@pytest.mark.parametrize("client", ["default", "httpx"])
+@pytest.mark.parametrize(("status", "body"), LEAKS)
+def test_an_echoed_key_is_scrubbed_from_the_whole_error_chain(
+    http_server: ScriptedServer, opened: list[Any], status: int, body: bytes, client: str
+) -> None:
+    """A server echoing the key in a body or header: no error in the chain, traceback or state shows it."""
+    http_server.handler = _echo(status, body)
+    injected = httpx.Client() if client == "httpx" else None
+    with pytest.raises(ProviderError) as caught:
+        generate_text(_model(http_server.url, opened, injected), "hi")
+    assert "***" in _every_text(caught.value)  # the key was echoed, and masked
+    _assert_hidden(caught.value)
+
+
+def test_an_echoed_key_in_a_stream_is_scrubbed(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """A stream event that is not JSON and holds the key: the StreamError chain never shows it."""
+    http_server.handler = _echo(200, b"data: {AUTH\n\n", stream=True)
+    with pytest.raises(toolfold.StreamError) as caught:
+        for _ in Agent(model=_model(http_server.url, opened)).stream("hi"):
+            pass
+    _assert_hidden(caught.value)
+
+
+@pytest.mark.parametrize("client", ["default", "httpx"])
+def test_a_connection_error_does_not_keep_the_request_headers(
+    opened: list[Any], client: str
+) -> None:
+    """The exception under a ConnectionError (httpx's holds the request) never shows the key."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    injected = httpx.Client() if client == "httpx" else None
+    with pytest.raises(toolfold.ProviderConnectionError) as caught:
+        generate_text(_model(f"http://127.0.0.1:{port}", opened, injected), "hi")
+    if injected is not None:
+        chained = [e for e in _chain(caught.value) if getattr(e, "_request", None) is not None]
+        assert chained  # the request object is there, so the check below checks something
+    _assert_hidden(caught.value)
+
+
+def test_debug_logs_of_the_http_stack_never_show_the_key(
+    http_server: ScriptedServer, opened: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """With httpx, httpcore and toolfold logging at DEBUG, no log line holds the key."""
+    message = {"role": "assistant", "content": "hello"}
+    http_server.add(Reply(json={"id": "r", "choices": [{"message": message}]}))
+    http_server.handler = None
+    with caplog.at_level(logging.DEBUG):
+        for name in ("httpx", "httpcore", "toolfold"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
+        model = _model(http_server.url, opened, httpx.Client())
+        assert generate_text(model, "hi").text == "hello"
+        http_server.add(Reply(status=401, body=f'{{"error": {{"message": "{KEY}"}}}}'.encode()))
+        with pytest.raises(toolfold.AuthenticationError):
+            generate_text(model, "hi")
+    lines = [record.getMessage() for record in caplog.records]
+    assert any(line.startswith("HTTP Request") for line in lines)  # httpx did log
+    assert any("send_request_headers" in line for line in lines)  # httpcore did log
+    assert not [line for line in lines if KEY in line]
+
+
+def test_a_state_never_holds_the_key(http_server: ScriptedServer, opened: list[Any]) -> None:
+    """A finished run's state, plain or signed, does not hold the model's key."""
+    message = {"role": "assistant", "content": "hello"}
+    http_server.add(Reply(json={"id": "r", "choices": [{"message": message}]}))
+    state = generate_text(_model(http_server.url, opened), "hi").state
+    for text in (state.to_json(), state.to_json(key="signing-key")):
+        assert KEY not in text
+        assert RunState.from_json(text) == state
+    assert KEY not in json.dumps(repr(state))
+
+
+def test_a_stream_after_http_200_keeps_the_key_out(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """An in-band error echoing the key is scrubbed like an HTTP error."""
+    http_server.handler = _echo(200, sse({"error": {"message": "AUTH"}})[0], stream=True)
+    with pytest.raises(toolfold.StreamError) as caught:
+        for _ in Agent(model=_model(http_server.url, opened)).stream("hi"):
+            pass
+    assert "***" in str(caught.value)
+    _assert_hidden(caught.value)

@@ -1,0 +1,206 @@
+"""MCP both ways, against real servers: mcp-server-time, toolfold's own server, a broken one."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.ecosystem.conftest import ROOT, children
+from tests.ecosystem.served_tools import add
+from toolfold import ToolDefinitionError
+from toolfold.mcp import (
+    MCPError,
+    MCPServerHTTP,
+    MCPServerStdio,
+    MCPToolsChangedWarning,
+    load_tools,
+)
+
+
+def _time_server(**options: Any) -> MCPServerStdio:
+    return MCPServerStdio(sys.executable, ["-m", "mcp_server_time"], name="time", **options)
+
+
+def _our_server(**options: Any) -> MCPServerStdio:
+    return MCPServerStdio(
+        sys.executable,
+        ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"],
+        cwd=str(ROOT),
+        name="ours",
+        **options,
+    )
+
+
+def _call(tool: Any, arguments: dict[str, Any]) -> Any:
+    return asyncio.run(tool.function(arguments))
+
+
+def test_time_server_tools_become_prefixed_tools_with_the_server_schema() -> None:
+    """mcp-server-time's tools are listed with the prefix and their inputSchema, and run."""
+    with _time_server(prefix="time") as server:
+        tools = {t.name: t for t in server.tools()}
+        assert set(tools) == {"time_get_current_time", "time_convert_time"}
+        current = tools["time_get_current_time"]
+        assert current.parameters["required"] == ["timezone"]
+        assert "IANA" in current.parameters["properties"]["timezone"]["description"]
+        result = _call(current, {"timezone": "Europe/Paris"})
+    assert result["timezone"] == "Europe/Paris"
+    assert not server.is_open
+
+
+def test_a_server_error_result_is_a_tool_error_naming_server_and_tool() -> None:
+    """isError from the server raises MCPError carrying the server's own text."""
+    with _time_server() as server:
+        current = {t.name: t for t in server.tools()}["get_current_time"]
+        with pytest.raises(MCPError, match=r"'time'.*'get_current_time'.*Nowhere/Bad"):
+            _call(current, {"timezone": "Nowhere/Bad"})
+
+
+def test_include_and_approval_by_name_shape_the_listed_tools() -> None:
+    """`include` keeps only named tools; a name list sets requires_approval per tool."""
+    with _time_server(include=["convert_time"], requires_approval=["convert_time"]) as server:
+        (only,) = server.tools()
+    assert only.name == "convert_time"
+    assert only.requires_approval is True
+
+
+def test_our_server_lists_the_derived_schemas_to_the_sdk_client() -> None:
+    """`python -m toolfold.mcp serve` lists each tool with exactly its derived schema."""
+
+    async def main() -> dict[str, Any]:
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters
+
+        target = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"],
+            cwd=str(ROOT),
+        )
+        async with Client(target) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            ok = await client.call_tool("add", {"a": 2, "b": 3})
+            bad = await client.call_tool("add", {"a": "two", "b": 3})
+            failed = await client.call_tool("fail", {"reason": "on purpose"})
+            unknown = await client.call_tool("nope", {})
+        return {"listed": listed, "ok": ok, "bad": bad, "failed": failed, "unknown": unknown}
+
+    got = asyncio.run(main())
+    assert got["listed"]["add"].input_schema == add.parameters
+    assert got["listed"]["add"].description == add.description
+    assert [c.text for c in got["ok"].content] == ["5"]
+    assert not got["ok"].is_error
+    assert got["bad"].is_error
+    assert "a" in got["bad"].content[0].text
+    assert got["failed"].is_error
+    assert got["failed"].content[0].text == "RuntimeError: on purpose"
+    assert got["unknown"].is_error
+    assert "unknown tool 'nope'" in got["unknown"].content[0].text
+
+
+def test_streamable_http_both_ways(http_tools_server: str) -> None:
+    """MCPServerHTTP lists and calls toolfold's own server over streamable HTTP."""
+    with MCPServerHTTP(http_tools_server, prefix="remote") as server:
+        tools = {t.name: t for t in server.tools()}
+        assert {"remote_add", "remote_shout"} <= set(tools)
+        assert _call(tools["remote_add"], {"a": 20, "b": 22}) == "42"
+        assert _call(tools["remote_shout"], {"text": "hi"}) == "HI"
+
+
+def test_a_server_crashing_mid_call_is_a_clear_error_and_leaves_no_process() -> None:
+    """A server process that dies during a call raises MCPError; nothing is left running."""
+    before = children()
+    with _our_server() as server:
+        crash = {t.name: t for t in server.tools()}["crash"]
+        with pytest.raises(MCPError, match=r"'ours'.*'crash'"):
+            _call(crash, {})
+    assert children() == before
+
+
+def test_a_hanging_call_ends_at_the_timeout() -> None:
+    """A call the server never answers fails after the source's timeout, with MCPError."""
+    with _our_server(timeout=1.0) as server:
+        hang = {t.name: t for t in server.tools()}["hang"]
+        assert hang.timeout == 1.0
+        with pytest.raises(MCPError, match="'hang'"):
+            _call(hang, {})
+
+
+def test_a_malformed_result_is_a_clear_error() -> None:
+    """A tools/call answer that breaks the protocol raises MCPError, not a raw exception."""
+    broken = MCPServerStdio(sys.executable, [str(ROOT / "tests/ecosystem/malformed_server.py")])
+    with broken:
+        (tool,) = broken.tools()
+        with pytest.raises(MCPError, match="'broken'"):
+            _call(tool, {})
+
+
+def test_a_server_that_cannot_start_is_a_clear_error() -> None:
+    """A command that does not exist raises MCPError on open, and nothing stays open."""
+    missing = MCPServerStdio("/nonexistent/mcp-server", name="missing")
+    with pytest.raises(MCPError, match=r"'missing'.*could not start"):
+        missing.open()
+    assert not missing.is_open
+
+
+def test_a_changed_tool_list_is_noticed(tmp_path: Any) -> None:
+    """Listing again after the server's tools changed warns with MCPToolsChangedWarning."""
+    module = tmp_path / "changing_tools.py"
+    module.write_text(
+        "import os\nfrom tests.ecosystem.served_tools import add, shout\n"
+        "TOOLS = [add, shout] if os.environ.get('MORE') else [add]\n"
+    )
+    server = MCPServerStdio(
+        sys.executable,
+        ["-m", "toolfold.mcp", "serve", "changing_tools:TOOLS"],
+        env={"PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        name="changing",
+    )
+    assert [t.name for t in server.tools()] == ["add"]
+    first = server.fingerprint
+    assert [t.name for t in server.tools()] == ["add"]  # same list: no warning (-W error)
+    server.env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "MORE": "1"}
+    with pytest.warns(MCPToolsChangedWarning, match="'changing'"):
+        assert [t.name for t in server.tools()] == ["add", "shout"]
+    assert server.fingerprint != first
+
+
+def test_holders_share_one_session() -> None:
+    """Nested opens share the session; it closes when the last holder leaves."""
+    server = _time_server()
+    with server:
+        with server:
+            assert server.is_open
+        assert server.is_open
+    assert not server.is_open
+
+
+def test_load_tools_names_what_is_wrong() -> None:
+    """Bad import paths and non-tools are ToolDefinitionErrors naming the problem."""
+    assert [t.name for t in load_tools("tests.ecosystem.served_tools:TOOLS")][:2] == [
+        "add",
+        "shout",
+    ]
+    assert {t.name for t in load_tools("tests.ecosystem.served_tools")} >= {"add", "hang"}
+    with pytest.raises(ToolDefinitionError, match="cannot import 'no_such_module'"):
+        load_tools("no_such_module:x")
+    with pytest.raises(ToolDefinitionError, match="has no attribute 'missing'"):
+        load_tools("tests.ecosystem.served_tools:missing")
+    with pytest.raises(ToolDefinitionError, match="is not a Tool or a function"):
+        load_tools("tests.ecosystem.conftest:ROOT")
+
+
+def test_the_command_line_exits_2_on_a_bad_path() -> None:
+    """`python -m toolfold.mcp serve` with a bad path prints the problem and exits 2."""
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold.mcp", "serve", "no_such_module:x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "cannot import 'no_such_module'" in done.stderr

@@ -1,0 +1,300 @@
+"""The offline run viewer: every kind of event shows, everything is escaped, nothing loads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolfold import Denied, RunState, Tool, generate_text, resume, tool
+from toolfold.testing import ScriptedModel
+
+call = ScriptedModel.call
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up.
+
+    Args:
+        city: The city.
+    """
+    if city == "Atlantis":
+        raise LookupError("no such city")
+    return f"<script>alert('{city}')</script>"
+
+
+@tool(requires_approval=True)
+def pay(amount: int) -> str:
+    """Pay an amount.
+
+    Args:
+        amount: In cents.
+    """
+    return f"paid {amount}"
+
+
+ask_human = Tool("ask_human", "Ask a person.", {"type": "object", "properties": {}})
+
+
+def every_kind_of_event() -> RunState:
+    """A run with auto, failing, invalid, unknown, approved, denied and manual calls."""
+    model = ScriptedModel(
+        [
+            [
+                call("lookup", {"city": "Paris"}),
+                call("lookup", {"city": "Atlantis"}),
+                call("lookup", {"town": 3}),
+                call("teleport", {}),
+            ],
+            [call("pay", {"amount": 5}), call("pay", {"amount": 900})],
+            [call("ask_human", {})],
+            "All <b>done</b>.",
+        ]
+    )
+    tools = [lookup, pay, ask_human]
+    first = generate_text(model, "Go", tools=tools)
+    assert first.state.phase == "awaiting_approval"
+    first_id, second_id = (c.id for c in first.state.pending_approvals)
+    second = resume(
+        first.state,
+        model=model,
+        tools=tools,
+        approvals={first_id: True, second_id: Denied("too much")},
+    )
+    (manual,) = second.state.tool_calls
+    third = resume(second.state, model=model, tools=tools, tool_results={manual.id: "yes"})
+    assert third.state.phase == "finished"
+    return RunState.from_json(third.state.to_json())
+
+
+class _Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: list[str] = []
+        self.badges: list[str] = []
+        self.scripts = 0
+        self.sources: list[str] = []
+        self._badge = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if "data-kind" in found:
+            self.kinds.append(str(found["data-kind"]))
+        self._badge = "badge" in (found.get("class") or "")
+        if tag == "script":
+            self.scripts += 1
+        for name in ("src", "href"):
+            if name in found:
+                self.sources.append(str(found[name]))
+
+    def handle_data(self, data: str) -> None:
+        if self._badge:
+            self.badges.append(data)
+            self._badge = False
+
+
+def test_every_kind_of_event_has_its_row() -> None:
+    """Steps, calls, suspensions, approvals, denials, manual results and the end all show."""
+    page = _page()
+    found = _Collect()
+    found.feed(page)
+    assert found.kinds.count("step") == 4
+    assert found.kinds.count("call") == 7
+    assert found.kinds.count("suspend") == 2
+    assert found.kinds.count("resume") == 3  # approved, denied, results provided
+    assert found.kinds[-1] == "finished"
+    assert sorted(found.badges) == sorted(
+        ["auto", "auto", "auto", "auto", "approved", "denied", "manual"]
+    )
+    assert "invalid_arguments" in page
+    assert page.count("<pre class='err'>") == 4  # Atlantis, bad arguments, teleport, denied
+    assert "too much" in page
+
+
+def _page() -> str:
+    from toolfold.runtime._response import Response
+
+    return Response(every_kind_of_event()).to_html()
+
+
+def test_everything_from_the_run_is_escaped_and_nothing_loads() -> None:
+    """A tool result holding <script> is text; the page has no scripts or external sources."""
+    page = _page()
+    found = _Collect()
+    found.feed(page)
+    assert found.scripts == 0
+    assert found.sources == []
+    assert "&lt;script&gt;alert(&#x27;Paris&#x27;)&lt;/script&gt;" in page
+    assert "All &lt;b&gt;done&lt;/b&gt;." in page
+    assert "default-src 'none'" in page
+
+
+def test_the_command_line_writes_the_page(tmp_path: Path) -> None:
+    """`toolfold view STATE.json -o run.html` writes the same page; a bad file exits 1."""
+    state_file = tmp_path / "state.json"
+    state_file.write_text(every_kind_of_event().to_json())
+    out = tmp_path / "run.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", "view", str(state_file), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().count("data-kind='step'") == 4
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"not": "a state"}))
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", "view", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "cannot load" in done.stderr
+
+
+# Chromium's own background services, which it contacts whatever page it shows.
+_BROWSER_HOSTS = (".google.com", ".googleapis.com", ".gstatic.com")
+
+
+class _Tripwire:
+    """A TCP listener standing in as the browser's proxy: it records every request line."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.requests: list[str] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    self.requests.append(conn.recv(512).split(b"\r\n")[0].decode("latin-1"))
+                except OSError:
+                    self.requests.append("(unreadable)")
+
+    def page_requests(self) -> list[str]:
+        """The requests that did not go to the browser's own services."""
+        return [r for r in self.requests if not _browser_own(r)]
+
+    def close(self) -> None:
+        self.listener.close()
+        self._thread.join(timeout=10)
+
+
+def _browser_own(request: str) -> bool:
+    parts = request.split()
+    if len(parts) < 2:
+        return False
+    target = parts[1].removeprefix("http://").removeprefix("https://")
+    host = target.split("/")[0].split(":")[0]
+    return host.endswith(_BROWSER_HOSTS)
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert found, "chromium is installed by scripts/check (apt-get install chromium)"
+    return found
+
+
+def _browse(page: Path, profile: Path, *extra: str) -> tuple[str, list[str]]:
+    """Open `page` in headless Chromium behind the tripwire; the DOM and the page's requests."""
+    tripwire = _Tripwire()
+    try:
+        done = subprocess.run(
+            [
+                _chromium(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-sync",
+                "--disable-default-apps",
+                "--disable-component-update",
+                f"--proxy-server=http://127.0.0.1:{tripwire.port}",
+                "--proxy-bypass-list=<-loopback>",
+                f"--user-data-dir={profile}",
+                *extra,
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        tripwire.close()
+    return done.stdout, tripwire.page_requests()
+
+
+def test_the_tripwire_sees_a_page_request(tmp_path: Path) -> None:
+    """Control: a page that loads an image from the network is caught by the tripwire."""
+    page = tmp_path / "leaky.html"
+    page.write_text("<img src='http://canary.invalid/x.png'>", encoding="utf-8")
+    _, requests = _browse(page, tmp_path / "profile", "--dump-dom")
+    assert any("canary.invalid" in r for r in requests)
+
+
+def test_the_page_renders_in_chromium_without_network(tmp_path: Path) -> None:
+    """Headless Chromium renders the rows, takes a screenshot, and the page requests nothing."""
+    page = tmp_path / "run.html"
+    page.write_text(_page(), encoding="utf-8")
+    dom, requests = _browse(page, tmp_path / "profile", "--dump-dom")
+    shot = tmp_path / "run.png"
+    _, more = _browse(
+        page, tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1200,1600"
+    )
+    assert dom.count('data-kind="step"') == 4
+    assert dom.count('data-kind="call"') == 7
+    assert "<script>alert" not in dom
+    assert shot.stat().st_size > 10_000
+    assert requests == []
+    assert more == []
+
+
+@pytest.mark.parametrize("phase_event", ["failed"])
+def test_a_failed_run_shows_why(phase_event: Any) -> None:
+    """A run that failed shows a failed row with the cause."""
+    model = ScriptedModel([call("lookup", {"city": "Atlantis"})] * 5)
+    from toolfold import ToolRetriesExceededError
+
+    with pytest.raises(ToolRetriesExceededError) as caught:
+        generate_text(model, "Go", tools=[lookup.replace(max_retries=0)])
+    from toolfold.runtime._view import to_html
+
+    page = to_html(caught.value.state)
+    assert "data-kind='failed'" in page
+    assert "no such city" in page
+
+
+def test_every_event_kind_has_a_handler() -> None:
+    """The viewer knows every kind of event the core can log (a new kind fails here)."""
+    from toolfold.runtime._view import _Timeline
+    from toolfold.runtime.core._events import EVENT_TYPES
+
+    kinds = [attrs_kind(cls) for cls in EVENT_TYPES]
+    assert [k for k in kinds if not callable(getattr(_Timeline, k, None))] == []
+
+
+def attrs_kind(cls: type) -> str:
+    """The `kind` default of an event class."""
+    import attrs
+
+    return str(attrs.fields_dict(cls)["kind"].default)

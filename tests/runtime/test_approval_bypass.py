@@ -1,0 +1,128 @@
+"""Approvals cannot be bypassed: every way around one is refused with a clear error, the tool never run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, InvalidEventError, RunError, RunState, SerializationError, tool
+from toolfold.runtime import ApprovalGranted, ToolResultsProvided, reduce
+from toolfold.runtime.core._messages import ToolResultPart
+from toolfold.testing import ScriptedModel
+
+RAN: list[str] = []
+
+
+@tool(requires_approval=True)
+def delete(path: str) -> str:
+    """Delete a file.
+
+    Args:
+        path: The file.
+    """
+    RAN.append(path)
+    return "deleted"
+
+
+def _waiting(call_id: str = "a-1") -> tuple[Agent, RunState]:
+    RAN.clear()
+    model = ScriptedModel([ScriptedModel.call("delete", {"path": "/"}, id=call_id), "done"])
+    agent = Agent(model, tools=[delete])
+    first = agent.run("go")
+    assert first.finish_reason == "approval_required"
+    return agent, first.state
+
+
+def test_an_approval_for_an_unknown_call_is_refused() -> None:
+    """An approval naming a call id the run never made is an InvalidEventError; the state is untouched."""
+    agent, state = _waiting()
+    before = state.to_json()
+    with pytest.raises(InvalidEventError, match="no tool call 'nope'") as caught:
+        agent.resume(state, approvals={"nope": True})
+    assert caught.value.state is not None
+    assert state.to_json() == before
+    assert RAN == []
+
+
+def test_an_approval_for_a_call_of_another_run_is_refused() -> None:
+    """Run B cannot be resumed with the id of run A's pending call."""
+    _, run_a = _waiting("a-1")
+    agent_b, run_b = _waiting("b-1")
+    assert run_a.run_id != run_b.run_id
+    with pytest.raises(InvalidEventError, match="no tool call 'a-1'"):
+        agent_b.resume(run_b, approvals={run_a.calls[0].call.id: True})
+    assert RAN == []
+
+
+def test_an_approval_replayed_twice_is_refused() -> None:
+    """Once approved and run, the same approval again is refused and the tool does not run twice."""
+    agent, state = _waiting()
+    done = agent.resume(state, approvals={"a-1": True})
+    assert done.text == "done"
+    assert RAN == ["/"]
+    with pytest.raises(RunError, match="approval_granted"):
+        agent.resume(done.state, approvals={"a-1": True})
+    approved = reduce(state, ApprovalGranted("a-1"))
+    with pytest.raises(InvalidEventError, match="a-1"):
+        reduce(approved, ApprovalGranted("a-1"))
+    assert RAN == ["/"]
+
+
+def test_a_result_for_a_call_awaiting_approval_is_refused() -> None:
+    """A caller cannot answer an approval-gated call with a result of its own."""
+    agent, state = _waiting()
+    with pytest.raises(InvalidEventError, match="awaits approval"):
+        reduce(state, ToolResultsProvided((ToolResultPart("a-1", "delete", "deleted"),)))
+    with pytest.raises(RunError):
+        agent.resume(state, tool_results={"a-1": "deleted"})
+    assert RAN == []
+
+
+def _edit_status(data: dict[str, Any]) -> None:
+    data["phase"] = "running_tools"
+    data["calls"][0]["status"] = "to_run"
+
+
+def _edit_result(data: dict[str, Any]) -> None:
+    data["calls"][0]["status"] = "done"
+    data["calls"][0]["outcome"] = "ok"
+    data["calls"][0]["result"] = {
+        "call_id": "a-1",
+        "tool_name": "delete",
+        "content": "deleted",
+        "is_error": False,
+        "kind": "tool_result",
+    }
+
+
+def _edit_log(data: dict[str, Any]) -> None:
+    data["log"].append({"call_id": "a-1", "kind": "approval_granted"})
+
+
+def _edit_arguments(data: dict[str, Any]) -> None:
+    data["calls"][0]["call"]["arguments"] = {"path": "/etc"}
+    data["calls"][0]["call"]["arguments_text"] = '{"path": "/etc"}'
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (_edit_status, r"@ \$\.calls\[0\]\.status"),
+        (_edit_result, r"@ \$\.calls\[0\]\.result"),
+        (_edit_log, r"@ \$\.calls\[0\]\.status"),
+        (_edit_arguments, r"@ \$\.calls\[0\]\.call\.arguments"),
+    ],
+)
+def test_a_state_edited_around_an_approval_does_not_load(
+    edit: Callable[[dict[str, Any]], None], says: str
+) -> None:
+    """Marking a call approved, giving it a result, logging an approval alone or changing its arguments: refused."""
+    _, state = _waiting()
+    data = json.loads(state.to_json())
+    edit(data)
+    with pytest.raises(SerializationError, match=says):
+        RunState.from_json(json.dumps(data))
+    assert RAN == []

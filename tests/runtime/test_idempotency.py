@@ -1,0 +1,87 @@
+"""The effect's identity reaches the tool: `RunContext.idempotency_key` and friends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, RunContext, RunState, tool
+from toolfold.runtime import Event, RunTools, next_effect, replay
+from toolfold.testing import ScriptedModel
+
+call = ScriptedModel.call
+
+
+class Crash(BaseException):
+    """Stands for the process dying in the middle of a tool call."""
+
+
+def _charge_tool(seen: list[RunContext[Any]], crash_first: bool = False, **options: Any) -> Any:
+    @tool(**options)
+    def charge(ctx: RunContext[Any], amount: int) -> str:
+        """Charge an amount.
+
+        Args:
+            amount: How much.
+        """
+        seen.append(ctx)
+        if crash_first and len(seen) == 1:
+            raise Crash
+        return "charged"
+
+    return charge
+
+
+def test_each_call_gets_its_own_key_and_identity() -> None:
+    """Two calls of a step and a call of the next step see distinct keys, ``run:step:index``."""
+    seen: list[RunContext[Any]] = []
+    model = ScriptedModel(
+        [
+            [call("charge", {"amount": 1}), call("charge", {"amount": 2})],
+            call("charge", {"amount": 3}),
+            "done",
+        ]
+    )
+    response = Agent(model, tools=[_charge_tool(seen)]).run("go", run_id="run7")
+    assert response.text == "done"
+    identities = [(c.idempotency_key, c.run_id, c.step, c.tool_name) for c in seen]
+    assert sorted(identities) == [
+        ("run7:1:0", "run7", 1, "charge"),
+        ("run7:1:1", "run7", 1, "charge"),
+        ("run7:2:0", "run7", 2, "charge"),
+    ]
+    calls = {c.id: c for step in response.steps for c in step.tool_calls}
+    assert sorted(calls) == sorted(c.call_id for c in seen)
+
+
+def test_a_call_run_again_after_a_crash_sees_the_same_key() -> None:
+    """A run rebuilt from its event log after a crash re-runs the call under the same key."""
+    seen: list[RunContext[Any]] = []
+    log: list[Event] = []  # what a durable store keeps: every event, as it happens
+    agent = Agent(
+        ScriptedModel([call("charge", {"amount": 5}), "done"]),
+        tools=[_charge_tool(seen, crash_first=True)],
+    )
+    with pytest.raises(Crash):
+        agent.run("go", run_id="r1", on_event=log.append)
+    stored = RunState.from_json(replay(log).to_json())  # another process loads it
+    effect = next_effect(stored)
+    assert isinstance(effect, RunTools)
+    assert agent.resume(stored).text == "done"
+    assert [c.idempotency_key for c in seen] == ["r1:1:0", "r1:1:0"] == [effect.calls[0].key] * 2
+    assert seen[0] == seen[1]
+
+
+def test_a_resumed_approval_sees_the_key_of_its_call() -> None:
+    """Resuming the same suspended state twice runs the approved call under one key."""
+    seen: list[RunContext[Any]] = []
+    agent = Agent(
+        ScriptedModel([call("charge", {"amount": 5}), "done", "done"]),
+        tools=[_charge_tool(seen, requires_approval=True)],
+    )
+    suspended = agent.run("go", run_id="r2").state
+    (pending,) = suspended.pending_approvals
+    for _ in range(2):
+        agent.resume(suspended, approvals={pending.id: True})
+    assert [(c.idempotency_key, c.call_id) for c in seen] == [("r2:1:0", pending.id)] * 2

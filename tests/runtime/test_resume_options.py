@@ -1,0 +1,184 @@
+"""Which options a resume takes: applied (max_steps, live parts) or refused, never ignored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolfold import (
+    Agent,
+    InvalidEventError,
+    RunState,
+    ToolExecutionError,
+    UsageError,
+    generate_text,
+    resume,
+    tool,
+)
+from toolfold.runtime import (
+    RunConfig,
+    StepLimitChanged,
+    ToolSpec,
+    events_from_json,
+    events_to_json,
+    initial_state,
+    reduce,
+)
+from toolfold.runtime import max_steps as stop_at
+from toolfold.runtime.core._request import ToolDefinition
+from toolfold.testing import ScriptedModel
+
+call = ScriptedModel.call
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
+@tool(requires_approval=True)
+def pay(amount: int) -> str:
+    """Pay an amount.
+
+    Args:
+        amount: How much.
+    """
+    return "paid"
+
+
+def _looping(calls: int, then: str = "done") -> ScriptedModel:
+    return ScriptedModel([*(call("add", {"a": i, "b": 1}) for i in range(calls)), then])
+
+
+def test_resume_with_a_larger_max_steps_continues_the_run() -> None:
+    """A run stopped at max_steps=2 resumed with max_steps=4 makes the model calls it lacked."""
+    model = _looping(3)
+    first = generate_text(model, "go", tools=[add], max_steps=2)
+    assert (first.finish_reason, first.state.step) == ("max_steps", 2)
+    again = resume(first.state, model=model, tools=[add], max_steps=4)
+    assert (again.finish_reason, again.text, again.state.step) == ("stop", "done", 4)
+    assert again.state.config.max_steps == 4
+
+
+def test_max_steps_on_resume_is_the_new_total_for_the_turn() -> None:
+    """max_steps=3 after stopping at 2 allows exactly one more model call."""
+    model = _looping(10)
+    first = generate_text(model, "go", tools=[add], max_steps=2)
+    again = resume(first.state, model=model, tools=[add], max_steps=3)
+    assert (again.finish_reason, again.state.step, model.remaining) == ("max_steps", 3, 8)
+
+
+def test_the_resuming_agents_max_steps_applies() -> None:
+    """Agent(max_steps=20).resume(state) continues a run its twin with max_steps=1 stopped."""
+    model = _looping(2)
+    first = Agent(model, tools=[add], max_steps=1).run("go")
+    again = Agent(model, tools=[add], max_steps=20).resume(first.state)
+    assert (again.finish_reason, again.text, again.state.step) == ("stop", "done", 3)
+
+
+@pytest.mark.parametrize("functional", [True, False])
+def test_resume_at_max_steps_without_more_steps_is_refused(functional: bool) -> None:
+    """Resuming a run stopped at max_steps with nothing that continues it says how to go on."""
+    model = _looping(5)
+    agent = Agent(model, tools=[add], max_steps=2)
+    first = agent.run("go")
+
+    def again() -> Any:
+        if functional:
+            return resume(first.state, model=model, tools=[add])
+        return agent.resume(first.state)
+
+    with pytest.raises(UsageError, match="resume with max_steps=N above 2") as caught:
+        again()
+    assert "message=" in str(caught.value)
+    assert model.remaining == 4  # no model call was made
+
+
+def test_max_steps_below_the_calls_made_is_refused() -> None:
+    """A limit below the model calls this turn already made is a clear error."""
+    model = _looping(5)
+    first = generate_text(model, "go", tools=[add], max_steps=3)
+    with pytest.raises(UsageError, match=r"max_steps=2 \(given to resume\) is below the 3"):
+        resume(first.state, model=model, tools=[add], max_steps=2)
+
+
+def test_a_message_starts_a_new_turn_with_the_limit_counted_anew() -> None:
+    """After stopping at max_steps, a new message gets the full max_steps again."""
+    model = ScriptedModel([call("add", {"a": 1, "b": 1}), "second turn"])
+    first = generate_text(model, "go", tools=[add], max_steps=1)
+    again = resume(first.state, model=model, tools=[add], message="and now?")
+    assert (again.finish_reason, again.text) == ("stop", "second turn")
+
+
+def _suspended() -> tuple[Agent, RunState]:
+    agent = Agent(ScriptedModel([call("pay", {"amount": 5}), "paid it"]), tools=[pay, add])
+    return agent, agent.run("go").state
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"instructions": "Be terse."}, "instructions"),
+        ({"settings": {"temperature": 0.5}}, "settings"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"output_retries": 1}, "output_retries"),
+        ({"auto_execute_tools": False}, "auto_execute_tools"),
+        ({"output_type": int}, "output_type"),
+    ],
+)
+def test_an_agent_with_other_stored_options_is_refused(change: dict[str, Any], named: str) -> None:
+    """An agent whose stored options differ from the run's cannot resume it, and says which."""
+    agent, state = _suspended()
+    other = agent.evolve(**change)
+    with pytest.raises(UsageError, match=f"agent's {named} differ from the run's"):
+        other.resume(state, approvals={state.pending_approvals[0].id: True})
+
+
+def test_the_resuming_agents_on_tool_error_applies() -> None:
+    """on_tool_error="raise" on the resuming agent raises for a failing tool."""
+
+    @tool
+    def broken() -> str:
+        """Always fails."""
+        raise ValueError("nope")
+
+    model = ScriptedModel([call("add", {"a": 1, "b": 1}), call("broken", {}), "done"])
+    first = Agent(model, tools=[add, broken], max_steps=1).run("go")
+    strict = Agent(model, tools=[add, broken], max_steps=5, on_tool_error="raise")
+    with pytest.raises(ToolExecutionError, match="nope"):
+        strict.resume(first.state)
+
+
+def test_stop_conditions_given_on_resume_apply() -> None:
+    """A data stop condition given to resume stops the run (not stored, yet applied)."""
+    model = _looping(5)
+    first = generate_text(model, "go", tools=[add], max_steps=1)
+    again = resume(first.state, model=model, tools=[add], max_steps=10, stop_when=[stop_at(3)])
+    assert (again.finish_reason, again.state.step) == ("max_steps", 3)
+    assert again.state.config.stop_when == ()
+
+
+def test_the_core_reopens_a_run_stopped_at_its_limit() -> None:
+    """StepLimitChanged continues a run finished at its limit, and finishes one already at it."""
+    first = generate_text(_looping(2), "go", tools=[add], max_steps=2)
+    event = StepLimitChanged(3)
+    reopened = reduce(first.state, event)
+    assert (reopened.phase, reopened.finish_reason, reopened.config.max_steps) == (
+        "awaiting_model",
+        None,
+        3,
+    )
+    assert events_from_json(events_to_json([event])) == (event,)
+    lowered = reduce(reopened, StepLimitChanged(2))
+    assert (lowered.phase, lowered.finish_reason) == ("finished", "max_steps")
+    with pytest.raises(InvalidEventError, match="below the 2 model calls"):
+        reduce(first.state, StepLimitChanged(1))
+    waiting = initial_state("go", RunConfig(tools=[ToolSpec(ToolDefinition("add"))]), run_id="r")
+    assert reduce(waiting, StepLimitChanged(5)).config.max_steps == 5

@@ -1,0 +1,117 @@
+"""Signed states: a state that travelled through an untrusted place loads only if nobody changed it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolfold import Agent, RunState, SerializationError, UsageError, tool
+from toolfold.runtime import ApprovalGranted, reduce
+from toolfold.testing import ScriptedModel
+
+call = ScriptedModel.call
+KEY = "state-signing-key-0123456789"
+RAN: list[str] = []
+
+
+@tool(requires_approval=True)
+def delete(path: str) -> str:
+    """Delete a file."""
+    RAN.append(path)
+    return "deleted"
+
+
+def _waiting() -> tuple[Agent, RunState]:
+    RAN.clear()
+    agent = Agent(ScriptedModel([call("delete", {"path": "/"}), "done"]), tools=[delete])
+    first = agent.run("go")
+    assert first.finish_reason == "approval_required"
+    return agent, first.state
+
+
+def _forged(state: RunState) -> RunState:
+    """A consistent forgery: the approval event appended and the state replayed from it."""
+    return reduce(state, ApprovalGranted(state.calls[0].call.id))
+
+
+def test_a_signed_state_round_trips_without_the_key_in_it() -> None:
+    """to_json(key=...) loads back equal with the key; the key itself is nowhere in the text."""
+    _, state = _waiting()
+    text = state.to_json(key=KEY)
+    assert KEY not in text
+    assert KEY.encode().hex() not in text
+    assert json.loads(text)["signature"].startswith("hmac-sha256:")
+    assert RunState.from_json(text, key=KEY) == state
+    assert RunState.from_json(text) == state  # without a key, the signature is not checked
+    assert RunState.from_json(state.to_json(key=KEY.encode()), key=KEY) == state
+
+
+def test_a_consistent_forgery_loads_unsigned_and_is_refused_signed() -> None:
+    """An appended approval_granted passes the log check, but not the signature: the tool never runs."""
+    agent, state = _waiting()
+    forged = _forged(state)
+    assert RunState.from_json(forged.to_json()) == forged  # the threat: consistent, so it loads
+    signed = json.loads(state.to_json(key=KEY))
+    transplanted = json.loads(forged.to_json()) | {"signature": signed["signature"]}
+    with pytest.raises(
+        SerializationError, match=r"signature does not match the key.*\$\.signature"
+    ):
+        RunState.from_json(json.dumps(transplanted), key=KEY)
+    with pytest.raises(SerializationError, match=r"not signed, but a key was given"):
+        RunState.from_json(forged.to_json(), key=KEY)
+    assert RAN == []
+    loaded = RunState.from_json(json.dumps(signed), key=KEY)
+    assert agent.resume(loaded).finish_reason == "approval_required"
+    assert RAN == []
+
+
+def test_any_edit_of_a_signed_state_is_refused() -> None:
+    """Changing the arguments everywhere, or one character of the signature, breaks the signature."""
+    _, state = _waiting()
+    text = state.to_json(key=KEY)
+    edited = text.replace('\\"path\\":\\"/\\"', '\\"path\\":\\"/etc\\"').replace(
+        '"path":"/"', '"path":"/etc"'
+    )
+    assert edited != text
+    with pytest.raises(SerializationError, match="signature does not match"):
+        RunState.from_json(edited, key=KEY)
+    data = json.loads(text)
+    last = data["signature"][-1]
+    data["signature"] = data["signature"][:-1] + ("0" if last != "0" else "1")
+    with pytest.raises(SerializationError, match="signature does not match"):
+        RunState.from_json(json.dumps(data), key=KEY)
+    data["signature"] = 12
+    with pytest.raises(SerializationError, match=r"not 'hmac-sha256:<hex digest>'"):
+        RunState.from_json(json.dumps(data), key=KEY)
+
+
+def test_signatures_do_not_depend_on_the_text_layout() -> None:
+    """Re-indented JSON with reordered keys still verifies: the signature covers the canonical form."""
+    _, state = _waiting()
+    data = json.loads(state.to_json(key=KEY))
+    relaid = json.dumps(dict(reversed(list(data.items()))), indent=2, ensure_ascii=True)
+    assert RunState.from_json(relaid, key=KEY) == state
+
+
+def test_key_rotation_signs_with_the_first_and_accepts_any() -> None:
+    """A list of keys signs with the first and accepts a state signed with any of them."""
+    _, state = _waiting()
+    old = state.to_json(key="old-key-123456")
+    new = state.to_json(key=["new-key-123456", "old-key-123456"])
+    assert new == state.to_json(key="new-key-123456")
+    for text in (old, new):
+        assert RunState.from_json(text, key=["new-key-123456", "old-key-123456"]) == state
+    with pytest.raises(SerializationError, match="any of the 2 keys"):
+        RunState.from_json(old, key=["new-key-123456", "other-key-123456"])
+
+
+def test_a_wrong_key_argument_is_a_clear_error() -> None:
+    """An empty key or an empty key list is refused before anything is signed or loaded."""
+    _, state = _waiting()
+    with pytest.raises(UsageError, match="must not be empty"):
+        state.to_json(key="")
+    with pytest.raises(UsageError, match="no key"):
+        RunState.from_json(state.to_json(key=KEY), key=[])
+    with pytest.raises(UsageError, match="str or bytes"):
+        state.to_json(key=[3])  # type: ignore[list-item]

@@ -1,0 +1,407 @@
+"""Every raise docs/errors.md documents happens, with exactly the documented class.
+
+The table "Every documented raise" in docs/errors.md is parsed; each row's
+situation has a trigger below. A row without a trigger, or a trigger without a
+row, fails; so does a toolfold error class another page names that the table
+does not list.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import Agent, Denied, RunState, Tool, ToolResultPart, generate_text, resume, tool
+from toolfold.runtime import (
+    ApprovalGranted,
+    fork,
+    initial_state,
+    max_steps,
+    next_effect,
+    reduce,
+    token_budget,
+)
+from toolfold.testing import ScriptedModel
+
+ROOT = Path(__file__).resolve().parents[1]
+ERRORS_MD = ROOT / "docs" / "errors.md"
+_ROW = re.compile(r"^\| (?P<situation>.+?) \| `(?P<error>\w+)` \|$", re.MULTILINE)
+
+call = ScriptedModel.call
+
+
+def documented() -> dict[str, str]:
+    """The table's rows: situation -> error class name."""
+    text = ERRORS_MD.read_text(encoding="utf-8")
+    table = text.split("## Every documented raise", 1)[1]
+    return {m["situation"]: m["error"] for m in _ROW.finditer(table)}
+
+
+# --- triggers ------------------------------------------------------------------
+
+
+class _NoSchema:
+    """A class toolfold has no schema for."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+
+def _undefinable_parameter() -> None:
+    def f(thing: _NoSchema) -> None:
+        """F."""
+
+    tool(f)
+
+
+def _duplicate_names() -> None:
+    def a() -> None:
+        """A."""
+
+    generate_text(ScriptedModel(["x"]), "go", tools=[tool(a), tool(name="a")(lambda: None)])
+
+
+def _invalid_explicit_schema() -> None:
+    Tool("t", "T.", {"type": "object", "properties": {"x": {"type": "nope"}}})
+
+
+def _nonblocking_with_timeout() -> None:
+    @tool(blocking=False, timeout=1.0)
+    def f() -> None:
+        """F."""
+
+
+def _strict_loss() -> None:
+    from toolfold import compile_tool
+
+    schema = {"type": "object", "properties": {"x": {"type": "string", "format": "email"}}}
+    compile_tool(Tool("t", "T.", schema), "openai-strict", strict=True)
+
+
+def _add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def _argument_json() -> None:
+    tool(_add).validate_arguments("{not json")
+
+
+def _argument_schema() -> None:
+    tool(_add).validate_arguments({"a": "five"})
+
+
+def _zero_steps() -> None:
+    for helper in (max_steps, token_budget):
+        with pytest.raises(toolfold.ToolfoldError) as info:
+            helper(0)
+        assert type(info.value) is toolfold.UsageError
+    generate_text(ScriptedModel(["x"]), "go", max_steps=0)
+
+
+def _negative_retries() -> None:
+    generate_text(ScriptedModel(["x"]), "go", output_retries=-1)
+
+
+def _bad_tool_choice() -> None:
+    generate_text(ScriptedModel(["x"]), "go", tools=[_add], tool_choice="nope")
+
+
+def _bad_role() -> None:
+    generate_text(ScriptedModel(["x"]), [{"role": "tool", "content": "hi"}])
+
+
+@tool(requires_approval=True)
+def _delete(path: str) -> str:
+    """Delete a file."""
+    return path
+
+
+def _waiting() -> tuple[Agent[Any, Any], Any]:
+    agent = Agent(ScriptedModel([call("_delete", {"path": "a"}), "done"]), tools=[_delete])
+    return agent, agent.run("go")
+
+
+def _bad_approval() -> None:
+    agent, first = _waiting()
+    agent.resume(first.state, approvals={first.pending_approvals[0].id: "yes"})
+
+
+def _resume_without_tools() -> None:
+    _, first = _waiting()
+    resume(first.state, model=ScriptedModel(["done"]), tools=[])
+
+
+def _resume_at_max_steps() -> None:
+    model = ScriptedModel([call("_add", {"a": 1, "b": 2})] * 3)
+    first = generate_text(model, "go", tools=[_add], max_steps=2)
+    with pytest.raises(toolfold.UsageError):
+        resume(first.state, model=model, tools=[_add], max_steps=1)
+    resume(first.state, model=model, tools=[_add])
+
+
+def _resume_with_other_options() -> None:
+    agent, first = _waiting()
+    agent.evolve(instructions="Be terse.").resume(first.state)
+
+
+def _cleared_call_now_needs_approval() -> None:
+    def wipe(path: str) -> str:
+        """Wipe (v1)."""
+        raise ValueError("disk busy")
+
+    with pytest.raises(toolfold.ToolExecutionError) as info:
+        generate_text(
+            ScriptedModel([call("wipe", {"path": "/"})]),
+            "go",
+            tools=[wipe],
+            on_tool_error="raise",
+        )
+    state = info.value.state
+
+    @tool(name="wipe", requires_approval=True)
+    def wipe_v2(path: str) -> str:
+        """Wipe (v2)."""
+        return path
+
+    resume(state, model=ScriptedModel(["done"]), tools=[wipe_v2])
+
+
+def _result_under_another_key() -> None:
+    model = ScriptedModel([[call("a", {}, id="c1"), call("b", {}, id="c2")], "done"])
+    manual = [Tool(n, "Manual.", {"type": "object", "properties": {}}) for n in "ab"]
+    first = generate_text(model, "go", tools=manual)
+    swapped = {"c1": ToolResultPart("c2", "b", "x"), "c2": ToolResultPart("c1", "a", "y")}
+    resume(first.state, model=model, tools=manual, tool_results=swapped)
+
+
+def _stream_out_of_order() -> None:
+    stream = Agent(ScriptedModel(["hi"])).stream("go")
+    with pytest.raises(toolfold.UsageError):
+        _ = stream.response
+    list(stream)
+    list(stream)
+
+
+def _script_exhausted() -> None:
+    generate_text(ScriptedModel([]), "go")
+
+
+def _fork_without_point() -> None:
+    fork(generate_text(ScriptedModel(["x"]), "go").state)
+
+
+def _retries_exceeded() -> None:
+    @tool(max_retries=1)
+    def flaky() -> None:
+        """Fail."""
+        raise ValueError("no")
+
+    generate_text(ScriptedModel([call("flaky", {})] * 3), "go", tools=[flaky])
+
+
+def _output_never_fits() -> None:
+    generate_text(ScriptedModel(["not a number"] * 4), "go", output_type=int)
+
+
+def _tool_raises() -> None:
+    def boom() -> None:
+        """Boom."""
+        raise ValueError("boom")
+
+    generate_text(ScriptedModel([call("boom", {})]), "go", tools=[boom], on_tool_error="raise")
+
+
+def _model_raises() -> None:
+    def reply(request: Any) -> str:
+        raise OSError("socket gone")
+
+    from toolfold.testing import FunctionModel
+
+    generate_text(FunctionModel(reply), "go")
+
+
+def _observer_raises() -> None:
+    def observer(event: Any) -> None:
+        raise KeyError(event.kind)
+
+    generate_text(ScriptedModel(["x"]), "go", on_event=observer)
+
+
+def _not_started() -> None:
+    from toolfold.runtime.core._reducer import blank_state
+
+    next_effect(blank_state())
+
+
+def _phase_forbids() -> None:
+    reduce(initial_state("hi", run_id="r"), ApprovalGranted("c1"))
+
+
+def _contradicting_event() -> None:
+    _, first = _waiting()
+    reduce(first.state, ApprovalGranted("unknown"))
+
+
+def _damaged_document() -> None:
+    RunState.from_json('{"phase": 3}')
+
+
+def _unsigned_document() -> None:
+    state = generate_text(ScriptedModel(["hi"]), "go").state
+    RunState.from_json(state.to_json(), key="signing-key")
+
+
+def _empty_signing_key() -> None:
+    generate_text(ScriptedModel(["hi"]), "go").state.to_json(key="")
+
+
+def _malformed_body() -> None:
+    from toolfold.adapters.openai_chat import parse_response
+
+    parse_response({"choices": 8}, "openai")
+
+
+def _unknown_provider() -> None:
+    toolfold.model("nope:some-model")
+
+
+def _missing_key() -> None:
+    # the test removes OPENAI_API_KEY from the environment first
+    generate_text("openai:gpt-4o-mini", "go")
+
+
+def _status(status: int, body: str = "") -> Callable[[], None]:
+    def trigger() -> None:
+        from toolfold.adapters._http._http_errors import parse_error_body, status_error
+
+        info = parse_error_body(status, body, {})
+        raise status_error("groq", status, body, {}, info, "http://127.0.0.1/v1")
+
+    return trigger
+
+
+def _failure(exc: BaseException, *, streaming: bool = False) -> Callable[[], None]:
+    def trigger() -> None:
+        from toolfold.adapters._http._http_errors import transport_error
+
+        raise transport_error("openai", exc, "http://127.0.0.1/v1", streaming=streaming)
+
+    return trigger
+
+
+_TOOL_USE_FAILED = (
+    '{"error": {"message": "Failed to call a function", "type": "invalid_request_error",'
+    ' "code": "tool_use_failed", "failed_generation": "<function=x>"}}'
+)
+
+TRIGGERS: dict[str, Callable[[], None]] = {
+    "`@tool` on a function with a parameter type that has no schema": _undefinable_parameter,
+    "two tools of one run with the same name": _duplicate_names,
+    "an explicit JSON Schema that is not valid": _invalid_explicit_schema,
+    "`@tool(blocking=False, timeout=...)`": _nonblocking_with_timeout,
+    "`compile_tool(..., strict=True)` for a schema the dialect cannot express": _strict_loss,
+    "argument text that is not JSON": _argument_json,
+    "arguments that break the tool's schema": _argument_schema,
+    "`max_steps=0` (or `max_steps(0)`, `token_budget(0)`)": _zero_steps,
+    "`output_retries=-1`": _negative_retries,
+    "a `tool_choice` that names no tool of the run": _bad_tool_choice,
+    "a message dict whose role is not system, user or assistant": _bad_role,
+    "an approval that is not `True`, `False` or `Denied(reason)`": _bad_approval,
+    "resuming without the tools the state names": _resume_without_tools,
+    "resuming a run stopped at `max_steps` without a larger `max_steps` or a `message`, "
+    "or with a `max_steps` below the calls its turn made": _resume_at_max_steps,
+    "resuming with an `Agent` whose stored options (instructions, settings...) "
+    "differ from the run's": _resume_with_other_options,
+    "resuming a call cleared to run with a tool that now requires approval": (
+        _cleared_call_now_needs_approval
+    ),
+    "a `ToolResultPart` under another call's key in `tool_results`": _result_under_another_key,
+    "a stream's `response` before the stream ended, or iterating it twice": _stream_out_of_order,
+    "a `ScriptedModel` asked for more answers than its script has": _script_exhausted,
+    "`fork` without exactly one of `step=` and `events=`": _fork_without_point,
+    "a tool that fails more times in a row than its `max_retries`": _retries_exceeded,
+    "a final answer that never fits `output_type`": _output_never_fits,
+    'a tool raising with `on_tool_error="raise"`': _tool_raises,
+    "a model raising an exception that is not a `ToolfoldError`": _model_raises,
+    "an `on_event`, `on_step` or `stop_when` callable raising": _observer_raises,
+    "`next_effect` on a state no `RunStarted` was reduced into": _not_started,
+    "an event the run's phase does not allow": _phase_forbids,
+    "an event that contradicts the state (an unknown call id)": _contradicting_event,
+    "`RunState.from_json` on a damaged or edited document": _damaged_document,
+    "`RunState.from_json(text, key=...)` on an unsigned state or one whose signature does not match": (
+        _unsigned_document
+    ),
+    "`to_json(key=...)` / `from_json(..., key=...)` with an empty key or an empty key list": (
+        _empty_signing_key
+    ),
+    "a model string with an unknown provider": _unknown_provider,
+    "a provider's API key missing from the environment": _missing_key,
+    "HTTP 400, 413 or 422": _status(422),
+    "Groq's `tool_use_failed`": _status(400, _TOOL_USE_FAILED),
+    "HTTP 401 or 403": _status(403),
+    "HTTP 404": _status(404),
+    "HTTP 408, or a connect, read, write, pool or total timeout": _status(408),
+    "HTTP 429": _status(429),
+    "HTTP 5xx": _status(503),
+    "any other HTTP status (402, 409...)": _status(409),
+    "a connection refused or reset, DNS or TLS failure": _failure(ConnectionRefusedError()),
+    "a stream cut before its end": _failure(ConnectionResetError(), streaming=True),
+    "a 200 body or stream event with a field of the wrong type, NaN or nesting too deep": (
+        _malformed_body
+    ),
+}
+
+
+def test_every_row_has_a_trigger() -> None:
+    """The table and the triggers name the same situations."""
+    assert set(documented()) == set(TRIGGERS)
+
+
+@pytest.mark.parametrize("situation", sorted(TRIGGERS))
+def test_documented_class_is_raised(situation: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The situation raises exactly the class the table names (not a parent, not a child)."""
+    expected = getattr(toolfold, documented()[situation])
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(toolfold.ToolfoldError) as info:
+        TRIGGERS[situation]()
+    assert type(info.value) is expected, info.value
+
+
+def test_other_pages_name_only_tabled_errors() -> None:
+    """Every toolfold error class a doc page names is in the table, so it is tested."""
+    tabled = set(documented().values())
+    errors = {
+        name
+        for name in toolfold.__all__
+        if isinstance(getattr(toolfold, name), type)
+        and issubclass(getattr(toolfold, name), toolfold.ToolfoldError)
+    }
+    parents = {"ToolfoldError", "RunError", "ToolArgumentError", "InvalidTransitionError"}
+    for page in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+        named = set(re.findall(r"\b([A-Z]\w+Error)\b", page.read_text(encoding="utf-8")))
+        missing = (named & errors) - tabled - parents
+        assert not missing, f"{page.name} names {sorted(missing)}"
+
+
+def test_builtins_catch_their_lookalikes() -> None:
+    """`except TimeoutError` / `except ConnectionError` / `except ValueError` catch toolfold's."""
+    assert issubclass(toolfold.ProviderTimeoutError, TimeoutError)
+    assert issubclass(toolfold.ProviderConnectionError, ConnectionError)
+    assert issubclass(toolfold.UsageError, ValueError)
+    with pytest.raises(TimeoutError):
+        _status(408)()
+    with pytest.raises(ConnectionError):
+        _failure(ConnectionRefusedError())()
+
+
+def test_denied_is_accepted_where_usage_error_refuses() -> None:
+    """The approval values the UsageError names are the ones accepted."""
+    agent, first = _waiting()
+    done = agent.resume(first.state, approvals={first.pending_approvals[0].id: Denied("no")})
+    assert done.finish_reason == "stop"

@@ -1,0 +1,231 @@
+"""Callables that are not plain functions as tools: callable objects, classes, partials.
+
+The cases follow the peers' own suites (pydantic-ai, the OpenAI Agents SDK,
+LangChain): callable instances with and without docstrings, async ``__call__``,
+partials with and without ``functools.update_wrapper``, and classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import inspect
+
+import pytest
+
+from toolfold import Agent, RunContext, ToolDefinitionError, agenerate_text, tool
+from toolfold.testing import TestModel
+
+CONTEXT = RunContext(run_id="r1", step=1, call_id="c1", tool_name="t")
+
+
+class Multiply:
+    def __init__(self, factor: int) -> None:
+        self.factor = factor
+
+    def __call__(self, x: int, offset: int = 0) -> int:
+        """Multiply a number by the configured factor.
+
+        Args:
+            x: The number to multiply.
+            offset: Added after multiplying.
+        """
+        return x * self.factor + offset
+
+
+class Documented:
+    """Look a word up in the dictionary.
+
+    Args:
+        language: The dictionary's language (a constructor argument).
+    """
+
+    def __init__(self, language: str) -> None:
+        self.language = language
+
+    def __call__(self, word: str) -> str:
+        """Not the description: the class has a docstring.
+
+        Args:
+            word: The word to look up.
+        """
+        return f"{self.language}:{word}"
+
+
+class AsyncSearch:
+    async def __call__(self, query: str) -> str:
+        """Search the web.
+
+        Args:
+            query: What to search for.
+        """
+        await asyncio.sleep(0)
+        return f"results for {query}"
+
+
+def power(base: int, exp: int) -> int:
+    """Raise a number to a power.
+
+    Args:
+        base: The base.
+        exp: The exponent.
+    """
+    return int(base**exp)
+
+
+def test_callable_instance_is_named_after_its_class() -> None:
+    """tool(obj) on a callable instance needs no name=: the class name, verbatim."""
+    made = tool(Multiply(3))
+    assert made.name == "Multiply"
+    assert made.invoke({"x": 2, "offset": 1}) == 7
+    assert made(2) == 6
+    assert tool(name="times3")(Multiply(3)).name == "times3"
+
+
+def test_call_docstring_describes_an_undocumented_class() -> None:
+    """Without a class docstring, __call__'s gives the description and the parameter descriptions."""
+    made = tool(Multiply(3))
+    assert made.description == "Multiply a number by the configured factor."
+    assert made.parameters["properties"] == {
+        "x": {"type": "integer", "description": "The number to multiply."},
+        "offset": {"type": "integer", "description": "Added after multiplying.", "default": 0},
+    }
+
+
+def test_class_docstring_describes_and_call_docstring_documents_parameters() -> None:
+    """With a class docstring, it is the description; __call__'s still documents the parameters."""
+    made = tool(Documented("en"))
+    assert made.description == "Look a word up in the dictionary."
+    assert made.parameters["properties"] == {
+        "word": {"type": "string", "description": "The word to look up."}
+    }
+    assert made.invoke({"word": "hi"}) == "en:hi"
+
+
+def test_async_call_method_makes_an_async_tool() -> None:
+    """An async __call__ makes an async tool, awaited by runs like an async function."""
+    made = tool(AsyncSearch())
+    assert made.is_async
+    assert inspect.iscoroutinefunction(made)
+    assert asyncio.run(made.invoke({"query": "x"})) == "results for x"
+    response = asyncio.run(agenerate_text(TestModel(), "go", tools=[made]))
+    assert "AsyncSearch: results for a" in response.text
+
+
+def test_callable_instance_runs_in_an_agent_without_wrapping() -> None:
+    """A callable object passed straight into tools=[...] is a tool named after its class."""
+    response = Agent(TestModel(), tools=[Multiply(2)]).run("go")
+    assert "Multiply: 2" in response.text  # x=1 (the sample integer) times 2
+
+
+def test_callable_instance_gets_the_run_context() -> None:
+    """A RunContext parameter of __call__ is left out of the schema and filled at call time."""
+
+    class WhoAmI:
+        def __call__(self, ctx: RunContext[str], greeting: str) -> str:
+            """Greet the user.
+
+            Args:
+                greeting: How to greet.
+            """
+            return f"{greeting}, {ctx.run_id}"
+
+    made = tool(WhoAmI())
+    assert list(made.parameters["properties"]) == ["greeting"]
+    assert made.invoke({"greeting": "hi"}, CONTEXT) == "hi, r1"
+
+
+def test_partial_needs_a_name_and_is_described_by_its_function() -> None:
+    """A partial has no name of its own (ask for name=); its function's docstring describes it."""
+    with pytest.raises(ToolDefinitionError, match=r"tool name None is invalid.*pass name="):
+        tool(functools.partial(power, exp=2))
+    square = tool(name="square")(functools.partial(power, exp=2))
+    assert square.description == "Raise a number to a power."
+    assert square.parameters["properties"]["exp"] == {
+        "type": "integer",
+        "description": "The exponent.",
+        "default": 2,
+    }
+    assert square.parameters["required"] == ["base"]
+    assert square.invoke({"base": 4}) == 16
+
+
+def test_partial_with_update_wrapper_keeps_what_it_bound() -> None:
+    """update_wrapper gives a partial its function's name, but the schema is still the partial's."""
+    square = functools.partial(power, exp=2)
+    functools.update_wrapper(square, power)
+    made = tool(square)
+    assert made.name == "power"
+    assert made.parameters["required"] == ["base"]
+    assert made.parameters["properties"]["exp"]["default"] == 2
+    assert made.invoke({"base": 3}) == 9
+
+
+def test_partial_of_an_async_function_or_object_is_async() -> None:
+    """A partial over an async function or an async callable object makes an async tool."""
+
+    async def fetch(url: str, retries: int) -> str:
+        """Fetch a page.
+
+        Args:
+            url: The address.
+            retries: How often to retry.
+        """
+        return f"{url}/{retries}"
+
+    made = tool(name="fetch")(functools.partial(fetch, retries=2))
+    assert made.is_async
+    assert asyncio.run(made.invoke({"url": "a"})) == "a/2"
+    assert tool(name="search")(functools.partial(AsyncSearch())).is_async
+
+
+def test_class_as_tool_takes_its_constructor_parameters() -> None:
+    """A class is a tool that builds an instance: __init__'s parameters, the class docstring."""
+
+    class Reminder:
+        """Create a reminder.
+
+        Args:
+            text: What to remind of.
+            minutes: In how many minutes.
+        """
+
+        def __init__(self, text: str, minutes: int = 5) -> None:
+            self.text, self.minutes = text, minutes
+
+    made = tool(Reminder)
+    assert (made.name, made.description) == ("Reminder", "Create a reminder.")
+    assert made.parameters["properties"] == {
+        "text": {"type": "string", "description": "What to remind of."},
+        "minutes": {"type": "integer", "description": "In how many minutes.", "default": 5},
+    }
+    built = made.invoke({"text": "tea"})
+    assert (built.text, built.minutes) == ("tea", 5)
+
+
+def test_dataclass_as_tool_takes_its_fields() -> None:
+    """A dataclass is a tool whose parameters are its fields."""
+
+    @dataclasses.dataclass
+    class Point:
+        """A point on the plane.
+
+        Attributes:
+            x: Horizontal.
+            y: Vertical.
+        """
+
+        x: int
+        y: int = 0
+
+    made = tool(Point)
+    assert made.name == "Point"
+    assert made.parameters["required"] == ["x"]
+    assert made.invoke({"x": 1}) == Point(1, 0)
+
+
+def test_uncallable_object_is_refused() -> None:
+    """An object without __call__ is not a tool, and the error says so."""
+    with pytest.raises(ToolDefinitionError, match="@tool needs a function"):
+        tool(object())

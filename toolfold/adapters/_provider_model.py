@@ -1,0 +1,306 @@
+"""What every native provider model shares: the transport seam, error scrubbing, the stream loop.
+
+A native adapter (Anthropic, Gemini, OpenAI Responses, Ollama) is a pure codec
+(request builder, response parser, stream decoder) plus a `ProviderModel`
+subclass that names its endpoint and hooks the codec in. This base owns the rest,
+written once: the four calls of the `Model` protocol (async and blocking, whole
+and streamed), ``name``/``base_url``/``repr``, closing clients, the one boundary
+where a `ProviderError` raised anywhere in a call (the transport's, or the
+codec's own for an in-band error) is refined and has the key scrubbed from it,
+driving the pure stream decoder over the transport's items (Server-Sent Events,
+JSON lines or a streamed JSON array) and closing the connection however the loop
+ends, and checking a call's arguments against the schema sent.
+
+`RequestReport` is how an encoder says what it could not send as given (a
+reasoning block from another provider, a signature only its maker can verify):
+the notes are returned by ``model.prepare(request)`` and logged at INFO on the
+``toolfold.adapters`` logger when a request is sent, so nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import attrs
+
+from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ProviderError
+from toolfold.adapters._dialects import CompiledTool, check_arguments
+from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._json_array import JSONArrayDecoder
+from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
+from toolfold.runtime.core._stream import StreamEvent
+
+_log = logging.getLogger("toolfold.adapters")
+
+#: Sentinel for "option not given": the transport's own default applies.
+UNSET: Any = object()
+
+
+@attrs.frozen
+class RequestReport:
+    """What encoding a neutral request for one API changed or left out.
+
+    Attributes:
+        provider: The provider the request was encoded for.
+        notes: One sentence per change, in message order (empty: sent as given).
+    """
+
+    provider: str
+    notes: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Prepared:
+    """A request body ready to send, with the report of how it was made.
+
+    Attributes:
+        body: The JSON body.
+        report: What was dropped or rewritten on the way.
+        headers: Extra headers this request needs (e.g. a beta flag), if any.
+    """
+
+    body: dict[str, Any]
+    report: RequestReport
+    headers: Mapping[str, str] | None = None
+
+
+def transport_options(timeout: Any, retry: Any) -> dict[str, Any]:
+    """The ``timeout``/``retry`` keyword arguments a user gave (unset ones left to the transport)."""
+    options: dict[str, Any] = {}
+    if timeout is not UNSET:
+        options["timeout"] = timeout
+    if retry is not UNSET:
+        options["retry"] = retry
+    return options
+
+
+StreamFormat = Literal["sse", "lines", "json-array"]
+
+
+class ProviderModel:
+    """Base of the native models: a codec on the shared `Transport` (see the module docstring).
+
+    A subclass sets ``model_name``, ``provider_name`` and ``_transport``, and
+    gives the codec: `prepare`, `_path`, `_parse`, `_compiled`, and the pure
+    stream decoder `_stream_start` / `_stream_step` / `_stream_end` (and
+    `_stream_done` when the stream says so before it ends). ``_stream_format``
+    says how the transport frames the stream.
+    """
+
+    model_name: str
+    provider_name: str
+    _transport: Transport
+    _stream_format: StreamFormat = "sse"
+
+    # --- what a codec provides ------------------------------------------------
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``, and what encoding changed."""
+        raise NotImplementedError
+
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        raise NotImplementedError
+
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        raise NotImplementedError
+
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        raise NotImplementedError
+
+    def _refine(self, error: ProviderError) -> ProviderError:
+        """A more precise exception for a mapped error (default: the error itself)."""
+        return error
+
+    def _stream_start(self) -> Any:
+        raise NotImplementedError
+
+    def _stream_step(self, state: Any, item: Any) -> tuple[Any, list[StreamEvent]]:
+        raise NotImplementedError
+
+    def _stream_end(self, state: Any) -> list[StreamEvent]:
+        raise NotImplementedError
+
+    def _stream_done(self, state: Any) -> bool:
+        return False
+
+    # --- the Model protocol ----------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """``provider:model``, e.g. ``anthropic:claude-sonnet-4-5``."""
+        return f"{self.provider_name}:{self.model_name}"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return self._transport.base_url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
+
+    def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
+        """The JSON body this model sends for ``request`` (for inspection and tests)."""
+        return self.prepare(request, stream=stream).body
+
+    def compiled_tools(self, request: ModelRequest) -> list[CompiledTool]:
+        """How each tool of ``request`` is sent: the schema, strictness, every rewrite."""
+        return [self._compiled(t) for t in request.tools]
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """One response, asynchronously."""
+        with self._boundary():
+            prepared = self._prepared(request, False)
+            data = await self._transport.post_json(
+                self._path(prepared, False), prepared.body, headers=prepared.headers
+            )
+            return self._parse(as_object(data, self.provider_name))
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        """One response, blocking."""
+        with self._boundary():
+            prepared = self._prepared(request, False)
+            data = self._transport.post_json_sync(
+                self._path(prepared, False), prepared.body, headers=prepared.headers
+            )
+            return self._parse(as_object(data, self.provider_name))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The response as neutral stream events, asynchronously."""
+        with self._boundary():
+            prepared = self._prepared(request, True)
+            items = self._aitems(self._path(prepared, True), prepared)
+            state = self._stream_start()
+            try:
+                async for item in items:
+                    state, out = self._stream_step(state, item)
+                    for event in out:
+                        yield event
+                    if self._stream_done(state):
+                        break
+            finally:
+                await items.aclose()  # type: ignore[attr-defined]
+            for event in self._stream_end(state):
+                yield event
+
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """The response as neutral stream events, blocking."""
+        with self._boundary():
+            prepared = self._prepared(request, True)
+            items = self._items(self._path(prepared, True), prepared)
+            state = self._stream_start()
+            try:
+                for item in items:
+                    state, out = self._stream_step(state, item)
+                    yield from out
+                    if self._stream_done(state):
+                        break
+            finally:
+                items.close()  # type: ignore[attr-defined]
+            yield from self._stream_end(state)
+
+    def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
+        """Validate a call's arguments against the schema this model sent for its tool.
+
+        Raises:
+            ArgumentJSONError: The argument text is not JSON.
+            ArgumentValidationError: The arguments break the schema sent (each
+                error with its ``$.path``), or name no tool of the request.
+        """
+        tool = next((t for t in request.tools if t.name == call.name), None)
+        if tool is None:
+            names = ", ".join(t.name for t in request.tools) or "none"
+            raise ArgumentValidationError(
+                call.name, [f"$: no tool {call.name!r} in the request; tools: {names}"]
+            )
+        arguments: Any = call.arguments
+        if arguments is None:
+            try:
+                arguments = json.loads(call.arguments_text)
+            except ValueError as exc:
+                raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
+        return check_arguments(self._compiled(tool), arguments)
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients this model made (injected ones stay open)."""
+        await self._transport.aclose()
+
+    def close(self) -> None:
+        """Close the blocking HTTP client this model made."""
+        self._transport.close()
+
+    # --- shared plumbing -------------------------------------------------------
+
+    def _prepared(self, request: ModelRequest, stream: bool) -> Prepared:
+        prepared = self.prepare(request, stream=stream)
+        if prepared.report.notes and _log.isEnabledFor(logging.INFO):
+            for note in prepared.report.notes:
+                _log.info("%s request: %s", self.name, note)
+        return prepared
+
+    @contextmanager
+    def _boundary(self) -> Iterator[None]:
+        # One boundary for every error of a call: the codec raises errors from
+        # text a server may have filled with the key.
+        try:
+            yield
+        except ProviderError as exc:
+            failed = self._transport._scrubbed(self._refine(exc))
+            if failed is exc:
+                raise
+            raise failed from exc
+
+    def _aitems(self, path: str, prepared: Prepared) -> AsyncIterator[Any]:
+        transport, body, headers = self._transport, prepared.body, prepared.headers
+        if self._stream_format == "lines":
+            return transport.stream_lines(path, body, headers=headers)
+        if self._stream_format == "json-array":
+            return _aobjects(transport.stream_bytes(path, body, headers=headers))
+        return transport.stream(path, body, headers=headers)
+
+    def _items(self, path: str, prepared: Prepared) -> Iterator[Any]:
+        transport, body, headers = self._transport, prepared.body, prepared.headers
+        if self._stream_format == "lines":
+            return transport.stream_lines_sync(path, body, headers=headers)
+        if self._stream_format == "json-array":
+            return _objects(transport.stream_bytes_sync(path, body, headers=headers))
+        return transport.stream_sync(path, body, headers=headers)
+
+
+async def _aobjects(chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
+    """The items of a streamed JSON array (Gemini's stream without ``alt=sse``)."""
+    decoder = JSONArrayDecoder()
+    try:
+        async for chunk in chunks:
+            for item in decoder.feed(chunk):
+                yield item
+        for item in decoder.close():
+            yield item
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]
+
+
+def _objects(chunks: Iterator[bytes]) -> Iterator[Any]:
+    """Blocking `_aobjects`."""
+    decoder = JSONArrayDecoder()
+    try:
+        for chunk in chunks:
+            yield from decoder.feed(chunk)
+        yield from decoder.close()
+    finally:
+        chunks.close()  # type: ignore[attr-defined]
+
+
+def as_object(data: Any, provider: str) -> Mapping[str, Any]:
+    """``data`` when it is a JSON object, else a `ProviderError` naming what came instead."""
+    if isinstance(data, Mapping):
+        return data
+    raise ProviderError(
+        f"{provider} answered with JSON that is not an object: {str(data)[:200]}",
+        provider=provider,
+        status_code=200,
+    )

@@ -1,0 +1,235 @@
+"""Reading a provider's JSON at the boundary: typed getters that name the bad field.
+
+A codec reads a decoded body with these getters instead of ``dict.get`` and
+``isinstance`` checks of its own. Each takes the parent (an object or an array),
+the key (a name or an index) and the parent's path, and returns the value or
+raises `WireError` with the field's JSON path::
+
+    message = wire.mapping(choice, "message", "$.choices[0]")
+    for i, call in enumerate(wire.array(message, "tool_calls", at)):
+        call_id = wire.text(call, "id", f"{at}.tool_calls[{i}]")
+
+A missing field and ``null`` read as "absent" (``{}``, ``()``, ``None``); a
+value of another type is the provider's fault (and so is ``null`` where an
+array must hold an object). `reading` turns a `WireError`
+(and the RecursionError of absurdly deep JSON) into a `MalformedResponseError`
+naming the provider, the path and the raw body, so every adapter reports a
+broken body the same way and the core never sees a list where an id belongs.
+
+Strings come back encodable: a lone surrogate (``"\\ud800"`` in the JSON) is
+replaced by U+FFFD, so it cannot break the encoding of every later request.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import MappingProxyType
+from typing import Any
+
+from toolfold._errors import MalformedResponseError
+from toolfold.toolkit._problems import json_kind
+
+#: Deeper nesting than this in a value toolfold keeps (extra provider fields)
+#: is refused: no answer needs it, and deep values break recursion later.
+MAX_DEPTH = 64
+
+
+kind = json_kind
+"""The JSON name of a decoded value's type (``object``, ``array``, ``string``...)."""
+
+
+class WireError(ValueError):
+    """A field of a provider's JSON has the wrong type or value.
+
+    Attributes:
+        path: The JSON path of the field.
+        problem: What is wrong with it.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{problem} @ {path}")
+
+
+def path(at: str, key: str | int) -> str:
+    """The path of ``key`` under ``at``: ``$.a`` + ``b`` -> ``$.a.b``, + ``0`` -> ``$.a[0]``."""
+    return f"{at}[{key}]" if isinstance(key, int) else f"{at}.{key}"
+
+
+def _get(parent: Any, key: str | int) -> Any:
+    if isinstance(key, int):
+        return parent[key]
+    return parent.get(key)
+
+
+def _wrong(parent: Any, key: str | int, at: str, expected: str, value: Any) -> WireError:
+    return WireError(path(at, key), f"expected {expected}, got {kind(value)}")
+
+
+def root(value: Any) -> Mapping[str, Any]:
+    """A whole body, which must be a JSON object."""
+    if isinstance(value, Mapping):
+        return value
+    raise WireError("$", f"expected an object, got {kind(value)}")
+
+
+def mapping(parent: Any, key: str | int, at: str) -> Mapping[str, Any]:
+    """An object field; absent or ``null`` reads as ``{}`` (an array item must be an object)."""
+    value = _get(parent, key)
+    if isinstance(value, Mapping):
+        return value
+    if value is None and not isinstance(key, int):
+        return _EMPTY
+    raise _wrong(parent, key, at, "an object", value)
+
+
+def array(parent: Any, key: str | int, at: str) -> Sequence[Any]:
+    """An array field; absent or ``null`` reads as ``()``."""
+    value = _get(parent, key)
+    if type(value) is list:
+        return value
+    if value is None:
+        return ()
+    raise _wrong(parent, key, at, "an array", value)
+
+
+def text(parent: Any, key: str | int, at: str) -> str | None:
+    """A string field, made encodable; absent or ``null`` reads as None."""
+    value = _get(parent, key)
+    if type(value) is str:
+        return encodable(value)
+    if value is None:
+        return None
+    raise _wrong(parent, key, at, "a string", value)
+
+
+def integer(parent: Any, key: str | int, at: str) -> int | None:
+    """An integer field (not a boolean, not a float); absent or ``null`` reads as None."""
+    value = _get(parent, key)
+    if type(value) is int:
+        return value
+    if value is None:
+        return None
+    raise _wrong(parent, key, at, "an integer", value)
+
+
+def count(parent: Any, key: str | int, at: str) -> int:
+    """A token count: a non-negative integer; absent or ``null`` reads as 0.
+
+    A float with no fraction (``12.0``, sent by a few servers) reads as the integer.
+    """
+    value = _get(parent, key)
+    if type(value) is int and value >= 0:
+        return value
+    if value is None:
+        return 0
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    raise _wrong(parent, key, at, "a non-negative integer", value)
+
+
+def value(parent: Any, key: str | int, at: str) -> Any:
+    """Any JSON value to keep as is (an opaque provider field), checked to be safe.
+
+    Finite numbers only, nesting up to `MAX_DEPTH`, strings made encodable.
+    """
+    found = _get(parent, key)
+    return _checked(found, path(at, key), 0)
+
+
+def _checked(found: Any, at: str, depth: int) -> Any:
+    if type(found) is str:
+        return encodable(found)
+    if type(found) is float and not math.isfinite(found):
+        raise WireError(at, f"expected a finite number, got {found}")
+    if isinstance(found, Mapping):
+        _deeper(at, depth)
+        return {
+            encodable(str(k)): _checked(v, path(at, str(k)), depth + 1) for k, v in found.items()
+        }
+    if isinstance(found, list):
+        _deeper(at, depth)
+        return [_checked(v, path(at, i), depth + 1) for i, v in enumerate(found)]
+    return found
+
+
+def _deeper(at: str, depth: int) -> None:
+    if depth >= MAX_DEPTH:
+        raise WireError(at, f"nested more than {MAX_DEPTH} levels deep")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(s: str) -> str:
+    """``s`` with lone surrogates (which UTF-8 cannot encode) replaced by U+FFFD."""
+    if s.isascii():
+        return s
+    return _SURROGATE.sub("\ufffd", s)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def loads(data: str | bytes) -> Any:
+    """Strict JSON: NaN and Infinity refused, too-deep nesting a ValueError too.
+
+    Raises:
+        ValueError: Not JSON, a non-finite number, or nesting deeper than the
+            interpreter can decode.
+    """
+    try:
+        return _DECODER.decode(data if isinstance(data, str) else data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("nested too deep to decode") from None
+
+
+def dumps_raw(body: Any) -> str:
+    """A decoded body as text again, for an error's ``body`` (never raises)."""
+    try:
+        return json.dumps(body, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        return "<a body nested too deep to print>"
+
+
+def malformed(
+    provider: str, error: WireError, body: str, status_code: int | None = 200
+) -> MalformedResponseError:
+    """The `MalformedResponseError` for ``error`` found in ``body`` from ``provider``."""
+    return MalformedResponseError(
+        f"{provider} sent a malformed response: {error.problem} @ {error.path}",
+        provider=provider,
+        status_code=status_code,
+        body=body,
+        path=error.path,
+        problem=error.problem,
+    )
+
+
+@contextmanager
+def reading(provider: str, body: Callable[[], str]) -> Iterator[None]:
+    """Raise a `MalformedResponseError` for a `WireError` (or a RecursionError) inside.
+
+    Args:
+        provider: The provider name, for the error.
+        body: Gives the raw body text; called only when something is wrong.
+    """
+    try:
+        yield
+    except WireError as exc:
+        raise malformed(provider, exc, body()) from None
+    except RecursionError:
+        error = WireError("$", "nested more than the interpreter can read")
+        raise malformed(provider, error, body()) from None
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})

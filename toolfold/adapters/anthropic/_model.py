@@ -1,0 +1,117 @@
+"""`AnthropicModel`: the Messages codec on the shared transport."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._sse import SSEEvent
+from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import (
+    UNSET,
+    Prepared,
+    ProviderModel,
+    transport_options,
+)
+from toolfold.adapters.anthropic._errors import parse_error
+from toolfold.adapters.anthropic._provider import API_KEY_ENV, API_VERSION, BASE_URL, STRICT_BETA
+from toolfold.adapters.anthropic._request import compiled_tool, is_beta, prepare
+from toolfold.adapters.anthropic._response import parse_response
+from toolfold.adapters.anthropic._stream import DecoderState, decode_end, decode_event
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
+from toolfold.runtime.core._stream import StreamEvent
+
+_PATH = "v1/messages"
+
+
+class AnthropicModel(ProviderModel):
+    """A Claude model behind ``POST /v1/messages``.
+
+    Args:
+        model_name: Anthropic's model id, e.g. ``"claude-sonnet-4-5"``.
+        base_url: The API root (default ``https://api.anthropic.com``; the
+            adapter adds ``/v1/messages``), e.g. for a proxy.
+        api_key: The key; by default read from ``ANTHROPIC_API_KEY``. Kept in
+            a `Secret`, never printed.
+        http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
+        async_http_client: An async client, when ``http_client`` is the sync one.
+        timeout: Seconds, a ``Timeouts``, or None for no limits.
+        retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
+        headers: Extra headers for every request (``anthropic-beta``...).
+
+    Raises:
+        ModelConfigError: No key given and ``ANTHROPIC_API_KEY`` unset.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        http_client: Any = None,
+        async_http_client: Any = None,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        key = resolve_api_key("anthropic", api_key, env_vars=API_KEY_ENV, required=True)
+        self.model_name = model_name
+        self.provider_name = "anthropic"
+        self._transport = Transport(
+            "anthropic",
+            base_url or BASE_URL,
+            key,
+            auth_header="x-api-key",
+            auth_scheme="",
+            headers={"anthropic-version": API_VERSION, **(headers or {})},
+            http_client=http_client,
+            async_http_client=async_http_client,
+            error_parser=parse_error,
+            inband_errors=False,  # the codec maps them, with the error type as code
+            **transport_options(timeout, retry),
+        )
+        extra = {k.lower(): v for k, v in (headers or {}).items()}
+        betas = [b.strip() for b in extra.get("anthropic-beta", "").split(",") if b.strip()]
+        if STRICT_BETA not in betas:
+            betas.append(STRICT_BETA)
+        self._beta_headers = {"anthropic-beta": ",".join(betas)}
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body for ``request``, the reasoning it left out, and the beta header strict tools need."""
+        prepared = prepare(request, self.model_name, stream=stream)
+        if not is_beta(prepared.body):
+            return prepared
+        return attrs.evolve(prepared, headers=self._beta_headers)
+
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        return f"{_PATH}?beta=true" if prepared.headers else _PATH
+
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        return parse_response(data)
+
+    def _stream_start(self) -> DecoderState:
+        return DecoderState()
+
+    def _stream_step(
+        self, state: DecoderState, item: SSEEvent
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        return decode_event(state, item.data, item.event)
+
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
+
+    def _stream_done(self, state: DecoderState) -> bool:
+        return state.done
+
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool)
+
+
+def anthropic_model(model_name: str, **options: Any) -> AnthropicModel:
+    """The factory registered for ``anthropic:<model>``."""
+    return AnthropicModel(model_name, **options)

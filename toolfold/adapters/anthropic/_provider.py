@@ -1,0 +1,57 @@
+"""Anthropic Messages: the constants and quirk tables of the API, each with its source.
+
+Source tags are those of the shared ``docs/providers.md`` §3 (``[A1]`` tool use,
+``[A4]`` strict tool use, ``[A6]`` the SDK's types, ``[A7]`` the SDK's client);
+``spec`` is ``fixtures/specs/anthropic-openapi.json`` (Anthropic's own OpenAPI
+document, ``info.version`` 195).
+"""
+
+from __future__ import annotations
+
+from toolfold.runtime.core._request import FinishReason
+
+#: The API root; the adapter adds ``/v1/messages`` [A1].
+BASE_URL = "https://api.anthropic.com"
+API_KEY_ENV = ("ANTHROPIC_API_KEY",)
+#: The ``anthropic-version`` header every request carries [A1].
+API_VERSION = "2023-06-01"
+#: ``max_tokens`` is required by the API [spec CreateMessageParams.required]; the
+#: neutral ``max_tokens`` setting overrides this default.
+DEFAULT_MAX_TOKENS = 4096
+
+#: ``strict`` exists only on ``BetaTool`` in the spec (the plain ``Tool`` has
+#: ``additionalProperties: false`` and no ``strict``), so a request with a strict
+#: tool or a structured output goes to ``/v1/messages?beta=true`` with this beta
+#: (recorded in stream-beta-parallel-2-calls-results-final.yaml; the spec's
+#: ``anthropic-beta`` header is an open string list).
+STRICT_BETA = "structured-outputs-2025-11-13"
+
+#: Body fields only ``BetaCreateMessageParams`` has [spec]: a request with one
+#: of them (or a strict tool) goes to the beta endpoint.
+BETA_ONLY_FIELDS = frozenset(
+    {"container", "context_management", "mcp_servers", "output_config", "output_format"}
+)
+
+#: ``stop_reason`` values [A6 stop_reason.py] -> neutral finish reasons.
+STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+    "pause_turn": "other",  # a server tool paused a long turn; send it back to continue
+}
+
+#: Neutral settings the Messages API has no field for: ``CreateMessageParams``
+#: has ``additionalProperties: false`` [spec], so they would be a 400; refusing
+#: them before the request names the setting instead.
+UNSUPPORTED_SETTINGS = frozenset(
+    {"seed", "frequency_penalty", "presence_penalty", "logit_bias", "n", "response_format"}
+)
+
+#: Neutral names the API spells differently [spec CreateMessageParams].
+RENAMED_SETTINGS = {"stop": "stop_sequences"}
+
+#: Media types an ``image`` block takes [spec Base64ImageSource.media_type].
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})

@@ -1,0 +1,311 @@
+"""Neutral `ModelRequest` -> Anthropic Messages request body (pure functions).
+
+Rules (providers.md §3 and the spec's ``CreateMessageParams``):
+
+- System messages become the top-level ``system`` field, joined in order.
+- Tool results go back in a ``user`` turn as ``tool_result`` blocks, with
+  ``is_error: true`` for a failed call; results of consecutive tool messages
+  (and a user message that follows them) make one user turn, results first,
+  because the turn after a ``tool_use`` must answer every call before any
+  text [A1, A8].
+- Thinking blocks go back unchanged (text and signature); a redacted block
+  goes back as ``redacted_thinking`` with its data. Reasoning from another
+  provider, or without a signature, cannot be verified by the API and is left
+  out.
+- ``tool_choice``: ``auto``, ``any`` (neutral ``required``), ``tool`` +
+  ``name``, ``none``; ``parallel_tool_calls=False`` is
+  ``disable_parallel_tool_use: true`` [A6 tool_choice_*_param.py].
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from toolfold._errors import ModelConfigError
+from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._provider_model import Prepared, RequestReport
+from toolfold.adapters.anthropic._provider import (
+    BETA_ONLY_FIELDS,
+    DEFAULT_MAX_TOKENS,
+    IMAGE_TYPES,
+    RENAMED_SETTINGS,
+    UNSUPPORTED_SETTINGS,
+)
+from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
+
+Body = dict[str, Any]
+
+PROVIDER = "anthropic"
+_HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
+
+
+def prepare(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
+    """`build_body`, with the report of what was left out (reasoning Anthropic cannot verify)."""
+    notes: list[str] = []
+    body = build_body(request, model_name, stream=stream, notes=notes)
+    return Prepared(body, RequestReport(PROVIDER, tuple(notes)))
+
+
+def build_body(
+    request: ModelRequest,
+    model_name: str,
+    *,
+    stream: bool = False,
+    notes: list[str] | None = None,
+) -> Body:
+    """Build the JSON body of one ``POST /v1/messages``.
+
+    Args:
+        request: The neutral request.
+        model_name: Anthropic's model id, e.g. ``"claude-sonnet-4-5"``.
+        stream: Ask for a Server-Sent Events stream.
+        notes: Receives one sentence per reasoning part left out.
+
+    Raises:
+        ModelConfigError: The request cannot be expressed for Anthropic (a
+            named tool choice for a tool not offered, a forced tool with
+            extended thinking on, a setting the API has no field for, a file
+            type it cannot take).
+        SchemaCompileError: A tool asked for strict mode and its schema
+            cannot be sent strict.
+    """
+    settings = request.settings
+    body: Body = {
+        "model": model_name,
+        "max_tokens": settings.get("max_tokens") or DEFAULT_MAX_TOKENS,
+    }
+    system = "\n\n".join(m.text for m in request.messages if m.role == "system")
+    if system:
+        body["system"] = system
+    body["messages"] = encode_messages(request.messages, notes)
+    if request.tools:
+        _add_tools(body, request)
+    if request.output is not None:
+        body["output_format"] = {"type": "json_schema", "schema": output_schema(request.output)}
+    _add_settings(body, settings)
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def is_beta(body: Mapping[str, Any]) -> bool:
+    """The body uses a beta feature (a strict tool, ``output_format``...): send it to the beta endpoint."""
+    if not BETA_ONLY_FIELDS.isdisjoint(body):
+        return True
+    return any(tool.get("strict") for tool in body.get("tools") or ())
+
+
+def compiled_tool(tool: ToolDefinition) -> CompiledTool:
+    """The compilation of ``tool`` this adapter sends: strict only when the tool asks.
+
+    Strict tools need the beta endpoint, so a tool that leaves ``strict`` unset
+    goes as its own schema, unchanged.
+    """
+    return compile_tool(tool, "anthropic", strict=bool(tool.strict))
+
+
+def output_schema(output: OutputSpec) -> dict[str, Any]:
+    """The schema of ``output_format``: the strict subset when the schema allows it.
+
+    Raises:
+        SchemaCompileError: ``output.strict`` is True and the schema is outside
+            the subset.
+    """
+    as_tool = ToolDefinition(output.name, "", output.schema, output.strict)
+    compiled = compile_tool(as_tool, "anthropic", strict=output.strict)
+    return compiled.schema_sent
+
+
+def _add_tools(body: Body, request: ModelRequest) -> None:
+    tools = list(request.tools)
+    body["tools"] = [compiled_tool(t).payload for t in tools]
+    choice = _tool_choice(request.tool_choice, tools)
+    if request.settings.get("parallel_tool_calls") is False and request.tool_choice != "none":
+        choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
+    if choice is not None:
+        thinking = request.settings.get("thinking")
+        forced = choice["type"] in ("any", "tool")
+        if forced and isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+            raise ModelConfigError(
+                f"tool_choice {request.tool_choice!r} forces a tool, which Anthropic rejects "
+                "while extended thinking is on; use 'auto' or turn thinking off"
+            )
+        body["tool_choice"] = choice
+
+
+def _tool_choice(choice: str | None, tools: list[ToolDefinition]) -> dict[str, Any] | None:
+    if choice is None:
+        return None
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    if not any(t.name == choice for t in tools):
+        names = ", ".join(t.name for t in tools)
+        raise ModelConfigError(
+            f"tool_choice {choice!r} names no tool of this request; tools: {names}"
+        )
+    return {"type": "tool", "name": choice}
+
+
+def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
+    for key, value in settings.items():
+        if value is None or key in _HANDLED_SETTINGS:
+            continue
+        if key in UNSUPPORTED_SETTINGS:
+            raise ModelConfigError(
+                f"the setting {key!r} has no equivalent in the Anthropic Messages API; remove it"
+            )
+        if key == "stop" and isinstance(value, str):
+            value = [value]
+        body[RENAMED_SETTINGS.get(key, key)] = value
+
+
+# --- messages --------------------------------------------------------------
+
+
+def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
+    """The ``messages`` array: user and tool messages merge into user turns, results first.
+
+    Reasoning left out (another provider's, or unsigned) is noted in ``notes``.
+    """
+    turns: list[tuple[str, list[Body]]] = []
+    for position, message in enumerate(messages):
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        if role == "assistant":
+            blocks = _assistant_blocks(message.parts, position, notes)
+        else:
+            blocks = _user_blocks(message)
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    out: list[Body] = []
+    for role, blocks in turns:
+        if not blocks:
+            continue  # e.g. an assistant turn whose only part was foreign reasoning
+        if role == "user":
+            results = [b for b in blocks if b["type"] == "tool_result"]
+            if results and len(results) < len(blocks):
+                blocks = [*results, *(b for b in blocks if b["type"] != "tool_result")]
+            if len(blocks) == 1 and blocks[0]["type"] == "text":
+                out.append({"role": "user", "content": blocks[0]["text"]})
+                continue
+        out.append({"role": role, "content": blocks})
+    return out
+
+
+def _user_blocks(message: Message) -> list[Body]:
+    blocks: list[Body] = []
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            result: Body = {
+                "type": "tool_result",
+                "tool_use_id": part.call_id,
+                "content": part.content,
+            }
+            if part.is_error:
+                result["is_error"] = True
+            blocks.append(result)
+        elif isinstance(part, TextPart):
+            if part.text:  # the API refuses empty text blocks
+                blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            blocks.append(_image(part))
+        elif isinstance(part, FilePart):
+            blocks.append(_document(part))
+        elif isinstance(part, ToolCallPart):
+            raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
+    return blocks
+
+
+def _assistant_blocks(
+    parts: tuple[Part, ...], position: int, notes: list[str] | None
+) -> list[Body]:
+    blocks: list[Body] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ToolCallPart):
+            arguments = part.arguments if part.arguments is not None else {}
+            blocks.append(
+                {"type": "tool_use", "id": part.id, "name": part.name, "input": arguments}
+            )
+        elif isinstance(part, ReasoningPart):
+            block = thinking_block(part)
+            if block is not None:
+                blocks.append(block)
+            elif notes is not None and (part.text or part.signature):
+                source = part.provider or "an unknown provider"
+                why = "is unsigned" if part.provider == PROVIDER else f"comes from {source}"
+                notes.append(
+                    f"messages[{position}]: reasoning left out: it {why}, and Anthropic "
+                    "only takes back its own signed thinking"
+                )
+        else:
+            raise ModelConfigError(
+                f"an assistant message for Anthropic can hold text, reasoning and tool calls, "
+                f"not {part.kind!r}"
+            )
+    return blocks
+
+
+def thinking_block(part: ReasoningPart) -> Body | None:
+    """The block a reasoning part goes back as, or None when Anthropic cannot take it."""
+    if part.signature is None or part.provider not in (None, PROVIDER):
+        return None
+    if part.provider_data.get("type") == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": part.signature}
+    return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+
+
+def _image(part: ImagePart) -> Body:
+    if part.url is not None:
+        return {"type": "image", "source": {"type": "url", "url": part.url}}
+    if part.data is None:
+        raise ModelConfigError("an ImagePart needs data or a url")
+    if part.media_type not in IMAGE_TYPES:
+        known = ", ".join(sorted(IMAGE_TYPES))
+        raise ModelConfigError(f"Anthropic takes images of type {known}, not {part.media_type!r}")
+    data = base64.b64encode(part.data).decode()
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": part.media_type, "data": data},
+    }
+
+
+def _document(part: FilePart) -> Body:
+    if part.media_type == "application/pdf":
+        if part.url is not None:
+            source: Body = {"type": "url", "url": part.url}
+        elif part.data is not None:
+            data = base64.b64encode(part.data).decode()
+            source = {"type": "base64", "media_type": "application/pdf", "data": data}
+        else:
+            raise ModelConfigError("a FilePart needs data or a url")
+    elif part.media_type == "text/plain" and part.data is not None:
+        source = {"type": "text", "media_type": "text/plain", "data": part.data.decode()}
+    else:
+        raise ModelConfigError(
+            "Anthropic takes PDF files (inline or by URL) and inline text/plain files, "
+            f"not {part.media_type!r}" + (f" by URL ({part.url})" if part.url else "")
+        )
+    block: Body = {"type": "document", "source": source}
+    if part.filename:
+        block["title"] = part.filename
+    return block

@@ -1,0 +1,132 @@
+"""Anthropic ``message`` body -> neutral `ModelResponse` (pure functions).
+
+Content blocks keep their order: ``thinking`` (text and signature) and
+``redacted_thinking`` (its data kept as the signature) become `ReasoningPart`
+values with ``provider="anthropic"`` so they can go back unchanged; ``text``
+becomes `TextPart`; ``tool_use`` becomes `ToolCallPart` with Anthropic's own
+``toolu_...`` id and its ``input`` object. Blocks of server tools and newer
+block types carry nothing the loop can act on and are skipped.
+
+Values are checked at this boundary: a field of the wrong type is a
+`MalformedResponseError` naming its JSON path, never a wrong value in the state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from toolfold.adapters import _wire as wire
+from toolfold.adapters.anthropic._errors import error_in_body, is_error_body
+from toolfold.adapters.anthropic._provider import STOP_REASONS
+from toolfold.runtime.core._messages import (
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from toolfold.runtime.core._request import FinishReason, ModelResponse
+
+PROVIDER = "anthropic"
+REDACTED: Mapping[str, Any] = {"type": "redacted_thinking"}
+
+
+def malformed(path: str, expected: str, value: Any) -> wire.WireError:
+    """The error for a response value of the wrong type at ``path`` (see `toolfold.adapters._wire`)."""
+    return wire.WireError(path, f"expected {expected}, got {wire.kind(value)}")
+
+
+def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
+    """Normalise a ``stop_reason`` (calls win over a missing reason)."""
+    if raw is None:
+        return "tool_calls" if has_calls else "stop"
+    return STOP_REASONS.get(raw, "other")
+
+
+def parse_usage(usage: Any, at: str = "$.usage") -> Usage:
+    """Neutral usage: input counts the cache reads and writes too [A6 usage.py].
+
+    ``input_tokens`` excludes the cached part, so the neutral input is
+    ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``
+    and ``cached_tokens`` is the cache reads. Counts are checked at ``at``.
+    """
+    if usage is None:
+        return Usage(requests=1)
+    if not isinstance(usage, Mapping):
+        raise malformed(at, "an object", usage)
+    fresh = wire.count(usage, "input_tokens", at)
+    written = wire.count(usage, "cache_creation_input_tokens", at)
+    read = wire.count(usage, "cache_read_input_tokens", at)
+    return Usage(fresh + written + read, wire.count(usage, "output_tokens", at), read, 0, 1)
+
+
+def parse_response(body: Mapping[str, Any]) -> ModelResponse:
+    """Turn a ``message`` body into a `ModelResponse`.
+
+    Raises:
+        ProviderError: The body is an error object.
+        MalformedResponseError: A value has the wrong type (with its JSON path).
+    """
+    with wire.reading(PROVIDER, lambda: wire.dumps_raw(body)):
+        return _parse(body)
+
+
+def _parse(body: Mapping[str, Any]) -> ModelResponse:
+    if is_error_body(body):
+        raise error_in_body(body)
+    content = body.get("content")
+    if not isinstance(content, list):
+        raise malformed("$.content", "an array of content blocks", content)
+    parts: list[Part] = []
+    calls = 0
+    for position, block in enumerate(content):
+        part = parse_block(block, f"$.content[{position}]")
+        if part is not None:
+            parts.append(part)
+            calls += isinstance(part, ToolCallPart)
+    raw = wire.text(body, "stop_reason", "$")
+    return ModelResponse(
+        Message("assistant", parts),
+        parse_usage(body.get("usage")),
+        finish_reason(raw, bool(calls)),
+        raw,
+        wire.text(body, "model", "$"),
+        wire.text(body, "id", "$"),
+    )
+
+
+def parse_block(block: Any, path: str) -> Part | None:
+    """One content block as a neutral part, or None for a block the loop cannot use."""
+    if not isinstance(block, Mapping):
+        raise malformed(path, "an object", block)
+    kind = block.get("type")
+    if kind == "text":
+        text = _string(block, "text", path)
+        return TextPart(text) if text else None
+    if kind == "tool_use":
+        arguments = wire.value(block, "input", path)  # finite numbers, bounded depth
+        if not isinstance(arguments, Mapping):
+            raise malformed(f"{path}.input", "an object", arguments)
+        return ToolCallPart(
+            _string(block, "id", path),
+            _string(block, "name", path),
+            json.dumps(arguments, ensure_ascii=False),
+            arguments,
+        )
+    if kind == "thinking":
+        return ReasoningPart(
+            _string(block, "thinking", path), _string(block, "signature", path), PROVIDER
+        )
+    if kind == "redacted_thinking":
+        return ReasoningPart("", _string(block, "data", path), PROVIDER, REDACTED)
+    return None
+
+
+def _string(block: Mapping[str, Any], key: str, path: str) -> str:
+    value = wire.text(block, key, path)
+    if value is None:
+        raise malformed(f"{path}.{key}", "a string", None)
+    return value

@@ -1,0 +1,284 @@
+"""Anthropic Messages SSE events -> neutral stream events, as a pure decoder.
+
+`decode_event` maps one Server-Sent Event and the decoder state to the next
+state and the neutral events it produced; `decode_end` says what the end of
+the body means. The events fold with `toolfold.runtime.fold_stream` into the
+response a non-streaming call gives.
+
+Rules (providers.md §3 [A2, A6 raw_message_stream_event.py] and the recorded
+streams):
+
+- ``message_start`` carries the model, the id and the input side of usage;
+  ``message_delta`` the stop reason and the cumulative output tokens (newer
+  recordings repeat the input side there too).
+- Every block is keyed by its ``index``. A ``tool_use`` block starts with
+  ``input: {}`` and its arguments arrive as ``input_json_delta.partial_json``
+  fragments (the first often ``""``; a tool without parameters sends only
+  that); the call ends at its ``content_block_stop``, never before.
+- ``thinking`` text arrives as ``thinking_delta`` and its signature as one
+  ``signature_delta`` before the block stops; a ``redacted_thinking`` block
+  arrives whole in its start event.
+- ``ping`` and event types this decoder does not know are skipped (the API
+  may add new ones); ``event: error`` raises a `StreamError` with the
+  provider's error type as ``code`` (``overloaded_error``).
+- A body that ends before ``message_stop`` with a call still open, or before
+  any stop reason, is a `StreamError`, never a half call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from toolfold._errors import StreamError
+from toolfold.adapters import _wire as wire
+from toolfold.adapters.anthropic._errors import stream_error
+from toolfold.adapters.anthropic._response import REDACTED, finish_reason, malformed, parse_usage
+from toolfold.runtime.core._stream import (
+    ReasoningDelta,
+    ResponseInfo,
+    StreamEvent,
+    StreamFinish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+)
+
+PROVIDER = "anthropic"
+
+
+@attrs.frozen
+class DecoderState:
+    """What the decoder remembers between events.
+
+    Attributes:
+        usage: The raw usage fields seen so far (input side, then output).
+        tools: Indexes of the ``tool_use`` blocks started.
+        open: Indexes of tool blocks not yet stopped.
+        fed: Tool blocks that received an argument fragment.
+        initial: Arguments a tool block started with, when not ``{}``.
+        finished: A stop reason arrived.
+        done: ``message_stop`` arrived.
+    """
+
+    usage: Mapping[str, Any] = attrs.field(factory=dict)
+    tools: frozenset[int] = frozenset()
+    open: tuple[int, ...] = ()
+    fed: frozenset[int] = frozenset()
+    initial: Mapping[int, str] = attrs.field(factory=dict)
+    finished: bool = False
+    done: bool = False
+
+
+def decode_event(
+    state: DecoderState, data: str, event: str | None = None
+) -> tuple[DecoderState, list[StreamEvent]]:
+    """Decode one SSE event.
+
+    Args:
+        state: The decoder state so far.
+        data: The event's data text.
+        event: The ``event:`` name, if any.
+
+    Raises:
+        StreamError: An ``error`` event, or data that is not JSON.
+        MalformedResponseError: A value of the wrong type (with its JSON path).
+    """
+    if event == "error":
+        raise stream_error(data)
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        raise StreamError(
+            f"{PROVIDER} sent a stream event that is not JSON: {data[:200]!r}",
+            provider=PROVIDER,
+            status_code=200,
+            body=data,
+        ) from exc
+    with wire.reading(PROVIDER, lambda: data):
+        if not isinstance(payload, Mapping):
+            raise malformed("$", "an object", payload)
+        kind = payload.get("type", event)
+        if kind == "error":
+            raise stream_error(data)
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        if handler is None:
+            return state, []  # ping, and event types added after this decoder
+        return handler(state, payload)
+
+
+def decode_end(state: DecoderState) -> list[StreamEvent]:
+    """The body ended (no more bytes).
+
+    Raises:
+        StreamError: The stream stopped before ``message_stop`` with a call
+            still open, or before any stop reason.
+    """
+    if state.done or (state.finished and not state.open):
+        return []
+    detail = f" with tool call blocks {list(state.open)} still open" if state.open else ""
+    raise StreamError(
+        f"{PROVIDER} stream ended before the message finished{detail}",
+        provider=PROVIDER,
+        status_code=200,
+    )
+
+
+def _message_start(
+    state: DecoderState, payload: Mapping[str, Any]
+) -> tuple[DecoderState, list[StreamEvent]]:
+    message = payload.get("message")
+    if not isinstance(message, Mapping):
+        raise malformed("$.message", "an object", message)
+    info = ResponseInfo(
+        wire.text(message, "model", "$.message"), wire.text(message, "id", "$.message")
+    )
+    events: list[StreamEvent] = [info]
+    usage = message.get("usage")
+    if usage is not None:
+        parse_usage(usage, "$.message.usage")  # checked where it stands
+        state = attrs.evolve(state, usage={**state.usage, **usage})
+        events.append(UsageUpdate(parse_usage(state.usage)))
+    return state, events
+
+
+def _index(payload: Mapping[str, Any]) -> int:
+    index = payload.get("index")
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise malformed("$.index", "an integer", index)
+    return index
+
+
+def _block_start(
+    state: DecoderState, payload: Mapping[str, Any]
+) -> tuple[DecoderState, list[StreamEvent]]:
+    index = _index(payload)
+    block = payload.get("content_block")
+    if not isinstance(block, Mapping):
+        raise malformed("$.content_block", "an object", block)
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text")
+        return state, [TextDelta(text)] if isinstance(text, str) and text else []
+    if kind == "thinking":
+        # The API sends both empty here and fills them with deltas; a block
+        # that arrives whole (a proxy, a replay) keeps its signature too.
+        text, signature = block.get("thinking") or "", block.get("signature") or None
+        if not isinstance(text, str) or not isinstance(signature, (str, type(None))):
+            raise malformed("$.content_block", "a thinking block", block)
+        return state, [ReasoningDelta(text, signature, PROVIDER)] if text or signature else []
+    if kind == "redacted_thinking":
+        data = block.get("data")
+        if not isinstance(data, str):
+            raise malformed("$.content_block.data", "a string", data)
+        return state, [ReasoningDelta("", data, PROVIDER, dict(REDACTED))]
+    if kind != "tool_use":
+        return state, []  # server tool blocks: the server runs them, not the loop
+    call_id, name, arguments = block.get("id"), block.get("name"), block.get("input")
+    if not isinstance(call_id, str):
+        raise malformed("$.content_block.id", "a string", call_id)
+    if not isinstance(name, str):
+        raise malformed("$.content_block.name", "a string", name)
+    initial = dict(state.initial)
+    if isinstance(arguments, Mapping) and arguments:
+        checked = wire.value(block, "input", "$.content_block")
+        initial[index] = json.dumps(checked, ensure_ascii=False)
+    state = attrs.evolve(
+        state, tools=state.tools | {index}, open=(*state.open, index), initial=initial
+    )
+    return state, [ToolCallStart(index, call_id, name)]
+
+
+def _block_delta(
+    state: DecoderState, payload: Mapping[str, Any]
+) -> tuple[DecoderState, list[StreamEvent]]:
+    index = _index(payload)
+    delta = payload.get("delta")
+    if not isinstance(delta, Mapping):
+        raise malformed("$.delta", "an object", delta)
+    kind = delta.get("type")
+    if kind == "text_delta":
+        text = delta.get("text")
+        return state, [TextDelta(text)] if isinstance(text, str) and text else []
+    if kind == "thinking_delta":
+        text = delta.get("thinking")
+        return state, [ReasoningDelta(text, provider=PROVIDER)] if isinstance(
+            text, str
+        ) and text else []
+    if kind == "signature_delta":
+        signature = delta.get("signature")
+        if not isinstance(signature, str):
+            raise malformed("$.delta.signature", "a string", signature)
+        return state, [ReasoningDelta("", signature, PROVIDER)]
+    if kind == "input_json_delta" and index in state.open:
+        fragment = delta.get("partial_json")
+        if not isinstance(fragment, str):
+            raise malformed("$.delta.partial_json", "a string", fragment)
+        if not fragment:
+            return state, []
+        if index not in state.fed:
+            state = attrs.evolve(state, fed=state.fed | {index})
+        return state, [ToolCallDelta(index, fragment)]
+    return state, []  # citations, server tool input...
+
+
+def _block_stop(
+    state: DecoderState, payload: Mapping[str, Any]
+) -> tuple[DecoderState, list[StreamEvent]]:
+    index = _index(payload)
+    if index not in state.open:
+        return state, []
+    events: list[StreamEvent] = []
+    if index not in state.fed and index in state.initial:
+        events.append(ToolCallDelta(index, state.initial[index]))
+    events.append(ToolCallEnd(index))
+    return attrs.evolve(state, open=tuple(i for i in state.open if i != index)), events
+
+
+def _message_delta(
+    state: DecoderState, payload: Mapping[str, Any]
+) -> tuple[DecoderState, list[StreamEvent]]:
+    events: list[StreamEvent] = []
+    delta = payload.get("delta")
+    raw = delta.get("stop_reason") if isinstance(delta, Mapping) else None
+    if raw is not None and not isinstance(raw, str):
+        raise malformed("$.delta.stop_reason", "a string", raw)
+    usage = payload.get("usage")
+    if usage is not None:
+        parse_usage(usage, "$.usage")  # checked where it stands
+        state = attrs.evolve(state, usage={**state.usage, **usage})
+        events.append(UsageUpdate(parse_usage(state.usage)))
+    if raw is not None:
+        events.append(StreamFinish(finish_reason(raw, bool(state.tools)), raw))
+        state = attrs.evolve(state, finished=True)
+    return state, events
+
+
+def _message_stop(
+    state: DecoderState, payload: Mapping[str, Any]
+) -> tuple[DecoderState, list[StreamEvent]]:
+    if state.open:
+        raise StreamError(
+            f"{PROVIDER} stopped the message with tool call blocks {list(state.open)} still open",
+            provider=PROVIDER,
+            status_code=200,
+        )
+    events: list[StreamEvent] = []
+    if not state.finished:
+        events.append(StreamFinish(finish_reason(None, bool(state.tools)), None))
+    return attrs.evolve(state, finished=True, done=True), events
+
+
+_HANDLERS = {
+    "message_start": _message_start,
+    "content_block_start": _block_start,
+    "content_block_delta": _block_delta,
+    "content_block_stop": _block_stop,
+    "message_delta": _message_delta,
+    "message_stop": _message_stop,
+}

@@ -1,0 +1,140 @@
+"""`GeminiModel`: the Gemini ``generateContent`` codec on the shared transport."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from toolfold._errors import ModelConfigError, ProviderError
+from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
+from toolfold.adapters.gemini._errors import parse_error, refine
+from toolfold.adapters.gemini._providers import (
+    API_KEY_ENV,
+    API_VERSION,
+    BASE_URL,
+    KEY_HEADER,
+)
+from toolfold.adapters.gemini._request import build_body, compiled_tool, schema_dialect
+from toolfold.adapters.gemini._response import parse_response
+from toolfold.adapters.gemini._stream import (
+    DecoderState,
+    decode_chunk,
+    decode_end,
+    decode_event,
+)
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
+from toolfold.runtime.core._stream import StreamEvent
+
+_STREAM_FORMATS = ("sse", "json")
+
+
+class GeminiModel(ProviderModel):
+    """A Gemini model behind ``POST /v1beta/models/{model}:generateContent``.
+
+    Args:
+        model_name: The model id, e.g. ``"gemini-2.5-flash"``.
+        provider: The prefix it was named with (``"gemini"`` or ``"google"``).
+        base_url: The API root, default ``https://generativelanguage.googleapis.com``;
+            the adapter adds ``/v1beta/models/...``.
+        api_key: The key; by default ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``.
+            Sent in the ``x-goog-api-key`` header, never in the URL.
+        schema_form: ``"json-schema"`` (``parametersJsonSchema``) or ``"openapi"``
+            (``parameters``); by default chosen from the model (the OpenAPI form
+            for models before the 2.5 generation).
+        stream_format: ``"sse"`` (``?alt=sse``, the default) or ``"json"`` (the
+            streamed JSON array Gemini sends without ``alt``).
+        http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
+        async_http_client: An async client, when ``http_client`` is the sync one.
+        timeout: Seconds, a ``Timeouts``, or None for no limits.
+        retry: Retries (a number or a ``RetryPolicy``); a 429 waits the
+            ``retryDelay`` the error body gives.
+        headers: Extra headers for every request.
+
+    Raises:
+        ModelConfigError: No key, or an unknown ``schema_form`` / ``stream_format``.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        provider: str = "gemini",
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        schema_form: str | None = None,
+        stream_format: str = "sse",
+        http_client: Any = None,
+        async_http_client: Any = None,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        schema_dialect(model_name, schema_form)  # refuses an unknown form now
+        if stream_format not in _STREAM_FORMATS:
+            raise ModelConfigError(f"stream_format must be 'sse' or 'json', got {stream_format!r}")
+        key = resolve_api_key(provider, api_key, env_vars=API_KEY_ENV)
+        self.model_name = model_name
+        self.provider_name = provider
+        self.schema_form = schema_form
+        self.stream_format = stream_format
+        self._stream_format = "sse" if stream_format == "sse" else "json-array"
+        self._model_path = f"{API_VERSION}/models/{quote(model_name.removeprefix('models/'))}"
+        self._transport = Transport(
+            provider,
+            base_url or BASE_URL,
+            key,
+            auth_header=KEY_HEADER,
+            auth_scheme="",
+            headers=headers,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            error_parser=parse_error,
+            inband_errors=False,  # the codec reads Gemini's error chunks
+            **transport_options(timeout, retry),
+        )
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``, and what encoding dropped or rewrote."""
+        return build_body(request, self.model_name, schema_form=self.schema_form)
+
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        if not stream:
+            return f"{self._model_path}:generateContent"
+        suffix = "?alt=sse" if self.stream_format == "sse" else ""
+        return f"{self._model_path}:streamGenerateContent{suffix}"
+
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        return parse_response(data, self.provider_name)
+
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool, schema_dialect(self.model_name, self.schema_form))
+
+    def _refine(self, error: ProviderError) -> ProviderError:
+        return refine(error)
+
+    def _stream_start(self) -> DecoderState:
+        return DecoderState(self.provider_name)
+
+    def _stream_step(
+        self, state: DecoderState, item: Any
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        if self._stream_format == "sse":
+            return decode_event(state, item)
+        return decode_chunk(state, item)
+
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
+
+
+def make_factory(prefix: str) -> Any:
+    """The factory `register_provider` stores for ``prefix`` (``gemini`` or ``google``)."""
+
+    def factory(model_name: str, **options: Any) -> GeminiModel:
+        return GeminiModel(model_name, provider=prefix, **options)
+
+    factory.__name__ = f"{prefix}_model"
+    return factory

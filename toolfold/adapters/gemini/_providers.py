@@ -1,0 +1,78 @@
+"""Gemini's quirks as tables, each with the source that justifies it.
+
+Source tags are those of the shared ``providers.md`` §4 ([G1] function calling
+guide, [G2] thought signatures, [G3] REST reference, [G4] python-genai types,
+[G5] pydantic-ai's Gemini profile and model, [G6] troubleshooting/rate limits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from toolfold.runtime.core._request import FinishReason
+
+#: The model-string prefixes served by this adapter (``google`` is an alias).
+PREFIXES = ("gemini", "google")
+BASE_URL = "https://generativelanguage.googleapis.com"
+API_VERSION = "v1beta"
+#: Tried in order; the key travels in the ``x-goog-api-key`` header, never the URL [G4 _api_client.py].
+API_KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+KEY_HEADER = "x-goog-api-key"
+
+# Models before the 2.5 generation take only the OpenAPI ``parameters`` form and
+# no VALIDATED mode [G5 profiles/google.py]; the recordings agree: gemini-2.0-flash
+# is sent ``parameters``, gemini-2.5/3 ``parameters_json_schema``.
+OPENAPI_ONLY_PREFIXES = ("gemini-1", "gemini-2.0", "gemini-pro", "gemini-exp")
+
+# Gemini 3 rejects a model turn whose first functionCall has no thoughtSignature;
+# this documented placeholder is accepted for history made elsewhere [G2, G5].
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+SIGNATURE_REQUIRED_PREFIXES = ("gemini-3",)
+
+# There is no tool-specific finish reason: a tool turn ends with STOP and is
+# recognised by its functionCall parts [G4 FinishReason].
+FINISH_REASONS: Mapping[str, FinishReason] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "MALFORMED_FUNCTION_CALL": "error",
+    "UNEXPECTED_TOOL_CALL": "error",
+    "TOO_MANY_TOOL_CALLS": "error",
+    "LANGUAGE": "other",
+    "OTHER": "other",
+    "FINISH_REASON_UNSPECIFIED": "other",
+}
+
+# Neutral settings -> GenerationConfig fields [G3 GenerationConfig]; other
+# settings go to the body as given (``safetySettings``, ``cachedContent``...).
+GENERATION_SETTINGS: Mapping[str, str] = {
+    "temperature": "temperature",
+    "top_p": "topP",
+    "top_k": "topK",
+    "max_tokens": "maxOutputTokens",
+    "stop": "stopSequences",
+    "seed": "seed",
+    "presence_penalty": "presencePenalty",
+    "frequency_penalty": "frequencyPenalty",
+    "candidate_count": "candidateCount",
+}
+
+#: The error ``reason`` that means a bad key, which Gemini sends as HTTP 400
+#: INVALID_ARGUMENT (error-400-invalid-key cassette).
+BAD_KEY_REASONS = frozenset({"API_KEY_INVALID", "API_KEY_SERVICE_BLOCKED"})
+
+
+def takes_json_schema(model_name: str) -> bool:
+    """Whether the model takes ``parametersJsonSchema`` (else the OpenAPI ``parameters``)."""
+    return not model_name.removeprefix("models/").startswith(OPENAPI_ONLY_PREFIXES)
+
+
+def needs_signature(model_name: str) -> bool:
+    """Whether the model refuses a function-call turn without a thought signature."""
+    return model_name.removeprefix("models/").startswith(SIGNATURE_REQUIRED_PREFIXES)

@@ -1,0 +1,275 @@
+"""Neutral `ModelRequest` -> Gemini ``GenerateContentRequest`` body (pure functions).
+
+- System messages become ``systemInstruction``; user and tool messages ``user``
+  contents, assistant messages ``model`` contents; consecutive contents of one
+  role are merged (the API wants turns to alternate) [G1].
+- A tool result is a ``functionResponse`` part: ``response: {"output": ...}``,
+  or ``{"error": ...}`` for a failed call (there is no error flag) [G4 FunctionResponse].
+- Model parts go back unchanged: a call's ``thoughtSignature`` (kept in
+  ``ToolCallPart.provider_data``) and signed text parts are sent as received;
+  thought summaries are not sent back (the API reads signatures only) [G2].
+- Reasoning from another provider cannot be verified by Gemini and is dropped,
+  with a note in the `RequestReport`. A Gemini 3 turn whose first call carries
+  no signature (history made by another provider) gets the documented
+  placeholder signature, also noted [G2, G5].
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from toolfold._errors import ModelConfigError
+from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._provider_model import Prepared, RequestReport
+from toolfold.adapters.gemini._providers import (
+    GENERATION_SETTINGS,
+    SKIP_SIGNATURE,
+    needs_signature,
+    takes_json_schema,
+)
+from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
+
+Body = dict[str, Any]
+#: The providers whose reasoning parts are Gemini's own.
+OWN = frozenset({"gemini", "google"})
+_HANDLED = frozenset({"parallel_tool_calls", "generationConfig", "generation_config"})
+
+
+def schema_dialect(model_name: str, schema_form: str | None = None) -> Dialect:
+    """``"gemini"`` (``parametersJsonSchema``) or ``"gemini-openapi"`` (``parameters``) for a model."""
+    if schema_form is None:
+        return "gemini" if takes_json_schema(model_name) else "gemini-openapi"
+    if schema_form == "json-schema":
+        return "gemini"
+    if schema_form == "openapi":
+        return "gemini-openapi"
+    raise ModelConfigError(f"schema_form must be 'json-schema' or 'openapi', got {schema_form!r}")
+
+
+def compiled_tool(tool: ToolDefinition, dialect: Dialect) -> CompiledTool:
+    """The compilation of ``tool`` this adapter sends (memoized by `compile_tool`)."""
+    return compile_tool(tool, dialect, strict=tool.strict)
+
+
+def build_body(
+    request: ModelRequest, model_name: str, *, schema_form: str | None = None
+) -> Prepared:
+    """Build the JSON body of one ``generateContent`` / ``streamGenerateContent`` call.
+
+    Args:
+        request: The neutral request.
+        model_name: The Gemini model id (decides the schema form and signatures).
+        schema_form: Force ``"json-schema"`` or ``"openapi"`` tool schemas.
+
+    Raises:
+        ModelConfigError: The request cannot be expressed for Gemini (a named
+            tool choice for an unknown tool, ``parallel_tool_calls=False``...).
+        SchemaCompileError: A tool schema Gemini's form cannot express.
+    """
+    notes: list[str] = []
+    system, contents = encode_messages(request.messages, model_name, notes)
+    body: Body = {"contents": contents}
+    if system:
+        body["systemInstruction"] = {"parts": system}
+    dialect = schema_dialect(model_name, schema_form)
+    tools = list(request.tools)
+    if tools:
+        compiled = [compiled_tool(t, dialect) for t in tools]
+        body["tools"] = [{"functionDeclarations": [c.payload for c in compiled]}]
+        config = _calling_config(request.tool_choice, tools, dialect)
+        if config is not None:
+            body["toolConfig"] = {"functionCallingConfig": config}
+    if request.settings.get("parallel_tool_calls") is False:
+        raise ModelConfigError(
+            "Gemini has no switch for one tool call per turn; "
+            "remove parallel_tool_calls=False (or ask for it in the instructions)"
+        )
+    generation = _generation_config(request.settings)
+    if request.output is not None:
+        generation.update(_output_config(request.output, dialect))
+    if generation:
+        body["generationConfig"] = generation
+    for key, value in request.settings.items():
+        if value is not None and key not in GENERATION_SETTINGS and key not in _HANDLED:
+            body[key] = value
+    return Prepared(body, RequestReport("gemini", tuple(notes)))
+
+
+def _calling_config(
+    choice: str | None, tools: list[ToolDefinition], dialect: Dialect
+) -> Body | None:
+    # VALIDATED constrains calls to the declared schemas; asked for by strict
+    # tools on models that have it (2.5 on) [G4 FunctionCallingConfigMode, G5].
+    strict = dialect == "gemini" and any(t.strict for t in tools)
+    if choice is None:
+        return {"mode": "VALIDATED"} if strict else None
+    if choice == "auto":
+        return {"mode": "VALIDATED" if strict else "AUTO"}
+    if choice == "none":
+        return {"mode": "NONE"}
+    if choice == "required":
+        return {"mode": "ANY"}
+    if not any(t.name == choice for t in tools):
+        names = ", ".join(t.name for t in tools)
+        raise ModelConfigError(
+            f"tool_choice {choice!r} names no tool of this request; tools: {names}"
+        )
+    return {"mode": "ANY", "allowedFunctionNames": [choice]}
+
+
+def _generation_config(settings: Mapping[str, Any]) -> Body:
+    config: Body = {}
+    for key, value in settings.items():
+        field = GENERATION_SETTINGS.get(key)
+        if field is not None and value is not None:
+            config[field] = [value] if key == "stop" and isinstance(value, str) else value
+    for key in ("generation_config", "generationConfig"):
+        extra = settings.get(key)
+        if isinstance(extra, Mapping):
+            config.update(extra)
+    return config
+
+
+def _output_config(output: OutputSpec, dialect: Dialect) -> Body:
+    as_tool = ToolDefinition(output.name, "", output.schema, output.strict)
+    compiled = compile_tool(as_tool, dialect, strict=output.strict)
+    key = "responseJsonSchema" if dialect == "gemini" else "responseSchema"
+    return {"responseMimeType": "application/json", key: compiled.schema_sent}
+
+
+# --- messages --------------------------------------------------------------
+
+
+def encode_messages(
+    messages: tuple[Message, ...], model_name: str, notes: list[str]
+) -> tuple[list[Body], list[Body]]:
+    """``(systemInstruction parts, contents)`` for the conversation; notes what was dropped."""
+    system: list[Body] = []
+    contents: list[Body] = []
+    signed = needs_signature(model_name)
+    for position, message in enumerate(messages):
+        if message.role == "system":
+            system.extend(_system_parts(message))
+            continue
+        if message.role == "assistant":
+            role, parts = "model", _model_parts(message, position, signed, notes)
+        else:
+            role, parts = "user", _user_parts(message)
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+    return system, contents
+
+
+def _system_parts(message: Message) -> list[Body]:
+    parts: list[Body] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            parts.append({"text": part.text})
+        elif not isinstance(part, ReasoningPart):
+            raise ModelConfigError(f"a system message can only hold text, got {part.kind!r}")
+    return parts
+
+
+def _user_parts(message: Message) -> list[Body]:
+    parts: list[Body] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            parts.append({"text": part.text})
+        elif isinstance(part, ToolResultPart):
+            key = "error" if part.is_error else "output"
+            response: Body = {"name": part.tool_name, "response": {key: part.content}}
+            if part.call_id:
+                response["id"] = part.call_id
+            parts.append({"functionResponse": response})
+        elif isinstance(part, (ImagePart, FilePart)):
+            parts.append(_media(part))
+        elif isinstance(part, ToolCallPart):
+            raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
+    return parts
+
+
+def _media(part: ImagePart | FilePart) -> Body:
+    if part.data is not None:
+        data = base64.b64encode(part.data).decode()
+        return {"inlineData": {"mimeType": part.media_type, "data": data}}
+    if part.url is None:
+        raise ModelConfigError(f"a {type(part).__name__} needs data or a url")
+    return {"fileData": {"mimeType": part.media_type, "fileUri": part.url}}
+
+
+def _model_parts(message: Message, position: int, signed: bool, notes: list[str]) -> list[Body]:
+    parts: list[Body] = []
+    first_call = True
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            parts.append({"text": part.text})
+        elif isinstance(part, ToolCallPart):
+            parts.append(_call(part, position, first_call and signed, notes))
+            first_call = False
+        elif isinstance(part, ReasoningPart):
+            _reasoning(part, parts, position, notes)
+        elif isinstance(part, ToolResultPart):
+            raise ModelConfigError("an assistant message cannot carry a tool result")
+        else:
+            raise ModelConfigError(f"an assistant message cannot carry a {part.kind!r} part")
+    return parts
+
+
+def _reasoning(part: ReasoningPart, parts: list[Body], position: int, notes: list[str]) -> None:
+    if part.provider not in OWN:
+        if part.text or part.signature:
+            what = "signed reasoning" if part.signature else "reasoning"
+            notes.append(
+                f"messages[{position}]: {what} from {part.provider or 'an unknown provider'} "
+                "dropped: Gemini cannot take another provider's reasoning"
+            )
+        return
+    if part.signature is None:
+        return  # a thought summary: Gemini reads signatures only [G2]
+    last = parts[-1] if parts else None
+    if not part.text and last is not None and "text" in last and "thoughtSignature" not in last:
+        last["thoughtSignature"] = part.signature  # the signed text part, as received
+        return
+    signed: Body = {"text": part.text, "thoughtSignature": part.signature}
+    if part.text:
+        signed["thought"] = True
+    parts.append(signed)
+
+
+def _call(call: ToolCallPart, position: int, needs_sig: bool, notes: list[str]) -> Body:
+    arguments = call.arguments
+    if arguments is None:
+        arguments = parse_arguments(call.arguments_text)
+        if arguments is None:
+            notes.append(
+                f"messages[{position}]: call {call.id} had arguments that are not a JSON "
+                "object; sent as {}"
+            )
+            arguments = {}
+    encoded: Body = {"functionCall": {"name": call.name, "args": arguments, "id": call.id}}
+    signature = call.provider_data.get("thought_signature")
+    if signature is None and needs_sig:
+        signature = SKIP_SIGNATURE
+        notes.append(
+            f"messages[{position}]: call {call.id} has no Gemini thought signature; "
+            "sent with the documented placeholder"
+        )
+    if signature is not None:
+        encoded["thoughtSignature"] = signature
+    return encoded

@@ -1,0 +1,152 @@
+"""Gemini ``streamGenerateContent`` -> neutral stream events, as a pure decoder.
+
+Each chunk is a whole ``GenerateContentResponse`` [G4 _api_client.py]; it
+arrives as an SSE ``data:`` line (``?alt=sse``) or as one element of a JSON
+array written incrementally (no ``alt``; stream-json-array cassette). Both
+framings end up in `decode_chunk`:
+
+- text and thought parts are deltas; a function call arrives whole in one
+  chunk (the Gemini API never splits arguments [G4 PartialArg]), so it starts,
+  gets its arguments and ends at once, with the id rule of a whole response;
+- ``usageMetadata`` repeats on chunks: the last one wins;
+- the chunk with ``finishReason`` ends the response; a body that stops before
+  it is a `StreamError`, never a half answer. There is no ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from toolfold._errors import StreamError
+from toolfold.adapters import _wire as wire
+from toolfold.adapters._http._sse import SSEEvent
+from toolfold.adapters.gemini._errors import stream_error
+from toolfold.adapters.gemini._response import (
+    PROVIDER,
+    block_reason,
+    candidate_parts,
+    finish_reason,
+    first_candidate,
+    parse_part,
+    parse_usage,
+    seed_of,
+)
+from toolfold.runtime.core._messages import ReasoningPart, TextPart, ToolCallPart
+from toolfold.runtime.core._stream import (
+    ReasoningDelta,
+    ResponseInfo,
+    StreamEvent,
+    StreamFinish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+)
+
+
+@attrs.frozen
+class DecoderState:
+    """What the decoder remembers between chunks.
+
+    Attributes:
+        provider: The provider name (for errors).
+        seed: Seed for synthetic call ids (the response id).
+        calls: Calls seen so far (their stream indexes are 0, 1, ...).
+        finished: A finish reason arrived.
+    """
+
+    provider: str = PROVIDER
+    seed: str | None = None
+    calls: int = 0
+    finished: bool = False
+
+
+def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
+    """Decode one SSE event of an ``alt=sse`` stream.
+
+    Raises:
+        StreamError: A data line that is not JSON, or an error object.
+        MalformedResponseError: A field of the chunk has the wrong type.
+    """
+    try:
+        chunk = wire.loads(event.data)
+    except ValueError as exc:
+        raise StreamError(
+            f"{state.provider} sent a stream event that is not JSON: {event.data[:200]!r} ({exc})",
+            provider=state.provider,
+            status_code=200,
+            body=event.data,
+        ) from None
+    with wire.reading(state.provider, lambda: event.data):
+        return _chunk(state, chunk)
+
+
+def decode_chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEvent]]:
+    """Decode one ``GenerateContentResponse`` chunk (an element of the streamed JSON array).
+
+    Raises:
+        StreamError: The chunk is an error object.
+        MalformedResponseError: A field of the chunk has the wrong type.
+    """
+    with wire.reading(state.provider, lambda: wire.dumps_raw(chunk)):
+        return _chunk(state, chunk)
+
+
+def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEvent]]:
+    chunk = wire.root(chunk)
+    if chunk.get("error") is not None:
+        raise stream_error(state.provider, chunk)
+    events: list[StreamEvent] = []
+    if state.seed is None:
+        state = attrs.evolve(state, seed=seed_of(chunk))
+        model, response_id = (
+            wire.text(chunk, "modelVersion", "$"),
+            wire.text(chunk, "responseId", "$"),
+        )
+        events.append(ResponseInfo(model, response_id))
+    candidate = first_candidate(chunk)
+    calls = state.calls
+    for wire_part, at in candidate_parts(candidate):
+        for part in parse_part(wire_part, at, state.seed or "", calls):
+            if type(part) is TextPart:
+                events.append(TextDelta(part.text))
+            elif type(part) is ReasoningPart:
+                events.append(ReasoningDelta(part.text, part.signature, part.provider))
+            elif type(part) is ToolCallPart:
+                events.append(ToolCallStart(calls, part.id, part.name, part.provider_data))
+                events.append(ToolCallDelta(calls, part.arguments_text))
+                events.append(ToolCallEnd(calls))
+                calls += 1
+    if calls != state.calls:
+        state = attrs.evolve(state, calls=calls)
+    usage = wire.mapping(chunk, "usageMetadata", "$")
+    if usage:
+        events.append(UsageUpdate(parse_usage(usage)))
+    raw = wire.text(candidate, "finishReason", "$.candidates[0]") if candidate is not None else None
+    blocked = block_reason(chunk) if candidate is None else None
+    if raw is not None or blocked is not None:
+        if not state.finished:
+            if blocked is not None:
+                events.append(StreamFinish("content_filter", blocked))
+            else:
+                events.append(StreamFinish(finish_reason(raw, calls > 0), raw))
+        state = attrs.evolve(state, finished=True)
+    return state, events
+
+
+def decode_end(state: DecoderState) -> list[StreamEvent]:
+    """The body ended.
+
+    Raises:
+        StreamError: The stream stopped before a finish reason.
+    """
+    if state.finished:
+        return []
+    raise StreamError(
+        f"{state.provider} stream ended before the response finished",
+        provider=state.provider,
+        status_code=200,
+    )

@@ -1,0 +1,105 @@
+"""`OllamaModel`: Ollama's native ``/api/chat`` codec on the shared transport."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import (
+    UNSET,
+    Prepared,
+    ProviderModel,
+    RequestReport,
+    transport_options,
+)
+from toolfold.adapters.ollama._provider import API_KEY_ENV, host_from_env
+from toolfold.adapters.ollama._request import build_body, compiled_tool
+from toolfold.adapters.ollama._response import parse_response
+from toolfold.adapters.ollama._stream import DecoderState, decode_end, decode_line
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
+from toolfold.runtime.core._stream import StreamEvent
+
+_PATH = "api/chat"
+
+
+class OllamaModel(ProviderModel):
+    """A model served by Ollama, through its native ``POST /api/chat``.
+
+    Args:
+        model_name: The model as Ollama names it, e.g. ``"qwen3"`` or ``"llama3.2:3b"``.
+        base_url: The server root; default ``OLLAMA_HOST`` when set, else
+            ``http://localhost:11434``.
+        api_key: For Ollama's cloud or a server behind an authenticating
+            proxy (sent as a bearer token); default ``OLLAMA_API_KEY``, and
+            none is needed for a local server.
+        http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
+        async_http_client: An async client, when ``http_client`` is the sync one.
+        timeout: Seconds, a ``Timeouts``, or None for no limits.
+        retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
+        headers: Extra headers for every request.
+    """
+
+    _stream_format = "lines"
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        http_client: Any = None,
+        async_http_client: Any = None,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        key = resolve_api_key("ollama", api_key, env_vars=API_KEY_ENV, required=False)
+        self.model_name = model_name
+        self.provider_name = "ollama"
+        self._transport = Transport(
+            "ollama",
+            base_url or host_from_env(),
+            key,
+            headers=headers,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            inband_errors=False,  # NDJSON: the codec reads {"error": ...} lines
+            **transport_options(timeout, retry),
+        )
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``."""
+        return Prepared(
+            build_body(request, self.model_name, stream=stream), RequestReport("ollama")
+        )
+
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        return _PATH
+
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        return parse_response(data)
+
+    def _stream_start(self) -> DecoderState:
+        return DecoderState()
+
+    def _stream_step(
+        self, state: DecoderState, item: str
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        return decode_line(state, item)
+
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
+
+    def _stream_done(self, state: DecoderState) -> bool:
+        return state.done
+
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool)
+
+
+def ollama_model(model_name: str, **options: Any) -> OllamaModel:
+    """The factory registered for ``ollama:<model>``."""
+    return OllamaModel(model_name, **options)

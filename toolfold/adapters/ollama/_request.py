@@ -1,0 +1,183 @@
+"""Neutral `ModelRequest` -> Ollama ``/api/chat`` request body (pure functions).
+
+Rules (providers.md §5 [L1, L2]):
+
+- Tools are ``{"type": "function", "function": {...}}`` with their schema in
+  the ``ollama`` dialect (references inlined; Ollama's Go structs drop other
+  keywords, each drop reported by `compile_tool`).
+- There is no ``tool_choice``: ``"none"`` is sent by leaving the tools out;
+  ``"required"`` or a named tool cannot be expressed, so it is a
+  `ModelConfigError` before any request, never silently ignored. There is no
+  parallel-calls switch either: ``parallel_tool_calls=False`` is refused the
+  same way.
+- Calls go back with ``arguments`` as an object; results as one
+  ``role: "tool"`` message each, with ``tool_name`` (and the call's id as
+  ``tool_call_id``). There is no error flag: the result text says it.
+- Images go inline as base64 in ``images``; Ollama cannot fetch a URL.
+- ``stream`` is always sent: Ollama streams unless told ``false``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from toolfold._errors import ModelConfigError
+from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._provider_model import Prepared, RequestReport
+from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
+from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from toolfold.runtime.core._request import ModelRequest, ToolDefinition
+
+Body = dict[str, Any]
+
+PROVIDER = "ollama"
+
+
+def prepare(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
+    """`build_body`, with the report of what was left out (another provider's reasoning)."""
+    notes: list[str] = []
+    body = build_body(request, model_name, stream=stream, notes=notes)
+    return Prepared(body, RequestReport(PROVIDER, tuple(notes)))
+
+
+def build_body(
+    request: ModelRequest,
+    model_name: str,
+    *,
+    stream: bool = False,
+    notes: list[str] | None = None,
+) -> Body:
+    """Build the JSON body of one ``POST /api/chat``.
+
+    ``notes`` receives one sentence per reasoning part left out.
+
+    Raises:
+        ModelConfigError: The request asks for what Ollama cannot do: a
+            required or named ``tool_choice``, ``parallel_tool_calls=False``,
+            an image by URL, a file.
+    """
+    body: Body = {"model": model_name, "messages": encode_messages(request.messages, notes)}
+    tools = list(request.tools)
+    choice = request.tool_choice
+    if tools and choice not in (None, "auto", "none"):
+        what = "a tool call" if choice == "required" else f"a call of {choice!r}"
+        raise ModelConfigError(
+            f"tool_choice {choice!r} cannot be sent to Ollama: its API has no tool_choice, "
+            f"so it cannot force {what}; use 'auto' or 'none'"
+        )
+    if tools and choice != "none":
+        if request.settings.get("parallel_tool_calls") is False:
+            raise ModelConfigError(
+                "parallel_tool_calls=False cannot be sent to Ollama: its API has no switch "
+                "for parallel tool calls"
+            )
+        body["tools"] = [compiled_tool(t).payload for t in tools]
+    if request.output is not None:
+        body["format"] = dict(request.output.schema)
+    _add_settings(body, request.settings)
+    body["stream"] = stream
+    return body
+
+
+def compiled_tool(tool: ToolDefinition) -> CompiledTool:
+    """The compilation of ``tool`` Ollama gets (no strict mode exists)."""
+    return compile_tool(tool, "ollama", strict=False)
+
+
+def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
+    options: dict[str, Any] = {}
+    for key, value in settings.items():
+        if value is None or key == "parallel_tool_calls":
+            continue
+        if key == "options" and isinstance(value, Mapping):
+            options.update(value)
+        elif key in TOP_LEVEL_SETTINGS:
+            body[key] = value
+        else:
+            if key == "stop" and isinstance(value, str):
+                value = [value]
+            options[RENAMED_OPTIONS.get(key, key)] = value
+    if options:
+        body["options"] = options
+
+
+def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
+    """The ``messages`` array: one message per tool result, the rest one to one."""
+    out: list[Body] = []
+    for position, message in enumerate(messages):
+        results = [p for p in message.parts if isinstance(p, ToolResultPart)]
+        out.extend(
+            {
+                "role": "tool",
+                "tool_name": r.tool_name,
+                "tool_call_id": r.call_id,
+                "content": r.content,
+            }
+            for r in results
+        )
+        if message.role == "tool" or (results and len(results) == len(message.parts)):
+            continue
+        if message.role == "assistant":
+            out.append(_assistant(message, position, notes))
+        else:
+            out.append(_user_or_system(message))
+    return out
+
+
+def _assistant(message: Message, position: int, notes: list[str] | None) -> Body:
+    encoded: Body = {"role": "assistant", "content": message.text}
+    reasoning = [p for p in message.parts if isinstance(p, ReasoningPart)]
+    thinking = "".join(p.text for p in reasoning if p.provider in (None, PROVIDER))
+    foreign = {p.provider for p in reasoning if p.provider not in (None, PROVIDER) and p.text}
+    if foreign and notes is not None:
+        notes.append(
+            f"messages[{position}]: reasoning from {', '.join(sorted(str(f) for f in foreign))} "
+            "left out: it was written for another provider"
+        )
+    if thinking:
+        encoded["thinking"] = thinking
+    calls = message.tool_calls
+    if calls:
+        encoded["tool_calls"] = [_call(c) for c in calls]
+    for part in message.parts:
+        if isinstance(part, (ImagePart, FilePart)):
+            raise ModelConfigError(f"an assistant message for Ollama cannot carry {part.kind!r}")
+    return encoded
+
+
+def _call(call: ToolCallPart) -> Body:
+    arguments = call.arguments if call.arguments is not None else {}
+    return {"id": call.id, "function": {"name": call.name, "arguments": arguments}}
+
+
+def _user_or_system(message: Message) -> Body:
+    encoded: Body = {"role": message.role, "content": message.text}
+    images: list[str] = []
+    for part in message.parts:
+        if isinstance(part, ImagePart):
+            if part.data is None:
+                raise ModelConfigError(
+                    f"Ollama takes images inline only; ImagePart {part.url!r} has a url and no data"
+                )
+            images.append(base64.b64encode(part.data).decode())
+        elif isinstance(part, FilePart):
+            raise ModelConfigError(
+                f"Ollama's chat API takes text and images, not files ({part.media_type})"
+            )
+        elif isinstance(part, ToolCallPart):
+            raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
+        elif not isinstance(part, (TextPart, ReasoningPart)):
+            raise ModelConfigError(f"Ollama cannot take a {part.kind!r} part here")
+    if images:
+        encoded["images"] = images
+    return encoded

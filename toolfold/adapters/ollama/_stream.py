@@ -1,0 +1,126 @@
+"""Ollama's NDJSON stream -> neutral stream events, as a pure decoder.
+
+One JSON object per line, ``{"message": {...}, "done": false}``; ``thinking``
+and ``content`` arrive in pieces, tool calls whole inside one chunk's
+``message.tool_calls``; the last line has ``done: true``, the
+``done_reason`` and the counts [L1 streaming.mdx, tool-calling.mdx]. An
+``{"error": "..."}`` line after HTTP 200 is a `StreamError` [L1 errors.mdx];
+a body that ends before ``done: true`` is one too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from toolfold._errors import StreamError
+from toolfold.adapters import _wire as wire
+from toolfold.adapters.ollama._response import (
+    finish_reason,
+    malformed,
+    message_parts,
+    parse_usage,
+    seed_of,
+)
+from toolfold.runtime.core._stream import (
+    ReasoningDelta,
+    ResponseInfo,
+    StreamEvent,
+    StreamFinish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+)
+
+PROVIDER = "ollama"
+
+
+@attrs.frozen
+class DecoderState:
+    """What the decoder remembers between lines.
+
+    Attributes:
+        seed: Seed for synthetic call ids (from the first line).
+        calls: Calls seen so far.
+        done: The ``done: true`` line arrived.
+    """
+
+    seed: str | None = None
+    calls: int = 0
+    done: bool = False
+
+
+def decode_line(state: DecoderState, line: str) -> tuple[DecoderState, list[StreamEvent]]:
+    """Decode one NDJSON line.
+
+    Raises:
+        StreamError: An ``{"error": ...}`` line, or a line that is not JSON.
+        MalformedResponseError: A value of the wrong type (with its JSON path).
+    """
+    try:
+        chunk = json.loads(line)
+    except ValueError as exc:
+        raise StreamError(
+            f"{PROVIDER} sent a stream line that is not JSON: {line[:200]!r}",
+            provider=PROVIDER,
+            status_code=200,
+            body=line,
+        ) from exc
+    with wire.reading(PROVIDER, lambda: line):
+        return _decode(state, chunk, line)
+
+
+def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, list[StreamEvent]]:
+    if not isinstance(chunk, Mapping):
+        raise malformed("$", "an object", chunk)
+    if chunk.get("error") is not None:
+        said = str(chunk["error"])
+        raise StreamError(
+            f"{PROVIDER} reported an error inside the stream: {said}",
+            provider=PROVIDER,
+            status_code=200,
+            body=line,
+            provider_message=said,
+        )
+    events: list[StreamEvent] = []
+    if state.seed is None:
+        events.append(ResponseInfo(wire.text(chunk, "model", "$"), None))
+        state = attrs.evolve(state, seed=seed_of(chunk))
+    if "message" in chunk:
+        thinking, content, calls = message_parts(chunk["message"], state.seed or "", state.calls)
+        if thinking:
+            events.append(ReasoningDelta(thinking, provider=PROVIDER))
+        if content:
+            events.append(TextDelta(content))
+        for n, call in enumerate(calls):
+            index = state.calls + n
+            events.append(ToolCallStart(index, call.id, call.name))
+            events.append(ToolCallDelta(index, call.arguments_text))
+            events.append(ToolCallEnd(index))
+        state = attrs.evolve(state, calls=state.calls + len(calls))
+    if chunk.get("done") is True:
+        raw = wire.text(chunk, "done_reason", "$")
+        events.append(UsageUpdate(parse_usage(chunk)))
+        events.append(StreamFinish(finish_reason(raw, state.calls > 0), raw))
+        state = attrs.evolve(state, done=True)
+    return state, events
+
+
+def decode_end(state: DecoderState) -> list[StreamEvent]:
+    """The body ended (no more lines).
+
+    Raises:
+        StreamError: The stream stopped before its ``done: true`` line.
+    """
+    if state.done:
+        return []
+    raise StreamError(
+        f"{PROVIDER} stream ended before its final (done) line",
+        provider=PROVIDER,
+        status_code=200,
+    )

@@ -1,0 +1,100 @@
+"""`OpenAIResponsesModel`: the OpenAI Responses codec on the shared transport."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
+from toolfold.adapters.openai_responses._providers import API_KEY_ENV, BASE_URL, PATH, PREFIX
+from toolfold.adapters.openai_responses._request import build_body, compiled_tool
+from toolfold.adapters.openai_responses._response import parse_response
+from toolfold.adapters.openai_responses._stream import (
+    DecoderState,
+    decode_end,
+    decode_event,
+)
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
+from toolfold.runtime.core._stream import StreamEvent
+
+
+class OpenAIResponsesModel(ProviderModel):
+    """An OpenAI model behind ``POST /v1/responses``.
+
+    The whole conversation is sent on every request; ``previous_response_id`` is
+    never used, so a run stays replayable and can switch provider between steps.
+
+    Args:
+        model_name: The model id, e.g. ``"gpt-5-mini"``.
+        base_url: The API root, default ``https://api.openai.com/v1``.
+        api_key: The key; by default ``OPENAI_API_KEY``.
+        http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
+        async_http_client: An async client, when ``http_client`` is the sync one.
+        timeout: Seconds, a ``Timeouts``, or None for no limits.
+        retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
+        headers: Extra headers for every request.
+
+    Raises:
+        ModelConfigError: No key.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        http_client: Any = None,
+        async_http_client: Any = None,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        key = resolve_api_key(PREFIX, api_key, env_vars=API_KEY_ENV)
+        self.model_name = model_name
+        self.provider_name = PREFIX
+        self._transport = Transport(
+            PREFIX,
+            base_url or BASE_URL,
+            key,
+            headers=headers,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            inband_errors=False,  # the codec reads response.failed and error events
+            **transport_options(timeout, retry),
+        )
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``, and what encoding dropped."""
+        return build_body(request, self.model_name, stream=stream)
+
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        return PATH
+
+    def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
+        return parse_response(data, self.provider_name)
+
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool)
+
+    def _stream_start(self) -> DecoderState:
+        return DecoderState(self.provider_name)
+
+    def _stream_step(
+        self, state: DecoderState, item: Any
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        return decode_event(state, item)
+
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
+
+    def _stream_done(self, state: DecoderState) -> bool:
+        return state.done
+
+
+def responses_model(model_name: str, **options: Any) -> OpenAIResponsesModel:
+    """The factory `register_provider` stores for ``openai-responses``."""
+    return OpenAIResponsesModel(model_name, **options)

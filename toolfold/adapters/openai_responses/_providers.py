@@ -1,0 +1,41 @@
+"""OpenAI Responses quirks as tables, each with the source that justifies it.
+
+Source tags are those of the shared ``providers.md`` §1-2 ([O1] function
+calling guide, [O2] structured outputs, [O5] openai-python ``types/responses``,
+[O12] the Responses ``FunctionTool.strict`` reference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from toolfold.runtime.core._request import FinishReason
+
+PREFIX = "openai-responses"
+#: Same key and base URL as ``openai:`` (the Chat Completions adapter).
+BASE_URL = "https://api.openai.com/v1"
+API_KEY_ENV = ("OPENAI_API_KEY",)
+PATH = "responses"
+
+#: The ``provider`` of the reasoning parts this API makes (and takes back).
+REASONING_PROVIDER = "openai-responses"
+
+# Reasoning models return their reasoning as encrypted items only when asked;
+# without them a conversation cannot carry reasoning between requests unless it
+# is stored server-side (which toolfold does not rely on) [O5 response_includable.py].
+REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5", "codex")
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+
+# ``incomplete_details.reason`` [O5 response.py IncompleteDetails].
+INCOMPLETE_REASONS: Mapping[str, FinishReason] = {
+    "max_output_tokens": "length",
+    "content_filter": "content_filter",
+}
+
+# Neutral settings the API spells differently [openai-openapi.yaml CreateResponse].
+RENAMES: Mapping[str, str] = {"max_tokens": "max_output_tokens"}
+
+
+def is_reasoning_model(model_name: str) -> bool:
+    """Whether the model reasons (so its encrypted reasoning is asked for)."""
+    return model_name.startswith(REASONING_MODEL_PREFIXES)

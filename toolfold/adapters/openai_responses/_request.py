@@ -1,0 +1,228 @@
+"""Neutral `ModelRequest` -> OpenAI Responses ``CreateResponse`` body (pure functions).
+
+The whole conversation is sent every time as ``input`` items; the API's
+server-side state (``previous_response_id``) is never used, so the neutral
+messages stay the one source of truth: a run replays, resumes and switches
+provider without depending on what OpenAI stored.
+
+- System messages are ``developer`` messages; user text and images/files are
+  ``input_text`` / ``input_image`` / ``input_file`` parts [O5 response_input_param.py].
+- An assistant turn goes back as its items in order: reasoning items (item id
+  from ``ReasoningPart.provider_data``, encrypted content from its
+  ``signature``), an assistant message for
+  its text, and one ``function_call`` item per call (``call_id``, and the item
+  id ``fc_...`` kept in ``provider_data``).
+- A tool result is a ``function_call_output`` linked by ``call_id``; the API
+  has no error flag, so the text says what failed.
+- Reasoning made by another provider cannot be sent: it is dropped with a note
+  in the `RequestReport`.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from toolfold._errors import ModelConfigError
+from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._provider_model import Prepared, RequestReport
+from toolfold.adapters.openai_responses._providers import (
+    ENCRYPTED_REASONING,
+    PREFIX,
+    REASONING_PROVIDER,
+    RENAMES,
+    is_reasoning_model,
+)
+from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
+
+Body = dict[str, Any]
+_HANDLED = frozenset({"parallel_tool_calls"})
+
+
+def compiled_tool(tool: ToolDefinition) -> CompiledTool:
+    """The flat function tool sent for ``tool``: strict whenever its schema allows [O2, O12]."""
+    return compile_tool(tool, "openai-responses", strict=tool.strict)
+
+
+def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
+    """Build the JSON body of one ``POST /responses``.
+
+    Args:
+        request: The neutral request.
+        model_name: The model id.
+        stream: Ask for the SSE event stream.
+
+    Raises:
+        ModelConfigError: The request cannot be expressed (a named tool choice
+            for a tool not in ``tools``, a message part the API cannot take).
+    """
+    notes: list[str] = []
+    body: Body = {"model": model_name, "input": encode_input(request.messages, notes)}
+    tools = list(request.tools)
+    if tools:
+        body["tools"] = [compiled_tool(t).payload for t in tools]
+        if request.tool_choice is not None:
+            body["tool_choice"] = _tool_choice(request.tool_choice, tools)
+        parallel = request.settings.get("parallel_tool_calls")
+        if parallel is not None:
+            body["parallel_tool_calls"] = bool(parallel)
+    if request.output is not None:
+        body["text"] = {"format": _output_format(request.output)}
+    for key, value in request.settings.items():
+        if value is not None and key not in _HANDLED:
+            body[RENAMES.get(key, key)] = value
+    if "include" not in body and is_reasoning_model(model_name):
+        body["include"] = [ENCRYPTED_REASONING]
+    if stream:
+        body["stream"] = True
+    return Prepared(body, RequestReport(PREFIX, tuple(notes)))
+
+
+def _tool_choice(choice: str, tools: list[ToolDefinition]) -> Any:
+    if choice in ("auto", "none", "required"):
+        return choice
+    if not any(t.name == choice for t in tools):
+        names = ", ".join(t.name for t in tools)
+        raise ModelConfigError(
+            f"tool_choice {choice!r} names no tool of this request; tools: {names}"
+        )
+    return {"type": "function", "name": choice}
+
+
+def _output_format(output: OutputSpec) -> Body:
+    as_tool = ToolDefinition(output.name, "", output.schema, output.strict)
+    compiled = compile_tool(as_tool, "openai-responses", strict=output.strict)
+    return {
+        "type": "json_schema",
+        "name": output.name,
+        "schema": compiled.schema_sent,
+        "strict": compiled.strict,
+    }
+
+
+# --- input items -----------------------------------------------------------
+
+
+def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
+    """The ``input`` items for the conversation; notes what could not be sent."""
+    items: list[Body] = []
+    for position, message in enumerate(messages):
+        role = message.role
+        parts = message.parts
+        if role == "user" and len(parts) == 1 and type(parts[0]) is TextPart:
+            items.append({"role": "user", "content": parts[0].text})
+        elif role == "system":
+            items.append({"role": "developer", "content": _system_text(message)})
+        elif role == "assistant":
+            _assistant(message, position, items, notes)
+        else:
+            _user_or_tool(message, items)
+    return items
+
+
+def _system_text(message: Message) -> str:
+    for part in message.parts:
+        if not isinstance(part, (TextPart, ReasoningPart)):
+            raise ModelConfigError(f"a system message can only hold text, got {part.kind!r}")
+    return "".join(p.text for p in message.parts if isinstance(p, TextPart))
+
+
+def _user_or_tool(message: Message, items: list[Body]) -> None:
+    content: list[Body] = []
+    for part in message.parts:
+        if isinstance(part, ToolResultPart):
+            items.append(
+                {"type": "function_call_output", "call_id": part.call_id, "output": part.content}
+            )
+        elif isinstance(part, TextPart):
+            content.append({"type": "input_text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            # ``detail`` is required by the published spec (InputImageContent), "auto" its default.
+            content.append({"type": "input_image", "image_url": _data_url(part), "detail": "auto"})
+        elif isinstance(part, FilePart):
+            content.append(_file(part))
+        elif isinstance(part, ToolCallPart):
+            raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
+    if content:
+        items.append({"role": "user", "content": content})
+
+
+def _data_url(part: ImagePart | FilePart) -> str:
+    if part.url is not None:
+        return part.url
+    if part.data is None:
+        raise ModelConfigError(f"a {type(part).__name__} needs data or a url")
+    return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode()}"
+
+
+def _file(part: FilePart) -> Body:
+    if part.data is None and part.url is not None:
+        return {"type": "input_file", "file_url": part.url}
+    file: Body = {"type": "input_file", "file_data": _data_url(part)}
+    if part.filename:
+        file["filename"] = part.filename
+    return file
+
+
+def _assistant(message: Message, position: int, items: list[Body], notes: list[str]) -> None:
+    text: list[str] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            text.append(part.text)
+            continue
+        if text:
+            items.append({"role": "assistant", "content": "".join(text)})
+            text = []
+        if isinstance(part, ToolCallPart):
+            items.append(_call(part))
+        elif isinstance(part, ReasoningPart):
+            item = reasoning_item(part)
+            if item is not None:
+                items.append(item)
+            elif part.text or part.signature:
+                notes.append(
+                    f"messages[{position}]: reasoning from {part.provider or 'an unknown provider'} "
+                    "dropped: the Responses API takes back only its own reasoning items"
+                )
+        else:
+            raise ModelConfigError(f"an assistant message cannot carry a {part.kind!r} part")
+    if text and "".join(text):
+        items.append({"role": "assistant", "content": "".join(text)})
+
+
+def _call(call: ToolCallPart) -> Body:
+    item: Body = {
+        "type": "function_call",
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments_text or "{}",
+    }
+    item_id = call.provider_data.get("item_id")
+    if isinstance(item_id, str):
+        item["id"] = item_id
+    return item
+
+
+def reasoning_item(part: ReasoningPart) -> Body | None:
+    """The reasoning input item a part stands for, or None when it is not this API's.
+
+    The part keeps the item id in ``provider_data["item_id"]`` and the
+    encrypted content (when asked for) in ``signature``.
+    """
+    item_id = part.provider_data.get("item_id")
+    if part.provider != REASONING_PROVIDER or not isinstance(item_id, str):
+        return None
+    summary = [{"type": "summary_text", "text": part.text}] if part.text else []
+    item: Body = {"type": "reasoning", "id": item_id, "summary": summary}
+    if part.signature is not None:
+        item["encrypted_content"] = part.signature
+    return item

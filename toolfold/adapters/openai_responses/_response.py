@@ -1,0 +1,159 @@
+"""OpenAI Responses ``Response`` object -> neutral `ModelResponse` (pure functions).
+
+Output items map one to one [O5 response_output_item.py]: ``message`` ->
+`TextPart` (its ``output_text`` and ``refusal`` parts); ``reasoning`` ->
+`ReasoningPart` (summary text; encrypted content as ``signature`` and the item
+id in ``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
+its id and the item id (``fc_...``) in ``provider_data``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toolfold._errors import ProviderError
+from toolfold.adapters import _wire as wire
+from toolfold.adapters.openai_responses._providers import INCOMPLETE_REASONS, REASONING_PROVIDER
+from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._messages import (
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from toolfold.runtime.core._request import FinishReason, ModelResponse
+
+
+def parse_usage(usage: Mapping[str, Any], at: str = "$.usage") -> Usage:
+    """Neutral usage [O5 response_usage.py].
+
+    Raises:
+        WireError: A count that is not a non-negative integer.
+    """
+    if not usage:
+        return Usage(requests=1)
+    inputs = wire.mapping(usage, "input_tokens_details", at)
+    outputs = wire.mapping(usage, "output_tokens_details", at)
+    return Usage(
+        wire.count(usage, "input_tokens", at),
+        wire.count(usage, "output_tokens", at),
+        wire.count(inputs, "cached_tokens", f"{at}.input_tokens_details"),
+        wire.count(outputs, "reasoning_tokens", f"{at}.output_tokens_details"),
+        1,
+    )
+
+
+def finish(
+    response: Mapping[str, Any], has_calls: bool, at: str = "$"
+) -> tuple[FinishReason, str | None]:
+    """``(finish reason, raw reason)`` from the response status and incomplete details."""
+    status = wire.text(response, "status", at)
+    if status == "incomplete":
+        details = wire.mapping(response, "incomplete_details", at)
+        reason = wire.text(details, "reason", f"{at}.incomplete_details")
+        return INCOMPLETE_REASONS.get(reason or "", "other"), reason or status
+    if status in (None, "completed"):
+        return ("tool_calls" if has_calls else "stop"), status
+    return "other", status
+
+
+def parse_item(item: Mapping[str, Any], at: str) -> list[Part]:
+    """The neutral parts one output item makes."""
+    kind = wire.text(item, "type", at)
+    if kind == "function_call":
+        return [parse_call(item, at)]
+    if kind == "message":
+        texts: list[Part] = []
+        contents = wire.array(item, "content", at)
+        for i in range(len(contents)):
+            content = wire.mapping(contents, i, f"{at}.content")
+            key = (
+                "text"
+                if wire.text(content, "type", f"{at}.content[{i}]") == "output_text"
+                else "refusal"
+            )
+            text = wire.text(content, key, f"{at}.content[{i}]")
+            if text:
+                texts.append(TextPart(text))
+        return texts
+    if kind == "reasoning" and wire.text(item, "id", at):
+        return [parse_reasoning(item, at)]
+    return []
+
+
+def parse_call(item: Mapping[str, Any], at: str) -> ToolCallPart:
+    """A ``function_call`` item as a `ToolCallPart` (arguments are a JSON string)."""
+    text = wire.text(item, "arguments", at) or ""
+    item_id = wire.text(item, "id", at)
+    return ToolCallPart(
+        wire.text(item, "call_id", at) or item_id or "",
+        wire.text(item, "name", at) or "",
+        text or "{}",
+        parse_arguments(text),
+        {"item_id": item_id} if item_id else None,
+    )
+
+
+def summary_text(item: Mapping[str, Any], at: str) -> str:
+    """The reasoning summary of a reasoning item, as one text."""
+    summary = wire.array(item, "summary", at)
+    texts = [
+        wire.text(wire.mapping(summary, i, f"{at}.summary"), "text", f"{at}.summary[{i}]")
+        for i in range(len(summary))
+    ]
+    return "\n\n".join(t for t in texts if t)
+
+
+def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
+    """A reasoning item as a `ReasoningPart` that brings it back unchanged.
+
+    The encrypted content is the signature; the item id is in ``provider_data``.
+    """
+    return ReasoningPart(
+        summary_text(item, at),
+        wire.text(item, "encrypted_content", at),
+        REASONING_PROVIDER,
+        {"item_id": wire.text(item, "id", at)},
+    )
+
+
+def parse_response(body: Any, provider: str) -> ModelResponse:
+    """Turn a ``Response`` object into a `ModelResponse`.
+
+    Raises:
+        ProviderError: The response failed (``status: failed`` with its error).
+        MalformedResponseError: A field has the wrong type (its JSON path named).
+    """
+    with wire.reading(provider, lambda: wire.dumps_raw(body)):
+        return _response(wire.root(body), provider)
+
+
+def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
+    error = wire.mapping(body, "error", "$")
+    if error or wire.text(body, "status", "$") == "failed":
+        message = wire.text(error, "message", "$.error") or "the response failed"
+        raise ProviderError(
+            f"{provider} returned a failed response: {message}",
+            provider=provider,
+            status_code=200,
+            body=wire.dumps_raw(body)[:5000],
+            provider_message=message,
+            code=wire.text(error, "code", "$.error"),
+        )
+    parts: list[Part] = []
+    output = wire.array(body, "output", "$")
+    for i in range(len(output)):
+        parts.extend(parse_item(wire.mapping(output, i, "$.output"), f"$.output[{i}]"))
+    has_calls = any(type(p) is ToolCallPart for p in parts)
+    reason, raw = finish(body, has_calls)
+    return ModelResponse(
+        Message("assistant", tuple(parts)),
+        parse_usage(wire.mapping(body, "usage", "$")),
+        reason,
+        raw,
+        wire.text(body, "model", "$"),
+        wire.text(body, "id", "$"),
+    )

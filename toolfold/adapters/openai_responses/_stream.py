@@ -1,0 +1,268 @@
+"""OpenAI Responses SSE events -> neutral stream events, as a pure decoder.
+
+Events are named by ``type`` [O5 response_stream_event.py]:
+
+- ``response.created``: the response id and model;
+- ``response.output_item.added`` with a ``function_call`` item starts a call at
+  its ``output_index``; ``response.function_call_arguments.delta`` fragments are
+  keyed by ``item_id`` (the ``fc_...`` id, not ``call_id``), so the decoder
+  keeps the item id -> index map; ``...arguments.done`` carries the whole text
+  (used when no fragment came); ``response.output_item.done`` ends the call;
+- ``response.output_text.delta`` / ``response.refusal.delta`` are text;
+  ``response.reasoning_summary_text.delta`` is reasoning, whose id and encrypted
+  content arrive with the finished reasoning item;
+- ``response.completed`` / ``response.incomplete`` end the response with its
+  usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
+  A body that stops before the end is a `StreamError`, never a half answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from toolfold._errors import StreamError
+from toolfold.adapters import _wire as wire
+from toolfold.adapters._http._sse import SSEEvent
+from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
+from toolfold.adapters.openai_responses._response import (
+    finish,
+    parse_call,
+    parse_reasoning,
+    parse_usage,
+)
+from toolfold.runtime.core._stream import (
+    ReasoningDelta,
+    ResponseInfo,
+    StreamEvent,
+    StreamFinish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+)
+
+
+@attrs.frozen
+class DecoderState:
+    """What the decoder remembers between events.
+
+    Attributes:
+        provider: The provider name (for errors).
+        items: ``(item_id, index)`` of every call started.
+        fragments: Item ids of calls that received argument fragments.
+        open: Indexes of calls not yet ended.
+        summary_streamed: Reasoning summary text came as deltas for the current item.
+        done: The response ended (completed or incomplete).
+    """
+
+    provider: str
+    items: tuple[tuple[str, int], ...] = ()
+    fragments: frozenset[str] = frozenset()
+    open: tuple[int, ...] = ()
+    summary_streamed: bool = False
+    done: bool = False
+
+
+def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
+    """Decode one SSE event.
+
+    Raises:
+        StreamError: An ``error`` event, a failed response, or data that is not JSON.
+        MalformedResponseError: A field of the event has the wrong type.
+    """
+    if event.data == "[DONE]":
+        return state, []
+    try:
+        data = wire.loads(event.data)
+    except ValueError as exc:
+        raise _error(
+            state, f"sent an event that is not JSON: {event.data[:200]!r} ({exc})", event.data
+        ) from None
+    with wire.reading(state.provider, lambda: event.data):
+        data = wire.root(data)
+        handler = _HANDLERS.get(wire.text(data, "type", "$") or event.event or "")
+        if handler is None:
+            return state, []
+        return handler(state, data)
+
+
+def decode_end(state: DecoderState) -> list[StreamEvent]:
+    """The body ended.
+
+    Raises:
+        StreamError: It ended before ``response.completed`` (or ``incomplete``).
+    """
+    if state.done:
+        return []
+    pending = " with tool calls still open" if state.open else ""
+    raise StreamError(
+        f"{state.provider} stream ended before the response finished{pending}",
+        provider=state.provider,
+        status_code=200,
+    )
+
+
+Result = tuple[DecoderState, list[StreamEvent]]
+
+
+def _created(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    response = wire.mapping(data, "response", "$")
+    model, response_id = (
+        wire.text(response, "model", "$.response"),
+        wire.text(response, "id", "$.response"),
+    )
+    return state, [ResponseInfo(model, response_id)]
+
+
+def _index(data: Mapping[str, Any], fallback: int) -> int:
+    index = wire.integer(data, "output_index", "$")
+    return fallback if index is None else index
+
+
+def _item_added(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    item = wire.mapping(data, "item", "$")
+    kind = wire.text(item, "type", "$.item")
+    if kind == "reasoning":
+        return attrs.evolve(state, summary_streamed=False), []
+    if kind != "function_call":
+        return state, []
+    call = parse_call(item, "$.item")
+    index = _index(data, len(state.items))
+    item_id = wire.text(item, "id", "$.item") or call.id
+    state = attrs.evolve(state, items=(*state.items, (item_id, index)), open=(*state.open, index))
+    events: list[StreamEvent] = [ToolCallStart(index, call.id, call.name, call.provider_data)]
+    arguments = wire.text(item, "arguments", "$.item")
+    if arguments:
+        events.append(ToolCallDelta(index, arguments))
+        state = attrs.evolve(state, fragments=state.fragments | {item_id})
+    return state, events
+
+
+def _find(state: DecoderState, item_id: str | None, index: int | None) -> tuple[str, int] | None:
+    for found in state.items:
+        if found[0] == item_id:
+            return found
+    return next((f for f in state.items if f[1] == index), None)
+
+
+def _arguments_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    found = _find(state, wire.text(data, "item_id", "$"), wire.integer(data, "output_index", "$"))
+    delta = wire.text(data, "delta", "$")
+    if found is None or not delta:
+        return state, []
+    item_id, index = found
+    if item_id not in state.fragments:
+        state = attrs.evolve(state, fragments=state.fragments | {item_id})
+    return state, [ToolCallDelta(index, delta)]
+
+
+def _arguments_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    found = _find(state, wire.text(data, "item_id", "$"), wire.integer(data, "output_index", "$"))
+    arguments = wire.text(data, "arguments", "$")
+    if found is None or found[0] in state.fragments or arguments is None:
+        return state, []
+    # No fragment came: the whole text is here.
+    return attrs.evolve(state, fragments=state.fragments | {found[0]}), [
+        ToolCallDelta(found[1], arguments)
+    ]
+
+
+def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    item = wire.mapping(data, "item", "$")
+    kind = wire.text(item, "type", "$.item")
+    if kind == "reasoning" and wire.text(item, "id", "$.item"):
+        part = parse_reasoning(item, "$.item")
+        text = "" if state.summary_streamed else part.text
+        return attrs.evolve(state, summary_streamed=False), [
+            ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data)
+        ]
+    if kind != "function_call":
+        return state, []
+    found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
+    events: list[StreamEvent] = []
+    if found is None:  # done without added: the whole call at once
+        state, events = _item_added(state, data)
+        found = state.items[-1]
+    else:
+        arguments = wire.text(item, "arguments", "$.item")
+        if found[0] not in state.fragments and arguments:
+            events.append(ToolCallDelta(found[1], arguments))
+    if found[1] in state.open:
+        events.append(ToolCallEnd(found[1]))
+        state = attrs.evolve(state, open=tuple(i for i in state.open if i != found[1]))
+    return state, events
+
+
+def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    delta = wire.text(data, "delta", "$")
+    return state, [TextDelta(delta)] if delta else []
+
+
+def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    delta = wire.text(data, "delta", "$")
+    if not delta:
+        return state, []
+    return attrs.evolve(state, summary_streamed=True), [
+        ReasoningDelta(delta, provider=REASONING_PROVIDER)
+    ]
+
+
+def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    response = wire.mapping(data, "response", "$")
+    events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
+    events.append(
+        UsageUpdate(parse_usage(wire.mapping(response, "usage", "$.response"), "$.response.usage"))
+    )
+    reason, raw = finish(response, bool(state.items), "$.response")
+    events.append(StreamFinish(reason, raw))
+    return attrs.evolve(state, open=(), done=True), events
+
+
+def _failed(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    error = wire.mapping(wire.mapping(data, "response", "$"), "error", "$.response") or data
+    message = wire.text(error, "message", "$")
+    code = error.get("code")
+    raise _error(
+        state,
+        f"reported an error inside the stream: {message or wire.dumps_raw(data)[:300]}",
+        wire.dumps_raw(data),
+        message,
+        code if isinstance(code, str) else None,
+    )
+
+
+def _error(
+    state: DecoderState,
+    what: str,
+    body: str,
+    message: str | None = None,
+    code: str | None = None,
+) -> StreamError:
+    return StreamError(
+        f"{state.provider} {what}",
+        provider=state.provider,
+        status_code=200,
+        body=body,
+        provider_message=message,
+        code=code,
+    )
+
+
+_HANDLERS = {
+    "response.created": _created,
+    "response.output_item.added": _item_added,
+    "response.function_call_arguments.delta": _arguments_delta,
+    "response.function_call_arguments.done": _arguments_done,
+    "response.output_item.done": _item_done,
+    "response.output_text.delta": _text_delta,
+    "response.refusal.delta": _text_delta,
+    "response.reasoning_summary_text.delta": _summary_delta,
+    "response.completed": _completed,
+    "response.incomplete": _completed,
+    "response.failed": _failed,
+    "error": _failed,
+}

@@ -1,0 +1,41 @@
+"""``python -m toolfold.mcp serve module:tools [--http] [--host H] [--port P]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from toolfold._errors import ToolDefinitionError
+from toolfold.mcp._server import load_tools, serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2 for a bad tool path)."""
+    parser = argparse.ArgumentParser(prog="python -m toolfold.mcp")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serving = commands.add_parser("serve", help="serve toolfold tools as an MCP server")
+    serving.add_argument("tools", help="package.module:name (a Tool, a function, or a list)")
+    serving.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    serving.add_argument("--host", default="127.0.0.1")
+    serving.add_argument("--port", type=int, default=8000)
+    serving.add_argument("--path", default="/mcp")
+    serving.add_argument("--name", default="toolfold")
+    args = parser.parse_args(argv)
+    try:
+        tools = load_tools(args.tools)
+    except ToolDefinitionError as exc:
+        print(f"toolfold mcp: {exc}", file=sys.stderr)
+        return 2
+    serve(
+        tools,
+        transport="http" if args.http else "stdio",
+        host=args.host,
+        port=args.port,
+        path=args.path,
+        name=args.name,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,405 @@
+"""MCP servers as tool sources: their tools become toolfold `Tool` values.
+
+A source owns one MCP session, hosted on a private event loop in a background
+thread (an anyio blocking portal). That one home serves blocking runs, async
+runs on any event loop, and worker threads alike, and the session is entered
+and left by the same task, as the SDK's cancel scopes require. Calls from an
+async run are bridged with `asyncio.wrap_future`, so cancelling the run (or a
+tool timeout) cancels the call on the server's side too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import AbstractContextManager, suppress
+from typing import Any
+
+import anyio
+import anyio.from_thread
+
+from toolfold._errors import ToolDefinitionError, ToolfoldError
+from toolfold.toolkit import Tool
+from toolfold.toolkit._options import ApprovalPolicy
+
+__all__ = [
+    "MCPError",
+    "MCPServer",
+    "MCPServerHTTP",
+    "MCPServerStdio",
+    "MCPToolsChangedWarning",
+]
+
+
+class MCPError(ToolfoldError, RuntimeError):
+    """An MCP server failed: it could not start, crashed, hung, or answered badly.
+
+    Raised to the caller when a server's tools cannot be listed; inside a run,
+    a failing call becomes an error result the model reads, and the run stays
+    resumable.
+    """
+
+    def __init__(self, server: str, message: str) -> None:
+        self.server = server
+        super().__init__(f"MCP server {server!r}: {message}")
+
+
+class MCPToolsChangedWarning(UserWarning):
+    """An MCP server's tool list differs from the one it gave the last time it was listed."""
+
+
+class MCPServer:
+    """Base of the MCP tool sources: lists a server's tools and calls them.
+
+    Use as ``Agent(tools=[..., server])``: the run opens the session when it
+    starts and closes it when it ends, unless the session is already open
+    (``with server:`` or ``async with server:``), in which case it stays open
+    for the whole block and is shared by every run inside it.
+
+    Args:
+        name: A name for messages and logs.
+        prefix: Put before every tool name (``prefix_toolname``) to avoid
+            collisions between servers.
+        timeout: Seconds each call (and each listing) may take; a call that
+            takes longer is an error result for the model.
+        startup_timeout: Seconds the server may take to start and answer the
+            handshake.
+        requires_approval: An approval policy for every tool of the server
+            (True, or a predicate over (call, state)), or a collection of the
+            (unprefixed) tool names that need approval.
+        include: Only these (unprefixed) tool names, when given.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        prefix: str | None = None,
+        timeout: float = 30.0,
+        startup_timeout: float = 30.0,
+        requires_approval: ApprovalPolicy | Sequence[str] | frozenset[str] = False,
+        include: Sequence[str] | None = None,
+    ) -> None:
+        for option, value in (("timeout", timeout), ("startup_timeout", startup_timeout)):
+            if not value > 0:
+                raise ValueError(f"MCP server {name!r}: {option} must be positive, got {value!r}")
+        self.name = name
+        self.prefix = prefix
+        self.timeout = timeout
+        self.startup_timeout = startup_timeout
+        self.requires_approval = requires_approval
+        self.include = None if include is None else frozenset(include)
+        self.fingerprint: str | None = None
+        self._lock = threading.Lock()
+        self._portal_cm: AbstractContextManager[anyio.from_thread.BlockingPortal] | None = None
+        self._portal: anyio.from_thread.BlockingPortal | None = None
+        self._client: Any = None
+        self._stop: anyio.Event | None = None
+        self._task: Future[None] | None = None
+        self._holders = 0
+
+    # -- to be provided by a transport -------------------------------------
+
+    def _target(self) -> Any:
+        """What `mcp.Client` connects to (a URL, or stdio parameters)."""
+        raise NotImplementedError
+
+    # -- session lifetime ----------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a session to the server is open now."""
+        return self._client is not None
+
+    def open(self) -> None:
+        """Open the session (or count one more holder of an open one).
+
+        Raises:
+            MCPError: The server could not be started or did not answer in time.
+        """
+        with self._lock:
+            self._holders += 1
+            if self._client is not None:
+                return
+            try:
+                self._start()
+            except BaseException:
+                self._holders -= 1
+                self._shutdown()
+                raise
+
+    def close(self) -> None:
+        """Release one holder; the last one closes the session and ends the server process."""
+        with self._lock:
+            self._holders = max(0, self._holders - 1)
+            if self._holders == 0:
+                self._shutdown()
+
+    def __enter__(self) -> MCPServer:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> MCPServer:
+        await asyncio.to_thread(self.open)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
+
+    def _start(self) -> None:
+        from mcp import Client
+
+        self._portal_cm = anyio.from_thread.start_blocking_portal()
+        self._portal = portal = self._portal_cm.__enter__()
+        ready: Future[None] = Future()
+
+        async def hold() -> None:
+            self._stop = anyio.Event()
+            try:
+                async with Client(self._target(), read_timeout_seconds=self.timeout) as client:
+                    self._client = client
+                    ready.set_result(None)
+                    await self._stop.wait()
+            except BaseException as exc:
+                if not ready.done():
+                    ready.set_exception(exc)
+                raise
+            finally:
+                self._client = None
+
+        self._task = portal.start_task_soon(hold)
+        try:
+            ready.result(timeout=self.startup_timeout)
+        except TimeoutError:
+            raise MCPError(self.name, f"did not start within {self.startup_timeout:g} s") from None
+        except Exception as exc:
+            raise MCPError(self.name, f"could not start: {_describe(exc)}") from exc
+
+    def _shutdown(self) -> None:
+        portal, task, stop = self._portal, self._task, self._stop
+        self._portal = self._task = self._stop = None
+        if portal is not None and stop is not None:
+            with suppress(Exception):  # the loop may already be gone
+                portal.call(stop.set)
+        if task is not None:
+            with suppress(Exception):  # a crashed server ends its task with an error
+                task.result(timeout=self.timeout)
+        if self._portal_cm is not None:
+            cm, self._portal_cm = self._portal_cm, None
+            with suppress(Exception):
+                cm.__exit__(None, None, None)
+
+    # -- tools -----------------------------------------------------------------
+
+    def tools(self) -> tuple[Tool[..., Any], ...]:
+        """List the server's tools as toolfold tools (opens the session if needed).
+
+        Raises:
+            MCPError: The server could not be reached or listed no valid tools.
+            ToolDefinitionError: A listed tool has an invalid name or schema.
+        """
+        with self:
+            listed = self._call(self._list)
+        fingerprint = _fingerprint(listed)
+        if self.fingerprint is not None and fingerprint != self.fingerprint:
+            warnings.warn(
+                f"MCP server {self.name!r} changed its tools since it was last listed",
+                MCPToolsChangedWarning,
+                stacklevel=2,
+            )
+        self.fingerprint = fingerprint
+        made: list[Tool[..., Any]] = []
+        problems: list[str] = []
+        for spec in listed:
+            if self.include is not None and spec["name"] not in self.include:
+                continue
+            try:
+                made.append(self._tool(spec))
+            except ToolDefinitionError as exc:
+                problems.extend(exc.problems)
+        if problems:
+            raise ToolDefinitionError(f"MCP server {self.name!r}", problems)
+        return tuple(made)
+
+    async def _list(self) -> list[dict[str, Any]]:
+        listed: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = await self._client.list_tools(cursor=cursor)
+            listed.extend(
+                {
+                    "name": item.name,
+                    "description": item.description or "",
+                    "inputSchema": dict(item.input_schema),
+                }
+                for item in page.tools
+            )
+            cursor = page.next_cursor
+            if not cursor:
+                return listed
+
+    def _tool(self, spec: Mapping[str, Any]) -> Tool[..., Any]:
+        remote = spec["name"]
+        name = f"{self.prefix}_{remote}" if self.prefix else remote
+        policy: ApprovalPolicy
+        if isinstance(self.requires_approval, (frozenset, set, list, tuple)):
+            policy = remote in self.requires_approval
+        else:
+            policy = self.requires_approval  # type: ignore[assignment]
+
+        async def call(arguments: dict[str, Any]) -> Any:
+            return await self._acall(remote, arguments)
+
+        call.__name__ = name
+        call.__qualname__ = f"{type(self).__name__}({self.name}).{remote}"
+        return Tool(
+            name,
+            spec["description"],
+            spec["inputSchema"],
+            call,
+            requires_approval=policy,
+            timeout=self.timeout,
+        )
+
+    async def _acall(self, remote: str, arguments: dict[str, Any]) -> Any:
+        """Call one remote tool from any event loop; map its result for the model."""
+        portal = self._portal
+        if portal is None or self._client is None:
+            raise MCPError(self.name, "the session is closed (the run that opened it has ended)")
+
+        async def on_server() -> Any:
+            return await self._client.call_tool(remote, arguments)
+
+        try:
+            result = await asyncio.wrap_future(portal.start_task_soon(on_server))
+        except Exception as exc:
+            raise MCPError(self.name, f"tool {remote!r} failed: {_describe(exc)}") from exc
+        return _result_for_model(self.name, remote, result)
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        portal = self._portal
+        assert portal is not None
+        try:
+            return portal.start_task_soon(fn).result(timeout=self.timeout)
+        except TimeoutError:
+            raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
+        except Exception as exc:
+            raise MCPError(self.name, _describe(exc)) from exc
+
+    def __repr__(self) -> str:
+        state = "open" if self.is_open else "closed"
+        return f"{type(self).__name__}(name={self.name!r}, {state})"
+
+
+class MCPServerStdio(MCPServer):
+    """An MCP server started as a subprocess and spoken to over its stdin/stdout.
+
+    Args:
+        command: The executable, e.g. ``"mcp-server-time"`` or ``sys.executable``.
+        args: Its arguments.
+        env: Extra environment variables for it.
+        cwd: Its working directory.
+        name: A name for messages (default: the command).
+        **options: `MCPServer`'s options (``prefix``, ``timeout``,
+            ``startup_timeout``, ``requires_approval``, ``include``).
+    """
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(name or command, **options)
+        self.command = command
+        self.args = tuple(args)
+        self.env = None if env is None else dict(env)
+        self.cwd = cwd
+
+    def _target(self) -> Any:
+        from mcp.client.stdio import StdioServerParameters
+
+        return StdioServerParameters(
+            command=self.command, args=list(self.args), env=self.env, cwd=self.cwd
+        )
+
+
+class MCPServerHTTP(MCPServer):
+    """An MCP server reached over streamable HTTP.
+
+    Args:
+        url: The endpoint, e.g. ``"http://127.0.0.1:8000/mcp"``.
+        name: A name for messages (default: the URL).
+        **options: `MCPServer`'s options (``prefix``, ``timeout``,
+            ``startup_timeout``, ``requires_approval``, ``include``).
+    """
+
+    def __init__(self, url: str, *, name: str | None = None, **options: Any) -> None:
+        super().__init__(name or url, **options)
+        self.url = url
+
+    def _target(self) -> Any:
+        return self.url
+
+
+def _fingerprint(listed: Sequence[Mapping[str, Any]]) -> str:
+    canonical = json.dumps(
+        sorted(listed, key=lambda spec: str(spec["name"])), sort_keys=True, ensure_ascii=True
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _describe(exc: BaseException) -> str:
+    inner = getattr(exc, "exceptions", None)  # anyio task groups wrap what the server did
+    if isinstance(inner, (list, tuple)) and inner:
+        return "; ".join(_describe(one) for one in inner)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _result_for_model(server: str, tool: str, result: Any) -> Any:
+    """A `CallToolResult` as a tool result: structured content, else the text of its blocks.
+
+    Raises:
+        MCPError: The server flagged the result as an error (``isError``); the
+            model reads the server's text.
+    """
+    texts = [_block_text(block) for block in result.content]
+    if result.is_error:
+        raise MCPError(server, f"tool {tool!r} reported an error: {' '.join(texts) or '(no text)'}")
+    if result.structured_content is not None:
+        return result.structured_content
+    if len(texts) == 1:
+        return texts[0]
+    return "\n".join(texts)
+
+
+def _block_text(block: Any) -> str:
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        return str(block.text)
+    if kind in ("image", "audio"):
+        size = len(base64.b64decode(block.data, validate=False))
+        return f"[{kind}: {block.mime_type}, {size} bytes]"
+    if kind == "resource":
+        resource = block.resource
+        text = getattr(resource, "text", None)
+        if text is not None:
+            return f"[resource {resource.uri}]\n{text}"
+        return f"[resource {resource.uri}: {getattr(resource, 'mime_type', None) or 'binary'}]"
+    if kind == "resource_link":
+        return f"[resource link {block.uri}: {block.name}]"
+    return json.dumps(block.model_dump(mode="json"), sort_keys=True)

@@ -1,0 +1,209 @@
+"""Continuing a run: the caller's answers, and which options a resume applies.
+
+A run's state carries its configuration (instructions, settings, tool
+choice...), so resuming it needs only the live parts again. What the
+resuming `Agent` says about the rest is applied when the run can take it
+(``max_steps``, extra stop conditions, the live parts) and refused when it
+cannot (the stored configuration): never silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolfold._errors import UsageError
+from toolfold.runtime._response import Step
+from toolfold.runtime._run import (
+    Approval,
+    Denied,
+    MessagesInput,
+    RunOptions,
+    to_messages,
+)
+from toolfold.runtime.core._approval import unapproved
+from toolfold.runtime.core._config import RunConfig
+from toolfold.runtime.core._events import (
+    ApprovalDenied,
+    ApprovalGranted,
+    Event,
+    StepLimitChanged,
+    ToolResultsProvided,
+    UserMessageAdded,
+)
+from toolfold.runtime.core._messages import ToolCallPart, ToolResultPart
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.drive._loop import Live, apply_event
+from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._tool import Tool
+
+# The stored configuration a resume cannot change, by the name the user gave it.
+_STORED = {
+    "instructions": "instructions",
+    "tool_choice": "tool_choice",
+    "settings": "settings",
+    "output_retries": "output_retries",
+    "auto_execute_tools": "auto_execute_tools",
+    "output": "output_type",
+}
+
+
+def resumed(
+    state: RunState,
+    options: RunOptions,
+    *,
+    tool_results: Mapping[str, Any] | None,
+    approvals: Mapping[str, Approval] | None,
+    message: MessagesInput | None,
+    max_steps: int | None,
+    deps: Any,
+    on_event: Callable[[Event], object] | None,
+    on_step: Callable[[Step], object] | None,
+) -> tuple[Live, RunState]:
+    """The live half and the state to drive: the caller's answers applied to ``state``.
+
+    ``max_steps`` (else the options') becomes the run's per-turn limit; stop
+    conditions of the options that the run does not store are checked for
+    this resume; a difference in the stored configuration is refused.
+
+    Raises:
+        UsageError: The options contradict the run's stored configuration,
+            the run stopped at ``max_steps`` and nothing continues it, or the
+            answers or tools do not fit the state.
+    """
+    _check_attached(state, options)
+    _check_stored(state.config, options.config)
+    extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
+    live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
+    state = _answered(live, state, tool_results, approvals)
+    if message is not None:
+        for item in to_messages(message):
+            state = apply_event(live, state, UserMessageAdded(item))
+    limit = max_steps if max_steps is not None else options.config.max_steps
+    at_limit = _stopped_at_limit(state)
+    if limit != state.config.max_steps or at_limit:
+        _check_limit(state, limit, given=max_steps is not None)
+        state = apply_event(live, state, StepLimitChanged(limit))
+    if at_limit and _stopped_at_limit(state):
+        raise UsageError(
+            "the run stopped at a max_steps(n) stop condition that still holds; a larger "
+            "max_steps does not lift it: start a new turn with message=..."
+        )
+    return live, state
+
+
+def _stopped_at_limit(state: RunState) -> bool:
+    return state.phase == "finished" and state.finish_reason == "max_steps"
+
+
+def _check_limit(state: RunState, limit: int, *, given: bool) -> None:
+    made = state.turn_steps
+    if type(limit) is not int or limit < made:
+        origin = "given to resume" if given else "the resuming agent's"
+        raise UsageError(
+            f"max_steps={limit!r} ({origin}) is below the {made} model calls this turn of "
+            "the run has already made; max_steps is the total per turn, give more than "
+            f"{made} to continue"
+        )
+    if _stopped_at_limit(state) and limit == made:
+        raise _cannot_continue(state, limit)
+
+
+def _cannot_continue(state: RunState, limit: int) -> UsageError:
+    return UsageError(
+        f"the run stopped at max_steps ({state.turn_steps} model calls this turn) and "
+        f"max_steps={limit} does not continue it: resume with max_steps=N above "
+        f"{state.turn_steps} (the new total for the turn) to let the model go on, or with "
+        "message=... to start a new turn"
+    )
+
+
+def _check_stored(stored: RunConfig, given: RunConfig) -> None:
+    differ = [
+        name for field, name in _STORED.items() if getattr(stored, field) != getattr(given, field)
+    ]
+    if differ:
+        raise UsageError(
+            f"the resuming agent's {', '.join(differ)} differ from the run's: a run keeps "
+            "the configuration it started with (it is stored in its state); resume with "
+            "the agent that started it, or start a new run from its messages "
+            "(history=response.messages)"
+        )
+
+
+def _answered(
+    live: Live,
+    state: RunState,
+    tool_results: Mapping[str, Any] | None,
+    approvals: Mapping[str, Approval] | None,
+) -> RunState:
+    """``state`` with the caller's approvals and tool results applied."""
+    for call_id, decision in (approvals or {}).items():
+        if isinstance(decision, Denied):
+            state = apply_event(live, state, ApprovalDenied(call_id, decision.reason))
+        elif decision is True:
+            state = apply_event(live, state, ApprovalGranted(call_id))
+        elif decision is False:
+            state = apply_event(live, state, ApprovalDenied(call_id, ""))
+        else:
+            raise UsageError(
+                f"approval for call {call_id!r} must be True, False or Denied(reason), "
+                f"got {decision!r}"
+            )
+    if tool_results:
+        calls = {c.call.id: c.call for c in state.calls}
+        parts = tuple(
+            _result_part(call_id, calls.get(call_id), value, live.tools)
+            for call_id, value in tool_results.items()
+        )
+        state = apply_event(live, state, ToolResultsProvided(parts))
+    blocked = [f"{c.call.id!r} ({c.call.name})" for c in unapproved(state, live.tools)]
+    if blocked:
+        raise UsageError(
+            f"calls {', '.join(blocked)} were cleared to run without approval, but their "
+            "tools now require approval; the stored run cannot ask for it at this point: "
+            "fork it before that step (toolfold.runtime.fork) or resume with the tools "
+            "it was started with"
+        )
+    return state
+
+
+def _result_part(
+    call_id: str, call: ToolCallPart | None, value: Any, tools: Mapping[str, Tool[..., Any]]
+) -> ToolResultPart:
+    name = call.name if call is not None else ""
+    if isinstance(value, ToolResultPart):
+        if value.call_id != call_id:
+            raise UsageError(
+                f"tool_results[{call_id!r}] is a ToolResultPart for call {value.call_id!r}: "
+                "key each result by the id of the call it answers"
+            )
+        return value
+    if isinstance(value, BaseException):
+        return ToolResultPart(call_id, name, f"Error: {describe_exception(value)}", True)
+    tool = tools.get(name)
+    if isinstance(value, str):
+        content = value
+    elif tool is not None:
+        content = tool.format_result(value)
+    else:
+        content = json.dumps(value, default=str)
+    return ToolResultPart(call_id, name, content)
+
+
+def _check_attached(state: RunState, options: RunOptions) -> None:
+    missing = [
+        spec.name
+        for spec in state.config.tools
+        if spec.has_function and spec.name not in options.tools
+    ]
+    if missing:
+        raise UsageError(
+            f"the run's state names tools that were not given: {', '.join(missing)}; "
+            "pass the same tools to resume it"
+        )
+    if state.config.output is not None and options.output is None:
+        raise UsageError(
+            "the run asks for structured output: pass the same output_type to resume it"
+        )

@@ -1,0 +1,310 @@
+"""A run as one self-contained HTML page: a timeline read from the state's event log.
+
+Everything is inline (styles, no scripts, no fonts, no images), and a
+Content-Security-Policy forbids the page from loading anything, so the file
+opens offline and never calls home. Every value from the run is escaped: a
+tool result holding ``<script>`` shows as text.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from toolfold.runtime.core._events import (
+    ApprovalDenied,
+    ApprovalGranted,
+    ModelResponded,
+    OutputAccepted,
+    OutputRejected,
+    RunFailed,
+    RunStarted,
+    StepLimitChanged,
+    StopRequested,
+    ToolResultsProvided,
+    ToolReturned,
+    UserMessageAdded,
+)
+from toolfold.runtime.core._messages import (
+    Message,
+    ReasoningPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from toolfold.runtime.core._state import RunState
+
+__all__ = ["to_html"]
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
+header{background:#1d2330;color:#fff;padding:14px 22px}
+header h1{font-size:17px;margin:0 0 4px}
+header .facts span{margin-right:18px;opacity:.9}
+main{padding:14px 22px;max-width:1100px}
+.row{background:#fff;border:1px solid #dde1e7;border-radius:6px;margin:8px 0;padding:8px 12px}
+.row>summary{cursor:pointer;font-weight:600}
+.row .meta{color:#5b6475;font-weight:400;margin-left:8px}
+.kind-suspend{border-left:4px solid #e0a100}.kind-resume{border-left:4px solid #2f7de1}
+.kind-failed{border-left:4px solid #d33}.kind-finished{border-left:4px solid #2a9d55}
+.kind-user{border-left:4px solid #7a5cc7}
+pre{background:#f1f3f6;padding:6px 8px;border-radius:4px;white-space:pre-wrap;word-break:break-word;margin:4px 0}
+table{border-collapse:collapse;width:100%;margin-top:6px}
+td,th{border-top:1px solid #e6e9ee;padding:4px 6px;text-align:left;vertical-align:top}
+.badge{display:inline-block;border-radius:9px;padding:0 8px;font-size:12px;background:#e8ebf0}
+.b-auto{background:#dff3e6}.b-approved{background:#dbe9fb}.b-denied{background:#fbdcdc}
+.b-manual{background:#efe4fb}.b-pending{background:#fff1c6}.err{color:#b3261e}
+"""
+
+
+def to_html(state: RunState, *, title: str | None = None) -> str:
+    """Render a run as one self-contained HTML page (a timeline of its steps).
+
+    Args:
+        state: Any state, finished or not: a stored one loaded with
+            `RunState.from_json` works the same.
+        title: The page title (default: the run id).
+
+    Returns:
+        The HTML text; nothing in it loads from the network.
+    """
+    heading = title or f"toolfold run {state.run_id}"
+    body = "".join(_timeline(state))
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{_CSP}\">"
+        f"<title>{_e(heading)}</title><style>{_STYLE}</style></head><body>"
+        f"<header><h1>{_e(heading)}</h1><div class='facts'>{_facts(state)}</div></header>"
+        f"<main><ol style='list-style:none;padding:0' id='timeline'>{body}</ol></main>"
+        "</body></html>"
+    )
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _facts(state: RunState) -> str:
+    usage = state.usage
+    facts = [
+        ("phase", state.phase),
+        ("finish", state.finish_reason or "-"),
+        ("steps", state.step),
+        ("tokens", f"{usage.input_tokens} in / {usage.output_tokens} out"),
+        ("requests", usage.requests),
+    ]
+    return "".join(f"<span data-fact='{k}'>{_e(k)}: <b>{_e(v)}</b></span>" for k, v in facts)
+
+
+@attrs.define
+class _Call:
+    """What the page shows of one tool call, filled in as events arrive."""
+
+    call: ToolCallPart
+    disposition: str
+    result: str | None = None
+    is_error: bool = False
+    outcome: str | None = None
+    duration: float | None = None
+
+
+@attrs.define
+class _Step:
+    number: int
+    response: Any
+    calls: list[_Call]
+
+
+_DISPOSITION = {"execute": "auto", "approve": "pending", "return": "manual"}
+
+
+class _Timeline:
+    """Reads the event log once; each event kind adds rows or fills in a call."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, _Call] = {}
+        self.steps = 0
+        self.rows: list[_Step | str] = []  # steps render last, once their results are known
+
+    def run_started(self, event: RunStarted) -> None:
+        self.rows.append(
+            _row(
+                "start", "Run started", f"{len(event.messages)} messages", _messages(event.messages)
+            )
+        )
+
+    def user_message_added(self, event: UserMessageAdded) -> None:
+        self.rows.append(_row("user", "User message", "new turn", _messages((event.message,))))
+
+    def model_responded(self, event: ModelResponded) -> None:
+        self.steps += 1
+        step = _Step(self.steps, event.response, [])
+        for index, call in enumerate(event.response.message.tool_calls):
+            label = event.dispositions[index] if index < len(event.dispositions) else "execute"
+            step.calls.append(self.calls.setdefault(call.id, _Call(call, _DISPOSITION[label])))
+        self.rows.append(step)
+        waiting = [c.call.name for c in step.calls if c.disposition in ("pending", "manual")]
+        if waiting:
+            self.rows.append(_row("suspend", "Suspended", "waiting for " + ", ".join(waiting), ""))
+
+    def tool_returned(self, event: ToolReturned) -> None:
+        found = self.calls.get(event.call_id)
+        if found is not None:
+            found.result, found.is_error = event.content, event.is_error
+            found.outcome = event.outcome
+            found.duration = getattr(event, "duration", None)
+
+    def approval_granted(self, event: ApprovalGranted) -> None:
+        self._approval(event.call_id, "approved", "")
+
+    def approval_denied(self, event: ApprovalDenied) -> None:
+        self._approval(
+            event.call_id, "denied", f"<pre>{_e(event.reason)}</pre>" if event.reason else ""
+        )
+
+    def _approval(self, call_id: str, verdict: str, body: str) -> None:
+        found = self.calls.get(call_id)
+        if found is not None:
+            found.disposition = verdict
+        title = "Approved" if verdict == "approved" else "Denied"
+        self.rows.append(_row("resume", title, found.call.name if found else call_id, body))
+
+    def tool_results_provided(self, event: ToolResultsProvided) -> None:
+        for part in event.results:
+            self._fill(part)
+        names = ", ".join(p.tool_name for p in event.results)
+        self.rows.append(_row("resume", "Results provided", names, ""))
+
+    def _fill(self, part: ToolResultPart) -> None:
+        found = self.calls.get(part.call_id)
+        if found is not None and found.result is None:
+            found.result, found.is_error = part.content, part.is_error
+            found.outcome = "error" if part.is_error else "ok"
+
+    def output_accepted(self, event: OutputAccepted) -> None:
+        self.rows.append(_row("finished", "Output accepted", "", _pre(event.value)))
+
+    def output_rejected(self, event: OutputRejected) -> None:
+        self.rows.append(_row("failed", "Output rejected", "", f"<pre>{_e(event.message)}</pre>"))
+
+    def stop_requested(self, event: StopRequested) -> None:
+        self.rows.append(_row("finished", "Stop requested", event.reason, ""))
+
+    def step_limit_changed(self, event: StepLimitChanged) -> None:
+        detail = f"max_steps={event.max_steps}"
+        self.rows.append(_row("resume", "Step limit changed", detail, ""))
+
+    def run_failed(self, event: RunFailed) -> None:
+        tool = f" (tool {event.tool_name})" if event.tool_name else ""
+        body = f"<pre class='err'>{_e(event.message)}</pre>"
+        self.rows.append(_row("failed", "Run failed", event.error_kind + tool, body))
+
+    def end(self, state: RunState) -> None:
+        # results the reducer made itself (unknown tool, unreadable arguments) are only messages
+        for message in state.messages:
+            for part in message.parts:
+                if isinstance(part, ToolResultPart):
+                    self._fill(part)
+        if state.phase == "finished":
+            self.rows.append(
+                _row("finished", "Finished", state.finish_reason or "", _pre(state.output))
+            )
+        elif state.phase == "failed" and state.error is not None:
+            body = f"<pre class='err'>{_e(state.error.message)}</pre>"
+            self.rows.append(_row("failed", "Failed", state.error.kind, body))
+
+
+def _timeline(state: RunState) -> Iterator[str]:
+    timeline = _Timeline()
+    for event in state.events:
+        getattr(timeline, event.kind)(event)
+    timeline.end(state)
+    for row in timeline.rows:
+        yield _step(row) if isinstance(row, _Step) else row
+
+
+def _row(kind: str, title: str, meta: str, body: str) -> str:
+    inner = f"<summary>{_e(title)}<span class='meta'>{_e(meta)}</span></summary>{body}"
+    return f"<li><details class='row kind-{kind}' data-kind='{kind}' open>{inner}</details></li>"
+
+
+def _step(step: _Step) -> str:
+    response = step.response
+    message: Message = response.message
+    usage: Usage = response.usage
+    meta = (
+        f"{response.model_name or ''} · {usage.input_tokens} in / {usage.output_tokens} out"
+        f" · finish {response.finish_reason}"
+    )
+    parts = []
+    for part in message.parts:
+        if isinstance(part, ReasoningPart):
+            parts.append(
+                f"<details data-kind='reasoning'><summary>reasoning</summary><pre>{_e(part.text)}</pre></details>"
+            )
+    if message.text:
+        parts.append(f"<pre data-kind='text'>{_e(message.text)}</pre>")
+    if step.calls:
+        rows = "".join(_call_row(c) for c in step.calls)
+        parts.append(
+            "<table><tr><th>tool</th><th>arguments</th><th>handled</th><th>result</th><th>time</th></tr>"
+            f"{rows}</table>"
+        )
+    inner = (
+        f"<summary>Step {step.number}<span class='meta'>{_e(meta)}</span></summary>{''.join(parts)}"
+    )
+    return f"<li><details class='row kind-step' data-kind='step' data-step='{step.number}' open>{inner}</details></li>"
+
+
+def _call_row(call: _Call) -> str:
+    arguments = call.call.arguments if call.call.arguments is not None else call.call.arguments_text
+    if call.result is None:
+        result = "<i>no result yet</i>"
+    else:
+        cls = " class='err'" if call.is_error else ""
+        outcome = (
+            f"<div class='meta'>{_e(call.outcome)}</div>"
+            if call.outcome not in (None, "ok")
+            else ""
+        )
+        result = f"<pre{cls}>{_e(call.result)}</pre>{outcome}"
+    took = "" if call.duration is None else f"{call.duration * 1000:.0f} ms"
+    return (
+        f"<tr data-kind='call' data-call-id='{_e(call.call.id)}'><td>{_e(call.call.name)}</td>"
+        f"<td>{_pre(arguments)}</td>"
+        f"<td><span class='badge b-{_e(call.disposition)}'>{_e(call.disposition)}</span></td>"
+        f"<td>{result}</td><td>{_e(took)}</td></tr>"
+    )
+
+
+def _messages(messages: Iterable[Message]) -> str:
+    return "".join(
+        f"<div data-kind='message' data-role='{_e(m.role)}'><b>{_e(m.role)}</b><pre>{_e(m.text)}</pre></div>"
+        for m in messages
+    )
+
+
+def _pre(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return f"<pre>{_e(value)}</pre>"
+    try:
+        text = json.dumps(_plain(value), indent=2, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return f"<pre>{_e(text)}</pre>"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

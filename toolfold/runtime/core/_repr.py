@@ -1,0 +1,36 @@
+"""Short reprs for the values a user prints: a few informative fields, trimmed.
+
+attrs' generated repr prints every field, recursively: a two-step run's
+`Response` came to thousands of characters (the config twice, the whole log).
+These reprs keep attrs' ``Name(field=value)`` shape but show only what tells
+values apart (role, an excerpt of the text, the finish reason, counts, usage);
+the full data stays one attribute away (``response.state``, ``state.log``,
+``message.parts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+#: Characters of text a repr shows before it cuts with an ellipsis.
+EXCERPT = 60
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    """``repr(text)``, cut to ``limit`` characters with ``…`` and the full length."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[: limit - 1] + '…'!r} ({len(text):,} chars)"
+
+
+def short(value: Any, limit: int = EXCERPT) -> str:
+    """``repr(value)``, cut like `excerpt` when it is long."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text):,} chars)"
+
+
+def fields(name: str, pairs: Iterable[tuple[str, Any]]) -> str:
+    """``Name(key=value, ...)`` from already formatted values; None values are left out."""
+    shown = ", ".join(f"{key}={value}" for key, value in pairs if value is not None)
+    return f"{name}({shown})"

@@ -1,0 +1,213 @@
+"""JSON Schema plumbing every layer shares: pointers, local ``$ref``s, strict-mode nulls.
+
+Pure functions over plain data (no jsonschema import): toolkit checks and
+compiles schemas with them, the dialect compiler walks schemas with them, and
+the test model samples values with them. They read a schema and never mutate it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import unquote
+
+__all__ = [
+    "MISSING",
+    "accepts_null",
+    "deref",
+    "drop_optional_nulls",
+    "escape",
+    "resolve_local",
+    "unescape",
+]
+
+MISSING: Any = object()
+"""What `resolve_local` returns for a reference to nothing."""
+
+_MAX_HOPS = 64  # $ref, allOf and union hops in a row, without descending into the value
+
+
+def escape(token: str) -> str:
+    """Escape one JSON-pointer token (RFC 6901): ``~`` -> ``~0``, ``/`` -> ``~1``."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def unescape(token: str) -> str:
+    """Undo `escape`."""
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def resolve_local(root: Any, ref: str) -> Any:
+    """The node a local ``$ref`` (``#`` or ``#/...``) points to in ``root``, or MISSING.
+
+    The fragment is percent-decoded first, as jsonschema does (a URI fragment);
+    references to other documents and to ``$anchor``s are MISSING.
+    """
+    if not ref.startswith("#"):
+        return MISSING
+    body = unquote(ref[1:]) if "%" in ref else ref[1:]
+    if not body:
+        return root
+    if not body.startswith("/"):
+        return MISSING
+    node = root
+    for raw in body[1:].split("/"):
+        token = unescape(raw)
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return MISSING
+    return node
+
+
+def deref(root: Any, schema: Any, limit: int = 32) -> Any:
+    """Follow a chain of pure ``{"$ref": ...}`` nodes to the schema they stand for.
+
+    A node with keywords beside its ``$ref`` is returned as it is (its
+    siblings mean something), and so is a reference to nothing; ``limit`` hops
+    at most (more is a cycle).
+    """
+    while limit and isinstance(schema, Mapping) and "$ref" in schema and len(schema) == 1:
+        target = resolve_local(root, schema["$ref"]) if isinstance(schema["$ref"], str) else MISSING
+        if target is MISSING:
+            return schema
+        schema = target
+        limit -= 1
+    return schema
+
+
+def accepts_null(root: Any, schema: Any, _seen: frozenset[int] = frozenset()) -> bool:
+    """Whether ``null`` is valid under ``schema`` (conservative: False when unsure)."""
+    if schema is True or (isinstance(schema, Mapping) and not schema):
+        return True
+    if not isinstance(schema, Mapping) or id(schema) in _seen:
+        return False
+    seen = _seen | {id(schema)}
+    ref = schema.get("$ref", MISSING)
+    if ref is not MISSING:
+        target = resolve_local(root, ref) if isinstance(ref, str) else MISSING
+        if target is MISSING or not accepts_null(root, target, seen):
+            return False
+    t = schema.get("type", MISSING)
+    if (
+        t is not MISSING
+        and "null" not in (t if isinstance(t, list) else [t])
+        and schema.get("nullable") is not True
+    ):
+        return False
+    if "enum" in schema and None not in schema["enum"]:
+        return False
+    if "const" in schema and schema["const"] is not None:
+        return False
+    for key in ("anyOf", "oneOf"):
+        if key in schema and not any(accepts_null(root, b, seen) for b in schema[key]):
+            return False
+    if "allOf" in schema and not all(accepts_null(root, b, seen) for b in schema["allOf"]):
+        return False
+    return "not" not in schema
+
+
+def drop_optional_nulls(value: Any, schema: Any, root: Any) -> Any:
+    """``value`` without the nulls strict mode puts in place of left-out optional properties.
+
+    Strict modes (OpenAI's ``strict: true``) make every property required and
+    the optional ones nullable, so a model sends ``"limit": null`` to mean
+    "use the default". Such a null is removed wherever the property is
+    optional and its own schema does not accept null: at any depth, through
+    local ``$ref``s, ``allOf`` members and the ``anyOf``/``oneOf`` branch the
+    value was made for. Only what changes is copied: with nothing to drop,
+    ``value`` itself comes back.
+
+    Args:
+        value: Decoded arguments (or any JSON value under ``schema``).
+        schema: The schema ``value`` answers (a part of ``root``).
+        root: The whole schema, for ``$ref``s.
+    """
+    return _drop(value, schema, root, 0)
+
+
+def _drop(value: Any, schema: Any, root: Any, hops: int) -> Any:
+    if hops > _MAX_HOPS or not isinstance(value, (dict, list)):
+        return value
+    schema = deref(root, schema)
+    if not isinstance(schema, Mapping):
+        return value
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = resolve_local(root, ref)
+        if target is not MISSING:
+            value = _drop(value, target, root, hops + 1)
+    for member in schema.get("allOf", ()):
+        value = _drop(value, member, root, hops + 1)
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list):
+            branch = _branch_for(value, branches, root)
+            if branch is not None:
+                value = _drop(value, branch, root, hops + 1)
+    if isinstance(value, dict):
+        return _drop_in_object(value, schema, root)
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        new_items = [_drop(item, items, root, 0) for item in value]
+        changed = any(a is not b for a, b in zip(new_items, value, strict=True))
+        return new_items if changed else value
+    return value
+
+
+def _drop_in_object(value: dict[str, Any], schema: Mapping[str, Any], root: Any) -> dict[str, Any]:
+    props = schema.get("properties")
+    if not isinstance(props, Mapping):
+        return value
+    required = schema.get("required", ())
+    out: dict[str, Any] | None = None
+    for key, item in value.items():
+        sub = props.get(key, MISSING)
+        if sub is MISSING:
+            continue
+        if item is None and key not in required and not accepts_null(root, sub):
+            new: Any = MISSING  # strict mode's stand-in for "absent"
+        else:
+            new = _drop(item, sub, root, 0)
+            if new is item:
+                continue
+        if out is None:
+            out = dict(value)
+        if new is MISSING:
+            del out[key]
+        else:
+            out[key] = new
+    return value if out is None else out
+
+
+def _branch_for(value: Any, branches: list[Any], root: Any) -> Any:
+    """The union branch ``value`` was made for, or None when that is unclear.
+
+    An object goes to the branch whose properties hold all its keys and whose
+    required keys it has, an array to the first array branch; failing that, to
+    the one branch of its shape (objects: with properties, arrays: with items).
+    """
+    for branch in branches:
+        target = deref(root, branch)
+        if not isinstance(target, Mapping):
+            continue
+        nested = target.get("anyOf", target.get("oneOf"))
+        if isinstance(nested, list) and _branch_for(value, nested, root) is not None:
+            return branch
+        t = target.get("type")
+        types = set(t) if isinstance(t, list) else {t}
+        if isinstance(value, dict) and ("object" in types or "properties" in target):
+            props = target.get("properties", {})
+            if set(value) <= set(props) and set(target.get("required", ())) <= set(value):
+                return branch
+        elif isinstance(value, list) and "array" in types:
+            return branch
+    shape = "properties" if isinstance(value, dict) else "items"
+    found = [b for b in branches if shape in _mapping(deref(root, b))]
+    return found[0] if len(found) == 1 else None
+
+
+def _mapping(schema: Any) -> Mapping[str, Any]:
+    return schema if isinstance(schema, Mapping) else {}

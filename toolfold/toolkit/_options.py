@@ -1,0 +1,125 @@
+"""`ToolOptions`: what ``@tool`` and ``Tool`` take besides the function and its schema.
+
+One frozen value, validated in one place (`ToolOptions.problems`), so the
+decorator, the constructor, bound copies of a method tool and
+``Tool.replace`` all agree on what an option may be.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+ApprovalPolicy = bool | Callable[[Any, Any], bool]
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# tool_choice values in ModelRequest: a tool with one of these names could not be forced.
+RESERVED_NAMES = frozenset({"auto", "none", "required"})
+
+BLOCKING_TIMEOUT_PROBLEM = (
+    "blocking=False runs the tool inline on the event loop, where a timeout cannot"
+    " interrupt it; drop timeout=... or keep blocking=True (a worker thread)"
+)
+
+
+@attrs.frozen(kw_only=True)
+class ToolOptions:
+    """A tool's options, as ``@tool(...)`` and ``Tool(...)`` take them.
+
+    ``name`` and ``description`` are None until they are known: ``@tool``
+    fills them from the function (`resolved`) before the options are checked
+    (`problems`), so a Tool's options always hold both.
+
+    Attributes:
+        name: The tool name the model sees.
+        description: What the tool does, for the model.
+        strict: Ask providers for strict schema adherence (None: when possible).
+        requires_approval: True, or a predicate over (call, state).
+        timeout: Seconds a call may take before it counts as failed.
+        max_retries: Consecutive failures allowed before the run fails.
+        blocking: False for a quick sync function that runs inline on the event loop.
+    """
+
+    name: str | None = None
+    description: str | None = None
+    strict: bool | None = None
+    requires_approval: ApprovalPolicy = False
+    timeout: float | None = None
+    max_retries: int = 3
+    blocking: bool = True
+
+    def resolved(self, name: Any, description: str) -> ToolOptions:
+        """These options with ``name``/``description`` filled where they were not given."""
+        return attrs.evolve(
+            self,
+            name=name if self.name is None else self.name,
+            description=description if self.description is None else self.description,
+        )
+
+    def given(self) -> dict[str, Any]:
+        """The options that differ from their defaults (what a user asked for)."""
+        return {
+            field.name: value
+            for field in attrs.fields(ToolOptions)
+            if (value := getattr(self, field.name)) != field.default
+        }
+
+    def problems(self, is_async: bool) -> list[str]:
+        """Everything wrong with these options (empty if they are fine).
+
+        Args:
+            is_async: Whether the tool's function is async (``blocking=False``
+                with a timeout is refused for sync functions only).
+        """
+        # Typed as object: explicit tools are often built from config data.
+        description: object = self.description
+        approval: object = self.requires_approval
+        timeout: object = self.timeout
+        retries: object = self.max_retries
+        strict: object = self.strict
+        blocking: object = self.blocking
+        problems = name_problems(self.name)
+        if not isinstance(description, str):
+            problems.append(f"description must be a str, not {type(description).__name__}")
+        if not (isinstance(approval, bool) or callable(approval)):
+            problems.append(
+                f"requires_approval must be a bool or a predicate (call, state) -> bool,"
+                f" not {approval!r}"
+            )
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            problems.append(
+                f"timeout must be a positive number of seconds or None, not {timeout!r}"
+            )
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            problems.append(f"max_retries must be an int >= 0, not {retries!r}")
+        if strict is not None and not isinstance(strict, bool):
+            problems.append(f"strict must be True, False or None, not {strict!r}")
+        if not isinstance(blocking, bool):
+            problems.append(f"blocking must be True or False, not {blocking!r}")
+        elif not blocking and timeout is not None and not is_async:
+            problems.append(BLOCKING_TIMEOUT_PROBLEM)
+        return problems
+
+
+OPTION_NAMES = frozenset(field.name for field in attrs.fields(ToolOptions))
+
+
+def name_problems(name: object) -> list[str]:
+    """What is wrong with a tool name (empty if it is fine)."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        return [
+            f"tool name {name!r} is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ -"
+            " (pass name=...)"
+        ]
+    if name in RESERVED_NAMES:
+        return [f"tool name {name!r} is reserved (a tool_choice value); pass another name=..."]
+    return []
