@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from toolfold import Agent, tool
 from toolfold.testing import ScriptedModel
@@ -37,13 +36,14 @@ def confirm(question: str) -> bool:
     return input(f"{question} [y/N] ").strip().lower() == "y"
 
 
+SCRIPTED = ScriptedModel(
+    [[ScriptedModel.call("delete_file", {"path": "/tmp/old.log"})], "Deleted /tmp/old.log."]
+)
+
+
 def main() -> None:
-    name = os.environ.get("MODEL", "test")
-    model: Any = name
-    if name == "test":
-        model = ScriptedModel(
-            [[ScriptedModel.call("delete_file", {"path": "/tmp/old.log"})], "Deleted /tmp/old.log."]
-        )
+    # MODEL=local:smollm2 (or any provider) for a real model; by default a scripted one
+    model = SCRIPTED if os.environ.get("MODEL", "test") == "test" else os.environ["MODEL"]
     agent = Agent(
         model, instructions="Use the tools.", tools=[delete_file], auto_execute_tools=False
     )

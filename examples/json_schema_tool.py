@@ -38,13 +38,14 @@ stock_tool = Tool(
 )
 
 
+SCRIPTED = ScriptedModel(
+    [[ScriptedModel.call("check_stock", {"item": "plums"})], "We have 31 plums."]
+)
+
+
 def main() -> None:
-    name = os.environ.get("MODEL", "test")
-    model: Any = name
-    if name == "test":
-        model = ScriptedModel(
-            [[ScriptedModel.call("check_stock", {"item": "plums"})], "We have 31 plums."]
-        )
+    # MODEL=local:smollm2 (or any provider) for a real model; by default a scripted one
+    model = SCRIPTED if os.environ.get("MODEL", "test") == "test" else os.environ["MODEL"]
     agent = Agent(model, instructions="Use the tools.", tools=[stock_tool])
     response = agent.run("How many plums do you have?")
     for step in response.steps:

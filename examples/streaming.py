@@ -7,7 +7,6 @@ MODEL=local:smollm2 python examples/streaming.py
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from toolfold import Agent, RunEndEvent, TextDelta, ToolCallEvent, ToolResultEvent, tool
 from toolfold.testing import ScriptedModel
@@ -23,13 +22,14 @@ def get_weather(city: str) -> str:
     return f"-3 degrees Celsius and snowing in {city}"
 
 
+SCRIPTED = ScriptedModel(
+    [[ScriptedModel.call("get_weather", {"city": "Oslo"})], "It is -3°C and snowing."]
+)
+
+
 def main() -> None:
-    name = os.environ.get("MODEL", "test")
-    model: Any = name
-    if name == "test":
-        model = ScriptedModel(
-            [[ScriptedModel.call("get_weather", {"city": "Oslo"})], "It is -3°C and snowing."]
-        )
+    # MODEL=local:smollm2 (or any provider) for a real model; by default a scripted one
+    model = SCRIPTED if os.environ.get("MODEL", "test") == "test" else os.environ["MODEL"]
     agent = Agent(model, instructions="Use the tools.", tools=[get_weather])
     for event in agent.stream("What is the weather in Oslo?"):
         if isinstance(event, ToolCallEvent):

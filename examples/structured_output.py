@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from toolfold import Agent, tool
 from toolfold.testing import ScriptedModel
@@ -37,16 +36,17 @@ def get_weather(city: str) -> str:
     return f'{{"city": "{city}", "celsius": 24}}'
 
 
+SCRIPTED = ScriptedModel(
+    [
+        [ScriptedModel.call("get_weather", {"city": "Lima"})],
+        '{"city": "Lima", "celsius": 24}',
+    ]
+)
+
+
 def main() -> None:
-    name = os.environ.get("MODEL", "test")
-    model: Any = name
-    if name == "test":
-        model = ScriptedModel(
-            [
-                [ScriptedModel.call("get_weather", {"city": "Lima"})],
-                '{"city": "Lima", "celsius": 24}',
-            ]
-        )
+    # MODEL=local:smollm2 (or any provider) for a real model; by default a scripted one
+    model = SCRIPTED if os.environ.get("MODEL", "test") == "test" else os.environ["MODEL"]
     agent = Agent(model, instructions="Use the tools.", tools=[get_weather], output_type=Forecast)
     response = agent.run("What is the weather in Lima?")
     forecast = response.output
