@@ -129,7 +129,8 @@ class Agent:
         # connection pool, and bad specs should fail here, not at first run.
         static, sources = split_sources(self.tools)
         object.__setattr__(self, "_sources", sources)
-        object.__setattr__(self, "_options", make_options(**{**self._spec(), "tools": static}))
+        options = make_options(**{**self._spec(), "tools": static})
+        object.__setattr__(self, "_options", attrs.evolve(options, name=self.name))
 
     def _with(self, listed: Sequence[Tool[..., Any]]) -> Agent:
         """This agent with its sources' listed tools in their place (for one run)."""
