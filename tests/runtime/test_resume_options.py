@@ -83,6 +83,19 @@ def test_the_resuming_agents_max_steps_applies() -> None:
     assert (again.finish_reason, again.text, again.state.step) == ("stop", "done", 3)
 
 
+def test_a_smaller_max_steps_of_the_resuming_agent_lowers_the_limit() -> None:
+    """An agent with max_steps=1 resuming a suspended run stops it after that step."""
+    model = ScriptedModel([call("pay", {"amount": 5}), call("add", {"a": 1, "b": 1}), "done"])
+    first = Agent(model, tools=[pay, add], max_steps=10).run("go")
+    approval = {first.state.pending_approvals[0].id: True}
+    again = Agent(model, tools=[pay, add], max_steps=1).resume(first.state, approvals=approval)
+    assert (again.finish_reason, again.state.step, again.state.config.max_steps) == (
+        "max_steps",
+        1,
+        1,
+    )
+
+
 @pytest.mark.parametrize("functional", [True, False])
 def test_resume_at_max_steps_without_more_steps_is_refused(functional: bool) -> None:
     """Resuming a run stopped at max_steps with nothing that continues it says how to go on."""

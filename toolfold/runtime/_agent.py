@@ -21,6 +21,13 @@ from toolfold.runtime._run import (
     start,
     to_messages,
 )
+from toolfold.runtime._sources import (
+    SourcedStream,
+    ToolSource,
+    aopened,
+    opened,
+    split_sources,
+)
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
@@ -50,7 +57,9 @@ class Agent:
     Args:
         model: A ``provider:model`` string or a model object.
         instructions: System instructions sent first with every request.
-        tools: `Tool` objects or plain functions (made tools with ``@tool``).
+        tools: `Tool` objects, plain functions (made tools with ``@tool``),
+            and tool sources such as an MCP server (each run opens them when
+            it starts, adds their tools, and closes them when it ends).
         max_steps: Model calls allowed per run (``finish_reason ==
             "max_steps"`` when reached).
         tool_choice: ``"auto"``, ``"none"``, ``"required"`` or a tool name.
@@ -67,7 +76,7 @@ class Agent:
 
     model: str | Model
     instructions: str | None
-    tools: tuple[Tool[..., Any] | Callable[..., Any], ...]
+    tools: tuple[Tool[..., Any] | Callable[..., Any] | ToolSource, ...]
     max_steps: int
     tool_choice: str | None
     output_type: Any
@@ -79,13 +88,14 @@ class Agent:
     name: str | None
     settings: Mapping[str, Any]
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
+    _sources: tuple[ToolSource, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
         model: str | Model,
         *,
         instructions: str | None = None,
-        tools: Sequence[Tool[..., Any] | Callable[..., Any]] = (),
+        tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
         max_steps: int = 10,
         tool_choice: str | None = None,
         output_type: Any = None,
@@ -117,7 +127,15 @@ class Agent:
     def __attrs_post_init__(self) -> None:
         # Resolve once: building a provider client per run would waste its
         # connection pool, and bad specs should fail here, not at first run.
-        object.__setattr__(self, "_options", make_options(**self._spec()))
+        static, sources = split_sources(self.tools)
+        object.__setattr__(self, "_sources", sources)
+        options = make_options(**{**self._spec(), "tools": static})
+        object.__setattr__(self, "_options", attrs.evolve(options, name=self.name))
+
+    def _with(self, listed: Sequence[Tool[..., Any]]) -> Agent:
+        """This agent with its sources' listed tools in their place (for one run)."""
+        static, _ = split_sources(self.tools)
+        return self.evolve(tools=(*static, *listed))
 
     def _spec(self) -> dict[str, Any]:
         """The run options by name (every field but the name and the resolved options)."""
@@ -156,6 +174,16 @@ class Agent:
             on_step: Called with every completed `Step` (read-only).
             run_id: The run's id (random by default).
         """
+        if self._sources:
+            with opened(self._sources) as listed:
+                return self._with(listed).run(
+                    prompt,
+                    history=history,
+                    deps=deps,
+                    on_event=on_event,
+                    on_step=on_step,
+                    run_id=run_id,
+                )
         state = self._start(prompt, history, run_id)
         live = self._options.live(
             deps=deps, on_event=on_event, on_step=on_step, announce_start=True
@@ -173,6 +201,16 @@ class Agent:
         run_id: str | None = None,
     ) -> Response:
         """Like `run`, on the running event loop."""
+        if self._sources:
+            async with aopened(self._sources) as listed:
+                return await self._with(listed).arun(
+                    prompt,
+                    history=history,
+                    deps=deps,
+                    on_event=on_event,
+                    on_step=on_step,
+                    run_id=run_id,
+                )
         state = self._start(prompt, history, run_id)
         live = self._options.live(
             deps=deps, on_event=on_event, on_step=on_step, announce_start=True
@@ -195,6 +233,18 @@ class Agent:
         arrive (`TextDelta`...), `ToolCallEvent`, `ToolResultEvent`,
         `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
         """
+        if self._sources:
+            return SourcedStream(
+                self._sources,
+                lambda listed: self._with(listed).stream(
+                    prompt,
+                    history=history,
+                    deps=deps,
+                    on_event=on_event,
+                    on_step=on_step,
+                    run_id=run_id,
+                ),
+            )
         state = self._start(prompt, history, run_id)
         live = self._options.live(
             deps=deps, on_event=on_event, on_step=on_step, announce_start=True
@@ -264,6 +314,18 @@ class Agent:
                 ``max_steps`` is below the calls this turn made, or the run
                 stopped at ``max_steps`` and nothing continues it.
         """
+        if self._sources:
+            with opened(self._sources) as listed:
+                return self._with(listed).resume(
+                    state,
+                    tool_results=tool_results,
+                    approvals=approvals,
+                    message=message,
+                    max_steps=max_steps,
+                    deps=deps,
+                    on_event=on_event,
+                    on_step=on_step,
+                )
         live, state = self._resumed(
             state, tool_results, approvals, message, max_steps, deps, on_event, on_step
         )
@@ -282,6 +344,18 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> Response:
         """Like `resume`, on the running event loop."""
+        if self._sources:
+            async with aopened(self._sources) as listed:
+                return await self._with(listed).aresume(
+                    state,
+                    tool_results=tool_results,
+                    approvals=approvals,
+                    message=message,
+                    max_steps=max_steps,
+                    deps=deps,
+                    on_event=on_event,
+                    on_step=on_step,
+                )
         live, state = self._resumed(
             state, tool_results, approvals, message, max_steps, deps, on_event, on_step
         )
@@ -300,10 +374,26 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> RunStream:
         """Like `resume`, streaming (see `stream`)."""
+        if self._sources:
+            return SourcedStream(
+                self._sources,
+                lambda listed: self._with(listed).resume_stream(
+                    state,
+                    tool_results=tool_results,
+                    approvals=approvals,
+                    message=message,
+                    max_steps=max_steps,
+                    deps=deps,
+                    on_event=on_event,
+                    on_step=on_step,
+                ),
+            )
         live, state = self._resumed(
             state, tool_results, approvals, message, max_steps, deps, on_event, on_step
         )
         return RunStream(live, state)
 
 
-_RUN_FIELDS = tuple(f for f in attrs.fields(Agent) if f.name not in ("name", "_options"))
+_RUN_FIELDS = tuple(
+    f for f in attrs.fields(Agent) if f.name not in ("name", "_options", "_sources")
+)

@@ -20,6 +20,7 @@ from toolfold.runtime._run import (
     run_async,
     run_sync,
 )
+from toolfold.runtime._sources import ToolSource
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
@@ -45,7 +46,7 @@ def generate_text(
     model: str | Model,
     messages: MessagesInput,
     *,
-    tools: Sequence[Tool[..., Any] | Callable[..., Any]] = (),
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
     instructions: str | None = None,
     max_steps: int = 10,
     auto_execute_tools: bool = True,
@@ -126,7 +127,7 @@ async def agenerate_text(
     model: str | Model,
     messages: MessagesInput,
     *,
-    tools: Sequence[Tool[..., Any] | Callable[..., Any]] = (),
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
     instructions: str | None = None,
     max_steps: int = 10,
     auto_execute_tools: bool = True,
@@ -163,7 +164,7 @@ async def agenerate_text(
 def _resume_agent(
     state: RunState,
     model: str | Model,
-    tools: Sequence[Tool[..., Any] | Callable[..., Any]],
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource],
     output_type: Any,
     stop_when: Sequence[StopCondition | StopPredicate],
     on_tool_error: OnToolError,
@@ -191,7 +192,7 @@ def resume(
     state: RunState,
     *,
     model: str | Model,
-    tools: Sequence[Tool[..., Any] | Callable[..., Any]] = (),
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
     tool_results: Mapping[str, Any] | None = None,
     approvals: Mapping[str, Approval] | None = None,
     message: MessagesInput | None = None,
@@ -248,7 +249,7 @@ async def aresume(
     state: RunState,
     *,
     model: str | Model,
-    tools: Sequence[Tool[..., Any] | Callable[..., Any]] = (),
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
     tool_results: Mapping[str, Any] | None = None,
     approvals: Mapping[str, Approval] | None = None,
     message: MessagesInput | None = None,

@@ -89,12 +89,16 @@ class ToolReturned:
         content: The result as text for the model.
         is_error: True for a failed call.
         outcome: How it ended; any outcome but ``ok`` makes an error result.
+        duration: Seconds the call took, as the driver measured it (None when
+            not measured); for viewers and traces, never read by `reduce`, and
+            left out of equality, so two runs that did the same compare equal.
     """
 
     call_id: str
     content: str
     is_error: bool = False
     outcome: Outcome = "ok"
+    duration: float | None = attrs.field(default=None, eq=False)
     kind: Literal["tool_returned"] = "tool_returned"
 
 

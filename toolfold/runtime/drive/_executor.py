@@ -82,6 +82,9 @@ class ToolOutcome(NamedTuple):
         outcome: ``ok``, ``error``, ``invalid_arguments``, ``timeout``,
             ``unknown_tool`` or ``denied``.
         exception: The exception a tool raised (for ``on_tool_error="raise"``).
+        ended: When the call ended (``time.monotonic()``).
+        duration: Seconds from the step's calls starting to this one ending
+            (waiting for a concurrency slot included); set by `run_calls`.
     """
 
     call_id: str
@@ -90,6 +93,8 @@ class ToolOutcome(NamedTuple):
     is_error: bool = False
     outcome: Outcome = "ok"
     exception: BaseException | None = None
+    ended: float = 0.0
+    duration: float | None = None
 
     @property
     def part(self) -> ToolResultPart:
@@ -99,13 +104,15 @@ class ToolOutcome(NamedTuple):
 
 def returned(outcome: ToolOutcome) -> ToolReturned:
     """The event that reports ``outcome`` to the core."""
-    return ToolReturned(outcome.call_id, outcome.content, outcome.is_error, outcome.outcome)
+    return ToolReturned(
+        outcome.call_id, outcome.content, outcome.is_error, outcome.outcome, outcome.duration
+    )
 
 
 def _error(
     call: ToolCallPart, content: str, outcome: Outcome, exc: BaseException | None = None
 ) -> ToolOutcome:
-    return ToolOutcome(call.id, call.name, content, True, outcome, exc)
+    return ToolOutcome(call.id, call.name, content, True, outcome, exc, time.monotonic())
 
 
 def _prepare(job: ToolJob) -> ToolOutcome | dict[str, Any]:
@@ -130,7 +137,7 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
     except Exception as exc:
         return _failed(job, exc)
     call = job.invocation.call
-    return ToolOutcome(call.id, call.name, content)
+    return ToolOutcome(call.id, call.name, content, ended=time.monotonic())
 
 
 def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
@@ -168,9 +175,19 @@ def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
 # --- async -------------------------------------------------------------------
 
 
+def _timed(outcomes: tuple[ToolOutcome, ...], started: float) -> tuple[ToolOutcome, ...]:
+    return tuple(o._replace(duration=max(0.0, o.ended - started)) for o in outcomes)
+
+
 async def run_calls(
     jobs: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
 ) -> tuple[ToolOutcome, ...]:
+    """Run the calls concurrently; outcomes in call order, each with its duration."""
+    started = time.monotonic()
+    return _timed(await _run_calls(jobs, max_concurrency), started)
+
+
+async def _run_calls(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[ToolOutcome, ...]:
     """Run the calls concurrently; outcomes in call order.
 
     Cancelling the awaiting task cancels every call still running (a sync tool
@@ -307,6 +324,12 @@ async def _run_timed_sync(job: ToolJob, arguments: dict[str, Any], timeout: floa
 def run_calls_sync(
     jobs: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
 ) -> tuple[ToolOutcome, ...]:
+    """Run the calls from blocking code; outcomes in call order, each with its duration."""
+    started = time.monotonic()
+    return _timed(_run_calls_sync(jobs, max_concurrency), started)
+
+
+def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order.
 
     Uses no event loop unless an async tool is among the calls.
@@ -320,7 +343,7 @@ def run_calls_sync(
                 return (prepared,)
             return (_run_inline(job, prepared),)
     if any(job.tool is not None and job.tool.is_async for job in jobs):
-        return run_blocking(lambda: run_calls(jobs, max_concurrency=max_concurrency))
+        return run_blocking(lambda: _run_calls(jobs, max_concurrency))
     results: list[ToolOutcome | None] = []
     ready: list[tuple[ToolJob, dict[str, Any]]] = []
     slots: list[int] = []

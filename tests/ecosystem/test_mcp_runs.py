@@ -1,0 +1,135 @@
+"""MCP tools inside runs: opened and closed with the run, approvals, manual calls, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from typing import Any
+
+from tests.ecosystem.conftest import ROOT, children
+from toolfold import Agent, RunState
+from toolfold.mcp import MCPServerStdio
+from toolfold.testing import ScriptedModel
+
+call = ScriptedModel.call
+
+
+def _ours(**options: Any) -> MCPServerStdio:
+    return MCPServerStdio(
+        sys.executable,
+        ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"],
+        cwd=str(ROOT),
+        name="ours",
+        **options,
+    )
+
+
+def _results(state: RunState) -> list[tuple[str, str, bool]]:
+    return [
+        (part.tool_name, part.content, part.is_error)
+        for message in state.messages
+        for part in message.parts
+        if part.kind == "tool_result"
+    ]
+
+
+def test_a_run_opens_the_server_calls_its_tools_and_closes_it() -> None:
+    """The model calls MCP tools like local ones; the server process ends with the run."""
+    before = children()
+    server = _ours(prefix="m")
+    model = ScriptedModel(
+        [[call("m_add", {"a": 2, "b": 40}), call("m_shout", {"text": "ok"})], "done"]
+    )
+    response = Agent(model, tools=[server]).run("Add and shout")
+    assert response.text == "done"
+    assert _results(response.state) == [("m_add", "42", False), ("m_shout", "OK", False)]
+    request_tools = {t.name for t in model.requests[0].tools}
+    assert {"m_add", "m_shout", "m_fail"} <= request_tools
+    assert not server.is_open
+    assert children() == before
+
+
+def test_async_runs_and_streams_use_the_server_too() -> None:
+    """arun and stream open the server for their run and close it after."""
+    server = _ours()
+
+    async def main() -> str:
+        model = ScriptedModel([call("add", {"a": 1, "b": 1}), "two"])
+        response = await Agent(model, tools=[server]).arun("1+1")
+        return response.text
+
+    assert asyncio.run(main()) == "two"
+    model = ScriptedModel([call("add", {"a": 3, "b": 4}), "seven"])
+    stream = Agent(model, tools=[server]).stream("3+4")
+    kinds = [type(event).__name__ for event in stream]
+    assert "ToolResultEvent" in kinds
+    assert stream.response.text == "seven"
+    assert _results(stream.response.state) == [("add", "7", False)]
+    assert not server.is_open
+
+
+def test_an_approval_suspends_and_a_resume_from_json_runs_the_mcp_tool() -> None:
+    """An MCP tool that needs approval waits; the resumed run (a new session) runs it once."""
+    model = ScriptedModel([call("add", {"a": 5, "b": 5}), "ten"])
+    agent = Agent(model, tools=[_ours(requires_approval=["add"])])
+    first = agent.run("5+5")
+    (pending,) = first.state.pending_approvals
+    assert pending.name == "add"
+    stored = first.state.to_json()
+    final = agent.resume(RunState.from_json(stored), approvals={pending.id: True})
+    assert final.text == "ten"
+    assert _results(final.state) == [("add", "10", False)]
+
+
+def test_manual_mode_returns_mcp_calls_to_the_caller() -> None:
+    """With auto_execute_tools=False an MCP call comes back unexecuted, like a local one."""
+    model = ScriptedModel([call("add", {"a": 1, "b": 2})])
+    response = Agent(model, tools=[_ours()], auto_execute_tools=False).run("1+2")
+    assert [c.name for c in response.tool_calls] == ["add"]
+
+
+def test_a_tool_error_and_a_crashing_server_reach_the_model_and_the_run_goes_on() -> None:
+    """A tool exception and a server that dies mid-call become error results; the run ends well."""
+    model = ScriptedModel([call("fail", {"reason": "nope"}), call("crash", {}), "recovered"])
+    response = Agent(model, tools=[_ours()]).run("try")
+    assert response.text == "recovered"
+    (fail, crash) = _results(response.state)
+    assert fail[2] is True
+    assert "RuntimeError: nope" in fail[1]
+    assert crash[2] is True
+    assert "'crash'" in crash[1]
+
+
+def test_a_hanging_server_call_times_out_into_an_error_result() -> None:
+    """A call the server never answers ends at the source's timeout as an error the model reads."""
+    model = ScriptedModel([call("hang", {}), "gave up"])
+    response = Agent(model, tools=[_ours(timeout=1.0)]).run("wait")
+    assert response.text == "gave up"
+    ((name, _, is_error),) = _results(response.state)
+    assert name == "hang"
+    assert is_error
+
+
+def test_an_open_server_is_shared_by_the_runs_inside_the_block() -> None:
+    """Inside `with server:` the runs reuse the one session; it closes at the block's end."""
+    server = _ours()
+    with server:
+        for n in range(2):
+            model = ScriptedModel([call("add", {"a": n, "b": 1}), "ok"])
+            assert Agent(model, tools=[server]).run("go").text == "ok"
+            assert server.is_open
+    assert not server.is_open
+
+
+def test_the_toolfold_command_serves_tools_over_mcp() -> None:
+    """`toolfold mcp serve ...` reaches the same server as `python -m toolfold.mcp`."""
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", "mcp", "serve", "nowhere:x"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "cannot import 'nowhere'" in done.stderr

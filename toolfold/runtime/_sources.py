@@ -1,0 +1,113 @@
+"""Tool sources: things that give a run its tools when it starts (an MCP server...).
+
+A source is held next to an agent's tools (``Agent(tools=[get_weather, server])``).
+Its tools are not known until it is opened, so each run opens its sources when it
+starts, lists their tools beside the agent's own, and closes them when it ends,
+however it ends. A source that is already open (``with server:``) stays open: a
+source counts its holders and only the last one closes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, asynccontextmanager, contextmanager
+from typing import Any, Protocol, runtime_checkable
+
+from toolfold.runtime._response import Response, RunStreamEvent
+from toolfold.runtime._run import RunStream
+from toolfold.toolkit._tool import Tool
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """What a run needs of a tool source.
+
+    ``open`` and ``close`` nest (a source counts its holders); ``tools`` lists
+    the tools of an open source as `Tool` values whose calls go to it.
+    """
+
+    def open(self) -> None:
+        """Make the tools callable (start a process, connect...)."""
+
+    def close(self) -> None:
+        """Release what `open` took."""
+
+    def tools(self) -> Sequence[Tool[..., Any]]:
+        """The source's tools, listed now."""
+        ...
+
+
+def split_sources(
+    items: Iterable[Any],
+) -> tuple[tuple[Any, ...], tuple[ToolSource, ...]]:
+    """An agent's ``tools`` as (tools and functions, tool sources)."""
+    tools: list[Any] = []
+    sources: list[ToolSource] = []
+    for item in items:
+        (sources if _is_source(item) else tools).append(item)
+    return tuple(tools), tuple(sources)
+
+
+def _is_source(item: Any) -> bool:
+    return not isinstance(item, Tool) and not callable(item) and isinstance(item, ToolSource)
+
+
+@contextmanager
+def opened(sources: Sequence[ToolSource]) -> Iterator[list[Tool[..., Any]]]:
+    """Open every source, yield their tools, close them all however the block ends."""
+    with ExitStack() as stack:
+        listed: list[Tool[..., Any]] = []
+        for source in sources:
+            source.open()
+            stack.callback(source.close)
+            listed.extend(source.tools())
+        yield listed
+
+
+@asynccontextmanager
+async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[..., Any]]]:
+    """`opened` for async runs: opening and closing happen off the event loop."""
+    import asyncio  # here, so that blocking runs never import asyncio
+
+    done: list[ToolSource] = []
+    try:
+        listed: list[Tool[..., Any]] = []
+        for source in sources:
+            await asyncio.to_thread(source.open)
+            done.append(source)
+            listed.extend(await asyncio.to_thread(source.tools))
+        yield listed
+    finally:
+        for source in reversed(done):
+            await asyncio.to_thread(source.close)
+
+
+class SourcedStream(RunStream):
+    """A run stream whose tool sources open when iteration starts and close when it ends."""
+
+    def __init__(
+        self, sources: Sequence[ToolSource], make: Callable[[list[Tool[..., Any]]], RunStream]
+    ) -> None:
+        self._sources = tuple(sources)
+        self._make = make
+        self._inner: RunStream | None = None
+        self._response = None
+        self._started = False
+
+    @property
+    def response(self) -> Response:
+        """The response, once the stream is exhausted."""
+        if self._inner is None:
+            return super().response  # raises the usual "not finished" error
+        return self._inner.response
+
+    def __iter__(self) -> Iterator[RunStreamEvent]:
+        with opened(self._sources) as listed:
+            self._inner = self._make(listed)
+            yield from self._inner
+
+    async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
+        async with aopened(self._sources) as listed:
+            self._inner = self._make(listed)
+            async for event in self._inner:
+                yield event
