@@ -89,7 +89,7 @@ def test_a_resumed_approval_sees_the_key_of_its_call() -> None:
 
 def test_tool_call_id_names_the_call_like_call_id() -> None:
     """`ctx.tool_call_id` is the model's call id, as `ctx.call_id` is."""
-    from toolfold import RunContext, generate_text, tool
+    from toolfold import generate_text, tool
     from toolfold.testing import ScriptedModel
 
     seen: list[tuple[str, str]] = []
