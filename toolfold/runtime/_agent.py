@@ -147,6 +147,51 @@ class Agent:
         fields.update(changes)
         return Agent(settings=settings, **fields)
 
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        input_type: Any = str,
+        requires_approval: bool = False,
+        timeout: float | None = None,
+    ) -> Tool[..., Any]:
+        """This agent as a tool another agent can call.
+
+        The calling model passes one argument, ``input`` (text by default; an
+        attrs class or dataclass ``input_type`` gives its schema, and the
+        value reaches this agent as JSON). It sees this agent's final text,
+        or its structured output as JSON. The sub-run's state is kept on the
+        call's record, so the whole tree serializes, replays and resumes: an
+        approval or a manual call inside the sub-run suspends the calling
+        run, and ``resume(state, approvals={nested_id: True})`` at the top
+        continues it where it stopped.
+
+        Example:
+            >>> researcher = Agent(model, name="researcher", tools=[search])
+            >>> lead = Agent(model, tools=[researcher.as_tool()])
+
+        Args:
+            name: The tool's name (default: the agent's ``name``).
+            description: What the calling model reads about the tool.
+            input_type: The type of the ``input`` argument.
+            requires_approval: Ask before the sub-agent runs at all.
+            timeout: Seconds the whole sub-run may take.
+
+        Raises:
+            UsageError: Neither the agent nor ``name`` gives a name.
+        """
+        from toolfold.runtime._agent_tool import agent_tool
+
+        return agent_tool(
+            self,
+            name=name,
+            description=description,
+            input_type=input_type,
+            requires_approval=requires_approval,
+            timeout=timeout,
+        )
+
     def _start(
         self, prompt: MessagesInput, history: Sequence[Message], run_id: str | None
     ) -> RunState:

@@ -185,8 +185,8 @@ class Response:
 
     @property
     def usage(self) -> Usage:
-        """Usage summed over every model call of the run."""
-        return self.state.usage
+        """Usage summed over every model call of the run and of its sub-runs (agents as tools)."""
+        return self.state.tree_usage
 
     @property
     def steps(self) -> tuple[Step, ...]:

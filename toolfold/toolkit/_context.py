@@ -28,6 +28,8 @@ class RunContext(Generic[DepsT]):
             the engine runs this call again (a retry after a crash, a resumed
             state): key a side effect with it to make it happen once. Empty
             in a context built by hand.
+        sub_run: The stored state of the sub-run this call continues (an
+            agent used as a tool that waited for the caller); None otherwise.
     """
 
     run_id: str
@@ -37,3 +39,4 @@ class RunContext(Generic[DepsT]):
     messages: Sequence[Any] = ()
     deps: DepsT = None  # type: ignore[assignment]
     idempotency_key: str = ""
+    sub_run: Any = None

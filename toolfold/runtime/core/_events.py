@@ -15,7 +15,7 @@ import attrs
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._request import ModelResponse
-from toolfold.runtime.core._state import Disposition, Outcome
+from toolfold.runtime.core._state import Disposition, Outcome, RunState
 
 
 def _messages(items: Iterable[Message]) -> tuple[Message, ...]:
@@ -92,6 +92,8 @@ class ToolReturned:
         duration: Seconds the call took, as the driver measured it (None when
             not measured); for viewers and traces, never read by `reduce`, and
             left out of equality, so two runs that did the same compare equal.
+        child: The finished sub-run the call made (an agent used as a tool),
+            kept on the call's record; None for other tools.
     """
 
     call_id: str
@@ -99,7 +101,48 @@ class ToolReturned:
     is_error: bool = False
     outcome: Outcome = "ok"
     duration: float | None = attrs.field(default=None, eq=False)
+    child: RunState | None = None
     kind: Literal["tool_returned"] = "tool_returned"
+
+
+@attrs.frozen
+class ToolSuspended:
+    """An executed call's sub-run (an agent used as a tool) waits for the caller.
+
+    The call stays open (``suspended``) with the sub-run's state on its
+    record; the run suspends once nothing else can run, and `CallResumed`
+    brings the caller's answers down to the sub-run.
+
+    Attributes:
+        call_id: The call's id.
+        child: The suspended sub-run's state.
+    """
+
+    call_id: str
+    child: RunState
+    kind: Literal["tool_suspended"] = "tool_suspended"
+
+
+def _events(items: Iterable[Event]) -> tuple[Event, ...]:
+    return tuple(items)
+
+
+@attrs.frozen
+class CallResumed:
+    """The caller answered inside a suspended call's sub-run.
+
+    ``events`` are reduced into the sub-run's state (approvals, tool results,
+    or a `CallResumed` for a sub-run deeper down); the call runs again, to
+    drive the sub-run on, unless the sub-run still waits for more answers.
+
+    Attributes:
+        call_id: The suspended call's id.
+        events: The events for its sub-run, in order.
+    """
+
+    call_id: str
+    events: tuple[Event, ...] = attrs.field(converter=_events)
+    kind: Literal["call_resumed"] = "call_resumed"
 
 
 @attrs.frozen
@@ -223,6 +266,8 @@ Event = Union[  # noqa: UP007
     StopRequested,
     StepLimitChanged,
     RunFailed,
+    ToolSuspended,
+    CallResumed,
 ]
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -238,6 +283,8 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     StopRequested,
     StepLimitChanged,
     RunFailed,
+    ToolSuspended,
+    CallResumed,
 )
 
 EventKind = Literal[
@@ -253,4 +300,6 @@ EventKind = Literal[
     "stop_requested",
     "step_limit_changed",
     "run_failed",
+    "tool_suspended",
+    "call_resumed",
 ]

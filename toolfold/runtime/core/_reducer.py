@@ -56,6 +56,7 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
     },
     "running_tools": {
         "tool_returned": _TOOLS,
+        "tool_suspended": _TOOLS,
         "approval_granted": _TOOLS,
         "approval_denied": _TOOLS,
         "tool_results_provided": _TOOLS,
@@ -66,11 +67,13 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "approval_granted": _TOOLS,
         "approval_denied": _TOOLS,
         "tool_results_provided": _TOOLS,
+        "call_resumed": _TOOLS,
         "step_limit_changed": ("awaiting_approval",),
         "run_failed": ("failed",),
     },
     "awaiting_tool_results": {
-        "tool_results_provided": _TOOLS[2:],
+        "tool_results_provided": _TOOLS,
+        "call_resumed": _TOOLS,
         "step_limit_changed": ("awaiting_tool_results",),
         "run_failed": ("failed",),
     },
@@ -306,4 +309,6 @@ _HANDLERS: Mapping[str, Callable[[RunState, Any, Changes], None]] = {
     "stop_requested": _stop_requested,
     "step_limit_changed": _step_limit_changed,
     "run_failed": _run_failed,
+    "tool_suspended": _steps.tool_suspended,
+    "call_resumed": _steps.call_resumed,
 }

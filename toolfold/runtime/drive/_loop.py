@@ -183,8 +183,9 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> L
     if live.on_tool_error == "raise":
         _raise_tool_error(state, outcomes)
     for outcome in outcomes:
-        state = apply_event(live, state, returned(outcome))
-        if notify:
+        event = returned(outcome)
+        state = apply_event(live, state, event)
+        if notify and event.kind == "tool_returned":
             yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
     return state
 
@@ -300,6 +301,7 @@ def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:
         messages=state.conversation,
         deps=live.deps,
         idempotency_key=invocation.key,
+        sub_run=invocation.child,
     )
     return ToolJob(invocation, live.tools.get(call.name), context)
 
