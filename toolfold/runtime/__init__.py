@@ -39,6 +39,7 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
+    CallResumed,
     Event,
     ModelResponded,
     OutputAccepted,
@@ -49,6 +50,7 @@ from toolfold.runtime.core._events import (
     StopRequested,
     ToolResultsProvided,
     ToolReturned,
+    ToolSuspended,
     UserMessageAdded,
 )
 from toolfold.runtime.core._log import Log
@@ -108,6 +110,7 @@ __all__ = [
     "AwaitApproval",
     "AwaitToolResults",
     "CallModel",
+    "CallResumed",
     "CallState",
     "Denied",
     "Effect",
@@ -170,6 +173,7 @@ __all__ = [
     "ToolResultsProvided",
     "ToolReturned",
     "ToolSpec",
+    "ToolSuspended",
     "Usage",
     "UsageUpdate",
     "UserMessageAdded",

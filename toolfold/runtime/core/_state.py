@@ -175,16 +175,26 @@ class RunState:
         return self.log.as_tuple()
 
     @property
+    def sub_runs(self) -> Mapping[str, RunState]:
+        """The sub-runs of this run's calls (agents used as tools) by call id, latest state.
+
+        Finished ones come from the event log, suspended ones from the current step.
+        """
+        found: dict[str, RunState] = {}
+        for event in self.log:
+            if event.kind == "tool_returned" and event.child is not None:
+                found[event.call_id] = event.child
+        for call in self.calls:
+            if call.status == "suspended" and call.child is not None:
+                found[call.call.id] = call.child
+        return found
+
+    @property
     def tree_usage(self) -> Usage:
         """Usage of this run and of every sub-run it made (agents used as tools), any depth."""
         total = self.usage
-        for event in self.log:
-            child = event.child if event.kind == "tool_returned" else None
-            if child is not None:
-                total = total + child.tree_usage
-        for call in self.calls:
-            if call.status == "suspended" and call.child is not None:
-                total = total + call.child.tree_usage
+        for child in self.sub_runs.values():
+            total = total + child.tree_usage
         return total
 
     @property
