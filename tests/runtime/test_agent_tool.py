@@ -266,3 +266,29 @@ def test_as_tool_needs_a_name() -> None:
     """An unnamed agent cannot become a tool without name=."""
     with pytest.raises(UsageError, match="needs a name"):
         Agent(ScriptedModel(["x"])).as_tool()
+
+
+def test_streaming_parent_streams_sub_runs_tagged_with_their_path(tree: Any) -> None:
+    """A streamed parent yields its sub-agents' events, each tagged with the path down the tree."""
+    from toolfold import RunEndEvent, SubRunEvent, TextDelta
+
+    top = tree.make_top()
+    events = list(top.stream("the disk"))
+    nested = [e for e in events if isinstance(e, SubRunEvent)]
+    paths = {e.path[::2] for e in nested}
+    assert paths == {("mid",), ("mid", "bottom")}
+    assert not any(isinstance(e.event, SubRunEvent) for e in nested)
+    assert not any(isinstance(e.event, TextDelta) for e in nested)  # suspended before any text
+    suspended = events[-1]
+    assert isinstance(suspended, RunEndEvent)
+    approvals = {c.id: True for c in suspended.response.pending_approvals}
+    resumed = list(top.resume_stream(suspended.response.state, approvals=approvals))
+    texts = [
+        e.event.text
+        for e in resumed
+        if isinstance(e, SubRunEvent)
+        and e.path[::2] == ("mid", "bottom")
+        and isinstance(e.event, TextDelta)
+    ]
+    assert "".join(texts) == "files said: a.txt is 3 kB / deleted a.txt"
+    assert resumed[-1].response.text.startswith("mid said:")

@@ -22,6 +22,7 @@ from toolfold.runtime._response import (
     Step,
     StepEndEvent,
     StepStartEvent,
+    SubRunEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
@@ -156,6 +157,7 @@ __all__ = [
     "StreamEvent",
     "StreamFinish",
     "StreamState",
+    "SubRunEvent",
     "TRANSITIONS",
     "TextDelta",
     "TextPart",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from toolfold._errors import UsageError
+from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime.drive._executor import SubRun
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -43,13 +44,19 @@ def agent_tool(
     )
 
     def call(ctx: RunContext[Any], input: Any) -> SubRun:
-        if ctx.sub_run is not None:  # answered by the caller: go on where it stopped
+        if ctx.forward is not None:  # the caller streams: so does the sub-run
+            if ctx.sub_run is not None:
+                stream = agent.resume_stream(ctx.sub_run, deps=ctx.deps)
+            else:
+                stream = agent.stream(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+            for event in stream:
+                if not isinstance(event, RunEndEvent):
+                    ctx.forward(event)
+            response = stream.response
+        elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
             response = agent.resume(ctx.sub_run, deps=ctx.deps)
         else:
-            # The sub-run's id follows from the call's: a replay or a retry gets the same.
-            response = agent.run(
-                _prompt(input), deps=ctx.deps, run_id=f"{ctx.run_id}/{ctx.call_id}"
-            )
+            response = agent.run(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
         return SubRun(response.state, _content(response.state.output, response.text))
 
     call.__annotations__ = {"ctx": RunContext, "input": input_type, "return": Any}
@@ -61,6 +68,11 @@ def agent_tool(
         timeout=timeout,
     )(call)
     return made
+
+
+def _sub_id(ctx: RunContext[Any]) -> str:
+    # The sub-run's id follows from the call's: a replay or a retry gets the same.
+    return f"{ctx.run_id}/{ctx.call_id}"
 
 
 def _prompt(value: Any) -> str:

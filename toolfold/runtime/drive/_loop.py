@@ -32,6 +32,7 @@ from toolfold.runtime._response import (
     Step,
     StepEndEvent,
     StepStartEvent,
+    SubRunEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
@@ -178,8 +179,17 @@ def _live_stop_reason(live: Live, state: RunState) -> str | None:
 
 def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> Loop:
     """Run the step's calls and report each outcome."""
-    jobs = tuple([_job(live, state, invocation) for invocation in effect.calls])
+    forwarded: list[list[Any]] = [[] for _ in effect.calls] if notify else []
+    jobs = tuple(
+        [
+            _job(live, state, invocation, forwarded[i].append if notify else None)
+            for i, invocation in enumerate(effect.calls)
+        ]
+    )
     outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
+    for invocation, events in zip(effect.calls, forwarded, strict=False):
+        for item in events:  # sub-runs' events, in call order
+            yield _NoticeOp(_tagged(invocation.call, item))
     if live.on_tool_error == "raise":
         _raise_tool_error(state, outcomes)
     for outcome in outcomes:
@@ -291,7 +301,18 @@ def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple
     return tuple(decided)  # type: ignore[arg-type]  # the live policy always decides
 
 
-def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:
+def _tagged(call: ToolCallPart, event: Any) -> SubRunEvent:
+    if isinstance(event, SubRunEvent):
+        return SubRunEvent((call.name, call.id, *event.path), event.event)
+    return SubRunEvent((call.name, call.id), event)
+
+
+def _job(
+    live: Live,
+    state: RunState,
+    invocation: ToolInvocation,
+    forward: Callable[[Any], object] | None = None,
+) -> ToolJob:
     call = invocation.call
     context: RunContext[Any] = RunContext(
         run_id=state.run_id,
@@ -302,6 +323,7 @@ def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:
         deps=live.deps,
         idempotency_key=invocation.key,
         sub_run=invocation.child,
+        forward=forward,
     )
     return ToolJob(invocation, live.tools.get(call.name), context)
 
