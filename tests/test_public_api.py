@@ -34,6 +34,7 @@ TOP = {
     "Agent",
     "Denied",
     "FilePart",
+    "Handoff",
     "ImagePart",
     "Message",
     "Model",
@@ -104,6 +105,7 @@ RUNTIME = {
     # the API: runs, agents, responses, stream events
     "Agent",
     "Denied",
+    "Handoff",
     "Response",
     "RunEndEvent",
     "RunStream",
@@ -141,6 +143,7 @@ RUNTIME = {
     "Effect",
     "Event",
     "Finish",
+    "HandedOff",
     "Log",
     "ModelResponded",
     "OutputAccepted",

@@ -5,7 +5,7 @@ from typing import Any as _Any
 
 from toolfold._errors import InvalidEventError, InvalidTransitionError, RunError
 from toolfold._public import publish as _publish
-from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._api import (
     Denied,
     RunStream,
@@ -42,6 +42,7 @@ from toolfold.runtime.core._events import (
     ApprovalGranted,
     CallResumed,
     Event,
+    HandedOff,
     ModelResponded,
     OutputAccepted,
     OutputRejected,
@@ -120,6 +121,8 @@ __all__ = [
     "Finish",
     "FrozenDict",
     "FrozenList",
+    "HandedOff",
+    "Handoff",
     "ImagePart",
     "InvalidEventError",
     "InvalidTransitionError",

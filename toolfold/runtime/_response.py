@@ -194,6 +194,11 @@ class Response:
         return steps_of(self.state)
 
     @property
+    def agent(self) -> str | None:
+        """The name of the agent that answered last (the last one handed to), if named."""
+        return self.state.agent
+
+    @property
     def run_id(self) -> str:
         """The run's id."""
         return self.state.run_id

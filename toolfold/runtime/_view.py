@@ -19,6 +19,7 @@ from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
     CallResumed,
+    HandedOff,
     ModelResponded,
     OutputAccepted,
     OutputRejected,
@@ -181,6 +182,10 @@ class _Timeline:
                 "",
             )
         )
+
+    def handed_off(self, event: HandedOff) -> None:
+        filtered = "" if event.messages is None else f" ({len(event.messages)} messages kept)"
+        self.rows.append(_row("resume", "Handed off", f"to {event.agent}{filtered}", ""))
 
     def approval_granted(self, event: ApprovalGranted) -> None:
         self._approval(event.call_id, "approved", "")

@@ -38,12 +38,31 @@ class RunStarted:
         run_id: The run's id, made by the driver.
         config: The run's configuration.
         messages: The conversation to start from (history and the prompt).
+        agent: The name of the agent that runs it, if it has one.
     """
 
     run_id: str
     config: RunConfig
     messages: tuple[Message, ...] = attrs.field(default=(), converter=_messages)
+    agent: str | None = None
     kind: Literal["run_started"] = "run_started"
+
+
+@attrs.frozen
+class HandedOff:
+    """The run continues with another agent (a handoff), on the same conversation.
+
+    Attributes:
+        agent: The name of the agent that takes over.
+        config: Its configuration (instructions, tools, settings...).
+        messages: The conversation it continues with, when a filter changed
+            it; None keeps the conversation as it is.
+    """
+
+    agent: str
+    config: RunConfig
+    messages: tuple[Message, ...] | None = None
+    kind: Literal["handed_off"] = "handed_off"
 
 
 @attrs.frozen
@@ -268,6 +287,7 @@ Event = Union[  # noqa: UP007
     RunFailed,
     ToolSuspended,
     CallResumed,
+    HandedOff,
 ]
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -285,6 +305,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     RunFailed,
     ToolSuspended,
     CallResumed,
+    HandedOff,
 )
 
 EventKind = Literal[
@@ -302,4 +323,5 @@ EventKind = Literal[
     "run_failed",
     "tool_suspended",
     "call_resumed",
+    "handed_off",
 ]

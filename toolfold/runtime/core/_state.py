@@ -129,6 +129,8 @@ class RunState:
             structured value), or None.
         error: Why the run failed, when it did.
         log: Every event reduced so far, in order.
+        agent: The name of the agent running now (the last one handed to),
+            or None for an unnamed agent.
     """
 
     run_id: str
@@ -145,6 +147,7 @@ class RunState:
     output: Any = None
     error: RunFailure | None = None
     log: Log[Event] = attrs.field(factory=Log)
+    agent: str | None = None
 
     def __repr__(self) -> str:
         # The whole config and log are one attribute away (`config`, `log`).

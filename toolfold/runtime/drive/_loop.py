@@ -37,6 +37,7 @@ from toolfold.runtime._response import (
     ToolResultEvent,
 )
 from toolfold.runtime.core._approval import dispositions, policy_says
+from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import (
     CallModel,
     Effect,
@@ -47,12 +48,13 @@ from toolfold.runtime.core._effects import (
 )
 from toolfold.runtime.core._events import (
     Event,
+    HandedOff,
     ModelResponded,
     OutputAccepted,
     OutputRejected,
     StopRequested,
 )
-from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._request import ModelResponse
@@ -91,6 +93,8 @@ class Live:
         stop_when: Stop predicates that are live callables.
         announce_start: The run has just started: ``on_event`` sees its
             `RunStarted` first.
+        handoffs: The agents this one may hand the run to, by the name of
+            the tool that does it (``transfer_to_<name>``).
     """
 
     model: Model
@@ -103,6 +107,29 @@ class Live:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     stop_when: tuple[StopPredicate, ...] = ()
     announce_start: bool = False
+    handoffs: Mapping[str, Handover] = attrs.field(factory=dict)
+
+
+class Handover(NamedTuple):
+    """Where a handoff tool sends the run.
+
+    Attributes:
+        agent: The name of the agent that takes over.
+        config: Its configuration (goes into the state with `HandedOff`).
+        live: Its live half, made from the current one (same deps, observers).
+        input_filter: Rewrites the conversation it continues with, or None.
+    """
+
+    agent: str
+    config: RunConfig
+    live: Callable[[Live], Live]
+    input_filter: Callable[[tuple[Message, ...]], Any] | None = None
+
+
+class _SwitchOp(NamedTuple):
+    """The run continues with another agent: shells perform ops with its live half."""
+
+    live: Live
 
 
 class _RunToolsOp(NamedTuple):
@@ -114,7 +141,7 @@ class _NoticeOp(NamedTuple):
 
 
 # The model op is the core's own `CallModel` effect: no wrapper to build.
-_Op = Union[CallModel, _RunToolsOp, _NoticeOp]  # noqa: UP007
+_Op = Union[CallModel, _RunToolsOp, _NoticeOp, _SwitchOp]  # noqa: UP007
 Loop = Generator[_Op, Any, RunState]
 
 
@@ -132,6 +159,12 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         _observe(live.on_event, state.log[0], state, "on_event")
     while True:
         effect = next_effect(state)
+        if isinstance(effect, CallModel) and live.handoffs:
+            handover = _handover(live, state)
+            if handover is not None:
+                live, state = _hand_off(live, state, handover)
+                yield _SwitchOp(live)
+                continue
         if isinstance(effect, CallModel):
             state = yield from _call_model(live, state, effect, notify)
         elif isinstance(effect, RunTools):
@@ -168,6 +201,38 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
             if settled.result is not None:
                 yield _NoticeOp(ToolResultEvent(settled.result, settled.outcome or "error"))
     return state
+
+
+def _handover(live: Live, state: RunState) -> Handover | None:
+    """The handoff the last step asked for (its first successful transfer call), if any."""
+    for call in state.calls:
+        if call.outcome == "ok" and call.call.name in live.handoffs:
+            return live.handoffs[call.call.name]
+    return None
+
+
+def _hand_off(live: Live, state: RunState, handover: Handover) -> tuple[Live, RunState]:
+    messages = None
+    if handover.input_filter is not None:
+        try:
+            messages = tuple(to_messages_list(handover.input_filter(state.messages)))
+        except Exception as exc:
+            raise _observer_failure(
+                f"input_filter of the handoff to {handover.agent!r}", exc, state
+            ) from exc
+    new_live = handover.live(live)
+    return new_live, apply_event(
+        new_live, state, HandedOff(handover.agent, handover.config, messages)
+    )
+
+
+def to_messages_list(value: Any) -> list[Message]:
+    """An input filter's result as messages."""
+    items = list(value)
+    for item in items:
+        if not isinstance(item, Message):
+            raise TypeError(f"an input filter returns messages, got {type(item).__name__}")
+    return items
 
 
 def _live_stop_reason(live: Live, state: RunState) -> str | None:

@@ -17,7 +17,7 @@ from toolfold.runtime.drive._executor import (
     run_calls,
     run_calls_sync,
 )
-from toolfold.runtime.drive._loop import Live, Loop, _NoticeOp, _RunToolsOp
+from toolfold.runtime.drive._loop import Live, Loop, _NoticeOp, _RunToolsOp, _SwitchOp
 
 
 def drive_sync(live: Live, loop: Loop) -> RunState:
@@ -30,7 +30,9 @@ def drive_sync(live: Live, loop: Loop) -> RunState:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, CallModel):
+        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
+            live = op.live
+        elif isinstance(op, CallModel):
             try:
                 value = live.model.request_sync(op.request)
             except Exception as exc:
@@ -49,7 +51,9 @@ async def drive_async(live: Live, loop: Loop) -> RunState:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, CallModel):
+        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
+            live = op.live
+        elif isinstance(op, CallModel):
             try:
                 value = await live.model.request(op.request)
             except Exception as exc:
@@ -68,7 +72,9 @@ def stream_sync(live: Live, loop: Loop) -> Generator[RunStreamEvent, None, RunSt
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, _NoticeOp):
+        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
+            live = op.live
+        elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
             folded = StreamState()
@@ -79,7 +85,7 @@ def stream_sync(live: Live, loop: Loop) -> Generator[RunStreamEvent, None, RunSt
                 value = finish_stream(folded, _id_maker(op.step))
             except Exception as exc:
                 failure = exc
-        else:
+        elif isinstance(op, _RunToolsOp):
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
 
 
@@ -94,7 +100,9 @@ async def stream_async(live: Live, loop: Loop) -> AsyncIterator[RunStreamEvent |
             yield stop.value
             return
         value, failure = None, None
-        if isinstance(op, _NoticeOp):
+        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
+            live = op.live
+        elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
             folded = StreamState()
@@ -106,7 +114,7 @@ async def stream_async(live: Live, loop: Loop) -> AsyncIterator[RunStreamEvent |
                 value = finish_stream(folded, _id_maker(op.step))
             except Exception as exc:
                 failure = exc
-        else:
+        elif isinstance(op, _RunToolsOp):
             value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
 
 
