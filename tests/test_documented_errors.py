@@ -389,6 +389,19 @@ def test_other_pages_name_only_tabled_errors() -> None:
         assert not missing, f"{page.name} names {sorted(missing)}"
 
 
+def test_every_public_error_is_tabled() -> None:
+    """Each error class toolfold exports (parents aside) has a row, so its raise is tested."""
+    tabled = set(documented().values())
+    parents = {"ToolfoldError", "RunError", "ToolArgumentError", "InvalidTransitionError"}
+    errors = {
+        name
+        for name in toolfold.__all__
+        if isinstance(getattr(toolfold, name), type)
+        and issubclass(getattr(toolfold, name), toolfold.ToolfoldError)
+    }
+    assert errors - parents - tabled == set()
+
+
 def test_builtins_catch_their_lookalikes() -> None:
     """`except TimeoutError` / `except ConnectionError` / `except ValueError` catch toolfold's."""
     assert issubclass(toolfold.ProviderTimeoutError, TimeoutError)

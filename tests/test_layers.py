@@ -13,9 +13,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "toolfold"
 
 # layer -> layers it must never import
 FORBIDDEN = {
-    "toolkit": ("toolfold.runtime", "toolfold.adapters", "toolfold.local", "toolfold.mcp"),
-    "runtime": ("toolfold.adapters", "toolfold.local", "toolfold.mcp"),
-    "adapters": ("toolfold.local", "toolfold.mcp"),
+    "toolkit": (
+        "toolfold.runtime",
+        "toolfold.adapters",
+        "toolfold.local",
+        "toolfold.mcp",
+        "toolfold.otel",
+    ),
+    "runtime": ("toolfold.adapters", "toolfold.local", "toolfold.mcp", "toolfold.otel"),
+    "adapters": ("toolfold.local", "toolfold.mcp", "toolfold.otel"),
 }
 
 

@@ -234,6 +234,7 @@ TOOLKIT = {
 ADAPTERS = {
     "CompiledTool",
     "Dialect",
+    "HttpLimits",
     "RedactingFilter",
     "RetryPolicy",
     "SSEDecoder",

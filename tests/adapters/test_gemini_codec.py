@@ -273,3 +273,19 @@ def test_the_json_array_decoder_refuses_what_is_not_an_array() -> None:
     decoder.feed(b'[{"a": 1}, {"b":')
     with pytest.raises(StreamError, match="not a JSON array"):
         decoder.close()
+
+
+def test_the_key_comes_from_gemini_api_key_else_google_api_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GEMINI_API_KEY wins; GOOGLE_API_KEY is the fallback; neither is a ModelConfigError naming both."""
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    with pytest.raises(ModelConfigError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
+        GeminiModel("gemini-2.5-flash")
+    monkeypatch.setenv("GOOGLE_API_KEY", "google-key-0000000000")
+    assert GeminiModel("gemini-2.5-flash")._transport._key.reveal() == "google-key-0000000000"
+    monkeypatch.setenv("GEMINI_API_KEY", "gemini-key-0000000000")
+    model = GeminiModel("gemini-2.5-flash")
+    assert model._transport._key.reveal() == "gemini-key-0000000000"
+    assert "gemini-key" not in repr(model)

@@ -124,6 +124,7 @@ class RunOptions:
             are in ``config``).
         on_tool_error: ``"return"`` or ``"raise"``.
         max_concurrency: Calls of one step that may run at once.
+        name: The agent's name (for traces), or None.
     """
 
     model: Model
@@ -133,6 +134,7 @@ class RunOptions:
     stop_when: tuple[StopPredicate, ...] = ()
     on_tool_error: OnToolError = "return"
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    name: str | None = None
 
     def live(
         self,
@@ -159,6 +161,7 @@ class RunOptions:
             max_concurrency=self.max_concurrency,
             stop_when=(*self.stop_when, *stop_when),
             announce_start=announce_start,
+            name=self.name,
         )
 
 
@@ -250,12 +253,12 @@ def finish(state: RunState, live: Live) -> Response:
 
 def run_sync(live: Live, state: RunState) -> Response:
     """Drive a state to its end from blocking code."""
-    return finish(drive_sync(live, run_loop(live, state)), live)
+    return finish(drive_sync(live, run_loop(live, state), state), live)
 
 
 async def run_async(live: Live, state: RunState) -> Response:
     """Drive a state to its end on the running event loop."""
-    return finish(await drive_async(live, run_loop(live, state)), live)
+    return finish(await drive_async(live, run_loop(live, state), state), live)
 
 
 class RunStream:
@@ -287,13 +290,13 @@ class RunStream:
 
     def __iter__(self) -> Iterator[RunStreamEvent]:
         live = self._claim()
-        final = yield from stream_sync(live, run_loop(live, self._state, notify=True))
+        final = yield from stream_sync(live, run_loop(live, self._state, notify=True), self._state)
         self._response = finish(final, live)
         yield RunEndEvent(self._response)
 
     async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
         live = self._claim()
-        async for item in stream_async(live, run_loop(live, self._state, notify=True)):
+        async for item in stream_async(live, run_loop(live, self._state, notify=True), self._state):
             if isinstance(item, RunState):
                 self._response = finish(item, live)
                 yield RunEndEvent(self._response)

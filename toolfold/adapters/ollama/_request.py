@@ -115,7 +115,12 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     """The ``messages`` array: one message per tool result, the rest one to one."""
     out: list[Body] = []
     for position, message in enumerate(messages):
-        results = [p for p in message.parts if isinstance(p, ToolResultPart)]
+        parts = message.parts
+        # Fast path for what every step resends: a plain text message.
+        if len(parts) == 1 and type(parts[0]) is TextPart and message.role != "assistant":
+            out.append({"role": message.role, "content": parts[0].text})
+            continue
+        results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(
             {
                 "role": "tool",
@@ -125,7 +130,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             }
             for r in results
         )
-        if message.role == "tool" or (results and len(results) == len(message.parts)):
+        if message.role == "tool" or (results and len(results) == len(parts)):
             continue
         if message.role == "assistant":
             out.append(_assistant(message, position, notes))
@@ -135,23 +140,32 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
 
 
 def _assistant(message: Message, position: int, notes: list[str] | None) -> Body:
-    encoded: Body = {"role": "assistant", "content": message.text}
-    reasoning = [p for p in message.parts if isinstance(p, ReasoningPart)]
-    thinking = "".join(p.text for p in reasoning if p.provider in (None, PROVIDER))
-    foreign = {p.provider for p in reasoning if p.provider not in (None, PROVIDER) and p.text}
+    text: list[str] = []
+    thinking: list[str] = []
+    calls: list[Body] = []
+    foreign: set[str] = set()
+    for part in message.parts:  # one pass: this runs for every turn of every request
+        if isinstance(part, TextPart):
+            text.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            calls.append(_call(part))
+        elif isinstance(part, ReasoningPart):
+            if part.provider in (None, PROVIDER):
+                thinking.append(part.text)
+            elif part.text:
+                foreign.add(str(part.provider))
+        elif isinstance(part, (ImagePart, FilePart)):
+            raise ModelConfigError(f"an assistant message for Ollama cannot carry {part.kind!r}")
+    encoded: Body = {"role": "assistant", "content": "".join(text)}
     if foreign and notes is not None:
         notes.append(
-            f"messages[{position}]: reasoning from {', '.join(sorted(str(f) for f in foreign))} "
+            f"messages[{position}]: reasoning from {', '.join(sorted(foreign))} "
             "left out: it was written for another provider"
         )
-    if thinking:
-        encoded["thinking"] = thinking
-    calls = message.tool_calls
+    if thinking and any(thinking):
+        encoded["thinking"] = "".join(thinking)
     if calls:
-        encoded["tool_calls"] = [_call(c) for c in calls]
-    for part in message.parts:
-        if isinstance(part, (ImagePart, FilePart)):
-            raise ModelConfigError(f"an assistant message for Ollama cannot carry {part.kind!r}")
+        encoded["tool_calls"] = calls
     return encoded
 
 

@@ -93,6 +93,7 @@ class Live:
         stop_when: Stop predicates that are live callables.
         announce_start: The run has just started: ``on_event`` sees its
             `RunStarted` first.
+        name: The agent's name, for traces (None when it has none).
         handoffs: The agents this one may hand the run to, by the name of
             the tool that does it (``transfer_to_<name>``).
     """
@@ -107,6 +108,7 @@ class Live:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     stop_when: tuple[StopPredicate, ...] = ()
     announce_start: bool = False
+    name: str | None = None
     handoffs: Mapping[str, Handover] = attrs.field(factory=dict)
 
 
@@ -190,7 +192,10 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
     try:
         response = yield effect
     except Exception as exc:
-        raise _model_failure(exc, state, effect.step) from exc
+        failure = _model_failure(exc, state, effect.step)
+        if failure is exc:
+            raise  # "raise exc from exc" would make the error its own cause and lose the real one
+        raise failure from exc
     response = unique_call_ids(response)
     dispositions = _dispositions(live, state, response)
     state = apply_event(live, state, ModelResponded(response, dispositions))

@@ -1,0 +1,232 @@
+"""OpenTelemetry GenAI spans and metrics for runs, checked with the SDK's in-memory exporters."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+import toolfold
+import toolfold.otel
+from toolfold import Agent, RunState, tool
+from toolfold.runtime import replay
+from toolfold.testing import ScriptedModel
+
+call = ScriptedModel.call
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add.
+
+    Args:
+        a: A number.
+        b: Another.
+    """
+    return a + b
+
+
+@tool
+def explode(reason: str) -> str:
+    """Fail.
+
+    Args:
+        reason: Why.
+    """
+    raise ValueError(reason)
+
+
+@tool(requires_approval=True)
+def pay(amount: int) -> str:
+    """Pay.
+
+    Args:
+        amount: Cents.
+    """
+    return "paid"
+
+
+class Traces:
+    """The spans and metrics recorded while instrumented."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+
+    def spans(self) -> list[ReadableSpan]:
+        return sorted(self.exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+
+    def named(self, prefix: str) -> list[ReadableSpan]:
+        return [s for s in self.spans() if s.name.startswith(prefix)]
+
+    def metric(self, name: str) -> list[Any]:
+        data = self.reader.get_metrics_data()
+        return [
+            point
+            for resource in (data.resource_metrics if data else [])
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == name
+            for point in metric.data.data_points
+        ]
+
+
+@pytest.fixture
+def traces() -> Iterator[Traces]:
+    recorded = Traces()
+    toolfold.otel.instrument(recorded.tracer_provider, recorded.meter_provider)
+    try:
+        yield recorded
+    finally:
+        toolfold.otel.uninstrument()
+
+
+def test_a_plain_run_makes_an_agent_span_with_chat_and_tool_children(traces: Traces) -> None:
+    """invoke_agent is the root; each model request and tool call is its child, with GenAI attributes."""
+    model = ScriptedModel([call("add", {"a": 1, "b": 2}), "3"], name="scripted:m1")
+    response = Agent(model, tools=[add], name="calc").run("1+2", run_id="run-1")
+    (agent,) = traces.named("invoke_agent")
+    chats = traces.named("chat")
+    (tool_span,) = traces.named("execute_tool")
+    assert agent.name == "invoke_agent calc"
+    assert agent.parent is None
+    assert agent.attributes["gen_ai.conversation.id"] == "run-1"
+    assert agent.attributes["gen_ai.provider.name"] == "scripted"
+    assert agent.attributes["toolfold.run.phase"] == "finished"
+    assert [c.name for c in chats] == ["chat m1", "chat m1"]
+    for child in [*chats, tool_span]:
+        assert child.parent is not None
+        assert child.parent.span_id == agent.context.span_id
+    assert chats[0].attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert chats[1].attributes["gen_ai.usage.input_tokens"] == response.steps[1].usage.input_tokens
+    assert tool_span.name == "execute_tool add"
+    assert tool_span.attributes["gen_ai.tool.call.id"] == response.steps[0].tool_calls[0].id
+    assert "gen_ai.tool.call.arguments" not in tool_span.attributes  # content is opt-in
+    assert "gen_ai.input.messages" not in chats[0].attributes
+
+
+def test_parallel_tools_and_a_tool_error(traces: Traces) -> None:
+    """Each parallel call gets its own span; a failing one is an ERROR span with error.type."""
+    model = ScriptedModel([[call("add", {"a": 1, "b": 1}), call("explode", {"reason": "x"})], "ok"])
+    Agent(model, tools=[add, explode]).run("go")
+    spans = {s.name: s for s in traces.named("execute_tool")}
+    assert set(spans) == {"execute_tool add", "execute_tool explode"}
+    assert spans["execute_tool add"].status.status_code != StatusCode.ERROR
+    failed = spans["execute_tool explode"]
+    assert failed.status.status_code == StatusCode.ERROR
+    assert failed.attributes["error.type"] == "error"
+
+
+def test_a_suspended_and_resumed_run_is_two_agent_spans_of_one_conversation(
+    traces: Traces,
+) -> None:
+    """The suspension ends one invoke_agent span; the resume opens another with the same id."""
+    model = ScriptedModel([call("pay", {"amount": 5}), "done"])
+    agent = Agent(model, tools=[pay])
+    first = agent.run("pay")
+    (pending,) = first.state.pending_approvals
+    agent.resume(RunState.from_json(first.state.to_json()), approvals={pending.id: True})
+    spans = traces.named("invoke_agent")
+    assert [s.attributes["toolfold.run.phase"] for s in spans] == ["awaiting_approval", "finished"]
+    assert len({s.attributes["gen_ai.conversation.id"] for s in spans}) == 1
+    assert len(traces.named("execute_tool")) == 1
+
+
+def test_streamed_and_async_runs_are_traced(traces: Traces) -> None:
+    """A streamed run and an async run each make their spans."""
+    import asyncio
+
+    stream = Agent(ScriptedModel([call("add", {"a": 2, "b": 2}), "4"]), tools=[add]).stream("x")
+    for _ in stream:
+        pass
+    asyncio.run(Agent(ScriptedModel(["hi"])).arun("y"))
+    assert len(traces.named("invoke_agent")) == 2
+    assert len(traces.named("chat")) == 3
+    assert len(traces.named("execute_tool")) == 1
+
+
+def test_a_failed_model_call_marks_chat_and_run_spans(traces: Traces) -> None:
+    """A model that raises gives an ERROR chat span and an ERROR run span naming the error."""
+    model = ScriptedModel([])  # no entry: the request fails
+    with pytest.raises(toolfold.ToolfoldError):
+        Agent(model).run("x")
+    (chat,) = traces.named("chat")
+    (agent,) = traces.named("invoke_agent")
+    assert chat.status.status_code == StatusCode.ERROR
+    assert agent.status.status_code == StatusCode.ERROR
+    assert "error.type" in agent.attributes
+
+
+def test_content_is_recorded_only_when_asked(traces: Traces) -> None:
+    """capture_content=True records messages, arguments and results."""
+    toolfold.otel.instrument(traces.tracer_provider, traces.meter_provider, capture_content=True)
+    Agent(ScriptedModel([call("add", {"a": 4, "b": 5}), "9"]), tools=[add]).run("4+5")
+    (tool_span,) = traces.named("execute_tool")
+    assert json.loads(tool_span.attributes["gen_ai.tool.call.arguments"]) == {"a": 4, "b": 5}
+    assert tool_span.attributes["gen_ai.tool.call.result"] == "9"
+    first_chat = traces.named("chat")[0]
+    assert "4+5" in first_chat.attributes["gen_ai.input.messages"]
+
+
+def test_token_and_duration_metrics(traces: Traces) -> None:
+    """Each model request records input and output token counts and its duration."""
+    Agent(ScriptedModel(["one two three"])).run("count me")
+    tokens = traces.metric("gen_ai.client.token.usage")
+    assert {p.attributes["gen_ai.token.type"] for p in tokens} == {"input", "output"}
+    (duration,) = traces.metric("gen_ai.client.operation.duration")
+    assert duration.count == 1
+
+
+def test_replay_and_uninstrumented_runs_emit_nothing(traces: Traces) -> None:
+    """Replaying a log performs nothing, so it traces nothing; after uninstrument, runs are quiet."""
+    response = Agent(ScriptedModel([call("add", {"a": 1, "b": 1}), "2"]), tools=[add]).run("x")
+    before = len(traces.spans())
+    assert replay(response.state.events) == response.state
+    assert len(traces.spans()) == before
+    toolfold.otel.uninstrument()
+    assert not toolfold.otel.is_instrumented()
+    Agent(ScriptedModel(["quiet"])).run("x")
+    assert len(traces.spans()) == before
+
+
+def test_the_api_key_is_never_an_attribute(traces: Traces) -> None:
+    """A real provider model over httpx.MockTransport: no span attribute holds its key."""
+    key = "sk-test-SECRET-0123456789abcdef"
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            json={
+                "id": "r1",
+                "model": "gpt-test",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "hello"},
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            },
+        )
+
+    toolfold.otel.instrument(traces.tracer_provider, traces.meter_provider, capture_content=True)
+    client = httpx.Client(transport=httpx.MockTransport(answer))
+    model = toolfold.model("openai:gpt-test", api_key=key, http_client=client)
+    assert Agent(model).run("hi").text == "hello"
+    everything = json.dumps([dict(s.attributes or {}) for s in traces.spans()], default=str)
+    assert "gpt-test" in everything
+    assert key not in everything
+    assert "SECRET" not in everything

@@ -1,0 +1,190 @@
+"""The OpenTelemetry tracer behind `toolfold.otel.instrument` (see the package docstring)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.drive._executor import ToolJob, ToolOutcome
+from toolfold.runtime.drive._loop import Live
+from toolfold.runtime.drive._trace import set_tracer
+
+_SCOPE = "toolfold"
+
+
+def instrument(
+    tracer_provider: Any = None, meter_provider: Any = None, *, capture_content: bool = False
+) -> None:
+    """Trace every run started from now on.
+
+    Args:
+        tracer_provider: An OpenTelemetry ``TracerProvider`` (default: the global one).
+        meter_provider: A ``MeterProvider`` (default: the global one).
+        capture_content: Also record messages, tool arguments and results
+            (they may hold personal data; off by default).
+    """
+    set_tracer(_OTelTracer(tracer_provider, meter_provider, capture_content))
+
+
+def uninstrument() -> None:
+    """Stop tracing runs started from now on."""
+    set_tracer(None)
+
+
+def is_instrumented() -> bool:
+    """Whether runs are traced now."""
+    from toolfold.runtime.drive._trace import _TRACER
+
+    return isinstance(_TRACER[0], _OTelTracer)
+
+
+def _provider(model_name: str) -> str:
+    return model_name.partition(":")[0] if ":" in model_name else model_name
+
+
+class _OTelTracer:
+    def __init__(self, tracer_provider: Any, meter_provider: Any, capture: bool) -> None:
+        self.tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
+        self.tokens = meter.create_histogram(
+            "gen_ai.client.token.usage", unit="{token}", description="Tokens used per request"
+        )
+        self.duration = meter.create_histogram(
+            "gen_ai.client.operation.duration", unit="s", description="Model request duration"
+        )
+        self.capture = capture
+
+    def start_run(self, live: Live, state: RunState) -> _RunTrace:
+        return _RunTrace(self, live, state)
+
+
+class _RunTrace:
+    def __init__(self, owner: _OTelTracer, live: Live, state: RunState) -> None:
+        self.owner = owner
+        self.model = live.model.name
+        self.provider = _provider(self.model)
+        self.request_model = self.model.partition(":")[2] or self.model
+        name = live.name or "agent"
+        self.span = owner.tracer.start_span(
+            f"invoke_agent {name}",
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": name,
+                "gen_ai.conversation.id": state.run_id,
+                "gen_ai.provider.name": self.provider,
+                "gen_ai.request.model": self.request_model,
+            },
+        )
+        self.context = trace.set_span_in_context(self.span)
+
+    def model_call(self, request: ModelRequest) -> _CallTrace:
+        return _CallTrace(self, request)
+
+    def tools(self, jobs: Sequence[ToolJob], outcomes: Sequence[ToolOutcome]) -> None:
+        now = time.time_ns()
+        by_id = {job.invocation.call.id: job for job in jobs}
+        for outcome in outcomes:
+            took = int((outcome.duration or 0.0) * 1e9)
+            attributes: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": outcome.tool_name,
+                "gen_ai.tool.call.id": outcome.call_id,
+                "gen_ai.tool.type": "function",
+            }
+            job = by_id.get(outcome.call_id)
+            if self.owner.capture:
+                if job is not None:
+                    attributes["gen_ai.tool.call.arguments"] = job.invocation.call.arguments_text
+                attributes["gen_ai.tool.call.result"] = outcome.content
+            span = self.owner.tracer.start_span(
+                f"execute_tool {outcome.tool_name}",
+                context=self.context,
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=now - took,
+            )
+            if outcome.is_error:
+                span.set_attribute("error.type", outcome.outcome)
+                span.set_status(Status(StatusCode.ERROR, outcome.content[:200]))
+            span.end(end_time=now)
+
+    def end(self, state: RunState | None, error: BaseException | None) -> None:
+        if state is not None:
+            self.span.set_attribute("toolfold.run.phase", state.phase)
+            if state.finish_reason:
+                self.span.set_attribute("toolfold.run.finish_reason", state.finish_reason)
+            self.span.set_attribute("gen_ai.usage.input_tokens", state.usage.input_tokens)
+            self.span.set_attribute("gen_ai.usage.output_tokens", state.usage.output_tokens)
+        if error is not None:
+            self.span.set_attribute("error.type", type(error).__qualname__)
+            self.span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+        self.span.end()
+
+
+class _CallTrace:
+    def __init__(self, run: _RunTrace, request: ModelRequest) -> None:
+        self.run = run
+        self.started = time.monotonic()
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": run.provider,
+            "gen_ai.request.model": run.request_model,
+        }
+        if run.owner.capture:
+            attributes["gen_ai.input.messages"] = _messages_json(request.messages)
+        self.span = run.owner.tracer.start_span(
+            f"chat {run.request_model}",
+            context=run.context,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+        )
+
+    def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
+        span, run = self.span, self.run
+        common = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": run.provider,
+            "gen_ai.request.model": run.request_model,
+        }
+        if response is not None:
+            usage = response.usage
+            span.set_attribute("gen_ai.response.model", response.model_name or run.request_model)
+            if response.response_id:
+                span.set_attribute("gen_ai.response.id", response.response_id)
+            span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
+            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+            if run.owner.capture:
+                span.set_attribute("gen_ai.output.messages", _messages_json((response.message,)))
+            run.owner.tokens.record(usage.input_tokens, {**common, "gen_ai.token.type": "input"})
+            run.owner.tokens.record(usage.output_tokens, {**common, "gen_ai.token.type": "output"})
+        if error is not None:
+            common = {**common, "error.type": type(error).__qualname__}
+            span.set_attribute("error.type", type(error).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+        run.owner.duration.record(time.monotonic() - self.started, common)
+        span.end()
+
+
+def _messages_json(messages: Sequence[Any]) -> str:
+    return json.dumps(
+        [
+            {
+                "role": m.role,
+                "parts": [
+                    {"type": p.kind, **({"content": p.text} if hasattr(p, "text") else {})}
+                    for p in m.parts
+                ],
+            }
+            for m in messages
+        ],
+        ensure_ascii=False,
+    )

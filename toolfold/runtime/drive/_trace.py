@@ -1,0 +1,67 @@
+"""The drivers' tracing seam: one optional tracer sees every run, model call and tool call.
+
+`toolfold.otel.instrument()` installs one; with none installed a shell pays one
+global read per op. The tracer sees what the shells perform, never the pure
+core, so replaying a log (which performs nothing) traces nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from toolfold.runtime.core._request import ModelRequest, ModelResponse
+    from toolfold.runtime.core._state import RunState
+    from toolfold.runtime.drive._executor import ToolJob, ToolOutcome
+    from toolfold.runtime.drive._loop import Live
+
+
+class CallTrace(Protocol):
+    """One model call being traced."""
+
+    def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
+        """The call returned ``response``, or raised ``error``."""
+
+
+class RunTrace(Protocol):
+    """One run (or one resumption of it) being traced."""
+
+    def model_call(self, request: ModelRequest) -> CallTrace:
+        """A model call starts now."""
+        ...
+
+    def tools(self, jobs: Sequence[ToolJob], outcomes: Sequence[ToolOutcome]) -> None:
+        """A step's tool calls ended (each outcome carries its duration)."""
+
+    def end(self, state: RunState | None, error: BaseException | None) -> None:
+        """The run stopped (finished, suspended or failed) at ``state``, or raised ``error``."""
+
+
+class Tracer(Protocol):
+    """What `set_tracer` installs."""
+
+    def start_run(self, live: Live, state: RunState) -> RunTrace:
+        """A driver starts performing a run from ``state``."""
+        ...
+
+
+_TRACER: list[Tracer | None] = [None]
+
+
+def set_tracer(tracer: Tracer | None) -> Tracer | None:
+    """Install ``tracer`` for every run started from now on (None removes it); returns the old one."""
+    old, _TRACER[0] = _TRACER[0], tracer
+    return old
+
+
+def start_run(live: Live, state: RunState) -> RunTrace | None:
+    """The trace for a run about to be driven, or None when nothing traces."""
+    tracer = _TRACER[0]
+    return None if tracer is None else tracer.start_run(live, state)
+
+
+def end_run(trace: RunTrace | None, state: Any, error: BaseException | None) -> None:
+    """Close a run's trace, if there is one."""
+    if trace is not None:
+        trace.end(state, error)
