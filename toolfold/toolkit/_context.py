@@ -43,3 +43,8 @@ class RunContext(Generic[DepsT]):
     idempotency_key: str = ""
     sub_run: Any = None
     forward: Callable[[Any], object] | None = None
+
+    @property
+    def tool_call_id(self) -> str:
+        """The id of the tool call being executed (the same as ``call_id``)."""
+        return self.call_id
