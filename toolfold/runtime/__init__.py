@@ -5,7 +5,7 @@ from typing import Any as _Any
 
 from toolfold._errors import InvalidEventError, InvalidTransitionError, RunError
 from toolfold._public import publish as _publish
-from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._api import (
     Denied,
     RunStream,
@@ -22,6 +22,7 @@ from toolfold.runtime._response import (
     Step,
     StepEndEvent,
     StepStartEvent,
+    SubRunEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
@@ -39,7 +40,9 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
+    CallResumed,
     Event,
+    HandedOff,
     ModelResponded,
     OutputAccepted,
     OutputRejected,
@@ -49,6 +52,7 @@ from toolfold.runtime.core._events import (
     StopRequested,
     ToolResultsProvided,
     ToolReturned,
+    ToolSuspended,
     UserMessageAdded,
 )
 from toolfold.runtime.core._log import Log
@@ -108,6 +112,7 @@ __all__ = [
     "AwaitApproval",
     "AwaitToolResults",
     "CallModel",
+    "CallResumed",
     "CallState",
     "Denied",
     "Effect",
@@ -116,6 +121,8 @@ __all__ = [
     "Finish",
     "FrozenDict",
     "FrozenList",
+    "HandedOff",
+    "Handoff",
     "ImagePart",
     "InvalidEventError",
     "InvalidTransitionError",
@@ -153,6 +160,7 @@ __all__ = [
     "StreamEvent",
     "StreamFinish",
     "StreamState",
+    "SubRunEvent",
     "TRANSITIONS",
     "TextDelta",
     "TextPart",
@@ -170,6 +178,7 @@ __all__ = [
     "ToolResultsProvided",
     "ToolReturned",
     "ToolSpec",
+    "ToolSuspended",
     "Usage",
     "UsageUpdate",
     "UserMessageAdded",

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from toolfold._errors import UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._resume import resumed
@@ -33,7 +34,7 @@ from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import Live, OnToolError
+from toolfold.runtime.drive._loop import Handover, Live, OnToolError
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]
@@ -70,6 +71,10 @@ class Agent:
         on_tool_error: ``"return"`` (the model sees errors) or ``"raise"``.
         max_concurrency: Calls of one step that may run at once.
         name: A name for the agent (for logs and composition).
+        handoffs: Agents (or `Handoff` specs) this agent may hand the run
+            to: each adds a ``transfer_to_<name>`` tool, and when the model
+            calls it the run goes on with that agent's model, instructions
+            and tools, on the same conversation.
         settings: Model settings as a mapping; keyword arguments not listed
             here (``temperature=0``...) are model settings too.
     """
@@ -86,6 +91,7 @@ class Agent:
     on_tool_error: OnToolError
     max_concurrency: int
     name: str | None
+    handoffs: tuple[Agent | Handoff, ...]
     settings: Mapping[str, Any]
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
     _sources: tuple[ToolSource, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
@@ -105,6 +111,7 @@ class Agent:
         on_tool_error: OnToolError = "return",
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         name: str | None = None,
+        handoffs: Sequence[Agent | Handoff] = (),
         settings: Mapping[str, Any] | None = None,
         **more_settings: Any,
     ) -> None:
@@ -121,6 +128,7 @@ class Agent:
             on_tool_error=on_tool_error,
             max_concurrency=max_concurrency,
             name=name,
+            handoffs=tuple(handoffs),
             settings={**(settings or {}), **more_settings},
         )
 
@@ -128,9 +136,58 @@ class Agent:
         # Resolve once: building a provider client per run would waste its
         # connection pool, and bad specs should fail here, not at first run.
         static, sources = split_sources(self.tools)
+        transfers = [h.tool() for h in self._handoff_specs()]
         object.__setattr__(self, "_sources", sources)
-        options = make_options(**{**self._spec(), "tools": static})
+        options = make_options(**{**self._spec(), "tools": (*static, *transfers)})
         object.__setattr__(self, "_options", attrs.evolve(options, name=self.name))
+
+    def _handoff_specs(self) -> list[Handoff]:
+        specs = [h if isinstance(h, Handoff) else Handoff(h) for h in self.handoffs]
+        for spec in specs:
+            if not spec.agent.name:
+                raise UsageError("a handoff target needs a name: give the agent name=...")
+        return specs
+
+    def _live(self, live: Live) -> Live:
+        """``live`` with this agent's handoffs attached."""
+        if not self.handoffs:
+            return live
+        handovers = {
+            spec.tool_name: Handover(
+                spec.agent.name or "",
+                spec.agent._options.config,
+                spec.agent._takes_over,
+                spec.input_filter,
+            )
+            for spec in self._handoff_specs()
+        }
+        return attrs.evolve(live, handoffs=handovers)
+
+    def _takes_over(self, current: Live) -> Live:
+        """This agent's live half for a run handed to it (same deps and observers)."""
+        live = self._options.live(
+            deps=current.deps, on_event=current.on_event, on_step=current.on_step
+        )
+        return self._live(live)
+
+    def _for_state(self, state: RunState) -> Agent:
+        """The agent of the handoff graph that runs ``state`` now."""
+        if state.agent is None or state.agent == self.name:
+            return self
+        seen: set[int] = set()
+        todo: list[Agent] = [self]
+        while todo:
+            agent = todo.pop()
+            if id(agent) in seen:
+                continue
+            seen.add(id(agent))
+            if agent.name == state.agent:
+                return agent
+            todo.extend(spec.agent for spec in agent._handoff_specs())
+        raise UsageError(
+            f"the run was handed to agent {state.agent!r}, which is not among this agent's "
+            "handoffs (any depth): resume it with the agent that started it"
+        )
 
     def _with(self, listed: Sequence[Tool[..., Any]]) -> Agent:
         """This agent with its sources' listed tools in their place (for one run)."""
@@ -143,16 +200,61 @@ class Agent:
 
     def evolve(self, **changes: Any) -> Agent:
         """A copy of this agent with some fields changed."""
-        fields = {**self._spec(), "name": self.name}
+        fields = {**self._spec(), "name": self.name, "handoffs": self.handoffs}
         settings = {**fields.pop("settings"), **changes.pop("settings", {})}
         fields.update(changes)
         return Agent(settings=settings, **fields)
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        input_type: Any = str,
+        requires_approval: bool = False,
+        timeout: float | None = None,
+    ) -> Tool[..., Any]:
+        """This agent as a tool another agent can call.
+
+        The calling model passes one argument, ``input`` (text by default; an
+        attrs class or dataclass ``input_type`` gives its schema, and the
+        value reaches this agent as JSON). It sees this agent's final text,
+        or its structured output as JSON. The sub-run's state is kept on the
+        call's record, so the whole tree serializes, replays and resumes: an
+        approval or a manual call inside the sub-run suspends the calling
+        run, and ``resume(state, approvals={nested_id: True})`` at the top
+        continues it where it stopped.
+
+        Example:
+            >>> researcher = Agent(model, name="researcher", tools=[search])
+            >>> lead = Agent(model, tools=[researcher.as_tool()])
+
+        Args:
+            name: The tool's name (default: the agent's ``name``).
+            description: What the calling model reads about the tool.
+            input_type: The type of the ``input`` argument.
+            requires_approval: Ask before the sub-agent runs at all.
+            timeout: Seconds the whole sub-run may take.
+
+        Raises:
+            UsageError: Neither the agent nor ``name`` gives a name.
+        """
+        from toolfold.runtime._agent_tool import agent_tool
+
+        return agent_tool(
+            self,
+            name=name,
+            description=description,
+            input_type=input_type,
+            requires_approval=requires_approval,
+            timeout=timeout,
+        )
 
     def _start(
         self, prompt: MessagesInput, history: Sequence[Message], run_id: str | None
     ) -> RunState:
         messages = (*history, *to_messages(prompt)) if history else prompt
-        return start(self._options, messages, run_id)
+        return start(self._options, messages, run_id, agent=self.name)
 
     def run(
         self,
@@ -185,8 +287,8 @@ class Agent:
                     run_id=run_id,
                 )
         state = self._start(prompt, history, run_id)
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        live = self._live(
+            self._options.live(deps=deps, on_event=on_event, on_step=on_step, announce_start=True)
         )
         return run_sync(live, state)
 
@@ -212,8 +314,8 @@ class Agent:
                     run_id=run_id,
                 )
         state = self._start(prompt, history, run_id)
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        live = self._live(
+            self._options.live(deps=deps, on_event=on_event, on_step=on_step, announce_start=True)
         )
         return await run_async(live, state)
 
@@ -246,8 +348,8 @@ class Agent:
                 ),
             )
         state = self._start(prompt, history, run_id)
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        live = self._live(
+            self._options.live(deps=deps, on_event=on_event, on_step=on_step, announce_start=True)
         )
         return RunStream(live, state)
 
@@ -262,7 +364,7 @@ class Agent:
         on_event: Observer | None,
         on_step: StepObserver | None,
     ) -> tuple[Live, RunState]:
-        return resumed(
+        live, state = resumed(
             state,
             self._options,
             tool_results=tool_results,
@@ -273,6 +375,7 @@ class Agent:
             on_event=on_event,
             on_step=on_step,
         )
+        return self._live(live), state
 
     def resume(
         self,
@@ -314,6 +417,17 @@ class Agent:
                 ``max_steps`` is below the calls this turn made, or the run
                 stopped at ``max_steps`` and nothing continues it.
         """
+        if self._for_state(state) is not self:  # handed off: the agent running now goes on
+            return self._for_state(state).resume(
+                state,
+                tool_results=tool_results,
+                approvals=approvals,
+                message=message,
+                max_steps=max_steps,
+                deps=deps,
+                on_event=on_event,
+                on_step=on_step,
+            )
         if self._sources:
             with opened(self._sources) as listed:
                 return self._with(listed).resume(
@@ -344,6 +458,17 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> Response:
         """Like `resume`, on the running event loop."""
+        if self._for_state(state) is not self:
+            return await self._for_state(state).aresume(
+                state,
+                tool_results=tool_results,
+                approvals=approvals,
+                message=message,
+                max_steps=max_steps,
+                deps=deps,
+                on_event=on_event,
+                on_step=on_step,
+            )
         if self._sources:
             async with aopened(self._sources) as listed:
                 return await self._with(listed).aresume(
@@ -374,6 +499,17 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> RunStream:
         """Like `resume`, streaming (see `stream`)."""
+        if self._for_state(state) is not self:
+            return self._for_state(state).resume_stream(
+                state,
+                tool_results=tool_results,
+                approvals=approvals,
+                message=message,
+                max_steps=max_steps,
+                deps=deps,
+                on_event=on_event,
+                on_step=on_step,
+            )
         if self._sources:
             return SourcedStream(
                 self._sources,
@@ -394,6 +530,47 @@ class Agent:
         return RunStream(live, state)
 
 
+@attrs.frozen
+class Handoff:
+    """A handoff target with its tool's name, description and an input filter.
+
+    Example:
+        >>> triage = Agent(model, handoffs=[billing, Handoff(refunds, input_filter=drop_tool_calls)])
+
+    Attributes:
+        agent: The agent that takes over (it must have a ``name``).
+        name: The tool's name (default ``transfer_to_<agent name>``).
+        description: What the model reads about the tool.
+        input_filter: A function of the conversation (a tuple of `Message`)
+            returning the messages the target continues with.
+    """
+
+    agent: Agent
+    name: str | None = None
+    description: str | None = None
+    input_filter: Callable[[tuple[Message, ...]], Sequence[Message]] | None = None
+
+    @property
+    def tool_name(self) -> str:
+        """The name of the tool that hands the run over."""
+        return self.name or f"transfer_to_{self.agent.name}"
+
+    def tool(self) -> Tool[..., Any]:
+        """The tool the handing agent's model calls."""
+        from toolfold.toolkit import tool
+
+        target = self.agent.name
+        text = self.description or f"Hand the conversation over to the {target} agent." + (
+            f" It: {self.agent.instructions}" if self.agent.instructions else ""
+        )
+
+        def transfer() -> str:
+            return f"Transferred to {target}."
+
+        made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(transfer)
+        return made
+
+
 _RUN_FIELDS = tuple(
-    f for f in attrs.fields(Agent) if f.name not in ("name", "_options", "_sources")
+    f for f in attrs.fields(Agent) if f.name not in ("name", "handoffs", "_options", "_sources")
 )

@@ -185,13 +185,18 @@ class Response:
 
     @property
     def usage(self) -> Usage:
-        """Usage summed over every model call of the run."""
-        return self.state.usage
+        """Usage summed over every model call of the run and of its sub-runs (agents as tools)."""
+        return self.state.tree_usage
 
     @property
     def steps(self) -> tuple[Step, ...]:
         """Every step of the run, in order."""
         return steps_of(self.state)
+
+    @property
+    def agent(self) -> str | None:
+        """The name of the agent that answered last (the last one handed to), if named."""
+        return self.state.agent
 
     @property
     def run_id(self) -> str:
@@ -256,6 +261,24 @@ class RunEndEvent:
     kind: Literal["run_end"] = "run_end"
 
 
+@attrs.frozen
+class SubRunEvent:
+    """An event of a sub-run (an agent used as a tool), tagged with where it happened.
+
+    A streaming caller sees a sub-agent's events when its call completes, in
+    call order, each wrapped once with the full path from the top run.
+
+    Attributes:
+        path: Tool name and call id per level, from the top: ``("researcher",
+            "call_2")``, or ``("mid", "call_1", "bottom", "call_1")`` two deep.
+        event: The sub-run's own event (never another `SubRunEvent`).
+    """
+
+    path: tuple[str, ...]
+    event: Any
+    kind: Literal["sub_run"] = "sub_run"
+
+
 RunStreamEvent = Union[  # noqa: UP007
     StepStartEvent,
     TextDelta,
@@ -270,6 +293,7 @@ RunStreamEvent = Union[  # noqa: UP007
     ToolResultEvent,
     StepEndEvent,
     RunEndEvent,
+    SubRunEvent,
 ]
 """What ``Agent.stream`` yields: step boundaries, the model's stream events as
 they arrive, tool calls and results, and finally the response."""

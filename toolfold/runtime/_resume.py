@@ -27,6 +27,7 @@ from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
+    CallResumed,
     Event,
     StepLimitChanged,
     ToolResultsProvided,
@@ -138,26 +139,43 @@ def _answered(
     tool_results: Mapping[str, Any] | None,
     approvals: Mapping[str, Approval] | None,
 ) -> RunState:
-    """``state`` with the caller's approvals and tool results applied."""
+    """``state`` with the caller's approvals and tool results applied.
+
+    An answer for a call of a suspended sub-run (an agent used as a tool, any
+    depth) travels down as `CallResumed` events along the path to it.
+    """
+    nested: list[tuple[tuple[str, ...], Event]] = []
     for call_id, decision in (approvals or {}).items():
         if isinstance(decision, Denied):
-            state = apply_event(live, state, ApprovalDenied(call_id, decision.reason))
+            event: Event = ApprovalDenied(call_id, decision.reason)
         elif decision is True:
-            state = apply_event(live, state, ApprovalGranted(call_id))
+            event = ApprovalGranted(call_id)
         elif decision is False:
-            state = apply_event(live, state, ApprovalDenied(call_id, ""))
+            event = ApprovalDenied(call_id, "")
         else:
             raise UsageError(
                 f"approval for call {call_id!r} must be True, False or Denied(reason), "
                 f"got {decision!r}"
             )
+        path = state.path_to(call_id, "awaiting_approval")
+        if path:
+            nested.append((path, event))
+        else:
+            state = apply_event(live, state, event)
     if tool_results:
-        calls = {c.call.id: c.call for c in state.calls}
-        parts = tuple(
-            _result_part(call_id, calls.get(call_id), value, live.tools)
-            for call_id, value in tool_results.items()
-        )
-        state = apply_event(live, state, ToolResultsProvided(parts))
+        own: list[ToolResultPart] = []
+        for call_id, value in tool_results.items():
+            found = state.find_call(call_id, "to_return")
+            part = _result_part(call_id, found.call if found else None, value, live.tools)
+            path = state.path_to(call_id, "to_return")
+            if path:
+                nested.append((path, ToolResultsProvided((part,))))
+            else:
+                own.append(part)
+        if own:
+            state = apply_event(live, state, ToolResultsProvided(tuple(own)))
+    for event in _nest(nested):
+        state = apply_event(live, state, event)
     blocked = [f"{c.call.id!r} ({c.call.name})" for c in unapproved(state, live.tools)]
     if blocked:
         raise UsageError(
@@ -167,6 +185,16 @@ def _answered(
             "it was started with"
         )
     return state
+
+
+def _nest(answers: list[tuple[tuple[str, ...], Event]]) -> list[Event]:
+    """Answers by path as `CallResumed` events, one per suspended call, nested down the path."""
+    own = [event for path, event in answers if not path]
+    below: dict[str, list[tuple[tuple[str, ...], Event]]] = {}
+    for path, event in answers:
+        if path:
+            below.setdefault(path[0], []).append((path[1:], event))
+    return [*own, *(CallResumed(call_id, _nest(inner)) for call_id, inner in below.items())]
 
 
 def _result_part(

@@ -231,9 +231,13 @@ def make_options(
     )
 
 
-def start(options: RunOptions, messages: MessagesInput, run_id: str | None) -> RunState:
-    """The first state of a run."""
-    return initial_state(to_messages(messages), options.config, run_id=run_id or uuid.uuid4().hex)
+def start(
+    options: RunOptions, messages: MessagesInput, run_id: str | None, agent: str | None = None
+) -> RunState:
+    """The first state of a run (``agent``: the name of the agent that runs it)."""
+    return initial_state(
+        to_messages(messages), options.config, run_id=run_id or uuid.uuid4().hex, agent=agent
+    )
 
 
 def finish(state: RunState, live: Live) -> Response:

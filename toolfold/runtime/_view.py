@@ -18,6 +18,8 @@ import attrs
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
+    CallResumed,
+    HandedOff,
     ModelResponded,
     OutputAccepted,
     OutputRejected,
@@ -27,6 +29,7 @@ from toolfold.runtime.core._events import (
     StopRequested,
     ToolResultsProvided,
     ToolReturned,
+    ToolSuspended,
     UserMessageAdded,
 )
 from toolfold.runtime.core._messages import (
@@ -159,6 +162,30 @@ class _Timeline:
             found.result, found.is_error = event.content, event.is_error
             found.outcome = event.outcome
             found.duration = getattr(event, "duration", None)
+
+    def tool_suspended(self, event: ToolSuspended) -> None:
+        found = self.calls.get(event.call_id)
+        name = found.call.name if found else event.call_id
+        waiting = ", ".join(
+            c.name for c in (*event.child.pending_approvals, *event.child.tool_calls)
+        )
+        self.rows.append(_row("suspend", "Sub-run suspended", f"{name}: waiting for {waiting}", ""))
+
+    def call_resumed(self, event: CallResumed) -> None:
+        found = self.calls.get(event.call_id)
+        kinds = ", ".join(e.kind for e in event.events)
+        self.rows.append(
+            _row(
+                "resume",
+                "Sub-run answered",
+                f"{found.call.name if found else event.call_id}: {kinds}",
+                "",
+            )
+        )
+
+    def handed_off(self, event: HandedOff) -> None:
+        filtered = "" if event.messages is None else f" ({len(event.messages)} messages kept)"
+        self.rows.append(_row("resume", "Handed off", f"to {event.agent}{filtered}", ""))
 
     def approval_granted(self, event: ApprovalGranted) -> None:
         self._approval(event.call_id, "approved", "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -28,6 +28,10 @@ class RunContext(Generic[DepsT]):
             the engine runs this call again (a retry after a crash, a resumed
             state): key a side effect with it to make it happen once. Empty
             in a context built by hand.
+        sub_run: The stored state of the sub-run this call continues (an
+            agent used as a tool that waited for the caller); None otherwise.
+        forward: Where a sub-run streams its events when the caller streams
+            (an agent used as a tool); None otherwise.
     """
 
     run_id: str
@@ -37,6 +41,8 @@ class RunContext(Generic[DepsT]):
     messages: Sequence[Any] = ()
     deps: DepsT = None  # type: ignore[assignment]
     idempotency_key: str = ""
+    sub_run: Any = None
+    forward: Callable[[Any], object] | None = None
 
     @property
     def tool_call_id(self) -> str:

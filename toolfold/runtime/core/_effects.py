@@ -16,7 +16,7 @@ import attrs
 
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, OutputSpec
-from toolfold.runtime.core._state import RunFailure
+from toolfold.runtime.core._state import RunFailure, RunState
 
 
 def _calls(items: Iterable[ToolCallPart]) -> tuple[ToolCallPart, ...]:
@@ -52,12 +52,15 @@ class ToolInvocation:
         index: Its position among the step's calls.
         step: The step that made it.
         key: An idempotency key, ``<run id>:<step>:<index>``.
+        child: The sub-run this call continues (an agent used as a tool that
+            suspended and got the caller's answers), or None.
     """
 
     call: ToolCallPart
     index: int
     step: int
     key: str
+    child: RunState | None = None
 
     @property
     def tool_name(self) -> str:

@@ -15,7 +15,7 @@ import attrs
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._request import ModelResponse
-from toolfold.runtime.core._state import Disposition, Outcome
+from toolfold.runtime.core._state import Disposition, Outcome, RunState
 
 
 def _messages(items: Iterable[Message]) -> tuple[Message, ...]:
@@ -38,12 +38,31 @@ class RunStarted:
         run_id: The run's id, made by the driver.
         config: The run's configuration.
         messages: The conversation to start from (history and the prompt).
+        agent: The name of the agent that runs it, if it has one.
     """
 
     run_id: str
     config: RunConfig
     messages: tuple[Message, ...] = attrs.field(default=(), converter=_messages)
+    agent: str | None = None
     kind: Literal["run_started"] = "run_started"
+
+
+@attrs.frozen
+class HandedOff:
+    """The run continues with another agent (a handoff), on the same conversation.
+
+    Attributes:
+        agent: The name of the agent that takes over.
+        config: Its configuration (instructions, tools, settings...).
+        messages: The conversation it continues with, when a filter changed
+            it; None keeps the conversation as it is.
+    """
+
+    agent: str
+    config: RunConfig
+    messages: tuple[Message, ...] | None = None
+    kind: Literal["handed_off"] = "handed_off"
 
 
 @attrs.frozen
@@ -92,6 +111,8 @@ class ToolReturned:
         duration: Seconds the call took, as the driver measured it (None when
             not measured); for viewers and traces, never read by `reduce`, and
             left out of equality, so two runs that did the same compare equal.
+        child: The finished sub-run the call made (an agent used as a tool),
+            kept on the call's record; None for other tools.
     """
 
     call_id: str
@@ -99,7 +120,48 @@ class ToolReturned:
     is_error: bool = False
     outcome: Outcome = "ok"
     duration: float | None = attrs.field(default=None, eq=False)
+    child: RunState | None = None
     kind: Literal["tool_returned"] = "tool_returned"
+
+
+@attrs.frozen
+class ToolSuspended:
+    """An executed call's sub-run (an agent used as a tool) waits for the caller.
+
+    The call stays open (``suspended``) with the sub-run's state on its
+    record; the run suspends once nothing else can run, and `CallResumed`
+    brings the caller's answers down to the sub-run.
+
+    Attributes:
+        call_id: The call's id.
+        child: The suspended sub-run's state.
+    """
+
+    call_id: str
+    child: RunState
+    kind: Literal["tool_suspended"] = "tool_suspended"
+
+
+def _events(items: Iterable[Event]) -> tuple[Event, ...]:
+    return tuple(items)
+
+
+@attrs.frozen
+class CallResumed:
+    """The caller answered inside a suspended call's sub-run.
+
+    ``events`` are reduced into the sub-run's state (approvals, tool results,
+    or a `CallResumed` for a sub-run deeper down); the call runs again, to
+    drive the sub-run on, unless the sub-run still waits for more answers.
+
+    Attributes:
+        call_id: The suspended call's id.
+        events: The events for its sub-run, in order.
+    """
+
+    call_id: str
+    events: tuple[Event, ...] = attrs.field(converter=_events)
+    kind: Literal["call_resumed"] = "call_resumed"
 
 
 @attrs.frozen
@@ -223,6 +285,9 @@ Event = Union[  # noqa: UP007
     StopRequested,
     StepLimitChanged,
     RunFailed,
+    ToolSuspended,
+    CallResumed,
+    HandedOff,
 ]
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -238,6 +303,9 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     StopRequested,
     StepLimitChanged,
     RunFailed,
+    ToolSuspended,
+    CallResumed,
+    HandedOff,
 )
 
 EventKind = Literal[
@@ -253,4 +321,7 @@ EventKind = Literal[
     "stop_requested",
     "step_limit_changed",
     "run_failed",
+    "tool_suspended",
+    "call_resumed",
+    "handed_off",
 ]

@@ -40,7 +40,7 @@ def next_effect(state: RunState) -> Effect:
         return RunTools(
             [
                 ToolInvocation(
-                    c.call, c.index, state.step, f"{state.run_id}:{state.step}:{c.index}"
+                    c.call, c.index, state.step, f"{state.run_id}:{state.step}:{c.index}", c.child
                 )
                 for c in state.calls
                 if c.status == "to_run"

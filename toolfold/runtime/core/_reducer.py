@@ -22,6 +22,7 @@ from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     Event,
     EventKind,
+    HandedOff,
     OutputAccepted,
     OutputRejected,
     RunFailed,
@@ -53,9 +54,11 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "stop_requested": ("finished",),
         "step_limit_changed": ("awaiting_model", "finished"),
         "run_failed": ("failed",),
+        "handed_off": ("awaiting_model",),
     },
     "running_tools": {
         "tool_returned": _TOOLS,
+        "tool_suspended": _TOOLS,
         "approval_granted": _TOOLS,
         "approval_denied": _TOOLS,
         "tool_results_provided": _TOOLS,
@@ -66,11 +69,13 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "approval_granted": _TOOLS,
         "approval_denied": _TOOLS,
         "tool_results_provided": _TOOLS,
+        "call_resumed": _TOOLS,
         "step_limit_changed": ("awaiting_approval",),
         "run_failed": ("failed",),
     },
     "awaiting_tool_results": {
-        "tool_results_provided": _TOOLS[2:],
+        "tool_results_provided": _TOOLS,
+        "call_resumed": _TOOLS,
         "step_limit_changed": ("awaiting_tool_results",),
         "run_failed": ("failed",),
     },
@@ -103,6 +108,7 @@ def initial_state(
     config: RunConfig | None = None,
     *,
     run_id: str,
+    agent: str | None = None,
 ) -> RunState:
     """The state of a run that has just started.
 
@@ -111,9 +117,10 @@ def initial_state(
             or messages (history, then the prompt).
         config: The run's configuration.
         run_id: The run's id (the driver makes it; the core reads no uuid).
+        agent: The name of the agent that runs it.
     """
     initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
-    return reduce(blank_state(), RunStarted(run_id, config or _DEFAULT_CONFIG, initial))
+    return reduce(blank_state(), RunStarted(run_id, config or _DEFAULT_CONFIG, initial, agent))
 
 
 def reduce(state: RunState, event: Event) -> RunState:
@@ -199,6 +206,7 @@ def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
         phase="awaiting_model",
         config=event.config,
         conversation=Log(event.messages),
+        agent=event.agent,
     )
 
 
@@ -289,6 +297,26 @@ def _step_limit_changed(state: RunState, event: StepLimitChanged, changes: Chang
         changes.update(phase="awaiting_model", finish_reason=None)
 
 
+def _handed_off(state: RunState, event: HandedOff, changes: Changes) -> None:
+    if type(event.agent) is not str or not event.agent:
+        raise refused(state, event.kind, f"the agent must be a name, got {event.agent!r}")
+    if event.messages is not None:
+        for message in event.messages:
+            problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
+            if problem:
+                raise refused(state, event.kind, f"the filtered conversation: {problem}")
+        unanswered = _unanswered_calls(event.messages)
+        if unanswered:
+            raise refused(
+                state,
+                event.kind,
+                f"the filtered conversation has tool calls without results: "
+                f"{', '.join(unanswered)}",
+            )
+        changes["conversation"] = Log(event.messages)
+    changes.update(agent=event.agent, config=event.config, calls=())
+
+
 def _run_failed(state: RunState, event: RunFailed, changes: Changes) -> None:
     fail(changes, RunFailure(event.error_kind, event.message, event.tool_name))
 
@@ -306,4 +334,7 @@ _HANDLERS: Mapping[str, Callable[[RunState, Any, Changes], None]] = {
     "stop_requested": _stop_requested,
     "step_limit_changed": _step_limit_changed,
     "run_failed": _run_failed,
+    "tool_suspended": _steps.tool_suspended,
+    "call_resumed": _steps.call_resumed,
+    "handed_off": _handed_off,
 }

@@ -118,7 +118,11 @@ def _structure_bytes(value: Any, _: Any) -> bytes:
 
 def make_converter() -> cattrs.Converter:
     """A fresh converter with toolfold's hooks (the module keeps one: `converter`)."""
-    attrs.resolve_types(RunState, {**vars(_state), "Event": Event})
+    namespace = {**vars(_state), "Event": Event, "RunState": RunState}
+    attrs.resolve_types(RunState, namespace)
+    attrs.resolve_types(_state.CallState, namespace)
+    for cls in (*EVENT_TYPES, *EFFECT_TYPES):
+        attrs.resolve_types(cls, {**namespace, **vars(__import__(cls.__module__, fromlist=["_"]))})
     conv = cattrs.Converter()
     conv.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
     conv.register_structure_hook(bytes, _structure_bytes)

@@ -42,12 +42,14 @@ PHASES: tuple[Phase, ...] = (
     "failed",
 )
 
-CallStatus = Literal["to_run", "awaiting_approval", "to_return", "done"]
+CallStatus = Literal["to_run", "awaiting_approval", "to_return", "suspended", "done"]
 """What a tool call of the current step waits for.
 
 ``to_run``: the executor must run it; ``awaiting_approval``: an approval
 event; ``to_return``: a result from the caller (a tool without a function, or
-``auto_execute_tools=False``); ``done``: it has its result.
+``auto_execute_tools=False``); ``suspended``: it ran a sub-run (an agent used
+as a tool) that waits for the caller, kept in `CallState.child`; ``done``: it
+has its result.
 """
 
 Outcome = Literal["ok", "error", "invalid_arguments", "timeout", "denied", "unknown_tool"]
@@ -67,6 +69,9 @@ class CallState:
         status: What it waits for.
         result: Its result once ``status`` is ``done``.
         outcome: How it ended once ``status`` is ``done``.
+        child: The state of the sub-run the call made (an agent used as a
+            tool): where it waits while ``suspended``, how it ended once
+            ``done``; None for other tools.
     """
 
     index: int
@@ -74,6 +79,7 @@ class CallState:
     status: CallStatus
     result: ToolResultPart | None = None
     outcome: Outcome | None = None
+    child: RunState | None = None
 
 
 @attrs.frozen
@@ -123,6 +129,8 @@ class RunState:
             structured value), or None.
         error: Why the run failed, when it did.
         log: Every event reduced so far, in order.
+        agent: The name of the agent running now (the last one handed to),
+            or None for an unnamed agent.
     """
 
     run_id: str
@@ -139,6 +147,7 @@ class RunState:
     output: Any = None
     error: RunFailure | None = None
     log: Log[Event] = attrs.field(factory=Log)
+    agent: str | None = None
 
     def __repr__(self) -> str:
         # The whole config and log are one attribute away (`config`, `log`).
@@ -169,6 +178,29 @@ class RunState:
         return self.log.as_tuple()
 
     @property
+    def sub_runs(self) -> Mapping[str, RunState]:
+        """The sub-runs of this run's calls (agents used as tools) by call id, latest state.
+
+        Finished ones come from the event log, suspended ones from the current step.
+        """
+        found: dict[str, RunState] = {}
+        for event in self.log:
+            if event.kind == "tool_returned" and event.child is not None:
+                found[event.call_id] = event.child
+        for call in self.calls:
+            if call.status == "suspended" and call.child is not None:
+                found[call.call.id] = call.child
+        return found
+
+    @property
+    def tree_usage(self) -> Usage:
+        """Usage of this run and of every sub-run it made (agents used as tools), any depth."""
+        total = self.usage
+        for child in self.sub_runs.values():
+            total = total + child.tree_usage
+        return total
+
+    @property
     def turn_steps(self) -> int:
         """Model responses received in the current turn."""
         return self.step - self.turn_start
@@ -185,13 +217,57 @@ class RunState:
 
     @property
     def pending_approvals(self) -> tuple[ToolCallPart, ...]:
-        """Calls waiting for an approval."""
-        return tuple(c.call for c in self.calls if c.status == "awaiting_approval")
+        """Calls waiting for an approval, those of suspended sub-runs included (any depth)."""
+        found: list[ToolCallPart] = []
+        for c in self.calls:
+            if c.status == "awaiting_approval":
+                found.append(c.call)
+            elif c.status == "suspended" and c.child is not None:
+                found.extend(c.child.pending_approvals)
+        return tuple(found)
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
-        """Calls waiting for a result from the caller."""
-        return tuple(c.call for c in self.calls if c.status == "to_return")
+        """Calls waiting for a result from the caller, those of suspended sub-runs included."""
+        found: list[ToolCallPart] = []
+        for c in self.calls:
+            if c.status == "to_return":
+                found.append(c.call)
+            elif c.status == "suspended" and c.child is not None:
+                found.extend(c.child.tool_calls)
+        return tuple(found)
+
+    def path_to(self, call_id: str, status: CallStatus | None = None) -> tuple[str, ...] | None:
+        """The ids of the suspended calls leading to the sub-run that holds ``call_id``.
+
+        ``()`` when the call is one of this run's own, None when no run of the
+        tree (this one and its suspended sub-runs, any depth) has it. With
+        ``status``, only a call in that status matches (ids made by different
+        models may repeat across the tree; the call that waits is the one meant).
+        """
+        for c in self.calls:
+            if c.call.id == call_id and (status is None or c.status == status):
+                return ()
+        for c in self.calls:
+            if c.status == "suspended" and c.child is not None:
+                inner = c.child.path_to(call_id, status)
+                if inner is not None:
+                    return (c.call.id, *inner)
+        return None
+
+    def find_call(self, call_id: str, status: CallStatus | None = None) -> CallState | None:
+        """The current call ``call_id`` of this run or of a suspended sub-run (any depth)."""
+        path = self.path_to(call_id, status)
+        if path is None:
+            return None
+        state: RunState = self
+        for step in path:
+            state = next(c.child for c in state.calls if c.call.id == step and c.child)
+        return next(
+            c
+            for c in state.calls
+            if c.call.id == call_id and (status is None or c.status == status)
+        )
 
     @property
     def last_text(self) -> str:

@@ -19,9 +19,11 @@ from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
+    CallResumed,
     ModelResponded,
     ToolResultsProvided,
     ToolReturned,
+    ToolSuspended,
 )
 from toolfold.runtime.core._messages import FrozenDict, Message, ToolCallPart, ToolResultPart
 from toolfold.runtime.core._state import (
@@ -200,9 +202,15 @@ def _classify(
     return CallState(index, call, status)
 
 
-def _done(index: int, call: ToolCallPart, content: str, outcome: Outcome) -> CallState:
+def _done(
+    index: int,
+    call: ToolCallPart,
+    content: str,
+    outcome: Outcome,
+    child: RunState | None = None,
+) -> CallState:
     result = ToolResultPart(call.id, call.name, content, outcome != "ok")
-    return CallState(index, call, "done", result, outcome)
+    return CallState(index, call, "done", result, outcome, child)
 
 
 def _unknown_tool_message(name: str, config: RunConfig) -> str:
@@ -227,6 +235,7 @@ WHY: dict[str, str] = {
     "to_run": "is to be executed",
     "awaiting_approval": "awaits approval and cannot run without it",
     "to_return": "awaits a result from the caller (tool_results_provided)",
+    "suspended": "ran a sub-run that waits for the caller (call_resumed)",
     "done": "already has a result",
 }
 
@@ -261,7 +270,44 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
         raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
     call = _take(state, changes, event.kind, event.call_id, "to_run")
     outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
-    _put(state, changes, _done(call.index, call.call, event.content, outcome))
+    child = _child(state, event.kind, event.child)
+    _put(state, changes, _done(call.index, call.call, event.content, outcome, child))
+    _settle(state, changes)
+
+
+def _child(state: RunState, kind: str, child: object) -> RunState | None:
+    if child is not None and not isinstance(child, RunState):
+        raise refused(state, kind, f"a sub-run must be a RunState, got {type(child).__name__}")
+    return child
+
+
+_WAITING = ("awaiting_approval", "awaiting_tool_results")
+
+
+def tool_suspended(state: RunState, event: ToolSuspended, changes: Changes) -> None:
+    """An executed call's sub-run waits for the caller: the call waits with it."""
+    call = _take(state, changes, event.kind, event.call_id, "to_run")
+    child = _child(state, event.kind, event.child)
+    if child is None or child.phase not in _WAITING:
+        phase = child.phase if child is not None else None
+        raise refused(
+            state, event.kind, f"call {event.call_id!r}: its sub-run does not wait ({phase})"
+        )
+    _put(state, changes, CallState(call.index, call.call, "suspended", child=child))
+    _settle(state, changes)
+
+
+def call_resumed(state: RunState, event: CallResumed, changes: Changes) -> None:
+    """The caller's answers reach a suspended call's sub-run; the call runs again if it can."""
+    call = _take(state, changes, event.kind, event.call_id, "suspended")
+    assert call.child is not None  # a suspended call always has its sub-run
+    from toolfold.runtime.core._reducer import reduce  # the reducer dispatches to this module
+
+    child = call.child
+    for inner in event.events:
+        child = reduce(child, inner)
+    status: CallStatus = "suspended" if child.phase in _WAITING else "to_run"
+    _put(state, changes, CallState(call.index, call.call, status, child=child))
     _settle(state, changes)
 
 
@@ -303,12 +349,16 @@ def tool_results_provided(state: RunState, event: ToolResultsProvided, changes: 
 
 
 def _settle(state: RunState, changes: Changes) -> None:
-    statuses = {c.status for c in changes["calls"]}
+    calls: tuple[CallState, ...] = changes["calls"]
+    statuses = {c.status for c in calls}
     if "to_run" in statuses:
         changes["phase"] = "running_tools"
-    elif "awaiting_approval" in statuses:
+    elif "awaiting_approval" in statuses or any(
+        c.child is not None and c.status == "suspended" and c.child.phase == "awaiting_approval"
+        for c in calls
+    ):
         changes["phase"] = "awaiting_approval"
-    elif "to_return" in statuses:
+    elif "to_return" in statuses or "suspended" in statuses:
         changes["phase"] = "awaiting_tool_results"
     else:
         _commit(state, changes)

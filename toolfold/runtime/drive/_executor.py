@@ -27,8 +27,9 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
 from toolfold.runtime.core._effects import ToolInvocation
-from toolfold.runtime.core._events import ToolReturned
+from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import ToolCallPart, ToolResultPart, thaw
+from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._workers import (
     SyncInbox,
     Ticket,
@@ -85,6 +86,7 @@ class ToolOutcome(NamedTuple):
         ended: When the call ended (``time.monotonic()``).
         duration: Seconds from the step's calls starting to this one ending
             (waiting for a concurrency slot included); set by `run_calls`.
+        child: The sub-run the call made (an agent used as a tool), or None.
     """
 
     call_id: str
@@ -95,6 +97,7 @@ class ToolOutcome(NamedTuple):
     exception: BaseException | None = None
     ended: float = 0.0
     duration: float | None = None
+    child: RunState | None = None
 
     @property
     def part(self) -> ToolResultPart:
@@ -102,10 +105,25 @@ class ToolOutcome(NamedTuple):
         return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error)
 
 
-def returned(outcome: ToolOutcome) -> ToolReturned:
+class SubRun(NamedTuple):
+    """What a tool that runs a sub-run returns (an agent used as a tool).
+
+    Attributes:
+        state: The sub-run's state, finished or waiting for the caller.
+        content: The text the calling model sees once it finished.
+    """
+
+    state: RunState
+    content: str
+
+
+def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     """The event that reports ``outcome`` to the core."""
+    child = outcome.child
+    if child is not None and not child.is_done:
+        return ToolSuspended(outcome.call_id, child)
     return ToolReturned(
-        outcome.call_id, outcome.content, outcome.is_error, outcome.outcome, outcome.duration
+        outcome.call_id, outcome.content, outcome.is_error, outcome.outcome, outcome.duration, child
     )
 
 
@@ -132,11 +150,14 @@ def _prepare(job: ToolJob) -> ToolOutcome | dict[str, Any]:
 
 def _finish(job: ToolJob, value: Any) -> ToolOutcome:
     assert job.tool is not None
+    call = job.invocation.call
+    if type(value) is SubRun:
+        ended = time.monotonic()
+        return ToolOutcome(call.id, call.name, value.content, ended=ended, child=value.state)
     try:
         content = job.tool.format_result(value)
     except Exception as exc:
         return _failed(job, exc)
-    call = job.invocation.call
     return ToolOutcome(call.id, call.name, content, ended=time.monotonic())
 
 

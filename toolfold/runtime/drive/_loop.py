@@ -32,10 +32,12 @@ from toolfold.runtime._response import (
     Step,
     StepEndEvent,
     StepStartEvent,
+    SubRunEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
 from toolfold.runtime.core._approval import dispositions, policy_says
+from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import (
     CallModel,
     Effect,
@@ -46,12 +48,13 @@ from toolfold.runtime.core._effects import (
 )
 from toolfold.runtime.core._events import (
     Event,
+    HandedOff,
     ModelResponded,
     OutputAccepted,
     OutputRejected,
     StopRequested,
 )
-from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._request import ModelResponse
@@ -91,6 +94,8 @@ class Live:
         announce_start: The run has just started: ``on_event`` sees its
             `RunStarted` first.
         name: The agent's name, for traces (None when it has none).
+        handoffs: The agents this one may hand the run to, by the name of
+            the tool that does it (``transfer_to_<name>``).
     """
 
     model: Model
@@ -104,6 +109,29 @@ class Live:
     stop_when: tuple[StopPredicate, ...] = ()
     announce_start: bool = False
     name: str | None = None
+    handoffs: Mapping[str, Handover] = attrs.field(factory=dict)
+
+
+class Handover(NamedTuple):
+    """Where a handoff tool sends the run.
+
+    Attributes:
+        agent: The name of the agent that takes over.
+        config: Its configuration (goes into the state with `HandedOff`).
+        live: Its live half, made from the current one (same deps, observers).
+        input_filter: Rewrites the conversation it continues with, or None.
+    """
+
+    agent: str
+    config: RunConfig
+    live: Callable[[Live], Live]
+    input_filter: Callable[[tuple[Message, ...]], Any] | None = None
+
+
+class _SwitchOp(NamedTuple):
+    """The run continues with another agent: shells perform ops with its live half."""
+
+    live: Live
 
 
 class _RunToolsOp(NamedTuple):
@@ -115,7 +143,7 @@ class _NoticeOp(NamedTuple):
 
 
 # The model op is the core's own `CallModel` effect: no wrapper to build.
-_Op = Union[CallModel, _RunToolsOp, _NoticeOp]  # noqa: UP007
+_Op = Union[CallModel, _RunToolsOp, _NoticeOp, _SwitchOp]  # noqa: UP007
 Loop = Generator[_Op, Any, RunState]
 
 
@@ -133,6 +161,12 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         _observe(live.on_event, state.log[0], state, "on_event")
     while True:
         effect = next_effect(state)
+        if isinstance(effect, CallModel) and live.handoffs:
+            handover = _handover(live, state)
+            if handover is not None:
+                live, state = _hand_off(live, state, handover)
+                yield _SwitchOp(live)
+                continue
         if isinstance(effect, CallModel):
             state = yield from _call_model(live, state, effect, notify)
         elif isinstance(effect, RunTools):
@@ -174,6 +208,38 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
     return state
 
 
+def _handover(live: Live, state: RunState) -> Handover | None:
+    """The handoff the last step asked for (its first successful transfer call), if any."""
+    for call in state.calls:
+        if call.outcome == "ok" and call.call.name in live.handoffs:
+            return live.handoffs[call.call.name]
+    return None
+
+
+def _hand_off(live: Live, state: RunState, handover: Handover) -> tuple[Live, RunState]:
+    messages = None
+    if handover.input_filter is not None:
+        try:
+            messages = tuple(to_messages_list(handover.input_filter(state.messages)))
+        except Exception as exc:
+            raise _observer_failure(
+                f"input_filter of the handoff to {handover.agent!r}", exc, state
+            ) from exc
+    new_live = handover.live(live)
+    return new_live, apply_event(
+        new_live, state, HandedOff(handover.agent, handover.config, messages)
+    )
+
+
+def to_messages_list(value: Any) -> list[Message]:
+    """An input filter's result as messages."""
+    items = list(value)
+    for item in items:
+        if not isinstance(item, Message):
+            raise TypeError(f"an input filter returns messages, got {type(item).__name__}")
+    return items
+
+
 def _live_stop_reason(live: Live, state: RunState) -> str | None:
     try:
         return stop_reason(state, live.stop_when)
@@ -183,13 +249,23 @@ def _live_stop_reason(live: Live, state: RunState) -> str | None:
 
 def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> Loop:
     """Run the step's calls and report each outcome."""
-    jobs = tuple([_job(live, state, invocation) for invocation in effect.calls])
+    forwarded: list[list[Any]] = [[] for _ in effect.calls] if notify else []
+    jobs = tuple(
+        [
+            _job(live, state, invocation, forwarded[i].append if notify else None)
+            for i, invocation in enumerate(effect.calls)
+        ]
+    )
     outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
+    for invocation, events in zip(effect.calls, forwarded, strict=False):
+        for item in events:  # sub-runs' events, in call order
+            yield _NoticeOp(_tagged(invocation.call, item))
     if live.on_tool_error == "raise":
         _raise_tool_error(state, outcomes)
     for outcome in outcomes:
-        state = apply_event(live, state, returned(outcome))
-        if notify:
+        event = returned(outcome)
+        state = apply_event(live, state, event)
+        if notify and event.kind == "tool_returned":
             yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
     return state
 
@@ -295,7 +371,18 @@ def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple
     return tuple(decided)  # type: ignore[arg-type]  # the live policy always decides
 
 
-def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:
+def _tagged(call: ToolCallPart, event: Any) -> SubRunEvent:
+    if isinstance(event, SubRunEvent):
+        return SubRunEvent((call.name, call.id, *event.path), event.event)
+    return SubRunEvent((call.name, call.id), event)
+
+
+def _job(
+    live: Live,
+    state: RunState,
+    invocation: ToolInvocation,
+    forward: Callable[[Any], object] | None = None,
+) -> ToolJob:
     call = invocation.call
     context: RunContext[Any] = RunContext(
         run_id=state.run_id,
@@ -305,6 +392,8 @@ def _job(live: Live, state: RunState, invocation: ToolInvocation) -> ToolJob:
         messages=state.conversation,
         deps=live.deps,
         idempotency_key=invocation.key,
+        sub_run=invocation.child,
+        forward=forward,
     )
     return ToolJob(invocation, live.tools.get(call.name), context)
 

@@ -17,7 +17,7 @@ from toolfold.runtime.drive._executor import (
     run_calls,
     run_calls_sync,
 )
-from toolfold.runtime.drive._loop import Live, Loop, _NoticeOp, _RunToolsOp
+from toolfold.runtime.drive._loop import Live, Loop, _NoticeOp, _RunToolsOp, _SwitchOp
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
 
 
@@ -42,7 +42,9 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None) -> RunState:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, CallModel):
+        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
+            live = op.live
+        elif isinstance(op, CallModel):
             call = None if trace is None else trace.model_call(op.request)
             try:
                 value = live.model.request_sync(op.request)
@@ -77,7 +79,9 @@ async def _drive_async(live: Live, loop: Loop, trace: RunTrace | None) -> RunSta
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, CallModel):
+        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
+            live = op.live
+        elif isinstance(op, CallModel):
             call = None if trace is None else trace.model_call(op.request)
             try:
                 value = await live.model.request(op.request)
@@ -121,7 +125,9 @@ def _stream_sync(
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, _NoticeOp):
+        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
+            live = op.live
+        elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
             call = None if trace is None else trace.model_call(op.request)
@@ -135,7 +141,7 @@ def _stream_sync(
                 failure = exc
             if call is not None:
                 call.end(value, failure)
-        else:
+        elif isinstance(op, _RunToolsOp):
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
             if trace is not None:
                 trace.tools(op.jobs, value)
@@ -169,7 +175,9 @@ async def _stream_async(
             yield stop.value
             return
         value, failure = None, None
-        if isinstance(op, _NoticeOp):
+        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
+            live = op.live
+        elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
             call = None if trace is None else trace.model_call(op.request)
@@ -184,7 +192,7 @@ async def _stream_async(
                 failure = exc
             if call is not None:
                 call.end(value, failure)
-        else:
+        elif isinstance(op, _RunToolsOp):
             value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
             if trace is not None:
                 trace.tools(op.jobs, value)

@@ -1,0 +1,294 @@
+"""Agents as tools: the sub-run nests in the caller's state, and suspends, resumes and replays with it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from toolfold import Agent, Denied, UsageError
+from toolfold.runtime import RunState, replay
+from toolfold.testing import FunctionModel, ScriptedModel
+
+TREE_MODULE = textwrap.dedent(
+    '''
+    """Three agents, each calling the next as a tool; the bottom one needs an approval."""
+    from toolfold import Agent, tool
+    from toolfold.testing import FunctionModel, ScriptedModel
+
+    LOG = []
+
+    @tool
+    def lookup(path: str) -> str:
+        """Look a file up.
+
+        Args:
+            path: The file.
+        """
+        LOG.append(("lookup", path))
+        return f"{path} is 3 kB"
+
+    @tool(requires_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: The file.
+        """
+        LOG.append(("delete", path))
+        return f"deleted {path}"
+
+    def delegate(name, **arguments):
+        def reply(request):
+            last = request.messages[-1]
+            if last.role == "tool":
+                return f"{name} said: " + " / ".join(r.content for r in last.tool_results)
+            if name == "files":
+                return [ScriptedModel.call("lookup", {"path": "a.txt"}),
+                        ScriptedModel.call("delete", {"path": "a.txt"})]
+            return ScriptedModel.call(name, {"input": "clean " + last.text})
+        return FunctionModel(reply)
+
+    def make_top():
+        bottom = Agent(delegate("files"), name="bottom", tools=[lookup, delete])
+        mid = Agent(delegate("bottom"), name="mid", tools=[bottom.as_tool()])
+        return Agent(delegate("mid"), name="top", tools=[mid.as_tool()])
+    '''
+)
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    from tree_agents import LOG, make_top
+    from toolfold import Denied
+    from toolfold.runtime import RunState
+
+    payload = json.loads(sys.stdin.read())
+    state = RunState.from_json(payload["state"])
+    decision = True if payload["decision"] == "yes" else Denied(payload["decision"])
+    response = make_top().resume(state, approvals={payload["call_id"]: decision})
+    print(json.dumps({"text": response.text, "log": LOG, "reason": response.finish_reason,
+                      "requests": response.usage.requests, "state": response.state.to_json()}))
+    """
+)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[Any]:
+    (tmp_path / "tree_agents.py").write_text(TREE_MODULE, encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    import tree_agents  # type: ignore[import-not-found]
+
+    yield tree_agents
+    sys.path.remove(str(tmp_path))
+    sys.modules.pop("tree_agents", None)
+
+
+def _resume_elsewhere(tree: Any, state: RunState, call_id: str, decision: str) -> dict[str, Any]:
+    folder = str(Path(tree.__file__).parent)
+    payload = {"state": state.to_json(), "call_id": call_id, "decision": decision}
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, folder],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def test_nested_approval_three_deep_suspends_the_top_run(tree: Any) -> None:
+    """An approval asked two agents down suspends the top run and is listed at the top."""
+    response = tree.make_top().run("the disk")
+    assert response.finish_reason == "approval_required"
+    assert [c.name for c in response.pending_approvals] == ["delete"]
+    assert tree.LOG == [("lookup", "a.txt")]
+    mid_run = response.state.calls[0].child
+    assert mid_run is not None
+    assert mid_run.calls[0].status == "suspended"
+    assert mid_run.calls[0].child.phase == "awaiting_approval"
+    assert response.usage.requests == 3  # one model call per level so far
+
+
+def test_nested_approval_resumed_from_json_in_another_process(tree: Any) -> None:
+    """The suspended tree travels as JSON; another process approves and finishes it, running nothing twice."""
+    response = tree.make_top().run("the disk")
+    call_id = response.pending_approvals[0].id
+    out = _resume_elsewhere(tree, response.state, call_id, "yes")
+    assert out["log"] == [["delete", "a.txt"]]  # lookup ran in the first process only
+    assert out["reason"] == "stop"
+    assert out["text"] == ("mid said: bottom said: files said: a.txt is 3 kB / deleted a.txt")
+    assert out["requests"] == 6
+    final = RunState.from_json(out["state"])
+    assert replay(final.log) == final
+    (mid_run,) = final.sub_runs.values()
+    (bottom_run,) = mid_run.sub_runs.values()
+    assert bottom_run.phase == "finished"
+    assert bottom_run.usage.requests == 2
+
+
+def test_nested_denial_reaches_the_bottom_model(tree: Any) -> None:
+    """A denial given at the top is the bottom model's error result; the tool never runs."""
+    top = tree.make_top()
+    suspended = top.run("the disk")
+    call_id = suspended.pending_approvals[0].id
+    done = top.resume(suspended.state, approvals={call_id: Denied("keep it")})
+    assert done.finish_reason == "stop"
+    assert ("delete", "a.txt") not in tree.LOG
+    assert "denied this tool call: keep it" in done.text
+
+
+def test_tree_round_trips_and_replays(tree: Any) -> None:
+    """A suspended and a finished tree both survive JSON exactly and replay from their logs."""
+    top = tree.make_top()
+    suspended = top.run("the disk")
+    assert RunState.from_json(suspended.state.to_json()) == suspended.state
+    assert replay(suspended.state.log) == suspended.state
+    done = top.resume(suspended.state, approvals={suspended.pending_approvals[0].id: True})
+    assert RunState.from_json(done.state.to_json()) == done.state
+    assert replay(done.state.log) == done.state
+
+
+def test_sub_agent_result_is_its_text_and_its_run_is_on_the_record() -> None:
+    """The caller's model sees the sub-agent's answer; the sub-run is on the step's call record."""
+    helper = Agent(ScriptedModel(["forty-two"]), name="helper")
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("helper", {"input": "the answer?"}), "It is 42."]),
+        tools=[helper.as_tool(description="Knows answers.")],
+    )
+    response = lead.run("ask the helper")
+    assert response.text == "It is 42."
+    assert response.messages[-2].tool_results[0].content == "forty-two"
+    ((call_id, child),) = response.state.sub_runs.items()
+    assert call_id == response.steps[0].tool_calls[0].id
+    assert child.messages[0].text == "the answer?"
+    assert child.run_id == f"{response.run_id}/{call_id}"
+    assert response.usage.requests == 3
+    assert response.state.usage.requests == 2
+
+
+def test_structured_sub_agent_answers_json() -> None:
+    """A sub-agent with an output type hands its caller the structured value as JSON."""
+
+    @attrs.frozen
+    class Verdict:
+        ok: bool
+        reason: str
+
+    judge = Agent(
+        ScriptedModel(['{"ok": true, "reason": "fine"}']), name="judge", output_type=Verdict
+    )
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("judge", {"input": "is it fine?"}), "done"]),
+        tools=[judge.as_tool()],
+    )
+    response = lead.run("judge it")
+    assert json.loads(response.messages[-2].tool_results[0].content) == {
+        "ok": True,
+        "reason": "fine",
+    }
+
+
+def test_object_input_reaches_the_sub_agent_as_json() -> None:
+    """An attrs input_type gives the tool that object's schema and the sub-agent JSON text."""
+
+    @attrs.frozen
+    class Query:
+        city: str
+        days: int
+
+    seen: list[str] = []
+
+    def reply(request: Any) -> str:
+        seen.append(request.messages[-1].text)
+        return "sunny"
+
+    forecaster = Agent(FunctionModel(reply), name="forecast")
+    as_tool = forecaster.as_tool(input_type=Query)
+    schema = json.dumps(as_tool.parameters)
+    assert "city" in schema
+    assert "days" in schema
+    lead = Agent(
+        ScriptedModel(
+            [ScriptedModel.call("forecast", {"input": {"city": "Oslo", "days": 2}}), "ok"]
+        ),
+        tools=[as_tool],
+    )
+    lead.run("weather?")
+    assert json.loads(seen[0]) == {"city": "Oslo", "days": 2}
+
+
+def test_manual_call_two_deep_is_answered_at_the_top() -> None:
+    """A call a sub-agent returns to its caller is answered by id at the top, and the tree goes on."""
+    inner = Agent(
+        ScriptedModel([ScriptedModel.call("ask_human", {"question": "ok?"}), "human said yes"]),
+        name="inner",
+        auto_execute_tools=False,
+    )
+    top = Agent(
+        ScriptedModel([ScriptedModel.call("inner", {"input": "check"}), "all good"]),
+        tools=[inner.as_tool()],
+    )
+    suspended = top.run("go")
+    assert suspended.finish_reason == "tool_calls"
+    (manual,) = suspended.tool_calls
+    assert manual.name == "ask_human"
+    loaded = RunState.from_json(suspended.state.to_json())
+    done = top.resume(loaded, tool_results={manual.id: "yes"})
+    assert done.text == "all good"
+    assert done.messages[-2].tool_results[0].content == "human said yes"
+
+
+def test_arun_drives_the_tree_too(tree: Any) -> None:
+    """The async API suspends and resumes the same tree."""
+    top = tree.make_top()
+
+    async def main() -> str:
+        suspended = await top.arun("the disk")
+        approvals = {c.id: True for c in suspended.pending_approvals}
+        return (await top.aresume(suspended.state, approvals=approvals)).text
+
+    assert asyncio.run(main()).endswith("deleted a.txt")
+
+
+def test_as_tool_needs_a_name() -> None:
+    """An unnamed agent cannot become a tool without name=."""
+    with pytest.raises(UsageError, match="needs a name"):
+        Agent(ScriptedModel(["x"])).as_tool()
+
+
+def test_streaming_parent_streams_sub_runs_tagged_with_their_path(tree: Any) -> None:
+    """A streamed parent yields its sub-agents' events, each tagged with the path down the tree."""
+    from toolfold import RunEndEvent, SubRunEvent, TextDelta
+
+    top = tree.make_top()
+    events = list(top.stream("the disk"))
+    nested = [e for e in events if isinstance(e, SubRunEvent)]
+    paths = {e.path[::2] for e in nested}
+    assert paths == {("mid",), ("mid", "bottom")}
+    assert not any(isinstance(e.event, SubRunEvent) for e in nested)
+    assert not any(isinstance(e.event, TextDelta) for e in nested)  # suspended before any text
+    suspended = events[-1]
+    assert isinstance(suspended, RunEndEvent)
+    approvals = {c.id: True for c in suspended.response.pending_approvals}
+    resumed = list(top.resume_stream(suspended.response.state, approvals=approvals))
+    texts = [
+        e.event.text
+        for e in resumed
+        if isinstance(e, SubRunEvent)
+        and e.path[::2] == ("mid", "bottom")
+        and isinstance(e.event, TextDelta)
+    ]
+    assert "".join(texts) == "files said: a.txt is 3 kB / deleted a.txt"
+    assert resumed[-1].response.text.startswith("mid said:")

@@ -1,0 +1,117 @@
+"""Handoffs: transfer_to_<name> tools move the run to another agent on the same conversation."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolfold import Agent, Handoff, Message, UsageError, tool
+from toolfold.runtime import RunState, replay
+from toolfold.testing import FunctionModel, ScriptedModel
+
+call = ScriptedModel.call
+
+
+def _seen_by(model_log: list[tuple[str, ...]]) -> FunctionModel:
+    def reply(request):  # type: ignore[no-untyped-def]
+        model_log.append(tuple(t.name for t in request.tools))
+        return "refund issued"
+
+    return FunctionModel(reply)
+
+
+def test_handoff_chain_continues_with_the_target() -> None:
+    """triage -> billing -> refunds: each takes over with its own instructions and tools."""
+    tools_seen: list[tuple[str, ...]] = []
+    refunds = Agent(_seen_by(tools_seen), name="refunds", instructions="Refund things.")
+    billing = Agent(
+        ScriptedModel([call("transfer_to_refunds")]),
+        name="billing",
+        instructions="Bill things.",
+        handoffs=[refunds],
+    )
+    triage = Agent(ScriptedModel([call("transfer_to_billing")]), name="triage", handoffs=[billing])
+    response = triage.run("I want my money back")
+    assert response.text == "refund issued"
+    assert response.agent == "refunds"
+    assert response.state.config.instructions == "Refund things."
+    assert tools_seen == [()]
+    results = [r.content for m in response.messages for r in m.tool_results]
+    assert results == ["Transferred to billing.", "Transferred to refunds."]
+    assert replay(response.state.log) == response.state
+    assert RunState.from_json(response.state.to_json()) == response.state
+
+
+def test_no_handoff_names_the_first_agent() -> None:
+    """A run that never hands off was answered by the agent that started it."""
+    agent = Agent(ScriptedModel(["hi"]), name="solo")
+    assert agent.run("hello").agent == "solo"
+
+
+def test_input_filter_rewrites_the_conversation() -> None:
+    """An input filter decides what the target sees (here: only the user's messages)."""
+    seen: list[int] = []
+
+    def reply(request):  # type: ignore[no-untyped-def]
+        seen.append(len(request.messages))
+        return "ok"
+
+    def users_only(messages: tuple[Message, ...]) -> list[Message]:
+        return [m for m in messages if m.role == "user"]
+
+    target = Agent(FunctionModel(reply), name="target")
+    source = Agent(
+        ScriptedModel([call("move", {})]),
+        name="source",
+        handoffs=[Handoff(target, name="move", input_filter=users_only)],
+    )
+    response = source.run("question")
+    assert seen == [1]
+    assert response.agent == "target"
+    assert [m.role for m in response.messages] == ["user", "assistant"]
+
+
+def test_handoff_cycle_is_bounded_by_max_steps() -> None:
+    """Two agents handing to each other forever stop at max_steps."""
+    ping = Agent(FunctionModel(lambda r: call("transfer_to_pong")), name="ping", max_steps=4)
+    pong = Agent(
+        FunctionModel(lambda r: call("transfer_to_ping")), name="pong", handoffs=[ping], max_steps=4
+    )
+    ping = ping.evolve(handoffs=[pong])
+    response = ping.run("go")
+    assert response.finish_reason == "max_steps"
+    assert response.state.step == 4
+
+
+def test_approval_after_a_handoff_resumes_with_the_target() -> None:
+    """A run handed to an agent whose tool needs approval resumes with that agent."""
+    done: list[str] = []
+
+    @tool(requires_approval=True)
+    def refund(amount: int) -> str:
+        """Refund money.
+
+        Args:
+            amount: How much.
+        """
+        done.append(f"refund {amount}")
+        return "refunded"
+
+    refunds = Agent(
+        ScriptedModel([call("refund", {"amount": 5}), "Your 5 are back."]),
+        name="refunds",
+        tools=[refund],
+    )
+    triage = Agent(ScriptedModel([call("transfer_to_refunds")]), name="triage", handoffs=[refunds])
+    suspended = triage.run("refund me")
+    assert suspended.finish_reason == "approval_required"
+    loaded = RunState.from_json(suspended.state.to_json())
+    response = triage.resume(loaded, approvals={suspended.pending_approvals[0].id: True})
+    assert response.text == "Your 5 are back."
+    assert done == ["refund 5"]
+    assert response.agent == "refunds"
+
+
+def test_handoff_target_needs_a_name() -> None:
+    """An unnamed handoff target is refused when the agent is built."""
+    with pytest.raises(UsageError, match="needs a name"):
+        Agent(ScriptedModel(["x"]), handoffs=[Agent(ScriptedModel(["y"]))])

@@ -1,0 +1,92 @@
+"""An agent used as another agent's tool: its run nests in the caller's state.
+
+The tool's function runs the sub-agent and hands back a `SubRun` (its state
+and the text the calling model sees). The executor turns that into a
+`ToolReturned` carrying the finished sub-run, or a `ToolSuspended` when the
+sub-run waits for approvals or tool results: the calling run then suspends
+too, and its caller answers the nested calls by id (see `resume`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from toolfold._errors import UsageError
+from toolfold.runtime._response import RunEndEvent
+from toolfold.runtime.drive._executor import SubRun
+from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._tool import Tool
+
+if TYPE_CHECKING:
+    from toolfold.runtime._agent import Agent
+
+
+def agent_tool(
+    agent: Agent,
+    *,
+    name: str | None,
+    description: str | None,
+    input_type: Any,
+    requires_approval: bool,
+    timeout: float | None,
+) -> Tool[..., Any]:
+    """The `Tool` that runs ``agent`` (see `Agent.as_tool`)."""
+    from toolfold.toolkit import tool
+
+    tool_name = name or agent.name
+    if not tool_name:
+        raise UsageError("agent.as_tool() needs a name: give the agent a name= or pass name=...")
+    text = description or f"Ask the {tool_name} agent." + (
+        f" Its instructions: {agent.instructions}" if agent.instructions else ""
+    )
+
+    def call(ctx: RunContext[Any], input: Any) -> SubRun:
+        if ctx.forward is not None:  # the caller streams: so does the sub-run
+            if ctx.sub_run is not None:
+                stream = agent.resume_stream(ctx.sub_run, deps=ctx.deps)
+            else:
+                stream = agent.stream(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+            for event in stream:
+                if not isinstance(event, RunEndEvent):
+                    ctx.forward(event)
+            response = stream.response
+        elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
+            response = agent.resume(ctx.sub_run, deps=ctx.deps)
+        else:
+            response = agent.run(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+        return SubRun(response.state, _content(response.state.output, response.text))
+
+    call.__annotations__ = {"ctx": RunContext, "input": input_type, "return": Any}
+    call.__doc__ = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
+    made: Tool[..., Any] = tool(
+        name=tool_name,
+        description=text,
+        requires_approval=requires_approval,
+        timeout=timeout,
+    )(call)
+    return made
+
+
+def _sub_id(ctx: RunContext[Any]) -> str:
+    # The sub-run's id follows from the call's: a replay or a retry gets the same.
+    return f"{ctx.run_id}/{ctx.call_id}"
+
+
+def _prompt(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    data = attrs.asdict(value) if attrs.has(type(value)) else value
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+
+        data = dataclasses.asdict(value)
+    return json.dumps(data, default=str)
+
+
+def _content(output: Any, text: str) -> str:
+    if output is None or isinstance(output, str):
+        return text if output is None else output
+    return json.dumps(output, default=str)
