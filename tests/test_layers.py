@@ -19,9 +19,16 @@ FORBIDDEN = {
         "toolfold.local",
         "toolfold.mcp",
         "toolfold.otel",
+        "toolfold.integrations",
     ),
-    "runtime": ("toolfold.adapters", "toolfold.local", "toolfold.mcp", "toolfold.otel"),
-    "adapters": ("toolfold.local", "toolfold.mcp", "toolfold.otel"),
+    "runtime": (
+        "toolfold.adapters",
+        "toolfold.local",
+        "toolfold.mcp",
+        "toolfold.otel",
+        "toolfold.integrations",
+    ),
+    "adapters": ("toolfold.local", "toolfold.mcp", "toolfold.otel", "toolfold.integrations"),
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 
 import toolfold
 import toolfold.adapters
+import toolfold.integrations.ray
 import toolfold.runtime
 import toolfold.testing
 import toolfold.toolkit
@@ -253,6 +254,10 @@ TESTING = {
 }
 
 
+# toolfold.integrations.ray: batch fan-out on Ray
+RAY = {"BatchError", "BatchResult", "run_batch"}
+
+
 # Functions whose hints name a class their module imports only for type checking
 # (an import cycle): get_type_hints fails on them as it did before the rename.
 HINTS_NEED_TYPE_CHECKING = {toolfold.runtime.stop_reason}
@@ -263,6 +268,7 @@ NAMESPACES = {
     "toolfold.toolkit": TOOLKIT,
     "toolfold.adapters": ADAPTERS,
     "toolfold.testing": TESTING,
+    "toolfold.integrations.ray": RAY,
 }
 
 

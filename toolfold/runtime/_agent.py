@@ -132,6 +132,12 @@ class Agent:
         options = make_options(**{**self._spec(), "tools": static})
         object.__setattr__(self, "_options", attrs.evolve(options, name=self.name))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # An agent travels (to another process, a Ray actor) as its spec: the
+        # resolved options hold live clients and API keys, which must not be
+        # pickled; loading rebuilds them where the agent lands.
+        return (_from_spec, (self._spec(), self.name))
+
     def _with(self, listed: Sequence[Tool[..., Any]]) -> Agent:
         """This agent with its sources' listed tools in their place (for one run)."""
         static, _ = split_sources(self.tools)
@@ -392,6 +398,11 @@ class Agent:
             state, tool_results, approvals, message, max_steps, deps, on_event, on_step
         )
         return RunStream(live, state)
+
+
+def _from_spec(spec: dict[str, Any], name: str | None) -> Agent:
+    """An agent rebuilt from its pickled spec (see `Agent.__reduce__`)."""
+    return Agent(name=name, **spec)
 
 
 _RUN_FIELDS = tuple(
