@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
-# Ray reads this when it is imported: off, a local cluster binds 127.0.0.1 instead of
-# the machine's address (as on macOS), so the tests touch no network but loopback.
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+# tests/conftest.py sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before anything imports Ray,
+# so this cluster binds 127.0.0.1 only.
 
 
 @pytest.fixture(scope="session")

@@ -251,10 +251,9 @@ class _Batch:
     ) -> None:
         per_actor = -(-concurrency // num_actors)
         options = {"max_concurrency": per_actor, "max_restarts": -1, **actor_options}
-        blob = ray.put(source)
         actors: list[ActorHandle[BatchActor]] = []
         for _ in range(num_actors):
-            handle = RemoteBatchActor.options(**options).remote(blob)
+            handle = RemoteBatchActor.options(**options).remote(source)
             assert isinstance(handle, ActorHandle)  # a handle, not the class (for typing)
             actors.append(handle)
         try:
