@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import toolfold
@@ -11,13 +12,18 @@ from toolfold.testing import FunctionModel, Reply
 
 
 def make_agent(
-    log: str | None = None, gate: str | None = None, gate_from: int = -1, fail_on: int = -1
+    log: str | None = None,
+    gate: str | None = None,
+    gate_from: int = -1,
+    fail_on: int = -1,
+    crash_on: int = -1,
 ) -> toolfold.Agent:
     """An agent that squares the number it is given with its `square` tool, then says so.
 
     ``log``: a file each execution of the tool appends its number to. ``gate``:
     inputs from ``gate_from`` on wait in the tool until that file exists.
     ``fail_on``: the input whose tool raises (``on_tool_error="raise"``).
+    ``crash_on``: the input whose tool kills its process (the Ray actor).
     """
 
     async def square(n: int) -> int:
@@ -31,6 +37,8 @@ def make_agent(
                 file.write(f"{n}\n")
         while gate is not None and n >= gate_from and not Path(gate).exists():
             await asyncio.sleep(0.01)
+        if n == crash_on:
+            os._exit(1)
         if n == fail_on:
             raise ValueError(f"cannot square {n}")
         return n * n

@@ -51,6 +51,27 @@ def test_an_input_whose_tool_raises_fails_alone(ray_address: str) -> None:
     assert [r.text for r in results if r.index != 7] == [expected(n) for n in range(20) if n != 7]
 
 
+def test_an_actor_that_dies_fails_its_inputs_not_the_batch(ray_address: str) -> None:
+    """A tool that kills its actor fails the inputs sent to it; the restarted actor runs the rest."""
+    results = run_batch(
+        make_agent(crash_on=5),
+        [str(n) for n in range(12)],
+        concurrency=2,
+        num_actors=1,
+        progress=False,
+    )
+    failed = [r for r in results if not r.ok]
+    assert 5 in {r.index for r in failed}
+    assert len(failed) <= 2  # the runs in flight when it died; no input waits on a dead actor
+    for result in failed:
+        assert result.error is not None
+        assert result.error.type.startswith("ray.exceptions.")
+        assert "the Ray actor running this input died" in result.error.message
+    assert all(r.ok for r in results[:4])
+    assert all(r.ok for r in results[7:])  # ran on the restarted actor
+    assert [r.text for r in results if r.ok] == [expected(r.index) for r in results if r.ok]
+
+
 def _lines(path: Path) -> list[dict[str, object]]:
     if not path.exists():
         return []

@@ -261,47 +261,78 @@ class _Batch:
                 ray.get([actor.ready.remote() for actor in actors])
             except RayActorError as exc:
                 raise UsageError(f"the agent could not be built in a Ray actor: {exc}") from exc
-            busy = [0] * num_actors
-            pending: dict[Any, tuple[int, int]] = {}  # ref -> (input index, actor number)
-            queue = iter(todo)
-            left = len(todo)
-            while left:
-                while len(pending) < concurrency:
-                    index = next(queue, None)
-                    if index is None:
-                        break
-                    number = busy.index(min(busy))
-                    run_id = f"{self.batch_id}-{index}"
-                    ref = actors[number].run.remote(index, self.prompts[index], run_id)
-                    pending[ref] = (index, number)
-                    busy[number] += 1
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
-                for ref in ready:
-                    index, number = pending.pop(ref)
-                    busy[number] -= 1
-                    try:
-                        _, state, error = ray.get(ref)
-                    except RayActorError as exc:  # the actor died during this input
-                        state, error = None, _died(exc)
-                    result = self._record(index, state, error)
-                    left -= 1
-                    bar.update(1)
-                    if not result.ok:
-                        bar.set_postfix(failed=self._failed())
+            self._drive(actors, todo, concurrency, bar)
         finally:
             for actor in actors:
                 ray.kill(actor)
+
+    def _drive(
+        self, actors: list[ActorHandle[BatchActor]], todo: list[int], concurrency: int, bar: Any
+    ) -> None:
+        """Keep ``concurrency`` runs in flight on the least busy live actors until all are done.
+
+        An actor that died is given no input until a ping (retried by Ray across
+        the restart) finds it back; one that cannot come back is dropped, and
+        with no actor left the remaining inputs fail.
+        """
+        busy = [0] * len(actors)
+        down: set[int] = set()  # restarting: a ping is in flight
+        gone: set[int] = set()  # will not come back
+        pending: dict[Any, tuple[int | None, int]] = {}  # ref -> (input or None: a ping, actor)
+        queue = list(reversed(todo))
+        while queue or any(index is not None for index, _ in pending.values()):
+            live = [n for n in range(len(actors)) if n not in down and n not in gone]
+            while queue and live and len(pending) - len(down) < concurrency:
+                index = queue.pop()
+                number = min(live, key=busy.__getitem__)
+                run_id = f"{self.batch_id}-{index}"
+                ref = actors[number].run.remote(index, self.prompts[index], run_id)
+                pending[ref] = (index, number)
+                busy[number] += 1
+            if not pending:  # every actor is gone
+                for index in reversed(queue):
+                    self._finished(index, None, _died(None), bar)
+                return
+            ray.wait(list(pending), num_returns=1)
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+            for ref in ready:
+                which, number = pending.pop(ref)
+                try:
+                    outcome = ray.get(ref)
+                except RayActorError as exc:
+                    if which is None:  # the ping: the actor will not come back
+                        down.discard(number)
+                        gone.add(number)
+                        continue
+                    if number not in down and number not in gone:
+                        down.add(number)
+                        ping = actors[number].ready.options(max_task_retries=-1).remote()
+                        pending[ping] = (None, number)
+                    busy[number] -= 1
+                    self._finished(which, None, _died(exc), bar)
+                    continue
+                if which is None:
+                    down.discard(number)
+                    continue
+                busy[number] -= 1
+                _, state, error = outcome
+                self._finished(which, state, error, bar)
+
+    def _finished(self, index: int, state: str | None, error: Any, bar: Any) -> None:
+        result = self._record(index, state, error)
+        bar.update(1)
+        if not result.ok:
+            bar.set_postfix(failed=self._failed())
 
     def _failed(self) -> int:
         return sum(1 for r in self.results if r is not None and not r.ok)
 
 
-def _died(exc: RayActorError) -> dict[str, Any]:
-    kind = type(exc)
+def _died(exc: RayActorError | None) -> dict[str, Any]:
+    kind = type(exc) if exc is not None else RayActorError
     return {
         "type": f"{kind.__module__}.{kind.__qualname__}",
-        "message": f"the Ray actor running this input died: {exc}",
+        "message": f"the Ray actor running this input died: {exc or 'no actor is left'}",
         "traceback": "",
         "state": None,
     }
