@@ -228,6 +228,7 @@ TOOLKIT = {
 ADAPTERS = {
     "CompiledTool",
     "Dialect",
+    "HttpLimits",
     "RedactingFilter",
     "RetryPolicy",
     "SSEDecoder",

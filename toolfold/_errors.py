@@ -31,6 +31,9 @@ chained with ``raise ... from exc``::
         ├── StreamError            a stream broke or reported an error in-band
         └── MalformedResponseError a body or stream event toolfold cannot read (with ``path``)
 
+Optional packages add their own, under `ToolfoldError` too: ``toolfold.mcp.MCPError``
+(an MCP server could not start, crashed, hung or answered badly; a ``RuntimeError``).
+
 Where an error means what a builtin exception means, it subclasses that builtin
 too, so ``except ValueError`` or ``except TimeoutError`` catches it:
 `ToolDefinitionError` is a ``TypeError``; `UsageError`, `SchemaCompileError`,

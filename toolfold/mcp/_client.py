@@ -18,13 +18,14 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, suppress
 from typing import Any
 
 import anyio
 import anyio.from_thread
 
-from toolfold._errors import ToolDefinitionError, ToolfoldError
+from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import ApprovalPolicy
 
@@ -88,7 +89,7 @@ class MCPServer:
     ) -> None:
         for option, value in (("timeout", timeout), ("startup_timeout", startup_timeout)):
             if not value > 0:
-                raise ValueError(f"MCP server {name!r}: {option} must be positive, got {value!r}")
+                raise UsageError(f"MCP server {name!r}: {option} must be positive, got {value!r}")
         self.name = name
         self.prefix = prefix
         self.timeout = timeout
@@ -179,7 +180,7 @@ class MCPServer:
         self._task = portal.start_task_soon(hold)
         try:
             ready.result(timeout=self.startup_timeout)
-        except TimeoutError:
+        except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             raise MCPError(self.name, f"did not start within {self.startup_timeout:g} s") from None
         except Exception as exc:
             raise MCPError(self.name, f"could not start: {_describe(exc)}") from exc
@@ -290,7 +291,7 @@ class MCPServer:
         assert portal is not None
         try:
             return portal.start_task_soon(fn).result(timeout=self.timeout)
-        except TimeoutError:
+        except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except Exception as exc:
             raise MCPError(self.name, _describe(exc)) from exc
