@@ -38,9 +38,15 @@ def test_500_inputs_come_back_in_input_order(ray_address: str) -> None:
     assert results[3].response.usage.requests == 2
 
 
-def test_an_input_whose_tool_raises_fails_alone(ray_address: str) -> None:
+def test_an_input_whose_tool_raises_fails_alone(
+    ray_address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The input whose tool raises gets an error result with its state; the others finish."""
-    results = run_batch(make_agent(fail_on=7), [str(n) for n in range(20)], progress=False)
+    results = run_batch(make_agent(fail_on=7), [str(n) for n in range(20)])
+    bar = capsys.readouterr().err
+    assert "toolfold batch" in bar
+    assert "20/20" in bar
+    assert "failed=1" in bar
     failed = results[7]
     assert failed.error is not None
     assert failed.response is None
