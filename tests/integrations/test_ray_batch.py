@@ -194,3 +194,22 @@ def test_bad_arguments_are_refused() -> None:
 def test_the_tests_ray_listens_on_loopback_only(ray_address: str) -> None:
     """The tests' Ray cluster is reached at 127.0.0.1, not the machine's network address."""
     assert ray_address.startswith("127.0.0.1:")
+
+
+def test_a_recorded_error_is_kept_when_errors_are_not_retried(tmp_path: Path) -> None:
+    """With retry_errors=False a rerun returns the recorded error instead of running the input."""
+    from toolfold.integrations.ray._checkpoint import input_digest
+
+    checkpoint = tmp_path / "batch.jsonl"
+    error = {"type": "builtins.ValueError", "message": "boom", "traceback": "tb", "state": None}
+    lines = [
+        {"toolfold_batch": 1, "batch_id": "b", "inputs": 1},
+        {"index": 0, "input": input_digest("1"), "error": error},
+    ]
+    checkpoint.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    (result,) = run_batch(
+        make_agent(), ["1"], checkpoint=checkpoint, retry_errors=False, progress=False
+    )
+    assert result.from_checkpoint
+    assert result.error is not None
+    assert (result.error.type, result.error.message) == ("builtins.ValueError", "boom")
