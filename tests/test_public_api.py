@@ -258,6 +258,27 @@ TESTING = {
 # toolfold.integrations.ray: batch fan-out on Ray
 RAY = {"BatchError", "BatchResult", "run_batch"}
 
+# toolfold.local: the local: provider (llama.cpp's server, built and run for you)
+LOCAL = {
+    "CACHE_ENV",
+    "LLAMA_CPP_PYTHON",
+    "LOCAL_PROVIDER",
+    "MODELS",
+    "SERVER_ENV",
+    "LocalModel",
+    "LocalServer",
+    "LocalSetupError",
+    "PackagedModel",
+    "built_binary",
+    "cache_dir",
+    "ensure_model",
+    "ensure_server_binary",
+    "installed_model",
+    "print_progress",
+    "running_servers",
+    "stop_all",
+}
+
 
 # Functions whose hints name a class their module imports only for type checking
 # (an import cycle): get_type_hints fails on them as it did before the rename.
@@ -270,6 +291,7 @@ NAMESPACES = {
     "toolfold.adapters": ADAPTERS,
     "toolfold.testing": TESTING,
     "toolfold.integrations.ray": RAY,
+    "toolfold.local": LOCAL,
 }
 
 
