@@ -15,7 +15,8 @@ def ray_address() -> Iterator[str]:
     """A Ray cluster on this machine (2 CPUs, no dashboard); yields its GCS address."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    if not ray.is_initialized():  # docs/ray.md's block starts the same one when it runs first
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield str(ray.get_runtime_context().gcs_address)
     finally:
