@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Ray reads this once, when it is first imported (tests/test_public_api.py imports it at
+# collection): off, a local Ray cluster binds 127.0.0.1 instead of the machine's address
+# (as it does on macOS), so the Ray tests touch no network but loopback.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 _UNDOCUMENTED = "ignore::toolfold.toolkit.UndocumentedParameterWarning"
 

@@ -14,6 +14,7 @@ import pytest
 
 import toolfold
 import toolfold.adapters
+import toolfold.integrations.ray
 import toolfold.runtime
 import toolfold.testing
 import toolfold.toolkit
@@ -279,6 +280,9 @@ TEMPORAL = {
 }
 
 
+# toolfold.integrations.ray: batch fan-out on Ray
+RAY = {"BatchError", "BatchResult", "run_batch"}
+
 # toolfold.local: the local: provider (llama.cpp's server, built and run for you)
 LOCAL = {
     "CACHE_ENV",
@@ -311,6 +315,7 @@ NAMESPACES = {
     "toolfold.toolkit": TOOLKIT,
     "toolfold.adapters": ADAPTERS,
     "toolfold.testing": TESTING,
+    "toolfold.integrations.ray": RAY,
     "toolfold.local": LOCAL,
     "toolfold.integrations.temporal": TEMPORAL,
 }

@@ -205,3 +205,18 @@ def test_stream_failure_keeps_state_and_resume_retries() -> None:
     retried = agent.resume_stream(state)
     assert [e.text for e in retried if isinstance(e, TextDelta)] == ["partial ", "answer"]
     assert retried.response.text == "partial answer"
+
+
+def test_an_agent_pickles_as_its_spec_without_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pickled agent carries its model string, not the client or key; loading rebuilds them."""
+    import pickle
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-in-env-only")
+    agent = Agent("openai:gpt-4o-mini", instructions="Be brief.", name="pickled", temperature=0)
+    data = pickle.dumps(agent)
+    assert b"sk-secret-in-env-only" not in data
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other-process")
+    loaded = pickle.loads(data)
+    assert loaded == agent
+    assert (loaded.name, loaded.settings) == ("pickled", {"temperature": 0})
+    assert loaded._options.model is not agent._options.model

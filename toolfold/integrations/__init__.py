@@ -1,1 +1,4 @@
-"""Optional integrations with outside engines (each needs its extra); nothing in the core imports them."""
+"""Runs on engines that outgrow one process: one optional subpackage per engine.
+
+Nothing in the core imports these; each needs its extra (``toolfold[ray]``...).
+"""

@@ -189,6 +189,12 @@ class Agent:
             "handoffs (any depth): resume it with the agent that started it"
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # An agent travels (to another process, a Ray actor) as its spec: the
+        # resolved options hold live clients and API keys, which must not be
+        # pickled; loading rebuilds them where the agent lands.
+        return (_from_spec, (self._spec(), self.name))
+
     def _with(self, listed: Sequence[Tool[..., Any]]) -> Agent:
         """This agent with its sources' listed tools in their place (for one run)."""
         static, _ = split_sources(self.tools)
@@ -569,6 +575,11 @@ class Handoff:
 
         made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(transfer)
         return made
+
+
+def _from_spec(spec: dict[str, Any], name: str | None) -> Agent:
+    """An agent rebuilt from its pickled spec (see `Agent.__reduce__`)."""
+    return Agent(name=name, **spec)
 
 
 _RUN_FIELDS = tuple(

@@ -1,0 +1,338 @@
+"""`run_batch`: fan one agent out over many inputs on Ray async actors."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+import ray
+from ray.actor import ActorHandle
+from ray.exceptions import RayActorError
+from tqdm import tqdm
+
+from toolfold._errors import UsageError
+from toolfold.integrations.ray._actor import BatchActor, RemoteBatchActor, load_agent, pickled
+from toolfold.integrations.ray._checkpoint import Checkpoint, input_digest
+from toolfold.runtime import Agent, Response, RunState
+from toolfold.runtime._run import finish, to_messages
+
+
+@attrs.frozen
+class BatchError:
+    """Why an input failed: the exception as data (it crossed a process boundary).
+
+    Attributes:
+        type: The exception's qualified class name (``toolfold.ToolExecutionError``).
+        message: Its message.
+        traceback: Its formatted traceback, from the actor.
+        state: The run's last consistent state when the error carried one
+            (a `RunError`), else None.
+    """
+
+    type: str
+    message: str
+    traceback: str = attrs.field(repr=False)
+    state: RunState | None = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen
+class BatchResult:
+    """One input's outcome: a `Response`, or the `BatchError` that ended it.
+
+    Attributes:
+        index: The input's position in ``inputs``.
+        response: The run's response (None when it failed).
+        error: Why it failed (None when it ran).
+        from_checkpoint: True when the result was read from the checkpoint
+            file instead of being run again.
+    """
+
+    index: int
+    response: Response | None = attrs.field(repr=False)
+    error: BatchError | None
+    from_checkpoint: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the input ran to a response."""
+        return self.error is None
+
+    @property
+    def text(self) -> str | None:
+        """The response's text, or None when the input failed."""
+        return self.response.text if self.response is not None else None
+
+
+def run_batch(
+    agent: Agent | str,
+    inputs: Iterable[Any],
+    *,
+    concurrency: int = 32,
+    num_actors: int = 2,
+    checkpoint: str | os.PathLike[str] | None = None,
+    retry_errors: bool = True,
+    progress: bool = True,
+    on_result: Callable[[BatchResult], object] | None = None,
+    actor_options: Mapping[str, Any] | None = None,
+) -> list[BatchResult]:
+    """Run an agent on many inputs on Ray async actors; results in input order.
+
+    Each actor builds the agent once and runs up to ``concurrency /
+    num_actors`` inputs at a time on its event loop; the driver hands the next
+    input to the least busy actor as inputs finish. An exception in a run
+    (a tool raising with ``on_tool_error="raise"``, a provider error...) or an
+    actor's crash becomes that input's error result; the other inputs go on.
+    Call ``ray.init(...)`` first to choose the cluster (else Ray starts a local
+    one with its defaults).
+
+    Example:
+        >>> results = run_batch(agent, ["2+2?", "3+3?"], checkpoint="out.jsonl")
+        >>> [r.text for r in results]
+
+    Args:
+        agent: The `Agent`, or an import path ``"package.module:name"`` naming
+            one (or a function returning one) that each actor imports. An
+            agent pickles as its spec: its model string is resolved again in
+            each actor, which reads the API key from its own environment.
+        inputs: The prompts: each what `Agent.arun` accepts (text, a
+            `Message`, a list of messages).
+        concurrency: Runs in flight at once, over all actors.
+        num_actors: Ray actors (processes) to spread the runs over.
+        checkpoint: A JSON-lines file: each finished input's final state is
+            appended to it as it finishes, and a rerun with the same file and
+            inputs skips the inputs recorded there. Run ids are stable per
+            file (``<batch id>-<index>``), so a rerun's tool calls carry the
+            same idempotency keys.
+        retry_errors: On a rerun, run again the inputs whose recorded outcome
+            is an error (False: keep the recorded error).
+        progress: Show a progress bar (tqdm) on stderr.
+        on_result: Called in the driver with each input's result as it finishes.
+        actor_options: Extra Ray actor options (``num_cpus``,
+            ``runtime_env``...), passed to ``.options()``.
+
+    Returns:
+        One `BatchResult` per input, in input order.
+
+    Raises:
+        UsageError: Bad arguments, an input that is not a prompt, an agent
+            that cannot reach the actors or cannot be built there, or a
+            checkpoint written for other inputs.
+    """
+    if concurrency < 1 or num_actors < 1:
+        raise UsageError(
+            f"concurrency and num_actors must be at least 1, got {concurrency} and {num_actors}"
+        )
+    prompts = list(inputs)
+    for index, prompt in enumerate(prompts):
+        try:
+            to_messages(prompt)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"input {index} is not a prompt: {exc}") from exc
+    local = load_agent(agent) if isinstance(agent, str) else agent
+    if not isinstance(local, Agent):
+        raise UsageError(f"run_batch needs a toolfold Agent or its import path, got {agent!r}")
+    source = agent if isinstance(agent, str) else pickled(agent)
+    digests = [input_digest(p) for p in prompts]
+    file = Checkpoint.open(checkpoint, digests) if checkpoint is not None else None
+    try:
+        return _Batch(local, prompts, digests, file, on_result).run(
+            source,
+            concurrency=concurrency,
+            num_actors=min(num_actors, max(1, len(prompts))),
+            retry_errors=retry_errors,
+            progress=progress,
+            actor_options=dict(actor_options or {}),
+        )
+    finally:
+        if file is not None:
+            file.close()
+
+
+class _Batch:
+    """One call of `run_batch`: its results so far, and the dispatch loop."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        prompts: list[Any],
+        digests: list[str],
+        checkpoint: Checkpoint | None,
+        on_result: Callable[[BatchResult], object] | None,
+    ) -> None:
+        self.agent = agent
+        self.prompts = prompts
+        self.digests = digests
+        self.checkpoint = checkpoint
+        self.on_result = on_result
+        self.batch_id = checkpoint.batch_id if checkpoint is not None else uuid.uuid4().hex
+        self.results: list[BatchResult | None] = [None] * len(prompts)
+
+    def run(
+        self,
+        source: str | bytes,
+        *,
+        concurrency: int,
+        num_actors: int,
+        retry_errors: bool,
+        progress: bool,
+        actor_options: dict[str, Any],
+    ) -> list[BatchResult]:
+        todo = self._restore(retry_errors)
+        bar = tqdm(
+            total=len(self.prompts),
+            initial=len(self.prompts) - len(todo),
+            desc="toolfold batch",
+            unit="run",
+            disable=not progress,
+        )
+        try:
+            if todo:
+                self._dispatch(source, todo, concurrency, num_actors, actor_options, bar)
+        finally:
+            bar.close()
+        return [r for r in self.results if r is not None]
+
+    def _restore(self, retry_errors: bool) -> list[int]:
+        """Fill in the results the checkpoint holds; the indices left to run."""
+        found = self.checkpoint.found if self.checkpoint is not None else {}
+        todo = []
+        for index in range(len(self.prompts)):
+            record = found.get(index)
+            if record is None or ("error" in record and retry_errors):
+                todo.append(index)
+                continue
+            state = json.dumps(record["state"]) if record.get("state") is not None else None
+            self.results[index] = self._result(
+                index, state, record.get("error"), from_checkpoint=True
+            )
+        return todo
+
+    def _result(
+        self, index: int, state: str | None, error: Any, *, from_checkpoint: bool = False
+    ) -> BatchResult:
+        if state is not None:
+            response = finish(RunState.from_json(state), self.agent._options.live())
+            return BatchResult(index, response, None, from_checkpoint)
+        saved = error.get("state")
+        failure = BatchError(
+            type=error["type"],
+            message=error["message"],
+            traceback=error["traceback"],
+            state=RunState.from_json(saved) if saved is not None else None,
+        )
+        return BatchResult(index, None, failure, from_checkpoint)
+
+    def _record(self, index: int, state: str | None, error: Any) -> BatchResult:
+        result = self._result(index, state, error)
+        self.results[index] = result
+        if self.checkpoint is not None:
+            line: dict[str, Any] = {"index": index, "input": self.digests[index]}
+            if state is not None:
+                line["state"] = json.loads(state)
+            else:
+                line["error"] = error
+            self.checkpoint.append(line)
+        if self.on_result is not None:
+            self.on_result(result)
+        return result
+
+    def _dispatch(
+        self,
+        source: str | bytes,
+        todo: list[int],
+        concurrency: int,
+        num_actors: int,
+        actor_options: dict[str, Any],
+        bar: tqdm[Any],
+    ) -> None:
+        per_actor = -(-concurrency // num_actors)
+        options = {"max_concurrency": per_actor, "max_restarts": -1, **actor_options}
+        actors: list[ActorHandle[BatchActor]] = []
+        for _ in range(num_actors):
+            handle = RemoteBatchActor.options(**options).remote(source)
+            assert isinstance(handle, ActorHandle)  # a handle, not the class (for typing)
+            actors.append(handle)
+        try:
+            try:
+                ray.get([actor.ready.remote() for actor in actors])
+            except RayActorError as exc:
+                raise UsageError(f"the agent could not be built in a Ray actor: {exc}") from exc
+            self._drive(actors, todo, concurrency, bar)
+        finally:
+            for actor in actors:
+                ray.kill(actor)
+
+    def _drive(
+        self, actors: list[ActorHandle[BatchActor]], todo: list[int], concurrency: int, bar: Any
+    ) -> None:
+        """Keep ``concurrency`` runs in flight on the least busy live actors until all are done.
+
+        An actor that died is given no input until a ping (retried by Ray across
+        the restart) finds it back; one that cannot come back is dropped, and
+        with no actor left the remaining inputs fail.
+        """
+        busy = [0] * len(actors)
+        down: set[int] = set()  # restarting: a ping is in flight
+        gone: set[int] = set()  # will not come back
+        pending: dict[Any, tuple[int | None, int]] = {}  # ref -> (input or None: a ping, actor)
+        queue = list(reversed(todo))
+        while queue or any(index is not None for index, _ in pending.values()):
+            live = [n for n in range(len(actors)) if n not in down and n not in gone]
+            while queue and live and len(pending) - len(down) < concurrency:
+                index = queue.pop()
+                number = min(live, key=busy.__getitem__)
+                run_id = f"{self.batch_id}-{index}"
+                ref = actors[number].run.remote(index, self.prompts[index], run_id)
+                pending[ref] = (index, number)
+                busy[number] += 1
+            if not pending:  # every actor is gone
+                for index in reversed(queue):
+                    self._finished(index, None, _died(None), bar)
+                return
+            ray.wait(list(pending), num_returns=1)
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+            for ref in ready:
+                which, number = pending.pop(ref)
+                try:
+                    outcome = ray.get(ref)
+                except RayActorError as exc:
+                    if which is None:  # the ping: the actor will not come back
+                        down.discard(number)
+                        gone.add(number)
+                        continue
+                    if number not in down and number not in gone:
+                        down.add(number)
+                        ping = actors[number].ready.options(max_task_retries=-1).remote()
+                        pending[ping] = (None, number)
+                    busy[number] -= 1
+                    self._finished(which, None, _died(exc), bar)
+                    continue
+                if which is None:
+                    down.discard(number)
+                    continue
+                busy[number] -= 1
+                _, state, error = outcome
+                self._finished(which, state, error, bar)
+
+    def _finished(self, index: int, state: str | None, error: Any, bar: Any) -> None:
+        result = self._record(index, state, error)
+        bar.update(1)
+        if not result.ok:
+            bar.set_postfix(failed=self._failed())
+
+    def _failed(self) -> int:
+        return sum(1 for r in self.results if r is not None and not r.ok)
+
+
+def _died(exc: RayActorError | None) -> dict[str, Any]:
+    kind = type(exc) if exc is not None else RayActorError
+    return {
+        "type": f"{kind.__module__}.{kind.__qualname__}",
+        "message": f"the Ray actor running this input died: {exc or 'no actor is left'}",
+        "traceback": "",
+        "state": None,
+    }

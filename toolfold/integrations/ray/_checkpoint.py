@@ -1,0 +1,125 @@
+"""The checkpoint file: one JSON line per finished input, after a header line.
+
+    {"toolfold_batch": 1, "batch_id": "9f2c...", "inputs": 500}
+    {"index": 3, "input": "5d41...", "state": {...RunState.to_json()...}}
+    {"index": 7, "input": "0cc1...", "error": {"type": ..., "message": ..., ...}}
+
+Only the driver writes, one whole line at a time, flushed: a driver killed at
+any point leaves every finished line readable, and at worst one cut-off last
+line, which the next run drops. A later line for an index replaces an earlier
+one (an error retried by a rerun).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from toolfold._errors import UsageError
+from toolfold.runtime import Message, converter
+
+FORMAT = 1
+
+
+def input_digest(prompt: Any) -> str:
+    """A short fingerprint of one input, to tell a checkpoint of other inputs apart."""
+    if isinstance(prompt, str):
+        text = prompt
+    else:
+        data = (
+            converter.unstructure(prompt, Message)
+            if isinstance(prompt, Message)
+            else [converter.unstructure(m, Message) for m in prompt]
+        )
+        text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class Checkpoint:
+    """An open checkpoint file: the lines found in it, and an appender for new ones."""
+
+    def __init__(self, path: Path, batch_id: str, found: dict[int, Mapping[str, Any]]) -> None:
+        self.path = path
+        self.batch_id = batch_id
+        self.found = found
+        self._file: IO[str] | None = None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], digests: list[str]) -> Checkpoint:
+        """Read ``path`` (if it exists) for these inputs, ready to append.
+
+        Raises:
+            UsageError: The file is not a checkpoint, or was written for other inputs.
+        """
+        path = Path(path)
+        if not path.exists() or path.stat().st_size == 0:
+            checkpoint = cls(path, uuid.uuid4().hex, {})
+            checkpoint._start(header=len(digests))
+            return checkpoint
+        raw = path.read_bytes()
+        complete = raw[: raw.rfind(b"\n") + 1]  # a line cut off by a crash is dropped
+        lines = complete.decode("utf-8").splitlines()
+        header = _parse(path, 1, lines[0]) if lines else {}
+        if header.get("toolfold_batch") != FORMAT or not isinstance(header.get("batch_id"), str):
+            raise UsageError(
+                f"{path} is not a toolfold batch checkpoint (its first line is no header)"
+            )
+        if header.get("inputs") != len(digests):
+            raise UsageError(
+                f"checkpoint {path} was written for {header.get('inputs')} inputs, this batch has "
+                f"{len(digests)}; pass a new checkpoint path or delete the file"
+            )
+        found: dict[int, Mapping[str, Any]] = {}
+        for number, line in enumerate(lines[1:], start=2):
+            record = _parse(path, number, line)
+            index = record.get("index")
+            if not isinstance(index, int) or not 0 <= index < len(digests):
+                raise UsageError(f"{path}, line {number}: no valid input index")
+            if record.get("input") != digests[index]:
+                raise UsageError(
+                    f"checkpoint {path} was written for other inputs: input {index} differs "
+                    "from the one it recorded; pass a new checkpoint path or delete the file"
+                )
+            found[index] = record
+        checkpoint = cls(path, header["batch_id"], found)
+        if len(complete) != len(raw):
+            with path.open("r+b") as file:
+                file.truncate(len(complete))
+        checkpoint._start(header=None)
+        return checkpoint
+
+    def _start(self, *, header: int | None) -> None:
+        """Open for appending; ``header``: the input count of a new file's header."""
+        self._file = self.path.open("a", encoding="utf-8")
+        if header is not None:
+            self._write({"toolfold_batch": FORMAT, "batch_id": self.batch_id, "inputs": header})
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Add one finished input's line."""
+        self._write(record)
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        assert self._file is not None
+        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        raise UsageError(f"{path}, line {number} is not JSON: {exc}") from exc
+    if not isinstance(record, dict):
+        raise UsageError(f"{path}, line {number} is not a JSON object")
+    return record
