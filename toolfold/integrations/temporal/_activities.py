@@ -109,7 +109,15 @@ def _tool_activity(
         )
         job = ToolJob(invocation, tool, context)
         (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
-        return _within(returned(outcome), tool.name, max_bytes)
+        event = returned(outcome)
+        if not isinstance(event, ToolReturned):
+            # A sub-agent that waits for an approval cannot suspend a durable run (yet).
+            message = (
+                f"tool {tool.name!r} is an agent that waits for an approval or a result; "
+                "durable runs do not support suspending inside a sub-agent"
+            )
+            return ToolReturned(outcome.call_id, message, True, "error", outcome.duration)
+        return _within(event, tool.name, max_bytes)
 
     return run_tool
 
