@@ -333,3 +333,21 @@ def test_the_whole_conversation_compiles_for_other_providers(
     if check is not None:
         assert check(body) == []
     model.close()
+
+
+def test_ollama_leaves_out_every_providers_reasoning_and_says_so(run: Any) -> None:
+    """The final conversation for Ollama carries no reasoning; its report notes each Claude and Gemini turn."""
+    response, switching, _ = run
+    request = attrs.evolve(switching.requests[-1], messages=response.messages)
+    model = toolfold.model("ollama:qwen3", base_url="http://127.0.0.1:9")
+    prepared = model.prepare(request)
+    model.close()
+    sent = json.dumps(prepared.body)
+    for secret in ("sig1", "sig2", "Z3NpZw==", "Step 1: check Paris.", "Checking Oslo."):
+        assert secret not in sent
+    assert all("thinking" not in m for m in prepared.body["messages"])
+    turns = [i for i, m in enumerate(response.messages) if m.role == "assistant"][:3]
+    assert prepared.report.notes == tuple(
+        f"messages[{i}]: reasoning from {who} left out: it was written for another provider"
+        for i, who in zip(turns, ["anthropic", "anthropic", "gemini"], strict=True)
+    )
