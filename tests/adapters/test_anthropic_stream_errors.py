@@ -333,3 +333,61 @@ def test_a_thinking_block_that_arrives_whole_keeps_its_signature() -> None:
     )
     (part,) = response.message.parts
     assert (part.kind, part.text, part.signature) == ("reasoning", "Whole.", "SIG")
+
+
+CACHED_USAGE = {
+    "input_tokens": 7,
+    "cache_creation_input_tokens": 40,
+    "cache_read_input_tokens": 100,
+    "output_tokens": 30,
+}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["blocking", "streamed"])
+def test_prompt_cache_writes_and_reads_are_counted_apart(
+    http_server: ScriptedServer, streamed: bool
+) -> None:
+    """Cache writes and reads both count as input; each also has its own field (cache_write_tokens, cached_tokens)."""
+    if streamed:
+        start_usage = {k: v for k, v in CACHED_USAGE.items() if k != "output_tokens"}
+        body = b"".join(
+            [
+                event(
+                    "message_start",
+                    message={
+                        "id": "msg_1",
+                        "model": "claude-test",
+                        "role": "assistant",
+                        "content": [],
+                        "usage": {**start_usage, "output_tokens": 1},
+                    },
+                ),
+                start(0, {"type": "text", "text": ""}),
+                delta(0, type="text_delta", text="Hello"),
+                event("content_block_stop", index=0),
+                event(
+                    "message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 30}
+                ),
+                event("message_stop"),
+            ]
+        )
+        http_server.add(Reply(headers={"content-type": "text/event-stream"}, chunks=[body]))
+    else:
+        http_server.add(Reply(json={**OK, "usage": CACHED_USAGE}))
+    model = _model(http_server, retry=0)
+    if streamed:
+        folded = StreamState()
+        for e in model.stream_sync(REQUEST):
+            folded = fold_stream(folded, e)
+        response = finish_stream(folded, lambda i: f"missing-{i}")
+    else:
+        response = model.request_sync(REQUEST)
+    model.close()
+    assert response.text == "Hello"
+    u = response.usage
+    assert (u.input_tokens, u.cache_write_tokens, u.cached_tokens, u.output_tokens) == (
+        147,
+        40,
+        100,
+        30,
+    )
