@@ -227,6 +227,7 @@ TOOLKIT = {
 ADAPTERS = {
     "CompiledTool",
     "Dialect",
+    "HttpLimits",
     "RedactingFilter",
     "RetryPolicy",
     "SSEDecoder",

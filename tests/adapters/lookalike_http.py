@@ -139,9 +139,9 @@ class Response:
         except httpx.HTTPError as exc:
             raise _translate(exc) from exc
 
-    def iter_bytes(self) -> Iterator[bytes]:
+    def iter_raw(self) -> Iterator[bytes]:
         try:
-            yield from self._inner.iter_bytes()
+            yield from self._inner.iter_raw()
         except httpx.HTTPError as exc:
             raise _translate(exc) from exc
 
@@ -154,9 +154,9 @@ class Response:
         except httpx.HTTPError as exc:
             raise _translate(exc) from exc
 
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
         try:
-            async for chunk in self._inner.aiter_bytes():
+            async for chunk in self._inner.aiter_raw():
                 yield chunk
         except httpx.HTTPError as exc:
             raise _translate(exc) from exc

@@ -70,6 +70,9 @@ class Reply:
             keep-alive connection does.
         raw: Send these bytes as the whole answer, verbatim (malformed
             answers, HTTP/1.0, 1xx...); the connection is closed after.
+        drip: Send ``raw`` (or, without it, a 200 head and an endless
+            chunked body) one byte every this many seconds, until the
+            server closes: a peer that is slow but never silent.
     """
 
     status: int = 200
@@ -82,6 +85,7 @@ class Reply:
     delay_headers: threading.Event | None = None
     close_after: bool = False
     raw: bytes | None = None
+    drip: float | None = None
 
 
 def sse(*payloads: Any, event: str | None = None) -> list[bytes]:
@@ -196,6 +200,18 @@ class ScriptedServer:
             if self._stopping.is_set() or waited > SAFETY_WAIT:
                 raise OSError("released by server shutdown")
 
+    def _drip(self, sock: socket.socket, reply: Reply) -> None:
+        assert reply.drip is not None
+        head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        data = reply.raw if reply.raw is not None else head
+        sent = 0
+        while not self._stopping.wait(reply.drip):
+            if sent < len(data):
+                sock.sendall(data[sent : sent + 1])
+                sent += 1
+            else:
+                sock.sendall(b"1\r\nx\r\n")  # one more byte of an endless body
+
     def _answer(self, sock: socket.socket, reply: Reply) -> bool:
         """Send the reply; return whether the connection stays open."""
         if reply.reset:
@@ -208,6 +224,9 @@ class ScriptedServer:
             return False
         if reply.delay_headers is not None:
             self._wait(reply.delay_headers)
+        if reply.drip is not None:
+            self._drip(sock, reply)
+            return False
         if reply.raw is not None:
             sock.sendall(reply.raw)
             return False

@@ -23,6 +23,7 @@ from anthropic_cassettes import (
     normalise_body,
     spec_problems,
 )
+from backends import cases
 from cassettes import Recorder, folder, load, raw_response
 from scripted_http import ScriptedServer
 from test_cassettes_over_http import recorded_reply
@@ -145,15 +146,17 @@ def test_thinking_block_goes_back_unchanged_with_its_signature() -> None:
     )
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("backend", "mode"), cases())
 @pytest.mark.parametrize(("name", "index"), CASES, ids=IDS)
-def test_recorded_bytes_through_the_default_clients(
-    http_server: ScriptedServer, name: str, index: int, mode: str
+def test_recorded_bytes_through_every_backend(
+    http_server: ScriptedServer, name: str, index: int, backend: str, mode: str
 ) -> None:
     """The recorded bytes, randomly chunked over 127.0.0.1, parse to what the recording shows."""
     http_server.add(recorded_reply(name, index, seed=zlib.crc32(f"{name}#{index}#{mode}".encode())))
     recorded = load(name)[index].request_json
-    model = AnthropicModel(recorded["model"], base_url=http_server.url, api_key=KEY, retry=0)
+    model = AnthropicModel(
+        recorded["model"], base_url=http_server.url, api_key=KEY, retry=0, http=backend
+    )
     result = run_sync(model, recorded) if mode == "sync" else run_async(model, recorded)
     ANTHROPIC[_key(name, index)].check(result)
     (sent,) = http_server.requests

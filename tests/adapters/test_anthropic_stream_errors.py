@@ -210,8 +210,8 @@ def _no_waits(model: AnthropicModel, waits: list[float]) -> None:
     async def sleep(delay: float) -> None:
         waits.append(delay)
 
-    transport = model._transport
-    transport._sleep, transport._sleep_sync, transport._random = sleep, waits.append, lambda: 0.0
+    sender = model._transport._sender
+    sender.sleep, sender.sleep_sync, sender.random = sleep, waits.append, lambda: 0.0
 
 
 OK = {

@@ -1,9 +1,10 @@
-"""Every recorded exchange replayed over 127.0.0.1 through the lean clients, bytes as recorded.
+"""Every recorded exchange replayed over 127.0.0.1 through every backend, bytes as recorded.
 
 The other cassette tests hand the recorded text to ``httpx.MockTransport``;
 here the server sends the recorded bytes (gzip kept, with its
-``content-encoding``) as a chunked body cut at random points, so the lean
-clients' parser, decompression and SSE decoding meet real answers.
+``content-encoding``) as a chunked body cut at random points, so each
+client's HTTP parsing, the transport's decompression and SSE decoding meet
+real answers, on httpx, httpx2 (where installed) and aiohttp.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import zlib
 from typing import Any
 
 import pytest
+from backends import cases
 from cassettes import folder, load, neutral_request, raw_response
 from replay_expectations import (
     COMPATIBLE,
@@ -111,15 +113,15 @@ def run(model: OpenAIChatModel, recorded: Any, mode: str) -> Any:
         return exc
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("backend", "mode"), cases())
 @pytest.mark.parametrize(("name", "index"), CASES, ids=IDS)
-def test_recorded_bytes_through_the_lean_clients(
-    http_server: ScriptedServer, name: str, index: int, mode: str
+def test_recorded_bytes_through_every_backend(
+    http_server: ScriptedServer, name: str, index: int, backend: str, mode: str
 ) -> None:
-    """The recorded bytes, randomly chunked, parse to what the recording shows, sync and async."""
+    """The recorded bytes, randomly chunked, parse to what the recording shows, on each backend."""
     http_server.add(recorded_reply(name, index, seed=zlib.crc32(f"{name}#{index}#{mode}".encode())))
     exchange = load(name)[index]
-    result = run(model_for(name, http_server), exchange.request_json, mode)
+    result = run(model_for(name, http_server, http=backend), exchange.request_json, mode)
     folder_name, file = name.split("/", 1)
     TABLES[folder_name][(file, index)].check(result)
     (sent,) = http_server.requests
@@ -145,8 +147,8 @@ def test_openrouter_three_429s_with_retries(http_server: ScriptedServer, mode: s
         waits.append(delay)
 
     model = model_for(name, http_server, retry=2)
-    transport = model._transport  # type: ignore[attr-defined]
-    transport._sleep, transport._sleep_sync, transport._random = sleep, waits.append, lambda: 0.0
+    sender = model._transport._sender  # type: ignore[attr-defined]
+    sender.sleep, sender.sleep_sync, sender.random = sleep, waits.append, lambda: 0.0
     result = run(model, load(name)[0].request_json, mode)
     assert isinstance(result, RateLimitError)
     assert "temporarily rate-limited upstream" in str(result)

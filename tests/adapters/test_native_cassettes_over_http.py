@@ -1,4 +1,4 @@
-"""Gemini and Responses recordings replayed over 127.0.0.1 through the lean clients, bytes as recorded.
+"""Gemini and Responses recordings replayed over 127.0.0.1 through every backend, bytes as recorded.
 
 The server sends each recorded body as it was stored (gzip kept, with its
 ``content-encoding``), cut at random points into HTTP chunks, so the clients'
@@ -16,6 +16,7 @@ import gemini_wire
 import httpx
 import pytest
 import responses_wire
+from backends import cases
 from cassettes import folder, load, raw_response
 from native_expectations import GEMINI, RESPONSES
 from scripted_http import ScriptedServer
@@ -31,7 +32,7 @@ IDS = [f"{n}#{i}" for n, i in CASES]
 
 
 def model_and_request(
-    name: str, index: int, server: ScriptedServer
+    name: str, index: int, server: ScriptedServer, http: str | None = None
 ) -> tuple[Any, ModelRequest, bool]:
     """The model the recording talked to (pointed at ``server``), the neutral request, streamed or not."""
     exchange = load(name)[index]
@@ -42,6 +43,7 @@ def model_and_request(
             base_url=server.url,
             api_key="AIzaTestKey0000000000",
             retry=0,
+            http=http,
             schema_form=gemini_wire.schema_form(recorded),
             stream_format="sse" if "alt=sse" in exchange.uri else "json",
         )
@@ -55,6 +57,7 @@ def model_and_request(
         base_url=f"{server.url}/v1",
         api_key="sk-test-key-0000",
         retry=0,
+        http=http,
     )
     return model, request, bool(recorded.get("stream"))
 
@@ -89,14 +92,14 @@ def run(model: Any, request: ModelRequest, streamed: bool, mode: str) -> Any:
         return exc
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("backend", "mode"), cases())
 @pytest.mark.parametrize(("name", "index"), CASES, ids=IDS)
-def test_recorded_bytes_through_the_lean_clients(
-    http_server: ScriptedServer, name: str, index: int, mode: str
+def test_recorded_bytes_through_every_backend(
+    http_server: ScriptedServer, name: str, index: int, backend: str, mode: str
 ) -> None:
-    """The recorded bytes, randomly chunked, parse to what the recording shows, sync and async."""
+    """The recorded bytes, randomly chunked, parse to what the recording shows, on each backend."""
     http_server.add(recorded_reply(name, index, seed=zlib.crc32(f"{name}#{index}#{mode}".encode())))
-    model, request, streamed = model_and_request(name, index, http_server)
+    model, request, streamed = model_and_request(name, index, http_server, backend)
     result = run(model, request, streamed, mode)
     folder_name, file = name.split("/", 1)
     TABLES[folder_name][(file, index)].check(result)

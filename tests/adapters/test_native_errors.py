@@ -62,8 +62,8 @@ def gemini(server: ScriptedServer, opened: list[Any], **options: Any) -> Any:
         "gemini:gemini-2.5-flash", base_url=server.url, api_key=GEMINI_KEY, **options
     )
     model.waits = []
-    model._transport._sleep_sync = model.waits.append
-    model._transport._random = lambda: 0.0
+    model._transport._sender.sleep_sync = model.waits.append
+    model._transport._sender.random = lambda: 0.0
     opened.append(model)
     return model
 

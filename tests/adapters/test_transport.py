@@ -273,7 +273,7 @@ def test_connection_refused(mode: str) -> None:
     )
     with pytest.raises(ProviderConnectionError) as caught:
         post(transport, mode)
-    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+    assert type(caught.value.__cause__).__name__ == "ConnectError"
     assert len(sleeps.delays) == 2
 
 

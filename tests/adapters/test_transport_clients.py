@@ -1,4 +1,4 @@
-"""The transport's scenarios through every kind of client: lean, injected httpx, httpx2, lookalike.
+"""The transport's scenarios through every kind of client: its own (httpx, httpx2, aiohttp) and injected ones.
 
 httpx2 has httpx's API but its own classes (its own ``Timeout``, its own
 exceptions), so an injected httpx2 client checks that the transport never
@@ -14,9 +14,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
 import httpx
 import lookalike_http
 import pytest
+from backends import OWNED
 from scripted_http import Cut, Reply, ScriptedServer, sse
 
 from toolfold import (
@@ -42,11 +44,15 @@ KEY = "sk-test-key-0123456789"
 PACKAGES: dict[str, Any] = {"httpx": httpx, "lookalike": lookalike_http}
 if httpx2 is not None:
     PACKAGES["httpx2"] = httpx2
-KINDS = ["lean", *PACKAGES]
+OWN = [f"own-{name}" for name in OWNED]
+KINDS = [*OWN, *PACKAGES, "aiohttp"]
 CASES = [
-    pytest.param(kind, mode, id=f"{kind}-{mode}") for kind in KINDS for mode in ("sync", "async")
+    pytest.param(kind, mode, id=f"{kind}-{mode}")
+    for kind in KINDS
+    for mode in ("sync", "async")
+    if not (mode == "sync" and kind in ("aiohttp", "own-aiohttp"))
 ]
-INJECTED = [case for case in CASES if case.values[0] != "lean"]
+INJECTED = [case for case in CASES if not case.values[0].startswith("own-")]
 
 
 class Sleeps:
@@ -63,8 +69,12 @@ class Sleeps:
 
 
 def _client(kind: str, mode: str, options: dict[str, Any]) -> Any:
-    if kind == "lean":
+    if kind.startswith("own-"):
         return None
+    if kind == "aiohttp":
+        return aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(sock_read=options.get("timeout"))
+        )
     package = PACKAGES[kind]
     return (package.Client if mode == "sync" else package.AsyncClient)(**options)
 
@@ -86,6 +96,8 @@ def call(
     seen = [] if seen is None else seen
 
     def make(client: Any) -> Transport:
+        if kind.startswith("own-"):
+            options["http"] = kind[4:]
         return Transport(
             "openai",
             f"{server.url}/v1",
@@ -128,7 +140,7 @@ def call(
         finally:
             await transport.aclose()
             if client is not None:
-                await client.aclose()
+                await (client.close() if kind == "aiohttp" else client.aclose())
 
     return asyncio.run(run())
 
@@ -235,7 +247,12 @@ def test_cut_stream_is_a_stream_error(http_server: ScriptedServer, kind: str, mo
     seen: list[SSEEvent] = []
     with pytest.raises(StreamError, match="cut"):
         call(http_server, kind, mode, "stream", seen=seen, timeout=5.0)
-    assert [e.json() for e in seen] == [{"i": 0}]
+    if "aiohttp" in kind:
+        # aiohttp raises a connection's error before data it still buffers: an
+        # event that arrived in the same read as the cut may be lost with it.
+        assert [e.json() for e in seen] in ([{"i": 0}], [])
+    else:
+        assert [e.json() for e in seen] == [{"i": 0}]
     assert len(http_server.requests) == 1
 
 

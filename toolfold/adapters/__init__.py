@@ -1,4 +1,4 @@
-"""adapters: provider codecs, stream parsers, the httpx transport, model strings.
+"""adapters: provider codecs, stream parsers, the HTTP transport, model strings.
 
 Importing this package registers every built-in provider prefix; the facade
 imports it lazily, the first time a model string is resolved.
@@ -21,13 +21,14 @@ from toolfold.adapters._dialects import (
     restore_arguments,
 )
 from toolfold.adapters._http._keys import RedactingFilter, Secret, redact_logs
-from toolfold.adapters._http._retry import RetryPolicy, Timeouts
+from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 from toolfold.adapters._http._sse import SSEDecoder, SSEEvent
 from toolfold.adapters._http._transport import Transport
 
 __all__ = [
     "CompiledTool",
     "Dialect",
+    "HttpLimits",
     "RedactingFilter",
     "RetryPolicy",
     "SSEDecoder",

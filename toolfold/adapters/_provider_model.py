@@ -249,7 +249,7 @@ class ProviderModel:
         try:
             yield
         except ProviderError as exc:
-            failed = self._transport._scrubbed(self._refine(exc))
+            failed = self._transport.scrub(self._refine(exc))
             if failed is exc:
                 raise
             raise failed from exc

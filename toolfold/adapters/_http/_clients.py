@@ -1,60 +1,130 @@
-"""Which HTTP clients a transport makes for itself, and how they are closed.
+"""Which clients one transport uses: injected ones, or its own made on first use.
 
-The lean clients (`_aio_http`, `_sync_http`) are the default: in
-``bench/bench_http.py`` they answer several times faster than httpx 0.28 and
-keep up with aiohttp under 100 concurrent runs. They speak no proxy protocol,
-so when ``HTTP(S)_PROXY`` / ``ALL_PROXY`` is set the transport makes httpx
-clients instead (httpx reads those variables). A user who wants httpx anyway
-injects one: ``http_client=httpx.AsyncClient()``.
+The transport makes one blocking client, and one async client per event loop
+(connections belong to the loop that opened them; each is closed when its loop
+shuts down). Injected clients are used as given and never closed.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
+import asyncio
+import inspect
+import weakref
 from typing import Any
 
-import httpx
+from toolfold._errors import ModelConfigError
+from toolfold.adapters._http._backends import (
+    BACKENDS,
+    AiohttpBackend,
+    HttpxBackend,
+    close_when_loop_ends,
+    default_backend,
+    is_aiohttp_session,
+    make_async,
+    make_sync,
+)
+from toolfold.adapters._http._retry import HttpLimits, Timeouts
 
-from toolfold.adapters._http._aio_http import LeanClient
-from toolfold.adapters._http._sync_http import LeanSyncClient
-
-# Generous pool: a keep-alive cap below the concurrency makes httpx close and
-# reopen connections under load (its default keeps 20).
-_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=1000, keepalive_expiry=30.0)
-
-
-def default_async_client(timeout: httpx.Timeout) -> Any:
-    """The async client a transport makes for itself: lean, or httpx behind a proxy."""
-    # The lean client is several times faster under concurrency (bench/bench_http.py);
-    # it speaks no proxy protocol, so httpx takes over when a proxy is configured.
-    if _proxy_configured():
-        return httpx.AsyncClient(limits=_LIMITS, timeout=timeout)
-    return LeanClient(timeout=timeout)
+__all__ = ["Clients"]
 
 
-def default_sync_client(timeout: httpx.Timeout) -> Any:
-    """The blocking client a transport makes for itself: lean, or httpx behind a proxy."""
-    if _proxy_configured():
-        return httpx.Client(limits=_LIMITS, timeout=timeout)
-    return LeanSyncClient(timeout=timeout)
+class Clients:
+    """The blocking and async backends of one transport.
+
+    Args:
+        http: The backend to make: ``"httpx"``, ``"httpx2"`` or ``"aiohttp"``
+            (None: `default_backend`).
+        http_client: An injected client (httpx-like, or an ``aiohttp.ClientSession``).
+        async_http_client: An injected async client, when ``http_client`` is the sync one.
+        timeouts: The timeouts owned clients are made with.
+        limits: The pool limits owned clients are made with.
+    """
+
+    def __init__(
+        self,
+        http: str | None,
+        http_client: Any,
+        async_http_client: Any,
+        timeouts: Timeouts,
+        limits: HttpLimits,
+    ) -> None:
+        if http is not None and (http_client is not None or async_http_client is not None):
+            raise ModelConfigError("give http=... or an injected client, not both")
+        if http is not None and http not in BACKENDS:
+            raise ModelConfigError(f"http={http!r} is not a backend; known: {', '.join(BACKENDS)}")
+        self.name = http or default_backend()
+        self._timeouts, self._limits = timeouts, limits
+        sync_client, async_client = None, async_http_client
+        if http_client is not None:
+            if _is_async(http_client):
+                async_client = http_client
+            else:
+                sync_client = http_client
+        self._sync: Any = None if sync_client is None else HttpxBackend(sync_client, owned=False)
+        self._async: Any = None if async_client is None else _wrap_async(async_client)
+        self.owns_sync, self.owns_async = self._sync is None, self._async is None
+        self.injected = not (self.owns_sync and self.owns_async)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closer: Any = None
+
+    async def get_async(self) -> Any:
+        """The async backend for the running loop."""
+        if not self.owns_async:
+            return self._async
+        loop = asyncio.get_running_loop()
+        if self._async is not None and self._loop is loop:
+            return self._async
+        if not self.owns_sync:
+            raise _one_mode_only("an async", "httpx.AsyncClient", "async_http_client")
+        backend = await make_async(self.name, self._timeouts, self._limits)
+        closer = close_when_loop_ends(backend)
+        await closer.__anext__()
+        self._async, self._loop, self._closer = backend, loop, closer
+        return backend
+
+    def get_sync(self) -> HttpxBackend:
+        """The blocking backend."""
+        if self._sync is None:
+            if not self.owns_async:
+                raise _one_mode_only("a blocking", "httpx.Client", "http_client")
+            self._sync = make_sync(self.name, self._timeouts, self._limits)
+            # A model dropped without close() still closes its sockets (no ResourceWarning).
+            weakref.finalize(self, self._sync.close)
+        backend: HttpxBackend = self._sync
+        return backend
+
+    async def aclose(self) -> None:
+        """Close the async backend this transport made, then the blocking one."""
+        if self.owns_async and self._closer is not None:
+            closer, self._closer = self._closer, None
+            self._async, self._loop = None, None
+            await closer.aclose()
+        self.close()
+
+    def close(self) -> None:
+        """Close the blocking backend this transport made."""
+        if self.owns_sync and self._sync is not None:
+            backend, self._sync = self._sync, None
+            backend.close()
 
 
-def _proxy_configured() -> bool:
-    return any(
-        os.environ.get(name)
-        for name in _PROXY_VARIABLES + tuple(v.upper() for v in _PROXY_VARIABLES)
+def _is_async(client: Any) -> bool:
+    return is_aiohttp_session(client) or inspect.iscoroutinefunction(
+        getattr(type(client), "send", None)
     )
 
 
-_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+def _wrap_async(client: Any) -> Any:
+    if is_aiohttp_session(client):
+        return AiohttpBackend(client, owned=False)
+    return HttpxBackend(client, owned=False)
 
 
-async def close_when_loop_ends(client: Any) -> AsyncIterator[None]:
-    """An async generator to start on a loop; when the loop shuts down it closes ``client``."""
-    # asyncio.run() finalises live async generators before closing the loop, so
-    # the owned client's connections close on the loop that opened them.
-    try:
-        yield
-    finally:
-        await client.aclose()
+def _one_mode_only(mode: str, kind: str, option: str) -> ModelConfigError:
+    # Falling back to a client of toolfold's own would silently drop the
+    # injected client's proxy, certificates and headers.
+    return ModelConfigError(
+        f"{mode} call needs {mode.split()[0]} {kind} too: only a client for the other mode was "
+        f"injected; pass {option}=... as well (toolfold does not fall back to its own client, "
+        "which would drop your client's proxy, certificates and headers)"
+    )

@@ -185,7 +185,16 @@ def status_error(
 
 #: The roots of exceptions `transport_error` maps. Matching is by class name along
 #: the MRO, so clients with httpx's API but their own classes (httpx2) map too.
-CLIENT_ERROR_MODULES = ("httpx", "httpx2", "httpcore", "h11", "anyio", "ssl")
+CLIENT_ERROR_MODULES = (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore2",
+    "h11",
+    "anyio",
+    "ssl",
+    "aiohttp",
+)
 
 
 def is_client_error(exc: BaseException) -> bool:
@@ -212,13 +221,13 @@ def transport_error(
     names = {cls.__name__ for cls in type(exc).__mro__}
     detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
     where = f"{provider} at {url}"
-    if "ConnectTimeout" in names:
+    if names & {"ConnectTimeout", "ConnectionTimeoutError"}:
         return ProviderTimeoutError(f"connecting to {where} timed out{detail}", provider=provider)
     if "PoolTimeout" in names:
         return ProviderTimeoutError(
             f"no free connection to {where} within the pool timeout{detail}", provider=provider
         )
-    if "TimeoutException" in names or isinstance(exc, TimeoutError):
+    if names & {"TimeoutException", "ServerTimeoutError"} or isinstance(exc, TimeoutError):
         what = "the stream from" if streaming else "the response from"
         return ProviderTimeoutError(f"{what} {where} timed out{detail}", provider=provider)
     if "HTTPStatusError" in names:
@@ -227,12 +236,15 @@ def transport_error(
         headers: Mapping[str, str] = getattr(response, "headers", {})
         return status_error(provider, status, "", headers, ErrorInfo(message=str(exc)), url)
     if streaming and (
-        names & {"TransportError", "DecodingError"} or isinstance(exc, (OSError, EOFError))
+        names & {"TransportError", "DecodingError", "ClientConnectionError", "ClientPayloadError"}
+        or isinstance(exc, (OSError, EOFError))
     ):
         return StreamError(
             f"the stream from {where} was cut before it ended{detail}", provider=provider
         )
-    if "TransportError" in names or isinstance(exc, (OSError, EOFError)):
+    if names & {"TransportError", "ClientConnectionError", "ClientPayloadError"} or isinstance(
+        exc, (OSError, EOFError)
+    ):
         return ProviderConnectionError(f"cannot reach {where}{detail}", provider=provider)
     if "DecodingError" in names:
         return ProviderError(f"cannot decode the response from {where}{detail}", provider=provider)

@@ -1,4 +1,4 @@
-"""Timeouts and the retry policy of the transport (plain data plus pure functions).
+"""Timeouts, limits and the retry policy of the transport (plain data plus pure functions).
 
 The policy mirrors what the official OpenAI and Anthropic SDKs do, so a
 toolfold model behaves like the SDK a user knows: retry 408, 409, 429, every
@@ -56,6 +56,35 @@ class Timeouts:
         if value is None:
             return cls(connect=None, read=None, write=None, pool=None, total=None)
         return cls(read=float(value), write=float(value), total=float(value))
+
+
+def _positive(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and value < 1:
+        raise ValueError(f"{attribute.name} must be >= 1 or None, got {value!r}")
+
+
+@attrs.frozen
+class HttpLimits:
+    """How many connections the transport keeps, and how big an answer may be.
+
+    The body limits hold on every backend and for streams too: an answer that
+    goes past one ends with a `ProviderError` naming the limit, long before
+    memory grows (a gzip bomb is inflated at most 1 MiB at a time).
+
+    Attributes:
+        max_connections: Open connections per client (the pool size).
+        max_keepalive: Idle connections kept for reuse.
+        keepalive_expiry: Seconds an idle connection is kept.
+        max_body_bytes: Bytes read from the network for one answer (None: no limit).
+        max_decoded_bytes: Bytes after decompression (gzip/deflate) for one
+            answer (None: no limit).
+    """
+
+    max_connections: int = attrs.field(default=100, validator=_positive)
+    max_keepalive: int = attrs.field(default=100, validator=attrs.validators.ge(0))
+    keepalive_expiry: float = attrs.field(default=30.0, validator=_non_negative)
+    max_body_bytes: int | None = attrs.field(default=64 * 2**20, validator=_positive)
+    max_decoded_bytes: int | None = attrs.field(default=128 * 2**20, validator=_positive)
 
 
 @attrs.frozen

@@ -1,23 +1,18 @@
-"""The streaming half of the transport: read an answer's body as it arrives.
+"""Decoders a streamed answer's body goes through: SSE, lines, bytes, and in-band errors.
 
-`aiter_items` and `iter_items` drive one streamed request for a `Transport`:
-send it (with the transport's retries, which end once the answer starts), then
-feed the body to a decoder (SSE, lines, bytes) and yield what it completes.
-Failures after the start are `StreamError` / `ProviderTimeoutError`, never a resend.
+`Transport.stream_decoded` feeds the decoded body to a `Decoder` and yields
+what it completes; the stream methods of the transport choose the decoder.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
-from toolfold._errors import ProviderError
-from toolfold.adapters._http._http_errors import is_client_error
-from toolfold.adapters._http._json import dumps
+from toolfold.adapters._http._http_errors import inband_error
+from toolfold.adapters._http._sse import SSEEvent
 
-if TYPE_CHECKING:
-    from toolfold.adapters._http._transport import Transport
+__all__ = ["BytesDecoder", "Decoder", "inband_check"]
 
 _T = TypeVar("_T")
 
@@ -42,96 +37,13 @@ class BytesDecoder:
         return []
 
 
-async def aiter_items(
-    t: Transport,
-    path: str,
-    body: Any,
-    headers: Mapping[str, str] | None,
-    decoder: Decoder[_T],
-    *,
-    sse: bool,
-) -> AsyncIterator[_T]:
-    url = t.url(path)
-    content = dumps(body)
-    merged = t._merge(t._stream_headers if sse else t._headers, headers)
-    total = t.timeouts.total if t.timeouts else None
-    deadline = None if total is None else t._clock() + total
-    if deadline is None:
-        response = await t._send(url, content, merged, True, None)
-    else:
-        try:
-            response = await asyncio.wait_for(t._send(url, content, merged, True, deadline), total)
-        except ProviderError:
-            raise  # a ProviderTimeoutError is an asyncio.TimeoutError too (3.11+)
-        except asyncio.TimeoutError as exc:
-            raise t._total_timeout(url) from exc
-    try:
-        chunks = response.aiter_bytes()
-        while True:
-            try:
-                if deadline is None:
-                    chunk = await chunks.__anext__()
-                else:
-                    chunk = await asyncio.wait_for(
-                        chunks.__anext__(), max(deadline - t._clock(), 0.0)
-                    )
-            except StopAsyncIteration:
-                break
-            except asyncio.TimeoutError as exc:
-                if deadline is not None and t._clock() >= deadline:
-                    raise t._total_timeout(url) from exc
-                raise t._stream_failure(exc, url) from exc
-            except Exception as exc:
-                if not (t._foreign or is_client_error(exc)):
-                    raise
-                raise t._stream_failure(exc, url) from exc
-            for item in decoder.feed(chunk):
-                if sse and t._inband_errors:
-                    t._check_inband(item)
-                yield item
-        for item in decoder.close():
-            if sse and t._inband_errors:
-                t._check_inband(item)
-            yield item
-    finally:
-        await response.aclose()
+def inband_check(provider: str) -> Callable[[object], None]:
+    """A check for `Transport.stream_decoded`: an error event in a 200 stream raises `StreamError`."""
 
+    def check(item: object) -> None:
+        if isinstance(item, SSEEvent):
+            error = inband_error(provider, item.event, item.data)
+            if error is not None:
+                raise error
 
-def iter_items(
-    t: Transport,
-    path: str,
-    body: Any,
-    headers: Mapping[str, str] | None,
-    decoder: Decoder[_T],
-    *,
-    sse: bool,
-) -> Iterator[_T]:
-    url = t.url(path)
-    content = dumps(body)
-    merged = t._merge(t._stream_headers if sse else t._headers, headers)
-    total = t.timeouts.total if t.timeouts else None
-    deadline = None if total is None else t._clock() + total
-    response = t._send_sync(url, content, merged, True, deadline)
-    try:
-        chunks = response.iter_bytes()
-        while True:
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                break
-            except Exception as exc:
-                if not (t._foreign or is_client_error(exc)):
-                    raise
-                raise t._stream_failure(exc, url) from exc
-            if deadline is not None and t._clock() >= deadline:
-                raise t._total_timeout(url)
-            for item in decoder.feed(chunk):
-                if sse and t._inband_errors:
-                    t._check_inband(item)
-                yield item
-        for item in decoder.close():
-            if sse and t._inband_errors:
-                t._check_inband(item)
-            yield item
-    finally:
-        response.close()
+    return check

@@ -9,6 +9,7 @@ import attrs
 
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._http._transport import Transport
 from toolfold.adapters._provider_model import (
@@ -39,6 +40,9 @@ class AnthropicModel(ProviderModel):
             a `Secret`, never printed.
         http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
         async_http_client: An async client, when ``http_client`` is the sync one.
+        http: The HTTP client to make: ``"httpx"``, ``"httpx2"`` or ``"aiohttp"``
+            (see docs/providers-and-transport.md).
+        limits: An ``HttpLimits``: pool size and the largest answer accepted.
         timeout: Seconds, a ``Timeouts``, or None for no limits.
         retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
         headers: Extra headers for every request (``anthropic-beta``...).
@@ -55,6 +59,8 @@ class AnthropicModel(ProviderModel):
         api_key: str | Secret | None = None,
         http_client: Any = None,
         async_http_client: Any = None,
+        http: str | None = None,
+        limits: HttpLimits | None = None,
         timeout: Any = UNSET,
         retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
@@ -71,6 +77,8 @@ class AnthropicModel(ProviderModel):
             headers={"anthropic-version": API_VERSION, **(headers or {})},
             http_client=http_client,
             async_http_client=async_http_client,
+            http=http,
+            limits=limits,
             error_parser=parse_error,
             inband_errors=False,  # the codec maps them, with the error type as code
             **transport_options(timeout, retry),

@@ -9,6 +9,7 @@ from urllib.parse import quote
 from toolfold._errors import ModelConfigError, ProviderError
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._transport import Transport
 from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
 from toolfold.adapters.gemini._errors import parse_error, refine
@@ -49,6 +50,9 @@ class GeminiModel(ProviderModel):
             streamed JSON array Gemini sends without ``alt``).
         http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
         async_http_client: An async client, when ``http_client`` is the sync one.
+        http: The HTTP client to make: ``"httpx"``, ``"httpx2"`` or ``"aiohttp"``
+            (see docs/providers-and-transport.md).
+        limits: An ``HttpLimits``: pool size and the largest answer accepted.
         timeout: Seconds, a ``Timeouts``, or None for no limits.
         retry: Retries (a number or a ``RetryPolicy``); a 429 waits the
             ``retryDelay`` the error body gives.
@@ -69,6 +73,8 @@ class GeminiModel(ProviderModel):
         stream_format: str = "sse",
         http_client: Any = None,
         async_http_client: Any = None,
+        http: str | None = None,
+        limits: HttpLimits | None = None,
         timeout: Any = UNSET,
         retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
@@ -92,6 +98,8 @@ class GeminiModel(ProviderModel):
             headers=headers,
             http_client=http_client,
             async_http_client=async_http_client,
+            http=http,
+            limits=limits,
             error_parser=parse_error,
             inband_errors=False,  # the codec reads Gemini's error chunks
             **transport_options(timeout, retry),

@@ -7,6 +7,7 @@ from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._transport import Transport
 from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
 from toolfold.adapters.ollama._provider import API_KEY_ENV, host_from_env
@@ -31,6 +32,9 @@ class OllamaModel(ProviderModel):
             none is needed for a local server.
         http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
         async_http_client: An async client, when ``http_client`` is the sync one.
+        http: The HTTP client to make: ``"httpx"``, ``"httpx2"`` or ``"aiohttp"``
+            (see docs/providers-and-transport.md).
+        limits: An ``HttpLimits``: pool size and the largest answer accepted.
         timeout: Seconds, a ``Timeouts``, or None for no limits.
         retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
         headers: Extra headers for every request.
@@ -46,6 +50,8 @@ class OllamaModel(ProviderModel):
         api_key: str | Secret | None = None,
         http_client: Any = None,
         async_http_client: Any = None,
+        http: str | None = None,
+        limits: HttpLimits | None = None,
         timeout: Any = UNSET,
         retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
@@ -60,6 +66,8 @@ class OllamaModel(ProviderModel):
             headers=headers,
             http_client=http_client,
             async_http_client=async_http_client,
+            http=http,
+            limits=limits,
             inband_errors=False,  # NDJSON: the codec reads {"error": ...} lines
             **transport_options(timeout, retry),
         )

@@ -13,6 +13,7 @@ from toolfold._errors import (
 )
 from toolfold.adapters._dialects import check_arguments
 from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._transport import Transport
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import (
@@ -49,14 +50,20 @@ class OpenAIChatModel:
             ``"lmstudio"``, ``"ollama"`` or ``"gemini"`` (Gemini's OpenAI
             endpoint; the default for a base URL on its host), to apply that
             server's quirks.
-        http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
+        http: The HTTP client to make: ``"httpx"``, ``"httpx2"`` or
+            ``"aiohttp"`` (async only, ``pip install toolfold[aiohttp]``).
+            Default: httpx2 where installed, else httpx.
+        http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` (or httpx2's),
+            or an ``aiohttp.ClientSession``, to use instead.
         async_http_client: An async client, when ``http_client`` is the sync one.
         timeout: Seconds, a ``Timeouts``, or None for no limits.
         retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
         headers: Extra headers for every request.
+        limits: An ``HttpLimits``: pool size and the largest answer accepted.
 
     Raises:
-        ModelConfigError: An unknown provider, a missing ``base_url`` or key.
+        ModelConfigError: An unknown provider, a missing ``base_url`` or key,
+            or a bad base URL, key or header (checked before any connection).
     """
 
     def __init__(
@@ -67,11 +74,13 @@ class OpenAIChatModel:
         base_url: str | None = None,
         api_key: str | Secret | None = None,
         server: str | None = None,
+        http: str | None = None,
         http_client: Any = None,
         async_http_client: Any = None,
         timeout: Any = _UNSET,
         retry: Any = _UNSET,
         headers: Mapping[str, str] | None = None,
+        limits: HttpLimits | None = None,
     ) -> None:
         if server is None and provider == "openai-compatible" and GEMINI_HOST in (base_url or ""):
             server = "gemini"
@@ -97,6 +106,8 @@ class OpenAIChatModel:
             url,
             key,
             headers=headers,
+            limits=limits,
+            http=http,
             http_client=http_client,
             async_http_client=async_http_client,
             error_parser=parse_error,
@@ -155,7 +166,7 @@ class OpenAIChatModel:
                 data, self.provider.name, thinking_in_total=self.provider.thinking_in_total
             )
         except ProviderError as exc:
-            self._transport._scrubbed(exc)
+            self._transport.scrub(exc)
             raise
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
@@ -166,7 +177,7 @@ class OpenAIChatModel:
                 data, self.provider.name, thinking_in_total=self.provider.thinking_in_total
             )
         except ProviderError as exc:
-            self._transport._scrubbed(exc)
+            self._transport.scrub(exc)
             raise
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
@@ -190,7 +201,7 @@ class OpenAIChatModel:
             for item in decode_end(state):
                 yield item
         except ProviderError as exc:
-            self._transport._scrubbed(exc)
+            self._transport.scrub(exc)
             raise
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
@@ -210,7 +221,7 @@ class OpenAIChatModel:
                     closer()
             yield from decode_end(state)
         except ProviderError as exc:
-            self._transport._scrubbed(exc)
+            self._transport.scrub(exc)
             raise
 
     async def aclose(self) -> None:

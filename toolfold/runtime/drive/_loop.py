@@ -158,7 +158,10 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
     try:
         response = yield effect
     except Exception as exc:
-        raise _model_failure(exc, state, effect.step) from exc
+        failure = _model_failure(exc, state, effect.step)
+        if failure is exc:
+            raise  # "raise exc from exc" would make the error its own cause and lose the real one
+        raise failure from exc
     response = unique_call_ids(response)
     dispositions = _dispositions(live, state, response)
     state = apply_event(live, state, ModelResponded(response, dispositions))

@@ -1,0 +1,182 @@
+"""The fault matrix: each fault x {blocking, async, streamed} x each backend, through the public API.
+
+Shared by ``test_fault_matrix.py`` (which asserts every cell) and
+``bench/bench_faults.py`` (which prints the table). A cell runs an agent whose
+first model call asks for ``add(2, 3)`` and whose second meets the fault (see
+``fault_server``), with retries off; the documented error must come out
+carrying the run's state, and resuming that state (the fault gone) must give
+the right answer without running the tool again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+import toolfold
+from toolfold import (
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitError,
+    ServerError,
+    StreamError,
+)
+from toolfold.adapters import Timeouts
+
+HERE = Path(__file__).resolve().parent
+KEY = "sk-fault-matrix-0123456789"
+
+FAULTS = (
+    "429-seconds",
+    "429-ms",
+    "429-date",
+    "500",
+    "reset-before",
+    "reset-after",
+    "read-timeout",
+    "total-timeout",
+    "cut-stream",
+    "inband-error",
+    "malformed-json",
+)
+MODES = ("blocking", "async", "streamed")
+
+#: The documented error of each fault, blocking (and async) / streamed.
+EXPECTED: dict[str, tuple[type[ProviderError], type[ProviderError]]] = {
+    "429-seconds": (RateLimitError, RateLimitError),
+    "429-ms": (RateLimitError, RateLimitError),
+    "429-date": (RateLimitError, RateLimitError),
+    "500": (ServerError, ServerError),
+    "reset-before": (ProviderConnectionError, ProviderConnectionError),
+    "reset-after": (ProviderConnectionError, ProviderConnectionError),
+    "read-timeout": (ProviderTimeoutError, ProviderTimeoutError),
+    "total-timeout": (ProviderTimeoutError, ProviderTimeoutError),
+    "cut-stream": (ProviderConnectionError, StreamError),
+    "inband-error": (ProviderError, StreamError),
+    "malformed-json": (ProviderError, ProviderError),
+}
+
+
+def expected(fault: str, mode: str) -> type[ProviderError]:
+    """The error class a fault must raise in a mode."""
+    blocking, streamed = EXPECTED[fault]
+    return streamed if mode == "streamed" else blocking
+
+
+@contextlib.contextmanager
+def fault_server() -> Iterator[str]:
+    """Start ``fault_server.py`` in its own process; yield its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, str(HERE / "fault_server.py")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("READY "), line
+        yield f"http://127.0.0.1:{int(line.split()[1])}/v1"
+    finally:
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+@attrs.frozen
+class Outcome:
+    """What one cell gave."""
+
+    error: type[BaseException] | None
+    has_state: bool
+    resumed: str | None
+    tool_runs: int
+    retry_after: float | None = None
+
+    def ok(self, fault: str, mode: str) -> bool:
+        """Whether this is what the docs promise for the cell."""
+        want = expected(fault, mode)
+        return (
+            self.error is not None
+            and issubclass(self.error, want)
+            and self.has_state
+            and self.resumed == "The sum is 5."
+            and self.tool_runs == 1
+        )
+
+    def cell(self) -> str:
+        """A short text for the printed table."""
+        name = self.error.__name__ if self.error else "no error"
+        return f"{name}, resumed" if self.resumed == "The sum is 5." else f"{name}, NOT resumed"
+
+
+def run_cell(url: str, backend: str, fault: str, mode: str) -> Outcome:
+    """Run one cell of the matrix (see the module docstring)."""
+    runs: list[int] = []
+
+    @toolfold.tool
+    def add(a: int, b: int) -> int:
+        """Add two integers.
+
+        Args:
+            a: The first number.
+            b: The second number.
+        """
+        runs.append(a + b)
+        return a + b
+
+    timeout = Timeouts(connect=5.0, read=0.5, write=5.0, pool=5.0, total=1.5)
+    model = toolfold.model(
+        "openai:m",
+        base_url=url,
+        api_key=KEY,
+        http=backend,
+        retry=0,
+        timeout=timeout,
+        headers={"x-fault": fault, "x-run": uuid.uuid4().hex},
+    )
+    try:
+        if mode == "blocking":
+            return _blocking(model, add, runs)
+        return asyncio.run(_async(model, add, runs, streamed=mode == "streamed"))
+    finally:
+        model.close()  # type: ignore[attr-defined]
+
+
+def _blocking(model: Any, add: Any, runs: list[int]) -> Outcome:
+    try:
+        toolfold.generate_text(model, "add 2 and 3", tools=[add])
+    except ProviderError as err:
+        state = getattr(err, "state", None)
+        resumed = toolfold.resume(state, model=model, tools=[add]).text if state else None
+        return Outcome(
+            type(err), state is not None, resumed, len(runs), getattr(err, "retry_after", None)
+        )
+    return Outcome(None, False, None, len(runs))
+
+
+async def _async(model: Any, add: Any, runs: list[int], *, streamed: bool) -> Outcome:
+    try:
+        if streamed:
+            async for _ in toolfold.Agent(model, tools=[add]).stream("add 2 and 3"):
+                pass
+        else:
+            await toolfold.agenerate_text(model, "add 2 and 3", tools=[add])
+    except ProviderError as err:
+        state = getattr(err, "state", None)
+        resumed = None
+        if state is not None:
+            resumed = (await toolfold.aresume(state, model=model, tools=[add])).text
+        return Outcome(
+            type(err), state is not None, resumed, len(runs), getattr(err, "retry_after", None)
+        )
+    finally:
+        await model.aclose()
+    return Outcome(None, False, None, len(runs))

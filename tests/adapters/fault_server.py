@@ -1,0 +1,204 @@
+"""A Chat Completions server on 127.0.0.1 that fails on request, run as its own process.
+
+    python tests/adapters/fault_server.py      # prints "READY <port>", serves until killed
+
+It answers ``POST .../chat/completions`` (JSON, or SSE when the body asks for
+``"stream": true``). A run is the requests carrying the same ``x-run`` header:
+its 1st request gets a call of the tool ``add(2, 3)``, its 2nd the fault named
+by ``x-fault``, the later ones the answer ``The sum is 5.``. Without ``x-run``
+every request gets the fault. Faults:
+
+``429-seconds`` / ``429-ms`` / ``429-date``: 429 with ``retry-after: 0.01``,
+``retry-after-ms: 10`` or an HTTP date in the past; ``500``; ``reset-before``:
+the connection is reset before the request is read; ``reset-after``: reset
+after it is read; ``read-timeout``: nothing for 3 s; ``total-timeout``: a 200
+whose body drips a byte every 20 ms; ``cut-stream``: the body stops halfway and
+the connection closes; ``inband-error``: an error object inside a 200 (an SSE
+event when streaming); ``malformed-json``: a 200 whose body is not JSON;
+``big``: a 200 with a 1 MiB body; ``none``: no fault.
+
+Running in a process of its own keeps the test process's file descriptors and
+threads those of the client alone, so leak checks can count them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_COUNTS: defaultdict[str, int] = defaultdict(int)
+_LOCK = threading.Lock()
+
+
+def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+
+
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+}
+TOOL_CALL = _completion({"role": "assistant", "content": None, "tool_calls": [CALL]}, "tool_calls")
+ANSWER = _completion({"role": "assistant", "content": "The sum is 5."}, "stop")
+
+
+def _chunks(completion: dict[str, Any]) -> list[bytes]:
+    """The completion as SSE chunks, as OpenAI streams it."""
+    choice = completion["choices"][0]
+    message = choice["message"]
+    delta: dict[str, Any] = {"role": "assistant"}
+    if message.get("content"):
+        delta["content"] = message["content"]
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": 0, **CALL}]
+    events = [
+        {"id": "c", "object": "chat.completion.chunk", "model": "m",
+         "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {"id": "c", "object": "chat.completion.chunk", "model": "m",
+         "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+    ]  # fmt: skip
+    return [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:
+        fault = self.headers.get("x-fault", "none")
+        run = self.headers.get("x-run")
+        if fault == "reset-before" and self._is_fault(run):
+            self._reset()
+            return
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
+        stream = bool(body.get("stream"))
+        if run is None:
+            number = 2
+        else:
+            with _LOCK:
+                _COUNTS[run] += 1
+                number = _COUNTS[run]
+        if number == 1:
+            self._answer(TOOL_CALL, stream)
+        elif number == 2 and fault != "none":
+            self._fault(fault, stream)
+        else:
+            self._answer(ANSWER, stream)
+
+    def _is_fault(self, run: str | None) -> bool:
+        if run is None:
+            return True
+        with _LOCK:
+            if _COUNTS[run] == 1:  # this is the run's 2nd request
+                _COUNTS[run] += 1
+                return True
+        return False
+
+    def _reset(self) -> None:
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in (headers or {"content-type": "application/json"}).items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _answer(self, completion: dict[str, Any], stream: bool) -> None:
+        if not stream:
+            self._send(200, json.dumps(completion).encode())
+            return
+        self._send(200, b"".join(_chunks(completion)), {"content-type": "text/event-stream"})
+
+    def _fault(self, fault: str, stream: bool) -> None:
+        error = {"error": {"message": f"injected {fault}", "type": "server_error"}}
+        if fault.startswith("429"):
+            headers = {
+                "429-seconds": {"retry-after": "0.01"},
+                "429-ms": {"retry-after-ms": "10"},
+                "429-date": {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"},
+            }[fault]
+            self._send(
+                429, json.dumps(error).encode(), {"content-type": "application/json", **headers}
+            )
+        elif fault == "500":
+            self._send(500, json.dumps(error).encode())
+        elif fault == "reset-after":
+            self._reset()
+        elif fault == "read-timeout":
+            time.sleep(3)
+            self.close_connection = True
+        elif fault == "total-timeout":
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", "100000")
+            self.end_headers()
+            for _ in range(500):
+                time.sleep(0.02)
+                self.wfile.write(b" ")
+                self.wfile.flush()
+            self.close_connection = True
+        elif fault == "cut-stream":
+            whole = b"".join(_chunks(ANSWER)) if stream else json.dumps(ANSWER).encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream" if stream else "application/json")
+            self.send_header("content-length", str(len(whole)))
+            self.end_headers()
+            self.wfile.write(whole[: len(whole) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+        elif fault == "inband-error":
+            if stream:
+                self._send(
+                    200,
+                    f"data: {json.dumps(error)}\n\n".encode(),
+                    {"content-type": "text/event-stream"},
+                )
+            else:
+                self._send(200, json.dumps(error).encode())
+        elif fault == "malformed-json":
+            if stream:
+                self._send(200, b'data: {"choices": [\n\n', {"content-type": "text/event-stream"})
+            else:
+                self._send(200, b'{"choices": [')
+        elif fault == "big":
+            self._send(200, b" " * 2**20)
+        else:
+            self._send(400, json.dumps({"error": {"message": f"unknown fault {fault}"}}).encode())
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up on a dripping or cut answer is the point of the fault
+
+
+def main() -> None:
+    server = Server(("127.0.0.1", 0), Handler)
+    print(f"READY {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

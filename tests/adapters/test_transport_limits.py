@@ -1,0 +1,256 @@
+"""Limits and guarantees the transport keeps above every client (httpx, httpx2, aiohttp).
+
+``total`` bounds a call even when the server drips one byte at a time; body
+and decompressed sizes are capped; a request that reached the server is sent
+again only when the retry policy says so; 1,000 failures of every kind leave
+the pool, file descriptors and threads as they were; bad headers, keys and
+URLs are refused when the model is built, before any connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import gzip
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from backends import OWNED, cases
+from fault_matrix import fault_server
+from scripted_http import Reply, ScriptedServer, sse
+
+import toolfold
+from toolfold import ModelConfigError, ProviderConnectionError, ProviderError, ProviderTimeoutError
+from toolfold.adapters import HttpLimits, RetryPolicy, Timeouts, Transport
+
+KEY = "sk-limits-0123456789"
+MODES = ("post-sync", "post-async", "stream-sync", "stream-async")
+
+
+def call(transport: Transport, mode: str, headers: dict[str, str] | None = None) -> Any:
+    """One call in ``mode`` (``post``/``stream`` x ``sync``/``async``); the transport is closed after."""
+    what, flavour = mode.split("-")
+    if flavour == "sync":
+        try:
+            if what == "post":
+                return transport.post_json_sync("chat/completions", {"m": 1}, headers=headers)
+            return list(transport.stream_sync("chat/completions", {"m": 1}, headers=headers))
+        finally:
+            transport.close()
+
+    async def run() -> Any:
+        try:
+            if what == "post":
+                return await transport.post_json("chat/completions", {"m": 1}, headers=headers)
+            return [
+                e async for e in transport.stream("chat/completions", {"m": 1}, headers=headers)
+            ]
+        finally:
+            await transport.aclose()
+
+    return asyncio.run(run())
+
+
+def make(server: ScriptedServer, backend: str, **options: Any) -> Transport:
+    options.setdefault("retry", 0)
+    return Transport("openai", f"{server.url}/v1", KEY, http=backend, **options)
+
+
+# --- total ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("where", ["body", "head"])
+def test_total_bounds_a_dripping_answer(
+    http_server: ScriptedServer, backend: str, mode: str, where: str
+) -> None:
+    """A server sending a byte every 20 ms (never silent, so no read timeout) hits the total."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-pad: " + b"a" * 5000 + b"\r\n\r\n{}"
+    http_server.add(Reply(drip=0.02, raw=head if where == "head" else None))
+    transport = make(http_server, backend, timeout=Timeouts(read=30.0, total=0.3))
+    with pytest.raises(ProviderTimeoutError, match=r"total timeout of 0\.3 s"):
+        call(transport, mode)
+
+
+# --- body limits ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_a_body_over_max_body_bytes_is_refused(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """A body past max_body_bytes (whole or streamed) ends with an error naming the limit."""
+    if mode.startswith("post"):
+        http_server.add(Reply(json={"pad": "x" * 20_000}))
+    else:
+        http_server.add(Reply(chunks=sse(*[{"pad": "x" * 1000}] * 40)))
+    transport = make(http_server, backend, limits=HttpLimits(max_body_bytes=10_000))
+    with pytest.raises(ProviderError, match="max_body_bytes=10000"):
+        call(transport, mode)
+
+
+@functools.cache
+def _bomb() -> bytes:
+    return gzip.compress(b"\0" * 64 * 2**20, compresslevel=9)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_a_gzip_bomb_stops_at_max_decoded_bytes(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """64 MiB of zeros gzipped to ~64 KiB stop at max_decoded_bytes, not in memory."""
+    http_server.add(Reply(headers={"content-encoding": "gzip"}, body=_bomb()))
+    transport = make(http_server, backend, limits=HttpLimits(max_decoded_bytes=2**20))
+    with pytest.raises(ProviderError, match=r"max_decoded_bytes=1048576"):
+        call(transport, mode)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_an_encoding_not_asked_for_is_refused_and_the_pool_stays_usable(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """A br answer (only gzip, deflate are asked) is refused; the one-connection pool still works."""
+    limits = HttpLimits(max_connections=1)
+    http_server.add(Reply(headers={"content-encoding": "br"}, json={"x": 1}))
+    with pytest.raises(ProviderError, match="content-encoding 'br'"):
+        call(make(http_server, backend, limits=limits), mode)
+    assert http_server.requests[0].headers["accept-encoding"] == "gzip, deflate"
+
+
+# --- what is sent again -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize(
+    ("retry", "sent"),
+    [(0, 1), (RetryPolicy(retry_connection_errors=False), 1), (RetryPolicy(), 2)],
+    ids=["retry=0", "no-connection-retries", "default"],
+)
+def test_a_request_the_server_read_is_resent_only_when_the_policy_says(
+    http_server: ScriptedServer, backend: str, mode: str, retry: Any, sent: int
+) -> None:
+    """Reset after the server read the request: one attempt unless connection errors are retried."""
+    http_server.add(Reply(reset=True), Reply(reset=True), Reply(reset=True))
+    transport = make(http_server, backend, retry=retry, sleep=_no_sleep, sleep_sync=lambda _: None)
+    with pytest.raises(ProviderConnectionError):
+        call(transport, mode)
+    assert len(http_server.requests) == (1 if sent == 1 else 3)
+
+
+async def _no_sleep(_: float) -> None:
+    pass
+
+
+# --- 1,000 failures of every kind leak nothing -------------------------------------------
+
+KINDS = ["500", "429-ms", "reset-before", "reset-after", "cut-stream", "inband-error", "malformed-json", "big"]  # fmt: skip
+FAILURES = 1000
+
+
+def _resources() -> tuple[int, int]:
+    gc.collect()
+    return len(os.listdir("/proc/self/fd")), threading.active_count()
+
+
+@pytest.fixture(scope="module")
+def fault_url() -> Iterator[str]:
+    """The fault server's base URL, one process for the module."""
+    with fault_server() as url:
+        yield url
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("sync", "async")))
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_thousand_failures_leak_nothing(
+    fault_url: str, backend: str, mode: str, kind: str
+) -> None:
+    """1,000 failures of a kind on a 2-connection pool, then a good call; fds and threads as before."""
+    before = _resources()
+    transport = Transport(
+        "openai",
+        fault_url,
+        KEY,
+        http=backend,
+        retry=0,
+        timeout=Timeouts(pool=5.0),
+        limits=HttpLimits(max_connections=2, max_body_bytes=65536),
+    )
+    fail = {"x-fault": kind}
+    stream = kind in ("cut-stream", "inband-error")
+    failures = 0
+    if mode == "sync":
+        for _ in range(FAILURES):
+            try:
+                if stream:
+                    list(transport.stream_sync("chat/completions", {"stream": True}, headers=fail))
+                else:
+                    transport.post_json_sync("chat/completions", {}, headers=fail)
+            except ProviderError:
+                failures += 1
+        good = transport.post_json_sync("chat/completions", {}, headers={"x-fault": "none"})
+        transport.close()
+    else:
+
+        async def run() -> Any:
+            nonlocal failures
+            for _ in range(FAILURES):
+                try:
+                    if stream:
+                        async for _ in transport.stream(
+                            "chat/completions", {"stream": True}, headers=fail
+                        ):
+                            pass
+                    else:
+                        await transport.post_json("chat/completions", {}, headers=fail)
+                except ProviderError:
+                    failures += 1
+            answer = await transport.post_json("chat/completions", {}, headers={"x-fault": "none"})
+            await transport.aclose()
+            return answer
+
+        good = asyncio.run(run())
+    assert failures == FAILURES
+    assert good["choices"][0]["message"]["content"] == "The sum is 5."
+    assert _resources() == before
+
+
+# --- configuration checked when the model is built ------------------------------------------
+
+
+BAD_OPTIONS = [
+    ({"headers": {"x-a": "one\r\nx-b: two"}}, r"headers\['x-a'\].*CR, LF or NUL"),
+    ({"headers": {"x-a": "nul\x00"}}, r"headers\['x-a'\].*CR, LF or NUL"),
+    ({"headers": {"x-a": "✓"}}, r"headers\['x-a'\].*Latin-1"),
+    ({"headers": {"x a": "v"}}, r"headers: 'x a' is not a valid HTTP header name"),
+    ({"api_key": "sk-abc\ndef"}, r"api_key: the value contains CR, LF or NUL"),
+    ({"api_key": "sk-ключ"}, r"api_key: the value has characters outside Latin-1"),
+    ({"base_url": "http://exa mple.com/v1"}, r"base_url .* spaces"),
+    ({"base_url": "http://ünï.example/v1"}, r"base_url .*non-ASCII"),
+    ({"base_url": "ftp://example.com/v1"}, r"base_url .*http:// or https://"),
+    ({"base_url": "http:///v1"}, r"base_url .*name a host"),
+    ({"base_url": "http://example.com:99999/v1"}, r"base_url .*not a valid URL"),
+]
+
+
+@pytest.mark.parametrize("backend", OWNED)
+@pytest.mark.parametrize(("options", "message"), BAD_OPTIONS)
+def test_bad_headers_keys_and_urls_are_refused_when_the_model_is_built(
+    http_server: ScriptedServer, backend: str, options: dict[str, Any], message: str
+) -> None:
+    """A ModelConfigError names the option (never the key) before any connection is opened."""
+    options = {"base_url": f"{http_server.url}/v1", "api_key": KEY, **options}
+    with pytest.raises(ModelConfigError, match=message) as caught:
+        toolfold.model("openai:m", http=backend, **options)
+    assert "sk-abc" not in str(caught.value)
+    assert "ключ" not in str(caught.value)
+    assert http_server.connections == 0
+
+
+def test_an_unknown_backend_is_refused() -> None:
+    """http= names one of the backends."""
+    with pytest.raises(ModelConfigError, match="httpx, httpx2, aiohttp"):
+        toolfold.model("openai:m", base_url="http://127.0.0.1:9/v1", api_key=KEY, http="curl")

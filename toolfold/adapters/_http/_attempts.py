@@ -1,0 +1,162 @@
+"""The retry loop of the transport, written once as a plan (pure: no sleep, no socket).
+
+`attempts` is a generator, like httpx's ``Auth.auth_flow`` and toolfold's own
+``run_loop``: it yields `Send` (make one attempt with these timeouts) or
+`Sleep` (wait before the next one), and receives what the attempt gave: the
+response that started, a `Failed` answer (a status >= 300 and its body), or
+the exception the client raised. It returns the response to use or raises the
+mapped `ProviderError`. The transport's two shells (async and blocking) only
+perform what it yields.
+
+What is sent again, exactly: a status or error the `RetryPolicy` calls
+retryable, while retries are left and the wait fits in the total timeout. A
+connection that could not be opened (the request was never written) is a
+`ProviderConnectionError`; one that dropped after the request was written is one too,
+and both are retried only when ``retry_connection_errors`` is on; a timeout only
+when ``retry_timeouts`` is on. Once a 2xx answer has started nothing is sent again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Generator, Mapping
+from typing import Any
+
+import attrs
+
+from toolfold._errors import ProviderConnectionError, ProviderError, ProviderTimeoutError
+from toolfold.adapters._http._retry import RetryPolicy, Timeouts
+
+__all__ = ["Failed", "Plan", "Send", "Sleep", "attempts"]
+
+_log = logging.getLogger("toolfold.http")
+
+
+@attrs.frozen
+class Send:
+    """Make one attempt; ``timeout`` is None to use the client's own timeouts."""
+
+    timeout: Timeouts | None
+
+
+@attrs.frozen
+class Sleep:
+    """Wait this many seconds before the next attempt."""
+
+    seconds: float
+
+
+@attrs.frozen
+class Failed:
+    """An answer with a status >= 300, its body read (and the connection released)."""
+
+    status: int
+    headers: Mapping[str, str]
+    text: str
+
+
+@attrs.frozen
+class Plan:
+    """What `attempts` needs to decide, bound once per call by the transport.
+
+    Attributes:
+        policy: The retry policy.
+        timeouts: The timeouts each attempt is capped by, or None for the client's.
+        deadline: When the whole call must end (on ``clock``), or None.
+        clock: A monotonic clock.
+        random: A float in [0, 1), for the jitter.
+        status_failure: Maps a `Failed` answer to its error and the body's
+            retry verdict and hint: ``(error, retryable, hint)``.
+        exception_failure: Maps a client exception to its `ProviderError`
+            (re-raises exceptions that are not the client's).
+        total_timeout: The error for a call that ran past ``deadline``.
+        label: ``POST <url>``, for the log.
+    """
+
+    policy: RetryPolicy
+    timeouts: Timeouts | None
+    deadline: float | None
+    clock: Callable[[], float]
+    random: Callable[[], float]
+    status_failure: Callable[[Failed], tuple[ProviderError, bool | None, float | None]]
+    exception_failure: Callable[[BaseException], ProviderError]
+    total_timeout: Callable[[], ProviderTimeoutError]
+    label: str
+
+
+Outcome = Any  # a started response, a `Failed` answer, or an exception
+
+
+def attempts(plan: Plan) -> Generator[Send | Sleep, Outcome, Any]:
+    """Attempts until one answers with status < 300; returns that response (see the module)."""
+    retry = 0
+    while True:
+        outcome = yield Send(_capped(plan))
+        if isinstance(outcome, BaseException):
+            error = plan.exception_failure(outcome)
+            delay = _exception_delay(plan, retry, error)
+            if delay is None:
+                raise error from outcome
+        elif isinstance(outcome, Failed):
+            error, retryable, hint = plan.status_failure(outcome)
+            delay = plan.policy.status_delay(
+                retry,
+                outcome.status,
+                outcome.headers,
+                retryable=retryable,
+                hint=hint,
+                random=plan.random(),
+                now=time.time(),
+            )
+            delay = _fits(plan, delay)
+            if delay is None:
+                raise error
+        else:
+            return outcome
+        _log.info(
+            "retrying %s in %.2f s (retry %d of %d) after: %s",
+            plan.label,
+            delay,
+            retry + 1,
+            plan.policy.max_retries,
+            error,
+        )
+        yield Sleep(delay)
+        retry += 1
+
+
+def _exception_delay(plan: Plan, retry: int, error: ProviderError) -> float | None:
+    policy = plan.policy
+    if retry >= policy.max_retries:
+        return None
+    if isinstance(error, ProviderTimeoutError):
+        if not policy.retry_timeouts:
+            return None
+    elif not (isinstance(error, ProviderConnectionError) and policy.retry_connection_errors):
+        return None
+    return _fits(plan, policy.backoff(retry, plan.random()))
+
+
+def _fits(plan: Plan, delay: float | None) -> float | None:
+    # A retry that cannot finish before the total deadline only wastes the wait.
+    if delay is None or plan.deadline is None:
+        return delay
+    return delay if plan.clock() + delay < plan.deadline else None
+
+
+def _capped(plan: Plan) -> Timeouts | None:
+    """The attempt's timeouts, each cut to what is left before the deadline."""
+    if plan.deadline is None:
+        return plan.timeouts
+    remaining = plan.deadline - plan.clock()
+    if remaining <= 0:
+        raise plan.total_timeout()
+    t = plan.timeouts or Timeouts()
+
+    def cap(value: float | None) -> float:
+        return remaining if value is None else min(value, remaining)
+
+    return Timeouts(
+        connect=cap(t.connect), read=cap(t.read), write=cap(t.write), pool=cap(t.pool), total=None
+    )

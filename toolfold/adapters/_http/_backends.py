@@ -1,0 +1,357 @@
+"""The HTTP clients under the transport: httpx, httpx2 and aiohttp, behind one small seam.
+
+A backend sends one POST and hands back the answer as soon as its head
+arrived, with the body still to read raw (``status_code``, ``headers``,
+``aiter_raw()``/``iter_raw()``, ``aclose()``/``close()``): the transport
+decodes and limits the body itself (`BodyReader`). Everything else (retries,
+timeouts, error mapping, keys, SSE) is the transport's, one piece of code above
+whichever client.
+
+* ``"httpx"`` / ``"httpx2"``: the well-kept clients, sync and async, one pool
+  per client with `HttpLimits`, HTTP/1.1, keep-alive, proxies from the
+  environment. Any client with httpx's API can be injected.
+* ``"aiohttp"`` (``pip install toolfold[aiohttp]``): async only, the fastest
+  under many concurrent runs (bench/bench_http.py); blocking calls of a model
+  built with it use the default client.
+
+A blocking call cannot be interrupted from outside, so for the clients the
+transport makes itself, every socket read and write is capped by the time
+left before the call's total deadline (`sync_deadline`, set by the
+transport): a server dripping one byte a second cannot stretch a call past
+``total``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+from toolfold._errors import ModelConfigError
+from toolfold.adapters._http._retry import HttpLimits, Timeouts
+
+__all__ = [
+    "AiohttpBackend",
+    "BACKENDS",
+    "HttpxBackend",
+    "close_when_loop_ends",
+    "default_backend",
+    "make_async",
+    "make_sync",
+    "sync_deadline",
+]
+
+BACKENDS = ("httpx", "httpx2", "aiohttp")
+
+
+def default_backend() -> str:
+    """The backend used when none is named: httpx2 on Python 3.11+ (a dependency there), else httpx."""
+    # By Python version, not by what happens to be installed (another package
+    # may pull an old httpx2 onto 3.10): the default is the one toolfold depends on.
+    if sys.version_info >= (3, 11) and _installed("httpx2"):
+        return "httpx2"
+    return "httpx"
+
+
+def _installed(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+def _package(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        extra = f" (pip install 'toolfold[{name}]')" if name != "httpx" else ""
+        raise ModelConfigError(f"http={name!r} needs the {name} package{extra}") from None
+
+
+# --- httpx and httpx2 ---------------------------------------------------------------
+
+
+class HttpxBackend:
+    """A client with httpx's API (httpx, httpx2, or the user's own), sync or async."""
+
+    __slots__ = ("_timeout_class", "client", "owned")
+
+    def __init__(self, client: Any, *, owned: bool) -> None:
+        self.client = client
+        self.owned = owned
+        # httpx2 refuses httpx.Timeout: hand each client its own package's class.
+        package = importlib.import_module(type(client).__module__.split(".")[0])
+        found = getattr(package, "Timeout", None)
+        self._timeout_class: Any = found if isinstance(found, type) else None
+
+    def _request(self, url: str, content: bytes, headers: Mapping[str, str], t: Any) -> Any:
+        kwargs = {} if t is None else {"timeout": self._timeout(t)}
+        return self.client.build_request("POST", url, content=content, headers=headers, **kwargs)
+
+    def _timeout(self, t: Timeouts) -> Any:
+        fields = {"connect": t.connect, "read": t.read, "write": t.write, "pool": t.pool}
+        if self._timeout_class is None:
+            return fields
+        return self._timeout_class(**fields)
+
+    async def send(
+        self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
+    ) -> Any:
+        """POST; the response once its head arrived (body unread)."""
+        return await self.client.send(self._request(url, content, headers, timeout), stream=True)
+
+    def send_sync(
+        self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
+    ) -> Any:
+        """Blocking `send`."""
+        return self.client.send(self._request(url, content, headers, timeout), stream=True)
+
+    async def aclose(self) -> None:
+        """Close the client if the transport made it."""
+        if self.owned:
+            await self.client.aclose()
+
+    def close(self) -> None:
+        """Close the blocking client if the transport made it."""
+        if self.owned:
+            self.client.close()
+
+
+def make_sync(name: str, timeouts: Timeouts, limits: HttpLimits) -> HttpxBackend:
+    """The blocking client a transport makes for itself (aiohttp has none: the default's)."""
+    if name == "aiohttp":
+        name = default_backend()
+    package = _package(name)
+    transport = package.HTTPTransport(limits=_pool_limits(package, limits), http1=True)
+    _cap_socket_io(transport, importlib.import_module(_core_name(name)))
+    client = package.Client(
+        transport=transport, timeout=_package_timeout(package, timeouts), follow_redirects=False
+    )
+    return HttpxBackend(client, owned=True)
+
+
+async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits) -> Any:
+    """The async client a transport makes for itself, on the running loop."""
+    if name == "aiohttp":
+        return _make_aiohttp(timeouts, limits)
+    package = _package(name)
+    client = package.AsyncClient(
+        limits=_pool_limits(package, limits),
+        timeout=_package_timeout(package, timeouts),
+        http1=True,
+        follow_redirects=False,
+    )
+    return HttpxBackend(client, owned=True)
+
+
+def _pool_limits(package: Any, limits: HttpLimits) -> Any:
+    return package.Limits(
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive,
+        keepalive_expiry=limits.keepalive_expiry,
+    )
+
+
+def _package_timeout(package: Any, t: Timeouts) -> Any:
+    return package.Timeout(connect=t.connect, read=t.read, write=t.write, pool=t.pool)
+
+
+def _core_name(name: str) -> str:
+    return "httpcore2" if name == "httpx2" else "httpcore"
+
+
+# --- the total deadline of blocking calls ------------------------------------------
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def sync_deadline(seconds_left: float | None) -> Iterator[None]:
+    """Cap every socket read and write of this thread's owned clients to ``seconds_left``."""
+    if seconds_left is None:
+        yield
+        return
+    outer = getattr(_local, "at", None)
+    _local.at = time.monotonic() + seconds_left
+    try:
+        yield
+    finally:
+        _local.at = outer
+
+
+def _cap_socket_io(transport: Any, core: Any) -> None:
+    # httpx builds its httpcore pool without a way to pass a network backend;
+    # wrapping the pool's backend is the one hook for per-read deadlines.
+    pool: Any = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is not None:
+        pool._network_backend = _DeadlineBackend(backend, core)
+
+
+def _capped(timeout: float | None, error: type[Exception]) -> float | None:
+    at: float | None = getattr(_local, "at", None)
+    if at is None:
+        return timeout
+    left: float = at - time.monotonic()
+    if left <= 0:
+        raise error("the total timeout ran out")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream:
+    """An httpcore network stream whose reads and writes end by the thread's deadline."""
+
+    def __init__(self, stream: Any, core: Any) -> None:
+        self._stream, self._core = stream, core
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data: bytes = self._stream.read(max_bytes, _capped(timeout, self._core.ReadTimeout))
+        return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _capped(timeout, self._core.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: Any = None
+    ) -> Any:
+        capped = _capped(timeout, self._core.ConnectTimeout)
+        return _DeadlineStream(
+            self._stream.start_tls(ssl_context, server_hostname, capped), self._core
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """httpcore's blocking network backend, its streams wrapped in `_DeadlineStream`."""
+
+    def __init__(self, inner: Any, core: Any) -> None:
+        self._inner, self._core = inner, core
+
+    def connect_tcp(
+        self, host: str, port: int, timeout: float | None = None, **options: Any
+    ) -> Any:
+        capped = _capped(timeout, self._core.ConnectTimeout)
+        return _DeadlineStream(self._inner.connect_tcp(host, port, capped, **options), self._core)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None, **options: Any) -> Any:
+        capped = _capped(timeout, self._core.ConnectTimeout)
+        return _DeadlineStream(self._inner.connect_unix_socket(path, capped, **options), self._core)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+# --- aiohttp --------------------------------------------------------------------------
+
+
+class AiohttpBackend:
+    """An ``aiohttp.ClientSession`` (async only)."""
+
+    __slots__ = ("_aiohttp", "owned", "session")
+
+    def __init__(self, session: Any, *, owned: bool) -> None:
+        import aiohttp
+
+        self.session, self.owned, self._aiohttp = session, owned, aiohttp
+
+    async def send(
+        self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
+    ) -> Any:
+        """POST; the response once its head arrived (body unread, not decompressed)."""
+        options: dict[str, Any] = {}
+        if timeout is not None:
+            options["timeout"] = _aiohttp_timeout(self._aiohttp, timeout)
+        response = await self.session.post(
+            url,
+            data=content,
+            headers=headers,
+            allow_redirects=False,
+            auto_decompress=False,
+            raise_for_status=False,
+            **options,
+        )
+        return AiohttpReply(response)
+
+    async def aclose(self) -> None:
+        """Close the session if the transport made it."""
+        if self.owned:
+            await self.session.close()
+
+
+class AiohttpReply:
+    """An aiohttp response with the names the transport reads."""
+
+    __slots__ = ("_done", "_response", "headers", "status_code")
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self.status_code: int = response.status
+        self.headers: Mapping[str, str] = response.headers
+        self._done = False
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as it arrives."""
+        async for chunk in self._response.content.iter_any():
+            yield chunk
+        self._done = True
+
+    async def aclose(self) -> None:
+        """Give the connection back (a body not read to its end closes it)."""
+        if self._done:
+            self._response.release()
+        else:
+            self._response.close()
+
+
+def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits) -> AiohttpBackend:
+    aiohttp = _package("aiohttp")
+    connector = aiohttp.TCPConnector(
+        limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
+    )
+    session = aiohttp.ClientSession(
+        connector=connector,
+        timeout=_aiohttp_timeout(aiohttp, timeouts),
+        auto_decompress=False,
+        # trust_env makes aiohttp read the proxy variables on every request
+        # (about 150 us each); read them once here instead.
+        trust_env=_proxy_configured(),
+    )
+    return AiohttpBackend(session, owned=True)
+
+
+def _proxy_configured() -> bool:
+    names = ("http_proxy", "https_proxy", "all_proxy")
+    return any(os.environ.get(n) or os.environ.get(n.upper()) for n in names)
+
+
+def _aiohttp_timeout(aiohttp: Any, t: Timeouts) -> Any:
+    # aiohttp's "connect" is the wait for a pool slot plus the connection.
+    return aiohttp.ClientTimeout(
+        total=None, connect=t.pool, sock_connect=t.connect, sock_read=t.read
+    )
+
+
+def is_aiohttp_session(client: Any) -> bool:
+    """Whether ``client`` is an ``aiohttp.ClientSession``."""
+    return type(client).__module__.split(".")[0] == "aiohttp"
+
+
+async def close_when_loop_ends(backend: Any) -> AsyncIterator[None]:
+    """An async generator to start on a loop; when the loop shuts down it closes ``backend``."""
+    # asyncio.run() finalises live async generators before closing the loop, so
+    # the owned client's connections close on the loop that opened them.
+    try:
+        yield
+    finally:
+        await backend.aclose()

@@ -1,0 +1,101 @@
+"""An answer's body as it arrives: size limits and decompression (pure, no I/O).
+
+Every backend hands the transport the body as it came off the wire (httpx's
+``iter_raw``, aiohttp with ``auto_decompress=False``); `BodyReader` counts those
+bytes, inflates gzip/deflate with zlib at most 1 MiB at a time, and counts the
+result, so `HttpLimits` hold the same way on every backend and a gzip bomb ends
+long before memory grows. httpx itself inflates a whole network read at once
+(64 KiB can become 64 MiB), which is why the transport decodes here.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from toolfold.adapters._http._retry import HttpLimits
+
+__all__ = ["ACCEPT_ENCODING", "BodyError", "BodyReader"]
+
+#: What the transport asks for: the encodings `BodyReader` can inflate.
+ACCEPT_ENCODING = "gzip, deflate"
+
+_STEP = 2**20  # the most zlib inflates in one call
+
+
+class BodyError(Exception):
+    """The body broke a limit or cannot be decoded (the transport names the provider)."""
+
+
+class BodyReader:
+    """Counts and decodes one body; `feed` raises `BodyError` past a limit.
+
+    Args:
+        encoding: The ``content-encoding`` header (None or ``identity``: none).
+        limits: The body limits to enforce.
+    """
+
+    __slots__ = ("_decoded", "_inflater", "_limits", "_raw_deflate", "_wire")
+
+    def __init__(self, encoding: str | None, limits: HttpLimits) -> None:
+        self._limits = limits
+        self._wire = 0
+        self._decoded = 0
+        self._raw_deflate = False
+        name = (encoding or "").strip().lower()
+        self._inflater: zlib._Decompress | None
+        if name in ("", "identity"):
+            self._inflater = None
+        elif name in ("gzip", "x-gzip"):
+            self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif name == "deflate":
+            self._inflater = zlib.decompressobj()
+            self._raw_deflate = True  # may still turn out to be raw deflate (no zlib header)
+        else:
+            raise BodyError(
+                f"the answer uses content-encoding {encoding!r}, which was not asked for "
+                f"(accept-encoding: {ACCEPT_ENCODING})"
+            )
+
+    def feed(self, raw: bytes) -> bytes:
+        """The decoded bytes of the next piece of the body."""
+        self._wire += len(raw)
+        cap = self._limits.max_body_bytes
+        if cap is not None and self._wire > cap:
+            raise BodyError(f"the answer is larger than max_body_bytes={cap} bytes")
+        if self._inflater is None:
+            return self._count(raw)
+        return self._inflate(raw)
+
+    def close(self) -> bytes:
+        """What the decoder still holds at the end of the body."""
+        if self._inflater is None:
+            return b""
+        try:
+            return self._count(self._inflater.flush())
+        except zlib.error as exc:
+            raise BodyError(f"cannot decompress the answer: {exc}") from exc
+
+    def _inflate(self, data: bytes) -> bytes:
+        assert self._inflater is not None
+        pieces = []
+        while data:
+            try:
+                piece = self._inflater.decompress(data, _STEP)
+            except zlib.error as exc:
+                if not self._raw_deflate:
+                    raise BodyError(f"cannot decompress the answer: {exc}") from exc
+                # "deflate" without the zlib wrapper, as some servers send it.
+                self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                self._raw_deflate = False
+                continue
+            self._raw_deflate = False
+            pieces.append(self._count(piece))
+            data = self._inflater.unconsumed_tail
+        return b"".join(pieces)
+
+    def _count(self, decoded: bytes) -> bytes:
+        self._decoded += len(decoded)
+        cap = self._limits.max_decoded_bytes
+        if cap is not None and self._decoded > cap:
+            raise BodyError(f"the decompressed answer is larger than max_decoded_bytes={cap} bytes")
+        return decoded

@@ -1,0 +1,68 @@
+"""Checks of what a user configures for HTTP, made when the model is built.
+
+A header value with CR, LF or NUL could smuggle a second header or request; a
+value that is not Latin-1 cannot be sent at all; a base URL without scheme or
+host fails only at the first call. Each is a `ModelConfigError` naming the
+option, raised before any connection is opened. Keys are never quoted.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Mapping
+
+from toolfold._errors import ModelConfigError
+
+__all__ = ["check_base_url", "check_header_value", "check_headers"]
+
+# RFC 9110 token characters: what a header name may contain.
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_FORBIDDEN = re.compile(r"[\r\n\x00]")
+
+
+def check_headers(headers: Mapping[str, str], option: str = "headers") -> None:
+    """Refuse header names that are not tokens and values that cannot be sent."""
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise ModelConfigError(f"{option}: {name!r} is not a valid HTTP header name")
+        check_header_value(value, f"{option}[{name!r}]")
+
+
+def check_header_value(value: object, option: str, *, secret: bool = False) -> None:
+    """Refuse a value with CR/LF/NUL, outside Latin-1, or not a string."""
+    shown = "the value" if secret else repr(value)
+    if not isinstance(value, str):
+        raise ModelConfigError(f"{option}: {shown} must be a string, not {type(value).__name__}")
+    if _FORBIDDEN.search(value):
+        raise ModelConfigError(f"{option}: {shown} contains CR, LF or NUL, which HTTP forbids")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise ModelConfigError(
+            f"{option}: {shown} has characters outside Latin-1, which a header cannot carry"
+        ) from None
+    if value != value.strip():
+        raise ModelConfigError(f"{option}: {shown} starts or ends with whitespace")
+
+
+def check_base_url(url: object, option: str = "base_url") -> None:
+    """Refuse a URL that is not ``http(s)://host[:port][/path]`` in printable ASCII."""
+    if not isinstance(url, str):
+        raise ModelConfigError(f"{option} must be a string, not {type(url).__name__}")
+    if not url.isascii() or any(c.isspace() or not c.isprintable() for c in url):
+        raise ModelConfigError(
+            f"{option} {url!r} has spaces, control or non-ASCII characters "
+            "(write an international host in its xn-- form)"
+        )
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError on a bad port
+    except ValueError as exc:
+        raise ModelConfigError(f"{option} {url!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ModelConfigError(
+            f"{option} {url!r} must start with http:// or https:// and name a host"
+        )
+    if parts.fragment:
+        raise ModelConfigError(f"{option} {url!r} must not have a #fragment")

@@ -1,0 +1,365 @@
+"""One call of the transport: the retry plan's two shells, the body's limits, the errors.
+
+A `Sender` holds what every call of one `Transport` shares (its clients, retry
+policy, timeouts, limits, error parser and key) and performs a `Call`: the
+shells `send` / `send_sync` drive the plan of `_attempts` (sleeping and
+sending only), `body` / `body_sync` read the answer within `HttpLimits` and
+the total deadline and always release the connection, and every failure
+leaves as a `ProviderError` child scrubbed of the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+)
+from typing import Any, TypeVar
+
+import attrs
+
+from toolfold._errors import ProviderError, ProviderTimeoutError
+from toolfold.adapters._http._attempts import Failed, Plan, Sleep, attempts
+from toolfold.adapters._http._backends import sync_deadline
+from toolfold.adapters._http._body import BodyError, BodyReader
+from toolfold.adapters._http._clients import Clients
+from toolfold.adapters._http._http_errors import (
+    ErrorInfo,
+    is_client_error,
+    status_error,
+    transport_error,
+)
+from toolfold.adapters._http._keys import Secret, redact, redact_chain
+from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
+
+__all__ = ["Call", "Sender", "scrub_error"]
+
+_log = logging.getLogger("toolfold.http")
+_T = TypeVar("_T")
+
+ErrorParser = Callable[[int, str, Mapping[str, str]], ErrorInfo]
+"""Reads a provider's error body: ``(status, body_text, headers) -> ErrorInfo``."""
+
+
+class Call:
+    """One call's fixed parts: where, what, when it must end, and whether it streams."""
+
+    __slots__ = ("content", "deadline", "headers", "streaming", "url")
+
+    def __init__(
+        self,
+        url: str,
+        content: bytes,
+        headers: dict[str, str],
+        deadline: float | None,
+        streaming: bool,
+    ) -> None:
+        self.url, self.content, self.headers = url, content, headers
+        self.deadline, self.streaming = deadline, streaming
+
+
+@attrs.define(eq=False)
+class Sender:
+    """What every call of one transport shares; performs calls (see the module).
+
+    Attributes:
+        provider: The provider name, for messages.
+        clients: The backends.
+        retry: The retry policy.
+        timeouts: Per-attempt timeouts (None: the injected client's own) and ``total``.
+        limits: The body limits.
+        error_parser: Reads error bodies.
+        key: The key to scrub from every error.
+        foreign: An injected client: map whatever it raises.
+        sleep: The async sleep between retries.
+        sleep_sync: The blocking sleep between retries.
+        random: A float in [0, 1), for the jitter.
+        clock: A monotonic clock, for the total timeout.
+    """
+
+    provider: str
+    clients: Clients
+    retry: RetryPolicy
+    timeouts: Timeouts | None
+    limits: HttpLimits
+    error_parser: ErrorParser
+    key: Secret | None = attrs.field(repr=False)
+    foreign: bool
+    sleep: Callable[[float], Awaitable[None]]
+    sleep_sync: Callable[[float], None]
+    random: Callable[[], float]
+    clock: Callable[[], float]
+
+    def call(self, url: str, content: bytes, headers: dict[str, str], *, streaming: bool) -> Call:
+        """A call to make now: its deadline starts counting."""
+        total = self.timeouts.total if self.timeouts else None
+        deadline = None if total is None else self.clock() + total
+        return Call(url, content, headers, deadline, streaming)
+
+    def scrub(self, error: ProviderError) -> ProviderError:
+        """``error`` with the key removed (in place; returns it)."""
+        return scrub_error(error, self.key)
+
+    def _plan(self, call: Call) -> Any:
+        return attempts(
+            Plan(
+                policy=self.retry,
+                timeouts=self.timeouts,
+                deadline=call.deadline,
+                clock=self.clock,
+                random=self.random,
+                status_failure=lambda failed: self._status_failure(failed, call.url),
+                exception_failure=lambda exc: self._exception_failure(exc, call),
+                total_timeout=lambda: self.total_timeout(call.url),
+                label=f"POST {call.url}",
+            )
+        )
+
+    async def send(self, call: Call) -> Any:
+        backend = await self.clients.get_async()
+        plan = self._plan(call)
+        outcome: Any = None
+        while True:
+            try:
+                op = plan.send(outcome)
+            except StopIteration as done:
+                return done.value
+            if isinstance(op, Sleep):
+                await self.sleep(op.seconds)
+                outcome = None
+                continue
+            try:
+                response = await self._within(
+                    call, backend.send(call.url, call.content, call.headers, op.timeout)
+                )
+            except Exception as exc:
+                outcome = exc
+                continue
+            outcome = response if response.status_code < 300 else await self._failed(response, call)
+
+    def send_sync(self, call: Call) -> Any:
+        backend = self.clients.get_sync()
+        plan = self._plan(call)
+        outcome: Any = None
+        while True:
+            try:
+                op = plan.send(outcome)
+            except StopIteration as done:
+                return done.value
+            if isinstance(op, Sleep):
+                self.sleep_sync(op.seconds)
+                outcome = None
+                continue
+            try:
+                with sync_deadline(self._left(call)):
+                    response = backend.send_sync(call.url, call.content, call.headers, op.timeout)
+            except Exception as exc:
+                outcome = exc
+                continue
+            outcome = response if response.status_code < 300 else self._failed_sync(response, call)
+
+    async def _failed(self, response: Any, call: Call) -> Failed:
+        try:
+            text = b"".join([chunk async for chunk in self.body(response, call)])
+        except ProviderError:
+            text = b""
+        return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
+
+    def _failed_sync(self, response: Any, call: Call) -> Failed:
+        try:
+            text = b"".join(self.body_sync(response, call))
+        except ProviderError:
+            text = b""
+        return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
+
+    # --- internals: reading a body within the limits and the deadline --------
+
+    async def body(self, response: Any, call: Call) -> AsyncGenerator[bytes, None]:
+        """The decoded body; the connection is released however the reading ends."""
+        try:
+            reader = self._reader(response, call)
+            raw = _aiter_raw(response)
+            while True:
+                try:
+                    chunk = await self._within(call, raw.__anext__())
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    error = self._read_failure(exc, call)
+                    if error is exc:
+                        raise
+                    raise error from exc
+                yield self._feed(reader, chunk, call)
+            yield self._feed(reader, None, call)
+        finally:
+            await response.aclose()
+
+    def body_sync(self, response: Any, call: Call) -> Generator[bytes, None, None]:
+        """Blocking `_body`."""
+        try:
+            reader = self._reader(response, call)
+            raw = _iter_raw(response)
+            while True:
+                try:
+                    with sync_deadline(self._left(call)):
+                        chunk = next(raw)
+                except StopIteration:
+                    break
+                except Exception as exc:
+                    error = self._read_failure(exc, call)
+                    if error is exc:
+                        raise
+                    raise error from exc
+                if call.deadline is not None and self.clock() >= call.deadline:
+                    raise self.total_timeout(call.url)  # an injected client, between reads
+                yield self._feed(reader, chunk, call)
+            yield self._feed(reader, None, call)
+        finally:
+            response.close()
+
+    def _reader(self, response: Any, call: Call) -> BodyReader:
+        try:
+            return BodyReader(response.headers.get("content-encoding"), self.limits)
+        except BodyError as exc:
+            raise self._body_error(exc, response, call) from None
+
+    def _feed(self, reader: BodyReader, chunk: bytes | None, call: Call) -> bytes:
+        try:
+            return reader.close() if chunk is None else reader.feed(chunk)
+        except BodyError as exc:
+            raise self._body_error(exc, None, call) from None
+
+    async def _within(self, call: Call, awaitable: Awaitable[_T]) -> _T:
+        left = self._left(call)
+        if left is None:
+            return await awaitable
+        if left <= 0:
+            _close(awaitable)
+            raise self.total_timeout(call.url)
+        if sys.version_info >= (3, 11):
+            async with asyncio.timeout(left):
+                return await awaitable
+        return await asyncio.wait_for(awaitable, left)  # pragma: no cover (3.10)
+
+    def _left(self, call: Call) -> float | None:
+        return None if call.deadline is None else call.deadline - self.clock()
+
+    # --- internals: errors ----------------------------------------------------
+
+    def _status_failure(
+        self, failed: Failed, url: str
+    ) -> tuple[ProviderError, bool | None, float | None]:
+        text = self._redact(failed.text)
+        info = self.error_parser(failed.status, text, failed.headers)
+        error = status_error(self.provider, failed.status, text, failed.headers, info, url)
+        return self.scrub(error), info.retryable, info.retry_after
+
+    def _exception_failure(self, exc: BaseException, call: Call) -> ProviderError:
+        if call.deadline is not None and self.clock() >= call.deadline:
+            return self.total_timeout(call.url)
+        if not (self.foreign or is_client_error(exc)):
+            raise exc
+        return self.scrub(transport_error(self.provider, exc, call.url))
+
+    def _read_failure(self, exc: Exception, call: Call) -> BaseException:
+        if call.deadline is not None and self.clock() >= call.deadline:
+            return self.total_timeout(call.url)
+        if isinstance(exc, ProviderError) or not (self.foreign or is_client_error(exc)):
+            return exc
+        return self.scrub(transport_error(self.provider, exc, call.url, streaming=call.streaming))
+
+    def _body_error(self, exc: BodyError, response: Any, call: Call) -> ProviderError:
+        return ProviderError(
+            f"{self.provider} answered POST {call.url} with a body toolfold refuses: {exc}",
+            provider=self.provider,
+            status_code=None if response is None else int(response.status_code),
+        )
+
+    def total_timeout(self, url: str) -> ProviderTimeoutError:
+        total = self.timeouts.total if self.timeouts else None
+        return ProviderTimeoutError(
+            f"the call to {self.provider} at {url} ran past the total timeout of {total} s",
+            provider=self.provider,
+        )
+
+    def json(self, content: bytes, response: Any, url: str) -> Any:
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("POST %s -> HTTP %s", url, response.status_code)
+        try:
+            # A body opening with "{" and no NUL after it is UTF-8 to json.loads
+            # (no BOM, not UTF-16/32): decode it here and skip its detection pass.
+            if content[:1] == b"{" and content[1:2] != b"\x00":
+                return json.loads(content.decode("utf-8", "surrogatepass"))
+            return json.loads(content)
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+            text = self._redact(content.decode("utf-8", "replace"))
+            raise self.scrub(
+                ProviderError(
+                    f"{self.provider} answered POST {url} with HTTP {response.status_code} "
+                    f"but the body is not JSON: {text[:200]!r}",
+                    provider=self.provider,
+                    status_code=int(response.status_code),
+                    body=text,
+                    headers=response.headers,
+                )
+            ) from exc
+
+    def _redact(self, text: str) -> str:
+        return redact(text, (self.key,))
+
+
+def _iter_raw(response: Any) -> Iterator[bytes]:
+    if getattr(response, "is_stream_consumed", False):
+        # A response made with content= (httpx.MockTransport): its body is at hand.
+        return iter((response.content,))
+    raw: Iterator[bytes] = response.iter_raw()
+    return raw
+
+
+def _aiter_raw(response: Any) -> AsyncIterator[bytes]:
+    if getattr(response, "is_stream_consumed", False):
+        return _one(response.content)
+    raw: AsyncIterator[bytes] = response.aiter_raw()
+    return raw
+
+
+async def _one(content: bytes) -> AsyncIterator[bytes]:
+    yield content
+
+
+def _close(awaitable: Awaitable[Any]) -> None:
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
+
+
+def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
+    """Remove ``key`` from every text a `ProviderError` carries (in place; returns it).
+
+    The message, ``body``, ``provider_message``, ``headers`` (a server may echo
+    the ``Authorization`` header) and, for Groq, ``failed_generation``.
+    """
+    if not key:
+        return error
+    secrets = (key,)
+    if error.args and isinstance(error.args[0], str):
+        error.args = (redact(error.args[0], secrets), *error.args[1:])
+    error.body = redact(error.body, secrets)
+    if error.provider_message:
+        error.provider_message = redact(error.provider_message, secrets)
+    if error.headers:
+        error.headers = {name: redact(value, secrets) for name, value in error.headers.items()}
+    failed = getattr(error, "failed_generation", None)
+    if isinstance(failed, str):
+        error.failed_generation = redact(failed, secrets)  # type: ignore[attr-defined]
+    redact_chain(error, secrets)  # what it was raised from, once chained
+    return error
