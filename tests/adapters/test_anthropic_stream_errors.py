@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+from cassettes import answer
 from scripted_http import Cut, Reply, ScriptedServer
 
 from toolfold import (
@@ -47,16 +48,13 @@ def delta(index: int, **body: Any) -> bytes:
     return event("content_block_delta", index=index, delta=body)
 
 
-MESSAGE_START = event(
-    "message_start",
-    message={
-        "id": "msg_1",
-        "model": "claude-test",
-        "role": "assistant",
-        "content": [],
-        "usage": {"input_tokens": 7, "cache_read_input_tokens": 100, "output_tokens": 1},
-    },
-)
+def message_start(**usage: int) -> bytes:
+    """A message_start event with the given input-side usage."""
+    message = {"id": "msg_1", "model": "claude-test", "role": "assistant", "content": []}
+    return event("message_start", message={**message, "usage": {**usage, "output_tokens": 1}})
+
+
+MESSAGE_START = message_start(input_tokens=7, cache_read_input_tokens=100)
 
 
 def fold(chunks: list[bytes]) -> Any:
@@ -352,16 +350,7 @@ def test_prompt_cache_writes_and_reads_are_counted_apart(
         start_usage = {k: v for k, v in CACHED_USAGE.items() if k != "output_tokens"}
         body = b"".join(
             [
-                event(
-                    "message_start",
-                    message={
-                        "id": "msg_1",
-                        "model": "claude-test",
-                        "role": "assistant",
-                        "content": [],
-                        "usage": {**start_usage, "output_tokens": 1},
-                    },
-                ),
+                message_start(**start_usage),
                 start(0, {"type": "text", "text": ""}),
                 delta(0, type="text_delta", text="Hello"),
                 event("content_block_stop", index=0),
@@ -375,13 +364,7 @@ def test_prompt_cache_writes_and_reads_are_counted_apart(
     else:
         http_server.add(Reply(json={**OK, "usage": CACHED_USAGE}))
     model = _model(http_server, retry=0)
-    if streamed:
-        folded = StreamState()
-        for e in model.stream_sync(REQUEST):
-            folded = fold_stream(folded, e)
-        response = finish_stream(folded, lambda i: f"missing-{i}")
-    else:
-        response = model.request_sync(REQUEST)
+    response = answer(model, REQUEST, streamed)
     model.close()
     assert response.text == "Hello"
     u = response.usage

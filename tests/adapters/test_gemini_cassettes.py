@@ -8,13 +8,12 @@ from typing import Any
 
 import httpx
 import pytest
-from cassettes import folder, load
+from cassettes import answer, folder, load
 from gemini_wire import has_ids, neutral_request, normalise, schema_form
 from native_expectations import GEMINI
 
 import toolfold
 from toolfold.adapters.gemini import GeminiModel
-from toolfold.runtime import StreamState, finish_stream, fold_stream
 
 FOLDER = "gemini-generate-content"
 CASES = [(name, i) for name in folder(FOLDER) for i in range(len(load(name)))]
@@ -77,13 +76,7 @@ def replay(
     request = neutral_request(recorded)
     result: Any
     try:
-        if streamed:
-            state = StreamState()
-            for event in model.stream_sync(request):
-                state = fold_stream(state, event)
-            result = finish_stream(state, lambda i: f"missing-{i}")
-        else:
-            result = model.request_sync(request)
+        result = answer(model, request, streamed)
     except Exception as exc:  # the expectation checks it
         result = exc
     finally:
