@@ -5,10 +5,13 @@ plain JSON, so the approval can come later, from another process (a web
 request, a queue worker). ``resume`` continues with the decision; a denied
 call becomes an error result the model reads, with the reason.
 
-    python examples/approvals.py
+    python examples/approvals.py                       # a scripted model
+    MODEL=local:smollm2 python examples/approvals.py   # a real local model
 """
 
 from __future__ import annotations
+
+import os
 
 from toolfold import Agent, Denied, RunState, tool
 from toolfold.testing import ScriptedModel
@@ -43,9 +46,14 @@ def close_account(name: str) -> str:
 def make_agent(script: list[object]) -> Agent:
     """Both "processes" below build the agent the same way; the state names its tools.
 
-    The scripted model stands in for a real one (``"openai:gpt-4o-mini"``...).
+    The scripted model stands in for a real one unless ``MODEL`` names one.
     """
-    return Agent(ScriptedModel(script), tools=[transfer, close_account])
+    model = os.environ.get("MODEL", "test")
+    return Agent(
+        ScriptedModel(script) if model == "test" else model,
+        instructions="Use the tools.",
+        tools=[transfer, close_account],
+    )
 
 
 def main() -> None:
@@ -56,6 +64,9 @@ def main() -> None:
     ]
     first = make_agent([calls]).run("Pay bob 20, alice 500, and close bob's account.")
     print(f"finish reason: {first.finish_reason}")
+    if first.finish_reason != "approval_required":
+        print(f"answer: {first.text}")  # the model asked for nothing that needs approval
+        return
     for pending in first.pending_approvals:
         print(f"  waiting for approval: {pending.name}({pending.arguments_text})  id={pending.id}")
 

@@ -6,10 +6,16 @@ the calls. Tools with a function in the same step have already run. Pass the
 answers to ``resume(tool_results=...)`` and the loop goes on. (With
 ``auto_execute_tools=False`` every call comes back this way.)
 
-    python examples/manual_tools.py
+``max_steps`` bounds the model calls of a turn: the run stops with
+``finish_reason == "max_steps"`` rather than loop forever.
+
+    python examples/manual_tools.py                       # a scripted model
+    MODEL=local:smollm2 python examples/manual_tools.py   # a real local model
 """
 
 from __future__ import annotations
+
+import os
 
 from toolfold import Tool, generate_text, resume, tool
 from toolfold.testing import ScriptedModel
@@ -40,7 +46,7 @@ confirm_with_user = Tool(
     },
 )
 
-model = ScriptedModel(
+scripted = ScriptedModel(
     [
         [
             call("search_flights", {"origin": "CDG", "destination": "LIS"}),
@@ -50,16 +56,22 @@ model = ScriptedModel(
     ]
 )
 tools = [search_flights, confirm_with_user]
+model = scripted if os.environ.get("MODEL", "test") == "test" else os.environ["MODEL"]
 
 
 def main() -> None:
-    first = generate_text(model, "Find me a cheap flight from Paris to Lisbon.", tools=tools)
+    first = generate_text(
+        model, "Find me a cheap flight from Paris to Lisbon.", tools=tools, max_steps=4
+    )
     print(f"finish reason: {first.finish_reason}")
     for result in first.steps[0].tool_results:  # the automatic tools of the step ran
         print(f"already ran:   {result.tool_name} -> {result.content}")
+    if not first.tool_calls:
+        print(f"answer: {first.text}")  # the model needed no answer from us
+        return
     answers = {}
     for pending in first.tool_calls:
-        print(f"the model asks: {pending.arguments['question']}")  # type: ignore[index]
+        print(f"the model asks: {pending.name}({pending.arguments_text})")
         answers[pending.id] = "yes"  # a real app would ask the user here
     done = resume(first.state, model=model, tools=tools, tool_results=answers)
     print(f"answer: {done.text}")

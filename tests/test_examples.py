@@ -1,8 +1,10 @@
-"""Every example in examples/ runs to completion on a fresh machine, with no API key."""
+"""Every example in examples/ runs to completion on a fresh machine, with no API key:
+all of them on the test models, and those a 135M model can do on the real local one."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,12 +30,55 @@ def test_there_are_examples() -> None:
     assert any(p.name == "quickstart.py" for p in EXAMPLES)
 
 
+def _run(path: Path, model: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+    env["MODEL"] = model
+    return subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(path: Path) -> None:
-    """The example exits 0 and prints something, without network or keys."""
-    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
-    proc = subprocess.run(
-        [sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=120
-    )
+    """The example exits 0 and prints something on the test models, without network or keys."""
+    proc = _run(path, "test")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
+
+
+# What SmolLM2-135M manages: one tool call, then an answer from its result.
+ON_LOCAL = (
+    "approvals.py",
+    "confirm_each_call.py",
+    "json_schema_tool.py",
+    "manual_tools.py",
+    "quickstart.py",
+    "streaming.py",
+    "structured_output.py",
+)
+
+
+@pytest.mark.local
+@pytest.mark.parametrize("name", ON_LOCAL)
+def test_example_runs_on_the_local_model(name: str) -> None:
+    """With MODEL=local:smollm2 the example runs on the real model and prints its answer."""
+    path = next(p for p in EXAMPLES if p.name == name)
+    proc = _run(path, "local:smollm2")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^(answer|output): .+", proc.stdout, re.MULTILINE) or "[done]" in proc.stdout
+
+
+@pytest.mark.local
+def test_the_quickstart_shows_the_real_tool_call() -> None:
+    """The README's main job: the real model's tool call, the tool's result and the answer."""
+    path = next(p for p in EXAMPLES if p.name == "quickstart.py")
+    proc = _run(path, "local:smollm2")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"-> (get_weather|calculate)\(\{.+\}\)", proc.stdout)
+    assert re.search(r"^answer: +\S", proc.stdout, re.MULTILINE)
+    assert "steps: 2" in proc.stdout

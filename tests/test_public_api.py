@@ -254,6 +254,28 @@ TESTING = {
 }
 
 
+# toolfold.local: the local: provider (llama.cpp's server, built and run for you)
+LOCAL = {
+    "CACHE_ENV",
+    "LLAMA_CPP_PYTHON",
+    "LOCAL_PROVIDER",
+    "MODELS",
+    "SERVER_ENV",
+    "LocalModel",
+    "LocalServer",
+    "LocalSetupError",
+    "PackagedModel",
+    "built_binary",
+    "cache_dir",
+    "ensure_model",
+    "ensure_server_binary",
+    "installed_model",
+    "print_progress",
+    "running_servers",
+    "stop_all",
+}
+
+
 # Functions whose hints name a class their module imports only for type checking
 # (an import cycle): get_type_hints fails on them as it did before the rename.
 HINTS_NEED_TYPE_CHECKING = {toolfold.runtime.stop_reason}
@@ -264,6 +286,7 @@ NAMESPACES = {
     "toolfold.toolkit": TOOLKIT,
     "toolfold.adapters": ADAPTERS,
     "toolfold.testing": TESTING,
+    "toolfold.local": LOCAL,
 }
 
 

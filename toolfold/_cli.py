@@ -43,6 +43,12 @@ def _mcp(args: argparse.Namespace) -> int:
     return mcp_main(list(args.rest))
 
 
+def _local(args: argparse.Namespace) -> int:
+    from toolfold.local.__main__ import main as local_main
+
+    return local_main(list(args.rest))
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``toolfold`` command."""
     top = argparse.ArgumentParser(prog="toolfold", description=__doc__.splitlines()[0])
@@ -55,6 +61,11 @@ def parser() -> argparse.ArgumentParser:
     mcp = commands.add_parser("mcp", help="MCP: serve toolfold tools (see `toolfold mcp serve -h`)")
     mcp.add_argument("rest", nargs=argparse.REMAINDER)
     mcp.set_defaults(handler=_mcp)
+    local = commands.add_parser(
+        "local", help="the local: model's server: build, serve, status, clean (see -h)"
+    )
+    local.add_argument("rest", nargs=argparse.REMAINDER)
+    local.set_defaults(handler=_local)
     return top
 
 

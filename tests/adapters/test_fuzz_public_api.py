@@ -11,14 +11,16 @@ Families and budgets (`BUDGET`, fixed seeds: CI tries the same inputs every run)
 random bytes as bodies and streams, recordings from
 ``provider-traffic/{openai-chat-completions,groq,mistral,openai-compatible}``
 mutated by structure (a field given another type, NaN, deep nesting, a lone
-surrogate, a key dropped) and by bytes, hostile argument texts, and error
-bodies under every error status.
+surrogate, a key dropped) and by bytes, hostile argument texts, error bodies
+under every error status, and the native providers' recordings (Anthropic,
+Gemini, Responses) mutated the same way.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -34,7 +36,6 @@ from toolfold import (
     MalformedResponseError,
     ProviderError,
     RunError,
-    generate_text,
 )
 
 BUDGET = {
@@ -42,6 +43,7 @@ BUDGET = {
     "mutated-recordings": 1600,
     "hostile-arguments": 400,
     "error-bodies": 400,
+    "native-recordings": 600,
 }
 FAMILIES = (
     "openai-chat-completions",
@@ -83,6 +85,21 @@ def _reply(status: int, body: bytes, *, stream: bool) -> Reply:
     return Reply(status=status, body=body, headers={"content-type": "application/json"})
 
 
+def _run_once(agent: Agent, stream: bool) -> ProviderError | None:
+    """One run through the public API: None for an answer, else the ProviderError it ended with."""
+    try:
+        if stream:
+            for _ in agent.stream("go"):
+                pass
+        else:
+            agent.run("go")
+    except RunError as exc:  # an internal crash wrapped for the caller
+        raise AssertionError(f"internal crash: {exc!r}") from exc
+    except ProviderError as exc:
+        return exc
+    return None
+
+
 @pytest.fixture
 def fuzz(http_server: ScriptedServer) -> Iterator[Callable[[Reply, bool], str]]:
     """Runs one input (a reply for the first request) through the public API; gives the outcome."""
@@ -96,17 +113,7 @@ def fuzz(http_server: ScriptedServer) -> Iterator[Callable[[Reply, bool], str]]:
     def run(reply: Reply, stream: bool) -> str:
         fuzzer.current = reply
         fuzzer.later.clear()
-        failed: ProviderError | None = None
-        try:
-            if stream:
-                for _ in agent.stream("go"):
-                    pass
-            else:
-                generate_text(model, "go", tools=[echo], max_steps=3)
-        except RunError as exc:  # an internal crash wrapped for the caller
-            raise AssertionError(f"internal crash: {exc!r}") from exc
-        except ProviderError as exc:
-            failed = exc
+        failed = _run_once(agent, stream)
         if isinstance(failed, MalformedResponseError):
             assert failed.path.startswith("$"), failed
             assert failed.provider == "openai-compatible"
@@ -203,18 +210,20 @@ def _mutate_bytes(rng: random.Random, data: bytes) -> bytes:
 
 
 def _split_sse(text: str) -> list[str]:
-    return [block for block in text.split("\n\n") if block.strip()]
+    return [block for block in re.split(r"\r?\n\r?\n", text) if block.strip()]
 
 
 def _mutate_stream(rng: random.Random, text: str) -> bytes:
     blocks = _split_sse(text)
     action = rng.randrange(4)
     if action == 0 and blocks:  # one event's JSON mutated
-        candidates = [i for i, b in enumerate(blocks) if b.startswith("data: {")]
+        candidates = [i for i, b in enumerate(blocks) if "\ndata: {" in f"\n{b}"]
         if candidates:
             i = rng.choice(candidates)
-            value = json.loads(blocks[i][len("data: ") :])
-            blocks[i] = "data: " + _dump(rng, _mutate_json(rng, value)).decode()
+            head, _, data = f"\n{blocks[i]}".partition("\ndata: ")
+            value = json.loads(data.strip())
+            mutated = _dump(rng, _mutate_json(rng, value)).decode()
+            blocks[i] = f"{head}\ndata: {mutated}".lstrip("\n")
     elif action == 1 and blocks:  # an event dropped or repeated
         i = rng.randrange(len(blocks))
         if rng.random() < 0.5:
@@ -225,6 +234,15 @@ def _mutate_stream(rng: random.Random, text: str) -> bytes:
     if action >= 2:
         body = _mutate_bytes(rng, body)
     return body
+
+
+def _mutated(rng: random.Random, text: str, *, stream: bool) -> bytes:
+    """A recorded body or SSE stream mutated by structure (mostly) or by bytes."""
+    if stream:
+        return _mutate_stream(rng, text)
+    if rng.random() < 0.7 and text.lstrip()[:1] in "{[":
+        return _dump(rng, _mutate_json(rng, json.loads(text)))
+    return _mutate_bytes(rng, text.encode())
 
 
 def _recordings() -> list[tuple[int, str, bool]]:
@@ -266,12 +284,7 @@ def test_mutated_recordings(fuzz: Callable[[Reply, bool], str]) -> None:
     outcomes: Counter[str] = Counter()
     for _ in range(BUDGET["mutated-recordings"]):
         _, text, stream = rng.choice(recordings)
-        if stream:
-            body = _mutate_stream(rng, text)
-        elif rng.random() < 0.7:
-            body = _dump(rng, _mutate_json(rng, json.loads(text)))
-        else:
-            body = _mutate_bytes(rng, text.encode())
+        body = _mutated(rng, text, stream=stream)
         outcomes[fuzz(_reply(200, body, stream=stream), stream)] += 1
     _summary(outcomes, "mutated-recordings")
     assert outcomes["response"] > 0
@@ -365,3 +378,39 @@ def test_error_bodies(fuzz: Callable[[Reply, bool], str]) -> None:
         outcomes[outcome] += 1
     _summary(outcomes, "error-bodies")
     assert {"RateLimitError", "ServerError", "BadRequestError"} <= set(outcomes)
+
+
+NATIVE = {
+    "anthropic-messages": ("anthropic:claude-x", ""),
+    "gemini-generate-content": ("gemini:gemini-x", ""),
+    "openai-responses": ("openai-responses:gpt-x", "/v1"),
+}
+
+
+def test_mutated_native_recordings(http_server: ScriptedServer) -> None:
+    """The native providers' recordings, mutated: a response or a ProviderError, never a crash."""
+    rng = random.Random(8005)
+    current = [Reply()]
+    http_server.handler = lambda request: current[0]
+    outcomes: Counter[str] = Counter()
+    for family, (name, suffix) in NATIVE.items():
+        recorded = [
+            (exchange.response_text, exchange.is_stream, exchange.response_headers)
+            for path in sorted((TRAFFIC / family).glob("*.yaml"))
+            for exchange in load(f"{family}/{path.name}")
+            if exchange.status == 200
+        ]
+        model = toolfold.model(name, base_url=http_server.url + suffix, api_key="k" * 20, retry=0)
+        agent = Agent(model=model, max_steps=2)
+        for _ in range(BUDGET["native-recordings"] // len(NATIVE)):
+            text, stream, headers = rng.choice(recorded)
+            kind = {"content-type": headers.get("content-type", "application/json")}
+            body = _mutated(rng, text, stream="event-stream" in kind["content-type"])
+            current[0] = (
+                Reply(headers=kind, chunks=[body]) if stream else Reply(headers=kind, body=body)
+            )
+            failed = _run_once(agent, stream)
+            outcomes["response" if failed is None else type(failed).__name__] += 1
+        model.close()
+    _summary(outcomes, "native-recordings")
+    assert outcomes["MalformedResponseError"] > 0

@@ -130,3 +130,13 @@ def test_decode_arguments_reports_every_reason() -> None:
     assert decode_arguments("  ") == {}
     ok = '{"a": ' + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "}"
     assert parse_arguments(ok) is not None
+
+
+def test_a_state_holding_a_lone_surrogate_still_serializes_to_utf8() -> None:
+    """A lone surrogate that reached a state (a custom model's text) is escaped in its JSON."""
+    from toolfold.testing import ScriptedModel
+
+    state = generate_text(ScriptedModel(["bad \ud800 text"]), "go").state
+    text = state.to_json()
+    text.encode("utf-8")
+    assert RunState.from_json(text) == state

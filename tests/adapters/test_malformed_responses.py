@@ -224,3 +224,41 @@ def test_a_body_nested_too_deep_is_a_provider_error(
     )
     with pytest.raises(ProviderError, match="not JSON"):
         generate_text(_model(http_server, opened), "hi")
+
+
+def test_guarded_turns_a_codec_crash_into_a_malformed_response() -> None:
+    """Under wire.guarded a codec's TypeError is a MalformedResponseError at $; ToolfoldErrors pass."""
+    with (
+        pytest.raises(MalformedResponseError, match=r"TypeError.*@ \$") as caught,
+        wire.guarded("p", lambda: "the body"),
+    ):
+        len(8)  # type: ignore[arg-type]
+    assert caught.value.body == "the body"
+    assert isinstance(caught.value.__cause__, TypeError)
+    with pytest.raises(toolfold.StreamError), wire.guarded("p", lambda: ""):
+        raise toolfold.StreamError("on purpose")
+
+
+def test_a_lone_surrogate_that_reaches_a_request_body_is_escaped() -> None:
+    """A request body holding a lone surrogate is sent with a JSON escape, not a UnicodeEncodeError."""
+    from toolfold.adapters._http._json import dumps
+
+    assert dumps({"a": "é"}) == '{"a":"é"}'.encode()
+    assert dumps({"a": "x\ud800"}) == b'{"a":"x\\ud800"}'
+
+
+def test_a_stream_whose_call_never_ends_is_a_stream_error() -> None:
+    """The fold refuses a call that never ended, or a fragment before its start, as a StreamError."""
+    from toolfold.runtime import (
+        StreamState,
+        ToolCallDelta,
+        ToolCallStart,
+        finish_stream,
+        fold_stream,
+    )
+
+    started = fold_stream(StreamState(), ToolCallStart(0, "c", "f"))
+    with pytest.raises(toolfold.StreamError, match="ended before tool calls completed"):
+        finish_stream(started, str)
+    with pytest.raises(toolfold.StreamError, match="before its start"):
+        fold_stream(StreamState(), ToolCallDelta(3, "{}"))

@@ -85,3 +85,25 @@ def test_a_resumed_approval_sees_the_key_of_its_call() -> None:
     for _ in range(2):
         agent.resume(suspended, approvals={pending.id: True})
     assert [(c.idempotency_key, c.call_id) for c in seen] == [("r2:1:0", pending.id)] * 2
+
+
+def test_tool_call_id_names_the_call_like_call_id() -> None:
+    """`ctx.tool_call_id` is the model's call id, as `ctx.call_id` is."""
+    from toolfold import generate_text, tool
+    from toolfold.testing import ScriptedModel
+
+    seen: list[tuple[str, str]] = []
+
+    @tool
+    def note(ctx: RunContext, text: str) -> str:
+        """Note a text.
+
+        Args:
+            text: The text.
+        """
+        seen.append((ctx.tool_call_id, ctx.call_id))
+        return text
+
+    model = ScriptedModel([ScriptedModel.call("note", {"text": "x"}, id="call_9"), "ok"])
+    generate_text(model, "go", tools=[note])
+    assert seen == [("call_9", "call_9")]

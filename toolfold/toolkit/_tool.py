@@ -29,8 +29,6 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-import attrs
-
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._jsonschema import MISSING, escape, resolve_local
@@ -112,7 +110,8 @@ class Tool(Generic[P, R]):
             max_retries=max_retries,
             blocking=blocking,
         )
-        problems = options.problems(function is not None and is_async_callable(function))
+        is_async = function is not None and is_async_callable(function)
+        problems = options.problems(is_async)
         given: object = function  # explicit tools are often built from config data
         if given is not None and not callable(given):
             problems.append(f"function must be callable or None, not {given!r}")
@@ -121,7 +120,7 @@ class Tool(Generic[P, R]):
             problems += schema_problems(schema)
         if problems:
             raise ToolDefinitionError(repr(name), problems)
-        self._init(options, dict(schema), function)
+        self._init(options, dict(schema), function, is_async)
 
     @classmethod
     def _derived(
@@ -130,10 +129,11 @@ class Tool(Generic[P, R]):
         signature: FunctionSchema,
         options: ToolOptions,
         receiver: str | None,
+        is_async: bool,
     ) -> Tool[P, R]:
         """The tool ``@tool`` makes: options checked, schema derived from ``function``."""
         made: Tool[P, R] = cls.__new__(cls)
-        made._init(options, signature.parameters, function, signature, receiver)
+        made._init(options, signature.parameters, function, is_async, signature, receiver)
         return made
 
     def _init(
@@ -141,6 +141,7 @@ class Tool(Generic[P, R]):
         options: ToolOptions,
         parameters: dict[str, Any],
         function: Callable[P, R] | None,
+        is_async: bool,
         signature: FunctionSchema | None = None,
         receiver: str | None = None,
     ) -> None:
@@ -148,7 +149,7 @@ class Tool(Generic[P, R]):
         self._apply(options)
         self.parameters = parameters
         self.function = function
-        self.is_async = function is not None and is_async_callable(function)
+        self.is_async = is_async
         self._pass_dict = signature is None
         self._param_types = None if signature is None else signature.param_types
         self._context_param = None if signature is None else signature.context_param
@@ -167,10 +168,11 @@ class Tool(Generic[P, R]):
                 _mark_coroutine_function(self, function)
 
     def _apply(self, options: ToolOptions) -> None:
-        self.__dict__.update((name, getattr(options, name)) for name in OPTION_NAMES)
+        self.__dict__.update(zip(OPTION_NAMES, options, strict=True))
 
     def _options(self) -> ToolOptions:
-        return ToolOptions(**{name: self.__dict__[name] for name in OPTION_NAMES})
+        fields = self.__dict__
+        return ToolOptions(*[fields[name] for name in OPTION_NAMES])
 
     def _copy(self) -> Tool[P, R]:
         new: Tool[P, R] = Tool.__new__(Tool)
@@ -273,12 +275,12 @@ class Tool(Generic[P, R]):
         Raises:
             ToolDefinitionError: A changed name or option is invalid.
         """
-        unknown = sorted(set(changes) - OPTION_NAMES)
+        unknown = sorted(set(changes).difference(OPTION_NAMES))
         if unknown:
             raise TypeError(
                 f"replace() got unexpected options {unknown}; allowed: {sorted(OPTION_NAMES)}"
             )
-        options = attrs.evolve(self._options(), **changes)
+        options = self._options()._replace(**changes)
         problems = options.problems(self.is_async)
         if problems:
             raise ToolDefinitionError(repr(options.name), problems)

@@ -95,7 +95,7 @@ def openapi_to_json_schema(schema: Any) -> Any:
         elif key not in ("nullable", "propertyOrdering", "example"):
             out[key] = value
     if schema.get("nullable") is True:
-        if isinstance(out.get("type"), str):
+        if isinstance(out.get("type"), str) and out["type"] != "null":
             out["type"] = [out["type"], "null"]
         if "enum" in out:
             out["enum"] = [*out["enum"], None]

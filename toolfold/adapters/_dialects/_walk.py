@@ -61,6 +61,8 @@ _FAMILIES = {
 _FAMILY_OF = {k: fam for fam, keys in _FAMILIES.items() for k in keys}
 _PARENT_ONLY = frozenset({"title", "description", "default", "examples", "example"})
 _DEFINITIONS = ("$defs", "definitions")
+# Kept keywords whose value a profile may still refuse (`Walker._refused_value`).
+_VALUE_CHECKED = frozenset({"format", "pattern", "minItems"})
 _OBJECT_KEYWORDS = frozenset({"properties", "required", "additionalProperties"})
 # Handled by `Walker._object`, after the other keywords.
 _LEFT_TO_OBJECT = frozenset({"required", "additionalProperties"})
@@ -123,7 +125,7 @@ class Walker:
         union_key = self._normalize(schema, path, keep)
         if "$ref" in schema:
             return self._ref(schema, path, typed)
-        if not root:
+        if not root and ("$defs" in schema or "definitions" in schema):
             self._drop_nested_defs(schema, path)
         declared = schema.get("type")
         if isinstance(declared, list) and len(declared) > 1 and not profile.type_lists:
@@ -262,7 +264,7 @@ class Walker:
         """A keyword that holds no schema: kept, or moved into the description, or dropped."""
         label = self.profile.label
         if key in keep:
-            refusal = self._refused_value(key, value)
+            refusal = self._refused_value(key, value) if key in _VALUE_CHECKED else None
             if refusal is None:
                 out[key] = value
                 return

@@ -193,30 +193,7 @@ class RedactingFilter(logging.Filter):
 
 
 #: Loggers of the HTTP stacks a transport may run on, whose DEBUG output shows headers.
-HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "aiohttp", "toolfold")
-
-#: The loggers whose DEBUG lines print raw response headers, where a server
-#: may echo the key back: every transport's key is scrubbed from them.
-HEADER_LOGGERS = tuple(
-    f"{core}.{protocol}" for core in ("httpcore", "httpcore2") for protocol in ("http11", "http2")
-)
-_TRANSPORT_KEYS = RedactingFilter(())
-
-
-def guard_header_logs(secret: Secret | None) -> None:
-    """Scrub ``secret`` from the DEBUG lines of `HEADER_LOGGERS` from now on.
-
-    A transport calls this with its key: the HTTP packages log a response's
-    headers as received, so a server echoing the key in a header would put it
-    in the log of anyone debugging with DEBUG on. The filter only runs for
-    records those loggers emit, so it costs nothing while DEBUG is off.
-    """
-    if not secret or secret in _TRANSPORT_KEYS._secrets:
-        return
-    if not _TRANSPORT_KEYS._secrets:
-        for name in HEADER_LOGGERS:
-            logging.getLogger(name).addFilter(_TRANSPORT_KEYS)
-    _TRANSPORT_KEYS._secrets = (*_TRANSPORT_KEYS._secrets, secret)
+HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "aiohttp", "toolfold")
 
 
 def redact_logs(

@@ -29,7 +29,8 @@ from toolfold.adapters._http._checks import check_base_url, check_header_value, 
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import parse_error_body
 from toolfold.adapters._http._json import dumps
-from toolfold.adapters._http._keys import Secret, guard_header_logs
+from toolfold.adapters._http._keys import Secret
+from toolfold.adapters._http._logs import guard_logs
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 from toolfold.adapters._http._sender import Call, ErrorParser, Sender, scrub_error
 from toolfold.adapters._http._sse import LineDecoder, SSEDecoder, SSEEvent
@@ -119,7 +120,7 @@ class Transport:
         self._key = api_key if isinstance(api_key, Secret) or api_key is None else Secret(api_key)
         self._auth_header = auth_header.lower()
         self._auth_value = _auth_value(self._key, auth_header, auth_scheme)
-        guard_header_logs(self._key)
+        guard_logs(self._key)
         # The key is not in these dicts: it is added at send time from the Secret,
         # so neither vars(transport) nor a stored header dict ever shows it.
         self._headers = _default_headers(headers or {})

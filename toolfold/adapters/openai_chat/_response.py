@@ -128,8 +128,10 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         MalformedResponseError: A field has the wrong type (named by its path).
         ProviderError: The body is an error object, or has no choice.
     """
-    with wire.reading(provider, lambda: wire.dumps_raw(body)):
+    try:
         return _response(wire.root(body), provider, thinking_in_total)
+    except wire.READ_ERRORS as exc:
+        raise wire.malformed(provider, exc, wire.dumps_raw(body)) from None
 
 
 def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -> ModelResponse:
@@ -273,10 +275,11 @@ def call_extra(raw: Mapping[str, Any], at: str) -> Mapping[str, Any]:
 
 def _call(raw: Mapping[str, Any], seed: str, position: int, at: str) -> ToolCallPart:
     function = wire.mapping(raw, "function", at)
-    text = arguments_text(function, f"{at}.function")
+    function_at = f"{at}.function"
+    text = arguments_text(function, function_at)
     return ToolCallPart(
         wire.text(raw, "id", at) or synthetic_id(seed, position),
-        wire.text(function, "name", f"{at}.function") or "",
+        wire.text(function, "name", function_at) or "",
         text or "{}",
         parse_arguments(text),
         call_extra(raw, at),

@@ -107,8 +107,10 @@ def decode_chunk(
     if error is not None:
         raise error
     chunk = event_json(state.provider, data)
-    with wire.reading(state.provider, lambda: data):
+    try:
         return _chunk(state, chunk)
+    except wire.READ_ERRORS as exc:
+        raise wire.malformed(state.provider, exc, data) from None
 
 
 def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEvent]]:
@@ -124,11 +126,12 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
     choices = wire.array(chunk, "choices", "$")
     for position in range(len(choices)):
         choice = wire.mapping(choices, position, "$.choices")
-        if (wire.integer(choice, "index", f"$.choices[{position}]") or 0) == 0:
-            state = _choice(state, choice, events, f"$.choices[{position}]")
+        at = _FIRST if position == 0 else f"$.choices[{position}]"
+        if (wire.integer(choice, "index", at) or 0) == 0:
+            state = _choice(state, choice, events, at)
     usage = wire.mapping(chunk, "usage", "$")
     at = "$.usage"
-    if not usage:
+    if not usage and "x_groq" in chunk:
         usage = _groq_usage(chunk)
         at = "$.x_groq.usage"
     if usage:
@@ -136,6 +139,10 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
             UsageUpdate(parse_usage(usage, thinking_in_total=state.thinking_in_total, at=at))
         )
     return state, events
+
+
+_FIRST = "$.choices[0]"  # the paths of nearly every choice: built once
+_FIRST_DELTA = "$.choices[0].delta"
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:
@@ -170,7 +177,7 @@ def _choice(
     state: DecoderState, choice: Mapping[str, Any], events: list[StreamEvent], at: str
 ) -> DecoderState:
     delta = wire.mapping(choice, "delta", at)
-    delta_at = f"{at}.delta"
+    delta_at = _FIRST_DELTA if at is _FIRST else f"{at}.delta"
     for field in REASONING_FIELDS:
         text = delta.get(field)
         if text and type(text) is str:  # an optional extra, as in whole responses

@@ -209,7 +209,12 @@ def state_to_json(state: RunState, key: SigningKey | Sequence[SigningKey] | None
     data = {"format": STATE_FORMAT, **converter.unstructure(state, RunState)}
     if key is not None:
         data[SIGNATURE_FIELD] = _signature(data, _keys(key)[0])
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: escaped, so the text can be written anywhere
+        text = json.dumps(data, separators=(",", ":"))
+    return text
 
 
 def state_from_json(

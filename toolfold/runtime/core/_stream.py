@@ -7,6 +7,7 @@ from typing import Any, Literal, Union
 
 import attrs
 
+from toolfold._errors import StreamError
 from toolfold.runtime.core._messages import (
     Message,
     Part,
@@ -139,7 +140,12 @@ class StreamState:
 
 
 def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
-    """Fold one stream event into the response under construction (pure)."""
+    """Fold one stream event into the response under construction (pure).
+
+    Raises:
+        StreamError: An event for a tool call that never started (a decoder
+            that broke the stream's rules).
+    """
     if isinstance(event, TextDelta):
         return attrs.evolve(state, parts=_append_text(state.parts, event.text))
     if isinstance(event, ReasoningDelta):
@@ -204,7 +210,7 @@ def _update_call(
     for position in range(len(calls) - 1, -1, -1):
         if calls[position].index == index:
             return (*calls[:position], change(calls[position]), *calls[position + 1 :])
-    raise ValueError(f"stream event for tool call index {index} before its start")
+    raise StreamError(f"the model's stream sent an event for tool call {index} before its start")
 
 
 def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelResponse:
@@ -215,13 +221,15 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
         make_id: Makes an id for a call the provider sent without one (by position).
 
     Raises:
-        ValueError: A tool call never ended: its arguments are not final.
+        StreamError: A tool call never ended: its arguments are not final.
     """
     from toolfold.runtime.core._arguments import parse_arguments
 
     open_calls = [c.name for c in state.calls if not c.done]
     if open_calls:
-        raise ValueError(f"stream ended before tool calls completed: {', '.join(open_calls)}")
+        raise StreamError(
+            f"the model's stream ended before tool calls completed: {', '.join(open_calls)}"
+        )
     calls = tuple(
         ToolCallPart(
             c.id or make_id(position),

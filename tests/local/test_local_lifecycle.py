@@ -1,0 +1,134 @@
+"""No local server outlives the process that started it, however that process ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+
+from toolfold.local import built_binary, installed_model
+from toolfold.local._server import free_port
+
+CHILD = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    from toolfold.local import LocalModel
+
+    server = LocalModel("smollm2").server()
+    watchdog = server.pid
+    (llama,) = Path(f"/proc/{watchdog}/task/{watchdog}/children").read_text().split()
+    print(json.dumps({"watchdog": watchdog, "server": int(llama), "port": server.port}), flush=True)
+    sys.stdin.readline()  # the test says how to end: SIGKILL, SIGINT, or a line
+    if sys.argv[1] == "error":
+        raise RuntimeError("the user's code failed")
+    """
+)
+
+pytestmark = pytest.mark.local  # the real server: see scripts/check
+
+
+def _wait_gone(pid: int, timeout: float = 30.0) -> bool:
+    """Wait (without polling) until ``pid`` has exited; False if it is still alive then."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        return bool(ready)
+    finally:
+        os.close(fd)
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("ending", ["SIGKILL", "SIGTERM", "SIGINT", "error", "exit"])
+def test_the_server_stops_with_its_process(ending: str) -> None:
+    """Killed, interrupted, failing or exiting, the parent takes its server and watchdog along."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, ending],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdin is not None
+    line = proc.stdout.readline()
+    assert line, proc.communicate()[1]
+    pids = json.loads(line)
+    assert _running(pids["server"])
+    assert httpx.get(f"http://127.0.0.1:{pids['port']}/health").status_code == 200
+    if ending.startswith("SIG"):
+        proc.send_signal(getattr(signal, ending))
+        proc.communicate(timeout=30)
+    else:
+        proc.communicate("go\n", timeout=30)
+    expected = {"SIGKILL": -9, "SIGTERM": -15, "SIGINT": -2, "error": 1, "exit": 0}[ending]
+    assert proc.returncode == expected
+    assert _wait_gone(pids["server"])
+    assert _wait_gone(pids["watchdog"])
+    assert not _running(pids["server"])
+
+
+def test_cli_status_names_the_build_and_the_model() -> None:
+    """``python -m toolfold.local status`` shows where the binary and the model are."""
+    out = subprocess.run(
+        [sys.executable, "-m", "toolfold.local", "status"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert str(built_binary()) in out
+    assert str(installed_model("smollm2")) in out
+
+
+def test_the_toolfold_command_has_the_same_subcommands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``toolfold local status`` is ``python -m toolfold.local status``."""
+    from toolfold._cli import main
+
+    assert main(["local", "status"]) == 0
+    assert str(built_binary()) in capsys.readouterr().out
+
+
+def test_cli_serve_runs_until_ctrl_c() -> None:
+    """``python -m toolfold.local serve --port N`` serves until SIGINT, then stops cleanly."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolfold.local", "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert f"http://127.0.0.1:{port}/v1" in line, proc.communicate()[1]
+    reply = httpx.post(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8},
+        timeout=60,
+    )
+    assert reply.status_code == 200
+    assert reply.json()["choices"][0]["message"]["content"]
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health")

@@ -1,0 +1,59 @@
+"""Keys kept out of the HTTP stacks' own DEBUG logs, with nothing for the user to install.
+
+httpcore and httpcore2 log the response headers at DEBUG, and a server may
+echo the key in one. A filter on the ``httpcore`` logger does not see the
+records of ``httpcore.http11``, so the filter goes on each logger that emits
+(their names are fixed in those packages). Every transport with a key adds it
+here; the filter only runs for records a logger actually emits, so it costs
+nothing while DEBUG logging is off. `redact_logs` still covers handlers and
+loggers of the user's own.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from toolfold.adapters._http._keys import Secret, redact
+
+__all__ = ["guard_logs"]
+
+_EMITTERS = (
+    *(
+        f"{core}.{part}"
+        for core in ("httpcore", "httpcore2")
+        for part in ("connection", "connection_pool", "http11", "http2", "proxy", "socks")
+    ),
+    "httpx",
+    "httpx2",
+    "aiohttp.client",
+    "aiohttp.internal",
+    "toolfold.http",
+)
+
+
+class _KeyFilter(logging.Filter):
+    """Scrubs every key a transport was given from the records it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[Secret] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message, tuple(self.keys))
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+_FILTER = _KeyFilter()
+
+
+def guard_logs(key: Secret | None) -> None:
+    """Keep ``key`` out of the DEBUG records of httpx, httpcore, httpx2, httpcore2 and aiohttp."""
+    if not key or key in _FILTER.keys:
+        return
+    if not _FILTER.keys:
+        for name in _EMITTERS:
+            logging.getLogger(name).addFilter(_FILTER)
+    _FILTER.keys.add(key)
