@@ -15,7 +15,7 @@ and the median CPU time of this (client) process are printed. On a shared
 machine the wall time is mostly the scheduler handing the CPU to a server
 process, so the client CPU is the steadier figure.
 
-Run: ``.venv/bin/python bench/bench_anthropic.py [--quick]``.
+Run: ``.venv/bin/python bench/bench_anthropic.py [--quick] [--rounds N]``.
 """
 
 from __future__ import annotations
@@ -207,9 +207,10 @@ def _runner(agent: Agent, mode: str) -> Callable[[], str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer loop runs")
+    parser.add_argument("--rounds", type=int, default=30, help="loop runs per provider and mode")
     args = parser.parse_args()
     codec_rows()
-    loop_rows(5 if args.quick else 30)
+    loop_rows(5 if args.quick else args.rounds)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Request build for 4 and 50 messages (5 tools), a response with two calls
 parsed, the recorded streams folded (SSE: stream-sse-parallel-2-calls-results-final
 #1, 3 chunks; JSON array: the gzip recording #0, 2 elements), then the loop.
 
-Run: ``.venv/bin/python bench/bench_gemini.py``.
+Run: ``.venv/bin/python bench/bench_gemini.py [--rounds N]``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from bench_openai_chat import TOOLS, _conversation, _per_call
-from native_loop import compare, fold_all
+from native_loop import compare, fold_all, rounds
 
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.gemini import (
@@ -56,6 +56,7 @@ RESPONSE = {
 
 
 def main() -> None:
+    repeats = rounds(__doc__.split("\n")[0])
     small = ModelRequest(_conversation(1), TOOLS)
     large = ModelRequest(_conversation(24), TOOLS)  # 50 messages
     build_body(large, "gemini-2.5-flash")  # warm the schema compile cache
@@ -82,7 +83,7 @@ def main() -> None:
     ]
     for label, fn in rows:
         print(f"{label:45s} {_per_call(fn):9.1f} us")
-    compare("gemini")
+    compare("gemini", repeats)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Request build for 4 and 50 messages (5 tools), a response with a reasoning
 item and two calls parsed, the recorded stream-parallel-2-calls #0 (30 events)
 folded, then the loop.
 
-Run: ``.venv/bin/python bench/bench_responses.py``.
+Run: ``.venv/bin/python bench/bench_responses.py [--rounds N]``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from bench_openai_chat import TOOLS, _conversation, _per_call
-from native_loop import compare, fold_all
+from native_loop import compare, fold_all, rounds
 
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_responses import (
@@ -57,6 +57,7 @@ RESPONSE = {
 
 
 def main() -> None:
+    repeats = rounds(__doc__.split("\n")[0])
     small = ModelRequest(_conversation(1), TOOLS)
     large = ModelRequest(_conversation(24), TOOLS)  # 50 messages
     build_body(large, "gpt-5-mini")  # warm the schema compile cache
@@ -81,7 +82,7 @@ def main() -> None:
     ]
     for label, fn in rows:
         print(f"{label:45s} {_per_call(fn):9.1f} us")
-    compare("openai-responses")
+    compare("openai-responses", repeats)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,16 @@
 Used by ``bench_gemini.py`` and ``bench_responses.py``: starts
 ``fake_gemini_responses_server.py`` in its own process, runs ``generate_text`` for 10 tool
 steps (11 HTTP exchanges) with the Chat Completions model and with the given
-one, and prints both best-of-N times and their ratio (target: within 1.2x).
+one, and prints both best-of-N wall times, the median CPU time of this (client)
+process, and their ratios (target: within 1.2x). On a shared machine the wall
+time is mostly the scheduler handing the CPU to the server process, so the
+client CPU is the steadier figure.
 """
 
 from __future__ import annotations
 
+import argparse
+import statistics
 import subprocess
 import sys
 import time
@@ -24,17 +29,26 @@ from toolfold.runtime import ModelResponse, StreamState, finish_stream, fold_str
 STEPS = 10
 
 
-def _best(repeats: int, runs: dict[str, Callable[[], object]]) -> dict[str, float]:
-    """Best wall-clock time of each run, the runs taking turns (a shared machine drifts)."""
-    best = dict.fromkeys(runs, float("inf"))
+def rounds(description: str, default: int = 20) -> int:
+    """The ``--rounds`` a bench script was given (loop runs per provider)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=int, default=default, help="loop runs per provider")
+    return int(parser.parse_args().rounds)
+
+
+def _timed(repeats: int, runs: dict[str, Callable[[], object]]) -> dict[str, tuple[float, float]]:
+    """Best wall time and median client CPU time of each run, the runs taking turns (a shared machine drifts)."""
+    walls: dict[str, list[float]] = {label: [] for label in runs}
+    cpus: dict[str, list[float]] = {label: [] for label in runs}
     for run in runs.values():
         run()  # warm: connections, compile caches
     for _ in range(repeats):
         for label, run in runs.items():
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             run()
-            best[label] = min(best[label], time.perf_counter() - start)
-    return best
+            walls[label].append(time.perf_counter() - start)
+            cpus[label].append(time.process_time() - cpu)
+    return {label: (min(walls[label]), statistics.median(cpus[label])) for label in runs}
 
 
 def fold_all(
@@ -76,13 +90,19 @@ def compare(prefix: str, repeats: int = 20) -> None:
                 assert response.text == f"Finished after {STEPS} tool calls.", response.text
 
             runs[label] = run
-        figures = _best(repeats, runs)
+        figures = _timed(repeats, runs)
         chat.close()
         native.close()  # type: ignore[attr-defined]
-        baseline = figures["openai (Chat Completions)"]
-        print(f"{STEPS}-step tool loop over 127.0.0.1 (best of {repeats}):")
-        for label, seconds in figures.items():
-            print(f"  {label:28s} {seconds * 1e3:8.2f} ms  {seconds / baseline:5.2f}x")
+        wall_ref, cpu_ref = figures["openai (Chat Completions)"]
+        print(
+            f"{STEPS}-step tool loop over 127.0.0.1, blocking "
+            f"(best wall time and median client CPU of {repeats} runs):"
+        )
+        for label, (wall, cpu) in figures.items():
+            print(
+                f"  {label:28s} wall {wall * 1e3:8.2f} ms {wall / wall_ref:5.2f}x"
+                f"   client CPU {cpu * 1e3:8.2f} ms {cpu / cpu_ref:5.2f}x"
+            )
     finally:
         server.terminate()
         server.wait()

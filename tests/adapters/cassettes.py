@@ -290,6 +290,18 @@ def normalise_body(body: Mapping[str, Any], *, recorded: Mapping[str, Any] | Non
     return out
 
 
+def answer(model: Any, request: Any, streamed: bool) -> Any:
+    """``model``'s response to ``request``: whole, or streamed and folded (ids the stream lacks read ``missing-<n>``)."""
+    from toolfold.runtime import StreamState, finish_stream, fold_stream
+
+    if not streamed:
+        return model.request_sync(request)
+    state = StreamState()
+    for event in model.stream_sync(request):
+        state = fold_stream(state, event)
+    return finish_stream(state, lambda i: f"missing-{i}")
+
+
 def replay(
     relative: str, index: int, provider: str, **options: Any
 ) -> tuple[Any, Any, Mapping[str, Any]]:
@@ -302,7 +314,6 @@ def replay(
     import httpx
 
     from toolfold.adapters.openai_chat import OpenAIChatModel
-    from toolfold.runtime import StreamState, finish_stream, fold_stream
 
     exchange = load(relative)[index]
     recorder = Recorder((exchange,))
@@ -320,13 +331,7 @@ def replay(
     request = neutral_request(recorded)
     result: Any
     try:
-        if recorded.get("stream"):
-            state = StreamState()
-            for event in model.stream_sync(request):
-                state = fold_stream(state, event)
-            result = finish_stream(state, lambda i: f"missing-{i}")
-        else:
-            result = model.request_sync(request)
+        result = answer(model, request, bool(recorded.get("stream")))
     except Exception as exc:  # the test asserts on it
         result = exc
     finally:

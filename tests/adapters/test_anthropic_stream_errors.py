@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+from cassettes import answer
 from scripted_http import Cut, Reply, ScriptedServer
 
 from toolfold import (
@@ -47,16 +48,13 @@ def delta(index: int, **body: Any) -> bytes:
     return event("content_block_delta", index=index, delta=body)
 
 
-MESSAGE_START = event(
-    "message_start",
-    message={
-        "id": "msg_1",
-        "model": "claude-test",
-        "role": "assistant",
-        "content": [],
-        "usage": {"input_tokens": 7, "cache_read_input_tokens": 100, "output_tokens": 1},
-    },
-)
+def message_start(**usage: int) -> bytes:
+    """A message_start event with the given input-side usage."""
+    message = {"id": "msg_1", "model": "claude-test", "role": "assistant", "content": []}
+    return event("message_start", message={**message, "usage": {**usage, "output_tokens": 1}})
+
+
+MESSAGE_START = message_start(input_tokens=7, cache_read_input_tokens=100)
 
 
 def fold(chunks: list[bytes]) -> Any:
@@ -141,7 +139,7 @@ def test_a_stream_that_stops_mid_call_is_a_stream_error(tail: list[bytes], words
 def test_an_error_event_after_200_is_a_stream_error_with_the_type() -> None:
     """``event: error`` with overloaded_error mid-stream raises StreamError, code overloaded_error."""
     body = f"event: error\ndata: {json.dumps(OVERLOADED)}\n\n".encode()
-    with pytest.raises(StreamError, match=r"overloaded_error.*Overloaded") as caught:
+    with pytest.raises(StreamError, match=r"Overloaded \(code overloaded_error\)") as caught:
         fold([MESSAGE_START, body])
     assert caught.value.code == "overloaded_error"
     assert caught.value.status_code == 200
@@ -333,3 +331,46 @@ def test_a_thinking_block_that_arrives_whole_keeps_its_signature() -> None:
     )
     (part,) = response.message.parts
     assert (part.kind, part.text, part.signature) == ("reasoning", "Whole.", "SIG")
+
+
+CACHED_USAGE = {
+    "input_tokens": 7,
+    "cache_creation_input_tokens": 40,
+    "cache_read_input_tokens": 100,
+    "output_tokens": 30,
+}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["blocking", "streamed"])
+def test_prompt_cache_writes_and_reads_are_counted_apart(
+    http_server: ScriptedServer, streamed: bool
+) -> None:
+    """Cache writes and reads both count as input; each also has its own field (cache_write_tokens, cached_tokens)."""
+    if streamed:
+        start_usage = {k: v for k, v in CACHED_USAGE.items() if k != "output_tokens"}
+        body = b"".join(
+            [
+                message_start(**start_usage),
+                start(0, {"type": "text", "text": ""}),
+                delta(0, type="text_delta", text="Hello"),
+                event("content_block_stop", index=0),
+                event(
+                    "message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 30}
+                ),
+                event("message_stop"),
+            ]
+        )
+        http_server.add(Reply(headers={"content-type": "text/event-stream"}, chunks=[body]))
+    else:
+        http_server.add(Reply(json={**OK, "usage": CACHED_USAGE}))
+    model = _model(http_server, retry=0)
+    response = answer(model, REQUEST, streamed)
+    model.close()
+    assert response.text == "Hello"
+    u = response.usage
+    assert (u.input_tokens, u.cache_write_tokens, u.cached_tokens, u.output_tokens) == (
+        147,
+        40,
+        100,
+        30,
+    )

@@ -291,3 +291,17 @@ def test_redact_logs_covers_httpcore_debug_lines(http_server: ScriptedServer) ->
     text = stream.getvalue()
     assert "x-echo" in text  # httpcore did log the echoed header...
     assert KEY not in text  # ...scrubbed
+
+
+@pytest.mark.parametrize("http", ["httpx", "httpx2"])
+def test_a_key_echoed_in_a_response_header_stays_out_of_debug_logs(
+    http_server: ScriptedServer, caplog: pytest.LogCaptureFixture, http: str
+) -> None:
+    """httpcore's DEBUG line of the response headers is scrubbed of the key without any setup."""
+    http_server.add(Reply(status=400, headers={"x-echo": KEY}, json={"error": {"message": "no"}}))
+    transport = Transport("openai", http_server.url, KEY, retry=0, http=http)
+    with caplog.at_level(logging.DEBUG), pytest.raises(ProviderError):
+        transport.post_json_sync("x", {})
+    transport.close()
+    assert "x-echo" in caplog.text  # the headers were logged...
+    assert KEY not in caplog.text  # ...without the key

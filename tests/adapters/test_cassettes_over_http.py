@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from backends import cases
-from cassettes import folder, load, neutral_request, raw_response
+from cassettes import answer, folder, load, neutral_request, raw_response
 from replay_expectations import (
     COMPATIBLE,
     COMPATIBLE_PROVIDERS,
@@ -101,12 +101,7 @@ def run(model: OpenAIChatModel, recorded: Any, mode: str) -> Any:
         if mode == "async":
             return asyncio.run(run_async())
         try:
-            if not streamed:
-                return model.request_sync(request)
-            state = StreamState()
-            for event in model.stream_sync(request):
-                state = fold_stream(state, event)
-            return finish_stream(state, lambda i: f"missing-{i}")
+            return answer(model, request, streamed)
         finally:
             model.close()
     except Exception as exc:  # the expectation checks it

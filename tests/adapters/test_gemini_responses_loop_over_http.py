@@ -124,16 +124,36 @@ def test_async_streamed_run(provider: str, http_server: ScriptedServer, opened: 
     _check(provider, fake)
 
 
+def _finish(run: Any) -> Any:
+    """Drain a streamed run and return its response."""
+    for _ in run:
+        pass
+    return run.response
+
+
+def _stream_used(provider: str, fake: Any, streamed: bool) -> bool:
+    """Whether every request the fake got asked for a stream."""
+    if provider == "responses":
+        return all(b.get("stream") is True for b in fake.bodies) is streamed
+    return all(":streamGenerateContent" in p for p in fake.paths) is streamed
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["blocking", "streamed"])
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_tool_error_goes_back_in_the_native_form(
-    provider: str, http_server: ScriptedServer, opened: list[Any]
+    provider: str, streamed: bool, http_server: ScriptedServer, opened: list[Any]
 ) -> None:
-    """A failing tool's error reaches the model: Gemini ``response.error``, Responses the output text."""
+    """A failing tool's error reaches the model, streamed or not: Gemini ``response.error``, Responses the output text."""
     script = (Calls((("get_weather", {"city": "Atlantis"}),)), Text("Sorry."))
     model, fake = _setup(provider, http_server, opened, script)
-    response = Agent(model=model, tools=[get_weather]).run("Weather in Atlantis?")
+    agent = Agent(model=model, tools=[get_weather])
+    if streamed:
+        response = _finish(agent.stream("Weather in Atlantis?"))
+    else:
+        response = agent.run("Weather in Atlantis?")
     assert response.text == "Sorry."
     assert fake.problems == []
+    assert _stream_used(provider, fake, streamed)
     ((_, result),) = _results(provider, fake.bodies[1])
     if provider == "responses":
         assert "no weather station in Atlantis" in result
@@ -142,23 +162,27 @@ def test_a_tool_error_goes_back_in_the_native_form(
         assert "no weather station in Atlantis" in result["error"]
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["blocking", "streamed"])
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_an_approval_then_a_resume_from_json(
-    provider: str, http_server: ScriptedServer, opened: list[Any]
+    provider: str, streamed: bool, http_server: ScriptedServer, opened: list[Any]
 ) -> None:
-    """A call waits for approval; the state goes through JSON; the resumed run answers over HTTP."""
+    """A call waits for approval; the state goes through JSON; the resumed run answers over HTTP, streamed or not."""
     script = (Calls((("book_trip", {"city": "Paris"}),)), Text("Done."))
     model, fake = _setup(provider, http_server, opened, script)
     agent = Agent(model=model, tools=[book_trip])
-    first = agent.run("Book Paris")
+    first = _finish(agent.stream("Book Paris")) if streamed else agent.run("Book Paris")
     assert first.finish_reason == "approval_required"
     assert len(fake.bodies) == 1  # the tool has not run: nothing went back yet
     (call,) = first.pending_approvals
     state = RunState.from_json(first.state.to_json())
-    done = agent.resume(state, approvals={call.id: True})
+    if streamed:
+        done = _finish(agent.resume_stream(state, approvals={call.id: True}))
+    else:
+        done = agent.resume(state, approvals={call.id: True})
     assert done.text == "Done."
-    ((_, result),) = _results(provider, fake.bodies[1])
-    assert "booked a trip to Paris" in str(result)
     assert fake.problems == []
-    ((result_id, _),) = _results(provider, fake.bodies[1])
+    assert _stream_used(provider, fake, streamed)
+    ((result_id, result),) = _results(provider, fake.bodies[1])
+    assert "booked a trip to Paris" in str(result)
     assert result_id == call.id

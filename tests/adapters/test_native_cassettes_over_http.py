@@ -17,7 +17,7 @@ import httpx
 import pytest
 import responses_wire
 from backends import cases
-from cassettes import folder, load, raw_response
+from cassettes import answer, folder, load, raw_response
 from native_expectations import GEMINI, RESPONSES
 from scripted_http import ScriptedServer
 from test_cassettes_over_http import recorded_reply
@@ -80,12 +80,7 @@ def run(model: Any, request: ModelRequest, streamed: bool, mode: str) -> Any:
         if mode == "async":
             return asyncio.run(run_async())
         try:
-            if not streamed:
-                return model.request_sync(request)
-            state = StreamState()
-            for event in model.stream_sync(request):
-                state = fold_stream(state, event)
-            return finish_stream(state, lambda i: f"missing-{i}")
+            return answer(model, request, streamed)
         finally:
             model.close()
     except Exception as exc:  # the expectation checks it

@@ -130,27 +130,59 @@ def test_a_per_day_quota_is_not_retried(http_server: ScriptedServer, opened: lis
         (404, "NOT_FOUND", NotFoundError),
     ],
 )
-@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("how", ["blocking", "stream-sse", "stream-json"])
 def test_gemini_error_statuses_map_to_their_class(
     http_server: ScriptedServer,
     opened: list[Any],
     status: int,
     word: str,
     error: type[Exception],
-    streamed: bool,
+    how: str,
 ) -> None:
-    """Each documented status word maps to its class, for a streamed request too (plain JSON answer)."""
+    """Each documented status word maps to its class, for a request streamed either way too (plain JSON answer)."""
     http_server.add(Reply(status=status, json=[_google_error(status, word, f"it is {word}")]))
-    model = gemini(http_server, opened, retry=0)
+    model = gemini(
+        http_server, opened, retry=0, stream_format="json" if how == "stream-json" else "sse"
+    )
     call = (
-        (lambda: list(model.stream_sync(REQUEST)))
-        if streamed
-        else (lambda: model.request_sync(REQUEST))
+        (lambda: model.request_sync(REQUEST))
+        if how == "blocking"
+        else (lambda: list(model.stream_sync(REQUEST)))
     )
     with pytest.raises(error, match=f"it is {word}") as raised:
         call()
     assert type(raised.value) is error
     assert raised.value.code == word
+    (sent,) = http_server.requests
+    assert (":streamGenerateContent" in sent.path) is (how != "blocking")
+    assert ("alt=sse" in sent.path) is (how == "stream-sse")
+
+
+@pytest.mark.parametrize("stream_format", ["sse", "json"])
+def test_a_streamed_request_waits_the_retry_delay_then_streams(
+    http_server: ScriptedServer, opened: list[Any], stream_format: str
+) -> None:
+    """A streamed request answered 429 RESOURCE_EXHAUSTED (RetryInfo 7s) is retried after 7 s and streams the answer."""
+    http_server.add(
+        Reply(
+            status=429,
+            json=_google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded", PER_MINUTE, RETRY_7S),
+        ),
+        Reply(
+            headers={"content-type": "text/event-stream"},
+            chunks=sse(OK_GEMINI)
+            if stream_format == "sse"
+            else [b"[", json.dumps(OK_GEMINI).encode(), b"]"],
+        ),
+    )
+    model = gemini(http_server, opened, retry=2, stream_format=stream_format)
+    state = StreamState()
+    for event in model.stream_sync(REQUEST):
+        state = fold_stream(state, event)
+    assert [getattr(p, "text", None) for p in state.parts] == ["hello"]
+    assert state.finish_reason == "stop"
+    assert model.waits == [7.0]
+    assert [":streamGenerateContent" in r.path for r in http_server.requests] == [True, True]
 
 
 def test_an_error_chunk_inside_a_gemini_stream_is_a_stream_error(

@@ -17,7 +17,7 @@ from toolfold import (
     StreamError,
     compile_tool,
 )
-from toolfold.adapters.ollama import OllamaModel, build_body, host_from_env, parse_response, prepare
+from toolfold.adapters.ollama import OllamaModel, build_body, host_from_env, parse_response
 from toolfold.runtime import (
     ImagePart,
     Message,
@@ -331,11 +331,34 @@ def test_a_key_for_ollama_cloud_is_a_bearer_token_and_never_shows(
     assert key not in caught.value.body
 
 
-def test_another_providers_reasoning_is_left_out_and_reported() -> None:
-    """Anthropic's signed thinking does not go to Ollama; the request's report says so."""
-    parts = (ReasoningPart("claude thinks", "sig", "anthropic"), TextPart("Hi"))
-    prepared = prepare(ModelRequest((Message.user("x"), Message("assistant", parts))), "qwen3")
+@pytest.mark.parametrize(
+    ("reasoning", "provider"),
+    [
+        (ReasoningPart("claude thinks", "sig", "anthropic"), "anthropic"),
+        (ReasoningPart("", "Z3NpZw==", "gemini"), "gemini"),
+    ],
+    ids=["signed-text", "signature-only"],
+)
+def test_another_providers_reasoning_is_left_out_and_reported(
+    http_server: ScriptedServer,
+    caplog: pytest.LogCaptureFixture,
+    reasoning: ReasoningPart,
+    provider: str,
+) -> None:
+    """Another provider's reasoning (text or a bare signature) stays off the wire; the model's report and the INFO log say so."""
+    parts = (reasoning, TextPart("Hi"))
+    request = ModelRequest((Message.user("x"), Message("assistant", parts)))
+    note = f"messages[1]: reasoning from {provider} left out: it was written for another provider"
+    model = OllamaModel("qwen3", base_url=http_server.url, retry=0)
+    prepared = model.prepare(request)
     assert prepared.body["messages"][1] == {"role": "assistant", "content": "Hi"}
-    assert prepared.report.notes == (
-        "messages[1]: reasoning from anthropic left out: it was written for another provider",
-    )
+    assert (prepared.report.provider, prepared.report.notes) == ("ollama", (note,))
+    http_server.add(Reply(json={"model": "qwen3", "message": {"content": "ok"}, "done": True}))
+    with caplog.at_level("INFO", logger="toolfold.adapters"):
+        model.request_sync(request)
+    model.close()
+    assert http_server.wait_request().json()["messages"][1] == {
+        "role": "assistant",
+        "content": "Hi",
+    }
+    assert [r.getMessage() for r in caplog.records] == [f"ollama:qwen3 request: {note}"]

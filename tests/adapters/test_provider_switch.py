@@ -271,8 +271,8 @@ def test_every_request_is_valid_for_its_api(run: Any) -> None:
     assert responses_problems(served["responses"].bodies[0]) == []
 
 
-def test_anthropic_gets_its_thinking_back_and_the_error_flag(run: Any) -> None:
-    """Step 2's request carries step 1's signed thinking unchanged and Tokyo's is_error is in step 3's history."""
+def test_anthropic_gets_its_thinking_back_and_the_image(run: Any) -> None:
+    """Step 2's request carries step 1's signed thinking unchanged, and the user's image as an image block."""
     _, _, served = run
     second = served["anthropic"].bodies[1]["messages"]
     assert second[1]["content"][0] == {
@@ -281,6 +281,41 @@ def test_anthropic_gets_its_thinking_back_and_the_error_flag(run: Any) -> None:
         "signature": "sig1",
     }
     assert second[0]["content"][1]["type"] == "image"
+
+
+def test_the_tool_failure_goes_on_each_wire_in_its_native_form(run: Any) -> None:
+    """Tokyo's failure is Gemini's ``functionResponse.response.error`` and a Responses ``function_call_output``; Anthropic's history flags it ``is_error``."""
+    response, switching, served = run
+    gemini_results = [
+        p["functionResponse"]
+        for c in served["gemini"].bodies[0]["contents"]
+        for p in c["parts"]
+        if "functionResponse" in p
+    ]
+    assert [(r["name"], set(r["response"])) for r in gemini_results] == [
+        ("get_weather", {"output"}),
+        ("get_weather", {"error"}),
+    ]
+    assert "no weather station in Tokyo" in gemini_results[1]["response"]["error"]
+    assert gemini_results[0]["response"]["output"] == "sunny, 22C"
+    outputs = [
+        i for i in served["responses"].bodies[0]["input"] if i.get("type") == "function_call_output"
+    ]
+    calls = [i for i in served["responses"].bodies[0]["input"] if i.get("type") == "function_call"]
+    assert [o["call_id"] for o in outputs] == [c["call_id"] for c in calls]
+    assert len(outputs) == 3
+    assert outputs[0]["output"] == "sunny, 22C"
+    assert "no weather station in Tokyo" in outputs[1]["output"]
+    assert outputs[2]["output"] == "snow, -3C"
+    request = attrs.evolve(switching.requests[-1], messages=response.messages)
+    claude = switching.models[0]
+    results = [
+        b
+        for m in claude.body(request)["messages"]
+        for b in (m["content"] if isinstance(m["content"], list) else [])
+        if b["type"] == "tool_result"
+    ]
+    assert [b.get("is_error", False) for b in results] == [False, True, False]
 
 
 def _notes(model: Any, request: ModelRequest) -> tuple[str, ...]:
@@ -333,3 +368,21 @@ def test_the_whole_conversation_compiles_for_other_providers(
     if check is not None:
         assert check(body) == []
     model.close()
+
+
+def test_ollama_leaves_out_every_providers_reasoning_and_says_so(run: Any) -> None:
+    """The final conversation for Ollama carries no reasoning; its report notes each Claude and Gemini turn."""
+    response, switching, _ = run
+    request = attrs.evolve(switching.requests[-1], messages=response.messages)
+    model = toolfold.model("ollama:qwen3", base_url="http://127.0.0.1:9")
+    prepared = model.prepare(request)
+    model.close()
+    sent = json.dumps(prepared.body)
+    for secret in ("sig1", "sig2", "Z3NpZw==", "Step 1: check Paris.", "Checking Oslo."):
+        assert secret not in sent
+    assert all("thinking" not in m for m in prepared.body["messages"])
+    turns = [i for i, m in enumerate(response.messages) if m.role == "assistant"][:3]
+    assert prepared.report.notes == tuple(
+        f"messages[{i}]: reasoning from {who} left out: it was written for another provider"
+        for i, who in zip(turns, ["anthropic", "anthropic", "gemini"], strict=True)
+    )

@@ -7,12 +7,11 @@ from typing import Any
 
 import httpx
 import pytest
-from cassettes import folder, load
+from cassettes import answer, folder, load
 from native_expectations import RESPONSES
 from responses_wire import NotNeutral, neutral_request, normalise
 
 import toolfold
-from toolfold.runtime import StreamState, finish_stream, fold_stream
 
 FOLDER = "openai-responses"
 CASES = [(name, i) for name in folder(FOLDER) for i in range(len(load(name)))]
@@ -52,13 +51,7 @@ def replay(name: str, index: int) -> tuple[Any, httpx.Request, dict[str, Any]]:
     )
     result: Any
     try:
-        if recorded.get("stream"):
-            state = StreamState()
-            for event in model.stream_sync(request):
-                state = fold_stream(state, event)
-            result = finish_stream(state, lambda i: f"missing-{i}")
-        else:
-            result = model.request_sync(request)
+        result = answer(model, request, bool(recorded.get("stream")))
     except Exception as exc:  # the expectation checks it
         result = exc
     finally:

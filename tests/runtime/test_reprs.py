@@ -109,3 +109,16 @@ def test_usage_repr_leaves_out_zero_counts_and_evaluates_back() -> None:
     assert repr(usage) == "Usage(input_tokens=3, output_tokens=5, requests=1)"
     assert eval(repr(usage), {"Usage": Usage}) == usage
     assert repr(Usage()) == "Usage()"
+    cached = Usage(147, 30, cached_tokens=100, requests=1, cache_write_tokens=40)
+    assert repr(cached) == (
+        "Usage(input_tokens=147, output_tokens=30, cached_tokens=100, requests=1, "
+        "cache_write_tokens=40)"
+    )
+    assert eval(repr(cached), {"Usage": Usage}) == cached
+
+
+def test_usage_adds_every_count() -> None:
+    """``+`` sums each count, cache writes included."""
+    one = Usage(1, 2, 3, 4, 1, cache_write_tokens=5)
+    two = Usage(10, 20, 30, 40, 1, cache_write_tokens=50)
+    assert one + two == Usage(11, 22, 33, 44, 2, cache_write_tokens=55)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import attrs
 import pytest
@@ -92,7 +93,7 @@ def _rich_run() -> list[RunState]:
     )
     events: list[Event] = [
         ModelResponded(
-            ModelResponse(message, Usage(1, 2, 3, 4, 1), "tool_calls", "tool_use", "m", "r1")
+            ModelResponse(message, Usage(1, 2, 3, 4, 1, 6), "tool_calls", "tool_use", "m", "r1")
         ),
         ToolReturned("c1", "2.5"),
         ApprovalGranted("c2"),
@@ -109,6 +110,18 @@ def test_states_round_trip_exactly() -> None:
     """Every state of a rich run loads back equal from its JSON."""
     for state in _rich_run():
         assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_state_saved_before_cache_write_tokens_loads_with_zero() -> None:
+    """JSON without ``cache_write_tokens`` (saved by an earlier version) loads, the count 0; a saved count survives."""
+    state = _rich_run()[-1]
+    data = json.loads(state.to_json())
+    assert data["log"][1]["response"]["usage"]["cache_write_tokens"] == 6
+    older = re.sub(r', "cache_write_tokens": \d+', "", json.dumps(data))
+    assert "cache_write_tokens" not in older
+    loaded = RunState.from_json(older)
+    assert loaded.log[1].response.usage == Usage(1, 2, 3, 4, 1)
+    assert RunState.from_json(state.to_json()).log[1].response.usage.cache_write_tokens == 6
 
 
 def test_json_is_tagged_and_bytes_are_base64() -> None:

@@ -29,6 +29,7 @@ from toolfold._errors import (
     StreamError,
     ToolUseFailedError,
 )
+from toolfold.adapters._codec import inband_stream_error
 from toolfold.adapters._http._retry import retry_after_seconds
 from toolfold.adapters._wire import encodable, loads
 
@@ -276,12 +277,4 @@ def inband_error(provider: str, event_name: str | None, data: str) -> StreamErro
     if event_name != "error" and "error" not in payload and payload.get("type") != "error":
         return None
     info = parse_error_body(200, data, {})
-    said = info.message or data[:500]
-    return StreamError(
-        f"{provider} reported an error inside the stream: {said}",
-        provider=provider,
-        status_code=200,
-        body=data,
-        provider_message=info.message,
-        code=info.code or info.type,
-    )
+    return inband_stream_error(provider, data, info.message, info.code or info.type)

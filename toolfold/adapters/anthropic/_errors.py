@@ -20,6 +20,7 @@ from collections.abc import Mapping
 import attrs
 
 from toolfold._errors import ProviderError, StreamError
+from toolfold.adapters._codec import inband_stream_error
 from toolfold.adapters._http._http_errors import ErrorInfo, parse_error_body, status_error
 
 
@@ -42,16 +43,7 @@ def error_from_response(
 def stream_error(data: str) -> StreamError:
     """The exception for an ``event: error`` inside an HTTP 200 stream."""
     info = parse_error(200, data, {})
-    said = info.message or data.strip()[:500] or "(no message)"
-    kind = f" ({info.code})" if info.code else ""
-    return StreamError(
-        f"anthropic reported an error inside the stream{kind}: {said}",
-        provider="anthropic",
-        status_code=200,
-        body=data,
-        provider_message=info.message,
-        code=info.code,
-    )
+    return inband_stream_error("anthropic", data, info.message, info.code)
 
 
 def is_error_body(data: Mapping[str, object]) -> bool:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters.anthropic._provider import (
@@ -152,11 +153,7 @@ def _tool_choice(choice: str | None, tools: list[ToolDefinition]) -> dict[str, A
         return {"type": choice}
     if choice == "required":
         return {"type": "any"}
-    if not any(t.name == choice for t in tools):
-        names = ", ".join(t.name for t in tools)
-        raise ModelConfigError(
-            f"tool_choice {choice!r} names no tool of this request; tools: {names}"
-        )
+    named_tool(choice, tools)
     return {"type": "tool", "name": choice}
 
 

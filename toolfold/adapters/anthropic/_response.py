@@ -50,8 +50,9 @@ def parse_usage(usage: Any, at: str = "$.usage") -> Usage:
     """Neutral usage: input counts the cache reads and writes too [A6 usage.py].
 
     ``input_tokens`` excludes the cached part, so the neutral input is
-    ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``
-    and ``cached_tokens`` is the cache reads. Counts are checked at ``at``.
+    ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``;
+    ``cached_tokens`` is the cache reads and ``cache_write_tokens`` the cache
+    writes (priced differently, so each is kept). Counts are checked at ``at``.
     """
     if usage is None:
         return Usage(requests=1)
@@ -60,7 +61,8 @@ def parse_usage(usage: Any, at: str = "$.usage") -> Usage:
     fresh = wire.count(usage, "input_tokens", at)
     written = wire.count(usage, "cache_creation_input_tokens", at)
     read = wire.count(usage, "cache_read_input_tokens", at)
-    return Usage(fresh + written + read, wire.count(usage, "output_tokens", at), read, 0, 1)
+    output = wire.count(usage, "output_tokens", at)
+    return Usage(fresh + written + read, output, read, 0, 1, cache_write_tokens=written)
 
 
 def parse_response(body: Mapping[str, Any]) -> ModelResponse:

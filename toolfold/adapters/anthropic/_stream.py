@@ -35,6 +35,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._codec import event_json
 from toolfold.adapters.anthropic._errors import stream_error
 from toolfold.adapters.anthropic._response import REDACTED, finish_reason, malformed, parse_usage
 from toolfold.runtime.core._stream import (
@@ -91,15 +92,7 @@ def decode_event(
     """
     if event == "error":
         raise stream_error(data)
-    try:
-        payload = json.loads(data)
-    except ValueError as exc:
-        raise StreamError(
-            f"{PROVIDER} sent a stream event that is not JSON: {data[:200]!r}",
-            provider=PROVIDER,
-            status_code=200,
-            body=data,
-        ) from exc
+    payload = event_json(PROVIDER, data)
     with wire.reading(PROVIDER, lambda: data):
         if not isinstance(payload, Mapping):
             raise malformed("$", "an object", payload)

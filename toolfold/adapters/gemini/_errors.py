@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import AuthenticationError, BadRequestError, ProviderError, StreamError
+from toolfold.adapters._codec import inband_stream_error
 from toolfold.adapters._http._http_errors import ErrorInfo, parse_error_body
 from toolfold.adapters.gemini._providers import BAD_KEY_REASONS
 
@@ -69,12 +70,4 @@ def stream_error(provider: str, chunk: Mapping[str, Any]) -> StreamError:
     """The exception for an error object sent inside an HTTP 200 stream."""
     text = json.dumps(chunk)
     info = parse_error(200, text, {})
-    said = info.message or text[:500]
-    return StreamError(
-        f"{provider} reported an error inside the stream: {said}",
-        provider=provider,
-        status_code=200,
-        body=text,
-        provider_message=info.message,
-        code=info.code,
-    )
+    return inband_stream_error(provider, text, info.message, info.code)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters.gemini._providers import (
@@ -121,11 +122,7 @@ def _calling_config(
         return {"mode": "NONE"}
     if choice == "required":
         return {"mode": "ANY"}
-    if not any(t.name == choice for t in tools):
-        names = ", ".join(t.name for t in tools)
-        raise ModelConfigError(
-            f"tool_choice {choice!r} names no tool of this request; tools: {names}"
-        )
+    named_tool(choice, tools)
     return {"mode": "ANY", "allowedFunctionNames": [choice]}
 
 

@@ -21,6 +21,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._codec import event_json
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.gemini._errors import stream_error
 from toolfold.adapters.gemini._response import (
@@ -71,15 +72,7 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
         StreamError: A data line that is not JSON, or an error object.
         MalformedResponseError: A field of the chunk has the wrong type.
     """
-    try:
-        chunk = wire.loads(event.data)
-    except ValueError as exc:
-        raise StreamError(
-            f"{state.provider} sent a stream event that is not JSON: {event.data[:200]!r} ({exc})",
-            provider=state.provider,
-            status_code=200,
-            body=event.data,
-        ) from None
+    chunk = event_json(state.provider, event.data)
     with wire.reading(state.provider, lambda: event.data):
         return _chunk(state, chunk)
 

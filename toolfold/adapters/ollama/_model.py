@@ -9,15 +9,9 @@ from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret, resolve_api_key
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._transport import Transport
-from toolfold.adapters._provider_model import (
-    UNSET,
-    Prepared,
-    ProviderModel,
-    RequestReport,
-    transport_options,
-)
+from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
 from toolfold.adapters.ollama._provider import API_KEY_ENV, host_from_env
-from toolfold.adapters.ollama._request import build_body, compiled_tool
+from toolfold.adapters.ollama._request import compiled_tool, prepare
 from toolfold.adapters.ollama._response import parse_response
 from toolfold.adapters.ollama._stream import DecoderState, decode_end, decode_line
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
@@ -79,10 +73,8 @@ class OllamaModel(ProviderModel):
         )
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
-        """The body this model sends for ``request``."""
-        return Prepared(
-            build_body(request, self.model_name, stream=stream), RequestReport("ollama")
-        )
+        """The body this model sends for ``request``, and what encoding left out."""
+        return prepare(request, self.model_name, stream=stream)
 
     def _path(self, prepared: Prepared, stream: bool) -> str:
         return _PATH

@@ -152,7 +152,7 @@ def _assistant(message: Message, position: int, notes: list[str] | None) -> Body
         elif isinstance(part, ReasoningPart):
             if part.provider in (None, PROVIDER):
                 thinking.append(part.text)
-            elif part.text:
+            elif part.text or part.signature:
                 foreign.add(str(part.provider))
         elif isinstance(part, (ImagePart, FilePart)):
             raise ModelConfigError(f"an assistant message for Ollama cannot carry {part.kind!r}")

@@ -10,7 +10,6 @@ a body that ends before ``done: true`` is one too.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._codec import event_json, inband_stream_error
 from toolfold.adapters.ollama._response import (
     finish_reason,
     malformed,
@@ -62,15 +62,7 @@ def decode_line(state: DecoderState, line: str) -> tuple[DecoderState, list[Stre
         StreamError: An ``{"error": ...}`` line, or a line that is not JSON.
         MalformedResponseError: A value of the wrong type (with its JSON path).
     """
-    try:
-        chunk = json.loads(line)
-    except ValueError as exc:
-        raise StreamError(
-            f"{PROVIDER} sent a stream line that is not JSON: {line[:200]!r}",
-            provider=PROVIDER,
-            status_code=200,
-            body=line,
-        ) from exc
+    chunk = event_json(PROVIDER, line, "stream line")
     with wire.reading(PROVIDER, lambda: line):
         return _decode(state, chunk, line)
 
@@ -79,14 +71,7 @@ def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, l
     if not isinstance(chunk, Mapping):
         raise malformed("$", "an object", chunk)
     if chunk.get("error") is not None:
-        said = str(chunk["error"])
-        raise StreamError(
-            f"{PROVIDER} reported an error inside the stream: {said}",
-            provider=PROVIDER,
-            status_code=200,
-            body=line,
-            provider_message=said,
-        )
+        raise inband_stream_error(PROVIDER, line, str(chunk["error"]))
     events: list[StreamEvent] = []
     if state.seed is None:
         events.append(ResponseInfo(wire.text(chunk, "model", "$"), None))

@@ -24,8 +24,9 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ProviderError, StreamError, ToolUseFailedError
+from toolfold._errors import ProviderError, ToolUseFailedError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._codec import inband_error_fields, inband_stream_error
 from toolfold.adapters._http._http_errors import ErrorInfo, parse_error_body, status_error
 
 
@@ -87,17 +88,8 @@ def inband_error(provider: str, event: str | None, data: str) -> ProviderError |
         ):
             return None
     info = parse_error(200, text, {})
-    said = info.message or wire.encodable(data.strip()[:500]) or "(no message)"
-    message = f"{provider} reported an error inside the stream: {said}"
-    if info.code:
-        message += f" (code {info.code})"
-    common: dict[str, Any] = {
-        "provider": provider,
-        "status_code": 200,
-        "body": data,
-        "provider_message": info.message,
-        "code": info.code or info.type,
-    }
+    code = info.code or info.type
     if info.code == "tool_use_failed":
-        return ToolUseFailedError(message, failed_generation=info.failed_generation or "", **common)
-    return StreamError(message, **common)
+        text, fields = inband_error_fields(provider, data, info.message, code)
+        return ToolUseFailedError(text, failed_generation=info.failed_generation or "", **fields)
+    return inband_stream_error(provider, data, info.message, code)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime.core._messages import (
@@ -158,12 +159,7 @@ def _tool_choice(
         return ([], None) if provider.none_drops_tools else (tools, "none")
     if choice == "required":
         return tools, provider.required_word
-    named = [t for t in tools if t.name == choice]
-    if not named:
-        names = ", ".join(t.name for t in tools)
-        raise ModelConfigError(
-            f"tool_choice {choice!r} names no tool of this request; tools: {names}"
-        )
+    named = [named_tool(choice, tools)]
     if provider.named_tool_choice:
         return tools, {"type": "function", "function": {"name": choice}}
     # No named choice on this server: force "some tool" and offer only that one.

@@ -30,6 +30,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._codec import event_json
 from toolfold.adapters.openai_chat._errors import inband_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.adapters.openai_chat._response import (
@@ -105,15 +106,7 @@ def decode_chunk(
     error = inband_error(state.provider, event, data)
     if error is not None:
         raise error
-    try:
-        chunk = wire.loads(data)
-    except ValueError as exc:
-        raise StreamError(
-            f"{state.provider} sent a stream event that is not JSON: {data[:200]!r} ({exc})",
-            provider=state.provider,
-            status_code=200,
-            body=data,
-        ) from None
+    chunk = event_json(state.provider, data)
     try:
         return _chunk(state, chunk)
     except wire.READ_ERRORS as exc:

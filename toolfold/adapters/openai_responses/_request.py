@@ -24,6 +24,7 @@ import base64
 from typing import Any
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters.openai_responses._providers import (
@@ -90,11 +91,7 @@ def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) 
 def _tool_choice(choice: str, tools: list[ToolDefinition]) -> Any:
     if choice in ("auto", "none", "required"):
         return choice
-    if not any(t.name == choice for t in tools):
-        names = ", ".join(t.name for t in tools)
-        raise ModelConfigError(
-            f"tool_choice {choice!r} names no tool of this request; tools: {names}"
-        )
+    named_tool(choice, tools)
     return {"type": "function", "name": choice}
 
 

@@ -25,6 +25,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._codec import event_json, inband_stream_error
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
@@ -76,12 +77,7 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
     """
     if event.data == "[DONE]":
         return state, []
-    try:
-        data = wire.loads(event.data)
-    except ValueError as exc:
-        raise _error(
-            state, f"sent an event that is not JSON: {event.data[:200]!r} ({exc})", event.data
-        ) from None
+    data = event_json(state.provider, event.data)
     with wire.reading(state.provider, lambda: event.data):
         data = wire.root(data)
         handler = _HANDLERS.get(wire.text(data, "type", "$") or event.event or "")
@@ -226,29 +222,8 @@ def _failed(state: DecoderState, data: Mapping[str, Any]) -> Result:
     error = wire.mapping(wire.mapping(data, "response", "$"), "error", "$.response") or data
     message = wire.text(error, "message", "$")
     code = error.get("code")
-    raise _error(
-        state,
-        f"reported an error inside the stream: {message or wire.dumps_raw(data)[:300]}",
-        wire.dumps_raw(data),
-        message,
-        code if isinstance(code, str) else None,
-    )
-
-
-def _error(
-    state: DecoderState,
-    what: str,
-    body: str,
-    message: str | None = None,
-    code: str | None = None,
-) -> StreamError:
-    return StreamError(
-        f"{state.provider} {what}",
-        provider=state.provider,
-        status_code=200,
-        body=body,
-        provider_message=message,
-        code=code,
+    raise inband_stream_error(
+        state.provider, wire.dumps_raw(data), message, code if isinstance(code, str) else None
     )
 
 

@@ -339,11 +339,15 @@ class Usage:
     """Token and request counts, added up with ``+``.
 
     Attributes:
-        input_tokens: Prompt tokens, cached ones included.
+        input_tokens: Prompt tokens, cached ones (read or written) included.
         output_tokens: Completion tokens, reasoning ones included.
-        cached_tokens: Prompt tokens served from the provider's cache.
+        cached_tokens: Prompt tokens read from the provider's cache.
         reasoning_tokens: Completion tokens spent on reasoning.
         requests: Model requests made.
+        cache_write_tokens: Prompt tokens written to the provider's cache
+            (Anthropic's ``cache_creation_input_tokens``; billed above the base
+            input price, where reads are billed below it). Last, so the
+            positional order of the other counts stays as it was.
     """
 
     input_tokens: int = 0
@@ -351,6 +355,7 @@ class Usage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     requests: int = 0
+    cache_write_tokens: int = 0
 
     def __repr__(self) -> str:
         # Only the counts that are not zero: most providers report two of five.
@@ -369,4 +374,5 @@ class Usage:
             self.cached_tokens + other.cached_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
             self.requests + other.requests,
+            self.cache_write_tokens + other.cache_write_tokens,
         )

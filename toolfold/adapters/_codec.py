@@ -1,0 +1,84 @@
+"""What every provider codec shares, written once: in-band stream errors, event JSON, tool_choice.
+
+- `inband_stream_error` builds the exception for an error a provider reported
+  inside an HTTP 200 stream (Anthropic's ``event: error``, an OpenAI-style
+  ``{"error": ...}`` event, Gemini's error chunk, Ollama's error line, a failed
+  Responses event): one message form, the provider's message and code kept.
+- `event_json` decodes a stream event's (or line's) data, or raises the
+  `StreamError` saying it is not JSON.
+- `named_tool` is the tool a named ``tool_choice`` forces, or the
+  `ModelConfigError` saying the request has no such tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from toolfold._errors import ModelConfigError, StreamError
+from toolfold.adapters import _wire as wire
+from toolfold.runtime.core._request import ToolDefinition
+
+
+def inband_stream_error(
+    provider: str, body: str, message: str | None, code: str | None = None
+) -> StreamError:
+    """The exception for an error reported inside an HTTP 200 stream.
+
+    Args:
+        provider: The provider name.
+        body: The raw event data (or line) that carried the error.
+        message: The provider's own message, if it gave one (else the start of
+            ``body`` is quoted).
+        code: The provider's error code or type, if any.
+    """
+    text, fields = inband_error_fields(provider, body, message, code)
+    return StreamError(text, **fields)
+
+
+def inband_error_fields(
+    provider: str, body: str, message: str | None, code: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The message and keyword fields of `inband_stream_error`, for another error class."""
+    said = message or wire.encodable(body.strip()[:500]) or "(no message)"
+    text = f"{provider} reported an error inside the stream: {said}"
+    if code:
+        text += f" (code {code})"
+    fields = {
+        "provider": provider,
+        "status_code": 200,
+        "body": body,
+        "provider_message": message,
+        "code": code,
+    }
+    return text, fields
+
+
+def event_json(provider: str, data: str, what: str = "stream event") -> Any:
+    """``data`` decoded as JSON.
+
+    Raises:
+        StreamError: ``data`` is not JSON (the message quotes its start).
+    """
+    try:
+        return wire.loads(data)
+    except ValueError as exc:
+        raise StreamError(
+            f"{provider} sent a {what} that is not JSON: {data[:200]!r} ({exc})",
+            provider=provider,
+            status_code=200,
+            body=data,
+        ) from None
+
+
+def named_tool(choice: str, tools: Sequence[ToolDefinition]) -> ToolDefinition:
+    """The tool of ``tools`` a named ``tool_choice`` forces.
+
+    Raises:
+        ModelConfigError: No tool of the request has that name.
+    """
+    for tool in tools:
+        if tool.name == choice:
+            return tool
+    names = ", ".join(t.name for t in tools) or "none"
+    raise ModelConfigError(f"tool_choice {choice!r} names no tool of this request; tools: {names}")
