@@ -423,29 +423,20 @@ class Agent:
                 ``max_steps`` is below the calls this turn made, or the run
                 stopped at ``max_steps`` and nothing continues it.
         """
+        answers: dict[str, Any] = {
+            "tool_results": tool_results,
+            "approvals": approvals,
+            "message": message,
+            "max_steps": max_steps,
+            "deps": deps,
+            "on_event": on_event,
+            "on_step": on_step,
+        }
         if self._for_state(state) is not self:  # handed off: the agent running now goes on
-            return self._for_state(state).resume(
-                state,
-                tool_results=tool_results,
-                approvals=approvals,
-                message=message,
-                max_steps=max_steps,
-                deps=deps,
-                on_event=on_event,
-                on_step=on_step,
-            )
+            return self._for_state(state).resume(state, **answers)
         if self._sources:
             with opened(self._sources) as listed:
-                return self._with(listed).resume(
-                    state,
-                    tool_results=tool_results,
-                    approvals=approvals,
-                    message=message,
-                    max_steps=max_steps,
-                    deps=deps,
-                    on_event=on_event,
-                    on_step=on_step,
-                )
+                return self._with(listed).resume(state, **answers)
         live, state = self._resumed(
             state, tool_results, approvals, message, max_steps, deps, on_event, on_step
         )
@@ -464,29 +455,20 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> Response:
         """Like `resume`, on the running event loop."""
+        answers: dict[str, Any] = {
+            "tool_results": tool_results,
+            "approvals": approvals,
+            "message": message,
+            "max_steps": max_steps,
+            "deps": deps,
+            "on_event": on_event,
+            "on_step": on_step,
+        }
         if self._for_state(state) is not self:
-            return await self._for_state(state).aresume(
-                state,
-                tool_results=tool_results,
-                approvals=approvals,
-                message=message,
-                max_steps=max_steps,
-                deps=deps,
-                on_event=on_event,
-                on_step=on_step,
-            )
+            return await self._for_state(state).aresume(state, **answers)
         if self._sources:
             async with aopened(self._sources) as listed:
-                return await self._with(listed).aresume(
-                    state,
-                    tool_results=tool_results,
-                    approvals=approvals,
-                    message=message,
-                    max_steps=max_steps,
-                    deps=deps,
-                    on_event=on_event,
-                    on_step=on_step,
-                )
+                return await self._with(listed).aresume(state, **answers)
         live, state = self._resumed(
             state, tool_results, approvals, message, max_steps, deps, on_event, on_step
         )
@@ -505,30 +487,21 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> RunStream:
         """Like `resume`, streaming (see `stream`)."""
+        answers: dict[str, Any] = {
+            "tool_results": tool_results,
+            "approvals": approvals,
+            "message": message,
+            "max_steps": max_steps,
+            "deps": deps,
+            "on_event": on_event,
+            "on_step": on_step,
+        }
         if self._for_state(state) is not self:
-            return self._for_state(state).resume_stream(
-                state,
-                tool_results=tool_results,
-                approvals=approvals,
-                message=message,
-                max_steps=max_steps,
-                deps=deps,
-                on_event=on_event,
-                on_step=on_step,
-            )
+            return self._for_state(state).resume_stream(state, **answers)
         if self._sources:
             return SourcedStream(
                 self._sources,
-                lambda listed: self._with(listed).resume_stream(
-                    state,
-                    tool_results=tool_results,
-                    approvals=approvals,
-                    message=message,
-                    max_steps=max_steps,
-                    deps=deps,
-                    on_event=on_event,
-                    on_step=on_step,
-                ),
+                lambda listed: self._with(listed).resume_stream(state, **answers),
             )
         live, state = self._resumed(
             state, tool_results, approvals, message, max_steps, deps, on_event, on_step
