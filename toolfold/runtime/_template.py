@@ -15,7 +15,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-_PLACEHOLDER = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+_PLACEHOLDER = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z]\w*)*$")  # no ._private, no .__dunder__
 
 
 class TemplateError(ValueError):
