@@ -117,12 +117,16 @@ def envelope(input: Any, values: Mapping[str, Any]) -> str:
     return json.dumps({"input": input, "values": dict(values)}, default=str)
 
 
-def read_plan(messages: tuple[Message, ...]) -> Plan:
-    """The workflow's input, inherited values and finished attempts, from its conversation."""
-    input_: Any = None
-    values: Mapping[str, Any] = {}
-    attempts: list[Attempt] = []
-    read = False
+def read_plan(messages: tuple[Message, ...], since: Plan | None = None) -> Plan:
+    """The workflow's input, inherited values and finished attempts, from its conversation.
+
+    With ``since`` (the plan of an earlier prefix of the same conversation),
+    ``messages`` holds only what came after it.
+    """
+    input_: Any = since.input if since is not None else None
+    values: Mapping[str, Any] = since.values if since is not None else {}
+    attempts: list[Attempt] = list(since.attempts) if since is not None else []
+    read = since is not None
     for message in messages:
         if message.role == "user" and not read:
             data = json.loads(message.text)
@@ -137,6 +141,39 @@ def read_plan(messages: tuple[Message, ...]) -> Plan:
                     value = json.loads(result.content)
                     attempts.append(Attempt(result.call_id, result.tool_name, True, value))
     return Plan(input_, values, tuple(attempts))
+
+
+class _PlanCache:
+    """The last plan read per conversation, so each decision reads only the new messages.
+
+    Keyed by the conversation's first message; a hit needs the very message
+    objects read last time (a `Log` shares its prefix), so a fork or a state
+    loaded from JSON, whose messages are other objects, is read afresh.
+    """
+
+    _SIZE = 64
+
+    def __init__(self) -> None:
+        self._plans: dict[int, tuple[Message, Message, int, Plan]] = {}
+
+    def read(self, messages: tuple[Message, ...]) -> Plan:
+        if not messages:
+            return read_plan(messages)
+        first, count = messages[0], len(messages)
+        hit = self._plans.get(id(first))
+        if (
+            hit is not None
+            and hit[0] is first
+            and hit[2] <= count
+            and messages[hit[2] - 1] is hit[1]
+        ):
+            plan = read_plan(messages[hit[2] :], hit[3])
+        else:
+            plan = read_plan(messages)
+        if len(self._plans) >= self._SIZE:
+            self._plans.clear()
+        self._plans[id(first)] = (first, messages[-1], count, plan)
+        return plan
 
 
 class Final(NamedTuple):
@@ -164,6 +201,7 @@ class Planner:
 
     def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
+        self._plans = _PlanCache()
 
     @property
     def name(self) -> str:
@@ -177,7 +215,7 @@ class Planner:
         """The next decision."""
         workflow = self._workflow
         try:
-            decision = workflow.plan(read_plan(request.messages))
+            decision = workflow.plan(self._plans.read(request.messages))
         except RunError:
             raise
         except Exception as exc:

@@ -69,6 +69,7 @@ class Task:
     retries: int
     prompt: str | None
     input_type: Any
+    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -88,6 +89,7 @@ class Task:
             prompt=prompt,
             input_type=input_type,
         )
+        object.__setattr__(self, "_free", self._find_free_names())
 
     @property
     def kind(self) -> Literal["agent", "workflow", "function"]:
@@ -142,6 +144,9 @@ class Task:
     @property
     def free_names(self) -> frozenset[str]:
         """Names of values this step's templates need from earlier steps (any depth)."""
+        return self._free
+
+    def _find_free_names(self) -> frozenset[str]:
         from toolfold.runtime._workflow import Workflow
 
         if isinstance(self.target, Workflow):

@@ -84,6 +84,7 @@ class Workflow:
     name: str
     _tasks: tuple[Task, ...]
     _options: RunOptions
+    _free: frozenset[str]
 
     # --- the definition -------------------------------------------------------
 
@@ -114,6 +115,7 @@ class Workflow:
             problems.append("step name 'input' is reserved: {input} is a step's own input")
         if problems:
             raise WorkflowDefinitionError(self.label, problems)
+        object.__setattr__(self, "_free", self._free_names())
         options = make_options(
             Planner(self),
             tools=[task.tool() for task in self._tasks],
@@ -133,7 +135,10 @@ class Workflow:
     @property
     def free_names(self) -> frozenset[str]:
         """Names the steps' templates need that no step of this workflow defines before them."""
-        raise NotImplementedError  # pragma: no cover - abstract
+        return self._free
+
+    def _free_names(self) -> frozenset[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     @property
     def output_type(self) -> Any:
@@ -455,6 +460,7 @@ class Sequence(Workflow):
     name: str
     _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
+    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(self, *steps: Any, name: str = "sequence") -> None:
         tasks = tuple(as_task(s) for s in steps)
@@ -473,8 +479,7 @@ class Sequence(Workflow):
                 )
         self._build(problems)
 
-    @property
-    def free_names(self) -> frozenset[str]:
+    def _free_names(self) -> frozenset[str]:
         """Names the steps need that no earlier step of this sequence defines."""
         free: set[str] = set()
         defined: set[str] = set()
@@ -533,6 +538,7 @@ class Parallel(Workflow):
     name: str
     _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
+    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -554,8 +560,7 @@ class Parallel(Workflow):
             problems.append(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
         self._build(problems, max_concurrency if isinstance(max_concurrency, int) else 1)
 
-    @property
-    def free_names(self) -> frozenset[str]:
+    def _free_names(self) -> frozenset[str]:
         """Names any step needs."""
         return frozenset().union(*(t.free_names for t in self._tasks))
 
@@ -630,6 +635,7 @@ class Route(Workflow):
     name: str
     _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
+    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -690,8 +696,7 @@ class Route(Workflow):
     def _router_task(self) -> Task | None:
         return self.router if isinstance(self.router, Task) else None
 
-    @property
-    def free_names(self) -> frozenset[str]:
+    def _free_names(self) -> frozenset[str]:
         """Names the router and branches need (a branch may use the router's output)."""
         router = self._router_task
         names: set[str] = set(router.free_names) if router else set()
@@ -777,6 +782,7 @@ class Loop(Workflow):
     name: str
     _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
+    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -813,8 +819,7 @@ class Loop(Workflow):
             )
         self._build(problems)
 
-    @property
-    def free_names(self) -> frozenset[str]:
+    def _free_names(self) -> frozenset[str]:
         """Names the step needs."""
         return self.step.free_names
 
