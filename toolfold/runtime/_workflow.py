@@ -41,29 +41,12 @@ from toolfold.runtime._run import (
 from toolfold.runtime._task import Task, as_task, plain_data, structured, type_accepts, type_name
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.core._stream import (
-    ReasoningDelta,
-    ResponseInfo,
-    StreamFinish,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    UsageUpdate,
-)
+from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime.drive._loop import Live
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
-_PLANNER_EVENTS = (
-    ResponseInfo,
-    TextDelta,
-    ReasoningDelta,
-    ToolCallStart,
-    ToolCallDelta,
-    ToolCallEnd,
-    UsageUpdate,
-    StreamFinish,
-)
+_PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the planner "model"'s own
 
 
 @attrs.frozen
@@ -173,6 +156,20 @@ class Workflow:
             text = envelope(_input_value(prompt), {})
         return start(self._options, (Message.user(text),), run_id, agent=self.name)
 
+    def _begin(
+        self,
+        prompt: Any,
+        run_id: str | None,
+        deps: Any,
+        on_event: Observer | None,
+        on_step: StepObserver | None,
+    ) -> tuple[Live, RunState]:
+        state = self._start(prompt, run_id)
+        live = self._options.live(
+            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        )
+        return live, state
+
     def run(
         self,
         prompt: Any,
@@ -242,7 +239,7 @@ class Workflow:
         )
         return WorkflowStream(RunStream(live, state), self)
 
-    def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Any, RunState]:
+    def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
         return resumed(state, self._options, message=None, max_steps=None, **answers)
 
     def resume(
