@@ -189,3 +189,18 @@ def test_unnamed_agent_is_a_definition_error(kind: Any) -> None:
 
     with pytest.raises(WorkflowDefinitionError, match="has no name"):
         kind(Agent(FunctionModel(lambda r: "x")))
+
+
+def test_parallel_streams_and_runs_on_the_event_loop() -> None:
+    """`async for` over a parallel's stream and `arun` reach the state `run` reaches."""
+    workflow = Parallel(echo("a"), echo("b"))
+
+    async def main() -> tuple[list[Any], WorkflowResponse]:
+        stream = workflow.stream("x", run_id="p")
+        events = [event async for event in stream]
+        return events, await workflow.arun("x", run_id="p")
+
+    events, response = asyncio.run(main())
+    assert isinstance(events[-1], RunEndEvent)
+    assert events[-1].response.state == response.state == workflow.run("x", run_id="p").state
+    assert {e.path[0] for e in events if isinstance(e, SubRunEvent)} == {"a", "b"}
