@@ -345,3 +345,27 @@ def test_route_and_loop_stream_like_they_run(workflow: Any) -> None:
     assert deltas
     assert {e.path[0] for e in deltas} <= {"a", "a2"}
     assert stream.response.state == workflow.run("x", run_id="s").state
+
+
+def pick_tech(value: object) -> str:
+    """A router function with an import path (so a workflow holding it pickles)."""
+    return "tech"
+
+
+def test_a_workflow_pickles_as_its_spec() -> None:
+    """A workflow travels to another process as its spec and is rebuilt there, equal."""
+    import pickle
+
+    from toolfold.testing import TestModel, override_models
+
+    with override_models(lambda spec: TestModel()):
+        a = Agent("openai:gpt-4o-mini", name="a")
+        workflow = Sequence(
+            Task(a, on_error="skip"),
+            Parallel(Task(a, name="b"), Loop(Task(a, name="c"), until="done", max_iterations=2)),
+            Route(pick_tech, {"tech": Task(a, name="d")}),
+            name="top",
+        )
+        again = pickle.loads(pickle.dumps(workflow))
+    assert again == workflow
+    assert again.steps[0].on_error == "skip"

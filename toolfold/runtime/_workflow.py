@@ -111,6 +111,16 @@ class Workflow:
             self, "_options", attrs.evolve(options, output=output, config=config, name=self.name)
         )
 
+    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # pragma: no cover
+        """The constructor's arguments that build this workflow again."""
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A workflow travels (to another process) as its spec: the resolved
+        # options hold the planner and the step tools, rebuilt where it lands.
+        args, kwargs = self._arguments()
+        return (_rebuild, (type(self), args, kwargs))
+
     def plan(self, plan: Plan) -> list[Call] | Final:  # pragma: no cover - abstract
         """The step calls to make next, or the final output."""
         raise NotImplementedError
@@ -306,6 +316,11 @@ class Workflow:
         return WorkflowStream(RunStream(live, state), self)
 
 
+def _rebuild(kind: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A workflow rebuilt from its pickled spec (see `Workflow.__reduce__`)."""
+    return kind(*args, **kwargs)
+
+
 def _answers(
     tool_results: Mapping[str, Any] | None,
     approvals: Mapping[str, Approval] | None,
@@ -476,6 +491,9 @@ class Sequence(Workflow):
                 )
         self._build(problems)
 
+    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return self.steps, {"name": self.name}
+
     def _free_names(self) -> frozenset[str]:
         """Names the steps need that no earlier step of this sequence defines."""
         free: set[str] = set()
@@ -556,6 +574,10 @@ class Parallel(Workflow):
         if type(max_concurrency) is not int or max_concurrency < 1:
             problems.append(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
         self._build(problems, max_concurrency if isinstance(max_concurrency, int) else 1)
+
+    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        options = {"merge": self.merge, "max_concurrency": self.max_concurrency, "name": self.name}
+        return self.steps, options
 
     def _free_names(self) -> frozenset[str]:
         """Names any step needs."""
@@ -693,6 +715,9 @@ class Route(Workflow):
     def _router_task(self) -> Task | None:
         return self.router if isinstance(self.router, Task) else None
 
+    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (self.router, dict(self.branches), self.default), {"name": self.name}
+
     def _free_names(self) -> frozenset[str]:
         """Names the router and branches need (a branch may use the router's output)."""
         router = self._router_task
@@ -815,6 +840,10 @@ class Loop(Workflow):
                 f"iteration gives {type_name(task.output_type)}"
             )
         self._build(problems)
+
+    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        options = {"until": self.until, "max_iterations": self.max_iterations, "name": self.name}
+        return (self.step,), options
 
     def _free_names(self) -> frozenset[str]:
         """Names the step needs."""
