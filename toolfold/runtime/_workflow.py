@@ -35,14 +35,13 @@ from toolfold.runtime._run import (
     RunStream,
     make_options,
     run_async,
-    run_sync,
     start,
 )
 from toolfold.runtime._task import Task, as_task, plain_data, structured, type_accepts, type_name
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
-from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY, run_blocking
 from toolfold.runtime.drive._loop import Live
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
@@ -204,12 +203,10 @@ class Workflow:
             RunError: A step failed with ``on_error="fail"`` (or used up its
                 retries); ``.state`` is the workflow's state, error included.
         """
-        state = self._start(prompt, run_id)
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        # On one event loop for the whole tree (steps are coroutines): see `Task`.
+        return run_blocking(
+            lambda: self.arun(prompt, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
         )
-        with _step_errors(self):
-            return _wrapped(run_sync(live, state))
 
     async def arun(
         self,
@@ -221,10 +218,7 @@ class Workflow:
         run_id: str | None = None,
     ) -> WorkflowResponse:
         """Like `run`, on the running event loop (agent steps run on worker threads)."""
-        state = self._start(prompt, run_id)
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
-        )
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         with _step_errors(self):
             return _wrapped(await run_async(live, state))
 
@@ -243,10 +237,7 @@ class Workflow:
         `ToolResultEvent` (it ended), `StepStartEvent` / `StepEndEvent` (a
         round of step calls) and last a `RunEndEvent` with the response.
         """
-        state = self._start(prompt, run_id)
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
-        )
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         return WorkflowStream(RunStream(live, state), self)
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
@@ -276,11 +267,16 @@ class Workflow:
             on_event: Called with every event of the workflow's own run.
             on_step: Called with every completed round of step calls.
         """
-        live, state = self._resumed(
-            state, _answers(tool_results, approvals, deps, on_event, on_step)
+        return run_blocking(
+            lambda: self.aresume(
+                state,
+                tool_results=tool_results,
+                approvals=approvals,
+                deps=deps,
+                on_event=on_event,
+                on_step=on_step,
+            )
         )
-        with _step_errors(self):
-            return _wrapped(run_sync(live, state))
 
     async def aresume(
         self,
