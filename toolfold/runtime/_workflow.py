@@ -9,12 +9,11 @@ resumes in another process and replays.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import threading
 import typing
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -45,6 +44,9 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY, run_blocking
 from toolfold.runtime.drive._loop import Live
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 
@@ -328,6 +330,8 @@ class _MainLoop:
 
     @classmethod
     def run(cls, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        import asyncio  # here: `import toolfold` must not pay for asyncio
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -344,6 +348,8 @@ class _MainLoop:
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    import asyncio
+
     tasks = asyncio.all_tasks(loop)
     if not tasks:
         return
