@@ -269,6 +269,8 @@ TEMPORAL = {
     "AgentInput",
     "AgentWorkflow",
     "Answers",
+    "EventStreamHandler",
+    "StreamContext",
     "TemporalAgent",
     "ToolCallInput",
     "ToolfoldJSONPayloadConverter",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,15 @@ from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
 from toolfold import Agent, AuthenticationError, RateLimitError, RunContext, tool
-from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold.integrations.temporal import (
+    ActivitySettings,
+    StreamContext,
+    TemporalAgent,
+    ToolfoldPlugin,
+)
+from toolfold.runtime import StreamEvent, TextDelta
 from toolfold.runtime.core._request import ModelRequest
-from toolfold.testing import FunctionModel
+from toolfold.testing import FunctionModel, response_events
 
 LOG_DIR = Path(os.environ.get("TOOLFOLD_TEMPORAL_LOG_DIR", "."))
 
@@ -150,7 +157,72 @@ oversized = TemporalAgent(
     Agent(FunctionModel(_big), tools=[big], name="oversized"),
     settings=attrs.evolve(SETTINGS, max_result_bytes=100),
 )
-AGENTS = [steps, approval, flaky, unauthorized, chained, oversized]
+
+
+class Channel:
+    """The streaming tests' side channel: (step, attempt, event) per run id, None ends an attempt.
+
+    ``gate``, when set, holds every model stream after its first text piece
+    until the test opens it.
+    """
+
+    def __init__(self) -> None:
+        self.queues: dict[str, asyncio.Queue[tuple[int, int, StreamEvent | None]]] = {}
+        self.gate: asyncio.Event | None = None
+
+    def queue(self, run_id: str) -> asyncio.Queue[tuple[int, int, StreamEvent | None]]:
+        """The events of run ``run_id``, in the order they were sent."""
+        return self.queues.setdefault(run_id, asyncio.Queue())
+
+
+CHANNEL = Channel()
+
+
+async def publish(context: StreamContext, events: AsyncIterator[StreamEvent]) -> None:
+    """The event stream handler: every event of a model request onto the run's queue."""
+    queue = CHANNEL.queue(context.run_id)
+    async for event in events:
+        await queue.put((context.step, context.attempt, event))
+    await queue.put((context.step, context.attempt, None))
+
+
+class Dripping(FunctionModel):
+    """A `FunctionModel` whose stream waits at `CHANNEL.gate` after its first text piece.
+
+    On an activity's first attempt, when the answer starts with ``hiccup``, the
+    stream breaks (a provider's 429) after that first piece.
+    """
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The response in 4-character pieces, held at the gate after the first one."""
+        response = await self.request(request)
+        first = True
+        for event in response_events(response, chunk=4):
+            yield event
+            if isinstance(event, TextDelta) and first:
+                first = False
+                if response.text.startswith("hiccup") and activity.info().attempt == 1:
+                    raise RateLimitError("429 slow down", provider="test", retry_after=0.1)
+                if CHANNEL.gate is not None:
+                    await CHANNEL.gate.wait()
+
+
+def _record_then_greet(request: ModelRequest) -> Any:
+    done = _results(request)
+    return "Hello, world: " + done[0] if done else FunctionModel.call("record", {"text": "a"})
+
+
+streamed = TemporalAgent(
+    Agent(Dripping(_record_then_greet), tools=[record], name="streamed"),
+    settings=SETTINGS,
+    event_stream_handler=publish,
+)
+hiccup = TemporalAgent(
+    Agent(Dripping(lambda request: "hiccup, then the whole answer"), name="hiccup"),
+    settings=SETTINGS,
+    event_stream_handler=publish,
+)
+AGENTS = [steps, approval, flaky, unauthorized, chained, oversized, streamed, hiccup]
 
 
 async def main(address: str, task_queue: str) -> None:

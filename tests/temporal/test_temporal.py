@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import temporal_app
 from conftest import DevServer
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
 import toolfold.integrations.temporal._workflow as workflow_module
-from toolfold import Agent, UsageError
+from toolfold import Agent, TextDelta, UsageError
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
@@ -26,6 +26,7 @@ from toolfold.integrations.temporal import (
     ToolfoldPlugin,
     data_converter,
 )
+from toolfold.runtime import ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._state import RunState
@@ -274,3 +275,73 @@ def test_cancelling_a_suspended_run_ends_it_cancelled(
 
     assert isinstance(asyncio.run(go()), CancelledError)
     assert not (tmp_path / "tools.log").exists()
+
+
+async def _until(
+    events: asyncio.Queue[tuple[int, int, Any]],
+    seen: list[tuple[int, int, Any]],
+    done: Callable[[tuple[int, int, Any]], bool],
+) -> None:
+    """Take events off the side channel into ``seen`` until one satisfies ``done``."""
+    while not (seen and done(seen[-1])):
+        seen.append(await events.get())
+
+
+def test_model_output_streams_to_the_side_channel_while_the_run_goes_on(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Token events reach the caller through the handler while the model answers; the result is a local run's."""
+    channel = temporal_app.Channel()
+    channel.gate = asyncio.Event()
+    monkeypatch.setattr(temporal_app, "CHANNEL", channel)
+
+    async def go() -> tuple[Any, ...]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.streamed.start(
+                client, "hi", id="stream-1", task_queue=queue
+            )
+            seen: list[tuple[int, int, Any]] = []
+            events = channel.queue("stream-1")
+            await _until(events, seen, lambda item: isinstance(item[2], TextDelta))
+            # the model is held at the gate after its first piece: the run cannot be over
+            status = (await handle.workflow.describe()).status
+            assert channel.gate is not None
+            channel.gate.set()
+            await _until(events, seen, lambda item: item == (2, 1, None))
+            response = await handle.result()
+            history = await handle.workflow.fetch_history()
+        return seen, status, response, history
+
+    seen, status, response, history = asyncio.run(go())
+    assert status == WorkflowExecutionStatus.RUNNING
+    text = "".join(e.text for step, _, e in seen if step == 2 and isinstance(e, TextDelta))
+    assert text == response.text == "Hello, world: A"
+    assert [e.name for step, _, e in seen if step == 1 and isinstance(e, ToolCallStart)] == [
+        "record"
+    ]
+    assert {attempt for _, attempt, _ in seen} == {1}
+    assert response.state.messages == temporal_app.streamed.agent.run("hi").state.messages
+    # the workflow saw final responses only: its history replays as any other
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_retried_model_request_streams_again_as_its_next_attempt(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream broken by a provider error streams again as attempt 2; the answer is attempt 2's."""
+    channel = temporal_app.Channel()
+    monkeypatch.setattr(temporal_app, "CHANNEL", channel)
+
+    async def go() -> tuple[list[tuple[int, int, Any]], str]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.hiccup.start(client, "hi", id="hiccup-1", task_queue=queue)
+            seen: list[tuple[int, int, Any]] = []
+            await _until(channel.queue("hiccup-1"), seen, lambda item: item == (1, 2, None))
+            return seen, (await handle.result()).text
+
+    seen, text = asyncio.run(go())
+    first = [e for _, attempt, e in seen if attempt == 1]
+    assert [e for e in first if isinstance(e, TextDelta)] == [TextDelta("hicc")]
+    again = "".join(e.text for _, attempt, e in seen if attempt == 2 and isinstance(e, TextDelta))
+    assert again == text == "hiccup, then the whole answer"

@@ -13,7 +13,7 @@ from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from toolfold._errors import UsageError
-from toolfold.integrations.temporal._activities import make_activities
+from toolfold.integrations.temporal._activities import EventStreamHandler, make_activities
 from toolfold.integrations.temporal._converter import data_converter
 from toolfold.integrations.temporal._workflow import (
     WORKFLOW_NAME,
@@ -62,12 +62,17 @@ class TemporalAgent:
             Renaming breaks running workflows.
         settings: Timeouts, heartbeat and retry policy of the activities.
         deps: Dependencies handed to the tools in their `RunContext` (on the worker).
+        event_stream_handler: The side channel of the model's output: when
+            given, the model activity streams the model and hands its events
+            to this handler as they arrive (see `EventStreamHandler`); the
+            workflow still gets only the final response.
     """
 
     agent: Agent
     name: str
     settings: ActivitySettings
     deps: Any
+    event_stream_handler: EventStreamHandler | None
 
     def __init__(
         self,
@@ -76,6 +81,7 @@ class TemporalAgent:
         name: str | None = None,
         settings: ActivitySettings | None = None,
         deps: Any = None,
+        event_stream_handler: EventStreamHandler | None = None,
     ) -> None:
         name = name if name is not None else agent.name
         if not name:
@@ -97,7 +103,11 @@ class TemporalAgent:
         if agent.on_tool_error == "raise":
             raise UsageError("on_tool_error='raise' is not supported on Temporal yet")
         self.__attrs_init__(
-            agent=agent, name=name, settings=settings or ActivitySettings(), deps=deps
+            agent=agent,
+            name=name,
+            settings=settings or ActivitySettings(),
+            deps=deps,
+            event_stream_handler=event_stream_handler,
         )
 
     @property
@@ -109,6 +119,7 @@ class TemporalAgent:
             heartbeat=self.settings.heartbeat_timeout,
             max_result_bytes=self.settings.max_result_bytes,
             deps=self.deps,
+            stream=self.event_stream_handler,
         )
 
     def _registered(self) -> Registered:
