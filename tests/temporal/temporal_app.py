@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from temporalio import activity
+from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
@@ -31,7 +31,9 @@ from toolfold.integrations.temporal import (
     ToolfoldPlugin,
 )
 from toolfold.runtime import StreamEvent, TextDelta
+from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest
+from toolfold.runtime.core._state import RunState
 from toolfold.testing import FunctionModel, response_events
 
 LOG_DIR = Path(os.environ.get("TOOLFOLD_TEMPORAL_LOG_DIR", "."))
@@ -222,7 +224,59 @@ hiccup = TemporalAgent(
     settings=SETTINGS,
     event_stream_handler=publish,
 )
-AGENTS = [steps, approval, flaky, unauthorized, chained, oversized, streamed, hiccup]
+
+
+def _pay(amount: int) -> str:
+    """Pay an amount.
+
+    Args:
+        amount: How much.
+    """
+    _log(f"pay {amount}")
+    return f"paid {amount}"
+
+
+def _two_payments(request: ModelRequest) -> Any:
+    """Pay 5 and 50 in one step, then answer with the results."""
+    done = _results(request)
+    if not done:
+        return [FunctionModel.call("pay", {"amount": 5}), FunctionModel.call("pay", {"amount": 50})]
+    return "payments: " + ", ".join(done)
+
+
+def over_ten(call: ToolCallPart, state: RunState) -> bool:
+    """Payments over 10 need a person (a pure function of the call: workflow code runs it)."""
+    return int(call.arguments["amount"]) > 10
+
+
+def over_hundred(call: ToolCallPart, state: RunState) -> bool:
+    """Version 1 of the payment rule: over 100 needs a person."""
+    return int(call.arguments["amount"]) > 100
+
+
+def over_twenty(call: ToolCallPart, state: RunState) -> bool:
+    """Version 2, unguarded: over 20 (breaks the replay of runs decided under version 1)."""
+    return int(call.arguments["amount"]) > 20
+
+
+def over_twenty_patched(call: ToolCallPart, state: RunState) -> bool:
+    """Version 2, guarded: runs that started under version 1 keep its rule on replay."""
+    if not workflow.in_workflow() or workflow.patched("payment-limit-20"):
+        return int(call.arguments["amount"]) > 20
+    return int(call.arguments["amount"]) > 100
+
+
+def payments(rule: Any, name: str) -> TemporalAgent:
+    """An agent paying 5 and 50 in one step, its `pay` tool under the approval ``rule``."""
+    pay = tool(name="pay", requires_approval=rule)(_pay)
+    return TemporalAgent(
+        Agent(FunctionModel(_two_payments), tools=[pay], name=name), settings=SETTINGS
+    )
+
+
+gated = payments(over_ten, "gated")
+limits = payments(over_hundred, "limits")
+AGENTS = [steps, approval, flaky, unauthorized, chained, oversized, streamed, hiccup, gated, limits]
 
 
 async def main(address: str, task_queue: str) -> None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import ast
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import temporal_app
 from conftest import DevServer
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
@@ -32,25 +33,31 @@ from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._state import RunState
 
 ROOT = Path(__file__).resolve().parents[2]
+HISTORIES = Path(__file__).resolve().parent / "histories"
 
 
 def _lines(log_dir: Path) -> list[str]:
     return (log_dir / "tools.log").read_text(encoding="utf-8").splitlines()
 
 
-async def _client(server: DevServer) -> Client:
-    return await Client.connect(server.address, plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+async def _client(
+    server: DevServer, agents: Sequence[TemporalAgent] = temporal_app.AGENTS
+) -> Client:
+    return await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
 
 
 def _in_process(
-    server: DevServer, log_dir: Path, monkeypatch: pytest.MonkeyPatch
+    server: DevServer,
+    log_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    agents: Sequence[TemporalAgent] = temporal_app.AGENTS,
 ) -> Callable[[], Any]:
-    """A context manager running a worker in this process (tools log to ``log_dir``)."""
+    """A context manager running a worker for ``agents`` in this process (tools log to ``log_dir``)."""
     monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
 
     class _Running:
         async def __aenter__(self) -> tuple[Client, str]:
-            self.client = await _client(server)
+            self.client = await _client(server, agents)
             self.queue = f"q-{uuid.uuid4().hex}"
             self.worker = Worker(self.client, task_queue=self.queue)
             await self.worker.__aenter__()
@@ -345,3 +352,64 @@ def test_a_retried_model_request_streams_again_as_its_next_attempt(
     assert [e for e in first if isinstance(e, TextDelta)] == [TextDelta("hicc")]
     again = "".join(e.text for _, attempt, e in seen if attempt == 2 and isinstance(e, TextDelta))
     assert again == text == "hiccup, then the whole answer"
+
+
+def test_approval_predicates_decide_in_workflow_code(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A predicate approval policy decides per call in the workflow, as in a local run."""
+
+    async def go() -> tuple[RunState, str]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.gated.start(client, "go", id="gated-1", task_queue=queue)
+            waiting = await handle.suspended()
+            await handle.approve(*(call.id for call in waiting.pending_approvals))
+            return waiting, (await handle.result()).text
+
+    waiting, text = asyncio.run(go())
+    assert [call.arguments for call in waiting.pending_approvals] == [{"amount": 50}]
+    assert text == "payments: paid 5, paid 50"
+    assert Counter(_lines(tmp_path)) == {"pay 5": 1, "pay 50": 1}
+    local = temporal_app.gated.agent.run("go")  # runs "pay 5" before it waits, as the workflow did
+    assert waiting.pending_approvals == local.state.pending_approvals
+    assert waiting.calls == local.state.calls
+
+
+def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run decided under rule 1 breaks replay under rule 2, replays under a patched rule 2; new runs get rule 2."""
+    # the workers and replayers below register other versions of "limits": on a copy
+    monkeypatch.setattr(workflow_module, "_AGENTS", dict(workflow_module._AGENTS))
+    version_2 = temporal_app.payments(temporal_app.over_twenty_patched, "limits")
+
+    def replayer(rule: Any) -> Replayer:
+        agent = temporal_app.payments(rule, "limits")
+        return Replayer(workflows=[], plugins=[ToolfoldPlugin([agent])])
+
+    async def go() -> RunState:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            response = await temporal_app.limits.run(client, "go", id="limits-1", task_queue=queue)
+            handle = temporal_app.limits.handle(client, "limits-1")
+            history = await handle.workflow.fetch_history()
+        assert response.text == "payments: paid 5, paid 50"  # rule 1: no approval under 100
+        with pytest.raises(NondeterminismError):
+            await replayer(temporal_app.over_twenty).replay_workflow(history)
+        await replayer(temporal_app.over_twenty_patched).replay_workflow(history)
+        async with _in_process(server, tmp_path, monkeypatch, [version_2])() as (client, queue):
+            handle = await version_2.start(client, "go", id="limits-2", task_queue=queue)
+            waiting = await handle.suspended()
+            await handle.workflow.cancel()
+        return waiting
+
+    waiting = asyncio.run(go())
+    assert [call.arguments for call in waiting.pending_approvals] == [{"amount": 50}]
+
+
+@pytest.mark.parametrize("name", ["steps", "gated"])
+def test_recorded_histories_still_replay(name: str) -> None:
+    """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
+    text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
+    history = WorkflowHistory.from_json(f"history-{name}", text)
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    asyncio.run(replayer.replay_workflow(history))

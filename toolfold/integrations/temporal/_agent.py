@@ -126,7 +126,7 @@ class TemporalAgent:
         options = self.agent._options
         return Registered(
             name=self.name,
-            tools=frozenset(options.tools),
+            tools=dict(options.tools),
             output=options.output,
             settings=self.settings,
         )

@@ -8,7 +8,7 @@ clock, random, thread or I/O here (tests/test_temporal.py scans for them).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
         model_activity_name,
         tool_activity_name,
     )
-    from toolfold.runtime.core._approval import dispositions
+    from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
         AwaitApproval,
         AwaitToolResults,
@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         OutputRejected,
         ToolReturned,
     )
+    from toolfold.runtime.core._messages import ToolCallPart
     from toolfold.runtime.core._next import next_effect
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
@@ -45,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.runtime.drive._output import OutputSchema
+    from toolfold.toolkit._tool import Tool
 
 WORKFLOW_NAME = "toolfold_agent"
 _WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
@@ -81,10 +83,14 @@ class ActivitySettings:
 
 @attrs.frozen(kw_only=True)
 class Registered:
-    """An agent as the workflow knows it on a worker: its names and settings."""
+    """An agent as the workflow knows it on a worker: its name, tools and settings.
+
+    The live tools are here for their approval policies only (a predicate runs
+    in workflow code); their functions run in activities.
+    """
 
     name: str
-    tools: frozenset[str]
+    tools: Mapping[str, Tool[..., Any]]
     output: OutputSchema | None
     settings: ActivitySettings
 
@@ -167,9 +173,14 @@ class AgentWorkflow:
             retry_policy=s.retry_policy,
         )
         response = unique_call_ids(response)
-        # A predicate approval policy is live code the workflow cannot run:
-        # such calls ask for approval (asking is never less safe).
-        decided = dispositions(state.config, response.tool_calls, None)
+
+        # The worker's tools decide, as in a local run: an approval predicate
+        # runs here, in workflow code, so it must be deterministic (a pure
+        # function of the call and the state; see docs/durable.md).
+        def live_says(call: ToolCallPart) -> bool:
+            return policy_says(agent.tools.get(call.name), call, state, unknown=True)
+
+        decided = dispositions(state.config, response.tool_calls, live_says)
         chosen: tuple[Disposition, ...] = tuple(d or "approve" for d in decided)
         return reduce(state, ModelResponded(response, chosen))
 
