@@ -274,9 +274,23 @@ def payments(rule: Any, name: str) -> TemporalAgent:
     )
 
 
+def _record_prompt(request: ModelRequest) -> Any:
+    """Record the prompt with the tool, then answer with what it returned."""
+    done = _results(request)
+    if done:
+        return "recorded: " + done[0]
+    return FunctionModel.call("record", {"text": request.messages[-1].text})
+
+
+many = TemporalAgent(
+    Agent(FunctionModel(_record_prompt), tools=[record], name="many"), settings=SETTINGS
+)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
-AGENTS = [steps, approval, flaky, unauthorized, chained, oversized, streamed, hiccup, gated, limits]
+AGENTS = [
+    *(steps, approval, flaky, unauthorized, chained, oversized),
+    *(streamed, hiccup, gated, limits, many),
+]
 
 
 async def main(address: str, task_queue: str) -> None:
