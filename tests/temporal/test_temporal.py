@@ -15,6 +15,7 @@ import temporal_app
 from conftest import DevServer
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
@@ -31,6 +32,7 @@ from toolfold.runtime import ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._state import RunState
+from toolfold.testing import FunctionModel
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = Path(__file__).resolve().parent / "histories"
@@ -413,3 +415,25 @@ def test_recorded_histories_still_replay(name: str) -> None:
     history = WorkflowHistory.from_json(f"history-{name}", text)
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_handler_that_stops_reading_early_still_gets_the_whole_response() -> None:
+    """The model activity reads the rest of the stream when the handler stops early."""
+    taken: list[Any] = []
+
+    async def first_only(context: Any, events: AsyncIterator[Any]) -> None:
+        async for event in events:
+            taken.append(event)
+            return
+
+    agent = TemporalAgent(
+        Agent(FunctionModel(lambda request: "a long answer, in many pieces"), name="early"),
+        event_stream_handler=first_only,
+    )
+    model_request = agent.activities[0]
+    state = agent.agent._start("hi", (), "early-1")
+    effect = _next.next_effect(state)
+    assert isinstance(effect, CallModel)
+    response = asyncio.run(ActivityEnvironment().run(model_request, effect))
+    assert response.text == "a long answer, in many pieces"
+    assert len(taken) == 1
