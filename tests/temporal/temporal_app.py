@@ -285,11 +285,13 @@ def _record_prompt(request: ModelRequest) -> Any:
 many = TemporalAgent(
     Agent(FunctionModel(_record_prompt), tools=[record], name="many"), settings=SETTINGS
 )
+# The worker's "lopsided" has no tools; a client's may (its calls then fail the run).
+lopsided = TemporalAgent(Agent(FunctionModel(_record_prompt), name="lopsided"), settings=SETTINGS)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
-    *(streamed, hiccup, gated, limits, many),
+    *(streamed, hiccup, gated, limits, many, lopsided),
 ]
 
 

@@ -179,6 +179,26 @@ def test_unknown_agent_fails_the_run_with_a_clear_error(
     asyncio.run(go())
 
 
+def test_a_tool_the_worker_lacks_fails_the_run_naming_it(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call to a tool the client's agent has and the worker's does not fails the run at once, naming it."""
+    client_side = TemporalAgent(
+        temporal_app.lopsided.agent.evolve(tools=[temporal_app.record]), name="lopsided"
+    )
+
+    async def go() -> BaseException | None:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            with pytest.raises(WorkflowFailureError) as caught:
+                await client_side.run(client, "hi", id="lopsided-1", task_queue=queue)
+            return caught.value.cause
+
+    failure = asyncio.run(go())
+    assert isinstance(failure, ApplicationError)
+    assert "tool 'record' of agent 'lopsided' is not registered on this worker" in str(failure)
+    assert not (tmp_path / "tools.log").exists()
+
+
 def test_denied_call_never_runs(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

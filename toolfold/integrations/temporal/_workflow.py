@@ -177,8 +177,9 @@ class AgentWorkflow:
         # The worker's tools decide, as in a local run: an approval predicate
         # runs here, in workflow code, so it must be deterministic (a pure
         # function of the call and the state; see docs/durable.md).
+        # A tool the worker lacks executes: `_run_tools` fails the run naming it.
         def live_says(call: ToolCallPart) -> bool:
-            return policy_says(agent.tools.get(call.name), call, state, unknown=True)
+            return policy_says(agent.tools.get(call.name), call, state, unknown=False)
 
         decided = dispositions(state.config, response.tool_calls, live_says)
         chosen: tuple[Disposition, ...] = tuple(d or "approve" for d in decided)
