@@ -287,11 +287,27 @@ many = TemporalAgent(
 )
 # The worker's "lopsided" has no tools; a client's may (its calls then fail the run).
 lopsided = TemporalAgent(Agent(FunctionModel(_record_prompt), name="lopsided"), settings=SETTINGS)
+
+
+def after_first_step(state: RunState) -> bool:
+    """A live stop predicate: stop once one step is done (pure: workflow code runs it)."""
+    return state.step >= 1
+
+
+stopper = TemporalAgent(
+    Agent(
+        FunctionModel(_three_steps),
+        tools=[record, slow],
+        name="stopper",
+        stop_when=[after_first_step],
+    ),
+    settings=SETTINGS,
+)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
-    *(streamed, hiccup, gated, limits, many, lopsided),
+    *(streamed, hiccup, gated, limits, many, lopsided, stopper),
 ]
 
 

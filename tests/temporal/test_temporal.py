@@ -237,16 +237,30 @@ def test_provider_errors_map_to_temporal_retries(
 
 
 def test_temporal_agent_refuses_what_it_cannot_run() -> None:
-    """Live stop predicates, on_tool_error='raise' and names with '__' are refused up front."""
+    """on_tool_error='raise', names with '__' and nameless agents are refused up front."""
     model = temporal_app.steps.agent.model
-    with pytest.raises(UsageError, match="stop_when predicates"):
-        TemporalAgent(Agent(model, name="a", stop_when=[lambda state: True]))
     with pytest.raises(UsageError, match="on_tool_error"):
         TemporalAgent(Agent(model, name="a", on_tool_error="raise"))
     with pytest.raises(UsageError, match="must not contain '__'"):
         TemporalAgent(Agent(model, name="a__b"))
     with pytest.raises(UsageError, match="needs a name"):
         TemporalAgent(Agent(model))
+
+
+def test_live_stop_predicates_run_in_workflow_code(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop_when callable ends the durable run where it ends a local run."""
+
+    async def go() -> Any:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            return await temporal_app.stopper.run(client, "go", id="stopper-1", task_queue=queue)
+
+    durable = asyncio.run(go())
+    local = temporal_app.stopper.agent.run("go")
+    assert durable.state.step == local.state.step == 1
+    assert durable.state.messages == local.state.messages
+    assert durable.state.finish_reason == local.state.finish_reason == "stop_condition"
 
 
 def test_continue_as_new_carries_the_state(

@@ -95,11 +95,6 @@ class TemporalAgent:
             agent = agent.evolve(model=model(agent.model, retry=0))
         if agent._sources:
             raise UsageError("tool sources (MCP servers...) are not supported on Temporal yet")
-        if agent._options.stop_when:
-            raise UsageError(
-                "stop_when predicates are live code the workflow cannot run; "
-                "use data conditions (MaxSteps, TokenBudget, ToolCalled)"
-            )
         if agent.on_tool_error == "raise":
             raise UsageError("on_tool_error='raise' is not supported on Temporal yet")
         self.__attrs_init__(
@@ -129,6 +124,7 @@ class TemporalAgent:
             tools=dict(options.tools),
             output=options.output,
             settings=self.settings,
+            stop_when=options.stop_when,
         )
 
     async def start(

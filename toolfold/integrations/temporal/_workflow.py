@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         ModelResponded,
         OutputAccepted,
         OutputRejected,
+        StopRequested,
         ToolReturned,
     )
     from toolfold.runtime.core._messages import ToolCallPart
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._state import Disposition, RunState
+    from toolfold.runtime.core._stop import StopPredicate, stop_reason
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.runtime.drive._output import OutputSchema
@@ -86,13 +88,15 @@ class Registered:
     """An agent as the workflow knows it on a worker: its name, tools and settings.
 
     The live tools are here for their approval policies only (a predicate runs
-    in workflow code); their functions run in activities.
+    in workflow code); their functions run in activities. ``stop_when`` holds
+    the agent's live stop predicates, also run in workflow code.
     """
 
     name: str
     tools: Mapping[str, Tool[..., Any]]
     output: OutputSchema | None
     settings: ActivitySettings
+    stop_when: tuple[StopPredicate, ...] = ()
 
 
 # Filled by `ToolfoldPlugin` on the worker: the agents its workflows can run.
@@ -142,6 +146,10 @@ class AgentWorkflow:
             state = self._state
             effect = next_effect(state)
             if isinstance(effect, CallModel):
+                stop = _stop_reason(agent, state)
+                if stop is not None:
+                    self._state = reduce(state, StopRequested(stop))
+                    continue
                 if self._should_continue_as_new(agent, state.step - first_step):
                     # Between steps: nothing in flight, the state is the whole run.
                     await workflow.wait_condition(workflow.all_handlers_finished)
@@ -245,6 +253,23 @@ class AgentWorkflow:
         )
         assert self._state is not None
         return self._state
+
+
+def _stop_reason(agent: Registered, state: RunState) -> str | None:
+    """Why a live stop predicate ends the run before this model call (as a local run checks).
+
+    The predicates run in workflow code: they must be deterministic.
+    """
+    if not agent.stop_when or state.turn_steps == 0:
+        return None
+    try:
+        return stop_reason(state, agent.stop_when)
+    except Exception as exc:
+        raise ApplicationError(
+            f"a stop_when condition of agent {agent.name!r} raised {type(exc).__name__}: {exc}",
+            type=type(exc).__name__,
+            non_retryable=True,
+        ) from exc
 
 
 def _applied(state: RunState, answers: Answers) -> RunState:
