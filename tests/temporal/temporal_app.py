@@ -303,11 +303,15 @@ stopper = TemporalAgent(
     ),
     settings=SETTINGS,
 )
+one_at_a_time = TemporalAgent(
+    Agent(FunctionModel(_three_steps), tools=[record, slow], name="single", max_concurrency=1),
+    settings=SETTINGS,
+)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
-    *(streamed, hiccup, gated, limits, many, lopsided, stopper),
+    *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
 ]
 
 

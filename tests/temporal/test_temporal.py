@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import temporal_app
 from conftest import DevServer
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 from temporalio.testing import ActivityEnvironment
@@ -261,6 +262,40 @@ def test_live_stop_predicates_run_in_workflow_code(
     assert durable.state.step == local.state.step == 1
     assert durable.state.messages == local.state.messages
     assert durable.state.finish_reason == local.state.finish_reason == "stop_condition"
+
+
+def _tool_activity_order(history: WorkflowHistory) -> list[str]:
+    """The history's tool activity events in order: ``scheduled`` and ``completed``."""
+    order = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            if "__tool__" in event.activity_task_scheduled_event_attributes.activity_type.name:
+                order.append("scheduled")
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            order.append("completed")
+    return order
+
+
+def test_max_concurrency_bounds_the_tool_activities_in_flight(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With max_concurrency=1 a step's calls run one after another; by default together."""
+
+    async def go(agent: TemporalAgent, id: str) -> tuple[str, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            response = await agent.run(client, "go", id=id, task_queue=queue)
+            return response.text, await agent.handle(client, id).workflow.fetch_history()
+
+    text, one = asyncio.run(go(temporal_app.one_at_a_time, "single-1"))
+    assert text == "answer: A,B,C"
+    # model, (record a), (record b), model, (slow), model: each tool alone in flight
+    assert _tool_activity_order(one)[:6] == [
+        "completed",
+        *["scheduled", "completed"] * 2,
+        "completed",
+    ]
+    _, both = asyncio.run(go(temporal_app.steps, "both-1"))
+    assert _tool_activity_order(both)[:4] == ["completed", "scheduled", "scheduled", "completed"]
 
 
 def test_continue_as_new_carries_the_state(

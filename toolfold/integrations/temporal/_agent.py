@@ -125,6 +125,7 @@ class TemporalAgent:
             output=options.output,
             settings=self.settings,
             stop_when=options.stop_when,
+            max_concurrency=options.max_concurrency,
         )
 
     async def start(

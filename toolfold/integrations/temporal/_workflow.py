@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         AwaitToolResults,
         CallModel,
         RunTools,
+        ToolInvocation,
         ValidateOutput,
     )
     from toolfold.runtime.core._events import (
@@ -89,7 +90,8 @@ class Registered:
 
     The live tools are here for their approval policies only (a predicate runs
     in workflow code); their functions run in activities. ``stop_when`` holds
-    the agent's live stop predicates, also run in workflow code.
+    the agent's live stop predicates, also run in workflow code;
+    ``max_concurrency`` bounds the tool activities of one step in flight.
     """
 
     name: str
@@ -97,6 +99,7 @@ class Registered:
     output: OutputSchema | None
     settings: ActivitySettings
     stop_when: tuple[StopPredicate, ...] = ()
+    max_concurrency: int = 8
 
 
 # Filled by `ToolfoldPlugin` on the worker: the agents its workflows can run.
@@ -203,9 +206,13 @@ class AgentWorkflow:
                     f"on this worker (its tools: {', '.join(sorted(agent.tools)) or 'none'})",
                     non_retryable=True,
                 )
-        results: Sequence[Any] = await asyncio.gather(
-            *(
-                workflow.execute_activity(
+        # As many in flight as a local run allows (the workflow's event loop is
+        # deterministic: the semaphore lets calls in, in call order).
+        limit = asyncio.Semaphore(agent.max_concurrency)
+
+        async def run(invocation: ToolInvocation) -> Any:
+            async with limit:
+                return await workflow.execute_activity(
                     tool_activity_name(agent.name, invocation.tool_name),
                     ToolCallInput(invocation, state.run_id, messages),
                     result_type=ToolReturned,
@@ -213,9 +220,8 @@ class AgentWorkflow:
                     heartbeat_timeout=s.heartbeat_timeout,
                     retry_policy=s.retry_policy,
                 )
-                for invocation in effect.calls
-            )
-        )
+
+        results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
         for event in results:  # gather keeps call order: results commit in call order
             state = reduce(state, event)
         return state
