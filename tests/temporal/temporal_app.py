@@ -23,7 +23,17 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
-from toolfold import Agent, AuthenticationError, RateLimitError, RunContext, tool
+from toolfold import (
+    Agent,
+    AuthenticationError,
+    Loop,
+    Parallel,
+    RateLimitError,
+    Route,
+    RunContext,
+    Sequence,
+    tool,
+)
 from toolfold.integrations.temporal import (
     ActivitySettings,
     StreamContext,
@@ -307,11 +317,58 @@ one_at_a_time = TemporalAgent(
     Agent(FunctionModel(_three_steps), tools=[record, slow], name="single", max_concurrency=1),
     settings=SETTINGS,
 )
+
+
+def first(text: str) -> str:
+    """A workflow's function step: logs once per execution, appends "1"."""
+    _log(f"first {text}")
+    return text + "1"
+
+
+def last(text: str) -> str:
+    """A workflow's last function step: logs once per execution, wraps its input."""
+    _log(f"last {text}")
+    return f"last({text})"
+
+
+def _slow_echo(request: ModelRequest) -> Any:
+    """An agent step that calls the `slow` tool on its prompt, then answers with the result."""
+    done = _results(request)
+    if done:
+        return f"middle({done[0]})"
+    return FunctionModel.call("slow", {"text": request.messages[-1].text})
+
+
+middle = Agent(FunctionModel(_slow_echo), tools=[slow], name="middle")
+pipeline = TemporalAgent(Sequence(first, middle, last, name="pipeline"), settings=SETTINGS)
+
+
+def _echo(name: str) -> Agent:
+    """An agent that answers ``name(<its prompt>)``."""
+    return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
+
+
+def _pick(text: str) -> str:
+    """A Route's router: "short" or "long" by the input's length."""
+    return "short" if len(text) < 40 else "long"
+
+
+tree = TemporalAgent(
+    Sequence(
+        first,
+        Route(_pick, {"short": _echo("brief"), "long": _echo("digest")}, name="desk"),
+        Loop(_echo("louder"), until=lambda text: text.count("louder(") >= 2, name="again"),
+        Parallel(_echo("pros"), _echo("cons"), name="views"),
+        name="tree",
+    ),
+    settings=SETTINGS,
+)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
+    *(pipeline, tree),
 ]
 
 

@@ -21,7 +21,7 @@ from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
 import toolfold.integrations.temporal._workflow as workflow_module
-from toolfold import Agent, TextDelta, UsageError
+from toolfold import Agent, TextDelta, UsageError, WorkflowResponse
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
@@ -506,3 +506,36 @@ def test_a_handler_that_stops_reading_early_still_gets_the_whole_response() -> N
     response = asyncio.run(ActivityEnvironment().run(model_request, effect))
     assert response.text == "a long answer, in many pieces"
     assert len(taken) == 1
+
+
+def test_a_workflow_spec_runs_durably_like_a_local_run(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sequence, Route, Loop and Parallel on Temporal: the same output, step outputs and messages as locally."""
+
+    async def go() -> tuple[Any, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            response = await temporal_app.tree.run(client, "go", id="tree-1", task_queue=queue)
+            history = await temporal_app.tree.handle(client, "tree-1").workflow.fetch_history()
+        return response, history
+
+    durable, history = asyncio.run(go())
+    local = temporal_app.tree.agent.run("go", run_id="tree-1")
+    assert isinstance(durable, WorkflowResponse)
+    assert (
+        durable.output
+        == local.output
+        == {
+            "pros": "pros(louder(louder(brief(go1))))",
+            "cons": "cons(louder(louder(brief(go1))))",
+        }
+    )
+    assert durable.outputs == local.outputs
+    assert durable.state.messages == local.state.messages
+    names = {a.__temporal_activity_definition.name for a in temporal_app.tree.activities}  # type: ignore[attr-defined]
+    assert names == {
+        "tree__model_request",
+        *(f"tree__tool__{step}" for step in ("first", "desk", "again", "views")),
+    }
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    asyncio.run(replayer.replay_workflow(history))

@@ -27,6 +27,7 @@ from toolfold._errors import (
 )
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._model import Model
+from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import Message
@@ -103,14 +104,14 @@ def tool_activity_name(agent: str, tool: str) -> str:
 
 def make_activities(
     name: str,
-    agent: Agent,
+    agent: Agent | Workflow,
     *,
     heartbeat: timedelta,
     max_result_bytes: int = 1_000_000,
     deps: Any = None,
     stream: EventStreamHandler | None = None,
 ) -> list[Callable[..., Any]]:
-    """The model activity and one activity per tool of ``agent``."""
+    """The model activity and one activity per tool of ``agent`` (per step of a workflow)."""
     options = agent._options
     model = options.model
     every = heartbeat.total_seconds() / 3
