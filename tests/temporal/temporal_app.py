@@ -363,12 +363,20 @@ tree = TemporalAgent(
     ),
     settings=SETTINGS,
 )
+
+
+def explode(text: str) -> str:
+    """A step that always fails."""
+    raise ValueError(f"cannot take {text!r}")
+
+
+broken = TemporalAgent(Sequence(first, explode, name="broken"), settings=SETTINGS)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
-    *(pipeline, tree),
+    *(pipeline, tree, broken),
 ]
 
 

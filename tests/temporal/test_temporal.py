@@ -21,7 +21,7 @@ from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
 import toolfold.integrations.temporal._workflow as workflow_module
-from toolfold import Agent, TextDelta, UsageError, WorkflowResponse
+from toolfold import Agent, RunError, TextDelta, UsageError, WorkflowResponse
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
@@ -539,3 +539,23 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
     }
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_failing_workflow_step_raises_the_local_runs_error(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that fails a durable workflow raises the RunError a local run raises, naming the step."""
+
+    async def go() -> RunError:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            with pytest.raises(RunError) as caught:
+                await temporal_app.broken.run(client, "go", id="broken-1", task_queue=queue)
+        return caught.value
+
+    durable = asyncio.run(go())
+    with pytest.raises(RunError) as local:
+        temporal_app.broken.agent.run("go", run_id="broken-1")
+    assert str(durable) == str(local.value)
+    assert "step 'explode' of Sequence 'broken' failed" in str(durable)
+    assert durable.state is not None
+    assert durable.state.phase == "failed"
