@@ -119,6 +119,23 @@ def test_workflow_code_makes_no_nondeterministic_calls() -> None:
     assert found == []
 
 
+def _run(
+    agent: TemporalAgent,
+    id: str,
+    server: DevServer,
+    log_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Any:
+    """A durable run of ``agent`` on the prompt "go" (on a worker in this process): its response and history."""
+
+    async def go() -> tuple[Any, WorkflowHistory]:
+        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+            response = await agent.run(client, "go", id=id, task_queue=queue)
+            return response, await agent.handle(client, id).workflow.fetch_history()
+
+    return asyncio.run(go())
+
+
 @pytest.fixture
 async def running(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -253,11 +270,7 @@ def test_live_stop_predicates_run_in_workflow_code(
 ) -> None:
     """A stop_when callable ends the durable run where it ends a local run."""
 
-    async def go() -> Any:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            return await temporal_app.stopper.run(client, "go", id="stopper-1", task_queue=queue)
-
-    durable = asyncio.run(go())
+    durable, _ = _run(temporal_app.stopper, "stopper-1", server, tmp_path, monkeypatch)
     local = temporal_app.stopper.agent.run("go")
     assert durable.state.step == local.state.step == 1
     assert durable.state.messages == local.state.messages
@@ -281,20 +294,15 @@ def test_max_concurrency_bounds_the_tool_activities_in_flight(
 ) -> None:
     """With max_concurrency=1 a step's calls run one after another; by default together."""
 
-    async def go(agent: TemporalAgent, id: str) -> tuple[str, WorkflowHistory]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            response = await agent.run(client, "go", id=id, task_queue=queue)
-            return response.text, await agent.handle(client, id).workflow.fetch_history()
-
-    text, one = asyncio.run(go(temporal_app.one_at_a_time, "single-1"))
-    assert text == "answer: A,B,C"
+    response, one = _run(temporal_app.one_at_a_time, "single-1", server, tmp_path, monkeypatch)
+    assert response.text == "answer: A,B,C"
     # model, (record a), (record b), model, (slow), model: each tool alone in flight
     assert _tool_activity_order(one)[:6] == [
         "completed",
         *["scheduled", "completed"] * 2,
         "completed",
     ]
-    _, both = asyncio.run(go(temporal_app.steps, "both-1"))
+    _, both = _run(temporal_app.steps, "both-1", server, tmp_path, monkeypatch)
     assert _tool_activity_order(both)[:4] == ["completed", "scheduled", "scheduled", "completed"]
 
 
@@ -321,11 +329,7 @@ def test_oversized_tool_result_becomes_a_clear_error_result(
 ) -> None:
     """A tool result over the payload budget reaches the model as an error naming the limit."""
 
-    async def go() -> Any:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            return await temporal_app.oversized.run(client, "go", id="big-1", task_queue=queue)
-
-    response = asyncio.run(go())
+    response, _ = _run(temporal_app.oversized, "big-1", server, tmp_path, monkeypatch)
     (result,) = [r for m in response.state.messages for r in m.tool_results]
     assert result.is_error
     assert response.text == (
@@ -513,13 +517,7 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
 ) -> None:
     """Sequence, Route, Loop and Parallel on Temporal: the same output, step outputs and messages as locally."""
 
-    async def go() -> tuple[Any, WorkflowHistory]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            response = await temporal_app.tree.run(client, "go", id="tree-1", task_queue=queue)
-            history = await temporal_app.tree.handle(client, "tree-1").workflow.fetch_history()
-        return response, history
-
-    durable, history = asyncio.run(go())
+    durable, history = _run(temporal_app.tree, "tree-1", server, tmp_path, monkeypatch)
     local = temporal_app.tree.agent.run("go", run_id="tree-1")
     assert isinstance(durable, WorkflowResponse)
     assert (
