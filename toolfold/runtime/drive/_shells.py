@@ -136,7 +136,7 @@ def _stream_sync(
                 for event in live.model.stream_sync(op.request):
                     folded = fold_stream(folded, event)
                     yield event
-                value = finish_stream(folded, _id_maker(op.step))
+                value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
             if call is not None:
@@ -187,7 +187,7 @@ async def _stream_async(
                 async for event in events:
                     folded = fold_stream(folded, event)
                     yield event
-                value = finish_stream(folded, _id_maker(op.step))
+                value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
             if call is not None:
@@ -198,5 +198,6 @@ async def _stream_async(
                 trace.tools(op.jobs, value)
 
 
-def _id_maker(step: int) -> Callable[[int], str]:
+def call_id_maker(step: int) -> Callable[[int], str]:
+    """Ids for the calls of ``step`` a streamed response left without one (by position)."""
     return lambda index: f"call_{step}_{index}"
