@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import Denied, RunState, Tool, generate_text, resume, tool
+from toolfold import Agent, Denied, RunState, Tool, generate_text, resume, tool
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -282,6 +282,107 @@ def test_a_failed_run_shows_why(phase_event: Any) -> None:
     page = to_html(caught.value.state)
     assert "data-kind='failed'" in page
     assert "no such city" in page
+
+
+def composed_run() -> RunState:
+    """triage hands off to desk, which asks mid (an agent as a tool), which asks bottom; bottom's payment waits for approval."""
+    bottom = Agent(
+        ScriptedModel([[call("lookup", {"city": "Oslo"}), call("pay", {"amount": 7})], "paid"]),
+        name="bottom",
+        tools=[lookup, pay],
+    )
+    mid = Agent(
+        ScriptedModel([call("bottom", {"input": "pay Oslo"}), "mid: done"]),
+        name="mid",
+        tools=[bottom.as_tool()],
+    )
+    desk = Agent(
+        ScriptedModel([call("mid", {"input": "handle"}), "desk: all done"]),
+        name="desk",
+        tools=[mid.as_tool()],
+    )
+    triage = Agent(ScriptedModel([call("transfer_to_desk")]), name="triage", handoffs=[desk])
+    first = triage.run("Pay Oslo")
+    (pending,) = first.state.pending_approvals
+    stored = RunState.from_json(first.state.to_json())
+    done = triage.resume(stored, approvals={pending.id: True})
+    assert done.text == "desk: all done"
+    return RunState.from_json(done.state.to_json())
+
+
+def _tags(page: str, kind: str) -> list[dict[str, str | None]]:
+    """The attributes of every tag with data-kind=``kind``."""
+    found: list[dict[str, str | None]] = []
+
+    class _Find(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if dict(attrs).get("data-kind") == kind:
+                found.append(dict(attrs))
+
+    _Find().feed(page)
+    return found
+
+
+def test_nested_sub_runs_are_collapsible_rows_under_their_call() -> None:
+    """Each sub-run shows as a <details> row under the call that ran it, any depth, with its own steps and calls."""
+    from toolfold.runtime._view import to_html
+
+    state = composed_run()
+    page = to_html(state)
+    runs = _tags(page, "sub-run")
+    assert [(r["data-agent"], r["data-depth"]) for r in runs] == [("mid", "1"), ("bottom", "2")]
+    assert all("open" not in r for r in runs)  # finished sub-runs start collapsed
+    # the bottom run's rows sit inside mid's, which sits inside the desk's call row
+    mid_at, bottom_at = page.index("data-agent='mid'"), page.index("data-agent='bottom'")
+    assert page.index("data-call-id") < mid_at < bottom_at
+    assert page.count("data-kind='step'") == 3 + 2 + 2  # triage+desk, mid, bottom
+    assert page.count("data-kind='call'") == 2 + 1 + 2
+    assert "&lt;script&gt;alert(&#x27;Oslo&#x27;)&lt;/script&gt;" in page
+    assert "<script>" not in page
+    assert len(_tags(page, "handoff")) == 1
+    assert "to desk" in page
+    assert "<span class='agent'>desk</span>" in page
+    assert "<span class='agent'>triage</span>" in page
+    # bottom's approval is on bottom's own call row; usage counts the tree
+    bottom_rows = page[bottom_at:]
+    assert "b-approved" in bottom_rows
+    assert "data-fact='with sub-runs'" in page
+
+
+def test_a_suspended_sub_run_shows_open_with_what_it_waits_for() -> None:
+    """A tree waiting for an approval two levels down shows the open sub-runs and the pending call."""
+    from toolfold.runtime._view import to_html
+
+    bottom = Agent(ScriptedModel([call("pay", {"amount": 7}), "paid"]), name="bottom", tools=[pay])
+    mid = Agent(
+        ScriptedModel([call("bottom", {"input": "pay"}), "ok"]),
+        name="mid",
+        tools=[bottom.as_tool()],
+    )
+    top = Agent(
+        ScriptedModel([call("mid", {"input": "go"}), "ok"]), name="top", tools=[mid.as_tool()]
+    )
+    waiting = RunState.from_json(top.run("go").state.to_json())
+    page = to_html(waiting)
+    runs = _tags(page, "sub-run")
+    assert [(r["data-agent"], "open" in r) for r in runs] == [("mid", True), ("bottom", True)]
+    assert "b-pending" in page[page.index("data-agent='bottom'") :]
+    assert "waiting for pay" in page
+
+
+def test_the_composed_run_renders_in_chromium_without_network(tmp_path: Path) -> None:
+    """Chromium renders the nested sub-run rows and the handoff, and the page requests nothing."""
+    from toolfold.runtime._view import to_html
+
+    page = tmp_path / "composed.html"
+    page.write_text(to_html(composed_run()), encoding="utf-8")
+    dom, requests = _browse(page, tmp_path / "profile", "--dump-dom")
+    assert dom.count('data-kind="sub-run"') == 2
+    assert 'data-depth="2"' in dom
+    assert dom.count('data-kind="handoff"') == 1
+    assert dom.count('data-kind="step"') == 7
+    assert "<script>alert" not in dom
+    assert requests == []
 
 
 def test_every_event_kind_has_a_handler() -> None:
