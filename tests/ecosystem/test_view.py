@@ -42,6 +42,20 @@ def pay(amount: int) -> str:
     return f"paid {amount}"
 
 
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d4944415478da63f8cfc0f01f0005000201a5e2b0c70000000049454e44ae426082"
+)
+
+
+@tool
+def photo() -> list[object]:
+    """Take a photo (a result with an image part)."""
+    from toolfold import ImagePart
+
+    return ["A photo:", ImagePart(PNG, media_type="image/png")]
+
+
 ask_human = Tool("ask_human", "Ask a person.", {"type": "object", "properties": {}})
 
 
@@ -297,9 +311,9 @@ def composed_run() -> RunState:
         tools=[bottom.as_tool()],
     )
     desk = Agent(
-        ScriptedModel([call("mid", {"input": "handle"}), "desk: all done"]),
+        ScriptedModel([[call("mid", {"input": "handle"}), call("photo", {})], "desk: all done"]),
         name="desk",
-        tools=[mid.as_tool()],
+        tools=[mid.as_tool(), photo],
     )
     triage = Agent(ScriptedModel([call("transfer_to_desk")]), name="triage", handoffs=[desk])
     first = triage.run("Pay Oslo")
@@ -336,7 +350,9 @@ def test_nested_sub_runs_are_collapsible_rows_under_their_call() -> None:
     mid_at, bottom_at = page.index("data-agent='mid'"), page.index("data-agent='bottom'")
     assert page.index("data-call-id") < mid_at < bottom_at
     assert page.count("data-kind='step'") == 3 + 2 + 2  # triage+desk, mid, bottom
-    assert page.count("data-kind='call'") == 2 + 1 + 2
+    assert page.count("data-kind='call'") == 3 + 1 + 2
+    (image,) = _tags(page, "result-image")
+    assert str(image["src"]).startswith("data:image/png;base64,")
     assert "&lt;script&gt;alert(&#x27;Oslo&#x27;)&lt;/script&gt;" in page
     assert "<script>" not in page
     assert len(_tags(page, "handoff")) == 1
@@ -381,6 +397,7 @@ def test_the_composed_run_renders_in_chromium_without_network(tmp_path: Path) ->
     assert 'data-depth="2"' in dom
     assert dom.count('data-kind="handoff"') == 1
     assert dom.count('data-kind="step"') == 7
+    assert dom.count('data-kind="result-image"') == 1
     assert "<script>alert" not in dom
     assert requests == []
 

@@ -8,6 +8,7 @@ tool result holding ``<script>`` shows as text.
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 from collections.abc import Iterable, Iterator, Mapping
@@ -33,6 +34,7 @@ from toolfold.runtime.core._events import (
     UserMessageAdded,
 )
 from toolfold.runtime.core._messages import (
+    ImagePart,
     Message,
     ReasoningPart,
     ToolCallPart,
@@ -122,6 +124,7 @@ class _Call:
     outcome: str | None = None
     duration: float | None = None
     child: RunState | None = None
+    parts: tuple[Any, ...] = ()
 
 
 @attrs.define
@@ -172,6 +175,7 @@ class _Timeline:
             found.result, found.is_error = event.content, event.is_error
             found.outcome = event.outcome
             found.duration = getattr(event, "duration", None)
+            found.parts = event.parts
 
     def tool_suspended(self, event: ToolSuspended) -> None:
         found = self.calls.get(event.call_id)
@@ -224,6 +228,7 @@ class _Timeline:
         if found is not None and found.result is None:
             found.result, found.is_error = part.content, part.is_error
             found.outcome = "error" if part.is_error else "ok"
+            found.parts = part.parts
 
     def output_accepted(self, event: OutputAccepted) -> None:
         self.rows.append(_row("finished", "Output accepted", "", _pre(event.value)))
@@ -340,7 +345,7 @@ def _call_row(call: _Call, depth: int) -> str:
             if call.outcome not in (None, "ok")
             else ""
         )
-        result = f"<pre{cls}>{_e(call.result)}</pre>{outcome}"
+        result = f"<pre{cls}>{_e(call.result)}</pre>{outcome}{_images(call.parts)}"
     took = "" if call.duration is None else f"{call.duration * 1000:.0f} ms"
     return (
         f"<tr data-kind='call' data-call-id='{_e(call.call.id)}'><td>{_e(call.call.name)}</td>"
@@ -348,6 +353,24 @@ def _call_row(call: _Call, depth: int) -> str:
         f"<td><span class='badge b-{_e(call.disposition)}'>{_e(call.disposition)}</span></td>"
         f"<td>{result}</td><td>{_e(took)}</td></tr>"
     ) + ("" if call.child is None else _sub_run(call.child, depth + 1))
+
+
+# Shown inline as data: URLs (the page's CSP allows img-src data:, nothing else).
+_SHOWN_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def _images(parts: tuple[Any, ...]) -> str:
+    """A tool result's inline images, shown (an SVG is not: it could carry script)."""
+    shown = []
+    for part in parts:
+        if isinstance(part, ImagePart) and part.data and part.media_type in _SHOWN_IMAGES:
+            data = base64.b64encode(part.data).decode("ascii")
+            shown.append(
+                f"<img data-kind='result-image' alt='{_e(part.media_type)}' "
+                f"style='max-width:320px;display:block;margin:4px 0' "
+                f"src='data:{part.media_type};base64,{data}'>"
+            )
+    return "".join(shown)
 
 
 def _messages(messages: Iterable[Message]) -> str:
