@@ -322,3 +322,29 @@ def test_a_handoff_opens_the_target_agent_span_under_the_run(traces: Traces) -> 
     assert [e.name for e in root.events] == ["gen_ai.handoff"]
     assert root.events[0].attributes["gen_ai.agent.name"] == "billing"
     assert root.attributes["toolfold.run.phase"] == "finished"
+
+
+def test_a_workflow_nests_its_steps_and_traces_no_planner_calls(traces: Traces) -> None:
+    """A Sequence with a Parallel: each step's run nests under its execute_tool span; the planner makes no chat spans."""
+    from toolfold import Parallel, Sequence
+
+    writer = Agent(ScriptedModel(["draft"]), name="writer")
+    editor = Agent(ScriptedModel(["edited"]), name="editor")
+    checker = Agent(ScriptedModel(["checked"]), name="checker")
+    pipeline = Sequence(writer, Parallel(editor, checker, name="review"), name="pipeline")
+    pipeline.run("topic")
+    (root,) = [s for s in traces.spans() if s.parent is None]
+    assert root.name == "invoke_agent pipeline"
+    assert root.attributes["toolfold.workflow"] is True
+    assert "gen_ai.request.model" not in root.attributes
+    assert _children(traces, root) == ["execute_tool writer", "execute_tool review"]
+    (review,) = traces.named("invoke_agent review")
+    assert sorted(_children(traces, review)) == ["execute_tool checker", "execute_tool editor"]
+    for name in ("writer", "editor", "checker"):
+        (call_span,) = traces.named(f"execute_tool {name}")
+        assert _children(traces, call_span) == [f"invoke_agent {name}"]
+        (run,) = traces.named(f"invoke_agent {name}")
+        assert _children(traces, run) == ["chat model"]
+    assert len(traces.named("chat")) == 3  # the three agents' model calls, no planner's
+    tokens = traces.metric("gen_ai.client.token.usage")
+    assert len(tokens) == 2  # input and output points of the one real model name

@@ -416,3 +416,22 @@ def attrs_kind(cls: type) -> str:
     import attrs
 
     return str(attrs.fields_dict(cls)["kind"].default)
+
+
+def test_workflow_steps_are_collapsible_rows() -> None:
+    """A Sequence holding a Parallel: each step's run is a row under its step call, the nested workflow marked as one."""
+    from toolfold import Parallel, Sequence
+    from toolfold.runtime._view import to_html
+
+    writer = Agent(ScriptedModel(["draft"]), name="writer")
+    editor = Agent(ScriptedModel(["edited"]), name="editor")
+    checker = Agent(ScriptedModel(["checked"]), name="checker")
+    pipeline = Sequence(writer, Parallel(editor, checker, name="review"), name="pipeline")
+    state = RunState.from_json(pipeline.run("topic").state.to_json())
+    runs = _tags(to_html(state), "sub-run")
+    assert [(r["data-agent"], r["data-depth"], r["data-workflow"]) for r in runs] == [
+        ("writer", "1", "no"),
+        ("review", "1", "yes"),
+        ("editor", "2", "no"),
+        ("checker", "2", "no"),
+    ]

@@ -10,6 +10,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from toolfold.runtime._planner import Planner
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._executor import ToolJob, ToolOutcome
@@ -81,25 +82,28 @@ class _RunTrace:
         self.open: set[_ToolsTrace] = set()
 
     def _agent_span(self, live: Live, context: Any) -> Any:
+        # A workflow's run has its planner in the model's seat: no model calls to trace.
+        self.workflow = isinstance(live.model, Planner)
         self.model = live.model.name
         self.provider = _provider(self.model)
         self.request_model = self.model.partition(":")[2] or self.model
         name = live.name or "agent"
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "gen_ai.conversation.id": self.run_id,
+        }
+        if self.workflow:
+            attributes["toolfold.workflow"] = True
+        else:
+            attributes["gen_ai.provider.name"] = self.provider
+            attributes["gen_ai.request.model"] = self.request_model
         return self.owner.tracer.start_span(
-            f"invoke_agent {name}",
-            context=context,
-            kind=SpanKind.INTERNAL,
-            attributes={
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": name,
-                "gen_ai.conversation.id": self.run_id,
-                "gen_ai.provider.name": self.provider,
-                "gen_ai.request.model": self.request_model,
-            },
+            f"invoke_agent {name}", context=context, kind=SpanKind.INTERNAL, attributes=attributes
         )
 
-    def model_call(self, request: ModelRequest) -> _CallTrace:
-        return _CallTrace(self, request)
+    def model_call(self, request: ModelRequest) -> _CallTrace | _NoCall:
+        return _NO_CALL if self.workflow else _CallTrace(self, request)
 
     def tools(self, jobs: Sequence[ToolJob]) -> _ToolsTrace:
         return _ToolsTrace(self, jobs)
@@ -184,6 +188,16 @@ class _ToolsTrace:
         for call_id in self.spans.keys() | {o.call_id for o in outcomes}:
             calls.pop(f"{self.run.run_id}/{call_id}", None)
         self.spans = {}
+
+
+class _NoCall:
+    """A workflow planner's decision: not a model call, so no span and no metrics."""
+
+    def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
+        pass
+
+
+_NO_CALL = _NoCall()
 
 
 class _CallTrace:

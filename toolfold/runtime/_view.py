@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from toolfold.runtime._planner import PLANNER_MODEL
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
@@ -283,18 +284,20 @@ def _sub_run(child: RunState, depth: int) -> str:
     """
     started = child.events[0] if child.events else None
     agent = getattr(started, "agent", None) or "agent"
+    kind = "Workflow" if _is_workflow(child) else "Sub-run"
     usage = child.tree_usage
     meta = (
         f"{child.phase} · {child.step} steps · {usage.input_tokens} in / {usage.output_tokens} out"
     )
     opened = "" if child.phase == "finished" else " open"
     inner = (
-        f"<summary>Sub-run {_e(agent)}<span class='meta'>{_e(meta)}</span></summary>"
+        f"<summary>{kind} {_e(agent)}<span class='meta'>{_e(meta)}</span></summary>"
         f"<ol>{''.join(_timeline(child, depth))}</ol>"
     )
     return (
         f"<tr data-kind='sub-run-row'><td colspan='5'><details class='row kind-sub-run' "
         f"data-kind='sub-run' data-agent='{_e(agent)}' data-depth='{depth}' "
+        f"data-workflow='{'yes' if kind == 'Workflow' else 'no'}' "
         f"data-run-id='{_e(child.run_id)}'{opened}>{inner}</details></td></tr>"
     )
 
@@ -332,6 +335,14 @@ def _step(step: _Step, depth: int) -> str:
         f"{''.join(parts)}"
     )
     return f"<li><details class='row kind-step' data-kind='step' data-step='{step.number}' open>{inner}</details></li>"
+
+
+def _is_workflow(state: RunState) -> bool:
+    """Whether a run is a workflow's (its decisions come from the planner, not a model)."""
+    for event in state.log:
+        if isinstance(event, ModelResponded):
+            return event.response.model_name == PLANNER_MODEL
+    return False
 
 
 def _call_row(call: _Call, depth: int) -> str:
