@@ -44,6 +44,8 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None) -> RunState:
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
         elif isinstance(op, CallModel):
             call = None if trace is None else trace.model_call(op.request)
             try:
@@ -53,9 +55,10 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None) -> RunState:
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
 async def drive_async(live: Live, loop: Loop, state: RunState) -> RunState:
@@ -81,6 +84,8 @@ async def _drive_async(live: Live, loop: Loop, trace: RunTrace | None) -> RunSta
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
         elif isinstance(op, CallModel):
             call = None if trace is None else trace.model_call(op.request)
             try:
@@ -90,9 +95,10 @@ async def _drive_async(live: Live, loop: Loop, trace: RunTrace | None) -> RunSta
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
 def stream_sync(
@@ -127,6 +133,8 @@ def _stream_sync(
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
@@ -142,9 +150,10 @@ def _stream_sync(
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
 async def stream_async(
@@ -177,6 +186,8 @@ async def _stream_async(
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
@@ -193,9 +204,10 @@ async def _stream_async(
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
 def call_id_maker(step: int) -> Callable[[int], str]:
