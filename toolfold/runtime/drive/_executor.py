@@ -126,6 +126,25 @@ class SubRun(NamedTuple):
     content: str
 
 
+_TWIN = "_toolfold_blocking_twin"
+
+
+def with_blocking_twin(tool: Tool[..., Any], twin: Tool[..., Any]) -> Tool[..., Any]:
+    """``tool`` (async) with ``twin``, the same tool as a blocking function for blocking runs.
+
+    Blocking runs then call ``twin`` where they would start an event loop for
+    ``tool``; async runs call ``tool`` on their own loop.
+    """
+    tool.__dict__[_TWIN] = twin
+    return tool
+
+
+def _blocking(job: ToolJob) -> ToolJob:
+    """``job`` as a blocking run performs it (a tool's blocking twin, when it has one)."""
+    twin = job.tool.__dict__.get(_TWIN) if job.tool is not None else None
+    return job if twin is None else job._replace(tool=twin)
+
+
 def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     """The event that reports ``outcome`` to the core."""
     child = outcome.child
@@ -372,8 +391,9 @@ def run_calls_sync(
 def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order.
 
-    Uses no event loop unless an async tool is among the calls.
+    Uses no event loop unless an async tool (without a blocking twin) is among the calls.
     """
+    jobs = [_blocking(job) for job in jobs]
     if len(jobs) == 1:  # the common case, without the bookkeeping below
         job = jobs[0]
         tool = job.tool
