@@ -287,6 +287,8 @@ TEMPORAL = {
     "AgentInput",
     "AgentWorkflow",
     "Answers",
+    "EventStreamHandler",
+    "StreamContext",
     "TemporalAgent",
     "ToolCallInput",
     "ToolfoldJSONPayloadConverter",

@@ -28,7 +28,14 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from toolfold._errors import ToolArgumentError
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
-from toolfold.runtime.core._messages import ToolCallPart, ToolResultPart, thaw
+from toolfold.runtime.core._messages import (
+    ResultContent,
+    ToolCallPart,
+    ToolResultPart,
+    describe_content,
+    result_content,
+    thaw,
+)
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._workers import (
     SyncInbox,
@@ -87,6 +94,7 @@ class ToolOutcome(NamedTuple):
         duration: Seconds from the step's calls starting to this one ending
             (waiting for a concurrency slot included); set by `run_calls`.
         child: The sub-run the call made (an agent used as a tool), or None.
+        parts: The result's content when it holds images or files.
     """
 
     call_id: str
@@ -98,11 +106,12 @@ class ToolOutcome(NamedTuple):
     ended: float = 0.0
     duration: float | None = None
     child: RunState | None = None
+    parts: tuple[ResultContent, ...] = ()
 
     @property
     def part(self) -> ToolResultPart:
         """The result as a message part."""
-        return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error)
+        return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error, self.parts)
 
 
 class SubRun(NamedTuple):
@@ -142,7 +151,13 @@ def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     if child is not None and not child.is_done:
         return ToolSuspended(outcome.call_id, child)
     return ToolReturned(
-        outcome.call_id, outcome.content, outcome.is_error, outcome.outcome, outcome.duration, child
+        outcome.call_id,
+        outcome.content,
+        outcome.is_error,
+        outcome.outcome,
+        outcome.duration,
+        child,
+        outcome.parts,
     )
 
 
@@ -173,6 +188,10 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
     if type(value) is SubRun:
         ended = time.monotonic()
         return ToolOutcome(call.id, call.name, value.content, ended=ended, child=value.state)
+    parts = result_content(value)
+    if parts is not None:  # images or files: the model gets them as parts
+        text = describe_content(parts)
+        return ToolOutcome(call.id, call.name, text, ended=time.monotonic(), parts=parts)
     try:
         content = job.tool.format_result(value)
     except Exception as exc:

@@ -55,6 +55,8 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
         elif isinstance(op, _OpenOp):
             try:
                 value = held.enter_context(opened(op.sources))
@@ -69,9 +71,10 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
 async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
@@ -100,6 +103,8 @@ async def _drive_async(
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
         elif isinstance(op, _OpenOp):
             try:
                 value = await held.enter_async_context(aopened(op.sources))
@@ -114,9 +119,10 @@ async def _drive_async(
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
 def stream_sync(live: Live, loop: Loop, state: RunState) -> Generator[RunStreamEvent, None, Ended]:
@@ -150,6 +156,8 @@ def _stream_sync(
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
         elif isinstance(op, _OpenOp):
             try:
                 value = held.enter_context(opened(op.sources))
@@ -164,15 +172,16 @@ def _stream_sync(
                 for event in live.model.stream_sync(op.request):
                     folded = fold_stream(folded, event)
                     yield event
-                value = finish_stream(folded, _id_maker(op.step))
+                value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
 async def stream_async(
@@ -206,6 +215,8 @@ async def _stream_async(
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
         elif isinstance(op, _OpenOp):
             try:
                 value = await held.enter_async_context(aopened(op.sources))
@@ -221,16 +232,18 @@ async def _stream_async(
                 async for event in events:
                     folded = fold_stream(folded, event)
                     yield event
-                value = finish_stream(folded, _id_maker(op.step))
+                value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
-def _id_maker(step: int) -> Callable[[int], str]:
+def call_id_maker(step: int) -> Callable[[int], str]:
+    """Ids for the calls of ``step`` a streamed response left without one (by position)."""
     return lambda index: f"call_{step}_{index}"
