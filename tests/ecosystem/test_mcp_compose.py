@@ -239,3 +239,18 @@ def test_the_resume_function_continues_a_handed_off_run() -> None:
     assert [r.content for m in done.messages for r in m.tool_results][-1] == "2"
     assert not server.is_open
     assert children() == before
+
+
+def test_an_agent_with_a_server_resolves_its_model_string_once() -> None:
+    """Runs and handoffs that list a server's tools reuse the model the agent resolved when it was made."""
+    from toolfold.testing import override_models
+
+    server = _ours()
+    with override_models(lambda spec: ScriptedModel(["ok"] * 4)) as resolved:
+        solo = Agent("openai:gpt-4o-mini", name="solo", tools=[server])
+        assert solo.run("a").text == "ok"
+        assert asyncio.run(solo.arun("b")).text == "ok"
+        triage = Agent(ScriptedModel([call("transfer_to_solo")]), name="t", handoffs=[solo])
+        assert triage.run("c").text == "ok"
+    assert resolved == ["openai:gpt-4o-mini"]
+    assert not server.is_open

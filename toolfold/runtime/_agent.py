@@ -203,9 +203,13 @@ class Agent:
         return (_from_spec, (self._spec(), self.name))
 
     def _with(self, listed: Sequence[Tool[..., Any]]) -> Agent:
-        """This agent with its sources' listed tools in their place (for one run)."""
+        """This agent with its sources' listed tools in their place (for one run).
+
+        It keeps the model resolved when the agent was made: a provider
+        client per run (or per handoff) would waste its connection pool.
+        """
         static, _ = split_sources(self.tools)
-        return self.evolve(tools=(*static, *listed))
+        return self.evolve(tools=(*static, *listed), model=self._options.model)
 
     def _spec(self) -> dict[str, Any]:
         """The run options by name (every field but the name and the resolved options)."""
