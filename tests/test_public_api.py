@@ -64,6 +64,14 @@ TOP = {
     "resume",
     "token_budget",
     "tool_called",
+    # runtime: workflows
+    "Loop",
+    "Parallel",
+    "Route",
+    "Sequence",
+    "Task",
+    "Workflow",
+    "WorkflowResponse",
     # adapters: schema dialects
     "CompiledTool",
     "Dialect",
@@ -98,6 +106,7 @@ TOP = {
     "ToolUseFailedError",
     "UsageError",
     "ToolfoldError",
+    "WorkflowDefinitionError",
     # metadata
     "__version__",
 }
@@ -105,6 +114,15 @@ TOP = {
 RUNTIME = {
     # the API: runs, agents, responses, stream events
     "Agent",
+    # workflows
+    "Loop",
+    "Parallel",
+    "Route",
+    "Sequence",
+    "Task",
+    "Workflow",
+    "WorkflowResponse",
+    "WorkflowStream",
     "Denied",
     "Handoff",
     "Response",
@@ -269,6 +287,8 @@ TEMPORAL = {
     "AgentInput",
     "AgentWorkflow",
     "Answers",
+    "EventStreamHandler",
+    "StreamContext",
     "TemporalAgent",
     "ToolCallInput",
     "ToolfoldJSONPayloadConverter",

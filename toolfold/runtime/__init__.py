@@ -14,6 +14,7 @@ from toolfold.runtime._api import (
     generate_text,
     resume,
 )
+from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._model import Model, model, register_provider
 from toolfold.runtime._response import (
     Response,
@@ -26,6 +27,8 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from toolfold.runtime._task import Task
+from toolfold.runtime._workflow import Workflow, WorkflowResponse, WorkflowStream
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._effects import (
     AwaitApproval,
@@ -127,6 +130,7 @@ __all__ = [
     "InvalidEventError",
     "InvalidTransitionError",
     "Log",
+    "Loop",
     "MaxSteps",
     "Message",
     "Model",
@@ -136,11 +140,13 @@ __all__ = [
     "OutputAccepted",
     "OutputRejected",
     "OutputSpec",
+    "Parallel",
     "Part",
     "ReasoningDelta",
     "ReasoningPart",
     "Response",
     "ResponseInfo",
+    "Route",
     "RunConfig",
     "RunEndEvent",
     "RunError",
@@ -151,6 +157,7 @@ __all__ = [
     "RunStream",
     "RunStreamEvent",
     "RunTools",
+    "Sequence",
     "Step",
     "StepEndEvent",
     "StepLimitChanged",
@@ -162,6 +169,7 @@ __all__ = [
     "StreamState",
     "SubRunEvent",
     "TRANSITIONS",
+    "Task",
     "TextDelta",
     "TextPart",
     "TokenBudget",
@@ -183,6 +191,9 @@ __all__ = [
     "UsageUpdate",
     "UserMessageAdded",
     "ValidateOutput",
+    "Workflow",
+    "WorkflowResponse",
+    "WorkflowStream",
     "agenerate_text",
     "aresume",
     "build_request",

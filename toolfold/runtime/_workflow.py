@@ -1,0 +1,489 @@
+"""Workflows: `Sequence`, `Parallel`, `Route` and `Loop`, frozen specs over agents.
+
+A workflow composes agents, functions and other workflows. It runs with the
+same ``run / arun / stream / resume`` as an `Agent`, on the same loop and the
+same state: each step is a tool call of the workflow's run, decided by a
+planner in the model's seat (see `_planner`), so the whole tree serializes,
+resumes in another process and replays.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import typing
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+
+from toolfold._errors import RunError, ToolRetriesExceededError, UsageError, WorkflowDefinitionError
+from toolfold.runtime._agent import Observer, StepObserver
+from toolfold.runtime._planner import (
+    Call,
+    Final,
+    Plan,
+    Planner,
+    envelope,
+    read_plan,
+    workflow_output,
+)
+from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent
+from toolfold.runtime._resume import resumed
+from toolfold.runtime._run import (
+    Approval,
+    RunOptions,
+    RunStream,
+    make_options,
+    run_async,
+    start,
+)
+from toolfold.runtime._task import Task, plain_data, structured
+from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stream import StreamEvent
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY, run_blocking
+from toolfold.runtime.drive._loop import Live
+
+if TYPE_CHECKING:
+    import asyncio
+
+T = TypeVar("T")
+
+_MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
+_PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the planner "model"'s own
+
+
+@attrs.frozen
+class Input:
+    """A workflow's input with the named values it inherits (what a step passes down)."""
+
+    text: str
+
+
+class Workflow:
+    """What every workflow kind shares: running, resuming, streaming, its types.
+
+    Subclasses define their steps (`tasks`) and `plan`, the decision of what
+    runs next given what has run.
+    """
+
+    __slots__ = ()
+    name: str
+    _tasks: tuple[Task, ...]
+    _options: RunOptions
+    _free: frozenset[str]
+
+    # --- the definition -------------------------------------------------------
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """The workflow's own steps, as tasks (nested workflows are one task each)."""
+        return self._tasks
+
+    @property
+    def label(self) -> str:
+        """The kind and name, for messages."""
+        return f"{type(self).__name__} {self.name!r}"
+
+    def _build(self, problems: list[str], max_concurrency: int = DEFAULT_MAX_CONCURRENCY) -> None:
+        """Check the definition (raising every problem at once) and resolve the run options."""
+        for task in self._tasks:
+            problems.extend(task.problems())
+        seen: dict[str, int] = {}
+        for task in self._tasks:
+            seen[task.name] = seen.get(task.name, 0) + 1
+        problems.extend(
+            f"step name {name!r} is used {count} times: names must be unique within a "
+            "workflow; wrap one in Task(..., name=...)"
+            for name, count in seen.items()
+            if count > 1 and name
+        )
+        if "input" in seen:
+            problems.append("step name 'input' is reserved: {input} is a step's own input")
+        if problems:
+            raise WorkflowDefinitionError(self.label, problems)
+        object.__setattr__(self, "_free", self._free_names())
+        options = make_options(
+            Planner(self),
+            tools=[task.tool() for task in self._tasks],
+            max_steps=_MAX_DECISIONS,
+            max_concurrency=max_concurrency,
+        )
+        output = workflow_output(self)
+        config = attrs.evolve(options.config, output=output.spec)
+        object.__setattr__(
+            self, "_options", attrs.evolve(options, output=output, config=config, name=self.name)
+        )
+
+    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # pragma: no cover
+        """The constructor's arguments that build this workflow again."""
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A workflow travels (to another process) as its spec: the resolved
+        # options hold the planner and the step tools, rebuilt where it lands.
+        args, kwargs = self._arguments()
+        return (_rebuild, (type(self), args, kwargs))
+
+    def plan(self, plan: Plan) -> list[Call] | Final:  # pragma: no cover - abstract
+        """The step calls to make next, or the final output."""
+        raise NotImplementedError
+
+    @property
+    def free_names(self) -> frozenset[str]:
+        """Names the steps' templates need that no step of this workflow defines before them."""
+        return self._free
+
+    def _free_names(self) -> frozenset[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def output_type(self) -> Any:
+        """The type of the workflow's output (Any when it cannot be known)."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    @property
+    def input_type(self) -> Any:
+        """The type the workflow takes (Any when it takes anything)."""
+        return self._tasks[0].accepts
+
+    def restore(self, plain: Any) -> Any:
+        """The output as its declared type where known (plain data otherwise)."""
+        return structured(plain, self.output_type)
+
+    def envelope(self, input: Any, values: Mapping[str, Any]) -> Input:
+        """The input of a nested run of this workflow (used by the enclosing one)."""
+        return Input(envelope(input, values))
+
+    # --- running -----------------------------------------------------------------
+
+    def _start(self, prompt: Any, run_id: str | None) -> RunState:
+        if isinstance(prompt, Input):
+            text = prompt.text
+        else:
+            free = sorted(self.free_names)
+            if free:
+                raise WorkflowDefinitionError(
+                    self.label,
+                    [f"a template refers to {{{n}}}, which no earlier step defines" for n in free],
+                )
+            text = envelope(_input_value(prompt), {})
+        return start(self._options, (Message.user(text),), run_id, agent=self.name)
+
+    def _begin(
+        self,
+        prompt: Any,
+        run_id: str | None,
+        deps: Any,
+        on_event: Observer | None,
+        on_step: StepObserver | None,
+    ) -> tuple[Live, RunState]:
+        state = self._start(prompt, run_id)
+        live = self._options.live(
+            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        )
+        return live, state
+
+    def run(
+        self,
+        prompt: Any,
+        *,
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+        run_id: str | None = None,
+    ) -> WorkflowResponse:
+        """Run the workflow until it ends or waits for the caller (blocking).
+
+        Args:
+            prompt: The first step's input: text, or plain data (a dict, a
+                list, an attrs instance...) that steps receive as JSON.
+            deps: Anything tools need, handed to every step's tools.
+            on_event: Called with every event of the workflow's own run.
+            on_step: Called with every completed round of step calls.
+            run_id: The run's id (random by default); step runs get
+                ``<run id>/<step call id>``.
+
+        Raises:
+            RunError: A step failed with ``on_error="fail"`` (or used up its
+                retries); ``.state`` is the workflow's state, error included.
+        """
+        # On one event loop for the whole tree (steps are coroutines): see `Task`.
+        return _MainLoop.run(
+            lambda: self.arun(prompt, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
+        )
+
+    async def arun(
+        self,
+        prompt: Any,
+        *,
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+        run_id: str | None = None,
+    ) -> WorkflowResponse:
+        """Like `run`, on the running event loop (agent steps run on worker threads)."""
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
+        with _step_errors(self):
+            return _wrapped(await run_async(live, state))
+
+    def stream(
+        self,
+        prompt: Any,
+        *,
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+        run_id: str | None = None,
+    ) -> WorkflowStream:
+        """Run with streaming: each step's events arrive as `SubRunEvent`, tagged with its path.
+
+        The workflow's own events are `ToolCallEvent` (a step starts),
+        `ToolResultEvent` (it ended), `StepStartEvent` / `StepEndEvent` (a
+        round of step calls) and last a `RunEndEvent` with the response.
+        """
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
+        return WorkflowStream(RunStream(live, state), self)
+
+    def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
+        return resumed(state, self._options, message=None, max_steps=None, **answers)
+
+    def resume(
+        self,
+        state: RunState,
+        *,
+        tool_results: Mapping[str, Any] | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+    ) -> WorkflowResponse:
+        """Continue a workflow that waits for approvals or tool results (at any depth).
+
+        Answers are keyed by the id of the call that waits, however deep in
+        the tree; nothing that already ran runs again.
+
+        Args:
+            state: ``response.state``, an error's ``.state``, a state loaded
+                with ``RunState.from_json``, or a `fork` of one.
+            tool_results: Results for calls returned to the caller, by call id.
+            approvals: By call id: True, False or `Denied(reason)`.
+            deps: Dependencies for the tools' `RunContext`.
+            on_event: Called with every event of the workflow's own run.
+            on_step: Called with every completed round of step calls.
+        """
+        return _MainLoop.run(
+            lambda: self.aresume(
+                state,
+                tool_results=tool_results,
+                approvals=approvals,
+                deps=deps,
+                on_event=on_event,
+                on_step=on_step,
+            )
+        )
+
+    async def aresume(
+        self,
+        state: RunState,
+        *,
+        tool_results: Mapping[str, Any] | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+    ) -> WorkflowResponse:
+        """Like `resume`, on the running event loop."""
+        live, state = self._resumed(
+            state, _answers(tool_results, approvals, deps, on_event, on_step)
+        )
+        with _step_errors(self):
+            return _wrapped(await run_async(live, state))
+
+    def resume_stream(
+        self,
+        state: RunState,
+        *,
+        tool_results: Mapping[str, Any] | None = None,
+        approvals: Mapping[str, Approval] | None = None,
+        deps: Any = None,
+        on_event: Observer | None = None,
+        on_step: StepObserver | None = None,
+    ) -> WorkflowStream:
+        """Like `resume`, streaming (see `stream`)."""
+        live, state = self._resumed(
+            state, _answers(tool_results, approvals, deps, on_event, on_step)
+        )
+        return WorkflowStream(RunStream(live, state), self)
+
+
+class _MainLoop:
+    """One event loop kept for blocking runs from the main thread.
+
+    ``asyncio.run`` builds and tears down a loop each time (~130 us); a
+    blocking workflow run from the main thread reuses this one instead. Other
+    threads, and code already inside a running loop, use `run_blocking`.
+    """
+
+    loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def run(cls, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        import asyncio  # here: `import toolfold` must not pay for asyncio
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if threading.current_thread() is threading.main_thread():
+                if cls.loop is None or cls.loop.is_closed():
+                    cls.loop = asyncio.new_event_loop()
+                    atexit.register(cls.loop.close)
+                loop = cls.loop
+                try:
+                    return loop.run_until_complete(make())
+                finally:
+                    _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
+        return run_blocking(make)
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    import asyncio
+
+    tasks = asyncio.all_tasks(loop)
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
+def _rebuild(kind: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A workflow rebuilt from its pickled spec (see `Workflow.__reduce__`)."""
+    return kind(*args, **kwargs)
+
+
+def _answers(
+    tool_results: Mapping[str, Any] | None,
+    approvals: Mapping[str, Approval] | None,
+    deps: Any,
+    on_event: Observer | None,
+    on_step: StepObserver | None,
+) -> dict[str, Any]:
+    return {
+        "tool_results": tool_results,
+        "approvals": approvals,
+        "deps": deps,
+        "on_event": on_event,
+        "on_step": on_step,
+    }
+
+
+def _input_value(prompt: Any) -> Any:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Message):
+        return prompt.text
+    return plain_data(prompt)
+
+
+class _step_errors:
+    """A step that failed the workflow is reported as the step's failure, not a tool's."""
+
+    def __init__(self, workflow: Workflow) -> None:
+        self._workflow = workflow
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, ToolRetriesExceededError) and exc.state is not None:
+            failure = exc.state.error
+            step = failure.tool_name if failure is not None else "?"
+            last = failure.message.partition("last error: ")[2] if failure is not None else ""
+            raise RunError(
+                f"step {step!r} of {self._workflow.label} failed: {last or exc}; the error's "
+                "state is the workflow's, with the failure recorded",
+                exc.state,
+            ) from exc
+
+
+@attrs.frozen(repr=False)  # Response's own repr
+class WorkflowResponse(Response):
+    """The result of a workflow run: a `Response` with each step's output and error.
+
+    ``output`` is the workflow's output (typed where the last step's type is
+    known), ``text`` the same as text (JSON unless it is text).
+    """
+
+    @property
+    def text(self) -> str:
+        """The output as text (JSON unless it is text); "" while suspended."""
+        import json
+
+        if not self.state.is_done or self.state.phase == "failed":
+            return ""
+        plain = self.state.output
+        return plain if isinstance(plain, str) else json.dumps(plain, default=str)
+
+    @property
+    def outputs(self) -> Mapping[str, Any]:
+        """Each finished step's output as plain data, by step name (the latest for a loop)."""
+        found: dict[str, Any] = {}
+        for attempt in read_plan(self.state.messages).attempts:
+            if attempt.ok:
+                found[attempt.name] = attempt.value
+        return found
+
+    @property
+    def errors(self) -> Mapping[str, str]:
+        """The error of each step whose last attempt failed (skipped, or failing the run)."""
+        found: dict[str, str] = {}
+        for attempt in read_plan(self.state.messages).attempts:
+            if attempt.ok:
+                found.pop(attempt.name, None)
+            else:
+                found[attempt.name] = attempt.value
+        return found
+
+
+def _wrapped(response: Response) -> WorkflowResponse:
+    return WorkflowResponse(response.state, response.output)
+
+
+class WorkflowStream:
+    """A workflow run as a stream of events; iterate it with ``for`` or ``async for``."""
+
+    def __init__(self, stream: RunStream, workflow: Workflow) -> None:
+        self._stream = stream
+        self._workflow = workflow
+        self._response: WorkflowResponse | None = None
+
+    @property
+    def response(self) -> WorkflowResponse:
+        """The response, once the stream is exhausted."""
+        if self._response is None:
+            raise UsageError("the stream has not finished: iterate it to the end first")
+        return self._response
+
+    def _shown(self, event: RunStreamEvent) -> RunStreamEvent | None:
+        if isinstance(event, _PLANNER_EVENTS):
+            return None  # the planner's own "model" output: the steps' events say it all
+        if isinstance(event, RunEndEvent):
+            self._response = _wrapped(event.response)
+            return RunEndEvent(self._response)
+        return event
+
+    def __iter__(self) -> Iterator[RunStreamEvent]:
+        with _step_errors(self._workflow):
+            for event in self._stream:
+                shown = self._shown(event)
+                if shown is not None:
+                    yield shown
+
+    async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
+        with _step_errors(self._workflow):
+            async for event in self._stream:
+                shown = self._shown(event)
+                if shown is not None:
+                    yield shown
