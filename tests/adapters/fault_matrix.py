@@ -78,11 +78,16 @@ def expected(fault: str, mode: str) -> type[ProviderError]:
     return streamed if mode == "streamed" else blocking
 
 
-@contextlib.contextmanager
-def fault_server() -> Iterator[str]:
+def fault_server() -> contextlib.AbstractContextManager[str]:
     """Start ``fault_server.py`` in its own process; yield its base URL."""
+    return server_process("fault_server.py")
+
+
+@contextlib.contextmanager
+def server_process(script: str) -> Iterator[str]:
+    """Start ``script`` (next to this file; it prints ``READY <port>``) in its own process; yield its base URL."""
     process = subprocess.Popen(
-        [sys.executable, str(HERE / "fault_server.py")], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(HERE / script)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert process.stdout is not None

@@ -60,7 +60,7 @@ TOOL_CALL = _completion({"role": "assistant", "content": None, "tool_calls": [CA
 ANSWER = _completion({"role": "assistant", "content": "The sum is 5."}, "stop")
 
 
-def _chunks(completion: dict[str, Any]) -> list[bytes]:
+def chunks(completion: dict[str, Any]) -> list[bytes]:
     """The completion as SSE chunks, as OpenAI streams it."""
     choice = completion["choices"][0]
     message = choice["message"]
@@ -140,7 +140,7 @@ class Handler(BaseHTTPRequestHandler):
         if not stream:
             self._send(200, json.dumps(completion).encode())
             return
-        self._send(200, b"".join(_chunks(completion)), {"content-type": "text/event-stream"})
+        self._send(200, b"".join(chunks(completion)), {"content-type": "text/event-stream"})
 
     def _fault(self, fault: str, stream: bool) -> None:
         error = {"error": {"message": f"injected {fault}", "type": "server_error"}}
@@ -171,7 +171,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             self.close_connection = True
         elif fault == "cut-stream":
-            whole = b"".join(_chunks(ANSWER)) if stream else json.dumps(ANSWER).encode()
+            whole = b"".join(chunks(ANSWER)) if stream else json.dumps(ANSWER).encode()
             self.send_response(200)
             self.send_header("content-type", "text/event-stream" if stream else "application/json")
             self.send_header("content-length", str(len(whole)))

@@ -42,47 +42,17 @@ from collections import Counter
 from typing import Any
 
 from aiohttp import web
+from fault_server import ANSWER, TOOL_CALL, chunks
 
 _PROMPT = re.compile(r"#run=(\S+) fault=(\S+) times=(\d+)")
 
 
-def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": "m",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-    }
-
-
-CALL = {
-    "id": "call_1",
-    "type": "function",
-    "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
-}
-TOOL_CALL = _completion({"role": "assistant", "content": None, "tool_calls": [CALL]}, "tool_calls")
-ANSWER = _completion({"role": "assistant", "content": "The sum is 5."}, "stop")
 ERROR = {"error": {"message": "injected", "type": "server_error"}}
 BOMB = gzip.compress(b"\0" * 16 * 2**20)
 
 
 def _sse(completion: dict[str, Any]) -> bytes:
-    """The completion as OpenAI streams it."""
-    choice = completion["choices"][0]
-    message = choice["message"]
-    delta: dict[str, Any] = {"role": "assistant"}
-    if message.get("content"):
-        delta["content"] = message["content"]
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [{"index": 0, **CALL}]
-    events = [
-        {"id": "c", "object": "chat.completion.chunk", "model": "m",
-         "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {"id": "c", "object": "chat.completion.chunk", "model": "m",
-         "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
-    ]  # fmt: skip
-    return b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+    return b"".join(chunks(completion))
 
 
 class Soak:
