@@ -17,6 +17,7 @@ chained with ``raise ... from exc``::
     │   ├── OutputValidationError  the final answer never fitted ``output_type``
     │   └── ToolExecutionError     a tool raised and ``on_tool_error="raise"``
     ├── UsageError                 toolfold was called with arguments it cannot use
+    ├── AgentFileError             an agent file cannot be loaded (every problem, with lines)
     ├── ModelConfigError           a model string or model options cannot be used
     ├── SerializationError         JSON that does not load as a state, event or effect
     └── ProviderError              a provider call failed (status, body, headers)
@@ -36,7 +37,7 @@ Optional packages add their own, under `ToolfoldError` too: ``toolfold.mcp.MCPEr
 
 Where an error means what a builtin exception means, it subclasses that builtin
 too, so ``except ValueError`` or ``except TimeoutError`` catches it:
-`ToolDefinitionError` is a ``TypeError``; `UsageError`, `SchemaCompileError`,
+`ToolDefinitionError` is a ``TypeError``; `UsageError`, `AgentFileError`, `SchemaCompileError`,
 `ToolArgumentError`, `ModelConfigError` and `SerializationError` are
 ``ValueError``; `RunError` is a ``RuntimeError``; `ProviderConnectionError` is
 a ``ConnectionError`` and `ProviderTimeoutError` a ``TimeoutError`` (both are
@@ -222,6 +223,29 @@ class UsageError(ToolfoldError, ValueError):
     The message names the argument and what would be accepted. Nothing ran:
     a state the caller holds is unchanged.
     """
+
+
+class AgentFileError(ToolfoldError, ValueError):
+    """An agent file (TOML or YAML) cannot be loaded.
+
+    Raised once per file with every problem found, so a user fixes them all in
+    one go: unknown keys, values of the wrong type, import paths that do not
+    resolve, things that are not tools, references to agents the file does not
+    define, cycles, and agents that cannot be built.
+
+    Attributes:
+        file: The file's path (``"<string>"`` for text loaded from memory).
+        problems: One line per problem: ``FILE:LINE: key.path: what is wrong``
+            (no ``LINE`` where neither the parser nor the document gives one).
+    """
+
+    def __init__(self, file: str, problems: list[str] | tuple[str, ...]) -> None:
+        self.file = file
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"cannot load agent file {file}: {count} {noun}\n{lines}")
 
 
 class ModelConfigError(ToolfoldError, ValueError):

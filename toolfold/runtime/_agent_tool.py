@@ -61,6 +61,10 @@ def agent_tool(
 
     call.__annotations__ = {"ctx": RunContext, "input": input_type, "return": Any}
     call.__doc__ = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
+    # What built the tool, for diagrams and agent files (`as_tool_of`).
+    call.__dict__[_AS_TOOL] = AsTool(
+        agent, name, description, input_type, requires_approval, timeout
+    )
     made: Tool[..., Any] = tool(
         name=tool_name,
         description=text,
@@ -68,6 +72,27 @@ def agent_tool(
         timeout=timeout,
     )(call)
     return made
+
+
+_AS_TOOL = "__toolfold_as_tool__"
+
+
+@attrs.frozen
+class AsTool:
+    """The arguments of the `Agent.as_tool` call that made a tool."""
+
+    agent: Agent
+    name: str | None
+    description: str | None
+    input_type: Any
+    requires_approval: bool
+    timeout: float | None
+
+
+def as_tool_of(tool: Tool[..., Any]) -> AsTool | None:
+    """How ``tool`` was made from an agent, or None for any other tool."""
+    made = getattr(tool.function, _AS_TOOL, None)
+    return made if isinstance(made, AsTool) else None
 
 
 def _sub_id(ctx: RunContext[Any]) -> str:

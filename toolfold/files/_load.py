@@ -1,0 +1,611 @@
+"""Loading agent files: TOML or YAML text -> the document -> `Agent` specs.
+
+Every problem is collected before anything is built, and reported at once in
+one `AgentFileError`, each with its key path (``agents.triage.tools[2]``) and
+the line where one is known: the parser's for a syntax error, the key's own
+line otherwise (YAML nodes carry theirs; in TOML the key is looked up under
+its table header).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import typing
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from toolfold._errors import AgentFileError, ToolDefinitionError, ToolfoldError, UsageError
+from toolfold.runtime._agent import Agent, Handoff
+from toolfold.runtime._document import (
+    CONVERTER,
+    AgentEntry,
+    AgentToolEntry,
+    HandoffEntry,
+    MCPEntry,
+    resolve,
+)
+from toolfold.runtime._model import Model
+from toolfold.runtime._sources import ToolSource
+from toolfold.toolkit._tool import Tool
+
+TOP_KEYS = ("agents", "entry")
+_BAD = object()
+
+
+@attrs.frozen
+class AgentFile:
+    """The agents an agent file defines, built and ready to run.
+
+    Attributes:
+        path: The file (``"<string>"`` for text loaded from memory).
+        agents: Every agent by its name, in the file's order.
+        entry: The name of the agent run by default: the file's ``entry``
+            key, else its first agent.
+        document: The document as loaded (plain data, what ``to_dict`` gives).
+    """
+
+    path: str
+    agents: Mapping[str, Agent]
+    entry: str
+    document: Mapping[str, Any] = attrs.field(repr=False)
+
+    def agent(self, name: str | None = None) -> Agent:
+        """The agent called ``name`` (default: the entry agent).
+
+        Raises:
+            UsageError: The file defines no agent of that name.
+        """
+        chosen = name or self.entry
+        if chosen not in self.agents:
+            known = ", ".join(self.agents)
+            raise UsageError(f"{self.path} defines no agent {chosen!r}; it defines: {known}")
+        return self.agents[chosen]
+
+
+def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
+    """Load an agent file: ``.toml``, or ``.yaml`` / ``.yml`` (needs PyYAML).
+
+    Import paths resolve as in a script next to the file: its folder is
+    searched first.
+
+    Args:
+        path: The file.
+        model: A model for every agent instead of the file's (a model
+            string, an import path to a `Model`, or a `Model`): run a file on
+            a test model or another provider.
+
+    Raises:
+        AgentFileError: Every problem of the file, at once.
+    """
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AgentFileError(
+            str(source), [f"{source}: cannot read: {exc.strerror or exc}"]
+        ) from exc
+    kind = "yaml" if source.suffix.lower() in (".yaml", ".yml") else "toml"
+    return loads(
+        text, format=kind, name=str(source), search=str(source.resolve().parent), model=model
+    )
+
+
+def loads(
+    text: str,
+    *,
+    format: str = "toml",
+    name: str = "<string>",
+    search: str | None = None,
+    model: str | Model | None = None,
+) -> AgentFile:
+    """Load an agent file's text (see `load`).
+
+    Args:
+        text: The file's text.
+        format: ``"toml"`` or ``"yaml"``.
+        name: The name errors give the file.
+        search: A folder searched first for import paths.
+        model: A model for every agent instead of the file's.
+
+    Raises:
+        AgentFileError: Every problem of the text, at once.
+    """
+    lines = _Lines(name, text, format)
+    data = _parse(text, format, lines)
+    return _Loader(data, lines, search, model).build()
+
+
+def from_dict(
+    data: Mapping[str, Any],
+    *,
+    name: str = "<dict>",
+    search: str | None = None,
+    model: str | Model | None = None,
+) -> AgentFile:
+    """Build the agents of a document (what ``agent.to_dict()`` gives).
+
+    Raises:
+        AgentFileError: Every problem of the document, at once.
+    """
+    return _Loader(dict(data), _Lines(name, "", "dict"), search, model).build()
+
+
+# --- parsing --------------------------------------------------------------------
+
+
+def _parse(text: str, kind: str, lines: _Lines) -> dict[str, Any]:
+    if kind == "yaml":
+        data = _parse_yaml(text, lines)
+    elif kind == "toml":
+        data = _parse_toml(text, lines)
+    else:
+        raise UsageError(f"format must be 'toml' or 'yaml', not {kind!r}")
+    if not isinstance(data, dict):
+        raise AgentFileError(lines.file, [lines.say("", "the file must hold a table of agents")])
+    return data
+
+
+def _parse_toml(text: str, lines: _Lines) -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - the 3.10 dependency
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        found = re.search(r"\(at line (\d+), column \d+\)", message)
+        line = int(found.group(1)) if found else None
+        problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
+        raise AgentFileError(lines.file, [lines.at(line, f"not TOML: {problem}")]) from None
+
+
+def _parse_yaml(text: str, lines: _Lines) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise AgentFileError(
+            lines.file, [lines.at(None, "YAML files need PyYAML: pip install 'toolfold[yaml]'")]
+        ) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
+    if node is not None:
+        lines.from_yaml(node, "")
+    return data
+
+
+@attrs.frozen
+class _Kept:
+    """The items of a list that structured, and their positions in the file's list."""
+
+    items: list[Any]
+    positions: list[int]
+
+
+class _Lines:
+    """Where each key path is in the file, and problems phrased with it."""
+
+    def __init__(self, file: str, text: str, kind: str) -> None:
+        self.file = file
+        self._known: dict[str, int] = {}
+        self._text = text.splitlines() if kind == "toml" else []
+
+    def from_yaml(self, node: Any, path: str) -> None:
+        import yaml
+
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                child = f"{path}.{key.value}" if path else str(key.value)
+                self._known[child] = key.start_mark.line + 1
+                self.from_yaml(value, child)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                child = f"{path}[{index}]"
+                self._known[child] = item.start_mark.line + 1
+                self.from_yaml(item, child)
+
+    def line(self, path: str) -> int | None:
+        """The line of ``path``, or of the closest enclosing key that has one."""
+        while path:
+            if path in self._known:
+                return self._known[path]
+            found = self._toml_line(path)
+            if found is not None:
+                return found
+            path = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", path)
+        return None
+
+    def _toml_line(self, path: str) -> int | None:
+        # a table header ([agents.triage], [[agents.triage.mcp]]) or a key under one
+        if not self._text:
+            return None
+        bare = re.sub(r"\[\d+\]", "", path)
+        table, _, key = bare.rpartition(".")
+        header = re.compile(r"^\s*\[\[?\s*" + re.escape(bare) + r"\s*\]\]?\s*$")
+        current = ""
+        for number, line in enumerate(self._text, start=1):
+            if header.match(line):
+                return number
+            opened = re.match(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*$", line)
+            if opened:
+                current = opened.group(1)
+            elif current == table and re.match(r"^\s*" + re.escape(key) + r"\s*=", line):
+                return number
+        return None
+
+    def at(self, line: int | None, message: str) -> str:
+        """A problem at ``line``."""
+        return f"{self.file}:{line}: {message}" if line else f"{self.file}: {message}"
+
+    def say(self, path: str, message: str) -> str:
+        """A problem at the key ``path``."""
+        where = f"{path}: " if path else ""
+        return self.at(self.line(path), f"{where}{message}")
+
+
+# --- checking and building ---------------------------------------------------------
+
+
+class _Loader:
+    def __init__(
+        self,
+        data: dict[str, Any],
+        lines: _Lines,
+        search: str | None,
+        model: str | Model | None,
+    ) -> None:
+        self.data = data
+        self.lines = lines
+        self.search = search
+        self.model = model
+        self.problems: list[str] = []
+        self.entries: dict[str, AgentEntry] = {}
+        self.resolved: dict[str, Any] = {}
+        self.positions: dict[tuple[str, str], list[int]] = {}
+
+    def at(self, name: str, key: str, index: int) -> str:
+        """The key path of item ``index`` of ``agents.<name>.<key>``, as the file numbers it."""
+        positions = self.positions.get((name, key))
+        return f"agents.{name}.{key}[{positions[index] if positions else index}]"
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append(self.lines.say(path, message))
+
+    def fail(self) -> AgentFileError:
+        """The error listing every problem, in the file's order."""
+
+        def line(problem: str) -> int:
+            found = re.match(r".*?:(\d+): ", problem)
+            return int(found.group(1)) if found else 0
+
+        return AgentFileError(self.lines.file, sorted(self.problems, key=line))
+
+    def build(self) -> AgentFile:
+        for key in self.data:
+            if key not in TOP_KEYS:
+                self.problem(key, f"unknown key (the file's keys are: {', '.join(TOP_KEYS)})")
+        agents = self.data.get("agents", {})
+        if not isinstance(agents, dict) or not agents:
+            self.problem("agents", "expected a table of agents, each under agents.<name>")
+            agents = {}
+        for name, entry in agents.items():
+            self._structure(f"agents.{name}", entry, name)
+        entry_name = self.data.get("entry", next(iter(agents), ""))
+        if not isinstance(entry_name, str):
+            self.problem("entry", f"expected an agent's name, got {entry_name!r}")
+        elif agents and entry_name not in agents:
+            self.problem("entry", f"names no agent of the file: {entry_name!r}")
+        override = self._override()
+        for name, entry in self.entries.items():
+            self._check(name, entry, override)
+        order = self._order(set(agents))
+        if self.problems:
+            raise self.fail()
+        built: dict[str, Agent] = {}
+        for name in order:
+            try:
+                built[name] = self._agent(name, self.entries[name], built, override)
+            except ToolfoldError as exc:
+                self.problem(f"agents.{name}", f"cannot build the agent: {exc}")
+                raise self.fail() from exc
+        ordered = {name: built[name] for name in agents}
+        return AgentFile(self.lines.file, ordered, str(entry_name), self.data)
+
+    def _structure(self, path: str, value: Any, name: str) -> None:
+        """Structure one agent key by key, so one bad value hides no other problem."""
+        if not isinstance(value, dict):
+            self.problem(path, f"expected a table (the agent's settings), got {value!r}")
+            return
+        fields = attrs.fields_dict(AgentEntry)
+        for key in value:
+            if key not in fields:
+                known = ", ".join(fields)
+                self.problem(f"{path}.{key}", f"unknown key {key!r} (an agent's keys: {known})")
+        good: dict[str, Any] = {}
+        for key, field in fields.items():
+            if key not in value:
+                if field.default is attrs.NOTHING:
+                    self.problem(f"{path}.{key}", "missing (this key is required)")
+                continue
+            structured = self._value(value[key], field.type, f"{path}.{key}")
+            if isinstance(structured, _Kept):
+                self.positions[name, key] = structured.positions
+                structured = structured.items
+            if structured is not _BAD:
+                good[key] = structured
+        self.entries[name] = AgentEntry(**{"model": "", **good})
+
+    def _value(self, value: Any, kind: Any, path: str) -> Any:
+        """``value`` structured as ``kind``, or `_BAD` (the problems recorded); lists item by item."""
+        import cattrs
+
+        if typing.get_origin(kind) is list and isinstance(value, list):
+            (item_kind,) = typing.get_args(kind)
+            items = [self._value(v, item_kind, f"{path}[{i}]") for i, v in enumerate(value)]
+            kept = [i for i, item in enumerate(items) if item is not _BAD]
+            return _Kept([items[i] for i in kept], kept)
+        if typing.get_origin(kind) is typing.Literal:
+            if value in typing.get_args(kind):
+                return value
+            allowed = ", ".join(repr(a) for a in typing.get_args(kind))
+            self.problem(path, f"expected one of {allowed}, got {value!r}")
+            return _BAD
+        try:
+            return CONVERTER.structure(value, kind)
+        except cattrs.BaseValidationError as exc:
+            for where, message in _validation_problems(exc, path):
+                self.problem(where, message)
+        except Exception as exc:  # a cattrs hook's own error: the message says what is wrong
+            self.problem(path, str(exc))
+        return _BAD
+
+    def _override(self) -> Model | str | None:
+        if self.model is None:
+            return None
+        return self._model(self.model, "--model")
+
+    def _model(self, spec: str | Model, path: str) -> Model | str | None:
+        if not isinstance(spec, str) or _is_model_string(spec):
+            return spec
+        value = self._resolve(spec, path)
+        if value is None:
+            return None
+        if not isinstance(value, Model):
+            self.problem(path, f"{spec!r} is not a model string nor a Model object: {value!r}")
+            return None
+        return value
+
+    def _resolve(self, spec: str, path: str) -> Any:
+        if spec in self.resolved:
+            return self.resolved[spec]
+        try:
+            value = resolve(spec, self.search)
+        except ValueError as exc:
+            self.problem(path, str(exc))
+            return None
+        except ImportError as exc:
+            self.problem(path, f"cannot import {spec!r}: {type(exc).__name__}: {exc}")
+            return None
+        self.resolved[spec] = value
+        return value
+
+    def _check(self, name: str, entry: AgentEntry, override: Model | str | None) -> None:
+        where = f"agents.{name}"
+        if override is None and entry.model:
+            self._model(entry.model, f"{where}.model")
+        for index, item in enumerate(entry.tools):
+            path = self.at(name, "tools", index)
+            if isinstance(item, AgentToolEntry):
+                self._reference(item.agent, f"{path}.agent")
+                if item.input_type is not None:
+                    self._resolve(item.input_type, f"{path}.input_type")
+            else:
+                self._tool(item, path)
+        for index, source in enumerate(entry.mcp):
+            self._source(source, self.at(name, "mcp", index))
+        for index, handoff in enumerate(entry.handoffs):
+            path = self.at(name, "handoffs", index)
+            target = handoff.agent if isinstance(handoff, HandoffEntry) else handoff
+            self._reference(target, f"{path}.agent" if isinstance(handoff, HandoffEntry) else path)
+            if isinstance(handoff, HandoffEntry) and handoff.input_filter is not None:
+                found = self._resolve(handoff.input_filter, f"{path}.input_filter")
+                if found is not None and not callable(found):
+                    self.problem(f"{path}.input_filter", f"{found!r} is not a function")
+        if entry.output_type is not None:
+            self._resolve(entry.output_type, f"{where}.output_type")
+
+    def _reference(self, target: str, path: str) -> None:
+        agents = self.data.get("agents", {})
+        if target not in agents:
+            known = ", ".join(agents) or "none"
+            self.problem(
+                path,
+                f"refers to agent {target!r}, which the file does not define (defined: {known})",
+            )
+
+    def _tool(self, spec: str, path: str) -> None:
+        from toolfold.toolkit import tool
+
+        found = self._resolve(spec, path)
+        if found is None or isinstance(found, Tool) or _is_source(found):
+            return
+        if not callable(found):
+            self.problem(path, f"{spec!r} is not a tool: {found!r} (a Tool or a function)")
+            return
+        try:
+            self.resolved[spec] = tool(found)
+        except ToolDefinitionError as exc:
+            shown = "; ".join(exc.problems[:2])
+            more = f"; and {len(exc.problems) - 2} more" if len(exc.problems) > 2 else ""
+            self.problem(path, f"{spec!r} is not a tool: {shown}{more}")
+
+    def _source(self, entry: MCPEntry, path: str) -> None:
+        if (entry.command is None) == (entry.url is None):
+            self.problem(path, "give either command (a stdio server) or url (an HTTP server)")
+        elif entry.url is not None and (entry.args or entry.env or entry.cwd):
+            self.problem(path, "args, env and cwd are for stdio servers (with command)")
+        try:
+            import toolfold.mcp  # noqa: F401
+        except ImportError as exc:
+            self.problem(
+                path, f"MCP servers need the mcp extra (pip install 'toolfold[mcp]'): {exc}"
+            )
+
+    def _order(self, defined: set[str]) -> list[str]:
+        """The agents, each after those it refers to; a cycle is a problem."""
+        order: list[str] = []
+        state: dict[str, str] = {}
+
+        def visit(name: str, trail: list[str]) -> None:
+            if state.get(name) == "done" or name not in self.entries:
+                return
+            if state.get(name) == "active":
+                cycle = [*trail[trail.index(name) :], name]
+                self.problem(
+                    f"agents.{name}",
+                    "cycle in definitions: "
+                    + " -> ".join(cycle)
+                    + " (an agent cannot contain itself through tools or handoffs)",
+                )
+                return
+            state[name] = "active"
+            for target in _references(self.entries[name]):
+                if target in defined:
+                    visit(target, [*trail, name])
+            state[name] = "done"
+            order.append(name)
+
+        for name in self.entries:
+            visit(name, [])
+        return order
+
+    def _agent(
+        self, name: str, entry: AgentEntry, built: dict[str, Agent], override: Model | str | None
+    ) -> Agent:
+        tools: list[Any] = []
+        for item in entry.tools:
+            if isinstance(item, AgentToolEntry):
+                tools.append(
+                    built[item.agent].as_tool(
+                        item.name,
+                        item.description,
+                        input_type=str
+                        if item.input_type is None
+                        else self.resolved[item.input_type],
+                        requires_approval=item.requires_approval,
+                        timeout=item.timeout,
+                    )
+                )
+            else:
+                tools.append(self.resolved[item])
+        tools.extend(_server(source) for source in entry.mcp)
+        handoffs: list[Agent | Handoff] = []
+        for handoff in entry.handoffs:
+            if isinstance(handoff, str):
+                handoffs.append(built[handoff])
+                continue
+            handoffs.append(
+                Handoff(
+                    built[handoff.agent],
+                    name=handoff.name,
+                    description=handoff.description,
+                    input_filter=None
+                    if handoff.input_filter is None
+                    else self.resolved[handoff.input_filter],
+                )
+            )
+        model = override if override is not None else self._model(entry.model, "")
+        return Agent(
+            model if model is not None else entry.model,
+            name=name,
+            instructions=entry.instructions,
+            tools=tools,
+            handoffs=handoffs,
+            max_steps=entry.max_steps,
+            tool_choice=entry.tool_choice,
+            output_type=None if entry.output_type is None else self.resolved[entry.output_type],
+            output_retries=entry.output_retries,
+            auto_execute_tools=entry.auto_execute_tools,
+            on_tool_error=entry.on_tool_error,
+            max_concurrency=entry.max_concurrency,
+            settings=entry.settings,
+        )
+
+
+def _references(entry: AgentEntry) -> Iterator[str]:
+    for item in entry.tools:
+        if isinstance(item, AgentToolEntry):
+            yield item.agent
+    for handoff in entry.handoffs:
+        yield handoff.agent if isinstance(handoff, HandoffEntry) else handoff
+
+
+def _server(entry: MCPEntry) -> ToolSource:
+    from toolfold.mcp import MCPServerHTTP, MCPServerStdio
+
+    options: dict[str, Any] = {
+        "prefix": entry.prefix,
+        "timeout": entry.timeout,
+        "startup_timeout": entry.startup_timeout,
+        "requires_approval": entry.requires_approval,
+        "include": entry.include,
+        "name": entry.name,
+    }
+    if entry.url is not None:
+        return MCPServerHTTP(entry.url, **options)
+    assert entry.command is not None
+    return MCPServerStdio(entry.command, entry.args, env=entry.env, cwd=entry.cwd, **options)
+
+
+def _is_source(value: Any) -> bool:
+    return not isinstance(value, Tool) and not callable(value) and isinstance(value, ToolSource)
+
+
+def _is_model_string(spec: str) -> bool:
+    """A ``provider:model`` string (its prefix is a registered provider)."""
+    from toolfold.runtime import _model
+
+    prefix = spec.partition(":")[0]
+    if prefix not in _model._PROVIDERS:
+        _model._load_builtin_adapters()
+    return prefix in _model._PROVIDERS
+
+
+def _validation_problems(exc: BaseException, path: str) -> Iterator[tuple[str, str]]:
+    """(key path, message) for each leaf of a cattrs validation error."""
+    import cattrs
+    from cattrs.errors import ForbiddenExtraKeysError
+
+    if isinstance(exc, ForbiddenExtraKeysError):
+        for key in sorted(exc.extra_fields):
+            yield f"{path}.{key}", f"unknown key {key!r}"
+        return
+    if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            name = getattr(note, "name", None)
+            index = getattr(note, "index", None)
+            if name is not None:
+                child = f"{path}.{name}"
+            elif isinstance(index, int):
+                child = f"{path}[{index}]"
+            else:
+                child = f"{path}.{index}"
+            yield from _validation_problems(inner, child)
+        for inner in without:
+            yield from _validation_problems(inner, path)
+        return
+    if isinstance(exc, KeyError):
+        yield path, "missing (this key is required)"
+        return
+    yield path, str(exc)
