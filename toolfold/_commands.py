@@ -13,6 +13,7 @@ run file is JSON: the state (``state``) and what rebuilds the agent (``file``,
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -202,7 +203,10 @@ def resume(args: argparse.Namespace) -> int:
     where["agent"] = agent.name
     answers = _answers(args, state)
     session = _Session("resume", agent, args, where, args.state_out or str(path))
-    return session.go(lambda on_step: _continue(agent, state, answers, args.stream, on_step))
+    waiting = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
+    return session.go(
+        lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
+    )
 
 
 def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
@@ -269,37 +273,28 @@ class _Session:
         self.run_file = Path(run_file)
         self.out: TextIO = sys.stdout
         self.err: TextIO = sys.stderr
+        self.shown: set[str] = set()
 
-    def go(self, first: Callable[[Any], Any]) -> int:
-        from toolfold.runtime._response import Response
-
-        try:
-            response = self._show(first(self._step))
-        except RunError as exc:
-            _say(self.command, f"the run failed: {exc}")
-            if exc.state is not None:
-                self._write(exc.state)
-            return FAILED
-        except ToolfoldError as exc:
-            _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
-            return FAILED
-        assert isinstance(response, Response)
-        while response.finish_reason in ("approval_required", "tool_calls"):
+    def go(self, first: Callable[[Any], Any], waiting: tuple[str, ...] = ()) -> int:
+        """Run ``first`` (a run or a resume), then answer at the terminal until it ends."""
+        response = self._attempt(lambda: first(self._step), waiting)
+        while not isinstance(response, int) and response.finish_reason in (
+            "approval_required",
+            "tool_calls",
+        ):
             answers = self._ask(response) if sys.stdin.isatty() else None
             if answers is None:
                 self._write(response.state)
                 self._explain(response)
                 return WAITING
             state = response.state
-            try:
-                response = self._show(
-                    _continue(self.agent, state, answers, self.args.stream, self._step)
-                )
-            except RunError as exc:
-                _say(self.command, f"the run failed: {exc}")
-                if exc.state is not None:
-                    self._write(exc.state)
-                return FAILED
+            ids = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
+            go_on = functools.partial(
+                _continue, self.agent, state, answers, self.args.stream, self._step
+            )
+            response = self._attempt(go_on, ids)
+        if isinstance(response, int):
+            return response
         if self.args.json:
             self.out.write(response.state.to_json() + "\n")
         if self.args.state_out:
@@ -311,17 +306,39 @@ class _Session:
             _say(self.command, f"the run stopped: {response.finish_reason}")
         return OK
 
-    # -- showing -------------------------------------------------------------------
-
-    def _show(self, outcome: Any) -> Any:
-        """The response of ``outcome``: a response, or a stream shown as it arrives."""
-        from toolfold.runtime._response import Response
-
-        if isinstance(outcome, Response):
+    def _attempt(self, call: Callable[[], Any], waiting: tuple[str, ...]) -> Any:
+        """The response of ``call`` shown, or the exit code of its failure."""
+        try:
+            outcome = call()
+            if not hasattr(outcome, "finish_reason"):  # a stream: show it as it arrives
+                return self._streamed(outcome, waiting)
+            self._catch_up(outcome, waiting)
             if not self.args.json:
                 self.out.write(outcome.text + ("\n" if outcome.text else ""))
                 self.out.flush()
             return outcome
+        except RunError as exc:
+            _say(self.command, f"the run failed: {exc}")
+            if exc.state is not None:
+                self._write(exc.state)
+            return FAILED
+        except ToolfoldError as exc:
+            _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
+            return FAILED
+
+    def _catch_up(self, response: Any, waiting: tuple[str, ...]) -> None:
+        """Show the results of answered calls no step or event showed (denials)."""
+        from toolfold.runtime._response import steps_of
+
+        for step in steps_of(response.state):
+            for result in step.tool_results:
+                if result.call_id in waiting and result.call_id not in self.shown:
+                    self._result_line(result, 0, "")
+
+    # -- showing -------------------------------------------------------------------
+
+    def _streamed(self, outcome: Any, waiting: tuple[str, ...]) -> Any:
+        """The response of a stream, its text and tool lines shown as they arrive."""
         ended_line = True
         for event in outcome:
             for depth, name, inner in _unwrap(event):
@@ -338,6 +355,7 @@ class _Session:
                     self.out.write("\n")
                     self.out.flush()
                     ended_line = True
+        self._catch_up(outcome.response, waiting)
         return outcome.response
 
     def _step(self, step: Any) -> None:
@@ -353,6 +371,8 @@ class _Session:
         print(f"{'  ' * depth}{where}→ {call.name}({text}) [{call.id}]{waits}", file=self.err)
 
     def _result_line(self, result: Any, depth: int, name: str) -> None:
+        if depth == 0:
+            self.shown.add(result.call_id)
         mark = "✗" if result.is_error else "←"
         where = f"[{name}] " if name else ""
         text = _excerpt(result.content)

@@ -42,7 +42,9 @@ def _demo(request: ModelRequest) -> Reply:
         result = last.tool_results[0]
         if result.tool_name.startswith("transfer_to_"):
             return FunctionModel.call("refund", {"order": "A17"})
-        return f"Done: {result.content}."
+        if result.tool_name == "lookup_order":
+            return f"Order status: {result.content}."
+        return result.content
     prompt = " ".join(m.text for m in request.messages if m.role == "user")
     if "transfer_to_refunds" in tools and "refund" in prompt:
         return FunctionModel.call("transfer_to_refunds")

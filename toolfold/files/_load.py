@@ -284,11 +284,14 @@ class _Loader:
     def fail(self) -> AgentFileError:
         """The error listing every problem, in the file's order."""
 
-        def line(problem: str) -> int:
-            found = re.match(r".*?:(\d+): ", problem)
-            return int(found.group(1)) if found else 0
+        def place(problem: str) -> tuple[int, list[Any]]:
+            found = re.match(r".*?:(\d+): (\S*)", problem)
+            if not found:
+                return 0, []
+            words = re.split(r"(\d+)", found.group(2))
+            return int(found.group(1)), [int(w) if w.isdigit() else w for w in words]
 
-        return AgentFileError(self.lines.file, sorted(self.problems, key=line))
+        return AgentFileError(self.lines.file, sorted(self.problems, key=place))
 
     def build(self) -> AgentFile:
         for key in self.data:

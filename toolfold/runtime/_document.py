@@ -25,6 +25,7 @@ import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.toolkit._tool import Tool
 
 if TYPE_CHECKING:
     import cattrs
@@ -255,7 +256,9 @@ def import_path(value: Any) -> str | None:
         found = resolve(path)
     except (ImportError, ValueError):
         return None
-    return path if found is value else None
+    # a tool made of an importable function (the file named the function) writes as it
+    wrapped = value.function if isinstance(value, Tool) else None
+    return path if found is value or (wrapped is not None and found is wrapped) else None
 
 
 def required_path(value: Any, where: str) -> str:
@@ -317,7 +320,6 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
     from toolfold.runtime._agent import Handoff
     from toolfold.runtime._agent_tool import as_tool_of
     from toolfold.runtime._sources import split_sources
-    from toolfold.toolkit._tool import Tool
 
     name = writer.claim(agent, agent.name, "agents")
     where = f"agents.{name}"

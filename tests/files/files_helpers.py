@@ -1,0 +1,67 @@
+"""What the agent files of the tests name by import path (``files_helpers:add``)."""
+
+from __future__ import annotations
+
+import attrs
+
+from toolfold import Message, ModelRequest, tool
+from toolfold.testing import FunctionModel, Reply
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
+def echo(text: str) -> str:
+    """Say the text back (a plain function: the file makes it a tool).
+
+    Args:
+        text: What to say.
+    """
+    return text
+
+
+def untyped(x):  # type: ignore[no-untyped-def]
+    """A function @tool refuses (no annotations)."""
+    return x
+
+
+NOT_A_TOOL = 42
+
+
+@attrs.frozen
+class Query:
+    """A structured input for an agent used as a tool."""
+
+    text: str
+
+
+@attrs.frozen
+class Verdict:
+    """A structured answer."""
+
+    ok: bool
+
+
+def users_only(messages: tuple[Message, ...]) -> list[Message]:
+    """A handoff's input filter: only the user's messages."""
+    return [m for m in messages if m.role == "user"]
+
+
+def _reply(request: ModelRequest) -> Reply:
+    last = request.messages[-1]
+    if last.role == "tool":
+        return f"result: {last.tool_results[0].content}"
+    if any(t.name == "add" for t in request.tools):
+        return FunctionModel.call("add", {"a": 2, "b": 3})
+    return "hello"
+
+
+model = FunctionModel(_reply, name="files:helper")

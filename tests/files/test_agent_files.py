@@ -1,0 +1,312 @@
+"""Agent files: TOML and YAML load into the same `Agent` specs, write back, and fail clearly."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolfold import Agent, AgentFileError, Handoff
+from toolfold.files import AgentFile, from_dict, load, loads
+from toolfold.mcp import MCPServerStdio
+from toolfold.testing import TestModel, override_models
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+EXAMPLES = ROOT / "examples" / "agent_files"
+SEARCH = str(HERE)
+
+FULL_TOML = """
+entry = "lead"
+
+[agents.lead]
+model = "openai:gpt-4o-mini"
+instructions = "Lead the work."
+tools = [
+  "files_helpers:add",
+  "files_helpers:echo",
+  { agent = "helper", name = "ask_helper", description = "Asks.", input_type = "files_helpers:Query", requires_approval = true, timeout = 5.0 },
+]
+handoffs = ["closer", { agent = "filtered", name = "pass_on", description = "Passes on.", input_filter = "files_helpers:users_only" }]
+max_steps = 7
+tool_choice = "auto"
+output_retries = 2
+auto_execute_tools = true
+on_tool_error = "raise"
+max_concurrency = 3
+settings = { temperature = 0, seed = 7 }
+
+[[agents.lead.mcp]]
+command = "mcp-server-time"
+args = ["--local-timezone", "UTC"]
+prefix = "time"
+requires_approval = ["get_current_time"]
+include = ["get_current_time"]
+
+[[agents.lead.mcp]]
+url = "http://127.0.0.1:9/mcp"
+name = "remote"
+timeout = 3.0
+
+[agents.helper]
+model = "files_helpers:model"
+output_type = "files_helpers:Verdict"
+
+[agents.closer]
+model = "openai:gpt-4o-mini"
+
+[agents.filtered]
+model = "openai:gpt-4o-mini"
+"""
+
+
+def _offline(text: str, kind: str = "toml") -> AgentFile:
+    with override_models(TestModel()):
+        return loads(text, format=kind, search=SEARCH)
+
+
+def test_every_key_loads_into_the_agent_spec() -> None:
+    """Each key of a file reaches the `Agent` it builds: tools, sub-agents, MCP, handoffs, options."""
+    lead = _offline(FULL_TOML).agent()
+    assert lead.name == "lead"
+    assert lead.model == "openai:gpt-4o-mini"
+    assert (lead.max_steps, lead.tool_choice, lead.output_retries) == (7, "auto", 2)
+    assert (lead.on_tool_error, lead.max_concurrency) == ("raise", 3)
+    assert dict(lead.settings) == {"temperature": 0, "seed": 7}
+    names = [getattr(t, "name", None) for t in lead.tools[:3]]
+    assert names == ["add", "echo", "ask_helper"]
+    asked = lead.tools[2]
+    assert asked.requires_approval is True
+    assert asked.timeout == 5.0
+    assert asked.parameters["properties"]["input"]["type"] == "object"  # Query's schema
+    servers = [t for t in lead.tools if isinstance(t, MCPServerStdio)]
+    assert [(s.command, s.args, s.prefix) for s in servers] == [
+        ("mcp-server-time", ("--local-timezone", "UTC"), "time")
+    ]
+    closer, passed = lead.handoffs
+    assert isinstance(closer, Agent)
+    assert closer.name == "closer"
+    assert isinstance(passed, Handoff)
+    assert (passed.name, passed.agent.name) == ("pass_on", "filtered")
+    assert passed.input_filter is not None
+    assert passed.input_filter.__name__ == "users_only"
+
+
+def test_to_dict_round_trips() -> None:
+    """``from_dict(agent.to_dict())`` builds agents that write the very same document."""
+    lead = _offline(FULL_TOML).agent()
+    document = lead.to_dict()
+    assert document["entry"] == "lead"
+    assert list(document["agents"]) == ["lead", "helper", "closer", "filtered"]
+    with override_models(TestModel()):
+        again = from_dict(document, search=SEARCH).agent()
+    assert again.to_dict() == document
+    assert document["agents"]["helper"] == {
+        "model": "files_helpers:model",
+        "output_type": "files_helpers:Verdict",
+    }
+
+
+def test_code_built_agents_write_a_file_that_loads() -> None:
+    """An agent built in Python (module-level tools) writes a document that loads back equal."""
+    sys.path.insert(0, SEARCH)
+    try:
+        import files_helpers
+    finally:
+        sys.path.remove(SEARCH)
+    with override_models(TestModel()):
+        helper = Agent(files_helpers.model, name="helper", tools=[files_helpers.echo])
+        lead = Agent(
+            "openai:gpt-4o-mini",
+            name="lead",
+            tools=[files_helpers.add, helper.as_tool(description="Asks.")],
+            handoffs=[Handoff(helper, input_filter=files_helpers.users_only)],
+            temperature=0.5,
+        )
+        document = lead.to_dict()
+        assert from_dict(document).agent().to_dict() == document
+    assert document["agents"]["lead"]["handoffs"] == [
+        {"agent": "helper", "input_filter": "files_helpers:users_only"}
+    ]
+
+
+def test_toml_and_yaml_examples_are_the_same_agents() -> None:
+    """The example's TOML and YAML files hold the same agents, which run on the demo model."""
+    toml = load(EXAMPLES / "support.toml", model="support_tools:demo_model")
+    yaml = load(EXAMPLES / "support.yaml", model="support_tools:demo_model")
+    assert toml.agent().to_dict() == yaml.agent().to_dict()
+    response = toml.agent().run("Where is order A17?")
+    assert response.text == "Order status: shipped on 2 March."
+
+
+def test_a_file_model_by_import_path_runs() -> None:
+    """``model = "module:name"`` names a Model object; the agent runs on it."""
+    text = '[agents.calc]\nmodel = "files_helpers:model"\ntools = ["files_helpers:add"]\n'
+    response = loads(text, search=SEARCH).agent().run("2 + 3?")
+    assert response.text == "result: 5"
+
+
+# --- errors: every class, in TOML and in YAML ------------------------------------------
+
+# (TOML text, YAML text, the line, the key path, words of the message)
+ERRORS = {
+    "unknown key": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ncolour = "red"\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    colour: red\n",
+        (3, 4),
+        "agents.a.colour",
+        "unknown key 'colour'",
+    ),
+    "unknown top-level key": (
+        'agent = 1\n[agents.a]\nmodel = "openai:gpt-4o-mini"\n',
+        "agent: 1\nagents:\n  a: {model: 'openai:gpt-4o-mini'}\n",
+        (1, 1),
+        "agent",
+        "unknown key",
+    ),
+    "wrong type": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\nmax_steps = "ten"\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    max_steps: ten\n",
+        (3, 4),
+        "agents.a.max_steps",
+        "expected an integer, got a string 'ten'",
+    ),
+    "missing key": (
+        '[agents.a]\ninstructions = "Hi."\n',
+        "agents:\n  a:\n    instructions: Hi.\n",
+        (1, 2),
+        "agents.a.model",
+        "missing",
+    ),
+    "import path that does not resolve": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["files_helpers:add", "no_such_mod_x:f"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools:\n      - files_helpers:add\n"
+        "      - no_such_mod_x:f\n",
+        (3, 6),
+        "agents.a.tools[1]",
+        "ModuleNotFoundError: No module named 'no_such_mod_x'",
+    ),
+    "missing attribute": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["files_helpers:nope"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [files_helpers:nope]\n",
+        (3, 4),
+        "agents.a.tools[0]",
+        "has no attribute 'nope'",
+    ),
+    "not a tool": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["files_helpers:NOT_A_TOOL"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [files_helpers:NOT_A_TOOL]\n",
+        (3, 4),
+        "agents.a.tools[0]",
+        "is not a tool: 42",
+    ),
+    "a function @tool refuses": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["files_helpers:untyped"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [files_helpers:untyped]\n",
+        (3, 4),
+        "agents.a.tools[0]",
+        "parameter 'x' has no type annotation",
+    ),
+    "undefined agent": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\nhandoffs = ["ghost"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    handoffs: [ghost]\n",
+        (3, 4),
+        "agents.a.handoffs[0]",
+        "refers to agent 'ghost', which the file does not define",
+    ),
+    "cycle": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = [{ agent = "b" }]\n\n'
+        '[agents.b]\nmodel = "openai:gpt-4o-mini"\nhandoffs = ["a"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [{agent: b}]\n"
+        "  b:\n    model: openai:gpt-4o-mini\n    handoffs: [a]\n",
+        (1, 2),
+        "agents.a",
+        "cycle in definitions: a -> b -> a",
+    ),
+    "an agent that cannot be built": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntool_choice = "nope"\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tool_choice: nope\n",
+        (1, 2),
+        "agents.a",
+        "cannot build the agent",
+    ),
+    "syntax": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini\n',
+        "agents:\n  a:\n    model: [openai\n",
+        (2, 4),
+        "",
+        "not ",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", ["toml", "yaml"])
+@pytest.mark.parametrize("case", sorted(ERRORS))
+def test_each_error_names_file_line_and_key(kind: str, case: str) -> None:
+    """Each kind of problem raises AgentFileError naming the file, the line and the key path."""
+    toml_text, yaml_text, lines, path, words = ERRORS[case]
+    text = toml_text if kind == "toml" else yaml_text
+    line = lines[0] if kind == "toml" else lines[1]
+    name = f"agents.{kind}"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as info:
+        loads(text, format=kind, name=name, search=SEARCH)
+    assert info.value.file == name
+    assert len(info.value.problems) == 1, info.value.problems
+    (problem,) = info.value.problems
+    where = f"{name}:{line}: " if line else f"{name}: "
+    assert problem.startswith(where + (f"{path}: " if path else "")), problem
+    assert words in problem, problem
+    assert problem in str(info.value)
+
+
+def test_every_problem_at_once() -> None:
+    """A file with many problems reports them all in one error, in the file's order."""
+    text = (
+        "[agents.a]\n"
+        'model = "openai:gpt-4o-mini"\n'
+        'colour = "red"\n'
+        'tools = ["no_such_mod_x:f", 5, "files_helpers:NOT_A_TOOL"]\n'
+        'handoffs = ["ghost"]\n'
+        'on_tool_error = "explode"\n'
+        "[[agents.a.mcp]]\n"
+        "command = 4\n"
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="many.toml", search=SEARCH)
+    problems = info.value.problems
+    assert [re.match(r"many\.toml:(\d+): (\S+):", p).groups() for p in problems] == [  # type: ignore[union-attr]
+        ("3", "agents.a.colour"),
+        ("4", "agents.a.tools[0]"),
+        ("4", "agents.a.tools[1]"),
+        ("4", "agents.a.tools[2]"),
+        ("5", "agents.a.handoffs[0]"),
+        ("6", "agents.a.on_tool_error"),
+        ("8", "agents.a.mcp[0].command"),
+    ]
+    assert "7 problems" in str(info.value)
+
+
+def test_an_unreadable_file_is_an_agent_file_error(tmp_path: Path) -> None:
+    """A missing file is reported as the file's problem, not an OSError."""
+    with pytest.raises(AgentFileError) as info:
+        load(tmp_path / "missing.toml")
+    assert "cannot read" in info.value.problems[0]
+
+
+def test_mcp_entry_needs_command_or_url() -> None:
+    """An MCP entry with both (or neither) of command and url is refused."""
+    text = '[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\nprefix = "x"\n'
+    with pytest.raises(AgentFileError, match=r"agents.a.mcp\[0\]: give either command"):
+        loads(text, name="m.toml")
+
+
+def test_the_entry_must_name_an_agent() -> None:
+    """``entry`` naming no agent of the file is a problem; ``agent(name)`` refuses unknown names."""
+    with pytest.raises(AgentFileError, match="entry: names no agent"):
+        _offline('entry = "b"\n[agents.a]\nmodel = "openai:gpt-4o-mini"\n')
+    loaded = _offline('[agents.a]\nmodel = "openai:gpt-4o-mini"\n')
+    assert loaded.entry == "a"
+    with pytest.raises(ValueError, match="defines no agent 'z'"):
+        loaded.agent("z")
