@@ -6,7 +6,10 @@
   ``single``: 13 model calls in a tree of 4 runs;
 - ``as_tool x3 parallel``: the lead calls the 3 sub-agents in one step, run
   concurrently on worker threads;
-- ``handoff chain``: 3 agents, each handing to the next after a tool step.
+- ``handoff chain``: 3 agents, each handing to the next after a tool step;
+- ``Sequence x3``: a workflow of 3 agents one after another, each making the
+  same 3 model calls as ``single`` (9 model calls);
+- ``Parallel x10``: a workflow of 10 such agents run at once (30 model calls).
 
 All on `FunctionModel` (no HTTP), tools trivial, so the time is toolfold's own.
 The figure to compare is microseconds per model call; the target is that
@@ -22,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from toolfold import Agent, ModelRequest, tool
+from toolfold import Agent, ModelRequest, Parallel, Sequence, tool
 from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
@@ -89,8 +92,15 @@ def main() -> None:
     second = Agent(FunctionModel(handing("c")), name="b", tools=[lookup], handoffs=[third])
     first = Agent(FunctionModel(handing("b")), name="a", tools=[lookup], handoffs=[second])
 
-    def count(agent: Agent) -> int:
-        return agent.run("go").usage.requests
+    workflow_seq = Sequence(
+        *[Agent(FunctionModel(worker), name=f"step{i}", tools=[lookup]) for i in range(3)]
+    )
+    workflow_par = Parallel(
+        *[Agent(FunctionModel(worker), name=f"branch{i}", tools=[lookup]) for i in range(10)]
+    )
+
+    def count(agent: Any) -> int:
+        return int(agent.run("go").usage.requests)
 
     base = per_call(lambda: single.run("go"), count(single))
     print(f"single agent          {base:7.1f} us per model call")
@@ -98,9 +108,11 @@ def main() -> None:
         ("as_tool x3 sequence", seq),
         ("as_tool x3 parallel", par),
         ("handoff chain", first),
+        ("Sequence x3", workflow_seq),
+        ("Parallel x10", workflow_par),
     ):
         n = count(agent)
-        us = per_call(lambda agent=agent: agent.run("go"), n)
+        us = per_call(lambda agent=agent: agent.run("go"), n)  # type: ignore[misc]
         print(f"{label:21s} {us:7.1f} us per model call ({n} calls, {us / base - 1:+.0%})")
 
 

@@ -329,11 +329,21 @@ _TOOL_USE_FAILED = (
     ' "code": "tool_use_failed", "failed_generation": "<function=x>"}}'
 )
 
+
+def _workflow_duplicate_steps() -> None:
+    from toolfold import Sequence
+
+    first = Agent(ScriptedModel(["a"]), name="writer")
+    Sequence(first, first)
+
+
 TRIGGERS: dict[str, Callable[[], None]] = {
     "`@tool` on a function with a parameter type that has no schema": _undefinable_parameter,
     "two tools of one run with the same name": _duplicate_names,
     "an explicit JSON Schema that is not valid": _invalid_explicit_schema,
     "`@tool(blocking=False, timeout=...)`": _nonblocking_with_timeout,
+    "a workflow with two steps of one name, or a step whose input type does not accept "
+    "the previous step's output": _workflow_duplicate_steps,
     "`compile_tool(..., strict=True)` for a schema the dialect cannot express": _strict_loss,
     "argument text that is not JSON": _argument_json,
     "arguments that break the tool's schema": _argument_schema,

@@ -64,6 +64,14 @@ TOP = {
     "resume",
     "token_budget",
     "tool_called",
+    # runtime: workflows
+    "Loop",
+    "Parallel",
+    "Route",
+    "Sequence",
+    "Task",
+    "Workflow",
+    "WorkflowResponse",
     # adapters: schema dialects
     "CompiledTool",
     "Dialect",
@@ -99,6 +107,7 @@ TOP = {
     "ToolUseFailedError",
     "UsageError",
     "ToolfoldError",
+    "WorkflowDefinitionError",
     # metadata
     "__version__",
 }
@@ -106,6 +115,15 @@ TOP = {
 RUNTIME = {
     # the API: runs, agents, responses, stream events
     "Agent",
+    # workflows
+    "Loop",
+    "Parallel",
+    "Route",
+    "Sequence",
+    "Task",
+    "Workflow",
+    "WorkflowResponse",
+    "WorkflowStream",
     "Denied",
     "Handoff",
     "Response",

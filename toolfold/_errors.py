@@ -6,6 +6,7 @@ chained with ``raise ... from exc``::
 
     ToolfoldError
     ├── ToolDefinitionError        a tool cannot be built (raised at decoration time)
+    ├── WorkflowDefinitionError    a workflow cannot be built (raised when it is defined)
     ├── SchemaCompileError         a tool's schema cannot be sent in the dialect or mode asked
     ├── ToolArgumentError          arguments from a model do not fit a tool
     │   ├── ArgumentJSONError      the argument text is not JSON
@@ -37,7 +38,8 @@ Optional packages add their own, under `ToolfoldError` too: ``toolfold.mcp.MCPEr
 
 Where an error means what a builtin exception means, it subclasses that builtin
 too, so ``except ValueError`` or ``except TimeoutError`` catches it:
-`ToolDefinitionError` is a ``TypeError``; `UsageError`, `AgentFileError`, `SchemaCompileError`,
+`ToolDefinitionError` and `WorkflowDefinitionError` are ``TypeError``; `UsageError`,
+`AgentFileError`, `SchemaCompileError`,
 `ToolArgumentError`, `ModelConfigError` and `SerializationError` are
 ``ValueError``; `RunError` is a ``RuntimeError``; `ProviderConnectionError` is
 a ``ConnectionError`` and `ProviderTimeoutError` a ``TimeoutError`` (both are
@@ -74,6 +76,27 @@ class ToolDefinitionError(ToolfoldError, TypeError):
         count = len(self.problems)
         noun = "problem" if count == 1 else "problems"
         super().__init__(f"cannot make a tool of {qualname}: {count} {noun}\n{lines}")
+
+
+class WorkflowDefinitionError(ToolfoldError, TypeError):
+    """A workflow (``Sequence``, ``Parallel``, ``Route``, ``Loop``) cannot be built.
+
+    Raised once with every problem found: a step without a name, two steps
+    with one name, a step whose input type does not accept the previous
+    step's output type, a placeholder naming no earlier step, a bad option.
+
+    Attributes:
+        workflow: What the workflow is (its kind and name).
+        problems: One line per problem.
+    """
+
+    def __init__(self, workflow: str, problems: list[str] | tuple[str, ...]) -> None:
+        self.workflow = workflow
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"cannot build {workflow}: {count} {noun}\n{lines}")
 
 
 class SchemaCompileError(ToolfoldError, ValueError):

@@ -1,0 +1,371 @@
+"""Route and Loop, function steps, named values, failure policies and definition errors."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+import pytest
+
+from toolfold import (
+    Agent,
+    Loop,
+    Parallel,
+    Route,
+    RunError,
+    RunState,
+    Sequence,
+    SubRunEvent,
+    Task,
+    TextDelta,
+    WorkflowDefinitionError,
+)
+from toolfold.runtime import fork, replay
+from toolfold.testing import FunctionModel
+
+
+def echo(name: str) -> Agent:
+    """An agent that answers ``name(<its prompt>)``."""
+    return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
+
+
+def exact(state: RunState) -> None:
+    """The state replays from its log and survives JSON exactly."""
+    assert replay(state.log) == state
+    assert RunState.from_json(state.to_json()) == state
+
+
+@attrs.frozen
+class Draft:
+    """A draft and whether it is good enough."""
+
+    text: str
+    done: bool
+
+
+def drafts(done_at: int) -> Agent:
+    """A reviser whose n-th answer is draft ``vn``, done from ``done_at`` on."""
+
+    def reply(request: Any) -> str:
+        n = sum(1 for m in request.messages if m.role == "user")  # one prompt per run
+        count = reply.calls = getattr(reply, "calls", 0) + n  # type: ignore[attr-defined]
+        return f'{{"text": "v{count}", "done": {str(count >= done_at).lower()}}}'
+
+    return Agent(FunctionModel(reply), name="reviser", output_type=Draft)
+
+
+# --- Route ---------------------------------------------------------------------
+
+
+def test_route_runs_the_branch_its_router_agent_chose() -> None:
+    """A router agent answering a Literal label picks the branch; only that branch runs."""
+    triage = Agent(
+        FunctionModel(lambda r: '"tech"'), name="triage", output_type=Literal["billing", "tech"]
+    )
+    response = Route(triage, {"billing": echo("bill"), "tech": echo("fix")}).run("it crashed")
+    assert response.output == "fix(it crashed)"
+    assert dict(response.outputs) == {"triage": "tech", "fix": "fix(it crashed)"}
+    exact(response.state)
+
+
+def test_route_with_a_router_function_and_a_default() -> None:
+    """A plain function routes; a label with no branch goes to the default."""
+
+    def pick(text: str) -> str:
+        return "refund" if "money" in text else "other"
+
+    desk = Route(pick, {"refund": echo("refund")}, default=echo("human"))
+    assert desk.run("my money back").output == "refund(my money back)"
+    assert desk.run("hello").output == "human(hello)"
+
+
+def test_route_label_without_branch_or_default_fails_clearly() -> None:
+    """A router answering an unknown label with no default fails, naming the label."""
+    desk = Route(lambda text: "nope", {"yes": echo("yes")})
+    with pytest.raises(RunError, match="chose 'nope', which is not a label"):
+        desk.run("x")
+
+
+def test_route_branch_may_use_the_router_output() -> None:
+    """A branch's prompt template can read the router's answer by its name."""
+    triage = Agent(FunctionModel(lambda r: '"tech"'), name="triage", output_type=Literal["tech"])
+    branch = Task(echo("fix"), prompt="[{triage}] {input}")
+    assert Route(triage, {"tech": branch}).run("x").output == "fix([tech] x)"
+
+
+def test_router_literal_labels_must_all_have_a_branch() -> None:
+    """A router that may answer a label no branch takes is a definition error."""
+    triage = Agent(FunctionModel(lambda r: '"a"'), name="t", output_type=Literal["a", "b"])
+    with pytest.raises(WorkflowDefinitionError, match="'b', which no branch takes"):
+        Route(triage, {"a": echo("a")})
+
+
+# --- Loop ----------------------------------------------------------------------
+
+
+def test_loop_until_a_structured_field_holds() -> None:
+    """`until="done"` stops at the first output whose ``done`` is true."""
+    response = Loop(drafts(done_at=3), until="done", max_iterations=10).run("write")
+    assert response.output == Draft("v3", True)
+    assert list(response.state.sub_runs) == ["reviser.1", "reviser.2", "reviser.3"]
+    assert response.outputs["reviser"] == {"text": "v3", "done": True}
+    exact(response.state)
+
+
+def test_loop_feeds_each_output_back_and_stops_at_max_iterations() -> None:
+    """Each iteration gets the previous output; without the condition holding it stops at the limit."""
+    response = Loop(echo("e"), until=lambda text: False, max_iterations=3).run("x")
+    assert response.output == "e(e(e(x)))"
+
+
+def test_loop_predicate_sees_the_typed_output() -> None:
+    """A predicate gets the step's output as its declared type."""
+    seen: list[Any] = []
+
+    def good(draft: Draft) -> bool:
+        seen.append(draft)
+        return draft.text == "v2"
+
+    Loop(drafts(done_at=99), until=good).run("write")
+    assert seen == [Draft("v1", False), Draft("v2", False)]
+
+
+def test_loop_until_field_must_exist_on_the_output_type() -> None:
+    """`until` naming a field the output type lacks is a definition error."""
+    with pytest.raises(WorkflowDefinitionError, match="has no field 'finished'"):
+        Loop(drafts(1), until="finished")
+
+
+# --- function steps, named values ------------------------------------------------
+
+
+def test_function_steps_get_typed_input() -> None:
+    """A function step receives the previous output as its parameter's type."""
+
+    def count(text: str) -> int:
+        return len(text)
+
+    def double(n: int) -> int:
+        return n * 2
+
+    response = Sequence(echo("a"), count, double).run("xyz")
+    assert response.output == 12
+    assert dict(response.outputs) == {"a": "a(xyz)", "count": 6, "double": 12}
+
+
+def test_prompt_and_instruction_templates_read_earlier_outputs() -> None:
+    """`{name}`, `{name.field}` and `{input}` fill a step's prompt and its agent's instructions."""
+    seen: list[tuple[str, str]] = []
+
+    def reply(request: Any) -> str:
+        seen.append((request.messages[0].text, request.messages[-1].text))
+        return "ok"
+
+    writer = Agent(FunctionModel(reply), name="writer", instructions="Draft was {reviser.text}.")
+    workflow = Sequence(drafts(1), Task(writer, prompt="Polish {reviser.text} for {input}"))
+    workflow.run("Ann")
+    assert seen == [("Draft was v1.", 'Polish v1 for {"text": "v1", "done": true}')]
+
+
+def test_templates_are_safe() -> None:
+    """Attribute access, indexing, conversions and format specs are definition errors."""
+    for template in ("{a.__class__}", "{a[0]}", "{a!r}", "{a:>10}", "{}"):
+        with pytest.raises(WorkflowDefinitionError):
+            Sequence(echo("a"), Task(echo("b"), prompt=template))
+
+
+def test_template_naming_a_later_step_is_a_definition_error() -> None:
+    """A template cannot read a step that runs after it, or at the same time."""
+    with pytest.raises(WorkflowDefinitionError, match=r"refers to \{b\}, which runs after it"):
+        Sequence(Task(echo("a"), prompt="{b}"), echo("b"))
+    with pytest.raises(WorkflowDefinitionError, match="which runs at the same time"):
+        Parallel(Task(echo("a"), prompt="{b}"), echo("b"))
+
+
+def test_unknown_name_found_when_the_outermost_workflow_runs() -> None:
+    """A name no step defines is refused before anything runs; an enclosing step may define it."""
+    inner = Sequence(Task(echo("b"), prompt="about {topic}"), name="inner")
+    with pytest.raises(WorkflowDefinitionError, match=r"\{topic\}, which no earlier step"):
+        inner.run("x")
+    outer = Sequence(echo("topic"), inner)
+    assert outer.run("x").output == "b(about topic(x))"
+
+
+def test_name_of_a_skipped_step_fails_the_step_that_reads_it() -> None:
+    """A value that does not exist at run time (a skipped step) is a clear error there."""
+
+    def broken(text: str) -> str:
+        raise ValueError("no")
+
+    workflow = Sequence(Task(broken, on_error="skip"), Task(echo("b"), prompt="{broken}"))
+    with pytest.raises(RunError, match="no value named 'broken'"):
+        workflow.run("x")
+
+
+# --- types ---------------------------------------------------------------------
+
+
+def test_mismatched_step_types_are_a_definition_error_naming_both_steps() -> None:
+    """A step whose input type does not accept the previous output type is refused when built."""
+
+    def count(text: str) -> int:
+        return len(text)
+
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Sequence(count, Task(echo("b"), input_type=str))
+    assert caught.value.problems == (
+        "step 'b' takes str, but the step before it, 'count', gives int",
+    )
+
+
+def test_every_definition_problem_at_once() -> None:
+    """Duplicate names, bad options and bad steps are reported together."""
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Parallel(echo("a"), echo("a"), Task(42, name="n", on_error="never"), max_concurrency=0)
+    problems = "\n".join(caught.value.problems)
+    assert "used 2 times" in problems
+    assert "on_error must be" in problems
+    assert "a step is an Agent, a workflow or a function" in problems
+    assert "max_concurrency" in problems
+
+
+# --- failure policies ------------------------------------------------------------
+
+
+def failing(name: str, times: int) -> Agent:
+    """An agent whose model fails ``times`` times, then answers ``ok``."""
+    count = {"n": 0}
+
+    def reply(request: Any) -> str:
+        count["n"] += 1
+        if count["n"] <= times:
+            raise ValueError(f"failure {count['n']}")
+        return "ok"
+
+    return Agent(FunctionModel(reply), name=name)
+
+
+def test_on_error_fail_fails_the_workflow_with_the_error_in_its_state() -> None:
+    """A failing step fails the workflow; the error names the step and the state records it."""
+    with pytest.raises(RunError, match="step 'bad' of Sequence 'sequence' failed") as caught:
+        Sequence(echo("a"), failing("bad", 1), echo("c")).run("x")
+    state = caught.value.state
+    assert state.phase == "failed"
+    assert state.error.tool_name == "bad"
+    assert "failure 1" in state.error.message
+    exact(state)
+
+
+def test_on_error_skip_records_the_error_and_goes_on() -> None:
+    """A skipped step's error is in the response; the next step gets the skipped step's input."""
+    workflow = Sequence(echo("a"), Task(failing("bad", 1), on_error="skip"), echo("c"))
+    response = workflow.run("x")
+    assert response.output == "c(a(x))"
+    assert "failure 1" in response.errors["bad"]
+    assert "bad" not in response.outputs
+    exact(response.state)
+
+
+def test_on_error_retry_runs_the_step_again() -> None:
+    """A retried step runs until it succeeds, within its retries; each attempt is on the record."""
+    response = Sequence(Task(failing("flaky", 2), on_error="retry", retries=2)).run("x")
+    assert response.output == "ok"
+    assert list(response.state.sub_runs) == ["flaky#3"]
+    results = [r for m in response.messages if m.role == "tool" for r in m.tool_results]
+    assert [(r.call_id, r.is_error) for r in results] == [
+        ("flaky", True),
+        ("flaky#2", True),
+        ("flaky#3", False),
+    ]
+    assert response.errors == {}
+
+
+def test_on_error_retry_fails_once_retries_are_used_up() -> None:
+    """More failures than retries fail the workflow."""
+    with pytest.raises(RunError, match="step 'flaky'"):
+        Sequence(Task(failing("flaky", 3), on_error="retry", retries=2)).run("x")
+
+
+def test_parallel_retries_only_the_failing_step() -> None:
+    """In a parallel, a retried step runs again alone; the others ran once."""
+    calls: list[str] = []
+
+    def once(request: Any) -> str:
+        calls.append("steady")
+        return "steady"
+
+    workflow = Parallel(
+        Agent(FunctionModel(once), name="steady"), Task(failing("flaky", 1), on_error="retry")
+    )
+    response = workflow.run("x")
+    assert response.output == {"steady": "steady", "flaky": "ok"}
+    assert calls == ["steady"]
+
+
+# --- fork, streaming of the other kinds -------------------------------------------
+
+
+def test_fork_at_a_middle_step_reruns_only_what_follows() -> None:
+    """A fork after the first step resumes from there: the first step does not run again."""
+    calls: list[str] = []
+
+    def counted(name: str) -> Agent:
+        def reply(request: Any) -> str:
+            calls.append(name)
+            return f"{name}({request.messages[-1].text})"
+
+        return Agent(FunctionModel(reply), name=name)
+
+    workflow = Sequence(counted("a"), counted("b"), counted("c"))
+    done = workflow.run("x", run_id="first")
+    forked = fork(done.state, step=1, run_id="second")
+    assert forked.phase == "awaiting_model"
+    calls.clear()
+    again = workflow.resume(forked)
+    assert calls == ["b", "c"]
+    assert again.output == done.output
+    assert sorted(again.state.sub_runs) == ["a", "b", "c"]
+    assert again.state.sub_runs["b"].run_id == "second/b"
+    exact(again.state)
+
+
+@pytest.mark.parametrize(
+    "workflow",
+    [
+        Route(lambda text: "a", {"a": echo("a")}),
+        Loop(echo("a"), max_iterations=2),
+        Parallel(echo("a"), Task(echo("a"), name="a2")),
+    ],
+    ids=["route", "loop", "parallel"],
+)
+def test_route_and_loop_stream_like_they_run(workflow: Any) -> None:
+    """Streaming gives the same final state as running, with the steps' text deltas tagged."""
+    stream = workflow.stream("x", run_id="s")
+    deltas = [e for e in stream if isinstance(e, SubRunEvent) and isinstance(e.event, TextDelta)]
+    assert deltas
+    assert {e.path[0] for e in deltas} <= {"a", "a2"}
+    assert stream.response.state == workflow.run("x", run_id="s").state
+
+
+def pick_tech(value: object) -> str:
+    """A router function with an import path (so a workflow holding it pickles)."""
+    return "tech"
+
+
+def test_a_workflow_pickles_as_its_spec() -> None:
+    """A workflow travels to another process as its spec and is rebuilt there, equal."""
+    import pickle
+
+    from toolfold.testing import TestModel, override_models
+
+    with override_models(lambda spec: TestModel()):
+        a = Agent("openai:gpt-4o-mini", name="a")
+        workflow = Sequence(
+            Task(a, on_error="skip"),
+            Parallel(Task(a, name="b"), Loop(Task(a, name="c"), until="done", max_iterations=2)),
+            Route(pick_tech, {"tech": Task(a, name="d")}),
+            name="top",
+        )
+        again = pickle.loads(pickle.dumps(workflow))
+    assert again == workflow
+    assert again.steps[0].on_error == "skip"

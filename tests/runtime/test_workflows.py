@@ -1,0 +1,206 @@
+"""Workflows (Sequence, Parallel, Route, Loop) on the agent loop: run, stream, replay, JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import attrs
+import pytest
+
+from toolfold import (
+    Agent,
+    Parallel,
+    RunState,
+    Sequence,
+    SubRunEvent,
+    Task,
+    TextDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    WorkflowResponse,
+)
+from toolfold.runtime import RunEndEvent, replay
+from toolfold.testing import FunctionModel
+
+
+def echo(name: str) -> Agent:
+    """An agent that answers ``name(<its prompt>)``."""
+    return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
+
+
+def exact(response: WorkflowResponse) -> None:
+    """The response's state replays from its log and survives JSON exactly."""
+    assert replay(response.state.log) == response.state
+    assert RunState.from_json(response.state.to_json()) == response.state
+
+
+# --- Sequence ------------------------------------------------------------------
+
+
+def test_sequence_feeds_each_output_to_the_next_step() -> None:
+    """Each step's output is the next step's prompt; the last output is the workflow's."""
+    response = Sequence(echo("a"), echo("b"), echo("c")).run("x")
+    assert response.output == "c(b(a(x)))"
+    assert response.text == "c(b(a(x)))"
+    assert response.finish_reason == "stop"
+    assert dict(response.outputs) == {"a": "a(x)", "b": "b(a(x))", "c": "c(b(a(x)))"}
+    assert response.usage.requests == 3  # the planner calls no model
+    exact(response)
+
+
+def test_sequence_nests_each_step_run_in_its_state() -> None:
+    """Each step's run is kept on its call's record, with an id derived from the workflow's."""
+    response = Sequence(echo("a"), echo("b")).run("x", run_id="wf")
+    runs = response.state.sub_runs
+    assert sorted(runs) == ["a", "b"]
+    assert runs["a"].run_id == "wf/a"
+    assert runs["b"].messages[0].text == "a(x)"
+
+
+def test_sequence_streams_its_steps_events_tagged_with_their_path() -> None:
+    """Streaming a sequence yields each step's events wrapped with (step name, call id)."""
+    stream = Sequence(echo("a"), echo("b")).stream("x", run_id="s")
+    events = list(stream)
+    texts = [
+        (e.path, e.event.text)
+        for e in events
+        if isinstance(e, SubRunEvent) and isinstance(e.event, TextDelta)
+    ]
+    assert texts == [(("a", "a"), "a(x)"), (("b", "b"), "b(a(x))")]
+    assert not any(
+        isinstance(e, TextDelta) for e in events
+    )  # the planner's own output is not shown
+    assert [e.call.name for e in events if isinstance(e, ToolCallEvent)] == ["a", "b"]
+    assert [e.result.tool_name for e in events if isinstance(e, ToolResultEvent)] == ["a", "b"]
+    end = events[-1]
+    assert isinstance(end, RunEndEvent)
+    assert stream.response.output == "b(a(x))"
+    plain = Sequence(echo("a"), echo("b")).run("x", run_id="s")
+    assert stream.response.state == plain.state
+
+
+def test_sequence_runs_on_the_event_loop() -> None:
+    """`arun` gives the same state as `run`."""
+    workflow = Sequence(echo("a"), echo("b"))
+    response = asyncio.run(workflow.arun("x", run_id="r"))
+    assert response.state == workflow.run("x", run_id="r").state
+
+
+def test_sequence_takes_structured_input_and_output() -> None:
+    """A dict input reaches the first agent as JSON; a structured output comes back typed."""
+
+    @attrs.frozen
+    class Verdict:
+        ok: bool
+
+    judge = Agent(FunctionModel(lambda r: '{"ok": true}'), name="judge", output_type=Verdict)
+    response = Sequence(echo("a"), judge).run({"topic": "tea"})
+    assert response.outputs["a"] == 'a({"topic": "tea"})'
+    assert response.output == Verdict(ok=True)
+    assert response.state.output == {"ok": True}
+    exact(response)
+
+
+# --- Parallel ------------------------------------------------------------------
+
+
+def test_parallel_merges_outputs_by_step_name() -> None:
+    """Every step gets the same input; the default merge maps step names to outputs."""
+    response = Parallel(echo("a"), echo("b"), echo("c")).run("x")
+    assert response.output == {"a": "a(x)", "b": "b(x)", "c": "c(x)"}
+    assert response.usage.requests == 3
+    exact(response)
+
+
+def test_parallel_commits_in_declaration_order_whatever_finishes_first() -> None:
+    """The slow first step finishes last, yet its result is committed first."""
+    second_done = threading.Event()
+
+    def slow(request: Any) -> str:
+        assert second_done.wait(10)
+        return "slow"
+
+    def fast(request: Any) -> str:
+        second_done.set()
+        return "fast"
+
+    workflow = Parallel(
+        Agent(FunctionModel(slow), name="first"), Agent(FunctionModel(fast), name="second")
+    )
+    response = workflow.run("go")
+    results = response.messages[-2].tool_results
+    assert [r.tool_name for r in results] == ["first", "second"]
+    assert list(response.output) == ["first", "second"]
+    exact(response)
+
+
+def test_parallel_merge_function_sees_typed_outputs() -> None:
+    """A merge function gets the outputs by name and its result is the output."""
+
+    def join(outputs: dict[str, Any]) -> str:
+        return " + ".join(f"{k}={v}" for k, v in outputs.items())
+
+    response = Parallel(echo("a"), echo("b"), merge=join).run("x")
+    assert response.output == "a=a(x) + b=b(x)"
+
+
+def test_parallel_inside_sequence_then_a_step_reads_both() -> None:
+    """A sequence step after a parallel gets the merged mapping as JSON."""
+    response = Sequence(Parallel(echo("a"), echo("b"), name="both"), echo("c")).run("x")
+    assert response.output == 'c({"a": "a(x)", "b": "b(x)"})'
+    assert response.outputs["both"] == {"a": "a(x)", "b": "b(x)"}
+    exact(response)
+
+
+def test_parallel_bounded_concurrency_still_runs_every_step() -> None:
+    """max_concurrency=1 runs the steps one at a time; all of them run."""
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def counted(request: Any) -> str:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        with lock:
+            running -= 1
+        return "ok"
+
+    steps = [Agent(FunctionModel(counted), name=f"s{i}") for i in range(4)]
+    response = Parallel(*steps, max_concurrency=1).run("x")
+    assert list(response.output) == ["s0", "s1", "s2", "s3"]
+    assert most == 1
+
+
+def test_named_task_overrides_the_agent_name() -> None:
+    """A Task gives a step its own name; the same agent may run twice under two names."""
+    a = echo("a")
+    response = Sequence(Task(a, name="first"), Task(a, name="second")).run("x")
+    assert dict(response.outputs) == {"first": "a(x)", "second": "a(a(x))"}
+
+
+@pytest.mark.parametrize("kind", [Sequence, Parallel])
+def test_unnamed_agent_is_a_definition_error(kind: Any) -> None:
+    """A step needs a name: an unnamed agent is refused when the workflow is built."""
+    from toolfold import WorkflowDefinitionError
+
+    with pytest.raises(WorkflowDefinitionError, match="has no name"):
+        kind(Agent(FunctionModel(lambda r: "x")))
+
+
+def test_parallel_streams_and_runs_on_the_event_loop() -> None:
+    """`async for` over a parallel's stream and `arun` reach the state `run` reaches."""
+    workflow = Parallel(echo("a"), echo("b"))
+
+    async def main() -> tuple[list[Any], WorkflowResponse]:
+        stream = workflow.stream("x", run_id="p")
+        events = [event async for event in stream]
+        return events, await workflow.arun("x", run_id="p")
+
+    events, response = asyncio.run(main())
+    assert isinstance(events[-1], RunEndEvent)
+    assert events[-1].response.state == response.state == workflow.run("x", run_id="p").state
+    assert {e.path[0] for e in events if isinstance(e, SubRunEvent)} == {"a", "b"}

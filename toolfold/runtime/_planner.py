@@ -1,0 +1,267 @@
+"""How a workflow runs on the agent loop: a planner in the model's seat.
+
+A workflow's run is an ordinary run (`RunState`, events, reducers): its
+"model" is a `Planner` that reads the run's conversation (the workflow's
+input, then each step's call and result) and answers with the next step
+calls, or with the final output. Each step is a tool of the run (see
+`_task`), so its result, its nested sub-run, an approval inside it, the
+idempotency key, the commit in call order and the step count all come from
+the loop that agents use. The planner is deterministic: its decisions are
+recorded in the log as model responses, so a replay needs no planner at all,
+and a resumed run asks it only about what comes next.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import attrs
+
+from toolfold._errors import RunError
+from toolfold.runtime._testing import make_call, response_events
+from toolfold.runtime.core._messages import Message, TextPart, Usage
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec
+from toolfold.runtime.core._stream import StreamEvent
+from toolfold.runtime.drive._output import OutputRejected, OutputSchema
+
+if TYPE_CHECKING:
+    from toolfold.runtime._task import Task
+    from toolfold.runtime._workflow import Workflow
+
+PLANNER_MODEL = "toolfold:workflow"
+"""The model name a workflow's run records (no provider is involved)."""
+
+_NO_USAGE = Usage()  # the planner calls no model: a workflow's usage is its steps'
+
+
+class Attempt(NamedTuple):
+    """One finished attempt at a step, read back from the conversation.
+
+    Attributes:
+        call_id: The call's id: the step's base id, ``#n`` for attempt n > 1.
+        name: The step's name.
+        ok: False when the step failed.
+        value: Its output as plain data, or its error text.
+    """
+
+    call_id: str
+    name: str
+    ok: bool
+    value: Any
+
+    @property
+    def base(self) -> str:
+        """The id shared by every attempt at the same step (and loop iteration)."""
+        return self.call_id.partition("#")[0]
+
+
+class Call(NamedTuple):
+    """A step call the planner asks for."""
+
+    task: Task
+    call_id: str
+    input: Any
+    values: Mapping[str, Any]
+
+
+class Done(NamedTuple):
+    """The step's output (plain data); ``skipped``: it failed and was skipped."""
+
+    value: Any
+    skipped: bool = False
+    error: str | None = None
+
+
+@attrs.frozen
+class Plan:
+    """What the planner reads: the workflow's input, inherited values, finished attempts."""
+
+    input: Any
+    values: Mapping[str, Any]
+    attempts: tuple[Attempt, ...]
+    _by_base: Mapping[str, list[Attempt]] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        by_base: dict[str, list[Attempt]] = {}
+        for attempt in self.attempts:
+            by_base.setdefault(attempt.base, []).append(attempt)
+        object.__setattr__(self, "_by_base", by_base)
+
+    def status(self, task: Task, base: str) -> Done | str:
+        """The step's outcome, or the call id of its next attempt."""
+        attempts = self._by_base.get(base)
+        if not attempts:
+            return base
+        last = attempts[-1]
+        if last.ok:
+            return Done(last.value)
+        if task.on_error == "retry":
+            # The run itself fails once the retries are used up (the tool's max_retries).
+            return f"{base}#{len(attempts) + 1}"
+        return Done(None, skipped=True, error=last.value)
+
+    def started(self, base: str) -> bool:
+        """Whether any attempt at ``base`` exists."""
+        return base in self._by_base
+
+    def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
+        """A call of ``task`` with the values its templates need."""
+        needed = {n: values[n] for n in sorted(task.free_names) if n in values}
+        return Call(task, call_id, input, needed)
+
+
+def envelope(input: Any, values: Mapping[str, Any]) -> str:
+    """The first message of a workflow run: its input and the values it inherits."""
+    return json.dumps({"input": input, "values": dict(values)}, default=str)
+
+
+def read_plan(messages: tuple[Message, ...], since: Plan | None = None) -> Plan:
+    """The workflow's input, inherited values and finished attempts, from its conversation.
+
+    With ``since`` (the plan of an earlier prefix of the same conversation),
+    ``messages`` holds only what came after it.
+    """
+    input_: Any = since.input if since is not None else None
+    values: Mapping[str, Any] = since.values if since is not None else {}
+    attempts: list[Attempt] = list(since.attempts) if since is not None else []
+    read = since is not None
+    for message in messages:
+        if message.role == "user" and not read:
+            data = json.loads(message.text)
+            input_, values, read = data["input"], data.get("values") or {}, True
+        elif message.role == "tool":
+            for result in message.tool_results:
+                if result.is_error:
+                    attempts.append(
+                        Attempt(result.call_id, result.tool_name, False, result.content)
+                    )
+                else:
+                    value = json.loads(result.content)
+                    attempts.append(Attempt(result.call_id, result.tool_name, True, value))
+    return Plan(input_, values, tuple(attempts))
+
+
+class _PlanCache:
+    """The last plan read per conversation, so each decision reads only the new messages.
+
+    Keyed by the conversation's first message; a hit needs the very message
+    objects read last time (a `Log` shares its prefix), so a fork or a state
+    loaded from JSON, whose messages are other objects, is read afresh.
+    """
+
+    _SIZE = 64
+
+    def __init__(self) -> None:
+        self._plans: dict[int, tuple[Message, Message, int, Plan]] = {}
+
+    def read(self, messages: tuple[Message, ...]) -> Plan:
+        if not messages:
+            return read_plan(messages)
+        first, count = messages[0], len(messages)
+        hit = self._plans.get(id(first))
+        if (
+            hit is not None
+            and hit[0] is first
+            and hit[2] <= count
+            and messages[hit[2] - 1] is hit[1]
+        ):
+            plan = read_plan(messages[hit[2] :], hit[3])
+        else:
+            plan = read_plan(messages)
+        if len(self._plans) >= self._SIZE:
+            self._plans.clear()
+        self._plans[id(first)] = (first, messages[-1], count, plan)
+        return plan
+
+
+class Final(NamedTuple):
+    """The workflow's output (plain data)."""
+
+    value: Any
+
+
+def respond(decision: list[Call] | Final) -> ModelResponse:
+    """The planner's decision as a model response."""
+    if isinstance(decision, Final):
+        text = json.dumps(decision.value, default=str)
+        return ModelResponse(
+            Message("assistant", (TextPart(text),)), _NO_USAGE, "stop", None, PLANNER_MODEL
+        )
+    parts = tuple(
+        make_call(c.task.name, {"input": c.input, "values": dict(c.values)}, id=c.call_id)
+        for c in decision
+    )
+    return ModelResponse(Message("assistant", parts), _NO_USAGE, "tool_calls", None, PLANNER_MODEL)
+
+
+class Planner:
+    """The `Model` of a workflow's run: decides the next steps from the conversation."""
+
+    def __init__(self, workflow: Workflow) -> None:
+        self._workflow = workflow
+        self._plans = _PlanCache()
+
+    @property
+    def name(self) -> str:
+        """The model name the run records."""
+        return PLANNER_MODEL
+
+    def __repr__(self) -> str:
+        return f"Planner({self._workflow.name or type(self._workflow).__name__})"
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        """The next decision."""
+        workflow = self._workflow
+        try:
+            decision = workflow.plan(self._plans.read(request.messages))
+        except RunError:
+            raise
+        except Exception as exc:
+            label = workflow.name or type(workflow).__name__
+            raise RunError(
+                f"workflow {label!r}: {type(exc).__name__}: {exc}; the error's state is the "
+                "workflow before this decision (resume it to try again)",
+                None,
+            ) from exc
+        return respond(decision)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """The next decision (the planner never waits)."""
+        return self.request_sync(request)
+
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """The decision as stream events (one chunk per part)."""
+        return response_events(self.request_sync(request), chunk=1 << 30)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The decision as stream events."""
+        for event in self.stream_sync(request):
+            yield event
+
+
+@attrs.frozen
+class WorkflowOutput(OutputSchema):
+    """A workflow's final answer: JSON from the planner, restored by the workflow."""
+
+    _restore: Any = attrs.field(default=None, eq=False, repr=False)
+
+    def parse(self, text: str) -> tuple[Any, Any]:
+        """(the typed value, the plain value) of the planner's final answer."""
+        try:
+            plain = json.loads(text)
+        except ValueError as exc:  # pragma: no cover - the planner writes JSON
+            raise OutputRejected(f"not JSON: {exc}") from exc
+        return self.restore(plain), plain
+
+    def restore(self, plain: Any) -> Any:
+        """The workflow's output as its declared type where known."""
+        return self._restore(plain) if self._restore is not None else plain
+
+
+def workflow_output(workflow: Workflow) -> WorkflowOutput:
+    """The output schema of ``workflow``'s run."""
+    return WorkflowOutput(
+        Any, OutputSpec("workflow_output", {}), False, None, restore=workflow.restore
+    )

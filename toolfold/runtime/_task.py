@@ -1,0 +1,394 @@
+"""`Task`: one step of a workflow (an agent, a workflow or a function) and its tool.
+
+A workflow runs each of its steps as a tool call of its own run (see
+`_planner`): this module turns a step into that `Tool`. The tool's arguments
+are the step's input and the named values its templates need, as plain data;
+its result is the step's output as JSON text. An agent or a workflow step
+hands back a `SubRun`, so its whole run nests in the workflow's state, and an
+approval inside it suspends the workflow like an agent used as a tool.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import typing
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from toolfold.runtime._agent import Agent
+from toolfold.runtime._response import RunEndEvent
+from toolfold.runtime._template import TemplateError, names_in, render
+from toolfold.runtime.drive._executor import SubRun
+from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._tool import Tool
+
+if TYPE_CHECKING:
+    from toolfold.runtime._response import Response
+
+OnError = Literal["fail", "skip", "retry"]
+"""What a failing step does: fail the workflow, be skipped, or run again."""
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_SKIP_LIMIT = 1_000_000  # a skipped step never fails the run, however often it fails
+
+
+@attrs.frozen(init=False)
+class Task:
+    """A workflow step with its options: name, failure policy, prompt template.
+
+    Agents, workflows and functions given to a workflow directly become tasks
+    with the defaults; wrap one in a `Task` to change them.
+
+    Example:
+        >>> Sequence(researcher, Task(writer, prompt="Write up {researcher}.", on_error="retry"))
+
+    Attributes:
+        target: An `Agent`, a workflow, or a function of the step's input.
+        name: The step's name: its output is stored under it, and templates
+            refer to it as ``{name}``. Default: the agent's or workflow's
+            ``name``, the function's ``__name__``.
+        on_error: ``"fail"`` (the workflow fails), ``"skip"`` (the step's
+            error is recorded, it has no output and the next step gets its
+            input) or ``"retry"`` (run it again, up to ``retries`` times).
+        retries: Extra attempts with ``on_error="retry"``.
+        prompt: A template for the agent's prompt (``{input}`` is the step's
+            input; ``{name}`` / ``{name.field}`` earlier outputs). Default:
+            the input itself (JSON unless it is text).
+        input_type: The type the step accepts, checked against the previous
+            step's output type when the workflow is built (a function's is
+            its first parameter's annotation).
+    """
+
+    target: Any
+    name: str
+    on_error: OnError
+    retries: int
+    prompt: str | None
+    input_type: Any
+    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        name: str | None = None,
+        on_error: OnError = "fail",
+        retries: int = 2,
+        prompt: str | None = None,
+        input_type: Any = None,
+    ) -> None:
+        self.__attrs_init__(
+            target=target,
+            name=name if name is not None else default_name(target),
+            on_error=on_error,
+            retries=retries,
+            prompt=prompt,
+            input_type=input_type,
+        )
+        object.__setattr__(self, "_free", self._find_free_names())
+
+    @property
+    def kind(self) -> Literal["agent", "workflow", "function"]:
+        """What the step runs."""
+        from toolfold.runtime._workflow import Workflow
+
+        if isinstance(self.target, Agent):
+            return "agent"
+        if isinstance(self.target, Workflow):
+            return "workflow"
+        return "function"
+
+    def problems(self) -> list[str]:
+        """What is wrong with this step's definition (every problem)."""
+        found: list[str] = []
+        label = f"step {self.name!r}" if self.name else "a step"
+        if not self.name:
+            found.append(
+                f"{_describe(self.target)} has no name: give the agent name=..., "
+                "or wrap it in Task(..., name=...)"
+            )
+        elif not _NAME.match(self.name):
+            found.append(
+                f"step name {self.name!r} is not a name (letters, digits and _, up to 64, "
+                "not starting with a digit): templates refer to it as {name}"
+            )
+        if self.on_error not in ("fail", "skip", "retry"):
+            found.append(
+                f"{label}: on_error must be 'fail', 'skip' or 'retry', not {self.on_error!r}"
+            )
+        if type(self.retries) is not int or self.retries < 1:
+            found.append(f"{label}: retries must be an integer >= 1, got {self.retries!r}")
+        if self.kind == "function" and not callable(self.target):
+            found.append(
+                f"{label}: a step is an Agent, a workflow or a function, "
+                f"got {type(self.target).__name__}"
+            )
+        if self.prompt is not None and self.kind != "agent":
+            found.append(f"{label}: prompt= is for agent steps (a {self.kind} gets its input)")
+        for template in (self.prompt, self.instructions):
+            try:
+                names_in(template)
+            except TemplateError as exc:
+                found.append(f"{label}: {exc}")
+        return found
+
+    @property
+    def instructions(self) -> str | None:
+        """The agent's instructions, which may hold placeholders (None for other steps)."""
+        return self.target.instructions if isinstance(self.target, Agent) else None
+
+    @property
+    def free_names(self) -> frozenset[str]:
+        """Names of values this step's templates need from earlier steps (any depth)."""
+        return self._free
+
+    def _find_free_names(self) -> frozenset[str]:
+        from toolfold.runtime._workflow import Workflow
+
+        if isinstance(self.target, Workflow):
+            return self.target.free_names
+        try:
+            names = names_in(self.prompt) | names_in(self.instructions)
+        except TemplateError:
+            return frozenset()  # reported by problems()
+        return names - {"input"}
+
+    @property
+    def output_type(self) -> Any:
+        """The type of this step's output (Any when unknown)."""
+        from toolfold.runtime._workflow import Workflow
+
+        target = self.target
+        if isinstance(target, Agent):
+            return target.output_type if target.output_type is not None else str
+        if isinstance(target, Workflow):
+            return target.output_type
+        return _hints(target).get("return", Any)
+
+    @property
+    def accepts(self) -> Any:
+        """The type this step takes as input (Any when it takes anything)."""
+        from toolfold.runtime._workflow import Workflow
+
+        if self.input_type is not None:
+            return self.input_type
+        if isinstance(self.target, Workflow):
+            return self.target.input_type
+        if self.kind == "function":
+            return _first_parameter_type(self.target)
+        return Any  # an agent takes anything: it reads it as its prompt
+
+    def restore(self, plain: Any) -> Any:
+        """This step's output from plain data, as its declared type where known."""
+        from toolfold.runtime._workflow import Workflow
+
+        if plain is None:
+            return None
+        target = self.target
+        if isinstance(target, Agent):
+            output = target._options.output
+            return output.restore(plain) if output is not None else plain
+        if isinstance(target, Workflow):
+            return target.restore(plain)
+        return structured(plain, self.output_type)
+
+    @property
+    def max_retries(self) -> int:
+        """Consecutive failures the run allows this step's tool (see `OnError`)."""
+        return {"fail": 0, "retry": self.retries, "skip": _SKIP_LIMIT}[self.on_error]
+
+    def tool(self) -> Tool[..., Any]:
+        """The tool the workflow's run calls to run this step."""
+        from toolfold.toolkit import tool
+
+        runner = _function_runner(self) if self.kind == "function" else _run_runner(self)
+        runner.__doc__ = (
+            f"Run step {self.name}.\n\nArgs:\n    input: The input.\n    values: Named values."
+        )
+        made: Tool[..., Any] = tool(
+            name=self.name,
+            description=f"Run step {self.name}.",
+            max_retries=self.max_retries,
+        )(runner)
+        return made
+
+
+def as_task(step: Any) -> Task:
+    """``step`` as a `Task` (agents, workflows and functions get the defaults)."""
+    return step if isinstance(step, Task) else Task(step)
+
+
+def default_name(target: Any) -> str:
+    """The default step name: the agent's or workflow's name, the function's ``__name__``."""
+    if isinstance(target, Agent):
+        return target.name or ""
+    name = getattr(target, "name", None)
+    if isinstance(name, str):
+        return name
+    return getattr(target, "__name__", "") or ""
+
+
+def _describe(target: Any) -> str:
+    if isinstance(target, Agent):
+        return "an agent"
+    return type(target).__name__
+
+
+def _hints(fn: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        return {}
+
+
+def _first_parameter_type(fn: Any) -> Any:
+    try:
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        return Any
+    if not params:
+        return Any
+    return _hints(fn).get(params[0].name, Any)
+
+
+def structured(plain: Any, tp: Any) -> Any:
+    """``plain`` structured into ``tp`` (plain data when ``tp`` is Any or does not fit)."""
+    if tp is Any or tp is None or tp is object:
+        return plain
+    from toolfold.toolkit._converter import get_converter
+
+    try:
+        return get_converter().structure(plain, tp)
+    except Exception:
+        return plain
+
+
+def plain_data(value: Any) -> Any:
+    """A step's output as JSON-ready plain data (attrs classes, dataclasses... unstructured)."""
+    from toolfold.toolkit._converter import get_converter
+
+    plain = get_converter().unstructure(value)
+    return json.loads(json.dumps(plain, default=str))
+
+
+# --- the tools -----------------------------------------------------------------
+
+
+def _scope(input: Any, values: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {**(values or {}), "input": input}
+
+
+def _prompt_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _run_runner(task: Task) -> Callable[..., Any]:
+    """The tool function of an agent or workflow step: runs it as a sub-run."""
+
+    def run_step(
+        ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
+    ) -> SubRun:
+        scope = _scope(input, values)
+        target = _bound(task, scope)
+        sub_id = f"{ctx.run_id}/{ctx.call_id}"
+        if isinstance(target, Agent):
+            prompt: Any = render(task.prompt, scope) if task.prompt else _prompt_text(input)
+        else:
+            prompt = target.envelope(input, values or {})
+        if ctx.forward is not None:  # the workflow streams: so does the step
+            if ctx.sub_run is not None:
+                stream: Any = target.resume_stream(ctx.sub_run, deps=ctx.deps)
+            else:
+                stream = target.stream(prompt, deps=ctx.deps, run_id=sub_id)
+            for event in stream:
+                if not isinstance(event, RunEndEvent):
+                    ctx.forward(event)
+            response: Response = stream.response
+        elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
+            response = target.resume(ctx.sub_run, deps=ctx.deps)
+        else:
+            response = target.run(prompt, deps=ctx.deps, run_id=sub_id)
+        state = response.state
+        return SubRun(state, json.dumps(state.output, default=str))
+
+    return run_step
+
+
+def _bound(task: Task, scope: Mapping[str, Any]) -> Any:
+    """The step's target with its instructions' placeholders filled."""
+    target = task.target
+    if isinstance(target, Agent) and target.instructions:
+        text = render(target.instructions, scope)
+        return target if text == target.instructions else target.evolve(instructions=text)
+    return target
+
+
+def _function_runner(task: Task) -> Callable[..., Any]:
+    """The tool function of a function step: its input structured, its output as JSON."""
+    fn = task.target
+    tp = task.accepts
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def run_async_step(input: Any = None, values: dict[str, Any] | None = None) -> str:
+            return json.dumps(plain_data(await fn(structured(input, tp))))
+
+        return run_async_step
+
+    def run_step(input: Any = None, values: dict[str, Any] | None = None) -> str:
+        return json.dumps(plain_data(fn(structured(input, tp))))
+
+    return run_step
+
+
+# --- types ---------------------------------------------------------------------
+
+
+def type_accepts(target: Any, source: Any) -> bool:
+    """Whether a step declared to take ``target`` accepts an output of type ``source``.
+
+    Lenient where it cannot know (Any, generics' arguments, forward references):
+    only a definite mismatch is refused.
+    """
+    if target is Any or target is object or source is Any or target is None:
+        return True
+    origin_t, origin_s = typing.get_origin(target), typing.get_origin(source)
+    if origin_s in (typing.Union, _union_type()):
+        return all(type_accepts(target, member) for member in typing.get_args(source))
+    if origin_t in (typing.Union, _union_type()):
+        return any(type_accepts(member, source) for member in typing.get_args(target))
+    if origin_s is Literal:
+        values = typing.get_args(source)
+        if origin_t is Literal:
+            return set(values) <= set(typing.get_args(target))
+        return all(type_accepts(target, type(v)) for v in values)
+    if origin_t is Literal:
+        return False
+    base_t = origin_t or target
+    base_s = origin_s or source
+    if isinstance(base_t, type) and isinstance(base_s, type):
+        if base_t is float and base_s is int:
+            return True
+        return issubclass(base_s, base_t)
+    return True
+
+
+def _union_type() -> Any:
+    import types
+
+    return types.UnionType
+
+
+def type_name(tp: Any) -> str:
+    """A short readable name for a type."""
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return tp.__name__
+    return repr(tp).replace("typing.", "")
