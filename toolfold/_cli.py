@@ -70,7 +70,7 @@ def _agent_commands(commands: Any) -> None:
         "run",
         "run an agent file's agent on a prompt",
         c.run,
-        "Run the entry agent of FILE (or --agent) on PROMPT. The answer goes to stdout, "
+        "Run the entry agent or workflow of FILE (or --agent) on PROMPT. The answer goes to stdout, "
         "tool calls and results to stderr. A run that waits for approvals asks y/n per call "
         "when stdin is a terminal; otherwise it writes a run file and exits with 3.",
     )
@@ -123,11 +123,11 @@ def _agent_commands(commands: Any) -> None:
         "graph",
         "print an agent file's Mermaid diagram",
         c.graph,
-        "Print the Mermaid flowchart of the entry agent (or --agent): tools, sub-agents, "
-        "tool sources, handoffs.",
+        "Print the Mermaid flowchart of the entry (or --agent): agents, tools, sub-agents, "
+        "tool sources, handoffs, workflow steps.",
     )
     graph.add_argument("file", metavar="FILE", help="an agent file")
-    graph.add_argument("--agent", help="the agent to draw (default: the entry)")
+    graph.add_argument("--agent", help="the agent or workflow to draw (default: the entry)")
     check = add(
         "check",
         "load and validate an agent file",
@@ -139,7 +139,7 @@ def _agent_commands(commands: Any) -> None:
 
 
 def _run_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--agent", help="the agent to run (default: the file's entry)")
+    command.add_argument("--agent", help="the agent or workflow to run (default: the file's entry)")
     command.add_argument(
         "--model",
         help="a model for every agent instead of the file's: provider:model, or an import "

@@ -64,7 +64,7 @@ def _agent(command: str, loaded: Any, name: str | None) -> Any:
     from toolfold._errors import UsageError
 
     try:
-        return loaded.agent(name)
+        return loaded.get(name)
     except UsageError as exc:
         _say(command, str(exc))
         raise _Stop(PROBLEM) from None
@@ -92,12 +92,16 @@ def check(args: argparse.Namespace) -> int:
     """``toolfold check FILE``: load and validate, print every problem."""
     loaded = _load("check", args.file, args.model, offline=True)
     names = ", ".join(loaded.agents)
-    print(f"{args.file}: ok: {len(loaded.agents)} agent(s): {names} (entry: {loaded.entry})")
+    flows = ", ".join(loaded.workflows)
+    counted = f"{len(loaded.agents)} agent(s): {names}" if loaded.agents else "no agents"
+    if loaded.workflows:
+        counted += f"; {len(loaded.workflows)} workflow(s): {flows}"
+    print(f"{args.file}: ok: {counted} (entry: {loaded.entry})")
     return OK
 
 
 def graph(args: argparse.Namespace) -> int:
-    """``toolfold graph FILE``: the Mermaid diagram of the entry agent (or ``--agent``)."""
+    """``toolfold graph FILE``: the Mermaid diagram of the entry (or ``--agent``)."""
     loaded = _load("graph", args.file, None, offline=True)
     sys.stdout.write(_agent("graph", loaded, args.agent).to_mermaid())
     return OK
@@ -110,7 +114,7 @@ def tools(args: argparse.Namespace) -> int:
     from toolfold.runtime._sources import opened
 
     loaded = _load("tools", args.file, None, offline=True)
-    names = [args.agent] if args.agent else list(loaded.agents)
+    names = [args.agent] if args.agent else list(loaded.agents)  # workflows have no tools
     dialects = args.dialect or list(DIALECTS)
     unknown = [d for d in dialects if d not in DIALECTS]
     if unknown:
@@ -119,6 +123,9 @@ def tools(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {}
     for name in names:
         agent = _agent("tools", loaded, name)
+        if not hasattr(agent, "_sources"):
+            _say("tools", f"{name!r} is a workflow: its steps' agents have the tools")
+            return PROBLEM
         try:
             with opened(agent._sources) as listed:
                 every = [*agent._options.tools.values(), *listed]

@@ -19,6 +19,17 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@tool(requires_approval=True)
+def add_approved(a: int, b: int) -> int:
+    """Add two numbers, once a person approved.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
 def echo(text: str) -> str:
     """Say the text back (a plain function: the file makes it a tool).
 
@@ -59,9 +70,35 @@ def _reply(request: ModelRequest) -> Reply:
     last = request.messages[-1]
     if last.role == "tool":
         return f"result: {last.tool_results[0].content}"
-    if any(t.name == "add" for t in request.tools):
-        return FunctionModel.call("add", {"a": 2, "b": 3})
+    adder = next((t.name for t in request.tools if t.name.startswith("add")), None)
+    if adder is not None:
+        return FunctionModel.call(adder, {"a": 2, "b": 3})
     return "hello"
 
 
 model = FunctionModel(_reply, name="files:helper")
+
+
+def shout(text: str) -> str:
+    """A function step: the text in capitals."""
+    return text.upper()
+
+
+def pick(text: str) -> str:
+    """A router function: 'long' or 'short'."""
+    return "long" if len(text) > 20 else "short"
+
+
+def joined(outputs: dict[str, str]) -> str:
+    """A merge: the outputs, one per line, in step order."""
+    return "\n".join(f"{name}: {value}" for name, value in outputs.items())
+
+
+def long_enough(text: str) -> bool:
+    """A loop's condition: the text has grown past 12 characters."""
+    return len(text) > 12
+
+
+def grow(text: str) -> str:
+    """A loop step: the text, doubled."""
+    return text + text

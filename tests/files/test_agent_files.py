@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolfold import Agent, AgentFileError, Handoff
+from toolfold import Agent, AgentFileError, Handoff, Loop, Parallel, Route, Sequence, UsageError
 from toolfold.files import AgentFile, from_dict, load, loads
 from toolfold.mcp import MCPServerStdio
 from toolfold.testing import TestModel, override_models
@@ -148,6 +148,39 @@ def test_a_file_model_by_import_path_runs() -> None:
     assert response.text == "result: 5"
 
 
+def test_workflow_files_load_run_and_round_trip() -> None:
+    """Every workflow kind loads from TOML and YAML alike, runs, and writes back the same."""
+    toml = load(HERE / "pipeline.toml")
+    yaml = load(HERE / "pipeline.yaml")
+    pipeline = toml.get()
+    assert isinstance(pipeline, Sequence)
+    assert sorted(toml.workflows) == ["desk", "pipeline", "polish", "views"]
+    assert pipeline.to_dict() == yaml.get().to_dict()
+    views = toml.workflows["views"]
+    assert isinstance(views, Parallel)
+    assert (views.max_concurrency, [t.name for t in views.steps]) == (2, ["critic", "loud"])
+    assert views.steps[1].on_error == "skip"
+    desk, polish = toml.workflows["desk"], toml.workflows["polish"]
+    assert isinstance(desk, Route)
+    assert sorted(desk.branches) == ["long", "short"]
+    assert isinstance(polish, Loop)
+    assert polish.max_iterations == 4
+    document = pipeline.to_dict()
+    assert document["workflows"]["pipeline"]["steps"][2] == {"step": "views", "name": "both"}
+    assert from_dict(document, search=SEARCH).get().to_dict() == document
+    # writer "hello" -> shout -> views (critic, loud) -> desk (long: shout) -> polish (grow)
+    assert pipeline.run("hi").output == "CRITIC: HELLO\nLOUD: HELLO" * 2
+
+
+def test_a_lambda_in_a_workflow_cannot_be_written() -> None:
+    """A workflow holding a function without an import path says so when written."""
+    from toolfold import Task
+
+    flow = Sequence(Task(lambda text: text, name="same"), name="anon")
+    with pytest.raises(UsageError, match=r"workflows.anon.steps\[0\].*has no import path"):
+        flow.to_dict()
+
+
 # --- errors: every class, in TOML and in YAML ------------------------------------------
 
 # (TOML text, YAML text, the line, the key path, words of the message)
@@ -231,6 +264,53 @@ ERRORS = {
         (1, 2),
         "agents.a",
         "cannot build the agent",
+    ),
+    "unknown workflow kind": (
+        '[workflows.w]\nkind = "pipeline"\nsteps = ["f:g"]\n',
+        "workflows:\n  w:\n    kind: pipeline\n    steps: ['f:g']\n",
+        (2, 3),
+        "workflows.w.kind",
+        "expected one of 'sequence', 'parallel', 'route', 'loop', got 'pipeline'",
+    ),
+    "a key of another kind of workflow": (
+        '[workflows.w]\nkind = "sequence"\nsteps = ["files_helpers:shout"]\nmerge = "x:y"\n',
+        "workflows:\n  w:\n    kind: sequence\n    steps: ['files_helpers:shout']\n"
+        "    merge: x:y\n",
+        (4, 5),
+        "workflows.w.merge",
+        "not a key of a sequence workflow",
+    ),
+    "a step that names nothing": (
+        '[workflows.w]\nkind = "loop"\nstep = "ghost"\n',
+        "workflows:\n  w:\n    kind: loop\n    step: ghost\n",
+        (3, 4),
+        "workflows.w.step",
+        "refers to an agent or workflow 'ghost', which the file does not define",
+    ),
+    "a function path that is not a function": (
+        '[workflows.w]\nkind = "parallel"\nsteps = ["files_helpers:shout"]\n'
+        'merge = "files_helpers:NOT_A_TOOL"\n',
+        "workflows:\n  w:\n    kind: parallel\n    steps: ['files_helpers:shout']\n"
+        "    merge: files_helpers:NOT_A_TOOL\n",
+        (4, 5),
+        "workflows.w.merge",
+        "is not a function: 42",
+    ),
+    "a workflow cycle": (
+        '[workflows.a]\nkind = "sequence"\nsteps = ["b"]\n\n'
+        '[workflows.b]\nkind = "loop"\nstep = "a"\n',
+        "workflows:\n  a:\n    kind: sequence\n    steps: [b]\n  b:\n    kind: loop\n    step: a\n",
+        (1, 2),
+        "workflows.a",
+        "cycle in definitions: a -> b -> a",
+    ),
+    "a workflow that cannot be built": (
+        '[workflows.w]\nkind = "sequence"\nsteps = ["files_helpers:shout", "files_helpers:shout"]\n',
+        "workflows:\n  w:\n    kind: sequence\n"
+        "    steps: ['files_helpers:shout', 'files_helpers:shout']\n",
+        (1, 2),
+        "workflows.w",
+        "cannot build the workflow: ",
     ),
     "syntax": (
         '[agents.a]\nmodel = "openai:gpt-4o-mini\n',

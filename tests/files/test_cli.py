@@ -243,3 +243,39 @@ def test_check_passes_a_good_file_and_lists_every_problem(tmp_path: Path) -> Non
     ]
     proc = toolfold("run", str(bad), "hi", cwd=tmp_path)
     assert proc.returncode == 1
+
+
+FILES = Path(__file__).resolve().parent
+
+
+def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
+    """``run``, ``graph`` and ``check`` take a workflow as the file's entry."""
+    pipeline = str(FILES / "pipeline.toml")
+    proc = toolfold("run", pipeline, "hi", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "CRITIC: HELLO\nLOUD: HELLOCRITIC: HELLO\nLOUD: HELLO\n"
+    assert "→ writer(" in proc.stderr
+    proc = toolfold("graph", pipeline, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert '    desk{"Route desk"}' in proc.stdout.splitlines()
+    assert '    pipeline -->|"3. both"| views' in proc.stdout.splitlines()
+    proc = toolfold("check", pipeline, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 agent(s): writer, critic; 4 workflow(s): pipeline, views, desk, polish" in (
+        proc.stdout
+    )
+    proc = toolfold("tools", pipeline, "--agent", "views", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "'views' is a workflow" in proc.stderr
+
+
+def test_an_approval_inside_a_workflow_suspends_and_resumes(tmp_path: Path) -> None:
+    """A step's approval stops ``run`` with exit 3; ``resume`` answers it by id and finishes."""
+    proc = toolfold("run", str(FILES / "approval.toml"), "--stream", "go", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert "the run waits for approvals: call_1_0 (add_approved)" in proc.stderr
+    document = json.loads((tmp_path / "toolfold-run.json").read_text())
+    assert document["agent"] == "checked"
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "result: 5\n"

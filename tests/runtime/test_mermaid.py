@@ -83,3 +83,54 @@ def test_labels_are_escaped_and_ids_unique() -> None:
     assert sorted(label for _, label in nodes.values()) == ["say #quot;hi#quot;", "twin", "twin"]
     assert len(edges) == 2
     assert len({target for *_, target in edges}) == 1
+
+
+def shout(text: object) -> str:
+    """A function step."""
+    return str(text).upper()
+
+
+def pick(text: object) -> str:
+    """A router function."""
+    return "a"
+
+
+def test_workflow_structure_is_drawn() -> None:
+    """Sequence order, parallel steps, route branches and a loop's condition are edges."""
+    from toolfold import Loop, Parallel, Route, Sequence, Task
+
+    model = ScriptedModel([])
+    writer = Agent(model, name="writer", tools=[search])
+    critic = Agent(model, name="critic")
+    views = Parallel(critic, Task(shout, name="loud"), name="views")
+    desk = Route(pick, {"a": writer, "b": shout}, name="desk")
+    polish = Loop(writer, max_iterations=3, name="polish")
+    pipeline = Sequence(writer, views, desk, polish, name="pipeline")
+    nodes, edges = parse(pipeline.to_mermaid())
+    shapes = {label: shape for shape, label in nodes.values()}
+    assert shapes == {
+        "Sequence pipeline": "step",
+        "writer": "agent",
+        "search": "tool",
+        "Parallel views": "step",
+        "critic": "agent",
+        "shout()": "step",
+        "Route desk": "choice",
+        "pick()": "step",
+        "Loop polish": "step",
+    }
+    assert sorted(edges) == sorted(
+        [
+            ("Sequence pipeline", "-->", "1. writer", "writer"),
+            ("Sequence pipeline", "-->", "2. views", "Parallel views"),
+            ("Sequence pipeline", "-->", "3. desk", "Route desk"),
+            ("Sequence pipeline", "-->", "4. polish", "Loop polish"),
+            ("writer", "-->", "", "search"),
+            ("Parallel views", "-->", "parallel critic", "critic"),
+            ("Parallel views", "-->", "parallel loud", "shout()"),
+            ("Route desk", "-->", "router", "pick()"),
+            ("Route desk", "-.->", "if a", "writer"),
+            ("Route desk", "-.->", "if b", "shout()"),
+            ("Loop polish", "-->", "repeat, at most 3", "writer"),
+        ]
+    )

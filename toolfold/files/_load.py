@@ -22,39 +22,61 @@ from toolfold._errors import AgentFileError, ToolDefinitionError, ToolfoldError,
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
     CONVERTER,
+    WORKFLOW_KEYS,
     AgentEntry,
     AgentToolEntry,
     HandoffEntry,
     MCPEntry,
+    StepEntry,
+    StepRef,
+    WorkflowEntry,
     resolve,
 )
 from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
+from toolfold.runtime._workflow import Loop, Parallel, Route, Sequence, Workflow
 from toolfold.toolkit._tool import Tool
 
-TOP_KEYS = ("agents", "entry")
+TOP_KEYS = ("agents", "workflows", "entry")
 _BAD = object()
 
 
 @attrs.frozen
 class AgentFile:
-    """The agents an agent file defines, built and ready to run.
+    """The agents and workflows an agent file defines, built and ready to run.
 
     Attributes:
         path: The file (``"<string>"`` for text loaded from memory).
         agents: Every agent by its name, in the file's order.
-        entry: The name of the agent run by default: the file's ``entry``
-            key, else its first agent.
+        workflows: Every workflow by its name, in the file's order.
+        entry: The name of the spec run by default: the file's ``entry``
+            key, else the first agent or workflow it defines.
         document: The document as loaded (plain data, what ``to_dict`` gives).
     """
 
     path: str
     agents: Mapping[str, Agent]
+    workflows: Mapping[str, Workflow]
     entry: str
     document: Mapping[str, Any] = attrs.field(repr=False)
 
+    def get(self, name: str | None = None) -> Agent | Workflow:
+        """The agent or workflow called ``name`` (default: the entry).
+
+        Raises:
+            UsageError: The file defines nothing of that name.
+        """
+        chosen = name or self.entry
+        specs: dict[str, Agent | Workflow] = {**self.agents, **self.workflows}
+        if chosen not in specs:
+            known = ", ".join(specs)
+            raise UsageError(
+                f"{self.path} defines no agent or workflow {chosen!r}; it defines: {known}"
+            )
+        return specs[chosen]
+
     def agent(self, name: str | None = None) -> Agent:
-        """The agent called ``name`` (default: the entry agent).
+        """The agent called ``name`` (default: the entry, when it is an agent).
 
         Raises:
             UsageError: The file defines no agent of that name.
@@ -62,7 +84,7 @@ class AgentFile:
         chosen = name or self.entry
         if chosen not in self.agents:
             known = ", ".join(self.agents)
-            raise UsageError(f"{self.path} defines no agent {chosen!r}; it defines: {known}")
+            raise UsageError(f"{self.path} defines no agent {chosen!r}; its agents: {known}")
         return self.agents[chosen]
 
 
@@ -270,13 +292,14 @@ class _Loader:
         self.model = model
         self.problems: list[str] = []
         self.entries: dict[str, AgentEntry] = {}
+        self.flows: dict[str, WorkflowEntry] = {}
         self.resolved: dict[str, Any] = {}
         self.positions: dict[tuple[str, str], list[int]] = {}
 
-    def at(self, name: str, key: str, index: int) -> str:
-        """The key path of item ``index`` of ``agents.<name>.<key>``, as the file numbers it."""
+    def at(self, name: str, key: str, index: int, table: str = "agents") -> str:
+        """The key path of item ``index`` of ``<table>.<name>.<key>``, as the file numbers it."""
         positions = self.positions.get((name, key))
-        return f"agents.{name}.{key}[{positions[index] if positions else index}]"
+        return f"{table}.{name}.{key}[{positions[index] if positions else index}]"
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(self.lines.say(path, message))
@@ -293,47 +316,75 @@ class _Loader:
 
         return AgentFileError(self.lines.file, sorted(self.problems, key=place))
 
+    def _table(self, key: str, what: str) -> dict[str, Any]:
+        table = self.data.get(key, {})
+        if not isinstance(table, dict):
+            self.problem(key, f"expected a table of {what}, each under {key}.<name>")
+            return {}
+        return table
+
     def build(self) -> AgentFile:
         for key in self.data:
             if key not in TOP_KEYS:
                 self.problem(key, f"unknown key (the file's keys are: {', '.join(TOP_KEYS)})")
-        agents = self.data.get("agents", {})
-        if not isinstance(agents, dict) or not agents:
-            self.problem("agents", "expected a table of agents, each under agents.<name>")
-            agents = {}
-        for name, entry in agents.items():
-            self._structure(f"agents.{name}", entry, name)
-        entry_name = self.data.get("entry", next(iter(agents), ""))
+        agents = self._table("agents", "agents")
+        flows = self._table("workflows", "workflows")
+        if not agents and not flows:
+            self.problem("agents", "the file defines no agent (agents.<name>) nor workflow")
+        for name in agents.keys() & flows.keys():
+            self.problem(f"workflows.{name}", f"{name!r} names an agent and a workflow")
+        for name, value in agents.items():
+            self._structure(f"agents.{name}", value, name, AgentEntry, self.entries)
+        for name, value in flows.items():
+            self._structure(f"workflows.{name}", value, name, WorkflowEntry, self.flows)
+        tables = {"agents": agents, "workflows": flows}
+        in_order = [name for key in self.data if key in tables for name in tables[key]]
+        entry_name = self.data.get("entry", next(iter(in_order), ""))
         if not isinstance(entry_name, str):
-            self.problem("entry", f"expected an agent's name, got {entry_name!r}")
-        elif agents and entry_name not in agents:
-            self.problem("entry", f"names no agent of the file: {entry_name!r}")
+            self.problem("entry", f"expected an agent's or workflow's name, got {entry_name!r}")
+        elif (agents or flows) and entry_name not in {**agents, **flows}:
+            self.problem("entry", f"names no agent or workflow of the file: {entry_name!r}")
         override = self._override()
         for name, entry in self.entries.items():
             self._check(name, entry, override)
-        order = self._order(set(agents))
+        for name, flow in self.flows.items():
+            self._check_workflow(name, flow)
+        order = self._order()
         if self.problems:
             raise self.fail()
-        built: dict[str, Agent] = {}
+        built: dict[str, Agent | Workflow] = {}
         for name in order:
+            table = "agents" if name in self.entries else "workflows"
             try:
-                built[name] = self._agent(name, self.entries[name], built, override)
+                if name in self.entries:
+                    built[name] = self._agent(name, self.entries[name], built, override)
+                else:
+                    built[name] = self._workflow(name, self.flows[name], built)
             except ToolfoldError as exc:
-                self.problem(f"agents.{name}", f"cannot build the agent: {exc}")
+                kind = "agent" if table == "agents" else "workflow"
+                self.problem(f"{table}.{name}", f"cannot build the {kind}: {exc}")
                 raise self.fail() from exc
-        ordered = {name: built[name] for name in agents}
-        return AgentFile(self.lines.file, ordered, str(entry_name), self.data)
+        return AgentFile(
+            self.lines.file,
+            {name: typing.cast(Agent, built[name]) for name in agents},
+            {name: typing.cast(Workflow, built[name]) for name in flows},
+            str(entry_name),
+            self.data,
+        )
 
-    def _structure(self, path: str, value: Any, name: str) -> None:
-        """Structure one agent key by key, so one bad value hides no other problem."""
+    def _structure(
+        self, path: str, value: Any, name: str, cls: type[Any], into: dict[str, Any]
+    ) -> None:
+        """Structure one entry key by key, so one bad value hides no other problem."""
+        what = "an agent" if cls is AgentEntry else "a workflow"
         if not isinstance(value, dict):
-            self.problem(path, f"expected a table (the agent's settings), got {value!r}")
+            self.problem(path, f"expected a table ({what}'s keys), got {value!r}")
             return
-        fields = attrs.fields_dict(AgentEntry)
+        fields = attrs.fields_dict(cls)
         for key in value:
             if key not in fields:
                 known = ", ".join(fields)
-                self.problem(f"{path}.{key}", f"unknown key {key!r} (an agent's keys: {known})")
+                self.problem(f"{path}.{key}", f"unknown key {key!r} ({what}'s keys: {known})")
         good: dict[str, Any] = {}
         for key, field in fields.items():
             if key not in value:
@@ -346,7 +397,21 @@ class _Loader:
                 structured = structured.items
             if structured is not _BAD:
                 good[key] = structured
-        self.entries[name] = AgentEntry(**{"model": "", **good})
+        if cls is WorkflowEntry:
+            if "kind" not in good:
+                return  # what the other keys mean depends on the kind
+            allowed = WORKFLOW_KEYS[good["kind"]]
+            for key in value:
+                if key in fields and key != "kind" and key not in allowed:
+                    self.problem(
+                        f"{path}.{key}",
+                        f"not a key of a {good['kind']} workflow (its keys: kind, "
+                        + ", ".join(allowed)
+                        + ")",
+                    )
+            into[name] = WorkflowEntry(**good)
+            return
+        into[name] = AgentEntry(**{"model": "", **good})
 
     def _value(self, value: Any, kind: Any, path: str) -> Any:
         """``value`` structured as ``kind``, or `_BAD` (the problems recorded); lists item by item."""
@@ -427,14 +492,60 @@ class _Loader:
         if entry.output_type is not None:
             self._resolve(entry.output_type, f"{where}.output_type")
 
-    def _reference(self, target: str, path: str) -> None:
-        agents = self.data.get("agents", {})
-        if target not in agents:
-            known = ", ".join(agents) or "none"
+    def _reference(self, target: str, path: str, *, workflows: bool = False) -> None:
+        known = dict(self._table("agents", "agents"))
+        if workflows:
+            known.update(self._table("workflows", "workflows"))
+        if target not in known:
+            what = "an agent or workflow" if workflows else "agent"
+            listed = ", ".join(known) or "none"
             self.problem(
                 path,
-                f"refers to agent {target!r}, which the file does not define (defined: {known})",
+                f"refers to {what} {target!r}, which the file does not define (defined: {listed})",
             )
+
+    def _check_workflow(self, name: str, flow: WorkflowEntry) -> None:
+        where = f"workflows.{name}"
+        if flow.kind in ("sequence", "parallel"):
+            if not flow.steps:
+                self.problem(f"{where}.steps", f"a {flow.kind} needs at least one step")
+            for index, step in enumerate(flow.steps):
+                self._step(step, self.at(name, "steps", index, "workflows"))
+        if flow.kind == "parallel" and flow.merge is not None:
+            self._function(flow.merge, f"{where}.merge")
+        if flow.kind == "route":
+            if flow.router is None:
+                self.problem(f"{where}.router", "missing (a route needs a router)")
+            else:
+                self._step(flow.router, f"{where}.router")
+            if not flow.branches:
+                self.problem(f"{where}.branches", "a route needs at least one branch")
+            for label, step in flow.branches.items():
+                self._step(step, f"{where}.branches.{label}")
+            if flow.default is not None:
+                self._step(flow.default, f"{where}.default")
+        if flow.kind == "loop":
+            if flow.step is None:
+                self.problem(f"{where}.step", "missing (a loop needs a step)")
+            else:
+                self._step(flow.step, f"{where}.step")
+            if flow.until is not None and ":" in flow.until:
+                self._function(flow.until, f"{where}.until")
+
+    def _step(self, ref: StepRef, path: str) -> None:
+        target = ref.step if isinstance(ref, StepEntry) else ref
+        at = f"{path}.step" if isinstance(ref, StepEntry) else path
+        if ":" in target:
+            self._function(target, at)
+        else:
+            self._reference(target, at, workflows=True)
+        if isinstance(ref, StepEntry) and ref.input_type is not None:
+            self._resolve(ref.input_type, f"{path}.input_type")
+
+    def _function(self, spec: str, path: str) -> None:
+        found = self._resolve(spec, path)
+        if found is not None and not callable(found):
+            self.problem(path, f"{spec!r} is not a function: {found!r}")
 
     def _tool(self, spec: str, path: str) -> None:
         from toolfold.toolkit import tool
@@ -464,36 +575,85 @@ class _Loader:
                 path, f"MCP servers need the mcp extra (pip install 'toolfold[mcp]'): {exc}"
             )
 
-    def _order(self, defined: set[str]) -> list[str]:
-        """The agents, each after those it refers to; a cycle is a problem."""
+    def _order(self) -> list[str]:
+        """The agents and workflows, each after those it refers to; a cycle is a problem."""
         order: list[str] = []
         state: dict[str, str] = {}
 
+        def references(name: str) -> list[str]:
+            if name in self.entries:
+                return list(_references(self.entries[name]))
+            return list(_step_references(self.flows[name]))
+
         def visit(name: str, trail: list[str]) -> None:
-            if state.get(name) == "done" or name not in self.entries:
+            if state.get(name) == "done" or (name not in self.entries and name not in self.flows):
                 return
             if state.get(name) == "active":
                 cycle = [*trail[trail.index(name) :], name]
+                table = "agents" if name in self.entries else "workflows"
                 self.problem(
-                    f"agents.{name}",
+                    f"{table}.{name}",
                     "cycle in definitions: "
                     + " -> ".join(cycle)
-                    + " (an agent cannot contain itself through tools or handoffs)",
+                    + " (a spec cannot contain itself through tools, handoffs or steps)",
                 )
                 return
             state[name] = "active"
-            for target in _references(self.entries[name]):
-                if target in defined:
-                    visit(target, [*trail, name])
+            for target in references(name):
+                visit(target, [*trail, name])
             state[name] = "done"
             order.append(name)
 
-        for name in self.entries:
+        for name in [*self.entries, *self.flows]:
             visit(name, [])
         return order
 
+    def _task(self, ref: StepRef, built: Mapping[str, Any]) -> Any:
+        """A workflow step: the agent, workflow or function, in a `Task` when it has options."""
+        from toolfold.runtime._task import Task
+
+        target_ref = ref.step if isinstance(ref, StepEntry) else ref
+        target = self.resolved[target_ref] if ":" in target_ref else built[target_ref]
+        if not isinstance(ref, StepEntry):
+            return target
+        return Task(
+            target,
+            name=ref.name,
+            on_error=ref.on_error,
+            retries=ref.retries,
+            prompt=ref.prompt,
+            input_type=None if ref.input_type is None else self.resolved[ref.input_type],
+        )
+
+    def _workflow(self, name: str, flow: WorkflowEntry, built: Mapping[str, Any]) -> Workflow:
+        if flow.kind == "sequence":
+            return Sequence(*(self._task(s, built) for s in flow.steps), name=name)
+        if flow.kind == "parallel":
+            return Parallel(
+                *(self._task(s, built) for s in flow.steps),
+                merge=None if flow.merge is None else self.resolved[flow.merge],
+                max_concurrency=flow.max_concurrency,
+                name=name,
+            )
+        if flow.kind == "route":
+            assert flow.router is not None
+            return Route(
+                self._task(flow.router, built),
+                {label: self._task(s, built) for label, s in flow.branches.items()},
+                None if flow.default is None else self._task(flow.default, built),
+                name=name,
+            )
+        assert flow.step is not None
+        until = flow.until
+        return Loop(
+            self._task(flow.step, built),
+            until=self.resolved[until] if until is not None and ":" in until else until,
+            max_iterations=flow.max_iterations,
+            name=name,
+        )
+
     def _agent(
-        self, name: str, entry: AgentEntry, built: dict[str, Agent], override: Model | str | None
+        self, name: str, entry: AgentEntry, built: Mapping[str, Any], override: Model | str | None
     ) -> Agent:
         tools: list[Any] = []
         for item in entry.tools:
@@ -551,6 +711,15 @@ def _references(entry: AgentEntry) -> Iterator[str]:
             yield item.agent
     for handoff in entry.handoffs:
         yield handoff.agent if isinstance(handoff, HandoffEntry) else handoff
+
+
+def _step_references(flow: WorkflowEntry) -> Iterator[str]:
+    refs = [*flow.steps, *flow.branches.values()]
+    refs += [r for r in (flow.router, flow.default, flow.step) if r is not None]
+    for ref in refs:
+        target = ref.step if isinstance(ref, StepEntry) else ref
+        if ":" not in target:
+            yield target
 
 
 def _server(entry: MCPEntry) -> ToolSource:

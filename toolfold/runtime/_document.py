@@ -96,14 +96,67 @@ class AgentEntry:
 
 
 @attrs.frozen
+class StepEntry:
+    """A workflow step with options: ``{step = "writer", prompt = "Write up {researcher}."}``.
+
+    ``step`` names an agent or a workflow of the file, or a function by import
+    path (``package.module:function``: names never hold a colon).
+    """
+
+    step: str
+    name: str | None = None
+    on_error: Literal["fail", "skip", "retry"] = "fail"
+    retries: int = 2
+    prompt: str | None = None
+    input_type: str | None = None
+
+
+StepRef = str | StepEntry
+
+WORKFLOW_KEYS: dict[str, tuple[str, ...]] = {
+    "sequence": ("steps",),
+    "parallel": ("steps", "merge", "max_concurrency"),
+    "route": ("router", "branches", "default"),
+    "loop": ("step", "until", "max_iterations"),
+}
+"""The keys each kind of workflow takes, besides ``kind``."""
+
+
+@attrs.frozen
+class WorkflowEntry:
+    """One workflow of a file, under ``workflows.<name>``; ``kind`` says which keys apply."""
+
+    kind: Literal["sequence", "parallel", "route", "loop"]
+    steps: list[StepRef] = attrs.field(factory=list)
+    merge: str | None = None
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    router: StepRef | None = None
+    branches: dict[str, StepRef] = attrs.field(factory=dict)
+    default: StepRef | None = None
+    step: StepRef | None = None
+    until: str | None = None
+    max_iterations: int = 10
+
+
+@attrs.frozen
 class Document:
-    """A whole agent file: its agents by name, and the one to run by default."""
+    """A whole agent file: its agents and workflows by name, and the one to run by default."""
 
     agents: dict[str, AgentEntry] = attrs.field(factory=dict)
+    workflows: dict[str, WorkflowEntry] = attrs.field(factory=dict)
     entry: str | None = None
 
 
-for _cls in (AgentToolEntry, HandoffEntry, MCPEntry, AgentEntry, Document):
+_CLASSES = (
+    AgentToolEntry,
+    HandoffEntry,
+    MCPEntry,
+    AgentEntry,
+    StepEntry,
+    WorkflowEntry,
+    Document,
+)
+for _cls in _CLASSES:
     attrs.resolve_types(_cls)  # real types on the fields, for key-by-key structuring
 
 
@@ -158,6 +211,13 @@ def _settings(value: Any, _: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _equal_to(kind: Any) -> Callable[[Any], bool]:
+    def matches(other: Any) -> bool:
+        return bool(other == kind)
+
+    return matches
+
+
 def _make_converter() -> cattrs.Converter:
     import cattrs
     from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
@@ -167,15 +227,24 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(int, _exact(int, "an integer"))
     converter.register_structure_hook(bool, _exact(bool, "true or false"))
     converter.register_structure_hook(float, _number)
-    converter.register_structure_hook(
-        ToolEntry, _one_of(AgentToolEntry, "an import path or an {agent = ...} table")
-    )
-    converter.register_structure_hook(
-        HandoffRef, _one_of(HandoffEntry, "an agent name or an {agent = ...} table")
-    )
-    converter.register_structure_hook(bool | list[str], _approval)
-    converter.register_structure_hook_func(lambda t: t == dict[str, Any], _settings)
-    for cls in (AgentToolEntry, HandoffEntry, MCPEntry, AgentEntry, Document):
+    # unions by equality: singledispatch would register a union for each of its members
+    unions: list[tuple[Any, Callable[[Any, Any], Any]]] = [
+        (ToolEntry, _one_of(AgentToolEntry, "an import path or an {agent = ...} table")),
+        (HandoffRef, _one_of(HandoffEntry, "an agent name or an {agent = ...} table")),
+        (
+            StepRef,
+            _one_of(
+                StepEntry,
+                "an agent or workflow name, a function's import path or a {step = ...} table",
+            ),
+        ),
+        (bool | list[str], _approval),
+        (dict[str, Any], _settings),
+    ]
+    unions.append((StepRef | None, unions[2][1]))
+    for union, hook in unions:
+        converter.register_structure_hook_func(_equal_to(union), hook)
+    for cls in _CLASSES:
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
         )
@@ -300,7 +369,7 @@ class _Writer:
         """Reserve ``name`` in ``table`` for ``spec``."""
         name = name or "main"
         entries = self.tables.setdefault(table, {})
-        if name in entries:
+        if any(name in taken for taken in self.tables.values()):
             raise UsageError(
                 f"two different specs are both named {name!r}: names in an agent file are unique"
             )
@@ -395,10 +464,84 @@ def _dump_source(source: Any, where: str) -> MCPEntry:
     return entry
 
 
+def _dump_workflow(workflow: Any, writer: _Writer) -> str:
+    from toolfold.runtime._workflow import Loop, Parallel, Route, Sequence
+
+    name = writer.claim(workflow, workflow.name, "workflows")
+    where = f"workflows.{name}"
+    if isinstance(workflow, Sequence):
+        entry = WorkflowEntry(
+            kind="sequence",
+            steps=[_step(t, writer, f"{where}.steps[{i}]") for i, t in enumerate(workflow.steps)],
+        )
+    elif isinstance(workflow, Parallel):
+        entry = WorkflowEntry(
+            kind="parallel",
+            steps=[_step(t, writer, f"{where}.steps[{i}]") for i, t in enumerate(workflow.steps)],
+            merge=None
+            if workflow.merge is None
+            else required_path(workflow.merge, f"{where}.merge"),
+            max_concurrency=workflow.max_concurrency,
+        )
+    elif isinstance(workflow, Route):
+        entry = WorkflowEntry(
+            kind="route",
+            router=_step(workflow.router, writer, f"{where}.router"),
+            branches={
+                label: _step(t, writer, f"{where}.branches.{label}")
+                for label, t in workflow.branches.items()
+            },
+            default=None
+            if workflow.default is None
+            else _step(workflow.default, writer, f"{where}.default"),
+        )
+    elif isinstance(workflow, Loop):
+        until = workflow.until
+        entry = WorkflowEntry(
+            kind="loop",
+            step=_step(workflow.step, writer, f"{where}.step"),
+            until=until
+            if until is None or isinstance(until, str)
+            else required_path(until, f"{where}.until"),
+            max_iterations=workflow.max_iterations,
+        )
+    else:
+        raise UsageError(f"{where}: {type(workflow).__name__} cannot be written to an agent file")
+    writer.tables["workflows"][name] = CONVERTER.unstructure(entry)
+    return name
+
+
+def _step(step: Any, writer: _Writer, where: str) -> StepRef:
+    """A workflow step (a `Task`, or a router function) as a file's step reference."""
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime._task import Task, default_name
+    from toolfold.runtime._workflow import Workflow
+
+    task = step if isinstance(step, Task) else Task(step)
+    target = task.target
+    if isinstance(target, Agent | Workflow):
+        ref = writer.add(target)
+    else:
+        ref = required_path(target, where)
+    entry = StepEntry(
+        step=ref,
+        name=None if task.name == default_name(target) else task.name,
+        on_error=task.on_error,
+        retries=task.retries,
+        prompt=task.prompt,
+        input_type=None
+        if task.input_type is None
+        else required_path(task.input_type, f"{where}.input_type"),
+    )
+    return ref if entry == StepEntry(step=ref) else entry
+
+
 def _register() -> None:
     from toolfold.runtime._agent import Agent
+    from toolfold.runtime._workflow import Workflow
 
     DUMPERS[Agent] = _dump_agent
+    DUMPERS[Workflow] = _dump_workflow
 
 
 _register()

@@ -7,8 +7,11 @@ registering their own. Each spec is drawn once, however often it is referred
 to, so a graph that refers back to an agent ends in an edge, not a loop.
 
 Shapes: an agent is a stadium, a tool a subroutine box, a tool source (MCP
-server) a hexagon. Edges: ``-->`` a tool, ``-->|as tool|`` an agent used as a
-tool, ``-.->|handoff|`` a handoff.
+server) a hexagon, a workflow (and a function step) a box, a route a
+rhombus. Edges: ``-->`` a tool, ``-->|as tool|`` an agent used as a tool,
+``-.->|handoff|`` a handoff; from a workflow, ``-->|1. name|`` its steps in
+order (a sequence), ``-->|parallel name|`` (a parallel), ``-->|router|`` and
+``-.->|if label|`` (a route), ``-->|repeat until ...|`` (a loop).
 """
 
 from __future__ import annotations
@@ -74,6 +77,10 @@ class Diagram:
                 return drawer(spec, self)
         raise UsageError(f"cannot draw {spec!r}: not an agent or a workflow")
 
+    def known(self, spec: Any) -> str | None:
+        """The node ``spec`` was drawn as, if it was."""
+        return self._ids.get(id(spec))
+
     def remember(self, spec: Any, node: str) -> None:
         """Record ``spec``'s node, so later references draw an edge to it."""
         self._ids[id(spec)] = node
@@ -126,10 +133,63 @@ def _draw_agent(agent: Agent, diagram: Diagram) -> str:
     return node
 
 
+def _draw_workflow(workflow: Any, diagram: Diagram) -> str:
+    from toolfold.runtime._workflow import Loop, Parallel, Route, Sequence
+
+    kind = type(workflow).__name__
+    node = diagram.node(
+        workflow.name, f"{kind} {workflow.name}", "choice" if kind == "Route" else "step"
+    )
+    diagram.remember(workflow, node)
+    if isinstance(workflow, Sequence):
+        for index, task in enumerate(workflow.steps, start=1):
+            diagram.edge(node, _draw_step(task, diagram), f"{index}. {task.name}")
+    elif isinstance(workflow, Parallel):
+        for task in workflow.steps:
+            diagram.edge(node, _draw_step(task, diagram), f"parallel {task.name}")
+    elif isinstance(workflow, Route):
+        diagram.edge(node, _draw_step(workflow.router, diagram), "router")
+        for label, task in workflow.branches.items():
+            diagram.edge(node, _draw_step(task, diagram), f"if {label}", dotted=True)
+        if workflow.default is not None:
+            diagram.edge(node, _draw_step(workflow.default, diagram), "default", dotted=True)
+    elif isinstance(workflow, Loop):
+        until = workflow.until
+        condition = (
+            "" if until is None else f" until {until if isinstance(until, str) else _name(until)}"
+        )
+        label = f"repeat{condition}, at most {workflow.max_iterations}"
+        diagram.edge(node, _draw_step(workflow.step, diagram), label)
+    return node
+
+
+def _draw_step(step: Any, diagram: Diagram) -> str:
+    """A workflow step's node: its agent or workflow, or a box for a function."""
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime._task import Task
+    from toolfold.runtime._workflow import Workflow
+
+    target = step.target if isinstance(step, Task) else step
+    if isinstance(target, Agent | Workflow):
+        return diagram.draw(target)
+    known = diagram.known(target)
+    if known is not None:
+        return known
+    node = diagram.node(_name(target), f"{_name(target)}()", "step")
+    diagram.remember(target, node)
+    return node
+
+
+def _name(function: Any) -> str:
+    return str(getattr(function, "__name__", type(function).__name__))
+
+
 def _register() -> None:
     from toolfold.runtime._agent import Agent
+    from toolfold.runtime._workflow import Workflow
 
     DRAWERS[Agent] = _draw_agent
+    DRAWERS[Workflow] = _draw_workflow
 
 
 _register()
