@@ -23,12 +23,13 @@ from toolfold._errors import ToolfoldError
 
 
 def _view(args: argparse.Namespace) -> int:
+    from toolfold._commands import state_text
     from toolfold.runtime._view import to_html
     from toolfold.runtime.core._state import RunState
 
     source = Path(args.state)
     try:
-        state = RunState.from_json(source.read_bytes())
+        state = RunState.from_json(state_text(source.read_bytes()))
     except (OSError, ToolfoldError) as exc:
         print(f"toolfold view: cannot load {source}: {exc}", file=sys.stderr)
         return 1
@@ -86,25 +87,14 @@ def _agent_commands(commands: Any) -> None:
     )
     resume.add_argument("state", metavar="STATE", help="the run file (or a bare state JSON)")
     resume.add_argument("--file", help="the agent file (default: the one the run file names)")
-    resume.add_argument(
-        "--approve", nargs="+", default=[], action="extend", metavar="ID", help="approve calls"
-    )
-    resume.add_argument(
-        "--deny",
-        nargs="+",
-        default=[],
-        action="extend",
-        metavar="ID[=REASON]",
-        help="deny calls (the reason is what the model reads)",
-    )
-    resume.add_argument(
-        "--result",
-        nargs="+",
-        default=[],
-        action="extend",
-        metavar="ID=JSON",
-        help="the result of a call returned to the caller, as JSON",
-    )
+    for flag, metavar, text in (
+        ("--approve", "ID", "approve calls"),
+        ("--deny", "ID[=REASON]", "deny calls (the reason is what the model reads)"),
+        ("--result", "ID=JSON", "the result of a call returned to the caller, as JSON"),
+    ):
+        resume.add_argument(
+            flag, nargs="+", default=[], action="extend", metavar=metavar, help=text
+        )
     _run_options(resume)
     tools = add(
         "tools",
@@ -166,7 +156,9 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _agent_commands(commands)
     view = commands.add_parser("view", help="write a run's state as a self-contained HTML page")
-    view.add_argument("state", help="a state written by state.to_json()")
+    view.add_argument(
+        "state", help="a state written by state.to_json(), or a run file of `toolfold run`"
+    )
     view.add_argument("-o", "--output", help="the HTML file (default: STATE with .html)")
     view.add_argument("--title", help="the page title (default: the run id)")
     view.set_defaults(handler=_view)

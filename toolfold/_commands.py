@@ -34,6 +34,17 @@ DEFAULT_RUN_FILE = "toolfold-run.json"
 _EXCERPT = 160
 
 
+def state_text(raw: bytes) -> bytes:
+    """The state inside a run file, or ``raw`` itself (a bare state, or not JSON at all)."""
+    try:
+        document = json.loads(raw)
+    except ValueError:
+        return raw
+    if isinstance(document, dict) and document.get("format") == RUN_FILE:
+        return json.dumps(document.get("state")).encode()
+    return raw
+
+
 class _Stop(Exception):
     """Ends a command with an exit code, after its message went to stderr."""
 

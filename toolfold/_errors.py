@@ -54,6 +54,13 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def _listed(problems: tuple[str, ...], bullet: str = "  - ") -> str:
+    """``N problem(s)`` and one indented line per problem."""
+    noun = "problem" if len(problems) == 1 else "problems"
+    lines = "\n".join(f"{bullet}{p}" for p in problems)
+    return f"{len(problems)} {noun}\n{lines}"
+
+
 class ToolfoldError(Exception):
     """Base class of every error toolfold raises on purpose."""
 
@@ -72,10 +79,7 @@ class ToolDefinitionError(ToolfoldError, TypeError):
     def __init__(self, qualname: str, problems: list[str] | tuple[str, ...]) -> None:
         self.qualname = qualname
         self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
-        super().__init__(f"cannot make a tool of {qualname}: {count} {noun}\n{lines}")
+        super().__init__(f"cannot make a tool of {qualname}: {_listed(self.problems)}")
 
 
 class WorkflowDefinitionError(ToolfoldError, TypeError):
@@ -93,10 +97,7 @@ class WorkflowDefinitionError(ToolfoldError, TypeError):
     def __init__(self, workflow: str, problems: list[str] | tuple[str, ...]) -> None:
         self.workflow = workflow
         self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
-        super().__init__(f"cannot build {workflow}: {count} {noun}\n{lines}")
+        super().__init__(f"cannot build {workflow}: {_listed(self.problems)}")
 
 
 class SchemaCompileError(ToolfoldError, ValueError):
@@ -118,11 +119,8 @@ class SchemaCompileError(ToolfoldError, ValueError):
         self.tool_name = tool_name
         self.dialect = dialect
         self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
         super().__init__(
-            f"cannot compile tool {tool_name!r} for {dialect}: {count} {noun}\n{lines}"
+            f"cannot compile tool {tool_name!r} for {dialect}: {_listed(self.problems)}"
         )
 
 
@@ -265,10 +263,8 @@ class AgentFileError(ToolfoldError, ValueError):
     def __init__(self, file: str, problems: list[str] | tuple[str, ...]) -> None:
         self.file = file
         self.problems = tuple(problems)
-        lines = "\n".join(f"  {p}" for p in self.problems)
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
-        super().__init__(f"cannot load agent file {file}: {count} {noun}\n{lines}")
+        # each problem starts with its file and line, as compilers print them: no bullet
+        super().__init__(f"cannot load agent file {file}: {_listed(self.problems, '  ')}")
 
 
 class ModelConfigError(ToolfoldError, ValueError):

@@ -375,6 +375,18 @@ def test_an_unreadable_file_is_an_agent_file_error(tmp_path: Path) -> None:
     assert "cannot read" in info.value.problems[0]
 
 
+def test_a_module_that_fails_to_import_is_a_problem(tmp_path: Path) -> None:
+    """Whatever a tools module raises while importing is reported with its class, not raised."""
+    (tmp_path / "explodes_on_import.py").write_text('raise RuntimeError("no database")\n')
+    text = '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["explodes_on_import:f"]\n'
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="a.toml", search=str(tmp_path))
+    assert info.value.problems == (
+        "a.toml:3: agents.a.tools[0]: cannot import 'explodes_on_import:f': "
+        "RuntimeError: no database",
+    )
+
+
 def test_mcp_entry_needs_command_or_url() -> None:
     """An MCP entry with both (or neither) of command and url is refused."""
     text = '[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\nprefix = "x"\n'

@@ -89,6 +89,9 @@ def test_a_waiting_run_writes_its_file_exits_3_and_resumes(tmp_path: Path) -> No
     document = json.loads(run_file.read_text())
     assert (document["format"], document["agent"]) == ("toolfold-run/1", "triage")
     assert document["file"] == str(EXAMPLE)
+    view = toolfold("view", str(run_file), "-o", "run.html", cwd=tmp_path)
+    assert view.returncode == 0, view.stderr  # `view` reads a run file too
+    assert "refund" in (tmp_path / "run.html").read_text()
     proc = toolfold("resume", str(run_file), "--approve", "call_4_0", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "order A17 refunded\n"
@@ -279,3 +282,20 @@ def test_an_approval_inside_a_workflow_suspends_and_resumes(tmp_path: Path) -> N
     proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "result: 5\n"
+
+
+def test_tools_lists_an_mcp_servers_tools(tmp_path: Path) -> None:
+    """``tools`` starts a file's MCP server (a real one), lists its tools with the prefix."""
+    (tmp_path / "clock.toml").write_text(
+        '[agents.clock]\nmodel = "openai:gpt-4o-mini"\n\n[[agents.clock.mcp]]\n'
+        f"command = {json.dumps(sys.executable)}\n"
+        'args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]\nprefix = "time"\nname = "time"\n'
+    )
+    proc = toolfold("tools", "clock.toml", "--dialect", "anthropic", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(proc.stdout)["clock"]
+    assert "time_get_current_time" in listed
+    payload = listed["time_get_current_time"]["anthropic"]["payload"]
+    assert payload["name"] == "time_get_current_time"
+    proc = toolfold("graph", "clock.toml", cwd=tmp_path)
+    assert '    clock_time{{"MCP time"}}' in proc.stdout.splitlines()

@@ -22,6 +22,7 @@ from toolfold._errors import AgentFileError, ToolDefinitionError, ToolfoldError,
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
     CONVERTER,
+    PLAIN_KEYS,
     WORKFLOW_KEYS,
     AgentEntry,
     AgentToolEntry,
@@ -461,7 +462,7 @@ class _Loader:
         except ValueError as exc:
             self.problem(path, str(exc))
             return None
-        except ImportError as exc:
+        except Exception as exc:  # ImportError, or whatever the module raised importing
             self.problem(path, f"cannot import {spec!r}: {type(exc).__name__}: {exc}")
             return None
         self.resolved[spec] = value
@@ -514,10 +515,7 @@ class _Loader:
         if flow.kind == "parallel" and flow.merge is not None:
             self._function(flow.merge, f"{where}.merge")
         if flow.kind == "route":
-            if flow.router is None:
-                self.problem(f"{where}.router", "missing (a route needs a router)")
-            else:
-                self._step(flow.router, f"{where}.router")
+            self._required_step(flow.router, f"{where}.router", "a route needs a router")
             if not flow.branches:
                 self.problem(f"{where}.branches", "a route needs at least one branch")
             for label, step in flow.branches.items():
@@ -525,12 +523,15 @@ class _Loader:
             if flow.default is not None:
                 self._step(flow.default, f"{where}.default")
         if flow.kind == "loop":
-            if flow.step is None:
-                self.problem(f"{where}.step", "missing (a loop needs a step)")
-            else:
-                self._step(flow.step, f"{where}.step")
+            self._required_step(flow.step, f"{where}.step", "a loop needs a step")
             if flow.until is not None and ":" in flow.until:
                 self._function(flow.until, f"{where}.until")
+
+    def _required_step(self, ref: StepRef | None, path: str, why: str) -> None:
+        if ref is None:
+            self.problem(path, f"missing ({why})")
+        else:
+            self._step(ref, path)
 
     def _step(self, ref: StepRef, path: str) -> None:
         target = ref.step if isinstance(ref, StepEntry) else ref
@@ -691,17 +692,11 @@ class _Loader:
         return Agent(
             model if model is not None else entry.model,
             name=name,
-            instructions=entry.instructions,
             tools=tools,
             handoffs=handoffs,
-            max_steps=entry.max_steps,
-            tool_choice=entry.tool_choice,
             output_type=None if entry.output_type is None else self.resolved[entry.output_type],
-            output_retries=entry.output_retries,
-            auto_execute_tools=entry.auto_execute_tools,
-            on_tool_error=entry.on_tool_error,
-            max_concurrency=entry.max_concurrency,
             settings=entry.settings,
+            **{key: getattr(entry, key) for key in PLAIN_KEYS},
         )
 
 

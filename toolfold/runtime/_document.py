@@ -138,6 +138,18 @@ class WorkflowEntry:
     max_iterations: int = 10
 
 
+PLAIN_KEYS = (
+    "instructions",
+    "max_steps",
+    "tool_choice",
+    "output_retries",
+    "auto_execute_tools",
+    "on_tool_error",
+    "max_concurrency",
+)
+"""The keys of an agent entry that are the `Agent` argument of the same name, as is."""
+
+
 @attrs.frozen
 class Document:
     """A whole agent file: its agents and workflows by name, and the one to run by default."""
@@ -439,18 +451,12 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
     )
     entry = AgentEntry(
         model=model,
-        instructions=agent.instructions,
         tools=tools,
         mcp=mcp,
         handoffs=handoffs,
-        max_steps=agent.max_steps,
-        tool_choice=agent.tool_choice,
         output_type=output_type,
-        output_retries=agent.output_retries,
-        auto_execute_tools=agent.auto_execute_tools,
-        on_tool_error=agent.on_tool_error,
-        max_concurrency=agent.max_concurrency,
         settings=dict(agent.settings),
+        **{key: getattr(agent, key) for key in PLAIN_KEYS},
     )
     writer.tables["agents"][name] = CONVERTER.unstructure(entry)
     return name
