@@ -5,7 +5,10 @@ network: building the body of a 50-message conversation with 5 tools, parsing a
 response with two calls, and decoding one SSE chunk (the decoder sees every
 token of a streamed answer). Also the whole recorded OpenAI stream
 (stream-parallel-2-calls: 16 chunks) through the SSE decoder, the chunk decoder
-and the runtime's fold.
+and the runtime's fold. Last, the same answers through `OpenAIChatModel` itself
+(``request_sync`` / ``stream_sync``) over an in-process ``httpx.MockTransport``:
+the model class's own share (transport, error boundary, stream loop) beside
+the codec's.
 
 Run: ``.venv/bin/python bench/bench_openai_chat.py``.
 """
@@ -19,10 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_chat import (
     PROVIDERS,
     DecoderState,
+    OpenAIChatModel,
     build_body,
     decode_chunk,
     decode_end,
@@ -129,12 +135,29 @@ def _per_call(fn: Callable[[], Any], repeat: int = 7) -> float:
     return statistics.median(samples)
 
 
+def _model(stream_text: str) -> OpenAIChatModel:
+    """A model whose HTTP client answers in-process: the recorded stream, or `RESPONSE`."""
+    streamed = stream_text.encode()
+    whole = json.dumps(RESPONSE).encode()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if json.loads(request.content).get("stream"):
+            return httpx.Response(
+                200, content=streamed, headers={"content-type": "text/event-stream"}
+            )
+        return httpx.Response(200, content=whole, headers={"content-type": "application/json"})
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    return OpenAIChatModel("gpt-4o-mini", api_key="sk-bench", http_client=client, retry=0)
+
+
 def main() -> None:
     openai = PROVIDERS["openai"]
     small = ModelRequest(_conversation(1), TOOLS)
     large = ModelRequest(_conversation(24), TOOLS)  # 50 messages
     build_body(large, "gpt-4o-mini", openai)  # warm the schema compile cache
     stream_text = _recorded_stream()
+    model = _model(stream_text)
 
     def decode_one() -> None:
         decode_chunk(DecoderState("openai", info_sent=True, seed="x"), TEXT_CHUNK)
@@ -159,9 +182,11 @@ def main() -> None:
         ("parse response with 2 calls", lambda: parse_response(RESPONSE, "openai")),
         ("decode one text chunk", decode_one),
         ("recorded 16-chunk stream: SSE+decode+fold", whole_stream),
+        ("model.request_sync, 4 messages, in-process HTTP", lambda: model.request_sync(small)),
+        ("model.stream_sync, 16 chunks, in-process HTTP", lambda: list(model.stream_sync(small))),
     ]
     for label, fn in rows:
-        print(f"{label:45s} {_per_call(fn):9.1f} us")
+        print(f"{label:50s} {_per_call(fn):9.1f} us")
 
 
 if __name__ == "__main__":

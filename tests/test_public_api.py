@@ -291,6 +291,8 @@ TEMPORAL = {
     "AgentInput",
     "AgentWorkflow",
     "Answers",
+    "EventStreamHandler",
+    "StreamContext",
     "TemporalAgent",
     "ToolCallInput",
     "ToolfoldJSONPayloadConverter",

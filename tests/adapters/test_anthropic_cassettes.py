@@ -8,7 +8,6 @@ messages and compared with the recorded one, and validated against the spec.
 
 from __future__ import annotations
 
-import asyncio
 import zlib
 from typing import Any
 
@@ -25,11 +24,10 @@ from anthropic_cassettes import (
 )
 from backends import cases
 from cassettes import Recorder, folder, load, raw_response
+from replay_over_http import recorded_reply, run
 from scripted_http import ScriptedServer
-from test_cassettes_over_http import recorded_reply
 
 from toolfold.adapters.anthropic import AnthropicModel, is_beta
-from toolfold.runtime import StreamState, finish_stream, fold_stream
 
 KEY = "sk-ant-test-key-0000000000"
 
@@ -38,42 +36,9 @@ def _key(name: str, index: int) -> tuple[str, int]:
     return name.split("/", 1)[1], index
 
 
-def _fold_sync(model: AnthropicModel, request: Any) -> Any:
-    state = StreamState()
-    for event in model.stream_sync(request):
-        state = fold_stream(state, event)
-    return finish_stream(state, lambda i: f"missing-{i}")
-
-
-def run_sync(model: AnthropicModel, recorded: Any) -> Any:
+def replayed(model: AnthropicModel, recorded: Any, mode: str = "sync") -> Any:
     """The model's answer to the recorded request (a stream folded), or the exception raised."""
-    request = neutral_request(recorded)
-    try:
-        return _fold_sync(model, request) if recorded.get("stream") else model.request_sync(request)
-    except Exception as exc:  # the expectation checks it
-        return exc
-    finally:
-        model.close()
-
-
-def run_async(model: AnthropicModel, recorded: Any) -> Any:
-    """`run_sync` through the async API and the async client."""
-    request = neutral_request(recorded)
-
-    async def main() -> Any:
-        try:
-            if not recorded.get("stream"):
-                return await model.request(request)
-            state = StreamState()
-            async for event in model.stream(request):
-                state = fold_stream(state, event)
-            return finish_stream(state, lambda i: f"missing-{i}")
-        except Exception as exc:  # the expectation checks it
-            return exc
-        finally:
-            await model.aclose()
-
-    return asyncio.run(main())
+    return run(model, neutral_request(recorded), bool(recorded.get("stream")), mode)
 
 
 def replay(name: str, index: int) -> tuple[Any, Any, Any]:
@@ -89,7 +54,7 @@ def replay(name: str, index: int) -> tuple[Any, Any, Any]:
         retry=0,
     )
     try:
-        result = run_sync(model, exchange.request_json)
+        result = replayed(model, exchange.request_json)
     finally:
         client.close()
     return result, recorder.sent[0], exchange.request_json
@@ -157,7 +122,7 @@ def test_recorded_bytes_through_every_backend(
     model = AnthropicModel(
         recorded["model"], base_url=http_server.url, api_key=KEY, retry=0, http=backend
     )
-    result = run_sync(model, recorded) if mode == "sync" else run_async(model, recorded)
+    result = replayed(model, recorded, mode)
     ANTHROPIC[_key(name, index)].check(result)
     (sent,) = http_server.requests
     beta = is_beta(sent.json())

@@ -9,14 +9,12 @@ real answers, on httpx, httpx2 (where installed) and aiohttp.
 
 from __future__ import annotations
 
-import asyncio
-import random
 import zlib
 from typing import Any
 
 import pytest
 from backends import cases
-from cassettes import answer, folder, load, neutral_request, raw_response
+from cassettes import folder, load, neutral_request, raw_response
 from replay_expectations import (
     COMPATIBLE,
     COMPATIBLE_PROVIDERS,
@@ -26,11 +24,11 @@ from replay_expectations import (
     Answer,
     Failure,
 )
-from scripted_http import Reply, ScriptedServer
+from replay_over_http import recorded_reply, run
+from scripted_http import ScriptedServer
 
 from toolfold import RateLimitError
 from toolfold.adapters.openai_chat import OpenAIChatModel
-from toolfold.runtime import StreamState, finish_stream, fold_stream
 
 TABLES: dict[str, dict[tuple[str, int], Answer | Failure]] = {
     "openai-chat-completions": OPENAI,
@@ -52,20 +50,6 @@ CASES = [
 IDS = [f"{n}#{i}" for n, i in CASES]
 
 
-def recorded_reply(name: str, index: int, seed: int) -> Reply:
-    """The recorded answer as a chunked reply cut into random pieces of 1-300 bytes."""
-    status, headers, body = raw_response(name, index)
-    rng = random.Random(seed)
-    pieces = []
-    at = 0
-    while at < len(body):
-        size = rng.randint(1, 300)
-        pieces.append(body[at : at + size])
-        at += size
-    headers.setdefault("content-type", "application/json")
-    return Reply(status=status, headers=headers, chunks=pieces)
-
-
 def model_for(name: str, server: ScriptedServer, **options: Any) -> OpenAIChatModel:
     folder_name, file = name.split("/", 1)
     provider = FOLDER_PROVIDERS.get(folder_name) or COMPATIBLE_PROVIDERS[file][0]
@@ -81,31 +65,9 @@ def model_for(name: str, server: ScriptedServer, **options: Any) -> OpenAIChatMo
     )
 
 
-def run(model: OpenAIChatModel, recorded: Any, mode: str) -> Any:
+def replayed(model: OpenAIChatModel, recorded: Any, mode: str) -> Any:
     """The model's answer to the recorded request (a stream folded), or the exception raised."""
-    request = neutral_request(recorded)
-    streamed = bool(recorded.get("stream"))
-
-    async def run_async() -> Any:
-        try:
-            if not streamed:
-                return await model.request(request)
-            state = StreamState()
-            async for event in model.stream(request):
-                state = fold_stream(state, event)
-            return finish_stream(state, lambda i: f"missing-{i}")
-        finally:
-            await model.aclose()
-
-    try:
-        if mode == "async":
-            return asyncio.run(run_async())
-        try:
-            return answer(model, request, streamed)
-        finally:
-            model.close()
-    except Exception as exc:  # the expectation checks it
-        return exc
+    return run(model, neutral_request(recorded), bool(recorded.get("stream")), mode)
 
 
 @pytest.mark.parametrize(("backend", "mode"), cases())
@@ -116,7 +78,7 @@ def test_recorded_bytes_through_every_backend(
     """The recorded bytes, randomly chunked, parse to what the recording shows, on each backend."""
     http_server.add(recorded_reply(name, index, seed=zlib.crc32(f"{name}#{index}#{mode}".encode())))
     exchange = load(name)[index]
-    result = run(model_for(name, http_server, http=backend), exchange.request_json, mode)
+    result = replayed(model_for(name, http_server, http=backend), exchange.request_json, mode)
     folder_name, file = name.split("/", 1)
     TABLES[folder_name][(file, index)].check(result)
     (sent,) = http_server.requests
@@ -144,7 +106,7 @@ def test_openrouter_three_429s_with_retries(http_server: ScriptedServer, mode: s
     model = model_for(name, http_server, retry=2)
     sender = model._transport._sender  # type: ignore[attr-defined]
     sender.sleep, sender.sleep_sync, sender.random = sleep, waits.append, lambda: 0.0
-    result = run(model, load(name)[0].request_json, mode)
+    result = replayed(model, load(name)[0].request_json, mode)
     assert isinstance(result, RateLimitError)
     assert "temporarily rate-limited upstream" in str(result)
     assert len(http_server.requests) == 3

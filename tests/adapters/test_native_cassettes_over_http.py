@@ -8,7 +8,6 @@ meet real answers split where a network would split them.
 
 from __future__ import annotations
 
-import asyncio
 import zlib
 from typing import Any
 
@@ -17,14 +16,14 @@ import httpx
 import pytest
 import responses_wire
 from backends import cases
-from cassettes import answer, folder, load, raw_response
+from cassettes import folder, load, raw_response
 from native_expectations import GEMINI, RESPONSES
+from replay_over_http import recorded_reply, run
 from scripted_http import ScriptedServer
-from test_cassettes_over_http import recorded_reply
 from test_gemini_cassettes import model_name
 
 import toolfold
-from toolfold.runtime import ModelRequest, StreamState, finish_stream, fold_stream
+from toolfold.runtime import ModelRequest
 
 TABLES = {"gemini-generate-content": GEMINI, "openai-responses": RESPONSES}
 CASES = [(name, i) for f in TABLES for name in folder(f) for i in range(len(load(name)))]
@@ -60,31 +59,6 @@ def model_and_request(
         http=http,
     )
     return model, request, bool(recorded.get("stream"))
-
-
-def run(model: Any, request: ModelRequest, streamed: bool, mode: str) -> Any:
-    """The model's answer (a stream folded), or the exception raised."""
-
-    async def run_async() -> Any:
-        try:
-            if not streamed:
-                return await model.request(request)
-            state = StreamState()
-            async for event in model.stream(request):
-                state = fold_stream(state, event)
-            return finish_stream(state, lambda i: f"missing-{i}")
-        finally:
-            await model.aclose()
-
-    try:
-        if mode == "async":
-            return asyncio.run(run_async())
-        try:
-            return answer(model, request, streamed)
-        finally:
-            model.close()
-    except Exception as exc:  # the expectation checks it
-        return exc
 
 
 @pytest.mark.parametrize(("backend", "mode"), cases())

@@ -53,3 +53,20 @@ def hang() -> str:
 
 
 TOOLS = [add, shout, fail, crash, hang]
+
+
+@tool
+def snapshot(label: str) -> list[object]:
+    """Return a caption, a tiny PNG and a PDF (a result with parts).
+
+    Args:
+        label: The caption.
+    """
+    from toolfold import FilePart, ImagePart
+
+    png = b"\x89PNG\r\n\x1a\n" + label.encode()
+    pdf = FilePart(b"%PDF-1.4 " + label.encode(), media_type="application/pdf", filename="r.pdf")
+    return [label, ImagePart(png, media_type="image/png"), pdf]
+
+
+MEDIA_TOOLS = [snapshot]

@@ -101,6 +101,46 @@ def test_a_tool_error_and_a_crashing_server_reach_the_model_and_the_run_goes_on(
     assert "'crash'" in crash[1]
 
 
+def test_after_a_crash_the_run_stays_resumable_on_a_new_session() -> None:
+    """Calls after the crash are clear errors; the stored run resumes later on a fresh server process."""
+    before = children()
+    model = ScriptedModel(
+        [
+            call("crash", {}),
+            call("add", {"a": 1, "b": 2}),
+            "noted",
+            call("add", {"a": 2, "b": 2}),
+            "4",
+        ]
+    )
+    agent = Agent(model, tools=[_ours()])
+    first = agent.run("try")
+    assert first.text == "noted"
+    crash, after = _results(first.state)
+    assert crash[2] is True
+    assert after[2] is True
+    assert "MCP server 'ours': tool 'add' failed" in after[1]
+    assert children() == before
+    again = agent.resume(RunState.from_json(first.state.to_json()), message="once more")
+    assert again.text == "4"
+    assert _results(again.state)[-1] == ("add", "4", False)
+    assert children() == before
+
+
+def test_a_malformed_result_in_a_run_is_an_error_result_and_the_run_goes_on() -> None:
+    """A server answering a call with a broken result gives the model an error naming the server."""
+    broken = MCPServerStdio(
+        sys.executable, [str(ROOT / "tests/ecosystem/malformed_server.py")], name="broken"
+    )
+    model = ScriptedModel([call("broken", {}), "worked around it"])
+    response = Agent(model, tools=[broken]).run("go")
+    assert response.text == "worked around it"
+    ((name, content, is_error),) = _results(response.state)
+    assert name == "broken"
+    assert is_error
+    assert "MCP server 'broken'" in content
+
+
 def test_a_hanging_server_call_times_out_into_an_error_result() -> None:
     """A call the server never answers ends at the source's timeout as an error the model reads."""
     model = ScriptedModel([call("hang", {}), "gave up"])

@@ -230,3 +230,121 @@ def test_the_api_key_is_never_an_attribute(traces: Traces) -> None:
     assert "gpt-test" in everything
     assert key not in everything
     assert "SECRET" not in everything
+
+
+def _children(traces: Traces, parent: ReadableSpan) -> list[str]:
+    return [
+        s.name
+        for s in traces.spans()
+        if s.parent is not None and s.parent.span_id == parent.context.span_id
+    ]
+
+
+def _nested_agents(bottom_model: ScriptedModel) -> Agent:
+    bottom = Agent(bottom_model, name="bottom", tools=[add, pay])
+    mid = Agent(
+        ScriptedModel([call("bottom", {"input": "sum"}), "mid done"]),
+        name="mid",
+        tools=[bottom.as_tool()],
+    )
+    return Agent(
+        ScriptedModel([call("mid", {"input": "go"}), "top done"]),
+        name="top",
+        tools=[mid.as_tool()],
+    )
+
+
+def test_a_nested_sub_agent_nests_under_its_tool_call(traces: Traces) -> None:
+    """Two levels of agents as tools: each invoke_agent span is a child of the execute_tool span that ran it."""
+    top = _nested_agents(ScriptedModel([call("add", {"a": 1, "b": 2}), "3"]))
+    assert top.run("start", run_id="r").text == "top done"
+    (root,) = [s for s in traces.named("invoke_agent") if s.parent is None]
+    assert root.name == "invoke_agent top"
+    assert _children(traces, root) == ["chat model", "execute_tool mid", "chat model"]
+    (mid_call,) = traces.named("execute_tool mid")
+    assert _children(traces, mid_call) == ["invoke_agent mid"]
+    (mid_run,) = traces.named("invoke_agent mid")
+    assert _children(traces, mid_run) == ["chat model", "execute_tool bottom", "chat model"]
+    (bottom_call,) = traces.named("execute_tool bottom")
+    (bottom_run,) = traces.named("invoke_agent bottom")
+    assert _children(traces, bottom_call) == ["invoke_agent bottom"]
+    assert _children(traces, bottom_run) == ["chat model", "execute_tool add", "chat model"]
+    # one trace, and every parent spans its children in time
+    assert len({s.context.trace_id for s in traces.spans()}) == 1
+    for parent, child in [(mid_call, mid_run), (bottom_call, bottom_run)]:
+        assert parent.start_time <= child.start_time
+        assert child.end_time <= parent.end_time
+    mid_id = f"r/{mid_call.attributes['gen_ai.tool.call.id']}"
+    assert mid_run.attributes["gen_ai.conversation.id"] == mid_id
+    bottom_id = f"{mid_id}/{bottom_call.attributes['gen_ai.tool.call.id']}"
+    assert bottom_run.attributes["gen_ai.conversation.id"] == bottom_id
+
+
+def test_a_nested_sub_agent_suspended_and_resumed(traces: Traces) -> None:
+    """An approval two levels down suspends the tree; on resume the sub-runs nest again under new tool spans."""
+    top = _nested_agents(ScriptedModel([call("pay", {"amount": 3}), "paid"]))
+    first = top.run("start")
+    (pending,) = first.state.pending_approvals
+    stored = RunState.from_json(first.state.to_json())
+    assert top.resume(stored, approvals={pending.id: True}).text == "top done"
+    bottoms = traces.named("invoke_agent bottom")
+    assert [s.attributes["toolfold.run.phase"] for s in bottoms] == [
+        "awaiting_approval",
+        "finished",
+    ]
+    for run in traces.named("invoke_agent"):
+        if run.name != "invoke_agent top":
+            parent = next(s for s in traces.spans() if s.context.span_id == run.parent.span_id)
+            assert parent.name == "execute_tool " + run.name.removeprefix("invoke_agent ")
+    (pay_span,) = traces.named("execute_tool pay")  # ran once, after the approval
+    assert pay_span.parent.span_id == bottoms[1].context.span_id
+    roots = [s for s in traces.spans() if s.parent is None]
+    assert [s.name for s in roots] == ["invoke_agent top", "invoke_agent top"]
+
+
+def test_a_handoff_opens_the_target_agent_span_under_the_run(traces: Traces) -> None:
+    """After transfer_to_billing, the next chat spans nest under invoke_agent billing, a child of the run's span."""
+    billing = Agent(ScriptedModel(["billed"]), name="billing")
+    triage = Agent(ScriptedModel([call("transfer_to_billing")]), name="triage", handoffs=[billing])
+    assert triage.run("invoice").text == "billed"
+    (root,) = traces.named("invoke_agent triage")
+    (target,) = traces.named("invoke_agent billing")
+    assert root.parent is None
+    assert target.parent is not None
+    assert target.parent.span_id == root.context.span_id
+    assert _children(traces, root) == [
+        "chat model",
+        "execute_tool transfer_to_billing",
+        "invoke_agent billing",
+    ]
+    assert _children(traces, target) == ["chat model"]
+    assert target.attributes["toolfold.handoff"] is True
+    assert [e.name for e in root.events] == ["gen_ai.handoff"]
+    assert root.events[0].attributes["gen_ai.agent.name"] == "billing"
+    assert root.attributes["toolfold.run.phase"] == "finished"
+
+
+def test_a_workflow_nests_its_steps_and_traces_no_planner_calls(traces: Traces) -> None:
+    """A Sequence with a Parallel: each step's run nests under its execute_tool span; the planner makes no chat spans."""
+    from toolfold import Parallel, Sequence
+
+    writer = Agent(ScriptedModel(["draft"]), name="writer")
+    editor = Agent(ScriptedModel(["edited"]), name="editor")
+    checker = Agent(ScriptedModel(["checked"]), name="checker")
+    pipeline = Sequence(writer, Parallel(editor, checker, name="review"), name="pipeline")
+    pipeline.run("topic")
+    (root,) = [s for s in traces.spans() if s.parent is None]
+    assert root.name == "invoke_agent pipeline"
+    assert root.attributes["toolfold.workflow"] is True
+    assert "gen_ai.request.model" not in root.attributes
+    assert _children(traces, root) == ["execute_tool writer", "execute_tool review"]
+    (review,) = traces.named("invoke_agent review")
+    assert sorted(_children(traces, review)) == ["execute_tool checker", "execute_tool editor"]
+    for name in ("writer", "editor", "checker"):
+        (call_span,) = traces.named(f"execute_tool {name}")
+        assert _children(traces, call_span) == [f"invoke_agent {name}"]
+        (run,) = traces.named(f"invoke_agent {name}")
+        assert _children(traces, run) == ["chat model"]
+    assert len(traces.named("chat")) == 3  # the three agents' model calls, no planner's
+    tokens = traces.metric("gen_ai.client.token.usage")
+    assert len(tokens) == 2  # input and output points of the one real model name

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import Denied, RunState, Tool, generate_text, resume, tool
+from toolfold import Agent, Denied, RunState, Tool, generate_text, resume, tool
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -40,6 +40,20 @@ def pay(amount: int) -> str:
         amount: In cents.
     """
     return f"paid {amount}"
+
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d4944415478da63f8cfc0f01f0005000201a5e2b0c70000000049454e44ae426082"
+)
+
+
+@tool
+def photo() -> list[object]:
+    """Take a photo (a result with an image part)."""
+    from toolfold import ImagePart
+
+    return ["A photo:", ImagePart(PNG, media_type="image/png")]
 
 
 ask_human = Tool("ask_human", "Ask a person.", {"type": "object", "properties": {}})
@@ -284,6 +298,110 @@ def test_a_failed_run_shows_why(phase_event: Any) -> None:
     assert "no such city" in page
 
 
+def composed_run() -> RunState:
+    """triage hands off to desk, which asks mid (an agent as a tool), which asks bottom; bottom's payment waits for approval."""
+    bottom = Agent(
+        ScriptedModel([[call("lookup", {"city": "Oslo"}), call("pay", {"amount": 7})], "paid"]),
+        name="bottom",
+        tools=[lookup, pay],
+    )
+    mid = Agent(
+        ScriptedModel([call("bottom", {"input": "pay Oslo"}), "mid: done"]),
+        name="mid",
+        tools=[bottom.as_tool()],
+    )
+    desk = Agent(
+        ScriptedModel([[call("mid", {"input": "handle"}), call("photo", {})], "desk: all done"]),
+        name="desk",
+        tools=[mid.as_tool(), photo],
+    )
+    triage = Agent(ScriptedModel([call("transfer_to_desk")]), name="triage", handoffs=[desk])
+    first = triage.run("Pay Oslo")
+    (pending,) = first.state.pending_approvals
+    stored = RunState.from_json(first.state.to_json())
+    done = triage.resume(stored, approvals={pending.id: True})
+    assert done.text == "desk: all done"
+    return RunState.from_json(done.state.to_json())
+
+
+def _tags(page: str, kind: str) -> list[dict[str, str | None]]:
+    """The attributes of every tag with data-kind=``kind``."""
+    found: list[dict[str, str | None]] = []
+
+    class _Find(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if dict(attrs).get("data-kind") == kind:
+                found.append(dict(attrs))
+
+    _Find().feed(page)
+    return found
+
+
+def test_nested_sub_runs_are_collapsible_rows_under_their_call() -> None:
+    """Each sub-run shows as a <details> row under the call that ran it, any depth, with its own steps and calls."""
+    from toolfold.runtime._view import to_html
+
+    state = composed_run()
+    page = to_html(state)
+    runs = _tags(page, "sub-run")
+    assert [(r["data-agent"], r["data-depth"]) for r in runs] == [("mid", "1"), ("bottom", "2")]
+    assert all("open" not in r for r in runs)  # finished sub-runs start collapsed
+    # the bottom run's rows sit inside mid's, which sits inside the desk's call row
+    mid_at, bottom_at = page.index("data-agent='mid'"), page.index("data-agent='bottom'")
+    assert page.index("data-call-id") < mid_at < bottom_at
+    assert page.count("data-kind='step'") == 3 + 2 + 2  # triage+desk, mid, bottom
+    assert page.count("data-kind='call'") == 3 + 1 + 2
+    (image,) = _tags(page, "result-image")
+    assert str(image["src"]).startswith("data:image/png;base64,")
+    assert "&lt;script&gt;alert(&#x27;Oslo&#x27;)&lt;/script&gt;" in page
+    assert "<script>" not in page
+    assert len(_tags(page, "handoff")) == 1
+    assert "to desk" in page
+    assert "<span class='agent'>desk</span>" in page
+    assert "<span class='agent'>triage</span>" in page
+    # bottom's approval is on bottom's own call row; usage counts the tree
+    bottom_rows = page[bottom_at:]
+    assert "b-approved" in bottom_rows
+    assert "data-fact='with sub-runs'" in page
+
+
+def test_a_suspended_sub_run_shows_open_with_what_it_waits_for() -> None:
+    """A tree waiting for an approval two levels down shows the open sub-runs and the pending call."""
+    from toolfold.runtime._view import to_html
+
+    bottom = Agent(ScriptedModel([call("pay", {"amount": 7}), "paid"]), name="bottom", tools=[pay])
+    mid = Agent(
+        ScriptedModel([call("bottom", {"input": "pay"}), "ok"]),
+        name="mid",
+        tools=[bottom.as_tool()],
+    )
+    top = Agent(
+        ScriptedModel([call("mid", {"input": "go"}), "ok"]), name="top", tools=[mid.as_tool()]
+    )
+    waiting = RunState.from_json(top.run("go").state.to_json())
+    page = to_html(waiting)
+    runs = _tags(page, "sub-run")
+    assert [(r["data-agent"], "open" in r) for r in runs] == [("mid", True), ("bottom", True)]
+    assert "b-pending" in page[page.index("data-agent='bottom'") :]
+    assert "waiting for pay" in page
+
+
+def test_the_composed_run_renders_in_chromium_without_network(tmp_path: Path) -> None:
+    """Chromium renders the nested sub-run rows and the handoff, and the page requests nothing."""
+    from toolfold.runtime._view import to_html
+
+    page = tmp_path / "composed.html"
+    page.write_text(to_html(composed_run()), encoding="utf-8")
+    dom, requests = _browse(page, tmp_path / "profile", "--dump-dom")
+    assert dom.count('data-kind="sub-run"') == 2
+    assert 'data-depth="2"' in dom
+    assert dom.count('data-kind="handoff"') == 1
+    assert dom.count('data-kind="step"') == 7
+    assert dom.count('data-kind="result-image"') == 1
+    assert "<script>alert" not in dom
+    assert requests == []
+
+
 def test_every_event_kind_has_a_handler() -> None:
     """The viewer knows every kind of event the core can log (a new kind fails here)."""
     from toolfold.runtime._view import _Timeline
@@ -298,3 +416,22 @@ def attrs_kind(cls: type) -> str:
     import attrs
 
     return str(attrs.fields_dict(cls)["kind"].default)
+
+
+def test_workflow_steps_are_collapsible_rows() -> None:
+    """A Sequence holding a Parallel: each step's run is a row under its step call, the nested workflow marked as one."""
+    from toolfold import Parallel, Sequence
+    from toolfold.runtime._view import to_html
+
+    writer = Agent(ScriptedModel(["draft"]), name="writer")
+    editor = Agent(ScriptedModel(["edited"]), name="editor")
+    checker = Agent(ScriptedModel(["checked"]), name="checker")
+    pipeline = Sequence(writer, Parallel(editor, checker, name="review"), name="pipeline")
+    state = RunState.from_json(pipeline.run("topic").state.to_json())
+    runs = _tags(to_html(state), "sub-run")
+    assert [(r["data-agent"], r["data-depth"], r["data-workflow"]) for r in runs] == [
+        ("writer", "1", "no"),
+        ("review", "1", "yes"),
+        ("editor", "2", "no"),
+        ("checker", "2", "no"),
+    ]

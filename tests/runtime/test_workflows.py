@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any
 
 import attrs
@@ -116,13 +115,13 @@ def test_parallel_merges_outputs_by_step_name() -> None:
 
 def test_parallel_commits_in_declaration_order_whatever_finishes_first() -> None:
     """The slow first step finishes last, yet its result is committed first."""
-    second_done = threading.Event()
+    second_done = asyncio.Event()
 
-    def slow(request: Any) -> str:
-        assert second_done.wait(10)
+    async def slow(request: Any) -> str:
+        await asyncio.wait_for(second_done.wait(), 10)
         return "slow"
 
-    def fast(request: Any) -> str:
+    async def fast(request: Any) -> str:
         second_done.set()
         return "fast"
 
@@ -132,8 +131,21 @@ def test_parallel_commits_in_declaration_order_whatever_finishes_first() -> None
     response = workflow.run("go")
     results = response.messages[-2].tool_results
     assert [r.tool_name for r in results] == ["first", "second"]
-    assert list(response.output) == ["first", "second"]
+    assert response.output == {"first": "slow", "second": "fast"}
     exact(response)
+
+
+def test_nested_parallels_wider_than_the_worker_pool_finish() -> None:
+    """Steps wait on the event loop, not on worker threads: 4 x 8 x 8 nested steps cannot starve."""
+
+    def inner(i: int) -> Parallel:
+        return Parallel(*[echo(f"a{j}") for j in range(8)], name=f"p{i}")
+
+    def middle(k: int) -> Parallel:
+        return Parallel(*[inner(i) for i in range(8)], name=f"m{k}")
+
+    response = Parallel(*[middle(k) for k in range(4)]).run("x")
+    assert response.usage.requests == 256
 
 
 def test_parallel_merge_function_sees_typed_outputs() -> None:
@@ -154,25 +166,24 @@ def test_parallel_inside_sequence_then_a_step_reads_both() -> None:
     exact(response)
 
 
-def test_parallel_bounded_concurrency_still_runs_every_step() -> None:
-    """max_concurrency=1 runs the steps one at a time; all of them run."""
+@pytest.mark.parametrize(("limit", "expected"), [(1, 1), (4, 4)])
+def test_parallel_runs_at_most_max_concurrency_steps_at_once(limit: int, expected: int) -> None:
+    """max_concurrency bounds how many steps are in flight; every step runs."""
     running = 0
     most = 0
-    lock = threading.Lock()
 
-    def counted(request: Any) -> str:
+    async def counted(request: Any) -> str:
         nonlocal running, most
-        with lock:
-            running += 1
-            most = max(most, running)
-        with lock:
-            running -= 1
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0)  # let the other steps start, if the limit allows
+        running -= 1
         return "ok"
 
-    steps = [Agent(FunctionModel(counted), name=f"s{i}") for i in range(4)]
-    response = Parallel(*steps, max_concurrency=1).run("x")
-    assert list(response.output) == ["s0", "s1", "s2", "s3"]
-    assert most == 1
+    steps = [Agent(FunctionModel(counted), name=f"s{i}") for i in range(6)]
+    response = Parallel(*steps, max_concurrency=limit).run("x")
+    assert list(response.output) == [f"s{i}" for i in range(6)]
+    assert most == expected
 
 
 def test_named_task_overrides_the_agent_name() -> None:

@@ -12,20 +12,39 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import attrs
-from temporalio import activity
+from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
-from toolfold import Agent, AuthenticationError, RateLimitError, RunContext, tool
-from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold import (
+    Agent,
+    AuthenticationError,
+    Loop,
+    Parallel,
+    RateLimitError,
+    Route,
+    RunContext,
+    Sequence,
+    tool,
+)
+from toolfold.integrations.temporal import (
+    ActivitySettings,
+    StreamContext,
+    TemporalAgent,
+    ToolfoldPlugin,
+)
+from toolfold.runtime import StreamEvent, TextDelta
+from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest
-from toolfold.testing import FunctionModel
+from toolfold.runtime.core._state import RunState
+from toolfold.testing import FunctionModel, response_events
 
 LOG_DIR = Path(os.environ.get("TOOLFOLD_TEMPORAL_LOG_DIR", "."))
 
@@ -150,7 +169,215 @@ oversized = TemporalAgent(
     Agent(FunctionModel(_big), tools=[big], name="oversized"),
     settings=attrs.evolve(SETTINGS, max_result_bytes=100),
 )
-AGENTS = [steps, approval, flaky, unauthorized, chained, oversized]
+
+
+class Channel:
+    """The streaming tests' side channel: (step, attempt, event) per run id, None ends an attempt.
+
+    ``gate``, when set, holds every model stream after its first text piece
+    until the test opens it.
+    """
+
+    def __init__(self) -> None:
+        self.queues: dict[str, asyncio.Queue[tuple[int, int, StreamEvent | None]]] = {}
+        self.gate: asyncio.Event | None = None
+
+    def queue(self, run_id: str) -> asyncio.Queue[tuple[int, int, StreamEvent | None]]:
+        """The events of run ``run_id``, in the order they were sent."""
+        return self.queues.setdefault(run_id, asyncio.Queue())
+
+
+CHANNEL = Channel()
+
+
+async def publish(context: StreamContext, events: AsyncIterator[StreamEvent]) -> None:
+    """The event stream handler: every event of a model request onto the run's queue."""
+    queue = CHANNEL.queue(context.run_id)
+    async for event in events:
+        await queue.put((context.step, context.attempt, event))
+    await queue.put((context.step, context.attempt, None))
+
+
+class Dripping(FunctionModel):
+    """A `FunctionModel` whose stream waits at `CHANNEL.gate` after its first text piece.
+
+    On an activity's first attempt, when the answer starts with ``hiccup``, the
+    stream breaks (a provider's 429) after that first piece.
+    """
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The response in 4-character pieces, held at the gate after the first one."""
+        response = await self.request(request)
+        first = True
+        for event in response_events(response, chunk=4):
+            yield event
+            if isinstance(event, TextDelta) and first:
+                first = False
+                if response.text.startswith("hiccup") and activity.info().attempt == 1:
+                    raise RateLimitError("429 slow down", provider="test", retry_after=0.1)
+                if CHANNEL.gate is not None:
+                    await CHANNEL.gate.wait()
+
+
+def _record_then_greet(request: ModelRequest) -> Any:
+    done = _results(request)
+    return "Hello, world: " + done[0] if done else FunctionModel.call("record", {"text": "a"})
+
+
+streamed = TemporalAgent(
+    Agent(Dripping(_record_then_greet), tools=[record], name="streamed"),
+    settings=SETTINGS,
+    event_stream_handler=publish,
+)
+hiccup = TemporalAgent(
+    Agent(Dripping(lambda request: "hiccup, then the whole answer"), name="hiccup"),
+    settings=SETTINGS,
+    event_stream_handler=publish,
+)
+
+
+def _pay(amount: int) -> str:
+    """Pay an amount.
+
+    Args:
+        amount: How much.
+    """
+    _log(f"pay {amount}")
+    return f"paid {amount}"
+
+
+def _two_payments(request: ModelRequest) -> Any:
+    """Pay 5 and 50 in one step, then answer with the results."""
+    done = _results(request)
+    if not done:
+        return [FunctionModel.call("pay", {"amount": 5}), FunctionModel.call("pay", {"amount": 50})]
+    return "payments: " + ", ".join(done)
+
+
+def over_ten(call: ToolCallPart, state: RunState) -> bool:
+    """Payments over 10 need a person (a pure function of the call: workflow code runs it)."""
+    return int(call.arguments["amount"]) > 10
+
+
+def over_hundred(call: ToolCallPart, state: RunState) -> bool:
+    """Version 1 of the payment rule: over 100 needs a person."""
+    return int(call.arguments["amount"]) > 100
+
+
+def over_twenty(call: ToolCallPart, state: RunState) -> bool:
+    """Version 2, unguarded: over 20 (breaks the replay of runs decided under version 1)."""
+    return int(call.arguments["amount"]) > 20
+
+
+def over_twenty_patched(call: ToolCallPart, state: RunState) -> bool:
+    """Version 2, guarded: runs that started under version 1 keep its rule on replay."""
+    if not workflow.in_workflow() or workflow.patched("payment-limit-20"):
+        return int(call.arguments["amount"]) > 20
+    return int(call.arguments["amount"]) > 100
+
+
+def payments(rule: Any, name: str) -> TemporalAgent:
+    """An agent paying 5 and 50 in one step, its `pay` tool under the approval ``rule``."""
+    pay = tool(name="pay", requires_approval=rule)(_pay)
+    return TemporalAgent(
+        Agent(FunctionModel(_two_payments), tools=[pay], name=name), settings=SETTINGS
+    )
+
+
+def _record_prompt(request: ModelRequest) -> Any:
+    """Record the prompt with the tool, then answer with what it returned."""
+    done = _results(request)
+    if done:
+        return "recorded: " + done[0]
+    return FunctionModel.call("record", {"text": request.messages[-1].text})
+
+
+many = TemporalAgent(
+    Agent(FunctionModel(_record_prompt), tools=[record], name="many"), settings=SETTINGS
+)
+# The worker's "lopsided" has no tools; a client's may (its calls then fail the run).
+lopsided = TemporalAgent(Agent(FunctionModel(_record_prompt), name="lopsided"), settings=SETTINGS)
+
+
+def after_first_step(state: RunState) -> bool:
+    """A live stop predicate: stop once one step is done (pure: workflow code runs it)."""
+    return state.step >= 1
+
+
+stopper = TemporalAgent(
+    Agent(
+        FunctionModel(_three_steps),
+        tools=[record, slow],
+        name="stopper",
+        stop_when=[after_first_step],
+    ),
+    settings=SETTINGS,
+)
+one_at_a_time = TemporalAgent(
+    Agent(FunctionModel(_three_steps), tools=[record, slow], name="single", max_concurrency=1),
+    settings=SETTINGS,
+)
+
+
+def first(text: str) -> str:
+    """A workflow's function step: logs once per execution, appends "1"."""
+    _log(f"first {text}")
+    return text + "1"
+
+
+def last(text: str) -> str:
+    """A workflow's last function step: logs once per execution, wraps its input."""
+    _log(f"last {text}")
+    return f"last({text})"
+
+
+def _slow_echo(request: ModelRequest) -> Any:
+    """An agent step that calls the `slow` tool on its prompt, then answers with the result."""
+    done = _results(request)
+    if done:
+        return f"middle({done[0]})"
+    return FunctionModel.call("slow", {"text": request.messages[-1].text})
+
+
+middle = Agent(FunctionModel(_slow_echo), tools=[slow], name="middle")
+pipeline = TemporalAgent(Sequence(first, middle, last, name="pipeline"), settings=SETTINGS)
+
+
+def _echo(name: str) -> Agent:
+    """An agent that answers ``name(<its prompt>)``."""
+    return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
+
+
+def _pick(text: str) -> str:
+    """A Route's router: "short" or "long" by the input's length."""
+    return "short" if len(text) < 40 else "long"
+
+
+tree = TemporalAgent(
+    Sequence(
+        first,
+        Route(_pick, {"short": _echo("brief"), "long": _echo("digest")}, name="desk"),
+        Loop(_echo("louder"), until=lambda text: text.count("louder(") >= 2, name="again"),
+        Parallel(_echo("pros"), _echo("cons"), name="views"),
+        name="tree",
+    ),
+    settings=SETTINGS,
+)
+
+
+def explode(text: str) -> str:
+    """A step that always fails."""
+    raise ValueError(f"cannot take {text!r}")
+
+
+broken = TemporalAgent(Sequence(first, explode, name="broken"), settings=SETTINGS)
+gated = payments(over_ten, "gated")
+limits = payments(over_hundred, "limits")
+AGENTS = [
+    *(steps, approval, flaky, unauthorized, chained, oversized),
+    *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
+    *(pipeline, tree, broken),
+]
 
 
 async def main(address: str, task_queue: str) -> None:

@@ -5,20 +5,23 @@ from __future__ import annotations
 import ast
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import temporal_app
 from conftest import DevServer
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
 import toolfold.integrations.temporal._workflow as workflow_module
-from toolfold import Agent, UsageError
+from toolfold import Agent, RunError, TextDelta, UsageError, WorkflowResponse
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
@@ -26,30 +29,38 @@ from toolfold.integrations.temporal import (
     ToolfoldPlugin,
     data_converter,
 )
+from toolfold.runtime import ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._state import RunState
+from toolfold.testing import FunctionModel
 
 ROOT = Path(__file__).resolve().parents[2]
+HISTORIES = Path(__file__).resolve().parent / "histories"
 
 
 def _lines(log_dir: Path) -> list[str]:
     return (log_dir / "tools.log").read_text(encoding="utf-8").splitlines()
 
 
-async def _client(server: DevServer) -> Client:
-    return await Client.connect(server.address, plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+async def _client(
+    server: DevServer, agents: Sequence[TemporalAgent] = temporal_app.AGENTS
+) -> Client:
+    return await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
 
 
 def _in_process(
-    server: DevServer, log_dir: Path, monkeypatch: pytest.MonkeyPatch
+    server: DevServer,
+    log_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    agents: Sequence[TemporalAgent] = temporal_app.AGENTS,
 ) -> Callable[[], Any]:
-    """A context manager running a worker in this process (tools log to ``log_dir``)."""
+    """A context manager running a worker for ``agents`` in this process (tools log to ``log_dir``)."""
     monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
 
     class _Running:
         async def __aenter__(self) -> tuple[Client, str]:
-            self.client = await _client(server)
+            self.client = await _client(server, agents)
             self.queue = f"q-{uuid.uuid4().hex}"
             self.worker = Worker(self.client, task_queue=self.queue)
             await self.worker.__aenter__()
@@ -106,6 +117,23 @@ def test_workflow_code_makes_no_nondeterministic_calls() -> None:
                 if name in banned_calls:
                     found.append(f"{module.__name__}: {name}()")
     assert found == []
+
+
+def _run(
+    agent: TemporalAgent,
+    id: str,
+    server: DevServer,
+    log_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Any:
+    """A durable run of ``agent`` on the prompt "go" (on a worker in this process): its response and history."""
+
+    async def go() -> tuple[Any, WorkflowHistory]:
+        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+            response = await agent.run(client, "go", id=id, task_queue=queue)
+            return response, await agent.handle(client, id).workflow.fetch_history()
+
+    return asyncio.run(go())
 
 
 @pytest.fixture
@@ -169,6 +197,26 @@ def test_unknown_agent_fails_the_run_with_a_clear_error(
     asyncio.run(go())
 
 
+def test_a_tool_the_worker_lacks_fails_the_run_naming_it(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call to a tool the client's agent has and the worker's does not fails the run at once, naming it."""
+    client_side = TemporalAgent(
+        temporal_app.lopsided.agent.evolve(tools=[temporal_app.record]), name="lopsided"
+    )
+
+    async def go() -> BaseException | None:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            with pytest.raises(WorkflowFailureError) as caught:
+                await client_side.run(client, "hi", id="lopsided-1", task_queue=queue)
+            return caught.value.cause
+
+    failure = asyncio.run(go())
+    assert isinstance(failure, ApplicationError)
+    assert "tool 'record' of agent 'lopsided' is not registered on this worker" in str(failure)
+    assert not (tmp_path / "tools.log").exists()
+
+
 def test_denied_call_never_runs(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -207,16 +255,55 @@ def test_provider_errors_map_to_temporal_retries(
 
 
 def test_temporal_agent_refuses_what_it_cannot_run() -> None:
-    """Live stop predicates, on_tool_error='raise' and names with '__' are refused up front."""
+    """on_tool_error='raise', names with '__' and nameless agents are refused up front."""
     model = temporal_app.steps.agent.model
-    with pytest.raises(UsageError, match="stop_when predicates"):
-        TemporalAgent(Agent(model, name="a", stop_when=[lambda state: True]))
     with pytest.raises(UsageError, match="on_tool_error"):
         TemporalAgent(Agent(model, name="a", on_tool_error="raise"))
     with pytest.raises(UsageError, match="must not contain '__'"):
         TemporalAgent(Agent(model, name="a__b"))
     with pytest.raises(UsageError, match="needs a name"):
         TemporalAgent(Agent(model))
+
+
+def test_live_stop_predicates_run_in_workflow_code(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop_when callable ends the durable run where it ends a local run."""
+
+    durable, _ = _run(temporal_app.stopper, "stopper-1", server, tmp_path, monkeypatch)
+    local = temporal_app.stopper.agent.run("go")
+    assert durable.state.step == local.state.step == 1
+    assert durable.state.messages == local.state.messages
+    assert durable.state.finish_reason == local.state.finish_reason == "stop_condition"
+
+
+def _tool_activity_order(history: WorkflowHistory) -> list[str]:
+    """The history's tool activity events in order: ``scheduled`` and ``completed``."""
+    order = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            if "__tool__" in event.activity_task_scheduled_event_attributes.activity_type.name:
+                order.append("scheduled")
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            order.append("completed")
+    return order
+
+
+def test_max_concurrency_bounds_the_tool_activities_in_flight(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With max_concurrency=1 a step's calls run one after another; by default together."""
+
+    response, one = _run(temporal_app.one_at_a_time, "single-1", server, tmp_path, monkeypatch)
+    assert response.text == "answer: A,B,C"
+    # model, (record a), (record b), model, (slow), model: each tool alone in flight
+    assert _tool_activity_order(one)[:6] == [
+        "completed",
+        *["scheduled", "completed"] * 2,
+        "completed",
+    ]
+    _, both = _run(temporal_app.steps, "both-1", server, tmp_path, monkeypatch)
+    assert _tool_activity_order(both)[:4] == ["completed", "scheduled", "scheduled", "completed"]
 
 
 def test_continue_as_new_carries_the_state(
@@ -242,11 +329,7 @@ def test_oversized_tool_result_becomes_a_clear_error_result(
 ) -> None:
     """A tool result over the payload budget reaches the model as an error naming the limit."""
 
-    async def go() -> Any:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            return await temporal_app.oversized.run(client, "go", id="big-1", task_queue=queue)
-
-    response = asyncio.run(go())
+    response, _ = _run(temporal_app.oversized, "big-1", server, tmp_path, monkeypatch)
     (result,) = [r for m in response.state.messages for r in m.tool_results]
     assert result.is_error
     assert response.text == (
@@ -274,3 +357,203 @@ def test_cancelling_a_suspended_run_ends_it_cancelled(
 
     assert isinstance(asyncio.run(go()), CancelledError)
     assert not (tmp_path / "tools.log").exists()
+
+
+async def _until(
+    events: asyncio.Queue[tuple[int, int, Any]],
+    seen: list[tuple[int, int, Any]],
+    done: Callable[[tuple[int, int, Any]], bool],
+) -> None:
+    """Take events off the side channel into ``seen`` until one satisfies ``done``."""
+    while not (seen and done(seen[-1])):
+        seen.append(await events.get())
+
+
+def test_model_output_streams_to_the_side_channel_while_the_run_goes_on(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Token events reach the caller through the handler while the model answers; the result is a local run's."""
+    channel = temporal_app.Channel()
+    channel.gate = asyncio.Event()
+    monkeypatch.setattr(temporal_app, "CHANNEL", channel)
+
+    async def go() -> tuple[Any, ...]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.streamed.start(
+                client, "hi", id="stream-1", task_queue=queue
+            )
+            seen: list[tuple[int, int, Any]] = []
+            events = channel.queue("stream-1")
+            await _until(events, seen, lambda item: isinstance(item[2], TextDelta))
+            # the model is held at the gate after its first piece: the run cannot be over
+            status = (await handle.workflow.describe()).status
+            assert channel.gate is not None
+            channel.gate.set()
+            await _until(events, seen, lambda item: item == (2, 1, None))
+            response = await handle.result()
+            history = await handle.workflow.fetch_history()
+        return seen, status, response, history
+
+    seen, status, response, history = asyncio.run(go())
+    assert status == WorkflowExecutionStatus.RUNNING
+    text = "".join(e.text for step, _, e in seen if step == 2 and isinstance(e, TextDelta))
+    assert text == response.text == "Hello, world: A"
+    assert [e.name for step, _, e in seen if step == 1 and isinstance(e, ToolCallStart)] == [
+        "record"
+    ]
+    assert {attempt for _, attempt, _ in seen} == {1}
+    assert response.state.messages == temporal_app.streamed.agent.run("hi").state.messages
+    # the workflow saw final responses only: its history replays as any other
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_retried_model_request_streams_again_as_its_next_attempt(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream broken by a provider error streams again as attempt 2; the answer is attempt 2's."""
+    channel = temporal_app.Channel()
+    monkeypatch.setattr(temporal_app, "CHANNEL", channel)
+
+    async def go() -> tuple[list[tuple[int, int, Any]], str]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.hiccup.start(client, "hi", id="hiccup-1", task_queue=queue)
+            seen: list[tuple[int, int, Any]] = []
+            await _until(channel.queue("hiccup-1"), seen, lambda item: item == (1, 2, None))
+            return seen, (await handle.result()).text
+
+    seen, text = asyncio.run(go())
+    first = [e for _, attempt, e in seen if attempt == 1]
+    assert [e for e in first if isinstance(e, TextDelta)] == [TextDelta("hicc")]
+    again = "".join(e.text for _, attempt, e in seen if attempt == 2 and isinstance(e, TextDelta))
+    assert again == text == "hiccup, then the whole answer"
+
+
+def test_approval_predicates_decide_in_workflow_code(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A predicate approval policy decides per call in the workflow, as in a local run."""
+
+    async def go() -> tuple[RunState, str]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.gated.start(client, "go", id="gated-1", task_queue=queue)
+            waiting = await handle.suspended()
+            await handle.approve(*(call.id for call in waiting.pending_approvals))
+            return waiting, (await handle.result()).text
+
+    waiting, text = asyncio.run(go())
+    assert [call.arguments for call in waiting.pending_approvals] == [{"amount": 50}]
+    assert text == "payments: paid 5, paid 50"
+    assert Counter(_lines(tmp_path)) == {"pay 5": 1, "pay 50": 1}
+    local = temporal_app.gated.agent.run("go")  # runs "pay 5" before it waits, as the workflow did
+    assert waiting.pending_approvals == local.state.pending_approvals
+    assert waiting.calls == local.state.calls
+
+
+def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run decided under rule 1 breaks replay under rule 2, replays under a patched rule 2; new runs get rule 2."""
+    # the workers and replayers below register other versions of "limits": on a copy
+    monkeypatch.setattr(workflow_module, "_AGENTS", dict(workflow_module._AGENTS))
+    version_2 = temporal_app.payments(temporal_app.over_twenty_patched, "limits")
+
+    def replayer(rule: Any) -> Replayer:
+        agent = temporal_app.payments(rule, "limits")
+        return Replayer(workflows=[], plugins=[ToolfoldPlugin([agent])])
+
+    async def go() -> RunState:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            response = await temporal_app.limits.run(client, "go", id="limits-1", task_queue=queue)
+            handle = temporal_app.limits.handle(client, "limits-1")
+            history = await handle.workflow.fetch_history()
+        assert response.text == "payments: paid 5, paid 50"  # rule 1: no approval under 100
+        with pytest.raises(NondeterminismError):
+            await replayer(temporal_app.over_twenty).replay_workflow(history)
+        await replayer(temporal_app.over_twenty_patched).replay_workflow(history)
+        async with _in_process(server, tmp_path, monkeypatch, [version_2])() as (client, queue):
+            handle = await version_2.start(client, "go", id="limits-2", task_queue=queue)
+            waiting = await handle.suspended()
+            await handle.workflow.cancel()
+        return waiting
+
+    waiting = asyncio.run(go())
+    assert [call.arguments for call in waiting.pending_approvals] == [{"amount": 50}]
+
+
+@pytest.mark.parametrize("name", ["steps", "gated", "tree"])
+def test_recorded_histories_still_replay(name: str) -> None:
+    """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
+    text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
+    history = WorkflowHistory.from_json(f"history-{name}", text)
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_handler_that_stops_reading_early_still_gets_the_whole_response() -> None:
+    """The model activity reads the rest of the stream when the handler stops early."""
+    taken: list[Any] = []
+
+    async def first_only(context: Any, events: AsyncIterator[Any]) -> None:
+        async for event in events:
+            taken.append(event)
+            return
+
+    agent = TemporalAgent(
+        Agent(FunctionModel(lambda request: "a long answer, in many pieces"), name="early"),
+        event_stream_handler=first_only,
+    )
+    model_request = agent.activities[0]
+    state = agent.agent._start("hi", (), "early-1")
+    effect = _next.next_effect(state)
+    assert isinstance(effect, CallModel)
+    response = asyncio.run(ActivityEnvironment().run(model_request, effect))
+    assert response.text == "a long answer, in many pieces"
+    assert len(taken) == 1
+
+
+def test_a_workflow_spec_runs_durably_like_a_local_run(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sequence, Route, Loop and Parallel on Temporal: the same output, step outputs and messages as locally."""
+
+    durable, history = _run(temporal_app.tree, "tree-1", server, tmp_path, monkeypatch)
+    local = temporal_app.tree.agent.run("go", run_id="tree-1")
+    assert isinstance(durable, WorkflowResponse)
+    assert (
+        durable.output
+        == local.output
+        == {
+            "pros": "pros(louder(louder(brief(go1))))",
+            "cons": "cons(louder(louder(brief(go1))))",
+        }
+    )
+    assert durable.outputs == local.outputs
+    assert durable.state.messages == local.state.messages
+    names = {a.__temporal_activity_definition.name for a in temporal_app.tree.activities}  # type: ignore[attr-defined]
+    assert names == {
+        "tree__model_request",
+        *(f"tree__tool__{step}" for step in ("first", "desk", "again", "views")),
+    }
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_failing_workflow_step_raises_the_local_runs_error(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that fails a durable workflow raises the RunError a local run raises, naming the step."""
+
+    async def go() -> RunError:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            with pytest.raises(RunError) as caught:
+                await temporal_app.broken.run(client, "go", id="broken-1", task_queue=queue)
+        return caught.value
+
+    durable = asyncio.run(go())
+    with pytest.raises(RunError) as local:
+        temporal_app.broken.agent.run("go", run_id="broken-1")
+    assert str(durable) == str(local.value)
+    assert "step 'explode' of Sequence 'broken' failed" in str(durable)
+    assert durable.state is not None
+    assert durable.state.phase == "failed"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import temporal_app
@@ -111,3 +112,36 @@ def test_approval_waits_across_a_worker_restart(
 
     asyncio.run(go())
     assert _lines(tmp_path) == ["transfer 5"]
+
+
+def test_workflow_spec_survives_a_worker_killed_mid_step(
+    server: DevServer, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """SIGKILL the worker inside a Sequence's agent step: the run completes; the other steps ran once."""
+    (tmp_path / "hang").touch()
+    workers.append(WorkerProcess(server.address, "crash-wf", tmp_path))
+
+    async def go() -> tuple[str, Any]:
+        client = await _client(server)
+        handle = await temporal_app.pipeline.start(
+            client, "go", id="crash-wf-1", task_queue="crash-wf"
+        )
+        hanging = workers[0].wait_for("hanging")
+        (tmp_path / "hang").unlink()
+        workers[0].kill()
+        workers.append(WorkerProcess(server.address, "crash-wf", tmp_path))
+        return hanging.split()[1], await handle.result()
+
+    killed, response = asyncio.run(go())
+    assert response.output == "last(middle(GO1))"
+    assert response.outputs == {
+        "first": "go1",
+        "middle": "middle(GO1)",
+        "last": "last(middle(GO1))",
+    }
+    assert Counter(_lines(tmp_path)) == {
+        "first go": 1,
+        f"start {killed}": 2,  # the killed step ran again, its agent's tool under one key
+        f"done {killed}": 1,
+        "last middle(GO1)": 1,
+    }

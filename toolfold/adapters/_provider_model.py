@@ -1,9 +1,11 @@
-"""What every native provider model shares: the transport seam, error scrubbing, the stream loop.
+"""What every provider model shares: the transport seam, error scrubbing, the stream loop.
 
-A native adapter (Anthropic, Gemini, OpenAI Responses, Ollama) is a pure codec
-(request builder, response parser, stream decoder) plus a `ProviderModel`
-subclass that names its endpoint and hooks the codec in. This base owns the rest,
-written once: the four calls of the `Model` protocol (async and blocking, whole
+An adapter (Anthropic, Gemini, OpenAI Responses, Ollama, Chat Completions) is a
+pure codec (request builder, response parser, stream decoder) plus a
+`ProviderModel` subclass that names its `Endpoint` and hooks the codec in. This
+base owns the rest, written once: the constructor's connection options (key,
+base URL, clients, limits, timeout, retry, headers) and the `Transport` made
+from them, the four calls of the `Model` protocol (async and blocking, whole
 and streamed), ``name``/``base_url``/``repr``, closing clients, the one boundary
 where a `ProviderError` raised anywhere in a call (the transport's, or the
 codec's own for an in-band error) is refined and has the key scrubbed from it,
@@ -35,7 +37,9 @@ from toolfold._errors import (
 )
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._dialects import CompiledTool, check_arguments
-from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._retry import HttpLimits
+from toolfold.adapters._http._transport import ErrorParser, Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
 from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import ToolCallPart
@@ -86,17 +90,43 @@ def transport_options(timeout: Any, retry: Any) -> dict[str, Any]:
     return options
 
 
+@attrs.frozen
+class Endpoint:
+    """How one provider's API is reached: all its transport has of its own.
+
+    Attributes:
+        provider: The provider name (in errors and logs; whose key it is).
+        base_url: The API root requests go to.
+        key_env: The environment variables tried, in order, for the key.
+        key_required: Refuse to start without a key (False for local servers).
+        auth_header: The header that carries the key.
+        auth_scheme: The prefix before the key in it (empty for a bare key).
+        headers: Headers every request sends (the user's own win).
+        error_parser: Reads the provider's error bodies (None: the transport's default).
+    """
+
+    provider: str
+    base_url: str
+    key_env: tuple[str, ...]
+    key_required: bool = True
+    auth_header: str = "authorization"
+    auth_scheme: str = "Bearer"
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    error_parser: ErrorParser | None = None
+
+
 StreamFormat = Literal["sse", "lines", "json-array"]
 
 
 class ProviderModel:
-    """Base of the native models: a codec on the shared `Transport` (see the module docstring).
+    """Base of the provider models: a codec on the shared `Transport` (see the module docstring).
 
-    A subclass sets ``model_name``, ``provider_name`` and ``_transport``, and
-    gives the codec: `prepare`, `_path`, `_parse`, `_compiled`, and the pure
-    stream decoder `_stream_start` / `_stream_step` / `_stream_end` (and
-    `_stream_done` when the stream says so before it ends). ``_stream_format``
-    says how the transport frames the stream.
+    A subclass names its `Endpoint` (`_endpoint`) and gives the codec:
+    `prepare`, `_path`, `_parse`, `_compiled`, and the pure stream decoder
+    `_stream_start` / `_stream_step` / `_stream_end` (and `_stream_done` when
+    the stream says so before it ends). ``_stream_format`` says how the
+    transport frames the stream. A subclass with options of its own sets them
+    before calling this constructor (its `_endpoint` may read them).
     """
 
     model_name: str
@@ -104,7 +134,53 @@ class ProviderModel:
     _transport: Transport
     _stream_format: StreamFormat = "sse"
 
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | Secret | None = None,
+        http_client: Any = None,
+        async_http_client: Any = None,
+        http: str | None = None,
+        limits: HttpLimits | None = None,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.model_name = model_name
+        endpoint = self._endpoint(base_url)
+        key = resolve_api_key(
+            endpoint.provider, api_key, env_vars=endpoint.key_env, required=endpoint.key_required
+        )
+        self.provider_name = endpoint.provider
+        self._transport = Transport(
+            endpoint.provider,
+            endpoint.base_url,
+            key,
+            auth_header=endpoint.auth_header,
+            auth_scheme=endpoint.auth_scheme,
+            headers={**endpoint.headers, **(headers or {})},
+            http_client=http_client,
+            async_http_client=async_http_client,
+            http=http,
+            limits=limits,
+            error_parser=endpoint.error_parser,
+            # Every codec reads its provider's in-band errors itself (Anthropic's
+            # error type as code, Groq's tool_use_failed, Ollama's NDJSON lines...).
+            inband_errors=False,
+            **transport_options(timeout, retry),
+        )
+        self._configure(headers or {})
+
     # --- what a codec provides ------------------------------------------------
+
+    def _endpoint(self, base_url: str | None) -> Endpoint:
+        """Where and how this model connects, given the ``base_url`` the user named (if any)."""
+        raise NotImplementedError
+
+    def _configure(self, headers: Mapping[str, str]) -> None:
+        """Derive what the codec needs from the user's ``headers`` (default: nothing)."""
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request``, and what encoding changed."""
@@ -165,7 +241,7 @@ class ProviderModel:
             data = await self._transport.post_json(
                 self._path(prepared, False), prepared.body, headers=prepared.headers
             )
-            return self._read(as_object(data, self.provider_name))
+            return self._read(data)
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
@@ -174,7 +250,7 @@ class ProviderModel:
             data = self._transport.post_json_sync(
                 self._path(prepared, False), prepared.body, headers=prepared.headers
             )
-            return self._read(as_object(data, self.provider_name))
+            return self._read(data)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
@@ -212,6 +288,10 @@ class ProviderModel:
 
     def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
         """Validate a call's arguments against the schema this model sent for its tool.
+
+        Where the schema sent differs from the tool's own (strict mode makes
+        optional parameters required-and-nullable), valid arguments come back
+        as the tool's own schema expects them (those nulls removed again).
 
         Raises:
             ArgumentJSONError: The argument text is not JSON.
@@ -252,10 +332,13 @@ class ProviderModel:
             cause = None if isinstance(exc, wire.WireError) else exc
             raise wire.malformed(self.provider_name, exc, _raw(item)) from cause
 
-    def _read(self, data: Mapping[str, Any]) -> ModelResponse:
-        # A codec crash on an unexpected body is the provider's fault: say so.
-        with wire.guarded(self.provider_name, functools.partial(wire.dumps_raw, data)):
-            return self._parse(data)
+    def _read(self, data: Any) -> ModelResponse:
+        # A body that is no object, or a codec crash on an unexpected one, is the
+        # provider's fault: say so. (A codec that checks the whole body itself
+        # with the `wire` getters overrides this.)
+        body = as_object(data, self.provider_name)
+        with wire.guarded(self.provider_name, functools.partial(wire.dumps_raw, body)):
+            return self._parse(body)
 
     def _prepared(self, request: ModelRequest, stream: bool) -> Prepared:
         prepared = self.prepare(request, stream=stream)

@@ -33,9 +33,10 @@ from toolfold.runtime._document import (
     WorkflowEntry,
     resolve,
 )
+from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
-from toolfold.runtime._workflow import Loop, Parallel, Route, Sequence, Workflow
+from toolfold.runtime._workflow import Workflow
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")

@@ -26,6 +26,7 @@ import anyio
 import anyio.from_thread
 
 from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
+from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import ApprovalPolicy
 
@@ -411,35 +412,54 @@ def _describe(exc: BaseException) -> str:
 
 
 def _result_for_model(server: str, tool: str, result: Any) -> Any:
-    """A `CallToolResult` as a tool result: structured content, else the text of its blocks.
+    """A `CallToolResult` as a tool's return value.
+
+    ``structuredContent`` is returned as is (a structured result); otherwise the
+    content blocks become text, or, when there is an image, audio or an
+    embedded resource among them, a list of parts (`TextPart`, `ImagePart`,
+    `FilePart`) that each provider adapter sends in its own format.
 
     Raises:
         MCPError: The server flagged the result as an error (``isError``); the
             model reads the server's text.
     """
-    texts = [_block_text(block) for block in result.content]
     if result.is_error:
+        texts = [describe_content(_block_parts(block)) for block in result.content]
         raise MCPError(server, f"tool {tool!r} reported an error: {' '.join(texts) or '(no text)'}")
     if result.structured_content is not None:
         return result.structured_content
-    if len(texts) == 1:
-        return texts[0]
-    return "\n".join(texts)
+    parts = [part for block in result.content for part in _block_parts(block)]
+    if any(not isinstance(part, TextPart) for part in parts):
+        return parts
+    texts = [part.text for part in parts if isinstance(part, TextPart)]
+    return texts[0] if len(texts) == 1 else "\n".join(texts)
 
 
-def _block_text(block: Any) -> str:
+def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
+    """One MCP content block as message parts (a resource link, a pointer only, as text)."""
     kind = getattr(block, "type", None)
     if kind == "text":
-        return str(block.text)
-    if kind in ("image", "audio"):
-        size = len(base64.b64decode(block.data, validate=False))
-        return f"[{kind}: {block.mime_type}, {size} bytes]"
+        return [TextPart(str(block.text))]
+    if kind == "image":
+        return [ImagePart(_bytes(block.data), media_type=block.mime_type)]
+    if kind == "audio":
+        return [FilePart(_bytes(block.data), media_type=block.mime_type)]
     if kind == "resource":
         resource = block.resource
+        uri = str(resource.uri)
+        mime = getattr(resource, "mime_type", None)
         text = getattr(resource, "text", None)
         if text is not None:
-            return f"[resource {resource.uri}]\n{text}"
-        return f"[resource {resource.uri}: {getattr(resource, 'mime_type', None) or 'binary'}]"
+            data = str(text).encode()
+            return [FilePart(data, media_type=mime or "text/plain", filename=uri)]
+        data = _bytes(resource.blob)
+        if mime and mime.startswith("image/"):
+            return [ImagePart(data, media_type=mime)]
+        return [FilePart(data, media_type=mime or "application/octet-stream", filename=uri)]
     if kind == "resource_link":
-        return f"[resource link {block.uri}: {block.name}]"
-    return json.dumps(block.model_dump(mode="json"), sort_keys=True)
+        return [TextPart(f"[resource link {block.uri}: {block.name}]")]
+    return [TextPart(json.dumps(block.model_dump(mode="json"), sort_keys=True))]
+
+
+def _bytes(data: str) -> bytes:
+    return base64.b64decode(data, validate=False)

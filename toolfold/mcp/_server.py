@@ -8,6 +8,7 @@ as an error result (``isError``) the host's model can read and correct.
 
 from __future__ import annotations
 
+import base64
 import importlib
 import inspect
 from collections.abc import Iterable, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 import anyio
 
 from toolfold._errors import ToolArgumentError, ToolDefinitionError
+from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, result_content
 from toolfold.toolkit import Tool, tool
 from toolfold.toolkit._tool import check_tool_names
 
@@ -66,20 +68,22 @@ def mcp_server(
             known = ", ".join(sorted(by_name))
             return _error(f"unknown tool {params.name!r}; the tools are: {known}")
         try:
-            text = await _run(found, dict(params.arguments or {}))
+            content = await _run(found, dict(params.arguments or {}))
         except ToolArgumentError as exc:
             return _error(exc.message_for_model)
         except Exception as exc:
             message = str(exc)
             return _error(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
-        return types.CallToolResult(content=[types.TextContent(text=text)])
+        return types.CallToolResult(content=content)
 
     return Server(
         name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool
     )
 
 
-async def _run(found: Tool[..., Any], arguments: dict[str, Any]) -> str:
+async def _run(found: Tool[..., Any], arguments: dict[str, Any]) -> list[Any]:
+    import mcp_types as types
+
     values = found.validate_arguments(arguments)
     if found.is_async:
         result = await found.invoke(values)
@@ -87,7 +91,31 @@ async def _run(found: Tool[..., Any], arguments: dict[str, Any]) -> str:
         result = await anyio.to_thread.run_sync(found.invoke, values)
         if inspect.isawaitable(result):
             result = await result
-    return found.format_result(result)
+    parts = result_content(result)
+    if parts is None:
+        return [types.TextContent(text=found.format_result(result))]
+    return [_block(part) for part in parts]
+
+
+def _block(part: TextPart | ImagePart | FilePart) -> Any:
+    """A result part as an MCP content block (images inline; files as embedded resources)."""
+    import mcp_types as types
+
+    if isinstance(part, TextPart):
+        return types.TextContent(text=part.text)
+    if part.data is None:  # by URL only: a link to it
+        name = getattr(part, "filename", None) or str(part.url)
+        return types.ResourceLink(uri=str(part.url), name=name, mime_type=part.media_type)
+    data = base64.b64encode(part.data).decode()
+    if isinstance(part, ImagePart):
+        return types.ImageContent(data=data, mime_type=part.media_type)
+    uri = (
+        part.filename
+        if part.filename and ":" in part.filename
+        else f"file:///{part.filename or 'file'}"
+    )
+    blob = types.BlobResourceContents(uri=uri, mime_type=part.media_type, blob=data)
+    return types.EmbeddedResource(resource=blob)
 
 
 def _error(text: str) -> Any:

@@ -10,6 +10,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from toolfold.runtime._planner import Planner
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._executor import ToolJob, ToolOutcome
@@ -60,73 +61,143 @@ class _OTelTracer:
             "gen_ai.client.operation.duration", unit="s", description="Model request duration"
         )
         self.capture = capture
+        # The open execute_tool spans by the id a sub-run they make gets
+        # ("<run id>/<call id>", see `Agent.as_tool`): the sub-run nests under its call's
+        # span, whatever thread or loop runs it.
+        self.calls: dict[str, Any] = {}
 
     def start_run(self, live: Live, state: RunState) -> _RunTrace:
-        return _RunTrace(self, live, state)
+        parent = self.calls.get(state.run_id)
+        return _RunTrace(self, live, state, parent)
 
 
 class _RunTrace:
-    def __init__(self, owner: _OTelTracer, live: Live, state: RunState) -> None:
+    def __init__(self, owner: _OTelTracer, live: Live, state: RunState, parent: Any) -> None:
         self.owner = owner
+        self.run_id = state.run_id
+        self.root = self.span = self._agent_span(
+            live, None if parent is None else trace.set_span_in_context(parent)
+        )
+        self.context = trace.set_span_in_context(self.span)
+        self.open: set[_ToolsTrace] = set()
+
+    def _agent_span(self, live: Live, context: Any) -> Any:
+        # A workflow's run has its planner in the model's seat: no model calls to trace.
+        self.workflow = isinstance(live.model, Planner)
         self.model = live.model.name
         self.provider = _provider(self.model)
         self.request_model = self.model.partition(":")[2] or self.model
         name = live.name or "agent"
-        self.span = owner.tracer.start_span(
-            f"invoke_agent {name}",
-            kind=SpanKind.INTERNAL,
-            attributes={
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": name,
-                "gen_ai.conversation.id": state.run_id,
-                "gen_ai.provider.name": self.provider,
-                "gen_ai.request.model": self.request_model,
-            },
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "gen_ai.conversation.id": self.run_id,
+        }
+        if self.workflow:
+            attributes["toolfold.workflow"] = True
+        else:
+            attributes["gen_ai.provider.name"] = self.provider
+            attributes["gen_ai.request.model"] = self.request_model
+        return self.owner.tracer.start_span(
+            f"invoke_agent {name}", context=context, kind=SpanKind.INTERNAL, attributes=attributes
         )
+
+    def model_call(self, request: ModelRequest) -> _CallTrace | _NoCall:
+        return _NO_CALL if self.workflow else _CallTrace(self, request)
+
+    def tools(self, jobs: Sequence[ToolJob]) -> _ToolsTrace:
+        return _ToolsTrace(self, jobs)
+
+    def handoff(self, live: Live) -> None:
+        """The run goes on with ``live``'s agent: its spans nest under a new agent span."""
+        name = live.name or "agent"
+        self.span.add_event("gen_ai.handoff", {"gen_ai.agent.name": name})
+        if self.span is not self.root:
+            self.span.end()
+        self.span = self._agent_span(live, trace.set_span_in_context(self.root))
+        self.span.set_attribute("toolfold.handoff", True)
         self.context = trace.set_span_in_context(self.span)
 
-    def model_call(self, request: ModelRequest) -> _CallTrace:
-        return _CallTrace(self, request)
+    def end(self, state: RunState | None, error: BaseException | None) -> None:
+        for tools in list(self.open):  # a tool raised out of the step (on_tool_error="raise")
+            tools.end(())
+        if self.span is not self.root:
+            self.span.end()
+        span = self.root
+        if state is not None:
+            span.set_attribute("toolfold.run.phase", state.phase)
+            if state.finish_reason:
+                span.set_attribute("toolfold.run.finish_reason", state.finish_reason)
+            span.set_attribute("gen_ai.usage.input_tokens", state.usage.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", state.usage.output_tokens)
+        if error is not None:
+            span.set_attribute("error.type", type(error).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+        span.end()
 
-    def tools(self, jobs: Sequence[ToolJob], outcomes: Sequence[ToolOutcome]) -> None:
-        now = time.time_ns()
-        by_id = {job.invocation.call.id: job for job in jobs}
-        for outcome in outcomes:
-            took = int((outcome.duration or 0.0) * 1e9)
+
+class _ToolsTrace:
+    """One step's execute_tool spans: opened when the calls start, ended with their outcomes."""
+
+    def __init__(self, run: _RunTrace, jobs: Sequence[ToolJob]) -> None:
+        self.run = run
+        self.started = time.time_ns()
+        tracer, capture, calls = run.owner.tracer, run.owner.capture, run.owner.calls
+        self.spans: dict[str, Any] = {}
+        for job in jobs:
+            call = job.invocation.call
             attributes: dict[str, Any] = {
                 "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": outcome.tool_name,
-                "gen_ai.tool.call.id": outcome.call_id,
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
                 "gen_ai.tool.type": "function",
             }
-            job = by_id.get(outcome.call_id)
-            if self.owner.capture:
-                if job is not None:
-                    attributes["gen_ai.tool.call.arguments"] = job.invocation.call.arguments_text
-                attributes["gen_ai.tool.call.result"] = outcome.content
-            span = self.owner.tracer.start_span(
-                f"execute_tool {outcome.tool_name}",
-                context=self.context,
+            if capture:
+                attributes["gen_ai.tool.call.arguments"] = call.arguments_text
+            span = tracer.start_span(
+                f"execute_tool {call.name}",
+                context=run.context,
                 kind=SpanKind.INTERNAL,
                 attributes=attributes,
-                start_time=now - took,
+                start_time=self.started,
             )
+            self.spans[call.id] = span
+            calls[f"{run.run_id}/{call.id}"] = span
+        run.open.add(self)
+
+    def end(self, outcomes: Sequence[ToolOutcome]) -> None:
+        self.run.open.discard(self)
+        calls = self.run.owner.calls
+        now, clock = time.time_ns(), time.monotonic()
+        for outcome in outcomes:
+            span = self.spans.pop(outcome.call_id, None)
+            if span is None:
+                continue
+            if self.run.owner.capture:
+                span.set_attribute("gen_ai.tool.call.result", outcome.content)
             if outcome.is_error:
                 span.set_attribute("error.type", outcome.outcome)
                 span.set_status(Status(StatusCode.ERROR, outcome.content[:200]))
+            # when the call ended, on the wall clock spans use
+            ended = now - int((clock - outcome.ended) * 1e9) if outcome.ended else now
+            span.end(end_time=max(self.started, ended))
+        for span in self.spans.values():  # no outcome: the step was cut short
+            span.set_attribute("error.type", "interrupted")
+            span.set_status(Status(StatusCode.ERROR, "the step ended before this call"))
             span.end(end_time=now)
+        for call_id in self.spans.keys() | {o.call_id for o in outcomes}:
+            calls.pop(f"{self.run.run_id}/{call_id}", None)
+        self.spans = {}
 
-    def end(self, state: RunState | None, error: BaseException | None) -> None:
-        if state is not None:
-            self.span.set_attribute("toolfold.run.phase", state.phase)
-            if state.finish_reason:
-                self.span.set_attribute("toolfold.run.finish_reason", state.finish_reason)
-            self.span.set_attribute("gen_ai.usage.input_tokens", state.usage.input_tokens)
-            self.span.set_attribute("gen_ai.usage.output_tokens", state.usage.output_tokens)
-        if error is not None:
-            self.span.set_attribute("error.type", type(error).__qualname__)
-            self.span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
-        self.span.end()
+
+class _NoCall:
+    """A workflow planner's decision: not a model call, so no span and no metrics."""
+
+    def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
+        pass
+
+
+_NO_CALL = _NoCall()
 
 
 class _CallTrace:

@@ -14,6 +14,7 @@ from toolfold.runtime._api import (
     generate_text,
     resume,
 )
+from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._model import Model, model, register_provider
 from toolfold.runtime._response import (
     Response,
@@ -27,15 +28,7 @@ from toolfold.runtime._response import (
     ToolResultEvent,
 )
 from toolfold.runtime._task import Task
-from toolfold.runtime._workflow import (
-    Loop,
-    Parallel,
-    Route,
-    Sequence,
-    Workflow,
-    WorkflowResponse,
-    WorkflowStream,
-)
+from toolfold.runtime._workflow import Workflow, WorkflowResponse, WorkflowStream
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._effects import (
     AwaitApproval,

@@ -29,6 +29,7 @@ from toolfold.runtime._sources import (
     opened,
     split_sources,
 )
+from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
@@ -155,20 +156,26 @@ class Agent:
         handovers = {
             spec.tool_name: Handover(
                 spec.agent.name or "",
-                spec.agent._options.config,
                 spec.agent._takes_over,
                 spec.input_filter,
+                spec.agent._sources,
             )
             for spec in self._handoff_specs()
         }
         return attrs.evolve(live, handoffs=handovers)
 
-    def _takes_over(self, current: Live) -> Live:
-        """This agent's live half for a run handed to it (same deps and observers)."""
-        live = self._options.live(
+    def _takes_over(
+        self, current: Live, listed: Sequence[Tool[..., Any]]
+    ) -> tuple[RunConfig, Live]:
+        """This agent's configuration and live half for a run handed to it.
+
+        ``listed``: the tools of its sources, which the driver opened for the run.
+        """
+        agent = self._with(listed) if self._sources else self
+        live = agent._options.live(
             deps=current.deps, on_event=current.on_event, on_step=current.on_step
         )
-        return self._live(live)
+        return agent._options.config, agent._live(live)
 
     def _for_state(self, state: RunState) -> Agent:
         """The agent of the handoff graph that runs ``state`` now."""

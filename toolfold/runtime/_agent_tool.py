@@ -1,7 +1,9 @@
 """An agent used as another agent's tool: its run nests in the caller's state.
 
 The tool's function runs the sub-agent and hands back a `SubRun` (its state
-and the text the calling model sees). The executor turns that into a
+and the text the calling model sees). In an async run it is a coroutine on
+the caller's event loop (the sub-agent runs with `arun`); a blocking run calls
+its blocking twin, which runs the sub-agent with `run`. The executor turns that into a
 `ToolReturned` carrying the finished sub-run, or a `ToolSuspended` when the
 sub-run waits for approvals or tool results: the calling run then suspends
 too, and its caller answers the nested calls by id (see `resume`).
@@ -10,13 +12,15 @@ too, and its caller answers the nested calls by id (see `resume`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from toolfold._errors import UsageError
-from toolfold.runtime._response import RunEndEvent
-from toolfold.runtime.drive._executor import SubRun
+from toolfold.runtime._response import Response, RunEndEvent
+from toolfold.runtime._run import RunStream
+from toolfold.runtime.drive._executor import SubRun, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -34,8 +38,6 @@ def agent_tool(
     timeout: float | None,
 ) -> Tool[..., Any]:
     """The `Tool` that runs ``agent`` (see `Agent.as_tool`)."""
-    from toolfold.toolkit import tool
-
     tool_name = name or agent.name
     if not tool_name:
         raise UsageError("agent.as_tool() needs a name: give the agent a name= or pass name=...")
@@ -43,12 +45,9 @@ def agent_tool(
         f" Its instructions: {agent.instructions}" if agent.instructions else ""
     )
 
-    def call(ctx: RunContext[Any], input: Any) -> SubRun:
+    def call(ctx: RunContext[Any], input: Any) -> SubRun:  # blocking runs
         if ctx.forward is not None:  # the caller streams: so does the sub-run
-            if ctx.sub_run is not None:
-                stream = agent.resume_stream(ctx.sub_run, deps=ctx.deps)
-            else:
-                stream = agent.stream(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+            stream = _stream(agent, ctx, input)
             for event in stream:
                 if not isinstance(event, RunEndEvent):
                     ctx.forward(event)
@@ -57,21 +56,60 @@ def agent_tool(
             response = agent.resume(ctx.sub_run, deps=ctx.deps)
         else:
             response = agent.run(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
-        return SubRun(response.state, _content(response.state.output, response.text))
+        return _sub_run(response)
 
-    call.__annotations__ = {"ctx": RunContext, "input": input_type, "return": Any}
-    call.__doc__ = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
+    async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
+        if ctx.forward is not None:
+            stream = _stream(agent, ctx, input)
+            async for event in stream:
+                if not isinstance(event, RunEndEvent):
+                    ctx.forward(event)
+            response = stream.response
+        elif ctx.sub_run is not None:
+            response = await agent.aresume(ctx.sub_run, deps=ctx.deps)
+        else:
+            response = await agent.arun(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+        return _sub_run(response)
+
+    doc = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
     # What built the tool, for diagrams and agent files (`as_tool_of`).
-    call.__dict__[_AS_TOOL] = AsTool(
-        agent, name, description, input_type, requires_approval, timeout
-    )
+    made_by = AsTool(agent, name, description, input_type, requires_approval, timeout)
+    for function in (acall, call):
+        function.__dict__[_AS_TOOL] = made_by
+    made = [
+        _made(function, input_type, doc, tool_name, text, requires_approval, timeout)
+        for function in (acall, call)
+    ]
+    return with_blocking_twin(made[0], made[1])
+
+
+def _made(
+    function: Callable[..., Any],
+    input_type: Any,
+    doc: str,
+    name: str,
+    description: str,
+    requires_approval: bool,
+    timeout: float | None,
+) -> Tool[..., Any]:
+    from toolfold.toolkit import tool
+
+    function.__annotations__ = {"ctx": RunContext, "input": input_type, "return": Any}
+    function.__doc__ = doc
     made: Tool[..., Any] = tool(
-        name=tool_name,
-        description=text,
-        requires_approval=requires_approval,
-        timeout=timeout,
-    )(call)
+        name=name, description=description, requires_approval=requires_approval, timeout=timeout
+    )(function)
     return made
+
+
+def _stream(agent: Agent, ctx: RunContext[Any], input: Any) -> RunStream:
+    if ctx.sub_run is not None:
+        return agent.resume_stream(ctx.sub_run, deps=ctx.deps)
+    return agent.stream(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+
+
+def _sub_run(response: Response) -> SubRun:
+    return SubRun(response.state, _content(response.state.output, response.text))
 
 
 _AS_TOOL = "__toolfold_as_tool__"

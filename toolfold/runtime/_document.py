@@ -471,7 +471,7 @@ def _dump_source(source: Any, where: str) -> MCPEntry:
 
 
 def _dump_workflow(workflow: Any, writer: _Writer) -> str:
-    from toolfold.runtime._workflow import Loop, Parallel, Route, Sequence
+    from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 
     name = writer.claim(workflow, workflow.name, "workflows")
     where = f"workflows.{name}"

@@ -134,7 +134,7 @@ def _draw_agent(agent: Agent, diagram: Diagram) -> str:
 
 
 def _draw_workflow(workflow: Any, diagram: Diagram) -> str:
-    from toolfold.runtime._workflow import Loop, Parallel, Route, Sequence
+    from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 
     kind = type(workflow).__name__
     node = diagram.node(

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import attrs
 
 from toolfold._errors import RunError
-from toolfold.runtime._testing import make_call, response_events
 from toolfold.runtime.core._messages import Message, TextPart, Usage
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec
 from toolfold.runtime.core._stream import StreamEvent
@@ -184,6 +183,8 @@ class Final(NamedTuple):
 
 def respond(decision: list[Call] | Final) -> ModelResponse:
     """The planner's decision as a model response."""
+    from toolfold.runtime._testing import make_call  # here: `import toolfold` stays light
+
     if isinstance(decision, Final):
         text = json.dumps(decision.value, default=str)
         return ModelResponse(
@@ -233,6 +234,8 @@ class Planner:
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The decision as stream events (one chunk per part)."""
+        from toolfold.runtime._testing import response_events
+
         return response_events(self.request_sync(request), chunk=1 << 30)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -81,20 +81,22 @@ def _names(calls: tuple[ToolCallPart, ...]) -> str | None:
 
 def steps_of(state: RunState) -> tuple[Step, ...]:
     """The steps of a run, rebuilt from its event log and conversation."""
-    results: dict[str, ToolResultPart] = {}
+    # Results in conversation order, per call id: a model may reuse an id in a later step.
+    results: dict[str, list[ToolResultPart]] = {}
     for message in state.conversation:
         if message.role == "tool":
             for result in message.tool_results:
-                results[result.call_id] = result
+                results.setdefault(result.call_id, []).append(result)
     for call_state in state.calls:  # results not yet committed to the conversation
-        if call_state.result is not None:
-            results.setdefault(call_state.call.id, call_state.result)
+        committed = results.setdefault(call_state.call.id, [])
+        if call_state.result is not None and call_state.result not in committed:
+            committed.append(call_state.result)
     steps: list[Step] = []
     for event in state.log:
         if event.kind == "model_responded":
             response = event.response
             calls = response.tool_calls
-            found = tuple(results[c.id] for c in calls if c.id in results)
+            found = tuple(results[c.id].pop(0) for c in calls if results.get(c.id))
             steps.append(Step(len(steps) + 1, response, calls, found, response.usage))
     return tuple(steps)
 

@@ -33,7 +33,12 @@ from toolfold.runtime.core._events import (
     ToolResultsProvided,
     UserMessageAdded,
 )
-from toolfold.runtime.core._messages import ToolCallPart, ToolResultPart
+from toolfold.runtime.core._messages import (
+    ToolCallPart,
+    ToolResultPart,
+    describe_content,
+    result_content,
+)
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.toolkit._results import describe_exception
@@ -210,6 +215,9 @@ def _result_part(
         return value
     if isinstance(value, BaseException):
         return ToolResultPart(call_id, name, f"Error: {describe_exception(value)}", True)
+    parts = result_content(value)
+    if parts is not None:
+        return ToolResultPart(call_id, name, describe_content(parts), parts=parts)
     tool = tools.get(name)
     if isinstance(value, str):
         content = value

@@ -33,7 +33,7 @@ from toolfold.runtime.core._stop import (
     ToolCalled,
 )
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import Live, OnToolError, run_loop
+from toolfold.runtime.drive._loop import Ended, Live, OnToolError, run_loop
 from toolfold.runtime.drive._output import OutputSchema, output_schema
 from toolfold.runtime.drive._shells import drive_async, drive_sync, stream_async, stream_sync
 from toolfold.toolkit._tool import Tool
@@ -241,7 +241,7 @@ def start(
 
 
 def finish(state: RunState, live: Live) -> Response:
-    """The response for a final or suspended state."""
+    """The response for a final or suspended state (``live``: of the agent that answered)."""
     output = state.output
     if output is not None and live.output is not None and state.phase == "finished":
         output = live.output.restore(output)
@@ -253,12 +253,12 @@ def finish(state: RunState, live: Live) -> Response:
 
 def run_sync(live: Live, state: RunState) -> Response:
     """Drive a state to its end from blocking code."""
-    return finish(drive_sync(live, run_loop(live, state), state), live)
+    return finish(*drive_sync(live, run_loop(live, state), state))
 
 
 async def run_async(live: Live, state: RunState) -> Response:
     """Drive a state to its end on the running event loop."""
-    return finish(await drive_async(live, run_loop(live, state), state), live)
+    return finish(*await drive_async(live, run_loop(live, state), state))
 
 
 class RunStream:
@@ -290,15 +290,15 @@ class RunStream:
 
     def __iter__(self) -> Iterator[RunStreamEvent]:
         live = self._claim()
-        final = yield from stream_sync(live, run_loop(live, self._state, notify=True), self._state)
-        self._response = finish(final, live)
+        ended = yield from stream_sync(live, run_loop(live, self._state, notify=True), self._state)
+        self._response = finish(*ended)
         yield RunEndEvent(self._response)
 
     async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
         live = self._claim()
         async for item in stream_async(live, run_loop(live, self._state, notify=True), self._state):
-            if isinstance(item, RunState):
-                self._response = finish(item, live)
+            if isinstance(item, Ended):
+                self._response = finish(*item)
                 yield RunEndEvent(self._response)
             else:
                 yield item

@@ -10,31 +10,14 @@ source counts its holders and only the last one closes it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, asynccontextmanager, contextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from toolfold.runtime._response import Response, RunStreamEvent
 from toolfold.runtime._run import RunStream
+from toolfold.runtime.drive._open import ToolSource, aopened, opened
 from toolfold.toolkit._tool import Tool
 
-
-@runtime_checkable
-class ToolSource(Protocol):
-    """What a run needs of a tool source.
-
-    ``open`` and ``close`` nest (a source counts its holders); ``tools`` lists
-    the tools of an open source as `Tool` values whose calls go to it.
-    """
-
-    def open(self) -> None:
-        """Make the tools callable (start a process, connect...)."""
-
-    def close(self) -> None:
-        """Release what `open` took."""
-
-    def tools(self) -> Sequence[Tool[..., Any]]:
-        """The source's tools, listed now."""
-        ...
+__all__ = ["SourcedStream", "ToolSource", "aopened", "opened", "split_sources"]
 
 
 def split_sources(
@@ -50,36 +33,6 @@ def split_sources(
 
 def _is_source(item: Any) -> bool:
     return not isinstance(item, Tool) and not callable(item) and isinstance(item, ToolSource)
-
-
-@contextmanager
-def opened(sources: Sequence[ToolSource]) -> Iterator[list[Tool[..., Any]]]:
-    """Open every source, yield their tools, close them all however the block ends."""
-    with ExitStack() as stack:
-        listed: list[Tool[..., Any]] = []
-        for source in sources:
-            source.open()
-            stack.callback(source.close)
-            listed.extend(source.tools())
-        yield listed
-
-
-@asynccontextmanager
-async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[..., Any]]]:
-    """`opened` for async runs: opening and closing happen off the event loop."""
-    import asyncio  # here, so that blocking runs never import asyncio
-
-    done: list[ToolSource] = []
-    try:
-        listed: list[Tool[..., Any]] = []
-        for source in sources:
-            await asyncio.to_thread(source.open)
-            done.append(source)
-            listed.extend(await asyncio.to_thread(source.tools))
-        yield listed
-    finally:
-        for source in reversed(done):
-            await asyncio.to_thread(source.close)
 
 
 class SourcedStream(RunStream):

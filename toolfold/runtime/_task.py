@@ -291,9 +291,14 @@ def _prompt_text(value: Any) -> str:
 
 
 def _run_runner(task: Task) -> Callable[..., Any]:
-    """The tool function of an agent or workflow step: runs it as a sub-run."""
+    """The tool function of an agent or workflow step: runs it as a sub-run.
 
-    def run_step(
+    A coroutine, so a step waiting for its run holds no worker thread: the
+    whole tree of a workflow runs on one event loop, and nested parallels
+    cannot starve the shared workers (the agents' own sync tools still use them).
+    """
+
+    async def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
         scope = _scope(input, values)
@@ -308,14 +313,14 @@ def _run_runner(task: Task) -> Callable[..., Any]:
                 stream: Any = target.resume_stream(ctx.sub_run, deps=ctx.deps)
             else:
                 stream = target.stream(prompt, deps=ctx.deps, run_id=sub_id)
-            for event in stream:
+            async for event in stream:
                 if not isinstance(event, RunEndEvent):
                     ctx.forward(event)
             response: Response = stream.response
         elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
-            response = target.resume(ctx.sub_run, deps=ctx.deps)
+            response = await target.aresume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = target.run(prompt, deps=ctx.deps, run_id=sub_id)
+            response = await target.arun(prompt, deps=ctx.deps, run_id=sub_id)
         state = response.state
         return SubRun(state, json.dumps(state.output, default=str))
 

@@ -8,6 +8,7 @@ tool result holding ``<script>`` shows as text.
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 from collections.abc import Iterable, Iterator, Mapping
@@ -15,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from toolfold.runtime._planner import PLANNER_MODEL
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
@@ -33,6 +35,7 @@ from toolfold.runtime.core._events import (
     UserMessageAdded,
 )
 from toolfold.runtime.core._messages import (
+    ImagePart,
     Message,
     ReasoningPart,
     ToolCallPart,
@@ -56,13 +59,16 @@ main{padding:14px 22px;max-width:1100px}
 .row .meta{color:#5b6475;font-weight:400;margin-left:8px}
 .kind-suspend{border-left:4px solid #e0a100}.kind-resume{border-left:4px solid #2f7de1}
 .kind-failed{border-left:4px solid #d33}.kind-finished{border-left:4px solid #2a9d55}
-.kind-user{border-left:4px solid #7a5cc7}
+.kind-user{border-left:4px solid #7a5cc7}.kind-handoff{border-left:4px solid #7a5cc7}
 pre{background:#f1f3f6;padding:6px 8px;border-radius:4px;white-space:pre-wrap;word-break:break-word;margin:4px 0}
 table{border-collapse:collapse;width:100%;margin-top:6px}
 td,th{border-top:1px solid #e6e9ee;padding:4px 6px;text-align:left;vertical-align:top}
 .badge{display:inline-block;border-radius:9px;padding:0 8px;font-size:12px;background:#e8ebf0}
 .b-auto{background:#dff3e6}.b-approved{background:#dbe9fb}.b-denied{background:#fbdcdc}
 .b-manual{background:#efe4fb}.b-pending{background:#fff1c6}.err{color:#b3261e}
+.kind-sub-run{border-left:4px solid #8a94a6;background:#fafbfc;margin:4px 0 4px 18px}
+.kind-sub-run ol{list-style:none;padding:0;margin:0}
+.agent{display:inline-block;border-radius:9px;padding:0 8px;font-size:12px;background:#e4e1f7;margin-left:8px}
 """
 
 
@@ -78,7 +84,7 @@ def to_html(state: RunState, *, title: str | None = None) -> str:
         The HTML text; nothing in it loads from the network.
     """
     heading = title or f"toolfold run {state.run_id}"
-    body = "".join(_timeline(state))
+    body = "".join(_timeline(state, 0))
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{_CSP}\">"
@@ -102,6 +108,9 @@ def _facts(state: RunState) -> str:
         ("tokens", f"{usage.input_tokens} in / {usage.output_tokens} out"),
         ("requests", usage.requests),
     ]
+    if state.sub_runs:
+        tree = state.tree_usage
+        facts.append(("with sub-runs", f"{tree.input_tokens} in / {tree.output_tokens} out"))
     return "".join(f"<span data-fact='{k}'>{_e(k)}: <b>{_e(v)}</b></span>" for k, v in facts)
 
 
@@ -115,6 +124,8 @@ class _Call:
     is_error: bool = False
     outcome: str | None = None
     duration: float | None = None
+    child: RunState | None = None
+    parts: tuple[Any, ...] = ()
 
 
 @attrs.define
@@ -122,6 +133,7 @@ class _Step:
     number: int
     response: Any
     calls: list[_Call]
+    agent: str | None = None
 
 
 _DISPOSITION = {"execute": "auto", "approve": "pending", "return": "manual"}
@@ -134,8 +146,10 @@ class _Timeline:
         self.calls: dict[str, _Call] = {}
         self.steps = 0
         self.rows: list[_Step | str] = []  # steps render last, once their results are known
+        self.agent: str | None = None  # who answers now (a handoff changes it)
 
     def run_started(self, event: RunStarted) -> None:
+        self.agent = event.agent
         self.rows.append(
             _row(
                 "start", "Run started", f"{len(event.messages)} messages", _messages(event.messages)
@@ -147,7 +161,7 @@ class _Timeline:
 
     def model_responded(self, event: ModelResponded) -> None:
         self.steps += 1
-        step = _Step(self.steps, event.response, [])
+        step = _Step(self.steps, event.response, [], self.agent)
         for index, call in enumerate(event.response.message.tool_calls):
             label = event.dispositions[index] if index < len(event.dispositions) else "execute"
             step.calls.append(self.calls.setdefault(call.id, _Call(call, _DISPOSITION[label])))
@@ -162,6 +176,7 @@ class _Timeline:
             found.result, found.is_error = event.content, event.is_error
             found.outcome = event.outcome
             found.duration = getattr(event, "duration", None)
+            found.parts = event.parts
 
     def tool_suspended(self, event: ToolSuspended) -> None:
         found = self.calls.get(event.call_id)
@@ -185,7 +200,8 @@ class _Timeline:
 
     def handed_off(self, event: HandedOff) -> None:
         filtered = "" if event.messages is None else f" ({len(event.messages)} messages kept)"
-        self.rows.append(_row("resume", "Handed off", f"to {event.agent}{filtered}", ""))
+        self.rows.append(_row("handoff", "Handed off", f"to {event.agent}{filtered}", ""))
+        self.agent = event.agent
 
     def approval_granted(self, event: ApprovalGranted) -> None:
         self._approval(event.call_id, "approved", "")
@@ -213,6 +229,7 @@ class _Timeline:
         if found is not None and found.result is None:
             found.result, found.is_error = part.content, part.is_error
             found.outcome = "error" if part.is_error else "ok"
+            found.parts = part.parts
 
     def output_accepted(self, event: OutputAccepted) -> None:
         self.rows.append(_row("finished", "Output accepted", "", _pre(event.value)))
@@ -233,6 +250,10 @@ class _Timeline:
         self.rows.append(_row("failed", "Run failed", event.error_kind + tool, body))
 
     def end(self, state: RunState) -> None:
+        for call_id, child in state.sub_runs.items():  # the latest state of each sub-run
+            found = self.calls.get(call_id)
+            if found is not None:
+                found.child = child
         # results the reducer made itself (unknown tool, unreadable arguments) are only messages
         for message in state.messages:
             for part in message.parts:
@@ -247,13 +268,38 @@ class _Timeline:
             self.rows.append(_row("failed", "Failed", state.error.kind, body))
 
 
-def _timeline(state: RunState) -> Iterator[str]:
+def _timeline(state: RunState, depth: int) -> Iterator[str]:
     timeline = _Timeline()
     for event in state.events:
         getattr(timeline, event.kind)(event)
     timeline.end(state)
     for row in timeline.rows:
-        yield _step(row) if isinstance(row, _Step) else row
+        yield _step(row, depth) if isinstance(row, _Step) else row
+
+
+def _sub_run(child: RunState, depth: int) -> str:
+    """A sub-run (an agent used as a tool) as a collapsible row holding its own timeline.
+
+    Open when it did not finish (it waits, or failed): that is where to look.
+    """
+    started = child.events[0] if child.events else None
+    agent = getattr(started, "agent", None) or "agent"
+    kind = "Workflow" if _is_workflow(child) else "Sub-run"
+    usage = child.tree_usage
+    meta = (
+        f"{child.phase} · {child.step} steps · {usage.input_tokens} in / {usage.output_tokens} out"
+    )
+    opened = "" if child.phase == "finished" else " open"
+    inner = (
+        f"<summary>{kind} {_e(agent)}<span class='meta'>{_e(meta)}</span></summary>"
+        f"<ol>{''.join(_timeline(child, depth))}</ol>"
+    )
+    return (
+        f"<tr data-kind='sub-run-row'><td colspan='5'><details class='row kind-sub-run' "
+        f"data-kind='sub-run' data-agent='{_e(agent)}' data-depth='{depth}' "
+        f"data-workflow='{'yes' if kind == 'Workflow' else 'no'}' "
+        f"data-run-id='{_e(child.run_id)}'{opened}>{inner}</details></td></tr>"
+    )
 
 
 def _row(kind: str, title: str, meta: str, body: str) -> str:
@@ -261,7 +307,7 @@ def _row(kind: str, title: str, meta: str, body: str) -> str:
     return f"<li><details class='row kind-{kind}' data-kind='{kind}' open>{inner}</details></li>"
 
 
-def _step(step: _Step) -> str:
+def _step(step: _Step, depth: int) -> str:
     response = step.response
     message: Message = response.message
     usage: Usage = response.usage
@@ -278,18 +324,28 @@ def _step(step: _Step) -> str:
     if message.text:
         parts.append(f"<pre data-kind='text'>{_e(message.text)}</pre>")
     if step.calls:
-        rows = "".join(_call_row(c) for c in step.calls)
+        rows = "".join(_call_row(c, depth) for c in step.calls)
         parts.append(
             "<table><tr><th>tool</th><th>arguments</th><th>handled</th><th>result</th><th>time</th></tr>"
             f"{rows}</table>"
         )
+    agent = f"<span class='agent'>{_e(step.agent)}</span>" if step.agent else ""
     inner = (
-        f"<summary>Step {step.number}<span class='meta'>{_e(meta)}</span></summary>{''.join(parts)}"
+        f"<summary>Step {step.number}{agent}<span class='meta'>{_e(meta)}</span></summary>"
+        f"{''.join(parts)}"
     )
     return f"<li><details class='row kind-step' data-kind='step' data-step='{step.number}' open>{inner}</details></li>"
 
 
-def _call_row(call: _Call) -> str:
+def _is_workflow(state: RunState) -> bool:
+    """Whether a run is a workflow's (its decisions come from the planner, not a model)."""
+    for event in state.log:
+        if isinstance(event, ModelResponded):
+            return event.response.model_name == PLANNER_MODEL
+    return False
+
+
+def _call_row(call: _Call, depth: int) -> str:
     arguments = call.call.arguments if call.call.arguments is not None else call.call.arguments_text
     if call.result is None:
         result = "<i>no result yet</i>"
@@ -300,14 +356,32 @@ def _call_row(call: _Call) -> str:
             if call.outcome not in (None, "ok")
             else ""
         )
-        result = f"<pre{cls}>{_e(call.result)}</pre>{outcome}"
+        result = f"<pre{cls}>{_e(call.result)}</pre>{outcome}{_images(call.parts)}"
     took = "" if call.duration is None else f"{call.duration * 1000:.0f} ms"
     return (
         f"<tr data-kind='call' data-call-id='{_e(call.call.id)}'><td>{_e(call.call.name)}</td>"
         f"<td>{_pre(arguments)}</td>"
         f"<td><span class='badge b-{_e(call.disposition)}'>{_e(call.disposition)}</span></td>"
         f"<td>{result}</td><td>{_e(took)}</td></tr>"
-    )
+    ) + ("" if call.child is None else _sub_run(call.child, depth + 1))
+
+
+# Shown inline as data: URLs (the page's CSP allows img-src data:, nothing else).
+_SHOWN_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def _images(parts: tuple[Any, ...]) -> str:
+    """A tool result's inline images, shown (an SVG is not: it could carry script)."""
+    shown = []
+    for part in parts:
+        if isinstance(part, ImagePart) and part.data and part.media_type in _SHOWN_IMAGES:
+            data = base64.b64encode(part.data).decode("ascii")
+            shown.append(
+                f"<img data-kind='result-image' alt='{_e(part.media_type)}' "
+                f"style='max-width:320px;display:block;margin:4px 0' "
+                f"src='data:{part.media_type};base64,{data}'>"
+            )
+    return "".join(shown)
 
 
 def _messages(messages: Iterable[Message]) -> str:

@@ -9,15 +9,16 @@ resumes in another process and replays.
 
 from __future__ import annotations
 
-import itertools
+import atexit
+import threading
 import typing
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from toolfold._errors import RunError, ToolRetriesExceededError, UsageError, WorkflowDefinitionError
-from toolfold.runtime._agent import Agent, Observer, StepObserver
+from toolfold.runtime._agent import Observer, StepObserver
 from toolfold.runtime._planner import (
     Call,
     Final,
@@ -35,15 +36,19 @@ from toolfold.runtime._run import (
     RunStream,
     make_options,
     run_async,
-    run_sync,
     start,
 )
-from toolfold.runtime._task import Task, as_task, plain_data, structured, type_accepts, type_name
+from toolfold.runtime._task import Task, plain_data, structured
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
-from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY, run_blocking
 from toolfold.runtime.drive._loop import Live
+
+if TYPE_CHECKING:
+    import asyncio
+
+T = TypeVar("T")
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
 _PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the planner "model"'s own
@@ -224,12 +229,10 @@ class Workflow:
             RunError: A step failed with ``on_error="fail"`` (or used up its
                 retries); ``.state`` is the workflow's state, error included.
         """
-        state = self._start(prompt, run_id)
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+        # On one event loop for the whole tree (steps are coroutines): see `Task`.
+        return _MainLoop.run(
+            lambda: self.arun(prompt, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
         )
-        with _step_errors(self):
-            return _wrapped(run_sync(live, state))
 
     async def arun(
         self,
@@ -241,10 +244,7 @@ class Workflow:
         run_id: str | None = None,
     ) -> WorkflowResponse:
         """Like `run`, on the running event loop (agent steps run on worker threads)."""
-        state = self._start(prompt, run_id)
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
-        )
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         with _step_errors(self):
             return _wrapped(await run_async(live, state))
 
@@ -263,10 +263,7 @@ class Workflow:
         `ToolResultEvent` (it ended), `StepStartEvent` / `StepEndEvent` (a
         round of step calls) and last a `RunEndEvent` with the response.
         """
-        state = self._start(prompt, run_id)
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
-        )
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         return WorkflowStream(RunStream(live, state), self)
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
@@ -296,11 +293,16 @@ class Workflow:
             on_event: Called with every event of the workflow's own run.
             on_step: Called with every completed round of step calls.
         """
-        live, state = self._resumed(
-            state, _answers(tool_results, approvals, deps, on_event, on_step)
+        return _MainLoop.run(
+            lambda: self.aresume(
+                state,
+                tool_results=tool_results,
+                approvals=approvals,
+                deps=deps,
+                on_event=on_event,
+                on_step=on_step,
+            )
         )
-        with _step_errors(self):
-            return _wrapped(run_sync(live, state))
 
     async def aresume(
         self,
@@ -334,6 +336,46 @@ class Workflow:
             state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
         return WorkflowStream(RunStream(live, state), self)
+
+
+class _MainLoop:
+    """One event loop kept for blocking runs from the main thread.
+
+    ``asyncio.run`` builds and tears down a loop each time (~130 us); a
+    blocking workflow run from the main thread reuses this one instead. Other
+    threads, and code already inside a running loop, use `run_blocking`.
+    """
+
+    loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def run(cls, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        import asyncio  # here: `import toolfold` must not pay for asyncio
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if threading.current_thread() is threading.main_thread():
+                if cls.loop is None or cls.loop.is_closed():
+                    cls.loop = asyncio.new_event_loop()
+                    atexit.register(cls.loop.close)
+                loop = cls.loop
+                try:
+                    return loop.run_until_complete(make())
+                finally:
+                    _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
+        return run_blocking(make)
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    import asyncio
+
+    tasks = asyncio.all_tasks(loop)
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
 def _rebuild(kind: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -465,449 +507,3 @@ class WorkflowStream:
                 shown = self._shown(event)
                 if shown is not None:
                     yield shown
-
-
-# --- the four kinds -------------------------------------------------------------
-
-
-def _reference_problems(task: Task, forbidden: Mapping[str, str], problems: list[str]) -> None:
-    for name in sorted(task.free_names & set(forbidden)):
-        problems.append(f"step {task.name!r} refers to {{{name}}}, {forbidden[name]}")
-
-
-@attrs.frozen(init=False)
-class Sequence(Workflow):
-    """Steps one after another: each step's output is the next step's input.
-
-    Example:
-        >>> pipeline = Sequence(researcher, writer, Task(editor, prompt="Edit: {writer}"))
-        >>> pipeline.run("the history of tea").text
-
-    Attributes:
-        steps: The steps, as tasks.
-        name: The workflow's name (its step name inside another workflow).
-    """
-
-    steps: tuple[Task, ...]
-    name: str
-    _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
-    _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
-    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
-
-    def __init__(self, *steps: Any, name: str = "sequence") -> None:
-        tasks = tuple(as_task(s) for s in steps)
-        self.__attrs_init__(steps=tasks, name=name)
-        object.__setattr__(self, "_tasks", tasks)
-        problems: list[str] = [] if tasks else ["a Sequence needs at least one step"]
-        names = [t.name for t in tasks]
-        for index, task in enumerate(tasks):
-            later = dict.fromkeys(names[index + 1 :], "which runs after it")
-            _reference_problems(task, {**later, task.name: "itself"}, problems)
-        for before, after in itertools.pairwise(tasks):
-            if not type_accepts(after.accepts, before.output_type):
-                problems.append(
-                    f"step {after.name!r} takes {type_name(after.accepts)}, but the step "
-                    f"before it, {before.name!r}, gives {type_name(before.output_type)}"
-                )
-        self._build(problems)
-
-    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        return self.steps, {"name": self.name}
-
-    def _free_names(self) -> frozenset[str]:
-        """Names the steps need that no earlier step of this sequence defines."""
-        free: set[str] = set()
-        defined: set[str] = set()
-        for task in self._tasks:
-            free |= task.free_names - defined
-            defined.add(task.name)
-        return frozenset(free)
-
-    @property
-    def output_type(self) -> Any:
-        """The last step's output type."""
-        return self._tasks[-1].output_type
-
-    def restore(self, plain: Any) -> Any:
-        """The output as the last step's type (plain data when it does not fit)."""
-        try:
-            return self._tasks[-1].restore(plain)
-        except Exception:
-            return plain
-
-    def plan(self, plan: Plan) -> list[Call] | Final:
-        """The next step, or the last output."""
-        value = plan.input
-        values = dict(plan.values)
-        for task in self._tasks:
-            status = plan.status(task, task.name)
-            if isinstance(status, str):
-                return [plan.call(task, status, value, values)]
-            if not status.skipped:
-                values[task.name] = value = status.value
-        return Final(value)
-
-
-@attrs.frozen(init=False)
-class Parallel(Workflow):
-    """Steps that run at the same time on the same input; their outputs are merged.
-
-    Results are committed in declaration order whatever order they finish in,
-    so a replay reaches the same state.
-
-    Example:
-        >>> views = Parallel(optimist, pessimist, merge=lambda out: " / ".join(out.values()))
-
-    Attributes:
-        steps: The steps, as tasks.
-        merge: A function of the mapping step name -> output (None for a
-            skipped step) whose result is the workflow's output; by default
-            the mapping itself.
-        max_concurrency: Steps that may run at once.
-        name: The workflow's name.
-    """
-
-    steps: tuple[Task, ...]
-    merge: Callable[[dict[str, Any]], Any] | None
-    max_concurrency: int
-    name: str
-    _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
-    _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
-    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
-
-    def __init__(
-        self,
-        *steps: Any,
-        merge: Callable[[dict[str, Any]], Any] | None = None,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        name: str = "parallel",
-    ) -> None:
-        tasks = tuple(as_task(s) for s in steps)
-        self.__attrs_init__(steps=tasks, merge=merge, max_concurrency=max_concurrency, name=name)
-        object.__setattr__(self, "_tasks", tasks)
-        problems: list[str] = [] if tasks else ["a Parallel needs at least one step"]
-        names = {t.name for t in tasks}
-        for task in tasks:
-            _reference_problems(task, dict.fromkeys(names, "which runs at the same time"), problems)
-        if merge is not None and not callable(typing.cast(Any, merge)):
-            problems.append(f"merge must be a function, got {type(merge).__name__}")
-        if type(max_concurrency) is not int or max_concurrency < 1:
-            problems.append(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
-        self._build(problems, max_concurrency if isinstance(max_concurrency, int) else 1)
-
-    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        options = {"merge": self.merge, "max_concurrency": self.max_concurrency, "name": self.name}
-        return self.steps, options
-
-    def _free_names(self) -> frozenset[str]:
-        """Names any step needs."""
-        return frozenset().union(*(t.free_names for t in self._tasks))
-
-    @property
-    def input_type(self) -> Any:
-        """Any: every step gets the same input (each checks its own)."""
-        return Any
-
-    @property
-    def output_type(self) -> Any:
-        """The merge's return type, or ``dict[str, Any]``."""
-        if self.merge is None:
-            return dict[str, Any]
-        try:
-            return typing.get_type_hints(self.merge).get("return", Any)
-        except Exception:
-            return Any
-
-    def restore(self, plain: Any) -> Any:
-        """The merged output; by default each step's output as its type."""
-        if self.merge is None and isinstance(plain, dict):
-            return {t.name: _restored(t, plain.get(t.name)) for t in self._tasks}
-        return structured(plain, self.output_type)
-
-    def plan(self, plan: Plan) -> list[Call] | Final:
-        """Every step not yet done (retries included), or the merged output."""
-        calls: list[Call] = []
-        outputs: dict[str, Any] = {}
-        for task in self._tasks:
-            status = plan.status(task, task.name)
-            if isinstance(status, str):
-                calls.append(plan.call(task, status, plan.input, plan.values))
-            else:
-                outputs[task.name] = status.value
-        if calls:
-            return calls
-        if self.merge is None:
-            return Final(outputs)
-        typed = {t.name: _restored(t, outputs[t.name]) for t in self._tasks}
-        return Final(plain_data(self.merge(typed)))
-
-
-def _restored(task: Task, plain: Any) -> Any:
-    try:
-        return task.restore(plain)
-    except Exception:
-        return plain
-
-
-@attrs.frozen(init=False)
-class Route(Workflow):
-    """One branch, chosen by a router: an agent answering a label, or a function.
-
-    Example:
-        >>> triage = Agent(model, name="triage", output_type=Literal["billing", "tech"])
-        >>> desk = Route(triage, {"billing": billing, "tech": tech})
-
-    Attributes:
-        router: An agent (or workflow) whose output is a label, typically with
-            ``output_type=Literal[...]`` of the labels; or a function of the
-            input returning a label (called once per run; keep it
-            deterministic).
-        branches: The step to run for each label.
-        default: The step for any other label (None: another label fails
-            the workflow).
-        name: The workflow's name.
-    """
-
-    router: Any
-    branches: Mapping[str, Task]
-    default: Task | None
-    name: str
-    _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
-    _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
-    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
-
-    def __init__(
-        self,
-        router: Any,
-        branches: Mapping[str, Any],
-        default: Any = None,
-        *,
-        name: str = "route",
-    ) -> None:
-        is_step = isinstance(router, (Agent, Workflow, Task))
-        routing = as_task(router) if is_step else router
-        tasks_by_label = {label: as_task(step) for label, step in dict(branches).items()}
-        fallback = as_task(default) if default is not None else None
-        self.__attrs_init__(router=routing, branches=tasks_by_label, default=fallback, name=name)
-        branch_tasks = [*tasks_by_label.values(), *([fallback] if fallback else [])]
-        tasks = ([routing] if is_step else []) + branch_tasks
-        object.__setattr__(self, "_tasks", tuple(tasks))
-        problems: list[str] = []
-        if not tasks_by_label:
-            problems.append("a Route needs at least one branch")
-        problems.extend(
-            f"branch label {label!r} must be text"
-            for label in tasks_by_label
-            if not isinstance(label, str)
-        )
-        if not is_step and not callable(router):
-            problems.append(
-                f"the router is an Agent, a workflow or a function, got {type(router).__name__}"
-            )
-        if is_step:
-            self._check_labels(routing, problems)
-        names = {t.name for t in branch_tasks}
-        for task in branch_tasks:
-            others = dict.fromkeys(names - {task.name}, "another branch, which does not run")
-            _reference_problems(task, others, problems)
-        if is_step:
-            _reference_problems(
-                routing, dict.fromkeys(names, "a branch, which runs after it"), problems
-            )
-        self._build(problems)
-
-    def _check_labels(self, router: Task, problems: list[str]) -> None:
-        out = router.output_type
-        if typing.get_origin(out) is Literal and self.default is None:
-            missing = [v for v in typing.get_args(out) if v not in self.branches]
-            if missing:
-                problems.append(
-                    f"router {router.name!r} may answer {', '.join(map(repr, missing))}, "
-                    "which no branch takes (add them, or a default=)"
-                )
-        elif out is not str and typing.get_origin(out) is not Literal and out is not Any:
-            problems.append(
-                f"router {router.name!r} gives {type_name(out)}; a router answers a label "
-                "(text, e.g. output_type=Literal[...] of the labels)"
-            )
-
-    @property
-    def _router_task(self) -> Task | None:
-        return self.router if isinstance(self.router, Task) else None
-
-    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        return (self.router, dict(self.branches), self.default), {"name": self.name}
-
-    def _free_names(self) -> frozenset[str]:
-        """Names the router and branches need (a branch may use the router's output)."""
-        router = self._router_task
-        names: set[str] = set(router.free_names) if router else set()
-        for task in self._tasks:
-            if task is not router:
-                names |= task.free_names - ({router.name} if router else set())
-        return frozenset(names)
-
-    @property
-    def input_type(self) -> Any:
-        """The router's input type."""
-        router = self._router_task
-        if router is not None:
-            return router.accepts
-        from toolfold.runtime._task import _first_parameter_type
-
-        return _first_parameter_type(self.router)
-
-    @property
-    def output_type(self) -> Any:
-        """The branches' output type when they all give the same one, else Any."""
-        types = {repr(t.output_type): t.output_type for t in self._branch_tasks}
-        return next(iter(types.values())) if len(types) == 1 else Any
-
-    @property
-    def _branch_tasks(self) -> list[Task]:
-        return [*self.branches.values(), *([self.default] if self.default else [])]
-
-    def plan(self, plan: Plan) -> list[Call] | Final:
-        """The router, then the branch it chose, then that branch's output."""
-        values = dict(plan.values)
-        router = self._router_task
-        chosen = next((t for t in self._branch_tasks if plan.started(t.name)), None)
-        if router is not None:
-            status = plan.status(router, router.name)
-            if isinstance(status, str):
-                return [plan.call(router, status, plan.input, values)]
-            if not status.skipped:
-                values[router.name] = status.value
-            label = status.value
-        elif chosen is None:
-            from toolfold.runtime._task import _first_parameter_type
-
-            label = self.router(structured(plan.input, _first_parameter_type(self.router)))
-        if chosen is None:
-            chosen = self._branch(label)
-        status = plan.status(chosen, chosen.name)
-        if isinstance(status, str):
-            return [plan.call(chosen, status, plan.input, values)]
-        return Final(status.value)
-
-    def _branch(self, label: Any) -> Task:
-        if isinstance(label, str) and label in self.branches:
-            return self.branches[label]
-        if self.default is not None:
-            return self.default
-        labels = ", ".join(map(repr, self.branches))
-        raise RunError(
-            f"{self.label}: the router chose {label!r}, which is not a label ({labels}) "
-            "and there is no default branch"
-        )
-
-
-@attrs.frozen(init=False)
-class Loop(Workflow):
-    """One step repeated, each time on the previous output, until a condition holds.
-
-    Example:
-        >>> Loop(Task(reviser, prompt="Improve: {input}"), until="done", max_iterations=5)
-
-    Attributes:
-        step: The step to repeat.
-        until: A function of the step's output returning True to stop, or
-            the name of a field of a structured output (``"done"``) that
-            stops the loop when true. None: run ``max_iterations`` times.
-        max_iterations: Iterations at most; the last output is the result.
-        name: The workflow's name.
-    """
-
-    step: Task
-    until: Callable[[Any], bool] | str | None
-    max_iterations: int
-    name: str
-    _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
-    _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
-    _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
-
-    def __init__(
-        self,
-        step: Any,
-        *,
-        until: Callable[[Any], bool] | str | None = None,
-        max_iterations: int = 10,
-        name: str = "loop",
-    ) -> None:
-        task = as_task(step)
-        self.__attrs_init__(step=task, until=until, max_iterations=max_iterations, name=name)
-        object.__setattr__(self, "_tasks", (task,))
-        problems: list[str] = []
-        if type(max_iterations) is not int or max_iterations < 1:
-            problems.append(f"max_iterations must be an integer >= 1, got {max_iterations!r}")
-        if (
-            until is not None
-            and not callable(typing.cast(Any, until))
-            and not isinstance(until, str)
-        ):
-            problems.append(f"until is a function or a field name, got {type(until).__name__}")
-        if isinstance(until, str):
-            fields = _field_names(task.output_type)
-            if fields is not None and until not in fields:
-                problems.append(
-                    f"until={until!r}: step {task.name!r} gives {type_name(task.output_type)}, "
-                    f"which has no field {until!r} (fields: {', '.join(fields)})"
-                )
-        _reference_problems(task, {task.name: "itself"}, problems)
-        if not type_accepts(task.accepts, task.output_type):
-            problems.append(
-                f"step {task.name!r} takes {type_name(task.accepts)}, but its previous "
-                f"iteration gives {type_name(task.output_type)}"
-            )
-        self._build(problems)
-
-    def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        options = {"until": self.until, "max_iterations": self.max_iterations, "name": self.name}
-        return (self.step,), options
-
-    def _free_names(self) -> frozenset[str]:
-        """Names the step needs."""
-        return self.step.free_names
-
-    @property
-    def output_type(self) -> Any:
-        """The step's output type."""
-        return self.step.output_type
-
-    def restore(self, plain: Any) -> Any:
-        """The output as the step's type."""
-        return _restored(self.step, plain)
-
-    def plan(self, plan: Plan) -> list[Call] | Final:
-        """The next iteration, or the last output once ``until`` holds."""
-        task = self.step
-        value = plan.input
-        values = dict(plan.values)
-        for iteration in range(1, self.max_iterations + 1):
-            status = plan.status(task, f"{task.name}.{iteration}")
-            if isinstance(status, str):
-                return [plan.call(task, status, value, values)]
-            if not status.skipped:
-                value = status.value
-            if plan.started(f"{task.name}.{iteration + 1}"):
-                continue  # decided when this iteration ended: the condition did not hold
-            if not status.skipped and self._holds(value):
-                return Final(value)
-        return Final(value)
-
-    def _holds(self, plain: Any) -> bool:
-        until = self.until
-        if until is None:
-            return False
-        if isinstance(until, str):
-            return isinstance(plain, Mapping) and bool(plain.get(until))
-        return bool(until(_restored(self.step, plain)))
-
-
-def _field_names(tp: Any) -> list[str] | None:
-    if isinstance(tp, type) and attrs.has(tp):
-        return [f.name for f in attrs.fields(tp)]
-    fields = getattr(tp, "__dataclass_fields__", None)
-    if isinstance(fields, dict):
-        return list(fields)
-    return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -17,16 +17,7 @@ Dialect = Literal[
     "deepseek",
     "json-schema",
 ]
-DIALECTS: tuple[Dialect, ...] = (
-    "openai-chat",
-    "openai-responses",
-    "anthropic",
-    "gemini",
-    "gemini-openapi",
-    "ollama",
-    "deepseek",
-    "json-schema",
-)
+DIALECTS: tuple[Dialect, ...] = get_args(Dialect)
 
 RewriteAction = Literal[
     "added",  # a keyword the dialect requires was added (additionalProperties: false, type)

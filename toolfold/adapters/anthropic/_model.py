@@ -8,16 +8,8 @@ from typing import Any
 import attrs
 
 from toolfold.adapters._dialects import CompiledTool
-from toolfold.adapters._http._keys import Secret, resolve_api_key
-from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._sse import SSEEvent
-from toolfold.adapters._http._transport import Transport
-from toolfold.adapters._provider_model import (
-    UNSET,
-    Prepared,
-    ProviderModel,
-    transport_options,
-)
+from toolfold.adapters._provider_model import Endpoint, Prepared, ProviderModel
 from toolfold.adapters.anthropic._errors import parse_error
 from toolfold.adapters.anthropic._provider import API_KEY_ENV, API_VERSION, BASE_URL, STRICT_BETA
 from toolfold.adapters.anthropic._request import compiled_tool, is_beta, prepare
@@ -51,39 +43,20 @@ class AnthropicModel(ProviderModel):
         ModelConfigError: No key given and ``ANTHROPIC_API_KEY`` unset.
     """
 
-    def __init__(
-        self,
-        model_name: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | Secret | None = None,
-        http_client: Any = None,
-        async_http_client: Any = None,
-        http: str | None = None,
-        limits: HttpLimits | None = None,
-        timeout: Any = UNSET,
-        retry: Any = UNSET,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        key = resolve_api_key("anthropic", api_key, env_vars=API_KEY_ENV, required=True)
-        self.model_name = model_name
-        self.provider_name = "anthropic"
-        self._transport = Transport(
+    def _endpoint(self, base_url: str | None) -> Endpoint:
+        return Endpoint(
             "anthropic",
             base_url or BASE_URL,
-            key,
+            API_KEY_ENV,
             auth_header="x-api-key",
             auth_scheme="",
-            headers={"anthropic-version": API_VERSION, **(headers or {})},
-            http_client=http_client,
-            async_http_client=async_http_client,
-            http=http,
-            limits=limits,
+            headers={"anthropic-version": API_VERSION},
             error_parser=parse_error,
-            inband_errors=False,  # the codec maps them, with the error type as code
-            **transport_options(timeout, retry),
         )
-        extra = {k.lower(): v for k, v in (headers or {}).items()}
+
+    def _configure(self, headers: Mapping[str, str]) -> None:
+        # Strict tools need the beta flag: sent joined to any betas the user asked for.
+        extra = {k.lower(): v for k, v in headers.items()}
         betas = [b.strip() for b in extra.get("anthropic-beta", "").split(",") if b.strip()]
         if STRICT_BETA not in betas:
             betas.append(STRICT_BETA)

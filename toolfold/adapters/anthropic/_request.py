@@ -27,6 +27,7 @@ from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
+from toolfold.adapters._results import result_items
 from toolfold.adapters.anthropic._provider import (
     BETA_ONLY_FIELDS,
     DEFAULT_MAX_TOKENS,
@@ -213,7 +214,7 @@ def _user_blocks(message: Message) -> list[Body]:
             result: Body = {
                 "type": "tool_result",
                 "tool_use_id": part.call_id,
-                "content": part.content,
+                "content": _result_content(part) if part.parts else part.content,
             }
             if part.is_error:
                 result["is_error"] = True
@@ -228,6 +229,19 @@ def _user_blocks(message: Message) -> list[Body]:
         elif isinstance(part, ToolCallPart):
             raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
     return blocks
+
+
+def _result_content(part: ToolResultPart) -> list[Body]:
+    """A result with images or files: text, image and document blocks [A6 tool_result]."""
+    return result_items(part, _text_block, _media_block)
+
+
+def _text_block(text: str) -> Body:
+    return {"type": "text", "text": text}
+
+
+def _media_block(part: ImagePart | FilePart) -> Body:
+    return _image(part) if isinstance(part, ImagePart) else _document(part)
 
 
 def _assistant_blocks(

@@ -8,10 +8,9 @@ from urllib.parse import quote
 
 from toolfold._errors import ModelConfigError, ProviderError
 from toolfold.adapters._dialects import CompiledTool
-from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._retry import HttpLimits
-from toolfold.adapters._http._transport import Transport
-from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
+from toolfold.adapters._provider_model import UNSET, Endpoint, Prepared, ProviderModel
 from toolfold.adapters.gemini._errors import parse_error, refine
 from toolfold.adapters.gemini._providers import (
     API_KEY_ENV,
@@ -82,27 +81,32 @@ class GeminiModel(ProviderModel):
         schema_dialect(model_name, schema_form)  # refuses an unknown form now
         if stream_format not in _STREAM_FORMATS:
             raise ModelConfigError(f"stream_format must be 'sse' or 'json', got {stream_format!r}")
-        key = resolve_api_key(provider, api_key, env_vars=API_KEY_ENV)
-        self.model_name = model_name
-        self.provider_name = provider
         self.schema_form = schema_form
         self.stream_format = stream_format
         self._stream_format = "sse" if stream_format == "sse" else "json-array"
         self._model_path = f"{API_VERSION}/models/{quote(model_name.removeprefix('models/'))}"
-        self._transport = Transport(
-            provider,
-            base_url or BASE_URL,
-            key,
-            auth_header=KEY_HEADER,
-            auth_scheme="",
-            headers=headers,
+        self.provider_name = provider
+        super().__init__(
+            model_name,
+            base_url=base_url,
+            api_key=api_key,
             http_client=http_client,
             async_http_client=async_http_client,
             http=http,
             limits=limits,
+            timeout=timeout,
+            retry=retry,
+            headers=headers,
+        )
+
+    def _endpoint(self, base_url: str | None) -> Endpoint:
+        return Endpoint(
+            self.provider_name,
+            base_url or BASE_URL,
+            API_KEY_ENV,
+            auth_header=KEY_HEADER,
+            auth_scheme="",
             error_parser=parse_error,
-            inband_errors=False,  # the codec reads Gemini's error chunks
-            **transport_options(timeout, retry),
         )
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:

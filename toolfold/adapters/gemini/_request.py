@@ -24,6 +24,7 @@ from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
+from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.gemini._providers import (
     GENERATION_SETTINGS,
     SKIP_SIGNATURE,
@@ -190,15 +191,30 @@ def _user_parts(message: Message) -> list[Body]:
             parts.append({"text": part.text})
         elif isinstance(part, ToolResultPart):
             key = "error" if part.is_error else "output"
-            response: Body = {"name": part.tool_name, "response": {key: part.content}}
+            response: Body = {"name": part.tool_name, "response": {key: text_of(part)}}
             if part.call_id:
                 response["id"] = part.call_id
+            media = [_response_media(m) for m in media_of(part)]
+            if any(media):  # images and documents beside the text [G4 FunctionResponsePart]
+                response["parts"] = [m for m in media if m]
             parts.append({"functionResponse": response})
         elif isinstance(part, (ImagePart, FilePart)):
             parts.append(_media(part))
         elif isinstance(part, ToolCallPart):
             raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
     return parts
+
+
+# What `FunctionResponse.parts` takes (providers.md, Gemini 3); text goes in ``response``.
+RESPONSE_MEDIA = frozenset({"image/png", "image/jpeg", "image/webp", "application/pdf"})
+
+
+def _response_media(part: ImagePart | FilePart) -> Body | None:
+    """An image or document of a tool result as inline bytes, or None (then only described)."""
+    if part.data is None or part.media_type not in RESPONSE_MEDIA:
+        return None
+    data = base64.b64encode(part.data).decode()
+    return {"inlineData": {"mimeType": part.media_type, "data": data}}
 
 
 def _media(part: ImagePart | FilePart) -> Body:

@@ -6,10 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
-from toolfold.adapters._http._keys import Secret, resolve_api_key
-from toolfold.adapters._http._retry import HttpLimits
-from toolfold.adapters._http._transport import Transport
-from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
+from toolfold.adapters._provider_model import Endpoint, Prepared, ProviderModel
 from toolfold.adapters.ollama._provider import API_KEY_ENV, host_from_env
 from toolfold.adapters.ollama._request import compiled_tool, prepare
 from toolfold.adapters.ollama._response import parse_response
@@ -42,35 +39,8 @@ class OllamaModel(ProviderModel):
 
     _stream_format = "lines"
 
-    def __init__(
-        self,
-        model_name: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | Secret | None = None,
-        http_client: Any = None,
-        async_http_client: Any = None,
-        http: str | None = None,
-        limits: HttpLimits | None = None,
-        timeout: Any = UNSET,
-        retry: Any = UNSET,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        key = resolve_api_key("ollama", api_key, env_vars=API_KEY_ENV, required=False)
-        self.model_name = model_name
-        self.provider_name = "ollama"
-        self._transport = Transport(
-            "ollama",
-            base_url or host_from_env(),
-            key,
-            headers=headers,
-            http_client=http_client,
-            async_http_client=async_http_client,
-            http=http,
-            limits=limits,
-            inband_errors=False,  # NDJSON: the codec reads {"error": ...} lines
-            **transport_options(timeout, retry),
-        )
+    def _endpoint(self, base_url: str | None) -> Endpoint:
+        return Endpoint("ollama", base_url or host_from_env(), API_KEY_ENV, key_required=False)
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request``, and what encoding left out."""

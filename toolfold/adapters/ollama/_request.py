@@ -26,6 +26,7 @@ from typing import Any
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
+from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -114,28 +115,66 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
 def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
     """The ``messages`` array: one message per tool result, the rest one to one."""
     out: list[Body] = []
+    attached: list[Body] = []  # tools' images, sent after the run of tool messages
     for position, message in enumerate(messages):
         parts = message.parts
+        if attached and message.role != "tool":
+            out.extend(attached)
+            attached = []
         # Fast path for what every step resends: a plain text message.
         if len(parts) == 1 and type(parts[0]) is TextPart and message.role != "assistant":
             out.append({"role": message.role, "content": parts[0].text})
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
-        out.extend(
-            {
-                "role": "tool",
-                "tool_name": r.tool_name,
-                "tool_call_id": r.call_id,
-                "content": r.content,
-            }
-            for r in results
-        )
-        if message.role == "tool" or (results and len(results) == len(parts)):
+        out.extend(_tool_messages(results, attached))
+        if message.role == "tool":
+            continue
+        if attached:
+            out.extend(attached)
+            attached = []
+        if results and len(results) == len(parts):
             continue
         if message.role == "assistant":
             out.append(_assistant(message, position, notes))
         else:
             out.append(_user_or_system(message))
+    out.extend(attached)
+    return out
+
+
+def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[Body]:
+    """One ``role: tool`` message per result; their images go to ``attached``.
+
+    A tool message takes text: a result with images sends its text there (each
+    image or file described in brackets), and a user message per result after
+    the run of tool messages carries its images (``images``, inline base64,
+    the only way Ollama takes them; `encode_messages` adds them). Files have
+    no place in Ollama's chat API: their description is all the model gets.
+    """
+    out: list[Body] = [
+        {
+            "role": "tool",
+            "tool_name": r.tool_name,
+            "tool_call_id": r.call_id,
+            "content": text_of(r) if r.parts else r.content,
+        }
+        for r in results
+    ]
+    heads: list[str] = []
+    images: list[str] = []
+    for result in results:
+        found = [
+            base64.b64encode(part.data).decode()
+            for part in (media_of(result) if result.parts else [])
+            if isinstance(part, ImagePart) and part.data is not None
+        ]
+        if found:
+            heads.append(
+                f"{len(found)} image(s) returned by tool call {result.call_id} ({result.tool_name})."
+            )
+            images.extend(found)
+    if images:
+        out.append({"role": "user", "content": " ".join(heads), "images": images})
     return out
 
 

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from toolfold._errors import (
-    ArgumentJSONError,
-    ArgumentValidationError,
-    ModelConfigError,
-    ProviderError,
-)
-from toolfold.adapters._dialects import check_arguments
-from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold._errors import ModelConfigError
+from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._retry import HttpLimits
-from toolfold.adapters._http._transport import Transport
+from toolfold.adapters._http._sse import SSEEvent
+from toolfold.adapters._provider_model import (
+    UNSET,
+    Endpoint,
+    Prepared,
+    ProviderModel,
+    RequestReport,
+)
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import (
     GEMINI_HOST,
@@ -25,16 +27,13 @@ from toolfold.adapters.openai_chat._providers import (
 from toolfold.adapters.openai_chat._request import build_body, compiled_tool
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
-from toolfold.runtime.core._arguments import decode_arguments
-from toolfold.runtime.core._messages import ToolCallPart
-from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 _PATH = "chat/completions"
-_UNSET: Any = object()
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(ProviderModel):
     """A model behind ``POST /chat/completions``: OpenAI and the compatible family.
 
     Args:
@@ -77,160 +76,70 @@ class OpenAIChatModel:
         http: str | None = None,
         http_client: Any = None,
         async_http_client: Any = None,
-        timeout: Any = _UNSET,
-        retry: Any = _UNSET,
+        timeout: Any = UNSET,
+        retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
         limits: HttpLimits | None = None,
     ) -> None:
         if server is None and provider == "openai-compatible" and GEMINI_HOST in (base_url or ""):
             server = "gemini"
-        row = _row(provider, server)
+        self.provider = _row(provider, server)
+        self._report = RequestReport(self.provider.name)
+        super().__init__(
+            model_name,
+            base_url=base_url,
+            api_key=api_key,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            http=http,
+            limits=limits,
+            timeout=timeout,
+            retry=retry,
+            headers=headers,
+        )
+
+    def _endpoint(self, base_url: str | None) -> Endpoint:
+        row = self.provider
         url = base_url or row.base_url
         if not url:
             raise ModelConfigError(
-                f"{row.name}:{model_name} needs base_url=..., e.g. "
+                f"{row.name}:{self.model_name} needs base_url=..., e.g. "
                 "'http://localhost:8000/v1' (vLLM) or 'http://localhost:11434/v1' (Ollama)"
             )
-        key = resolve_api_key(
-            row.name, api_key, env_vars=row.api_key_env, required=row.key_required
-        )
-        options: dict[str, Any] = {}
-        if timeout is not _UNSET:
-            options["timeout"] = timeout
-        if retry is not _UNSET:
-            options["retry"] = retry
-        self.model_name = model_name
-        self.provider = row
-        self._transport = Transport(
-            row.name,
-            url,
-            key,
-            headers=headers,
-            limits=limits,
-            http=http,
-            http_client=http_client,
-            async_http_client=async_http_client,
-            error_parser=parse_error,
-            inband_errors=False,  # the codec maps them (Groq's tool_use_failed)
-            **options,
+        return Endpoint(row.name, url, row.api_key_env, row.key_required, error_parser=parse_error)
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request`` (the family's quirks applied)."""
+        return Prepared(
+            build_body(request, self.model_name, self.provider, stream=stream), self._report
         )
 
-    @property
-    def name(self) -> str:
-        """``provider:model``, e.g. ``groq:llama-3.3-70b-versatile``."""
-        return f"{self.provider.name}:{self.model_name}"
+    def _path(self, prepared: Prepared, stream: bool) -> str:
+        return _PATH
 
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to."""
-        return self._transport.base_url
+    def _read(self, data: Any) -> ModelResponse:
+        # The codec reads the whole body with the `wire` getters: a body that is
+        # no object is a MalformedResponseError at ``$``, like any bad field.
+        return parse_response(
+            data, self.provider_name, thinking_in_total=self.provider.thinking_in_total
+        )
 
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel({self.name!r}, base_url={self.base_url!r})"
+    def _compiled(self, tool: ToolDefinition) -> CompiledTool:
+        return compiled_tool(tool, self.provider)
 
-    def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
-        """The JSON body this model sends for ``request`` (for inspection and tests)."""
-        return build_body(request, self.model_name, self.provider, stream=stream)
+    def _stream_start(self) -> DecoderState:
+        return DecoderState(self.provider_name, thinking_in_total=self.provider.thinking_in_total)
 
-    def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
-        """Validate a call's arguments against the schema this model sent for its tool.
+    def _stream_step(
+        self, state: DecoderState, item: SSEEvent
+    ) -> tuple[DecoderState, list[StreamEvent]]:
+        return decode_chunk(state, item.data, item.event)
 
-        Strict mode makes optional parameters required-and-nullable; valid
-        arguments come back with those nulls removed again, as the tool's own
-        schema expects them.
+    def _stream_end(self, state: DecoderState) -> list[StreamEvent]:
+        return decode_end(state)
 
-        Raises:
-            ArgumentJSONError: The argument text is not JSON.
-            ArgumentValidationError: The arguments break the schema sent (each
-                error with its ``$.path``), or name no tool of the request.
-        """
-        tool = next((t for t in request.tools if t.name == call.name), None)
-        if tool is None:
-            names = ", ".join(t.name for t in request.tools) or "none"
-            raise ArgumentValidationError(
-                call.name, [f"$: no tool {call.name!r} in the request; tools: {names}"]
-            )
-        arguments: Any = call.arguments
-        if arguments is None:
-            try:
-                arguments = decode_arguments(call.arguments_text)
-            except ValueError as exc:
-                raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
-        return check_arguments(compiled_tool(tool, self.provider), arguments)
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """One response, asynchronously."""
-        try:
-            data = await self._transport.post_json(_PATH, self.body(request))
-            return parse_response(
-                data, self.provider.name, thinking_in_total=self.provider.thinking_in_total
-            )
-        except ProviderError as exc:
-            self._transport.scrub(exc)
-            raise
-
-    def request_sync(self, request: ModelRequest) -> ModelResponse:
-        """One response, blocking."""
-        try:
-            data = self._transport.post_json_sync(_PATH, self.body(request))
-            return parse_response(
-                data, self.provider.name, thinking_in_total=self.provider.thinking_in_total
-            )
-        except ProviderError as exc:
-            self._transport.scrub(exc)
-            raise
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """The response as neutral stream events, asynchronously."""
-        state = DecoderState(self.provider.name, thinking_in_total=self.provider.thinking_in_total)
-        events = self._transport.stream(_PATH, self.body(request, stream=True))
-        # One boundary for every error of this call: the codec raises in-band
-        # errors itself, from text a server may have filled with the key.
-        try:
-            try:
-                async for event in events:
-                    state, out = decode_chunk(state, event.data, event.event)
-                    for item in out:
-                        yield item
-                    if state.done:
-                        break
-            finally:
-                closer = getattr(events, "aclose", None)
-                if closer is not None:
-                    await closer()
-            for item in decode_end(state):
-                yield item
-        except ProviderError as exc:
-            self._transport.scrub(exc)
-            raise
-
-    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        """The response as neutral stream events, blocking."""
-        state = DecoderState(self.provider.name, thinking_in_total=self.provider.thinking_in_total)
-        events = self._transport.stream_sync(_PATH, self.body(request, stream=True))
-        try:
-            try:
-                for event in events:
-                    state, out = decode_chunk(state, event.data, event.event)
-                    yield from out
-                    if state.done:
-                        break
-            finally:
-                closer = getattr(events, "close", None)
-                if closer is not None:
-                    closer()
-            yield from decode_end(state)
-        except ProviderError as exc:
-            self._transport.scrub(exc)
-            raise
-
-    async def aclose(self) -> None:
-        """Close the HTTP clients this model made (injected ones stay open)."""
-        await self._transport.aclose()
-
-    def close(self) -> None:
-        """Close the blocking HTTP client this model made."""
-        self._transport.close()
+    def _stream_done(self, state: DecoderState) -> bool:
+        return state.done
 
 
 def _row(provider: str | ChatProvider, server: str | None) -> ChatProvider:

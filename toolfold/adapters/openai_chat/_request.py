@@ -7,12 +7,13 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -205,9 +206,13 @@ def encode_messages(
 ) -> list[Body]:
     """The ``messages`` array: tool results become one ``role: tool`` message each."""
     out: list[Body] = []
+    attached: list[Body] = []  # tools' images and files, sent after the run of tool messages
     for message in messages:
         role = message.role
         parts = message.parts
+        if attached and role != "tool":
+            out.append({"role": "user", "content": attached})
+            attached = []
         # Fast paths for the shapes every tool loop resends on each request:
         # a plain text prompt and a message of tool results.
         if role == "user" and len(parts) == 1 and type(parts[0]) is TextPart:
@@ -215,20 +220,19 @@ def encode_messages(
             continue
         if role == "tool" and _only(parts, ToolResultPart):
             out.extend(
-                [
-                    {"role": "tool", "tool_call_id": rewrite_id(r.call_id), "content": r.content}
-                    for r in cast("tuple[ToolResultPart, ...]", parts)
-                ]
+                _tool_messages(
+                    cast("tuple[ToolResultPart, ...]", parts), provider, rewrite_id, attached
+                )
             )
             continue
         if role == "assistant" and parts and _only(parts, ToolCallPart):
             out.append(_calls_only(cast("tuple[ToolCallPart, ...]", parts), provider, rewrite_id))
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
-        out.extend(
-            {"role": "tool", "tool_call_id": rewrite_id(r.call_id), "content": r.content}
-            for r in results
-        )
+        out.extend(_tool_messages(results, provider, rewrite_id, attached))
+        if attached and role != "tool":  # a user message holding results: media go first
+            out.append({"role": "user", "content": attached})
+            attached = []
         if role == "tool":
             continue
         rest: list[Part] = (
@@ -242,7 +246,50 @@ def encode_messages(
             out.append({"role": "system", "content": _only_text(rest, "system")})
         else:
             out.append({"role": "user", "content": _user_content(rest, provider)})
+    if attached:
+        out.append({"role": "user", "content": attached})
     return out
+
+
+def _tool_messages(
+    results: Sequence[ToolResultPart],
+    provider: ChatProvider,
+    rewrite_id: Callable[[str], str],
+    attached: list[Body],
+) -> list[Body]:
+    """One ``role: tool`` message per result; their images and files go to ``attached``.
+
+    A tool message holds text only [O4 ChatCompletionRequestToolMessageContentPart]:
+    a result with images or files sends its text there (each image or file
+    described in brackets), and one user message after the run of tool
+    messages carries the images and files themselves, each group headed by the
+    call it came from (`encode_messages` adds it).
+    """
+    out: list[Body] = [
+        {
+            "role": "tool",
+            "tool_call_id": rewrite_id(r.call_id),
+            "content": text_of(r) if r.parts else r.content,
+        }
+        for r in results
+    ]
+    for result in results:
+        media = media_of(result) if result.parts else []
+        encoded = [m for m in (_attachment(part, provider) for part in media) if m is not None]
+        if encoded:
+            head = f"Images and files returned by tool call {result.call_id} ({result.tool_name}):"
+            attached.extend([{"type": "text", "text": head}, *encoded])
+    return out
+
+
+def _attachment(part: ImagePart | FilePart, provider: ChatProvider) -> Body | None:
+    """A tool's image or file as a user content part, or None when the provider cannot take it."""
+    try:
+        if isinstance(part, ImagePart):
+            return {"type": "image_url", "image_url": {"url": _image_url(part)}}
+        return _mistral_file(part) if provider.files == "mistral" else _file(part)
+    except ModelConfigError:
+        return None  # its description is in the tool message already
 
 
 def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[str], str]) -> Body:

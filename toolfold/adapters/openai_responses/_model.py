@@ -6,10 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
-from toolfold.adapters._http._keys import Secret, resolve_api_key
-from toolfold.adapters._http._retry import HttpLimits
-from toolfold.adapters._http._transport import Transport
-from toolfold.adapters._provider_model import UNSET, Prepared, ProviderModel, transport_options
+from toolfold.adapters._provider_model import Endpoint, Prepared, ProviderModel
 from toolfold.adapters.openai_responses._providers import API_KEY_ENV, BASE_URL, PATH, PREFIX
 from toolfold.adapters.openai_responses._request import build_body, compiled_tool
 from toolfold.adapters.openai_responses._response import parse_response
@@ -45,35 +42,8 @@ class OpenAIResponsesModel(ProviderModel):
         ModelConfigError: No key.
     """
 
-    def __init__(
-        self,
-        model_name: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | Secret | None = None,
-        http_client: Any = None,
-        async_http_client: Any = None,
-        http: str | None = None,
-        limits: HttpLimits | None = None,
-        timeout: Any = UNSET,
-        retry: Any = UNSET,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        key = resolve_api_key(PREFIX, api_key, env_vars=API_KEY_ENV)
-        self.model_name = model_name
-        self.provider_name = PREFIX
-        self._transport = Transport(
-            PREFIX,
-            base_url or BASE_URL,
-            key,
-            headers=headers,
-            http_client=http_client,
-            async_http_client=async_http_client,
-            http=http,
-            limits=limits,
-            inband_errors=False,  # the codec reads response.failed and error events
-            **transport_options(timeout, retry),
-        )
+    def _endpoint(self, base_url: str | None) -> Endpoint:
+        return Endpoint(PREFIX, base_url or BASE_URL, API_KEY_ENV)
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request``, and what encoding dropped."""

@@ -27,6 +27,7 @@ from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
+from toolfold.adapters._results import result_items
 from toolfold.adapters.openai_responses._providers import (
     ENCRYPTED_REASONING,
     PREFIX,
@@ -137,20 +138,34 @@ def _user_or_tool(message: Message, items: list[Body]) -> None:
     content: list[Body] = []
     for part in message.parts:
         if isinstance(part, ToolResultPart):
+            output: str | list[Body] = _result_output(part) if part.parts else part.content
             items.append(
-                {"type": "function_call_output", "call_id": part.call_id, "output": part.content}
+                {"type": "function_call_output", "call_id": part.call_id, "output": output}
             )
         elif isinstance(part, TextPart):
             content.append({"type": "input_text", "text": part.text})
-        elif isinstance(part, ImagePart):
-            # ``detail`` is required by the published spec (InputImageContent), "auto" its default.
-            content.append({"type": "input_image", "image_url": _data_url(part), "detail": "auto"})
-        elif isinstance(part, FilePart):
-            content.append(_file(part))
+        elif isinstance(part, (ImagePart, FilePart)):
+            content.append(_input_media(part))
         elif isinstance(part, ToolCallPart):
             raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
     if content:
         items.append({"role": "user", "content": content})
+
+
+def _result_output(part: ToolResultPart) -> list[Body]:
+    """A result with images or files: input_text / input_image / input_file items [O5]."""
+    return result_items(part, _input_text, _input_media)
+
+
+def _input_text(text: str) -> Body:
+    return {"type": "input_text", "text": text}
+
+
+def _input_media(part: ImagePart | FilePart) -> Body:
+    if isinstance(part, FilePart):
+        return _file(part)
+    # ``detail`` is required by the published spec (InputImageContent), "auto" its default.
+    return {"type": "input_image", "image_url": _data_url(part), "detail": "auto"}
 
 
 def _data_url(part: ImagePart | FilePart) -> str:

@@ -215,7 +215,9 @@ class _Batch:
         self, index: int, state: str | None, error: Any, *, from_checkpoint: bool = False
     ) -> BatchResult:
         if state is not None:
-            response = finish(RunState.from_json(state), self.agent._options.live())
+            loaded = RunState.from_json(state)
+            # after a handoff the agent that answered reads the output
+            response = finish(loaded, self.agent._for_state(loaded)._options.live())
             return BatchResult(index, response, None, from_checkpoint)
         saved = error.get("state")
         failure = BatchError(

@@ -8,6 +8,8 @@ See docs/durable.md.
 
 from toolfold._public import publish as _publish
 from toolfold.integrations.temporal._activities import (
+    EventStreamHandler,
+    StreamContext,
     ToolCallInput,
     model_activity_name,
     tool_activity_name,
@@ -32,6 +34,8 @@ __all__ = [
     "AgentInput",
     "AgentWorkflow",
     "Answers",
+    "EventStreamHandler",
+    "StreamContext",
     "TemporalAgent",
     "ToolCallInput",
     "ToolfoldJSONPayloadConverter",

@@ -9,7 +9,7 @@ resolves them from the names the workflow's state carries.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -26,11 +26,15 @@ from toolfold._errors import (
     ToolfoldError,
 )
 from toolfold.runtime._agent import Agent
+from toolfold.runtime._model import Model
+from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import ToolJob, returned, run_calls
+from toolfold.runtime.drive._shells import call_id_maker
 from toolfold.toolkit._context import RunContext
 
 T = TypeVar("T")
@@ -54,6 +58,40 @@ class ToolCallInput:
     messages: tuple[Message, ...] = ()
 
 
+@attrs.frozen
+class StreamContext:
+    """Which model request an `EventStreamHandler` is streaming.
+
+    Attributes:
+        agent: The agent's name (as in activity names).
+        run_id: The run's id (the workflow id given to `TemporalAgent.start`).
+        step: The step this request will be (1 for the first).
+        key: The request's idempotency key, ``<run id>:<step>:model``.
+        attempt: Temporal's attempt number of the model activity (1 for the
+            first). A retried request streams again from the start: a
+            consumer drops what an earlier attempt of the same ``key`` sent.
+        deps: The `TemporalAgent`'s ``deps`` (the worker's).
+    """
+
+    agent: str
+    run_id: str
+    step: int
+    key: str
+    attempt: int
+    deps: Any = None
+
+
+EventStreamHandler = Callable[[StreamContext, AsyncIterator[StreamEvent]], Awaitable[None]]
+"""``async def handler(context, events)``: the side channel of a durable run's model output.
+
+Called inside the model activity, on the worker, with the model's stream
+events (`TextDelta`, `ToolCallStart`... as `agent.stream` yields them) while
+they arrive; it sends them wherever the caller listens (a message queue, a
+websocket, a pub/sub topic). The workflow never sees them: it gets the final
+response, as without streaming.
+"""
+
+
 def model_activity_name(agent: str) -> str:
     """The model request activity's name for ``agent``."""
     return f"{agent}__model_request"
@@ -66,21 +104,29 @@ def tool_activity_name(agent: str, tool: str) -> str:
 
 def make_activities(
     name: str,
-    agent: Agent,
+    agent: Agent | Workflow,
     *,
     heartbeat: timedelta,
     max_result_bytes: int = 1_000_000,
     deps: Any = None,
+    stream: EventStreamHandler | None = None,
 ) -> list[Callable[..., Any]]:
-    """The model activity and one activity per tool of ``agent``."""
+    """The model activity and one activity per tool of ``agent`` (per step of a workflow)."""
     options = agent._options
     model = options.model
     every = heartbeat.total_seconds() / 3
 
     @activity.defn(name=model_activity_name(name))
     async def model_request(effect: CallModel) -> ModelResponse:
+        if stream is None:
+            work = model.request(effect.request)
+        else:
+            run_id = effect.key.rsplit(":", 2)[0]  # the key is <run id>:<step>:model
+            attempt = activity.info().attempt
+            context = StreamContext(name, run_id, effect.step, effect.key, attempt, deps)
+            work = _streamed(model, effect, stream, context)
         try:
-            return await _heartbeating(model.request(effect.request), every)
+            return await _heartbeating(work, every)
         except ProviderError as exc:
             raise _application_error(exc) from exc
         except ToolfoldError as exc:  # a bad request or configuration: retrying cannot help
@@ -90,6 +136,25 @@ def make_activities(
     for tool in options.tools.values():
         made.append(_tool_activity(name, tool, deps, every, max_result_bytes))
     return made
+
+
+async def _streamed(
+    model: Model, effect: CallModel, handler: EventStreamHandler, context: StreamContext
+) -> ModelResponse:
+    """The model's response, streamed: every event goes to ``handler`` as it arrives."""
+    folded = StreamState()
+
+    async def events() -> AsyncIterator[StreamEvent]:
+        nonlocal folded
+        async for event in model.stream(effect.request):
+            folded = fold_stream(folded, event)
+            yield event
+
+    given = events()
+    await handler(context, given)
+    async for _ in given:  # a handler that stops early: the response still needs it all
+        pass
+    return finish_stream(folded, call_id_maker(effect.step))
 
 
 def _tool_activity(

@@ -13,7 +13,7 @@ from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from toolfold._errors import UsageError
-from toolfold.integrations.temporal._activities import make_activities
+from toolfold.integrations.temporal._activities import EventStreamHandler, make_activities
 from toolfold.integrations.temporal._converter import data_converter
 from toolfold.integrations.temporal._workflow import (
     WORKFLOW_NAME,
@@ -28,6 +28,7 @@ from toolfold.runtime._agent import Agent
 from toolfold.runtime._model import model
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
+from toolfold.runtime._workflow import Workflow, WorkflowResponse, _step_errors
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
@@ -41,11 +42,15 @@ from toolfold.runtime.drive._loop import _run_failure
 
 @attrs.frozen(init=False)
 class TemporalAgent:
-    """An `Agent` that runs as a durable Temporal workflow.
+    """An `Agent`, or a workflow spec, that runs as a durable Temporal workflow.
 
     Every model request and tool call becomes an activity named
     ``<name>__model_request`` / ``<name>__tool__<tool>``; the workflow drives
-    the pure core between them. The same `TemporalAgent` is used on both
+    the pure core between them. A workflow spec (`Sequence`, `Parallel`,
+    `Route`, `Loop`) runs the same way: its planner's decisions are the
+    ``model_request`` activity and each step is the tool activity
+    ``<name>__tool__<step>``, running the step's agent, workflow or function
+    whole. The same `TemporalAgent` is used on both
     sides: the worker gets its activities through `ToolfoldPlugin`, the
     client starts runs with `start` / `run`.
 
@@ -55,27 +60,34 @@ class TemporalAgent:
         >>> response = await weather.run(client, "Weather in Paris?", id="w-1", task_queue="q")
 
     Args:
-        agent: The agent (its model and tools are the worker's live objects).
-            A model given as a ``provider:model`` string is built with
-            ``retry=0``: Temporal retries the activity instead.
-        name: The agent's name in activity names; defaults to ``agent.name``.
+        agent: The agent or workflow spec (its model and tools, or steps, are
+            the worker's live objects). An agent's model given as a
+            ``provider:model`` string is built with ``retry=0``: Temporal
+            retries the activity instead.
+        name: The name in activity names; defaults to ``agent.name``.
             Renaming breaks running workflows.
         settings: Timeouts, heartbeat and retry policy of the activities.
         deps: Dependencies handed to the tools in their `RunContext` (on the worker).
+        event_stream_handler: The side channel of the model's output: when
+            given, the model activity streams the model and hands its events
+            to this handler as they arrive (see `EventStreamHandler`); the
+            workflow still gets only the final response.
     """
 
-    agent: Agent
+    agent: Agent | Workflow
     name: str
     settings: ActivitySettings
     deps: Any
+    event_stream_handler: EventStreamHandler | None
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | Workflow,
         *,
         name: str | None = None,
         settings: ActivitySettings | None = None,
         deps: Any = None,
+        event_stream_handler: EventStreamHandler | None = None,
     ) -> None:
         name = name if name is not None else agent.name
         if not name:
@@ -84,20 +96,14 @@ class TemporalAgent:
             raise UsageError(
                 f"agent name {name!r} must not contain '__' (it separates activity names)"
             )
-        if isinstance(agent.model, str):
-            # Temporal owns the retries: the transport inside an activity must not retry too.
-            agent = agent.evolve(model=model(agent.model, retry=0))
-        if agent._sources:
-            raise UsageError("tool sources (MCP servers...) are not supported on Temporal yet")
-        if agent._options.stop_when:
-            raise UsageError(
-                "stop_when predicates are live code the workflow cannot run; "
-                "use data conditions (MaxSteps, TokenBudget, ToolCalled)"
-            )
-        if agent.on_tool_error == "raise":
-            raise UsageError("on_tool_error='raise' is not supported on Temporal yet")
+        if isinstance(agent, Agent):
+            agent = _durable(agent)
         self.__attrs_init__(
-            agent=agent, name=name, settings=settings or ActivitySettings(), deps=deps
+            agent=agent,
+            name=name,
+            settings=settings or ActivitySettings(),
+            deps=deps,
+            event_stream_handler=event_stream_handler,
         )
 
     @property
@@ -109,15 +115,18 @@ class TemporalAgent:
             heartbeat=self.settings.heartbeat_timeout,
             max_result_bytes=self.settings.max_result_bytes,
             deps=self.deps,
+            stream=self.event_stream_handler,
         )
 
     def _registered(self) -> Registered:
         options = self.agent._options
         return Registered(
             name=self.name,
-            tools=frozenset(options.tools),
+            tools=dict(options.tools),
             output=options.output,
             settings=self.settings,
+            stop_when=options.stop_when,
+            max_concurrency=options.max_concurrency,
         )
 
     async def start(
@@ -130,7 +139,12 @@ class TemporalAgent:
         history: Sequence[Message] = (),
     ) -> AgentHandle:
         """Start a run as the workflow ``id`` (also the run's id); returns its handle."""
-        state = self.agent._start(prompt, history, id)
+        if isinstance(self.agent, Agent):
+            state = self.agent._start(prompt, history, id)
+        elif history:
+            raise UsageError("a workflow run starts from its input: it takes no history")
+        else:
+            state = self.agent._start(prompt, id)
         handle: WorkflowHandle[Any, RunState] = await client.start_workflow(
             WORKFLOW_NAME,
             AgentInput(self.name, state),
@@ -202,12 +216,29 @@ class AgentHandle:
         """
         state = await self.workflow.result()
         if state.phase == "failed":
+            if isinstance(self.agent.agent, Workflow):
+                with _step_errors(self.agent.agent):  # names the step, as a local run does
+                    raise _run_failure(state)
             raise _run_failure(state)
         output = state.output
         schema = self.agent.agent._options.output
         if output is not None and schema is not None and state.phase == "finished":
             output = schema.restore(output)
+        if isinstance(self.agent.agent, Workflow):
+            return WorkflowResponse(state, output)
         return Response(state, output)
+
+
+def _durable(agent: Agent) -> Agent:
+    """``agent`` as a durable run needs it, or a `UsageError` saying what it cannot have."""
+    if isinstance(agent.model, str):
+        # Temporal owns the retries: the transport inside an activity must not retry too.
+        agent = agent.evolve(model=model(agent.model, retry=0))
+    if agent._sources:
+        raise UsageError("tool sources (MCP servers...) are not supported on Temporal yet")
+    if agent.on_tool_error == "raise":
+        raise UsageError("on_tool_error='raise' is not supported on Temporal yet")
+    return agent
 
 
 class ToolfoldPlugin(SimplePlugin):

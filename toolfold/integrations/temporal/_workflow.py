@@ -8,7 +8,7 @@ clock, random, thread or I/O here (tests/test_temporal.py scans for them).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -23,12 +23,13 @@ with workflow.unsafe.imports_passed_through():
         model_activity_name,
         tool_activity_name,
     )
-    from toolfold.runtime.core._approval import dispositions
+    from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
         AwaitApproval,
         AwaitToolResults,
         CallModel,
         RunTools,
+        ToolInvocation,
         ValidateOutput,
     )
     from toolfold.runtime.core._events import (
@@ -36,15 +37,19 @@ with workflow.unsafe.imports_passed_through():
         ModelResponded,
         OutputAccepted,
         OutputRejected,
+        StopRequested,
         ToolReturned,
     )
+    from toolfold.runtime.core._messages import ToolCallPart
     from toolfold.runtime.core._next import next_effect
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._state import Disposition, RunState
+    from toolfold.runtime.core._stop import StopPredicate, stop_reason
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.runtime.drive._output import OutputSchema
+    from toolfold.toolkit._tool import Tool
 
 WORKFLOW_NAME = "toolfold_agent"
 _WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
@@ -81,12 +86,20 @@ class ActivitySettings:
 
 @attrs.frozen(kw_only=True)
 class Registered:
-    """An agent as the workflow knows it on a worker: its names and settings."""
+    """An agent as the workflow knows it on a worker: its name, tools and settings.
+
+    The live tools are here for their approval policies only (a predicate runs
+    in workflow code); their functions run in activities. ``stop_when`` holds
+    the agent's live stop predicates, also run in workflow code;
+    ``max_concurrency`` bounds the tool activities of one step in flight.
+    """
 
     name: str
-    tools: frozenset[str]
+    tools: Mapping[str, Tool[..., Any]]
     output: OutputSchema | None
     settings: ActivitySettings
+    stop_when: tuple[StopPredicate, ...] = ()
+    max_concurrency: int = 8
 
 
 # Filled by `ToolfoldPlugin` on the worker: the agents its workflows can run.
@@ -136,6 +149,10 @@ class AgentWorkflow:
             state = self._state
             effect = next_effect(state)
             if isinstance(effect, CallModel):
+                stop = _stop_reason(agent, state)
+                if stop is not None:
+                    self._state = reduce(state, StopRequested(stop))
+                    continue
                 if self._should_continue_as_new(agent, state.step - first_step):
                     # Between steps: nothing in flight, the state is the whole run.
                     await workflow.wait_condition(workflow.all_handlers_finished)
@@ -167,9 +184,15 @@ class AgentWorkflow:
             retry_policy=s.retry_policy,
         )
         response = unique_call_ids(response)
-        # A predicate approval policy is live code the workflow cannot run:
-        # such calls ask for approval (asking is never less safe).
-        decided = dispositions(state.config, response.tool_calls, None)
+
+        # The worker's tools decide, as in a local run: an approval predicate
+        # runs here, in workflow code, so it must be deterministic (a pure
+        # function of the call and the state; see docs/durable.md).
+        # A tool the worker lacks executes: `_run_tools` fails the run naming it.
+        def live_says(call: ToolCallPart) -> bool:
+            return policy_says(agent.tools.get(call.name), call, state, unknown=False)
+
+        decided = dispositions(state.config, response.tool_calls, live_says)
         chosen: tuple[Disposition, ...] = tuple(d or "approve" for d in decided)
         return reduce(state, ModelResponded(response, chosen))
 
@@ -183,9 +206,13 @@ class AgentWorkflow:
                     f"on this worker (its tools: {', '.join(sorted(agent.tools)) or 'none'})",
                     non_retryable=True,
                 )
-        results: Sequence[Any] = await asyncio.gather(
-            *(
-                workflow.execute_activity(
+        # As many in flight as a local run allows (the workflow's event loop is
+        # deterministic: the semaphore lets calls in, in call order).
+        limit = asyncio.Semaphore(agent.max_concurrency)
+
+        async def run(invocation: ToolInvocation) -> Any:
+            async with limit:
+                return await workflow.execute_activity(
                     tool_activity_name(agent.name, invocation.tool_name),
                     ToolCallInput(invocation, state.run_id, messages),
                     result_type=ToolReturned,
@@ -193,9 +220,8 @@ class AgentWorkflow:
                     heartbeat_timeout=s.heartbeat_timeout,
                     retry_policy=s.retry_policy,
                 )
-                for invocation in effect.calls
-            )
-        )
+
+        results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
         for event in results:  # gather keeps call order: results commit in call order
             state = reduce(state, event)
         return state
@@ -233,6 +259,23 @@ class AgentWorkflow:
         )
         assert self._state is not None
         return self._state
+
+
+def _stop_reason(agent: Registered, state: RunState) -> str | None:
+    """Why a live stop predicate ends the run before this model call (as a local run checks).
+
+    The predicates run in workflow code: they must be deterministic.
+    """
+    if not agent.stop_when or state.turn_steps == 0:
+        return None
+    try:
+        return stop_reason(state, agent.stop_when)
+    except Exception as exc:
+        raise ApplicationError(
+            f"a stop_when condition of agent {agent.name!r} raised {type(exc).__name__}: {exc}",
+            type=type(exc).__name__,
+            non_retryable=True,
+        ) from exc
 
 
 def _applied(state: RunState, answers: Answers) -> RunState:

@@ -13,7 +13,7 @@ from typing import Any, Literal, Union
 import attrs
 
 from toolfold.runtime.core._config import RunConfig
-from toolfold.runtime.core._messages import Message, ToolResultPart
+from toolfold.runtime.core._messages import Message, ResultContent, ToolResultPart, content_tuple
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, Outcome, RunState
 
@@ -113,6 +113,8 @@ class ToolReturned:
             left out of equality, so two runs that did the same compare equal.
         child: The finished sub-run the call made (an agent used as a tool),
             kept on the call's record; None for other tools.
+        parts: The result's content when it holds images or files (see
+            `ToolResultPart.parts`); empty for a text result.
     """
 
     call_id: str
@@ -121,6 +123,7 @@ class ToolReturned:
     outcome: Outcome = "ok"
     duration: float | None = attrs.field(default=None, eq=False)
     child: RunState | None = None
+    parts: tuple[ResultContent, ...] = attrs.field(default=(), converter=content_tuple)
     kind: Literal["tool_returned"] = "tool_returned"
 
 

@@ -158,35 +158,6 @@ class ToolCallPart:
 
 
 @attrs.frozen
-class ToolResultPart:
-    """The result of one tool call, as the model will see it.
-
-    Attributes:
-        call_id: The id of the call this answers.
-        tool_name: The tool that was called.
-        content: The result as text.
-        is_error: True when the call failed, was invalid or was denied.
-    """
-
-    call_id: str
-    tool_name: str
-    content: str
-    is_error: bool = False
-    kind: Literal["tool_result"] = "tool_result"
-
-    def __repr__(self) -> str:
-        return fields(
-            type(self).__name__,
-            [
-                ("call_id", repr(self.call_id)),
-                ("tool_name", repr(self.tool_name)),
-                ("content", excerpt(self.content)),
-                ("is_error", "True" if self.is_error else None),
-            ],
-        )
-
-
-@attrs.frozen
 class ImagePart:
     """An image, inline or by URL.
 
@@ -253,6 +224,54 @@ class ReasoningPart:
         provider = None if self.provider is None else repr(self.provider)
         pairs = [("text", excerpt(self.text)), ("signature", signature), ("provider", provider)]
         return fields(type(self).__name__, pairs)
+
+
+ResultContent = Union[TextPart, ImagePart, FilePart]  # noqa: UP007
+"""What a tool result may hold beside text: see `ToolResultPart.parts`."""
+
+
+def content_tuple(items: Iterable[ResultContent]) -> tuple[ResultContent, ...]:
+    """A result's parts as a tuple (the converter of the ``parts`` fields)."""
+    return tuple(items)
+
+
+@attrs.frozen
+class ToolResultPart:
+    """The result of one tool call, as the model will see it.
+
+    Attributes:
+        call_id: The id of the call this answers.
+        tool_name: The tool that was called.
+        content: The result as text: all of it for a text result; for a
+            result with images or files, its text with each of those
+            described (``[image: image/png, 1,024 bytes]``), for readers that
+            show text only.
+        is_error: True when the call failed, was invalid or was denied.
+        parts: The result's content in order when it holds more than text
+            (`TextPart`, `ImagePart`, `FilePart`); empty for a text result.
+            Each provider adapter sends these in its own format, or says in
+            its docs what it does instead.
+    """
+
+    call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+    parts: tuple[ResultContent, ...] = attrs.field(default=(), converter=content_tuple)
+    kind: Literal["tool_result"] = "tool_result"
+
+    def __repr__(self) -> str:
+        shown = None if not self.parts else f"<{len(self.parts)} parts>"
+        return fields(
+            type(self).__name__,
+            [
+                ("call_id", repr(self.call_id)),
+                ("tool_name", repr(self.tool_name)),
+                ("content", excerpt(self.content)),
+                ("is_error", "True" if self.is_error else None),
+                ("parts", shown),
+            ],
+        )
 
 
 def _media(data: bytes | None, url: str | None, media_type: str) -> list[tuple[str, Any]]:
@@ -376,3 +395,41 @@ class Usage:
             self.requests + other.requests,
             self.cache_write_tokens + other.cache_write_tokens,
         )
+
+
+def result_content(value: Any) -> tuple[ResultContent, ...] | None:
+    """A tool's return value as result parts, when it holds an image or a file.
+
+    An `ImagePart` or `FilePart`, or a list/tuple of parts and strings with at
+    least one of them, is a rich result; anything else (None) is formatted as
+    text the usual way.
+    """
+    if isinstance(value, (ImagePart, FilePart)):
+        return (value,)
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    if not any(isinstance(item, (ImagePart, FilePart)) for item in value):
+        return None
+    if not all(isinstance(item, (str, TextPart, ImagePart, FilePart)) for item in value):
+        return None
+    return tuple(TextPart(item) if isinstance(item, str) else item for item in value)
+
+
+def describe_content(parts: Iterable[ResultContent]) -> str:
+    """The text of result parts, with each image or file described in brackets."""
+    lines = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            lines.append(part.text)
+        else:
+            lines.append(describe_media(part))
+    return "\n".join(lines)
+
+
+def describe_media(part: ImagePart | FilePart) -> str:
+    """One image or file as a bracketed line of text (for text-only readers)."""
+    what = "image" if isinstance(part, ImagePart) else "file"
+    name = getattr(part, "filename", None)
+    where = f" {name}" if name else ""
+    size = f", {len(part.data):,} bytes" if part.data is not None else f", {part.url}"
+    return f"[{what}{where}: {part.media_type}{size}]"

@@ -31,6 +31,7 @@ from toolfold.runtime.core._messages import (
     ImagePart,
     Part,
     ReasoningPart,
+    ResultContent,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -126,6 +127,7 @@ def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter()
     conv.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
     conv.register_structure_hook(bytes, _structure_bytes)
+    _register_union(conv, ResultContent, (TextPart, ImagePart, FilePart))
     _register_union(
         conv, Part, (TextPart, ToolCallPart, ToolResultPart, ImagePart, FilePart, ReasoningPart)
     )

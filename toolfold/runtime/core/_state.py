@@ -196,8 +196,13 @@ class RunState:
     def tree_usage(self) -> Usage:
         """Usage of this run and of every sub-run it made (agents used as tools), any depth."""
         total = self.usage
-        for child in self.sub_runs.values():
-            total = total + child.tree_usage
+        # Every sub-run, not `sub_runs` (by call id): a model may reuse a call id across steps.
+        for event in self.log:
+            if event.kind == "tool_returned" and event.child is not None:
+                total = total + event.child.tree_usage
+        for call in self.calls:
+            if call.status == "suspended" and call.child is not None:
+                total = total + call.child.tree_usage
         return total
 
     @property

@@ -25,7 +25,16 @@ from toolfold.runtime.core._events import (
     ToolReturned,
     ToolSuspended,
 )
-from toolfold.runtime.core._messages import FrozenDict, Message, ToolCallPart, ToolResultPart
+from toolfold.runtime.core._messages import (
+    FilePart,
+    FrozenDict,
+    ImagePart,
+    Message,
+    ResultContent,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from toolfold.runtime.core._state import (
     CallState,
     CallStatus,
@@ -105,14 +114,22 @@ def message_problem(message: object, roles: tuple[str, ...]) -> str:
     return ""
 
 
-def _result_problem(content: object, is_error: object, outcome: object = "ok") -> str:
+def _result_problem(
+    content: object, is_error: object, outcome: object = "ok", parts: object = ()
+) -> str:
     if type(content) is not str:
         return f"a result's content must be text (str), got {type(content).__name__}"
     if type(is_error) is not bool:
         return f"is_error must be True or False, got {is_error!r}"
     if outcome not in OUTCOMES:
         return f"unknown outcome {outcome!r} (expected one of: {', '.join(sorted(OUTCOMES))})"
+    for part in parts if isinstance(parts, tuple) else (parts,):
+        if not isinstance(part, _CONTENT):
+            return f"a result's parts are text, images or files, got {type(part).__name__}"
     return ""
+
+
+_CONTENT = (TextPart, ImagePart, FilePart)
 
 
 # --- a model response ------------------------------------------------------
@@ -208,8 +225,9 @@ def _done(
     content: str,
     outcome: Outcome,
     child: RunState | None = None,
+    parts: tuple[ResultContent, ...] = (),
 ) -> CallState:
-    result = ToolResultPart(call.id, call.name, content, outcome != "ok")
+    result = ToolResultPart(call.id, call.name, content, outcome != "ok", parts)
     return CallState(index, call, "done", result, outcome, child)
 
 
@@ -265,13 +283,15 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
         type(event.content) is not str
         or type(event.is_error) is not bool
         or event.outcome not in OUTCOMES
+        or event.parts
     ):
-        problem = _result_problem(event.content, event.is_error, event.outcome)
-        raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
+        problem = _result_problem(event.content, event.is_error, event.outcome, event.parts)
+        if problem:
+            raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
     call = _take(state, changes, event.kind, event.call_id, "to_run")
     outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
     child = _child(state, event.kind, event.child)
-    _put(state, changes, _done(call.index, call.call, event.content, outcome, child))
+    _put(state, changes, _done(call.index, call.call, event.content, outcome, child, event.parts))
     _settle(state, changes)
 
 
@@ -336,7 +356,7 @@ def tool_results_provided(state: RunState, event: ToolResultsProvided, changes: 
         raise refused(state, event.kind, f"results repeat a call id: {ids}")
     for result in event.results:
         problem = (
-            _result_problem(result.content, result.is_error)
+            _result_problem(result.content, result.is_error, "ok", result.parts)
             if isinstance(result, ToolResultPart)
             else f"expected a ToolResultPart, got {type(result).__name__}"
         )

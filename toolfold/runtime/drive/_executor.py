@@ -28,7 +28,14 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from toolfold._errors import ToolArgumentError
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
-from toolfold.runtime.core._messages import ToolCallPart, ToolResultPart, thaw
+from toolfold.runtime.core._messages import (
+    ResultContent,
+    ToolCallPart,
+    ToolResultPart,
+    describe_content,
+    result_content,
+    thaw,
+)
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._workers import (
     SyncInbox,
@@ -87,6 +94,7 @@ class ToolOutcome(NamedTuple):
         duration: Seconds from the step's calls starting to this one ending
             (waiting for a concurrency slot included); set by `run_calls`.
         child: The sub-run the call made (an agent used as a tool), or None.
+        parts: The result's content when it holds images or files.
     """
 
     call_id: str
@@ -98,11 +106,12 @@ class ToolOutcome(NamedTuple):
     ended: float = 0.0
     duration: float | None = None
     child: RunState | None = None
+    parts: tuple[ResultContent, ...] = ()
 
     @property
     def part(self) -> ToolResultPart:
         """The result as a message part."""
-        return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error)
+        return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error, self.parts)
 
 
 class SubRun(NamedTuple):
@@ -117,13 +126,38 @@ class SubRun(NamedTuple):
     content: str
 
 
+_TWIN = "_toolfold_blocking_twin"
+
+
+def with_blocking_twin(tool: Tool[..., Any], twin: Tool[..., Any]) -> Tool[..., Any]:
+    """``tool`` (async) with ``twin``, the same tool as a blocking function for blocking runs.
+
+    Blocking runs then call ``twin`` where they would start an event loop for
+    ``tool``; async runs call ``tool`` on their own loop.
+    """
+    tool.__dict__[_TWIN] = twin
+    return tool
+
+
+def _blocking(job: ToolJob) -> ToolJob:
+    """``job`` as a blocking run performs it (a tool's blocking twin, when it has one)."""
+    twin = job.tool.__dict__.get(_TWIN) if job.tool is not None else None
+    return job if twin is None else job._replace(tool=twin)
+
+
 def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     """The event that reports ``outcome`` to the core."""
     child = outcome.child
     if child is not None and not child.is_done:
         return ToolSuspended(outcome.call_id, child)
     return ToolReturned(
-        outcome.call_id, outcome.content, outcome.is_error, outcome.outcome, outcome.duration, child
+        outcome.call_id,
+        outcome.content,
+        outcome.is_error,
+        outcome.outcome,
+        outcome.duration,
+        child,
+        outcome.parts,
     )
 
 
@@ -154,6 +188,10 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
     if type(value) is SubRun:
         ended = time.monotonic()
         return ToolOutcome(call.id, call.name, value.content, ended=ended, child=value.state)
+    parts = result_content(value)
+    if parts is not None:  # images or files: the model gets them as parts
+        text = describe_content(parts)
+        return ToolOutcome(call.id, call.name, text, ended=time.monotonic(), parts=parts)
     try:
         content = job.tool.format_result(value)
     except Exception as exc:
@@ -353,8 +391,9 @@ def run_calls_sync(
 def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order.
 
-    Uses no event loop unless an async tool is among the calls.
+    Uses no event loop unless an async tool (without a blocking twin) is among the calls.
     """
+    jobs = [_blocking(job) for job in jobs]
     if len(jobs) == 1:  # the common case, without the bookkeeping below
         job = jobs[0]
         tool = job.tool

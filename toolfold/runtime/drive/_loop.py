@@ -14,7 +14,7 @@ call raises, the error carries the state from before the call, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, Union
 
 import attrs
@@ -66,6 +66,7 @@ from toolfold.runtime.drive._executor import (
     ToolOutcome,
     returned,
 )
+from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
 from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._context import RunContext
@@ -117,21 +118,37 @@ class Handover(NamedTuple):
 
     Attributes:
         agent: The name of the agent that takes over.
-        config: Its configuration (goes into the state with `HandedOff`).
-        live: Its live half, made from the current one (same deps, observers).
+        take_over: Its configuration (goes into the state with `HandedOff`)
+            and its live half, made from the current one (same deps,
+            observers) and the tools its sources listed.
         input_filter: Rewrites the conversation it continues with, or None.
+        sources: Its tool sources (MCP servers...), opened when the run
+            reaches it and closed when the run ends.
     """
 
     agent: str
-    config: RunConfig
-    live: Callable[[Live], Live]
+    take_over: Callable[[Live, Sequence[Tool[..., Any]]], tuple[RunConfig, Live]]
     input_filter: Callable[[tuple[Message, ...]], Any] | None = None
+    sources: tuple[ToolSource, ...] = ()
+
+
+class Ended(NamedTuple):
+    """How a loop ends: the final (or suspended) state, and the live half of the agent running it."""
+
+    state: RunState
+    live: Live
 
 
 class _SwitchOp(NamedTuple):
     """The run continues with another agent: shells perform ops with its live half."""
 
     live: Live
+
+
+class _OpenOp(NamedTuple):
+    """Open these tool sources until the run ends; the shell answers with their tools."""
+
+    sources: tuple[ToolSource, ...]
 
 
 class _RunToolsOp(NamedTuple):
@@ -143,15 +160,17 @@ class _NoticeOp(NamedTuple):
 
 
 # The model op is the core's own `CallModel` effect: no wrapper to build.
-_Op = Union[CallModel, _RunToolsOp, _NoticeOp, _SwitchOp]  # noqa: UP007
-Loop = Generator[_Op, Any, RunState]
+_Op = Union[CallModel, _RunToolsOp, _NoticeOp, _SwitchOp, _OpenOp]  # noqa: UP007
+Loop = Generator[_Op, Any, Ended]
+_Part = Generator[_Op, Any, RunState]  # a piece of the loop: the state after it
 
 
 def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     """Drive ``state`` until the run finishes or waits for the caller.
 
     Yields the I/O to perform (and, with ``notify``, the events a streaming
-    caller shows); returns the final (or suspended) state.
+    caller shows); returns the final (or suspended) state with the live half
+    of the agent that runs it then (another one after a handoff).
 
     Raises:
         RunError: The run failed; ``.state`` is the last consistent state.
@@ -164,7 +183,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         if isinstance(effect, CallModel) and live.handoffs:
             handover = _handover(live, state)
             if handover is not None:
-                live, state = _hand_off(live, state, handover)
+                listed = (yield from _open(handover, state)) if handover.sources else ()
+                live, state = _hand_off(live, state, handover, listed)
                 yield _SwitchOp(live)
                 continue
         if isinstance(effect, CallModel):
@@ -174,14 +194,14 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         elif isinstance(effect, ValidateOutput):
             state = _validate(live, state, effect)
         else:  # Finish, or AwaitApproval / AwaitToolResults: the caller decides
-            return _finish(state, effect)
+            return Ended(_finish(state, effect), live)
         if reported < state.step and state.phase not in _STEP_OPEN:
             reported = state.step
             if live.on_step is not None or notify:
                 yield from _step_end(live, state, notify)
 
 
-def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) -> Loop:
+def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) -> _Part:
     """One model call (unless a live stop condition holds first), its calls classified."""
     if live.stop_when and state.turn_steps > 0:
         reason = _live_stop_reason(live, state)
@@ -216,7 +236,23 @@ def _handover(live: Live, state: RunState) -> Handover | None:
     return None
 
 
-def _hand_off(live: Live, state: RunState, handover: Handover) -> tuple[Live, RunState]:
+def _open(handover: Handover, state: RunState) -> Generator[_Op, Any, Sequence[Tool[..., Any]]]:
+    """The handoff target's sources opened (by the shell, until the run ends), their tools."""
+    try:
+        listed: Sequence[Tool[..., Any]] = yield _OpenOp(handover.sources)
+    except Exception as exc:
+        raise RunError(
+            f"the tool sources of agent {handover.agent!r} could not be opened for the "
+            f"handoff: {type(exc).__name__}: {exc}; the error's state is the run before "
+            "the handoff, resume it to try again",
+            state,
+        ) from exc
+    return listed
+
+
+def _hand_off(
+    live: Live, state: RunState, handover: Handover, listed: Sequence[Tool[..., Any]]
+) -> tuple[Live, RunState]:
     messages = None
     if handover.input_filter is not None:
         try:
@@ -225,10 +261,8 @@ def _hand_off(live: Live, state: RunState, handover: Handover) -> tuple[Live, Ru
             raise _observer_failure(
                 f"input_filter of the handoff to {handover.agent!r}", exc, state
             ) from exc
-    new_live = handover.live(live)
-    return new_live, apply_event(
-        new_live, state, HandedOff(handover.agent, handover.config, messages)
-    )
+    config, new_live = handover.take_over(live, listed)
+    return new_live, apply_event(new_live, state, HandedOff(handover.agent, config, messages))
 
 
 def to_messages_list(value: Any) -> list[Message]:
@@ -247,7 +281,7 @@ def _live_stop_reason(live: Live, state: RunState) -> str | None:
         raise _observer_failure("stop_when condition", exc, state) from exc
 
 
-def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> Loop:
+def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _Part:
     """Run the step's calls and report each outcome."""
     forwarded: list[list[Any]] = [[] for _ in effect.calls] if notify else []
     jobs = tuple(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Generator
+from contextlib import AsyncExitStack, ExitStack
 from typing import Any
 
 from toolfold.runtime._response import (
@@ -17,23 +18,33 @@ from toolfold.runtime.drive._executor import (
     run_calls,
     run_calls_sync,
 )
-from toolfold.runtime.drive._loop import Live, Loop, _NoticeOp, _RunToolsOp, _SwitchOp
+from toolfold.runtime.drive._loop import (
+    Ended,
+    Live,
+    Loop,
+    _NoticeOp,
+    _OpenOp,
+    _RunToolsOp,
+    _SwitchOp,
+)
+from toolfold.runtime.drive._open import aopened, opened
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
 
 
-def drive_sync(live: Live, loop: Loop, state: RunState) -> RunState:
+def drive_sync(live: Live, loop: Loop, state: RunState) -> Ended:
     """Perform the loop's ops with blocking calls (no event loop for sync tools)."""
     trace = start_run(live, state)
     try:
-        final = _drive_sync(live, loop, trace)
+        with ExitStack() as held:  # tool sources the run opened on its way
+            ended = _drive_sync(live, loop, trace, held)
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), exc)
         raise
-    end_run(trace, final, None)
-    return final
+    end_run(trace, ended.state, None)
+    return ended
 
 
-def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None) -> RunState:
+def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack) -> Ended:
     value: Any = None
     failure: Exception | None = None
     while True:
@@ -44,6 +55,13 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None) -> RunState:
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
+        elif isinstance(op, _OpenOp):
+            try:
+                value = held.enter_context(opened(op.sources))
+            except Exception as exc:
+                failure = exc
         elif isinstance(op, CallModel):
             call = None if trace is None else trace.model_call(op.request)
             try:
@@ -53,24 +71,28 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None) -> RunState:
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
-async def drive_async(live: Live, loop: Loop, state: RunState) -> RunState:
+async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
     """Perform the loop's ops on the running event loop."""
     trace = start_run(live, state)
     try:
-        final = await _drive_async(live, loop, trace)
+        async with AsyncExitStack() as held:  # tool sources the run opened on its way
+            ended = await _drive_async(live, loop, trace, held)
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), exc)
         raise
-    end_run(trace, final, None)
-    return final
+    end_run(trace, ended.state, None)
+    return ended
 
 
-async def _drive_async(live: Live, loop: Loop, trace: RunTrace | None) -> RunState:
+async def _drive_async(
+    live: Live, loop: Loop, trace: RunTrace | None, held: AsyncExitStack
+) -> Ended:
     value: Any = None
     failure: Exception | None = None
     while True:
@@ -81,6 +103,13 @@ async def _drive_async(live: Live, loop: Loop, trace: RunTrace | None) -> RunSta
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
+        elif isinstance(op, _OpenOp):
+            try:
+                value = await held.enter_async_context(aopened(op.sources))
+            except Exception as exc:
+                failure = exc
         elif isinstance(op, CallModel):
             call = None if trace is None else trace.model_call(op.request)
             try:
@@ -90,23 +119,23 @@ async def _drive_async(live: Live, loop: Loop, trace: RunTrace | None) -> RunSta
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
-def stream_sync(
-    live: Live, loop: Loop, state: RunState
-) -> Generator[RunStreamEvent, None, RunState]:
+def stream_sync(live: Live, loop: Loop, state: RunState) -> Generator[RunStreamEvent, None, Ended]:
     """Like `drive_sync`, streaming the model and yielding events as they happen."""
     trace = start_run(live, state)
     try:
-        final = yield from _stream_sync(live, loop, trace)
+        with ExitStack() as held:  # closed too when the caller stops iterating
+            ended = yield from _stream_sync(live, loop, trace, held)
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), _failure(exc))
         raise
-    end_run(trace, final, None)
-    return final
+    end_run(trace, ended.state, None)
+    return ended
 
 
 def _failure(exc: BaseException) -> BaseException | None:
@@ -115,8 +144,8 @@ def _failure(exc: BaseException) -> BaseException | None:
 
 
 def _stream_sync(
-    live: Live, loop: Loop, trace: RunTrace | None
-) -> Generator[RunStreamEvent, None, RunState]:
+    live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack
+) -> Generator[RunStreamEvent, None, Ended]:
     value: Any = None
     failure: Exception | None = None
     while True:
@@ -127,6 +156,13 @@ def _stream_sync(
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
+        elif isinstance(op, _OpenOp):
+            try:
+                value = held.enter_context(opened(op.sources))
+            except Exception as exc:
+                failure = exc
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
@@ -136,36 +172,38 @@ def _stream_sync(
                 for event in live.model.stream_sync(op.request):
                     folded = fold_stream(folded, event)
                     yield event
-                value = finish_stream(folded, _id_maker(op.step))
+                value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
 async def stream_async(
     live: Live, loop: Loop, state: RunState
-) -> AsyncIterator[RunStreamEvent | RunState]:
-    """Like `drive_async`, streaming; the last item yielded is the final state."""
+) -> AsyncIterator[RunStreamEvent | Ended]:
+    """Like `drive_async`, streaming; the last item yielded is how the loop ended."""
     trace = start_run(live, state)
     try:
-        async for item in _stream_async(live, loop, trace):
-            if isinstance(item, RunState):
-                end_run(trace, item, None)
-                trace = None
-            yield item
+        async with AsyncExitStack() as held:  # closed too when the caller stops iterating
+            async for item in _stream_async(live, loop, trace, held):
+                if isinstance(item, Ended):
+                    end_run(trace, item.state, None)
+                    trace = None
+                yield item
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), _failure(exc))
         raise
 
 
 async def _stream_async(
-    live: Live, loop: Loop, trace: RunTrace | None
-) -> AsyncIterator[RunStreamEvent | RunState]:
+    live: Live, loop: Loop, trace: RunTrace | None, held: AsyncExitStack
+) -> AsyncIterator[RunStreamEvent | Ended]:
     value: Any = None
     failure: Exception | None = None
     while True:
@@ -177,6 +215,13 @@ async def _stream_async(
         value, failure = None, None
         if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
             live = op.live
+            if trace is not None:
+                trace.handoff(live)
+        elif isinstance(op, _OpenOp):
+            try:
+                value = await held.enter_async_context(aopened(op.sources))
+            except Exception as exc:
+                failure = exc
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
@@ -187,16 +232,18 @@ async def _stream_async(
                 async for event in events:
                     folded = fold_stream(folded, event)
                     yield event
-                value = finish_stream(folded, _id_maker(op.step))
+                value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
             if call is not None:
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
+            tools = None if trace is None else trace.tools(op.jobs)
             value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
-            if trace is not None:
-                trace.tools(op.jobs, value)
+            if tools is not None:
+                tools.end(value)
 
 
-def _id_maker(step: int) -> Callable[[int], str]:
+def call_id_maker(step: int) -> Callable[[int], str]:
+    """Ids for the calls of ``step`` a streamed response left without one (by position)."""
     return lambda index: f"call_{step}_{index}"

@@ -24,6 +24,13 @@ class CallTrace(Protocol):
         """The call returned ``response``, or raised ``error``."""
 
 
+class ToolsTrace(Protocol):
+    """One step's tool calls being traced."""
+
+    def end(self, outcomes: Sequence[ToolOutcome]) -> None:
+        """The calls ended (each outcome carries its duration)."""
+
+
 class RunTrace(Protocol):
     """One run (or one resumption of it) being traced."""
 
@@ -31,8 +38,12 @@ class RunTrace(Protocol):
         """A model call starts now."""
         ...
 
-    def tools(self, jobs: Sequence[ToolJob], outcomes: Sequence[ToolOutcome]) -> None:
-        """A step's tool calls ended (each outcome carries its duration)."""
+    def tools(self, jobs: Sequence[ToolJob]) -> ToolsTrace:
+        """A step's tool calls start now (a sub-run a call makes nests under it)."""
+        ...
+
+    def handoff(self, live: Live) -> None:
+        """The run continues with another agent (``live`` is its live half)."""
 
     def end(self, state: RunState | None, error: BaseException | None) -> None:
         """The run stopped (finished, suspended or failed) at ``state``, or raised ``error``."""

@@ -1,0 +1,89 @@
+"""An MCP server built with the `mcp` SDK whose tools answer with images, resources and structured content.
+
+Run over stdio: ``python tests/ecosystem/media_server.py``. The content is fixed,
+so tests can check the bytes that reach a model's request.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+# A 1x1 PNG (the smallest valid one): what "chart" draws.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAcCBlCwAAAABJRU5ErkJggg=="
+)
+PDF = b"%PDF-1.4\n% a tiny stand-in document\n"
+README = "# Notes\nEverything is <fine>."
+EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _content(name: str) -> types.CallToolResult:
+    if name == "chart":
+        return types.CallToolResult(
+            content=[
+                types.TextContent(text="Sales by month:"),
+                types.ImageContent(data=_b64(PNG), mime_type="image/png"),
+            ]
+        )
+    if name == "readme":
+        return types.CallToolResult(
+            content=[
+                types.EmbeddedResource(
+                    resource=types.TextResourceContents(
+                        uri="file:///notes/README.md", mime_type="text/markdown", text=README
+                    )
+                ),
+                types.EmbeddedResource(
+                    resource=types.BlobResourceContents(
+                        uri="file:///notes/report.pdf", mime_type="application/pdf", blob=_b64(PDF)
+                    )
+                ),
+            ]
+        )
+    if name == "weather":
+        data = {"city": "Oslo", "celsius": -3}
+        return types.CallToolResult(
+            content=[types.TextContent(text='{"city": "Oslo", "celsius": -3}')],
+            structured_content=data,
+        )
+    if name == "link":
+        return types.CallToolResult(
+            content=[types.ResourceLink(uri="file:///notes/big.csv", name="big.csv")]
+        )
+    return types.CallToolResult(content=[types.TextContent(text=f"no tool {name}")], is_error=True)
+
+
+def main() -> None:
+    """Serve the tools over stdio until the client goes away."""
+    tools = [
+        types.Tool(name=name, description=f"The {name} tool.", input_schema=EMPTY)
+        for name in ("chart", "readme", "weather", "link")
+    ]
+
+    async def on_list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx: Any, params: Any) -> Any:
+        return _content(params.name)
+
+    server = Server("media", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+    async def over_stdio() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(over_stdio)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""MCP servers held by handoff targets and sub-agents: opened when the run reaches them, closed when it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import pytest
+
+from tests.ecosystem.conftest import ROOT, children
+from toolfold import Agent, RunError, RunState
+from toolfold.mcp import MCPServerStdio
+from toolfold.testing import FunctionModel, ScriptedModel
+
+call = ScriptedModel.call
+
+
+def _ours(**options: Any) -> MCPServerStdio:
+    return MCPServerStdio(
+        sys.executable,
+        ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"],
+        cwd=str(ROOT),
+        name="ours",
+        **options,
+    )
+
+
+def _adder(seen: list[tuple[str, ...]]) -> FunctionModel:
+    """Calls the server's add tool, then answers with its result."""
+
+    def reply(request: Any) -> Any:
+        seen.append(tuple(t.name for t in request.tools))
+        last = request.messages[-1]
+        if last.role == "tool" and last.tool_results[0].tool_name == "add":
+            return "sum is " + last.tool_results[0].content
+        return call("add", {"a": 2, "b": 40})
+
+    return FunctionModel(reply)
+
+
+def _handoff(server: MCPServerStdio, seen: list[tuple[str, ...]]) -> Agent:
+    calc = Agent(_adder(seen), name="calc", tools=[server])
+    return Agent(ScriptedModel([call("transfer_to_calc")]), name="triage", handoffs=[calc])
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream", "astream"])
+def test_a_handoff_target_opens_its_server_and_the_run_closes_it(how: str) -> None:
+    """The target's model sees the server's tools and calls them; the server ends with the run."""
+    before = children()
+    server = _ours()
+    seen: list[tuple[str, ...]] = []
+    triage = _handoff(server, seen)
+    if how == "run":
+        response = triage.run("add")
+    elif how == "arun":
+        response = asyncio.run(triage.arun("add"))
+    elif how == "stream":
+        stream = triage.stream("add")
+        list(stream)
+        response = stream.response
+    else:
+
+        async def streamed() -> Any:
+            stream = triage.stream("add")
+            async for _ in stream:
+                pass
+            return stream.response
+
+        response = asyncio.run(streamed())
+    assert (response.agent, response.text) == ("calc", "sum is 42")
+    assert {"add", "shout"} <= set(seen[0])
+    assert "add" in {t.name for t in response.state.config.tools}
+    assert not server.is_open
+    assert children() == before
+
+
+def test_a_handoff_targets_server_closes_at_a_suspension_and_reopens_on_resume() -> None:
+    """Suspended in the target for an approval, the server is closed; resuming from JSON reopens it and runs the call once."""
+    before = children()
+    server = _ours(requires_approval=["add"])
+    seen: list[tuple[str, ...]] = []
+    triage = _handoff(server, seen)
+    suspended = triage.run("add")
+    assert suspended.finish_reason == "approval_required"
+    assert not server.is_open
+    assert children() == before
+    loaded = RunState.from_json(suspended.state.to_json())
+    done = triage.resume(loaded, approvals={c.id: True for c in loaded.pending_approvals})
+    assert done.text == "sum is 42"
+    results = [r.content for m in done.messages for r in m.tool_results]
+    assert results == ["Transferred to calc.", "42"]
+    assert not server.is_open
+    assert children() == before
+
+
+def test_an_abandoned_stream_closes_the_targets_server() -> None:
+    """A caller that stops iterating after the handoff leaves no server behind."""
+    before = children()
+    server = _ours()
+    seen: list[tuple[str, ...]] = []
+    events = iter(_handoff(server, seen).stream("add"))
+    for event in events:
+        if type(event).__name__ == "StepStartEvent" and seen:
+            break  # the target's first model call has been made
+    assert server.is_open
+    events.close()  # type: ignore[attr-defined]
+    assert not server.is_open
+    assert children() == before
+
+
+def test_a_server_that_cannot_start_fails_the_handoff_with_a_resumable_state() -> None:
+    """A target whose server does not start: a RunError naming it, the state before the handoff, nothing leaked."""
+    before = children()
+    broken = MCPServerStdio(
+        sys.executable, ["-c", "raise SystemExit(3)"], name="broken", startup_timeout=20
+    )
+    calc = Agent(ScriptedModel(["unreachable"]), name="calc", tools=[broken])
+    triage = Agent(ScriptedModel([call("transfer_to_calc")]), name="triage", handoffs=[calc])
+    with pytest.raises(RunError, match="tool sources of agent 'calc'") as caught:
+        triage.run("add")
+    state = caught.value.state
+    assert state is not None
+    assert state.agent == "triage"
+    assert [r.content for m in state.messages for r in m.tool_results] == ["Transferred to calc."]
+    assert not broken.is_open
+    assert children() == before
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "astream"])
+def test_a_sub_agent_opens_its_server_for_its_run(how: str) -> None:
+    """An agent used as a tool holding a server lists and calls its tools; the server ends with the sub-run."""
+    before = children()
+    server = _ours()
+    seen: list[tuple[str, ...]] = []
+    calc = Agent(_adder(seen), name="calc", tools=[server])
+    lead = Agent(ScriptedModel([call("calc", {"input": "add"}), "done"]), tools=[calc.as_tool()])
+    if how == "run":
+        response = lead.run("go")
+    elif how == "arun":
+        response = asyncio.run(lead.arun("go"))
+    else:
+
+        async def streamed() -> Any:
+            stream = lead.stream("go")
+            async for _ in stream:
+                pass
+            return stream.response
+
+        response = asyncio.run(streamed())
+    assert response.text == "done"
+    assert response.steps[0].tool_results[0].content == "sum is 42"
+    assert {"add", "shout"} <= set(seen[0])
+    assert not server.is_open
+    assert children() == before
+
+
+def test_a_sub_agents_server_is_closed_while_it_waits_and_reopened_by_the_top_resume() -> None:
+    """An approval asked by a sub-agent's MCP tool: closed while suspended, reopened by resume at the top, run once."""
+    before = children()
+    server = _ours(requires_approval=["add"])
+    seen: list[tuple[str, ...]] = []
+    calc = Agent(_adder(seen), name="calc", tools=[server])
+    lead = Agent(
+        FunctionModel(
+            lambda r: (
+                "lead: " + r.messages[-1].tool_results[0].content
+                if r.messages[-1].role == "tool"
+                else call("calc", {"input": "add"})
+            )
+        ),
+        name="lead",
+        tools=[calc.as_tool()],
+    )
+    suspended = lead.run("go")
+    assert [c.name for c in suspended.pending_approvals] == ["add"]
+    assert not server.is_open
+    assert children() == before
+    loaded = RunState.from_json(suspended.state.to_json())
+    done = asyncio.run(
+        lead.aresume(loaded, approvals={c.id: True for c in loaded.pending_approvals})
+    )
+    assert done.text == "lead: sum is 42"
+    (sub_run,) = done.state.sub_runs.values()
+    assert [r.content for m in sub_run.messages for r in m.tool_results] == ["42"]
+    assert not server.is_open
+    assert children() == before
+
+
+def test_a_sub_agent_that_hands_off_opens_the_targets_server() -> None:
+    """A sub-agent handing off to an agent with a server: the server is opened inside the sub-run and closed after."""
+    before = children()
+    server = _ours()
+    seen: list[tuple[str, ...]] = []
+    desk = _handoff(server, seen)
+    lead = Agent(ScriptedModel([call("triage", {"input": "add"}), "done"]), tools=[desk.as_tool()])
+    response = asyncio.run(lead.arun("go"))
+    assert response.steps[0].tool_results[0].content == "sum is 42"
+    (sub_run,) = response.state.sub_runs.values()
+    assert sub_run.agent == "calc"
+    assert not server.is_open
+    assert children() == before

@@ -1,0 +1,125 @@
+"""MCP results with images, embedded resources and structured content, against real `mcp` SDK servers."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+from typing import Any
+
+from tests.ecosystem.conftest import ROOT, children
+from tests.ecosystem.media_server import PDF, PNG, README
+from toolfold import Agent, FilePart, ImagePart, RunState, TextPart
+from toolfold.adapters.anthropic import build_body as anthropic_body
+from toolfold.adapters.gemini import GeminiModel
+from toolfold.adapters.openai_chat import PROVIDERS
+from toolfold.adapters.openai_chat import build_body as chat_body
+from toolfold.adapters.openai_responses import OpenAIResponsesModel
+from toolfold.mcp import MCPServerStdio
+from toolfold.runtime import ModelRequest, ToolResultPart
+from toolfold.testing import ScriptedModel
+
+call = ScriptedModel.call
+
+
+def _media_server(**options: Any) -> MCPServerStdio:
+    script = str(ROOT / "tests/ecosystem/media_server.py")
+    return MCPServerStdio(sys.executable, [script], name="media", **options)
+
+
+def _call(tool: Any) -> Any:
+    return asyncio.run(tool.function({}))
+
+
+def test_images_and_embedded_resources_become_parts() -> None:
+    """ImageContent is an ImagePart, embedded resources are FileParts named by their URI, with the exact bytes."""
+    with _media_server() as server:
+        tools = {t.name: t for t in server.tools()}
+        chart = _call(tools["chart"])
+        readme = _call(tools["readme"])
+        weather = _call(tools["weather"])
+        link = _call(tools["link"])
+    assert chart == [TextPart("Sales by month:"), ImagePart(PNG, media_type="image/png")]
+    assert readme == [
+        FilePart(README.encode(), media_type="text/markdown", filename="file:///notes/README.md"),
+        FilePart(PDF, media_type="application/pdf", filename="file:///notes/report.pdf"),
+    ]
+    assert weather == {"city": "Oslo", "celsius": -3}  # structuredContent, as structured data
+    assert link == "[resource link file:///notes/big.csv: big.csv]"
+
+
+def _results(state: RunState) -> dict[str, ToolResultPart]:
+    return {r.tool_name: r for m in state.messages for r in m.tool_results}
+
+
+def test_a_run_keeps_the_parts_and_every_provider_sends_the_image() -> None:
+    """In a run the image reaches the state, survives JSON, and is on the wire of each provider."""
+    before = children()
+    model = ScriptedModel(
+        [[call("chart", {}), call("readme", {}), call("weather", {})], "Seen it all."]
+    )
+    response = Agent(model, tools=[_media_server()]).run("Report")
+    assert response.text == "Seen it all."
+    assert children() == before  # the server ended with the run
+    stored = RunState.from_json(response.state.to_json())
+    assert stored == response.state
+    results = _results(stored)
+    chart = results["chart"]
+    assert chart.parts == (TextPart("Sales by month:"), ImagePart(PNG, media_type="image/png"))
+    assert chart.content == "Sales by month:\n[image: image/png, 70 bytes]"
+    assert [p.media_type for p in results["readme"].parts] == ["text/markdown", "application/pdf"]
+    assert results["weather"].parts == ()
+    assert json.loads(results["weather"].content) == {"city": "Oslo", "celsius": -3}
+    # the model saw the parts in its second request
+    seen = {r.tool_name: r for r in model.requests[1].messages[-1].tool_results}
+    assert seen["chart"].parts == chart.parts
+
+    request = ModelRequest(stored.messages[:3], model.requests[1].tools)  # up to the results
+    png = base64.b64encode(PNG).decode()
+    anthropic = anthropic_body(request, "claude-sonnet-4-5")
+    blocks = anthropic["messages"][2]["content"][0]["content"]
+    assert blocks[1]["source"]["data"] == png
+    responses = OpenAIResponsesModel("gpt-4o", api_key="k" * 20).body(request)
+    outputs = [i for i in responses["input"] if i.get("type") == "function_call_output"]
+    assert outputs[0]["output"][1]["image_url"] == f"data:image/png;base64,{png}"
+    gemini = GeminiModel("gemini-3-flash-preview", api_key="k" * 20).body(request)
+    first = gemini["contents"][2]["parts"][0]["functionResponse"]
+    assert first["parts"][0]["inlineData"]["data"] == png
+    chat = chat_body(request, "gpt-4o-mini", PROVIDERS["openai"])
+    assert chat["messages"][-1]["role"] == "user"
+    assert chat["messages"][-1]["content"][1]["image_url"]["url"].endswith(png)
+
+
+def test_our_server_sends_a_tool_result_with_parts_as_image_and_resource() -> None:
+    """A @tool returning parts is served as ImageContent and an EmbeddedResource; our client maps them back."""
+
+    async def main() -> Any:
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters
+
+        target = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:MEDIA_TOOLS"],
+            cwd=str(ROOT),
+        )
+        async with Client(target) as client:
+            return await client.call_tool("snapshot", {"label": "Q3"})
+
+    result = asyncio.run(main())
+    assert [block.type for block in result.content] == ["text", "image", "resource"]
+    assert base64.b64decode(result.content[1].data) == b"\x89PNG\r\n\x1a\nQ3"
+    assert result.content[2].resource.mime_type == "application/pdf"
+
+    served = MCPServerStdio(
+        sys.executable,
+        ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:MEDIA_TOOLS"],
+        cwd=str(ROOT),
+        name="ours",
+    )
+    with served:
+        (snapshot,) = served.tools()
+        parts = asyncio.run(snapshot.function({"label": "Q3"}))
+    assert parts[0] == TextPart("Q3")
+    assert parts[1] == ImagePart(b"\x89PNG\r\n\x1a\nQ3", media_type="image/png")
+    assert parts[2].data == b"%PDF-1.4 Q3"

@@ -1,0 +1,118 @@
+"""Agents as tools in async runs: the sub-agents run on the caller's event loop, not on threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from toolfold import Agent, RunEndEvent, SubRunEvent, tool
+from toolfold.testing import FunctionModel, ScriptedModel
+
+call = ScriptedModel.call
+
+
+def _where() -> tuple[int, int]:
+    """The running loop and the thread, as ids."""
+    return id(asyncio.get_running_loop()), threading.get_ident()
+
+
+def _tree(seen: list[tuple[str, tuple[int, int]]], *, approval: bool = False) -> Agent:
+    """top -> mid -> bottom; the bottom agent's async tool records where it runs."""
+
+    @tool(requires_approval=approval)
+    async def probe(label: str) -> str:
+        """Record the running loop and thread.
+
+        Args:
+            label: A label.
+        """
+        seen.append((label, _where()))
+        return "probed"
+
+    def delegate(name: str) -> FunctionModel:
+        def reply(request: Any) -> Any:
+            last = request.messages[-1]
+            if last.role == "tool":
+                return f"{name}: " + last.tool_results[0].content
+            if name == "probe":
+                return call("probe", {"label": "bottom"})
+            return call(name, {"input": last.text})
+
+        return FunctionModel(reply)
+
+    bottom = Agent(delegate("probe"), name="bottom", tools=[probe])
+    mid = Agent(delegate("bottom"), name="mid", tools=[bottom.as_tool()])
+    return Agent(delegate("mid"), name="top", tools=[mid.as_tool()])
+
+
+def test_arun_runs_sub_agents_on_the_callers_loop_and_thread() -> None:
+    """Under arun an async tool two agents down sees the caller's loop and thread."""
+    seen: list[tuple[str, tuple[int, int]]] = []
+
+    async def main() -> tuple[str, tuple[int, int]]:
+        response = await _tree(seen).arun("go")
+        return response.text, _where()
+
+    text, here = asyncio.run(main())
+    assert text == "mid: bottom: probe: probed"
+    assert seen == [("bottom", here)]
+
+
+def test_async_stream_and_aresume_run_sub_agents_on_the_callers_loop() -> None:
+    """Streaming with async for, and resuming with aresume, keep nested sub-agents on the caller's loop."""
+    seen: list[tuple[str, tuple[int, int]]] = []
+    top = _tree(seen, approval=True)
+
+    async def main() -> tuple[list[Any], tuple[int, int]]:
+        events = [event async for event in top.stream("go")]
+        end = events[-1]
+        assert isinstance(end, RunEndEvent)
+        assert end.response.finish_reason == "approval_required"
+        approvals = {c.id: True for c in end.response.pending_approvals}
+        resumed = [e async for e in top.resume_stream(end.response.state, approvals=approvals)]
+        waiting = await top.arun("again")
+        approvals = {c.id: True for c in waiting.pending_approvals}
+        done = await top.aresume(waiting.state, approvals=approvals)
+        assert done.text == "mid: bottom: probe: probed"
+        return resumed, _where()
+
+    resumed, here = asyncio.run(main())
+    assert resumed[-1].response.text == "mid: bottom: probe: probed"
+    assert any(isinstance(e, SubRunEvent) and e.path[::2] == ("mid", "bottom") for e in resumed)
+    assert seen == [("bottom", here), ("bottom", here)]
+
+
+def test_blocking_run_still_runs_sub_agents_as_blocking_calls() -> None:
+    """A blocking run calls its sub-agents with their blocking run; the async tool below still runs."""
+    seen: list[tuple[str, tuple[int, int]]] = []
+    response = _tree(seen).run("go")
+    assert response.text == "mid: bottom: probe: probed"
+    assert [label for label, _ in seen] == ["bottom"]
+
+
+def test_async_sub_agent_past_its_timeout_is_cancelled_on_the_loop() -> None:
+    """Under arun a sub-agent that outlives as_tool(timeout=) is cancelled, and the caller reads a timeout."""
+    cancelled: list[str] = []
+
+    @tool
+    async def wait_forever() -> str:
+        """Never finish."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append("sub-agent's tool")
+            raise
+        return "unreachable"
+
+    slow = Agent(ScriptedModel([call("wait_forever", {})]), name="slow", tools=[wait_forever])
+    lead = Agent(
+        ScriptedModel([call("slow", {"input": "go"}), "gave up"]),
+        tools=[slow.as_tool(timeout=0.2)],
+    )
+    response = asyncio.run(lead.arun("go"))
+    assert response.text == "gave up"
+    (result,) = response.steps[0].tool_results
+    assert result.is_error
+    assert "timed out" in result.content
+    assert cancelled == ["sub-agent's tool"]

@@ -1,0 +1,59 @@
+"""Many durable runs at once: 200 concurrent agent workflows against one worker, all right, each tool once.
+
+The speed of this (runs/s) is measured by ``bench/bench_temporal.py``, not here. The
+engine does most of the work (about 1,400 round trips to the dev server): on a loaded
+2-core machine it took 90 s, so its hang guard is longer than the suite's 120 s, and
+scripts/check runs it on the main Python only, as the crash tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import temporal_app
+from conftest import DevServer
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from toolfold.integrations.temporal import ToolfoldPlugin
+from toolfold.runtime import Response
+from toolfold.runtime.core._events import ToolReturned
+
+RUNS = 200
+
+
+@pytest.mark.timeout(600)
+def test_200_concurrent_runs_all_finish_right_with_each_tool_committed_once(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """200 workflows started at once on one worker all give their own answer; every tool ran and committed once."""
+    monkeypatch.setattr(temporal_app, "LOG_DIR", tmp_path)
+    prefix = f"many-{uuid.uuid4().hex[:8]}"
+
+    async def go() -> list[Response]:
+        client = await Client.connect(server.address, plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+        queue = f"q-{prefix}"
+        async with Worker(client, task_queue=queue, max_concurrent_activities=RUNS):
+            handles = await asyncio.gather(
+                *(
+                    temporal_app.many.start(
+                        client, f"run {i}", id=f"{prefix}-{i}", task_queue=queue
+                    )
+                    for i in range(RUNS)
+                )
+            )
+            return list(await asyncio.gather(*(handle.result() for handle in handles)))
+
+    responses = asyncio.run(go())
+    assert [r.text for r in responses] == [f"recorded: RUN {i}" for i in range(RUNS)]
+    for i, response in enumerate(responses):
+        committed = [e for e in response.state.log if isinstance(e, ToolReturned)]
+        assert [e.content for e in committed] == [f"RUN {i}"]
+        assert response.state.run_id == f"{prefix}-{i}"
+    lines = (tmp_path / "tools.log").read_text(encoding="utf-8").splitlines()
+    expected = {f"{kind} {prefix}-{i}:1:0": 1 for i in range(RUNS) for kind in ("start", "done")}
+    assert Counter(lines) == expected

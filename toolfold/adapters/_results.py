@@ -1,0 +1,97 @@
+"""Tool results with images or files, for every adapter: one walk over the parts.
+
+A result's `ToolResultPart.parts` hold text, images and files in order. Each
+adapter says how it writes text and how it writes one image or file; this
+module walks the parts, and keeps two rules the same everywhere:
+
+- a file whose type is text (``text/*``, JSON, XML...) goes as text, headed by
+  its name and type, since every model reads text;
+- an image of a type vision models do not read (SVG, TIFF...: anything
+  outside `IMAGE_TYPES`), or an image or file the provider refuses
+  (`ModelConfigError` from the adapter's encoder: an unsupported type, a URL
+  where only inline data goes) goes as its one-line description instead of
+  failing the request: a tool's output is not the caller's mistake, and the
+  model still learns it exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from toolfold._errors import ModelConfigError
+from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
+    ToolResultPart,
+    describe_media,
+)
+
+#: The image types every provider's vision input takes.
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+_TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/x-yaml")
+
+
+def file_text(part: FilePart) -> str | None:
+    """A text file's content headed by its name and type, or None for other files."""
+    if part.data is None:
+        return None
+    kind = part.media_type.split(";")[0].strip().lower()
+    if not (kind.startswith("text/") or kind in _TEXT_TYPES or kind.endswith(("+json", "+xml"))):
+        return None
+    try:
+        text = part.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    name = f" {part.filename}" if part.filename else ""
+    return f"[file{name}: {part.media_type}]\n{text}"
+
+
+def result_items(
+    result: ToolResultPart,
+    text: Callable[[str], Any],
+    media: Callable[[ImagePart | FilePart], Any],
+) -> list[Any]:
+    """The result's parts in a provider's format, in order (empty text left out)."""
+    items: list[Any] = []
+    for part in result.parts:
+        if isinstance(part, (ImagePart, FilePart)):
+            inline = file_text(part) if isinstance(part, FilePart) else None
+            if inline is not None:
+                items.append(text(inline))
+                continue
+            if isinstance(part, ImagePart) and part.media_type not in IMAGE_TYPES:
+                items.append(text(describe_media(part)))
+                continue
+            try:
+                items.append(media(part))
+            except ModelConfigError:
+                items.append(text(describe_media(part)))
+        elif part.text:
+            items.append(text(part.text))
+    return items
+
+
+def media_of(result: ToolResultPart) -> list[ImagePart | FilePart]:
+    """The images (of `IMAGE_TYPES`) and non-text files of a result.
+
+    What a text-only tool message cannot hold; the rest of the result is in
+    `text_of`.
+    """
+    return [
+        part
+        for part in result.parts
+        if (isinstance(part, ImagePart) and part.media_type in IMAGE_TYPES)
+        or (isinstance(part, FilePart) and file_text(part) is None)
+    ]
+
+
+def text_of(result: ToolResultPart) -> str:
+    """The result as text: text files inline, images and other files described.
+
+    What a provider whose tool message takes only text sends as its content.
+    """
+    if not result.parts:
+        return result.content
+    return "\n".join(result_items(result, lambda t: t, describe_media))
