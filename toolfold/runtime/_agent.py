@@ -222,6 +222,31 @@ class Agent:
         fields.update(changes)
         return Agent(settings=settings, **fields)
 
+    def to_mermaid(self) -> str:
+        """This agent as a Mermaid flowchart: its tools, sub-agents, tool sources and handoffs.
+
+        Example:
+            >>> print(triage.to_mermaid())  # paste into a ```mermaid block
+        """
+        from toolfold.runtime._mermaid import to_mermaid
+
+        return to_mermaid(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This agent, and every agent it refers to, as an agent file's document.
+
+        ``toolfold.files.from_dict(agent.to_dict())`` builds the same agents
+        again; the dict can be written as TOML or YAML. Tools, models given as
+        objects, output types and input filters are written as import paths.
+
+        Raises:
+            UsageError: Something has no import path (a lambda, a local
+                function), or is a stop condition, which files cannot hold.
+        """
+        from toolfold.runtime._document import spec_to_dict
+
+        return spec_to_dict(self)
+
     def as_tool(
         self,
         name: str | None = None,
