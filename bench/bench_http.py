@@ -20,7 +20,8 @@ Starts ``bench/fake_openai_server.py`` as a separate process and measures:
   Target: aiohttp backend >= 0.85x raw aiohttp.
 * latency: one request at a time on httpx, per request, to show per-call overhead.
 
-Figures are best-of-N wall-clock times; the machine is shared, so compare the
+Figures are best-of-N wall-clock times, with the median of the per-pair (loop)
+or per-round (concurrency) ratios beside them; the machine is shared, so compare the
 ratios printed side by side rather than the absolute numbers.
 """
 
@@ -229,6 +230,15 @@ def report(label: str, seconds: float, baseline: float, unit: str = "ms") -> Non
     print(f"  {label:44s} {seconds * 1e3:9.2f} {unit}   {ratio:5.2f}x")
 
 
+def report_pairs(label: str, raw: list[float], ours: list[float]) -> None:
+    """The ratio of each interleaved pair (ours / raw): its median and range."""
+    ratios = sorted(o / r for r, o in zip(raw, ours, strict=True))
+    print(
+        f"  {label:44s} pairwise ratio median {statistics.median(ratios):5.2f}x "
+        f"(range {ratios[0]:.2f}-{ratios[-1]:.2f}, {len(ratios)} pairs)"
+    )
+
+
 def bench_loop(url: str, repeats: int, backend: str) -> None:
     print(f"loop on {backend}: 10 tool steps + final answer = 11 HTTP exchanges, best of", repeats)
     package = __import__(backend)
@@ -242,9 +252,13 @@ def bench_loop(url: str, repeats: int, backend: str) -> None:
         target = f"{url}/chat/completions"
         raw_loop_sync(client, target, 10)
         toolfold_sync()
-        raw, ours = best_of_pair(repeats, lambda: raw_loop_sync(client, target, 10), toolfold_sync)
+        raw_times, our_times = timed_pairs(
+            repeats, lambda: raw_loop_sync(client, target, 10), toolfold_sync
+        )
+    raw, ours = min(raw_times), min(our_times)
     report(f"raw {backend}.Client (sync)", raw, raw)
     report(f"toolfold.generate_text (sync, http={backend!r})", ours, raw)
+    report_pairs("  sync, each pair", raw_times, our_times)
 
     async def measure_async() -> tuple[float, float]:
         async with package.AsyncClient() as client:
@@ -272,22 +286,24 @@ def bench_loop(url: str, repeats: int, backend: str) -> None:
                 await toolfold_async()
                 our_times.append(time.perf_counter() - start)
             await model.aclose()  # type: ignore[attr-defined]
-            return min(raw_times), min(our_times)
+            return raw_times, our_times
 
-    raw_a, ours_a = asyncio.run(measure_async())
+    raw_times, our_times = asyncio.run(measure_async())
+    raw_a, ours_a = min(raw_times), min(our_times)
     report(f"raw {backend}.AsyncClient (async)", raw_a, raw_a)
     report(f"toolfold.agenerate_text (async, http={backend!r})", ours_a, raw_a)
+    report_pairs("  async, each pair", raw_times, our_times)
 
 
-def best_of_pair(
+def timed_pairs(
     repeats: int, raw: Callable[[], object], ours: Callable[[], object]
-) -> tuple[float, float]:
-    """Best times of two runs measured in turns, so both meet the same machine load."""
+) -> tuple[list[float], list[float]]:
+    """Times of two runs measured in turns, so each pair meets the same machine load."""
     raw_times, our_times = [], []
     for _ in range(repeats):
         raw_times.append(best_of(1, raw))
         our_times.append(best_of(1, ours))
-    return min(raw_times), min(our_times)
+    return raw_times, our_times
 
 
 def bench_stream(url: str, repeats: int) -> None:
@@ -445,7 +461,16 @@ def bench_concurrency(url: str, runs: int, rounds: int) -> None:
     for label, rate in results.items():
         cpu = statistics.median(c for _, c in samples[label])
         backend = label.split("http=")[1].split()[0] if "http=" in label else None
-        versus = f"{rate / results[f'raw {backend}']:5.2f}x raw {backend}" if backend else ""
+        versus = ""
+        if backend:
+            # Each round's rate against the raw client's in the same round.
+            raw_rates = [r for r, _ in samples[f"raw {backend}"]]
+            rounds = [r / raw for (r, _), raw in zip(samples[label], raw_rates, strict=True)]
+            versus = (
+                f"{rate / results[f'raw {backend}']:5.2f}x raw {backend} "
+                f"(per round: median {statistics.median(rounds):.2f}x, "
+                f"{min(rounds):.2f}-{max(rounds):.2f})"
+            )
         print(f"  {label:44s} {rate:9.0f} runs/s   CPU {cpu * 1e6:6.0f} us/run   {versus}")
 
 

@@ -6,6 +6,12 @@ first model call asks for ``add(2, 3)`` and whose second meets the fault (see
 ``fault_server``), with retries off; the documented error must come out
 carrying the run's state, and resuming that state (the fault gone) must give
 the right answer without running the tool again.
+
+Only the timeout faults run with short timeouts (`timeouts_for`); the other
+cells, and every resume, allow 30 s per read, so a loaded machine cannot turn
+their answer into a timeout. (With 0.5 s everywhere, ``reset-before`` flaked:
+a 2nd request timed out before the threaded server read it, and the server,
+counting by arrival, gave the fault to the resume instead.)
 """
 
 from __future__ import annotations
@@ -72,11 +78,16 @@ def expected(fault: str, mode: str) -> type[ProviderError]:
     return streamed if mode == "streamed" else blocking
 
 
-@contextlib.contextmanager
-def fault_server() -> Iterator[str]:
+def fault_server() -> contextlib.AbstractContextManager[str]:
     """Start ``fault_server.py`` in its own process; yield its base URL."""
+    return server_process("fault_server.py")
+
+
+@contextlib.contextmanager
+def server_process(script: str) -> Iterator[str]:
+    """Start ``script`` (next to this file; it prints ``READY <port>``) in its own process; yield its base URL."""
     process = subprocess.Popen(
-        [sys.executable, str(HERE / "fault_server.py")], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(HERE / script)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert process.stdout is not None
@@ -117,6 +128,19 @@ class Outcome:
         return f"{name}, resumed" if self.resumed == "The sum is 5." else f"{name}, NOT resumed"
 
 
+#: Timeouts that only an injected fault (or a stall of many seconds) can reach.
+GENEROUS = Timeouts(connect=30.0, read=30.0, write=30.0, pool=30.0, total=60.0)
+
+
+def timeouts_for(fault: str) -> Timeouts:
+    """The cell's timeouts: short only where the fault is a timeout."""
+    if fault == "read-timeout":
+        return Timeouts(connect=30.0, read=0.5, write=30.0, pool=30.0, total=None)
+    if fault == "total-timeout":
+        return Timeouts(connect=30.0, read=30.0, write=30.0, pool=30.0, total=1.5)
+    return GENEROUS
+
+
 def run_cell(url: str, backend: str, fault: str, mode: str) -> Outcome:
     """Run one cell of the matrix (see the module docstring)."""
     runs: list[int] = []
@@ -132,37 +156,40 @@ def run_cell(url: str, backend: str, fault: str, mode: str) -> Outcome:
         runs.append(a + b)
         return a + b
 
-    timeout = Timeouts(connect=5.0, read=0.5, write=5.0, pool=5.0, total=1.5)
-    model = toolfold.model(
-        "openai:m",
-        base_url=url,
-        api_key=KEY,
-        http=backend,
-        retry=0,
-        timeout=timeout,
-        headers={"x-fault": fault, "x-run": uuid.uuid4().hex},
-    )
+    run = uuid.uuid4().hex
+
+    def model(timeout: Timeouts, phase: str) -> Any:
+        headers = {"x-fault": fault, "x-run": run, "x-phase": phase}
+        return toolfold.model(
+            "openai:m", base_url=url, api_key=KEY, http=backend, retry=0, timeout=timeout,
+            headers=headers,
+        )  # fmt: skip
+
+    models = (model(timeouts_for(fault), "main"), model(GENEROUS, "resume"))
     try:
         if mode == "blocking":
-            return _blocking(model, add, runs)
-        return asyncio.run(_async(model, add, runs, streamed=mode == "streamed"))
+            return _blocking(models, add, runs)
+        return asyncio.run(_async(models, add, runs, streamed=mode == "streamed"))
     finally:
-        model.close()  # type: ignore[attr-defined]
+        for made in models:
+            made.close()
 
 
-def _blocking(model: Any, add: Any, runs: list[int]) -> Outcome:
+def _blocking(models: tuple[Any, Any], add: Any, runs: list[int]) -> Outcome:
+    model, resume_model = models
     try:
         toolfold.generate_text(model, "add 2 and 3", tools=[add])
     except ProviderError as err:
         state = getattr(err, "state", None)
-        resumed = toolfold.resume(state, model=model, tools=[add]).text if state else None
+        resumed = toolfold.resume(state, model=resume_model, tools=[add]).text if state else None
         return Outcome(
             type(err), state is not None, resumed, len(runs), getattr(err, "retry_after", None)
         )
     return Outcome(None, False, None, len(runs))
 
 
-async def _async(model: Any, add: Any, runs: list[int], *, streamed: bool) -> Outcome:
+async def _async(models: tuple[Any, Any], add: Any, runs: list[int], *, streamed: bool) -> Outcome:
+    model, resume_model = models
     try:
         if streamed:
             async for _ in toolfold.Agent(model, tools=[add]).stream("add 2 and 3"):
@@ -173,10 +200,11 @@ async def _async(model: Any, add: Any, runs: list[int], *, streamed: bool) -> Ou
         state = getattr(err, "state", None)
         resumed = None
         if state is not None:
-            resumed = (await toolfold.aresume(state, model=model, tools=[add])).text
+            resumed = (await toolfold.aresume(state, model=resume_model, tools=[add])).text
         return Outcome(
             type(err), state is not None, resumed, len(runs), getattr(err, "retry_after", None)
         )
     finally:
-        await model.aclose()
+        for made in models:
+            await made.aclose()
     return Outcome(None, False, None, len(runs))

@@ -6,7 +6,11 @@ It answers ``POST .../chat/completions`` (JSON, or SSE when the body asks for
 ``"stream": true``). A run is the requests carrying the same ``x-run`` header:
 its 1st request gets a call of the tool ``add(2, 3)``, its 2nd the fault named
 by ``x-fault``, the later ones the answer ``The sum is 5.``. Without ``x-run``
-every request gets the fault. Faults:
+every request gets the fault. A request marked ``x-phase: resume`` (a user
+resuming the failed run) never gets the fault and is not counted: a call of the
+tool when it carries the first message only, else the answer. So a request
+the client abandoned (a timeout on a loaded machine) and the server reads late
+cannot take the fault away from, or hand it to, the resume. Faults:
 
 ``429-seconds`` / ``429-ms`` / ``429-date``: 429 with ``retry-after: 0.01``,
 ``retry-after-ms: 10`` or an HTTP date in the past; ``500``; ``reset-before``:
@@ -56,7 +60,7 @@ TOOL_CALL = _completion({"role": "assistant", "content": None, "tool_calls": [CA
 ANSWER = _completion({"role": "assistant", "content": "The sum is 5."}, "stop")
 
 
-def _chunks(completion: dict[str, Any]) -> list[bytes]:
+def chunks(completion: dict[str, Any]) -> list[bytes]:
     """The completion as SSE chunks, as OpenAI streams it."""
     choice = completion["choices"][0]
     message = choice["message"]
@@ -84,6 +88,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         fault = self.headers.get("x-fault", "none")
         run = self.headers.get("x-run")
+        if self.headers.get("x-phase") == "resume":
+            self._resume()
+            return
         if fault == "reset-before" and self._is_fault(run):
             self._reset()
             return
@@ -101,6 +108,11 @@ class Handler(BaseHTTPRequestHandler):
             self._fault(fault, stream)
         else:
             self._answer(ANSWER, stream)
+
+    def _resume(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+        answer = TOOL_CALL if len(body["messages"]) == 1 else ANSWER
+        self._answer(answer, bool(body.get("stream")))
 
     def _is_fault(self, run: str | None) -> bool:
         if run is None:
@@ -128,7 +140,7 @@ class Handler(BaseHTTPRequestHandler):
         if not stream:
             self._send(200, json.dumps(completion).encode())
             return
-        self._send(200, b"".join(_chunks(completion)), {"content-type": "text/event-stream"})
+        self._send(200, b"".join(chunks(completion)), {"content-type": "text/event-stream"})
 
     def _fault(self, fault: str, stream: bool) -> None:
         error = {"error": {"message": f"injected {fault}", "type": "server_error"}}
@@ -159,7 +171,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             self.close_connection = True
         elif fault == "cut-stream":
-            whole = b"".join(_chunks(ANSWER)) if stream else json.dumps(ANSWER).encode()
+            whole = b"".join(chunks(ANSWER)) if stream else json.dumps(ANSWER).encode()
             self.send_response(200)
             self.send_header("content-type", "text/event-stream" if stream else "application/json")
             self.send_header("content-length", str(len(whole)))

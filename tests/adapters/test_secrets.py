@@ -145,7 +145,9 @@ def test_debug_logs_of_the_http_stack_never_show_the_key(
     http_server.handler = None
     with caplog.at_level(logging.DEBUG):
         for name in ("httpx", "httpcore", "toolfold"):
-            logging.getLogger(name).setLevel(logging.DEBUG)
+            # set_level puts the level back after the test: left at DEBUG, these
+            # loggers would fill every later test's log capture (and its memory).
+            caplog.set_level(logging.DEBUG, logger=name)
         model = _model(http_server.url, opened, httpx.Client())
         assert generate_text(model, "hi").text == "hello"
         http_server.add(Reply(status=401, body=f'{{"error": {{"message": "{KEY}"}}}}'.encode()))

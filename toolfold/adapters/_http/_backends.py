@@ -78,21 +78,48 @@ def _package(name: str) -> Any:
 
 
 class HttpxBackend:
-    """A client with httpx's API (httpx, httpx2, or the user's own), sync or async."""
+    """A client with httpx's API (httpx, httpx2, or the user's own), sync or async.
 
-    __slots__ = ("_timeout_class", "client", "owned")
+    Args:
+        client: The client.
+        owned: Whether the transport made it (and closes it).
+        timeouts: The timeouts the client was made with: a request with the
+            same ones passes none, and the client's own apply.
+    """
 
-    def __init__(self, client: Any, *, owned: bool) -> None:
+    __slots__ = ("_defaults", "_timeout_class", "_url_class", "_urls", "client", "owned")
+
+    def __init__(self, client: Any, *, owned: bool, timeouts: Timeouts | None = None) -> None:
         self.client = client
         self.owned = owned
+        self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
         # httpx2 refuses httpx.Timeout: hand each client its own package's class.
         package = importlib.import_module(type(client).__module__.split(".")[0])
         found = getattr(package, "Timeout", None)
         self._timeout_class: Any = found if isinstance(found, type) else None
+        found = getattr(package, "URL", None)
+        self._url_class: Any = found if isinstance(found, type) else None
+        self._urls: dict[str, Any] = {}
 
     def _request(self, url: str, content: bytes, headers: Mapping[str, str], t: Any) -> Any:
-        kwargs = {} if t is None else {"timeout": self._timeout(t)}
-        return self.client.build_request("POST", url, content=content, headers=headers, **kwargs)
+        if t is None or _attempt_timeouts(t) == self._defaults:
+            kwargs = {}  # the client's own: no Timeout to build and merge per request
+        else:
+            kwargs = {"timeout": self._timeout(t)}
+        return self.client.build_request(
+            "POST", self._url(url), content=content, headers=headers, **kwargs
+        )
+
+    def _url(self, url: str) -> Any:
+        # A transport posts to a handful of URLs: parse each once, not per request.
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if self._url_class is None:
+                return url
+            if len(self._urls) >= 64:
+                self._urls.clear()
+            parsed = self._urls[url] = self._url_class(url)
+        return parsed
 
     def _timeout(self, t: Timeouts) -> Any:
         fields = {"connect": t.connect, "read": t.read, "write": t.write, "pool": t.pool}
@@ -133,7 +160,7 @@ def make_sync(name: str, timeouts: Timeouts, limits: HttpLimits) -> HttpxBackend
     client = package.Client(
         transport=transport, timeout=_package_timeout(package, timeouts), follow_redirects=False
     )
-    return HttpxBackend(client, owned=True)
+    return HttpxBackend(client, owned=True, timeouts=timeouts)
 
 
 async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits) -> Any:
@@ -147,7 +174,7 @@ async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits) -> Any:
         http1=True,
         follow_redirects=False,
     )
-    return HttpxBackend(client, owned=True)
+    return HttpxBackend(client, owned=True, timeouts=timeouts)
 
 
 def _pool_limits(package: Any, limits: HttpLimits) -> Any:
@@ -160,6 +187,11 @@ def _pool_limits(package: Any, limits: HttpLimits) -> Any:
 
 def _package_timeout(package: Any, t: Timeouts) -> Any:
     return package.Timeout(connect=t.connect, read=t.read, write=t.write, pool=t.pool)
+
+
+def _attempt_timeouts(t: Timeouts) -> tuple[float | None, ...]:
+    """What a client applies to one attempt (``total`` is the transport's own)."""
+    return (t.connect, t.read, t.write, t.pool)
 
 
 def _core_name(name: str) -> str:
@@ -256,21 +288,29 @@ class _DeadlineBackend:
 
 
 class AiohttpBackend:
-    """An ``aiohttp.ClientSession`` (async only)."""
+    """An ``aiohttp.ClientSession`` (async only).
 
-    __slots__ = ("_aiohttp", "owned", "session")
+    Args:
+        session: The session.
+        owned: Whether the transport made it (and closes it).
+        timeouts: The timeouts the session was made with: a request with the
+            same ones passes none, and the session's own apply.
+    """
 
-    def __init__(self, session: Any, *, owned: bool) -> None:
+    __slots__ = ("_aiohttp", "_defaults", "owned", "session")
+
+    def __init__(self, session: Any, *, owned: bool, timeouts: Timeouts | None = None) -> None:
         import aiohttp
 
         self.session, self.owned, self._aiohttp = session, owned, aiohttp
+        self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
 
     async def send(
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
     ) -> Any:
         """POST; the response once its head arrived (body unread, not decompressed)."""
         options: dict[str, Any] = {}
-        if timeout is not None:
+        if timeout is not None and _attempt_timeouts(timeout) != self._defaults:
             options["timeout"] = _aiohttp_timeout(self._aiohttp, timeout)
         response = await self.session.post(
             url,
@@ -292,23 +332,21 @@ class AiohttpBackend:
 class AiohttpReply:
     """An aiohttp response with the names the transport reads."""
 
-    __slots__ = ("_done", "_response", "headers", "status_code")
+    __slots__ = ("_response", "headers", "status_code")
 
     def __init__(self, response: Any) -> None:
         self._response = response
         self.status_code: int = response.status
         self.headers: Mapping[str, str] = response.headers
-        self._done = False
 
-    async def aiter_raw(self) -> AsyncIterator[bytes]:
+    def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body as it arrives."""
-        async for chunk in self._response.content.iter_any():
-            yield chunk
-        self._done = True
+        chunks: AsyncIterator[bytes] = self._response.content.iter_any()
+        return chunks
 
     async def aclose(self) -> None:
         """Give the connection back (a body not read to its end closes it)."""
-        if self._done:
+        if self._response.content.at_eof():
             self._response.release()
         else:
             self._response.close()
@@ -327,7 +365,7 @@ def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits) -> AiohttpBackend:
         # (about 150 us each); read them once here instead.
         trust_env=_proxy_configured(),
     )
-    return AiohttpBackend(session, owned=True)
+    return AiohttpBackend(session, owned=True, timeouts=timeouts)
 
 
 def _proxy_configured() -> bool:

@@ -1,0 +1,66 @@
+"""The soak test at full size: 1,000 concurrent faulty runs per backend, two rounds each.
+
+    .venv/bin/python bench/bench_soak.py [--runs 1000] [--backends httpx2,aiohttp]
+
+Runs ``tests/adapters/soak.py`` (which ``tests/adapters/test_soak.py`` runs
+with a few hundred runs) against ``soak_server.py`` in its own process and
+prints, per backend: the runs by fault and outcome, the requests the server
+saw, every broken promise (none expected), open file descriptors and threads
+before and after, and the memory the last round left alive and its peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "adapters"))
+
+from backends import OWNED  # noqa: E402
+from soak import check, soak, soak_server  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="toolfold soak test at full size")
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--backends", default=",".join(OWNED))
+    args = parser.parse_args()
+    failures = 0
+    with soak_server() as url:
+        for backend in args.backends.split(","):
+            start = time.perf_counter()
+            report = soak(url, backend, args.runs)
+            seconds = time.perf_counter() - start
+            problems = check(report)
+            failures += len(problems)
+            outcomes = Counter(
+                (o.plan.fault, o.error.__name__ if o.error else "answer")
+                for r in report.rounds
+                for o in r.outcomes
+            )
+            print(f"{backend}: 2 rounds of {args.runs} concurrent runs in {seconds:.1f} s")
+            for (fault, outcome), count in sorted(outcomes.items()):
+                print(f"  {fault:10s} -> {outcome:24s} {count:5d}")
+            mine = [
+                row
+                for row in report.ledger
+                if row[0] in {o.plan.run for r in report.rounds for o in r.outcomes}
+            ]
+            print(f"  requests the server saw for these runs: {len(mine)}")
+            print(f"  broken promises: {len(problems)}")
+            for problem in problems[:20]:
+                print("   ", problem)
+            print(f"  fds before/after: {report.fds}   threads before/after: {report.threads}"
+                  f"   tool workers: {report.workers}")  # fmt: skip
+            print(f"  last round: {report.retained / 2**20:.2f} MiB left alive, "
+                  f"peak {report.peak / 2**20:.1f} MiB")  # fmt: skip
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
