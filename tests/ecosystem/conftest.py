@@ -34,17 +34,20 @@ def children() -> set[int]:
 @pytest.fixture
 def http_tools_server() -> Iterator[str]:
     """toolfold's own MCP server over streamable HTTP, as a subprocess; yields its URL."""
+    command = ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS", "--http"]
+    yield from _http_server([*command, "--port", "0"])
+
+
+@pytest.fixture
+def http_media_server() -> Iterator[str]:
+    """The mcp SDK media server of media_server.py over streamable HTTP; yields its URL."""
+    yield from _http_server([str(ROOT / "tests/ecosystem/media_server.py"), "--http"])
+
+
+def _http_server(arguments: list[str]) -> Iterator[str]:
+    """Start ``python ARGUMENTS`` (a server printing its URL to stderr); yield the URL, then kill it."""
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "toolfold.mcp",
-            "serve",
-            "tests.ecosystem.served_tools:TOOLS",
-            "--http",
-            "--port",
-            "0",
-        ],
+        [sys.executable, *arguments],
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,

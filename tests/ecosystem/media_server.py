@@ -1,12 +1,15 @@
 """An MCP server built with the `mcp` SDK whose tools answer with images, resources and structured content.
 
-Run over stdio: ``python tests/ecosystem/media_server.py``. The content is fixed,
-so tests can check the bytes that reach a model's request.
+Run over stdio: ``python tests/ecosystem/media_server.py``, or over streamable
+HTTP with ``--http`` (on a free 127.0.0.1 port, printed to stderr once it
+listens). The content is fixed, so tests can check the bytes that reach a
+model's request.
 """
 
 from __future__ import annotations
 
 import base64
+import sys
 from typing import Any
 
 import anyio
@@ -77,6 +80,18 @@ def main() -> None:
         return _content(params.name)
 
     server = Server("media", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    if "--http" in sys.argv:
+        import socket
+
+        import uvicorn
+
+        app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        print(f"serving MCP on http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        uvicorn.Server(config).run(sockets=[listener])
+        return
 
     async def over_stdio() -> None:
         async with stdio_server() as (read, write):

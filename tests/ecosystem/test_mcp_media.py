@@ -16,7 +16,7 @@ from toolfold.adapters.gemini import GeminiModel
 from toolfold.adapters.openai_chat import PROVIDERS
 from toolfold.adapters.openai_chat import build_body as chat_body
 from toolfold.adapters.openai_responses import OpenAIResponsesModel
-from toolfold.mcp import MCPServerStdio
+from toolfold.mcp import MCPServerHTTP, MCPServerStdio
 from toolfold.runtime import ModelRequest, ToolResultPart
 from toolfold.testing import ScriptedModel
 
@@ -47,6 +47,18 @@ def test_images_and_embedded_resources_become_parts() -> None:
     ]
     assert weather == {"city": "Oslo", "celsius": -3}  # structuredContent, as structured data
     assert link == "[resource link file:///notes/big.csv: big.csv]"
+
+
+def test_the_same_over_streamable_http(http_media_server: str) -> None:
+    """The mcp SDK server over streamable HTTP: the image and resources arrive as the same parts."""
+    with MCPServerHTTP(http_media_server, name="media-http", prefix="web") as server:
+        tools = {t.name: t for t in server.tools()}
+        assert set(tools) == {"web_chart", "web_readme", "web_weather", "web_link"}
+        chart = _call(tools["web_chart"])
+        readme = _call(tools["web_readme"])
+    assert chart[1] == ImagePart(PNG, media_type="image/png")
+    assert [p.filename for p in readme] == ["file:///notes/README.md", "file:///notes/report.pdf"]
+    assert readme[1].data == PDF
 
 
 def _results(state: RunState) -> dict[str, ToolResultPart]:
