@@ -198,11 +198,16 @@ class _Tripwire:
             except OSError:
                 return
             with conn:
-                conn.settimeout(5)
+                conn.settimeout(30)
                 try:
-                    self.requests.append(conn.recv(512).split(b"\r\n")[0].decode("latin-1"))
+                    head = conn.recv(512)
                 except OSError:
                     self.requests.append("(unreadable)")
+                    continue
+                # Chromium may preconnect and close again without asking for anything:
+                # a connection that carries no request is not a request.
+                if head:
+                    self.requests.append(head.split(b"\r\n")[0].decode("latin-1"))
 
     def page_requests(self) -> list[str]:
         """The requests that did not go to the browser's own services."""
