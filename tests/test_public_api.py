@@ -399,6 +399,8 @@ def _public_objects() -> list[tuple[str, str, object]]:
         module = _module(name)
         for public in sorted(module.__all__):
             value = getattr(module, public)
+            if typing.get_origin(value) is not None:
+                continue  # a type alias such as Callable[...] (a `type` on 3.10)
             if isinstance(value, type) or inspect.isfunction(value):
                 seen.setdefault(id(value), (name, public, value))
     return list(seen.values())
