@@ -6,6 +6,8 @@
   ``single``: 13 model calls in a tree of 4 runs;
 - ``as_tool x3 parallel``: the lead calls the 3 sub-agents in one step, run
   concurrently on worker threads;
+- ``... (arun)``: the same two trees under ``arun``, where the sub-agents run
+  as coroutines on the caller's event loop;
 - ``handoff chain``: 3 agents, each handing to the next after a tool step;
 - ``Sequence x3``: a workflow of 3 agents one after another, each making the
   same 3 model calls as ``single`` (9 model calls);
@@ -13,13 +15,16 @@
 
 All on `FunctionModel` (no HTTP), tools trivial, so the time is toolfold's own.
 The figure to compare is microseconds per model call; the target is that
-composition adds at most 10% per model call over ``single``.
+composition adds at most 10% per model call over ``single``. Time is the
+process's CPU time (all threads), not the wall clock, so that other work on
+a shared machine moves the figures less.
 
 Run: ``.venv/bin/python bench/bench_compose.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 from collections.abc import Callable
@@ -75,10 +80,10 @@ def handing(next_name: str | None) -> Callable[[ModelRequest], Any]:
 def per_call(run: Callable[[], Any], calls: int) -> float:
     best: list[float] = []
     for _ in range(REPEAT):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(RUNS):
             run()
-        best.append((time.perf_counter() - start) / (RUNS * calls) * 1e6)
+        best.append((time.process_time() - start) / (RUNS * calls) * 1e6)
     return statistics.median(best)
 
 
@@ -114,6 +119,12 @@ def main() -> None:
         n = count(agent)
         us = per_call(lambda agent=agent: agent.run("go"), n)  # type: ignore[misc]
         print(f"{label:21s} {us:7.1f} us per model call ({n} calls, {us / base - 1:+.0%})")
+    abase = per_call(lambda: asyncio.run(single.arun("go")), count(single))
+    print(f"single agent (arun)   {abase:7.1f} us per model call")
+    for label, agent in (("as_tool x3 seq (arun)", seq), ("as_tool x3 par (arun)", par)):
+        n = count(agent)
+        us = per_call(lambda agent=agent: asyncio.run(agent.arun("go")), n)  # type: ignore[misc]
+        print(f"{label:21s} {us:7.1f} us per model call ({n} calls, {us / abase - 1:+.0%})")
 
 
 if __name__ == "__main__":

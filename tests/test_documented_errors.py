@@ -261,6 +261,35 @@ def _empty_signing_key() -> None:
     generate_text(ScriptedModel(["hi"]), "go").state.to_json(key="")
 
 
+def _agent_file_problems() -> None:
+    from toolfold.files import loads
+
+    text = """
+[agents.lead]
+model = "openai:gpt-4o-mini"
+colour = "red"
+max_steps = "ten"
+tools = ["no_such_module_for_toolfold:f", "math:pi"]
+handoffs = ["ghost", "lead"]
+"""
+    with pytest.raises(toolfold.AgentFileError) as info:
+        loads(text, name="lead.toml")
+    assert len(info.value.problems) == 6, info.value.problems
+    raise info.value
+
+
+def _unwritable_agent() -> None:
+    def shout(text: str) -> str:
+        """Shout."""
+        return text.upper()
+
+    from toolfold.testing import TestModel, override_models
+
+    with override_models(TestModel()):
+        agent = Agent("openai:gpt-4o-mini", tools=[shout])
+    agent.to_dict()
+
+
 def _malformed_body() -> None:
     from toolfold.adapters.openai_chat import parse_response
 
@@ -322,6 +351,13 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`output_retries=-1`": _negative_retries,
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
     "a message dict whose role is not system, user or assistant": _bad_role,
+    "an agent file with unknown keys, wrong types, import paths that do not resolve, "
+    "things that are not tools, references to undefined agents or a cycle (all listed at once)": (
+        _agent_file_problems
+    ),
+    "`agent.to_dict()` for an agent holding a lambda, a local function or a stop condition": (
+        _unwritable_agent
+    ),
     "an approval that is not `True`, `False` or `Denied(reason)`": _bad_approval,
     "resuming without the tools the state names": _resume_without_tools,
     "resuming a run stopped at `max_steps` without a larger `max_steps` or a `message`, "

@@ -80,6 +80,7 @@ TOP = {
     "compile_tool",
     "restore_arguments",
     # errors
+    "AgentFileError",
     "ArgumentJSONError",
     "ArgumentValidationError",
     "AuthenticationError",
@@ -279,6 +280,9 @@ TESTING = {
     "sample_value",
 }
 
+# toolfold.files: agent files (TOML / YAML)
+FILES = {"AgentFile", "from_dict", "load", "loads"}
+
 # toolfold.integrations.temporal: durable agents (the `temporal` extra)
 TEMPORAL = {
     "WORKFLOW_NAME",
@@ -335,6 +339,7 @@ NAMESPACES = {
     "toolfold.toolkit": TOOLKIT,
     "toolfold.adapters": ADAPTERS,
     "toolfold.testing": TESTING,
+    "toolfold.files": FILES,
     "toolfold.integrations.ray": RAY,
     "toolfold.local": LOCAL,
     "toolfold.integrations.temporal": TEMPORAL,

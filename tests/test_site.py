@@ -108,3 +108,10 @@ def test_a_mermaid_diagram_is_drawn(base_url: str) -> None:
     dom = _browse(f"{base_url}/local-model/", SCREENSHOTS / "mermaid.png")
     assert '<div class="mermaid">' in dom  # Material swaps in the rendered diagram...
     assert '<pre class="mermaid"' not in dom  # ...for the source block it started with
+
+
+def test_the_composition_diagrams_are_drawn(base_url: str) -> None:
+    """The three `to_mermaid()` diagrams of the composition page render (none stays source)."""
+    dom = _browse(f"{base_url}/composition/", SCREENSHOTS / "composition.png")
+    assert dom.count('<div class="mermaid">') == 3
+    assert '<pre class="mermaid"' not in dom

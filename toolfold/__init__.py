@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from toolfold._errors import (
+    AgentFileError,
     ArgumentJSONError,
     ArgumentValidationError,
     AuthenticationError,
@@ -136,6 +137,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
+    "AgentFileError",
     "ArgumentJSONError",
     "ArgumentValidationError",
     "AuthenticationError",

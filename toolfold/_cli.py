@@ -1,8 +1,14 @@
 """The ``toolfold`` command line.
 
-Exit codes: 0 success; 1 the input could not be used (a state file that does
-not load, a tool path that does not resolve); 2 the command line itself is
-wrong (argparse's own code).
+Exit codes: 0 success; 1 the input could not be used (an agent file or a state
+file that does not load, an unknown agent or call id); 2 the command line
+itself is wrong (argparse's own code); 3 the run waits for approvals or tool
+results (its run file is written); 4 the run failed; 130 interrupted. See
+docs/cli.md.
+
+Plain `argparse`: the standard library covers subcommands, repeated options
+and ``--help`` on each command, and keeps the console script free of extra
+dependencies (it ships with the core install).
 """
 
 from __future__ import annotations
@@ -11,17 +17,19 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from toolfold._errors import ToolfoldError
 
 
 def _view(args: argparse.Namespace) -> int:
+    from toolfold._commands import state_text
     from toolfold.runtime._view import to_html
     from toolfold.runtime.core._state import RunState
 
     source = Path(args.state)
     try:
-        state = RunState.from_json(source.read_bytes())
+        state = RunState.from_json(state_text(source.read_bytes()))
     except (OSError, ToolfoldError) as exc:
         print(f"toolfold view: cannot load {source}: {exc}", file=sys.stderr)
         return 1
@@ -49,12 +57,108 @@ def _local(args: argparse.Namespace) -> int:
     return local_main(list(args.rest))
 
 
+def _agent_commands(commands: Any) -> None:
+    from toolfold import _commands as c
+
+    def add(name: str, help: str, handler: Any, description: str) -> argparse.ArgumentParser:
+        made: argparse.ArgumentParser = commands.add_parser(
+            name, help=help, description=description, epilog=_EXIT_CODES
+        )
+        made.set_defaults(handler=c.guarded(name, handler))
+        return made
+
+    run = add(
+        "run",
+        "run an agent file's agent on a prompt",
+        c.run,
+        "Run the entry agent or workflow of FILE (or --agent) on PROMPT. The answer goes to stdout, "
+        "tool calls and results to stderr. A run that waits for approvals asks y/n per call "
+        "when stdin is a terminal; otherwise it writes a run file and exits with 3.",
+    )
+    run.add_argument("file", metavar="FILE", help="an agent file (.toml, .yaml, .yml)")
+    run.add_argument("prompt", metavar="PROMPT", help="the user's prompt")
+    _run_options(run)
+    resume = add(
+        "resume",
+        "answer a waiting run and continue it",
+        c.resume,
+        "Continue a run from the run file `toolfold run` wrote (or a bare state with --file): "
+        "approve, deny or answer its waiting calls by id.",
+    )
+    resume.add_argument("state", metavar="STATE", help="the run file (or a bare state JSON)")
+    resume.add_argument("--file", help="the agent file (default: the one the run file names)")
+    for flag, metavar, text in (
+        ("--approve", "ID", "approve calls"),
+        ("--deny", "ID[=REASON]", "deny calls (the reason is what the model reads)"),
+        ("--result", "ID=JSON", "the result of a call returned to the caller, as JSON"),
+    ):
+        resume.add_argument(
+            flag, nargs="+", default=[], action="extend", metavar=metavar, help=text
+        )
+    _run_options(resume)
+    tools = add(
+        "tools",
+        "show each tool's schema as each provider receives it",
+        c.tools,
+        "Compile every tool of the file's agents (or --agent) for each dialect (or --dialect) "
+        "and print the payload sent and every rewrite made.",
+    )
+    tools.add_argument("file", metavar="FILE", help="an agent file")
+    tools.add_argument("--agent", help="only this agent")
+    tools.add_argument(
+        "--dialect", action="append", metavar="D", help="a dialect (repeat; default: all)"
+    )
+    tools.add_argument("--json", action="store_true", help="print the report as JSON")
+    graph = add(
+        "graph",
+        "print an agent file's Mermaid diagram",
+        c.graph,
+        "Print the Mermaid flowchart of the entry (or --agent): agents, tools, sub-agents, "
+        "tool sources, handoffs, workflow steps.",
+    )
+    graph.add_argument("file", metavar="FILE", help="an agent file")
+    graph.add_argument("--agent", help="the agent or workflow to draw (default: the entry)")
+    check = add(
+        "check",
+        "load and validate an agent file",
+        c.check,
+        "Load FILE, build every agent, and print every problem (exit 1 if any).",
+    )
+    check.add_argument("file", metavar="FILE", help="an agent file")
+    check.add_argument("--model", help="check with this model for every agent")
+
+
+def _run_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--agent", help="the agent or workflow to run (default: the file's entry)")
+    command.add_argument(
+        "--model",
+        help="a model for every agent instead of the file's: provider:model, or an import "
+        "path to a Model object (package.module:name)",
+    )
+    command.add_argument("--stream", action="store_true", help="stream the answer as it arrives")
+    command.add_argument("--json", action="store_true", help="print the final state as JSON")
+    command.add_argument(
+        "--state-out", metavar="PATH", help="where the run file goes (default: see docs)"
+    )
+
+
+_EXIT_CODES = (
+    "exit codes: 0 done, 1 bad input (file, state, id), 2 bad command line, "
+    "3 the run waits (run file written), 4 the run failed, 130 interrupted"
+)
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``toolfold`` command."""
-    top = argparse.ArgumentParser(prog="toolfold", description=__doc__.splitlines()[0])
+    top = argparse.ArgumentParser(
+        prog="toolfold", description=__doc__.splitlines()[0], epilog=_EXIT_CODES
+    )
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _agent_commands(commands)
     view = commands.add_parser("view", help="write a run's state as a self-contained HTML page")
-    view.add_argument("state", help="a state written by state.to_json()")
+    view.add_argument(
+        "state", help="a state written by state.to_json(), or a run file of `toolfold run`"
+    )
     view.add_argument("-o", "--output", help="the HTML file (default: STATE with .html)")
     view.add_argument("--title", help="the page title (default: the run id)")
     view.set_defaults(handler=_view)

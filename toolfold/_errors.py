@@ -18,6 +18,7 @@ chained with ``raise ... from exc``::
     │   ├── OutputValidationError  the final answer never fitted ``output_type``
     │   └── ToolExecutionError     a tool raised and ``on_tool_error="raise"``
     ├── UsageError                 toolfold was called with arguments it cannot use
+    ├── AgentFileError             an agent file cannot be loaded (every problem, with lines)
     ├── ModelConfigError           a model string or model options cannot be used
     ├── SerializationError         JSON that does not load as a state, event or effect
     └── ProviderError              a provider call failed (status, body, headers)
@@ -37,7 +38,8 @@ Optional packages add their own, under `ToolfoldError` too: ``toolfold.mcp.MCPEr
 
 Where an error means what a builtin exception means, it subclasses that builtin
 too, so ``except ValueError`` or ``except TimeoutError`` catches it:
-`ToolDefinitionError` and `WorkflowDefinitionError` are ``TypeError``; `UsageError`, `SchemaCompileError`,
+`ToolDefinitionError` and `WorkflowDefinitionError` are ``TypeError``; `UsageError`,
+`AgentFileError`, `SchemaCompileError`,
 `ToolArgumentError`, `ModelConfigError` and `SerializationError` are
 ``ValueError``; `RunError` is a ``RuntimeError``; `ProviderConnectionError` is
 a ``ConnectionError`` and `ProviderTimeoutError` a ``TimeoutError`` (both are
@@ -50,6 +52,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+
+def _listed(problems: tuple[str, ...], bullet: str = "  - ") -> str:
+    """``N problem(s)`` and one indented line per problem."""
+    noun = "problem" if len(problems) == 1 else "problems"
+    lines = "\n".join(f"{bullet}{p}" for p in problems)
+    return f"{len(problems)} {noun}\n{lines}"
 
 
 class ToolfoldError(Exception):
@@ -70,10 +79,7 @@ class ToolDefinitionError(ToolfoldError, TypeError):
     def __init__(self, qualname: str, problems: list[str] | tuple[str, ...]) -> None:
         self.qualname = qualname
         self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
-        super().__init__(f"cannot make a tool of {qualname}: {count} {noun}\n{lines}")
+        super().__init__(f"cannot make a tool of {qualname}: {_listed(self.problems)}")
 
 
 class WorkflowDefinitionError(ToolfoldError, TypeError):
@@ -91,10 +97,7 @@ class WorkflowDefinitionError(ToolfoldError, TypeError):
     def __init__(self, workflow: str, problems: list[str] | tuple[str, ...]) -> None:
         self.workflow = workflow
         self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
-        super().__init__(f"cannot build {workflow}: {count} {noun}\n{lines}")
+        super().__init__(f"cannot build {workflow}: {_listed(self.problems)}")
 
 
 class SchemaCompileError(ToolfoldError, ValueError):
@@ -116,11 +119,8 @@ class SchemaCompileError(ToolfoldError, ValueError):
         self.tool_name = tool_name
         self.dialect = dialect
         self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
         super().__init__(
-            f"cannot compile tool {tool_name!r} for {dialect}: {count} {noun}\n{lines}"
+            f"cannot compile tool {tool_name!r} for {dialect}: {_listed(self.problems)}"
         )
 
 
@@ -244,6 +244,27 @@ class UsageError(ToolfoldError, ValueError):
     The message names the argument and what would be accepted. Nothing ran:
     a state the caller holds is unchanged.
     """
+
+
+class AgentFileError(ToolfoldError, ValueError):
+    """An agent file (TOML or YAML) cannot be loaded.
+
+    Raised once per file with every problem found, so a user fixes them all in
+    one go: unknown keys, values of the wrong type, import paths that do not
+    resolve, things that are not tools, references to agents the file does not
+    define, cycles, and agents that cannot be built.
+
+    Attributes:
+        file: The file's path (``"<string>"`` for text loaded from memory).
+        problems: One line per problem: ``FILE:LINE: key.path: what is wrong``
+            (no ``LINE`` where neither the parser nor the document gives one).
+    """
+
+    def __init__(self, file: str, problems: list[str] | tuple[str, ...]) -> None:
+        self.file = file
+        self.problems = tuple(problems)
+        # each problem starts with its file and line, as compilers print them: no bullet
+        super().__init__(f"cannot load agent file {file}: {_listed(self.problems, '  ')}")
 
 
 class ModelConfigError(ToolfoldError, ValueError):

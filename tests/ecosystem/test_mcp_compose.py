@@ -200,3 +200,57 @@ def test_a_sub_agent_that_hands_off_opens_the_targets_server() -> None:
     assert sub_run.agent == "calc"
     assert not server.is_open
     assert children() == before
+
+
+def test_the_resume_function_opens_the_mcp_servers_among_its_tools() -> None:
+    """toolfold.resume(state, tools=[server]) opens the server for the resumed run and closes it."""
+    from toolfold import generate_text, resume
+
+    before = children()
+    server = _ours(requires_approval=["add"])
+    model = ScriptedModel([call("add", {"a": 1, "b": 2}), "three"])
+    suspended = generate_text(model, "1+2", tools=[server])
+    assert not server.is_open
+    loaded = RunState.from_json(suspended.state.to_json())
+    done = resume(
+        loaded, model=model, tools=[server], approvals={loaded.pending_approvals[0].id: True}
+    )
+    assert done.text == "three"
+    assert [r.content for m in done.messages for r in m.tool_results] == ["3"]
+    assert not server.is_open
+    assert children() == before
+
+
+def test_the_resume_function_continues_a_handed_off_run() -> None:
+    """toolfold.aresume on a state handed to an agent with a server goes on under that agent, server opened."""
+    from toolfold import aresume
+
+    before = children()
+    server = _ours(requires_approval=["add"])
+    calc = Agent(ScriptedModel([call("add", {"a": 1, "b": 1})]), name="calc", tools=[server])
+    triage = Agent(ScriptedModel([call("transfer_to_calc")]), name="triage", handoffs=[calc])
+    suspended = triage.run("1+1")
+    assert (suspended.agent, suspended.finish_reason) == ("calc", "approval_required")
+    approvals = {c.id: True for c in suspended.pending_approvals}
+    done = asyncio.run(
+        aresume(suspended.state, model=ScriptedModel(["two"]), tools=[server], approvals=approvals)
+    )
+    assert (done.agent, done.text) == ("calc", "two")
+    assert [r.content for m in done.messages for r in m.tool_results][-1] == "2"
+    assert not server.is_open
+    assert children() == before
+
+
+def test_an_agent_with_a_server_resolves_its_model_string_once() -> None:
+    """Runs and handoffs that list a server's tools reuse the model the agent resolved when it was made."""
+    from toolfold.testing import override_models
+
+    server = _ours()
+    with override_models(lambda spec: ScriptedModel(["ok"] * 4)) as resolved:
+        solo = Agent("openai:gpt-4o-mini", name="solo", tools=[server])
+        assert solo.run("a").text == "ok"
+        assert asyncio.run(solo.arun("b")).text == "ok"
+        triage = Agent(ScriptedModel([call("transfer_to_solo")]), name="t", handoffs=[solo])
+        assert triage.run("c").text == "ok"
+    assert resolved == ["openai:gpt-4o-mini"]
+    assert not server.is_open

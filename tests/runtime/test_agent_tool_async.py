@@ -116,3 +116,30 @@ def test_async_sub_agent_past_its_timeout_is_cancelled_on_the_loop() -> None:
     assert result.is_error
     assert "timed out" in result.content
     assert cancelled == ["sub-agent's tool"]
+
+
+def test_a_replaced_timeout_holds_in_blocking_runs_too() -> None:
+    """as_tool().replace(timeout=...) bounds the sub-agent in a blocking run as in an async one."""
+    release = threading.Event()
+
+    @tool
+    def wait_for_release() -> str:
+        """Block until the test releases it."""
+        release.wait(60)
+        return "released"
+
+    slow = Agent(
+        ScriptedModel([call("wait_for_release", {})]), name="slow", tools=[wait_for_release]
+    )
+    lead = Agent(
+        ScriptedModel([call("quick", {"input": "go"}), "gave up"]),
+        tools=[slow.as_tool().replace(name="quick", timeout=0.2)],
+    )
+    try:
+        response = lead.run("go")
+    finally:
+        release.set()
+    assert response.text == "gave up"
+    (result,) = response.steps[0].tool_results
+    assert result.is_error
+    assert "'quick' timed out" in result.content

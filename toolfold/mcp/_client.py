@@ -106,7 +106,34 @@ class MCPServer:
         self._task: Future[None] | None = None
         self._holders = 0
 
+    def file_entry(self) -> dict[str, Any]:
+        """This server as an agent file's ``[[agents.<name>.mcp]]`` entry.
+
+        Raises:
+            UsageError: ``requires_approval`` is a predicate (a file names
+                tools, it cannot hold a function).
+        """
+        approval = self.requires_approval
+        if callable(approval):
+            raise UsageError(
+                f"MCP server {self.name!r}: a requires_approval predicate cannot be "
+                "written to an agent file (list the tool names instead)"
+            )
+        entry: dict[str, Any] = {
+            **self._target_entry(),
+            "prefix": self.prefix,
+            "timeout": self.timeout,
+            "startup_timeout": self.startup_timeout,
+            "requires_approval": approval if isinstance(approval, bool) else sorted(approval),
+            "include": None if self.include is None else sorted(self.include),
+        }
+        return {key: value for key, value in entry.items() if value is not None}
+
     # -- to be provided by a transport -------------------------------------
+
+    def _target_entry(self) -> dict[str, Any]:
+        """The transport's own keys of `file_entry`."""
+        raise NotImplementedError
 
     def _target(self) -> Any:
         """What `mcp.Client` connects to (a URL, or stdio parameters)."""
@@ -331,6 +358,15 @@ class MCPServerStdio(MCPServer):
         self.env = None if env is None else dict(env)
         self.cwd = cwd
 
+    def _target_entry(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "args": list(self.args),
+            "env": self.env,
+            "cwd": self.cwd,
+            "name": None if self.name == self.command else self.name,
+        }
+
     def _target(self) -> Any:
         from mcp.client.stdio import StdioServerParameters
 
@@ -352,6 +388,9 @@ class MCPServerHTTP(MCPServer):
     def __init__(self, url: str, *, name: str | None = None, **options: Any) -> None:
         super().__init__(name or url, **options)
         self.url = url
+
+    def _target_entry(self) -> dict[str, Any]:
+        return {"url": self.url, "name": None if self.name == self.url else self.name}
 
     def _target(self) -> Any:
         return self.url

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -203,9 +203,13 @@ class Agent:
         return (_from_spec, (self._spec(), self.name))
 
     def _with(self, listed: Sequence[Tool[..., Any]]) -> Agent:
-        """This agent with its sources' listed tools in their place (for one run)."""
+        """This agent with its sources' listed tools in their place (for one run).
+
+        It keeps the model resolved when the agent was made: a provider
+        client per run (or per handoff) would waste its connection pool.
+        """
         static, _ = split_sources(self.tools)
-        return self.evolve(tools=(*static, *listed))
+        return self.evolve(tools=(*static, *listed), model=self._options.model)
 
     def _spec(self) -> dict[str, Any]:
         """The run options by name (every field but the name and the resolved options)."""
@@ -217,6 +221,31 @@ class Agent:
         settings = {**fields.pop("settings"), **changes.pop("settings", {})}
         fields.update(changes)
         return Agent(settings=settings, **fields)
+
+    def to_mermaid(self) -> str:
+        """This agent as a Mermaid flowchart: its tools, sub-agents, tool sources and handoffs.
+
+        Example:
+            >>> print(triage.to_mermaid())  # paste into a ```mermaid block
+        """
+        from toolfold.runtime._mermaid import to_mermaid
+
+        return to_mermaid(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This agent, and every agent it refers to, as an agent file's document.
+
+        ``toolfold.files.from_dict(agent.to_dict())`` builds the same agents
+        again; the dict can be written as TOML or YAML. Tools, models given as
+        objects, output types and input filters are written as import paths.
+
+        Raises:
+            UsageError: Something has no import path (a lambda, a local
+                function), or is a stop condition, which files cannot hold.
+        """
+        from toolfold.runtime._document import spec_to_dict
+
+        return spec_to_dict(self)
 
     def as_tool(
         self,
@@ -289,21 +318,7 @@ class Agent:
             on_step: Called with every completed `Step` (read-only).
             run_id: The run's id (random by default).
         """
-        if self._sources:
-            with opened(self._sources) as listed:
-                return self._with(listed).run(
-                    prompt,
-                    history=history,
-                    deps=deps,
-                    on_event=on_event,
-                    on_step=on_step,
-                    run_id=run_id,
-                )
-        state = self._start(prompt, history, run_id)
-        live = self._live(
-            self._options.live(deps=deps, on_event=on_event, on_step=on_step, announce_start=True)
-        )
-        return run_sync(live, state)
+        return self._sync(self._fresh(prompt, history, deps, on_event, on_step, run_id))
 
     async def arun(
         self,
@@ -316,21 +331,7 @@ class Agent:
         run_id: str | None = None,
     ) -> Response:
         """Like `run`, on the running event loop."""
-        if self._sources:
-            async with aopened(self._sources) as listed:
-                return await self._with(listed).arun(
-                    prompt,
-                    history=history,
-                    deps=deps,
-                    on_event=on_event,
-                    on_step=on_step,
-                    run_id=run_id,
-                )
-        state = self._start(prompt, history, run_id)
-        live = self._live(
-            self._options.live(deps=deps, on_event=on_event, on_step=on_step, announce_start=True)
-        )
-        return await run_async(live, state)
+        return await self._async(self._fresh(prompt, history, deps, on_event, on_step, run_id))
 
     def stream(
         self,
@@ -348,47 +349,57 @@ class Agent:
         arrive (`TextDelta`...), `ToolCallEvent`, `ToolResultEvent`,
         `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
         """
-        if self._sources:
-            return SourcedStream(
-                self._sources,
-                lambda listed: self._with(listed).stream(
-                    prompt,
-                    history=history,
-                    deps=deps,
-                    on_event=on_event,
-                    on_step=on_step,
-                    run_id=run_id,
-                ),
-            )
-        state = self._start(prompt, history, run_id)
-        live = self._live(
-            self._options.live(deps=deps, on_event=on_event, on_step=on_step, announce_start=True)
-        )
-        return RunStream(live, state)
+        return self._streamed(self._fresh(prompt, history, deps, on_event, on_step, run_id))
 
-    def _resumed(
+    # --- how every run and resume goes: the agent's sources opened around it ---
+
+    def _fresh(
         self,
-        state: RunState,
-        tool_results: Mapping[str, Any] | None,
-        approvals: Mapping[str, Approval] | None,
-        message: MessagesInput | None,
-        max_steps: int | None,
+        prompt: MessagesInput,
+        history: Sequence[Message],
         deps: Any,
         on_event: Observer | None,
         on_step: StepObserver | None,
-    ) -> tuple[Live, RunState]:
-        live, state = resumed(
-            state,
-            self._options,
-            tool_results=tool_results,
-            approvals=approvals,
-            message=message,
-            max_steps=max_steps,
-            deps=deps,
-            on_event=on_event,
-            on_step=on_step,
-        )
-        return self._live(live), state
+        run_id: str | None,
+    ) -> _Begin:
+        """How a new run begins with an agent (this one, or it with its sources' tools)."""
+
+        def begin(agent: Agent) -> tuple[Live, RunState]:
+            state = agent._start(prompt, history, run_id)
+            live = agent._options.live(
+                deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+            )
+            return agent._live(live), state
+
+        return begin
+
+    def _answered(self, state: RunState, answers: _Answers) -> tuple[Agent, _Begin]:
+        """The agent that runs ``state`` now, and how the run goes on with the answers."""
+
+        def begin(agent: Agent) -> tuple[Live, RunState]:
+            live, resumed_state = resumed(state, agent._options, **answers._asdict())
+            return agent._live(live), resumed_state
+
+        return self._for_state(state), begin
+
+    def _sync(self, begin: _Begin) -> Response:
+        if self._sources:
+            with opened(self._sources) as listed:
+                return run_sync(*begin(self._with(listed)))
+        return run_sync(*begin(self))
+
+    async def _async(self, begin: _Begin) -> Response:
+        if self._sources:
+            async with aopened(self._sources) as listed:
+                return await run_async(*begin(self._with(listed)))
+        return await run_async(*begin(self))
+
+    def _streamed(self, begin: _Begin) -> RunStream:
+        if self._sources:
+            return SourcedStream(
+                self._sources, lambda listed: RunStream(*begin(self._with(listed)))
+            )
+        return RunStream(*begin(self))
 
     def resume(
         self,
@@ -430,24 +441,9 @@ class Agent:
                 ``max_steps`` is below the calls this turn made, or the run
                 stopped at ``max_steps`` and nothing continues it.
         """
-        answers: dict[str, Any] = {
-            "tool_results": tool_results,
-            "approvals": approvals,
-            "message": message,
-            "max_steps": max_steps,
-            "deps": deps,
-            "on_event": on_event,
-            "on_step": on_step,
-        }
-        if self._for_state(state) is not self:  # handed off: the agent running now goes on
-            return self._for_state(state).resume(state, **answers)
-        if self._sources:
-            with opened(self._sources) as listed:
-                return self._with(listed).resume(state, **answers)
-        live, state = self._resumed(
-            state, tool_results, approvals, message, max_steps, deps, on_event, on_step
-        )
-        return run_sync(live, state)
+        answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
+        agent, begin = self._answered(state, answers)
+        return agent._sync(begin)
 
     async def aresume(
         self,
@@ -462,24 +458,9 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> Response:
         """Like `resume`, on the running event loop."""
-        answers: dict[str, Any] = {
-            "tool_results": tool_results,
-            "approvals": approvals,
-            "message": message,
-            "max_steps": max_steps,
-            "deps": deps,
-            "on_event": on_event,
-            "on_step": on_step,
-        }
-        if self._for_state(state) is not self:
-            return await self._for_state(state).aresume(state, **answers)
-        if self._sources:
-            async with aopened(self._sources) as listed:
-                return await self._with(listed).aresume(state, **answers)
-        live, state = self._resumed(
-            state, tool_results, approvals, message, max_steps, deps, on_event, on_step
-        )
-        return await run_async(live, state)
+        answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
+        agent, begin = self._answered(state, answers)
+        return await agent._async(begin)
 
     def resume_stream(
         self,
@@ -494,26 +475,9 @@ class Agent:
         on_step: StepObserver | None = None,
     ) -> RunStream:
         """Like `resume`, streaming (see `stream`)."""
-        answers: dict[str, Any] = {
-            "tool_results": tool_results,
-            "approvals": approvals,
-            "message": message,
-            "max_steps": max_steps,
-            "deps": deps,
-            "on_event": on_event,
-            "on_step": on_step,
-        }
-        if self._for_state(state) is not self:
-            return self._for_state(state).resume_stream(state, **answers)
-        if self._sources:
-            return SourcedStream(
-                self._sources,
-                lambda listed: self._with(listed).resume_stream(state, **answers),
-            )
-        live, state = self._resumed(
-            state, tool_results, approvals, message, max_steps, deps, on_event, on_step
-        )
-        return RunStream(live, state)
+        answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
+        agent, begin = self._answered(state, answers)
+        return agent._streamed(begin)
 
 
 @attrs.frozen
@@ -555,6 +519,21 @@ class Handoff:
 
         made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(transfer)
         return made
+
+
+class _Answers(NamedTuple):
+    """What a resume is given besides the state (`resumed`'s keyword arguments)."""
+
+    tool_results: Mapping[str, Any] | None
+    approvals: Mapping[str, Approval] | None
+    message: MessagesInput | None
+    max_steps: int | None
+    deps: Any
+    on_event: Observer | None
+    on_step: StepObserver | None
+
+
+_Begin = Callable[[Agent], tuple[Live, RunState]]
 
 
 def _from_spec(spec: dict[str, Any], name: str | None) -> Agent:

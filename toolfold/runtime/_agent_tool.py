@@ -72,6 +72,10 @@ def agent_tool(
         return _sub_run(response)
 
     doc = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
+    # What built the tool, for diagrams and agent files (`as_tool_of`).
+    made_by = AsTool(agent, name, description, input_type, requires_approval, timeout)
+    for function in (acall, call):
+        function.__dict__[_AS_TOOL] = made_by
     made = [
         _made(function, input_type, doc, tool_name, text, requires_approval, timeout)
         for function in (acall, call)
@@ -106,6 +110,27 @@ def _stream(agent: Agent, ctx: RunContext[Any], input: Any) -> RunStream:
 
 def _sub_run(response: Response) -> SubRun:
     return SubRun(response.state, _content(response.state.output, response.text))
+
+
+_AS_TOOL = "__toolfold_as_tool__"
+
+
+@attrs.frozen
+class AsTool:
+    """The arguments of the `Agent.as_tool` call that made a tool."""
+
+    agent: Agent
+    name: str | None
+    description: str | None
+    input_type: Any
+    requires_approval: bool
+    timeout: float | None
+
+
+def as_tool_of(tool: Tool[..., Any]) -> AsTool | None:
+    """How ``tool`` was made from an agent, or None for any other tool."""
+    made = getattr(tool.function, _AS_TOOL, None)
+    return made if isinstance(made, AsTool) else None
 
 
 def _sub_id(ctx: RunContext[Any]) -> str:

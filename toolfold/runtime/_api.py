@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent import Agent, _Answers
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
@@ -17,8 +17,6 @@ from toolfold.runtime._run import (
     Denied,
     MessagesInput,
     RunStream,
-    run_async,
-    run_sync,
 )
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime.core._events import Event
@@ -174,6 +172,7 @@ def _resume_agent(
     config = state.config
     return Agent(
         model,
+        name=state.agent,  # the agent running the state now (after a handoff too)
         tools=tools,
         output_type=output_type,
         settings=config.settings,
@@ -236,13 +235,11 @@ def resume(
         UsageError: ``max_steps`` is below the calls this turn made, or
             the run stopped at ``max_steps`` and nothing continues it.
     """
-    agent = _resume_agent(
+    answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
+    agent, begin = _resume_agent(
         state, model, tools, output_type, stop_when, on_tool_error, max_concurrency
-    )
-    live, state = agent._resumed(
-        state, tool_results, approvals, message, max_steps, deps, on_event, on_step
-    )
-    return run_sync(live, state)
+    )._answered(state, answers)
+    return agent._sync(begin)
 
 
 async def aresume(
@@ -263,10 +260,8 @@ async def aresume(
     on_step: Callable[[Step], object] | None = None,
 ) -> Response:
     """Like `resume`, on the running event loop."""
-    agent = _resume_agent(
+    answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
+    agent, begin = _resume_agent(
         state, model, tools, output_type, stop_when, on_tool_error, max_concurrency
-    )
-    live, state = agent._resumed(
-        state, tool_results, approvals, message, max_steps, deps, on_event, on_step
-    )
-    return await run_async(live, state)
+    )._answered(state, answers)
+    return await agent._async(begin)

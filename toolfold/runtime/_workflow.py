@@ -81,6 +81,26 @@ class Workflow:
         """The workflow's own steps, as tasks (nested workflows are one task each)."""
         return self._tasks
 
+    def to_mermaid(self) -> str:
+        """This workflow as a Mermaid flowchart: its steps, their shape, and the agents inside."""
+        from toolfold.runtime._mermaid import to_mermaid
+
+        return to_mermaid(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This workflow, and every agent and workflow it refers to, as an agent file's document.
+
+        ``toolfold.files.from_dict(workflow.to_dict())`` builds it again.
+        Functions (steps, ``merge``, ``until``, a router) are written as import
+        paths.
+
+        Raises:
+            UsageError: A function has no import path (a lambda, a local function).
+        """
+        from toolfold.runtime._document import spec_to_dict
+
+        return spec_to_dict(self)
+
     @property
     def label(self) -> str:
         """The kind and name, for messages."""

@@ -141,8 +141,15 @@ def with_blocking_twin(tool: Tool[..., Any], twin: Tool[..., Any]) -> Tool[..., 
 
 def _blocking(job: ToolJob) -> ToolJob:
     """``job`` as a blocking run performs it (a tool's blocking twin, when it has one)."""
-    twin = job.tool.__dict__.get(_TWIN) if job.tool is not None else None
-    return job if twin is None else job._replace(tool=twin)
+    tool = job.tool
+    twin = tool.__dict__.get(_TWIN) if tool is not None else None
+    if twin is None:
+        return job
+    assert tool is not None
+    if (twin.name, twin.timeout) != (tool.name, tool.timeout):  # the tool was `replace`d
+        twin = twin.replace(name=tool.name, timeout=tool.timeout)
+        tool.__dict__[_TWIN] = twin
+    return job._replace(tool=twin)
 
 
 def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:

@@ -1,0 +1,104 @@
+"""What the agent files of the tests name by import path (``files_helpers:add``)."""
+
+from __future__ import annotations
+
+import attrs
+
+from toolfold import Message, ModelRequest, tool
+from toolfold.testing import FunctionModel, Reply
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
+@tool(requires_approval=True)
+def add_approved(a: int, b: int) -> int:
+    """Add two numbers, once a person approved.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
+def echo(text: str) -> str:
+    """Say the text back (a plain function: the file makes it a tool).
+
+    Args:
+        text: What to say.
+    """
+    return text
+
+
+def untyped(x):  # type: ignore[no-untyped-def]
+    """A function @tool refuses (no annotations)."""
+    return x
+
+
+NOT_A_TOOL = 42
+
+
+@attrs.frozen
+class Query:
+    """A structured input for an agent used as a tool."""
+
+    text: str
+
+
+@attrs.frozen
+class Verdict:
+    """A structured answer."""
+
+    ok: bool
+
+
+def users_only(messages: tuple[Message, ...]) -> list[Message]:
+    """A handoff's input filter: only the user's messages."""
+    return [m for m in messages if m.role == "user"]
+
+
+def _reply(request: ModelRequest) -> Reply:
+    last = request.messages[-1]
+    if last.role == "tool":
+        return f"result: {last.tool_results[0].content}"
+    adder = next((t.name for t in request.tools if t.name.startswith("add")), None)
+    if adder is not None:
+        return FunctionModel.call(adder, {"a": 2, "b": 3})
+    return "hello"
+
+
+model = FunctionModel(_reply, name="files:helper")
+
+
+def shout(text: str) -> str:
+    """A function step: the text in capitals."""
+    return text.upper()
+
+
+def pick(text: str) -> str:
+    """A router function: 'long' or 'short'."""
+    return "long" if len(text) > 20 else "short"
+
+
+def joined(outputs: dict[str, str]) -> str:
+    """A merge: the outputs, one per line, in step order."""
+    return "\n".join(f"{name}: {value}" for name, value in outputs.items())
+
+
+def long_enough(text: str) -> bool:
+    """A loop's condition: the text has grown past 12 characters."""
+    return len(text) > 12
+
+
+def grow(text: str) -> str:
+    """A loop step: the text, doubled."""
+    return text + text

@@ -1,0 +1,404 @@
+"""Agent files: TOML and YAML load into the same `Agent` specs, write back, and fail clearly."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolfold import Agent, AgentFileError, Handoff, Loop, Parallel, Route, Sequence, UsageError
+from toolfold.files import AgentFile, from_dict, load, loads
+from toolfold.mcp import MCPServerStdio
+from toolfold.testing import TestModel, override_models
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+EXAMPLES = ROOT / "examples" / "agent_files"
+SEARCH = str(HERE)
+
+FULL_TOML = """
+entry = "lead"
+
+[agents.lead]
+model = "openai:gpt-4o-mini"
+instructions = "Lead the work."
+tools = [
+  "files_helpers:add",
+  "files_helpers:echo",
+  { agent = "helper", name = "ask_helper", description = "Asks.", input_type = "files_helpers:Query", requires_approval = true, timeout = 5.0 },
+]
+handoffs = ["closer", { agent = "filtered", name = "pass_on", description = "Passes on.", input_filter = "files_helpers:users_only" }]
+max_steps = 7
+tool_choice = "auto"
+output_retries = 2
+auto_execute_tools = true
+on_tool_error = "raise"
+max_concurrency = 3
+settings = { temperature = 0, seed = 7 }
+
+[[agents.lead.mcp]]
+command = "mcp-server-time"
+args = ["--local-timezone", "UTC"]
+prefix = "time"
+requires_approval = ["get_current_time"]
+include = ["get_current_time"]
+
+[[agents.lead.mcp]]
+url = "http://127.0.0.1:9/mcp"
+name = "remote"
+timeout = 3.0
+
+[agents.helper]
+model = "files_helpers:model"
+output_type = "files_helpers:Verdict"
+
+[agents.closer]
+model = "openai:gpt-4o-mini"
+
+[agents.filtered]
+model = "openai:gpt-4o-mini"
+"""
+
+
+def _offline(text: str, kind: str = "toml") -> AgentFile:
+    with override_models(TestModel()):
+        return loads(text, format=kind, search=SEARCH)
+
+
+def test_every_key_loads_into_the_agent_spec() -> None:
+    """Each key of a file reaches the `Agent` it builds: tools, sub-agents, MCP, handoffs, options."""
+    lead = _offline(FULL_TOML).agent()
+    assert lead.name == "lead"
+    assert lead.model == "openai:gpt-4o-mini"
+    assert (lead.max_steps, lead.tool_choice, lead.output_retries) == (7, "auto", 2)
+    assert (lead.on_tool_error, lead.max_concurrency) == ("raise", 3)
+    assert dict(lead.settings) == {"temperature": 0, "seed": 7}
+    names = [getattr(t, "name", None) for t in lead.tools[:3]]
+    assert names == ["add", "echo", "ask_helper"]
+    asked = lead.tools[2]
+    assert asked.requires_approval is True
+    assert asked.timeout == 5.0
+    assert asked.parameters["properties"]["input"]["type"] == "object"  # Query's schema
+    servers = [t for t in lead.tools if isinstance(t, MCPServerStdio)]
+    assert [(s.command, s.args, s.prefix) for s in servers] == [
+        ("mcp-server-time", ("--local-timezone", "UTC"), "time")
+    ]
+    closer, passed = lead.handoffs
+    assert isinstance(closer, Agent)
+    assert closer.name == "closer"
+    assert isinstance(passed, Handoff)
+    assert (passed.name, passed.agent.name) == ("pass_on", "filtered")
+    assert passed.input_filter is not None
+    assert passed.input_filter.__name__ == "users_only"
+
+
+def test_to_dict_round_trips() -> None:
+    """``from_dict(agent.to_dict())`` builds agents that write the very same document."""
+    lead = _offline(FULL_TOML).agent()
+    document = lead.to_dict()
+    assert document["entry"] == "lead"
+    assert list(document["agents"]) == ["lead", "helper", "closer", "filtered"]
+    with override_models(TestModel()):
+        again = from_dict(document, search=SEARCH).agent()
+    assert again.to_dict() == document
+    assert document["agents"]["helper"] == {
+        "model": "files_helpers:model",
+        "output_type": "files_helpers:Verdict",
+    }
+
+
+def test_code_built_agents_write_a_file_that_loads() -> None:
+    """An agent built in Python (module-level tools) writes a document that loads back equal."""
+    sys.path.insert(0, SEARCH)
+    try:
+        import files_helpers
+    finally:
+        sys.path.remove(SEARCH)
+    with override_models(TestModel()):
+        helper = Agent(files_helpers.model, name="helper", tools=[files_helpers.echo])
+        lead = Agent(
+            "openai:gpt-4o-mini",
+            name="lead",
+            tools=[files_helpers.add, helper.as_tool(description="Asks.")],
+            handoffs=[Handoff(helper, input_filter=files_helpers.users_only)],
+            temperature=0.5,
+        )
+        document = lead.to_dict()
+        assert from_dict(document).agent().to_dict() == document
+    assert document["agents"]["lead"]["handoffs"] == [
+        {"agent": "helper", "input_filter": "files_helpers:users_only"}
+    ]
+
+
+def test_toml_and_yaml_examples_are_the_same_agents() -> None:
+    """The example's TOML and YAML files hold the same agents, which run on the demo model."""
+    toml = load(EXAMPLES / "support.toml", model="support_tools:demo_model")
+    yaml = load(EXAMPLES / "support.yaml", model="support_tools:demo_model")
+    assert toml.agent().to_dict() == yaml.agent().to_dict()
+    response = toml.agent().run("Where is order A17?")
+    assert response.text == "Order status: shipped on 2 March."
+
+
+def test_a_file_model_by_import_path_runs() -> None:
+    """``model = "module:name"`` names a Model object; the agent runs on it."""
+    text = '[agents.calc]\nmodel = "files_helpers:model"\ntools = ["files_helpers:add"]\n'
+    response = loads(text, search=SEARCH).agent().run("2 + 3?")
+    assert response.text == "result: 5"
+
+
+def test_workflow_files_load_run_and_round_trip() -> None:
+    """Every workflow kind loads from TOML and YAML alike, runs, and writes back the same."""
+    toml = load(HERE / "pipeline.toml")
+    yaml = load(HERE / "pipeline.yaml")
+    pipeline = toml.get()
+    assert isinstance(pipeline, Sequence)
+    assert sorted(toml.workflows) == ["desk", "pipeline", "polish", "views"]
+    assert pipeline.to_dict() == yaml.get().to_dict()
+    views = toml.workflows["views"]
+    assert isinstance(views, Parallel)
+    assert (views.max_concurrency, [t.name for t in views.steps]) == (2, ["critic", "loud"])
+    assert views.steps[1].on_error == "skip"
+    desk, polish = toml.workflows["desk"], toml.workflows["polish"]
+    assert isinstance(desk, Route)
+    assert sorted(desk.branches) == ["long", "short"]
+    assert isinstance(polish, Loop)
+    assert polish.max_iterations == 4
+    document = pipeline.to_dict()
+    assert document["workflows"]["pipeline"]["steps"][2] == {"step": "views", "name": "both"}
+    assert from_dict(document, search=SEARCH).get().to_dict() == document
+    # writer "hello" -> shout -> views (critic, loud) -> desk (long: shout) -> polish (grow)
+    assert pipeline.run("hi").output == "CRITIC: HELLO\nLOUD: HELLO" * 2
+
+
+def test_a_lambda_in_a_workflow_cannot_be_written() -> None:
+    """A workflow holding a function without an import path says so when written."""
+    from toolfold import Task
+
+    flow = Sequence(Task(lambda text: text, name="same"), name="anon")
+    with pytest.raises(UsageError, match=r"workflows.anon.steps\[0\].*has no import path"):
+        flow.to_dict()
+
+
+# --- errors: every class, in TOML and in YAML ------------------------------------------
+
+# (TOML text, YAML text, the line, the key path, words of the message)
+ERRORS = {
+    "unknown key": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ncolour = "red"\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    colour: red\n",
+        (3, 4),
+        "agents.a.colour",
+        "unknown key 'colour'",
+    ),
+    "unknown top-level key": (
+        'agent = 1\n[agents.a]\nmodel = "openai:gpt-4o-mini"\n',
+        "agent: 1\nagents:\n  a: {model: 'openai:gpt-4o-mini'}\n",
+        (1, 1),
+        "agent",
+        "unknown key",
+    ),
+    "wrong type": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\nmax_steps = "ten"\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    max_steps: ten\n",
+        (3, 4),
+        "agents.a.max_steps",
+        "expected an integer, got a string 'ten'",
+    ),
+    "missing key": (
+        '[agents.a]\ninstructions = "Hi."\n',
+        "agents:\n  a:\n    instructions: Hi.\n",
+        (1, 2),
+        "agents.a.model",
+        "missing",
+    ),
+    "import path that does not resolve": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["files_helpers:add", "no_such_mod_x:f"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools:\n      - files_helpers:add\n"
+        "      - no_such_mod_x:f\n",
+        (3, 6),
+        "agents.a.tools[1]",
+        "ModuleNotFoundError: No module named 'no_such_mod_x'",
+    ),
+    "missing attribute": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["files_helpers:nope"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [files_helpers:nope]\n",
+        (3, 4),
+        "agents.a.tools[0]",
+        "has no attribute 'nope'",
+    ),
+    "not a tool": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["files_helpers:NOT_A_TOOL"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [files_helpers:NOT_A_TOOL]\n",
+        (3, 4),
+        "agents.a.tools[0]",
+        "is not a tool: 42",
+    ),
+    "a function @tool refuses": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["files_helpers:untyped"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [files_helpers:untyped]\n",
+        (3, 4),
+        "agents.a.tools[0]",
+        "parameter 'x' has no type annotation",
+    ),
+    "undefined agent": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\nhandoffs = ["ghost"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    handoffs: [ghost]\n",
+        (3, 4),
+        "agents.a.handoffs[0]",
+        "refers to agent 'ghost', which the file does not define",
+    ),
+    "cycle": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = [{ agent = "b" }]\n\n'
+        '[agents.b]\nmodel = "openai:gpt-4o-mini"\nhandoffs = ["a"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [{agent: b}]\n"
+        "  b:\n    model: openai:gpt-4o-mini\n    handoffs: [a]\n",
+        (1, 2),
+        "agents.a",
+        "cycle in definitions: a -> b -> a",
+    ),
+    "an agent that cannot be built": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntool_choice = "nope"\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tool_choice: nope\n",
+        (1, 2),
+        "agents.a",
+        "cannot build the agent",
+    ),
+    "unknown workflow kind": (
+        '[workflows.w]\nkind = "pipeline"\nsteps = ["f:g"]\n',
+        "workflows:\n  w:\n    kind: pipeline\n    steps: ['f:g']\n",
+        (2, 3),
+        "workflows.w.kind",
+        "expected one of 'sequence', 'parallel', 'route', 'loop', got 'pipeline'",
+    ),
+    "a key of another kind of workflow": (
+        '[workflows.w]\nkind = "sequence"\nsteps = ["files_helpers:shout"]\nmerge = "x:y"\n',
+        "workflows:\n  w:\n    kind: sequence\n    steps: ['files_helpers:shout']\n"
+        "    merge: x:y\n",
+        (4, 5),
+        "workflows.w.merge",
+        "not a key of a sequence workflow",
+    ),
+    "a step that names nothing": (
+        '[workflows.w]\nkind = "loop"\nstep = "ghost"\n',
+        "workflows:\n  w:\n    kind: loop\n    step: ghost\n",
+        (3, 4),
+        "workflows.w.step",
+        "refers to an agent or workflow 'ghost', which the file does not define",
+    ),
+    "a function path that is not a function": (
+        '[workflows.w]\nkind = "parallel"\nsteps = ["files_helpers:shout"]\n'
+        'merge = "files_helpers:NOT_A_TOOL"\n',
+        "workflows:\n  w:\n    kind: parallel\n    steps: ['files_helpers:shout']\n"
+        "    merge: files_helpers:NOT_A_TOOL\n",
+        (4, 5),
+        "workflows.w.merge",
+        "is not a function: 42",
+    ),
+    "a workflow cycle": (
+        '[workflows.a]\nkind = "sequence"\nsteps = ["b"]\n\n'
+        '[workflows.b]\nkind = "loop"\nstep = "a"\n',
+        "workflows:\n  a:\n    kind: sequence\n    steps: [b]\n  b:\n    kind: loop\n    step: a\n",
+        (1, 2),
+        "workflows.a",
+        "cycle in definitions: a -> b -> a",
+    ),
+    "a workflow that cannot be built": (
+        '[workflows.w]\nkind = "sequence"\nsteps = ["files_helpers:shout", "files_helpers:shout"]\n',
+        "workflows:\n  w:\n    kind: sequence\n"
+        "    steps: ['files_helpers:shout', 'files_helpers:shout']\n",
+        (1, 2),
+        "workflows.w",
+        "cannot build the workflow: ",
+    ),
+    "syntax": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini\n',
+        "agents:\n  a:\n    model: [openai\n",
+        (2, 4),
+        "",
+        "not ",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", ["toml", "yaml"])
+@pytest.mark.parametrize("case", sorted(ERRORS))
+def test_each_error_names_file_line_and_key(kind: str, case: str) -> None:
+    """Each kind of problem raises AgentFileError naming the file, the line and the key path."""
+    toml_text, yaml_text, lines, path, words = ERRORS[case]
+    text = toml_text if kind == "toml" else yaml_text
+    line = lines[0] if kind == "toml" else lines[1]
+    name = f"agents.{kind}"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as info:
+        loads(text, format=kind, name=name, search=SEARCH)
+    assert info.value.file == name
+    assert len(info.value.problems) == 1, info.value.problems
+    (problem,) = info.value.problems
+    where = f"{name}:{line}: " if line else f"{name}: "
+    assert problem.startswith(where + (f"{path}: " if path else "")), problem
+    assert words in problem, problem
+    assert problem in str(info.value)
+
+
+def test_every_problem_at_once() -> None:
+    """A file with many problems reports them all in one error, in the file's order."""
+    text = (
+        "[agents.a]\n"
+        'model = "openai:gpt-4o-mini"\n'
+        'colour = "red"\n'
+        'tools = ["no_such_mod_x:f", 5, "files_helpers:NOT_A_TOOL"]\n'
+        'handoffs = ["ghost"]\n'
+        'on_tool_error = "explode"\n'
+        "[[agents.a.mcp]]\n"
+        "command = 4\n"
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="many.toml", search=SEARCH)
+    problems = info.value.problems
+    assert [re.match(r"many\.toml:(\d+): (\S+):", p).groups() for p in problems] == [  # type: ignore[union-attr]
+        ("3", "agents.a.colour"),
+        ("4", "agents.a.tools[0]"),
+        ("4", "agents.a.tools[1]"),
+        ("4", "agents.a.tools[2]"),
+        ("5", "agents.a.handoffs[0]"),
+        ("6", "agents.a.on_tool_error"),
+        ("8", "agents.a.mcp[0].command"),
+    ]
+    assert "7 problems" in str(info.value)
+
+
+def test_an_unreadable_file_is_an_agent_file_error(tmp_path: Path) -> None:
+    """A missing file is reported as the file's problem, not an OSError."""
+    with pytest.raises(AgentFileError) as info:
+        load(tmp_path / "missing.toml")
+    assert "cannot read" in info.value.problems[0]
+
+
+def test_a_module_that_fails_to_import_is_a_problem(tmp_path: Path) -> None:
+    """Whatever a tools module raises while importing is reported with its class, not raised."""
+    (tmp_path / "explodes_on_import.py").write_text('raise RuntimeError("no database")\n')
+    text = '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["explodes_on_import:f"]\n'
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="a.toml", search=str(tmp_path))
+    assert info.value.problems == (
+        "a.toml:3: agents.a.tools[0]: cannot import 'explodes_on_import:f': "
+        "RuntimeError: no database",
+    )
+
+
+def test_mcp_entry_needs_command_or_url() -> None:
+    """An MCP entry with both (or neither) of command and url is refused."""
+    text = '[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\nprefix = "x"\n'
+    with pytest.raises(AgentFileError, match=r"agents.a.mcp\[0\]: give either command"):
+        loads(text, name="m.toml")
+
+
+def test_the_entry_must_name_an_agent() -> None:
+    """``entry`` naming no agent of the file is a problem; ``agent(name)`` refuses unknown names."""
+    with pytest.raises(AgentFileError, match="entry: names no agent"):
+        _offline('entry = "b"\n[agents.a]\nmodel = "openai:gpt-4o-mini"\n')
+    loaded = _offline('[agents.a]\nmodel = "openai:gpt-4o-mini"\n')
+    assert loaded.entry == "a"
+    with pytest.raises(ValueError, match="defines no agent 'z'"):
+        loaded.agent("z")

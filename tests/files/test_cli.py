@@ -1,0 +1,301 @@
+"""The ``toolfold`` agent-file commands, run as real subprocesses on the example file.
+
+Every run uses ``--model support_tools:demo_model`` (a test model named by import
+path, found next to the file), so nothing touches the network. The interactive
+approval runs under a real pseudo-terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolfold import RunState
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "agent_files" / "support.toml"
+DEMO = ["--model", "support_tools:demo_model"]
+
+
+def toolfold(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``toolfold ARGS`` in a subprocess with no API keys and stdin not a terminal."""
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**clean, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("command", ["", "run", "resume", "tools", "graph", "check"])
+def test_every_command_has_help(command: str, tmp_path: Path) -> None:
+    """``--help`` works on the command and each subcommand and lists the exit codes."""
+    proc = toolfold(*([command] if command else []), "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: toolfold" in proc.stdout
+    assert "3 the run waits" in " ".join(proc.stdout.split())
+
+
+def test_a_wrong_command_line_exits_2(tmp_path: Path) -> None:
+    """A missing argument is argparse's exit code 2, with the usage on stderr."""
+    proc = toolfold("run", str(EXAMPLE), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "the following arguments are required: PROMPT" in proc.stderr
+
+
+def test_run_prints_the_answer_and_compact_tool_lines(tmp_path: Path) -> None:
+    """``run`` prints the answer on stdout and one line per tool call and result on stderr."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "Where is order A17?", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Order status: shipped on 2 March.\n"
+    assert proc.stderr.splitlines() == [
+        '→ researcher({"input": "Where is order A17?"}) [call_2_0]',
+        "← researcher: Order status: shipped on 2 March.",
+    ]
+
+
+def test_run_stream_shows_sub_agents_and_json_prints_the_state(tmp_path: Path) -> None:
+    """``--stream`` shows the sub-agent's calls indented; ``--json`` prints a loadable state."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "--stream", "Where is A17?", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Order status: shipped on 2 March.\n"
+    assert '  [researcher] → lookup_order({"order": "A17"}) [call_2_0]' in proc.stderr
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "--json", "Where is A17?", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    state = RunState.from_json(proc.stdout)
+    assert state.last_text == "Order status: shipped on 2 March."
+
+
+def test_a_waiting_run_writes_its_file_exits_3_and_resumes(tmp_path: Path) -> None:
+    """Without a terminal, a run waiting for approval exits 3; ``resume --approve`` finishes it."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "I want a refund for A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert "the run waits for approvals: call_4_0 (refund)" in proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    document = json.loads(run_file.read_text())
+    assert (document["format"], document["agent"]) == ("toolfold-run/1", "triage")
+    assert document["file"] == str(EXAMPLE)
+    view = toolfold("view", str(run_file), "-o", "run.html", cwd=tmp_path)
+    assert view.returncode == 0, view.stderr  # `view` reads a run file too
+    assert "refund" in (tmp_path / "run.html").read_text()
+    proc = toolfold("resume", str(run_file), "--approve", "call_4_0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "order A17 refunded\n"
+    assert "← refund: order A17 refunded" in proc.stderr
+
+
+def test_resume_denies_with_a_reason_and_reads_a_bare_state(tmp_path: Path) -> None:
+    """``--deny ID=REASON`` reaches the model; a bare state resumes with ``--file``."""
+    out = tmp_path / "waiting.json"
+    proc = toolfold(
+        "run", str(EXAMPLE), *DEMO, "--state-out", str(out), "refund A17 please", cwd=tmp_path
+    )
+    assert proc.returncode == 3, proc.stderr
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(json.loads(out.read_text())["state"]))
+    proc = toolfold("resume", str(bare), "--deny", "call_4_0=not today", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "give the agent file with --file FILE" in proc.stderr
+    proc = toolfold(
+        "resume", str(bare), "--file", str(EXAMPLE), *DEMO, "--deny", "call_4_0=not today",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "✗ refund: " in proc.stderr
+    assert "not today" in proc.stdout
+
+
+def test_resume_refuses_unknown_ids_and_bad_results(tmp_path: Path) -> None:
+    """An id no call waits under exits 1 naming the waiting ones; ``--result`` must be JSON."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "call_9", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "no call 'call_9' waits for an approval; waiting: call_4_0" in proc.stderr
+    proc = toolfold("resume", "toolfold-run.json", "--result", "call_4_0=not json", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "not JSON" in proc.stderr
+    proc = toolfold("resume", "missing.json", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "cannot read missing.json" in proc.stderr
+
+
+def test_manual_tool_results_come_from_the_command_line(tmp_path: Path) -> None:
+    """A call returned to the caller exits 3; ``--result ID=JSON`` answers it."""
+    shutil.copy(EXAMPLE.parent / "support_tools.py", tmp_path)
+    (tmp_path / "manual.toml").write_text(
+        '[agents.clerk]\nmodel = "support_tools:demo_model"\n'
+        'tools = ["support_tools:lookup_order"]\nauto_execute_tools = false\n'
+    )
+    proc = toolfold("run", "manual.toml", "Where is A17?", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert "the run waits for tool results: call_1_0 (lookup_order)" in proc.stderr
+    proc = toolfold("resume", "toolfold-run.json", "--result", 'call_1_0="lost"', cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Order status: lost.\n"
+
+
+def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
+    """With stdin a terminal, ``run`` asks y/n per call and goes on with the answer."""
+    main, secondary = pty.openpty()
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolfold._cli", "run", str(EXAMPLE), *DEMO, "refund A17"],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        cwd=tmp_path,
+        env=clean,
+        close_fds=True,
+    )
+    os.close(secondary)
+    seen = b""
+    answered = False
+    try:
+        while True:
+            ready, _, _ = select.select([main], [], [], 60)
+            assert ready, f"no output from the command; so far: {seen!r}"
+            try:
+                chunk = os.read(main, 1024)
+            except OSError:  # the terminal closed: the command ended
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if not answered and b"[y/n] " in seen:
+                os.write(main, b"y\n")
+                answered = True
+    finally:
+        os.close(main)
+    assert proc.wait(timeout=60) == 0, seen.decode()
+    text = seen.decode()
+    assert 'approve refund({"order": "A17"}) [call_4_0]? [y/n] ' in text
+    assert text.rstrip().endswith("order A17 refunded")
+    assert not (tmp_path / "toolfold-run.json").exists()
+
+
+def test_graph_prints_the_diagram(tmp_path: Path) -> None:
+    """``graph`` prints the entry agent's Mermaid flowchart, with no API key."""
+    proc = toolfold("graph", str(EXAMPLE), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "flowchart LR"
+    assert '    triage -->|"as tool researcher"| researcher' in lines
+    assert '    triage -.->|"handoff"| refunds' in lines
+
+
+def test_tools_prints_each_dialect_with_its_rewrites(tmp_path: Path) -> None:
+    """``tools`` compiles every tool per dialect; ``--json`` gives the payloads and rewrites."""
+    proc = toolfold("tools", str(EXAMPLE), "--agent", "researcher", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "agent researcher" in proc.stdout
+    assert "  tool lookup_order" in proc.stdout
+    assert "    anthropic (" in proc.stdout
+    proc = toolfold(
+        "tools", str(EXAMPLE), "--dialect", "openai-chat", "--dialect", "ollama", "--json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert sorted(report) == ["refunds", "researcher", "triage"]
+    chat = report["researcher"]["lookup_order"]["openai-chat"]
+    assert chat["payload"]["function"]["name"] == "lookup_order"
+    assert chat["strict"] is True
+    assert chat["rewrites"] == []
+    ollama = report["researcher"]["lookup_order"]["ollama"]
+    assert ollama["strict"] is False
+    assert any("additionalProperties dropped [lossy]" in r for r in ollama["rewrites"])
+    assert "transfer_to_refunds" in report["triage"]
+    proc = toolfold("tools", str(EXAMPLE), "--dialect", "klingon", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "unknown dialect 'klingon'" in proc.stderr
+
+
+def test_check_passes_a_good_file_and_lists_every_problem(tmp_path: Path) -> None:
+    """``check`` exits 0 on the example and 1 with every problem of a bad file on stderr."""
+    proc = toolfold("check", str(EXAMPLE), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 agent(s): triage, researcher, refunds (entry: triage)" in proc.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    max_steps: ten\n"
+        "    tools: [nowhere_x:f]\n    handoffs: [ghost]\n"
+    )
+    proc = toolfold("check", str(bad), cwd=tmp_path)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines[0] == f"cannot load agent file {bad}: 3 problems"
+    assert [line.split(": ")[0].strip() for line in lines[1:]] == [
+        f"{bad}:4",
+        f"{bad}:5",
+        f"{bad}:6",
+    ]
+    proc = toolfold("run", str(bad), "hi", cwd=tmp_path)
+    assert proc.returncode == 1
+
+
+FILES = Path(__file__).resolve().parent
+
+
+def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
+    """``run``, ``graph`` and ``check`` take a workflow as the file's entry."""
+    pipeline = str(FILES / "pipeline.toml")
+    proc = toolfold("run", pipeline, "hi", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "CRITIC: HELLO\nLOUD: HELLOCRITIC: HELLO\nLOUD: HELLO\n"
+    assert "→ writer(" in proc.stderr
+    proc = toolfold("graph", pipeline, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert '    desk{"Route desk"}' in proc.stdout.splitlines()
+    assert '    pipeline -->|"3. both"| views' in proc.stdout.splitlines()
+    proc = toolfold("check", pipeline, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 agent(s): writer, critic; 4 workflow(s): pipeline, views, desk, polish" in (
+        proc.stdout
+    )
+    proc = toolfold("tools", pipeline, "--agent", "views", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "'views' is a workflow" in proc.stderr
+
+
+def test_an_approval_inside_a_workflow_suspends_and_resumes(tmp_path: Path) -> None:
+    """A step's approval stops ``run`` with exit 3; ``resume`` answers it by id and finishes."""
+    proc = toolfold("run", str(FILES / "approval.toml"), "--stream", "go", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert "the run waits for approvals: call_1_0 (add_approved)" in proc.stderr
+    document = json.loads((tmp_path / "toolfold-run.json").read_text())
+    assert document["agent"] == "checked"
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "result: 5\n"
+
+
+def test_tools_lists_an_mcp_servers_tools(tmp_path: Path) -> None:
+    """``tools`` starts a file's MCP server (a real one), lists its tools with the prefix."""
+    (tmp_path / "clock.toml").write_text(
+        '[agents.clock]\nmodel = "openai:gpt-4o-mini"\n\n[[agents.clock.mcp]]\n'
+        f"command = {json.dumps(sys.executable)}\n"
+        'args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]\nprefix = "time"\nname = "time"\n'
+    )
+    proc = toolfold("tools", "clock.toml", "--dialect", "anthropic", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(proc.stdout)["clock"]
+    assert "time_get_current_time" in listed
+    payload = listed["time_get_current_time"]["anthropic"]["payload"]
+    assert payload["name"] == "time_get_current_time"
+    proc = toolfold("graph", "clock.toml", cwd=tmp_path)
+    assert '    clock_time{{"MCP time"}}' in proc.stdout.splitlines()

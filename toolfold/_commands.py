@@ -1,0 +1,465 @@
+"""The agent-file commands of ``toolfold``: run, resume, tools, graph, check.
+
+Output: the answer's text goes to stdout (as it arrives with ``--stream``);
+tool calls and results, one compact line each, and every message go to
+stderr, so ``toolfold run ... > answer.txt`` keeps only the answer.
+
+A run that waits for approvals or tool results asks on the terminal when
+stdin is one; otherwise it writes a *run file* and exits with `WAITING`. The
+run file is JSON: the state (``state``) and what rebuilds the agent (``file``,
+``agent``, ``model``), so ``toolfold resume RUN.json`` needs nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from toolfold._errors import AgentFileError, RunError, ToolfoldError
+
+OK = 0
+PROBLEM = 1
+USAGE = 2
+WAITING = 3
+FAILED = 4
+INTERRUPTED = 130
+
+RUN_FILE = "toolfold-run/1"
+DEFAULT_RUN_FILE = "toolfold-run.json"
+_EXCERPT = 160
+
+
+def state_text(raw: bytes) -> bytes:
+    """The state inside a run file, or ``raw`` itself (a bare state, or not JSON at all)."""
+    try:
+        document = json.loads(raw)
+    except ValueError:
+        return raw
+    if isinstance(document, dict) and document.get("format") == RUN_FILE:
+        return json.dumps(document.get("state")).encode()
+    return raw
+
+
+class _Stop(Exception):
+    """Ends a command with an exit code, after its message went to stderr."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def _say(command: str, message: str) -> None:
+    print(f"toolfold {command}: {message}", file=sys.stderr)
+
+
+def _load(command: str, path: str, model: str | None, *, offline: bool = False) -> Any:
+    """Load an agent file; ``offline``: model strings resolve to a stand-in (no key needed)."""
+    from contextlib import nullcontext
+
+    from toolfold.files import load
+    from toolfold.testing import TestModel, override_models
+
+    try:
+        with override_models(TestModel()) if offline else nullcontext():
+            return load(path, model=model)
+    except AgentFileError as exc:
+        print(exc, file=sys.stderr)
+        raise _Stop(PROBLEM) from None
+
+
+def _agent(command: str, loaded: Any, name: str | None) -> Any:
+    from toolfold._errors import UsageError
+
+    try:
+        return loaded.get(name)
+    except UsageError as exc:
+        _say(command, str(exc))
+        raise _Stop(PROBLEM) from None
+
+
+def guarded(command: str, body: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
+    """``body`` with its `_Stop` and Ctrl-C turned into exit codes."""
+
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            return body(args)
+        except _Stop as stop:
+            return stop.code
+        except KeyboardInterrupt:
+            _say(command, "interrupted")
+            return INTERRUPTED
+
+    return handler
+
+
+# --- check, graph, tools -----------------------------------------------------------
+
+
+def check(args: argparse.Namespace) -> int:
+    """``toolfold check FILE``: load and validate, print every problem."""
+    loaded = _load("check", args.file, args.model, offline=True)
+    names = ", ".join(loaded.agents)
+    flows = ", ".join(loaded.workflows)
+    counted = f"{len(loaded.agents)} agent(s): {names}" if loaded.agents else "no agents"
+    if loaded.workflows:
+        counted += f"; {len(loaded.workflows)} workflow(s): {flows}"
+    print(f"{args.file}: ok: {counted} (entry: {loaded.entry})")
+    return OK
+
+
+def graph(args: argparse.Namespace) -> int:
+    """``toolfold graph FILE``: the Mermaid diagram of the entry (or ``--agent``)."""
+    loaded = _load("graph", args.file, None, offline=True)
+    sys.stdout.write(_agent("graph", loaded, args.agent).to_mermaid())
+    return OK
+
+
+def tools(args: argparse.Namespace) -> int:
+    """``toolfold tools FILE``: every tool's compiled schema per dialect, with the rewrites."""
+    from toolfold._errors import SchemaCompileError
+    from toolfold.adapters._dialects import DIALECTS, compile_tool
+    from toolfold.runtime._sources import opened
+
+    loaded = _load("tools", args.file, None, offline=True)
+    names = [args.agent] if args.agent else list(loaded.agents)  # workflows have no tools
+    dialects = args.dialect or list(DIALECTS)
+    unknown = [d for d in dialects if d not in DIALECTS]
+    if unknown:
+        _say("tools", f"unknown dialect {unknown[0]!r}; known: {', '.join(DIALECTS)}")
+        return PROBLEM
+    report: dict[str, Any] = {}
+    for name in names:
+        agent = _agent("tools", loaded, name)
+        if not hasattr(agent, "_sources"):
+            _say("tools", f"{name!r} is a workflow: its steps' agents have the tools")
+            return PROBLEM
+        try:
+            with opened(agent._sources) as listed:
+                every = [*agent._options.tools.values(), *listed]
+        except ToolfoldError as exc:
+            _say("tools", f"agent {name!r}: cannot list its tool sources: {exc}")
+            return FAILED
+        for tool in every:
+            for dialect in dialects:
+                try:
+                    compiled = compile_tool(tool, dialect)
+                except SchemaCompileError as exc:
+                    entry: dict[str, Any] = {"error": str(exc)}
+                else:
+                    entry = {
+                        "strict": compiled.strict,
+                        "payload": compiled.payload,
+                        "rewrites": [str(r) for r in compiled.rewrites],
+                    }
+                report.setdefault(name, {}).setdefault(tool.name, {})[dialect] = entry
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+        return OK
+    for name, by_tool in report.items():
+        print(f"agent {name}")
+        for tool_name, by_dialect in by_tool.items():
+            print(f"  tool {tool_name}")
+            for dialect, entry in by_dialect.items():
+                if "error" in entry:
+                    print(f"    {dialect}: cannot compile: {entry['error']}")
+                    continue
+                mode = "strict" if entry["strict"] else "non-strict"
+                print(f"    {dialect} ({mode}): {json.dumps(entry['payload'], sort_keys=True)}")
+                for rewrite in entry["rewrites"]:
+                    print(f"      rewrite {rewrite}")
+    return OK
+
+
+# --- run and resume ----------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    """``toolfold run FILE PROMPT``: run the entry agent (or ``--agent``) on a prompt."""
+    loaded = _load("run", args.file, args.model)
+    agent = _agent("run", loaded, args.agent)
+    where = {
+        "file": str(Path(args.file).resolve()),
+        "agent": agent.name,
+        "model": args.model,
+    }
+    session = _Session("run", agent, args, where, args.state_out or DEFAULT_RUN_FILE)
+    return session.go(lambda on_step: _start(agent, args.prompt, args.stream, on_step))
+
+
+def resume(args: argparse.Namespace) -> int:
+    """``toolfold resume RUN.json``: answer a waiting run and continue it."""
+    from toolfold.runtime.core._state import RunState
+
+    path = Path(args.state)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        _say("resume", f"cannot read {path}: {exc}")
+        return PROBLEM
+    wrapped = isinstance(document, dict) and document.get("format") == RUN_FILE
+    where = dict(document) if wrapped else {"file": None, "agent": None, "model": None}
+    where.pop("state", None)
+    where.pop("format", None)
+    for key in ("file", "agent", "model"):
+        given = getattr(args, key)
+        if given is not None:
+            where[key] = str(Path(given).resolve()) if key == "file" else given
+    if where.get("file") is None:
+        _say("resume", f"{path} is a bare state: give the agent file with --file FILE")
+        return PROBLEM
+    try:
+        state = RunState.from_json(json.dumps(document["state"] if wrapped else document))
+    except ToolfoldError as exc:
+        _say("resume", f"{path} does not load as a run's state: {exc}")
+        return PROBLEM
+    loaded = _load("resume", str(where["file"]), where.get("model"))
+    agent = _agent("resume", loaded, where.get("agent"))
+    where["agent"] = agent.name
+    answers = _answers(args, state)
+    session = _Session("resume", agent, args, where, args.state_out or str(path))
+    waiting = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
+    return session.go(
+        lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
+    )
+
+
+def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
+    from toolfold.runtime._run import Denied
+
+    approvals: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    waiting_approval = {c.id for c in state.pending_approvals}
+    waiting_result = {c.id for c in state.tool_calls}
+    for call_id in args.approve:
+        approvals[call_id] = True
+    for item in args.deny:
+        call_id, _, reason = item.partition("=")
+        approvals[call_id] = Denied(reason) if reason else False
+    for item in args.result:
+        call_id, sep, text = item.partition("=")
+        if not sep:
+            _say("resume", f"--result {item!r}: expected ID=JSON")
+            raise _Stop(USAGE)
+        try:
+            results[call_id] = json.loads(text)
+        except ValueError as exc:
+            _say("resume", f"--result {call_id}: not JSON ({exc}); quote text as '\"text\"'")
+            raise _Stop(USAGE) from None
+    for ids, waiting, what in (
+        (approvals, waiting_approval, "an approval"),
+        (results, waiting_result, "a result"),
+    ):
+        for call_id in ids:
+            if call_id not in waiting:
+                listed = ", ".join(sorted(waiting)) or "none"
+                _say("resume", f"no call {call_id!r} waits for {what}; waiting: {listed}")
+                raise _Stop(PROBLEM)
+    return {"approvals": approvals or None, "tool_results": results or None}
+
+
+def _start(agent: Any, prompt: str, stream: bool, on_step: Any) -> Any:
+    if stream:
+        return agent.stream(prompt)
+    return agent.run(prompt, on_step=on_step)
+
+
+def _continue(agent: Any, state: Any, answers: dict[str, Any], stream: bool, on_step: Any) -> Any:
+    if stream:
+        return agent.resume_stream(state, **answers)
+    return agent.resume(state, on_step=on_step, **answers)
+
+
+class _Session:
+    """One command's run: shows it, asks at the terminal, writes the run file, picks the code."""
+
+    def __init__(
+        self,
+        command: str,
+        agent: Any,
+        args: argparse.Namespace,
+        where: dict[str, Any],
+        run_file: str,
+    ) -> None:
+        self.command = command
+        self.agent = agent
+        self.args = args
+        self.where = where
+        self.run_file = Path(run_file)
+        self.out: TextIO = sys.stdout
+        self.err: TextIO = sys.stderr
+        self.shown: set[str] = set()
+
+    def go(self, first: Callable[[Any], Any], waiting: tuple[str, ...] = ()) -> int:
+        """Run ``first`` (a run or a resume), then answer at the terminal until it ends."""
+        response = self._attempt(lambda: first(self._step), waiting)
+        while not isinstance(response, int) and response.finish_reason in (
+            "approval_required",
+            "tool_calls",
+        ):
+            answers = self._ask(response) if sys.stdin.isatty() else None
+            if answers is None:
+                self._write(response.state)
+                self._explain(response)
+                return WAITING
+            state = response.state
+            ids = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
+            go_on = functools.partial(
+                _continue, self.agent, state, answers, self.args.stream, self._step
+            )
+            response = self._attempt(go_on, ids)
+        if isinstance(response, int):
+            return response
+        if self.args.json:
+            self.out.write(response.state.to_json() + "\n")
+        if self.args.state_out:
+            self._write(response.state)
+        if response.finish_reason == "error":
+            _say(self.command, "the run failed (see the state's error)")
+            return FAILED
+        if response.finish_reason != "stop":
+            _say(self.command, f"the run stopped: {response.finish_reason}")
+        return OK
+
+    def _attempt(self, call: Callable[[], Any], waiting: tuple[str, ...]) -> Any:
+        """The response of ``call`` shown, or the exit code of its failure."""
+        try:
+            outcome = call()
+            if not hasattr(outcome, "finish_reason"):  # a stream: show it as it arrives
+                return self._streamed(outcome, waiting)
+            self._catch_up(outcome, waiting)
+            if not self.args.json:
+                self.out.write(outcome.text + ("\n" if outcome.text else ""))
+                self.out.flush()
+            return outcome
+        except RunError as exc:
+            _say(self.command, f"the run failed: {exc}")
+            if exc.state is not None:
+                self._write(exc.state)
+            return FAILED
+        except ToolfoldError as exc:
+            _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
+            return FAILED
+
+    def _catch_up(self, response: Any, waiting: tuple[str, ...]) -> None:
+        """Show the results of answered calls no step or event showed (denials)."""
+        from toolfold.runtime._response import steps_of
+
+        for step in steps_of(response.state):
+            for result in step.tool_results:
+                if result.call_id in waiting and result.call_id not in self.shown:
+                    self._result_line(result, 0, "")
+
+    # -- showing -------------------------------------------------------------------
+
+    def _streamed(self, outcome: Any, waiting: tuple[str, ...]) -> Any:
+        """The response of a stream, its text and tool lines shown as they arrive."""
+        ended_line = True
+        for event in outcome:
+            for depth, name, inner in _unwrap(event):
+                kind = getattr(inner, "kind", "")
+                if kind == "text_delta" and depth == 0 and not self.args.json:
+                    self.out.write(inner.text)
+                    self.out.flush()
+                    ended_line = inner.text.endswith("\n")
+                elif kind == "tool_call":
+                    self._call_line(inner.call, depth, name, inner.disposition)
+                elif kind == "tool_result":
+                    self._result_line(inner.result, depth, name)
+                elif kind == "step_end" and depth == 0 and not ended_line:
+                    self.out.write("\n")
+                    self.out.flush()
+                    ended_line = True
+        self._catch_up(outcome.response, waiting)
+        return outcome.response
+
+    def _step(self, step: Any) -> None:
+        for call in step.tool_calls:
+            self._call_line(call, 0, "", "")
+        for result in step.tool_results:
+            self._result_line(result, 0, "")
+
+    def _call_line(self, call: Any, depth: int, name: str, disposition: str) -> None:
+        waits = " (waits for approval)" if disposition == "approve" else ""
+        where = f"[{name}] " if name else ""
+        text = _excerpt(call.arguments_text)
+        print(f"{'  ' * depth}{where}→ {call.name}({text}) [{call.id}]{waits}", file=self.err)
+
+    def _result_line(self, result: Any, depth: int, name: str) -> None:
+        if depth == 0:
+            self.shown.add(result.call_id)
+        mark = "✗" if result.is_error else "←"
+        where = f"[{name}] " if name else ""
+        text = _excerpt(result.content)
+        print(f"{'  ' * depth}{where}{mark} {result.tool_name}: {text}", file=self.err)
+
+    # -- waiting -------------------------------------------------------------------
+
+    def _ask(self, response: Any) -> dict[str, Any] | None:
+        """Answers typed at the terminal, or None when stdin ends."""
+        approvals: dict[str, Any] = {}
+        results: dict[str, Any] = {}
+        for call in response.pending_approvals:
+            question = f"approve {call.name}({_excerpt(call.arguments_text)}) [{call.id}]? [y/n] "
+            answer = self._prompt(question, ("y", "yes", "n", "no"))
+            if answer is None:
+                return None
+            approvals[call.id] = answer in ("y", "yes")
+        for call in response.tool_calls:
+            question = (
+                f"result of {call.name}({_excerpt(call.arguments_text)}) [{call.id}] as JSON: "
+            )
+            while True:
+                text = self._prompt(question, None)
+                if text is None:
+                    return None
+                try:
+                    results[call.id] = json.loads(text)
+                    break
+                except ValueError:
+                    print('not JSON; quote text as "text"', file=self.err)
+        return {"approvals": approvals or None, "tool_results": results or None}
+
+    def _prompt(self, question: str, choices: tuple[str, ...] | None) -> str | None:
+        while True:
+            self.err.write(question)
+            self.err.flush()
+            line = sys.stdin.readline()
+            if not line:
+                return None
+            answer = line.strip()
+            if choices is None or answer.lower() in choices:
+                return answer.lower() if choices else answer
+            self.err.write(f"answer {' or '.join(choices[::2])}\n")
+
+    def _write(self, state: Any) -> None:
+        document = {"format": RUN_FILE, **self.where, "state": json.loads(state.to_json())}
+        self.run_file.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+    def _explain(self, response: Any) -> None:
+        waiting = [*response.pending_approvals, *response.tool_calls]
+        lines = [f"{c.id} ({c.name})" for c in waiting]
+        what = "approvals" if response.pending_approvals else "tool results"
+        _say(
+            self.command,
+            f"the run waits for {what}: {', '.join(lines)}; state written to {self.run_file}; "
+            f"continue with: toolfold resume {self.run_file} --approve ID / --deny ID / "
+            "--result ID=JSON",
+        )
+
+
+def _unwrap(event: Any) -> Iterator[tuple[int, str, Any]]:
+    """(depth, the sub-agent's tool name or "", the event) of a possibly nested event."""
+    if getattr(event, "kind", "") == "sub_run":
+        path = event.path
+        yield len(path) // 2, path[-2] if len(path) >= 2 else "", event.event
+    else:
+        yield 0, "", event
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 1] + "…"

@@ -1,0 +1,779 @@
+"""Loading agent files: TOML or YAML text -> the document -> `Agent` specs.
+
+Every problem is collected before anything is built, and reported at once in
+one `AgentFileError`, each with its key path (``agents.triage.tools[2]``) and
+the line where one is known: the parser's for a syntax error, the key's own
+line otherwise (YAML nodes carry theirs; in TOML the key is looked up under
+its table header).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import typing
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from toolfold._errors import AgentFileError, ToolDefinitionError, ToolfoldError, UsageError
+from toolfold.runtime._agent import Agent, Handoff
+from toolfold.runtime._document import (
+    CONVERTER,
+    PLAIN_KEYS,
+    WORKFLOW_KEYS,
+    AgentEntry,
+    AgentToolEntry,
+    HandoffEntry,
+    MCPEntry,
+    StepEntry,
+    StepRef,
+    WorkflowEntry,
+    resolve,
+)
+from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
+from toolfold.runtime._model import Model
+from toolfold.runtime._sources import ToolSource
+from toolfold.runtime._workflow import Workflow
+from toolfold.toolkit._tool import Tool
+
+TOP_KEYS = ("agents", "workflows", "entry")
+_BAD = object()
+
+
+@attrs.frozen
+class AgentFile:
+    """The agents and workflows an agent file defines, built and ready to run.
+
+    Attributes:
+        path: The file (``"<string>"`` for text loaded from memory).
+        agents: Every agent by its name, in the file's order.
+        workflows: Every workflow by its name, in the file's order.
+        entry: The name of the spec run by default: the file's ``entry``
+            key, else the first agent or workflow it defines.
+        document: The document as loaded (plain data, what ``to_dict`` gives).
+    """
+
+    path: str
+    agents: Mapping[str, Agent]
+    workflows: Mapping[str, Workflow]
+    entry: str
+    document: Mapping[str, Any] = attrs.field(repr=False)
+
+    def get(self, name: str | None = None) -> Agent | Workflow:
+        """The agent or workflow called ``name`` (default: the entry).
+
+        Raises:
+            UsageError: The file defines nothing of that name.
+        """
+        chosen = name or self.entry
+        specs: dict[str, Agent | Workflow] = {**self.agents, **self.workflows}
+        if chosen not in specs:
+            known = ", ".join(specs)
+            raise UsageError(
+                f"{self.path} defines no agent or workflow {chosen!r}; it defines: {known}"
+            )
+        return specs[chosen]
+
+    def agent(self, name: str | None = None) -> Agent:
+        """The agent called ``name`` (default: the entry, when it is an agent).
+
+        Raises:
+            UsageError: The file defines no agent of that name.
+        """
+        chosen = name or self.entry
+        if chosen not in self.agents:
+            known = ", ".join(self.agents)
+            raise UsageError(f"{self.path} defines no agent {chosen!r}; its agents: {known}")
+        return self.agents[chosen]
+
+
+def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
+    """Load an agent file: ``.toml``, or ``.yaml`` / ``.yml`` (needs PyYAML).
+
+    Import paths resolve as in a script next to the file: its folder is
+    searched first.
+
+    Args:
+        path: The file.
+        model: A model for every agent instead of the file's (a model
+            string, an import path to a `Model`, or a `Model`): run a file on
+            a test model or another provider.
+
+    Raises:
+        AgentFileError: Every problem of the file, at once.
+    """
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AgentFileError(
+            str(source), [f"{source}: cannot read: {exc.strerror or exc}"]
+        ) from exc
+    kind = "yaml" if source.suffix.lower() in (".yaml", ".yml") else "toml"
+    return loads(
+        text, format=kind, name=str(source), search=str(source.resolve().parent), model=model
+    )
+
+
+def loads(
+    text: str,
+    *,
+    format: str = "toml",
+    name: str = "<string>",
+    search: str | None = None,
+    model: str | Model | None = None,
+) -> AgentFile:
+    """Load an agent file's text (see `load`).
+
+    Args:
+        text: The file's text.
+        format: ``"toml"`` or ``"yaml"``.
+        name: The name errors give the file.
+        search: A folder searched first for import paths.
+        model: A model for every agent instead of the file's.
+
+    Raises:
+        AgentFileError: Every problem of the text, at once.
+    """
+    lines = _Lines(name, text, format)
+    data = _parse(text, format, lines)
+    return _Loader(data, lines, search, model).build()
+
+
+def from_dict(
+    data: Mapping[str, Any],
+    *,
+    name: str = "<dict>",
+    search: str | None = None,
+    model: str | Model | None = None,
+) -> AgentFile:
+    """Build the agents of a document (what ``agent.to_dict()`` gives).
+
+    Raises:
+        AgentFileError: Every problem of the document, at once.
+    """
+    return _Loader(dict(data), _Lines(name, "", "dict"), search, model).build()
+
+
+# --- parsing --------------------------------------------------------------------
+
+
+def _parse(text: str, kind: str, lines: _Lines) -> dict[str, Any]:
+    if kind == "yaml":
+        data = _parse_yaml(text, lines)
+    elif kind == "toml":
+        data = _parse_toml(text, lines)
+    else:
+        raise UsageError(f"format must be 'toml' or 'yaml', not {kind!r}")
+    if not isinstance(data, dict):
+        raise AgentFileError(lines.file, [lines.say("", "the file must hold a table of agents")])
+    return data
+
+
+def _parse_toml(text: str, lines: _Lines) -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - the 3.10 dependency
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        found = re.search(r"\(at line (\d+), column \d+\)", message)
+        line = int(found.group(1)) if found else None
+        problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
+        raise AgentFileError(lines.file, [lines.at(line, f"not TOML: {problem}")]) from None
+
+
+def _parse_yaml(text: str, lines: _Lines) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise AgentFileError(
+            lines.file, [lines.at(None, "YAML files need PyYAML: pip install 'toolfold[yaml]'")]
+        ) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
+    if node is not None:
+        lines.from_yaml(node, "")
+    return data
+
+
+@attrs.frozen
+class _Kept:
+    """The items of a list that structured, and their positions in the file's list."""
+
+    items: list[Any]
+    positions: list[int]
+
+
+class _Lines:
+    """Where each key path is in the file, and problems phrased with it."""
+
+    def __init__(self, file: str, text: str, kind: str) -> None:
+        self.file = file
+        self._known: dict[str, int] = {}
+        self._text = text.splitlines() if kind == "toml" else []
+
+    def from_yaml(self, node: Any, path: str) -> None:
+        import yaml
+
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                child = f"{path}.{key.value}" if path else str(key.value)
+                self._known[child] = key.start_mark.line + 1
+                self.from_yaml(value, child)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                child = f"{path}[{index}]"
+                self._known[child] = item.start_mark.line + 1
+                self.from_yaml(item, child)
+
+    def line(self, path: str) -> int | None:
+        """The line of ``path``, or of the closest enclosing key that has one."""
+        while path:
+            if path in self._known:
+                return self._known[path]
+            found = self._toml_line(path)
+            if found is not None:
+                return found
+            path = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", path)
+        return None
+
+    def _toml_line(self, path: str) -> int | None:
+        # a table header ([agents.triage], [[agents.triage.mcp]]) or a key under one
+        if not self._text:
+            return None
+        bare = re.sub(r"\[\d+\]", "", path)
+        table, _, key = bare.rpartition(".")
+        header = re.compile(r"^\s*\[\[?\s*" + re.escape(bare) + r"\s*\]\]?\s*$")
+        current = ""
+        for number, line in enumerate(self._text, start=1):
+            if header.match(line):
+                return number
+            opened = re.match(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*$", line)
+            if opened:
+                current = opened.group(1)
+            elif current == table and re.match(r"^\s*" + re.escape(key) + r"\s*=", line):
+                return number
+        return None
+
+    def at(self, line: int | None, message: str) -> str:
+        """A problem at ``line``."""
+        return f"{self.file}:{line}: {message}" if line else f"{self.file}: {message}"
+
+    def say(self, path: str, message: str) -> str:
+        """A problem at the key ``path``."""
+        where = f"{path}: " if path else ""
+        return self.at(self.line(path), f"{where}{message}")
+
+
+# --- checking and building ---------------------------------------------------------
+
+
+class _Loader:
+    def __init__(
+        self,
+        data: dict[str, Any],
+        lines: _Lines,
+        search: str | None,
+        model: str | Model | None,
+    ) -> None:
+        self.data = data
+        self.lines = lines
+        self.search = search
+        self.model = model
+        self.problems: list[str] = []
+        self.entries: dict[str, AgentEntry] = {}
+        self.flows: dict[str, WorkflowEntry] = {}
+        self.resolved: dict[str, Any] = {}
+        self.positions: dict[tuple[str, str], list[int]] = {}
+
+    def at(self, name: str, key: str, index: int, table: str = "agents") -> str:
+        """The key path of item ``index`` of ``<table>.<name>.<key>``, as the file numbers it."""
+        positions = self.positions.get((name, key))
+        return f"{table}.{name}.{key}[{positions[index] if positions else index}]"
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append(self.lines.say(path, message))
+
+    def fail(self) -> AgentFileError:
+        """The error listing every problem, in the file's order."""
+
+        def place(problem: str) -> tuple[int, list[Any]]:
+            found = re.match(r".*?:(\d+): (\S*)", problem)
+            if not found:
+                return 0, []
+            words = re.split(r"(\d+)", found.group(2))
+            return int(found.group(1)), [int(w) if w.isdigit() else w for w in words]
+
+        return AgentFileError(self.lines.file, sorted(self.problems, key=place))
+
+    def _table(self, key: str, what: str) -> dict[str, Any]:
+        table = self.data.get(key, {})
+        if not isinstance(table, dict):
+            self.problem(key, f"expected a table of {what}, each under {key}.<name>")
+            return {}
+        return table
+
+    def build(self) -> AgentFile:
+        for key in self.data:
+            if key not in TOP_KEYS:
+                self.problem(key, f"unknown key (the file's keys are: {', '.join(TOP_KEYS)})")
+        agents = self._table("agents", "agents")
+        flows = self._table("workflows", "workflows")
+        if not agents and not flows:
+            self.problem("agents", "the file defines no agent (agents.<name>) nor workflow")
+        for name in agents.keys() & flows.keys():
+            self.problem(f"workflows.{name}", f"{name!r} names an agent and a workflow")
+        for name, value in agents.items():
+            self._structure(f"agents.{name}", value, name, AgentEntry, self.entries)
+        for name, value in flows.items():
+            self._structure(f"workflows.{name}", value, name, WorkflowEntry, self.flows)
+        tables = {"agents": agents, "workflows": flows}
+        in_order = [name for key in self.data if key in tables for name in tables[key]]
+        entry_name = self.data.get("entry", next(iter(in_order), ""))
+        if not isinstance(entry_name, str):
+            self.problem("entry", f"expected an agent's or workflow's name, got {entry_name!r}")
+        elif (agents or flows) and entry_name not in {**agents, **flows}:
+            self.problem("entry", f"names no agent or workflow of the file: {entry_name!r}")
+        override = self._override()
+        for name, entry in self.entries.items():
+            self._check(name, entry, override)
+        for name, flow in self.flows.items():
+            self._check_workflow(name, flow)
+        order = self._order()
+        if self.problems:
+            raise self.fail()
+        built: dict[str, Agent | Workflow] = {}
+        for name in order:
+            table = "agents" if name in self.entries else "workflows"
+            try:
+                if name in self.entries:
+                    built[name] = self._agent(name, self.entries[name], built, override)
+                else:
+                    built[name] = self._workflow(name, self.flows[name], built)
+            except ToolfoldError as exc:
+                kind = "agent" if table == "agents" else "workflow"
+                self.problem(f"{table}.{name}", f"cannot build the {kind}: {exc}")
+                raise self.fail() from exc
+        return AgentFile(
+            self.lines.file,
+            {name: typing.cast(Agent, built[name]) for name in agents},
+            {name: typing.cast(Workflow, built[name]) for name in flows},
+            str(entry_name),
+            self.data,
+        )
+
+    def _structure(
+        self, path: str, value: Any, name: str, cls: type[Any], into: dict[str, Any]
+    ) -> None:
+        """Structure one entry key by key, so one bad value hides no other problem."""
+        what = "an agent" if cls is AgentEntry else "a workflow"
+        if not isinstance(value, dict):
+            self.problem(path, f"expected a table ({what}'s keys), got {value!r}")
+            return
+        fields = attrs.fields_dict(cls)
+        for key in value:
+            if key not in fields:
+                known = ", ".join(fields)
+                self.problem(f"{path}.{key}", f"unknown key {key!r} ({what}'s keys: {known})")
+        good: dict[str, Any] = {}
+        for key, field in fields.items():
+            if key not in value:
+                if field.default is attrs.NOTHING:
+                    self.problem(f"{path}.{key}", "missing (this key is required)")
+                continue
+            structured = self._value(value[key], field.type, f"{path}.{key}")
+            if isinstance(structured, _Kept):
+                self.positions[name, key] = structured.positions
+                structured = structured.items
+            if structured is not _BAD:
+                good[key] = structured
+        if cls is WorkflowEntry:
+            if "kind" not in good:
+                return  # what the other keys mean depends on the kind
+            allowed = WORKFLOW_KEYS[good["kind"]]
+            for key in value:
+                if key in fields and key != "kind" and key not in allowed:
+                    self.problem(
+                        f"{path}.{key}",
+                        f"not a key of a {good['kind']} workflow (its keys: kind, "
+                        + ", ".join(allowed)
+                        + ")",
+                    )
+            into[name] = WorkflowEntry(**good)
+            return
+        into[name] = AgentEntry(**{"model": "", **good})
+
+    def _value(self, value: Any, kind: Any, path: str) -> Any:
+        """``value`` structured as ``kind``, or `_BAD` (the problems recorded); lists item by item."""
+        import cattrs
+
+        if typing.get_origin(kind) is list and isinstance(value, list):
+            (item_kind,) = typing.get_args(kind)
+            items = [self._value(v, item_kind, f"{path}[{i}]") for i, v in enumerate(value)]
+            kept = [i for i, item in enumerate(items) if item is not _BAD]
+            return _Kept([items[i] for i in kept], kept)
+        if typing.get_origin(kind) is typing.Literal:
+            if value in typing.get_args(kind):
+                return value
+            allowed = ", ".join(repr(a) for a in typing.get_args(kind))
+            self.problem(path, f"expected one of {allowed}, got {value!r}")
+            return _BAD
+        try:
+            return CONVERTER.structure(value, kind)
+        except cattrs.BaseValidationError as exc:
+            for where, message in _validation_problems(exc, path):
+                self.problem(where, message)
+        except Exception as exc:  # a cattrs hook's own error: the message says what is wrong
+            self.problem(path, str(exc))
+        return _BAD
+
+    def _override(self) -> Model | str | None:
+        if self.model is None:
+            return None
+        return self._model(self.model, "--model")
+
+    def _model(self, spec: str | Model, path: str) -> Model | str | None:
+        if not isinstance(spec, str) or _is_model_string(spec):
+            return spec
+        value = self._resolve(spec, path)
+        if value is None:
+            return None
+        if not isinstance(value, Model):
+            self.problem(path, f"{spec!r} is not a model string nor a Model object: {value!r}")
+            return None
+        return value
+
+    def _resolve(self, spec: str, path: str) -> Any:
+        if spec in self.resolved:
+            return self.resolved[spec]
+        try:
+            value = resolve(spec, self.search)
+        except ValueError as exc:
+            self.problem(path, str(exc))
+            return None
+        except Exception as exc:  # ImportError, or whatever the module raised importing
+            self.problem(path, f"cannot import {spec!r}: {type(exc).__name__}: {exc}")
+            return None
+        self.resolved[spec] = value
+        return value
+
+    def _check(self, name: str, entry: AgentEntry, override: Model | str | None) -> None:
+        where = f"agents.{name}"
+        if override is None and entry.model:
+            self._model(entry.model, f"{where}.model")
+        for index, item in enumerate(entry.tools):
+            path = self.at(name, "tools", index)
+            if isinstance(item, AgentToolEntry):
+                self._reference(item.agent, f"{path}.agent")
+                if item.input_type is not None:
+                    self._resolve(item.input_type, f"{path}.input_type")
+            else:
+                self._tool(item, path)
+        for index, source in enumerate(entry.mcp):
+            self._source(source, self.at(name, "mcp", index))
+        for index, handoff in enumerate(entry.handoffs):
+            path = self.at(name, "handoffs", index)
+            target = handoff.agent if isinstance(handoff, HandoffEntry) else handoff
+            self._reference(target, f"{path}.agent" if isinstance(handoff, HandoffEntry) else path)
+            if isinstance(handoff, HandoffEntry) and handoff.input_filter is not None:
+                found = self._resolve(handoff.input_filter, f"{path}.input_filter")
+                if found is not None and not callable(found):
+                    self.problem(f"{path}.input_filter", f"{found!r} is not a function")
+        if entry.output_type is not None:
+            self._resolve(entry.output_type, f"{where}.output_type")
+
+    def _reference(self, target: str, path: str, *, workflows: bool = False) -> None:
+        known = dict(self._table("agents", "agents"))
+        if workflows:
+            known.update(self._table("workflows", "workflows"))
+        if target not in known:
+            what = "an agent or workflow" if workflows else "agent"
+            listed = ", ".join(known) or "none"
+            self.problem(
+                path,
+                f"refers to {what} {target!r}, which the file does not define (defined: {listed})",
+            )
+
+    def _check_workflow(self, name: str, flow: WorkflowEntry) -> None:
+        where = f"workflows.{name}"
+        if flow.kind in ("sequence", "parallel"):
+            if not flow.steps:
+                self.problem(f"{where}.steps", f"a {flow.kind} needs at least one step")
+            for index, step in enumerate(flow.steps):
+                self._step(step, self.at(name, "steps", index, "workflows"))
+        if flow.kind == "parallel" and flow.merge is not None:
+            self._function(flow.merge, f"{where}.merge")
+        if flow.kind == "route":
+            self._required_step(flow.router, f"{where}.router", "a route needs a router")
+            if not flow.branches:
+                self.problem(f"{where}.branches", "a route needs at least one branch")
+            for label, step in flow.branches.items():
+                self._step(step, f"{where}.branches.{label}")
+            if flow.default is not None:
+                self._step(flow.default, f"{where}.default")
+        if flow.kind == "loop":
+            self._required_step(flow.step, f"{where}.step", "a loop needs a step")
+            if flow.until is not None and ":" in flow.until:
+                self._function(flow.until, f"{where}.until")
+
+    def _required_step(self, ref: StepRef | None, path: str, why: str) -> None:
+        if ref is None:
+            self.problem(path, f"missing ({why})")
+        else:
+            self._step(ref, path)
+
+    def _step(self, ref: StepRef, path: str) -> None:
+        target = ref.step if isinstance(ref, StepEntry) else ref
+        at = f"{path}.step" if isinstance(ref, StepEntry) else path
+        if ":" in target:
+            self._function(target, at)
+        else:
+            self._reference(target, at, workflows=True)
+        if isinstance(ref, StepEntry) and ref.input_type is not None:
+            self._resolve(ref.input_type, f"{path}.input_type")
+
+    def _function(self, spec: str, path: str) -> None:
+        found = self._resolve(spec, path)
+        if found is not None and not callable(found):
+            self.problem(path, f"{spec!r} is not a function: {found!r}")
+
+    def _tool(self, spec: str, path: str) -> None:
+        from toolfold.toolkit import tool
+
+        found = self._resolve(spec, path)
+        if found is None or isinstance(found, Tool) or _is_source(found):
+            return
+        if not callable(found):
+            self.problem(path, f"{spec!r} is not a tool: {found!r} (a Tool or a function)")
+            return
+        try:
+            self.resolved[spec] = tool(found)
+        except ToolDefinitionError as exc:
+            shown = "; ".join(exc.problems[:2])
+            more = f"; and {len(exc.problems) - 2} more" if len(exc.problems) > 2 else ""
+            self.problem(path, f"{spec!r} is not a tool: {shown}{more}")
+
+    def _source(self, entry: MCPEntry, path: str) -> None:
+        if (entry.command is None) == (entry.url is None):
+            self.problem(path, "give either command (a stdio server) or url (an HTTP server)")
+        elif entry.url is not None and (entry.args or entry.env or entry.cwd):
+            self.problem(path, "args, env and cwd are for stdio servers (with command)")
+        try:
+            import toolfold.mcp  # noqa: F401
+        except ImportError as exc:
+            self.problem(
+                path, f"MCP servers need the mcp extra (pip install 'toolfold[mcp]'): {exc}"
+            )
+
+    def _order(self) -> list[str]:
+        """The agents and workflows, each after those it refers to; a cycle is a problem."""
+        order: list[str] = []
+        state: dict[str, str] = {}
+
+        def references(name: str) -> list[str]:
+            if name in self.entries:
+                return list(_references(self.entries[name]))
+            return list(_step_references(self.flows[name]))
+
+        def visit(name: str, trail: list[str]) -> None:
+            if state.get(name) == "done" or (name not in self.entries and name not in self.flows):
+                return
+            if state.get(name) == "active":
+                cycle = [*trail[trail.index(name) :], name]
+                table = "agents" if name in self.entries else "workflows"
+                self.problem(
+                    f"{table}.{name}",
+                    "cycle in definitions: "
+                    + " -> ".join(cycle)
+                    + " (a spec cannot contain itself through tools, handoffs or steps)",
+                )
+                return
+            state[name] = "active"
+            for target in references(name):
+                visit(target, [*trail, name])
+            state[name] = "done"
+            order.append(name)
+
+        for name in [*self.entries, *self.flows]:
+            visit(name, [])
+        return order
+
+    def _task(self, ref: StepRef, built: Mapping[str, Any]) -> Any:
+        """A workflow step: the agent, workflow or function, in a `Task` when it has options."""
+        from toolfold.runtime._task import Task
+
+        target_ref = ref.step if isinstance(ref, StepEntry) else ref
+        target = self.resolved[target_ref] if ":" in target_ref else built[target_ref]
+        if not isinstance(ref, StepEntry):
+            return target
+        return Task(
+            target,
+            name=ref.name,
+            on_error=ref.on_error,
+            retries=ref.retries,
+            prompt=ref.prompt,
+            input_type=None if ref.input_type is None else self.resolved[ref.input_type],
+        )
+
+    def _workflow(self, name: str, flow: WorkflowEntry, built: Mapping[str, Any]) -> Workflow:
+        if flow.kind == "sequence":
+            return Sequence(*(self._task(s, built) for s in flow.steps), name=name)
+        if flow.kind == "parallel":
+            return Parallel(
+                *(self._task(s, built) for s in flow.steps),
+                merge=None if flow.merge is None else self.resolved[flow.merge],
+                max_concurrency=flow.max_concurrency,
+                name=name,
+            )
+        if flow.kind == "route":
+            assert flow.router is not None
+            return Route(
+                self._task(flow.router, built),
+                {label: self._task(s, built) for label, s in flow.branches.items()},
+                None if flow.default is None else self._task(flow.default, built),
+                name=name,
+            )
+        assert flow.step is not None
+        until = flow.until
+        return Loop(
+            self._task(flow.step, built),
+            until=self.resolved[until] if until is not None and ":" in until else until,
+            max_iterations=flow.max_iterations,
+            name=name,
+        )
+
+    def _agent(
+        self, name: str, entry: AgentEntry, built: Mapping[str, Any], override: Model | str | None
+    ) -> Agent:
+        tools: list[Any] = []
+        for item in entry.tools:
+            if isinstance(item, AgentToolEntry):
+                tools.append(
+                    built[item.agent].as_tool(
+                        item.name,
+                        item.description,
+                        input_type=str
+                        if item.input_type is None
+                        else self.resolved[item.input_type],
+                        requires_approval=item.requires_approval,
+                        timeout=item.timeout,
+                    )
+                )
+            else:
+                tools.append(self.resolved[item])
+        tools.extend(_server(source) for source in entry.mcp)
+        handoffs: list[Agent | Handoff] = []
+        for handoff in entry.handoffs:
+            if isinstance(handoff, str):
+                handoffs.append(built[handoff])
+                continue
+            handoffs.append(
+                Handoff(
+                    built[handoff.agent],
+                    name=handoff.name,
+                    description=handoff.description,
+                    input_filter=None
+                    if handoff.input_filter is None
+                    else self.resolved[handoff.input_filter],
+                )
+            )
+        model = override if override is not None else self._model(entry.model, "")
+        return Agent(
+            model if model is not None else entry.model,
+            name=name,
+            tools=tools,
+            handoffs=handoffs,
+            output_type=None if entry.output_type is None else self.resolved[entry.output_type],
+            settings=entry.settings,
+            **{key: getattr(entry, key) for key in PLAIN_KEYS},
+        )
+
+
+def _references(entry: AgentEntry) -> Iterator[str]:
+    for item in entry.tools:
+        if isinstance(item, AgentToolEntry):
+            yield item.agent
+    for handoff in entry.handoffs:
+        yield handoff.agent if isinstance(handoff, HandoffEntry) else handoff
+
+
+def _step_references(flow: WorkflowEntry) -> Iterator[str]:
+    refs = [*flow.steps, *flow.branches.values()]
+    refs += [r for r in (flow.router, flow.default, flow.step) if r is not None]
+    for ref in refs:
+        target = ref.step if isinstance(ref, StepEntry) else ref
+        if ":" not in target:
+            yield target
+
+
+def _server(entry: MCPEntry) -> ToolSource:
+    from toolfold.mcp import MCPServerHTTP, MCPServerStdio
+
+    options: dict[str, Any] = {
+        "prefix": entry.prefix,
+        "timeout": entry.timeout,
+        "startup_timeout": entry.startup_timeout,
+        "requires_approval": entry.requires_approval,
+        "include": entry.include,
+        "name": entry.name,
+    }
+    if entry.url is not None:
+        return MCPServerHTTP(entry.url, **options)
+    assert entry.command is not None
+    return MCPServerStdio(entry.command, entry.args, env=entry.env, cwd=entry.cwd, **options)
+
+
+def _is_source(value: Any) -> bool:
+    return not isinstance(value, Tool) and not callable(value) and isinstance(value, ToolSource)
+
+
+def _is_model_string(spec: str) -> bool:
+    """A ``provider:model`` string (its prefix is a registered provider)."""
+    from toolfold.runtime import _model
+
+    prefix = spec.partition(":")[0]
+    if prefix not in _model._PROVIDERS:
+        _model._load_builtin_adapters()
+    return prefix in _model._PROVIDERS
+
+
+def _validation_problems(exc: BaseException, path: str) -> Iterator[tuple[str, str]]:
+    """(key path, message) for each leaf of a cattrs validation error."""
+    import cattrs
+    from cattrs.errors import ForbiddenExtraKeysError
+
+    if isinstance(exc, ForbiddenExtraKeysError):
+        for key in sorted(exc.extra_fields):
+            yield f"{path}.{key}", f"unknown key {key!r}"
+        return
+    if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            name = getattr(note, "name", None)
+            index = getattr(note, "index", None)
+            if name is not None:
+                child = f"{path}.{name}"
+            elif isinstance(index, int):
+                child = f"{path}[{index}]"
+            else:
+                child = f"{path}.{index}"
+            yield from _validation_problems(inner, child)
+        for inner in without:
+            yield from _validation_problems(inner, path)
+        return
+    if isinstance(exc, KeyError):
+        yield path, "missing (this key is required)"
+        return
+    yield path, str(exc)

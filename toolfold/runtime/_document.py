@@ -1,0 +1,553 @@
+"""Agent files as data: the document an agent file holds, and specs written back to it.
+
+An agent file (TOML or YAML, see ``toolfold.files``) is a mapping with an
+``agents`` table: each agent by name, with its model, instructions, settings,
+tools named by import path (``package.module:function``), agents used as
+tools, MCP servers, and handoffs, referring to other agents by name. The
+classes here are that document's schema; cattrs structures a file into them
+(refusing unknown keys and wrong types) and unstructures them back, leaving
+out what is at its default. `spec_to_dict` writes a spec as such a document,
+so ``load(spec.to_dict())`` builds the same spec again.
+
+Spec kinds plug in through `DUMPERS` (the spec type -> the function writing
+one entry), so a composed spec writes its parts under their own tables.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from toolfold._errors import UsageError
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.toolkit._tool import Tool
+
+if TYPE_CHECKING:
+    import cattrs
+
+    from toolfold.runtime._agent import Agent
+
+
+@attrs.frozen
+class AgentToolEntry:
+    """An agent used as a tool: ``{agent = "researcher", description = "..."}``."""
+
+    agent: str
+    name: str | None = None
+    description: str | None = None
+    input_type: str | None = None
+    requires_approval: bool = False
+    timeout: float | None = None
+
+
+@attrs.frozen
+class HandoffEntry:
+    """A handoff with options: ``{agent = "refunds", input_filter = "pkg.mod:func"}``."""
+
+    agent: str
+    name: str | None = None
+    description: str | None = None
+    input_filter: str | None = None
+
+
+@attrs.frozen
+class MCPEntry:
+    """An MCP server: ``command`` (and ``args``...) for stdio, or ``url`` for HTTP."""
+
+    command: str | None = None
+    args: list[str] = attrs.field(factory=list)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    name: str | None = None
+    prefix: str | None = None
+    timeout: float = 30.0
+    startup_timeout: float = 30.0
+    requires_approval: bool | list[str] = False
+    include: list[str] | None = None
+
+
+ToolEntry = str | AgentToolEntry
+HandoffRef = str | HandoffEntry
+
+
+@attrs.frozen
+class AgentEntry:
+    """One agent of a file, under ``agents.<name>``."""
+
+    model: str
+    instructions: str | None = None
+    tools: list[ToolEntry] = attrs.field(factory=list)
+    mcp: list[MCPEntry] = attrs.field(factory=list)
+    handoffs: list[HandoffRef] = attrs.field(factory=list)
+    max_steps: int = 10
+    tool_choice: str | None = None
+    output_type: str | None = None
+    output_retries: int = 3
+    auto_execute_tools: bool = True
+    on_tool_error: Literal["return", "raise"] = "return"
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    settings: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class StepEntry:
+    """A workflow step with options: ``{step = "writer", prompt = "Write up {researcher}."}``.
+
+    ``step`` names an agent or a workflow of the file, or a function by import
+    path (``package.module:function``: names never hold a colon).
+    """
+
+    step: str
+    name: str | None = None
+    on_error: Literal["fail", "skip", "retry"] = "fail"
+    retries: int = 2
+    prompt: str | None = None
+    input_type: str | None = None
+
+
+StepRef = str | StepEntry
+
+WORKFLOW_KEYS: dict[str, tuple[str, ...]] = {
+    "sequence": ("steps",),
+    "parallel": ("steps", "merge", "max_concurrency"),
+    "route": ("router", "branches", "default"),
+    "loop": ("step", "until", "max_iterations"),
+}
+"""The keys each kind of workflow takes, besides ``kind``."""
+
+
+@attrs.frozen
+class WorkflowEntry:
+    """One workflow of a file, under ``workflows.<name>``; ``kind`` says which keys apply."""
+
+    kind: Literal["sequence", "parallel", "route", "loop"]
+    steps: list[StepRef] = attrs.field(factory=list)
+    merge: str | None = None
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    router: StepRef | None = None
+    branches: dict[str, StepRef] = attrs.field(factory=dict)
+    default: StepRef | None = None
+    step: StepRef | None = None
+    until: str | None = None
+    max_iterations: int = 10
+
+
+PLAIN_KEYS = (
+    "instructions",
+    "max_steps",
+    "tool_choice",
+    "output_retries",
+    "auto_execute_tools",
+    "on_tool_error",
+    "max_concurrency",
+)
+"""The keys of an agent entry that are the `Agent` argument of the same name, as is."""
+
+
+@attrs.frozen
+class Document:
+    """A whole agent file: its agents and workflows by name, and the one to run by default."""
+
+    agents: dict[str, AgentEntry] = attrs.field(factory=dict)
+    workflows: dict[str, WorkflowEntry] = attrs.field(factory=dict)
+    entry: str | None = None
+
+
+_CLASSES = (
+    AgentToolEntry,
+    HandoffEntry,
+    MCPEntry,
+    AgentEntry,
+    StepEntry,
+    WorkflowEntry,
+    Document,
+)
+for _cls in _CLASSES:
+    attrs.resolve_types(_cls)  # real types on the fields, for key-by-key structuring
+
+
+# --- the converter -----------------------------------------------------------------
+
+
+def _exact(kind: type, label: str) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        # bool is an int to Python, not to a file's reader
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise TypeError(f"expected {label}, got {_describe(value)}")
+        return value
+
+    return structure
+
+
+def _number(value: Any, _: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {_describe(value)}")
+    return float(value)
+
+
+def _describe(value: Any) -> str:
+    names = {dict: "a table", list: "a list", str: "a string", bool: "a boolean"}
+    kind = names.get(type(value), type(value).__name__)
+    shown = repr(value) if not isinstance(value, dict | list) else ""
+    return f"{kind} {shown}".strip()
+
+
+def _one_of(entry: type, label: str) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):
+            return CONVERTER.structure(value, entry)
+        raise TypeError(f"expected {label}, got {_describe(value)}")
+
+    return structure
+
+
+def _approval(value: Any, _: Any) -> bool | list[str]:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise TypeError(f"expected true, false or a list of tool names, got {_describe(value)}")
+
+
+def _settings(value: Any, _: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a table, got {_describe(value)}")
+    return dict(value)
+
+
+def _equal_to(kind: Any) -> Callable[[Any], bool]:
+    def matches(other: Any) -> bool:
+        return bool(other == kind)
+
+    return matches
+
+
+def _make_converter() -> cattrs.Converter:
+    import cattrs
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    converter.register_structure_hook(str, _exact(str, "a string"))
+    converter.register_structure_hook(int, _exact(int, "an integer"))
+    converter.register_structure_hook(bool, _exact(bool, "true or false"))
+    converter.register_structure_hook(float, _number)
+    # unions by equality: singledispatch would register a union for each of its members
+    unions: list[tuple[Any, Callable[[Any, Any], Any]]] = [
+        (ToolEntry, _one_of(AgentToolEntry, "an import path or an {agent = ...} table")),
+        (HandoffRef, _one_of(HandoffEntry, "an agent name or an {agent = ...} table")),
+        (
+            StepRef,
+            _one_of(
+                StepEntry,
+                "an agent or workflow name, a function's import path or a {step = ...} table",
+            ),
+        ),
+        (bool | list[str], _approval),
+        (dict[str, Any], _settings),
+    ]
+    unions.append((StepRef | None, unions[2][1]))
+    for union, hook in unions:
+        converter.register_structure_hook_func(_equal_to(union), hook)
+    for cls in _CLASSES:
+        converter.register_structure_hook(
+            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
+        )
+        converter.register_unstructure_hook(
+            cls, make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True)
+        )
+    return converter
+
+
+class _LazyConverter:
+    """The document converter, built on first use (cattrs stays out of ``import toolfold``)."""
+
+    _made: cattrs.Converter | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if _LazyConverter._made is None:
+            _LazyConverter._made = _make_converter()
+        return getattr(_LazyConverter._made, name)
+
+
+CONVERTER: Any = _LazyConverter()
+
+
+# --- import paths ------------------------------------------------------------------
+
+_ORIGINS: dict[int, tuple[Any, str]] = {}
+
+
+def resolve(path: str, search: str | None = None) -> Any:
+    """The object named ``package.module:attribute`` (dots after the colon walk attributes).
+
+    Args:
+        path: The import path.
+        search: A folder to look in first (the agent file's), as a script's own
+            folder is.
+
+    Raises:
+        ImportError: The module does not import or has no such attribute.
+        ValueError: ``path`` is not ``module:attribute``.
+    """
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"{path!r} is not an import path like 'package.module:name'")
+    with _searching(search):
+        value: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise ImportError(f"module {module_name!r} has no attribute {attribute!r}") from None
+    _ORIGINS[id(value)] = (value, path)
+    return value
+
+
+@contextmanager
+def _searching(folder: str | None) -> Iterator[None]:
+    if folder is None or folder in sys.path:
+        yield
+        return
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        sys.path.remove(folder)
+
+
+def import_path(value: Any) -> str | None:
+    """The import path ``value`` was loaded from or can be imported by, if any."""
+    known = _ORIGINS.get(id(value))
+    if known is not None and known[0] is value:
+        return known[1]
+    module = getattr(value, "__module__", None)
+    qualname = getattr(value, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        return None
+    path = f"{module}:{qualname}"
+    try:
+        found = resolve(path)
+    except (ImportError, ValueError):
+        return None
+    # a tool made of an importable function (the file named the function) writes as it
+    wrapped = value.function if isinstance(value, Tool) else None
+    return path if found is value or (wrapped is not None and found is wrapped) else None
+
+
+def required_path(value: Any, where: str) -> str:
+    """`import_path` of ``value``, or a `UsageError` saying why it cannot be written."""
+    path = import_path(value)
+    if path is None:
+        raise UsageError(
+            f"{where}: {value!r} has no import path (define it at module level) "
+            "and cannot be written to an agent file"
+        )
+    return path
+
+
+# --- specs -> document --------------------------------------------------------------
+
+Dumper = Callable[[Any, "_Writer"], str]
+DUMPERS: dict[type, Dumper] = {}
+"""How each kind of spec writes itself: (spec, writer) -> the name it is written under."""
+
+
+class _Writer:
+    """Collects the entries of every spec reachable from the one written."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[str, Any]] = {}
+        self._names: dict[int, str] = {}
+
+    def add(self, spec: Any) -> str:
+        """Write ``spec`` (once) and return its name."""
+        known = self._names.get(id(spec))
+        if known is not None:
+            return known
+        for kind, dump in DUMPERS.items():
+            if isinstance(spec, kind):
+                return dump(spec, self)
+        raise UsageError(f"{spec!r} cannot be written to an agent file")
+
+    def claim(self, spec: Any, name: str | None, table: str) -> str:
+        """Reserve ``name`` in ``table`` for ``spec``."""
+        name = name or "main"
+        entries = self.tables.setdefault(table, {})
+        if any(name in taken for taken in self.tables.values()):
+            raise UsageError(
+                f"two different specs are both named {name!r}: names in an agent file are unique"
+            )
+        entries[name] = {}
+        self._names[id(spec)] = name
+        return name
+
+
+def spec_to_dict(spec: Any) -> dict[str, Any]:
+    """``spec`` and everything it refers to, as an agent file's document."""
+    writer = _Writer()
+    entry = writer.add(spec)
+    return {"entry": entry, **writer.tables}
+
+
+def _dump_agent(agent: Agent, writer: _Writer) -> str:
+    from toolfold.runtime._agent import Handoff
+    from toolfold.runtime._agent_tool import as_tool_of
+    from toolfold.runtime._sources import split_sources
+
+    name = writer.claim(agent, agent.name, "agents")
+    where = f"agents.{name}"
+    static, sources = split_sources(agent.tools)
+    tools: list[ToolEntry] = []
+    for index, item in enumerate(static):
+        made = as_tool_of(item) if isinstance(item, Tool) else None
+        if made is None:
+            tools.append(required_path(item, f"{where}.tools[{index}]"))
+            continue
+        tools.append(
+            AgentToolEntry(
+                agent=writer.add(made.agent),
+                name=made.name,
+                description=made.description,
+                input_type=None
+                if made.input_type is str
+                else required_path(made.input_type, f"{where}.tools[{index}].input_type"),
+                requires_approval=made.requires_approval,
+                timeout=made.timeout,
+            )
+        )
+    mcp = [_dump_source(source, f"{where}.mcp[{i}]") for i, source in enumerate(sources)]
+    handoffs: list[HandoffRef] = []
+    for index, item in enumerate(agent.handoffs):
+        spec = item if isinstance(item, Handoff) else Handoff(item)
+        target = writer.add(spec.agent)
+        if spec.name is None and spec.description is None and spec.input_filter is None:
+            handoffs.append(target)
+            continue
+        handoffs.append(
+            HandoffEntry(
+                agent=target,
+                name=spec.name,
+                description=spec.description,
+                input_filter=None
+                if spec.input_filter is None
+                else required_path(spec.input_filter, f"{where}.handoffs[{index}].input_filter"),
+            )
+        )
+    if agent.stop_when:
+        raise UsageError(f"{where}.stop_when: stop conditions cannot be written to an agent file")
+    model = agent.model if isinstance(agent.model, str) else required_path(agent.model, where)
+    output_type = (
+        None
+        if agent.output_type is None
+        else required_path(agent.output_type, f"{where}.output_type")
+    )
+    entry = AgentEntry(
+        model=model,
+        tools=tools,
+        mcp=mcp,
+        handoffs=handoffs,
+        output_type=output_type,
+        settings=dict(agent.settings),
+        **{key: getattr(agent, key) for key in PLAIN_KEYS},
+    )
+    writer.tables["agents"][name] = CONVERTER.unstructure(entry)
+    return name
+
+
+def _dump_source(source: Any, where: str) -> MCPEntry:
+    to_entry = getattr(source, "file_entry", None)
+    if to_entry is None:
+        raise UsageError(f"{where}: the tool source {source!r} cannot be written to an agent file")
+    entry: MCPEntry = CONVERTER.structure(to_entry(), MCPEntry)
+    return entry
+
+
+def _dump_workflow(workflow: Any, writer: _Writer) -> str:
+    from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
+
+    name = writer.claim(workflow, workflow.name, "workflows")
+    where = f"workflows.{name}"
+    if isinstance(workflow, Sequence):
+        entry = WorkflowEntry(
+            kind="sequence",
+            steps=[_step(t, writer, f"{where}.steps[{i}]") for i, t in enumerate(workflow.steps)],
+        )
+    elif isinstance(workflow, Parallel):
+        entry = WorkflowEntry(
+            kind="parallel",
+            steps=[_step(t, writer, f"{where}.steps[{i}]") for i, t in enumerate(workflow.steps)],
+            merge=None
+            if workflow.merge is None
+            else required_path(workflow.merge, f"{where}.merge"),
+            max_concurrency=workflow.max_concurrency,
+        )
+    elif isinstance(workflow, Route):
+        entry = WorkflowEntry(
+            kind="route",
+            router=_step(workflow.router, writer, f"{where}.router"),
+            branches={
+                label: _step(t, writer, f"{where}.branches.{label}")
+                for label, t in workflow.branches.items()
+            },
+            default=None
+            if workflow.default is None
+            else _step(workflow.default, writer, f"{where}.default"),
+        )
+    elif isinstance(workflow, Loop):
+        until = workflow.until
+        entry = WorkflowEntry(
+            kind="loop",
+            step=_step(workflow.step, writer, f"{where}.step"),
+            until=until
+            if until is None or isinstance(until, str)
+            else required_path(until, f"{where}.until"),
+            max_iterations=workflow.max_iterations,
+        )
+    else:
+        raise UsageError(f"{where}: {type(workflow).__name__} cannot be written to an agent file")
+    writer.tables["workflows"][name] = CONVERTER.unstructure(entry)
+    return name
+
+
+def _step(step: Any, writer: _Writer, where: str) -> StepRef:
+    """A workflow step (a `Task`, or a router function) as a file's step reference."""
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime._task import Task, default_name
+    from toolfold.runtime._workflow import Workflow
+
+    task = step if isinstance(step, Task) else Task(step)
+    target = task.target
+    if isinstance(target, Agent | Workflow):
+        ref = writer.add(target)
+    else:
+        ref = required_path(target, where)
+    entry = StepEntry(
+        step=ref,
+        name=None if task.name == default_name(target) else task.name,
+        on_error=task.on_error,
+        retries=task.retries,
+        prompt=task.prompt,
+        input_type=None
+        if task.input_type is None
+        else required_path(task.input_type, f"{where}.input_type"),
+    )
+    return ref if entry == StepEntry(step=ref) else entry
+
+
+def _register() -> None:
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime._workflow import Workflow
+
+    DUMPERS[Agent] = _dump_agent
+    DUMPERS[Workflow] = _dump_workflow
+
+
+_register()
