@@ -11,6 +11,7 @@ leaves as a `ProviderError` child scrubbed of the key.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import sys
@@ -139,7 +140,10 @@ class Sender:
                 continue
             try:
                 response = await self._within(
-                    call, backend.send(call.url, call.content, call.headers, op.timeout)
+                    call,
+                    functools.partial(
+                        backend.send, call.url, call.content, call.headers, op.timeout
+                    ),
                 )
             except Exception as exc:
                 outcome = exc
@@ -185,12 +189,13 @@ class Sender:
 
     async def body(self, response: Any, call: Call) -> AsyncGenerator[bytes, None]:
         """The decoded body; the connection is released however the reading ends."""
+        raw: AsyncIterator[bytes] | None = None
         try:
             reader = self._reader(response, call)
             raw = _aiter_raw(response)
             while True:
                 try:
-                    chunk = await self._within(call, raw.__anext__())
+                    chunk = await self._within(call, raw.__anext__)
                 except StopAsyncIteration:
                     break
                 except Exception as exc:
@@ -201,7 +206,15 @@ class Sender:
                 yield self._feed(reader, chunk, call)
             yield self._feed(reader, None, call)
         finally:
-            await response.aclose()
+            # Close the client's own body iterator here, in this task: left
+            # suspended (a deadline between chunks, an early stop), it would be
+            # finalized later by the garbage collector in another task, where
+            # httpcore's locks and cancel scopes refuse to be released.
+            try:
+                if raw is not None:
+                    await _aclose(raw)
+            finally:
+                await response.aclose()
 
     def body_sync(self, response: Any, call: Call) -> Generator[bytes, None, None]:
         """Blocking `_body`."""
@@ -238,17 +251,22 @@ class Sender:
         except BodyError as exc:
             raise self._body_error(exc, None, call) from None
 
-    async def _within(self, call: Call, awaitable: Awaitable[_T]) -> _T:
+    async def _within(self, call: Call, start: Callable[[], Awaitable[_T]]) -> _T:
+        """Await what ``start`` makes, within the call's deadline.
+
+        It is made only once the deadline is known not to have passed: an
+        awaitable made and then dropped (a generator's ``__anext__``) would be
+        closed outside its task, which the clients' stream generators refuse.
+        """
         left = self._left(call)
         if left is None:
-            return await awaitable
+            return await start()
         if left <= 0:
-            _close(awaitable)
             raise self.total_timeout(call.url)
         if sys.version_info >= (3, 11):
             async with asyncio.timeout(left):
-                return await awaitable
-        return await asyncio.wait_for(awaitable, left)  # pragma: no cover (3.10)
+                return await start()
+        return await asyncio.wait_for(start(), left)  # pragma: no cover (3.10)
 
     def _left(self, call: Call) -> float | None:
         return None if call.deadline is None else call.deadline - self.clock()
@@ -336,10 +354,10 @@ async def _one(content: bytes) -> AsyncIterator[bytes]:
     yield content
 
 
-def _close(awaitable: Awaitable[Any]) -> None:
-    close = getattr(awaitable, "close", None)
-    if close is not None:
-        close()
+async def _aclose(iterator: AsyncIterator[bytes]) -> None:
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
