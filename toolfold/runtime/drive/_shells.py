@@ -53,10 +53,8 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
-            live = op.live
-            if trace is not None:
-                trace.handoff(live)
+        if isinstance(op, _SwitchOp):
+            live = _switched(op, trace)
         elif isinstance(op, _OpenOp):
             try:
                 value = held.enter_context(opened(op.sources))
@@ -101,10 +99,8 @@ async def _drive_async(
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
-            live = op.live
-            if trace is not None:
-                trace.handoff(live)
+        if isinstance(op, _SwitchOp):
+            live = _switched(op, trace)
         elif isinstance(op, _OpenOp):
             try:
                 value = await held.enter_async_context(aopened(op.sources))
@@ -154,10 +150,8 @@ def _stream_sync(
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
-            live = op.live
-            if trace is not None:
-                trace.handoff(live)
+        if isinstance(op, _SwitchOp):
+            live = _switched(op, trace)
         elif isinstance(op, _OpenOp):
             try:
                 value = held.enter_context(opened(op.sources))
@@ -213,10 +207,8 @@ async def _stream_async(
             yield stop.value
             return
         value, failure = None, None
-        if isinstance(op, _SwitchOp):  # a handoff: the next agent's model and limits
-            live = op.live
-            if trace is not None:
-                trace.handoff(live)
+        if isinstance(op, _SwitchOp):
+            live = _switched(op, trace)
         elif isinstance(op, _OpenOp):
             try:
                 value = await held.enter_async_context(aopened(op.sources))
@@ -247,3 +239,10 @@ async def _stream_async(
 def call_id_maker(step: int) -> Callable[[int], str]:
     """Ids for the calls of ``step`` a streamed response left without one (by position)."""
     return lambda index: f"call_{step}_{index}"
+
+
+def _switched(op: _SwitchOp, trace: RunTrace | None) -> Live:
+    """A handoff: the next agent's model and limits, with the trace told."""
+    if trace is not None:
+        trace.handoff(op.live)
+    return op.live
