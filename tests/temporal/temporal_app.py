@@ -371,12 +371,30 @@ def explode(text: str) -> str:
 
 
 broken = TemporalAgent(Sequence(first, explode, name="broken"), settings=SETTINGS)
+
+# Nested runs: a step's agent with two quick tools, then the slow one (the crash point).
+inner = Agent(FunctionModel(_three_steps), tools=[record, slow], name="inner")
+nested = TemporalAgent(Sequence(first, inner, last, name="nested"), settings=SETTINGS)
+# An approval deep inside: a workflow step's agent, and an agent used as a tool.
+signer = Agent(FunctionModel(_approval), tools=[transfer], name="signer")
+signed = TemporalAgent(Sequence(first, signer, name="signed"), settings=SETTINGS)
+
+
+def _delegate(request: ModelRequest) -> Any:
+    """Ask the signer (an agent used as a tool), then answer with what it said."""
+    done = _results(request)
+    return "boss: " + done[0] if done else FunctionModel.call("signer", {"input": "pay"})
+
+
+boss = TemporalAgent(
+    Agent(FunctionModel(_delegate), tools=[signer.as_tool()], name="boss"), settings=SETTINGS
+)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
-    *(pipeline, tree, broken),
+    *(pipeline, tree, broken, nested, signed, boss),
 ]
 
 

@@ -20,6 +20,7 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
+import toolfold.integrations.temporal._nested as nested_module
 import toolfold.integrations.temporal._workflow as workflow_module
 from toolfold import Agent, RunError, TextDelta, UsageError, WorkflowResponse
 from toolfold.integrations.temporal import (
@@ -90,7 +91,7 @@ def test_payload_converter_round_trips_a_state() -> None:
 
 
 def test_workflow_code_makes_no_nondeterministic_calls() -> None:
-    """reduce, next_effect and the workflow module import no clock, random, uuid, thread, env or I/O."""
+    """reduce, next_effect and the workflow's modules import no clock, random, uuid, thread, env or I/O."""
     banned_modules = {
         "time",
         "random",
@@ -103,7 +104,7 @@ def test_workflow_code_makes_no_nondeterministic_calls() -> None:
     }
     banned_calls = {"open", "print", "input", "now", "utcnow", "today", "sleep", "getenv"}
     found = []
-    for module in (_reducer, _next, workflow_module):
+    for module in (_reducer, _next, workflow_module, nested_module):
         tree = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -530,11 +531,26 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
     )
     assert durable.outputs == local.outputs
     assert durable.state.messages == local.state.messages
+    assert durable.state == local.state  # the whole tree: every step's sub-run, as locally
     names = {a.__temporal_activity_definition.name for a in temporal_app.tree.activities}  # type: ignore[attr-defined]
     assert names == {
         "tree__model_request",
+        # each step as one activity: what runs recorded before nested runs call
         *(f"tree__tool__{step}" for step in ("first", "desk", "again", "views")),
+        # the nested runs: each planner's decisions and each agent's model requests
+        *(
+            f"tree.{path}__model_request"
+            for path in ("desk", "desk.brief", "desk.digest", "again", "again.louder")
+        ),
+        *(f"tree.{path}__model_request" for path in ("views", "views.pros", "views.cons")),
     }
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "tree__tool__desk" not in scheduled  # the steps ran as nested runs
+    assert scheduled.count("tree.again.louder__model_request") == 2
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     asyncio.run(replayer.replay_workflow(history))
 
@@ -557,3 +573,37 @@ def test_a_failing_workflow_step_raises_the_local_runs_error(
     assert "step 'explode' of Sequence 'broken' failed" in str(durable)
     assert durable.state is not None
     assert durable.state.phase == "failed"
+
+
+@pytest.mark.parametrize("agent", [temporal_app.signed, temporal_app.boss], ids=["step", "as_tool"])
+def test_an_approval_inside_a_nested_run_suspends_the_durable_run(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An approval in a workflow step or a sub-agent suspends the run; approving its call id finishes it as locally."""
+    run_id = f"deep-{agent.name}"
+
+    async def go() -> tuple[RunState, RunState, Any]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, "pay", id=run_id, task_queue=queue)
+            waiting = await handle.suspended()
+            seen = await handle.state()
+            await handle.approve(*(call.id for call in waiting.pending_approvals))
+            return waiting, seen, await handle.result()
+
+    waiting, seen, durable = asyncio.run(go())
+    ran = _lines(tmp_path)
+    assert ran == (["first pay"] if agent is temporal_app.signed else []) + ["transfer 5"]
+    assert waiting.phase == seen.phase == "awaiting_approval"
+    (call,) = waiting.pending_approvals
+    assert call.name == "transfer"
+    path = waiting.path_to(call.id, "awaiting_approval")
+    assert path is not None
+    assert len(path) == 1
+    (outer,) = (c for c in waiting.calls if c.status == "suspended")
+    assert outer.child is not None
+    assert outer.child.pending_approvals == (call,)
+    local = agent.agent.run("pay", run_id=run_id)
+    assert waiting == seen == local.state
+    finished = agent.agent.resume(local.state, approvals={call.id: True})
+    assert durable.state == finished.state
+    assert durable.output == finished.output

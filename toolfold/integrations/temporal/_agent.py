@@ -13,8 +13,13 @@ from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from toolfold._errors import UsageError
-from toolfold.integrations.temporal._activities import EventStreamHandler, make_activities
+from toolfold.integrations.temporal._activities import (
+    EventStreamHandler,
+    durable,
+    make_activities,
+)
 from toolfold.integrations.temporal._converter import data_converter
+from toolfold.integrations.temporal._nested import node, walk
 from toolfold.integrations.temporal._workflow import (
     WORKFLOW_NAME,
     ActivitySettings,
@@ -25,7 +30,6 @@ from toolfold.integrations.temporal._workflow import (
     register,
 )
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._model import model
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
 from toolfold.runtime._workflow import Workflow, WorkflowResponse, _step_errors
@@ -96,8 +100,7 @@ class TemporalAgent:
             raise UsageError(
                 f"agent name {name!r} must not contain '__' (it separates activity names)"
             )
-        if isinstance(agent, Agent):
-            agent = _durable(agent)
+        agent = _durable(agent)
         self.__attrs_init__(
             agent=agent,
             name=name,
@@ -119,15 +122,7 @@ class TemporalAgent:
         )
 
     def _registered(self) -> Registered:
-        options = self.agent._options
-        return Registered(
-            name=self.name,
-            tools=dict(options.tools),
-            output=options.output,
-            settings=self.settings,
-            stop_when=options.stop_when,
-            max_concurrency=options.max_concurrency,
-        )
+        return Registered(node=node(self.name, self.agent), settings=self.settings)
 
     async def start(
         self,
@@ -229,16 +224,24 @@ class AgentHandle:
         return Response(state, output)
 
 
-def _durable(agent: Agent) -> Agent:
-    """``agent`` as a durable run needs it, or a `UsageError` saying what it cannot have."""
-    if isinstance(agent.model, str):
-        # Temporal owns the retries: the transport inside an activity must not retry too.
-        agent = agent.evolve(model=model(agent.model, retry=0))
-    if agent._sources:
-        raise UsageError("tool sources (MCP servers...) are not supported on Temporal yet")
-    if agent.on_tool_error == "raise":
-        raise UsageError("on_tool_error='raise' is not supported on Temporal yet")
-    return agent
+def _durable(agent: Agent | Workflow) -> Agent | Workflow:
+    """``agent`` as a durable run needs it, or a `UsageError` saying what it cannot have.
+
+    Its sub-runs (workflow steps, agents used as tools, any depth) are checked
+    too: the workflow drives them with the same loop.
+    """
+    agents = [agent, *(target for _, target in walk(node("top", agent)))]
+    for each in agents:
+        if not isinstance(each, Agent):
+            continue
+        label = f"agent {each.name!r}" if each.name else "the agent"
+        if each._sources:
+            raise UsageError(
+                f"{label}: tool sources (MCP servers...) are not supported on Temporal yet"
+            )
+        if each.on_tool_error == "raise":
+            raise UsageError(f"{label}: on_tool_error='raise' is not supported on Temporal yet")
+    return durable(agent)
 
 
 class ToolfoldPlugin(SimplePlugin):
@@ -273,6 +276,7 @@ class ToolfoldPlugin(SimplePlugin):
 
 def _passing_toolfold(runner: WorkflowRunner | None) -> WorkflowRunner:
     if isinstance(runner, SandboxedWorkflowRunner):
-        restrictions = runner.restrictions.with_passthrough_modules("toolfold")
+        # jsonschema checks a sub-run's arguments in workflow code (imported lazily).
+        restrictions = runner.restrictions.with_passthrough_modules("toolfold", "jsonschema")
         return dataclasses.replace(runner, restrictions=restrictions)
     return runner if runner is not None else SandboxedWorkflowRunner()
