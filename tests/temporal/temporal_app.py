@@ -181,6 +181,7 @@ class Channel:
     def __init__(self) -> None:
         self.queues: dict[str, asyncio.Queue[tuple[int, int, StreamEvent | None]]] = {}
         self.gate: asyncio.Event | None = None
+        self.tagged: list[tuple[str, tuple[str, ...], StreamEvent]] = []
 
     def queue(self, run_id: str) -> asyncio.Queue[tuple[int, int, StreamEvent | None]]:
         """The events of run ``run_id``, in the order they were sent."""
@@ -196,6 +197,12 @@ async def publish(context: StreamContext, events: AsyncIterator[StreamEvent]) ->
     async for event in events:
         await queue.put((context.step, context.attempt, event))
     await queue.put((context.step, context.attempt, None))
+
+
+async def publish_tagged(context: StreamContext, events: AsyncIterator[StreamEvent]) -> None:
+    """An event stream handler keeping each event with its activity's agent and run path."""
+    async for event in events:
+        CHANNEL.tagged.append((context.agent, context.path, event))
 
 
 class Dripping(FunctionModel):
@@ -372,6 +379,13 @@ def explode(text: str) -> str:
 
 broken = TemporalAgent(Sequence(first, explode, name="broken"), settings=SETTINGS)
 
+# The side channel of a workflow: its agent step streams, its planner does not.
+voiced = TemporalAgent(
+    Sequence(first, Agent(Dripping(lambda request: "Hello from the step"), name="voice")),
+    name="voiced",
+    settings=SETTINGS,
+    event_stream_handler=publish_tagged,
+)
 # Nested runs: a step's agent with two quick tools, then the slow one (the crash point).
 inner = Agent(FunctionModel(_three_steps), tools=[record, slow], name="inner")
 nested = TemporalAgent(Sequence(first, inner, last, name="nested"), settings=SETTINGS)
@@ -394,7 +408,7 @@ limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
-    *(pipeline, tree, broken, nested, signed, boss),
+    *(pipeline, tree, broken, nested, signed, boss, voiced),
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import typing
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -30,7 +31,7 @@ from toolfold.integrations.temporal import (
     ToolfoldPlugin,
     data_converter,
 )
-from toolfold.runtime import ToolCallStart
+from toolfold.runtime import StreamEvent, SubRunEvent, ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._state import RunState
@@ -607,3 +608,22 @@ def test_an_approval_inside_a_nested_run_suspends_the_durable_run(
     finished = agent.agent.resume(local.state, approvals={call.id: True})
     assert durable.state == finished.state
     assert durable.output == finished.output
+
+
+def test_a_workflow_streams_its_agents_output_tagged_with_the_path(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workflow's side channel gets its step agents' model events with a local stream's paths, never the planner's."""
+    temporal_app.CHANNEL.tagged.clear()
+    durable, _ = _run(temporal_app.voiced, "voiced-1", server, tmp_path, monkeypatch)
+    tagged = list(temporal_app.CHANNEL.tagged)
+    local = temporal_app.voiced.agent.stream("go", run_id="voiced-1")
+    streamed = [
+        (e.path, e.event)
+        for e in local
+        if isinstance(e, SubRunEvent) and isinstance(e.event, typing.get_args(StreamEvent))
+    ]
+    assert {agent for agent, _, _ in tagged} == {"voiced.voice"}
+    assert [(path, event) for _, path, event in tagged] == streamed
+    assert "".join(e.text for _, e in streamed if isinstance(e, TextDelta)) == "Hello from the step"
+    assert durable.output == local.response.output == "Hello from the step"
