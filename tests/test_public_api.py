@@ -292,6 +292,7 @@ TEMPORAL = {
     "AgentWorkflow",
     "Answers",
     "EventStreamHandler",
+    "ModelCallInput",
     "StreamContext",
     "TemporalAgent",
     "ToolCallInput",

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import threading
 import typing
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
+from collections.abc import Sequence as Seq
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +26,19 @@ from temporalio.workflow import NondeterminismError
 
 import toolfold.integrations.temporal._nested as nested_module
 import toolfold.integrations.temporal._workflow as workflow_module
-from toolfold import Agent, RunError, TextDelta, UsageError, WorkflowResponse
+from toolfold import (
+    Agent,
+    ProviderError,
+    RunError,
+    Sequence,
+    TextDelta,
+    UsageError,
+    WorkflowResponse,
+)
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
+    ModelCallInput,
     TemporalAgent,
     ToolfoldPlugin,
     data_converter,
@@ -45,9 +57,7 @@ def _lines(log_dir: Path) -> list[str]:
     return (log_dir / "tools.log").read_text(encoding="utf-8").splitlines()
 
 
-async def _client(
-    server: DevServer, agents: Sequence[TemporalAgent] = temporal_app.AGENTS
-) -> Client:
+async def _client(server: DevServer, agents: Seq[TemporalAgent] = temporal_app.AGENTS) -> Client:
     return await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
 
 
@@ -55,7 +65,7 @@ def _in_process(
     server: DevServer,
     log_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
-    agents: Sequence[TemporalAgent] = temporal_app.AGENTS,
+    agents: Seq[TemporalAgent] = temporal_app.AGENTS,
 ) -> Callable[[], Any]:
     """A context manager running a worker for ``agents`` in this process (tools log to ``log_dir``)."""
     monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
@@ -627,3 +637,55 @@ def test_a_workflow_streams_its_agents_output_tagged_with_the_path(
     assert [(path, event) for _, path, event in tagged] == streamed
     assert "".join(e.text for _, e in streamed if isinstance(e, TextDelta)) == "Hello from the step"
     assert durable.output == local.response.output == "Hello from the step"
+
+
+class _Busy(BaseHTTPRequestHandler):
+    """Answers every request with a 503 and counts them on its server."""
+
+    def do_POST(self) -> None:
+        self.server.hits += 1  # type: ignore[attr-defined]
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        body = b'{"error": "busy"}'
+        self.send_response(503)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_nested_models_leave_retries_to_temporal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's or sub-agent's model string gets retry=0: its model activity fails at the first 503, for Temporal to retry."""
+    busy = ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+    busy.hits = 0  # type: ignore[attr-defined]
+    threading.Thread(target=busy.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{busy.server_port}")
+    try:
+        inner = Agent("ollama:m", name="inner")
+        durables = [
+            ("outer.inner", TemporalAgent(Sequence(inner, name="outer"))),
+            ("boss.inner", TemporalAgent(Agent("ollama:m", tools=[inner.as_tool()], name="boss"))),
+            ("top", TemporalAgent(Agent("ollama:m", name="top"))),
+        ]
+        for name, agent in durables:
+            (model_request,) = (
+                a
+                for a in agent.activities
+                if a.__temporal_activity_definition.name == f"{name}__model_request"  # type: ignore[attr-defined]
+            )
+            effect = _next.next_effect(inner._start("hi", (), "run-1/call-1"))
+            given = effect if name == "top" else ModelCallInput(effect, ("inner", "call-1"))
+            before = busy.hits  # type: ignore[attr-defined]
+            with pytest.raises(ApplicationError) as caught:
+                asyncio.run(ActivityEnvironment().run(model_request, given))
+            assert not caught.value.non_retryable
+            assert busy.hits - before == 1  # type: ignore[attr-defined]
+        before = busy.hits  # type: ignore[attr-defined]
+        with pytest.raises(ProviderError):  # a local run's transport retries by itself
+            inner.run("hi")
+        assert busy.hits - before > 1  # type: ignore[attr-defined]
+    finally:
+        busy.shutdown()
+        busy.server_close()

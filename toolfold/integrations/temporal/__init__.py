@@ -9,6 +9,7 @@ See docs/durable.md.
 from toolfold._public import publish as _publish
 from toolfold.integrations.temporal._activities import (
     EventStreamHandler,
+    ModelCallInput,
     StreamContext,
     ToolCallInput,
     model_activity_name,
@@ -35,6 +36,7 @@ __all__ = [
     "AgentWorkflow",
     "Answers",
     "EventStreamHandler",
+    "ModelCallInput",
     "StreamContext",
     "TemporalAgent",
     "ToolCallInput",
