@@ -292,6 +292,7 @@ TEMPORAL = {
     "AgentWorkflow",
     "Answers",
     "EventStreamHandler",
+    "FileStorageDriver",
     "ModelCallInput",
     "StreamContext",
     "TemporalAgent",

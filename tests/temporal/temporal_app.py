@@ -165,6 +165,16 @@ def _big(request: ModelRequest) -> Any:
     return done[0] if done else FunctionModel.call("big", {"size": 101})
 
 
+def _measure(request: ModelRequest) -> Any:
+    done = _results(request)
+    return f"got {len(done[0])} bytes" if done else FunctionModel.call("big", {"size": 3_000_000})
+
+
+# A 3 MB result, over Temporal's 2 MB limit: it needs external storage.
+huge = TemporalAgent(
+    Agent(FunctionModel(_measure), tools=[big], name="huge"),
+    settings=attrs.evolve(SETTINGS, max_result_bytes=None),
+)
 oversized = TemporalAgent(
     Agent(FunctionModel(_big), tools=[big], name="oversized"),
     settings=attrs.evolve(SETTINGS, max_result_bytes=100),

@@ -19,6 +19,7 @@ import temporal_app
 from conftest import DevServer
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
+from temporalio.converter import ExternalStorage
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
@@ -38,6 +39,7 @@ from toolfold import (
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
+    FileStorageDriver,
     ModelCallInput,
     TemporalAgent,
     ToolfoldPlugin,
@@ -347,7 +349,8 @@ def test_oversized_tool_result_becomes_a_clear_error_result(
     assert response.text == (
         "the result of tool 'big' is 101 bytes, over the 100-byte limit for results of "
         "durable runs (Temporal payloads are limited to 2 MB): return a reference to the "
-        "data instead"
+        "data instead, or give ToolfoldPlugin an external_storage and raise "
+        "ActivitySettings.max_result_bytes"
     )
 
 
@@ -689,3 +692,30 @@ def test_nested_models_leave_retries_to_temporal(monkeypatch: pytest.MonkeyPatch
     finally:
         busy.shutdown()
         busy.server_close()
+
+
+def test_results_over_the_payload_limit_travel_through_external_storage(
+    server: DevServer, tmp_path: Path
+) -> None:
+    """A 3 MB tool result, over Temporal's 2 MB limit, goes by reference through a FileStorageDriver."""
+    storage = ExternalStorage(drivers=[FileStorageDriver(tmp_path / "payloads")])
+    agent = temporal_app.huge
+
+    async def go() -> tuple[Any, WorkflowHistory]:
+        plugin = ToolfoldPlugin([agent], external_storage=storage)
+        client = await Client.connect(server.address, plugins=[plugin])
+        async with Worker(client, task_queue="huge"):
+            response = await agent.run(client, "go", id="huge-1", task_queue="huge")
+            return response, await agent.handle(client, "huge-1").workflow.fetch_history()
+
+    durable, history = asyncio.run(go())
+    assert durable.text == "got 3000000 bytes"
+    assert durable.state == agent.agent.run("go", run_id="huge-1").state
+    assert max(event.ByteSize() for event in history.events) < 300_000  # references only
+    assert len(list((tmp_path / "payloads").iterdir())) >= 2  # the result, the states carrying it
+
+
+def test_an_unlimited_result_size_needs_external_storage() -> None:
+    """max_result_bytes=None without external storage is refused up front, naming the agent."""
+    with pytest.raises(UsageError, match=r"\['huge'\] have max_result_bytes=None"):
+        ToolfoldPlugin([temporal_app.huge])

@@ -21,6 +21,7 @@ from toolfold.integrations.temporal._converter import (
     ToolfoldPayloadConverter,
     data_converter,
 )
+from toolfold.integrations.temporal._storage import FileStorageDriver
 from toolfold.integrations.temporal._workflow import (
     WORKFLOW_NAME,
     ActivitySettings,
@@ -36,6 +37,7 @@ __all__ = [
     "AgentWorkflow",
     "Answers",
     "EventStreamHandler",
+    "FileStorageDriver",
     "ModelCallInput",
     "StreamContext",
     "TemporalAgent",

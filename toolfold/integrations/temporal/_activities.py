@@ -268,7 +268,8 @@ def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> ToolReturn
     message = (
         f"the result of tool {tool!r} is {size} bytes, over the {max_bytes}-byte limit "
         "for results of durable runs (Temporal payloads are limited to 2 MB): "
-        "return a reference to the data instead"
+        "return a reference to the data instead, or give ToolfoldPlugin an "
+        "external_storage and raise ActivitySettings.max_result_bytes"
     )
     return ToolReturned(event.call_id, message, True, "error", event.duration)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 from temporalio.client import Client, WorkflowHandle
+from temporalio.converter import ExternalStorage
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -256,18 +257,39 @@ class ToolfoldPlugin(SimplePlugin):
             data converter matters there). They are registered by name for
             the whole process: two workers in one process cannot run
             different agents under the same name.
+        external_storage: Temporal's external storage for large payloads
+            (e.g. ``ExternalStorage(drivers=[FileStorageDriver(path)])``, or
+            an S3 / GCS driver from ``temporalio.contrib``): payloads over its
+            threshold go to the store and the history keeps a reference, so
+            tool results and states may outgrow Temporal's 2 MB limit. Give
+            the same to the worker's and the client's plugin.
     """
 
-    def __init__(self, agents: Sequence[TemporalAgent] = ()) -> None:
+    def __init__(
+        self,
+        agents: Sequence[TemporalAgent] = (),
+        *,
+        external_storage: ExternalStorage | None = None,
+    ) -> None:
         names = [a.name for a in agents]
         if len(set(names)) != len(names):
             raise UsageError(f"two agents share a name: {names}")
+        unlimited = [a.name for a in agents if a.settings.max_result_bytes is None]
+        if unlimited and external_storage is None:
+            raise UsageError(
+                f"agents {unlimited} have max_result_bytes=None: without external_storage a "
+                "result over Temporal's 2 MB payload limit is refused and its activity "
+                "retried without end; give ToolfoldPlugin an external_storage"
+            )
         for agent in agents:
             register(agent._registered())
         activities = [act for agent in agents for act in agent.activities]
+        converter = data_converter
+        if external_storage is not None:
+            converter = dataclasses.replace(converter, external_storage=external_storage)
         super().__init__(
             "toolfold.TemporalPlugin",
-            data_converter=data_converter,
+            data_converter=converter,
             activities=lambda given: [*(given or ()), *activities],
             workflows=lambda given: [*(given or ()), AgentWorkflow],
             workflow_runner=_passing_toolfold,

@@ -76,7 +76,9 @@ class ActivitySettings:
             when Temporal suggests it (its history is getting large).
         max_result_bytes: A tool result larger than this (UTF-8) reaches the
             model as an error result saying so: Temporal's payloads are
-            limited to 2 MB, and the state carries every result.
+            limited to 2 MB, and the state carries every result. None: no
+            limit (with external storage for large payloads, see
+            `ToolfoldPlugin`).
     """
 
     model_timeout: timedelta = timedelta(minutes=5)
@@ -86,7 +88,7 @@ class ActivitySettings:
         factory=lambda: RetryPolicy(maximum_interval=timedelta(minutes=1))
     )
     continue_as_new_steps: int | None = None
-    max_result_bytes: int = 1_000_000
+    max_result_bytes: int | None = 1_000_000
 
 
 @attrs.frozen(kw_only=True)
