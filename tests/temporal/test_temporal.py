@@ -496,7 +496,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
     assert [call.arguments for call in waiting.pending_approvals] == [{"amount": 50}]
 
 
-@pytest.mark.parametrize("name", ["steps", "gated", "tree"])
+@pytest.mark.parametrize("name", ["steps", "gated", "tree", "nested", "signed"])
 def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
     text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
@@ -719,3 +719,15 @@ def test_an_unlimited_result_size_needs_external_storage() -> None:
     """max_result_bytes=None without external storage is refused up front, naming the agent."""
     with pytest.raises(UsageError, match=r"\['huge'\] have max_result_bytes=None"):
         ToolfoldPlugin([temporal_app.huge])
+
+
+def test_runs_recorded_before_nested_runs_replay_only_through_the_patch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A workflow spec's history from before nested runs breaks replay unless the workflow.patched branch keeps its steps whole."""
+    text = (HISTORIES / "tree.json").read_text(encoding="utf-8")
+    history = WorkflowHistory.from_json("history-tree", text)
+    monkeypatch.setattr(workflow_module.workflow, "patched", lambda patch_id: True)
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    with pytest.raises(NondeterminismError, match="tree__tool__desk"):
+        asyncio.run(replayer.replay_workflow(history))
