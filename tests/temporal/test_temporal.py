@@ -88,8 +88,25 @@ def _in_process(
 
 def test_activity_names_are_pinned() -> None:
     """Renaming an activity breaks running workflows: the names are pinned."""
-    names = {a.__temporal_activity_definition.name for a in temporal_app.steps.activities}  # type: ignore[attr-defined]
-    assert names == {"steps__model_request", "steps__tool__record", "steps__tool__slow"}
+
+    def names(agent: TemporalAgent) -> set[str]:
+        return {a.__temporal_activity_definition.name for a in agent.activities}  # type: ignore[attr-defined]
+
+    assert names(temporal_app.steps) == {
+        "steps__model_request",
+        "steps__tool__record",
+        "steps__tool__slow",
+    }
+    # Nested runs: the path of tool names from the top, joined with dots.
+    assert names(temporal_app.nested) == {
+        *("nested__model_request", "nested__tool__first", "nested__tool__last"),
+        "nested__tool__inner",  # the whole step: for runs recorded before nested runs
+        *("nested.inner__model_request", "nested.inner__tool__record", "nested.inner__tool__slow"),
+    }
+    assert names(temporal_app.boss) == {
+        *("boss__model_request", "boss__tool__signer"),
+        *("boss.signer__model_request", "boss.signer__tool__transfer"),
+    }
     assert WORKFLOW_NAME == "toolfold_agent"
 
 

@@ -9,7 +9,7 @@ resolves them from the names the workflow's state carries.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -131,6 +131,7 @@ def make_activities(
     max_result_bytes: int | None = 1_000_000,
     deps: Any = None,
     stream: EventStreamHandler | None = None,
+    models: Mapping[str, Model] | None = None,
 ) -> list[Callable[..., Any]]:
     """The activities of ``agent`` and of every sub-run below it.
 
@@ -138,14 +139,16 @@ def make_activities(
     per tool (per step of a workflow), those that run a sub-run included
     (runs recorded before sub-runs were driven in the workflow call them).
     For each sub-run (``<name>.<tool>...``): its model activity, and one per
-    tool that does not run a sub-run of its own.
+    tool that does not run a sub-run of its own. ``models``: the sub-runs'
+    models by node name (default: `nested_models`).
     """
     every = heartbeat.total_seconds() / 3
     top = node(name, agent)
-    made = [_model_activity(name, agent, deps, stream, every, nested=False)]
+    models = nested_models(name, agent) if models is None else models
+    made = [_model_activity(name, agent._options.model, deps, stream, every, nested=False)]
     made += [_tool_activity(name, t, deps, every, max_result_bytes) for t in top.tools.values()]
-    for sub, target in walk(top):
-        made.append(_model_activity(sub.name, durable(target), deps, stream, every, nested=True))
+    for sub, _ in walk(top):
+        made.append(_model_activity(sub.name, models[sub.name], deps, stream, every, nested=True))
         made += [
             _tool_activity(sub.name, t, deps, every, max_result_bytes)
             for t in sub.tools.values()
@@ -154,27 +157,31 @@ def make_activities(
     return made
 
 
-def durable(target: Agent | Workflow) -> Agent | Workflow:
-    """``target`` with its model built with ``retry=0`` when given as a string.
+def durable_model(target: Agent | Workflow) -> Model:
+    """``target``'s model, built with ``retry=0`` when given as a string.
 
     Temporal owns the retries: the HTTP transport inside an activity must not
     retry too.
     """
     if isinstance(target, Agent) and isinstance(target.model, str):
-        return target.evolve(model=model_of(target.model, retry=0))
-    return target
+        return model_of(target.model, retry=0)
+    return target._options.model
+
+
+def nested_models(name: str, agent: Agent | Workflow) -> dict[str, Model]:
+    """The model of every sub-run below ``agent`` (see `durable_model`), by node name."""
+    return {sub.name: durable_model(target) for sub, target in walk(node(name, agent))}
 
 
 def _model_activity(
     name: str,
-    agent: Agent | Workflow,
+    model: Model,
     deps: Any,
     stream: EventStreamHandler | None,
     every: float,
     *,
     nested: bool,
 ) -> Callable[..., Any]:
-    model = agent._options.model
     if isinstance(model, Planner):
         stream = None  # a workflow's decisions are not a model's output: nothing to stream
 

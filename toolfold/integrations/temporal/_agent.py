@@ -16,8 +16,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from toolfold._errors import UsageError
 from toolfold.integrations.temporal._activities import (
     EventStreamHandler,
-    durable,
+    durable_model,
     make_activities,
+    nested_models,
 )
 from toolfold.integrations.temporal._converter import data_converter
 from toolfold.integrations.temporal._nested import node, walk
@@ -31,6 +32,7 @@ from toolfold.integrations.temporal._workflow import (
     register,
 )
 from toolfold.runtime._agent import Agent
+from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
 from toolfold.runtime._workflow import Workflow, WorkflowResponse, _step_errors
@@ -84,6 +86,7 @@ class TemporalAgent:
     settings: ActivitySettings
     deps: Any
     event_stream_handler: EventStreamHandler | None
+    _models: Mapping[str, Model] = attrs.field(eq=False, repr=False)
 
     def __init__(
         self,
@@ -108,6 +111,7 @@ class TemporalAgent:
             settings=settings or ActivitySettings(),
             deps=deps,
             event_stream_handler=event_stream_handler,
+            models=nested_models(name, agent),  # built once, like the agent's own
         )
 
     @property
@@ -120,6 +124,7 @@ class TemporalAgent:
             max_result_bytes=self.settings.max_result_bytes,
             deps=self.deps,
             stream=self.event_stream_handler,
+            models=self._models,
         )
 
     def _registered(self) -> Registered:
@@ -242,7 +247,9 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
             )
         if each.on_tool_error == "raise":
             raise UsageError(f"{label}: on_tool_error='raise' is not supported on Temporal yet")
-    return durable(agent)
+    if isinstance(agent, Agent) and isinstance(agent.model, str):
+        return agent.evolve(model=durable_model(agent))
+    return agent
 
 
 class ToolfoldPlugin(SimplePlugin):
