@@ -32,6 +32,7 @@ from toolfold import (
     Route,
     RunContext,
     Sequence,
+    Task,
     tool,
 )
 from toolfold.integrations.temporal import (
@@ -396,6 +397,16 @@ voiced = TemporalAgent(
     settings=SETTINGS,
     event_stream_handler=publish_tagged,
 )
+# A step whose agent's model fails for good (a bad key), skipped as locally.
+skipping = TemporalAgent(
+    Sequence(
+        first,
+        Task(Agent(FunctionModel(_unauthorized), name="denied"), on_error="skip"),
+        last,
+        name="skipping",
+    ),
+    settings=SETTINGS,
+)
 # Nested runs: a step's agent with two quick tools, then the slow one (the crash point).
 inner = Agent(FunctionModel(_three_steps), tools=[record, slow], name="inner")
 nested = TemporalAgent(Sequence(first, inner, last, name="nested"), settings=SETTINGS)
@@ -418,7 +429,7 @@ limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
-    *(pipeline, tree, broken, nested, signed, boss, voiced),
+    *(pipeline, tree, broken, nested, signed, boss, voiced, skipping),
 ]
 
 

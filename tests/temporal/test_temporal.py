@@ -748,3 +748,14 @@ def test_runs_recorded_before_nested_runs_replay_only_through_the_patch(
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     with pytest.raises(NondeterminismError, match="tree__tool__desk"):
         asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_model_failing_inside_a_step_fails_the_step_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step agent's model failing for good fails that step (skipped here), not the durable run, as in a local run."""
+    durable, _ = _run(temporal_app.skipping, "skipping-1", server, tmp_path, monkeypatch)
+    local = temporal_app.skipping.agent.run("go", run_id="skipping-1")
+    assert durable.output == local.output == "last(go1)"
+    assert durable.errors == local.errors == {"denied": "Error: AuthenticationError: 401 bad key"}
+    assert durable.state == local.state

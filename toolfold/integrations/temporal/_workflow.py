@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from toolfold.integrations.temporal._activities import (
@@ -284,6 +284,13 @@ class AgentWorkflow:
         here = (*path, call.name, call.id)
         try:
             child = await self._drive(agent, sub.node, child, here)
+        except ActivityError as exc:
+            if not isinstance(exc.cause, ApplicationError):  # cancelled, or timed out
+                raise
+            # A model request that failed for good: locally the sub-run raises the
+            # provider's error and the calling tool reports it (its run goes on).
+            failure = exc.cause
+            return ToolReturned(call.id, f"Error: {failure.type}: {failure.message}", True, "error")
         finally:
             self._nested.pop(here, None)
         return sub.ended(call.id, child)
