@@ -1,5 +1,8 @@
 """The workflow: `reduce` / `next_effect` driven in workflow code, every I/O an activity.
 
+A workflow step or an agent used as a tool runs a nested run, driven here by
+the same loop (see `_nested`): its state nests in the top run's, as locally.
+
 Workflow code must be deterministic: it only asks the pure core what to do,
 calls activities by their stable names, and reduces what they return. No
 clock, random, thread or I/O here (tests/test_temporal.py scans for them).
@@ -134,6 +137,7 @@ class AgentWorkflow:
 
     def __init__(self) -> None:
         self._state: RunState | None = None
+        self._first_step = 0  # the top run's step when this history began
         # The states of sub-runs in flight, by their path (tool name and call id per level).
         self._nested: dict[tuple[str, ...], RunState] = {}
 
