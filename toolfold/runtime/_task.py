@@ -22,7 +22,7 @@ import attrs
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._template import TemplateError, names_in, render
-from toolfold.runtime.drive._executor import SubRun
+from toolfold.runtime.drive._executor import SubRun, runs_sub_runs
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -214,7 +214,7 @@ class Task:
             description=f"Run step {self.name}.",
             max_retries=self.max_retries,
         )(runner)
-        return made
+        return made if self.kind == "function" else runs_sub_runs(made)
 
 
 def as_task(step: Any) -> Task:

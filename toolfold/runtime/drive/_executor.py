@@ -139,6 +139,25 @@ def with_blocking_twin(tool: Tool[..., Any], twin: Tool[..., Any]) -> Tool[..., 
     return tool
 
 
+_SUB_RUN = "_toolfold_sub_run"
+
+
+def runs_sub_runs(tool: Tool[..., Any]) -> Tool[..., Any]:
+    """Mark ``tool`` as one that runs a sub-run and streams its events (``ctx.forward``).
+
+    A streaming run performs a step with such a tool apart from its own
+    thread or task, so it can show the sub-run's events while the step runs.
+    """
+    tool.__dict__[_SUB_RUN] = True
+    return tool
+
+
+def forwards(job: ToolJob) -> bool:
+    """Whether ``job``'s tool streams a sub-run's events (see `runs_sub_runs`)."""
+    tool = job.tool
+    return tool is not None and _SUB_RUN in tool.__dict__
+
+
 def _blocking(job: ToolJob) -> ToolJob:
     """``job`` as a blocking run performs it (a tool's blocking twin, when it has one)."""
     tool = job.tool
