@@ -87,9 +87,10 @@ def opener(gates: dict[str, threading.Event]) -> Any:
     seen: list[tuple[tuple[str, ...], str]] = []
 
     def see(event: Any) -> None:
-        if isinstance(event, SubRunEvent) and isinstance(event.event, TextDelta):
-            seen.append((event.path[::2], event.event.text))
-            gate = gates.get(event.event.text.split()[0])
+        path, inner = (event.path, event.event) if isinstance(event, SubRunEvent) else ((), event)
+        if isinstance(inner, TextDelta):
+            seen.append((path[::2], inner.text))
+            gate = gates.get(inner.text.split()[0])
             if gate is not None:
                 gate.set()
 
@@ -124,7 +125,7 @@ def test_a_sub_agents_delta_reaches_the_caller_while_it_runs(how: str) -> None:
     )
     see, seen = opener({"helper": model.gate})
     events = consume(lead.stream("go"), how, see)
-    assert seen == [(("helper",), "helper starts"), (("helper",), ", helper ends")]
+    assert seen[:2] == [(("helper",), "helper starts"), (("helper",), ", helper ends")]
     first = next(i for i, e in enumerate(events) if isinstance(e, SubRunEvent))
     result = next(i for i, e in enumerate(events) if isinstance(e, ToolResultEvent))
     assert first < result
@@ -168,7 +169,7 @@ def test_parallel_sub_agents_interleave_live(how: str) -> None:
     # Each one's gate opens when the caller sees the *other* one start.
     see, seen = opener({"right": left_model.gate, "left": right_model.gate})
     events = consume(lead.stream("go"), how, see)
-    assert {text for _, text in seen} == {
+    assert {text for path, text in seen if path} == {
         "left starts",
         ", left ends",
         "right starts",
@@ -210,3 +211,14 @@ def test_parallel_branches_interleave_live_inside_a_sequence(how: str) -> None:
         "right": "right starts, right ends",
     }
     assert replay(stream.response.state.log) == stream.response.state
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_the_agent_a_handoff_reaches_streams_live(how: str) -> None:
+    """After a handoff the run goes on in the same stream: the target's delta arrives as written."""
+    target, model = gated("billing")
+    triage = Agent(ScriptedModel([call("transfer_to_billing")]), name="triage", handoffs=[target])
+    see, seen = opener({"billing": model.gate})
+    events = consume(triage.stream("my invoice"), how, see)
+    assert seen == [((), "billing starts"), ((), ", billing ends")]
+    assert events[-1].response.agent == "billing"
