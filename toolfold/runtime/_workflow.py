@@ -34,13 +34,14 @@ from toolfold.runtime._run import (
     RunStream,
     make_options,
     run_async,
+    run_sync,
     start,
 )
 from toolfold.runtime._task import Task, plain_data, structured
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
-from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY, run_kept
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Live
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
@@ -222,10 +223,11 @@ class Workflow:
             RunError: A step failed with ``on_error="fail"`` (or used up its
                 retries); ``.state`` is the workflow's state, error included.
         """
-        # On one event loop for the whole tree (steps are coroutines): see `Task`.
-        return run_kept(
-            lambda: self.arun(prompt, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
-        )
+        # Blocking all the way down: steps one at a time run in this thread;
+        # steps side by side run as coroutines of one loop (see `run_calls_sync`).
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
+        with _step_errors(self):
+            return _wrapped(run_sync(live, state))
 
     async def arun(
         self,
@@ -286,16 +288,11 @@ class Workflow:
             on_event: Called with every event of the workflow's own run.
             on_step: Called with every completed round of step calls.
         """
-        return run_kept(
-            lambda: self.aresume(
-                state,
-                tool_results=tool_results,
-                approvals=approvals,
-                deps=deps,
-                on_event=on_event,
-                on_step=on_step,
-            )
+        live, state = self._resumed(
+            state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
+        with _step_errors(self):
+            return _wrapped(run_sync(live, state))
 
     async def aresume(
         self,

@@ -431,9 +431,10 @@ def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Tool
 
     Uses no event loop unless an async tool (without a blocking twin) is among the calls.
     """
-    if len(jobs) > 1 and all(forwards(job) and job.tool.is_async for job in jobs):  # type: ignore[union-attr]
-        # Sub-runs (agents, workflow steps) side by side: coroutines of one
-        # loop, not blocking runs on worker threads contending for the GIL.
+    if any(_on_loop(job, len(jobs)) for job in jobs):
+        # Sub-runs (agents, workflow steps) side by side, or one with a
+        # timeout: coroutines of one loop, where a timeout cancels them, and
+        # no blocking runs on worker threads waiting for other workers.
         return run_kept(lambda: _run_calls(jobs, max_concurrency))
     jobs = [_blocking(job) for job in jobs]
     if len(jobs) == 1:  # the common case, without the bookkeeping below
@@ -463,6 +464,17 @@ def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Tool
         for slot, outcome in zip(slots, _run_threaded(ready, max_concurrency), strict=True):
             results[slot] = outcome
     return tuple(r for r in results if r is not None)
+
+
+def _on_loop(job: ToolJob, count: int) -> bool:
+    """Whether a blocking step runs ``job`` (one of ``count``) on an event loop (see above)."""
+    tool = job.tool
+    return (
+        tool is not None
+        and tool.is_async
+        and _SUB_RUN in tool.__dict__
+        and (count > 1 or tool.timeout is not None)
+    )
 
 
 def _run_inline(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
