@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._template import TemplateError, names_in, render
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
@@ -317,7 +318,7 @@ def _run_runner(task: Task) -> Callable[..., Any]:
         elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
             response = await target.aresume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = await target.arun(prompt, deps=ctx.deps, run_id=_sub_id(ctx))
+            response = await target.arun(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
         return _step_result(response)
 
     return run_step
@@ -344,7 +345,7 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
         elif ctx.sub_run is not None:
             response = target.resume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = target.run(prompt, deps=ctx.deps, run_id=_sub_id(ctx))
+            response = target.run(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
         return _step_result(response)
 
     return run_step
@@ -362,12 +363,7 @@ def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None)
 def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:
     if ctx.sub_run is not None:
         return target.resume_stream(ctx.sub_run, deps=ctx.deps)
-    return target.stream(prompt, deps=ctx.deps, run_id=_sub_id(ctx))
-
-
-def _sub_id(ctx: RunContext[Any]) -> str:
-    # The sub-run's id follows from the call's: a replay or a retry gets the same.
-    return f"{ctx.run_id}/{ctx.call_id}"
+    return target.stream(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
 
 
 def _step_result(response: Response) -> SubRun:
