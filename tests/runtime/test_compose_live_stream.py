@@ -222,3 +222,34 @@ def test_the_agent_a_handoff_reaches_streams_live(how: str) -> None:
     events = consume(triage.stream("my invoice"), how, see)
     assert seen == [((), "billing starts"), ((), ", billing ends")]
     assert events[-1].response.agent == "billing"
+
+
+def _tree() -> Agent:
+    helper = Agent(FunctionModel(lambda request: "helper says hi"), name="helper")
+    return Agent(
+        ScriptedModel([[call("helper", {"input": "a"}), call("helper", {"input": "b"})], "ok"]),
+        tools=[helper.as_tool()],
+    )
+
+
+def test_a_blocking_stream_left_early_raises_nothing() -> None:
+    """Closing a blocking stream during a sub-run step is clean; the step ends on its thread."""
+    events = iter(_tree().stream("go"))
+    first = next(e for e in events if isinstance(e, SubRunEvent))
+    assert first.path[0] == "helper"
+    events.close()  # type: ignore[attr-defined]
+    assert _tree().run("go").text == "ok"
+
+
+def test_an_async_stream_left_early_cancels_the_steps_sub_runs() -> None:
+    """Closing an async stream during a sub-run step cancels its calls cleanly (no stray task)."""
+
+    async def main() -> list[Any]:
+        events = _tree().stream("go").__aiter__()
+        first = await anext(events)
+        while not isinstance(first, SubRunEvent):
+            first = await anext(events)
+        await events.aclose()  # type: ignore[attr-defined]
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    assert asyncio.run(main()) == []

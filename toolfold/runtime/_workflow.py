@@ -10,7 +10,8 @@ resumes in another process and replays.
 from __future__ import annotations
 
 import typing
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from contextlib import aclosing
 from typing import Any
 
 import attrs
@@ -451,9 +452,11 @@ class WorkflowStream:
                 if shown is not None:
                     yield shown
 
-    async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
+    async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
+        events = self._stream.__aiter__()
         with _step_errors(self._workflow):
-            async for event in self._stream:
-                shown = self._shown(event)
-                if shown is not None:
-                    yield shown
+            async with aclosing(events):
+                async for event in events:
+                    shown = self._shown(event)
+                    if shown is not None:
+                        yield shown

@@ -6,8 +6,8 @@ import collections
 import contextvars
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Generator
-from contextlib import AsyncExitStack, ExitStack
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
+from contextlib import AsyncExitStack, ExitStack, aclosing
 from typing import Any
 
 from toolfold.runtime._response import (
@@ -224,7 +224,7 @@ _STEP_DONE = object()
 
 async def _relayed_async(
     op: _RunToolsOp, relay: Relay, max_concurrency: int, outcomes: list[tuple[ToolOutcome, ...]]
-) -> AsyncIterator[RunStreamEvent]:
+) -> AsyncGenerator[RunStreamEvent, None]:
     """The step's calls as a task; their sub-runs' events yielded as they come.
 
     ``outcomes`` receives the calls' outcomes. Stopping the iteration cancels
@@ -264,12 +264,14 @@ async def _relayed_async(
 
 async def stream_async(
     live: Live, loop: Loop, state: RunState
-) -> AsyncIterator[RunStreamEvent | Ended]:
+) -> AsyncGenerator[RunStreamEvent | Ended, None]:
     """Like `drive_async`, streaming; the last item yielded is how the loop ended."""
     trace = start_run(live, state)
     try:
         async with AsyncExitStack() as held:  # closed too when the caller stops iterating
-            async for item in _stream_async(live, loop, trace, held):
+            # Closed with this generator, so a step's calls stop when the caller does.
+            items = await held.enter_async_context(aclosing(_stream_async(live, loop, trace, held)))
+            async for item in items:
                 if isinstance(item, Ended):
                     end_run(trace, item.state, None)
                     trace = None
@@ -281,7 +283,7 @@ async def stream_async(
 
 async def _stream_async(
     live: Live, loop: Loop, trace: RunTrace | None, held: AsyncExitStack
-) -> AsyncIterator[RunStreamEvent | Ended]:
+) -> AsyncGenerator[RunStreamEvent | Ended, None]:
     value: Any = None
     failure: Exception | None = None
     while True:
@@ -317,8 +319,10 @@ async def _stream_async(
             tools = None if trace is None else trace.tools(op.jobs)
             if op.relay is not None and any(forwards(job) for job in op.jobs):
                 ended: list[tuple[ToolOutcome, ...]] = []
-                async for item in _relayed_async(op, op.relay, live.max_concurrency, ended):
-                    yield item
+                relayed = _relayed_async(op, op.relay, live.max_concurrency, ended)
+                async with aclosing(relayed):
+                    async for item in relayed:
+                        yield item
                 value = ended[0]
             else:
                 value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
