@@ -59,3 +59,46 @@ def expected(n: int) -> str:
 
 
 default_agent = make_agent()
+
+
+def echo(name: str) -> toolfold.Agent:
+    """A test-model agent that answers ``name(<its prompt>)``."""
+    return toolfold.Agent(
+        FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name
+    )
+
+
+def make_workflow(
+    log: str | None = None, gate: str | None = None, gate_from: int = -1, fail_on: int = -1
+) -> toolfold.Workflow:
+    """A Sequence of two test-model agents and a Parallel of two more, over `make_agent`'s tool.
+
+    The first agent squares its input with the tool (``log``, ``gate`` and
+    ``fail_on`` as in `make_agent`), the second shouts the answer, and the
+    Parallel gives both views of it.
+    """
+    square = make_agent(log=log, gate=gate, gate_from=gate_from, fail_on=fail_on)
+    return toolfold.Sequence(
+        square.evolve(name="square"),
+        echo("shout"),
+        toolfold.Parallel(echo("pros"), echo("cons"), name="views"),
+        name="squares",
+    )
+
+
+def workflow_expected(n: int) -> dict[str, str]:
+    """The output `make_workflow`'s workflow gives for input ``n``."""
+    shout = f"shout({expected(n)})"
+    return {"pros": f"pros({shout})", "cons": f"cons({shout})"}
+
+
+default_workflow = make_workflow()
+
+
+def make_dict_workflow() -> toolfold.Workflow:
+    """A function step that reads a dict input, then a test-model agent (for import paths)."""
+
+    def number(data: dict[str, int]) -> str:
+        return str(data["n"])
+
+    return toolfold.Sequence(number, echo("shout"), name="numbers")

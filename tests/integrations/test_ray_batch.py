@@ -6,11 +6,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from ray_agents import expected, make_agent
+from ray_agents import echo, expected, make_agent, make_workflow, workflow_expected
 
 import toolfold
 from toolfold.integrations.ray import BatchResult, run_batch
@@ -79,45 +78,54 @@ def test_an_actor_that_dies_fails_its_inputs_not_the_batch(ray_address: str) -> 
 
 
 def _lines(path: Path) -> list[dict[str, object]]:
-    if not path.exists():
-        return []
     text = path.read_text(encoding="utf-8")
     return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
-def test_a_killed_batch_reruns_only_what_did_not_finish(ray_address: str, tmp_path: Path) -> None:
-    """SIGKILL the driver halfway; the rerun skips the checkpointed inputs and gives every answer."""
+def _kill_halfway(kind: str, ray_address: str, tmp_path: Path, count: int) -> set[int]:
+    """Run ray_batch_driver.py on ``count`` inputs; SIGKILL it once the ungated half finished.
+
+    Returns the inputs whose lines the checkpoint holds. The driver prints each
+    finished input after its checkpoint line is written, so the kill lands when
+    the first half is done and the other half is in flight, held at the gate.
+    """
     checkpoint, log, gate = tmp_path / "batch.jsonl", tmp_path / "runs.log", tmp_path / "gate"
-    count = 40  # inputs from 20 on wait at the gate, so the kill always lands halfway
+    arguments = [ray_address, str(checkpoint), str(log), str(gate), str(count)]
     driver = subprocess.Popen(
-        [
-            sys.executable,
-            str(HERE / "ray_batch_driver.py"),
-            ray_address,
-            str(checkpoint),
-            str(log),
-            str(gate),
-            str(count),
-        ],
+        [sys.executable, str(HERE / "ray_batch_driver.py"), kind, *arguments],
         cwd=HERE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
+    reported: set[int] = set()
     try:
-        deadline = time.monotonic() + 90
-        while len(_lines(checkpoint)) < 1 + count // 2:  # the header, then the ungated half
-            assert driver.poll() is None, "the driver exited before it was killed"
-            assert time.monotonic() < deadline, "the checkpoint did not fill"
-            time.sleep(0.05)
+        assert driver.stdout is not None
+        while len(reported) < count // 2:
+            line = driver.stdout.readline()
+            assert line, "the driver exited before it was killed"
+            reported.add(int(line))
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
+        if driver.stdout is not None:
+            driver.stdout.close()
+    assert reported == set(range(count // 2))  # the gated half cannot finish
     header, *done = _lines(checkpoint)
+    assert header["inputs"] == count
     finished = {int(str(line["index"])) for line in done}
-    assert finished == set(range(count // 2))
+    assert finished == reported
     ran_before = log.read_text(encoding="utf-8").split()
     assert len(ran_before) > count // 2  # gated inputs were in flight when the driver died
-
     log.unlink()
     gate.touch()
+    return finished
+
+
+def test_a_killed_batch_reruns_only_what_did_not_finish(ray_address: str, tmp_path: Path) -> None:
+    """SIGKILL the driver halfway; the rerun skips the checkpointed inputs and gives every answer."""
+    count = 40  # inputs from 20 on wait at the gate, so the kill always lands halfway
+    finished = _kill_halfway("agent", ray_address, tmp_path, count)
+    checkpoint, log, gate = tmp_path / "batch.jsonl", tmp_path / "runs.log", tmp_path / "gate"
     results = run_batch(
         make_agent(log=str(log), gate=str(gate), gate_from=count // 2),
         [str(n) for n in range(count)],
@@ -130,6 +138,7 @@ def test_a_killed_batch_reruns_only_what_did_not_finish(ray_address: str, tmp_pa
     assert [r.text for r in results] == [expected(n) for n in range(count)]
     assert {r.index for r in results if r.from_checkpoint} == finished
     # the rerun kept the batch's run ids, so tools see the same idempotency keys
+    header = _lines(checkpoint)[0]
     assert results[-1].response is not None
     assert results[-1].response.run_id == f"{header['batch_id']}-{count - 1}"
     assert len(_lines(checkpoint)) == 1 + count
@@ -213,3 +222,92 @@ def test_a_recorded_error_is_kept_when_errors_are_not_retried(tmp_path: Path) ->
     assert result.from_checkpoint
     assert result.error is not None
     assert (result.error.type, result.error.message) == ("builtins.ValueError", "boom")
+
+
+def _same_as_local(workflow: toolfold.Workflow, result: BatchResult, prompt: str) -> None:
+    """The result is the response a local run of the workflow gives under the same run id."""
+    response = result.response
+    assert isinstance(response, toolfold.WorkflowResponse)
+    local = workflow.run(prompt, run_id=response.run_id)
+    assert response.state == local.state
+    assert (response.output, response.outputs, response.text) == (
+        local.output,
+        local.outputs,
+        local.text,
+    )
+
+
+def test_a_batch_of_workflow_inputs_gives_what_local_runs_give(ray_address: str) -> None:
+    """A Sequence of agents and a Parallel runs per input in the actors; one failing step fails alone."""
+    workflow = make_workflow(fail_on=7)
+    inputs = [str(n) for n in range(24)]
+    results = run_batch(workflow, inputs, concurrency=8, progress=False)
+    assert [r.index for r in results] == list(range(24))
+    failed = results[7]
+    assert failed.response is None
+    assert failed.error is not None
+    assert failed.error.type == "toolfold.RunError"
+    assert "step 'square' of Sequence 'squares' failed" in failed.error.message
+    assert "cannot square 7" in failed.error.message
+    assert failed.error.state is not None
+    assert failed.error.state.phase == "failed"  # the workflow's state, the failure recorded
+    for result in results:
+        if result.index != 7:
+            assert result.ok
+            assert result.response is not None
+            assert result.response.output == workflow_expected(result.index)
+            _same_as_local(workflow, result, inputs[result.index])
+
+
+def test_a_killed_workflow_batch_reruns_only_what_did_not_finish(
+    ray_address: str, tmp_path: Path
+) -> None:
+    """SIGKILL a workflow batch's driver halfway; the rerun skips what finished, same results."""
+    count = 16
+    finished = _kill_halfway("workflow", ray_address, tmp_path, count)
+    checkpoint, log, gate = tmp_path / "batch.jsonl", tmp_path / "runs.log", tmp_path / "gate"
+    workflow = make_workflow(log=str(log), gate=str(gate), gate_from=count // 2)
+    inputs = [str(n) for n in range(count)]
+    results = run_batch(workflow, inputs, concurrency=8, checkpoint=checkpoint, progress=False)
+    ran_again = {int(n) for n in log.read_text(encoding="utf-8").split()}
+    assert ran_again == set(range(count)) - finished
+    assert {r.index for r in results if r.from_checkpoint} == finished
+    assert [r.response.output if r.response else None for r in results] == [
+        workflow_expected(n) for n in range(count)
+    ]
+    for result in results:  # read back or run again, each is a local run's response
+        _same_as_local(make_workflow(), result, inputs[result.index])
+    assert len(_lines(checkpoint)) == 1 + count
+
+
+def test_a_workflow_given_by_import_path_takes_plain_data(ray_address: str, tmp_path: Path) -> None:
+    """A workflow named by import path runs on dict inputs, and its checkpoint answers a rerun."""
+    runtime_env = {"env_vars": {"PYTHONPATH": str(HERE)}}
+    checkpoint = tmp_path / "batch.jsonl"
+    inputs = [{"n": 3}, {"n": 4}]
+
+    def go() -> list[BatchResult]:
+        return run_batch(
+            "ray_agents:make_dict_workflow",
+            inputs,
+            num_actors=1,
+            checkpoint=checkpoint,
+            progress=False,
+            actor_options={"runtime_env": runtime_env},
+        )
+
+    first = go()
+    assert [r.text for r in first] == ["shout(3)", "shout(4)"]
+    again = go()
+    assert all(r.from_checkpoint for r in again)
+    assert [r.text for r in again] == ["shout(3)", "shout(4)"]
+    with pytest.raises(toolfold.UsageError, match="input 0 differs"):
+        run_batch("ray_agents:make_dict_workflow", [{"n": 5}, {"n": 4}], checkpoint=checkpoint)
+
+
+def test_a_workflow_whose_template_names_no_step_is_refused_before_running() -> None:
+    """A workflow that no input could start (a template naming no step) fails before any actor."""
+    writer = toolfold.Task(echo("shout"), prompt="{missing}")
+    workflow = toolfold.Sequence(writer, name="broken")
+    with pytest.raises(toolfold.WorkflowDefinitionError, match=r"\{missing\}"):
+        run_batch(workflow, ["1"], progress=False)

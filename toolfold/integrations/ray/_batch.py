@@ -14,10 +14,16 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 from tqdm import tqdm
 
-from toolfold._errors import UsageError
-from toolfold.integrations.ray._actor import BatchActor, RemoteBatchActor, load_agent, pickled
+from toolfold._errors import UsageError, WorkflowDefinitionError
+from toolfold.integrations.ray._actor import (
+    BatchActor,
+    RemoteBatchActor,
+    Spec,
+    load_spec,
+    pickled,
+)
 from toolfold.integrations.ray._checkpoint import Checkpoint, input_digest
-from toolfold.runtime import Agent, Response, RunState
+from toolfold.runtime import Agent, Response, RunState, Workflow, WorkflowResponse
 from toolfold.runtime._run import finish, to_messages
 
 
@@ -45,7 +51,8 @@ class BatchResult:
 
     Attributes:
         index: The input's position in ``inputs``.
-        response: The run's response (None when it failed).
+        response: The run's response (None when it failed): a `WorkflowResponse`
+            when the batch ran a workflow spec.
         error: Why it failed (None when it ran).
         from_checkpoint: True when the result was read from the checkpoint
             file instead of being run again.
@@ -68,7 +75,7 @@ class BatchResult:
 
 
 def run_batch(
-    agent: Agent | str,
+    agent: Agent | Workflow | str,
     inputs: Iterable[Any],
     *,
     concurrency: int = 32,
@@ -79,12 +86,13 @@ def run_batch(
     on_result: Callable[[BatchResult], object] | None = None,
     actor_options: Mapping[str, Any] | None = None,
 ) -> list[BatchResult]:
-    """Run an agent on many inputs on Ray async actors; results in input order.
+    """Run an agent or a workflow on many inputs on Ray async actors; results in input order.
 
-    Each actor builds the agent once and runs up to ``concurrency /
+    Each actor builds the agent (or workflow) once and runs up to ``concurrency /
     num_actors`` inputs at a time on its event loop; the driver hands the next
     input to the least busy actor as inputs finish. An exception in a run
-    (a tool raising with ``on_tool_error="raise"``, a provider error...) or an
+    (a tool raising with ``on_tool_error="raise"``, a provider error, a
+    workflow step that failed the workflow...) or an
     actor's crash becomes that input's error result; the other inputs go on.
     Call ``ray.init(...)`` first to choose the cluster (else Ray starts a local
     one with its defaults).
@@ -94,12 +102,14 @@ def run_batch(
         >>> [r.text for r in results]
 
     Args:
-        agent: The `Agent`, or an import path ``"package.module:name"`` naming
-            one (or a function returning one) that each actor imports. An
-            agent pickles as its spec: its model string is resolved again in
-            each actor, which reads the API key from its own environment.
-        inputs: The prompts: each what `Agent.arun` accepts (text, a
-            `Message`, a list of messages).
+        agent: The `Agent` or workflow spec (`Sequence`, `Parallel`, `Route`,
+            `Loop`), or an import path ``"package.module:name"`` naming one
+            (or a function returning one) that each actor imports. Both
+            pickle as their spec: a model string is resolved again in each
+            actor, which reads the API key from its own environment.
+        inputs: The prompts: each what the agent's or workflow's ``arun``
+            accepts (for an agent text, a `Message`, a list of messages; for
+            a workflow also plain data: a dict, a list, an attrs instance).
         concurrency: Runs in flight at once, over all actors.
         num_actors: Ray actors (processes) to spread the runs over.
         checkpoint: A JSON-lines file: each finished input's final state is
@@ -119,23 +129,23 @@ def run_batch(
 
     Raises:
         UsageError: Bad arguments, an input that is not a prompt, an agent
-            that cannot reach the actors or cannot be built there, or a
-            checkpoint written for other inputs.
+            or workflow that cannot reach the actors or cannot be built there,
+            or a checkpoint written for other inputs.
+        WorkflowDefinitionError: The workflow's templates name values no
+            step defines (checked before anything runs).
     """
     if concurrency < 1 or num_actors < 1:
         raise UsageError(
             f"concurrency and num_actors must be at least 1, got {concurrency} and {num_actors}"
         )
+    local = load_spec(agent) if isinstance(agent, str) else agent
+    if not isinstance(local, (Agent, Workflow)):
+        raise UsageError(
+            f"run_batch needs a toolfold Agent, a workflow or an import path, got {agent!r}"
+        )
     prompts = list(inputs)
-    for index, prompt in enumerate(prompts):
-        try:
-            to_messages(prompt)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"input {index} is not a prompt: {exc}") from exc
-    local = load_agent(agent) if isinstance(agent, str) else agent
-    if not isinstance(local, Agent):
-        raise UsageError(f"run_batch needs a toolfold Agent or its import path, got {agent!r}")
-    source = agent if isinstance(agent, str) else pickled(agent)
+    _check_inputs(local, prompts)
+    source = agent if isinstance(agent, str) else pickled(local)
     digests = [input_digest(p) for p in prompts]
     file = Checkpoint.open(checkpoint, digests) if checkpoint is not None else None
     try:
@@ -157,13 +167,13 @@ class _Batch:
 
     def __init__(
         self,
-        agent: Agent,
+        spec: Spec,
         prompts: list[Any],
         digests: list[str],
         checkpoint: Checkpoint | None,
         on_result: Callable[[BatchResult], object] | None,
     ) -> None:
-        self.agent = agent
+        self.spec = spec
         self.prompts = prompts
         self.digests = digests
         self.checkpoint = checkpoint
@@ -215,9 +225,7 @@ class _Batch:
         self, index: int, state: str | None, error: Any, *, from_checkpoint: bool = False
     ) -> BatchResult:
         if state is not None:
-            loaded = RunState.from_json(state)
-            # after a handoff the agent that answered reads the output
-            response = finish(loaded, self.agent._for_state(loaded)._options.live())
+            response = response_of(self.spec, RunState.from_json(state))
             return BatchResult(index, response, None, from_checkpoint)
         saved = error.get("state")
         failure = BatchError(
@@ -328,6 +336,33 @@ class _Batch:
 
     def _failed(self) -> int:
         return sum(1 for r in self.results if r is not None and not r.ok)
+
+
+def response_of(spec: Spec, state: RunState) -> Response:
+    """The response a local run of ``spec`` gives for its final (or suspended) ``state``."""
+    if isinstance(spec, Workflow):
+        response = finish(state, spec._options.live())
+        return WorkflowResponse(response.state, response.output)
+    # after a handoff the agent that answered reads the output
+    return finish(state, spec._for_state(state)._options.live())
+
+
+def _check_inputs(spec: Spec, prompts: list[Any]) -> None:
+    """Refuse, before anything runs, inputs the spec could never start from.
+
+    A workflow starts from text or any plain data, but its templates may name
+    values no step defines: `Workflow._start` refuses that for every input alike.
+    """
+    for index, prompt in enumerate(prompts):
+        try:
+            if isinstance(spec, Workflow):
+                spec._start(prompt, None)
+            else:
+                to_messages(prompt)
+        except WorkflowDefinitionError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"input {index} is not a prompt: {exc}") from exc
 
 
 def _died(exc: RayActorError | None) -> dict[str, Any]:
