@@ -10,10 +10,13 @@ JSON, or an error's description.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import pickle
 import traceback
 from typing import Any
 
+import attrs
 import ray
 from ray import cloudpickle
 
@@ -77,11 +80,36 @@ def error_data(exc: BaseException) -> dict[str, Any]:
     }
 
 
-class BatchActor:
-    """Runs inputs of one agent or workflow concurrently on its event loop (a Ray async actor)."""
+@attrs.frozen
+class Finished:
+    """One input's outcome as it crosses back to the driver.
 
-    def __init__(self, source: str | bytes) -> None:
+    ``state``: the final `RunState` pickled (the driver loads it several times
+    faster than it would parse the JSON), ``state_json``: the same state as
+    JSON when the batch writes a checkpoint, ``error``: `error_data` of the
+    exception that ended the run (then both states are None).
+    """
+
+    index: int
+    state: bytes | None
+    state_json: str | None
+    error: dict[str, Any] | None
+
+
+class BatchActor:
+    """Runs inputs of one agent or workflow concurrently on its event loop (a Ray async actor).
+
+    The driver talks to it with `exchange`, one call at a time: each call
+    hands over new inputs and returns what finished since the last one, so
+    Ray's per-call cost is paid per round trip, not per input.
+    """
+
+    def __init__(self, source: str | bytes, with_json: bool = False) -> None:
         self.spec = load_spec(source)
+        self.with_json = with_json
+        self.running: set[asyncio.Task[None]] = set()
+        self.finished: list[Finished] = []
+        self.news = asyncio.Event()
 
     @ray.method
     async def ready(self) -> bool:
@@ -89,13 +117,41 @@ class BatchActor:
         return True
 
     @ray.method
-    async def run(self, index: int, prompt: Any, run_id: str) -> tuple[int, str | None, Any]:
-        """Run one input: ``(index, final state JSON, None)`` or ``(index, None, error)``."""
+    async def exchange(self, inputs: list[tuple[int, Any, str]]) -> list[Finished]:
+        """Start ``inputs`` (index, prompt, run id); return what finished, once something has."""
+        for index, prompt, run_id in inputs:
+            task = asyncio.create_task(self._run(index, prompt, run_id))
+            self.running.add(task)
+            task.add_done_callback(self.running.discard)
+        while not self.finished and self.running:
+            self.news.clear()
+            await self.news.wait()
+        done, self.finished = self.finished, []
+        return done
+
+    async def _run(self, index: int, prompt: Any, run_id: str) -> None:
+        finished: Finished | None = None
         try:
             response = await self.spec.arun(prompt, run_id=run_id)
+            state = response.state
+            finished = Finished(
+                index,
+                pickle.dumps(state, pickle.HIGHEST_PROTOCOL),
+                state.to_json() if self.with_json else None,
+                None,
+            )
         except Exception as exc:  # an input's failure is its own result, never the batch's
-            return index, None, error_data(exc)
-        return index, response.state.to_json(), None
+            finished = Finished(index, None, None, error_data(exc))
+        finally:  # whatever ended it (a cancel too), the driver hears of the input
+            if finished is None:
+                finished = Finished(
+                    index,
+                    None,
+                    None,
+                    error_data(RuntimeError("the run was interrupted before it ended")),
+                )
+            self.finished.append(finished)
+            self.news.set()
 
 
 RemoteBatchActor = ray.remote(BatchActor)

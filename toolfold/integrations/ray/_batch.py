@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -17,6 +18,7 @@ from tqdm import tqdm
 from toolfold._errors import UsageError, WorkflowDefinitionError
 from toolfold.integrations.ray._actor import (
     BatchActor,
+    Finished,
     RemoteBatchActor,
     Spec,
     load_spec,
@@ -215,37 +217,29 @@ class _Batch:
             if record is None or ("error" in record and retry_errors):
                 todo.append(index)
                 continue
-            state = json.dumps(record["state"]) if record.get("state") is not None else None
-            self.results[index] = self._result(
-                index, state, record.get("error"), from_checkpoint=True
-            )
+            if record.get("state") is not None:
+                state = RunState.from_json(json.dumps(record["state"]))
+                result = BatchResult(index, response_of(self.spec, state), None, True)
+            else:
+                result = BatchResult(index, None, _failure(record["error"]), True)
+            self.results[index] = result
         return todo
 
-    def _result(
-        self, index: int, state: str | None, error: Any, *, from_checkpoint: bool = False
-    ) -> BatchResult:
-        if state is not None:
-            response = response_of(self.spec, RunState.from_json(state))
-            return BatchResult(index, response, None, from_checkpoint)
-        saved = error.get("state")
-        failure = BatchError(
-            type=error["type"],
-            message=error["message"],
-            traceback=error["traceback"],
-            state=RunState.from_json(saved) if saved is not None else None,
-        )
-        return BatchResult(index, None, failure, from_checkpoint)
-
-    def _record(self, index: int, state: str | None, error: Any) -> BatchResult:
-        result = self._result(index, state, error)
+    def _record(self, finished: Finished) -> BatchResult:
+        index = finished.index
+        if finished.state is not None:
+            state = pickle.loads(finished.state)  # made by our own actor: trusted as the spec
+            result = BatchResult(index, response_of(self.spec, state), None)
+        else:
+            assert finished.error is not None
+            result = BatchResult(index, None, _failure(finished.error))
         self.results[index] = result
         if self.checkpoint is not None:
-            line: dict[str, Any] = {"index": index, "input": self.digests[index]}
-            if state is not None:
-                line["state"] = json.loads(state)
+            if finished.state_json is not None:
+                self.checkpoint.append_state(index, self.digests[index], finished.state_json)
             else:
-                line["error"] = error
-            self.checkpoint.append(line)
+                line = {"index": index, "input": self.digests[index], "error": finished.error}
+                self.checkpoint.append(line)
         if self.on_result is not None:
             self.on_result(result)
         return result
@@ -259,18 +253,19 @@ class _Batch:
         actor_options: dict[str, Any],
         bar: tqdm[Any],
     ) -> None:
-        per_actor = -(-concurrency // num_actors)
-        options = {"max_concurrency": per_actor, "max_restarts": -1, **actor_options}
+        # One exchange per actor at a time, plus a ping while it restarts.
+        options = {"max_concurrency": 4, "max_restarts": -1, **actor_options}
+        with_json = self.checkpoint is not None
         actors: list[ActorHandle[BatchActor]] = []
         for _ in range(num_actors):
-            handle = RemoteBatchActor.options(**options).remote(source)
+            handle = RemoteBatchActor.options(**options).remote(source, with_json)
             assert isinstance(handle, ActorHandle)  # a handle, not the class (for typing)
             actors.append(handle)
         try:
             try:
                 ray.get([actor.ready.remote() for actor in actors])
             except RayActorError as exc:
-                raise UsageError(f"the agent could not be built in a Ray actor: {exc}") from exc
+                raise UsageError(f"the spec could not be built in a Ray actor: {exc}") from exc
             self._drive(actors, todo, concurrency, bar)
         finally:
             for actor in actors:
@@ -279,57 +274,72 @@ class _Batch:
     def _drive(
         self, actors: list[ActorHandle[BatchActor]], todo: list[int], concurrency: int, bar: Any
     ) -> None:
-        """Keep ``concurrency`` runs in flight on the least busy live actors until all are done.
+        """Keep ``concurrency`` runs in flight over the live actors until all are done.
 
-        An actor that died is given no input until a ping (retried by Ray across
-        the restart) finds it back; one that cannot come back is dropped, and
-        with no actor left the remaining inputs fail.
+        Each live actor has one `BatchActor.exchange` call outstanding while it
+        has runs: it returns what finished, and the next call hands the actor
+        as many new inputs as came back (its share of ``concurrency``). An
+        actor that died fails the inputs it held and is given none until a
+        ping (retried by Ray across the restart) finds it back; one that
+        cannot come back is dropped, and with no actor left the remaining
+        inputs fail.
         """
-        busy = [0] * len(actors)
+        held: list[set[int]] = [set() for _ in actors]  # inputs each actor is running
         down: set[int] = set()  # restarting: a ping is in flight
         gone: set[int] = set()  # will not come back
-        pending: dict[Any, tuple[int | None, int]] = {}  # ref -> (input or None: a ping, actor)
+        calls: dict[Any, tuple[bool, int]] = {}  # ref -> (a ping?, actor)
+        asked: set[int] = set()  # actors with an exchange outstanding
         queue = list(reversed(todo))
-        while queue or any(index is not None for index, _ in pending.values()):
+        while queue or any(held):
             live = [n for n in range(len(actors)) if n not in down and n not in gone]
-            while queue and live and len(pending) - len(down) < concurrency:
-                index = queue.pop()
-                number = min(live, key=busy.__getitem__)
-                run_id = f"{self.batch_id}-{index}"
-                ref = actors[number].run.remote(index, self.prompts[index], run_id)
-                pending[ref] = (index, number)
-                busy[number] += 1
-            if not pending:  # every actor is gone
+            share = -(-concurrency // max(1, len(live)))
+            room = concurrency - sum(len(h) for h in held)
+            for number in live:
+                if number in asked:
+                    continue
+                count = max(0, min(share - len(held[number]), room, len(queue)))
+                inputs = [queue.pop() for _ in range(count)]
+                if not inputs and not held[number]:
+                    continue
+                room -= count
+                held[number].update(inputs)
+                sent = [(i, self.prompts[i], f"{self.batch_id}-{i}") for i in inputs]
+                calls[actors[number].exchange.remote(sent)] = (False, number)
+                asked.add(number)
+            if not calls:  # every actor is gone
                 for index in reversed(queue):
-                    self._finished(index, None, _died(None), bar)
+                    self._finished(Finished(index, None, None, _died(None)), bar)
                 return
-            ray.wait(list(pending), num_returns=1)
-            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+            ready, _ = ray.wait(list(calls), num_returns=1)
             for ref in ready:
-                which, number = pending.pop(ref)
+                ping, number = calls.pop(ref)
+                asked.discard(number)
                 try:
-                    outcome = ray.get(ref)
+                    outcomes: list[Finished] = ray.get(ref)
                 except RayActorError as exc:
-                    if which is None:  # the ping: the actor will not come back
+                    if ping:  # the actor will not come back
                         down.discard(number)
                         gone.add(number)
                         continue
-                    if number not in down and number not in gone:
-                        down.add(number)
-                        ping = actors[number].ready.options(max_task_retries=-1).remote()
-                        pending[ping] = (None, number)
-                    busy[number] -= 1
-                    self._finished(which, None, _died(exc), bar)
+                    down.add(number)
+                    calls[actors[number].ready.options(max_task_retries=-1).remote()] = (
+                        True,
+                        number,
+                    )
+                    asked.add(number)
+                    lost, held[number] = sorted(held[number]), set()
+                    for index in lost:
+                        self._finished(Finished(index, None, None, _died(exc)), bar)
                     continue
-                if which is None:
+                if ping:
                     down.discard(number)
                     continue
-                busy[number] -= 1
-                _, state, error = outcome
-                self._finished(which, state, error, bar)
+                for finished in outcomes:
+                    held[number].discard(finished.index)
+                    self._finished(finished, bar)
 
-    def _finished(self, index: int, state: str | None, error: Any, bar: Any) -> None:
-        result = self._record(index, state, error)
+    def _finished(self, finished: Finished, bar: Any) -> None:
+        result = self._record(finished)
         bar.update(1)
         if not result.ok:
             bar.set_postfix(failed=self._failed())
@@ -363,6 +373,16 @@ def _check_inputs(spec: Spec, prompts: list[Any]) -> None:
             raise
         except (TypeError, ValueError) as exc:
             raise UsageError(f"input {index} is not a prompt: {exc}") from exc
+
+
+def _failure(error: Mapping[str, Any]) -> BatchError:
+    saved = error.get("state")
+    return BatchError(
+        type=error["type"],
+        message=error["message"],
+        traceback=error["traceback"],
+        state=RunState.from_json(saved) if saved is not None else None,
+    )
 
 
 def _died(exc: RayActorError | None) -> dict[str, Any]:

@@ -110,9 +110,16 @@ class Checkpoint:
         """Add one finished input's line."""
         self._write(record)
 
+    def append_state(self, index: int, digest: str, state_json: str) -> None:
+        """Add the line of an input that finished, its state given as JSON text (kept as is)."""
+        self._line(f'{{"index":{index},"input":{json.dumps(digest)},"state":{state_json}}}')
+
     def _write(self, record: Mapping[str, Any]) -> None:
+        self._line(json.dumps(record, separators=(",", ":")))
+
+    def _line(self, text: str) -> None:
         assert self._file is not None
-        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._file.write(text + "\n")
         self._file.flush()
 
     def close(self) -> None:
