@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from ray_agents import echo, expected, make_agent, make_workflow, workflow_expected
 
 import toolfold
 from toolfold.integrations.ray import BatchResult, run_batch
+from toolfold.integrations.ray._actor import pickled
 from toolfold.testing import ScriptedModel
 
 HERE = Path(__file__).parent
@@ -311,3 +315,63 @@ def test_a_workflow_whose_template_names_no_step_is_refused_before_running() -> 
     workflow = toolfold.Sequence(writer, name="broken")
     with pytest.raises(toolfold.WorkflowDefinitionError, match=r"\{missing\}"):
         run_batch(workflow, ["1"], progress=False)
+
+
+class _FakeOllama(http.server.BaseHTTPRequestHandler):
+    """Ollama's ``POST /api/chat``: answers ``heard: <last message>``, records each bearer token."""
+
+    tokens: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.tokens.append(self.headers.get("authorization", ""))
+        answer = {
+            "model": body["model"],
+            "message": {
+                "role": "assistant",
+                "content": f"heard: {body['messages'][-1]['content']}",
+            },
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 3,
+            "eval_count": 2,
+        }
+        data = json.dumps(answer).encode() + (b"\n" if body.get("stream") else b"")
+        self.send_response(200)
+        kind = "application/x-ndjson" if body.get("stream") else "application/json"
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_models_are_rebuilt_in_the_actors_from_the_spec(
+    ray_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model string travels, not the client: each actor resolves it with its own host and key."""
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")  # the driver's: nothing listens
+    monkeypatch.setenv("OLLAMA_API_KEY", "driver-secret-key")
+    agent = toolfold.Agent("ollama:qwen3")
+    assert b"driver-secret-key" not in pickled(agent)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeOllama)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _FakeOllama.tokens = []
+    try:
+        host = f"http://127.0.0.1:{server.server_address[1]}"
+        env = {"OLLAMA_HOST": host, "OLLAMA_API_KEY": "actor-key"}
+        results = run_batch(
+            agent,
+            ["one", "two", "three"],
+            progress=False,
+            actor_options={"runtime_env": {"env_vars": env}},
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert [r.text for r in results] == ["heard: one", "heard: two", "heard: three"]
+    assert _FakeOllama.tokens == ["Bearer actor-key"] * 3
