@@ -375,3 +375,21 @@ def test_models_are_rebuilt_in_the_actors_from_the_spec(
         thread.join()
     assert [r.text for r in results] == ["heard: one", "heard: two", "heard: three"]
     assert _FakeOllama.tokens == ["Bearer actor-key"] * 3
+
+
+def test_a_checkpointed_state_that_no_longer_replays_is_refused(
+    ray_address: str, tmp_path: Path
+) -> None:
+    """A recorded state its own event log no longer gives (another reducer, an edit) is refused."""
+    checkpoint = tmp_path / "batch.jsonl"
+    inputs = ["2", "3"]
+    run_batch(make_agent(), inputs, checkpoint=checkpoint, progress=False)
+    header, first, second = _lines(checkpoint)
+    state = second["state"]
+    assert isinstance(state, dict)
+    state["phase"] = "running_tools"  # what a reducer that folds the log otherwise would see
+    checkpoint.write_text(
+        "".join(json.dumps(line) + "\n" for line in (header, first, second)), encoding="utf-8"
+    )
+    with pytest.raises(toolfold.UsageError, match=r"state recorded for input \d does not load"):
+        run_batch(make_agent(), inputs, checkpoint=checkpoint, progress=False)

@@ -15,7 +15,7 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 from tqdm import tqdm
 
-from toolfold._errors import UsageError, WorkflowDefinitionError
+from toolfold._errors import SerializationError, UsageError, WorkflowDefinitionError
 from toolfold.integrations.ray._actor import (
     BatchActor,
     Finished,
@@ -217,11 +217,20 @@ class _Batch:
             if record is None or ("error" in record and retry_errors):
                 todo.append(index)
                 continue
-            if record.get("state") is not None:
-                state = RunState.from_json(json.dumps(record["state"]))
-                result = BatchResult(index, response_of(self.spec, state), None, True)
-            else:
-                result = BatchResult(index, None, _failure(record["error"]), True)
+            try:
+                if record.get("state") is not None:
+                    state = RunState.from_json(json.dumps(record["state"]))
+                    result = BatchResult(index, response_of(self.spec, state), None, True)
+                else:
+                    result = BatchResult(index, None, _failure(record["error"]), True)
+            except SerializationError as exc:
+                assert self.checkpoint is not None
+                raise UsageError(
+                    f"checkpoint {self.checkpoint.path}: the state recorded for input {index} "
+                    f"does not load ({exc}). It was written by another toolfold version "
+                    "(its event log replays to another state now) or edited: finish the "
+                    "batch with the version that wrote it, or pass a new checkpoint path"
+                ) from exc
             self.results[index] = result
         return todo
 
