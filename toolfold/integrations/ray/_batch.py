@@ -91,11 +91,13 @@ def run_batch(
     """Run an agent or a workflow on many inputs on Ray async actors; results in input order.
 
     Each actor builds the agent (or workflow) once and runs up to ``concurrency /
-    num_actors`` inputs at a time on its event loop; the driver hands the next
-    input to the least busy actor as inputs finish. An exception in a run
-    (a tool raising with ``on_tool_error="raise"``, a provider error, a
-    workflow step that failed the workflow...) or an
-    actor's crash becomes that input's error result; the other inputs go on.
+    num_actors`` inputs at a time on its event loop; as its runs finish, the
+    driver collects them and hands it as many new inputs, in one Ray call. An
+    exception in a run (a tool raising with ``on_tool_error="raise"``, a
+    provider error, a workflow step that failed the workflow...) or an actor's
+    crash becomes that input's error result; the other inputs go on. A run
+    that suspends (an approval, a manual tool call) is a result too: its
+    response's state resumes with ``agent.resume``.
     Call ``ray.init(...)`` first to choose the cluster (else Ray starts a local
     one with its defaults).
 
@@ -132,7 +134,8 @@ def run_batch(
     Raises:
         UsageError: Bad arguments, an input that is not a prompt, an agent
             or workflow that cannot reach the actors or cannot be built there,
-            or a checkpoint written for other inputs.
+            a checkpoint written for other inputs, or one whose recorded
+            states do not load (another toolfold version wrote them).
         WorkflowDefinitionError: The workflow's templates name values no
             step defines (checked before anything runs).
     """
