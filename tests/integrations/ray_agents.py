@@ -17,6 +17,7 @@ def make_agent(
     gate_from: int = -1,
     fail_on: int = -1,
     crash_on: int = -1,
+    ask_on: int = -1,
 ) -> toolfold.Agent:
     """An agent that squares the number it is given with its `square` tool, then says so.
 
@@ -24,6 +25,7 @@ def make_agent(
     inputs from ``gate_from`` on wait in the tool until that file exists.
     ``fail_on``: the input whose tool raises (``on_tool_error="raise"``).
     ``crash_on``: the input whose tool kills its process (the Ray actor).
+    ``ask_on``: the input whose tool call waits for an approval.
     """
 
     async def square(n: int) -> int:
@@ -50,7 +52,10 @@ def make_agent(
             return f"{result.content} is the square"
         return FunctionModel.call("square", {"n": int(last.text)})
 
-    return toolfold.Agent(FunctionModel(reply), tools=[square], on_tool_error="raise")
+    tool = toolfold.tool(
+        square, requires_approval=lambda call, state: call.arguments["n"] == ask_on
+    )
+    return toolfold.Agent(FunctionModel(reply), tools=[tool], on_tool_error="raise")
 
 
 def expected(n: int) -> str:

@@ -393,3 +393,16 @@ def test_a_checkpointed_state_that_no_longer_replays_is_refused(
     )
     with pytest.raises(toolfold.UsageError, match=r"state recorded for input \d does not load"):
         run_batch(make_agent(), inputs, checkpoint=checkpoint, progress=False)
+
+
+def test_a_run_that_waits_for_an_approval_is_a_result_to_resume(ray_address: str) -> None:
+    """An input whose tool call needs an approval comes back suspended; its state resumes locally."""
+    agent = make_agent(ask_on=2)
+    results = run_batch(agent, ["1", "2", "3"], progress=False)
+    waiting = results[1].response
+    assert waiting is not None
+    assert waiting.finish_reason == "approval_required"
+    assert [r.text for r in results if r.index != 1] == [expected(1), expected(3)]
+    (call,) = waiting.pending_approvals
+    done = agent.resume(waiting.state, approvals={call.id: True})
+    assert done.text == expected(2)
