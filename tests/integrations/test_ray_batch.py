@@ -22,6 +22,7 @@ from toolfold.testing import ScriptedModel
 HERE = Path(__file__).parent
 
 
+@pytest.mark.once  # load and crash: Ray is the subject, not the interpreter
 def test_500_inputs_come_back_in_input_order(ray_address: str) -> None:
     """500 inputs run on two actors; each result is its own input's answer, in input order."""
     seen: list[BatchResult] = []
@@ -126,6 +127,7 @@ def _kill_halfway(kind: str, ray_address: str, tmp_path: Path, count: int) -> se
     return finished
 
 
+@pytest.mark.once  # load and crash: Ray is the subject, not the interpreter
 def test_a_killed_batch_reruns_only_what_did_not_finish(ray_address: str, tmp_path: Path) -> None:
     """SIGKILL the driver halfway; the rerun skips the checkpointed inputs and gives every answer."""
     count = 40  # inputs from 20 on wait at the gate, so the kill always lands halfway
@@ -264,6 +266,7 @@ def test_a_batch_of_workflow_inputs_gives_what_local_runs_give(ray_address: str)
             _same_as_local(workflow, result, inputs[result.index])
 
 
+@pytest.mark.once  # load and crash: Ray is the subject, not the interpreter
 def test_a_killed_workflow_batch_reruns_only_what_did_not_finish(
     ray_address: str, tmp_path: Path
 ) -> None:
