@@ -648,9 +648,13 @@ def test_a_workflow_streams_its_agents_output_tagged_with_the_path(
     durable, _ = _run(temporal_app.voiced, "voiced-1", server, tmp_path, monkeypatch)
     tagged = list(temporal_app.CHANNEL.tagged)
     local = temporal_app.voiced.agent.stream("go", run_id="voiced-1")
+
+    async def read() -> list[Any]:  # async, as the activity streams (Dripping.stream)
+        return [e async for e in local]
+
     streamed = [
         (e.path, e.event)
-        for e in local
+        for e in asyncio.run(read())
         if isinstance(e, SubRunEvent) and isinstance(e.event, typing.get_args(StreamEvent))
     ]
     assert {agent for agent, _, _ in tagged} == {"voiced.voice"}
