@@ -13,6 +13,7 @@ from typing import Any, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._http._json import encode_text
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime.core._messages import (
@@ -24,6 +25,8 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    set_wire_memo,
+    wire_memo,
 )
 from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
 
@@ -65,6 +68,70 @@ def build_body(
     """
     rewrite_id = mistral_id if provider.id_rule == "mistral9" else _same
     messages = encode_messages(request.messages, provider, rewrite_id)
+    return _body(request, model_name, provider, messages, stream, compile_tool, compile_output)
+
+
+def encode_body(
+    request: ModelRequest, model_name: str, provider: ChatProvider, *, stream: bool = False
+) -> bytes | None:
+    """`build_body` with the default compilers, as the JSON bytes the transport sends.
+
+    The same bytes as encoding `build_body`'s dict, made from each message's
+    JSON memoized on the message (`wire_memo`): a message never changes, so a
+    tool loop, which resends the whole conversation on every request, encodes
+    each message once instead of once per request. None where the messages do
+    not encode one by one (a tool's images and files travel in a user message
+    after the run of tool messages; json_object output appends a message) or a
+    setting overrides ``model`` or ``messages``: `build_body` then.
+
+    Raises:
+        ModelConfigError: As `build_body`.
+    """
+    if request.output is not None and not provider.json_schema_output:
+        return None
+    rewrite_id = mistral_id if provider.id_rule == "mistral9" else _same
+    fragments: list[str] = []
+    for message in request.messages:
+        fragment = wire_memo(message, provider)
+        if fragment is None:
+            if _has_media_results(message):
+                return None
+            fragment = encode_text(encode_messages((message,), provider, rewrite_id))[1:-1]
+            set_wire_memo(message, provider, fragment)
+        if fragment:
+            fragments.append(fragment)
+    body = _body(request, model_name, provider, _SPLICED, stream, None, None)
+    if body["messages"] is not _SPLICED or body["model"] is not model_name:
+        return None  # a setting named model or messages: let build_body place it
+    rest = {key: value for key, value in body.items() if key != "model" and key != "messages"}
+    tail = encode_text(rest)[1:] if rest else "}"
+    text = (
+        f'{{"model":{encode_text(model_name)},"messages":[{",".join(fragments)}]'
+        f"{',' if rest else ''}{tail}"
+    )
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return None  # a lone surrogate: build_body's dict is sent with escapes
+
+
+# Where `encode_body` splices the memoized messages in (never sent).
+_SPLICED: Any = []
+
+
+def _has_media_results(message: Message) -> bool:
+    return any(type(part) is ToolResultPart and part.parts for part in message.parts)
+
+
+def _body(
+    request: ModelRequest,
+    model_name: str,
+    provider: ChatProvider,
+    messages: list[Body],
+    stream: bool,
+    compile_tool: ToolCompiler | None,
+    compile_output: OutputCompiler | None,
+) -> Body:
     body: Body = {"model": model_name, "messages": messages}
     tools = list(request.tools)
     choice: Any = None
