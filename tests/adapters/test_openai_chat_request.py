@@ -381,8 +381,9 @@ def test_encode_body_falls_back_where_messages_do_not_encode_alone() -> None:
     media = ToolResultPart("call_1", "get_weather", "", parts=(ImagePart(data=PNG),))
     with_media = ModelRequest((Message.user("x"), Message.tool(media)), (WEATHER,))
     assert encode_body(with_media, "m", PROVIDERS["openai"]) is None
-    overridden = ModelRequest((Message.user("x"),), (), settings={"messages": []})
-    assert encode_body(overridden, "m", PROVIDERS["openai"]) is None
+    for name in ("messages", "tools"):
+        overridden = ModelRequest((Message.user("x"),), (WEATHER,), settings={name: []})
+        assert encode_body(overridden, "m", PROVIDERS["openai"]) is None
     surrogate = ModelRequest((Message.user("\ud800"),), ())
     assert encode_body(surrogate, "m", PROVIDERS["openai"]) is None
 
@@ -401,3 +402,16 @@ def test_a_memoized_message_is_re_encoded_for_another_provider_and_not_pickled()
     assert copied == request.messages[1]
     assert wire_memo(request.messages[1], openai) is not None  # the last one encoded
     assert wire_memo(copied, openai) is None
+
+
+def test_a_tool_schema_changed_in_place_is_sent_changed() -> None:
+    """The memoized tools entry follows a schema edited between requests (as build_body does)."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    request = ModelRequest((Message.user("x"),), (ToolDefinition("t", "", schema),))
+    openai = PROVIDERS["openai"]
+    first = encode_body(request, "m", openai)
+    schema["properties"]["b"] = {"type": "string"}
+    second = encode_body(request, "m", openai)
+    assert first != second
+    assert second == dumps(build_body(request, "m", openai))
+    assert b'"b":{"type":' in (second or b"")
