@@ -20,7 +20,7 @@ import attrs
 from toolfold._errors import UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime._run import RunStream
-from toolfold.runtime.drive._executor import SubRun, with_blocking_twin
+from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -55,7 +55,7 @@ def agent_tool(
         elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
             response = agent.resume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = agent.run(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+            response = agent.run(_prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         return _sub_run(response)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
@@ -68,7 +68,7 @@ def agent_tool(
         elif ctx.sub_run is not None:
             response = await agent.aresume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = await agent.arun(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+            response = await agent.arun(_prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         return _sub_run(response)
 
     doc = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
@@ -80,7 +80,7 @@ def agent_tool(
         _made(function, input_type, doc, tool_name, text, requires_approval, timeout)
         for function in (acall, call)
     ]
-    return with_blocking_twin(made[0], made[1])
+    return with_blocking_twin(runs_sub_runs(made[0]), runs_sub_runs(made[1]))
 
 
 def _made(
@@ -105,7 +105,7 @@ def _made(
 def _stream(agent: Agent, ctx: RunContext[Any], input: Any) -> RunStream:
     if ctx.sub_run is not None:
         return agent.resume_stream(ctx.sub_run, deps=ctx.deps)
-    return agent.stream(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+    return agent.stream(_prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
 
 
 def _sub_run(response: Response) -> SubRun:
@@ -133,8 +133,8 @@ def as_tool_of(tool: Tool[..., Any]) -> AsTool | None:
     return made if isinstance(made, AsTool) else None
 
 
-def _sub_id(ctx: RunContext[Any]) -> str:
-    # The sub-run's id follows from the call's: a replay or a retry gets the same.
+def sub_run_id(ctx: RunContext[Any]) -> str:
+    """The id of the sub-run a call makes: ``<run id>/<call id>`` (a replay or a retry gets the same)."""
     return f"{ctx.run_id}/{ctx.call_id}"
 
 
