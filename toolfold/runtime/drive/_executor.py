@@ -267,11 +267,15 @@ def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
 def _timed(outcomes: tuple[ToolOutcome, ...], started: float) -> tuple[ToolOutcome, ...]:
     # `_replace(duration=...)` spelled out: it costs a dict and a keyword pass per call.
     return tuple(
-        [_new_tuple(ToolOutcome, (*o[:7], max(0.0, o.ended - started), *o[8:])) for o in outcomes]
+        [
+            _new_tuple(ToolOutcome, (*o[:_AT], max(0.0, o.ended - started), *o[_AT + 1 :]))
+            for o in outcomes
+        ]
     )
 
 
 _new_tuple = tuple.__new__
+_AT = ToolOutcome._fields.index("duration")
 
 
 async def run_calls(
