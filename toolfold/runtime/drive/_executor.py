@@ -265,7 +265,17 @@ def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
 
 
 def _timed(outcomes: tuple[ToolOutcome, ...], started: float) -> tuple[ToolOutcome, ...]:
-    return tuple(o._replace(duration=max(0.0, o.ended - started)) for o in outcomes)
+    # `_replace(duration=...)` spelled out: it costs a dict and a keyword pass per call.
+    return tuple(
+        [
+            _new_tuple(ToolOutcome, (*o[:_AT], max(0.0, o.ended - started), *o[_AT + 1 :]))
+            for o in outcomes
+        ]
+    )
+
+
+_new_tuple = tuple.__new__
+_AT = ToolOutcome._fields.index("duration")
 
 
 async def run_calls(
