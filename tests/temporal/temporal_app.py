@@ -3,7 +3,7 @@
 Run as a script it is the worker the crash tests start and SIGKILL:
 ``python temporal_app.py ADDRESS TASK_QUEUE LOG_DIR``. It prints ``ready``
 once polling, and ``hanging <key>`` when the `slow` tool blocks (while a file
-``hang`` exists in LOG_DIR); every tool appends ``start <key>`` and
+``hang`` exists in LOG_DIR), ``cancelled <key>`` when Temporal cancels it there; every tool appends ``start <key>`` and
 ``done <key>`` lines to ``LOG_DIR/tools.log``.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -77,7 +78,11 @@ async def slow(ctx: RunContext[Any], text: str) -> str:
     _log(f"start {ctx.idempotency_key}")
     if (LOG_DIR / "hang").exists():
         print(f"hanging {ctx.idempotency_key}", flush=True)
-        await asyncio.Event().wait()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:  # the run was cancelled: Temporal told the activity
+            print(f"cancelled {ctx.idempotency_key}", flush=True)
+            raise
     _log(f"done {ctx.idempotency_key}")
     return text.upper()
 
@@ -124,6 +129,17 @@ def _flaky(request: ModelRequest) -> Any:
     return f"answered on attempt {activity.info().attempt}"
 
 
+PATIENT_DELAY = 2.0
+"""The retry-after of `patient`'s 429: ten times its retry policy's initial interval."""
+
+
+def _patient(request: ModelRequest) -> Any:
+    """Rate-limited on the first attempt with a retry-after well above the policy's interval."""
+    if activity.info().attempt == 1:
+        raise RateLimitError("429 wait", provider="test", retry_after=PATIENT_DELAY)
+    return f"answered on attempt {activity.info().attempt}"
+
+
 def _unauthorized(request: ModelRequest) -> Any:
     raise AuthenticationError("401 bad key", provider="test", status_code=401)
 
@@ -142,6 +158,7 @@ approval = TemporalAgent(
     Agent(FunctionModel(_approval), tools=[transfer], name="approval"), settings=SETTINGS
 )
 flaky = TemporalAgent(Agent(FunctionModel(_flaky), name="flaky"), settings=SETTINGS)
+patient = TemporalAgent(Agent(FunctionModel(_patient), name="patient"), settings=SETTINGS)
 unauthorized = TemporalAgent(
     Agent(FunctionModel(_unauthorized), name="unauthorized"), settings=SETTINGS
 )
@@ -317,6 +334,49 @@ many = TemporalAgent(
 lopsided = TemporalAgent(Agent(FunctionModel(_record_prompt), name="lopsided"), settings=SETTINGS)
 
 
+RELAY = threading.Event()
+"""Set by `opens`; `waits` blocks on it: the second call of a step finishes first."""
+
+
+@tool
+def waits(text: str) -> str:
+    """Block until `opens` has run, then return ``text`` upper-cased (the step's first call).
+
+    Args:
+        text: What to return.
+    """
+    assert RELAY.wait(timeout=60), "opens never ran"
+    _log(f"waits {text}")
+    return text.upper()
+
+
+@tool
+def opens(text: str) -> str:
+    """Let `waits` go on, and return ``text`` upper-cased (the step's second call).
+
+    Args:
+        text: What to return.
+    """
+    _log(f"opens {text}")
+    RELAY.set()
+    return text.upper()
+
+
+def _relay(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done:
+        return "in call order: " + ",".join(done)
+    return [
+        FunctionModel.call("waits", {"text": "first"}),
+        FunctionModel.call("opens", {"text": "second"}),
+    ]
+
+
+relay = TemporalAgent(
+    Agent(FunctionModel(_relay), tools=[waits, opens], name="relay"), settings=SETTINGS
+)
+
+
 def after_first_step(state: RunState) -> bool:
     """A live stop predicate: stop once one step is done (pure: workflow code runs it)."""
     return state.step >= 1
@@ -427,7 +487,7 @@ boss = TemporalAgent(
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
-    *(steps, approval, flaky, unauthorized, chained, oversized),
+    *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping),
 ]

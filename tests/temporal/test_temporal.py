@@ -10,13 +10,14 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from collections.abc import Sequence as Seq
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import temporal_app
-from conftest import DevServer
+from conftest import DevServer, WorkerProcess
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
 from temporalio.converter import ExternalStorage
@@ -29,7 +30,11 @@ import toolfold.integrations.temporal._nested as nested_module
 import toolfold.integrations.temporal._workflow as workflow_module
 from toolfold import (
     Agent,
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
     ProviderError,
+    RateLimitError,
     RunError,
     Sequence,
     TextDelta,
@@ -45,9 +50,11 @@ from toolfold.integrations.temporal import (
     ToolfoldPlugin,
     data_converter,
 )
+from toolfold.integrations.temporal._activities import _application_error
 from toolfold.runtime import StreamEvent, SubRunEvent, ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
+from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._state import RunState
 from toolfold.testing import FunctionModel
 
@@ -763,3 +770,101 @@ def test_a_model_failing_inside_a_step_fails_the_step_as_locally(
     assert durable.output == local.output == "last(go1)"
     assert durable.errors == local.errors == {"denied": "Error: AuthenticationError: 401 bad key"}
     assert durable.state == local.state
+
+
+def test_provider_errors_map_to_application_errors_with_the_providers_delay() -> None:
+    """A 429's retry-after becomes Temporal's next retry delay; auth and bad requests are non-retryable."""
+    limited = _application_error(RateLimitError("429", provider="p", retry_after=7.5))
+    assert limited.next_retry_delay == timedelta(seconds=7.5)
+    assert not limited.non_retryable
+    assert limited.type == "RateLimitError"
+    assert _application_error(RateLimitError("429", provider="p")).next_retry_delay is None
+    for permanent in (
+        AuthenticationError("401", provider="p", status_code=401),
+        BadRequestError("400", provider="p", status_code=400),
+        NotFoundError("404", provider="p", status_code=404),
+    ):
+        mapped = _application_error(permanent)
+        assert mapped.non_retryable, permanent
+        assert mapped.next_retry_delay is None
+    busy = _application_error(ProviderError("503", provider="p", status_code=503))
+    assert not busy.non_retryable
+    assert busy.next_retry_delay is None
+
+
+def test_retry_after_is_the_next_delay_in_the_history(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 429 with retry-after 2 s (the policy's interval: 200 ms) is retried after 2 s, as the server recorded it."""
+    response, history = _run(temporal_app.patient, "patient-1", server, tmp_path, monkeypatch)
+    assert response.text == "answered on attempt 2"
+    scheduled = next(
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    )
+    started = next(
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    )
+    attributes = started.activity_task_started_event_attributes
+    assert attributes.attempt == 2
+    info = attributes.last_failure.application_failure_info
+    assert info.type == "RateLimitError"
+    assert info.next_retry_delay.ToTimedelta() == timedelta(seconds=temporal_app.PATIENT_DELAY)
+    # the server's own clock: the retry started no sooner than the provider asked
+    waited = started.event_time.ToDatetime() - scheduled.event_time.ToDatetime()
+    assert waited >= timedelta(seconds=temporal_app.PATIENT_DELAY)
+
+
+def test_parallel_results_commit_in_call_order_when_the_second_finishes_first(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two calls of one step where the second completes first: results commit in call order, as locally."""
+    temporal_app.RELAY.clear()
+    durable, history = _run(temporal_app.relay, "relay-1", server, tmp_path, monkeypatch)
+    assert _lines(tmp_path) == ["opens second", "waits first"]  # the second finished first
+    completed = {
+        e.activity_task_completed_event_attributes.scheduled_event_id: e.event_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+    }
+    tools = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: completed[e.event_id]
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    assert tools["relay__tool__opens"] < tools["relay__tool__waits"]  # so the server saw it too
+    returned = [e for e in durable.state.log if isinstance(e, ToolReturned)]
+    assert [e.content for e in returned] == ["FIRST", "SECOND"]
+    assert durable.text == "in call order: FIRST,SECOND"
+    temporal_app.RELAY.clear()
+    local = temporal_app.relay.agent.run("go", run_id="relay-1")
+    assert durable.state == local.state
+
+
+def test_cancelling_a_run_mid_tool_cancels_the_activity_and_ends_the_run_cancelled(
+    server: DevServer, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """handle.cancel() while a tool activity runs: the tool is cancelled, the run ends cancelled, its state still answers."""
+    (tmp_path / "hang").touch()
+    workers.append(WorkerProcess(server.address, "cancel", tmp_path))
+
+    async def go() -> tuple[BaseException | None, Any, RunState]:
+        client = await _client(server)
+        handle = await temporal_app.steps.start(client, "go", id="cancel-mid", task_queue="cancel")
+        hanging = workers[0].wait_for("hanging")
+        await handle.workflow.cancel()
+        assert workers[0].wait_for("cancelled") == f"cancelled {hanging.split()[1]}"
+        with pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+        described = await handle.workflow.describe()
+        return caught.value.cause, described.status, await handle.state()
+
+    cause, status, state = asyncio.run(go())
+    assert isinstance(cause, CancelledError)
+    assert status == WorkflowExecutionStatus.CANCELED
+    assert state.step == 2  # the step whose `slow` call was in flight
+    assert state.phase == "running_tools"
+    # the step's two parallel calls ran whole; the cancelled one never got to "done"
+    assert Counter(_lines(tmp_path)) == {
+        **{f"{kind} cancel-mid:1:{i}": 1 for kind in ("start", "done") for i in (0, 1)},
+        "start cancel-mid:2:0": 1,
+    }
