@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import builtins
+import inspect
+import textwrap
 import threading
+import types
 import typing
 import uuid
 from collections import Counter
@@ -28,6 +32,8 @@ from temporalio.workflow import NondeterminismError
 
 import toolfold.integrations.temporal._nested as nested_module
 import toolfold.integrations.temporal._workflow as workflow_module
+import toolfold.runtime._run as run_module
+import toolfold.runtime.drive._executor as executor_module
 from toolfold import (
     Agent,
     AuthenticationError,
@@ -59,6 +65,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.testing import FunctionModel
 
 ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "toolfold"
 HISTORIES = Path(__file__).resolve().parent / "histories"
 
 
@@ -127,34 +134,146 @@ def test_payload_converter_round_trips_a_state() -> None:
     assert payload.metadata["encoding"] == b"json/plain"
 
 
+_BANNED_MODULES = {"time", "random", "uuid", "threading", "os", "socket", "subprocess", "secrets"}
+_BANNED_CALLS = {"open", "print", "input", "now", "utcnow", "today", "sleep", "getenv", "monotonic"}
+
+
 def test_workflow_code_makes_no_nondeterministic_calls() -> None:
     """reduce, next_effect and the workflow's modules import no clock, random, uuid, thread, env or I/O."""
-    banned_modules = {
-        "time",
-        "random",
-        "uuid",
-        "threading",
-        "os",
-        "socket",
-        "subprocess",
-        "secrets",
-    }
-    banned_calls = {"open", "print", "input", "now", "utcnow", "today", "sleep", "getenv"}
     found = []
     for module in (_reducer, _next, workflow_module, nested_module):
         tree = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                found += [a.name for a in node.names if a.name.split(".")[0] in banned_modules]
+                found += [a.name for a in node.names if a.name.split(".")[0] in _BANNED_MODULES]
             elif isinstance(node, ast.ImportFrom) and node.module:
-                if node.module.split(".")[0] in banned_modules:
+                if node.module.split(".")[0] in _BANNED_MODULES:
                     found.append(node.module)
             elif isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name in banned_calls:
+                if name in _BANNED_CALLS:
                     found.append(f"{module.__name__}: {name}()")
     assert found == []
+
+
+def _ours(value: Any) -> bool:
+    return (getattr(value, "__module__", None) or "").startswith("toolfold")
+
+
+def _methods(cls: type) -> list[Any]:
+    found = []
+    for value in vars(cls).values():
+        function = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+        if inspect.isfunction(function) and _ours(function):
+            found.append(function)
+    return found
+
+
+def _defined_in(module: Any) -> list[Any]:
+    """The functions and methods written in ``module``'s file (public names get another __module__)."""
+    found = []
+    for value in vars(module).values():
+        functions = _methods(value) if inspect.isclass(value) else [value]
+        found += [
+            f
+            for f in functions
+            if inspect.isfunction(f) and f.__code__.co_filename == module.__file__
+        ]
+    return found
+
+
+def _reachable(roots: list[Any]) -> tuple[dict[str, Any], list[str]]:
+    """Every toolfold function ``roots`` may call (transitively), and the banned calls among them.
+
+    Follows the names a function's body uses (in its module's globals) to
+    toolfold functions and classes, and ``x.name`` (``x`` not a module) to
+    the methods (and properties) called ``name`` of every toolfold class reached: an
+    over-approximation, so what it finds nothing in is clean. A name's use
+    counts, called or passed along.
+    """
+    todo = list(roots)
+    seen: dict[str, Any] = {}
+    classes: set[type] = set()
+    attributes: set[str] = set()
+    found: list[str] = []
+    while todo:
+        function = inspect.unwrap(todo.pop())
+        if not Path(function.__code__.co_filename).is_relative_to(PACKAGE):
+            continue  # attrs' generated __init__, __eq__...: no source, nothing but fields
+        module = Path(function.__code__.co_filename).relative_to(PACKAGE).with_suffix("")
+        where = f"{'.'.join(module.parts)}.{function.__qualname__}"
+        if where in seen:
+            continue
+        seen[where] = function
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        names = function.__globals__
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                )
+                found += [
+                    f"{where}: import {m}" for m in modules if m.split(".")[0] in _BANNED_MODULES
+                ]
+            elif isinstance(node, ast.Name):
+                value = names.get(node.id, getattr(builtins, node.id, None))
+                if (
+                    isinstance(value, types.ModuleType)
+                    and value.__name__.split(".")[0] in _BANNED_MODULES
+                ):
+                    found.append(f"{where}: {node.id}")
+                elif inspect.isfunction(value) and _ours(value):
+                    todo.append(value)
+                elif inspect.isclass(value) and _ours(value) and value not in classes:
+                    classes.add(value)
+                    todo += [m for m in _methods(value) if m.__name__ in attributes]
+            elif isinstance(node, ast.Attribute) and node.attr not in attributes:
+                owner = node.value
+                if isinstance(owner, ast.Name) and isinstance(
+                    names.get(owner.id), types.ModuleType
+                ):
+                    continue  # `workflow.run`, `attrs.evolve`: a module's, not a method
+                attributes.add(node.attr)
+                todo += [m for cls in classes for m in _methods(cls) if m.__name__ == node.attr]
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in _BANNED_CALLS:
+                    found.append(f"{where}: {name}()")
+    return seen, found
+
+
+def test_what_workflow_code_calls_in_toolfold_makes_no_nondeterministic_calls() -> None:
+    """The helpers workflow code reaches in other modules (start, argument checks, templates...) are deterministic too."""
+    roots = [*_defined_in(workflow_module), *_defined_in(nested_module)]
+    reached, found = _reachable([*roots, _reducer.reduce, _next.next_effect])
+    assert found == []
+    # it does follow the helpers in other modules...
+    for helper in (
+        "runtime._run.start",
+        "runtime._agent.Agent._start",
+        "runtime._workflow.Workflow._start",
+        "runtime.drive._executor.checked_arguments",
+        "runtime._task._scope",
+        "runtime._template.render",
+        "runtime._agent_tool._prompt",
+        "runtime._resume._nest",
+        "runtime.drive._loop.unique_call_ids",
+    ):
+        assert helper in reached, helper
+    # ...and never reaches the clock or the random run id they replaced on this path
+    assert "runtime.drive._executor._prepare" not in reached
+    assert "runtime._run.new_run_id" not in reached
+    # the scan finds what it looks for
+    _, dirty = _reachable([executor_module._prepare, run_module.new_run_id])
+    assert set(dirty) == {
+        "runtime.drive._executor._prepare: monotonic()",
+        "runtime.drive._executor._prepare: time",
+        "runtime._run.new_run_id: uuid",
+    }
 
 
 def _run(

@@ -17,6 +17,7 @@ from toolfold.runtime._run import (
     RunOptions,
     RunStream,
     make_options,
+    new_run_id,
     run_async,
     run_sync,
     start,
@@ -292,9 +293,7 @@ class Agent:
             timeout=timeout,
         )
 
-    def _start(
-        self, prompt: MessagesInput, history: Sequence[Message], run_id: str | None
-    ) -> RunState:
+    def _start(self, prompt: MessagesInput, history: Sequence[Message], run_id: str) -> RunState:
         messages = (*history, *to_messages(prompt)) if history else prompt
         return start(self._options, messages, run_id, agent=self.name)
 
@@ -365,7 +364,7 @@ class Agent:
         """How a new run begins with an agent (this one, or it with its sources' tools)."""
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
-            state = agent._start(prompt, history, run_id)
+            state = agent._start(prompt, history, new_run_id(run_id))
             live = agent._options.live(
                 deps=deps, on_event=on_event, on_step=on_step, announce_start=True
             )

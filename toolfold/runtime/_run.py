@@ -232,13 +232,20 @@ def make_options(
     )
 
 
+def new_run_id(run_id: str | None = None) -> str:
+    """``run_id``, or a fresh random one when it is None or empty."""
+    return run_id or uuid.uuid4().hex
+
+
 def start(
-    options: RunOptions, messages: MessagesInput, run_id: str | None, agent: str | None = None
+    options: RunOptions, messages: MessagesInput, run_id: str, agent: str | None = None
 ) -> RunState:
-    """The first state of a run (``agent``: the name of the agent that runs it)."""
-    return initial_state(
-        to_messages(messages), options.config, run_id=run_id or uuid.uuid4().hex, agent=agent
-    )
+    """The first state of a run (``agent``: the name of the agent that runs it).
+
+    Deterministic (durable workflow code calls it): the caller picks the run id,
+    with `new_run_id` for a fresh one.
+    """
+    return initial_state(to_messages(messages), options.config, run_id=run_id, agent=agent)
 
 
 def finish(state: RunState, live: Live) -> Response:

@@ -34,6 +34,7 @@ from toolfold.runtime._run import (
     RunOptions,
     RunStream,
     make_options,
+    new_run_id,
     run_async,
     run_sync,
     start,
@@ -173,7 +174,7 @@ class Workflow:
 
     # --- running -----------------------------------------------------------------
 
-    def _start(self, prompt: Any, run_id: str | None) -> RunState:
+    def _start(self, prompt: Any, run_id: str) -> RunState:
         if isinstance(prompt, Input):
             text = prompt.text
         else:
@@ -194,7 +195,7 @@ class Workflow:
         on_event: Observer | None,
         on_step: StepObserver | None,
     ) -> tuple[Live, RunState]:
-        state = self._start(prompt, run_id)
+        state = self._start(prompt, new_run_id(run_id))
         live = self._options.live(
             deps=deps, on_event=on_event, on_step=on_step, announce_start=True
         )

@@ -378,7 +378,7 @@ def _check_inputs(spec: Spec, prompts: list[Any]) -> None:
     for index, prompt in enumerate(prompts):
         try:
             if isinstance(spec, Workflow):
-                spec._start(prompt, None)
+                spec._start(prompt, "check")  # the id is dropped: only the input is checked
             else:
                 to_messages(prompt)
         except WorkflowDefinitionError:

@@ -31,7 +31,7 @@ from toolfold.runtime._workflow import Workflow, _step_errors
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.drive._executor import ToolJob, _prepare, returned
+from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._loop import _run_failure
 from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._results import describe_exception
@@ -87,7 +87,7 @@ class SubRunTool:
 
         Arguments that do not fit the tool give the error result a local run gives.
         """
-        prepared = _prepare(ToolJob(invocation, tool, cast(Any, None)))
+        prepared = checked_arguments(ToolJob(invocation, tool, cast(Any, None)))
         if not isinstance(prepared, dict):
             event = returned(prepared)
             assert isinstance(event, ToolReturned)

@@ -197,19 +197,33 @@ def _error(
     return ToolOutcome(call.id, call.name, content, True, outcome, exc, time.monotonic())
 
 
-def _prepare(job: ToolJob) -> ToolOutcome | dict[str, Any]:
-    """Validated arguments, or the outcome that replaces running the tool."""
+def checked_arguments(job: ToolJob) -> ToolOutcome | dict[str, Any]:
+    """Validated arguments, or the outcome that replaces running the tool.
+
+    Reads no clock (the outcome's ``ended`` is 0.0): durable workflow code
+    calls it, and must stay deterministic.
+    """
     tool = job.tool
     call = job.invocation.call
     if tool is None or tool.function is None:
-        return _error(call, f"Error: tool {call.name!r} cannot be run here.", "unknown_tool")
+        content = f"Error: tool {call.name!r} cannot be run here."
+        return ToolOutcome(call.id, call.name, content, True, "unknown_tool")
     stored = call.arguments
     # A copy of its own: what the tool does to its arguments never reaches the state.
     raw = thaw(stored) if stored is not None else call.arguments_text
     try:
         return tool.validate_arguments(raw)
     except ToolArgumentError as exc:
-        return _error(call, exc.message_for_model, "invalid_arguments", exc)
+        content = exc.message_for_model
+        return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", exc)
+
+
+def _prepare(job: ToolJob) -> ToolOutcome | dict[str, Any]:
+    """Validated arguments, or the outcome that replaces running the tool (ended now)."""
+    checked = checked_arguments(job)
+    if isinstance(checked, ToolOutcome):
+        return checked._replace(ended=time.monotonic())
+    return checked
 
 
 def _finish(job: ToolJob, value: Any) -> ToolOutcome:
