@@ -7,13 +7,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
 from temporalio.converter import ExternalStorage
+from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from toolfold._errors import UsageError
+from toolfold._errors import RunError, UsageError
 from toolfold.integrations.temporal._activities import (
     EventStreamHandler,
     durable_model,
@@ -23,6 +29,7 @@ from toolfold.integrations.temporal._activities import (
 from toolfold.integrations.temporal._converter import data_converter
 from toolfold.integrations.temporal._nested import node, walk
 from toolfold.integrations.temporal._workflow import (
+    PAYLOAD_TOO_LARGE,
     WORKFLOW_NAME,
     ActivitySettings,
     AgentInput,
@@ -213,9 +220,22 @@ class AgentHandle:
         """Wait for the run to end: the same `Response` a local run gives.
 
         Raises:
-            RunError: The run failed (``.state`` is its final state).
+            RunError: The run failed (``.state`` is its final state), or its
+                next activity input was over Temporal's payload limit
+                (``.state`` is its last state, before that activity, or
+                None when that is too large for a query answer, 4 MB).
         """
-        state = await self.workflow.result()
+        try:
+            state = await self.workflow.result()
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == PAYLOAD_TOO_LARGE:
+                try:
+                    last: RunState | None = await self.state()
+                except WorkflowQueryFailedError:  # a query answer is limited to 4 MB
+                    last = None
+                raise RunError(cause.message, last) from exc
+            raise
         if state.phase == "failed":
             if isinstance(self.agent.agent, Workflow):
                 with _step_errors(self.agent.agent):  # names the step, as a local run does
@@ -289,7 +309,10 @@ class ToolfoldPlugin(SimplePlugin):
                 "retried without end; give ToolfoldPlugin an external_storage"
             )
         for agent in agents:
-            register(agent._registered())
+            registered = agent._registered()
+            if external_storage is not None:  # large payloads go by reference
+                registered = attrs.evolve(registered, payload_limit=None)
+            register(registered)
         activities = [act for agent in agents for act in agent.activities]
         converter = data_converter
         if external_storage is not None:
