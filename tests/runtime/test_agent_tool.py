@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pytest
 
-from toolfold import Agent, Denied, UsageError
+from toolfold import Agent, Denied, RunContext, UsageError
 from toolfold.runtime import RunState, replay
 from toolfold.testing import FunctionModel, ScriptedModel
 
@@ -292,3 +292,54 @@ def test_streaming_parent_streams_sub_runs_tagged_with_their_path(tree: Any) -> 
     ]
     assert "".join(texts) == "files said: a.txt is 3 kB / deleted a.txt"
     assert resumed[-1].response.text.startswith("mid said:")
+
+
+def test_a_reused_call_id_gives_each_sub_run_its_own_id() -> None:
+    """A model repeating ``call_0`` in every step: sub-runs get distinct, stable ids and keys."""
+    from toolfold import tool
+
+    keys: list[str] = []
+
+    @tool(requires_approval=True)
+    def charge(ctx: RunContext[Any], amount: int) -> str:
+        """Charge a card.
+
+        Args:
+            amount: How much.
+        """
+        keys.append(ctx.idempotency_key)
+        return f"charged {amount}"
+
+    def cashier_model(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return "paid"
+        return ScriptedModel.call("charge", {"amount": 5}, id="call_0")
+
+    cashier = Agent(FunctionModel(cashier_model), name="cashier", tools=[charge])
+    lead = Agent(
+        ScriptedModel(
+            [
+                ScriptedModel.call("cashier", {"input": "first"}, id="call_0"),
+                ScriptedModel.call("cashier", {"input": "second"}, id="call_0"),
+                "both paid",
+            ]
+        ),
+        tools=[cashier.as_tool()],
+    )
+    first = lead.run("pay twice", run_id="r")
+    assert [c.id for c in first.pending_approvals] == ["call_0"]
+    second = lead.resume(RunState.from_json(first.state.to_json()), approvals={"call_0": True})
+    assert [c.id for c in second.pending_approvals] == ["call_0"]
+    (waiting,) = second.state.calls
+    assert waiting.child is not None
+    assert waiting.child.run_id == "r/call_0@2"
+    done = lead.resume(second.state, approvals={"call_0": True})
+    assert done.text == "both paid"
+    children = [e.child for e in done.state.events if e.kind == "tool_returned" and e.child]
+    assert [c.run_id for c in children] == ["r/call_0", "r/call_0@2"]
+    assert len(set(keys)) == 2
+    assert all(k.startswith(("r/call_0:", "r/call_0@2:")) for k in keys)
+    assert done.usage.requests == 3 + 2 * 2
+    assert replay(done.state.log) == done.state
+    assert RunState.from_json(done.state.to_json()) == done.state

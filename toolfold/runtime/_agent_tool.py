@@ -12,7 +12,7 @@ too, and its caller answers the nested calls by id (see `resume`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -55,7 +55,7 @@ def agent_tool(
         elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
             response = agent.resume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = agent.run(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+            response = agent.run(_prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         return _sub_run(response)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
@@ -68,7 +68,7 @@ def agent_tool(
         elif ctx.sub_run is not None:
             response = await agent.aresume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = await agent.arun(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+            response = await agent.arun(_prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         return _sub_run(response)
 
     doc = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
@@ -105,7 +105,7 @@ def _made(
 def _stream(agent: Agent, ctx: RunContext[Any], input: Any) -> RunStream:
     if ctx.sub_run is not None:
         return agent.resume_stream(ctx.sub_run, deps=ctx.deps)
-    return agent.stream(_prompt(input), deps=ctx.deps, run_id=_sub_id(ctx))
+    return agent.stream(_prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
 
 
 def _sub_run(response: Response) -> SubRun:
@@ -133,9 +133,27 @@ def as_tool_of(tool: Tool[..., Any]) -> AsTool | None:
     return made if isinstance(made, AsTool) else None
 
 
-def _sub_id(ctx: RunContext[Any]) -> str:
-    # The sub-run's id follows from the call's: a replay or a retry gets the same.
-    return f"{ctx.run_id}/{ctx.call_id}"
+def sub_run_id(ctx: RunContext[Any]) -> str:
+    """The id of the sub-run a call starts: ``<run id>/<call id>``, unique in the run.
+
+    It follows from the call, so a replay, a retry or a fork taken before the
+    call gets the same id. A model may reuse a call id in a later step
+    (``call_0`` every time); that call's sub-run is ``<run id>/<call id>@<step>``,
+    so two sub-runs of one run never share an id (nor their tools' idempotency keys).
+    """
+    base = f"{ctx.run_id}/{ctx.call_id}"
+    return f"{base}@{ctx.step}" if _reused(ctx.messages, ctx.call_id) else base
+
+
+def _reused(messages: Sequence[Any], call_id: str) -> bool:
+    """Whether an assistant message before the last one holding ``call_id`` made a call of that id."""
+    seen = 0
+    for message in reversed(messages):
+        if message.role == "assistant" and any(c.id == call_id for c in message.tool_calls):
+            seen += 1
+            if seen > 1:
+                return True
+    return False
 
 
 def _prompt(value: Any) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._template import TemplateError, names_in, render
 from toolfold.runtime.drive._executor import SubRun
@@ -303,7 +304,7 @@ def _run_runner(task: Task) -> Callable[..., Any]:
     ) -> SubRun:
         scope = _scope(input, values)
         target = _bound(task, scope)
-        sub_id = f"{ctx.run_id}/{ctx.call_id}"
+        sub_id = sub_run_id(ctx)
         if isinstance(target, Agent):
             prompt: Any = render(task.prompt, scope) if task.prompt else _prompt_text(input)
         else:
