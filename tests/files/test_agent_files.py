@@ -402,3 +402,26 @@ def test_the_entry_must_name_an_agent() -> None:
     assert loaded.entry == "a"
     with pytest.raises(ValueError, match="defines no agent 'z'"):
         loaded.agent("z")
+
+
+def test_a_step_timeout_loads_and_writes_back() -> None:
+    """``{step = ..., timeout = 2.5}`` is the step's Task timeout, and to_dict writes it again."""
+    text = """
+entry = "flow"
+
+[agents.writer]
+model = "openai:gpt-4o-mini"
+
+[workflows.flow]
+kind = "sequence"
+steps = [{ step = "writer", timeout = 2.5, on_error = "skip" }]
+"""
+    with override_models(TestModel()):
+        flow = loads(text).get()
+        assert isinstance(flow, Sequence)
+        assert flow.steps[0].timeout == 2.5
+        document = flow.to_dict()
+        assert document["workflows"]["flow"]["steps"] == [
+            {"step": "writer", "on_error": "skip", "timeout": 2.5}
+        ]
+        assert from_dict(document).get().to_dict() == document

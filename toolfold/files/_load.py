@@ -625,6 +625,7 @@ class _Loader:
             retries=ref.retries,
             prompt=ref.prompt,
             input_type=None if ref.input_type is None else self.resolved[ref.input_type],
+            timeout=ref.timeout,
         )
 
     def _workflow(self, name: str, flow: WorkflowEntry, built: Mapping[str, Any]) -> Workflow:

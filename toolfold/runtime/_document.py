@@ -109,6 +109,7 @@ class StepEntry:
     retries: int = 2
     prompt: str | None = None
     input_type: str | None = None
+    timeout: float | None = None
 
 
 StepRef = str | StepEntry
@@ -538,6 +539,7 @@ def _step(step: Any, writer: _Writer, where: str) -> StepRef:
         input_type=None
         if task.input_type is None
         else required_path(task.input_type, f"{where}.input_type"),
+        timeout=task.timeout,
     )
     return ref if entry == StepEntry(step=ref) else entry
 
