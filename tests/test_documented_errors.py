@@ -355,9 +355,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "things that are not tools, references to undefined agents or a cycle (all listed at once)": (
         _agent_file_problems
     ),
-    "`agent.to_dict()` for an agent holding a lambda, a local function or a stop condition": (
-        _unwritable_agent
-    ),
+    "`agent.to_dict()` for an agent holding a lambda or a local function (a tool, a stop "
+    "condition, an input filter...)": (_unwritable_agent),
     "an approval that is not `True`, `False` or `Denied(reason)`": _bad_approval,
     "resuming without the tools the state names": _resume_without_tools,
     "resuming a run stopped at `max_steps` without a larger `max_steps` or a `message`, "

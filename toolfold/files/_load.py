@@ -30,8 +30,10 @@ from toolfold.runtime._document import (
     MCPEntry,
     StepEntry,
     StepRef,
+    StopEntry,
     WorkflowEntry,
     resolve,
+    stop_condition,
 )
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._model import Model
@@ -493,6 +495,24 @@ class _Loader:
                     self.problem(f"{path}.input_filter", f"{found!r} is not a function")
         if entry.output_type is not None:
             self._resolve(entry.output_type, f"{where}.output_type")
+        for index, condition in enumerate(entry.stop_when):
+            self._stop(condition, self.at(name, "stop_when", index))
+
+    def _stop(self, condition: str | StopEntry, path: str) -> None:
+        if isinstance(condition, str):
+            self._function(condition, path)
+            return
+        given = {k: v for k, v in attrs.asdict(condition).items() if v is not None}
+        if len(given) != 1:
+            self.problem(
+                path,
+                "give exactly one of max_steps, token_budget, tool_called"
+                + (f" (got {', '.join(given)})" if given else ""),
+            )
+            return
+        ((key, value),) = given.items()
+        if key != "tool_called" and value < 1:
+            self.problem(f"{path}.{key}", f"must be at least 1, got {value}")
 
     def _reference(self, target: str, path: str, *, workflows: bool = False) -> None:
         known = dict(self._table("agents", "agents"))
@@ -697,6 +717,10 @@ class _Loader:
             tools=tools,
             handoffs=handoffs,
             output_type=None if entry.output_type is None else self.resolved[entry.output_type],
+            stop_when=[
+                self.resolved[c] if isinstance(c, str) else stop_condition(c)
+                for c in entry.stop_when
+            ],
             settings=entry.settings,
             **{key: getattr(entry, key) for key in PLAIN_KEYS},
         )

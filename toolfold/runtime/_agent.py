@@ -237,11 +237,13 @@ class Agent:
 
         ``toolfold.files.from_dict(agent.to_dict())`` builds the same agents
         again; the dict can be written as TOML or YAML. Tools, models given as
-        objects, output types and input filters are written as import paths.
+        objects, output types, input filters and stop conditions that are
+        functions are written as import paths; the built-in stop conditions
+        as tables (``{max_steps = 3}``).
 
         Raises:
             UsageError: Something has no import path (a lambda, a local
-                function), or is a stop condition, which files cannot hold.
+                function); the error names its key path.
         """
         from toolfold.runtime._document import spec_to_dict
 

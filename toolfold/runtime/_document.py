@@ -72,8 +72,18 @@ class MCPEntry:
     include: list[str] | None = None
 
 
+@attrs.frozen
+class StopEntry:
+    """A built-in stop condition: ``{max_steps = 3}``, ``{token_budget = 5000}`` or ``{tool_called = "submit"}``."""
+
+    max_steps: int | None = None
+    token_budget: int | None = None
+    tool_called: str | None = None
+
+
 ToolEntry = str | AgentToolEntry
 HandoffRef = str | HandoffEntry
+StopRef = str | StopEntry
 
 
 @attrs.frozen
@@ -85,6 +95,7 @@ class AgentEntry:
     tools: list[ToolEntry] = attrs.field(factory=list)
     mcp: list[MCPEntry] = attrs.field(factory=list)
     handoffs: list[HandoffRef] = attrs.field(factory=list)
+    stop_when: list[StopRef] = attrs.field(factory=list)
     max_steps: int = 10
     tool_choice: str | None = None
     output_type: str | None = None
@@ -164,6 +175,7 @@ _CLASSES = (
     AgentToolEntry,
     HandoffEntry,
     MCPEntry,
+    StopEntry,
     AgentEntry,
     StepEntry,
     WorkflowEntry,
@@ -245,6 +257,14 @@ def _make_converter() -> cattrs.Converter:
         (ToolEntry, _one_of(AgentToolEntry, "an import path or an {agent = ...} table")),
         (HandoffRef, _one_of(HandoffEntry, "an agent name or an {agent = ...} table")),
         (
+            StopRef,
+            _one_of(
+                StopEntry,
+                "a function's import path or a {max_steps | token_budget | tool_called = ...} "
+                "table",
+            ),
+        ),
+        (
             StepRef,
             _one_of(
                 StepEntry,
@@ -254,7 +274,7 @@ def _make_converter() -> cattrs.Converter:
         (bool | list[str], _approval),
         (dict[str, Any], _settings),
     ]
-    unions.append((StepRef | None, unions[2][1]))
+    unions.append((StepRef | None, unions[3][1]))
     for union, hook in unions:
         converter.register_structure_hook_func(_equal_to(union), hook)
     for cls in _CLASSES:
@@ -442,8 +462,10 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
                 else required_path(spec.input_filter, f"{where}.handoffs[{index}].input_filter"),
             )
         )
-    if agent.stop_when:
-        raise UsageError(f"{where}.stop_when: stop conditions cannot be written to an agent file")
+    stop_when = [
+        _dump_stop(condition, f"{where}.stop_when[{index}]")
+        for index, condition in enumerate(agent.stop_when)
+    ]
     model = agent.model if isinstance(agent.model, str) else required_path(agent.model, where)
     output_type = (
         None
@@ -455,12 +477,38 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
         tools=tools,
         mcp=mcp,
         handoffs=handoffs,
+        stop_when=stop_when,
         output_type=output_type,
         settings=dict(agent.settings),
         **{key: getattr(agent, key) for key in PLAIN_KEYS},
     )
     writer.tables["agents"][name] = CONVERTER.unstructure(entry)
     return name
+
+
+def _dump_stop(condition: Any, where: str) -> StopRef:
+    """A stop condition as a file writes it: a built-in's table, or a function's import path."""
+    from toolfold.runtime.core._stop import MaxSteps, TokenBudget, ToolCalled
+
+    if isinstance(condition, MaxSteps):
+        return StopEntry(max_steps=condition.steps)
+    if isinstance(condition, TokenBudget):
+        return StopEntry(token_budget=condition.tokens)
+    if isinstance(condition, ToolCalled):
+        return StopEntry(tool_called=condition.name)
+    return required_path(condition, where)
+
+
+def stop_condition(entry: StopEntry) -> Any:
+    """The built-in stop condition a file's ``{max_steps = ...}``-like table names."""
+    from toolfold.runtime.core._stop import max_steps, token_budget, tool_called
+
+    if entry.max_steps is not None:
+        return max_steps(entry.max_steps)
+    if entry.token_budget is not None:
+        return token_budget(entry.token_budget)
+    assert entry.tool_called is not None
+    return tool_called(entry.tool_called)
 
 
 def _dump_source(source: Any, where: str) -> MCPEntry:
