@@ -269,7 +269,7 @@ def _agent_file_problems() -> None:
 model = "openai:gpt-4o-mini"
 colour = "red"
 max_steps = "ten"
-tools = ["no_such_module_for_toolfold:f", "math:pi"]
+tools = ["no_such_module_for_toolfold:f", "math:pi", { agent = "lead" }]
 handoffs = ["ghost", "lead"]
 """
     with pytest.raises(toolfold.AgentFileError) as info:

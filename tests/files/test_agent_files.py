@@ -251,9 +251,9 @@ ERRORS = {
     ),
     "cycle": (
         '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = [{ agent = "b" }]\n\n'
-        '[agents.b]\nmodel = "openai:gpt-4o-mini"\nhandoffs = ["a"]\n',
+        '[agents.b]\nmodel = "openai:gpt-4o-mini"\ntools = [{ agent = "a" }]\n',
         "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [{agent: b}]\n"
-        "  b:\n    model: openai:gpt-4o-mini\n    handoffs: [a]\n",
+        "  b:\n    model: openai:gpt-4o-mini\n    tools: [{agent: a}]\n",
         (1, 2),
         "agents.a",
         "cycle in definitions: a -> b -> a",

@@ -368,6 +368,9 @@ class _Loader:
                 kind = "agent" if table == "agents" else "workflow"
                 self.problem(f"{table}.{name}", f"cannot build the {kind}: {exc}")
                 raise self.fail() from exc
+        scope = {name: typing.cast(Agent, built[name]) for name in agents}
+        for agent in scope.values():
+            agent._in_scope(scope)  # a handoff by name finds any agent of the file
         return AgentFile(
             self.lines.file,
             {name: typing.cast(Agent, built[name]) for name in agents},
@@ -598,17 +601,45 @@ class _Loader:
             )
 
     def _order(self) -> list[str]:
-        """The agents and workflows, each after those it refers to; a cycle is a problem."""
+        """The agents and workflows, each after those it contains; a cycle of those is a problem.
+
+        A spec contains its agents used as tools and its steps. Handoffs may
+        form cycles (they go by name at run time): a handoff target built
+        earlier is handed the agent itself, a later one its name, and the
+        order builds handoff targets first where that does not break a cycle.
+        """
+        names = [*self.entries, *self.flows]
+        contains = {
+            name: [
+                t
+                for t in (
+                    _references(self.entries[name])
+                    if name in self.entries
+                    else _step_references(self.flows[name])
+                )
+                if t in self.entries or t in self.flows
+            ]
+            for name in names
+        }
+        hands = {
+            name: [t for t in _handoff_references(self.entries[name]) if t in self.entries]
+            for name in self.entries
+        }
+        inside: dict[str, set[str]] = {}
+
+        def closure(name: str) -> set[str]:
+            """``name`` and everything it contains, at any depth."""
+            if name not in inside:
+                inside[name] = {name}
+                for target in contains[name]:
+                    inside[name] |= closure(target)
+            return inside[name]
+
         order: list[str] = []
         state: dict[str, str] = {}
 
-        def references(name: str) -> list[str]:
-            if name in self.entries:
-                return list(_references(self.entries[name]))
-            return list(_step_references(self.flows[name]))
-
         def visit(name: str, trail: list[str]) -> None:
-            if state.get(name) == "done" or (name not in self.entries and name not in self.flows):
+            if state.get(name) == "done":
                 return
             if state.get(name) == "active":
                 cycle = [*trail[trail.index(name) :], name]
@@ -617,16 +648,21 @@ class _Loader:
                     f"{table}.{name}",
                     "cycle in definitions: "
                     + " -> ".join(cycle)
-                    + " (a spec cannot contain itself through tools, handoffs or steps)",
+                    + " (a spec cannot contain itself through tools or steps; only handoffs "
+                    "may form a cycle)",
                 )
                 return
             state[name] = "active"
-            for target in references(name):
+            for target in contains[name]:
                 visit(target, [*trail, name])
+            active = {n for n, s in state.items() if s == "active"}
+            for target in hands.get(name, ()):
+                if target not in state and not closure(target) & active:
+                    visit(target, [*trail, name])
             state[name] = "done"
             order.append(name)
 
-        for name in [*self.entries, *self.flows]:
+        for name in names:
             visit(name, [])
         return order
 
@@ -695,14 +731,14 @@ class _Loader:
             else:
                 tools.append(self.resolved[item])
         tools.extend(_server(source) for source in entry.mcp)
-        handoffs: list[Agent | Handoff] = []
+        handoffs: list[Agent | Handoff | str] = []
         for handoff in entry.handoffs:
             if isinstance(handoff, str):
-                handoffs.append(built[handoff])
+                handoffs.append(built.get(handoff, handoff))  # not built yet: a cycle's edge back
                 continue
             handoffs.append(
                 Handoff(
-                    built[handoff.agent],
+                    built.get(handoff.agent, handoff.agent),
                     name=handoff.name,
                     description=handoff.description,
                     input_filter=None
@@ -730,6 +766,9 @@ def _references(entry: AgentEntry) -> Iterator[str]:
     for item in entry.tools:
         if isinstance(item, AgentToolEntry):
             yield item.agent
+
+
+def _handoff_references(entry: AgentEntry) -> Iterator[str]:
     for handoff in entry.handoffs:
         yield handoff.agent if isinstance(handoff, HandoffEntry) else handoff
 

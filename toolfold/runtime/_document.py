@@ -387,6 +387,7 @@ class _Writer:
     def __init__(self) -> None:
         self.tables: dict[str, dict[str, Any]] = {}
         self._names: dict[int, str] = {}
+        self.agents: dict[str, Agent] = {}  # by name, for handoffs given by name
 
     def add(self, spec: Any) -> str:
         """Write ``spec`` (once) and return its name."""
@@ -446,9 +447,21 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
         )
     mcp = [_dump_source(source, f"{where}.mcp[{i}]") for i, source in enumerate(sources)]
     handoffs: list[HandoffRef] = []
+    graph = agent._reach()[0]
+    for known, other in graph.items():  # the first agent written says where names lead
+        writer.agents.setdefault(known, other)
     for index, item in enumerate(agent.handoffs):
         spec = item if isinstance(item, Handoff) else Handoff(item)
-        target = writer.add(spec.agent)
+        if isinstance(spec.agent, str):
+            found = writer.agents.get(spec.agent)
+            if found is None:
+                raise UsageError(
+                    f"{where}.handoffs[{index}]: names agent {spec.agent!r}, which no agent "
+                    "reachable from the one written is: the file would not define it"
+                )
+            target = writer.add(found)
+        else:
+            target = writer.add(spec.agent)
         if spec.name is None and spec.description is None and spec.input_filter is None:
             handoffs.append(target)
             continue
