@@ -248,7 +248,10 @@ class _Lines:
             found = self._toml_line(path)
             if found is not None:
                 return found
-            path = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", path)
+            shorter = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", path)
+            if shorter == path:  # a top-level key with no line (a dict has none)
+                return None
+            path = shorter
         return None
 
     def _toml_line(self, path: str) -> int | None:
@@ -481,7 +484,17 @@ class _Loader:
         for index, item in enumerate(entry.tools):
             path = self.at(name, "tools", index)
             if isinstance(item, AgentToolEntry):
-                self._reference(item.agent, f"{path}.agent")
+                if (item.agent is None) == (item.workflow is None):
+                    self.problem(
+                        path, "give either agent = (an agent's name) or workflow = (a workflow's)"
+                    )
+                elif item.agent is not None:
+                    self._reference(item.agent, f"{path}.agent")
+                else:
+                    assert item.workflow is not None
+                    self._reference(item.workflow, f"{path}.workflow", workflows=True)
+                    if item.workflow in self._table("agents", "agents"):
+                        self.problem(f"{path}.workflow", f"{item.workflow!r} is an agent")
                 if item.input_type is not None:
                     self._resolve(item.input_type, f"{path}.input_type")
             else:
@@ -718,7 +731,7 @@ class _Loader:
         for item in entry.tools:
             if isinstance(item, AgentToolEntry):
                 tools.append(
-                    built[item.agent].as_tool(
+                    built[item.agent or item.workflow or ""].as_tool(
                         item.name,
                         item.description,
                         input_type=str
@@ -765,7 +778,9 @@ class _Loader:
 def _references(entry: AgentEntry) -> Iterator[str]:
     for item in entry.tools:
         if isinstance(item, AgentToolEntry):
-            yield item.agent
+            target = item.agent or item.workflow
+            if target is not None:
+                yield target
 
 
 def _handoff_references(entry: AgentEntry) -> Iterator[str]:

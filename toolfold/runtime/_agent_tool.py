@@ -26,6 +26,7 @@ from toolfold.toolkit._tool import Tool
 
 if TYPE_CHECKING:
     from toolfold.runtime._agent import Agent
+    from toolfold.runtime._workflow import Workflow
 
 
 def agent_tool(
@@ -83,6 +84,71 @@ def agent_tool(
     return with_blocking_twin(made[0], made[1])
 
 
+def workflow_tool(
+    workflow: Workflow,
+    *,
+    name: str | None,
+    description: str | None,
+    input_type: Any,
+    requires_approval: bool,
+    timeout: float | None,
+) -> Tool[..., Any]:
+    """The `Tool` that runs ``workflow`` (see `Workflow.as_tool`)."""
+    from toolfold.runtime._task import type_accepts, type_name
+
+    tool_name = name or workflow.name
+    if not type_accepts(workflow.input_type, input_type):
+        raise UsageError(
+            f"{workflow.label}.as_tool(input_type={type_name(input_type)}): the workflow takes "
+            f"{type_name(workflow.input_type)}; give an input_type it accepts"
+        )
+    text = description or f"Run the {tool_name} workflow."
+
+    def call(ctx: RunContext[Any], input: Any) -> SubRun:  # blocking runs
+        if ctx.forward is not None:
+            stream = (
+                workflow.resume_stream(ctx.sub_run, deps=ctx.deps)
+                if ctx.sub_run is not None
+                else workflow.stream(input, deps=ctx.deps, run_id=sub_run_id(ctx))
+            )
+            for event in stream:
+                if not isinstance(event, RunEndEvent):
+                    ctx.forward(event)
+            response: Response = stream.response
+        elif ctx.sub_run is not None:
+            response = workflow.resume(ctx.sub_run, deps=ctx.deps)
+        else:
+            response = workflow.run(input, deps=ctx.deps, run_id=sub_run_id(ctx))
+        return _sub_run(response)
+
+    async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
+        if ctx.forward is not None:
+            stream = (
+                workflow.resume_stream(ctx.sub_run, deps=ctx.deps)
+                if ctx.sub_run is not None
+                else workflow.stream(input, deps=ctx.deps, run_id=sub_run_id(ctx))
+            )
+            async for event in stream:
+                if not isinstance(event, RunEndEvent):
+                    ctx.forward(event)
+            response: Response = stream.response
+        elif ctx.sub_run is not None:
+            response = await workflow.aresume(ctx.sub_run, deps=ctx.deps)
+        else:
+            response = await workflow.arun(input, deps=ctx.deps, run_id=sub_run_id(ctx))
+        return _sub_run(response)
+
+    doc = f"{text}\n\nArgs:\n    input: The {tool_name} workflow's input."
+    made_by = AsTool(workflow, name, description, input_type, requires_approval, timeout)
+    for function in (acall, call):
+        function.__dict__[_AS_TOOL] = made_by
+    made = [
+        _made(function, input_type, doc, tool_name, text, requires_approval, timeout)
+        for function in (acall, call)
+    ]
+    return with_blocking_twin(made[0], made[1])
+
+
 def _made(
     function: Callable[..., Any],
     input_type: Any,
@@ -117,9 +183,12 @@ _AS_TOOL = "__toolfold_as_tool__"
 
 @attrs.frozen
 class AsTool:
-    """The arguments of the `Agent.as_tool` call that made a tool."""
+    """The arguments of the `Agent.as_tool` (or `Workflow.as_tool`) call that made a tool.
 
-    agent: Agent
+    ``agent`` is the agent, or the workflow.
+    """
+
+    agent: Agent | Workflow
     name: str | None
     description: str | None
     input_type: Any

@@ -35,9 +35,13 @@ if TYPE_CHECKING:
 
 @attrs.frozen
 class AgentToolEntry:
-    """An agent used as a tool: ``{agent = "researcher", description = "..."}``."""
+    """An agent or a workflow used as a tool: ``{agent = "researcher", description = "..."}``.
 
-    agent: str
+    ``{workflow = "pipeline"}`` names a workflow of the file instead of ``agent``.
+    """
+
+    agent: str | None = None
+    workflow: str | None = None
     name: str | None = None
     description: str | None = None
     input_type: str | None = None
@@ -433,9 +437,14 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
         if made is None:
             tools.append(required_path(item, f"{where}.tools[{index}]"))
             continue
+        from toolfold.runtime._workflow import Workflow
+
+        written = writer.add(made.agent)
+        is_flow = isinstance(made.agent, Workflow)
         tools.append(
             AgentToolEntry(
-                agent=writer.add(made.agent),
+                agent=None if is_flow else written,
+                workflow=written if is_flow else None,
                 name=made.name,
                 description=made.description,
                 input_type=None
