@@ -48,7 +48,7 @@ def test_a_cycle_hands_the_run_back_and_forth() -> None:
 
 
 def test_a_ping_pong_cycle_stops_at_max_steps_and_resumes() -> None:
-    """Handing back and forth forever stops at max_steps; resuming with more goes on from there."""
+    """A cycle stops at the run's max_steps (the first agent's); resuming with more goes on."""
     pong = Agent(FunctionModel(lambda r: call("transfer_to_ping")), name="pong", handoffs=["ping"])
     ping = Agent(
         FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong], max_steps=3
@@ -56,6 +56,7 @@ def test_a_ping_pong_cycle_stops_at_max_steps_and_resumes() -> None:
     stopped = ping.run("go")
     assert stopped.finish_reason == "max_steps"
     assert stopped.state.step == 3
+    assert stopped.agent == "ping"
     exact(stopped.state)
     state = RunState.from_json(stopped.state.to_json())
     more = ping.resume(state, max_steps=5)
@@ -63,6 +64,7 @@ def test_a_ping_pong_cycle_stops_at_max_steps_and_resumes() -> None:
     assert more.state.step == 5
     handed = [e.agent for e in more.state.events if e.kind == "handed_off"]
     assert handed == ["pong", "ping", "pong", "ping"]
+    assert more.state.config.max_steps == 5  # pong's own limit (10) never applied
     exact(more.state)
     again = ping.resume(fork(more.state, step=2), max_steps=3)
     assert again.state.step == 3

@@ -462,6 +462,9 @@ class Agent:
         """The agent that runs ``state`` now, and how the run goes on with the answers."""
 
         graph = self.handoff_graph() if self.handoffs else None
+        if answers.max_steps is None and state.agent not in (None, self.name):
+            # the run's limit is its first agent's, whoever runs it after handoffs
+            answers = answers._replace(max_steps=self.max_steps)
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
             live, resumed_state = resumed(state, agent._options, **answers._asdict())
