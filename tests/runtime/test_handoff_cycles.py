@@ -178,3 +178,46 @@ handoffs = ["triage"]
     assert isinstance(triage.handoffs[0], Agent)  # targets built earlier are the agents
     assert set(billing.handoff_graph()) == {"triage", "billing", "refunds"}
     assert "triage" in loaded.agent("refunds").to_mermaid()
+
+
+class CountingSource:
+    """A tool source that counts its holders (open and close nest, as MCP servers do)."""
+
+    def __init__(self) -> None:
+        self.holders = 0
+        self.opened = 0
+
+    def open(self) -> None:
+        self.holders += 1
+        self.opened += 1
+
+    def close(self) -> None:
+        self.holders -= 1
+
+    def tools(self) -> list[Any]:
+        @tool
+        def ledger() -> str:
+            """Read the ledger."""
+            return "balanced"
+
+        return [ledger]
+
+
+def test_a_cycle_streams_and_closes_the_sources_it_opened_on_its_way() -> None:
+    """Streaming a cycle shows each handoff's steps; every source opened on the way is closed."""
+    source = CountingSource()
+    pong = Agent(
+        FunctionModel(lambda r: call("transfer_to_ping")),
+        name="pong",
+        handoffs=["ping"],
+        tools=[source],
+    )
+    ping = Agent(
+        FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong], max_steps=5
+    )
+    stream = ping.stream("go")
+    names = [e.call.name for e in stream if type(e).__name__ == "ToolCallEvent"]
+    assert names == ["transfer_to_pong", "transfer_to_ping"] * 2 + ["transfer_to_pong"]
+    assert stream.response.finish_reason == "max_steps"
+    assert source.opened == 2  # once per time the run reached pong
+    assert source.holders == 0
