@@ -136,9 +136,9 @@ class Workflow:
         Raises:
             UsageError: ``input_type`` does not fit the workflow's input.
         """
-        from toolfold.runtime._agent_tool import workflow_tool
+        from toolfold.runtime._agent_tool import agent_tool
 
-        return workflow_tool(
+        return agent_tool(
             self,
             name=name,
             description=description,
