@@ -20,6 +20,10 @@ from pathlib import Path
 
 import pytest
 
+# Chromium, the docs site and the server are the subject here, not the interpreter:
+# scripts/check runs these on its first Python only.
+pytestmark = pytest.mark.once
+
 ROOT = Path(__file__).resolve().parents[1]
 MERMAID_JS = ROOT / "docs" / "assets" / "javascripts" / "mermaid.min.js"
 SCREENSHOTS = ROOT / "build" / "screenshots"

@@ -163,6 +163,7 @@ def fault_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.once  # 1,000 requests per cell: the load is the subject; first Python only
 @pytest.mark.parametrize(("backend", "mode"), cases(("sync", "async")))
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_thousand_failures_leak_nothing(

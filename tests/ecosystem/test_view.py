@@ -263,6 +263,7 @@ def _browse(page: Path, profile: Path, *extra: str) -> tuple[str, list[str]]:
     return done.stdout, tripwire.page_requests()
 
 
+@pytest.mark.once  # Chromium is the subject: first Python only
 def test_the_tripwire_sees_a_page_request(tmp_path: Path) -> None:
     """Control: a page that loads an image from the network is caught by the tripwire."""
     page = tmp_path / "leaky.html"
@@ -271,6 +272,7 @@ def test_the_tripwire_sees_a_page_request(tmp_path: Path) -> None:
     assert any("canary.invalid" in r for r in requests)
 
 
+@pytest.mark.once  # Chromium is the subject: first Python only
 def test_the_page_renders_in_chromium_without_network(tmp_path: Path) -> None:
     """Headless Chromium renders the rows, takes a screenshot, and the page requests nothing."""
     page = tmp_path / "run.html"
@@ -391,6 +393,7 @@ def test_a_suspended_sub_run_shows_open_with_what_it_waits_for() -> None:
     assert "waiting for pay" in page
 
 
+@pytest.mark.once  # Chromium is the subject: first Python only
 def test_the_composed_run_renders_in_chromium_without_network(tmp_path: Path) -> None:
     """Chromium renders the nested sub-run rows and the handoff, and the page requests nothing."""
     from toolfold.runtime._view import to_html
