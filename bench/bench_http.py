@@ -7,7 +7,8 @@ Starts ``bench/fake_openai_server.py`` as a separate process and measures:
 * loop: a 10-step sequential tool loop (11 HTTP exchanges) through
   ``toolfold.generate_text`` / ``agenerate_text`` with the OpenAI Chat model on
   each backend (``http="httpx"``, ``"httpx2"``), next to the same 11 exchanges
-  made by that raw client with hand-written JSON. Target: <= 1.1x.
+  made by that raw client with hand-written JSON, wall time and the client
+  process's CPU time per run (the steadier figure on a shared machine). Target: <= 1.1x.
 * stream: the same loop streamed (SSE) on httpx, toolfold ``Agent.stream``
   against raw httpx reading the SSE lines and joining the argument fragments
   by hand. Target: <= 1.2x.
@@ -216,12 +217,14 @@ async def raw_stream_loop_async(client: httpx.AsyncClient, url: str, steps: int)
 # --- measuring ---------------------------------------------------------------------
 
 
-def best_of(repeats: int, run: Callable[[], object]) -> float:
+def best_of(
+    repeats: int, run: Callable[[], object], clock: Callable[[], float] = time.perf_counter
+) -> float:
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         run()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return min(times)
 
 
@@ -255,10 +258,14 @@ def bench_loop(url: str, repeats: int, backend: str) -> None:
         raw_times, our_times = timed_pairs(
             repeats, lambda: raw_loop_sync(client, target, 10), toolfold_sync
         )
+        raw_cpu, our_cpu = timed_pairs(
+            repeats, lambda: raw_loop_sync(client, target, 10), toolfold_sync, time.process_time
+        )
     raw, ours = min(raw_times), min(our_times)
     report(f"raw {backend}.Client (sync)", raw, raw)
     report(f"toolfold.generate_text (sync, http={backend!r})", ours, raw)
     report_pairs("  sync, each pair", raw_times, our_times)
+    report_cpu("  sync", raw_cpu, our_cpu)
 
     async def measure_async() -> tuple[float, float]:
         async with package.AsyncClient() as client:
@@ -277,33 +284,48 @@ def bench_loop(url: str, repeats: int, backend: str) -> None:
 
             await raw_loop_async(post, 10)
             await toolfold_async()
-            raw_times, our_times = [], []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                await raw_loop_async(post, 10)
-                raw_times.append(time.perf_counter() - start)
-                start = time.perf_counter()
-                await toolfold_async()
-                our_times.append(time.perf_counter() - start)
+            times: dict[Any, tuple[list[float], list[float]]] = {}
+            for clock in (time.perf_counter, time.process_time):
+                raw_times, our_times = times[clock] = [], []
+                for _ in range(repeats):
+                    start = clock()
+                    await raw_loop_async(post, 10)
+                    raw_times.append(clock() - start)
+                    start = clock()
+                    await toolfold_async()
+                    our_times.append(clock() - start)
             await model.aclose()  # type: ignore[attr-defined]
-            return raw_times, our_times
+            return times[time.perf_counter], times[time.process_time]
 
-    raw_times, our_times = asyncio.run(measure_async())
+    (raw_times, our_times), (raw_cpu, our_cpu) = asyncio.run(measure_async())
     raw_a, ours_a = min(raw_times), min(our_times)
     report(f"raw {backend}.AsyncClient (async)", raw_a, raw_a)
     report(f"toolfold.agenerate_text (async, http={backend!r})", ours_a, raw_a)
     report_pairs("  async, each pair", raw_times, our_times)
+    report_cpu("  async", raw_cpu, our_cpu)
 
 
 def timed_pairs(
-    repeats: int, raw: Callable[[], object], ours: Callable[[], object]
+    repeats: int,
+    raw: Callable[[], object],
+    ours: Callable[[], object],
+    clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[list[float], list[float]]:
     """Times of two runs measured in turns, so each pair meets the same machine load."""
     raw_times, our_times = [], []
     for _ in range(repeats):
-        raw_times.append(best_of(1, raw))
-        our_times.append(best_of(1, ours))
+        raw_times.append(best_of(1, raw, clock))
+        our_times.append(best_of(1, ours, clock))
     return raw_times, our_times
+
+
+def report_cpu(label: str, raw: list[float], ours: list[float]) -> None:
+    """The client process's CPU time per run (least of the runs): steadier than wall time
+    on a shared machine, where the wall time also waits for the server process."""
+    print(
+        f"  {label + ', client CPU per run':44s} raw {min(raw) * 1e3:.2f} ms, "
+        f"toolfold {min(ours) * 1e3:.2f} ms   {min(ours) / min(raw):5.2f}x"
+    )
 
 
 def bench_stream(url: str, repeats: int) -> None:

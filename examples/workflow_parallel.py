@@ -3,13 +3,15 @@
 Results are committed in declaration order whatever order the steps finish
 in, so the state (and its replay) is the same on every run. By default the
 output maps each step's name to its output; ``merge=`` combines them.
+Streamed, each reviewer's text arrives as it is written, tagged with the
+reviewer's place in the tree (the branches interleave).
 
     python examples/workflow_parallel.py
 """
 
 from __future__ import annotations
 
-from toolfold import Agent, Parallel
+from toolfold import Agent, Parallel, SubRunEvent, TextDelta
 from toolfold.runtime import replay
 from toolfold.testing import FunctionModel
 
@@ -39,6 +41,13 @@ def main() -> None:
     print("usage:", response.usage)
     assert replay(response.state.log) == response.state
     assert list(response.outputs) == ["style", "facts", "tone"]
+
+    print("streamed, as each reviewer writes:")
+    stream = reviews.stream("Draft: tea arrived in Europe in 1610...")
+    for event in stream:
+        if isinstance(event, SubRunEvent) and isinstance(event.event, TextDelta):
+            print(f"  [{event.path[0]}] {event.event.text!r}")
+    assert stream.response.output == response.output
 
 
 if __name__ == "__main__":

@@ -292,6 +292,8 @@ TEMPORAL = {
     "AgentWorkflow",
     "Answers",
     "EventStreamHandler",
+    "FileStorageDriver",
+    "ModelCallInput",
     "StreamContext",
     "TemporalAgent",
     "ToolCallInput",

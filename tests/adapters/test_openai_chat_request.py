@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import pickle
 import re
 from typing import Any
 
@@ -11,7 +12,9 @@ import pytest
 from openai_spec import mistral_problems, problems
 
 from toolfold import ModelConfigError
+from toolfold.adapters._http._json import dumps
 from toolfold.adapters.openai_chat import PROVIDERS, SERVER_PRESETS, build_body, mistral_id
+from toolfold.adapters.openai_chat._request import encode_body
 from toolfold.runtime import (
     FilePart,
     ImagePart,
@@ -24,6 +27,7 @@ from toolfold.runtime import (
     ToolDefinition,
     ToolResultPart,
 )
+from toolfold.runtime.core._messages import wire_memo
 
 WEATHER = ToolDefinition(
     "get_weather",
@@ -351,3 +355,63 @@ def test_tool_results_come_first_whatever_message_carries_them() -> None:
         {"role": "user", "content": "thanks"},
         {"role": "user", "content": "ab"},
     ]
+
+
+_ALL_ROWS = [*PROVIDERS.values(), *SERVER_PRESETS.values()]
+
+
+@pytest.mark.parametrize(("conversation", "choice", "parallel", "output", "stream"), MATRIX)
+def test_encoded_bodies_are_the_bytes_of_the_built_ones(
+    conversation: str, choice: str | None, parallel: bool, output: Any, stream: bool
+) -> None:
+    """encode_body, from messages' memoized JSON, sends exactly dumps(build_body) for every row, twice."""
+    request = _request(conversation, choice, parallel, output, temperature=0.2, stop=["END"])
+    for row in _ALL_ROWS:
+        expected = dumps(build_body(request, "m", row, stream=stream))
+        for _ in range(2):  # the second time from the memo
+            encoded = encode_body(request, "m", row, stream=stream)
+            assert encoded is None or encoded == expected, row.name
+    # The memo is only skipped where it must be: here, json_object output.
+    if output is None:
+        assert encode_body(request, "m", PROVIDERS["openai"]) is not None
+
+
+def test_encode_body_falls_back_where_messages_do_not_encode_alone() -> None:
+    """A tool's image (sent in a user message after the tool messages) or a setting named messages: None."""
+    media = ToolResultPart("call_1", "get_weather", "", parts=(ImagePart(data=PNG),))
+    with_media = ModelRequest((Message.user("x"), Message.tool(media)), (WEATHER,))
+    assert encode_body(with_media, "m", PROVIDERS["openai"]) is None
+    for name in ("messages", "tools"):
+        overridden = ModelRequest((Message.user("x"),), (WEATHER,), settings={name: []})
+        assert encode_body(overridden, "m", PROVIDERS["openai"]) is None
+    surrogate = ModelRequest((Message.user("\ud800"),), ())
+    assert encode_body(surrogate, "m", PROVIDERS["openai"]) is None
+
+
+def test_a_memoized_message_is_re_encoded_for_another_provider_and_not_pickled() -> None:
+    """The memo is keyed by the provider row; pickles and copies of a message leave it behind."""
+    call = ToolCallPart("call_1", "get_weather", '{"city":"Paris","unit":null}')
+    request = ModelRequest((Message.user("x"), Message.assistant("", [call])), (WEATHER,))
+    openai, deepseek = PROVIDERS["openai"], PROVIDERS["deepseek"]
+    assert encode_body(request, "m", openai) == dumps(build_body(request, "m", openai))
+    # DeepSeek sends reasoning_content back on a tool turn: not OpenAI's memo.
+    assert encode_body(request, "m", deepseek) == dumps(build_body(request, "m", deepseek))
+    assert b"reasoning_content" in (encode_body(request, "m", deepseek) or b"")
+    assert b"reasoning_content" not in (encode_body(request, "m", openai) or b"")
+    copied = pickle.loads(pickle.dumps(request.messages[1]))
+    assert copied == request.messages[1]
+    assert wire_memo(request.messages[1], openai) is not None  # the last one encoded
+    assert wire_memo(copied, openai) is None
+
+
+def test_a_tool_schema_changed_in_place_is_sent_changed() -> None:
+    """The memoized tools entry follows a schema edited between requests (as build_body does)."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    request = ModelRequest((Message.user("x"),), (ToolDefinition("t", "", schema),))
+    openai = PROVIDERS["openai"]
+    first = encode_body(request, "m", openai)
+    schema["properties"]["b"] = {"type": "string"}
+    second = encode_body(request, "m", openai)
+    assert first != second
+    assert second == dumps(build_body(request, "m", openai))
+    assert b'"b":{"type":' in (second or b"")

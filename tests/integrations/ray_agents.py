@@ -17,6 +17,7 @@ def make_agent(
     gate_from: int = -1,
     fail_on: int = -1,
     crash_on: int = -1,
+    ask_on: int = -1,
 ) -> toolfold.Agent:
     """An agent that squares the number it is given with its `square` tool, then says so.
 
@@ -24,6 +25,7 @@ def make_agent(
     inputs from ``gate_from`` on wait in the tool until that file exists.
     ``fail_on``: the input whose tool raises (``on_tool_error="raise"``).
     ``crash_on``: the input whose tool kills its process (the Ray actor).
+    ``ask_on``: the input whose tool call waits for an approval.
     """
 
     async def square(n: int) -> int:
@@ -50,7 +52,10 @@ def make_agent(
             return f"{result.content} is the square"
         return FunctionModel.call("square", {"n": int(last.text)})
 
-    return toolfold.Agent(FunctionModel(reply), tools=[square], on_tool_error="raise")
+    tool = toolfold.tool(
+        square, requires_approval=lambda call, state: call.arguments["n"] == ask_on
+    )
+    return toolfold.Agent(FunctionModel(reply), tools=[tool], on_tool_error="raise")
 
 
 def expected(n: int) -> str:
@@ -59,3 +64,46 @@ def expected(n: int) -> str:
 
 
 default_agent = make_agent()
+
+
+def echo(name: str) -> toolfold.Agent:
+    """A test-model agent that answers ``name(<its prompt>)``."""
+    return toolfold.Agent(
+        FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name
+    )
+
+
+def make_workflow(
+    log: str | None = None, gate: str | None = None, gate_from: int = -1, fail_on: int = -1
+) -> toolfold.Workflow:
+    """A Sequence of two test-model agents and a Parallel of two more, over `make_agent`'s tool.
+
+    The first agent squares its input with the tool (``log``, ``gate`` and
+    ``fail_on`` as in `make_agent`), the second shouts the answer, and the
+    Parallel gives both views of it.
+    """
+    square = make_agent(log=log, gate=gate, gate_from=gate_from, fail_on=fail_on)
+    return toolfold.Sequence(
+        square.evolve(name="square"),
+        echo("shout"),
+        toolfold.Parallel(echo("pros"), echo("cons"), name="views"),
+        name="squares",
+    )
+
+
+def workflow_expected(n: int) -> dict[str, str]:
+    """The output `make_workflow`'s workflow gives for input ``n``."""
+    shout = f"shout({expected(n)})"
+    return {"pros": f"pros({shout})", "cons": f"cons({shout})"}
+
+
+default_workflow = make_workflow()
+
+
+def make_dict_workflow() -> toolfold.Workflow:
+    """A function step that reads a dict input, then a test-model agent (for import paths)."""
+
+    def number(data: dict[str, int]) -> str:
+        return str(data["n"])
+
+    return toolfold.Sequence(number, echo("shout"), name="numbers")

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
-from ray_agents import expected, make_agent
+from ray_agents import echo, expected, make_agent, make_workflow, workflow_expected
 
 import toolfold
 from toolfold.integrations.ray import BatchResult, run_batch
+from toolfold.integrations.ray._actor import pickled
 from toolfold.testing import ScriptedModel
 
 HERE = Path(__file__).parent
 
 
+@pytest.mark.once  # load and crash: Ray is the subject, not the interpreter
 def test_500_inputs_come_back_in_input_order(ray_address: str) -> None:
     """500 inputs run on two actors; each result is its own input's answer, in input order."""
     seen: list[BatchResult] = []
@@ -79,45 +83,56 @@ def test_an_actor_that_dies_fails_its_inputs_not_the_batch(ray_address: str) -> 
 
 
 def _lines(path: Path) -> list[dict[str, object]]:
-    if not path.exists():
-        return []
     text = path.read_text(encoding="utf-8")
     return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
-def test_a_killed_batch_reruns_only_what_did_not_finish(ray_address: str, tmp_path: Path) -> None:
-    """SIGKILL the driver halfway; the rerun skips the checkpointed inputs and gives every answer."""
+def _kill_halfway(kind: str, ray_address: str, tmp_path: Path, count: int) -> set[int]:
+    """Run ray_batch_driver.py on ``count`` inputs; SIGKILL it once the ungated half finished.
+
+    Returns the inputs whose lines the checkpoint holds. The driver prints each
+    finished input after its checkpoint line is written, so the kill lands when
+    the first half is done and the other half is in flight, held at the gate.
+    """
     checkpoint, log, gate = tmp_path / "batch.jsonl", tmp_path / "runs.log", tmp_path / "gate"
-    count = 40  # inputs from 20 on wait at the gate, so the kill always lands halfway
+    arguments = [ray_address, str(checkpoint), str(log), str(gate), str(count)]
     driver = subprocess.Popen(
-        [
-            sys.executable,
-            str(HERE / "ray_batch_driver.py"),
-            ray_address,
-            str(checkpoint),
-            str(log),
-            str(gate),
-            str(count),
-        ],
+        [sys.executable, str(HERE / "ray_batch_driver.py"), kind, *arguments],
         cwd=HERE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
+    reported: set[int] = set()
     try:
-        deadline = time.monotonic() + 90
-        while len(_lines(checkpoint)) < 1 + count // 2:  # the header, then the ungated half
-            assert driver.poll() is None, "the driver exited before it was killed"
-            assert time.monotonic() < deadline, "the checkpoint did not fill"
-            time.sleep(0.05)
+        assert driver.stdout is not None
+        while len(reported) < count // 2:
+            line = driver.stdout.readline()
+            assert line, "the driver exited before it was killed"
+            reported.add(int(line))
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
+        if driver.stdout is not None:
+            driver.stdout.close()
+    assert reported == set(range(count // 2))  # the gated half cannot finish
     header, *done = _lines(checkpoint)
+    assert header["inputs"] == count
     finished = {int(str(line["index"])) for line in done}
-    assert finished == set(range(count // 2))
-    ran_before = log.read_text(encoding="utf-8").split()
-    assert len(ran_before) > count // 2  # gated inputs were in flight when the driver died
-
+    assert finished == reported
+    ran_before = [int(n) for n in log.read_text(encoding="utf-8").split()]
+    # the finished half ran once each; gated inputs may have reached their tool too
+    assert sorted(n for n in ran_before if n < count // 2) == sorted(finished)
     log.unlink()
     gate.touch()
+    return finished
+
+
+@pytest.mark.once  # load and crash: Ray is the subject, not the interpreter
+def test_a_killed_batch_reruns_only_what_did_not_finish(ray_address: str, tmp_path: Path) -> None:
+    """SIGKILL the driver halfway; the rerun skips the checkpointed inputs and gives every answer."""
+    count = 40  # inputs from 20 on wait at the gate, so the kill always lands halfway
+    finished = _kill_halfway("agent", ray_address, tmp_path, count)
+    checkpoint, log, gate = tmp_path / "batch.jsonl", tmp_path / "runs.log", tmp_path / "gate"
     results = run_batch(
         make_agent(log=str(log), gate=str(gate), gate_from=count // 2),
         [str(n) for n in range(count)],
@@ -130,6 +145,7 @@ def test_a_killed_batch_reruns_only_what_did_not_finish(ray_address: str, tmp_pa
     assert [r.text for r in results] == [expected(n) for n in range(count)]
     assert {r.index for r in results if r.from_checkpoint} == finished
     # the rerun kept the batch's run ids, so tools see the same idempotency keys
+    header = _lines(checkpoint)[0]
     assert results[-1].response is not None
     assert results[-1].response.run_id == f"{header['batch_id']}-{count - 1}"
     assert len(_lines(checkpoint)) == 1 + count
@@ -213,3 +229,184 @@ def test_a_recorded_error_is_kept_when_errors_are_not_retried(tmp_path: Path) ->
     assert result.from_checkpoint
     assert result.error is not None
     assert (result.error.type, result.error.message) == ("builtins.ValueError", "boom")
+
+
+def _same_as_local(workflow: toolfold.Workflow, result: BatchResult, prompt: str) -> None:
+    """The result is the response a local run of the workflow gives under the same run id."""
+    response = result.response
+    assert isinstance(response, toolfold.WorkflowResponse)
+    local = workflow.run(prompt, run_id=response.run_id)
+    assert response.state == local.state
+    assert (response.output, response.outputs, response.text) == (
+        local.output,
+        local.outputs,
+        local.text,
+    )
+
+
+def test_a_batch_of_workflow_inputs_gives_what_local_runs_give(ray_address: str) -> None:
+    """A Sequence of agents and a Parallel runs per input in the actors; one failing step fails alone."""
+    workflow = make_workflow(fail_on=7)
+    inputs = [str(n) for n in range(24)]
+    results = run_batch(workflow, inputs, concurrency=8, progress=False)
+    assert [r.index for r in results] == list(range(24))
+    failed = results[7]
+    assert failed.response is None
+    assert failed.error is not None
+    assert failed.error.type == "toolfold.RunError"
+    assert "step 'square' of Sequence 'squares' failed" in failed.error.message
+    assert "cannot square 7" in failed.error.message
+    assert failed.error.state is not None
+    assert failed.error.state.phase == "failed"  # the workflow's state, the failure recorded
+    for result in results:
+        if result.index != 7:
+            assert result.ok
+            assert result.response is not None
+            assert result.response.output == workflow_expected(result.index)
+            _same_as_local(workflow, result, inputs[result.index])
+
+
+@pytest.mark.once  # load and crash: Ray is the subject, not the interpreter
+def test_a_killed_workflow_batch_reruns_only_what_did_not_finish(
+    ray_address: str, tmp_path: Path
+) -> None:
+    """SIGKILL a workflow batch's driver halfway; the rerun skips what finished, same results."""
+    count = 16
+    finished = _kill_halfway("workflow", ray_address, tmp_path, count)
+    checkpoint, log, gate = tmp_path / "batch.jsonl", tmp_path / "runs.log", tmp_path / "gate"
+    workflow = make_workflow(log=str(log), gate=str(gate), gate_from=count // 2)
+    inputs = [str(n) for n in range(count)]
+    results = run_batch(workflow, inputs, concurrency=8, checkpoint=checkpoint, progress=False)
+    ran_again = {int(n) for n in log.read_text(encoding="utf-8").split()}
+    assert ran_again == set(range(count)) - finished
+    assert {r.index for r in results if r.from_checkpoint} == finished
+    assert [r.response.output if r.response else None for r in results] == [
+        workflow_expected(n) for n in range(count)
+    ]
+    for result in results:  # read back or run again, each is a local run's response
+        _same_as_local(make_workflow(), result, inputs[result.index])
+    assert len(_lines(checkpoint)) == 1 + count
+
+
+def test_a_workflow_given_by_import_path_takes_plain_data(ray_address: str, tmp_path: Path) -> None:
+    """A workflow named by import path runs on dict inputs, and its checkpoint answers a rerun."""
+    runtime_env = {"env_vars": {"PYTHONPATH": str(HERE)}}
+    checkpoint = tmp_path / "batch.jsonl"
+    inputs = [{"n": 3}, {"n": 4}]
+
+    def go() -> list[BatchResult]:
+        return run_batch(
+            "ray_agents:make_dict_workflow",
+            inputs,
+            num_actors=1,
+            checkpoint=checkpoint,
+            progress=False,
+            actor_options={"runtime_env": runtime_env},
+        )
+
+    first = go()
+    assert [r.text for r in first] == ["shout(3)", "shout(4)"]
+    again = go()
+    assert all(r.from_checkpoint for r in again)
+    assert [r.text for r in again] == ["shout(3)", "shout(4)"]
+    with pytest.raises(toolfold.UsageError, match="input 0 differs"):
+        run_batch("ray_agents:make_dict_workflow", [{"n": 5}, {"n": 4}], checkpoint=checkpoint)
+
+
+def test_a_workflow_whose_template_names_no_step_is_refused_before_running() -> None:
+    """A workflow that no input could start (a template naming no step) fails before any actor."""
+    writer = toolfold.Task(echo("shout"), prompt="{missing}")
+    workflow = toolfold.Sequence(writer, name="broken")
+    with pytest.raises(toolfold.WorkflowDefinitionError, match=r"\{missing\}"):
+        run_batch(workflow, ["1"], progress=False)
+
+
+class _FakeOllama(http.server.BaseHTTPRequestHandler):
+    """Ollama's ``POST /api/chat``: answers ``heard: <last message>``, records each bearer token."""
+
+    tokens: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.tokens.append(self.headers.get("authorization", ""))
+        answer = {
+            "model": body["model"],
+            "message": {
+                "role": "assistant",
+                "content": f"heard: {body['messages'][-1]['content']}",
+            },
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 3,
+            "eval_count": 2,
+        }
+        data = json.dumps(answer).encode() + (b"\n" if body.get("stream") else b"")
+        self.send_response(200)
+        kind = "application/x-ndjson" if body.get("stream") else "application/json"
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_models_are_rebuilt_in_the_actors_from_the_spec(
+    ray_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model string travels, not the client: each actor resolves it with its own host and key."""
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")  # the driver's: nothing listens
+    monkeypatch.setenv("OLLAMA_API_KEY", "driver-secret-key")
+    agent = toolfold.Agent("ollama:qwen3")
+    assert b"driver-secret-key" not in pickled(agent)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeOllama)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _FakeOllama.tokens = []
+    try:
+        host = f"http://127.0.0.1:{server.server_address[1]}"
+        env = {"OLLAMA_HOST": host, "OLLAMA_API_KEY": "actor-key"}
+        results = run_batch(
+            agent,
+            ["one", "two", "three"],
+            progress=False,
+            actor_options={"runtime_env": {"env_vars": env}},
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert [r.text for r in results] == ["heard: one", "heard: two", "heard: three"]
+    assert _FakeOllama.tokens == ["Bearer actor-key"] * 3
+
+
+def test_a_checkpointed_state_that_no_longer_replays_is_refused(
+    ray_address: str, tmp_path: Path
+) -> None:
+    """A recorded state its own event log no longer gives (another reducer, an edit) is refused."""
+    checkpoint = tmp_path / "batch.jsonl"
+    inputs = ["2", "3"]
+    run_batch(make_agent(), inputs, checkpoint=checkpoint, progress=False)
+    header, first, second = _lines(checkpoint)
+    state = second["state"]
+    assert isinstance(state, dict)
+    state["phase"] = "running_tools"  # what a reducer that folds the log otherwise would see
+    checkpoint.write_text(
+        "".join(json.dumps(line) + "\n" for line in (header, first, second)), encoding="utf-8"
+    )
+    with pytest.raises(toolfold.UsageError, match=r"state recorded for input \d does not load"):
+        run_batch(make_agent(), inputs, checkpoint=checkpoint, progress=False)
+
+
+def test_a_run_that_waits_for_an_approval_is_a_result_to_resume(ray_address: str) -> None:
+    """An input whose tool call needs an approval comes back suspended; its state resumes locally."""
+    agent = make_agent(ask_on=2)
+    results = run_batch(agent, ["1", "2", "3"], progress=False)
+    waiting = results[1].response
+    assert waiting is not None
+    assert waiting.finish_reason == "approval_required"
+    assert [r.text for r in results if r.index != 1] == [expected(1), expected(3)]
+    (call,) = waiting.pending_approvals
+    done = agent.resume(waiting.state, approvals={call.id: True})
+    assert done.text == expected(2)

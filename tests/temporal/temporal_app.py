@@ -32,6 +32,7 @@ from toolfold import (
     Route,
     RunContext,
     Sequence,
+    Task,
     tool,
 )
 from toolfold.integrations.temporal import (
@@ -165,6 +166,16 @@ def _big(request: ModelRequest) -> Any:
     return done[0] if done else FunctionModel.call("big", {"size": 101})
 
 
+def _measure(request: ModelRequest) -> Any:
+    done = _results(request)
+    return f"got {len(done[0])} bytes" if done else FunctionModel.call("big", {"size": 3_000_000})
+
+
+# A 3 MB result, over Temporal's 2 MB limit: it needs external storage.
+huge = TemporalAgent(
+    Agent(FunctionModel(_measure), tools=[big], name="huge"),
+    settings=attrs.evolve(SETTINGS, max_result_bytes=None),
+)
 oversized = TemporalAgent(
     Agent(FunctionModel(_big), tools=[big], name="oversized"),
     settings=attrs.evolve(SETTINGS, max_result_bytes=100),
@@ -181,6 +192,7 @@ class Channel:
     def __init__(self) -> None:
         self.queues: dict[str, asyncio.Queue[tuple[int, int, StreamEvent | None]]] = {}
         self.gate: asyncio.Event | None = None
+        self.tagged: list[tuple[str, tuple[str, ...], StreamEvent]] = []
 
     def queue(self, run_id: str) -> asyncio.Queue[tuple[int, int, StreamEvent | None]]:
         """The events of run ``run_id``, in the order they were sent."""
@@ -196,6 +208,12 @@ async def publish(context: StreamContext, events: AsyncIterator[StreamEvent]) ->
     async for event in events:
         await queue.put((context.step, context.attempt, event))
     await queue.put((context.step, context.attempt, None))
+
+
+async def publish_tagged(context: StreamContext, events: AsyncIterator[StreamEvent]) -> None:
+    """An event stream handler keeping each event with its activity's agent and run path."""
+    async for event in events:
+        CHANNEL.tagged.append((context.agent, context.path, event))
 
 
 class Dripping(FunctionModel):
@@ -371,12 +389,47 @@ def explode(text: str) -> str:
 
 
 broken = TemporalAgent(Sequence(first, explode, name="broken"), settings=SETTINGS)
+
+# The side channel of a workflow: its agent step streams, its planner does not.
+voiced = TemporalAgent(
+    Sequence(first, Agent(Dripping(lambda request: "Hello from the step"), name="voice")),
+    name="voiced",
+    settings=SETTINGS,
+    event_stream_handler=publish_tagged,
+)
+# A step whose agent's model fails for good (a bad key), skipped as locally.
+skipping = TemporalAgent(
+    Sequence(
+        first,
+        Task(Agent(FunctionModel(_unauthorized), name="denied"), on_error="skip"),
+        last,
+        name="skipping",
+    ),
+    settings=SETTINGS,
+)
+# Nested runs: a step's agent with two quick tools, then the slow one (the crash point).
+inner = Agent(FunctionModel(_three_steps), tools=[record, slow], name="inner")
+nested = TemporalAgent(Sequence(first, inner, last, name="nested"), settings=SETTINGS)
+# An approval deep inside: a workflow step's agent, and an agent used as a tool.
+signer = Agent(FunctionModel(_approval), tools=[transfer], name="signer")
+signed = TemporalAgent(Sequence(first, signer, name="signed"), settings=SETTINGS)
+
+
+def _delegate(request: ModelRequest) -> Any:
+    """Ask the signer (an agent used as a tool), then answer with what it said."""
+    done = _results(request)
+    return "boss: " + done[0] if done else FunctionModel.call("signer", {"input": "pay"})
+
+
+boss = TemporalAgent(
+    Agent(FunctionModel(_delegate), tools=[signer.as_tool()], name="boss"), settings=SETTINGS
+)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
-    *(pipeline, tree, broken),
+    *(pipeline, tree, broken, nested, signed, boss, voiced, skipping),
 ]
 
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import threading
+import typing
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
+from collections.abc import Sequence as Seq
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +19,33 @@ import temporal_app
 from conftest import DevServer
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
+from temporalio.converter import ExternalStorage
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
+import toolfold.integrations.temporal._nested as nested_module
 import toolfold.integrations.temporal._workflow as workflow_module
-from toolfold import Agent, RunError, TextDelta, UsageError, WorkflowResponse
+from toolfold import (
+    Agent,
+    ProviderError,
+    RunError,
+    Sequence,
+    TextDelta,
+    UsageError,
+    WorkflowResponse,
+)
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
+    FileStorageDriver,
+    ModelCallInput,
     TemporalAgent,
     ToolfoldPlugin,
     data_converter,
 )
-from toolfold.runtime import ToolCallStart
+from toolfold.runtime import StreamEvent, SubRunEvent, ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._state import RunState
@@ -43,9 +59,7 @@ def _lines(log_dir: Path) -> list[str]:
     return (log_dir / "tools.log").read_text(encoding="utf-8").splitlines()
 
 
-async def _client(
-    server: DevServer, agents: Sequence[TemporalAgent] = temporal_app.AGENTS
-) -> Client:
+async def _client(server: DevServer, agents: Seq[TemporalAgent] = temporal_app.AGENTS) -> Client:
     return await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
 
 
@@ -53,7 +67,7 @@ def _in_process(
     server: DevServer,
     log_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
-    agents: Sequence[TemporalAgent] = temporal_app.AGENTS,
+    agents: Seq[TemporalAgent] = temporal_app.AGENTS,
 ) -> Callable[[], Any]:
     """A context manager running a worker for ``agents`` in this process (tools log to ``log_dir``)."""
     monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
@@ -74,8 +88,25 @@ def _in_process(
 
 def test_activity_names_are_pinned() -> None:
     """Renaming an activity breaks running workflows: the names are pinned."""
-    names = {a.__temporal_activity_definition.name for a in temporal_app.steps.activities}  # type: ignore[attr-defined]
-    assert names == {"steps__model_request", "steps__tool__record", "steps__tool__slow"}
+
+    def names(agent: TemporalAgent) -> set[str]:
+        return {a.__temporal_activity_definition.name for a in agent.activities}  # type: ignore[attr-defined]
+
+    assert names(temporal_app.steps) == {
+        "steps__model_request",
+        "steps__tool__record",
+        "steps__tool__slow",
+    }
+    # Nested runs: the path of tool names from the top, joined with dots.
+    assert names(temporal_app.nested) == {
+        *("nested__model_request", "nested__tool__first", "nested__tool__last"),
+        "nested__tool__inner",  # the whole step: for runs recorded before nested runs
+        *("nested.inner__model_request", "nested.inner__tool__record", "nested.inner__tool__slow"),
+    }
+    assert names(temporal_app.boss) == {
+        *("boss__model_request", "boss__tool__signer"),
+        *("boss.signer__model_request", "boss.signer__tool__transfer"),
+    }
     assert WORKFLOW_NAME == "toolfold_agent"
 
 
@@ -90,7 +121,7 @@ def test_payload_converter_round_trips_a_state() -> None:
 
 
 def test_workflow_code_makes_no_nondeterministic_calls() -> None:
-    """reduce, next_effect and the workflow module import no clock, random, uuid, thread, env or I/O."""
+    """reduce, next_effect and the workflow's modules import no clock, random, uuid, thread, env or I/O."""
     banned_modules = {
         "time",
         "random",
@@ -103,7 +134,7 @@ def test_workflow_code_makes_no_nondeterministic_calls() -> None:
     }
     banned_calls = {"open", "print", "input", "now", "utcnow", "today", "sleep", "getenv"}
     found = []
-    for module in (_reducer, _next, workflow_module):
+    for module in (_reducer, _next, workflow_module, nested_module):
         tree = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -335,7 +366,8 @@ def test_oversized_tool_result_becomes_a_clear_error_result(
     assert response.text == (
         "the result of tool 'big' is 101 bytes, over the 100-byte limit for results of "
         "durable runs (Temporal payloads are limited to 2 MB): return a reference to the "
-        "data instead"
+        "data instead, or give ToolfoldPlugin an external_storage and raise "
+        "ActivitySettings.max_result_bytes"
     )
 
 
@@ -481,7 +513,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
     assert [call.arguments for call in waiting.pending_approvals] == [{"amount": 50}]
 
 
-@pytest.mark.parametrize("name", ["steps", "gated", "tree"])
+@pytest.mark.parametrize("name", ["steps", "gated", "tree", "nested", "signed"])
 def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
     text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
@@ -530,11 +562,26 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
     )
     assert durable.outputs == local.outputs
     assert durable.state.messages == local.state.messages
+    assert durable.state == local.state  # the whole tree: every step's sub-run, as locally
     names = {a.__temporal_activity_definition.name for a in temporal_app.tree.activities}  # type: ignore[attr-defined]
     assert names == {
         "tree__model_request",
+        # each step as one activity: what runs recorded before nested runs call
         *(f"tree__tool__{step}" for step in ("first", "desk", "again", "views")),
+        # the nested runs: each planner's decisions and each agent's model requests
+        *(
+            f"tree.{path}__model_request"
+            for path in ("desk", "desk.brief", "desk.digest", "again", "again.louder")
+        ),
+        *(f"tree.{path}__model_request" for path in ("views", "views.pros", "views.cons")),
     }
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "tree__tool__desk" not in scheduled  # the steps ran as nested runs
+    assert scheduled.count("tree.again.louder__model_request") == 2
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     asyncio.run(replayer.replay_workflow(history))
 
@@ -557,3 +604,162 @@ def test_a_failing_workflow_step_raises_the_local_runs_error(
     assert "step 'explode' of Sequence 'broken' failed" in str(durable)
     assert durable.state is not None
     assert durable.state.phase == "failed"
+
+
+@pytest.mark.parametrize("agent", [temporal_app.signed, temporal_app.boss], ids=["step", "as_tool"])
+def test_an_approval_inside_a_nested_run_suspends_the_durable_run(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An approval in a workflow step or a sub-agent suspends the run; approving its call id finishes it as locally."""
+    run_id = f"deep-{agent.name}"
+
+    async def go() -> tuple[RunState, RunState, Any]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, "pay", id=run_id, task_queue=queue)
+            waiting = await handle.suspended()
+            seen = await handle.state()
+            await handle.approve(*(call.id for call in waiting.pending_approvals))
+            return waiting, seen, await handle.result()
+
+    waiting, seen, durable = asyncio.run(go())
+    ran = _lines(tmp_path)
+    assert ran == (["first pay"] if agent is temporal_app.signed else []) + ["transfer 5"]
+    assert waiting.phase == seen.phase == "awaiting_approval"
+    (call,) = waiting.pending_approvals
+    assert call.name == "transfer"
+    path = waiting.path_to(call.id, "awaiting_approval")
+    assert path is not None
+    assert len(path) == 1
+    (outer,) = (c for c in waiting.calls if c.status == "suspended")
+    assert outer.child is not None
+    assert outer.child.pending_approvals == (call,)
+    local = agent.agent.run("pay", run_id=run_id)
+    assert waiting == seen == local.state
+    finished = agent.agent.resume(local.state, approvals={call.id: True})
+    assert durable.state == finished.state
+    assert durable.output == finished.output
+
+
+def test_a_workflow_streams_its_agents_output_tagged_with_the_path(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workflow's side channel gets its step agents' model events with a local stream's paths, never the planner's."""
+    temporal_app.CHANNEL.tagged.clear()
+    durable, _ = _run(temporal_app.voiced, "voiced-1", server, tmp_path, monkeypatch)
+    tagged = list(temporal_app.CHANNEL.tagged)
+    local = temporal_app.voiced.agent.stream("go", run_id="voiced-1")
+
+    async def read() -> list[Any]:  # async, as the activity streams (Dripping.stream)
+        return [e async for e in local]
+
+    streamed = [
+        (e.path, e.event)
+        for e in asyncio.run(read())
+        if isinstance(e, SubRunEvent) and isinstance(e.event, typing.get_args(StreamEvent))
+    ]
+    assert {agent for agent, _, _ in tagged} == {"voiced.voice"}
+    assert [(path, event) for _, path, event in tagged] == streamed
+    assert "".join(e.text for _, e in streamed if isinstance(e, TextDelta)) == "Hello from the step"
+    assert durable.output == local.response.output == "Hello from the step"
+
+
+class _Busy(BaseHTTPRequestHandler):
+    """Answers every request with a 503 and counts them on its server."""
+
+    def do_POST(self) -> None:
+        self.server.hits += 1  # type: ignore[attr-defined]
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        body = b'{"error": "busy"}'
+        self.send_response(503)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_nested_models_leave_retries_to_temporal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's or sub-agent's model string gets retry=0: its model activity fails at the first 503, for Temporal to retry."""
+    busy = ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+    busy.hits = 0  # type: ignore[attr-defined]
+    threading.Thread(target=busy.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{busy.server_port}")
+    try:
+        inner = Agent("ollama:m", name="inner")
+        durables = [
+            ("outer.inner", TemporalAgent(Sequence(inner, name="outer"))),
+            ("boss.inner", TemporalAgent(Agent("ollama:m", tools=[inner.as_tool()], name="boss"))),
+            ("top", TemporalAgent(Agent("ollama:m", name="top"))),
+        ]
+        for name, agent in durables:
+            (model_request,) = (
+                a
+                for a in agent.activities
+                if a.__temporal_activity_definition.name == f"{name}__model_request"  # type: ignore[attr-defined]
+            )
+            effect = _next.next_effect(inner._start("hi", (), "run-1/call-1"))
+            given = effect if name == "top" else ModelCallInput(effect, ("inner", "call-1"))
+            before = busy.hits  # type: ignore[attr-defined]
+            with pytest.raises(ApplicationError) as caught:
+                asyncio.run(ActivityEnvironment().run(model_request, given))
+            assert not caught.value.non_retryable
+            assert busy.hits - before == 1  # type: ignore[attr-defined]
+        before = busy.hits  # type: ignore[attr-defined]
+        with pytest.raises(ProviderError):  # a local run's transport retries by itself
+            inner.run("hi")
+        assert busy.hits - before > 1  # type: ignore[attr-defined]
+    finally:
+        busy.shutdown()
+        busy.server_close()
+
+
+def test_results_over_the_payload_limit_travel_through_external_storage(
+    server: DevServer, tmp_path: Path
+) -> None:
+    """A 3 MB tool result, over Temporal's 2 MB limit, goes by reference through a FileStorageDriver."""
+    storage = ExternalStorage(drivers=[FileStorageDriver(tmp_path / "payloads")])
+    agent = temporal_app.huge
+
+    async def go() -> tuple[Any, WorkflowHistory]:
+        plugin = ToolfoldPlugin([agent], external_storage=storage)
+        client = await Client.connect(server.address, plugins=[plugin])
+        async with Worker(client, task_queue="huge"):
+            response = await agent.run(client, "go", id="huge-1", task_queue="huge")
+            return response, await agent.handle(client, "huge-1").workflow.fetch_history()
+
+    durable, history = asyncio.run(go())
+    assert durable.text == "got 3000000 bytes"
+    assert durable.state == agent.agent.run("go", run_id="huge-1").state
+    assert max(event.ByteSize() for event in history.events) < 300_000  # references only
+    assert len(list((tmp_path / "payloads").iterdir())) >= 2  # the result, the states carrying it
+
+
+def test_an_unlimited_result_size_needs_external_storage() -> None:
+    """max_result_bytes=None without external storage is refused up front, naming the agent."""
+    with pytest.raises(UsageError, match=r"\['huge'\] have max_result_bytes=None"):
+        ToolfoldPlugin([temporal_app.huge])
+
+
+def test_runs_recorded_before_nested_runs_replay_only_through_the_patch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A workflow spec's history from before nested runs breaks replay unless the workflow.patched branch keeps its steps whole."""
+    text = (HISTORIES / "tree.json").read_text(encoding="utf-8")
+    history = WorkflowHistory.from_json("history-tree", text)
+    monkeypatch.setattr(workflow_module.workflow, "patched", lambda patch_id: True)
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    with pytest.raises(NondeterminismError, match="tree__tool__desk"):
+        asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_model_failing_inside_a_step_fails_the_step_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step agent's model failing for good fails that step (skipped here), not the durable run, as in a local run."""
+    durable, _ = _run(temporal_app.skipping, "skipping-1", server, tmp_path, monkeypatch)
+    local = temporal_app.skipping.agent.run("go", run_id="skipping-1")
+    assert durable.output == local.output == "last(go1)"
+    assert durable.errors == local.errors == {"denied": "Error: AuthenticationError: 401 bad key"}
+    assert durable.state == local.state

@@ -16,6 +16,7 @@ from conftest import DevServer, WorkerProcess
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 from toolfold.integrations.temporal import ToolfoldPlugin
+from toolfold.runtime.core._state import RunState
 
 # The engine's recovery (heartbeat timeouts, ~30 s) is the subject: scripts/check runs
 # these on its first Python only.
@@ -149,3 +150,46 @@ def test_workflow_spec_survives_a_worker_killed_mid_step(
         f"done {killed}": 1,
         "last middle(GO1)": 1,
     }
+
+
+def test_a_worker_killed_inside_a_workflow_step_reruns_only_the_tool_in_flight(
+    server: DevServer,
+    workers: list[WorkerProcess],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGKILL the worker at a tool inside a Sequence's agent step: the step's finished tools ran once."""
+    (tmp_path / "hang").touch()
+    workers.append(WorkerProcess(server.address, "crash-nested", tmp_path))
+
+    async def go() -> tuple[str, RunState, Any]:
+        client = await _client(server)
+        handle = await temporal_app.nested.start(
+            client, "go", id="crash-nested-1", task_queue="crash-nested"
+        )
+        hanging = workers[0].wait_for("hanging")
+        seen = await handle.state()  # the step's sub-run, in flight
+        (tmp_path / "hang").unlink()
+        workers[0].kill()
+        workers.append(WorkerProcess(server.address, "crash-nested", tmp_path))
+        return hanging.split()[1], seen, await handle.result()
+
+    killed, seen, response = asyncio.run(go())
+    (step,) = (c for c in seen.calls if c.call.name == "inner")
+    assert step.child is not None
+    assert step.child.phase == "running_tools"
+    sub_run = step.child.run_id
+    assert killed == f"{sub_run}:2:0"
+    assert Counter(_lines(tmp_path)) == {
+        "first go": 1,
+        **{f"{event} {sub_run}:1:{i}": 1 for event in ("start", "done") for i in (0, 1)},
+        f"start {killed}": 2,  # the killed tool, under one key; nothing else ran again
+        f"done {killed}": 1,
+        "last answer: A,B,C": 1,
+    }
+    local_logs = tmp_path / "local"
+    local_logs.mkdir()
+    monkeypatch.setattr(temporal_app, "LOG_DIR", local_logs)
+    local = temporal_app.nested.agent.run("go", run_id="crash-nested-1")
+    assert response.output == local.output == "last(answer: A,B,C)"
+    assert response.state == local.state

@@ -237,26 +237,21 @@ class ProviderModel:
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously."""
         with self._boundary():
-            prepared = self._prepared(request, False)
-            data = await self._transport.post_json(
-                self._path(prepared, False), prepared.body, headers=prepared.headers
-            )
+            path, body, headers = self._outgoing(request, False)
+            data = await self._transport.post_json(path, body, headers=headers)
             return self._read(data)
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
         with self._boundary():
-            prepared = self._prepared(request, False)
-            data = self._transport.post_json_sync(
-                self._path(prepared, False), prepared.body, headers=prepared.headers
-            )
+            path, body, headers = self._outgoing(request, False)
+            data = self._transport.post_json_sync(path, body, headers=headers)
             return self._read(data)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
         with self._boundary():
-            prepared = self._prepared(request, True)
-            items = self._aitems(self._path(prepared, True), prepared)
+            items = self._aitems(*self._outgoing(request, True))
             state = self._stream_start()
             try:
                 async for item in items:
@@ -273,8 +268,7 @@ class ProviderModel:
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
         with self._boundary():
-            prepared = self._prepared(request, True)
-            items = self._items(self._path(prepared, True), prepared)
+            items = self._items(*self._outgoing(request, True))
             state = self._stream_start()
             try:
                 for item in items:
@@ -340,12 +334,18 @@ class ProviderModel:
         with wire.guarded(self.provider_name, functools.partial(wire.dumps_raw, body)):
             return self._parse(body)
 
-    def _prepared(self, request: ModelRequest, stream: bool) -> Prepared:
+    def _outgoing(
+        self, request: ModelRequest, stream: bool
+    ) -> tuple[str, Any, Mapping[str, str] | None]:
+        """``(path, body, headers)`` of one call; the body a dict or its JSON as bytes."""
         prepared = self.prepare(request, stream=stream)
-        if prepared.report.notes and _log.isEnabledFor(logging.INFO):
-            for note in prepared.report.notes:
+        self._log_notes(prepared.report)
+        return self._path(prepared, stream), prepared.body, prepared.headers
+
+    def _log_notes(self, report: RequestReport) -> None:
+        if report.notes and _log.isEnabledFor(logging.INFO):
+            for note in report.notes:
                 _log.info("%s request: %s", self.name, note)
-        return prepared
 
     @contextmanager
     def _boundary(self) -> Iterator[None]:
@@ -359,16 +359,18 @@ class ProviderModel:
                 raise
             raise failed from exc
 
-    def _aitems(self, path: str, prepared: Prepared) -> AsyncIterator[Any]:
-        transport, body, headers = self._transport, prepared.body, prepared.headers
+    def _aitems(
+        self, path: str, body: Any, headers: Mapping[str, str] | None
+    ) -> AsyncIterator[Any]:
+        transport = self._transport
         if self._stream_format == "lines":
             return transport.stream_lines(path, body, headers=headers)
         if self._stream_format == "json-array":
             return _aobjects(transport.stream_bytes(path, body, headers=headers))
         return transport.stream(path, body, headers=headers)
 
-    def _items(self, path: str, prepared: Prepared) -> Iterator[Any]:
-        transport, body, headers = self._transport, prepared.body, prepared.headers
+    def _items(self, path: str, body: Any, headers: Mapping[str, str] | None) -> Iterator[Any]:
+        transport = self._transport
         if self._stream_format == "lines":
             return transport.stream_lines_sync(path, body, headers=headers)
         if self._stream_format == "json-array":

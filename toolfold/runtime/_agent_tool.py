@@ -19,7 +19,7 @@ import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime._response import Response, RunEndEvent
-from toolfold.runtime.drive._executor import SubRun, with_blocking_twin
+from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -115,7 +115,7 @@ def _nested(
         )
         for function in (acall, call)
     ]
-    return with_blocking_twin(made[0], made[1])
+    return with_blocking_twin(runs_sub_runs(made[0]), runs_sub_runs(made[1]))
 
 
 def _made(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import attrs
 
 from toolfold._errors import RunError
-from toolfold.runtime.core._messages import Message, TextPart, Usage
+from toolfold.runtime.core._messages import Message, TextPart, ToolCallPart, Usage
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._output import OutputRejected, OutputSchema
@@ -183,18 +183,18 @@ class Final(NamedTuple):
 
 def respond(decision: list[Call] | Final) -> ModelResponse:
     """The planner's decision as a model response."""
-    from toolfold.runtime._testing import make_call  # here: `import toolfold` stays light
-
     if isinstance(decision, Final):
         text = json.dumps(decision.value, default=str)
         return ModelResponse(
             Message("assistant", (TextPart(text),)), _NO_USAGE, "stop", None, PLANNER_MODEL
         )
-    parts = tuple(
-        make_call(c.task.name, {"input": c.input, "values": dict(c.values)}, id=c.call_id)
-        for c in decision
-    )
+    parts = tuple([_step_call(c) for c in decision])
     return ModelResponse(Message("assistant", parts), _NO_USAGE, "tool_calls", None, PLANNER_MODEL)
+
+
+def _step_call(call: Call) -> ToolCallPart:
+    arguments = {"input": call.input, "values": dict(call.values)}
+    return ToolCallPart(call.call_id, call.task.name, json.dumps(arguments), arguments)
 
 
 class Planner:

@@ -267,8 +267,9 @@ class RunEndEvent:
 class SubRunEvent:
     """An event of a sub-run (an agent used as a tool), tagged with where it happened.
 
-    A streaming caller sees a sub-agent's events when its call completes, in
-    call order, each wrapped once with the full path from the top run.
+    A streaming caller sees a sub-agent's events live, as the sub-agent runs
+    (those of calls running at once interleaved), each wrapped once with the
+    full path from the top run.
 
     Attributes:
         path: Tool name and call id per level, from the top: ``("researcher",

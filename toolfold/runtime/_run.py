@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from contextlib import aclosing
 from typing import Any
 
 import attrs
@@ -294,11 +295,13 @@ class RunStream:
         self._response = finish(*ended)
         yield RunEndEvent(self._response)
 
-    async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
+    async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
         live = self._claim()
-        async for item in stream_async(live, run_loop(live, self._state, notify=True), self._state):
-            if isinstance(item, Ended):
-                self._response = finish(*item)
-                yield RunEndEvent(self._response)
-            else:
-                yield item
+        items = stream_async(live, run_loop(live, self._state, notify=True), self._state)
+        async with aclosing(items):  # closing this stream closes the run's at once
+            async for item in items:
+                if isinstance(item, Ended):
+                    self._response = finish(*item)
+                    yield RunEndEvent(self._response)
+                else:
+                    yield item

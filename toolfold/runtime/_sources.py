@@ -9,7 +9,8 @@ source counts its holders and only the last one closes it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from toolfold.runtime._response import Response, RunStreamEvent
@@ -59,8 +60,10 @@ class SourcedStream(RunStream):
             self._inner = self._make(listed)
             yield from self._inner
 
-    async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
+    async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
         async with aopened(self._sources) as listed:
             self._inner = self._make(listed)
-            async for event in self._inner:
-                yield event
+            events = self._inner.__aiter__()
+            async with aclosing(events):
+                async for event in events:
+                    yield event

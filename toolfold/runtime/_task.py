@@ -23,7 +23,7 @@ from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._template import TemplateError, names_in, render
-from toolfold.runtime.drive._executor import SubRun
+from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -217,9 +217,18 @@ class Task:
 
     def tool(self) -> Tool[..., Any]:
         """The tool the workflow's run calls to run this step."""
+        if self.kind == "function":
+            return self._made(_function_runner(self))
+        # A sub-run: a coroutine for async runs, a blocking twin for blocking ones.
+        made = runs_sub_runs(self._made(_run_runner(self)))
+        if self.timeout is not None:
+            # A coroutine is cancelled at its deadline; a blocking twin on a thread would run on.
+            return made
+        return with_blocking_twin(made, runs_sub_runs(self._made(_run_runner_sync(self))))
+
+    def _made(self, runner: Callable[..., Any]) -> Tool[..., Any]:
         from toolfold.toolkit import tool
 
-        runner = _function_runner(self) if self.kind == "function" else _run_runner(self)
         runner.__doc__ = (
             f"Run step {self.name}.\n\nArgs:\n    input: The input.\n    values: Named values."
         )
@@ -316,18 +325,9 @@ def _run_runner(task: Task) -> Callable[..., Any]:
     async def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
-        scope = _scope(input, values)
-        target = _bound(task, scope)
-        sub_id = sub_run_id(ctx)
-        if isinstance(target, Agent):
-            prompt: Any = render(task.prompt, scope) if task.prompt else _prompt_text(input)
-        else:
-            prompt = target.envelope(input, values or {})
+        target, prompt = _target_and_prompt(task, input, values)
         if ctx.forward is not None:  # the workflow streams: so does the step
-            if ctx.sub_run is not None:
-                stream: Any = target.resume_stream(ctx.sub_run, deps=ctx.deps)
-            else:
-                stream = target.stream(prompt, deps=ctx.deps, run_id=sub_id)
+            stream = _step_stream(target, prompt, ctx)
             async for event in stream:
                 if not isinstance(event, RunEndEvent):
                     ctx.forward(event)
@@ -335,11 +335,57 @@ def _run_runner(task: Task) -> Callable[..., Any]:
         elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
             response = await target.aresume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = await target.arun(prompt, deps=ctx.deps, run_id=sub_id)
-        state = response.state
-        return SubRun(state, json.dumps(state.output, default=str))
+            response = await target.arun(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
+        return _step_result(response)
 
     return run_step
+
+
+def _run_runner_sync(task: Task) -> Callable[..., Any]:
+    """The blocking twin of `_run_runner`: a blocking run calls it in its own thread.
+
+    A blocking workflow run then needs no event loop for steps that run one
+    at a time (sub-runs side by side still run as coroutines of one loop,
+    see `run_calls_sync`).
+    """
+
+    def run_step(
+        ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
+    ) -> SubRun:
+        target, prompt = _target_and_prompt(task, input, values)
+        if ctx.forward is not None:
+            stream = _step_stream(target, prompt, ctx)
+            for event in stream:
+                if not isinstance(event, RunEndEvent):
+                    ctx.forward(event)
+            response: Response = stream.response
+        elif ctx.sub_run is not None:
+            response = target.resume(ctx.sub_run, deps=ctx.deps)
+        else:
+            response = target.run(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
+        return _step_result(response)
+
+    return run_step
+
+
+def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """The step's target (placeholders filled) and what it is run with."""
+    scope = _scope(input, values)
+    target = _bound(task, scope)
+    if isinstance(target, Agent):
+        return target, render(task.prompt, scope) if task.prompt else _prompt_text(input)
+    return target, target.envelope(input, values or {})
+
+
+def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:
+    if ctx.sub_run is not None:
+        return target.resume_stream(ctx.sub_run, deps=ctx.deps)
+    return target.stream(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
+
+
+def _step_result(response: Response) -> SubRun:
+    state = response.state
+    return SubRun(state, json.dumps(state.output, default=str))
 
 
 def _bound(task: Task, scope: Mapping[str, Any]) -> Any:

@@ -9,11 +9,10 @@ resumes in another process and replays.
 
 from __future__ import annotations
 
-import atexit
-import threading
 import typing
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from contextlib import aclosing
+from typing import Any
 
 import attrs
 
@@ -36,20 +35,16 @@ from toolfold.runtime._run import (
     RunStream,
     make_options,
     run_async,
+    run_sync,
     start,
 )
 from toolfold.runtime._task import Task, plain_data, structured
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
-from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY, run_blocking
+from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Live
 from toolfold.toolkit._tool import Tool
-
-if TYPE_CHECKING:
-    import asyncio
-
-T = TypeVar("T")
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
 _PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the planner "model"'s own
@@ -275,10 +270,11 @@ class Workflow:
             RunError: A step failed with ``on_error="fail"`` (or used up its
                 retries); ``.state`` is the workflow's state, error included.
         """
-        # On one event loop for the whole tree (steps are coroutines): see `Task`.
-        return _MainLoop.run(
-            lambda: self.arun(prompt, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
-        )
+        # Blocking all the way down: steps one at a time run in this thread;
+        # steps side by side run as coroutines of one loop (see `run_calls_sync`).
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
+        with _step_errors(self):
+            return _wrapped(run_sync(live, state))
 
     async def arun(
         self,
@@ -339,16 +335,11 @@ class Workflow:
             on_event: Called with every event of the workflow's own run.
             on_step: Called with every completed round of step calls.
         """
-        return _MainLoop.run(
-            lambda: self.aresume(
-                state,
-                tool_results=tool_results,
-                approvals=approvals,
-                deps=deps,
-                on_event=on_event,
-                on_step=on_step,
-            )
+        live, state = self._resumed(
+            state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
+        with _step_errors(self):
+            return _wrapped(run_sync(live, state))
 
     async def aresume(
         self,
@@ -382,46 +373,6 @@ class Workflow:
             state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
         return WorkflowStream(RunStream(live, state), self)
-
-
-class _MainLoop:
-    """One event loop kept for blocking runs from the main thread.
-
-    ``asyncio.run`` builds and tears down a loop each time (~130 us); a
-    blocking workflow run from the main thread reuses this one instead. Other
-    threads, and code already inside a running loop, use `run_blocking`.
-    """
-
-    loop: asyncio.AbstractEventLoop | None = None
-
-    @classmethod
-    def run(cls, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        import asyncio  # here: `import toolfold` must not pay for asyncio
-
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            if threading.current_thread() is threading.main_thread():
-                if cls.loop is None or cls.loop.is_closed():
-                    cls.loop = asyncio.new_event_loop()
-                    atexit.register(cls.loop.close)
-                loop = cls.loop
-                try:
-                    return loop.run_until_complete(make())
-                finally:
-                    _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
-        return run_blocking(make)
-
-
-def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
-    import asyncio
-
-    tasks = asyncio.all_tasks(loop)
-    if not tasks:
-        return
-    for task in tasks:
-        task.cancel()
-    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
 def _rebuild(kind: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -547,9 +498,11 @@ class WorkflowStream:
                 if shown is not None:
                     yield shown
 
-    async def __aiter__(self) -> AsyncIterator[RunStreamEvent]:
+    async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
+        events = self._stream.__aiter__()
         with _step_errors(self._workflow):
-            async for event in self._stream:
-                shown = self._shown(event)
-                if shown is not None:
-                    yield shown
+            async with aclosing(events):
+                async for event in events:
+                    shown = self._shown(event)
+                    if shown is not None:
+                        yield shown

@@ -30,8 +30,9 @@ class RunContext(Generic[DepsT]):
             in a context built by hand.
         sub_run: The stored state of the sub-run this call continues (an
             agent used as a tool that waited for the caller); None otherwise.
-        forward: Where a sub-run streams its events when the caller streams
-            (an agent used as a tool); None otherwise.
+        forward: Where a sub-run sends its events, as they happen, when the
+            caller streams (an agent used as a tool, a workflow step); None
+            otherwise.
     """
 
     run_id: str

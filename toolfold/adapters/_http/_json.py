@@ -5,15 +5,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# One encoder for every body: `json.dumps` with options builds a new one per call.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"))
+
+encode_text = _COMPACT.encode
+"""Compact JSON text, non-ASCII kept as is (what `dumps` encodes to UTF-8)."""
+
 
 def dumps(body: Any) -> bytes:
     """Compact UTF-8 JSON: no spaces, non-ASCII text kept as is (smaller than escapes).
 
-    A lone surrogate (which UTF-8 cannot encode) that reached the body anyway
-    is sent as a JSON escape instead of failing every later request of a run.
+    ``bytes`` are taken as a body already encoded (a codec that builds its
+    JSON from memoized pieces). A lone surrogate (which UTF-8 cannot encode)
+    that reached the body anyway is sent as a JSON escape instead of failing
+    every later request of a run.
     """
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    if type(body) is bytes:
+        return body
+    text = _COMPACT.encode(body)
     try:
         return text.encode()
     except UnicodeEncodeError:
-        return json.dumps(body, separators=(",", ":")).encode()
+        return _COMPACT_ASCII.encode(body).encode()

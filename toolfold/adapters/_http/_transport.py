@@ -182,7 +182,7 @@ class Transport:
         Args:
             path: The endpoint under the base URL (``"chat/completions"``); may
                 carry a query string.
-            body: Anything ``json.dumps`` accepts.
+            body: Anything ``json.dumps`` accepts, or JSON already encoded (bytes).
             headers: Extra headers for this request only.
 
         Raises:
@@ -278,7 +278,7 @@ class Transport:
 
         Args:
             path: The endpoint under the base URL.
-            body: Anything ``json.dumps`` accepts.
+            body: Anything ``json.dumps`` accepts, or JSON already encoded (bytes).
             decoder: Has ``feed(bytes) -> list`` and ``close() -> list``.
             headers: Extra headers for this request only.
             accept: The ``accept`` header (None: ``application/json``).

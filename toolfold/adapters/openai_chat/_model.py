@@ -24,7 +24,7 @@ from toolfold.adapters.openai_chat._providers import (
     ChatProvider,
     provider_for,
 )
-from toolfold.adapters.openai_chat._request import build_body, compiled_tool
+from toolfold.adapters.openai_chat._request import build_body, compiled_tool, encode_body
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
@@ -116,6 +116,19 @@ class OpenAIChatModel(ProviderModel):
 
     def _path(self, prepared: Prepared, stream: bool) -> str:
         return _PATH
+
+    def _outgoing(
+        self, request: ModelRequest, stream: bool
+    ) -> tuple[str, Any, Mapping[str, str] | None]:
+        # The body's JSON from the messages' memoized encodings (see `encode_body`),
+        # unless a subclass builds its own body.
+        content = None
+        if type(self).prepare is OpenAIChatModel.prepare:
+            content = encode_body(request, self.model_name, self.provider, stream=stream)
+        if content is None:
+            return super()._outgoing(request, stream)
+        self._log_notes(self._report)
+        return _PATH, content, None
 
     def _read(self, data: Any) -> ModelResponse:
         # The codec reads the whole body with the `wire` getters: a body that is

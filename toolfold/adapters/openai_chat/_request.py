@@ -13,6 +13,7 @@ from typing import Any, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._http._json import encode_text
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime.core._messages import (
@@ -24,6 +25,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    set_wire_memo,
 )
 from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
 
@@ -65,17 +67,121 @@ def build_body(
     """
     rewrite_id = mistral_id if provider.id_rule == "mistral9" else _same
     messages = encode_messages(request.messages, provider, rewrite_id)
+    return _body(request, model_name, provider, messages, stream, compile_tool, compile_output)
+
+
+def encode_body(
+    request: ModelRequest, model_name: str, provider: ChatProvider, *, stream: bool = False
+) -> bytes | None:
+    """`build_body` with the default compilers, as the JSON bytes the transport sends.
+
+    The same bytes as encoding `build_body`'s dict, made from each message's
+    JSON memoized on the message (`wire_memo`): a message never changes, so a
+    tool loop, which resends the whole conversation on every request, encodes
+    each message once instead of once per request; each tool's entry is
+    memoized per compilation (`compile_tool` makes a new one when a schema
+    changes). None where the messages do not encode one by one (a tool's
+    images and files travel in a user message after the run of tool messages;
+    json_object output appends a message) or a setting overrides ``model``,
+    ``messages`` or ``tools``: `build_body` then.
+
+    Raises:
+        ModelConfigError: As `build_body`.
+    """
+    if request.output is not None and not provider.json_schema_output:
+        return None
+    rewrite_id = mistral_id if provider.id_rule == "mistral9" else _same
+    fragments: list[str] = []
+    for message in request.messages:
+        memo = message._wire  # `wire_memo`, inlined: once per message per request
+        fragment = memo[1] if memo is not None and memo[0] is provider else None
+        if fragment is None:
+            if _has_media_results(message):
+                return None
+            fragment = encode_text(encode_messages((message,), provider, rewrite_id))[1:-1]
+            set_wire_memo(message, provider, fragment)
+        if fragment:
+            fragments.append(fragment)
+    body = _body(request, model_name, provider, _SPLICED, stream, None, None, _tools_json)
+    tools = body.get("tools")
+    if (
+        body["messages"] is not _SPLICED
+        or body["model"] is not model_name
+        or (tools is not None and type(tools) is not _JSONText)
+    ):
+        return None  # a setting named model, messages or tools: let build_body place it
+    rest = {key: value for key, value in body.items() if key not in _SPLICED_KEYS}
+    tail = encode_text(rest)[1:] if rest else "}"
+    spliced = f',"tools":{tools}' if tools is not None else ""
+    text = (
+        f'{{"model":{encode_text(model_name)},"messages":[{",".join(fragments)}]{spliced}'
+        f"{',' if rest else ''}{tail}"
+    )
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return None  # a lone surrogate: build_body's dict is sent with escapes
+
+
+# Where `encode_body` splices the memoized messages in (never sent).
+_SPLICED: Any = []
+_SPLICED_KEYS = frozenset({"model", "messages", "tools"})
+_MAX_TOOL_ENTRIES = 4096
+_tool_json: dict[int, tuple[CompiledTool, str]] = {}
+
+
+class _JSONText(str):
+    """JSON already encoded, for `encode_body` to splice in."""
+
+    __slots__ = ()
+
+
+def _tools_json(tools: list[ToolDefinition], provider: ChatProvider) -> Any:
+    """The ``tools`` array as JSON, each entry encoded once per compilation."""
+    entries = []
+    for tool in tools:
+        compiled = compiled_tool(tool, provider)
+        hit = _tool_json.get(id(compiled))
+        if hit is None or hit[0] is not compiled:
+            hit = (
+                compiled,
+                encode_text({"type": "function", "function": compiled.payload["function"]}),
+            )
+            if len(_tool_json) >= _MAX_TOOL_ENTRIES:
+                _tool_json.clear()
+            _tool_json[id(compiled)] = hit
+        entries.append(hit[1])
+    return _JSONText(f"[{','.join(entries)}]")
+
+
+def _has_media_results(message: Message) -> bool:
+    return any(type(part) is ToolResultPart and part.parts for part in message.parts)
+
+
+def _body(
+    request: ModelRequest,
+    model_name: str,
+    provider: ChatProvider,
+    messages: list[Body],
+    stream: bool,
+    compile_tool: ToolCompiler | None,
+    compile_output: OutputCompiler | None,
+    tools_json: Callable[[list[ToolDefinition], ChatProvider], Any] | None = None,
+) -> Body:
     body: Body = {"model": model_name, "messages": messages}
     tools = list(request.tools)
     choice: Any = None
     if request.tool_choice is not None and tools:
         tools, choice = _tool_choice(request.tool_choice, tools, provider)
     if tools:
-        if compile_tool is None:  # the default, without copying each function twice
+        if tools_json is not None:  # `encode_body`: the array as JSON
+            body["tools"] = tools_json(tools, provider)
+        elif compile_tool is None:  # the default, without copying each function twice
             functions = [default_function(t, provider) for t in tools]
+            body["tools"] = [{"type": "function", "function": f} for f in functions]
         else:
             functions = [dict(compile_tool(t, provider)) for t in tools]
-        body["tools"] = [{"type": "function", "function": f} for f in functions]
+            body["tools"] = [{"type": "function", "function": f} for f in functions]
         if choice is not None:
             body["tool_choice"] = choice
         parallel = request.settings.get("parallel_tool_calls", provider.parallel_default)

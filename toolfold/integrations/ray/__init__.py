@@ -1,4 +1,4 @@
-"""Batch fan-out on Ray: many inputs of one agent, run on Ray async actors.
+"""Batch fan-out on Ray: many inputs of one agent or workflow, run on Ray async actors.
 
     import ray
     from toolfold.integrations.ray import run_batch

@@ -1,7 +1,8 @@
-"""The Ray actor that runs inputs, and how an agent gets into it.
+"""The Ray actor that runs inputs, and how an agent or a workflow gets into it.
 
-An agent reaches the actors either pickled (an `Agent` pickles as its spec:
-model string or model object, tools, options; live clients and API keys stay
+An agent or a workflow spec reaches the actors either pickled (both pickle as
+their spec: an `Agent`'s model string or model object, tools, options; a
+workflow's steps, each agent in it as its spec; live clients and API keys stay
 behind and are rebuilt in the actor) or as an import path ``"module:name"``
 that each actor imports. What crosses back is plain data: the final state as
 JSON, or an error's description.
@@ -9,50 +10,61 @@ JSON, or an error's description.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import pickle
 import traceback
 from typing import Any
 
+import attrs
 import ray
 from ray import cloudpickle
 
 from toolfold._errors import RunError, UsageError
-from toolfold.runtime import Agent
+from toolfold.runtime import Agent, Workflow
+
+Spec = Agent | Workflow
+"""What a batch runs: an agent, or a workflow spec (`Sequence`, `Parallel`, `Route`, `Loop`)."""
 
 
-def load_agent(source: str | bytes) -> Agent:
-    """The agent named by an import path, or unpickled from bytes."""
-    agent = cloudpickle.loads(source) if isinstance(source, bytes) else _import(source)
-    if callable(agent) and not isinstance(agent, Agent):
-        agent = agent()
-    if not isinstance(agent, Agent):
-        raise UsageError(f"{source!r} names a {type(agent).__name__}, not a toolfold Agent")
-    return agent
+def load_spec(source: str | bytes) -> Spec:
+    """The agent or workflow named by an import path, or unpickled from bytes."""
+    spec = cloudpickle.loads(source) if isinstance(source, bytes) else _import(source)
+    if callable(spec) and not isinstance(spec, (Agent, Workflow)):
+        spec = spec()
+    if not isinstance(spec, (Agent, Workflow)):
+        raise UsageError(
+            f"{source!r} names a {type(spec).__name__}, not a toolfold Agent or workflow"
+        )
+    return spec
 
 
 def _import(path: str) -> Any:
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
-        raise UsageError(f"an agent's import path reads 'package.module:name', got {path!r}")
+        raise UsageError(
+            f"an agent's or workflow's import path reads 'package.module:name', got {path!r}"
+        )
     try:
         value: Any = importlib.import_module(module_name)
         for part in attribute.split("."):
             value = getattr(value, part)
     except (ImportError, AttributeError) as exc:
-        raise UsageError(f"cannot import the agent {path!r}: {exc}") from exc
+        raise UsageError(f"cannot import {path!r}: {exc}") from exc
     return value
 
 
-def pickled(agent: Agent) -> bytes:
-    """The agent as bytes for the actors, or a clear error saying what cannot travel."""
+def pickled(spec: Spec) -> bytes:
+    """The agent or workflow as bytes for the actors, or a clear error saying what cannot travel."""
+    what = "agent" if isinstance(spec, Agent) else "workflow"
     try:
-        return bytes(cloudpickle.dumps(agent))  # type: ignore[no-untyped-call]
+        return bytes(cloudpickle.dumps(spec))  # type: ignore[no-untyped-call]
     except Exception as exc:
         raise UsageError(
-            f"the agent cannot be sent to Ray actors: {type(exc).__name__}: {exc}. Give the "
-            "model as a 'provider:model' string (each actor builds its own client and reads "
-            "its key from its environment), use tools and models that pickle, or pass the "
-            "agent as an import path 'package.module:name' that the actors import"
+            f"the {what} cannot be sent to Ray actors: {type(exc).__name__}: {exc}. Give "
+            "models as 'provider:model' strings (each actor builds its own client and reads "
+            "its key from its environment), use tools, models and functions that pickle, or "
+            f"pass the {what} as an import path 'package.module:name' that the actors import"
         ) from exc
 
 
@@ -68,25 +80,78 @@ def error_data(exc: BaseException) -> dict[str, Any]:
     }
 
 
-class BatchActor:
-    """Runs inputs of one agent concurrently on its event loop (a Ray async actor)."""
+@attrs.frozen
+class Finished:
+    """One input's outcome as it crosses back to the driver.
 
-    def __init__(self, source: str | bytes) -> None:
-        self.agent = load_agent(source)
+    ``state``: the final `RunState` pickled (the driver loads it several times
+    faster than it would parse the JSON), ``state_json``: the same state as
+    JSON when the batch writes a checkpoint, ``error``: `error_data` of the
+    exception that ended the run (then both states are None).
+    """
+
+    index: int
+    state: bytes | None
+    state_json: str | None
+    error: dict[str, Any] | None
+
+
+class BatchActor:
+    """Runs inputs of one agent or workflow concurrently on its event loop (a Ray async actor).
+
+    The driver talks to it with `exchange`, one call at a time: each call
+    hands over new inputs and returns what finished since the last one, so
+    Ray's per-call cost is paid per round trip, not per input.
+    """
+
+    def __init__(self, source: str | bytes, with_json: bool = False) -> None:
+        self.spec = load_spec(source)
+        self.with_json = with_json
+        self.running: set[asyncio.Task[None]] = set()
+        self.finished: list[Finished] = []
+        self.news = asyncio.Event()
 
     @ray.method
     async def ready(self) -> bool:
-        """True once the agent is built (an error in the constructor surfaces here)."""
+        """True once the spec is built (an error in the constructor surfaces here)."""
         return True
 
     @ray.method
-    async def run(self, index: int, prompt: Any, run_id: str) -> tuple[int, str | None, Any]:
-        """Run one input: ``(index, final state JSON, None)`` or ``(index, None, error)``."""
+    async def exchange(self, inputs: list[tuple[int, Any, str]]) -> list[Finished]:
+        """Start ``inputs`` (index, prompt, run id); return what finished, once something has."""
+        for index, prompt, run_id in inputs:
+            task = asyncio.create_task(self._run(index, prompt, run_id))
+            self.running.add(task)
+            task.add_done_callback(self.running.discard)
+        while not self.finished and self.running:
+            self.news.clear()
+            await self.news.wait()
+        done, self.finished = self.finished, []
+        return done
+
+    async def _run(self, index: int, prompt: Any, run_id: str) -> None:
+        finished: Finished | None = None
         try:
-            response = await self.agent.arun(prompt, run_id=run_id)
+            response = await self.spec.arun(prompt, run_id=run_id)
+            state = response.state
+            finished = Finished(
+                index,
+                pickle.dumps(state, pickle.HIGHEST_PROTOCOL),
+                state.to_json() if self.with_json else None,
+                None,
+            )
         except Exception as exc:  # an input's failure is its own result, never the batch's
-            return index, None, error_data(exc)
-        return index, response.state.to_json(), None
+            finished = Finished(index, None, None, error_data(exc))
+        finally:  # whatever ended it (a cancel too), the driver hears of the input
+            if finished is None:
+                finished = Finished(
+                    index,
+                    None,
+                    None,
+                    error_data(RuntimeError("the run was interrupted before it ended")),
+                )
+            self.finished.append(finished)
+            self.news.set()
 
 
 RemoteBatchActor = ray.remote(BatchActor)

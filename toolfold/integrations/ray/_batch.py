@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -14,10 +15,17 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 from tqdm import tqdm
 
-from toolfold._errors import UsageError
-from toolfold.integrations.ray._actor import BatchActor, RemoteBatchActor, load_agent, pickled
+from toolfold._errors import SerializationError, UsageError, WorkflowDefinitionError
+from toolfold.integrations.ray._actor import (
+    BatchActor,
+    Finished,
+    RemoteBatchActor,
+    Spec,
+    load_spec,
+    pickled,
+)
 from toolfold.integrations.ray._checkpoint import Checkpoint, input_digest
-from toolfold.runtime import Agent, Response, RunState
+from toolfold.runtime import Agent, Response, RunState, Workflow, WorkflowResponse
 from toolfold.runtime._run import finish, to_messages
 
 
@@ -45,7 +53,8 @@ class BatchResult:
 
     Attributes:
         index: The input's position in ``inputs``.
-        response: The run's response (None when it failed).
+        response: The run's response (None when it failed): a `WorkflowResponse`
+            when the batch ran a workflow spec.
         error: Why it failed (None when it ran).
         from_checkpoint: True when the result was read from the checkpoint
             file instead of being run again.
@@ -68,7 +77,7 @@ class BatchResult:
 
 
 def run_batch(
-    agent: Agent | str,
+    agent: Agent | Workflow | str,
     inputs: Iterable[Any],
     *,
     concurrency: int = 32,
@@ -79,13 +88,16 @@ def run_batch(
     on_result: Callable[[BatchResult], object] | None = None,
     actor_options: Mapping[str, Any] | None = None,
 ) -> list[BatchResult]:
-    """Run an agent on many inputs on Ray async actors; results in input order.
+    """Run an agent or a workflow on many inputs on Ray async actors; results in input order.
 
-    Each actor builds the agent once and runs up to ``concurrency /
-    num_actors`` inputs at a time on its event loop; the driver hands the next
-    input to the least busy actor as inputs finish. An exception in a run
-    (a tool raising with ``on_tool_error="raise"``, a provider error...) or an
-    actor's crash becomes that input's error result; the other inputs go on.
+    Each actor builds the agent (or workflow) once and runs up to ``concurrency /
+    num_actors`` inputs at a time on its event loop; as its runs finish, the
+    driver collects them and hands it as many new inputs, in one Ray call. An
+    exception in a run (a tool raising with ``on_tool_error="raise"``, a
+    provider error, a workflow step that failed the workflow...) or an actor's
+    crash becomes that input's error result; the other inputs go on. A run
+    that suspends (an approval, a manual tool call) is a result too: its
+    response's state resumes with ``agent.resume``.
     Call ``ray.init(...)`` first to choose the cluster (else Ray starts a local
     one with its defaults).
 
@@ -94,12 +106,14 @@ def run_batch(
         >>> [r.text for r in results]
 
     Args:
-        agent: The `Agent`, or an import path ``"package.module:name"`` naming
-            one (or a function returning one) that each actor imports. An
-            agent pickles as its spec: its model string is resolved again in
-            each actor, which reads the API key from its own environment.
-        inputs: The prompts: each what `Agent.arun` accepts (text, a
-            `Message`, a list of messages).
+        agent: The `Agent` or workflow spec (`Sequence`, `Parallel`, `Route`,
+            `Loop`), or an import path ``"package.module:name"`` naming one
+            (or a function returning one) that each actor imports. Both
+            pickle as their spec: a model string is resolved again in each
+            actor, which reads the API key from its own environment.
+        inputs: The prompts: each what the agent's or workflow's ``arun``
+            accepts (for an agent text, a `Message`, a list of messages; for
+            a workflow also plain data: a dict, a list, an attrs instance).
         concurrency: Runs in flight at once, over all actors.
         num_actors: Ray actors (processes) to spread the runs over.
         checkpoint: A JSON-lines file: each finished input's final state is
@@ -119,23 +133,24 @@ def run_batch(
 
     Raises:
         UsageError: Bad arguments, an input that is not a prompt, an agent
-            that cannot reach the actors or cannot be built there, or a
-            checkpoint written for other inputs.
+            or workflow that cannot reach the actors or cannot be built there,
+            a checkpoint written for other inputs, or one whose recorded
+            states do not load (another toolfold version wrote them).
+        WorkflowDefinitionError: The workflow's templates name values no
+            step defines (checked before anything runs).
     """
     if concurrency < 1 or num_actors < 1:
         raise UsageError(
             f"concurrency and num_actors must be at least 1, got {concurrency} and {num_actors}"
         )
+    local = load_spec(agent) if isinstance(agent, str) else agent
+    if not isinstance(local, (Agent, Workflow)):
+        raise UsageError(
+            f"run_batch needs a toolfold Agent, a workflow or an import path, got {agent!r}"
+        )
     prompts = list(inputs)
-    for index, prompt in enumerate(prompts):
-        try:
-            to_messages(prompt)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"input {index} is not a prompt: {exc}") from exc
-    local = load_agent(agent) if isinstance(agent, str) else agent
-    if not isinstance(local, Agent):
-        raise UsageError(f"run_batch needs a toolfold Agent or its import path, got {agent!r}")
-    source = agent if isinstance(agent, str) else pickled(agent)
+    _check_inputs(local, prompts)
+    source = agent if isinstance(agent, str) else pickled(local)
     digests = [input_digest(p) for p in prompts]
     file = Checkpoint.open(checkpoint, digests) if checkpoint is not None else None
     try:
@@ -157,13 +172,13 @@ class _Batch:
 
     def __init__(
         self,
-        agent: Agent,
+        spec: Spec,
         prompts: list[Any],
         digests: list[str],
         checkpoint: Checkpoint | None,
         on_result: Callable[[BatchResult], object] | None,
     ) -> None:
-        self.agent = agent
+        self.spec = spec
         self.prompts = prompts
         self.digests = digests
         self.checkpoint = checkpoint
@@ -205,39 +220,38 @@ class _Batch:
             if record is None or ("error" in record and retry_errors):
                 todo.append(index)
                 continue
-            state = json.dumps(record["state"]) if record.get("state") is not None else None
-            self.results[index] = self._result(
-                index, state, record.get("error"), from_checkpoint=True
-            )
+            try:
+                if record.get("state") is not None:
+                    state = RunState.from_json(json.dumps(record["state"]))
+                    result = BatchResult(index, response_of(self.spec, state), None, True)
+                else:
+                    result = BatchResult(index, None, _failure(record["error"]), True)
+            except SerializationError as exc:
+                assert self.checkpoint is not None
+                raise UsageError(
+                    f"checkpoint {self.checkpoint.path}: the state recorded for input {index} "
+                    f"does not load ({exc}). It was written by another toolfold version "
+                    "(its event log replays to another state now) or edited: finish the "
+                    "batch with the version that wrote it, or pass a new checkpoint path"
+                ) from exc
+            self.results[index] = result
         return todo
 
-    def _result(
-        self, index: int, state: str | None, error: Any, *, from_checkpoint: bool = False
-    ) -> BatchResult:
-        if state is not None:
-            loaded = RunState.from_json(state)
-            # after a handoff the agent that answered reads the output
-            response = finish(loaded, self.agent._for_state(loaded)._options.live())
-            return BatchResult(index, response, None, from_checkpoint)
-        saved = error.get("state")
-        failure = BatchError(
-            type=error["type"],
-            message=error["message"],
-            traceback=error["traceback"],
-            state=RunState.from_json(saved) if saved is not None else None,
-        )
-        return BatchResult(index, None, failure, from_checkpoint)
-
-    def _record(self, index: int, state: str | None, error: Any) -> BatchResult:
-        result = self._result(index, state, error)
+    def _record(self, finished: Finished) -> BatchResult:
+        index = finished.index
+        if finished.state is not None:
+            state = pickle.loads(finished.state)  # made by our own actor: trusted as the spec
+            result = BatchResult(index, response_of(self.spec, state), None)
+        else:
+            assert finished.error is not None
+            result = BatchResult(index, None, _failure(finished.error))
         self.results[index] = result
         if self.checkpoint is not None:
-            line: dict[str, Any] = {"index": index, "input": self.digests[index]}
-            if state is not None:
-                line["state"] = json.loads(state)
+            if finished.state_json is not None:
+                self.checkpoint.append_state(index, self.digests[index], finished.state_json)
             else:
-                line["error"] = error
-            self.checkpoint.append(line)
+                line = {"index": index, "input": self.digests[index], "error": finished.error}
+                self.checkpoint.append(line)
         if self.on_result is not None:
             self.on_result(result)
         return result
@@ -251,18 +265,19 @@ class _Batch:
         actor_options: dict[str, Any],
         bar: tqdm[Any],
     ) -> None:
-        per_actor = -(-concurrency // num_actors)
-        options = {"max_concurrency": per_actor, "max_restarts": -1, **actor_options}
+        # One exchange per actor at a time, plus a ping while it restarts.
+        options = {"max_concurrency": 4, "max_restarts": -1, **actor_options}
+        with_json = self.checkpoint is not None
         actors: list[ActorHandle[BatchActor]] = []
         for _ in range(num_actors):
-            handle = RemoteBatchActor.options(**options).remote(source)
+            handle = RemoteBatchActor.options(**options).remote(source, with_json)
             assert isinstance(handle, ActorHandle)  # a handle, not the class (for typing)
             actors.append(handle)
         try:
             try:
                 ray.get([actor.ready.remote() for actor in actors])
             except RayActorError as exc:
-                raise UsageError(f"the agent could not be built in a Ray actor: {exc}") from exc
+                raise UsageError(f"the spec could not be built in a Ray actor: {exc}") from exc
             self._drive(actors, todo, concurrency, bar)
         finally:
             for actor in actors:
@@ -271,63 +286,115 @@ class _Batch:
     def _drive(
         self, actors: list[ActorHandle[BatchActor]], todo: list[int], concurrency: int, bar: Any
     ) -> None:
-        """Keep ``concurrency`` runs in flight on the least busy live actors until all are done.
+        """Keep ``concurrency`` runs in flight over the live actors until all are done.
 
-        An actor that died is given no input until a ping (retried by Ray across
-        the restart) finds it back; one that cannot come back is dropped, and
-        with no actor left the remaining inputs fail.
+        Each live actor has one `BatchActor.exchange` call outstanding while it
+        has runs: it returns what finished, and the next call hands the actor
+        as many new inputs as came back (its share of ``concurrency``). An
+        actor that died fails the inputs it held and is given none until a
+        ping (retried by Ray across the restart) finds it back; one that
+        cannot come back is dropped, and with no actor left the remaining
+        inputs fail.
         """
-        busy = [0] * len(actors)
+        held: list[set[int]] = [set() for _ in actors]  # inputs each actor is running
         down: set[int] = set()  # restarting: a ping is in flight
         gone: set[int] = set()  # will not come back
-        pending: dict[Any, tuple[int | None, int]] = {}  # ref -> (input or None: a ping, actor)
+        calls: dict[Any, tuple[bool, int]] = {}  # ref -> (a ping?, actor)
+        asked: set[int] = set()  # actors with an exchange outstanding
         queue = list(reversed(todo))
-        while queue or any(index is not None for index, _ in pending.values()):
+        while queue or any(held):
             live = [n for n in range(len(actors)) if n not in down and n not in gone]
-            while queue and live and len(pending) - len(down) < concurrency:
-                index = queue.pop()
-                number = min(live, key=busy.__getitem__)
-                run_id = f"{self.batch_id}-{index}"
-                ref = actors[number].run.remote(index, self.prompts[index], run_id)
-                pending[ref] = (index, number)
-                busy[number] += 1
-            if not pending:  # every actor is gone
+            share = -(-concurrency // max(1, len(live)))
+            room = concurrency - sum(len(h) for h in held)
+            for number in live:
+                if number in asked:
+                    continue
+                count = max(0, min(share - len(held[number]), room, len(queue)))
+                inputs = [queue.pop() for _ in range(count)]
+                if not inputs and not held[number]:
+                    continue
+                room -= count
+                held[number].update(inputs)
+                sent = [(i, self.prompts[i], f"{self.batch_id}-{i}") for i in inputs]
+                calls[actors[number].exchange.remote(sent)] = (False, number)
+                asked.add(number)
+            if not calls:  # every actor is gone
                 for index in reversed(queue):
-                    self._finished(index, None, _died(None), bar)
+                    self._finished(Finished(index, None, None, _died(None)), bar)
                 return
-            ray.wait(list(pending), num_returns=1)
-            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+            ready, _ = ray.wait(list(calls), num_returns=1)
             for ref in ready:
-                which, number = pending.pop(ref)
+                ping, number = calls.pop(ref)
+                asked.discard(number)
                 try:
-                    outcome = ray.get(ref)
+                    outcomes: list[Finished] = ray.get(ref)
                 except RayActorError as exc:
-                    if which is None:  # the ping: the actor will not come back
+                    if ping:  # the actor will not come back
                         down.discard(number)
                         gone.add(number)
                         continue
-                    if number not in down and number not in gone:
-                        down.add(number)
-                        ping = actors[number].ready.options(max_task_retries=-1).remote()
-                        pending[ping] = (None, number)
-                    busy[number] -= 1
-                    self._finished(which, None, _died(exc), bar)
+                    down.add(number)
+                    calls[actors[number].ready.options(max_task_retries=-1).remote()] = (
+                        True,
+                        number,
+                    )
+                    asked.add(number)
+                    lost, held[number] = sorted(held[number]), set()
+                    for index in lost:
+                        self._finished(Finished(index, None, None, _died(exc)), bar)
                     continue
-                if which is None:
+                if ping:
                     down.discard(number)
                     continue
-                busy[number] -= 1
-                _, state, error = outcome
-                self._finished(which, state, error, bar)
+                for finished in outcomes:
+                    held[number].discard(finished.index)
+                    self._finished(finished, bar)
 
-    def _finished(self, index: int, state: str | None, error: Any, bar: Any) -> None:
-        result = self._record(index, state, error)
+    def _finished(self, finished: Finished, bar: Any) -> None:
+        result = self._record(finished)
         bar.update(1)
         if not result.ok:
             bar.set_postfix(failed=self._failed())
 
     def _failed(self) -> int:
         return sum(1 for r in self.results if r is not None and not r.ok)
+
+
+def response_of(spec: Spec, state: RunState) -> Response:
+    """The response a local run of ``spec`` gives for its final (or suspended) ``state``."""
+    if isinstance(spec, Workflow):
+        response = finish(state, spec._options.live())
+        return WorkflowResponse(response.state, response.output)
+    # after a handoff the agent that answered reads the output
+    return finish(state, spec._for_state(state)._options.live())
+
+
+def _check_inputs(spec: Spec, prompts: list[Any]) -> None:
+    """Refuse, before anything runs, inputs the spec could never start from.
+
+    A workflow starts from text or any plain data, but its templates may name
+    values no step defines: `Workflow._start` refuses that for every input alike.
+    """
+    for index, prompt in enumerate(prompts):
+        try:
+            if isinstance(spec, Workflow):
+                spec._start(prompt, None)
+            else:
+                to_messages(prompt)
+        except WorkflowDefinitionError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"input {index} is not a prompt: {exc}") from exc
+
+
+def _failure(error: Mapping[str, Any]) -> BatchError:
+    saved = error.get("state")
+    return BatchError(
+        type=error["type"],
+        message=error["message"],
+        traceback=error["traceback"],
+        state=RunState.from_json(saved) if saved is not None else None,
+    )
 
 
 def _died(exc: RayActorError | None) -> dict[str, Any]:

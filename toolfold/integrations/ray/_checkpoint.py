@@ -22,22 +22,29 @@ from typing import IO, Any
 
 from toolfold._errors import UsageError
 from toolfold.runtime import Message, converter
+from toolfold.runtime._task import plain_data
 
 FORMAT = 1
 
 
 def input_digest(prompt: Any) -> str:
-    """A short fingerprint of one input, to tell a checkpoint of other inputs apart."""
+    """A short fingerprint of one input, to tell a checkpoint of other inputs apart.
+
+    Text, a `Message`, messages, or (a workflow's input) any plain data.
+    """
     if isinstance(prompt, str):
         text = prompt
+    elif isinstance(prompt, Message):
+        text = _json(converter.unstructure(prompt, Message))
+    elif isinstance(prompt, list | tuple) and all(isinstance(m, Message) for m in prompt):
+        text = _json([converter.unstructure(m, Message) for m in prompt])
     else:
-        data = (
-            converter.unstructure(prompt, Message)
-            if isinstance(prompt, Message)
-            else [converter.unstructure(m, Message) for m in prompt]
-        )
-        text = json.dumps(data, sort_keys=True, default=str)
+        text = "data:" + _json(plain_data(prompt))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, default=str)
 
 
 class Checkpoint:
@@ -103,9 +110,16 @@ class Checkpoint:
         """Add one finished input's line."""
         self._write(record)
 
+    def append_state(self, index: int, digest: str, state_json: str) -> None:
+        """Add the line of an input that finished, its state given as JSON text (kept as is)."""
+        self._line(f'{{"index":{index},"input":{json.dumps(digest)},"state":{state_json}}}')
+
     def _write(self, record: Mapping[str, Any]) -> None:
+        self._line(json.dumps(record, separators=(",", ":")))
+
+    def _line(self, text: str) -> None:
         assert self._file is not None
-        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._file.write(text + "\n")
         self._file.flush()
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ See docs/durable.md.
 from toolfold._public import publish as _publish
 from toolfold.integrations.temporal._activities import (
     EventStreamHandler,
+    ModelCallInput,
     StreamContext,
     ToolCallInput,
     model_activity_name,
@@ -20,6 +21,7 @@ from toolfold.integrations.temporal._converter import (
     ToolfoldPayloadConverter,
     data_converter,
 )
+from toolfold.integrations.temporal._storage import FileStorageDriver
 from toolfold.integrations.temporal._workflow import (
     WORKFLOW_NAME,
     ActivitySettings,
@@ -35,6 +37,8 @@ __all__ = [
     "AgentWorkflow",
     "Answers",
     "EventStreamHandler",
+    "FileStorageDriver",
+    "ModelCallInput",
     "StreamContext",
     "TemporalAgent",
     "ToolCallInput",

@@ -9,7 +9,7 @@ resolves them from the names the workflow's state carries.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -25,8 +25,11 @@ from toolfold._errors import (
     RateLimitError,
     ToolfoldError,
 )
+from toolfold.integrations.temporal._nested import node, walk
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._model import Model
+from toolfold.runtime._model import model as model_of
+from toolfold.runtime._planner import Planner
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
@@ -59,6 +62,20 @@ class ToolCallInput:
 
 
 @attrs.frozen
+class ModelCallInput:
+    """What the model activity of a sub-run needs: the request and where the sub-run is.
+
+    Attributes:
+        effect: The core's effect (the request, its step and idempotency key).
+        path: Tool name and call id per level from the top run, as in
+            `SubRunEvent.path`: ``("views", "call_3")``.
+    """
+
+    effect: CallModel
+    path: tuple[str, ...]
+
+
+@attrs.frozen
 class StreamContext:
     """Which model request an `EventStreamHandler` is streaming.
 
@@ -71,6 +88,9 @@ class StreamContext:
             first). A retried request streams again from the start: a
             consumer drops what an earlier attempt of the same ``key`` sent.
         deps: The `TemporalAgent`'s ``deps`` (the worker's).
+        path: Where the request's run is: () for the top run; for a
+            workflow step or an agent used as a tool, its tool name and call
+            id per level from the top, as `SubRunEvent.path` in a local stream.
     """
 
     agent: str
@@ -79,6 +99,7 @@ class StreamContext:
     key: str
     attempt: int
     deps: Any = None
+    path: tuple[str, ...] = ()
 
 
 EventStreamHandler = Callable[[StreamContext, AsyncIterator[StreamEvent]], Awaitable[None]]
@@ -107,23 +128,70 @@ def make_activities(
     agent: Agent | Workflow,
     *,
     heartbeat: timedelta,
-    max_result_bytes: int = 1_000_000,
+    max_result_bytes: int | None = 1_000_000,
     deps: Any = None,
     stream: EventStreamHandler | None = None,
+    models: Mapping[str, Model] | None = None,
 ) -> list[Callable[..., Any]]:
-    """The model activity and one activity per tool of ``agent`` (per step of a workflow)."""
-    options = agent._options
-    model = options.model
-    every = heartbeat.total_seconds() / 3
+    """The activities of ``agent`` and of every sub-run below it.
 
-    @activity.defn(name=model_activity_name(name))
-    async def model_request(effect: CallModel) -> ModelResponse:
+    For the agent (or workflow) itself: the model activity and one activity
+    per tool (per step of a workflow), those that run a sub-run included
+    (runs recorded before sub-runs were driven in the workflow call them).
+    For each sub-run (``<name>.<tool>...``): its model activity, and one per
+    tool that does not run a sub-run of its own. ``models``: the sub-runs'
+    models by node name (default: `nested_models`).
+    """
+    every = heartbeat.total_seconds() / 3
+    top = node(name, agent)
+    models = nested_models(name, agent) if models is None else models
+    made = [_model_activity(name, agent._options.model, deps, stream, every, nested=False)]
+    made += [_tool_activity(name, t, deps, every, max_result_bytes) for t in top.tools.values()]
+    for sub, _ in walk(top):
+        made.append(_model_activity(sub.name, models[sub.name], deps, stream, every, nested=True))
+        made += [
+            _tool_activity(sub.name, t, deps, every, max_result_bytes)
+            for t in sub.tools.values()
+            if t.name not in sub.nested
+        ]
+    return made
+
+
+def durable_model(target: Agent | Workflow) -> Model:
+    """``target``'s model, built with ``retry=0`` when given as a string.
+
+    Temporal owns the retries: the HTTP transport inside an activity must not
+    retry too.
+    """
+    if isinstance(target, Agent) and isinstance(target.model, str):
+        return model_of(target.model, retry=0)
+    return target._options.model
+
+
+def nested_models(name: str, agent: Agent | Workflow) -> dict[str, Model]:
+    """The model of every sub-run below ``agent`` (see `durable_model`), by node name."""
+    return {sub.name: durable_model(target) for sub, target in walk(node(name, agent))}
+
+
+def _model_activity(
+    name: str,
+    model: Model,
+    deps: Any,
+    stream: EventStreamHandler | None,
+    every: float,
+    *,
+    nested: bool,
+) -> Callable[..., Any]:
+    if isinstance(model, Planner):
+        stream = None  # a workflow's decisions are not a model's output: nothing to stream
+
+    async def request(effect: CallModel, path: tuple[str, ...]) -> ModelResponse:
         if stream is None:
             work = model.request(effect.request)
         else:
             run_id = effect.key.rsplit(":", 2)[0]  # the key is <run id>:<step>:model
             attempt = activity.info().attempt
-            context = StreamContext(name, run_id, effect.step, effect.key, attempt, deps)
+            context = StreamContext(name, run_id, effect.step, effect.key, attempt, deps, path)
             work = _streamed(model, effect, stream, context)
         try:
             return await _heartbeating(work, every)
@@ -132,10 +200,19 @@ def make_activities(
         except ToolfoldError as exc:  # a bad request or configuration: retrying cannot help
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
 
-    made: list[Callable[..., Any]] = [model_request]
-    for tool in options.tools.values():
-        made.append(_tool_activity(name, tool, deps, every, max_result_bytes))
-    return made
+    if nested:
+
+        @activity.defn(name=model_activity_name(name))
+        async def nested_request(given: ModelCallInput) -> ModelResponse:
+            return await request(given.effect, given.path)
+
+        return nested_request
+
+    @activity.defn(name=model_activity_name(name))
+    async def model_request(effect: CallModel) -> ModelResponse:
+        return await request(effect, ())
+
+    return model_request
 
 
 async def _streamed(
@@ -158,7 +235,7 @@ async def _streamed(
 
 
 def _tool_activity(
-    name: str, tool: Any, deps: Any, every: float, max_bytes: int
+    name: str, tool: Any, deps: Any, every: float, max_bytes: int | None
 ) -> Callable[..., Any]:
     @activity.defn(name=tool_activity_name(name, tool.name))
     async def run_tool(given: ToolCallInput) -> ToolReturned:
@@ -176,7 +253,8 @@ def _tool_activity(
         (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
         event = returned(outcome)
         if not isinstance(event, ToolReturned):
-            # A sub-agent that waits for an approval cannot suspend a durable run (yet).
+            # Only runs recorded before sub-runs were driven in the workflow
+            # run a sub-agent here (whole, in this activity): it cannot suspend.
             message = (
                 f"tool {tool.name!r} is an agent that waits for an approval or a result; "
                 "durable runs do not support suspending inside a sub-agent"
@@ -187,15 +265,18 @@ def _tool_activity(
     return run_tool
 
 
-def _within(event: ToolReturned, tool: str, max_bytes: int) -> ToolReturned:
+def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> ToolReturned:
     """``event``, or an error result when its content is over ``max_bytes``."""
+    if max_bytes is None:
+        return event
     size = len(event.content.encode())
     if size <= max_bytes:
         return event
     message = (
         f"the result of tool {tool!r} is {size} bytes, over the {max_bytes}-byte limit "
         "for results of durable runs (Temporal payloads are limited to 2 MB): "
-        "return a reference to the data instead"
+        "return a reference to the data instead, or give ToolfoldPlugin an "
+        "external_storage and raise ActivitySettings.max_result_bytes"
     )
     return ToolReturned(event.call_id, message, True, "error", event.duration)
 

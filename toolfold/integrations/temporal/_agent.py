@@ -8,13 +8,20 @@ from typing import Any
 
 import attrs
 from temporalio.client import Client, WorkflowHandle
+from temporalio.converter import ExternalStorage
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from toolfold._errors import UsageError
-from toolfold.integrations.temporal._activities import EventStreamHandler, make_activities
+from toolfold.integrations.temporal._activities import (
+    EventStreamHandler,
+    durable_model,
+    make_activities,
+    nested_models,
+)
 from toolfold.integrations.temporal._converter import data_converter
+from toolfold.integrations.temporal._nested import node, walk
 from toolfold.integrations.temporal._workflow import (
     WORKFLOW_NAME,
     ActivitySettings,
@@ -25,7 +32,7 @@ from toolfold.integrations.temporal._workflow import (
     register,
 )
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._model import model
+from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
 from toolfold.runtime._workflow import Workflow, WorkflowResponse, _step_errors
@@ -79,6 +86,7 @@ class TemporalAgent:
     settings: ActivitySettings
     deps: Any
     event_stream_handler: EventStreamHandler | None
+    _models: Mapping[str, Model] = attrs.field(eq=False, repr=False)
 
     def __init__(
         self,
@@ -96,14 +104,14 @@ class TemporalAgent:
             raise UsageError(
                 f"agent name {name!r} must not contain '__' (it separates activity names)"
             )
-        if isinstance(agent, Agent):
-            agent = _durable(agent)
+        agent = _durable(agent)
         self.__attrs_init__(
             agent=agent,
             name=name,
             settings=settings or ActivitySettings(),
             deps=deps,
             event_stream_handler=event_stream_handler,
+            models=nested_models(name, agent),  # built once, like the agent's own
         )
 
     @property
@@ -116,18 +124,11 @@ class TemporalAgent:
             max_result_bytes=self.settings.max_result_bytes,
             deps=self.deps,
             stream=self.event_stream_handler,
+            models=self._models,
         )
 
     def _registered(self) -> Registered:
-        options = self.agent._options
-        return Registered(
-            name=self.name,
-            tools=dict(options.tools),
-            output=options.output,
-            settings=self.settings,
-            stop_when=options.stop_when,
-            max_concurrency=options.max_concurrency,
-        )
+        return Registered(node=node(self.name, self.agent), settings=self.settings)
 
     async def start(
         self,
@@ -229,15 +230,25 @@ class AgentHandle:
         return Response(state, output)
 
 
-def _durable(agent: Agent) -> Agent:
-    """``agent`` as a durable run needs it, or a `UsageError` saying what it cannot have."""
-    if isinstance(agent.model, str):
-        # Temporal owns the retries: the transport inside an activity must not retry too.
-        agent = agent.evolve(model=model(agent.model, retry=0))
-    if agent._sources:
-        raise UsageError("tool sources (MCP servers...) are not supported on Temporal yet")
-    if agent.on_tool_error == "raise":
-        raise UsageError("on_tool_error='raise' is not supported on Temporal yet")
+def _durable(agent: Agent | Workflow) -> Agent | Workflow:
+    """``agent`` as a durable run needs it, or a `UsageError` saying what it cannot have.
+
+    Its sub-runs (workflow steps, agents used as tools, any depth) are checked
+    too: the workflow drives them with the same loop.
+    """
+    agents = [agent, *(target for _, target in walk(node("top", agent)))]
+    for each in agents:
+        if not isinstance(each, Agent):
+            continue
+        label = f"agent {each.name!r}" if each.name else "the agent"
+        if each._sources:
+            raise UsageError(
+                f"{label}: tool sources (MCP servers...) are not supported on Temporal yet"
+            )
+        if each.on_tool_error == "raise":
+            raise UsageError(f"{label}: on_tool_error='raise' is not supported on Temporal yet")
+    if isinstance(agent, Agent) and isinstance(agent.model, str):
+        return agent.evolve(model=durable_model(agent))
     return agent
 
 
@@ -253,18 +264,39 @@ class ToolfoldPlugin(SimplePlugin):
             data converter matters there). They are registered by name for
             the whole process: two workers in one process cannot run
             different agents under the same name.
+        external_storage: Temporal's external storage for large payloads
+            (e.g. ``ExternalStorage(drivers=[FileStorageDriver(path)])``, or
+            an S3 / GCS driver from ``temporalio.contrib``): payloads over its
+            threshold go to the store and the history keeps a reference, so
+            tool results and states may outgrow Temporal's 2 MB limit. Give
+            the same to the worker's and the client's plugin.
     """
 
-    def __init__(self, agents: Sequence[TemporalAgent] = ()) -> None:
+    def __init__(
+        self,
+        agents: Sequence[TemporalAgent] = (),
+        *,
+        external_storage: ExternalStorage | None = None,
+    ) -> None:
         names = [a.name for a in agents]
         if len(set(names)) != len(names):
             raise UsageError(f"two agents share a name: {names}")
+        unlimited = [a.name for a in agents if a.settings.max_result_bytes is None]
+        if unlimited and external_storage is None:
+            raise UsageError(
+                f"agents {unlimited} have max_result_bytes=None: without external_storage a "
+                "result over Temporal's 2 MB payload limit is refused and its activity "
+                "retried without end; give ToolfoldPlugin an external_storage"
+            )
         for agent in agents:
             register(agent._registered())
         activities = [act for agent in agents for act in agent.activities]
+        converter = data_converter
+        if external_storage is not None:
+            converter = dataclasses.replace(converter, external_storage=external_storage)
         super().__init__(
             "toolfold.TemporalPlugin",
-            data_converter=data_converter,
+            data_converter=converter,
             activities=lambda given: [*(given or ()), *activities],
             workflows=lambda given: [*(given or ()), AgentWorkflow],
             workflow_runner=_passing_toolfold,
@@ -273,6 +305,7 @@ class ToolfoldPlugin(SimplePlugin):
 
 def _passing_toolfold(runner: WorkflowRunner | None) -> WorkflowRunner:
     if isinstance(runner, SandboxedWorkflowRunner):
-        restrictions = runner.restrictions.with_passthrough_modules("toolfold")
+        # jsonschema checks a sub-run's arguments in workflow code (imported lazily).
+        restrictions = runner.restrictions.with_passthrough_modules("toolfold", "jsonschema")
         return dataclasses.replace(runner, restrictions=restrictions)
     return runner if runner is not None else SandboxedWorkflowRunner()

@@ -1,5 +1,8 @@
 """The workflow: `reduce` / `next_effect` driven in workflow code, every I/O an activity.
 
+A workflow step or an agent used as a tool runs a nested run, driven here by
+the same loop (see `_nested`): its state nests in the top run's, as locally.
+
 Workflow code must be deterministic: it only asks the pure core what to do,
 calls activities by their stable names, and reduces what they return. No
 clock, random, thread or I/O here (tests/test_temporal.py scans for them).
@@ -8,36 +11,40 @@ clock, random, thread or I/O here (tests/test_temporal.py scans for them).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import attrs
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from toolfold.integrations.temporal._activities import (
+        ModelCallInput,
         ToolCallInput,
         model_activity_name,
         tool_activity_name,
     )
+    from toolfold.integrations.temporal._nested import Node, SubRunTool
+    from toolfold.runtime._resume import _nest as nest_answers
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
-        AwaitApproval,
-        AwaitToolResults,
         CallModel,
         RunTools,
         ToolInvocation,
         ValidateOutput,
     )
     from toolfold.runtime.core._events import (
+        ApprovalDenied,
+        ApprovalGranted,
         Event,
         ModelResponded,
         OutputAccepted,
         OutputRejected,
         StopRequested,
+        ToolResultsProvided,
         ToolReturned,
     )
     from toolfold.runtime.core._messages import ToolCallPart
@@ -45,13 +52,14 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._state import Disposition, RunState
-    from toolfold.runtime.core._stop import StopPredicate, stop_reason
+    from toolfold.runtime.core._stop import stop_reason
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
-    from toolfold.runtime.drive._output import OutputSchema
-    from toolfold.toolkit._tool import Tool
 
 WORKFLOW_NAME = "toolfold_agent"
+NESTED_RUNS = "toolfold-nested-runs"
+"""The `workflow.patched` id of nested runs driven in the workflow (runs recorded
+before it ran a workflow step or an agent used as a tool as one activity)."""
 _WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
 _OVER = frozenset({"finished", "failed"})
 
@@ -71,7 +79,9 @@ class ActivitySettings:
             when Temporal suggests it (its history is getting large).
         max_result_bytes: A tool result larger than this (UTF-8) reaches the
             model as an error result saying so: Temporal's payloads are
-            limited to 2 MB, and the state carries every result.
+            limited to 2 MB, and the state carries every result. None: no
+            limit (with external storage for large payloads, see
+            `ToolfoldPlugin`).
     """
 
     model_timeout: timedelta = timedelta(minutes=5)
@@ -81,25 +91,20 @@ class ActivitySettings:
         factory=lambda: RetryPolicy(maximum_interval=timedelta(minutes=1))
     )
     continue_as_new_steps: int | None = None
-    max_result_bytes: int = 1_000_000
+    max_result_bytes: int | None = 1_000_000
 
 
 @attrs.frozen(kw_only=True)
 class Registered:
-    """An agent as the workflow knows it on a worker: its name, tools and settings.
+    """An agent as the workflow knows it on a worker: its tree of nodes and its settings."""
 
-    The live tools are here for their approval policies only (a predicate runs
-    in workflow code); their functions run in activities. ``stop_when`` holds
-    the agent's live stop predicates, also run in workflow code;
-    ``max_concurrency`` bounds the tool activities of one step in flight.
-    """
-
-    name: str
-    tools: Mapping[str, Tool[..., Any]]
-    output: OutputSchema | None
+    node: Node
     settings: ActivitySettings
-    stop_when: tuple[StopPredicate, ...] = ()
-    max_concurrency: int = 8
+
+    @property
+    def name(self) -> str:
+        """The agent's name (as in activity names)."""
+        return self.node.name
 
 
 # Filled by `ToolfoldPlugin` on the worker: the agents its workflows can run.
@@ -132,6 +137,9 @@ class AgentWorkflow:
 
     def __init__(self) -> None:
         self._state: RunState | None = None
+        self._first_step = 0  # the top run's step when this history began
+        # The states of sub-runs in flight, by their path (tool name and call id per level).
+        self._nested: dict[tuple[str, ...], RunState] = {}
 
     @workflow.run
     async def run(self, given: AgentInput) -> RunState:
@@ -144,28 +152,42 @@ class AgentWorkflow:
                 non_retryable=True,
             )
         self._state = given.state
-        first_step = given.state.step
+        self._first_step = given.state.step
         while True:
-            state = self._state
+            state = await self._drive(agent, agent.node, self._state, ())
+            if state.phase not in _WAITING:  # a failed run is a result, not an exception
+                return state
+            await workflow.wait_condition(lambda: self._phase() not in _WAITING)
+
+    async def _drive(
+        self, agent: Registered, node: Node, state: RunState, path: tuple[str, ...]
+    ) -> RunState:
+        """Drive ``state`` (of the run at ``path``, () for the top) until it waits or ends."""
+        while True:
+            self._publish(path, state)
             effect = next_effect(state)
             if isinstance(effect, CallModel):
-                stop = _stop_reason(agent, state)
+                stop = _stop_reason(node, state)
                 if stop is not None:
-                    self._state = reduce(state, StopRequested(stop))
+                    state = reduce(state, StopRequested(stop))
                     continue
-                if self._should_continue_as_new(agent, state.step - first_step):
+                if not path and self._should_continue_as_new(agent, state.step - self._first_step):
                     # Between steps: nothing in flight, the state is the whole run.
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     workflow.continue_as_new(AgentInput(agent.name, state))
-                self._state = await self._call_model(agent, state, effect)
+                state = await self._call_model(agent, node, state, effect, path)
             elif isinstance(effect, RunTools):
-                self._state = await self._run_tools(agent, state, effect)
+                state = await self._run_tools(agent, node, state, effect, path)
             elif isinstance(effect, ValidateOutput):
-                self._state = reduce(state, _validate(agent, effect))
-            elif isinstance(effect, (AwaitApproval, AwaitToolResults)):
-                await workflow.wait_condition(lambda: self._phase() not in _WAITING)
-            else:  # Finish: the state says how (a failed run is a result, not an exception)
+                state = reduce(state, _validate(node, effect))
+            else:  # waiting for answers, or over
                 return state
+
+    def _publish(self, path: tuple[str, ...], state: RunState) -> None:
+        if path:
+            self._nested[path] = state
+        else:
+            self._state = state
 
     def _should_continue_as_new(self, agent: Registered, steps: int) -> bool:
         every = agent.settings.continue_as_new_steps
@@ -173,11 +195,19 @@ class AgentWorkflow:
             return True
         return workflow.info().is_continue_as_new_suggested()
 
-    async def _call_model(self, agent: Registered, state: RunState, effect: CallModel) -> RunState:
+    async def _call_model(
+        self,
+        agent: Registered,
+        node: Node,
+        state: RunState,
+        effect: CallModel,
+        path: tuple[str, ...],
+    ) -> RunState:
         s = agent.settings
+        given: Any = ModelCallInput(effect, path) if path else effect
         response = await workflow.execute_activity(
-            model_activity_name(agent.name),
-            effect,
+            model_activity_name(node.name),
+            given,
             result_type=ModelResponse,
             start_to_close_timeout=s.model_timeout,
             heartbeat_timeout=s.heartbeat_timeout,
@@ -190,30 +220,42 @@ class AgentWorkflow:
         # function of the call and the state; see docs/durable.md).
         # A tool the worker lacks executes: `_run_tools` fails the run naming it.
         def live_says(call: ToolCallPart) -> bool:
-            return policy_says(agent.tools.get(call.name), call, state, unknown=False)
+            return policy_says(node.tools.get(call.name), call, state, unknown=False)
 
         decided = dispositions(state.config, response.tool_calls, live_says)
         chosen: tuple[Disposition, ...] = tuple(d or "approve" for d in decided)
         return reduce(state, ModelResponded(response, chosen))
 
-    async def _run_tools(self, agent: Registered, state: RunState, effect: RunTools) -> RunState:
+    async def _run_tools(
+        self,
+        agent: Registered,
+        node: Node,
+        state: RunState,
+        effect: RunTools,
+        path: tuple[str, ...],
+    ) -> RunState:
         s = agent.settings
         messages = tuple(state.conversation)
         for invocation in effect.calls:
-            if invocation.tool_name not in agent.tools:
+            if invocation.tool_name not in node.tools:
                 raise ApplicationError(
-                    f"tool {invocation.tool_name!r} of agent {agent.name!r} is not registered "
-                    f"on this worker (its tools: {', '.join(sorted(agent.tools)) or 'none'})",
+                    f"tool {invocation.tool_name!r} of agent {node.name!r} is not registered "
+                    f"on this worker (its tools: {', '.join(sorted(node.tools)) or 'none'})",
                     non_retryable=True,
                 )
         # As many in flight as a local run allows (the workflow's event loop is
         # deterministic: the semaphore lets calls in, in call order).
-        limit = asyncio.Semaphore(agent.max_concurrency)
+        limit = asyncio.Semaphore(node.max_concurrency)
 
         async def run(invocation: ToolInvocation) -> Any:
             async with limit:
+                sub = node.nested.get(invocation.tool_name)
+                # Runs recorded before nested runs were driven here ran the
+                # whole sub-run as one tool activity: their replay still does.
+                if sub is not None and (path or workflow.patched(NESTED_RUNS)):
+                    return await self._sub_run(agent, node, sub, state, invocation, path)
                 return await workflow.execute_activity(
-                    tool_activity_name(agent.name, invocation.tool_name),
+                    tool_activity_name(node.name, invocation.tool_name),
                     ToolCallInput(invocation, state.run_id, messages),
                     result_type=ToolReturned,
                     start_to_close_timeout=s.tool_timeout,
@@ -226,6 +268,37 @@ class AgentWorkflow:
             state = reduce(state, event)
         return state
 
+    async def _sub_run(
+        self,
+        agent: Registered,
+        node: Node,
+        sub: SubRunTool,
+        state: RunState,
+        invocation: ToolInvocation,
+        path: tuple[str, ...],
+    ) -> Event:
+        """Drive the sub-run a call makes (or resumes) here; the event that reports its end."""
+        call = invocation.call
+        child = invocation.child  # a suspended sub-run the caller answered
+        if child is None:
+            started = sub.start(invocation, node.tools[call.name], state.run_id)
+            if isinstance(started, ToolReturned):  # arguments that do not fit
+                return started
+            child = started
+        here = (*path, call.name, call.id)
+        try:
+            child = await self._drive(agent, sub.node, child, here)
+        except ActivityError as exc:
+            if not isinstance(exc.cause, ApplicationError):  # cancelled, or timed out
+                raise
+            # A model request that failed for good: locally the sub-run raises the
+            # provider's error and the calling tool reports it (its run goes on).
+            failure = exc.cause
+            return ToolReturned(call.id, f"Error: {failure.type}: {failure.message}", True, "error")
+        finally:
+            self._nested.pop(here, None)
+        return sub.ended(call.id, child)
+
     def _phase(self) -> str:
         assert self._state is not None
         return self._state.phase
@@ -235,7 +308,18 @@ class AgentWorkflow:
         """The run's current state (a snapshot)."""
         if self._state is None:
             raise ApplicationError("the run has not started yet")
-        return self._state
+        return self._view(self._state, ())
+
+    def _view(self, state: RunState, path: tuple[str, ...]) -> RunState:
+        """``state`` with the sub-runs in flight below it in its calls (a snapshot)."""
+        if not self._nested:
+            return state
+        calls = []
+        for c in state.calls:
+            here = (*path, c.call.name, c.call.id)
+            child = self._nested.get(here)
+            calls.append(c if child is None else attrs.evolve(c, child=self._view(child, here)))
+        return attrs.evolve(state, calls=tuple(calls))
 
     @workflow.update
     async def answer(self, answers: Answers) -> RunState:
@@ -261,33 +345,54 @@ class AgentWorkflow:
         return self._state
 
 
-def _stop_reason(agent: Registered, state: RunState) -> str | None:
+def _stop_reason(node: Node, state: RunState) -> str | None:
     """Why a live stop predicate ends the run before this model call (as a local run checks).
 
     The predicates run in workflow code: they must be deterministic.
     """
-    if not agent.stop_when or state.turn_steps == 0:
+    if not node.stop_when or state.turn_steps == 0:
         return None
     try:
-        return stop_reason(state, agent.stop_when)
+        return stop_reason(state, node.stop_when)
     except Exception as exc:
         raise ApplicationError(
-            f"a stop_when condition of agent {agent.name!r} raised {type(exc).__name__}: {exc}",
+            f"a stop_when condition of agent {node.name!r} raised {type(exc).__name__}: {exc}",
             type=type(exc).__name__,
             non_retryable=True,
         ) from exc
 
 
 def _applied(state: RunState, answers: Answers) -> RunState:
+    """``state`` with the answers applied; those for calls of suspended sub-runs
+    (any depth) travel down to them as `CallResumed` events, as in a local resume."""
+    nested: list[tuple[tuple[str, ...], Event]] = []
     for event in answers.events:
+        if isinstance(event, (ApprovalGranted, ApprovalDenied)):
+            path = state.path_to(event.call_id, "awaiting_approval")
+            if path:
+                nested.append((path, event))
+                continue
+        elif isinstance(event, ToolResultsProvided):
+            own = []
+            for result in event.results:
+                path = state.path_to(result.call_id, "to_return")
+                if path:
+                    nested.append((path, ToolResultsProvided((result,))))
+                else:
+                    own.append(result)
+            if not own:
+                continue
+            event = ToolResultsProvided(tuple(own))
+        state = reduce(state, event)
+    for event in nest_answers(nested):
         state = reduce(state, event)
     return state
 
 
-def _validate(agent: Registered, effect: ValidateOutput) -> Event:
-    assert agent.output is not None, "a run with an output spec needs its output type"
+def _validate(node: Node, effect: ValidateOutput) -> Event:
+    assert node.output is not None, "a run with an output spec needs its output type"
     try:
-        _, plain = agent.output.parse(effect.text)
+        _, plain = node.output.parse(effect.text)
     except _Rejected as rejected:
         return OutputRejected(rejected.message)
     return OutputAccepted(plain)

@@ -302,6 +302,15 @@ class Message:
 
     role: Role
     parts: tuple[Part, ...] = attrs.field(converter=_to_parts)
+    # Not part of the value (no init, eq, hash, repr, or serialized form): a
+    # codec's memo of this message's encoding as ``(key, encoded)``. A message
+    # never changes, so a tool loop that resends the whole conversation on
+    # every request encodes each message once (see `wire_memo`).
+    _wire: Any = attrs.field(default=None, init=False, eq=False, hash=False, repr=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled and copied without the memo (its key is a codec's object).
+        return (Message, (self.role, self.parts))
 
     def __repr__(self) -> str:
         shown = [repr(part) for part in self.parts[:_PARTS_SHOWN]]
@@ -347,6 +356,23 @@ class Message:
     def tool_results(self) -> tuple[ToolResultPart, ...]:
         """The tool results in this message."""
         return tuple([p for p in self.parts if isinstance(p, ToolResultPart)])
+
+
+def wire_memo(message: Message, key: object) -> Any:
+    """What a codec memoized for ``message`` under ``key`` (see `set_wire_memo`), or None."""
+    memo = message._wire
+    if memo is not None and memo[0] is key:
+        return memo[1]
+    return None
+
+
+def set_wire_memo(message: Message, key: object, encoded: Any) -> None:
+    """Memoize a codec's encoding of ``message`` under ``key`` (an object the codec keeps).
+
+    One entry per message: another key replaces it. ``encoded`` must be
+    immutable and depend only on the message and ``key``.
+    """
+    object.__setattr__(message, "_wire", (key, encoded))
 
 
 def _as_part(content: str | Part) -> Part:

@@ -16,6 +16,7 @@ thread runs on, its result is dropped) but hands its worker slot over.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextvars
 import inspect
@@ -23,7 +24,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from queue import Empty
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
 from toolfold.runtime.core._effects import ToolInvocation
@@ -48,6 +49,9 @@ from toolfold.runtime.drive._workers import (
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 
@@ -137,6 +141,25 @@ def with_blocking_twin(tool: Tool[..., Any], twin: Tool[..., Any]) -> Tool[..., 
     """
     tool.__dict__[_TWIN] = twin
     return tool
+
+
+_SUB_RUN = "_toolfold_sub_run"
+
+
+def runs_sub_runs(tool: Tool[..., Any]) -> Tool[..., Any]:
+    """Mark ``tool`` as one that runs a sub-run and streams its events (``ctx.forward``).
+
+    A streaming run performs a step with such a tool apart from its own
+    thread or task, so it can show the sub-run's events while the step runs.
+    """
+    tool.__dict__[_SUB_RUN] = True
+    return tool
+
+
+def forwards(job: ToolJob) -> bool:
+    """Whether ``job``'s tool streams a sub-run's events (see `runs_sub_runs`)."""
+    tool = job.tool
+    return tool is not None and _SUB_RUN in tool.__dict__
 
 
 def _blocking(job: ToolJob) -> ToolJob:
@@ -242,7 +265,17 @@ def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
 
 
 def _timed(outcomes: tuple[ToolOutcome, ...], started: float) -> tuple[ToolOutcome, ...]:
-    return tuple(o._replace(duration=max(0.0, o.ended - started)) for o in outcomes)
+    # `_replace(duration=...)` spelled out: it costs a dict and a keyword pass per call.
+    return tuple(
+        [
+            _new_tuple(ToolOutcome, (*o[:_AT], max(0.0, o.ended - started), *o[_AT + 1 :]))
+            for o in outcomes
+        ]
+    )
+
+
+_new_tuple = tuple.__new__
+_AT = ToolOutcome._fields.index("duration")
 
 
 async def run_calls(
@@ -298,6 +331,14 @@ async def _run_one(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     if not job.tool.blocking and not job.tool.is_async:
         return await _run_on_loop(job, arguments)
     timeout = job.tool.timeout
+    if timeout is None and _SUB_RUN in job.tool.__dict__:
+        # A sub-run (an agent or a workflow step) changes no context variable
+        # of the caller's: awaited right here, it needs no task of its own.
+        try:
+            value = await job.tool.invoke(arguments, job.context)
+        except Exception as exc:
+            return _failed(job, exc)
+        return _finish(job, value)
     try:
         if job.tool.is_async:
             # A task of its own, so the tool's context changes stay its own.
@@ -400,6 +441,11 @@ def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Tool
 
     Uses no event loop unless an async tool (without a blocking twin) is among the calls.
     """
+    if any(_on_loop(job, len(jobs)) for job in jobs):
+        # Sub-runs (agents, workflow steps) side by side, or one with a
+        # timeout: coroutines of one loop, where a timeout cancels them, and
+        # no blocking runs on worker threads waiting for other workers.
+        return run_kept(lambda: _run_calls(jobs, max_concurrency))
     jobs = [_blocking(job) for job in jobs]
     if len(jobs) == 1:  # the common case, without the bookkeeping below
         job = jobs[0]
@@ -410,7 +456,7 @@ def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Tool
                 return (prepared,)
             return (_run_inline(job, prepared),)
     if any(job.tool is not None and job.tool.is_async for job in jobs):
-        return run_blocking(lambda: _run_calls(jobs, max_concurrency))
+        return run_kept(lambda: _run_calls(jobs, max_concurrency))
     results: list[ToolOutcome | None] = []
     ready: list[tuple[ToolJob, dict[str, Any]]] = []
     slots: list[int] = []
@@ -428,6 +474,17 @@ def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Tool
         for slot, outcome in zip(slots, _run_threaded(ready, max_concurrency), strict=True):
             results[slot] = outcome
     return tuple(r for r in results if r is not None)
+
+
+def _on_loop(job: ToolJob, count: int) -> bool:
+    """Whether a blocking step runs ``job`` (one of ``count``) on an event loop (see above)."""
+    tool = job.tool
+    return (
+        tool is not None
+        and tool.is_async
+        and _SUB_RUN in tool.__dict__
+        and (count > 1 or tool.timeout is not None)
+    )
 
 
 def _run_inline(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
@@ -514,6 +571,49 @@ def _settled(job: ToolJob, ok: bool, value: Any) -> ToolOutcome:
     except Exception as exc:
         return _failed(job, exc)
     return _finish(job, value)
+
+
+class _KeptLoop:
+    """One event loop kept for blocking calls from the main thread (see `run_kept`)."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Like `run_blocking`, on one event loop kept for the main thread.
+
+    ``asyncio.run`` builds and tears down a loop each time (~130 us); a
+    blocking call from the main thread reuses one instead (a blocking
+    workflow run, a blocking step of sub-runs). What the coroutine leaves
+    running is cancelled, as ``asyncio.run`` does. Other threads, and code
+    already inside a running loop, use `run_blocking`.
+    """
+    import asyncio  # here: `import toolfold` must not pay for asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        if threading.current_thread() is threading.main_thread():
+            loop = _KeptLoop.loop
+            if loop is None or loop.is_closed():
+                loop = _KeptLoop.loop = asyncio.new_event_loop()
+                atexit.register(loop.close)
+            try:
+                return loop.run_until_complete(make())
+            finally:
+                _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
+    return run_blocking(make)
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    import asyncio
+
+    tasks = asyncio.all_tasks(loop)
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:

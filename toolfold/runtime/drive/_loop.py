@@ -153,6 +153,36 @@ class _OpenOp(NamedTuple):
 
 class _RunToolsOp(NamedTuple):
     jobs: tuple[ToolJob, ...]
+    relay: Relay | None = None  # a streaming run's: where sub-runs send their events
+
+
+class Relay:
+    """Where the sub-runs of a streaming step send their events, tagged with their path.
+
+    A streaming shell sets ``target`` before the calls start and yields what
+    arrives there while they run, so a sub-agent's text reaches the caller as
+    it is written. Events sent with no target are ``held`` and shown after
+    the calls. ``send`` may be called from any thread (a sub-run on a worker).
+    """
+
+    __slots__ = ("held", "target")
+
+    def __init__(self) -> None:
+        self.target: Callable[[SubRunEvent], object] | None = None
+        self.held: list[SubRunEvent] = []
+
+    def sender(self, call: ToolCallPart) -> Callable[[Any], None]:
+        """The ``forward`` of ``call``'s context: its sub-run's events, tagged with the call."""
+
+        def send(event: Any) -> None:
+            tagged = _tagged(call, event)
+            target = self.target
+            if target is None:
+                self.held.append(tagged)
+            else:
+                target(tagged)
+
+        return send
 
 
 class _NoticeOp(NamedTuple):
@@ -286,17 +316,17 @@ def _live_stop_reason(live: Live, state: RunState) -> str | None:
 
 def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _Part:
     """Run the step's calls and report each outcome."""
-    forwarded: list[list[Any]] = [[] for _ in effect.calls] if notify else []
+    relay = Relay() if notify else None
     jobs = tuple(
         [
-            _job(live, state, invocation, forwarded[i].append if notify else None)
-            for i, invocation in enumerate(effect.calls)
+            _job(live, state, invocation, None if relay is None else relay.sender(invocation.call))
+            for invocation in effect.calls
         ]
     )
-    outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
-    for invocation, events in zip(effect.calls, forwarded, strict=False):
-        for item in events:  # sub-runs' events, in call order
-            yield _NoticeOp(_tagged(invocation.call, item))
+    outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs, relay)
+    if relay is not None:
+        for item in relay.held:  # sub-runs' events no shell showed as they came
+            yield _NoticeOp(item)
     if live.on_tool_error == "raise":
         _raise_tool_error(state, outcomes)
     for outcome in outcomes:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Generator
-from contextlib import AsyncExitStack, ExitStack
+import collections
+import contextvars
+import queue
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
+from contextlib import AsyncExitStack, ExitStack, aclosing
 from typing import Any
 
 from toolfold.runtime._response import (
     RunStreamEvent,
+    SubRunEvent,
 )
 from toolfold.runtime.core._effects import (
     CallModel,
@@ -15,6 +20,8 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import (
+    ToolOutcome,
+    forwards,
     run_calls,
     run_calls_sync,
 )
@@ -22,6 +29,7 @@ from toolfold.runtime.drive._loop import (
     Ended,
     Live,
     Loop,
+    Relay,
     _NoticeOp,
     _OpenOp,
     _RunToolsOp,
@@ -173,19 +181,97 @@ def _stream_sync(
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
-            value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
+            if op.relay is not None and any(forwards(job) for job in op.jobs):
+                value = yield from _relayed_sync(op, op.relay, live.max_concurrency)
+            else:
+                value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
             if tools is not None:
                 tools.end(value)
 
 
+def _relayed_sync(
+    op: _RunToolsOp, relay: Relay, max_concurrency: int
+) -> Generator[RunStreamEvent, None, tuple[ToolOutcome, ...]]:
+    """The step's calls on a thread of their own, their sub-runs' events yielded as they come.
+
+    The calls run in a copy of the caller's context (as they would inline). A
+    caller that stops iterating leaves them to finish on their thread.
+    """
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    ended: list[tuple[bool, Any]] = []
+
+    def work() -> None:
+        try:
+            ended.append((True, run_calls_sync(op.jobs, max_concurrency=max_concurrency)))
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            ended.append((False, exc))
+        finally:
+            inbox.put(_STEP_DONE)
+
+    relay.target = inbox.put
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True).start()
+    while (item := inbox.get()) is not _STEP_DONE:
+        yield item
+    ok, value = ended[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+_STEP_DONE = object()
+
+
+async def _relayed_async(
+    op: _RunToolsOp, relay: Relay, max_concurrency: int, outcomes: list[tuple[ToolOutcome, ...]]
+) -> AsyncGenerator[RunStreamEvent, None]:
+    """The step's calls as a task; their sub-runs' events yielded as they come.
+
+    ``outcomes`` receives the calls' outcomes. Stopping the iteration cancels
+    the calls still running, as cancelling the awaited calls would.
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    items: collections.deque[SubRunEvent] = collections.deque()
+    wake = asyncio.Event()
+    home = threading.get_ident()
+
+    def put(item: SubRunEvent) -> None:
+        if threading.get_ident() == home:
+            items.append(item)
+            wake.set()
+        else:  # a sub-run on a worker thread
+            loop.call_soon_threadsafe(put, item)
+
+    relay.target = put
+    task = asyncio.ensure_future(run_calls(op.jobs, max_concurrency=max_concurrency))
+    task.add_done_callback(lambda _: wake.set())
+    try:
+        while True:
+            while items:
+                yield items.popleft()
+            if task.done():
+                break
+            wake.clear()
+            await wake.wait()
+        outcomes.append(task.result())
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 async def stream_async(
     live: Live, loop: Loop, state: RunState
-) -> AsyncIterator[RunStreamEvent | Ended]:
+) -> AsyncGenerator[RunStreamEvent | Ended, None]:
     """Like `drive_async`, streaming; the last item yielded is how the loop ended."""
     trace = start_run(live, state)
     try:
         async with AsyncExitStack() as held:  # closed too when the caller stops iterating
-            async for item in _stream_async(live, loop, trace, held):
+            # Closed with this generator, so a step's calls stop when the caller does.
+            items = await held.enter_async_context(aclosing(_stream_async(live, loop, trace, held)))
+            async for item in items:
                 if isinstance(item, Ended):
                     end_run(trace, item.state, None)
                     trace = None
@@ -197,7 +283,7 @@ async def stream_async(
 
 async def _stream_async(
     live: Live, loop: Loop, trace: RunTrace | None, held: AsyncExitStack
-) -> AsyncIterator[RunStreamEvent | Ended]:
+) -> AsyncGenerator[RunStreamEvent | Ended, None]:
     value: Any = None
     failure: Exception | None = None
     while True:
@@ -231,7 +317,15 @@ async def _stream_async(
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
-            value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
+            if op.relay is not None and any(forwards(job) for job in op.jobs):
+                ended: list[tuple[ToolOutcome, ...]] = []
+                relayed = _relayed_async(op, op.relay, live.max_concurrency, ended)
+                async with aclosing(relayed):
+                    async for item in relayed:
+                        yield item
+                value = ended[0]
+            else:
+                value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
             if tools is not None:
                 tools.end(value)
 

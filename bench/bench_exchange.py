@@ -1,0 +1,144 @@
+"""Client CPU per exchange without sockets: toolfold's tool loop against the raw loop.
+
+    .venv/bin/python bench/bench_exchange.py [--steps 10] [--batches 40]
+
+The same sequential tool loop as ``bench_http.py --only loop`` (the ``add``
+tool, the fake server's answers), with the HTTP exchange replaced by the
+answer's bytes: toolfold's transport still builds its call (headers, the body
+as JSON bytes) and parses the answer with its JSON reader, and the raw loop
+still encodes its body with ``json.dumps`` and parses the answer with
+``json.loads``. What is left is each side's own work per exchange: for the
+raw loop, the JSON and the hand-written dicts; for toolfold, the request
+built from the neutral messages, the typed parse of the answer, the state and
+its events, the argument checks and the executor. Client CPU per exchange,
+the least of ``--batches`` batches of 10 runs (the machine is shared: the
+least is the figure other work disturbed least).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_http  # noqa: E402
+from fake_openai_server import completion  # noqa: E402
+
+import toolfold  # noqa: E402
+from toolfold.adapters._http._transport import Transport  # noqa: E402
+
+
+def _tool_messages_in(body: Any) -> int:
+    if type(body) is bytes:
+        return body.count(b'"role":"tool"')
+    return sum(1 for m in body["messages"] if m.get("role") == "tool")
+
+
+class _Answer:
+    status_code = 200
+    headers: Mapping[str, str] = {}
+
+
+def canned(steps: int) -> dict[int, bytes]:
+    """The fake server's answer to a request holding n tool messages, by n."""
+    tools = [{"role": "tool"}]
+    return {
+        n: completion({"model": f"fake-{steps}", "messages": tools * n, "tools": bench_http.TOOLS})
+        for n in range(steps + 1)
+    }
+
+
+def without_sockets(answers: dict[int, bytes]) -> None:
+    """Make `Transport.post_json(_sync)` answer from ``answers`` (its call built as usual)."""
+
+    def post_json_sync(self: Transport, path: str, body: Any, *, headers: Any = None) -> Any:
+        call = self._call(path, body, self._headers, headers, streaming=False)
+        return self._sender.json(answers[_tool_messages_in(body)], _Answer, call.url)
+
+    async def post_json(self: Transport, path: str, body: Any, *, headers: Any = None) -> Any:
+        return post_json_sync(self, path, body, headers=headers)
+
+    Transport.post_json_sync = post_json_sync  # type: ignore[method-assign]
+    Transport.post_json = post_json  # type: ignore[method-assign]
+
+
+def raw_loop(answers: dict[int, bytes], steps: int) -> str:
+    """`bench_http.raw_loop_sync` with the exchange replaced by the answer's bytes."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "add things"}]
+    while True:
+        body = {"model": f"fake-{steps}", "messages": messages, "tools": bench_http.TOOLS}
+        json.dumps(body).encode()
+        message = json.loads(answers[_tool_messages_in(body)])["choices"][0]["message"]
+        messages.append(message)
+        if not message.get("tool_calls"):
+            return str(message["content"])
+        messages.extend(bench_http._tool_messages(message))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--batches", type=int, default=40)
+    args = parser.parse_args()
+    steps, exchanges = args.steps, args.steps + 1
+    answers = canned(steps)
+    without_sockets(answers)
+    model = toolfold.model(
+        f"openai:fake-{steps}", base_url="http://127.0.0.1:9/v1", api_key="sk-bench"
+    )
+    done = f"Finished after {steps}"
+
+    def ours_sync() -> None:
+        response = toolfold.generate_text(
+            model, "add things", tools=[bench_http.add], max_steps=exchanges
+        )
+        assert response.text.startswith(done), response.text
+
+    async def ours_async() -> None:
+        response = await toolfold.agenerate_text(
+            model, "add things", tools=[bench_http.add_inline], max_steps=exchanges
+        )
+        assert response.text.startswith(done), response.text
+
+    loop = asyncio.new_event_loop()
+
+    def batch_async() -> None:
+        async def ten() -> None:
+            for _ in range(10):
+                await ours_async()
+
+        loop.run_until_complete(ten())
+
+    rows: dict[str, Callable[[], object]] = {
+        "raw loop (json.dumps, json.loads, dicts)": lambda: [
+            raw_loop(answers, steps) for _ in range(10)
+        ],
+        "toolfold.generate_text": lambda: [ours_sync() for _ in range(10)],
+        "toolfold.agenerate_text (tool inline)": batch_async,
+    }
+    for run in rows.values():
+        run()  # warm up
+    best = dict.fromkeys(rows, float("inf"))
+    for _ in range(args.batches):
+        for label, run in rows.items():
+            start = time.process_time()
+            run()
+            best[label] = min(best[label], (time.process_time() - start) / 10 / exchanges)
+    loop.close()
+    raw = best["raw loop (json.dumps, json.loads, dicts)"]
+    print(f"client CPU per exchange, {steps}-step loop without sockets, stdlib json")
+    for label, seconds in best.items():
+        print(f"  {label:44s} {seconds * 1e6:7.1f} us   {seconds / raw:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()

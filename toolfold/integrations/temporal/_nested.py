@@ -1,0 +1,170 @@
+"""Nested runs on Temporal: workflow steps and agents used as tools, driven in the workflow.
+
+A step of a workflow spec (an agent or a nested workflow) and an agent used
+as a tool run a sub-run, whose state nests in its caller's (`CallState.child`,
+`ToolSuspended`, `CallResumed`). On Temporal the workflow drives that sub-run
+itself, with the same loop as the top-level run: its model requests and tool
+calls are activities of their own, named by the path of tool names from the
+top (``<agent>.<step>__model_request``, ``<agent>.<step>__tool__<tool>``). So
+a crash re-runs only the nested call in flight, an approval deep inside a step
+suspends the whole durable run, and the result is the one tree of states a
+local run makes.
+
+This module is the pure half: which tools run sub-runs, a sub-run's first
+state, and the event that reports its end. Workflow code calls it, so it must
+stay deterministic (tests/temporal/test_temporal.py scans it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import attrs
+
+from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent_tool import _content, _prompt, as_tool_of
+from toolfold.runtime._run import RunOptions, start
+from toolfold.runtime._task import Task, _prompt_text, _scope
+from toolfold.runtime._template import render
+from toolfold.runtime._workflow import Workflow, _step_errors
+from toolfold.runtime.core._effects import ToolInvocation
+from toolfold.runtime.core._events import ToolReturned, ToolSuspended
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.drive._executor import ToolJob, _prepare, returned
+from toolfold.runtime.drive._loop import _run_failure
+from toolfold.runtime.drive._output import OutputSchema
+from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._tool import Tool
+
+_WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
+
+
+@attrs.frozen(kw_only=True)
+class Node:
+    """An agent or a workflow as the durable workflow drives it: its names and live parts.
+
+    The live tools are here for their approval policies (predicates run in
+    workflow code) and to know which of them run sub-runs (``nested``); their
+    functions run in activities.
+
+    Attributes:
+        name: The prefix of its activity names: the agent's name at the top,
+            ``<parent>.<tool name>`` below.
+        tools: The tools by name.
+        output: How to read a structured answer, or None.
+        stop_when: Live stop predicates (run in workflow code).
+        max_concurrency: Tool calls of one step in flight at once.
+        nested: The tools that run a sub-run, by tool name.
+    """
+
+    name: str
+    tools: Mapping[str, Tool[..., Any]]
+    output: OutputSchema | None
+    stop_when: tuple[Any, ...] = ()
+    max_concurrency: int = 8
+    nested: Mapping[str, SubRunTool] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class SubRunTool:
+    """A tool that runs a sub-run: a workflow's agent or workflow step, or an agent as a tool.
+
+    Attributes:
+        node: The sub-run's agent or workflow.
+        target: The `Agent` or `Workflow` it runs.
+        task: The workflow step (None for an agent used as a tool).
+    """
+
+    node: Node
+    target: Agent | Workflow
+    task: Task | None = None
+
+    def start(
+        self, invocation: ToolInvocation, tool: Tool[..., Any], run_id: str
+    ) -> RunState | ToolReturned:
+        """The sub-run's first state, as the tool's function would start it locally.
+
+        Arguments that do not fit the tool give the error result a local run gives.
+        """
+        prepared = _prepare(ToolJob(invocation, tool, cast(Any, None)))
+        if not isinstance(prepared, dict):
+            event = returned(prepared)
+            assert isinstance(event, ToolReturned)
+            return event
+        sub_id = f"{run_id}/{invocation.call.id}"
+        task = self.task
+        if task is None:  # an agent used as a tool (see `_agent_tool`)
+            assert isinstance(self.target, Agent)
+            return self.target._start(_prompt(prepared["input"]), (), sub_id)
+        input_, values = prepared.get("input"), prepared.get("values")
+        target = self.target
+        if isinstance(target, Workflow):
+            return target._start(target.envelope(input_, values or {}), sub_id)
+        scope = _scope(input_, values)
+        prompt = render(task.prompt, scope) if task.prompt else _prompt_text(input_)
+        options: RunOptions = target._options
+        if target.instructions:  # placeholders filled, as `_task._bound` does
+            text = render(target.instructions, scope)
+            if text != target.instructions:
+                options = attrs.evolve(
+                    options, config=attrs.evolve(options.config, instructions=text)
+                )
+        return start(options, prompt, sub_id, agent=target.name)
+
+    def ended(self, call_id: str, state: RunState) -> ToolReturned | ToolSuspended:
+        """The event reporting the sub-run's ``state``: waiting, finished, or failed (as locally)."""
+        if state.phase in _WAITING:
+            return ToolSuspended(call_id, state)
+        if state.phase == "failed":  # locally the tool raises the run's error
+            error = self._failure(state)
+            return ToolReturned(call_id, f"Error: {describe_exception(error)}", True, "error")
+        if self.task is not None:
+            import json
+
+            return ToolReturned(call_id, json.dumps(state.output, default=str), child=state)
+        return ToolReturned(call_id, _content(state.output, state.last_text), child=state)
+
+    def _failure(self, state: RunState) -> BaseException:
+        error: BaseException = _run_failure(state)
+        if isinstance(self.target, Workflow):
+            try:
+                with _step_errors(self.target):
+                    raise error
+            except BaseException as named:  # the step's failure, named as a local run names it
+                error = named
+        return error
+
+
+def node(name: str, target: Agent | Workflow) -> Node:
+    """The node of ``target`` named ``name``, with every sub-run below it (any depth)."""
+    options = target._options
+    nested: dict[str, SubRunTool] = {}
+    if isinstance(target, Workflow):
+        for task in target._tasks:
+            if task.kind != "function":
+                nested[task.name] = SubRunTool(
+                    node(f"{name}.{task.name}", task.target), task.target, task
+                )
+    else:
+        for tool in options.tools.values():
+            made = as_tool_of(tool)
+            if made is not None:
+                nested[tool.name] = SubRunTool(node(f"{name}.{tool.name}", made.agent), made.agent)
+    return Node(
+        name=name,
+        tools=dict(options.tools),
+        output=options.output,
+        stop_when=options.stop_when,
+        max_concurrency=options.max_concurrency,
+        nested=nested,
+    )
+
+
+def walk(top: Node) -> list[tuple[Node, Agent | Workflow]]:
+    """Every node below ``top`` (not ``top`` itself), parents first, with its target."""
+    found: list[tuple[Node, Agent | Workflow]] = []
+    for sub in top.nested.values():
+        found.append((sub.node, sub.target))
+        found.extend(walk(sub.node))
+    return found
