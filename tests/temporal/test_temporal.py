@@ -286,10 +286,17 @@ def test_provider_errors_map_to_temporal_retries(
 
 
 def test_temporal_agent_refuses_what_it_cannot_run() -> None:
-    """on_tool_error='raise', names with '__' and nameless agents are refused up front."""
+    """on_tool_error='raise', handoffs, names with '__' and nameless agents are refused up front."""
     model = temporal_app.steps.agent.model
     with pytest.raises(UsageError, match="on_tool_error"):
         TemporalAgent(Agent(model, name="a", on_tool_error="raise"))
+    billing = Agent(model, name="billing")
+    with pytest.raises(UsageError, match="agent 'a': handoffs are not supported"):
+        TemporalAgent(Agent(model, name="a", handoffs=[billing]))
+    with pytest.raises(UsageError, match="agent 'inner': handoffs"):  # at any depth
+        TemporalAgent(
+            Agent(model, name="a", tools=[Agent(model, name="inner", handoffs=[billing]).as_tool()])
+        )
     with pytest.raises(UsageError, match="must not contain '__'"):
         TemporalAgent(Agent(model, name="a__b"))
     with pytest.raises(UsageError, match="needs a name"):

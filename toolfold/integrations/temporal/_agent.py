@@ -267,6 +267,13 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
             )
         if each.on_tool_error == "raise":
             raise UsageError(f"{label}: on_tool_error='raise' is not supported on Temporal yet")
+        if each.handoffs:
+            # The workflow drives one agent per run: a transfer call would run as an
+            # ordinary tool activity and the run would never switch agents.
+            raise UsageError(
+                f"{label}: handoffs are not supported on Temporal yet; run the targets as "
+                "tools (agent.as_tool()) or as workflow steps"
+            )
     if isinstance(agent, Agent) and isinstance(agent.model, str):
         return agent.evolve(model=durable_model(agent))
     return agent
