@@ -32,6 +32,7 @@ from toolfold import (
     ProviderError,
     RunError,
     Sequence,
+    Task,
     TextDelta,
     UsageError,
     WorkflowResponse,
@@ -799,3 +800,15 @@ def test_a_conversation_over_the_payload_limit_fails_the_run_clearly(
     assert error.state is None  # twice the conversation (its events too): over a query's 4 MB
     local = agent.agent.run(prompt, run_id="swelling-1")
     assert local.text == "got 1400000 bytes"
+
+
+def test_timeouts_of_nested_runs_are_refused_up_front() -> None:
+    """A step's or an as_tool() timeout, which the workflow could not enforce on a sub-run, is refused naming it; a function step's holds."""
+    model = temporal_app.steps.agent.model
+    helper = Agent(model, name="helper")
+    with pytest.raises(UsageError, match=r"Sequence 'seq': the timeout of step\(s\) \['helper'\]"):
+        TemporalAgent(Sequence(Task(helper, timeout=5), name="seq"))
+    deep = Agent(model, name="inner", tools=[helper.as_tool(timeout=5)])
+    with pytest.raises(UsageError, match=r"agent 'inner': the timeout of as_tool\(\) tool\(s\)"):
+        TemporalAgent(Agent(model, name="a", tools=[deep.as_tool()]))
+    TemporalAgent(Sequence(Task(temporal_app.explode, timeout=5), name="fn"))  # an activity
