@@ -3,7 +3,9 @@
 ``agent_files/support.toml`` declares a triage agent that asks a researcher
 (an agent used as a tool) and hands refunds over to a refunds agent, whose
 tool waits for approval. Its tools are named by import path
-(``support_tools:lookup_order``), found next to the file. The same from the shell:
+(``support_tools:lookup_order``), found next to the file. ``agent_files/desk.toml``
+declares a handoff cycle (triage <-> billing, by name), a workflow used as a
+tool, stop conditions and a step with a timeout. The same from the shell:
 
     toolfold run examples/agent_files/support.toml --model support_tools:demo_model "Where is A17?"
 
@@ -35,3 +37,11 @@ print(done.agent, done.text)
 same = load(HERE / "support.yaml", model="support_tools:demo_model").agent()
 print(same.to_dict() == triage.to_dict())
 print(triage.to_mermaid())
+
+# desk.toml: a handoff cycle (triage <-> billing), a workflow as a tool, stop
+# conditions and a step timeout, all declared in the file
+help_desk = load(HERE / "desk.toml", model="desk_tools:demo_model")
+reply = help_desk.agent().run("Why is my parcel late? Is it a billing problem?")
+handed = [e.agent for e in reply.state.events if e.kind == "handed_off"]
+print(" -> ".join(["triage", *handed]), "|", reply.text)
+print(help_desk.agent().to_mermaid())

@@ -132,6 +132,42 @@ def _bad_approval() -> None:
     agent.resume(first.state, approvals={first.pending_approvals[0].id: "yes"})
 
 
+def _ambiguous_call_id() -> None:
+    @tool(requires_approval=True)
+    def charge(amount: int) -> str:
+        """Charge a card.
+
+        Args:
+            amount: How much.
+        """
+        return "charged"
+
+    def cashier(name: str) -> Agent:
+        script = [ScriptedModel.call("charge", {"amount": 1}, id="call_0"), "paid"]
+        return Agent(ScriptedModel(script), name=name, tools=[charge])
+
+    both = [
+        ScriptedModel.call("one", {"input": "pay"}, id="a"),
+        ScriptedModel.call("two", {"input": "pay"}, id="b"),
+    ]
+    lead = Agent(
+        ScriptedModel([both, "done"]), tools=[cashier("one").as_tool(), cashier("two").as_tool()]
+    )
+    waiting = lead.run("pay")
+    lead.resume(waiting.state, approvals={"call_0": True})
+
+
+def _unknown_handoff_name() -> None:
+    Agent(ScriptedModel(["hi"]), name="billing", handoffs=["triage"]).run("hello")
+
+
+def _workflow_handoff() -> None:
+    from toolfold import Sequence
+
+    flow = Sequence(Agent(ScriptedModel(["x"]), name="a"))
+    Agent(ScriptedModel(["x"]), name="b", handoffs=[flow])  # type: ignore[list-item]
+
+
 def _resume_without_tools() -> None:
     _, first = _waiting()
     resume(first.state, model=ScriptedModel(["done"]), tools=[])
@@ -269,7 +305,7 @@ def _agent_file_problems() -> None:
 model = "openai:gpt-4o-mini"
 colour = "red"
 max_steps = "ten"
-tools = ["no_such_module_for_toolfold:f", "math:pi"]
+tools = ["no_such_module_for_toolfold:f", "math:pi", { agent = "lead" }]
 handoffs = ["ghost", "lead"]
 """
     with pytest.raises(toolfold.AgentFileError) as info:
@@ -342,8 +378,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "two tools of one run with the same name": _duplicate_names,
     "an explicit JSON Schema that is not valid": _invalid_explicit_schema,
     "`@tool(blocking=False, timeout=...)`": _nonblocking_with_timeout,
-    "a workflow with two steps of one name, or a step whose input type does not accept "
-    "the previous step's output": _workflow_duplicate_steps,
+    "a workflow with two steps of one name, a step whose input type does not accept "
+    "the previous step's output, or a step `timeout` that is not a positive number": (
+        _workflow_duplicate_steps
+    ),
     "`compile_tool(..., strict=True)` for a schema the dialect cannot express": _strict_loss,
     "argument text that is not JSON": _argument_json,
     "arguments that break the tool's schema": _argument_schema,
@@ -355,10 +393,16 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "things that are not tools, references to undefined agents or a cycle (all listed at once)": (
         _agent_file_problems
     ),
-    "`agent.to_dict()` for an agent holding a lambda, a local function or a stop condition": (
-        _unwritable_agent
-    ),
+    "`agent.to_dict()` for an agent holding a lambda or a local function (a tool, a stop "
+    "condition, an input filter...)": (_unwritable_agent),
     "an approval that is not `True`, `False` or `Denied(reason)`": _bad_approval,
+    "an answer keyed by a plain call id that waits in several sub-runs (key each by its path)": (
+        _ambiguous_call_id
+    ),
+    "running an agent whose handoff by name finds no agent of its handoff graph, or whose "
+    "graph has two agents of one name": _unknown_handoff_name,
+    "a workflow as a handoff target, or `workflow.as_tool(input_type=...)` that the workflow "
+    "cannot take": _workflow_handoff,
     "resuming without the tools the state names": _resume_without_tools,
     "resuming a run stopped at `max_steps` without a larger `max_steps` or a `message`, "
     "or with a `max_steps` below the calls its turn made": _resume_at_max_steps,

@@ -115,7 +115,7 @@ def test_a_mermaid_diagram_is_drawn(base_url: str) -> None:
 
 
 def test_the_composition_diagrams_are_drawn(base_url: str) -> None:
-    """The three `to_mermaid()` diagrams of the composition page render (none stays source)."""
+    """The four `to_mermaid()` diagrams of the composition page render (none stays source)."""
     dom = _browse(f"{base_url}/composition/", SCREENSHOTS / "composition.png")
-    assert dom.count('<div class="mermaid">') == 3
+    assert dom.count('<div class="mermaid">') == 4
     assert '<pre class="mermaid"' not in dom

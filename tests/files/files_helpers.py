@@ -102,3 +102,8 @@ def long_enough(text: str) -> bool:
 def grow(text: str) -> str:
     """A loop step: the text, doubled."""
     return text + text
+
+
+def two_tool_results(state: object) -> bool:
+    """A stop condition: the run has made two or more tool calls in its last step."""
+    return len(getattr(state, "calls", ())) >= 2

@@ -251,9 +251,9 @@ ERRORS = {
     ),
     "cycle": (
         '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = [{ agent = "b" }]\n\n'
-        '[agents.b]\nmodel = "openai:gpt-4o-mini"\nhandoffs = ["a"]\n',
+        '[agents.b]\nmodel = "openai:gpt-4o-mini"\ntools = [{ agent = "a" }]\n',
         "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: [{agent: b}]\n"
-        "  b:\n    model: openai:gpt-4o-mini\n    handoffs: [a]\n",
+        "  b:\n    model: openai:gpt-4o-mini\n    tools: [{agent: a}]\n",
         (1, 2),
         "agents.a",
         "cycle in definitions: a -> b -> a",
@@ -402,3 +402,83 @@ def test_the_entry_must_name_an_agent() -> None:
     assert loaded.entry == "a"
     with pytest.raises(ValueError, match="defines no agent 'z'"):
         loaded.agent("z")
+
+
+def test_a_step_timeout_loads_and_writes_back() -> None:
+    """``{step = ..., timeout = 2.5}`` is the step's Task timeout, and to_dict writes it again."""
+    text = """
+entry = "flow"
+
+[agents.writer]
+model = "openai:gpt-4o-mini"
+
+[workflows.flow]
+kind = "sequence"
+steps = [{ step = "writer", timeout = 2.5, on_error = "skip" }]
+"""
+    with override_models(TestModel()):
+        flow = loads(text).get()
+        assert isinstance(flow, Sequence)
+        assert flow.steps[0].timeout == 2.5
+        document = flow.to_dict()
+        assert document["workflows"]["flow"]["steps"] == [
+            {"step": "writer", "on_error": "skip", "timeout": 2.5}
+        ]
+        assert from_dict(document).get().to_dict() == document
+
+
+def test_stop_conditions_load_and_write_back() -> None:
+    """Built-in stop conditions are tables, a predicate an import path; both round-trip."""
+    from toolfold.runtime.core._stop import max_steps, token_budget, tool_called
+
+    text = """
+[agents.main]
+model = "files_helpers:model"
+stop_when = [{ max_steps = 3 }, { token_budget = 500 }, { tool_called = "add" }, "files_helpers:two_tool_results"]
+"""
+    agent = loads(text, search=SEARCH).agent()
+    import files_helpers  # the folder is on sys.path while the file loads; imported once
+
+    assert agent.stop_when == (
+        max_steps(3),
+        token_budget(500),
+        tool_called("add"),
+        files_helpers.two_tool_results,
+    )
+    document = agent.to_dict()
+    assert document["agents"]["main"]["stop_when"] == [
+        {"max_steps": 3},
+        {"token_budget": 500},
+        {"tool_called": "add"},
+        "files_helpers:two_tool_results",
+    ]
+    assert from_dict(document, search=SEARCH).agent().to_dict() == document
+
+
+def test_a_stop_condition_without_import_path_is_named_by_to_dict() -> None:
+    """A lambda in stop_when: to_dict raises, naming the key path and the lambda."""
+    agent = Agent(TestModel(), name="main", stop_when=[lambda state: False])
+    with pytest.raises(
+        UsageError, match=r"agents\.main\.stop_when\[0\]: <function .*<lambda>.* has no import path"
+    ):
+        agent.to_dict()
+
+
+def test_bad_stop_conditions_are_each_a_problem() -> None:
+    """An unknown condition key, two at once, a zero budget, a non-function: all reported."""
+    text = """
+[agents.main]
+model = "files_helpers:model"
+stop_when = [{ max_step = 3 }, { max_steps = 3, tool_called = "add" }, { token_budget = 0 }, "files_helpers:nowhere", 7]
+"""
+    with pytest.raises(AgentFileError) as info:
+        loads(text, search=SEARCH)
+    problems = "\n".join(info.value.problems)
+    assert "agents.main.stop_when[0].max_step: unknown key 'max_step'" in problems
+    assert (
+        "agents.main.stop_when[1]: give exactly one of max_steps, token_budget, tool_called (got max_steps, tool_called)"
+        in problems
+    )
+    assert "agents.main.stop_when[2].token_budget: must be at least 1, got 0" in problems
+    assert "agents.main.stop_when[3]: cannot import 'files_helpers:nowhere'" in problems
+    assert "agents.main.stop_when[4]: expected a function's import path" in problems

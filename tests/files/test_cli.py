@@ -299,3 +299,28 @@ def test_tools_lists_an_mcp_servers_tools(tmp_path: Path) -> None:
     assert payload["name"] == "time_get_current_time"
     proc = toolfold("graph", "clock.toml", cwd=tmp_path)
     assert '    clock_time{{"MCP time"}}' in proc.stdout.splitlines()
+
+
+def test_a_file_with_a_handoff_cycle_checks_draws_and_runs(tmp_path: Path) -> None:
+    """desk.toml (a cycle, a workflow tool, stop conditions, a step timeout) through the CLI."""
+    desk = ROOT / "examples" / "agent_files" / "desk.toml"
+    checked = toolfold("check", str(desk), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    graph = toolfold("graph", str(desk), cwd=tmp_path)
+    assert '    billing -.->|"handoff"| triage\n' in graph.stdout
+    assert '    triage -.->|"handoff"| billing\n' in graph.stdout
+    for agent in ("triage", "billing"):
+        ran = toolfold(
+            "run",
+            str(desk),
+            "--agent",
+            agent,
+            "--model",
+            "desk_tools:demo_model",
+            "--json",
+            "parcel late?",
+            cwd=tmp_path,
+        )
+        assert ran.returncode == 0, ran.stderr
+        state = RunState.from_json(ran.stdout)
+        assert state.output == "A paragraph from notes on parcel delays."

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pytest
 
-from toolfold import Agent, Denied, UsageError
+from toolfold import Agent, Denied, RunContext, UsageError
 from toolfold.runtime import RunState, replay
 from toolfold.testing import FunctionModel, ScriptedModel
 
@@ -292,3 +292,105 @@ def test_streaming_parent_streams_sub_runs_tagged_with_their_path(tree: Any) -> 
     ]
     assert "".join(texts) == "files said: a.txt is 3 kB / deleted a.txt"
     assert resumed[-1].response.text.startswith("mid said:")
+
+
+def test_a_reused_call_id_gives_each_sub_run_its_own_id() -> None:
+    """A model repeating ``call_0`` in every step: sub-runs get distinct, stable ids and keys."""
+    from toolfold import tool
+
+    keys: list[str] = []
+
+    @tool(requires_approval=True)
+    def charge(ctx: RunContext[Any], amount: int) -> str:
+        """Charge a card.
+
+        Args:
+            amount: How much.
+        """
+        keys.append(ctx.idempotency_key)
+        return f"charged {amount}"
+
+    def cashier_model(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return "paid"
+        return ScriptedModel.call("charge", {"amount": 5}, id="call_0")
+
+    cashier = Agent(FunctionModel(cashier_model), name="cashier", tools=[charge])
+    lead = Agent(
+        ScriptedModel(
+            [
+                ScriptedModel.call("cashier", {"input": "first"}, id="call_0"),
+                ScriptedModel.call("cashier", {"input": "second"}, id="call_0"),
+                "both paid",
+            ]
+        ),
+        tools=[cashier.as_tool()],
+    )
+    first = lead.run("pay twice", run_id="r")
+    assert [c.id for c in first.pending_approvals] == ["call_0"]
+    second = lead.resume(RunState.from_json(first.state.to_json()), approvals={"call_0": True})
+    assert [c.id for c in second.pending_approvals] == ["call_0"]
+    (waiting,) = second.state.calls
+    assert waiting.child is not None
+    assert waiting.child.run_id == "r/call_0@2"
+    done = lead.resume(second.state, approvals={"call_0": True})
+    assert done.text == "both paid"
+    children = [e.child for e in done.state.events if e.kind == "tool_returned" and e.child]
+    assert [c.run_id for c in children] == ["r/call_0", "r/call_0@2"]
+    assert len(set(keys)) == 2
+    assert all(k.startswith(("r/call_0:", "r/call_0@2:")) for k in keys)
+    assert done.usage.requests == 3 + 2 * 2
+    assert replay(done.state.log) == done.state
+    assert RunState.from_json(done.state.to_json()) == done.state
+
+
+def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
+    """Two sub-agents in one step both wait on ``call_0``: a plain id is refused, paths work."""
+    from toolfold import tool
+
+    paid: list[int] = []
+
+    @tool(requires_approval=True)
+    def charge(amount: int) -> str:
+        """Charge a card.
+
+        Args:
+            amount: How much.
+        """
+        paid.append(amount)
+        return f"charged {amount}"
+
+    def cashier(amount: int) -> Agent:
+        def reply(request: Any) -> Any:
+            if request.messages[-1].role == "tool":
+                return request.messages[-1].tool_results[0].content
+            return ScriptedModel.call("charge", {"amount": amount}, id="call_0")
+
+        return Agent(FunctionModel(reply), name=f"cashier{amount}", tools=[charge])
+
+    lead = Agent(
+        ScriptedModel(
+            [
+                [
+                    ScriptedModel.call("cashier1", {"input": "pay"}, id="a"),
+                    ScriptedModel.call("cashier2", {"input": "pay"}, id="b"),
+                ],
+                "done",
+            ]
+        ),
+        tools=[cashier(1).as_tool(), cashier(2).as_tool()],
+    )
+    waiting = lead.run("pay both")
+    assert [c.id for c in waiting.pending_approvals] == ["call_0", "call_0"]
+    with pytest.raises(
+        UsageError, match=r"answer each by its path instead: 'a/call_0', 'b/call_0'"
+    ):
+        lead.resume(waiting.state, approvals={"call_0": True})
+    state = RunState.from_json(waiting.state.to_json())
+    half = lead.resume(state, approvals={"b/call_0": Denied("not this one")})
+    assert [c.id for c in half.pending_approvals] == ["call_0"]  # a's, unambiguous now
+    done = lead.resume(half.state, approvals={"call_0": True})
+    assert done.text == "done"
+    assert paid == [1]
+    assert replay(done.state.log) == done.state

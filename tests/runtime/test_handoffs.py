@@ -72,11 +72,15 @@ def test_input_filter_rewrites_the_conversation() -> None:
 
 def test_handoff_cycle_is_bounded_by_max_steps() -> None:
     """Two agents handing to each other forever stop at max_steps."""
-    ping = Agent(FunctionModel(lambda r: call("transfer_to_pong")), name="ping", max_steps=4)
     pong = Agent(
-        FunctionModel(lambda r: call("transfer_to_ping")), name="pong", handoffs=[ping], max_steps=4
+        FunctionModel(lambda r: call("transfer_to_ping")),
+        name="pong",
+        handoffs=["ping"],
+        max_steps=4,
     )
-    ping = ping.evolve(handoffs=[pong])
+    ping = Agent(
+        FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong], max_steps=4
+    )
     response = ping.run("go")
     assert response.finish_reason == "max_steps"
     assert response.state.step == 4

@@ -199,6 +199,20 @@ oversized = TemporalAgent(
 )
 
 
+def _swell(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done:
+        return f"got {sum(len(d) for d in done)} bytes"
+    return [FunctionModel.call("big", {"size": 700_000}) for _ in range(2)]
+
+
+# A 0.8 MB prompt and two 0.7 MB results: each fits, the conversation (the
+# next model request) does not.
+swelling = TemporalAgent(
+    Agent(FunctionModel(_swell), tools=[big], name="swelling"), settings=SETTINGS
+)
+
+
 class Channel:
     """The streaming tests' side channel: (step, attempt, event) per run id, None ends an attempt.
 
@@ -335,30 +349,29 @@ lopsided = TemporalAgent(Agent(FunctionModel(_record_prompt), name="lopsided"), 
 
 
 RELAY = threading.Event()
-"""Set by `opens`; `waits` blocks on it: the second call of a step finishes first."""
+"""`waits` blocks on it; the test sets it once the server has `opens`' result."""
 
 
 @tool
 def waits(text: str) -> str:
-    """Block until `opens` has run, then return ``text`` upper-cased (the step's first call).
+    """Block until `RELAY` is set, then return ``text`` upper-cased (the step's first call).
 
     Args:
         text: What to return.
     """
-    assert RELAY.wait(timeout=60), "opens never ran"
+    assert RELAY.wait(timeout=60), "RELAY was never set"
     _log(f"waits {text}")
     return text.upper()
 
 
 @tool
 def opens(text: str) -> str:
-    """Let `waits` go on, and return ``text`` upper-cased (the step's second call).
+    """Return ``text`` upper-cased at once (the step's second call).
 
     Args:
         text: What to return.
     """
     _log(f"opens {text}")
-    RELAY.set()
     return text.upper()
 
 
@@ -489,7 +502,7 @@ limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
-    *(pipeline, tree, broken, nested, signed, boss, voiced, skipping),
+    *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
 ]
 
 

@@ -43,6 +43,7 @@ from toolfold import (
     RateLimitError,
     RunError,
     Sequence,
+    Task,
     TextDelta,
     UsageError,
     WorkflowResponse,
@@ -412,10 +413,17 @@ def test_provider_errors_map_to_temporal_retries(
 
 
 def test_temporal_agent_refuses_what_it_cannot_run() -> None:
-    """on_tool_error='raise', names with '__' and nameless agents are refused up front."""
+    """on_tool_error='raise', handoffs, names with '__' and nameless agents are refused up front."""
     model = temporal_app.steps.agent.model
     with pytest.raises(UsageError, match="on_tool_error"):
         TemporalAgent(Agent(model, name="a", on_tool_error="raise"))
+    billing = Agent(model, name="billing")
+    with pytest.raises(UsageError, match="agent 'a': handoffs are not supported"):
+        TemporalAgent(Agent(model, name="a", handoffs=[billing]))
+    with pytest.raises(UsageError, match="agent 'inner': handoffs"):  # at any depth
+        TemporalAgent(
+            Agent(model, name="a", tools=[Agent(model, name="inner", handoffs=[billing]).as_tool()])
+        )
     with pytest.raises(UsageError, match="must not contain '__'"):
         TemporalAgent(Agent(model, name="a__b"))
     with pytest.raises(UsageError, match="needs a name"):
@@ -938,24 +946,42 @@ def test_parallel_results_commit_in_call_order_when_the_second_finishes_first(
 ) -> None:
     """Two calls of one step where the second completes first: results commit in call order, as locally."""
     temporal_app.RELAY.clear()
-    durable, history = _run(temporal_app.relay, "relay-1", server, tmp_path, monkeypatch)
-    assert _lines(tmp_path) == ["opens second", "waits first"]  # the second finished first
-    completed = {
-        e.activity_task_completed_event_attributes.scheduled_event_id: e.event_id
+
+    async def go() -> tuple[Any, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.relay.start(client, "go", id="relay-1", task_queue=queue)
+            # the first call waits until the server has recorded the second one's result
+            names: dict[int, str] = {}
+            async for event in handle.workflow.fetch_history_events(wait_new_event=True):
+                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    attributes = event.activity_task_scheduled_event_attributes
+                    names[event.event_id] = attributes.activity_type.name
+                elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                    done = names[event.activity_task_completed_event_attributes.scheduled_event_id]
+                    if done == "relay__tool__opens":
+                        temporal_app.RELAY.set()
+                        break
+            response = await handle.result()
+            return response, await handle.workflow.fetch_history()
+
+    durable, history = asyncio.run(go())
+    assert _lines(tmp_path) == ["opens second", "waits first"]
+    completed = [
+        e.activity_task_completed_event_attributes.scheduled_event_id
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
-    }
-    tools = {
-        e.activity_task_scheduled_event_attributes.activity_type.name: completed[e.event_id]
+    ]
+    scheduled = {
+        e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     }
-    assert tools["relay__tool__opens"] < tools["relay__tool__waits"]  # so the server saw it too
+    tools = [scheduled[i] for i in completed if "__tool__" in scheduled[i]]
+    assert tools == ["relay__tool__opens", "relay__tool__waits"]  # the second finished first
     returned = [e for e in durable.state.log if isinstance(e, ToolReturned)]
     assert [e.content for e in returned] == ["FIRST", "SECOND"]
     assert durable.text == "in call order: FIRST,SECOND"
-    temporal_app.RELAY.clear()
-    local = temporal_app.relay.agent.run("go", run_id="relay-1")
+    local = temporal_app.relay.agent.run("go", run_id="relay-1")  # RELAY is set: no waiting
     assert durable.state == local.state
 
 
@@ -987,3 +1013,44 @@ def test_cancelling_a_run_mid_tool_cancels_the_activity_and_ends_the_run_cancell
         **{f"{kind} cancel-mid:1:{i}": 1 for kind in ("start", "done") for i in (0, 1)},
         "start cancel-mid:2:0": 1,
     }
+
+
+def test_a_conversation_over_the_payload_limit_fails_the_run_clearly(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model request over Temporal's 2 MB limit fails the run at once (no endless retry), naming the activity, the size and the way out."""
+    agent = temporal_app.swelling
+    prompt = "p" * 800_000
+
+    async def go() -> tuple[RunError, Any]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, prompt, id="swelling-1", task_queue=queue)
+            with pytest.raises(RunError) as caught:
+                await handle.result()
+            return caught.value, await handle.workflow.describe()
+
+    error, described = asyncio.run(go())
+    assert described.status == WorkflowExecutionStatus.FAILED
+    message = str(error)
+    assert message.startswith("the input of activity 'swelling__model_request' (the conversation ")
+    size = int(message.split(" is ", 1)[1].split(" bytes", 1)[0])
+    assert size > 2_200_000
+    assert (
+        "over Temporal's 2097152-byte payload limit: give ToolfoldPlugin an external_storage"
+        in message
+    )
+    assert error.state is None  # twice the conversation (its events too): over a query's 4 MB
+    local = agent.agent.run(prompt, run_id="swelling-1")
+    assert local.text == "got 1400000 bytes"
+
+
+def test_timeouts_of_nested_runs_are_refused_up_front() -> None:
+    """A step's or an as_tool() timeout, which the workflow could not enforce on a sub-run, is refused naming it; a function step's holds."""
+    model = temporal_app.steps.agent.model
+    helper = Agent(model, name="helper")
+    with pytest.raises(UsageError, match=r"Sequence 'seq': the timeout of step\(s\) \['helper'\]"):
+        TemporalAgent(Sequence(Task(helper, timeout=5), name="seq"))
+    deep = Agent(model, name="inner", tools=[helper.as_tool(timeout=5)])
+    with pytest.raises(UsageError, match=r"agent 'inner': the timeout of as_tool\(\) tool\(s\)"):
+        TemporalAgent(Agent(model, name="a", tools=[deep.as_tool()]))
+    TemporalAgent(Sequence(Task(temporal_app.explode, timeout=5), name="fn"))  # an activity

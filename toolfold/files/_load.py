@@ -30,8 +30,10 @@ from toolfold.runtime._document import (
     MCPEntry,
     StepEntry,
     StepRef,
+    StopEntry,
     WorkflowEntry,
     resolve,
+    stop_condition,
 )
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._model import Model
@@ -246,7 +248,10 @@ class _Lines:
             found = self._toml_line(path)
             if found is not None:
                 return found
-            path = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", path)
+            shorter = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", path)
+            if shorter == path:  # a top-level key with no line (a dict has none)
+                return None
+            path = shorter
         return None
 
     def _toml_line(self, path: str) -> int | None:
@@ -366,6 +371,9 @@ class _Loader:
                 kind = "agent" if table == "agents" else "workflow"
                 self.problem(f"{table}.{name}", f"cannot build the {kind}: {exc}")
                 raise self.fail() from exc
+        scope = {name: typing.cast(Agent, built[name]) for name in agents}
+        for agent in scope.values():
+            agent._in_scope(scope)  # a handoff by name finds any agent of the file
         return AgentFile(
             self.lines.file,
             {name: typing.cast(Agent, built[name]) for name in agents},
@@ -476,7 +484,17 @@ class _Loader:
         for index, item in enumerate(entry.tools):
             path = self.at(name, "tools", index)
             if isinstance(item, AgentToolEntry):
-                self._reference(item.agent, f"{path}.agent")
+                if (item.agent is None) == (item.workflow is None):
+                    self.problem(
+                        path, "give either agent = (an agent's name) or workflow = (a workflow's)"
+                    )
+                elif item.agent is not None:
+                    self._reference(item.agent, f"{path}.agent")
+                else:
+                    assert item.workflow is not None
+                    self._reference(item.workflow, f"{path}.workflow", workflows=True)
+                    if item.workflow in self._table("agents", "agents"):
+                        self.problem(f"{path}.workflow", f"{item.workflow!r} is an agent")
                 if item.input_type is not None:
                     self._resolve(item.input_type, f"{path}.input_type")
             else:
@@ -493,6 +511,24 @@ class _Loader:
                     self.problem(f"{path}.input_filter", f"{found!r} is not a function")
         if entry.output_type is not None:
             self._resolve(entry.output_type, f"{where}.output_type")
+        for index, condition in enumerate(entry.stop_when):
+            self._stop(condition, self.at(name, "stop_when", index))
+
+    def _stop(self, condition: str | StopEntry, path: str) -> None:
+        if isinstance(condition, str):
+            self._function(condition, path)
+            return
+        given = {k: v for k, v in attrs.asdict(condition).items() if v is not None}
+        if len(given) != 1:
+            self.problem(
+                path,
+                "give exactly one of max_steps, token_budget, tool_called"
+                + (f" (got {', '.join(given)})" if given else ""),
+            )
+            return
+        ((key, value),) = given.items()
+        if key != "tool_called" and value < 1:
+            self.problem(f"{path}.{key}", f"must be at least 1, got {value}")
 
     def _reference(self, target: str, path: str, *, workflows: bool = False) -> None:
         known = dict(self._table("agents", "agents"))
@@ -578,17 +614,45 @@ class _Loader:
             )
 
     def _order(self) -> list[str]:
-        """The agents and workflows, each after those it refers to; a cycle is a problem."""
+        """The agents and workflows, each after those it contains; a cycle of those is a problem.
+
+        A spec contains its agents used as tools and its steps. Handoffs may
+        form cycles (they go by name at run time): a handoff target built
+        earlier is handed the agent itself, a later one its name, and the
+        order builds handoff targets first where that does not break a cycle.
+        """
+        names = [*self.entries, *self.flows]
+        contains = {
+            name: [
+                t
+                for t in (
+                    _references(self.entries[name])
+                    if name in self.entries
+                    else _step_references(self.flows[name])
+                )
+                if t in self.entries or t in self.flows
+            ]
+            for name in names
+        }
+        hands = {
+            name: [t for t in _handoff_references(self.entries[name]) if t in self.entries]
+            for name in self.entries
+        }
+        inside: dict[str, set[str]] = {}
+
+        def closure(name: str) -> set[str]:
+            """``name`` and everything it contains, at any depth."""
+            if name not in inside:
+                inside[name] = {name}
+                for target in contains[name]:
+                    inside[name] |= closure(target)
+            return inside[name]
+
         order: list[str] = []
         state: dict[str, str] = {}
 
-        def references(name: str) -> list[str]:
-            if name in self.entries:
-                return list(_references(self.entries[name]))
-            return list(_step_references(self.flows[name]))
-
         def visit(name: str, trail: list[str]) -> None:
-            if state.get(name) == "done" or (name not in self.entries and name not in self.flows):
+            if state.get(name) == "done":
                 return
             if state.get(name) == "active":
                 cycle = [*trail[trail.index(name) :], name]
@@ -597,16 +661,21 @@ class _Loader:
                     f"{table}.{name}",
                     "cycle in definitions: "
                     + " -> ".join(cycle)
-                    + " (a spec cannot contain itself through tools, handoffs or steps)",
+                    + " (a spec cannot contain itself through tools or steps; only handoffs "
+                    "may form a cycle)",
                 )
                 return
             state[name] = "active"
-            for target in references(name):
+            for target in contains[name]:
                 visit(target, [*trail, name])
+            active = {n for n, s in state.items() if s == "active"}
+            for target in hands.get(name, ()):
+                if target not in state and not closure(target) & active:
+                    visit(target, [*trail, name])
             state[name] = "done"
             order.append(name)
 
-        for name in [*self.entries, *self.flows]:
+        for name in names:
             visit(name, [])
         return order
 
@@ -625,6 +694,7 @@ class _Loader:
             retries=ref.retries,
             prompt=ref.prompt,
             input_type=None if ref.input_type is None else self.resolved[ref.input_type],
+            timeout=ref.timeout,
         )
 
     def _workflow(self, name: str, flow: WorkflowEntry, built: Mapping[str, Any]) -> Workflow:
@@ -661,7 +731,7 @@ class _Loader:
         for item in entry.tools:
             if isinstance(item, AgentToolEntry):
                 tools.append(
-                    built[item.agent].as_tool(
+                    built[item.agent or item.workflow or ""].as_tool(
                         item.name,
                         item.description,
                         input_type=str
@@ -674,14 +744,14 @@ class _Loader:
             else:
                 tools.append(self.resolved[item])
         tools.extend(_server(source) for source in entry.mcp)
-        handoffs: list[Agent | Handoff] = []
+        handoffs: list[Agent | Handoff | str] = []
         for handoff in entry.handoffs:
             if isinstance(handoff, str):
-                handoffs.append(built[handoff])
+                handoffs.append(built.get(handoff, handoff))  # not built yet: a cycle's edge back
                 continue
             handoffs.append(
                 Handoff(
-                    built[handoff.agent],
+                    built.get(handoff.agent, handoff.agent),
                     name=handoff.name,
                     description=handoff.description,
                     input_filter=None
@@ -696,6 +766,10 @@ class _Loader:
             tools=tools,
             handoffs=handoffs,
             output_type=None if entry.output_type is None else self.resolved[entry.output_type],
+            stop_when=[
+                self.resolved[c] if isinstance(c, str) else stop_condition(c)
+                for c in entry.stop_when
+            ],
             settings=entry.settings,
             **{key: getattr(entry, key) for key in PLAIN_KEYS},
         )
@@ -704,7 +778,12 @@ class _Loader:
 def _references(entry: AgentEntry) -> Iterator[str]:
     for item in entry.tools:
         if isinstance(item, AgentToolEntry):
-            yield item.agent
+            target = item.agent or item.workflow
+            if target is not None:
+                yield target
+
+
+def _handoff_references(entry: AgentEntry) -> Iterator[str]:
     for handoff in entry.handoffs:
         yield handoff.agent if isinstance(handoff, HandoffEntry) else handoff
 

@@ -62,12 +62,16 @@ class _OTelTracer:
         )
         self.capture = capture
         # The open execute_tool spans by the id a sub-run they make gets
-        # ("<run id>/<call id>", see `Agent.as_tool`): the sub-run nests under its call's
-        # span, whatever thread or loop runs it.
+        # ("<run id>/<call id>", see `Agent.as_tool`; "@<step>" follows a call id a model
+        # reused, and only the current step's calls are here): the sub-run nests under its
+        # call's span, whatever thread or loop runs it.
         self.calls: dict[str, Any] = {}
 
     def start_run(self, live: Live, state: RunState) -> _RunTrace:
-        parent = self.calls.get(state.run_id)
+        run_id = state.run_id
+        parent = self.calls.get(run_id)
+        if parent is None and "@" in run_id:
+            parent = self.calls.get(run_id.rpartition("@")[0])
         return _RunTrace(self, live, state, parent)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -76,7 +77,10 @@ class Agent:
         handoffs: Agents (or `Handoff` specs) this agent may hand the run
             to: each adds a ``transfer_to_<name>`` tool, and when the model
             calls it the run goes on with that agent's model, instructions
-            and tools, on the same conversation.
+            and tools, on the same conversation. A target may be given by
+            its name (``"triage"``): it is then found among the agents the
+            run's first agent reaches through handoffs, which is how a
+            handoff cycle (triage -> billing -> triage) is written.
         settings: Model settings as a mapping; keyword arguments not listed
             here (``temperature=0``...) are model settings too.
     """
@@ -93,10 +97,17 @@ class Agent:
     on_tool_error: OnToolError
     max_concurrency: int
     name: str | None
-    handoffs: tuple[Agent | Handoff, ...]
+    handoffs: tuple[Agent | Handoff | str, ...]
     settings: Mapping[str, Any]
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
     _sources: tuple[ToolSource, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
+    # Agents a handoff by name may also reach (an agent file's agents), see `handoff_graph`.
+    _scope: Mapping[str, Agent] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False, hash=False
+    )
+    _graph: Mapping[str, Agent] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False, hash=False
+    )
 
     def __init__(
         self,
@@ -113,7 +124,7 @@ class Agent:
         on_tool_error: OnToolError = "return",
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         name: str | None = None,
-        handoffs: Sequence[Agent | Handoff] = (),
+        handoffs: Sequence[Agent | Handoff | str] = (),
         settings: Mapping[str, Any] | None = None,
         **more_settings: Any,
     ) -> None:
@@ -146,62 +157,126 @@ class Agent:
     def _handoff_specs(self) -> list[Handoff]:
         specs = [h if isinstance(h, Handoff) else Handoff(h) for h in self.handoffs]
         for spec in specs:
-            if not spec.agent.name:
+            target = spec.agent
+            if isinstance(target, str):
+                if not target:
+                    raise UsageError("a handoff target given by name needs a non-empty name")
+            elif not isinstance(target, Agent):
+                raise UsageError(
+                    f"a handoff target is an Agent or an agent's name, got "
+                    f"{type(target).__name__}: a handoff gives the conversation to an agent; "
+                    "run a workflow from an agent with workflow.as_tool() instead"
+                )
+            elif not target.name:
                 raise UsageError("a handoff target needs a name: give the agent name=...")
         return specs
 
-    def _live(self, live: Live) -> Live:
-        """``live`` with this agent's handoffs attached."""
+    def handoff_graph(self) -> Mapping[str, Agent]:
+        """Every agent a run started with this agent can be handed to, by name (itself included).
+
+        Targets given as agents are followed at any depth; a target given by
+        name is one of them (or, for agents loaded from one file, any agent of
+        the file), so a cycle is written with one name.
+
+        Raises:
+            UsageError: A handoff names an agent not in the graph, or two
+                different agents of the graph share a name.
+        """
+        if self._graph is None:
+            graph, missing, clashes = self._reach()
+            if clashes:
+                raise UsageError(
+                    f"two different agents are named {clashes[0]!r} in the handoff graph of "
+                    f"agent {self.name!r}: handoffs find agents by name, give them distinct names"
+                )
+            if missing:
+                shown = ", ".join(f"{owner!r} -> {name!r}" for owner, name in missing)
+                raise UsageError(
+                    f"handoffs by name that name no agent reachable from agent "
+                    f"{self.name or '(unnamed)'!r}: {shown}; hand off to the agent itself "
+                    "somewhere on the way (Agent(handoffs=[billing])), or start the run with "
+                    "the agent that does"
+                )
+            object.__setattr__(self, "_graph", graph)
+        assert self._graph is not None
+        return self._graph
+
+    def _reach(self) -> tuple[dict[str, Agent], list[tuple[str, str]], list[str]]:
+        """The handoff graph from this agent (the first agent of each name), the
+        (agent, name) handoffs it cannot resolve, and names two different agents share."""
+        graph: dict[str, Agent] = {}
+        named: list[tuple[str, str]] = []
+        clashes: list[str] = []
+        todo: list[Agent] = [self]
+        while todo:
+            agent = todo.pop(0)
+            known = graph.get(agent.name or "")
+            if known is agent:
+                continue
+            if known is not None:
+                if known != agent:
+                    clashes.append(known.name or "")
+                continue
+            if agent.name:
+                graph[agent.name] = agent
+            for spec in agent._handoff_specs():
+                if isinstance(spec.agent, str):
+                    named.append((agent.name or "", spec.agent))
+                else:
+                    todo.append(spec.agent)
+        for agent in list(graph.values()):
+            for name, other in (agent._scope or {}).items():
+                graph.setdefault(name, other)
+        missing = [(owner, name) for owner, name in named if name not in graph]
+        return graph, missing, clashes
+
+    def _live(self, live: Live, graph: Mapping[str, Agent] | None = None) -> Live:
+        """``live`` with this agent's handoffs attached (targets by name found in ``graph``)."""
         if not self.handoffs:
             return live
-        handovers = {
-            spec.tool_name: Handover(
-                spec.agent.name or "",
-                spec.agent._takes_over,
+        graph = graph if graph is not None else self.handoff_graph()
+        handovers = {}
+        for spec in self._handoff_specs():
+            target = graph[spec.agent] if isinstance(spec.agent, str) else spec.agent
+            handovers[spec.tool_name] = Handover(
+                target.name or "",
+                functools.partial(target._takes_over, graph),
                 spec.input_filter,
-                spec.agent._sources,
+                target._sources,
             )
-            for spec in self._handoff_specs()
-        }
         return attrs.evolve(live, handoffs=handovers)
 
     def _takes_over(
-        self, current: Live, listed: Sequence[Tool[..., Any]]
+        self, graph: Mapping[str, Agent], current: Live, listed: Sequence[Tool[..., Any]]
     ) -> tuple[RunConfig, Live]:
         """This agent's configuration and live half for a run handed to it.
 
-        ``listed``: the tools of its sources, which the driver opened for the run.
+        ``listed``: the tools of its sources, which the driver opened for the
+        run; ``graph``: the run's handoff graph, where its handoffs by name go.
         """
         agent = self._with(listed) if self._sources else self
         live = agent._options.live(
             deps=current.deps, on_event=current.on_event, on_step=current.on_step
         )
-        return agent._options.config, agent._live(live)
+        return agent._options.config, agent._live(live, graph)
 
     def _for_state(self, state: RunState) -> Agent:
         """The agent of the handoff graph that runs ``state`` now."""
         if state.agent is None or state.agent == self.name:
             return self
-        seen: set[int] = set()
-        todo: list[Agent] = [self]
-        while todo:
-            agent = todo.pop()
-            if id(agent) in seen:
-                continue
-            seen.add(id(agent))
-            if agent.name == state.agent:
-                return agent
-            todo.extend(spec.agent for spec in agent._handoff_specs())
-        raise UsageError(
-            f"the run was handed to agent {state.agent!r}, which is not among this agent's "
-            "handoffs (any depth): resume it with the agent that started it"
-        )
+        found = self.handoff_graph().get(state.agent) if self.handoffs else None
+        if found is None:
+            raise UsageError(
+                f"the run was handed to agent {state.agent!r}, which is not among this agent's "
+                "handoffs (any depth): resume it with the agent that started it"
+            )
+        return found
 
     def __reduce__(self) -> tuple[Any, ...]:
         # An agent travels (to another process, a Ray actor) as its spec: the
         # resolved options hold live clients and API keys, which must not be
         # pickled; loading rebuilds them where the agent lands.
-        return (_from_spec, (self._spec(), self.name))
+        return (_from_spec, (self._spec(), self.name, self.handoffs, self._scope))
 
     def _with(self, listed: Sequence[Tool[..., Any]]) -> Agent:
         """This agent with its sources' listed tools in their place (for one run).
@@ -221,7 +296,15 @@ class Agent:
         fields = {**self._spec(), "name": self.name, "handoffs": self.handoffs}
         settings = {**fields.pop("settings"), **changes.pop("settings", {})}
         fields.update(changes)
-        return Agent(settings=settings, **fields)
+        made = Agent(settings=settings, **fields)
+        if self._scope is not None:
+            made._in_scope(self._scope)
+        return made
+
+    def _in_scope(self, scope: Mapping[str, Agent]) -> None:
+        """Let handoffs by name also find the agents of ``scope`` (an agent file's)."""
+        object.__setattr__(self, "_scope", scope)
+        object.__setattr__(self, "_graph", None)
 
     def to_mermaid(self) -> str:
         """This agent as a Mermaid flowchart: its tools, sub-agents, tool sources and handoffs.
@@ -238,11 +321,13 @@ class Agent:
 
         ``toolfold.files.from_dict(agent.to_dict())`` builds the same agents
         again; the dict can be written as TOML or YAML. Tools, models given as
-        objects, output types and input filters are written as import paths.
+        objects, output types, input filters and stop conditions that are
+        functions are written as import paths; the built-in stop conditions
+        as tables (``{max_steps = 3}``).
 
         Raises:
             UsageError: Something has no import path (a lambda, a local
-                function), or is a stop condition, which files cannot hold.
+                function); the error names its key path.
         """
         from toolfold.runtime._document import spec_to_dict
 
@@ -375,9 +460,14 @@ class Agent:
     def _answered(self, state: RunState, answers: _Answers) -> tuple[Agent, _Begin]:
         """The agent that runs ``state`` now, and how the run goes on with the answers."""
 
+        graph = self.handoff_graph() if self.handoffs else None
+        if answers.max_steps is None and state.agent not in (None, self.name):
+            # the run's limit is its first agent's, whoever runs it after handoffs
+            answers = answers._replace(max_steps=self.max_steps)
+
         def begin(agent: Agent) -> tuple[Live, RunState]:
             live, resumed_state = resumed(state, agent._options, **answers._asdict())
-            return agent._live(live), resumed_state
+            return agent._live(live, graph), resumed_state
 
         return self._for_state(state), begin
 
@@ -487,30 +577,37 @@ class Handoff:
         >>> triage = Agent(model, handoffs=[billing, Handoff(refunds, input_filter=drop_tool_calls)])
 
     Attributes:
-        agent: The agent that takes over (it must have a ``name``).
+        agent: The agent that takes over (it must have a ``name``), or its
+            name, found in the run's handoff graph (see `Agent`).
         name: The tool's name (default ``transfer_to_<agent name>``).
         description: What the model reads about the tool.
         input_filter: A function of the conversation (a tuple of `Message`)
             returning the messages the target continues with.
     """
 
-    agent: Agent
+    agent: Agent | str
     name: str | None = None
     description: str | None = None
     input_filter: Callable[[tuple[Message, ...]], Sequence[Message]] | None = None
 
     @property
+    def target(self) -> str:
+        """The name of the agent that takes over."""
+        return self.agent if isinstance(self.agent, str) else self.agent.name or ""
+
+    @property
     def tool_name(self) -> str:
         """The name of the tool that hands the run over."""
-        return self.name or f"transfer_to_{self.agent.name}"
+        return self.name or f"transfer_to_{self.target}"
 
     def tool(self) -> Tool[..., Any]:
         """The tool the handing agent's model calls."""
         from toolfold.toolkit import tool
 
-        target = self.agent.name
+        target = self.target
+        instructions = None if isinstance(self.agent, str) else self.agent.instructions
         text = self.description or f"Hand the conversation over to the {target} agent." + (
-            f" It: {self.agent.instructions}" if self.agent.instructions else ""
+            f" It: {instructions}" if instructions else ""
         )
 
         def transfer() -> str:
@@ -535,11 +632,21 @@ class _Answers(NamedTuple):
 _Begin = Callable[[Agent], tuple[Live, RunState]]
 
 
-def _from_spec(spec: dict[str, Any], name: str | None) -> Agent:
+def _from_spec(
+    spec: dict[str, Any],
+    name: str | None,
+    handoffs: Sequence[Agent | Handoff | str] = (),
+    scope: Mapping[str, Agent] | None = None,
+) -> Agent:
     """An agent rebuilt from its pickled spec (see `Agent.__reduce__`)."""
-    return Agent(name=name, **spec)
+    agent = Agent(name=name, handoffs=handoffs, **spec)
+    if scope is not None:
+        agent._in_scope(scope)
+    return agent
 
 
 _RUN_FIELDS = tuple(
-    f for f in attrs.fields(Agent) if f.name not in ("name", "handoffs", "_options", "_sources")
+    f
+    for f in attrs.fields(Agent)
+    if f.name not in ("name", "handoffs", "_options", "_sources", "_scope", "_graph")
 )

@@ -1,7 +1,7 @@
-"""An agent used as another agent's tool: its run nests in the caller's state.
+"""An agent (or a workflow) used as another agent's tool: its run nests in the caller's state.
 
-The tool's function runs the sub-agent and hands back a `SubRun` (its state
-and the text the calling model sees). In an async run it is a coroutine on
+The tool's function runs the sub-agent (or the workflow) and hands back a
+`SubRun` (its state and the text the calling model sees). In an async run it is a coroutine on
 the caller's event loop (the sub-agent runs with `arun`); a blocking run calls
 its blocking twin, which runs the sub-agent with `run`. The executor turns that into a
 `ToolReturned` carrying the finished sub-run, or a `ToolSuspended` when the
@@ -12,24 +12,24 @@ too, and its caller answers the nested calls by id (see `resume`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime._response import Response, RunEndEvent
-from toolfold.runtime._run import RunStream
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
 if TYPE_CHECKING:
     from toolfold.runtime._agent import Agent
+    from toolfold.runtime._workflow import Workflow
 
 
 def agent_tool(
-    agent: Agent,
+    spec: Agent | Workflow,
     *,
     name: str | None,
     description: str | None,
@@ -37,47 +37,82 @@ def agent_tool(
     requires_approval: bool,
     timeout: float | None,
 ) -> Tool[..., Any]:
-    """The `Tool` that runs ``agent`` (see `Agent.as_tool`)."""
-    tool_name = name or agent.name
-    if not tool_name:
-        raise UsageError("agent.as_tool() needs a name: give the agent a name= or pass name=...")
-    text = description or f"Ask the {tool_name} agent." + (
-        f" Its instructions: {agent.instructions}" if agent.instructions else ""
-    )
+    """The `Tool` that runs ``spec``, an agent or a workflow (see `Agent.as_tool`)."""
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime._task import type_accepts, type_name
+
+    made_by = AsTool(spec, name, description, input_type, requires_approval, timeout)
+    if isinstance(spec, Agent):
+        tool_name = name or spec.name
+        if not tool_name:
+            raise UsageError(
+                "agent.as_tool() needs a name: give the agent a name= or pass name=..."
+            )
+        text = description or f"Ask the {tool_name} agent." + (
+            f" Its instructions: {spec.instructions}" if spec.instructions else ""
+        )
+        doc = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
+        return _nested(spec, _prompt, made_by, tool_name, text, doc)
+    tool_name = name or spec.name
+    if not type_accepts(spec.input_type, input_type):
+        raise UsageError(
+            f"{spec.label}.as_tool(input_type={type_name(input_type)}): the workflow takes "
+            f"{type_name(spec.input_type)}; give an input_type it accepts"
+        )
+    text = description or f"Run the {tool_name} workflow."
+    doc = f"{text}\n\nArgs:\n    input: The {tool_name} workflow's input."
+    return _nested(spec, _as_is, made_by, tool_name, text, doc)
+
+
+def _nested(
+    spec: Any,
+    prompt: Callable[[Any], Any],
+    made_by: AsTool,
+    tool_name: str,
+    text: str,
+    doc: str,
+) -> Tool[..., Any]:
+    """The tool whose call runs ``spec`` (an agent or a workflow) on ``prompt(input)`` as a sub-run."""
 
     def call(ctx: RunContext[Any], input: Any) -> SubRun:  # blocking runs
         if ctx.forward is not None:  # the caller streams: so does the sub-run
-            stream = _stream(agent, ctx, input)
+            stream = _stream(spec, ctx, prompt, input)
             for event in stream:
                 if not isinstance(event, RunEndEvent):
                     ctx.forward(event)
             response = stream.response
         elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
-            response = agent.resume(ctx.sub_run, deps=ctx.deps)
+            response = spec.resume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = agent.run(_prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+            response = spec.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         return _sub_run(response)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
         if ctx.forward is not None:
-            stream = _stream(agent, ctx, input)
+            stream = _stream(spec, ctx, prompt, input)
             async for event in stream:
                 if not isinstance(event, RunEndEvent):
                     ctx.forward(event)
             response = stream.response
         elif ctx.sub_run is not None:
-            response = await agent.aresume(ctx.sub_run, deps=ctx.deps)
+            response = await spec.aresume(ctx.sub_run, deps=ctx.deps)
         else:
-            response = await agent.arun(_prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+            response = await spec.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         return _sub_run(response)
 
-    doc = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
     # What built the tool, for diagrams and agent files (`as_tool_of`).
-    made_by = AsTool(agent, name, description, input_type, requires_approval, timeout)
     for function in (acall, call):
         function.__dict__[_AS_TOOL] = made_by
     made = [
-        _made(function, input_type, doc, tool_name, text, requires_approval, timeout)
+        _made(
+            function,
+            made_by.input_type,
+            doc,
+            tool_name,
+            text,
+            made_by.requires_approval,
+            made_by.timeout,
+        )
         for function in (acall, call)
     ]
     return with_blocking_twin(runs_sub_runs(made[0]), runs_sub_runs(made[1]))
@@ -102,10 +137,14 @@ def _made(
     return made
 
 
-def _stream(agent: Agent, ctx: RunContext[Any], input: Any) -> RunStream:
+def _stream(spec: Any, ctx: RunContext[Any], prompt: Callable[[Any], Any], input: Any) -> Any:
     if ctx.sub_run is not None:
-        return agent.resume_stream(ctx.sub_run, deps=ctx.deps)
-    return agent.stream(_prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+        return spec.resume_stream(ctx.sub_run, deps=ctx.deps)
+    return spec.stream(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def _sub_run(response: Response) -> SubRun:
@@ -117,9 +156,12 @@ _AS_TOOL = "__toolfold_as_tool__"
 
 @attrs.frozen
 class AsTool:
-    """The arguments of the `Agent.as_tool` call that made a tool."""
+    """The arguments of the `Agent.as_tool` (or `Workflow.as_tool`) call that made a tool.
 
-    agent: Agent
+    ``agent`` is the agent, or the workflow.
+    """
+
+    agent: Agent | Workflow
     name: str | None
     description: str | None
     input_type: Any
@@ -134,8 +176,26 @@ def as_tool_of(tool: Tool[..., Any]) -> AsTool | None:
 
 
 def sub_run_id(ctx: RunContext[Any]) -> str:
-    """The id of the sub-run a call makes: ``<run id>/<call id>`` (a replay or a retry gets the same)."""
-    return f"{ctx.run_id}/{ctx.call_id}"
+    """The id of the sub-run a call starts: ``<run id>/<call id>``, unique in the run.
+
+    It follows from the call, so a replay, a retry or a fork taken before the
+    call gets the same id. A model may reuse a call id in a later step
+    (``call_0`` every time); that call's sub-run is ``<run id>/<call id>@<step>``,
+    so two sub-runs of one run never share an id (nor their tools' idempotency keys).
+    """
+    base = f"{ctx.run_id}/{ctx.call_id}"
+    return f"{base}@{ctx.step}" if _reused(ctx.messages, ctx.call_id) else base
+
+
+def _reused(messages: Sequence[Any], call_id: str) -> bool:
+    """Whether an assistant message before the last one holding ``call_id`` made a call of that id."""
+    seen = 0
+    for message in reversed(messages):
+        if message.role == "assistant" and any(c.id == call_id for c in message.tool_calls):
+            seen += 1
+            if seen > 1:
+                return True
+    return False
 
 
 def _prompt(value: Any) -> str:

@@ -35,9 +35,13 @@ if TYPE_CHECKING:
 
 @attrs.frozen
 class AgentToolEntry:
-    """An agent used as a tool: ``{agent = "researcher", description = "..."}``."""
+    """An agent or a workflow used as a tool: ``{agent = "researcher", description = "..."}``.
 
-    agent: str
+    ``{workflow = "pipeline"}`` names a workflow of the file instead of ``agent``.
+    """
+
+    agent: str | None = None
+    workflow: str | None = None
     name: str | None = None
     description: str | None = None
     input_type: str | None = None
@@ -72,8 +76,18 @@ class MCPEntry:
     include: list[str] | None = None
 
 
+@attrs.frozen
+class StopEntry:
+    """A built-in stop condition: ``{max_steps = 3}``, ``{token_budget = 5000}`` or ``{tool_called = "submit"}``."""
+
+    max_steps: int | None = None
+    token_budget: int | None = None
+    tool_called: str | None = None
+
+
 ToolEntry = str | AgentToolEntry
 HandoffRef = str | HandoffEntry
+StopRef = str | StopEntry
 
 
 @attrs.frozen
@@ -85,6 +99,7 @@ class AgentEntry:
     tools: list[ToolEntry] = attrs.field(factory=list)
     mcp: list[MCPEntry] = attrs.field(factory=list)
     handoffs: list[HandoffRef] = attrs.field(factory=list)
+    stop_when: list[StopRef] = attrs.field(factory=list)
     max_steps: int = 10
     tool_choice: str | None = None
     output_type: str | None = None
@@ -109,6 +124,7 @@ class StepEntry:
     retries: int = 2
     prompt: str | None = None
     input_type: str | None = None
+    timeout: float | None = None
 
 
 StepRef = str | StepEntry
@@ -163,6 +179,7 @@ _CLASSES = (
     AgentToolEntry,
     HandoffEntry,
     MCPEntry,
+    StopEntry,
     AgentEntry,
     StepEntry,
     WorkflowEntry,
@@ -244,6 +261,14 @@ def _make_converter() -> cattrs.Converter:
         (ToolEntry, _one_of(AgentToolEntry, "an import path or an {agent = ...} table")),
         (HandoffRef, _one_of(HandoffEntry, "an agent name or an {agent = ...} table")),
         (
+            StopRef,
+            _one_of(
+                StopEntry,
+                "a function's import path or a {max_steps | token_budget | tool_called = ...} "
+                "table",
+            ),
+        ),
+        (
             StepRef,
             _one_of(
                 StepEntry,
@@ -253,7 +278,7 @@ def _make_converter() -> cattrs.Converter:
         (bool | list[str], _approval),
         (dict[str, Any], _settings),
     ]
-    unions.append((StepRef | None, unions[2][1]))
+    unions.append((StepRef | None, unions[3][1]))
     for union, hook in unions:
         converter.register_structure_hook_func(_equal_to(union), hook)
     for cls in _CLASSES:
@@ -366,6 +391,7 @@ class _Writer:
     def __init__(self) -> None:
         self.tables: dict[str, dict[str, Any]] = {}
         self._names: dict[int, str] = {}
+        self.agents: dict[str, Agent] = {}  # by name, for handoffs given by name
 
     def add(self, spec: Any) -> str:
         """Write ``spec`` (once) and return its name."""
@@ -411,9 +437,14 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
         if made is None:
             tools.append(required_path(item, f"{where}.tools[{index}]"))
             continue
+        from toolfold.runtime._workflow import Workflow
+
+        written = writer.add(made.agent)
+        is_flow = isinstance(made.agent, Workflow)
         tools.append(
             AgentToolEntry(
-                agent=writer.add(made.agent),
+                agent=None if is_flow else written,
+                workflow=written if is_flow else None,
                 name=made.name,
                 description=made.description,
                 input_type=None
@@ -425,9 +456,21 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
         )
     mcp = [_dump_source(source, f"{where}.mcp[{i}]") for i, source in enumerate(sources)]
     handoffs: list[HandoffRef] = []
+    graph = agent._reach()[0]
+    for known, other in graph.items():  # the first agent written says where names lead
+        writer.agents.setdefault(known, other)
     for index, item in enumerate(agent.handoffs):
         spec = item if isinstance(item, Handoff) else Handoff(item)
-        target = writer.add(spec.agent)
+        if isinstance(spec.agent, str):
+            found = writer.agents.get(spec.agent)
+            if found is None:
+                raise UsageError(
+                    f"{where}.handoffs[{index}]: names agent {spec.agent!r}, which no agent "
+                    "reachable from the one written is: the file would not define it"
+                )
+            target = writer.add(found)
+        else:
+            target = writer.add(spec.agent)
         if spec.name is None and spec.description is None and spec.input_filter is None:
             handoffs.append(target)
             continue
@@ -441,8 +484,10 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
                 else required_path(spec.input_filter, f"{where}.handoffs[{index}].input_filter"),
             )
         )
-    if agent.stop_when:
-        raise UsageError(f"{where}.stop_when: stop conditions cannot be written to an agent file")
+    stop_when = [
+        _dump_stop(condition, f"{where}.stop_when[{index}]")
+        for index, condition in enumerate(agent.stop_when)
+    ]
     model = agent.model if isinstance(agent.model, str) else required_path(agent.model, where)
     output_type = (
         None
@@ -454,12 +499,38 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
         tools=tools,
         mcp=mcp,
         handoffs=handoffs,
+        stop_when=stop_when,
         output_type=output_type,
         settings=dict(agent.settings),
         **{key: getattr(agent, key) for key in PLAIN_KEYS},
     )
     writer.tables["agents"][name] = CONVERTER.unstructure(entry)
     return name
+
+
+def _dump_stop(condition: Any, where: str) -> StopRef:
+    """A stop condition as a file writes it: a built-in's table, or a function's import path."""
+    from toolfold.runtime.core._stop import MaxSteps, TokenBudget, ToolCalled
+
+    if isinstance(condition, MaxSteps):
+        return StopEntry(max_steps=condition.steps)
+    if isinstance(condition, TokenBudget):
+        return StopEntry(token_budget=condition.tokens)
+    if isinstance(condition, ToolCalled):
+        return StopEntry(tool_called=condition.name)
+    return required_path(condition, where)
+
+
+def stop_condition(entry: StopEntry) -> Any:
+    """The built-in stop condition a file's ``{max_steps = ...}``-like table names."""
+    from toolfold.runtime.core._stop import max_steps, token_budget, tool_called
+
+    if entry.max_steps is not None:
+        return max_steps(entry.max_steps)
+    if entry.token_budget is not None:
+        return token_budget(entry.token_budget)
+    assert entry.tool_called is not None
+    return tool_called(entry.tool_called)
 
 
 def _dump_source(source: Any, where: str) -> MCPEntry:
@@ -538,6 +609,7 @@ def _step(step: Any, writer: _Writer, where: str) -> StepRef:
         input_type=None
         if task.input_type is None
         else required_path(task.input_type, f"{where}.input_type"),
+        timeout=task.timeout,
     )
     return ref if entry == StepEntry(step=ref) else entry
 

@@ -41,6 +41,9 @@ class Diagram:
         self.lines: list[str] = []
         self._ids: dict[int, str] = {}
         self._taken: set[str] = set()
+        # agents by name, for handoffs given by name (a cycle's edge back)
+        self.agents: dict[str, Agent] = {}
+        self._missing: dict[str, str] = {}
 
     def node_id(self, hint: str) -> str:
         """A fresh node id made from ``hint``."""
@@ -76,6 +79,12 @@ class Diagram:
             if isinstance(spec, kind):
                 return drawer(spec, self)
         raise UsageError(f"cannot draw {spec!r}: not an agent or a workflow")
+
+    def missing(self, name: str) -> str:
+        """The node of a handoff target named ``name`` that no agent drawn is."""
+        if name not in self._missing:
+            self._missing[name] = self.node(name, f"{name}\n(not found)", "agent")
+        return self._missing[name]
 
     def known(self, spec: Any) -> str | None:
         """The node ``spec`` was drawn as, if it was."""
@@ -127,9 +136,18 @@ def _draw_agent(agent: Agent, diagram: Diagram) -> str:
     for source in sources:
         label = str(getattr(source, "name", type(source).__name__))
         diagram.edge(node, diagram.node(f"{node}_{label}", f"MCP {label}", "source"))
+    graph = agent._reach()[0]
+    for name, other in graph.items():  # the first agent drawn says where names lead
+        diagram.agents.setdefault(name, other)
     for item in agent.handoffs:
         spec = item if isinstance(item, Handoff) else Handoff(item)
-        diagram.edge(node, diagram.draw(spec.agent), "handoff", dotted=True)
+        target = spec.agent
+        if isinstance(target, str):
+            found = diagram.agents.get(target)
+            to = diagram.draw(found) if found is not None else diagram.missing(target)
+        else:
+            to = diagram.draw(target)
+        diagram.edge(node, to, "handoff", dotted=True)
     return node
 
 

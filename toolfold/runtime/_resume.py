@@ -39,7 +39,7 @@ from toolfold.runtime.core._messages import (
     describe_content,
     result_content,
 )
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import CallState, CallStatus, RunState
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
@@ -150,7 +150,8 @@ def _answered(
     depth) travels down as `CallResumed` events along the path to it.
     """
     nested: list[tuple[tuple[str, ...], Event]] = []
-    for call_id, decision in (approvals or {}).items():
+    for key, decision in (approvals or {}).items():
+        path, call_id = _address(state, key, "awaiting_approval")
         if isinstance(decision, Denied):
             event: Event = ApprovalDenied(call_id, decision.reason)
         elif decision is True:
@@ -162,17 +163,16 @@ def _answered(
                 f"approval for call {call_id!r} must be True, False or Denied(reason), "
                 f"got {decision!r}"
             )
-        path = state.path_to(call_id, "awaiting_approval")
         if path:
             nested.append((path, event))
         else:
             state = apply_event(live, state, event)
     if tool_results:
         own: list[ToolResultPart] = []
-        for call_id, value in tool_results.items():
-            found = state.find_call(call_id, "to_return")
+        for key, value in tool_results.items():
+            path, call_id = _address(state, key, "to_return")
+            found = _call_at(state, path, call_id, "to_return")
             part = _result_part(call_id, found.call if found else None, value, live.tools)
-            path = state.path_to(call_id, "to_return")
             if path:
                 nested.append((path, ToolResultsProvided((part,))))
             else:
@@ -190,6 +190,42 @@ def _answered(
             "it was started with"
         )
     return state
+
+
+def _address(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+    """The path to the call an answer's key means, and the call's own id.
+
+    A plain id means the top run's call of that id, else the one call of the
+    tree that has it. Sub-runs may wait on calls of the same id (their models
+    made the ids): then the key is the path, the ids of the suspended calls
+    down to it and its own, joined by ``/`` (``"call_1/call_0"``).
+    """
+    paths = state.paths_to(key, status)
+    if () in paths or len(paths) == 1:
+        return (() if () in paths else paths[0]), key
+    if len(paths) > 1:
+        keys = ", ".join(repr("/".join((*p, key))) for p in paths)
+        raise UsageError(
+            f"call id {key!r} waits in {len(paths)} sub-runs of the tree (their models made "
+            f"the same id): answer each by its path instead: {keys}"
+        )
+    if "/" in key:
+        *outer, inner = key.split("/")
+        if tuple(outer) in state.paths_to(inner, status):
+            return tuple(outer), inner
+    return (), key
+
+
+def _call_at(
+    state: RunState, path: tuple[str, ...], call_id: str, status: CallStatus
+) -> CallState | None:
+    """The current call ``call_id`` of the run at ``path`` (suspended call ids from the top)."""
+    for step in path:
+        child = next((c.child for c in state.calls if c.call.id == step and c.child), None)
+        if child is None:
+            return None
+        state = child
+    return next((c for c in state.calls if c.call.id == call_id and c.status == status), None)
 
 
 def _nest(answers: list[tuple[tuple[str, ...], Event]]) -> list[Event]:

@@ -62,6 +62,11 @@ class Task:
         input_type: The type the step accepts, checked against the previous
             step's output type when the workflow is built (a function's is
             its first parameter's annotation).
+        timeout: Seconds one attempt at the step may take (None: no limit).
+            An attempt that runs past it is stopped and fails with
+            ``tool '<name>' timed out after <n> s``, then ``on_error``
+            applies. Time a sub-run waits for the caller (an approval) does
+            not count.
     """
 
     target: Any
@@ -70,6 +75,7 @@ class Task:
     retries: int
     prompt: str | None
     input_type: Any
+    timeout: float | None
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
@@ -81,6 +87,7 @@ class Task:
         retries: int = 2,
         prompt: str | None = None,
         input_type: Any = None,
+        timeout: float | None = None,
     ) -> None:
         self.__attrs_init__(
             target=target,
@@ -89,6 +96,7 @@ class Task:
             retries=retries,
             prompt=prompt,
             input_type=input_type,
+            timeout=timeout,
         )
         object.__setattr__(self, "_free", self._find_free_names())
 
@@ -123,6 +131,11 @@ class Task:
             )
         if type(self.retries) is not int or self.retries < 1:
             found.append(f"{label}: retries must be an integer >= 1, got {self.retries!r}")
+        timeout = self.timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            found.append(f"{label}: timeout must be a number of seconds > 0, got {timeout!r}")
         if self.kind == "function" and not callable(self.target):
             found.append(
                 f"{label}: a step is an Agent, a workflow or a function, "
@@ -208,6 +221,9 @@ class Task:
             return self._made(_function_runner(self))
         # A sub-run: a coroutine for async runs, a blocking twin for blocking ones.
         made = runs_sub_runs(self._made(_run_runner(self)))
+        if self.timeout is not None:
+            # A coroutine is cancelled at its deadline; a blocking twin on a thread would run on.
+            return made
         return with_blocking_twin(made, runs_sub_runs(self._made(_run_runner_sync(self))))
 
     def _made(self, runner: Callable[..., Any]) -> Tool[..., Any]:
@@ -220,6 +236,7 @@ class Task:
             name=self.name,
             description=f"Run step {self.name}.",
             max_retries=self.max_retries,
+            timeout=self.timeout,
         )(runner)
         return made
 
@@ -385,7 +402,8 @@ def _function_runner(task: Task) -> Callable[..., Any]:
     fn = task.target
     tp = task.accepts
 
-    if inspect.iscoroutinefunction(fn):
+    # an object whose __call__ is async is a coroutine function too
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
 
         async def run_async_step(input: Any = None, values: dict[str, Any] | None = None) -> str:
             return json.dumps(plain_data(await fn(structured(input, tp))))

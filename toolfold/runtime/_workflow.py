@@ -45,6 +45,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Live
+from toolfold.toolkit._tool import Tool
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
 _PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the planner "model"'s own
@@ -96,6 +97,51 @@ class Workflow:
         from toolfold.runtime._document import spec_to_dict
 
         return spec_to_dict(self)
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        input_type: Any = str,
+        requires_approval: bool = False,
+        timeout: float | None = None,
+    ) -> Tool[..., Any]:
+        """This workflow as a tool an agent can call, like `Agent.as_tool`.
+
+        The calling model passes one argument, ``input`` (text by default; an
+        attrs class or dataclass ``input_type`` gives its schema, and the
+        workflow gets the value as its input), and sees the workflow's
+        output (JSON unless it is text). The workflow's run nests in the
+        caller's state on the call's record: an approval inside it, at any
+        depth, suspends the caller, and ``resume`` at the top answers it by
+        its id; usage sums the tree, and a streaming caller gets the steps'
+        events tagged with their path.
+
+        Example:
+            >>> lead = Agent(model, tools=[pipeline.as_tool(description="Researches and writes.")])
+
+        Args:
+            name: The tool's name (default: the workflow's ``name``).
+            description: What the calling model reads about the tool.
+            input_type: The type of the ``input`` argument (it must fit the
+                workflow's input type).
+            requires_approval: Ask before the workflow runs at all.
+            timeout: Seconds the whole workflow run may take.
+
+        Raises:
+            UsageError: ``input_type`` does not fit the workflow's input.
+        """
+        from toolfold.runtime._agent_tool import agent_tool
+
+        return agent_tool(
+            self,
+            name=name,
+            description=description,
+            input_type=input_type,
+            requires_approval=requires_approval,
+            timeout=timeout,
+        )
 
     @property
     def label(self) -> str:

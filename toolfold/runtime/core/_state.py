@@ -260,6 +260,16 @@ class RunState:
                     return (c.call.id, *inner)
         return None
 
+    def paths_to(self, call_id: str, status: CallStatus | None = None) -> list[tuple[str, ...]]:
+        """Every path (see `path_to`) to a current call ``call_id`` in the tree, shallowest first."""
+        found: list[tuple[str, ...]] = []
+        if any(c.call.id == call_id and (status is None or c.status == status) for c in self.calls):
+            found.append(())
+        for c in self.calls:
+            if c.status == "suspended" and c.child is not None:
+                found.extend((c.call.id, *inner) for inner in c.child.paths_to(call_id, status))
+        return found
+
     def find_call(self, call_id: str, status: CallStatus | None = None) -> CallState | None:
         """The current call ``call_id`` of this run or of a suspended sub-run (any depth)."""
         path = self.path_to(call_id, status)
