@@ -209,6 +209,10 @@ class Workflow:
         """The type the workflow takes (Any when it takes anything)."""
         return self._tasks[0].accepts
 
+    def input_problems(self, source: Any, giver: str) -> list[str]:
+        """Why a step of this workflow cannot take its input of type ``source`` (see `Task.input_problems`)."""
+        return self._tasks[0].input_problems(source, giver)
+
     def restore(self, plain: Any) -> Any:
         """The output as its declared type where known (plain data otherwise)."""
         return structured(plain, self.output_type)
