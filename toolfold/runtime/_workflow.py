@@ -10,7 +10,7 @@ resumes in another process and replays.
 from __future__ import annotations
 
 import typing
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
@@ -105,6 +105,7 @@ class Workflow:
         input_type: Any = str,
         requires_approval: bool = False,
         timeout: float | None = None,
+        output: Callable[[Response], Any] | None = None,
     ) -> Tool[..., Any]:
         """This workflow as a tool an agent can call, like `Agent.as_tool`.
 
@@ -127,9 +128,18 @@ class Workflow:
                 workflow's input type).
             requires_approval: Ask before the workflow runs at all.
             timeout: Seconds the whole workflow run may take.
+            output: What the calling model sees of the finished run: by
+                default its final text, or its structured output as JSON; or a
+                function of its `Response` returning text or JSON-able data
+                (e.g. ``lambda r: r.output.summary``, defined at module level
+                for agent files). It runs once, when the run finishes, and its
+                result is what the call records (a resume or a replay does not
+                run it again); if it raises, the call is an error result
+                naming the tool, which the calling model reads.
 
         Raises:
-            UsageError: ``input_type`` does not fit the workflow's input.
+            UsageError: ``input_type`` does not fit the workflow's input, or
+                ``output`` is not a function.
         """
         from toolfold.runtime._agent_tool import agent_tool
 
@@ -140,6 +150,7 @@ class Workflow:
             input_type=input_type,
             requires_approval=requires_approval,
             timeout=timeout,
+            output=output,
         )
 
     @property
