@@ -18,6 +18,7 @@ from toolfold import (
     SubRunEvent,
     Task,
     TextDelta,
+    UsageError,
     WorkflowDefinitionError,
 )
 from toolfold.runtime import fork, replay
@@ -444,3 +445,11 @@ def test_a_workflow_pickles_as_its_spec() -> None:
         again = pickle.loads(pickle.dumps(workflow))
     assert again == workflow
     assert again.steps[0].on_error == "skip"
+
+
+def test_workflow_as_tool_checks_the_steps_inside_that_get_its_input() -> None:
+    """A Parallel used as a tool refuses an input_type one of its branches cannot take."""
+    with pytest.raises(
+        UsageError, match="step '_plus_one' takes int, but the tool's input_type is str"
+    ):
+        Parallel(_plus_one, echo("b")).as_tool()

@@ -65,6 +65,9 @@ def agent_tool(
             f"{spec.label}.as_tool(input_type={type_name(input_type)}): the workflow takes "
             f"{type_name(spec.input_type)}; give an input_type it accepts"
         )
+    problems = spec.input_problems(input_type, "the tool's input_type is")
+    if problems:  # a step inside (a Parallel's or a Route's branch) refuses it
+        raise UsageError(f"{spec.label}.as_tool(input_type={type_name(input_type)}): {problems[0]}")
     text = description or f"Run the {tool_name} workflow."
     doc = f"{text}\n\nArgs:\n    input: The {tool_name} workflow's input."
     return _nested(spec, _as_is, made_by, tool_name, text, doc)

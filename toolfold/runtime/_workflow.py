@@ -128,14 +128,9 @@ class Workflow:
                 workflow's input type).
             requires_approval: Ask before the workflow runs at all.
             timeout: Seconds the whole workflow run may take.
-            output: What the calling model sees of the finished run: by
-                default its final text, or its structured output as JSON; or a
-                function of its `Response` returning text or JSON-able data
-                (e.g. ``lambda r: r.output.summary``, defined at module level
-                for agent files). It runs once, when the run finishes, and its
-                result is what the call records (a resume or a replay does not
-                run it again); if it raises, the call is an error result
-                naming the tool, which the calling model reads.
+            output: A function of the workflow's finished `Response`
+                giving what the calling model sees instead of the output
+                (text, or JSON-able data sent as JSON); see `Agent.as_tool`.
 
         Raises:
             UsageError: ``input_type`` does not fit the workflow's input, or
