@@ -182,6 +182,20 @@ oversized = TemporalAgent(
 )
 
 
+def _swell(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done:
+        return f"got {sum(len(d) for d in done)} bytes"
+    return [FunctionModel.call("big", {"size": 700_000}) for _ in range(2)]
+
+
+# A 0.8 MB prompt and two 0.7 MB results: each fits, the conversation (the
+# next model request) does not.
+swelling = TemporalAgent(
+    Agent(FunctionModel(_swell), tools=[big], name="swelling"), settings=SETTINGS
+)
+
+
 class Channel:
     """The streaming tests' side channel: (step, attempt, event) per run id, None ends an attempt.
 
@@ -429,7 +443,7 @@ limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, unauthorized, chained, oversized),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
-    *(pipeline, tree, broken, nested, signed, boss, voiced, skipping),
+    *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
 ]
 
 

@@ -32,6 +32,7 @@ from toolfold import (
     ProviderError,
     RunError,
     Sequence,
+    Task,
     TextDelta,
     UsageError,
     WorkflowResponse,
@@ -770,3 +771,44 @@ def test_a_model_failing_inside_a_step_fails_the_step_as_locally(
     assert durable.output == local.output == "last(go1)"
     assert durable.errors == local.errors == {"denied": "Error: AuthenticationError: 401 bad key"}
     assert durable.state == local.state
+
+
+def test_a_conversation_over_the_payload_limit_fails_the_run_clearly(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model request over Temporal's 2 MB limit fails the run at once (no endless retry), naming the activity, the size and the way out."""
+    agent = temporal_app.swelling
+    prompt = "p" * 800_000
+
+    async def go() -> tuple[RunError, Any]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, prompt, id="swelling-1", task_queue=queue)
+            with pytest.raises(RunError) as caught:
+                await handle.result()
+            return caught.value, await handle.workflow.describe()
+
+    error, described = asyncio.run(go())
+    assert described.status == WorkflowExecutionStatus.FAILED
+    message = str(error)
+    assert message.startswith("the input of activity 'swelling__model_request' (the conversation ")
+    size = int(message.split(" is ", 1)[1].split(" bytes", 1)[0])
+    assert size > 2_200_000
+    assert (
+        "over Temporal's 2097152-byte payload limit: give ToolfoldPlugin an external_storage"
+        in message
+    )
+    assert error.state is None  # twice the conversation (its events too): over a query's 4 MB
+    local = agent.agent.run(prompt, run_id="swelling-1")
+    assert local.text == "got 1400000 bytes"
+
+
+def test_timeouts_of_nested_runs_are_refused_up_front() -> None:
+    """A step's or an as_tool() timeout, which the workflow could not enforce on a sub-run, is refused naming it; a function step's holds."""
+    model = temporal_app.steps.agent.model
+    helper = Agent(model, name="helper")
+    with pytest.raises(UsageError, match=r"Sequence 'seq': the timeout of step\(s\) \['helper'\]"):
+        TemporalAgent(Sequence(Task(helper, timeout=5), name="seq"))
+    deep = Agent(model, name="inner", tools=[helper.as_tool(timeout=5)])
+    with pytest.raises(UsageError, match=r"agent 'inner': the timeout of as_tool\(\) tool\(s\)"):
+        TemporalAgent(Agent(model, name="a", tools=[deep.as_tool()]))
+    TemporalAgent(Sequence(Task(temporal_app.explode, timeout=5), name="fn"))  # an activity

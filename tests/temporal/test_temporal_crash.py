@@ -193,3 +193,44 @@ def test_a_worker_killed_inside_a_workflow_step_reruns_only_the_tool_in_flight(
     local = temporal_app.nested.agent.run("go", run_id="crash-nested-1")
     assert response.output == local.output == "last(answer: A,B,C)"
     assert response.state == local.state
+
+
+@pytest.mark.parametrize("agent", [temporal_app.signed, temporal_app.boss], ids=lambda a: a.name)
+def test_an_approval_inside_a_nested_run_waits_across_a_worker_restart(
+    agent: Any,
+    server: DevServer,
+    workers: list[WorkerProcess],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An approval inside a workflow step or a sub-agent survives a SIGKILLed worker; approving its nested id finishes the run, each tool once."""
+    queue = f"hitl-{agent.name}"
+    workers.append(WorkerProcess(server.address, queue, tmp_path))
+
+    async def go() -> tuple[RunState, Any]:
+        client = await _client(server)
+        handle = await agent.start(client, "pay", id=f"{queue}-1", task_queue=queue)
+        waiting = await handle.suspended()
+        assert waiting.phase == "awaiting_approval"
+        workers[0].kill()
+        workers.append(WorkerProcess(server.address, queue, tmp_path))
+        assert await handle.state() == waiting
+        (call,) = waiting.pending_approvals
+        await handle.approve(call.id)  # the call's id, deep in the step's or sub-agent's run
+        return waiting, await handle.result()
+
+    waiting, durable = asyncio.run(go())
+    assert _lines(tmp_path) == (["first pay"] if agent is temporal_app.signed else []) + [
+        "transfer 5"
+    ]
+    (call,) = waiting.pending_approvals
+    assert call.name == "transfer"
+    assert waiting.path_to(call.id, "awaiting_approval") is not None
+    local_logs = tmp_path / "local"
+    local_logs.mkdir()
+    monkeypatch.setattr(temporal_app, "LOG_DIR", local_logs)
+    local = agent.agent.run("pay", run_id=f"{queue}-1")
+    assert waiting == local.state
+    finished = agent.agent.resume(local.state, approvals={call.id: True})
+    assert durable.state == finished.state
+    assert durable.output == finished.output

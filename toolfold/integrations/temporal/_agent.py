@@ -7,13 +7,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
 from temporalio.converter import ExternalStorage
+from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from toolfold._errors import UsageError
+from toolfold._errors import RunError, UsageError
 from toolfold.integrations.temporal._activities import (
     EventStreamHandler,
     durable_model,
@@ -23,6 +29,7 @@ from toolfold.integrations.temporal._activities import (
 from toolfold.integrations.temporal._converter import data_converter
 from toolfold.integrations.temporal._nested import node, walk
 from toolfold.integrations.temporal._workflow import (
+    PAYLOAD_TOO_LARGE,
     WORKFLOW_NAME,
     ActivitySettings,
     AgentInput,
@@ -32,6 +39,7 @@ from toolfold.integrations.temporal._workflow import (
     register,
 )
 from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent_tool import as_tool_of
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
@@ -213,9 +221,22 @@ class AgentHandle:
         """Wait for the run to end: the same `Response` a local run gives.
 
         Raises:
-            RunError: The run failed (``.state`` is its final state).
+            RunError: The run failed (``.state`` is its final state), or its
+                next activity input was over Temporal's payload limit
+                (``.state`` is its last state, before that activity, or
+                None when that is too large for a query answer, 4 MB).
         """
-        state = await self.workflow.result()
+        try:
+            state = await self.workflow.result()
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == PAYLOAD_TOO_LARGE:
+                try:
+                    last: RunState | None = await self.state()
+                except WorkflowQueryFailedError:  # a query answer is limited to 4 MB
+                    last = None
+                raise RunError(cause.message, last) from exc
+            raise
         if state.phase == "failed":
             if isinstance(self.agent.agent, Workflow):
                 with _step_errors(self.agent.agent):  # names the step, as a local run does
@@ -238,6 +259,7 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     """
     agents = [agent, *(target for _, target in walk(node("top", agent)))]
     for each in agents:
+        _refuse_timeouts(each)
         if not isinstance(each, Agent):
             continue
         label = f"agent {each.name!r}" if each.name else "the agent"
@@ -257,6 +279,29 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     if isinstance(agent, Agent) and isinstance(agent.model, str):
         return agent.evolve(model=durable_model(agent))
     return agent
+
+
+def _refuse_timeouts(target: Agent | Workflow) -> None:
+    """Refuse the timeouts of sub-runs: the workflow drives them, nothing would enforce them.
+
+    (A function step's timeout holds: its tool activity runs it, as locally.)
+    """
+    if isinstance(target, Workflow):
+        timed = [t.name for t in target._tasks if t.kind != "function" and t.timeout is not None]
+        where = f"{target.label}: the timeout of step(s) {timed}"
+    else:
+        timed = [
+            tool.name
+            for tool in target._options.tools.values()
+            if (made := as_tool_of(tool)) is not None and made.timeout is not None
+        ]
+        where = f"agent {target.name!r}: the timeout of as_tool() tool(s) {timed}"
+    if timed:
+        raise UsageError(
+            f"{where} is not supported on Temporal yet (the workflow drives the sub-run; "
+            "each of its model and tool activities has ActivitySettings' timeouts): "
+            "remove it, or bound the sub-run with max_steps"
+        )
 
 
 class ToolfoldPlugin(SimplePlugin):
@@ -296,7 +341,10 @@ class ToolfoldPlugin(SimplePlugin):
                 "retried without end; give ToolfoldPlugin an external_storage"
             )
         for agent in agents:
-            register(agent._registered())
+            registered = agent._registered()
+            if external_storage is not None:  # large payloads go by reference
+                registered = attrs.evolve(registered, payload_limit=None)
+            register(registered)
         activities = [act for agent in agents for act in agent.activities]
         converter = data_converter
         if external_storage is not None:

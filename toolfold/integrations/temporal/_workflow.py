@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 from temporalio import workflow
+from temporalio.api.common.v1 import Payloads
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -60,6 +61,10 @@ WORKFLOW_NAME = "toolfold_agent"
 NESTED_RUNS = "toolfold-nested-runs"
 """The `workflow.patched` id of nested runs driven in the workflow (runs recorded
 before it ran a workflow step or an agent used as a tool as one activity)."""
+PAYLOAD_LIMIT = 2 * 1024 * 1024
+"""Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
+PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
+"""The failure type of a run whose next activity input is over `PAYLOAD_LIMIT`."""
 _WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
 _OVER = frozenset({"finished", "failed"})
 
@@ -96,10 +101,15 @@ class ActivitySettings:
 
 @attrs.frozen(kw_only=True)
 class Registered:
-    """An agent as the workflow knows it on a worker: its tree of nodes and its settings."""
+    """An agent as the workflow knows it on a worker: its tree of nodes and its settings.
+
+    ``payload_limit``: the largest activity input the workflow schedules
+    (None with external storage, which takes larger payloads by reference).
+    """
 
     node: Node
     settings: ActivitySettings
+    payload_limit: int | None = PAYLOAD_LIMIT
 
     @property
     def name(self) -> str:
@@ -156,6 +166,7 @@ class AgentWorkflow:
         while True:
             state = await self._drive(agent, agent.node, self._state, ())
             if state.phase not in _WAITING:  # a failed run is a result, not an exception
+                _check_size(agent, "the run's result", state)
                 return state
             await workflow.wait_condition(lambda: self._phase() not in _WAITING)
 
@@ -171,10 +182,15 @@ class AgentWorkflow:
                 if stop is not None:
                     state = reduce(state, StopRequested(stop))
                     continue
-                if not path and self._should_continue_as_new(agent, state.step - self._first_step):
+                carried = AgentInput(agent.name, state)
+                if (
+                    not path
+                    and self._should_continue_as_new(agent, state.step - self._first_step)
+                    and _size_over(agent, carried) is None  # else it cannot carry the state
+                ):
                     # Between steps: nothing in flight, the state is the whole run.
                     await workflow.wait_condition(workflow.all_handlers_finished)
-                    workflow.continue_as_new(AgentInput(agent.name, state))
+                    workflow.continue_as_new(carried)
                 state = await self._call_model(agent, node, state, effect, path)
             elif isinstance(effect, RunTools):
                 state = await self._run_tools(agent, node, state, effect, path)
@@ -205,6 +221,7 @@ class AgentWorkflow:
     ) -> RunState:
         s = agent.settings
         given: Any = ModelCallInput(effect, path) if path else effect
+        _check_size(agent, model_activity_name(node.name), given)
         response = await workflow.execute_activity(
             model_activity_name(node.name),
             given,
@@ -254,9 +271,12 @@ class AgentWorkflow:
                 # whole sub-run as one tool activity: their replay still does.
                 if sub is not None and (path or workflow.patched(NESTED_RUNS)):
                     return await self._sub_run(agent, node, sub, state, invocation, path)
+                name = tool_activity_name(node.name, invocation.tool_name)
+                given = ToolCallInput(invocation, state.run_id, messages)
+                _check_size(agent, name, given)
                 return await workflow.execute_activity(
-                    tool_activity_name(node.name, invocation.tool_name),
-                    ToolCallInput(invocation, state.run_id, messages),
+                    name,
+                    given,
                     result_type=ToolReturned,
                     start_to_close_timeout=s.tool_timeout,
                     heartbeat_timeout=s.heartbeat_timeout,
@@ -343,6 +363,36 @@ class AgentWorkflow:
         )
         assert self._state is not None
         return self._state
+
+
+def _check_size(agent: Registered, activity: str, given: Any) -> None:
+    """Fail the run when ``given`` is over the payload limit, rather than schedule it.
+
+    Temporal refuses an activity input over its limit and retries the
+    workflow task without end; measured here (deterministically: the same
+    state encodes to the same bytes), the run fails at once, naming the
+    activity. The state before this call stays the run's state (`state` query).
+    """
+    size = _size_over(agent, given)
+    if size is None:
+        return
+    what = activity if activity.startswith("the ") else f"the input of activity {activity!r}"
+    raise ApplicationError(
+        f"{what} (the conversation so far) is {size} bytes, "
+        f"over Temporal's {agent.payload_limit}-byte payload limit: give ToolfoldPlugin an "
+        "external_storage, or keep the conversation smaller (docs/durable.md, Large payloads)",
+        type=PAYLOAD_TOO_LARGE,
+        non_retryable=True,
+    )
+
+
+def _size_over(agent: Registered, given: Any) -> int | None:
+    """The encoded size of ``given`` when it is over the agent's payload limit, else None."""
+    limit = agent.payload_limit
+    if limit is None:
+        return None
+    size = Payloads(payloads=workflow.payload_converter().to_payloads([given])).ByteSize()
+    return size if size > limit else None
 
 
 def _stop_reason(node: Node, state: RunState) -> str | None:
