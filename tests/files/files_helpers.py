@@ -107,3 +107,11 @@ def grow(text: str) -> str:
 def two_tool_results(state: object) -> bool:
     """A stop condition: the run has made two or more tool calls in its last step."""
     return len(getattr(state, "calls", ())) >= 2
+
+
+def first_word(response: object) -> str:
+    """An ``as_tool(output=...)`` extractor: the sub-run's first word."""
+    return str(getattr(response, "text", "")).split()[0]
+
+
+not_a_function = "not a function"  # an `output =` path that names no function

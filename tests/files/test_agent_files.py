@@ -482,3 +482,38 @@ stop_when = [{ max_step = 3 }, { max_steps = 3, tool_called = "add" }, { token_b
     assert "agents.main.stop_when[2].token_budget: must be at least 1, got 0" in problems
     assert "agents.main.stop_when[3]: cannot import 'files_helpers:nowhere'" in problems
     assert "agents.main.stop_when[4]: expected a function's import path" in problems
+
+
+def test_an_as_tool_output_function_loads_by_import_path_and_writes_back() -> None:
+    """``{agent = ..., output = "module:function"}`` builds the tool with that extractor."""
+    text = (
+        '[agents.helper]\nmodel = "files_helpers:model"\n\n'
+        '[agents.lead]\nmodel = "files_helpers:model"\n'
+        'tools = [{ agent = "helper", output = "files_helpers:first_word" }]\n'
+    )
+    lead = loads(text, search=SEARCH).agent("lead")
+    (made,) = lead.tools
+    from toolfold.runtime._agent_tool import as_tool_of
+
+    found = as_tool_of(made)
+    assert found is not None
+    assert found.output is not None
+    assert found.output.__name__ == "first_word"
+    document = lead.to_dict()
+    assert document["agents"]["lead"]["tools"] == [
+        {"agent": "helper", "output": "files_helpers:first_word"}
+    ]
+    assert from_dict(document, search=SEARCH).agent().to_dict() == document
+
+
+def test_an_as_tool_output_that_is_not_a_function_is_a_problem() -> None:
+    """An ``output`` path naming something that is not callable is reported at its key."""
+    text = (
+        '[agents.helper]\nmodel = "files_helpers:model"\n\n'
+        '[agents.lead]\nmodel = "files_helpers:model"\n'
+        'tools = [{ agent = "helper", output = "files_helpers:not_a_function" }]\n'
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="lead.toml", search=SEARCH)
+    (problem,) = info.value.problems
+    assert "agents.lead.tools[0].output: 'not a function' is not a function" in problem

@@ -18,6 +18,7 @@ from toolfold import (
     SubRunEvent,
     Task,
     TextDelta,
+    UsageError,
     WorkflowDefinitionError,
 )
 from toolfold.runtime import fork, replay
@@ -218,6 +219,81 @@ def test_mismatched_step_types_are_a_definition_error_naming_both_steps() -> Non
     )
 
 
+def _text(text: str) -> str:
+    return text
+
+
+def _plus_one(n: int) -> int:
+    return n + 1
+
+
+def _pick(text: str) -> str:
+    return "a"
+
+
+def test_a_parallel_branch_whose_type_does_not_fit_the_previous_output_is_refused() -> None:
+    """A Parallel branch is checked against the step before the Parallel, naming both."""
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Sequence(_text, Parallel(Task(_plus_one), echo("b")))
+    assert caught.value.problems == (
+        "step '_plus_one' takes int, but the step before it, '_text', gives str",
+    )
+
+
+def test_a_route_branch_whose_type_does_not_fit_the_routers_input_is_refused() -> None:
+    """A Route branch gets the route's input: it must take what the router takes."""
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Route(_pick, {"a": Task(_plus_one)})
+    assert caught.value.problems == (
+        "step '_plus_one' takes int, but it gets the route's input, "
+        "and the router '_pick' takes str",
+    )
+
+
+def test_a_route_inside_a_sequence_checks_its_branches_against_the_previous_step() -> None:
+    """A Route whose router takes anything still has its branches checked in a Sequence."""
+    router = Agent(FunctionModel(lambda request: "a"), name="router")
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Sequence(_text, Route(router, {"a": _plus_one}))
+    assert caught.value.problems == (
+        "step '_plus_one' takes int, but the step before it, '_text', gives str",
+    )
+
+
+def test_a_loop_body_workflow_is_checked_against_its_own_output() -> None:
+    """A Loop whose body is a workflow checks the steps inside it against the body's output."""
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Loop(Sequence(Parallel(_plus_one), Task(echo("b"))), max_iterations=2)
+    assert caught.value.problems == (
+        "step '_plus_one' takes int, but its previous iteration gives str",
+    )
+
+
+def _anything(value: Any) -> Any:
+    return value
+
+
+def test_a_typed_function_step_refuses_a_value_of_another_type_at_run_time() -> None:
+    """A value whose type shows only at run time fails the typed step, naming both types."""
+    with pytest.raises(RunError, match="step '_plus_one' takes int, but got str 'hello'"):
+        Sequence(_anything, _plus_one).run("hello")
+
+
+def test_a_wrong_runtime_type_goes_through_the_steps_on_error_policy() -> None:
+    """A skipped step with the wrong input records the type error and never runs."""
+    response = Sequence(_anything, Task(_plus_one, on_error="skip")).run("hello")
+    assert response.state.output == "hello"
+    assert response.errors == {
+        "_plus_one": "Error: TypeError: step '_plus_one' takes int, but got str 'hello'"
+    }
+    exact(response.state)
+
+
+def test_a_typed_function_step_gets_its_type_when_the_value_fits() -> None:
+    """A fitting value is structured into the parameter's type (a number stays a number)."""
+    assert Sequence(_anything, _plus_one).run(41).state.output == 42
+
+
 def test_every_definition_problem_at_once() -> None:
     """Duplicate names, bad options and bad steps are reported together."""
     with pytest.raises(WorkflowDefinitionError) as caught:
@@ -369,3 +445,11 @@ def test_a_workflow_pickles_as_its_spec() -> None:
         again = pickle.loads(pickle.dumps(workflow))
     assert again == workflow
     assert again.steps[0].on_error == "skip"
+
+
+def test_workflow_as_tool_checks_the_steps_inside_that_get_its_input() -> None:
+    """A Parallel used as a tool refuses an input_type one of its branches cannot take."""
+    with pytest.raises(
+        UsageError, match="step '_plus_one' takes int, but the tool's input_type is str"
+    ):
+        Parallel(_plus_one, echo("b")).as_tool()

@@ -413,7 +413,7 @@ def test_provider_errors_map_to_temporal_retries(
 
 
 def test_temporal_agent_refuses_what_it_cannot_run() -> None:
-    """on_tool_error='raise', handoffs, names with '__' and nameless agents are refused up front."""
+    """on_tool_error='raise', handoffs, as_tool(output=...), names with '__' and nameless agents are refused up front."""
     model = temporal_app.steps.agent.model
     with pytest.raises(UsageError, match="on_tool_error"):
         TemporalAgent(Agent(model, name="a", on_tool_error="raise"))
@@ -424,6 +424,10 @@ def test_temporal_agent_refuses_what_it_cannot_run() -> None:
         TemporalAgent(
             Agent(model, name="a", tools=[Agent(model, name="inner", handoffs=[billing]).as_tool()])
         )
+    with pytest.raises(
+        UsageError, match=r"agent 'a': as_tool\(output=\.\.\.\) on tool\(s\) \['b'\]"
+    ):
+        TemporalAgent(Agent(model, name="a", tools=[billing.as_tool("b", output=str)]))
     with pytest.raises(UsageError, match="must not contain '__'"):
         TemporalAgent(Agent(model, name="a__b"))
     with pytest.raises(UsageError, match="needs a name"):

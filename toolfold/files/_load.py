@@ -497,6 +497,10 @@ class _Loader:
                         self.problem(f"{path}.workflow", f"{item.workflow!r} is an agent")
                 if item.input_type is not None:
                     self._resolve(item.input_type, f"{path}.input_type")
+                if item.output is not None:
+                    found = self._resolve(item.output, f"{path}.output")
+                    if found is not None and not callable(found):
+                        self.problem(f"{path}.output", f"{found!r} is not a function")
             else:
                 self._tool(item, path)
         for index, source in enumerate(entry.mcp):
@@ -739,6 +743,7 @@ class _Loader:
                         else self.resolved[item.input_type],
                         requires_approval=item.requires_approval,
                         timeout=item.timeout,
+                        output=None if item.output is None else self.resolved[item.output],
                     )
                 )
             else:

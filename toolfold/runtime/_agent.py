@@ -341,6 +341,7 @@ class Agent:
         input_type: Any = str,
         requires_approval: bool = False,
         timeout: float | None = None,
+        output: Callable[[Response], Any] | None = None,
     ) -> Tool[..., Any]:
         """This agent as a tool another agent can call.
 
@@ -363,9 +364,18 @@ class Agent:
             input_type: The type of the ``input`` argument.
             requires_approval: Ask before the sub-agent runs at all.
             timeout: Seconds the whole sub-run may take.
+            output: What the calling model sees of the finished run: by
+                default its final text, or its structured output as JSON; or a
+                function of its `Response` returning text or JSON-able data
+                (e.g. ``lambda r: r.output.summary``, defined at module level
+                for agent files). It runs once, when the run finishes, and its
+                result is what the call records (a resume or a replay does not
+                run it again); if it raises, the call is an error result
+                naming the tool, which the calling model reads.
 
         Raises:
-            UsageError: Neither the agent nor ``name`` gives a name.
+            UsageError: Neither the agent nor ``name`` gives a name, or
+                ``output`` is not a function.
         """
         from toolfold.runtime._agent_tool import agent_tool
 
@@ -376,6 +386,7 @@ class Agent:
             input_type=input_type,
             requires_approval=requires_approval,
             timeout=timeout,
+            output=output,
         )
 
     def _start(self, prompt: MessagesInput, history: Sequence[Message], run_id: str) -> RunState:

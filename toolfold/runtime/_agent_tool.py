@@ -36,12 +36,18 @@ def agent_tool(
     input_type: Any,
     requires_approval: bool,
     timeout: float | None,
+    output: Callable[[Response], Any] | None = None,
 ) -> Tool[..., Any]:
     """The `Tool` that runs ``spec``, an agent or a workflow (see `Agent.as_tool`)."""
     from toolfold.runtime._agent import Agent
     from toolfold.runtime._task import type_accepts, type_name
 
-    made_by = AsTool(spec, name, description, input_type, requires_approval, timeout)
+    if output is not None and not callable(output):
+        raise UsageError(
+            f"as_tool(output=...) takes a function of the sub-run's Response, "
+            f"got {type(output).__name__}"
+        )
+    made_by = AsTool(spec, name, description, input_type, requires_approval, timeout, output)
     if isinstance(spec, Agent):
         tool_name = name or spec.name
         if not tool_name:
@@ -59,6 +65,9 @@ def agent_tool(
             f"{spec.label}.as_tool(input_type={type_name(input_type)}): the workflow takes "
             f"{type_name(spec.input_type)}; give an input_type it accepts"
         )
+    problems = spec.input_problems(input_type, "the tool's input_type is")
+    if problems:  # a step inside (a Parallel's or a Route's branch) refuses it
+        raise UsageError(f"{spec.label}.as_tool(input_type={type_name(input_type)}): {problems[0]}")
     text = description or f"Run the {tool_name} workflow."
     doc = f"{text}\n\nArgs:\n    input: The {tool_name} workflow's input."
     return _nested(spec, _as_is, made_by, tool_name, text, doc)
@@ -85,7 +94,7 @@ def _nested(
             response = spec.resume(ctx.sub_run, deps=ctx.deps)
         else:
             response = spec.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
-        return _sub_run(response)
+        return _sub_run(response, made_by.output, tool_name)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
         if ctx.forward is not None:
@@ -98,7 +107,7 @@ def _nested(
             response = await spec.aresume(ctx.sub_run, deps=ctx.deps)
         else:
             response = await spec.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
-        return _sub_run(response)
+        return _sub_run(response, made_by.output, tool_name)
 
     # What built the tool, for diagrams and agent files (`as_tool_of`).
     for function in (acall, call):
@@ -147,8 +156,33 @@ def _as_is(value: Any) -> Any:
     return value
 
 
-def _sub_run(response: Response) -> SubRun:
-    return SubRun(response.state, _content(response.state.output, response.text))
+def _sub_run(
+    response: Response, output: Callable[[Response], Any] | None, tool_name: str
+) -> SubRun:
+    """The sub-run and what the calling model sees of it.
+
+    ``output`` (``as_tool(output=...)``) runs once the sub-run finished; what
+    it gives is the call's recorded result, so a replay or a resume never
+    runs it again. If it raises, the call is an error result naming the tool.
+    """
+    state = response.state
+    if output is None or not state.is_done:
+        return SubRun(state, _content(state.output, response.text))
+    try:
+        extracted = output(response)
+        text = extracted if isinstance(extracted, str) else _json_text(extracted)
+    except Exception as exc:
+        from toolfold.toolkit._results import describe_exception
+
+        message = f"Error: the output= function of tool {tool_name!r} failed: "
+        return SubRun(state, message + describe_exception(exc), is_error=True)
+    return SubRun(state, text)
+
+
+def _json_text(value: Any) -> str:
+    from toolfold.toolkit._converter import get_converter
+
+    return json.dumps(get_converter().unstructure(value))
 
 
 _AS_TOOL = "__toolfold_as_tool__"
@@ -167,6 +201,7 @@ class AsTool:
     input_type: Any
     requires_approval: bool
     timeout: float | None
+    output: Callable[[Response], Any] | None = None
 
 
 def as_tool_of(tool: Tool[..., Any]) -> AsTool | None:

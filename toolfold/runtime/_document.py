@@ -47,6 +47,7 @@ class AgentToolEntry:
     input_type: str | None = None
     requires_approval: bool = False
     timeout: float | None = None
+    output: str | None = None
 
 
 @attrs.frozen
@@ -452,6 +453,9 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
                 else required_path(made.input_type, f"{where}.tools[{index}].input_type"),
                 requires_approval=made.requires_approval,
                 timeout=made.timeout,
+                output=None
+                if made.output is None
+                else required_path(made.output, f"{where}.tools[{index}].output"),
             )
         )
     mcp = [_dump_source(source, f"{where}.mcp[{i}]") for i, source in enumerate(sources)]

@@ -56,11 +56,8 @@ class Sequence(Workflow):
             later = dict.fromkeys(names[index + 1 :], "which runs after it")
             _reference_problems(task, {**later, task.name: "itself"}, problems)
         for before, after in itertools.pairwise(tasks):
-            if not type_accepts(after.accepts, before.output_type):
-                problems.append(
-                    f"step {after.name!r} takes {type_name(after.accepts)}, but the step "
-                    f"before it, {before.name!r}, gives {type_name(before.output_type)}"
-                )
+            giver = f"the step before it, {before.name!r}, gives"
+            problems.extend(after.input_problems(before.output_type, giver))
         self._build(problems)
 
     def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -159,6 +156,10 @@ class Parallel(Workflow):
     def input_type(self) -> Any:
         """Any: every step gets the same input (each checks its own)."""
         return Any
+
+    def input_problems(self, source: Any, giver: str) -> list[str]:
+        """Every step gets the input: each one's problems with it."""
+        return [p for task in self._tasks for p in task.input_problems(source, giver)]
 
     @property
     def output_type(self) -> Any:
@@ -266,6 +267,10 @@ class Route(Workflow):
             _reference_problems(
                 routing, dict.fromkeys(names, "a branch, which runs after it"), problems
             )
+        router_name = routing.name if is_step else getattr(router, "__name__", "router")
+        giver = f"it gets the route's input, and the router {router_name!r} takes"
+        for task in branch_tasks:
+            problems.extend(task.input_problems(self.input_type, giver))
         self._build(problems)
 
     def _check_labels(self, router: Task, problems: list[str]) -> None:
@@ -308,6 +313,17 @@ class Route(Workflow):
         from toolfold.runtime._task import _first_parameter_type
 
         return _first_parameter_type(self.router)
+
+    def input_problems(self, source: Any, giver: str) -> list[str]:
+        """The router and every branch get the input: each one's problems with it."""
+        router = self._router_task
+        found = router.input_problems(source, giver) if router is not None else []
+        if router is None and not type_accepts(self.input_type, source):
+            found.append(
+                f"the router {getattr(self.router, '__name__', 'router')!r} of {self.label} "
+                f"takes {type_name(self.input_type)}, but {giver} {type_name(source)}"
+            )
+        return found + [p for t in self._branch_tasks for p in t.input_problems(source, giver)]
 
     @property
     def output_type(self) -> Any:
@@ -406,11 +422,7 @@ class Loop(Workflow):
                     f"which has no field {until!r} (fields: {', '.join(fields)})"
                 )
         _reference_problems(task, {task.name: "itself"}, problems)
-        if not type_accepts(task.accepts, task.output_type):
-            problems.append(
-                f"step {task.name!r} takes {type_name(task.accepts)}, but its previous "
-                f"iteration gives {type_name(task.output_type)}"
-            )
+        problems.extend(task.input_problems(task.output_type, "its previous iteration gives"))
         self._build(problems)
 
     def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -420,6 +432,10 @@ class Loop(Workflow):
     def _free_names(self) -> frozenset[str]:
         """Names the step needs."""
         return self.step.free_names
+
+    def input_problems(self, source: Any, giver: str) -> list[str]:
+        """The step's problems with the input (its first iteration gets it)."""
+        return self.step.input_problems(source, giver)
 
     @property
     def output_type(self) -> Any:

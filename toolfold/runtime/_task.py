@@ -196,6 +196,25 @@ class Task:
             return _first_parameter_type(self.target)
         return Any  # an agent takes anything: it reads it as its prompt
 
+    def input_problems(self, source: Any, giver: str) -> list[str]:
+        """Why this step cannot take an input of type ``source`` (nothing when it can).
+
+        ``giver`` says where the input comes from, with its verb
+        (``"the step before it, 'a', gives"``).
+        A workflow without a declared ``input_type`` checks each of its steps
+        that gets its input (every branch of a `Parallel` or a `Route`), so the
+        problem names the step inside it that refuses.
+        """
+        from toolfold.runtime._workflow import Workflow
+
+        if self.input_type is None and isinstance(self.target, Workflow):
+            return self.target.input_problems(source, giver)
+        if type_accepts(self.accepts, source):
+            return []
+        return [
+            f"step {self.name!r} takes {type_name(self.accepts)}, but {giver} {type_name(source)}"
+        ]
+
     def restore(self, plain: Any) -> Any:
         """This step's output from plain data, as its declared type where known."""
         from toolfold.runtime._workflow import Workflow
@@ -402,21 +421,60 @@ def _function_runner(task: Task) -> Callable[..., Any]:
     fn = task.target
     tp = task.accepts
 
+    def typed(input: Any) -> Any:
+        return checked_input(task, input, tp)
+
     # an object whose __call__ is async is a coroutine function too
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
 
         async def run_async_step(input: Any = None, values: dict[str, Any] | None = None) -> str:
-            return json.dumps(plain_data(await fn(structured(input, tp))))
+            return json.dumps(plain_data(await fn(typed(input))))
 
         return run_async_step
 
     def run_step(input: Any = None, values: dict[str, Any] | None = None) -> str:
-        return json.dumps(plain_data(fn(structured(input, tp))))
+        return json.dumps(plain_data(fn(typed(input))))
 
     return run_step
 
 
 # --- types ---------------------------------------------------------------------
+
+
+_STRICT = {str: (str,), bool: (bool,), int: (int,), float: (int, float)}
+
+
+def checked_input(task: Task, plain: Any, tp: Any) -> Any:
+    """``plain`` as the type step ``task`` takes, or a `TypeError` naming the step and both types.
+
+    Types a definition could not check (an input that is Any until it runs)
+    are checked here, so a function never gets a value of another type:
+    text is not turned into a number, nor a number into text.
+
+    Raises:
+        TypeError: ``plain`` is not a ``tp``; the step fails by its ``on_error``.
+    """
+    if tp is Any or tp is None or tp is object:
+        return plain
+    strict = _STRICT.get(tp)
+    fits = strict is None or (
+        isinstance(plain, strict) and (tp is bool or not isinstance(plain, bool))
+    )
+    if fits:
+        from toolfold.toolkit._converter import get_converter
+
+        try:
+            return get_converter().structure(plain, tp)
+        except Exception:
+            pass
+    raise TypeError(
+        f"step {task.name!r} takes {type_name(tp)}, but got {type(plain).__name__} {_short(plain)}"
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def type_accepts(target: Any, source: Any) -> bool:

@@ -10,7 +10,7 @@ resumes in another process and replays.
 from __future__ import annotations
 
 import typing
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
@@ -106,6 +106,7 @@ class Workflow:
         input_type: Any = str,
         requires_approval: bool = False,
         timeout: float | None = None,
+        output: Callable[[Response], Any] | None = None,
     ) -> Tool[..., Any]:
         """This workflow as a tool an agent can call, like `Agent.as_tool`.
 
@@ -128,9 +129,13 @@ class Workflow:
                 workflow's input type).
             requires_approval: Ask before the workflow runs at all.
             timeout: Seconds the whole workflow run may take.
+            output: A function of the workflow's finished `Response`
+                giving what the calling model sees instead of the output
+                (text, or JSON-able data sent as JSON); see `Agent.as_tool`.
 
         Raises:
-            UsageError: ``input_type`` does not fit the workflow's input.
+            UsageError: ``input_type`` does not fit the workflow's input, or
+                ``output`` is not a function.
         """
         from toolfold.runtime._agent_tool import agent_tool
 
@@ -141,6 +146,7 @@ class Workflow:
             input_type=input_type,
             requires_approval=requires_approval,
             timeout=timeout,
+            output=output,
         )
 
     @property
@@ -209,6 +215,10 @@ class Workflow:
     def input_type(self) -> Any:
         """The type the workflow takes (Any when it takes anything)."""
         return self._tasks[0].accepts
+
+    def input_problems(self, source: Any, giver: str) -> list[str]:
+        """Why a step of this workflow cannot take its input of type ``source`` (see `Task.input_problems`)."""
+        return self._tasks[0].input_problems(source, giver)
 
     def restore(self, plain: Any) -> Any:
         """The output as its declared type where known (plain data otherwise)."""

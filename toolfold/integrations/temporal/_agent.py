@@ -269,6 +269,17 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
             )
         if each.on_tool_error == "raise":
             raise UsageError(f"{label}: on_tool_error='raise' is not supported on Temporal yet")
+        extracted = [
+            tool.name
+            for tool in each._options.tools.values()
+            if (made := as_tool_of(tool)) is not None and made.output is not None
+        ]
+        if extracted:
+            # The workflow drives the sub-run and records its default result.
+            raise UsageError(
+                f"{label}: as_tool(output=...) on tool(s) {extracted} is not supported on "
+                "Temporal yet; leave output= out (the caller sees the final text or output)"
+            )
         if each.handoffs:
             # The workflow drives one agent per run: a transfer call would run as an
             # ordinary tool activity and the run would never switch agents.

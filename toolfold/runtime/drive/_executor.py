@@ -124,10 +124,13 @@ class SubRun(NamedTuple):
     Attributes:
         state: The sub-run's state, finished or waiting for the caller.
         content: The text the calling model sees once it finished.
+        is_error: Whether ``content`` is an error result (the sub-run
+            finished, but what the model sees of it could not be made).
     """
 
     state: RunState
     content: str
+    is_error: bool = False
 
 
 _TWIN = "_toolfold_blocking_twin"
@@ -231,7 +234,16 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
     call = job.invocation.call
     if type(value) is SubRun:
         ended = time.monotonic()
-        return ToolOutcome(call.id, call.name, value.content, ended=ended, child=value.state)
+        outcome: Outcome = "error" if value.is_error else "ok"
+        return ToolOutcome(
+            call.id,
+            call.name,
+            value.content,
+            value.is_error,
+            outcome,
+            ended=ended,
+            child=value.state,
+        )
     parts = result_content(value)
     if parts is not None:  # images or files: the model gets them as parts
         text = describe_content(parts)
