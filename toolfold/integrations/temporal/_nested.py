@@ -85,7 +85,7 @@ class Node:
 
     def running(self, state: RunState) -> Node:
         """The node of the agent that runs ``state`` now (another one after a handoff)."""
-        if state.agent is None or state.agent == self.agent:
+        if not self.team or state.agent is None or state.agent == self.agent:
             return self
         member = self.team.get(state.agent)
         if member is None:
