@@ -562,6 +562,48 @@ front = TemporalAgent(
 )
 
 
+# The same desk, continuing as new after every model call: the new history
+# picks up the run with the agent it was handed to.
+hopping = TemporalAgent(
+    _triage_agent(), name="hopping", settings=attrs.evolve(SETTINGS, continue_as_new_steps=1)
+)
+
+
+# A handoff target whose tool needs an approval: the run waits with billing.
+def _pay_five(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done[-1].startswith("Transferred"):
+        return FunctionModel.call("transfer", {"amount": 5})
+    return "billing: " + done[-1]
+
+
+cashier = TemporalAgent(
+    Agent(
+        FunctionModel(lambda r: FunctionModel.call("transfer_to_till", {})),
+        name="cashier",
+        handoffs=[Agent(FunctionModel(_pay_five), tools=[transfer], name="till")],
+    ),
+    settings=SETTINGS,
+)
+
+
+def broken_filter(messages: tuple[Message, ...]) -> list[Message]:
+    """An input filter that fails."""
+    raise LookupError("no user message")
+
+
+clumsy = TemporalAgent(
+    Agent(
+        FunctionModel(lambda r: FunctionModel.call("transfer_to_billing", {})),
+        name="clumsy",
+        handoffs=[
+            Handoff(Agent(FunctionModel(_billing), name="billing"), input_filter=broken_filter)
+        ],
+    ),
+    settings=SETTINGS,
+)
+
+
 # on_tool_error="raise": a failing tool fails the run, as locally; below a
 # caller that returns errors, the sub-agent's failure is that call's error result.
 @tool
@@ -632,7 +674,7 @@ AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
-    *(desk, ping, handed, front, strict, lenient, extracting),
+    *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
 ]
 
 

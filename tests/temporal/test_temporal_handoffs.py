@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 import temporal_app
@@ -140,3 +141,59 @@ def test_as_tool_output_runs_once_in_its_activity(
     assert scheduled.count("extracting.loud__output") == 1
     _replays(history)  # the recorded result: replay never runs fn again
     assert _lines(tmp_path).count("shout echo(hi)") == 2  # the durable run's and the local one
+
+
+def test_a_run_handed_off_continues_as_new_with_the_agent_it_was_handed_to(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continue-as-new after each model call: every new history goes on with the agent the run was handed to."""
+    durable, history = _run(temporal_app.hopping, "hopping-1", server, tmp_path, monkeypatch)
+    local = temporal_app.hopping.agent.run("go", run_id="hopping-1")
+    assert durable.text == local.text == "sorted: GO"
+    assert durable.state == local.state
+    assert _scheduled(history) == ["hopping__model_request"]  # the last history: triage answers
+
+
+def test_a_handoff_target_waiting_for_an_approval_resumes_with_that_agent(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run waits inside the agent it was handed to; the approval resumes it there, as a local resume does."""
+
+    async def go() -> tuple[Any, Any]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.cashier.start(
+                client, "go", id="cashier-1", task_queue=queue
+            )
+            waiting = await handle.suspended()
+            await handle.approve(*(call.id for call in waiting.pending_approvals))
+            return waiting, await handle.result()
+
+    waiting, durable = asyncio.run(go())
+    assert waiting.agent == "till"
+    local = temporal_app.cashier.agent.run("go", run_id="cashier-1")
+    assert waiting == local.state
+    approvals = {call.id: True for call in local.state.pending_approvals}
+    finished = temporal_app.cashier.agent.resume(local.state, approvals=approvals)
+    assert durable.text == finished.text == "billing: moved 5"
+    assert durable.state == finished.state
+
+
+def test_an_input_filter_that_raises_fails_the_durable_run_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A raising input_filter fails the run with the local RunError, its state the run before the handoff."""
+
+    async def go() -> RunError:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            with pytest.raises(RunError) as caught:
+                await temporal_app.clumsy.run(client, "go", id="clumsy-1", task_queue=queue)
+        return caught.value
+
+    durable = asyncio.run(go())
+    with pytest.raises(RunError) as local:
+        temporal_app.clumsy.agent.run("go", run_id="clumsy-1")
+    assert str(durable) == str(local.value)
+    assert "input_filter of the handoff to 'billing' raised LookupError" in str(durable)
+    assert durable.state == local.value.state
+    assert durable.state is not None
+    assert durable.state.agent == "clumsy"
