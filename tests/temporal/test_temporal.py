@@ -311,6 +311,28 @@ def _run(
     return asyncio.run(go())
 
 
+def _failing(
+    agent: TemporalAgent,
+    id: str,
+    error: type[RunError],
+    server: DevServer,
+    log_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[RunError, RunError]:
+    """The ``error`` a durable run of ``agent`` on "go" raises, and the one a local run raises."""
+
+    async def go() -> RunError:
+        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+            with pytest.raises(error) as caught:
+                await agent.run(client, "go", id=id, task_queue=queue)
+        return caught.value
+
+    durable = asyncio.run(go())
+    with pytest.raises(error) as local:
+        agent.agent.run("go", run_id=id)
+    return durable, local.value
+
+
 @pytest.fixture
 async def running(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -736,16 +758,10 @@ def test_a_failing_workflow_step_raises_the_local_runs_error(
 ) -> None:
     """A step that fails a durable workflow raises the RunError a local run raises, naming the step."""
 
-    async def go() -> RunError:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            with pytest.raises(RunError) as caught:
-                await temporal_app.broken.run(client, "go", id="broken-1", task_queue=queue)
-        return caught.value
-
-    durable = asyncio.run(go())
-    with pytest.raises(RunError) as local:
-        temporal_app.broken.agent.run("go", run_id="broken-1")
-    assert str(durable) == str(local.value)
+    durable, local = _failing(
+        temporal_app.broken, "broken-1", RunError, server, tmp_path, monkeypatch
+    )
+    assert str(durable) == str(local)
     assert "step 'explode' of Sequence 'broken' failed" in str(durable)
     assert durable.state is not None
     assert durable.state.phase == "failed"

@@ -12,7 +12,7 @@ from conftest import DevServer
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
-from test_temporal import _in_process, _lines, _run
+from test_temporal import _failing, _in_process, _lines, _run
 
 from toolfold import RunError, ToolExecutionError
 from toolfold.integrations.temporal import TemporalAgent, ToolfoldPlugin
@@ -93,22 +93,12 @@ def test_on_tool_error_raise_fails_the_durable_run_as_locally(
 ) -> None:
     """A failing tool raises the local run's ToolExecutionError, with the same message and state."""
 
-    async def go() -> RunError:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            with pytest.raises(ToolExecutionError) as caught:
-                await temporal_app.strict.run(client, "go", id="strict-1", task_queue=queue)
-        return caught.value
-
-    durable = asyncio.run(go())
-    with pytest.raises(ToolExecutionError) as local:
-        temporal_app.strict.agent.run("go", run_id="strict-1")
-    assert (
-        str(durable)
-        == str(local.value)
-        == "tool 'crash' failed: Error: ValueError: cannot take 'x'"
+    durable, local = _failing(
+        temporal_app.strict, "strict-1", ToolExecutionError, server, tmp_path, monkeypatch
     )
+    assert str(durable) == str(local) == "tool 'crash' failed: Error: ValueError: cannot take 'x'"
     assert durable.state is not None
-    assert durable.state == local.value.state
+    assert durable.state == local.state
     assert durable.state.phase == "running_tools"  # before the step's results, as locally
 
 
@@ -183,17 +173,11 @@ def test_an_input_filter_that_raises_fails_the_durable_run_as_locally(
 ) -> None:
     """A raising input_filter fails the run with the local RunError, its state the run before the handoff."""
 
-    async def go() -> RunError:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            with pytest.raises(RunError) as caught:
-                await temporal_app.clumsy.run(client, "go", id="clumsy-1", task_queue=queue)
-        return caught.value
-
-    durable = asyncio.run(go())
-    with pytest.raises(RunError) as local:
-        temporal_app.clumsy.agent.run("go", run_id="clumsy-1")
-    assert str(durable) == str(local.value)
+    durable, local = _failing(
+        temporal_app.clumsy, "clumsy-1", RunError, server, tmp_path, monkeypatch
+    )
+    assert str(durable) == str(local)
     assert "input_filter of the handoff to 'billing' raised LookupError" in str(durable)
-    assert durable.state == local.value.state
+    assert durable.state == local.state
     assert durable.state is not None
     assert durable.state.agent == "clumsy"

@@ -279,7 +279,6 @@ class AgentWorkflow:
         effect: RunTools,
         path: tuple[str, ...],
     ) -> RunState:
-        s = agent.settings
         messages = tuple(state.conversation)
         for invocation in effect.calls:
             if invocation.tool_name not in node.tools:
@@ -301,15 +300,7 @@ class AgentWorkflow:
                     return await self._sub_run(agent, node, sub, state, invocation, path)
                 name = tool_activity_name(node.name, invocation.tool_name)
                 given = ToolCallInput(invocation, state.run_id, messages)
-                _check_size(agent, name, given)
-                return await workflow.execute_activity(
-                    name,
-                    given,
-                    result_type=ToolReturned,
-                    start_to_close_timeout=s.tool_timeout,
-                    heartbeat_timeout=s.heartbeat_timeout,
-                    retry_policy=s.retry_policy,
-                )
+                return await _tool_activity(agent, name, given)
 
         results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
         if node.on_tool_error == "raise":  # the state before the step's results, as locally
@@ -356,18 +347,8 @@ class AgentWorkflow:
         if sub.output is not None and child.phase == "finished":
             # as_tool(output=...): the user's function, run once in its activity
             # and recorded, as a local run records what it gave.
-            name = output_activity_name(sub.node.name)
             given = OutputInput(call.id, child)
-            _check_size(agent, name, given)
-            s = agent.settings
-            made: ToolReturned = await workflow.execute_activity(
-                name,
-                given,
-                result_type=ToolReturned,
-                start_to_close_timeout=s.tool_timeout,
-                heartbeat_timeout=s.heartbeat_timeout,
-                retry_policy=s.retry_policy,
-            )
+            made = await _tool_activity(agent, output_activity_name(sub.node.name), given)
             return attrs.evolve(made, child=child)
         return sub.ended(call.id, child)
 
@@ -436,6 +417,21 @@ def _check_size(agent: Registered, activity: str, given: Any) -> None:
         type=PAYLOAD_TOO_LARGE,
         non_retryable=True,
     )
+
+
+async def _tool_activity(agent: Registered, name: str, given: Any) -> ToolReturned:
+    """Run the tool activity (or output activity) ``name`` with the agent's tool settings."""
+    _check_size(agent, name, given)
+    s = agent.settings
+    returned: ToolReturned = await workflow.execute_activity(
+        name,
+        given,
+        result_type=ToolReturned,
+        start_to_close_timeout=s.tool_timeout,
+        heartbeat_timeout=s.heartbeat_timeout,
+        retry_policy=s.retry_policy,
+    )
+    return returned
 
 
 def _size_over(agent: Registered, given: Any) -> int | None:
