@@ -67,7 +67,9 @@ class TemporalAgent:
     `Route`, `Loop`) runs the same way: its planner's decisions are the
     ``model_request`` activity and each step is the tool activity
     ``<name>__tool__<step>``, running the step's agent, workflow or function
-    whole. The same `TemporalAgent` is used on both
+    whole. An agent a handoff reaches runs under ``<name>@<agent>``, and
+    an ``as_tool(output=fn)`` function in ``<name>.<tool>__output``
+    (docs/durable.md). The same `TemporalAgent` is used on both
     sides: the worker gets its activities through `ToolfoldPlugin`, the
     client starts runs with `start` / `run`.
 
