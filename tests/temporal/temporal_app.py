@@ -514,9 +514,10 @@ def _triage(request: ModelRequest) -> Any:
 
 
 def _billing(request: ModelRequest) -> Any:
+    """Billing calls its one tool (`record`, or `slow`) on the prompt, then hands back."""
     done = _results(request)
     if not done:
-        return FunctionModel.call("record", {"text": request.messages[-1].text})
+        return FunctionModel.call(request.tools[0].name, {"text": request.messages[-1].text})
     return FunctionModel.call("transfer_to_triage", {})
 
 
@@ -525,8 +526,8 @@ def users_only(messages: tuple[Message, ...]) -> list[Message]:
     return [m for m in messages if m.role == "user"]
 
 
-def _triage_agent() -> Agent:
-    billing = Agent(FunctionModel(_billing), tools=[record], name="billing", handoffs=["triage"])
+def _triage_agent(tool: Any = record) -> Agent:
+    billing = Agent(FunctionModel(_billing), tools=[tool], name="billing", handoffs=["triage"])
     target = Handoff(billing, input_filter=users_only)
     return Agent(FunctionModel(_triage), name="triage", handoffs=[target])
 
@@ -562,6 +563,8 @@ front = TemporalAgent(
 )
 
 
+# The same desk whose billing calls the slow tool (the crash point).
+slow_desk = TemporalAgent(_triage_agent(slow), name="slow_desk", settings=SETTINGS)
 # The same desk, continuing as new after every model call: the new history
 # picks up the run with the agent it was handed to.
 hopping = TemporalAgent(
@@ -675,6 +678,7 @@ AGENTS = [
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
+    slow_desk,
 ]
 
 
