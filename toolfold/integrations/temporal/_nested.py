@@ -69,6 +69,12 @@ class Node:
         stop_when: Live stop predicates (run in workflow code).
         max_concurrency: Tool calls of one step in flight at once.
         nested: The tools that run a sub-run, by tool name.
+        on_tool_error: ``"return"``, or ``"raise"`` (a failed call fails the run).
+        agent: The agent's name (None for a workflow or a nameless agent).
+        config: The configuration a handoff to this agent brings into the state.
+        transfers: Its handoff tools, by tool name.
+        team: Every agent of the handoff graph this node belongs to, by
+            agent name (shared by the graph's nodes; empty without handoffs).
     """
 
     name: str
