@@ -24,16 +24,18 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from toolfold._errors import RunError
+    from toolfold._errors import RunError, ToolDefinitionError
     from toolfold.integrations.temporal._activities import (
         ModelCallInput,
         OutputInput,
+        SourceCallInput,
         ToolCallInput,
+        list_activity_name,
         model_activity_name,
         output_activity_name,
         tool_activity_name,
     )
-    from toolfold.integrations.temporal._nested import Node, SubRunTool
+    from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
     from toolfold.runtime._resume import _nest as nest_answers
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
@@ -137,10 +139,16 @@ def register(entry: Registered) -> None:
 
 @attrs.frozen
 class AgentInput:
-    """A workflow's input: which agent, and its first state (built by the client)."""
+    """A workflow's input: which agent, and its first state (built by the client).
+
+    ``listing``: what the agent's tool sources listed, recorded when the run
+    started; None for a new run (or an agent without sources). Carried when
+    the run continues as new, so the new history has the same tools.
+    """
 
     agent: str
     state: RunState
+    listing: Listing | None = None
 
 
 @attrs.frozen
@@ -157,6 +165,7 @@ class AgentWorkflow:
     def __init__(self) -> None:
         self._state: RunState | None = None
         self._first_step = 0  # the top run's step when this history began
+        self._listing: Listing | None = None  # what the top agent's tool sources listed
         # The states of sub-runs in flight, by their path (tool name and call id per level).
         self._nested: dict[tuple[str, ...], RunState] = {}
 
@@ -172,9 +181,13 @@ class AgentWorkflow:
             )
         self._state = given.state
         self._first_step = given.state.step
+        self._listing = given.listing
+        top = agent.node
+        if top.sources:
+            top = await self._sourced(agent, given)
         while True:
             try:
-                state = await self._drive(agent, agent.node, self._state, ())
+                state = await self._drive(agent, top, self._state, ())
             except RunError as exc:  # raised where a local run raises it: the run fails
                 if exc.state is not None:
                     self._state = exc.state  # the error's state, as the `state` query says
@@ -185,6 +198,32 @@ class AgentWorkflow:
                 _check_size(agent, "the run's result", state)
                 return state
             await workflow.wait_condition(lambda: self._phase() not in _WAITING)
+
+    async def _sourced(self, agent: Registered, given: AgentInput) -> Node:
+        """The top node with its sources' tools, listed now (a new run) or carried.
+
+        A new run lists them in the ``<agent>__list_tools`` activity and its
+        first state is remade with them, as a local run lists them before its
+        first state; the listing, recorded, gives the same tools on replay.
+        """
+        if self._listing is None:
+            self._listing = await workflow.execute_activity(
+                list_activity_name(agent.name),
+                result_type=Listing,
+                start_to_close_timeout=agent.settings.tool_timeout,
+                heartbeat_timeout=agent.settings.heartbeat_timeout,
+                retry_policy=agent.settings.retry_policy,
+            )
+            fresh = True
+        else:
+            fresh = False
+        try:
+            top = listed(agent.node, self._listing)
+        except ToolDefinitionError as exc:  # a listed tool clashes with another: as locally
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
+        if fresh:
+            self._state = restarted(top, given.state)
+        return top
 
     async def _drive(
         self, agent: Registered, node: Node, state: RunState, path: tuple[str, ...]
@@ -208,7 +247,7 @@ class AgentWorkflow:
                 if stop is not None:
                     state = reduce(state, StopRequested(stop))
                     continue
-                carried = AgentInput(agent.name, state)
+                carried = AgentInput(agent.name, state, self._listing)
                 if (
                     not path
                     and self._should_continue_as_new(agent, state.step - self._first_step)
@@ -299,7 +338,10 @@ class AgentWorkflow:
                 if sub is not None and (path or workflow.patched(NESTED_RUNS)):
                     return await self._sub_run(agent, node, sub, state, invocation, path)
                 name = tool_activity_name(node.name, invocation.tool_name)
-                given = ToolCallInput(invocation, state.run_id, messages)
+                given: Any = ToolCallInput(invocation, state.run_id, messages)
+                sourced = node.sourced.get(invocation.tool_name)
+                if sourced is not None:  # a tool source's: the worker's dynamic activity
+                    given = SourceCallInput(node.name, sourced.source, sourced.spec, given)
                 return await _tool_activity(agent, name, given)
 
         results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
