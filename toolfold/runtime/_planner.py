@@ -251,12 +251,18 @@ class WorkflowOutput(OutputSchema):
     _restore: Any = attrs.field(default=None, eq=False, repr=False)
 
     def parse(self, text: str) -> tuple[Any, Any]:
-        """(the typed value, the plain value) of the planner's final answer."""
+        """The planner's final answer as plain data, twice: (not yet typed, plain).
+
+        The planner wrote the answer from the steps' outputs, so there is
+        nothing to reject, and the run keeps only the plain value: typing it
+        here (`restore`: every branch of a `Parallel`, structured types) would
+        be thrown away. The response types it once, when it is made.
+        """
         try:
             plain = json.loads(text)
         except ValueError as exc:  # pragma: no cover - the planner writes JSON
             raise OutputRejected(f"not JSON: {exc}") from exc
-        return self.restore(plain), plain
+        return plain, plain
 
     def restore(self, plain: Any) -> Any:
         """The workflow's output as its declared type where known."""

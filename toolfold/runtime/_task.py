@@ -410,9 +410,13 @@ def _step_result(response: Response) -> SubRun:
 def _bound(task: Task, scope: Mapping[str, Any]) -> Any:
     """The step's target with its instructions' placeholders filled."""
     target = task.target
-    if isinstance(target, Agent) and target.instructions:
-        text = render(target.instructions, scope)
-        return target if text == target.instructions else target.evolve(instructions=text)
+    if not isinstance(target, Agent):
+        return target
+    instructions = target.instructions
+    # Text without braces has nothing to fill (and no "{{" to unescape).
+    if instructions and ("{" in instructions or "}" in instructions):
+        text = render(instructions, scope)
+        return target if text == instructions else target.evolve(instructions=text)
     return target
 
 
