@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import attrs
 
 from toolfold._errors import RunError
-from toolfold.runtime.core._messages import Message, TextPart, ToolCallPart, Usage
+from toolfold.runtime.core._messages import (
+    FrozenDict,
+    Message,
+    TextPart,
+    ToolCallPart,
+    Usage,
+    freeze,
+)
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._output import OutputRejected, OutputSchema
@@ -193,8 +200,12 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
 
 
 def _step_call(call: Call) -> ToolCallPart:
-    arguments = {"input": call.input, "values": dict(call.values)}
-    return ToolCallPart(call.call_id, call.task.name, json.dumps(arguments), arguments)
+    values = dict(call.values)
+    text = json.dumps({"input": call.input, "values": values})
+    # Frozen as it is built (the part's converter then keeps it): only the
+    # input and the values can nest, and they are frozen once each.
+    arguments = FrozenDict(input=freeze(call.input), values=freeze(values))
+    return ToolCallPart(call.call_id, call.task.name, text, arguments)
 
 
 class Planner:
