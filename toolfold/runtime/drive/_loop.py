@@ -294,7 +294,8 @@ def _hand_off(
     config, new_live = handover.take_over(live, listed)
     # The run's step limit (its first agent's, or the one given to resume) bounds
     # the whole turn, handoffs included: a cycle cannot reset it.
-    config = attrs.evolve(config, max_steps=state.config.max_steps)
+    if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
+        config = attrs.evolve(config, max_steps=state.config.max_steps)
     return new_live, apply_event(new_live, state, HandedOff(handover.agent, config, messages))
 
 
