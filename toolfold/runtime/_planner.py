@@ -14,7 +14,7 @@ and a resumed run asks it only about what comes next.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
@@ -87,16 +87,21 @@ class Plan:
     input: Any
     values: Mapping[str, Any]
     attempts: tuple[Attempt, ...]
-    _by_base: Mapping[str, list[Attempt]] = attrs.field(init=False, repr=False, eq=False)
+    # The attempts by step (base id), made from ``attempts`` unless given (`read_plan`
+    # extends the previous plan's instead of reading every attempt again).
+    _by_base: Mapping[str, tuple[Attempt, ...]] | None = attrs.field(
+        default=None, repr=False, eq=False
+    )
 
     def __attrs_post_init__(self) -> None:
-        by_base: dict[str, list[Attempt]] = {}
-        for attempt in self.attempts:
-            by_base.setdefault(attempt.base, []).append(attempt)
-        object.__setattr__(self, "_by_base", by_base)
+        if self._by_base is None:
+            by_base: dict[str, tuple[Attempt, ...]] = {}
+            _add(by_base, self.attempts)
+            object.__setattr__(self, "_by_base", by_base)
 
     def status(self, task: Task, base: str) -> Done | str:
         """The step's outcome, or the call id of its next attempt."""
+        assert self._by_base is not None  # made in __attrs_post_init__
         attempts = self._by_base.get(base)
         if not attempts:
             return base
@@ -110,6 +115,7 @@ class Plan:
 
     def started(self, base: str) -> bool:
         """Whether any attempt at ``base`` exists."""
+        assert self._by_base is not None  # made in __attrs_post_init__
         return base in self._by_base
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
@@ -131,7 +137,7 @@ def read_plan(messages: tuple[Message, ...], since: Plan | None = None) -> Plan:
     """
     input_: Any = since.input if since is not None else None
     values: Mapping[str, Any] = since.values if since is not None else {}
-    attempts: list[Attempt] = list(since.attempts) if since is not None else []
+    attempts: list[Attempt] = []
     read = since is not None
     for message in messages:
         if message.role == "user" and not read:
@@ -146,7 +152,17 @@ def read_plan(messages: tuple[Message, ...], since: Plan | None = None) -> Plan:
                 else:
                     value = json.loads(result.content)
                     attempts.append(Attempt(result.call_id, result.tool_name, True, value))
-    return Plan(input_, values, tuple(attempts))
+    if since is None:
+        return Plan(input_, values, tuple(attempts))
+    by_base = dict(since._by_base or {})
+    _add(by_base, attempts)
+    return Plan(input_, values, (*since.attempts, *attempts), by_base)
+
+
+def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:
+    for attempt in attempts:
+        base = attempt.base
+        by_base[base] = (*by_base.get(base, ()), attempt)
 
 
 class _PlanCache:
