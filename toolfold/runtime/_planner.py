@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
@@ -120,6 +121,8 @@ class Plan:
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
         """A call of ``task`` with the values its templates need."""
+        if not task.free_names:
+            return Call(task, call_id, input, _NO_VALUES)
         needed = {n: values[n] for n in sorted(task.free_names) if n in values}
         return Call(task, call_id, input, needed)
 
@@ -216,12 +219,21 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
 
 
 def _step_call(call: Call) -> ToolCallPart:
-    values = dict(call.values)
-    text = json.dumps({"input": call.input, "values": values})
-    # Frozen as it is built (the part's converter then keeps it): only the
-    # input and the values can nest, and they are frozen once each.
-    arguments = FrozenDict(input=freeze(call.input), values=freeze(values))
+    input_ = call.input
+    if type(input_) is str and not call.values:  # the usual step call: text, no values
+        # The very text json.dumps writes, without building the encoder for it.
+        text = f'{{"input": {encode_basestring_ascii(input_)}, "values": {{}}}}'
+        arguments = FrozenDict(input=input_, values=_NO_VALUES)
+    else:
+        values = dict(call.values)
+        text = json.dumps({"input": input_, "values": values})
+        # Frozen as it is built (the part's converter then keeps it): only the
+        # input and the values can nest, and they are frozen once each.
+        arguments = FrozenDict(input=freeze(input_), values=freeze(values))
     return ToolCallPart(call.call_id, call.task.name, text, arguments)
+
+
+_NO_VALUES = FrozenDict()
 
 
 class Planner:
