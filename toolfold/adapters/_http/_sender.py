@@ -171,7 +171,6 @@ class Sender:
         per_await = not bounded and call.deadline is not None
         timeout = self._first_timeouts(call, cap=not bounded)
         plan: Any = None
-        wait: Any
         while True:
             send = functools.partial(backend.send, call.url, call.content, call.headers, timeout)
             outcome: Any
@@ -180,29 +179,21 @@ class Sender:
             except Exception as exc:
                 outcome = exc
             else:
-                if response.status_code < 300:
-                    if plan is None:
-                        return response  # answered at once: no plan to build
-                    outcome = response
-                else:
-                    outcome = await self._failed(response, call, per_await)
-            try:
-                if plan is None:
-                    plan = self._plan(call, outcome, cap=not bounded)
-                    wait = next(plan)
-                else:
-                    wait = plan.send(outcome)
-            except StopIteration as done:
-                return done.value
-            await self.sleep(wait.seconds)  # a retry: a Sleep, then the next Send
-            timeout = plan.send(None).timeout
+                if response.status_code < 300 and plan is None:
+                    return response  # answered at once: no plan to build
+                ok = response.status_code < 300
+                outcome = response if ok else await self._failed(response, call, per_await)
+            plan, step = self._retry(plan, call, outcome, cap=not bounded)
+            if plan is None:
+                return step
+            await self.sleep(step.seconds)
+            timeout = plan.send(None).timeout  # the next Send
 
     def send_sync(self, call: Call) -> Any:
         """Blocking `send`; every socket read and write is capped by the deadline."""
         backend = self.clients.get_sync()
         timeout = self._first_timeouts(call)
         plan: Any = None
-        wait: Any
         while True:
             outcome: Any
             try:
@@ -211,22 +202,28 @@ class Sender:
             except Exception as exc:
                 outcome = exc
             else:
-                if response.status_code < 300:
-                    if plan is None:
-                        return response  # answered at once: no plan to build
-                    outcome = response
-                else:
-                    outcome = self._failed_sync(response, call)
-            try:
-                if plan is None:
-                    plan = self._plan(call, outcome)
-                    wait = next(plan)
-                else:
-                    wait = plan.send(outcome)
-            except StopIteration as done:
-                return done.value
-            self.sleep_sync(wait.seconds)  # a retry: a Sleep, then the next Send
-            timeout = plan.send(None).timeout
+                if response.status_code < 300 and plan is None:
+                    return response  # answered at once: no plan to build
+                ok = response.status_code < 300
+                outcome = response if ok else self._failed_sync(response, call)
+            plan, step = self._retry(plan, call, outcome)
+            if plan is None:
+                return step
+            self.sleep_sync(step.seconds)
+            timeout = plan.send(None).timeout  # the next Send
+
+    def _retry(self, plan: Any, call: Call, outcome: Any, *, cap: bool = True) -> tuple[Any, Any]:
+        """What follows an attempt that gave ``outcome``: ``(plan, Sleep)`` or ``(None, response)``.
+
+        The plan is made on the first failure; a `Sleep` means wait, then try again.
+        """
+        try:
+            if plan is None:
+                plan = self._plan(call, outcome, cap=cap)
+                return plan, next(plan)
+            return plan, plan.send(outcome)
+        except StopIteration as done:
+            return None, done.value
 
     async def _failed(self, response: Any, call: Call, per_await: bool) -> Failed:
         try:
