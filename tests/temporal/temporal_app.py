@@ -497,12 +497,59 @@ def _delegate(request: ModelRequest) -> Any:
 boss = TemporalAgent(
     Agent(FunctionModel(_delegate), tools=[signer.as_tool()], name="boss"), settings=SETTINGS
 )
+STUCK = threading.Event()
+"""Set by `stuck` when it is cancelled (the in-process worker's tests wait for it)."""
+
+
+@tool
+async def stuck(ctx: RunContext[Any], text: str) -> str:
+    """Never return: wait until cancelled (a timed-out sub-run's call in flight).
+
+    Args:
+        text: Ignored.
+    """
+    _log(f"stuck {ctx.idempotency_key}")
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        _log(f"cancelled {ctx.idempotency_key}")
+        STUCK.set()
+        raise
+    return text
+
+
+def _get_stuck(request: ModelRequest) -> Any:
+    """Call `stuck` (it never returns); answer with its result if it ever does."""
+    done = _results(request)
+    return done[0] if done else FunctionModel.call("stuck", {"text": "x"})
+
+
+TIMEOUT = 1.0
+"""The timeout of the timed sub-runs below (seconds)."""
+dawdler = Agent(FunctionModel(_get_stuck), tools=[stuck], name="dawdler")
+# A step that cannot finish in time, skipped as locally; and the same agent as a tool.
+deadline = TemporalAgent(
+    Sequence(first, Task(dawdler, timeout=TIMEOUT, on_error="skip"), last, name="deadline"),
+    settings=SETTINGS,
+)
+
+
+def _ask_dawdler(request: ModelRequest) -> Any:
+    done = _results(request)
+    return "impatient: " + done[0] if done else FunctionModel.call("dawdler", {"input": "go"})
+
+
+impatient = TemporalAgent(
+    Agent(FunctionModel(_ask_dawdler), tools=[dawdler.as_tool(timeout=TIMEOUT)], name="impatient"),
+    settings=SETTINGS,
+)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
+    *(deadline, impatient),
 ]
 
 

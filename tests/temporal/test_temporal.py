@@ -43,7 +43,6 @@ from toolfold import (
     RateLimitError,
     RunError,
     Sequence,
-    Task,
     TextDelta,
     UsageError,
     WorkflowResponse,
@@ -1048,13 +1047,31 @@ def test_a_conversation_over_the_payload_limit_fails_the_run_clearly(
     assert local.text == "got 1400000 bytes"
 
 
-def test_timeouts_of_nested_runs_are_refused_up_front() -> None:
-    """A step's or an as_tool() timeout, which the workflow could not enforce on a sub-run, is refused naming it; a function step's holds."""
-    model = temporal_app.steps.agent.model
-    helper = Agent(model, name="helper")
-    with pytest.raises(UsageError, match=r"Sequence 'seq': the timeout of step\(s\) \['helper'\]"):
-        TemporalAgent(Sequence(Task(helper, timeout=5), name="seq"))
-    deep = Agent(model, name="inner", tools=[helper.as_tool(timeout=5)])
-    with pytest.raises(UsageError, match=r"agent 'inner': the timeout of as_tool\(\) tool\(s\)"):
-        TemporalAgent(Agent(model, name="a", tools=[deep.as_tool()]))
-    TemporalAgent(Sequence(Task(temporal_app.explode, timeout=5), name="fn"))  # an activity
+@pytest.mark.parametrize(
+    "agent", [temporal_app.deadline, temporal_app.impatient], ids=["step", "as_tool"]
+)
+def test_a_nested_run_over_its_timeout_is_cancelled_and_its_call_fails_as_locally(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's or an as_tool() timeout is a workflow timer: the sub-run's activity in flight is cancelled, the call ends as a local run's."""
+    temporal_app.STUCK.clear()
+    run_id = f"timed-{agent.name}"
+    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
+    assert temporal_app.STUCK.wait(timeout=60)  # the activity learnt of it (its heartbeat)
+    (key,) = [line.split()[1] for line in _lines(tmp_path) if line.startswith("stuck")]
+    steps = ["first go", "last go1"] if agent is temporal_app.deadline else []
+    # the run goes on once it asked for the cancellation: "last" may come before "cancelled"
+    assert Counter(_lines(tmp_path)) == Counter([*steps, f"stuck {key}", f"cancelled {key}"])
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_TIMER_FIRED in kinds
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in kinds
+    message = "Error: tool 'dawdler' timed out after 1 s."
+    local = agent.agent.run("go", run_id=run_id)
+    assert durable.state == local.state
+    if agent is temporal_app.deadline:
+        assert durable.output == local.output == "last(go1)"
+        assert durable.errors == local.errors == {"dawdler": message}
+    else:
+        assert durable.text == local.text == f"impatient: {message}"
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    asyncio.run(replayer.replay_workflow(history))

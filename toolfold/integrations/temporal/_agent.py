@@ -259,7 +259,6 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     """
     agents = [agent, *(target for _, target in walk(node("top", agent)))]
     for each in agents:
-        _refuse_timeouts(each)
         if not isinstance(each, Agent):
             continue
         label = f"agent {each.name!r}" if each.name else "the agent"
@@ -290,29 +289,6 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     if isinstance(agent, Agent) and isinstance(agent.model, str):
         return agent.evolve(model=durable_model(agent))
     return agent
-
-
-def _refuse_timeouts(target: Agent | Workflow) -> None:
-    """Refuse the timeouts of sub-runs: the workflow drives them, nothing would enforce them.
-
-    (A function step's timeout holds: its tool activity runs it, as locally.)
-    """
-    if isinstance(target, Workflow):
-        timed = [t.name for t in target._tasks if t.kind != "function" and t.timeout is not None]
-        where = f"{target.label}: the timeout of step(s) {timed}"
-    else:
-        timed = [
-            tool.name
-            for tool in target._options.tools.values()
-            if (made := as_tool_of(tool)) is not None and made.timeout is not None
-        ]
-        where = f"agent {target.name!r}: the timeout of as_tool() tool(s) {timed}"
-    if timed:
-        raise UsageError(
-            f"{where} is not supported on Temporal yet (the workflow drives the sub-run; "
-            "each of its model and tool activities has ActivitySettings' timeouts): "
-            "remove it, or bound the sub-run with max_steps"
-        )
 
 
 class ToolfoldPlugin(SimplePlugin):

@@ -11,7 +11,7 @@ clock, random, thread or I/O here (tests/test_temporal.py scans for them).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._state import Disposition, RunState
     from toolfold.runtime.core._stop import stop_reason
+    from toolfold.runtime.drive._executor import timed_out_message
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
 
@@ -61,6 +62,9 @@ WORKFLOW_NAME = "toolfold_agent"
 NESTED_RUNS = "toolfold-nested-runs"
 """The `workflow.patched` id of nested runs driven in the workflow (runs recorded
 before it ran a workflow step or an agent used as a tool as one activity)."""
+NESTED_TIMEOUTS = "toolfold-nested-timeouts"
+"""The `workflow.patched` id of the timeouts of nested runs (a workflow timer per sub-run):
+a run that started a sub-run before its step or tool had a timeout goes on without it."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -306,8 +310,17 @@ class AgentWorkflow:
                 return started
             child = started
         here = (*path, call.name, call.id)
+        timeout = node.tools[call.name].timeout
         try:
-            child = await self._drive(agent, sub.node, child, here)
+            driving = self._drive(agent, sub.node, child, here)
+            if timeout is None or not workflow.patched(NESTED_TIMEOUTS):
+                child = await driving
+            else:
+                timed = await _within(timeout, driving)
+                if timed is None:  # as locally: the sub-run is cancelled, the call an error
+                    message = timed_out_message(call.name, timeout)
+                    return ToolReturned(call.id, message, True, "timeout")
+                child = timed
         except ActivityError as exc:
             if not isinstance(exc.cause, ApplicationError):  # cancelled, or timed out
                 raise
@@ -363,6 +376,26 @@ class AgentWorkflow:
         )
         assert self._state is not None
         return self._state
+
+
+async def _within(seconds: float, driving: Coroutine[Any, Any, RunState]) -> RunState | None:
+    """The sub-run's state once ``driving`` is done, or None when it takes over ``seconds``.
+
+    The deadline is a workflow timer (deterministic: the history records it);
+    at the deadline the sub-run is cancelled, which cancels its activities in
+    flight (each learns it through its heartbeat).
+    """
+    task = asyncio.ensure_future(driving)
+    try:
+        done, _ = await workflow.wait([task], timeout=seconds)
+    except asyncio.CancelledError:  # the caller is cancelled: so is the sub-run
+        task.cancel()
+        raise
+    if done:
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return None
 
 
 def _check_size(agent: Registered, activity: str, given: Any) -> None:
