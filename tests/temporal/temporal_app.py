@@ -543,13 +543,29 @@ impatient = TemporalAgent(
     Agent(FunctionModel(_ask_dawdler), tools=[dawdler.as_tool(timeout=TIMEOUT)], name="impatient"),
     settings=SETTINGS,
 )
+# Continuing as new inside nested runs: after every model request (at any
+# depth), in the middle of a Parallel's two agents, one of them a timed step.
+relayed = TemporalAgent(
+    Sequence(
+        first,
+        Parallel(
+            Task(
+                Agent(FunctionModel(_three_steps), tools=[record, slow], name="long"), timeout=600
+            ),
+            _echo("short"),
+            name="both",
+        ),
+        name="relayed",
+    ),
+    settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
+)
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
-    *(deadline, impatient),
+    *(deadline, impatient, relayed),
 ]
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import temporal_app
-from conftest import DevServer, WorkerProcess
+from conftest import SUGGEST_AFTER, DevServer, WorkerProcess
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
 from temporalio.converter import ExternalStorage
@@ -1075,3 +1075,83 @@ def test_a_nested_run_over_its_timeout_is_cancelled_and_its_call_fails_as_locall
         assert durable.text == local.text == f"impatient: {message}"
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     asyncio.run(replayer.replay_workflow(history))
+
+
+async def _chain(client: Client, id: str, first_run_id: str | None) -> list[WorkflowHistory]:
+    """The histories of workflow ``id``, from its first run along its continue-as-new chain."""
+    histories = []
+    run_id = first_run_id
+    while run_id:
+        history = await client.get_workflow_handle(id, run_id=run_id).fetch_history()
+        histories.append(history)
+        last = history.events[-1]
+        run_id = None
+        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return histories
+
+
+def _carried(history: WorkflowHistory) -> AgentInput:
+    """The input a history's run started with."""
+    attributes = history.events[0].workflow_execution_started_event_attributes
+    (given,) = data_converter.payload_converter.from_payloads(
+        attributes.input.payloads, [AgentInput]
+    )
+    assert isinstance(given, AgentInput)
+    return given
+
+
+def test_a_run_continues_as_new_inside_nested_runs_and_nothing_runs_again(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continuing as new after every model request, at any depth, mid-Parallel: the local run's state, every tool ran once."""
+    agent = temporal_app.relayed
+
+    async def go() -> tuple[Any, list[WorkflowHistory]]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, "go", id="relayed-1", task_queue=queue)
+            response = await handle.result()
+            first = handle.workflow.first_execution_run_id
+            return response, await _chain(client, "relayed-1", first)
+
+    durable, histories = asyncio.run(go())
+    ran = _lines(tmp_path)
+    local = agent.agent.run("go", run_id="relayed-1")
+    assert durable.state == local.state
+    assert durable.output == local.output == {"long": "answer: A,B,C", "short": "short(go1)"}
+    assert sorted(ran) == sorted(_lines(tmp_path)[len(ran) :])  # each tool once, as locally
+    assert len(ran) == len(set(ran))
+    carried = [_carried(history) for history in histories[1:]]
+    assert len(carried) >= 5  # one history per model request, about
+    # some runs began mid-step: a sub-run in flight in the state, a call's result beside it
+    assert any(given.calls and given.calls[0].event is not None for given in carried)
+    assert any(given.calls and given.calls[0].deadline is not None for given in carried)
+    assert any(c.child is not None for given in carried for c in given.state.calls)
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    for history in histories:
+        asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_nested_run_continues_as_new_when_temporal_suggests_it(
+    suggesting_server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that suggests continuing as new after a few events: a step's agent continues mid-run, ending in the local run's state."""
+    agent = temporal_app.nested
+
+    async def go() -> tuple[Any, list[WorkflowHistory]]:
+        async with _in_process(suggesting_server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, "go", id="suggested-1", task_queue=queue)
+            response = await handle.result()
+            first = handle.workflow.first_execution_run_id
+            return response, await _chain(client, "suggested-1", first)
+
+    durable, histories = asyncio.run(go())
+    ran = _lines(tmp_path)
+    local = agent.agent.run("go", run_id="suggested-1")
+    assert durable.state == local.state
+    assert len(ran) == len(set(ran)) == len(_lines(tmp_path)) // 2  # each tool once
+    assert agent.settings.continue_as_new_steps is None  # only the server's suggestion
+    carried = [_carried(history) for history in histories[1:]]
+    assert any(c.child is not None for given in carried for c in given.state.calls)
+    assert len(histories) >= 3
+    assert all(len(history.events) < 3 * SUGGEST_AFTER for history in histories)

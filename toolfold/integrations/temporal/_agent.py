@@ -54,6 +54,8 @@ from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._loop import _run_failure
 
+_SETTLED = frozenset({"awaiting_approval", "awaiting_tool_results", "finished", "failed"})
+
 
 @attrs.frozen(init=False)
 class TemporalAgent:
@@ -194,8 +196,10 @@ class AgentHandle:
 
     async def suspended(self) -> RunState:
         """Wait until the run waits for answers (or is over); returns its state."""
-        state: RunState = await self.workflow.execute_update(AgentWorkflow.suspended)
-        return state
+        while True:  # a run that continues as new answers early: ask the next one
+            state: RunState = await self.workflow.execute_update(AgentWorkflow.suspended)
+            if state.phase in _SETTLED:
+                return state
 
     async def answer(self, *events: Event) -> RunState:
         """Send approvals, denials or tool results to the suspended run.

@@ -65,6 +65,9 @@ before it ran a workflow step or an agent used as a tool as one activity)."""
 NESTED_TIMEOUTS = "toolfold-nested-timeouts"
 """The `workflow.patched` id of the timeouts of nested runs (a workflow timer per sub-run):
 a run that started a sub-run before its step or tool had a timeout goes on without it."""
+NESTED_CONTINUE_AS_NEW = "toolfold-nested-continue-as-new"
+"""The `workflow.patched` id of continuing as new inside nested runs (runs recorded
+before it continued as new only between the top run's model calls)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -84,8 +87,9 @@ class ActivitySettings:
             its activity retried (activities heartbeat at a third of it).
         retry_policy: Temporal's retry policy for both kinds of activity.
         continue_as_new_steps: Continue as new (a fresh history, carrying
-            the state) after this many model calls in one history; None: only
-            when Temporal suggests it (its history is getting large).
+            the state) after this many model calls in one history, counted
+            at any depth (nested runs continue in the middle of their step);
+            None: only when Temporal suggests it (its history is getting large).
         max_result_bytes: A tool result larger than this (UTF-8) reaches the
             model as an error result saying so: Temporal's payloads are
             limited to 2 MB, and the state carries every result. None: no
@@ -131,11 +135,35 @@ def register(entry: Registered) -> None:
 
 
 @attrs.frozen
+class CarriedCall:
+    """A call of a step in flight when its run continued as new (at any depth).
+
+    The sub-runs in flight travel in the state itself, as the ``child`` of
+    their calls; what the state cannot hold travels here.
+
+    Attributes:
+        path: Tool name and call id per level from the top run, the call's own last.
+        event: What the call ended with, when it had ended but its step had
+            not committed it yet (another call of the step was still running).
+        deadline: When its sub-run times out (workflow time, in seconds).
+    """
+
+    path: tuple[str, ...]
+    event: Event | None = None
+    deadline: float | None = None
+
+
+@attrs.frozen
 class AgentInput:
-    """A workflow's input: which agent, and its first state (built by the client)."""
+    """A workflow's input: which agent, and its state (built by the client, or carried).
+
+    ``calls``: what a run that continued as new in the middle of a step
+    carries besides its state (see `CarriedCall`).
+    """
 
     agent: str
     state: RunState
+    calls: tuple[CarriedCall, ...] = ()
 
 
 @attrs.frozen
@@ -154,6 +182,19 @@ class AgentWorkflow:
         self._first_step = 0  # the top run's step when this history began
         # The states of sub-runs in flight, by their path (tool name and call id per level).
         self._nested: dict[tuple[str, ...], RunState] = {}
+        # Continuing as new: every part of the run stops at its next boundary (a
+        # model request or a step's tool calls to start); once no activity is in
+        # flight, the whole tree goes into a new history.
+        self._in_flight = 0  # activities running
+        self._model_calls = 0  # model requests made in this history, at any depth
+        self._continuing = False
+        self._leaving = False  # one part of the run is carrying it into a new history
+        self._cannot_carry = False  # the tree is too large to carry (in this history)
+        # By the call's path: calls that ended but are not committed yet (their
+        # step's other calls still run), and the deadlines of timed sub-runs.
+        self._ended: dict[tuple[str, ...], Event] = {}
+        self._deadlines: dict[tuple[str, ...], float] = {}
+        self._carried: dict[tuple[str, ...], CarriedCall] = {}  # from the previous history
 
     @workflow.run
     async def run(self, given: AgentInput) -> RunState:
@@ -167,6 +208,7 @@ class AgentWorkflow:
             )
         self._state = given.state
         self._first_step = given.state.step
+        self._carried = {call.path: call for call in given.calls}
         while True:
             state = await self._drive(agent, agent.node, self._state, ())
             if state.phase not in _WAITING:  # a failed run is a result, not an exception
@@ -186,17 +228,14 @@ class AgentWorkflow:
                 if stop is not None:
                     state = reduce(state, StopRequested(stop))
                     continue
-                carried = AgentInput(agent.name, state)
-                if (
-                    not path
-                    and self._should_continue_as_new(agent, state.step - self._first_step)
-                    and _size_over(agent, carried) is None  # else it cannot carry the state
-                ):
-                    # Between steps: nothing in flight, the state is the whole run.
-                    await workflow.wait_condition(workflow.all_handlers_finished)
-                    workflow.continue_as_new(carried)
+                if self._should_continue_as_new(agent, state, path):
+                    self._continuing = True
+                if self._continuing:
+                    await self._pause(agent)
                 state = await self._call_model(agent, node, state, effect, path)
             elif isinstance(effect, RunTools):
+                if self._continuing:
+                    await self._pause(agent)
                 state = await self._run_tools(agent, node, state, effect, path)
             elif isinstance(effect, ValidateOutput):
                 state = reduce(state, _validate(node, effect))
@@ -209,11 +248,57 @@ class AgentWorkflow:
         else:
             self._state = state
 
-    def _should_continue_as_new(self, agent: Registered, steps: int) -> bool:
+    def _should_continue_as_new(
+        self, agent: Registered, state: RunState, path: tuple[str, ...]
+    ) -> bool:
+        """Whether the run should continue as new before this model request (at ``path``)."""
+        if self._cannot_carry:
+            return False
         every = agent.settings.continue_as_new_steps
-        if every is not None and steps >= every:
-            return True
-        return workflow.info().is_continue_as_new_suggested()
+        suggested = workflow.info().is_continue_as_new_suggested()
+        if not path and (
+            suggested or (every is not None and state.step - self._first_step >= every)
+        ):
+            return True  # as runs did before nested runs could continue as new
+        counted = every is not None and self._model_calls >= every
+        return (suggested or counted) and workflow.patched(NESTED_CONTINUE_AS_NEW)
+
+    async def _pause(self, agent: Registered) -> None:
+        """Wait at this boundary while the run makes ready to continue as new.
+
+        Every part of the run (the top run, each sub-run in flight) stops at
+        its next boundary. Once no activity is in flight, all of them are
+        stopped (a workflow's condition is checked when nothing else can
+        run), and the first to wake carries the whole tree into a new
+        history; or, when it is too large to carry, lets them all go on.
+        """
+        while True:
+            await workflow.wait_condition(
+                lambda: not self._continuing or (self._in_flight == 0 and not self._leaving)
+            )
+            if not self._continuing:
+                return
+            if not self._leaving:
+                break
+        self._leaving = True
+        try:
+            await self._carry(agent)  # continues as new, or returns: too large to carry
+        except asyncio.CancelledError:  # its sub-run timed out: another part carries it
+            self._leaving = False
+            raise
+        self._continuing = self._leaving = False
+
+    async def _carry(self, agent: Registered) -> None:
+        """Continue as new with the whole tree: the state, its sub-runs in flight, their calls."""
+        assert self._state is not None
+        calls = [CarriedCall(path, event=event) for path, event in self._ended.items()]
+        calls += [CarriedCall(path, deadline=at) for path, at in self._deadlines.items()]
+        carried = AgentInput(agent.name, self._view(self._state, ()), tuple(calls))
+        if _size_over(agent, carried) is not None:  # it goes on in this history
+            self._cannot_carry = True
+            return
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(carried)
 
     async def _call_model(
         self,
@@ -226,14 +311,19 @@ class AgentWorkflow:
         s = agent.settings
         given: Any = ModelCallInput(effect, path) if path else effect
         _check_size(agent, model_activity_name(node.name), given)
-        response = await workflow.execute_activity(
-            model_activity_name(node.name),
-            given,
-            result_type=ModelResponse,
-            start_to_close_timeout=s.model_timeout,
-            heartbeat_timeout=s.heartbeat_timeout,
-            retry_policy=s.retry_policy,
-        )
+        self._model_calls += 1
+        self._in_flight += 1
+        try:
+            response = await workflow.execute_activity(
+                model_activity_name(node.name),
+                given,
+                result_type=ModelResponse,
+                start_to_close_timeout=s.model_timeout,
+                heartbeat_timeout=s.heartbeat_timeout,
+                retry_policy=s.retry_policy,
+            )
+        finally:
+            self._in_flight -= 1
         response = unique_call_ids(response)
 
         # The worker's tools decide, as in a local run: an approval predicate
@@ -268,16 +358,30 @@ class AgentWorkflow:
         # deterministic: the semaphore lets calls in, in call order).
         limit = asyncio.Semaphore(node.max_concurrency)
 
+        def where(invocation: ToolInvocation) -> tuple[str, ...]:
+            return (*path, invocation.tool_name, invocation.call.id)
+
         async def run(invocation: ToolInvocation) -> Any:
+            carried = self._carried.get(where(invocation))
+            if carried is not None and carried.event is not None:
+                del self._carried[where(invocation)]
+                return carried.event  # it ended before the run continued as new
             async with limit:
-                sub = node.nested.get(invocation.tool_name)
-                # Runs recorded before nested runs were driven here ran the
-                # whole sub-run as one tool activity: their replay still does.
-                if sub is not None and (path or workflow.patched(NESTED_RUNS)):
-                    return await self._sub_run(agent, node, sub, state, invocation, path)
-                name = tool_activity_name(node.name, invocation.tool_name)
-                given = ToolCallInput(invocation, state.run_id, messages)
-                _check_size(agent, name, given)
+                event = await run_call(invocation)
+            self._ended[where(invocation)] = event
+            return event
+
+        async def run_call(invocation: ToolInvocation) -> Any:
+            sub = node.nested.get(invocation.tool_name)
+            # Runs recorded before nested runs were driven here ran the
+            # whole sub-run as one tool activity: their replay still does.
+            if sub is not None and (path or workflow.patched(NESTED_RUNS)):
+                return await self._sub_run(agent, node, sub, state, invocation, path)
+            name = tool_activity_name(node.name, invocation.tool_name)
+            given = ToolCallInput(invocation, state.run_id, messages)
+            _check_size(agent, name, given)
+            self._in_flight += 1
+            try:
                 return await workflow.execute_activity(
                     name,
                     given,
@@ -286,10 +390,14 @@ class AgentWorkflow:
                     heartbeat_timeout=s.heartbeat_timeout,
                     retry_policy=s.retry_policy,
                 )
+            finally:
+                self._in_flight -= 1
 
         results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
-        for event in results:  # gather keeps call order: results commit in call order
+        for invocation, event in zip(effect.calls, results, strict=True):
+            # gather keeps call order: results commit in call order
             state = reduce(state, event)
+            self._ended.pop(where(invocation), None)
         return state
 
     async def _sub_run(
@@ -312,11 +420,18 @@ class AgentWorkflow:
         here = (*path, call.name, call.id)
         timeout = node.tools[call.name].timeout
         try:
-            driving = self._drive(agent, sub.node, child, here)
             if timeout is None or not workflow.patched(NESTED_TIMEOUTS):
-                child = await driving
+                child = await self._drive(agent, sub.node, child, here)
             else:
-                timed = await _within(timeout, driving)
+                carried = self._carried.pop(here, None)  # a deadline from the last history
+                deadline = workflow.time() + timeout
+                if carried is not None and carried.deadline is not None:
+                    deadline = carried.deadline
+                self._deadlines[here] = deadline
+                try:
+                    timed = await _within(deadline, self._drive(agent, sub.node, child, here))
+                finally:
+                    del self._deadlines[here]
                 if timed is None:  # as locally: the sub-run is cancelled, the call an error
                     message = timed_out_message(call.name, timeout)
                     return ToolReturned(call.id, message, True, "timeout")
@@ -371,23 +486,29 @@ class AgentWorkflow:
     @workflow.update
     async def suspended(self) -> RunState:
         """Wait until the run waits for answers or is over; returns its state."""
+        # (or continues as new: the client asks the next run, see `AgentHandle.suspended`)
         await workflow.wait_condition(
-            lambda: self._state is not None and self._phase() in _WAITING | _OVER
+            lambda: self._leaving or (self._state is not None and self._phase() in _WAITING | _OVER)
         )
         assert self._state is not None
         return self._state
 
 
-async def _within(seconds: float, driving: Coroutine[Any, Any, RunState]) -> RunState | None:
-    """The sub-run's state once ``driving`` is done, or None when it takes over ``seconds``.
+async def _within(deadline: float, driving: Coroutine[Any, Any, RunState]) -> RunState | None:
+    """The sub-run's state once ``driving`` is done, or None when it is not by ``deadline``.
 
-    The deadline is a workflow timer (deterministic: the history records it);
-    at the deadline the sub-run is cancelled, which cancels its activities in
-    flight (each learns it through its heartbeat).
+    The deadline is in workflow time, waited for with a workflow timer
+    (deterministic: the history records it); at the deadline the sub-run is
+    cancelled, which cancels its activities in flight (each learns it
+    through its heartbeat).
     """
+    left = deadline - workflow.time()
+    if left <= 0:  # it ran out while the run continued as new
+        driving.close()
+        return None
     task = asyncio.ensure_future(driving)
     try:
-        done, _ = await workflow.wait([task], timeout=seconds)
+        done, _ = await workflow.wait([task], timeout=left)
     except asyncio.CancelledError:  # the caller is cancelled: so is the sub-run
         task.cancel()
         raise
