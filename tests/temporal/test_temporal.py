@@ -650,7 +650,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
     assert [call.arguments for call in waiting.pending_approvals] == [{"amount": 50}]
 
 
-@pytest.mark.parametrize("name", ["steps", "gated", "tree", "nested", "signed"])
+@pytest.mark.parametrize("name", ["steps", "gated", "tree", "nested", "signed", "relayed"])
 def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
     text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
