@@ -213,6 +213,24 @@ swelling = TemporalAgent(
 )
 
 
+def _bulky(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done:
+        return f"got {len(done[0])} bytes, {done[1]}"
+    return [
+        FunctionModel.call("big", {"size": 300_000}),
+        FunctionModel.call("transfer", {"amount": 5}),
+    ]
+
+
+# With a 0.9 MB prompt, its state outgrows 2 MB once the 0.3 MB result is in
+# (the state holds both twice: in the messages and in the log), its model
+# requests do not.
+bulky = TemporalAgent(
+    Agent(FunctionModel(_bulky), tools=[big, transfer], name="bulky"), settings=SETTINGS
+)
+
+
 class Channel:
     """The streaming tests' side channel: (step, attempt, event) per run id, None ends an attempt.
 
@@ -565,7 +583,7 @@ AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
-    *(deadline, impatient, relayed),
+    *(deadline, impatient, relayed, bulky),
 ]
 
 

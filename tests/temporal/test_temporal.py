@@ -23,9 +23,16 @@ import pytest
 import temporal_app
 from conftest import SUGGEST_AFTER, DevServer, WorkerProcess
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHistory,
+    WorkflowUpdateFailedError,
+)
 from temporalio.converter import ExternalStorage
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
+from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
@@ -50,6 +57,7 @@ from toolfold import (
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
+    AgentWorkflow,
     FileStorageDriver,
     ModelCallInput,
     TemporalAgent,
@@ -855,7 +863,7 @@ def test_nested_models_leave_retries_to_temporal(monkeypatch: pytest.MonkeyPatch
 def test_results_over_the_payload_limit_travel_through_external_storage(
     server: DevServer, tmp_path: Path
 ) -> None:
-    """A 3 MB tool result, over Temporal's 2 MB limit, goes by reference through a FileStorageDriver."""
+    """A 3 MB tool result, over Temporal's 2 MB limit, and a state over a query's 4 MB go by reference through a FileStorageDriver."""
     storage = ExternalStorage(drivers=[FileStorageDriver(tmp_path / "payloads")])
     agent = temporal_app.huge
 
@@ -864,10 +872,15 @@ def test_results_over_the_payload_limit_travel_through_external_storage(
         client = await Client.connect(server.address, plugins=[plugin])
         async with Worker(client, task_queue="huge"):
             response = await agent.run(client, "go", id="huge-1", task_queue="huge")
-            return response, await agent.handle(client, "huge-1").workflow.fetch_history()
+            workflow = agent.handle(client, "huge-1").workflow
+            # a state over a query answer's 4 MB: by reference too, in one query
+            queried = await workflow.query(AgentWorkflow.state)
+            assert queried == response.state
+            return response, await workflow.fetch_history()
 
     durable, history = asyncio.run(go())
     assert durable.text == "got 3000000 bytes"
+    assert len(durable.state.to_json()) > workflow_module.QUERY_LIMIT
     assert durable.state == agent.agent.run("go", run_id="huge-1").state
     assert max(event.ByteSize() for event in history.events) < 300_000  # references only
     assert len(list((tmp_path / "payloads").iterdir())) >= 2  # the result, the states carrying it
@@ -1042,9 +1055,68 @@ def test_a_conversation_over_the_payload_limit_fails_the_run_clearly(
         "over Temporal's 2097152-byte payload limit: give ToolfoldPlugin an external_storage"
         in message
     )
-    assert error.state is None  # twice the conversation (its events too): over a query's 4 MB
     local = agent.agent.run(prompt, run_id="swelling-1")
     assert local.text == "got 1400000 bytes"
+    # the last state: twice the conversation (its events too), over a query's 4 MB, read in parts
+    assert error.state is not None
+    assert error.state.phase == "awaiting_model"
+    assert error.state.messages == local.state.messages[:-1]
+    assert len(error.state.to_json()) > workflow_module.QUERY_LIMIT
+
+
+def test_a_first_state_over_the_payload_limit_is_refused_before_it_is_sent(
+    server: DevServer,
+) -> None:
+    """A prompt that makes the workflow's input larger than 2 MB is a UsageError naming the size and limit; nothing starts."""
+
+    async def go() -> tuple[UsageError, BaseException]:
+        client = await _client(server)
+        with pytest.raises(UsageError) as caught:
+            await temporal_app.swelling.start(client, "p" * 1_100_000, id="too-big", task_queue="q")
+        with pytest.raises(RPCError) as missing:
+            await client.get_workflow_handle("too-big").describe()
+        return caught.value, missing.value
+
+    error, missing = asyncio.run(go())
+    message = str(error)
+    assert message.startswith("the run's first state (its prompt and history) is ")
+    assert int(message.split(" is ", 1)[1].split(" bytes", 1)[0]) > 2_200_000
+    assert "over Temporal's 2097152-byte payload limit for a workflow's input" in message
+    assert "workflow not found" in str(missing)
+
+
+def test_answers_to_a_state_over_the_payload_limit_apply_and_the_helpers_read_it_by_query(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Updates whose answer, the state, is over 2 MB fail at once, clearly (no retry loop); the helpers read the state by query instead."""
+    agent = temporal_app.bulky
+    prompt = "p" * 900_000
+
+    async def go() -> tuple[BaseException | None, RunState, RunState, RunError]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, prompt, id="bulky-1", task_queue=queue)
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.workflow.execute_update(AgentWorkflow.suspended)
+            waiting = await handle.suspended()
+            approved = await handle.approve(*(call.id for call in waiting.pending_approvals))
+            with pytest.raises(RunError) as failed:
+                await handle.result()
+            return refused.value.cause, waiting, approved, failed.value
+
+    cause, waiting, approved, error = asyncio.run(go())
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "PayloadTooLargeError"
+    assert cause.message.startswith("the state of the run is ")
+    assert "over Temporal's 2097152-byte payload limit for an update's answer" in cause.message
+    local = agent.agent.run(prompt, run_id="bulky-1")
+    assert waiting == local.state
+    assert approved.pending_approvals == ()  # applied
+    assert _lines(tmp_path) == ["transfer 5"]  # the durable run ran it, once
+    finished = agent.agent.resume(local.state, approvals={waiting.pending_approvals[0].id: True})
+    assert finished.text == "got 300000 bytes, moved 5"
+    # the finished state is itself too large to be the workflow's result: RunError with it
+    assert str(error).startswith("the run's result (the conversation so far) is ")
+    assert error.state == finished.state
 
 
 @pytest.mark.parametrize(

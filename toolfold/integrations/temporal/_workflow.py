@@ -11,6 +11,7 @@ clock, random, thread or I/O here (tests/test_temporal.py scans for them).
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Coroutine, Sequence
 from datetime import timedelta
 from typing import Any
@@ -52,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._next import next_effect
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
+    from toolfold.runtime.core._serialize import to_json
     from toolfold.runtime.core._state import Disposition, RunState
     from toolfold.runtime.core._stop import stop_reason
     from toolfold.runtime.drive._executor import timed_out_message
@@ -71,7 +73,14 @@ before it continued as new only between the top run's model calls)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
-"""The failure type of a run whose next activity input is over `PAYLOAD_LIMIT`."""
+"""The failure type of a run whose next activity input is over `PAYLOAD_LIMIT` (and of a
+query or an update whose answer would be over its limit)."""
+QUERY_LIMIT = 4_000_000
+"""The largest state a query answers with: Temporal's gRPC messages are limited to
+4 MiB (4,194,304 bytes), the rest of the message included."""
+PART_CHARS = 500_000
+"""Characters of the state's JSON per `AgentWorkflow.state_part` answer (at most 4 bytes
+each in UTF-8, twice that escaped: well under `QUERY_LIMIT`)."""
 _WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
 _OVER = frozenset({"finished", "failed"})
 
@@ -167,6 +176,22 @@ class AgentInput:
 
 
 @attrs.frozen
+class StatePart:
+    """One part of a run's state as JSON text, for a state too large for one query answer.
+
+    Attributes:
+        text: Characters ``index * PART_CHARS`` onwards of the state's JSON.
+        parts: How many parts the whole text has.
+        checksum: The whole text's CRC-32: parts of one state share it (a
+            running workflow may change between two queries).
+    """
+
+    text: str
+    parts: int
+    checksum: int
+
+
+@attrs.frozen
 class Answers:
     """The events an update brings to a suspended run (approvals, denials, tool results)."""
 
@@ -179,6 +204,7 @@ class AgentWorkflow:
 
     def __init__(self) -> None:
         self._state: RunState | None = None
+        self._agent: Registered | None = None
         self._first_step = 0  # the top run's step when this history began
         # The states of sub-runs in flight, by their path (tool name and call id per level).
         self._nested: dict[tuple[str, ...], RunState] = {}
@@ -207,6 +233,7 @@ class AgentWorkflow:
                 non_retryable=True,
             )
         self._state = given.state
+        self._agent = agent
         self._first_step = given.state.step
         self._carried = {call.path: call for call in given.calls}
         while True:
@@ -453,10 +480,53 @@ class AgentWorkflow:
 
     @workflow.query
     def state(self) -> RunState:
-        """The run's current state (a snapshot)."""
+        """The run's current state (a snapshot).
+
+        A state over `QUERY_LIMIT` (without external storage) is refused with
+        an error saying so: `state_part` answers it in parts.
+        """
+        view = self._snapshot()
+        size = self._size_over(view, QUERY_LIMIT)
+        if size is not None:
+            raise ApplicationError(
+                f"the run's state is {size} bytes, over the {QUERY_LIMIT}-byte limit of a "
+                "query answer: AgentHandle.state() reads it in parts (the state_part query), "
+                "or give ToolfoldPlugin an external_storage",
+                type=PAYLOAD_TOO_LARGE,
+            )
+        return view
+
+    @workflow.query
+    def state_part(self, index: int) -> StatePart:
+        """Part ``index`` (from 0) of the run's current state as JSON text (see `StatePart`)."""
+        text = to_json(self._snapshot(), RunState)
+        start = index * PART_CHARS
+        parts = max(1, -(-len(text) // PART_CHARS))
+        return StatePart(text[start : start + PART_CHARS], parts, zlib.crc32(text.encode()))
+
+    def _snapshot(self) -> RunState:
         if self._state is None:
             raise ApplicationError("the run has not started yet")
         return self._view(self._state, ())
+
+    def _size_over(self, value: Any, limit: int) -> int | None:
+        """The encoded size of ``value`` when over ``limit`` without external storage, else None."""
+        if self._agent is None or self._agent.payload_limit is None:
+            return None  # external storage takes large payloads by reference
+        size = _encoded_size(value)
+        return size if size > limit else None
+
+    def _answering(self, state: RunState, what: str) -> RunState:
+        """``state`` as an update's answer, unless it is over Temporal's payload limit."""
+        size = self._size_over(state, PAYLOAD_LIMIT)
+        if size is not None:
+            raise ApplicationError(
+                f"the state {what} is {size} bytes, over Temporal's {PAYLOAD_LIMIT}-byte "
+                "payload limit for an update's answer: AgentHandle.state() reads it in parts, "
+                "or give ToolfoldPlugin an external_storage",
+                type=PAYLOAD_TOO_LARGE,
+            )
+        return state
 
     def _view(self, state: RunState, path: tuple[str, ...]) -> RunState:
         """``state`` with the sub-runs in flight below it in its calls (a snapshot)."""
@@ -474,7 +544,7 @@ class AgentWorkflow:
         """Apply approvals, denials or tool results to the suspended run; returns its state."""
         assert self._state is not None
         self._state = _applied(self._state, answers)
-        return self._state
+        return self._answering(self._state, "the answers led to (they are applied)")
 
     @answer.validator
     def _check_answer(self, answers: Answers) -> None:
@@ -491,7 +561,7 @@ class AgentWorkflow:
             lambda: self._leaving or (self._state is not None and self._phase() in _WAITING | _OVER)
         )
         assert self._state is not None
-        return self._state
+        return self._answering(self._state, "of the run")
 
 
 async def _within(deadline: float, driving: Coroutine[Any, Any, RunState]) -> RunState | None:
@@ -545,8 +615,13 @@ def _size_over(agent: Registered, given: Any) -> int | None:
     limit = agent.payload_limit
     if limit is None:
         return None
-    size = Payloads(payloads=workflow.payload_converter().to_payloads([given])).ByteSize()
+    size = _encoded_size(given)
     return size if size > limit else None
+
+
+def _encoded_size(value: Any) -> int:
+    """The size of ``value`` as Temporal's payload (the same value, the same bytes)."""
+    return Payloads(payloads=workflow.payload_converter().to_payloads([value])).ByteSize()
 
 
 def _stop_reason(node: Node, state: RunState) -> str | None:
