@@ -406,6 +406,10 @@ def _relay(request: ModelRequest) -> Any:
 relay = TemporalAgent(
     Agent(FunctionModel(_relay), tools=[waits, opens], name="relay"), settings=SETTINGS
 )
+relayed_chain = TemporalAgent(
+    Agent(FunctionModel(_relay), tools=[waits, opens], name="relay_chain"),
+    settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
+)
 
 
 def after_first_step(state: RunState) -> bool:
@@ -583,7 +587,7 @@ AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
-    *(deadline, impatient, relayed, bulky),
+    *(deadline, impatient, relayed, bulky, relayed_chain),
 ]
 
 

@@ -29,6 +29,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHistory,
     WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
 )
 from temporalio.converter import ExternalStorage
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
@@ -1227,3 +1228,28 @@ def test_a_nested_run_continues_as_new_when_temporal_suggests_it(
     assert any(c.child is not None for given in carried for c in given.state.calls)
     assert len(histories) >= 3
     assert all(len(history.events) < 3 * SUGGEST_AFTER for history in histories)
+
+
+def test_a_waiting_suspended_update_lets_the_run_continue_as_new(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An update waiting in suspended() while the run continues as new answers with the running state; the run goes on."""
+    temporal_app.RELAY.clear()
+    agent = temporal_app.relayed_chain
+
+    async def go() -> tuple[RunState, Any]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, "go", id="chain-wait-1", task_queue=queue)
+            update = await handle.workflow.start_update(
+                AgentWorkflow.suspended, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+            )
+            temporal_app.RELAY.set()  # the step ends: the run continues as new
+            early: RunState = await update.result()
+            response = await handle.result()
+            latest = await client.get_workflow_handle("chain-wait-1").describe()
+            assert latest.run_id != handle.workflow.first_execution_run_id
+            return early, response
+
+    early, response = asyncio.run(go())
+    assert early.phase == "awaiting_model"  # not waiting, not over: the client asks again
+    assert response.text == "in call order: FIRST,SECOND"
