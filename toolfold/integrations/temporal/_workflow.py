@@ -337,20 +337,9 @@ class AgentWorkflow:
     ) -> RunState:
         s = agent.settings
         given: Any = ModelCallInput(effect, path) if path else effect
-        _check_size(agent, model_activity_name(node.name), given)
         self._model_calls += 1
-        self._in_flight += 1
-        try:
-            response = await workflow.execute_activity(
-                model_activity_name(node.name),
-                given,
-                result_type=ModelResponse,
-                start_to_close_timeout=s.model_timeout,
-                heartbeat_timeout=s.heartbeat_timeout,
-                retry_policy=s.retry_policy,
-            )
-        finally:
-            self._in_flight -= 1
+        name = model_activity_name(node.name)
+        response = await self._activity(agent, name, given, ModelResponse, s.model_timeout)
         response = unique_call_ids(response)
 
         # The worker's tools decide, as in a local run: an approval predicate
@@ -406,19 +395,7 @@ class AgentWorkflow:
                 return await self._sub_run(agent, node, sub, state, invocation, path)
             name = tool_activity_name(node.name, invocation.tool_name)
             given = ToolCallInput(invocation, state.run_id, messages)
-            _check_size(agent, name, given)
-            self._in_flight += 1
-            try:
-                return await workflow.execute_activity(
-                    name,
-                    given,
-                    result_type=ToolReturned,
-                    start_to_close_timeout=s.tool_timeout,
-                    heartbeat_timeout=s.heartbeat_timeout,
-                    retry_policy=s.retry_policy,
-                )
-            finally:
-                self._in_flight -= 1
+            return await self._activity(agent, name, given, ToolReturned, s.tool_timeout)
 
         results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
         for invocation, event in zip(effect.calls, results, strict=True):
@@ -426,6 +403,24 @@ class AgentWorkflow:
             state = reduce(state, event)
             self._ended.pop(where(invocation), None)
         return state
+
+    async def _activity(
+        self, agent: Registered, name: str, given: Any, result: type[Any], timeout: timedelta
+    ) -> Any:
+        """Activity ``name``'s result for ``given`` (its size checked first), counted in flight."""
+        _check_size(agent, name, given)
+        self._in_flight += 1
+        try:
+            return await workflow.execute_activity(
+                name,
+                given,
+                result_type=result,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=agent.settings.heartbeat_timeout,
+                retry_policy=agent.settings.retry_policy,
+            )
+        finally:
+            self._in_flight -= 1
 
     async def _sub_run(
         self,
@@ -488,11 +483,10 @@ class AgentWorkflow:
         view = self._snapshot()
         size = self._size_over(view, QUERY_LIMIT)
         if size is not None:
-            raise ApplicationError(
+            raise _too_large(
                 f"the run's state is {size} bytes, over the {QUERY_LIMIT}-byte limit of a "
                 "query answer: AgentHandle.state() reads it in parts (the state_part query), "
-                "or give ToolfoldPlugin an external_storage",
-                type=PAYLOAD_TOO_LARGE,
+                "or give ToolfoldPlugin an external_storage"
             )
         return view
 
@@ -520,11 +514,10 @@ class AgentWorkflow:
         """``state`` as an update's answer, unless it is over Temporal's payload limit."""
         size = self._size_over(state, PAYLOAD_LIMIT)
         if size is not None:
-            raise ApplicationError(
+            raise _too_large(
                 f"the state {what} is {size} bytes, over Temporal's {PAYLOAD_LIMIT}-byte "
                 "payload limit for an update's answer: AgentHandle.state() reads it in parts, "
-                "or give ToolfoldPlugin an external_storage",
-                type=PAYLOAD_TOO_LARGE,
+                "or give ToolfoldPlugin an external_storage"
             )
         return state
 
@@ -601,13 +594,16 @@ def _check_size(agent: Registered, activity: str, given: Any) -> None:
     if size is None:
         return
     what = activity if activity.startswith("the ") else f"the input of activity {activity!r}"
-    raise ApplicationError(
+    raise _too_large(
         f"{what} (the conversation so far) is {size} bytes, "
         f"over Temporal's {agent.payload_limit}-byte payload limit: give ToolfoldPlugin an "
-        "external_storage, or keep the conversation smaller (docs/durable.md, Large payloads)",
-        type=PAYLOAD_TOO_LARGE,
-        non_retryable=True,
+        "external_storage, or keep the conversation smaller (docs/durable.md, Large payloads)"
     )
+
+
+def _too_large(message: str) -> ApplicationError:
+    """The failure of a payload over its limit (a run's, a query's or an update's)."""
+    return ApplicationError(message, type=PAYLOAD_TOO_LARGE, non_retryable=True)
 
 
 def _size_over(agent: Registered, given: Any) -> int | None:
