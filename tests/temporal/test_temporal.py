@@ -864,15 +864,16 @@ def test_nested_models_leave_retries_to_temporal(monkeypatch: pytest.MonkeyPatch
 def test_results_over_the_payload_limit_travel_through_external_storage(
     server: DevServer, tmp_path: Path
 ) -> None:
-    """A 3 MB tool result, over Temporal's 2 MB limit, and a state over a query's 4 MB go by reference through a FileStorageDriver."""
+    """A 3 MB tool result and a 2.4 MB first state, over Temporal's 2 MB limit, and a state over a query's 4 MB go by reference through a FileStorageDriver."""
     storage = ExternalStorage(drivers=[FileStorageDriver(tmp_path / "payloads")])
     agent = temporal_app.huge
+    prompt = "p" * 1_200_000  # the first state holds it twice: 2.4 MB
 
     async def go() -> tuple[Any, WorkflowHistory]:
         plugin = ToolfoldPlugin([agent], external_storage=storage)
         client = await Client.connect(server.address, plugins=[plugin])
         async with Worker(client, task_queue="huge"):
-            response = await agent.run(client, "go", id="huge-1", task_queue="huge")
+            response = await agent.run(client, prompt, id="huge-1", task_queue="huge")
             workflow = agent.handle(client, "huge-1").workflow
             # a state over a query answer's 4 MB: by reference too, in one query
             queried = await workflow.query(AgentWorkflow.state)
@@ -882,7 +883,7 @@ def test_results_over_the_payload_limit_travel_through_external_storage(
     durable, history = asyncio.run(go())
     assert durable.text == "got 3000000 bytes"
     assert len(durable.state.to_json()) > workflow_module.QUERY_LIMIT
-    assert durable.state == agent.agent.run("go", run_id="huge-1").state
+    assert durable.state == agent.agent.run(prompt, run_id="huge-1").state
     assert max(event.ByteSize() for event in history.events) < 300_000  # references only
     assert len(list((tmp_path / "payloads").iterdir())) >= 2  # the result, the states carrying it
 
