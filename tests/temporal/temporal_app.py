@@ -546,8 +546,8 @@ def _get_stuck(request: ModelRequest) -> Any:
     return done[0] if done else FunctionModel.call("stuck", {"text": "x"})
 
 
-TIMEOUT = 1.0
-"""The timeout of the timed sub-runs below (seconds)."""
+TIMEOUT = 2.0
+"""The timeout of the timed sub-runs below (seconds): room for a model request and a tool to start, under load."""
 dawdler = Agent(FunctionModel(_get_stuck), tools=[stuck], name="dawdler")
 # A step that cannot finish in time, skipped as locally; and the same agent as a tool.
 deadline = TemporalAgent(

@@ -1139,7 +1139,7 @@ def test_a_nested_run_over_its_timeout_is_cancelled_and_its_call_fails_as_locall
     kinds = [e.event_type for e in history.events]
     assert EventType.EVENT_TYPE_TIMER_FIRED in kinds
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in kinds
-    message = "Error: tool 'dawdler' timed out after 1 s."
+    message = f"Error: tool 'dawdler' timed out after {temporal_app.TIMEOUT:g} s."
     local = agent.agent.run("go", run_id=run_id)
     assert durable.state == local.state
     if agent is temporal_app.deadline:
