@@ -21,6 +21,7 @@ from temporalio import workflow
 from temporalio.api.common.v1 import Payloads
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from toolfold.integrations.temporal._activities import (
@@ -81,6 +82,10 @@ QUERY_LIMIT = 4_000_000
 PART_CHARS = 500_000
 """Characters of the state's JSON per `AgentWorkflow.state_part` answer (at most 4 bytes
 each in UTF-8, twice that escaped: well under `QUERY_LIMIT`)."""
+_WAIT = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+_ASK = (
+    ActivityCancellationType.TRY_CANCEL
+)  # Temporal's default (an SDK setting, not in the history)
 _WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
 _OVER = frozenset({"finished", "failed"})
 
@@ -339,7 +344,7 @@ class AgentWorkflow:
         given: Any = ModelCallInput(effect, path) if path else effect
         self._model_calls += 1
         name = model_activity_name(node.name)
-        response = await self._activity(agent, name, given, ModelResponse, s.model_timeout)
+        response = await self._activity(agent, path, name, given, ModelResponse, s.model_timeout)
         response = unique_call_ids(response)
 
         # The worker's tools decide, as in a local run: an approval predicate
@@ -395,7 +400,7 @@ class AgentWorkflow:
                 return await self._sub_run(agent, node, sub, state, invocation, path)
             name = tool_activity_name(node.name, invocation.tool_name)
             given = ToolCallInput(invocation, state.run_id, messages)
-            return await self._activity(agent, name, given, ToolReturned, s.tool_timeout)
+            return await self._activity(agent, path, name, given, ToolReturned, s.tool_timeout)
 
         results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
         for invocation, event in zip(effect.calls, results, strict=True):
@@ -405,10 +410,22 @@ class AgentWorkflow:
         return state
 
     async def _activity(
-        self, agent: Registered, name: str, given: Any, result: type[Any], timeout: timedelta
+        self,
+        agent: Registered,
+        path: tuple[str, ...],
+        name: str,
+        given: Any,
+        result: type[Any],
+        timeout: timedelta,
     ) -> Any:
-        """Activity ``name``'s result for ``given`` (its size checked first), counted in flight."""
+        """Activity ``name``'s result for ``given`` (its size checked first), counted in flight.
+
+        Inside a timed sub-run (the run at ``path`` or one above it), a
+        cancelled activity is over only once it has stopped, as a timed-out
+        call is locally; elsewhere the run goes on once it asked.
+        """
         _check_size(agent, name, given)
+        timed = any(path[:end] in self._deadlines for end in range(2, len(path) + 1, 2))
         self._in_flight += 1
         try:
             return await workflow.execute_activity(
@@ -418,6 +435,7 @@ class AgentWorkflow:
                 start_to_close_timeout=timeout,
                 heartbeat_timeout=agent.settings.heartbeat_timeout,
                 retry_policy=agent.settings.retry_policy,
+                cancellation_type=_WAIT if timed else _ASK,
             )
         finally:
             self._in_flight -= 1
@@ -563,7 +581,7 @@ async def _within(deadline: float, driving: Coroutine[Any, Any, RunState]) -> Ru
     The deadline is in workflow time, waited for with a workflow timer
     (deterministic: the history records it); at the deadline the sub-run is
     cancelled, which cancels its activities in flight (each learns it
-    through its heartbeat).
+    through its heartbeat), and None comes once they stopped (see `_activity`).
     """
     left = deadline - workflow.time()
     if left <= 0:  # it ran out while the run continued as new
