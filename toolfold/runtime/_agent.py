@@ -108,6 +108,10 @@ class Agent:
     _graph: Mapping[str, Agent] | None = attrs.field(
         init=False, default=None, eq=False, repr=False, hash=False
     )
+    # The handovers last made (see `_handovers`), with the graph they were made in.
+    _handed: tuple[Mapping[str, Agent], Mapping[str, Handover]] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False, hash=False
+    )
 
     def __init__(
         self,
@@ -152,7 +156,9 @@ class Agent:
         transfers = [h.tool() for h in self._handoff_specs()]
         object.__setattr__(self, "_sources", sources)
         options = make_options(**{**self._spec(), "tools": (*static, *transfers)})
-        object.__setattr__(self, "_options", attrs.evolve(options, name=self.name))
+        if self.name is not None:  # options are made without a name: no copy for none
+            options = attrs.evolve(options, name=self.name)
+        object.__setattr__(self, "_options", options)
 
     def _handoff_specs(self) -> list[Handoff]:
         specs = [h if isinstance(h, Handoff) else Handoff(h) for h in self.handoffs]
@@ -234,7 +240,19 @@ class Agent:
         """``live`` with this agent's handoffs attached (targets by name found in ``graph``)."""
         if not self.handoffs:
             return live
+        return attrs.evolve(live, handoffs=self._handovers(graph))
+
+    def _handovers(self, graph: Mapping[str, Agent] | None = None) -> Mapping[str, Handover]:
+        """Where each of this agent's handoff tools sends a run (targets by name found in ``graph``).
+
+        Made once per graph, not per run and per handoff: a run only reads them.
+        """
+        if not self.handoffs:
+            return {}
         graph = graph if graph is not None else self.handoff_graph()
+        handed = self._handed
+        if handed is not None and handed[0] is graph:
+            return handed[1]
         handovers = {}
         for spec in self._handoff_specs():
             target = graph[spec.agent] if isinstance(spec.agent, str) else spec.agent
@@ -244,7 +262,8 @@ class Agent:
                 spec.input_filter,
                 target._sources,
             )
-        return attrs.evolve(live, handoffs=handovers)
+        object.__setattr__(self, "_handed", (graph, handovers))
+        return handovers
 
     def _takes_over(
         self, graph: Mapping[str, Agent], current: Live, listed: Sequence[Tool[..., Any]]
@@ -256,9 +275,12 @@ class Agent:
         """
         agent = self._with(listed) if self._sources else self
         live = agent._options.live(
-            deps=current.deps, on_event=current.on_event, on_step=current.on_step
+            deps=current.deps,
+            on_event=current.on_event,
+            on_step=current.on_step,
+            handoffs=agent._handovers(graph),
         )
-        return agent._options.config, agent._live(live, graph)
+        return agent._options.config, live
 
     def _for_state(self, state: RunState) -> Agent:
         """The agent of the handoff graph that runs ``state`` now."""
@@ -305,6 +327,7 @@ class Agent:
         """Let handoffs by name also find the agents of ``scope`` (an agent file's)."""
         object.__setattr__(self, "_scope", scope)
         object.__setattr__(self, "_graph", None)
+        object.__setattr__(self, "_handed", None)
 
     def to_mermaid(self) -> str:
         """This agent as a Mermaid flowchart: its tools, sub-agents, tool sources and handoffs.
@@ -462,9 +485,13 @@ class Agent:
         def begin(agent: Agent) -> tuple[Live, RunState]:
             state = agent._start(prompt, history, new_run_id(run_id))
             live = agent._options.live(
-                deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+                deps=deps,
+                on_event=on_event,
+                on_step=on_step,
+                announce_start=True,
+                handoffs=agent._handovers(),
             )
-            return agent._live(live), state
+            return live, state
 
         return begin
 
@@ -659,5 +686,5 @@ def _from_spec(
 _RUN_FIELDS = tuple(
     f
     for f in attrs.fields(Agent)
-    if f.name not in ("name", "handoffs", "_options", "_sources", "_scope", "_graph")
+    if f.name not in ("name", "handoffs", "_options", "_sources", "_scope", "_graph", "_handed")
 )

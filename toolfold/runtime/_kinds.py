@@ -17,7 +17,15 @@ from toolfold._errors import RunError
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._planner import Call, Final, Plan
 from toolfold.runtime._run import RunOptions
-from toolfold.runtime._task import Task, as_task, plain_data, structured, type_accepts, type_name
+from toolfold.runtime._task import (
+    Task,
+    as_task,
+    hints_of,
+    plain_data,
+    structured,
+    type_accepts,
+    type_name,
+)
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 
@@ -166,10 +174,7 @@ class Parallel(Workflow):
         """The merge's return type, or ``dict[str, Any]``."""
         if self.merge is None:
             return dict[str, Any]
-        try:
-            return typing.get_type_hints(self.merge).get("return", Any)
-        except Exception:
-            return Any
+        return hints_of(self.merge).get("return", Any)
 
     def restore(self, plain: Any) -> Any:
         """The merged output; by default each step's output as its type."""

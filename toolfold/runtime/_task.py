@@ -10,10 +10,12 @@ approval inside it suspends the workflow like an agent used as a tool.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import re
 import typing
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -181,7 +183,7 @@ class Task:
             return target.output_type if target.output_type is not None else str
         if isinstance(target, Workflow):
             return target.output_type
-        return _hints(target).get("return", Any)
+        return hints_of(target).get("return", Any)
 
     @property
     def accepts(self) -> Any:
@@ -281,11 +283,26 @@ def _describe(target: Any) -> str:
     return type(target).__name__
 
 
-def _hints(fn: Any) -> dict[str, Any]:
+_HINTS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def hints_of(fn: Any) -> dict[str, Any]:
+    """``fn``'s resolved annotations ({} when they cannot be resolved yet).
+
+    Resolved once per function (a function step's output is typed on every
+    run); a failure is not kept, so a forward reference defined later resolves.
+    """
     try:
-        return typing.get_type_hints(fn)
+        return _HINTS[fn]
+    except (KeyError, TypeError):  # TypeError: not weakly referable, or unhashable
+        pass
+    try:
+        hints = typing.get_type_hints(fn)
     except Exception:
         return {}
+    with contextlib.suppress(TypeError):
+        _HINTS[fn] = hints
+    return hints
 
 
 def _first_parameter_type(fn: Any) -> Any:
@@ -299,7 +316,7 @@ def _first_parameter_type(fn: Any) -> Any:
         return Any
     if not params:
         return Any
-    return _hints(fn).get(params[0].name, Any)
+    return hints_of(fn).get(params[0].name, Any)
 
 
 def structured(plain: Any, tp: Any) -> Any:
@@ -410,9 +427,13 @@ def _step_result(response: Response) -> SubRun:
 def _bound(task: Task, scope: Mapping[str, Any]) -> Any:
     """The step's target with its instructions' placeholders filled."""
     target = task.target
-    if isinstance(target, Agent) and target.instructions:
-        text = render(target.instructions, scope)
-        return target if text == target.instructions else target.evolve(instructions=text)
+    if not isinstance(target, Agent):
+        return target
+    instructions = target.instructions
+    # Text without braces has nothing to fill (and no "{{" to unescape).
+    if instructions and ("{" in instructions or "}" in instructions):
+        text = render(instructions, scope)
+        return target if text == instructions else target.evolve(instructions=text)
     return target
 
 

@@ -315,7 +315,8 @@ def handed_off(
             ) from exc
     # The run's step limit (its first agent's, or the one given to resume) bounds
     # the whole turn, handoffs included: a cycle cannot reset it.
-    config = attrs.evolve(config, max_steps=state.config.max_steps)
+    if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
+        config = attrs.evolve(config, max_steps=state.config.max_steps)
     return HandedOff(agent, config, messages)
 
 
