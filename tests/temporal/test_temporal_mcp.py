@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 import temporal_app
 from conftest import DevServer
-from test_temporal import _in_process, _lines, _run
-from test_temporal_handoffs import _replays, _scheduled
-
-from toolfold.runtime.core._state import RunState
+from test_temporal import _lines, _run
+from test_temporal_handoffs import _approved, _replays, _scheduled
 
 
 def test_an_agent_with_an_mcp_server_runs_durably_like_a_local_run(
@@ -39,16 +35,9 @@ def test_an_mcp_tools_approval_predicate_suspends_the_durable_run(
 ) -> None:
     """The server's requires_approval predicate decides in workflow code; approved, the call runs on the server."""
 
-    async def go() -> tuple[RunState, Any]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            handle = await temporal_app.served.start(
-                client, "big", id="served-big", task_queue=queue
-            )
-            waiting = await handle.suspended()
-            await handle.approve(*(call.id for call in waiting.pending_approvals))
-            return waiting, await handle.result()
-
-    waiting, durable = asyncio.run(go())
+    waiting, durable = _approved(
+        temporal_app.served, "big", "served-big", server, tmp_path, monkeypatch
+    )
     assert [c.name for c in waiting.pending_approvals] == ["m_add"]
     local = temporal_app.served.agent.run("big", run_id="served-big")
     assert local.state.pending_approvals == waiting.pending_approvals
