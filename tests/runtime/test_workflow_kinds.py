@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import dataclasses
+from typing import Any, Literal, TypedDict
 
 import attrs
 import pytest
@@ -181,6 +182,69 @@ def test_template_naming_a_later_step_is_a_definition_error() -> None:
         Sequence(Task(echo("a"), prompt="{b}"), echo("b"))
     with pytest.raises(WorkflowDefinitionError, match="which runs at the same time"):
         Parallel(Task(echo("a"), prompt="{b}"), echo("b"))
+
+
+@dataclasses.dataclass
+class Outline:
+    """A typed function step's output."""
+
+    title: str
+    draft: Draft
+
+
+class Verdict(TypedDict):
+    """A TypedDict output."""
+
+    score: int
+
+
+def test_a_field_an_earlier_output_type_lacks_is_a_definition_error() -> None:
+    """`{name.field}` naming a field the earlier step's declared type lacks fails when the workflow is built, naming the placeholder, the step and the fields."""
+
+    def outline(draft: Draft) -> Outline:
+        return Outline(draft.text, draft)
+
+    def judge(outline: Outline) -> Verdict:
+        return {"score": len(outline.title)}
+
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Sequence(
+            drafts(1),
+            outline,
+            judge,
+            Task(echo("w"), prompt="{reviser.txt} {outline.draft.dne} {judge.grade} {w2.x}"),
+            Task(Agent(FunctionModel(lambda r: "x"), name="w2", instructions="{w.title}")),
+        )
+    problems = list(caught.value.problems)
+    assert problems == [
+        "step 'w' refers to {w2}, which runs after it",
+        "step 'w' refers to {reviser.txt}, but step 'reviser' gives Draft, which has no "
+        "field 'txt' (fields: text, done)",
+        "step 'w' refers to {outline.draft.dne}, but outline.draft is Draft, which has no "
+        "field 'dne' (fields: text, done)",
+        "step 'w' refers to {judge.grade}, but step 'judge' gives Verdict, which has no "
+        "field 'grade' (fields: score)",
+        "step 'w2' refers to {w.title}, but step 'w' gives str, which has no field 'title' "
+        "(it has no fields)",
+    ]
+
+
+def test_fields_checked_through_nesting_and_routes_and_left_to_run_time_when_unknown() -> None:
+    """A nested workflow's placeholders are checked where the name is defined; a router's output too; untyped outputs wait for the run."""
+    inner = Sequence(Task(echo("b"), prompt="{reviser.text} {reviser.nope}"), name="inner")
+    with pytest.raises(WorkflowDefinitionError, match=r"\{reviser.nope\}.*fields: text, done"):
+        Sequence(drafts(1), inner)
+    router = Agent(FunctionModel(lambda r: "a"), name="pick", output_type=Literal["a"])
+    with pytest.raises(WorkflowDefinitionError, match=r"\{pick.label\}.*no field 'label'"):
+        Route(router, {"a": Task(echo("a"), prompt="{pick.label}")})
+
+    def untyped(text):  # type: ignore[no-untyped-def]
+        return {"k": text}
+
+    late = Sequence(untyped, Task(echo("w"), prompt="{untyped.k} {untyped.missing}"))
+    with pytest.raises(RunError, match=r"\{untyped.missing\}: the value of untyped has no field"):
+        late.run("x")
+    assert Sequence(untyped, Task(echo("w"), prompt="{untyped.k}")).run("x").output == "w(x)"
 
 
 def test_unknown_name_found_when_the_outermost_workflow_runs() -> None:

@@ -17,7 +17,15 @@ from toolfold._errors import RunError
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._planner import Call, Final, Plan
 from toolfold.runtime._run import RunOptions
-from toolfold.runtime._task import Task, as_task, plain_data, structured, type_accepts, type_name
+from toolfold.runtime._task import (
+    Task,
+    as_task,
+    field_problems,
+    plain_data,
+    structured,
+    type_accepts,
+    type_name,
+)
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 
@@ -55,6 +63,8 @@ class Sequence(Workflow):
         for index, task in enumerate(tasks):
             later = dict.fromkeys(names[index + 1 :], "which runs after it")
             _reference_problems(task, {**later, task.name: "itself"}, problems)
+            earlier = {t.name: t.output_type for t in tasks[:index]}
+            problems.extend(field_problems(task, earlier))
         for before, after in itertools.pairwise(tasks):
             giver = f"the step before it, {before.name!r}, gives"
             problems.extend(after.input_problems(before.output_type, giver))
@@ -267,6 +277,8 @@ class Route(Workflow):
             _reference_problems(
                 routing, dict.fromkeys(names, "a branch, which runs after it"), problems
             )
+            for task in branch_tasks:
+                problems.extend(field_problems(task, {routing.name: routing.output_type}))
         router_name = routing.name if is_step else getattr(router, "__name__", "router")
         giver = f"it gets the route's input, and the router {router_name!r} takes"
         for task in branch_tasks:

@@ -10,6 +10,7 @@ approval inside it suspends the workflow like an agent used as a tool.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import re
@@ -22,7 +23,7 @@ import attrs
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._response import RunEndEvent
-from toolfold.runtime._template import TemplateError, names_in, render
+from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -159,6 +160,23 @@ class Task:
     def free_names(self) -> frozenset[str]:
         """Names of values this step's templates need from earlier steps (any depth)."""
         return self._free
+
+    @property
+    def references(self) -> tuple[tuple[str, ...], ...]:
+        """The placeholders this step's templates hold for earlier outputs, as paths (any depth).
+
+        ``{writer.title}`` gives ``("writer", "title")``; ``{input...}`` is
+        the step's own input and is left out.
+        """
+        from toolfold.runtime._workflow import Workflow
+
+        if isinstance(self.target, Workflow):
+            return self.target.free_references
+        found: list[tuple[str, ...]] = []
+        for template in (self.prompt, self.instructions):
+            with contextlib.suppress(TemplateError):  # reported by problems()
+                found.extend(placeholders(template) if template else ())
+        return tuple(path for path in found if path[0] != "input")
 
     def _find_free_names(self) -> frozenset[str]:
         from toolfold.runtime._workflow import Workflow
@@ -470,6 +488,67 @@ def checked_input(task: Task, plain: Any, tp: Any) -> Any:
     raise TypeError(
         f"step {task.name!r} takes {type_name(tp)}, but got {type(plain).__name__} {_short(plain)}"
     )
+
+
+def field_problems(task: Task, known: typing.Mapping[str, Any]) -> list[str]:
+    """The placeholders of ``task`` naming a field that an earlier step's output type lacks.
+
+    ``known``: the output type of each earlier step whose value the task may
+    read. Only definite misses are problems: a type whose fields cannot be
+    known (Any, a mapping, a union) is checked when the step runs.
+    """
+    found: list[str] = []
+    for path in task.references:
+        if len(path) < 2 or path[0] not in known:
+            continue
+        tp = known[path[0]]
+        for depth, key in enumerate(path[1:], start=1):
+            fields = fields_of(tp)
+            if fields is None:
+                break
+            if key not in fields:
+                where = f"step {path[0]!r} gives" if depth == 1 else f"{'.'.join(path[:depth])} is"
+                has = f"fields: {', '.join(fields)}" if fields else "it has no fields"
+                found.append(
+                    f"step {task.name!r} refers to {{{'.'.join(path)}}}, but {where} "
+                    f"{type_name(tp)}, which has no field {key!r} ({has})"
+                )
+                break
+            tp = fields[key]
+        if len(found) > 20:
+            break
+    return found
+
+
+_NO_FIELDS = (str, bytes, int, float, bool, list, tuple, set, frozenset)
+
+
+def fields_of(tp: Any) -> dict[str, Any] | None:
+    """The fields of a step output of type ``tp`` with their types; None when they cannot be known.
+
+    Attrs classes, dataclasses and TypedDicts have their fields; text,
+    numbers, lists and literals have none; anything else (Any, a mapping, a
+    union) is unknown until the value exists.
+    """
+    import dataclasses
+
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return fields_of(typing.get_args(tp)[0])
+    if origin is Literal or (origin or tp) in _NO_FIELDS:
+        return {}
+    if not isinstance(tp, type):
+        return None
+    if attrs.has(tp):
+        names = [f.name for f in attrs.fields(tp)]
+    elif dataclasses.is_dataclass(tp):
+        names = [f.name for f in dataclasses.fields(tp)]
+    elif typing.is_typeddict(tp):
+        names = list(typing.get_type_hints(tp))
+    else:
+        return None
+    hints = _hints(tp)
+    return {name: hints.get(name, Any) for name in names}
 
 
 def _short(value: Any) -> str:

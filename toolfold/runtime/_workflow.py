@@ -203,6 +203,11 @@ class Workflow:
         """Names the steps' templates need that no step of this workflow defines before them."""
         return self._free
 
+    @property
+    def free_references(self) -> tuple[tuple[str, ...], ...]:
+        """The placeholders (as paths) of `free_names`: what an enclosing workflow checks."""
+        return tuple(p for t in self._tasks for p in t.references if p[0] in self._free)
+
     def _free_names(self) -> frozenset[str]:  # pragma: no cover - abstract
         raise NotImplementedError
 
