@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Literal, TypedDict
 
 import attrs
@@ -339,7 +340,9 @@ def _anything(value: Any) -> Any:
 
 def test_a_typed_function_step_refuses_a_value_of_another_type_at_run_time() -> None:
     """A value whose type shows only at run time fails the typed step, naming both types."""
-    with pytest.raises(RunError, match="step '_plus_one' takes int, but got str 'hello'"):
+    with pytest.raises(
+        RunError, match=r"step '_plus_one' \(parameter 'n'\) takes int, but got str 'hello'"
+    ):
         Sequence(_anything, _plus_one).run("hello")
 
 
@@ -348,9 +351,68 @@ def test_a_wrong_runtime_type_goes_through_the_steps_on_error_policy() -> None:
     response = Sequence(_anything, Task(_plus_one, on_error="skip")).run("hello")
     assert response.state.output == "hello"
     assert response.errors == {
-        "_plus_one": "Error: TypeError: step '_plus_one' takes int, but got str 'hello'"
+        "_plus_one": "Error: TypeError: step '_plus_one' (parameter 'n') takes int, "
+        "but got str 'hello'"
     }
     exact(response.state)
+
+
+@attrs.frozen
+class Order:
+    """A typed function step's parameter."""
+
+    item: str
+    qty: int
+
+
+def _ship(order: Order) -> str:
+    return f"{order.qty} x {order.item}"
+
+
+def _half(x: float) -> float:
+    return x / 2
+
+
+def test_run_time_type_checks_are_strict_and_name_step_parameter_expected_and_got() -> None:
+    """Text is not made a number, a number not text, and an object with an extra key or a wrong field is not made a class."""
+    cases = [
+        ("3", _plus_one, r"step '_plus_one' \(parameter 'n'\) takes int, but got str '3'$"),
+        (
+            {"item": "tea", "qty": 2, "gift": True},
+            _ship,
+            r"step '_ship' \(parameter 'order'\) takes Order, but got dict .*"
+            r"\(\$: unexpected property 'gift'\)$",
+        ),
+        (
+            {"item": "tea", "qty": "2"},
+            _ship,
+            r"step '_ship' \(parameter 'order'\) takes Order, but got dict .*"
+            r"\(\$\.qty: cannot convert to int: expected an integer, got str '2'\)$",
+        ),
+        (True, _half, r"step '_half' \(parameter 'x'\) takes float, but got bool True$"),
+    ]
+    for value, step, message in cases:
+        response = Sequence(_anything, Task(step, on_error="skip")).run(value)
+        assert re.search(message, response.errors[step.__name__].removeprefix("Error: TypeError: "))
+        exact(response.state)
+    assert Sequence(_anything, _ship).run({"item": "tea", "qty": 2}).output == "2 x tea"
+    assert Sequence(_anything, _half).run(3).output == 1.5  # an int is a float, as in JSON
+
+
+def test_a_router_function_gets_its_type_strictly() -> None:
+    """A function router whose parameter type the input does not have fails the run, naming the router."""
+
+    def by_size(n: int) -> str:
+        return "big" if n > 10 else "small"
+
+    route = Route(by_size, {"big": echo("big"), "small": echo("small")})
+    flow = Sequence(_anything, route)
+    assert flow.run(12).output == "big(12)"
+    with pytest.raises(
+        RunError,
+        match=r"the router 'by_size' of Route 'route' \(parameter 'n'\) takes int, but got str '12'",
+    ):
+        flow.run("12")
 
 
 def test_a_typed_function_step_gets_its_type_when_the_value_fits() -> None:

@@ -360,9 +360,16 @@ class Route(Workflow):
                 values[router.name] = status.value
             label = status.value
         elif chosen is None:
-            from toolfold.runtime._task import _first_parameter_type
+            from toolfold.runtime._task import _first_parameter_name, strict_value
 
-            label = self.router(structured(plan.input, _first_parameter_type(self.router)))
+            name = getattr(self.router, "__name__", "router")
+            typed = strict_value(
+                plan.input,
+                self.input_type,
+                f"the router {name!r} of {self.label}",
+                _first_parameter_name(self.router),
+            )
+            label = self.router(typed)
         if chosen is None:
             chosen = self._branch(label)
         status = plan.status(chosen, chosen.name)

@@ -306,18 +306,25 @@ def _hints(fn: Any) -> dict[str, Any]:
         return {}
 
 
-def _first_parameter_type(fn: Any) -> Any:
+def _first_parameter_name(fn: Any) -> str | None:
+    params = _positional(fn)
+    return params[0].name if params else None
+
+
+def _positional(fn: Any) -> list[inspect.Parameter]:
     try:
-        params = [
+        return [
             p
             for p in inspect.signature(fn).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
     except (TypeError, ValueError):
-        return Any
-    if not params:
-        return Any
-    return _hints(fn).get(params[0].name, Any)
+        return []
+
+
+def _first_parameter_type(fn: Any) -> Any:
+    name = _first_parameter_name(fn)
+    return Any if name is None else _hints(fn).get(name, Any)
 
 
 def structured(plain: Any, tp: Any) -> Any:
@@ -459,35 +466,47 @@ def _function_runner(task: Task) -> Callable[..., Any]:
 # --- types ---------------------------------------------------------------------
 
 
-_STRICT = {str: (str,), bool: (bool,), int: (int,), float: (int, float)}
-
-
 def checked_input(task: Task, plain: Any, tp: Any) -> Any:
-    """``plain`` as the type step ``task`` takes, or a `TypeError` naming the step and both types.
+    """``plain`` as the type step ``task`` takes, or a `TypeError` naming the step.
 
     Types a definition could not check (an input that is Any until it runs)
-    are checked here, so a function never gets a value of another type:
-    text is not turned into a number, nor a number into text.
+    are checked here, so a function never gets a value of another type.
 
     Raises:
         TypeError: ``plain`` is not a ``tp``; the step fails by its ``on_error``.
     """
+    return strict_value(plain, tp, f"step {task.name!r}", _first_parameter_name(task.target))
+
+
+def strict_value(plain: Any, tp: Any, who: str, parameter: str | None) -> Any:
+    """``plain`` (a step's output, as plain data) structured into ``tp`` strictly.
+
+    The toolkit's one converter does it: text is never turned into a number,
+    nor a number into text, and an object with keys the class lacks is refused.
+
+    Raises:
+        TypeError: It is not a ``tp``, naming ``who`` takes it (and its
+            ``parameter``), the type expected, the value got and each problem.
+    """
     if tp is Any or tp is None or tp is object:
         return plain
-    strict = _STRICT.get(tp)
-    fits = strict is None or (
-        isinstance(plain, strict) and (tp is bool or not isinstance(plain, bool))
-    )
-    if fits:
-        from toolfold.toolkit._converter import get_converter
+    from toolfold.toolkit._converter import get_converter
+    from toolfold.toolkit._problems import render, structure_problems
 
-        try:
-            return get_converter().structure(plain, tp)
-        except Exception:
-            pass
-    raise TypeError(
-        f"step {task.name!r} takes {type_name(tp)}, but got {type(plain).__name__} {_short(plain)}"
-    )
+    try:
+        return get_converter().structure(plain, tp)
+    except Exception as exc:
+        # what is wrong inside the value (a field, an extra key): the top level is said below
+        inside = [p for p in structure_problems(exc, (), tp) if p[0] or tp not in _PRIMITIVE]
+        details = f" ({'; '.join(render(inside))})" if inside else ""
+        where = f"{who} (parameter {parameter!r})" if parameter else who
+        raise TypeError(
+            f"{where} takes {type_name(tp)}, but got {type(plain).__name__} {_short(plain)}"
+            + details
+        ) from None
+
+
+_PRIMITIVE = (str, int, float, bool)
 
 
 def field_problems(task: Task, known: typing.Mapping[str, Any]) -> list[str]:
