@@ -370,7 +370,15 @@ class _Loader:
             except ToolfoldError as exc:
                 kind = "agent" if table == "agents" else "workflow"
                 self.problem(f"{table}.{name}", f"cannot build the {kind}: {exc}")
-                raise self.fail() from exc
+            except KeyError:
+                if not self.problems:
+                    raise
+                # it refers to one that could not be built (reported): the others go on
+        if self.problems:
+            raise self.fail()
+        self._check_free_names(built)
+        if self.problems:
+            raise self.fail()
         scope = {name: typing.cast(Agent, built[name]) for name in agents}
         for agent in scope.values():
             agent._in_scope(scope)  # a handoff by name finds any agent of the file
@@ -683,6 +691,22 @@ class _Loader:
             visit(name, [])
         return order
 
+    def _check_free_names(self, built: Mapping[str, Any]) -> None:
+        """A workflow no other one of the file nests runs on its own: every name its templates use must be defined in it."""
+        nested = {ref for flow in self.flows.values() for ref in _step_references(flow)}
+        for name in self.flows:
+            if name in nested:
+                continue
+            workflow = built[name]
+            for free in sorted(workflow.free_names):
+                users = sorted({t.name for t in _tasks_using(workflow, free)})
+                self.problem(
+                    f"workflows.{name}",
+                    f"a template of step {', '.join(map(repr, users))} refers to {{{free}}}, "
+                    "which no step before it defines (no other workflow of the file nests "
+                    "this one to define it)",
+                )
+
     def _task(self, ref: StepRef, built: Mapping[str, Any]) -> Any:
         """A workflow step: the agent, workflow or function, in a `Task` when it has options."""
         from toolfold.runtime._task import Task
@@ -800,6 +824,17 @@ def _step_references(flow: WorkflowEntry) -> Iterator[str]:
         target = ref.step if isinstance(ref, StepEntry) else ref
         if ":" not in target:
             yield target
+
+
+def _tasks_using(workflow: Workflow, name: str) -> Iterator[Any]:
+    """The innermost steps of ``workflow`` whose own templates use ``name``."""
+    for task in workflow.tasks:
+        if name not in task.free_names:
+            continue
+        if isinstance(task.target, Workflow):
+            yield from _tasks_using(task.target, name)
+        else:
+            yield task
 
 
 def _server(entry: MCPEntry) -> ToolSource:
