@@ -319,7 +319,7 @@ ERRORS = {
         "workflows:\n  w:\n    kind: sequence\n    steps: [a]\n",
         (5, 6),
         "workflows.w",
-        "a template of step 'a' refers to {ghost}, which no step before it defines",
+        "step 'a' refers to {ghost}, which no earlier step defines (no other workflow",
     ),
     "syntax": (
         '[agents.a]\nmodel = "openai:gpt-4o-mini\n',

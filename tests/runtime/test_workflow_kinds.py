@@ -251,7 +251,9 @@ def test_fields_checked_through_nesting_and_routes_and_left_to_run_time_when_unk
 def test_unknown_name_found_when_the_outermost_workflow_runs() -> None:
     """A name no step defines is refused before anything runs; an enclosing step may define it."""
     inner = Sequence(Task(echo("b"), prompt="about {topic}"), name="inner")
-    with pytest.raises(WorkflowDefinitionError, match=r"\{topic\}, which no earlier step"):
+    with pytest.raises(
+        WorkflowDefinitionError, match=r"step 'b' refers to \{topic\}, which no earlier step"
+    ):
         inner.run("x")
     outer = Sequence(echo("topic"), inner)
     assert outer.run("x").output == "b(about topic(x))"

@@ -697,14 +697,10 @@ class _Loader:
         for name in self.flows:
             if name in nested:
                 continue
-            workflow = built[name]
-            for free in sorted(workflow.free_names):
-                users = sorted({t.name for t in _tasks_using(workflow, free)})
+            for problem in built[name].free_problems():
                 self.problem(
                     f"workflows.{name}",
-                    f"a template of step {', '.join(map(repr, users))} refers to {{{free}}}, "
-                    "which no step before it defines (no other workflow of the file nests "
-                    "this one to define it)",
+                    f"{problem} (no other workflow of the file nests this one to define it)",
                 )
 
     def _task(self, ref: StepRef, built: Mapping[str, Any]) -> Any:
@@ -824,17 +820,6 @@ def _step_references(flow: WorkflowEntry) -> Iterator[str]:
         target = ref.step if isinstance(ref, StepEntry) else ref
         if ":" not in target:
             yield target
-
-
-def _tasks_using(workflow: Workflow, name: str) -> Iterator[Any]:
-    """The innermost steps of ``workflow`` whose own templates use ``name``."""
-    for task in workflow.tasks:
-        if name not in task.free_names:
-            continue
-        if isinstance(task.target, Workflow):
-            yield from _tasks_using(task.target, name)
-        else:
-            yield task
 
 
 def _server(entry: MCPEntry) -> ToolSource:
