@@ -445,9 +445,10 @@ def _function_runner(task: Task) -> Callable[..., Any]:
     """The tool function of a function step: its input structured, its output as JSON."""
     fn = task.target
     tp = task.accepts
+    who, parameter = f"step {task.name!r}", _first_parameter_name(fn)
 
     def typed(input: Any) -> Any:
-        return checked_input(task, input, tp)
+        return strict_value(input, tp, who, parameter)
 
     # an object whose __call__ is async is a coroutine function too
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
@@ -464,18 +465,6 @@ def _function_runner(task: Task) -> Callable[..., Any]:
 
 
 # --- types ---------------------------------------------------------------------
-
-
-def checked_input(task: Task, plain: Any, tp: Any) -> Any:
-    """``plain`` as the type step ``task`` takes, or a `TypeError` naming the step.
-
-    Types a definition could not check (an input that is Any until it runs)
-    are checked here, so a function never gets a value of another type.
-
-    Raises:
-        TypeError: ``plain`` is not a ``tp``; the step fails by its ``on_error``.
-    """
-    return strict_value(plain, tp, f"step {task.name!r}", _first_parameter_name(task.target))
 
 
 def strict_value(plain: Any, tp: Any, who: str, parameter: str | None) -> Any:
