@@ -96,10 +96,10 @@ def encode_body(
         memo = message._wire  # `wire_memo`, inlined: once per message per request
         fragment = memo[1] if memo is not None and memo[0] is provider else None
         if fragment is None:
-            if _has_media_results(message):
-                return None
             fragment = _loop_fragment(message, provider, rewrite_id)
             if fragment is None:
+                if _has_media_results(message):
+                    return None
                 fragment = encode_text(encode_messages((message,), provider, rewrite_id))[1:-1]
             set_wire_memo(message, provider, fragment)
         if fragment:
@@ -166,7 +166,8 @@ def _loop_fragment(
     """The JSON of the two messages every tool step adds, or None for any other message.
 
     An assistant turn that only calls tools (without a thinking field or a
-    provider's extra content) and a message of text-only tool results: their
+    provider's extra content) and a message of text-only tool results (None
+    when a result holds images or files): their
     objects have a fixed shape, so only their strings go through the JSON
     encoder; the text is the same as encoding `encode_messages`' dicts (a
     test compares them).
@@ -176,13 +177,15 @@ def _loop_fragment(
         return None
     role = message.role
     if role == "tool" and _only(parts, ToolResultPart):
-        return ",".join(
-            [
-                f'{{"role":"tool","tool_call_id":{_string(rewrite_id(r.call_id))},'
-                f'"content":{_string(r.content)}}}'
-                for r in cast("tuple[ToolResultPart, ...]", parts)
-            ]
-        )
+        results = []
+        for result in cast("tuple[ToolResultPart, ...]", parts):
+            if result.parts:
+                return None
+            results.append(
+                f'{{"role":"tool","tool_call_id":{_string(rewrite_id(result.call_id))},'
+                f'"content":{_string(result.content)}}}'
+            )
+        return ",".join(results)
     if role != "assistant" or provider.reasoning_out is not None or not _only(parts, ToolCallPart):
         return None
     calls = []
