@@ -1,6 +1,8 @@
 """Client CPU per exchange without sockets: toolfold's tool loop against the raw loop.
 
-    .venv/bin/python bench/bench_exchange.py [--steps 10] [--batches 40]
+    .venv/bin/python bench/bench_exchange.py [--steps 10] [--batches 40] [--evict]
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        .venv/bin/python bench/bench_exchange.py --count toolfold --batches 120
 
 The same sequential tool loop as ``bench_http.py --only loop`` (the ``add``
 tool, the fake server's answers), with the HTTP exchange replaced by the
@@ -20,6 +22,10 @@ least is the figure other work disturbed least).
 copy's CPU out of the figures: the CPU caches then hold little of the run, as
 after a real exchange, where the socket calls, the client library and the
 server process have run in between. It shows what the same work costs there.
+
+``--count toolfold`` (or ``raw``) runs that side ``--batches`` times untimed:
+under valgrind, the instructions of 100 runs are the count at 120 minus the
+count at 20, the same on any machine load.
 """
 
 from __future__ import annotations
@@ -115,6 +121,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--evict", action="store_true", help="evict the caches between exchanges")
+    parser.add_argument(
+        "--count",
+        choices=("toolfold", "raw"),
+        help="run that side --batches times, untimed, and exit (for an instruction counter)",
+    )
     args = parser.parse_args()
     if args.evict:
         EVICT.block = bytearray(8 * 2**20)
@@ -131,6 +142,14 @@ def main() -> None:
             model, "add things", tools=[bench_http.add], max_steps=exchanges
         )
         assert response.text.startswith(done), response.text
+
+    if args.count is not None:
+        for _ in range(args.batches):
+            if args.count == "toolfold":
+                ours_sync()
+            else:
+                raw_loop(answers, steps)
+        return
 
     async def ours_async(tool: Any) -> None:
         response = await toolfold.agenerate_text(
