@@ -33,7 +33,27 @@ class DevServer:
         self.process: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
-        """Start it and return once it answers the health check."""
+        """Start it and return once it answers the health check.
+
+        A port found free may be taken before the server binds it (other test
+        runs on the machine start servers too): the server then exits at once,
+        and it starts again on other ports.
+        """
+        said: list[str] = []
+        for _ in range(5):
+            said = self._launch()
+            if not said:
+                break
+            self.port = _free_port()
+            self.address = f"127.0.0.1:{self.port}"
+        else:
+            raise RuntimeError(f"the Temporal dev server exited: {''.join(said[-5:])}")
+        health = [str(TEMPORAL), "operator", "cluster", "health", "--address", self.address]
+        while subprocess.run(health, capture_output=True).returncode != 0:
+            assert self.process.poll() is None, "the Temporal dev server died while starting"
+
+    def _launch(self) -> list[str]:
+        """Start the server; [] once its frontend is up, else what it said before it exited."""
         args = [str(TEMPORAL), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
         args += ["--port", str(self.port), "--http-port", str(_free_port())]
         args += ["--metrics-port", str(_free_port()), "--db-filename", str(self.db)]
@@ -42,14 +62,15 @@ class DevServer:
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         assert self.process.stdout is not None
+        said = []
         for line in self.process.stdout:  # the banner comes once the frontend is up
             if line.startswith("Temporal Server:"):
-                break
-        else:
-            raise RuntimeError(f"the Temporal dev server exited ({self.process.wait()})")
-        health = [str(TEMPORAL), "operator", "cluster", "health", "--address", self.address]
-        while subprocess.run(health, capture_output=True).returncode != 0:
-            assert self.process.poll() is None, "the Temporal dev server died while starting"
+                return []
+            said.append(line)
+        self.process.wait()
+        self.process.stdout.close()
+        self.process = None
+        return said or ["(nothing)"]
 
     def kill(self) -> None:
         """SIGKILL it (the database file keeps its state)."""

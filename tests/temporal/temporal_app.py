@@ -27,9 +27,12 @@ from temporalio.worker import Worker
 from toolfold import (
     Agent,
     AuthenticationError,
+    Handoff,
     Loop,
+    Message,
     Parallel,
     RateLimitError,
+    Response,
     Route,
     RunContext,
     Sequence,
@@ -499,10 +502,183 @@ boss = TemporalAgent(
 )
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
+
+
+# Handoffs: triage hands to billing (with an input filter), billing records the
+# invoice and hands back to triage by name, triage answers.
+def _triage(request: ModelRequest) -> Any:
+    done = _results(request)
+    if "Transferred to triage." in done:
+        return "sorted: " + ",".join(r for r in done if not r.startswith("Transferred"))
+    return FunctionModel.call("transfer_to_billing", {})
+
+
+def _billing(request: ModelRequest) -> Any:
+    """Billing calls its one tool (`record`, or `slow`) on the prompt, then hands back."""
+    done = _results(request)
+    if not done:
+        return FunctionModel.call(request.tools[0].name, {"text": request.messages[-1].text})
+    return FunctionModel.call("transfer_to_triage", {})
+
+
+def users_only(messages: tuple[Message, ...]) -> list[Message]:
+    """A handoff's input filter: the target sees only what the user said."""
+    return [m for m in messages if m.role == "user"]
+
+
+def _triage_agent(tool: Any = record) -> Agent:
+    billing = Agent(FunctionModel(_billing), tools=[tool], name="billing", handoffs=["triage"])
+    target = Handoff(billing, input_filter=users_only)
+    return Agent(FunctionModel(_triage), name="triage", handoffs=[target])
+
+
+desk = TemporalAgent(_triage_agent(), name="desk", settings=SETTINGS)
+# A cycle with no way out: the run's max_steps (the first agent's) ends it.
+pong = Agent(
+    FunctionModel(lambda r: FunctionModel.call("transfer_to_ping", {})),
+    name="pong",
+    handoffs=["ping"],
+)
+ping = TemporalAgent(
+    Agent(
+        FunctionModel(lambda r: FunctionModel.call("transfer_to_pong", {})),
+        name="ping",
+        handoffs=[pong],
+        max_steps=3,
+    ),
+    settings=SETTINGS,
+)
+# The same handoffs inside a workflow step and inside an agent used as a tool.
+handed = TemporalAgent(Sequence(first, _triage_agent(), last, name="handed"), settings=SETTINGS)
+
+
+def _ask_triage(request: ModelRequest) -> Any:
+    done = _results(request)
+    return "front: " + done[0] if done else FunctionModel.call("triage", {"input": "bill me"})
+
+
+front = TemporalAgent(
+    Agent(FunctionModel(_ask_triage), tools=[_triage_agent().as_tool()], name="front"),
+    settings=SETTINGS,
+)
+
+
+# The same desk whose billing calls the slow tool (the crash point).
+slow_desk = TemporalAgent(_triage_agent(slow), name="slow_desk", settings=SETTINGS)
+# The same desk, continuing as new after every model call: the new history
+# picks up the run with the agent it was handed to.
+hopping = TemporalAgent(
+    _triage_agent(), name="hopping", settings=attrs.evolve(SETTINGS, continue_as_new_steps=1)
+)
+
+
+# A handoff target whose tool needs an approval: the run waits with billing.
+def _pay_five(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done[-1].startswith("Transferred"):
+        return FunctionModel.call("transfer", {"amount": 5})
+    return "billing: " + done[-1]
+
+
+cashier = TemporalAgent(
+    Agent(
+        FunctionModel(lambda r: FunctionModel.call("transfer_to_till", {})),
+        name="cashier",
+        handoffs=[Agent(FunctionModel(_pay_five), tools=[transfer], name="till")],
+    ),
+    settings=SETTINGS,
+)
+
+
+def broken_filter(messages: tuple[Message, ...]) -> list[Message]:
+    """An input filter that fails."""
+    raise LookupError("no user message")
+
+
+clumsy = TemporalAgent(
+    Agent(
+        FunctionModel(lambda r: FunctionModel.call("transfer_to_billing", {})),
+        name="clumsy",
+        handoffs=[
+            Handoff(Agent(FunctionModel(_billing), name="billing"), input_filter=broken_filter)
+        ],
+    ),
+    settings=SETTINGS,
+)
+
+
+# on_tool_error="raise": a failing tool fails the run, as locally; below a
+# caller that returns errors, the sub-agent's failure is that call's error result.
+@tool
+def crash(text: str) -> str:
+    """Always fails.
+
+    Args:
+        text: Ignored.
+    """
+    raise ValueError(f"cannot take {text!r}")
+
+
+def _crashing(request: ModelRequest) -> Any:
+    done = _results(request)
+    return "never: " + done[0] if done else FunctionModel.call("crash", {"text": "x"})
+
+
+strict_agent = Agent(FunctionModel(_crashing), tools=[crash], name="strict", on_tool_error="raise")
+strict = TemporalAgent(strict_agent, settings=SETTINGS)
+
+
+def _ask_strict(request: ModelRequest) -> Any:
+    done = _results(request)
+    return "lenient: " + done[0] if done else FunctionModel.call("strict", {"input": "x"})
+
+
+lenient = TemporalAgent(
+    Agent(FunctionModel(_ask_strict), tools=[strict_agent.as_tool()], name="lenient"),
+    settings=SETTINGS,
+)
+
+
+# as_tool(output=...): the caller sees what the function makes of the sub-run's
+# Response; it runs once (in its activity) and logs each execution.
+def shout(response: Response) -> str:
+    """What the caller sees of the echo agent: its text, upper-cased."""
+    _log(f"shout {response.text}")
+    return response.text.upper()
+
+
+def refuse(response: Response) -> str:
+    """An output function that fails."""
+    raise KeyError("no summary")
+
+
+def _ask_both(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done:
+        return " | ".join(done)
+    return [
+        FunctionModel.call("loud", {"input": "hi"}),
+        FunctionModel.call("mute", {"input": "hi"}),
+    ]
+
+
+extracting = TemporalAgent(
+    Agent(
+        FunctionModel(_ask_both),
+        tools=[
+            _echo("echo").as_tool("loud", output=shout),
+            _echo("echo").as_tool("mute", output=refuse),
+        ],
+        name="extracting",
+    ),
+    settings=SETTINGS,
+)
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
+    *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
+    slow_desk,
 ]
 
 

@@ -58,6 +58,7 @@ from toolfold.integrations.temporal import (
     data_converter,
 )
 from toolfold.integrations.temporal._activities import _application_error
+from toolfold.mcp import MCPServerStdio
 from toolfold.runtime import StreamEvent, SubRunEvent, ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
@@ -121,6 +122,22 @@ def test_activity_names_are_pinned() -> None:
     assert names(temporal_app.boss) == {
         *("boss__model_request", "boss__tool__signer"),
         *("boss.signer__model_request", "boss.signer__tool__transfer"),
+    }
+    # Handoffs: each agent the first one reaches runs under <first agent's node>@<agent>.
+    assert names(temporal_app.desk) == {
+        *("desk__model_request", "desk__tool__transfer_to_billing"),
+        *("desk@billing__model_request", "desk@billing__tool__record"),
+        "desk@billing__tool__transfer_to_triage",
+    }
+    assert {n for n in names(temporal_app.handed) if "@" in n} == {
+        "handed.triage@billing__model_request",
+        "handed.triage@billing__tool__record",
+        "handed.triage@billing__tool__transfer_to_triage",
+    }
+    # as_tool(output=...): the function runs in the sub-run's node's output activity.
+    assert {n for n in names(temporal_app.extracting) if n.endswith("__output")} == {
+        "extracting.loud__output",
+        "extracting.mute__output",
     }
     assert WORKFLOW_NAME == "toolfold_agent"
 
@@ -294,6 +311,28 @@ def _run(
     return asyncio.run(go())
 
 
+def _failing(
+    agent: TemporalAgent,
+    id: str,
+    error: type[RunError],
+    server: DevServer,
+    log_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[RunError, RunError]:
+    """The ``error`` a durable run of ``agent`` on "go" raises, and the one a local run raises."""
+
+    async def go() -> RunError:
+        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+            with pytest.raises(error) as caught:
+                await agent.run(client, "go", id=id, task_queue=queue)
+        return caught.value
+
+    durable = asyncio.run(go())
+    with pytest.raises(error) as local:
+        agent.agent.run("go", run_id=id)
+    return durable, local.value
+
+
 @pytest.fixture
 async def running(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -413,21 +452,11 @@ def test_provider_errors_map_to_temporal_retries(
 
 
 def test_temporal_agent_refuses_what_it_cannot_run() -> None:
-    """on_tool_error='raise', handoffs, as_tool(output=...), names with '__' and nameless agents are refused up front."""
+    """Tool sources (at any depth, handoff targets included), names with '__' and nameless agents are refused up front."""
     model = temporal_app.steps.agent.model
-    with pytest.raises(UsageError, match="on_tool_error"):
-        TemporalAgent(Agent(model, name="a", on_tool_error="raise"))
-    billing = Agent(model, name="billing")
-    with pytest.raises(UsageError, match="agent 'a': handoffs are not supported"):
-        TemporalAgent(Agent(model, name="a", handoffs=[billing]))
-    with pytest.raises(UsageError, match="agent 'inner': handoffs"):  # at any depth
-        TemporalAgent(
-            Agent(model, name="a", tools=[Agent(model, name="inner", handoffs=[billing]).as_tool()])
-        )
-    with pytest.raises(
-        UsageError, match=r"agent 'a': as_tool\(output=\.\.\.\) on tool\(s\) \['b'\]"
-    ):
-        TemporalAgent(Agent(model, name="a", tools=[billing.as_tool("b", output=str)]))
+    sourced = Agent(model, name="billing", tools=[MCPServerStdio("never-started")])
+    with pytest.raises(UsageError, match="agent 'billing': tool sources"):
+        TemporalAgent(Agent(model, name="a", handoffs=[sourced]))
     with pytest.raises(UsageError, match="must not contain '__'"):
         TemporalAgent(Agent(model, name="a__b"))
     with pytest.raises(UsageError, match="needs a name"):
@@ -651,7 +680,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
     assert [call.arguments for call in waiting.pending_approvals] == [{"amount": 50}]
 
 
-@pytest.mark.parametrize("name", ["steps", "gated", "tree", "nested", "signed"])
+@pytest.mark.parametrize("name", ["steps", "gated", "tree", "nested", "signed", "handoffs"])
 def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
     text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
@@ -729,16 +758,10 @@ def test_a_failing_workflow_step_raises_the_local_runs_error(
 ) -> None:
     """A step that fails a durable workflow raises the RunError a local run raises, naming the step."""
 
-    async def go() -> RunError:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            with pytest.raises(RunError) as caught:
-                await temporal_app.broken.run(client, "go", id="broken-1", task_queue=queue)
-        return caught.value
-
-    durable = asyncio.run(go())
-    with pytest.raises(RunError) as local:
-        temporal_app.broken.agent.run("go", run_id="broken-1")
-    assert str(durable) == str(local.value)
+    durable, local = _failing(
+        temporal_app.broken, "broken-1", RunError, server, tmp_path, monkeypatch
+    )
+    assert str(durable) == str(local)
     assert "step 'explode' of Sequence 'broken' failed" in str(durable)
     assert durable.state is not None
     assert durable.state.phase == "failed"

@@ -62,6 +62,36 @@ def test_worker_killed_mid_tool_resumes_and_each_tool_runs_once(
     }
 
 
+def test_worker_killed_inside_a_handoff_target_resumes_with_that_agent(
+    server: DevServer,
+    workers: list[WorkerProcess],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGKILL the worker in the tool of the agent a handoff reached: the run finishes as a local run does."""
+    (tmp_path / "hang").touch()
+    workers.append(WorkerProcess(server.address, "crash-h", tmp_path))
+
+    async def go() -> tuple[str, RunState]:
+        client = await _client(server)
+        agent = temporal_app.slow_desk
+        handle = await agent.start(client, "go", id="crash-h", task_queue="crash-h")
+        hanging = workers[0].wait_for("hanging")
+        (tmp_path / "hang").unlink()
+        workers[0].kill()
+        workers.append(WorkerProcess(server.address, "crash-h", tmp_path))
+        response = await handle.result()
+        return hanging.split()[1], response.state
+
+    killed, durable = asyncio.run(go())
+    assert killed == "crash-h:2:0"  # billing's first step, after triage's transfer
+    assert Counter(_lines(tmp_path)) == {"start crash-h:2:0": 2, "done crash-h:2:0": 1}
+    monkeypatch.setattr(temporal_app, "LOG_DIR", tmp_path)
+    local = temporal_app.slow_desk.agent.run("go", run_id="crash-h")
+    assert durable == local.state
+    assert local.text == "sorted: GO"
+
+
 def test_worker_and_server_killed_mid_tool_resume(
     own_server: DevServer, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:

@@ -1,7 +1,8 @@
 """The activities: each model request and each tool call of an agent, on the worker.
 
 Activity names are stable (a running workflow finds its activities by name):
-``<agent>__model_request`` and ``<agent>__tool__<tool name>``. The live
+``<agent>__model_request`` and ``<agent>__tool__<tool name>``; a sub-run's
+``as_tool(output=...)`` function is ``<agent>.<tool name>__output``. The live
 objects (the model, the tools, their deps) are the worker's own: its agent
 resolves them from the names the workflow's state carries.
 """
@@ -25,8 +26,9 @@ from toolfold._errors import (
     RateLimitError,
     ToolfoldError,
 )
-from toolfold.integrations.temporal._nested import node, walk
+from toolfold.integrations.temporal._nested import SubRunTool, node, response_of, walk
 from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent_tool import _sub_run as sub_run_result
 from toolfold.runtime._model import Model
 from toolfold.runtime._model import model as model_of
 from toolfold.runtime._planner import Planner
@@ -35,8 +37,9 @@ from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
-from toolfold.runtime.drive._executor import ToolJob, returned, run_calls
+from toolfold.runtime.drive._executor import ToolJob, made_outcome, returned, run_calls
 from toolfold.runtime.drive._shells import call_id_maker
 from toolfold.toolkit._context import RunContext
 
@@ -73,6 +76,14 @@ class ModelCallInput:
 
     effect: CallModel
     path: tuple[str, ...]
+
+
+@attrs.frozen
+class OutputInput:
+    """What an output activity needs: the call whose sub-run finished, and its final state."""
+
+    call_id: str
+    state: RunState
 
 
 @attrs.frozen
@@ -123,6 +134,11 @@ def tool_activity_name(agent: str, tool: str) -> str:
     return f"{agent}__tool__{tool}"
 
 
+def output_activity_name(sub_run: str) -> str:
+    """The name of the activity running the ``as_tool(output=...)`` function of ``sub_run``'s node."""
+    return f"{sub_run}__output"
+
+
 def make_activities(
     name: str,
     agent: Agent | Workflow,
@@ -138,8 +154,10 @@ def make_activities(
     For the agent (or workflow) itself: the model activity and one activity
     per tool (per step of a workflow), those that run a sub-run included
     (runs recorded before sub-runs were driven in the workflow call them).
-    For each sub-run (``<name>.<tool>...``): its model activity, and one per
-    tool that does not run a sub-run of its own. ``models``: the sub-runs'
+    For each sub-run (``<name>.<tool>...``) and each agent a handoff reaches
+    (``<name>@<agent>``): its model activity, and one per tool that does not
+    run a sub-run of its own. For each agent used as a tool with
+    ``as_tool(output=...)``: its output activity. ``models``: the sub-runs'
     models by node name (default: `nested_models`).
     """
     every = heartbeat.total_seconds() / 3
@@ -153,6 +171,12 @@ def make_activities(
             _tool_activity(sub.name, t, deps, every, max_result_bytes)
             for t in sub.tools.values()
             if t.name not in sub.nested
+        ]
+    for each in (top, *(sub for sub, _ in walk(top))):
+        made += [
+            _output_activity(run, tool, every)
+            for tool, run in each.nested.items()
+            if run.output is not None
         ]
     return made
 
@@ -263,6 +287,22 @@ def _tool_activity(
         return _within(event, tool.name, max_bytes)
 
     return run_tool
+
+
+def _output_activity(run: SubRunTool, tool: str, every: float) -> Callable[..., Any]:
+    extract = run.output
+    assert extract is not None
+
+    @activity.defn(name=output_activity_name(run.node.name))
+    async def output(given: OutputInput) -> ToolReturned:
+        # What a local run's tool returns once its sub-run finished; the
+        # function may block (it is the user's): it runs on a thread.
+        response = response_of(run.target, given.state)
+        work = asyncio.to_thread(sub_run_result, response, extract, tool)
+        made = await _heartbeating(work, every)
+        return ToolReturned(given.call_id, made.content, made.is_error, made_outcome(made))
+
+    return output
 
 
 def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> ToolReturned:

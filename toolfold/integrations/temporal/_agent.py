@@ -19,6 +19,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from toolfold import _errors as errors
 from toolfold._errors import RunError, UsageError
 from toolfold.integrations.temporal._activities import (
     EventStreamHandler,
@@ -27,9 +28,10 @@ from toolfold.integrations.temporal._activities import (
     nested_models,
 )
 from toolfold.integrations.temporal._converter import data_converter
-from toolfold.integrations.temporal._nested import node, walk
+from toolfold.integrations.temporal._nested import node, response_of, walk
 from toolfold.integrations.temporal._workflow import (
     PAYLOAD_TOO_LARGE,
+    RUN_ERROR,
     WORKFLOW_NAME,
     ActivitySettings,
     AgentInput,
@@ -43,7 +45,7 @@ from toolfold.runtime._agent_tool import as_tool_of
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
-from toolfold.runtime._workflow import Workflow, WorkflowResponse, _step_errors
+from toolfold.runtime._workflow import Workflow, _step_errors
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
@@ -65,7 +67,9 @@ class TemporalAgent:
     `Route`, `Loop`) runs the same way: its planner's decisions are the
     ``model_request`` activity and each step is the tool activity
     ``<name>__tool__<step>``, running the step's agent, workflow or function
-    whole. The same `TemporalAgent` is used on both
+    whole. An agent a handoff reaches runs under ``<name>@<agent>``, and
+    an ``as_tool(output=fn)`` function in ``<name>.<tool>__output``
+    (docs/durable.md). The same `TemporalAgent` is used on both
     sides: the worker gets its activities through `ToolfoldPlugin`, the
     client starts runs with `start` / `run`.
 
@@ -221,41 +225,54 @@ class AgentHandle:
         """Wait for the run to end: the same `Response` a local run gives.
 
         Raises:
-            RunError: The run failed (``.state`` is its final state), or its
-                next activity input was over Temporal's payload limit
-                (``.state`` is its last state, before that activity, or
-                None when that is too large for a query answer, 4 MB).
+            RunError: The run failed (``.state`` is its final state), or
+                raised where a local run raises (`ToolExecutionError` with
+                ``on_tool_error="raise"``; ``.state`` is the error's state, as
+                locally), or its next activity input was over Temporal's
+                payload limit (``.state`` is its last state, before that
+                activity). ``.state`` is None when that is too large for a
+                query answer, 4 MB.
         """
         try:
             state = await self.workflow.result()
         except WorkflowFailureError as exc:
             cause = exc.cause
-            if isinstance(cause, ApplicationError) and cause.type == PAYLOAD_TOO_LARGE:
+            error = _raised(cause) if isinstance(cause, ApplicationError) else None
+            if error is not None:
+                assert isinstance(cause, ApplicationError)
                 try:
                     last: RunState | None = await self.state()
                 except WorkflowQueryFailedError:  # a query answer is limited to 4 MB
                     last = None
-                raise RunError(cause.message, last) from exc
+                raise error(cause.message, last) from exc
             raise
         if state.phase == "failed":
             if isinstance(self.agent.agent, Workflow):
                 with _step_errors(self.agent.agent):  # names the step, as a local run does
                     raise _run_failure(state)
             raise _run_failure(state)
-        output = state.output
-        schema = self.agent.agent._options.output
-        if output is not None and schema is not None and state.phase == "finished":
-            output = schema.restore(output)
-        if isinstance(self.agent.agent, Workflow):
-            return WorkflowResponse(state, output)
-        return Response(state, output)
+        return response_of(self.agent.agent, state)
+
+
+def _raised(cause: ApplicationError) -> type[RunError] | None:
+    """The `RunError` class a failed workflow raises on the client, if it failed as a run."""
+    if cause.type is None:
+        return None
+    if cause.type == PAYLOAD_TOO_LARGE:
+        return RunError
+    if cause.type.startswith(RUN_ERROR):
+        raised = getattr(errors, cause.type.removeprefix(RUN_ERROR), None)
+        if isinstance(raised, type) and issubclass(raised, RunError):
+            return raised
+    return None
 
 
 def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     """``agent`` as a durable run needs it, or a `UsageError` saying what it cannot have.
 
-    Its sub-runs (workflow steps, agents used as tools, any depth) are checked
-    too: the workflow drives them with the same loop.
+    Its sub-runs (workflow steps, agents used as tools, agents a handoff
+    reaches; any depth) are checked too: the workflow drives them with the
+    same loop.
     """
     agents = [agent, *(target for _, target in walk(node("top", agent)))]
     for each in agents:
@@ -266,26 +283,6 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
         if each._sources:
             raise UsageError(
                 f"{label}: tool sources (MCP servers...) are not supported on Temporal yet"
-            )
-        if each.on_tool_error == "raise":
-            raise UsageError(f"{label}: on_tool_error='raise' is not supported on Temporal yet")
-        extracted = [
-            tool.name
-            for tool in each._options.tools.values()
-            if (made := as_tool_of(tool)) is not None and made.output is not None
-        ]
-        if extracted:
-            # The workflow drives the sub-run and records its default result.
-            raise UsageError(
-                f"{label}: as_tool(output=...) on tool(s) {extracted} is not supported on "
-                "Temporal yet; leave output= out (the caller sees the final text or output)"
-            )
-        if each.handoffs:
-            # The workflow drives one agent per run: a transfer call would run as an
-            # ordinary tool activity and the run would never switch agents.
-            raise UsageError(
-                f"{label}: handoffs are not supported on Temporal yet; run the targets as "
-                "tools (agent.as_tool()) or as workflow steps"
             )
     if isinstance(agent, Agent) and isinstance(agent.model, str):
         return agent.evolve(model=durable_model(agent))

@@ -10,29 +10,42 @@ a crash re-runs only the nested call in flight, an approval deep inside a step
 suspends the whole durable run, and the result is the one tree of states a
 local run makes.
 
-This module is the pure half: which tools run sub-runs, a sub-run's first
-state, and the event that reports its end. Workflow code calls it, so it must
-stay deterministic (tests/temporal/test_temporal.py scans it).
+A handoff switches the agent that runs a run (top-level or nested) to
+another agent of its handoff graph, as locally: the workflow finds the
+transfer call the step made and reduces the core's `HandedOff`. Each agent
+of the graph is a node of its own, named ``<first agent's node>@<agent>``
+(the first agent keeps its node's name, so a cycle back to it by name uses
+its activities again).
+
+This module is the pure half: which tools run sub-runs, which hand the run
+over, a sub-run's first state, and the event that reports its end. Workflow
+code calls it, so it must stay deterministic (tests/temporal/test_temporal.py
+scans it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import attrs
+from temporalio.exceptions import ApplicationError
 
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import _content, _prompt, as_tool_of
+from toolfold.runtime._response import Response
 from toolfold.runtime._run import RunOptions, start
 from toolfold.runtime._task import Task, _prompt_text, _scope
 from toolfold.runtime._template import render
-from toolfold.runtime._workflow import Workflow, _step_errors
+from toolfold.runtime._workflow import Workflow, WorkflowResponse, _step_errors
+from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
+from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
-from toolfold.runtime.drive._loop import _run_failure
+from toolfold.runtime.drive._loop import _run_failure, handed_off, transfer_called
 from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
@@ -56,6 +69,12 @@ class Node:
         stop_when: Live stop predicates (run in workflow code).
         max_concurrency: Tool calls of one step in flight at once.
         nested: The tools that run a sub-run, by tool name.
+        on_tool_error: ``"return"``, or ``"raise"`` (a failed call fails the run).
+        agent: The agent's name (None for a workflow or a nameless agent).
+        config: The configuration a handoff to this agent brings into the state.
+        transfers: Its handoff tools, by tool name.
+        team: Every agent of the handoff graph this node belongs to, by
+            agent name (shared by the graph's nodes; empty without handoffs).
     """
 
     name: str
@@ -64,6 +83,55 @@ class Node:
     stop_when: tuple[Any, ...] = ()
     max_concurrency: int = 8
     nested: Mapping[str, SubRunTool] = attrs.field(factory=dict)
+    on_tool_error: str = "return"
+    agent: str | None = None
+    config: RunConfig | None = None
+    transfers: Mapping[str, Transfer] = attrs.field(factory=dict)
+    team: Mapping[str, Member] = attrs.field(factory=dict, eq=False, repr=False)
+
+    def running(self, state: RunState) -> Node:
+        """The node of the agent that runs ``state`` now (another one after a handoff)."""
+        if not self.team or state.agent is None or state.agent == self.agent:
+            return self
+        member = self.team.get(state.agent)
+        if member is None:
+            raise ApplicationError(
+                f"the run was handed to agent {state.agent!r}, which is not in the handoff "
+                f"graph of {self.name!r} on this worker",
+                non_retryable=True,
+            )
+        return member.node
+
+    def hand_off(self, state: RunState) -> tuple[Node, RunState] | None:
+        """The node and state after the handoff the last step asked for, if it asked for one.
+
+        Raises:
+            RunError: The handoff's ``input_filter`` raised (as locally).
+        """
+        name = transfer_called(state, self.transfers) if self.transfers else None
+        if name is None:
+            return None
+        transfer = self.transfers[name]
+        target = self.team[transfer.agent].node
+        assert target.config is not None, "an agent's node has its configuration"
+        event = handed_off(state, transfer.agent, target.config, transfer.input_filter)
+        return target, reduce(state, event)
+
+
+@attrs.frozen
+class Transfer:
+    """A handoff tool: the agent it hands the run to, and its input filter (live, run here)."""
+
+    agent: str
+    input_filter: Callable[[tuple[Message, ...]], Any] | None = None
+
+
+@attrs.frozen
+class Member:
+    """An agent of a handoff graph: its node, and the agent."""
+
+    node: Node
+    agent: Agent
 
 
 @attrs.frozen
@@ -74,11 +142,14 @@ class SubRunTool:
         node: The sub-run's agent or workflow.
         target: The `Agent` or `Workflow` it runs.
         task: The workflow step (None for an agent used as a tool).
+        output: The ``as_tool(output=...)`` function, or None: it runs in
+            the output activity once the sub-run finished.
     """
 
     node: Node
     target: Agent | Workflow
     task: Task | None = None
+    output: Callable[[Response], Any] | None = None
 
     def start(
         self, invocation: ToolInvocation, tool: Tool[..., Any], run_id: str
@@ -137,7 +208,23 @@ class SubRunTool:
 
 
 def node(name: str, target: Agent | Workflow) -> Node:
-    """The node of ``target`` named ``name``, with every sub-run below it (any depth)."""
+    """The node of ``target`` named ``name``, with every sub-run below it (any depth).
+
+    An agent with handoffs: its node, whose ``team`` holds the node of every
+    agent of its handoff graph (``<name>@<agent>``; ``target`` itself is ``name``).
+    """
+    if not isinstance(target, Agent) or not target.handoffs:
+        return _node(name, target, {})
+    team: dict[str, Member] = {}  # shared by the graph's nodes, filled once they exist
+    for agent_name, member in target.handoff_graph().items():
+        each = name if member is target else f"{name}@{agent_name}"
+        team[agent_name] = Member(_node(each, member, team), member)
+    if target.name in team:
+        return team[target.name].node
+    return _node(name, target, team)  # a nameless first agent: nothing hands back to it
+
+
+def _node(name: str, target: Agent | Workflow, team: Mapping[str, Member]) -> Node:
     options = target._options
     nested: dict[str, SubRunTool] = {}
     if isinstance(target, Workflow):
@@ -150,7 +237,12 @@ def node(name: str, target: Agent | Workflow) -> Node:
         for tool in options.tools.values():
             made = as_tool_of(tool)
             if made is not None:
-                nested[tool.name] = SubRunTool(node(f"{name}.{tool.name}", made.agent), made.agent)
+                sub = node(f"{name}.{tool.name}", made.agent)
+                nested[tool.name] = SubRunTool(sub, made.agent, output=made.output)
+    transfers = {}
+    if isinstance(target, Agent):
+        for spec in target._handoff_specs():
+            transfers[spec.tool_name] = Transfer(spec.target, spec.input_filter)
     return Node(
         name=name,
         tools=dict(options.tools),
@@ -158,13 +250,49 @@ def node(name: str, target: Agent | Workflow) -> Node:
         stop_when=options.stop_when,
         max_concurrency=options.max_concurrency,
         nested=nested,
+        on_tool_error=options.on_tool_error,
+        agent=target.name,
+        config=options.config,
+        transfers=transfers,
+        team=team,
     )
 
 
 def walk(top: Node) -> list[tuple[Node, Agent | Workflow]]:
-    """Every node below ``top`` (not ``top`` itself), parents first, with its target."""
+    """Every node below ``top`` (not ``top`` itself), parents first, with its target.
+
+    Below: its sub-runs and the other agents of its handoff graph (once each: a
+    graph may have cycles).
+    """
     found: list[tuple[Node, Agent | Workflow]] = []
-    for sub in top.nested.values():
-        found.append((sub.node, sub.target))
-        found.extend(walk(sub.node))
+    seen = {top.name}
+
+    def visit(parent: Node) -> None:
+        below: list[tuple[Node, Agent | Workflow]] = [
+            *((sub.node, sub.target) for sub in parent.nested.values()),
+            *((member.node, member.agent) for member in parent.team.values()),
+        ]
+        for each, target in below:
+            if each.name not in seen:
+                seen.add(each.name)
+                found.append((each, target))
+                visit(each)
+
+    visit(top)
     return found
+
+
+def response_of(target: Agent | Workflow, state: RunState) -> Response:
+    """The `Response` a local run of ``target`` gives for its final ``state``.
+
+    Its output is read with the output type of the agent that finished it
+    (after handoffs, maybe not ``target``).
+    """
+    output = state.output
+    answered = target._for_state(state) if isinstance(target, Agent) else target
+    schema = answered._options.output
+    if output is not None and schema is not None and state.phase == "finished":
+        output = schema.restore(output)
+    if isinstance(target, Workflow):
+        return WorkflowResponse(state, output)
+    return Response(state, output)

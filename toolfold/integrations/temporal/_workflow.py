@@ -2,6 +2,8 @@
 
 A workflow step or an agent used as a tool runs a nested run, driven here by
 the same loop (see `_nested`): its state nests in the top run's, as locally.
+A handoff switches the node that drives a run (top-level or nested) to the
+agent it hands to, with the core's `HandedOff` (see `Node.hand_off`).
 
 Workflow code must be deterministic: it only asks the pure core what to do,
 calls activities by their stable names, and reduces what they return. No
@@ -22,10 +24,13 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from toolfold._errors import RunError
     from toolfold.integrations.temporal._activities import (
         ModelCallInput,
+        OutputInput,
         ToolCallInput,
         model_activity_name,
+        output_activity_name,
         tool_activity_name,
     )
     from toolfold.integrations.temporal._nested import Node, SubRunTool
@@ -54,8 +59,9 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._state import Disposition, RunState
     from toolfold.runtime.core._stop import stop_reason
-    from toolfold.runtime.drive._loop import unique_call_ids
+    from toolfold.runtime.drive._loop import tool_failure, unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
+    from toolfold.toolkit._results import describe_exception
 
 WORKFLOW_NAME = "toolfold_agent"
 NESTED_RUNS = "toolfold-nested-runs"
@@ -65,6 +71,9 @@ PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
 """The failure type of a run whose next activity input is over `PAYLOAD_LIMIT`."""
+RUN_ERROR = "toolfold."
+"""The prefix of the failure type of a run that raised a `RunError` where a local
+run raises it (``toolfold.ToolExecutionError`` for ``on_tool_error="raise"``)."""
 _WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
 _OVER = frozenset({"finished", "failed"})
 
@@ -164,7 +173,14 @@ class AgentWorkflow:
         self._state = given.state
         self._first_step = given.state.step
         while True:
-            state = await self._drive(agent, agent.node, self._state, ())
+            try:
+                state = await self._drive(agent, agent.node, self._state, ())
+            except RunError as exc:  # raised where a local run raises it: the run fails
+                if exc.state is not None:
+                    self._state = exc.state  # the error's state, as the `state` query says
+                raise ApplicationError(
+                    str(exc), type=RUN_ERROR + type(exc).__name__, non_retryable=True
+                ) from None
             if state.phase not in _WAITING:  # a failed run is a result, not an exception
                 _check_size(agent, "the run's result", state)
                 return state
@@ -173,11 +189,21 @@ class AgentWorkflow:
     async def _drive(
         self, agent: Registered, node: Node, state: RunState, path: tuple[str, ...]
     ) -> RunState:
-        """Drive ``state`` (of the run at ``path``, () for the top) until it waits or ends."""
+        """Drive ``state`` (of the run at ``path``, () for the top) until it waits or ends.
+
+        Raises:
+            RunError: Where a local run raises it (a tool failed with
+                ``on_tool_error="raise"``, a handoff's input filter raised).
+        """
+        node = node.running(state)  # a run handed off before it waited or continued as new
         while True:
             self._publish(path, state)
             effect = next_effect(state)
             if isinstance(effect, CallModel):
+                switched = node.hand_off(state)
+                if switched is not None:  # the step asked for a handoff: the next agent goes on
+                    node, state = switched
+                    continue
                 stop = _stop_reason(node, state)
                 if stop is not None:
                     state = reduce(state, StopRequested(stop))
@@ -220,7 +246,9 @@ class AgentWorkflow:
         path: tuple[str, ...],
     ) -> RunState:
         s = agent.settings
-        given: Any = ModelCallInput(effect, path) if path else effect
+        # The first agent's model request takes the effect; every other node's
+        # (sub-runs, handoff targets) says where its run is.
+        given: Any = effect if node.name == agent.name else ModelCallInput(effect, path)
         _check_size(agent, model_activity_name(node.name), given)
         response = await workflow.execute_activity(
             model_activity_name(node.name),
@@ -251,7 +279,6 @@ class AgentWorkflow:
         effect: RunTools,
         path: tuple[str, ...],
     ) -> RunState:
-        s = agent.settings
         messages = tuple(state.conversation)
         for invocation in effect.calls:
             if invocation.tool_name not in node.tools:
@@ -273,17 +300,15 @@ class AgentWorkflow:
                     return await self._sub_run(agent, node, sub, state, invocation, path)
                 name = tool_activity_name(node.name, invocation.tool_name)
                 given = ToolCallInput(invocation, state.run_id, messages)
-                _check_size(agent, name, given)
-                return await workflow.execute_activity(
-                    name,
-                    given,
-                    result_type=ToolReturned,
-                    start_to_close_timeout=s.tool_timeout,
-                    heartbeat_timeout=s.heartbeat_timeout,
-                    retry_policy=s.retry_policy,
-                )
+                return await _tool_activity(agent, name, given)
 
         results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
+        if node.on_tool_error == "raise":  # the state before the step's results, as locally
+            for invocation, event in zip(effect.calls, results, strict=True):
+                if isinstance(event, ToolReturned):
+                    error = tool_failure(state, invocation.tool_name, event.outcome, event.content)
+                    if error is not None:
+                        raise error
         for event in results:  # gather keeps call order: results commit in call order
             state = reduce(state, event)
         return state
@@ -315,8 +340,16 @@ class AgentWorkflow:
             # provider's error and the calling tool reports it (its run goes on).
             failure = exc.cause
             return ToolReturned(call.id, f"Error: {failure.type}: {failure.message}", True, "error")
+        except RunError as exc:  # locally the sub-run raises it: the calling tool reports it
+            return ToolReturned(call.id, f"Error: {describe_exception(exc)}", True, "error")
         finally:
             self._nested.pop(here, None)
+        if sub.output is not None and child.phase == "finished":
+            # as_tool(output=...): the user's function, run once in its activity
+            # and recorded, as a local run records what it gave.
+            given = OutputInput(call.id, child)
+            made = await _tool_activity(agent, output_activity_name(sub.node.name), given)
+            return attrs.evolve(made, child=child)
         return sub.ended(call.id, child)
 
     def _phase(self) -> str:
@@ -384,6 +417,21 @@ def _check_size(agent: Registered, activity: str, given: Any) -> None:
         type=PAYLOAD_TOO_LARGE,
         non_retryable=True,
     )
+
+
+async def _tool_activity(agent: Registered, name: str, given: Any) -> ToolReturned:
+    """Run the tool activity (or output activity) ``name`` with the agent's tool settings."""
+    _check_size(agent, name, given)
+    s = agent.settings
+    returned: ToolReturned = await workflow.execute_activity(
+        name,
+        given,
+        result_type=ToolReturned,
+        start_to_close_timeout=s.tool_timeout,
+        heartbeat_timeout=s.heartbeat_timeout,
+        retry_policy=s.retry_policy,
+    )
+    return returned
 
 
 def _size_over(agent: Registered, given: Any) -> int | None:

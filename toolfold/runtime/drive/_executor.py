@@ -178,6 +178,11 @@ def _blocking(job: ToolJob) -> ToolJob:
     return job._replace(tool=twin)
 
 
+def made_outcome(value: SubRun) -> Outcome:
+    """The outcome of a call whose tool ran a sub-run: an error when its result could not be made."""
+    return "error" if value.is_error else "ok"
+
+
 def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     """The event that reports ``outcome`` to the core."""
     child = outcome.child
@@ -234,7 +239,7 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
     call = job.invocation.call
     if type(value) is SubRun:
         ended = time.monotonic()
-        outcome: Outcome = "error" if value.is_error else "ok"
+        outcome = made_outcome(value)
         return ToolOutcome(
             call.id,
             call.name,

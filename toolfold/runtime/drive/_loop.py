@@ -14,7 +14,7 @@ call raises, the error carries the state from before the call, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Container, Generator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, Union
 
 import attrs
@@ -260,9 +260,15 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
 
 def _handover(live: Live, state: RunState) -> Handover | None:
     """The handoff the last step asked for (its first successful transfer call), if any."""
+    name = transfer_called(state, live.handoffs)
+    return None if name is None else live.handoffs[name]
+
+
+def transfer_called(state: RunState, transfers: Container[str]) -> str | None:
+    """The name of the last step's first successful call among ``transfers``, if any."""
     for call in state.calls:
-        if call.outcome == "ok" and call.call.name in live.handoffs:
-            return live.handoffs[call.call.name]
+        if call.outcome == "ok" and call.call.name in transfers:
+            return call.call.name
     return None
 
 
@@ -283,19 +289,34 @@ def _open(handover: Handover, state: RunState) -> Generator[_Op, Any, Sequence[T
 def _hand_off(
     live: Live, state: RunState, handover: Handover, listed: Sequence[Tool[..., Any]]
 ) -> tuple[Live, RunState]:
+    config, new_live = handover.take_over(live, listed)
+    event = handed_off(state, handover.agent, config, handover.input_filter)
+    return new_live, apply_event(new_live, state, event)
+
+
+def handed_off(
+    state: RunState,
+    agent: str,
+    config: RunConfig,
+    input_filter: Callable[[tuple[Message, ...]], Any] | None,
+) -> HandedOff:
+    """The event handing ``state`` to ``agent`` (its ``config``), the conversation filtered.
+
+    Raises:
+        RunError: ``input_filter`` raised; ``.state`` is the run before the handoff.
+    """
     messages = None
-    if handover.input_filter is not None:
+    if input_filter is not None:
         try:
-            messages = tuple(to_messages_list(handover.input_filter(state.messages)))
+            messages = tuple(to_messages_list(input_filter(state.messages)))
         except Exception as exc:
             raise _observer_failure(
-                f"input_filter of the handoff to {handover.agent!r}", exc, state
+                f"input_filter of the handoff to {agent!r}", exc, state
             ) from exc
-    config, new_live = handover.take_over(live, listed)
     # The run's step limit (its first agent's, or the one given to resume) bounds
     # the whole turn, handoffs included: a cycle cannot reset it.
     config = attrs.evolve(config, max_steps=state.config.max_steps)
-    return new_live, apply_event(new_live, state, HandedOff(handover.agent, config, messages))
+    return HandedOff(agent, config, messages)
 
 
 def to_messages_list(value: Any) -> list[Message]:
@@ -467,12 +488,23 @@ def _job(
 
 def _raise_tool_error(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> None:
     for outcome in outcomes:
-        if outcome.outcome in ("error", "timeout"):
-            message = f"tool {outcome.tool_name!r} failed: {outcome.content}"
-            error = ToolExecutionError(message, state)
+        error = tool_failure(state, outcome.tool_name, outcome.outcome, outcome.content)
+        if error is not None:
             if outcome.exception is not None:
                 raise error from outcome.exception
             raise error
+
+
+def tool_failure(
+    state: RunState, tool_name: str, outcome: str | None, content: str
+) -> ToolExecutionError | None:
+    """The error ``on_tool_error="raise"`` raises for a call's outcome, or None when it succeeded.
+
+    ``state`` is the run before the step's results (the error's state).
+    """
+    if outcome not in ("error", "timeout"):
+        return None
+    return ToolExecutionError(f"tool {tool_name!r} failed: {content}", state)
 
 
 def _model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:

@@ -1,0 +1,183 @@
+"""Handoffs, as_tool(output=...) and on_tool_error="raise" on Temporal: the same specs as locally, on a real dev server."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import temporal_app
+from conftest import DevServer
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+from test_temporal import _failing, _in_process, _lines, _run
+
+from toolfold import RunError, ToolExecutionError
+from toolfold.integrations.temporal import TemporalAgent, ToolfoldPlugin
+
+
+def _scheduled(history: WorkflowHistory) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+def _replays(history: WorkflowHistory) -> None:
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    asyncio.run(replayer.replay_workflow(history))
+
+
+@pytest.mark.parametrize(
+    ("agent", "text", "prefix"),
+    [
+        (temporal_app.desk, "sorted: GO", "desk"),
+        (temporal_app.handed, "last(sorted: GO1)", "handed.triage"),
+        (temporal_app.front, "front: sorted: BILL ME", "front.triage"),
+    ],
+    ids=["top", "step", "as_tool"],
+)
+def test_a_handoff_cycle_runs_durably_like_a_local_run(
+    agent: TemporalAgent,
+    text: str,
+    prefix: str,
+    server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """triage -> billing (input filter) -> triage by name: the durable state is the local run's, at the top, in a step, in a sub-agent."""
+    run_id = f"handoff-{agent.name}"
+    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
+    local = agent.agent.run("go", run_id=run_id)
+    assert durable.text == local.text == text
+    assert durable.state == local.state  # the handoffs, the filtered conversation, every sub-run
+    done = [line for line in _lines(tmp_path) if line.startswith("done ")]
+    assert len(done) == 2
+    assert len(set(done)) == 1
+    # billing's model and tools are activities of their own: <first agent's node>@billing
+    scheduled = _scheduled(history)
+    assert scheduled.count(f"{prefix}@billing__model_request") == 2
+    assert scheduled.count(f"{prefix}__model_request") == 2  # triage, before and after
+    assert f"{prefix}@billing__tool__record" in scheduled
+    _replays(history)
+
+
+def test_the_handed_off_events_are_the_local_runs(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The durable run hands off to billing, then back to triage, and billing saw only the user's message."""
+    durable, _ = _run(temporal_app.desk, "handoff-events", server, tmp_path, monkeypatch)
+    handed = [e for e in durable.state.events if e.kind == "handed_off"]
+    assert [e.agent for e in handed] == ["billing", "triage"]
+    assert handed[0].messages is not None
+    assert [m.role for m in handed[0].messages] == ["user"]  # the input filter ran
+    assert durable.agent == "triage"
+
+
+def test_a_handoff_cycle_stops_at_the_runs_max_steps(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ping <-> pong forever: the durable run stops at the first agent's max_steps, as locally."""
+    durable, _ = _run(temporal_app.ping, "ping-1", server, tmp_path, monkeypatch)
+    local = temporal_app.ping.agent.run("go", run_id="ping-1")
+    assert durable.finish_reason == local.finish_reason == "max_steps"
+    assert durable.state.step == 3
+    assert durable.state == local.state
+
+
+def test_on_tool_error_raise_fails_the_durable_run_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failing tool raises the local run's ToolExecutionError, with the same message and state."""
+
+    durable, local = _failing(
+        temporal_app.strict, "strict-1", ToolExecutionError, server, tmp_path, monkeypatch
+    )
+    assert str(durable) == str(local) == "tool 'crash' failed: Error: ValueError: cannot take 'x'"
+    assert durable.state is not None
+    assert durable.state == local.state
+    assert durable.state.phase == "running_tools"  # before the step's results, as locally
+
+
+def test_on_tool_error_raise_inside_a_sub_agent_is_its_callers_error_result(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sub-agent that raises on a tool error gives its caller the error result a local run gives."""
+    durable, _ = _run(temporal_app.lenient, "lenient-1", server, tmp_path, monkeypatch)
+    local = temporal_app.lenient.agent.run("go", run_id="lenient-1")
+    assert durable.text == local.text
+    assert "ToolExecutionError: tool 'crash' failed" in durable.text
+    assert durable.state == local.state
+
+
+def test_as_tool_output_runs_once_in_its_activity(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """as_tool(output=fn): the caller sees what fn made (or its error) as locally; fn ran once, in its activity."""
+    durable, history = _run(temporal_app.extracting, "extract-1", server, tmp_path, monkeypatch)
+    assert _lines(tmp_path).count("shout echo(hi)") == 1
+    local = temporal_app.extracting.agent.run("go", run_id="extract-1")
+    assert (
+        durable.text
+        == local.text
+        == "ECHO(HI) | Error: the output= function of tool 'mute' failed: KeyError: 'no summary'"
+    )
+    assert durable.state == local.state
+    scheduled = _scheduled(history)
+    assert scheduled.count("extracting.loud__output") == scheduled.count("extracting.mute__output")
+    assert scheduled.count("extracting.loud__output") == 1
+    _replays(history)  # the recorded result: replay never runs fn again
+    assert _lines(tmp_path).count("shout echo(hi)") == 2  # the durable run's and the local one
+
+
+def test_a_run_handed_off_continues_as_new_with_the_agent_it_was_handed_to(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continue-as-new after each model call: every new history goes on with the agent the run was handed to."""
+    durable, history = _run(temporal_app.hopping, "hopping-1", server, tmp_path, monkeypatch)
+    local = temporal_app.hopping.agent.run("go", run_id="hopping-1")
+    assert durable.text == local.text == "sorted: GO"
+    assert durable.state == local.state
+    assert _scheduled(history) == ["hopping__model_request"]  # the last history: triage answers
+
+
+def test_a_handoff_target_waiting_for_an_approval_resumes_with_that_agent(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run waits inside the agent it was handed to; the approval resumes it there, as a local resume does."""
+
+    async def go() -> tuple[Any, Any]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.cashier.start(
+                client, "go", id="cashier-1", task_queue=queue
+            )
+            waiting = await handle.suspended()
+            await handle.approve(*(call.id for call in waiting.pending_approvals))
+            return waiting, await handle.result()
+
+    waiting, durable = asyncio.run(go())
+    assert waiting.agent == "till"
+    local = temporal_app.cashier.agent.run("go", run_id="cashier-1")
+    assert waiting == local.state
+    approvals = {call.id: True for call in local.state.pending_approvals}
+    finished = temporal_app.cashier.agent.resume(local.state, approvals=approvals)
+    assert durable.text == finished.text == "billing: moved 5"
+    assert durable.state == finished.state
+
+
+def test_an_input_filter_that_raises_fails_the_durable_run_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A raising input_filter fails the run with the local RunError, its state the run before the handoff."""
+
+    durable, local = _failing(
+        temporal_app.clumsy, "clumsy-1", RunError, server, tmp_path, monkeypatch
+    )
+    assert str(durable) == str(local)
+    assert "input_filter of the handoff to 'billing' raised LookupError" in str(durable)
+    assert durable.state == local.state
+    assert durable.state is not None
+    assert durable.state.agent == "clumsy"
