@@ -19,6 +19,9 @@ Starts ``bench/fake_openai_server.py`` as a separate process and measures:
   backend with the tool in a worker thread; the clients take turns within
   each round, with the client process's CPU time per run beside each rate.
   Target: aiohttp backend >= 0.85x raw aiohttp.
+  ``--backends aiohttp`` keeps only that backend's two rows, ``--rounds N``
+  sets the rounds (``bench/spy_layers.py`` splits a sampled profile of such a
+  run into layers).
 * latency: one request at a time on httpx, per request, to show per-call overhead.
 
 Figures are best-of-N wall-clock times, with the median of the per-pair (loop)
@@ -432,7 +435,9 @@ async def one_round(run_once: Callable[[], Awaitable[object]], runs: int) -> tup
     return runs / wall, (time.process_time() - cpu) / runs
 
 
-def bench_concurrency(url: str, runs: int, rounds: int) -> None:
+def bench_concurrency(
+    url: str, runs: int, rounds: int, backends: frozenset[str] | None = None
+) -> None:
     print(
         f"concurrency: {runs} concurrent 3-step runs (4 exchanges each), best of {rounds} "
         "rounds; the clients take turns each round, so they share the machine's load;\n"
@@ -445,6 +450,8 @@ def bench_concurrency(url: str, runs: int, rounds: int) -> None:
         factories["httpx2"] = _httpx2_factory
     if _installed("aiohttp"):
         factories["aiohttp"] = _aiohttp_factory
+    if backends is not None:
+        factories = {name: made for name, made in factories.items() if name in backends}
 
     async def measure() -> dict[str, list[tuple[float, float]]]:
         runners: dict[str, Callable[[], Awaitable[object]]] = {}
@@ -459,11 +466,12 @@ def bench_concurrency(url: str, runs: int, rounds: int) -> None:
             runners[f"toolfold http={backend} (tool inline)"] = functools.partial(
                 toolfold.agenerate_text, model, "add things", tools=[add_inline], max_steps=4
             )
-        default = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench")
-        models.append(default)
-        runners["toolfold default (tool in thread)"] = functools.partial(
-            toolfold.agenerate_text, default, "add things", tools=[add], max_steps=4
-        )
+        if backends is None:
+            default = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench")
+            models.append(default)
+            runners["toolfold default (tool in thread)"] = functools.partial(
+                toolfold.agenerate_text, default, "add things", tools=[add], max_steps=4
+            )
         samples: dict[str, list[tuple[float, float]]] = {label: [] for label in runners}
         try:
             for run_once in runners.values():
@@ -547,6 +555,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="toolfold HTTP benchmarks")
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--only", default="loop,stream,concurrency,latency")
+    parser.add_argument(
+        "--backends", help="concurrency: only these backends' rows (e.g. aiohttp), raw and toolfold"
+    )
+    parser.add_argument("--rounds", type=int, help="concurrency: rounds (default 5, --quick 3)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     repeats = 5 if args.quick else 20
@@ -561,7 +573,9 @@ def main() -> None:
         if "stream" in only:
             bench_stream(url, repeats)
         if "concurrency" in only:
-            bench_concurrency(url, 100, 3 if args.quick else 5)
+            rounds = args.rounds or (3 if args.quick else 5)
+            backends = frozenset(args.backends.split(",")) if args.backends else None
+            bench_concurrency(url, 100, rounds, backends)
     finally:
         process.terminate()
         process.wait()

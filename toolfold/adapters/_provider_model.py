@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import contextmanager
 from typing import Any, Literal
 
 import attrs
@@ -358,17 +357,8 @@ class ProviderModel:
             for note in report.notes:
                 _log.info("%s request: %s", self.name, note)
 
-    @contextmanager
-    def _boundary(self) -> Iterator[None]:
-        # One boundary for every error of a call: the codec raises errors from
-        # text a server may have filled with the key.
-        try:
-            yield
-        except ProviderError as exc:
-            failed = self._scrubbed(exc)
-            if failed is exc:
-                raise
-            raise failed from exc
+    def _boundary(self) -> _Boundary:
+        return _Boundary(self)
 
     def _scrubbed(self, exc: ProviderError) -> ProviderError:
         """``exc`` as the caller gets it: refined by the adapter, the key scrubbed."""
@@ -391,6 +381,26 @@ class ProviderModel:
         if self._stream_format == "json-array":
             return _objects(transport.stream_bytes_sync(path, body, headers=headers))
         return transport.stream_sync(path, body, headers=headers)
+
+
+class _Boundary:
+    """One boundary for every error of a call: the codec raises errors from
+    text a server may have filled with the key (a plain class: cheaper per call
+    than a generator-based context manager)."""
+
+    __slots__ = ("_model",)
+
+    def __init__(self, model: ProviderModel) -> None:
+        self._model = model
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, ProviderError):
+            failed = self._model._scrubbed(exc)
+            if failed is not exc:
+                raise failed from exc
 
 
 async def _aobjects(chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:

@@ -152,7 +152,9 @@ class Agent:
         transfers = [h.tool() for h in self._handoff_specs()]
         object.__setattr__(self, "_sources", sources)
         options = make_options(**{**self._spec(), "tools": (*static, *transfers)})
-        object.__setattr__(self, "_options", attrs.evolve(options, name=self.name))
+        if self.name is not None:  # options are made without a name: no copy for none
+            options = attrs.evolve(options, name=self.name)
+        object.__setattr__(self, "_options", options)
 
     def _handoff_specs(self) -> list[Handoff]:
         specs = [h if isinstance(h, Handoff) else Handoff(h) for h in self.handoffs]

@@ -1,12 +1,14 @@
 """The retry loop of the transport, written once as a plan (pure: no sleep, no socket).
 
 `attempts` is a generator, like httpx's ``Auth.auth_flow`` and toolfold's own
-``run_loop``: it yields `Send` (make one attempt with these timeouts) or
-`Sleep` (wait before the next one), and receives what the attempt gave: the
-response that started, a `Failed` answer (a status >= 300 and its body), or
-the exception the client raised. It returns the response to use or raises the
-mapped `ProviderError`. The transport's two shells (async and blocking) only
-perform what it yields.
+``run_loop``: given what the first attempt gave (the response that started, a
+`Failed` answer: a status >= 300 and its body, or the exception the client
+raised), it yields `Sleep` (wait before the next attempt) and `Send` (make one
+attempt with these timeouts) and receives each attempt's outcome. It returns
+the response to use or raises the mapped `ProviderError`. The transport's two
+shells (async and blocking) only perform what it yields, and make the first
+attempt before planning (`first_timeouts`), so a call answered at once builds
+no plan.
 
 What is sent again, exactly: a status or error the `RetryPolicy` calls
 retryable, while retries are left and the wait fits in the total timeout. A
@@ -28,7 +30,7 @@ import attrs
 from toolfold._errors import ProviderConnectionError, ProviderError, ProviderTimeoutError
 from toolfold.adapters._http._retry import RetryPolicy, Timeouts
 
-__all__ = ["Failed", "Plan", "Send", "Sleep", "attempts"]
+__all__ = ["Failed", "Plan", "Send", "Sleep", "attempts", "cut_timeouts"]
 
 _log = logging.getLogger("toolfold.http")
 
@@ -72,6 +74,8 @@ class Plan:
             (re-raises exceptions that are not the client's).
         total_timeout: The error for a call that ran past ``deadline``.
         label: ``POST <url>``, for the log.
+        cap: Cut each attempt's timeouts to the time left before ``deadline``
+            (off when the shell bounds the whole call with one timeout).
     """
 
     policy: RetryPolicy
@@ -83,16 +87,17 @@ class Plan:
     exception_failure: Callable[[BaseException], ProviderError]
     total_timeout: Callable[[], ProviderTimeoutError]
     label: str
+    cap: bool = True
 
 
 Outcome = Any  # a started response, a `Failed` answer, or an exception
 
 
-def attempts(plan: Plan) -> Generator[Send | Sleep, Outcome, Any]:
-    """Attempts until one answers with status < 300; returns that response (see the module)."""
+def attempts(plan: Plan, first: Outcome) -> Generator[Send | Sleep, Outcome, Any]:
+    """Attempts after ``first`` until one answers with status < 300; returns that response."""
     retry = 0
+    outcome = first
     while True:
-        outcome = yield Send(_capped(plan))
         if isinstance(outcome, BaseException):
             error = plan.exception_failure(outcome)
             delay = _exception_delay(plan, retry, error)
@@ -124,6 +129,7 @@ def attempts(plan: Plan) -> Generator[Send | Sleep, Outcome, Any]:
         )
         yield Sleep(delay)
         retry += 1
+        outcome = yield Send(_capped(plan))
 
 
 def _exception_delay(plan: Plan, retry: int, error: ProviderError) -> float | None:
@@ -147,12 +153,17 @@ def _fits(plan: Plan, delay: float | None) -> float | None:
 
 def _capped(plan: Plan) -> Timeouts | None:
     """The attempt's timeouts, each cut to what is left before the deadline."""
-    if plan.deadline is None:
+    if plan.deadline is None or not plan.cap:
         return plan.timeouts
     remaining = plan.deadline - plan.clock()
     if remaining <= 0:
         raise plan.total_timeout()
-    t = plan.timeouts or Timeouts()
+    return cut_timeouts(plan.timeouts, remaining)
+
+
+def cut_timeouts(timeouts: Timeouts | None, remaining: float) -> Timeouts:
+    """``timeouts`` (None: no limits) with each cut to ``remaining`` seconds, and no total."""
+    t = timeouts or Timeouts()
 
     def cap(value: float | None) -> float:
         return remaining if value is None else min(value, remaining)

@@ -87,11 +87,20 @@ class HttpxBackend:
             same ones passes none, and the client's own apply.
     """
 
-    __slots__ = ("_defaults", "_timeout_class", "_url_class", "_urls", "client", "owned")
+    __slots__ = (
+        "_defaults",
+        "_timeout_class",
+        "_timeouts",
+        "_url_class",
+        "_urls",
+        "client",
+        "owned",
+    )
 
     def __init__(self, client: Any, *, owned: bool, timeouts: Timeouts | None = None) -> None:
         self.client = client
         self.owned = owned
+        self._timeouts = timeouts
         self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
         # httpx2 refuses httpx.Timeout: hand each client its own package's class.
         package = importlib.import_module(type(client).__module__.split(".")[0])
@@ -102,7 +111,7 @@ class HttpxBackend:
         self._urls: dict[str, Any] = {}
 
     def _request(self, url: str, content: bytes, headers: Mapping[str, str], t: Any) -> Any:
-        if t is None or _attempt_timeouts(t) == self._defaults:
+        if _own_timeouts(t, self._timeouts, self._defaults):
             kwargs = {}  # the client's own: no Timeout to build and merge per request
         else:
             kwargs = {"timeout": self._timeout(t)}
@@ -192,6 +201,13 @@ def _package_timeout(package: Any, t: Timeouts) -> Any:
 def _attempt_timeouts(t: Timeouts) -> tuple[float | None, ...]:
     """What a client applies to one attempt (``total`` is the transport's own)."""
     return (t.connect, t.read, t.write, t.pool)
+
+
+def _own_timeouts(
+    t: Timeouts | None, made_with: Timeouts | None, defaults: tuple[float | None, ...] | None
+) -> bool:
+    """Whether an attempt with timeouts ``t`` needs none of its own: the client's apply."""
+    return t is None or t is made_with or _attempt_timeouts(t) == defaults
 
 
 def _core_name(name: str) -> str:
@@ -297,21 +313,22 @@ class AiohttpBackend:
             same ones passes none, and the session's own apply.
     """
 
-    __slots__ = ("_aiohttp", "_defaults", "owned", "session")
+    __slots__ = ("_aiohttp", "_defaults", "_timeouts", "owned", "session")
 
     def __init__(self, session: Any, *, owned: bool, timeouts: Timeouts | None = None) -> None:
         import aiohttp
 
         self.session, self.owned, self._aiohttp = session, owned, aiohttp
+        self._timeouts = timeouts
         self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
 
     async def send(
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
     ) -> Any:
         """POST; the response once its head arrived (body unread, not decompressed)."""
-        options: dict[str, Any] = {}
-        if timeout is not None and _attempt_timeouts(timeout) != self._defaults:
-            options["timeout"] = _aiohttp_timeout(self._aiohttp, timeout)
+        options: Mapping[str, Any] = {}
+        if timeout is not None and not _own_timeouts(timeout, self._timeouts, self._defaults):
+            options = {"timeout": _aiohttp_timeout(self._aiohttp, timeout)}
         response = await self.session.post(
             url,
             data=content,

@@ -67,6 +67,14 @@ class Clients:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: Any = None
 
+    def ready_async(self) -> Any:
+        """The async backend for the running loop if it is made already, else None."""
+        if not self.owns_async:
+            return self._async
+        if self._loop is asyncio.get_running_loop():
+            return self._async
+        return None
+
     async def get_async(self) -> Any:
         """The async backend for the running loop."""
         if not self.owns_async:

@@ -4,8 +4,9 @@ A `Sender` holds what every call of one `Transport` shares (its clients, retry
 policy, timeouts, limits, error parser and key) and performs a `Call`: the
 shells `send` / `send_sync` drive the plan of `_attempts` (sleeping and
 sending only), `body` / `body_sync` read the answer within `HttpLimits` and
-the total deadline and always release the connection, and every failure
-leaves as a `ProviderError` child scrubbed of the key.
+the total deadline and always release the connection (`fetch` does both for
+a whole answer, under one timeout), and every failure leaves as a
+`ProviderError` child scrubbed of the key.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any, TypeVar
 import attrs
 
 from toolfold._errors import ProviderError, ProviderTimeoutError
-from toolfold.adapters._http._attempts import Failed, Plan, Sleep, attempts
+from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
 from toolfold.adapters._http._backends import sync_deadline
 from toolfold.adapters._http._body import BodyError, BodyReader
 from toolfold.adapters._http._clients import Clients
@@ -110,7 +111,8 @@ class Sender:
         """``error`` with the key removed (in place; returns it)."""
         return scrub_error(error, self.key)
 
-    def _plan(self, call: Call) -> Any:
+    def _plan(self, call: Call, first: Any, *, cap: bool = True) -> Any:
+        """The plan of the attempts after a first one that gave ``first`` (see `attempts`)."""
         return attempts(
             Plan(
                 policy=self.retry,
@@ -122,58 +124,110 @@ class Sender:
                 exception_failure=lambda exc: self._exception_failure(exc, call),
                 total_timeout=lambda: self.total_timeout(call.url),
                 label=f"POST {call.url}",
-            )
+                cap=cap,
+            ),
+            first,
         )
 
-    async def send(self, call: Call) -> Any:
-        backend = await self.clients.get_async()
-        plan = self._plan(call)
-        outcome: Any = None
+    def _first_timeouts(self, call: Call, *, cap: bool = True) -> Timeouts | None:
+        """The first attempt's timeouts, cut to the time left when ``cap`` (as `attempts` does)."""
+        if call.deadline is None or not cap:
+            return self.timeouts
+        left = call.deadline - self.clock()
+        if left <= 0:
+            raise self.total_timeout(call.url)
+        return cut_timeouts(self.timeouts, left)
+
+    async def fetch(self, call: Call) -> tuple[Any, bytes]:
+        """Send ``call`` and read the whole answer: the response and its decoded body.
+
+        On Python 3.11+ one timeout bounds the whole call (the attempts, the
+        waits between them, the body) instead of one per await, and the
+        attempts keep the client's own timeouts.
+        """
+        left = self._left(call)
+        if left is not None and sys.version_info >= (3, 11):
+            if left <= 0:
+                raise self.total_timeout(call.url)
+            scope = asyncio.timeout(left)
+            try:
+                async with scope:
+                    response = await self.send(call, bounded=True)
+                    return response, await self._read_all(response, call, per_await=False)
+            except TimeoutError as exc:
+                if scope.expired():
+                    raise self.total_timeout(call.url) from exc
+                raise
+        response = await self.send(call)
+        return response, await self._read_all(response, call, per_await=left is not None)
+
+    async def send(self, call: Call, *, bounded: bool = False) -> Any:
+        """The response of the first attempt answering with status < 300 (see `attempts`).
+
+        ``bounded``: the caller bounds the whole call by its deadline, so no
+        await needs its own and the attempts' timeouts are not cut.
+        """
+        backend = self.clients.ready_async() or await self.clients.get_async()
+        per_await = not bounded and call.deadline is not None
+        timeout = self._first_timeouts(call, cap=not bounded)
+        plan: Any = None
         while True:
+            send = functools.partial(backend.send, call.url, call.content, call.headers, timeout)
+            outcome: Any
             try:
-                op = plan.send(outcome)
-            except StopIteration as done:
-                return done.value
-            if isinstance(op, Sleep):
-                await self.sleep(op.seconds)
-                outcome = None
-                continue
-            try:
-                response = await self._within(
-                    call,
-                    functools.partial(
-                        backend.send, call.url, call.content, call.headers, op.timeout
-                    ),
-                )
+                response = await (self._within(call, send) if per_await else send())
             except Exception as exc:
                 outcome = exc
-                continue
-            outcome = response if response.status_code < 300 else await self._failed(response, call)
+            else:
+                if response.status_code < 300 and plan is None:
+                    return response  # answered at once: no plan to build
+                ok = response.status_code < 300
+                outcome = response if ok else await self._failed(response, call, per_await)
+            plan, step = self._retry(plan, call, outcome, cap=not bounded)
+            if plan is None:
+                return step
+            await self.sleep(step.seconds)
+            timeout = plan.send(None).timeout  # the next Send
 
     def send_sync(self, call: Call) -> Any:
+        """Blocking `send`; every socket read and write is capped by the deadline."""
         backend = self.clients.get_sync()
-        plan = self._plan(call)
-        outcome: Any = None
+        timeout = self._first_timeouts(call)
+        plan: Any = None
         while True:
-            try:
-                op = plan.send(outcome)
-            except StopIteration as done:
-                return done.value
-            if isinstance(op, Sleep):
-                self.sleep_sync(op.seconds)
-                outcome = None
-                continue
+            outcome: Any
             try:
                 with sync_deadline(self._left(call)):
-                    response = backend.send_sync(call.url, call.content, call.headers, op.timeout)
+                    response = backend.send_sync(call.url, call.content, call.headers, timeout)
             except Exception as exc:
                 outcome = exc
-                continue
-            outcome = response if response.status_code < 300 else self._failed_sync(response, call)
+            else:
+                if response.status_code < 300 and plan is None:
+                    return response  # answered at once: no plan to build
+                ok = response.status_code < 300
+                outcome = response if ok else self._failed_sync(response, call)
+            plan, step = self._retry(plan, call, outcome)
+            if plan is None:
+                return step
+            self.sleep_sync(step.seconds)
+            timeout = plan.send(None).timeout  # the next Send
 
-    async def _failed(self, response: Any, call: Call) -> Failed:
+    def _retry(self, plan: Any, call: Call, outcome: Any, *, cap: bool = True) -> tuple[Any, Any]:
+        """What follows an attempt that gave ``outcome``: ``(plan, Sleep)`` or ``(None, response)``.
+
+        The plan is made on the first failure; a `Sleep` means wait, then try again.
+        """
         try:
-            text = b"".join([chunk async for chunk in self.body(response, call)])
+            if plan is None:
+                plan = self._plan(call, outcome, cap=cap)
+                return plan, next(plan)
+            return plan, plan.send(outcome)
+        except StopIteration as done:
+            return None, done.value
+
+    async def _failed(self, response: Any, call: Call, per_await: bool) -> Failed:
+        try:
+            text = await self._read_all(response, call, per_await=per_await)
         except ProviderError:
             text = b""
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
@@ -188,36 +242,49 @@ class Sender:
     # --- internals: reading a body within the limits and the deadline --------
 
     async def body(self, response: Any, call: Call) -> AsyncGenerator[bytes, None]:
-        """The decoded body; the connection is released however the reading ends."""
+        """The decoded body as it arrives; the connection is released however the reading ends."""
         raw: AsyncIterator[bytes] | None = None
         try:
             reader = self._reader(response, call)
             raw = _aiter_raw(response)
-            while True:
-                try:
-                    chunk = await self._within(call, raw.__anext__)
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    error = self._read_failure(exc, call)
-                    if error is exc:
-                        raise
-                    raise error from exc
+            while (chunk := await self._chunk(raw, call, per_await=True)) is not None:
                 yield self._feed(reader, chunk, call)
             yield self._feed(reader, None, call)
         finally:
-            # Close the client's own body iterator here, in this task: left
-            # suspended (a deadline between chunks, an early stop), it would be
-            # finalized later by the garbage collector in another task, where
-            # httpcore's locks and cancel scopes refuse to be released.
-            try:
-                if raw is not None:
-                    await _aclose(raw)
-            finally:
-                await response.aclose()
+            await _release(raw, response)
+
+    async def _read_all(self, response: Any, call: Call, *, per_await: bool) -> bytes:
+        """The whole decoded body, read like `body` without an async generator."""
+        raw: AsyncIterator[bytes] | None = None
+        try:
+            reader = self._reader(response, call)
+            raw = _aiter_raw(response)
+            pieces = []
+            while (chunk := await self._chunk(raw, call, per_await=per_await)) is not None:
+                pieces.append(self._feed(reader, chunk, call))
+            pieces.append(self._feed(reader, None, call))
+            return b"".join(pieces)
+        finally:
+            await _release(raw, response)
+
+    async def _chunk(
+        self, raw: AsyncIterator[bytes], call: Call, *, per_await: bool
+    ) -> bytes | None:
+        """The next raw piece of the body (None at its end), a failure mapped."""
+        try:
+            if per_await:
+                return await self._within(call, raw.__anext__)
+            return await raw.__anext__()
+        except StopAsyncIteration:
+            return None
+        except Exception as exc:
+            error = self._read_failure(exc, call)
+            if error is exc:
+                raise
+            raise error from exc
 
     def body_sync(self, response: Any, call: Call) -> Generator[bytes, None, None]:
-        """Blocking `_body`."""
+        """Blocking `body`."""
         try:
             reader = self._reader(response, call)
             raw = _iter_raw(response)
@@ -354,10 +421,17 @@ async def _one(content: bytes) -> AsyncIterator[bytes]:
     yield content
 
 
-async def _aclose(iterator: AsyncIterator[bytes]) -> None:
-    aclose = getattr(iterator, "aclose", None)
-    if aclose is not None:
-        await aclose()
+async def _release(raw: AsyncIterator[bytes] | None, response: Any) -> None:
+    # Close the client's own body iterator here, in this task: left suspended
+    # (a deadline between chunks, an early stop), it would be finalized later
+    # by the garbage collector in another task, where httpcore's locks and
+    # cancel scopes refuse to be released.
+    try:
+        aclose = getattr(raw, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    finally:
+        await response.aclose()
 
 
 def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:

@@ -194,8 +194,7 @@ class Transport:
         sender = self._sender
         call = self._call(path, body, self._headers, headers, streaming=False)
         try:
-            response = await sender.send(call)
-            content = b"".join([chunk async for chunk in sender.body(response, call)])
+            response, content = await sender.fetch(call)
             return sender.json(content, response, call.url)
         except ProviderError as exc:
             self.scrub(exc)  # again, now that it is chained to its cause

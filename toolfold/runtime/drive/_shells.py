@@ -35,7 +35,7 @@ from toolfold.runtime.drive._loop import (
     _RunToolsOp,
     _SwitchOp,
 )
-from toolfold.runtime.drive._open import aopened, opened
+from toolfold.runtime.drive._open import ToolSource, aopened, opened
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
 
 
@@ -87,7 +87,7 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
     """Perform the loop's ops on the running event loop."""
     trace = start_run(live, state)
     try:
-        async with AsyncExitStack() as held:  # tool sources the run opened on its way
+        async with _Held() as held:  # tool sources the run opened on its way
             ended = await _drive_async(live, loop, trace, held)
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), exc)
@@ -96,9 +96,7 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
     return ended
 
 
-async def _drive_async(
-    live: Live, loop: Loop, trace: RunTrace | None, held: AsyncExitStack
-) -> Ended:
+async def _drive_async(live: Live, loop: Loop, trace: RunTrace | None, held: _Held) -> Ended:
     value: Any = None
     failure: Exception | None = None
     while True:
@@ -111,7 +109,7 @@ async def _drive_async(
             live = _switched(op, trace)
         elif isinstance(op, _OpenOp):
             try:
-                value = await held.enter_async_context(aopened(op.sources))
+                value = await held.enter(op.sources)
             except Exception as exc:
                 failure = exc
         elif isinstance(op, CallModel):
@@ -127,6 +125,33 @@ async def _drive_async(
             value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
             if tools is not None:
                 tools.end(value)
+
+
+class _Held:
+    """The tool sources a run opened on its way (a handoff's), closed when the run ends.
+
+    The exit stack is made on the first: most runs open none, and an
+    ``AsyncExitStack`` per run costs more than the rest of the async shell.
+    """
+
+    __slots__ = ("_stack",)
+
+    def __init__(self) -> None:
+        self._stack: AsyncExitStack | None = None
+
+    async def enter(self, sources: tuple[ToolSource, ...]) -> Any:
+        """Open ``sources`` until the run ends; their tools."""
+        if self._stack is None:
+            self._stack = AsyncExitStack()
+        return await self._stack.enter_async_context(aopened(sources))
+
+    async def __aenter__(self) -> _Held:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool:
+        if self._stack is None:
+            return False
+        return bool(await self._stack.__aexit__(*exc_info))
 
 
 def stream_sync(live: Live, loop: Loop, state: RunState) -> Generator[RunStreamEvent, None, Ended]:
