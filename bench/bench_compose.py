@@ -15,7 +15,9 @@
 
 All on `FunctionModel` (no HTTP), tools trivial, so the time is toolfold's own.
 The figure to compare is microseconds per model call; the target is that
-composition adds at most 10% per model call over ``single``. Time is the
+composition adds at most 10% per model call over ``single``. Each row also
+says what composing costs per step (a sub-agent, a workflow step, a handoff):
+the time beyond the same model calls made by single agents, divided by the steps. Time is the
 process's CPU time (all threads), not the wall clock, and each construct is
 measured in turns with ``single`` (the ``(arun)`` ones with ``single`` under
 ``asyncio.run``), taking the best of each, so that load from elsewhere on a
@@ -121,30 +123,36 @@ def main() -> None:
     def single_run() -> Any:
         return single.run("go")
 
-    def report(label: str, base: Callable[[], Any], run: Callable[[], Any], calls: int) -> None:
+    def report(
+        label: str, base: Callable[[], Any], run: Callable[[], Any], calls: int, steps: int
+    ) -> None:
         single_us, us = paired(base, 3, run, calls)
+        # What composing costs per step (sub-agent, handoff), on top of the model calls.
+        per_step = (us - single_us) * calls / steps
         print(
             f"{label:21s} {us:7.1f} us per model call ({calls} calls; single agent "
-            f"{single_us:5.1f} us: {us / single_us - 1:+.0%})"
+            f"{single_us:5.1f} us: {us / single_us - 1:+.0%}; {per_step:+5.0f} us per step)"
         )
 
     print(
         f"single agent          {statistics.median(once(single_run, 3) for _ in range(3)):7.1f} us per model call"
     )
-    for label, agent in (
-        ("as_tool x3 sequence", seq),
-        ("as_tool x3 parallel", par),
-        ("handoff chain", first),
-        ("Sequence x3", workflow_seq),
-        ("Parallel x10", workflow_par),
+    for label, agent, steps in (
+        ("as_tool x3 sequence", seq, 3),
+        ("as_tool x3 parallel", par, 3),
+        ("handoff chain", first, 2),
+        ("Sequence x3", workflow_seq, 3),
+        ("Parallel x10", workflow_par, 10),
     ):
-        report(label, single_run, lambda agent=agent: agent.run("go"), count(agent))  # type: ignore[misc]
+        run = lambda agent=agent: agent.run("go")  # noqa: E731
+        report(label, single_run, run, count(agent), steps)
     for label, agent in (("as_tool x3 seq (arun)", seq), ("as_tool x3 par (arun)", par)):
         report(
             label,
             lambda: asyncio.run(single.arun("go")),
             lambda agent=agent: asyncio.run(agent.arun("go")),  # type: ignore[misc]
             count(agent),
+            3,
         )
 
 

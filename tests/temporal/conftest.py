@@ -24,10 +24,14 @@ def _free_port() -> int:
 
 
 class DevServer:
-    """``temporal server start-dev`` on free local ports, with its database in a file."""
+    """``temporal server start-dev`` on free local ports, with its database in a file.
 
-    def __init__(self, db: Path) -> None:
+    ``options``: more options of ``start-dev`` (``--dynamic-config-value`` ...).
+    """
+
+    def __init__(self, db: Path, *options: str) -> None:
         self.db = db
+        self.options = options
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.process: subprocess.Popen[str] | None = None
@@ -57,7 +61,7 @@ class DevServer:
         args = [str(TEMPORAL), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
         args += ["--port", str(self.port), "--http-port", str(_free_port())]
         args += ["--metrics-port", str(_free_port()), "--db-filename", str(self.db)]
-        args += ["--log-level", "error"]
+        args += ["--log-level", "error", *self.options]
         self.process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -111,8 +115,8 @@ class WorkerProcess:
         self.process.stdout.close()
 
 
-def _running(db: Path) -> Iterator[DevServer]:
-    dev = DevServer(db)
+def _running(db: Path, *options: str) -> Iterator[DevServer]:
+    dev = DevServer(db, *options)
     dev.start()
     yield dev
     if dev.process is not None:
@@ -129,6 +133,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
 def own_server(tmp_path: Path) -> Iterator[DevServer]:
     """A dev server of the test's own, which it may kill and restart (the database is a file)."""
     yield from _running(tmp_path / "temporal.db")
+
+
+SUGGEST_AFTER = 12
+"""`suggesting_server` suggests continuing as new once a history has this many events."""
+
+
+@pytest.fixture
+def suggesting_server(tmp_path: Path) -> Iterator[DevServer]:
+    """A dev server of the test's own that suggests continuing as new after `SUGGEST_AFTER` events."""
+    option = f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER}"
+    yield from _running(tmp_path / "temporal.db", "--dynamic-config-value", option)
 
 
 @pytest.fixture

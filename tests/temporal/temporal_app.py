@@ -216,6 +216,24 @@ swelling = TemporalAgent(
 )
 
 
+def _bulky(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done:
+        return f"got {len(done[0])} bytes, {done[1]}"
+    return [
+        FunctionModel.call("big", {"size": 300_000}),
+        FunctionModel.call("transfer", {"amount": 5}),
+    ]
+
+
+# With a 0.9 MB prompt, its state outgrows 2 MB once the 0.3 MB result is in
+# (the state holds both twice: in the messages and in the log), its model
+# requests do not.
+bulky = TemporalAgent(
+    Agent(FunctionModel(_bulky), tools=[big, transfer], name="bulky"), settings=SETTINGS
+)
+
+
 class Channel:
     """The streaming tests' side channel: (step, attempt, event) per run id, None ends an attempt.
 
@@ -344,8 +362,11 @@ def _record_prompt(request: ModelRequest) -> Any:
     return FunctionModel.call("record", {"text": request.messages[-1].text})
 
 
+# Nothing is killed in the 200-run test: a heartbeat missed by a worker busy with 200 runs on
+# a loaded machine must not retry a live tool (it did once at load 8.5 with 2 s).
 many = TemporalAgent(
-    Agent(FunctionModel(_record_prompt), tools=[record], name="many"), settings=SETTINGS
+    Agent(FunctionModel(_record_prompt), tools=[record], name="many"),
+    settings=attrs.evolve(SETTINGS, heartbeat_timeout=timedelta(seconds=60)),
 )
 # The worker's "lopsided" has no tools; a client's may (its calls then fail the run).
 lopsided = TemporalAgent(Agent(FunctionModel(_record_prompt), name="lopsided"), settings=SETTINGS)
@@ -390,6 +411,10 @@ def _relay(request: ModelRequest) -> Any:
 
 relay = TemporalAgent(
     Agent(FunctionModel(_relay), tools=[waits, opens], name="relay"), settings=SETTINGS
+)
+relayed_chain = TemporalAgent(
+    Agent(FunctionModel(_relay), tools=[waits, opens], name="relay_chain"),
+    settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
 )
 
 
@@ -499,6 +524,68 @@ def _delegate(request: ModelRequest) -> Any:
 
 boss = TemporalAgent(
     Agent(FunctionModel(_delegate), tools=[signer.as_tool()], name="boss"), settings=SETTINGS
+)
+STUCK = threading.Event()
+"""Set by `stuck` when it is cancelled (the in-process worker's tests wait for it)."""
+
+
+@tool
+async def stuck(ctx: RunContext[Any], text: str) -> str:
+    """Never return: wait until cancelled (a timed-out sub-run's call in flight).
+
+    Args:
+        text: Ignored.
+    """
+    _log(f"stuck {ctx.idempotency_key}")
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        _log(f"cancelled {ctx.idempotency_key}")
+        STUCK.set()
+        raise
+    return text
+
+
+def _get_stuck(request: ModelRequest) -> Any:
+    """Call `stuck` (it never returns); answer with its result if it ever does."""
+    done = _results(request)
+    return done[0] if done else FunctionModel.call("stuck", {"text": "x"})
+
+
+TIMEOUT = 2.0
+"""The timeout of the timed sub-runs below (seconds): room for a model request and a tool to start, under load."""
+dawdler = Agent(FunctionModel(_get_stuck), tools=[stuck], name="dawdler")
+# A step that cannot finish in time, skipped as locally; and the same agent as a tool.
+deadline = TemporalAgent(
+    Sequence(first, Task(dawdler, timeout=TIMEOUT, on_error="skip"), last, name="deadline"),
+    settings=SETTINGS,
+)
+
+
+def _ask_dawdler(request: ModelRequest) -> Any:
+    done = _results(request)
+    return "impatient: " + done[0] if done else FunctionModel.call("dawdler", {"input": "go"})
+
+
+impatient = TemporalAgent(
+    Agent(FunctionModel(_ask_dawdler), tools=[dawdler.as_tool(timeout=TIMEOUT)], name="impatient"),
+    settings=SETTINGS,
+)
+# Continuing as new inside nested runs: after every model request (at any
+# depth), in the middle of a Parallel's two agents, one of them a timed step.
+relayed = TemporalAgent(
+    Sequence(
+        first,
+        Parallel(
+            Task(
+                Agent(FunctionModel(_three_steps), tools=[record, slow], name="long"), timeout=600
+            ),
+            _echo("short"),
+            name="both",
+        ),
+        name="relayed",
+    ),
+    settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
 )
 gated = payments(over_ten, "gated")
 limits = payments(over_hundred, "limits")
@@ -678,7 +765,7 @@ AGENTS = [
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
-    slow_desk,
+    *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain),
 ]
 
 

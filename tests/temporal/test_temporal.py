@@ -21,11 +21,19 @@ from typing import Any
 
 import pytest
 import temporal_app
-from conftest import DevServer, WorkerProcess
+from conftest import SUGGEST_AFTER, DevServer, WorkerProcess
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHistory,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
+)
 from temporalio.converter import ExternalStorage
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
+from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
@@ -43,7 +51,6 @@ from toolfold import (
     RateLimitError,
     RunError,
     Sequence,
-    Task,
     TextDelta,
     UsageError,
     WorkflowResponse,
@@ -51,6 +58,7 @@ from toolfold import (
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
+    AgentWorkflow,
     FileStorageDriver,
     ModelCallInput,
     TemporalAgent,
@@ -680,7 +688,9 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
     assert [call.arguments for call in waiting.pending_approvals] == [{"amount": 50}]
 
 
-@pytest.mark.parametrize("name", ["steps", "gated", "tree", "nested", "signed", "handoffs"])
+@pytest.mark.parametrize(
+    "name", ["steps", "gated", "tree", "nested", "signed", "handoffs", "relayed"]
+)
 def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
     text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
@@ -879,20 +889,26 @@ def test_nested_models_leave_retries_to_temporal(monkeypatch: pytest.MonkeyPatch
 def test_results_over_the_payload_limit_travel_through_external_storage(
     server: DevServer, tmp_path: Path
 ) -> None:
-    """A 3 MB tool result, over Temporal's 2 MB limit, goes by reference through a FileStorageDriver."""
+    """A 3 MB tool result and a 2.4 MB first state, over Temporal's 2 MB limit, and a state over a query's 4 MB go by reference through a FileStorageDriver."""
     storage = ExternalStorage(drivers=[FileStorageDriver(tmp_path / "payloads")])
     agent = temporal_app.huge
+    prompt = "p" * 1_200_000  # the first state holds it twice: 2.4 MB
 
     async def go() -> tuple[Any, WorkflowHistory]:
         plugin = ToolfoldPlugin([agent], external_storage=storage)
         client = await Client.connect(server.address, plugins=[plugin])
         async with Worker(client, task_queue="huge"):
-            response = await agent.run(client, "go", id="huge-1", task_queue="huge")
-            return response, await agent.handle(client, "huge-1").workflow.fetch_history()
+            response = await agent.run(client, prompt, id="huge-1", task_queue="huge")
+            workflow = agent.handle(client, "huge-1").workflow
+            # a state over a query answer's 4 MB: by reference too, in one query
+            queried = await workflow.query(AgentWorkflow.state)
+            assert queried == response.state
+            return response, await workflow.fetch_history()
 
     durable, history = asyncio.run(go())
     assert durable.text == "got 3000000 bytes"
-    assert durable.state == agent.agent.run("go", run_id="huge-1").state
+    assert len(durable.state.to_json()) > workflow_module.QUERY_LIMIT
+    assert durable.state == agent.agent.run(prompt, run_id="huge-1").state
     assert max(event.ByteSize() for event in history.events) < 300_000  # references only
     assert len(list((tmp_path / "payloads").iterdir())) >= 2  # the result, the states carrying it
 
@@ -1066,18 +1082,203 @@ def test_a_conversation_over_the_payload_limit_fails_the_run_clearly(
         "over Temporal's 2097152-byte payload limit: give ToolfoldPlugin an external_storage"
         in message
     )
-    assert error.state is None  # twice the conversation (its events too): over a query's 4 MB
     local = agent.agent.run(prompt, run_id="swelling-1")
     assert local.text == "got 1400000 bytes"
+    # the last state: twice the conversation (its events too), over a query's 4 MB, read in parts
+    assert error.state is not None
+    assert error.state.phase == "awaiting_model"
+    assert error.state.messages == local.state.messages[:-1]
+    assert len(error.state.to_json()) > workflow_module.QUERY_LIMIT
 
 
-def test_timeouts_of_nested_runs_are_refused_up_front() -> None:
-    """A step's or an as_tool() timeout, which the workflow could not enforce on a sub-run, is refused naming it; a function step's holds."""
-    model = temporal_app.steps.agent.model
-    helper = Agent(model, name="helper")
-    with pytest.raises(UsageError, match=r"Sequence 'seq': the timeout of step\(s\) \['helper'\]"):
-        TemporalAgent(Sequence(Task(helper, timeout=5), name="seq"))
-    deep = Agent(model, name="inner", tools=[helper.as_tool(timeout=5)])
-    with pytest.raises(UsageError, match=r"agent 'inner': the timeout of as_tool\(\) tool\(s\)"):
-        TemporalAgent(Agent(model, name="a", tools=[deep.as_tool()]))
-    TemporalAgent(Sequence(Task(temporal_app.explode, timeout=5), name="fn"))  # an activity
+def test_a_first_state_over_the_payload_limit_is_refused_before_it_is_sent(
+    server: DevServer,
+) -> None:
+    """A prompt that makes the workflow's input larger than 2 MB is a UsageError naming the size and limit; nothing starts."""
+
+    async def go() -> tuple[UsageError, BaseException]:
+        client = await _client(server)
+        with pytest.raises(UsageError) as caught:
+            await temporal_app.swelling.start(client, "p" * 1_100_000, id="too-big", task_queue="q")
+        with pytest.raises(RPCError) as missing:
+            await client.get_workflow_handle("too-big").describe()
+        return caught.value, missing.value
+
+    error, missing = asyncio.run(go())
+    message = str(error)
+    assert message.startswith("the run's first state (its prompt and history) is ")
+    assert int(message.split(" is ", 1)[1].split(" bytes", 1)[0]) > 2_200_000
+    assert "over Temporal's 2097152-byte payload limit for a workflow's input" in message
+    assert "workflow not found" in str(missing)
+
+
+def test_answers_to_a_state_over_the_payload_limit_apply_and_the_helpers_read_it_by_query(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Updates whose answer, the state, is over 2 MB fail at once, clearly (no retry loop); the helpers read the state by query instead."""
+    agent = temporal_app.bulky
+    prompt = "p" * 900_000
+
+    async def go() -> tuple[BaseException | None, RunState, RunState, RunError]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, prompt, id="bulky-1", task_queue=queue)
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.workflow.execute_update(AgentWorkflow.suspended)
+            waiting = await handle.suspended()
+            approved = await handle.approve(*(call.id for call in waiting.pending_approvals))
+            with pytest.raises(RunError) as failed:
+                await handle.result()
+            return refused.value.cause, waiting, approved, failed.value
+
+    cause, waiting, approved, error = asyncio.run(go())
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "PayloadTooLargeError"
+    assert cause.message.startswith("the state of the run is ")
+    assert "over Temporal's 2097152-byte payload limit for an update's answer" in cause.message
+    local = agent.agent.run(prompt, run_id="bulky-1")
+    assert waiting == local.state
+    assert approved.pending_approvals == ()  # applied
+    assert _lines(tmp_path) == ["transfer 5"]  # the durable run ran it, once
+    finished = agent.agent.resume(local.state, approvals={waiting.pending_approvals[0].id: True})
+    assert finished.text == "got 300000 bytes, moved 5"
+    # the finished state is itself too large to be the workflow's result: RunError with it
+    assert str(error).startswith("the run's result (the conversation so far) is ")
+    assert error.state == finished.state
+
+
+@pytest.mark.parametrize(
+    "agent", [temporal_app.deadline, temporal_app.impatient], ids=["step", "as_tool"]
+)
+def test_a_nested_run_over_its_timeout_is_cancelled_and_its_call_fails_as_locally(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's or an as_tool() timeout is a workflow timer: the sub-run's activity in flight is cancelled, the call ends as a local run's."""
+    temporal_app.STUCK.clear()
+    run_id = f"timed-{agent.name}"
+    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
+    assert temporal_app.STUCK.wait(timeout=60)  # the activity learnt of it (its heartbeat)
+    (key,) = [line.split()[1] for line in _lines(tmp_path) if line.startswith("stuck")]
+    # as locally, the call is over once its tool stopped: "cancelled" comes before "last"
+    cancelled = [f"stuck {key}", f"cancelled {key}"]
+    if agent is temporal_app.deadline:
+        assert _lines(tmp_path) == ["first go", *cancelled, "last go1"]
+    else:
+        assert _lines(tmp_path) == cancelled
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_TIMER_FIRED in kinds
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in kinds
+    message = f"Error: tool 'dawdler' timed out after {temporal_app.TIMEOUT:g} s."
+    local = agent.agent.run("go", run_id=run_id)
+    assert durable.state == local.state
+    if agent is temporal_app.deadline:
+        assert durable.output == local.output == "last(go1)"
+        assert durable.errors == local.errors == {"dawdler": message}
+    else:
+        assert durable.text == local.text == f"impatient: {message}"
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    asyncio.run(replayer.replay_workflow(history))
+
+
+async def _chain(client: Client, id: str, first_run_id: str | None) -> list[WorkflowHistory]:
+    """The histories of workflow ``id``, from its first run along its continue-as-new chain."""
+    histories = []
+    run_id = first_run_id
+    while run_id:
+        history = await client.get_workflow_handle(id, run_id=run_id).fetch_history()
+        histories.append(history)
+        last = history.events[-1]
+        run_id = None
+        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return histories
+
+
+def _run_chain(
+    agent: TemporalAgent,
+    id: str,
+    server: DevServer,
+    log_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Any, list[WorkflowHistory]]:
+    """A durable run of ``agent`` on "go": its response and the histories of its chain."""
+
+    async def go() -> tuple[Any, list[WorkflowHistory]]:
+        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, "go", id=id, task_queue=queue)
+            response = await handle.result()
+            first = handle.workflow.first_execution_run_id
+            return response, await _chain(client, id, first)
+
+    return asyncio.run(go())
+
+
+def _carried(history: WorkflowHistory) -> AgentInput:
+    """The input a history's run started with."""
+    attributes = history.events[0].workflow_execution_started_event_attributes
+    (given,) = data_converter.payload_converter.from_payloads(
+        attributes.input.payloads, [AgentInput]
+    )
+    assert isinstance(given, AgentInput)
+    return given
+
+
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [("relayed", "server"), ("nested", "suggesting_server")],
+    ids=["every-request", "suggested"],
+)
+def test_a_run_continues_as_new_inside_nested_runs_and_nothing_runs_again(
+    name: str,
+    where: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Continuing as new mid-step (after every model request, or when the server suggests it): the local run's state, every tool ran once."""
+    agent: TemporalAgent = getattr(temporal_app, name)
+    server: DevServer = request.getfixturevalue(where)
+    durable, histories = _run_chain(agent, f"{name}-chain", server, tmp_path, monkeypatch)
+    ran = _lines(tmp_path)
+    local = agent.agent.run("go", run_id=f"{name}-chain")
+    assert durable.state == local.state
+    assert sorted(ran) == sorted(_lines(tmp_path)[len(ran) :])  # each tool once, as locally
+    assert len(ran) == len(set(ran))
+    carried = [_carried(history) for history in histories[1:]]
+    assert len(carried) >= 3
+    # some runs began mid-step, a sub-run in flight in the state
+    assert any(c.child is not None for given in carried for c in given.state.calls)
+    if agent is temporal_app.relayed:  # a Parallel's: a call's result, a deadline beside it
+        assert durable.output == {"long": "answer: A,B,C", "short": "short(go1)"}
+        assert any(given.calls and given.calls[0].event is not None for given in carried)
+        assert any(given.calls and given.calls[0].deadline is not None for given in carried)
+    else:  # only the server's suggestion
+        assert agent.settings.continue_as_new_steps is None
+        assert all(len(history.events) < 3 * SUGGEST_AFTER for history in histories)
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    for history in histories:
+        asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_waiting_suspended_update_lets_the_run_continue_as_new(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An update waiting in suspended() while the run continues as new answers with the running state; the run goes on."""
+    temporal_app.RELAY.clear()
+    agent = temporal_app.relayed_chain
+
+    async def go() -> tuple[RunState, Any]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, "go", id="chain-wait-1", task_queue=queue)
+            update = await handle.workflow.start_update(
+                AgentWorkflow.suspended, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+            )
+            temporal_app.RELAY.set()  # the step ends: the run continues as new
+            early: RunState = await update.result()
+            response = await handle.result()
+            latest = await client.get_workflow_handle("chain-wait-1").describe()
+            assert latest.run_id != handle.workflow.first_execution_run_id
+            return early, response
+
+    early, response = asyncio.run(go())
+    assert early.phase == "awaiting_model"  # not waiting, not over: the client asks again
+    assert response.text == "in call order: FIRST,SECOND"

@@ -19,6 +19,7 @@ import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime._response import Response, RunEndEvent
+from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -224,12 +225,18 @@ def sub_run_id(ctx: RunContext[Any]) -> str:
 
 def _reused(messages: Sequence[Any], call_id: str) -> bool:
     """Whether an assistant message before the last one holding ``call_id`` made a call of that id."""
+    # Read the parts in place: a workflow's steps ask this once per step, over
+    # a conversation whose assistant messages may hold many calls (a Parallel).
     seen = 0
     for message in reversed(messages):
-        if message.role == "assistant" and any(c.id == call_id for c in message.tool_calls):
-            seen += 1
-            if seen > 1:
-                return True
+        if message.role != "assistant":
+            continue
+        for part in message.parts:
+            if type(part) is ToolCallPart and part.id == call_id:
+                seen += 1
+                if seen > 1:
+                    return True
+                break
     return False
 
 

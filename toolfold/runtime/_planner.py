@@ -14,13 +14,21 @@ and a resumed run asks it only about what comes next.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
 from toolfold._errors import RunError
-from toolfold.runtime.core._messages import Message, TextPart, ToolCallPart, Usage
+from toolfold.runtime.core._messages import (
+    FrozenDict,
+    Message,
+    TextPart,
+    ToolCallPart,
+    Usage,
+    freeze,
+)
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._output import OutputRejected, OutputSchema
@@ -80,16 +88,21 @@ class Plan:
     input: Any
     values: Mapping[str, Any]
     attempts: tuple[Attempt, ...]
-    _by_base: Mapping[str, list[Attempt]] = attrs.field(init=False, repr=False, eq=False)
+    # The attempts by step (base id), made from ``attempts`` unless given (`read_plan`
+    # extends the previous plan's instead of reading every attempt again).
+    _by_base: Mapping[str, tuple[Attempt, ...]] | None = attrs.field(
+        default=None, repr=False, eq=False
+    )
 
     def __attrs_post_init__(self) -> None:
-        by_base: dict[str, list[Attempt]] = {}
-        for attempt in self.attempts:
-            by_base.setdefault(attempt.base, []).append(attempt)
-        object.__setattr__(self, "_by_base", by_base)
+        if self._by_base is None:
+            by_base: dict[str, tuple[Attempt, ...]] = {}
+            _add(by_base, self.attempts)
+            object.__setattr__(self, "_by_base", by_base)
 
     def status(self, task: Task, base: str) -> Done | str:
         """The step's outcome, or the call id of its next attempt."""
+        assert self._by_base is not None  # made in __attrs_post_init__
         attempts = self._by_base.get(base)
         if not attempts:
             return base
@@ -103,10 +116,13 @@ class Plan:
 
     def started(self, base: str) -> bool:
         """Whether any attempt at ``base`` exists."""
+        assert self._by_base is not None  # made in __attrs_post_init__
         return base in self._by_base
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
         """A call of ``task`` with the values its templates need."""
+        if not task.free_names:
+            return Call(task, call_id, input, _NO_VALUES)
         needed = {n: values[n] for n in sorted(task.free_names) if n in values}
         return Call(task, call_id, input, needed)
 
@@ -124,7 +140,7 @@ def read_plan(messages: tuple[Message, ...], since: Plan | None = None) -> Plan:
     """
     input_: Any = since.input if since is not None else None
     values: Mapping[str, Any] = since.values if since is not None else {}
-    attempts: list[Attempt] = list(since.attempts) if since is not None else []
+    attempts: list[Attempt] = []
     read = since is not None
     for message in messages:
         if message.role == "user" and not read:
@@ -139,7 +155,17 @@ def read_plan(messages: tuple[Message, ...], since: Plan | None = None) -> Plan:
                 else:
                     value = json.loads(result.content)
                     attempts.append(Attempt(result.call_id, result.tool_name, True, value))
-    return Plan(input_, values, tuple(attempts))
+    if since is None:
+        return Plan(input_, values, tuple(attempts))
+    by_base = dict(since._by_base or {})
+    _add(by_base, attempts)
+    return Plan(input_, values, (*since.attempts, *attempts), by_base)
+
+
+def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:
+    for attempt in attempts:
+        base = attempt.base
+        by_base[base] = (*by_base.get(base, ()), attempt)
 
 
 class _PlanCache:
@@ -193,8 +219,21 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
 
 
 def _step_call(call: Call) -> ToolCallPart:
-    arguments = {"input": call.input, "values": dict(call.values)}
-    return ToolCallPart(call.call_id, call.task.name, json.dumps(arguments), arguments)
+    input_ = call.input
+    if type(input_) is str and not call.values:  # the usual step call: text, no values
+        # The very text json.dumps writes, without building the encoder for it.
+        text = f'{{"input": {encode_basestring_ascii(input_)}, "values": {{}}}}'
+        arguments = FrozenDict(input=input_, values=_NO_VALUES)
+    else:
+        values = dict(call.values)
+        text = json.dumps({"input": input_, "values": values})
+        # Frozen as it is built (the part's converter then keeps it): only the
+        # input and the values can nest, and they are frozen once each.
+        arguments = FrozenDict(input=freeze(input_), values=freeze(values))
+    return ToolCallPart(call.call_id, call.task.name, text, arguments)
+
+
+_NO_VALUES = FrozenDict()
 
 
 class Planner:
@@ -251,12 +290,18 @@ class WorkflowOutput(OutputSchema):
     _restore: Any = attrs.field(default=None, eq=False, repr=False)
 
     def parse(self, text: str) -> tuple[Any, Any]:
-        """(the typed value, the plain value) of the planner's final answer."""
+        """The planner's final answer as plain data, twice: (not yet typed, plain).
+
+        The planner wrote the answer from the steps' outputs, so there is
+        nothing to reject, and the run keeps only the plain value: typing it
+        here (`restore`: every branch of a `Parallel`, structured types) would
+        be thrown away. The response types it once, when it is made.
+        """
         try:
             plain = json.loads(text)
         except ValueError as exc:  # pragma: no cover - the planner writes JSON
             raise OutputRejected(f"not JSON: {exc}") from exc
-        return self.restore(plain), plain
+        return plain, plain
 
     def restore(self, plain: Any) -> Any:
         """The workflow's output as its declared type where known."""

@@ -34,7 +34,7 @@ from toolfold.runtime.core._stop import (
     ToolCalled,
 )
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import Ended, Live, OnToolError, run_loop
+from toolfold.runtime.drive._loop import Ended, Handover, Live, OnToolError, run_loop
 from toolfold.runtime.drive._output import OutputSchema, output_schema
 from toolfold.runtime.drive._shells import drive_async, drive_sync, stream_async, stream_sync
 from toolfold.toolkit._tool import Tool
@@ -145,11 +145,13 @@ class RunOptions:
         on_step: Callable[[Step], object] | None = None,
         announce_start: bool = False,
         stop_when: tuple[StopCondition | StopPredicate, ...] = (),
+        handoffs: Mapping[str, Handover] | None = None,
     ) -> Live:
         """The live half for one run (``announce_start``: observers see `RunStarted`).
 
         ``stop_when``: conditions checked for this run only, on top of the
-        options' own (a resume's extra conditions).
+        options' own (a resume's extra conditions); ``handoffs``: where the
+        agent's handoff tools send the run.
         """
         return Live(
             model=self.model,
@@ -163,6 +165,7 @@ class RunOptions:
             stop_when=(*self.stop_when, *stop_when),
             announce_start=announce_start,
             name=self.name,
+            handoffs=handoffs if handoffs is not None else {},
         )
 
 

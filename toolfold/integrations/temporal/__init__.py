@@ -28,6 +28,8 @@ from toolfold.integrations.temporal._workflow import (
     AgentInput,
     AgentWorkflow,
     Answers,
+    CarriedCall,
+    StatePart,
 )
 
 __all__ = [
@@ -36,9 +38,11 @@ __all__ = [
     "AgentInput",
     "AgentWorkflow",
     "Answers",
+    "CarriedCall",
     "EventStreamHandler",
     "FileStorageDriver",
     "ModelCallInput",
+    "StatePart",
     "StreamContext",
     "TemporalAgent",
     "ToolCallInput",

@@ -7,11 +7,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+from temporalio.api.common.v1 import Payloads
 from temporalio.client import (
     Client,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
 )
 from temporalio.converter import ExternalStorage
 from temporalio.exceptions import ApplicationError
@@ -20,7 +22,7 @@ from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from toolfold import _errors as errors
-from toolfold._errors import RunError, UsageError
+from toolfold._errors import RunError, ToolfoldError, UsageError
 from toolfold.integrations.temporal._activities import (
     EventStreamHandler,
     durable_model,
@@ -30,6 +32,7 @@ from toolfold.integrations.temporal._activities import (
 from toolfold.integrations.temporal._converter import data_converter
 from toolfold.integrations.temporal._nested import node, response_of, walk
 from toolfold.integrations.temporal._workflow import (
+    PAYLOAD_LIMIT,
     PAYLOAD_TOO_LARGE,
     RUN_ERROR,
     WORKFLOW_NAME,
@@ -41,7 +44,6 @@ from toolfold.integrations.temporal._workflow import (
     register,
 )
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._agent_tool import as_tool_of
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
@@ -53,8 +55,11 @@ from toolfold.runtime.core._events import (
     ToolResultsProvided,
 )
 from toolfold.runtime.core._messages import Message, ToolResultPart
+from toolfold.runtime.core._serialize import from_json
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._loop import _run_failure
+
+_SETTLED = frozenset({"awaiting_approval", "awaiting_tool_results", "finished", "failed"})
 
 
 @attrs.frozen(init=False)
@@ -151,16 +156,23 @@ class TemporalAgent:
         task_queue: str,
         history: Sequence[Message] = (),
     ) -> AgentHandle:
-        """Start a run as the workflow ``id`` (also the run's id); returns its handle."""
+        """Start a run as the workflow ``id`` (also the run's id); returns its handle.
+
+        Raises:
+            UsageError: The run's first state (its prompt and history) is over
+                Temporal's payload limit, and the client has no external storage.
+        """
         if isinstance(self.agent, Agent):
             state = self.agent._start(prompt, history, id)
         elif history:
             raise UsageError("a workflow run starts from its input: it takes no history")
         else:
             state = self.agent._start(prompt, id)
+        given = AgentInput(self.name, state)
+        _check_input(client, given)
         handle: WorkflowHandle[Any, RunState] = await client.start_workflow(
             WORKFLOW_NAME,
-            AgentInput(self.name, state),
+            given,
             id=id,
             task_queue=task_queue,
             result_type=RunState,
@@ -192,14 +204,47 @@ class AgentHandle:
     workflow: WorkflowHandle[Any, RunState]
 
     async def state(self) -> RunState:
-        """The run's current state (a query; the workflow keeps running)."""
-        state: RunState = await self.workflow.query(AgentWorkflow.state)
+        """The run's current state (a query; the workflow keeps running).
+
+        A state too large for one query answer (4 MB, without external
+        storage) is read in parts.
+        """
+        try:
+            state: RunState = await self.workflow.query(AgentWorkflow.state)
+        except WorkflowQueryFailedError as failed:
+            try:
+                return await self._state_in_parts()
+            except WorkflowQueryFailedError:
+                raise failed from None
         return state
+
+    async def _state_in_parts(self) -> RunState:
+        for _ in range(_READS):  # a running workflow may change between two parts
+            first = await self.workflow.query(AgentWorkflow.state_part, 0)
+            texts = [first.text]
+            for index in range(1, first.parts):
+                part = await self.workflow.query(AgentWorkflow.state_part, index)
+                if part.checksum != first.checksum:
+                    break
+                texts.append(part.text)
+            else:
+                state: RunState = from_json("".join(texts), RunState)
+                return state
+        raise ToolfoldError(
+            f"the run's state changed while it was read in parts, {_READS} times: try again"
+        )
 
     async def suspended(self) -> RunState:
         """Wait until the run waits for answers (or is over); returns its state."""
-        state: RunState = await self.workflow.execute_update(AgentWorkflow.suspended)
-        return state
+        while True:  # a run that continues as new answers early: ask the next one
+            try:
+                state: RunState = await self.workflow.execute_update(AgentWorkflow.suspended)
+            except WorkflowUpdateFailedError as exc:
+                if not _too_large(exc.cause):
+                    raise
+                state = await self.state()
+            if state.phase in _SETTLED:
+                return state
 
     async def answer(self, *events: Event) -> RunState:
         """Send approvals, denials or tool results to the suspended run.
@@ -208,7 +253,14 @@ class AgentHandle:
             temporalio.client.WorkflowUpdateFailedError: The run is not
                 waiting, or an event does not fit it (nothing is applied).
         """
-        state: RunState = await self.workflow.execute_update(AgentWorkflow.answer, Answers(events))
+        try:
+            state: RunState = await self.workflow.execute_update(
+                AgentWorkflow.answer, Answers(events)
+            )
+        except WorkflowUpdateFailedError as exc:
+            if not _too_large(exc.cause):  # else the answers are applied, the state too large
+                raise
+            return await self.state()
         return state
 
     async def approve(self, *call_ids: str, deny: Mapping[str, str] | None = None) -> RunState:
@@ -230,8 +282,8 @@ class AgentHandle:
                 ``on_tool_error="raise"``; ``.state`` is the error's state, as
                 locally), or its next activity input was over Temporal's
                 payload limit (``.state`` is its last state, before that
-                activity). ``.state`` is None when that is too large for a
-                query answer, 4 MB.
+                activity). ``.state`` is read with `state` (None when no
+                worker answers the query).
         """
         try:
             state = await self.workflow.result()
@@ -242,7 +294,7 @@ class AgentHandle:
                 assert isinstance(cause, ApplicationError)
                 try:
                     last: RunState | None = await self.state()
-                except WorkflowQueryFailedError:  # a query answer is limited to 4 MB
+                except WorkflowQueryFailedError:  # no worker answers it
                     last = None
                 raise error(cause.message, last) from exc
             raise
@@ -267,6 +319,30 @@ def _raised(cause: ApplicationError) -> type[RunError] | None:
     return None
 
 
+_READS = 5
+"""How many times `AgentHandle.state` reads a state in parts before giving up."""
+
+
+def _too_large(failure: BaseException | None) -> bool:
+    """Whether ``failure`` is the workflow's refusal of a payload over Temporal's limit."""
+    return isinstance(failure, ApplicationError) and failure.type == PAYLOAD_TOO_LARGE
+
+
+def _check_input(client: Client, given: AgentInput) -> None:
+    """Refuse a workflow input over Temporal's payload limit before sending it."""
+    converter = client.data_converter
+    if converter.external_storage is not None:  # it takes large payloads by reference
+        return
+    size = Payloads(payloads=converter.payload_converter.to_payloads([given])).ByteSize()
+    if size > PAYLOAD_LIMIT:
+        raise UsageError(
+            f"the run's first state (its prompt and history) is {size} bytes, over "
+            f"Temporal's {PAYLOAD_LIMIT}-byte payload limit for a workflow's input: give "
+            "ToolfoldPlugin an external_storage (on the client and the workers), or start "
+            "the run with less (a reference to large data instead of the data)"
+        )
+
+
 def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     """``agent`` as a durable run needs it, or a `UsageError` saying what it cannot have.
 
@@ -276,7 +352,6 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     """
     agents = [agent, *(target for _, target in walk(node("top", agent)))]
     for each in agents:
-        _refuse_timeouts(each)
         if not isinstance(each, Agent):
             continue
         label = f"agent {each.name!r}" if each.name else "the agent"
@@ -287,29 +362,6 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     if isinstance(agent, Agent) and isinstance(agent.model, str):
         return agent.evolve(model=durable_model(agent))
     return agent
-
-
-def _refuse_timeouts(target: Agent | Workflow) -> None:
-    """Refuse the timeouts of sub-runs: the workflow drives them, nothing would enforce them.
-
-    (A function step's timeout holds: its tool activity runs it, as locally.)
-    """
-    if isinstance(target, Workflow):
-        timed = [t.name for t in target._tasks if t.kind != "function" and t.timeout is not None]
-        where = f"{target.label}: the timeout of step(s) {timed}"
-    else:
-        timed = [
-            tool.name
-            for tool in target._options.tools.values()
-            if (made := as_tool_of(tool)) is not None and made.timeout is not None
-        ]
-        where = f"agent {target.name!r}: the timeout of as_tool() tool(s) {timed}"
-    if timed:
-        raise UsageError(
-            f"{where} is not supported on Temporal yet (the workflow drives the sub-run; "
-            "each of its model and tool activities has ActivitySettings' timeouts): "
-            "remove it, or bound the sub-run with max_steps"
-        )
 
 
 class ToolfoldPlugin(SimplePlugin):

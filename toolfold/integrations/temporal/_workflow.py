@@ -13,7 +13,8 @@ clock, random, thread or I/O here (tests/test_temporal.py scans for them).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import zlib
+from collections.abc import Coroutine, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from temporalio import workflow
 from temporalio.api.common.v1 import Payloads
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from toolfold._errors import RunError
@@ -57,8 +59,10 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._next import next_effect
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
+    from toolfold.runtime.core._serialize import to_json
     from toolfold.runtime.core._state import Disposition, RunState
     from toolfold.runtime.core._stop import stop_reason
+    from toolfold.runtime.drive._executor import timed_out_message
     from toolfold.runtime.drive._loop import tool_failure, unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.toolkit._results import describe_exception
@@ -67,13 +71,30 @@ WORKFLOW_NAME = "toolfold_agent"
 NESTED_RUNS = "toolfold-nested-runs"
 """The `workflow.patched` id of nested runs driven in the workflow (runs recorded
 before it ran a workflow step or an agent used as a tool as one activity)."""
+NESTED_TIMEOUTS = "toolfold-nested-timeouts"
+"""The `workflow.patched` id of the timeouts of nested runs (a workflow timer per sub-run):
+a run that started a sub-run before its step or tool had a timeout goes on without it."""
+NESTED_CONTINUE_AS_NEW = "toolfold-nested-continue-as-new"
+"""The `workflow.patched` id of continuing as new inside nested runs (runs recorded
+before it continued as new only between the top run's model calls)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
-"""The failure type of a run whose next activity input is over `PAYLOAD_LIMIT`."""
+"""The failure type of a run whose next activity input is over `PAYLOAD_LIMIT` (and of a
+query or an update whose answer would be over its limit)."""
 RUN_ERROR = "toolfold."
 """The prefix of the failure type of a run that raised a `RunError` where a local
 run raises it (``toolfold.ToolExecutionError`` for ``on_tool_error="raise"``)."""
+QUERY_LIMIT = 4_000_000
+"""The largest state a query answers with: Temporal's gRPC messages are limited to
+4 MiB (4,194,304 bytes), the rest of the message included."""
+PART_CHARS = 500_000
+"""Characters of the state's JSON per `AgentWorkflow.state_part` answer (at most 4 bytes
+each in UTF-8, twice that escaped: well under `QUERY_LIMIT`)."""
+# How an activity is cancelled (an SDK setting, not in the history): in a timed
+# sub-run once it stopped; elsewhere as soon as the workflow asked (Temporal's default).
+_WAIT = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+_ASK = ActivityCancellationType.TRY_CANCEL
 _WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
 _OVER = frozenset({"finished", "failed"})
 
@@ -89,8 +110,9 @@ class ActivitySettings:
             its activity retried (activities heartbeat at a third of it).
         retry_policy: Temporal's retry policy for both kinds of activity.
         continue_as_new_steps: Continue as new (a fresh history, carrying
-            the state) after this many model calls in one history; None: only
-            when Temporal suggests it (its history is getting large).
+            the state) after this many model calls in one history, counted
+            at any depth (nested runs continue in the middle of their step);
+            None: only when Temporal suggests it (its history is getting large).
         max_result_bytes: A tool result larger than this (UTF-8) reaches the
             model as an error result saying so: Temporal's payloads are
             limited to 2 MB, and the state carries every result. None: no
@@ -136,11 +158,51 @@ def register(entry: Registered) -> None:
 
 
 @attrs.frozen
+class CarriedCall:
+    """A call of a step in flight when its run continued as new (at any depth).
+
+    The sub-runs in flight travel in the state itself, as the ``child`` of
+    their calls; what the state cannot hold travels here.
+
+    Attributes:
+        path: Tool name and call id per level from the top run, the call's own last.
+        event: What the call ended with, when it had ended but its step had
+            not committed it yet (another call of the step was still running).
+        deadline: When its sub-run times out (workflow time, in seconds).
+    """
+
+    path: tuple[str, ...]
+    event: Event | None = None
+    deadline: float | None = None
+
+
+@attrs.frozen
 class AgentInput:
-    """A workflow's input: which agent, and its first state (built by the client)."""
+    """A workflow's input: which agent, and its state (built by the client, or carried).
+
+    ``calls``: what a run that continued as new in the middle of a step
+    carries besides its state (see `CarriedCall`).
+    """
 
     agent: str
     state: RunState
+    calls: tuple[CarriedCall, ...] = ()
+
+
+@attrs.frozen
+class StatePart:
+    """One part of a run's state as JSON text, for a state too large for one query answer.
+
+    Attributes:
+        text: Characters ``index * PART_CHARS`` onwards of the state's JSON.
+        parts: How many parts the whole text has.
+        checksum: The whole text's CRC-32: parts of one state share it (a
+            running workflow may change between two queries).
+    """
+
+    text: str
+    parts: int
+    checksum: int
 
 
 @attrs.frozen
@@ -156,9 +218,23 @@ class AgentWorkflow:
 
     def __init__(self) -> None:
         self._state: RunState | None = None
+        self._agent: Registered | None = None
         self._first_step = 0  # the top run's step when this history began
         # The states of sub-runs in flight, by their path (tool name and call id per level).
         self._nested: dict[tuple[str, ...], RunState] = {}
+        # Continuing as new: every part of the run stops at its next boundary (a
+        # model request or a step's tool calls to start); once no activity is in
+        # flight, the whole tree goes into a new history.
+        self._in_flight = 0  # activities running
+        self._model_calls = 0  # model requests made in this history, at any depth
+        self._continuing = False
+        self._leaving = False  # one part of the run is carrying it into a new history
+        self._cannot_carry = False  # the tree is too large to carry (in this history)
+        # By the call's path: calls that ended but are not committed yet (their
+        # step's other calls still run), and the deadlines of timed sub-runs.
+        self._ended: dict[tuple[str, ...], Event] = {}
+        self._deadlines: dict[tuple[str, ...], float] = {}
+        self._carried: dict[tuple[str, ...], CarriedCall] = {}  # from the previous history
 
     @workflow.run
     async def run(self, given: AgentInput) -> RunState:
@@ -171,7 +247,9 @@ class AgentWorkflow:
                 non_retryable=True,
             )
         self._state = given.state
+        self._agent = agent
         self._first_step = given.state.step
+        self._carried = {call.path: call for call in given.calls}
         while True:
             try:
                 state = await self._drive(agent, agent.node, self._state, ())
@@ -208,17 +286,14 @@ class AgentWorkflow:
                 if stop is not None:
                     state = reduce(state, StopRequested(stop))
                     continue
-                carried = AgentInput(agent.name, state)
-                if (
-                    not path
-                    and self._should_continue_as_new(agent, state.step - self._first_step)
-                    and _size_over(agent, carried) is None  # else it cannot carry the state
-                ):
-                    # Between steps: nothing in flight, the state is the whole run.
-                    await workflow.wait_condition(workflow.all_handlers_finished)
-                    workflow.continue_as_new(carried)
+                if self._should_continue_as_new(agent, state, path):
+                    self._continuing = True
+                if self._continuing:
+                    await self._pause(agent)
                 state = await self._call_model(agent, node, state, effect, path)
             elif isinstance(effect, RunTools):
+                if self._continuing:
+                    await self._pause(agent)
                 state = await self._run_tools(agent, node, state, effect, path)
             elif isinstance(effect, ValidateOutput):
                 state = reduce(state, _validate(node, effect))
@@ -231,11 +306,57 @@ class AgentWorkflow:
         else:
             self._state = state
 
-    def _should_continue_as_new(self, agent: Registered, steps: int) -> bool:
+    def _should_continue_as_new(
+        self, agent: Registered, state: RunState, path: tuple[str, ...]
+    ) -> bool:
+        """Whether the run should continue as new before this model request (at ``path``)."""
+        if self._cannot_carry:
+            return False
         every = agent.settings.continue_as_new_steps
-        if every is not None and steps >= every:
-            return True
-        return workflow.info().is_continue_as_new_suggested()
+        suggested = workflow.info().is_continue_as_new_suggested()
+        if not path and (
+            suggested or (every is not None and state.step - self._first_step >= every)
+        ):
+            return True  # as runs did before nested runs could continue as new
+        counted = every is not None and self._model_calls >= every
+        return (suggested or counted) and workflow.patched(NESTED_CONTINUE_AS_NEW)
+
+    async def _pause(self, agent: Registered) -> None:
+        """Wait at this boundary while the run makes ready to continue as new.
+
+        Every part of the run (the top run, each sub-run in flight) stops at
+        its next boundary. Once no activity is in flight, all of them are
+        stopped (a workflow's condition is checked when nothing else can
+        run), and the first to wake carries the whole tree into a new
+        history; or, when it is too large to carry, lets them all go on.
+        """
+        while True:
+            await workflow.wait_condition(
+                lambda: not self._continuing or (self._in_flight == 0 and not self._leaving)
+            )
+            if not self._continuing:
+                return
+            if not self._leaving:
+                break
+        self._leaving = True
+        try:
+            await self._carry(agent)  # continues as new, or returns: too large to carry
+        except asyncio.CancelledError:  # its sub-run timed out: another part carries it
+            self._leaving = False
+            raise
+        self._continuing = self._leaving = False
+
+    async def _carry(self, agent: Registered) -> None:
+        """Continue as new with the whole tree: the state, its sub-runs in flight, their calls."""
+        assert self._state is not None
+        calls = [CarriedCall(path, event=event) for path, event in self._ended.items()]
+        calls += [CarriedCall(path, deadline=at) for path, at in self._deadlines.items()]
+        carried = AgentInput(agent.name, self._view(self._state, ()), tuple(calls))
+        if _size_over(agent, carried) is not None:  # it goes on in this history
+            self._cannot_carry = True
+            return
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(carried)
 
     async def _call_model(
         self,
@@ -249,15 +370,9 @@ class AgentWorkflow:
         # The first agent's model request takes the effect; every other node's
         # (sub-runs, handoff targets) says where its run is.
         given: Any = effect if node.name == agent.name else ModelCallInput(effect, path)
-        _check_size(agent, model_activity_name(node.name), given)
-        response = await workflow.execute_activity(
-            model_activity_name(node.name),
-            given,
-            result_type=ModelResponse,
-            start_to_close_timeout=s.model_timeout,
-            heartbeat_timeout=s.heartbeat_timeout,
-            retry_policy=s.retry_policy,
-        )
+        self._model_calls += 1
+        name = model_activity_name(node.name)
+        response = await self._activity(agent, path, name, given, ModelResponse, s.model_timeout)
         response = unique_call_ids(response)
 
         # The worker's tools decide, as in a local run: an approval predicate
@@ -291,16 +406,28 @@ class AgentWorkflow:
         # deterministic: the semaphore lets calls in, in call order).
         limit = asyncio.Semaphore(node.max_concurrency)
 
+        def where(invocation: ToolInvocation) -> tuple[str, ...]:
+            return (*path, invocation.tool_name, invocation.call.id)
+
         async def run(invocation: ToolInvocation) -> Any:
+            carried = self._carried.get(where(invocation))
+            if carried is not None and carried.event is not None:
+                del self._carried[where(invocation)]
+                return carried.event  # it ended before the run continued as new
             async with limit:
-                sub = node.nested.get(invocation.tool_name)
-                # Runs recorded before nested runs were driven here ran the
-                # whole sub-run as one tool activity: their replay still does.
-                if sub is not None and (path or workflow.patched(NESTED_RUNS)):
-                    return await self._sub_run(agent, node, sub, state, invocation, path)
-                name = tool_activity_name(node.name, invocation.tool_name)
-                given = ToolCallInput(invocation, state.run_id, messages)
-                return await _tool_activity(agent, name, given)
+                event = await run_call(invocation)
+            self._ended[where(invocation)] = event
+            return event
+
+        async def run_call(invocation: ToolInvocation) -> Any:
+            sub = node.nested.get(invocation.tool_name)
+            # Runs recorded before nested runs were driven here ran the
+            # whole sub-run as one tool activity: their replay still does.
+            if sub is not None and (path or workflow.patched(NESTED_RUNS)):
+                return await self._sub_run(agent, node, sub, state, invocation, path)
+            name = tool_activity_name(node.name, invocation.tool_name)
+            given = ToolCallInput(invocation, state.run_id, messages)
+            return await self._tool_activity(agent, path, name, given)
 
         results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
         if node.on_tool_error == "raise":  # the state before the step's results, as locally
@@ -309,9 +436,52 @@ class AgentWorkflow:
                     error = tool_failure(state, invocation.tool_name, event.outcome, event.content)
                     if error is not None:
                         raise error
-        for event in results:  # gather keeps call order: results commit in call order
+        for invocation, event in zip(effect.calls, results, strict=True):
+            # gather keeps call order: results commit in call order
             state = reduce(state, event)
+            self._ended.pop(where(invocation), None)
         return state
+
+    async def _tool_activity(
+        self, agent: Registered, path: tuple[str, ...], name: str, given: Any
+    ) -> ToolReturned:
+        """The tool activity (or output activity) ``name``, with the agent's tool settings."""
+        timeout = agent.settings.tool_timeout
+        returned: ToolReturned = await self._activity(
+            agent, path, name, given, ToolReturned, timeout
+        )
+        return returned
+
+    async def _activity(
+        self,
+        agent: Registered,
+        path: tuple[str, ...],
+        name: str,
+        given: Any,
+        result: type[Any],
+        timeout: timedelta,
+    ) -> Any:
+        """Activity ``name``'s result for ``given`` (its size checked first), counted in flight.
+
+        Inside a timed sub-run (the run at ``path`` or one above it), a
+        cancelled activity is over only once it has stopped, as a timed-out
+        call is locally; elsewhere the run goes on once it asked.
+        """
+        _check_size(agent, name, given)
+        timed = any(path[:end] in self._deadlines for end in range(2, len(path) + 1, 2))
+        self._in_flight += 1
+        try:
+            return await workflow.execute_activity(
+                name,
+                given,
+                result_type=result,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=agent.settings.heartbeat_timeout,
+                retry_policy=agent.settings.retry_policy,
+                cancellation_type=_WAIT if timed else _ASK,
+            )
+        finally:
+            self._in_flight -= 1
 
     async def _sub_run(
         self,
@@ -331,8 +501,24 @@ class AgentWorkflow:
                 return started
             child = started
         here = (*path, call.name, call.id)
+        timeout = node.tools[call.name].timeout
         try:
-            child = await self._drive(agent, sub.node, child, here)
+            if timeout is None or not workflow.patched(NESTED_TIMEOUTS):
+                child = await self._drive(agent, sub.node, child, here)
+            else:
+                carried = self._carried.pop(here, None)  # a deadline from the last history
+                deadline = workflow.time() + timeout
+                if carried is not None and carried.deadline is not None:
+                    deadline = carried.deadline
+                self._deadlines[here] = deadline
+                try:
+                    timed = await _within(deadline, self._drive(agent, sub.node, child, here))
+                finally:
+                    del self._deadlines[here]
+                if timed is None:  # as locally: the sub-run is cancelled, the call an error
+                    message = timed_out_message(call.name, timeout)
+                    return ToolReturned(call.id, message, True, "timeout")
+                child = timed
         except ActivityError as exc:
             if not isinstance(exc.cause, ApplicationError):  # cancelled, or timed out
                 raise
@@ -348,7 +534,9 @@ class AgentWorkflow:
             # as_tool(output=...): the user's function, run once in its activity
             # and recorded, as a local run records what it gave.
             given = OutputInput(call.id, child)
-            made = await _tool_activity(agent, output_activity_name(sub.node.name), given)
+            made = await self._tool_activity(
+                agent, path, output_activity_name(sub.node.name), given
+            )
             return attrs.evolve(made, child=child)
         return sub.ended(call.id, child)
 
@@ -358,10 +546,51 @@ class AgentWorkflow:
 
     @workflow.query
     def state(self) -> RunState:
-        """The run's current state (a snapshot)."""
+        """The run's current state (a snapshot).
+
+        A state over `QUERY_LIMIT` (without external storage) is refused with
+        an error saying so: `state_part` answers it in parts.
+        """
+        view = self._snapshot()
+        size = self._size_over(view, QUERY_LIMIT)
+        if size is not None:
+            raise _too_large(
+                f"the run's state is {size} bytes, over the {QUERY_LIMIT}-byte limit of a "
+                "query answer: AgentHandle.state() reads it in parts (the state_part query), "
+                "or give ToolfoldPlugin an external_storage"
+            )
+        return view
+
+    @workflow.query
+    def state_part(self, index: int) -> StatePart:
+        """Part ``index`` (from 0) of the run's current state as JSON text (see `StatePart`)."""
+        text = to_json(self._snapshot(), RunState)
+        start = index * PART_CHARS
+        parts = max(1, -(-len(text) // PART_CHARS))
+        return StatePart(text[start : start + PART_CHARS], parts, zlib.crc32(text.encode()))
+
+    def _snapshot(self) -> RunState:
         if self._state is None:
             raise ApplicationError("the run has not started yet")
         return self._view(self._state, ())
+
+    def _size_over(self, value: Any, limit: int) -> int | None:
+        """The encoded size of ``value`` when over ``limit`` without external storage, else None."""
+        if self._agent is None or self._agent.payload_limit is None:
+            return None  # external storage takes large payloads by reference
+        size = _encoded_size(value)
+        return size if size > limit else None
+
+    def _answering(self, state: RunState, what: str) -> RunState:
+        """``state`` as an update's answer, unless it is over Temporal's payload limit."""
+        size = self._size_over(state, PAYLOAD_LIMIT)
+        if size is not None:
+            raise _too_large(
+                f"the state {what} is {size} bytes, over Temporal's {PAYLOAD_LIMIT}-byte "
+                "payload limit for an update's answer: AgentHandle.state() reads it in parts, "
+                "or give ToolfoldPlugin an external_storage"
+            )
+        return state
 
     def _view(self, state: RunState, path: tuple[str, ...]) -> RunState:
         """``state`` with the sub-runs in flight below it in its calls (a snapshot)."""
@@ -379,7 +608,7 @@ class AgentWorkflow:
         """Apply approvals, denials or tool results to the suspended run; returns its state."""
         assert self._state is not None
         self._state = _applied(self._state, answers)
-        return self._state
+        return self._answering(self._state, "the answers led to (they are applied)")
 
     @answer.validator
     def _check_answer(self, answers: Answers) -> None:
@@ -391,11 +620,37 @@ class AgentWorkflow:
     @workflow.update
     async def suspended(self) -> RunState:
         """Wait until the run waits for answers or is over; returns its state."""
+        # (or continues as new: the client asks the next run, see `AgentHandle.suspended`)
         await workflow.wait_condition(
-            lambda: self._state is not None and self._phase() in _WAITING | _OVER
+            lambda: self._leaving or (self._state is not None and self._phase() in _WAITING | _OVER)
         )
         assert self._state is not None
-        return self._state
+        return self._answering(self._state, "of the run")
+
+
+async def _within(deadline: float, driving: Coroutine[Any, Any, RunState]) -> RunState | None:
+    """The sub-run's state once ``driving`` is done, or None when it is not by ``deadline``.
+
+    The deadline is in workflow time, waited for with a workflow timer
+    (deterministic: the history records it); at the deadline the sub-run is
+    cancelled, which cancels its activities in flight (each learns it
+    through its heartbeat), and None comes once they stopped (see `_activity`).
+    """
+    left = deadline - workflow.time()
+    if left <= 0:  # it ran out while the run continued as new
+        driving.close()
+        return None
+    task = asyncio.ensure_future(driving)
+    try:
+        done, _ = await workflow.wait([task], timeout=left)
+    except asyncio.CancelledError:  # the caller is cancelled: so is the sub-run
+        task.cancel()
+        raise
+    if done:
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return None
 
 
 def _check_size(agent: Registered, activity: str, given: Any) -> None:
@@ -410,28 +665,16 @@ def _check_size(agent: Registered, activity: str, given: Any) -> None:
     if size is None:
         return
     what = activity if activity.startswith("the ") else f"the input of activity {activity!r}"
-    raise ApplicationError(
+    raise _too_large(
         f"{what} (the conversation so far) is {size} bytes, "
         f"over Temporal's {agent.payload_limit}-byte payload limit: give ToolfoldPlugin an "
-        "external_storage, or keep the conversation smaller (docs/durable.md, Large payloads)",
-        type=PAYLOAD_TOO_LARGE,
-        non_retryable=True,
+        "external_storage, or keep the conversation smaller (docs/durable.md, Large payloads)"
     )
 
 
-async def _tool_activity(agent: Registered, name: str, given: Any) -> ToolReturned:
-    """Run the tool activity (or output activity) ``name`` with the agent's tool settings."""
-    _check_size(agent, name, given)
-    s = agent.settings
-    returned: ToolReturned = await workflow.execute_activity(
-        name,
-        given,
-        result_type=ToolReturned,
-        start_to_close_timeout=s.tool_timeout,
-        heartbeat_timeout=s.heartbeat_timeout,
-        retry_policy=s.retry_policy,
-    )
-    return returned
+def _too_large(message: str) -> ApplicationError:
+    """The failure of a payload over its limit (a run's, a query's or an update's)."""
+    return ApplicationError(message, type=PAYLOAD_TOO_LARGE, non_retryable=True)
 
 
 def _size_over(agent: Registered, given: Any) -> int | None:
@@ -439,8 +682,13 @@ def _size_over(agent: Registered, given: Any) -> int | None:
     limit = agent.payload_limit
     if limit is None:
         return None
-    size = Payloads(payloads=workflow.payload_converter().to_payloads([given])).ByteSize()
+    size = _encoded_size(given)
     return size if size > limit else None
+
+
+def _encoded_size(value: Any) -> int:
+    """The size of ``value`` as Temporal's payload (the same value, the same bytes)."""
+    return Payloads(payloads=workflow.payload_converter().to_payloads([value])).ByteSize()
 
 
 def _stop_reason(node: Node, state: RunState) -> str | None:

@@ -265,9 +265,12 @@ def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
 
 
 def _timed_out(job: ToolJob, timeout: float) -> ToolOutcome:
-    return _error(
-        job.call, f"Error: tool {job.call.name!r} timed out after {timeout:g} s.", "timeout"
-    )
+    return _error(job.call, timed_out_message(job.call.name, timeout), "timeout")
+
+
+def timed_out_message(tool: str, timeout: float) -> str:
+    """What the model sees of a call to ``tool`` that took longer than its ``timeout``."""
+    return f"Error: tool {tool!r} timed out after {timeout:g} s."
 
 
 # --- the shared thread pool ------------------------------------------------
