@@ -139,7 +139,8 @@ def tools(args: argparse.Namespace) -> int:
             return PROBLEM
         try:
             with opened(agent._sources) as listed:
-                every = [*agent._options.tools.values(), *listed]
+                own = agent._run_options(agent._graph_or_none()).tools  # handoffs described
+                every = [*own.values(), *listed]
         except ToolfoldError as exc:
             _say("tools", f"agent {name!r}: cannot list its tool sources: {exc}")
             return FAILED

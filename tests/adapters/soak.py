@@ -45,6 +45,7 @@ from toolfold import (
     StreamError,
 )
 from toolfold.adapters import HttpLimits, RetryPolicy, Timeouts
+from toolfold.runtime.drive import _workers
 
 KEY = "sk-soak-0123456789"
 ANSWER = "The sum is 5."
@@ -246,7 +247,8 @@ class Report:
         ledger: The server's ledger (see ``soak_server``).
         fds: Open file descriptors before the models were made and after they were closed.
         threads: Threads other than toolfold's tool workers, before and after.
-        workers: toolfold's tool worker threads after (a pool that lives for the process).
+        workers: toolfold's tool worker threads serving calls after (a pool that lives for the
+            process; abandoned workers, still finishing a timed-out call, are left out).
         retained: Bytes allocated during the last round still alive after it.
         peak: The most bytes allocated during the last round alive at once.
     """
@@ -262,10 +264,20 @@ class Report:
 
 
 def resources() -> tuple[int, int, int]:
-    """This process's open file descriptors, threads and tool worker threads, after a collection."""
+    """This process's open file descriptors, threads and tool worker threads, after a collection.
+
+    The worker count leaves out abandoned workers: a timed-out sync tool's thread
+    cannot be stopped, its slot went to a new worker, and it ends when the tool
+    does (on a loaded machine that can be after the soak; it counted 37 of 32).
+    """
     gc.collect()
-    workers = sum(t.name.startswith("toolfold-tool") for t in threading.enumerate())
-    return len(os.listdir("/proc/self/fd")), threading.active_count() - workers, workers
+    pool = _workers._WORKERS
+    abandoned = 0
+    if pool is not None:
+        with pool._lock:
+            abandoned = len(pool._abandoned)
+    named = sum(t.name.startswith("toolfold-tool") for t in threading.enumerate())
+    return len(os.listdir("/proc/self/fd")), threading.active_count() - named, named - abandoned
 
 
 def soak(url: str, backend: str, runs: int, rounds: int = 2, seed: int = 8) -> Report:

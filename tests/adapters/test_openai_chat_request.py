@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import pickle
 import re
 from typing import Any
@@ -374,6 +375,28 @@ def test_encoded_bodies_are_the_bytes_of_the_built_ones(
     # The memo is only skipped where it must be: here, json_object output.
     if output is None:
         assert encode_body(request, "m", PROVIDERS["openai"]) is not None
+
+
+def test_a_tool_step_s_messages_encode_like_their_dicts_whatever_their_strings() -> None:
+    """A tool step's calls and results, with quotes, escapes, control and non-ASCII text: dumps(build_body)."""
+    texts = ['say "hi"\\n', "tab\there\x00\x1f\x7f", "caf\u00e9 \u2028 \U0001f600", "</script>", ""]
+    calls = [
+        ToolCallPart(
+            f"call_{i}{text}", f"tool{i}", json.dumps({"q": text}, ensure_ascii=i % 2 == 0)
+        )
+        for i, text in enumerate(texts)
+    ]
+    results = [
+        ToolResultPart(c.id, c.name, text, i % 2 == 0)
+        for i, (c, text) in enumerate(zip(calls, texts, strict=True))
+    ]
+    for row in _ALL_ROWS:
+        request = ModelRequest(
+            (Message.user("x"), Message.assistant("", calls), Message.tool(*results)), (WEATHER,)
+        )
+        expected = dumps(build_body(request, "m", row))
+        for _ in range(2):  # the second time from the memo
+            assert encode_body(request, "m", row) == expected, row.name
 
 
 def test_encode_body_falls_back_where_messages_do_not_encode_alone() -> None:

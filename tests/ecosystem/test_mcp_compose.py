@@ -254,3 +254,122 @@ def test_an_agent_with_a_server_resolves_its_model_string_once() -> None:
         assert triage.run("c").text == "ok"
     assert resolved == ["openai:gpt-4o-mini"]
     assert not server.is_open
+
+
+class _Counted(MCPServerStdio):
+    """Our server, counting its process starts and tool listings (the server itself is real)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            sys.executable,
+            ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"],
+            cwd=str(ROOT),
+            name="ours",
+        )
+        self.starts = 0
+        self.listings = 0
+
+    def _start(self) -> None:
+        self.starts += 1
+        super()._start()
+
+    def tools(self) -> Any:
+        self.listings += 1
+        return super().tools()
+
+
+def _cycle(server: MCPServerStdio, fail_on_visit: int | None = None) -> Agent:
+    """triage <-> calc three times (calc holds the server), then triage answers.
+
+    calc adds each time it is reached; with ``fail_on_visit`` its model fails that time.
+    """
+    visits: list[int] = []
+
+    def calc_model(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool" and last.tool_results[0].tool_name == "add":
+            return call("transfer_to_triage")
+        visits.append(1)
+        if len(visits) == fail_on_visit:
+            raise RuntimeError("calc's model is down")
+        return call("add", {"a": len(visits), "b": 40})
+
+    triage_turns = iter([call("transfer_to_calc")] * 3 + ["all added"])
+    calc = Agent(FunctionModel(calc_model), name="calc", tools=[server], handoffs=["triage"])
+    return Agent(
+        FunctionModel(lambda r: next(triage_turns)), name="triage", handoffs=[calc], max_steps=20
+    )
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+def test_a_handoff_cycle_opens_the_targets_server_once_per_run(how: str) -> None:
+    """Reached three times in a cycle, the target's server is opened and listed once, and closed at the end."""
+    before = children()
+    server = _Counted()
+    triage = _cycle(server)
+    if how == "run":
+        response = triage.run("add")
+    elif how == "arun":
+        response = asyncio.run(triage.arun("add"))
+    else:
+        stream = triage.stream("add")
+        list(stream)
+        response = stream.response
+    assert response.text == "all added"
+    assert [
+        r.content for m in response.messages for r in m.tool_results if r.tool_name == "add"
+    ] == [
+        "41",
+        "42",
+        "43",
+    ]
+    assert (server.starts, server.listings) == (1, 1)
+    assert not server.is_open
+    assert children() == before
+
+
+def test_a_cycle_that_fails_after_reaching_the_server_again_closes_it_once() -> None:
+    """A run failing on the second visit to the target: one open, and the server is closed with the error."""
+    before = children()
+    server = _Counted()
+    with pytest.raises(RunError, match="calc's model is down"):
+        _cycle(server, fail_on_visit=2).run("add")
+    assert (server.starts, server.listings) == (1, 1)
+    assert not server.is_open
+    assert children() == before
+
+
+def test_a_cycle_cancelled_in_the_target_closes_its_server() -> None:
+    """An async run cancelled while the target (reached a second time) works leaves no server behind."""
+    before = children()
+    server = _Counted()
+    reached = asyncio.Event()
+    visits: list[int] = []
+
+    async def calc_model(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool" and last.tool_results[0].tool_name == "add":
+            return call("transfer_to_triage")
+        visits.append(1)
+        if len(visits) == 2:
+            reached.set()
+            await asyncio.Event().wait()  # never answers: the caller cancels
+        return call("add", {"a": 1, "b": 1})
+
+    calc = Agent(FunctionModel(calc_model), name="calc", tools=[server], handoffs=["triage"])
+    triage = Agent(
+        FunctionModel(lambda r: call("transfer_to_calc")), name="triage", handoffs=[calc]
+    )
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(triage.arun("add"))
+        await reached.wait()
+        assert server.is_open
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    assert (server.starts, server.listings) == (1, 1)
+    assert not server.is_open
+    assert children() == before

@@ -312,6 +312,15 @@ ERRORS = {
         "workflows.w",
         "cannot build the workflow: ",
     ),
+    "a template naming no step": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ninstructions = "About {ghost}."\n\n'
+        '[workflows.w]\nkind = "sequence"\nsteps = ["a"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    instructions: About {ghost}.\n"
+        "workflows:\n  w:\n    kind: sequence\n    steps: [a]\n",
+        (5, 6),
+        "workflows.w",
+        "step 'a' refers to {ghost}, which no earlier step defines (no other workflow",
+    ),
     "syntax": (
         '[agents.a]\nmodel = "openai:gpt-4o-mini\n',
         "agents:\n  a:\n    model: [openai\n",
@@ -339,6 +348,47 @@ def test_each_error_names_file_line_and_key(kind: str, case: str) -> None:
     assert problem.startswith(where + (f"{path}: " if path else "")), problem
     assert words in problem, problem
     assert problem in str(info.value)
+
+
+def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:
+    """Two broken workflows (and one using a broken one) give one error listing both, not the first only."""
+    text = (
+        "[workflows.w1]\n"
+        'kind = "sequence"\n'
+        'steps = ["files_helpers:shout", "files_helpers:shout"]\n'
+        "[workflows.w2]\n"
+        'kind = "loop"\n'
+        'step = "files_helpers:shout"\n'
+        "max_iterations = 0\n"
+        "[workflows.outer]\n"
+        'kind = "sequence"\n'
+        'steps = ["w1", "files_helpers:shout"]\n'
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="flows.toml", search=SEARCH)
+    problems = info.value.problems
+    assert [p.split(": ")[1] for p in problems] == ["workflows.w1", "workflows.w2"]
+    assert "is used 2 times" in problems[0]
+    assert "max_iterations must be an integer >= 1" in problems[1]
+
+
+def test_a_nested_workflow_may_use_a_name_its_outer_workflow_defines() -> None:
+    """A workflow of the file nested in another is checked where it is nested, not alone."""
+    text = (
+        "[agents.a]\n"
+        'model = "openai:gpt-4o-mini"\n'
+        'instructions = "About {topic}."\n'
+        "[workflows.inner]\n"
+        'kind = "sequence"\n'
+        'steps = ["a"]\n'
+        "[workflows.outer]\n"
+        'kind = "sequence"\n'
+        'steps = [{ step = "files_helpers:shout", name = "topic" }, "inner"]\n'
+    )
+    with override_models(TestModel()):
+        loaded = loads(text, name="nested.toml", search=SEARCH)
+    assert loaded.workflows["inner"].free_names == {"topic"}
+    assert loaded.workflows["outer"].free_names == frozenset()
 
 
 def test_every_problem_at_once() -> None:

@@ -219,5 +219,36 @@ def test_a_cycle_streams_and_closes_the_sources_it_opened_on_its_way() -> None:
     names = [e.call.name for e in stream if type(e).__name__ == "ToolCallEvent"]
     assert names == ["transfer_to_pong", "transfer_to_ping"] * 2 + ["transfer_to_pong"]
     assert stream.response.finish_reason == "max_steps"
-    assert source.opened == 2  # once per time the run reached pong
+    assert source.opened == 1  # once per run, however often the run reached pong
     assert source.holders == 0
+
+
+def test_a_handoff_by_name_is_described_like_one_to_the_agent() -> None:
+    """transfer_to_<name> of a handoff by name tells the model what the target does, as an object handoff's does."""
+    seen: list[dict[str, str]] = []
+
+    def billing_model(request: Any) -> Any:
+        seen.append({t.name: t.description for t in request.tools})
+        return "billed"
+
+    billing = Agent(
+        FunctionModel(billing_model), name="billing", instructions="Bill.", handoffs=["triage"]
+    )
+    triage = Agent(
+        ScriptedModel([call("transfer_to_billing")]),
+        name="triage",
+        instructions="Sort the customer's question.",
+        handoffs=[billing],
+    )
+    response = triage.run("my invoice")
+    assert response.text == "billed"
+    by_object = Handoff(triage).tool().description
+    assert "Sort the customer's question." in by_object
+    assert seen == [{"transfer_to_triage": by_object}]
+    described = [
+        t for t in response.state.config.tools if t.definition.name == "transfer_to_triage"
+    ]
+    assert described[0].definition.description == by_object
+    exact(response.state)
+    again = triage.resume(RunState.from_json(response.state.to_json()), message="and refunds?")
+    assert again.text == "billed"  # the stored description is the one the resume makes

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import dataclasses
+import re
+from typing import Any, Literal, TypedDict
 
 import attrs
 import pytest
@@ -183,10 +185,75 @@ def test_template_naming_a_later_step_is_a_definition_error() -> None:
         Parallel(Task(echo("a"), prompt="{b}"), echo("b"))
 
 
+@dataclasses.dataclass
+class Outline:
+    """A typed function step's output."""
+
+    title: str
+    draft: Draft
+
+
+class Verdict(TypedDict):
+    """A TypedDict output."""
+
+    score: int
+
+
+def test_a_field_an_earlier_output_type_lacks_is_a_definition_error() -> None:
+    """`{name.field}` naming a field the earlier step's declared type lacks fails when the workflow is built, naming the placeholder, the step and the fields."""
+
+    def outline(draft: Draft) -> Outline:
+        return Outline(draft.text, draft)
+
+    def judge(outline: Outline) -> Verdict:
+        return {"score": len(outline.title)}
+
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Sequence(
+            drafts(1),
+            outline,
+            judge,
+            Task(echo("w"), prompt="{reviser.txt} {outline.draft.dne} {judge.grade} {w2.x}"),
+            Task(Agent(FunctionModel(lambda r: "x"), name="w2", instructions="{w.title}")),
+        )
+    problems = list(caught.value.problems)
+    assert problems == [
+        "step 'w' refers to {w2}, which runs after it",
+        "step 'w' refers to {reviser.txt}, but step 'reviser' gives Draft, which has no "
+        "field 'txt' (fields: text, done)",
+        "step 'w' refers to {outline.draft.dne}, but outline.draft is Draft, which has no "
+        "field 'dne' (fields: text, done)",
+        "step 'w' refers to {judge.grade}, but step 'judge' gives Verdict, which has no "
+        "field 'grade' (fields: score)",
+        "step 'w2' refers to {w.title}, but step 'w' gives str, which has no field 'title' "
+        "(it has no fields)",
+    ]
+
+
+def test_fields_checked_through_nesting_and_routes_and_left_to_run_time_when_unknown() -> None:
+    """A nested workflow's placeholders are checked where the name is defined; a router's output too; untyped outputs wait for the run."""
+    inner = Sequence(Task(echo("b"), prompt="{reviser.text} {reviser.nope}"), name="inner")
+    with pytest.raises(WorkflowDefinitionError, match=r"\{reviser.nope\}.*fields: text, done"):
+        Sequence(drafts(1), inner)
+    router = Agent(FunctionModel(lambda r: "a"), name="pick", output_type=Literal["a"])
+    with pytest.raises(WorkflowDefinitionError, match=r"\{pick.label\}.*no field 'label'"):
+        Route(router, {"a": Task(echo("a"), prompt="{pick.label}")})
+
+    def untyped(text):  # type: ignore[no-untyped-def]
+        return {"k": text}
+
+    late = Sequence(untyped, Task(echo("w"), prompt="{untyped.k} {untyped.missing}"))
+    with pytest.raises(RunError, match=r"\{untyped.missing\}: the value of untyped has no field"):
+        late.run("x")
+    assert Sequence(untyped, Task(echo("w"), prompt="{untyped.k}")).run("x").output == "w(x)"
+
+
 def test_unknown_name_found_when_the_outermost_workflow_runs() -> None:
     """A name no step defines is refused before anything runs; an enclosing step may define it."""
     inner = Sequence(Task(echo("b"), prompt="about {topic}"), name="inner")
-    with pytest.raises(WorkflowDefinitionError, match=r"\{topic\}, which no earlier step"):
+    with pytest.raises(
+        WorkflowDefinitionError, match=r"step 'b' refers to \{topic\}, which no earlier step"
+    ):
         inner.run("x")
     outer = Sequence(echo("topic"), inner)
     assert outer.run("x").output == "b(about topic(x))"
@@ -275,7 +342,9 @@ def _anything(value: Any) -> Any:
 
 def test_a_typed_function_step_refuses_a_value_of_another_type_at_run_time() -> None:
     """A value whose type shows only at run time fails the typed step, naming both types."""
-    with pytest.raises(RunError, match="step '_plus_one' takes int, but got str 'hello'"):
+    with pytest.raises(
+        RunError, match=r"step '_plus_one' \(parameter 'n'\) takes int, but got str 'hello'"
+    ):
         Sequence(_anything, _plus_one).run("hello")
 
 
@@ -284,9 +353,68 @@ def test_a_wrong_runtime_type_goes_through_the_steps_on_error_policy() -> None:
     response = Sequence(_anything, Task(_plus_one, on_error="skip")).run("hello")
     assert response.state.output == "hello"
     assert response.errors == {
-        "_plus_one": "Error: TypeError: step '_plus_one' takes int, but got str 'hello'"
+        "_plus_one": "Error: TypeError: step '_plus_one' (parameter 'n') takes int, "
+        "but got str 'hello'"
     }
     exact(response.state)
+
+
+@attrs.frozen
+class Order:
+    """A typed function step's parameter."""
+
+    item: str
+    qty: int
+
+
+def _ship(order: Order) -> str:
+    return f"{order.qty} x {order.item}"
+
+
+def _half(x: float) -> float:
+    return x / 2
+
+
+def test_run_time_type_checks_are_strict_and_name_step_parameter_expected_and_got() -> None:
+    """Text is not made a number, a number not text, and an object with an extra key or a wrong field is not made a class."""
+    cases = [
+        ("3", _plus_one, r"step '_plus_one' \(parameter 'n'\) takes int, but got str '3'$"),
+        (
+            {"item": "tea", "qty": 2, "gift": True},
+            _ship,
+            r"step '_ship' \(parameter 'order'\) takes Order, but got dict .*"
+            r"\(\$: unexpected property 'gift'\)$",
+        ),
+        (
+            {"item": "tea", "qty": "2"},
+            _ship,
+            r"step '_ship' \(parameter 'order'\) takes Order, but got dict .*"
+            r"\(\$\.qty: cannot convert to int: expected an integer, got str '2'\)$",
+        ),
+        (True, _half, r"step '_half' \(parameter 'x'\) takes float, but got bool True$"),
+    ]
+    for value, step, message in cases:
+        response = Sequence(_anything, Task(step, on_error="skip")).run(value)
+        assert re.search(message, response.errors[step.__name__].removeprefix("Error: TypeError: "))
+        exact(response.state)
+    assert Sequence(_anything, _ship).run({"item": "tea", "qty": 2}).output == "2 x tea"
+    assert Sequence(_anything, _half).run(3).output == 1.5  # an int is a float, as in JSON
+
+
+def test_a_router_function_gets_its_type_strictly() -> None:
+    """A function router whose parameter type the input does not have fails the run, naming the router."""
+
+    def by_size(n: int) -> str:
+        return "big" if n > 10 else "small"
+
+    route = Route(by_size, {"big": echo("big"), "small": echo("small")})
+    flow = Sequence(_anything, route)
+    assert flow.run(12).output == "big(12)"
+    with pytest.raises(
+        RunError,
+        match=r"the router 'by_size' of Route 'route' \(parameter 'n'\) takes int, but got str '12'",
+    ):
+        flow.run("12")
 
 
 def test_a_typed_function_step_gets_its_type_when_the_value_fits() -> None:

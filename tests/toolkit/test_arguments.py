@@ -574,7 +574,7 @@ def test_structuring_failures_are_reported_with_paths() -> None:
         check, {"when": "soon", "items": [{"name": "a"}, {"qty": "x"}], "level": "Z"}
     ) == (
         "$.items[1]: 'name' is a required property",
-        "$.items[1].qty: cannot convert to int: invalid literal for int() with base 10: 'x'",
+        "$.items[1].qty: cannot convert to int: expected an integer, got str 'x'",
         "$.level: cannot convert to Category: 'Z' is not a valid Category (one of 'A', 'B', 'C')",
         "$.when: cannot convert to datetime: expected an ISO 8601 date-time such as"
         " 2024-05-01T13:45:00+02:00",
@@ -740,7 +740,7 @@ def test_typeddict_problems_have_paths_and_not_required_keys_stay_optional() -> 
     assert problems(check, {"query": {"page": "x", "zz": 1}}) == (
         "$.query: 'text' is a required property",
         "$.query: unexpected property 'zz'",
-        "$.query.page: cannot convert to int: invalid literal for int() with base 10: 'x'",
+        "$.query.page: cannot convert to int: expected an integer, got str 'x'",
     )
 
 

@@ -235,17 +235,28 @@ class ProviderModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously."""
-        with self._boundary():
+        # `_boundary`, spelled out: a plain try costs nothing per call when all is well.
+        try:
             path, body, headers = self._outgoing(request, False)
             data = await self._transport.post_json(path, body, headers=headers)
             return self._read(data)
+        except ProviderError as exc:
+            failed = self._scrubbed(exc)
+            if failed is exc:
+                raise
+            raise failed from exc
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
-        with self._boundary():
+        try:
             path, body, headers = self._outgoing(request, False)
             data = self._transport.post_json_sync(path, body, headers=headers)
             return self._read(data)
+        except ProviderError as exc:
+            failed = self._scrubbed(exc)
+            if failed is exc:
+                raise
+            raise failed from exc
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
@@ -349,6 +360,10 @@ class ProviderModel:
     def _boundary(self) -> _Boundary:
         return _Boundary(self)
 
+    def _scrubbed(self, exc: ProviderError) -> ProviderError:
+        """``exc`` as the caller gets it: refined by the adapter, the key scrubbed."""
+        return self._transport.scrub(self._refine(exc))
+
     def _aitems(
         self, path: str, body: Any, headers: Mapping[str, str] | None
     ) -> AsyncIterator[Any]:
@@ -383,8 +398,7 @@ class _Boundary:
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         if isinstance(exc, ProviderError):
-            model = self._model
-            failed = model._transport.scrub(model._refine(exc))
+            failed = self._model._scrubbed(exc)
             if failed is not exc:
                 raise failed from exc
 

@@ -370,7 +370,15 @@ class _Loader:
             except ToolfoldError as exc:
                 kind = "agent" if table == "agents" else "workflow"
                 self.problem(f"{table}.{name}", f"cannot build the {kind}: {exc}")
-                raise self.fail() from exc
+            except KeyError:
+                if not self.problems:
+                    raise
+                # it refers to one that could not be built (reported): the others go on
+        if self.problems:
+            raise self.fail()
+        self._check_free_names(built)
+        if self.problems:
+            raise self.fail()
         scope = {name: typing.cast(Agent, built[name]) for name in agents}
         for agent in scope.values():
             agent._in_scope(scope)  # a handoff by name finds any agent of the file
@@ -682,6 +690,18 @@ class _Loader:
         for name in names:
             visit(name, [])
         return order
+
+    def _check_free_names(self, built: Mapping[str, Any]) -> None:
+        """A workflow no other one of the file nests runs on its own: every name its templates use must be defined in it."""
+        nested = {ref for flow in self.flows.values() for ref in _step_references(flow)}
+        for name in self.flows:
+            if name in nested:
+                continue
+            for problem in built[name].free_problems():
+                self.problem(
+                    f"workflows.{name}",
+                    f"{problem} (no other workflow of the file nests this one to define it)",
+                )
 
     def _task(self, ref: StepRef, built: Mapping[str, Any]) -> Any:
         """A workflow step: the agent, workflow or function, in a `Task` when it has options."""

@@ -31,7 +31,7 @@ from toolfold.runtime._sources import (
     opened,
     split_sources,
 )
-from toolfold.runtime.core._config import RunConfig
+from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
@@ -110,6 +110,10 @@ class Agent:
     )
     # The handovers last made (see `_handovers`), with the graph they were made in.
     _handed: tuple[Mapping[str, Agent], Mapping[str, Handover]] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False, hash=False
+    )
+    # The options with handoffs by name described, and the graph they were described in.
+    _described: tuple[Mapping[str, Agent], RunOptions] | None = attrs.field(
         init=False, default=None, eq=False, repr=False, hash=False
     )
 
@@ -236,6 +240,33 @@ class Agent:
         missing = [(owner, name) for owner, name in named if name not in graph]
         return graph, missing, clashes
 
+    def _run_options(self, graph: Mapping[str, Agent] | None) -> RunOptions:
+        """The options a run uses in ``graph``: a handoff by name is described like one to its agent.
+
+        A ``transfer_to_<name>`` tool made before the graph was known only
+        knows the target's name; in the run its description says what the
+        target does, as for a handoff given the agent itself.
+        """
+        named = [
+            spec
+            for spec in self._handoff_specs()
+            if isinstance(spec.agent, str) and spec.description is None
+        ]
+        if not named or graph is None:
+            return self._options
+        if self._described is not None and self._described[0] is graph:
+            return self._described[1]
+        tools = dict(self._options.tools)
+        for spec in named:
+            target = graph.get(spec.target)
+            if target is not None:
+                tools[spec.tool_name] = attrs.evolve(spec, agent=target).tool()
+        specs = tuple(ToolSpec.from_tool(t) for t in tools.values())
+        config = attrs.evolve(self._options.config, tools=specs)
+        options = attrs.evolve(self._options, tools=tools, config=config)
+        object.__setattr__(self, "_described", (graph, options))
+        return options
+
     def _live(self, live: Live, graph: Mapping[str, Agent] | None = None) -> Live:
         """``live`` with this agent's handoffs attached (targets by name found in ``graph``)."""
         if not self.handoffs:
@@ -274,13 +305,14 @@ class Agent:
         run; ``graph``: the run's handoff graph, where its handoffs by name go.
         """
         agent = self._with(listed) if self._sources else self
-        live = agent._options.live(
+        options = agent._run_options(graph)
+        live = options.live(
             deps=current.deps,
             on_event=current.on_event,
             on_step=current.on_step,
             handoffs=agent._handovers(graph),
         )
-        return agent._options.config, live
+        return options.config, live
 
     def _for_state(self, state: RunState) -> Agent:
         """The agent of the handoff graph that runs ``state`` now."""
@@ -328,6 +360,7 @@ class Agent:
         object.__setattr__(self, "_scope", scope)
         object.__setattr__(self, "_graph", None)
         object.__setattr__(self, "_handed", None)
+        object.__setattr__(self, "_described", None)
 
     def to_mermaid(self) -> str:
         """This agent as a Mermaid flowchart: its tools, sub-agents, tool sources and handoffs.
@@ -414,7 +447,10 @@ class Agent:
 
     def _start(self, prompt: MessagesInput, history: Sequence[Message], run_id: str) -> RunState:
         messages = (*history, *to_messages(prompt)) if history else prompt
-        return start(self._options, messages, run_id, agent=self.name)
+        return start(self._run_options(self._graph_or_none()), messages, run_id, agent=self.name)
+
+    def _graph_or_none(self) -> Mapping[str, Agent] | None:
+        return self.handoff_graph() if self.handoffs else None
 
     def run(
         self,
@@ -484,12 +520,13 @@ class Agent:
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
             state = agent._start(prompt, history, new_run_id(run_id))
-            live = agent._options.live(
+            graph = agent._graph_or_none()
+            live = agent._run_options(graph).live(
                 deps=deps,
                 on_event=on_event,
                 on_step=on_step,
                 announce_start=True,
-                handoffs=agent._handovers(),
+                handoffs=agent._handovers(graph),
             )
             return live, state
 
@@ -498,13 +535,14 @@ class Agent:
     def _answered(self, state: RunState, answers: _Answers) -> tuple[Agent, _Begin]:
         """The agent that runs ``state`` now, and how the run goes on with the answers."""
 
-        graph = self.handoff_graph() if self.handoffs else None
+        graph = self._graph_or_none()
         if answers.max_steps is None and state.agent not in (None, self.name):
             # the run's limit is its first agent's, whoever runs it after handoffs
             answers = answers._replace(max_steps=self.max_steps)
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
-            live, resumed_state = resumed(state, agent._options, **answers._asdict())
+            options = agent._run_options(graph)
+            live, resumed_state = resumed(state, options, **answers._asdict())
             return agent._live(live, graph), resumed_state
 
         return self._for_state(state), begin
@@ -512,21 +550,30 @@ class Agent:
     def _sync(self, begin: _Begin) -> Response:
         if self._sources:
             with opened(self._sources) as listed:
-                return run_sync(*begin(self._with(listed)))
+                return run_sync(*self._begun(begin, listed))
         return run_sync(*begin(self))
 
     async def _async(self, begin: _Begin) -> Response:
         if self._sources:
             async with aopened(self._sources) as listed:
-                return await run_async(*begin(self._with(listed)))
+                return await run_async(*self._begun(begin, listed))
         return await run_async(*begin(self))
 
     def _streamed(self, begin: _Begin) -> RunStream:
         if self._sources:
             return SourcedStream(
-                self._sources, lambda listed: RunStream(*begin(self._with(listed)))
+                self._sources, lambda listed: RunStream(*self._begun(begin, listed))
             )
         return RunStream(*begin(self))
+
+    def _begun(self, begin: _Begin, listed: Sequence[Tool[..., Any]]) -> tuple[Live, RunState]:
+        """``begin`` with this agent's sources open (``listed``: their tools).
+
+        The run knows they are open, so a handoff back to this agent reuses
+        them instead of opening them again.
+        """
+        live, state = begin(self._with(listed))
+        return attrs.evolve(live, opened=((self._sources, tuple(listed)),)), state
 
     def resume(
         self,
@@ -686,5 +733,6 @@ def _from_spec(
 _RUN_FIELDS = tuple(
     f
     for f in attrs.fields(Agent)
-    if f.name not in ("name", "handoffs", "_options", "_sources", "_scope", "_graph", "_handed")
+    if f.name
+    not in ("name", "handoffs", "_options", "_sources", "_scope", "_graph", "_handed", "_described")
 )

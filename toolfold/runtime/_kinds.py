@@ -20,6 +20,7 @@ from toolfold.runtime._run import RunOptions
 from toolfold.runtime._task import (
     Task,
     as_task,
+    field_problems,
     hints_of,
     plain_data,
     structured,
@@ -63,6 +64,8 @@ class Sequence(Workflow):
         for index, task in enumerate(tasks):
             later = dict.fromkeys(names[index + 1 :], "which runs after it")
             _reference_problems(task, {**later, task.name: "itself"}, problems)
+            earlier = {t.name: t.output_type for t in tasks[:index]}
+            problems.extend(field_problems(task, earlier))
         for before, after in itertools.pairwise(tasks):
             giver = f"the step before it, {before.name!r}, gives"
             problems.extend(after.input_problems(before.output_type, giver))
@@ -272,6 +275,8 @@ class Route(Workflow):
             _reference_problems(
                 routing, dict.fromkeys(names, "a branch, which runs after it"), problems
             )
+            for task in branch_tasks:
+                problems.extend(field_problems(task, {routing.name: routing.output_type}))
         router_name = routing.name if is_step else getattr(router, "__name__", "router")
         giver = f"it gets the route's input, and the router {router_name!r} takes"
         for task in branch_tasks:
@@ -353,9 +358,16 @@ class Route(Workflow):
                 values[router.name] = status.value
             label = status.value
         elif chosen is None:
-            from toolfold.runtime._task import _first_parameter_type
+            from toolfold.runtime._task import _first_parameter_name, strict_value
 
-            label = self.router(structured(plan.input, _first_parameter_type(self.router)))
+            name = getattr(self.router, "__name__", "router")
+            typed = strict_value(
+                plan.input,
+                self.input_type,
+                f"the router {name!r} of {self.label}",
+                _first_parameter_name(self.router),
+            )
+            label = self.router(typed)
         if chosen is None:
             chosen = self._branch(label)
         status = plan.status(chosen, chosen.name)

@@ -24,7 +24,7 @@ import attrs
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._response import RunEndEvent
-from toolfold.runtime._template import TemplateError, names_in, render
+from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -161,6 +161,23 @@ class Task:
     def free_names(self) -> frozenset[str]:
         """Names of values this step's templates need from earlier steps (any depth)."""
         return self._free
+
+    @property
+    def references(self) -> tuple[tuple[str, ...], ...]:
+        """The placeholders this step's templates hold for earlier outputs, as paths (any depth).
+
+        ``{writer.title}`` gives ``("writer", "title")``; ``{input...}`` is
+        the step's own input and is left out.
+        """
+        from toolfold.runtime._workflow import Workflow
+
+        if isinstance(self.target, Workflow):
+            return self.target.free_references
+        found: list[tuple[str, ...]] = []
+        for template in (self.prompt, self.instructions):
+            with contextlib.suppress(TemplateError):  # reported by problems()
+                found.extend(placeholders(template) if template else ())
+        return tuple(path for path in found if path[0] != "input")
 
     def _find_free_names(self) -> frozenset[str]:
         from toolfold.runtime._workflow import Workflow
@@ -305,18 +322,25 @@ def hints_of(fn: Any) -> dict[str, Any]:
     return hints
 
 
-def _first_parameter_type(fn: Any) -> Any:
+def _first_parameter_name(fn: Any) -> str | None:
+    params = _positional(fn)
+    return params[0].name if params else None
+
+
+def _positional(fn: Any) -> list[inspect.Parameter]:
     try:
-        params = [
+        return [
             p
             for p in inspect.signature(fn).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
     except (TypeError, ValueError):
-        return Any
-    if not params:
-        return Any
-    return hints_of(fn).get(params[0].name, Any)
+        return []
+
+
+def _first_parameter_type(fn: Any) -> Any:
+    name = _first_parameter_name(fn)
+    return Any if name is None else hints_of(fn).get(name, Any)
 
 
 def structured(plain: Any, tp: Any) -> Any:
@@ -441,9 +465,10 @@ def _function_runner(task: Task) -> Callable[..., Any]:
     """The tool function of a function step: its input structured, its output as JSON."""
     fn = task.target
     tp = task.accepts
+    who, parameter = f"step {task.name!r}", _first_parameter_name(fn)
 
     def typed(input: Any) -> Any:
-        return checked_input(task, input, tp)
+        return strict_value(input, tp, who, parameter)
 
     # an object whose __call__ is async is a coroutine function too
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
@@ -462,35 +487,96 @@ def _function_runner(task: Task) -> Callable[..., Any]:
 # --- types ---------------------------------------------------------------------
 
 
-_STRICT = {str: (str,), bool: (bool,), int: (int,), float: (int, float)}
+def strict_value(plain: Any, tp: Any, who: str, parameter: str | None) -> Any:
+    """``plain`` (a step's output, as plain data) structured into ``tp`` strictly.
 
-
-def checked_input(task: Task, plain: Any, tp: Any) -> Any:
-    """``plain`` as the type step ``task`` takes, or a `TypeError` naming the step and both types.
-
-    Types a definition could not check (an input that is Any until it runs)
-    are checked here, so a function never gets a value of another type:
-    text is not turned into a number, nor a number into text.
+    The toolkit's one converter does it: text is never turned into a number,
+    nor a number into text, and an object with keys the class lacks is refused.
 
     Raises:
-        TypeError: ``plain`` is not a ``tp``; the step fails by its ``on_error``.
+        TypeError: It is not a ``tp``, naming ``who`` takes it (and its
+            ``parameter``), the type expected, the value got and each problem.
     """
     if tp is Any or tp is None or tp is object:
         return plain
-    strict = _STRICT.get(tp)
-    fits = strict is None or (
-        isinstance(plain, strict) and (tp is bool or not isinstance(plain, bool))
-    )
-    if fits:
-        from toolfold.toolkit._converter import get_converter
+    from toolfold.toolkit._converter import get_converter
+    from toolfold.toolkit._problems import render, structure_problems
 
-        try:
-            return get_converter().structure(plain, tp)
-        except Exception:
-            pass
-    raise TypeError(
-        f"step {task.name!r} takes {type_name(tp)}, but got {type(plain).__name__} {_short(plain)}"
-    )
+    try:
+        return get_converter().structure(plain, tp)
+    except Exception as exc:
+        # what is wrong inside the value (a field, an extra key): the top level is said below
+        inside = [p for p in structure_problems(exc, (), tp) if p[0] or tp not in _PRIMITIVE]
+        details = f" ({'; '.join(render(inside))})" if inside else ""
+        where = f"{who} (parameter {parameter!r})" if parameter else who
+        raise TypeError(
+            f"{where} takes {type_name(tp)}, but got {type(plain).__name__} {_short(plain)}"
+            + details
+        ) from None
+
+
+_PRIMITIVE = (str, int, float, bool)
+
+
+def field_problems(task: Task, known: typing.Mapping[str, Any]) -> list[str]:
+    """The placeholders of ``task`` naming a field that an earlier step's output type lacks.
+
+    ``known``: the output type of each earlier step whose value the task may
+    read. Only definite misses are problems: a type whose fields cannot be
+    known (Any, a mapping, a union) is checked when the step runs.
+    """
+    found: list[str] = []
+    for path in task.references:
+        if len(path) < 2 or path[0] not in known:
+            continue
+        tp = known[path[0]]
+        for depth, key in enumerate(path[1:], start=1):
+            fields = fields_of(tp)
+            if fields is None:
+                break
+            if key not in fields:
+                where = f"step {path[0]!r} gives" if depth == 1 else f"{'.'.join(path[:depth])} is"
+                has = f"fields: {', '.join(fields)}" if fields else "it has no fields"
+                found.append(
+                    f"step {task.name!r} refers to {{{'.'.join(path)}}}, but {where} "
+                    f"{type_name(tp)}, which has no field {key!r} ({has})"
+                )
+                break
+            tp = fields[key]
+        if len(found) > 20:
+            break
+    return found
+
+
+_NO_FIELDS = (str, bytes, int, float, bool, list, tuple, set, frozenset)
+
+
+def fields_of(tp: Any) -> dict[str, Any] | None:
+    """The fields of a step output of type ``tp`` with their types; None when they cannot be known.
+
+    Attrs classes, dataclasses and TypedDicts have their fields; text,
+    numbers, lists and literals have none; anything else (Any, a mapping, a
+    union) is unknown until the value exists.
+    """
+    import dataclasses
+
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return fields_of(typing.get_args(tp)[0])
+    if origin is Literal or (origin or tp) in _NO_FIELDS:
+        return {}
+    if not isinstance(tp, type):
+        return None
+    if attrs.has(tp):
+        names = [f.name for f in attrs.fields(tp)]
+    elif dataclasses.is_dataclass(tp):
+        names = [f.name for f in dataclasses.fields(tp)]
+    elif typing.is_typeddict(tp):
+        names = list(typing.get_type_hints(tp))
+    else:
+        return None
+    hints = hints_of(tp)
+    return {name: hints.get(name, Any) for name in names}
 
 
 def _short(value: Any) -> str:

@@ -203,6 +203,28 @@ class Workflow:
         """Names the steps' templates need that no step of this workflow defines before them."""
         return self._free
 
+    @property
+    def free_references(self) -> tuple[tuple[str, ...], ...]:
+        """The placeholders (as paths) of `free_names`: what an enclosing workflow checks."""
+        return tuple(p for t in self._tasks for p in t.references if p[0] in self._free)
+
+    def free_problems(self) -> list[str]:
+        """What is wrong with running this workflow on its own: each name no step before its user defines."""
+        return [
+            f"step {', '.join(sorted(map(repr, self._steps_using(name))))} refers to "
+            f"{{{name}}}, which no earlier step defines"
+            for name in sorted(self._free)
+        ]
+
+    def _steps_using(self, name: str) -> set[str]:
+        """The innermost steps whose own templates use ``name`` (a free name)."""
+        found: set[str] = set()
+        for task in self._tasks:
+            if name in task.free_names:
+                inner = task.target
+                found |= inner._steps_using(name) if isinstance(inner, Workflow) else {task.name}
+        return found
+
     def _free_names(self) -> frozenset[str]:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -234,12 +256,9 @@ class Workflow:
         if isinstance(prompt, Input):
             text = prompt.text
         else:
-            free = sorted(self.free_names)
-            if free:
-                raise WorkflowDefinitionError(
-                    self.label,
-                    [f"a template refers to {{{n}}}, which no earlier step defines" for n in free],
-                )
+            problems = self.free_problems()
+            if problems:
+                raise WorkflowDefinitionError(self.label, problems)
             text = envelope(_input_value(prompt), {})
         return start(self._options, (Message.user(text),), run_id, agent=self.name)
 

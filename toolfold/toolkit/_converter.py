@@ -11,6 +11,10 @@ and anything a declared type holds unstructures into an instance that validates:
 - ``UUID`` / ``Path`` <-> text; ``Decimal`` <-> text (exact: its schema is a
   string, because a JSON number may lose digits in a model's or a parser's
   floats; the hook also takes a number when called directly);
+- ``str`` / ``int`` / ``float`` / ``bool`` are strict: a value of another
+  JSON kind is an error, never converted (``"3"`` is not an int, ``5`` not a
+  str, ``1`` not a bool); an integral float is an int and an int a float, as
+  in JSON Schema;
 - ``Enum`` <-> its value; ``set`` / ``frozenset`` -> list;
 - ``NamedTuple`` <-> an object by field name (its schema is an object; the hook
   also takes an array when called directly);
@@ -456,6 +460,11 @@ def get_converter() -> cattrs.Converter:
         forbid_extra_keys=True,
         unstruct_collection_overrides={AbstractSet: list},
     )
+    # Strict primitives: cattrs' defaults call the type (int("3") -> 3, str(5) -> "5"),
+    # which would let a value of the wrong type through wherever no schema checked it
+    # first (a workflow's steps). JSON's 3.0 is still an int and 3 still a float.
+    for primitive, hook in _STRICT_PRIMITIVES.items():
+        conv.register_structure_hook(primitive, hook)
     conv.register_structure_hook(dt.datetime, _structure_text(parse_datetime))
     conv.register_structure_hook(dt.date, _structure_text(parse_date))
     conv.register_structure_hook(dt.time, _structure_text(parse_time))
@@ -478,6 +487,49 @@ def get_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(_is_typeddict, _typeddict_factory)
     _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above
     return conv
+
+
+# Each calls the declared type, as cattrs' default does, once the value is of its
+# JSON kind: a subclass (an IntEnum, a str Enum) is still made by its own class.
+
+
+def _structure_str(value: Any, tp: Any) -> Any:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {_json_name(value)}")
+    return tp(value)
+
+
+def _structure_int(value: Any, tp: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return tp(value)
+    if type(value) is float and value.is_integer():  # JSON counts 3.0 as an integer
+        return tp(int(value))
+    raise TypeError(f"expected an integer, got {_json_name(value)}")
+
+
+def _structure_float(value: Any, tp: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return tp(value)
+    raise TypeError(f"expected a number, got {_json_name(value)}")
+
+
+def _structure_bool(value: Any, tp: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    raise TypeError(f"expected a boolean, got {_json_name(value)}")
+
+
+def _json_name(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+_STRICT_PRIMITIVES: dict[type, Callable[[Any, Any], Any]] = {
+    str: _structure_str,
+    int: _structure_int,
+    float: _structure_float,
+    bool: _structure_bool,
+}
 
 
 def _structure_text_path(value: Any, tp: Any) -> Any:

@@ -96,9 +96,11 @@ def encode_body(
         memo = message._wire  # `wire_memo`, inlined: once per message per request
         fragment = memo[1] if memo is not None and memo[0] is provider else None
         if fragment is None:
-            if _has_media_results(message):
-                return None
-            fragment = encode_text(encode_messages((message,), provider, rewrite_id))[1:-1]
+            fragment = _loop_fragment(message, provider, rewrite_id)
+            if fragment is None:
+                if _has_media_results(message):
+                    return None
+                fragment = encode_text(encode_messages((message,), provider, rewrite_id))[1:-1]
             set_wire_memo(message, provider, fragment)
         if fragment:
             fragments.append(fragment)
@@ -152,6 +154,49 @@ def _tools_json(tools: list[ToolDefinition], provider: ChatProvider) -> Any:
             _tool_json[id(compiled)] = hit
         entries.append(hit[1])
     return _JSONText(f"[{','.join(entries)}]")
+
+
+# The stdlib's JSON string encoder, the one `encode_text` uses (non-ASCII kept).
+_string = json.encoder.encode_basestring
+
+
+def _loop_fragment(
+    message: Message, provider: ChatProvider, rewrite_id: Callable[[str], str]
+) -> str | None:
+    """The JSON of the two messages every tool step adds, or None for any other message.
+
+    An assistant turn that only calls tools (without a thinking field or a
+    provider's extra content) and a message of text-only tool results (None
+    when a result holds images or files): their
+    objects have a fixed shape, so only their strings go through the JSON
+    encoder; the text is the same as encoding `encode_messages`' dicts (a
+    test compares them).
+    """
+    parts = message.parts
+    if not parts:
+        return None
+    role = message.role
+    if role == "tool" and _only(parts, ToolResultPart):
+        results = []
+        for result in cast("tuple[ToolResultPart, ...]", parts):
+            if result.parts:
+                return None
+            results.append(
+                f'{{"role":"tool","tool_call_id":{_string(rewrite_id(result.call_id))},'
+                f'"content":{_string(result.content)}}}'
+            )
+        return ",".join(results)
+    if role != "assistant" or provider.reasoning_out is not None or not _only(parts, ToolCallPart):
+        return None
+    calls = []
+    for call in cast("tuple[ToolCallPart, ...]", parts):
+        if call.provider_data.get("extra_content") is not None:
+            return None
+        calls.append(
+            f'{{"id":{_string(rewrite_id(call.id))},"type":"function","function":'
+            f'{{"name":{_string(call.name)},"arguments":{_string(call.arguments_text or "{}")}}}}}'
+        )
+    return f'{{"role":"assistant","content":null,"tool_calls":[{",".join(calls)}]}}'
 
 
 def _has_media_results(message: Message) -> bool:

@@ -83,6 +83,19 @@ def parse_usage(
     """
     if not usage:
         return Usage(requests=1)
+    if usage.keys() <= _PLAIN_USAGE and not thinking_in_total:
+        # The common body: three counts. Anything unusual goes the long way.
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        total = usage.get("total_tokens")
+        if (
+            type(prompt) is int
+            and type(completion) is int
+            and type(total) is int
+            and prompt >= 0
+            and completion >= 0
+            and total >= 0
+        ):
+            return Usage(prompt, completion, 0, 0, 1)
     prompt = wire.count(usage, "prompt_tokens", at)
     completion = wire.count(usage, "completion_tokens", at)
     total = wire.count(usage, "total_tokens", at)
@@ -150,7 +163,12 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
             provider_message=info.message,
             code=info.code,
         )
-    choices = wire.array(body, "choices", "$")
+    # Each field is checked inline for the type a well-formed body has; any
+    # other value goes through its `wire` getter, which reads it (absent, null,
+    # a Mapping) or raises the error naming its path. One pass either way.
+    choices = body.get("choices")
+    if type(choices) is not list:
+        choices = wire.array(body, "choices", "$")
     if not choices:
         raise ProviderError(
             f"{provider} returned a response without choices",
@@ -158,47 +176,71 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
             status_code=200,
             body=wire.dumps_raw(body),
         )
-    choice = wire.mapping(choices, 0, "$.choices")
-    at = "$.choices[0].message"
-    message = wire.mapping(choice, "message", "$.choices[0]")
-    response_id = wire.text(body, "id", "$") or None
+    choice = choices[0]
+    if type(choice) is not dict:
+        choice = wire.mapping(choices, 0, "$.choices")
+    message = choice.get("message")
+    if type(message) is not dict:
+        message = wire.mapping(choice, "message", "$.choices[0]")
+    response_id = _text(body, "id", "$") or None
     content = message.get("content")
     parts: list[Part] = _reasoning(message, provider)
     if type(content) is str:
         if content:
             parts.append(TextPart(wire.encodable(content)))
     elif isinstance(content, list):
-        parts.extend(_content(content, provider, f"{at}.content"))
+        parts.extend(_content(content, provider, f"{_MESSAGE}.content"))
     elif content is not None:
         raise wire.WireError(
-            f"{at}.content", f"expected a string or an array, got {wire.kind(content)}"
+            f"{_MESSAGE}.content", f"expected a string or an array, got {wire.kind(content)}"
         )
-    refusal = wire.text(message, "refusal", at)
+    refusal = message.get("refusal")
+    if refusal is not None:
+        refusal = wire.text(message, "refusal", _MESSAGE)
     if not content and refusal:
         parts.append(TextPart(refusal))
-    calls_at = f"{at}.tool_calls"
-    listed = wire.array(message, "tool_calls", at)
-    raw_calls = [wire.mapping(listed, i, calls_at) for i in range(len(listed))]
-    function_call = wire.mapping(message, "function_call", at)
+    calls_at = _CALLS
+    raw_calls = message.get("tool_calls")
+    if type(raw_calls) is not list:
+        raw_calls = wire.array(message, "tool_calls", _MESSAGE)
+    for raw in raw_calls:
+        if type(raw) is not dict:
+            raw_calls = [wire.mapping(raw_calls, i, calls_at) for i in range(len(raw_calls))]
+            break
+    function_call = message.get("function_call")
+    if function_call is not None:
+        function_call = wire.mapping(message, "function_call", _MESSAGE)
     if not raw_calls and function_call:
         raw_calls = [{"function": function_call}]  # legacy functions API
-        calls_at = f"{at}.function_call"
+        calls_at = f"{_MESSAGE}.function_call"
     seed = response_id or ""
     if not seed and any(not raw.get("id") for raw in raw_calls):
         seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
-    calls = [
-        _call(raw, seed, position, f"{calls_at}[{position}]")
-        for position, raw in enumerate(raw_calls)
-    ]
-    raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
+    calls = [_call(raw, seed, position, calls_at) for position, raw in enumerate(raw_calls)]
+    raw_finish = _text(choice, "finish_reason", "$.choices[0]")
+    usage = body.get("usage")
+    if usage is not None and type(usage) is not dict:
+        usage = wire.mapping(body, "usage", "$")
     return ModelResponse(
         Message("assistant", (*parts, *calls)),
-        parse_usage(wire.mapping(body, "usage", "$"), thinking_in_total=thinking_in_total),
+        parse_usage(usage, thinking_in_total=thinking_in_total),
         finish_reason(raw_finish, bool(calls)),
         raw_finish,
-        wire.text(body, "model", "$"),
+        _text(body, "model", "$"),
         response_id,
     )
+
+
+_MESSAGE = "$.choices[0].message"
+_CALLS = f"{_MESSAGE}.tool_calls"
+
+
+def _text(parent: Mapping[str, Any], key: str, at: str) -> str | None:
+    """`wire.text`, with the common case (an ASCII string) checked first."""
+    value = parent.get(key)
+    if type(value) is str and value.isascii():
+        return value
+    return wire.text(parent, key, at)
 
 
 def http_status(code: str | None) -> int | None:
@@ -273,14 +315,24 @@ def call_extra(raw: Mapping[str, Any], at: str) -> Mapping[str, Any]:
     return {"extra_content": wire.value(raw, "extra_content", at)}
 
 
-def _call(raw: Mapping[str, Any], seed: str, position: int, at: str) -> ToolCallPart:
-    function = wire.mapping(raw, "function", at)
-    function_at = f"{at}.function"
-    text = arguments_text(function, function_at)
+def _call(raw: Mapping[str, Any], seed: str, position: int, calls_at: str) -> ToolCallPart:
+    # The paths are made only when a field is not what a well-formed call holds.
+    function = raw.get("function")
+    if type(function) is not dict:
+        function = wire.mapping(raw, "function", f"{calls_at}[{position}]")
+    text = function.get("arguments")
+    if type(text) is not str or not text.isascii():
+        text = arguments_text(function, f"{calls_at}[{position}].function")
+    call_id = raw.get("id")
+    if type(call_id) is not str or not call_id.isascii():
+        call_id = wire.text(raw, "id", f"{calls_at}[{position}]")
+    name = function.get("name")
+    if type(name) is not str or not name.isascii():
+        name = wire.text(function, "name", f"{calls_at}[{position}].function")
     return ToolCallPart(
-        wire.text(raw, "id", at) or synthetic_id(seed, position),
-        wire.text(function, "name", function_at) or "",
+        call_id or synthetic_id(seed, position),
+        name or "",
         text or "{}",
         parse_arguments(text),
-        call_extra(raw, at),
+        call_extra(raw, f"{calls_at}[{position}]") if raw.get("extra_content") else _NO_EXTRA,
     )

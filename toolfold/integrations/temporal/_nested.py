@@ -290,16 +290,23 @@ def node(name: str, target: Agent | Workflow) -> Node:
     if not isinstance(target, Agent) or not target.handoffs:
         return _node(name, target, {})
     team: dict[str, Member] = {}  # shared by the graph's nodes, filled once they exist
-    for agent_name, member in target.handoff_graph().items():
+    graph = target.handoff_graph()
+    for agent_name, member in graph.items():
         each = name if member is target else f"{name}@{agent_name}"
-        team[agent_name] = Member(_node(each, member, team), member)
+        team[agent_name] = Member(_node(each, member, team, graph), member)
     if target.name in team:
         return team[target.name].node
-    return _node(name, target, team)  # a nameless first agent: nothing hands back to it
+    return _node(name, target, team, graph)  # a nameless first agent: nothing hands back to it
 
 
-def _node(name: str, target: Agent | Workflow, team: Mapping[str, Member]) -> Node:
-    options = target._options
+def _node(
+    name: str,
+    target: Agent | Workflow,
+    team: Mapping[str, Member],
+    graph: Mapping[str, Agent] | None = None,
+) -> Node:
+    # an agent's handoffs by name are described as in a local run (see Agent._run_options)
+    options = target._run_options(graph) if isinstance(target, Agent) else target._options
     nested: dict[str, SubRunTool] = {}
     if isinstance(target, Workflow):
         for task in target._tasks:

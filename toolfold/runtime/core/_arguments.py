@@ -49,7 +49,7 @@ def decode_arguments(text: str) -> Any:
         raise _NotJSON(f"{exc} is not a finite JSON number", pos) from None
     if text.count("{") + text.count("[") > MAX_DEPTH:
         _check_depth(value)
-    if _ESCAPED_SURROGATE.search(text):
+    if "\\u" in text and _ESCAPED_SURROGATE.search(text):
         value = _encodable(value)
     return value
 

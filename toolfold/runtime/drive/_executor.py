@@ -467,6 +467,21 @@ def run_calls_sync(
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order, each with its duration."""
     started = time.monotonic()
+    if len(jobs) == 1:
+        # The common step, one sync call without a timeout, run right here
+        # (what `_run_calls_sync` does with it, without its checks for the rest).
+        job = jobs[0]
+        tool = job.tool
+        if (
+            tool is not None
+            and not tool.is_async
+            and tool.timeout is None
+            and _TWIN not in tool.__dict__
+        ):
+            prepared = _prepare(job)
+            if not isinstance(prepared, ToolOutcome):
+                prepared = _run_inline(job, prepared)
+            return _timed((prepared,), started)
     return _timed(_run_calls_sync(jobs, max_concurrency), started)
 
 

@@ -97,6 +97,9 @@ class Live:
         name: The agent's name, for traces (None when it has none).
         handoffs: The agents this one may hand the run to, by the name of
             the tool that does it (``transfer_to_<name>``).
+        opened: Tool sources already open for the run (its first agent's,
+            opened around it) with the tools they listed: a handoff back to
+            an agent holding them reuses them.
     """
 
     model: Model
@@ -111,6 +114,7 @@ class Live:
     announce_start: bool = False
     name: str | None = None
     handoffs: Mapping[str, Handover] = attrs.field(factory=dict)
+    opened: tuple[tuple[tuple[ToolSource, ...], Sequence[Tool[..., Any]]], ...] = ()
 
 
 class Handover(NamedTuple):
@@ -206,6 +210,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         RunError: The run failed; ``.state`` is the last consistent state.
     """
     reported = state.step if not state.pending_calls else state.step - 1
+    # Sources opened for this run, by identity, with their tools: a handoff cycle
+    # reaching an agent again reuses them (the shell closes them when the run ends).
+    listings = {_identity(sources): listed for sources, listed in live.opened}
     if live.announce_start and live.on_event is not None and len(state.log) == 1:
         _observe(live.on_event, state.log[0], state, "on_event")
     while True:
@@ -213,7 +220,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         if isinstance(effect, CallModel) and live.handoffs:
             handover = _handover(live, state)
             if handover is not None:
-                listed = (yield from _open(handover, state)) if handover.sources else ()
+                listed = (yield from _open(handover, state, listings)) if handover.sources else ()
                 live, state = _hand_off(live, state, handover, listed)
                 yield _SwitchOp(live)
                 continue
@@ -272,8 +279,21 @@ def transfer_called(state: RunState, transfers: Container[str]) -> str | None:
     return None
 
 
-def _open(handover: Handover, state: RunState) -> Generator[_Op, Any, Sequence[Tool[..., Any]]]:
-    """The handoff target's sources opened (by the shell, until the run ends), their tools."""
+def _identity(sources: tuple[ToolSource, ...]) -> tuple[int, ...]:
+    return tuple(map(id, sources))
+
+
+def _open(
+    handover: Handover, state: RunState, listings: dict[tuple[int, ...], Sequence[Tool[..., Any]]]
+) -> Generator[_Op, Any, Sequence[Tool[..., Any]]]:
+    """The handoff target's sources opened (by the shell, until the run ends), their tools.
+
+    Sources the run opened before (an earlier handoff to the same agent) are
+    not opened again: their tools are listed once per run.
+    """
+    key = _identity(handover.sources)
+    if key in listings:
+        return listings[key]
     try:
         listed: Sequence[Tool[..., Any]] = yield _OpenOp(handover.sources)
     except Exception as exc:
@@ -283,6 +303,7 @@ def _open(handover: Handover, state: RunState) -> Generator[_Op, Any, Sequence[T
             "the handoff, resume it to try again",
             state,
         ) from exc
+    listings[key] = listed
     return listed
 
 
