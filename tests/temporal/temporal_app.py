@@ -45,6 +45,7 @@ from toolfold.integrations.temporal import (
     TemporalAgent,
     ToolfoldPlugin,
 )
+from toolfold.mcp import MCPServerStdio
 from toolfold.runtime import StreamEvent, TextDelta
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest
@@ -760,12 +761,56 @@ extracting = TemporalAgent(
     ),
     settings=SETTINGS,
 )
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _large_sums(call: ToolCallPart, state: RunState) -> bool:
+    """Sums with a term over 100 need a person (runs in workflow code)."""
+    return any(isinstance(v, int) and v > 100 for v in call.arguments.values())
+
+
+def _served_tools() -> MCPServerStdio:
+    """toolfold's own MCP server of tests/ecosystem/served_tools.py, over stdio."""
+    return MCPServerStdio(
+        sys.executable,
+        ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"],
+        cwd=str(ROOT),
+        name="served",
+        prefix="m",
+        include=["add", "shout", "fail"],
+        requires_approval=_large_sums,
+    )
+
+
+def _mcp(request: ModelRequest) -> Any:
+    """Three MCP tools (one fails) and an own tool in one step; a large sum on "big"; then the results."""
+    done = _results(request)
+    if not done:
+        if request.messages[0].text == "big":
+            return FunctionModel.call("m_add", {"a": 200, "b": 1})
+        return [
+            FunctionModel.call("m_add", {"a": 2, "b": 3}),
+            FunctionModel.call("m_shout", {"text": "hi"}),
+            FunctionModel.call("m_fail", {"reason": "nope"}),
+            FunctionModel.call("record", {"text": "own"}),
+        ]
+    return "results: " + " | ".join(done)
+
+
+served = TemporalAgent(
+    Agent(FunctionModel(_mcp), tools=[record, _served_tools()], name="served"), settings=SETTINGS
+)
+served_chained = TemporalAgent(
+    served.agent, name="served_chained", settings=attrs.evolve(SETTINGS, continue_as_new_steps=1)
+)
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
     *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain),
+    *(served, served_chained),
 ]
 
 

@@ -147,6 +147,11 @@ def test_activity_names_are_pinned() -> None:
         "extracting.loud__output",
         "extracting.mute__output",
     }
+    # Tool sources: their listing has an activity; the calls of the tools they list go to
+    # one dynamic activity of the worker, under the same <node>__tool__<tool> names.
+    assert names(temporal_app.served) == {
+        *("served__model_request", "served__tool__record", "served__list_tools"),
+    }
     assert WORKFLOW_NAME == "toolfold_agent"
 
 

@@ -26,6 +26,26 @@ def _scheduled(history: WorkflowHistory) -> list[str]:
     ]
 
 
+def _approved(
+    agent: TemporalAgent,
+    prompt: str,
+    id: str,
+    server: DevServer,
+    log_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Any, Any]:
+    """A durable run that suspends: its state while waiting, and its response once every call is approved."""
+
+    async def go() -> tuple[Any, Any]:
+        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+            handle = await agent.start(client, prompt, id=id, task_queue=queue)
+            waiting = await handle.suspended()
+            await handle.approve(*(call.id for call in waiting.pending_approvals))
+            return waiting, await handle.result()
+
+    return asyncio.run(go())
+
+
 def _replays(history: WorkflowHistory) -> None:
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     asyncio.run(replayer.replay_workflow(history))
@@ -149,16 +169,9 @@ def test_a_handoff_target_waiting_for_an_approval_resumes_with_that_agent(
 ) -> None:
     """The run waits inside the agent it was handed to; the approval resumes it there, as a local resume does."""
 
-    async def go() -> tuple[Any, Any]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
-            handle = await temporal_app.cashier.start(
-                client, "go", id="cashier-1", task_queue=queue
-            )
-            waiting = await handle.suspended()
-            await handle.approve(*(call.id for call in waiting.pending_approvals))
-            return waiting, await handle.result()
-
-    waiting, durable = asyncio.run(go())
+    waiting, durable = _approved(
+        temporal_app.cashier, "go", "cashier-1", server, tmp_path, monkeypatch
+    )
     assert waiting.agent == "till"
     local = temporal_app.cashier.agent.run("go", run_id="cashier-1")
     assert waiting == local.state

@@ -236,16 +236,38 @@ class MCPServer:
             MCPError: The server could not be reached or listed no valid tools.
             ToolDefinitionError: A listed tool has an invalid name or schema.
         """
+        return self.tools_from(self.listing())
+
+    def listing(self) -> list[dict[str, Any]]:
+        """The server's tools as it lists them, as plain data (opens the session if needed).
+
+        Each entry has the tool's remote ``name``, ``description`` and
+        ``inputSchema``. `tools_from` makes toolfold tools of it; a durable
+        run records it and rebuilds the same tools from it on replay.
+
+        Raises:
+            MCPError: The server could not be reached.
+        """
         with self:
-            listed = self._call(self._list)
+            listed: list[dict[str, Any]] = self._call(self._list)
         fingerprint = _fingerprint(listed)
         if self.fingerprint is not None and fingerprint != self.fingerprint:
             warnings.warn(
                 f"MCP server {self.name!r} changed its tools since it was last listed",
                 MCPToolsChangedWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         self.fingerprint = fingerprint
+        return listed
+
+    def tools_from(self, listed: Sequence[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
+        """Toolfold tools for a `listing` (no I/O: their calls go to the open session).
+
+        The server's ``include``, ``prefix`` and ``requires_approval`` apply.
+
+        Raises:
+            ToolDefinitionError: A listed tool has an invalid name or schema.
+        """
         made: list[Tool[..., Any]] = []
         problems: list[str] = []
         for spec in listed:

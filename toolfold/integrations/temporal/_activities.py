@@ -2,7 +2,11 @@
 
 Activity names are stable (a running workflow finds its activities by name):
 ``<agent>__model_request`` and ``<agent>__tool__<tool name>``; a sub-run's
-``as_tool(output=...)`` function is ``<agent>.<tool name>__output``. The live
+``as_tool(output=...)`` function is ``<agent>.<tool name>__output``; an
+agent's tool sources (MCP servers) are listed by ``<agent>__list_tools``, and
+the calls of their tools, whose names are known only once listed, go to one
+dynamic activity that answers every ``<agent>__tool__<tool name>`` without an
+activity of its own. The live
 objects (the model, the tools, their deps) are the worker's own: its agent
 resolves them from the names the workflow's state carries.
 """
@@ -10,12 +14,13 @@ resolves them from the names the workflow's state carries.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import attrs
 from temporalio import activity
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from toolfold._errors import (
@@ -24,9 +29,17 @@ from toolfold._errors import (
     NotFoundError,
     ProviderError,
     RateLimitError,
+    ToolDefinitionError,
     ToolfoldError,
 )
-from toolfold.integrations.temporal._nested import SubRunTool, node, response_of, walk
+from toolfold.integrations.temporal._nested import (
+    ListedSource,
+    Listing,
+    SubRunTool,
+    node,
+    response_of,
+    walk,
+)
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import _sub_run as sub_run_result
 from toolfold.runtime._model import Model
@@ -62,6 +75,23 @@ class ToolCallInput:
     invocation: ToolInvocation
     run_id: str
     messages: tuple[Message, ...] = ()
+
+
+@attrs.frozen
+class SourceCallInput:
+    """What the call activity of a tool source's tool needs.
+
+    Attributes:
+        node: The node whose source listed the tool (its activity prefix).
+        source: The source's index among the agent's sources.
+        spec: The tool's entry in the recorded listing (the tool is made from it).
+        call: The call, as for any tool activity.
+    """
+
+    node: str
+    source: int
+    spec: Mapping[str, Any]
+    call: ToolCallInput
 
 
 @attrs.frozen
@@ -134,6 +164,11 @@ def tool_activity_name(agent: str, tool: str) -> str:
     return f"{agent}__tool__{tool}"
 
 
+def list_activity_name(node: str) -> str:
+    """The name of the activity listing the tools of ``node``'s tool sources."""
+    return f"{node}__list_tools"
+
+
 def output_activity_name(sub_run: str) -> str:
     """The name of the activity running the ``as_tool(output=...)`` function of ``sub_run``'s node."""
     return f"{sub_run}__output"
@@ -165,6 +200,8 @@ def make_activities(
     models = nested_models(name, agent) if models is None else models
     made = [_model_activity(name, agent._options.model, deps, stream, every, nested=False)]
     made += [_tool_activity(name, t, deps, every, max_result_bytes) for t in top.tools.values()]
+    if top.sources:
+        made.append(_list_activity(name, top.sources, every))
     for sub, _ in walk(top):
         made.append(_model_activity(sub.name, models[sub.name], deps, stream, every, nested=True))
         made += [
@@ -263,30 +300,97 @@ def _tool_activity(
 ) -> Callable[..., Any]:
     @activity.defn(name=tool_activity_name(name, tool.name))
     async def run_tool(given: ToolCallInput) -> ToolReturned:
-        invocation = given.invocation
-        context: RunContext[Any] = RunContext(
-            run_id=given.run_id,
-            step=invocation.step,
-            call_id=invocation.call.id,
-            tool_name=invocation.tool_name,
-            messages=given.messages,
-            deps=deps,
-            idempotency_key=invocation.key,
-        )
-        job = ToolJob(invocation, tool, context)
-        (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
-        event = returned(outcome)
-        if not isinstance(event, ToolReturned):
-            # Only runs recorded before sub-runs were driven in the workflow
-            # run a sub-agent here (whole, in this activity): it cannot suspend.
-            message = (
-                f"tool {tool.name!r} is an agent that waits for an approval or a result; "
-                "durable runs do not support suspending inside a sub-agent"
-            )
-            return ToolReturned(outcome.call_id, message, True, "error", outcome.duration)
-        return _within(event, tool.name, max_bytes)
+        return await _called(tool, given, deps, every, max_bytes)
 
     return run_tool
+
+
+async def _called(
+    tool: Any, given: ToolCallInput, deps: Any, every: float, max_bytes: int | None
+) -> ToolReturned:
+    """Run ``tool`` for the call in ``given``, as a local run runs it; the event it makes."""
+    invocation = given.invocation
+    context: RunContext[Any] = RunContext(
+        run_id=given.run_id,
+        step=invocation.step,
+        call_id=invocation.call.id,
+        tool_name=invocation.tool_name,
+        messages=given.messages,
+        deps=deps,
+        idempotency_key=invocation.key,
+    )
+    job = ToolJob(invocation, tool, context)
+    (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
+    event = returned(outcome)
+    if not isinstance(event, ToolReturned):
+        # Only runs recorded before sub-runs were driven in the workflow
+        # run a sub-agent here (whole, in this activity): it cannot suspend.
+        message = (
+            f"tool {tool.name!r} is an agent that waits for an approval or a result; "
+            "durable runs do not support suspending inside a sub-agent"
+        )
+        return ToolReturned(outcome.call_id, message, True, "error", outcome.duration)
+    return _within(event, tool.name, max_bytes)
+
+
+def _list_activity(name: str, sources: Sequence[ListedSource], every: float) -> Callable[..., Any]:
+    @activity.defn(name=list_activity_name(name))
+    async def list_tools() -> Listing:
+        made = []
+        for source in sources:
+            try:
+                listing = await _heartbeating(asyncio.to_thread(source.listing), every)
+                source.tools_from(listing)  # a listing the workflow cannot use fails here
+            except ToolDefinitionError as exc:  # the server's tools are wrong: retrying cannot help
+                raise ApplicationError(
+                    str(exc), type=type(exc).__name__, non_retryable=True
+                ) from exc
+            except ToolfoldError as exc:  # the server is down or slow: Temporal retries
+                raise ApplicationError(str(exc), type=type(exc).__name__) from exc
+            made.append(tuple(listing))
+        return tuple(made)
+
+    return list_tools
+
+
+@attrs.frozen
+class SourceHost:
+    """The tool sources of a node, as its call activity finds them on the worker."""
+
+    sources: tuple[ListedSource, ...]
+    deps: Any
+    every: float
+    max_bytes: int | None
+
+
+def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
+    """The one dynamic activity calling the tools of every tool source of a worker's agents.
+
+    Stateless: each call opens its source (an MCP session) for the call and
+    closes it after, unless it is open already (another call in flight, or
+    ``with server:`` around the worker), whose session it shares.
+    """
+
+    @activity.defn(dynamic=True)
+    async def call_source_tool(args: Sequence[RawValue]) -> ToolReturned:
+        given = activity.payload_converter().from_payload(args[0].payload, SourceCallInput)
+        host = hosts.get(given.node)
+        if host is None or given.source >= len(host.sources):
+            raise ApplicationError(
+                f"activity {activity.info().activity_type!r}: no tool source of agent "
+                f"{given.node!r} is registered on this worker",
+                non_retryable=True,
+            )
+        source = host.sources[given.source]
+        # Starting a server (a stdio process) may take longer than a heartbeat timeout.
+        await _heartbeating(asyncio.to_thread(source.open), host.every)
+        try:
+            (tool,) = source.tools_from([given.spec])
+            return await _called(tool, given.call, host.deps, host.every, host.max_bytes)
+        finally:
+            await _heartbeating(asyncio.to_thread(source.close), host.every)
+
+    return call_source_tool
 
 
 def _output_activity(run: SubRunTool, tool: str, every: float) -> Callable[..., Any]:

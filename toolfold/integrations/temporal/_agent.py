@@ -25,12 +25,14 @@ from toolfold import _errors as errors
 from toolfold._errors import RunError, ToolfoldError, UsageError
 from toolfold.integrations.temporal._activities import (
     EventStreamHandler,
+    SourceHost,
     durable_model,
     make_activities,
     nested_models,
+    source_call_activity,
 )
 from toolfold.integrations.temporal._converter import data_converter
-from toolfold.integrations.temporal._nested import node, response_of, walk
+from toolfold.integrations.temporal._nested import ListedSource, node, response_of, walk
 from toolfold.integrations.temporal._workflow import (
     PAYLOAD_LIMIT,
     PAYLOAD_TOO_LARGE,
@@ -143,6 +145,14 @@ class TemporalAgent:
             stream=self.event_stream_handler,
             models=self._models,
         )
+
+    def _source_host(self) -> SourceHost | None:
+        """Where the worker's source call activity finds this agent's tool sources, if it has any."""
+        if not isinstance(self.agent, Agent) or not self.agent._sources:
+            return None
+        every = self.settings.heartbeat_timeout.total_seconds() / 3
+        sources = tuple(s for s in self.agent._sources if isinstance(s, ListedSource))
+        return SourceHost(sources, self.deps, every, self.settings.max_result_bytes)
 
     def _registered(self) -> Registered:
         return Registered(node=node(self.name, self.agent), settings=self.settings)
@@ -350,14 +360,22 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     reaches; any depth) are checked too: the workflow drives them with the
     same loop.
     """
-    agents = [agent, *(target for _, target in walk(node("top", agent)))]
-    for each in agents:
-        if not isinstance(each, Agent):
-            continue
-        label = f"agent {each.name!r}" if each.name else "the agent"
-        if each._sources:
+    below = [target for _, target in walk(node("top", agent))]
+    if isinstance(agent, Agent):
+        unlisted = [s for s in agent._sources if not isinstance(s, ListedSource)]
+        if unlisted:
             raise UsageError(
-                f"{label}: tool sources (MCP servers...) are not supported on Temporal yet"
+                f"agent {agent.name!r}: tool source {unlisted[0]!r} cannot run on Temporal "
+                "(a durable run records its listing: it needs listing() and tools_from(), "
+                "as toolfold.mcp's servers have)"
+            )
+    for each in below:
+        if isinstance(each, Agent) and each._sources:
+            label = f"agent {each.name!r}" if each.name else "an agent"
+            raise UsageError(
+                f"{label}: tool sources (MCP servers...) of a workflow step, an agent used "
+                "as a tool or a handoff target are not supported on Temporal yet (the top "
+                "agent's are)"
             )
     if isinstance(agent, Agent) and isinstance(agent.model, str):
         return agent.evolve(model=durable_model(agent))
@@ -406,6 +424,9 @@ class ToolfoldPlugin(SimplePlugin):
                 registered = attrs.evolve(registered, payload_limit=None)
             register(registered)
         activities = [act for agent in agents for act in agent.activities]
+        hosts = {a.name: host for a in agents if (host := a._source_host()) is not None}
+        if hosts:  # one dynamic activity calls the tools every source lists
+            activities.append(source_call_activity(hosts))
         converter = data_converter
         if external_storage is not None:
             converter = dataclasses.replace(converter, external_storage=external_storage)

@@ -25,8 +25,8 @@ scans it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, cast, runtime_checkable
 
 import attrs
 from temporalio.exceptions import ApplicationError
@@ -34,15 +34,15 @@ from temporalio.exceptions import ApplicationError
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import _content, _prompt, as_tool_of
 from toolfold.runtime._response import Response
-from toolfold.runtime._run import RunOptions, start
+from toolfold.runtime._run import RunOptions, start, to_tools
 from toolfold.runtime._task import Task, _prompt_text, _scope
 from toolfold.runtime._template import render
 from toolfold.runtime._workflow import Workflow, WorkflowResponse, _step_errors
-from toolfold.runtime.core._config import RunConfig
+from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import Message
-from toolfold.runtime.core._reducer import reduce
+from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._loop import _run_failure, handed_off, transfer_called
@@ -75,6 +75,11 @@ class Node:
         transfers: Its handoff tools, by tool name.
         team: Every agent of the handoff graph this node belongs to, by
             agent name (shared by the graph's nodes; empty without handoffs).
+        sources: The agent's tool sources (MCP servers...), live: their
+            tools are listed by the ``<name>__list_tools`` activity when the
+            run starts (see `listed`).
+        sourced: After `listed`: the tools its sources listed, by tool name,
+            with what their call activity needs.
     """
 
     name: str
@@ -88,6 +93,8 @@ class Node:
     config: RunConfig | None = None
     transfers: Mapping[str, Transfer] = attrs.field(factory=dict)
     team: Mapping[str, Member] = attrs.field(factory=dict, eq=False, repr=False)
+    sources: tuple[Any, ...] = attrs.field(default=(), eq=False, repr=False)
+    sourced: Mapping[str, Sourced] = attrs.field(factory=dict)
 
     def running(self, state: RunState) -> Node:
         """The node of the agent that runs ``state`` now (another one after a handoff)."""
@@ -116,6 +123,73 @@ class Node:
         assert target.config is not None, "an agent's node has its configuration"
         event = handed_off(state, transfer.agent, target.config, transfer.input_filter)
         return target, reduce(state, event)
+
+
+Listing = tuple[tuple[Mapping[str, Any], ...], ...]
+"""What the ``<node>__list_tools`` activity records: one listing per tool source, in order."""
+
+
+@runtime_checkable
+class ListedSource(Protocol):
+    """A tool source a durable run can use: its listing is plain data, its tools are made from it.
+
+    `toolfold.mcp.MCPServer` is one. The listing is recorded in the
+    workflow's history; the workflow makes the run's tools from it (with
+    the source's approval policies) in workflow code, so `tools_from` must
+    be pure.
+    """
+
+    def listing(self) -> Sequence[Mapping[str, Any]]:
+        """The source's tools as plain data (opens it if needed)."""
+        ...
+
+    def tools_from(self, listed: Sequence[Mapping[str, Any]]) -> Sequence[Tool[..., Any]]:
+        """The tools of a listing (no I/O)."""
+        ...
+
+    def open(self) -> None:
+        """Make the tools callable."""
+
+    def close(self) -> None:
+        """Release what `open` took."""
+
+
+@attrs.frozen
+class Sourced:
+    """A tool a source listed: which source (its index in the agent's), and its listed entry."""
+
+    source: int
+    spec: Mapping[str, Any]
+
+
+def listed(node: Node, listing: Listing) -> Node:
+    """``node`` with the tools its sources listed, as a local run has them.
+
+    Deterministic (workflow code): the tools are made from the recorded
+    listing. Their order is a local run's: the agent's own tools, then the
+    sources', then the handoff tools.
+
+    Raises:
+        ToolDefinitionError: Two tools share a name (as a local run raises).
+    """
+    sourced: dict[str, Sourced] = {}
+    made: list[Tool[..., Any]] = []
+    for index, (source, entries) in enumerate(zip(node.sources, listing, strict=True)):
+        for entry in entries:
+            for tool in source.tools_from([entry]):
+                sourced[tool.name] = Sourced(index, entry)
+                made.append(tool)
+    own = [t for name, t in node.tools.items() if name not in node.transfers]
+    transfers = [t for name, t in node.tools.items() if name in node.transfers]
+    tools = to_tools((*own, *made, *transfers))
+    return attrs.evolve(node, tools=tools, sourced=sourced)
+
+
+def restarted(node: Node, state: RunState) -> RunState:
+    """The first state ``state`` would have been with ``node``'s listed tools in its config."""
+    specs = tuple(ToolSpec.from_tool(t) for t in node.tools.values())
+    config = attrs.evolve(state.config, tools=specs)
+    return initial_state(state.messages, config, run_id=state.run_id, agent=state.agent)
 
 
 @attrs.frozen
@@ -262,6 +336,7 @@ def _node(
         config=options.config,
         transfers=transfers,
         team=team,
+        sources=target._sources if isinstance(target, Agent) else (),
     )
 
 

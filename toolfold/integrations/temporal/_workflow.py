@@ -26,16 +26,18 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from toolfold._errors import RunError
+    from toolfold._errors import RunError, ToolDefinitionError
     from toolfold.integrations.temporal._activities import (
         ModelCallInput,
         OutputInput,
+        SourceCallInput,
         ToolCallInput,
+        list_activity_name,
         model_activity_name,
         output_activity_name,
         tool_activity_name,
     )
-    from toolfold.integrations.temporal._nested import Node, SubRunTool
+    from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
     from toolfold.runtime._resume import _nest as nest_answers
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
@@ -181,12 +183,16 @@ class AgentInput:
     """A workflow's input: which agent, and its state (built by the client, or carried).
 
     ``calls``: what a run that continued as new in the middle of a step
-    carries besides its state (see `CarriedCall`).
+    carries besides its state (see `CarriedCall`). ``listing``: what the
+    agent's tool sources listed, recorded when the run started; None for a
+    new run (or an agent without sources). Carried when the run continues as
+    new, so the new history has the same tools.
     """
 
     agent: str
     state: RunState
     calls: tuple[CarriedCall, ...] = ()
+    listing: Listing | None = None
 
 
 @attrs.frozen
@@ -220,6 +226,7 @@ class AgentWorkflow:
         self._state: RunState | None = None
         self._agent: Registered | None = None
         self._first_step = 0  # the top run's step when this history began
+        self._listing: Listing | None = None  # what the top agent's tool sources listed
         # The states of sub-runs in flight, by their path (tool name and call id per level).
         self._nested: dict[tuple[str, ...], RunState] = {}
         # Continuing as new: every part of the run stops at its next boundary (a
@@ -250,9 +257,13 @@ class AgentWorkflow:
         self._agent = agent
         self._first_step = given.state.step
         self._carried = {call.path: call for call in given.calls}
+        self._listing = given.listing
+        top = agent.node
+        if top.sources:
+            top = await self._sourced(agent, given)
         while True:
             try:
-                state = await self._drive(agent, agent.node, self._state, ())
+                state = await self._drive(agent, top, self._state, ())
             except RunError as exc:  # raised where a local run raises it: the run fails
                 if exc.state is not None:
                     self._state = exc.state  # the error's state, as the `state` query says
@@ -263,6 +274,32 @@ class AgentWorkflow:
                 _check_size(agent, "the run's result", state)
                 return state
             await workflow.wait_condition(lambda: self._phase() not in _WAITING)
+
+    async def _sourced(self, agent: Registered, given: AgentInput) -> Node:
+        """The top node with its sources' tools, listed now (a new run) or carried.
+
+        A new run lists them in the ``<agent>__list_tools`` activity and its
+        first state is remade with them, as a local run lists them before its
+        first state; the listing, recorded, gives the same tools on replay.
+        """
+        if self._listing is None:
+            self._listing = await workflow.execute_activity(
+                list_activity_name(agent.name),
+                result_type=Listing,
+                start_to_close_timeout=agent.settings.tool_timeout,
+                heartbeat_timeout=agent.settings.heartbeat_timeout,
+                retry_policy=agent.settings.retry_policy,
+            )
+            fresh = True
+        else:
+            fresh = False
+        try:
+            top = listed(agent.node, self._listing)
+        except ToolDefinitionError as exc:  # a listed tool clashes with another: as locally
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
+        if fresh:
+            self._state = restarted(top, given.state)
+        return top
 
     async def _drive(
         self, agent: Registered, node: Node, state: RunState, path: tuple[str, ...]
@@ -351,7 +388,7 @@ class AgentWorkflow:
         assert self._state is not None
         calls = [CarriedCall(path, event=event) for path, event in self._ended.items()]
         calls += [CarriedCall(path, deadline=at) for path, at in self._deadlines.items()]
-        carried = AgentInput(agent.name, self._view(self._state, ()), tuple(calls))
+        carried = AgentInput(agent.name, self._view(self._state, ()), tuple(calls), self._listing)
         if _size_over(agent, carried) is not None:  # it goes on in this history
             self._cannot_carry = True
             return
@@ -426,7 +463,10 @@ class AgentWorkflow:
             if sub is not None and (path or workflow.patched(NESTED_RUNS)):
                 return await self._sub_run(agent, node, sub, state, invocation, path)
             name = tool_activity_name(node.name, invocation.tool_name)
-            given = ToolCallInput(invocation, state.run_id, messages)
+            given: Any = ToolCallInput(invocation, state.run_id, messages)
+            sourced = node.sourced.get(invocation.tool_name)
+            if sourced is not None:  # a tool source's: the worker's dynamic activity
+                given = SourceCallInput(node.name, sourced.source, sourced.spec, given)
             return await self._tool_activity(agent, path, name, given)
 
         results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))

@@ -1,0 +1,59 @@
+"""Agents with MCP servers on Temporal: the listing and every call are activities, the state is a local run's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import temporal_app
+from conftest import DevServer
+from test_temporal import _lines, _run
+from test_temporal_handoffs import _approved, _replays, _scheduled
+
+
+def test_an_agent_with_an_mcp_server_runs_durably_like_a_local_run(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listed once in served__list_tools, each MCP call its own served__tool__<name>: the state is the local run's."""
+    durable, history = _run(temporal_app.served, "served-1", server, tmp_path, monkeypatch)
+    local = temporal_app.served.agent.run("go", run_id="served-1")
+    assert durable.state == local.state  # the listed tools in the config, results and errors
+    assert durable.text == local.text
+    assert durable.text.startswith("results: 5 | HI | Error: MCPError: MCP server 'served'")
+    assert durable.text.endswith(" | OWN")
+    assert [s.name for s in durable.state.config.tools] == ["record", "m_add", "m_shout", "m_fail"]
+    scheduled = _scheduled(history)
+    assert scheduled[:2] == ["served__list_tools", "served__model_request"]
+    tools = sorted(name for name in scheduled if "__tool__" in name)
+    assert tools == [f"served__tool__{n}" for n in ("m_add", "m_fail", "m_shout", "record")]
+    assert _lines(tmp_path).count("start served-1:1:3") == 2  # the durable run once, the local once
+    _replays(history)  # the recorded listing makes the same tools and first state
+
+
+def test_an_mcp_tools_approval_predicate_suspends_the_durable_run(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's requires_approval predicate decides in workflow code; approved, the call runs on the server."""
+
+    waiting, durable = _approved(
+        temporal_app.served, "big", "served-big", server, tmp_path, monkeypatch
+    )
+    assert [c.name for c in waiting.pending_approvals] == ["m_add"]
+    local = temporal_app.served.agent.run("big", run_id="served-big")
+    assert local.state.pending_approvals == waiting.pending_approvals
+    local = temporal_app.served.agent.resume(
+        local.state, approvals={c.id: True for c in local.state.pending_approvals}
+    )
+    assert durable.text == local.text == "results: 201"
+    assert durable.state == local.state
+
+
+def test_a_run_with_an_mcp_server_continues_as_new_with_its_listing(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continuing as new carries the recorded listing: the new history lists nothing and calls the same tools."""
+    durable, history = _run(temporal_app.served_chained, "served-c", server, tmp_path, monkeypatch)
+    local = temporal_app.served_chained.agent.run("go", run_id="served-c")
+    assert durable.state == local.state
+    assert _scheduled(history) == ["served_chained__model_request"]  # the last history: the answer
+    _replays(history)
