@@ -247,7 +247,7 @@ class Report:
         ledger: The server's ledger (see ``soak_server``).
         fds: Open file descriptors before the models were made and after they were closed.
         threads: Threads other than toolfold's tool workers, before and after.
-        workers: toolfold's tool worker threads serving calls after (a pool that lives for the
+        workers: The larger of toolfold's two tool thread pools after (each lives for the
             process; abandoned workers, still finishing a timed-out call, are left out).
         retained: Bytes allocated during the last round still alive after it.
         peak: The most bytes allocated during the last round alive at once.
@@ -266,9 +266,12 @@ class Report:
 def resources() -> tuple[int, int, int]:
     """This process's open file descriptors, threads and tool worker threads, after a collection.
 
-    The worker count leaves out abandoned workers: a timed-out sync tool's thread
-    cannot be stopped, its slot went to a new worker, and it ends when the tool
-    does (on a loaded machine that can be after the soak; it counted 37 of 32).
+    Two pools of up to 32 threads serve tools: blocking runs' ThreadPoolExecutor
+    ("toolfold-tool_N") and the async runs' workers ("toolfold-tool-N"); the worker
+    figure is the larger of the two. It counts the threads of the process's pool only
+    (the executor tests give each test a pool of its own, whose idle threads stay)
+    and leaves out abandoned workers: a timed-out sync tool's thread cannot be
+    stopped, its slot went to a new worker, and it ends when the tool does.
     """
     gc.collect()
     pool = _workers._WORKERS
@@ -276,8 +279,13 @@ def resources() -> tuple[int, int, int]:
     if pool is not None:
         with pool._lock:
             abandoned = len(pool._abandoned)
-    named = sum(t.name.startswith("toolfold-tool") for t in threading.enumerate())
-    return len(os.listdir("/proc/self/fd")), threading.active_count() - named, named - abandoned
+    threads = threading.enumerate()
+    pooled = sum(t.name.startswith("toolfold-tool_") for t in threads)
+    named = [t for t in threads if t.name.startswith("toolfold-tool-")]
+    # A live thread keeps its target (threading.Thread._target): the pool's bound method.
+    workers = sum(getattr(getattr(t, "_target", None), "__self__", None) is pool for t in named)
+    others = len(threads) - pooled - len(named)
+    return len(os.listdir("/proc/self/fd")), others, max(pooled, workers - abandoned)
 
 
 def soak(url: str, backend: str, runs: int, rounds: int = 2, seed: int = 8) -> Report:
