@@ -803,6 +803,27 @@ served = TemporalAgent(
 served_chained = TemporalAgent(
     served.agent, name="served_chained", settings=attrs.evolve(SETTINGS, continue_as_new_steps=1)
 )
+# Below the top: the same MCP agent as a workflow step, and as an agent used as a tool.
+served_step = TemporalAgent(Sequence(served.agent, last, name="served_step"), settings=SETTINGS)
+served_step_chained = TemporalAgent(
+    served_step.agent,
+    name="served_step_chained",
+    settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
+)
+
+
+def _ask_served(request: ModelRequest) -> Any:
+    """Hand the prompt to the MCP agent (used as a tool), then answer with what it said."""
+    done = _results(request)
+    if done:
+        return "boss: " + done[0]
+    return FunctionModel.call("served", {"input": request.messages[0].text})
+
+
+served_boss = TemporalAgent(
+    Agent(FunctionModel(_ask_served), tools=[served.agent.as_tool()], name="served_boss"),
+    settings=SETTINGS,
+)
 
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
@@ -810,7 +831,7 @@ AGENTS = [
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
     *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain),
-    *(served, served_chained),
+    *(served, served_chained, served_step, served_step_chained, served_boss),
 ]
 
 

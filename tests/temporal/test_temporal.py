@@ -152,6 +152,17 @@ def test_activity_names_are_pinned() -> None:
     assert names(temporal_app.served) == {
         *("served__model_request", "served__tool__record", "served__list_tools"),
     }
+    # Below the top (a workflow step's agent, an agent used as a tool): under the sub-run's node.
+    assert {n for n in names(temporal_app.served_step) if n.startswith("served_step.")} == {
+        "served_step.served__list_tools",
+        "served_step.served__model_request",
+        "served_step.served__tool__record",
+    }
+    assert {n for n in names(temporal_app.served_boss) if n.startswith("served_boss.")} == {
+        "served_boss.served__list_tools",
+        "served_boss.served__model_request",
+        "served_boss.served__tool__record",
+    }
     assert WORKFLOW_NAME == "toolfold_agent"
 
 
@@ -465,7 +476,7 @@ def test_provider_errors_map_to_temporal_retries(
 
 
 def test_temporal_agent_refuses_what_it_cannot_run() -> None:
-    """Tool sources (at any depth, handoff targets included), names with '__' and nameless agents are refused up front."""
+    """Tool sources of a handoff target, names with '__' and nameless agents are refused up front."""
     model = temporal_app.steps.agent.model
     sourced = Agent(model, name="billing", tools=[MCPServerStdio("never-started")])
     with pytest.raises(UsageError, match="agent 'billing': tool sources"):

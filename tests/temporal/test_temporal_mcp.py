@@ -10,6 +10,8 @@ from conftest import DevServer
 from test_temporal import _lines, _run
 from test_temporal_handoffs import _approved, _replays, _scheduled
 
+from toolfold.integrations.temporal import TemporalAgent
+
 
 def test_an_agent_with_an_mcp_server_runs_durably_like_a_local_run(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -56,4 +58,64 @@ def test_a_run_with_an_mcp_server_continues_as_new_with_its_listing(
     local = temporal_app.served_chained.agent.run("go", run_id="served-c")
     assert durable.state == local.state
     assert _scheduled(history) == ["served_chained__model_request"]  # the last history: the answer
+    _replays(history)
+
+
+@pytest.mark.parametrize(
+    ("agent", "answer"),
+    [(temporal_app.served_step, "last(results: "), (temporal_app.served_boss, "boss: results: ")],
+    ids=["step", "as_tool"],
+)
+def test_an_mcp_agent_below_the_top_runs_durably_like_a_local_run(
+    agent: TemporalAgent,
+    answer: str,
+    server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A workflow step's or a sub-agent's MCP servers are listed in <node>__list_tools as the sub-run starts: the state is the local run's."""
+    run_id = f"{agent.name}-1"
+    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
+    local = agent.agent.run("go", run_id=run_id)
+    assert durable.state == local.state  # the sub-run's listed tools in its config, its results
+    assert durable.text == local.text
+    assert durable.text.startswith(answer + "5 | HI | Error: MCPError: MCP server 'served'")
+    sub = f"{agent.name}.served"
+    scheduled = _scheduled(history)
+    assert scheduled[:3] == [
+        f"{agent.name}__model_request",
+        f"{sub}__list_tools",  # when the sub-run starts, before its first model request
+        f"{sub}__model_request",
+    ]
+    assert scheduled.count(f"{sub}__list_tools") == 1
+    tools = sorted(name for name in scheduled if name.startswith(f"{sub}__tool__"))
+    assert tools == [f"{sub}__tool__{n}" for n in ("m_add", "m_fail", "m_shout", "record")]
+    _replays(history)  # the recorded listing makes the same tools and first state
+
+
+def test_an_mcp_approval_inside_a_workflow_step_suspends_and_resumes_with_its_listing(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step's server predicate suspends the whole run; resumed, the sub-run calls the listed tool (listed once)."""
+    agent = temporal_app.served_step
+    waiting, durable = _approved(agent, "big", "served-step-big", server, tmp_path, monkeypatch)
+    local = agent.agent.run("big", run_id="served-step-big")
+    assert waiting == local.state
+    assert [c.name for c in waiting.pending_approvals] == ["m_add"]
+    local = agent.agent.resume(
+        local.state, approvals={c.id: True for c in local.state.pending_approvals}
+    )
+    assert durable.text == local.text == "last(results: 201)"
+    assert durable.state == local.state
+
+
+def test_a_step_with_an_mcp_server_continues_as_new_with_its_sub_runs_listing(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continuing as new inside the step carries the sub-run's listing: it goes on with the same tools."""
+    agent = temporal_app.served_step_chained
+    durable, history = _run(agent, "served-step-c", server, tmp_path, monkeypatch)
+    local = agent.agent.run("go", run_id="served-step-c")
+    assert durable.state == local.state
+    assert "list_tools" not in " ".join(_scheduled(history))  # the last history lists nothing
     _replays(history)
