@@ -32,24 +32,6 @@ def test_an_agent_with_an_mcp_server_runs_durably_like_a_local_run(
     _replays(history)  # the recorded listing makes the same tools and first state
 
 
-def test_an_mcp_tools_approval_predicate_suspends_the_durable_run(
-    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The server's requires_approval predicate decides in workflow code; approved, the call runs on the server."""
-
-    waiting, durable = _approved(
-        temporal_app.served, "big", "served-big", server, tmp_path, monkeypatch
-    )
-    assert [c.name for c in waiting.pending_approvals] == ["m_add"]
-    local = temporal_app.served.agent.run("big", run_id="served-big")
-    assert local.state.pending_approvals == waiting.pending_approvals
-    local = temporal_app.served.agent.resume(
-        local.state, approvals={c.id: True for c in local.state.pending_approvals}
-    )
-    assert durable.text == local.text == "results: 201"
-    assert durable.state == local.state
-
-
 def test_a_run_with_an_mcp_server_continues_as_new_with_its_listing(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,19 +75,28 @@ def test_an_mcp_agent_below_the_top_runs_durably_like_a_local_run(
     _replays(history)  # the recorded listing makes the same tools and first state
 
 
-def test_an_mcp_approval_inside_a_workflow_step_suspends_and_resumes_with_its_listing(
-    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("agent", "answer"),
+    [(temporal_app.served, "results: 201"), (temporal_app.served_step, "last(results: 201)")],
+    ids=["top", "step"],
+)
+def test_an_mcp_tools_approval_predicate_suspends_the_durable_run(
+    agent: TemporalAgent,
+    answer: str,
+    server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The step's server predicate suspends the whole run; resumed, the sub-run calls the listed tool (listed once)."""
-    agent = temporal_app.served_step
-    waiting, durable = _approved(agent, "big", "served-step-big", server, tmp_path, monkeypatch)
-    local = agent.agent.run("big", run_id="served-step-big")
-    assert waiting == local.state
+    """The server's requires_approval predicate decides in workflow code (in a step too); approved, the listed tool runs."""
+    run_id = f"{agent.name}-big"
+    waiting, durable = _approved(agent, "big", run_id, server, tmp_path, monkeypatch)
     assert [c.name for c in waiting.pending_approvals] == ["m_add"]
+    local = agent.agent.run("big", run_id=run_id)
+    assert waiting == local.state  # a step's sub-run waits inside the call, with its tools
     local = agent.agent.resume(
         local.state, approvals={c.id: True for c in local.state.pending_approvals}
     )
-    assert durable.text == local.text == "last(results: 201)"
+    assert durable.text == local.text == answer
     assert durable.state == local.state
 
 
