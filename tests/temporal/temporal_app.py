@@ -825,6 +825,29 @@ served_boss = TemporalAgent(
     settings=SETTINGS,
 )
 
+
+def _served_triage(request: ModelRequest) -> Any:
+    """Hand to billing; once handed back, add on the MCP server; then answer."""
+    done = _results(request)
+    if "Transferred to triage." not in done:
+        return FunctionModel.call("transfer_to_billing", {})
+    if "5" not in done:
+        return FunctionModel.call("m_add", {"a": 2, "b": 3})
+    return "sorted: " + ",".join(done)
+
+
+def _served_triage_agent() -> Agent:
+    """A first agent with an MCP server in a handoff graph: billing hands the run back to it."""
+    billing = Agent(FunctionModel(_billing), tools=[record], name="billing", handoffs=["triage"])
+    tools = [_served_tools()]
+    return Agent(FunctionModel(_served_triage), tools=tools, name="triage", handoffs=[billing])
+
+
+served_desk = TemporalAgent(_served_triage_agent(), name="served_desk", settings=SETTINGS)
+served_handed = TemporalAgent(
+    Sequence(_served_triage_agent(), name="served_handed"), settings=SETTINGS
+)
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -832,6 +855,7 @@ AGENTS = [
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
     *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain),
     *(served, served_chained, served_step, served_step_chained, served_boss),
+    *(served_desk, served_handed),
 ]
 
 

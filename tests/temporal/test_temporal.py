@@ -163,6 +163,9 @@ def test_activity_names_are_pinned() -> None:
         "served_boss.served__model_request",
         "served_boss.served__tool__record",
     }
+    # The first agent of a handoff graph lists under its node (the targets' cannot have sources).
+    assert "served_desk__list_tools" in names(temporal_app.served_desk)
+    assert "served_handed.triage__list_tools" in names(temporal_app.served_handed)
     assert WORKFLOW_NAME == "toolfold_agent"
 
 

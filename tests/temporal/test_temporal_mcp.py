@@ -110,3 +110,30 @@ def test_a_step_with_an_mcp_server_continues_as_new_with_its_sub_runs_listing(
     assert durable.state == local.state
     assert "list_tools" not in " ".join(_scheduled(history))  # the last history lists nothing
     _replays(history)
+
+
+@pytest.mark.parametrize(
+    ("agent", "node"),
+    [
+        (temporal_app.served_desk, "served_desk"),
+        (temporal_app.served_handed, "served_handed.triage"),
+    ],
+    ids=["top", "step"],
+)
+def test_a_handoff_back_to_an_mcp_agent_keeps_its_listed_tools(
+    agent: TemporalAgent,
+    node: str,
+    server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """triage (MCP) -> billing -> triage: handed back, triage calls the tool it listed, and its config has them, as locally."""
+    run_id = f"{agent.name}-1"
+    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
+    local = agent.agent.run("go", run_id=run_id)
+    assert durable.state == local.state  # the config after the handoff back lists the MCP tools
+    assert durable.text.endswith("Transferred to triage.,5")
+    scheduled = _scheduled(history)
+    assert scheduled.count(f"{node}__list_tools") == 1  # listed once, kept across the handoffs
+    assert f"{node}__tool__m_add" in scheduled
+    _replays(history)

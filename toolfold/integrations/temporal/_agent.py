@@ -380,11 +380,10 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
                 "(a durable run records its listing: it needs listing() and tools_from(), "
                 "as toolfold.mcp's servers have)"
             )
-        if each is not top and each.team:
+        if each.team and each.name.endswith(f"@{target.name}"):  # reached by a handoff
             raise UsageError(
-                f"{label}: tool sources (MCP servers...) of an agent in a handoff graph below "
-                "the top agent are not supported on Temporal yet (a workflow step's or an "
-                "agent used as a tool's are, when it has no handoffs)"
+                f"{label}: tool sources (MCP servers...) of a handoff target are not "
+                "supported on Temporal yet (the first agent's of a handoff graph are)"
             )
     if isinstance(agent, Agent) and isinstance(agent.model, str):
         return agent.evolve(model=durable_model(agent))

@@ -167,7 +167,9 @@ def listed(node: Node, listing: Listing) -> Node:
 
     Deterministic (workflow code): the tools are made from the recorded
     listing. Their order is a local run's: the agent's own tools, then the
-    sources', then the handoff tools.
+    sources', then the handoff tools. In a handoff graph, the graph's other
+    nodes hand back to this node (the listed one), whose configuration has
+    the listed tools, as a local run reuses the sources it opened.
 
     Raises:
         ToolDefinitionError: Two tools share a name (as a local run raises).
@@ -182,13 +184,23 @@ def listed(node: Node, listing: Listing) -> Node:
     own = [t for name, t in node.tools.items() if name not in node.transfers]
     transfers = [t for name, t in node.tools.items() if name in node.transfers]
     tools = to_tools((*own, *made, *transfers))
-    return attrs.evolve(node, tools=tools, sourced=sourced)
+    config = node.config
+    if config is not None:
+        config = attrs.evolve(config, tools=tuple(ToolSpec.from_tool(t) for t in tools.values()))
+    made_node = attrs.evolve(node, tools=tools, sourced=sourced, config=config)
+    if node.agent is None or node.agent not in node.team:
+        return made_node
+    team: dict[str, Member] = {}  # the graph again, with this node listed (filled below)
+    for name, member in node.team.items():
+        each = made_node if name == node.agent else member.node
+        team[name] = Member(attrs.evolve(each, team=team), member.agent)
+    return team[node.agent].node
 
 
 def restarted(node: Node, state: RunState) -> RunState:
     """The first state ``state`` would have been with ``node``'s listed tools in its config."""
     specs = tuple(ToolSpec.from_tool(t) for t in node.tools.values())
-    config = attrs.evolve(state.config, tools=specs)
+    config = attrs.evolve(state.config, tools=specs)  # its instructions may be a step's, rendered
     return initial_state(state.messages, config, run_id=state.run_id, agent=state.agent)
 
 
