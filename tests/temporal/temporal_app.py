@@ -844,6 +844,32 @@ def _served_triage_agent() -> Agent:
 
 
 served_desk = TemporalAgent(_served_triage_agent(), name="served_desk", settings=SETTINGS)
+
+
+def _served_billing(request: ModelRequest) -> Any:
+    """Billing with an MCP server: adds on it, then hands back to triage."""
+    if "5" not in _results(request):
+        return FunctionModel.call("m_add", {"a": 2, "b": 3})
+    return FunctionModel.call("transfer_to_triage", {})
+
+
+def _served_billing_agent() -> Agent:
+    """A handoff target with an MCP server: listed when the run reaches it."""
+    billing = Agent(
+        FunctionModel(_served_billing), tools=[_served_tools()], name="billing", handoffs=["triage"]
+    )
+    return Agent(FunctionModel(_triage), name="triage", handoffs=[billing])
+
+
+served_billing = TemporalAgent(_served_billing_agent(), name="served_billing", settings=SETTINGS)
+served_billing_chained = TemporalAgent(
+    served_billing.agent,
+    name="served_billing_chained",
+    settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
+)
+served_billing_step = TemporalAgent(
+    Sequence(_served_billing_agent(), name="served_billing_step"), settings=SETTINGS
+)
 served_handed = TemporalAgent(
     Sequence(_served_triage_agent(), name="served_handed"), settings=SETTINGS
 )
@@ -855,7 +881,7 @@ AGENTS = [
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
     *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain),
     *(served, served_chained, served_step, served_step_chained, served_boss),
-    *(served_desk, served_handed),
+    *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
 ]
 
 

@@ -100,13 +100,18 @@ def test_an_mcp_tools_approval_predicate_suspends_the_durable_run(
     assert durable.state == local.state
 
 
-def test_a_step_with_an_mcp_server_continues_as_new_with_its_sub_runs_listing(
-    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "agent",
+    [temporal_app.served_step_chained, temporal_app.served_billing_chained],
+    ids=["step", "handoff-target"],
+)
+def test_a_run_continues_as_new_with_the_listings_of_its_sub_runs_and_handoff_targets(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Continuing as new inside the step carries the sub-run's listing: it goes on with the same tools."""
-    agent = temporal_app.served_step_chained
-    durable, history = _run(agent, "served-step-c", server, tmp_path, monkeypatch)
-    local = agent.agent.run("go", run_id="served-step-c")
+    """Continuing as new after every model call carries the step's or the target's listing: it goes on with the same tools."""
+    run_id = f"{agent.name}-c"
+    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
+    local = agent.agent.run("go", run_id=run_id)
     assert durable.state == local.state
     assert "list_tools" not in " ".join(_scheduled(history))  # the last history lists nothing
     _replays(history)
@@ -117,23 +122,28 @@ def test_a_step_with_an_mcp_server_continues_as_new_with_its_sub_runs_listing(
     [
         (temporal_app.served_desk, "served_desk"),
         (temporal_app.served_handed, "served_handed.triage"),
+        (temporal_app.served_billing, "served_billing@billing"),
+        (temporal_app.served_billing_step, "served_billing_step.triage@billing"),
     ],
-    ids=["top", "step"],
+    ids=["first-top", "first-step", "target-top", "target-step"],
 )
-def test_a_handoff_back_to_an_mcp_agent_keeps_its_listed_tools(
+def test_an_mcp_agent_in_a_handoff_graph_runs_durably_like_a_local_run(
     agent: TemporalAgent,
     node: str,
     server: DevServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """triage (MCP) -> billing -> triage: handed back, triage calls the tool it listed, and its config has them, as locally."""
+    """triage -> billing -> triage, one of them with an MCP server: listed once (a target when reached), the state is the local run's."""
     run_id = f"{agent.name}-1"
     durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
     local = agent.agent.run("go", run_id=run_id)
-    assert durable.state == local.state  # the config after the handoff back lists the MCP tools
-    assert durable.text.endswith("Transferred to triage.,5")
+    assert durable.state == local.state  # each agent's config after a handoff lists its tools
+    assert durable.text == local.text
+    assert "5" in durable.text  # the MCP tool's result
     scheduled = _scheduled(history)
     assert scheduled.count(f"{node}__list_tools") == 1  # listed once, kept across the handoffs
+    listed_at = scheduled.index(f"{node}__list_tools")
+    assert scheduled.index(f"{node}__model_request") > listed_at  # before the agent's first step
     assert f"{node}__tool__m_add" in scheduled
     _replays(history)

@@ -368,8 +368,7 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     reaches; any depth) are checked too: the workflow drives them with the
     same loop.
     """
-    top = node("top", agent)
-    for each, target in [(top, agent), *walk(top)]:
+    for target in [agent, *(target for _, target in walk(node("top", agent)))]:
         if not isinstance(target, Agent) or not target._sources:
             continue
         label = f"agent {target.name!r}" if target.name else "an agent"
@@ -379,11 +378,6 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
                 f"{label}: tool source {unlisted[0]!r} cannot run on Temporal "
                 "(a durable run records its listing: it needs listing() and tools_from(), "
                 "as toolfold.mcp's servers have)"
-            )
-        if each.team and each.name.endswith(f"@{target.name}"):  # reached by a handoff
-            raise UsageError(
-                f"{label}: tool sources (MCP servers...) of a handoff target are not "
-                "supported on Temporal yet (the first agent's of a handoff graph are)"
             )
     if isinstance(agent, Agent) and isinstance(agent.model, str):
         return agent.evolve(model=durable_model(agent))

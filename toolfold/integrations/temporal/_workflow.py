@@ -230,7 +230,8 @@ class AgentWorkflow:
         self._agent: Registered | None = None
         self._first_step = 0  # the top run's step when this history began
         self._listing: Listing | None = None  # what the top agent's tool sources listed
-        # What the sources of the sub-runs' agents listed, by the call's path, while they run.
+        # What the sources of the sub-runs' agents listed, by the call's path, while they
+        # run; and those of the handoff targets a run reached, by its path and "@<agent>".
         self._listings: dict[tuple[str, ...], Listing] = {}
         # The states of sub-runs in flight, by their path (tool name and call id per level).
         self._nested: dict[tuple[str, ...], RunState] = {}
@@ -264,12 +265,11 @@ class AgentWorkflow:
         self._carried = {call.path: call for call in given.calls}
         self._listing = given.listing
         self._listings = {c.path: c.listing for c in given.calls if c.listing is not None}
-        top = agent.node
-        if top.sources:
-            top = await self._sourced(agent, given)
+        if agent.node.sources:
+            await self._sourced(agent, given)
         while True:
             try:
-                state = await self._drive(agent, top, self._state, ())
+                state = await self._drive(agent, agent.node, self._state, ())
             except RunError as exc:  # raised where a local run raises it: the run fails
                 if exc.state is not None:
                     self._state = exc.state  # the error's state, as the `state` query says
@@ -281,8 +281,8 @@ class AgentWorkflow:
                 return state
             await workflow.wait_condition(lambda: self._phase() not in _WAITING)
 
-    async def _sourced(self, agent: Registered, given: AgentInput) -> Node:
-        """The top node with its sources' tools, listed now (a new run) or carried.
+    async def _sourced(self, agent: Registered, given: AgentInput) -> None:
+        """List the top agent's sources' tools now (a new run), or check the carried listing.
 
         A new run lists them in the ``<agent>__list_tools`` activity and its
         first state is remade with them, as a local run lists them before its
@@ -299,7 +299,6 @@ class AgentWorkflow:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
         if fresh:
             self._state = restarted(top, given.state)
-        return top
 
     async def _list_tools(self, agent: Registered, node: Node) -> Listing:
         """What ``node``'s tool sources list, from its ``<node>__list_tools`` activity (recorded)."""
@@ -325,11 +324,25 @@ class AgentWorkflow:
             RunError: Where a local run raises it (a tool failed with
                 ``on_tool_error="raise"``, a handoff's input filter raised).
         """
-        node = node.running(state)  # a run handed off before it waited or continued as new
+        first = node  # the first agent's node, as registered (its sources unlisted)
+        node = self._listed(first, path).running(state)  # a run handed off before it waited
         while True:
             self._publish(path, state)
             effect = next_effect(state)
             if isinstance(effect, CallModel):
+                target = node.handing_to(state)
+                if target is not None and target.sources and target.agent != first.agent:
+                    key = (*path, f"@{target.agent}")
+                    if key not in self._listings:  # listed once per run, as locally opened once
+                        self._listings[key] = await self._list_tools(agent, target)
+                        try:
+                            node = self._listed(first, path).running(state)
+                        except ToolDefinitionError as exc:  # as locally: the run raises it
+                            if path:
+                                raise
+                            raise ApplicationError(
+                                str(exc), type=type(exc).__name__, non_retryable=True
+                            ) from None
                 switched = node.hand_off(state)
                 if switched is not None:  # the step asked for a handoff: the next agent goes on
                     node, state = switched
@@ -351,6 +364,18 @@ class AgentWorkflow:
                 state = reduce(state, _validate(node, effect))
             else:  # waiting for answers, or over
                 return state
+
+    def _listed(self, first: Node, path: tuple[str, ...]) -> Node:
+        """``first`` with the tools its sources, and those of the handoff targets reached, listed."""
+        listing = self._listing if not path else self._listings.get(path)
+        targets = {
+            key[-1][1:]: listed_
+            for key, listed_ in self._listings.items()
+            if key[:-1] == path and key[-1].startswith("@")
+        }
+        if listing is None and not targets:
+            return first
+        return listed(first, listing if first.sources else None, targets)
 
     def _publish(self, path: tuple[str, ...], state: RunState) -> None:
         if path:
@@ -575,9 +600,8 @@ class AgentWorkflow:
                         "of its tool sources",
                         non_retryable=True,
                     )
-                runs = listed(runs, listing)
-                if fresh:
-                    child = restarted(runs, child)
+                if fresh:  # (a listing the run cannot use raises here, as locally)
+                    child = restarted(listed(runs, listing), child)
             if timeout is None or not workflow.patched(NESTED_TIMEOUTS):
                 child = await self._drive(agent, runs, child, here)
             else:
@@ -607,8 +631,9 @@ class AgentWorkflow:
             return ToolReturned(call.id, f"Error: {describe_exception(exc)}", True, "error")
         finally:
             self._nested.pop(here, None)
-            if not suspended:
-                self._listings.pop(here, None)
+            if not suspended:  # its listings and those of the handoff targets it reached
+                for key in [k for k in self._listings if k[: len(here)] == here]:
+                    del self._listings[key]
         if sub.output is not None and child.phase == "finished":
             # as_tool(output=...): the user's function, run once in its activity
             # and recorded, as a local run records what it gave.
