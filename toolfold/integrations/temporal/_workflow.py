@@ -173,6 +173,9 @@ class CarriedCall:
         deadline: When its sub-run times out (workflow time, in seconds).
         listing: What the tool sources of its sub-run's agent listed when
             the sub-run started (the sub-run goes on with the same tools).
+            A path that ends with ``"@<agent>"`` carries only this: what
+            that handoff target listed when the run at the rest of the path
+            reached it.
     """
 
     path: tuple[str, ...]
