@@ -37,6 +37,7 @@ from toolfold import (
     RunContext,
     Sequence,
     Task,
+    Tool,
     tool,
 )
 from toolfold.integrations.temporal import (
@@ -804,13 +805,35 @@ served_chained = TemporalAgent(
     served.agent, name="served_chained", settings=attrs.evolve(SETTINGS, continue_as_new_steps=1)
 )
 
+ASK_USER = Tool(
+    "ask_user",
+    "Ask the user a question (a manual tool: the caller answers it).",
+    {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]},
+)
+
+
+def _asking(request: ModelRequest) -> Any:
+    done = _results(request)
+    if not done:
+        return [
+            FunctionModel.call("record", {"text": "asked"}),
+            FunctionModel.call("ask_user", {"question": "which city?"}),
+        ]
+    return "the user said: " + " / ".join(done)
+
+
+asking = TemporalAgent(
+    Agent(FunctionModel(_asking), tools=[record, ASK_USER], name="asking"), settings=SETTINGS
+)
+
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
     *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain),
-    *(served, served_chained),
+    *(served, served_chained, asking),
 ]
 
 
