@@ -70,6 +70,26 @@ def test_input_filter_rewrites_the_conversation() -> None:
     assert [m.role for m in response.messages] == ["user", "assistant"]
 
 
+def test_a_handoff_tools_name_and_description_are_overridable() -> None:
+    """Handoff(name=, description=) is what the model is offered, and the call still transfers."""
+    offered: list[tuple[str, str]] = []
+
+    def reply(request):  # type: ignore[no-untyped-def]
+        offered.extend((t.name, t.description) for t in request.tools)
+        return call("escalate", {}) if len(offered) == 1 else "never reached"
+
+    target = Agent(FunctionModel(lambda r: "handled"), name="senior", instructions="Be senior.")
+    source = Agent(
+        FunctionModel(reply),
+        name="junior",
+        handoffs=[Handoff(target, name="escalate", description="Pass hard cases up.")],
+    )
+    response = source.run("hard case")
+    assert offered == [("escalate", "Pass hard cases up.")]
+    assert response.agent == "senior"
+    assert response.text == "handled"
+
+
 def test_handoff_cycle_is_bounded_by_max_steps() -> None:
     """Two agents handing to each other forever stop at max_steps."""
     pong = Agent(

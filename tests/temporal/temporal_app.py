@@ -37,6 +37,7 @@ from toolfold import (
     RunContext,
     Sequence,
     Task,
+    Tool,
     tool,
 )
 from toolfold.integrations.temporal import (
@@ -874,6 +875,28 @@ served_handed = TemporalAgent(
     Sequence(_served_triage_agent(), name="served_handed"), settings=SETTINGS
 )
 
+ASK_USER = Tool(
+    "ask_user",
+    "Ask the user a question (a manual tool: the caller answers it).",
+    {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]},
+)
+
+
+def _asking(request: ModelRequest) -> Any:
+    done = _results(request)
+    if not done:
+        return [
+            FunctionModel.call("record", {"text": "asked"}),
+            FunctionModel.call("ask_user", {"question": "which city?"}),
+        ]
+    return "the user said: " + " / ".join(done)
+
+
+asking = TemporalAgent(
+    Agent(FunctionModel(_asking), tools=[record, ASK_USER], name="asking"), settings=SETTINGS
+)
+
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -882,6 +905,7 @@ AGENTS = [
     *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain),
     *(served, served_chained, served_step, served_step_chained, served_boss),
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
+    asking,
 ]
 
 

@@ -49,9 +49,11 @@ from toolfold import (
     NotFoundError,
     ProviderError,
     RateLimitError,
+    Response,
     RunError,
     Sequence,
     TextDelta,
+    ToolResultPart,
     UsageError,
     WorkflowResponse,
 )
@@ -456,6 +458,33 @@ def test_denied_call_never_runs(
 
     assert "not today" in asyncio.run(go())
     assert not (tmp_path / "tools.log").exists()
+
+
+def test_a_manual_tool_call_suspends_the_run_until_the_caller_provides_its_result(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call to a tool without a function suspends the durable run; provide() ends it as a local resume."""
+
+    async def go() -> tuple[RunState, Response]:
+        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+            handle = await temporal_app.asking.start(client, "go", id="ask-1", task_queue=queue)
+            waiting = await handle.suspended()
+            [call] = waiting.pending_calls
+            await handle.provide([ToolResultPart(call.call.id, "ask_user", "Paris")])
+            return waiting, await handle.result()
+
+    waiting, response = asyncio.run(go())
+    assert waiting.phase == "awaiting_tool_results"
+    assert [c.call.name for c in waiting.pending_calls] == ["ask_user"]
+    assert response.text == "the user said: ASKED / Paris"
+    # The function tool beside it ran once, before the run suspended, and never again.
+    assert (tmp_path / "tools.log").read_text(encoding="utf-8").count("start") == 1
+    local = temporal_app.asking.agent.run("go", run_id="ask-1")
+    assert local.finish_reason == "tool_calls"
+    resumed = temporal_app.asking.agent.resume(
+        local.state, tool_results={local.state.pending_calls[0].call.id: "Paris"}
+    )
+    assert response.state == resumed.state
 
 
 def test_provider_errors_map_to_temporal_retries(
