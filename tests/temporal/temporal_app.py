@@ -804,6 +804,76 @@ served = TemporalAgent(
 served_chained = TemporalAgent(
     served.agent, name="served_chained", settings=attrs.evolve(SETTINGS, continue_as_new_steps=1)
 )
+# Below the top: the same MCP agent as a workflow step, and as an agent used as a tool.
+served_step = TemporalAgent(Sequence(served.agent, last, name="served_step"), settings=SETTINGS)
+served_step_chained = TemporalAgent(
+    served_step.agent,
+    name="served_step_chained",
+    settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
+)
+
+
+def _ask_served(request: ModelRequest) -> Any:
+    """Hand the prompt to the MCP agent (used as a tool), then answer with what it said."""
+    done = _results(request)
+    if done:
+        return "boss: " + done[0]
+    return FunctionModel.call("served", {"input": request.messages[0].text})
+
+
+served_boss = TemporalAgent(
+    Agent(FunctionModel(_ask_served), tools=[served.agent.as_tool()], name="served_boss"),
+    settings=SETTINGS,
+)
+
+
+def _served_triage(request: ModelRequest) -> Any:
+    """Hand to billing; once handed back, add on the MCP server; then answer."""
+    done = _results(request)
+    if "Transferred to triage." not in done:
+        return FunctionModel.call("transfer_to_billing", {})
+    if "5" not in done:
+        return FunctionModel.call("m_add", {"a": 2, "b": 3})
+    return "sorted: " + ",".join(done)
+
+
+def _served_triage_agent() -> Agent:
+    """A first agent with an MCP server in a handoff graph: billing hands the run back to it."""
+    billing = Agent(FunctionModel(_billing), tools=[record], name="billing", handoffs=["triage"])
+    tools = [_served_tools()]
+    return Agent(FunctionModel(_served_triage), tools=tools, name="triage", handoffs=[billing])
+
+
+served_desk = TemporalAgent(_served_triage_agent(), name="served_desk", settings=SETTINGS)
+
+
+def _served_billing(request: ModelRequest) -> Any:
+    """Billing with an MCP server: adds on it, then hands back to triage."""
+    if "5" not in _results(request):
+        return FunctionModel.call("m_add", {"a": 2, "b": 3})
+    return FunctionModel.call("transfer_to_triage", {})
+
+
+def _served_billing_agent() -> Agent:
+    """A handoff target with an MCP server: listed when the run reaches it."""
+    billing = Agent(
+        FunctionModel(_served_billing), tools=[_served_tools()], name="billing", handoffs=["triage"]
+    )
+    return Agent(FunctionModel(_triage), name="triage", handoffs=[billing])
+
+
+served_billing = TemporalAgent(_served_billing_agent(), name="served_billing", settings=SETTINGS)
+served_billing_chained = TemporalAgent(
+    served_billing.agent,
+    name="served_billing_chained",
+    settings=attrs.evolve(SETTINGS, continue_as_new_steps=1),
+)
+served_billing_step = TemporalAgent(
+    Sequence(_served_billing_agent(), name="served_billing_step"), settings=SETTINGS
+)
+served_handed = TemporalAgent(
+    Sequence(_served_triage_agent(), name="served_handed"), settings=SETTINGS
+)
 
 ASK_USER = Tool(
     "ask_user",
@@ -833,7 +903,9 @@ AGENTS = [
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
     *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain),
-    *(served, served_chained, asking),
+    *(served, served_chained, served_step, served_step_chained, served_boss),
+    *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
+    asking,
 ]
 
 

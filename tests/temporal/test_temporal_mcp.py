@@ -10,6 +10,8 @@ from conftest import DevServer
 from test_temporal import _lines, _run
 from test_temporal_handoffs import _approved, _replays, _scheduled
 
+from toolfold.integrations.temporal import TemporalAgent
+
 
 def test_an_agent_with_an_mcp_server_runs_durably_like_a_local_run(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -30,24 +32,6 @@ def test_an_agent_with_an_mcp_server_runs_durably_like_a_local_run(
     _replays(history)  # the recorded listing makes the same tools and first state
 
 
-def test_an_mcp_tools_approval_predicate_suspends_the_durable_run(
-    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The server's requires_approval predicate decides in workflow code; approved, the call runs on the server."""
-
-    waiting, durable = _approved(
-        temporal_app.served, "big", "served-big", server, tmp_path, monkeypatch
-    )
-    assert [c.name for c in waiting.pending_approvals] == ["m_add"]
-    local = temporal_app.served.agent.run("big", run_id="served-big")
-    assert local.state.pending_approvals == waiting.pending_approvals
-    local = temporal_app.served.agent.resume(
-        local.state, approvals={c.id: True for c in local.state.pending_approvals}
-    )
-    assert durable.text == local.text == "results: 201"
-    assert durable.state == local.state
-
-
 def test_a_run_with_an_mcp_server_continues_as_new_with_its_listing(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -56,4 +40,110 @@ def test_a_run_with_an_mcp_server_continues_as_new_with_its_listing(
     local = temporal_app.served_chained.agent.run("go", run_id="served-c")
     assert durable.state == local.state
     assert _scheduled(history) == ["served_chained__model_request"]  # the last history: the answer
+    _replays(history)
+
+
+@pytest.mark.parametrize(
+    ("agent", "answer"),
+    [(temporal_app.served_step, "last(results: "), (temporal_app.served_boss, "boss: results: ")],
+    ids=["step", "as_tool"],
+)
+def test_an_mcp_agent_below_the_top_runs_durably_like_a_local_run(
+    agent: TemporalAgent,
+    answer: str,
+    server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A workflow step's or a sub-agent's MCP servers are listed in <node>__list_tools as the sub-run starts: the state is the local run's."""
+    run_id = f"{agent.name}-1"
+    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
+    local = agent.agent.run("go", run_id=run_id)
+    assert durable.state == local.state  # the sub-run's listed tools in its config, its results
+    assert durable.text == local.text
+    assert durable.text.startswith(answer + "5 | HI | Error: MCPError: MCP server 'served'")
+    sub = f"{agent.name}.served"
+    scheduled = _scheduled(history)
+    assert scheduled[:3] == [
+        f"{agent.name}__model_request",
+        f"{sub}__list_tools",  # when the sub-run starts, before its first model request
+        f"{sub}__model_request",
+    ]
+    assert scheduled.count(f"{sub}__list_tools") == 1
+    tools = sorted(name for name in scheduled if name.startswith(f"{sub}__tool__"))
+    assert tools == [f"{sub}__tool__{n}" for n in ("m_add", "m_fail", "m_shout", "record")]
+    _replays(history)  # the recorded listing makes the same tools and first state
+
+
+@pytest.mark.parametrize(
+    ("agent", "answer"),
+    [(temporal_app.served, "results: 201"), (temporal_app.served_step, "last(results: 201)")],
+    ids=["top", "step"],
+)
+def test_an_mcp_tools_approval_predicate_suspends_the_durable_run(
+    agent: TemporalAgent,
+    answer: str,
+    server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server's requires_approval predicate decides in workflow code (in a step too); approved, the listed tool runs."""
+    run_id = f"{agent.name}-big"
+    waiting, durable = _approved(agent, "big", run_id, server, tmp_path, monkeypatch)
+    assert [c.name for c in waiting.pending_approvals] == ["m_add"]
+    local = agent.agent.run("big", run_id=run_id)
+    assert waiting == local.state  # a step's sub-run waits inside the call, with its tools
+    local = agent.agent.resume(
+        local.state, approvals={c.id: True for c in local.state.pending_approvals}
+    )
+    assert durable.text == local.text == answer
+    assert durable.state == local.state
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [temporal_app.served_step_chained, temporal_app.served_billing_chained],
+    ids=["step", "handoff-target"],
+)
+def test_a_run_continues_as_new_with_the_listings_of_its_sub_runs_and_handoff_targets(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continuing as new after every model call carries the step's or the target's listing: it goes on with the same tools."""
+    run_id = f"{agent.name}-c"
+    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
+    local = agent.agent.run("go", run_id=run_id)
+    assert durable.state == local.state
+    assert "list_tools" not in " ".join(_scheduled(history))  # the last history lists nothing
+    _replays(history)
+
+
+@pytest.mark.parametrize(
+    ("agent", "node"),
+    [
+        (temporal_app.served_desk, "served_desk"),
+        (temporal_app.served_handed, "served_handed.triage"),
+        (temporal_app.served_billing, "served_billing@billing"),
+        (temporal_app.served_billing_step, "served_billing_step.triage@billing"),
+    ],
+    ids=["first-top", "first-step", "target-top", "target-step"],
+)
+def test_an_mcp_agent_in_a_handoff_graph_runs_durably_like_a_local_run(
+    agent: TemporalAgent,
+    node: str,
+    server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """triage -> billing -> triage, one of them with an MCP server: listed once (a target when reached), the state is the local run's."""
+    run_id = f"{agent.name}-1"
+    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
+    local = agent.agent.run("go", run_id=run_id)
+    assert durable.state == local.state  # each agent's config after a handoff lists its tools
+    assert durable.text == local.text
+    assert "5" in durable.text  # the MCP tool's result
+    scheduled = _scheduled(history)
+    assert scheduled.count(f"{node}__list_tools") == 1  # listed once, kept across the handoffs
+    listed_at = scheduled.index(f"{node}__list_tools")
+    assert scheduled.index(f"{node}__model_request") > listed_at  # before the agent's first step
+    assert f"{node}__tool__m_add" in scheduled
     _replays(history)

@@ -191,7 +191,8 @@ def make_activities(
     (runs recorded before sub-runs were driven in the workflow call them).
     For each sub-run (``<name>.<tool>...``) and each agent a handoff reaches
     (``<name>@<agent>``): its model activity, and one per tool that does not
-    run a sub-run of its own. For each agent used as a tool with
+    run a sub-run of its own. For each with tool sources: its listing
+    activity. For each agent used as a tool with
     ``as_tool(output=...)``: its output activity. ``models``: the sub-runs'
     models by node name (default: `nested_models`).
     """
@@ -209,6 +210,8 @@ def make_activities(
             for t in sub.tools.values()
             if t.name not in sub.nested
         ]
+        if sub.sources:
+            made.append(_list_activity(sub.name, sub.sources, every))
     for each in (top, *(sub for sub, _ in walk(top))):
         made += [
             _output_activity(run, tool, every)

@@ -146,13 +146,21 @@ class TemporalAgent:
             models=self._models,
         )
 
-    def _source_host(self) -> SourceHost | None:
-        """Where the worker's source call activity finds this agent's tool sources, if it has any."""
-        if not isinstance(self.agent, Agent) or not self.agent._sources:
-            return None
+    def _source_hosts(self) -> dict[str, SourceHost]:
+        """Where the worker's source call activity finds the tool sources, by node name.
+
+        The top agent's and those of the agents of its sub-runs (any depth).
+        """
+        top = node(self.name, self.agent)
         every = self.settings.heartbeat_timeout.total_seconds() / 3
-        sources = tuple(s for s in self.agent._sources if isinstance(s, ListedSource))
-        return SourceHost(sources, self.deps, every, self.settings.max_result_bytes)
+        hosts = {}
+        for each in (top, *(sub for sub, _ in walk(top))):
+            if each.sources:
+                sources = tuple(s for s in each.sources if isinstance(s, ListedSource))
+                hosts[each.name] = SourceHost(
+                    sources, self.deps, every, self.settings.max_result_bytes
+                )
+        return hosts
 
     def _registered(self) -> Registered:
         return Registered(node=node(self.name, self.agent), settings=self.settings)
@@ -360,22 +368,16 @@ def _durable(agent: Agent | Workflow) -> Agent | Workflow:
     reaches; any depth) are checked too: the workflow drives them with the
     same loop.
     """
-    below = [target for _, target in walk(node("top", agent))]
-    if isinstance(agent, Agent):
-        unlisted = [s for s in agent._sources if not isinstance(s, ListedSource)]
+    for target in [agent, *(target for _, target in walk(node("top", agent)))]:
+        if not isinstance(target, Agent) or not target._sources:
+            continue
+        label = f"agent {target.name!r}" if target.name else "an agent"
+        unlisted = [s for s in target._sources if not isinstance(s, ListedSource)]
         if unlisted:
             raise UsageError(
-                f"agent {agent.name!r}: tool source {unlisted[0]!r} cannot run on Temporal "
+                f"{label}: tool source {unlisted[0]!r} cannot run on Temporal "
                 "(a durable run records its listing: it needs listing() and tools_from(), "
                 "as toolfold.mcp's servers have)"
-            )
-    for each in below:
-        if isinstance(each, Agent) and each._sources:
-            label = f"agent {each.name!r}" if each.name else "an agent"
-            raise UsageError(
-                f"{label}: tool sources (MCP servers...) of a workflow step, an agent used "
-                "as a tool or a handoff target are not supported on Temporal yet (the top "
-                "agent's are)"
             )
     if isinstance(agent, Agent) and isinstance(agent.model, str):
         return agent.evolve(model=durable_model(agent))
@@ -424,7 +426,7 @@ class ToolfoldPlugin(SimplePlugin):
                 registered = attrs.evolve(registered, payload_limit=None)
             register(registered)
         activities = [act for agent in agents for act in agent.activities]
-        hosts = {a.name: host for a in agents if (host := a._source_host()) is not None}
+        hosts = {name: host for a in agents for name, host in a._source_hosts().items()}
         if hosts:  # one dynamic activity calls the tools every source lists
             activities.append(source_call_activity(hosts))
         converter = data_converter

@@ -109,6 +109,11 @@ class Node:
             )
         return member.node
 
+    def handing_to(self, state: RunState) -> Node | None:
+        """The node of the agent the last step asked to hand the run to, if it asked."""
+        name = transfer_called(state, self.transfers) if self.transfers else None
+        return None if name is None else self.team[self.transfers[name].agent].node
+
     def hand_off(self, state: RunState) -> tuple[Node, RunState] | None:
         """The node and state after the handoff the last step asked for, if it asked for one.
 
@@ -162,16 +167,43 @@ class Sourced:
     spec: Mapping[str, Any]
 
 
-def listed(node: Node, listing: Listing) -> Node:
+def listed(
+    node: Node, listing: Listing | None, targets: Mapping[str, Listing] | None = None
+) -> Node:
     """``node`` with the tools its sources listed, as a local run has them.
 
+    ``listing``: what ``node``'s sources listed (None: it has none);
+    ``targets``: what the sources of the agents of its handoff graph listed,
+    by agent name (those the run reached so far).
+
     Deterministic (workflow code): the tools are made from the recorded
-    listing. Their order is a local run's: the agent's own tools, then the
-    sources', then the handoff tools.
+    listings. Their order is a local run's: the agent's own tools, then the
+    sources', then the handoff tools. In a handoff graph, every node hands
+    the run to the listed nodes, whose configuration has their listed tools,
+    as a local run reuses the sources it opened.
 
     Raises:
         ToolDefinitionError: Two tools share a name (as a local run raises).
     """
+    made = node if listing is None else _with_listed(node, listing)
+    if not node.team:
+        return made
+    targets = targets or {}
+    team: dict[str, Member] = {}  # the graph again, with the listed nodes (filled below)
+    for name, member in node.team.items():
+        each = member.node
+        if name == node.agent:
+            each = made
+        elif name in targets:
+            each = _with_listed(each, targets[name])
+        team[name] = Member(attrs.evolve(each, team=team), member.agent)
+    if node.agent in team:
+        return team[node.agent].node
+    return attrs.evolve(made, team=team)  # a nameless first agent: outside its graph
+
+
+def _with_listed(node: Node, listing: Listing) -> Node:
+    """``node`` with the tools its sources listed (in its tools and its configuration)."""
     sourced: dict[str, Sourced] = {}
     made: list[Tool[..., Any]] = []
     for index, (source, entries) in enumerate(zip(node.sources, listing, strict=True)):
@@ -182,13 +214,16 @@ def listed(node: Node, listing: Listing) -> Node:
     own = [t for name, t in node.tools.items() if name not in node.transfers]
     transfers = [t for name, t in node.tools.items() if name in node.transfers]
     tools = to_tools((*own, *made, *transfers))
-    return attrs.evolve(node, tools=tools, sourced=sourced)
+    config = node.config
+    if config is not None:
+        config = attrs.evolve(config, tools=tuple(ToolSpec.from_tool(t) for t in tools.values()))
+    return attrs.evolve(node, tools=tools, sourced=sourced, config=config)
 
 
 def restarted(node: Node, state: RunState) -> RunState:
     """The first state ``state`` would have been with ``node``'s listed tools in its config."""
     specs = tuple(ToolSpec.from_tool(t) for t in node.tools.values())
-    config = attrs.evolve(state.config, tools=specs)
+    config = attrs.evolve(state.config, tools=specs)  # its instructions may be a step's, rendered
     return initial_state(state.messages, config, run_id=state.run_id, agent=state.agent)
 
 

@@ -171,11 +171,17 @@ class CarriedCall:
         event: What the call ended with, when it had ended but its step had
             not committed it yet (another call of the step was still running).
         deadline: When its sub-run times out (workflow time, in seconds).
+        listing: What the tool sources of its sub-run's agent listed when
+            the sub-run started (the sub-run goes on with the same tools).
+            A path that ends with ``"@<agent>"`` carries only this: what
+            that handoff target listed when the run at the rest of the path
+            reached it.
     """
 
     path: tuple[str, ...]
     event: Event | None = None
     deadline: float | None = None
+    listing: Listing | None = None
 
 
 @attrs.frozen
@@ -227,6 +233,9 @@ class AgentWorkflow:
         self._agent: Registered | None = None
         self._first_step = 0  # the top run's step when this history began
         self._listing: Listing | None = None  # what the top agent's tool sources listed
+        # What the sources of the sub-runs' agents listed, by the call's path, while they
+        # run; and those of the handoff targets a run reached, by its path and "@<agent>".
+        self._listings: dict[tuple[str, ...], Listing] = {}
         # The states of sub-runs in flight, by their path (tool name and call id per level).
         self._nested: dict[tuple[str, ...], RunState] = {}
         # Continuing as new: every part of the run stops at its next boundary (a
@@ -258,12 +267,12 @@ class AgentWorkflow:
         self._first_step = given.state.step
         self._carried = {call.path: call for call in given.calls}
         self._listing = given.listing
-        top = agent.node
-        if top.sources:
-            top = await self._sourced(agent, given)
+        self._listings = {c.path: c.listing for c in given.calls if c.listing is not None}
+        if agent.node.sources:
+            await self._sourced(agent, given)
         while True:
             try:
-                state = await self._drive(agent, top, self._state, ())
+                state = await self._drive(agent, agent.node, self._state, ())
             except RunError as exc:  # raised where a local run raises it: the run fails
                 if exc.state is not None:
                     self._state = exc.state  # the error's state, as the `state` query says
@@ -275,21 +284,15 @@ class AgentWorkflow:
                 return state
             await workflow.wait_condition(lambda: self._phase() not in _WAITING)
 
-    async def _sourced(self, agent: Registered, given: AgentInput) -> Node:
-        """The top node with its sources' tools, listed now (a new run) or carried.
+    async def _sourced(self, agent: Registered, given: AgentInput) -> None:
+        """List the top agent's sources' tools now (a new run), or check the carried listing.
 
         A new run lists them in the ``<agent>__list_tools`` activity and its
         first state is remade with them, as a local run lists them before its
         first state; the listing, recorded, gives the same tools on replay.
         """
         if self._listing is None:
-            self._listing = await workflow.execute_activity(
-                list_activity_name(agent.name),
-                result_type=Listing,
-                start_to_close_timeout=agent.settings.tool_timeout,
-                heartbeat_timeout=agent.settings.heartbeat_timeout,
-                retry_policy=agent.settings.retry_policy,
-            )
+            self._listing = await self._list_tools(agent, agent.node)
             fresh = True
         else:
             fresh = False
@@ -299,7 +302,21 @@ class AgentWorkflow:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
         if fresh:
             self._state = restarted(top, given.state)
-        return top
+
+    async def _list_tools(self, agent: Registered, node: Node) -> Listing:
+        """What ``node``'s tool sources list, from its ``<node>__list_tools`` activity (recorded)."""
+        self._in_flight += 1
+        try:
+            listing: Listing = await workflow.execute_activity(
+                list_activity_name(node.name),
+                result_type=Listing,
+                start_to_close_timeout=agent.settings.tool_timeout,
+                heartbeat_timeout=agent.settings.heartbeat_timeout,
+                retry_policy=agent.settings.retry_policy,
+            )
+        finally:
+            self._in_flight -= 1
+        return listing
 
     async def _drive(
         self, agent: Registered, node: Node, state: RunState, path: tuple[str, ...]
@@ -310,11 +327,25 @@ class AgentWorkflow:
             RunError: Where a local run raises it (a tool failed with
                 ``on_tool_error="raise"``, a handoff's input filter raised).
         """
-        node = node.running(state)  # a run handed off before it waited or continued as new
+        first = node  # the first agent's node, as registered (its sources unlisted)
+        node = self._listed(first, path).running(state)  # a run handed off before it waited
         while True:
             self._publish(path, state)
             effect = next_effect(state)
             if isinstance(effect, CallModel):
+                target = node.handing_to(state)
+                if target is not None and target.sources and target.agent != first.agent:
+                    key = (*path, f"@{target.agent}")
+                    if key not in self._listings:  # listed once per run, as locally opened once
+                        self._listings[key] = await self._list_tools(agent, target)
+                        try:
+                            node = self._listed(first, path).running(state)
+                        except ToolDefinitionError as exc:  # as locally: the run raises it
+                            if path:
+                                raise
+                            raise ApplicationError(
+                                str(exc), type=type(exc).__name__, non_retryable=True
+                            ) from None
                 switched = node.hand_off(state)
                 if switched is not None:  # the step asked for a handoff: the next agent goes on
                     node, state = switched
@@ -336,6 +367,18 @@ class AgentWorkflow:
                 state = reduce(state, _validate(node, effect))
             else:  # waiting for answers, or over
                 return state
+
+    def _listed(self, first: Node, path: tuple[str, ...]) -> Node:
+        """``first`` with the tools its sources, and those of the handoff targets reached, listed."""
+        listing = self._listing if not path else self._listings.get(path)
+        targets = {
+            key[-1][1:]: listed_
+            for key, listed_ in self._listings.items()
+            if key[:-1] == path and key[-1].startswith("@")
+        }
+        if listing is None and not targets:
+            return first
+        return listed(first, listing if first.sources else None, targets)
 
     def _publish(self, path: tuple[str, ...], state: RunState) -> None:
         if path:
@@ -386,9 +429,13 @@ class AgentWorkflow:
     async def _carry(self, agent: Registered) -> None:
         """Continue as new with the whole tree: the state, its sub-runs in flight, their calls."""
         assert self._state is not None
-        calls = [CarriedCall(path, event=event) for path, event in self._ended.items()]
-        calls += [CarriedCall(path, deadline=at) for path, at in self._deadlines.items()]
-        carried = AgentInput(agent.name, self._view(self._state, ()), tuple(calls), self._listing)
+        calls = {path: CarriedCall(path, event=event) for path, event in self._ended.items()}
+        for path, at in self._deadlines.items():
+            calls[path] = attrs.evolve(calls.get(path, CarriedCall(path)), deadline=at)
+        for path, listing in self._listings.items():
+            calls[path] = attrs.evolve(calls.get(path, CarriedCall(path)), listing=listing)
+        state = self._view(self._state, ())
+        carried = AgentInput(agent.name, state, tuple(calls.values()), self._listing)
         if _size_over(agent, carried) is not None:  # it goes on in this history
             self._cannot_carry = True
             return
@@ -535,6 +582,7 @@ class AgentWorkflow:
         """Drive the sub-run a call makes (or resumes) here; the event that reports its end."""
         call = invocation.call
         child = invocation.child  # a suspended sub-run the caller answered
+        fresh = child is None
         if child is None:
             started = sub.start(invocation, node.tools[call.name], state.run_id)
             if isinstance(started, ToolReturned):  # arguments that do not fit
@@ -542,9 +590,23 @@ class AgentWorkflow:
             child = started
         here = (*path, call.name, call.id)
         timeout = node.tools[call.name].timeout
+        runs = sub.node
+        suspended = False  # the sub-run waits for answers: it keeps its listing
         try:
+            if runs.sources:  # its agent's tool sources: listed as it starts, as locally
+                if fresh:
+                    self._listings[here] = await self._list_tools(agent, runs)
+                listing = self._listings.get(here)
+                if listing is None:
+                    raise ApplicationError(
+                        f"the sub-run of call {call.id!r} ({runs.name}) has no recorded listing "
+                        "of its tool sources",
+                        non_retryable=True,
+                    )
+                if fresh:  # (a listing the run cannot use raises here, as locally)
+                    child = restarted(listed(runs, listing), child)
             if timeout is None or not workflow.patched(NESTED_TIMEOUTS):
-                child = await self._drive(agent, sub.node, child, here)
+                child = await self._drive(agent, runs, child, here)
             else:
                 carried = self._carried.pop(here, None)  # a deadline from the last history
                 deadline = workflow.time() + timeout
@@ -552,13 +614,14 @@ class AgentWorkflow:
                     deadline = carried.deadline
                 self._deadlines[here] = deadline
                 try:
-                    timed = await _within(deadline, self._drive(agent, sub.node, child, here))
+                    timed = await _within(deadline, self._drive(agent, runs, child, here))
                 finally:
                     del self._deadlines[here]
                 if timed is None:  # as locally: the sub-run is cancelled, the call an error
                     message = timed_out_message(call.name, timeout)
                     return ToolReturned(call.id, message, True, "timeout")
                 child = timed
+            suspended = child.phase in _WAITING
         except ActivityError as exc:
             if not isinstance(exc.cause, ApplicationError):  # cancelled, or timed out
                 raise
@@ -566,10 +629,14 @@ class AgentWorkflow:
             # provider's error and the calling tool reports it (its run goes on).
             failure = exc.cause
             return ToolReturned(call.id, f"Error: {failure.type}: {failure.message}", True, "error")
-        except RunError as exc:  # locally the sub-run raises it: the calling tool reports it
+        except (RunError, ToolDefinitionError) as exc:  # locally the sub-run raises it: the
+            # calling tool reports it (a listed tool that clashes with another, too)
             return ToolReturned(call.id, f"Error: {describe_exception(exc)}", True, "error")
         finally:
             self._nested.pop(here, None)
+            if not suspended:  # its listings and those of the handoff targets it reached
+                for key in [k for k in self._listings if k[: len(here)] == here]:
+                    del self._listings[key]
         if sub.output is not None and child.phase == "finished":
             # as_tool(output=...): the user's function, run once in its activity
             # and recorded, as a local run records what it gave.
