@@ -12,6 +12,12 @@ from test_temporal_handoffs import _approved, _replays, _scheduled
 
 from toolfold.integrations.temporal import TemporalAgent
 
+# A stdio MCP server starts per tool call (1-3 s each under load), and what is tested is
+# how the workflow lists and calls them, the same code on every Python (the MCP client
+# itself is tested on each, in tests/ecosystem): scripts/check runs these on its first
+# Python only, as the crash tests.
+pytestmark = pytest.mark.once
+
 
 def test_an_agent_with_an_mcp_server_runs_durably_like_a_local_run(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
