@@ -64,13 +64,14 @@ from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
+    blocking_twin,
     returned,
 )
 from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
 from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._tool import Tool
+from toolfold.toolkit._tool import Tool, reads_context
 
 OnToolError = Literal["return", "raise"]
 
@@ -532,6 +533,9 @@ def _job_in(
     forward: Callable[[Any], object] | None = None,
 ) -> ToolJob:
     call = invocation.call
+    tool = live.tools.get(call.name)
+    if tool is None or not (reads_context(tool) or blocking_twin(tool)):
+        return ToolJob(invocation, tool, None)  # nothing reads a context: none to build
     context: RunContext[Any] = RunContext(
         run_id,
         invocation.step,
@@ -543,7 +547,7 @@ def _job_in(
         invocation.child,
         forward,
     )
-    return ToolJob(invocation, live.tools.get(call.name), context)
+    return ToolJob(invocation, tool, context)
 
 
 def _raise_tool_error(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> None:
