@@ -222,7 +222,8 @@ def _loop_fragment(
     role = message.role
     if role == "tool" and _only(parts, ToolResultPart):
         results = []
-        for result in cast("tuple[ToolResultPart, ...]", parts):
+        results_only: tuple[ToolResultPart, ...] = parts  # type: ignore[assignment]  # checked above
+        for result in results_only:
             if result.parts:
                 return None
             results.append(
@@ -233,7 +234,8 @@ def _loop_fragment(
     if role != "assistant" or provider.reasoning_out is not None or not _only(parts, ToolCallPart):
         return None
     calls = []
-    for call in cast("tuple[ToolCallPart, ...]", parts):
+    calls_only: tuple[ToolCallPart, ...] = parts  # type: ignore[assignment]  # checked above
+    for call in calls_only:
         if call.provider_data.get("extra_content") is not None:
             return None
         calls.append(
@@ -323,9 +325,10 @@ def default_function(tool: ToolDefinition, provider: ChatProvider) -> dict[str, 
 
 def compiled_tool(tool: ToolDefinition, provider: ChatProvider) -> CompiledTool:
     """The compilation of ``tool`` this provider sends (memoized by `compile_tool`)."""
-    return compile_tool(
-        tool, cast(Dialect, provider.dialect), strict=_strict(tool.strict, provider)
-    )
+    dialect: Dialect = provider.dialect  # type: ignore[assignment]  # a row names a dialect
+    asked = tool.strict
+    strict = asked if asked is not None else (None if provider.auto_strict else False)
+    return compile_tool(tool, dialect, strict=strict)
 
 
 def default_output(output: OutputSpec, provider: ChatProvider) -> dict[str, Any]:
