@@ -493,6 +493,12 @@ class AgentWorkflow:
         def where(invocation: ToolInvocation) -> tuple[str, ...]:
             return (*path, invocation.tool_name, invocation.call.id)
 
+        # Set once the step is over (committed, raised, or cancelled): a call
+        # that ends after (a sibling of a call that raised) is no longer the
+        # step's, and must not be carried as the result of a later call that
+        # reuses its path (a model may reuse a call id in a later step).
+        over = False
+
         async def run(invocation: ToolInvocation) -> Any:
             carried = self._carried.get(where(invocation))
             if carried is not None and carried.event is not None:
@@ -500,7 +506,8 @@ class AgentWorkflow:
                 return carried.event  # it ended before the run continued as new
             async with limit:
                 event = await run_call(invocation)
-            self._ended[where(invocation)] = event
+            if not over:
+                self._ended[where(invocation)] = event
             return event
 
         async def run_call(invocation: ToolInvocation) -> Any:
@@ -516,17 +523,20 @@ class AgentWorkflow:
                 given = SourceCallInput(node.name, sourced.source, sourced.spec, given)
             return await self._tool_activity(agent, path, name, given)
 
-        results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
+        try:
+            results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
+        finally:  # (continuing as new: the calls that ended are carried already)
+            over = True
+            for invocation in effect.calls:
+                self._ended.pop(where(invocation), None)
         if node.on_tool_error == "raise":  # the state before the step's results, as locally
             for invocation, event in zip(effect.calls, results, strict=True):
                 if isinstance(event, ToolReturned):
                     error = tool_failure(state, invocation.tool_name, event.outcome, event.content)
                     if error is not None:
                         raise error
-        for invocation, event in zip(effect.calls, results, strict=True):
-            # gather keeps call order: results commit in call order
+        for event in results:  # gather keeps call order: results commit in call order
             state = reduce(state, event)
-            self._ended.pop(where(invocation), None)
         return state
 
     async def _tool_activity(
@@ -584,7 +594,7 @@ class AgentWorkflow:
         child = invocation.child  # a suspended sub-run the caller answered
         fresh = child is None
         if child is None:
-            started = sub.start(invocation, node.tools[call.name], state.run_id)
+            started = sub.start(invocation, node.tools[call.name], state)
             if isinstance(started, ToolReturned):  # arguments that do not fit
                 return started
             child = started
@@ -634,6 +644,11 @@ class AgentWorkflow:
             return ToolReturned(call.id, f"Error: {describe_exception(exc)}", True, "error")
         finally:
             self._nested.pop(here, None)
+            # What a sub-run cut short (timed out, or raised) left of its calls: a later
+            # call at the same path (a reused call id) starts afresh, as locally.
+            for left in (self._ended, self._carried):
+                for key in [k for k in left if k[: len(here)] == here]:
+                    del left[key]
             if not suspended:  # its listings and those of the handoff targets it reached
                 for key in [k for k in self._listings if k[: len(here)] == here]:
                     del self._listings[key]

@@ -1,0 +1,89 @@
+"""Durable runs end as local ones where a review found they did not (on a real dev server)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from conftest import DevServer
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from toolfold import Agent, RunContext, tool
+from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold.runtime.core._request import ModelRequest
+from toolfold.testing import FunctionModel
+
+
+@asynccontextmanager
+async def _worker(server: DevServer, agents: Sequence[TemporalAgent]) -> AsyncIterator[Any]:
+    """A client, and a worker for ``agents`` in this process on a task queue of its own."""
+    client = await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue):
+        yield client, queue
+
+
+# A sub-agent whose step fails (on_tool_error="raise") after one of its calls ended, called
+# twice with the same call id: the second call's tool must run again, as locally.
+_KEYS: list[str] = []  # the idempotency key of each call of `fresh` that really ran
+
+
+@tool
+def fresh(ctx: RunContext[Any]) -> str:
+    """A new value each time it really runs."""
+    _KEYS.append(ctx.idempotency_key)
+    return f"fresh result #{len(_KEYS)}"
+
+
+@tool
+def broken() -> str:
+    """Always fails."""
+    raise RuntimeError("broken failed")
+
+
+def _sub_model(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "user":
+        if "first" in last.text:  # one call ends, the other fails the sub-run
+            return [FunctionModel.call("fresh", {}, id="call_0"), FunctionModel.call("broken", {})]
+        return FunctionModel.call("fresh", {}, id="call_0")
+    return "sub saw: " + last.tool_results[0].content
+
+
+def _top_model(request: ModelRequest) -> Any:
+    results = [m for m in request.messages if m.role == "tool"]
+    if len(results) < 2:  # the model reuses its call id, as some models do
+        text = "first" if not results else "second"
+        return FunctionModel.call("raiser", {"input": text}, id="call_0")
+    return "top saw: " + results[-1].tool_results[0].content
+
+
+_raiser = Agent(
+    FunctionModel(_sub_model), name="raiser", tools=[fresh, broken], on_tool_error="raise"
+)
+reusing = TemporalAgent(
+    Agent(FunctionModel(_top_model), name="reusing", tools=[_raiser.as_tool()]),
+    settings=ActivitySettings(continue_as_new_steps=2),
+)
+
+
+def test_a_reused_call_id_after_a_raising_sub_run_runs_its_tool_again(server: DevServer) -> None:
+    """A sub-run that raised leaves nothing behind: a later call reusing its path runs afresh, with a local run's sub-run ids."""
+
+    async def go() -> Any:
+        async with _worker(server, [reusing]) as (client, queue):
+            return await reusing.run(client, "go", id="reusing-1", task_queue=queue)
+
+    _KEYS.clear()
+    durable = asyncio.run(go())
+    durable_keys = list(_KEYS)
+    _KEYS.clear()
+    local = reusing.agent.run("go", run_id="reusing-1")
+    assert durable.text == local.text == "top saw: sub saw: fresh result #2"
+    assert durable_keys == _KEYS  # the second sub-run is "reusing-1/call_0@<step>", as locally
+    assert len(set(durable_keys)) == 2
+    assert durable.state == local.state
