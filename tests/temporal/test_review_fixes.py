@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Sequence as Seq
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from conftest import DevServer
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from toolfold import Agent, RunContext, tool
+from toolfold import (
+    Agent,
+    RunContext,
+    RunError,
+    Sequence,
+    Task,
+    tool,
+)
 from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.testing import FunctionModel
 
 
 @asynccontextmanager
-async def _worker(server: DevServer, agents: Sequence[TemporalAgent]) -> AsyncIterator[Any]:
+async def _worker(server: DevServer, agents: Seq[TemporalAgent]) -> AsyncIterator[Any]:
     """A client, and a worker for ``agents`` in this process on a task queue of its own."""
     client = await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
     queue = f"q-{uuid.uuid4().hex}"
@@ -87,3 +96,36 @@ def test_a_reused_call_id_after_a_raising_sub_run_runs_its_tool_again(server: De
     assert durable_keys == _KEYS  # the second sub-run is "reusing-1/call_0@<step>", as locally
     assert len(set(durable_keys)) == 2
     assert durable.state == local.state
+
+
+# A step whose prompt names the value of a step that was skipped: rendering it fails.
+def _research(text: str) -> str:
+    raise RuntimeError("down")
+
+
+skipped = TemporalAgent(
+    Sequence(
+        Task(_research, name="research", on_error="skip"),
+        Task(Agent(FunctionModel(lambda r: "ok"), name="writer"), prompt="Write up {research}."),
+        name="skipped",
+    )
+)
+
+
+def test_a_step_that_cannot_start_fails_the_run_as_locally(server: DevServer) -> None:
+    """A step's prompt that cannot be rendered fails the durable run with the local run's error (it does not hang)."""
+
+    async def go() -> BaseException:
+        async with _worker(server, [skipped]) as (client, queue):
+            running = skipped.run(client, "x", id="skipped-1", task_queue=queue)
+            with pytest.raises(RunError) as raised:
+                await asyncio.wait_for(running, timeout=120)
+            return raised.value
+
+    durable = asyncio.run(go())
+    with pytest.raises(RunError) as local:
+        skipped.agent.run("x", run_id="skipped-1")
+    assert type(durable) is type(local.value)
+    assert str(durable) == str(local.value)
+    assert "TemplateError: {research}: no value named 'research'" in str(durable)
+    assert durable.state == local.value.state

@@ -594,7 +594,12 @@ class AgentWorkflow:
         child = invocation.child  # a suspended sub-run the caller answered
         fresh = child is None
         if child is None:
-            started = sub.start(invocation, node.tools[call.name], state)
+            try:
+                started = sub.start(invocation, node.tools[call.name], state)
+            except Exception as exc:  # (a step's prompt naming a skipped step's value...)
+                # as locally, where the tool's function raises it: the call's error result
+                # (escaping, it would fail the workflow task again and again: a hung run)
+                return ToolReturned(call.id, f"Error: {describe_exception(exc)}", True, "error")
             if isinstance(started, ToolReturned):  # arguments that do not fit
                 return started
             child = started
