@@ -12,17 +12,21 @@ from typing import Any
 import pytest
 from conftest import DevServer
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from toolfold import (
     Agent,
+    OutputValidationError,
     RunContext,
     RunError,
     Sequence,
     Task,
+    ToolExecutionError,
     tool,
 )
 from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold.integrations.temporal._agent import _raised
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.testing import FunctionModel
 
@@ -129,3 +133,23 @@ def test_a_step_that_cannot_start_fails_the_run_as_locally(server: DevServer) ->
     assert str(durable) == str(local.value)
     assert "TemplateError: {research}: no value named 'research'" in str(durable)
     assert durable.state == local.value.state
+
+
+@pytest.mark.parametrize(
+    ("failure", "raised"),
+    [
+        ("ToolExecutionError", ToolExecutionError),
+        ("OutputValidationError", OutputValidationError),
+        ("InvalidTransitionError", RunError),
+        ("InvalidEventError", RunError),
+        ("RunError", RunError),
+    ],
+)
+def test_a_failed_run_raises_its_error_class_when_it_can_be_rebuilt(
+    failure: str, raised: type[RunError]
+) -> None:
+    """A run that failed with a RunError comes back as its class when (message, state) builds it, else as a RunError."""
+    made = _raised(ApplicationError("boom", type=f"toolfold.{failure}"))
+    assert made is raised
+    error = made("boom", None)  # as AgentHandle.result() builds it
+    assert (type(error), str(error), error.state) == (raised, "boom", None)

@@ -333,7 +333,9 @@ def _raised(cause: ApplicationError) -> type[RunError] | None:
     if cause.type.startswith(RUN_ERROR):
         raised = getattr(errors, cause.type.removeprefix(RUN_ERROR), None)
         if isinstance(raised, type) and issubclass(raised, RunError):
-            return raised
+            # Rebuilt from (message, state): a class built from other parts (an
+            # InvalidEventError's phase, event and reason) comes back as a RunError.
+            return raised if raised.__init__ is RunError.__init__ else RunError
     return None
 
 
