@@ -25,6 +25,7 @@ from toolfold import (
     ToolExecutionError,
     tool,
 )
+from toolfold.files import loads
 from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
 from toolfold.integrations.temporal._agent import _raised
 from toolfold.runtime.core._request import ModelRequest
@@ -153,3 +154,49 @@ def test_a_failed_run_raises_its_error_class_when_it_can_be_rebuilt(
     assert made is raised
     error = made("boom", None)  # as AgentHandle.result() builds it
     assert (type(error), str(error), error.state) == (raised, "boom", None)
+
+
+# Agents of one file handing over to each other: the file builds one of the two handoffs
+# by name (the step's agent's here), which a run describes as its target.
+_DESK = """
+entry = "desk_flow"
+
+[agents.front]
+model = "openai:gpt-4o-mini"
+instructions = "Greets."
+handoffs = ["accounts"]
+
+[agents.accounts]
+model = "openai:gpt-4o-mini"
+instructions = "Handles invoices and refunds."
+handoffs = ["front"]
+
+[workflows.desk_flow]
+kind = "sequence"
+steps = ["accounts"]
+"""
+_SEEN: list[dict[str, str]] = []  # the tool descriptions of each model request
+
+
+def _front_model(request: ModelRequest) -> Any:
+    _SEEN.append({t.name: t.description for t in request.tools})
+    return "hello"
+
+
+def test_a_step_agent_describes_its_handoffs_by_name_as_locally(server: DevServer) -> None:
+    """A workflow step's agent handing over by name shows the model the transfer tool a local run shows."""
+    flow = loads(_DESK, model=FunctionModel(_front_model)).workflows["desk_flow"]
+    durable_flow = TemporalAgent(flow)
+
+    async def go() -> Any:
+        async with _worker(server, [durable_flow]) as (client, queue):
+            return await durable_flow.run(client, "hi", id="desk-flow-1", task_queue=queue)
+
+    _SEEN.clear()
+    durable = asyncio.run(go())
+    durable_seen = list(_SEEN)
+    _SEEN.clear()
+    local = flow.run("hi", run_id="desk-flow-1")
+    assert durable_seen == _SEEN
+    assert durable_seen[-1]["transfer_to_front"].endswith("It: Greets.")
+    assert durable.state == local.state

@@ -286,7 +286,8 @@ class SubRunTool:
             return target._start(target.envelope(input_, values or {}), sub_id)
         scope = _scope(input_, values)
         prompt = render(task.prompt, scope) if task.prompt else _prompt_text(input_)
-        options: RunOptions = target._options
+        # its handoffs by name described as in a local run (see Agent._run_options)
+        options: RunOptions = target._run_options(target._graph_or_none())
         if target.instructions:  # placeholders filled, as `_task._bound` does
             text = render(target.instructions, scope)
             if text != target.instructions:
