@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from collections.abc import Sequence as Seq
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 from conftest import DevServer
 from temporalio.client import Client
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from toolfold import (
@@ -22,12 +25,22 @@ from toolfold import (
     RunError,
     Sequence,
     Task,
+    Tool,
     ToolExecutionError,
     tool,
 )
 from toolfold.files import loads
 from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold.integrations.temporal._activities import (
+    SourceCallInput,
+    SourceHost,
+    ToolCallInput,
+    source_call_activity,
+)
 from toolfold.integrations.temporal._agent import _raised
+from toolfold.integrations.temporal._converter import data_converter
+from toolfold.runtime.core._effects import ToolInvocation
+from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.testing import FunctionModel
 
@@ -200,3 +213,53 @@ def test_a_step_agent_describes_its_handoffs_by_name_as_locally(server: DevServe
     assert durable_seen == _SEEN
     assert durable_seen[-1]["transfer_to_front"].endswith("It: Greets.")
     assert durable.state == local.state
+
+
+class _SlowSource:
+    """A tool source whose `open` blocks until released (a stdio MCP server starting), counting holds."""
+
+    def __init__(self) -> None:
+        self.holders = 0
+        self.opening = threading.Event()
+        self.release = threading.Event()
+
+    def listing(self) -> list[dict[str, Any]]:
+        return [{"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}]
+
+    def tools_from(self, listed: Seq[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
+        @tool(name="echo")
+        def echo() -> str:
+            """Echo."""
+            return "hi"
+
+        return (echo,)
+
+    def open(self) -> None:
+        self.opening.set()
+        assert self.release.wait(timeout=60)
+        self.holders += 1
+
+    def close(self) -> None:
+        self.holders -= 1
+
+
+def test_an_activity_cancelled_while_its_source_opens_closes_it() -> None:
+    """A source call cancelled while its source opens closes the source once open: no hold is left."""
+    source = _SlowSource()
+    call = source_call_activity({"slow": SourceHost((source,), None, 0.1, None)})
+    invocation = ToolInvocation(ToolCallPart("c1", "echo", "{}", {}), 0, 1, "r:1:0")
+    given = SourceCallInput("slow", 0, source.listing()[0], ToolCallInput(invocation, "r"))
+    (payload,) = data_converter.payload_converter.to_payloads([given])
+
+    async def go() -> None:
+        env = ActivityEnvironment()
+        env.payload_converter = data_converter.payload_converter
+        running = asyncio.ensure_future(env.run(call, [RawValue(payload)]))
+        assert await asyncio.to_thread(source.opening.wait, 60)
+        env.cancel()  # (a timed sub-run's deadline, a worker shutting down...)
+        source.release.set()  # the thread opens the source all the same
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    asyncio.run(go())
+    assert source.holders == 0
