@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 from conftest import DevServer
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
+import toolfold.integrations.temporal._agent as agent_module
 from toolfold import (
     Agent,
     OutputValidationError,
@@ -263,3 +265,69 @@ def test_an_activity_cancelled_while_its_source_opens_closes_it() -> None:
 
     asyncio.run(go())
     assert source.holders == 0
+
+
+# A run that continues as new after its first step, then waits for an approval.
+_HOLD = threading.Event()
+
+
+@tool
+def held() -> str:
+    """Returns once `_HOLD` is set."""
+    assert _HOLD.wait(timeout=60), "_HOLD was never set"
+    return "held"
+
+
+@tool(requires_approval=True)
+def gated() -> str:
+    """Needs an approval."""
+    return "gated"
+
+
+def _hold_then_gate(request: ModelRequest) -> Any:
+    steps = sum(m.role == "tool" for m in request.messages)
+    return FunctionModel.call("held" if steps == 0 else "gated", {}) if steps < 2 else "done"
+
+
+handing = TemporalAgent(
+    Agent(FunctionModel(_hold_then_gate), tools=[held, gated], name="handing"),
+    settings=ActivitySettings(continue_as_new_steps=1),
+)
+
+
+_UPDATE_ACCEPTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+
+
+def test_suspended_waits_before_asking_a_run_handing_over_again(
+    server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AgentHandle.suspended() answered early by a run continuing as new pauses before it asks the next one."""
+    pauses: list[float] = []
+    pause = agent_module._pause
+
+    async def counted(seconds: float) -> None:
+        pauses.append(seconds)
+        await pause(seconds)
+
+    monkeypatch.setattr(agent_module, "_pause", counted)
+
+    async def accepted(handle: Any) -> bool:
+        history = await handle.workflow.fetch_history()
+        return any(e.event_type == _UPDATE_ACCEPTED for e in history.events)
+
+    async def go() -> Any:
+        _HOLD.clear()
+        async with _worker(server, [handing]) as (client, queue):
+            handle = await handing.start(client, "go", id="handing-1", task_queue=queue)
+            asking = asyncio.ensure_future(handle.suspended())
+            while not await accepted(handle):  # the update waits in the first history
+                pass
+            _HOLD.set()  # the step ends: the run continues as new, answering the update early
+            state = await asyncio.wait_for(asking, timeout=120)
+            await handle.workflow.cancel()
+            return state
+
+    state = asyncio.run(go())
+    assert state.phase == "awaiting_approval"
+    assert [call.name for call in state.pending_approvals] == ["gated"]
+    assert pauses[:1] == [agent_module._BACKOFF[0]]

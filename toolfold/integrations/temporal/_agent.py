@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -254,7 +255,8 @@ class AgentHandle:
 
     async def suspended(self) -> RunState:
         """Wait until the run waits for answers (or is over); returns its state."""
-        while True:  # a run that continues as new answers early: ask the next one
+        delays = iter(_BACKOFF)
+        while True:  # a run that continues as new answers early
             try:
                 state: RunState = await self.workflow.execute_update(AgentWorkflow.suspended)
             except WorkflowUpdateFailedError as exc:
@@ -263,6 +265,9 @@ class AgentHandle:
                 state = await self.state()
             if state.phase in _SETTLED:
                 return state
+            # It is handing over to its next history: ask again once that has begun
+            # (at once, each question would hold the leaving run up, as a handler in flight).
+            await _pause(next(delays, _BACKOFF[-1]))
 
     async def answer(self, *events: Event) -> RunState:
         """Send approvals, denials or tool results to the suspended run.
@@ -337,6 +342,16 @@ def _raised(cause: ApplicationError) -> type[RunError] | None:
             # InvalidEventError's phase, event and reason) comes back as a RunError.
             return raised if raised.__init__ is RunError.__init__ else RunError
     return None
+
+
+_BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
+"""Seconds `AgentHandle.suspended` waits before asking a run handing over to its next
+history again (the n-th time: the n-th delay, then the last one)."""
+
+
+async def _pause(seconds: float) -> None:
+    """Wait ``seconds`` (client side: `AgentHandle.suspended`'s backoff)."""
+    await asyncio.sleep(seconds)
 
 
 _READS = 5
