@@ -331,3 +331,20 @@ def test_suspended_waits_before_asking_a_run_handing_over_again(
     assert state.phase == "awaiting_approval"
     assert [call.name for call in state.pending_approvals] == ["gated"]
     assert pauses[:1] == [agent_module._BACKOFF[0]]
+
+
+quick = TemporalAgent(Agent(FunctionModel(lambda request: "hi"), name="quick"))
+
+
+def test_suspended_on_a_run_that_is_over_returns_its_final_state(server: DevServer) -> None:
+    """AgentHandle.suspended() on a run that ended (maybe while it handed over) returns its final state."""
+
+    async def go() -> Any:
+        async with _worker(server, [quick]) as (client, queue):
+            handle = await quick.start(client, "go", id="quick-1", task_queue=queue)
+            response = await handle.result()
+            return response, await handle.suspended()
+
+    response, state = asyncio.run(go())
+    assert state.phase == "finished"
+    assert state == response.state

@@ -19,6 +19,7 @@ from temporalio.client import (
 from temporalio.converter import ExternalStorage
 from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
@@ -254,7 +255,12 @@ class AgentHandle:
         )
 
     async def suspended(self) -> RunState:
-        """Wait until the run waits for answers (or is over); returns its state."""
+        """Wait until the run waits for answers (or is over); returns its state.
+
+        Raises:
+            temporalio.client.WorkflowFailureError: The run is over, failed
+                as a workflow (see `result`).
+        """
         delays = iter(_BACKOFF)
         while True:  # a run that continues as new answers early
             try:
@@ -263,6 +269,10 @@ class AgentHandle:
                 if not _too_large(exc.cause):
                     raise
                 state = await self.state()
+            except RPCError as exc:  # it ended (maybe while it handed over): its final state
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                state = await self.workflow.result()
             if state.phase in _SETTLED:
                 return state
             # It is handing over to its next history: ask again once that has begun
