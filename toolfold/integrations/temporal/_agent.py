@@ -157,10 +157,10 @@ class TemporalAgent:
         every = self.settings.heartbeat_timeout.total_seconds() / 3
         hosts = {}
         for each in (top, *(sub for sub, _ in walk(top))):
-            if each.sources:
-                sources = tuple(s for s in each.sources if isinstance(s, ListedSource))
+            if each.sources:  # all listed sources (`_durable` refuses others), in order:
+                # a call activity names its source by its index (`SourceCallInput.source`)
                 hosts[each.name] = SourceHost(
-                    sources, self.deps, every, self.settings.max_result_bytes
+                    each.sources, self.deps, every, self.settings.max_result_bytes
                 )
         return hosts
 

@@ -679,7 +679,7 @@ class AgentWorkflow:
         an error saying so: `state_part` answers it in parts.
         """
         view = self._snapshot()
-        size = self._size_over(view, QUERY_LIMIT)
+        size = _size_over(self._agent, view, QUERY_LIMIT)
         if size is not None:
             raise _too_large(
                 f"the run's state is {size} bytes, over the {QUERY_LIMIT}-byte limit of a "
@@ -701,16 +701,9 @@ class AgentWorkflow:
             raise ApplicationError("the run has not started yet")
         return self._view(self._state, ())
 
-    def _size_over(self, value: Any, limit: int) -> int | None:
-        """The encoded size of ``value`` when over ``limit`` without external storage, else None."""
-        if self._agent is None or self._agent.payload_limit is None:
-            return None  # external storage takes large payloads by reference
-        size = _encoded_size(value)
-        return size if size > limit else None
-
     def _answering(self, state: RunState, what: str) -> RunState:
         """``state`` as an update's answer, unless it is over Temporal's payload limit."""
-        size = self._size_over(state, PAYLOAD_LIMIT)
+        size = _size_over(self._agent, state, PAYLOAD_LIMIT)
         if size is not None:
             raise _too_large(
                 f"the state {what} is {size} bytes, over Temporal's {PAYLOAD_LIMIT}-byte "
@@ -804,11 +797,12 @@ def _too_large(message: str) -> ApplicationError:
     return ApplicationError(message, type=PAYLOAD_TOO_LARGE, non_retryable=True)
 
 
-def _size_over(agent: Registered, given: Any) -> int | None:
-    """The encoded size of ``given`` when it is over the agent's payload limit, else None."""
-    limit = agent.payload_limit
-    if limit is None:
+def _size_over(agent: Registered | None, given: Any, limit: int | None = None) -> int | None:
+    """The encoded size of ``given`` when it is over ``limit`` (default: the agent's payload
+    limit), else None; None too with external storage (it takes large payloads by reference)."""
+    if agent is None or agent.payload_limit is None:
         return None
+    limit = agent.payload_limit if limit is None else limit
     size = _encoded_size(given)
     return size if size > limit else None
 
