@@ -137,9 +137,13 @@ def test_a_step_that_cannot_start_fails_the_run_as_locally(server: DevServer) ->
 
     async def go() -> BaseException:
         async with _worker(server, [skipped]) as (client, queue):
-            running = skipped.run(client, "x", id="skipped-1", task_queue=queue)
-            with pytest.raises(RunError) as raised:
-                await asyncio.wait_for(running, timeout=120)
+            handle = await skipped.start(client, "x", id="skipped-1", task_queue=queue)
+            try:
+                with pytest.raises(RunError) as raised:
+                    await asyncio.wait_for(handle.result(), timeout=120)
+            except BaseException:  # hung: its workflow task fails again and again
+                await handle.workflow.terminate()  # (else the worker never shuts down)
+                raise
             return raised.value
 
     durable = asyncio.run(go())
