@@ -10,7 +10,9 @@ from collections.abc import Sequence as Seq
 from contextlib import asynccontextmanager
 from typing import Any
 
+import attrs
 import pytest
+import temporal_app
 from conftest import DevServer
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -115,6 +117,60 @@ def test_a_reused_call_id_after_a_raising_sub_run_runs_its_tool_again(server: De
     assert durable.text == local.text == "top saw: sub saw: fresh result #2"
     assert durable_keys == _KEYS  # the second sub-run is "reusing-1/call_0@<step>", as locally
     assert len(set(durable_keys)) == 2
+    assert durable.state == local.state
+
+
+@tool
+async def hung() -> str:
+    """Never returns: waits until cancelled."""
+    await asyncio.Event().wait()
+    return "never"
+
+
+def _timed_sub_model(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "user":
+        if "first" in last.text:  # one call ends, the other outlives the sub-run's timeout
+            return [FunctionModel.call("fresh", {}, id="call_0"), FunctionModel.call("hung", {})]
+        return FunctionModel.call("fresh", {}, id="call_0")
+    return "sub saw: " + last.tool_results[0].content
+
+
+def _timed_top_model(request: ModelRequest) -> Any:
+    results = [m for m in request.messages if m.role == "tool"]
+    if len(results) < 2:  # the model reuses its call id
+        text = "first" if not results else "second"
+        return FunctionModel.call("timed", {"input": text}, id="call_0")
+    return "top saw: " + results[-1].tool_results[0].content
+
+
+_timed = Agent(FunctionModel(_timed_sub_model), name="timed", tools=[fresh, hung])
+reusing_timed = TemporalAgent(
+    Agent(
+        FunctionModel(_timed_top_model),
+        name="reusing_timed",
+        tools=[_timed.as_tool(timeout=temporal_app.TIMEOUT)],
+    ),
+    settings=attrs.evolve(temporal_app.SETTINGS, continue_as_new_steps=2),
+)
+
+
+def test_a_reused_call_id_after_a_timed_out_sub_run_runs_its_tool_again(
+    server: DevServer,
+) -> None:
+    """A timed sub-run cancelled at its deadline leaves nothing behind: a later call reusing its path runs afresh."""
+
+    async def go() -> Any:
+        async with _worker(server, [reusing_timed]) as (client, queue):
+            return await reusing_timed.run(client, "go", id="reusing-timed-1", task_queue=queue)
+
+    _KEYS.clear()
+    durable = asyncio.run(go())
+    durable_keys = list(_KEYS)
+    _KEYS.clear()
+    local = reusing_timed.agent.run("go", run_id="reusing-timed-1")
+    assert durable.text == local.text == "top saw: sub saw: fresh result #2"
+    assert durable_keys == _KEYS
     assert durable.state == local.state
 
 
