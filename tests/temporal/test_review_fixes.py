@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from collections.abc import Sequence as Seq
 from contextlib import asynccontextmanager
 from typing import Any
@@ -58,8 +58,9 @@ async def _worker(server: DevServer, agents: Seq[TemporalAgent]) -> AsyncIterato
         yield client, queue
 
 
-# A sub-agent whose step fails (on_tool_error="raise") after one of its calls ended, called
-# twice with the same call id: the second call's tool must run again, as locally.
+# A sub-agent whose first step is cut short after one of its calls ended (another call
+# raised with on_tool_error="raise", or outlived its timeout), called twice with the same
+# call id: the second call's tool must run again, as locally.
 _KEYS: list[str] = []  # the idempotency key of each call of `fresh` that really ran
 
 
@@ -76,50 +77,6 @@ def broken() -> str:
     raise RuntimeError("broken failed")
 
 
-def _sub_model(request: ModelRequest) -> Any:
-    last = request.messages[-1]
-    if last.role == "user":
-        if "first" in last.text:  # one call ends, the other fails the sub-run
-            return [FunctionModel.call("fresh", {}, id="call_0"), FunctionModel.call("broken", {})]
-        return FunctionModel.call("fresh", {}, id="call_0")
-    return "sub saw: " + last.tool_results[0].content
-
-
-def _top_model(request: ModelRequest) -> Any:
-    results = [m for m in request.messages if m.role == "tool"]
-    if len(results) < 2:  # the model reuses its call id, as some models do
-        text = "first" if not results else "second"
-        return FunctionModel.call("raiser", {"input": text}, id="call_0")
-    return "top saw: " + results[-1].tool_results[0].content
-
-
-_raiser = Agent(
-    FunctionModel(_sub_model), name="raiser", tools=[fresh, broken], on_tool_error="raise"
-)
-reusing = TemporalAgent(
-    Agent(FunctionModel(_top_model), name="reusing", tools=[_raiser.as_tool()]),
-    settings=ActivitySettings(continue_as_new_steps=2),
-)
-
-
-def test_a_reused_call_id_after_a_raising_sub_run_runs_its_tool_again(server: DevServer) -> None:
-    """A sub-run that raised leaves nothing behind: a later call reusing its path runs afresh, with a local run's sub-run ids."""
-
-    async def go() -> Any:
-        async with _worker(server, [reusing]) as (client, queue):
-            return await reusing.run(client, "go", id="reusing-1", task_queue=queue)
-
-    _KEYS.clear()
-    durable = asyncio.run(go())
-    durable_keys = list(_KEYS)
-    _KEYS.clear()
-    local = reusing.agent.run("go", run_id="reusing-1")
-    assert durable.text == local.text == "top saw: sub saw: fresh result #2"
-    assert durable_keys == _KEYS  # the second sub-run is "reusing-1/call_0@<step>", as locally
-    assert len(set(durable_keys)) == 2
-    assert durable.state == local.state
-
-
 @tool
 async def hung() -> str:
     """Never returns: waits until cancelled."""
@@ -127,27 +84,46 @@ async def hung() -> str:
     return "never"
 
 
-def _timed_sub_model(request: ModelRequest) -> Any:
-    last = request.messages[-1]
-    if last.role == "user":
-        if "first" in last.text:  # one call ends, the other outlives the sub-run's timeout
-            return [FunctionModel.call("fresh", {}, id="call_0"), FunctionModel.call("hung", {})]
-        return FunctionModel.call("fresh", {}, id="call_0")
-    return "sub saw: " + last.tool_results[0].content
+def _cut_short(beside: str) -> Callable[[ModelRequest], Any]:
+    """A sub-agent's model: `fresh` and ``beside`` first, then `fresh` alone, each as call_0."""
+
+    def model(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        if last.role == "user":
+            again = FunctionModel.call("fresh", {}, id="call_0")
+            return [again, FunctionModel.call(beside, {})] if "first" in last.text else again
+        return "sub saw: " + last.tool_results[0].content
+
+    return model
 
 
-def _timed_top_model(request: ModelRequest) -> Any:
-    results = [m for m in request.messages if m.role == "tool"]
-    if len(results) < 2:  # the model reuses its call id
-        text = "first" if not results else "second"
-        return FunctionModel.call("timed", {"input": text}, id="call_0")
-    return "top saw: " + results[-1].tool_results[0].content
+def _calling_twice(sub: str) -> Callable[[ModelRequest], Any]:
+    """A top agent's model: calls ``sub`` twice, reusing its call id (as some models do)."""
+
+    def model(request: ModelRequest) -> Any:
+        results = [m for m in request.messages if m.role == "tool"]
+        if len(results) < 2:
+            text = "first" if not results else "second"
+            return FunctionModel.call(sub, {"input": text}, id="call_0")
+        return "top saw: " + results[-1].tool_results[0].content
+
+    return model
 
 
-_timed = Agent(FunctionModel(_timed_sub_model), name="timed", tools=[fresh, hung])
+_raiser = Agent(
+    FunctionModel(_cut_short("broken")),
+    name="raiser",
+    tools=[fresh, broken],
+    on_tool_error="raise",
+)
+_timed = Agent(FunctionModel(_cut_short("hung")), name="timed", tools=[fresh, hung])
+reusing = TemporalAgent(
+    Agent(FunctionModel(_calling_twice("raiser")), name="reusing", tools=[_raiser.as_tool()]),
+    settings=attrs.evolve(temporal_app.SETTINGS, continue_as_new_steps=2),
+)
 reusing_timed = TemporalAgent(
     Agent(
-        FunctionModel(_timed_top_model),
+        FunctionModel(_calling_twice("timed")),
         name="reusing_timed",
         tools=[_timed.as_tool(timeout=temporal_app.TIMEOUT)],
     ),
@@ -155,22 +131,24 @@ reusing_timed = TemporalAgent(
 )
 
 
-def test_a_reused_call_id_after_a_timed_out_sub_run_runs_its_tool_again(
-    server: DevServer,
+@pytest.mark.parametrize("agent", [reusing, reusing_timed], ids=["raised", "timed-out"])
+def test_a_reused_call_id_after_a_sub_run_cut_short_runs_its_tool_again(
+    agent: TemporalAgent, server: DevServer
 ) -> None:
-    """A timed sub-run cancelled at its deadline leaves nothing behind: a later call reusing its path runs afresh."""
+    """A sub-run that raised or timed out leaves nothing behind: a later call reusing its path runs afresh, with a local run's sub-run ids."""
 
     async def go() -> Any:
-        async with _worker(server, [reusing_timed]) as (client, queue):
-            return await reusing_timed.run(client, "go", id="reusing-timed-1", task_queue=queue)
+        async with _worker(server, [agent]) as (client, queue):
+            return await agent.run(client, "go", id=f"{agent.name}-1", task_queue=queue)
 
     _KEYS.clear()
     durable = asyncio.run(go())
     durable_keys = list(_KEYS)
     _KEYS.clear()
-    local = reusing_timed.agent.run("go", run_id="reusing-timed-1")
+    local = agent.agent.run("go", run_id=f"{agent.name}-1")
     assert durable.text == local.text == "top saw: sub saw: fresh result #2"
-    assert durable_keys == _KEYS
+    assert durable_keys == _KEYS  # the second sub-run is "<run id>/call_0@<step>", as locally
+    assert len(set(durable_keys)) == 2
     assert durable.state == local.state
 
 
