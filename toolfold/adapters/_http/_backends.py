@@ -361,20 +361,6 @@ class AiohttpReply:
         chunks: AsyncIterator[bytes] = self._response.content.iter_any()
         return chunks
 
-    async def aread_announced(self, limit: int | None) -> bytes | None:
-        """The whole raw body in one read, when its ``Content-Length`` is at most ``limit``.
-
-        None, nothing read, for a body of unknown or larger length: the
-        transport reads that one piece by piece, counting as it goes. The
-        length is the raw byte count (the body is not decompressed here), and
-        aiohttp reads no more and no less than it.
-        """
-        length = self._response.content_length
-        if length is None or (limit is not None and length > limit):
-            return None
-        body: bytes = await self._response.read()
-        return body
-
     async def aclose(self) -> None:
         """Give the connection back (a body not read to its end closes it)."""
         if self._response.content.at_eof():

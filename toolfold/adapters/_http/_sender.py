@@ -25,7 +25,7 @@ from collections.abc import (
     Iterator,
     Mapping,
 )
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
@@ -258,9 +258,6 @@ class Sender:
         raw: AsyncIterator[bytes] | None = None
         try:
             reader = self._reader(response, call)
-            whole = await self._announced(response, call, per_await=per_await)
-            if whole is not None:
-                return self._feed(reader, whole, call) + self._feed(reader, None, call)
             raw = _aiter_raw(response)
             pieces = []
             while (chunk := await self._chunk(raw, call, per_await=per_await)) is not None:
@@ -281,27 +278,10 @@ class Sender:
         except StopAsyncIteration:
             return None
         except Exception as exc:
-            self._raise_read_failure(exc, call)
-
-    async def _announced(self, response: Any, call: Call, *, per_await: bool) -> bytes | None:
-        """The whole raw body in one read if the client offers it (aiohttp) and its
-        announced length is within ``max_body_bytes``; else None, and nothing read."""
-        read = getattr(response, "aread_announced", None)
-        if read is None:
-            return None
-        start = functools.partial(read, self.limits.max_body_bytes)
-        try:
-            body: bytes | None = await (self._within(call, start) if per_await else start())
-        except Exception as exc:
-            self._raise_read_failure(exc, call)
-        return body
-
-    def _raise_read_failure(self, exc: Exception, call: Call) -> NoReturn:
-        """Raise what a failure to read the body becomes (see `_read_failure`)."""
-        error = self._read_failure(exc, call)
-        if error is exc:
-            raise exc
-        raise error from exc
+            error = self._read_failure(exc, call)
+            if error is exc:
+                raise
+            raise error from exc
 
     def body_sync(self, response: Any, call: Call) -> Generator[bytes, None, None]:
         """Blocking `body`."""
