@@ -9,7 +9,9 @@ whichever client.
 
 * ``"httpx"`` / ``"httpx2"``: the well-kept clients, sync and async, one pool
   per client with `HttpLimits`, HTTP/1.1, keep-alive, proxies from the
-  environment. Any client with httpx's API can be injected.
+  environment; the transport's own send each request through the client's
+  transport layer (`OwnedHttpxBackend`). Any client with httpx's API can be
+  injected (its requests go through its ``send``).
 * ``"aiohttp"`` (``pip install toolfold[aiohttp]``): async only, the fastest
   under many concurrent runs (bench/bench_http.py); blocking calls of a model
   built with it use the default client.
