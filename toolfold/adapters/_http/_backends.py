@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
@@ -42,6 +42,7 @@ __all__ = [
     "AiohttpBackend",
     "BACKENDS",
     "HttpxBackend",
+    "OwnedHttpxBackend",
     "close_when_loop_ends",
     "default_backend",
     "make_async",
@@ -242,14 +243,15 @@ class OwnedHttpxBackend(HttpxBackend):
         if "set-cookie" in response.headers:
             self.client.cookies.extract_cookies(response)
             self._cookies = True
-        self._log.info(
-            'HTTP Request: %s %s "%s %d %s"',
-            request.method,
-            request.url,
-            response.http_version,
-            response.status_code,
-            response.reason_phrase,
-        )
+        if self._log.isEnabledFor(logging.INFO):  # not even the arguments otherwise
+            self._log.info(
+                'HTTP Request: %s %s "%s %d %s"',
+                request.method,
+                request.url,
+                response.http_version,
+                response.status_code,
+                response.reason_phrase,
+            )
 
     async def send(
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
@@ -359,18 +361,33 @@ def _core_name(name: str) -> str:
 _local = threading.local()
 
 
-@contextlib.contextmanager
-def sync_deadline(seconds_left: float | None) -> Iterator[None]:
+def sync_deadline(seconds_left: float | None) -> contextlib.AbstractContextManager[None]:
     """Cap every socket read and write of this thread's owned clients to ``seconds_left``."""
+    # A class, not a generator-based context manager: the transport enters one
+    # per request and per piece of a body.
     if seconds_left is None:
-        yield
-        return
-    outer = getattr(_local, "at", None)
-    _local.at = time.monotonic() + seconds_left
-    try:
-        yield
-    finally:
-        _local.at = outer
+        return _NO_DEADLINE
+    return _Deadline(time.monotonic() + seconds_left)
+
+
+class _Deadline:
+    """Sets the thread's deadline to ``at`` while entered, then puts the outer one back."""
+
+    __slots__ = ("_at", "_outer")
+
+    def __init__(self, at: float) -> None:
+        self._at = at
+        self._outer: float | None = None
+
+    def __enter__(self) -> None:
+        self._outer = getattr(_local, "at", None)
+        _local.at = self._at
+
+    def __exit__(self, *exc_info: object) -> None:
+        _local.at = self._outer
+
+
+_NO_DEADLINE = contextlib.nullcontext()
 
 
 def _cap_socket_io(transport: Any, core: Any) -> None:
