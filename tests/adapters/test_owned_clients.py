@@ -31,6 +31,9 @@ CASES = [
     for mode in ("sync", "async")
     for what in ("post", "stream")
 ]
+PAIRS = [
+    pytest.param(name, mode, id=f"{name}-{mode}") for name in HTTPX for mode in ("sync", "async")
+]
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
@@ -117,8 +120,7 @@ def test_the_request_head_is_the_full_clients(
     ]
 
 
-@pytest.mark.parametrize("name", HTTPX)
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_per_request_headers_and_timeouts_reach_the_wire(
     http_server: ScriptedServer, name: str, mode: str
 ) -> None:
@@ -130,8 +132,7 @@ def test_per_request_headers_and_timeouts_reach_the_wire(
     assert names[-3:] == ["x-per", "authorization", "Content-Length"]
 
 
-@pytest.mark.parametrize("name", HTTPX)
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_a_cookie_the_server_set_is_sent_back(
     http_server: ScriptedServer, name: str, mode: str
 ) -> None:
@@ -157,8 +158,7 @@ def test_a_user_and_password_in_the_url_are_sent_as_basic_auth(
     assert http_server.requests[0].headers["authorization"] == "Basic dXNlcjpwdw=="
 
 
-@pytest.mark.parametrize("name", HTTPX)
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_a_proxy_from_the_environment_is_used(
     http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,8 +171,7 @@ def test_a_proxy_from_the_environment_is_used(
     assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
 
 
-@pytest.mark.parametrize("name", HTTPX)
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_no_proxy_sends_directly(
     http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,8 +189,7 @@ def test_no_proxy_sends_directly(
     assert http_server.requests[0].path == "/v1/chat/completions"
 
 
-@pytest.mark.parametrize("name", HTTPX)
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_httpx_logs_its_request_line(
     http_server: ScriptedServer, name: str, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
