@@ -123,9 +123,9 @@ def _running(db: Path, *options: str) -> Iterator[DevServer]:
         dev.kill()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    """A dev server shared by a module's tests (each uses its own workflow ids and task queues)."""
+    """A dev server shared by all the tests (each uses its own workflow ids and task queues)."""
     yield from _running(tmp_path_factory.mktemp("temporal") / "temporal.db")
 
 

@@ -10,10 +10,8 @@ import textwrap
 import threading
 import types
 import typing
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from collections.abc import Sequence as Seq
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,6 +20,16 @@ from typing import Any
 import pytest
 import temporal_app
 from conftest import SUGGEST_AFTER, DevServer, WorkerProcess
+from temporal_runs import (
+    _client,
+    _failing,
+    _in_process,
+    _lines,
+    _replays,
+    _run,
+    _run_like_local,
+    _scheduled,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
@@ -78,37 +86,6 @@ from toolfold.testing import FunctionModel
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "toolfold"
 HISTORIES = Path(__file__).resolve().parent / "histories"
-
-
-def _lines(log_dir: Path) -> list[str]:
-    return (log_dir / "tools.log").read_text(encoding="utf-8").splitlines()
-
-
-async def _client(server: DevServer, agents: Seq[TemporalAgent] = temporal_app.AGENTS) -> Client:
-    return await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
-
-
-def _in_process(
-    server: DevServer,
-    log_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    agents: Seq[TemporalAgent] = temporal_app.AGENTS,
-) -> Callable[[], Any]:
-    """A context manager running a worker for ``agents`` in this process (tools log to ``log_dir``)."""
-    monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
-
-    class _Running:
-        async def __aenter__(self) -> tuple[Client, str]:
-            self.client = await _client(server, agents)
-            self.queue = f"q-{uuid.uuid4().hex}"
-            self.worker = Worker(self.client, task_queue=self.queue)
-            await self.worker.__aenter__()
-            return self.client, self.queue
-
-        async def __aexit__(self, *exc: object) -> None:
-            await self.worker.__aexit__(None, None, None)
-
-    return _Running
 
 
 def test_activity_names_are_pinned() -> None:
@@ -322,45 +299,6 @@ def test_what_workflow_code_calls_in_toolfold_makes_no_nondeterministic_calls() 
         "runtime.drive._executor._prepare: time",
         "runtime._run.new_run_id: uuid",
     }
-
-
-def _run(
-    agent: TemporalAgent,
-    id: str,
-    server: DevServer,
-    log_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Any:
-    """A durable run of ``agent`` on the prompt "go" (on a worker in this process): its response and history."""
-
-    async def go() -> tuple[Any, WorkflowHistory]:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
-            response = await agent.run(client, "go", id=id, task_queue=queue)
-            return response, await agent.handle(client, id).workflow.fetch_history()
-
-    return asyncio.run(go())
-
-
-def _failing(
-    agent: TemporalAgent,
-    id: str,
-    error: type[RunError],
-    server: DevServer,
-    log_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> tuple[RunError, RunError]:
-    """The ``error`` a durable run of ``agent`` on "go" raises, and the one a local run raises."""
-
-    async def go() -> RunError:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
-            with pytest.raises(error) as caught:
-                await agent.run(client, "go", id=id, task_queue=queue)
-        return caught.value
-
-    durable = asyncio.run(go())
-    with pytest.raises(error) as local:
-        agent.agent.run("go", run_id=id)
-    return durable, local.value
 
 
 @pytest.fixture
@@ -657,8 +595,7 @@ def test_model_output_streams_to_the_side_channel_while_the_run_goes_on(
     assert {attempt for _, attempt, _ in seen} == {1}
     assert response.state.messages == temporal_app.streamed.agent.run("hi").state.messages
     # the workflow saw final responses only: its history replays as any other
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+    _replays(history)
 
 
 def test_a_retried_model_request_streams_again_as_its_next_attempt(
@@ -741,8 +678,7 @@ def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
     text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
     history = WorkflowHistory.from_json(f"history-{name}", text)
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+    _replays(history)
 
 
 def test_a_handler_that_stops_reading_early_still_gets_the_whole_response() -> None:
@@ -772,8 +708,9 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
 ) -> None:
     """Sequence, Route, Loop and Parallel on Temporal: the same output, step outputs and messages as locally."""
 
-    durable, history = _run(temporal_app.tree, "tree-1", server, tmp_path, monkeypatch)
-    local = temporal_app.tree.agent.run("go", run_id="tree-1")
+    durable, history, local = _run_like_local(
+        temporal_app.tree, "tree-1", server, tmp_path, monkeypatch
+    )
     assert isinstance(durable, WorkflowResponse)
     assert (
         durable.output
@@ -783,9 +720,7 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
             "cons": "cons(louder(louder(brief(go1))))",
         }
     )
-    assert durable.outputs == local.outputs
-    assert durable.state.messages == local.state.messages
-    assert durable.state == local.state  # the whole tree: every step's sub-run, as locally
+    assert durable.outputs == local.outputs  # the state, every step's sub-run, is the local one
     names = {a.__temporal_activity_definition.name for a in temporal_app.tree.activities}  # type: ignore[attr-defined]
     assert names == {
         "tree__model_request",
@@ -798,15 +733,10 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
         ),
         *(f"tree.{path}__model_request" for path in ("views", "views.pros", "views.cons")),
     }
-    scheduled = [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    scheduled = _scheduled(history)
     assert "tree__tool__desk" not in scheduled  # the steps ran as nested runs
     assert scheduled.count("tree.again.louder__model_request") == 2
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+    _replays(history)
 
 
 def test_a_failing_workflow_step_raises_the_local_runs_error(
@@ -814,10 +744,7 @@ def test_a_failing_workflow_step_raises_the_local_runs_error(
 ) -> None:
     """A step that fails a durable workflow raises the RunError a local run raises, naming the step."""
 
-    durable, local = _failing(
-        temporal_app.broken, "broken-1", RunError, server, tmp_path, monkeypatch
-    )
-    assert str(durable) == str(local)
+    durable = _failing(temporal_app.broken, "broken-1", RunError, server, tmp_path, monkeypatch)
     assert "step 'explode' of Sequence 'broken' failed" in str(durable)
     assert durable.state is not None
     assert durable.state.phase == "failed"
@@ -981,11 +908,11 @@ def test_a_model_failing_inside_a_step_fails_the_step_as_locally(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A step agent's model failing for good fails that step (skipped here), not the durable run, as in a local run."""
-    durable, _ = _run(temporal_app.skipping, "skipping-1", server, tmp_path, monkeypatch)
-    local = temporal_app.skipping.agent.run("go", run_id="skipping-1")
+    durable, _, local = _run_like_local(
+        temporal_app.skipping, "skipping-1", server, tmp_path, monkeypatch
+    )
     assert durable.output == local.output == "last(go1)"
     assert durable.errors == local.errors == {"denied": "Error: AuthenticationError: 401 bad key"}
-    assert durable.state == local.state
 
 
 def test_provider_errors_map_to_application_errors_with_the_providers_delay() -> None:
@@ -1221,8 +1148,7 @@ def test_a_nested_run_over_its_timeout_is_cancelled_and_its_call_fails_as_locall
         assert durable.errors == local.errors == {"dawdler": message}
     else:
         assert durable.text == local.text == f"impatient: {message}"
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+    _replays(history)
 
 
 async def _chain(client: Client, id: str, first_run_id: str | None) -> list[WorkflowHistory]:
@@ -1300,9 +1226,8 @@ def test_a_run_continues_as_new_inside_nested_runs_and_nothing_runs_again(
     else:  # only the server's suggestion
         assert agent.settings.continue_as_new_steps is None
         assert all(len(history.events) < 3 * SUGGEST_AFTER for history in histories)
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     for history in histories:
-        asyncio.run(replayer.replay_workflow(history))
+        _replays(history)
 
 
 def test_a_waiting_suspended_update_lets_the_run_continue_as_new(
