@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +12,42 @@ from conftest import DevServer
 from temporal_runs import _approved_like_local, _lines, _replays, _run_like_local, _scheduled
 
 from toolfold.integrations.temporal import TemporalAgent
+from toolfold.mcp import MCPServer
 
 # A stdio MCP server starts per tool call (1-3 s each under load), and what is tested is
 # how the workflow lists and calls them, the same code on every Python (the MCP client
 # itself is tested on each, in tests/ecosystem): scripts/check runs these on its first
-# Python only, as the crash tests.
+# Python only, as the crash tests. The first test runs the sessions as they come (a
+# server started for each listing and call); the others hold the one server open
+# (`held_open`), as docs/durable.md suggests around a worker, so it starts once for them.
 pytestmark = pytest.mark.once
 
 MCP_TOOLS = ("m_add", "m_fail", "m_shout", "record")
 """The tools of the MCP agent (three listed by the server, one its own), sorted."""
+
+
+def _count_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the MCP servers whose session starts (a process each) from now on."""
+    started: list[str] = []
+    start = MCPServer._start
+
+    def counted(self: MCPServer) -> None:
+        started.append(self.name)
+        start(self)
+
+    monkeypatch.setattr(MCPServer, "_start", counted)
+    return started
+
+
+@pytest.fixture(scope="module")
+def held_open() -> Iterator[None]:
+    """The app's MCP server held open (``with server:``) for the rest of the module: started once, every listing and call shares its session."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        started = _count_starts(monkeypatch)
+        with temporal_app.SERVED:
+            yield
+            assert temporal_app.SERVED.is_open
+        assert started == ["served"]  # no listing or call, durable or local, started another
 
 
 def _listed_once(
@@ -53,8 +81,13 @@ def _tools_called(scheduled: list[str], node: str) -> list[str]:
 def test_an_agent_with_an_mcp_server_runs_durably_like_a_local_run(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Listed once in served__list_tools, each MCP call its own served__tool__<name>: the state is the local run's."""
+    """Listed once in served__list_tools, each MCP call its own served__tool__<name> (a session of its own): the state is the local run's."""
+    started = _count_starts(monkeypatch)
     durable, scheduled = _listed_once(temporal_app.served, "served", server, tmp_path, monkeypatch)
+    # stateless sessions: the listing, the calls (those in flight together share one) and
+    # the local run each start the server, and close it
+    assert 3 <= len(started) <= 5
+    assert not temporal_app.SERVED.is_open
     # the state holds the listed tools in the config, results and errors
     assert durable.text.startswith("results: 5 | HI | Error: MCPError: MCP server 'served'")
     assert durable.text.endswith(" | OWN")
@@ -64,6 +97,7 @@ def test_an_agent_with_an_mcp_server_runs_durably_like_a_local_run(
     assert _lines(tmp_path).count("start served-1:1:3") == 2  # the durable run once, the local once
 
 
+@pytest.mark.usefixtures("held_open")
 def test_a_run_with_an_mcp_server_continues_as_new_with_its_listing(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,6 +108,7 @@ def test_a_run_with_an_mcp_server_continues_as_new_with_its_listing(
     _replays(history)
 
 
+@pytest.mark.usefixtures("held_open")
 @pytest.mark.parametrize(
     ("agent", "answer"),
     [(temporal_app.served_step, "last(results: "), (temporal_app.served_boss, "boss: results: ")],
@@ -98,6 +133,7 @@ def test_an_mcp_agent_below_the_top_runs_durably_like_a_local_run(
     assert _tools_called(scheduled, sub) == list(MCP_TOOLS)
 
 
+@pytest.mark.usefixtures("held_open")
 @pytest.mark.parametrize(
     ("agent", "answer"),
     [(temporal_app.served, "results: 201"), (temporal_app.served_step, "last(results: 201)")],
@@ -117,6 +153,7 @@ def test_an_mcp_tools_approval_predicate_suspends_the_durable_run(
     assert durable.text == answer
 
 
+@pytest.mark.usefixtures("held_open")
 @pytest.mark.parametrize(
     "agent",
     [temporal_app.served_step_chained, temporal_app.served_billing_chained],
@@ -131,6 +168,7 @@ def test_a_run_continues_as_new_with_the_listings_of_its_sub_runs_and_handoff_ta
     _replays(history)
 
 
+@pytest.mark.usefixtures("held_open")
 @pytest.mark.parametrize(
     ("agent", "node"),
     [
