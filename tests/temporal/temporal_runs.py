@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from collections.abc import Sequence as Seq
 from pathlib import Path
 from typing import Any
@@ -29,27 +30,19 @@ async def _client(server: DevServer, agents: Seq[TemporalAgent] = temporal_app.A
     return await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
 
 
-def _in_process(
+@contextlib.asynccontextmanager
+async def _in_process(
     server: DevServer,
     log_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
     agents: Seq[TemporalAgent] = temporal_app.AGENTS,
-) -> Callable[[], Any]:
-    """A context manager running a worker for ``agents`` in this process (tools log to ``log_dir``)."""
+) -> AsyncIterator[tuple[Client, str]]:
+    """A client and the task queue of a worker for ``agents`` running in this process (tools log to ``log_dir``)."""
     monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
-
-    class _Running:
-        async def __aenter__(self) -> tuple[Client, str]:
-            self.client = await _client(server, agents)
-            self.queue = f"q-{uuid.uuid4().hex}"
-            self.worker = Worker(self.client, task_queue=self.queue)
-            await self.worker.__aenter__()
-            return self.client, self.queue
-
-        async def __aexit__(self, *exc: object) -> None:
-            await self.worker.__aexit__(None, None, None)
-
-    return _Running
+    client = await _client(server, agents)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue):
+        yield client, queue
 
 
 def _run(
@@ -62,7 +55,7 @@ def _run(
     """A durable run of ``agent`` on the prompt "go" (on a worker in this process): its response and history."""
 
     async def go() -> tuple[Any, WorkflowHistory]:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+        async with _in_process(server, log_dir, monkeypatch) as (client, queue):
             response = await agent.run(client, "go", id=id, task_queue=queue)
             return response, await agent.handle(client, id).workflow.fetch_history()
 
@@ -98,7 +91,7 @@ def _failing(
     """The ``error`` a durable run of ``agent`` on "go" raises: the one a local run raises, message and state."""
 
     async def go() -> RunError:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+        async with _in_process(server, log_dir, monkeypatch) as (client, queue):
             with pytest.raises(error) as caught:
                 await agent.run(client, "go", id=id, task_queue=queue)
         return caught.value
@@ -125,7 +118,7 @@ def _approved_like_local(
     """
 
     async def go() -> tuple[Any, Any]:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+        async with _in_process(server, log_dir, monkeypatch) as (client, queue):
             handle = await agent.start(client, prompt, id=id, task_queue=queue)
             waiting = await handle.suspended()
             await handle.approve(*(call.id for call in waiting.pending_approvals))

@@ -301,22 +301,13 @@ def test_what_workflow_code_calls_in_toolfold_makes_no_nondeterministic_calls() 
     }
 
 
-@pytest.fixture
-async def running(
-    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[Client, str]]:
-    """A client and the task queue of a worker running in this process."""
-    async with _in_process(server, tmp_path, monkeypatch)() as pair:
-        yield pair
-
-
 def test_run_end_to_end_gives_the_local_response(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A durable run answers like a local run of the same agent, parallel results in call order."""
 
     async def go() -> None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             response = await temporal_app.steps.run(client, "go", id="e2e-1", task_queue=queue)
             handle = temporal_app.steps.handle(client, "e2e-1")
             queried = await handle.state()
@@ -351,7 +342,7 @@ def test_unknown_agent_fails_the_run_with_a_clear_error(
     """A workflow for an agent the worker does not have fails at once, naming it."""
 
     async def go() -> None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             state = temporal_app.steps.agent._start("go", (), "x")
             with pytest.raises(WorkflowFailureError) as caught:
                 await client.execute_workflow(
@@ -371,7 +362,7 @@ def test_a_tool_the_worker_lacks_fails_the_run_naming_it(
     )
 
     async def go() -> BaseException | None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             with pytest.raises(WorkflowFailureError) as caught:
                 await client_side.run(client, "hi", id="lopsided-1", task_queue=queue)
             return caught.value.cause
@@ -388,7 +379,7 @@ def test_denied_call_never_runs(
     """A denial sent by update reaches the model as an error result; the tool never runs."""
 
     async def go() -> str:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.approval.start(client, "pay", id="deny-1", task_queue=queue)
             waiting = await handle.suspended()
             await handle.approve(deny={waiting.pending_approvals[0].id: "not today"})
@@ -404,7 +395,7 @@ def test_a_manual_tool_call_suspends_the_run_until_the_caller_provides_its_resul
     """A call to a tool without a function suspends the durable run; provide() ends it as a local resume."""
 
     async def go() -> tuple[RunState, Response]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.asking.start(client, "go", id="ask-1", task_queue=queue)
             waiting = await handle.suspended()
             [call] = waiting.pending_calls
@@ -431,7 +422,7 @@ def test_provider_errors_map_to_temporal_retries(
     """A rate limit is retried by Temporal (after retry-after); a bad key fails the run at once."""
 
     async def go() -> None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             response = await temporal_app.flaky.run(client, "hi", id="flaky-1", task_queue=queue)
             assert response.text == "answered on attempt 2"
             with pytest.raises(WorkflowFailureError) as caught:
@@ -502,7 +493,7 @@ def test_continue_as_new_carries_the_state(
     """A run that continues as new after every step gives the same answer and the whole state."""
 
     async def go() -> None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.chained.start(client, "go", id="chain-1", task_queue=queue)
             response = await handle.result()
             latest = await client.get_workflow_handle("chain-1").describe()
@@ -536,7 +527,7 @@ def test_cancelling_a_suspended_run_ends_it_cancelled(
     """Cancelling a run that waits for approval ends the workflow as cancelled; the tool never runs."""
 
     async def go() -> BaseException | None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.approval.start(
                 client, "pay", id="cancel-1", task_queue=queue
             )
@@ -569,7 +560,7 @@ def test_model_output_streams_to_the_side_channel_while_the_run_goes_on(
     monkeypatch.setattr(temporal_app, "CHANNEL", channel)
 
     async def go() -> tuple[Any, ...]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.streamed.start(
                 client, "hi", id="stream-1", task_queue=queue
             )
@@ -606,7 +597,7 @@ def test_a_retried_model_request_streams_again_as_its_next_attempt(
     monkeypatch.setattr(temporal_app, "CHANNEL", channel)
 
     async def go() -> tuple[list[tuple[int, int, Any]], str]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.hiccup.start(client, "hi", id="hiccup-1", task_queue=queue)
             seen: list[tuple[int, int, Any]] = []
             await _until(channel.queue("hiccup-1"), seen, lambda item: item == (1, 2, None))
@@ -625,7 +616,7 @@ def test_approval_predicates_decide_in_workflow_code(
     """A predicate approval policy decides per call in the workflow, as in a local run."""
 
     async def go() -> tuple[RunState, str]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.gated.start(client, "go", id="gated-1", task_queue=queue)
             waiting = await handle.suspended()
             await handle.approve(*(call.id for call in waiting.pending_approvals))
@@ -653,7 +644,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         return Replayer(workflows=[], plugins=[ToolfoldPlugin([agent])])
 
     async def go() -> RunState:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             response = await temporal_app.limits.run(client, "go", id="limits-1", task_queue=queue)
             handle = temporal_app.limits.handle(client, "limits-1")
             history = await handle.workflow.fetch_history()
@@ -661,7 +652,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         with pytest.raises(NondeterminismError):
             await replayer(temporal_app.over_twenty).replay_workflow(history)
         await replayer(temporal_app.over_twenty_patched).replay_workflow(history)
-        async with _in_process(server, tmp_path, monkeypatch, [version_2])() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch, [version_2]) as (client, queue):
             handle = await version_2.start(client, "go", id="limits-2", task_queue=queue)
             waiting = await handle.suspended()
             await handle.workflow.cancel()
@@ -758,7 +749,7 @@ def test_an_approval_inside_a_nested_run_suspends_the_durable_run(
     run_id = f"deep-{agent.name}"
 
     async def go() -> tuple[RunState, RunState, Any]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await agent.start(client, "pay", id=run_id, task_queue=queue)
             waiting = await handle.suspended()
             seen = await handle.state()
@@ -964,7 +955,7 @@ def test_parallel_results_commit_in_call_order_when_the_second_finishes_first(
     temporal_app.RELAY.clear()
 
     async def go() -> tuple[Any, WorkflowHistory]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.relay.start(client, "go", id="relay-1", task_queue=queue)
             # the first call waits until the server has recorded the second one's result
             names: dict[int, str] = {}
@@ -1039,7 +1030,7 @@ def test_a_conversation_over_the_payload_limit_fails_the_run_clearly(
     prompt = "p" * 800_000
 
     async def go() -> tuple[RunError, Any]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await agent.start(client, prompt, id="swelling-1", task_queue=queue)
             with pytest.raises(RunError) as caught:
                 await handle.result()
@@ -1093,7 +1084,7 @@ def test_answers_to_a_state_over_the_payload_limit_apply_and_the_helpers_read_it
     prompt = "p" * 900_000
 
     async def go() -> tuple[BaseException | None, RunState, RunState, RunError]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await agent.start(client, prompt, id="bulky-1", task_queue=queue)
             with pytest.raises(WorkflowUpdateFailedError) as refused:
                 await handle.workflow.execute_update(AgentWorkflow.suspended)
@@ -1175,7 +1166,7 @@ def _run_chain(
     """A durable run of ``agent`` on "go": its response and the histories of its chain."""
 
     async def go() -> tuple[Any, list[WorkflowHistory]]:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+        async with _in_process(server, log_dir, monkeypatch) as (client, queue):
             handle = await agent.start(client, "go", id=id, task_queue=queue)
             response = await handle.result()
             first = handle.workflow.first_execution_run_id
@@ -1238,7 +1229,7 @@ def test_a_waiting_suspended_update_lets_the_run_continue_as_new(
     agent = temporal_app.relayed_chain
 
     async def go() -> tuple[RunState, Any]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await agent.start(client, "go", id="chain-wait-1", task_queue=queue)
             update = await handle.workflow.start_update(
                 AgentWorkflow.suspended, wait_for_stage=WorkflowUpdateStage.ACCEPTED
