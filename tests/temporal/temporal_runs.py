@@ -143,7 +143,8 @@ def _scheduled(history: WorkflowHistory) -> list[str]:
     ]
 
 
-def _replays(history: WorkflowHistory) -> None:
-    """Replay ``history`` with this code (raises on nondeterminism)."""
+def _replays(*histories: WorkflowHistory) -> None:
+    """Replay ``histories`` with this code (raises on nondeterminism)."""
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+    for history in histories:
+        asyncio.run(replayer.replay_workflow(history))

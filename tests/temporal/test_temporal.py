@@ -1217,8 +1217,7 @@ def test_a_run_continues_as_new_inside_nested_runs_and_nothing_runs_again(
     else:  # only the server's suggestion
         assert agent.settings.continue_as_new_steps is None
         assert all(len(history.events) < 3 * SUGGEST_AFTER for history in histories)
-    for history in histories:
-        _replays(history)
+    _replays(*histories)
 
 
 def test_a_waiting_suspended_update_lets_the_run_continue_as_new(
