@@ -31,18 +31,25 @@ async def _client(server: DevServer, agents: Seq[TemporalAgent] = temporal_app.A
 
 
 @contextlib.asynccontextmanager
-async def _in_process(
-    server: DevServer,
-    log_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    agents: Seq[TemporalAgent] = temporal_app.AGENTS,
+async def _worker(
+    server: DevServer, agents: Seq[TemporalAgent] = temporal_app.AGENTS
 ) -> AsyncIterator[tuple[Client, str]]:
-    """A client and the task queue of a worker for ``agents`` running in this process (tools log to ``log_dir``)."""
-    monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
+    """A client, and a worker for ``agents`` in this process on a task queue of its own."""
     client = await _client(server, agents)
     queue = f"q-{uuid.uuid4().hex}"
     async with Worker(client, task_queue=queue):
         yield client, queue
+
+
+def _in_process(
+    server: DevServer,
+    log_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    agents: Seq[TemporalAgent] = temporal_app.AGENTS,
+) -> contextlib.AbstractAsyncContextManager[tuple[Client, str]]:
+    """`_worker` for the app's agents, whose tools log to ``log_dir``."""
+    monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
+    return _worker(server, agents)
 
 
 def _run(
