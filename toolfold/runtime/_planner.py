@@ -253,9 +253,17 @@ class Planner:
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """The next decision."""
+        return self.decide(request.messages)
+
+    def decide(self, messages: tuple[Message, ...]) -> ModelResponse:
+        """The next decision, from the run's conversation (what a request would hold).
+
+        Raises:
+            RunError: The workflow's plan raised (its state is to be set by the driver).
+        """
         workflow = self._workflow
         try:
-            decision = workflow.plan(self._plans.read(request.messages))
+            decision = workflow.plan(self._plans.read(messages))
         except RunError:
             raise
         except Exception as exc:

@@ -18,6 +18,7 @@ import attrs
 
 from toolfold._errors import RunError, ToolRetriesExceededError, UsageError, WorkflowDefinitionError
 from toolfold.runtime._agent import Observer, StepObserver
+from toolfold.runtime._conduct import conduct_async, conduct_sync, conducted
 from toolfold.runtime._planner import (
     Call,
     Final,
@@ -276,6 +277,22 @@ class Workflow:
         )
         return live, state
 
+    def _drive_sync(self, live: Live, state: RunState) -> Response:
+        if conducted(live):  # nothing watches the run: the lean driver (same events)
+            return conduct_sync(self._planner, live, state)
+        return run_sync(live, state)
+
+    async def _drive_async(self, live: Live, state: RunState) -> Response:
+        if conducted(live):
+            return await conduct_async(self._planner, live, state)
+        return await run_async(live, state)
+
+    @property
+    def _planner(self) -> Planner:
+        planner = self._options.model
+        assert isinstance(planner, Planner)
+        return planner
+
     def run(
         self,
         prompt: Any,
@@ -304,7 +321,7 @@ class Workflow:
         # steps side by side run as coroutines of one loop (see `run_calls_sync`).
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         with _step_errors(self):
-            return _wrapped(run_sync(live, state))
+            return _wrapped(self._drive_sync(live, state))
 
     async def arun(
         self,
@@ -318,7 +335,7 @@ class Workflow:
         """Like `run`, on the running event loop (agent steps run on worker threads)."""
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         with _step_errors(self):
-            return _wrapped(await run_async(live, state))
+            return _wrapped(await self._drive_async(live, state))
 
     def stream(
         self,
@@ -369,7 +386,7 @@ class Workflow:
             state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
         with _step_errors(self):
-            return _wrapped(run_sync(live, state))
+            return _wrapped(self._drive_sync(live, state))
 
     async def aresume(
         self,
@@ -386,7 +403,7 @@ class Workflow:
             state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
         with _step_errors(self):
-            return _wrapped(await run_async(live, state))
+            return _wrapped(await self._drive_async(live, state))
 
     def resume_stream(
         self,
