@@ -18,19 +18,31 @@ it reached, which then does exactly what it does with any run in that state.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from toolfold._errors import ToolfoldError
+from toolfold.runtime._agent_tool import call_run_id
 from toolfold.runtime._run import finish, run_async, run_sync
+from toolfold.runtime._task import Task, run_sub_run
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._effects import RunTools
-from toolfold.runtime.core._events import ModelResponded, OutputAccepted
+from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
+from toolfold.runtime.core._messages import thaw
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import reduce
-from toolfold.runtime.core._state import RunState
-from toolfold.runtime.drive._executor import ToolJob, returned, run_calls, run_calls_sync
+from toolfold.runtime.core._state import CallState, RunState
+from toolfold.runtime.drive._executor import (
+    ToolJob,
+    ToolOutcome,
+    made_outcome,
+    returned,
+    run_calls,
+    run_calls_sync,
+)
 from toolfold.runtime.drive._loop import Live, _job
 from toolfold.runtime.drive._trace import tracing
+from toolfold.toolkit._results import describe_exception
 
 if TYPE_CHECKING:
     from toolfold.runtime._planner import Planner
@@ -56,6 +68,10 @@ def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response:
         if phase == "awaiting_model":
             state = _decide(planner, state)
         elif phase == "running_tools":
+            lone = planner.lone_step(state.calls)
+            if lone is not None:  # one agent or workflow step: run right here
+                state = reduce(state, _ran(live, state, *lone))
+                continue
             jobs = _jobs(live, state)
             for outcome in run_calls_sync(jobs, max_concurrency=live.max_concurrency):
                 state = reduce(state, returned(outcome))
@@ -97,6 +113,42 @@ def _decide(planner: Planner, state: RunState) -> RunState:
     # The planner's step tools need no approval: every call executes.
     decided = tuple(dispositions(state.config, response.tool_calls, None))
     return reduce(state, ModelResponded(response, decided))  # type: ignore[arg-type]
+
+
+def _ran(live: Live, state: RunState, task: Task, call: CallState) -> Event:
+    """What the executor's blocking path reports of ``call``, a lone sub-run step, run here.
+
+    The step's arguments are the planner's own (``lone_step`` checked their
+    shape), so there is nothing to validate; the rest is `run_calls_sync`'s
+    course for one call: the sub-run, or the error it raised, and its duration.
+    """
+    part = call.call
+    arguments = part.arguments
+    assert arguments is not None  # lone_step checked them
+    started = time.monotonic()
+    try:
+        ran = run_sub_run(
+            task,
+            thaw(arguments["input"]),
+            thaw(arguments["values"]),
+            live.deps,
+            call.child,
+            lambda: call_run_id(state.run_id, part.id, state.step, state.conversation),
+        )
+    except Exception as exc:
+        content = f"Error: {describe_exception(exc)}"
+        outcome = ToolOutcome(part.id, part.name, content, True, "error", exc, time.monotonic())
+    else:
+        outcome = ToolOutcome(
+            part.id,
+            part.name,
+            ran.content,
+            ran.is_error,
+            made_outcome(ran),
+            ended=time.monotonic(),
+            child=ran.state,
+        )
+    return returned(outcome._replace(duration=max(0.0, outcome.ended - started)))
 
 
 def _jobs(live: Live, state: RunState) -> tuple[ToolJob, ...]:

@@ -36,6 +36,7 @@ from toolfold.runtime.drive._output import OutputRejected, OutputSchema
 if TYPE_CHECKING:
     from toolfold.runtime._task import Task
     from toolfold.runtime._workflow import Workflow
+    from toolfold.runtime.core._state import CallState
 
 PLANNER_MODEL = "toolfold:workflow"
 """The model name a workflow's run records (no provider is involved)."""
@@ -242,6 +243,32 @@ class Planner:
     def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
         self._plans = _PlanCache()
+        # Steps a blocking driver may run in place (see `lone_step`).
+        self._in_place = {
+            t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
+        }
+
+    def lone_step(self, calls: tuple[CallState, ...]) -> tuple[Task, CallState] | None:
+        """The step of a round of one call to run, when a blocking driver may run it in place.
+
+        That is an agent or workflow step without a timeout (nothing to
+        cancel it at a deadline), called with the arguments the planner writes.
+        """
+        if len(calls) != 1:
+            return None
+        call = calls[0]
+        task = self._in_place.get(call.call.name)
+        arguments = call.call.arguments
+        if (
+            task is None
+            or call.status != "to_run"
+            or arguments is None
+            or len(arguments) != 2
+            or type(arguments.get("values")) is not FrozenDict
+            or "input" not in arguments
+        ):
+            return None
+        return task, call
 
     @property
     def name(self) -> str:
