@@ -19,26 +19,29 @@ it reached, which then does exactly what it does with any run in that state.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from toolfold._errors import ToolfoldError
 from toolfold.runtime._agent_tool import call_run_id
 from toolfold.runtime._run import finish, run_async, run_sync
-from toolfold.runtime._task import Task, run_sub_run
+from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._effects import RunTools
-from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
-from toolfold.runtime.core._messages import thaw
+from toolfold.runtime.core._events import ModelResponded, OutputAccepted
+from toolfold.runtime.core._messages import ToolCallPart, thaw
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import CallState, RunState
 from toolfold.runtime.drive._executor import (
+    SubRun,
     ToolJob,
     ToolOutcome,
     made_outcome,
     returned,
     run_calls,
     run_calls_sync,
+    run_kept,
 )
 from toolfold.runtime.drive._loop import Live, _job
 from toolfold.runtime.drive._trace import tracing
@@ -68,12 +71,15 @@ def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response:
         if phase == "awaiting_model":
             state = _decide(planner, state)
         elif phase == "running_tools":
-            lone = planner.lone_step(state.calls)
-            if lone is not None:  # one agent or workflow step: run right here
-                state = reduce(state, _ran(live, state, *lone))
-                continue
-            jobs = _jobs(live, state)
-            for outcome in run_calls_sync(jobs, max_concurrency=live.max_concurrency):
+            steps = planner.in_place(state.calls)
+            if steps is None:  # a function step, a timeout...: the executor runs the round
+                jobs = _jobs(live, state)
+                outcomes = run_calls_sync(jobs, max_concurrency=live.max_concurrency)
+            elif len(steps) == 1:  # one step: right here, in this thread
+                outcomes = (_ran(live, state, *steps[0], time.monotonic()),)
+            else:  # steps side by side: coroutines of one loop, as the executor runs them
+                outcomes = run_kept(lambda: _side_by_side(live, state, steps))  # noqa: B023
+            for outcome in outcomes:
                 state = reduce(state, returned(outcome))
         elif phase == "validating_output":
             state = _accept(live, state)
@@ -90,8 +96,13 @@ async def conduct_async(planner: Planner, live: Live, state: RunState) -> Respon
         if phase == "awaiting_model":
             state = _decide(planner, state)
         elif phase == "running_tools":
-            jobs = _jobs(live, state)
-            for outcome in await run_calls(jobs, max_concurrency=live.max_concurrency):
+            steps = planner.in_place(state.calls)
+            if steps is None:
+                jobs = _jobs(live, state)
+                outcomes = await run_calls(jobs, max_concurrency=live.max_concurrency)
+            else:
+                outcomes = await _side_by_side(live, state, steps)
+            for outcome in outcomes:
                 state = reduce(state, returned(outcome))
         elif phase == "validating_output":
             state = _accept(live, state)
@@ -115,40 +126,97 @@ def _decide(planner: Planner, state: RunState) -> RunState:
     return reduce(state, ModelResponded(response, decided))  # type: ignore[arg-type]
 
 
-def _ran(live: Live, state: RunState, task: Task, call: CallState) -> Event:
-    """What the executor's blocking path reports of ``call``, a lone sub-run step, run here.
+def _ran(live: Live, state: RunState, task: Task, call: CallState, started: float) -> ToolOutcome:
+    """What the executor makes of ``call``, a step run in place, from blocking code.
 
-    The step's arguments are the planner's own (``lone_step`` checked their
-    shape), so there is nothing to validate; the rest is `run_calls_sync`'s
-    course for one call: the sub-run, or the error it raised, and its duration.
+    The step's arguments are the planner's own (`Planner.in_place` checked
+    their shape), so there is nothing to validate; the rest is the executor's
+    course for a sub-run: its state, or the error it raised, and the time
+    since the round ``started``.
     """
     part = call.call
-    arguments = part.arguments
-    assert arguments is not None  # lone_step checked them
-    started = time.monotonic()
     try:
-        ran = run_sub_run(
-            task,
-            thaw(arguments["input"]),
-            thaw(arguments["values"]),
-            live.deps,
-            call.child,
-            lambda: call_run_id(state.run_id, part.id, state.step, state.conversation),
+        ran = run_sub_run(task, *_arguments(call), live.deps, call.child, _run_id(state, part))
+    except Exception as exc:
+        return _failed(part, exc, started)
+    return _outcome(part, ran, started)
+
+
+async def _ran_async(
+    live: Live, state: RunState, task: Task, call: CallState, started: float
+) -> ToolOutcome:
+    """Like `_ran`, on the running event loop."""
+    part = call.call
+    try:
+        ran = await arun_sub_run(
+            task, *_arguments(call), live.deps, call.child, _run_id(state, part)
         )
     except Exception as exc:
-        content = f"Error: {describe_exception(exc)}"
-        outcome = ToolOutcome(part.id, part.name, content, True, "error", exc, time.monotonic())
-    else:
-        outcome = ToolOutcome(
-            part.id,
-            part.name,
-            ran.content,
-            ran.is_error,
-            made_outcome(ran),
-            ended=time.monotonic(),
-            child=ran.state,
-        )
-    return returned(outcome._replace(duration=max(0.0, outcome.ended - started)))
+        return _failed(part, exc, started)
+    return _outcome(part, ran, started)
+
+
+async def _side_by_side(
+    live: Live, state: RunState, steps: list[tuple[Task, CallState]]
+) -> tuple[ToolOutcome, ...]:
+    """The round's steps run concurrently (at most ``max_concurrency`` at once), in call order.
+
+    As the executor runs sub-runs: a step that waits for its run holds no
+    thread, and cancelling the round cancels every step still running.
+    """
+    import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
+
+    started = time.monotonic()
+    if len(steps) == 1:
+        return (await _ran_async(live, state, *steps[0], started),)
+    limit = asyncio.Semaphore(max(1, live.max_concurrency))
+
+    async def one(task: Task, call: CallState) -> ToolOutcome:
+        async with limit:
+            return await _ran_async(live, state, task, call, started)
+
+    running = [asyncio.ensure_future(one(task, call)) for task, call in steps]
+    try:
+        return tuple(await asyncio.gather(*running))
+    finally:
+        pending = [t for t in running if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any]]:
+    """The step's input and values, the tool's own copies (thawed), as the executor gives them."""
+    arguments = call.call.arguments
+    assert arguments is not None  # Planner.in_place checked them
+    return thaw(arguments["input"]), thaw(arguments["values"])
+
+
+def _run_id(state: RunState, part: ToolCallPart) -> Callable[[], str]:
+    return lambda: call_run_id(state.run_id, part.id, state.step, state.conversation)
+
+
+def _outcome(part: ToolCallPart, ran: SubRun, started: float) -> ToolOutcome:
+    ended = time.monotonic()
+    return ToolOutcome(
+        part.id,
+        part.name,
+        ran.content,
+        ran.is_error,
+        made_outcome(ran),
+        ended=ended,
+        duration=max(0.0, ended - started),
+        child=ran.state,
+    )
+
+
+def _failed(part: ToolCallPart, exc: Exception, started: float) -> ToolOutcome:
+    ended = time.monotonic()
+    content = f"Error: {describe_exception(exc)}"
+    return ToolOutcome(
+        part.id, part.name, content, True, "error", exc, ended, max(0.0, ended - started)
+    )
 
 
 def _jobs(live: Live, state: RunState) -> tuple[ToolJob, ...]:

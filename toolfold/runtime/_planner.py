@@ -243,32 +243,34 @@ class Planner:
     def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
         self._plans = _PlanCache()
-        # Steps a blocking driver may run in place (see `lone_step`).
+        # Steps a driver may run in place (see `in_place`).
         self._in_place = {
             t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
         }
 
-    def lone_step(self, calls: tuple[CallState, ...]) -> tuple[Task, CallState] | None:
-        """The step of a round of one call to run, when a blocking driver may run it in place.
+    def in_place(self, calls: tuple[CallState, ...]) -> list[tuple[Task, CallState]] | None:
+        """The calls of a round to run, with their steps, when a driver may run them in place.
 
-        That is an agent or workflow step without a timeout (nothing to
-        cancel it at a deadline), called with the arguments the planner writes.
+        That is when every call to run is an agent or workflow step without a
+        timeout (nothing to cancel at a deadline), called with the arguments
+        the planner writes; otherwise None (the executor runs the round).
         """
-        if len(calls) != 1:
-            return None
-        call = calls[0]
-        task = self._in_place.get(call.call.name)
-        arguments = call.call.arguments
-        if (
-            task is None
-            or call.status != "to_run"
-            or arguments is None
-            or len(arguments) != 2
-            or type(arguments.get("values")) is not FrozenDict
-            or "input" not in arguments
-        ):
-            return None
-        return task, call
+        found: list[tuple[Task, CallState]] = []
+        for call in calls:
+            if call.status != "to_run":
+                continue
+            task = self._in_place.get(call.call.name)
+            arguments = call.call.arguments
+            if (
+                task is None
+                or arguments is None
+                or len(arguments) != 2
+                or type(arguments.get("values")) is not FrozenDict
+                or "input" not in arguments
+            ):
+                return None
+            found.append((task, call))
+        return found or None
 
     @property
     def name(self) -> str:

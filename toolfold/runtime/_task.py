@@ -386,20 +386,35 @@ def _run_runner(task: Task) -> Callable[..., Any]:
     async def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
-        target, prompt = _target_and_prompt(task, input, values)
         if ctx.forward is not None:  # the workflow streams: so does the step
+            target, prompt = _target_and_prompt(task, input, values)
             stream = _step_stream(target, prompt, ctx)
             async for event in stream:
                 if not isinstance(event, RunEndEvent):
                     ctx.forward(event)
-            response: Response = stream.response
-        elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
-            response = await target.aresume(ctx.sub_run, deps=ctx.deps)
-        else:
-            response = await target.arun(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
-        return _step_result(response)
+            return _step_result(stream.response)
+        return await arun_sub_run(
+            task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx)
+        )
 
     return run_step
+
+
+async def arun_sub_run(
+    task: Task,
+    input: Any,
+    values: Mapping[str, Any] | None,
+    deps: Any,
+    sub_run: RunState | None,
+    run_id: Callable[[], str],
+) -> SubRun:
+    """Like `run_sub_run`, on the running event loop."""
+    target, prompt = _target_and_prompt(task, input, values)
+    if sub_run is not None:  # answered by the caller: go on where it stopped
+        response: Response = await target.aresume(sub_run, deps=deps)
+    else:
+        response = await target.arun(prompt, deps=deps, run_id=run_id())
+    return _step_result(response)
 
 
 def _run_runner_sync(task: Task) -> Callable[..., Any]:
