@@ -50,6 +50,24 @@ def test_every_command_has_help(command: str, tmp_path: Path) -> None:
     assert "3 the run waits" in " ".join(proc.stdout.split())
 
 
+def test_the_installed_console_script_runs(tmp_path: Path) -> None:
+    """The ``toolfold`` entry point pip installed next to the interpreter runs the same commands."""
+    script = Path(sys.executable).parent / ("toolfold.exe" if os.name == "nt" else "toolfold")
+    assert script.is_file(), f"pip did not install the console script at {script}"
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.run(
+        [str(script), "check", str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=clean,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == toolfold("check", str(EXAMPLE), cwd=tmp_path).stdout
+
+
 def test_a_wrong_command_line_exits_2(tmp_path: Path) -> None:
     """A missing argument is argparse's exit code 2, with the usage on stderr."""
     proc = toolfold("run", str(EXAMPLE), cwd=tmp_path)

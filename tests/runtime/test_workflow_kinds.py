@@ -230,6 +230,50 @@ def test_a_field_an_earlier_output_type_lacks_is_a_definition_error() -> None:
     ]
 
 
+class Pending(TypedDict):
+    """A TypedDict whose field names a class not defined anywhere yet."""
+
+    title: str
+    extra: NotDefinedYet  # type: ignore[name-defined]  # noqa: F821
+
+
+def test_a_typeddict_output_with_an_unresolved_reference_still_checks_its_field_names() -> None:
+    """A forward reference that cannot be resolved yet leaves field types open but not the names: no NameError escapes."""
+
+    def make(text: str) -> Pending:
+        return {"title": text, "extra": None}
+
+    Sequence(make, Task(echo("w"), prompt="{make.title} {make.extra}"))
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Sequence(make, Task(echo("w"), prompt="{make.nope}"))
+    assert list(caught.value.problems) == [
+        "step 'w' refers to {make.nope}, but step 'make' gives Pending, which has no "
+        "field 'nope' (fields: title, extra)"
+    ]
+
+
+def test_resolved_hints_do_not_keep_a_self_referencing_class_alive() -> None:
+    """Typing a recursive class's fields caches nothing that keeps the class from being collected."""
+    import gc
+    import weakref
+
+    from toolfold.runtime._task import fields_of
+
+    def make() -> type:
+        node: Any = dataclasses.make_dataclass("Node", [("value", int), ("children", list)])
+        node.__annotations__["children"] = list[node]  # resolved: the hints name the class
+        return node
+
+    refs = []
+    for _ in range(20):
+        cls = make()
+        assert set(fields_of(cls) or {}) == {"value", "children"}
+        refs.append(weakref.ref(cls))
+        del cls
+    gc.collect()
+    assert [r for r in refs if r() is not None] == []
+
+
 def test_fields_checked_through_nesting_and_routes_and_left_to_run_time_when_unknown() -> None:
     """A nested workflow's placeholders are checked where the name is defined; a router's output too; untyped outputs wait for the run."""
     inner = Sequence(Task(echo("b"), prompt="{reviser.text} {reviser.nope}"), name="inner")

@@ -370,8 +370,9 @@ class _Loader:
             except ToolfoldError as exc:
                 kind = "agent" if table == "agents" else "workflow"
                 self.problem(f"{table}.{name}", f"cannot build the {kind}: {exc}")
-            except KeyError:
-                if not self.problems:
+            except KeyError as exc:
+                missing = exc.args[0] if exc.args else None
+                if not (self.problems and missing in self.entries.keys() | self.flows.keys()):
                     raise
                 # it refers to one that could not be built (reported): the others go on
         if self.problems:

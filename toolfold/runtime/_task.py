@@ -307,19 +307,26 @@ _HINTS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictiona
 def hints_of(fn: Any) -> dict[str, Any]:
     """``fn``'s resolved annotations ({} when they cannot be resolved yet).
 
-    Resolved once per function (a function step's output is typed on every
-    run); a failure is not kept, so a forward reference defined later resolves.
+    Resolved once per plain function (a function step's output is typed on
+    every run); a failure is not kept, so a forward reference defined later
+    resolves.
     """
+    if not inspect.isfunction(fn):
+        # Only functions are kept: a class's hints may name the class itself
+        # (``children: list[Node]``), and the entry would then keep its key alive.
+        try:
+            return typing.get_type_hints(fn)
+        except Exception:
+            return {}
     try:
         return _HINTS[fn]
-    except (KeyError, TypeError):  # TypeError: not weakly referable, or unhashable
+    except KeyError:
         pass
     try:
         hints = typing.get_type_hints(fn)
     except Exception:
         return {}
-    with contextlib.suppress(TypeError):
-        _HINTS[fn] = hints
+    _HINTS[fn] = hints
     return hints
 
 
@@ -602,7 +609,7 @@ def fields_of(tp: Any) -> dict[str, Any] | None:
     elif dataclasses.is_dataclass(tp):
         names = [f.name for f in dataclasses.fields(tp)]
     elif typing.is_typeddict(tp):
-        names = list(typing.get_type_hints(tp))
+        names = list(tp.__annotations__)  # resolved below, leniently (forward references)
     else:
         return None
     hints = hints_of(tp)

@@ -64,15 +64,18 @@ class Clients:
         self._async: Any = None if async_client is None else _wrap_async(async_client)
         self.owns_sync, self.owns_async = self._sync is None, self._async is None
         self.injected = not (self.owns_sync and self.owns_async)
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # (loop, backend) as one value, read once: threads running their own
+        # loops never pair one loop with another loop's client.
+        self._bound: tuple[asyncio.AbstractEventLoop, Any] | None = None
         self._closer: Any = None
 
     def ready_async(self) -> Any:
         """The async backend for the running loop if it is made already, else None."""
         if not self.owns_async:
             return self._async
-        if self._loop is asyncio.get_running_loop():
-            return self._async
+        bound = self._bound
+        if bound is not None and bound[0] is asyncio.get_running_loop():
+            return bound[1]
         return None
 
     async def get_async(self) -> Any:
@@ -80,14 +83,15 @@ class Clients:
         if not self.owns_async:
             return self._async
         loop = asyncio.get_running_loop()
-        if self._async is not None and self._loop is loop:
-            return self._async
+        bound = self._bound
+        if bound is not None and bound[0] is loop:
+            return bound[1]
         if not self.owns_sync:
             raise _one_mode_only("an async", "httpx.AsyncClient", "async_http_client")
         backend = await make_async(self.name, self._timeouts, self._limits)
         closer = close_when_loop_ends(backend)
         await closer.__anext__()
-        self._async, self._loop, self._closer = backend, loop, closer
+        self._bound, self._closer = (loop, backend), closer
         return backend
 
     def get_sync(self) -> HttpxBackend:
@@ -105,7 +109,7 @@ class Clients:
         """Close the async backend this transport made, then the blocking one."""
         if self.owns_async and self._closer is not None:
             closer, self._closer = self._closer, None
-            self._async, self._loop = None, None
+            self._bound = None
             await closer.aclose()
         self.close()
 
