@@ -104,3 +104,24 @@ def test_a_step_that_fails_the_workflow_fails_it_as_the_loop_does() -> None:
     assert looped.value.state is not None
     assert _steady(lean.value.state) == _steady(looped.value.state)
     assert lean.value.state.phase == "failed"
+
+
+def test_a_decision_that_raises_fails_as_the_loop_reports_it() -> None:
+    """A router that raises gives the same RunError and state, driven lean or by the loop."""
+    from toolfold import Route, RunError
+
+    def router(text: str) -> str:
+        raise LookupError(f"no route for {text}")
+
+    def routed() -> Workflow:
+        return Sequence(echo("a"), Route(router, {"b": echo("b")}, name="pick"))
+
+    with pytest.raises(RunError) as lean:
+        routed().run("x", run_id="wf")
+    with pytest.raises(RunError) as looped:
+        routed().run("x", run_id="wf", on_event=lambda event: None)
+    assert str(lean.value) == str(looped.value)
+    assert "no route for a(x)" in str(lean.value)
+    assert lean.value.state is not None
+    assert looped.value.state is not None
+    assert _steady(lean.value.state) == _steady(looped.value.state)

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolfold._errors import ToolfoldError
 from toolfold.runtime._agent_tool import call_run_id
 from toolfold.runtime._run import finish, run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
@@ -43,7 +42,7 @@ from toolfold.runtime.drive._executor import (
     run_calls_sync,
     run_kept,
 )
-from toolfold.runtime.drive._loop import Live, _job
+from toolfold.runtime.drive._loop import Live, _job, _model_failure, unique_call_ids
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
 
@@ -116,11 +115,14 @@ def _decide(planner: Planner, state: RunState) -> RunState:
     """The planner's next decision, reduced as the loop reduces a model response."""
     try:
         response = planner.decide(state.messages)
-    except ToolfoldError as exc:
-        # As the loop does with a failed model call: the error carries the
-        # state before it, which a resume goes on from.
-        exc.state = state  # type: ignore[attr-defined]
-        raise
+    except Exception as exc:
+        # As the loop reports a failed model call: the error carries the state
+        # before it, which a resume goes on from.
+        failure = _model_failure(exc, state, state.step + 1)
+        if failure is exc:
+            raise
+        raise failure from exc
+    response = unique_call_ids(response)
     # The planner's step tools need no approval: every call executes.
     decided = tuple(dispositions(state.config, response.tool_calls, None))
     return reduce(state, ModelResponded(response, decided))  # type: ignore[arg-type]

@@ -4,7 +4,8 @@ A workflow composes agents, functions and other workflows. It runs with the
 same ``run / arun / stream / resume`` as an `Agent`, on the same loop and the
 same state: each step is a tool call of the workflow's run, decided by a
 planner in the model's seat (see `_planner`), so the whole tree serializes,
-resumes in another process and replays.
+resumes in another process and replays. A run nobody observes is driven by
+`_conduct` (the same events, without the agent loop's per-turn machinery).
 """
 
 from __future__ import annotations
