@@ -19,7 +19,7 @@ it reached, which then does exactly what it does with any run in that state.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolfold.runtime._agent_tool import call_run_id
@@ -65,50 +65,66 @@ def conducted(live: Live) -> bool:
 
 def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response:
     """Drive a workflow's run from blocking code (see the module's docstring)."""
-    while True:
-        phase = state.phase
-        if phase == "awaiting_model":
-            state = _decide(planner, state)
-        elif phase == "running_tools":
-            steps = planner.in_place(state.calls)
+    course = _course(planner, live, state)
+    outcomes: tuple[ToolOutcome, ...] | None = None
+    try:
+        while True:
+            at, steps = course.send(outcomes)  # type: ignore[arg-type]  # None to start
             if steps is None:  # a function step, a timeout...: the executor runs the round
-                jobs = _jobs(live, state)
+                jobs = _jobs(live, at)
                 outcomes = run_calls_sync(jobs, max_concurrency=live.max_concurrency)
             elif len(steps) == 1:  # one step: right here, in this thread
-                outcomes = (_ran(live, state, *steps[0], time.monotonic()),)
+                outcomes = (_ran(live, at, *steps[0], time.monotonic()),)
             else:  # steps side by side: coroutines of one loop, as the executor runs them
-                outcomes = run_kept(lambda: _side_by_side(live, state, steps))  # noqa: B023
-            for outcome in outcomes:
-                state = reduce(state, returned(outcome))
-        elif phase == "validating_output":
-            state = _accept(live, state)
-        elif phase == "finished":
-            return finish(state, live)
-        else:  # suspended or failed: the loop says what that gives
-            return run_sync(live, state)
+                outcomes = run_kept(lambda: _side_by_side(live, at, steps))  # noqa: B023
+    except StopIteration as stop:
+        state = stop.value
+    # Finished, or suspended or failed: the loop says what that gives.
+    return finish(state, live) if state.phase == "finished" else run_sync(live, state)
 
 
 async def conduct_async(planner: Planner, live: Live, state: RunState) -> Response:
     """Drive a workflow's run on the running event loop (see the module's docstring)."""
+    course = _course(planner, live, state)
+    outcomes: tuple[ToolOutcome, ...] | None = None
+    try:
+        while True:
+            at, steps = course.send(outcomes)  # type: ignore[arg-type]  # None to start
+            if steps is None:
+                jobs = _jobs(live, at)
+                outcomes = await run_calls(jobs, max_concurrency=live.max_concurrency)
+            else:
+                outcomes = await _side_by_side(live, at, steps)
+    except StopIteration as stop:
+        state = stop.value
+    return finish(state, live) if state.phase == "finished" else await run_async(live, state)
+
+
+_Round = tuple[RunState, list[tuple[Task, CallState]] | None]
+
+
+def _course(
+    planner: Planner, live: Live, state: RunState
+) -> Generator[_Round, tuple[ToolOutcome, ...], RunState]:
+    """The run's usual course, written once for both drivers.
+
+    Yields each round of step calls to run, with the state it runs in and the
+    steps to run in place (None: the executor runs the round), and is sent
+    their outcomes in call order; returns the state where the usual course
+    ends (finished, suspended or failed).
+    """
     while True:
         phase = state.phase
         if phase == "awaiting_model":
             state = _decide(planner, state)
         elif phase == "running_tools":
-            steps = planner.in_place(state.calls)
-            if steps is None:
-                jobs = _jobs(live, state)
-                outcomes = await run_calls(jobs, max_concurrency=live.max_concurrency)
-            else:
-                outcomes = await _side_by_side(live, state, steps)
+            outcomes = yield state, planner.in_place(state.calls)
             for outcome in outcomes:
                 state = reduce(state, returned(outcome))
         elif phase == "validating_output":
             state = _accept(live, state)
-        elif phase == "finished":
-            return finish(state, live)
         else:
-            return await run_async(live, state)
+            return state
 
 
 def _decide(planner: Planner, state: RunState) -> RunState:
