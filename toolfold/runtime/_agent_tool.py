@@ -219,11 +219,14 @@ def sub_run_id(ctx: RunContext[Any]) -> str:
     (``call_0`` every time); that call's sub-run is ``<run id>/<call id>@<step>``,
     so two sub-runs of one run never share an id (nor their tools' idempotency keys).
     """
-    return call_run_id(ctx.run_id, ctx.call_id, ctx.step, ctx.messages)
+    return sub_run_id_of(ctx.run_id, ctx.call_id, ctx.step, ctx.messages)
 
 
-def call_run_id(run_id: str, call_id: str, step: int, messages: Sequence[Any]) -> str:
-    """`sub_run_id` from its parts: the run's id, the call's, the step, the conversation."""
+def sub_run_id_of(run_id: str, call_id: str, step: int, messages: Sequence[Any]) -> str:
+    """`sub_run_id` from its parts: the calling run's id, the call's id and step, its conversation.
+
+    A durable run (on Temporal) starts its sub-runs with it too, so they get a local run's ids.
+    """
     base = f"{run_id}/{call_id}"
     return f"{base}@{step}" if _reused(messages, call_id) else base
 

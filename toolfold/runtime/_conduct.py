@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolfold.runtime._agent_tool import call_run_id
+from toolfold.runtime._agent_tool import sub_run_id_of
 from toolfold.runtime._run import finish, run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
@@ -212,7 +212,7 @@ def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any]]:
 
 
 def _run_id(state: RunState, part: ToolCallPart) -> Callable[[], str]:
-    return lambda: call_run_id(state.run_id, part.id, state.step, state.conversation)
+    return lambda: sub_run_id_of(state.run_id, part.id, state.step, state.conversation)
 
 
 def _outcome(part: ToolCallPart, ran: SubRun, started: float) -> ToolOutcome:
