@@ -219,8 +219,16 @@ def sub_run_id(ctx: RunContext[Any]) -> str:
     (``call_0`` every time); that call's sub-run is ``<run id>/<call id>@<step>``,
     so two sub-runs of one run never share an id (nor their tools' idempotency keys).
     """
-    base = f"{ctx.run_id}/{ctx.call_id}"
-    return f"{base}@{ctx.step}" if _reused(ctx.messages, ctx.call_id) else base
+    return sub_run_id_of(ctx.run_id, ctx.call_id, ctx.step, ctx.messages)
+
+
+def sub_run_id_of(run_id: str, call_id: str, step: int, messages: Sequence[Any]) -> str:
+    """`sub_run_id` from its parts: the calling run's id, the call's id and step, its conversation.
+
+    A durable run (on Temporal) starts its sub-runs with it too, so they get a local run's ids.
+    """
+    base = f"{run_id}/{call_id}"
+    return f"{base}@{step}" if _reused(messages, call_id) else base
 
 
 def _reused(messages: Sequence[Any], call_id: str) -> bool:

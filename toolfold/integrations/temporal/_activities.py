@@ -14,6 +14,7 @@ resolves them from the names the workflow's state carries.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -385,8 +386,7 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
                 non_retryable=True,
             )
         source = host.sources[given.source]
-        # Starting a server (a stdio process) may take longer than a heartbeat timeout.
-        await _heartbeating(asyncio.to_thread(source.open), host.every)
+        await _opened(source, host.every)
         try:
             (tool,) = source.tools_from([given.spec])
             return await _called(tool, given.call, host.deps, host.every, host.max_bytes)
@@ -394,6 +394,23 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
             await _heartbeating(asyncio.to_thread(source.close), host.every)
 
     return call_source_tool
+
+
+async def _opened(source: ListedSource, every: float) -> None:
+    """Open ``source`` on a thread, heartbeating (starting a stdio server may take a while).
+
+    An activity cancelled meanwhile cannot stop the thread: it waits for it,
+    and closes what it opened before it stops (else the session would stay
+    open, its server process running).
+    """
+    opening = asyncio.ensure_future(asyncio.to_thread(source.open))
+    try:
+        await _heartbeating(asyncio.shield(opening), every)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):  # (it failed to open: nothing to close)
+            await asyncio.shield(opening)
+            await asyncio.shield(asyncio.to_thread(source.close))
+        raise
 
 
 def _output_activity(run: SubRunTool, tool: str, every: float) -> Callable[..., Any]:

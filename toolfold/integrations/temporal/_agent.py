@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ from temporalio.client import (
 from temporalio.converter import ExternalStorage
 from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
@@ -155,10 +157,10 @@ class TemporalAgent:
         every = self.settings.heartbeat_timeout.total_seconds() / 3
         hosts = {}
         for each in (top, *(sub for sub, _ in walk(top))):
-            if each.sources:
-                sources = tuple(s for s in each.sources if isinstance(s, ListedSource))
+            if each.sources:  # all listed sources (`_durable` refuses others), in order:
+                # a call activity names its source by its index (`SourceCallInput.source`)
                 hosts[each.name] = SourceHost(
-                    sources, self.deps, every, self.settings.max_result_bytes
+                    each.sources, self.deps, every, self.settings.max_result_bytes
                 )
         return hosts
 
@@ -253,16 +255,29 @@ class AgentHandle:
         )
 
     async def suspended(self) -> RunState:
-        """Wait until the run waits for answers (or is over); returns its state."""
-        while True:  # a run that continues as new answers early: ask the next one
+        """Wait until the run waits for answers (or is over); returns its state.
+
+        Raises:
+            temporalio.client.WorkflowFailureError: The run is over, failed
+                as a workflow (see `result`).
+        """
+        delays = iter(_BACKOFF)
+        while True:  # a run that continues as new answers early
             try:
                 state: RunState = await self.workflow.execute_update(AgentWorkflow.suspended)
             except WorkflowUpdateFailedError as exc:
                 if not _too_large(exc.cause):
                     raise
                 state = await self.state()
+            except RPCError as exc:  # it ended (maybe while it handed over): its final state
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                state = await self.workflow.result()
             if state.phase in _SETTLED:
                 return state
+            # It is handing over to its next history: ask again once that has begun
+            # (at once, each question would hold the leaving run up, as a handler in flight).
+            await _pause(next(delays, _BACKOFF[-1]))
 
     async def answer(self, *events: Event) -> RunState:
         """Send approvals, denials or tool results to the suspended run.
@@ -333,8 +348,20 @@ def _raised(cause: ApplicationError) -> type[RunError] | None:
     if cause.type.startswith(RUN_ERROR):
         raised = getattr(errors, cause.type.removeprefix(RUN_ERROR), None)
         if isinstance(raised, type) and issubclass(raised, RunError):
-            return raised
+            # Rebuilt from (message, state): a class built from other parts (an
+            # InvalidEventError's phase, event and reason) comes back as a RunError.
+            return raised if raised.__init__ is RunError.__init__ else RunError
     return None
+
+
+_BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
+"""Seconds `AgentHandle.suspended` waits before asking a run handing over to its next
+history again (the n-th time: the n-th delay, then the last one)."""
+
+
+async def _pause(seconds: float) -> None:
+    """Wait ``seconds`` (client side: `AgentHandle.suspended`'s backoff)."""
+    await asyncio.sleep(seconds)
 
 
 _READS = 5

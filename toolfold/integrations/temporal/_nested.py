@@ -32,7 +32,7 @@ import attrs
 from temporalio.exceptions import ApplicationError
 
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._agent_tool import _content, _prompt, as_tool_of
+from toolfold.runtime._agent_tool import _content, _prompt, as_tool_of, sub_run_id_of
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import RunOptions, start, to_tools
 from toolfold.runtime._task import Task, _prompt_text, _scope
@@ -261,10 +261,12 @@ class SubRunTool:
     output: Callable[[Response], Any] | None = None
 
     def start(
-        self, invocation: ToolInvocation, tool: Tool[..., Any], run_id: str
+        self, invocation: ToolInvocation, tool: Tool[..., Any], caller: RunState
     ) -> RunState | ToolReturned:
         """The sub-run's first state, as the tool's function would start it locally.
 
+        ``caller``: the state of the run that makes the call (its id and
+        conversation give the sub-run's id, as locally: `sub_run_id`).
         Arguments that do not fit the tool give the error result a local run gives.
         """
         prepared = checked_arguments(ToolJob(invocation, tool, cast(Any, None)))
@@ -272,7 +274,8 @@ class SubRunTool:
             event = returned(prepared)
             assert isinstance(event, ToolReturned)
             return event
-        sub_id = f"{run_id}/{invocation.call.id}"
+        call = invocation.call
+        sub_id = sub_run_id_of(caller.run_id, call.id, invocation.step, caller.conversation)
         task = self.task
         if task is None:  # an agent used as a tool (see `_agent_tool`)
             assert isinstance(self.target, Agent)
@@ -283,7 +286,8 @@ class SubRunTool:
             return target._start(target.envelope(input_, values or {}), sub_id)
         scope = _scope(input_, values)
         prompt = render(task.prompt, scope) if task.prompt else _prompt_text(input_)
-        options: RunOptions = target._options
+        # its handoffs by name described as in a local run (see Agent._run_options)
+        options: RunOptions = target._run_options(target._graph_or_none())
         if target.instructions:  # placeholders filled, as `_task._bound` does
             text = render(target.instructions, scope)
             if text != target.instructions:

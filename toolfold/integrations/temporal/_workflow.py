@@ -493,6 +493,12 @@ class AgentWorkflow:
         def where(invocation: ToolInvocation) -> tuple[str, ...]:
             return (*path, invocation.tool_name, invocation.call.id)
 
+        # Set once the step is over (committed, raised, or cancelled): a call
+        # that ends after (a sibling of a call that raised) is no longer the
+        # step's, and must not be carried as the result of a later call that
+        # reuses its path (a model may reuse a call id in a later step).
+        over = False
+
         async def run(invocation: ToolInvocation) -> Any:
             carried = self._carried.get(where(invocation))
             if carried is not None and carried.event is not None:
@@ -500,7 +506,8 @@ class AgentWorkflow:
                 return carried.event  # it ended before the run continued as new
             async with limit:
                 event = await run_call(invocation)
-            self._ended[where(invocation)] = event
+            if not over:
+                self._ended[where(invocation)] = event
             return event
 
         async def run_call(invocation: ToolInvocation) -> Any:
@@ -516,17 +523,20 @@ class AgentWorkflow:
                 given = SourceCallInput(node.name, sourced.source, sourced.spec, given)
             return await self._tool_activity(agent, path, name, given)
 
-        results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
+        try:
+            results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
+        finally:  # (continuing as new: the calls that ended are carried already)
+            over = True
+            for invocation in effect.calls:
+                self._ended.pop(where(invocation), None)
         if node.on_tool_error == "raise":  # the state before the step's results, as locally
             for invocation, event in zip(effect.calls, results, strict=True):
                 if isinstance(event, ToolReturned):
                     error = tool_failure(state, invocation.tool_name, event.outcome, event.content)
                     if error is not None:
                         raise error
-        for invocation, event in zip(effect.calls, results, strict=True):
-            # gather keeps call order: results commit in call order
+        for event in results:  # gather keeps call order: results commit in call order
             state = reduce(state, event)
-            self._ended.pop(where(invocation), None)
         return state
 
     async def _tool_activity(
@@ -584,7 +594,12 @@ class AgentWorkflow:
         child = invocation.child  # a suspended sub-run the caller answered
         fresh = child is None
         if child is None:
-            started = sub.start(invocation, node.tools[call.name], state.run_id)
+            try:
+                started = sub.start(invocation, node.tools[call.name], state)
+            except Exception as exc:  # (a step's prompt naming a skipped step's value...)
+                # as locally, where the tool's function raises it: the call's error result
+                # (escaping, it would fail the workflow task again and again: a hung run)
+                return ToolReturned(call.id, f"Error: {describe_exception(exc)}", True, "error")
             if isinstance(started, ToolReturned):  # arguments that do not fit
                 return started
             child = started
@@ -634,6 +649,11 @@ class AgentWorkflow:
             return ToolReturned(call.id, f"Error: {describe_exception(exc)}", True, "error")
         finally:
             self._nested.pop(here, None)
+            # What a sub-run cut short (timed out, or raised) left of its calls: a later
+            # call at the same path (a reused call id) starts afresh, as locally.
+            for left in (self._ended, self._carried):
+                for key in [k for k in left if k[: len(here)] == here]:
+                    del left[key]
             if not suspended:  # its listings and those of the handoff targets it reached
                 for key in [k for k in self._listings if k[: len(here)] == here]:
                     del self._listings[key]
@@ -659,7 +679,7 @@ class AgentWorkflow:
         an error saying so: `state_part` answers it in parts.
         """
         view = self._snapshot()
-        size = self._size_over(view, QUERY_LIMIT)
+        size = _size_over(self._agent, view, QUERY_LIMIT)
         if size is not None:
             raise _too_large(
                 f"the run's state is {size} bytes, over the {QUERY_LIMIT}-byte limit of a "
@@ -681,16 +701,9 @@ class AgentWorkflow:
             raise ApplicationError("the run has not started yet")
         return self._view(self._state, ())
 
-    def _size_over(self, value: Any, limit: int) -> int | None:
-        """The encoded size of ``value`` when over ``limit`` without external storage, else None."""
-        if self._agent is None or self._agent.payload_limit is None:
-            return None  # external storage takes large payloads by reference
-        size = _encoded_size(value)
-        return size if size > limit else None
-
     def _answering(self, state: RunState, what: str) -> RunState:
         """``state`` as an update's answer, unless it is over Temporal's payload limit."""
-        size = self._size_over(state, PAYLOAD_LIMIT)
+        size = _size_over(self._agent, state, PAYLOAD_LIMIT)
         if size is not None:
             raise _too_large(
                 f"the state {what} is {size} bytes, over Temporal's {PAYLOAD_LIMIT}-byte "
@@ -784,11 +797,12 @@ def _too_large(message: str) -> ApplicationError:
     return ApplicationError(message, type=PAYLOAD_TOO_LARGE, non_retryable=True)
 
 
-def _size_over(agent: Registered, given: Any) -> int | None:
-    """The encoded size of ``given`` when it is over the agent's payload limit, else None."""
-    limit = agent.payload_limit
-    if limit is None:
+def _size_over(agent: Registered | None, given: Any, limit: int | None = None) -> int | None:
+    """The encoded size of ``given`` when it is over ``limit`` (default: the agent's payload
+    limit), else None; None too with external storage (it takes large payloads by reference)."""
+    if agent is None or agent.payload_limit is None:
         return None
+    limit = agent.payload_limit if limit is None else limit
     size = _encoded_size(given)
     return size if size > limit else None
 

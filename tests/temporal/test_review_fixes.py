@@ -1,0 +1,375 @@
+"""Durable runs end as local ones where a review found they did not (on a real dev server)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from collections.abc import Sequence as Seq
+from typing import Any
+
+import attrs
+import pytest
+import temporal_app
+from conftest import DevServer
+from temporal_runs import _worker
+from temporalio.api.enums.v1 import EventType
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+import toolfold.integrations.temporal._agent as agent_module
+from toolfold import (
+    Agent,
+    OutputValidationError,
+    RunContext,
+    RunError,
+    Sequence,
+    Task,
+    Tool,
+    ToolExecutionError,
+    tool,
+)
+from toolfold.files import loads
+from toolfold.integrations.temporal import ActivitySettings, TemporalAgent
+from toolfold.integrations.temporal._activities import (
+    SourceCallInput,
+    SourceHost,
+    ToolCallInput,
+    source_call_activity,
+)
+from toolfold.integrations.temporal._agent import _raised
+from toolfold.integrations.temporal._converter import data_converter
+from toolfold.runtime.core._effects import ToolInvocation
+from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._request import ModelRequest
+from toolfold.testing import FunctionModel
+
+# A sub-agent whose first step is cut short after one of its calls ended (another call
+# raised with on_tool_error="raise", or outlived its timeout), called twice with the same
+# call id: the second call's tool must run again, as locally.
+_KEYS: list[str] = []  # the idempotency key of each call of `fresh` that really ran
+
+
+@tool
+def fresh(ctx: RunContext[Any]) -> str:
+    """A new value each time it really runs."""
+    _KEYS.append(ctx.idempotency_key)
+    return f"fresh result #{len(_KEYS)}"
+
+
+@tool
+def broken() -> str:
+    """Always fails."""
+    raise RuntimeError("broken failed")
+
+
+@tool
+async def hung() -> str:
+    """Never returns: waits until cancelled."""
+    await asyncio.Event().wait()
+    return "never"
+
+
+def _cut_short(beside: str) -> Callable[[ModelRequest], Any]:
+    """A sub-agent's model: `fresh` and ``beside`` first, then `fresh` alone, each as call_0."""
+
+    def model(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        if last.role == "user":
+            again = FunctionModel.call("fresh", {}, id="call_0")
+            return [again, FunctionModel.call(beside, {})] if "first" in last.text else again
+        return "sub saw: " + last.tool_results[0].content
+
+    return model
+
+
+def _calling_twice(sub: str) -> Callable[[ModelRequest], Any]:
+    """A top agent's model: calls ``sub`` twice, reusing its call id (as some models do)."""
+
+    def model(request: ModelRequest) -> Any:
+        results = [m for m in request.messages if m.role == "tool"]
+        if len(results) < 2:
+            text = "first" if not results else "second"
+            return FunctionModel.call(sub, {"input": text}, id="call_0")
+        return "top saw: " + results[-1].tool_results[0].content
+
+    return model
+
+
+_raiser = Agent(
+    FunctionModel(_cut_short("broken")),
+    name="raiser",
+    tools=[fresh, broken],
+    on_tool_error="raise",
+)
+_timed = Agent(FunctionModel(_cut_short("hung")), name="timed", tools=[fresh, hung])
+reusing = TemporalAgent(
+    Agent(FunctionModel(_calling_twice("raiser")), name="reusing", tools=[_raiser.as_tool()]),
+    settings=attrs.evolve(temporal_app.SETTINGS, continue_as_new_steps=2),
+)
+reusing_timed = TemporalAgent(
+    Agent(
+        FunctionModel(_calling_twice("timed")),
+        name="reusing_timed",
+        tools=[_timed.as_tool(timeout=temporal_app.TIMEOUT)],
+    ),
+    settings=attrs.evolve(temporal_app.SETTINGS, continue_as_new_steps=2),
+)
+
+
+@pytest.mark.parametrize("agent", [reusing, reusing_timed], ids=["raised", "timed-out"])
+def test_a_reused_call_id_after_a_sub_run_cut_short_runs_its_tool_again(
+    agent: TemporalAgent, server: DevServer
+) -> None:
+    """A sub-run that raised or timed out leaves nothing behind: a later call reusing its path runs afresh, with a local run's sub-run ids."""
+
+    async def go() -> Any:
+        async with _worker(server, [agent]) as (client, queue):
+            return await agent.run(client, "go", id=f"{agent.name}-1", task_queue=queue)
+
+    _KEYS.clear()
+    durable = asyncio.run(go())
+    durable_keys = list(_KEYS)
+    _KEYS.clear()
+    local = agent.agent.run("go", run_id=f"{agent.name}-1")
+    assert durable.text == local.text == "top saw: sub saw: fresh result #2"
+    assert durable_keys == _KEYS  # the second sub-run is "<run id>/call_0@<step>", as locally
+    assert len(set(durable_keys)) == 2
+    assert durable.state == local.state
+
+
+# A step whose prompt names the value of a step that was skipped: rendering it fails.
+def _research(text: str) -> str:
+    raise RuntimeError("down")
+
+
+skipped = TemporalAgent(
+    Sequence(
+        Task(_research, name="research", on_error="skip"),
+        Task(Agent(FunctionModel(lambda r: "ok"), name="writer"), prompt="Write up {research}."),
+        name="skipped",
+    )
+)
+
+
+def test_a_step_that_cannot_start_fails_the_run_as_locally(server: DevServer) -> None:
+    """A step's prompt that cannot be rendered fails the durable run with the local run's error (it does not hang)."""
+
+    async def go() -> BaseException:
+        async with _worker(server, [skipped]) as (client, queue):
+            handle = await skipped.start(client, "x", id="skipped-1", task_queue=queue)
+            try:
+                with pytest.raises(RunError) as raised:
+                    await asyncio.wait_for(handle.result(), timeout=120)
+            except BaseException:  # hung: its workflow task fails again and again
+                await handle.workflow.terminate()  # (else the worker never shuts down)
+                raise
+            return raised.value
+
+    durable = asyncio.run(go())
+    with pytest.raises(RunError) as local:
+        skipped.agent.run("x", run_id="skipped-1")
+    assert type(durable) is type(local.value)
+    assert str(durable) == str(local.value)
+    assert "TemplateError: {research}: no value named 'research'" in str(durable)
+    assert durable.state == local.value.state
+
+
+@pytest.mark.parametrize(
+    ("failure", "raised"),
+    [
+        ("ToolExecutionError", ToolExecutionError),
+        ("OutputValidationError", OutputValidationError),
+        ("InvalidTransitionError", RunError),
+        ("InvalidEventError", RunError),
+        ("RunError", RunError),
+    ],
+)
+def test_a_failed_run_raises_its_error_class_when_it_can_be_rebuilt(
+    failure: str, raised: type[RunError]
+) -> None:
+    """A run that failed with a RunError comes back as its class when (message, state) builds it, else as a RunError."""
+    made = _raised(ApplicationError("boom", type=f"toolfold.{failure}"))
+    assert made is raised
+    error = made("boom", None)  # as AgentHandle.result() builds it
+    assert (type(error), str(error), error.state) == (raised, "boom", None)
+
+
+# Agents of one file handing over to each other: the file builds one of the two handoffs
+# by name (the step's agent's here), which a run describes as its target.
+_DESK = """
+entry = "desk_flow"
+
+[agents.front]
+model = "openai:gpt-4o-mini"
+instructions = "Greets."
+handoffs = ["accounts"]
+
+[agents.accounts]
+model = "openai:gpt-4o-mini"
+instructions = "Handles invoices and refunds."
+handoffs = ["front"]
+
+[workflows.desk_flow]
+kind = "sequence"
+steps = ["accounts"]
+"""
+_SEEN: list[dict[str, str]] = []  # the tool descriptions of each model request
+
+
+def _front_model(request: ModelRequest) -> Any:
+    _SEEN.append({t.name: t.description for t in request.tools})
+    return "hello"
+
+
+def test_a_step_agent_describes_its_handoffs_by_name_as_locally(server: DevServer) -> None:
+    """A workflow step's agent handing over by name shows the model the transfer tool a local run shows."""
+    flow = loads(_DESK, model=FunctionModel(_front_model)).workflows["desk_flow"]
+    durable_flow = TemporalAgent(flow)
+
+    async def go() -> Any:
+        async with _worker(server, [durable_flow]) as (client, queue):
+            return await durable_flow.run(client, "hi", id="desk-flow-1", task_queue=queue)
+
+    _SEEN.clear()
+    durable = asyncio.run(go())
+    durable_seen = list(_SEEN)
+    _SEEN.clear()
+    local = flow.run("hi", run_id="desk-flow-1")
+    assert durable_seen == _SEEN
+    assert durable_seen[-1]["transfer_to_front"].endswith("It: Greets.")
+    assert durable.state == local.state
+
+
+class _SlowSource:
+    """A tool source whose `open` blocks until released (a stdio MCP server starting), counting holds."""
+
+    def __init__(self) -> None:
+        self.holders = 0
+        self.opening = threading.Event()
+        self.release = threading.Event()
+
+    def listing(self) -> list[dict[str, Any]]:
+        return [{"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}]
+
+    def tools_from(self, listed: Seq[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
+        @tool(name="echo")
+        def echo() -> str:
+            """Echo."""
+            return "hi"
+
+        return (echo,)
+
+    def open(self) -> None:
+        self.opening.set()
+        assert self.release.wait(timeout=60)
+        self.holders += 1
+
+    def close(self) -> None:
+        self.holders -= 1
+
+
+def test_an_activity_cancelled_while_its_source_opens_closes_it() -> None:
+    """A source call cancelled while its source opens closes the source once open: no hold is left."""
+    source = _SlowSource()
+    call = source_call_activity({"slow": SourceHost((source,), None, 0.1, None)})
+    invocation = ToolInvocation(ToolCallPart("c1", "echo", "{}", {}), 0, 1, "r:1:0")
+    given = SourceCallInput("slow", 0, source.listing()[0], ToolCallInput(invocation, "r"))
+    (payload,) = data_converter.payload_converter.to_payloads([given])
+
+    async def go() -> None:
+        env = ActivityEnvironment()
+        env.payload_converter = data_converter.payload_converter
+        running = asyncio.ensure_future(env.run(call, [RawValue(payload)]))
+        assert await asyncio.to_thread(source.opening.wait, 60)
+        env.cancel()  # (a timed sub-run's deadline, a worker shutting down...)
+        source.release.set()  # the thread opens the source all the same
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    asyncio.run(go())
+    assert source.holders == 0
+
+
+# A run that continues as new after its first step, then waits for an approval.
+_HOLD = threading.Event()
+
+
+@tool
+def held() -> str:
+    """Returns once `_HOLD` is set."""
+    assert _HOLD.wait(timeout=60), "_HOLD was never set"
+    return "held"
+
+
+@tool(requires_approval=True)
+def gated() -> str:
+    """Needs an approval."""
+    return "gated"
+
+
+def _hold_then_gate(request: ModelRequest) -> Any:
+    steps = sum(m.role == "tool" for m in request.messages)
+    return FunctionModel.call("held" if steps == 0 else "gated", {}) if steps < 2 else "done"
+
+
+handing = TemporalAgent(
+    Agent(FunctionModel(_hold_then_gate), tools=[held, gated], name="handing"),
+    settings=ActivitySettings(continue_as_new_steps=1),
+)
+
+
+_UPDATE_ACCEPTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+
+
+def test_suspended_waits_before_asking_a_run_handing_over_again(
+    server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AgentHandle.suspended() answered early by a run continuing as new pauses before it asks the next one."""
+    pauses: list[float] = []
+    pause = agent_module._pause
+
+    async def counted(seconds: float) -> None:
+        pauses.append(seconds)
+        await pause(seconds)
+
+    monkeypatch.setattr(agent_module, "_pause", counted)
+
+    async def accepted(handle: Any) -> bool:
+        history = await handle.workflow.fetch_history()
+        return any(e.event_type == _UPDATE_ACCEPTED for e in history.events)
+
+    async def go() -> Any:
+        _HOLD.clear()
+        async with _worker(server, [handing]) as (client, queue):
+            handle = await handing.start(client, "go", id="handing-1", task_queue=queue)
+            asking = asyncio.ensure_future(handle.suspended())
+            while not await accepted(handle):  # the update waits in the first history
+                pass
+            _HOLD.set()  # the step ends: the run continues as new, answering the update early
+            state = await asyncio.wait_for(asking, timeout=120)
+            await handle.workflow.cancel()
+            return state
+
+    state = asyncio.run(go())
+    assert state.phase == "awaiting_approval"
+    assert [call.name for call in state.pending_approvals] == ["gated"]
+    assert pauses[:1] == [agent_module._BACKOFF[0]]
+
+
+quick = TemporalAgent(Agent(FunctionModel(lambda request: "hi"), name="quick"))
+
+
+def test_suspended_on_a_run_that_is_over_returns_its_final_state(server: DevServer) -> None:
+    """AgentHandle.suspended() on a run that ended (maybe while it handed over) returns its final state."""
+
+    async def go() -> Any:
+        async with _worker(server, [quick]) as (client, queue):
+            handle = await quick.start(client, "go", id="quick-1", task_queue=queue)
+            response = await handle.result()
+            return response, await handle.suspended()
+
+    response, state = asyncio.run(go())
+    assert state.phase == "finished"
+    assert state == response.state
