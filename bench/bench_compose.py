@@ -24,12 +24,19 @@ measured in turns with ``single`` (the ``(arun)`` ones with ``single`` under
 shared machine moves the ratio less.
 
 Run: ``.venv/bin/python bench/bench_compose.py``.
+
+For instruction counts, which the machine's load does not move:
+``bench_compose.py --only "Sequence x3" N`` runs one construct N times (after
+a warm-up) and prints nothing; under ``valgrind --tool=cachegrind
+--cache-sim=no``, the count with N runs minus the count with none, divided
+by N, is the construct's cost per run (``single`` is the single agent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -116,6 +123,22 @@ def main() -> None:
     workflow_par = Parallel(
         *[Agent(FunctionModel(worker), name=f"branch{i}", tools=[lookup]) for i in range(10)]
     )
+
+    if sys.argv[1:2] == ["--only"]:
+        constructs = {
+            "single": single,
+            "as_tool x3 sequence": seq,
+            "as_tool x3 parallel": par,
+            "handoff chain": first,
+            "Sequence x3": workflow_seq,
+            "Parallel x10": workflow_par,
+        }
+        construct = constructs[sys.argv[2]]
+        for _ in range(10):  # warm-up: caches, compiled checkers
+            construct.run("go")
+        for _ in range(int(sys.argv[3])):
+            construct.run("go")
+        return
 
     def count(agent: Any) -> int:
         return int(agent.run("go").usage.requests)

@@ -18,7 +18,9 @@ Starts ``bench/fake_openai_server.py`` as a separate process and measures:
   the raw clients compute it) next to the same raw client, and the default
   backend with the tool in a worker thread; the clients take turns within
   each round, with the client process's CPU time per run beside each rate.
-  Target: aiohttp backend >= 0.85x raw aiohttp.
+  Target: aiohttp backend >= 0.85x raw aiohttp. The ``Agent.arun`` rows run
+  the same from one `Agent` made beforehand (``agenerate_text`` makes its
+  agent on every call).
   ``--backends aiohttp`` keeps only that backend's two rows, ``--rounds N``
   sets the rounds (``bench/spy_layers.py`` splits a sampled profile of such a
   run into layers).
@@ -465,6 +467,12 @@ def bench_concurrency(
             models.append(model)
             runners[f"toolfold http={backend} (tool inline)"] = functools.partial(
                 toolfold.agenerate_text, model, "add things", tools=[add_inline], max_steps=4
+            )
+            # The same runs from one Agent made beforehand, as a service running many
+            # does: agenerate_text builds its agent (tools, config) on every call.
+            agent = toolfold.Agent(model, tools=[add_inline], max_steps=4)
+            runners[f"toolfold http={backend} Agent.arun"] = functools.partial(
+                agent.arun, "add things"
             )
         if backends is None:
             default = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench")

@@ -39,6 +39,7 @@ class Recorded:
     path: str
     headers: Mapping[str, str]
     body: bytes
+    head: bytes = attrs.field(default=b"", repr=False)  # the request line and headers as sent
 
     def json(self) -> Any:
         """The body parsed as JSON."""
@@ -295,4 +296,4 @@ def _read_request(sock: socket.socket, buffer: bytes) -> tuple[Recorded | None, 
             return None, b""
         buffer += data
     body, buffer = buffer[:length], buffer[length:]
-    return Recorded(method, path, headers, body), buffer
+    return Recorded(method, path, headers, body, head), buffer

@@ -220,3 +220,23 @@ def test_an_agent_pickles_as_its_spec_without_its_key(monkeypatch: pytest.Monkey
     assert loaded == agent
     assert (loaded.name, loaded.settings) == ("pickled", {"temperature": 0})
     assert loaded._options.model is not agent._options.model
+
+
+# --- the options a run is made with, kept between calls ------------------------------
+
+
+def test_runs_of_the_same_tools_and_options_share_one_config() -> None:
+    """generate_text's agents of the same Tools and options share the config; any difference, even of type, does not."""
+    model = TestModel()
+    first = Agent(model, tools=[get_weather], temperature=1, max_steps=2)
+    again = Agent(model, tools=[get_weather], temperature=1, max_steps=2)
+    assert again._options.config is first._options.config
+    assert again._options.tools == {"get_weather": get_weather}
+    as_float = Agent(model, tools=[get_weather], temperature=1.0, max_steps=2)
+    assert as_float._options.config is not first._options.config
+    assert repr(as_float._options.config.settings["temperature"]) == "1.0"
+    other = Agent(model, tools=[get_weather], temperature=1, max_steps=3)
+    assert other._options.config.max_steps == 3
+    Agent(model, tools=[get_weather], max_steps=1)
+    with pytest.raises(ToolfoldError, match="max_steps must be an integer"):
+        Agent(model, tools=[get_weather], max_steps=True)  # True == 1, made just before

@@ -24,12 +24,14 @@ def _free_port() -> int:
 
 
 class DevServer:
-    """``temporal server start-dev`` on free local ports, with its database in a file.
+    """``temporal server start-dev`` on free local ports, its database in memory or in a file.
 
+    ``db``: the database file, for a server that is killed and started again on it
+    (in memory, the default, a run's many writes wait for no disk).
     ``options``: more options of ``start-dev`` (``--dynamic-config-value`` ...).
     """
 
-    def __init__(self, db: Path, *options: str) -> None:
+    def __init__(self, db: Path | None = None, *options: str) -> None:
         self.db = db
         self.options = options
         self.port = _free_port()
@@ -60,8 +62,9 @@ class DevServer:
         """Start the server; [] once its frontend is up, else what it said before it exited."""
         args = [str(TEMPORAL), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
         args += ["--port", str(self.port), "--http-port", str(_free_port())]
-        args += ["--metrics-port", str(_free_port()), "--db-filename", str(self.db)]
-        args += ["--log-level", "error", *self.options]
+        args += ["--metrics-port", str(_free_port()), "--log-level", "error", *self.options]
+        if self.db is not None:
+            args += ["--db-filename", str(self.db)]
         self.process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -77,7 +80,7 @@ class DevServer:
         return said or ["(nothing)"]
 
     def kill(self) -> None:
-        """SIGKILL it (the database file keeps its state)."""
+        """SIGKILL it (a database file keeps its state)."""
         assert self.process is not None
         os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait()
@@ -115,7 +118,7 @@ class WorkerProcess:
         self.process.stdout.close()
 
 
-def _running(db: Path, *options: str) -> Iterator[DevServer]:
+def _running(db: Path | None, *options: str) -> Iterator[DevServer]:
     dev = DevServer(db, *options)
     dev.start()
     yield dev
@@ -123,10 +126,10 @@ def _running(db: Path, *options: str) -> Iterator[DevServer]:
         dev.kill()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    """A dev server shared by a module's tests (each uses its own workflow ids and task queues)."""
-    yield from _running(tmp_path_factory.mktemp("temporal") / "temporal.db")
+@pytest.fixture(scope="session")
+def server() -> Iterator[DevServer]:
+    """A dev server shared by all the tests (each uses its own workflow ids and task queues)."""
+    yield from _running(None)
 
 
 @pytest.fixture
@@ -140,10 +143,10 @@ SUGGEST_AFTER = 12
 
 
 @pytest.fixture
-def suggesting_server(tmp_path: Path) -> Iterator[DevServer]:
+def suggesting_server() -> Iterator[DevServer]:
     """A dev server of the test's own that suggests continuing as new after `SUGGEST_AFTER` events."""
     option = f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER}"
-    yield from _running(tmp_path / "temporal.db", "--dynamic-config-value", option)
+    yield from _running(None, "--dynamic-config-value", option)
 
 
 @pytest.fixture

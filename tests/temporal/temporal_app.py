@@ -770,17 +770,16 @@ def _large_sums(call: ToolCallPart, state: RunState) -> bool:
     return any(isinstance(v, int) and v > 100 for v in call.arguments.values())
 
 
-def _served_tools() -> MCPServerStdio:
-    """toolfold's own MCP server of tests/ecosystem/served_tools.py, over stdio."""
-    return MCPServerStdio(
-        sys.executable,
-        ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"],
-        cwd=str(ROOT),
-        name="served",
-        prefix="m",
-        include=["add", "shout", "fail"],
-        requires_approval=_large_sums,
-    )
+SERVED = MCPServerStdio(
+    sys.executable,
+    ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"],
+    cwd=str(ROOT),
+    name="served",
+    prefix="m",
+    include=["add", "shout", "fail"],
+    requires_approval=_large_sums,
+)
+"""toolfold's own MCP server of tests/ecosystem/served_tools.py, over stdio: every MCP agent's here."""
 
 
 def _mcp(request: ModelRequest) -> Any:
@@ -799,7 +798,7 @@ def _mcp(request: ModelRequest) -> Any:
 
 
 served = TemporalAgent(
-    Agent(FunctionModel(_mcp), tools=[record, _served_tools()], name="served"), settings=SETTINGS
+    Agent(FunctionModel(_mcp), tools=[record, SERVED], name="served"), settings=SETTINGS
 )
 served_chained = TemporalAgent(
     served.agent, name="served_chained", settings=attrs.evolve(SETTINGS, continue_as_new_steps=1)
@@ -840,7 +839,7 @@ def _served_triage(request: ModelRequest) -> Any:
 def _served_triage_agent() -> Agent:
     """A first agent with an MCP server in a handoff graph: billing hands the run back to it."""
     billing = Agent(FunctionModel(_billing), tools=[record], name="billing", handoffs=["triage"])
-    tools = [_served_tools()]
+    tools = [SERVED]
     return Agent(FunctionModel(_served_triage), tools=tools, name="triage", handoffs=[billing])
 
 
@@ -857,7 +856,7 @@ def _served_billing(request: ModelRequest) -> Any:
 def _served_billing_agent() -> Agent:
     """A handoff target with an MCP server: listed when the run reaches it."""
     billing = Agent(
-        FunctionModel(_served_billing), tools=[_served_tools()], name="billing", handoffs=["triage"]
+        FunctionModel(_served_billing), tools=[SERVED], name="billing", handoffs=["triage"]
     )
     return Agent(FunctionModel(_triage), name="triage", handoffs=[billing])
 

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Sequence as Seq
-from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
 import pytest
 import temporal_app
 from conftest import DevServer
+from temporal_runs import _worker
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Worker
 
 import toolfold.integrations.temporal._agent as agent_module
 from toolfold import (
@@ -34,7 +31,7 @@ from toolfold import (
     tool,
 )
 from toolfold.files import loads
-from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold.integrations.temporal import ActivitySettings, TemporalAgent
 from toolfold.integrations.temporal._activities import (
     SourceCallInput,
     SourceHost,
@@ -47,16 +44,6 @@ from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.testing import FunctionModel
-
-
-@asynccontextmanager
-async def _worker(server: DevServer, agents: Seq[TemporalAgent]) -> AsyncIterator[Any]:
-    """A client, and a worker for ``agents`` in this process on a task queue of its own."""
-    client = await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
-    queue = f"q-{uuid.uuid4().hex}"
-    async with Worker(client, task_queue=queue):
-        yield client, queue
-
 
 # A sub-agent whose first step is cut short after one of its calls ended (another call
 # raised with on_tool_error="raise", or outlived its timeout), called twice with the same

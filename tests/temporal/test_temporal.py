@@ -10,10 +10,8 @@ import textwrap
 import threading
 import types
 import typing
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from collections.abc import Sequence as Seq
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,6 +20,16 @@ from typing import Any
 import pytest
 import temporal_app
 from conftest import SUGGEST_AFTER, DevServer, WorkerProcess
+from temporal_runs import (
+    _client,
+    _failing,
+    _in_process,
+    _lines,
+    _replays,
+    _run,
+    _run_like_local,
+    _scheduled,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
@@ -78,37 +86,6 @@ from toolfold.testing import FunctionModel
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "toolfold"
 HISTORIES = Path(__file__).resolve().parent / "histories"
-
-
-def _lines(log_dir: Path) -> list[str]:
-    return (log_dir / "tools.log").read_text(encoding="utf-8").splitlines()
-
-
-async def _client(server: DevServer, agents: Seq[TemporalAgent] = temporal_app.AGENTS) -> Client:
-    return await Client.connect(server.address, plugins=[ToolfoldPlugin(agents)])
-
-
-def _in_process(
-    server: DevServer,
-    log_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    agents: Seq[TemporalAgent] = temporal_app.AGENTS,
-) -> Callable[[], Any]:
-    """A context manager running a worker for ``agents`` in this process (tools log to ``log_dir``)."""
-    monkeypatch.setattr(temporal_app, "LOG_DIR", log_dir)
-
-    class _Running:
-        async def __aenter__(self) -> tuple[Client, str]:
-            self.client = await _client(server, agents)
-            self.queue = f"q-{uuid.uuid4().hex}"
-            self.worker = Worker(self.client, task_queue=self.queue)
-            await self.worker.__aenter__()
-            return self.client, self.queue
-
-        async def __aexit__(self, *exc: object) -> None:
-            await self.worker.__aexit__(None, None, None)
-
-    return _Running
 
 
 def test_activity_names_are_pinned() -> None:
@@ -324,61 +301,13 @@ def test_what_workflow_code_calls_in_toolfold_makes_no_nondeterministic_calls() 
     }
 
 
-def _run(
-    agent: TemporalAgent,
-    id: str,
-    server: DevServer,
-    log_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Any:
-    """A durable run of ``agent`` on the prompt "go" (on a worker in this process): its response and history."""
-
-    async def go() -> tuple[Any, WorkflowHistory]:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
-            response = await agent.run(client, "go", id=id, task_queue=queue)
-            return response, await agent.handle(client, id).workflow.fetch_history()
-
-    return asyncio.run(go())
-
-
-def _failing(
-    agent: TemporalAgent,
-    id: str,
-    error: type[RunError],
-    server: DevServer,
-    log_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> tuple[RunError, RunError]:
-    """The ``error`` a durable run of ``agent`` on "go" raises, and the one a local run raises."""
-
-    async def go() -> RunError:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
-            with pytest.raises(error) as caught:
-                await agent.run(client, "go", id=id, task_queue=queue)
-        return caught.value
-
-    durable = asyncio.run(go())
-    with pytest.raises(error) as local:
-        agent.agent.run("go", run_id=id)
-    return durable, local.value
-
-
-@pytest.fixture
-async def running(
-    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[Client, str]]:
-    """A client and the task queue of a worker running in this process."""
-    async with _in_process(server, tmp_path, monkeypatch)() as pair:
-        yield pair
-
-
 def test_run_end_to_end_gives_the_local_response(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A durable run answers like a local run of the same agent, parallel results in call order."""
 
     async def go() -> None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             response = await temporal_app.steps.run(client, "go", id="e2e-1", task_queue=queue)
             handle = temporal_app.steps.handle(client, "e2e-1")
             queried = await handle.state()
@@ -413,7 +342,7 @@ def test_unknown_agent_fails_the_run_with_a_clear_error(
     """A workflow for an agent the worker does not have fails at once, naming it."""
 
     async def go() -> None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             state = temporal_app.steps.agent._start("go", (), "x")
             with pytest.raises(WorkflowFailureError) as caught:
                 await client.execute_workflow(
@@ -433,7 +362,7 @@ def test_a_tool_the_worker_lacks_fails_the_run_naming_it(
     )
 
     async def go() -> BaseException | None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             with pytest.raises(WorkflowFailureError) as caught:
                 await client_side.run(client, "hi", id="lopsided-1", task_queue=queue)
             return caught.value.cause
@@ -450,7 +379,7 @@ def test_denied_call_never_runs(
     """A denial sent by update reaches the model as an error result; the tool never runs."""
 
     async def go() -> str:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.approval.start(client, "pay", id="deny-1", task_queue=queue)
             waiting = await handle.suspended()
             await handle.approve(deny={waiting.pending_approvals[0].id: "not today"})
@@ -466,7 +395,7 @@ def test_a_manual_tool_call_suspends_the_run_until_the_caller_provides_its_resul
     """A call to a tool without a function suspends the durable run; provide() ends it as a local resume."""
 
     async def go() -> tuple[RunState, Response]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.asking.start(client, "go", id="ask-1", task_queue=queue)
             waiting = await handle.suspended()
             [call] = waiting.pending_calls
@@ -493,7 +422,7 @@ def test_provider_errors_map_to_temporal_retries(
     """A rate limit is retried by Temporal (after retry-after); a bad key fails the run at once."""
 
     async def go() -> None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             response = await temporal_app.flaky.run(client, "hi", id="flaky-1", task_queue=queue)
             assert response.text == "answered on attempt 2"
             with pytest.raises(WorkflowFailureError) as caught:
@@ -564,7 +493,7 @@ def test_continue_as_new_carries_the_state(
     """A run that continues as new after every step gives the same answer and the whole state."""
 
     async def go() -> None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.chained.start(client, "go", id="chain-1", task_queue=queue)
             response = await handle.result()
             latest = await client.get_workflow_handle("chain-1").describe()
@@ -598,7 +527,7 @@ def test_cancelling_a_suspended_run_ends_it_cancelled(
     """Cancelling a run that waits for approval ends the workflow as cancelled; the tool never runs."""
 
     async def go() -> BaseException | None:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.approval.start(
                 client, "pay", id="cancel-1", task_queue=queue
             )
@@ -631,7 +560,7 @@ def test_model_output_streams_to_the_side_channel_while_the_run_goes_on(
     monkeypatch.setattr(temporal_app, "CHANNEL", channel)
 
     async def go() -> tuple[Any, ...]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.streamed.start(
                 client, "hi", id="stream-1", task_queue=queue
             )
@@ -657,8 +586,7 @@ def test_model_output_streams_to_the_side_channel_while_the_run_goes_on(
     assert {attempt for _, attempt, _ in seen} == {1}
     assert response.state.messages == temporal_app.streamed.agent.run("hi").state.messages
     # the workflow saw final responses only: its history replays as any other
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+    _replays(history)
 
 
 def test_a_retried_model_request_streams_again_as_its_next_attempt(
@@ -669,7 +597,7 @@ def test_a_retried_model_request_streams_again_as_its_next_attempt(
     monkeypatch.setattr(temporal_app, "CHANNEL", channel)
 
     async def go() -> tuple[list[tuple[int, int, Any]], str]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.hiccup.start(client, "hi", id="hiccup-1", task_queue=queue)
             seen: list[tuple[int, int, Any]] = []
             await _until(channel.queue("hiccup-1"), seen, lambda item: item == (1, 2, None))
@@ -688,7 +616,7 @@ def test_approval_predicates_decide_in_workflow_code(
     """A predicate approval policy decides per call in the workflow, as in a local run."""
 
     async def go() -> tuple[RunState, str]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.gated.start(client, "go", id="gated-1", task_queue=queue)
             waiting = await handle.suspended()
             await handle.approve(*(call.id for call in waiting.pending_approvals))
@@ -716,7 +644,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         return Replayer(workflows=[], plugins=[ToolfoldPlugin([agent])])
 
     async def go() -> RunState:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             response = await temporal_app.limits.run(client, "go", id="limits-1", task_queue=queue)
             handle = temporal_app.limits.handle(client, "limits-1")
             history = await handle.workflow.fetch_history()
@@ -724,7 +652,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         with pytest.raises(NondeterminismError):
             await replayer(temporal_app.over_twenty).replay_workflow(history)
         await replayer(temporal_app.over_twenty_patched).replay_workflow(history)
-        async with _in_process(server, tmp_path, monkeypatch, [version_2])() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch, [version_2]) as (client, queue):
             handle = await version_2.start(client, "go", id="limits-2", task_queue=queue)
             waiting = await handle.suspended()
             await handle.workflow.cancel()
@@ -741,8 +669,7 @@ def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
     text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
     history = WorkflowHistory.from_json(f"history-{name}", text)
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+    _replays(history)
 
 
 def test_a_handler_that_stops_reading_early_still_gets_the_whole_response() -> None:
@@ -772,8 +699,9 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
 ) -> None:
     """Sequence, Route, Loop and Parallel on Temporal: the same output, step outputs and messages as locally."""
 
-    durable, history = _run(temporal_app.tree, "tree-1", server, tmp_path, monkeypatch)
-    local = temporal_app.tree.agent.run("go", run_id="tree-1")
+    durable, history, local = _run_like_local(
+        temporal_app.tree, "tree-1", server, tmp_path, monkeypatch
+    )
     assert isinstance(durable, WorkflowResponse)
     assert (
         durable.output
@@ -783,9 +711,7 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
             "cons": "cons(louder(louder(brief(go1))))",
         }
     )
-    assert durable.outputs == local.outputs
-    assert durable.state.messages == local.state.messages
-    assert durable.state == local.state  # the whole tree: every step's sub-run, as locally
+    assert durable.outputs == local.outputs  # the state, every step's sub-run, is the local one
     names = {a.__temporal_activity_definition.name for a in temporal_app.tree.activities}  # type: ignore[attr-defined]
     assert names == {
         "tree__model_request",
@@ -798,15 +724,10 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
         ),
         *(f"tree.{path}__model_request" for path in ("views", "views.pros", "views.cons")),
     }
-    scheduled = [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    scheduled = _scheduled(history)
     assert "tree__tool__desk" not in scheduled  # the steps ran as nested runs
     assert scheduled.count("tree.again.louder__model_request") == 2
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+    _replays(history)
 
 
 def test_a_failing_workflow_step_raises_the_local_runs_error(
@@ -814,10 +735,7 @@ def test_a_failing_workflow_step_raises_the_local_runs_error(
 ) -> None:
     """A step that fails a durable workflow raises the RunError a local run raises, naming the step."""
 
-    durable, local = _failing(
-        temporal_app.broken, "broken-1", RunError, server, tmp_path, monkeypatch
-    )
-    assert str(durable) == str(local)
+    durable = _failing(temporal_app.broken, "broken-1", RunError, server, tmp_path, monkeypatch)
     assert "step 'explode' of Sequence 'broken' failed" in str(durable)
     assert durable.state is not None
     assert durable.state.phase == "failed"
@@ -831,7 +749,7 @@ def test_an_approval_inside_a_nested_run_suspends_the_durable_run(
     run_id = f"deep-{agent.name}"
 
     async def go() -> tuple[RunState, RunState, Any]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await agent.start(client, "pay", id=run_id, task_queue=queue)
             waiting = await handle.suspended()
             seen = await handle.state()
@@ -981,11 +899,11 @@ def test_a_model_failing_inside_a_step_fails_the_step_as_locally(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A step agent's model failing for good fails that step (skipped here), not the durable run, as in a local run."""
-    durable, _ = _run(temporal_app.skipping, "skipping-1", server, tmp_path, monkeypatch)
-    local = temporal_app.skipping.agent.run("go", run_id="skipping-1")
+    durable, _, local = _run_like_local(
+        temporal_app.skipping, "skipping-1", server, tmp_path, monkeypatch
+    )
     assert durable.output == local.output == "last(go1)"
     assert durable.errors == local.errors == {"denied": "Error: AuthenticationError: 401 bad key"}
-    assert durable.state == local.state
 
 
 def test_provider_errors_map_to_application_errors_with_the_providers_delay() -> None:
@@ -1037,7 +955,7 @@ def test_parallel_results_commit_in_call_order_when_the_second_finishes_first(
     temporal_app.RELAY.clear()
 
     async def go() -> tuple[Any, WorkflowHistory]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await temporal_app.relay.start(client, "go", id="relay-1", task_queue=queue)
             # the first call waits until the server has recorded the second one's result
             names: dict[int, str] = {}
@@ -1112,7 +1030,7 @@ def test_a_conversation_over_the_payload_limit_fails_the_run_clearly(
     prompt = "p" * 800_000
 
     async def go() -> tuple[RunError, Any]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await agent.start(client, prompt, id="swelling-1", task_queue=queue)
             with pytest.raises(RunError) as caught:
                 await handle.result()
@@ -1166,7 +1084,7 @@ def test_answers_to_a_state_over_the_payload_limit_apply_and_the_helpers_read_it
     prompt = "p" * 900_000
 
     async def go() -> tuple[BaseException | None, RunState, RunState, RunError]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await agent.start(client, prompt, id="bulky-1", task_queue=queue)
             with pytest.raises(WorkflowUpdateFailedError) as refused:
                 await handle.workflow.execute_update(AgentWorkflow.suspended)
@@ -1221,8 +1139,7 @@ def test_a_nested_run_over_its_timeout_is_cancelled_and_its_call_fails_as_locall
         assert durable.errors == local.errors == {"dawdler": message}
     else:
         assert durable.text == local.text == f"impatient: {message}"
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+    _replays(history)
 
 
 async def _chain(client: Client, id: str, first_run_id: str | None) -> list[WorkflowHistory]:
@@ -1249,7 +1166,7 @@ def _run_chain(
     """A durable run of ``agent`` on "go": its response and the histories of its chain."""
 
     async def go() -> tuple[Any, list[WorkflowHistory]]:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
+        async with _in_process(server, log_dir, monkeypatch) as (client, queue):
             handle = await agent.start(client, "go", id=id, task_queue=queue)
             response = await handle.result()
             first = handle.workflow.first_execution_run_id
@@ -1300,9 +1217,7 @@ def test_a_run_continues_as_new_inside_nested_runs_and_nothing_runs_again(
     else:  # only the server's suggestion
         assert agent.settings.continue_as_new_steps is None
         assert all(len(history.events) < 3 * SUGGEST_AFTER for history in histories)
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    for history in histories:
-        asyncio.run(replayer.replay_workflow(history))
+    _replays(*histories)
 
 
 def test_a_waiting_suspended_update_lets_the_run_continue_as_new(
@@ -1313,7 +1228,7 @@ def test_a_waiting_suspended_update_lets_the_run_continue_as_new(
     agent = temporal_app.relayed_chain
 
     async def go() -> tuple[RunState, Any]:
-        async with _in_process(server, tmp_path, monkeypatch)() as (client, queue):
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await agent.start(client, "go", id="chain-wait-1", task_queue=queue)
             update = await handle.workflow.start_update(
                 AgentWorkflow.suspended, wait_for_stage=WorkflowUpdateStage.ACCEPTED

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import temporal_app
 from conftest import DevServer, WorkerProcess
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporal_runs import _client, _lines
+from temporalio.client import WorkflowUpdateFailedError
 
-from toolfold.integrations.temporal import ToolfoldPlugin
 from toolfold.runtime.core._state import RunState
 
 # The engine's recovery (heartbeat timeouts, ~30 s) is the subject: scripts/check runs
@@ -23,31 +23,38 @@ from toolfold.runtime.core._state import RunState
 pytestmark = pytest.mark.once
 
 
-def _lines(log_dir: Path) -> list[str]:
-    return (log_dir / "tools.log").read_text(encoding="utf-8").splitlines()
+def _hanging_worker(
+    workers: list[WorkerProcess], server: DevServer, queue: str, log_dir: Path
+) -> None:
+    """Start a worker on ``queue`` whose `slow` tool hangs (it prints "hanging <key>") until the test lets it go."""
+    (log_dir / "hang").touch()
+    workers.append(WorkerProcess(server.address, queue, log_dir))
 
 
-async def _client(server: DevServer) -> Client:
-    return await Client.connect(server.address, plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+def _kill_in_the_tool(
+    workers: list[WorkerProcess], server: DevServer, queue: str, log_dir: Path
+) -> str:
+    """Once the worker hangs in a tool, SIGKILL it and start another on ``queue``: the tool's key."""
+    hanging = workers[0].wait_for("hanging")
+    (log_dir / "hang").unlink()
+    workers[0].kill()
+    workers.append(WorkerProcess(server.address, queue, log_dir))
+    return hanging.split()[1]
 
 
 def test_worker_killed_mid_tool_resumes_and_each_tool_runs_once(
     server: DevServer, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     """SIGKILL the worker inside a tool: the run completes; done tools ran once, the killed one twice."""
-    (tmp_path / "hang").touch()
-    workers.append(WorkerProcess(server.address, "crash", tmp_path))
+    _hanging_worker(workers, server, "crash", tmp_path)
 
     async def go() -> str:
         client = await _client(server)
         handle = await temporal_app.steps.start(client, "go", id="crash-1", task_queue="crash")
-        hanging = workers[0].wait_for("hanging")
-        (tmp_path / "hang").unlink()
-        workers[0].kill()
-        workers.append(WorkerProcess(server.address, "crash", tmp_path))
+        killed = _kill_in_the_tool(workers, server, "crash", tmp_path)
         response = await handle.result()
         assert response.text == "answer: A,B,C"
-        return hanging.split()[1]
+        return killed
 
     killed = asyncio.run(go())
     assert killed == "crash-1:2:0"
@@ -69,19 +76,14 @@ def test_worker_killed_inside_a_handoff_target_resumes_with_that_agent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """SIGKILL the worker in the tool of the agent a handoff reached: the run finishes as a local run does."""
-    (tmp_path / "hang").touch()
-    workers.append(WorkerProcess(server.address, "crash-h", tmp_path))
+    _hanging_worker(workers, server, "crash-h", tmp_path)
 
     async def go() -> tuple[str, RunState]:
         client = await _client(server)
         agent = temporal_app.slow_desk
         handle = await agent.start(client, "go", id="crash-h", task_queue="crash-h")
-        hanging = workers[0].wait_for("hanging")
-        (tmp_path / "hang").unlink()
-        workers[0].kill()
-        workers.append(WorkerProcess(server.address, "crash-h", tmp_path))
-        response = await handle.result()
-        return hanging.split()[1], response.state
+        killed = _kill_in_the_tool(workers, server, "crash-h", tmp_path)
+        return killed, (await handle.result()).state
 
     killed, durable = asyncio.run(go())
     assert killed == "crash-h:2:0"  # billing's first step, after triage's transfer
@@ -96,8 +98,7 @@ def test_worker_and_server_killed_mid_tool_resume(
     own_server: DevServer, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     """SIGKILL the worker and the server inside a tool: restarted on the same database, the run completes."""
-    (tmp_path / "hang").touch()
-    workers.append(WorkerProcess(own_server.address, "crash2", tmp_path))
+    _hanging_worker(workers, own_server, "crash2", tmp_path)
 
     async def start() -> None:
         client = await _client(own_server)
@@ -153,19 +154,15 @@ def test_workflow_spec_survives_a_worker_killed_mid_step(
     server: DevServer, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     """SIGKILL the worker inside a Sequence's agent step: the run completes; the other steps ran once."""
-    (tmp_path / "hang").touch()
-    workers.append(WorkerProcess(server.address, "crash-wf", tmp_path))
+    _hanging_worker(workers, server, "crash-wf", tmp_path)
 
     async def go() -> tuple[str, Any]:
         client = await _client(server)
         handle = await temporal_app.pipeline.start(
             client, "go", id="crash-wf-1", task_queue="crash-wf"
         )
-        hanging = workers[0].wait_for("hanging")
-        (tmp_path / "hang").unlink()
-        workers[0].kill()
-        workers.append(WorkerProcess(server.address, "crash-wf", tmp_path))
-        return hanging.split()[1], await handle.result()
+        killed = _kill_in_the_tool(workers, server, "crash-wf", tmp_path)
+        return killed, await handle.result()
 
     killed, response = asyncio.run(go())
     assert response.output == "last(middle(GO1))"
@@ -189,8 +186,7 @@ def test_a_worker_killed_inside_a_workflow_step_reruns_only_the_tool_in_flight(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """SIGKILL the worker at a tool inside a Sequence's agent step: the step's finished tools ran once."""
-    (tmp_path / "hang").touch()
-    workers.append(WorkerProcess(server.address, "crash-nested", tmp_path))
+    _hanging_worker(workers, server, "crash-nested", tmp_path)
 
     async def go() -> tuple[str, RunState, Any]:
         client = await _client(server)

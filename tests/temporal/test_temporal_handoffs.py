@@ -2,53 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 import temporal_app
 from conftest import DevServer
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
-from test_temporal import _failing, _in_process, _lines, _run
+from temporal_runs import (
+    _approved_like_local,
+    _failing,
+    _lines,
+    _replays,
+    _run,
+    _run_like_local,
+    _scheduled,
+)
 
 from toolfold import RunError, ToolExecutionError
-from toolfold.integrations.temporal import TemporalAgent, ToolfoldPlugin
-
-
-def _scheduled(history: WorkflowHistory) -> list[str]:
-    return [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
-
-
-def _approved(
-    agent: TemporalAgent,
-    prompt: str,
-    id: str,
-    server: DevServer,
-    log_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> tuple[Any, Any]:
-    """A durable run that suspends: its state while waiting, and its response once every call is approved."""
-
-    async def go() -> tuple[Any, Any]:
-        async with _in_process(server, log_dir, monkeypatch)() as (client, queue):
-            handle = await agent.start(client, prompt, id=id, task_queue=queue)
-            waiting = await handle.suspended()
-            await handle.approve(*(call.id for call in waiting.pending_approvals))
-            return waiting, await handle.result()
-
-    return asyncio.run(go())
-
-
-def _replays(history: WorkflowHistory) -> None:
-    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
-    asyncio.run(replayer.replay_workflow(history))
+from toolfold.integrations.temporal import TemporalAgent
 
 
 @pytest.mark.parametrize(
@@ -70,10 +40,9 @@ def test_a_handoff_cycle_runs_durably_like_a_local_run(
 ) -> None:
     """triage -> billing (input filter) -> triage by name: the durable state is the local run's, at the top, in a step, in a sub-agent."""
     run_id = f"handoff-{agent.name}"
-    durable, history = _run(agent, run_id, server, tmp_path, monkeypatch)
-    local = agent.agent.run("go", run_id=run_id)
-    assert durable.text == local.text == text
-    assert durable.state == local.state  # the handoffs, the filtered conversation, every sub-run
+    # the same state: the handoffs, the filtered conversation, every sub-run
+    durable, history, _ = _run_like_local(agent, run_id, server, tmp_path, monkeypatch)
+    assert durable.text == text
     done = [line for line in _lines(tmp_path) if line.startswith("done ")]
     assert len(done) == 2
     assert len(set(done)) == 1
@@ -101,24 +70,20 @@ def test_a_handoff_cycle_stops_at_the_runs_max_steps(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ping <-> pong forever: the durable run stops at the first agent's max_steps, as locally."""
-    durable, _ = _run(temporal_app.ping, "ping-1", server, tmp_path, monkeypatch)
-    local = temporal_app.ping.agent.run("go", run_id="ping-1")
+    durable, _, local = _run_like_local(temporal_app.ping, "ping-1", server, tmp_path, monkeypatch)
     assert durable.finish_reason == local.finish_reason == "max_steps"
     assert durable.state.step == 3
-    assert durable.state == local.state
 
 
 def test_on_tool_error_raise_fails_the_durable_run_as_locally(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failing tool raises the local run's ToolExecutionError, with the same message and state."""
-
-    durable, local = _failing(
+    durable = _failing(
         temporal_app.strict, "strict-1", ToolExecutionError, server, tmp_path, monkeypatch
     )
-    assert str(durable) == str(local) == "tool 'crash' failed: Error: ValueError: cannot take 'x'"
+    assert str(durable) == "tool 'crash' failed: Error: ValueError: cannot take 'x'"
     assert durable.state is not None
-    assert durable.state == local.state
     assert durable.state.phase == "running_tools"  # before the step's results, as locally
 
 
@@ -126,11 +91,10 @@ def test_on_tool_error_raise_inside_a_sub_agent_is_its_callers_error_result(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A sub-agent that raises on a tool error gives its caller the error result a local run gives."""
-    durable, _ = _run(temporal_app.lenient, "lenient-1", server, tmp_path, monkeypatch)
-    local = temporal_app.lenient.agent.run("go", run_id="lenient-1")
-    assert durable.text == local.text
+    durable, _, _ = _run_like_local(
+        temporal_app.lenient, "lenient-1", server, tmp_path, monkeypatch
+    )
     assert "ToolExecutionError: tool 'crash' failed" in durable.text
-    assert durable.state == local.state
 
 
 def test_as_tool_output_runs_once_in_its_activity(
@@ -157,10 +121,10 @@ def test_a_run_handed_off_continues_as_new_with_the_agent_it_was_handed_to(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Continue-as-new after each model call: every new history goes on with the agent the run was handed to."""
-    durable, history = _run(temporal_app.hopping, "hopping-1", server, tmp_path, monkeypatch)
-    local = temporal_app.hopping.agent.run("go", run_id="hopping-1")
-    assert durable.text == local.text == "sorted: GO"
-    assert durable.state == local.state
+    durable, history, _ = _run_like_local(
+        temporal_app.hopping, "hopping-1", server, tmp_path, monkeypatch
+    )
+    assert durable.text == "sorted: GO"
     assert _scheduled(history) == ["hopping__model_request"]  # the last history: triage answers
 
 
@@ -168,29 +132,17 @@ def test_a_handoff_target_waiting_for_an_approval_resumes_with_that_agent(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run waits inside the agent it was handed to; the approval resumes it there, as a local resume does."""
-
-    waiting, durable = _approved(
-        temporal_app.cashier, "go", "cashier-1", server, tmp_path, monkeypatch
-    )
+    agent = temporal_app.cashier  # waiting and done as a local run and its resume
+    waiting, durable = _approved_like_local(agent, "go", "cashier-1", server, tmp_path, monkeypatch)
     assert waiting.agent == "till"
-    local = temporal_app.cashier.agent.run("go", run_id="cashier-1")
-    assert waiting == local.state
-    approvals = {call.id: True for call in local.state.pending_approvals}
-    finished = temporal_app.cashier.agent.resume(local.state, approvals=approvals)
-    assert durable.text == finished.text == "billing: moved 5"
-    assert durable.state == finished.state
+    assert durable.text == "billing: moved 5"
 
 
 def test_an_input_filter_that_raises_fails_the_durable_run_as_locally(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A raising input_filter fails the run with the local RunError, its state the run before the handoff."""
-
-    durable, local = _failing(
-        temporal_app.clumsy, "clumsy-1", RunError, server, tmp_path, monkeypatch
-    )
-    assert str(durable) == str(local)
+    durable = _failing(temporal_app.clumsy, "clumsy-1", RunError, server, tmp_path, monkeypatch)
     assert "input_filter of the handoff to 'billing' raised LookupError" in str(durable)
-    assert durable.state == local.state
     assert durable.state is not None
     assert durable.state.agent == "clumsy"

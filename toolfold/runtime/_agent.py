@@ -157,7 +157,7 @@ class Agent:
         # Resolve once: building a provider client per run would waste its
         # connection pool, and bad specs should fail here, not at first run.
         static, sources = split_sources(self.tools)
-        transfers = [h.tool() for h in self._handoff_specs()]
+        transfers = [h.tool() for h in self._handoff_specs()] if self.handoffs else []
         object.__setattr__(self, "_sources", sources)
         options = make_options(**{**self._spec(), "tools": (*static, *transfers)})
         if self.name is not None:  # options are made without a name: no copy for none
@@ -247,6 +247,8 @@ class Agent:
         knows the target's name; in the run its description says what the
         target does, as for a handoff given the agent itself.
         """
+        if not self.handoffs:
+            return self._options
         named = [
             spec
             for spec in self._handoff_specs()
@@ -445,9 +447,17 @@ class Agent:
             output=output,
         )
 
-    def _start(self, prompt: MessagesInput, history: Sequence[Message], run_id: str) -> RunState:
+    def _start(
+        self,
+        prompt: MessagesInput,
+        history: Sequence[Message],
+        run_id: str,
+        options: RunOptions | None = None,
+    ) -> RunState:
         messages = (*history, *to_messages(prompt)) if history else prompt
-        return start(self._run_options(self._graph_or_none()), messages, run_id, agent=self.name)
+        if options is None:
+            options = self._run_options(self._graph_or_none())
+        return start(options, messages, run_id, agent=self.name)
 
     def _graph_or_none(self) -> Mapping[str, Agent] | None:
         return self.handoff_graph() if self.handoffs else None
@@ -519,9 +529,10 @@ class Agent:
         """How a new run begins with an agent (this one, or it with its sources' tools)."""
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
-            state = agent._start(prompt, history, new_run_id(run_id))
             graph = agent._graph_or_none()
-            live = agent._run_options(graph).live(
+            options = agent._run_options(graph)
+            state = agent._start(prompt, history, new_run_id(run_id), options)
+            live = options.live(
                 deps=deps,
                 on_event=on_event,
                 on_step=on_step,

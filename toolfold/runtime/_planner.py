@@ -36,6 +36,7 @@ from toolfold.runtime.drive._output import OutputRejected, OutputSchema
 if TYPE_CHECKING:
     from toolfold.runtime._task import Task
     from toolfold.runtime._workflow import Workflow
+    from toolfold.runtime.core._state import CallState
 
 PLANNER_MODEL = "toolfold:workflow"
 """The model name a workflow's run records (no provider is involved)."""
@@ -242,6 +243,34 @@ class Planner:
     def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
         self._plans = _PlanCache()
+        # Steps a driver may run in place (see `in_place`).
+        self._in_place = {
+            t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
+        }
+
+    def in_place(self, calls: tuple[CallState, ...]) -> list[tuple[Task, CallState]] | None:
+        """The calls of a round to run, with their steps, when a driver may run them in place.
+
+        That is when every call to run is an agent or workflow step without a
+        timeout (nothing to cancel at a deadline), called with the arguments
+        the planner writes; otherwise None (the executor runs the round).
+        """
+        found: list[tuple[Task, CallState]] = []
+        for call in calls:
+            if call.status != "to_run":
+                continue
+            task = self._in_place.get(call.call.name)
+            arguments = call.call.arguments
+            if (
+                task is None
+                or arguments is None
+                or len(arguments) != 2
+                or type(arguments.get("values")) is not FrozenDict
+                or "input" not in arguments
+            ):
+                return None
+            found.append((task, call))
+        return found or None
 
     @property
     def name(self) -> str:
@@ -253,9 +282,17 @@ class Planner:
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """The next decision."""
+        return self.decide(request.messages)
+
+    def decide(self, messages: tuple[Message, ...]) -> ModelResponse:
+        """The next decision, from the run's conversation (what a request would hold).
+
+        Raises:
+            RunError: The workflow's plan raised (its state is to be set by the driver).
+        """
         workflow = self._workflow
         try:
-            decision = workflow.plan(self._plans.read(request.messages))
+            decision = workflow.plan(self._plans.read(messages))
         except RunError:
             raise
         except Exception as exc:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import uuid
+import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
 from contextlib import aclosing
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -37,6 +38,8 @@ from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Ended, Handover, Live, OnToolError, run_loop
 from toolfold.runtime.drive._output import OutputSchema, output_schema
 from toolfold.runtime.drive._shells import drive_async, drive_sync, stream_async, stream_sync
+from toolfold.toolkit import check_tool_names
+from toolfold.toolkit import tool as make_tool
 from toolfold.toolkit._tool import Tool
 
 MessagesInput = str | Message | Iterable[Message | Mapping[str, Any]]
@@ -88,9 +91,6 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
 
 def to_tools(tools: Iterable[Tool[..., Any] | Callable[..., Any]]) -> dict[str, Tool[..., Any]]:
     """Tools by name; plain functions are made tools with ``@tool``."""
-    from toolfold.toolkit import check_tool_names
-    from toolfold.toolkit import tool as make_tool
-
     # ToolDefinitionError naming every duplicated name and where its tools come from
     return check_tool_names([item if isinstance(item, Tool) else make_tool(item) for item in tools])
 
@@ -203,8 +203,28 @@ def make_options(
     Raises:
         UsageError: ``max_steps`` below 1, or a ``tool_choice`` naming no tool.
     """
-    output = output_schema(output_type) if output_type is not None else None
     resolved = resolve_model(model)
+    tools = tuple(tools)
+    key = _made_key(
+        resolved.name,
+        tools,
+        output_type,
+        stop_when,
+        settings or {},
+        (instructions, max_steps, auto_execute_tools, tool_choice, output_retries),
+    )
+    made = _MADE.get(key) if key else None
+    if made is not None and all(ref() is t for ref, t in zip(made[0], tools, strict=True)):
+        kept = cast("tuple[Tool[..., Any], ...]", tools)  # `_made_key` keeps only `Tool`s
+        return RunOptions(
+            model=resolved,
+            tools={t.name: t for t in kept},
+            output=None,
+            config=made[1],
+            on_tool_error=on_tool_error,
+            max_concurrency=max_concurrency,
+        )
+    output = output_schema(output_type) if output_type is not None else None
     by_name = to_tools(tools)
     if max_steps < 1:
         raise UsageError(f"max_steps must be at least 1, got {max_steps}")
@@ -224,6 +244,10 @@ def make_options(
         auto_execute_tools=auto_execute_tools,
         stop_when=data,
     )
+    if key:
+        if len(_MADE) >= 64:
+            _MADE.clear()
+        _MADE[key] = (tuple(weakref.ref(t) for t in by_name.values()), config)
     return RunOptions(
         model=resolved,
         tools=by_name,
@@ -233,6 +257,38 @@ def make_options(
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
     )
+
+
+# The plain-data config of the runs `make_options` made lately, by their options
+# (`_made_key`), with weak references to their tools: `generate_text` and
+# `agenerate_text` make an agent per call, and most calls repeat the last
+# one's tools and options. The config is frozen data, shared like an agent's.
+_MADE: dict[tuple[Any, ...], tuple[tuple[weakref.ref[Tool[..., Any]], ...], RunConfig]] = {}
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _made_key(
+    model: str,
+    tools: tuple[Any, ...],
+    output_type: Any,
+    stop_when: Iterable[Any],
+    settings: Mapping[str, Any],
+    scalars: tuple[Any, ...],
+) -> tuple[Any, ...] | None:
+    """The key of a run's options in `_MADE`, or None for options it does not keep.
+
+    Kept: `Tool` objects (a plain function is made a tool again, warnings and
+    all), no output type and no stop conditions, settings and other options
+    of plain values. Each value goes in with its type, so ``1``, ``1.0`` and
+    ``True`` differ (the config stores and checks them as given).
+    """
+    if output_type is not None or stop_when or not all(type(t) is Tool for t in tools):
+        return None
+    values = (*settings.values(), *scalars)
+    if not all(type(value) in _PLAIN for value in values):
+        return None
+    return (model, tuple(map(id, tools)), tuple(settings), tuple(map(type, values)), values)
 
 
 def new_run_id(run_id: str | None = None) -> str:

@@ -31,6 +31,7 @@ from toolfold.toolkit._tool import Tool
 
 if TYPE_CHECKING:
     from toolfold.runtime._response import Response
+    from toolfold.runtime.core._state import RunState
 
 OnError = Literal["fail", "skip", "retry"]
 """What a failing step does: fail the workflow, be skipped, or run again."""
@@ -392,20 +393,35 @@ def _run_runner(task: Task) -> Callable[..., Any]:
     async def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
-        target, prompt = _target_and_prompt(task, input, values)
         if ctx.forward is not None:  # the workflow streams: so does the step
+            target, prompt = _target_and_prompt(task, input, values)
             stream = _step_stream(target, prompt, ctx)
             async for event in stream:
                 if not isinstance(event, RunEndEvent):
                     ctx.forward(event)
-            response: Response = stream.response
-        elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
-            response = await target.aresume(ctx.sub_run, deps=ctx.deps)
-        else:
-            response = await target.arun(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
-        return _step_result(response)
+            return _step_result(stream.response)
+        return await arun_sub_run(
+            task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx)
+        )
 
     return run_step
+
+
+async def arun_sub_run(
+    task: Task,
+    input: Any,
+    values: Mapping[str, Any] | None,
+    deps: Any,
+    sub_run: RunState | None,
+    run_id: Callable[[], str],
+) -> SubRun:
+    """Like `run_sub_run`, on the running event loop."""
+    target, prompt = _target_and_prompt(task, input, values)
+    if sub_run is not None:  # answered by the caller: go on where it stopped
+        response: Response = await target.aresume(sub_run, deps=deps)
+    else:
+        response = await target.arun(prompt, deps=deps, run_id=run_id())
+    return _step_result(response)
 
 
 def _run_runner_sync(task: Task) -> Callable[..., Any]:
@@ -419,20 +435,34 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
     def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
-        target, prompt = _target_and_prompt(task, input, values)
         if ctx.forward is not None:
+            target, prompt = _target_and_prompt(task, input, values)
             stream = _step_stream(target, prompt, ctx)
             for event in stream:
                 if not isinstance(event, RunEndEvent):
                     ctx.forward(event)
-            response: Response = stream.response
-        elif ctx.sub_run is not None:
-            response = target.resume(ctx.sub_run, deps=ctx.deps)
-        else:
-            response = target.run(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
-        return _step_result(response)
+            return _step_result(stream.response)
+        return run_sub_run(task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx))
 
     return run_step
+
+
+def run_sub_run(
+    task: Task,
+    input: Any,
+    values: Mapping[str, Any] | None,
+    deps: Any,
+    sub_run: RunState | None,
+    run_id: Callable[[], str],
+) -> SubRun:
+    """An agent or workflow step's run from blocking code (not streamed): a new one, or
+    ``sub_run`` (suspended, answered) resumed; ``run_id`` gives a new run's id."""
+    target, prompt = _target_and_prompt(task, input, values)
+    if sub_run is not None:  # answered by the caller: go on where it stopped
+        response: Response = target.resume(sub_run, deps=deps)
+    else:
+        response = target.run(prompt, deps=deps, run_id=run_id())
+    return _step_result(response)
 
 
 def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None) -> tuple[Any, Any]:

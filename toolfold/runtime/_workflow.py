@@ -4,7 +4,8 @@ A workflow composes agents, functions and other workflows. It runs with the
 same ``run / arun / stream / resume`` as an `Agent`, on the same loop and the
 same state: each step is a tool call of the workflow's run, decided by a
 planner in the model's seat (see `_planner`), so the whole tree serializes,
-resumes in another process and replays.
+resumes in another process and replays. A run nobody observes is driven by
+`_conduct` (the same events, without the agent loop's per-turn machinery).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import attrs
 
 from toolfold._errors import RunError, ToolRetriesExceededError, UsageError, WorkflowDefinitionError
 from toolfold.runtime._agent import Observer, StepObserver
+from toolfold.runtime._conduct import conduct_async, conduct_sync, conducted
 from toolfold.runtime._planner import (
     Call,
     Final,
@@ -276,6 +278,22 @@ class Workflow:
         )
         return live, state
 
+    def _drive_sync(self, live: Live, state: RunState) -> Response:
+        if conducted(live):  # nothing watches the run: the lean driver (same events)
+            return conduct_sync(self._planner, live, state)
+        return run_sync(live, state)
+
+    async def _drive_async(self, live: Live, state: RunState) -> Response:
+        if conducted(live):
+            return await conduct_async(self._planner, live, state)
+        return await run_async(live, state)
+
+    @property
+    def _planner(self) -> Planner:
+        planner = self._options.model
+        assert isinstance(planner, Planner)
+        return planner
+
     def run(
         self,
         prompt: Any,
@@ -304,7 +322,7 @@ class Workflow:
         # steps side by side run as coroutines of one loop (see `run_calls_sync`).
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         with _step_errors(self):
-            return _wrapped(run_sync(live, state))
+            return _wrapped(self._drive_sync(live, state))
 
     async def arun(
         self,
@@ -318,7 +336,7 @@ class Workflow:
         """Like `run`, on the running event loop (agent steps run on worker threads)."""
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         with _step_errors(self):
-            return _wrapped(await run_async(live, state))
+            return _wrapped(await self._drive_async(live, state))
 
     def stream(
         self,
@@ -369,7 +387,7 @@ class Workflow:
             state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
         with _step_errors(self):
-            return _wrapped(run_sync(live, state))
+            return _wrapped(self._drive_sync(live, state))
 
     async def aresume(
         self,
@@ -386,7 +404,7 @@ class Workflow:
             state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
         with _step_errors(self):
-            return _wrapped(await run_async(live, state))
+            return _wrapped(await self._drive_async(live, state))
 
     def resume_stream(
         self,

@@ -9,7 +9,9 @@ whichever client.
 
 * ``"httpx"`` / ``"httpx2"``: the well-kept clients, sync and async, one pool
   per client with `HttpLimits`, HTTP/1.1, keep-alive, proxies from the
-  environment. Any client with httpx's API can be injected.
+  environment; the transport's own send each request through the client's
+  transport layer (`OwnedHttpxBackend`). Any client with httpx's API can be
+  injected (its requests go through its ``send``).
 * ``"aiohttp"`` (``pip install toolfold[aiohttp]``): async only, the fastest
   under many concurrent runs (bench/bench_http.py); blocking calls of a model
   built with it use the default client.
@@ -25,11 +27,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
@@ -39,6 +42,7 @@ __all__ = [
     "AiohttpBackend",
     "BACKENDS",
     "HttpxBackend",
+    "OwnedHttpxBackend",
     "close_when_loop_ends",
     "default_backend",
     "make_async",
@@ -159,17 +163,155 @@ class HttpxBackend:
             self.client.close()
 
 
+class OwnedHttpxBackend(HttpxBackend):
+    """A client the transport made: each request goes to the client's own transport.
+
+    ``Client.send`` spends 130-160 us of CPU per request (bench/README.md) on
+    what an owned client never uses: the base URL merge, cookies, the auth
+    flow, redirect checks, event hooks. Here the request is built as
+    ``build_request`` would build it (the client's default headers, then the
+    call's, and its timeouts as the ``timeout`` extension) and handed to the
+    client's transport, httpx's documented lower layer (``handle_request`` /
+    ``handle_async_request``, the same pool, httpcore and h11 underneath).
+    The bytes on the wire are the same; so are the ``.request`` httpx errors
+    carry, httpx's log line and the cookies a server sets, sent back on later
+    requests. A URL that a proxy from the environment applies to, or that
+    carries a user and password, and a closed client go through ``Client.send``.
+    """
+
+    __slots__ = (
+        "_base",
+        "_cookies",
+        "_error",
+        "_extensions",
+        "_log",
+        "_request_class",
+        "_routes",
+        "_transport",
+    )
+
+    def __init__(self, client: Any, *, timeouts: Timeouts) -> None:
+        super().__init__(client, owned=True, timeouts=timeouts)
+        package = importlib.import_module(type(client).__module__.split(".")[0])
+        self._transport: Any = getattr(client, "_transport", None)
+        self._request_class: Any = package.Request
+        self._error: type[Exception] = package.RequestError
+        self._log = logging.getLogger(package.__name__)
+        # The client's default headers as (name, lower-case name, value), what
+        # build_request starts from and the call's headers replace by name.
+        self._base = [(k, k.decode("latin-1").lower(), v) for k, v in client.headers.raw]
+        self._extensions = {"timeout": client.timeout.as_dict()}
+        self._routes: dict[str, Any] = {}
+        self._cookies = False  # whether a server set one: they go in the client's jar
+
+    def _route(self, url: str) -> Any:
+        """The parsed URL when a request to it can skip ``Client.send``, else None."""
+        try:
+            target = self._routes[url]
+        except KeyError:
+            target = self._url(url)
+            find = getattr(self.client, "_transport_for_url", None)
+            if self._transport is None or find is None or isinstance(target, str):
+                target = None  # a client without what is looked for here: it decides
+            elif target.userinfo or find(target) is not self._transport:
+                target = None  # basic auth from the URL, or a proxy applies
+            if len(self._routes) >= 64:
+                self._routes.clear()
+            self._routes[url] = target
+        return None if self.client.is_closed else target
+
+    def _direct(self, target: Any, content: bytes, headers: Mapping[str, str], t: Any) -> Any:
+        names = {name.lower() for name in headers}
+        pairs: list[tuple[Any, Any]] = [(k, v) for k, low, v in self._base if low not in names]
+        pairs.extend(headers.items())
+        if _own_timeouts(t, self._timeouts, self._defaults):
+            extensions = self._extensions
+        else:
+            extensions = {"timeout": self._timeout(t).as_dict()}
+        return self._request_class(
+            "POST",
+            target,
+            content=content,
+            headers=pairs,
+            cookies=self.client.cookies if self._cookies else None,
+            extensions=extensions,
+        )
+
+    def _answered(self, request: Any, response: Any) -> None:
+        """What ``Client.send`` does with a response an owned client reads."""
+        response.request = request
+        if "set-cookie" in response.headers:
+            self.client.cookies.extract_cookies(response)
+            self._cookies = True
+        if self._log.isEnabledFor(logging.INFO):  # not even the arguments otherwise
+            self._log.info(
+                'HTTP Request: %s %s "%s %d %s"',
+                request.method,
+                request.url,
+                response.http_version,
+                response.status_code,
+                response.reason_phrase,
+            )
+
+    async def send(
+        self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
+    ) -> Any:
+        """POST; the response once its head arrived (body unread)."""
+        target = self._route(url)
+        if target is None:
+            return await super().send(url, content, headers, timeout)
+        request = self._direct(target, content, headers, timeout)
+        try:
+            response = await self._transport.handle_async_request(request)
+        except self._error as exc:
+            exc.request = request  # type: ignore[attr-defined]  # as the client's
+            raise
+        try:
+            self._answered(request, response)
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
+
+    def send_sync(
+        self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
+    ) -> Any:
+        """Blocking `send`."""
+        target = self._route(url)
+        if target is None:
+            return super().send_sync(url, content, headers, timeout)
+        request = self._direct(target, content, headers, timeout)
+        try:
+            response = self._transport.handle_request(request)
+        except self._error as exc:
+            exc.request = request  # type: ignore[attr-defined]  # as the client's
+            raise
+        try:
+            self._answered(request, response)
+        except BaseException:
+            response.close()
+            raise
+        return response
+
+
 def make_sync(name: str, timeouts: Timeouts, limits: HttpLimits) -> HttpxBackend:
     """The blocking client a transport makes for itself (aiohttp has none: the default's)."""
     if name == "aiohttp":
         name = default_backend()
     package = _package(name)
-    transport = package.HTTPTransport(limits=_pool_limits(package, limits), http1=True)
-    _cap_socket_io(transport, importlib.import_module(_core_name(name)))
     client = package.Client(
-        transport=transport, timeout=_package_timeout(package, timeouts), follow_redirects=False
+        limits=_pool_limits(package, limits),
+        timeout=_package_timeout(package, timeouts),
+        http1=True,
+        follow_redirects=False,
     )
-    return HttpxBackend(client, owned=True, timeouts=timeouts)
+    core = importlib.import_module(_core_name(name))
+    # The client's pool and, when the environment names proxies, each proxy's.
+    mounts: Mapping[Any, Any] = getattr(client, "_mounts", {})
+    for transport in (getattr(client, "_transport", None), *mounts.values()):
+        if transport is not None:
+            _cap_socket_io(transport, core)
+    return OwnedHttpxBackend(client, timeouts=timeouts)
 
 
 async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits) -> Any:
@@ -183,7 +325,7 @@ async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits) -> Any:
         http1=True,
         follow_redirects=False,
     )
-    return HttpxBackend(client, owned=True, timeouts=timeouts)
+    return OwnedHttpxBackend(client, timeouts=timeouts)
 
 
 def _pool_limits(package: Any, limits: HttpLimits) -> Any:
@@ -219,18 +361,33 @@ def _core_name(name: str) -> str:
 _local = threading.local()
 
 
-@contextlib.contextmanager
-def sync_deadline(seconds_left: float | None) -> Iterator[None]:
+def sync_deadline(seconds_left: float | None) -> contextlib.AbstractContextManager[None]:
     """Cap every socket read and write of this thread's owned clients to ``seconds_left``."""
+    # A class, not a generator-based context manager: the transport enters one
+    # per request and per piece of a body.
     if seconds_left is None:
-        yield
-        return
-    outer = getattr(_local, "at", None)
-    _local.at = time.monotonic() + seconds_left
-    try:
-        yield
-    finally:
-        _local.at = outer
+        return _NO_DEADLINE
+    return _Deadline(time.monotonic() + seconds_left)
+
+
+class _Deadline:
+    """Sets the thread's deadline to ``at`` while entered, then puts the outer one back."""
+
+    __slots__ = ("_at", "_outer")
+
+    def __init__(self, at: float) -> None:
+        self._at = at
+        self._outer: float | None = None
+
+    def __enter__(self) -> None:
+        self._outer = getattr(_local, "at", None)
+        _local.at = self._at
+
+    def __exit__(self, *exc_info: object) -> None:
+        _local.at = self._outer
+
+
+_NO_DEADLINE = contextlib.nullcontext()
 
 
 def _cap_socket_io(transport: Any, core: Any) -> None:

@@ -66,6 +66,11 @@ def set_tracer(tracer: Tracer | None) -> Tracer | None:
     return old
 
 
+def tracing() -> bool:
+    """Whether a tracer is installed."""
+    return _TRACER[0] is not None
+
+
 def start_run(live: Live, state: RunState) -> RunTrace | None:
     """The trace for a run about to be driven, or None when nothing traces."""
     tracer = _TRACER[0]

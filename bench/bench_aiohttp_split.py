@@ -1,0 +1,178 @@
+"""Where a toolfold run on aiohttp spends more than the raw aiohttp loop: steps between the two.
+
+    .venv/bin/python bench/bench_aiohttp_split.py                  # client CPU, 100 concurrent runs
+    valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \\
+        .venv/bin/python bench/bench_aiohttp_split.py --count transport --rounds 120   # and 20
+
+Each variant runs ``bench_http.py``'s 3-step loop (4 exchanges) against the
+fake server; they differ in one thing each, from the raw loop up to toolfold:
+
+* ``raw``: ``bench_http.py``'s raw aiohttp client (2 headers, aiohttp's
+  default ``total=300`` timeout);
+* ``raw-headers``: the same session sending toolfold's 5 headers;
+* ``session``: toolfold's own session (``http="aiohttp"``: its timeouts,
+  ``sock_read`` among them) posting like the raw loop;
+* ``session-no-timeouts``: a session like it without any timeout;
+* ``transport``: the raw loop posting through ``Transport.post_json``;
+* ``agenerate_text`` / ``agent``: whole toolfold runs, an agent made per call
+  or once.
+
+Timed (the default): client CPU per run, least and median of ``--rounds``
+rounds of 100 concurrent runs, the variants in turns; and the garbage
+collector's share (CPU time inside collections, collections per 100 runs).
+``--count V`` runs variant V one run at a time, untimed, for an instruction
+counter: the instructions of 100 runs are the count at ``--rounds 120`` minus
+the count at ``--rounds 20``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_http
+
+import toolfold
+from toolfold.adapters._http._transport import Transport
+
+Run = Callable[[], Awaitable[object]]
+
+
+async def _loop(post: Callable[[bytes], Awaitable[Any]]) -> None:
+    """`bench_http.raw_loop_async`, for a ``post`` answering bytes or parsed JSON."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "add things"}]
+    while True:
+        body = {"model": "fake-3", "messages": messages, "tools": bench_http.TOOLS}
+        answer = await post(json.dumps(body).encode())
+        message = (answer if isinstance(answer, dict) else json.loads(answer))["choices"][0][
+            "message"
+        ]
+        messages.append(message)
+        if not message.get("tool_calls"):
+            return
+        messages.extend(bench_http._tool_messages(message))
+
+
+async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitable[None]]]]:
+    import aiohttp
+
+    target = f"{url}/chat/completions"
+    transport = Transport("openai", url, "sk-bench", http="aiohttp")
+    backend = await transport._sender.clients.get_async()
+    headers = {**transport._headers, "authorization": "Bearer sk-bench"}
+    raw = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1000))
+    bare = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=100),
+        timeout=aiohttp.ClientTimeout(total=None),
+        auto_decompress=False,
+    )
+
+    def poster(session: Any, sent: dict[str, str]) -> Callable[[bytes], Awaitable[bytes]]:
+        async def post(content: bytes) -> bytes:
+            async with session.post(target, data=content, headers=sent) as response:
+                body: bytes = await response.read()
+                return body
+
+        return post
+
+    async def through_transport(content: bytes) -> Any:
+        return await transport.post_json("chat/completions", content)
+
+    model = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench", http="aiohttp")
+    agent = toolfold.Agent(model, tools=[bench_http.add_inline], max_steps=4)
+    runs: dict[str, Run] = {
+        "raw": functools.partial(_loop, poster(raw, bench_http.HEADERS)),
+        "raw-headers": functools.partial(_loop, poster(raw, headers)),
+        "session": functools.partial(_loop, poster(backend.session, headers)),
+        "session-no-timeouts": functools.partial(_loop, poster(bare, headers)),
+        "transport": functools.partial(_loop, through_transport),
+        "agenerate_text": functools.partial(
+            toolfold.agenerate_text,
+            model,
+            "add things",
+            tools=[bench_http.add_inline],
+            max_steps=4,
+        ),
+        "agent": functools.partial(agent.arun, "add things"),
+    }
+    closers = [raw.close, bare.close, transport.aclose, model.aclose]  # type: ignore[attr-defined]
+    return runs, closers
+
+
+async def measure(url: str, names: list[str], rounds: int, concurrent: int, timed: bool) -> None:
+    runs, closers = await variants(url)
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    in_gc = dict.fromkeys(names, 0.0)
+    collections = {name: [0, 0, 0] for name in names}
+    now: list[Any] = [None, 0.0]
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if now[0] is None:
+            return
+        if phase == "start":
+            now[1] = time.process_time()
+        else:
+            in_gc[now[0]] += time.process_time() - now[1]
+            collections[now[0]][info["generation"]] += 1
+
+    try:
+        for name in names:  # warm the pools
+            await asyncio.gather(*[runs[name]() for _ in range(concurrent)])
+        gc.callbacks.append(watch)
+        for _ in range(rounds):
+            for name in names:
+                now[0] = name
+                start = time.process_time()
+                await asyncio.gather(*[runs[name]() for _ in range(concurrent)])
+                cpu[name].append((time.process_time() - start) / concurrent)
+                now[0] = None
+        gc.callbacks.remove(watch)
+    finally:
+        for close in closers:
+            await close()
+        await asyncio.sleep(0.05)  # let aiohttp's transports close
+    if not timed:
+        return
+    per = rounds * concurrent
+    print(f"{concurrent} concurrent 3-step runs, {rounds} rounds; client CPU per run")
+    for name in names:
+        counts = ", ".join(f"{c * 100 / per:.1f}" for c in collections[name])
+        print(
+            f"  {name:20s} least {min(cpu[name]) * 1e6:6.0f} us  median "
+            f"{statistics.median(cpu[name]) * 1e6:6.0f} us   in gc {in_gc[name] / per * 1e6:5.0f} us"
+            f"   collections per 100 runs (gen 0, 1, 2): {counts}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--variants",
+        default="raw,raw-headers,session,session-no-timeouts,transport,agenerate_text,agent",
+    )
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--count", help="run this variant one run at a time, untimed")
+    args = parser.parse_args()
+    process, url = bench_http.start_server()
+    try:
+        if args.count:
+            asyncio.run(measure(url, [args.count], args.rounds, 1, timed=False))
+        else:
+            asyncio.run(measure(url, args.variants.split(","), args.rounds, 100, timed=True))
+    finally:
+        process.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""The clients a transport makes itself send through httpx's transport layer, as the full client would.
+
+An owned httpx/httpx2 client skips ``Client.send`` and hands each request to
+the client's own transport (`OwnedHttpxBackend`). These tests hold it to what
+``Client.send`` does, over real sockets on 127.0.0.1: the same request head
+byte for byte as an injected client of the same package sends, cookies a
+server set sent back, basic auth from the URL, proxies from the environment
+(the sync client too), httpx's log line and the request an httpx error holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from backends import OWNED
+from scripted_http import Reply, ScriptedServer, sse
+from test_transport_clients import KEY, PACKAGES
+
+import toolfold
+from toolfold.adapters._http._backends import make_sync
+from toolfold.adapters._http._retry import HttpLimits, Timeouts
+from toolfold.adapters._http._transport import Transport
+
+HTTPX = [name for name in OWNED if name != "aiohttp"]
+CASES = [
+    pytest.param(name, mode, what, id=f"{name}-{mode}-{what}")
+    for name in HTTPX
+    for mode in ("sync", "async")
+    for what in ("post", "stream")
+]
+PAIRS = [
+    pytest.param(name, mode, id=f"{name}-{mode}") for name in HTTPX for mode in ("sync", "async")
+]
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def _reply(what: str) -> Reply:
+    return Reply(json={"ok": 1}) if what == "post" else Reply(chunks=sse({"i": 0}, "[DONE]"))
+
+
+def _send(
+    base_url: str,
+    mode: str,
+    what: str = "post",
+    *,
+    times: int = 1,
+    per_request: dict[str, str] | None = None,
+    **options: Any,
+) -> list[Any]:
+    """POST or stream ``times`` times through a new transport (blocking or async), then close it.
+
+    An injected ``http_client`` is closed too.
+    """
+    injected = options.get("http_client")
+    transport = Transport("openai", base_url, options.pop("api_key", KEY), **options)
+    body = {"model": "m"}
+
+    def once() -> Any:
+        if what == "post":
+            return transport.post_json_sync("chat/completions", body, headers=per_request)
+        return [e.data for e in transport.stream_sync("chat/completions", body)]
+
+    async def once_async() -> Any:
+        if what == "post":
+            return await transport.post_json("chat/completions", body, headers=per_request)
+        return [e.data async for e in transport.stream("chat/completions", body)]
+
+    async def run() -> list[Any]:
+        try:
+            return [await once_async() for _ in range(times)]
+        finally:
+            await transport.aclose()
+            if injected is not None:
+                await injected.aclose()
+
+    try:
+        return [once() for _ in range(times)] if mode == "sync" else asyncio.run(run())
+    finally:
+        transport.close()
+        if injected is not None and mode == "sync":
+            injected.close()
+
+
+def _clear_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in PROXY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+        monkeypatch.delenv(variable.upper(), raising=False)
+
+
+@pytest.mark.parametrize(("name", "mode", "what"), CASES)
+def test_the_request_head_is_the_full_clients(
+    http_server: ScriptedServer, name: str, mode: str, what: str
+) -> None:
+    """An owned client sends the head an injected client of its package sends, header for header."""
+    http_server.add(_reply(what), _reply(what))
+    base = f"{http_server.url}/v1"
+    _send(base, mode, what, http=name, headers={"X-Extra": "1"})
+    package = PACKAGES[name]
+    client = package.Client() if mode == "sync" else package.AsyncClient()
+    _send(base, mode, what, http_client=client, headers={"X-Extra": "1"})
+    owned, injected = (request.head for request in http_server.requests)
+    assert owned == injected
+    lines = owned.decode("latin-1").split("\r\n")
+    accept = "application/json" if what == "post" else "text/event-stream"
+    body = http_server.requests[0].body
+    assert lines == [
+        "POST /v1/chat/completions HTTP/1.1",
+        f"Host: 127.0.0.1:{http_server.port}",
+        "Connection: keep-alive",
+        "content-type: application/json",
+        f"accept: {accept}",
+        "accept-encoding: gzip, deflate",
+        "user-agent: toolfold/0.1.0",
+        "x-extra: 1",
+        f"authorization: Bearer {KEY}",
+        f"Content-Length: {len(body)}",
+    ]
+
+
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+def test_per_request_headers_and_timeouts_reach_the_wire(
+    http_server: ScriptedServer, name: str, mode: str
+) -> None:
+    """A header given for one request is sent after the transport's, with timeouts of its own too."""
+    http_server.add(Reply(json={"ok": 1}))
+    base = f"{http_server.url}/v1"
+    assert _send(base, mode, http=name, timeout=5.0, per_request={"X-Per": "2"}) == [{"ok": 1}]
+    names = [line.split(":")[0] for line in http_server.requests[0].head.decode().split("\r\n")]
+    assert names[-3:] == ["x-per", "authorization", "Content-Length"]
+
+
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+def test_a_cookie_the_server_set_is_sent_back(
+    http_server: ScriptedServer, name: str, mode: str
+) -> None:
+    """A cookie set by an answer goes with the next request, as httpx's client sends it."""
+    cookie = {"set-cookie": "__cf_bm=abc; Path=/"}
+    http_server.add(Reply(json={"ok": 1}, headers=cookie), Reply(json={"ok": 2}))
+    answers = _send(f"{http_server.url}/v1", mode, times=2, http=name)
+    assert answers == [{"ok": 1}, {"ok": 2}]
+    first, second = http_server.requests
+    assert "cookie" not in first.headers
+    assert second.headers["cookie"] == "__cf_bm=abc"
+    assert second.head.split(b"\r\n")[-2] == b"Cookie: __cf_bm=abc"  # where httpx puts it
+
+
+@pytest.mark.parametrize("name", HTTPX)
+def test_a_user_and_password_in_the_url_are_sent_as_basic_auth(
+    http_server: ScriptedServer, name: str
+) -> None:
+    """A base URL with user:password@ sends basic auth, as httpx's client does."""
+    http_server.add(Reply(json={"ok": 1}))
+    url = f"http://user:pw@127.0.0.1:{http_server.port}/v1"
+    assert _send(url, "sync", http=name, api_key=None) == [{"ok": 1}]
+    assert http_server.requests[0].headers["authorization"] == "Basic dXNlcjpwdw=="
+
+
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+def test_a_proxy_from_the_environment_is_used(
+    http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With HTTP_PROXY set, sync and async calls go to the proxy, the URL in absolute form."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", http_server.url)
+    http_server.add(Reply(json={"ok": 1}))
+    # The host is never resolved: only the proxy (the scripted server) is connected to.
+    assert _send("http://api.example.invalid/v1", mode, http=name) == [{"ok": 1}]
+    assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
+
+
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+def test_no_proxy_sends_directly(
+    http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host NO_PROXY names is reached directly although HTTP_PROXY names a proxy."""
+    _clear_proxies(monkeypatch)
+    proxy = ScriptedServer()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        http_server.add(Reply(json={"ok": 1}))
+        assert _send(f"{http_server.url}/v1", mode, http=name) == [{"ok": 1}]
+        assert proxy.requests == []
+    finally:
+        proxy.close()
+    assert http_server.requests[0].path == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+def test_httpx_logs_its_request_line(
+    http_server: ScriptedServer, name: str, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx's INFO line for each request is logged for an owned client as for an injected one."""
+    http_server.add(Reply(json={"ok": 1}), Reply(json={"ok": 1}))
+    caplog.set_level(logging.INFO, logger=name)
+    base = f"{http_server.url}/v1"
+    _send(base, mode, http=name)
+    package = PACKAGES[name]
+    _send(base, mode, http_client=package.Client() if mode == "sync" else package.AsyncClient())
+    lines = [r.getMessage() for r in caplog.records if r.name == name]
+    target = f"{http_server.url}/v1/chat/completions"
+    assert lines == [f'HTTP Request: POST {target} "HTTP/1.1 200 OK"'] * 2
+
+
+@pytest.mark.parametrize("name", HTTPX)
+def test_a_connection_error_holds_its_request(name: str) -> None:
+    """The client error under a ProviderConnectionError holds the request, its key scrubbed."""
+    server = ScriptedServer()
+    server.close()  # nothing listens there now
+    url = server.url
+    model = toolfold.model("openai:gpt-4o-mini", base_url=url, api_key=KEY, http=name, retry=0)
+    try:
+        with pytest.raises(toolfold.ProviderConnectionError) as caught:
+            toolfold.generate_text(model, "hi")
+    finally:
+        model.close()
+    package = PACKAGES[name]
+    chained = caught.value.__cause__
+    while chained is not None and not isinstance(chained, package.ConnectError):
+        chained = chained.__cause__ or chained.__context__
+    assert isinstance(chained, package.ConnectError)
+    assert str(chained.request.url) == f"{url}/chat/completions"
+    assert KEY not in repr(dict(chained.request.headers))
+
+
+@pytest.mark.parametrize("name", HTTPX)
+def test_a_closed_owned_client_refuses_as_httpx_does(name: str) -> None:
+    """Sending on a closed owned client raises httpx's own error, not a request on a closed pool."""
+    backend = make_sync(name, Timeouts(), HttpLimits())
+    backend.close()
+    with pytest.raises(RuntimeError, match="client has been closed"):
+        backend.send_sync("http://127.0.0.1:9/x", b"{}", {}, None)

@@ -1,0 +1,127 @@
+"""A workflow's lean driver reaches the very state the agent loop reaches (only durations differ)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, Loop, Parallel, RunState, Sequence, Task, Workflow, tool
+from toolfold.runtime import replay
+from toolfold.testing import FunctionModel, ScriptedModel
+
+
+def echo(name: str) -> Agent:
+    """An agent that answers ``name(<its prompt>)``."""
+    return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look something up.
+
+    Args:
+        key: What to look up.
+    """
+    return f"value of {key}"
+
+
+def worker(name: str) -> Agent:
+    """An agent that makes one tool call, then answers."""
+
+    def reply(request: Any) -> Any:
+        done = any(m.role == "tool" for m in request.messages)
+        return f"{name} done" if done else ScriptedModel.call("lookup", {"key": name})
+
+    return Agent(FunctionModel(reply), name=name, tools=[lookup])
+
+
+def broken(name: str) -> Agent:
+    """An agent whose model raises."""
+
+    def reply(request: Any) -> Any:
+        raise ValueError("no model here")
+
+    return Agent(FunctionModel(reply), name=name)
+
+
+def tree() -> Workflow:
+    """Every kind of step: sequence, parallel, loop, a function, a failing step skipped."""
+    return Sequence(
+        echo("a"),
+        Parallel(worker("b"), echo("c"), name="both"),
+        Task(broken("d"), on_error="skip"),
+        Loop(echo("e"), until=lambda out: len(out) > 30, max_iterations=3, name="again"),
+        Task(len, name="size"),
+        name="tree",
+    )
+
+
+def _steady(state: RunState) -> str:
+    """The state as JSON without the calls' durations (the only thing timing changes)."""
+    return re.sub(r'"duration":[-0-9.e]+', '"duration":0', state.to_json())
+
+
+@pytest.mark.parametrize("watch", ["on_event", "on_step"])
+def test_a_run_nobody_watches_reaches_the_loops_state(watch: str) -> None:
+    """The lean driver (no observer) and the agent loop (an observer) give the same state and log."""
+    seen: list[Any] = []
+    lean = tree().run("x", run_id="wf")
+    looped = tree().run("x", run_id="wf", **{watch: seen.append})
+    assert seen  # the observer made the loop drive it
+    assert _steady(lean.state) == _steady(looped.state)
+    assert lean.output == looped.output == len('e({"b": "b done", "c": "c(a(x))"})')
+    assert lean.errors == looped.errors
+    assert "d" in lean.errors
+    assert "no model here" in lean.errors["d"]
+    assert replay(lean.state.log) == lean.state
+    assert RunState.from_json(lean.state.to_json()) == lean.state
+
+
+def test_an_async_run_nobody_watches_reaches_the_loops_state() -> None:
+    """`arun` without observers reaches the state `arun` with one reaches."""
+    lean = asyncio.run(tree().arun("x", run_id="wf"))
+    looped = asyncio.run(tree().arun("x", run_id="wf", on_event=lambda event: None))
+    assert _steady(lean.state) == _steady(looped.state)
+    assert replay(lean.state.log) == lean.state
+
+
+def test_a_step_that_fails_the_workflow_fails_it_as_the_loop_does() -> None:
+    """A failing step with on_error='fail' raises the same error, with the same state, either way."""
+    from toolfold import RunError
+
+    def failing() -> Workflow:
+        return Sequence(echo("a"), broken("b"), echo("c"))
+
+    with pytest.raises(RunError) as lean:
+        failing().run("x", run_id="wf")
+    with pytest.raises(RunError) as looped:
+        failing().run("x", run_id="wf", on_event=lambda event: None)
+    assert str(lean.value) == str(looped.value)
+    assert lean.value.state is not None
+    assert looped.value.state is not None
+    assert _steady(lean.value.state) == _steady(looped.value.state)
+    assert lean.value.state.phase == "failed"
+
+
+def test_a_decision_that_raises_fails_as_the_loop_reports_it() -> None:
+    """A router that raises gives the same RunError and state, driven lean or by the loop."""
+    from toolfold import Route, RunError
+
+    def router(text: str) -> str:
+        raise LookupError(f"no route for {text}")
+
+    def routed() -> Workflow:
+        return Sequence(echo("a"), Route(router, {"b": echo("b")}, name="pick"))
+
+    with pytest.raises(RunError) as lean:
+        routed().run("x", run_id="wf")
+    with pytest.raises(RunError) as looped:
+        routed().run("x", run_id="wf", on_event=lambda event: None)
+    assert str(lean.value) == str(looped.value)
+    assert "no route for a(x)" in str(lean.value)
+    assert lean.value.state is not None
+    assert looped.value.state is not None
+    assert _steady(lean.value.state) == _steady(looped.value.state)
