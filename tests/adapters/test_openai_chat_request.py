@@ -438,3 +438,27 @@ def test_a_tool_schema_changed_in_place_is_sent_changed() -> None:
     assert first != second
     assert second == dumps(build_body(request, "m", openai))
     assert b'"b":{"type":' in (second or b"")
+
+
+def test_the_memoized_frame_follows_settings_schemas_and_output() -> None:
+    """One tools tuple, requests that differ in settings (1 vs 1.0), schema or output: each its own bytes."""
+    parameters: dict[str, Any] = {"type": "object", "properties": {"city": {"type": "string"}}}
+    tools = (ToolDefinition("get_weather", "Weather.", parameters),)
+    messages = (Message.user("x"),)
+    openai = PROVIDERS["openai"]
+    requests = [
+        ModelRequest(messages, tools),
+        ModelRequest(messages, tools, settings={"temperature": 1}),
+        ModelRequest(messages, tools, settings={"temperature": 1.0}),
+        ModelRequest(messages, tools, "required"),
+        ModelRequest(messages, tools, output=OutputSpec("answer", {"type": "object"})),
+        ModelRequest(messages, tools),
+    ]
+    for request in requests:
+        for stream in (False, True):
+            expected = dumps(build_body(request, "m", openai, stream=stream))
+            assert encode_body(request, "m", openai, stream=stream) == expected
+    assert b'"temperature":1.0' in (encode_body(requests[2], "m", openai) or b"")
+    parameters["properties"]["days"] = {"type": "integer"}  # mutated in place: compiled anew
+    assert encode_body(requests[0], "m", openai) == dumps(build_body(requests[0], "m", openai))
+    assert b'"days"' in (encode_body(requests[0], "m", openai) or b"")

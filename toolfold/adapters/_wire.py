@@ -72,7 +72,7 @@ def _wrong(parent: Any, key: str | int, at: str, expected: str, value: Any) -> W
 
 def root(value: Any) -> Mapping[str, Any]:
     """A whole body, which must be a JSON object."""
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         return value
     raise WireError("$", f"expected an object, got {kind(value)}")
 

@@ -291,6 +291,14 @@ class Tool(Generic[P, R]):
         return new
 
 
+def reads_context(tool: Tool[..., Any]) -> bool:
+    """Whether `Tool.invoke` hands ``tool`` its `RunContext` (a parameter asks for it).
+
+    True as well for a subclass with its own ``invoke``, which may read it.
+    """
+    return tool._context_param is not None or type(tool).invoke is not Tool.invoke
+
+
 def is_async_callable(function: object) -> bool:
     """Whether calling ``function`` gives a coroutine.
 

@@ -6,6 +6,7 @@ import base64
 import functools
 import hashlib
 import json
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -104,21 +105,10 @@ def encode_body(
             set_wire_memo(message, provider, fragment)
         if fragment:
             fragments.append(fragment)
-    body = _body(request, model_name, provider, _SPLICED, stream, None, None, _tools_json)
-    tools = body.get("tools")
-    if (
-        body["messages"] is not _SPLICED
-        or body["model"] is not model_name
-        or (tools is not None and type(tools) is not _JSONText)
-    ):
+    frame = _frame(request, model_name, provider, stream)
+    if frame is None:
         return None  # a setting named model, messages or tools: let build_body place it
-    rest = {key: value for key, value in body.items() if key not in _SPLICED_KEYS}
-    tail = encode_text(rest)[1:] if rest else "}"
-    spliced = f',"tools":{tools}' if tools is not None else ""
-    text = (
-        f'{{"model":{encode_text(model_name)},"messages":[{",".join(fragments)}]{spliced}'
-        f"{',' if rest else ''}{tail}"
-    )
+    text = f"{frame[0]}{','.join(fragments)}{frame[1]}"
     try:
         return text.encode()
     except UnicodeEncodeError:
@@ -128,6 +118,60 @@ def encode_body(
 # Where `encode_body` splices the memoized messages in (never sent).
 _SPLICED: Any = []
 _SPLICED_KEYS = frozenset({"model", "messages", "tools"})
+_MAX_FRAMES = 1024
+# (provider, tools, model, stream, choice, settings' JSON) -> what the frame
+# was made from and the frame: a run sends the same one on every request.
+_frames: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _frame(
+    request: ModelRequest, model_name: str, provider: ChatProvider, stream: bool
+) -> tuple[str, str] | None:
+    """The body's JSON before and after the messages' (None: see `encode_body`).
+
+    Memoized per run: the same tools (each compiled the same way: a changed
+    schema compiles anew), choice and settings give the same text.
+    """
+    tools, settings = request.tools, request.settings
+    compiled = tuple([compiled_tool(tool, provider) for tool in tools])
+    key = (
+        id(provider),
+        id(tools),
+        model_name,
+        stream,
+        request.tool_choice,
+        encode_text(settings) if settings else "",
+    )
+    hit = _frames.get(key) if request.output is None else None
+    if (
+        hit is not None
+        and hit[0] is provider
+        and hit[1] is tools
+        and all(map(operator.is_, hit[2], compiled))
+    ):
+        return hit[3]  # type: ignore[no-any-return]
+    body = _body(request, model_name, provider, _SPLICED, stream, None, None, _tools_json)
+    spliced = body.get("tools")
+    if (
+        body["messages"] is not _SPLICED
+        or body["model"] is not model_name
+        or (spliced is not None and type(spliced) is not _JSONText)
+    ):
+        return None
+    rest = {key: value for key, value in body.items() if key not in _SPLICED_KEYS}
+    tail = encode_text(rest)[1:] if rest else "}"
+    after = f',"tools":{spliced}' if spliced is not None else ""
+    frame = (
+        f'{{"model":{encode_text(model_name)},"messages":[',
+        f"]{after}{',' if rest else ''}{tail}",
+    )
+    if request.output is None:  # an output spec is no part of the key: not memoized
+        if len(_frames) >= _MAX_FRAMES:
+            _frames.clear()
+        _frames[key] = (provider, tools, compiled, frame)
+    return frame
+
+
 _MAX_TOOL_ENTRIES = 4096
 _tool_json: dict[int, tuple[CompiledTool, str]] = {}
 
@@ -178,7 +222,8 @@ def _loop_fragment(
     role = message.role
     if role == "tool" and _only(parts, ToolResultPart):
         results = []
-        for result in cast("tuple[ToolResultPart, ...]", parts):
+        results_only: tuple[ToolResultPart, ...] = parts  # type: ignore[assignment]  # checked above
+        for result in results_only:
             if result.parts:
                 return None
             results.append(
@@ -189,7 +234,8 @@ def _loop_fragment(
     if role != "assistant" or provider.reasoning_out is not None or not _only(parts, ToolCallPart):
         return None
     calls = []
-    for call in cast("tuple[ToolCallPart, ...]", parts):
+    calls_only: tuple[ToolCallPart, ...] = parts  # type: ignore[assignment]  # checked above
+    for call in calls_only:
         if call.provider_data.get("extra_content") is not None:
             return None
         calls.append(
@@ -279,9 +325,10 @@ def default_function(tool: ToolDefinition, provider: ChatProvider) -> dict[str, 
 
 def compiled_tool(tool: ToolDefinition, provider: ChatProvider) -> CompiledTool:
     """The compilation of ``tool`` this provider sends (memoized by `compile_tool`)."""
-    return compile_tool(
-        tool, cast(Dialect, provider.dialect), strict=_strict(tool.strict, provider)
-    )
+    dialect: Dialect = provider.dialect  # type: ignore[assignment]  # a row names a dialect
+    asked = tool.strict
+    strict = asked if asked is not None else (None if provider.auto_strict else False)
+    return compile_tool(tool, dialect, strict=strict)
 
 
 def default_output(output: OutputSpec, provider: ChatProvider) -> dict[str, Any]:

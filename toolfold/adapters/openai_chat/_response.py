@@ -182,9 +182,13 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
     message = choice.get("message")
     if type(message) is not dict:
         message = wire.mapping(choice, "message", "$.choices[0]")
-    response_id = _text(body, "id", "$") or None
+    response_id = body.get("id")
+    if type(response_id) is not str or not response_id.isascii():
+        response_id = wire.text(body, "id", "$")
+    response_id = response_id or None
     content = message.get("content")
-    parts: list[Part] = _reasoning(message, provider)
+    # Most answers carry no reasoning field: one set operation instead of a lookup each.
+    parts: list[Part] = [] if _NO_REASONING(message.keys()) else _reasoning(message, provider)
     if type(content) is str:
         if content:
             parts.append(TextPart(wire.encodable(content)))
@@ -217,30 +221,28 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
     if not seed and any(not raw.get("id") for raw in raw_calls):
         seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
     calls = [_call(raw, seed, position, calls_at) for position, raw in enumerate(raw_calls)]
-    raw_finish = _text(choice, "finish_reason", "$.choices[0]")
+    raw_finish = choice.get("finish_reason")
+    if type(raw_finish) is not str or not raw_finish.isascii():
+        raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
+    model = body.get("model")
+    if type(model) is not str or not model.isascii():
+        model = wire.text(body, "model", "$")
     usage = body.get("usage")
     if usage is not None and type(usage) is not dict:
         usage = wire.mapping(body, "usage", "$")
     return ModelResponse(
-        Message("assistant", (*parts, *calls)),
+        Message("assistant", (*parts, *calls) if parts else tuple(calls)),
         parse_usage(usage, thinking_in_total=thinking_in_total),
         finish_reason(raw_finish, bool(calls)),
         raw_finish,
-        _text(body, "model", "$"),
+        model,
         response_id,
     )
 
 
+_NO_REASONING = frozenset(REASONING_FIELDS).isdisjoint
 _MESSAGE = "$.choices[0].message"
 _CALLS = f"{_MESSAGE}.tool_calls"
-
-
-def _text(parent: Mapping[str, Any], key: str, at: str) -> str | None:
-    """`wire.text`, with the common case (an ASCII string) checked first."""
-    value = parent.get(key)
-    if type(value) is str and value.isascii():
-        return value
-    return wire.text(parent, key, at)
 
 
 def http_status(code: str | None) -> int | None:

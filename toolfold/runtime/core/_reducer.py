@@ -12,17 +12,19 @@ conversation in call order when the step's last one arrives.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from toolfold._errors import InvalidEventError
 from toolfold.runtime.core import _steps
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     Event,
     EventKind,
     HandedOff,
+    ModelResponded,
     OutputAccepted,
     OutputRejected,
     RunFailed,
@@ -142,6 +144,85 @@ def reduce(state: RunState, event: Event) -> RunState:
         raise AssertionError(f"{kind} led from {state.phase} to {phase}, not in the table")
     changes["log"] = state.log.append(event)
     return evolve(state, changes)
+
+
+class OpenStep:
+    """A step whose tool calls are to run: ``reduce(base, responded)``, not built yet.
+
+    A tool loop makes two states per step: one after the model's response
+    (``running_tools``), one after its calls' results. The first is read only
+    for the calls to run, their step and the conversation they see, which
+    ``changes`` holds; `close` reduces the results into the state after the
+    step in one go. Both give exactly the states and the log that reducing
+    each event in turn gives (`state` builds the first one on demand).
+
+    Attributes:
+        base: The state before the response.
+        responded: The response's event.
+        changes: What ``reduce(base, responded)`` changes (field name to
+            value, without the log); its ``calls`` and ``conversation`` are
+            the step's.
+    """
+
+    __slots__ = ("base", "changes", "responded")
+
+    def __init__(self, base: RunState, responded: ModelResponded, changes: Changes) -> None:
+        self.base = base
+        self.responded = responded
+        self.changes = changes
+
+    @property
+    def state(self) -> RunState:
+        """The state after the response: ``reduce(base, responded)``."""
+        return evolve(self.base, {**self.changes, "log": self.base.log.append(self.responded)})
+
+    def close(self, events: Sequence[Event]) -> RunState:
+        """The state after ``events`` (the calls' results), as reducing each in turn gives.
+
+        Call it once: it reuses ``changes``. A run of `ToolReturned` events
+        is reduced in one pass; anything else (another kind, an event the
+        state refuses) is reduced one event at a time, so a refusal raises
+        the same `InvalidEventError`, with the same state, as `reduce`.
+
+        Raises:
+            InvalidEventError: As `reduce`.
+        """
+        base, changes = self.base, self.changes
+        log = base.log.append(self.responded)
+        try:
+            for event in events:
+                if event.kind != "tool_returned" or changes["phase"] != "running_tools":
+                    raise _Unfused
+                changes["log"] = log  # what a stop condition sees at the step's boundary
+                _steps.tool_returned(base, event, changes)
+                log = log.append(event)
+        except (_Unfused, InvalidEventError):
+            state = reduce(base, self.responded)
+            for event in events:
+                state = reduce(state, event)
+            return state
+        changes["log"] = log
+        return evolve(base, changes)
+
+
+class _Unfused(Exception):
+    """An event `OpenStep.close` does not reduce in one pass."""
+
+
+def open_step(state: RunState, event: ModelResponded) -> RunState | OpenStep:
+    """``reduce(state, event)``, or an `OpenStep` when the response has calls to run.
+
+    Raises:
+        InvalidEventError: As `reduce`.
+    """
+    if state.phase != "awaiting_model" or event.kind != "model_responded":
+        return reduce(state, event)
+    changes: Changes = {}
+    _steps.model_responded(state, event, changes)
+    if changes.get("phase") != "running_tools":
+        changes["log"] = state.log.append(event)
+        return evolve(state, changes)
+    return OpenStep(state, event, changes)
 
 
 def transition_table() -> str:

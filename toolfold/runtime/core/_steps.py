@@ -369,16 +369,24 @@ def tool_results_provided(state: RunState, event: ToolResultsProvided, changes: 
 
 
 def _settle(state: RunState, changes: Changes) -> None:
-    calls: tuple[CallState, ...] = changes["calls"]
-    statuses = {c.status for c in calls}
-    if "to_run" in statuses:
-        changes["phase"] = "running_tools"
-    elif "awaiting_approval" in statuses or any(
-        c.child is not None and c.status == "suspended" and c.child.phase == "awaiting_approval"
-        for c in calls
-    ):
+    # One loop, no set or generator: this runs for every result of every step.
+    approval = waiting = False
+    for c in changes["calls"]:
+        status = c.status
+        if status == "done":
+            continue
+        if status == "to_run":
+            changes["phase"] = "running_tools"
+            return
+        if status == "awaiting_approval" or (
+            status == "suspended" and c.child is not None and c.child.phase == "awaiting_approval"
+        ):
+            approval = True
+        else:  # to_return, or a sub-run that waits for results
+            waiting = True
+    if approval:
         changes["phase"] = "awaiting_approval"
-    elif "to_return" in statuses or "suspended" in statuses:
+    elif waiting:
         changes["phase"] = "awaiting_tool_results"
     else:
         _commit(state, changes)

@@ -70,12 +70,13 @@ class ToolJob(NamedTuple):
     Attributes:
         invocation: The effect: the call, its index, step and idempotency key.
         tool: The tool to run, or None when the model named an unknown tool.
-        context: The run context handed to the tool (it carries the key).
+        context: The run context handed to the tool (it carries the key);
+            None when the tool reads none (see `reads_context`).
     """
 
     invocation: ToolInvocation
     tool: Tool[..., Any] | None
-    context: RunContext[Any]
+    context: RunContext[Any] | None
 
     @property
     def call(self) -> ToolCallPart:
@@ -159,6 +160,11 @@ def runs_sub_runs(tool: Tool[..., Any]) -> Tool[..., Any]:
     return tool
 
 
+def blocking_twin(tool: Tool[..., Any]) -> bool:
+    """Whether ``tool`` has a blocking twin (see `with_blocking_twin`)."""
+    return _TWIN in tool.__dict__
+
+
 def forwards(job: ToolJob) -> bool:
     """Whether ``job``'s tool streams a sub-run's events (see `runs_sub_runs`)."""
     tool = job.tool
@@ -234,9 +240,20 @@ def _prepare(job: ToolJob) -> ToolOutcome | dict[str, Any]:
     return checked
 
 
+# Return values that are neither awaitable nor a sub-run, image or file: the
+# common results skip those checks (`inspect.isawaitable` is an ABC check).
+_PLAIN = frozenset({str, int, float, bool, type(None), dict})
+
+
 def _finish(job: ToolJob, value: Any) -> ToolOutcome:
     assert job.tool is not None
     call = job.invocation.call
+    if type(value) in _PLAIN:
+        try:
+            content = job.tool.format_result(value)
+        except Exception as exc:
+            return _failed(job, exc)
+        return ToolOutcome(call.id, call.name, content, ended=time.monotonic())
     if type(value) is SubRun:
         ended = time.monotonic()
         outcome = made_outcome(value)
@@ -424,7 +441,7 @@ async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     """
     try:
         value = contextvars.copy_context().run(_call_sync, job, arguments)
-        if inspect.isawaitable(value):
+        if type(value) not in _PLAIN and inspect.isawaitable(value):
             value = await value
     except Exception as exc:
         return _failed(job, exc)
@@ -539,7 +556,7 @@ def _on_loop(job: ToolJob, count: int) -> bool:
 def _run_inline(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     try:
         value = _call_sync(job, arguments)
-        if inspect.isawaitable(value):
+        if type(value) not in _PLAIN and inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
         return _failed(job, exc)

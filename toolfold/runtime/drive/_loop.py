@@ -56,7 +56,7 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._next import next_effect
-from toolfold.runtime.core._reducer import reduce
+from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, RunState
 from toolfold.runtime.core._stop import StopPredicate, stop_reason
@@ -64,13 +64,14 @@ from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
+    blocking_twin,
     returned,
 )
 from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
 from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._tool import Tool
+from toolfold.toolkit._tool import Tool, reads_context
 
 OnToolError = Literal["return", "raise"]
 
@@ -255,7 +256,15 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
         raise failure from exc
     response = unique_call_ids(response)
     dispositions = _dispositions(live, state, response)
-    state = apply_event(live, state, ModelResponded(response, dispositions))
+    event = ModelResponded(response, dispositions)
+    if not notify and live.on_event is None and live.on_tool_error == "return":
+        # Nobody watches the state between the response and the results:
+        # the step runs its calls from an `OpenStep` and builds one state.
+        opened = open_step(state, event)
+        if isinstance(opened, OpenStep):
+            return (yield from _run_open(live, opened))
+        return opened
+    state = apply_event(live, state, event)
     if notify:
         for call, disposition in zip(response.tool_calls, dispositions, strict=True):
             yield _NoticeOp(ToolCallEvent(call, disposition))
@@ -380,6 +389,26 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
     return state
 
 
+def _run_open(live: Live, step: OpenStep) -> _Part:
+    """`_run_tools` for an `OpenStep` (no observer, no streaming, tool errors returned)."""
+    changes = step.changes
+    run_id, number, messages = step.base.run_id, changes["step"], changes["conversation"]
+    jobs = tuple(
+        [
+            _job_in(
+                live,
+                run_id,
+                messages,
+                ToolInvocation(c.call, c.index, number, f"{run_id}:{number}:{c.index}", c.child),
+            )
+            for c in changes["calls"]
+            if c.status == "to_run"
+        ]
+    )
+    outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
+    return step.close([returned(outcome) for outcome in outcomes])
+
+
 def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:
     """Check the final answer against the output type."""
     assert live.output is not None, "a run with an output spec needs its output type"
@@ -493,19 +522,32 @@ def _job(
     invocation: ToolInvocation,
     forward: Callable[[Any], object] | None = None,
 ) -> ToolJob:
+    return _job_in(live, state.run_id, state.conversation, invocation, forward)
+
+
+def _job_in(
+    live: Live,
+    run_id: str,
+    messages: Sequence[Message],
+    invocation: ToolInvocation,
+    forward: Callable[[Any], object] | None = None,
+) -> ToolJob:
     call = invocation.call
+    tool = live.tools.get(call.name)
+    if tool is None or not (reads_context(tool) or blocking_twin(tool)):
+        return ToolJob(invocation, tool, None)  # nothing reads a context: none to build
     context: RunContext[Any] = RunContext(
-        run_id=state.run_id,
-        step=invocation.step,
-        call_id=call.id,
-        tool_name=call.name,
-        messages=state.conversation,
-        deps=live.deps,
-        idempotency_key=invocation.key,
-        sub_run=invocation.child,
-        forward=forward,
+        run_id,
+        invocation.step,
+        call.id,
+        call.name,
+        messages,
+        live.deps,
+        invocation.key,
+        invocation.child,
+        forward,
     )
-    return ToolJob(invocation, live.tools.get(call.name), context)
+    return ToolJob(invocation, tool, context)
 
 
 def _raise_tool_error(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> None:

@@ -1,0 +1,87 @@
+"""What the lean path of a tool step still gives: contexts where read, strict argument JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import RunContext, Tool
+from toolfold.testing import ScriptedModel
+from toolfold.toolkit._arguments import strict_loads
+from toolfold.toolkit._tool import reads_context
+
+call = ScriptedModel.call
+
+
+def test_a_tool_that_asks_for_the_context_gets_the_step_s() -> None:
+    """A RunContext parameter gets the run id, step, call, key and the conversation with the call."""
+    seen: list[RunContext[Any]] = []
+
+    @toolfold.tool
+    def note(ctx: RunContext[Any], text: str) -> str:
+        """Note something."""
+        seen.append(ctx)
+        return text
+
+    model = ScriptedModel([call("note", {"text": "a"}, id="c1"), "done"])
+    toolfold.generate_text(model, "go", tools=[note], run_id="r1", deps={"k": 1})
+    (ctx,) = seen
+    assert (ctx.run_id, ctx.step, ctx.call_id, ctx.tool_name) == ("r1", 1, "c1", "note")
+    assert ctx.idempotency_key == "r1:1:0"
+    assert ctx.deps == {"k": 1}
+    assert [m.role for m in ctx.messages] == ["user", "assistant"]
+
+
+def test_only_tools_that_read_a_context_need_one() -> None:
+    """A plain tool reads no context; one with a RunContext parameter, or its own invoke, does."""
+
+    @toolfold.tool
+    def plain(a: int) -> int:
+        """Plain."""
+        return a
+
+    @toolfold.tool
+    def with_context(ctx: RunContext[Any], a: int) -> int:
+        """With a context."""
+        return a
+
+    class Logged(Tool[..., Any]):
+        def invoke(self, arguments: Any, context: RunContext[Any] | None = None) -> Any:
+            assert context is not None
+            return f"{context.call_id}:{super().invoke(arguments, context)}"
+
+    logged = Logged.__new__(Logged)
+    logged.__dict__.update(plain.__dict__)
+    assert not reads_context(plain)
+    assert reads_context(with_context)
+    assert reads_context(logged)
+    model = ScriptedModel([call("plain", {"a": 2}, id="c9"), "done"])
+    response = toolfold.generate_text(model, "go", tools=[logged])
+    assert response.steps[0].tool_results[0].content == "c9:2"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a": 1}', ' {"a": 1}', '{"a": 1} ', '{"a": 1} x', '{"a": ', "", "[1, 2]", '"x"', "{}{}"],
+)
+def test_strict_loads_reads_what_json_reads(text: str) -> None:
+    """One scanner call where the text is one value, else JSON's own errors (same message)."""
+    try:
+        want: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        want = str(exc)
+    try:
+        got: Any = strict_loads(text)
+    except json.JSONDecodeError as exc:
+        got = str(exc)
+    assert got == want
+
+
+@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": 1e999}', "Infinity"])
+def test_strict_loads_still_refuses_numbers_json_cannot_carry(text: str) -> None:
+    """NaN, Infinity and overflowing numbers are refused on the one-call path too."""
+    with pytest.raises(ValueError, match=r"finite|NaN|Infinity|1e999"):
+        strict_loads(text)
