@@ -36,6 +36,7 @@ from toolfold.runtime.drive._executor import (
     SubRun,
     ToolJob,
     ToolOutcome,
+    gather_or_cancel,
     made_outcome,
     returned,
     run_calls,
@@ -193,15 +194,7 @@ async def _side_by_side(
         async with limit:
             return await _ran_async(live, state, task, call, started)
 
-    running = [asyncio.ensure_future(one(task, call)) for task, call in steps]
-    try:
-        return tuple(await asyncio.gather(*running))
-    finally:
-        pending = [t for t in running if not t.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+    return await gather_or_cancel([one(task, call) for task, call in steps])
 
 
 def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any]]:

@@ -364,7 +364,17 @@ async def _run_calls(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Too
         async with limit:
             return await _run_one(job, prepared)
 
-    tasks = [asyncio.ensure_future(one(job)) for job in jobs]
+    return await gather_or_cancel([one(job) for job in jobs])
+
+
+async def gather_or_cancel(
+    coroutines: list[Coroutine[Any, Any, ToolOutcome]],
+) -> tuple[ToolOutcome, ...]:
+    """Run ``coroutines`` as tasks, their results in order; any that still run when
+    this ends (an error, a cancellation) are cancelled and awaited, none left behind."""
+    import asyncio
+
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
         return tuple(await asyncio.gather(*tasks))
     finally:
