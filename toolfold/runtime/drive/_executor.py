@@ -496,7 +496,8 @@ def run_calls_sync(
     started = time.monotonic()
     if len(jobs) == 1:
         # The common step, one sync call without a timeout, run right here
-        # (what `_run_calls_sync` does with it, without its checks for the rest).
+        # (what `_run_calls_sync` does with it, without its checks for the rest;
+        # a lone call there, of a blocking twin, runs inline below as well).
         job = jobs[0]
         tool = job.tool
         if (
@@ -523,14 +524,6 @@ def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Tool
         # no blocking runs on worker threads waiting for other workers.
         return run_kept(lambda: _run_calls(jobs, max_concurrency))
     jobs = [_blocking(job) for job in jobs]
-    if len(jobs) == 1:  # the common case, without the bookkeeping below
-        job = jobs[0]
-        tool = job.tool
-        if tool is not None and not tool.is_async and tool.timeout is None:
-            prepared = _prepare(job)
-            if isinstance(prepared, ToolOutcome):
-                return (prepared,)
-            return (_run_inline(job, prepared),)
     if any(job.tool is not None and job.tool.is_async for job in jobs):
         return run_kept(lambda: _run_calls(jobs, max_concurrency))
     results: list[ToolOutcome | None] = []
