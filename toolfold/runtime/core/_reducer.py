@@ -57,6 +57,7 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "step_limit_changed": ("awaiting_model", "finished"),
         "run_failed": ("failed",),
         "handed_off": ("awaiting_model",),
+        "step_ended": ("awaiting_model", "finished", "failed"),
     },
     "running_tools": {
         "tool_returned": _TOOLS,
@@ -418,4 +419,5 @@ _HANDLERS: Mapping[str, Callable[[RunState, Any, Changes], None]] = {
     "tool_suspended": _steps.tool_suspended,
     "call_resumed": _steps.call_resumed,
     "handed_off": _handed_off,
+    "step_ended": _steps.step_ended,
 }
