@@ -23,8 +23,6 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import attrs
-
 from toolfold.runtime._agent_tool import sub_run_id_of
 from toolfold.runtime._planner import Attempt, Call, Final, Plan, respond
 from toolfold.runtime._run import finish, run_async, run_sync
@@ -34,7 +32,7 @@ from toolfold.runtime.core._effects import RunTools
 from toolfold.runtime.core._events import ModelResponded, OutputAccepted, StepEnded
 from toolfold.runtime.core._messages import ToolCallPart, thaw
 from toolfold.runtime.core._next import next_effect
-from toolfold.runtime.core._reducer import reduce
+from toolfold.runtime.core._reducer import end_steps, reduce
 from toolfold.runtime.core._state import CallState, RunState
 from toolfold.runtime.drive._executor import (
     SubRun,
@@ -106,14 +104,18 @@ async def conduct_async(planner: Planner, live: Live, state: RunState) -> Respon
 
 
 class _StepCall(NamedTuple):
-    """A step to run in place: its task, call, the tool's own input and values, its sub-run."""
+    """A step to run in place: its task, call, the tool's own input and values, its sub-run.
+
+    ``run_id``: a new run's id, or a function giving it (asked only when the
+    step starts a run, not when it resumes ``child``).
+    """
 
     task: Task
     call_id: str
     input: Any
     values: Mapping[str, Any]
     child: RunState | None
-    run_id: Callable[[], str]
+    run_id: str | Callable[[], str]
 
 
 _Round = tuple[RunState, list[_StepCall] | None]
@@ -190,14 +192,8 @@ def _responded(state: RunState, decision: list[Call] | Final) -> RunState:
 
 def _step_call(state: RunState, call: Call) -> _StepCall:
     call_id = call.call_id
-    return _StepCall(
-        call.task,
-        call_id,
-        call.input,
-        call.values,
-        None,
-        lambda: sub_run_id_of(state.run_id, call_id, state.step, state.conversation),
-    )
+    run_id = sub_run_id_of(state.run_id, call_id, state.step, state.conversation)
+    return _StepCall(call.task, call_id, call.input, call.values, None, run_id)
 
 
 def _held(planner: Planner, state: RunState) -> list[_StepCall] | None:
@@ -238,18 +234,40 @@ def _ended(
         )
         for call, outcome in zip(calls, outcomes, strict=True)
     ]
-    before = state
-    for event in events[:-1]:
-        before = reduce(before, event)
-    state = reduce(before, events[-1])
-    if state.phase != "awaiting_model":
-        return state, None, None
-    plan = plan.extended([_attempt(outcome) for outcome in outcomes])
-    decision = _next(planner, plan, state)
-    if isinstance(decision, Final):
-        last = attrs.evolve(events[-1], final=True, output=decision.value)
-        return reduce(before, last), None, None
-    return state, plan, decision
+    if any(outcome.is_error for outcome in outcomes):
+        # A failure may end the run: reduced first, the planner asked only if it goes on.
+        ended = end_steps(state, events)
+        if ended.phase != "awaiting_model":
+            return ended, None, None
+        plan = plan.extended([_attempt(outcome) for outcome in outcomes])
+        decision = _next(planner, plan, ended)
+        if not isinstance(decision, Final):
+            return ended, plan, decision
+    else:
+        plan = plan.extended([_attempt(outcome) for outcome in outcomes])
+        try:
+            decision = planner.next(plan)
+        except Exception:
+            # Reported with the state after the round, as the loop would report it.
+            _next(planner, plan, end_steps(state, events))
+            raise  # pragma: no cover - _next raises
+        if not isinstance(decision, Final):
+            return end_steps(state, events), plan, decision
+    last = events[-1]
+    events[-1] = StepEnded(
+        last.call_id,
+        last.name,
+        last.input,
+        last.values,
+        last.content,
+        last.is_error,
+        last.outcome,
+        last.duration,
+        last.child,
+        True,
+        decision.value,
+    )
+    return end_steps(state, events), None, None
 
 
 def _attempt(outcome: ToolOutcome) -> Attempt:
@@ -326,9 +344,10 @@ def _outcome(step: _StepCall, ran: SubRun, started: float) -> ToolOutcome:
         ran.content,
         ran.is_error,
         made_outcome(ran),
-        ended=ended,
-        duration=max(0.0, ended - started),
-        child=ran.state,
+        None,
+        ended,
+        max(0.0, ended - started),
+        ran.state,
     )
 
 

@@ -258,9 +258,8 @@ class Workflow:
         if isinstance(prompt, Input):
             text = prompt.text
         else:
-            problems = self.free_problems()
-            if problems:
-                raise WorkflowDefinitionError(self.label, problems)
+            if self._free:
+                raise WorkflowDefinitionError(self.label, self.free_problems())
             text = envelope(_input_value(prompt), {})
         return start(self._options, (Message.user(text),), run_id, agent=self.name)
 
@@ -273,6 +272,11 @@ class Workflow:
         on_step: StepObserver | None,
     ) -> tuple[Live, RunState]:
         state = self._start(prompt, new_run_id(run_id))
+        if deps is None and on_event is None and on_step is None:
+            live = self._planner.quiet  # the same for every such run: made once
+            if live is None:
+                live = self._planner.quiet = self._options.live(announce_start=True)
+            return live, state
         live = self._options.live(
             deps=deps, on_event=on_event, on_step=on_step, announce_start=True
         )

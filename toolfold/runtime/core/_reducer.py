@@ -206,6 +206,36 @@ class OpenStep:
         return evolve(base, changes)
 
 
+def end_steps(state: RunState, events: Sequence[Event]) -> RunState:
+    """The state after ``events`` (a workflow's round of `StepEnded`), as reducing each gives.
+
+    One state is built for the whole round instead of one per event. Anything
+    but a run of `StepEnded` events the state accepts (another kind, a refusal,
+    a step that ends or fails the run before the last) is reduced one event at
+    a time, so a refusal raises the same `InvalidEventError` as `reduce`.
+
+    Raises:
+        InvalidEventError: As `reduce`.
+    """
+    if len(events) == 1:
+        return reduce(state, events[0])
+    changes: Changes = {}
+    log = state.log
+    try:
+        for event in events:
+            if event.kind != "step_ended" or changes.get("phase", state.phase) != "awaiting_model":
+                raise _Unfused
+            changes["log"] = log  # what a stop condition sees at the step's boundary
+            _steps.step_ended(state, event, changes)
+            log = log.append(event)
+    except (_Unfused, InvalidEventError):
+        for event in events:
+            state = reduce(state, event)
+        return state
+    changes["log"] = log
+    return evolve(state, changes)
+
+
 class _Unfused(Exception):
     """An event `OpenStep.close` does not reduce in one pass."""
 

@@ -415,7 +415,9 @@ def step_ended(state: RunState, event: StepEnded, changes: Changes) -> None:
         raise refused(state, event.kind, f"step {event.call_id!r}: its run did not end")
     outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
     result = ToolResultPart(event.call_id, name, event.content, outcome != "ok")
-    failures = state.failures
+    # What earlier steps of the same round changed (see `end_steps`), else the state's.
+    before = changes.get("failures", state.failures)
+    failures = before
     if outcome in _FAILING or outcome == "denied":
         counts = dict(failures)
         counts[name] = count = counts.get(name, 0) + 1
@@ -424,13 +426,14 @@ def step_ended(state: RunState, event: StepEnded, changes: Changes) -> None:
         counts = dict(failures)
         del counts[name]
         failures = FrozenDict(counts)
+    conversation = changes.get("conversation", state.conversation)
     changes.update(
-        conversation=state.conversation.append(Message("tool", (result,))),
-        step=state.step + 1,
+        conversation=conversation.append(Message("tool", (result,))),
+        step=changes.get("step", state.step) + 1,
         calls=(),
         failures=failures,
     )
-    if failures is not state.failures and name in failures:
+    if failures is not before and name in failures:
         limit = spec.max_retries
         if count > limit:
             times = "once" if count == 1 else f"{count} times in a row"
