@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from core_helpers import reached
+from workflow_runs import reached
 
 from toolfold import Agent, Loop, Parallel, RunState, Sequence, Task, Workflow, tool
 from toolfold.runtime import replay

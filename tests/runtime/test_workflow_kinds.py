@@ -8,7 +8,7 @@ from typing import Any, Literal, TypedDict
 
 import attrs
 import pytest
-from core_helpers import reached
+from workflow_runs import reached
 
 from toolfold import (
     Agent,

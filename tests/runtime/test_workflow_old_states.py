@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core_helpers import reached
 from old_format_workflow import workflow
+from workflow_runs import reached
 
 from toolfold import RunState
 from toolfold.runtime import fork, replay

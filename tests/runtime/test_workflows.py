@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 import pytest
-from core_helpers import reached
+from workflow_runs import reached
 
 from toolfold import (
     Agent,

@@ -122,13 +122,15 @@ class Plan:
         assert self._by_base is not None  # made in __attrs_post_init__
         return base in self._by_base
 
-    def extended(self, attempts: Iterable[Attempt]) -> Plan:
+    def extended(self, attempts: list[Attempt]) -> Plan:
         """This plan with ``attempts`` finished after it."""
         assert self._by_base is not None  # made in __attrs_post_init__
-        new = tuple(attempts)
         by_base = dict(self._by_base)
-        _add(by_base, new)
-        return Plan(self.input, self.values, (*self.attempts, *new), by_base)
+        for attempt in attempts:
+            base = attempt.call_id.partition("#")[0]
+            found = by_base.get(base)
+            by_base[base] = (attempt,) if found is None else (*found, attempt)
+        return Plan(self.input, self.values, (*self.attempts, *attempts), by_base)
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
         """A call of ``task`` with the values its templates need."""

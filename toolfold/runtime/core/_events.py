@@ -151,6 +151,14 @@ class ToolSuspended:
     kind: Literal["tool_suspended"] = "tool_suspended"
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _frozen(value: Any) -> Any:
+    # Text (a step's usual input) needs no walk; anything else is frozen as stored messages are.
+    return value if type(value) in _SCALARS else freeze(value)
+
+
 @attrs.frozen
 class StepEnded:
     """A workflow step ended: the workflow's own event, one per step it runs.
@@ -183,8 +191,8 @@ class StepEnded:
 
     call_id: str
     name: str
-    input: Any = attrs.field(converter=freeze)
-    values: Any = attrs.field(converter=freeze)
+    input: Any = attrs.field(converter=_frozen)
+    values: Any = attrs.field(converter=_frozen)
     content: str = ""
     is_error: bool = False
     outcome: Outcome = "ok"
