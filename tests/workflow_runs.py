@@ -17,10 +17,8 @@ def reached(state: RunState) -> Any:
     """
     from toolfold.runtime._planner import read_plan
 
-    if not _is_workflow(state):  # an agent's run: the very same state (only durations may differ)
-        import re
-
-        return re.sub(r'"duration":[-0-9.e]+', '"duration":0', state.to_json())
+    if not _is_workflow(state):  # an agent's run: the very same state (durations are not compared)
+        return state
     attempts = [(a.call_id, a.name, a.ok, a.value) for a in read_plan(state.messages).attempts]
     children = {k: reached(v) for k, v in state.sub_runs.items()}
     error = (state.error.kind, state.error.message) if state.error else None
