@@ -135,10 +135,13 @@ def _course(
     step, the output with the last; anything else (a function step, a step
     with a timeout, a step that suspends, a round a resumed state holds) as
     the loop records it: the decision as a model response, each result as a
-    tool's.
+    tool's. The planner decides from what the steps gave, so the `StepEnded`
+    events of rounds that went well wait in ``pending`` and are reduced
+    together, into one state, when the state is needed.
     """
     plan: Plan | None = None
     decision: list[Call] | Final | None = None
+    pending: list[StepEnded] = []
     while True:
         phase = state.phase
         if phase == "running_tools":
@@ -156,18 +159,22 @@ def _course(
             if decision is None:
                 decision = _next(planner, plan, state)
             if isinstance(decision, Final) or not planner.runs_in_place(decision):
-                state = _responded(state, decision)
+                state = _responded(end_steps(state, pending), decision)
+                pending = []
                 plan = decision = None
                 continue
             outcomes = yield state, [_step_call(state, call) for call in decision]
             if any(o.child is not None and not o.child.is_done for o in outcomes):
                 # A step's run waits for the caller: the round as the loop records it.
-                state = _responded(state, decision)
+                state = _responded(end_steps(state, pending), decision)
+                pending = []
                 for outcome in outcomes:
                     state = reduce(state, returned(outcome))
                 plan = decision = None
                 continue
-            state, plan, decision = _ended(planner, plan, state, decision, outcomes)
+            state, pending, plan, decision = _ended(
+                planner, plan, state, pending, decision, outcomes
+            )
 
 
 def _next(planner: Planner, plan: Plan, state: RunState) -> list[Call] | Final:
@@ -211,14 +218,17 @@ def _ended(
     planner: Planner,
     plan: Plan,
     state: RunState,
+    pending: list[StepEnded],
     calls: list[Call],
     outcomes: tuple[ToolOutcome, ...],
-) -> tuple[RunState, Plan | None, list[Call] | Final | None]:
-    """The round's `StepEnded` events reduced, and the decision after it.
+) -> tuple[RunState, list[StepEnded], Plan | None, list[Call] | Final | None]:
+    """The round's `StepEnded` events, reduced or pending, and the decision after it.
 
-    The planner decides what comes next before the last event is reduced, so
-    that a workflow ending with this round records its output on that event;
-    it is not asked when the round failed the run.
+    ``state`` is the state before the ``pending`` events. The planner decides
+    what comes next before the round's events are reduced, so that a
+    workflow ending with this round records its output on its last event;
+    it is not asked when the round failed the run. Returns the state, the
+    events still to reduce into it, the plan and the decision.
     """
     events = [
         StepEnded(
@@ -236,23 +246,25 @@ def _ended(
     ]
     if any(outcome.is_error for outcome in outcomes):
         # A failure may end the run: reduced first, the planner asked only if it goes on.
+        state = end_steps(state, pending)
+        pending = []
         ended = end_steps(state, events)
         if ended.phase != "awaiting_model":
-            return ended, None, None
+            return ended, pending, None, None
         plan = plan.extended([_attempt(outcome) for outcome in outcomes])
         decision = _next(planner, plan, ended)
         if not isinstance(decision, Final):
-            return ended, plan, decision
+            return ended, pending, plan, decision
     else:
         plan = plan.extended([_attempt(outcome) for outcome in outcomes])
         try:
             decision = planner.next(plan)
         except Exception:
             # Reported with the state after the round, as the loop would report it.
-            _next(planner, plan, end_steps(state, events))
+            _next(planner, plan, end_steps(state, [*pending, *events]))
             raise  # pragma: no cover - _next raises
         if not isinstance(decision, Final):
-            return end_steps(state, events), plan, decision
+            return state, [*pending, *events], plan, decision
     last = events[-1]
     events[-1] = StepEnded(
         last.call_id,
@@ -267,7 +279,7 @@ def _ended(
         True,
         decision.value,
     )
-    return end_steps(state, events), None, None
+    return end_steps(state, [*pending, *events]), [], None, None
 
 
 def _attempt(outcome: ToolOutcome) -> Attempt:

@@ -217,8 +217,8 @@ def end_steps(state: RunState, events: Sequence[Event]) -> RunState:
     Raises:
         InvalidEventError: As `reduce`.
     """
-    if len(events) == 1:
-        return reduce(state, events[0])
+    if len(events) < 2:
+        return reduce(state, events[0]) if events else state
     changes: Changes = {}
     log = state.log
     try:
