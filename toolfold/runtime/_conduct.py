@@ -66,9 +66,15 @@ def conducted(live: Live) -> bool:
     )
 
 
-def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response:
-    """Drive a workflow's run from blocking code (see the module's docstring)."""
-    course = _course(planner, live, state)
+def conduct_sync(
+    planner: Planner, live: Live, state: RunState, plan: Plan | None = None
+) -> Response:
+    """Drive a workflow's run from blocking code (see the module's docstring).
+
+    ``plan``: what the planner reads of ``state`` when the caller knows it
+    (a new run's input); None reads it from the state.
+    """
+    course = _course(planner, live, state, plan)
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
@@ -86,9 +92,11 @@ def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response:
     return finish(state, live) if state.phase == "finished" else run_sync(live, state)
 
 
-async def conduct_async(planner: Planner, live: Live, state: RunState) -> Response:
-    """Drive a workflow's run on the running event loop (see the module's docstring)."""
-    course = _course(planner, live, state)
+async def conduct_async(
+    planner: Planner, live: Live, state: RunState, plan: Plan | None = None
+) -> Response:
+    """Drive a workflow's run on the running event loop (see `conduct_sync`)."""
+    course = _course(planner, live, state, plan)
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
@@ -122,7 +130,7 @@ _Round = tuple[RunState, list[_StepCall] | None]
 
 
 def _course(
-    planner: Planner, live: Live, state: RunState
+    planner: Planner, live: Live, state: RunState, plan: Plan | None
 ) -> Generator[_Round, tuple[ToolOutcome, ...], RunState]:
     """The run's usual course, written once for both drivers.
 
@@ -139,7 +147,6 @@ def _course(
     events of rounds that went well wait in ``pending`` and are reduced
     together, into one state, when the state is needed.
     """
-    plan: Plan | None = None
     decision: list[Call] | Final | None = None
     pending: list[StepEnded] = []
     while True:
@@ -164,7 +171,7 @@ def _course(
                 plan = decision = None
                 continue
             outcomes = yield state, [_step_call(state, call) for call in decision]
-            if any(o.child is not None and not o.child.is_done for o in outcomes):
+            if _waits(outcomes):
                 # A step's run waits for the caller: the round as the loop records it.
                 state = _responded(end_steps(state, pending), decision)
                 pending = []
@@ -175,6 +182,15 @@ def _course(
             state, pending, plan, decision = _ended(
                 planner, plan, state, pending, decision, outcomes
             )
+
+
+def _waits(outcomes: tuple[ToolOutcome, ...]) -> bool:
+    """Whether a step's run waits for the caller (an approval inside it)."""
+    for outcome in outcomes:
+        child = outcome.child
+        if child is not None and child.phase != "finished" and child.phase != "failed":
+            return True
+    return False
 
 
 def _next(planner: Planner, plan: Plan, state: RunState) -> list[Call] | Final:
@@ -244,7 +260,7 @@ def _ended(
         )
         for call, outcome in zip(calls, outcomes, strict=True)
     ]
-    if any(outcome.is_error for outcome in outcomes):
+    if True in [outcome.is_error for outcome in outcomes]:  # (a list: no generator to run)
         # A failure may end the run: reduced first, the planner asked only if it goes on.
         state = end_steps(state, pending)
         pending = []

@@ -410,8 +410,9 @@ def step_ended(state: RunState, event: StepEnded, changes: Changes) -> None:
     spec = state.config.tool(name) if type(name) is str else None
     if spec is None:
         raise refused(state, event.kind, f"no step {name!r} in this workflow")
-    child = _child(state, event.kind, event.child)
-    if child is not None and child.phase not in ("finished", "failed"):
+    child = event.child
+    if child is not None and (type(child) is not RunState or not child.is_done):
+        _child(state, event.kind, child)
         raise refused(state, event.kind, f"step {event.call_id!r}: its run did not end")
     outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
     result = ToolResultPart(event.call_id, name, event.content, outcome != "ok")
@@ -444,8 +445,10 @@ def step_ended(state: RunState, event: StepEnded, changes: Changes) -> None:
             return
     if event.final:
         changes.update(phase="finished", finish_reason="stop", output=event.output)
-    else:
+    elif state.config.stop_when or changes["step"] - state.turn_start >= state.config.max_steps:
         boundary(state, changes)
+    else:  # what `boundary` gives without a stop condition, below the step limit
+        changes["phase"] = "awaiting_model"
 
 
 def _commit(state: RunState, changes: Changes) -> None:
