@@ -214,8 +214,11 @@ def _responded(state: RunState, decision: list[Call] | Final) -> RunState:
 
 
 def _step_call(state: RunState, call: Call) -> _StepCall:
+    # `sub_run_id_of` without the search for a reused id: the planner never
+    # makes a call id twice (an attempt it made has a result the plan reads,
+    # and the next attempt gets the next id), so the id is the base one.
     call_id = call.call_id
-    run_id = sub_run_id_of(state.run_id, call_id, state.step, state.conversation)
+    run_id = f"{state.run_id}/{call_id}"
     return _StepCall(call.task, call_id, call.input, call.values, None, run_id)
 
 
