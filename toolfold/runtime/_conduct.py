@@ -3,17 +3,20 @@
 A workflow's run is an ordinary run whose "model" is its `Planner` (see
 `_planner`). The agent loop would build a model request for every decision,
 ask the live tools' approval policies, and pass every turn through a shell;
-a planner needs none of it. `conduct_sync` and `conduct_async` reduce the
-very events the loop would (the planner's decision as `ModelResponded`, each
-step's result as `ToolReturned`, the output as `OutputAccepted`), running the
-steps with the same executor, so a run driven here and one driven by the loop
-have the same log, state and response.
+a planner needs none of it. `conduct_sync` and `conduct_async` run each
+round of agent and workflow steps in place and record each step as one
+`StepEnded` (its call, result and sub-run), the workflow's output on the
+last one: no decision, tool result or `OutputAccepted` of its own.
 
-They cover the run's usual course. Whatever else a run meets (observers,
-a tracer, streaming, a step that suspends or fails, a resume) is the loop's:
+They cover the run's usual course. A function step, a step with a timeout,
+and a round in which a step's run waits for the caller are recorded as the
+loop records them (the planner's decision as `ModelResponded`, each result
+as `ToolReturned` or `ToolSuspended`, the output as `OutputAccepted`).
+Whatever else a run meets (observers, a tracer, streaming) is the loop's:
 `conducted` says when a run may be driven here, and a run that stops being
 ordinary on the way (suspended, failed) is handed to the loop in the state
 it reached, which then does exactly what it does with any run in that state.
+Both reach the same outputs, errors and sub-runs, and replay.
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ input, then each step's call and result) and answers with the next step
 calls, or with the final output. Each step is a tool of the run (see
 `_task`), so its result, its nested sub-run, an approval inside it, the
 idempotency key, the commit in call order and the step count all come from
-the loop that agents use. The planner is deterministic: its decisions are
-recorded in the log as model responses, so a replay needs no planner at all,
-and a resumed run asks it only about what comes next.
+the loop that agents use. The planner is deterministic, and what it decided
+is in the log (each step as a `StepEnded` when the lean driver runs it, see
+`_conduct`; the decisions as model responses when the loop does), so a
+replay needs no planner at all, and a resumed run asks it only about what
+comes next.
 """
 
 from __future__ import annotations
