@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Generator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from toolfold.runtime._agent_tool import sub_run_id_of
 from toolfold.runtime._planner import Attempt, Call, Final, Plan, respond
@@ -201,11 +201,19 @@ def _next(planner: Planner, plan: Plan, state: RunState) -> list[Call] | Final:
     try:
         return planner.next(plan)
     except Exception as exc:
-        # The error carries the state before it, which a resume goes on from.
-        failure = _model_failure(exc, state, state.step + 1)
-        if failure is exc:
-            raise
-        raise failure from exc
+        _report(exc, state)
+
+
+def _report(exc: Exception, state: RunState) -> NoReturn:
+    """Raise ``exc``, the planner's failure, as the loop reports a failed model call.
+
+    The error carries ``state``, the state before the decision, which a
+    resume goes on from.
+    """
+    failure = _model_failure(exc, state, state.step + 1)
+    if failure is exc:
+        raise exc
+    raise failure from exc
 
 
 def _responded(state: RunState, decision: list[Call] | Final) -> RunState:
@@ -281,10 +289,8 @@ def _ended(
         plan = plan.extended([_attempt(outcome) for outcome in outcomes])
         try:
             decision = planner.next(plan)
-        except Exception:
-            # Reported with the state after the round, as the loop would report it.
-            _next(planner, plan, end_steps(state, [*pending, *events]))
-            raise  # pragma: no cover - _next raises
+        except Exception as exc:  # reported with the state after the round, as the loop does
+            _report(exc, end_steps(state, [*pending, *events]))
         if not isinstance(decision, Final):
             return state, [*pending, *events], plan, decision
     last = events[-1]
