@@ -15,6 +15,7 @@ import attrs
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
 from toolfold.runtime.core._approval import disposition_problem, dispositions
 from toolfold.runtime.core._arguments import argument_problem, decode_arguments
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     ApprovalDenied,
@@ -54,12 +55,19 @@ _FAILING: frozenset[str] = frozenset({"error", "invalid_arguments", "timeout", "
 _FIELDS = tuple(a.name for a in attrs.fields(RunState))
 
 
+# The reducer's records are built from values it made or checked (see `builder`).
+_state = builder(RunState)
+_call_state = builder(CallState)
+_result = builder(ToolResultPart)
+_message = builder(Message)
+
+
 def _make_evolve() -> Any:
     # Straight-line code, as attrs generates its own methods: a loop over the
     # fields with getattr costs about half as much again on every event.
     args = ", ".join(f"changes['{f}'] if '{f}' in changes else s.{f}" for f in _FIELDS)
-    namespace: dict[str, Any] = {"RunState": RunState}
-    exec(f"def evolve(s, changes):\n    return RunState({args})\n", namespace)
+    namespace: dict[str, Any] = {"build": _state}
+    exec(f"def evolve(s, changes):\n    return build({args})\n", namespace)
     return namespace["evolve"]
 
 
@@ -204,7 +212,7 @@ def _classify(
                 f"call {call.id!r} to {call.name!r} must be 'return' "
                 f"with auto_execute_tools=False, not {disposition!r}",
             )
-        return CallState(index, call, "to_return")
+        return _call_state(index, call, "to_return")
     spec = config.tool(call.name)
     if spec is None:
         return _done(index, call, _unknown_tool_message(call.name, config), "unknown_tool")
@@ -212,11 +220,11 @@ def _classify(
     if problem:
         raise refused(state, kind, f"call {call.id!r} to {call.name!r}: {problem}")
     if disposition == "return":
-        return CallState(index, call, "to_return")
+        return _call_state(index, call, "to_return")
     if call.arguments is None:
         return _done(index, call, _bad_json_message(call), "invalid_arguments")
     status: CallStatus = "to_run" if disposition == "execute" else "awaiting_approval"
-    return CallState(index, call, status)
+    return _call_state(index, call, status)
 
 
 def _done(
@@ -227,8 +235,8 @@ def _done(
     child: RunState | None = None,
     parts: tuple[ResultContent, ...] = (),
 ) -> CallState:
-    result = ToolResultPart(call.id, call.name, content, outcome != "ok", parts)
-    return CallState(index, call, "done", result, outcome, child)
+    result = _result(call.id, call.name, content, outcome != "ok", parts)
+    return _call_state(index, call, "done", result, outcome, child)
 
 
 def _unknown_tool_message(name: str, config: RunConfig) -> str:
@@ -334,7 +342,7 @@ def call_resumed(state: RunState, event: CallResumed, changes: Changes) -> None:
 def approval_granted(state: RunState, event: ApprovalGranted, changes: Changes) -> None:
     """An approved call becomes runnable."""
     call = _take(state, changes, event.kind, event.call_id, "awaiting_approval")
-    _put(state, changes, CallState(call.index, call.call, "to_run"))
+    _put(state, changes, _call_state(call.index, call.call, "to_run"))
     _settle(state, changes)
 
 
@@ -411,7 +419,7 @@ def _commit(state: RunState, changes: Changes) -> None:
         for name in failed:
             counts[name] = counts.get(name, 0) + 1
         failures = FrozenDict(counts)
-    changes.update(conversation=conversation.append(Message.tool(*results)), failures=failures)
+    changes.update(conversation=conversation.append(_message("tool", results)), failures=failures)
     for call in calls:
         name = call.call.name
         if name not in failed:

@@ -27,6 +27,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import (
@@ -189,12 +190,16 @@ def made_outcome(value: SubRun) -> Outcome:
     return "error" if value.is_error else "ok"
 
 
+# An outcome's fields already have the event's types (``parts`` is a tuple).
+_returned = builder(ToolReturned)
+
+
 def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     """The event that reports ``outcome`` to the core."""
     child = outcome.child
     if child is not None and not child.is_done:
         return ToolSuspended(outcome.call_id, child)
-    return ToolReturned(
+    return _returned(
         outcome.call_id,
         outcome.content,
         outcome.is_error,
