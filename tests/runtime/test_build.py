@@ -166,3 +166,56 @@ def test_a_run_s_records_are_the_public_classes() -> None:
     assert [type(p) for p in tool_message.parts] == [ToolResultPart]
     assert RunState.from_json(state.to_json()) == state
     assert to_json(RunState.from_json(state.to_json())) == to_json(state)
+
+
+def test_a_parsed_chat_answer_equals_the_records_the_classes_make() -> None:
+    """The Chat codec's cheaply built call, message and usage equal (and freeze) what the classes give."""
+    from toolfold.adapters.openai_chat._response import parse_response
+
+    body = {
+        "id": "r1",
+        "model": "m",
+        "choices": [
+            {
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "hi",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "add", "arguments": '{"a": [1, 2]}'},
+                            "extra_content": {"google": {"thought_signature": "s"}},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+    }
+    response = parse_response(body, "openai")
+    call = ToolCallPart(
+        "c1",
+        "add",
+        '{"a": [1, 2]}',
+        {"a": [1, 2]},
+        {"extra_content": {"google": {"thought_signature": "s"}}},
+    )
+    expected = ModelResponse(
+        Message("assistant", [TextPart("hi"), call]),
+        Usage(3, 4, requests=1),
+        "tool_calls",
+        "tool_calls",
+        "m",
+        "r1",
+    )
+    assert response == expected
+    assert repr(response) == repr(expected)
+    (parsed,) = response.tool_calls
+    assert type(parsed.arguments) is FrozenDict
+    assert type(parsed.provider_data["extra_content"]) is FrozenDict
+    with pytest.raises(TypeError, match="read-only"):
+        parsed.arguments["a"].append(3)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        parsed.name = "other"  # type: ignore[misc]
