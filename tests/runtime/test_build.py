@@ -12,7 +12,8 @@ import pytest
 
 import toolfold
 from toolfold import RunState
-from toolfold.runtime.core._build import builder
+from toolfold.adapters.openai_chat._response import parse_response
+from toolfold.runtime.core._build import builder, replacer
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ModelResponded, ToolReturned
@@ -20,14 +21,30 @@ from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     FrozenDict,
     Message,
+    ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     Usage,
+    set_wire_memo,
+    wire_memo,
 )
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._serialize import from_json, to_json, unstructure
 from toolfold.runtime.core._state import CallState
+from toolfold.runtime.core._stream import (
+    ReasoningDelta,
+    ResponseInfo,
+    StreamFinish,
+    StreamState,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+    finish_stream,
+    fold_stream,
+)
 from toolfold.testing import ScriptedModel
 
 _CALL = ToolCallPart("c1", "add", '{"a": 1}', {"a": 1})
@@ -170,8 +187,6 @@ def test_a_run_s_records_are_the_public_classes() -> None:
 
 def test_a_parsed_chat_answer_equals_the_records_the_classes_make() -> None:
     """The Chat codec's cheaply built call, message and usage equal (and freeze) what the classes give."""
-    from toolfold.adapters.openai_chat._response import parse_response
-
     body = {
         "id": "r1",
         "model": "m",
@@ -219,3 +234,72 @@ def test_a_parsed_chat_answer_equals_the_records_the_classes_make() -> None:
         parsed.arguments["a"].append(3)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         parsed.name = "other"  # type: ignore[misc]
+
+
+def test_a_replaced_record_equals_attrs_evolve_s() -> None:
+    """replacer() copies the other fields and sets the named ones, as attrs.evolve does."""
+    with_phase_and_step = replacer(RunState, "phase", "step")
+    replaced = with_phase_and_step(_STATE, "finished", 7)
+    expected = attrs.evolve(_STATE, phase="finished", step=7)
+    assert type(replaced) is RunState
+    assert replaced == expected
+    assert repr(replaced) == repr(expected)
+    assert to_json(replaced) == to_json(expected)
+    assert _STATE.phase == "awaiting_model"  # the original is untouched
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        replaced.step = 8  # type: ignore[misc]
+
+
+def test_a_replaced_message_drops_the_codec_memo() -> None:
+    """Fields without init (a message's codec memo) get their defaults, not the original's."""
+    key = object()
+    original = Message.user("a")
+    set_wire_memo(original, key, "encoded")
+    replaced = replacer(Message, "parts")(original, (TextPart("b"),))
+    assert wire_memo(replaced, key) is None
+    assert replaced == Message.user("b")
+
+
+def test_replacer_refuses_unknown_fields() -> None:
+    """Naming a field the class does not take is a TypeError naming it."""
+    with pytest.raises(TypeError, match="nope"):
+        replacer(Usage, "nope")
+
+
+def test_folding_a_stream_gives_what_the_classes_give() -> None:
+    """fold_stream's cheap copies reach the response attrs.evolve-built states reached."""
+    events = [
+        ResponseInfo("m", "r1"),
+        ReasoningDelta("think"),
+        ReasoningDelta(" more", signature="sig"),
+        TextDelta("Hel"),
+        TextDelta("lo"),
+        ToolCallStart(0, "c1", "add"),
+        ToolCallDelta(0, '{"a": '),
+        ToolCallDelta(0, "1}"),
+        ToolCallEnd(0),
+        UsageUpdate(Usage(3, 4, requests=1)),
+        StreamFinish("tool_calls", "tool_calls"),
+    ]
+    state = StreamState()
+    for event in events:
+        state = fold_stream(state, event)
+    assert type(state) is StreamState
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        state.parts = ()  # type: ignore[misc]
+    response = finish_stream(state, lambda n: f"made{n}")
+    assert response == ModelResponse(
+        Message(
+            "assistant",
+            [
+                ReasoningPart("think more", "sig"),
+                TextPart("Hello"),
+                ToolCallPart("c1", "add", '{"a": 1}', {"a": 1}),
+            ],
+        ),
+        Usage(3, 4, requests=1),
+        "tool_calls",
+        "tool_calls",
+        "m",
+        "r1",
+    )

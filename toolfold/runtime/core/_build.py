@@ -22,13 +22,41 @@ where it would freeze): values from outside go through the class itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
 T = TypeVar("T")
 
 _NOTHING: Any = object()
+
+
+def _shell(cls: type[Any]) -> type[Any]:
+    """A private subclass of ``cls`` with its layout and the generic ``__setattr__``."""
+    if not attrs.has(cls) or "__slots__" not in cls.__dict__:
+        raise TypeError(f"builder() needs a slotted attrs class, got {cls!r}")
+    if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
+        raise TypeError(f"builder() does not run {cls.__name__}'s pre- or post-init hook")
+    shell = _SHELLS.get(cls)
+    if shell is None:
+        # Same layout as `cls` (no slots of its own) with the generic
+        # ``__setattr__``: both it and ``__delattr__`` must be object's for
+        # Python to give the class the fast slot assignment.
+        shell = type(
+            f"_Building{cls.__name__}",
+            (cls,),
+            {
+                "__slots__": (),
+                "__setattr__": object.__setattr__,
+                "__delattr__": object.__delattr__,
+                "__module__": cls.__module__,
+            },
+        )
+        _SHELLS[cls] = shell
+    return shell
+
+
+_SHELLS: dict[type[Any], type[Any]] = {}
 
 
 def builder(cls: type[T]) -> Callable[..., T]:
@@ -41,27 +69,11 @@ def builder(cls: type[T]) -> Callable[..., T]:
     Raises:
         TypeError: ``cls`` is not a slotted attrs class.
     """
-    if not attrs.has(cls) or "__slots__" not in cls.__dict__:
-        raise TypeError(f"builder() needs a slotted attrs class, got {cls!r}")
-    if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
-        raise TypeError(f"builder() does not run {cls.__name__}'s pre- or post-init hook")
-    # Same layout as `cls` (no slots of its own) with the generic
-    # ``__setattr__``: both it and ``__delattr__`` must be object's for
-    # Python to give the class the fast slot assignment.
-    shell = type(
-        f"_Building{cls.__name__}",
-        (cls,),
-        {
-            "__slots__": (),
-            "__setattr__": object.__setattr__,
-            "__delattr__": object.__delattr__,
-            "__module__": cls.__module__,
-        },
-    )
+    shell = _shell(cls)
     params: list[str] = []
     lines: list[str] = []
     namespace: dict[str, Any] = {"_new": object.__new__, "_shell": shell, "_cls": cls}
-    for index, field in enumerate(attrs.fields(cls)):
+    for index, field in enumerate(attrs.fields(cast(Any, cls))):
         name = field.name
         default = field.default
         factory = isinstance(default, attrs.Factory)  # type: ignore[arg-type]
@@ -94,3 +106,44 @@ def builder(cls: type[T]) -> Callable[..., T]:
     build: Callable[..., T] = namespace[f"build_{cls.__name__}"]
     build.__doc__ = f"A `{cls.__name__}` from values of the fields' final types (see `builder`)."
     return build
+
+
+def replacer(cls: type[T], *names: str) -> Callable[..., T]:
+    """``replace(record, *values)``: ``attrs.evolve(record, **dict(zip(names, values)))``, cheaply.
+
+    The other fields are copied from ``record`` (those without ``init`` get
+    their defaults, as ``evolve`` gives them); like `builder`, it skips
+    converters and validators, so the new values must be of the fields'
+    final types.
+
+    Raises:
+        TypeError: ``cls`` is not a slotted attrs class, or ``names`` are not
+            ``init`` fields of it.
+    """
+    shell = _shell(cls)
+    fields = attrs.fields(cast(Any, cls))
+    unknown = set(names) - {f.name for f in fields if f.init}
+    if unknown:
+        raise TypeError(f"replacer(): {cls.__name__} has no init fields {sorted(unknown)}")
+    namespace: dict[str, Any] = {"_new": object.__new__, "_shell": shell, "_cls": cls}
+    lines = ["    self = _new(_shell)"]
+    for index, field in enumerate(fields):
+        name = field.name
+        if name in names:
+            lines.append(f"    self.{name} = _v_{name}")
+        elif field.init:
+            lines.append(f"    self.{name} = record.{name}")
+        elif isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+            if field.default.takes_self:
+                raise TypeError(f"replacer() does not take a factory that takes self ({name})")
+            namespace[f"_factory{index}"] = field.default.factory
+            lines.append(f"    self.{name} = _factory{index}()")
+        elif field.default is not attrs.NOTHING:
+            namespace[f"_default{index}"] = field.default
+            lines.append(f"    self.{name} = _default{index}")
+    lines += ["    self.__class__ = _cls", "    return self"]
+    params = ", ".join(["record", *(f"_v_{n}" for n in names)])
+    source = f"def replace({params}):\n" + "\n".join(lines) + "\n"
+    exec(compile(source, f"<replacer of {cls.__qualname__}>", "exec"), namespace)
+    replace: Callable[..., T] = namespace["replace"]
+    return replace
