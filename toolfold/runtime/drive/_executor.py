@@ -120,6 +120,11 @@ class ToolOutcome(NamedTuple):
         return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error, self.parts)
 
 
+_new_tuple = tuple.__new__
+_AT = ToolOutcome._fields.index("duration")
+_monotonic = time.monotonic
+
+
 class SubRun(NamedTuple):
     """What a tool that runs a sub-run returns (an agent used as a tool).
 
@@ -258,7 +263,11 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
             content = job.tool.format_result(value)
         except Exception as exc:
             return _failed(job, exc)
-        return ToolOutcome(call.id, call.name, content, ended=time.monotonic())
+        # `ToolOutcome(call.id, call.name, content, ended=...)` without its keyword pass.
+        return _new_tuple(
+            ToolOutcome,
+            (call.id, call.name, content, False, "ok", None, _monotonic(), None, None, ()),
+        )
     if type(value) is SubRun:
         ended = time.monotonic()
         outcome = made_outcome(value)
@@ -322,16 +331,16 @@ def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
 
 def _timed(outcomes: tuple[ToolOutcome, ...], started: float) -> tuple[ToolOutcome, ...]:
     # `_replace(duration=...)` spelled out: it costs a dict and a keyword pass per call.
+    if len(outcomes) == 1:  # the common step: no comprehension to set up
+        o = outcomes[0]
+        took = o.ended - started
+        return (_new_tuple(ToolOutcome, (*o[:_AT], took if took > 0.0 else 0.0, *o[_AT + 1 :])),)
     return tuple(
         [
             _new_tuple(ToolOutcome, (*o[:_AT], max(0.0, o.ended - started), *o[_AT + 1 :]))
             for o in outcomes
         ]
     )
-
-
-_new_tuple = tuple.__new__
-_AT = ToolOutcome._fields.index("duration")
 
 
 async def run_calls(
