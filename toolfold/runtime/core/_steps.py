@@ -150,12 +150,10 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
     if type(message) is not Message or message.role != "assistant":
         problem = message_problem(message, ("assistant",))
         raise refused(state, event.kind, f"the model's answer: {problem}")
-    changes.update(
-        conversation=state.conversation.append(message),
-        step=state.step + 1,
-        usage=state.usage + response.usage,
-        calls=(),
-    )
+    changes["conversation"] = state.conversation.append(message)
+    changes["step"] = state.step + 1
+    changes["usage"] = state.usage + response.usage
+    changes["calls"] = ()
     calls = message.tool_calls
     if not calls:
         if state.config.output is not None:
@@ -168,9 +166,10 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
             output=message.text,
         )
         return
-    ids = [c.id for c in calls]
-    if len(set(ids)) != len(ids):
-        raise refused(state, event.kind, f"the response repeats a tool call id: {ids}")
+    if len(calls) > 1:
+        ids = [c.id for c in calls]
+        if len(set(ids)) != len(ids):
+            raise refused(state, event.kind, f"the response repeats a tool call id: {ids}")
     dispositions = event.dispositions or _default_dispositions(state, event.kind, calls)
     if len(dispositions) != len(calls):
         raise refused(
