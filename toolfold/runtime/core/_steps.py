@@ -297,7 +297,9 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
             raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
     call = _take(state, changes, event.kind, event.call_id, "to_run")
     outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
-    child = _child(state, event.kind, event.child)
+    child = event.child
+    if child is not None:
+        _child(state, event.kind, child)
     _put(state, changes, _done(call.index, call.call, event.content, outcome, child, event.parts))
     _settle(state, changes)
 
@@ -401,14 +403,16 @@ def _settle(state: RunState, changes: Changes) -> None:
 
 def _commit(state: RunState, changes: Changes) -> None:
     calls: tuple[CallState, ...] = changes["calls"]
-    results = tuple([c.result for c in calls if c.result is not None])
-    conversation = changes.get("conversation", state.conversation)
+    results: list[ToolResultPart] = []
     # One failure per tool per step: four parallel failing calls are one
     # failed attempt, not four; any failing call makes the step count.
     failed: set[str] = set()
     for call in calls:
+        if call.result is not None:
+            results.append(call.result)
         if call.outcome in _FAILING:
             failed.add(call.call.name)
+    conversation = changes.get("conversation", state.conversation)
     failures = state.failures
     if failed or failures:
         counts = dict(failures)
@@ -418,8 +422,9 @@ def _commit(state: RunState, changes: Changes) -> None:
         for name in failed:
             counts[name] = counts.get(name, 0) + 1
         failures = FrozenDict(counts)
-    changes.update(conversation=conversation.append(_message("tool", results)), failures=failures)
-    for call in calls:
+    changes["conversation"] = conversation.append(_message("tool", tuple(results)))
+    changes["failures"] = failures
+    for call in calls if failed else ():
         name = call.call.name
         if name not in failed:
             continue
