@@ -76,6 +76,8 @@ from toolfold.toolkit._tool import Tool, reads_context
 
 OnToolError = Literal["return", "raise"]
 
+_new_tuple = tuple.__new__
+
 # Records the loop builds for every step, from values of their final types (see `builder`).
 _responded = builder(ModelResponded)
 _invocation = builder(ToolInvocation)
@@ -410,7 +412,7 @@ def _run_open(live: Live, step: OpenStep) -> _Part:
             if c.status == "to_run"
         ]
     )
-    outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
+    outcomes: tuple[ToolOutcome, ...] = yield _new_tuple(_RunToolsOp, (jobs, None))
     return step.close([returned(outcome) for outcome in outcomes])
 
 
@@ -540,7 +542,8 @@ def _job_in(
     call = invocation.call
     tool = live.tools.get(call.name)
     if tool is None or not (reads_context(tool) or blocking_twin(tool)):
-        return ToolJob(invocation, tool, None)  # nothing reads a context: none to build
+        # Nothing reads a context: none to build (`ToolJob(...)` without its Python __new__).
+        return _new_tuple(ToolJob, (invocation, tool, None))
     context: RunContext[Any] = RunContext(
         run_id,
         invocation.step,
