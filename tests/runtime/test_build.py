@@ -13,6 +13,7 @@ import pytest
 import toolfold
 from toolfold import RunState
 from toolfold.adapters.openai_chat._response import parse_response
+from toolfold.runtime.core import _stream as stream
 from toolfold.runtime.core._build import builder, replacer
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
@@ -32,19 +33,6 @@ from toolfold.runtime.core._messages import (
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._serialize import from_json, to_json, unstructure
 from toolfold.runtime.core._state import CallState
-from toolfold.runtime.core._stream import (
-    ReasoningDelta,
-    ResponseInfo,
-    StreamFinish,
-    StreamState,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    UsageUpdate,
-    finish_stream,
-    fold_stream,
-)
 from toolfold.testing import ScriptedModel
 
 _CALL = ToolCallPart("c1", "add", '{"a": 1}', {"a": 1})
@@ -269,25 +257,25 @@ def test_replacer_refuses_unknown_fields() -> None:
 def test_folding_a_stream_gives_what_the_classes_give() -> None:
     """fold_stream's cheap copies reach the response attrs.evolve-built states reached."""
     events = [
-        ResponseInfo("m", "r1"),
-        ReasoningDelta("think"),
-        ReasoningDelta(" more", signature="sig"),
-        TextDelta("Hel"),
-        TextDelta("lo"),
-        ToolCallStart(0, "c1", "add"),
-        ToolCallDelta(0, '{"a": '),
-        ToolCallDelta(0, "1}"),
-        ToolCallEnd(0),
-        UsageUpdate(Usage(3, 4, requests=1)),
-        StreamFinish("tool_calls", "tool_calls"),
+        stream.ResponseInfo("m", "r1"),
+        stream.ReasoningDelta("think"),
+        stream.ReasoningDelta(" more", signature="sig"),
+        stream.TextDelta("Hel"),
+        stream.TextDelta("lo"),
+        stream.ToolCallStart(0, "c1", "add"),
+        stream.ToolCallDelta(0, '{"a": '),
+        stream.ToolCallDelta(0, "1}"),
+        stream.ToolCallEnd(0),
+        stream.UsageUpdate(Usage(3, 4, requests=1)),
+        stream.StreamFinish("tool_calls", "tool_calls"),
     ]
-    state = StreamState()
+    state = stream.StreamState()
     for event in events:
-        state = fold_stream(state, event)
-    assert type(state) is StreamState
+        state = stream.fold_stream(state, event)
+    assert type(state) is stream.StreamState
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         state.parts = ()  # type: ignore[misc]
-    response = finish_stream(state, lambda n: f"made{n}")
+    response = stream.finish_stream(state, lambda n: f"made{n}")
     assert response == ModelResponse(
         Message(
             "assistant",
