@@ -11,8 +11,9 @@ fake server; they differ in one thing each, from the raw loop up to toolfold:
 * ``raw``: a raw ``AsyncClient.post`` loop with the pool ``bench_http.py``
   once gave its raw client: 1000 connections kept alive for httpx's 5 s;
 * ``raw-limits``: the same with toolfold's pool limits (`HttpLimits`: 100
-  connections kept alive for 30 s; ``bench_http.py``'s raw client now keeps
-  its idle connections for those 30 s too);
+  connections kept alive for 30 s);
+* ``raw-30s``: ``bench_http.py``'s raw client now: 1000 connections kept
+  alive as long as toolfold's (30 s);
 * ``raw-stream``: the raw client sending like toolfold, ``send(stream=True)``,
   then ``aiter_raw`` and ``aclose``;
 * ``client``: toolfold's own client (``http=...``) posting like the raw loop;
@@ -74,6 +75,8 @@ async def variants(
     )
     raw = package.AsyncClient(limits=wide)
     limited = package.AsyncClient(limits=narrow)
+    factory = bench_http._httpx2_factory if http == "httpx2" else bench_http._httpx_tuned_factory
+    bench_post, bench_close = await factory(target)
 
     def poster(client: Any, sent: dict[str, str]) -> Callable[[bytes], Awaitable[bytes]]:
         async def post(content: bytes) -> bytes:
@@ -116,6 +119,7 @@ async def variants(
     runs: dict[str, Run] = {
         "raw": functools.partial(loop, poster(raw, bench_http.HEADERS)),
         "raw-limits": functools.partial(loop, poster(limited, bench_http.HEADERS)),
+        "raw-30s": functools.partial(loop, bench_post),
         "raw-stream": functools.partial(loop, streamer(raw_send)),
         "client": functools.partial(loop, poster(backend.client, headers)),
         "backend": functools.partial(loop, streamer(backend_send)),
@@ -130,7 +134,14 @@ async def variants(
         "agent": functools.partial(agent.arun, "add things"),
         "agent-raw-limits": functools.partial(wide_agent.arun, "add things"),
     }
-    closers = [raw.aclose, limited.aclose, transport.aclose, model.aclose, wide_model.aclose]  # type: ignore[attr-defined]
+    closers = [
+        raw.aclose,
+        limited.aclose,
+        bench_close,
+        transport.aclose,
+        model.aclose,
+        wide_model.aclose,
+    ]  # type: ignore[attr-defined]
     return runs, closers
 
 
@@ -172,7 +183,7 @@ def main() -> None:
     parser.add_argument("--http", default="httpx2", choices=("httpx", "httpx2"))
     parser.add_argument(
         "--variants",
-        default="raw,raw-limits,raw-stream,client,backend,transport,agenerate_text,agent",
+        default="raw,raw-limits,raw-30s,raw-stream,client,backend,transport,agenerate_text,agent",
     )
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--concurrent", type=int, help="runs at once (default 100; --count: 1)")
