@@ -108,13 +108,14 @@ async def variants(
         return await transport.post_json("chat/completions", content)
 
     model = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench", http=http)
-    agent = toolfold.Agent(model, tools=[bench_http.add_inline], max_steps=4)
+    kind: dict[str, Any] = {"tools": [bench_http.add_inline], "max_steps": 4}
+    agent = toolfold.Agent(model, **kind)
     # toolfold with the raw client's pool: 1000 connections kept, httpx's 5 s expiry.
     theirs = HttpLimits(max_connections=1000, max_keepalive=1000, keepalive_expiry=5.0)
     wide_model = toolfold.model(
         "openai:fake-3", base_url=url, api_key="sk-bench", http=http, limits=theirs
     )
-    wide_agent = toolfold.Agent(wide_model, tools=[bench_http.add_inline], max_steps=4)
+    wide_agent = toolfold.Agent(wide_model, **kind)
     loop = bench_aiohttp_split._loop
     runs: dict[str, Run] = {
         "raw": functools.partial(loop, poster(raw, bench_http.HEADERS)),
@@ -124,13 +125,7 @@ async def variants(
         "client": functools.partial(loop, poster(backend.client, headers)),
         "backend": functools.partial(loop, streamer(backend_send)),
         "transport": functools.partial(loop, through_transport),
-        "agenerate_text": functools.partial(
-            toolfold.agenerate_text,
-            model,
-            "add things",
-            tools=[bench_http.add_inline],
-            max_steps=4,
-        ),
+        "agenerate_text": functools.partial(toolfold.agenerate_text, model, "add things", **kind),
         "agent": functools.partial(agent.arun, "add things"),
         "agent-raw-limits": functools.partial(wide_agent.arun, "add things"),
     }
