@@ -174,6 +174,7 @@ RUNTIME = {
     "RunStarted",
     "RunState",
     "RunTools",
+    "StepEnded",
     "StepLimitChanged",
     "StopRequested",
     "TRANSITIONS",

@@ -35,7 +35,9 @@ def fork(
     Args:
         state: The run to fork.
         step: Fork just before the model response of step ``step + 1``
-            (so ``step=0`` is the run before its first model response).
+            (so ``step=0`` is the run before its first model response); in
+            a workflow's run that records `StepEnded` events, each ended
+            step counts as one (``step=1``: after its first step).
         events: Fork after the first ``events`` events instead.
         run_id: A new run id for the fork (recommended: idempotency keys
             include it). The log's `RunStarted` is rewritten to match, so the
@@ -67,7 +69,7 @@ def fork(
 def _before_step(log: tuple[Event, ...], step: int) -> tuple[Event, ...]:
     seen = 0
     for position, event in enumerate(log):
-        if event.kind == "model_responded":
+        if event.kind == "model_responded" or event.kind == "step_ended":
             seen += 1
             if seen == step:
                 return log[:position]

@@ -21,6 +21,7 @@ from toolfold.runtime.core._events import (
     ApprovalGranted,
     CallResumed,
     ModelResponded,
+    StepEnded,
     ToolResultsProvided,
     ToolReturned,
     ToolSuspended,
@@ -390,6 +391,64 @@ def _settle(state: RunState, changes: Changes) -> None:
         changes["phase"] = "awaiting_tool_results"
     else:
         _commit(state, changes)
+
+
+def step_ended(state: RunState, event: StepEnded, changes: Changes) -> None:
+    """A workflow step's end: its result joins the conversation, a failure counts, and the
+    workflow ends with it when it is the last (see `StepEnded`)."""
+    name = event.name
+    if (
+        type(event.content) is not str
+        or type(event.is_error) is not bool
+        or event.outcome not in OUTCOMES
+        or type(event.call_id) is not str
+    ):
+        problem = _result_problem(event.content, event.is_error, event.outcome) or (
+            f"the call id must be text, got {event.call_id!r}"
+        )
+        raise refused(state, event.kind, f"step {event.call_id!r}: {problem}")
+    spec = state.config.tool(name) if type(name) is str else None
+    if spec is None:
+        raise refused(state, event.kind, f"no step {name!r} in this workflow")
+    child = event.child
+    if child is not None and (type(child) is not RunState or not child.is_done):
+        _child(state, event.kind, child)
+        raise refused(state, event.kind, f"step {event.call_id!r}: its run did not end")
+    outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+    result = ToolResultPart(event.call_id, name, event.content, outcome != "ok")
+    # What earlier steps of the same round changed (see `end_steps`), else the state's.
+    before = changes.get("failures", state.failures)
+    failures = before
+    if outcome in _FAILING or outcome == "denied":
+        counts = dict(failures)
+        counts[name] = count = counts.get(name, 0) + 1
+        failures = FrozenDict(counts)
+    elif name in failures:
+        counts = dict(failures)
+        del counts[name]
+        failures = FrozenDict(counts)
+    conversation = changes.get("conversation", state.conversation)
+    changes.update(
+        conversation=conversation.append(Message("tool", (result,))),
+        step=changes.get("step", state.step) + 1,
+        calls=(),
+        failures=failures,
+    )
+    if failures is not before and name in failures:
+        limit = spec.max_retries
+        if count > limit:
+            times = "once" if count == 1 else f"{count} times in a row"
+            message = (
+                f"tool {name!r} failed {times} (max_retries={limit}); last error: {event.content}"
+            )
+            fail(changes, RunFailure("tool_retries_exceeded", message, name))
+            return
+    if event.final:
+        changes.update(phase="finished", finish_reason="stop", output=event.output)
+    elif state.config.stop_when or changes["step"] - state.turn_start >= state.config.max_steps:
+        boundary(state, changes)
+    else:  # what `boundary` gives without a stop condition, below the step limit
+        changes["phase"] = "awaiting_model"
 
 
 def _commit(state: RunState, changes: Changes) -> None:
