@@ -174,7 +174,6 @@ RUNTIME = {
     "RunStarted",
     "RunState",
     "RunTools",
-    "StepEnded",
     "StepLimitChanged",
     "StopRequested",
     "TRANSITIONS",

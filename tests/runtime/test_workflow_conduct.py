@@ -1,4 +1,4 @@
-"""A workflow's lean driver (`StepEnded` events) reaches what the agent loop reaches (its own events)."""
+"""A workflow's lean driver reaches the very state the agent loop reaches (only durations differ)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import re
 from typing import Any
 
 import pytest
-from workflow_runs import reached
 
 from toolfold import Agent, Loop, Parallel, RunState, Sequence, Task, Workflow, tool
 from toolfold.runtime import replay
@@ -67,23 +66,12 @@ def _steady(state: RunState) -> str:
 
 @pytest.mark.parametrize("watch", ["on_event", "on_step"])
 def test_a_run_nobody_watches_reaches_the_loops_state(watch: str) -> None:
-    """The lean driver (no observer) and the agent loop (an observer) reach the same outputs, errors and sub-runs."""
+    """The lean driver (no observer) and the agent loop (an observer) give the same state and log."""
     seen: list[Any] = []
     lean = tree().run("x", run_id="wf")
     looped = tree().run("x", run_id="wf", **{watch: seen.append})
     assert seen  # the observer made the loop drive it
-    assert reached(lean.state) == reached(looped.state)
-    assert "step_ended" in [e.kind for e in lean.state.events]
-    assert "step_ended" not in [e.kind for e in looped.state.events]
-    # the function step runs on the executor, recorded as the loop records it, and the output after it
-    assert [e.kind for e in lean.state.events][-4:] == [
-        "model_responded",
-        "tool_returned",
-        "model_responded",
-        "output_accepted",
-    ]
-    assert len(lean.steps) == len(looped.steps)
-    assert replay(looped.state.log) == looped.state
+    assert _steady(lean.state) == _steady(looped.state)
     assert lean.output == looped.output == len('e({"b": "b done", "c": "c(a(x))"})')
     assert lean.errors == looped.errors
     assert "d" in lean.errors
@@ -93,11 +81,10 @@ def test_a_run_nobody_watches_reaches_the_loops_state(watch: str) -> None:
 
 
 def test_an_async_run_nobody_watches_reaches_the_loops_state() -> None:
-    """`arun` without observers reaches what `arun` with one reaches, and what `run` reaches."""
+    """`arun` without observers reaches the state `arun` with one reaches."""
     lean = asyncio.run(tree().arun("x", run_id="wf"))
     looped = asyncio.run(tree().arun("x", run_id="wf", on_event=lambda event: None))
-    assert reached(lean.state) == reached(looped.state)
-    assert _steady(lean.state) == _steady(tree().run("x", run_id="wf").state)
+    assert _steady(lean.state) == _steady(looped.state)
     assert replay(lean.state.log) == lean.state
 
 
@@ -115,9 +102,8 @@ def test_a_step_that_fails_the_workflow_fails_it_as_the_loop_does() -> None:
     assert str(lean.value) == str(looped.value)
     assert lean.value.state is not None
     assert looped.value.state is not None
-    assert reached(lean.value.state) == reached(looped.value.state)
+    assert _steady(lean.value.state) == _steady(looped.value.state)
     assert lean.value.state.phase == "failed"
-    assert replay(lean.value.state.log) == lean.value.state
 
 
 def test_a_decision_that_raises_fails_as_the_loop_reports_it() -> None:
@@ -138,4 +124,4 @@ def test_a_decision_that_raises_fails_as_the_loop_reports_it() -> None:
     assert "no route for a(x)" in str(lean.value)
     assert lean.value.state is not None
     assert looped.value.state is not None
-    assert reached(lean.value.state) == reached(looped.value.state)
+    assert _steady(lean.value.state) == _steady(looped.value.state)

@@ -7,7 +7,6 @@ from typing import Any
 
 import attrs
 import pytest
-from workflow_runs import reached
 
 from toolfold import (
     Agent,
@@ -78,8 +77,7 @@ def test_sequence_streams_its_steps_events_tagged_with_their_path() -> None:
     assert isinstance(end, RunEndEvent)
     assert stream.response.output == "b(a(x))"
     plain = Sequence(echo("a"), echo("b")).run("x", run_id="s")
-    assert reached(stream.response.state) == reached(plain.state)
-    exact(stream.response)
+    assert stream.response.state == plain.state
 
 
 def test_sequence_runs_on_the_event_loop() -> None:
@@ -131,9 +129,8 @@ def test_parallel_commits_in_declaration_order_whatever_finishes_first() -> None
         Agent(FunctionModel(slow), name="first"), Agent(FunctionModel(fast), name="second")
     )
     response = workflow.run("go")
-    results = [r for m in response.messages for r in m.tool_results]
+    results = response.messages[-2].tool_results
     assert [r.tool_name for r in results] == ["first", "second"]
-    assert [e.kind for e in response.state.events] == ["run_started", *["step_ended"] * 2]
     assert response.output == {"first": "slow", "second": "fast"}
     exact(response)
 
@@ -216,6 +213,5 @@ def test_parallel_streams_and_runs_on_the_event_loop() -> None:
 
     events, response = asyncio.run(main())
     assert isinstance(events[-1], RunEndEvent)
-    assert response.state == workflow.run("x", run_id="p").state
-    assert reached(events[-1].response.state) == reached(response.state)
+    assert events[-1].response.state == response.state == workflow.run("x", run_id="p").state
     assert {e.path[0] for e in events if isinstance(e, SubRunEvent)} == {"a", "b"}

@@ -17,7 +17,6 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
-from workflow_runs import reached
 
 import toolfold.integrations.temporal._agent as agent_module
 from toolfold import (
@@ -174,7 +173,7 @@ def test_a_step_that_cannot_start_fails_the_run_as_locally(server: DevServer) ->
     assert type(durable) is type(local.value)
     assert str(durable) == str(local.value)
     assert "TemplateError: {research}: no value named 'research'" in str(durable)
-    assert reached(durable.state) == reached(local.value.state)
+    assert durable.state == local.value.state
 
 
 @pytest.mark.parametrize(
@@ -240,7 +239,7 @@ def test_a_step_agent_describes_its_handoffs_by_name_as_locally(server: DevServe
     local = flow.run("hi", run_id="desk-flow-1")
     assert durable_seen == _SEEN
     assert durable_seen[-1]["transfer_to_front"].endswith("It: Greets.")
-    assert reached(durable.state) == reached(local.state)
+    assert durable.state == local.state
 
 
 class _SlowSource:

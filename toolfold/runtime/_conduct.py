@@ -3,39 +3,34 @@
 A workflow's run is an ordinary run whose "model" is its `Planner` (see
 `_planner`). The agent loop would build a model request for every decision,
 ask the live tools' approval policies, and pass every turn through a shell;
-a planner needs none of it. `conduct_sync` and `conduct_async` run each
-round of agent and workflow steps in place and record each step as one
-`StepEnded` (its call, result and sub-run), the workflow's output on the
-last one: no decision, tool result or `OutputAccepted` of its own.
+a planner needs none of it. `conduct_sync` and `conduct_async` reduce the
+very events the loop would (the planner's decision as `ModelResponded`, each
+step's result as `ToolReturned`, the output as `OutputAccepted`), running the
+steps with the same executor, so a run driven here and one driven by the loop
+have the same log, state and response.
 
-They cover the run's usual course. A function step, a step with a timeout,
-and a round in which a step's run waits for the caller are recorded as the
-loop records them (the planner's decision as `ModelResponded`, each result
-as `ToolReturned` or `ToolSuspended`, the output as `OutputAccepted`).
-Whatever else a run meets (observers, a tracer, streaming) is the loop's:
+They cover the run's usual course. Whatever else a run meets (observers,
+a tracer, streaming, a step that suspends or fails, a resume) is the loop's:
 `conducted` says when a run may be driven here, and a run that stops being
 ordinary on the way (suspended, failed) is handed to the loop in the state
 it reached, which then does exactly what it does with any run in that state.
-Both reach the same outputs, errors and sub-runs, and replay.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Generator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from toolfold.runtime._agent_tool import sub_run_id_of
-from toolfold.runtime._planner import Attempt, Call, Final, Plan, respond
 from toolfold.runtime._run import finish, run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._effects import RunTools
-from toolfold.runtime.core._events import ModelResponded, OutputAccepted, StepEnded
+from toolfold.runtime.core._events import ModelResponded, OutputAccepted
 from toolfold.runtime.core._messages import ToolCallPart, thaw
 from toolfold.runtime.core._next import next_effect
-from toolfold.runtime.core._reducer import end_steps, reduce
+from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import CallState, RunState
 from toolfold.runtime.drive._executor import (
     SubRun,
@@ -69,15 +64,9 @@ def conducted(live: Live) -> bool:
     )
 
 
-def conduct_sync(
-    planner: Planner, live: Live, state: RunState, plan: Plan | None = None
-) -> Response:
-    """Drive a workflow's run from blocking code (see the module's docstring).
-
-    ``plan``: what the planner reads of ``state`` when the caller knows it
-    (a new run's input); None reads it from the state.
-    """
-    course = _course(planner, live, state, plan)
+def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response:
+    """Drive a workflow's run from blocking code (see the module's docstring)."""
+    course = _course(planner, live, state)
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
@@ -86,20 +75,18 @@ def conduct_sync(
                 jobs = _jobs(live, at)
                 outcomes = run_calls_sync(jobs, max_concurrency=live.max_concurrency)
             elif len(steps) == 1:  # one step: right here, in this thread
-                outcomes = (_ran(live, steps[0], time.monotonic()),)
+                outcomes = (_ran(live, at, *steps[0], time.monotonic()),)
             else:  # steps side by side: coroutines of one loop, as the executor runs them
-                outcomes = run_kept(lambda: _side_by_side(live, steps))  # noqa: B023
+                outcomes = run_kept(lambda: _side_by_side(live, at, steps))  # noqa: B023
     except StopIteration as stop:
         state = stop.value
     # Finished, or suspended or failed: the loop says what that gives.
     return finish(state, live) if state.phase == "finished" else run_sync(live, state)
 
 
-async def conduct_async(
-    planner: Planner, live: Live, state: RunState, plan: Plan | None = None
-) -> Response:
-    """Drive a workflow's run on the running event loop (see `conduct_sync`)."""
-    course = _course(planner, live, state, plan)
+async def conduct_async(planner: Planner, live: Live, state: RunState) -> Response:
+    """Drive a workflow's run on the running event loop (see the module's docstring)."""
+    course = _course(planner, live, state)
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
@@ -108,32 +95,17 @@ async def conduct_async(
                 jobs = _jobs(live, at)
                 outcomes = await run_calls(jobs, max_concurrency=live.max_concurrency)
             else:
-                outcomes = await _side_by_side(live, steps)
+                outcomes = await _side_by_side(live, at, steps)
     except StopIteration as stop:
         state = stop.value
     return finish(state, live) if state.phase == "finished" else await run_async(live, state)
 
 
-class _StepCall(NamedTuple):
-    """A step to run in place: its task, call, the tool's own input and values, its sub-run.
-
-    ``run_id``: a new run's id, or a function giving it (asked only when the
-    step starts a run, not when it resumes ``child``).
-    """
-
-    task: Task
-    call_id: str
-    input: Any
-    values: Mapping[str, Any]
-    child: RunState | None
-    run_id: str | Callable[[], str]
-
-
-_Round = tuple[RunState, list[_StepCall] | None]
+_Round = tuple[RunState, list[tuple[Task, CallState]] | None]
 
 
 def _course(
-    planner: Planner, live: Live, state: RunState, plan: Plan | None
+    planner: Planner, live: Live, state: RunState
 ) -> Generator[_Round, tuple[ToolOutcome, ...], RunState]:
     """The run's usual course, written once for both drivers.
 
@@ -141,211 +113,71 @@ def _course(
     steps to run in place (None: the executor runs the round), and is sent
     their outcomes in call order; returns the state where the usual course
     ends (finished, suspended or failed).
-
-    A round of agent and workflow steps is recorded as one `StepEnded` per
-    step, the output with the last; anything else (a function step, a step
-    with a timeout, a step that suspends, a round a resumed state holds) as
-    the loop records it: the decision as a model response, each result as a
-    tool's. The planner decides from what the steps gave, so the `StepEnded`
-    events of rounds that went well wait in ``pending`` and are reduced
-    together, into one state, when the state is needed.
     """
-    decision: list[Call] | Final | None = None
-    pending: list[StepEnded] = []
     while True:
         phase = state.phase
-        if phase == "running_tools":
-            outcomes = yield state, _held(planner, state)
+        if phase == "awaiting_model":
+            state = _decide(planner, state)
+        elif phase == "running_tools":
+            outcomes = yield state, planner.in_place(state.calls)
             for outcome in outcomes:
                 state = reduce(state, returned(outcome))
-            plan = decision = None
         elif phase == "validating_output":
             state = _accept(live, state)
-        elif phase != "awaiting_model":
-            return state
         else:
-            if plan is None:
-                plan = planner.read(state.messages)
-            if decision is None:
-                decision = _next(planner, plan, state)
-            if isinstance(decision, Final) or not planner.runs_in_place(decision):
-                state = _responded(end_steps(state, pending), decision)
-                pending = []
-                plan = decision = None
-                continue
-            outcomes = yield state, [_step_call(state, call) for call in decision]
-            if _waits(outcomes):
-                # A step's run waits for the caller: the round as the loop records it.
-                state = _responded(end_steps(state, pending), decision)
-                pending = []
-                for outcome in outcomes:
-                    state = reduce(state, returned(outcome))
-                plan = decision = None
-                continue
-            state, pending, plan, decision = _ended(
-                planner, plan, state, pending, decision, outcomes
-            )
+            return state
 
 
-def _waits(outcomes: tuple[ToolOutcome, ...]) -> bool:
-    """Whether a step's run waits for the caller (an approval inside it)."""
-    for outcome in outcomes:
-        child = outcome.child
-        if child is not None and child.phase != "finished" and child.phase != "failed":
-            return True
-    return False
-
-
-def _next(planner: Planner, plan: Plan, state: RunState) -> list[Call] | Final:
-    """The planner's next decision; a failure is reported as the loop reports a failed model call."""
+def _decide(planner: Planner, state: RunState) -> RunState:
+    """The planner's next decision, reduced as the loop reduces a model response."""
     try:
-        return planner.next(plan)
+        response = planner.decide(state.messages)
     except Exception as exc:
-        _report(exc, state)
-
-
-def _report(exc: Exception, state: RunState) -> NoReturn:
-    """Raise ``exc``, the planner's failure, as the loop reports a failed model call.
-
-    The error carries ``state``, the state before the decision, which a
-    resume goes on from.
-    """
-    failure = _model_failure(exc, state, state.step + 1)
-    if failure is exc:
-        raise exc
-    raise failure from exc
-
-
-def _responded(state: RunState, decision: list[Call] | Final) -> RunState:
-    """``decision`` reduced as the loop reduces a model response."""
-    response = unique_call_ids(respond(decision))
+        # As the loop reports a failed model call: the error carries the state
+        # before it, which a resume goes on from.
+        failure = _model_failure(exc, state, state.step + 1)
+        if failure is exc:
+            raise
+        raise failure from exc
+    response = unique_call_ids(response)
     # The planner's step tools need no approval: every call executes.
     decided = tuple(dispositions(state.config, response.tool_calls, None))
     return reduce(state, ModelResponded(response, decided))  # type: ignore[arg-type]
 
 
-def _step_call(state: RunState, call: Call) -> _StepCall:
-    # `sub_run_id_of` without the search for a reused id: the planner never
-    # makes a call id twice (an attempt it made has a result the plan reads,
-    # and the next attempt gets the next id), so the id is the base one.
-    call_id = call.call_id
-    run_id = f"{state.run_id}/{call_id}"
-    return _StepCall(call.task, call_id, call.input, call.values, None, run_id)
+def _ran(live: Live, state: RunState, task: Task, call: CallState, started: float) -> ToolOutcome:
+    """What the executor makes of ``call``, a step run in place, from blocking code.
 
-
-def _held(planner: Planner, state: RunState) -> list[_StepCall] | None:
-    """The round a state holds (recorded as the loop records one), when its steps run in place."""
-    found = planner.in_place(state.calls)
-    if found is None:
-        return None
-    return [
-        _StepCall(task, call.call.id, *_arguments(call), call.child, _run_id(state, call.call))
-        for task, call in found
-    ]
-
-
-def _ended(
-    planner: Planner,
-    plan: Plan,
-    state: RunState,
-    pending: list[StepEnded],
-    calls: list[Call],
-    outcomes: tuple[ToolOutcome, ...],
-) -> tuple[RunState, list[StepEnded], Plan | None, list[Call] | Final | None]:
-    """The round's `StepEnded` events, reduced or pending, and the decision after it.
-
-    ``state`` is the state before the ``pending`` events. The planner decides
-    what comes next before the round's events are reduced, so that a
-    workflow ending with this round records its output on its last event;
-    it is not asked when the round failed the run. Returns the state, the
-    events still to reduce into it, the plan and the decision.
+    The step's arguments are the planner's own (`Planner.in_place` checked
+    their shape), so there is nothing to validate; the rest is the executor's
+    course for a sub-run: its state, or the error it raised, and the time
+    since the round ``started``.
     """
-    events = [
-        StepEnded(
-            call.call_id,
-            call.task.name,
-            call.input,
-            call.values,
-            outcome.content,
-            outcome.is_error,
-            outcome.outcome,
-            outcome.duration,
-            outcome.child,
-        )
-        for call, outcome in zip(calls, outcomes, strict=True)
-    ]
-    if True in [outcome.is_error for outcome in outcomes]:  # (a list: no generator to run)
-        # A failure may end the run: reduced first, the planner asked only if it goes on.
-        state = end_steps(state, pending)
-        pending = []
-        ended = end_steps(state, events)
-        if ended.phase != "awaiting_model":
-            return ended, pending, None, None
-        plan = plan.extended([_attempt(outcome) for outcome in outcomes])
-        decision = _next(planner, plan, ended)
-        if not isinstance(decision, Final):
-            return ended, pending, plan, decision
-    else:
-        plan = plan.extended([_attempt(outcome) for outcome in outcomes])
-        try:
-            decision = planner.next(plan)
-        except Exception as exc:  # reported with the state after the round, as the loop does
-            _report(exc, end_steps(state, [*pending, *events]))
-        if not isinstance(decision, Final):
-            return state, [*pending, *events], plan, decision
-    last = events[-1]
-    events[-1] = StepEnded(
-        last.call_id,
-        last.name,
-        last.input,
-        last.values,
-        last.content,
-        last.is_error,
-        last.outcome,
-        last.duration,
-        last.child,
-        True,
-        decision.value,
-    )
-    return end_steps(state, [*pending, *events]), [], None, None
-
-
-def _attempt(outcome: ToolOutcome) -> Attempt:
-    """What the planner reads of a step's outcome (as `read_plan` reads it back)."""
-    if outcome.is_error:
-        return Attempt(outcome.call_id, outcome.tool_name, False, outcome.content)
-    child = outcome.child
-    if child is not None and type(child.output) is str:
-        return Attempt(outcome.call_id, outcome.tool_name, True, child.output)
-    return Attempt(outcome.call_id, outcome.tool_name, True, json.loads(outcome.content))
-
-
-def _ran(live: Live, step: _StepCall, started: float) -> ToolOutcome:
-    """What the executor makes of ``step``, run in place, from blocking code.
-
-    The step's arguments are the planner's own, so there is nothing to
-    validate; the rest is the executor's course for a sub-run: its state, or
-    the error it raised, and the time since the round ``started``.
-    """
+    part = call.call
     try:
-        ran = run_sub_run(step.task, step.input, step.values, live.deps, step.child, step.run_id)
+        ran = run_sub_run(task, *_arguments(call), live.deps, call.child, _run_id(state, part))
     except Exception as exc:
-        return _failed(step, exc, started)
-    return _outcome(step, ran, started)
+        return _failed(part, exc, started)
+    return _outcome(part, ran, started)
 
 
-async def _ran_async(live: Live, step: _StepCall, started: float) -> ToolOutcome:
+async def _ran_async(
+    live: Live, state: RunState, task: Task, call: CallState, started: float
+) -> ToolOutcome:
     """Like `_ran`, on the running event loop."""
+    part = call.call
     try:
         ran = await arun_sub_run(
-            step.task, step.input, step.values, live.deps, step.child, step.run_id
+            task, *_arguments(call), live.deps, call.child, _run_id(state, part)
         )
     except Exception as exc:
-        return _failed(step, exc, started)
-    return _outcome(step, ran, started)
+        return _failed(part, exc, started)
+    return _outcome(part, ran, started)
 
 
-async def _side_by_side(live: Live, steps: list[_StepCall]) -> tuple[ToolOutcome, ...]:
+async def _side_by_side(
+    live: Live, state: RunState, steps: list[tuple[Task, CallState]]
+) -> tuple[ToolOutcome, ...]:
     """The round's steps run concurrently (at most ``max_concurrency`` at once), in call order.
 
     As the executor runs sub-runs: a step that waits for its run holds no
@@ -355,14 +187,14 @@ async def _side_by_side(live: Live, steps: list[_StepCall]) -> tuple[ToolOutcome
 
     started = time.monotonic()
     if len(steps) == 1:
-        return (await _ran_async(live, steps[0], started),)
+        return (await _ran_async(live, state, *steps[0], started),)
     limit = asyncio.Semaphore(max(1, live.max_concurrency))
 
-    async def one(step: _StepCall) -> ToolOutcome:
+    async def one(task: Task, call: CallState) -> ToolOutcome:
         async with limit:
-            return await _ran_async(live, step, started)
+            return await _ran_async(live, state, task, call, started)
 
-    return await gather_or_cancel([one(step) for step in steps])
+    return await gather_or_cancel([one(task, call) for task, call in steps])
 
 
 def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any]]:
@@ -376,33 +208,25 @@ def _run_id(state: RunState, part: ToolCallPart) -> Callable[[], str]:
     return lambda: sub_run_id_of(state.run_id, part.id, state.step, state.conversation)
 
 
-def _outcome(step: _StepCall, ran: SubRun, started: float) -> ToolOutcome:
+def _outcome(part: ToolCallPart, ran: SubRun, started: float) -> ToolOutcome:
     ended = time.monotonic()
     return ToolOutcome(
-        step.call_id,
-        step.task.name,
+        part.id,
+        part.name,
         ran.content,
         ran.is_error,
         made_outcome(ran),
-        None,
-        ended,
-        max(0.0, ended - started),
-        ran.state,
+        ended=ended,
+        duration=max(0.0, ended - started),
+        child=ran.state,
     )
 
 
-def _failed(step: _StepCall, exc: Exception, started: float) -> ToolOutcome:
+def _failed(part: ToolCallPart, exc: Exception, started: float) -> ToolOutcome:
     ended = time.monotonic()
     content = f"Error: {describe_exception(exc)}"
     return ToolOutcome(
-        step.call_id,
-        step.task.name,
-        content,
-        True,
-        "error",
-        exc,
-        ended,
-        max(0.0, ended - started),
+        part.id, part.name, content, True, "error", exc, ended, max(0.0, ended - started)
     )
 
 

@@ -6,11 +6,9 @@ input, then each step's call and result) and answers with the next step
 calls, or with the final output. Each step is a tool of the run (see
 `_task`), so its result, its nested sub-run, an approval inside it, the
 idempotency key, the commit in call order and the step count all come from
-the loop that agents use. The planner is deterministic, and what it decided
-is in the log (each step as a `StepEnded` when the lean driver runs it, see
-`_conduct`; the decisions as model responses when the loop does), so a
-replay needs no planner at all, and a resumed run asks it only about what
-comes next.
+the loop that agents use. The planner is deterministic: its decisions are
+recorded in the log as model responses, so a replay needs no planner at all,
+and a resumed run asks it only about what comes next.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import attrs
 
 from toolfold._errors import RunError
-from toolfold.runtime.core._events import StepEnded
 from toolfold.runtime.core._messages import (
     FrozenDict,
     Message,
@@ -40,7 +37,6 @@ if TYPE_CHECKING:
     from toolfold.runtime._task import Task
     from toolfold.runtime._workflow import Workflow
     from toolfold.runtime.core._state import CallState
-    from toolfold.runtime.drive._loop import Live
 
 PLANNER_MODEL = "toolfold:workflow"
 """The model name a workflow's run records (no provider is involved)."""
@@ -124,16 +120,6 @@ class Plan:
         assert self._by_base is not None  # made in __attrs_post_init__
         return base in self._by_base
 
-    def extended(self, attempts: list[Attempt]) -> Plan:
-        """This plan with ``attempts`` finished after it."""
-        assert self._by_base is not None  # made in __attrs_post_init__
-        by_base = dict(self._by_base)
-        for attempt in attempts:
-            base = attempt.call_id.partition("#")[0]
-            found = by_base.get(base)
-            by_base[base] = (attempt,) if found is None else (*found, attempt)
-        return Plan(self.input, self.values, (*self.attempts, *attempts), by_base)
-
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
         """A call of ``task`` with the values its templates need."""
         if not task.free_names:
@@ -144,8 +130,6 @@ class Plan:
 
 def envelope(input: Any, values: Mapping[str, Any]) -> str:
     """The first message of a workflow run: its input and the values it inherits."""
-    if type(input) is str and not values:  # the very text json.dumps writes
-        return f'{{"input": {encode_basestring_ascii(input)}, "values": {{}}}}'
     return json.dumps({"input": input, "values": dict(values)}, default=str)
 
 
@@ -231,32 +215,26 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
         return ModelResponse(
             Message("assistant", (TextPart(text),)), _NO_USAGE, "stop", None, PLANNER_MODEL
         )
-    parts = tuple([_step_call(c.call_id, c.task.name, c.input, c.values) for c in decision])
+    parts = tuple([_step_call(c) for c in decision])
     return ModelResponse(Message("assistant", parts), _NO_USAGE, "tool_calls", None, PLANNER_MODEL)
 
 
-def _step_call(call_id: str, name: str, input_: Any, values: Mapping[str, Any]) -> ToolCallPart:
-    if type(input_) is str and not values:  # the usual step call: text, no values
+def _step_call(call: Call) -> ToolCallPart:
+    input_ = call.input
+    if type(input_) is str and not call.values:  # the usual step call: text, no values
         # The very text json.dumps writes, without building the encoder for it.
         text = f'{{"input": {encode_basestring_ascii(input_)}, "values": {{}}}}'
         arguments = FrozenDict(input=input_, values=_NO_VALUES)
     else:
-        values = dict(values)
+        values = dict(call.values)
         text = json.dumps({"input": input_, "values": values})
         # Frozen as it is built (the part's converter then keeps it): only the
         # input and the values can nest, and they are frozen once each.
         arguments = FrozenDict(input=freeze(input_), values=freeze(values))
-    return ToolCallPart(call_id, name, text, arguments)
+    return ToolCallPart(call.call_id, call.task.name, text, arguments)
 
 
 _NO_VALUES = FrozenDict()
-
-
-def ended_call(event: StepEnded) -> ModelResponse:
-    """A `StepEnded` step's call, as the planner's decision to make it (for views and `steps`)."""
-    part = _step_call(event.call_id, event.name, event.input, event.values)
-    message = Message("assistant", (part,))
-    return ModelResponse(message, _NO_USAGE, "tool_calls", None, PLANNER_MODEL)
 
 
 class Planner:
@@ -265,17 +243,10 @@ class Planner:
     def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
         self._plans = _PlanCache()
-        # The live half of the workflow's runs without deps or observers (see `Workflow._begin`).
-        self.quiet: Live | None = None
         # Steps a driver may run in place (see `in_place`).
         self._in_place = {
             t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
         }
-
-    def runs_in_place(self, calls: list[Call]) -> bool:
-        """Whether a driver may run the step calls of a decision in place (see `in_place`)."""
-        in_place = self._in_place
-        return all(in_place.get(call.task.name) is call.task for call in calls)
 
     def in_place(self, calls: tuple[CallState, ...]) -> list[tuple[Task, CallState]] | None:
         """The calls of a round to run, with their steps, when a driver may run them in place.
@@ -319,21 +290,9 @@ class Planner:
         Raises:
             RunError: The workflow's plan raised (its state is to be set by the driver).
         """
-        return respond(self.next(self.read(messages)))
-
-    def read(self, messages: tuple[Message, ...]) -> Plan:
-        """What the workflow has done so far, from its run's conversation."""
-        return self._plans.read(messages)
-
-    def next(self, plan: Plan) -> list[Call] | Final:
-        """The step calls to make next, or the final output, after ``plan``.
-
-        Raises:
-            RunError: The workflow's plan raised (its state is to be set by the driver).
-        """
         workflow = self._workflow
         try:
-            return workflow.plan(plan)
+            decision = workflow.plan(self._plans.read(messages))
         except RunError:
             raise
         except Exception as exc:
@@ -343,6 +302,7 @@ class Planner:
                 "workflow before this decision (resume it to try again)",
                 None,
             ) from exc
+        return respond(decision)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """The next decision (the planner never waits)."""

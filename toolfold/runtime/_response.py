@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import attrs
 
-from toolfold.runtime.core._events import ModelResponded
 from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolfold.runtime.core._repr import excerpt, fields, short
 from toolfold.runtime.core._request import ModelResponse
@@ -94,10 +93,6 @@ def steps_of(state: RunState) -> tuple[Step, ...]:
             committed.append(call_state.result)
     steps: list[Step] = []
     for event in state.log:
-        if event.kind == "step_ended":  # a workflow's step: shown as the decision to run it
-            from toolfold.runtime._planner import ended_call
-
-            event = ModelResponded(ended_call(event))
         if event.kind == "model_responded":
             response = event.response
             calls = response.tool_calls

@@ -413,14 +413,14 @@ async def arun_sub_run(
     values: Mapping[str, Any] | None,
     deps: Any,
     sub_run: RunState | None,
-    run_id: str | Callable[[], str],
+    run_id: Callable[[], str],
 ) -> SubRun:
     """Like `run_sub_run`, on the running event loop."""
     target, prompt = _target_and_prompt(task, input, values)
     if sub_run is not None:  # answered by the caller: go on where it stopped
         response: Response = await target.aresume(sub_run, deps=deps)
     else:
-        response = await target.arun(prompt, deps=deps, run_id=_id(run_id))
+        response = await target.arun(prompt, deps=deps, run_id=run_id())
     return _step_result(response)
 
 
@@ -453,21 +453,16 @@ def run_sub_run(
     values: Mapping[str, Any] | None,
     deps: Any,
     sub_run: RunState | None,
-    run_id: str | Callable[[], str],
+    run_id: Callable[[], str],
 ) -> SubRun:
     """An agent or workflow step's run from blocking code (not streamed): a new one, or
-    ``sub_run`` (suspended, answered) resumed; ``run_id`` is a new run's id, or a
-    function giving it."""
+    ``sub_run`` (suspended, answered) resumed; ``run_id`` gives a new run's id."""
     target, prompt = _target_and_prompt(task, input, values)
     if sub_run is not None:  # answered by the caller: go on where it stopped
         response: Response = target.resume(sub_run, deps=deps)
     else:
-        response = target.run(prompt, deps=deps, run_id=_id(run_id))
+        response = target.run(prompt, deps=deps, run_id=run_id())
     return _step_result(response)
-
-
-def _id(run_id: str | Callable[[], str]) -> str:
-    return run_id if type(run_id) is str else run_id()  # type: ignore[operator]
 
 
 def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None) -> tuple[Any, Any]:

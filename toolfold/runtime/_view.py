@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from toolfold.runtime._planner import PLANNER_MODEL, ended_call
+from toolfold.runtime._planner import PLANNER_MODEL
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
@@ -27,7 +27,6 @@ from toolfold.runtime.core._events import (
     OutputRejected,
     RunFailed,
     RunStarted,
-    StepEnded,
     StepLimitChanged,
     StopRequested,
     ToolResultsProvided,
@@ -170,14 +169,6 @@ class _Timeline:
         waiting = [c.call.name for c in step.calls if c.disposition in ("pending", "manual")]
         if waiting:
             self.rows.append(_row("suspend", "Suspended", "waiting for " + ", ".join(waiting), ""))
-
-    def step_ended(self, event: StepEnded) -> None:
-        self.model_responded(ModelResponded(ended_call(event)))
-        self.tool_returned(
-            ToolReturned(
-                event.call_id, event.content, event.is_error, event.outcome, event.duration
-            )
-        )
 
     def tool_returned(self, event: ToolReturned) -> None:
         found = self.calls.get(event.call_id)
@@ -349,8 +340,6 @@ def _step(step: _Step, depth: int) -> str:
 def _is_workflow(state: RunState) -> bool:
     """Whether a run is a workflow's (its decisions come from the planner, not a model)."""
     for event in state.log:
-        if isinstance(event, StepEnded):
-            return True
         if isinstance(event, ModelResponded):
             return event.response.model_name == PLANNER_MODEL
     return False

@@ -55,17 +55,9 @@ _PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the pla
 
 @attrs.frozen
 class Input:
-    """A workflow's input with the named values it inherits (what a step passes down).
-
-    Attributes:
-        text: Both as the first message of the workflow's run (`envelope`).
-        input: The input, as plain data.
-        values: The named values.
-    """
+    """A workflow's input with the named values it inherits (what a step passes down)."""
 
     text: str
-    input: Any = None
-    values: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 class Workflow:
@@ -258,7 +250,7 @@ class Workflow:
 
     def envelope(self, input: Any, values: Mapping[str, Any]) -> Input:
         """The input of a nested run of this workflow (used by the enclosing one)."""
-        return Input(envelope(input, values), input, values)
+        return Input(envelope(input, values))
 
     # --- running -----------------------------------------------------------------
 
@@ -266,8 +258,9 @@ class Workflow:
         if isinstance(prompt, Input):
             text = prompt.text
         else:
-            if self._free:
-                raise WorkflowDefinitionError(self.label, self.free_problems())
+            problems = self.free_problems()
+            if problems:
+                raise WorkflowDefinitionError(self.label, problems)
             text = envelope(_input_value(prompt), {})
         return start(self._options, (Message.user(text),), run_id, agent=self.name)
 
@@ -280,24 +273,19 @@ class Workflow:
         on_step: StepObserver | None,
     ) -> tuple[Live, RunState]:
         state = self._start(prompt, new_run_id(run_id))
-        if deps is None and on_event is None and on_step is None:
-            live = self._planner.quiet  # the same for every such run: made once
-            if live is None:
-                live = self._planner.quiet = self._options.live(announce_start=True)
-            return live, state
         live = self._options.live(
             deps=deps, on_event=on_event, on_step=on_step, announce_start=True
         )
         return live, state
 
-    def _drive_sync(self, live: Live, state: RunState, prompt: Any = None) -> Response:
-        if conducted(live):  # nothing watches the run: the lean driver
-            return conduct_sync(self._planner, live, state, _first_plan(prompt))
+    def _drive_sync(self, live: Live, state: RunState) -> Response:
+        if conducted(live):  # nothing watches the run: the lean driver (same events)
+            return conduct_sync(self._planner, live, state)
         return run_sync(live, state)
 
-    async def _drive_async(self, live: Live, state: RunState, prompt: Any = None) -> Response:
+    async def _drive_async(self, live: Live, state: RunState) -> Response:
         if conducted(live):
-            return await conduct_async(self._planner, live, state, _first_plan(prompt))
+            return await conduct_async(self._planner, live, state)
         return await run_async(live, state)
 
     @property
@@ -334,7 +322,7 @@ class Workflow:
         # steps side by side run as coroutines of one loop (see `run_calls_sync`).
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         with _step_errors(self):
-            return _wrapped(self._drive_sync(live, state, prompt))
+            return _wrapped(self._drive_sync(live, state))
 
     async def arun(
         self,
@@ -348,7 +336,7 @@ class Workflow:
         """Like `run`, on the running event loop (agent steps run on worker threads)."""
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         with _step_errors(self):
-            return _wrapped(await self._drive_async(live, state, prompt))
+            return _wrapped(await self._drive_async(live, state))
 
     def stream(
         self,
@@ -454,18 +442,6 @@ def _answers(
         "on_event": on_event,
         "on_step": on_step,
     }
-
-
-def _first_plan(prompt: Any) -> Plan | None:
-    """What a new run's planner reads first, when its input is text (None: read from the run)."""
-    if type(prompt) is str:
-        return Plan(prompt, _NO_VALUES, ())
-    if type(prompt) is Input and type(prompt.input) is str and not prompt.values:
-        return Plan(prompt.input, _NO_VALUES, ())
-    return None
-
-
-_NO_VALUES: Mapping[str, Any] = {}
 
 
 def _input_value(prompt: Any) -> Any:

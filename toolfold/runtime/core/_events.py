@@ -13,13 +13,7 @@ from typing import Any, Literal, Union
 import attrs
 
 from toolfold.runtime.core._config import RunConfig
-from toolfold.runtime.core._messages import (
-    Message,
-    ResultContent,
-    ToolResultPart,
-    content_tuple,
-    freeze,
-)
+from toolfold.runtime.core._messages import Message, ResultContent, ToolResultPart, content_tuple
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, Outcome, RunState
 
@@ -149,58 +143,6 @@ class ToolSuspended:
     call_id: str
     child: RunState
     kind: Literal["tool_suspended"] = "tool_suspended"
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _frozen(value: Any) -> Any:
-    # Text (a step's usual input) needs no walk; anything else is frozen as stored messages are.
-    return value if type(value) in _SCALARS else freeze(value)
-
-
-@attrs.frozen
-class StepEnded:
-    """A workflow step ended: the workflow's own event, one per step it runs.
-
-    A workflow's run (`Sequence`, `Parallel`, `Route`, `Loop`) records each
-    step it ran, with its input and result, as one event, instead of a
-    planner's decision (`ModelResponded`) and a tool result (`ToolReturned`)
-    for it; and its output with the event of its last step, instead of a
-    final decision and an `OutputAccepted`. The step's result joins the
-    conversation as a tool result (what the planner reads), its sub-run is
-    kept on the event (`RunState.sub_runs`), and ``step`` counts it. Runs
-    that record the older events (states saved before, durable runs, runs
-    watched by an observer or streamed) replay as before; a run may hold
-    both.
-
-    Attributes:
-        call_id: The step call's id (the step's name; ``#n`` for attempt n,
-            ``.n`` for a loop's iteration n).
-        name: The step's name (a tool of the workflow's run).
-        input: The step's input, as plain data.
-        values: The named values its templates read, as plain data.
-        content: Its output as JSON text (text for text), or its error.
-        is_error: True when the step failed.
-        outcome: How it ended; any outcome but ``ok`` is a failure.
-        duration: Seconds it took (left out of equality, like `ToolReturned`'s).
-        child: The step's finished run (an agent or a workflow), or None.
-        final: True when the workflow ends with this step.
-        output: The workflow's output (plain data) when ``final``.
-    """
-
-    call_id: str
-    name: str
-    input: Any = attrs.field(converter=_frozen)
-    values: Any = attrs.field(converter=_frozen)
-    content: str = ""
-    is_error: bool = False
-    outcome: Outcome = "ok"
-    duration: float | None = attrs.field(default=None, eq=False)
-    child: RunState | None = None
-    final: bool = False
-    output: Any = None
-    kind: Literal["step_ended"] = "step_ended"
 
 
 def _events(items: Iterable[Event]) -> tuple[Event, ...]:
@@ -349,7 +291,6 @@ Event = Union[  # noqa: UP007
     ToolSuspended,
     CallResumed,
     HandedOff,
-    StepEnded,
 ]
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -368,7 +309,6 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     ToolSuspended,
     CallResumed,
     HandedOff,
-    StepEnded,
 )
 
 EventKind = Literal[
@@ -387,5 +327,4 @@ EventKind = Literal[
     "tool_suspended",
     "call_resumed",
     "handed_off",
-    "step_ended",
 ]

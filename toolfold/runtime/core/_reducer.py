@@ -57,7 +57,6 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "step_limit_changed": ("awaiting_model", "finished"),
         "run_failed": ("failed",),
         "handed_off": ("awaiting_model",),
-        "step_ended": ("awaiting_model", "finished", "failed"),
     },
     "running_tools": {
         "tool_returned": _TOOLS,
@@ -204,36 +203,6 @@ class OpenStep:
             return state
         changes["log"] = log
         return evolve(base, changes)
-
-
-def end_steps(state: RunState, events: Sequence[Event]) -> RunState:
-    """The state after ``events`` (a workflow's round of `StepEnded`), as reducing each gives.
-
-    One state is built for the whole round instead of one per event. Anything
-    but a run of `StepEnded` events the state accepts (another kind, a refusal,
-    a step that ends or fails the run before the last) is reduced one event at
-    a time, so a refusal raises the same `InvalidEventError` as `reduce`.
-
-    Raises:
-        InvalidEventError: As `reduce`.
-    """
-    if len(events) < 2:
-        return reduce(state, events[0]) if events else state
-    changes: Changes = {}
-    log = state.log
-    try:
-        for event in events:
-            if event.kind != "step_ended" or changes.get("phase", state.phase) != "awaiting_model":
-                raise _Unfused
-            changes["log"] = log  # what a stop condition sees at the step's boundary
-            _steps.step_ended(state, event, changes)
-            log = log.append(event)
-    except (_Unfused, InvalidEventError):
-        for event in events:
-            state = reduce(state, event)
-        return state
-    changes["log"] = log
-    return evolve(state, changes)
 
 
 class _Unfused(Exception):
@@ -449,5 +418,4 @@ _HANDLERS: Mapping[str, Callable[[RunState, Any, Changes], None]] = {
     "tool_suspended": _steps.tool_suspended,
     "call_resumed": _steps.call_resumed,
     "handed_off": _handed_off,
-    "step_ended": _steps.step_ended,
 }

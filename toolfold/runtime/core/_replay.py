@@ -35,9 +35,7 @@ def fork(
     Args:
         state: The run to fork.
         step: Fork just before the model response of step ``step + 1``
-            (so ``step=0`` is the run before its first model response); in
-            a workflow's run that records `StepEnded` events, each ended
-            step counts as one (``step=1``: after its first step).
+            (so ``step=0`` is the run before its first model response).
         events: Fork after the first ``events`` events instead.
         run_id: A new run id for the fork (recommended: idempotency keys
             include it). The log's `RunStarted` is rewritten to match, so the
@@ -69,7 +67,7 @@ def fork(
 def _before_step(log: tuple[Event, ...], step: int) -> tuple[Event, ...]:
     seen = 0
     for position, event in enumerate(log):
-        if event.kind == "model_responded" or event.kind == "step_ended":
+        if event.kind == "model_responded":
             seen += 1
             if seen == step:
                 return log[:position]

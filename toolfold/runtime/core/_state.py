@@ -185,9 +185,7 @@ class RunState:
         """
         found: dict[str, RunState] = {}
         for event in self.log:
-            if (
-                event.kind == "tool_returned" or event.kind == "step_ended"
-            ) and event.child is not None:
+            if event.kind == "tool_returned" and event.child is not None:
                 found[event.call_id] = event.child
         for call in self.calls:
             if call.status == "suspended" and call.child is not None:
@@ -200,9 +198,7 @@ class RunState:
         total = self.usage
         # Every sub-run, not `sub_runs` (by call id): a model may reuse a call id across steps.
         for event in self.log:
-            if (
-                event.kind == "tool_returned" or event.kind == "step_ended"
-            ) and event.child is not None:
+            if event.kind == "tool_returned" and event.child is not None:
                 total = total + event.child.tree_usage
         for call in self.calls:
             if call.status == "suspended" and call.child is not None:
