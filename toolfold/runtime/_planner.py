@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from toolfold.runtime._task import Task
     from toolfold.runtime._workflow import Workflow
     from toolfold.runtime.core._state import CallState
+    from toolfold.runtime.drive._loop import Live
 
 PLANNER_MODEL = "toolfold:workflow"
 """The model name a workflow's run records (no provider is involved)."""
@@ -249,6 +250,8 @@ class Planner:
     def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
         self._plans = _PlanCache()
+        # The live half of the workflow's runs without deps or observers (see `Workflow._begin`).
+        self.quiet: Live | None = None
         # Steps a driver may run in place (see `in_place`).
         self._in_place = {
             t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
