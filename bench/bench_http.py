@@ -24,6 +24,8 @@ Starts ``bench/fake_openai_server.py`` as a separate process and measures:
   Target: aiohttp backend >= 0.85x raw aiohttp. The ``Agent.arun`` rows run
   the same from one `Agent` made beforehand (``agenerate_text`` makes its
   agent on every call).
+  The raw httpx/httpx2 clients keep idle connections as long as toolfold's
+  (``HttpLimits().keepalive_expiry``), so both sides' pools are alike.
   ``--backends aiohttp`` keeps only that backend's two rows, ``--rounds N``
   sets the rounds (``bench/spy_layers.py`` splits a sampled profile of such a
   run into layers).
@@ -54,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import toolfold  # noqa: E402
+from toolfold.adapters import HttpLimits  # noqa: E402
 from toolfold.adapters._http._transport import Transport  # noqa: E402
 
 TOOLS = [
@@ -410,9 +413,18 @@ def bench_stream(url: str, repeats: int) -> None:
 
 PostFactory = Callable[[str], Awaitable[tuple[Callable[[bytes], Awaitable[bytes]], Any]]]
 
+# The raw httpx/httpx2 pools keep idle connections as long as toolfold's own
+# (not httpx's 5 s): one round of all the rows takes longer than 5 s, so with
+# 5 s the raw pool was rebuilt every round, and httpcore2 scans a rebuilt pool
+# (fewer idle connections) for less; that, not toolfold, was the 10 % between
+# the httpx2 rows (bench/README.md, bench_httpx_split.py).
+_EXPIRY = HttpLimits().keepalive_expiry
+
 
 async def _httpx_tuned_factory(target: str) -> tuple[Callable[[bytes], Awaitable[bytes]], Any]:
-    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
+    limits = httpx.Limits(
+        max_connections=1000, max_keepalive_connections=1000, keepalive_expiry=_EXPIRY
+    )
     client = httpx.AsyncClient(limits=limits)
 
     async def post(content: bytes) -> bytes:
@@ -425,7 +437,9 @@ async def _httpx_tuned_factory(target: str) -> tuple[Callable[[bytes], Awaitable
 async def _httpx2_factory(target: str) -> tuple[Callable[[bytes], Awaitable[bytes]], Any]:
     import httpx2
 
-    limits = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
+    limits = httpx2.Limits(
+        max_connections=1000, max_keepalive_connections=1000, keepalive_expiry=_EXPIRY
+    )
     client = httpx2.AsyncClient(limits=limits)
 
     async def post(content: bytes) -> bytes:

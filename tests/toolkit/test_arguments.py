@@ -798,3 +798,22 @@ def problems_of(t: Any, raw: str) -> tuple[str, ...]:
     with pytest.raises(ArgumentValidationError) as info:
         t.validate_arguments(raw)
     return info.value.errors
+
+
+def test_integer_arguments_keep_their_value_and_type_on_the_fast_path() -> None:
+    """An int passes through as is, 3.0 becomes the int 3, a bool and a string are refused."""
+
+    @tool
+    def count(n: int, m: int = 0) -> int:
+        """Count."""
+        return n + m
+
+    big = 10**30
+    arguments = count.validate_arguments({"n": big, "m": 3.0})
+    assert arguments["n"] is big
+    assert arguments["m"] == 3
+    assert type(arguments["m"]) is int
+    with pytest.raises(ArgumentValidationError, match=r"\$\.n"):
+        count.validate_arguments({"n": True})
+    with pytest.raises(ArgumentValidationError, match=r"\$\.n"):
+        count.validate_arguments({"n": "5"})

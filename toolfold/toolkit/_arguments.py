@@ -219,8 +219,8 @@ class ArgumentChecker:
                 problems.append(((name,), "unexpected argument"))
                 continue
             tp, hook = entry
-            if hook is None:
-                result[name] = item
+            if hook is None or (hook is _exact_int and type(item) is int):
+                result[name] = item  # already a value of its type
                 continue
             try:
                 result[name] = hook(item, tp)
@@ -232,14 +232,17 @@ class ArgumentChecker:
         return result
 
     def _build_hooks(self) -> dict[str, tuple[Any, _Hook | None]]:
-        from toolfold.toolkit._converter import get_converter
+        from toolfold.toolkit._converter import _structure_int, get_converter
 
         converter = get_converter()
         hooks: dict[str, tuple[Any, _Hook | None]] = {}
         missing: list[str] = []
         for name, tp in self._param_types.items():
             try:
-                hooks[name] = (tp, None if _is_plain(tp) else converter.get_structure_hook(tp))
+                hook = None if _is_plain(tp) else converter.get_structure_hook(tp)
+                if tp is int and hook is _structure_int:
+                    hook = _exact_int  # the same hook, skipped for a value that is an int
+                hooks[name] = (tp, hook)
             except Exception as exc:  # cattrs has no rule for the type (or a part of it)
                 missing.append(
                     f"parameter {name!r}: cannot structure JSON into {type_name(tp)} ({exc});"
@@ -252,6 +255,13 @@ class ArgumentChecker:
 
     def _fail(self, problems: list[str]) -> typing.NoReturn:
         raise ArgumentValidationError(self._tool_name, problems)
+
+
+def _exact_int(value: Any, tp: Any) -> Any:
+    """The converter's own ``int`` hook (`_structure` passes an ``int`` value through without it)."""
+    from toolfold.toolkit._converter import _structure_int
+
+    return _structure_int(value, tp)
 
 
 def _compile(schema: dict[str, Any]) -> Validator:

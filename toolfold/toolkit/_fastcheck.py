@@ -107,7 +107,8 @@ _TYPES: dict[str, Check] = {
     "null": lambda v: v is None,
     "boolean": lambda v: isinstance(v, bool),
     "integer": lambda v: (
-        (isinstance(v, int) and not isinstance(v, bool))
+        type(v) is int  # the common case, without the two isinstance calls
+        or (isinstance(v, int) and not isinstance(v, bool))
         or (isinstance(v, float) and v.is_integer())
     ),
     "number": _is_number,
@@ -148,6 +149,9 @@ def _all(checks: list[Check]) -> Check:
         return _always
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:  # the usual object schema: its type, then its properties
+        first, second = checks
+        return lambda v: first(v) and second(v)
 
     def check(v: Any) -> bool:
         for c in checks:  # noqa: SIM110 (a loop is faster than all() over a generator)

@@ -17,6 +17,7 @@ from toolfold.adapters._http._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
     FrozenDict,
     Message,
@@ -25,8 +26,16 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     Usage,
+    freeze,
 )
 from toolfold.runtime.core._request import FinishReason, ModelResponse
+
+# The parse checks every field's type (and freezes the decoded arguments), so
+# its records are built without the classes' converters (see `builder`).
+_call_part = builder(ToolCallPart)
+_message = builder(Message)
+_usage = builder(Usage)
+_model_response = builder(ModelResponse)
 
 # finish_reason values [O4 chat_completion_chunk.py]; "model_length" is
 # Mistral's [mistral-openapi.json FinishReason]; "error" is OpenRouter's [C8].
@@ -95,7 +104,7 @@ def parse_usage(
             and completion >= 0
             and total >= 0
         ):
-            return Usage(prompt, completion, 0, 0, 1)
+            return _usage(prompt, completion, 0, 0, 1)
     prompt = wire.count(usage, "prompt_tokens", at)
     completion = wire.count(usage, "completion_tokens", at)
     total = wire.count(usage, "total_tokens", at)
@@ -230,8 +239,8 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
     usage = body.get("usage")
     if usage is not None and type(usage) is not dict:
         usage = wire.mapping(body, "usage", "$")
-    return ModelResponse(
-        Message("assistant", (*parts, *calls) if parts else tuple(calls)),
+    return _model_response(
+        _message("assistant", (*parts, *calls) if parts else tuple(calls)),
         parse_usage(usage, thinking_in_total=thinking_in_total),
         finish_reason(raw_finish, bool(calls)),
         raw_finish,
@@ -331,10 +340,13 @@ def _call(raw: Mapping[str, Any], seed: str, position: int, calls_at: str) -> To
     name = function.get("name")
     if type(name) is not str or not name.isascii():
         name = wire.text(function, "name", f"{calls_at}[{position}].function")
-    return ToolCallPart(
+    arguments = parse_arguments(text)
+    return _call_part(
         call_id or synthetic_id(seed, position),
         name or "",
         text or "{}",
-        parse_arguments(text),
-        call_extra(raw, f"{calls_at}[{position}]") if raw.get("extra_content") else _NO_EXTRA,
+        None if arguments is None else freeze(arguments),
+        freeze(call_extra(raw, f"{calls_at}[{position}]"))
+        if raw.get("extra_content")
+        else _NO_EXTRA,
     )

@@ -413,7 +413,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
+        return _usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cached_tokens + other.cached_tokens,
@@ -421,6 +421,11 @@ class Usage:
             self.requests + other.requests,
             self.cache_write_tokens + other.cache_write_tokens,
         )
+
+
+from toolfold.runtime.core._build import builder  # noqa: E402  (needs the classes above)
+
+_usage = builder(Usage)
 
 
 def result_content(value: Any) -> tuple[ResultContent, ...] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from toolfold._errors import RunError
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._effects import (
     AwaitApproval,
     AwaitToolResults,
@@ -18,6 +19,11 @@ from toolfold.runtime.core._request import ModelRequest
 from toolfold.runtime.core._state import RunState
 
 _NOT_FORCING = (None, "auto", "none")
+
+# Built from the state's own values (see `builder`): made for every model call and tool call.
+_call_model = builder(CallModel)
+_invocation = builder(ToolInvocation)
+_request = builder(ModelRequest)
 
 
 def next_effect(state: RunState) -> Effect:
@@ -35,11 +41,11 @@ def next_effect(state: RunState) -> Effect:
     phase = state.phase
     if phase == "awaiting_model":
         step = state.step + 1
-        return CallModel(build_request(state), step, f"{state.run_id}:{step}:model")
+        return _call_model(build_request(state), step, f"{state.run_id}:{step}:model")
     if phase == "running_tools":
         return RunTools(
             [
-                ToolInvocation(
+                _invocation(
                     c.call, c.index, state.step, f"{state.run_id}:{state.step}:{c.index}", c.child
                 )
                 for c in state.calls
@@ -76,7 +82,7 @@ def build_request(state: RunState) -> ModelRequest:
     choice = config.tool_choice
     if choice not in _NOT_FORCING and config.reset_tool_choice and state.turn_steps > 0:
         choice = "auto"
-    return ModelRequest(
+    return _request(
         messages,
         config.definitions,
         choice,

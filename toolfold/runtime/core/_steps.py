@@ -15,6 +15,7 @@ import attrs
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
 from toolfold.runtime.core._approval import disposition_problem, dispositions
 from toolfold.runtime.core._arguments import argument_problem, decode_arguments
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     ApprovalDenied,
@@ -54,12 +55,19 @@ _FAILING: frozenset[str] = frozenset({"error", "invalid_arguments", "timeout", "
 _FIELDS = tuple(a.name for a in attrs.fields(RunState))
 
 
+# The reducer's records are built from values it made or checked (see `builder`).
+_state = builder(RunState)
+_call_state = builder(CallState)
+_result = builder(ToolResultPart)
+_message = builder(Message)
+
+
 def _make_evolve() -> Any:
     # Straight-line code, as attrs generates its own methods: a loop over the
     # fields with getattr costs about half as much again on every event.
     args = ", ".join(f"changes['{f}'] if '{f}' in changes else s.{f}" for f in _FIELDS)
-    namespace: dict[str, Any] = {"RunState": RunState}
-    exec(f"def evolve(s, changes):\n    return RunState({args})\n", namespace)
+    namespace: dict[str, Any] = {"build": _state}
+    exec(f"def evolve(s, changes):\n    return build({args})\n", namespace)
     return namespace["evolve"]
 
 
@@ -142,12 +150,10 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
     if type(message) is not Message or message.role != "assistant":
         problem = message_problem(message, ("assistant",))
         raise refused(state, event.kind, f"the model's answer: {problem}")
-    changes.update(
-        conversation=state.conversation.append(message),
-        step=state.step + 1,
-        usage=state.usage + response.usage,
-        calls=(),
-    )
+    changes["conversation"] = state.conversation.append(message)
+    changes["step"] = state.step + 1
+    changes["usage"] = state.usage + response.usage
+    changes["calls"] = ()
     calls = message.tool_calls
     if not calls:
         if state.config.output is not None:
@@ -160,9 +166,10 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
             output=message.text,
         )
         return
-    ids = [c.id for c in calls]
-    if len(set(ids)) != len(ids):
-        raise refused(state, event.kind, f"the response repeats a tool call id: {ids}")
+    if len(calls) > 1:
+        ids = [c.id for c in calls]
+        if len(set(ids)) != len(ids):
+            raise refused(state, event.kind, f"the response repeats a tool call id: {ids}")
     dispositions = event.dispositions or _default_dispositions(state, event.kind, calls)
     if len(dispositions) != len(calls):
         raise refused(
@@ -204,7 +211,7 @@ def _classify(
                 f"call {call.id!r} to {call.name!r} must be 'return' "
                 f"with auto_execute_tools=False, not {disposition!r}",
             )
-        return CallState(index, call, "to_return")
+        return _call_state(index, call, "to_return")
     spec = config.tool(call.name)
     if spec is None:
         return _done(index, call, _unknown_tool_message(call.name, config), "unknown_tool")
@@ -212,11 +219,11 @@ def _classify(
     if problem:
         raise refused(state, kind, f"call {call.id!r} to {call.name!r}: {problem}")
     if disposition == "return":
-        return CallState(index, call, "to_return")
+        return _call_state(index, call, "to_return")
     if call.arguments is None:
         return _done(index, call, _bad_json_message(call), "invalid_arguments")
     status: CallStatus = "to_run" if disposition == "execute" else "awaiting_approval"
-    return CallState(index, call, status)
+    return _call_state(index, call, status)
 
 
 def _done(
@@ -227,8 +234,8 @@ def _done(
     child: RunState | None = None,
     parts: tuple[ResultContent, ...] = (),
 ) -> CallState:
-    result = ToolResultPart(call.id, call.name, content, outcome != "ok", parts)
-    return CallState(index, call, "done", result, outcome, child)
+    result = _result(call.id, call.name, content, outcome != "ok", parts)
+    return _call_state(index, call, "done", result, outcome, child)
 
 
 def _unknown_tool_message(name: str, config: RunConfig) -> str:
@@ -290,7 +297,9 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
             raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
     call = _take(state, changes, event.kind, event.call_id, "to_run")
     outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
-    child = _child(state, event.kind, event.child)
+    child = event.child
+    if child is not None:
+        _child(state, event.kind, child)
     _put(state, changes, _done(call.index, call.call, event.content, outcome, child, event.parts))
     _settle(state, changes)
 
@@ -334,7 +343,7 @@ def call_resumed(state: RunState, event: CallResumed, changes: Changes) -> None:
 def approval_granted(state: RunState, event: ApprovalGranted, changes: Changes) -> None:
     """An approved call becomes runnable."""
     call = _take(state, changes, event.kind, event.call_id, "awaiting_approval")
-    _put(state, changes, CallState(call.index, call.call, "to_run"))
+    _put(state, changes, _call_state(call.index, call.call, "to_run"))
     _settle(state, changes)
 
 
@@ -394,14 +403,16 @@ def _settle(state: RunState, changes: Changes) -> None:
 
 def _commit(state: RunState, changes: Changes) -> None:
     calls: tuple[CallState, ...] = changes["calls"]
-    results = tuple([c.result for c in calls if c.result is not None])
-    conversation = changes.get("conversation", state.conversation)
+    results: list[ToolResultPart] = []
     # One failure per tool per step: four parallel failing calls are one
     # failed attempt, not four; any failing call makes the step count.
     failed: set[str] = set()
     for call in calls:
+        if call.result is not None:
+            results.append(call.result)
         if call.outcome in _FAILING:
             failed.add(call.call.name)
+    conversation = changes.get("conversation", state.conversation)
     failures = state.failures
     if failed or failures:
         counts = dict(failures)
@@ -411,8 +422,9 @@ def _commit(state: RunState, changes: Changes) -> None:
         for name in failed:
             counts[name] = counts.get(name, 0) + 1
         failures = FrozenDict(counts)
-    changes.update(conversation=conversation.append(Message.tool(*results)), failures=failures)
-    for call in calls:
+    changes["conversation"] = conversation.append(_message("tool", tuple(results)))
+    changes["failures"] = failures
+    for call in calls if failed else ():
         name = call.call.name
         if name not in failed:
             continue

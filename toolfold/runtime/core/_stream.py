@@ -8,6 +8,7 @@ from typing import Any, Literal, Union
 import attrs
 
 from toolfold._errors import StreamError
+from toolfold.runtime.core._build import builder, replacer
 from toolfold.runtime.core._messages import (
     Message,
     Part,
@@ -139,6 +140,18 @@ class StreamState:
     response_id: str | None = None
 
 
+# Stream events arrive by the hundred per response: each fold copies the state
+# without `attrs.evolve`'s keyword handling and the classes' checks (see `replacer`).
+_with_parts = replacer(StreamState, "parts")
+_with_calls = replacer(StreamState, "calls")
+_with_usage = replacer(StreamState, "usage")
+_with_finish = replacer(StreamState, "finish_reason", "raw_finish_reason")
+_with_info = replacer(StreamState, "model_name", "response_id")
+_with_arguments = replacer(_OpenCall, "arguments")
+_with_done = replacer(_OpenCall, "done")
+_text = builder(TextPart)
+
+
 def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
     """Fold one stream event into the response under construction (pure).
 
@@ -147,43 +160,39 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
             that broke the stream's rules).
     """
     if isinstance(event, TextDelta):
-        return attrs.evolve(state, parts=_append_text(state.parts, event.text))
+        return _with_parts(state, _append_text(state.parts, event.text))
     if isinstance(event, ReasoningDelta):
-        return attrs.evolve(state, parts=_append_reasoning(state.parts, event))
+        return _with_parts(state, _append_reasoning(state.parts, event))
     if isinstance(event, ToolCallStart):
         call = _OpenCall(event.index, event.id, event.name, provider_data=event.provider_data)
-        return attrs.evolve(state, calls=(*state.calls, call))
+        return _with_calls(state, (*state.calls, call))
     if isinstance(event, ToolCallDelta):
-        return attrs.evolve(
+        text = event.arguments
+        return _with_calls(
             state,
-            calls=_update_call(
-                state.calls,
-                event.index,
-                lambda c: attrs.evolve(c, arguments=c.arguments + event.arguments),
+            _update_call(
+                state.calls, event.index, lambda c: _with_arguments(c, c.arguments + text)
             ),
         )
     if isinstance(event, ToolCallEnd):
-        return attrs.evolve(
-            state,
-            calls=_update_call(state.calls, event.index, lambda c: attrs.evolve(c, done=True)),
+        return _with_calls(
+            state, _update_call(state.calls, event.index, lambda c: _with_done(c, True))
         )
     if isinstance(event, UsageUpdate):
-        return attrs.evolve(state, usage=event.usage)
+        return _with_usage(state, event.usage)
     if isinstance(event, StreamFinish):
-        return attrs.evolve(
-            state, finish_reason=event.finish_reason, raw_finish_reason=event.raw_finish_reason
-        )
-    return attrs.evolve(
-        state,
-        model_name=event.model_name or state.model_name,
-        response_id=event.response_id or state.response_id,
+        return _with_finish(state, event.finish_reason, event.raw_finish_reason)
+    return _with_info(
+        state, event.model_name or state.model_name, event.response_id or state.response_id
     )
 
 
 def _append_text(parts: tuple[Part, ...], text: str) -> tuple[Part, ...]:
-    if parts and isinstance(parts[-1], TextPart):
-        return (*parts[:-1], TextPart(parts[-1].text + text))
-    return (*parts, TextPart(text))
+    if parts:
+        last = parts[-1]
+        if isinstance(last, TextPart):
+            return (*parts[:-1], _text(last.text + text))
+    return (*parts, _text(text))
 
 
 def _append_reasoning(parts: tuple[Part, ...], event: ReasoningDelta) -> tuple[Part, ...]:

@@ -27,6 +27,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import (
@@ -119,6 +120,11 @@ class ToolOutcome(NamedTuple):
         return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error, self.parts)
 
 
+_new_tuple = tuple.__new__
+_AT = ToolOutcome._fields.index("duration")
+_monotonic = time.monotonic
+
+
 class SubRun(NamedTuple):
     """What a tool that runs a sub-run returns (an agent used as a tool).
 
@@ -189,12 +195,16 @@ def made_outcome(value: SubRun) -> Outcome:
     return "error" if value.is_error else "ok"
 
 
+# An outcome's fields already have the event's types (``parts`` is a tuple).
+_returned = builder(ToolReturned)
+
+
 def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     """The event that reports ``outcome`` to the core."""
     child = outcome.child
     if child is not None and not child.is_done:
         return ToolSuspended(outcome.call_id, child)
-    return ToolReturned(
+    return _returned(
         outcome.call_id,
         outcome.content,
         outcome.is_error,
@@ -253,7 +263,11 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
             content = job.tool.format_result(value)
         except Exception as exc:
             return _failed(job, exc)
-        return ToolOutcome(call.id, call.name, content, ended=time.monotonic())
+        # `ToolOutcome(call.id, call.name, content, ended=...)` without its keyword pass.
+        return _new_tuple(
+            ToolOutcome,
+            (call.id, call.name, content, False, "ok", None, _monotonic(), None, None, ()),
+        )
     if type(value) is SubRun:
         ended = time.monotonic()
         outcome = made_outcome(value)
@@ -317,16 +331,16 @@ def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
 
 def _timed(outcomes: tuple[ToolOutcome, ...], started: float) -> tuple[ToolOutcome, ...]:
     # `_replace(duration=...)` spelled out: it costs a dict and a keyword pass per call.
+    if len(outcomes) == 1:  # the common step: no comprehension to set up
+        o = outcomes[0]
+        took = o.ended - started
+        return (_new_tuple(ToolOutcome, (*o[:_AT], took if took > 0.0 else 0.0, *o[_AT + 1 :])),)
     return tuple(
         [
             _new_tuple(ToolOutcome, (*o[:_AT], max(0.0, o.ended - started), *o[_AT + 1 :]))
             for o in outcomes
         ]
     )
-
-
-_new_tuple = tuple.__new__
-_AT = ToolOutcome._fields.index("duration")
 
 
 async def run_calls(

@@ -37,6 +37,7 @@ from toolfold.runtime._response import (
     ToolResultEvent,
 )
 from toolfold.runtime.core._approval import dispositions, policy_says
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import (
     CallModel,
@@ -74,6 +75,12 @@ from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool, reads_context
 
 OnToolError = Literal["return", "raise"]
+
+_new_tuple = tuple.__new__
+
+# Records the loop builds for every step, from values of their final types (see `builder`).
+_responded = builder(ModelResponded)
+_invocation = builder(ToolInvocation)
 
 # Phases in which the current step still has calls without a result.
 _STEP_OPEN = frozenset({"running_tools", "awaiting_approval", "awaiting_tool_results"})
@@ -256,7 +263,7 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
         raise failure from exc
     response = unique_call_ids(response)
     dispositions = _dispositions(live, state, response)
-    event = ModelResponded(response, dispositions)
+    event = _responded(response, dispositions)
     if not notify and live.on_event is None and live.on_tool_error == "return":
         # Nobody watches the state between the response and the results:
         # the step runs its calls from an `OpenStep` and builds one state.
@@ -399,13 +406,13 @@ def _run_open(live: Live, step: OpenStep) -> _Part:
                 live,
                 run_id,
                 messages,
-                ToolInvocation(c.call, c.index, number, f"{run_id}:{number}:{c.index}", c.child),
+                _invocation(c.call, c.index, number, f"{run_id}:{number}:{c.index}", c.child),
             )
             for c in changes["calls"]
             if c.status == "to_run"
         ]
     )
-    outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs)
+    outcomes: tuple[ToolOutcome, ...] = yield _new_tuple(_RunToolsOp, (jobs, None))
     return step.close([returned(outcome) for outcome in outcomes])
 
 
@@ -535,7 +542,8 @@ def _job_in(
     call = invocation.call
     tool = live.tools.get(call.name)
     if tool is None or not (reads_context(tool) or blocking_twin(tool)):
-        return ToolJob(invocation, tool, None)  # nothing reads a context: none to build
+        # Nothing reads a context: none to build (`ToolJob(...)` without its Python __new__).
+        return _new_tuple(ToolJob, (invocation, tool, None))
     context: RunContext[Any] = RunContext(
         run_id,
         invocation.step,

@@ -1,0 +1,293 @@
+"""`builder`: the core's cheap construction gives the very records the classes give."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import weakref
+from typing import Any
+
+import attrs
+import pytest
+
+import toolfold
+from toolfold import RunState
+from toolfold.adapters.openai_chat._response import parse_response
+from toolfold.runtime.core import _stream as stream
+from toolfold.runtime.core._build import builder, replacer
+from toolfold.runtime.core._config import RunConfig
+from toolfold.runtime.core._effects import CallModel, ToolInvocation
+from toolfold.runtime.core._events import ModelResponded, ToolReturned
+from toolfold.runtime.core._log import Log
+from toolfold.runtime.core._messages import (
+    FrozenDict,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+    set_wire_memo,
+    wire_memo,
+)
+from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._serialize import from_json, to_json, unstructure
+from toolfold.runtime.core._state import CallState
+from toolfold.testing import ScriptedModel
+
+_CALL = ToolCallPart("c1", "add", '{"a": 1}', {"a": 1})
+_RESULT = ToolResultPart("c1", "add", "2")
+_MESSAGE = Message("assistant", (TextPart("hi"), _CALL))
+_RESPONSE = ModelResponse(_MESSAGE, Usage(3, 4, requests=1), "tool_calls")
+_STATE = RunState(
+    "r1",
+    "awaiting_model",
+    RunConfig(max_steps=3),
+    Log([Message.user("go"), _MESSAGE]),
+    step=1,
+    usage=Usage(1, 2),
+    calls=(CallState(0, _CALL, "done", _RESULT, "ok"),),
+    failures=FrozenDict({"add": 1}),
+)
+
+# Each class the core builds cheaply, with the arguments of one value, already
+# of the fields' final types (what the builder requires).
+CASES: list[tuple[type[Any], tuple[Any, ...]]] = [
+    (RunState, tuple(getattr(_STATE, a.name) for a in attrs.fields(RunState))),
+    (RunState, ("r2", "new", RunConfig(), Log())),
+    (CallState, (0, _CALL, "done", _RESULT, "ok", None)),
+    (CallState, (1, _CALL, "to_run")),
+    (ToolResultPart, ("c1", "add", "boom", True, ())),
+    (Message, ("tool", (_RESULT,))),
+    (Usage, (1, 2, 3, 4, 5, 6)),
+    (Usage, ()),
+    (ModelRequest, ((_MESSAGE,), (), "auto", None, {"temperature": 0})),
+    (ModelRequest, ((_MESSAGE,),)),
+    (CallModel, (ModelRequest((_MESSAGE,)), 2, "r1:2:model")),
+    (ToolInvocation, (_CALL, 0, 1, "r1:1:0", None)),
+    (ModelResponded, (_RESPONSE, ("execute",))),
+    (ToolReturned, ("c1", "2", False, "ok", 0.5, None, ())),
+]
+
+
+def _hash(value: Any) -> object:
+    # A record holding a dict (a config's settings, a request's) is unhashable either way.
+    try:
+        return hash(value)
+    except TypeError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize(("cls", "args"), CASES, ids=lambda v: getattr(v, "__name__", ""))
+def test_a_built_record_is_the_class_s_own_value(cls: type[Any], args: tuple[Any, ...]) -> None:
+    """Type, equality, hash, repr, fields, copies, pickling and weak references match the class's."""
+    built = builder(cls)(*args)
+    made = cls(*args)
+    assert type(built) is cls
+    assert built == made
+    assert made == built
+    assert _hash(built) == _hash(made)
+    assert repr(built) == repr(made)
+    assert attrs.asdict(built, recurse=False) == attrs.asdict(made, recurse=False)
+    assert pickle.loads(pickle.dumps(built)) == made
+    assert copy.copy(built) == made
+    assert copy.deepcopy(built) == made
+    assert attrs.evolve(built) == made
+    assert weakref.ref(built)() is built
+
+
+@pytest.mark.parametrize(("cls", "args"), CASES, ids=lambda v: getattr(v, "__name__", ""))
+def test_a_built_record_stays_frozen(cls: type[Any], args: tuple[Any, ...]) -> None:
+    """Assigning or deleting a field of a built record raises FrozenInstanceError, as for the class."""
+    built = builder(cls)(*args)
+    name = attrs.fields(cls)[0].name
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        setattr(built, name, None)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        delattr(built, name)
+    assert getattr(built, name) == getattr(cls(*args), name)
+
+
+def test_built_records_serialize_as_the_class_s() -> None:
+    """The one converter writes a built state exactly as the class's, and reads it back equal."""
+    built = builder(RunState)(*CASES[0][1])
+    assert unstructure(built) == unstructure(_STATE)
+    assert to_json(built) == to_json(_STATE)
+    assert from_json(to_json(built), RunState) == _STATE
+
+
+def test_fields_left_out_of_init_get_their_defaults() -> None:
+    """A built Message has its codec memo unset, as a constructed one has."""
+    built = builder(Message)("user", (TextPart("x"),))
+    assert built._wire is None
+
+
+def test_builder_refuses_classes_it_cannot_build() -> None:
+    """Only slotted attrs classes without init hooks: anything else is a TypeError naming why."""
+
+    class Plain:
+        pass
+
+    @attrs.frozen(slots=False)
+    class Dicted:
+        a: int
+
+    @attrs.frozen
+    class Hooked:
+        a: int
+
+        def __attrs_post_init__(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="slotted attrs class"):
+        builder(Plain)
+    with pytest.raises(TypeError, match="slotted attrs class"):
+        builder(Dicted)
+    with pytest.raises(TypeError, match="post-init"):
+        builder(Hooked)
+
+
+def test_a_run_s_records_are_the_public_classes() -> None:
+    """Every record of a tool run's state is of its public class and the state round-trips exactly."""
+
+    @toolfold.tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    model = ScriptedModel([ScriptedModel.call("add", {"a": 1, "b": 2}, id="c1"), "done"])
+    state = toolfold.generate_text(model, "go", tools=[add], run_id="r1").state
+    assert type(state) is RunState
+    assert type(state.usage) is Usage
+    assert [type(e).__name__ for e in state.events] == [
+        "RunStarted",
+        "ModelResponded",
+        "ToolReturned",
+        "ModelResponded",
+    ]
+    assert {type(m) for m in state.messages} == {Message}
+    assert all(type(c) is CallState for c in state.calls)
+    tool_message = state.messages[2]
+    assert [type(p) for p in tool_message.parts] == [ToolResultPart]
+    assert RunState.from_json(state.to_json()) == state
+    assert to_json(RunState.from_json(state.to_json())) == to_json(state)
+
+
+def test_a_parsed_chat_answer_equals_the_records_the_classes_make() -> None:
+    """The Chat codec's cheaply built call, message and usage equal (and freeze) what the classes give."""
+    body = {
+        "id": "r1",
+        "model": "m",
+        "choices": [
+            {
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "hi",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "add", "arguments": '{"a": [1, 2]}'},
+                            "extra_content": {"google": {"thought_signature": "s"}},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+    }
+    response = parse_response(body, "openai")
+    call = ToolCallPart(
+        "c1",
+        "add",
+        '{"a": [1, 2]}',
+        {"a": [1, 2]},
+        {"extra_content": {"google": {"thought_signature": "s"}}},
+    )
+    expected = ModelResponse(
+        Message("assistant", [TextPart("hi"), call]),
+        Usage(3, 4, requests=1),
+        "tool_calls",
+        "tool_calls",
+        "m",
+        "r1",
+    )
+    assert response == expected
+    assert repr(response) == repr(expected)
+    (parsed,) = response.tool_calls
+    assert type(parsed.arguments) is FrozenDict
+    assert type(parsed.provider_data["extra_content"]) is FrozenDict
+    with pytest.raises(TypeError, match="read-only"):
+        parsed.arguments["a"].append(3)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        parsed.name = "other"  # type: ignore[misc]
+
+
+def test_a_replaced_record_equals_attrs_evolve_s() -> None:
+    """replacer() copies the other fields and sets the named ones, as attrs.evolve does."""
+    with_phase_and_step = replacer(RunState, "phase", "step")
+    replaced = with_phase_and_step(_STATE, "finished", 7)
+    expected = attrs.evolve(_STATE, phase="finished", step=7)
+    assert type(replaced) is RunState
+    assert replaced == expected
+    assert repr(replaced) == repr(expected)
+    assert to_json(replaced) == to_json(expected)
+    assert _STATE.phase == "awaiting_model"  # the original is untouched
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        replaced.step = 8  # type: ignore[misc]
+
+
+def test_a_replaced_message_drops_the_codec_memo() -> None:
+    """Fields without init (a message's codec memo) get their defaults, not the original's."""
+    key = object()
+    original = Message.user("a")
+    set_wire_memo(original, key, "encoded")
+    replaced = replacer(Message, "parts")(original, (TextPart("b"),))
+    assert wire_memo(replaced, key) is None
+    assert replaced == Message.user("b")
+
+
+def test_replacer_refuses_unknown_fields() -> None:
+    """Naming a field the class does not take is a TypeError naming it."""
+    with pytest.raises(TypeError, match="nope"):
+        replacer(Usage, "nope")
+
+
+def test_folding_a_stream_gives_what_the_classes_give() -> None:
+    """fold_stream's cheap copies reach the response attrs.evolve-built states reached."""
+    events = [
+        stream.ResponseInfo("m", "r1"),
+        stream.ReasoningDelta("think"),
+        stream.ReasoningDelta(" more", signature="sig"),
+        stream.TextDelta("Hel"),
+        stream.TextDelta("lo"),
+        stream.ToolCallStart(0, "c1", "add"),
+        stream.ToolCallDelta(0, '{"a": '),
+        stream.ToolCallDelta(0, "1}"),
+        stream.ToolCallEnd(0),
+        stream.UsageUpdate(Usage(3, 4, requests=1)),
+        stream.StreamFinish("tool_calls", "tool_calls"),
+    ]
+    state = stream.StreamState()
+    for event in events:
+        state = stream.fold_stream(state, event)
+    assert type(state) is stream.StreamState
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        state.parts = ()  # type: ignore[misc]
+    response = stream.finish_stream(state, lambda n: f"made{n}")
+    assert response == ModelResponse(
+        Message(
+            "assistant",
+            [
+                ReasoningPart("think more", "sig"),
+                TextPart("Hello"),
+                ToolCallPart("c1", "add", '{"a": 1}', {"a": 1}),
+            ],
+        ),
+        Usage(3, 4, requests=1),
+        "tool_calls",
+        "tool_calls",
+        "m",
+        "r1",
+    )
