@@ -112,6 +112,19 @@ def test_manual_tool_calls_come_back_mixed_with_automatic_ones() -> None:
     assert results == {"add": "3", "ask_user": "Paris"}
 
 
+def test_media_a_caller_provides_as_a_result_reaches_the_model() -> None:
+    """An image given with ``tool_results`` on resume goes to the model as a part, not only as text."""
+    model = ScriptedModel([call("snap", {}, id="c1"), "I see it."])
+    snap = Tool("snap", "Take a picture.", None)
+    first = generate_text(model, "look", tools=[snap])
+    image = toolfold.ImagePart(data=b"\x89PNG", media_type="image/png")
+    done = resume(first.state, model=model, tools=[snap], tool_results={"c1": ["see", image]})
+    assert done.text == "I see it."
+    (result,) = _tool_results(model.requests[1])
+    assert image in result.parts
+    assert toolfold.RunState.from_json(done.state.to_json()) == done.state
+
+
 def test_auto_execute_false_returns_every_call() -> None:
     """With auto_execute_tools=False no function runs; every call comes back."""
     ran: list[int] = []

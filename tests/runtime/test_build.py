@@ -146,6 +146,35 @@ def test_builder_refuses_classes_it_cannot_build() -> None:
     with pytest.raises(TypeError, match="post-init"):
         builder(Hooked)
 
+    @attrs.frozen(cache_hash=True)
+    class Hashed:
+        a: int
+
+    @attrs.frozen
+    class Keyworded:
+        a: int = attrs.field(kw_only=True)
+        b: int = 0
+
+    with pytest.raises(TypeError, match="cached hash"):
+        builder(Hashed)
+    with pytest.raises(TypeError, match="kw_only"):
+        builder(Keyworded)
+
+
+def test_a_failing_step_keeps_failures_frozen() -> None:
+    """The one writer of ``failures`` (built without the class's converter) writes a FrozenDict."""
+
+    @toolfold.tool
+    def boom() -> int:
+        """Fail."""
+        raise ValueError("no")
+
+    model = ScriptedModel([ScriptedModel.call("boom", {}), "done"])
+    state = toolfold.generate_text(model, "go", tools=[boom]).state
+    assert type(state.failures) is FrozenDict
+    assert dict(state.failures) == {"boom": 1}
+    assert RunState.from_json(state.to_json()) == state
+
 
 def test_a_run_s_records_are_the_public_classes() -> None:
     """Every record of a tool run's state is of its public class and the state round-trips exactly."""

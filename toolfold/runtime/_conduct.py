@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolfold.runtime._agent_tool import sub_run_id_of
 from toolfold.runtime._run import finish, run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
@@ -205,7 +204,11 @@ def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any]]:
 
 
 def _run_id(state: RunState, part: ToolCallPart) -> Callable[[], str]:
-    return lambda: sub_run_id_of(state.run_id, part.id, state.step, state.conversation)
+    # `sub_run_id_of` without its search of the conversation for a reused id:
+    # the planner never makes a call id twice (a step's attempt has a result
+    # the plan reads, and the next attempt gets the next id, ``<base>#<n>``),
+    # so the id is always the base one, as the loop finds it.
+    return lambda: f"{state.run_id}/{part.id}"
 
 
 def _outcome(part: ToolCallPart, ran: SubRun, started: float) -> ToolOutcome:

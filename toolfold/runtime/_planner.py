@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from toolfold.runtime._task import Task
     from toolfold.runtime._workflow import Workflow
     from toolfold.runtime.core._state import CallState
+    from toolfold.runtime.drive._loop import Live
 
 PLANNER_MODEL = "toolfold:workflow"
 """The model name a workflow's run records (no provider is involved)."""
@@ -130,7 +131,14 @@ class Plan:
 
 def envelope(input: Any, values: Mapping[str, Any]) -> str:
     """The first message of a workflow run: its input and the values it inherits."""
+    if type(input) is str and not values:  # the usual input: text, no values
+        return _text_envelope(input)
     return json.dumps({"input": input, "values": dict(values)}, default=str)
+
+
+def _text_envelope(input: str) -> str:
+    """The very text json.dumps writes for text with no values, without building an encoder."""
+    return f'{{"input": {encode_basestring_ascii(input)}, "values": {{}}}}'
 
 
 def read_plan(messages: tuple[Message, ...], since: Plan | None = None) -> Plan:
@@ -222,8 +230,7 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
 def _step_call(call: Call) -> ToolCallPart:
     input_ = call.input
     if type(input_) is str and not call.values:  # the usual step call: text, no values
-        # The very text json.dumps writes, without building the encoder for it.
-        text = f'{{"input": {encode_basestring_ascii(input_)}, "values": {{}}}}'
+        text = _text_envelope(input_)
         arguments = FrozenDict(input=input_, values=_NO_VALUES)
     else:
         values = dict(call.values)
@@ -243,6 +250,8 @@ class Planner:
     def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
         self._plans = _PlanCache()
+        # The live half of the workflow's runs without deps or observers (see `Workflow._begin`).
+        self.quiet: Live | None = None
         # Steps a driver may run in place (see `in_place`).
         self._in_place = {
             t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None

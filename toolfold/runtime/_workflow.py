@@ -258,9 +258,8 @@ class Workflow:
         if isinstance(prompt, Input):
             text = prompt.text
         else:
-            problems = self.free_problems()
-            if problems:
-                raise WorkflowDefinitionError(self.label, problems)
+            if self._free:
+                raise WorkflowDefinitionError(self.label, self.free_problems())
             text = envelope(_input_value(prompt), {})
         return start(self._options, (Message.user(text),), run_id, agent=self.name)
 
@@ -273,6 +272,13 @@ class Workflow:
         on_step: StepObserver | None,
     ) -> tuple[Live, RunState]:
         state = self._start(prompt, new_run_id(run_id))
+        if deps is None and on_event is None and on_step is None:
+            # Every such run's live half is the same (it is frozen): made once.
+            planner = self._planner
+            live = planner.quiet
+            if live is None:
+                live = planner.quiet = self._options.live(announce_start=True)
+            return live, state
         live = self._options.live(
             deps=deps, on_event=on_event, on_step=on_step, announce_start=True
         )

@@ -37,6 +37,10 @@ def _shell(cls: type[Any]) -> type[Any]:
         raise TypeError(f"builder() needs a slotted attrs class, got {cls!r}")
     if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
         raise TypeError(f"builder() does not run {cls.__name__}'s pre- or post-init hook")
+    if "_attrs_cached_hash" in getattr(cls, "__slots__", ()):
+        raise TypeError(f"builder() does not fill {cls.__name__}'s cached hash (cache_hash=True)")
+    if any(field.kw_only for field in attrs.fields(cls)):
+        raise TypeError(f"builder() takes every field by position; {cls.__name__} has kw_only ones")
     shell = _SHELLS.get(cls)
     if shell is None:
         # Same layout as `cls` (no slots of its own) with the generic

@@ -373,7 +373,11 @@ def tool_results_provided(state: RunState, event: ToolResultsProvided, changes: 
             raise refused(state, event.kind, problem)
         call = _take(state, changes, event.kind, result.call_id, "to_return")
         outcome: Outcome = "error" if result.is_error else "ok"
-        _put(state, changes, _done(call.index, call.call, result.content, outcome))
+        _put(
+            state,
+            changes,
+            _done(call.index, call.call, result.content, outcome, None, result.parts),
+        )
     _settle(state, changes)
 
 
