@@ -13,6 +13,9 @@ fake server; they differ in one thing each, from the raw loop up to toolfold:
 * ``session``: toolfold's own session (``http="aiohttp"``: its timeouts,
   ``sock_read`` among them) posting like the raw loop;
 * ``session-no-timeouts``: a session like it without any timeout;
+* ``session-read-timeout`` / ``session-connect-timeouts``: the same with only
+  toolfold's ``sock_read`` (``Timeouts.read``), or only its ``connect`` and
+  ``sock_connect`` (``Timeouts.pool`` and ``connect``);
 * ``transport``: the raw loop posting through ``Transport.post_json``;
 * ``agenerate_text`` / ``agent``: whole toolfold runs, an agent made per call
   or once.
@@ -72,11 +75,15 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
     backend = await transport._sender.clients.get_async()
     headers = {**transport._headers, "authorization": "Bearer sk-bench"}
     raw = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1000))
-    bare = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=100),
-        timeout=aiohttp.ClientTimeout(total=None),
-        auto_decompress=False,
-    )
+
+    def session_with(timeout: Any) -> Any:
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=100), timeout=timeout, auto_decompress=False
+        )
+
+    bare = session_with(aiohttp.ClientTimeout(total=None))
+    read_only = session_with(aiohttp.ClientTimeout(total=None, sock_read=600))
+    connect_only = session_with(aiohttp.ClientTimeout(total=None, connect=60, sock_connect=10))
 
     def poster(session: Any, sent: dict[str, str]) -> Callable[[bytes], Awaitable[bytes]]:
         async def post(content: bytes) -> bytes:
@@ -96,6 +103,8 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
         "raw-headers": functools.partial(_loop, poster(raw, headers)),
         "session": functools.partial(_loop, poster(backend.session, headers)),
         "session-no-timeouts": functools.partial(_loop, poster(bare, headers)),
+        "session-read-timeout": functools.partial(_loop, poster(read_only, headers)),
+        "session-connect-timeouts": functools.partial(_loop, poster(connect_only, headers)),
         "transport": functools.partial(_loop, through_transport),
         "agenerate_text": functools.partial(
             toolfold.agenerate_text,
@@ -106,7 +115,14 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
         ),
         "agent": functools.partial(agent.arun, "add things"),
     }
-    closers = [raw.close, bare.close, transport.aclose, model.aclose]  # type: ignore[attr-defined]
+    closers = [
+        raw.close,
+        bare.close,
+        read_only.close,
+        connect_only.close,
+        transport.aclose,
+        model.aclose,  # type: ignore[attr-defined]
+    ]
     return runs, closers
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
 
 import toolfold
 from toolfold import RunContext, Tool
+from toolfold.runtime._run import new_run_id
 from toolfold.testing import ScriptedModel
 from toolfold.toolkit._arguments import strict_loads
 from toolfold.toolkit._tool import reads_context
@@ -85,3 +87,15 @@ def test_strict_loads_still_refuses_numbers_json_cannot_carry(text: str) -> None
     """NaN, Infinity and overflowing numbers are refused on the one-call path too."""
     with pytest.raises(ValueError, match=r"finite|NaN|Infinity|1e999"):
         strict_loads(text)
+
+
+def test_a_fresh_run_id_is_a_version_4_uuid_in_hex() -> None:
+    """A run without an id gets 32 hex digits that read as a random (version 4, RFC 4122) UUID, a new one each run."""
+    model = ScriptedModel(["a", "b"])
+    ids = [toolfold.generate_text(model, "go").state.run_id for _ in range(2)]
+    for run_id in ids:
+        parsed = uuid.UUID(hex=run_id)
+        assert parsed.hex == run_id
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+    assert ids[0] != ids[1]
+    assert new_run_id("mine") == "mine"

@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
@@ -517,6 +517,11 @@ class AiohttpReply:
         """The body as it arrives."""
         chunks: AsyncIterator[bytes] = self._response.content.iter_any()
         return chunks
+
+    def raw_reader(self) -> Callable[[], Awaitable[bytes]]:
+        """What gives the next piece of the body as it arrives (empty at its end)."""
+        read: Callable[[], Awaitable[bytes]] = self._response.content.readany
+        return read
 
     async def aclose(self) -> None:
         """Give the connection back (a body not read to its end closes it)."""

@@ -31,7 +31,7 @@ import attrs
 
 from toolfold._errors import ProviderError, ProviderTimeoutError
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
-from toolfold.adapters._http._backends import sync_deadline
+from toolfold.adapters._http._backends import AiohttpReply, sync_deadline
 from toolfold.adapters._http._body import BodyError, BodyReader
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import (
@@ -172,10 +172,15 @@ class Sender:
         timeout = self._first_timeouts(call, cap=not bounded)
         plan: Any = None
         while True:
-            send = functools.partial(backend.send, call.url, call.content, call.headers, timeout)
             outcome: Any
             try:
-                response = await (self._within(call, send) if per_await else send())
+                if per_await:
+                    send = functools.partial(
+                        backend.send, call.url, call.content, call.headers, timeout
+                    )
+                    response = await self._within(call, send)
+                else:
+                    response = await backend.send(call.url, call.content, call.headers, timeout)
             except Exception as exc:
                 outcome = exc
             else:
@@ -255,6 +260,8 @@ class Sender:
 
     async def _read_all(self, response: Any, call: Call, *, per_await: bool) -> bytes:
         """The whole decoded body, read like `body` without an async generator."""
+        if not per_await and type(response) is AiohttpReply:
+            return await self._read_pieces(response, call)
         raw: AsyncIterator[bytes] | None = None
         try:
             reader = self._reader(response, call)
@@ -266,6 +273,33 @@ class Sender:
             return b"".join(pieces)
         finally:
             await _release(raw, response)
+
+    async def _read_pieces(self, response: AiohttpReply, call: Call) -> bytes:
+        """`_read_all` of an aiohttp answer with no deadline per await.
+
+        Its pieces come straight from the stream, whose end is an empty piece:
+        no iterator to make, no ``StopAsyncIteration`` to raise and catch at
+        the end of every answer. The same limits, errors and release.
+        """
+        try:
+            reader = self._reader(response, call)
+            read = response.raw_reader()
+            pieces = []
+            while True:
+                try:
+                    chunk = await read()
+                except Exception as exc:
+                    error = self._read_failure(exc, call)
+                    if error is exc:
+                        raise
+                    raise error from exc
+                if not chunk:
+                    break
+                pieces.append(self._feed(reader, chunk, call))
+            pieces.append(self._feed(reader, None, call))
+            return b"".join(pieces)
+        finally:
+            await response.aclose()
 
     async def _chunk(
         self, raw: AsyncIterator[bytes], call: Call, *, per_await: bool
