@@ -8,7 +8,7 @@ the driver uses. `RunOptions` holds what both are made from.
 from __future__ import annotations
 
 import json
-import os
+import uuid
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
 from contextlib import aclosing
@@ -292,21 +292,8 @@ def _made_key(
 
 
 def new_run_id(run_id: str | None = None) -> str:
-    """``run_id``, or a fresh random one when it is None or empty.
-
-    The fresh one is ``uuid.uuid4().hex``, made as `uuid.uuid4` makes it
-    (random bits, then the version and variant bits set) without building the
-    `uuid.UUID` object (most of its cost).
-    """
-    if run_id:
-        return run_id
-    bits = int.from_bytes(os.urandom(16), "big") & _UUID4_CLEAR | _UUID4_SET
-    return f"{bits:032x}"
-
-
-# The bits `uuid.UUID(..., version=4)` clears and sets: variant RFC 4122, version 4.
-_UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
-_UUID4_SET = (0x8000 << 48) | (4 << 76)
+    """``run_id``, or a fresh random one (``uuid.uuid4().hex``) when it is None or empty."""
+    return run_id or uuid.uuid4().hex
 
 
 def start(
