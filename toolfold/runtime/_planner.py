@@ -14,7 +14,7 @@ and a resumed run asks it only about what comes next.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -250,12 +250,21 @@ class Planner:
     def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
         self._plans = _PlanCache()
-        # The live half of the workflow's runs without deps or observers (see `Workflow._begin`).
-        self.quiet: Live | None = None
+        self._quiet: Live | None = None
         # Steps a driver may run in place (see `in_place`).
         self._in_place = {
             t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
         }
+
+    def quiet_live(self, make: Callable[[], Live]) -> Live:
+        """The live half of the workflow's runs without deps or observers.
+
+        It is frozen and the same for every such run, so ``make`` runs once.
+        """
+        live = self._quiet
+        if live is None:
+            live = self._quiet = make()
+        return live
 
     def in_place(self, calls: tuple[CallState, ...]) -> list[tuple[Task, CallState]] | None:
         """The calls of a round to run, with their steps, when a driver may run them in place.

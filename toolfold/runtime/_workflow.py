@@ -273,12 +273,8 @@ class Workflow:
     ) -> tuple[Live, RunState]:
         state = self._start(prompt, new_run_id(run_id))
         if deps is None and on_event is None and on_step is None:
-            # Every such run's live half is the same (it is frozen): made once.
-            planner = self._planner
-            live = planner.quiet
-            if live is None:
-                live = planner.quiet = self._options.live(announce_start=True)
-            return live, state
+            options = self._options
+            return self._planner.quiet_live(lambda: options.live(announce_start=True)), state
         live = self._options.live(
             deps=deps, on_event=on_event, on_step=on_step, announce_start=True
         )
