@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import attrs
@@ -527,21 +527,7 @@ class Agent:
         run_id: str | None,
     ) -> _Begin:
         """How a new run begins with an agent (this one, or it with its sources' tools)."""
-
-        def begin(agent: Agent) -> tuple[Live, RunState]:
-            graph = agent._graph_or_none()
-            options = agent._run_options(graph)
-            state = agent._start(prompt, history, new_run_id(run_id), options)
-            live = options.live(
-                deps=deps,
-                on_event=on_event,
-                on_step=on_step,
-                announce_start=True,
-                handoffs=agent._handovers(graph),
-            )
-            return live, state
-
-        return begin
+        return _Fresh(prompt, history, deps, on_event, on_step, run_id)
 
     def _answered(self, state: RunState, answers: _Answers) -> tuple[Agent, _Begin]:
         """The agent that runs ``state`` now, and how the run goes on with the answers."""
@@ -564,11 +550,21 @@ class Agent:
                 return run_sync(*self._begun(begin, listed))
         return run_sync(*begin(self))
 
-    async def _async(self, begin: _Begin) -> Response:
+    def _async(self, begin: _Begin) -> Coroutine[Any, Any, Response]:
+        """The run to await: without sources, `run_async`'s own coroutine.
+
+        No coroutine of this method waits on it, holding ``begin`` for the
+        whole run: each object a run keeps across its awaits is one more for
+        the garbage collector to walk, and move to an older generation, while
+        many runs are in flight.
+        """
         if self._sources:
-            async with aopened(self._sources) as listed:
-                return await run_async(*self._begun(begin, listed))
-        return await run_async(*begin(self))
+            return self._sourced_async(begin)
+        return run_async(*begin(self))
+
+    async def _sourced_async(self, begin: _Begin) -> Response:
+        async with aopened(self._sources) as listed:
+            return await run_async(*self._begun(begin, listed))
 
     def _streamed(self, begin: _Begin) -> RunStream:
         if self._sources:
@@ -726,6 +722,45 @@ class _Answers(NamedTuple):
 
 
 _Begin = Callable[[Agent], tuple[Live, RunState]]
+
+
+class _Fresh:
+    """A new run's arguments: called with an agent, the run's live half and first state.
+
+    One object, where a closure over the arguments would make a cell for
+    each as well (and a run with sources keeps it while it lasts).
+    """
+
+    __slots__ = ("deps", "history", "on_event", "on_step", "prompt", "run_id")
+
+    def __init__(
+        self,
+        prompt: MessagesInput,
+        history: Sequence[Message],
+        deps: Any,
+        on_event: Observer | None,
+        on_step: StepObserver | None,
+        run_id: str | None,
+    ) -> None:
+        self.prompt = prompt
+        self.history = history
+        self.deps = deps
+        self.on_event = on_event
+        self.on_step = on_step
+        self.run_id = run_id
+
+    def __call__(self, agent: Agent) -> tuple[Live, RunState]:
+        graph = agent._graph_or_none()
+        options = agent._run_options(graph)
+        state = agent._start(self.prompt, self.history, new_run_id(self.run_id), options)
+        live = options.live(
+            deps=self.deps,
+            on_event=self.on_event,
+            on_step=self.on_step,
+            announce_start=True,
+            handoffs=agent._handovers(graph),
+        )
+        return live, state
 
 
 def _from_spec(
