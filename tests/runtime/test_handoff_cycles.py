@@ -204,18 +204,23 @@ class CountingSource:
         return [ledger]
 
 
-def test_a_cycle_streams_and_closes_the_sources_it_opened_on_its_way() -> None:
-    """Streaming a cycle shows each handoff's steps; every source opened on the way is closed."""
-    source = CountingSource()
+def ping_pong(source: CountingSource) -> Agent:
+    """ping hands to pong (which has ``source``), pong back to ping (by name), up to 5 steps."""
     pong = Agent(
         FunctionModel(lambda r: call("transfer_to_ping")),
         name="pong",
         handoffs=["ping"],
         tools=[source],
     )
-    ping = Agent(
+    return Agent(
         FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong], max_steps=5
     )
+
+
+def test_a_cycle_streams_and_closes_the_sources_it_opened_on_its_way() -> None:
+    """Streaming a cycle shows each handoff's steps; every source opened on the way is closed."""
+    source = CountingSource()
+    ping = ping_pong(source)
     stream = ping.stream("go")
     names = [e.call.name for e in stream if type(e).__name__ == "ToolCallEvent"]
     assert names == ["transfer_to_pong", "transfer_to_ping"] * 2 + ["transfer_to_pong"]
@@ -227,15 +232,7 @@ def test_a_cycle_streams_and_closes_the_sources_it_opened_on_its_way() -> None:
 def test_an_async_cycle_opens_a_handoffs_sources_once_and_closes_them() -> None:
     """Under arun, the sources a handoff opens serve the whole run and are closed when it ends."""
     source = CountingSource()
-    pong = Agent(
-        FunctionModel(lambda r: call("transfer_to_ping")),
-        name="pong",
-        handoffs=["ping"],
-        tools=[source],
-    )
-    ping = Agent(
-        FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong], max_steps=5
-    )
+    ping = ping_pong(source)
 
     async def run() -> tuple[Any, int]:
         response = await ping.arun("go")

@@ -482,7 +482,7 @@ class Agent:
             on_step: Called with every completed `Step` (read-only).
             run_id: The run's id (random by default).
         """
-        return self._sync(self._fresh(prompt, history, deps, on_event, on_step, run_id))
+        return self._sync(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 
     async def arun(
         self,
@@ -495,7 +495,7 @@ class Agent:
         run_id: str | None = None,
     ) -> Response:
         """Like `run`, on the running event loop."""
-        return await self._async(self._fresh(prompt, history, deps, on_event, on_step, run_id))
+        return await self._async(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 
     def stream(
         self,
@@ -513,21 +513,9 @@ class Agent:
         arrive (`TextDelta`...), `ToolCallEvent`, `ToolResultEvent`,
         `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
         """
-        return self._streamed(self._fresh(prompt, history, deps, on_event, on_step, run_id))
+        return self._streamed(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 
     # --- how every run and resume goes: the agent's sources opened around it ---
-
-    def _fresh(
-        self,
-        prompt: MessagesInput,
-        history: Sequence[Message],
-        deps: Any,
-        on_event: Observer | None,
-        on_step: StepObserver | None,
-        run_id: str | None,
-    ) -> _Begin:
-        """How a new run begins with an agent (this one, or it with its sources' tools)."""
-        return _Fresh(prompt, history, deps, on_event, on_step, run_id)
 
     def _answered(self, state: RunState, answers: _Answers) -> tuple[Agent, _Begin]:
         """The agent that runs ``state`` now, and how the run goes on with the answers."""
@@ -724,30 +712,21 @@ class _Answers(NamedTuple):
 _Begin = Callable[[Agent], tuple[Live, RunState]]
 
 
+@attrs.define
 class _Fresh:
-    """A new run's arguments: called with an agent, the run's live half and first state.
+    """How a new run begins: called with its agent, the run's live half and first state.
 
-    One object, where a closure over the arguments would make a cell for
-    each as well (and a run with sources keeps it while it lasts).
+    The agent is the one called, or it with its sources' tools. One object
+    holds the run's arguments, where a closure over them would make a cell
+    for each as well (and a run with sources keeps it while it lasts).
     """
 
-    __slots__ = ("deps", "history", "on_event", "on_step", "prompt", "run_id")
-
-    def __init__(
-        self,
-        prompt: MessagesInput,
-        history: Sequence[Message],
-        deps: Any,
-        on_event: Observer | None,
-        on_step: StepObserver | None,
-        run_id: str | None,
-    ) -> None:
-        self.prompt = prompt
-        self.history = history
-        self.deps = deps
-        self.on_event = on_event
-        self.on_step = on_step
-        self.run_id = run_id
+    prompt: MessagesInput
+    history: Sequence[Message]
+    deps: Any
+    on_event: Observer | None
+    on_step: StepObserver | None
+    run_id: str | None
 
     def __call__(self, agent: Agent) -> tuple[Live, RunState]:
         graph = agent._graph_or_none()
