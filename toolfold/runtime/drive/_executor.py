@@ -348,6 +348,19 @@ async def run_calls(
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls concurrently; outcomes in call order, each with its duration."""
     started = time.monotonic()
+    if len(jobs) == 1:
+        # The common step, one quick sync call (`_run_calls` would run it on the
+        # loop as well): right here, without the two coroutines it awaits there.
+        job = jobs[0]
+        tool = job.tool
+        if tool is not None and not tool.blocking and not tool.is_async:
+            prepared = _prepare(job)
+            if isinstance(prepared, ToolOutcome):
+                return _timed((prepared,), started)
+            ran = _on_loop_now(job, prepared)
+            if not isinstance(ran, ToolOutcome):  # the tool returned an awaitable
+                ran = await ran
+            return _timed((ran,), started)
     return _timed(await _run_calls(jobs, max_concurrency), started)
 
 
@@ -369,6 +382,8 @@ async def _run_calls(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Too
         if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
             return (await _run_on_loop(job, prepared),)
         return (await _run_one(job, prepared),)
+    if len(jobs) <= max_concurrency:  # the limit cannot bind: no semaphore to pass
+        return await gather_or_cancel([_prepared_one(job) for job in jobs])
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
     async def one(job: ToolJob) -> ToolOutcome:
@@ -379,6 +394,13 @@ async def _run_calls(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Too
             return await _run_one(job, prepared)
 
     return await gather_or_cancel([one(job) for job in jobs])
+
+
+async def _prepared_one(job: ToolJob) -> ToolOutcome:
+    prepared = _prepare(job)
+    if isinstance(prepared, ToolOutcome):
+        return prepared
+    return await _run_one(job, prepared)
 
 
 async def gather_or_cancel(
@@ -463,10 +485,25 @@ async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     the call). A copy of the context, as a worker thread would get, keeps the
     context variables the tool sets its own.
     """
+    ran = _on_loop_now(job, arguments)
+    return ran if isinstance(ran, ToolOutcome) else await ran
+
+
+def _on_loop_now(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome | Awaitable[ToolOutcome]:
+    """`_run_on_loop` without a coroutine of its own: the outcome, or one to await
+    when the tool returned an awaitable."""
     try:
         value = contextvars.copy_context().run(_call_sync, job, arguments)
-        if type(value) not in _PLAIN and inspect.isawaitable(value):
-            value = await value
+    except Exception as exc:
+        return _failed(job, exc)
+    if type(value) not in _PLAIN and inspect.isawaitable(value):
+        return _awaited(job, value)
+    return _finish(job, value)
+
+
+async def _awaited(job: ToolJob, value: Awaitable[Any]) -> ToolOutcome:
+    try:
+        value = await value
     except Exception as exc:
         return _failed(job, exc)
     return _finish(job, value)
