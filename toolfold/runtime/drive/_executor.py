@@ -140,6 +140,9 @@ class SubRun(NamedTuple):
     is_error: bool = False
 
 
+# What a blocking call's tool returns that is surely not awaitable (an ABC check spared).
+_NOT_AWAITABLE = frozenset({str, int, float, bool, type(None), dict, SubRun})
+
 _TWIN = "_toolfold_blocking_twin"
 
 
@@ -187,7 +190,7 @@ def _blocking(job: ToolJob) -> ToolJob:
     if (twin.name, twin.timeout) != (tool.name, tool.timeout):  # the tool was `replace`d
         twin = twin.replace(name=tool.name, timeout=tool.timeout)
         tool.__dict__[_TWIN] = twin
-    return job._replace(tool=twin)
+    return _new_tuple(ToolJob, (job.invocation, twin, job.context))  # `_replace`, spelled out
 
 
 def made_outcome(value: SubRun) -> Outcome:
@@ -547,16 +550,14 @@ def run_calls_sync(
     started = time.monotonic()
     if len(jobs) == 1:
         # The common step, one sync call without a timeout, run right here
-        # (what `_run_calls_sync` does with it, without its checks for the rest;
-        # a lone call there, of a blocking twin, runs inline below as well).
+        # (what `_run_calls_sync` does with it, without its checks for the rest):
+        # a sync tool, or an agent or workflow step as its blocking twin.
         job = jobs[0]
         tool = job.tool
-        if (
-            tool is not None
-            and not tool.is_async
-            and tool.timeout is None
-            and _TWIN not in tool.__dict__
-        ):
+        if tool is not None and tool.timeout is None and _TWIN in tool.__dict__:
+            job = _blocking(job)
+            tool = job.tool
+        if tool is not None and not tool.is_async and tool.timeout is None:
             prepared = _prepare(job)
             if not isinstance(prepared, ToolOutcome):
                 prepared = _run_inline(job, prepared)
@@ -610,7 +611,7 @@ def _on_loop(job: ToolJob, count: int) -> bool:
 def _run_inline(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     try:
         value = _call_sync(job, arguments)
-        if type(value) not in _PLAIN and inspect.isawaitable(value):
+        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
         return _failed(job, exc)
