@@ -413,7 +413,8 @@ async def gather_or_cancel(
     this ends (an error, a cancellation) are cancelled and awaited, none left behind."""
     import asyncio
 
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(c) for c in coroutines]  # what ensure_future does, unchecked
     try:
         return tuple(await asyncio.gather(*tasks))
     finally:
