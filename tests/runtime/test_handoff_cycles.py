@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolfold import Agent, Handoff, Sequence, UsageError, tool
+from toolfold import Agent, Handoff, RunError, Sequence, UsageError, tool
 from toolfold.files import from_dict, loads
 from toolfold.runtime import RunState, fork, replay
 from toolfold.testing import FunctionModel, ScriptedModel
@@ -203,24 +204,63 @@ class CountingSource:
         return [ledger]
 
 
-def test_a_cycle_streams_and_closes_the_sources_it_opened_on_its_way() -> None:
-    """Streaming a cycle shows each handoff's steps; every source opened on the way is closed."""
-    source = CountingSource()
+def ping_pong(source: CountingSource) -> Agent:
+    """ping hands to pong (which has ``source``), pong back to ping (by name), up to 5 steps."""
     pong = Agent(
         FunctionModel(lambda r: call("transfer_to_ping")),
         name="pong",
         handoffs=["ping"],
         tools=[source],
     )
-    ping = Agent(
+    return Agent(
         FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong], max_steps=5
     )
+
+
+def test_a_cycle_streams_and_closes_the_sources_it_opened_on_its_way() -> None:
+    """Streaming a cycle shows each handoff's steps; every source opened on the way is closed."""
+    source = CountingSource()
+    ping = ping_pong(source)
     stream = ping.stream("go")
     names = [e.call.name for e in stream if type(e).__name__ == "ToolCallEvent"]
     assert names == ["transfer_to_pong", "transfer_to_ping"] * 2 + ["transfer_to_pong"]
     assert stream.response.finish_reason == "max_steps"
     assert source.opened == 1  # once per run, however often the run reached pong
     assert source.holders == 0
+
+
+def test_an_async_cycle_opens_a_handoffs_sources_once_and_closes_them() -> None:
+    """Under arun, the sources a handoff opens serve the whole run and are closed when it ends."""
+    source = CountingSource()
+    ping = ping_pong(source)
+
+    async def run() -> tuple[Any, int]:
+        response = await ping.arun("go")
+        return response, source.holders  # closed by the run, not by the loop's shutdown
+
+    response, holders = asyncio.run(run())
+    assert response.finish_reason == "max_steps"
+    assert (source.opened, holders) == (1, 0)
+
+
+def test_a_failed_async_run_closes_the_sources_a_handoff_opened() -> None:
+    """A run that fails after a handoff opened sources still closes them, and raises the failure."""
+    source = CountingSource()
+
+    def broken(request: Any) -> Any:
+        raise ConnectionError("the model is down")
+
+    pong = Agent(FunctionModel(broken), name="pong", tools=[source])
+    ping = Agent(FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong])
+
+    async def run() -> tuple[RunError, int]:
+        with pytest.raises(RunError, match="the model is down") as caught:
+            await ping.arun("go")
+        return caught.value, source.holders  # closed by the run, not by the loop's shutdown
+
+    error, holders = asyncio.run(run())
+    assert error.state.agent == "pong"
+    assert (source.opened, holders) == (1, 0)
 
 
 def test_a_handoff_by_name_is_described_like_one_to_the_agent() -> None:

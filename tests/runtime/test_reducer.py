@@ -85,6 +85,16 @@ def test_instructions_go_first_but_are_not_stored() -> None:
     assert all(m.role != "system" for m in state.messages)
 
 
+def test_every_request_of_a_config_leads_with_one_system_message() -> None:
+    """Requests of every step and run with one config share its system message (a codec encodes it once)."""
+    first = start(instructions="be terse")
+    later = reduce(reduce(first, answer("hi")), UserMessageAdded(Message.user("again")))
+    messages = [next_effect(s).request.messages[0] for s in (first, later, start(instructions="x"))]
+    assert messages[0] is messages[1] is first.config.system_message
+    assert messages[2] == Message.system("x")
+    assert start().config.system_message is None
+
+
 def test_request_carries_tools_choice_output_and_settings() -> None:
     """The request holds the tool definitions, tool_choice, output spec and settings from the config."""
     out = OutputSpec("answer", {"type": "object"})

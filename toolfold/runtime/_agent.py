@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import attrs
@@ -482,7 +482,7 @@ class Agent:
             on_step: Called with every completed `Step` (read-only).
             run_id: The run's id (random by default).
         """
-        return self._sync(self._fresh(prompt, history, deps, on_event, on_step, run_id))
+        return self._sync(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 
     async def arun(
         self,
@@ -495,10 +495,7 @@ class Agent:
         run_id: str | None = None,
     ) -> Response:
         """Like `run`, on the running event loop."""
-        begin = self._fresh(prompt, history, deps, on_event, on_step, run_id)
-        if self._sources:
-            return await self._async(begin)
-        return await run_async(*begin(self))  # `_async` inlined: a coroutine less per run
+        return await self._async(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 
     def stream(
         self,
@@ -516,35 +513,9 @@ class Agent:
         arrive (`TextDelta`...), `ToolCallEvent`, `ToolResultEvent`,
         `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
         """
-        return self._streamed(self._fresh(prompt, history, deps, on_event, on_step, run_id))
+        return self._streamed(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 
     # --- how every run and resume goes: the agent's sources opened around it ---
-
-    def _fresh(
-        self,
-        prompt: MessagesInput,
-        history: Sequence[Message],
-        deps: Any,
-        on_event: Observer | None,
-        on_step: StepObserver | None,
-        run_id: str | None,
-    ) -> _Begin:
-        """How a new run begins with an agent (this one, or it with its sources' tools)."""
-
-        def begin(agent: Agent) -> tuple[Live, RunState]:
-            graph = agent._graph_or_none()
-            options = agent._run_options(graph)
-            state = agent._start(prompt, history, new_run_id(run_id), options)
-            live = options.live(
-                deps=deps,
-                on_event=on_event,
-                on_step=on_step,
-                announce_start=True,
-                handoffs=agent._handovers(graph),
-            )
-            return live, state
-
-        return begin
 
     def _answered(self, state: RunState, answers: _Answers) -> tuple[Agent, _Begin]:
         """The agent that runs ``state`` now, and how the run goes on with the answers."""
@@ -567,11 +538,21 @@ class Agent:
                 return run_sync(*self._begun(begin, listed))
         return run_sync(*begin(self))
 
-    async def _async(self, begin: _Begin) -> Response:
+    def _async(self, begin: _Begin) -> Coroutine[Any, Any, Response]:
+        """The run to await: without sources, `run_async`'s own coroutine.
+
+        No coroutine of this method waits on it, holding ``begin`` for the
+        whole run: each object a run keeps across its awaits is one more for
+        the garbage collector to walk, and move to an older generation, while
+        many runs are in flight.
+        """
         if self._sources:
-            async with aopened(self._sources) as listed:
-                return await run_async(*self._begun(begin, listed))
-        return await run_async(*begin(self))
+            return self._sourced_async(begin)
+        return run_async(*begin(self))
+
+    async def _sourced_async(self, begin: _Begin) -> Response:
+        async with aopened(self._sources) as listed:
+            return await run_async(*self._begun(begin, listed))
 
     def _streamed(self, begin: _Begin) -> RunStream:
         if self._sources:
@@ -729,6 +710,36 @@ class _Answers(NamedTuple):
 
 
 _Begin = Callable[[Agent], tuple[Live, RunState]]
+
+
+@attrs.define
+class _Fresh:
+    """How a new run begins: called with its agent, the run's live half and first state.
+
+    The agent is the one called, or it with its sources' tools. One object
+    holds the run's arguments, where a closure over them would make a cell
+    for each as well (and a run with sources keeps it while it lasts).
+    """
+
+    prompt: MessagesInput
+    history: Sequence[Message]
+    deps: Any
+    on_event: Observer | None
+    on_step: StepObserver | None
+    run_id: str | None
+
+    def __call__(self, agent: Agent) -> tuple[Live, RunState]:
+        graph = agent._graph_or_none()
+        options = agent._run_options(graph)
+        state = agent._start(self.prompt, self.history, new_run_id(self.run_id), options)
+        live = options.live(
+            deps=self.deps,
+            on_event=self.on_event,
+            on_step=self.on_step,
+            announce_start=True,
+            handoffs=agent._handovers(graph),
+        )
+        return live, state
 
 
 def _from_spec(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from toolfold._errors import UsageError
+from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition
 from toolfold.runtime.core._stop import StopCondition
 
@@ -125,10 +126,22 @@ class RunConfig:
     _definitions: tuple[ToolDefinition, ...] = attrs.field(
         init=False, eq=False, repr=False, hash=False, alias="_definitions"
     )
+    _system: Message | None = attrs.field(
+        init=False, eq=False, repr=False, hash=False, alias="_system"
+    )
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {t.name: t for t in self.tools})
         object.__setattr__(self, "_definitions", tuple(t.definition for t in self.tools))
+        # One message for every request of every run with this config: no
+        # message to build per request, and a codec encodes it once.
+        system = Message.system(self.instructions) if self.instructions else None
+        object.__setattr__(self, "_system", system)
+
+    @property
+    def system_message(self) -> Message | None:
+        """The instructions as the system message sent first, or None without any."""
+        return self._system
 
     @property
     def definitions(self) -> tuple[ToolDefinition, ...]:

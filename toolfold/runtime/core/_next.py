@@ -14,7 +14,6 @@ from toolfold.runtime.core._effects import (
     ToolInvocation,
     ValidateOutput,
 )
-from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.runtime.core._state import RunState
 
@@ -77,8 +76,9 @@ def build_request(state: RunState) -> ModelRequest:
     """
     config = state.config
     messages = state.messages
-    if config.instructions:
-        messages = (Message.system(config.instructions), *messages)
+    system = config.system_message
+    if system is not None:
+        messages = (system, *messages)
     choice = config.tool_choice
     if choice not in _NOT_FORCING and config.reset_tool_choice and state.turn_steps > 0:
         choice = "auto"

@@ -35,7 +35,7 @@ from toolfold.runtime.drive._loop import (
     _RunToolsOp,
     _SwitchOp,
 )
-from toolfold.runtime.drive._open import ToolSource, aopened, opened
+from toolfold.runtime.drive._open import aopened, opened
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
 
 
@@ -84,91 +84,58 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
 
 
 async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
-    """Perform the loop's ops on the running event loop."""
+    """Perform the loop's ops on the running event loop.
+
+    One coroutine for the whole run, with nothing else to hold across its
+    awaits (no nested driver, no context manager's bound exit): while many
+    runs are in flight, each object one keeps across an await is one more
+    for the garbage collector to walk and promote.
+    """
     trace = start_run(live, state)
-    held = _Held()  # tool sources the run opened on its way
+    # The tool sources the run opened on its way (a handoff's), closed when it
+    # ends; the stack is made on the first, as most runs open none.
+    held: AsyncExitStack | None = None
+    value: Any = None
+    failure: Exception | None = None
     try:
-        # What ``async with held`` does, without its two coroutines when nothing was opened.
         try:
-            ended = await _drive_async(live, loop, trace, held)
-        except BaseException as exc:
-            if held.opened:
-                await held.close(exc)
-            raise
-        if held.opened:
-            await held.close(None)
+            while True:
+                try:
+                    op = loop.send(value) if failure is None else loop.throw(failure)
+                except StopIteration as stop:
+                    ended: Ended = stop.value
+                    break
+                value, failure = None, None
+                if isinstance(op, _SwitchOp):
+                    live = _switched(op, trace)
+                elif isinstance(op, _OpenOp):
+                    if held is None:
+                        held = AsyncExitStack()
+                    try:
+                        value = await held.enter_async_context(aopened(op.sources))
+                    except Exception as exc:
+                        failure = exc
+                elif isinstance(op, CallModel):
+                    call = None if trace is None else trace.model_call(op.request)
+                    try:
+                        value = await live.model.request(op.request)
+                    except Exception as exc:
+                        failure = exc
+                    if call is not None:
+                        call.end(value, failure)
+                elif isinstance(op, _RunToolsOp):
+                    tools = None if trace is None else trace.tools(op.jobs)
+                    value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
+                    if tools is not None:
+                        tools.end(value)
+        finally:
+            if held is not None:
+                await held.aclose()
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), exc)
         raise
     end_run(trace, ended.state, None)
     return ended
-
-
-async def _drive_async(live: Live, loop: Loop, trace: RunTrace | None, held: _Held) -> Ended:
-    value: Any = None
-    failure: Exception | None = None
-    while True:
-        try:
-            op = loop.send(value) if failure is None else loop.throw(failure)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, failure = None, None
-        if isinstance(op, _SwitchOp):
-            live = _switched(op, trace)
-        elif isinstance(op, _OpenOp):
-            try:
-                value = await held.enter(op.sources)
-            except Exception as exc:
-                failure = exc
-        elif isinstance(op, CallModel):
-            call = None if trace is None else trace.model_call(op.request)
-            try:
-                value = await live.model.request(op.request)
-            except Exception as exc:
-                failure = exc
-            if call is not None:
-                call.end(value, failure)
-        elif isinstance(op, _RunToolsOp):
-            tools = None if trace is None else trace.tools(op.jobs)
-            value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
-            if tools is not None:
-                tools.end(value)
-
-
-class _Held:
-    """The tool sources a run opened on its way (a handoff's), closed when the run ends.
-
-    The exit stack is made on the first: most runs open none, and an
-    ``AsyncExitStack`` per run costs more than the rest of the async shell.
-    """
-
-    __slots__ = ("_stack",)
-
-    def __init__(self) -> None:
-        self._stack: AsyncExitStack | None = None
-
-    async def enter(self, sources: tuple[ToolSource, ...]) -> Any:
-        """Open ``sources`` until the run ends; their tools."""
-        if self._stack is None:
-            self._stack = AsyncExitStack()
-        return await self._stack.enter_async_context(aopened(sources))
-
-    @property
-    def opened(self) -> bool:
-        """Whether the run opened any sources."""
-        return self._stack is not None
-
-    async def close(self, exc: BaseException | None) -> None:
-        """Close what was opened (``exc``: the error the run ends with, if any).
-
-        The run's error goes on whatever a source's exit says: the run has no
-        state to end with otherwise.
-        """
-        if self._stack is not None:
-            if exc is None:
-                await self._stack.__aexit__(None, None, None)
-            else:
-                await self._stack.__aexit__(type(exc), exc, exc.__traceback__)
 
 
 def stream_sync(live: Live, loop: Loop, state: RunState) -> Generator[RunStreamEvent, None, Ended]:
