@@ -32,7 +32,7 @@ def dumps(body: Any) -> bytes:
 
 # The decoder `json.loads` uses (NaN and Infinity accepted, as there: the codecs
 # check each field's type), called without `loads`' layers.
-_scan = json.JSONDecoder().scan_once
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 
 
 def loads_text(text: str) -> Any:
