@@ -108,6 +108,30 @@ def test_inline_exception_becomes_an_error_result() -> None:
     assert (result.content, result.is_error) == ("Error: ValueError: no luck", True)
 
 
+@pytest.mark.parametrize("fails", [False, True])
+def test_inline_tool_returning_an_awaitable_is_awaited_on_the_loop(fails: bool) -> None:
+    """An inline tool that returns an awaitable: its value is the result, its exception an error."""
+
+    async def later() -> str:
+        await asyncio.sleep(0)
+        if fails:
+            raise ValueError("late failure")
+        return "awaited value"
+
+    def deferred(args: dict[str, Any]) -> Any:
+        return later()
+
+    schema = {"type": "object", "properties": {}}
+    deferred_tool = Tool("deferred", "Answers later.", schema, deferred, blocking=False)
+    for parallel in (False, True):  # a step's lone call, and calls side by side
+        calls = [call("deferred", id="a"), call("deferred", id="b")] if parallel else None
+        model = ScriptedModel([calls or call("deferred"), "done"])
+        _run_async(model, [deferred_tool])
+        results = _tool_results(model.requests[1])
+        expected = ("Error: ValueError: late failure", True) if fails else ("awaited value", False)
+        assert [(r.content, r.is_error) for r in results] == [expected] * (2 if parallel else 1)
+
+
 def test_inline_tool_gets_its_run_context_and_keeps_context_variables_its_own() -> None:
     """RunContext is injected inline; a context variable the tool sets does not leak out."""
     marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")

@@ -49,6 +49,16 @@ def test_sequence_feeds_each_output_to_the_next_step() -> None:
     exact(response)
 
 
+def test_sequence_passes_any_text_on_unchanged() -> None:
+    """Text with quotes, escapes, non-ASCII and astral characters reaches the next step as it was."""
+    text = 'say "é" \\ \n\t \u2028 \U0001f600 \x00 end'
+    quoting = Agent(FunctionModel(lambda request: text), name="quoting")
+    response = Sequence(quoting, echo("b")).run("x")
+    assert response.output == f"b({text})"
+    assert dict(response.outputs)["quoting"] == text
+    exact(response)
+
+
 def test_sequence_nests_each_step_run_in_its_state() -> None:
     """Each step's run is kept on its call's record, with an id derived from the workflow's."""
     response = Sequence(echo("a"), echo("b")).run("x", run_id="wf")

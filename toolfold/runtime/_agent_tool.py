@@ -168,7 +168,9 @@ def _sub_run(
     """
     state = response.state
     if output is None or not state.is_done:
-        return SubRun(state, _content(state.output, response.text))
+        value = state.output
+        # The answer's text is read only when needed: it searches the conversation.
+        return SubRun(state, _content(value, response.text if value is None else ""))
     try:
         extracted = output(response)
         text = extracted if isinstance(extracted, str) else _json_text(extracted)
@@ -236,7 +238,7 @@ def _reused(messages: Sequence[Any], call_id: str) -> bool:
     # Read the parts in place: a workflow's steps ask this once per step, over
     # a conversation whose assistant messages may hold many calls (a Parallel).
     seen = 0
-    for message in reversed(messages):
+    for message in messages[::-1]:  # a tuple made at C speed (a `Log` reversed is a generator)
         if message.role != "assistant":
             continue
         for part in message.parts:

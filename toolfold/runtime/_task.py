@@ -17,6 +17,7 @@ import re
 import typing
 import weakref
 from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -482,7 +483,10 @@ def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:
 
 def _step_result(response: Response) -> SubRun:
     state = response.state
-    return SubRun(state, json.dumps(state.output, default=str))
+    output = state.output
+    if type(output) is str:  # an agent's answer: the very text json.dumps writes, without
+        return SubRun(state, encode_basestring_ascii(output))  # an encoder made per step
+    return SubRun(state, json.dumps(output, default=str))
 
 
 def _bound(task: Task, scope: Mapping[str, Any]) -> Any:

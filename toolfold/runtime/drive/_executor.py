@@ -140,6 +140,9 @@ class SubRun(NamedTuple):
     is_error: bool = False
 
 
+# What a blocking call's tool returns that is surely not awaitable (an ABC check spared).
+_NOT_AWAITABLE = frozenset({str, int, float, bool, type(None), dict, SubRun})
+
 _TWIN = "_toolfold_blocking_twin"
 
 
@@ -187,7 +190,7 @@ def _blocking(job: ToolJob) -> ToolJob:
     if (twin.name, twin.timeout) != (tool.name, tool.timeout):  # the tool was `replace`d
         twin = twin.replace(name=tool.name, timeout=tool.timeout)
         tool.__dict__[_TWIN] = twin
-    return job._replace(tool=twin)
+    return _new_tuple(ToolJob, (job.invocation, twin, job.context))  # `_replace`, spelled out
 
 
 def made_outcome(value: SubRun) -> Outcome:
@@ -348,6 +351,19 @@ async def run_calls(
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls concurrently; outcomes in call order, each with its duration."""
     started = time.monotonic()
+    if len(jobs) == 1:
+        # The common step, one quick sync call (`_run_calls` would run it on the
+        # loop as well): right here, without the two coroutines it awaits there.
+        job = jobs[0]
+        tool = job.tool
+        if tool is not None and not tool.blocking and not tool.is_async:
+            prepared = _prepare(job)
+            if isinstance(prepared, ToolOutcome):
+                return _timed((prepared,), started)
+            ran = _on_loop_now(job, prepared)
+            if not isinstance(ran, ToolOutcome):  # the tool returned an awaitable
+                ran = await ran
+            return _timed((ran,), started)
     return _timed(await _run_calls(jobs, max_concurrency), started)
 
 
@@ -369,6 +385,8 @@ async def _run_calls(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Too
         if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
             return (await _run_on_loop(job, prepared),)
         return (await _run_one(job, prepared),)
+    if len(jobs) <= max_concurrency:  # the limit cannot bind: no semaphore to pass
+        return await gather_or_cancel([_prepared_one(job) for job in jobs])
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
     async def one(job: ToolJob) -> ToolOutcome:
@@ -381,6 +399,13 @@ async def _run_calls(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Too
     return await gather_or_cancel([one(job) for job in jobs])
 
 
+async def _prepared_one(job: ToolJob) -> ToolOutcome:
+    prepared = _prepare(job)
+    if isinstance(prepared, ToolOutcome):
+        return prepared
+    return await _run_one(job, prepared)
+
+
 async def gather_or_cancel(
     coroutines: list[Coroutine[Any, Any, ToolOutcome]],
 ) -> tuple[ToolOutcome, ...]:
@@ -388,7 +413,8 @@ async def gather_or_cancel(
     this ends (an error, a cancellation) are cancelled and awaited, none left behind."""
     import asyncio
 
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(c) for c in coroutines]  # what ensure_future does, unchecked
     try:
         return tuple(await asyncio.gather(*tasks))
     finally:
@@ -463,10 +489,25 @@ async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     the call). A copy of the context, as a worker thread would get, keeps the
     context variables the tool sets its own.
     """
+    ran = _on_loop_now(job, arguments)
+    return ran if isinstance(ran, ToolOutcome) else await ran
+
+
+def _on_loop_now(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome | Awaitable[ToolOutcome]:
+    """`_run_on_loop` without a coroutine of its own: the outcome, or one to await
+    when the tool returned an awaitable."""
     try:
         value = contextvars.copy_context().run(_call_sync, job, arguments)
-        if type(value) not in _PLAIN and inspect.isawaitable(value):
-            value = await value
+    except Exception as exc:
+        return _failed(job, exc)
+    if type(value) not in _PLAIN and inspect.isawaitable(value):
+        return _awaited(job, value)
+    return _finish(job, value)
+
+
+async def _awaited(job: ToolJob, value: Awaitable[Any]) -> ToolOutcome:
+    try:
+        value = await value
     except Exception as exc:
         return _failed(job, exc)
     return _finish(job, value)
@@ -510,16 +551,14 @@ def run_calls_sync(
     started = time.monotonic()
     if len(jobs) == 1:
         # The common step, one sync call without a timeout, run right here
-        # (what `_run_calls_sync` does with it, without its checks for the rest;
-        # a lone call there, of a blocking twin, runs inline below as well).
+        # (what `_run_calls_sync` does with it, without its checks for the rest):
+        # a sync tool, or an agent or workflow step as its blocking twin.
         job = jobs[0]
         tool = job.tool
-        if (
-            tool is not None
-            and not tool.is_async
-            and tool.timeout is None
-            and _TWIN not in tool.__dict__
-        ):
+        if tool is not None and tool.timeout is None and _TWIN in tool.__dict__:
+            job = _blocking(job)
+            tool = job.tool
+        if tool is not None and not tool.is_async and tool.timeout is None:
             prepared = _prepare(job)
             if not isinstance(prepared, ToolOutcome):
                 prepared = _run_inline(job, prepared)
@@ -573,7 +612,7 @@ def _on_loop(job: ToolJob, count: int) -> bool:
 def _run_inline(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     try:
         value = _call_sync(job, arguments)
-        if type(value) not in _PLAIN and inspect.isawaitable(value):
+        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
         return _failed(job, exc)

@@ -86,9 +86,17 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
 async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
     """Perform the loop's ops on the running event loop."""
     trace = start_run(live, state)
+    held = _Held()  # tool sources the run opened on its way
     try:
-        async with _Held() as held:  # tool sources the run opened on its way
+        # What ``async with held`` does, without its two coroutines when nothing was opened.
+        try:
             ended = await _drive_async(live, loop, trace, held)
+        except BaseException as exc:
+            if held.opened:
+                await held.close(exc)
+            raise
+        if held.opened:
+            await held.close(None)
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), exc)
         raise
@@ -145,13 +153,22 @@ class _Held:
             self._stack = AsyncExitStack()
         return await self._stack.enter_async_context(aopened(sources))
 
-    async def __aenter__(self) -> _Held:
-        return self
+    @property
+    def opened(self) -> bool:
+        """Whether the run opened any sources."""
+        return self._stack is not None
 
-    async def __aexit__(self, *exc_info: Any) -> bool:
-        if self._stack is None:
-            return False
-        return bool(await self._stack.__aexit__(*exc_info))
+    async def close(self, exc: BaseException | None) -> None:
+        """Close what was opened (``exc``: the error the run ends with, if any).
+
+        The run's error goes on whatever a source's exit says: the run has no
+        state to end with otherwise.
+        """
+        if self._stack is not None:
+            if exc is None:
+                await self._stack.__aexit__(None, None, None)
+            else:
+                await self._stack.__aexit__(type(exc), exc, exc.__traceback__)
 
 
 def stream_sync(live: Live, loop: Loop, state: RunState) -> Generator[RunStreamEvent, None, Ended]:
