@@ -247,3 +247,98 @@ def test_blocking_runs_are_unchanged() -> None:
     generate_text(model, "go", tools=[inline])
     assert seen == [("inline", threading.get_ident())]
     assert [r.content for r in _tool_results(model.requests[1])] == ["3"]
+
+
+class _LazyProxy:
+    """A lazy proxy (Django's SimpleLazyObject pattern): reading its class loads the value."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise LookupError("user 42 not found")
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_value_whose_type_cannot_be_read_is_an_error_result_in_async_runs(calls: int) -> None:
+    """A tool's value that fails when its type is read is an error the model reads, not a crash."""
+    lazy = Tool(
+        "lazy_user", "Looks a user up.", {"type": "object"}, lambda a: _LazyProxy(), blocking=False
+    )
+    model = ScriptedModel([[call("lazy_user", id=f"c{i}") for i in range(calls)], "done"])
+    asyncio.run(agenerate_text(model, "go", tools=[lazy]))
+    results = [r for m in model.requests[1].messages for r in m.tool_results]
+    assert [(r.content, r.is_error) for r in results] == [
+        ("Error: LookupError: user 42 not found", True)
+    ] * calls
+
+
+marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="caller")
+
+
+@tool(blocking=False)
+def sets_marker() -> str:
+    """Sets a context variable."""
+    marker.set("set by the tool")
+    return "ok"
+
+
+def returns_coroutine(args: dict[str, Any]) -> Any:
+    async def later() -> str:
+        marker.set("set by the tool's coroutine")
+        return "ok"
+
+    return later()
+
+
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+@pytest.mark.parametrize("calls", [1, 2])
+def test_what_a_lone_or_paired_tool_sets_stays_its_own(mode: str, calls: int) -> None:
+    """A context variable a sync tool (or the coroutine it returns) sets never reaches the caller."""
+    deferred = Tool(
+        "deferred", "Sets later.", {"type": "object"}, returns_coroutine, blocking=False
+    )
+    tools = [sets_marker, deferred]
+    for name in ("sets_marker", "deferred"):
+        model = ScriptedModel([[call(name, id=f"c{i}") for i in range(calls)], "done"])
+        if mode == "blocking":
+            generate_text(model, "go", tools=tools)
+            seen = marker.get()
+        else:
+
+            async def main(model: ScriptedModel = model) -> str:
+                await agenerate_text(model, "go", tools=tools)
+                return marker.get()
+
+            seen = asyncio.run(main())
+        results = [r.content for m in model.requests[1].messages for r in m.tool_results]
+        assert (seen, results) == ("caller", ["ok"] * calls), name
+
+
+def test_every_source_a_run_opened_is_closed_when_one_close_fails() -> None:
+    """An async run closes all its handoff target's sources even when one's close raises."""
+
+    from toolfold.runtime.drive._open import aopened
+
+    closed: list[str] = []
+
+    class Source:
+        def __init__(self, name: str, fails: bool) -> None:
+            self.name, self.fails = name, fails
+
+        def open(self) -> None:
+            pass
+
+        def close(self) -> None:
+            closed.append(self.name)
+            if self.fails:
+                raise OSError(f"{self.name} close failed")
+
+        def tools(self) -> list[Tool[..., Any]]:
+            return []
+
+    async def main() -> None:
+        async with aopened([Source("a", False), Source("b", True)]):
+            pass
+
+    with pytest.raises(OSError, match="b close failed"):
+        asyncio.run(main())
+    assert closed == ["b", "a"]

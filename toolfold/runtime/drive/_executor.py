@@ -496,13 +496,21 @@ async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
 def _on_loop_now(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome | Awaitable[ToolOutcome]:
     """`_run_on_loop` without a coroutine of its own: the outcome, or one to await
     when the tool returned an awaitable."""
+    context = contextvars.copy_context()
     try:
-        value = contextvars.copy_context().run(_call_sync, job, arguments)
-    except Exception as exc:
+        value = context.run(_call_sync, job, arguments)
+        if type(value) not in _PLAIN and inspect.isawaitable(value):
+            # Awaited as a task made in the tool's context, so what it sets stays its own.
+            return _awaited(job, context.run(_in_task, value))
+    except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return _failed(job, exc)
-    if type(value) not in _PLAIN and inspect.isawaitable(value):
-        return _awaited(job, value)
     return _finish(job, value)
+
+
+def _in_task(value: Awaitable[T]) -> Awaitable[T]:
+    import asyncio
+
+    return asyncio.ensure_future(value)
 
 
 async def _awaited(job: ToolJob, value: Awaitable[Any]) -> ToolOutcome:
@@ -611,7 +619,8 @@ def _on_loop(job: ToolJob, count: int) -> bool:
 
 def _run_inline(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     try:
-        value = _call_sync(job, arguments)
+        # In a copy of the context, as a worker thread would run it: what it sets stays its own.
+        value = contextvars.copy_context().run(_call_sync, job, arguments)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:

@@ -8,7 +8,7 @@ same way when a run starts.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import ExitStack, asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from typing import Any, Protocol, runtime_checkable
 
 from toolfold.toolkit._tool import Tool
@@ -50,14 +50,10 @@ async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[...,
     """`opened` for async runs: opening and closing happen off the event loop."""
     import asyncio  # here, so that blocking runs never import asyncio
 
-    done: list[ToolSource] = []
-    try:
+    async with AsyncExitStack() as stack:  # each one closed, even when another's close fails
         listed: list[Tool[..., Any]] = []
         for source in sources:
             await asyncio.to_thread(source.open)
-            done.append(source)
+            stack.push_async_callback(asyncio.to_thread, source.close)
             listed.extend(await asyncio.to_thread(source.tools))
         yield listed
-    finally:
-        for source in reversed(done):
-            await asyncio.to_thread(source.close)
