@@ -247,6 +247,35 @@ def test_a_lone_surrogate_that_reaches_a_request_body_is_escaped() -> None:
     assert dumps({"a": "x\ud800"}) == b'{"a":"x\\ud800"}'
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":[1,2]}',
+        "{} \n",
+        '{"a":NaN}',
+        " {}",
+        "{}x",
+        "",
+        "\ufeff{}",
+        '{"a":',
+        '{"a":1}{}',
+        "[1]",
+    ],
+)
+def test_the_body_reader_decodes_and_refuses_like_json_loads(text: str) -> None:
+    """loads_text gives json.loads' value, or its error class and message, for every text."""
+    from toolfold.adapters._http._json import loads_text
+
+    def outcome(loads: Any) -> Any:
+        try:
+            return ("value", loads(text))
+        except ValueError as exc:
+            return (type(exc), str(exc))
+
+    ours, stdlib = outcome(loads_text), outcome(json.loads)
+    assert repr(ours) == repr(stdlib)  # repr: NaN equals itself there
+
+
 def test_a_stream_whose_call_never_ends_is_a_stream_error() -> None:
     """The fold refuses a call that never ended, or a fragment before its start, as a StreamError."""
     from toolfold.runtime import (

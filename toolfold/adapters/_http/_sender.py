@@ -40,6 +40,7 @@ from toolfold.adapters._http._http_errors import (
     status_error,
     transport_error,
 )
+from toolfold.adapters._http._json import loads_text
 from toolfold.adapters._http._keys import Secret, redact, redact_chain
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 
@@ -417,7 +418,7 @@ class Sender:
             # A body opening with "{" and no NUL after it is UTF-8 to json.loads
             # (no BOM, not UTF-16/32): decode it here and skip its detection pass.
             if content[:1] == b"{" and content[1:2] != b"\x00":
-                return json.loads(content.decode("utf-8", "surrogatepass"))
+                return loads_text(content.decode("utf-8", "surrogatepass"))
             return json.loads(content)
         except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             text = self._redact(content.decode("utf-8", "replace"))

@@ -6,7 +6,6 @@ import base64
 import functools
 import hashlib
 import json
-import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -129,11 +128,15 @@ def _frame(
 ) -> tuple[str, str] | None:
     """The body's JSON before and after the messages' (None: see `encode_body`).
 
-    Memoized per run: the same tools (each compiled the same way: a changed
-    schema compiles anew), choice and settings give the same text.
+    Memoized per run: the same tools, choice and settings give the same
+    text. The memo holds the tuple of tools (so its id names it while the
+    entry lives) and each tool's compilation: a `ToolDefinition` is frozen,
+    so only its ``parameters`` can change, in place (a user's dict), and a
+    hit compares each one with the schema its compilation was made from (what
+    `compile_tool` checks on each call, without its key to build and its
+    cache to look up; a changed schema misses and compiles anew).
     """
     tools, settings = request.tools, request.settings
-    compiled = tuple([compiled_tool(tool, provider) for tool in tools])
     key = (
         id(provider),
         id(tools),
@@ -147,9 +150,10 @@ def _frame(
         hit is not None
         and hit[0] is provider
         and hit[1] is tools
-        and all(map(operator.is_, hit[2], compiled))
+        and [tool.parameters for tool in tools] == hit[2]
     ):
         return hit[3]  # type: ignore[no-any-return]
+    compiled = tuple([compiled_tool(tool, provider) for tool in tools])
     body = _body(request, model_name, provider, _SPLICED, stream, None, None, _tools_json)
     spliced = body.get("tools")
     if (
@@ -168,7 +172,7 @@ def _frame(
     if request.output is None:  # an output spec is no part of the key: not memoized
         if len(_frames) >= _MAX_FRAMES:
             _frames.clear()
-        _frames[key] = (provider, tools, compiled, frame)
+        _frames[key] = (provider, tools, [made.source_schema for made in compiled], frame)
     return frame
 
 
