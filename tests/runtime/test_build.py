@@ -320,3 +320,17 @@ def test_folding_a_stream_gives_what_the_classes_give() -> None:
         "m",
         "r1",
     )
+
+
+def test_a_factory_that_takes_self_fills_a_built_field_as_the_class_does() -> None:
+    """A ToolCallPart built without arguments decodes them from its text, by class or builder."""
+    from toolfold import ToolCallPart
+    from toolfold.runtime.core._build import builder
+
+    build = builder(ToolCallPart)
+    for text, expected in (('{"a": [1]}', {"a": [1]}), ("[1]", None), ("{bad", None), ("", {})):
+        made, built = ToolCallPart("c1", "add", text), build("c1", "add", text)
+        assert (made.arguments, built.arguments) == (expected, expected)
+        assert made == built
+        assert type(built) is ToolCallPart
+    assert ToolCallPart("c1", "add", '{"a": 1}', None).arguments is None  # given, kept

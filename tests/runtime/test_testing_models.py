@@ -389,3 +389,31 @@ def test_override_models_factory_nesting_and_scope() -> None:
 
         assert asyncio.run(in_a_task()) == "test:outer"
     assert seen == ["OpenAIChatModel"]
+
+
+def test_a_reply_call_made_without_arguments_runs_with_its_text_decoded() -> None:
+    """A FunctionModel reply's ToolCallPart(id, name, text) runs the tool with the text's object."""
+    from toolfold import ModelResponse, ToolCallPart, generate_text, tool
+    from toolfold.runtime import Message
+    from toolfold.testing import FunctionModel
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Adds.
+
+        Args:
+            a: One.
+            b: Two.
+        """
+        return a + b
+
+    def reply(request: Any) -> Any:
+        if any(m.role == "tool" for m in request.messages):
+            return "done"
+        part = ToolCallPart("c1", "add", '{"a": 2, "b": 3}')
+        return ModelResponse(Message("assistant", (part,)))
+
+    model = FunctionModel(reply)
+    generate_text(model, "go", tools=[add])
+    results = [r.content for m in model.requests[1].messages for r in m.tool_results]
+    assert results == ["5"]

@@ -68,7 +68,9 @@ def builder(cls: type[T]) -> Callable[..., T]:
 
     It takes the same arguments as ``cls`` (the ``init`` fields, in order,
     with the same defaults) and sets the fields without ``init`` to their
-    defaults, as the class does.
+    defaults, as the class does. A default factory runs as in the class (one
+    that takes self sees the fields before it); like any value, what it makes
+    is not converted, so it must make the field's final type.
 
     Raises:
         TypeError: ``cls`` is not a slotted attrs class.
@@ -81,8 +83,6 @@ def builder(cls: type[T]) -> Callable[..., T]:
         name = field.name
         default = field.default
         factory = isinstance(default, attrs.Factory)  # type: ignore[arg-type]
-        if factory and default.takes_self:
-            raise TypeError(f"builder() does not take a factory that takes self ({name})")
         if field.init:
             arg = field.alias or name.lstrip("_")
             if default is attrs.NOTHING:
@@ -90,7 +90,9 @@ def builder(cls: type[T]) -> Callable[..., T]:
             elif factory:
                 params.append(f"{arg}=_NOTHING")
                 namespace["_NOTHING"] = _NOTHING
-                lines.append(f"    if {arg} is _NOTHING: {arg} = _factory{index}()")
+                # A factory that takes self sees the fields before it, as in attrs.
+                made = f"_factory{index}(self)" if default.takes_self else f"_factory{index}()"
+                lines.append(f"    if {arg} is _NOTHING: {arg} = {made}")
                 namespace[f"_factory{index}"] = default.factory
             else:
                 params.append(f"{arg}=_default{index}")
@@ -98,7 +100,8 @@ def builder(cls: type[T]) -> Callable[..., T]:
             lines.append(f"    self.{name} = {arg}")
         elif factory:
             namespace[f"_factory{index}"] = default.factory
-            lines.append(f"    self.{name} = _factory{index}()")
+            made = f"_factory{index}(self)" if default.takes_self else f"_factory{index}()"
+            lines.append(f"    self.{name} = {made}")
         elif default is not attrs.NOTHING:
             namespace[f"_default{index}"] = default
             lines.append(f"    self.{name} = _default{index}")

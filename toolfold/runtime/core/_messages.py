@@ -7,6 +7,7 @@ from typing import Any, Literal, Union
 
 import attrs
 
+from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._repr import excerpt, fields
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -105,6 +106,11 @@ def _frozen_arguments(value: Mapping[str, Any] | None) -> Mapping[str, Any] | No
     return frozen
 
 
+def _decoded(text: str) -> Mapping[str, Any] | None:
+    """The arguments a call's text holds, read-only; None when it is not a JSON object."""
+    return _frozen_arguments(parse_arguments(text))
+
+
 _NESTED = frozenset({dict, list, tuple, FrozenDict, FrozenList})
 _EMPTY = FrozenDict()
 
@@ -133,7 +139,7 @@ class ToolCallPart:
         name: The tool name the model asked for.
         arguments_text: The arguments exactly as the model wrote them (JSON text).
         arguments: The decoded arguments, or None when the text is not a JSON
-            object. Read-only (a `FrozenDict`, nested arrays `FrozenList`):
+            object; decoded from ``arguments_text`` when not given. Read-only (a `FrozenDict`, nested arrays `FrozenList`):
             a stored call never changes; tools get a copy of their own.
         provider_data: Opaque provider fields that must go back unchanged
             (e.g. a Responses item id or a Gemini thought signature); read-only.
@@ -142,7 +148,10 @@ class ToolCallPart:
     id: str
     name: str
     arguments_text: str = "{}"
-    arguments: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_arguments)
+    arguments: Mapping[str, Any] | None = attrs.field(
+        default=attrs.Factory(lambda self: _decoded(self.arguments_text), takes_self=True),
+        converter=_frozen_arguments,
+    )
     provider_data: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_frozen_mapping)
     kind: Literal["tool_call"] = "tool_call"
 
