@@ -260,6 +260,10 @@ def test_a_lone_surrogate_that_reaches_a_request_body_is_escaped() -> None:
         '{"a":',
         '{"a":1}{}',
         "[1]",
+        '{"a":1}\xa0',  # whitespace to str.isspace(), not to JSON
+        '{"a":1}\x0c',
+        '{"a":1}\u2028',
+        '{"a":1} \t\r\n',
     ],
 )
 def test_the_body_reader_decodes_and_refuses_like_json_loads(text: str) -> None:

@@ -462,3 +462,16 @@ def test_the_memoized_frame_follows_settings_schemas_and_output() -> None:
     parameters["properties"]["days"] = {"type": "integer"}  # mutated in place: compiled anew
     assert encode_body(requests[0], "m", openai) == dumps(build_body(requests[0], "m", openai))
     assert b'"days"' in (encode_body(requests[0], "m", openai) or b"")
+
+
+def test_a_tool_that_is_not_a_tool_definition_is_encoded_anew_each_request() -> None:
+    """A duck-typed tool whose description changes between requests sends the new one."""
+    from types import SimpleNamespace
+
+    tool = SimpleNamespace(name="f", description="old", parameters={"type": "object"}, strict=None)
+    request = ModelRequest((Message.user("hi"),), (tool,))  # type: ignore[arg-type]
+    openai = PROVIDERS["openai"]
+    first = json.loads(encode_body(request, "m", openai) or b"")
+    tool.description = "new"
+    second = json.loads(encode_body(request, "m", openai) or b"")
+    assert [b["tools"][0]["function"]["description"] for b in (first, second)] == ["old", "new"]

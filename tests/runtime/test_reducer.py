@@ -487,3 +487,14 @@ def test_history_with_results_split_over_messages_is_accepted() -> None:
         Message.assistant("done"),
     ]
     assert initial_state(history, run_id="r").messages == tuple(history)
+
+
+def test_a_config_unpickled_without_its_system_message_slot_builds_it() -> None:
+    """A RunConfig pickled by a version without the memoized system message still sends one."""
+    from toolfold.runtime.core._config import RunConfig
+
+    config = RunConfig(instructions="Be brief.")
+    object.__delattr__(config, "_system")  # what unpickling an older pickle leaves
+    message = config.system_message
+    assert message is not None
+    assert message.text == "Be brief."

@@ -52,6 +52,6 @@ def loads_text(text: str) -> Any:
         value, end = _decode(text)
     except ValueError:
         return json.loads(text)
-    if end != len(text) and not text[end:].isspace():
+    if end != len(text) and text[end:].strip(" \t\n\r"):  # JSON's whitespace, not isspace()'s
         return json.loads(text)  # data after the value: "Extra data"
     return value

@@ -169,7 +169,10 @@ def _frame(
         f'{{"model":{encode_text(model_name)},"messages":[',
         f"]{after}{',' if rest else ''}{tail}",
     )
-    if request.output is None:  # an output spec is no part of the key: not memoized
+    # Not memoized: an output spec (no part of the key), or a tool that is not a
+    # frozen `ToolDefinition` (any object with its attributes compiles; its name
+    # or description could change in place).
+    if request.output is None and all(type(tool) is ToolDefinition for tool in tools):
         if len(_frames) >= _MAX_FRAMES:
             _frames.clear()
         _frames[key] = (provider, tools, [made.source_schema for made in compiled], frame)

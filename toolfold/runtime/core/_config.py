@@ -141,7 +141,12 @@ class RunConfig:
     @property
     def system_message(self) -> Message | None:
         """The instructions as the system message sent first, or None without any."""
-        return self._system
+        try:
+            return self._system
+        except AttributeError:  # unpickled from a version without the slot
+            system = Message.system(self.instructions) if self.instructions else None
+            object.__setattr__(self, "_system", system)
+            return system
 
     @property
     def definitions(self) -> tuple[ToolDefinition, ...]:
