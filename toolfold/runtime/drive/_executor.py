@@ -140,9 +140,6 @@ class SubRun(NamedTuple):
     is_error: bool = False
 
 
-# What a blocking call's tool returns that is surely not awaitable (an ABC check spared).
-_NOT_AWAITABLE = frozenset({str, int, float, bool, type(None), dict, SubRun})
-
 _TWIN = "_toolfold_blocking_twin"
 
 
@@ -256,6 +253,8 @@ def _prepare(job: ToolJob) -> ToolOutcome | dict[str, Any]:
 # Return values that are neither awaitable nor a sub-run, image or file: the
 # common results skip those checks (`inspect.isawaitable` is an ABC check).
 _PLAIN = frozenset({str, int, float, bool, type(None), dict})
+# What a tool returns that is surely not awaitable: those, and a sub-run's result.
+_NOT_AWAITABLE = _PLAIN | {SubRun}
 
 
 def _finish(job: ToolJob, value: Any) -> ToolOutcome:
@@ -499,7 +498,7 @@ def _on_loop_now(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome | Await
     context = contextvars.copy_context()
     try:
         value = context.run(_call_sync, job, arguments)
-        if type(value) not in _PLAIN and inspect.isawaitable(value):
+        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             # Awaited as a task made in the tool's context, so what it sets stays its own.
             return _awaited(job, context.run(_in_task, value))
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
