@@ -22,15 +22,17 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from toolfold.runtime._planner import Call, Final, Plan, read_plan, respond
 from toolfold.runtime._run import finish, run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._effects import RunTools
 from toolfold.runtime.core._events import ModelResponded, OutputAccepted
 from toolfold.runtime.core._messages import ToolCallPart, thaw
 from toolfold.runtime.core._next import next_effect
-from toolfold.runtime.core._reducer import reduce
-from toolfold.runtime.core._state import CallState, RunState
+from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
+from toolfold.runtime.core._state import CallState, Disposition, RunState
 from toolfold.runtime.drive._executor import (
     SubRun,
     ToolJob,
@@ -42,13 +44,17 @@ from toolfold.runtime.drive._executor import (
     run_calls_sync,
     run_kept,
 )
-from toolfold.runtime.drive._loop import Live, _job, _model_failure, unique_call_ids
+from toolfold.runtime.drive._loop import Live, _job, _model_failure
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
 
 if TYPE_CHECKING:
     from toolfold.runtime._planner import Planner
     from toolfold.runtime._response import Response
+
+# Its values have the event's types (a tuple of dispositions).
+_responded_event = builder(ModelResponded)
+_EXECUTE: tuple[Disposition, ...] = ("execute",)
 
 
 def conducted(live: Live) -> bool:
@@ -112,36 +118,80 @@ def _course(
     steps to run in place (None: the executor runs the round), and is sent
     their outcomes in call order; returns the state where the usual course
     ends (finished, suspended or failed).
+
+    The course keeps the plan of the conversation it reached: a step's result
+    is read into it with the output it was encoded from (not decoded again),
+    and the final answer's value is the one the planner gave.
     """
+    plan: Plan | None = None
+    answer: Final | None = None
     while True:
         phase = state.phase
         if phase == "awaiting_model":
-            state = _decide(planner, state)
-        elif phase == "running_tools":
+            if plan is None:
+                plan = planner.read(state.messages)
+            decision = _decision(planner, state, plan)
+            opened = open_step(state, _responded(planner, state, decision))
+            if not isinstance(opened, OpenStep):  # the answer, or calls the core answered
+                state, plan = opened, None
+                answer = decision if isinstance(decision, Final) else None
+                continue
+            at = opened.base
+            steps = planner.in_place(opened.changes["calls"])
+            outcomes = yield (at if steps is not None else opened.state), steps
+            state = opened.close([returned(outcome) for outcome in outcomes])
+            if state.phase == "awaiting_model":  # the step's results are committed: read them
+                plan = read_plan((state.conversation.last(),), plan, _known(outcomes))  # type: ignore[arg-type]
+            else:
+                plan = None
+        elif phase == "running_tools":  # resumed mid-step
             outcomes = yield state, planner.in_place(state.calls)
             for outcome in outcomes:
                 state = reduce(state, returned(outcome))
+            plan = None
         elif phase == "validating_output":
-            state = _accept(live, state)
+            state = _accept(live, state, answer)
         else:
             return state
 
 
-def _decide(planner: Planner, state: RunState) -> RunState:
-    """The planner's next decision, reduced as the loop reduces a model response."""
+def _decision(planner: Planner, state: RunState, plan: Plan) -> list[Call] | Final:
+    """The planner's next decision; a failure is reported as the loop reports a model call's."""
     try:
-        response = planner.decide(state.messages)
+        return planner.decision(plan)
     except Exception as exc:
-        # As the loop reports a failed model call: the error carries the state
-        # before it, which a resume goes on from.
+        # The error carries the state before the decision, which a resume goes on from.
         failure = _model_failure(exc, state, state.step + 1)
         if failure is exc:
             raise
         raise failure from exc
-    response = unique_call_ids(response)
-    # The planner's step tools need no approval: every call executes.
-    decided = tuple(dispositions(state.config, response.tool_calls, None))
-    return reduce(state, ModelResponded(response, decided))  # type: ignore[arg-type]
+
+
+def _responded(planner: Planner, state: RunState, decision: list[Call] | Final) -> ModelResponded:
+    """The decision as the loop reduces a model response."""
+    response = respond(decision)
+    calls = response.message.tool_calls if type(decision) is list else ()
+    if calls and planner.executes(state.config):
+        # The planner's step tools need no approval: every call executes.
+        decided: tuple[Disposition, ...] = _EXECUTE * len(calls)
+    else:
+        decided = tuple(dispositions(state.config, calls, None))  # type: ignore[arg-type]
+    return _responded_event(response, decided)
+
+
+def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
+    """The outputs that successful step results were encoded from, by call id (text only).
+
+    A step's result is its sub-run's output as JSON; text comes back from it unchanged.
+    """
+    known: dict[str, Any] = {}
+    for outcome in outcomes:
+        child = outcome.child
+        if child is not None and outcome.outcome == "ok" and not outcome.is_error:
+            output = child.output
+            if type(output) is str:
+                known[outcome.call_id] = output
+    return known
 
 
 def _ran(live: Live, state: RunState, task: Task, call: CallState, started: float) -> ToolOutcome:
@@ -239,7 +289,10 @@ def _jobs(live: Live, state: RunState) -> tuple[ToolJob, ...]:
     return tuple([_job(live, state, invocation) for invocation in effect.calls])
 
 
-def _accept(live: Live, state: RunState) -> RunState:
+def _accept(live: Live, state: RunState, answer: Final | None) -> RunState:
+    if answer is not None and type(answer.value) is str:
+        # The planner's text answer, which its JSON gives back unchanged.
+        return reduce(state, OutputAccepted(answer.value))
     assert live.output is not None  # a workflow's run always has its output schema
     _, plain = live.output.parse(state.last_text)  # the planner wrote it: never rejected
     return reduce(state, OutputAccepted(plain))
