@@ -237,7 +237,11 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
     """The planner's decision as a model response."""
     # Built without the records' converters: every value has its final type.
     if isinstance(decision, Final):
-        text = json.dumps(decision.value, default=str)
+        value = decision.value
+        # Text is what json.dumps writes for it, without an encoder made per run.
+        text = (
+            encode_basestring_ascii(value) if type(value) is str else json.dumps(value, default=str)
+        )
         message = _message("assistant", (_text(text),))
         return _response(message, _NO_USAGE, "stop", None, PLANNER_MODEL, None)
     parts = tuple([_step_call(c) for c in decision])
