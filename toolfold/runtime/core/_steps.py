@@ -8,6 +8,7 @@ at a few microseconds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -21,6 +22,7 @@ from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
     CallResumed,
+    Event,
     ModelResponded,
     ToolResultsProvided,
     ToolReturned,
@@ -302,6 +304,37 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
         _child(state, event.kind, child)
     _put(state, changes, _done(call.index, call.call, event.content, outcome, child, event.parts))
     _settle(state, changes)
+
+
+def returned_all(state: RunState, changes: Changes, events: Sequence[Event]) -> bool:
+    """``tool_returned`` for each of ``events`` in turn, in one pass, when that is plain.
+
+    Plain: each is a well-formed `ToolReturned` with text content for a
+    different call to run (a finished sub-run or none). Their results are put
+    in place and the step settles once: the changes each event's turn would
+    make, since settling a step with a call still to run changes nothing but
+    the phase. Otherwise False, and ``changes`` is untouched.
+    """
+    calls: list[CallState] = list(changes["calls"])
+    to_run = {c.call.id: c for c in calls if c.status == "to_run"}
+    for event in events:
+        call = to_run.pop(getattr(event, "call_id", None), None)  # type: ignore[arg-type]
+        child = getattr(event, "child", None)
+        if (
+            call is None
+            or event.kind != "tool_returned"
+            or type(event.content) is not str
+            or type(event.is_error) is not bool
+            or event.outcome not in OUTCOMES
+            or event.parts
+            or (child is not None and type(child) is not RunState)
+        ):
+            return False
+        outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+        calls[call.index] = _done(call.index, call.call, event.content, outcome, child)
+    changes["calls"] = tuple(calls)
+    _settle(state, changes)
+    return True
 
 
 def _child(state: RunState, kind: str, child: object) -> RunState | None:
