@@ -232,18 +232,22 @@ async def _side_by_side(
     As the executor runs sub-runs: a step that waits for its run holds no
     thread, and cancelling the round cancels every step still running.
     """
-    import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
-
     started = time.monotonic()
     if len(steps) == 1:
         return (await _ran_async(live, state, *steps[0], started),)
-    limit = asyncio.Semaphore(max(1, live.max_concurrency))
+    # At most max_concurrency workers, each running the next step in call order
+    # until none is left: a step starts as soon as a slot is free, as with a
+    # semaphore, without a task and a semaphore turn per step.
+    outcomes: list[ToolOutcome | None] = [None] * len(steps)
+    queue = iter(enumerate(steps))
 
-    async def one(task: Task, call: CallState) -> ToolOutcome:
-        async with limit:
-            return await _ran_async(live, state, task, call, started)
+    async def worker() -> None:
+        for index, (task, call) in queue:
+            outcomes[index] = await _ran_async(live, state, task, call, started)
 
-    return await gather_or_cancel([one(task, call) for task, call in steps])
+    workers = min(len(steps), max(1, live.max_concurrency))
+    await gather_or_cancel([worker() for _ in range(workers)])
+    return tuple(outcomes)  # type: ignore[arg-type]  # every step ran
 
 
 def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any]]:
