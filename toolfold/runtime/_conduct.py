@@ -170,11 +170,13 @@ def _decision(planner: Planner, state: RunState, plan: Plan) -> list[Call] | Fin
 def _responded(planner: Planner, state: RunState, decision: list[Call] | Final) -> ModelResponded:
     """The decision as the loop reduces a model response."""
     response = respond(decision)
-    calls = response.message.tool_calls if type(decision) is list else ()
-    if calls and planner.executes(state.config):
+    if type(decision) is not list:  # the final answer: no calls
+        decided: tuple[Disposition, ...] = ()
+    elif planner.executes(state.config):
         # The planner's step tools need no approval: every call executes.
-        decided: tuple[Disposition, ...] = _EXECUTE * len(calls)
+        decided = _EXECUTE * len(decision)
     else:
+        calls = response.message.tool_calls
         decided = tuple(dispositions(state.config, calls, None))  # type: ignore[arg-type]
     return _responded_event(response, decided)
 
@@ -250,11 +252,16 @@ async def _side_by_side(
     return tuple(outcomes)  # type: ignore[arg-type]  # every step ran
 
 
-def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any]]:
+def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any] | None]:
     """The step's input and values, the tool's own copies (thawed), as the executor gives them."""
     arguments = call.call.arguments
     assert arguments is not None  # Planner.in_place checked them
-    return thaw(arguments["input"]), thaw(arguments["values"])
+    input_, values = arguments["input"], arguments["values"]
+    # Text and no values (the usual step call) have nothing to copy.
+    return (
+        input_ if type(input_) is str else thaw(input_),
+        thaw(values) if values else None,
+    )
 
 
 def _run_id(state: RunState, part: ToolCallPart) -> Callable[[], str]:
@@ -273,9 +280,10 @@ def _outcome(part: ToolCallPart, ran: SubRun, started: float) -> ToolOutcome:
         ran.content,
         ran.is_error,
         made_outcome(ran),
-        ended=ended,
-        duration=max(0.0, ended - started),
-        child=ran.state,
+        None,
+        ended,
+        max(0.0, ended - started),
+        ran.state,
     )
 
 
