@@ -148,6 +148,21 @@ def envelope(input: Any, values: Mapping[str, Any]) -> str:
     return json.dumps({"input": input, "values": dict(values)}, default=str)
 
 
+def json_text(value: Any) -> str:
+    """What ``json.dumps(value, default=str)`` writes.
+
+    Written by json's shared encoder (``default`` makes a new one per call)
+    unless a value needs the default: text, and the plain data steps give,
+    never do.
+    """
+    if type(value) is str:
+        return encode_basestring_ascii(value)
+    try:
+        return json.dumps(value)
+    except TypeError:  # a value only the default writes (a key it cannot write raises again)
+        return json.dumps(value, default=str)
+
+
 def _text_envelope(input: str) -> str:
     """The very text json.dumps writes for text with no values, without building an encoder."""
     return f'{{"input": {encode_basestring_ascii(input)}, "values": {{}}}}'
@@ -237,11 +252,7 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
     """The planner's decision as a model response."""
     # Built without the records' converters: every value has its final type.
     if isinstance(decision, Final):
-        value = decision.value
-        # Text is what json.dumps writes for it, without an encoder made per run.
-        text = (
-            encode_basestring_ascii(value) if type(value) is str else json.dumps(value, default=str)
-        )
+        text = json_text(decision.value)
         message = _message("assistant", (_text(text),))
         return _response(message, _NO_USAGE, "stop", None, PLANNER_MODEL, None)
     parts = tuple([_step_call(c) for c in decision])
