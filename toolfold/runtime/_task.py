@@ -238,14 +238,14 @@ class Task:
 
     def restore(self, plain: Any) -> Any:
         """This step's output from plain data, as its declared type where known."""
-        from toolfold.runtime._workflow import Workflow
-
         if plain is None:
             return None
         target = self.target
         if isinstance(target, Agent):
             output = target._options.output
             return output.restore(plain) if output is not None else plain
+        from toolfold.runtime._workflow import Workflow
+
         if isinstance(target, Workflow):
             return target.restore(plain)
         return structured(plain, self.output_type)
