@@ -19,8 +19,9 @@ it reached, which then does exactly what it does with any run in that state.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Mapping
-from typing import TYPE_CHECKING, Any
+import types
+from collections.abc import Callable, Coroutine, Generator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolfold.runtime._planner import Call, Final, Plan, read_plan, respond
 from toolfold.runtime._run import finish, run_async, run_sync
@@ -37,7 +38,6 @@ from toolfold.runtime.drive._executor import (
     SubRun,
     ToolJob,
     ToolOutcome,
-    gather_or_cancel,
     made_outcome,
     returned,
     run_calls,
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 # Its values have the event's types (a tuple of dispositions).
 _responded_event = builder(ModelResponded)
 _EXECUTE: tuple[Disposition, ...] = ("execute",)
+T = TypeVar("T")
 
 
 def conducted(live: Live) -> bool:
@@ -237,19 +238,78 @@ async def _side_by_side(
     started = time.monotonic()
     if len(steps) == 1:
         return (await _ran_async(live, state, *steps[0], started),)
-    # At most max_concurrency workers, each running the next step in call order
-    # until none is left: a step starts as soon as a slot is free, as with a
-    # semaphore, without a task and a semaphore turn per step.
+    # Workers take the next step in call order until none is left: a step
+    # starts as soon as one of the max_concurrency slots is free. This
+    # coroutine is the first worker, and starts the others as tasks only when
+    # a step of its own waits (before anything else runs), so a round whose
+    # steps never wait needs no task.
     outcomes: list[ToolOutcome | None] = [None] * len(steps)
     queue = iter(enumerate(steps))
+    helpers: list[Any] = []
+    waited = False
 
     async def worker() -> None:
         for index, (task, call) in queue:
             outcomes[index] = await _ran_async(live, state, task, call, started)
 
-    workers = min(len(steps), max(1, live.max_concurrency))
-    await gather_or_cancel([worker() for _ in range(workers)])
+    def start_helpers() -> None:
+        nonlocal waited
+        import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
+
+        waited = True
+        loop = asyncio.get_running_loop()
+        count = min(len(steps), max(1, live.max_concurrency)) - 1
+        helpers.extend([loop.create_task(worker()) for _ in range(count)])
+
+    try:
+        for index, (task, call) in queue:
+            step = _ran_async(live, state, task, call, started)
+            outcomes[index] = await _awaited(step, None if waited else start_helpers)
+        for helper in helpers:
+            await helper
+    finally:
+        pending = [helper for helper in helpers if not helper.done()]
+        if pending:
+            import asyncio
+
+            for helper in pending:
+                helper.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
     return tuple(outcomes)  # type: ignore[arg-type]  # every step ran
+
+
+@types.coroutine
+def _awaited(
+    coroutine: Coroutine[Any, Any, T], on_wait: Callable[[], None] | None
+) -> Generator[Any, Any, T]:
+    """``await coroutine``, calling ``on_wait`` when it first waits, before the loop runs on.
+
+    What ``await`` does (each value the coroutine yields goes to the task
+    that runs this one, each value or exception sent back goes to the
+    coroutine), with a look at its first step.
+    """
+    try:
+        yielded = coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    if on_wait is not None:
+        on_wait()
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as exc:
+            try:
+                yielded = coroutine.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                yielded = coroutine.send(sent)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
 
 
 def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any] | None]:
