@@ -189,7 +189,12 @@ class OpenStep:
         """
         base, changes = self.base, self.changes
         log = base.log.append(self.responded)
-        if len(events) > 1 and changes["phase"] == "running_tools":
+        if len(events) == 1 and changes["phase"] == "running_tools":
+            changes["log"] = log  # what a stop condition sees at the step's boundary
+            if _steps.returned_one(base, changes, events[0]):
+                changes["log"] = log.append(events[0])
+                return evolve(base, changes)
+        elif len(events) > 1 and changes["phase"] == "running_tools":
             # Many results: put in place at once, where the loop below looks each call up.
             full = log.extend(events)
             # What a stop condition sees at the step's boundary: the log before the last result.

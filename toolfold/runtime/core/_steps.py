@@ -306,6 +306,29 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
     _settle(state, changes)
 
 
+def returned_one(state: RunState, changes: Changes, event: Event) -> bool:
+    """`returned_all` for a step of one call: its plain result, then the commit it completes."""
+    calls: tuple[CallState, ...] = changes["calls"]
+    if len(calls) != 1 or event.kind != "tool_returned":
+        return False
+    call = calls[0]
+    child = event.child
+    if (
+        call.status != "to_run"
+        or call.call.id != event.call_id
+        or type(event.content) is not str
+        or type(event.is_error) is not bool
+        or event.outcome not in OUTCOMES
+        or event.parts
+        or (child is not None and type(child) is not RunState)
+    ):
+        return False
+    outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+    changes["calls"] = (_done(call.index, call.call, event.content, outcome, child),)
+    _commit(state, changes)  # what settling a step with every call done does
+    return True
+
+
 def returned_all(state: RunState, changes: Changes, events: Sequence[Event]) -> bool:
     """``tool_returned`` for each of ``events`` in turn, in one pass, when that is plain.
 
