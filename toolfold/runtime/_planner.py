@@ -24,11 +24,11 @@ from toolfold._errors import RunError
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._messages import (
+    NO_USAGE,
     FrozenDict,
     Message,
     TextPart,
     ToolCallPart,
-    Usage,
     freeze,
 )
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 PLANNER_MODEL = "toolfold:workflow"
 """The model name a workflow's run records (no provider is involved)."""
 
-_NO_USAGE = Usage()  # the planner calls no model: a workflow's usage is its steps'
+_NO_USAGE = NO_USAGE  # the planner calls no model: a workflow's usage is its steps'
 
 # The planner's records are made from values of the fields' final types (see `builder`).
 _call_part = builder(ToolCallPart)

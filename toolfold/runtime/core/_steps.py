@@ -29,6 +29,7 @@ from toolfold.runtime.core._events import (
     ToolSuspended,
 )
 from toolfold.runtime.core._messages import (
+    NO_USAGE,
     FilePart,
     FrozenDict,
     ImagePart,
@@ -154,7 +155,8 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
         raise refused(state, event.kind, f"the model's answer: {problem}")
     changes["conversation"] = state.conversation.append(message)
     changes["step"] = state.step + 1
-    changes["usage"] = state.usage + response.usage
+    usage = response.usage
+    changes["usage"] = state.usage if usage is NO_USAGE else state.usage + usage
     changes["calls"] = ()
     calls = message.tool_calls
     if not calls:
