@@ -9,7 +9,7 @@ at a few microseconds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -308,25 +308,30 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
     _settle(state, changes)
 
 
+def _plain(event: Event) -> TypeGuard[ToolReturned]:
+    """Whether ``event`` is a well-formed `ToolReturned` with a text result (a finished sub-run or none)."""
+    if not isinstance(event, ToolReturned):  # anything else is reduced as reduce does
+        return False
+    child = event.child
+    return (
+        type(event.content) is str
+        and type(event.is_error) is bool
+        and event.outcome in OUTCOMES
+        and not event.parts
+        and (child is None or type(child) is RunState)
+    )
+
+
 def returned_one(state: RunState, changes: Changes, event: Event) -> bool:
     """`returned_all` for a step of one call: its plain result, then the commit it completes."""
     calls: tuple[CallState, ...] = changes["calls"]
     if len(calls) != 1 or event.kind != "tool_returned":
         return False
     call = calls[0]
-    child = event.child
-    if (
-        call.status != "to_run"
-        or call.call.id != event.call_id
-        or type(event.content) is not str
-        or type(event.is_error) is not bool
-        or event.outcome not in OUTCOMES
-        or event.parts
-        or (child is not None and type(child) is not RunState)
-    ):
+    if call.status != "to_run" or call.call.id != event.call_id or not _plain(event):
         return False
     outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
-    changes["calls"] = (_done(call.index, call.call, event.content, outcome, child),)
+    changes["calls"] = (_done(call.index, call.call, event.content, outcome, event.child),)
     _commit(state, changes)  # what settling a step with every call done does
     return True
 
@@ -344,19 +349,10 @@ def returned_all(state: RunState, changes: Changes, events: Sequence[Event]) -> 
     to_run = {c.call.id: c for c in calls if c.status == "to_run"}
     for event in events:
         call = to_run.pop(getattr(event, "call_id", None), None)  # type: ignore[arg-type]
-        child = getattr(event, "child", None)
-        if (
-            call is None
-            or event.kind != "tool_returned"
-            or type(event.content) is not str
-            or type(event.is_error) is not bool
-            or event.outcome not in OUTCOMES
-            or event.parts
-            or (child is not None and type(child) is not RunState)
-        ):
+        if call is None or not _plain(event):
             return False
         outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
-        calls[call.index] = _done(call.index, call.call, event.content, outcome, child)
+        calls[call.index] = _done(call.index, call.call, event.content, outcome, event.child)
     changes["calls"] = tuple(calls)
     _settle(state, changes)
     return True
