@@ -3,11 +3,18 @@
 The drivers open the sources of the agents a run reaches (a handoff target's
 MCP servers...) and close them when the run ends; `Agent` opens its own the
 same way when a run starts.
+
+When the run fails (or is cancelled) and a source's close fails too, the
+run's error is the one raised, as it carries what the caller needs (a
+`RunError`'s ``state`` to resume from, a cancellation): the close error is
+attached to it, as a note (``__notes__``, printed with the traceback on
+Python 3.11+) and in its ``close_errors`` list. A close that fails after a run
+that did not fail raises its error.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from typing import Any, Protocol, runtime_checkable
 
@@ -40,7 +47,7 @@ def opened(sources: Sequence[ToolSource]) -> Iterator[list[Tool[..., Any]]]:
         listed: list[Tool[..., Any]] = []
         for source in sources:
             source.open()
-            stack.callback(source.close)
+            stack.push(_closer(source))
             listed.extend(source.tools())
         yield listed
 
@@ -54,6 +61,50 @@ async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[...,
         listed: list[Tool[..., Any]] = []
         for source in sources:
             await asyncio.to_thread(source.open)
-            stack.push_async_callback(asyncio.to_thread, source.close)
+            stack.push_async_exit(_acloser(source))
             listed.extend(await asyncio.to_thread(source.tools))
         yield listed
+
+
+def _closer(source: ToolSource) -> Callable[..., bool]:
+    """An exit callback closing ``source``: its error is raised, or noted on the error in flight."""
+
+    def close(*exit: Any) -> bool:
+        try:
+            source.close()
+        except Exception as failure:
+            if not _noted(exit[1], failure, source):
+                raise
+        return False
+
+    return close
+
+
+def _acloser(source: ToolSource) -> Callable[..., Awaitable[bool]]:
+    """`_closer` for an async exit, closing ``source`` off the event loop."""
+    import asyncio
+
+    async def close(*exit: Any) -> bool:
+        try:
+            await asyncio.to_thread(source.close)
+        except Exception as failure:
+            if not _noted(exit[1], failure, source):
+                raise
+        return False
+
+    return close
+
+
+def _noted(error: BaseException | None, failure: Exception, source: ToolSource) -> bool:
+    """Attach ``failure`` (closing ``source``) to ``error``, the block's; False to raise it instead.
+
+    A caller that stops iterating a stream (`GeneratorExit`) has no error to
+    attach it to: the close error is raised, not dropped.
+    """
+    if error is None or isinstance(error, GeneratorExit):
+        return False
+    name = getattr(source, "name", None) or type(source).__name__
+    note = f"closing tool source {name!r} failed as well: {type(failure).__name__}: {failure}"
+    error.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
+    error.__dict__.setdefault("close_errors", []).append(failure)
+    return True

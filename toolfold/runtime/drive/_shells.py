@@ -128,9 +128,12 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
                     value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
                     if tools is not None:
                         tools.end(value)
-        finally:
-            if held is not None:
-                await held.aclose()
+        except BaseException as exc:
+            if held is not None:  # told the error, so a close error is noted on it, not raised
+                await held.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        if held is not None:
+            await held.aclose()
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), exc)
         raise
