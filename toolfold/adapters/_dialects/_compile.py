@@ -1,13 +1,15 @@
 """`compile_tool`: a tool's neutral JSON Schema -> one provider's tool object.
 
 It runs on every request, so results are memoized: first by the identity of the
-tool's ``parameters`` (checked for equality with a private snapshot, so a dict
-mutated in place is recompiled), then by its JSON text.
+tool's ``parameters`` (checked against a type-exact key of the schema it was
+compiled from, `exact_key`, so a dict mutated in place is recompiled), then by
+its JSON text.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -140,7 +142,7 @@ _SPECS: dict[str, _Spec] = {
 
 _UNSET: Any = object()
 _MAX_ENTRIES = 4096
-_by_identity: dict[tuple[Any, ...], tuple[Any, CompiledTool]] = {}
+_by_identity: dict[tuple[Any, ...], tuple[Any, bytes | str, CompiledTool]] = {}
 _by_content: dict[tuple[Any, ...], CompiledTool] = {}
 
 
@@ -182,10 +184,11 @@ def compile_tool(
     description = getattr(tool, "description", None) or ""
     key = (id(params), name, description, dialect, strict, allow_loss)
     hit = _by_identity.get(key)
-    if hit is not None and hit[0] is params and hit[1].source_schema == params:
-        return hit[1]
     try:
-        text = json.dumps(params, separators=(",", ":"), allow_nan=False, default=_plain_mapping)
+        exact = exact_key(params)
+        if hit is not None and hit[0] is params and hit[1] == exact:
+            return hit[2]
+        text = exact if type(exact) is str else _json_text(params)
     except (TypeError, ValueError) as exc:
         raise SchemaCompileError(
             name, str(dialect), [f"the parameters are not JSON: {exc}"]
@@ -199,8 +202,32 @@ def compile_tool(
         _by_content[content_key] = compiled
     if len(_by_identity) >= _MAX_ENTRIES:
         _by_identity.clear()
-    _by_identity[key] = (params, compiled)
+    _by_identity[key] = (params, exact, compiled)
     return compiled
+
+
+def exact_key(schema: Any) -> bytes | str:
+    """A key equal for two schemas only when they are the same JSON, types included.
+
+    Python's ``==`` takes ``1``, ``1.0`` and ``True`` for one value, which JSON
+    (and a schema's meaning) does not, so a memo that compared schemas with it
+    would send a stale compilation after a ``1`` was changed to ``True`` in
+    place. The key is the schema in `marshal`'s format 2 (no references, no
+    interning flags: the same bytes for the same values, each with its type),
+    several times cheaper than the JSON text that a schema with other mapping
+    types falls back to.
+
+    Raises:
+        TypeError, ValueError: The schema is not JSON.
+    """
+    try:
+        return marshal.dumps(schema, 2)
+    except ValueError:  # a MappingProxyType, a dict subclass...
+        return _json_text(schema)
+
+
+def _json_text(schema: Any) -> str:
+    return json.dumps(schema, separators=(",", ":"), allow_nan=False, default=_plain_mapping)
 
 
 def _plain_mapping(value: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import Any, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._dialects._compile import exact_key
 from toolfold.adapters._http._json import encode_text
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
@@ -130,11 +131,12 @@ def _frame(
 
     Memoized per run: the same tools, choice and settings give the same
     text. The memo holds the tuple of tools (so its id names it while the
-    entry lives) and each tool's compilation: a `ToolDefinition` is frozen,
-    so only its ``parameters`` can change, in place (a user's dict), and a
-    hit compares each one with the schema its compilation was made from (what
-    `compile_tool` checks on each call, without its key to build and its
-    cache to look up; a changed schema misses and compiles anew).
+    entry lives) and the `exact_key` of each tool's schema: a
+    `ToolDefinition` is frozen, so only its ``parameters`` can change, in
+    place (a user's dict), and a hit compares each one's key with the one
+    the frame was made from (what `compile_tool` checks on each call, without
+    its key to build and its cache to look up; a changed schema, a ``1``
+    become ``True`` included, misses and compiles anew).
     """
     tools, settings = request.tools, request.settings
     key = (
@@ -146,15 +148,21 @@ def _frame(
         encode_text(settings) if settings else "",
     )
     hit = _frames.get(key) if request.output is None else None
-    if (
-        hit is not None
-        and hit[0] is provider
-        and hit[1] is tools
-        and [tool.parameters for tool in tools] == hit[2]
-    ):
-        return hit[3]  # type: ignore[no-any-return]
-    compiled = tuple([compiled_tool(tool, provider) for tool in tools])
-    body = _body(request, model_name, provider, _SPLICED, stream, None, None, _tools_json)
+    if hit is not None and hit[0] is provider and hit[1] is tools:
+        try:
+            if [exact_key(tool.parameters) for tool in tools] == hit[2]:
+                return hit[3]  # type: ignore[no-any-return]
+        except (TypeError, ValueError):
+            pass  # not JSON any more: compiling it says so
+    # Each tool compiled once, before its schema's key is taken: what the
+    # frame is made from is what the key says, and the body's entries reuse it.
+    compiled = {id(tool): compiled_tool(tool, provider) for tool in tools}
+    keys = [exact_key(tool.parameters) for tool in tools]
+
+    def entries(chosen: list[ToolDefinition], provider: ChatProvider) -> Any:
+        return _tools_json([compiled[id(tool)] for tool in chosen])
+
+    body = _body(request, model_name, provider, _SPLICED, stream, None, None, entries)
     spliced = body.get("tools")
     if (
         body["messages"] is not _SPLICED
@@ -175,7 +183,7 @@ def _frame(
     if request.output is None and all(type(tool) is ToolDefinition for tool in tools):
         if len(_frames) >= _MAX_FRAMES:
             _frames.clear()
-        _frames[key] = (provider, tools, [made.source_schema for made in compiled], frame)
+        _frames[key] = (provider, tools, keys, frame)
     return frame
 
 
@@ -189,11 +197,10 @@ class _JSONText(str):
     __slots__ = ()
 
 
-def _tools_json(tools: list[ToolDefinition], provider: ChatProvider) -> Any:
+def _tools_json(compilations: list[CompiledTool]) -> Any:
     """The ``tools`` array as JSON, each entry encoded once per compilation."""
     entries = []
-    for tool in tools:
-        compiled = compiled_tool(tool, provider)
+    for compiled in compilations:
         hit = _tool_json.get(id(compiled))
         if hit is None or hit[0] is not compiled:
             hit = (
