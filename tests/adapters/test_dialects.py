@@ -768,14 +768,16 @@ def test_a_value_changed_in_place_to_an_equal_value_of_another_type_is_compiled_
     """1, 1.0 and True are equal in Python but not in JSON: each in-place change compiles anew."""
     params: dict[str, Any] = {
         "type": "object",
-        "properties": {"n": {"type": "number", "maximum": 1}},
+        "properties": {"n": {"type": "number", "maximum": 1}, "m": {"enum": [0, 1]}},
     }
     definition = tool(params, name="count")
     for dialect in ("json-schema", "openai-chat", "anthropic", "gemini"):
         for value in (1, 1.0, True, 1):
             params["properties"]["n"]["maximum"] = value
-            sent = compile_tool(definition, dialect).schema_sent["properties"]["n"]  # type: ignore[arg-type]
-            assert type(sent["maximum"]) is type(value), dialect
+            params["properties"]["m"]["enum"][1] = value
+            sent = compile_tool(definition, dialect).schema_sent["properties"]  # type: ignore[arg-type]
+            assert type(sent["n"]["maximum"]) is type(value), dialect
+            assert [type(v) for v in sent["m"]["enum"][:2]] == [int, type(value)], dialect
 
 
 def test_read_only_mappings_are_accepted() -> None:

@@ -470,7 +470,11 @@ def test_the_memoized_frame_sees_a_schema_value_change_type_in_place() -> None:
         "type": "object",
         "properties": {"n": {"type": "number", "maximum": 1}},
     }
-    request = ModelRequest((Message.user("x"),), (ToolDefinition("count", "Count.", parameters),))
+    tools = (
+        ToolDefinition("first", "First.", {"type": "object"}),
+        ToolDefinition("count", "Count.", parameters),
+    )
+    request = ModelRequest((Message.user("x"),), tools)
     openai = PROVIDERS["openai"]
     for value, text in ((1, b'"maximum":1}'), (1.0, b'"maximum":1.0}'), (True, b'"maximum":true}')):
         parameters["properties"]["n"]["maximum"] = value

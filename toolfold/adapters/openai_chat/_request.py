@@ -13,7 +13,7 @@ from typing import Any, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
-from toolfold.adapters._dialects._compile import exact_key
+from toolfold.adapters._dialects._compile import same_json, typed_leaves
 from toolfold.adapters._http._json import encode_text
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
@@ -131,10 +131,10 @@ def _frame(
 
     Memoized per run: the same tools, choice and settings give the same
     text. The memo holds the tuple of tools (so its id names it while the
-    entry lives) and the `exact_key` of each tool's schema: a
+    entry lives) and the schemas its tools were compiled from: a
     `ToolDefinition` is frozen, so only its ``parameters`` can change, in
-    place (a user's dict), and a hit compares each one's key with the one
-    the frame was made from (what `compile_tool` checks on each call, without
+    place (a user's dict), and a hit compares each one with its schema, types
+    included (`same_json`, what `compile_tool` checks on each call, without
     its key to build and its cache to look up; a changed schema, a ``1``
     become ``True`` included, misses and compiles anew).
     """
@@ -148,16 +148,14 @@ def _frame(
         encode_text(settings) if settings else "",
     )
     hit = _frames.get(key) if request.output is None else None
-    if hit is not None and hit[0] is provider and hit[1] is tools:
-        try:
-            if [exact_key(tool.parameters) for tool in tools] == hit[2]:
-                return hit[3]  # type: ignore[no-any-return]
-        except (TypeError, ValueError):
-            pass  # not JSON any more: compiling it says so
-    # Each tool compiled once, before its schema's key is taken: what the
-    # frame is made from is what the key says, and the body's entries reuse it.
-    compiled = {id(tool): compiled_tool(tool, provider) for tool in tools}
-    keys = [exact_key(tool.parameters) for tool in tools]
+    if (
+        hit is not None
+        and hit[0] is provider
+        and hit[1] is tools
+        and same_json([tool.parameters for tool in tools], hit[2], hit[3])
+    ):
+        return hit[4]  # type: ignore[no-any-return]
+    compiled = {id(tool): compiled_tool(tool, provider) for tool in tools}  # each tool once
 
     def entries(chosen: list[ToolDefinition], provider: ChatProvider) -> Any:
         return _tools_json([compiled[id(tool)] for tool in chosen])
@@ -183,7 +181,8 @@ def _frame(
     if request.output is None and all(type(tool) is ToolDefinition for tool in tools):
         if len(_frames) >= _MAX_FRAMES:
             _frames.clear()
-        _frames[key] = (provider, tools, keys, frame)
+        schemas = [compiled[id(tool)].source_schema for tool in tools]
+        _frames[key] = (provider, tools, schemas, typed_leaves(schemas), frame)
     return frame
 
 
