@@ -1,4 +1,4 @@
-"""A tool source whose close fails: the run's error (or cancellation) wins, the close error is attached."""
+"""A run's error wins on the way out: a failing source close is attached to it; a failed handoff keeps the state."""
 
 from __future__ import annotations
 
@@ -219,3 +219,30 @@ def test_every_close_error_is_attached_in_order_and_the_first_error_wins() -> No
     assert [str(e) for e in raised.value.close_errors] == [  # type: ignore[attr-defined]
         "first would not close"
     ]
+
+
+def test_a_handoff_whose_target_cannot_take_over_keeps_the_runs_state() -> None:
+    """A target whose source lists a tool named like its own fails the run with a RunError holding its state."""
+
+    @tool
+    def ledger() -> str:
+        """Read the ledger."""
+        return "balanced"
+
+    class Clashing(BadClose):
+        def close(self) -> None:
+            self.holders -= 1
+
+        def tools(self) -> list[Tool[..., Any]]:
+            return [ledger]
+
+    source = Clashing()
+    pong = Agent(FunctionModel(lambda r: "hi"), name="pong", tools=[ledger, source])
+    ping = Agent(FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong])
+    with pytest.raises(
+        RunError, match="could not take the run over: ToolDefinitionError"
+    ) as caught:
+        ping.run("go")
+    assert [c.call.name for c in caught.value.state.calls] == ["transfer_to_pong"]
+    assert caught.value.state.agent == "ping"
+    assert source.holders == 0
