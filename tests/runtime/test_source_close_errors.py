@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, RunError, Sequence, Tool, tool
+from toolfold import Agent, RunError, Sequence, SubRunEvent, Tool, tool
 from toolfold.runtime.drive._open import aopened, opened
 from toolfold.testing import FunctionModel, ScriptedModel
 
@@ -17,8 +17,9 @@ call = ScriptedModel.call
 class BadClose:
     """A tool source whose close raises (after releasing its holder, as an MCP server would)."""
 
-    def __init__(self, name: str = "flaky-server") -> None:
+    def __init__(self, name: str = "flaky-server", fails: bool = True) -> None:
         self.name = name
+        self.fails = fails
         self.holders = 0
 
     def open(self) -> None:
@@ -26,7 +27,8 @@ class BadClose:
 
     def close(self) -> None:
         self.holders -= 1
-        raise OSError(f"{self.name} would not close")
+        if self.fails:
+            raise OSError(f"{self.name} would not close")
 
     def tools(self) -> list[Tool[..., Any]]:
         @tool
@@ -230,13 +232,10 @@ def test_a_handoff_whose_target_cannot_take_over_keeps_the_runs_state() -> None:
         return "balanced"
 
     class Clashing(BadClose):
-        def close(self) -> None:
-            self.holders -= 1
-
         def tools(self) -> list[Tool[..., Any]]:
             return [ledger]
 
-    source = Clashing()
+    source = Clashing(fails=False)
     pong = Agent(FunctionModel(lambda r: "hi"), name="pong", tools=[ledger, source])
     ping = Agent(FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong])
     with pytest.raises(
@@ -246,3 +245,34 @@ def test_a_handoff_whose_target_cannot_take_over_keeps_the_runs_state() -> None:
     assert [c.call.name for c in caught.value.state.calls] == ["transfer_to_pong"]
     assert caught.value.state.agent == "ping"
     assert source.holders == 0
+
+
+def test_an_async_stream_closed_early_stops_its_calls_before_closing_a_handoffs_sources() -> None:
+    """Stopping an async stream mid-step cancels the step's sub-run while the sources it may use are open."""
+    source = BadClose(fails=False)
+    seen: list[int] = []
+
+    async def hang(request: Any) -> Any:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.append(source.holders)
+            raise
+
+    helper = Agent(FunctionModel(hang), name="helper")
+    pong = Agent(
+        FunctionModel(lambda r: call("helper", {"input": "x"})),
+        name="pong",
+        tools=[helper.as_tool(), source],
+    )
+    ping = Agent(FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong])
+
+    async def main() -> None:
+        events = ping.stream("go").__aiter__()
+        async for event in events:
+            if isinstance(event, SubRunEvent):
+                break
+        await events.aclose()  # type: ignore[attr-defined]
+
+    asyncio.run(main())
+    assert (seen, source.holders) == ([1], 0)
