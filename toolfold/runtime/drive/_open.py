@@ -69,11 +69,11 @@ async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[...,
 def _closer(source: ToolSource) -> Callable[..., bool]:
     """An exit callback closing ``source``: its error is raised, or noted on the error in flight."""
 
-    def close(*exit: Any) -> bool:
+    def close(kind: Any, error: BaseException | None, traceback: Any) -> bool:
         try:
             source.close()
         except Exception as failure:
-            if not _noted(exit[1], failure, source):
+            if not _noted(error, failure, source):
                 raise
         return False
 
@@ -84,11 +84,11 @@ def _acloser(source: ToolSource) -> Callable[..., Awaitable[bool]]:
     """`_closer` for an async exit, closing ``source`` off the event loop."""
     import asyncio
 
-    async def close(*exit: Any) -> bool:
+    async def close(kind: Any, error: BaseException | None, traceback: Any) -> bool:
         try:
             await asyncio.to_thread(source.close)
         except Exception as failure:
-            if not _noted(exit[1], failure, source):
+            if not _noted(error, failure, source):
                 raise
         return False
 
