@@ -292,6 +292,54 @@ def test_an_activity_cancelled_while_its_source_opens_closes_it() -> None:
     assert source.holders == 0
 
 
+class _StuckSource(_SlowSource):
+    """A source whose tool waits until cancelled and whose close fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release.set()
+        self.calling = threading.Event()
+
+    def tools_from(self, listed: Seq[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
+        calling = self.calling
+
+        @tool(name="echo")
+        async def echo() -> str:
+            """Echo."""
+            calling.set()
+            await asyncio.Event().wait()
+            return "never"
+
+        return (echo,)
+
+    def close(self) -> None:
+        super().close()
+        raise OSError("the server would not stop")
+
+
+def test_an_activity_cancelled_during_its_call_stays_cancelled_when_the_close_fails() -> None:
+    """A source call cancelled mid-call raises CancelledError (close error attached), not the close's error."""
+    source = _StuckSource()
+    call = source_call_activity({"stuck": SourceHost((source,), None, 0.1, None)})
+    invocation = ToolInvocation(ToolCallPart("c1", "echo", "{}", {}), 0, 1, "r:1:0")
+    given = SourceCallInput("stuck", 0, source.listing()[0], ToolCallInput(invocation, "r"))
+    (payload,) = data_converter.payload_converter.to_payloads([given])
+
+    async def go() -> BaseException:
+        env = ActivityEnvironment()
+        env.payload_converter = data_converter.payload_converter
+        running = asyncio.ensure_future(env.run(call, [RawValue(payload)]))
+        assert await asyncio.to_thread(source.calling.wait, 60)
+        env.cancel()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await running
+        return caught.value
+
+    cancelled = asyncio.run(go())
+    assert [str(e) for e in cancelled.close_errors] == ["the server would not stop"]  # type: ignore[attr-defined]
+    assert source.holders == 0
+
+
 # A run that continues as new after its first step, then waits for an approval.
 _HOLD = threading.Event()
 

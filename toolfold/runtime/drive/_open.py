@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 from toolfold.toolkit._tool import Tool
@@ -61,7 +62,7 @@ async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[...,
         listed: list[Tool[..., Any]] = []
         for source in sources:
             await asyncio.to_thread(source.open)
-            stack.push_async_exit(_acloser(source))
+            stack.push_async_exit(source_closer(source, partial(asyncio.to_thread, source.close)))
             listed.extend(await asyncio.to_thread(source.tools))
         yield listed
 
@@ -80,13 +81,18 @@ def _closer(source: ToolSource) -> Callable[..., bool]:
     return close
 
 
-def _acloser(source: ToolSource) -> Callable[..., Awaitable[bool]]:
-    """`_closer` for an async exit, closing ``source`` off the event loop."""
-    import asyncio
+def source_closer(
+    source: Any, closing: Callable[[], Awaitable[object]]
+) -> Callable[..., Awaitable[bool]]:
+    """An async exit callback (`AsyncExitStack.push_async_exit`) awaiting ``closing()``.
+
+    ``closing`` closes ``source`` (off the event loop); its error is raised,
+    or, when the block raised, noted on the block's error (see the module).
+    """
 
     async def close(kind: Any, error: BaseException | None, traceback: Any) -> bool:
         try:
-            await asyncio.to_thread(source.close)
+            await closing()
         except Exception as failure:
             if not _noted(error, failure, source):
                 raise
@@ -95,7 +101,7 @@ def _acloser(source: ToolSource) -> Callable[..., Awaitable[bool]]:
     return close
 
 
-def _noted(error: BaseException | None, failure: Exception, source: ToolSource) -> bool:
+def _noted(error: BaseException | None, failure: Exception, source: Any) -> bool:
     """Attach ``failure`` (closing ``source``) to ``error``, the block's; False to raise it instead.
 
     A caller that stops iterating a stream (`GeneratorExit`) has no error to
