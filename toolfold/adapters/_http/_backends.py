@@ -536,6 +536,9 @@ def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits) -> AiohttpBackend:
     connector = aiohttp.TCPConnector(
         limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
     )
+    from toolfold.adapters._http._aiohttp_reads import watch_reads
+
+    watch_reads(connector)  # the read timeout without a timer per read
     session = aiohttp.ClientSession(
         connector=connector,
         timeout=_aiohttp_timeout(aiohttp, timeouts),
