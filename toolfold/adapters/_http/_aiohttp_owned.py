@@ -1,6 +1,12 @@
-"""aiohttp's read timeout (``sock_read``) with one timer per connection instead of one per read.
+"""What the aiohttp session a transport makes has of its own: its read timer and its responses.
 
-aiohttp's connection protocol (``ResponseHandler``) restarts the read
+`Reply` is the session's response class: an ``aiohttp.ClientResponse`` with
+the names the transport reads (``status_code``, ``raw_reader()``,
+``aclose()``...), so a request's coroutine is aiohttp's own, awaited
+directly, with no wrapper coroutine or object per request (each one more the
+garbage collector walks while many runs wait on their answers).
+
+**The read timeout.** aiohttp's connection protocol (``ResponseHandler``) restarts the read
 timeout at each point where the peer showed progress: when the request is
 written (``start_timeout``), on every piece of data, when reading resumes;
 and stops it when the answer ends or reading pauses. Each restart cancels an
@@ -19,18 +25,47 @@ deadline, and cancelled when the connection is lost.
 The hooks are aiohttp's internal methods ``_reschedule_timeout`` and
 ``_drop_timeout`` (both in aiohttp since 3.3) and the connector's protocol
 factory; should a release rename them, aiohttp's own timers run instead
-(correct, only slower: tests/adapters/test_aiohttp_reads.py checks both).
+(correct, only slower: tests/adapters/test_aiohttp_owned.py checks both).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from aiohttp import ClientResponse
 from aiohttp.client_proto import ResponseHandler
 
-__all__ = ["WatchedReads", "watch_reads"]
+from toolfold.adapters._http._backends import READ_IN_PIECES
+
+__all__ = ["Reply", "WatchedReads", "watch_reads"]
+
+
+class Reply(ClientResponse):
+    """The owned session's response: aiohttp's, with the names the transport reads."""
+
+    @property
+    def status_code(self) -> int:
+        """The status (aiohttp's ``status``)."""
+        return self.status
+
+    def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as it arrives."""
+        chunks: AsyncIterator[bytes] = self.content.iter_any()
+        return chunks
+
+    def raw_reader(self) -> Callable[[], Awaitable[bytes]]:
+        """What gives the next piece of the body as it arrives (empty at its end)."""
+        return self.content.readany
+
+    async def aclose(self) -> None:
+        """Give the connection back (a body not read to its end closes it)."""
+        if self.content.at_eof():
+            self.release()
+        else:
+            self.close()
 
 
 class WatchedReads(ResponseHandler):
@@ -84,3 +119,6 @@ def watch_reads(connector: Any) -> None:
     factory = getattr(connector, "_factory", None)
     if isinstance(factory, functools.partial) and factory.func is ResponseHandler:
         connector._factory = functools.partial(WatchedReads, *factory.args, **factory.keywords)
+
+
+READ_IN_PIECES.add(Reply)

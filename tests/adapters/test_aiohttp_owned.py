@@ -1,4 +1,4 @@
-"""The aiohttp backend's read timeout, kept by one timer per connection (`_aiohttp_reads`).
+"""The aiohttp session the backend makes: its read timeout, kept by one timer per connection (`_aiohttp_owned`).
 
 The timeout must fire exactly where aiohttp's own would: a peer silent for
 longer than ``read`` (before the head, after it, mid-body) times out; a peer
@@ -19,7 +19,7 @@ from scripted_http import Reply, ScriptedServer, sse
 
 from toolfold import ProviderTimeoutError
 from toolfold.adapters import Timeouts, Transport
-from toolfold.adapters._http._aiohttp_reads import WatchedReads, watch_reads
+from toolfold.adapters._http._aiohttp_owned import WatchedReads, watch_reads
 
 KEY = "sk-reads-0123456789"
 
