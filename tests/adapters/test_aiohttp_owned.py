@@ -10,33 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
 import pytest
-from scripted_http import Reply, ScriptedServer, sse
+from scripted_http import Reply, ScriptedServer, gate
 
 from toolfold import ProviderTimeoutError
 from toolfold.adapters import Timeouts, Transport
 from toolfold.adapters._http._aiohttp_owned import WatchedReads, watch_reads
 
 KEY = "sk-reads-0123456789"
-
-
-@pytest.fixture
-def released() -> Iterator[list[threading.Event]]:
-    """Events the server may wait on; all are set at teardown so no server thread hangs."""
-    events: list[threading.Event] = []
-    yield events
-    for event in events:
-        event.set()
-
-
-def gate(released: list[threading.Event]) -> threading.Event:
-    event = threading.Event()
-    released.append(event)
-    return event
 
 
 def post(server: ScriptedServer, read: float, *, stream: bool = False) -> Any:
@@ -97,33 +81,6 @@ def test_a_slow_steady_answer_longer_than_the_read_timeout_arrives(
     head = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: %d\r\n\r\n" % len(body)
     http_server.add(Reply(drip=0.02, raw=head + body))
     assert post(http_server, 1.0) == {"answer": "x" * 30}
-
-
-def test_a_stream_slow_between_events_within_the_read_timeout_arrives(
-    http_server: ScriptedServer, released: list[threading.Event]
-) -> None:
-    """Events each released by the previous one's arrival all arrive under a read timeout."""
-    gates = [gate(released) for _ in range(3)]
-    chunks: list[Any] = []
-    for number, event in enumerate(gates):
-        chunks.extend(sse({"i": number}))
-        chunks.append(event)
-    http_server.add(Reply(chunks=chunks))
-
-    async def run() -> list[int]:
-        transport = Transport(
-            "openai", f"{http_server.url}/v1", KEY, http="aiohttp", timeout=Timeouts(read=5.0)
-        )
-        seen = []
-        try:
-            async for event in transport.stream("chat/completions", {"m": 1}):
-                seen.append(event.json()["i"])
-                gates[seen[-1]].set()
-        finally:
-            await transport.aclose()
-        return seen
-
-    assert asyncio.run(run()) == [0, 1, 2]
 
 
 def test_a_shorter_read_timeout_on_a_reused_connection_fires_at_its_own_deadline(
