@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp.client_proto import ResponseHandler
 from scripted_http import Reply, ScriptedServer, gate
 
 from toolfold import ProviderTimeoutError
@@ -104,3 +105,26 @@ def test_a_shorter_read_timeout_on_a_reused_connection_fires_at_its_own_deadline
 
     asyncio.run(run())
     assert http_server.connections == 1
+
+
+def test_an_aiohttp_without_the_watchers_hooks_keeps_its_own_timers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With one of aiohttp's internals renamed, watch_reads leaves the connector's factory alone."""
+
+    from toolfold.adapters._http import _aiohttp_owned
+
+    assert _aiohttp_owned.HOOKS_PRESENT  # this aiohttp has them all
+    monkeypatch.delattr(ResponseHandler, "_on_read_timeout")
+    assert not _aiohttp_owned._hooks_present()
+    monkeypatch.setattr(_aiohttp_owned, "HOOKS_PRESENT", _aiohttp_owned._hooks_present())
+
+    async def factory() -> object:
+        connector = aiohttp.TCPConnector()
+        try:
+            watch_reads(connector)
+            return connector._factory.func  # type: ignore[attr-defined]
+        finally:
+            await connector.close()
+
+    assert asyncio.run(factory()) is ResponseHandler

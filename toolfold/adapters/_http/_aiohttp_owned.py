@@ -114,10 +114,31 @@ class WatchedReads(ResponseHandler):
             handle.cancel()
 
 
+def _hooks_present() -> bool:
+    """Whether this aiohttp's protocol has every internal `WatchedReads` builds on.
+
+    The methods it overrides and calls, and the two attributes its
+    ``__init__`` sets: with any of them renamed, the watcher could miss a
+    restart or fail in its timer, so aiohttp's own timers are kept instead.
+    """
+    methods = ("_reschedule_timeout", "_drop_timeout", "_on_read_timeout", "connection_lost")
+    if not all(callable(getattr(ResponseHandler, name, None)) for name in methods):
+        return False
+    names = getattr(getattr(ResponseHandler.__init__, "__code__", None), "co_names", ())
+    return "_read_timeout" in names and "_read_timeout_handle" in names
+
+
+HOOKS_PRESENT = _hooks_present()
+
+
 def watch_reads(connector: Any) -> None:
-    """Make ``connector`` (an ``aiohttp.BaseConnector``) open connections with `WatchedReads`."""
+    """Make ``connector`` (an ``aiohttp.BaseConnector``) open connections with `WatchedReads`.
+
+    Nothing changes when this aiohttp lacks one of the internals the watcher
+    builds on (`HOOKS_PRESENT`): its own timers then keep the read timeout.
+    """
     factory = getattr(connector, "_factory", None)
-    if isinstance(factory, functools.partial) and factory.func is ResponseHandler:
+    if HOOKS_PRESENT and isinstance(factory, functools.partial) and factory.func is ResponseHandler:
         connector._factory = functools.partial(WatchedReads, *factory.args, **factory.keywords)
 
 
