@@ -76,6 +76,23 @@ CASES: dict[str, tuple[dict[str, Any], list[Any]]] = {
         [responded(call("c1", "add"), call("c2", "gated")), ToolReturned("c1", "ok")],
     ),
     "a final answer": ({}, [answer("done")]),
+    "three calls at once, a stop condition at the boundary": (
+        {"stop_when": (tool_called("add"),)},
+        [
+            responded(call("c1", "add"), call("c2", "add"), call("c3", "add")),
+            ToolReturned("c3", "c"),
+            ToolReturned("c1", "a", is_error=True),
+            ToolReturned("c2", "b"),
+        ],
+    ),
+    "two of three results: the step still runs": (
+        {},
+        [
+            responded(call("c1", "add"), call("c2", "add"), call("c3", "add")),
+            ToolReturned("c2", "b"),
+            ToolReturned("c1", "a"),
+        ],
+    ),
 }
 
 
@@ -107,10 +124,11 @@ def test_fused_steps_chain_like_reducing() -> None:
         [ToolReturned("c1", 3)],  # type: ignore[arg-type]
     ],
 )
-def test_a_refused_result_raises_as_reduce_does(results: list[Event]) -> None:
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_refused_result_raises_as_reduce_does(results: list[Event], calls: int) -> None:
     """A result the step refuses raises the error `reduce` raises, with the same state."""
     state = start(spec("add"))
-    first = responded(call("c1", "add"))
+    first = responded(*[call(f"c{n}", "add") for n in range(1, calls + 1)])
     with pytest.raises(InvalidEventError) as want:
         _sequential(state, [first, *results])
     opened = open_step(state, first)
@@ -127,6 +145,11 @@ def test_other_events_are_reduced_one_by_one() -> None:
     child = start(spec("inner", approval="always"))
     child = reduce(child, responded(call("i1", "inner")))
     _same(state, responded(call("c1", "add")), [ToolSuspended("c1", child)])
+    _same(
+        state,
+        responded(call("c1", "add"), call("c2", "add")),
+        [ToolReturned("c2", "b"), ToolSuspended("c1", child)],
+    )
 
 
 def test_a_refused_response_raises_as_reduce_does() -> None:

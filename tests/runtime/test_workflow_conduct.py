@@ -125,3 +125,62 @@ def test_a_decision_that_raises_fails_as_the_loop_reports_it() -> None:
     assert lean.value.state is not None
     assert looped.value.state is not None
     assert _steady(lean.value.state) == _steady(looped.value.state)
+
+
+def test_cancelling_a_parallel_round_cancels_every_waiting_step() -> None:
+    """Cancelling a Parallel's run cancels each step in flight (the first and those started beside it), none left running."""
+    started: list[str] = []
+    cancelled: list[str] = []
+    limit = 3
+
+    def waiting(name: str) -> Agent:
+        async def reply(request: Any) -> str:
+            started.append(name)
+            if len(started) == limit:
+                ready.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(name)
+                raise
+            return "never"  # pragma: no cover - never set
+
+        return Agent(FunctionModel(reply), name=name)
+
+    workflow = Parallel(*[waiting(f"s{i}") for i in range(5)], max_concurrency=limit)
+
+    async def main() -> list[asyncio.Task[Any]]:
+        run = asyncio.ensure_future(workflow.arun("x"))
+        await ready.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    ready = asyncio.Event()
+    assert asyncio.run(main()) == []
+    assert started == ["s0", "s1", "s2"]  # at most max_concurrency at once, in call order
+    assert sorted(cancelled) == started
+
+
+def test_steps_that_wait_run_side_by_side_and_commit_in_call_order() -> None:
+    """Steps that wait at different points overlap (the next starts while one waits) and commit in call order."""
+    log: list[str] = []
+
+    def step(name: str, waits: int) -> Agent:
+        async def reply(request: Any) -> str:
+            log.append(f"{name} start")
+            for _ in range(waits):
+                await asyncio.sleep(0)
+            log.append(f"{name} end")
+            return name
+
+        return Agent(FunctionModel(reply), name=name)
+
+    response = Parallel(step("a", 0), step("b", 2), step("c", 1), step("d", 0)).run("x")
+    assert response.output == {"a": "a", "b": "b", "c": "c", "d": "d"}
+    # a ends before anything waits; b waits, so c and d start beside it
+    assert log[:3] == ["a start", "a end", "b start"]
+    assert log.index("c start") < log.index("b end")
+    assert log.index("d start") < log.index("b end")
+    assert replay(response.state.events) == response.state

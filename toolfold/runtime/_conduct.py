@@ -19,36 +19,43 @@ it reached, which then does exactly what it does with any run in that state.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Mapping
-from typing import TYPE_CHECKING, Any
+import types
+from collections.abc import Callable, Coroutine, Generator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from toolfold.runtime._planner import Call, Final, Plan, read_plan, respond
 from toolfold.runtime._run import finish, run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._effects import RunTools
 from toolfold.runtime.core._events import ModelResponded, OutputAccepted
 from toolfold.runtime.core._messages import ToolCallPart, thaw
 from toolfold.runtime.core._next import next_effect
-from toolfold.runtime.core._reducer import reduce
-from toolfold.runtime.core._state import CallState, RunState
+from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
+from toolfold.runtime.core._state import CallState, Disposition, RunState
 from toolfold.runtime.drive._executor import (
     SubRun,
     ToolJob,
     ToolOutcome,
-    gather_or_cancel,
     made_outcome,
     returned,
     run_calls,
     run_calls_sync,
     run_kept,
 )
-from toolfold.runtime.drive._loop import Live, _job, _model_failure, unique_call_ids
+from toolfold.runtime.drive._loop import Live, _job, _model_failure
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
 
 if TYPE_CHECKING:
     from toolfold.runtime._planner import Planner
     from toolfold.runtime._response import Response
+
+# Its values have the event's types (a tuple of dispositions).
+_responded_event = builder(ModelResponded)
+_EXECUTE: tuple[Disposition, ...] = ("execute",)
+T = TypeVar("T")
 
 
 def conducted(live: Live) -> bool:
@@ -112,36 +119,82 @@ def _course(
     steps to run in place (None: the executor runs the round), and is sent
     their outcomes in call order; returns the state where the usual course
     ends (finished, suspended or failed).
+
+    The course keeps the plan of the conversation it reached: a step's result
+    is read into it with the output it was encoded from (not decoded again),
+    and the final answer's value is the one the planner gave.
     """
+    plan: Plan | None = None
+    answer: Final | None = None
     while True:
         phase = state.phase
         if phase == "awaiting_model":
-            state = _decide(planner, state)
-        elif phase == "running_tools":
+            if plan is None:
+                plan = planner.read(state.messages)
+            decision = _decision(planner, state, plan)
+            opened = open_step(state, _responded(planner, state, decision))
+            if not isinstance(opened, OpenStep):  # the answer, or calls the core answered
+                state, plan = opened, None
+                answer = decision if isinstance(decision, Final) else None
+                continue
+            at = opened.base
+            steps = planner.in_place(opened.changes["calls"])
+            outcomes = yield (at if steps is not None else opened.state), steps
+            state = opened.close([returned(outcome) for outcome in outcomes])
+            if state.phase == "awaiting_model":  # the step's results are committed: read them
+                plan = read_plan((state.conversation.last(),), plan, _known(outcomes))  # type: ignore[arg-type]
+            else:
+                plan = None
+        elif phase == "running_tools":  # resumed mid-step
             outcomes = yield state, planner.in_place(state.calls)
             for outcome in outcomes:
                 state = reduce(state, returned(outcome))
+            plan = None
         elif phase == "validating_output":
-            state = _accept(live, state)
+            state = _accept(live, state, answer)
         else:
             return state
 
 
-def _decide(planner: Planner, state: RunState) -> RunState:
-    """The planner's next decision, reduced as the loop reduces a model response."""
+def _decision(planner: Planner, state: RunState, plan: Plan) -> list[Call] | Final:
+    """The planner's next decision; a failure is reported as the loop reports a model call's."""
     try:
-        response = planner.decide(state.messages)
+        return planner.decision(plan)
     except Exception as exc:
-        # As the loop reports a failed model call: the error carries the state
-        # before it, which a resume goes on from.
+        # The error carries the state before the decision, which a resume goes on from.
         failure = _model_failure(exc, state, state.step + 1)
         if failure is exc:
             raise
         raise failure from exc
-    response = unique_call_ids(response)
-    # The planner's step tools need no approval: every call executes.
-    decided = tuple(dispositions(state.config, response.tool_calls, None))
-    return reduce(state, ModelResponded(response, decided))  # type: ignore[arg-type]
+
+
+def _responded(planner: Planner, state: RunState, decision: list[Call] | Final) -> ModelResponded:
+    """The decision as the loop reduces a model response."""
+    response = respond(decision)
+    if type(decision) is not list:  # the final answer: no calls
+        decided: tuple[Disposition, ...] = ()
+    elif planner.executes(state.config):
+        # The planner's step tools need no approval: every call executes.
+        decided = _EXECUTE * len(decision)
+    else:
+        calls = response.message.tool_calls
+        decided = tuple(dispositions(state.config, calls, None))  # type: ignore[arg-type]
+    return _responded_event(response, decided)
+
+
+def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
+    """The outputs that successful step results were encoded from, by call id (text only).
+
+    A step's result is its sub-run's output as JSON; text comes back from it unchanged.
+    """
+    known: dict[str, Any] = {}
+    for outcome in outcomes:
+        child = outcome.child
+        if child is not None and outcome.outcome == "ok" and not outcome.is_error:
+            output = child.output
+            if type(output) is str:
+                known[outcome.call_id] = output
+    return known
 
 
 def _ran(live: Live, state: RunState, task: Task, call: CallState, started: float) -> ToolOutcome:
@@ -182,25 +235,93 @@ async def _side_by_side(
     As the executor runs sub-runs: a step that waits for its run holds no
     thread, and cancelling the round cancels every step still running.
     """
-    import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
-
     started = time.monotonic()
     if len(steps) == 1:
         return (await _ran_async(live, state, *steps[0], started),)
-    limit = asyncio.Semaphore(max(1, live.max_concurrency))
+    # Workers take the next step in call order until none is left: a step
+    # starts as soon as one of the max_concurrency slots is free. This
+    # coroutine is the first worker, and starts the others as tasks only when
+    # a step of its own waits (before anything else runs), so a round whose
+    # steps never wait needs no task.
+    outcomes: list[ToolOutcome | None] = [None] * len(steps)
+    queue = iter(enumerate(steps))
+    helpers: list[Any] = []
+    waited = False
 
-    async def one(task: Task, call: CallState) -> ToolOutcome:
-        async with limit:
-            return await _ran_async(live, state, task, call, started)
+    async def worker() -> None:
+        for index, (task, call) in queue:
+            outcomes[index] = await _ran_async(live, state, task, call, started)
 
-    return await gather_or_cancel([one(task, call) for task, call in steps])
+    def start_helpers() -> None:
+        nonlocal waited
+        import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
+
+        waited = True
+        loop = asyncio.get_running_loop()
+        count = min(len(steps), max(1, live.max_concurrency)) - 1
+        helpers.extend([loop.create_task(worker()) for _ in range(count)])
+
+    try:
+        for index, (task, call) in queue:
+            step = _ran_async(live, state, task, call, started)
+            outcomes[index] = await _awaited(step, None if waited else start_helpers)
+        for helper in helpers:
+            await helper
+    finally:
+        pending = [helper for helper in helpers if not helper.done()]
+        if pending:
+            import asyncio
+
+            for helper in pending:
+                helper.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+    return tuple(outcomes)  # type: ignore[arg-type]  # every step ran
 
 
-def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any]]:
+@types.coroutine
+def _awaited(
+    coroutine: Coroutine[Any, Any, T], on_wait: Callable[[], None] | None
+) -> Generator[Any, Any, T]:
+    """``await coroutine``, calling ``on_wait`` when it first waits, before the loop runs on.
+
+    What ``await`` does (each value the coroutine yields goes to the task
+    that runs this one, each value or exception sent back goes to the
+    coroutine), with a look at its first step.
+    """
+    try:
+        yielded = coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    if on_wait is not None:
+        on_wait()
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as exc:
+            try:
+                yielded = coroutine.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                yielded = coroutine.send(sent)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+
+def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any] | None]:
     """The step's input and values, the tool's own copies (thawed), as the executor gives them."""
     arguments = call.call.arguments
     assert arguments is not None  # Planner.in_place checked them
-    return thaw(arguments["input"]), thaw(arguments["values"])
+    input_, values = arguments["input"], arguments["values"]
+    # Text and no values (the usual step call) have nothing to copy.
+    return (
+        input_ if type(input_) is str else thaw(input_),
+        thaw(values) if values else None,
+    )
 
 
 def _run_id(state: RunState, part: ToolCallPart) -> Callable[[], str]:
@@ -219,9 +340,10 @@ def _outcome(part: ToolCallPart, ran: SubRun, started: float) -> ToolOutcome:
         ran.content,
         ran.is_error,
         made_outcome(ran),
-        ended=ended,
-        duration=max(0.0, ended - started),
-        child=ran.state,
+        None,
+        ended,
+        max(0.0, ended - started),
+        ran.state,
     )
 
 
@@ -239,7 +361,10 @@ def _jobs(live: Live, state: RunState) -> tuple[ToolJob, ...]:
     return tuple([_job(live, state, invocation) for invocation in effect.calls])
 
 
-def _accept(live: Live, state: RunState) -> RunState:
+def _accept(live: Live, state: RunState, answer: Final | None) -> RunState:
+    if answer is not None and type(answer.value) is str:
+        # The planner's text answer, which its JSON gives back unchanged.
+        return reduce(state, OutputAccepted(answer.value))
     assert live.output is not None  # a workflow's run always has its output schema
     _, plain = live.output.parse(state.last_text)  # the planner wrote it: never rejected
     return reduce(state, OutputAccepted(plain))

@@ -21,16 +21,19 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import attrs
 
 from toolfold._errors import RunError
+from toolfold.runtime.core._build import builder
+from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._messages import (
+    NO_USAGE,
     FrozenDict,
     Message,
     TextPart,
     ToolCallPart,
-    Usage,
     freeze,
 )
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec
 from toolfold.runtime.core._stream import StreamEvent
+from toolfold.runtime.drive._loop import unique_call_ids
 from toolfold.runtime.drive._output import OutputRejected, OutputSchema
 
 if TYPE_CHECKING:
@@ -42,7 +45,16 @@ if TYPE_CHECKING:
 PLANNER_MODEL = "toolfold:workflow"
 """The model name a workflow's run records (no provider is involved)."""
 
-_NO_USAGE = Usage()  # the planner calls no model: a workflow's usage is its steps'
+_NO_USAGE = NO_USAGE  # the planner calls no model: a workflow's usage is its steps'
+
+# The planner's records are made from values of the fields' final types (see `builder`).
+_call_part = builder(ToolCallPart)
+_message = builder(Message)
+_text = builder(TextPart)
+_response = builder(ModelResponse)
+
+
+_NO_KNOWN: Mapping[str, Any] = {}
 
 
 class Attempt(NamedTuple):
@@ -136,16 +148,35 @@ def envelope(input: Any, values: Mapping[str, Any]) -> str:
     return json.dumps({"input": input, "values": dict(values)}, default=str)
 
 
+def json_text(value: Any) -> str:
+    """What ``json.dumps(value, default=str)`` writes.
+
+    Written by json's shared encoder (``default`` makes a new one per call)
+    unless a value needs the default: text, and the plain data steps give,
+    never do.
+    """
+    if type(value) is str:
+        return encode_basestring_ascii(value)
+    try:
+        return json.dumps(value)
+    except TypeError:  # a value only the default writes (a key it cannot write raises again)
+        return json.dumps(value, default=str)
+
+
 def _text_envelope(input: str) -> str:
     """The very text json.dumps writes for text with no values, without building an encoder."""
     return f'{{"input": {encode_basestring_ascii(input)}, "values": {{}}}}'
 
 
-def read_plan(messages: tuple[Message, ...], since: Plan | None = None) -> Plan:
+def read_plan(
+    messages: Iterable[Message], since: Plan | None = None, known: Mapping[str, Any] = _NO_KNOWN
+) -> Plan:
     """The workflow's input, inherited values and finished attempts, from its conversation.
 
     With ``since`` (the plan of an earlier prefix of the same conversation),
-    ``messages`` holds only what came after it.
+    ``messages`` holds only what came after it. ``known``: the decoded value
+    of successful results by call id, where the caller has it (the output a
+    step's result was encoded from), so their text is not decoded again.
     """
     input_: Any = since.input if since is not None else None
     values: Mapping[str, Any] = since.values if since is not None else {}
@@ -162,7 +193,8 @@ def read_plan(messages: tuple[Message, ...], since: Plan | None = None) -> Plan:
                         Attempt(result.call_id, result.tool_name, False, result.content)
                     )
                 else:
-                    value = json.loads(result.content)
+                    call_id = result.call_id
+                    value = known[call_id] if call_id in known else json.loads(result.content)
                     attempts.append(Attempt(result.call_id, result.tool_name, True, value))
     if since is None:
         return Plan(input_, values, tuple(attempts))
@@ -218,13 +250,18 @@ class Final(NamedTuple):
 
 def respond(decision: list[Call] | Final) -> ModelResponse:
     """The planner's decision as a model response."""
+    # Built without the records' converters: every value has its final type.
     if isinstance(decision, Final):
-        text = json.dumps(decision.value, default=str)
-        return ModelResponse(
-            Message("assistant", (TextPart(text),)), _NO_USAGE, "stop", None, PLANNER_MODEL
-        )
+        text = json_text(decision.value)
+        message = _message("assistant", (_text(text),))
+        return _response(message, _NO_USAGE, "stop", None, PLANNER_MODEL, None)
     parts = tuple([_step_call(c) for c in decision])
-    return ModelResponse(Message("assistant", parts), _NO_USAGE, "tool_calls", None, PLANNER_MODEL)
+    response = _response(
+        _message("assistant", parts), _NO_USAGE, "tool_calls", None, PLANNER_MODEL, None
+    )
+    if len(parts) > 1 and len({p.id for p in parts}) < len(parts):
+        return unique_call_ids(response)  # a plan names each call once; as the loop would
+    return response
 
 
 def _step_call(call: Call) -> ToolCallPart:
@@ -235,10 +272,10 @@ def _step_call(call: Call) -> ToolCallPart:
     else:
         values = dict(call.values)
         text = json.dumps({"input": input_, "values": values})
-        # Frozen as it is built (the part's converter then keeps it): only the
+        # Frozen as it is built (the part's converter would keep it): only the
         # input and the values can nest, and they are frozen once each.
         arguments = FrozenDict(input=freeze(input_), values=freeze(values))
-    return ToolCallPart(call.call_id, call.task.name, text, arguments)
+    return _call_part(call.call_id, call.task.name, text, arguments, _NO_VALUES)
 
 
 _NO_VALUES = FrozenDict()
@@ -251,6 +288,7 @@ class Planner:
         self._workflow = workflow
         self._plans = _PlanCache()
         self._quiet: Live | None = None
+        self._executes: tuple[RunConfig | None, bool] = (None, False)
         # Steps a driver may run in place (see `in_place`).
         self._in_place = {
             t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
@@ -308,9 +346,21 @@ class Planner:
         Raises:
             RunError: The workflow's plan raised (its state is to be set by the driver).
         """
+        return respond(self.decision(self.read(messages)))
+
+    def read(self, messages: tuple[Message, ...]) -> Plan:
+        """The plan of the run's conversation ``messages``."""
+        return self._plans.read(messages)
+
+    def decision(self, plan: Plan) -> list[Call] | Final:
+        """The workflow's decision on ``plan``.
+
+        Raises:
+            RunError: The workflow's plan raised (its state is to be set by the driver).
+        """
         workflow = self._workflow
         try:
-            decision = workflow.plan(self._plans.read(messages))
+            return workflow.plan(plan)
         except RunError:
             raise
         except Exception as exc:
@@ -320,7 +370,20 @@ class Planner:
                 "workflow before this decision (resume it to try again)",
                 None,
             ) from exc
-        return respond(decision)
+
+    def executes(self, config: RunConfig) -> bool:
+        """Whether every call the planner makes under ``config`` executes (as `dispositions` says).
+
+        True for a workflow's own config: its step tools have functions and
+        need no approval. Kept for the last config asked about.
+        """
+        if config is self._executes[0]:
+            return self._executes[1]
+        executes = config.auto_execute_tools and all(
+            spec.has_function and spec.approval == "never" for spec in config.tools
+        )
+        self._executes = (config, executes)
+        return executes
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """The next decision (the planner never waits)."""

@@ -17,13 +17,13 @@ import re
 import typing
 import weakref
 from collections.abc import Callable, Mapping
-from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import sub_run_id
+from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
@@ -238,14 +238,14 @@ class Task:
 
     def restore(self, plain: Any) -> Any:
         """This step's output from plain data, as its declared type where known."""
-        from toolfold.runtime._workflow import Workflow
-
         if plain is None:
             return None
         target = self.target
         if isinstance(target, Agent):
             output = target._options.output
             return output.restore(plain) if output is not None else plain
+        from toolfold.runtime._workflow import Workflow
+
         if isinstance(target, Workflow):
             return target.restore(plain)
         return structured(plain, self.output_type)
@@ -483,10 +483,7 @@ def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:
 
 def _step_result(response: Response) -> SubRun:
     state = response.state
-    output = state.output
-    if type(output) is str:  # an agent's answer: the very text json.dumps writes, without
-        return SubRun(state, encode_basestring_ascii(output))  # an encoder made per step
-    return SubRun(state, json.dumps(output, default=str))
+    return SubRun(state, json_text(state.output))
 
 
 def _bound(task: Task, scope: Mapping[str, Any]) -> Any:

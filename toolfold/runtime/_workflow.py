@@ -39,16 +39,19 @@ from toolfold.runtime._run import (
     new_run_id,
     run_async,
     run_sync,
-    start,
 )
 from toolfold.runtime._task import Task, plain_data, structured
-from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._build import builder
+from toolfold.runtime.core._messages import Message, TextPart
+from toolfold.runtime.core._reducer import initial_state
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Live
 from toolfold.toolkit._tool import Tool
 
+_message = builder(Message)
+_text = builder(TextPart)
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
 _PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the planner "model"'s own
 
@@ -261,7 +264,9 @@ class Workflow:
             if self._free:
                 raise WorkflowDefinitionError(self.label, self.free_problems())
             text = envelope(_input_value(prompt), {})
-        return start(self._options, (Message.user(text),), run_id, agent=self.name)
+        # `start` with the one user message made without the classes' converters.
+        message = _message("user", (_text(text),))
+        return initial_state((message,), self._options.config, run_id=run_id, agent=self.name)
 
     def _begin(
         self,

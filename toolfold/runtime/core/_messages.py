@@ -436,6 +436,10 @@ from toolfold.runtime.core._build import builder  # noqa: E402  (needs the class
 
 _usage = builder(Usage)
 
+NO_USAGE = Usage()
+"""A response that used nothing (a workflow's planner answers without a model): adding it
+changes no count, so the reducer keeps the run's usage as it is."""
+
 
 def result_content(value: Any) -> tuple[ResultContent, ...] | None:
     """A tool's return value as result parts, when it holds an image or a file.

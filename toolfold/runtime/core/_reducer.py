@@ -189,6 +189,19 @@ class OpenStep:
         """
         base, changes = self.base, self.changes
         log = base.log.append(self.responded)
+        if len(events) == 1 and changes["phase"] == "running_tools":
+            changes["log"] = log  # what a stop condition sees at the step's boundary
+            if _steps.returned_one(base, changes, events[0]):
+                changes["log"] = log.append(events[0])
+                return evolve(base, changes)
+        elif len(events) > 1 and changes["phase"] == "running_tools":
+            # Many results: put in place at once, where the loop below looks each call up.
+            full = log.extend(events)
+            # What a stop condition sees at the step's boundary: the log before the last result.
+            changes["log"] = full.prefix(len(full) - 1)
+            if _steps.returned_all(base, changes, events):
+                changes["log"] = full
+                return evolve(base, changes)
         try:
             for event in events:
                 if event.kind != "tool_returned" or changes["phase"] != "running_tools":

@@ -8,7 +8,8 @@ at a few microseconds.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -21,12 +22,14 @@ from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
     CallResumed,
+    Event,
     ModelResponded,
     ToolResultsProvided,
     ToolReturned,
     ToolSuspended,
 )
 from toolfold.runtime.core._messages import (
+    NO_USAGE,
     FilePart,
     FrozenDict,
     ImagePart,
@@ -152,7 +155,8 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
         raise refused(state, event.kind, f"the model's answer: {problem}")
     changes["conversation"] = state.conversation.append(message)
     changes["step"] = state.step + 1
-    changes["usage"] = state.usage + response.usage
+    usage = response.usage
+    changes["usage"] = state.usage if usage is NO_USAGE else state.usage + usage
     changes["calls"] = ()
     calls = message.tool_calls
     if not calls:
@@ -302,6 +306,56 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
         _child(state, event.kind, child)
     _put(state, changes, _done(call.index, call.call, event.content, outcome, child, event.parts))
     _settle(state, changes)
+
+
+def _plain(event: Event) -> TypeGuard[ToolReturned]:
+    """Whether ``event`` is a well-formed `ToolReturned` with a text result (a finished sub-run or none)."""
+    if not isinstance(event, ToolReturned):  # anything else is reduced as reduce does
+        return False
+    child = event.child
+    return (
+        type(event.content) is str
+        and type(event.is_error) is bool
+        and event.outcome in OUTCOMES
+        and not event.parts
+        and (child is None or type(child) is RunState)
+    )
+
+
+def returned_one(state: RunState, changes: Changes, event: Event) -> bool:
+    """`returned_all` for a step of one call: its plain result, then the commit it completes."""
+    calls: tuple[CallState, ...] = changes["calls"]
+    if len(calls) != 1 or event.kind != "tool_returned":
+        return False
+    call = calls[0]
+    if call.status != "to_run" or call.call.id != event.call_id or not _plain(event):
+        return False
+    outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+    changes["calls"] = (_done(call.index, call.call, event.content, outcome, event.child),)
+    _commit(state, changes)  # what settling a step with every call done does
+    return True
+
+
+def returned_all(state: RunState, changes: Changes, events: Sequence[Event]) -> bool:
+    """``tool_returned`` for each of ``events`` in turn, in one pass, when that is plain.
+
+    Plain: each is a well-formed `ToolReturned` with text content for a
+    different call to run (a finished sub-run or none). Their results are put
+    in place and the step settles once: the changes each event's turn would
+    make, since settling a step with a call still to run changes nothing but
+    the phase. Otherwise False, and ``changes`` is untouched.
+    """
+    calls: list[CallState] = list(changes["calls"])
+    to_run = {c.call.id: c for c in calls if c.status == "to_run"}
+    for event in events:
+        call = to_run.pop(getattr(event, "call_id", None), None)  # type: ignore[arg-type]
+        if call is None or not _plain(event):
+            return False
+        outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+        calls[call.index] = _done(call.index, call.call, event.content, outcome, event.child)
+    changes["calls"] = tuple(calls)
+    _settle(state, changes)
+    return True
 
 
 def _child(state: RunState, kind: str, child: object) -> RunState | None:

@@ -405,9 +405,7 @@ async def _prepared_one(job: ToolJob) -> ToolOutcome:
     return await _run_one(job, prepared)
 
 
-async def gather_or_cancel(
-    coroutines: list[Coroutine[Any, Any, ToolOutcome]],
-) -> tuple[ToolOutcome, ...]:
+async def gather_or_cancel(coroutines: list[Coroutine[Any, Any, T]]) -> tuple[T, ...]:
     """Run ``coroutines`` as tasks, their results in order; any that still run when
     this ends (an error, a cancellation) are cancelled and awaited, none left behind."""
     import asyncio
