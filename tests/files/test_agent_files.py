@@ -280,6 +280,14 @@ ERRORS = {
         "workflows.w.merge",
         "not a key of a sequence workflow",
     ),
+    "a value a nested key does not allow": (
+        '[workflows.w]\nkind = "sequence"\nsteps = [{ step = "files_helpers:shout", on_error = "never" }]\n',
+        "workflows:\n  w:\n    kind: sequence\n    steps:\n"
+        "      - {step: 'files_helpers:shout', on_error: never}\n",
+        (3, 5),
+        "workflows.w.steps[0].on_error",
+        "expected one of 'fail', 'skip', 'retry', got 'never'",
+    ),
     "a step that names nothing": (
         '[workflows.w]\nkind = "loop"\nstep = "ghost"\n',
         "workflows:\n  w:\n    kind: loop\n    step: ghost\n",

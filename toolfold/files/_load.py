@@ -450,7 +450,7 @@ class _Loader:
         try:
             return CONVERTER.structure(value, kind)
         except cattrs.BaseValidationError as exc:
-            for where, message in _validation_problems(exc, path):
+            for where, message in _validation_problems(exc, path, value):
                 self.problem(where, message)
         except Exception as exc:  # a cattrs hook's own error: the message says what is wrong
             self.problem(path, str(exc))
@@ -558,7 +558,8 @@ class _Loader:
     def _check_workflow(self, name: str, flow: WorkflowEntry) -> None:
         where = f"workflows.{name}"
         if flow.kind in ("sequence", "parallel"):
-            if not flow.steps:
+            if not flow.steps and not self.data["workflows"][name].get("steps"):
+                # (steps that were all refused are reported each; this would only repeat them)
                 self.problem(f"{where}.steps", f"a {flow.kind} needs at least one step")
             for index, step in enumerate(flow.steps):
                 self._step(step, self.at(name, "steps", index, "workflows"))
@@ -854,8 +855,10 @@ def _is_model_string(spec: str) -> bool:
     return prefix in _model._PROVIDERS
 
 
-def _validation_problems(exc: BaseException, path: str) -> Iterator[tuple[str, str]]:
-    """(key path, message) for each leaf of a cattrs validation error."""
+def _validation_problems(
+    exc: BaseException, path: str, value: Any = None
+) -> Iterator[tuple[str, str]]:
+    """(key path, message) for each leaf of a cattrs validation error (``value``: what failed)."""
     import cattrs
     from cattrs.errors import ForbiddenExtraKeysError
 
@@ -870,13 +873,23 @@ def _validation_problems(exc: BaseException, path: str) -> Iterator[tuple[str, s
             index = getattr(note, "index", None)
             if name is not None:
                 child = f"{path}.{name}"
+                item = value.get(name) if isinstance(value, dict) else None
             elif isinstance(index, int):
                 child = f"{path}[{index}]"
+                item = value[index] if isinstance(value, list) and index < len(value) else None
             else:
                 child = f"{path}.{index}"
-            yield from _validation_problems(inner, child)
+                item = None
+            kind = getattr(note, "type", None)
+            if typing.get_origin(kind) is typing.Literal and not isinstance(
+                inner, cattrs.BaseValidationError
+            ):  # cattrs says "x not in literal typing.Literal[...]"
+                allowed = ", ".join(repr(a) for a in typing.get_args(kind))
+                yield child, f"expected one of {allowed}, got {item!r}"
+                continue
+            yield from _validation_problems(inner, child, item)
         for inner in without:
-            yield from _validation_problems(inner, path)
+            yield from _validation_problems(inner, path, value)
         return
     if isinstance(exc, KeyError):
         yield path, "missing (this key is required)"
