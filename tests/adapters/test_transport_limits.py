@@ -125,6 +125,24 @@ def test_a_gzip_bomb_stops_at_max_decoded_bytes(
         call(transport, mode)
 
 
+def test_a_gzip_bomb_costs_the_cap_not_a_whole_inflate_step() -> None:
+    """Past max_decoded_bytes=4 KiB a 64 MiB bomb is refused having inflated about 4 KiB, not 1 MiB."""
+    import tracemalloc
+
+    from toolfold.adapters._http._body import BodyError, BodyReader
+
+    bomb = _bomb()
+    reader = BodyReader("gzip", HttpLimits(max_decoded_bytes=4096))
+    tracemalloc.start()
+    try:
+        with pytest.raises(BodyError, match="max_decoded_bytes=4096"):
+            reader.feed(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, peak
+
+
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))
 def test_an_encoding_not_asked_for_is_refused_and_the_pool_stays_usable(
     http_server: ScriptedServer, backend: str, mode: str
