@@ -19,7 +19,10 @@ after it is read; ``read-timeout``: nothing for 3 s; ``total-timeout``: a 200
 whose body drips a byte every 20 ms; ``cut-stream``: the body stops halfway and
 the connection closes; ``inband-error``: an error object inside a 200 (an SSE
 event when streaming); ``malformed-json``: a 200 whose body is not JSON;
-``big``: a 200 with a 1 MiB body; ``none``: no fault.
+``big``: a 200 with a 1 MiB body; ``br``: a 200 in an encoding not asked for;
+``bomb``: a gzip body that inflates to 4 MiB; ``bad-status``, ``bad-length``
+(``content-length: -5``), ``bad-chunk`` (a ``0x2`` chunk size), ``unasked-101``:
+answers no HTTP/1.1 client may accept; ``none``: no fault.
 
 Running in a process of its own keeps the test process's file descriptors and
 threads those of the client alone, so leak checks can count them.
@@ -27,6 +30,7 @@ threads those of the client alone, so leak checks can count them.
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import struct
@@ -76,6 +80,19 @@ def chunks(completion: dict[str, Any]) -> list[bytes]:
          "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
     ]  # fmt: skip
     return [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
+
+
+_BOMB = gzip.compress(b"\0" * 4 * 2**20, compresslevel=9)  # 4 MiB of zeros in ~4 KiB
+
+#: Faults written as raw bytes, the connection closed after them.
+_RAW = {
+    "bad-status": b"HTTP/1.1 2OO OK\r\ncontent-length: 2\r\n\r\n{}",
+    "bad-length": b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    b"content-length: -5\r\n\r\n{}",
+    "bad-chunk": b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0x2\r\n{}\r\n0\r\n\r\n",
+    "unasked-101": b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
+    b"connection: upgrade\r\n\r\n",
+}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -195,6 +212,15 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, b'{"choices": [')
         elif fault == "big":
             self._send(200, b" " * 2**20)
+        elif fault == "br":
+            body = json.dumps(ANSWER).encode()
+            self._send(200, body, {"content-type": "application/json", "content-encoding": "br"})
+        elif fault == "bomb":
+            self._send(200, _BOMB, {"content-type": "application/json", "content-encoding": "gzip"})
+        elif fault in _RAW:
+            self.wfile.write(_RAW[fault])
+            self.wfile.flush()
+            self.close_connection = True
         else:
             self._send(400, json.dumps({"error": {"message": f"unknown fault {fault}"}}).encode())
 

@@ -221,7 +221,9 @@ def test_a_body_nested_too_deep_is_a_malformed_response(
     """A body nested deeper than Python decodes is a MalformedResponseError at $, not a RecursionError."""
     deep = b'{"choices":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     http_server.add(Reply(body=deep, headers={"content-type": "application/json"}))
-    with pytest.raises(MalformedResponseError, match=r"nested too deep to decode.* @ \$$") as caught:
+    with pytest.raises(
+        MalformedResponseError, match=r"nested too deep to decode.* @ \$$"
+    ) as caught:
         generate_text(_model(http_server, opened), "hi")
     assert (caught.value.path, caught.value.status_code) == ("$", 200)
     assert str(caught.value).startswith(f"{caught.value.provider} sent a malformed response")

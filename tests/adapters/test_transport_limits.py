@@ -181,7 +181,8 @@ async def _no_sleep(_: float) -> None:
 
 # --- 1,000 failures of every kind leak nothing -------------------------------------------
 
-KINDS = ["500", "429-ms", "reset-before", "reset-after", "cut-stream", "inband-error", "malformed-json", "big"]  # fmt: skip
+KINDS = ["500", "429-ms", "reset-before", "reset-after", "cut-stream", "inband-error", "malformed-json", "big",
+         "br", "bomb", "bad-status", "bad-length", "bad-chunk", "unasked-101"]  # fmt: skip
 FAILURES = 1000
 
 
@@ -212,7 +213,7 @@ def test_a_thousand_failures_leak_nothing(
         http=backend,
         retry=0,
         timeout=Timeouts(pool=5.0),
-        limits=HttpLimits(max_connections=2, max_body_bytes=65536),
+        limits=HttpLimits(max_connections=2, max_body_bytes=65536, max_decoded_bytes=2**17),
     )
     fail = {"x-fault": kind}
     stream = kind in ("cut-stream", "inband-error")
