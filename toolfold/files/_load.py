@@ -32,6 +32,7 @@ from toolfold.runtime._document import (
     StepRef,
     StopEntry,
     WorkflowEntry,
+    labels_type,
     resolve,
     stop_condition,
 )
@@ -522,10 +523,15 @@ class _Loader:
                 found = self._resolve(handoff.input_filter, f"{path}.input_filter")
                 if found is not None and not callable(found):
                     self.problem(f"{path}.input_filter", f"{found!r} is not a function")
-        if entry.output_type is not None:
+        if isinstance(entry.output_type, str):
             self._resolve(entry.output_type, f"{where}.output_type")
         for index, condition in enumerate(entry.stop_when):
             self._stop(condition, self.at(name, "stop_when", index))
+
+    def _output_type(self, spec: str | list[str] | None) -> Any:
+        if spec is None:
+            return None
+        return self.resolved[spec] if isinstance(spec, str) else labels_type(spec)
 
     def _stop(self, condition: str | StopEntry, path: str) -> None:
         if isinstance(condition, str):
@@ -792,7 +798,7 @@ class _Loader:
             name=name,
             tools=tools,
             handoffs=handoffs,
-            output_type=None if entry.output_type is None else self.resolved[entry.output_type],
+            output_type=self._output_type(entry.output_type),
             stop_when=[
                 self.resolved[c] if isinstance(c, str) else stop_condition(c)
                 for c in entry.stop_when
