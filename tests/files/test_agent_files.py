@@ -403,6 +403,14 @@ def test_each_error_names_file_line_and_key(kind: str, case: str) -> None:
     assert problem in str(info.value)
 
 
+def test_a_yaml_key_given_twice_is_a_problem_not_silently_the_last() -> None:
+    """PyYAML keeps the last of two equal keys: the file's second agent 'a' is reported, not used."""
+    text = "agents:\n  a:\n    model: openai:gpt-4o-mini\n  a:\n    model: files_helpers:model\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as info:
+        loads(text, format="yaml", name="f.yaml", search=SEARCH)
+    assert info.value.problems == ("f.yaml:4: agents.a: given twice (first at line 2)",)
+
+
 def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:
     """Two broken workflows (and one using a broken one) give one error listing both, not the first only."""
     text = (

@@ -208,6 +208,8 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
     if node is not None:
         lines.from_yaml(node, "")
+    if lines.twice:
+        raise AgentFileError(lines.file, lines.twice)
     return data
 
 
@@ -226,14 +228,22 @@ class _Lines:
         self.file = file
         self._known: dict[str, int] = {}
         self._text = text.splitlines() if kind == "toml" else []
+        self.twice: list[str] = []  # keys a YAML mapping gives twice
 
     def from_yaml(self, node: Any, path: str) -> None:
         import yaml
 
         if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
             for key, value in node.value:
                 child = f"{path}.{key.value}" if path else str(key.value)
-                self._known[child] = key.start_mark.line + 1
+                line = key.start_mark.line + 1
+                if child in first:  # PyYAML keeps the last one silently
+                    self.twice.append(
+                        self.at(line, f"{child}: given twice (first at line {first[child]})")
+                    )
+                first[child] = line
+                self._known[child] = line
                 self.from_yaml(value, child)
         elif isinstance(node, yaml.SequenceNode):
             for index, item in enumerate(node.value):
