@@ -153,3 +153,44 @@ def test_usage_and_paths_across_a_handoff_to_an_agent_with_a_sub_agent(how: str)
         assert nested == {("helper", helper_id)}
         starts = [e.step for e in events if isinstance(e, StepStartEvent)]
         assert starts == [1, 2, 3]  # the steps of both agents, in one run
+
+
+def test_each_step_reaches_the_sub_runs_of_its_calls_even_under_a_reused_id() -> None:
+    """``step.sub_runs`` maps the step's call ids to their sub-runs: both, when a model reuses an id."""
+    helper = Agent(ScriptedModel(["one", "two"]), name="helper")
+    lead = Agent(
+        ScriptedModel(
+            [
+                call("helper", {"input": "a"}, id="call_0"),
+                call("helper", {"input": "b"}, id="call_0"),
+                "done",
+            ]
+        ),
+        tools=[helper.as_tool()],
+    )
+    response = lead.run("go")
+    first, second, last = response.steps
+    assert first.sub_runs["call_0"].last_text == "one"
+    assert second.sub_runs["call_0"].last_text == "two"
+    assert first.sub_runs["call_0"].run_id != second.sub_runs["call_0"].run_id
+    assert dict(last.sub_runs) == {}
+
+
+def test_a_suspended_steps_sub_run_is_its_latest_state() -> None:
+    """While a sub-run waits, the step holds its state as it waits; after the resume, the finished one."""
+    from toolfold import tool
+
+    @tool(requires_approval=True)
+    def wipe() -> str:
+        """Wipe."""
+        return "wiped"
+
+    below = Agent(ScriptedModel([call("wipe"), "wiped it"]), name="below", tools=[wipe])
+    lead = Agent(ScriptedModel([call("below", {"input": "x"}), "ok"]), tools=[below.as_tool()])
+    waiting = lead.run("go")
+    (step,) = waiting.steps
+    (child,) = step.sub_runs.values()
+    assert child.phase == "awaiting_approval"
+    done = lead.resume(waiting.state, approvals={waiting.pending_approvals[0].id: True})
+    (child,) = done.steps[0].sub_runs.values()
+    assert (child.phase, child.last_text) == ("finished", "wiped it")
