@@ -678,7 +678,7 @@ class Handoff:
     @property
     def tool_name(self) -> str:
         """The name of the tool that hands the run over."""
-        return self.name or f"transfer_to_{self.target}"
+        return f"transfer_to_{self.target}" if self.name is None else self.name
 
     def tool(self) -> Tool[..., Any]:
         """The tool the handing agent's model calls."""
