@@ -1,4 +1,4 @@
-"""Fixtures shared by the adapter tests: a scripted HTTP server on 127.0.0.1.
+"""Fixtures shared by the adapter tests: a scripted HTTP server on 127.0.0.1, the fault server.
 
 Import the building blocks in a test module with
 ``from scripted_http import Cut, Recorded, Reply, ScriptedServer, sse``.
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fault_matrix import fault_server
 from scripted_http import ScriptedServer
 
 
@@ -30,3 +31,10 @@ def opened() -> Iterator[list[Any]]:
     yield models
     for made in models:
         made.close()
+
+
+@pytest.fixture(scope="module")
+def fault_url() -> Iterator[str]:
+    """The fault server's base URL (``fault_server.py`` in its own process), one per module."""
+    with fault_server() as url:
+        yield url

@@ -13,16 +13,12 @@ the file descriptors and threads the process had before it.
 from __future__ import annotations
 
 import asyncio
-import gc
-import os
-import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from backends import OWNED
-from fault_matrix import GENEROUS, KEY, MODES, fault_server
+from fault_matrix import GENEROUS, KEY, MODES, resources
 
 import toolfold
 from toolfold import Agent, RunState, StepStartEvent
@@ -49,18 +45,6 @@ CELLS = [
     if not (backend == "aiohttp" and mode == "blocking")  # aiohttp is async only
     if not (fault in CANCELLED and mode == "blocking")  # a blocking call is not cancelled
 ]
-
-
-@pytest.fixture(scope="module")
-def fault_url() -> Iterator[str]:
-    """The fault server's base URL, one process for the module."""
-    with fault_server() as url:
-        yield url
-
-
-def _resources() -> tuple[int, int]:
-    gc.collect()
-    return len(os.listdir("/proc/self/fd")), threading.active_count()
 
 
 def _model(url: str, backend: str, fault: str) -> Any:
@@ -202,7 +186,7 @@ def test_tool_fault_is_read_by_the_model_or_cancels_cleanly(
     warm = "async" if mode == "streamed" else mode
     for kind in ("tool-raises", "tool-timeout"):  # a sync tool's worker, a blocking run's loop
         _answered(fault_url, backend, kind, warm)
-    before = _resources()  # after a warm-up: what lives for the process exists already
+    before = resources()  # after a warm-up: what lives for the process exists already
     if fault in CANCELLED:
         runs, answer = _cancelled(fault_url, backend, fault, mode)
         assert runs == (["started", "cancelled"] if fault == "cancel-mid-tool" else ["ran"])
@@ -218,4 +202,4 @@ def test_tool_fault_is_read_by_the_model_or_cancels_cleanly(
         state = response.state
         assert replay(state.log) == state
         assert RunState.from_json(state.to_json()) == state
-    assert _resources() == before
+    assert resources() == before

@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import gzip
-import os
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from backends import OWNED, cases
-from fault_matrix import fault_server
+from fault_matrix import resources
 from scripted_http import Reply, ScriptedServer, sse
 
 import toolfold
@@ -186,18 +182,6 @@ KINDS = ["500", "429-ms", "reset-before", "reset-after", "cut-stream", "inband-e
 FAILURES = 1000
 
 
-def _resources() -> tuple[int, int]:
-    gc.collect()
-    return len(os.listdir("/proc/self/fd")), threading.active_count()
-
-
-@pytest.fixture(scope="module")
-def fault_url() -> Iterator[str]:
-    """The fault server's base URL, one process for the module."""
-    with fault_server() as url:
-        yield url
-
-
 @pytest.mark.once  # 1,000 requests per cell: the load is the subject; first Python only
 @pytest.mark.parametrize(("backend", "mode"), cases(("sync", "async")))
 @pytest.mark.parametrize("kind", KINDS)
@@ -205,7 +189,7 @@ def test_a_thousand_failures_leak_nothing(
     fault_url: str, backend: str, mode: str, kind: str
 ) -> None:
     """1,000 failures of a kind on a 2-connection pool, then a good call; fds and threads as before."""
-    before = _resources()
+    before = resources()
     transport = Transport(
         "openai",
         fault_url,
@@ -251,7 +235,7 @@ def test_a_thousand_failures_leak_nothing(
         good = asyncio.run(run())
     assert failures == FAILURES
     assert good["choices"][0]["message"]["content"] == "The sum is 5."
-    assert _resources() == before
+    assert resources() == before
 
 
 # --- configuration checked when the model is built ------------------------------------------
