@@ -1,4 +1,5 @@
-"""Fixtures shared by the adapter tests: a scripted HTTP server on 127.0.0.1, the fault server.
+"""Fixtures shared by the adapter tests: a scripted HTTP server on 127.0.0.1, the events it
+waits on, the fault server.
 
 Import the building blocks in a test module with
 ``from scripted_http import Cut, Recorded, Reply, ScriptedServer, sse``.
@@ -6,6 +7,7 @@ Import the building blocks in a test module with
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +33,15 @@ def opened() -> Iterator[list[Any]]:
     yield models
     for made in models:
         made.close()
+
+
+@pytest.fixture
+def released() -> Iterator[list[threading.Event]]:
+    """Events the server may wait on (`scripted_http.gate`); all set at teardown, so no server thread hangs."""
+    events: list[threading.Event] = []
+    yield events
+    for event in events:
+        event.set()
 
 
 @pytest.fixture(scope="module")

@@ -89,6 +89,13 @@ class Reply:
     drip: float | None = None
 
 
+def gate(released: list[threading.Event]) -> threading.Event:
+    """A new event for a reply to wait on, added to ``released`` (the fixture sets them all at teardown)."""
+    event = threading.Event()
+    released.append(event)
+    return event
+
+
 def sse(*payloads: Any, event: str | None = None) -> list[bytes]:
     """SSE chunks: one ``data:`` event per payload (dicts become JSON, strings go as is)."""
     out = []

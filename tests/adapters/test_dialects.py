@@ -764,6 +764,22 @@ def test_compilation_is_memoized_and_sees_mutation() -> None:
     assert again.strict is False
 
 
+def test_a_value_changed_in_place_to_an_equal_value_of_another_type_is_compiled_again() -> None:
+    """1, 1.0 and True are equal in Python but not in JSON: each in-place change compiles anew."""
+    params: dict[str, Any] = {
+        "type": "object",
+        "properties": {"n": {"type": "number", "maximum": 1}, "m": {"enum": [0, 1]}},
+    }
+    definition = tool(params, name="count")
+    for dialect in ("json-schema", "openai-chat", "anthropic", "gemini"):
+        for value in (1, 1.0, True, 1):
+            params["properties"]["n"]["maximum"] = value
+            params["properties"]["m"]["enum"][1] = value
+            sent = compile_tool(definition, dialect).schema_sent["properties"]  # type: ignore[arg-type]
+            assert type(sent["n"]["maximum"]) is type(value), dialect
+            assert [type(v) for v in sent["m"]["enum"][:2]] == [int, type(value)], dialect
+
+
 def test_read_only_mappings_are_accepted() -> None:
     """Parameters given as any Mapping (e.g. a MappingProxyType) compile like a dict."""
     from types import MappingProxyType

@@ -464,6 +464,45 @@ def test_the_memoized_frame_follows_settings_schemas_and_output() -> None:
     assert b'"days"' in (encode_body(requests[0], "m", openai) or b"")
 
 
+def test_the_memoized_frame_sees_a_schema_value_change_type_in_place() -> None:
+    """A schema edited in place from 1 to 1.0 or True (equal in Python) sends the new value."""
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"n": {"type": "number", "maximum": 1}},
+    }
+    tools = (
+        ToolDefinition("first", "First.", {"type": "object"}),
+        ToolDefinition("count", "Count.", parameters),
+    )
+    request = ModelRequest((Message.user("x"),), tools)
+    openai = PROVIDERS["openai"]
+    for value, text in ((1, b'"maximum":1}'), (1.0, b'"maximum":1.0}'), (True, b'"maximum":true}')):
+        parameters["properties"]["n"]["maximum"] = value
+        sent = encode_body(request, "m", openai)
+        assert sent == dumps(build_body(request, "m", openai))
+        assert text in (sent or b""), value
+
+
+def test_a_request_compiles_each_tool_once() -> None:
+    """Encoding a request compiles each tool once (each compilation reads the tool's description once)."""
+
+    class Counted:
+        name, parameters, strict = "f", {"type": "object"}, None
+
+        def __init__(self) -> None:
+            self.reads = 0
+
+        @property
+        def description(self) -> str:
+            self.reads += 1
+            return "Counted."
+
+    tool = Counted()
+    request = ModelRequest((Message.user("hi"),), (tool,))  # type: ignore[arg-type]
+    encode_body(request, "m", PROVIDERS["openai"])
+    assert tool.reads == 1
+
+
 def test_a_tool_that_is_not_a_tool_definition_is_encoded_anew_each_request() -> None:
     """A duck-typed tool whose description changes between requests sends the new one."""
     from types import SimpleNamespace

@@ -6,12 +6,11 @@ import asyncio
 import gzip
 import socket
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from scripted_http import Cut, Reply, ScriptedServer, sse
+from scripted_http import Cut, Reply, ScriptedServer, gate, sse
 
 from toolfold import (
     AuthenticationError,
@@ -102,21 +101,6 @@ def stream(
     finally:
         pass
     return seen
-
-
-@pytest.fixture
-def released() -> Iterator[list[threading.Event]]:
-    """Events the server may wait on; all are set at teardown so no server thread hangs."""
-    events: list[threading.Event] = []
-    yield events
-    for event in events:
-        event.set()
-
-
-def gate(released: list[threading.Event]) -> threading.Event:
-    event = threading.Event()
-    released.append(event)
-    return event
 
 
 @pytest.mark.parametrize("mode", MODES)

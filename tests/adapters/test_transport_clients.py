@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -19,7 +18,7 @@ import httpx
 import lookalike_http
 import pytest
 from backends import OWNED
-from scripted_http import Cut, Reply, ScriptedServer, sse
+from scripted_http import Cut, Reply, ScriptedServer, gate, sse
 
 from toolfold import (
     AuthenticationError,
@@ -143,21 +142,6 @@ def call(
                 await (client.close() if kind == "aiohttp" else client.aclose())
 
     return asyncio.run(run())
-
-
-@pytest.fixture
-def released() -> Iterator[list[threading.Event]]:
-    """Events the server may wait on; all are set at teardown so no server thread hangs."""
-    events: list[threading.Event] = []
-    yield events
-    for event in events:
-        event.set()
-
-
-def gate(released: list[threading.Event]) -> threading.Event:
-    event = threading.Event()
-    released.append(event)
-    return event
 
 
 @pytest.mark.parametrize(("kind", "mode"), CASES)

@@ -270,18 +270,23 @@ class _SlowSource:
         self.holders -= 1
 
 
+def _calling_echo(source: _SlowSource) -> tuple[ActivityEnvironment, asyncio.Future[Any]]:
+    """The source call activity calling ``source``'s echo, running in an activity environment."""
+    call = source_call_activity({"node": SourceHost((source,), None, 0.1, None)})
+    invocation = ToolInvocation(ToolCallPart("c1", "echo", "{}", {}), 0, 1, "r:1:0")
+    given = SourceCallInput("node", 0, source.listing()[0], ToolCallInput(invocation, "r"))
+    (payload,) = data_converter.payload_converter.to_payloads([given])
+    env = ActivityEnvironment()
+    env.payload_converter = data_converter.payload_converter
+    return env, asyncio.ensure_future(env.run(call, [RawValue(payload)]))
+
+
 def test_an_activity_cancelled_while_its_source_opens_closes_it() -> None:
     """A source call cancelled while its source opens closes the source once open: no hold is left."""
     source = _SlowSource()
-    call = source_call_activity({"slow": SourceHost((source,), None, 0.1, None)})
-    invocation = ToolInvocation(ToolCallPart("c1", "echo", "{}", {}), 0, 1, "r:1:0")
-    given = SourceCallInput("slow", 0, source.listing()[0], ToolCallInput(invocation, "r"))
-    (payload,) = data_converter.payload_converter.to_payloads([given])
 
     async def go() -> None:
-        env = ActivityEnvironment()
-        env.payload_converter = data_converter.payload_converter
-        running = asyncio.ensure_future(env.run(call, [RawValue(payload)]))
+        env, running = _calling_echo(source)
         assert await asyncio.to_thread(source.opening.wait, 60)
         env.cancel()  # (a timed sub-run's deadline, a worker shutting down...)
         source.release.set()  # the thread opens the source all the same
@@ -289,6 +294,48 @@ def test_an_activity_cancelled_while_its_source_opens_closes_it() -> None:
             await running
 
     asyncio.run(go())
+    assert source.holders == 0
+
+
+class _StuckSource(_SlowSource):
+    """A source whose tool waits until cancelled and whose close fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release.set()
+        self.calling = threading.Event()
+
+    def tools_from(self, listed: Seq[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
+        calling = self.calling
+
+        @tool(name="echo")
+        async def echo() -> str:
+            """Echo."""
+            calling.set()
+            await asyncio.Event().wait()
+            return "never"
+
+        return (echo,)
+
+    def close(self) -> None:
+        super().close()
+        raise OSError("the server would not stop")
+
+
+def test_an_activity_cancelled_during_its_call_stays_cancelled_when_the_close_fails() -> None:
+    """A source call cancelled mid-call raises CancelledError (close error attached), not the close's error."""
+    source = _StuckSource()
+
+    async def go() -> BaseException:
+        env, running = _calling_echo(source)
+        assert await asyncio.to_thread(source.calling.wait, 60)
+        env.cancel()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await running
+        return caught.value
+
+    cancelled = asyncio.run(go())
+    assert [str(e) for e in cancelled.close_errors] == ["the server would not stop"]  # type: ignore[attr-defined]
     assert source.holders == 0
 
 

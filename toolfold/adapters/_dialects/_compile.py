@@ -1,8 +1,9 @@
 """`compile_tool`: a tool's neutral JSON Schema -> one provider's tool object.
 
 It runs on every request, so results are memoized: first by the identity of the
-tool's ``parameters`` (checked for equality with a private snapshot, so a dict
-mutated in place is recompiled), then by its JSON text.
+tool's ``parameters`` (checked against a private copy of the schema it was
+compiled from, types included, `same_json`, so a dict mutated in place is
+recompiled), then by its JSON text.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ _SPECS: dict[str, _Spec] = {
 
 _UNSET: Any = object()
 _MAX_ENTRIES = 4096
-_by_identity: dict[tuple[Any, ...], tuple[Any, CompiledTool]] = {}
+_by_identity: dict[tuple[Any, ...], tuple[Any, TypedLeaves, CompiledTool]] = {}
 _by_content: dict[tuple[Any, ...], CompiledTool] = {}
 
 
@@ -182,10 +183,10 @@ def compile_tool(
     description = getattr(tool, "description", None) or ""
     key = (id(params), name, description, dialect, strict, allow_loss)
     hit = _by_identity.get(key)
-    if hit is not None and hit[0] is params and hit[1].source_schema == params:
-        return hit[1]
+    if hit is not None and hit[0] is params and same_json(params, hit[2].source_schema, hit[1]):
+        return hit[2]
     try:
-        text = json.dumps(params, separators=(",", ":"), allow_nan=False, default=_plain_mapping)
+        text = _json_text(params)
     except (TypeError, ValueError) as exc:
         raise SchemaCompileError(
             name, str(dialect), [f"the parameters are not JSON: {exc}"]
@@ -199,8 +200,54 @@ def compile_tool(
         _by_content[content_key] = compiled
     if len(_by_identity) >= _MAX_ENTRIES:
         _by_identity.clear()
-    _by_identity[key] = (params, compiled)
+    _by_identity[key] = (params, typed_leaves(compiled.source_schema), compiled)
     return compiled
+
+
+# Where a JSON value holds numbers and booleans: the path to each, with its type.
+TypedLeaves = tuple[tuple[tuple[Any, ...], type], ...]
+
+
+def typed_leaves(schema: Any) -> TypedLeaves:
+    """Where a JSON value holds numbers and booleans (the path to each), with their types."""
+    found: list[tuple[tuple[Any, ...], type]] = []
+    todo: list[tuple[tuple[Any, ...], Any]] = [((), schema)]
+    while todo:
+        path, node = todo.pop()
+        kind = type(node)
+        if kind is dict:
+            todo.extend(((*path, key), value) for key, value in node.items())
+        elif kind is list:
+            todo.extend(((*path, index), value) for index, value in enumerate(node))
+        elif kind in _NUMBERS:
+            found.append((path, kind))
+    return tuple(found)
+
+
+_NUMBERS = (bool, int, float)
+
+
+def same_json(value: Any, copy: Any, typed: TypedLeaves) -> bool:
+    """Whether ``value`` is still the JSON ``copy`` was made from, types included.
+
+    ``typed`` is the copy's `typed_leaves`. Python's ``==`` takes ``1``,
+    ``1.0`` and ``True`` for one value, which JSON (and a schema's meaning)
+    does not: once ``==`` holds (at C speed), only where the copy holds a
+    number or a boolean can the types differ, and those are checked.
+    """
+    if value != copy:
+        return False
+    for path, kind in typed:
+        node = value
+        for step in path:
+            node = node[step]
+        if type(node) is not kind:
+            return False
+    return True
+
+
+def _json_text(schema: Any) -> str:
+    return json.dumps(schema, separators=(",", ":"), allow_nan=False, default=_plain_mapping)
 
 
 def _plain_mapping(value: Any) -> Any:

@@ -43,6 +43,7 @@ __all__ = [
     "BACKENDS",
     "HttpxBackend",
     "OwnedHttpxBackend",
+    "READ_IN_PIECES",
     "close_when_loop_ends",
     "default_backend",
     "make_async",
@@ -465,7 +466,8 @@ class AiohttpBackend:
 
     Args:
         session: The session.
-        owned: Whether the transport made it (and closes it).
+        owned: Whether the transport made it (and closes it): then its
+            responses are `_aiohttp_owned.Reply`, with the transport's names.
         timeouts: The timeouts the session was made with: a request with the
             same ones passes none, and the session's own apply.
     """
@@ -479,14 +481,19 @@ class AiohttpBackend:
         self._timeouts = timeouts
         self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
 
-    async def send(
+    def send(
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
-    ) -> Any:
-        """POST; the response once its head arrived (body unread, not decompressed)."""
-        options: Mapping[str, Any] = {}
+    ) -> Awaitable[Any]:
+        """POST; awaited, the response once its head arrived (body unread, not decompressed).
+
+        A plain function handing back aiohttp's own request, which the caller
+        awaits at once: no coroutine of ours in between while the answer is
+        awaited (a session the transport made answers with `Reply` itself).
+        """
+        options: Mapping[str, Any] = _NO_OPTIONS
         if timeout is not None and not _own_timeouts(timeout, self._timeouts, self._defaults):
             options = {"timeout": _aiohttp_timeout(self._aiohttp, timeout)}
-        response = await self.session.post(
+        request = self.session.post(
             url,
             data=content,
             headers=headers,
@@ -495,7 +502,9 @@ class AiohttpBackend:
             raise_for_status=False,
             **options,
         )
-        return AiohttpReply(response)
+        if self.owned:
+            return request  # type: ignore[no-any-return]
+        return _wrapped(request)
 
     async def aclose(self) -> None:
         """Close the session if the transport made it."""
@@ -503,8 +512,15 @@ class AiohttpBackend:
             await self.session.close()
 
 
+_NO_OPTIONS: Mapping[str, Any] = {}
+
+
+async def _wrapped(request: Awaitable[Any]) -> AiohttpReply:
+    return AiohttpReply(await request)
+
+
 class AiohttpReply:
-    """An aiohttp response with the names the transport reads."""
+    """An aiohttp response with the names the transport reads (an injected session's)."""
 
     __slots__ = ("_response", "headers", "status_code")
 
@@ -531,13 +547,22 @@ class AiohttpReply:
             self._response.close()
 
 
+# The answers whose body `Sender` reads straight from aiohttp's stream (the
+# owned session's `Reply` joins when that module is imported).
+READ_IN_PIECES: set[type[Any]] = {AiohttpReply}
+
+
 def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits) -> AiohttpBackend:
     aiohttp = _package("aiohttp")
     connector = aiohttp.TCPConnector(
         limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
     )
+    from toolfold.adapters._http._aiohttp_owned import Reply, watch_reads
+
+    watch_reads(connector)  # the read timeout without a timer per read
     session = aiohttp.ClientSession(
         connector=connector,
+        response_class=Reply,
         timeout=_aiohttp_timeout(aiohttp, timeouts),
         auto_decompress=False,
         # trust_env makes aiohttp read the proxy variables on every request

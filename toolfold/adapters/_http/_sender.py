@@ -31,7 +31,7 @@ import attrs
 
 from toolfold._errors import MalformedResponseError, ProviderError, ProviderTimeoutError
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
-from toolfold.adapters._http._backends import AiohttpReply, sync_deadline
+from toolfold.adapters._http._backends import READ_IN_PIECES, sync_deadline
 from toolfold.adapters._http._body import BodyError, BodyReader
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import (
@@ -159,8 +159,25 @@ class Sender:
                 if scope.expired():
                     raise self.total_timeout(call.url) from exc
                 raise
-        response = await self.send(call)
-        return response, await self._read_all(response, call, per_await=left is not None)
+        if left is not None:
+            response = await self.send(call)
+            return response, await self._read_all(response, call, per_await=True)
+        # No deadline: the first attempt is awaited from here, not from `send`
+        # (one coroutine fewer held while the answer is awaited); a failure or
+        # an answer >= 300 goes on to the retries as in `send`.
+        backend = self.clients.ready_async() or await self.clients.get_async()
+        try:
+            response = await self._attempt(backend, call, self.timeouts, per_await=False)
+        except Exception as exc:
+            response = await self._retried(call, backend, exc, per_await=False, bounded=False)
+        else:
+            if response.status_code >= 300:
+                response = await self._retried(
+                    call, backend, response, per_await=False, bounded=False
+                )
+        if type(response) in READ_IN_PIECES:
+            return response, await self._read_pieces(response, call)
+        return response, await self._read_all(response, call, per_await=False)
 
     async def send(self, call: Call, *, bounded: bool = False) -> Any:
         """The response of the first attempt answering with status < 300 (see `attempts`).
@@ -171,29 +188,41 @@ class Sender:
         backend = self.clients.ready_async() or await self.clients.get_async()
         per_await = not bounded and call.deadline is not None
         timeout = self._first_timeouts(call, cap=not bounded)
+        try:
+            response = await self._attempt(backend, call, timeout, per_await=per_await)
+        except Exception as exc:
+            return await self._retried(call, backend, exc, per_await=per_await, bounded=bounded)
+        if response.status_code < 300:
+            return response  # answered at once: no plan to build
+        return await self._retried(call, backend, response, per_await=per_await, bounded=bounded)
+
+    async def _retried(
+        self, call: Call, backend: Any, outcome: Any, *, per_await: bool, bounded: bool
+    ) -> Any:
+        """`send` after a first attempt that gave ``outcome`` (an exception, or an answer >= 300)."""
         plan: Any = None
         while True:
-            outcome: Any
-            try:
-                if per_await:
-                    send = functools.partial(
-                        backend.send, call.url, call.content, call.headers, timeout
-                    )
-                    response = await self._within(call, send)
-                else:
-                    response = await backend.send(call.url, call.content, call.headers, timeout)
-            except Exception as exc:
-                outcome = exc
-            else:
-                if response.status_code < 300 and plan is None:
-                    return response  # answered at once: no plan to build
-                ok = response.status_code < 300
-                outcome = response if ok else await self._failed(response, call, per_await)
+            if not isinstance(outcome, BaseException):
+                ok = outcome.status_code < 300
+                outcome = outcome if ok else await self._failed(outcome, call, per_await)
             plan, step = self._retry(plan, call, outcome, cap=not bounded)
             if plan is None:
                 return step
             await self.sleep(step.seconds)
             timeout = plan.send(None).timeout  # the next Send
+            try:
+                outcome = await self._attempt(backend, call, timeout, per_await=per_await)
+            except Exception as exc:
+                outcome = exc
+
+    def _attempt(
+        self, backend: Any, call: Call, timeout: Timeouts | None, *, per_await: bool
+    ) -> Awaitable[Any]:
+        """One attempt's answer (its head), to await at once; within the deadline if ``per_await``."""
+        if per_await:
+            send = functools.partial(backend.send, call.url, call.content, call.headers, timeout)
+            return self._within(call, send)
+        return backend.send(call.url, call.content, call.headers, timeout)  # type: ignore[no-any-return]
 
     def send_sync(self, call: Call) -> Any:
         """Blocking `send`; every socket read and write is capped by the deadline."""
@@ -261,7 +290,7 @@ class Sender:
 
     async def _read_all(self, response: Any, call: Call, *, per_await: bool) -> bytes:
         """The whole decoded body, read like `body` without an async generator."""
-        if not per_await and type(response) is AiohttpReply:
+        if not per_await and type(response) in READ_IN_PIECES:
             return await self._read_pieces(response, call)
         raw: AsyncIterator[bytes] | None = None
         try:
@@ -275,7 +304,7 @@ class Sender:
         finally:
             await _release(raw, response)
 
-    async def _read_pieces(self, response: AiohttpReply, call: Call) -> bytes:
+    async def _read_pieces(self, response: Any, call: Call) -> bytes:
         """`_read_all` of an aiohttp answer with no deadline per await.
 
         Its pieces come straight from the stream, whose end is an empty piece:

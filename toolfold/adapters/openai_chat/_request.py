@@ -13,6 +13,7 @@ from typing import Any, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._dialects._compile import same_json, typed_leaves
 from toolfold.adapters._http._json import encode_text
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
@@ -130,11 +131,12 @@ def _frame(
 
     Memoized per run: the same tools, choice and settings give the same
     text. The memo holds the tuple of tools (so its id names it while the
-    entry lives) and each tool's compilation: a `ToolDefinition` is frozen,
-    so only its ``parameters`` can change, in place (a user's dict), and a
-    hit compares each one with the schema its compilation was made from (what
-    `compile_tool` checks on each call, without its key to build and its
-    cache to look up; a changed schema misses and compiles anew).
+    entry lives) and the schemas its tools were compiled from: a
+    `ToolDefinition` is frozen, so only its ``parameters`` can change, in
+    place (a user's dict), and a hit compares each one with its schema, types
+    included (`same_json`, what `compile_tool` checks on each call, without
+    its key to build and its cache to look up; a changed schema, a ``1``
+    become ``True`` included, misses and compiles anew).
     """
     tools, settings = request.tools, request.settings
     key = (
@@ -150,11 +152,15 @@ def _frame(
         hit is not None
         and hit[0] is provider
         and hit[1] is tools
-        and [tool.parameters for tool in tools] == hit[2]
+        and same_json([tool.parameters for tool in tools], hit[2], hit[3])
     ):
-        return hit[3]  # type: ignore[no-any-return]
-    compiled = tuple([compiled_tool(tool, provider) for tool in tools])
-    body = _body(request, model_name, provider, _SPLICED, stream, None, None, _tools_json)
+        return hit[4]  # type: ignore[no-any-return]
+    compiled = {id(tool): compiled_tool(tool, provider) for tool in tools}  # each tool once
+
+    def entries(chosen: list[ToolDefinition], provider: ChatProvider) -> Any:
+        return _tools_json([compiled[id(tool)] for tool in chosen])
+
+    body = _body(request, model_name, provider, _SPLICED, stream, None, None, entries)
     spliced = body.get("tools")
     if (
         body["messages"] is not _SPLICED
@@ -175,7 +181,8 @@ def _frame(
     if request.output is None and all(type(tool) is ToolDefinition for tool in tools):
         if len(_frames) >= _MAX_FRAMES:
             _frames.clear()
-        _frames[key] = (provider, tools, [made.source_schema for made in compiled], frame)
+        schemas = [compiled[id(tool)].source_schema for tool in tools]
+        _frames[key] = (provider, tools, schemas, typed_leaves(schemas), frame)
     return frame
 
 
@@ -189,11 +196,10 @@ class _JSONText(str):
     __slots__ = ()
 
 
-def _tools_json(tools: list[ToolDefinition], provider: ChatProvider) -> Any:
+def _tools_json(compilations: list[CompiledTool]) -> Any:
     """The ``tools`` array as JSON, each entry encoded once per compilation."""
     entries = []
-    for tool in tools:
-        compiled = compiled_tool(tool, provider)
+    for compiled in compilations:
         hit = _tool_json.get(id(compiled))
         if hit is None or hit[0] is not compiled:
             hit = (

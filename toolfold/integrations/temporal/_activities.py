@@ -54,6 +54,7 @@ from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import ToolJob, made_outcome, returned, run_calls
+from toolfold.runtime.drive._open import source_closer
 from toolfold.runtime.drive._shells import call_id_maker
 from toolfold.toolkit._context import RunContext
 
@@ -387,11 +388,15 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
             )
         source = host.sources[given.source]
         await _opened(source, host.every)
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            # A call cancelled (or failing) stays so when the source's close fails too.
+            stack.push_async_exit(
+                source_closer(
+                    source, lambda: _heartbeating(asyncio.to_thread(source.close), host.every)
+                )
+            )
             (tool,) = source.tools_from([given.spec])
             return await _called(tool, given.call, host.deps, host.every, host.max_bytes)
-        finally:
-            await _heartbeating(asyncio.to_thread(source.close), host.every)
 
     return call_source_tool
 

@@ -326,7 +326,14 @@ def _open(
 def _hand_off(
     live: Live, state: RunState, handover: Handover, listed: Sequence[Tool[..., Any]]
 ) -> tuple[Live, RunState]:
-    config, new_live = handover.take_over(live, listed)
+    try:
+        config, new_live = handover.take_over(live, listed)
+    except Exception as exc:  # e.g. a source listing a tool named like one of the agent's
+        raise RunError(
+            f"agent {handover.agent!r} could not take the run over: {type(exc).__name__}: "
+            f"{exc}; the error's state is the run before the handoff, resume it to try again",
+            state,
+        ) from exc
     event = handed_off(state, handover.agent, config, handover.input_filter)
     return new_live, apply_event(new_live, state, event)
 

@@ -3,12 +3,20 @@
 The drivers open the sources of the agents a run reaches (a handoff target's
 MCP servers...) and close them when the run ends; `Agent` opens its own the
 same way when a run starts.
+
+When the run fails (or is cancelled) and a source's close fails too, the
+run's error is the one raised, as it carries what the caller needs (a
+`RunError`'s ``state`` to resume from, a cancellation): the close error is
+attached to it, as a note (``__notes__``, printed with the traceback on
+Python 3.11+) and in its ``close_errors`` list. A close that fails after a run
+that did not fail raises its error.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 from toolfold.toolkit._tool import Tool
@@ -40,7 +48,7 @@ def opened(sources: Sequence[ToolSource]) -> Iterator[list[Tool[..., Any]]]:
         listed: list[Tool[..., Any]] = []
         for source in sources:
             source.open()
-            stack.callback(source.close)
+            stack.push(_closer(source))
             listed.extend(source.tools())
         yield listed
 
@@ -54,6 +62,55 @@ async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[...,
         listed: list[Tool[..., Any]] = []
         for source in sources:
             await asyncio.to_thread(source.open)
-            stack.push_async_callback(asyncio.to_thread, source.close)
+            stack.push_async_exit(source_closer(source, partial(asyncio.to_thread, source.close)))
             listed.extend(await asyncio.to_thread(source.tools))
         yield listed
+
+
+def _closer(source: ToolSource) -> Callable[..., bool]:
+    """An exit callback closing ``source``: its error is raised, or noted on the error in flight."""
+
+    def close(kind: Any, error: BaseException | None, traceback: Any) -> bool:
+        try:
+            source.close()
+        except Exception as failure:
+            if not _noted(error, failure, source):
+                raise
+        return False
+
+    return close
+
+
+def source_closer(
+    source: Any, closing: Callable[[], Awaitable[object]]
+) -> Callable[..., Awaitable[bool]]:
+    """An async exit callback (`AsyncExitStack.push_async_exit`) awaiting ``closing()``.
+
+    ``closing`` closes ``source`` (off the event loop); its error is raised,
+    or, when the block raised, noted on the block's error (see the module).
+    """
+
+    async def close(kind: Any, error: BaseException | None, traceback: Any) -> bool:
+        try:
+            await closing()
+        except Exception as failure:
+            if not _noted(error, failure, source):
+                raise
+        return False
+
+    return close
+
+
+def _noted(error: BaseException | None, failure: Exception, source: Any) -> bool:
+    """Attach ``failure`` (closing ``source``) to ``error``, the block's; False to raise it instead.
+
+    A caller that stops iterating a stream (`GeneratorExit`) has no error to
+    attach it to: the close error is raised, not dropped.
+    """
+    if error is None or isinstance(error, GeneratorExit):
+        return False
+    name = getattr(source, "name", None) or type(source).__name__
+    note = f"closing tool source {name!r} failed as well: {type(failure).__name__}: {failure}"
+    error.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
+    error.__dict__.setdefault("close_errors", []).append(failure)
+    return True

@@ -128,9 +128,12 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
                     value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
                     if tools is not None:
                         tools.end(value)
-        finally:
-            if held is not None:
-                await held.aclose()
+        except BaseException as exc:
+            if held is not None:  # told the error, so a close error is noted on it, not raised
+                await held.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        if held is not None:
+            await held.aclose()
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), exc)
         raise
@@ -278,13 +281,15 @@ async def stream_async(
     trace = start_run(live, state)
     try:
         async with AsyncExitStack() as held:  # closed too when the caller stops iterating
-            # Closed with this generator, so a step's calls stop when the caller does.
-            items = await held.enter_async_context(aclosing(_stream_async(live, loop, trace, held)))
-            async for item in items:
-                if isinstance(item, Ended):
-                    end_run(trace, item.state, None)
-                    trace = None
-                yield item
+            # Closed with this generator, so a step's calls stop when the caller
+            # does, and before the sources they may use close.
+            items = _stream_async(live, loop, trace, held)
+            async with aclosing(items):
+                async for item in items:
+                    if isinstance(item, Ended):
+                        end_run(trace, item.state, None)
+                        trace = None
+                    yield item
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), _failure(exc))
         raise

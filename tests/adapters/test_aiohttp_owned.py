@@ -1,0 +1,130 @@
+"""The aiohttp session the backend makes: its read timeout, kept by one timer per connection (`_aiohttp_owned`).
+
+The timeout must fire exactly where aiohttp's own would: a peer silent for
+longer than ``read`` (before the head, after it, mid-body) times out; a peer
+slow but never silent that long does not, however long the whole answer takes;
+``total`` still bounds the call (tests/adapters/test_transport_limits.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.client_proto import ResponseHandler
+from scripted_http import Reply, ScriptedServer, gate
+
+from toolfold import ProviderTimeoutError
+from toolfold.adapters import Timeouts, Transport
+from toolfold.adapters._http._aiohttp_owned import WatchedReads, watch_reads
+
+KEY = "sk-reads-0123456789"
+
+
+def post(server: ScriptedServer, read: float, *, stream: bool = False) -> Any:
+    """One call through a transport on the aiohttp backend with read timeout ``read``."""
+
+    async def run() -> Any:
+        transport = Transport(
+            "openai", f"{server.url}/v1", KEY, http="aiohttp", retry=0, timeout=Timeouts(read=read)
+        )
+        try:
+            if stream:
+                return [e async for e in transport.stream("chat/completions", {"m": 1})]
+            return await transport.post_json("chat/completions", {"m": 1})
+        finally:
+            await transport.aclose()
+
+    return asyncio.run(run())
+
+
+def test_the_owned_session_opens_connections_with_one_read_timer() -> None:
+    """The session the aiohttp backend makes opens its connections with WatchedReads."""
+
+    async def run() -> Any:
+        transport = Transport("openai", "http://127.0.0.1:9/v1", KEY, http="aiohttp")
+        try:
+            backend = await transport._sender.clients.get_async()
+            return backend.session.connector._factory()
+        finally:
+            await transport.aclose()
+
+    assert type(asyncio.run(run())) is WatchedReads
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["post", "stream"])
+def test_a_head_then_silence_times_out(
+    http_server: ScriptedServer, released: list[threading.Event], stream: bool
+) -> None:
+    """A server that sends the head and then nothing is a read timeout, posted or streamed."""
+    http_server.add(Reply(chunks=[gate(released)]))
+    with pytest.raises(ProviderTimeoutError, match="timed out"):
+        post(http_server, 0.3, stream=stream)
+
+
+def test_silence_before_the_head_times_out(
+    http_server: ScriptedServer, released: list[threading.Event]
+) -> None:
+    """A server that reads the request and never answers is a read timeout."""
+    http_server.add(Reply(stall=gate(released)))
+    with pytest.raises(ProviderTimeoutError, match="timed out"):
+        post(http_server, 0.3)
+
+
+def test_a_slow_steady_answer_longer_than_the_read_timeout_arrives(
+    http_server: ScriptedServer,
+) -> None:
+    """Head and body dripped a byte every 20 ms, 2 s in all, pass a 1 s read timeout."""
+    body = b'{"answer": "' + b"x" * 30 + b'"}'
+    head = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: %d\r\n\r\n" % len(body)
+    http_server.add(Reply(drip=0.02, raw=head + body))
+    assert post(http_server, 1.0) == {"answer": "x" * 30}
+
+
+def test_a_shorter_read_timeout_on_a_reused_connection_fires_at_its_own_deadline(
+    http_server: ScriptedServer, released: list[threading.Event]
+) -> None:
+    """After a call with a 60 s read timeout, the same connection's 0.3 s one fires (not at 60 s)."""
+    http_server.add(Reply(json={"ok": 1}), Reply(stall=gate(released)))
+
+    async def run() -> None:
+        connector = aiohttp.TCPConnector(limit=1)
+        watch_reads(connector)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            url = f"{http_server.url}/v1/x"
+            long = aiohttp.ClientTimeout(total=None, sock_read=60)
+            async with session.post(url, data=b"{}", timeout=long) as response:
+                assert await response.json() == {"ok": 1}
+            short = aiohttp.ClientTimeout(total=None, sock_read=0.3)
+            # The guard's TimeoutError is not aiohttp's: it would mean the 60 s timer ran.
+            with pytest.raises(aiohttp.ServerTimeoutError):
+                await asyncio.wait_for(session.post(url, data=b"{}", timeout=short), 5)
+
+    asyncio.run(run())
+    assert http_server.connections == 1
+
+
+def test_an_aiohttp_without_the_watchers_hooks_keeps_its_own_timers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With one of aiohttp's internals renamed, watch_reads leaves the connector's factory alone."""
+
+    from toolfold.adapters._http import _aiohttp_owned
+
+    assert _aiohttp_owned.HOOKS_PRESENT  # this aiohttp has them all
+    monkeypatch.delattr(ResponseHandler, "_on_read_timeout")
+    assert not _aiohttp_owned._hooks_present()
+    monkeypatch.setattr(_aiohttp_owned, "HOOKS_PRESENT", _aiohttp_owned._hooks_present())
+
+    async def factory() -> object:
+        connector = aiohttp.TCPConnector()
+        try:
+            watch_reads(connector)
+            return connector._factory.func  # type: ignore[attr-defined]
+        finally:
+            await connector.close()
+
+    assert asyncio.run(factory()) is ResponseHandler

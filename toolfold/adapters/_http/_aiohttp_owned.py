@@ -1,0 +1,145 @@
+"""What the aiohttp session a transport makes has of its own: its read timer and its responses.
+
+`Reply` is the session's response class: an ``aiohttp.ClientResponse`` with
+the names the transport reads (``status_code``, ``raw_reader()``,
+``aclose()``...), so a request's coroutine is aiohttp's own, awaited
+directly, with no wrapper coroutine or object per request (each one more the
+garbage collector walks while many runs wait on their answers).
+
+**The read timeout.** aiohttp's connection protocol (``ResponseHandler``) restarts the read
+timeout at each point where the peer showed progress: when the request is
+written (``start_timeout``), on every piece of data, when reading resumes;
+and stops it when the answer ends or reading pauses. Each restart cancels an
+``asyncio.TimerHandle`` and schedules a new one, 3 timers an exchange or so
+(bench/bench_aiohttp_split.py: 160k instructions of a 3-step run, a twentieth
+of its client work).
+
+`WatchedReads` keeps the same points and the same deadline (the last
+progress plus ``sock_read``) and only records the time of each: a single
+timer per connection, when it fires, ends the read if the deadline has passed
+and otherwise waits again until the deadline it now sees. A read times out
+exactly when aiohttp's would, with aiohttp's own error (``_on_read_timeout``);
+the timer is replaced only when it would fire after a shorter timeout's
+deadline, and cancelled when the connection is lost.
+
+The hooks are aiohttp's internal methods ``_reschedule_timeout`` and
+``_drop_timeout`` (both in aiohttp since 3.3) and the connector's protocol
+factory; should a release rename them, aiohttp's own timers run instead
+(correct, only slower: tests/adapters/test_aiohttp_owned.py checks both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from aiohttp import ClientResponse
+from aiohttp.client_proto import ResponseHandler
+
+from toolfold.adapters._http._backends import READ_IN_PIECES
+
+__all__ = ["Reply", "WatchedReads", "watch_reads"]
+
+
+class Reply(ClientResponse):
+    """The owned session's response: aiohttp's, with the names the transport reads."""
+
+    @property
+    def status_code(self) -> int:
+        """The status (aiohttp's ``status``)."""
+        return self.status
+
+    def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as it arrives."""
+        chunks: AsyncIterator[bytes] = self.content.iter_any()
+        return chunks
+
+    def raw_reader(self) -> Callable[[], Awaitable[bytes]]:
+        """What gives the next piece of the body as it arrives (empty at its end)."""
+        return self.content.readany
+
+    async def aclose(self) -> None:
+        """Give the connection back (a body not read to its end closes it)."""
+        if self.content.at_eof():
+            self.release()
+        else:
+            self.close()
+
+
+class WatchedReads(ResponseHandler):
+    """aiohttp's connection protocol, its read timeout kept by one timer (see the module)."""
+
+    __slots__ = ("_progress_at", "_watching")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self._watching = False  # whether a read deadline is running
+        self._progress_at = 0.0  # when it started: the peer's last progress
+
+    def _reschedule_timeout(self) -> None:
+        timeout = self._read_timeout
+        if not timeout:
+            self._watching = False
+            return
+        now = self._loop.time()
+        self._watching, self._progress_at = True, now
+        handle = self._read_timeout_handle
+        if handle is None or handle.when() > now + timeout:
+            # No timer, or one set for a longer timeout than this one.
+            if handle is not None:
+                handle.cancel()
+            self._read_timeout_handle = self._loop.call_at(now + timeout, self._check_reads)
+
+    def _drop_timeout(self) -> None:
+        self._watching = False  # the timer, when it fires, does nothing
+
+    def _check_reads(self) -> None:
+        self._read_timeout_handle = None
+        timeout = self._read_timeout
+        if not (self._watching and timeout):
+            return
+        due = self._progress_at + timeout
+        if self._loop.time() >= due:
+            self._watching = False
+            self._on_read_timeout()
+        else:
+            self._read_timeout_handle = self._loop.call_at(due, self._check_reads)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        handle, self._read_timeout_handle = self._read_timeout_handle, None
+        if handle is not None:
+            handle.cancel()
+
+
+def _hooks_present() -> bool:
+    """Whether this aiohttp's protocol has every internal `WatchedReads` builds on.
+
+    The methods it overrides and calls, and the two attributes its
+    ``__init__`` sets: with any of them renamed, the watcher could miss a
+    restart or fail in its timer, so aiohttp's own timers are kept instead.
+    """
+    methods = ("_reschedule_timeout", "_drop_timeout", "_on_read_timeout", "connection_lost")
+    if not all(callable(getattr(ResponseHandler, name, None)) for name in methods):
+        return False
+    names = getattr(getattr(ResponseHandler.__init__, "__code__", None), "co_names", ())
+    return "_read_timeout" in names and "_read_timeout_handle" in names
+
+
+HOOKS_PRESENT = _hooks_present()
+
+
+def watch_reads(connector: Any) -> None:
+    """Make ``connector`` (an ``aiohttp.BaseConnector``) open connections with `WatchedReads`.
+
+    Nothing changes when this aiohttp lacks one of the internals the watcher
+    builds on (`HOOKS_PRESENT`): its own timers then keep the read timeout.
+    """
+    factory = getattr(connector, "_factory", None)
+    if HOOKS_PRESENT and isinstance(factory, functools.partial) and factory.func is ResponseHandler:
+        connector._factory = functools.partial(WatchedReads, *factory.args, **factory.keywords)
+
+
+READ_IN_PIECES.add(Reply)
