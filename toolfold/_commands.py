@@ -235,6 +235,10 @@ def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
     results: dict[str, Any] = {}
     waiting_approval = {c.id for c in state.pending_approvals}
     waiting_result = {c.id for c in state.tool_calls}
+    answered = [*args.approve, *(item.partition("=")[0] for item in (*args.deny, *args.result))]
+    for call_id in sorted({c for c in answered if answered.count(c) > 1}):
+        _say("resume", f"{call_id} is answered more than once (--approve, --deny, --result)")
+        raise _Stop(USAGE)
     for call_id in args.approve:
         approvals[call_id] = True
     for item in args.deny:
@@ -290,6 +294,9 @@ class _Session:
         self.args = args
         self.where = where
         self.run_file = Path(run_file)
+        if not self.run_file.parent.is_dir():  # found out before the run, not after it
+            _say(command, f"cannot write the run file {run_file}: no folder {self.run_file.parent}")
+            raise _Stop(PROBLEM)
         self.out: TextIO = sys.stdout
         self.err: TextIO = sys.stderr
         self.shown: set[str] = set()
@@ -438,7 +445,17 @@ class _Session:
 
     def _write(self, state: Any) -> None:
         document = {"format": RUN_FILE, **self.where, "state": json.loads(state.to_json())}
-        self.run_file.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        text = json.dumps(document, indent=1) + "\n"
+        try:
+            self.run_file.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            _say(
+                self.command,
+                f"cannot write the run file {self.run_file}: {exc.strerror or exc}; "
+                "the run file follows on stdout",
+            )
+            self.out.write(text)
+            raise _Stop(PROBLEM) from None
 
     def _explain(self, response: Any) -> None:
         waiting = [*response.pending_approvals, *response.tool_calls]

@@ -1,4 +1,5 @@
-"""Fixtures shared by the adapter tests: a scripted HTTP server on 127.0.0.1, the events it waits on.
+"""Fixtures shared by the adapter tests: a scripted HTTP server on 127.0.0.1, the events it
+waits on, the fault server.
 
 Import the building blocks in a test module with
 ``from scripted_http import Cut, Recorded, Reply, ScriptedServer, sse``.
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fault_matrix import fault_server
 from scripted_http import ScriptedServer
 
 
@@ -40,3 +42,10 @@ def released() -> Iterator[list[threading.Event]]:
     yield events
     for event in events:
         event.set()
+
+
+@pytest.fixture(scope="module")
+def fault_url() -> Iterator[str]:
+    """The fault server's base URL (``fault_server.py`` in its own process), one per module."""
+    with fault_server() as url:
+        yield url

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +79,12 @@ def expected(fault: str, mode: str) -> type[ProviderError]:
     """The error class a fault must raise in a mode."""
     blocking, streamed = EXPECTED[fault]
     return streamed if mode == "streamed" else blocking
+
+
+def resources() -> tuple[int, int]:
+    """Open file descriptors and live threads of this process (garbage collected first)."""
+    gc.collect()
+    return len(os.listdir("/proc/self/fd")), threading.active_count()
 
 
 def fault_server() -> contextlib.AbstractContextManager[str]:

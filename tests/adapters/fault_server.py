@@ -19,7 +19,12 @@ after it is read; ``read-timeout``: nothing for 3 s; ``total-timeout``: a 200
 whose body drips a byte every 20 ms; ``cut-stream``: the body stops halfway and
 the connection closes; ``inband-error``: an error object inside a 200 (an SSE
 event when streaming); ``malformed-json``: a 200 whose body is not JSON;
-``big``: a 200 with a 1 MiB body; ``none``: no fault.
+``big``: a 200 with a 1 MiB body; ``br``: a 200 in an encoding not asked for;
+``bomb``: a gzip body that inflates to 4 MiB; ``bad-status``, ``bad-length``
+(``content-length: -5``), ``bad-chunk`` (a ``0x2`` chunk size), ``unasked-101``:
+answers no HTTP/1.1 client may accept; ``bad-args`` and ``unknown-tool``: the
+1st answer calls ``add`` with arguments that are not JSON, or a tool ``subtract``
+the agent lacks (the later answers are normal); ``none``: no fault.
 
 Running in a process of its own keeps the test process's file descriptors and
 threads those of the client alone, so leak checks can count them.
@@ -27,6 +32,7 @@ threads those of the client alone, so leak checks can count them.
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import struct
@@ -68,7 +74,7 @@ def chunks(completion: dict[str, Any]) -> list[bytes]:
     if message.get("content"):
         delta["content"] = message["content"]
     if message.get("tool_calls"):
-        delta["tool_calls"] = [{"index": 0, **CALL}]
+        delta["tool_calls"] = [{"index": 0, **message["tool_calls"][0]}]
     events = [
         {"id": "c", "object": "chat.completion.chunk", "model": "m",
          "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
@@ -76,6 +82,31 @@ def chunks(completion: dict[str, Any]) -> list[bytes]:
          "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
     ]  # fmt: skip
     return [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
+
+
+def _call_of(name: str, arguments: str) -> dict[str, Any]:
+    call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}
+    return _completion({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
+
+
+#: Faults in the model's first answer (the tool call): the later answers are normal.
+_FIRST = {
+    "bad-args": _call_of("add", '{"a": 2, "b": '),
+    "unknown-tool": _call_of("subtract", '{"a": 2, "b": 3}'),
+}
+
+
+_BOMB = gzip.compress(b"\0" * 4 * 2**20, compresslevel=9)  # 4 MiB of zeros in ~4 KiB
+
+#: Faults written as raw bytes, the connection closed after them.
+_RAW = {
+    "bad-status": b"HTTP/1.1 2OO OK\r\ncontent-length: 2\r\n\r\n{}",
+    "bad-length": b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    b"content-length: -5\r\n\r\n{}",
+    "bad-chunk": b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0x2\r\n{}\r\n0\r\n\r\n",
+    "unasked-101": b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
+    b"connection: upgrade\r\n\r\n",
+}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -103,8 +134,8 @@ class Handler(BaseHTTPRequestHandler):
                 _COUNTS[run] += 1
                 number = _COUNTS[run]
         if number == 1:
-            self._answer(TOOL_CALL, stream)
-        elif number == 2 and fault != "none":
+            self._answer(_FIRST.get(fault, TOOL_CALL), stream)
+        elif number == 2 and fault != "none" and fault not in _FIRST:
             self._fault(fault, stream)
         else:
             self._answer(ANSWER, stream)
@@ -195,6 +226,15 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, b'{"choices": [')
         elif fault == "big":
             self._send(200, b" " * 2**20)
+        elif fault == "br":
+            body = json.dumps(ANSWER).encode()
+            self._send(200, body, {"content-type": "application/json", "content-encoding": "br"})
+        elif fault == "bomb":
+            self._send(200, _BOMB, {"content-type": "application/json", "content-encoding": "gzip"})
+        elif fault in _RAW:
+            self.wfile.write(_RAW[fault])
+            self.wfile.flush()
+            self.close_connection = True
         else:
             self._send(400, json.dumps({"error": {"message": f"unknown fault {fault}"}}).encode())
 

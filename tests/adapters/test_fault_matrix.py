@@ -8,14 +8,9 @@ each cell with the file descriptors and threads it started with.
 
 from __future__ import annotations
 
-import gc
-import os
-import threading
-from collections.abc import Iterator
-
 import pytest
 from backends import OWNED
-from fault_matrix import FAULTS, MODES, expected, fault_server, run_cell
+from fault_matrix import FAULTS, MODES, expected, resources, run_cell
 
 CELLS = [
     pytest.param(backend, fault, mode, id=f"{backend}-{fault}-{mode}")
@@ -26,25 +21,13 @@ CELLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def fault_url() -> Iterator[str]:
-    """The fault server's base URL, one process for the module."""
-    with fault_server() as url:
-        yield url
-
-
-def _resources() -> tuple[int, int]:
-    gc.collect()
-    return len(os.listdir("/proc/self/fd")), threading.active_count()
-
-
 @pytest.mark.parametrize(("backend", "fault", "mode"), CELLS)
 def test_fault_gives_the_documented_error_and_resumes(
     fault_url: str, backend: str, fault: str, mode: str
 ) -> None:
     """The fault raises its documented error with a state that resumes, tool run once, no leak."""
     run_cell(fault_url, backend, "none", mode)  # warm up what lives for the process
-    before = _resources()
+    before = resources()
     outcome = run_cell(fault_url, backend, fault, mode)
     assert outcome.error is not None
     assert issubclass(outcome.error, expected(fault, mode))
@@ -53,4 +36,4 @@ def test_fault_gives_the_documented_error_and_resumes(
     assert outcome.tool_runs == 1
     if fault.startswith("429"):
         assert outcome.retry_after == (0.0 if fault == "429-date" else 0.01)
-    assert _resources() == before
+    assert resources() == before

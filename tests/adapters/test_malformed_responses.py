@@ -215,15 +215,31 @@ def test_a_malformed_stream_over_http_names_the_field(
             pass
 
 
-def test_a_body_nested_too_deep_is_a_provider_error(
+def test_a_body_nested_too_deep_is_a_malformed_response(
     http_server: ScriptedServer, opened: list[Any]
 ) -> None:
-    """A body nested deeper than Python decodes is a ProviderError, not a RecursionError."""
-    http_server.add(
-        Reply(body=b'{"choices":' + b"[" * 100_000, headers={"content-type": "application/json"})
-    )
-    with pytest.raises(ProviderError, match="not JSON"):
+    """A body nested deeper than Python decodes is a MalformedResponseError at $, not a RecursionError."""
+    deep = b'{"choices":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    http_server.add(Reply(body=deep, headers={"content-type": "application/json"}))
+    with pytest.raises(
+        MalformedResponseError, match=r"nested too deep to decode.* @ \$$"
+    ) as caught:
         generate_text(_model(http_server, opened), "hi")
+    assert (caught.value.path, caught.value.status_code) == ("$", 200)
+    assert str(caught.value).startswith(f"{caught.value.provider} sent a malformed response")
+
+
+def test_a_200_body_that_is_not_json_is_a_malformed_response(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """An HTML page (or a cut body) answered with 200 is the provider's malformed answer, raw body kept."""
+    http_server.add(
+        Reply(body=b"<html>gateway says hi</html>", headers={"content-type": "text/html"})
+    )
+    with pytest.raises(MalformedResponseError, match="not JSON") as caught:
+        generate_text(_model(http_server, opened), "hi")
+    assert caught.value.body == "<html>gateway says hi</html>"
+    assert caught.value.problem.startswith("not JSON")
 
 
 def test_guarded_turns_a_codec_crash_into_a_malformed_response() -> None:

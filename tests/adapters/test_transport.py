@@ -15,8 +15,8 @@ from scripted_http import Cut, Reply, ScriptedServer, gate, sse
 from toolfold import (
     AuthenticationError,
     BadRequestError,
+    MalformedResponseError,
     ProviderConnectionError,
-    ProviderError,
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
@@ -296,9 +296,9 @@ def test_total_timeout(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_non_json_success_body(http_server: ScriptedServer, mode: str) -> None:
-    """A 200 whose body is not JSON is a ProviderError that shows the start of the body."""
+    """A 200 whose body is not JSON is a MalformedResponseError that shows the start of the body."""
     http_server.add(Reply(body=b"<html>proxy page</html>"))
-    with pytest.raises(ProviderError, match="not JSON: '<html>proxy page"):
+    with pytest.raises(MalformedResponseError, match="not JSON: '<html>proxy page"):
         post(make(http_server), mode)
 
 

@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import gzip
-import os
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from backends import OWNED, cases
-from fault_matrix import fault_server
+from fault_matrix import resources
 from scripted_http import Reply, ScriptedServer, sse
 
 import toolfold
@@ -125,6 +121,24 @@ def test_a_gzip_bomb_stops_at_max_decoded_bytes(
         call(transport, mode)
 
 
+def test_a_gzip_bomb_costs_the_cap_not_a_whole_inflate_step() -> None:
+    """Past max_decoded_bytes=4 KiB a 64 MiB bomb is refused having inflated about 4 KiB, not 1 MiB."""
+    import tracemalloc
+
+    from toolfold.adapters._http._body import BodyError, BodyReader
+
+    bomb = _bomb()
+    reader = BodyReader("gzip", HttpLimits(max_decoded_bytes=4096))
+    tracemalloc.start()
+    try:
+        with pytest.raises(BodyError, match="max_decoded_bytes=4096"):
+            reader.feed(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, peak
+
+
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))
 def test_an_encoding_not_asked_for_is_refused_and_the_pool_stays_usable(
     http_server: ScriptedServer, backend: str, mode: str
@@ -163,20 +177,9 @@ async def _no_sleep(_: float) -> None:
 
 # --- 1,000 failures of every kind leak nothing -------------------------------------------
 
-KINDS = ["500", "429-ms", "reset-before", "reset-after", "cut-stream", "inband-error", "malformed-json", "big"]  # fmt: skip
+KINDS = ["500", "429-ms", "reset-before", "reset-after", "cut-stream", "inband-error", "malformed-json", "big",
+         "br", "bomb", "bad-status", "bad-length", "bad-chunk", "unasked-101"]  # fmt: skip
 FAILURES = 1000
-
-
-def _resources() -> tuple[int, int]:
-    gc.collect()
-    return len(os.listdir("/proc/self/fd")), threading.active_count()
-
-
-@pytest.fixture(scope="module")
-def fault_url() -> Iterator[str]:
-    """The fault server's base URL, one process for the module."""
-    with fault_server() as url:
-        yield url
 
 
 @pytest.mark.once  # 1,000 requests per cell: the load is the subject; first Python only
@@ -186,7 +189,7 @@ def test_a_thousand_failures_leak_nothing(
     fault_url: str, backend: str, mode: str, kind: str
 ) -> None:
     """1,000 failures of a kind on a 2-connection pool, then a good call; fds and threads as before."""
-    before = _resources()
+    before = resources()
     transport = Transport(
         "openai",
         fault_url,
@@ -194,7 +197,7 @@ def test_a_thousand_failures_leak_nothing(
         http=backend,
         retry=0,
         timeout=Timeouts(pool=5.0),
-        limits=HttpLimits(max_connections=2, max_body_bytes=65536),
+        limits=HttpLimits(max_connections=2, max_body_bytes=65536, max_decoded_bytes=2**17),
     )
     fail = {"x-fault": kind}
     stream = kind in ("cut-stream", "inband-error")
@@ -232,7 +235,7 @@ def test_a_thousand_failures_leak_nothing(
         good = asyncio.run(run())
     assert failures == FAILURES
     assert good["choices"][0]["message"]["content"] == "The sum is 5."
-    assert _resources() == before
+    assert resources() == before
 
 
 # --- configuration checked when the model is built ------------------------------------------
@@ -245,6 +248,10 @@ BAD_OPTIONS = [
     ({"headers": {"x a": "v"}}, r"headers: 'x a' is not a valid HTTP header name"),
     ({"api_key": "sk-abc\ndef"}, r"api_key: the value contains CR, LF or NUL"),
     ({"api_key": "sk-ключ"}, r"api_key: the value has characters outside Latin-1"),
+    ({"headers": {"Content-Length": "5"}}, r"headers: 'Content-Length' is set by the transport"),
+    ({"headers": {"transfer-encoding": "chunked"}}, r"'transfer-encoding' is set by the transport"),
+    ({"headers": {"Connection": "close"}}, r"headers: 'Connection' is set by the transport"),
+    ({"headers": {"X-Team": "a", "x-team": "b"}}, r"headers: 'x-team' is given twice"),
     ({"base_url": "http://exa mple.com/v1"}, r"base_url .* spaces"),
     ({"base_url": "http://ünï.example/v1"}, r"base_url .*non-ASCII"),
     ({"base_url": "ftp://example.com/v1"}, r"base_url .*http:// or https://"),

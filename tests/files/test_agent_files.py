@@ -132,6 +132,51 @@ def test_code_built_agents_write_a_file_that_loads() -> None:
     ]
 
 
+def test_a_router_with_literal_labels_writes_and_loads_as_a_list() -> None:
+    """A Route's router agent with output_type Literal[...] writes its labels as a list that loads back."""
+    from typing import Literal
+
+    from toolfold.testing import FunctionModel
+
+    with override_models(TestModel()):
+        router = Agent("openai:gpt-4o-mini", name="triage", output_type=Literal["billing", "tech"])
+        assert router.to_dict()["agents"]["triage"]["output_type"] == ["billing", "tech"]
+    text = """
+entry = "desk"
+
+[agents.triage]
+model = "openai:gpt-4o-mini"
+output_type = ["billing", "tech"]
+
+[agents.fix]
+model = "openai:gpt-4o-mini"
+
+[workflows.desk]
+kind = "route"
+router = "triage"
+branches = { billing = "fix", tech = { step = "fix", name = "tech_fix" } }
+"""
+    desk = _offline(text)
+    assert desk.agent("triage").output_type == Literal["billing", "tech"]
+    document = desk.get().to_dict()
+    assert document["agents"]["triage"]["output_type"] == ["billing", "tech"]
+    with override_models(TestModel()):
+        assert from_dict(document).get().to_dict() == document
+    running = loads(text, model=FunctionModel(lambda r: '"tech"'))
+    assert running.get().run("it crashed").outputs["triage"] == "tech"
+
+
+@pytest.mark.parametrize("labels", ["[]", "[1, 2]", '["a", "a"]', '["a", ""]'])
+def test_output_type_labels_must_be_distinct_text(labels: str) -> None:
+    """An empty, non-text or repeated label list is a problem naming the key."""
+    text = f'[agents.a]\nmodel = "openai:gpt-4o-mini"\noutput_type = {labels}\n'
+    with (
+        pytest.raises(AgentFileError, match=r"f.toml:3: agents.a.output_type: expected an import"),
+        override_models(TestModel()),
+    ):
+        loads(text, name="f.toml")
+
+
 def test_toml_and_yaml_examples_are_the_same_agents() -> None:
     """The example's TOML and YAML files hold the same agents, which run on the demo model."""
     toml = load(EXAMPLES / "support.toml", model="support_tools:demo_model")
@@ -280,6 +325,14 @@ ERRORS = {
         "workflows.w.merge",
         "not a key of a sequence workflow",
     ),
+    "a value a nested key does not allow": (
+        '[workflows.w]\nkind = "sequence"\nsteps = [{ step = "files_helpers:shout", on_error = "never" }]\n',
+        "workflows:\n  w:\n    kind: sequence\n    steps:\n"
+        "      - {step: 'files_helpers:shout', on_error: never}\n",
+        (3, 5),
+        "workflows.w.steps[0].on_error",
+        "expected one of 'fail', 'skip', 'retry', got 'never'",
+    ),
     "a step that names nothing": (
         '[workflows.w]\nkind = "loop"\nstep = "ghost"\n',
         "workflows:\n  w:\n    kind: loop\n    step: ghost\n",
@@ -348,6 +401,14 @@ def test_each_error_names_file_line_and_key(kind: str, case: str) -> None:
     assert problem.startswith(where + (f"{path}: " if path else "")), problem
     assert words in problem, problem
     assert problem in str(info.value)
+
+
+def test_a_yaml_key_given_twice_is_a_problem_not_silently_the_last() -> None:
+    """PyYAML keeps the last of two equal keys: the file's second agent 'a' is reported, not used."""
+    text = "agents:\n  a:\n    model: openai:gpt-4o-mini\n  a:\n    model: files_helpers:model\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as info:
+        loads(text, format="yaml", name="f.yaml", search=SEARCH)
+    assert info.value.problems == ("f.yaml:4: agents.a: given twice (first at line 2)",)
 
 
 def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:

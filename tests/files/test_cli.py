@@ -152,6 +152,40 @@ def test_resume_refuses_unknown_ids_and_bad_results(tmp_path: Path) -> None:
     assert "cannot read missing.json" in proc.stderr
 
 
+def test_an_id_both_approved_and_denied_is_a_wrong_command_line(tmp_path: Path) -> None:
+    """``--approve X --deny X`` exits 2 naming the id, instead of one answer silently winning."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3
+    proc = toolfold(
+        "resume", "toolfold-run.json", "--deny", "call_4_0=no", "--approve", "call_4_0",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "call_4_0 is answered more than once" in proc.stderr
+    assert "refund" not in proc.stdout  # nothing ran: the run still waits
+    assert json.loads((tmp_path / "toolfold-run.json").read_text())["state"]["phase"] == (
+        "awaiting_approval"
+    )
+
+
+def test_a_run_file_that_cannot_be_written_is_refused_before_the_run(tmp_path: Path) -> None:
+    """``--state-out`` in a folder that does not exist exits 1 before any model call, not a traceback."""
+    out = tmp_path / "no_such_folder" / "run.json"
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "--state-out", str(out), "refund A17", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(f"toolfold run: cannot write the run file {out}: ")
+    assert "Traceback" not in proc.stderr
+    assert "→" not in proc.stderr  # no step ran
+    (tmp_path / "a_folder").mkdir()  # found out only when writing: the state is not lost
+    proc = toolfold(
+        "run", str(EXAMPLE), *DEMO, "--state-out", "a_folder", "refund A17", cwd=tmp_path
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "cannot write the run file a_folder: " in proc.stderr
+    document = json.loads(proc.stdout)
+    assert RunState.from_json(json.dumps(document["state"])).phase == "awaiting_approval"
+
+
 def test_manual_tool_results_come_from_the_command_line(tmp_path: Path) -> None:
     """A call returned to the caller exits 3; ``--result ID=JSON`` answers it."""
     shutil.copy(EXAMPLE.parent / "support_tools.py", tmp_path)

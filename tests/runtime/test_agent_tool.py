@@ -268,6 +268,17 @@ def test_as_tool_needs_a_name() -> None:
         Agent(ScriptedModel(["x"])).as_tool()
 
 
+def test_an_empty_tool_name_is_refused_not_replaced() -> None:
+    """as_tool(name="") and Handoff(name="") are invalid tool names, not 'use the default'."""
+    from toolfold import Handoff, ToolDefinitionError
+
+    helper = Agent(ScriptedModel(["hi"]), name="helper")
+    with pytest.raises(ToolDefinitionError, match="tool name '' is invalid"):
+        helper.as_tool(name="")
+    with pytest.raises(ToolDefinitionError, match="tool name '' is invalid"):
+        Agent(ScriptedModel(["x"]), name="lead", handoffs=[Handoff(helper, name="")])
+
+
 def test_streaming_parent_streams_sub_runs_tagged_with_their_path(tree: Any) -> None:
     """A streamed parent yields its sub-agents' events, each tagged with the path down the tree."""
     from toolfold import RunEndEvent, SubRunEvent, TextDelta

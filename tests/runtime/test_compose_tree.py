@@ -134,6 +134,11 @@ def test_a_sub_agent_called_twice_under_one_call_id_counts_both_runs() -> None:
     assert response.text == "done"
     assert response.usage.requests == 3 + 2
     assert [r.content for s in response.steps for r in s.tool_results] == ["one", "two"]
+    first, second, last = response.steps  # each step reaches its own call's sub-run
+    assert first.sub_runs["same"].last_text == "one"
+    assert second.sub_runs["same"].last_text == "two"
+    assert first.sub_runs["same"].run_id != second.sub_runs["same"].run_id
+    assert dict(last.sub_runs) == {}
 
 
 @pytest.mark.parametrize("how", HOWS)
@@ -153,3 +158,23 @@ def test_usage_and_paths_across_a_handoff_to_an_agent_with_a_sub_agent(how: str)
         assert nested == {("helper", helper_id)}
         starts = [e.step for e in events if isinstance(e, StepStartEvent)]
         assert starts == [1, 2, 3]  # the steps of both agents, in one run
+
+
+def test_a_suspended_steps_sub_run_is_its_latest_state() -> None:
+    """While a sub-run waits, the step holds its state as it waits; after the resume, the finished one."""
+    from toolfold import tool
+
+    @tool(requires_approval=True)
+    def wipe() -> str:
+        """Wipe."""
+        return "wiped"
+
+    below = Agent(ScriptedModel([call("wipe"), "wiped it"]), name="below", tools=[wipe])
+    lead = Agent(ScriptedModel([call("below", {"input": "x"}), "ok"]), tools=[below.as_tool()])
+    waiting = lead.run("go")
+    (step,) = waiting.steps
+    (child,) = step.sub_runs.values()
+    assert child.phase == "awaiting_approval"
+    done = lead.resume(waiting.state, approvals={waiting.pending_approvals[0].id: True})
+    (child,) = done.steps[0].sub_runs.values()
+    assert (child.phase, child.last_text) == ("finished", "wiped it")

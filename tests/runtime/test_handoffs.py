@@ -41,6 +41,23 @@ def test_handoff_chain_continues_with_the_target() -> None:
     assert RunState.from_json(response.state.to_json()) == response.state
 
 
+def test_two_handoffs_in_one_answer_go_to_the_first_and_say_so_for_the_other() -> None:
+    """The first transfer of a step wins; the other call's result says it did not transfer."""
+    refunds = Agent(ScriptedModel(["refunded"]), name="refunds")
+    billing = Agent(ScriptedModel(["billed"]), name="billing")
+    triage = Agent(
+        ScriptedModel([[call("transfer_to_refunds"), call("transfer_to_billing")]]),
+        name="triage",
+        handoffs=[refunds, billing],
+    )
+    response = triage.run("help")
+    assert (response.agent, response.text) == ("refunds", "refunded")
+    results = [r.content for m in response.messages for r in m.tool_results]
+    assert results[0] == "Transferred to refunds."
+    assert results[1].startswith("Not transferred: the conversation went to refunds")
+    assert replay(response.state.log) == response.state
+
+
 def test_no_handoff_names_the_first_agent() -> None:
     """A run that never hands off was answered by the agent that started it."""
     agent = Agent(ScriptedModel(["hi"]), name="solo")

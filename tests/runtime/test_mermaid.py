@@ -85,6 +85,27 @@ def test_labels_are_escaped_and_ids_unique() -> None:
     assert len({target for *_, target in edges}) == 1
 
 
+def test_names_mermaid_reserves_or_reads_as_markup_are_drawn_safely() -> None:
+    """An agent named `end`, `class` or `style` gets another node id; `<` in a name is not markup."""
+    model = ScriptedModel([])
+    lead = Agent(
+        model,
+        name="end",
+        handoffs=[
+            Agent(model, name="class"),
+            Agent(model, name="style"),
+            Handoff(Agent(model, name="<b>x"), name="to_x"),
+        ],
+    )
+    text = lead.to_mermaid()
+    nodes, edges = parse(text)
+    reserved = {"end", "class", "classdef", "click", "style", "linkstyle", "subgraph", "graph"}
+    assert not reserved & {name.lower() for name in nodes}
+    assert sorted(label for _, label in nodes.values()) == ["#lt;b#gt;x", "class", "end", "style"]
+    assert len(edges) == 3
+    assert "<b>" not in text
+
+
 def shout(text: object) -> str:
     """A function step."""
     return str(text).upper()

@@ -239,6 +239,19 @@ def test_loading_a_damaged_state_gives_paths() -> None:
     assert "mystery" in text
 
 
+def test_a_value_outside_a_literal_names_the_allowed_ones() -> None:
+    """A phase edited to a value the state does not know lists the phases (not cattrs' 'unknown error')."""
+    data = json.loads(start().to_json())
+    data["phase"] = "to_run"
+    with pytest.raises(SerializationError) as info:
+        RunState.from_json(json.dumps(data))
+    text = str(info.value)
+    assert "$.phase" in text
+    assert "expected one of 'new', 'awaiting_model'" in text
+    assert "got to_run" in text
+    assert "unknown error" not in text
+
+
 def test_loading_bad_base64_is_reported() -> None:
     """Invalid base64 in a bytes field is a SerializationError."""
     text = to_json(ImagePart(data=b"abc"))

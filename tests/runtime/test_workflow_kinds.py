@@ -139,6 +139,24 @@ def test_loop_until_field_must_exist_on_the_output_type() -> None:
         Loop(drafts(1), until="finished")
 
 
+def test_loop_until_field_of_a_text_output_is_a_definition_error() -> None:
+    """`until="done"` on a step that answers text (no fields) is refused when built, not a silent never."""
+    with pytest.raises(WorkflowDefinitionError, match="gives str, which has no fields"):
+        Loop(echo("e"), until="done", max_iterations=3)
+
+
+def test_loop_until_field_missing_from_an_untyped_output_fails_the_run() -> None:
+    """An untyped step whose output lacks the `until` field fails the workflow, naming the field."""
+
+    def revise(text: Any):  # type: ignore[no-untyped-def]  # untyped: checked at run time
+        return {"text": text}
+
+    with pytest.raises(RunError, match=r"until='done'.*'revise' gave .*no field 'done'") as info:
+        Loop(revise, until="done", max_iterations=3).run("x")
+    assert info.value.state is not None
+    assert [c.call.id for c in info.value.state.calls] == ["revise.1"]  # the step ran once
+
+
 # --- function steps, named values ------------------------------------------------
 
 
@@ -608,9 +626,12 @@ def test_a_workflow_pickles_as_its_spec() -> None:
 
     with override_models(lambda spec: TestModel()):
         a = Agent("openai:gpt-4o-mini", name="a")
+        reviser = Agent("openai:gpt-4o-mini", name="reviser", output_type=Draft)
         workflow = Sequence(
             Task(a, on_error="skip"),
-            Parallel(Task(a, name="b"), Loop(Task(a, name="c"), until="done", max_iterations=2)),
+            Parallel(
+                Task(a, name="b"), Loop(Task(reviser, name="c"), until="done", max_iterations=2)
+            ),
             Route(pick_tech, {"tech": Task(a, name="d")}),
             name="top",
         )

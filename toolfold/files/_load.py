@@ -32,6 +32,7 @@ from toolfold.runtime._document import (
     StepRef,
     StopEntry,
     WorkflowEntry,
+    labels_type,
     resolve,
     stop_condition,
 )
@@ -207,6 +208,8 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
     if node is not None:
         lines.from_yaml(node, "")
+    if lines.twice:
+        raise AgentFileError(lines.file, lines.twice)
     return data
 
 
@@ -225,14 +228,22 @@ class _Lines:
         self.file = file
         self._known: dict[str, int] = {}
         self._text = text.splitlines() if kind == "toml" else []
+        self.twice: list[str] = []  # keys a YAML mapping gives twice
 
     def from_yaml(self, node: Any, path: str) -> None:
         import yaml
 
         if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
             for key, value in node.value:
                 child = f"{path}.{key.value}" if path else str(key.value)
-                self._known[child] = key.start_mark.line + 1
+                line = key.start_mark.line + 1
+                if child in first:  # PyYAML keeps the last one silently
+                    self.twice.append(
+                        self.at(line, f"{child}: given twice (first at line {first[child]})")
+                    )
+                first[child] = line
+                self._known[child] = line
                 self.from_yaml(value, child)
         elif isinstance(node, yaml.SequenceNode):
             for index, item in enumerate(node.value):
@@ -450,7 +461,7 @@ class _Loader:
         try:
             return CONVERTER.structure(value, kind)
         except cattrs.BaseValidationError as exc:
-            for where, message in _validation_problems(exc, path):
+            for where, message in _validation_problems(exc, path, value):
                 self.problem(where, message)
         except Exception as exc:  # a cattrs hook's own error: the message says what is wrong
             self.problem(path, str(exc))
@@ -522,10 +533,15 @@ class _Loader:
                 found = self._resolve(handoff.input_filter, f"{path}.input_filter")
                 if found is not None and not callable(found):
                     self.problem(f"{path}.input_filter", f"{found!r} is not a function")
-        if entry.output_type is not None:
+        if isinstance(entry.output_type, str):
             self._resolve(entry.output_type, f"{where}.output_type")
         for index, condition in enumerate(entry.stop_when):
             self._stop(condition, self.at(name, "stop_when", index))
+
+    def _output_type(self, spec: str | list[str] | None) -> Any:
+        if spec is None:
+            return None
+        return self.resolved[spec] if isinstance(spec, str) else labels_type(spec)
 
     def _stop(self, condition: str | StopEntry, path: str) -> None:
         if isinstance(condition, str):
@@ -558,7 +574,8 @@ class _Loader:
     def _check_workflow(self, name: str, flow: WorkflowEntry) -> None:
         where = f"workflows.{name}"
         if flow.kind in ("sequence", "parallel"):
-            if not flow.steps:
+            if not flow.steps and not self.data["workflows"][name].get("steps"):
+                # (steps that were all refused are reported each; this would only repeat them)
                 self.problem(f"{where}.steps", f"a {flow.kind} needs at least one step")
             for index, step in enumerate(flow.steps):
                 self._step(step, self.at(name, "steps", index, "workflows"))
@@ -791,7 +808,7 @@ class _Loader:
             name=name,
             tools=tools,
             handoffs=handoffs,
-            output_type=None if entry.output_type is None else self.resolved[entry.output_type],
+            output_type=self._output_type(entry.output_type),
             stop_when=[
                 self.resolved[c] if isinstance(c, str) else stop_condition(c)
                 for c in entry.stop_when
@@ -854,8 +871,10 @@ def _is_model_string(spec: str) -> bool:
     return prefix in _model._PROVIDERS
 
 
-def _validation_problems(exc: BaseException, path: str) -> Iterator[tuple[str, str]]:
-    """(key path, message) for each leaf of a cattrs validation error."""
+def _validation_problems(
+    exc: BaseException, path: str, value: Any = None
+) -> Iterator[tuple[str, str]]:
+    """(key path, message) for each leaf of a cattrs validation error (``value``: what failed)."""
     import cattrs
     from cattrs.errors import ForbiddenExtraKeysError
 
@@ -870,13 +889,23 @@ def _validation_problems(exc: BaseException, path: str) -> Iterator[tuple[str, s
             index = getattr(note, "index", None)
             if name is not None:
                 child = f"{path}.{name}"
+                item = value.get(name) if isinstance(value, dict) else None
             elif isinstance(index, int):
                 child = f"{path}[{index}]"
+                item = value[index] if isinstance(value, list) and index < len(value) else None
             else:
                 child = f"{path}.{index}"
-            yield from _validation_problems(inner, child)
+                item = None
+            kind = getattr(note, "type", None)
+            if typing.get_origin(kind) is typing.Literal and not isinstance(
+                inner, cattrs.BaseValidationError
+            ):  # cattrs says "x not in literal typing.Literal[...]"
+                allowed = ", ".join(repr(a) for a in typing.get_args(kind))
+                yield child, f"expected one of {allowed}, got {item!r}"
+                continue
+            yield from _validation_problems(inner, child, item)
         for inner in without:
-            yield from _validation_problems(inner, path)
+            yield from _validation_problems(inner, path, value)
         return
     if isinstance(exc, KeyError):
         yield path, "missing (this key is required)"

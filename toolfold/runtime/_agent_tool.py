@@ -50,8 +50,8 @@ def agent_tool(
         )
     made_by = AsTool(spec, name, description, input_type, requires_approval, timeout, output)
     if isinstance(spec, Agent):
-        tool_name = name or spec.name
-        if not tool_name:
+        tool_name = spec.name if name is None else name  # name="" is refused by @tool
+        if tool_name is None:
             raise UsageError(
                 "agent.as_tool() needs a name: give the agent a name= or pass name=..."
             )
@@ -60,7 +60,7 @@ def agent_tool(
         )
         doc = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
         return _nested(spec, _prompt, made_by, tool_name, text, doc)
-    tool_name = name or spec.name
+    tool_name = spec.name if name is None else name
     if not type_accepts(spec.input_type, input_type):
         raise UsageError(
             f"{spec.label}.as_tool(input_type={type_name(input_type)}): the workflow takes "

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Iterator
+import typing
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -89,6 +90,8 @@ class StopEntry:
 ToolEntry = str | AgentToolEntry
 HandoffRef = str | HandoffEntry
 StopRef = str | StopEntry
+OutputRef = str | list[str]
+"""An output type: an import path, or a list of labels (a `Literal` of them, as a router answers)."""
 
 
 @attrs.frozen
@@ -103,7 +106,7 @@ class AgentEntry:
     stop_when: list[StopRef] = attrs.field(factory=list)
     max_steps: int = 10
     tool_choice: str | None = None
-    output_type: str | None = None
+    output_type: OutputRef | None = None
     output_retries: int = 3
     auto_execute_tools: bool = True
     on_tool_error: Literal["return", "raise"] = "return"
@@ -235,6 +238,26 @@ def _approval(value: Any, _: Any) -> bool | list[str]:
     raise TypeError(f"expected true, false or a list of tool names, got {_describe(value)}")
 
 
+def _output_type(value: Any, _: Any) -> str | list[str] | None:
+    if value is None or isinstance(value, str):
+        return value
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, str) and v for v in value)
+        and len(set(value)) == len(value)
+    ):
+        return list(value)
+    raise TypeError(
+        f"expected an import path or a list of distinct labels (a Literal), got {_describe(value)}"
+    )
+
+
+def labels_type(labels: Sequence[str]) -> Any:
+    """The `Literal` of ``labels`` (an output type written as a list of labels)."""
+    return Literal[tuple(labels)]
+
+
 def _settings(value: Any, _: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise TypeError(f"expected a table, got {_describe(value)}")
@@ -277,6 +300,7 @@ def _make_converter() -> cattrs.Converter:
             ),
         ),
         (bool | list[str], _approval),
+        (OutputRef | None, _output_type),
         (dict[str, Any], _settings),
     ]
     unions.append((StepRef | None, unions[3][1]))
@@ -493,11 +517,7 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
         for index, condition in enumerate(agent.stop_when)
     ]
     model = agent.model if isinstance(agent.model, str) else required_path(agent.model, where)
-    output_type = (
-        None
-        if agent.output_type is None
-        else required_path(agent.output_type, f"{where}.output_type")
-    )
+    output_type = _dump_output_type(agent.output_type, f"{where}.output_type")
     entry = AgentEntry(
         model=model,
         tools=tools,
@@ -510,6 +530,19 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
     )
     writer.tables["agents"][name] = CONVERTER.unstructure(entry)
     return name
+
+
+def _dump_output_type(output_type: Any, where: str) -> OutputRef | None:
+    """An agent's output type as a file writes it: a `Literal` of text as its labels."""
+    if output_type is None:
+        return None
+    path = import_path(output_type)
+    if path is not None:
+        return path
+    labels = typing.get_args(output_type)
+    if typing.get_origin(output_type) is Literal and all(isinstance(v, str) for v in labels):
+        return list(labels)
+    return required_path(output_type, where)
 
 
 def _dump_stop(condition: Any, where: str) -> StopRef:

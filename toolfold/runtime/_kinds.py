@@ -19,8 +19,10 @@ from toolfold.runtime._planner import Call, Final, Plan
 from toolfold.runtime._run import RunOptions
 from toolfold.runtime._task import (
     Task,
+    _short,
     as_task,
     field_problems,
+    fields_of,
     hints_of,
     plain_data,
     structured,
@@ -432,11 +434,14 @@ class Loop(Workflow):
         ):
             problems.append(f"until is a function or a field name, got {type(until).__name__}")
         if isinstance(until, str):
-            fields = _field_names(task.output_type)
+            fields = fields_of(task.output_type)
             if fields is not None and until not in fields:
+                lacks = (
+                    f"no field {until!r} (fields: {', '.join(fields)})" if fields else "no fields"
+                )
                 problems.append(
                     f"until={until!r}: step {task.name!r} gives {type_name(task.output_type)}, "
-                    f"which has no field {until!r} (fields: {', '.join(fields)})"
+                    f"which has {lacks}"
                 )
         _reference_problems(task, {task.name: "itself"}, problems)
         problems.extend(task.input_problems(task.output_type, "its previous iteration gives"))
@@ -485,14 +490,10 @@ class Loop(Workflow):
         if until is None:
             return False
         if isinstance(until, str):
-            return isinstance(plain, Mapping) and bool(plain.get(until))
+            if not isinstance(plain, Mapping) or until not in plain:
+                raise RunError(
+                    f"{self.label}: until={until!r}, but step {self.step.name!r} gave "
+                    f"{_short(plain)}, which has no field {until!r}"
+                )
+            return bool(plain[until])
         return bool(until(_restored(self.step, plain)))
-
-
-def _field_names(tp: Any) -> list[str] | None:
-    if isinstance(tp, type) and attrs.has(tp):
-        return [f.name for f in attrs.fields(tp)]
-    fields = getattr(tp, "__dataclass_fields__", None)
-    if isinstance(fields, dict):
-        return list(fields)
-    return None

@@ -48,6 +48,8 @@ class Diagram:
     def node_id(self, hint: str) -> str:
         """A fresh node id made from ``hint``."""
         base = re.sub(r"\W", "_", hint) or "node"
+        if base.lower() in _RESERVED:  # `end`, `class`... as an id break the flowchart
+            base += "_"
         candidate, count = base, 1
         while candidate in self._taken:
             count += 1
@@ -111,8 +113,18 @@ def to_mermaid(spec: Any) -> str:
     return diagram.text()
 
 
+_RESERVED = frozenset(
+    {"end", "subgraph", "graph", "flowchart", "direction", "class", "classdef", "click"}
+    | {"style", "linkstyle", "call", "href", "default"}
+)
+"""Words Mermaid's flowchart grammar reads as keywords where a node id stands."""
+
+
 def _escape(label: str) -> str:
-    return label.replace('"', "#quot;").replace("\n", "<br/>")
+    """A label as Mermaid text: quotes and angle brackets as entities, line breaks as ``<br/>``."""
+    for char, entity in (('"', "#quot;"), ("<", "#lt;"), (">", "#gt;")):
+        label = label.replace(char, entity)
+    return label.replace("\n", "<br/>")
 
 
 def _draw_agent(agent: Agent, diagram: Diagram) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 import attrs
@@ -47,6 +48,8 @@ class Step:
         tool_calls: The calls the response made.
         tool_results: The results those calls got so far, in call order.
         usage: Tokens this step's model call used.
+        sub_runs: The sub-runs of the step's calls (agents and workflows used
+            as tools) by call id: finished, or as they wait for the caller.
     """
 
     index: int
@@ -54,6 +57,7 @@ class Step:
     tool_calls: tuple[ToolCallPart, ...]
     tool_results: tuple[ToolResultPart, ...]
     usage: Usage
+    sub_runs: Mapping[str, RunState] = attrs.field(factory=dict, eq=False, repr=False)
 
     def __repr__(self) -> str:
         # The full response is one attribute away (`response`).
@@ -92,12 +96,18 @@ def steps_of(state: RunState) -> tuple[Step, ...]:
         if call_state.result is not None and call_state.result not in committed:
             committed.append(call_state.result)
     steps: list[Step] = []
+    children: dict[str, RunState] = {}
     for event in state.log:
         if event.kind == "model_responded":
             response = event.response
             calls = response.tool_calls
             found = tuple(results[c.id].pop(0) for c in calls if results.get(c.id))
-            steps.append(Step(len(steps) + 1, response, calls, found, response.usage))
+            children = {}
+            steps.append(Step(len(steps) + 1, response, calls, found, response.usage, children))
+        elif event.kind in ("tool_returned", "tool_suspended") and event.child is not None:
+            children[event.call_id] = event.child
+    # the current step's calls hold their sub-runs' latest states (resumed since they waited)
+    children.update((c.call.id, c.child) for c in state.calls if c.child is not None)
     return tuple(steps)
 
 

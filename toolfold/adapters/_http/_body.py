@@ -78,9 +78,12 @@ class BodyReader:
     def _inflate(self, data: bytes) -> bytes:
         assert self._inflater is not None
         pieces = []
+        cap = self._limits.max_decoded_bytes
         while data:
+            # Never more than one byte past the cap: a bomb costs the cap, not a whole step.
+            step = _STEP if cap is None else max(1, min(_STEP, cap - self._decoded + 1))
             try:
-                piece = self._inflater.decompress(data, _STEP)
+                piece = self._inflater.decompress(data, step)
             except zlib.error as exc:
                 if not self._raw_deflate:
                     raise BodyError(f"cannot decompress the answer: {exc}") from exc

@@ -2,7 +2,8 @@
 
 A header value with CR, LF or NUL could smuggle a second header or request; a
 value that is not Latin-1 cannot be sent at all; a base URL without scheme or
-host fails only at the first call. Each is a `ModelConfigError` naming the
+host fails only at the first call; a framing header (``Content-Length``,
+``Transfer-Encoding``...) is the client's to write. Each is a `ModelConfigError` naming the
 option, raised before any connection is opened. Keys are never quoted.
 """
 
@@ -21,11 +22,30 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _FORBIDDEN = re.compile(r"[\r\n\x00]")
 
 
+# Headers that frame the message on the connection: the client writes them for
+# the body it sends. A user's Content-Length broke every request; with
+# Transfer-Encoding the request went out with both, which RFC 9112 forbids.
+_FRAMING = frozenset(
+    {"content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade"}
+)
+
+
 def check_headers(headers: Mapping[str, str], option: str = "headers") -> None:
-    """Refuse header names that are not tokens and values that cannot be sent."""
+    """Refuse header names that are not tokens, framing headers, names given twice, bad values."""
+    seen: set[str] = set()
     for name, value in headers.items():
         if not isinstance(name, str) or not _TOKEN.match(name):
             raise ModelConfigError(f"{option}: {name!r} is not a valid HTTP header name")
+        folded = name.lower()
+        if folded in _FRAMING:
+            raise ModelConfigError(
+                f"{option}: {name!r} is set by the transport for each request; remove it"
+            )
+        if folded in seen:
+            raise ModelConfigError(
+                f"{option}: {name!r} is given twice (header names ignore case); keep one"
+            )
+        seen.add(folded)
         check_header_value(value, f"{option}[{name!r}]")
 
 

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from toolfold._errors import ProviderError, ProviderTimeoutError
+from toolfold._errors import MalformedResponseError, ProviderError, ProviderTimeoutError
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
 from toolfold.adapters._http._backends import READ_IN_PIECES, sync_deadline
 from toolfold.adapters._http._body import BodyError, BodyReader
@@ -451,14 +451,17 @@ class Sender:
             return json.loads(content)
         except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             text = self._redact(content.decode("utf-8", "replace"))
+            why = "nested too deep to decode" if isinstance(exc, RecursionError) else "not JSON"
+            problem = f"{why}: {text[:200]!r} (POST {url}, HTTP {response.status_code})"
             raise self.scrub(
-                ProviderError(
-                    f"{self.provider} answered POST {url} with HTTP {response.status_code} "
-                    f"but the body is not JSON: {text[:200]!r}",
+                MalformedResponseError(
+                    f"{self.provider} sent a malformed response: {problem} @ $",
                     provider=self.provider,
                     status_code=int(response.status_code),
                     body=text,
                     headers=response.headers,
+                    path="$",
+                    problem=problem,
                 )
             ) from exc
 

@@ -188,8 +188,9 @@ class Transport:
         Raises:
             ProviderError: A child for each failure: `RateLimitError`,
                 `AuthenticationError`, `BadRequestError`, `NotFoundError`,
-                `ServerError`, `ProviderConnectionError`, `ProviderTimeoutError`; a plain
-                `ProviderError` for a body that is not JSON or too large.
+                `ServerError`, `ProviderConnectionError`, `ProviderTimeoutError`;
+                `MalformedResponseError` for a body that is not JSON; a plain
+                `ProviderError` for one that is too large.
         """
         sender = self._sender
         call = self._call(path, body, self._headers, headers, streaming=False)

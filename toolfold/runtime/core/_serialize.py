@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
@@ -170,6 +170,10 @@ def _format(exc: BaseException, type_: Any) -> str:
     # cattrs' default drops the message of our own ValueErrors (unknown kind, bad base64).
     if type(exc) is ValueError:
         return str(exc)
+    if get_origin(type_) is Literal:  # cattrs: "unknown error (x not in literal ...)"
+        allowed = ", ".join(repr(a) for a in get_args(type_))
+        got, sep, _ = str(exc).rpartition(" not in literal ")
+        return f"expected one of {allowed}" + (f", got {got}" if sep else "")
     return format_exception(exc, type_)
 
 

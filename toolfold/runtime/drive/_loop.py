@@ -506,7 +506,8 @@ def unique_call_ids(response: ModelResponse) -> ModelResponse:
 def _current_step(state: RunState) -> Step:
     response = _last_response(state)
     results = tuple(c.result for c in state.calls if c.result is not None)
-    return Step(state.step, response, response.tool_calls, results, response.usage)
+    children = {c.call.id: c.child for c in state.calls if c.child is not None}
+    return Step(state.step, response, response.tool_calls, results, response.usage, children)
 
 
 def _last_response(state: RunState) -> ModelResponse:

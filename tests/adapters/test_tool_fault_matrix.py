@@ -1,0 +1,205 @@
+"""The fault matrix's tool faults: each x {blocking, async, streamed} x every backend, over 127.0.0.1.
+
+The transport faults are in ``test_fault_matrix.py``. These are the faults of
+the tool side of a run, against ``fault_server.py`` in its own process: a call
+whose arguments are not JSON, a call of a tool the agent lacks, a tool that
+raises, a tool past its timeout (each: the model reads an error result and the
+run answers, its state replays and survives JSON), and the run cancelled while
+its tool runs or while its model call is in flight (the cancellation reaches
+the caller, and the same model answers the next run). Every cell ends with
+the file descriptors and threads the process had before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from backends import OWNED
+from fault_matrix import GENEROUS, KEY, MODES, resources
+
+import toolfold
+from toolfold import Agent, RunState, StepStartEvent
+from toolfold.runtime import replay
+
+#: fault -> (what the server does, words of the error result the model reads, what the tool saw)
+ANSWERED = {
+    "bad-args": (
+        "bad-args",
+        "Invalid arguments for tool 'add': the arguments are not valid JSON",
+        0,
+    ),
+    "unknown-tool": ("unknown-tool", "Unknown tool 'subtract'", 0),
+    "tool-raises": ("none", "ValueError: the adder is broken", 1),
+    "tool-timeout": ("none", "timed out", 2),  # started, then cancelled at its timeout
+}
+CANCELLED = ("cancel-mid-tool", "cancel-mid-call")
+
+CELLS = [
+    pytest.param(backend, fault, mode, id=f"{backend}-{fault}-{mode}")
+    for backend in OWNED
+    for fault in [*ANSWERED, *CANCELLED]
+    for mode in MODES
+    if not (backend == "aiohttp" and mode == "blocking")  # aiohttp is async only
+    if not (fault in CANCELLED and mode == "blocking")  # a blocking call is not cancelled
+]
+
+
+def _model(url: str, backend: str, fault: str) -> Any:
+    headers = {"x-fault": fault, "x-run": uuid.uuid4().hex}
+    return toolfold.model(
+        "openai:m", base_url=url, api_key=KEY, http=backend, retry=0, timeout=GENEROUS,
+        headers=headers,
+    )  # fmt: skip
+
+
+def _tool(fault: str, runs: list[str], started: asyncio.Event | None = None) -> Any:
+    """``add`` as the fault needs it: normal, raising, hanging (async) past a timeout."""
+    if fault == "tool-raises":
+
+        @toolfold.tool
+        def add(a: int, b: int) -> int:
+            """Add two integers.
+
+            Args:
+                a: The first number.
+                b: The second number.
+            """
+            runs.append("raised")
+            raise ValueError("the adder is broken")
+
+        return add
+
+    if fault in ("tool-timeout", "cancel-mid-tool"):
+
+        @toolfold.tool(timeout=0.05 if fault == "tool-timeout" else None)
+        async def add(a: int, b: int) -> int:  # type: ignore[no-redef]
+            """Add two integers.
+
+            Args:
+                a: The first number.
+                b: The second number.
+            """
+            runs.append("started")
+            if started is not None:
+                started.set()
+            try:
+                await asyncio.Event().wait()  # never set: only the timeout or a cancel ends it
+            except asyncio.CancelledError:
+                runs.append("cancelled")
+                raise
+            return a + b
+
+        return add
+
+    @toolfold.tool
+    def add(a: int, b: int) -> int:  # type: ignore[no-redef]
+        """Add two integers.
+
+        Args:
+            a: The first number.
+            b: The second number.
+        """
+        runs.append("ran")
+        return a + b
+
+    return add
+
+
+def _answered(url: str, backend: str, fault: str, mode: str) -> tuple[Any, list[str]]:
+    """The run of an answered fault's cell, and the tool's runs."""
+    runs: list[str] = []
+    model = _model(url, backend, ANSWERED[fault][0])
+    agent = Agent(model, tools=[_tool(fault, runs)])
+    try:
+        if mode == "blocking":
+            return agent.run("add 2 and 3"), runs
+
+        async def go() -> Any:
+            try:
+                if mode == "streamed":
+                    stream = agent.stream("add 2 and 3")
+                    async for _ in stream:
+                        pass
+                    return stream.response
+                return await agent.arun("add 2 and 3")
+            finally:
+                await model.aclose()
+
+        return asyncio.run(go()), runs
+    finally:
+        model.close()
+
+
+def _cancelled(url: str, backend: str, fault: str, mode: str) -> tuple[list[str], str]:
+    """Cancel the run mid-tool or mid-call; then the same model's next run. (tool runs, its answer)"""
+    runs: list[str] = []
+
+    async def go() -> str:
+        started = asyncio.Event()
+        server_fault = "read-timeout" if fault == "cancel-mid-call" else "none"
+        model = _model(url, backend, server_fault)
+        agent = Agent(model, tools=[_tool(fault, runs, started)])
+        second_call = asyncio.Event()
+
+        async def run() -> None:
+            if mode == "streamed":
+                async for event in agent.stream("add 2 and 3"):
+                    if isinstance(event, StepStartEvent) and event.step == 2:
+                        second_call.set()  # the model call of step 2 goes out next
+            else:
+                await agent.arun(
+                    "add 2 and 3",
+                    on_event=lambda e: second_call.set() if e.kind == "tool_returned" else None,
+                )
+
+        task = asyncio.ensure_future(run())
+        waited = started if fault == "cancel-mid-tool" else second_call
+        done, _ = await asyncio.wait(
+            [task, asyncio.ensure_future(waited.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
+        assert task not in done, task  # the run waits on the tool or on the server
+        await asyncio.sleep(0)  # let the in-flight call start before the cancel lands
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        again = _model(url, backend, "none")
+        try:
+            answer = (await Agent(again, tools=[_tool("none", [])]).arun("add 2 and 3")).text
+        finally:
+            await model.aclose()
+            await again.aclose()
+            model.close()
+            again.close()
+        return answer
+
+    return runs, asyncio.run(go())
+
+
+@pytest.mark.parametrize(("backend", "fault", "mode"), CELLS)
+def test_tool_fault_is_read_by_the_model_or_cancels_cleanly(
+    fault_url: str, backend: str, fault: str, mode: str
+) -> None:
+    """An answered fault is an error result the model reads, the state intact; a cancel reaches the caller; nothing leaks."""
+    warm = "async" if mode == "streamed" else mode
+    for kind in ("tool-raises", "tool-timeout"):  # a sync tool's worker, a blocking run's loop
+        _answered(fault_url, backend, kind, warm)
+    before = resources()  # after a warm-up: what lives for the process exists already
+    if fault in CANCELLED:
+        runs, answer = _cancelled(fault_url, backend, fault, mode)
+        assert runs == (["started", "cancelled"] if fault == "cancel-mid-tool" else ["ran"])
+        assert answer == "The sum is 5."
+    else:
+        response, runs = _answered(fault_url, backend, fault, mode)
+        _, words, tool_runs = ANSWERED[fault]
+        assert response.text == "The sum is 5."
+        (result,) = [r for m in response.messages if m.role == "tool" for r in m.tool_results]
+        assert result.is_error, result
+        assert words in result.content, result.content
+        assert len(runs) == tool_runs
+        state = response.state
+        assert replay(state.log) == state
+        assert RunState.from_json(state.to_json()) == state
+    assert resources() == before
