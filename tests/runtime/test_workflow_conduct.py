@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 from typing import Any
 
@@ -184,3 +185,108 @@ def test_steps_that_wait_run_side_by_side_and_commit_in_call_order() -> None:
     assert log.index("c start") < log.index("b end")
     assert log.index("d start") < log.index("b end")
     assert replay(response.state.events) == response.state
+
+
+_BRANCH: contextvars.ContextVar[str] = contextvars.ContextVar("branch", default="unset")
+
+
+def _setter(name: str) -> Agent:
+    async def reply(request: Any) -> str:
+        _BRANCH.set(name)
+        return f"{name} set"
+
+    return Agent(FunctionModel(reply), name=name)
+
+
+def _reader(name: str) -> Agent:
+    async def reply(request: Any) -> str:
+        return f"{name} saw {_BRANCH.get()}"
+
+    return Agent(FunctionModel(reply), name=name)
+
+
+def test_parallel_branches_each_have_their_own_context_variables() -> None:
+    """A context variable one branch sets is seen neither by the next branch nor by the caller."""
+
+    async def main(watched: bool) -> tuple[Any, str]:
+        workflow = Parallel(_setter("a"), _reader("b"), max_concurrency=1)
+        # on_event makes the loop drive the run: both drivers must agree.
+        response = await workflow.arun("x", on_event=(lambda event: None) if watched else None)
+        return response.output, _BRANCH.get()
+
+    for watched in (False, True):
+        assert asyncio.run(main(watched)) == ({"a": "a set", "b": "b saw unset"}, "unset")
+    assert Parallel(_setter("a"), _reader("b")).run("x").output["b"] == "b saw unset"
+
+
+class _Halt(BaseException):
+    """A BaseException that is not an Exception (as a library's own may be)."""
+
+
+def test_a_branch_raising_a_base_exception_cancels_the_others_at_once() -> None:
+    """The round ends with the error while its other branches still wait, cancelling them."""
+    log: list[str] = []
+
+    def waiting(name: str) -> Agent:
+        async def reply(request: Any) -> str:
+            log.append(f"{name} start")
+            try:
+                await asyncio.Event().wait()  # never set: only a cancellation ends it
+            except asyncio.CancelledError:
+                log.append(f"{name} cancelled")
+                raise
+            return name
+
+        return Agent(FunctionModel(reply), name=name)
+
+    async def halting(request: Any) -> str:
+        await asyncio.sleep(0)
+        raise _Halt("stop")
+
+    async def main() -> None:
+        workflow = Parallel(
+            waiting("a"), Agent(FunctionModel(halting), name="b"), waiting("c"), max_concurrency=2
+        )
+        with pytest.raises(_Halt):
+            await asyncio.wait_for(workflow.arun("x"), 60)  # a guard against a hang only
+
+    asyncio.run(main())
+    started = [entry.split()[0] for entry in log if entry.endswith("start")]
+    assert "a" in started
+    assert sorted(entry for entry in log if entry.endswith("cancelled")) == sorted(
+        f"{name} cancelled" for name in started
+    )
+
+
+def test_a_cancelled_round_stays_cancelled_when_a_branch_swallows_its_cancellation() -> None:
+    """The run is cancelled, and no branch that had not started starts after the cancel."""
+    log: list[str] = []
+    inside = asyncio.Event()
+
+    async def swallowing(request: Any) -> str:
+        inside.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            log.append("a swallowed its cancellation")
+            return "fallback"
+        return "a"
+
+    async def later(request: Any) -> str:
+        log.append("b started")
+        return "b"
+
+    async def main() -> None:
+        workflow = Parallel(
+            Agent(FunctionModel(swallowing), name="a"),
+            Agent(FunctionModel(later), name="b"),
+            max_concurrency=1,
+        )
+        run = asyncio.ensure_future(workflow.arun("x"))
+        await inside.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    asyncio.run(main())
+    assert log == ["a swallowed its cancellation"]

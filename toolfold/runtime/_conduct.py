@@ -19,9 +19,8 @@ it reached, which then does exactly what it does with any run in that state.
 from __future__ import annotations
 
 import time
-import types
-from collections.abc import Callable, Coroutine, Generator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Generator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from toolfold.runtime._planner import Call, Final, Plan, read_plan, respond
 from toolfold.runtime._run import finish, run_async, run_sync
@@ -38,6 +37,7 @@ from toolfold.runtime.drive._executor import (
     SubRun,
     ToolJob,
     ToolOutcome,
+    gather_or_cancel,
     made_outcome,
     returned,
     run_calls,
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 # Its values have the event's types (a tuple of dispositions).
 _responded_event = builder(ModelResponded)
 _EXECUTE: tuple[Disposition, ...] = ("execute",)
-T = TypeVar("T")
 
 
 def conducted(live: Live) -> bool:
@@ -233,83 +232,27 @@ async def _side_by_side(
     """The round's steps run concurrently (at most ``max_concurrency`` at once), in call order.
 
     As the executor runs sub-runs: a step that waits for its run holds no
-    thread, and cancelling the round cancels every step still running.
+    thread, each step of several runs in its own task (its own copy of the
+    context variables, as a branch the loop runs), an error in one cancels the
+    others at once, and cancelling the round cancels every step still running.
     """
     started = time.monotonic()
     if len(steps) == 1:
         return (await _ran_async(live, state, *steps[0], started),)
-    # Workers take the next step in call order until none is left: a step
-    # starts as soon as one of the max_concurrency slots is free. This
-    # coroutine is the first worker, and starts the others as tasks only when
-    # a step of its own waits (before anything else runs), so a round whose
-    # steps never wait needs no task.
-    outcomes: list[ToolOutcome | None] = [None] * len(steps)
-    queue = iter(enumerate(steps))
-    helpers: list[Any] = []
-    waited = False
+    limit = max(1, live.max_concurrency)
+    if len(steps) <= limit:  # every step starts at once: nothing to hold back
+        return await gather_or_cancel(
+            [_ran_async(live, state, task, call, started) for task, call in steps]
+        )
+    import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
 
-    async def worker() -> None:
-        for index, (task, call) in queue:
-            outcomes[index] = await _ran_async(live, state, task, call, started)
+    slots = asyncio.Semaphore(limit)
 
-    def start_helpers() -> None:
-        nonlocal waited
-        import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
+    async def one(task: Task, call: CallState) -> ToolOutcome:
+        async with slots:
+            return await _ran_async(live, state, task, call, started)
 
-        waited = True
-        loop = asyncio.get_running_loop()
-        count = min(len(steps), max(1, live.max_concurrency)) - 1
-        helpers.extend([loop.create_task(worker()) for _ in range(count)])
-
-    try:
-        for index, (task, call) in queue:
-            step = _ran_async(live, state, task, call, started)
-            outcomes[index] = await _awaited(step, None if waited else start_helpers)
-        for helper in helpers:
-            await helper
-    finally:
-        pending = [helper for helper in helpers if not helper.done()]
-        if pending:
-            import asyncio
-
-            for helper in pending:
-                helper.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-    return tuple(outcomes)  # type: ignore[arg-type]  # every step ran
-
-
-@types.coroutine
-def _awaited(
-    coroutine: Coroutine[Any, Any, T], on_wait: Callable[[], None] | None
-) -> Generator[Any, Any, T]:
-    """``await coroutine``, calling ``on_wait`` when it first waits, before the loop runs on.
-
-    What ``await`` does (each value the coroutine yields goes to the task
-    that runs this one, each value or exception sent back goes to the
-    coroutine), with a look at its first step.
-    """
-    try:
-        yielded = coroutine.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    if on_wait is not None:
-        on_wait()
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            coroutine.close()
-            raise
-        except BaseException as exc:
-            try:
-                yielded = coroutine.throw(exc)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-        else:
-            try:
-                yielded = coroutine.send(sent)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+    return await gather_or_cancel([one(task, call) for task, call in steps])
 
 
 def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any] | None]:
