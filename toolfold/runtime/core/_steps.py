@@ -283,6 +283,11 @@ def _take(
     raise refused(state, kind, f"no tool call {call_id!r} in this step (calls: {known})")
 
 
+def _outcome_of(event: ToolReturned) -> Outcome:
+    """The call's outcome: a result marked as an error of a call that ran is an "error"."""
+    return "error" if event.is_error and event.outcome == "ok" else event.outcome
+
+
 def _put(state: RunState, changes: Changes, new: CallState) -> None:
     calls = changes.get("calls", state.calls)
     changes["calls"] = (*calls[: new.index], new, *calls[new.index + 1 :])
@@ -300,7 +305,7 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
         if problem:
             raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
     call = _take(state, changes, event.kind, event.call_id, "to_run")
-    outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+    outcome = _outcome_of(event)
     child = event.child
     if child is not None:
         _child(state, event.kind, child)
@@ -330,7 +335,7 @@ def returned_one(state: RunState, changes: Changes, event: Event) -> bool:
     call = calls[0]
     if call.status != "to_run" or call.call.id != event.call_id or not _plain(event):
         return False
-    outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+    outcome = _outcome_of(event)
     changes["calls"] = (_done(call.index, call.call, event.content, outcome, event.child),)
     _commit(state, changes)  # what settling a step with every call done does
     return True
@@ -351,7 +356,7 @@ def returned_all(state: RunState, changes: Changes, events: Sequence[Event]) -> 
         call = to_run.pop(getattr(event, "call_id", None), None)  # type: ignore[arg-type]
         if call is None or not _plain(event):
             return False
-        outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+        outcome = _outcome_of(event)
         calls[call.index] = _done(call.index, call.call, event.content, outcome, event.child)
     changes["calls"] = tuple(calls)
     _settle(state, changes)
