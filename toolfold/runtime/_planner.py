@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import attrs
 
 from toolfold._errors import RunError
+from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._messages import (
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 PLANNER_MODEL = "toolfold:workflow"
 """The model name a workflow's run records (no provider is involved)."""
 
-_NO_USAGE = NO_USAGE  # the planner calls no model: a workflow's usage is its steps'
 
 # The planner's records are made from values of the fields' final types (see `builder`).
 _call_part = builder(ToolCallPart)
@@ -254,10 +254,10 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
     if isinstance(decision, Final):
         text = json_text(decision.value)
         message = _message("assistant", (_text(text),))
-        return _response(message, _NO_USAGE, "stop", None, PLANNER_MODEL, None)
+        return _response(message, NO_USAGE, "stop", None, PLANNER_MODEL, None)
     parts = tuple([_step_call(c) for c in decision])
     response = _response(
-        _message("assistant", parts), _NO_USAGE, "tool_calls", None, PLANNER_MODEL, None
+        _message("assistant", parts), NO_USAGE, "tool_calls", None, PLANNER_MODEL, None
     )
     if len(parts) > 1 and len({p.id for p in parts}) < len(parts):
         return unique_call_ids(response)  # a plan names each call once; as the loop would
@@ -379,9 +379,10 @@ class Planner:
         """
         if config is self._executes[0]:
             return self._executes[1]
-        executes = config.auto_execute_tools and all(
-            spec.has_function and spec.approval == "never" for spec in config.tools
-        )
+        # A call of each tool and of none, as `dispositions` (the one place this is decided) sees it.
+        names = [spec.name for spec in config.tools] + [""]
+        calls = [ToolCallPart(f"probe_{i}", name, "{}") for i, name in enumerate(names)]
+        executes = all(d == "execute" for d in dispositions(config, calls, None))
         self._executes = (config, executes)
         return executes
 
