@@ -62,6 +62,7 @@ TOP = {
     "generate_text",
     "model",
     "resume",
+    "state_of",
     "token_budget",
     "tool_called",
     # runtime: workflows
@@ -140,6 +141,7 @@ RUNTIME = {
     "aresume",
     "generate_text",
     "resume",
+    "state_of",
     # messages
     "FilePart",
     "FrozenDict",

@@ -76,6 +76,7 @@ from toolfold.runtime import (
     generate_text,
     model,
     resume,
+    state_of,
     token_budget,
     tool_called,
 )
@@ -217,6 +218,7 @@ __all__ = [
     "restore_arguments",
     "resume",
     "schema_for_type",
+    "state_of",
     "token_budget",
     "tool",
     "tool_called",

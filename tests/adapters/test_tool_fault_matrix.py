@@ -6,7 +6,8 @@ whose arguments are not JSON, a call of a tool the agent lacks, a tool that
 raises, a tool past its timeout (each: the model reads an error result and the
 run answers, its state replays and survives JSON), and the run cancelled while
 its tool runs or while its model call is in flight (the cancellation reaches
-the caller, and the same model answers the next run). Every cell ends with
+the caller with the run's state, which resumes to the answer without running
+again a tool that had returned). Every cell ends with
 the file descriptors and threads the process had before it.
 """
 
@@ -47,8 +48,9 @@ CELLS = [
 ]
 
 
-def _model(url: str, backend: str, fault: str) -> Any:
-    headers = {"x-fault": fault, "x-run": uuid.uuid4().hex}
+def _model(url: str, backend: str, fault: str, run: str | None = None) -> Any:
+    """A model whose requests make one run of the server's (``run``: go on with that one)."""
+    headers = {"x-fault": fault, "x-run": run or uuid.uuid4().hex}
     return toolfold.model(
         "openai:m", base_url=url, api_key=KEY, http=backend, retry=0, timeout=GENEROUS,
         headers=headers,
@@ -134,13 +136,17 @@ def _answered(url: str, backend: str, fault: str, mode: str) -> tuple[Any, list[
 
 
 def _cancelled(url: str, backend: str, fault: str, mode: str) -> tuple[list[str], str]:
-    """Cancel the run mid-tool or mid-call; then the same model's next run. (tool runs, its answer)"""
+    """Cancel the run mid-tool or mid-call; then resume it from the cancellation's state.
+
+    Returns what the tool saw and the resumed run's answer.
+    """
     runs: list[str] = []
 
     async def go() -> str:
         started = asyncio.Event()
         server_fault = "read-timeout" if fault == "cancel-mid-call" else "none"
-        model = _model(url, backend, server_fault)
+        model_run = uuid.uuid4().hex
+        model = _model(url, backend, server_fault, run=model_run)
         agent = Agent(model, tools=[_tool(fault, runs, started)])
         second_call = asyncio.Event()
 
@@ -163,11 +169,20 @@ def _cancelled(url: str, backend: str, fault: str, mode: str) -> tuple[list[str]
         assert task not in done, task  # the run waits on the tool or on the server
         await asyncio.sleep(0)  # let the in-flight call start before the cancel lands
         task.cancel()
-        with pytest.raises(asyncio.CancelledError):
+        with pytest.raises(asyncio.CancelledError) as cancelled:
             await task
-        again = _model(url, backend, "none")
+        # The cancellation carries the run's state: resumed (through JSON), it
+        # answers, and a tool that had returned does not run again.
+        state = toolfold.state_of(cancelled.value)
+        assert state is not None
+        # The server's run goes on where it was (its next answer is the sum).
+        again = _model(url, backend, "none", run=model_run)
         try:
-            answer = (await Agent(again, tools=[_tool("none", [])]).arun("add 2 and 3")).text
+            resumed = await Agent(again, tools=[_tool("none", runs)]).aresume(
+                RunState.from_json(state.to_json())
+            )
+            answer = resumed.text
+            assert replay(resumed.state.log) == resumed.state
         finally:
             await model.aclose()
             await again.aclose()
@@ -189,7 +204,9 @@ def test_tool_fault_is_read_by_the_model_or_cancels_cleanly(
     before = resources()  # after a warm-up: what lives for the process exists already
     if fault in CANCELLED:
         runs, answer = _cancelled(fault_url, backend, fault, mode)
-        assert runs == (["started", "cancelled"] if fault == "cancel-mid-tool" else ["ran"])
+        # Cancelled mid-tool, the tool runs again when resumed; mid-call, it had
+        # returned and does not.
+        assert runs == (["started", "cancelled", "ran"] if fault == "cancel-mid-tool" else ["ran"])
         assert answer == "The sum is 5."
     else:
         response, runs = _answered(fault_url, backend, fault, mode)

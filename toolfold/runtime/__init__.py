@@ -13,6 +13,7 @@ from toolfold.runtime._api import (
     aresume,
     generate_text,
     resume,
+    state_of,
 )
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._model import Model, model, register_provider
@@ -213,6 +214,7 @@ __all__ = [
     "register_provider",
     "replay",
     "resume",
+    "state_of",
     "stop_reason",
     "to_json",
     "token_budget",

@@ -34,6 +34,7 @@ __all__ = [
     "aresume",
     "generate_text",
     "resume",
+    "state_of",
 ]
 
 
@@ -265,3 +266,42 @@ async def aresume(
         state, model, tools, output_type, stop_when, on_tool_error, max_concurrency
     )._answered(state, answers)
     return await agent._async(begin)
+
+
+def state_of(error: BaseException) -> RunState | None:
+    """The run state an error or a cancellation carries, to inspect, save or resume.
+
+    A `RunError` (and a provider's error raised by a run) has ``.state``. So
+    has the `asyncio.CancelledError` of a cancelled `arun`, async stream or
+    workflow: the run where the interrupted model call or tool round began,
+    with the results of that round's calls that had ended (a resume runs only
+    the others). asyncio sometimes raises another exception to the awaiting
+    code: a `TimeoutError` from `asyncio.timeout` or `wait_for` (raised from
+    the cancellation), or on Python 3.10 a new `CancelledError` whose context
+    is the cancelled one. This looks at the error, then its causes and
+    contexts, nearest first.
+
+    Example:
+        >>> try:
+        ...     response = await asyncio.wait_for(agent.arun(prompt), 30)  # doctest: +SKIP
+        ... except TimeoutError as exc:
+        ...     state = toolfold.state_of(exc)  # resume it later
+
+    Args:
+        error: The exception caught.
+
+    Returns:
+        The state, or None when no exception in the chain carries one.
+    """
+    seen: set[int] = set()
+    todo = [error]
+    while todo:
+        exc = todo.pop(0)
+        if id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        state = getattr(exc, "state", None)
+        if isinstance(state, RunState):
+            return state
+        todo.extend(e for e in (exc.__cause__, exc.__context__) if e is not None)
+    return None

@@ -44,7 +44,8 @@ from toolfold.runtime.drive._executor import (
     run_calls_sync,
     run_kept,
 )
-from toolfold.runtime.drive._loop import Live, _job, _model_failure
+from toolfold.runtime.drive._loop import Live, _job, _model_failure, interrupted
+from toolfold.runtime.drive._shells import stamp
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
 
@@ -75,14 +76,18 @@ def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response:
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
-            at, steps = course.send(outcomes)  # type: ignore[arg-type]  # None to start
-            if steps is None:  # a function step, a timeout...: the executor runs the round
-                jobs = _jobs(live, at)
-                outcomes = run_calls_sync(jobs, max_concurrency=live.max_concurrency)
-            elif len(steps) == 1:  # one step: right here, in this thread
-                outcomes = (_ran(live, at, *steps[0], time.monotonic()),)
-            else:  # steps side by side: coroutines of one loop, as the executor runs them
-                outcomes = run_kept(lambda: _side_by_side(live, at, steps))  # noqa: B023
+            at, steps, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
+            try:
+                if steps is None:  # a function step, a timeout...: the executor runs the round
+                    jobs = _jobs(live, at)
+                    outcomes = run_calls_sync(jobs, max_concurrency=live.max_concurrency)
+                elif len(steps) == 1:  # one step: right here, in this thread
+                    outcomes = (_ran(live, at, *steps[0], time.monotonic()),)
+                else:  # steps side by side: coroutines of one loop, as the executor runs them
+                    outcomes = run_kept(lambda: _side_by_side(live, at, steps, finished))  # noqa: B023
+            except BaseException as exc:
+                stamp(course, exc)  # an interruption (Ctrl-C) gets the workflow's state
+                raise
     except StopIteration as stop:
         state = stop.value
     # Finished, or suspended or failed: the loop says what that gives.
@@ -95,18 +100,27 @@ async def conduct_async(planner: Planner, live: Live, state: RunState) -> Respon
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
-            at, steps = course.send(outcomes)  # type: ignore[arg-type]  # None to start
-            if steps is None:
-                jobs = _jobs(live, at)
-                outcomes = await run_calls(jobs, max_concurrency=live.max_concurrency)
-            else:
-                outcomes = await _side_by_side(live, at, steps)
+            at, steps, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
+            try:
+                if steps is None:
+                    jobs = _jobs(live, at)
+                    outcomes = await run_calls(
+                        jobs, max_concurrency=live.max_concurrency, finished=finished
+                    )
+                else:
+                    outcomes = await _side_by_side(live, at, steps, finished)
+            except BaseException as exc:
+                stamp(course, exc)  # a cancellation gets the workflow's state, not a step's
+                raise
     except StopIteration as stop:
         state = stop.value
     return finish(state, live) if state.phase == "finished" else await run_async(live, state)
 
 
-_Round = tuple[RunState, list[tuple[Task, CallState]] | None]
+# The state a round runs in, its steps to run in place (None: the executor runs
+# them), and where a driver puts the outcomes of the steps that had ended when
+# the round is interrupted (a round of several steps).
+_Round = tuple[RunState, list[tuple[Task, CallState]] | None, dict[int, ToolOutcome] | None]
 
 
 def _course(
@@ -137,15 +151,26 @@ def _course(
                 answer = decision if isinstance(decision, Final) else None
                 continue
             at = opened.base
-            steps = planner.in_place(opened.changes["calls"])
-            outcomes = yield (at if steps is not None else opened.state), steps
+            calls = opened.changes["calls"]
+            steps = planner.in_place(calls)
+            finished: dict[int, ToolOutcome] | None = {} if len(calls) > 1 else None
+            try:
+                outcomes = yield (at if steps is not None else opened.state), steps, finished
+            except BaseException as exc:
+                interrupted(exc, opened.state, finished)
+                raise
             state = opened.close([returned(outcome) for outcome in outcomes])
             if state.phase == "awaiting_model":  # the step's results are committed: read them
                 plan = read_plan((state.conversation.last(),), plan, _known(outcomes))  # type: ignore[arg-type]
             else:
                 plan = None
         elif phase == "running_tools":  # resumed mid-step
-            outcomes = yield state, planner.in_place(state.calls)
+            finished = {} if len(state.calls) > 1 else None
+            try:
+                outcomes = yield state, planner.in_place(state.calls), finished
+            except BaseException as exc:
+                interrupted(exc, state, finished)
+                raise
             for outcome in outcomes:
                 state = reduce(state, returned(outcome))
             plan = None
@@ -227,7 +252,10 @@ async def _ran_async(
 
 
 async def _side_by_side(
-    live: Live, state: RunState, steps: list[tuple[Task, CallState]]
+    live: Live,
+    state: RunState,
+    steps: list[tuple[Task, CallState]],
+    finished: dict[int, ToolOutcome] | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """The round's steps run concurrently (at most ``max_concurrency`` at once), in call order.
 
@@ -242,7 +270,7 @@ async def _side_by_side(
     limit = max(1, live.max_concurrency)
     if len(steps) <= limit:  # every step starts at once: nothing to hold back
         return await gather_or_cancel(
-            [_ran_async(live, state, task, call, started) for task, call in steps]
+            [_ran_async(live, state, task, call, started) for task, call in steps], finished
         )
     import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
 
@@ -252,7 +280,7 @@ async def _side_by_side(
         async with slots:
             return await _ran_async(live, state, task, call, started)
 
-    return await gather_or_cancel([one(task, call) for task, call in steps])
+    return await gather_or_cancel([one(task, call) for task, call in steps], finished)
 
 
 def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any] | None]:

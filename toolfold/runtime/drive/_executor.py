@@ -346,9 +346,16 @@ def _timed(outcomes: tuple[ToolOutcome, ...], started: float) -> tuple[ToolOutco
 
 
 async def run_calls(
-    jobs: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    jobs: Sequence[ToolJob],
+    *,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    finished: dict[int, ToolOutcome] | None = None,
 ) -> tuple[ToolOutcome, ...]:
-    """Run the calls concurrently; outcomes in call order, each with its duration."""
+    """Run the calls concurrently; outcomes in call order, each with its duration.
+
+    When the calls are cancelled, ``finished`` (if given) receives the
+    outcomes of those that had ended, by index.
+    """
     started = time.monotonic()
     if len(jobs) == 1:
         # The common step, one quick sync call (`_run_calls` would run it on the
@@ -363,10 +370,19 @@ async def run_calls(
             if not isinstance(ran, ToolOutcome):  # the tool returned an awaitable
                 ran = await ran
             return _timed((ran,), started)
-    return _timed(await _run_calls(jobs, max_concurrency), started)
+    try:
+        return _timed(await _run_calls(jobs, max_concurrency, finished), started)
+    except BaseException:
+        if finished:  # the calls that ended before the round was cancelled, timed alike
+            finished.update(zip(finished, _timed(tuple(finished.values()), started), strict=True))
+        raise
 
 
-async def _run_calls(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[ToolOutcome, ...]:
+async def _run_calls(
+    jobs: Sequence[ToolJob],
+    max_concurrency: int,
+    finished: dict[int, ToolOutcome] | None = None,
+) -> tuple[ToolOutcome, ...]:
     """Run the calls concurrently; outcomes in call order.
 
     Cancelling the awaiting task cancels every call still running (a sync tool
@@ -385,7 +401,7 @@ async def _run_calls(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Too
             return (await _run_on_loop(job, prepared),)
         return (await _run_one(job, prepared),)
     if len(jobs) <= max_concurrency:  # the limit cannot bind: no semaphore to pass
-        return await gather_or_cancel([_prepared_one(job) for job in jobs])
+        return await gather_or_cancel([_prepared_one(job) for job in jobs], finished)
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
     async def one(job: ToolJob) -> ToolOutcome:
@@ -395,7 +411,7 @@ async def _run_calls(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Too
         async with limit:
             return await _run_one(job, prepared)
 
-    return await gather_or_cancel([one(job) for job in jobs])
+    return await gather_or_cancel([one(job) for job in jobs], finished)
 
 
 async def _prepared_one(job: ToolJob) -> ToolOutcome:
@@ -405,15 +421,27 @@ async def _prepared_one(job: ToolJob) -> ToolOutcome:
     return await _run_one(job, prepared)
 
 
-async def gather_or_cancel(coroutines: list[Coroutine[Any, Any, T]]) -> tuple[T, ...]:
+async def gather_or_cancel(
+    coroutines: list[Coroutine[Any, Any, T]], finished: dict[int, T] | None = None
+) -> tuple[T, ...]:
     """Run ``coroutines`` as tasks, their results in order; any that still run when
-    this ends (an error, a cancellation) are cancelled and awaited, none left behind."""
+    this ends (an error, a cancellation) are cancelled and awaited, none left behind.
+
+    When it is cancelled, ``finished`` (if given) receives the results of the
+    coroutines that had returned, by index.
+    """
     import asyncio
 
     loop = asyncio.get_running_loop()
     tasks = [loop.create_task(c) for c in coroutines]  # what ensure_future does, unchecked
     try:
         return tuple(await asyncio.gather(*tasks))
+    except asyncio.CancelledError:
+        if finished is not None:
+            for index, task in enumerate(tasks):
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    finished[index] = task.result()
+        raise
     finally:
         pending = [t for t in tasks if not t.done()]
         for task in pending:

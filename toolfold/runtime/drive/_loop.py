@@ -166,6 +166,9 @@ class _OpenOp(NamedTuple):
 class _RunToolsOp(NamedTuple):
     jobs: tuple[ToolJob, ...]
     relay: Relay | None = None  # a streaming run's: where sub-runs send their events
+    # A round of several calls: where the shell puts, when the round is
+    # interrupted, the outcomes of the calls that had ended (by index).
+    finished: dict[int, ToolOutcome] | None = None
 
 
 class Relay:
@@ -261,6 +264,9 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
         if failure is exc:
             raise  # "raise exc from exc" would make the error its own cause and lose the real one
         raise failure from exc
+    except BaseException as exc:  # cancelled while the model answers: the run before the call
+        interrupted(exc, state)
+        raise
     response = unique_call_ids(response)
     dispositions = _dispositions(live, state, response)
     event = _responded(response, dispositions)
@@ -312,7 +318,10 @@ def _open(
         return listings[key]
     try:
         listed: Sequence[Tool[..., Any]] = yield _OpenOp(handover.sources)
-    except Exception as exc:
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            interrupted(exc, state)
+            raise
         raise RunError(
             f"the tool sources of agent {handover.agent!r} could not be opened for the "
             f"handoff: {type(exc).__name__}: {exc}; the error's state is the run before "
@@ -389,7 +398,12 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
             for invocation in effect.calls
         ]
     )
-    outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs, relay)
+    finished: dict[int, ToolOutcome] | None = {} if len(jobs) > 1 else None
+    try:
+        outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs, relay, finished)
+    except BaseException as exc:
+        interrupted(exc, state, finished)
+        raise
     if relay is not None:
         for item in relay.held:  # sub-runs' events no shell showed as they came
             yield _NoticeOp(item)
@@ -419,8 +433,33 @@ def _run_open(live: Live, step: OpenStep) -> _Part:
             if c.status == "to_run"
         ]
     )
-    outcomes: tuple[ToolOutcome, ...] = yield _new_tuple(_RunToolsOp, (jobs, None))
+    finished: dict[int, ToolOutcome] | None = {} if len(jobs) > 1 else None
+    try:
+        outcomes: tuple[ToolOutcome, ...] = yield _new_tuple(_RunToolsOp, (jobs, None, finished))
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # (an error of the shell's is not the round's)
+            interrupted(exc, step.state, finished)
+        raise
     return step.close([returned(outcome) for outcome in outcomes])
+
+
+def interrupted(
+    exc: BaseException, state: RunState, finished: Mapping[int, ToolOutcome] | None = None
+) -> None:
+    """Give an interruption (a cancellation, Ctrl-C) the state to resume from, as ``exc.state``.
+
+    ``state`` is the run where the interrupted I/O began; ``finished`` the
+    outcomes of that round's calls that had ended, which are committed, so
+    that resuming runs only the calls that had not. The outermost run sets
+    it last: a sub-run's state is replaced by its caller's. Errors
+    (`Exception`) carry their own, and a generator's exit is no interruption.
+    """
+    if isinstance(exc, (Exception, GeneratorExit)):
+        return
+    for index in sorted(finished or ()):
+        assert finished is not None
+        state = reduce(state, returned(finished[index]))
+    exc.state = state  # type: ignore[attr-defined]
 
 
 def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:

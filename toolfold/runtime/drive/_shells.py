@@ -7,7 +7,7 @@ import contextvars
 import queue
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
-from contextlib import AsyncExitStack, ExitStack, aclosing
+from contextlib import AsyncExitStack, ExitStack, aclosing, suppress
 from typing import Any
 
 from toolfold.runtime._response import (
@@ -46,6 +46,7 @@ def drive_sync(live: Live, loop: Loop, state: RunState) -> Ended:
         with ExitStack() as held:  # tool sources the run opened on its way
             ended = _drive_sync(live, loop, trace, held)
     except BaseException as exc:
+        stamp(loop, exc)
         end_run(trace, getattr(exc, "state", None), exc)
         raise
     end_run(trace, ended.state, None)
@@ -81,6 +82,20 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
             if tools is not None:
                 tools.end(value)
+
+
+def stamp(loop: Generator[Any, Any, Any], exc: BaseException) -> None:
+    """An interruption of the run (a cancellation, Ctrl-C) gets the state it reached.
+
+    Thrown into the run's loop (or a workflow's course) where it waits for
+    the interrupted I/O, which sets ``exc.state`` (`interrupted`) and raises
+    it again. Errors carry their
+    own state already, and a caller that stops a stream abandons the run.
+    """
+    if isinstance(exc, (Exception, GeneratorExit)):
+        return
+    with suppress(BaseException):  # the very exception comes back: the caller raises it
+        loop.throw(exc)
 
 
 async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
@@ -125,10 +140,13 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
                         call.end(value, failure)
                 elif isinstance(op, _RunToolsOp):
                     tools = None if trace is None else trace.tools(op.jobs)
-                    value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
+                    value = await run_calls(
+                        op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                    )
                     if tools is not None:
                         tools.end(value)
         except BaseException as exc:
+            stamp(loop, exc)
             if held is not None:  # told the error, so a close error is noted on it, not raised
                 await held.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -148,6 +166,7 @@ def stream_sync(live: Live, loop: Loop, state: RunState) -> Generator[RunStreamE
         with ExitStack() as held:  # closed too when the caller stops iterating
             ended = yield from _stream_sync(live, loop, trace, held)
     except BaseException as exc:
+        stamp(loop, exc)
         end_run(trace, getattr(exc, "state", None), _failure(exc))
         raise
     end_run(trace, ended.state, None)
@@ -257,7 +276,9 @@ async def _relayed_async(
             loop.call_soon_threadsafe(put, item)
 
     relay.target = put
-    task = asyncio.ensure_future(run_calls(op.jobs, max_concurrency=max_concurrency))
+    task = asyncio.ensure_future(
+        run_calls(op.jobs, max_concurrency=max_concurrency, finished=op.finished)
+    )
     task.add_done_callback(lambda _: wake.set())
     try:
         while True:
@@ -291,6 +312,7 @@ async def stream_async(
                         trace = None
                     yield item
     except BaseException as exc:
+        stamp(loop, exc)
         end_run(trace, getattr(exc, "state", None), _failure(exc))
         raise
 
@@ -339,7 +361,9 @@ async def _stream_async(
                         yield item
                 value = ended[0]
             else:
-                value = await run_calls(op.jobs, max_concurrency=live.max_concurrency)
+                value = await run_calls(
+                    op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                )
             if tools is not None:
                 tools.end(value)
 
