@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -343,6 +344,38 @@ def test_an_activity_cancelled_during_its_call_stays_cancelled_when_the_close_fa
         cancelled = cancelled.__context__
     assert [str(e) for e in cancelled.close_errors] == ["the server would not stop"]  # type: ignore[attr-defined]
     assert source.holders == 0
+
+
+class _ClosingBadly(_SlowSource):
+    """A source whose tool answers and whose close fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release.set()
+
+    def close(self) -> None:
+        super().close()
+        raise OSError("the server would not stop")
+
+
+def test_a_source_call_that_returned_keeps_its_result_when_the_close_fails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The tool ran: a failing close is logged, not raised, as Temporal would retry and run it again."""
+    source = _ClosingBadly()
+
+    async def go() -> Any:
+        _, running = _calling_echo(source)
+        return await running
+
+    with caplog.at_level(logging.WARNING):
+        returned = asyncio.run(go())
+    assert returned.content == "hi"
+    assert not returned.is_error
+    assert source.holders == 0
+    (record,) = [r for r in caplog.records if "closing tool source" in r.getMessage()]
+    assert "OSError: the server would not stop" in record.getMessage()
+    assert "'echo' returned" in record.getMessage()
 
 
 # A run that continues as new after its first step, then waits for an approval.

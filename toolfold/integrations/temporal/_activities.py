@@ -388,15 +388,31 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
             )
         source = host.sources[given.source]
         await _opened(source, host.every)
-        async with contextlib.AsyncExitStack() as stack:
-            # A call cancelled (or failing) stays so when the source's close fails too.
-            stack.push_async_exit(
-                source_closer(
-                    source, lambda: _heartbeating(asyncio.to_thread(source.close), host.every)
-                )
-            )
+
+        def closing() -> Awaitable[object]:
+            return _heartbeating(asyncio.to_thread(source.close), host.every)
+
+        try:
             (tool,) = source.tools_from([given.spec])
-            return await _called(tool, given.call, host.deps, host.every, host.max_bytes)
+            returned = await _called(tool, given.call, host.deps, host.every, host.max_bytes)
+        except BaseException as exc:
+            # A call cancelled (or failing) stays so when the source's close fails too.
+            await source_closer(source, closing)(type(exc), exc, exc.__traceback__)
+            raise
+        try:
+            await closing()
+        except Exception as failure:
+            # The tool has run: failing the activity would have Temporal retry it,
+            # and the tool run again. The result stands; the close error is logged.
+            activity.logger.warning(
+                "closing tool source %r failed after its tool %r returned (the result is "
+                "kept: a retry would run the tool again): %s: %s",
+                getattr(source, "name", None) or type(source).__name__,
+                given.call.invocation.call.name,
+                type(failure).__name__,
+                failure,
+            )
+        return returned
 
     return call_source_tool
 
