@@ -456,9 +456,13 @@ def interrupted(
     """
     if isinstance(exc, (Exception, GeneratorExit)):
         return
-    for index in sorted(finished or ()):
-        assert finished is not None
-        state = reduce(state, returned(finished[index]))
+    base = state
+    try:
+        for index in sorted(finished or ()):
+            assert finished is not None
+            state = reduce(state, returned(finished[index]))
+    except Exception:  # (not expected) the interruption must stay the exception raised
+        state = base
     exc.state = state  # type: ignore[attr-defined]
 
 
