@@ -144,7 +144,7 @@ def _run_options(command: argparse.ArgumentParser) -> None:
 
 _EXIT_CODES = (
     "exit codes: 0 done, 1 bad input (file, state, id), 2 bad command line, "
-    "3 the run waits (run file written), 4 the run failed, 130 interrupted"
+    "3 the run waits (run file written), 4 the run failed, 130 interrupted (run file written when a run was under way)"
 )
 
 

@@ -351,6 +351,19 @@ class _Session:
         except ToolfoldError as exc:
             _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
             return FAILED
+        except KeyboardInterrupt as exc:  # Ctrl-C: what the run did is kept
+            from toolfold.runtime._api import state_of
+
+            state = state_of(exc)
+            if state is None:
+                raise
+            self._write(state)
+            _say(
+                self.command,
+                f"interrupted; state written to {self.run_file}; continue with: "
+                f"toolfold resume {self.run_file}",
+            )
+            return INTERRUPTED
 
     def _catch_up(self, response: Any, waiting: tuple[str, ...]) -> None:
         """Show the results of answered calls no step or event showed (denials)."""

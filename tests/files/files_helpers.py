@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+from pathlib import Path
+
 import attrs
 
 from toolfold import Message, ModelRequest, tool
@@ -115,3 +118,18 @@ def first_word(response: object) -> str:
 
 
 not_a_function = "not a function"  # an `output =` path that names no function
+
+
+@tool(blocking=False)
+def add_interrupted(a: int, b: int) -> int:
+    """Add two numbers; the first time (no ``interrupted`` file here), Ctrl-C comes first.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    marker = Path("interrupted")
+    if not marker.exists():
+        marker.write_text("once")
+        signal.raise_signal(signal.SIGINT)  # as a person pressing Ctrl-C
+    return a + b

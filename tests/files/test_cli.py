@@ -201,6 +201,26 @@ def test_manual_tool_results_come_from_the_command_line(tmp_path: Path) -> None:
     assert proc.stdout == "Order status: lost.\n"
 
 
+def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
+    """Ctrl-C mid-run exits 130 with the run file written; resuming it answers, the step kept."""
+    (tmp_path / "adds.toml").write_text(
+        '[agents.adder]\nmodel = "files_helpers:model"\ntools = ["files_helpers:add_interrupted"]\n'
+    )
+    env = {"PYTHONPATH": str(Path(__file__).parent)}
+    proc = toolfold("run", "adds.toml", "add 2 and 3", cwd=tmp_path, env=env)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == (
+        "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+        "toolfold resume toolfold-run.json\n"
+    )
+    document = json.loads((tmp_path / "toolfold-run.json").read_text())
+    state = RunState.from_json(json.dumps(document["state"]))
+    assert state.phase == "running_tools"
+    proc = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "result: 5\n"
+
+
 def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
     """With stdin a terminal, ``run`` asks y/n per call and goes on with the answer."""
     main, secondary = pty.openpty()
