@@ -98,6 +98,7 @@ TOP = {
     "SchemaCompileError",
     "SerializationError",
     "ServerError",
+    "SourceCloseError",
     "StreamError",
     "ProviderTimeoutError",
     "ToolArgumentError",

@@ -28,6 +28,7 @@ from toolfold.runtime._sources import (
     SourcedStream,
     ToolSource,
     aopened,
+    close_failed,
     opened,
     split_sources,
 )
@@ -534,10 +535,17 @@ class Agent:
         return self._for_state(state), begin
 
     def _sync(self, begin: _Begin) -> Response:
-        if self._sources:
+        if not self._sources:
+            return run_sync(*begin(self))
+        response = None
+        try:
             with opened(self._sources) as listed:
-                return run_sync(*self._begun(begin, listed))
-        return run_sync(*begin(self))
+                response = run_sync(*self._begun(begin, listed))
+        except Exception as exc:
+            if response is None:  # the run's error, a close error attached
+                raise
+            raise close_failed(exc, response) from exc
+        return response
 
     def _async(self, begin: _Begin) -> Coroutine[Any, Any, Response]:
         """The run to await: without sources, `run_async`'s own coroutine.
@@ -552,8 +560,15 @@ class Agent:
         return run_async(*begin(self))
 
     async def _sourced_async(self, begin: _Begin) -> Response:
-        async with aopened(self._sources) as listed:
-            return await run_async(*self._begun(begin, listed))
+        response = None
+        try:
+            async with aopened(self._sources) as listed:
+                response = await run_async(*self._begun(begin, listed))
+        except Exception as exc:
+            if response is None:  # the run's error, a close error attached
+                raise
+            raise close_failed(exc, response) from exc
+        return response
 
     def _streamed(self, begin: _Begin) -> RunStream:
         if self._sources:
