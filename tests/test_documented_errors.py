@@ -232,6 +232,24 @@ def _fork_without_point() -> None:
     fork(generate_text(ScriptedModel(["x"]), "go").state)
 
 
+class _Stubborn:
+    """A tool source whose close fails."""
+
+    name = "stubborn"
+
+    def open(self) -> None: ...
+
+    def close(self) -> None:
+        raise OSError("could not stop the server")
+
+    def tools(self) -> list[Tool[..., Any]]:
+        return []
+
+
+def _source_close_fails() -> None:
+    Agent(ScriptedModel(["done"]), tools=[_Stubborn()]).run("hi")
+
+
 def _retries_exceeded() -> None:
     @tool(max_retries=1)
     def flaky() -> None:
@@ -415,6 +433,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "a stream's `response` before the stream ended, or iterating it twice": _stream_out_of_order,
     "a `ScriptedModel` asked for more answers than its script has": _script_exhausted,
     "`fork` without exactly one of `step=` and `events=`": _fork_without_point,
+    "a run that ended (finished or suspended) whose tool source's `close()` raised": (
+        _source_close_fails
+    ),
     "a tool that fails more times in a row than its `max_retries`": _retries_exceeded,
     "a final answer that never fits `output_type`": _output_never_fits,
     'a tool raising with `on_tool_error="raise"`': _tool_raises,

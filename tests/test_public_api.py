@@ -99,6 +99,7 @@ TOP = {
     "SchemaCompileError",
     "SerializationError",
     "ServerError",
+    "SourceCloseError",
     "StreamError",
     "ProviderTimeoutError",
     "ToolArgumentError",

@@ -17,6 +17,7 @@ chained with ``raise ... from exc``::
     │   ├── ToolRetriesExceededError  a tool failed more times in a row than allowed
     │   ├── OutputValidationError  the final answer never fitted ``output_type``
     │   └── ToolExecutionError     a tool raised and ``on_tool_error="raise"``
+    ├── SourceCloseError           a run ended but a tool source failed to close (carries the response)
     ├── UsageError                 toolfold was called with arguments it cannot use
     ├── AgentFileError             an agent file cannot be loaded (every problem, with lines)
     ├── ModelConfigError           a model string or model options cannot be used
@@ -41,9 +42,9 @@ too, so ``except ValueError`` or ``except TimeoutError`` catches it:
 `ToolDefinitionError` and `WorkflowDefinitionError` are ``TypeError``; `UsageError`,
 `AgentFileError`, `SchemaCompileError`,
 `ToolArgumentError`, `ModelConfigError` and `SerializationError` are
-``ValueError``; `RunError` is a ``RuntimeError``; `ProviderConnectionError` is
-a ``ConnectionError`` and `ProviderTimeoutError` a ``TimeoutError`` (both are
-``OSError``).
+``ValueError``; `RunError` and `SourceCloseError` are ``RuntimeError``;
+`ProviderConnectionError` is a ``ConnectionError`` and `ProviderTimeoutError` a
+``TimeoutError`` (both are ``OSError``).
 
 This module is a leaf: every layer may import it, it imports none of them.
 """
@@ -232,6 +233,30 @@ class OutputValidationError(RunError):
 
 class ToolExecutionError(RunError):
     """A tool raised and the run was configured with ``on_tool_error="raise"``."""
+
+
+class SourceCloseError(ToolfoldError, RuntimeError):
+    """A run ended (finished, or waiting for the caller) but a tool source failed to close.
+
+    Nothing of the run is lost: ``response`` is what the run returned, and
+    ``state`` resumes it (a run suspended for an approval, say). The first
+    close error is the cause (``__cause__``); ``close_errors`` lists them all.
+    (A run that failed raises its own error instead, the close errors
+    attached to it.)
+
+    Attributes:
+        response: The run's `Response` (a `WorkflowResponse` for a workflow).
+        state: ``response.state``.
+        close_errors: Every close error, in the order they were raised.
+    """
+
+    def __init__(
+        self, message: str, response: Any = None, close_errors: list[BaseException] | None = None
+    ) -> None:
+        self.response = response
+        self.state = None if response is None else response.state
+        self.close_errors = list(close_errors or ())
+        super().__init__(message)
 
 
 class UsageError(ToolfoldError, ValueError):

@@ -7,10 +7,12 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from tests.ecosystem.conftest import ROOT, children
-from toolfold import Agent, RunState
-from toolfold.mcp import MCPServerStdio
-from toolfold.testing import ScriptedModel
+from toolfold import Agent, RunError, RunState, SourceCloseError
+from toolfold.mcp import MCPError, MCPServerStdio
+from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
 
@@ -173,3 +175,68 @@ def test_the_toolfold_command_serves_tools_over_mcp() -> None:
     )
     assert done.returncode == 2
     assert "cannot import 'nowhere'" in done.stderr
+
+
+def _breaking_on_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MCP SDK's client raises as it leaves its session, after closing it (server ended).
+
+    The SDK (2.3) bounds and logs its own shutdown failures, so a real server
+    cannot make it raise on demand: the failure is injected where one would
+    come out of it.
+    """
+    from mcp import Client
+
+    original = Client.__aexit__
+
+    async def leave(self: Any, *exc: Any) -> None:
+        await original(self, *exc)
+        raise OSError("the transport broke while closing")
+
+    monkeypatch.setattr(Client, "__aexit__", leave)
+
+
+_CLOSE_FAILED = "MCP server 'ours': could not close: OSError: the transport broke while closing"
+
+
+def test_a_session_that_fails_to_close_raises_mcp_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Closing a session whose shutdown raises gives MCPError (chained to it), once the process ended."""
+    _breaking_on_close(monkeypatch)
+    before = children()
+    server = _ours()
+    with pytest.raises(MCPError) as caught, server:
+        assert "add" in {t.name for t in server.tools()}
+    assert str(caught.value) == _CLOSE_FAILED
+    assert isinstance(caught.value.__cause__, OSError)
+    assert not server.is_open
+    assert children() == before
+
+
+def test_a_run_whose_server_fails_to_close_keeps_its_response(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that ended with an MCP server failing to close raises SourceCloseError with its answer (run and arun)."""
+    _breaking_on_close(monkeypatch)
+    before = children()
+    for drive in (
+        lambda agent: agent.run("add"),
+        lambda agent: asyncio.run(agent.arun("add")),
+    ):
+        model = ScriptedModel([call("add", {"a": 2, "b": 40}), "42 it is"])
+        with pytest.raises(SourceCloseError) as caught:
+            drive(Agent(model, tools=[_ours()]))
+        assert caught.value.response.text == "42 it is"
+        assert _results(caught.value.state) == [("add", "42", False)]
+        assert str(caught.value.__cause__) == _CLOSE_FAILED
+    assert children() == before
+
+
+def test_a_failed_run_carries_its_servers_close_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that fails and whose MCP server fails to close raises its RunError with the close error attached."""
+    _breaking_on_close(monkeypatch)
+
+    def down(request: Any) -> Any:
+        raise ConnectionError("the model is down")
+
+    with pytest.raises(RunError, match="the model is down") as caught:
+        Agent(FunctionModel(down), tools=[_ours()]).run("hi")
+    assert [str(e) for e in caught.value.close_errors] == [_CLOSE_FAILED]  # type: ignore[attr-defined]

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
-from toolfold import Agent, Handoff, Message, UsageError, tool
-from toolfold.runtime import RunState, replay
+from toolfold import Agent, Denied, Handoff, Message, Response, RunError, UsageError, tool
+from toolfold.runtime import (
+    ModelResponded,
+    ModelResponse,
+    RunEndEvent,
+    RunState,
+    ToolCallPart,
+    Usage,
+    reduce,
+    replay,
+)
 from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
@@ -41,21 +53,94 @@ def test_handoff_chain_continues_with_the_target() -> None:
     assert RunState.from_json(response.state.to_json()) == response.state
 
 
-def test_two_handoffs_in_one_answer_go_to_the_first_and_say_so_for_the_other() -> None:
-    """The first transfer of a step wins; the other call's result says it did not transfer."""
+def _two_transfers(first_arguments: dict[str, Any] | None = None) -> Agent:
+    """triage, whose model calls transfer_to_refunds then transfer_to_billing in one answer."""
     refunds = Agent(ScriptedModel(["refunded"]), name="refunds")
     billing = Agent(ScriptedModel(["billed"]), name="billing")
-    triage = Agent(
-        ScriptedModel([[call("transfer_to_refunds"), call("transfer_to_billing")]]),
-        name="triage",
-        handoffs=[refunds, billing],
-    )
-    response = triage.run("help")
+    both = [call("transfer_to_refunds", first_arguments or {}), call("transfer_to_billing")]
+    return Agent(ScriptedModel([both]), name="triage", handoffs=[refunds, billing])
+
+
+def _ran(agent: Agent, how: str) -> Response:
+    if how == "run":
+        return agent.run("help")
+    if how == "arun":
+        return asyncio.run(agent.arun("help"))
+    end = list(agent.stream("help"))[-1]
+    assert isinstance(end, RunEndEvent)
+    return end.response
+
+
+def _results(response: Response) -> list[str]:
+    return [r.content for m in response.messages for r in m.tool_results]
+
+
+def _consistent(state: RunState) -> None:
+    assert replay(state.log) == state
+    assert RunState.from_json(state.to_json()) == state
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+def test_two_handoffs_in_one_answer_go_to_the_first_and_say_so_for_the_other(how: str) -> None:
+    """The first transfer of a step wins; the other call's result says it did not transfer."""
+    response = _ran(_two_transfers(), how)
     assert (response.agent, response.text) == ("refunds", "refunded")
-    results = [r.content for m in response.messages for r in m.tool_results]
+    results = _results(response)
     assert results[0] == "Transferred to refunds."
     assert results[1].startswith("Not transferred: the conversation went to refunds")
-    assert replay(response.state.log) == response.state
+    _consistent(response.state)
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+def test_a_failed_first_transfer_leaves_the_run_to_the_second(how: str) -> None:
+    """A first transfer call that fails (bad arguments) hands nothing over: the second's goes through and says so."""
+    response = _ran(_two_transfers({"bogus": 1}), how)
+    assert (response.agent, response.text) == ("billing", "billed")
+    results = _results(response)
+    assert results[0].startswith("Invalid arguments for tool 'transfer_to_refunds'")
+    assert results[1] == "Transferred to billing."
+    _consistent(response.state)
+
+
+def _awaiting_first_transfer(triage: Agent) -> RunState:
+    """triage's run with transfer_to_refunds awaiting approval and transfer_to_billing to run.
+
+    No transfer tool asks for approval today; a state saved under one that did
+    holds such a step, and a resume denying the first call must hand off once.
+    """
+    failing = triage.evolve(model=FunctionModel(lambda request: 1 / 0))
+    with pytest.raises(RunError) as failed:
+        failing.run("help")
+    answer = ModelResponse(
+        Message.assistant(
+            "",
+            (ToolCallPart("t1", "transfer_to_refunds"), ToolCallPart("t2", "transfer_to_billing")),
+        ),
+        Usage(1, 1, requests=1),
+        "tool_calls",
+    )
+    return reduce(failed.value.state, ModelResponded(answer, ("approve", "execute")))
+
+
+@pytest.mark.parametrize("how", ["resume", "aresume", "resume_stream"])
+def test_a_denied_first_transfer_leaves_the_run_to_the_second(how: str) -> None:
+    """A first transfer call denied on resume hands nothing over: the second's goes through and says so."""
+    triage = _two_transfers()
+    state = RunState.from_json(_awaiting_first_transfer(triage).to_json())
+    approvals = {"t1": Denied("not refunds")}
+    if how == "resume":
+        response = triage.resume(state, approvals=approvals)
+    elif how == "aresume":
+        response = asyncio.run(triage.aresume(state, approvals=approvals))
+    else:
+        end = list(triage.resume_stream(state, approvals=approvals))[-1]
+        assert isinstance(end, RunEndEvent)
+        response = end.response
+    assert response.agent == "billing"
+    results = _results(response)
+    assert "not refunds" in results[0]
+    assert results[1] == "Transferred to billing."
+    _consistent(response.state)
 
 
 def test_no_handoff_names_the_first_agent() -> None:

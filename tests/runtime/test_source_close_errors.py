@@ -1,4 +1,7 @@
-"""A run's error wins on the way out: a failing source close is attached to it; a failed handoff keeps the state."""
+"""A run's error wins on the way out: a failing source close is attached to it; a failed handoff keeps the state.
+
+A run that ended raises `SourceCloseError` carrying its response instead of losing it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, RunError, Sequence, SubRunEvent, Tool, tool
+from toolfold import (
+    Agent,
+    RunError,
+    RunState,
+    Sequence,
+    SourceCloseError,
+    SubRunEvent,
+    Tool,
+    tool,
+)
 from toolfold.runtime.drive._open import aopened, opened
 from toolfold.testing import FunctionModel, ScriptedModel
 
@@ -187,22 +199,109 @@ def test_a_failed_workflow_step_fails_with_its_run_error_not_the_close_error() -
     assert source.holders == 0
 
 
-def test_a_run_that_ends_well_raises_the_close_error() -> None:
-    """A run that did not fail raises its source's close error (never dropped), in every driver."""
+def _drives(prompt: str = "hi") -> dict[str, Any]:
+    """Each way to run an agent to its end: run, arun, and a stream iterated both ways."""
 
     async def streamed(agent: Agent) -> None:
-        async for _ in agent.stream("hi"):
+        async for _ in agent.stream(prompt):
             pass
 
-    agent = Agent(FunctionModel(lambda r: "fine"), tools=[BadClose()])
-    for drive in (
-        lambda: agent.run("hi"),
-        lambda: asyncio.run(agent.arun("hi")),
-        lambda: list(agent.stream("hi")),
-        lambda: asyncio.run(streamed(agent)),
-    ):
-        with pytest.raises(OSError, match="would not close"):
-            drive()
+    return {
+        "run": lambda agent: agent.run(prompt),
+        "arun": lambda agent: asyncio.run(agent.arun(prompt)),
+        "stream": lambda agent: list(agent.stream(prompt)),
+        "async stream": lambda agent: asyncio.run(streamed(agent)),
+    }
+
+
+def assert_close_failed(error: SourceCloseError, *sources: BadClose) -> None:
+    """``error`` is caused by the first source's close error and lists every one."""
+    assert isinstance(error.__cause__, OSError)
+    assert [str(e) for e in error.close_errors] == [f"{s.name} would not close" for s in sources]
+    assert str(error.__cause__) == f"{sources[0].name} would not close"
+    assert error.state is error.response.state
+    assert all(s.holders == 0 for s in sources)
+
+
+def test_a_run_that_ends_well_raises_the_close_error_with_its_response() -> None:
+    """A run that did not fail raises SourceCloseError carrying its response (never dropped), in every driver."""
+    for name, drive in _drives().items():
+        source = BadClose()
+        with pytest.raises(SourceCloseError, match="would not close") as caught:
+            drive(Agent(FunctionModel(lambda r: "fine"), tools=[source]))
+        assert caught.value.response.text == "fine", name
+        assert_close_failed(caught.value, source)
+
+
+def test_a_run_suspended_for_approval_keeps_its_state_when_a_close_fails() -> None:
+    """A run waiting for an approval raises SourceCloseError whose state resumes (run, resume, aresume)."""
+
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: How much.
+        """
+        return f"paid {amount}"
+
+    source = BadClose()
+    agent = Agent(
+        ScriptedModel([call("pay", {"amount": 3}), "Paid.", call("pay", {"amount": 4}), "Again."]),
+        tools=[pay, source],
+    )
+    with pytest.raises(SourceCloseError) as caught:
+        agent.run("pay 3")
+    assert caught.value.response.finish_reason == "approval_required"
+    assert_close_failed(caught.value, source)
+    state = RunState.from_json(caught.value.state.to_json())
+    with pytest.raises(SourceCloseError) as resumed:
+        agent.resume(state, approvals={state.pending_approvals[0].id: True})
+    assert resumed.value.response.text == "Paid."
+    with pytest.raises(SourceCloseError) as asked:
+        asyncio.run(agent.aresume(resumed.value.state, message="pay 4"))
+    assert asked.value.response.finish_reason == "approval_required"
+    with pytest.raises(SourceCloseError) as streamed:
+        list(
+            agent.resume_stream(
+                asked.value.state, approvals={asked.value.state.pending_approvals[0].id: True}
+            )
+        )
+    assert streamed.value.response.text == "Again."
+    assert_close_failed(streamed.value, source)
+
+
+def test_a_handoff_targets_failing_close_keeps_the_response_in_every_driver() -> None:
+    """Sources a handoff opened: a run that ended well raises SourceCloseError with the target's answer."""
+    for name, drive in _drives("go").items():
+        source = BadClose()
+        pong = Agent(FunctionModel(lambda r: "pong here"), name="pong", tools=[source])
+        ping = Agent(
+            FunctionModel(lambda r: call("transfer_to_pong")), name="ping", handoffs=[pong]
+        )
+        with pytest.raises(SourceCloseError) as caught:
+            drive(ping)
+        assert (caught.value.response.agent, caught.value.response.text) == ("pong", "pong here"), (
+            name
+        )
+        assert_close_failed(caught.value, source)
+
+
+def test_the_agents_and_a_handoffs_failing_closes_are_all_reported() -> None:
+    """The first agent's source and a handoff target's both fail to close: one SourceCloseError lists both."""
+    for name, drive in _drives("go").items():
+        own, theirs = BadClose("own"), BadClose("theirs")
+        pong = Agent(FunctionModel(lambda r: "pong here"), name="pong", tools=[theirs])
+        ping = Agent(
+            FunctionModel(lambda r: call("transfer_to_pong")),
+            name="ping",
+            handoffs=[pong],
+            tools=[own],
+        )
+        with pytest.raises(SourceCloseError) as caught:
+            drive(ping)
+        assert caught.value.response.text == "pong here", name
+        assert_close_failed(caught.value, theirs, own)
 
 
 def test_a_stream_closed_early_raises_the_close_error() -> None:
@@ -289,3 +388,81 @@ def test_an_async_stream_closed_early_stops_its_calls_before_closing_a_handoffs_
 
     asyncio.run(main())
     assert (seen, source.holders) == ([1], 0)
+
+
+def _answering(seen: list[str], answer: str) -> Any:
+    """A model function noting the last message it is sent, answering ``answer``."""
+
+    def reply(request: Any) -> str:
+        seen.append(request.messages[-1].text)
+        return answer
+
+    return reply
+
+
+def test_a_workflow_keeps_a_steps_answer_and_raises_its_close_error_when_it_ends() -> None:
+    """A step whose agent ends well but whose source fails to close is done: the workflow goes on, then raises SourceCloseError with its response."""
+
+    async def streamed(flow: Sequence) -> None:
+        async for _ in flow.stream("x"):
+            pass
+
+    drives = {
+        "run": lambda flow: flow.run("x"),
+        "arun": lambda flow: asyncio.run(flow.arun("x")),
+        "stream": lambda flow: list(flow.stream("x")),
+        "async stream": lambda flow: asyncio.run(streamed(flow)),
+        "watched": lambda flow: flow.run("x", on_event=lambda event: None),  # the loop, not conduct
+    }
+    for name, drive in drives.items():
+        source = BadClose()
+        first = Agent(FunctionModel(lambda r: "first done"), name="first", tools=[source])
+        seen: list[str] = []
+        second = Agent(FunctionModel(_answering(seen, "second done")), name="second")
+        with pytest.raises(SourceCloseError) as caught:
+            drive(Sequence(first, second))
+        assert seen == ["first done"], name
+        response = caught.value.response
+        assert (response.text, response.outputs["first"]) == ("second done", "first done"), name
+        assert_close_failed(caught.value, source)
+
+
+def test_a_workflow_suspended_after_a_failing_close_resumes_from_the_errors_state() -> None:
+    """A workflow that waits for an approval after a step's close failed raises SourceCloseError whose state resumes."""
+
+    @tool(requires_approval=True)
+    def ship(item: str) -> str:
+        """Ship an item.
+
+        Args:
+            item: What to ship.
+        """
+        return f"shipped {item}"
+
+    source = BadClose()
+    first = Agent(FunctionModel(lambda r: "lamp"), name="first", tools=[source])
+    second = Agent(
+        ScriptedModel([call("ship", {"item": "lamp"}), "Shipped."]), name="second", tools=[ship]
+    )
+    flow = Sequence(first, second)
+    with pytest.raises(SourceCloseError) as caught:
+        flow.run("x")
+    assert caught.value.response.finish_reason == "approval_required"
+    state = RunState.from_json(caught.value.state.to_json())
+    done = flow.resume(state, approvals={state.pending_approvals[0].id: True})
+    assert done.text == "Shipped."
+    assert source.holders == 0
+
+
+def test_a_workflow_failing_after_a_failing_close_carries_both() -> None:
+    """A workflow whose later step fails raises its RunError with the earlier step's close error attached."""
+    source = BadClose()
+    first = Agent(FunctionModel(lambda r: "fine"), name="first", tools=[source])
+    second = Agent(FunctionModel(model_down), name="second")
+    with pytest.raises(RunError, match="the model is down") as caught:
+        Sequence(first, second).run("x")
+    assert [str(e) for e in caught.value.close_errors] == ["flaky-server would not close"]  # type: ignore[attr-defined]
+    assert caught.value.__notes__ == [  # type: ignore[attr-defined]
+        "closing a tool source of a step of Sequence 'sequence' failed as well: "
+        "OSError: flaky-server would not close"
+    ]

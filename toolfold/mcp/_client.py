@@ -27,6 +27,7 @@ import anyio.from_thread
 
 from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
+from toolfold.runtime.drive._open import note_close_error
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import ApprovalPolicy
 
@@ -158,13 +159,23 @@ class MCPServer:
                 return
             try:
                 self._start()
-            except BaseException:
+            except BaseException as exc:
                 self._holders -= 1
-                self._shutdown()
+                try:
+                    self._shutdown()
+                except MCPError as failure:  # the start's error is the one raised
+                    note_close_error(exc, failure, f"closing MCP server {self.name!r}")
                 raise
 
     def close(self) -> None:
-        """Release one holder; the last one closes the session and ends the server process."""
+        """Release one holder; the last one closes the session and ends the server process.
+
+        Raises:
+            MCPError: The session's shutdown failed (chained to the failure);
+                what it held is released all the same. A run closing its
+                sources reports it like any source's close error (see
+                `SourceCloseError`).
+        """
         with self._lock:
             self._holders = max(0, self._holders - 1)
             if self._holders == 0:
@@ -214,18 +225,37 @@ class MCPServer:
             raise MCPError(self.name, f"could not start: {_describe(exc)}") from exc
 
     def _shutdown(self) -> None:
+        """End the session and the portal; every step runs, then a failure is raised.
+
+        The MCP SDK bounds a session's shutdown itself (a stdio server that
+        does not exit when its stdin closes is terminated, then killed): a
+        slow server is not a failure. What the shutdown raises is one, and so
+        is a session that did not end. A session that had ended before (a
+        crashed server) is not: the calls made after the crash failed with it.
+        """
         portal, task, stop = self._portal, self._task, self._stop
         self._portal = self._task = self._stop = None
+        ended_before = task is None or task.done()
         if portal is not None and stop is not None:
-            with suppress(Exception):  # the loop may already be gone
+            with suppress(Exception):  # the loop may already be gone: nothing left to stop
                 portal.call(stop.set)
         if task is not None:
-            with suppress(Exception):  # a crashed server ends its task with an error
+            with suppress(Exception):  # judged below, once the portal is closed
                 task.result(timeout=self.timeout)
+        failure: BaseException | None = None
         if self._portal_cm is not None:
             cm, self._portal_cm = self._portal_cm, None
-            with suppress(Exception):
-                cm.__exit__(None, None, None)
+            try:
+                cm.__exit__(None, None, None)  # waits for the session's task
+            except Exception as exc:
+                failure = exc
+        if task is not None and not ended_before:
+            if not task.done():
+                raise MCPError(self.name, "did not stop: its session is still running")
+            if failure is None and not task.cancelled():
+                failure = task.exception()
+        if failure is not None:
+            raise MCPError(self.name, f"could not close: {_describe(failure)}") from failure
 
     # -- tools -----------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from toolfold.runtime._sources import (
     SourcedStream,
     ToolSource,
     aopened,
+    close_failed,
     opened,
     split_sources,
 )
@@ -158,8 +159,7 @@ class Agent:
         # connection pool, and bad specs should fail here, not at first run.
         static, sources = split_sources(self.tools)
         specs = self._handoff_specs() if self.handoffs else []
-        siblings = {h.tool_name: h.target for h in specs}
-        transfers = [h.tool(siblings) for h in specs]
+        transfers = [h.tool() for h in specs]
         object.__setattr__(self, "_sources", sources)
         options = make_options(**{**self._spec(), "tools": (*static, *transfers)})
         if self.name is not None:  # options are made without a name: no copy for none
@@ -261,11 +261,10 @@ class Agent:
         if self._described is not None and self._described[0] is graph:
             return self._described[1]
         tools = dict(self._options.tools)
-        siblings = {h.tool_name: h.target for h in self._handoff_specs()}
         for spec in named:
             target = graph.get(spec.target)
             if target is not None:
-                tools[spec.tool_name] = attrs.evolve(spec, agent=target).tool(siblings)
+                tools[spec.tool_name] = attrs.evolve(spec, agent=target).tool()
         specs = tuple(ToolSpec.from_tool(t) for t in tools.values())
         config = attrs.evolve(self._options.config, tools=specs)
         options = attrs.evolve(self._options, tools=tools, config=config)
@@ -536,10 +535,17 @@ class Agent:
         return self._for_state(state), begin
 
     def _sync(self, begin: _Begin) -> Response:
-        if self._sources:
+        if not self._sources:
+            return run_sync(*begin(self))
+        response = None
+        try:
             with opened(self._sources) as listed:
-                return run_sync(*self._begun(begin, listed))
-        return run_sync(*begin(self))
+                response = run_sync(*self._begun(begin, listed))
+        except Exception as exc:
+            if response is None:  # the run's error, a close error attached
+                raise
+            raise close_failed(exc, response) from exc
+        return response
 
     def _async(self, begin: _Begin) -> Coroutine[Any, Any, Response]:
         """The run to await: without sources, `run_async`'s own coroutine.
@@ -554,8 +560,15 @@ class Agent:
         return run_async(*begin(self))
 
     async def _sourced_async(self, begin: _Begin) -> Response:
-        async with aopened(self._sources) as listed:
-            return await run_async(*self._begun(begin, listed))
+        response = None
+        try:
+            async with aopened(self._sources) as listed:
+                response = await run_async(*self._begun(begin, listed))
+        except Exception as exc:
+            if response is None:  # the run's error, a close error attached
+                raise
+            raise close_failed(exc, response) from exc
+        return response
 
     def _streamed(self, begin: _Begin) -> RunStream:
         if self._sources:
@@ -683,33 +696,25 @@ class Handoff:
         """The name of the tool that hands the run over."""
         return f"transfer_to_{self.target}" if self.name is None else self.name
 
-    def tool(self, siblings: Mapping[str, str] | None = None) -> Tool[..., Any]:
+    def tool(self) -> Tool[..., Any]:
         """The tool the handing agent's model calls.
 
-        Args:
-            siblings: The handing agent's transfer tools (tool name -> target):
-                when the model calls two in one answer, the run goes to the
-                first, and the other's result says so.
+        Its result says the run was transferred. When the model calls two
+        transfer tools in one answer, the run goes to the first call that
+        succeeds, and the handoff rewrites the other successful one's result
+        to say it was not transferred (see `HandedOff`).
         """
-        from toolfold.toolkit import RunContext, tool
+        from toolfold.toolkit import tool
 
         target = self.target
-        others = dict(siblings or {})
         instructions = None if isinstance(self.agent, str) else self.agent.instructions
         text = self.description or f"Hand the conversation over to the {target} agent." + (
             f" It: {instructions}" if instructions else ""
         )
+        done = f"Transferred to {target}."
 
-        def transfer(ctx: RunContext[Any]) -> str:
-            last = ctx.messages[-1] if ctx.messages else None
-            calls = last.tool_calls if isinstance(last, Message) else ()
-            first = next((c for c in calls if c.name in others), None)
-            if first is not None and first.id != ctx.call_id:
-                return (
-                    f"Not transferred: the conversation went to {others[first.name]} "
-                    "(called first in the same answer); one handoff per answer."
-                )
-            return f"Transferred to {target}."
+        def transfer() -> str:
+            return done
 
         made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(transfer)
         return made

@@ -23,7 +23,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolfold.runtime._planner import Call, Final, Plan, read_plan, respond
-from toolfold.runtime._run import finish, run_async, run_sync
+from toolfold.runtime._run import run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._build import builder
@@ -45,7 +45,7 @@ from toolfold.runtime.drive._executor import (
     run_kept,
 )
 from toolfold.runtime.drive._loop import Live, _job, _model_failure, interrupted
-from toolfold.runtime.drive._shells import stamp
+from toolfold.runtime.drive._shells import finish, stamp
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
 

@@ -37,7 +37,13 @@ from toolfold.runtime.core._stop import (
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Ended, Handover, Live, OnToolError, run_loop
 from toolfold.runtime.drive._output import OutputSchema, output_schema
-from toolfold.runtime.drive._shells import drive_async, drive_sync, stream_async, stream_sync
+from toolfold.runtime.drive._shells import (
+    drive_async,
+    drive_sync,
+    finish,
+    stream_async,
+    stream_sync,
+)
 from toolfold.toolkit import check_tool_names
 from toolfold.toolkit import tool as make_tool
 from toolfold.toolkit._tool import Tool
@@ -305,14 +311,6 @@ def start(
     with `new_run_id` for a fresh one.
     """
     return initial_state(to_messages(messages), options.config, run_id=run_id, agent=agent)
-
-
-def finish(state: RunState, live: Live) -> Response:
-    """The response for a final or suspended state (``live``: of the agent that answered)."""
-    output = state.output
-    if output is not None and live.output is not None and state.phase == "finished":
-        output = live.output.restore(output)
-    return Response(state, output)
 
 
 # --- running -------------------------------------------------------------------

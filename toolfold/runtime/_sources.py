@@ -13,12 +13,20 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequen
 from contextlib import aclosing
 from typing import Any
 
+from toolfold._errors import SourceCloseError
 from toolfold.runtime._response import Response, RunStreamEvent
 from toolfold.runtime._run import RunStream
-from toolfold.runtime.drive._open import ToolSource, aopened, opened
+from toolfold.runtime.drive._open import ToolSource, aopened, close_failed, opened
 from toolfold.toolkit._tool import Tool
 
-__all__ = ["SourcedStream", "ToolSource", "aopened", "opened", "split_sources"]
+__all__ = [
+    "SourcedStream",
+    "ToolSource",
+    "aopened",
+    "close_failed",
+    "opened",
+    "split_sources",
+]
 
 
 def split_sources(
@@ -56,14 +64,35 @@ class SourcedStream(RunStream):
         return self._inner.response
 
     def __iter__(self) -> Iterator[RunStreamEvent]:
-        with opened(self._sources) as listed:
-            self._inner = self._make(listed)
-            yield from self._inner
+        try:
+            with opened(self._sources) as listed:
+                self._inner = self._make(listed)
+                yield from self._inner
+        except Exception as exc:
+            failed = self._close_failed(exc)
+            if failed is exc:
+                raise
+            raise failed from exc
 
     async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
-        async with aopened(self._sources) as listed:
-            self._inner = self._make(listed)
-            events = self._inner.__aiter__()
-            async with aclosing(events):
-                async for event in events:
-                    yield event
+        try:
+            async with aopened(self._sources) as listed:
+                self._inner = self._make(listed)
+                events = self._inner.__aiter__()
+                async with aclosing(events):
+                    async for event in events:
+                        yield event
+        except Exception as exc:
+            failed = self._close_failed(exc)
+            if failed is exc:
+                raise
+            raise failed from exc
+
+    def _close_failed(self, exc: Exception) -> Exception:
+        """What to raise for ``exc``: itself, unless the run ended and a source's close failed."""
+        ended = None if self._inner is None else self._inner._response
+        # The run's error, or a handoff's sources' close error (the driver's
+        # `SourceCloseError`, this one's attached): raised as it is.
+        if ended is None or isinstance(exc, SourceCloseError):
+            return exc
+        return close_failed(exc, ended)

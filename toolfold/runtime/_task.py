@@ -11,6 +11,7 @@ approval inside it suspends the workflow like an agent used as a tool.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import json
 import re
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from toolfold._errors import SourceCloseError
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._planner import json_text
@@ -383,6 +385,27 @@ def _prompt_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+# The close errors of a workflow run's steps whose runs ended (see `_kept`):
+# the workflow run sets a list here, and its steps run in copies of its context.
+STEP_CLOSE_ERRORS: contextvars.ContextVar[list[SourceCloseError] | None] = contextvars.ContextVar(
+    "toolfold_step_close_errors", default=None
+)
+
+
+def _kept(error: SourceCloseError) -> Response:
+    """The response of a step's run that ended but whose tool sources failed to close.
+
+    The step is done (nothing runs it again): its response is its result, and
+    the error is kept for the workflow run, which raises it when it ends.
+    Outside a workflow run, the error is raised.
+    """
+    kept = STEP_CLOSE_ERRORS.get()
+    if kept is None or error.response is None:
+        raise error
+    kept.append(error)
+    return error.response  # type: ignore[no-any-return]
+
+
 def _run_runner(task: Task) -> Callable[..., Any]:
     """The tool function of an agent or workflow step: runs it as a sub-run.
 
@@ -397,9 +420,12 @@ def _run_runner(task: Task) -> Callable[..., Any]:
         if ctx.forward is not None:  # the workflow streams: so does the step
             target, prompt = _target_and_prompt(task, input, values)
             stream = _step_stream(target, prompt, ctx)
-            async for event in stream:
-                if not isinstance(event, RunEndEvent):
-                    ctx.forward(event)
+            try:
+                async for event in stream:
+                    if not isinstance(event, RunEndEvent):
+                        ctx.forward(event)
+            except SourceCloseError as error:
+                return _step_result(_kept(error))
             return _step_result(stream.response)
         return await arun_sub_run(
             task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx)
@@ -418,10 +444,13 @@ async def arun_sub_run(
 ) -> SubRun:
     """Like `run_sub_run`, on the running event loop."""
     target, prompt = _target_and_prompt(task, input, values)
-    if sub_run is not None:  # answered by the caller: go on where it stopped
-        response: Response = await target.aresume(sub_run, deps=deps)
-    else:
-        response = await target.arun(prompt, deps=deps, run_id=run_id())
+    try:
+        if sub_run is not None:  # answered by the caller: go on where it stopped
+            response: Response = await target.aresume(sub_run, deps=deps)
+        else:
+            response = await target.arun(prompt, deps=deps, run_id=run_id())
+    except SourceCloseError as error:
+        response = _kept(error)
     return _step_result(response)
 
 
@@ -439,9 +468,12 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
         if ctx.forward is not None:
             target, prompt = _target_and_prompt(task, input, values)
             stream = _step_stream(target, prompt, ctx)
-            for event in stream:
-                if not isinstance(event, RunEndEvent):
-                    ctx.forward(event)
+            try:
+                for event in stream:
+                    if not isinstance(event, RunEndEvent):
+                        ctx.forward(event)
+            except SourceCloseError as error:
+                return _step_result(_kept(error))
             return _step_result(stream.response)
         return run_sub_run(task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx))
 
@@ -459,10 +491,13 @@ def run_sub_run(
     """An agent or workflow step's run from blocking code (not streamed): a new one, or
     ``sub_run`` (suspended, answered) resumed; ``run_id`` gives a new run's id."""
     target, prompt = _target_and_prompt(task, input, values)
-    if sub_run is not None:  # answered by the caller: go on where it stopped
-        response: Response = target.resume(sub_run, deps=deps)
-    else:
-        response = target.run(prompt, deps=deps, run_id=run_id())
+    try:
+        if sub_run is not None:  # answered by the caller: go on where it stopped
+            response: Response = target.resume(sub_run, deps=deps)
+        else:
+            response = target.run(prompt, deps=deps, run_id=run_id())
+    except SourceCloseError as error:
+        response = _kept(error)
     return _step_result(response)
 
 

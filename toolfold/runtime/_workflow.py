@@ -17,7 +17,13 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import RunError, ToolRetriesExceededError, UsageError, WorkflowDefinitionError
+from toolfold._errors import (
+    RunError,
+    SourceCloseError,
+    ToolRetriesExceededError,
+    UsageError,
+    WorkflowDefinitionError,
+)
 from toolfold.runtime._agent import Observer, StepObserver
 from toolfold.runtime._conduct import conduct_async, conduct_sync, conducted
 from toolfold.runtime._planner import (
@@ -40,7 +46,7 @@ from toolfold.runtime._run import (
     run_async,
     run_sync,
 )
-from toolfold.runtime._task import Task, plain_data, structured
+from toolfold.runtime._task import STEP_CLOSE_ERRORS, Task, plain_data, structured
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import Message, TextPart
 from toolfold.runtime.core._reducer import initial_state
@@ -48,6 +54,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Live
+from toolfold.runtime.drive._open import note_close_error
 from toolfold.toolkit._tool import Tool
 
 _message = builder(Message)
@@ -295,6 +302,27 @@ class Workflow:
             return await conduct_async(self._planner, live, state)
         return await run_async(live, state)
 
+    def _ran_sync(self, live: Live, state: RunState) -> WorkflowResponse:
+        """The run driven, its steps' close errors raised when it ends (see `_StepCloses`)."""
+        closing = _StepCloses(self)
+        try:
+            with closing, _step_errors(self):
+                response = _wrapped(self._drive_sync(live, state))
+        except BaseException as exc:
+            closing.attach(exc)
+            raise
+        return closing.checked(response)
+
+    async def _ran_async(self, live: Live, state: RunState) -> WorkflowResponse:
+        closing = _StepCloses(self)
+        try:
+            with closing, _step_errors(self):
+                response = _wrapped(await self._drive_async(live, state))
+        except BaseException as exc:
+            closing.attach(exc)
+            raise
+        return closing.checked(response)
+
     @property
     def _planner(self) -> Planner:
         planner = self._options.model
@@ -328,8 +356,7 @@ class Workflow:
         # Blocking all the way down: steps one at a time run in this thread;
         # steps side by side run as coroutines of one loop (see `run_calls_sync`).
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
-        with _step_errors(self):
-            return _wrapped(self._drive_sync(live, state))
+        return self._ran_sync(live, state)
 
     async def arun(
         self,
@@ -342,8 +369,7 @@ class Workflow:
     ) -> WorkflowResponse:
         """Like `run`, on the running event loop (agent steps run on worker threads)."""
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
-        with _step_errors(self):
-            return _wrapped(await self._drive_async(live, state))
+        return await self._ran_async(live, state)
 
     def stream(
         self,
@@ -393,8 +419,7 @@ class Workflow:
         live, state = self._resumed(
             state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
-        with _step_errors(self):
-            return _wrapped(self._drive_sync(live, state))
+        return self._ran_sync(live, state)
 
     async def aresume(
         self,
@@ -410,8 +435,7 @@ class Workflow:
         live, state = self._resumed(
             state, _answers(tool_results, approvals, deps, on_event, on_step)
         )
-        with _step_errors(self):
-            return _wrapped(await self._drive_async(live, state))
+        return await self._ran_async(live, state)
 
     def resume_stream(
         self,
@@ -480,6 +504,68 @@ class _step_errors:
             ) from exc
 
 
+class _StepCloses:
+    """The close errors of a workflow run's steps whose runs ended (see `_task._kept`).
+
+    Such a step is done and the workflow goes on with its result; the errors
+    are raised when the run ends: as a `SourceCloseError` carrying the
+    workflow's response when it ended too, attached to its error (a note and
+    ``close_errors``) when it failed.
+    """
+
+    __slots__ = ("_token", "errors", "workflow")
+
+    def __init__(self, workflow: Workflow) -> None:
+        self.workflow = workflow
+        self.errors: list[SourceCloseError] = []
+
+    def __enter__(self) -> None:
+        """Steps started in the block keep their close errors here."""
+        self._token = STEP_CLOSE_ERRORS.set(self.errors)
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        STEP_CLOSE_ERRORS.reset(self._token)
+
+    def _failures(self) -> list[BaseException]:
+        return [failure for error in self.errors for failure in error.close_errors]
+
+    def attach(self, error: BaseException) -> None:
+        """The run failed with ``error``: the close errors go with it.
+
+        A caller that stops iterating a stream (`GeneratorExit`) has no error
+        to attach them to: they are raised instead, as when an agent's
+        stream is closed early.
+        """
+        if not self.errors:
+            return
+        failures = self._failures()
+        if isinstance(error, GeneratorExit):
+            raise SourceCloseError(
+                f"closing the tool sources of a step of {self.workflow.label} failed: "
+                f"{type(failures[0]).__name__}: {failures[0]}",
+                None,
+                failures,
+            ) from failures[0]
+        for failure in failures:
+            note_close_error(
+                error, failure, f"closing a tool source of a step of {self.workflow.label}"
+            )
+
+    def checked(self, response: WorkflowResponse) -> WorkflowResponse:
+        """``response``, unless a step's sources failed to close: then the error carrying it."""
+        if not self.errors:
+            return response
+        failures = self._failures()
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        raise SourceCloseError(
+            f"{self.workflow.label} ended ({response.state.phase}) but closing a tool source of a step "
+            f"failed: {type(failures[0]).__name__}: {failures[0]}{more}; the error's response "
+            "and state are the workflow's",
+            response,
+            failures,
+        ) from failures[0]
+
+
 @attrs.frozen(repr=False)  # Response's own repr
 class WorkflowResponse(Response):
     """The result of a workflow run: a `Response` with each step's output and error.
@@ -546,18 +632,43 @@ class WorkflowStream:
             return RunEndEvent(self._response)
         return event
 
-    def __iter__(self) -> Iterator[RunStreamEvent]:
-        with _step_errors(self._workflow):
-            for event in self._stream:
-                shown = self._shown(event)
-                if shown is not None:
-                    yield shown
+    # The steps' close errors are watched only while the run works (a context
+    # variable set across a yield would leak into the caller's code).
 
-    async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
-        events = self._stream.__aiter__()
-        with _step_errors(self._workflow):
-            async with aclosing(events):
-                async for event in events:
+    def __iter__(self) -> Iterator[RunStreamEvent]:
+        closing = _StepCloses(self._workflow)
+        events = iter(self._stream)
+        try:
+            with _step_errors(self._workflow):
+                while True:
+                    with closing:
+                        event = next(events, None)
+                    if event is None:
+                        break
                     shown = self._shown(event)
                     if shown is not None:
                         yield shown
+        except BaseException as exc:
+            closing.attach(exc)
+            raise
+        closing.checked(self.response)
+
+    async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
+        closing = _StepCloses(self._workflow)
+        events = self._stream.__aiter__()
+        try:
+            with _step_errors(self._workflow):
+                async with aclosing(events):
+                    while True:
+                        with closing:
+                            try:
+                                event = await events.__anext__()
+                            except StopAsyncIteration:
+                                break
+                        shown = self._shown(event)
+                        if shown is not None:
+                            yield shown
+        except BaseException as exc:
+            closing.attach(exc)
+            raise
+        closing.checked(self.response)

@@ -26,7 +26,8 @@ from toolfold.integrations.ray._actor import (
 )
 from toolfold.integrations.ray._checkpoint import Checkpoint, input_digest
 from toolfold.runtime import Agent, Response, RunState, Workflow, WorkflowResponse
-from toolfold.runtime._run import finish, to_messages
+from toolfold.runtime._run import to_messages
+from toolfold.runtime.drive._shells import finish
 
 
 @attrs.frozen

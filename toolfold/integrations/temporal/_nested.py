@@ -126,7 +126,9 @@ class Node:
         transfer = self.transfers[name]
         target = self.team[transfer.agent].node
         assert target.config is not None, "an agent's node has its configuration"
-        event = handed_off(state, transfer.agent, target.config, transfer.input_filter)
+        event = handed_off(
+            state, transfer.agent, target.config, transfer.input_filter, self.transfers
+        )
         return target, reduce(state, event)
 
 

@@ -56,7 +56,8 @@ class HandedOff:
         agent: The name of the agent that takes over.
         config: Its configuration (instructions, tools, settings...).
         messages: The conversation it continues with, when a filter changed
-            it; None keeps the conversation as it is.
+            it or the step's other successful transfer calls are answered
+            ``Not transferred``; None keeps the conversation as it is.
     """
 
     agent: str

@@ -55,7 +55,7 @@ from toolfold.runtime.core._events import (
     OutputRejected,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart
+from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
@@ -343,7 +343,7 @@ def _hand_off(
             f"{exc}; the error's state is the run before the handoff, resume it to try again",
             state,
         ) from exc
-    event = handed_off(state, handover.agent, config, handover.input_filter)
+    event = handed_off(state, handover.agent, config, handover.input_filter, live.handoffs)
     return new_live, apply_event(new_live, state, event)
 
 
@@ -352,16 +352,24 @@ def handed_off(
     agent: str,
     config: RunConfig,
     input_filter: Callable[[tuple[Message, ...]], Any] | None,
+    transfers: Container[str],
 ) -> HandedOff:
     """The event handing ``state`` to ``agent`` (its ``config``), the conversation filtered.
+
+    ``agent`` is the target of the last step's first successful call among
+    ``transfers`` (see `transfer_called`). This is where the step's other
+    transfer calls are answered: those that succeeded too did not hand the
+    run over, and their results in the conversation the event carries say so
+    (the transfer tools cannot: a call before theirs may be denied later).
 
     Raises:
         RunError: ``input_filter`` raised; ``.state`` is the run before the handoff.
     """
-    messages = None
+    messages = _not_transferred(state, agent, transfers)
     if input_filter is not None:
         try:
-            messages = tuple(to_messages_list(input_filter(state.messages)))
+            conversation = state.messages if messages is None else messages
+            messages = tuple(to_messages_list(input_filter(conversation)))
         except Exception as exc:
             raise _observer_failure(
                 f"input_filter of the handoff to {agent!r}", exc, state
@@ -371,6 +379,41 @@ def handed_off(
     if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
         config = attrs.evolve(config, max_steps=state.config.max_steps)
     return HandedOff(agent, config, messages)
+
+
+def _not_transferred(
+    state: RunState, agent: str, transfers: Container[str]
+) -> tuple[Message, ...] | None:
+    """The conversation with the results of the step's other successful transfer calls
+    saying the run went to ``agent``, or None when the step made only one."""
+    losers: set[str] = set()
+    first = True
+    for call in state.calls:
+        if call.outcome == "ok" and call.call.name in transfers:
+            if not first:
+                losers.add(call.call.id)
+            first = False
+    if not losers:
+        return None
+    text = (
+        f"Not transferred: the conversation went to {agent} (an earlier transfer in the "
+        "same answer); one handoff per answer."
+    )
+    messages = list(state.messages)
+    # The step's results follow its answer (call ids are unique within one answer).
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "assistant":
+            break
+        if message.role == "tool":
+            parts = tuple(
+                ToolResultPart(p.call_id, p.tool_name, text)
+                if isinstance(p, ToolResultPart) and p.call_id in losers
+                else p
+                for p in message.parts
+            )
+            messages[index] = Message("tool", parts)
+    return tuple(messages)
 
 
 def to_messages_list(value: Any) -> list[Message]:

@@ -9,7 +9,10 @@ run's error is the one raised, as it carries what the caller needs (a
 `RunError`'s ``state`` to resume from, a cancellation): the close error is
 attached to it, as a note (``__notes__``, printed with the traceback on
 Python 3.11+) and in its ``close_errors`` list. A close that fails after a run
-that did not fail raises its error.
+that ended (finished, or suspended for the caller) raises a `SourceCloseError`
+carrying the run's response (`close_failed`), so the state to resume goes
+with it; one that fails after a caller stopped iterating a stream raises the
+close error itself (there is no response).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextma
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
+from toolfold._errors import SourceCloseError
 from toolfold.toolkit._tool import Tool
 
 
@@ -110,7 +114,27 @@ def _noted(error: BaseException | None, failure: Exception, source: Any) -> bool
     if error is None or isinstance(error, GeneratorExit):
         return False
     name = getattr(source, "name", None) or type(source).__name__
-    note = f"closing tool source {name!r} failed as well: {type(failure).__name__}: {failure}"
+    note_close_error(error, failure, f"closing tool source {name!r}")
+    return True
+
+
+def note_close_error(error: BaseException, failure: BaseException, what: str) -> None:
+    """Attach ``failure`` to ``error`` as a note saying ``what`` failed, and in ``close_errors``."""
+    note = f"{what} failed as well: {type(failure).__name__}: {failure}"
     error.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
     error.__dict__.setdefault("close_errors", []).append(failure)
-    return True
+
+
+def close_failed(failure: Exception, response: Any) -> SourceCloseError:
+    """The error to raise, from ``failure``, when closing a run's sources failed after ``response``.
+
+    ``failure`` is the first close error, the others attached to it (see `_noted`).
+    """
+    errors: list[BaseException] = [failure, *failure.__dict__.get("close_errors", ())]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return SourceCloseError(
+        f"the run ended ({response.state.phase}) but closing a tool source failed: "
+        f"{type(failure).__name__}: {failure}{more}; the error's response and state are the run's",
+        response,
+        errors,
+    )

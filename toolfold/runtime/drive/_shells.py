@@ -11,6 +11,7 @@ from contextlib import AsyncExitStack, ExitStack, aclosing, suppress
 from typing import Any
 
 from toolfold.runtime._response import (
+    Response,
     RunStreamEvent,
     SubRunEvent,
 )
@@ -35,16 +36,35 @@ from toolfold.runtime.drive._loop import (
     _RunToolsOp,
     _SwitchOp,
 )
-from toolfold.runtime.drive._open import aopened, opened
+from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
 
 
+def finish(state: RunState, live: Live) -> Response:
+    """The response for a final or suspended state (``live``: of the agent that answered)."""
+    output = state.output
+    if output is not None and live.output is not None and state.phase == "finished":
+        output = live.output.restore(output)
+    return Response(state, output)
+
+
 def drive_sync(live: Live, loop: Loop, state: RunState) -> Ended:
-    """Perform the loop's ops with blocking calls (no event loop for sync tools)."""
+    """Perform the loop's ops with blocking calls (no event loop for sync tools).
+
+    Raises:
+        SourceCloseError: The run ended, but a source it opened on its way
+            (a handoff target's) failed to close; ``.response`` is the run's.
+    """
     trace = start_run(live, state)
+    ended: Ended | None = None
     try:
-        with ExitStack() as held:  # tool sources the run opened on its way
-            ended = _drive_sync(live, loop, trace, held)
+        try:
+            with ExitStack() as held:  # tool sources the run opened on its way
+                ended = _drive_sync(live, loop, trace, held)
+        except Exception as exc:
+            if ended is None:
+                raise
+            raise close_failed(exc, finish(*ended)) from exc
     except BaseException as exc:
         stamp(loop, exc)
         end_run(trace, getattr(exc, "state", None), exc)
@@ -112,13 +132,14 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
     held: AsyncExitStack | None = None
     value: Any = None
     failure: Exception | None = None
+    ended: Ended
     try:
         try:
             while True:
                 try:
                     op = loop.send(value) if failure is None else loop.throw(failure)
                 except StopIteration as stop:
-                    ended: Ended = stop.value
+                    ended = stop.value
                     break
                 value, failure = None, None
                 if isinstance(op, _SwitchOp):
@@ -151,7 +172,10 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
                 await held.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         if held is not None:
-            await held.aclose()
+            try:
+                await held.aclose()
+            except Exception as exc:
+                raise close_failed(exc, finish(*ended)) from exc
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), exc)
         raise
@@ -162,9 +186,15 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
 def stream_sync(live: Live, loop: Loop, state: RunState) -> Generator[RunStreamEvent, None, Ended]:
     """Like `drive_sync`, streaming the model and yielding events as they happen."""
     trace = start_run(live, state)
+    ended: Ended | None = None
     try:
-        with ExitStack() as held:  # closed too when the caller stops iterating
-            ended = yield from _stream_sync(live, loop, trace, held)
+        try:
+            with ExitStack() as held:  # closed too when the caller stops iterating
+                ended = yield from _stream_sync(live, loop, trace, held)
+        except Exception as exc:
+            if ended is None:
+                raise
+            raise close_failed(exc, finish(*ended)) from exc
     except BaseException as exc:
         stamp(loop, exc)
         end_run(trace, getattr(exc, "state", None), _failure(exc))
@@ -300,17 +330,23 @@ async def stream_async(
 ) -> AsyncGenerator[RunStreamEvent | Ended, None]:
     """Like `drive_async`, streaming; the last item yielded is how the loop ended."""
     trace = start_run(live, state)
+    ended: Ended | None = None
     try:
-        async with AsyncExitStack() as held:  # closed too when the caller stops iterating
-            # Closed with this generator, so a step's calls stop when the caller
-            # does, and before the sources they may use close.
-            items = _stream_async(live, loop, trace, held)
-            async with aclosing(items):
-                async for item in items:
-                    if isinstance(item, Ended):
-                        end_run(trace, item.state, None)
-                        trace = None
-                    yield item
+        try:
+            async with AsyncExitStack() as held:  # closed too when the caller stops iterating
+                # Closed with this generator, so a step's calls stop when the caller
+                # does, and before the sources they may use close.
+                items = _stream_async(live, loop, trace, held)
+                async with aclosing(items):
+                    async for item in items:
+                        if isinstance(item, Ended):
+                            end_run(trace, item.state, None)
+                            trace, ended = None, item
+                        yield item
+        except Exception as exc:
+            if ended is None:
+                raise
+            raise close_failed(exc, finish(*ended)) from exc
     except BaseException as exc:
         stamp(loop, exc)
         end_run(trace, getattr(exc, "state", None), _failure(exc))
