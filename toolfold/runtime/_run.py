@@ -8,7 +8,7 @@ the driver uses. `RunOptions` holds what both are made from.
 from __future__ import annotations
 
 import json
-import uuid
+import os
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
 from contextlib import aclosing
@@ -293,7 +293,14 @@ def _made_key(
 
 def new_run_id(run_id: str | None = None) -> str:
     """``run_id``, or a fresh random one (``uuid.uuid4().hex``) when it is None or empty."""
-    return run_id or uuid.uuid4().hex
+    if run_id:
+        return run_id
+    # What `uuid.uuid4().hex` gives (version 4, RFC 4122 variant), without
+    # building a `UUID`: a third of the cost, once per run.
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return raw.hex()
 
 
 def start(

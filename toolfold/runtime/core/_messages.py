@@ -8,6 +8,7 @@ from typing import Any, Literal, Union
 import attrs
 
 from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._repr import excerpt, fields
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -336,6 +337,9 @@ class Message:
     @classmethod
     def user(cls, *content: str | Part) -> Message:
         """A user message from text and/or parts (images, files)."""
+        if cls is Message and len(content) == 1 and type(content[0]) is str:
+            # A prompt (every run starts with one): built without the converter's copy.
+            return _build_message("user", (_build_text(content[0]),))
         return cls("user", tuple(_as_part(c) for c in content))
 
     @classmethod
@@ -365,6 +369,11 @@ class Message:
     def tool_results(self) -> tuple[ToolResultPart, ...]:
         """The tool results in this message."""
         return tuple([p for p in self.parts if isinstance(p, ToolResultPart)])
+
+
+# For `Message.user`'s prompt: values of the fields' final types (see `builder`).
+_build_message = builder(Message)
+_build_text = builder(TextPart)
 
 
 def wire_memo(message: Message, key: object) -> Any:

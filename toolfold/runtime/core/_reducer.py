@@ -19,6 +19,7 @@ import attrs
 
 from toolfold._errors import InvalidEventError
 from toolfold.runtime.core import _steps
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     Event,
@@ -105,6 +106,12 @@ def blank_state() -> RunState:
     return RunState(run_id="", phase="new", config=_DEFAULT_CONFIG, conversation=Log())
 
 
+# Read by `initial_state`, never reduced into (its log is never appended to).
+_BLANK = blank_state()
+# `initial_state` makes the messages a tuple: the converter would only copy it.
+_run_started_event = builder(RunStarted)
+
+
 def initial_state(
     messages: str | Iterable[Message] = (),
     config: RunConfig | None = None,
@@ -122,7 +129,18 @@ def initial_state(
         agent: The name of the agent that runs it.
     """
     initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
-    return reduce(blank_state(), RunStarted(run_id, config or _DEFAULT_CONFIG, initial, agent))
+    event = _run_started_event(run_id, config or _DEFAULT_CONFIG, initial, agent)
+    # `reduce(blank_state(), event)` without a blank state to build per run: the
+    # shared one is only read (the new state gets a log of its own). A refused
+    # event goes through `reduce` on a fresh blank state, which raises the same
+    # error with a state no other run shares.
+    changes: Changes = {}
+    try:
+        _run_started(_BLANK, event, changes)
+    except InvalidEventError:
+        return reduce(blank_state(), event)
+    changes["log"] = Log((event,))
+    return evolve(_BLANK, changes)
 
 
 def reduce(state: RunState, event: Event) -> RunState:
