@@ -20,6 +20,7 @@ from toolfold._errors import ModelConfigError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._model import model as resolve_model
 from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import (
     Event,
@@ -153,7 +154,7 @@ class RunOptions:
         options' own (a resume's extra conditions); ``handoffs``: where the
         agent's handoff tools send the run.
         """
-        return Live(
+        return _live(
             model=self.model,
             tools=self.tools,
             output=self.output,
@@ -266,6 +267,9 @@ def make_options(
 _MADE: dict[tuple[Any, ...], tuple[tuple[weakref.ref[Tool[..., Any]], ...], RunConfig]] = {}
 
 _PLAIN = (str, int, float, bool, type(None))
+
+# A run's live half, from the options' own values (see `builder`): one per run.
+_live = builder(Live)
 
 
 def _made_key(
