@@ -298,8 +298,8 @@ def _why_not(state: RunState, event: Event) -> str:
 
 def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
     names = [t.name for t in event.config.tools]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
+    if len(set(names)) != len(names):
+        duplicates = sorted({n for n in names if names.count(n) > 1})
         raise refused(state, event.kind, f"duplicate tool names: {', '.join(duplicates)}")
     for message in event.messages:
         problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
@@ -331,9 +331,12 @@ def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
         if message.role == "assistant":
             missing.extend(f"{i!r} ({n})" for i, n in open_calls.items())
             open_calls = {c.id: c.name for c in message.tool_calls}
+        elif not open_calls:  # nothing a result could answer (a prompt): no parts to scan
+            continue
         for result in message.tool_results:
             open_calls.pop(result.call_id, None)
-    missing.extend(f"{i!r} ({n})" for i, n in open_calls.items())
+    if open_calls:
+        missing.extend(f"{i!r} ({n})" for i, n in open_calls.items())
     return missing
 
 
