@@ -8,7 +8,6 @@ from typing import Any, Literal, Union
 import attrs
 
 from toolfold.runtime.core._arguments import parse_arguments
-from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._repr import excerpt, fields
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -371,11 +370,6 @@ class Message:
         return tuple([p for p in self.parts if isinstance(p, ToolResultPart)])
 
 
-# For `Message.user`'s prompt: values of the fields' final types (see `builder`).
-_build_message = builder(Message)
-_build_text = builder(TextPart)
-
-
 def wire_memo(message: Message, key: object) -> Any:
     """What a codec memoized for ``message`` under ``key`` (see `set_wire_memo`), or None."""
     memo = message._wire
@@ -444,6 +438,9 @@ class Usage:
 from toolfold.runtime.core._build import builder  # noqa: E402  (needs the classes above)
 
 _usage = builder(Usage)
+# For `Message.user`'s prompt: values of the fields' final types (see `builder`).
+_build_message = builder(Message)
+_build_text = builder(TextPart)
 
 NO_USAGE = Usage()
 """A response that used nothing (a workflow's planner answers without a model): adding it
