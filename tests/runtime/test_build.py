@@ -123,7 +123,7 @@ def test_fields_left_out_of_init_get_their_defaults() -> None:
 
 
 def test_builder_refuses_classes_it_cannot_build() -> None:
-    """Only slotted attrs classes without init hooks: anything else is a TypeError naming why."""
+    """Only slotted attrs classes without init hooks: anything else is a TypeError naming why (kw_only fields are taken by keyword)."""
 
     class Plain:
         pass
@@ -157,8 +157,12 @@ def test_builder_refuses_classes_it_cannot_build() -> None:
 
     with pytest.raises(TypeError, match="cached hash"):
         builder(Hashed)
-    with pytest.raises(TypeError, match="kw_only"):
-        builder(Keyworded)
+    # kw_only fields are taken by keyword only, as the class takes them
+    build = builder(Keyworded)
+    assert build(2, a=1) == Keyworded(2, a=1)
+    assert build(a=1) == Keyworded(a=1)
+    with pytest.raises(TypeError):
+        build(1, 2)
 
 
 def test_a_failing_step_keeps_failures_frozen() -> None:

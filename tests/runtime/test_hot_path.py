@@ -99,3 +99,24 @@ def test_a_fresh_run_id_is_a_version_4_uuid_in_hex() -> None:
         assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
     assert ids[0] != ids[1]
     assert new_run_id("mine") == "mine"
+
+
+def test_first_states_share_no_log_and_a_refused_start_keeps_its_own_state() -> None:
+    """Each run's first state has a log of its own (the blank state they start from is never appended to); a refused start's error carries a fresh blank state."""
+    from toolfold._errors import InvalidEventError
+    from toolfold.runtime.core import _reducer
+    from toolfold.runtime.core._config import RunConfig
+    from toolfold.runtime.core._messages import Message, ToolCallPart
+
+    first = _reducer.initial_state("a", run_id="r1")
+    second = _reducer.initial_state("b", run_id="r2")
+    assert [e.run_id for e in first.log] == ["r1"]  # type: ignore[attr-defined]
+    assert [e.run_id for e in second.log] == ["r2"]  # type: ignore[attr-defined]
+    assert len(_reducer._BLANK.log._items) == 0
+    assert first == _reducer.reduce(_reducer.blank_state(), first.log[0])
+    unanswered = Message.assistant(tool_calls=[ToolCallPart("c1", "t")])
+    with pytest.raises(InvalidEventError) as caught:
+        _reducer.initial_state([Message.user("x"), unanswered], RunConfig(), run_id="r3")
+    assert caught.value.state.phase == "new"  # type: ignore[attr-defined]
+    assert caught.value.state is not _reducer._BLANK  # type: ignore[attr-defined]
+    assert len(_reducer._BLANK.log._items) == 0

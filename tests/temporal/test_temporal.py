@@ -297,7 +297,7 @@ def test_what_workflow_code_calls_in_toolfold_makes_no_nondeterministic_calls() 
     assert set(dirty) == {
         "runtime.drive._executor._prepare: monotonic()",
         "runtime.drive._executor._prepare: time",
-        "runtime._run.new_run_id: uuid",
+        "runtime._run.new_run_id: os",
     }
 
 

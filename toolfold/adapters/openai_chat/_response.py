@@ -33,6 +33,7 @@ from toolfold.runtime.core._request import FinishReason, ModelResponse
 # The parse checks every field's type (and freezes the decoded arguments), so
 # its records are built without the classes' converters (see `builder`).
 _call_part = builder(ToolCallPart)
+_text_part = builder(TextPart)
 _message = builder(Message)
 _usage = builder(Usage)
 _model_response = builder(ModelResponse)
@@ -200,7 +201,7 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
     parts: list[Part] = [] if _NO_REASONING(message.keys()) else _reasoning(message, provider)
     if type(content) is str:
         if content:
-            parts.append(TextPart(wire.encodable(content)))
+            parts.append(_text_part(content if content.isascii() else wire.encodable(content)))
     elif isinstance(content, list):
         parts.extend(_content(content, provider, f"{_MESSAGE}.content"))
     elif content is not None:
@@ -214,7 +215,9 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
         parts.append(TextPart(refusal))
     calls_at = _CALLS
     raw_calls = message.get("tool_calls")
-    if type(raw_calls) is not list:
+    if raw_calls is None:  # a text answer: no array to check
+        raw_calls = ()
+    elif type(raw_calls) is not list:
         raw_calls = wire.array(message, "tool_calls", _MESSAGE)
     for raw in raw_calls:
         if type(raw) is not dict:
@@ -229,7 +232,10 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
     seed = response_id or ""
     if not seed and any(not raw.get("id") for raw in raw_calls):
         seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
-    calls = [_call(raw, seed, position, calls_at) for position, raw in enumerate(raw_calls)]
+    if len(raw_calls) == 1:  # the usual tool step: no comprehension to set up
+        calls = [_call(raw_calls[0], seed, 0, calls_at)]
+    else:
+        calls = [_call(raw, seed, position, calls_at) for position, raw in enumerate(raw_calls)]
     raw_finish = choice.get("finish_reason")
     if type(raw_finish) is not str or not raw_finish.isascii():
         raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
@@ -237,12 +243,33 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
     if type(model) is not str or not model.isascii():
         model = wire.text(body, "model", "$")
     usage = body.get("usage")
-    if usage is not None and type(usage) is not dict:
-        usage = wire.mapping(body, "usage", "$")
+    if type(usage) is dict and not thinking_in_total and usage.keys() == _PLAIN_USAGE:
+        # The usual three counts, checked here without `parse_usage`'s call.
+        prompt, completion = usage["prompt_tokens"], usage["completion_tokens"]
+        total = usage["total_tokens"]
+        if (
+            type(prompt) is int
+            and type(completion) is int
+            and type(total) is int
+            and prompt >= 0
+            and completion >= 0
+            and total >= 0
+        ):
+            counts = _usage(prompt, completion, 0, 0, 1)
+        else:
+            counts = parse_usage(usage)
+    else:
+        if usage is not None and type(usage) is not dict:
+            usage = wire.mapping(body, "usage", "$")
+        counts = parse_usage(usage, thinking_in_total=thinking_in_total)
+    if calls:
+        reason = "tool_calls" if raw_finish in (None, "stop") else finish_reason(raw_finish, True)
+    else:
+        reason = "stop" if raw_finish is None else FINISH_REASONS.get(raw_finish, "other")
     return _model_response(
         _message("assistant", (*parts, *calls) if parts else tuple(calls)),
-        parse_usage(usage, thinking_in_total=thinking_in_total),
-        finish_reason(raw_finish, bool(calls)),
+        counts,
+        reason,
         raw_finish,
         model,
         response_id,
@@ -346,7 +373,7 @@ def _call(raw: Mapping[str, Any], seed: str, position: int, calls_at: str) -> To
         name or "",
         text or "{}",
         None if arguments is None else freeze(arguments),
-        freeze(call_extra(raw, f"{calls_at}[{position}]"))
-        if raw.get("extra_content")
-        else _NO_EXTRA,
+        _NO_EXTRA
+        if not raw.get("extra_content")
+        else freeze(call_extra(raw, f"{calls_at}[{position}]")),
     )

@@ -39,8 +39,6 @@ def _shell(cls: type[Any]) -> type[Any]:
         raise TypeError(f"builder() does not run {cls.__name__}'s pre- or post-init hook")
     if "_attrs_cached_hash" in getattr(cls, "__slots__", ()):
         raise TypeError(f"builder() does not fill {cls.__name__}'s cached hash (cache_hash=True)")
-    if any(field.kw_only for field in attrs.fields(cls)):
-        raise TypeError(f"builder() takes every field by position; {cls.__name__} has kw_only ones")
     shell = _SHELLS.get(cls)
     if shell is None:
         # Same layout as `cls` (no slots of its own) with the generic
@@ -67,7 +65,7 @@ def builder(cls: type[T]) -> Callable[..., T]:
     """A constructor of the frozen attrs class ``cls`` that skips converters and validators.
 
     It takes the same arguments as ``cls`` (the ``init`` fields, in order,
-    with the same defaults) and sets the fields without ``init`` to their
+    with the same defaults; ``kw_only`` ones by keyword only) and sets the fields without ``init`` to their
     defaults, as the class does. A default factory runs as in the class (one
     that takes self sees the fields before it); like any value, what it makes
     is not converted, so it must make the field's final type.
@@ -77,6 +75,7 @@ def builder(cls: type[T]) -> Callable[..., T]:
     """
     shell = _shell(cls)
     params: list[str] = []
+    keywords: list[str] = []  # the kw_only fields' parameters, after a ``*``
     lines: list[str] = []
     namespace: dict[str, Any] = {"_new": object.__new__, "_shell": shell, "_cls": cls}
     for index, field in enumerate(attrs.fields(cast(Any, cls))):
@@ -85,17 +84,18 @@ def builder(cls: type[T]) -> Callable[..., T]:
         factory = isinstance(default, attrs.Factory)  # type: ignore[arg-type]
         if field.init:
             arg = field.alias or name.lstrip("_")
+            into = keywords if field.kw_only else params
             if default is attrs.NOTHING:
-                params.append(arg)
+                into.append(arg)
             elif factory:
-                params.append(f"{arg}=_NOTHING")
+                into.append(f"{arg}=_NOTHING")
                 namespace["_NOTHING"] = _NOTHING
                 # A factory that takes self sees the fields before it, as in attrs.
                 made = f"_factory{index}(self)" if default.takes_self else f"_factory{index}()"
                 lines.append(f"    if {arg} is _NOTHING: {arg} = {made}")
                 namespace[f"_factory{index}"] = default.factory
             else:
-                params.append(f"{arg}=_default{index}")
+                into.append(f"{arg}=_default{index}")
                 namespace[f"_default{index}"] = default
             lines.append(f"    self.{name} = {arg}")
         elif factory:
@@ -108,7 +108,8 @@ def builder(cls: type[T]) -> Callable[..., T]:
     body = "\n".join(
         ["    self = _new(_shell)", *lines, "    self.__class__ = _cls", "    return self"]
     )
-    source = f"def build_{cls.__name__}({', '.join(params)}):\n{body}\n"
+    signature = ", ".join([*params, "*", *keywords] if keywords else params)
+    source = f"def build_{cls.__name__}({signature}):\n{body}\n"
     exec(compile(source, f"<builder of {cls.__qualname__}>", "exec"), namespace)
     build: Callable[..., T] = namespace[f"build_{cls.__name__}"]
     build.__doc__ = f"A `{cls.__name__}` from values of the fields' final types (see `builder`)."

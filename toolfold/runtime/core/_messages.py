@@ -336,6 +336,9 @@ class Message:
     @classmethod
     def user(cls, *content: str | Part) -> Message:
         """A user message from text and/or parts (images, files)."""
+        if cls is Message and len(content) == 1 and type(content[0]) is str:
+            # A prompt (every run starts with one): built without the converter's copy.
+            return _build_message("user", (_build_text(content[0]),))
         return cls("user", tuple(_as_part(c) for c in content))
 
     @classmethod
@@ -435,6 +438,9 @@ class Usage:
 from toolfold.runtime.core._build import builder  # noqa: E402  (needs the classes above)
 
 _usage = builder(Usage)
+# For `Message.user`'s prompt: values of the fields' final types (see `builder`).
+_build_message = builder(Message)
+_build_text = builder(TextPart)
 
 NO_USAGE = Usage()
 """A response that used nothing (a workflow's planner answers without a model): adding it

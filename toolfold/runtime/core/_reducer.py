@@ -19,6 +19,7 @@ import attrs
 
 from toolfold._errors import InvalidEventError
 from toolfold.runtime.core import _steps
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     Event,
@@ -105,6 +106,12 @@ def blank_state() -> RunState:
     return RunState(run_id="", phase="new", config=_DEFAULT_CONFIG, conversation=Log())
 
 
+# Read by `initial_state`, never reduced into (its log is never appended to).
+_BLANK = blank_state()
+# `initial_state` makes the messages a tuple: the converter would only copy it.
+_run_started_event = builder(RunStarted)
+
+
 def initial_state(
     messages: str | Iterable[Message] = (),
     config: RunConfig | None = None,
@@ -122,7 +129,18 @@ def initial_state(
         agent: The name of the agent that runs it.
     """
     initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
-    return reduce(blank_state(), RunStarted(run_id, config or _DEFAULT_CONFIG, initial, agent))
+    event = _run_started_event(run_id, config or _DEFAULT_CONFIG, initial, agent)
+    # `reduce(blank_state(), event)` without a blank state to build per run: the
+    # shared one is only read (the new state gets a log of its own). A refused
+    # event goes through `reduce` on a fresh blank state, which raises the same
+    # error with a state no other run shares.
+    changes: Changes = {}
+    try:
+        _run_started(_BLANK, event, changes)
+    except InvalidEventError:
+        return reduce(blank_state(), event)
+    changes["log"] = Log((event,))
+    return evolve(_BLANK, changes)
 
 
 def reduce(state: RunState, event: Event) -> RunState:
@@ -280,8 +298,8 @@ def _why_not(state: RunState, event: Event) -> str:
 
 def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
     names = [t.name for t in event.config.tools]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
+    if len(set(names)) != len(names):
+        duplicates = sorted({n for n in names if names.count(n) > 1})
         raise refused(state, event.kind, f"duplicate tool names: {', '.join(duplicates)}")
     for message in event.messages:
         problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
@@ -313,9 +331,12 @@ def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
         if message.role == "assistant":
             missing.extend(f"{i!r} ({n})" for i, n in open_calls.items())
             open_calls = {c.id: c.name for c in message.tool_calls}
+        elif not open_calls:  # nothing a result could answer (a prompt): no parts to scan
+            continue
         for result in message.tool_results:
             open_calls.pop(result.call_id, None)
-    missing.extend(f"{i!r} ({n})" for i, n in open_calls.items())
+    if open_calls:
+        missing.extend(f"{i!r} ({n})" for i, n in open_calls.items())
     return missing
 
 

@@ -604,10 +604,14 @@ def _last_response(state: RunState) -> ModelResponse:
 
 
 def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple[Disposition, ...]:
+    calls = response.tool_calls
+    if not calls:  # an answer: nothing to decide
+        return ()
+
     def live_says(call: ToolCallPart) -> bool:
         return policy_says(live.tools.get(call.name), call, state, unknown=True)
 
-    decided = dispositions(state.config, response.tool_calls, live_says)
+    decided = dispositions(state.config, calls, live_says)
     return tuple(decided)  # type: ignore[arg-type]  # the live policy always decides
 
 

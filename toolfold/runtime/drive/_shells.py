@@ -82,14 +82,8 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         value, failure = None, None
-        if isinstance(op, _SwitchOp):
-            live = _switched(op, trace)
-        elif isinstance(op, _OpenOp):
-            try:
-                value = held.enter_context(opened(op.sources))
-            except Exception as exc:
-                failure = exc
-        elif isinstance(op, CallModel):
+        # The ops of every step first: one type test each.
+        if isinstance(op, CallModel):
             call = None if trace is None else trace.model_call(op.request)
             try:
                 value = live.model.request_sync(op.request)
@@ -102,6 +96,13 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
             value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
             if tools is not None:
                 tools.end(value)
+        elif isinstance(op, _SwitchOp):
+            live = _switched(op, trace)
+        elif isinstance(op, _OpenOp):
+            try:
+                value = held.enter_context(opened(op.sources))
+            except Exception as exc:
+                failure = exc
 
 
 def stamp(loop: Generator[Any, Any, Any], exc: BaseException) -> None:
@@ -142,16 +143,8 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
                     ended = stop.value
                     break
                 value, failure = None, None
-                if isinstance(op, _SwitchOp):
-                    live = _switched(op, trace)
-                elif isinstance(op, _OpenOp):
-                    if held is None:
-                        held = AsyncExitStack()
-                    try:
-                        value = await held.enter_async_context(aopened(op.sources))
-                    except Exception as exc:
-                        failure = exc
-                elif isinstance(op, CallModel):
+                # The ops of every step first: one type test each.
+                if isinstance(op, CallModel):
                     call = None if trace is None else trace.model_call(op.request)
                     try:
                         value = await live.model.request(op.request)
@@ -166,6 +159,15 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
                     )
                     if tools is not None:
                         tools.end(value)
+                elif isinstance(op, _SwitchOp):
+                    live = _switched(op, trace)
+                elif isinstance(op, _OpenOp):
+                    if held is None:
+                        held = AsyncExitStack()
+                    try:
+                        value = await held.enter_async_context(aopened(op.sources))
+                    except Exception as exc:
+                        failure = exc
         except BaseException as exc:
             stamp(loop, exc)
             if held is not None:  # told the error, so a close error is noted on it, not raised
