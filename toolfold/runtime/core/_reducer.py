@@ -19,6 +19,7 @@ import attrs
 
 from toolfold._errors import InvalidEventError
 from toolfold.runtime.core import _steps
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
     Event,
@@ -100,9 +101,14 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
 _DEFAULT_CONFIG = RunConfig()
 
 
+# Built from values of the fields' final types (see `builder`).
+_blank = builder(RunState)
+_started = builder(RunStarted)
+
+
 def blank_state() -> RunState:
     """A run that has not started: it accepts only `RunStarted`."""
-    return RunState(run_id="", phase="new", config=_DEFAULT_CONFIG, conversation=Log())
+    return _blank("", "new", _DEFAULT_CONFIG, Log())
 
 
 def initial_state(
@@ -122,7 +128,8 @@ def initial_state(
         agent: The name of the agent that runs it.
     """
     initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
-    return reduce(blank_state(), RunStarted(run_id, config or _DEFAULT_CONFIG, initial, agent))
+    # The event's converter would make the messages a tuple: they are one.
+    return reduce(blank_state(), _started(run_id, config or _DEFAULT_CONFIG, initial, agent))
 
 
 def reduce(state: RunState, event: Event) -> RunState:
@@ -278,11 +285,20 @@ def _why_not(state: RunState, event: Event) -> str:
 # --- handlers of the events that are not about tool calls (see _steps) -----
 
 
+# Configs whose tool names were found unique, by id (a config is frozen: they stay unique).
+_UNIQUE: dict[int, RunConfig] = {}
+
+
 def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
-    names = [t.name for t in event.config.tools]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise refused(state, event.kind, f"duplicate tool names: {', '.join(duplicates)}")
+    config = event.config
+    if _UNIQUE.get(id(config)) is not config:
+        names = [t.name for t in config.tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise refused(state, event.kind, f"duplicate tool names: {', '.join(duplicates)}")
+        if len(_UNIQUE) >= 64:
+            _UNIQUE.clear()
+        _UNIQUE[id(config)] = config
     for message in event.messages:
         problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
         if problem:
@@ -307,6 +323,11 @@ def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
 def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
     # Providers reject a request whose history leaves a call unanswered, so say
     # which ones at the start rather than on the first model call.
+    for message in messages:
+        if message.role == "assistant":
+            break
+    else:  # no assistant message: no call, so none unanswered (a prompt)
+        return []
     open_calls: dict[str, str] = {}
     missing: list[str] = []
     for message in messages:
