@@ -184,7 +184,8 @@ def _plain_rounds(
     follows (the answer given, a step failed or waits, no steps left).
     """
     config = state.config
-    rounds = config.max_steps + state.turn_start - state.step  # each round's boundary counts
+    # Rounds before the step limit (the last one's boundary finishes the run).
+    rounds = max(0, config.max_steps + state.turn_start - state.step)
     if (
         config.stop_when
         or state.failures
@@ -203,7 +204,7 @@ def _plain_rounds(
             events.append(responded)
             events.append(_accepted(live, decision, responded.response.message.text))
             return None
-        if not rounds:
+        if not rounds or not decision:  # (no calls at all: the core reads it as an answer)
             return decision, plan
         response = respond(decision)
         steps: list[InPlace] = []
