@@ -333,3 +333,25 @@ def test_a_decision_that_raises_after_plain_rounds_carries_the_state_they_reache
     assert looped.value.state is not None
     assert _steady(lean.value.state) == _steady(looped.value.state)
     assert lean.value.state.step == 1  # the first iteration's round is in it
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_an_agent_step_builds_no_response_of_its_own(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's agent run gives the workflow its state; only the workflow's own run makes a `Response`."""
+    from toolfold.runtime import _conduct, _run
+
+    made: list[Any] = []
+    finish = _run.finish
+
+    def counted(state: RunState, live: Any) -> Any:
+        made.append(state.agent)
+        return finish(state, live)
+
+    monkeypatch.setattr(_run, "finish", counted)
+    monkeypatch.setattr(_conduct, "finish", counted)
+    workflow = Sequence(worker("a"), Parallel(echo("b"), echo("c"), name="both"), echo("d"))
+    response = workflow.run("x") if driver == "run" else asyncio.run(workflow.arun("x"))
+    assert response.output == 'd({"b": "b(a done)", "c": "c(a done)"})'
+    assert made == ["both", "sequence"]  # the workflows' runs, not the agents'
