@@ -291,6 +291,16 @@ def test_duplicate_tool_names_are_refused() -> None:
         start(spec("t"), spec("t"))
 
 
+def test_a_config_is_checked_each_time_until_it_passes() -> None:
+    """The same config with a duplicated name is refused on every start; a good one starts every time."""
+    bad = RunConfig(tools=(spec("t"), spec("t")))
+    for _ in range(2):
+        with pytest.raises(InvalidEventError, match="duplicate tool names: t"):
+            initial_state("hi", bad, run_id="r")
+    good = RunConfig(tools=(spec("t"),))
+    assert initial_state("hi", good, run_id="r") == initial_state("hi", good, run_id="r")
+
+
 def test_duplicate_call_ids_are_refused() -> None:
     """A response repeating a call id would break one-result-per-call, so it is refused."""
     with pytest.raises(InvalidEventError, match="repeats a tool call id"):

@@ -290,3 +290,68 @@ def test_a_cancelled_round_stays_cancelled_when_a_branch_swallows_its_cancellati
 
     asyncio.run(main())
     assert log == ["a swallowed its cancellation"]
+
+
+def test_plain_rounds_are_reduced_in_one_pass_to_the_loops_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Steps that each finish ok run back to back, their events reduced once: the loop's state, no reduce per event."""
+    from toolfold.runtime.core import _rounds
+
+    def workflow() -> Workflow:
+        return Sequence(worker("a"), Parallel(echo("b"), echo("c"), name="both"), echo("d"))
+
+    looped = workflow().run("x", run_id="wf", on_event=lambda event: None)
+
+    def one_at_a_time(*args: Any) -> RunState:
+        raise AssertionError("an event of a plain round was reduced on its own")
+
+    monkeypatch.setattr(_rounds, "reduce", one_at_a_time)
+    lean = workflow().run("x", run_id="wf")
+    assert _steady(lean.state) == _steady(looped.state)
+    assert lean.output == looped.output == 'd({"b": "b(a done)", "c": "c(a done)"})'
+    monkeypatch.undo()
+    assert replay(lean.state.log) == lean.state
+
+
+def test_a_decision_that_raises_after_plain_rounds_carries_the_state_they_reached() -> None:
+    """A loop's condition raising after an iteration: the error's state has the iteration, as the loop's has."""
+    from toolfold import RunError
+
+    def until(out: str) -> bool:
+        raise KeyError("no condition")
+
+    def looping() -> Workflow:
+        return Loop(echo("e"), until=until, max_iterations=3, name="again")
+
+    with pytest.raises(RunError) as lean:
+        looping().run("x", run_id="wf")
+    with pytest.raises(RunError) as looped:
+        looping().run("x", run_id="wf", on_event=lambda event: None)
+    assert str(lean.value) == str(looped.value)
+    assert lean.value.state is not None
+    assert looped.value.state is not None
+    assert _steady(lean.value.state) == _steady(looped.value.state)
+    assert lean.value.state.step == 1  # the first iteration's round is in it
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_an_agent_step_builds_no_response_of_its_own(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's agent run gives the workflow its state; only the workflow's own run makes a `Response`."""
+    from toolfold.runtime import _conduct, _run
+
+    made: list[Any] = []
+    finish = _run.finish
+
+    def counted(state: RunState, live: Any) -> Any:
+        made.append(state.agent)
+        return finish(state, live)
+
+    monkeypatch.setattr(_run, "finish", counted)
+    monkeypatch.setattr(_conduct, "finish", counted)
+    workflow = Sequence(worker("a"), Parallel(echo("b"), echo("c"), name="both"), echo("d"))
+    response = workflow.run("x") if driver == "run" else asyncio.run(workflow.arun("x"))
+    assert response.output == 'd({"b": "b(a done)", "c": "c(a done)"})'
+    assert made == ["both", "sequence"]  # the workflows' runs, not the agents'

@@ -20,6 +20,8 @@ from toolfold.runtime._run import (
     make_options,
     new_run_id,
     run_async,
+    run_state_async,
+    run_state_sync,
     run_sync,
     start,
     to_messages,
@@ -516,6 +518,19 @@ class Agent:
         `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
         """
         return self._streamed(_Fresh(prompt, history, deps, on_event, on_step, run_id))
+
+    def _step_state(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunState:
+        """A workflow step's run of this agent, blocking: `run`'s state, without the
+        `Response` (nor the typed output) a step does not read."""
+        if self._sources:
+            return self.run(prompt, deps=deps, run_id=run_id).state
+        return run_state_sync(*_Fresh(prompt, (), deps, None, None, run_id)(self))
+
+    async def _astep_state(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunState:
+        """Like `_step_state`, on the running event loop."""
+        if self._sources:
+            return (await self.arun(prompt, deps=deps, run_id=run_id)).state
+        return await run_state_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 

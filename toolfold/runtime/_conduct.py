@@ -18,21 +18,23 @@ it reached, which then does exactly what it does with any run in that state.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolfold.runtime._planner import Call, Final, Plan, read_plan, respond
+from toolfold.runtime._planner import Attempt, Call, Final, InPlace, Plan, read_plan, respond
 from toolfold.runtime._run import run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._effects import RunTools
-from toolfold.runtime.core._events import ModelResponded, OutputAccepted
+from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
 from toolfold.runtime.core._messages import ToolCallPart, thaw
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
-from toolfold.runtime.core._state import CallState, Disposition, RunState
+from toolfold.runtime.core._rounds import reduce_all
+from toolfold.runtime.core._state import Disposition, RunState
 from toolfold.runtime.drive._executor import (
     SubRun,
     ToolJob,
@@ -120,7 +122,7 @@ async def conduct_async(planner: Planner, live: Live, state: RunState) -> Respon
 # The state a round runs in, its steps to run in place (None: the executor runs
 # them), and where a driver puts the outcomes of the steps that had ended when
 # the round is interrupted (a round of several steps).
-_Round = tuple[RunState, list[tuple[Task, CallState]] | None, dict[int, ToolOutcome] | None]
+_Round = tuple[RunState, list[InPlace] | None, dict[int, ToolOutcome] | None]
 
 
 def _course(
@@ -135,7 +137,9 @@ def _course(
 
     The course keeps the plan of the conversation it reached: a step's result
     is read into it with the output it was encoded from (not decoded again),
-    and the final answer's value is the one the planner gave.
+    and the final answer's value is the one the planner gave. Plain rounds
+    (see `_plain_rounds`) run back to back, and their events are reduced in
+    one pass when they end (`reduce_all`): no one sees the states between.
     """
     plan: Plan | None = None
     answer: Final | None = None
@@ -144,7 +148,14 @@ def _course(
         if phase == "awaiting_model":
             if plan is None:
                 plan = planner.read(state.messages)
-            decision = _decision(planner, state, plan)
+            events: list[Event] = []
+            decided = yield from _plain_rounds(planner, live, state, plan, events)
+            if events:
+                state = reduce_all(state, events)
+            if decided is None:  # the plain rounds reached where the state says what follows
+                plan = None
+                continue
+            decision, plan = decided
             opened = open_step(state, _responded(planner, state, decision))
             if not isinstance(opened, OpenStep):  # the answer, or calls the core answered
                 state, plan = opened, None
@@ -180,12 +191,78 @@ def _course(
             return state
 
 
-def _decision(planner: Planner, state: RunState, plan: Plan) -> list[Call] | Final:
+_Decided = tuple["list[Call] | Final", Plan]
+
+
+def _plain_rounds(
+    planner: Planner, live: Live, state: RunState, plan: Plan, events: list[Event]
+) -> Generator[_Round, tuple[ToolOutcome, ...], _Decided | None]:
+    """Plain rounds from ``state``, their events added to ``events`` (not reduced).
+
+    A round is plain when each of its calls is a step run in place that
+    executes in ``state``'s config, and each comes back ``ok`` from a
+    finished sub-run: the run then only waits for the next decision, so
+    nothing needs the state in between. The final answer ends them (with its
+    events: the run finished). Returns the first decision that is not plain,
+    with the plan it was made on, for the caller to take on the reduced
+    state; or None when the rounds' events leave the state to say what
+    follows (the answer given, a step failed or waits, no steps left).
+    """
+    config = state.config
+    # Rounds before the step limit (the last one's boundary finishes the run).
+    rounds = max(0, config.max_steps + state.turn_start - state.step)
+    if (
+        config.stop_when
+        or state.failures
+        or not config.auto_execute_tools
+        or config.output is None
+        or not planner.executes(config)
+    ):
+        rounds = 0
+    while True:
+        decision = _decision(planner, state, events, plan)
+        if type(decision) is not list:
+            if not rounds and not events:
+                return decision, plan
+            assert isinstance(decision, Final)
+            responded = _responded_event(respond(decision), ())
+            events.append(responded)
+            events.append(_accepted(live, decision, responded.response.message.text))
+            return None
+        if not rounds or not decision:  # (no calls at all: the core reads it as an answer)
+            return decision, plan
+        response = respond(decision)
+        steps: list[InPlace] = []
+        for part in response.message.tool_calls:
+            task = planner.step_of(part)
+            if task is None or config.tool(part.name) is None:
+                return decision, plan
+            steps.append(InPlace(task, part, None))
+        events.append(_responded_event(response, _EXECUTE * len(steps)))
+        finished: dict[int, ToolOutcome] | None = {} if len(steps) > 1 else None
+        try:
+            outcomes = yield state, steps, finished
+        except BaseException as exc:
+            if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
+                interrupted(exc, reduce_all(state, events), finished)
+            raise
+        events.extend([returned(outcome) for outcome in outcomes])
+        attempts = _attempts(outcomes)
+        rounds -= 1
+        if attempts is None or not rounds:
+            return None
+        plan = plan.extended(attempts)
+
+
+def _decision(
+    planner: Planner, state: RunState, events: list[Event], plan: Plan
+) -> list[Call] | Final:
     """The planner's next decision; a failure is reported as the loop reports a model call's."""
     try:
         return planner.decision(plan)
     except Exception as exc:
         # The error carries the state before the decision, which a resume goes on from.
+        state = reduce_all(state, events)
         failure = _model_failure(exc, state, state.step + 1)
         if failure is exc:
             raise
@@ -206,6 +283,28 @@ def _responded(planner: Planner, state: RunState, decision: list[Call] | Final) 
     return _responded_event(response, decided)
 
 
+def _attempts(outcomes: tuple[ToolOutcome, ...]) -> list[Attempt] | None:
+    """The finished attempts of a plain round's outcomes; None unless each is ``ok`` from a finished sub-run.
+
+    A step's result is its sub-run's output as JSON; text comes back from it unchanged.
+    """
+    found: list[Attempt] = []
+    for outcome in outcomes:
+        child = outcome.child
+        if (
+            outcome.outcome != "ok"
+            or outcome.is_error
+            or outcome.parts
+            or child is None
+            or not child.is_done
+        ):
+            return None
+        output = child.output
+        value = output if type(output) is str else json.loads(outcome.content)
+        found.append(Attempt(outcome.call_id, outcome.tool_name, True, value))
+    return found
+
+
 def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
     """The outputs that successful step results were encoded from, by call id (text only).
 
@@ -221,31 +320,39 @@ def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
     return known
 
 
-def _ran(live: Live, state: RunState, task: Task, call: CallState, started: float) -> ToolOutcome:
-    """What the executor makes of ``call``, a step run in place, from blocking code.
+def _ran(
+    live: Live,
+    state: RunState,
+    task: Task,
+    part: ToolCallPart,
+    child: RunState | None,
+    started: float,
+) -> ToolOutcome:
+    """What the executor makes of ``part``, a step run in place, from blocking code.
 
     The step's arguments are the planner's own (`Planner.in_place` checked
     their shape), so there is nothing to validate; the rest is the executor's
     course for a sub-run: its state, or the error it raised, and the time
     since the round ``started``.
     """
-    part = call.call
     try:
-        ran = run_sub_run(task, *_arguments(call), live.deps, call.child, _run_id(state, part))
+        ran = run_sub_run(task, *_arguments(part), live.deps, child, _run_id(state, part))
     except Exception as exc:
         return _failed(part, exc, started)
     return _outcome(part, ran, started)
 
 
 async def _ran_async(
-    live: Live, state: RunState, task: Task, call: CallState, started: float
+    live: Live,
+    state: RunState,
+    task: Task,
+    part: ToolCallPart,
+    child: RunState | None,
+    started: float,
 ) -> ToolOutcome:
     """Like `_ran`, on the running event loop."""
-    part = call.call
     try:
-        ran = await arun_sub_run(
-            task, *_arguments(call), live.deps, call.child, _run_id(state, part)
-        )
+        ran = await arun_sub_run(task, *_arguments(part), live.deps, child, _run_id(state, part))
     except Exception as exc:
         return _failed(part, exc, started)
     return _outcome(part, ran, started)
@@ -254,7 +361,7 @@ async def _ran_async(
 async def _side_by_side(
     live: Live,
     state: RunState,
-    steps: list[tuple[Task, CallState]],
+    steps: list[InPlace],
     finished: dict[int, ToolOutcome] | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """The round's steps run concurrently (at most ``max_concurrency`` at once), in call order.
@@ -270,22 +377,22 @@ async def _side_by_side(
     limit = max(1, live.max_concurrency)
     if len(steps) <= limit:  # every step starts at once: nothing to hold back
         return await gather_or_cancel(
-            [_ran_async(live, state, task, call, started) for task, call in steps], finished
+            [_ran_async(live, state, *step, started) for step in steps], finished
         )
     import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
 
     slots = asyncio.Semaphore(limit)
 
-    async def one(task: Task, call: CallState) -> ToolOutcome:
+    async def one(step: InPlace) -> ToolOutcome:
         async with slots:
-            return await _ran_async(live, state, task, call, started)
+            return await _ran_async(live, state, *step, started)
 
-    return await gather_or_cancel([one(task, call) for task, call in steps], finished)
+    return await gather_or_cancel([one(step) for step in steps], finished)
 
 
-def _arguments(call: CallState) -> tuple[Any, Mapping[str, Any] | None]:
+def _arguments(part: ToolCallPart) -> tuple[Any, Mapping[str, Any] | None]:
     """The step's input and values, the tool's own copies (thawed), as the executor gives them."""
-    arguments = call.call.arguments
+    arguments = part.arguments
     assert arguments is not None  # Planner.in_place checked them
     input_, values = arguments["input"], arguments["values"]
     # Text and no values (the usual step call) have nothing to copy.
@@ -333,9 +440,14 @@ def _jobs(live: Live, state: RunState) -> tuple[ToolJob, ...]:
 
 
 def _accept(live: Live, state: RunState, answer: Final | None) -> RunState:
+    return reduce(state, _accepted(live, answer, state.last_text))
+
+
+def _accepted(live: Live, answer: Final | None, text: str) -> OutputAccepted:
+    """The event accepting the planner's answer ``text`` (``answer``: its value, when known)."""
     if answer is not None and type(answer.value) is str:
         # The planner's text answer, which its JSON gives back unchanged.
-        return reduce(state, OutputAccepted(answer.value))
+        return OutputAccepted(answer.value)
     assert live.output is not None  # a workflow's run always has its output schema
-    _, plain = live.output.parse(state.last_text)  # the planner wrote it: never rejected
-    return reduce(state, OutputAccepted(plain))
+    _, plain = live.output.parse(text)  # the planner wrote it: never rejected
+    return OutputAccepted(plain)

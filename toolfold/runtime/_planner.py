@@ -40,7 +40,7 @@ from toolfold.runtime.drive._output import OutputRejected, OutputSchema
 if TYPE_CHECKING:
     from toolfold.runtime._task import Task
     from toolfold.runtime._workflow import Workflow
-    from toolfold.runtime.core._state import CallState
+    from toolfold.runtime.core._state import CallState, RunState
     from toolfold.runtime.drive._loop import Live
 
 PLANNER_MODEL = "toolfold:workflow"
@@ -85,6 +85,14 @@ class Call(NamedTuple):
     call_id: str
     input: Any
     values: Mapping[str, Any]
+
+
+class InPlace(NamedTuple):
+    """A step call a driver runs in place: the step, the call, its sub-run so far (if resumed)."""
+
+    task: Task
+    call: ToolCallPart
+    child: RunState | None
 
 
 class Done(NamedTuple):
@@ -132,6 +140,13 @@ class Plan:
         """Whether any attempt at ``base`` exists."""
         assert self._by_base is not None  # made in __attrs_post_init__
         return base in self._by_base
+
+    def extended(self, attempts: Iterable[Attempt]) -> Plan:
+        """This plan with ``attempts`` finished after its own."""
+        attempts = tuple(attempts)
+        by_base = dict(self._by_base or {})
+        _add(by_base, attempts)
+        return Plan(self.input, self.values, (*self.attempts, *attempts), by_base)
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
         """A call of ``task`` with the values its templates need."""
@@ -198,9 +213,7 @@ def read_plan(
                     attempts.append(Attempt(result.call_id, result.tool_name, True, value))
     if since is None:
         return Plan(input_, values, tuple(attempts))
-    by_base = dict(since._by_base or {})
-    _add(by_base, attempts)
-    return Plan(input_, values, (*since.attempts, *attempts), by_base)
+    return since.extended(attempts)
 
 
 def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:
@@ -304,29 +317,36 @@ class Planner:
             live = self._quiet = make()
         return live
 
-    def in_place(self, calls: tuple[CallState, ...]) -> list[tuple[Task, CallState]] | None:
+    def in_place(self, calls: tuple[CallState, ...]) -> list[InPlace] | None:
         """The calls of a round to run, with their steps, when a driver may run them in place.
 
         That is when every call to run is an agent or workflow step without a
         timeout (nothing to cancel at a deadline), called with the arguments
         the planner writes; otherwise None (the executor runs the round).
         """
-        found: list[tuple[Task, CallState]] = []
+        found: list[InPlace] = []
         for call in calls:
             if call.status != "to_run":
                 continue
-            task = self._in_place.get(call.call.name)
-            arguments = call.call.arguments
-            if (
-                task is None
-                or arguments is None
-                or len(arguments) != 2
-                or type(arguments.get("values")) is not FrozenDict
-                or "input" not in arguments
-            ):
+            task = self.step_of(call.call)
+            if task is None:
                 return None
-            found.append((task, call))
+            found.append(InPlace(task, call.call, call.child))
         return found or None
+
+    def step_of(self, call: ToolCallPart) -> Task | None:
+        """The step ``call`` runs when a driver may run it in place (see `in_place`), else None."""
+        task = self._in_place.get(call.name)
+        arguments = call.arguments
+        if (
+            task is None
+            or arguments is None
+            or len(arguments) != 2
+            or type(arguments.get("values")) is not FrozenDict
+            or "input" not in arguments
+        ):
+            return None
+        return task
 
     @property
     def name(self) -> str:

@@ -337,6 +337,16 @@ async def run_async(live: Live, state: RunState) -> Response:
     return finish(*await drive_async(live, run_loop(live, state), state))
 
 
+def run_state_sync(live: Live, state: RunState) -> RunState:
+    """`run_sync`'s end state, without its `Response` (for a caller that reads only the state)."""
+    return drive_sync(live, run_loop(live, state), state).state
+
+
+async def run_state_async(live: Live, state: RunState) -> RunState:
+    """`run_async`'s end state, without its `Response`."""
+    return (await drive_async(live, run_loop(live, state), state)).state
+
+
 class RunStream:
     """A run as a stream of events; iterate it with ``for`` or ``async for``.
 

@@ -447,6 +447,8 @@ async def arun_sub_run(
     try:
         if sub_run is not None:  # answered by the caller: go on where it stopped
             response: Response = await target.aresume(sub_run, deps=deps)
+        elif isinstance(target, Agent):  # the step reads the run's state only
+            return _state_result(await target._astep_state(prompt, deps, run_id()))
         else:
             response = await target.arun(prompt, deps=deps, run_id=run_id())
     except SourceCloseError as error:
@@ -494,6 +496,8 @@ def run_sub_run(
     try:
         if sub_run is not None:  # answered by the caller: go on where it stopped
             response: Response = target.resume(sub_run, deps=deps)
+        elif isinstance(target, Agent):  # the step reads the run's state only
+            return _state_result(target._step_state(prompt, deps, run_id()))
         else:
             response = target.run(prompt, deps=deps, run_id=run_id())
     except SourceCloseError as error:
@@ -517,7 +521,10 @@ def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:
 
 
 def _step_result(response: Response) -> SubRun:
-    state = response.state
+    return _state_result(response.state)
+
+
+def _state_result(state: RunState) -> SubRun:
     return SubRun(state, json_text(state.output))
 
 

@@ -71,9 +71,24 @@ class Log(Sequence[T], Generic[T]):
 
     def extend(self, new: Iterable[T]) -> Log[T]:
         """A new log with ``new`` appended; this one is unchanged."""
-        log = self
-        for item in new:
-            log = log.append(item)
+        added = list(new)
+        if not added:
+            return self
+        items, n = self._items, self._n
+        if len(items) == n:
+            items.extend(added)  # one step under the GIL: the items land together or not at n
+            if items[n] is added[0]:
+                copy = items
+            else:
+                copy = items[:n]
+                copy.extend(added)
+        else:
+            copy = items[:n]
+            copy.extend(added)
+        log: Log[T] = _new(Log)
+        log._items = copy
+        log._n = n + len(added)
+        log._tuple = None
         return log
 
     def prefix(self, n: int) -> Log[T]:

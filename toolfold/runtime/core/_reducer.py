@@ -101,15 +101,18 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
 _DEFAULT_CONFIG = RunConfig()
 
 
+# Built from values of the fields' final types (see `builder`).
+_blank = builder(RunState)
+_started = builder(RunStarted)
+
+
 def blank_state() -> RunState:
     """A run that has not started: it accepts only `RunStarted`."""
-    return RunState(run_id="", phase="new", config=_DEFAULT_CONFIG, conversation=Log())
+    return _blank("", "new", _DEFAULT_CONFIG, Log())
 
 
 # Read by `initial_state`, never reduced into (its log is never appended to).
 _BLANK = blank_state()
-# `initial_state` makes the messages a tuple: the converter would only copy it.
-_run_started_event = builder(RunStarted)
 
 
 def initial_state(
@@ -129,7 +132,8 @@ def initial_state(
         agent: The name of the agent that runs it.
     """
     initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
-    event = _run_started_event(run_id, config or _DEFAULT_CONFIG, initial, agent)
+    # `initial_state` makes the messages a tuple: the event's converter would only copy it.
+    event = _started(run_id, config or _DEFAULT_CONFIG, initial, agent)
     # `reduce(blank_state(), event)` without a blank state to build per run: the
     # shared one is only read (the new state gets a log of its own). A refused
     # event goes through `reduce` on a fresh blank state, which raises the same
@@ -325,6 +329,11 @@ def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
 def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
     # Providers reject a request whose history leaves a call unanswered, so say
     # which ones at the start rather than on the first model call.
+    for message in messages:
+        if message.role == "assistant":
+            break
+    else:  # no assistant message: no call, so none unanswered (a prompt)
+        return []
     open_calls: dict[str, str] = {}
     missing: list[str] = []
     for message in messages:
