@@ -628,3 +628,53 @@ def test_an_as_tool_output_that_is_not_a_function_is_a_problem() -> None:
         loads(text, name="lead.toml", search=SEARCH)
     (problem,) = info.value.problems
     assert "agents.lead.tools[0].output: 'not a function' is not a function" in problem
+
+
+def _problems(text: str) -> tuple[str, ...]:
+    with pytest.raises(AgentFileError) as info, override_models(TestModel()):
+        loads(text, name="f.toml", search=SEARCH)
+    return info.value.problems
+
+
+def test_problems_under_dotted_keys_have_their_line() -> None:
+    """A key written dotted (``a.max_steps = 0``, ``agents.a.model = ...``) is found on its line."""
+    text = 'agents.a.model = "openai:gpt-4o-mini"\n\nagents.a.max_steps = "many"\n'
+    assert _problems(text) == (
+        "f.toml:3: agents.a.max_steps: expected an integer, got a string 'many'",
+    )
+    text = '[agents]\na.model = "openai:gpt-4o-mini"\n# here\na.tools = ["nowhere:f"]\n'
+    assert _problems(text)[0].startswith("f.toml:4: agents.a.tools[0]: cannot import")
+
+
+def test_problems_under_quoted_table_names_have_their_line() -> None:
+    """``[agents."x y"]`` and ``[ agents . 'a' ]`` headers are found, and the keys under them."""
+    text = (
+        '[agents."x y"]\nmodel = "openai:gpt-4o-mini"\nmax_steps = "many"\n'
+        "[ agents . 'b' ]\nmodel = \"openai:gpt-4o-mini\"\nbogus = 1\n"
+    )
+    problems = _problems(text)
+    assert "f.toml:3: agents.x y.max_steps: expected an integer, got a string 'many'" in problems
+    assert any(p.startswith("f.toml:6: agents.b.bogus: ") for p in problems), problems
+
+
+def test_items_of_a_multi_line_array_have_their_own_lines() -> None:
+    """Each item of an array written over several lines is reported on its own line."""
+    text = (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = [\n'
+        '  "nowhere:f",  # the first\n\n  "nowhere:g",\n]\n'
+    )
+    problems = _problems(text)
+    assert [p.split(" cannot")[0] for p in problems] == [
+        "f.toml:4: agents.a.tools[0]:",
+        "f.toml:6: agents.a.tools[1]:",
+    ]
+
+
+def test_a_second_array_table_has_its_own_line() -> None:
+    """The problem of ``[[agents.a.mcp]]``'s second entry is at that entry, not the first."""
+    text = (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\ncommand = "x"\n'
+        '[[agents.a.mcp]]\nprefix = "y"\n'
+    )
+    (problem,) = _problems(text)
+    assert problem.startswith("f.toml:5: agents.a.mcp[1]: give either command"), problem

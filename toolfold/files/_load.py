@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import AgentFileError, ToolDefinitionError, ToolfoldError, UsageError
+from toolfold.files._positions import toml_positions
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
     CONVERTER,
@@ -227,7 +228,7 @@ class _Lines:
     def __init__(self, file: str, text: str, kind: str) -> None:
         self.file = file
         self._known: dict[str, int] = {}
-        self._text = text.splitlines() if kind == "toml" else []
+        self._toml = text if kind == "toml" else None  # its lines are found when asked
         self.twice: list[str] = []  # keys a YAML mapping gives twice
 
     def from_yaml(self, node: Any, path: str) -> None:
@@ -253,34 +254,16 @@ class _Lines:
 
     def line(self, path: str) -> int | None:
         """The line of ``path``, or of the closest enclosing key that has one."""
+        if self._toml is not None:
+            self._known.update(toml_positions(self._toml))
+            self._toml = None
         while path:
             if path in self._known:
                 return self._known[path]
-            found = self._toml_line(path)
-            if found is not None:
-                return found
             shorter = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", path)
             if shorter == path:  # a top-level key with no line (a dict has none)
                 return None
             path = shorter
-        return None
-
-    def _toml_line(self, path: str) -> int | None:
-        # a table header ([agents.triage], [[agents.triage.mcp]]) or a key under one
-        if not self._text:
-            return None
-        bare = re.sub(r"\[\d+\]", "", path)
-        table, _, key = bare.rpartition(".")
-        header = re.compile(r"^\s*\[\[?\s*" + re.escape(bare) + r"\s*\]\]?\s*$")
-        current = ""
-        for number, line in enumerate(self._text, start=1):
-            if header.match(line):
-                return number
-            opened = re.match(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*$", line)
-            if opened:
-                current = opened.group(1)
-            elif current == table and re.match(r"^\s*" + re.escape(key) + r"\s*=", line):
-                return number
         return None
 
     def at(self, line: int | None, message: str) -> str:
