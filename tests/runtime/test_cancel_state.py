@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import pytest
 
-from toolfold import Agent, ModelRequest, Parallel, RunState, Sequence, tool
+from toolfold import (
+    Agent,
+    ModelRequest,
+    Parallel,
+    RunError,
+    RunState,
+    Sequence,
+    ToolExecutionError,
+    tool,
+)
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.testing import FunctionModel
 
@@ -309,3 +319,98 @@ def test_an_interrupted_blocking_run_carries_its_state() -> None:
     assert [c.result for c in state.calls] == [None]
     assert agent.resume(state).text == "got value of k"
     assert ran == ["k"]
+
+
+@in_loop
+async def test_with_on_tool_error_raise_a_failed_call_is_not_kept_by_a_cancel() -> None:
+    """A call that failed before the cancel raises on resume, as the round would have."""
+    gate = Gate()
+
+    @tool
+    async def boom(key: str) -> str:
+        """Fails.
+
+        Args:
+            key: What to look up.
+        """
+        gate.ran.append(f"boom:{key}")
+        raise ValueError("boom")
+
+    def reply(request: ModelRequest) -> Any:
+        results = _tool_results(request)
+        if not results:
+            return [call("boom", {"key": "a"}), call("slow", {"key": "b"})]
+        return "model saw: " + ", ".join(results)
+
+    agent = Agent(FunctionModel(reply), tools=[boom, _tools(gate)[1]], on_tool_error="raise")
+    err = await _cancel_when(gate, agent.arun("go"))
+    state = _state(err)
+    assert [c.result for c in state.calls] == [None, None]  # the failure is not kept
+    gate.holding = False
+    with pytest.raises(ToolExecutionError, match="tool 'boom' failed"):
+        await agent.aresume(state)
+    assert gate.ran == ["boom:a", "boom:a", "slow:b"]  # the round ran whole, then raised
+
+
+class _SlowClose:
+    """A tool source whose close waits until cancelled (after the run ended)."""
+
+    def __init__(self) -> None:
+        self.closing = asyncio.Event()
+        self.release = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self.closing.set)
+        assert self.release.wait(60)  # a slow close, on its worker thread
+
+    def tools(self) -> list[Any]:
+        @tool(blocking=False)
+        def ledger() -> str:
+            """Read the ledger."""
+            return "balanced"
+
+        return [ledger]
+
+
+@in_loop
+async def test_a_run_cancelled_while_its_sources_close_carries_its_final_state() -> None:
+    source = _SlowClose()
+    source.loop = asyncio.get_running_loop()
+
+    def reply(request: ModelRequest) -> Any:
+        return "all done" if _tool_results(request) else call("ledger")
+
+    agent = Agent(FunctionModel(reply), tools=[source])
+    task = asyncio.ensure_future(agent.arun("go"))
+    await source.closing.wait()
+    task.cancel()
+    try:
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await task
+    finally:
+        source.release.set()
+    state = _state(caught.value)
+    assert state.phase == "finished"
+    assert state.output == "all done"
+
+
+def test_state_of_does_not_follow_an_error_raised_while_handling_another() -> None:
+    from toolfold import state_of
+
+    failed = RunError("the run failed", Agent(FunctionModel(lambda r: "hi")).run("go").state)
+
+    def handle() -> None:
+        try:
+            raise failed
+        except RunError:
+            raise ValueError("a bug in the handler") from None
+
+    with pytest.raises(ValueError, match="a bug") as caught:
+        handle()
+    assert state_of(caught.value) is None
+    assert state_of(failed) is failed.state

@@ -365,3 +365,20 @@ def test_reduce_and_next_effect_read_no_clock_uuid_random_or_env(monkeypatch: An
         next_effect(state)
         state = reduce(state, event)
     assert (state.phase, state.output) == ("finished", "done")
+
+
+def test_log_extend_shares_its_buffer_only_with_its_own_items() -> None:
+    """Another extend landing first at the same place (two threads) is not taken for this one's."""
+    x, y, z = object(), object(), object()
+
+    class Racing(list):  # type: ignore[type-arg]
+        """A buffer on which another thread's extend lands just before this one's."""
+
+        def extend(self, items: Any) -> None:
+            if len(self) == 1:
+                super().extend([x, y])  # the other thread's, sharing the first item
+            super().extend(items)
+
+    base: Log[object] = Log([None])
+    base._items = Racing(base._items)  # type: ignore[attr-defined]
+    assert tuple(base.extend([x, z])) == (None, x, z)

@@ -40,7 +40,7 @@ from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import Handover, Live, OnToolError
+from toolfold.runtime.drive._loop import Handover, Live, OnToolError, interrupted
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]
@@ -560,6 +560,10 @@ class Agent:
             if response is None:  # the run's error, a close error attached
                 raise
             raise close_failed(exc, response) from exc
+        except BaseException as exc:  # interrupted while the sources close: the run ended
+            if response is not None:
+                interrupted(exc, response.state)
+            raise
         return response
 
     def _async(self, begin: _Begin) -> Coroutine[Any, Any, Response]:
@@ -583,6 +587,10 @@ class Agent:
             if response is None:  # the run's error, a close error attached
                 raise
             raise close_failed(exc, response) from exc
+        except BaseException as exc:  # interrupted while the sources close: the run ended
+            if response is not None:
+                interrupted(exc, response.state)
+            raise
         return response
 
     def _streamed(self, begin: _Begin) -> RunStream:

@@ -278,8 +278,8 @@ def state_of(error: BaseException) -> RunState | None:
     the others). asyncio sometimes raises another exception to the awaiting
     code: a `TimeoutError` from `asyncio.timeout` or `wait_for` (raised from
     the cancellation), or on Python 3.10 a new `CancelledError` whose context
-    is the cancelled one. This looks at the error, then its causes and
-    contexts, nearest first.
+    is the cancelled one. This looks at the error, then its causes (and the
+    contexts of those re-made exceptions), nearest first.
 
     Example:
         >>> try:
@@ -293,6 +293,9 @@ def state_of(error: BaseException) -> RunState | None:
     Returns:
         The state, or None when no exception in the chain carries one.
     """
+    import asyncio  # here: `import toolfold` should not pay for asyncio
+
+    remade = (asyncio.CancelledError, asyncio.TimeoutError, TimeoutError)
     seen: set[int] = set()
     todo = [error]
     while todo:
@@ -303,5 +306,10 @@ def state_of(error: BaseException) -> RunState | None:
         state = getattr(exc, "state", None)
         if isinstance(state, RunState):
             return state
-        todo.extend(e for e in (exc.__cause__, exc.__context__) if e is not None)
+        if exc.__cause__ is not None:
+            todo.append(exc.__cause__)
+        # asyncio's re-made exceptions keep the cancelled one as their context;
+        # any other error's context is one it was raised while handling.
+        if exc.__context__ is not None and isinstance(exc, remade):
+            todo.append(exc.__context__)
     return None

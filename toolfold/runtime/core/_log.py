@@ -15,6 +15,7 @@ view's end costs memory, never correctness.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Generic, TypeVar, overload
@@ -77,7 +78,10 @@ class Log(Sequence[T], Generic[T]):
         items, n = self._items, self._n
         if len(items) == n:
             items.extend(added)  # one step under the GIL: the items land together or not at n
-            if items[n] is added[0]:
+            # Another log's extend may have landed there first: share the buffer
+            # only when every item in place is one of these.
+            k = len(added)
+            if len(items) >= n + k and all(map(operator.is_, items[n : n + k], added)):
                 copy = items
             else:
                 copy = items[:n]

@@ -445,6 +445,12 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
     try:
         outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs, relay, finished)
     except BaseException as exc:
+        if finished and live.on_tool_error == "raise":
+            # A failed call raises when its round ends: kept out of the state, it
+            # runs again on resume and raises there, as it would have.
+            for index, outcome in list(finished.items()):
+                if tool_failure(state, outcome.tool_name, outcome.outcome, "") is not None:
+                    del finished[index]
         interrupted(exc, state, finished)
         raise
     if relay is not None:

@@ -35,6 +35,7 @@ from toolfold.runtime.drive._loop import (
     _OpenOp,
     _RunToolsOp,
     _SwitchOp,
+    interrupted,
 )
 from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
@@ -65,6 +66,10 @@ def drive_sync(live: Live, loop: Loop, state: RunState) -> Ended:
             if ended is None:
                 raise
             raise close_failed(exc, finish(*ended)) from exc
+        except BaseException as exc:  # interrupted while they close: the run ended
+            if ended is not None:
+                interrupted(exc, ended.state)
+            raise
     except BaseException as exc:
         stamp(loop, exc)
         end_run(trace, getattr(exc, "state", None), exc)
@@ -178,6 +183,9 @@ async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
                 await held.aclose()
             except Exception as exc:
                 raise close_failed(exc, finish(*ended)) from exc
+            except BaseException as exc:  # interrupted while they close: the run ended
+                interrupted(exc, ended.state)
+                raise
     except BaseException as exc:
         end_run(trace, getattr(exc, "state", None), exc)
         raise
