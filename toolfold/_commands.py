@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from toolfold._errors import AgentFileError, RunError, ToolfoldError
+from toolfold._errors import AgentFileError, RunError, SourceCloseError, ToolfoldError
 
 OK = 0
 PROBLEM = 1
@@ -348,6 +348,18 @@ class _Session:
             if exc.state is not None:
                 self._write(exc.state)
             return FAILED
+        except SourceCloseError as exc:  # the run ended: it goes on as it ended
+            failures = "; ".join(f"{type(e).__name__}: {e}" for e in exc.close_errors)
+            _say(
+                self.command,
+                f"warning: the run ended, but closing a tool source failed: {failures}",
+            )
+            outcome = exc.response
+            self._catch_up(outcome, waiting)
+            if not self.args.json and not self.args.stream:  # a stream showed its text
+                self.out.write(outcome.text + ("\n" if outcome.text else ""))
+                self.out.flush()
+            return outcome
         except ToolfoldError as exc:
             _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
             return FAILED

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 import attrs
 
-from toolfold import Message, ModelRequest, tool
+from toolfold import Message, ModelRequest, Tool, tool
 from toolfold.testing import FunctionModel, Reply
 
 
@@ -133,3 +134,21 @@ def add_interrupted(a: int, b: int) -> int:
         marker.write_text("once")
         signal.raise_signal(signal.SIGINT)  # as a person pressing Ctrl-C
     return a + b
+
+
+class _ClosingBadly:
+    """A tool source whose close fails once the run has ended."""
+
+    name = "flaky-server"
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        raise OSError("flaky-server would not close")
+
+    def tools(self) -> list[Tool[..., Any]]:
+        return [add]
+
+
+closing_badly = _ClosingBadly()

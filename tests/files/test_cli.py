@@ -221,6 +221,21 @@ def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
     assert proc.stdout == "result: 5\n"
 
 
+def test_a_run_whose_source_fails_to_close_still_answers(tmp_path: Path) -> None:
+    """The run ended: its answer is shown and it exits 0, the close error as a warning."""
+    (tmp_path / "flaky.toml").write_text(
+        '[agents.adder]\nmodel = "files_helpers:model"\ntools = ["files_helpers:closing_badly"]\n'
+    )
+    env = {"PYTHONPATH": str(Path(__file__).parent)}
+    proc = toolfold("run", "flaky.toml", "add 2 and 3", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "result: 5\n"
+    assert proc.stderr.endswith(
+        "toolfold run: warning: the run ended, but closing a tool source failed: "
+        "OSError: flaky-server would not close\n"
+    )
+
+
 def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
     """With stdin a terminal, ``run`` asks y/n per call and goes on with the answer."""
     main, secondary = pty.openpty()
