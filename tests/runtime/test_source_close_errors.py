@@ -6,6 +6,7 @@ A run that ended raises `SourceCloseError` carrying its response instead of losi
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from typing import Any
 
@@ -466,3 +467,29 @@ def test_a_workflow_failing_after_a_failing_close_carries_both() -> None:
         "closing a tool source of a step of Sequence 'sequence' failed as well: "
         "OSError: flaky-server would not close"
     ]
+
+
+def test_an_agent_used_as_a_tool_keeps_its_answer_when_its_source_fails_to_close(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The sub-run ended: the lead's model reads its answer; the close error is a warning."""
+    for name, drive in _drives().items():
+        source = BadClose()
+        helper = Agent(FunctionModel(lambda r: "helper ok"), name="helper", tools=[source])
+
+        def lead_reply(request: Any) -> Any:
+            last = request.messages[-1]
+            if last.role == "tool":
+                return "lead got: " + last.tool_results[0].content
+            return FunctionModel.call("helper", {"input": "go"})
+
+        lead = Agent(FunctionModel(lead_reply), name="lead", tools=[helper.as_tool()])
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="toolfold.sources"):
+            drive(lead)
+        (record,) = caplog.records
+        assert "closing a tool source failed (its answer is kept)" in record.getMessage(), name
+        assert "flaky-server would not close" in record.getMessage(), name
+        assert source.holders == 0, name
+    response = lead.run("hi")
+    assert response.text == "lead got: helper ok"

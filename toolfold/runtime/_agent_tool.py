@@ -12,12 +12,13 @@ too, and its caller answers the nested calls by id (see `resume`).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from toolfold._errors import UsageError
+from toolfold._errors import SourceCloseError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
@@ -85,29 +86,35 @@ def _nested(
     """The tool whose call runs ``spec`` (an agent or a workflow) on ``prompt(input)`` as a sub-run."""
 
     def call(ctx: RunContext[Any], input: Any) -> SubRun:  # blocking runs
-        if ctx.forward is not None:  # the caller streams: so does the sub-run
-            stream = _stream(spec, ctx, prompt, input)
-            for event in stream:
-                if not isinstance(event, RunEndEvent):
-                    ctx.forward(event)
-            response = stream.response
-        elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
-            response = spec.resume(ctx.sub_run, deps=ctx.deps)
-        else:
-            response = spec.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+        try:
+            if ctx.forward is not None:  # the caller streams: so does the sub-run
+                stream = _stream(spec, ctx, prompt, input)
+                for event in stream:
+                    if not isinstance(event, RunEndEvent):
+                        ctx.forward(event)
+                response = stream.response
+            elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
+                response = spec.resume(ctx.sub_run, deps=ctx.deps)
+            else:
+                response = spec.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+        except SourceCloseError as error:
+            response = _ended(error, tool_name)
         return _sub_run(response, made_by.output, tool_name)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
-        if ctx.forward is not None:
-            stream = _stream(spec, ctx, prompt, input)
-            async for event in stream:
-                if not isinstance(event, RunEndEvent):
-                    ctx.forward(event)
-            response = stream.response
-        elif ctx.sub_run is not None:
-            response = await spec.aresume(ctx.sub_run, deps=ctx.deps)
-        else:
-            response = await spec.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+        try:
+            if ctx.forward is not None:
+                stream = _stream(spec, ctx, prompt, input)
+                async for event in stream:
+                    if not isinstance(event, RunEndEvent):
+                        ctx.forward(event)
+                response = stream.response
+            elif ctx.sub_run is not None:
+                response = await spec.aresume(ctx.sub_run, deps=ctx.deps)
+            else:
+                response = await spec.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+        except SourceCloseError as error:
+            response = _ended(error, tool_name)
         return _sub_run(response, made_by.output, tool_name)
 
     # What built the tool, for diagrams and agent files (`as_tool_of`).
@@ -265,3 +272,32 @@ def _content(output: Any, text: str) -> str:
     if output is None or isinstance(output, str):
         return text if output is None else output
     return json.dumps(output, default=str)
+
+
+_log = logging.getLogger("toolfold.sources")
+
+
+def _ended(error: SourceCloseError, tool_name: str) -> Response:
+    """The response of a sub-run that ended but whose tool sources failed to close.
+
+    The sub-run is done: its answer is the call's result (running it again
+    would repeat what it did). Inside a workflow run, the close error is kept
+    for the workflow, which raises it when it ends (as for its steps);
+    otherwise it is logged as a warning of the ``toolfold.sources`` logger.
+    """
+    from toolfold.runtime._task import STEP_CLOSE_ERRORS  # (it imports this module)
+
+    if error.response is None:
+        raise error
+    kept = STEP_CLOSE_ERRORS.get()
+    if kept is not None:
+        kept.append(error)
+    else:
+        failures = "; ".join(f"{type(e).__name__}: {e}" for e in error.close_errors)
+        _log.warning(
+            "the sub-run of tool %r ended, but closing a tool source failed (its answer is "
+            "kept): %s",
+            tool_name,
+            failures,
+        )
+    return error.response  # type: ignore[no-any-return]
