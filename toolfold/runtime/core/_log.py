@@ -15,7 +15,6 @@ view's end costs memory, never correctness.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Generic, TypeVar, overload
@@ -81,7 +80,9 @@ class Log(Sequence[T], Generic[T]):
             # Another log's extend may have landed there first: share the buffer
             # only when every item in place is one of these.
             k = len(added)
-            if len(items) >= n + k and all(map(operator.is_, items[n : n + k], added)):
+            if len(items) >= n + k and all(
+                a is b for a, b in zip(items[n : n + k], added, strict=True)
+            ):
                 copy = items
             else:
                 copy = items[:n]
