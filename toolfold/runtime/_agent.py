@@ -556,13 +556,8 @@ class Agent:
         try:
             with opened(self._sources) as listed:
                 response = run_sync(*self._begun(begin, listed))
-        except Exception as exc:
-            if response is None:  # the run's error, a close error attached
-                raise
-            raise close_failed(exc, response) from exc
-        except BaseException as exc:  # interrupted while the sources close: the run ended
-            if response is not None:
-                interrupted(exc, response.state)
+        except BaseException as exc:
+            _after_the_run(exc, response)
             raise
         return response
 
@@ -583,13 +578,8 @@ class Agent:
         try:
             async with aopened(self._sources) as listed:
                 response = await run_async(*self._begun(begin, listed))
-        except Exception as exc:
-            if response is None:  # the run's error, a close error attached
-                raise
-            raise close_failed(exc, response) from exc
-        except BaseException as exc:  # interrupted while the sources close: the run ended
-            if response is not None:
-                interrupted(exc, response.state)
+        except BaseException as exc:
+            _after_the_run(exc, response)
             raise
         return response
 
@@ -756,6 +746,20 @@ class _Answers(NamedTuple):
 
 
 _Begin = Callable[[Agent], tuple[Live, RunState]]
+
+
+def _after_the_run(exc: BaseException, response: Response | None) -> None:
+    """What ``exc``, raised while an agent's sources closed, means once the run ended.
+
+    Before the run ended (``response`` None) it is the run's own error, raised
+    as it is. After, a close error becomes a `SourceCloseError` carrying the
+    response, and an interruption gets the run's final state.
+    """
+    if response is None:
+        return
+    if isinstance(exc, Exception):
+        raise close_failed(exc, response) from exc
+    interrupted(exc, response.state)
 
 
 @attrs.define
