@@ -55,9 +55,11 @@ class HandedOff:
     Attributes:
         agent: The name of the agent that takes over.
         config: Its configuration (instructions, tools, settings...).
-        messages: The conversation it continues with, when a filter changed
-            it or the step's other successful transfer calls are answered
-            ``Not transferred``; None keeps the conversation as it is.
+        messages: The conversation it continues with, when an input filter
+            chose it, or when a transfer call of the step committed as
+            ``Transferred`` lost to an earlier one approved after it ran
+            (its result then reads ``Not transferred``); None keeps the
+            conversation as it is.
     """
 
     agent: str

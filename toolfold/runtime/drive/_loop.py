@@ -14,7 +14,7 @@ call raises, the error carries the state from before the call, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, Union
 
 import attrs
@@ -38,7 +38,6 @@ from toolfold.runtime._response import (
 )
 from toolfold.runtime.core._approval import dispositions, policy_says
 from toolfold.runtime.core._build import builder
-from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import (
     CallModel,
     Effect,
@@ -49,13 +48,12 @@ from toolfold.runtime.core._effects import (
 )
 from toolfold.runtime.core._events import (
     Event,
-    HandedOff,
     ModelResponded,
     OutputAccepted,
     OutputRejected,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart
+from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
@@ -67,6 +65,13 @@ from toolfold.runtime.drive._executor import (
     ToolOutcome,
     blocking_twin,
     returned,
+)
+from toolfold.runtime.drive._handoff import (
+    Handover,
+    handed_off,
+    handover_of,
+    settle_finished,
+    settle_outcomes,
 )
 from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
@@ -123,25 +128,6 @@ class Live:
     name: str | None = None
     handoffs: Mapping[str, Handover] = attrs.field(factory=dict)
     opened: tuple[tuple[tuple[ToolSource, ...], Sequence[Tool[..., Any]]], ...] = ()
-
-
-class Handover(NamedTuple):
-    """Where a handoff tool sends the run.
-
-    Attributes:
-        agent: The name of the agent that takes over.
-        take_over: Its configuration (goes into the state with `HandedOff`)
-            and its live half, made from the current one (same deps,
-            observers) and the tools its sources listed.
-        input_filter: Rewrites the conversation it continues with, or None.
-        sources: Its tool sources (MCP servers...), opened when the run
-            reaches it and closed when the run ends.
-    """
-
-    agent: str
-    take_over: Callable[[Live, Sequence[Tool[..., Any]]], tuple[RunConfig, Live]]
-    input_filter: Callable[[tuple[Message, ...]], Any] | None = None
-    sources: tuple[ToolSource, ...] = ()
 
 
 class Ended(NamedTuple):
@@ -229,7 +215,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     while True:
         effect = next_effect(state)
         if isinstance(effect, CallModel) and live.handoffs:
-            handover = _handover(live, state)
+            handover = handover_of(state, live.handoffs)
             if handover is not None:
                 listed = (yield from _open(handover, state, listings)) if handover.sources else ()
                 live, state = _hand_off(live, state, handover, listed)
@@ -287,20 +273,6 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
     return state
 
 
-def _handover(live: Live, state: RunState) -> Handover | None:
-    """The handoff the last step asked for (its first successful transfer call), if any."""
-    name = transfer_called(state, live.handoffs)
-    return None if name is None else live.handoffs[name]
-
-
-def transfer_called(state: RunState, transfers: Container[str]) -> str | None:
-    """The name of the last step's first successful call among ``transfers``, if any."""
-    for call in state.calls:
-        if call.outcome == "ok" and call.call.name in transfers:
-            return call.call.name
-    return None
-
-
 def _identity(sources: tuple[ToolSource, ...]) -> tuple[int, ...]:
     return tuple(map(id, sources))
 
@@ -347,84 +319,6 @@ def _hand_off(
     return new_live, apply_event(new_live, state, event)
 
 
-def handed_off(
-    state: RunState,
-    agent: str,
-    config: RunConfig,
-    input_filter: Callable[[tuple[Message, ...]], Any] | None,
-    transfers: Container[str],
-) -> HandedOff:
-    """The event handing ``state`` to ``agent`` (its ``config``), the conversation filtered.
-
-    ``agent`` is the target of the last step's first successful call among
-    ``transfers`` (see `transfer_called`). This is where the step's other
-    transfer calls are answered: those that succeeded too did not hand the
-    run over, and their results in the conversation the event carries say so
-    (the transfer tools cannot: a call before theirs may be denied later).
-
-    Raises:
-        RunError: ``input_filter`` raised; ``.state`` is the run before the handoff.
-    """
-    messages = _not_transferred(state, agent, transfers)
-    if input_filter is not None:
-        try:
-            conversation = state.messages if messages is None else messages
-            messages = tuple(to_messages_list(input_filter(conversation)))
-        except Exception as exc:
-            raise _observer_failure(
-                f"input_filter of the handoff to {agent!r}", exc, state
-            ) from exc
-    # The run's step limit (its first agent's, or the one given to resume) bounds
-    # the whole turn, handoffs included: a cycle cannot reset it.
-    if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
-        config = attrs.evolve(config, max_steps=state.config.max_steps)
-    return HandedOff(agent, config, messages)
-
-
-def _not_transferred(
-    state: RunState, agent: str, transfers: Container[str]
-) -> tuple[Message, ...] | None:
-    """The conversation with the results of the step's other successful transfer calls
-    saying the run went to ``agent``, or None when the step made only one."""
-    losers: set[str] = set()
-    first = True
-    for call in state.calls:
-        if call.outcome == "ok" and call.call.name in transfers:
-            if not first:
-                losers.add(call.call.id)
-            first = False
-    if not losers:
-        return None
-    text = (
-        f"Not transferred: the conversation went to {agent} (an earlier transfer in the "
-        "same answer); one handoff per answer."
-    )
-    messages = list(state.messages)
-    # The step's results follow its answer (call ids are unique within one answer).
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == "assistant":
-            break
-        if message.role == "tool":
-            parts = tuple(
-                ToolResultPart(p.call_id, p.tool_name, text)
-                if isinstance(p, ToolResultPart) and p.call_id in losers
-                else p
-                for p in message.parts
-            )
-            messages[index] = Message("tool", parts)
-    return tuple(messages)
-
-
-def to_messages_list(value: Any) -> list[Message]:
-    """An input filter's result as messages."""
-    items = list(value)
-    for item in items:
-        if not isinstance(item, Message):
-            raise TypeError(f"an input filter returns messages, got {type(item).__name__}")
-    return items
-
-
 def _live_stop_reason(live: Live, state: RunState) -> str | None:
     try:
         return stop_reason(state, live.stop_when)
@@ -443,8 +337,10 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
     )
     finished: dict[int, ToolOutcome] | None = {} if len(jobs) > 1 else None
     try:
-        outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs, relay, finished)
+        outcomes: Sequence[ToolOutcome] = yield _RunToolsOp(jobs, relay, finished)
     except BaseException as exc:
+        if finished and live.handoffs:
+            settle_finished(state.calls, finished, live.handoffs)
         if finished and live.on_tool_error == "raise":
             # A failed call raises when its round ends: kept out of the state, it
             # runs again on resume and raises there, as it would have.
@@ -458,6 +354,8 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
             yield _NoticeOp(item)
     if live.on_tool_error == "raise":
         _raise_tool_error(state, outcomes)
+    if live.handoffs:  # the step's transfer calls that do not hand over say so
+        outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
     for outcome in outcomes:
         event = returned(outcome)
         state = apply_event(live, state, event)
@@ -484,11 +382,15 @@ def _run_open(live: Live, step: OpenStep) -> _Part:
     )
     finished: dict[int, ToolOutcome] | None = {} if len(jobs) > 1 else None
     try:
-        outcomes: tuple[ToolOutcome, ...] = yield _new_tuple(_RunToolsOp, (jobs, None, finished))
+        outcomes: Sequence[ToolOutcome] = yield _new_tuple(_RunToolsOp, (jobs, None, finished))
     except BaseException as exc:
         if not isinstance(exc, Exception):  # (an error of the shell's is not the round's)
+            if finished and live.handoffs:
+                settle_finished(changes["calls"], finished, live.handoffs)
             interrupted(exc, step.state, finished)
         raise
+    if live.handoffs:  # the step's transfer calls that do not hand over say so
+        outcomes = settle_outcomes(changes["calls"], outcomes, live.handoffs)
     return step.close([returned(outcome) for outcome in outcomes])
 
 
@@ -662,7 +564,7 @@ def _job_in(
     return ToolJob(invocation, tool, context)
 
 
-def _raise_tool_error(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> None:
+def _raise_tool_error(state: RunState, outcomes: Sequence[ToolOutcome]) -> None:
     for outcome in outcomes:
         error = tool_failure(state, outcome.tool_name, outcome.outcome, outcome.content)
         if error is not None:
