@@ -136,7 +136,10 @@ class ToolSuspended:
 
     The call stays open (``suspended``) with the sub-run's state on its
     record; the run suspends once nothing else can run, and `CallResumed`
-    brings the caller's answers down to the sub-run.
+    brings the caller's answers down to the sub-run. A sub-run interrupted
+    before it ended (the run was cancelled, or Ctrl-C) is kept the same way:
+    the call stays to run with it, and running it continues the sub-run
+    instead of starting it again.
 
     Attributes:
         call_id: The call's id.

@@ -64,6 +64,7 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     blocking_twin,
+    forwards,
     returned,
 )
 from toolfold.runtime.drive._handoff import (
@@ -335,7 +336,7 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
             for invocation in effect.calls
         ]
     )
-    finished: dict[int, ToolOutcome] | None = {} if len(jobs) > 1 else None
+    finished = _round_record(jobs)
     try:
         outcomes: Sequence[ToolOutcome] = yield _RunToolsOp(jobs, relay, finished)
     except BaseException as exc:
@@ -380,7 +381,7 @@ def _run_open(live: Live, step: OpenStep) -> _Part:
             if c.status == "to_run"
         ]
     )
-    finished: dict[int, ToolOutcome] | None = {} if len(jobs) > 1 else None
+    finished = _round_record(jobs)
     try:
         outcomes: Sequence[ToolOutcome] = yield _new_tuple(_RunToolsOp, (jobs, None, finished))
     except BaseException as exc:
@@ -392,6 +393,17 @@ def _run_open(live: Live, step: OpenStep) -> _Part:
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(changes["calls"], outcomes, live.handoffs)
     return step.close([returned(outcome) for outcome in outcomes])
+
+
+def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
+    """Where the shell puts what a round had done when it is interrupted: the outcomes of
+    the calls that had ended, and the state of sub-runs stopped midway (by index).
+
+    None for a lone call that runs no sub-run: it has nothing to keep.
+    """
+    if len(jobs) > 1 or (jobs and forwards(jobs[0])):
+        return {}
+    return None
 
 
 def interrupted(
