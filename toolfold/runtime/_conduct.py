@@ -47,7 +47,8 @@ from toolfold.runtime.drive._executor import (
     run_calls_sync,
     run_kept,
 )
-from toolfold.runtime.drive._loop import Live, _job, _model_failure, interrupted
+from toolfold.runtime.drive._failures import model_failure
+from toolfold.runtime.drive._loop import Live, _job, interrupted
 from toolfold.runtime.drive._shells import finish, stamp
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
@@ -266,7 +267,7 @@ def _decision(
     except Exception as exc:
         # The error carries the state before the decision, which a resume goes on from.
         state = reduce_all(state, events)
-        failure = _model_failure(exc, state, state.step + 1)
+        failure = model_failure(exc, state, state.step + 1)
         if failure is exc:
             raise
         raise failure from exc

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import attrs
 
-from toolfold._errors import RunError
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import HandedOff, ToolReturned
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._state import CallState, RunState
 from toolfold.runtime.drive._executor import ToolOutcome
+from toolfold.runtime.drive._failures import observer_failure
 
 if TYPE_CHECKING:
     from toolfold.runtime.drive._loop import Live
@@ -179,11 +179,7 @@ def handed_off(
             conversation = state.messages if messages is None else messages
             messages = tuple(to_messages_list(input_filter(conversation)))
         except Exception as exc:
-            raise RunError(
-                f"the input_filter of the handoff to {agent!r} raised {type(exc).__name__}: "
-                f"{exc}; the error's state is the run up to that point (resume it to go on)",
-                state,
-            ) from exc
+            raise observer_failure(f"input_filter of the handoff to {agent!r}", exc, state) from exc
     # The run's step limit (its first agent's, or the one given to resume) bounds
     # the whole turn, handoffs included: a cycle cannot reset it.
     if config.max_steps != state.config.max_steps:  # evolving checks the whole config again

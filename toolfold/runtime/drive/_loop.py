@@ -20,11 +20,7 @@ from typing import Any, Literal, NamedTuple, Union
 import attrs
 
 from toolfold._errors import (
-    OutputValidationError,
     RunError,
-    ToolExecutionError,
-    ToolfoldError,
-    ToolRetriesExceededError,
 )
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import (
@@ -32,7 +28,6 @@ from toolfold.runtime._response import (
     Step,
     StepEndEvent,
     StepStartEvent,
-    SubRunEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
@@ -67,6 +62,13 @@ from toolfold.runtime.drive._executor import (
     forwards,
     returned,
 )
+from toolfold.runtime.drive._failures import (
+    model_failure,
+    observer_failure,
+    raise_tool_error,
+    run_failure,
+    tool_failure,
+)
 from toolfold.runtime.drive._handoff import (
     Handover,
     handed_off,
@@ -77,6 +79,7 @@ from toolfold.runtime.drive._handoff import (
 from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
 from toolfold.runtime.drive._output import OutputSchema
+from toolfold.runtime.drive._relay import Relay
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool, reads_context
 
@@ -158,35 +161,6 @@ class _RunToolsOp(NamedTuple):
     finished: dict[int, ToolOutcome] | None = None
 
 
-class Relay:
-    """Where the sub-runs of a streaming step send their events, tagged with their path.
-
-    A streaming shell sets ``target`` before the calls start and yields what
-    arrives there while they run, so a sub-agent's text reaches the caller as
-    it is written. Events sent with no target are ``held`` and shown after
-    the calls. ``send`` may be called from any thread (a sub-run on a worker).
-    """
-
-    __slots__ = ("held", "target")
-
-    def __init__(self) -> None:
-        self.target: Callable[[SubRunEvent], object] | None = None
-        self.held: list[SubRunEvent] = []
-
-    def sender(self, call: ToolCallPart) -> Callable[[Any], None]:
-        """The ``forward`` of ``call``'s context: its sub-run's events, tagged with the call."""
-
-        def send(event: Any) -> None:
-            tagged = _tagged(call, event)
-            target = self.target
-            if target is None:
-                self.held.append(tagged)
-            else:
-                target(tagged)
-
-        return send
-
-
 class _NoticeOp(NamedTuple):
     event: RunStreamEvent
 
@@ -247,7 +221,7 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
     try:
         response = yield effect
     except Exception as exc:
-        failure = _model_failure(exc, state, effect.step)
+        failure = model_failure(exc, state, effect.step)
         if failure is exc:
             raise  # "raise exc from exc" would make the error its own cause and lose the real one
         raise failure from exc
@@ -324,7 +298,7 @@ def _live_stop_reason(live: Live, state: RunState) -> str | None:
     try:
         return stop_reason(state, live.stop_when)
     except Exception as exc:
-        raise _observer_failure("stop_when condition", exc, state) from exc
+        raise observer_failure("stop_when condition", exc, state) from exc
 
 
 def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _Part:
@@ -354,7 +328,7 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
         for item in relay.held:  # sub-runs' events no shell showed as they came
             yield _NoticeOp(item)
     if live.on_tool_error == "raise":
-        _raise_tool_error(state, outcomes)
+        raise_tool_error(state, outcomes)
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
     for outcome in outcomes:
@@ -442,7 +416,7 @@ def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:
 def _finish(state: RunState, effect: Effect) -> RunState:
     """The state to return to the caller, or the error of a failed run."""
     if isinstance(effect, Finish) and effect.error is not None:
-        raise _run_failure(state)
+        raise run_failure(state)
     return state
 
 
@@ -467,16 +441,7 @@ def _observe(observer: Callable[[Any], object], value: Any, state: RunState, nam
     try:
         observer(value)
     except Exception as exc:
-        raise _observer_failure(f"{name} observer", exc, state) from exc
-
-
-def _observer_failure(what: str, exc: Exception, state: RunState) -> RunError:
-    # Tools may already have run: the error must keep the state they produced.
-    return RunError(
-        f"the {what} raised {type(exc).__name__}: {exc}; the error's state is the run "
-        "up to that point (resume it to go on)",
-        state,
-    )
+        raise observer_failure(f"{name} observer", exc, state) from exc
 
 
 def unique_call_ids(response: ModelResponse) -> ModelResponse:
@@ -535,12 +500,6 @@ def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple
     return tuple(decided)  # type: ignore[arg-type]  # the live policy always decides
 
 
-def _tagged(call: ToolCallPart, event: Any) -> SubRunEvent:
-    if isinstance(event, SubRunEvent):
-        return SubRunEvent((call.name, call.id, *event.path), event.event)
-    return SubRunEvent((call.name, call.id), event)
-
-
 def _job(
     live: Live,
     state: RunState,
@@ -574,47 +533,3 @@ def _job_in(
         forward,
     )
     return ToolJob(invocation, tool, context)
-
-
-def _raise_tool_error(state: RunState, outcomes: Sequence[ToolOutcome]) -> None:
-    for outcome in outcomes:
-        error = tool_failure(state, outcome.tool_name, outcome.outcome, outcome.content)
-        if error is not None:
-            if outcome.exception is not None:
-                raise error from outcome.exception
-            raise error
-
-
-def tool_failure(
-    state: RunState, tool_name: str, outcome: str | None, content: str
-) -> ToolExecutionError | None:
-    """The error ``on_tool_error="raise"`` raises for a call's outcome, or None when it succeeded.
-
-    ``state`` is the run before the step's results (the error's state).
-    """
-    if outcome not in ("error", "timeout"):
-        return None
-    return ToolExecutionError(f"tool {tool_name!r} failed: {content}", state)
-
-
-def _model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
-    if isinstance(exc, ToolfoldError):
-        # Keep the provider's own error type (RateLimitError...) so callers
-        # can catch it; add the state so the run can be resumed.
-        exc.state = state  # type: ignore[attr-defined]
-        return exc
-    return RunError(
-        f"the model call of step {step} failed: {type(exc).__name__}: {exc}; "
-        "the error's state is the run before that call, resume it to retry",
-        state,
-    )
-
-
-def _run_failure(state: RunState) -> RunError:
-    error = state.error
-    assert error is not None
-    if error.kind == "tool_retries_exceeded":
-        return ToolRetriesExceededError(error.message, state)
-    if error.kind == "output_validation":
-        return OutputValidationError(error.message, state)
-    return RunError(f"the run failed ({error.kind}): {error.message}", state)

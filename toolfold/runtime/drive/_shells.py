@@ -30,7 +30,6 @@ from toolfold.runtime.drive._loop import (
     Ended,
     Live,
     Loop,
-    Relay,
     _NoticeOp,
     _OpenOp,
     _RunToolsOp,
@@ -38,6 +37,7 @@ from toolfold.runtime.drive._loop import (
     interrupted,
 )
 from toolfold.runtime.drive._open import aopened, close_failed, opened
+from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
 
 
