@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, ModelRequest, RunState, Sequence, state_of, tool
+from toolfold import Agent, ModelRequest, RunState, Sequence, Task, state_of, tool
 from toolfold.runtime import replay
 from toolfold.testing import FunctionModel
 
@@ -265,4 +265,28 @@ def test_ctrl_c_in_one_of_two_blocking_sub_agents_keeps_both() -> None:
         "model:second": 3,
         "quick:second": 1,
         "halt:second": 1,
+    }
+
+
+def test_a_cancelled_workflow_step_with_a_timeout_continues_where_it_stopped() -> None:
+    """A workflow's agent step with its own timeout (run on a task of its own), cancelled midway, is continued on resume from JSON."""
+    gate = Gate()
+    flow = Sequence(
+        _worker(gate, "first", "quick"), Task(_worker(gate, "second"), timeout=100), name="flow"
+    )
+
+    async def go() -> None:
+        state = await _cancelled(gate, flow.arun("go"))
+        assert _kept_path(state) == ["second"]
+        gate.holding = False
+        response = await flow.aresume(state)
+        assert response.text == "second: quick second, slow second"
+
+    asyncio.run(go())
+    assert gate.ran == {
+        "model:first": 3,
+        "quick:first": 2,
+        "model:second": 3,
+        "quick:second": 1,
+        "slow:second": 1,
     }
