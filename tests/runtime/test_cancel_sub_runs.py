@@ -135,6 +135,8 @@ def test_a_cancelled_sub_agent_two_deep_continues_where_it_stopped() -> None:
         state = await _cancelled(gate, lead.arun("go"))
         assert _kept_path(state) == ["mid", "bottom"]
         assert gate.ran == {"model:lead": 1, "model:mid": 1, "model:bottom": 2, "quick:bottom": 1}
+        assert state.tree_usage.requests == 4  # the kept sub-runs' model calls count
+        assert list(state.sub_runs) == [state.calls[0].call.id]
         assert replay(state.log) == state
         gate.holding = False
         response = await lead.aresume(state)
