@@ -137,6 +137,9 @@ def test_a_cancelled_sub_agent_two_deep_continues_where_it_stopped() -> None:
         assert gate.ran == {"model:lead": 1, "model:mid": 1, "model:bottom": 2, "quick:bottom": 1}
         assert state.tree_usage.requests == 4  # the kept sub-runs' model calls count
         assert list(state.sub_runs) == [state.calls[0].call.id]
+        from toolfold.runtime._view import to_html
+
+        assert "Sub-run interrupted" in to_html(state)
         assert replay(state.log) == state
         gate.holding = False
         response = await lead.aresume(state)

@@ -185,6 +185,11 @@ class _Timeline:
     def tool_suspended(self, event: ToolSuspended) -> None:
         found = self.calls.get(event.call_id)
         name = found.call.name if found else event.call_id
+        if event.child.phase not in ("awaiting_approval", "awaiting_tool_results"):
+            # interrupted midway (a cancellation): kept, to be continued on resume
+            detail = f"{name}: stopped at step {event.child.step} ({event.child.phase})"
+            self.rows.append(_row("suspend", "Sub-run interrupted", detail, ""))
+            return
         waiting = ", ".join(
             c.name for c in (*event.child.pending_approvals, *event.child.tool_calls)
         )
