@@ -40,7 +40,8 @@ from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import Handover, Live, OnToolError, interrupted
+from toolfold.runtime.drive._handoff import Handover
+from toolfold.runtime.drive._loop import Live, OnToolError, interrupted
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]
@@ -714,8 +715,9 @@ class Handoff:
 
         Its result says the run was transferred. When the model calls two
         transfer tools in one answer, the run goes to the first call that
-        succeeds, and the handoff rewrites the other successful one's result
-        to say it was not transferred (see `HandedOff`).
+        succeeds, and the other successful one's result is rewritten to say
+        it was not transferred when its round is committed (see
+        ``toolfold.runtime.drive._handoff``).
         """
         from toolfold.toolkit import tool
 
