@@ -279,6 +279,19 @@ def test_an_empty_tool_name_is_refused_not_replaced() -> None:
         Agent(ScriptedModel(["x"]), name="lead", handoffs=[Handoff(helper, name="")])
 
 
+def test_a_bad_as_tool_or_handoff_option_names_the_agent_or_workflow() -> None:
+    """The error names what as_tool() or Handoff was given, not a function made inside."""
+    from toolfold import Handoff, Sequence, ToolDefinitionError
+
+    helper = Agent(ScriptedModel(["hi"]), name="helper")
+    with pytest.raises(ToolDefinitionError, match=r"(?s)of agent 'helper'\.as_tool\(\): .*timeout"):
+        helper.as_tool(timeout=-1)
+    with pytest.raises(ToolDefinitionError, match=r"(?s)of Sequence 'flow'\.as_tool\(\): .*'a b'"):
+        Sequence(helper, name="flow").as_tool(name="a b")
+    with pytest.raises(ToolDefinitionError, match=r"(?s)of the handoff to 'helper': .*'a b'"):
+        Agent(ScriptedModel(["x"]), name="lead", handoffs=[Handoff(helper, name="a b")])
+
+
 def test_streaming_parent_streams_sub_runs_tagged_with_their_path(tree: Any) -> None:
     """A streamed parent yields its sub-agents' events, each tagged with the path down the tree."""
     from toolfold import RunEndEvent, SubRunEvent, TextDelta

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
-from toolfold._errors import UsageError
+from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._resume import resumed
@@ -729,7 +729,12 @@ class Handoff:
         def transfer() -> str:
             return done
 
-        made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(transfer)
+        try:
+            made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(
+                transfer
+            )
+        except ToolDefinitionError as exc:  # name the handoff, not the function made here
+            raise ToolDefinitionError(f"the handoff to {target!r}", exc.problems) from None
         return made
 
 

@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import inspect
 import json
+import math
 import re
 import typing
 import weakref
@@ -139,7 +140,10 @@ class Task:
             found.append(f"{label}: retries must be an integer >= 1, got {self.retries!r}")
         timeout = self.timeout
         if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)  # NaN and inf failed later, naming no step
+            or timeout <= 0
         ):
             found.append(f"{label}: timeout must be a number of seconds > 0, got {timeout!r}")
         if self.kind == "function" and not callable(self.target):
