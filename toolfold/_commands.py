@@ -323,7 +323,8 @@ class _Session:
             return response
         if self.args.json:
             self.out.write(response.state.to_json() + "\n")
-        if self.args.state_out:
+        if self.args.state_out or self.command == "resume":
+            # A resumed run file holds the run's end, so its answers cannot be given twice.
             self._write(response.state)
         if response.finish_reason == "error":
             _say(self.command, "the run failed (see the state's error)")
