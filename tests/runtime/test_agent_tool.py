@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
+import enum
 import json
 import subprocess
 import sys
@@ -17,6 +20,22 @@ import pytest
 from toolfold import Agent, Denied, RunContext, UsageError
 from toolfold.runtime import RunState, replay
 from toolfold.testing import FunctionModel, ScriptedModel
+
+
+class Unit(enum.Enum):
+    """A unit, sent as its value."""
+
+    CELSIUS = "celsius"
+
+
+@dataclasses.dataclass
+class TimedQuery:
+    """An input with an enum, a datetime and a set."""
+
+    unit: Unit
+    at: datetime.datetime
+    cities: frozenset[str]
+
 
 TREE_MODULE = textwrap.dedent(
     '''
@@ -227,6 +246,19 @@ def test_object_input_reaches_the_sub_agent_as_json() -> None:
     )
     lead.run("weather?")
     assert json.loads(seen[0]) == {"city": "Oslo", "days": 2}
+
+
+def test_object_input_reaches_the_sub_agent_as_the_json_the_model_wrote() -> None:
+    """Enums, datetimes and sets in an input_type are JSON as in its schema, not Python reprs."""
+    seen: list[str] = []
+    forecaster = Agent(FunctionModel(lambda r: seen.append(r.messages[-1].text) or "ok"), name="fc")
+    arguments = {"unit": "celsius", "at": "2024-05-01T10:00:00", "cities": ["Oslo"]}
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("fc", {"input": arguments}), "ok"]),
+        tools=[forecaster.as_tool(input_type=TimedQuery)],
+    )
+    lead.run("weather?")
+    assert json.loads(seen[0]) == arguments
 
 
 def test_manual_call_two_deep_is_answered_at_the_top() -> None:

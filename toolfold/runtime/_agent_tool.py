@@ -262,14 +262,9 @@ def _reused(messages: Sequence[Any], call_id: str) -> bool:
 
 
 def _prompt(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    data = attrs.asdict(value) if attrs.has(type(value)) else value
-    if hasattr(value, "__dataclass_fields__"):
-        import dataclasses
-
-        data = dataclasses.asdict(value)
-    return json.dumps(data, default=str)
+    # Through the one converter, so an Enum or a datetime reads as in the tool's
+    # schema (what the calling model wrote), not as its Python str().
+    return value if isinstance(value, str) else _json_text(value)
 
 
 def _content(output: Any, text: str) -> str:
