@@ -183,6 +183,11 @@ class Agent:
                 )
             elif not target.name:
                 raise UsageError("a handoff target needs a name: give the agent name=...")
+            if spec.input_filter is not None and not callable(spec.input_filter):
+                raise UsageError(  # found now, not when the model first hands off
+                    f"the input_filter of the handoff to {spec.target!r} is a function of the "
+                    f"conversation, got {type(spec.input_filter).__name__}"
+                )
         return specs
 
     def handoff_graph(self) -> Mapping[str, Agent]:
