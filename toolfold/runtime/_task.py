@@ -690,6 +690,10 @@ def type_accepts(target: Any, source: Any) -> bool:
         return False
     base_t = origin_t or target
     base_s = origin_s or source
+    # A TypedDict is a dict at run time, and issubclass() raises for one: compare
+    # it as a dict (its fields are checked on the value when the step runs).
+    base_t = dict if typing.is_typeddict(base_t) else base_t
+    base_s = dict if typing.is_typeddict(base_s) else base_s
     if isinstance(base_t, type) and isinstance(base_s, type):
         if base_t is float and base_s is int:
             return True
