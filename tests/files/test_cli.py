@@ -351,6 +351,9 @@ def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "CRITIC: HELLO\nLOUD: HELLOCRITIC: HELLO\nLOUD: HELLO\n"
     assert "→ writer(" in proc.stderr
+    streamed = toolfold("run", pipeline, "--stream", "hi", cwd=tmp_path)
+    assert streamed.returncode == 0, streamed.stderr
+    assert streamed.stdout == proc.stdout  # a workflow's answer has no deltas of its own
     proc = toolfold("graph", pipeline, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert '    desk{"Route desk"}' in proc.stdout.splitlines()
