@@ -173,6 +173,13 @@ def test_input_filter_rewrites_the_conversation() -> None:
     assert [m.role for m in response.messages] == ["user", "assistant"]
 
 
+def test_an_input_filter_that_is_not_a_function_is_refused_when_the_agent_is_built() -> None:
+    """Handoff(input_filter=...) that cannot be called fails at Agent(...), not at the first handoff."""
+    target = Agent(ScriptedModel(["ok"]), name="target")
+    with pytest.raises(UsageError, match=r"input_filter of the handoff to 'target'.*got str"):
+        Agent(ScriptedModel(["x"]), handoffs=[Handoff(target, input_filter="users_only")])  # type: ignore[arg-type]
+
+
 def test_a_handoff_tools_name_and_description_are_overridable() -> None:
     """Handoff(name=, description=) is what the model is offered, and the call still transfers."""
     offered: list[tuple[str, str]] = []
