@@ -347,7 +347,7 @@ def _ran(
     except Exception as exc:
         return _failed(part, exc, started)
     except BaseException as exc:
-        kept_sub_run(finished, index, part, exc)
+        kept_sub_run(finished, index, part, exc, state.run_id)
         raise
     return _outcome(part, ran, started)
 
@@ -368,7 +368,7 @@ async def _ran_async(
     except Exception as exc:
         return _failed(part, exc, started)
     except BaseException as exc:
-        kept_sub_run(finished, index, part, exc)
+        kept_sub_run(finished, index, part, exc, state.run_id)
         raise
     return _outcome(part, ran, started)
 

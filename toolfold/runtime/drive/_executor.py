@@ -191,7 +191,11 @@ def _blocking(job: ToolJob) -> ToolJob:
 
 
 def kept_sub_run(
-    finished: dict[int, ToolOutcome] | None, index: int, call: ToolCallPart, exc: BaseException
+    finished: dict[int, ToolOutcome] | None,
+    index: int,
+    call: ToolCallPart,
+    exc: BaseException,
+    run_id: str | None,
 ) -> None:
     """Keep, in ``finished``, the sub-run a call ran when an interruption stopped it.
 
@@ -199,13 +203,21 @@ def kept_sub_run(
     workflow step) with its state on the exception (see `interrupted`). Kept
     as the call's outcome, its state is committed with the round's ended
     calls (a `ToolSuspended` whose sub-run does not wait): resuming the run
-    continues the sub-run, and nothing it finished runs again.
+    continues the sub-run, and nothing it finished runs again. Only the
+    call's own sub-run is kept (its id is ``<run_id>/<call id>``, see
+    `sub_run_id`): a state that is not (a layer below that did not set its
+    own) is not, and the call runs again from its beginning.
     """
     if finished is None or isinstance(exc, Exception):
         return
     child = getattr(exc, "state", None)
-    if isinstance(child, RunState) and child.phase not in ("new", "finished", "failed"):
-        finished[index] = ToolOutcome(call.id, call.name, "", ended=time.monotonic(), child=child)
+    if not isinstance(child, RunState) or child.phase in ("new", "finished", "failed"):
+        return
+    if run_id is not None:
+        own = f"{run_id}/{call.id}"
+        if child.run_id != own and not child.run_id.startswith(own + "@"):
+            return
+    finished[index] = ToolOutcome(call.id, call.name, "", ended=time.monotonic(), child=child)
 
 
 def made_outcome(value: SubRun) -> Outcome:
@@ -494,7 +506,7 @@ async def _run_one(
         except Exception as exc:
             return _failed(job, exc)
         except BaseException as exc:
-            kept_sub_run(finished, index, job.call, exc)
+            kept_sub_run(finished, index, job.call, exc, _run_id_of(job))
             raise
         return _finish(job, value)
     try:
@@ -502,7 +514,7 @@ async def _run_one(
             # A task of its own, so the tool's context changes stay its own.
             invoked = job.tool.invoke(arguments, job.context)
             if finished is not None and _SUB_RUN in job.tool.__dict__:  # (it has a timeout)
-                invoked = _keeping(invoked, finished, index, job.call)
+                invoked = _keeping(invoked, finished, index, job)
             work: asyncio.Future[Any] = asyncio.ensure_future(invoked)
         elif timeout is None:
             work = hand_off(_call_sync, job, arguments)
@@ -544,14 +556,19 @@ async def _run_one(
 
 
 async def _keeping(
-    invoked: Awaitable[T], finished: dict[int, ToolOutcome], index: int, call: ToolCallPart
+    invoked: Awaitable[T], finished: dict[int, ToolOutcome], index: int, job: ToolJob
 ) -> T:
     """``invoked`` (a sub-run), its state kept in ``finished`` when it is interrupted."""
     try:
         return await invoked
     except BaseException as exc:
-        kept_sub_run(finished, index, call, exc)
+        kept_sub_run(finished, index, job.call, exc, _run_id_of(job))
         raise
+
+
+def _run_id_of(job: ToolJob) -> str | None:
+    """The id of the run that makes ``job``'s call (None when the tool reads no context)."""
+    return job.context.run_id if job.context is not None else None
 
 
 async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
@@ -711,7 +728,7 @@ def _run_inline(
     except Exception as exc:
         return _failed(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
-        kept_sub_run(finished, 0, job.call, exc)
+        kept_sub_run(finished, 0, job.call, exc, _run_id_of(job))
         raise
     return _finish(job, value)
 
