@@ -318,27 +318,36 @@ def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) ->
         )
 
 
-def _verified(state: RunState) -> RunState:
+def _verified(state: RunState, at: str = "$") -> RunState:
     """``state`` checked against its own event log, which is the source of truth.
 
     A document whose fields were edited (a call marked ``to_run`` that awaits
     approval, a phase changed by hand) would otherwise let ``resume`` do what
-    the events never allowed.
+    the events never allowed. The sub-runs the log carries (an agent used as a
+    tool, a workflow's step) are checked against their own logs too: the
+    parent's replay copies them as they are.
     """
     try:
         replayed = replay(state.log)
     except InvalidEventError as exc:
         raise SerializationError(
-            "RunState", [f"the event log does not replay: {exc} @ $.log"]
+            "RunState", [f"the event log does not replay: {exc} @ {at}.log"]
         ) from exc
-    if replayed == state:
-        return replayed
-    problems: list[str] = []
-    for field in attrs.fields(RunState):
-        _differences(
-            f"$.{field.name}", getattr(state, field.name), getattr(replayed, field.name), problems
-        )
-    raise SerializationError("RunState", problems or ["the state differs from its event log"])
+    if replayed != state:
+        problems: list[str] = []
+        for field in attrs.fields(RunState):
+            _differences(
+                f"{at}.{field.name}",
+                getattr(state, field.name),
+                getattr(replayed, field.name),
+                problems,
+            )
+        raise SerializationError("RunState", problems or ["the state differs from its event log"])
+    for index, event in enumerate(state.log):
+        child = getattr(event, "child", None)
+        if child is not None:
+            _verified(child, f"{at}.log[{index}].child")
+    return replayed
 
 
 def _differences(path: str, found: Any, expected: Any, out: list[str]) -> None:
