@@ -17,8 +17,8 @@ from toolfold.runtime._run import (
     MessagesInput,
     RunOptions,
     RunStream,
+    fresh,
     make_options,
-    new_run_id,
     run_async,
     run_state_async,
     run_state_sync,
@@ -792,16 +792,17 @@ class _Fresh:
 
     def __call__(self, agent: Agent) -> tuple[Live, RunState]:
         graph = agent._graph_or_none()
-        options = agent._run_options(graph)
-        state = agent._start(self.prompt, self.history, new_run_id(self.run_id), options)
-        live = options.live(
-            deps=self.deps,
-            on_event=self.on_event,
-            on_step=self.on_step,
-            announce_start=True,
-            handoffs=agent._handovers(graph),
+        history = self.history
+        return fresh(
+            agent._run_options(graph),
+            (*history, *to_messages(self.prompt)) if history else self.prompt,
+            self.run_id,
+            self.deps,
+            self.on_event,
+            self.on_step,
+            agent.name,
+            agent._handovers(graph),
         )
-        return live, state
 
 
 def _from_spec(

@@ -222,9 +222,9 @@ def make_options(
         (instructions, max_steps, auto_execute_tools, tool_choice, output_retries),
     )
     made = _MADE.get(key) if key else None
-    if made is not None and all(ref() is t for ref, t in zip(made[0], tools, strict=True)):
+    if made is not None and _alive(made[0], tools):
         kept = cast("tuple[Tool[..., Any], ...]", tools)  # `_made_key` keeps only `Tool`s
-        return RunOptions(
+        return _options(
             model=resolved,
             tools={t.name: t for t in kept},
             output=None,
@@ -273,7 +273,19 @@ def make_options(
 # one's tools and options. The config is frozen data, shared like an agent's.
 _MADE: dict[tuple[Any, ...], tuple[tuple[weakref.ref[Tool[..., Any]], ...], RunConfig]] = {}
 
-_PLAIN = (str, int, float, bool, type(None))
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+# Options with values of the fields' types (see `builder`): the cached path of `make_options`.
+_options = builder(RunOptions)
+
+
+def _alive(refs: tuple[weakref.ref[Tool[..., Any]], ...], tools: tuple[Any, ...]) -> bool:
+    """Whether ``refs`` still point at ``tools``, one by one (ids can be reused)."""
+    for ref, tool in zip(refs, tools, strict=True):  # noqa: SIM110 (faster than all())
+        if ref() is not tool:
+            return False
+    return True
+
 
 # A run's live half, from the options' own values (see `builder`): one per run.
 _live = builder(Live)
@@ -294,12 +306,21 @@ def _made_key(
     of plain values. Each value goes in with its type, so ``1``, ``1.0`` and
     ``True`` differ (the config stores and checks them as given).
     """
-    if output_type is not None or stop_when or not all(type(t) is Tool for t in tools):
+    if output_type is not None or stop_when:
         return None
+    ids = []
+    for tool in tools:
+        if type(tool) is not Tool:
+            return None
+        ids.append(id(tool))
     values = (*settings.values(), *scalars)
-    if not all(type(value) in _PLAIN for value in values):
-        return None
-    return (model, tuple(map(id, tools)), tuple(settings), tuple(map(type, values)), values)
+    types = []
+    for value in values:
+        kind = type(value)
+        if kind not in _PLAIN:
+            return None
+        types.append(kind)
+    return (model, tuple(ids), tuple(settings), tuple(types), values)
 
 
 def new_run_id(run_id: str | None = None) -> str:
@@ -323,6 +344,24 @@ def start(
     with `new_run_id` for a fresh one.
     """
     return initial_state(to_messages(messages), options.config, run_id=run_id, agent=agent)
+
+
+def fresh(
+    options: RunOptions,
+    messages: MessagesInput,
+    run_id: str | None,
+    deps: Any,
+    on_event: Callable[[Event], object] | None,
+    on_step: Callable[[Step], object] | None,
+    agent: str | None = None,
+    handoffs: Mapping[str, Handover] | None = None,
+) -> tuple[Live, RunState]:
+    """A new run of ``options``: its live half and first state (``run_id`` None: a random one)."""
+    state = start(options, messages, new_run_id(run_id), agent)
+    live = options.live(
+        deps=deps, on_event=on_event, on_step=on_step, announce_start=True, handoffs=handoffs
+    )
+    return live, state
 
 
 # --- running -------------------------------------------------------------------

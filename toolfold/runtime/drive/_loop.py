@@ -488,6 +488,12 @@ def _last_response(state: RunState) -> ModelResponse:
     raise AssertionError("a step without a model response")  # pragma: no cover
 
 
+# A one-call answer's dispositions, shared (see `_dispositions`).
+_ONE: dict[Disposition, tuple[Disposition, ...]] = {
+    kind: (kind,) for kind in ("execute", "approve", "return")
+}
+
+
 def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple[Disposition, ...]:
     calls = response.tool_calls
     if not calls:  # an answer: nothing to decide
@@ -497,6 +503,10 @@ def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple
         return policy_says(live.tools.get(call.name), call, state, unknown=True)
 
     decided = dispositions(state.config, calls, live_says)
+    if len(decided) == 1:
+        # A one-call answer's disposition is one of three tuples, shared: the
+        # event keeps it for the whole run, one object fewer per step to collect.
+        return _ONE[decided[0]]  # type: ignore[index]  # the live policy always decides
     return tuple(decided)  # type: ignore[arg-type]  # the live policy always decides
 
 
