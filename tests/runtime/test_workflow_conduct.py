@@ -405,3 +405,24 @@ def test_a_plain_runs_state_is_made_when_first_read(driver: str) -> None:
     assert fresh == pickle.loads(pickle.dumps(fresh))  # equality reads it too
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         fresh.state = state  # type: ignore[misc]
+
+
+def test_a_plain_round_whose_calls_share_an_id_reaches_the_loops_state() -> None:
+    """Calls of one decision that share an id get unique ids, as the loop gives them, in a plain round too."""
+    from toolfold.runtime._planner import Call, Final, Plan
+
+    class Twice(Parallel):
+        def plan(self, plan: Plan) -> list[Call] | Final:
+            if not plan.attempts:
+                return [plan.call(task, "same", plan.input, {}) for task in self.tasks]
+            return Final([attempt.value for attempt in plan.attempts])
+
+    def workflow() -> Workflow:
+        return Twice(echo("a"), echo("b"), name="twice")
+
+    looped = workflow().run("x", run_id="wf", on_event=lambda event: None)
+    lean = workflow().run("x", run_id="wf")
+    assert lean.output == looped.output == ["a(x)", "b(x)"]
+    assert _steady(lean.state) == _steady(looped.state)
+    assert len({call.id for call in lean.state.log[1].response.tool_calls}) == 2
+    assert replay(lean.state.log) == lean.state

@@ -36,9 +36,11 @@ from toolfold.runtime._planner import (
     Final,
     InPlace,
     Plan,
+    calls_response,
     json_text,
     read_plan,
     respond,
+    step_calls,
 )
 from toolfold.runtime._run import run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
@@ -49,7 +51,6 @@ from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
 from toolfold.runtime.core._messages import ToolCallPart, Usage, thaw
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
-from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._rounds import reduce_all
 from toolfold.runtime.core._state import Disposition, RunState
 from toolfold.runtime.drive._executor import (
@@ -101,9 +102,10 @@ class Answered(NamedTuple):
     plain: Any
 
 
-# What plain rounds record, in order: per round, the planner's response and
-# the steps' outcomes in call order; last, the answer (see `events_of`).
-_Record = Union[ModelResponse, ToolOutcome, Answered]  # noqa: UP007
+# What plain rounds record, in order: per round, the planner's calls (its
+# response is made from them) and the steps' outcomes in call order; last,
+# the answer (see `events_of`).
+_Record = Union[tuple[ToolCallPart, ...], ToolOutcome, Answered]  # noqa: UP007
 
 
 class Deferred(NamedTuple):
@@ -139,7 +141,7 @@ class Deferred(NamedTuple):
     @property
     def step(self) -> int:
         """The state's ``step``: one per planner response, the answer's included."""
-        return self.start.step + sum([type(r) is ModelResponse for r in self.records]) + 1
+        return self.start.step + sum([type(r) is tuple for r in self.records]) + 1
 
     @property
     def tree_usage(self) -> Usage:
@@ -162,8 +164,8 @@ def events_of(records: list[_Record]) -> list[Event]:
             events.append(_responded_event(respond(record.decision), ()))  # type: ignore[union-attr]
             events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
         else:
-            calls = record.message.tool_calls  # type: ignore[union-attr]
-            events.append(_responded_event(record, _EXECUTE * len(calls)))
+            response = calls_response(record)  # type: ignore[arg-type]
+            events.append(_responded_event(response, _EXECUTE * len(record)))
     return events
 
 
@@ -331,14 +333,16 @@ def _plain_rounds(
             return None
         if not rounds or not decision:  # (no calls at all: the core reads it as an answer)
             return decision, plan
-        response = respond(decision)
+        parts = step_calls(decision)
+        if len(parts) > 1 and len({part.id for part in parts}) < len(parts):
+            parts = respond(decision).message.tool_calls  # ids made unique, as `respond` does
         steps: list[InPlace] = []
-        for part in response.message.tool_calls:
+        for part in parts:
             task = planner.step_of(part)
             if task is None or config.tool(part.name) is None:
                 return decision, plan
             steps.append(InPlace(task, part, None))
-        records.append(response)
+        records.append(parts)
         finished: dict[int, ToolOutcome] | None = {} if len(steps) > 1 else None
         try:
             outcomes = yield state, steps, finished
