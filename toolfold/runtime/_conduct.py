@@ -36,6 +36,7 @@ from toolfold.runtime._planner import (
     Final,
     InPlace,
     Plan,
+    answer_response,
     calls_response,
     json_text,
     read_plan,
@@ -94,11 +95,11 @@ class Answered(NamedTuple):
     """The planner's final answer, as a plain run records it.
 
     Attributes:
-        decision: The answer the planner gave.
+        text: The answer as the planner's response gives it (its value as JSON).
         plain: The value accepted as the run's output (plain data).
     """
 
-    decision: Final
+    text: str
     plain: Any
 
 
@@ -161,7 +162,7 @@ def events_of(records: list[_Record]) -> list[Event]:
         if kind is ToolOutcome:
             events.append(returned(record))  # type: ignore[arg-type]
         elif kind is Answered:
-            events.append(_responded_event(respond(record.decision), ()))  # type: ignore[union-attr]
+            events.append(_responded_event(answer_response(record.text), ()))  # type: ignore[union-attr]
             events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
         else:
             response = calls_response(record)  # type: ignore[arg-type]
@@ -329,7 +330,8 @@ def _plain_rounds(
             if not rounds and not records:
                 return decision, plan
             assert isinstance(decision, Final)
-            records.append(Answered(decision, _plain_answer(live, decision)))
+            text = json_text(decision.value)
+            records.append(Answered(text, _plain_answer(live, decision, text)))
             return None
         if not rounds or not decision:  # (no calls at all: the core reads it as an answer)
             return decision, plan
@@ -557,12 +559,12 @@ def _deferred(live: Live, state: RunState, records: list[_Record]) -> Deferred:
     return Deferred(state, records, output)
 
 
-def _plain_answer(live: Live, answer: Final) -> Any:
-    """The output the run accepts for the planner's ``answer`` (what its JSON text reads as)."""
+def _plain_answer(live: Live, answer: Final, text: str) -> Any:
+    """The output the run accepts for the planner's ``answer`` (``text``: its JSON)."""
     value = answer.value
     if type(value) is str:
         return value
-    return _accepted(live, answer, json_text(value)).value
+    return _accepted(live, answer, text).value
 
 
 def _accepted(live: Live, answer: Final | None, text: str) -> OutputAccepted:

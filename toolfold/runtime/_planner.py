@@ -268,14 +268,19 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
     """The planner's decision as a model response."""
     # Built without the records' converters: every value has its final type.
     if isinstance(decision, Final):
-        text = json_text(decision.value)
-        message = _message("assistant", (_text(text),))
-        return _response(message, NO_USAGE, "stop", None, PLANNER_MODEL, None)
+        return answer_response(json_text(decision.value))
     parts = step_calls(decision)
     response = calls_response(parts)
     if len(parts) > 1 and len({p.id for p in parts}) < len(parts):
         return unique_call_ids(response)  # a plan names each call once; as the loop would
     return response
+
+
+def answer_response(text: str) -> ModelResponse:
+    """The planner's response giving the final answer ``text`` (its value as JSON: `json_text`)."""
+    return _response(
+        _message("assistant", (_text(text),)), NO_USAGE, "stop", None, PLANNER_MODEL, None
+    )
 
 
 def step_calls(decision: list[Call]) -> tuple[ToolCallPart, ...]:
