@@ -17,7 +17,7 @@ it reached, which then does exactly what it does with any run in that state.
 
 A run whose rounds are all plain up to the answer (the usual one) returns a
 `Deferred` instead of a response: the state it started from and what its
-rounds recorded (the planner's responses, the steps' outcomes, the answer),
+rounds recorded (the planner's calls, the steps' outcomes, the answer),
 from which `Deferred.state` makes the very events and state the run would
 have reduced. Nothing on the way reads that state, so it is built only when
 someone reads it (`WorkflowResponse.state`).
