@@ -323,7 +323,8 @@ class _Session:
             return response
         if self.args.json:
             self.out.write(response.state.to_json() + "\n")
-        if self.args.state_out:
+        if self.args.state_out or self.command == "resume":
+            # A resumed run file holds the run's end, so its answers cannot be given twice.
             self._write(response.state)
         if response.finish_reason == "error":
             _say(self.command, "the run failed (see the state's error)")
@@ -391,6 +392,7 @@ class _Session:
     def _streamed(self, outcome: Any, waiting: tuple[str, ...]) -> Any:
         """The response of a stream, its text and tool lines shown as they arrive."""
         ended_line = True
+        shown = False
         for event in outcome:
             for depth, name, inner in _unwrap(event):
                 kind = getattr(inner, "kind", "")
@@ -398,6 +400,7 @@ class _Session:
                     self.out.write(inner.text)
                     self.out.flush()
                     ended_line = inner.text.endswith("\n")
+                    shown = True
                 elif kind == "tool_call":
                     self._call_line(inner.call, depth, name, inner.disposition)
                 elif kind == "tool_result":
@@ -406,8 +409,13 @@ class _Session:
                     self.out.write("\n")
                     self.out.flush()
                     ended_line = True
-        self._catch_up(outcome.response, waiting)
-        return outcome.response
+        response = outcome.response
+        if not shown and not self.args.json and response.text:
+            # A workflow's answer is its output, which arrives with no deltas of its own.
+            self.out.write(response.text + "\n")
+            self.out.flush()
+        self._catch_up(response, waiting)
+        return response
 
     def _step(self, step: Any) -> None:
         for call in step.tool_calls:

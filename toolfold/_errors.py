@@ -62,8 +62,32 @@ def _listed(problems: tuple[str, ...], bullet: str = "  - ") -> str:
     return f"{len(problems)} {noun}\n{lines}"
 
 
+def _restored(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """An error rebuilt from its ``args`` and attributes, without calling its ``__init__``."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+def reduce_error(error: BaseException) -> tuple[Any, ...]:
+    """``__reduce__`` for an error whose ``__init__`` takes other arguments than its ``args``.
+
+    Python's own rebuilds an error as ``cls(*error.args)``: that fails (or
+    mixes the arguments up) for an error built from fields (``MCPError(server,
+    message)``), so it could not cross a process (multiprocessing, Ray, a
+    pickled log). This rebuilds it from its args and its attributes as they are.
+    """
+    return (_restored, (type(error), error.args, dict(error.__dict__)))
+
+
 class ToolfoldError(Exception):
-    """Base class of every error toolfold raises on purpose."""
+    """Base class of every error toolfold raises on purpose.
+
+    Every one pickles (its subclasses' ``__init__`` take fields, not the message).
+    """
+
+    __reduce__ = reduce_error
 
 
 class ToolDefinitionError(ToolfoldError, TypeError):

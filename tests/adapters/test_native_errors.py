@@ -158,6 +158,17 @@ def test_gemini_error_statuses_map_to_their_class(
     assert ("alt=sse" in sent.path) is (how == "stream-sse")
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_gemini_400_body_nested_too_deep_is_a_bad_request(
+    http_server: ScriptedServer, opened: list[Any], streamed: bool
+) -> None:
+    """The bad-key check reads a 400 body like every error reader: deep nesting is no RecursionError."""
+    http_server.add(Reply(status=400, body=b"[" * 100_000 + b"]" * 100_000))
+    model = gemini(http_server, opened, retry=0)
+    with pytest.raises(toolfold.BadRequestError):
+        list(model.stream_sync(REQUEST)) if streamed else model.request_sync(REQUEST)
+
+
 @pytest.mark.parametrize("stream_format", ["sse", "json"])
 def test_a_streamed_request_waits_the_retry_delay_then_streams(
     http_server: ScriptedServer, opened: list[Any], stream_format: str

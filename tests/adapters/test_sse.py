@@ -193,3 +193,25 @@ def test_line_decoder_splits_ndjson_across_chunks() -> None:
     lines = decoder.feed(b'{"a":1}\r\n\n{"b"') + decoder.feed(b":2}\n{") + decoder.feed(b'"c":3}')
     lines += decoder.close()
     assert [json.loads(line) for line in lines] == [{"a": 1}, {"b": 2}, {"c": 3}]
+
+
+@pytest.mark.parametrize("decoder", [SSEDecoder, LineDecoder])
+def test_a_long_line_in_small_chunks_is_decoded_in_linear_time(decoder: Any) -> None:
+    """A 16 MiB line in 4 KiB chunks is never rescanned per chunk (that took ~40 s of CPU).
+
+    Under the 64 MiB body cap, a server sending one endless line held the event
+    loop for minutes. CPU time, not wall time, with a margin of over 20x.
+    """
+    import time
+
+    made = decoder()
+    started = time.process_time()
+    assert made.feed(b"data: ") == []
+    for _ in range(4096):
+        assert made.feed(b"a" * 4096) == []
+    out = made.feed(b"\n\n")
+    assert time.process_time() - started < 2.0
+    if decoder is LineDecoder:
+        assert out == ["data: " + "a" * 2**24]
+    else:
+        assert [event.data for event in out] == ["a" * 2**24]

@@ -300,6 +300,16 @@ def test_a_foreign_clients_unknown_exception_is_mapped() -> None:
     assert isinstance(caught.value.__cause__, _Boom)
 
 
+@pytest.mark.parametrize("option", ["http_client", "async_http_client"])
+@pytest.mark.parametrize("client", [5, "httpx", object()], ids=["int", "str", "object"])
+def test_something_that_is_not_a_client_is_refused_when_the_model_is_built(
+    option: str, client: Any
+) -> None:
+    """http_client=5 is a ModelConfigError naming the option (it failed at the first call)."""
+    with pytest.raises(ModelConfigError, match=f"^{option}=.* is not an HTTP client"):
+        Transport("openai", "http://127.0.0.1:9/v1", KEY, **{option: client})
+
+
 @pytest.mark.parametrize("package", list(PACKAGES.values()), ids=list(PACKAGES))
 def test_a_client_for_one_mode_refuses_the_other(http_server: ScriptedServer, package: Any) -> None:
     """A sync client alone makes async calls fail clearly (and vice versa), never bypassed."""

@@ -59,6 +59,9 @@ def test_jitter_stays_within_its_share(retry: int, rand: float) -> None:
         ({"retry-after-ms": "x", "retry-after": "4"}, 4.0),
         ({"retry-after": "-1"}, None),
         ({"retry-after": "soon"}, None),
+        ({"retry-after": "inf"}, None),
+        ({"retry-after-ms": "inf", "retry-after": "3"}, 3.0),  # not an endless wait
+        ({"retry-after-ms": "infinity"}, None),
         ({}, None),
     ],
 )

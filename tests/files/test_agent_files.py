@@ -251,6 +251,13 @@ ERRORS = {
         "agents.a.max_steps",
         "expected an integer, got a string 'ten'",
     ),
+    "empty model": (
+        '[agents.a]\nmodel = ""\n',
+        "agents:\n  a:\n    model: ''\n",
+        (2, 3),
+        "agents.a.model",
+        "expected a provider:model string or an import path, got ''",
+    ),
     "missing key": (
         '[agents.a]\ninstructions = "Hi."\n',
         "agents:\n  a:\n    instructions: Hi.\n",
@@ -409,6 +416,20 @@ def test_a_yaml_key_given_twice_is_a_problem_not_silently_the_last() -> None:
     with override_models(TestModel()), pytest.raises(AgentFileError) as info:
         loads(text, format="yaml", name="f.yaml", search=SEARCH)
     assert info.value.problems == ("f.yaml:4: agents.a: given twice (first at line 2)",)
+
+
+def test_a_yaml_name_that_is_not_text_is_a_problem() -> None:
+    """YAML reads `1:`, `yes:` and `~:` as a number, True and None: such an agent or workflow is refused."""
+    text = (
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n  1:\n    model: openai:gpt-4o-mini\n"
+        "workflows:\n  ~:\n    kind: sequence\n    steps: [a]\n"
+    )
+    with override_models(TestModel()), pytest.raises(AgentFileError) as info:
+        loads(text, format="yaml", name="f.yaml", search=SEARCH)
+    assert info.value.problems == (
+        "f.yaml:4: agents.1: a name is text, got int 1 (quote it in YAML)",
+        "f.yaml:6: workflows.None: a name is text, got NoneType None (quote it in YAML)",
+    )
 
 
 def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:

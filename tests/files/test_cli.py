@@ -114,6 +114,12 @@ def test_a_waiting_run_writes_its_file_exits_3_and_resumes(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "order A17 refunded\n"
     assert "← refund: order A17 refunded" in proc.stderr
+    # The run file now holds the ended run: the same answer cannot run the refund twice.
+    assert json.loads(run_file.read_text())["state"]["phase"] == "finished"
+    again = toolfold("resume", str(run_file), "--approve", "call_4_0", cwd=tmp_path)
+    assert again.returncode == 1
+    assert "no call 'call_4_0' waits for an approval; waiting: none" in again.stderr
+    assert "refund(" not in again.stderr
 
 
 def test_resume_denies_with_a_reason_and_reads_a_bare_state(tmp_path: Path) -> None:
@@ -345,6 +351,9 @@ def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "CRITIC: HELLO\nLOUD: HELLOCRITIC: HELLO\nLOUD: HELLO\n"
     assert "→ writer(" in proc.stderr
+    streamed = toolfold("run", pipeline, "--stream", "hi", cwd=tmp_path)
+    assert streamed.returncode == 0, streamed.stderr
+    assert streamed.stdout == proc.stdout  # a workflow's answer has no deltas of its own
     proc = toolfold("graph", pipeline, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert '    desk{"Route desk"}' in proc.stdout.splitlines()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
+import enum
 import json
 import subprocess
 import sys
@@ -17,6 +20,22 @@ import pytest
 from toolfold import Agent, Denied, RunContext, UsageError
 from toolfold.runtime import RunState, replay
 from toolfold.testing import FunctionModel, ScriptedModel
+
+
+class Unit(enum.Enum):
+    """A unit, sent as its value."""
+
+    CELSIUS = "celsius"
+
+
+@dataclasses.dataclass
+class TimedQuery:
+    """An input with an enum, a datetime and a set."""
+
+    unit: Unit
+    at: datetime.datetime
+    cities: frozenset[str]
+
 
 TREE_MODULE = textwrap.dedent(
     '''
@@ -229,6 +248,19 @@ def test_object_input_reaches_the_sub_agent_as_json() -> None:
     assert json.loads(seen[0]) == {"city": "Oslo", "days": 2}
 
 
+def test_object_input_reaches_the_sub_agent_as_the_json_the_model_wrote() -> None:
+    """Enums, datetimes and sets in an input_type are JSON as in its schema, not Python reprs."""
+    seen: list[str] = []
+    forecaster = Agent(FunctionModel(lambda r: seen.append(r.messages[-1].text) or "ok"), name="fc")
+    arguments = {"unit": "celsius", "at": "2024-05-01T10:00:00", "cities": ["Oslo"]}
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("fc", {"input": arguments}), "ok"]),
+        tools=[forecaster.as_tool(input_type=TimedQuery)],
+    )
+    lead.run("weather?")
+    assert json.loads(seen[0]) == arguments
+
+
 def test_manual_call_two_deep_is_answered_at_the_top() -> None:
     """A call a sub-agent returns to its caller is answered by id at the top, and the tree goes on."""
     inner = Agent(
@@ -277,6 +309,19 @@ def test_an_empty_tool_name_is_refused_not_replaced() -> None:
         helper.as_tool(name="")
     with pytest.raises(ToolDefinitionError, match="tool name '' is invalid"):
         Agent(ScriptedModel(["x"]), name="lead", handoffs=[Handoff(helper, name="")])
+
+
+def test_a_bad_as_tool_or_handoff_option_names_the_agent_or_workflow() -> None:
+    """The error names what as_tool() or Handoff was given, not a function made inside."""
+    from toolfold import Handoff, Sequence, ToolDefinitionError
+
+    helper = Agent(ScriptedModel(["hi"]), name="helper")
+    with pytest.raises(ToolDefinitionError, match=r"(?s)of agent 'helper'\.as_tool\(\): .*timeout"):
+        helper.as_tool(timeout=-1)
+    with pytest.raises(ToolDefinitionError, match=r"(?s)of Sequence 'flow'\.as_tool\(\): .*'a b'"):
+        Sequence(helper, name="flow").as_tool(name="a b")
+    with pytest.raises(ToolDefinitionError, match=r"(?s)of the handoff to 'helper': .*'a b'"):
+        Agent(ScriptedModel(["x"]), name="lead", handoffs=[Handoff(helper, name="a b")])
 
 
 def test_streaming_parent_streams_sub_runs_tagged_with_their_path(tree: Any) -> None:

@@ -134,6 +134,19 @@ def test_approval_for_unknown_call_is_a_clear_error() -> None:
         agent.resume(first.state, approvals={first.pending_approvals[0].id: "yes"})  # type: ignore[dict-item]
 
 
+def test_answers_that_are_not_a_mapping_of_call_ids_are_a_clear_error() -> None:
+    """A list of ids, or a key that is not an id, is a UsageError (it was AttributeError/TypeError)."""
+    ran: list[str] = []
+    agent = Agent(ScriptedModel([call("delete_file", {"path": "a"})]), tools=_make_tools(ran))
+    first = agent.run("go")
+    waiting = first.pending_approvals[0].id
+    with pytest.raises(UsageError, match="approvals= maps call ids to answers, got list"):
+        agent.resume(first.state, approvals=[waiting])  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="tool_results= is keyed by call ids"):
+        agent.resume(first.state, tool_results={1: "x"})  # type: ignore[dict-item]
+    assert ran == []
+
+
 def test_resuming_without_answers_keeps_waiting() -> None:
     """Resuming with no approval leaves the run suspended; the tool never runs."""
     ran: list[str] = []

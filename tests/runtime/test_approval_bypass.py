@@ -126,3 +126,25 @@ def test_a_state_edited_around_an_approval_does_not_load(
     with pytest.raises(SerializationError, match=says):
         RunState.from_json(json.dumps(data))
     assert RAN == []
+
+
+def test_a_sub_run_edited_around_its_approval_does_not_load() -> None:
+    """A nested sub-run marked to run in both places it is stored is refused against its own log."""
+    RAN.clear()
+    files = Agent(
+        ScriptedModel([ScriptedModel.call("delete", {"path": "/"}), "gone"]),
+        name="files",
+        tools=[delete],
+    )
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("files", {"input": "rm"}), "done"]),
+        tools=[files.as_tool()],
+    )
+    document = json.loads(lead.run("go").state.to_json())
+    (where,) = [i for i, e in enumerate(document["log"]) if e.get("child")]
+    for child in (document["calls"][0]["child"], document["log"][where]["child"]):
+        assert child["calls"][0]["status"] == "awaiting_approval"
+        child["calls"][0]["status"] = "to_run"
+    with pytest.raises(SerializationError, match=rf"\$\.log\[{where}\]\.child\.calls\[0\]\.status"):
+        RunState.from_json(json.dumps(document))
+    assert RAN == []

@@ -14,6 +14,7 @@ from toolfold.runtime import (
     RunEndEvent,
     RunState,
     ToolCallPart,
+    ToolReturned,
     Usage,
     reduce,
     replay,
@@ -172,6 +173,13 @@ def test_input_filter_rewrites_the_conversation() -> None:
     assert [m.role for m in response.messages] == ["user", "assistant"]
 
 
+def test_an_input_filter_that_is_not_a_function_is_refused_when_the_agent_is_built() -> None:
+    """Handoff(input_filter=...) that cannot be called fails at Agent(...), not at the first handoff."""
+    target = Agent(ScriptedModel(["ok"]), name="target")
+    with pytest.raises(UsageError, match=r"input_filter of the handoff to 'target'.*got str"):
+        Agent(ScriptedModel(["x"]), handoffs=[Handoff(target, input_filter="users_only")])  # type: ignore[arg-type]
+
+
 def test_a_handoff_tools_name_and_description_are_overridable() -> None:
     """Handoff(name=, description=) is what the model is offered, and the call still transfers."""
     offered: list[tuple[str, str]] = []
@@ -241,3 +249,142 @@ def test_handoff_target_needs_a_name() -> None:
     """An unnamed handoff target is refused when the agent is built."""
     with pytest.raises(UsageError, match="needs a name"):
         Agent(ScriptedModel(["x"]), handoffs=[Agent(ScriptedModel(["y"]))])
+
+
+_LOST = "Not transferred: the conversation went to refunds"
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+def test_every_surface_says_the_second_transfer_did_not_transfer(how: str) -> None:
+    """The losing transfer's result reads "Not transferred" in the stream, on_event, the log and on_step alike."""
+    seen: list[Any] = []
+    steps: list[Any] = []
+    triage = _two_transfers()
+    watch: dict[str, Any] = {"on_event": seen.append, "on_step": steps.append}
+    streamed: list[Any] = []
+    if how == "stream":
+        streamed = list(triage.stream("help", **watch))
+        end = streamed[-1]
+        assert isinstance(end, RunEndEvent)
+        response = end.response
+    elif how == "arun":
+        response = asyncio.run(triage.arun("help", **watch))
+    else:
+        response = triage.run("help", **watch)
+    state = response.state
+    returned = [e for e in state.events if e.kind == "tool_returned"]
+    assert returned[0].content == "Transferred to refunds."
+    assert returned[1].content.startswith(_LOST)
+    observed = [e for e in seen if e.kind == "tool_returned"]
+    assert observed == returned
+    assert steps[0].tool_results[1].content.startswith(_LOST)
+    if how == "stream":
+        results = [e.result.content for e in streamed if e.kind == "tool_result"]
+        assert results[0] == "Transferred to refunds."
+        assert results[1].startswith(_LOST)
+    # the results said it already: the handoff keeps the conversation as it is
+    (handed,) = [e for e in state.events if e.kind == "handed_off"]
+    assert handed.messages is None
+    assert _results(response)[1] == returned[1].content
+    _consistent(state)
+    assert replay(RunState.from_json(state.to_json()).log) == state
+
+
+def test_a_transfer_approved_on_resume_settles_the_later_one_in_the_same_round() -> None:
+    """A first transfer approved on resume runs in one round with the later one, which says at once it did not transfer."""
+    triage = _two_transfers()
+    state = RunState.from_json(_awaiting_first_transfer(triage).to_json())
+    response = triage.resume(state, approvals={"t1": True})
+    assert response.agent == "refunds"
+    returned = [e for e in response.state.events if e.kind == "tool_returned"]
+    assert [e.call_id for e in returned] == ["t1", "t2"]
+    assert returned[1].content.startswith(_LOST)
+    (handed,) = [e for e in response.state.events if e.kind == "handed_off"]
+    assert handed.messages is None
+    _consistent(response.state)
+
+
+def _later_transfer_ran(triage: Agent) -> RunState:
+    """`_awaiting_first_transfer`, with the later transfer already run (it said it transferred)."""
+    state = _awaiting_first_transfer(triage)
+    return reduce(state, ToolReturned("t2", "Transferred to billing."))
+
+
+def test_a_transfer_approved_after_a_later_one_ran_answers_that_one_at_the_handoff() -> None:
+    """A first transfer approved on resume wins over a later one that already said it transferred: the handoff's conversation says it did not."""
+    triage = _two_transfers()
+    state = RunState.from_json(_later_transfer_ran(triage).to_json())
+    response = triage.resume(state, approvals={"t1": True})
+    assert response.agent == "refunds"
+    results = _results(response)
+    assert results[0] == "Transferred to refunds."
+    assert results[1].startswith(_LOST)
+    (handed,) = [e for e in response.state.events if e.kind == "handed_off"]
+    assert handed.messages is not None  # the log's result said "Transferred" then
+    _consistent(response.state)
+
+
+def test_the_trace_view_does_not_take_answered_transfers_for_an_input_filter() -> None:
+    """The view labels a handoff's rewritten transfer results as such, and only a filter's conversation as "messages kept"."""
+    from toolfold.runtime._view import to_html
+
+    page = to_html(_two_transfers().run("help").state)
+    assert "to refunds<" in page.replace("</span>", "<")
+    assert "messages kept" not in page
+    triage = _two_transfers()
+    late = triage.resume(_later_transfer_ran(triage), approvals={"t1": True})
+    page = to_html(late.state)
+    assert "to refunds (1 other transfer not taken)" in page
+    assert "messages kept" not in page
+    assert page.count("Not transferred: the conversation went to refunds") == 1
+
+    def users_only(messages: tuple[Message, ...]) -> list[Message]:
+        return [m for m in messages if m.role == "user"]
+
+    target = Agent(ScriptedModel(["ok"]), name="target")
+    source = Agent(
+        ScriptedModel([call("move", {})]),
+        name="source",
+        handoffs=[Handoff(target, name="move", input_filter=users_only)],
+    )
+    assert "to target (1 messages kept)" in to_html(source.run("question").state)
+
+
+def test_a_cancelled_round_keeps_the_transfers_that_ended_settled() -> None:
+    """Cancelled while a third call runs, the run's state already says the second transfer did not transfer, and resuming hands off once."""
+    reached = asyncio.Event()
+    release = {"hold": True}
+
+    @tool
+    async def slow() -> str:
+        """A tool that waits until cancelled."""
+        if release["hold"]:
+            reached.set()
+            await asyncio.Event().wait()
+        return "slow done"
+
+    refunds = Agent(ScriptedModel(["refunded"]), name="refunds")
+    billing = Agent(ScriptedModel(["billed"]), name="billing")
+    calls = [call("transfer_to_refunds"), call("transfer_to_billing"), call("slow")]
+    triage = Agent(ScriptedModel([calls]), name="triage", tools=[slow], handoffs=[refunds, billing])
+
+    async def cancelled() -> BaseException:
+        task = asyncio.ensure_future(triage.arun("help"))
+        await reached.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await task
+        return caught.value
+
+    from toolfold import state_of
+
+    state = state_of(asyncio.run(cancelled()))
+    assert isinstance(state, RunState)
+    returned = [e for e in state.events if e.kind == "tool_returned"]
+    assert [e.content[:16] for e in returned] == ["Transferred to r", "Not transferred:"]
+    release["hold"] = False
+    response = asyncio.run(triage.aresume(RunState.from_json(state.to_json())))
+    assert (response.agent, response.text) == ("refunds", "refunded")
+    (handed,) = [e for e in response.state.events if e.kind == "handed_off"]
+    assert handed.messages is None
+    _consistent(response.state)

@@ -81,9 +81,10 @@ def test_any_edit_of_a_signed_state_is_refused() -> None:
     data["signature"] = data["signature"][:-1] + ("0" if last != "0" else "1")
     with pytest.raises(SerializationError, match="signature does not match"):
         RunState.from_json(json.dumps(data), key=KEY)
-    data["signature"] = 12
-    with pytest.raises(SerializationError, match=r"not 'hmac-sha256:<hex digest>'"):
-        RunState.from_json(json.dumps(data), key=KEY)
+    for bad in (12, "hmac-sha256:\u00e9", "hmac-sha256:" + "0" * 63 + "\u00e9", "hmac-sha256:"):
+        data["signature"] = bad
+        with pytest.raises(SerializationError, match=r"not 'hmac-sha256:<hex digest>'"):
+            RunState.from_json(json.dumps(data), key=KEY)
 
 
 def test_signatures_do_not_depend_on_the_text_layout() -> None:
@@ -115,3 +116,7 @@ def test_a_wrong_key_argument_is_a_clear_error() -> None:
         RunState.from_json(state.to_json(key=KEY), key=[])
     with pytest.raises(UsageError, match="str or bytes"):
         state.to_json(key=[3])  # type: ignore[list-item]
+    with pytest.raises(UsageError, match="str or bytes"):
+        state.to_json(key=3)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="UTF-8"):
+        RunState.from_json(state.to_json(key=KEY), key="\ud800")

@@ -356,6 +356,21 @@ def _plus_one(n: int) -> int:
     return n + 1
 
 
+def _counts(text: str) -> dict[str, int]:
+    return {"score": 1}
+
+
+def _verdict_text(verdict: Verdict) -> str:
+    return repr(verdict)
+
+
+def test_a_typeddict_input_is_checked_as_a_dict_when_the_workflow_is_built() -> None:
+    """A step taking a TypedDict accepts a dict or a TypedDict, refuses text; its fields at run time."""
+    assert Sequence(_counts, _verdict_text).run("x").output == "{'score': 1}"
+    with pytest.raises(WorkflowDefinitionError, match=r"takes Verdict, but .* gives str"):
+        Sequence(_text, _verdict_text)
+
+
 def _pick(text: str) -> str:
     return "a"
 

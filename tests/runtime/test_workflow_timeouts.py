@@ -101,7 +101,7 @@ def test_an_agent_step_past_its_timeout_is_cancelled() -> None:
     assert response.usage.requests == 1
 
 
-@pytest.mark.parametrize("bad", [0, -1, "soon", True])
+@pytest.mark.parametrize("bad", [0, -1, "soon", True, float("nan"), float("inf")])
 def test_a_bad_timeout_is_a_definition_error(bad: Any) -> None:
     """A timeout that is not a positive number of seconds is refused when the workflow is built."""
     with pytest.raises(WorkflowDefinitionError, match="step 'a': timeout must be a number"):

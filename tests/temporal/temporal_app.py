@@ -696,6 +696,27 @@ clumsy = TemporalAgent(
 )
 
 
+# Two transfers in one answer: the first hands over, the second's result says it did not.
+def _both_transfers(request: ModelRequest) -> Any:
+    return [
+        FunctionModel.call("transfer_to_refunds", {}),
+        FunctionModel.call("transfer_to_till", {}),
+    ]
+
+
+torn = TemporalAgent(
+    Agent(
+        FunctionModel(_both_transfers),
+        name="torn",
+        handoffs=[
+            Agent(FunctionModel(lambda r: "refunded"), name="refunds"),
+            Agent(FunctionModel(lambda r: "paid"), name="till"),
+        ],
+    ),
+    settings=SETTINGS,
+)
+
+
 # on_tool_error="raise": a failing tool fails the run, as locally; below a
 # caller that returns errors, the sub-agent's failure is that call's error result.
 @tool
@@ -901,7 +922,7 @@ AGENTS = [
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
-    *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain),
+    *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain, torn),
     *(served, served_chained, served_step, served_step_chained, served_boss),
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
     asking,

@@ -66,6 +66,20 @@ def test_the_handed_off_events_are_the_local_runs(
     assert durable.agent == "triage"
 
 
+def test_a_second_transfer_in_one_answer_says_so_in_the_durable_log(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two transfers in one answer: the durable run's log says the second did not transfer, as locally, and the handoff keeps the conversation."""
+    durable, history, _ = _run_like_local(temporal_app.torn, "torn", server, tmp_path, monkeypatch)
+    assert (durable.agent, durable.text) == ("refunds", "refunded")
+    returned = [e for e in durable.state.events if e.kind == "tool_returned"]
+    assert returned[0].content == "Transferred to refunds."
+    assert returned[1].content.startswith("Not transferred: the conversation went to refunds")
+    (handed,) = [e for e in durable.state.events if e.kind == "handed_off"]
+    assert handed.messages is None
+    _replays(history)
+
+
 def test_a_handoff_cycle_stops_at_the_runs_max_steps(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
-from toolfold._errors import MalformedResponseError, ToolfoldError
+from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
 from toolfold.toolkit._problems import json_kind
 
 #: Deeper nesting than this in a value toolfold keeps (extra provider fields)
@@ -49,6 +49,8 @@ class WireError(ValueError):
         path: The JSON path of the field.
         problem: What is wrong with it.
     """
+
+    __reduce__ = reduce_error  # (its __init__ takes fields, not the message)
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = path

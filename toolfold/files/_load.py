@@ -324,12 +324,23 @@ class _Loader:
             return {}
         return table
 
+    def _named(self, key: str) -> dict[str, Any]:
+        """The table under ``key`` without the entries whose name is not text (each a problem)."""
+        table: dict[Any, Any] = self._table(key, key)  # YAML keys may be of any type
+        for name in table:
+            if not isinstance(name, str):  # YAML reads 1, yes and ~ as a number, True, None
+                self.problem(
+                    f"{key}.{name}",
+                    f"a name is text, got {type(name).__name__} {name!r} (quote it in YAML)",
+                )
+        return {name: value for name, value in table.items() if isinstance(name, str)}
+
     def build(self) -> AgentFile:
         for key in self.data:
             if key not in TOP_KEYS:
                 self.problem(key, f"unknown key (the file's keys are: {', '.join(TOP_KEYS)})")
-        agents = self._table("agents", "agents")
-        flows = self._table("workflows", "workflows")
+        agents = self._named("agents")
+        flows = self._named("workflows")
         if not agents and not flows:
             self.problem("agents", "the file defines no agent (agents.<name>) nor workflow")
         for name in agents.keys() & flows.keys():
@@ -484,6 +495,10 @@ class _Loader:
         where = f"agents.{name}"
         if override is None and entry.model:
             self._model(entry.model, f"{where}.model")
+        elif override is None and self.data["agents"][name].get("model") == "":  # not missing
+            self.problem(
+                f"{where}.model", "expected a provider:model string or an import path, got ''"
+            )
         for index, item in enumerate(entry.tools):
             path = self.at(name, "tools", index)
             if isinstance(item, AgentToolEntry):

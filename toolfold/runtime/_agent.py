@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
-from toolfold._errors import UsageError
+from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._resume import resumed
@@ -40,7 +40,8 @@ from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import Handover, Live, OnToolError, interrupted
+from toolfold.runtime.drive._handoff import Handover
+from toolfold.runtime.drive._loop import Live, OnToolError, interrupted
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]
@@ -183,6 +184,11 @@ class Agent:
                 )
             elif not target.name:
                 raise UsageError("a handoff target needs a name: give the agent name=...")
+            if spec.input_filter is not None and not callable(spec.input_filter):
+                raise UsageError(  # found now, not when the model first hands off
+                    f"the input_filter of the handoff to {spec.target!r} is a function of the "
+                    f"conversation, got {type(spec.input_filter).__name__}"
+                )
         return specs
 
     def handoff_graph(self) -> Mapping[str, Agent]:
@@ -714,8 +720,9 @@ class Handoff:
 
         Its result says the run was transferred. When the model calls two
         transfer tools in one answer, the run goes to the first call that
-        succeeds, and the handoff rewrites the other successful one's result
-        to say it was not transferred (see `HandedOff`).
+        succeeds, and the other successful one's result is rewritten to say
+        it was not transferred when its round is committed (see
+        ``toolfold.runtime.drive._handoff``).
         """
         from toolfold.toolkit import tool
 
@@ -729,7 +736,12 @@ class Handoff:
         def transfer() -> str:
             return done
 
-        made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(transfer)
+        try:
+            made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(
+                transfer
+            )
+        except ToolDefinitionError as exc:  # name the handoff, not the function made here
+            raise ToolDefinitionError(f"the handoff to {target!r}", exc.problems) from None
         return made
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from toolfold._errors import SourceCloseError, UsageError
+from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
@@ -120,18 +120,22 @@ def _nested(
     # What built the tool, for diagrams and agent files (`as_tool_of`).
     for function in (acall, call):
         function.__dict__[_AS_TOOL] = made_by
-    made = [
-        _made(
-            function,
-            made_by.input_type,
-            doc,
-            tool_name,
-            text,
-            made_by.requires_approval,
-            made_by.timeout,
-        )
-        for function in (acall, call)
-    ]
+    try:
+        made = [
+            _made(
+                function,
+                made_by.input_type,
+                doc,
+                tool_name,
+                text,
+                made_by.requires_approval,
+                made_by.timeout,
+            )
+            for function in (acall, call)
+        ]
+    except ToolDefinitionError as exc:  # name the spec, not the function made here
+        what = spec.label if hasattr(spec, "label") else f"agent {spec.name!r}"
+        raise ToolDefinitionError(f"{what}.as_tool()", exc.problems) from None
     return with_blocking_twin(runs_sub_runs(made[0]), runs_sub_runs(made[1]))
 
 
@@ -258,14 +262,9 @@ def _reused(messages: Sequence[Any], call_id: str) -> bool:
 
 
 def _prompt(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    data = attrs.asdict(value) if attrs.has(type(value)) else value
-    if hasattr(value, "__dataclass_fields__"):
-        import dataclasses
-
-        data = dataclasses.asdict(value)
-    return json.dumps(data, default=str)
+    # Through the one converter, so an Enum or a datetime reads as in the tool's
+    # schema (what the calling model wrote), not as its Python str().
+    return value if isinstance(value, str) else _json_text(value)
 
 
 def _content(output: Any, text: str) -> str:

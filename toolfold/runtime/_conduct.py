@@ -59,13 +59,15 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     gather_or_cancel,
+    kept_sub_run,
     made_outcome,
     returned,
     run_calls,
     run_calls_sync,
     run_kept,
 )
-from toolfold.runtime.drive._loop import Live, _job, _model_failure, interrupted
+from toolfold.runtime.drive._failures import model_failure
+from toolfold.runtime.drive._loop import Live, _job, interrupted
 from toolfold.runtime.drive._shells import finish, stamp
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
@@ -180,9 +182,11 @@ def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response | De
             try:
                 if steps is None:  # a function step, a timeout...: the executor runs the round
                     jobs = _jobs(live, at)
-                    outcomes = run_calls_sync(jobs, max_concurrency=live.max_concurrency)
+                    outcomes = run_calls_sync(
+                        jobs, max_concurrency=live.max_concurrency, finished=finished
+                    )
                 elif len(steps) == 1:  # one step: right here, in this thread
-                    outcomes = (_ran(live, at, *steps[0], time.monotonic()),)
+                    outcomes = (_ran(live, at, *steps[0], time.monotonic(), finished),)
                 else:  # steps side by side: coroutines of one loop, as the executor runs them
                     outcomes = run_kept(lambda: _side_by_side(live, at, steps, finished))  # noqa: B023
             except BaseException as exc:
@@ -222,8 +226,8 @@ async def conduct_async(planner: Planner, live: Live, state: RunState) -> Respon
 
 
 # The state a round runs in, its steps to run in place (None: the executor runs
-# them), and where a driver puts the outcomes of the steps that had ended when
-# the round is interrupted (a round of several steps).
+# them), and where a driver puts, when the round is interrupted, the outcomes of
+# the steps that had ended and the state of those stopped midway (`kept_sub_run`).
 _Round = tuple[RunState, list[InPlace] | None, dict[int, ToolOutcome] | None]
 
 
@@ -269,7 +273,7 @@ def _course(
             at = opened.base
             calls = opened.changes["calls"]
             steps = planner.in_place(calls)
-            finished: dict[int, ToolOutcome] | None = {} if len(calls) > 1 else None
+            finished: dict[int, ToolOutcome] | None = {}  # (steps run sub-runs: see _Round)
             try:
                 outcomes = yield (at if steps is not None else opened.state), steps, finished
             except BaseException as exc:
@@ -281,7 +285,7 @@ def _course(
             else:
                 plan = None
         elif phase == "running_tools":  # resumed mid-step
-            finished = {} if len(state.calls) > 1 else None
+            finished = {}
             try:
                 outcomes = yield state, planner.in_place(state.calls), finished
             except BaseException as exc:
@@ -345,7 +349,7 @@ def _plain_rounds(
                 return decision, plan
             steps.append(InPlace(task, part, None))
         records.append(parts)
-        finished: dict[int, ToolOutcome] | None = {} if len(steps) > 1 else None
+        finished: dict[int, ToolOutcome] | None = {}
         try:
             outcomes = yield state, steps, finished
         except BaseException as exc:
@@ -369,7 +373,7 @@ def _decision(
     except Exception as exc:
         # The error carries the state before the decision, which a resume goes on from.
         state = reduce_all(state, events_of(records))
-        failure = _model_failure(exc, state, state.step + 1)
+        failure = model_failure(exc, state, state.step + 1)
         if failure is exc:
             raise
         raise failure from exc
@@ -433,18 +437,24 @@ def _ran(
     part: ToolCallPart,
     child: RunState | None,
     started: float,
+    finished: dict[int, ToolOutcome] | None = None,
+    index: int = 0,
 ) -> ToolOutcome:
     """What the executor makes of ``part``, a step run in place, from blocking code.
 
     The step's arguments are the planner's own (`Planner.in_place` checked
     their shape), so there is nothing to validate; the rest is the executor's
     course for a sub-run: its state, or the error it raised, and the time
-    since the round ``started``.
+    since the round ``started``; interrupted, the state it reached is kept
+    in ``finished`` under ``index``.
     """
     try:
         ran = run_sub_run(task, *_arguments(part), live.deps, child, _run_id(state, part))
     except Exception as exc:
         return _failed(part, exc, started)
+    except BaseException as exc:
+        kept_sub_run(finished, index, part, exc, state.run_id)
+        raise
     return _outcome(part, ran, started)
 
 
@@ -455,12 +465,17 @@ async def _ran_async(
     part: ToolCallPart,
     child: RunState | None,
     started: float,
+    finished: dict[int, ToolOutcome] | None = None,
+    index: int = 0,
 ) -> ToolOutcome:
     """Like `_ran`, on the running event loop."""
     try:
         ran = await arun_sub_run(task, *_arguments(part), live.deps, child, _run_id(state, part))
     except Exception as exc:
         return _failed(part, exc, started)
+    except BaseException as exc:
+        kept_sub_run(finished, index, part, exc, state.run_id)
+        raise
     return _outcome(part, ran, started)
 
 
@@ -479,21 +494,22 @@ async def _side_by_side(
     """
     started = time.monotonic()
     if len(steps) == 1:
-        return (await _ran_async(live, state, *steps[0], started),)
+        return (await _ran_async(live, state, *steps[0], started, finished),)
     limit = max(1, live.max_concurrency)
     if len(steps) <= limit:  # every step starts at once: nothing to hold back
         return await gather_or_cancel(
-            [_ran_async(live, state, *step, started) for step in steps], finished
+            [_ran_async(live, state, *s, started, finished, i) for i, s in enumerate(steps)],
+            finished,
         )
     import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
 
     slots = asyncio.Semaphore(limit)
 
-    async def one(step: InPlace) -> ToolOutcome:
+    async def one(step: InPlace, index: int) -> ToolOutcome:
         async with slots:
-            return await _ran_async(live, state, *step, started)
+            return await _ran_async(live, state, *step, started, finished, index)
 
-    return await gather_or_cancel([one(step) for step in steps], finished)
+    return await gather_or_cancel([one(step, i) for i, step in enumerate(steps)], finished)
 
 
 def _arguments(part: ToolCallPart) -> tuple[Any, Mapping[str, Any] | None]:

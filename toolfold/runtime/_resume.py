@@ -149,6 +149,12 @@ def _answered(
     An answer for a call of a suspended sub-run (an agent used as a tool, any
     depth) travels down as `CallResumed` events along the path to it.
     """
+    for option, given in (("approvals", approvals), ("tool_results", tool_results)):
+        if given is not None and not isinstance(given, Mapping):
+            raise UsageError(f"{option}= maps call ids to answers, got {type(given).__name__}")
+        for key in given or ():
+            if not isinstance(key, str):
+                raise UsageError(f"{option}= is keyed by call ids (text), got {key!r}")
     nested: list[tuple[tuple[str, ...], Event]] = []
     for key, decision in (approvals or {}).items():
         path, call_id = _address(state, key, "awaiting_approval")

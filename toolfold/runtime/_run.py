@@ -36,7 +36,8 @@ from toolfold.runtime.core._stop import (
     ToolCalled,
 )
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import Ended, Handover, Live, OnToolError, run_loop
+from toolfold.runtime.drive._handoff import Handover
+from toolfold.runtime.drive._loop import Ended, Live, OnToolError, run_loop
 from toolfold.runtime.drive._output import OutputSchema, output_schema
 from toolfold.runtime.drive._shells import (
     drive_async,

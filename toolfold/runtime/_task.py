@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import inspect
 import json
+import math
 import re
 import typing
 import weakref
@@ -139,7 +140,10 @@ class Task:
             found.append(f"{label}: retries must be an integer >= 1, got {self.retries!r}")
         timeout = self.timeout
         if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)  # NaN and inf failed later, naming no step
+            or timeout <= 0
         ):
             found.append(f"{label}: timeout must be a number of seconds > 0, got {timeout!r}")
         if self.kind == "function" and not callable(self.target):
@@ -686,6 +690,10 @@ def type_accepts(target: Any, source: Any) -> bool:
         return False
     base_t = origin_t or target
     base_s = origin_s or source
+    # A TypedDict is a dict at run time, and issubclass() raises for one: compare
+    # it as a dict (its fields are checked on the value when the step runs).
+    base_t = dict if typing.is_typeddict(base_t) else base_t
+    base_s = dict if typing.is_typeddict(base_s) else base_s
     if isinstance(base_t, type) and isinstance(base_s, type):
         if base_t is float and base_s is int:
             return True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -21,6 +21,7 @@ from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
     CallResumed,
+    Event,
     HandedOff,
     ModelResponded,
     OutputAccepted,
@@ -42,6 +43,7 @@ from toolfold.runtime.core._messages import (
     ToolResultPart,
     Usage,
 )
+from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import RunState
 
 __all__ = ["to_html"]
@@ -142,7 +144,9 @@ _DISPOSITION = {"execute": "auto", "approve": "pending", "return": "manual"}
 class _Timeline:
     """Reads the event log once; each event kind adds rows or fills in a call."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: Sequence[Event] = ()) -> None:
+        self.events = events  # the log read, and where in it the event read now is
+        self.at = 0
         self.calls: dict[str, _Call] = {}
         self.steps = 0
         self.rows: list[_Step | str] = []  # steps render last, once their results are known
@@ -181,6 +185,11 @@ class _Timeline:
     def tool_suspended(self, event: ToolSuspended) -> None:
         found = self.calls.get(event.call_id)
         name = found.call.name if found else event.call_id
+        if event.child.phase not in ("awaiting_approval", "awaiting_tool_results"):
+            # interrupted midway (a cancellation): kept, to be continued on resume
+            detail = f"{name}: stopped at step {event.child.step} ({event.child.phase})"
+            self.rows.append(_row("suspend", "Sub-run interrupted", detail, ""))
+            return
         waiting = ", ".join(
             c.name for c in (*event.child.pending_approvals, *event.child.tool_calls)
         )
@@ -199,9 +208,47 @@ class _Timeline:
         )
 
     def handed_off(self, event: HandedOff) -> None:
-        filtered = "" if event.messages is None else f" ({len(event.messages)} messages kept)"
-        self.rows.append(_row("handoff", "Handed off", f"to {event.agent}{filtered}", ""))
+        detail = ""
+        if event.messages is not None:
+            answered = self._not_transferred(event.messages)
+            if answered is None:  # an input filter chose the conversation
+                detail = f" ({len(event.messages)} messages kept)"
+            else:
+                detail = f" ({answered} other transfer{'s' if answered > 1 else ''} not taken)"
+        self.rows.append(_row("handoff", "Handed off", f"to {event.agent}{detail}", ""))
         self.agent = event.agent
+
+    def _not_transferred(self, messages: tuple[Message, ...]) -> int | None:
+        """How many results a handoff's conversation answered ``Not transferred``, when
+        that is all it changed (no input filter ran), else None."""
+        try:
+            before = replay(self.events[: self.at]).messages
+        except Exception:  # (a log that does not replay: say what the event holds)
+            return None
+        if len(before) != len(messages):
+            return None
+        answered: list[ToolResultPart] = []
+        for old, new in zip(before, messages, strict=True):
+            if old == new:
+                continue
+            if old.role != "tool" or new.role != "tool" or len(old.parts) != len(new.parts):
+                return None
+            for was, now in zip(old.parts, new.parts, strict=True):
+                if was == now:
+                    continue
+                if not (
+                    isinstance(was, ToolResultPart)
+                    and isinstance(now, ToolResultPart)
+                    and was.call_id == now.call_id
+                    and now.content.startswith("Not transferred:")
+                ):
+                    return None
+                answered.append(now)
+        for part in answered:
+            found = self.calls.get(part.call_id)
+            if found is not None:
+                found.result, found.is_error = part.content, part.is_error
+        return len(answered) or None
 
     def approval_granted(self, event: ApprovalGranted) -> None:
         self._approval(event.call_id, "approved", "")
@@ -269,8 +316,10 @@ class _Timeline:
 
 
 def _timeline(state: RunState, depth: int) -> Iterator[str]:
-    timeline = _Timeline()
-    for event in state.events:
+    events = state.events
+    timeline = _Timeline(events)
+    for at, event in enumerate(events):
+        timeline.at = at
         getattr(timeline, event.kind)(event)
     timeline.end(state)
     for row in timeline.rows:

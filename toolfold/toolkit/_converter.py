@@ -45,6 +45,7 @@ import cattrs
 from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstructure_factory
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
+from toolfold._errors import reduce_error
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
 
@@ -151,6 +152,8 @@ class UnionStructureError(ValueError):
         type: The union type.
         errors: ``(alternative, exception)`` for each alternative that was tried.
     """
+
+    __reduce__ = reduce_error  # (its __init__ takes more than the message)
 
     def __init__(self, message: str, type: Any, errors: list[tuple[Any, Exception]]) -> None:
         super().__init__(message)

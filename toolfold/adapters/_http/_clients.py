@@ -52,6 +52,17 @@ class Clients:
             raise ModelConfigError("give http=... or an injected client, not both")
         if http is not None and http not in BACKENDS:
             raise ModelConfigError(f"http={http!r} is not a backend; known: {', '.join(BACKENDS)}")
+        for option, client in (
+            ("http_client", http_client),
+            ("async_http_client", async_http_client),
+        ):
+            if client is not None and not (
+                is_aiohttp_session(client) or callable(getattr(type(client), "send", None))
+            ):  # found now, not as an AttributeError at the first call
+                raise ModelConfigError(
+                    f"{option}={type(client).__name__} is not an HTTP client: give an "
+                    "httpx.Client or httpx.AsyncClient (or httpx2's), or an aiohttp.ClientSession"
+                )
         self.name = http or default_backend()
         self._timeouts, self._limits = timeouts, limits
         sync_client, async_client = None, async_http_client

@@ -204,7 +204,7 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
             value = float(ms) / 1000.0
         except ValueError:
             value = math.nan
-        if value >= 0:
+        if 0 <= value < math.inf:  # "inf" parses as a float: as nonsense, it is ignored
             return value
     raw = _header(headers, "retry-after")
     if raw is None:

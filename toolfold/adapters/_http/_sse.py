@@ -80,7 +80,9 @@ class SSEDecoder:
 
     def __init__(self) -> None:
         self._bytes = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._partial = ""  # an unterminated line carried to the next chunk
+        # An unterminated line, in the pieces it came in: joined once, when a chunk
+        # ends it (joining each time rescanned a long line per chunk: quadratic).
+        self._partial: list[str] = []
         self._cr = False  # the last chunk ended with CR: a leading LF is not a new line
         self._started = False
         self._data: list[str] = []
@@ -102,11 +104,18 @@ class SSEDecoder:
             self._cr = False
             if text[:1] == "\n":
                 text = text[1:]
+        has_cr = "\r" in text
+        if not has_cr and "\n" not in text:  # the line goes on
+            if text:
+                self._partial.append(text)
+            return []
         if self._partial:
-            text = self._partial + text
+            self._partial.append(text)
+            text = "".join(self._partial)
         # Fast path: most servers send LF only.
-        lines = _LINE_BREAK.split(text) if "\r" in text else text.split("\n")
-        self._partial = lines.pop()
+        lines = _LINE_BREAK.split(text) if has_cr else text.split("\n")
+        last = lines.pop()
+        self._partial = [last] if last else []
         if text.endswith("\r"):
             self._cr = True
         events: list[SSEEvent] = []
@@ -126,7 +135,7 @@ class SSEDecoder:
         tail = self._bytes.decode(b"", final=True)
         events = self.feed(tail) if tail else []
         if self._partial:
-            line, self._partial = self._partial, ""
+            line, self._partial = "".join(self._partial), []
             event = self._line(line)
             if event is not None:
                 events.append(event)
@@ -175,20 +184,26 @@ class LineDecoder:
 
     def __init__(self) -> None:
         self._bytes = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._partial = ""
+        self._partial: list[str] = []  # an unterminated line's pieces (see SSEDecoder)
 
     def feed(self, chunk: str | bytes) -> list[str]:
         """Decode one network chunk; return the complete non-empty lines it ended."""
         text = self._bytes.decode(chunk) if isinstance(chunk, bytes) else chunk
+        if "\n" not in text:
+            if text:
+                self._partial.append(text)
+            return []
         if self._partial:
-            text = self._partial + text
+            self._partial.append(text)
+            text = "".join(self._partial)
         lines = text.split("\n")
-        self._partial = lines.pop()
+        last = lines.pop()
+        self._partial = [last] if last else []
         return [s for s in (line.rstrip("\r") for line in lines) if s]
 
     def close(self) -> list[str]:
         """End of stream: return the last line when it had no line break."""
-        tail = self._partial + self._bytes.decode(b"", final=True)
-        self._partial = ""
+        tail = "".join(self._partial) + self._bytes.decode(b"", final=True)
+        self._partial = []
         tail = tail.rstrip("\r\n")
         return [tail] if tail else []

@@ -23,6 +23,7 @@ import attrs
 from toolfold._errors import AuthenticationError, BadRequestError, ProviderError, StreamError
 from toolfold.adapters._codec import inband_stream_error
 from toolfold.adapters._http._http_errors import ErrorInfo, parse_error_body
+from toolfold.adapters._wire import loads
 from toolfold.adapters.gemini._providers import BAD_KEY_REASONS
 
 
@@ -37,7 +38,7 @@ def parse_error(status: int, body: str, headers: Mapping[str, str]) -> ErrorInfo
 def error_reason(body: str) -> str | None:
     """The ``google.rpc.ErrorInfo`` reason of an error body (``API_KEY_INVALID``), if any."""
     try:
-        data: Any = json.loads(body) if body else None
+        data: Any = loads(body) if body else None  # deep nesting is a ValueError too
     except ValueError:
         return None
     if isinstance(data, list) and data:

@@ -61,7 +61,7 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._serialize import from_json
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.drive._loop import _run_failure
+from toolfold.runtime.drive._failures import run_failure
 
 _SETTLED = frozenset({"awaiting_approval", "awaiting_tool_results", "finished", "failed"})
 
@@ -334,8 +334,8 @@ class AgentHandle:
         if state.phase == "failed":
             if isinstance(self.agent.agent, Workflow):
                 with _step_errors(self.agent.agent):  # names the step, as a local run does
-                    raise _run_failure(state)
-            raise _run_failure(state)
+                    raise run_failure(state)
+            raise run_failure(state)
         return response_of(self.agent.agent, state)
 
 

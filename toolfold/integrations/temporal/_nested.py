@@ -45,7 +45,8 @@ from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
-from toolfold.runtime.drive._loop import _run_failure, handed_off, transfer_called
+from toolfold.runtime.drive._failures import run_failure
+from toolfold.runtime.drive._handoff import handed_off, transfer_called
 from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
@@ -312,7 +313,7 @@ class SubRunTool:
         return ToolReturned(call_id, _content(state.output, state.last_text), child=state)
 
     def _failure(self, state: RunState) -> BaseException:
-        error: BaseException = _run_failure(state)
+        error: BaseException = run_failure(state)
         if isinstance(self.target, Workflow):
             try:
                 with _step_errors(self.target):

@@ -65,7 +65,9 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._state import Disposition, RunState
     from toolfold.runtime.core._stop import stop_reason
     from toolfold.runtime.drive._executor import timed_out_message
-    from toolfold.runtime.drive._loop import tool_failure, unique_call_ids
+    from toolfold.runtime.drive._failures import tool_failure
+    from toolfold.runtime.drive._handoff import settle_events
+    from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.toolkit._results import describe_exception
 
@@ -535,6 +537,8 @@ class AgentWorkflow:
                     error = tool_failure(state, invocation.tool_name, event.outcome, event.content)
                     if error is not None:
                         raise error
+        if node.transfers:  # the step's transfer calls that do not hand over say so, as locally
+            results = settle_events(state.calls, results, node.transfers)
         for event in results:  # gather keeps call order: results commit in call order
             state = reduce(state, event)
         return state

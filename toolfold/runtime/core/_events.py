@@ -55,9 +55,11 @@ class HandedOff:
     Attributes:
         agent: The name of the agent that takes over.
         config: Its configuration (instructions, tools, settings...).
-        messages: The conversation it continues with, when a filter changed
-            it or the step's other successful transfer calls are answered
-            ``Not transferred``; None keeps the conversation as it is.
+        messages: The conversation it continues with, when an input filter
+            chose it, or when a transfer call of the step committed as
+            ``Transferred`` lost to an earlier one approved after it ran
+            (its result then reads ``Not transferred``); None keeps the
+            conversation as it is.
     """
 
     agent: str
@@ -134,7 +136,10 @@ class ToolSuspended:
 
     The call stays open (``suspended``) with the sub-run's state on its
     record; the run suspends once nothing else can run, and `CallResumed`
-    brings the caller's answers down to the sub-run.
+    brings the caller's answers down to the sub-run. A sub-run interrupted
+    before it ended (the run was cancelled, or Ctrl-C) is kept the same way:
+    the call stays to run with it, and running it continues the sub-run
+    instead of starting it again.
 
     Attributes:
         call_id: The call's id.

@@ -206,6 +206,7 @@ SIGNATURE_FIELD = "signature"
 """The top-level field a signed state carries: ``"hmac-sha256:<64 hex digits>"``."""
 
 _SCHEME = "hmac-sha256:"
+_HEX = frozenset("0123456789abcdef")
 
 
 def state_to_json(state: RunState, key: SigningKey | Sequence[SigningKey] | None = None) -> str:
@@ -258,14 +259,22 @@ def state_from_json(
 
 
 def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
-    listed = [key] if isinstance(key, (str, bytes)) else list(key)
+    try:
+        listed = [key] if isinstance(key, (str, bytes)) else list(key)
+    except TypeError:
+        raise UsageError(
+            f"a signing key is str or bytes (or a list of them), got {type(key).__name__}"
+        ) from None
     if not listed:
         raise UsageError("key=[] gives no key to sign or check a state with")
     found: list[bytes] = []
     for item in listed:
         if not isinstance(item, (str, bytes)):
             raise UsageError(f"a signing key is str or bytes, got {type(item).__name__}")
-        raw = item.encode("utf-8") if isinstance(item, str) else item
+        try:
+            raw = item.encode("utf-8") if isinstance(item, str) else item
+        except UnicodeEncodeError:
+            raise UsageError("a signing key given as text must encode to UTF-8") from None
         if not raw:
             raise UsageError("a signing key must not be empty")
         found.append(raw)
@@ -285,7 +294,13 @@ def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) ->
             "RunState",
             [f"the state is not signed, but a key was given: refusing it @ $.{SIGNATURE_FIELD}"],
         )
-    if not isinstance(signature, str) or not signature.startswith(_SCHEME):
+    # Checked in full before compare_digest, which raises TypeError on non-ASCII text.
+    if not (
+        isinstance(signature, str)
+        and signature.startswith(_SCHEME)
+        and len(signature) == len(_SCHEME) + 64
+        and _HEX.issuperset(signature[len(_SCHEME) :])
+    ):
         raise SerializationError(
             "RunState",
             [f"the signature is not '{_SCHEME}<hex digest>' @ $.{SIGNATURE_FIELD}"],
@@ -303,27 +318,36 @@ def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) ->
         )
 
 
-def _verified(state: RunState) -> RunState:
+def _verified(state: RunState, at: str = "$") -> RunState:
     """``state`` checked against its own event log, which is the source of truth.
 
     A document whose fields were edited (a call marked ``to_run`` that awaits
     approval, a phase changed by hand) would otherwise let ``resume`` do what
-    the events never allowed.
+    the events never allowed. The sub-runs the log carries (an agent used as a
+    tool, a workflow's step) are checked against their own logs too: the
+    parent's replay copies them as they are.
     """
     try:
         replayed = replay(state.log)
     except InvalidEventError as exc:
         raise SerializationError(
-            "RunState", [f"the event log does not replay: {exc} @ $.log"]
+            "RunState", [f"the event log does not replay: {exc} @ {at}.log"]
         ) from exc
-    if replayed == state:
-        return replayed
-    problems: list[str] = []
-    for field in attrs.fields(RunState):
-        _differences(
-            f"$.{field.name}", getattr(state, field.name), getattr(replayed, field.name), problems
-        )
-    raise SerializationError("RunState", problems or ["the state differs from its event log"])
+    if replayed != state:
+        problems: list[str] = []
+        for field in attrs.fields(RunState):
+            _differences(
+                f"{at}.{field.name}",
+                getattr(state, field.name),
+                getattr(replayed, field.name),
+                problems,
+            )
+        raise SerializationError("RunState", problems or ["the state differs from its event log"])
+    for index, event in enumerate(state.log):
+        child = getattr(event, "child", None)
+        if child is not None:
+            _verified(child, f"{at}.log[{index}].child")
+    return replayed
 
 
 def _differences(path: str, found: Any, expected: Any, out: list[str]) -> None:

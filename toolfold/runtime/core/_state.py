@@ -181,14 +181,15 @@ class RunState:
     def sub_runs(self) -> Mapping[str, RunState]:
         """The sub-runs of this run's calls (agents used as tools) by call id, latest state.
 
-        Finished ones come from the event log, suspended ones from the current step.
+        Finished ones come from the event log; those of the current step's open
+        calls (suspended, or interrupted midway and to run again) from its calls.
         """
         found: dict[str, RunState] = {}
         for event in self.log:
             if event.kind == "tool_returned" and event.child is not None:
                 found[event.call_id] = event.child
         for call in self.calls:
-            if call.status == "suspended" and call.child is not None:
+            if call.child is not None and call.status != "done":
                 found[call.call.id] = call.child
         return found
 
@@ -200,8 +201,8 @@ class RunState:
         for event in self.log:
             if event.kind == "tool_returned" and event.child is not None:
                 total = total + event.child.tree_usage
-        for call in self.calls:
-            if call.status == "suspended" and call.child is not None:
+        for call in self.calls:  # open calls' sub-runs (a finished one is in the log)
+            if call.child is not None and call.status != "done":
                 total = total + call.child.tree_usage
         return total
 

@@ -373,15 +373,20 @@ _WAITING = ("awaiting_approval", "awaiting_tool_results")
 
 
 def tool_suspended(state: RunState, event: ToolSuspended, changes: Changes) -> None:
-    """An executed call's sub-run waits for the caller: the call waits with it."""
+    """An executed call's sub-run waits for the caller: the call waits with it.
+
+    A sub-run interrupted before it ended (a cancellation) neither waits nor
+    ended: the call stays to run, holding it, and continues it when it runs.
+    """
     call = _take(state, changes, event.kind, event.call_id, "to_run")
     child = _child(state, event.kind, event.child)
-    if child is None or child.phase not in _WAITING:
+    if child is None or child.phase in ("new", "finished", "failed"):
         phase = child.phase if child is not None else None
         raise refused(
             state, event.kind, f"call {event.call_id!r}: its sub-run does not wait ({phase})"
         )
-    _put(state, changes, CallState(call.index, call.call, "suspended", child=child))
+    status: CallStatus = "suspended" if child.phase in _WAITING else "to_run"
+    _put(state, changes, CallState(call.index, call.call, status, child=child))
     _settle(state, changes)
 
 

@@ -9,6 +9,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.runtime.core._build import builder, replacer
+from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     Message,
     Part,
@@ -107,17 +108,58 @@ StreamEvent = Union[  # noqa: UP007
 ]
 
 
-@attrs.frozen
+def _joined(pieces: Log[str]) -> str:
+    return pieces[0] if len(pieces) == 1 else "".join(pieces)
+
+
+_NO_PIECES: Log[str] = Log()
+
+
+@attrs.frozen(eq=False)
 class _OpenCall:
     index: int
     id: str | None
     name: str
-    arguments: str = ""
+    # The argument fragments as they came: appending to a `Log` is O(1), where
+    # joining the text on every fragment copied all of it each time (a long or
+    # hostile stream of small fragments cost time quadratic in its length).
+    pieces: Log[str] = _NO_PIECES
     done: bool = False
     provider_data: Mapping[str, Any] = attrs.field(factory=dict)
 
+    @property
+    def arguments(self) -> str:
+        """The argument text so far."""
+        return _joined(self.pieces)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.index, self.id, self.name, self.arguments, self.done, self.provider_data)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not _OpenCall:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
 
 @attrs.frozen
+class _OpenPart:
+    """The text or reasoning part still growing: its pieces, joined when read."""
+
+    pieces: Log[str]
+    reasoning: bool = False
+    provider: str | None = None
+    provider_data: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def part(self, signature: str | None = None) -> Part:
+        if self.reasoning:
+            return ReasoningPart(_joined(self.pieces), signature, self.provider, self.provider_data)
+        return _text(_joined(self.pieces))
+
+
+@attrs.frozen(eq=False, repr=False)
 class StreamState:
     """A response under construction from stream events (see `fold_stream`).
 
@@ -131,38 +173,77 @@ class StreamState:
         response_id: The provider's response id.
     """
 
-    parts: tuple[Part, ...] = ()
+    # The parts before the one still growing; `parts` adds that one, joined.
+    settled: tuple[Part, ...] = attrs.field(default=(), alias="parts")
     calls: tuple[_OpenCall, ...] = ()
     usage: Usage = Usage(requests=1)
     finish_reason: FinishReason | None = None
     raw_finish_reason: str | None = None
     model_name: str | None = None
     response_id: str | None = None
+    growing: _OpenPart | None = attrs.field(default=None, alias="_growing")
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """Completed parts, in order (text and reasoning merged as they grow)."""
+        growing = self.growing
+        return self.settled if growing is None else (*self.settled, growing.part())
+
+    def _key(self) -> tuple[Any, ...]:
+        return (
+            self.parts,
+            self.calls,
+            self.usage,
+            self.finish_reason,
+            self.raw_finish_reason,
+            self.model_name,
+            self.response_id,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not StreamState:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamState(parts={self.parts!r}, calls={self.calls!r}, usage={self.usage!r}, "
+            f"finish_reason={self.finish_reason!r}, "
+            f"raw_finish_reason={self.raw_finish_reason!r}, "
+            f"model_name={self.model_name!r}, response_id={self.response_id!r})"
+        )
 
 
 # Stream events arrive by the hundred per response: each fold copies the state
 # without `attrs.evolve`'s keyword handling and the classes' checks (see `replacer`).
-_with_parts = replacer(StreamState, "parts")
+_with_text = replacer(StreamState, "settled", "growing")
 _with_calls = replacer(StreamState, "calls")
 _with_usage = replacer(StreamState, "usage")
 _with_finish = replacer(StreamState, "finish_reason", "raw_finish_reason")
 _with_info = replacer(StreamState, "model_name", "response_id")
-_with_arguments = replacer(_OpenCall, "arguments")
+_with_pieces = replacer(_OpenCall, "pieces")
 _with_done = replacer(_OpenCall, "done")
+_growing_text = builder(_OpenPart)
 _text = builder(TextPart)
 
 
 def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
     """Fold one stream event into the response under construction (pure).
 
+    Each event costs time independent of how long the stream has been: text
+    and argument fragments are kept as they came and joined when read.
+
     Raises:
         StreamError: An event for a tool call that never started (a decoder
             that broke the stream's rules).
     """
     if isinstance(event, TextDelta):
-        return _with_parts(state, _append_text(state.parts, event.text))
+        return _add_text(state, event.text)
     if isinstance(event, ReasoningDelta):
-        return _with_parts(state, _append_reasoning(state.parts, event))
+        return _add_reasoning(state, event)
     if isinstance(event, ToolCallStart):
         call = _OpenCall(event.index, event.id, event.name, provider_data=event.provider_data)
         return _with_calls(state, (*state.calls, call))
@@ -171,7 +252,9 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
         return _with_calls(
             state,
             _update_call(
-                state.calls, event.index, lambda c: _with_arguments(c, c.arguments + text)
+                state.calls,
+                event.index,
+                lambda c: _with_pieces(c, c.pieces.append(text) if c.pieces else Log((text,))),
             ),
         )
     if isinstance(event, ToolCallEnd):
@@ -187,30 +270,42 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
     )
 
 
-def _append_text(parts: tuple[Part, ...], text: str) -> tuple[Part, ...]:
-    if parts:
-        last = parts[-1]
-        if isinstance(last, TextPart):
-            return (*parts[:-1], _text(last.text + text))
-    return (*parts, _text(text))
+def _add_text(state: StreamState, text: str) -> StreamState:
+    growing, settled = state.growing, state.settled
+    if growing is not None and not growing.reasoning:
+        return _with_text(state, settled, _growing_text(growing.pieces.append(text)))
+    if growing is not None:  # reasoning ends where text begins
+        settled = (*settled, growing.part())
+    elif settled and isinstance(settled[-1], TextPart):  # a state made with its parts
+        text = settled[-1].text + text
+        settled = settled[:-1]
+    return _with_text(state, settled, _growing_text(Log((text,))))
 
 
-def _append_reasoning(parts: tuple[Part, ...], event: ReasoningDelta) -> tuple[Part, ...]:
-    if parts and isinstance(parts[-1], ReasoningPart) and parts[-1].signature is None:
-        last = parts[-1]
-        merged = ReasoningPart(
-            last.text + event.text,
-            event.signature,
-            event.provider or last.provider,
-            {**last.provider_data, **event.provider_data}
+def _add_reasoning(state: StreamState, event: ReasoningDelta) -> StreamState:
+    growing, settled = state.growing, state.settled
+    if growing is not None and not growing.reasoning:  # text ends where reasoning begins
+        settled, growing = (*settled, growing.part()), None
+    elif growing is None and settled:  # a state made with its parts
+        last = settled[-1]
+        if isinstance(last, ReasoningPart) and last.signature is None:
+            settled = settled[:-1]
+            growing = _OpenPart(Log((last.text,)), True, last.provider, last.provider_data)
+    if growing is None:
+        pieces = Log((event.text,))
+        provider, data = event.provider, event.provider_data
+    else:
+        pieces = growing.pieces.append(event.text)
+        provider = event.provider or growing.provider
+        data = (
+            {**growing.provider_data, **event.provider_data}
             if event.provider_data
-            else last.provider_data,
+            else growing.provider_data
         )
-        return (*parts[:-1], merged)
-    return (
-        *parts,
-        ReasoningPart(event.text, event.signature, event.provider, event.provider_data),
-    )
+    grown = _OpenPart(pieces, True, provider, data)
+    if event.signature is not None:  # a signed part is complete: the next reasoning is another
+        return _with_text(state, (*settled, grown.part(event.signature)), None)
+    return _with_text(state, settled, grown)
 
 
 def _update_call(

@@ -190,6 +190,36 @@ def _blocking(job: ToolJob) -> ToolJob:
     return _new_tuple(ToolJob, (job.invocation, twin, job.context))  # `_replace`, spelled out
 
 
+def kept_sub_run(
+    finished: dict[int, ToolOutcome] | None,
+    index: int,
+    call: ToolCallPart,
+    exc: BaseException,
+    run_id: str | None,
+) -> None:
+    """Keep, in ``finished``, the sub-run a call ran when an interruption stopped it.
+
+    A cancellation (or Ctrl-C) leaves a sub-run (an agent used as a tool, a
+    workflow step) with its state on the exception (see `interrupted`). Kept
+    as the call's outcome, its state is committed with the round's ended
+    calls (a `ToolSuspended` whose sub-run does not wait): resuming the run
+    continues the sub-run, and nothing it finished runs again. Only the
+    call's own sub-run is kept (its id is ``<run_id>/<call id>``, see
+    `sub_run_id`): a state that is not (a layer below that did not set its
+    own) is not, and the call runs again from its beginning.
+    """
+    if finished is None or isinstance(exc, Exception):
+        return
+    child = getattr(exc, "state", None)
+    if not isinstance(child, RunState) or child.phase in ("new", "finished", "failed"):
+        return
+    if run_id is not None:
+        own = f"{run_id}/{call.id}"
+        if child.run_id != own and not child.run_id.startswith(own + "@"):
+            return
+    finished[index] = ToolOutcome(call.id, call.name, "", ended=time.monotonic(), child=child)
+
+
 def made_outcome(value: SubRun) -> Outcome:
     """The outcome of a call whose tool ran a sub-run: an error when its result could not be made."""
     return "error" if value.is_error else "ok"
@@ -399,26 +429,30 @@ async def _run_calls(
         assert tool is not None
         if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
             return (await _run_on_loop(job, prepared),)
-        return (await _run_one(job, prepared),)
+        return (await _run_one(job, prepared, finished),)
     if len(jobs) <= max_concurrency:  # the limit cannot bind: no semaphore to pass
-        return await gather_or_cancel([_prepared_one(job) for job in jobs], finished)
+        return await gather_or_cancel(
+            [_prepared_one(job, finished, index) for index, job in enumerate(jobs)], finished
+        )
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
-    async def one(job: ToolJob) -> ToolOutcome:
+    async def one(job: ToolJob, index: int) -> ToolOutcome:
         prepared = _prepare(job)
         if isinstance(prepared, ToolOutcome):
             return prepared
         async with limit:
-            return await _run_one(job, prepared)
+            return await _run_one(job, prepared, finished, index)
 
-    return await gather_or_cancel([one(job) for job in jobs], finished)
+    return await gather_or_cancel([one(job, i) for i, job in enumerate(jobs)], finished)
 
 
-async def _prepared_one(job: ToolJob) -> ToolOutcome:
+async def _prepared_one(
+    job: ToolJob, finished: dict[int, ToolOutcome] | None, index: int
+) -> ToolOutcome:
     prepared = _prepare(job)
     if isinstance(prepared, ToolOutcome):
         return prepared
-    return await _run_one(job, prepared)
+    return await _run_one(job, prepared, finished, index)
 
 
 async def gather_or_cancel(
@@ -427,8 +461,8 @@ async def gather_or_cancel(
     """Run ``coroutines`` as tasks, their results in order; any that still run when
     this ends (an error, a cancellation) are cancelled and awaited, none left behind.
 
-    When it is cancelled, ``finished`` (if given) receives the results of the
-    coroutines that had returned, by index.
+    When it is cancelled (or Ctrl-C stops it), ``finished`` (if given)
+    receives the results of the coroutines that had returned, by index.
     """
     import asyncio
 
@@ -436,7 +470,7 @@ async def gather_or_cancel(
     tasks = [loop.create_task(c) for c in coroutines]  # what ensure_future does, unchecked
     try:
         return tuple(await asyncio.gather(*tasks))
-    except asyncio.CancelledError:
+    except BaseException:  # (a cancellation, or Ctrl-C raised in one of them)
         if finished is not None:
             for index, task in enumerate(tasks):
                 if task.done() and not task.cancelled() and task.exception() is None:
@@ -450,7 +484,14 @@ async def gather_or_cancel(
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-async def _run_one(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
+async def _run_one(
+    job: ToolJob,
+    arguments: dict[str, Any],
+    finished: dict[int, ToolOutcome] | None = None,
+    index: int = 0,
+) -> ToolOutcome:
+    """One call on the running loop; a sub-run it runs that is interrupted is kept in
+    ``finished`` under ``index`` (see `kept_sub_run`)."""
     import asyncio
 
     assert job.tool is not None
@@ -464,13 +505,17 @@ async def _run_one(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
             value = await job.tool.invoke(arguments, job.context)
         except Exception as exc:
             return _failed(job, exc)
+        except BaseException as exc:
+            kept_sub_run(finished, index, job.call, exc, _run_id_of(job))
+            raise
         return _finish(job, value)
     try:
         if job.tool.is_async:
             # A task of its own, so the tool's context changes stay its own.
-            work: asyncio.Future[Any] = asyncio.ensure_future(
-                job.tool.invoke(arguments, job.context)
-            )
+            invoked = job.tool.invoke(arguments, job.context)
+            if finished is not None and _SUB_RUN in job.tool.__dict__:  # (it has a timeout)
+                invoked = _keeping(invoked, finished, index, job)
+            work: asyncio.Future[Any] = asyncio.ensure_future(invoked)
         elif timeout is None:
             work = hand_off(_call_sync, job, arguments)
         else:
@@ -493,6 +538,9 @@ async def _run_one(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
         done, _ = await asyncio.wait({work}, timeout=timeout)
     except asyncio.CancelledError:
         work.cancel()
+        if finished is not None and _SUB_RUN in job.tool.__dict__:
+            # The sub-run stops on a task of its own: wait until it kept its state.
+            await asyncio.gather(work, return_exceptions=True)
         raise
     if not done:
         work.cancel()
@@ -505,6 +553,22 @@ async def _run_one(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     except Exception as exc:
         return _failed(job, exc)
     return _finish(job, value)
+
+
+async def _keeping(
+    invoked: Awaitable[T], finished: dict[int, ToolOutcome], index: int, job: ToolJob
+) -> T:
+    """``invoked`` (a sub-run), its state kept in ``finished`` when it is interrupted."""
+    try:
+        return await invoked
+    except BaseException as exc:
+        kept_sub_run(finished, index, job.call, exc, _run_id_of(job))
+        raise
+
+
+def _run_id_of(job: ToolJob) -> str | None:
+    """The id of the run that makes ``job``'s call (None when the tool reads no context)."""
+    return job.context.run_id if job.context is not None else None
 
 
 async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
@@ -578,9 +642,16 @@ async def _run_timed_sync(job: ToolJob, arguments: dict[str, Any], timeout: floa
 
 
 def run_calls_sync(
-    jobs: Sequence[ToolJob], *, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    jobs: Sequence[ToolJob],
+    *,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    finished: dict[int, ToolOutcome] | None = None,
 ) -> tuple[ToolOutcome, ...]:
-    """Run the calls from blocking code; outcomes in call order, each with its duration."""
+    """Run the calls from blocking code; outcomes in call order, each with its duration.
+
+    A lone sub-run interrupted (Ctrl-C) in this thread is kept in ``finished``
+    (see `kept_sub_run`).
+    """
     started = time.monotonic()
     if len(jobs) == 1:
         # The common step, one sync call without a timeout, run right here
@@ -594,12 +665,16 @@ def run_calls_sync(
         if tool is not None and not tool.is_async and tool.timeout is None:
             prepared = _prepare(job)
             if not isinstance(prepared, ToolOutcome):
-                prepared = _run_inline(job, prepared)
+                prepared = _run_inline(job, prepared, finished)
             return _timed((prepared,), started)
-    return _timed(_run_calls_sync(jobs, max_concurrency), started)
+    return _timed(_run_calls_sync(jobs, max_concurrency, finished), started)
 
 
-def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[ToolOutcome, ...]:
+def _run_calls_sync(
+    jobs: Sequence[ToolJob],
+    max_concurrency: int,
+    finished: dict[int, ToolOutcome] | None = None,
+) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order.
 
     Uses no event loop unless an async tool (without a blocking twin) is among the calls.
@@ -608,10 +683,10 @@ def _run_calls_sync(jobs: Sequence[ToolJob], max_concurrency: int) -> tuple[Tool
         # Sub-runs (agents, workflow steps) side by side, or one with a
         # timeout: coroutines of one loop, where a timeout cancels them, and
         # no blocking runs on worker threads waiting for other workers.
-        return run_kept(lambda: _run_calls(jobs, max_concurrency))
+        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
     jobs = [_blocking(job) for job in jobs]
     if any(job.tool is not None and job.tool.is_async for job in jobs):
-        return run_kept(lambda: _run_calls(jobs, max_concurrency))
+        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
     results: list[ToolOutcome | None] = []
     ready: list[tuple[ToolJob, dict[str, Any]]] = []
     slots: list[int] = []
@@ -642,7 +717,9 @@ def _on_loop(job: ToolJob, count: int) -> bool:
     )
 
 
-def _run_inline(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
+def _run_inline(
+    job: ToolJob, arguments: dict[str, Any], finished: dict[int, ToolOutcome] | None = None
+) -> ToolOutcome:
     try:
         # In a copy of the context, as a worker thread would run it: what it sets stays its own.
         value = contextvars.copy_context().run(_call_sync, job, arguments)
@@ -650,6 +727,9 @@ def _run_inline(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
         return _failed(job, exc)
+    except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
+        kept_sub_run(finished, 0, job.call, exc, _run_id_of(job))
+        raise
     return _finish(job, value)
 
 

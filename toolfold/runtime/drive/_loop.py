@@ -14,17 +14,13 @@ call raises, the error carries the state from before the call, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, Union
 
 import attrs
 
 from toolfold._errors import (
-    OutputValidationError,
     RunError,
-    ToolExecutionError,
-    ToolfoldError,
-    ToolRetriesExceededError,
 )
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import (
@@ -32,13 +28,11 @@ from toolfold.runtime._response import (
     Step,
     StepEndEvent,
     StepStartEvent,
-    SubRunEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
 from toolfold.runtime.core._approval import dispositions, policy_says
 from toolfold.runtime.core._build import builder
-from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import (
     CallModel,
     Effect,
@@ -49,13 +43,12 @@ from toolfold.runtime.core._effects import (
 )
 from toolfold.runtime.core._events import (
     Event,
-    HandedOff,
     ModelResponded,
     OutputAccepted,
     OutputRejected,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart
+from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
@@ -66,11 +59,27 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     blocking_twin,
+    forwards,
     returned,
+)
+from toolfold.runtime.drive._failures import (
+    model_failure,
+    observer_failure,
+    raise_tool_error,
+    run_failure,
+    tool_failure,
+)
+from toolfold.runtime.drive._handoff import (
+    Handover,
+    handed_off,
+    handover_of,
+    settle_finished,
+    settle_outcomes,
 )
 from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
 from toolfold.runtime.drive._output import OutputSchema
+from toolfold.runtime.drive._relay import Relay
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool, reads_context
 
@@ -125,25 +134,6 @@ class Live:
     opened: tuple[tuple[tuple[ToolSource, ...], Sequence[Tool[..., Any]]], ...] = ()
 
 
-class Handover(NamedTuple):
-    """Where a handoff tool sends the run.
-
-    Attributes:
-        agent: The name of the agent that takes over.
-        take_over: Its configuration (goes into the state with `HandedOff`)
-            and its live half, made from the current one (same deps,
-            observers) and the tools its sources listed.
-        input_filter: Rewrites the conversation it continues with, or None.
-        sources: Its tool sources (MCP servers...), opened when the run
-            reaches it and closed when the run ends.
-    """
-
-    agent: str
-    take_over: Callable[[Live, Sequence[Tool[..., Any]]], tuple[RunConfig, Live]]
-    input_filter: Callable[[tuple[Message, ...]], Any] | None = None
-    sources: tuple[ToolSource, ...] = ()
-
-
 class Ended(NamedTuple):
     """How a loop ends: the final (or suspended) state, and the live half of the agent running it."""
 
@@ -169,35 +159,6 @@ class _RunToolsOp(NamedTuple):
     # A round of several calls: where the shell puts, when the round is
     # interrupted, the outcomes of the calls that had ended (by index).
     finished: dict[int, ToolOutcome] | None = None
-
-
-class Relay:
-    """Where the sub-runs of a streaming step send their events, tagged with their path.
-
-    A streaming shell sets ``target`` before the calls start and yields what
-    arrives there while they run, so a sub-agent's text reaches the caller as
-    it is written. Events sent with no target are ``held`` and shown after
-    the calls. ``send`` may be called from any thread (a sub-run on a worker).
-    """
-
-    __slots__ = ("held", "target")
-
-    def __init__(self) -> None:
-        self.target: Callable[[SubRunEvent], object] | None = None
-        self.held: list[SubRunEvent] = []
-
-    def sender(self, call: ToolCallPart) -> Callable[[Any], None]:
-        """The ``forward`` of ``call``'s context: its sub-run's events, tagged with the call."""
-
-        def send(event: Any) -> None:
-            tagged = _tagged(call, event)
-            target = self.target
-            if target is None:
-                self.held.append(tagged)
-            else:
-                target(tagged)
-
-        return send
 
 
 class _NoticeOp(NamedTuple):
@@ -229,7 +190,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     while True:
         effect = next_effect(state)
         if isinstance(effect, CallModel) and live.handoffs:
-            handover = _handover(live, state)
+            handover = handover_of(state, live.handoffs)
             if handover is not None:
                 listed = (yield from _open(handover, state, listings)) if handover.sources else ()
                 live, state = _hand_off(live, state, handover, listed)
@@ -260,7 +221,7 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
     try:
         response = yield effect
     except Exception as exc:
-        failure = _model_failure(exc, state, effect.step)
+        failure = model_failure(exc, state, effect.step)
         if failure is exc:
             raise  # "raise exc from exc" would make the error its own cause and lose the real one
         raise failure from exc
@@ -285,20 +246,6 @@ def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) ->
             if settled.result is not None:
                 yield _NoticeOp(ToolResultEvent(settled.result, settled.outcome or "error"))
     return state
-
-
-def _handover(live: Live, state: RunState) -> Handover | None:
-    """The handoff the last step asked for (its first successful transfer call), if any."""
-    name = transfer_called(state, live.handoffs)
-    return None if name is None else live.handoffs[name]
-
-
-def transfer_called(state: RunState, transfers: Container[str]) -> str | None:
-    """The name of the last step's first successful call among ``transfers``, if any."""
-    for call in state.calls:
-        if call.outcome == "ok" and call.call.name in transfers:
-            return call.call.name
-    return None
 
 
 def _identity(sources: tuple[ToolSource, ...]) -> tuple[int, ...]:
@@ -347,89 +294,11 @@ def _hand_off(
     return new_live, apply_event(new_live, state, event)
 
 
-def handed_off(
-    state: RunState,
-    agent: str,
-    config: RunConfig,
-    input_filter: Callable[[tuple[Message, ...]], Any] | None,
-    transfers: Container[str],
-) -> HandedOff:
-    """The event handing ``state`` to ``agent`` (its ``config``), the conversation filtered.
-
-    ``agent`` is the target of the last step's first successful call among
-    ``transfers`` (see `transfer_called`). This is where the step's other
-    transfer calls are answered: those that succeeded too did not hand the
-    run over, and their results in the conversation the event carries say so
-    (the transfer tools cannot: a call before theirs may be denied later).
-
-    Raises:
-        RunError: ``input_filter`` raised; ``.state`` is the run before the handoff.
-    """
-    messages = _not_transferred(state, agent, transfers)
-    if input_filter is not None:
-        try:
-            conversation = state.messages if messages is None else messages
-            messages = tuple(to_messages_list(input_filter(conversation)))
-        except Exception as exc:
-            raise _observer_failure(
-                f"input_filter of the handoff to {agent!r}", exc, state
-            ) from exc
-    # The run's step limit (its first agent's, or the one given to resume) bounds
-    # the whole turn, handoffs included: a cycle cannot reset it.
-    if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
-        config = attrs.evolve(config, max_steps=state.config.max_steps)
-    return HandedOff(agent, config, messages)
-
-
-def _not_transferred(
-    state: RunState, agent: str, transfers: Container[str]
-) -> tuple[Message, ...] | None:
-    """The conversation with the results of the step's other successful transfer calls
-    saying the run went to ``agent``, or None when the step made only one."""
-    losers: set[str] = set()
-    first = True
-    for call in state.calls:
-        if call.outcome == "ok" and call.call.name in transfers:
-            if not first:
-                losers.add(call.call.id)
-            first = False
-    if not losers:
-        return None
-    text = (
-        f"Not transferred: the conversation went to {agent} (an earlier transfer in the "
-        "same answer); one handoff per answer."
-    )
-    messages = list(state.messages)
-    # The step's results follow its answer (call ids are unique within one answer).
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == "assistant":
-            break
-        if message.role == "tool":
-            parts = tuple(
-                ToolResultPart(p.call_id, p.tool_name, text)
-                if isinstance(p, ToolResultPart) and p.call_id in losers
-                else p
-                for p in message.parts
-            )
-            messages[index] = Message("tool", parts)
-    return tuple(messages)
-
-
-def to_messages_list(value: Any) -> list[Message]:
-    """An input filter's result as messages."""
-    items = list(value)
-    for item in items:
-        if not isinstance(item, Message):
-            raise TypeError(f"an input filter returns messages, got {type(item).__name__}")
-    return items
-
-
 def _live_stop_reason(live: Live, state: RunState) -> str | None:
     try:
         return stop_reason(state, live.stop_when)
     except Exception as exc:
-        raise _observer_failure("stop_when condition", exc, state) from exc
+        raise observer_failure("stop_when condition", exc, state) from exc
 
 
 def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _Part:
@@ -441,10 +310,12 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
             for invocation in effect.calls
         ]
     )
-    finished: dict[int, ToolOutcome] | None = {} if len(jobs) > 1 else None
+    finished = _round_record(jobs)
     try:
-        outcomes: tuple[ToolOutcome, ...] = yield _RunToolsOp(jobs, relay, finished)
+        outcomes: Sequence[ToolOutcome] = yield _RunToolsOp(jobs, relay, finished)
     except BaseException as exc:
+        if finished and live.handoffs:
+            settle_finished(state.calls, finished, live.handoffs)
         if finished and live.on_tool_error == "raise":
             # A failed call raises when its round ends: kept out of the state, it
             # runs again on resume and raises there, as it would have.
@@ -457,7 +328,9 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
         for item in relay.held:  # sub-runs' events no shell showed as they came
             yield _NoticeOp(item)
     if live.on_tool_error == "raise":
-        _raise_tool_error(state, outcomes)
+        raise_tool_error(state, outcomes)
+    if live.handoffs:  # the step's transfer calls that do not hand over say so
+        outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
     for outcome in outcomes:
         event = returned(outcome)
         state = apply_event(live, state, event)
@@ -482,14 +355,29 @@ def _run_open(live: Live, step: OpenStep) -> _Part:
             if c.status == "to_run"
         ]
     )
-    finished: dict[int, ToolOutcome] | None = {} if len(jobs) > 1 else None
+    finished = _round_record(jobs)
     try:
-        outcomes: tuple[ToolOutcome, ...] = yield _new_tuple(_RunToolsOp, (jobs, None, finished))
+        outcomes: Sequence[ToolOutcome] = yield _new_tuple(_RunToolsOp, (jobs, None, finished))
     except BaseException as exc:
         if not isinstance(exc, Exception):  # (an error of the shell's is not the round's)
+            if finished and live.handoffs:
+                settle_finished(changes["calls"], finished, live.handoffs)
             interrupted(exc, step.state, finished)
         raise
+    if live.handoffs:  # the step's transfer calls that do not hand over say so
+        outcomes = settle_outcomes(changes["calls"], outcomes, live.handoffs)
     return step.close([returned(outcome) for outcome in outcomes])
+
+
+def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
+    """Where the shell puts what a round had done when it is interrupted: the outcomes of
+    the calls that had ended, and the state of sub-runs stopped midway (by index).
+
+    None for a lone call that runs no sub-run: it has nothing to keep.
+    """
+    if len(jobs) > 1 or (jobs and forwards(jobs[0])):
+        return {}
+    return None
 
 
 def interrupted(
@@ -528,7 +416,7 @@ def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:
 def _finish(state: RunState, effect: Effect) -> RunState:
     """The state to return to the caller, or the error of a failed run."""
     if isinstance(effect, Finish) and effect.error is not None:
-        raise _run_failure(state)
+        raise run_failure(state)
     return state
 
 
@@ -553,16 +441,7 @@ def _observe(observer: Callable[[Any], object], value: Any, state: RunState, nam
     try:
         observer(value)
     except Exception as exc:
-        raise _observer_failure(f"{name} observer", exc, state) from exc
-
-
-def _observer_failure(what: str, exc: Exception, state: RunState) -> RunError:
-    # Tools may already have run: the error must keep the state they produced.
-    return RunError(
-        f"the {what} raised {type(exc).__name__}: {exc}; the error's state is the run "
-        "up to that point (resume it to go on)",
-        state,
-    )
+        raise observer_failure(f"{name} observer", exc, state) from exc
 
 
 def unique_call_ids(response: ModelResponse) -> ModelResponse:
@@ -621,12 +500,6 @@ def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple
     return tuple(decided)  # type: ignore[arg-type]  # the live policy always decides
 
 
-def _tagged(call: ToolCallPart, event: Any) -> SubRunEvent:
-    if isinstance(event, SubRunEvent):
-        return SubRunEvent((call.name, call.id, *event.path), event.event)
-    return SubRunEvent((call.name, call.id), event)
-
-
 def _job(
     live: Live,
     state: RunState,
@@ -660,47 +533,3 @@ def _job_in(
         forward,
     )
     return ToolJob(invocation, tool, context)
-
-
-def _raise_tool_error(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> None:
-    for outcome in outcomes:
-        error = tool_failure(state, outcome.tool_name, outcome.outcome, outcome.content)
-        if error is not None:
-            if outcome.exception is not None:
-                raise error from outcome.exception
-            raise error
-
-
-def tool_failure(
-    state: RunState, tool_name: str, outcome: str | None, content: str
-) -> ToolExecutionError | None:
-    """The error ``on_tool_error="raise"`` raises for a call's outcome, or None when it succeeded.
-
-    ``state`` is the run before the step's results (the error's state).
-    """
-    if outcome not in ("error", "timeout"):
-        return None
-    return ToolExecutionError(f"tool {tool_name!r} failed: {content}", state)
-
-
-def _model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
-    if isinstance(exc, ToolfoldError):
-        # Keep the provider's own error type (RateLimitError...) so callers
-        # can catch it; add the state so the run can be resumed.
-        exc.state = state  # type: ignore[attr-defined]
-        return exc
-    return RunError(
-        f"the model call of step {step} failed: {type(exc).__name__}: {exc}; "
-        "the error's state is the run before that call, resume it to retry",
-        state,
-    )
-
-
-def _run_failure(state: RunState) -> RunError:
-    error = state.error
-    assert error is not None
-    if error.kind == "tool_retries_exceeded":
-        return ToolRetriesExceededError(error.message, state)
-    if error.kind == "output_validation":
-        return OutputValidationError(error.message, state)
-    return RunError(f"the run failed ({error.kind}): {error.message}", state)

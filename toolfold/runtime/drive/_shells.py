@@ -30,7 +30,6 @@ from toolfold.runtime.drive._loop import (
     Ended,
     Live,
     Loop,
-    Relay,
     _NoticeOp,
     _OpenOp,
     _RunToolsOp,
@@ -38,6 +37,7 @@ from toolfold.runtime.drive._loop import (
     interrupted,
 )
 from toolfold.runtime.drive._open import aopened, close_failed, opened
+from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
 
 
@@ -98,7 +98,9 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
                 call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
-            value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
+            value = run_calls_sync(
+                op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+            )
             if tools is not None:
                 tools.end(value)
         elif isinstance(op, _SwitchOp):
@@ -255,7 +257,9 @@ def _stream_sync(
             if op.relay is not None and any(forwards(job) for job in op.jobs):
                 value = yield from _relayed_sync(op, op.relay, live.max_concurrency)
             else:
-                value = run_calls_sync(op.jobs, max_concurrency=live.max_concurrency)
+                value = run_calls_sync(
+                    op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                )
             if tools is not None:
                 tools.end(value)
 

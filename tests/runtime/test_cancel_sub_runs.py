@@ -1,0 +1,319 @@
+"""A cancelled sub-run is kept where it stopped: resuming the top run continues it.
+
+An agent used as a tool, or a workflow (used as a tool, or as a step of
+another), that is interrupted midway leaves its state on its call's record
+(a `ToolSuspended` whose sub-run does not wait): the top run's state holds
+the whole tree, and a resume, also through JSON, runs nothing that had
+finished again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, ModelRequest, RunState, Sequence, Task, state_of, tool
+from toolfold.runtime import replay
+from toolfold.testing import FunctionModel
+
+call = FunctionModel.call
+
+
+class Gate:
+    """Counts tool executions; ``slow`` blocks until cancelled while ``holding`` is set."""
+
+    def __init__(self) -> None:
+        self.ran: Counter[str] = Counter()
+        self.holding = True
+        self.reached = asyncio.Event()
+        self.interrupt = False  # a blocking run: ``slow`` raises KeyboardInterrupt once
+
+    def tools(self) -> list[Any]:
+        @tool(blocking=False)
+        def quick(key: str) -> str:
+            """A tool that answers at once.
+
+            Args:
+                key: What to look up.
+            """
+            self.ran[f"quick:{key}"] += 1
+            return f"quick {key}"
+
+        @tool
+        async def slow(key: str) -> str:
+            """A tool that waits until the gate opens.
+
+            Args:
+                key: What to look up.
+            """
+            if self.holding:
+                self.reached.set()
+                await asyncio.Event().wait()  # never set: only the cancel ends it
+            self.ran[f"slow:{key}"] += 1
+            return f"slow {key}"
+
+        @tool(blocking=False)
+        def halt(key: str) -> str:
+            """A tool that is interrupted by Ctrl-C the first time.
+
+            Args:
+                key: What to look up.
+            """
+            if self.interrupt:
+                self.interrupt = False
+                raise KeyboardInterrupt
+            self.ran[f"halt:{key}"] += 1
+            return f"halt {key}"
+
+        return [quick, slow, halt]
+
+
+def _results(request: ModelRequest) -> list[str]:
+    return [r.content for m in request.messages for r in m.tool_results]
+
+
+def _worker(gate: Gate, name: str, last: str = "slow") -> Agent:
+    """An agent that calls ``quick``, then ``last`` (in a second step), then answers."""
+
+    def reply(request: ModelRequest) -> Any:
+        gate.ran[f"model:{name}"] += 1
+        done = _results(request)
+        if not done:
+            return call("quick", {"key": name})
+        if len(done) == 1:
+            return call(last, {"key": name})
+        return f"{name}: " + ", ".join(done)
+
+    return Agent(FunctionModel(reply), name=name, tools=gate.tools())
+
+
+def _caller(gate: Gate, name: str, tool_: Any) -> Agent:
+    """An agent whose model calls ``tool_`` once, then answers with its result."""
+
+    def reply(request: ModelRequest) -> Any:
+        gate.ran[f"model:{name}"] += 1
+        done = _results(request)
+        return f"{name}(" + done[0] + ")" if done else call(tool_.name, {"input": "go"})
+
+    return Agent(FunctionModel(reply), name=name, tools=[tool_])
+
+
+async def _cancelled(gate: Gate, work: Any) -> RunState:
+    task = asyncio.ensure_future(work)
+    await gate.reached.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError) as caught:
+        await task
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    return RunState.from_json(state.to_json())
+
+
+def _kept_path(state: RunState) -> list[str]:
+    """The names of the calls holding an interrupted sub-run, from the top down."""
+    path: list[str] = []
+    while True:
+        held = [c for c in state.calls if c.child is not None and c.status == "to_run"]
+        if not held:
+            return path
+        (record,) = held
+        path.append(record.call.name)
+        state = record.child
+
+
+def test_a_cancelled_sub_agent_two_deep_continues_where_it_stopped() -> None:
+    """lead -> mid -> bottom, cancelled in bottom's second step: resuming from JSON runs no model call or tool that had ended again."""
+    gate = Gate()
+    bottom = _worker(gate, "bottom")
+    mid = _caller(gate, "mid", bottom.as_tool())
+    lead = _caller(gate, "lead", mid.as_tool())
+
+    async def go() -> None:
+        state = await _cancelled(gate, lead.arun("go"))
+        assert _kept_path(state) == ["mid", "bottom"]
+        assert gate.ran == {"model:lead": 1, "model:mid": 1, "model:bottom": 2, "quick:bottom": 1}
+        assert state.tree_usage.requests == 4  # the kept sub-runs' model calls count
+        assert list(state.sub_runs) == [state.calls[0].call.id]
+        from toolfold.runtime._view import to_html
+
+        assert "Sub-run interrupted" in to_html(state)
+        assert replay(state.log) == state
+        gate.holding = False
+        response = await lead.aresume(state)
+        assert response.text == "lead(mid(bottom: quick bottom, slow bottom))"
+        assert replay(response.state.log) == response.state
+
+    asyncio.run(go())
+    # each model call and tool ran once: bottom's first step and quick were not run again
+    assert gate.ran == {
+        "model:lead": 2,
+        "model:mid": 2,
+        "model:bottom": 3,
+        "quick:bottom": 1,
+        "slow:bottom": 1,
+    }
+
+
+def test_a_cancelled_nested_workflow_continues_where_it_stopped() -> None:
+    """A workflow used as a tool whose second step is itself a workflow, cancelled in its last agent: resuming from JSON runs no finished step again."""
+    gate = Gate()
+    inner = Sequence(_worker(gate, "second", "quick"), _worker(gate, "third"), name="inner")
+    outer = Sequence(_worker(gate, "first", "quick"), inner, name="outer")
+    lead = _caller(gate, "lead", outer.as_tool())
+
+    async def go() -> None:
+        state = await _cancelled(gate, lead.arun("go"))
+        assert _kept_path(state) == ["outer", "inner", "third"]
+        before = dict(gate.ran)
+        assert before["quick:first"] == 2
+        assert before["quick:second"] == 2
+        gate.holding = False
+        response = await lead.aresume(state)
+        assert response.text.startswith("lead(third: quick third, slow third")
+        assert replay(response.state.log) == response.state
+        ran_again = {k: v - before.get(k, 0) for k, v in gate.ran.items()}
+        assert {k: v for k, v in ran_again.items() if v} == {
+            "model:lead": 1,
+            "model:third": 1,
+            "slow:third": 1,
+        }
+
+    asyncio.run(go())
+
+
+def test_ctrl_c_in_a_blocking_sub_agent_keeps_it_where_it_stopped() -> None:
+    """Ctrl-C inside a blocking sub-agent two deep: the top run's state holds both sub-runs, and resuming runs nothing that had ended again."""
+    gate = Gate()
+    gate.interrupt = True
+    bottom = _worker(gate, "bottom", "halt")
+    mid = _caller(gate, "mid", bottom.as_tool())
+    lead = _caller(gate, "lead", mid.as_tool())
+    with pytest.raises(KeyboardInterrupt) as caught:
+        lead.run("go")
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    assert _kept_path(state) == ["mid", "bottom"]
+    response = lead.resume(state)
+    assert response.text == "lead(mid(bottom: quick bottom, halt bottom))"
+    assert gate.ran == {
+        "model:lead": 2,
+        "model:mid": 2,
+        "model:bottom": 3,
+        "quick:bottom": 1,
+        "halt:bottom": 1,
+    }
+
+
+@pytest.mark.parametrize("how", ["stream", "timeout"])
+def test_a_cancelled_streamed_or_timed_sub_agent_is_kept_too(how: str) -> None:
+    """A sub-agent streamed to its caller, or given its own timeout (it runs on a task of its own), is kept where it stopped as well."""
+    gate = Gate()
+    bottom = _worker(gate, "bottom")
+    lead = _caller(
+        gate, "lead", bottom.as_tool(timeout=100) if how == "timeout" else bottom.as_tool()
+    )
+
+    async def consume() -> None:
+        if how == "stream":
+            async for _ in lead.stream("go"):
+                pass
+        else:
+            await lead.arun("go")
+
+    async def go() -> None:
+        state = await _cancelled(gate, consume())
+        assert _kept_path(state) == ["bottom"]
+        gate.holding = False
+        response = await lead.aresume(state)
+        assert response.text == "lead(bottom: quick bottom, slow bottom)"
+
+    asyncio.run(go())
+    assert gate.ran == {"model:lead": 2, "model:bottom": 3, "quick:bottom": 1, "slow:bottom": 1}
+
+
+def test_ctrl_c_in_one_of_two_blocking_sub_agents_keeps_both() -> None:
+    """Two sub-agents side by side in a blocking run, Ctrl-C in the second: the first's answer and the second's progress are kept, and resuming runs neither's finished work again."""
+    gate = Gate()
+    gate.interrupt = True
+    first = _worker(gate, "first", "quick")
+    second = _worker(gate, "second", "halt")
+
+    def reply(request: ModelRequest) -> Any:
+        gate.ran["model:lead"] += 1
+        done = _results(request)
+        if done:
+            return "lead(" + " | ".join(done) + ")"
+        return [call("first", {"input": "a"}), call("second", {"input": "b"})]
+
+    lead = Agent(FunctionModel(reply), name="lead", tools=[first.as_tool(), second.as_tool()])
+    with pytest.raises(KeyboardInterrupt) as caught:
+        lead.run("go")
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    assert [(c.call.name, c.status) for c in state.calls] == [
+        ("first", "done"),
+        ("second", "to_run"),
+    ]
+    response = lead.resume(state)
+    assert (
+        response.text == "lead(first: quick first, quick first | second: quick second, halt second)"
+    )
+    assert gate.ran == {
+        "model:lead": 2,
+        "model:first": 3,
+        "quick:first": 2,
+        "model:second": 3,
+        "quick:second": 1,
+        "halt:second": 1,
+    }
+
+
+def test_a_cancelled_workflow_step_with_a_timeout_continues_where_it_stopped() -> None:
+    """A workflow's agent step with its own timeout (run on a task of its own), cancelled midway, is continued on resume from JSON."""
+    gate = Gate()
+    flow = Sequence(
+        _worker(gate, "first", "quick"), Task(_worker(gate, "second"), timeout=100), name="flow"
+    )
+
+    async def go() -> None:
+        state = await _cancelled(gate, flow.arun("go"))
+        assert _kept_path(state) == ["second"]
+        gate.holding = False
+        response = await flow.aresume(state)
+        assert response.text == "second: quick second, slow second"
+
+    asyncio.run(go())
+    assert gate.ran == {
+        "model:first": 3,
+        "quick:first": 2,
+        "model:second": 3,
+        "quick:second": 1,
+        "slow:second": 1,
+    }
+
+
+def test_only_the_calls_own_sub_run_is_kept() -> None:
+    """An interruption carrying a state that is not the call's sub-run (a deeper one a layer did not replace) keeps nothing: the call starts over rather than resume the wrong run."""
+    from toolfold.runtime import ToolCallPart
+    from toolfold.runtime.drive._executor import kept_sub_run
+
+    bottom = _worker(Gate(), "bottom")
+
+    def interrupted_in(run_id: str) -> BaseException:
+        with pytest.raises(RuntimeError) as failed:  # a state in mid-run, from a failing model
+            bottom.evolve(model=FunctionModel(lambda r: 1 / 0)).run("go", run_id=run_id)
+        exc = asyncio.CancelledError()
+        exc.state = failed.value.state  # type: ignore[attr-defined]
+        return exc
+
+    call_ = ToolCallPart("c1", "bottom")
+    kept: dict[int, Any] = {}
+    for index, run_id in enumerate(["top/c1", "top/c1@3", "top/c1/c7", "top/c2", "elsewhere"]):
+        kept_sub_run(kept, index, call_, interrupted_in(run_id), "top")
+    assert sorted(kept) == [0, 1]
+    assert kept[0].child.run_id == "top/c1"

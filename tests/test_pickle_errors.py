@@ -1,0 +1,96 @@
+"""Every public exception class (and each internal one built from fields) pickles: an error crosses a process (multiprocessing, Ray) intact."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+from typing import Any
+
+import pytest
+
+import toolfold
+import toolfold.local
+import toolfold.mcp
+from toolfold.adapters._wire import WireError
+from toolfold.toolkit._converter import UnionStructureError
+
+
+def _public_errors() -> list[type[BaseException]]:
+    found: dict[str, type[BaseException]] = {}
+    for module in (toolfold, toolfold.mcp, toolfold.local):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, BaseException):
+                found[f"{module.__name__}.{name}"] = value
+    # Internal errors with an __init__ of their own: they cross a process inside a cause chain.
+    found["WireError"] = WireError
+    found["UnionStructureError"] = UnionStructureError
+    return [found[name] for name in sorted(found)]
+
+
+# Sample values for the fields the errors' __init__ take, by parameter name.
+_SAMPLES: dict[str, Any] = {
+    "problems": ["first problem", "second problem"],
+    "errors": ["expected integer @ $.count"],
+    "position": 7,
+    "status_code": 500,
+    "headers": {"x-request-id": "r1"},
+    "retry_after": 2.5,
+    "close_errors": [ValueError("close failed")],
+    "response": None,
+    "state": None,
+}
+
+
+def _made(cls: type[BaseException]) -> BaseException:
+    """An instance of ``cls`` with every field of its ``__init__`` given (keywords too)."""
+    given: dict[str, Any] = {}
+    positional: list[Any] = []
+    try:
+        parameters = inspect.signature(cls).parameters
+    except ValueError:  # Exception's own __init__: the message only
+        return cls("the message")
+    for name, parameter in parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        value = _SAMPLES.get(name, f"{name} value")
+        if parameter.kind is parameter.KEYWORD_ONLY:
+            given[name] = value
+        else:
+            positional.append(value)
+    return cls(*positional, **given)
+
+
+def _fields(error: BaseException) -> dict[str, Any]:
+    # Exceptions compare by identity: compare nested ones by type and text.
+    return {
+        key: [(type(e), str(e)) for e in value] if key == "close_errors" else value
+        for key, value in vars(error).items()
+    }
+
+
+@pytest.mark.parametrize("cls", _public_errors(), ids=lambda cls: cls.__name__)
+def test_every_public_error_round_trips_through_pickle(cls: type[BaseException]) -> None:
+    """pickle.loads(pickle.dumps(error)) gives the same type, message, args and fields."""
+    error = _made(cls)
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is cls
+    assert str(back) == str(error)
+    assert back.args == error.args
+    assert _fields(back) == _fields(error)
+
+
+def test_the_errors_tested_include_mcp_and_the_hierarchy() -> None:
+    """The parametrized test covers MCPError and every class drawn in the hierarchy."""
+    names = {cls.__name__ for cls in _public_errors()}
+    assert {"MCPError", "ToolfoldError", "RunError", "ProviderError", "AgentFileError"} <= names
+
+
+def test_a_run_error_pickles_with_its_state() -> None:
+    """A RunError's state survives pickling: the run can be resumed in another process."""
+    from toolfold.testing import ScriptedModel
+
+    state = toolfold.Agent(ScriptedModel(["hi"])).run("x").state
+    back = pickle.loads(pickle.dumps(toolfold.RunError("failed", state)))
+    assert back.state == state
+    assert str(back) == "failed"
