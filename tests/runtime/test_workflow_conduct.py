@@ -7,6 +7,7 @@ import contextvars
 import re
 from typing import Any
 
+import attrs
 import pytest
 
 from toolfold import Agent, Loop, Parallel, RunState, Sequence, Task, Workflow, tool
@@ -339,7 +340,7 @@ def test_a_decision_that_raises_after_plain_rounds_carries_the_state_they_reache
 def test_an_agent_step_builds_no_response_of_its_own(
     driver: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A step's agent run gives the workflow its state; only the workflow's own run makes a `Response`."""
+    """A step's agent run gives the workflow its state without a `Response` (the workflows' runs, plain to their answer, make no finished state either)."""
     from toolfold.runtime import _conduct, _run
 
     made: list[Any] = []
@@ -354,4 +355,74 @@ def test_an_agent_step_builds_no_response_of_its_own(
     workflow = Sequence(worker("a"), Parallel(echo("b"), echo("c"), name="both"), echo("d"))
     response = workflow.run("x") if driver == "run" else asyncio.run(workflow.arun("x"))
     assert response.output == 'd({"b": "b(a done)", "c": "c(a done)"})'
-    assert made == ["both", "sequence"]  # the workflows' runs, not the agents'
+    assert made == []  # no agent's run; the workflows' runs are deferred
+    assert response.state.phase == "finished"
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_a_plain_runs_state_is_made_when_first_read(driver: str) -> None:
+    """A run plain to its answer makes its state on first read: what the response says before equals what it says after, and the loop's."""
+    import pickle
+
+    from toolfold.runtime._conduct import Deferred
+    from toolfold.runtime._workflow import _STATE_SLOT
+
+    def workflow() -> Workflow:
+        return Sequence(worker("a"), Parallel(worker("b"), echo("c"), name="both"), echo("d"))
+
+    def ran(**kwargs: Any) -> Any:
+        if driver == "run":
+            return workflow().run("x", run_id="wf", **kwargs)
+        return asyncio.run(workflow().arun("x", run_id="wf", **kwargs))
+
+    looped = ran(on_event=lambda event: None)
+    lean = ran()
+    assert type(_STATE_SLOT.__get__(lean)) is Deferred  # nothing read it yet
+    before = (lean.output, lean.text, lean.finish_reason, lean.usage, lean.run_id, lean.agent)
+    shown = (repr(lean), lean.tool_calls, lean.pending_approvals)
+    assert type(_STATE_SLOT.__get__(lean)) is Deferred  # none of those made it
+    state = lean.state
+    assert type(state) is RunState
+    assert lean.state is state  # made once, then kept
+    assert before == (
+        looped.output,
+        looped.text,
+        looped.finish_reason,
+        looped.usage,
+        looped.run_id,
+        looped.agent,
+    )
+    assert before == (lean.output, lean.text, lean.finish_reason, lean.usage, "wf", "sequence")
+    assert shown == (repr(looped), (), ()) == (repr(lean), lean.tool_calls, lean.pending_approvals)
+    assert _steady(state) == _steady(looped.state)
+    assert replay(state.log) == state
+    assert RunState.from_json(state.to_json()) == state
+    assert lean.outputs == looped.outputs
+    copied = pickle.loads(pickle.dumps(ran()))  # pickling reads the state like any field
+    assert type(_STATE_SLOT.__get__(copied)) is RunState
+    assert _steady(copied.state) == _steady(state)
+    fresh = ran()
+    assert fresh == pickle.loads(pickle.dumps(fresh))  # equality reads it too
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        fresh.state = state  # type: ignore[misc]
+
+
+def test_a_plain_round_whose_calls_share_an_id_reaches_the_loops_state() -> None:
+    """Calls of one decision that share an id get unique ids, as the loop gives them, in a plain round too."""
+    from toolfold.runtime._planner import Call, Final, Plan
+
+    class Twice(Parallel):
+        def plan(self, plan: Plan) -> list[Call] | Final:
+            if not plan.attempts:
+                return [plan.call(task, "same", plan.input, {}) for task in self.tasks]
+            return Final([attempt.value for attempt in plan.attempts])
+
+    def workflow() -> Workflow:
+        return Twice(echo("a"), echo("b"), name="twice")
+
+    looped = workflow().run("x", run_id="wf", on_event=lambda event: None)
+    lean = workflow().run("x", run_id="wf")
+    assert lean.output == looped.output == ["a(x)", "b(x)"]
+    assert _steady(lean.state) == _steady(looped.state)
+    assert len({call.id for call in lean.state.log[1].response.tool_calls}) == 2
+    assert replay(lean.state.log) == lean.state

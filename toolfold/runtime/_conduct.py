@@ -14,6 +14,13 @@ a tracer, streaming, a step that suspends or fails, a resume) is the loop's:
 `conducted` says when a run may be driven here, and a run that stops being
 ordinary on the way (suspended, failed) is handed to the loop in the state
 it reached, which then does exactly what it does with any run in that state.
+
+A run whose rounds are all plain up to the answer (the usual one) returns a
+`Deferred` instead of a response: the state it started from and what its
+rounds recorded (the planner's calls, the steps' outcomes, the answer),
+from which `Deferred.state` makes the very events and state the run would
+have reduced. Nothing on the way reads that state, so it is built only when
+someone reads it (`WorkflowResponse.state`).
 """
 
 from __future__ import annotations
@@ -21,16 +28,28 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Generator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
-from toolfold.runtime._planner import Attempt, Call, Final, InPlace, Plan, read_plan, respond
+from toolfold.runtime._planner import (
+    Attempt,
+    Call,
+    Final,
+    InPlace,
+    Plan,
+    answer_response,
+    calls_response,
+    json_text,
+    read_plan,
+    respond,
+    step_calls,
+)
 from toolfold.runtime._run import run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._effects import RunTools
 from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
-from toolfold.runtime.core._messages import ToolCallPart, thaw
+from toolfold.runtime.core._messages import ToolCallPart, Usage, thaw
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._rounds import reduce_all
@@ -74,7 +93,86 @@ def conducted(live: Live) -> bool:
     )
 
 
-def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response:
+class Answered(NamedTuple):
+    """The planner's final answer, as a plain run records it.
+
+    Attributes:
+        text: The answer as the planner's response gives it (its value as JSON).
+        plain: The value accepted as the run's output (plain data).
+    """
+
+    text: str
+    plain: Any
+
+
+# What plain rounds record, in order: per round, the planner's calls (its
+# response is made from them) and the steps' outcomes in call order; last,
+# the answer (see `events_of`).
+_Record = Union[tuple[ToolCallPart, ...], ToolOutcome, Answered]  # noqa: UP007
+
+
+class Deferred(NamedTuple):
+    """A finished run whose state is made when it is first read.
+
+    The run's rounds were all plain from ``start`` to its answer, so the
+    state is ``reduce_all(start, events_of(records))``, the one the run
+    would have reduced on its way; `state` makes it.
+
+    Attributes:
+        start: The state the plain rounds started from.
+        records: What they recorded (see `events_of`).
+        output: The response's output (typed).
+    """
+
+    start: RunState
+    records: list[_Record]
+    output: Any
+
+    def state(self) -> RunState:
+        """The run's final state."""
+        state = reduce_all(self.start, events_of(self.records))
+        assert state.phase == "finished"  # plain rounds to an answer: `_plain_rounds`
+        return state
+
+    @property
+    def plain(self) -> Any:
+        """The state's output."""
+        answer = self.records[-1]
+        assert type(answer) is Answered
+        return answer.plain
+
+    @property
+    def step(self) -> int:
+        """The state's ``step``: one per planner response, the answer's included."""
+        return self.start.step + sum([type(r) is tuple for r in self.records]) + 1
+
+    @property
+    def tree_usage(self) -> Usage:
+        """The state's ``tree_usage``: the planner's responses use nothing, so it is the steps'."""
+        total = self.start.tree_usage
+        for record in self.records:
+            if type(record) is ToolOutcome and record.child is not None:
+                total = total + record.child.tree_usage
+        return total
+
+
+def events_of(records: list[_Record]) -> list[Event]:
+    """The events plain rounds' ``records`` stand for, as the loop would reduce them."""
+    events: list[Event] = []
+    for record in records:
+        kind = type(record)
+        if kind is ToolOutcome:
+            events.append(returned(record))  # type: ignore[arg-type]
+        elif kind is Answered:
+            events.append(_responded_event(answer_response(record.text), ()))  # type: ignore[union-attr]
+            events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
+        else:
+            response = calls_response(record)  # type: ignore[arg-type]
+            events.append(_responded_event(response, _EXECUTE * len(record)))
+    return events
+
+
+def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response | Deferred:
     """Drive a workflow's run from blocking code (see the module's docstring)."""
     course = _course(planner, live, state)
     outcomes: tuple[ToolOutcome, ...] | None = None
@@ -95,12 +193,14 @@ def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response:
                 stamp(course, exc)  # an interruption (Ctrl-C) gets the workflow's state
                 raise
     except StopIteration as stop:
-        state = stop.value
+        ended: RunState | Deferred = stop.value
+    if isinstance(ended, Deferred):
+        return ended
     # Finished, or suspended or failed: the loop says what that gives.
-    return finish(state, live) if state.phase == "finished" else run_sync(live, state)
+    return finish(ended, live) if ended.phase == "finished" else run_sync(live, ended)
 
 
-async def conduct_async(planner: Planner, live: Live, state: RunState) -> Response:
+async def conduct_async(planner: Planner, live: Live, state: RunState) -> Response | Deferred:
     """Drive a workflow's run on the running event loop (see the module's docstring)."""
     course = _course(planner, live, state)
     outcomes: tuple[ToolOutcome, ...] | None = None
@@ -119,8 +219,10 @@ async def conduct_async(planner: Planner, live: Live, state: RunState) -> Respon
                 stamp(course, exc)  # a cancellation gets the workflow's state, not a step's
                 raise
     except StopIteration as stop:
-        state = stop.value
-    return finish(state, live) if state.phase == "finished" else await run_async(live, state)
+        ended: RunState | Deferred = stop.value
+    if isinstance(ended, Deferred):
+        return ended
+    return finish(ended, live) if ended.phase == "finished" else await run_async(live, ended)
 
 
 # The state a round runs in, its steps to run in place (None: the executor runs
@@ -131,19 +233,20 @@ _Round = tuple[RunState, list[InPlace] | None, dict[int, ToolOutcome] | None]
 
 def _course(
     planner: Planner, live: Live, state: RunState
-) -> Generator[_Round, tuple[ToolOutcome, ...], RunState]:
+) -> Generator[_Round, tuple[ToolOutcome, ...], RunState | Deferred]:
     """The run's usual course, written once for both drivers.
 
     Yields each round of step calls to run, with the state it runs in and the
     steps to run in place (None: the executor runs the round), and is sent
     their outcomes in call order; returns the state where the usual course
-    ends (finished, suspended or failed).
+    ends (finished, suspended or failed), or a `Deferred` one.
 
     The course keeps the plan of the conversation it reached: a step's result
     is read into it with the output it was encoded from (not decoded again),
     and the final answer's value is the one the planner gave. Plain rounds
     (see `_plain_rounds`) run back to back, and their events are reduced in
-    one pass when they end (`reduce_all`): no one sees the states between.
+    one pass when they end (`reduce_all`): no one sees the states between;
+    when they end with the answer, not even then (a `Deferred` run).
     """
     plan: Plan | None = None
     answer: Final | None = None
@@ -152,10 +255,12 @@ def _course(
         if phase == "awaiting_model":
             if plan is None:
                 plan = planner.read(state.messages)
-            events: list[Event] = []
-            decided = yield from _plain_rounds(planner, live, state, plan, events)
-            if events:
-                state = reduce_all(state, events)
+            records: list[_Record] = []
+            decided = yield from _plain_rounds(planner, live, state, plan, records)
+            if records:
+                if type(records[-1]) is Answered:  # the run finished: its state can wait
+                    return _deferred(live, state, records)
+                state = reduce_all(state, events_of(records))
             if decided is None:  # the plain rounds reached where the state says what follows
                 plan = None
                 continue
@@ -199,17 +304,17 @@ _Decided = tuple["list[Call] | Final", Plan]
 
 
 def _plain_rounds(
-    planner: Planner, live: Live, state: RunState, plan: Plan, events: list[Event]
+    planner: Planner, live: Live, state: RunState, plan: Plan, records: list[_Record]
 ) -> Generator[_Round, tuple[ToolOutcome, ...], _Decided | None]:
-    """Plain rounds from ``state``, their events added to ``events`` (not reduced).
+    """Plain rounds from ``state``, what they did added to ``records`` (see `events_of`).
 
     A round is plain when each of its calls is a step run in place that
     executes in ``state``'s config, and each comes back ``ok`` from a
     finished sub-run: the run then only waits for the next decision, so
-    nothing needs the state in between. The final answer ends them (with its
-    events: the run finished). Returns the first decision that is not plain,
+    nothing needs the state in between. The final answer ends them (recorded
+    last: the run finished). Returns the first decision that is not plain,
     with the plan it was made on, for the caller to take on the reduced
-    state; or None when the rounds' events leave the state to say what
+    state; or None when the rounds' records leave the state to say what
     follows (the answer given, a step failed or waits, no steps left).
     """
     config = state.config
@@ -224,33 +329,34 @@ def _plain_rounds(
     ):
         rounds = 0
     while True:
-        decision = _decision(planner, state, events, plan)
+        decision = _decision(planner, state, records, plan)
         if type(decision) is not list:
-            if not rounds and not events:
+            if not rounds and not records:
                 return decision, plan
             assert isinstance(decision, Final)
-            responded = _responded_event(respond(decision), ())
-            events.append(responded)
-            events.append(_accepted(live, decision, responded.response.message.text))
+            text = json_text(decision.value)
+            records.append(Answered(text, _plain_answer(live, decision, text)))
             return None
         if not rounds or not decision:  # (no calls at all: the core reads it as an answer)
             return decision, plan
-        response = respond(decision)
+        parts = step_calls(decision)
+        if len(parts) > 1 and len({part.id for part in parts}) < len(parts):
+            parts = respond(decision).message.tool_calls  # ids made unique, as `respond` does
         steps: list[InPlace] = []
-        for part in response.message.tool_calls:
+        for part in parts:
             task = planner.step_of(part)
             if task is None or config.tool(part.name) is None:
                 return decision, plan
             steps.append(InPlace(task, part, None))
-        events.append(_responded_event(response, _EXECUTE * len(steps)))
+        records.append(parts)
         finished: dict[int, ToolOutcome] | None = {}
         try:
             outcomes = yield state, steps, finished
         except BaseException as exc:
             if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
-                interrupted(exc, reduce_all(state, events), finished)
+                interrupted(exc, reduce_all(state, events_of(records)), finished)
             raise
-        events.extend([returned(outcome) for outcome in outcomes])
+        records.extend(outcomes)
         attempts = _attempts(outcomes)
         rounds -= 1
         if attempts is None or not rounds:
@@ -259,14 +365,14 @@ def _plain_rounds(
 
 
 def _decision(
-    planner: Planner, state: RunState, events: list[Event], plan: Plan
+    planner: Planner, state: RunState, records: list[_Record], plan: Plan
 ) -> list[Call] | Final:
     """The planner's next decision; a failure is reported as the loop reports a model call's."""
     try:
         return planner.decision(plan)
     except Exception as exc:
         # The error carries the state before the decision, which a resume goes on from.
-        state = reduce_all(state, events)
+        state = reduce_all(state, events_of(records))
         failure = model_failure(exc, state, state.step + 1)
         if failure is exc:
             raise
@@ -457,6 +563,24 @@ def _jobs(live: Live, state: RunState) -> tuple[ToolJob, ...]:
 
 def _accept(live: Live, state: RunState, answer: Final | None) -> RunState:
     return reduce(state, _accepted(live, answer, state.last_text))
+
+
+def _deferred(live: Live, state: RunState, records: list[_Record]) -> Deferred:
+    """The run that plain rounds from ``state`` finished (``records``: theirs, the answer last)."""
+    answer = records[-1]
+    assert type(answer) is Answered
+    output = answer.plain
+    if output is not None and live.output is not None:  # as `finish` types it
+        output = live.output.restore(output)
+    return Deferred(state, records, output)
+
+
+def _plain_answer(live: Live, answer: Final, text: str) -> Any:
+    """The output the run accepts for the planner's ``answer`` (``text``: its JSON)."""
+    value = answer.value
+    if type(value) is str:
+        return value
+    return _accepted(live, answer, text).value
 
 
 def _accepted(live: Live, answer: Final | None, text: str) -> OutputAccepted:

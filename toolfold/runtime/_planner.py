@@ -103,6 +103,12 @@ class Done(NamedTuple):
     error: str | None = None
 
 
+def _by_base_of(plan: Plan) -> Mapping[str, tuple[Attempt, ...]]:
+    by_base: dict[str, tuple[Attempt, ...]] = {}
+    _add(by_base, plan.attempts)
+    return by_base
+
+
 @attrs.frozen
 class Plan:
     """What the planner reads: the workflow's input, inherited values, finished attempts."""
@@ -112,19 +118,12 @@ class Plan:
     attempts: tuple[Attempt, ...]
     # The attempts by step (base id), made from ``attempts`` unless given (`read_plan`
     # extends the previous plan's instead of reading every attempt again).
-    _by_base: Mapping[str, tuple[Attempt, ...]] | None = attrs.field(
-        default=None, repr=False, eq=False
+    _by_base: Mapping[str, tuple[Attempt, ...]] = attrs.field(
+        default=attrs.Factory(_by_base_of, takes_self=True), repr=False, eq=False
     )
-
-    def __attrs_post_init__(self) -> None:
-        if self._by_base is None:
-            by_base: dict[str, tuple[Attempt, ...]] = {}
-            _add(by_base, self.attempts)
-            object.__setattr__(self, "_by_base", by_base)
 
     def status(self, task: Task, base: str) -> Done | str:
         """The step's outcome, or the call id of its next attempt."""
-        assert self._by_base is not None  # made in __attrs_post_init__
         attempts = self._by_base.get(base)
         if not attempts:
             return base
@@ -138,15 +137,14 @@ class Plan:
 
     def started(self, base: str) -> bool:
         """Whether any attempt at ``base`` exists."""
-        assert self._by_base is not None  # made in __attrs_post_init__
         return base in self._by_base
 
     def extended(self, attempts: Iterable[Attempt]) -> Plan:
         """This plan with ``attempts`` finished after its own."""
         attempts = tuple(attempts)
-        by_base = dict(self._by_base or {})
+        by_base = dict(self._by_base)
         _add(by_base, attempts)
-        return Plan(self.input, self.values, (*self.attempts, *attempts), by_base)
+        return _plan(self.input, self.values, (*self.attempts, *attempts), by_base)
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
         """A call of ``task`` with the values its templates need."""
@@ -212,8 +210,13 @@ def read_plan(
                     value = known[call_id] if call_id in known else json.loads(result.content)
                     attempts.append(Attempt(result.call_id, result.tool_name, True, value))
     if since is None:
-        return Plan(input_, values, tuple(attempts))
+        return _plan(input_, values, tuple(attempts))
     return since.extended(attempts)
+
+
+# Plans are made from values of the fields' types (see `builder`): the attrs
+# class's own ``__init__`` is a third of a workflow step's plan update.
+_plan = builder(Plan)
 
 
 def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:
@@ -265,16 +268,31 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
     """The planner's decision as a model response."""
     # Built without the records' converters: every value has its final type.
     if isinstance(decision, Final):
-        text = json_text(decision.value)
-        message = _message("assistant", (_text(text),))
-        return _response(message, NO_USAGE, "stop", None, PLANNER_MODEL, None)
-    parts = tuple([_step_call(c) for c in decision])
-    response = _response(
-        _message("assistant", parts), NO_USAGE, "tool_calls", None, PLANNER_MODEL, None
-    )
+        return answer_response(json_text(decision.value))
+    parts = step_calls(decision)
+    response = calls_response(parts)
     if len(parts) > 1 and len({p.id for p in parts}) < len(parts):
         return unique_call_ids(response)  # a plan names each call once; as the loop would
     return response
+
+
+def answer_response(text: str) -> ModelResponse:
+    """The planner's response giving the final answer ``text`` (its value as JSON: `json_text`)."""
+    return _response(
+        _message("assistant", (_text(text),)), NO_USAGE, "stop", None, PLANNER_MODEL, None
+    )
+
+
+def step_calls(decision: list[Call]) -> tuple[ToolCallPart, ...]:
+    """The tool calls of the planner's ``decision`` (its response's, unless two share an id)."""
+    return tuple([_step_call(c) for c in decision])
+
+
+def calls_response(parts: tuple[ToolCallPart, ...]) -> ModelResponse:
+    """The planner's response making the calls ``parts`` (each id once: see `respond`)."""
+    return _response(
+        _message("assistant", parts), NO_USAGE, "tool_calls", None, PLANNER_MODEL, None
+    )
 
 
 def _step_call(call: Call) -> ToolCallPart:

@@ -135,13 +135,16 @@ class Response:
                 ("finish_reason", repr(self.finish_reason)),
                 ("text", excerpt(text)),
                 ("output", short(self.output) if structured else None),
-                ("steps", self.state.step),
+                ("steps", self._step_count()),
                 ("pending_approvals", _names(self.pending_approvals)),
                 ("tool_calls", _names(self.tool_calls)),
                 ("usage", repr(self.usage)),
                 ("run_id", repr(self.run_id)),
             ],
         )
+
+    def _step_count(self) -> int:
+        return self.state.step
 
     def to_html(self, *, title: str | None = None) -> str:
         """The run as one self-contained HTML page: a timeline of its steps.

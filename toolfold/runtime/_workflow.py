@@ -25,7 +25,7 @@ from toolfold._errors import (
     WorkflowDefinitionError,
 )
 from toolfold.runtime._agent import Observer, StepObserver
-from toolfold.runtime._conduct import conduct_async, conduct_sync, conducted
+from toolfold.runtime._conduct import Deferred, conduct_async, conduct_sync, conducted
 from toolfold.runtime._planner import (
     Call,
     Final,
@@ -35,7 +35,7 @@ from toolfold.runtime._planner import (
     read_plan,
     workflow_output,
 )
-from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent
+from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
 from toolfold.runtime._resume import resumed
 from toolfold.runtime._run import (
     Approval,
@@ -48,7 +48,7 @@ from toolfold.runtime._run import (
 )
 from toolfold.runtime._task import STEP_CLOSE_ERRORS, Task, plain_data, structured
 from toolfold.runtime.core._build import builder
-from toolfold.runtime.core._messages import Message, TextPart
+from toolfold.runtime.core._messages import Message, TextPart, ToolCallPart, Usage
 from toolfold.runtime.core._reducer import initial_state
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
@@ -292,12 +292,12 @@ class Workflow:
         )
         return live, state
 
-    def _drive_sync(self, live: Live, state: RunState) -> Response:
+    def _drive_sync(self, live: Live, state: RunState) -> Response | Deferred:
         if conducted(live):  # nothing watches the run: the lean driver (same events)
             return conduct_sync(self._planner, live, state)
         return run_sync(live, state)
 
-    async def _drive_async(self, live: Live, state: RunState) -> Response:
+    async def _drive_async(self, live: Live, state: RunState) -> Response | Deferred:
         if conducted(live):
             return await conduct_async(self._planner, live, state)
         return await run_async(live, state)
@@ -572,17 +572,71 @@ class WorkflowResponse(Response):
 
     ``output`` is the workflow's output (typed where the last step's type is
     known), ``text`` the same as text (JSON unless it is text).
+
+    A run that went its usual way (see `_conduct.Deferred`) makes its
+    ``state`` when it is first read: ``output``, ``text``, ``finish_reason``,
+    ``usage``, ``run_id``, ``agent``, ``tool_calls``, ``pending_approvals``
+    and its repr need none. Equality, hashing,
+    pickling and ``attrs`` functions read ``state`` like any field.
     """
+
+    def _deferred(self) -> Deferred | None:
+        """The run whose state is not made yet, if any."""
+        held = _STATE_SLOT.__get__(self, WorkflowResponse)
+        return held if type(held) is Deferred else None
 
     @property
     def text(self) -> str:
         """The output as text (JSON unless it is text); "" while suspended."""
         import json
 
-        if not self.state.is_done or self.state.phase == "failed":
+        deferred = self._deferred()
+        if deferred is not None:  # finished
+            plain = deferred.plain
+        elif not self.state.is_done or self.state.phase == "failed":
             return ""
-        plain = self.state.output
+        else:
+            plain = self.state.output
         return plain if isinstance(plain, str) else json.dumps(plain, default=str)
+
+    @property
+    def finish_reason(self) -> RunFinishReason:
+        """Why the run stopped (see `Response.finish_reason`)."""
+        if self._deferred() is not None:  # finished with the planner's answer
+            return "stop"
+        return super().finish_reason
+
+    @property
+    def usage(self) -> Usage:
+        """Usage summed over every step's run, any depth (the workflow's own planner uses none)."""
+        deferred = self._deferred()
+        return deferred.tree_usage if deferred is not None else super().usage
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """Calls that were not executed and wait for the caller's results."""
+        return () if self._deferred() is not None else super().tool_calls
+
+    @property
+    def pending_approvals(self) -> tuple[ToolCallPart, ...]:
+        """Calls that wait for an approval (see ``resume(approvals=...)``)."""
+        return () if self._deferred() is not None else super().pending_approvals
+
+    def _step_count(self) -> int:
+        deferred = self._deferred()
+        return deferred.step if deferred is not None else self.state.step
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        deferred = self._deferred()
+        return deferred.start.run_id if deferred is not None else self.state.run_id
+
+    @property
+    def agent(self) -> str | None:
+        """The workflow's name (no handoffs in a workflow's own run)."""
+        deferred = self._deferred()
+        return deferred.start.agent if deferred is not None else self.state.agent
 
     @property
     def outputs(self) -> Mapping[str, Any]:
@@ -605,7 +659,36 @@ class WorkflowResponse(Response):
         return found
 
 
-def _wrapped(response: Response) -> WorkflowResponse:
+class _State:
+    """`WorkflowResponse.state`: the field's slot, a `Deferred` run's state made on first read.
+
+    Reading it replaces the `Deferred` in the slot with the state (two
+    threads reading at once both make it, equal states: either one stays).
+    Setting it is the class's own ``__init__`` and ``__setstate__``;
+    anything else is refused by the frozen class's ``__setattr__`` first.
+    """
+
+    def __get__(self, response: WorkflowResponse | None, owner: Any = None) -> Any:
+        if response is None:
+            return self
+        held = _STATE_SLOT.__get__(response, owner)
+        if type(held) is Deferred:
+            held = held.state()
+            _STATE_SLOT.__set__(response, held)
+        return held
+
+    def __set__(self, response: WorkflowResponse, value: Any) -> None:
+        _STATE_SLOT.__set__(response, value)
+
+
+_STATE_SLOT: Any = Response.__dict__["state"]  # the slot that holds the field
+# Set here, not in the class body: attrs drops a body attribute named like a field.
+type.__setattr__(WorkflowResponse, "state", _State())
+
+
+def _wrapped(response: Response | Deferred) -> WorkflowResponse:
+    if isinstance(response, Deferred):  # its state is made when it is read
+        return WorkflowResponse(response, response.output)  # type: ignore[arg-type]
     return WorkflowResponse(response.state, response.output)
 
 
