@@ -24,7 +24,7 @@ from toolfold import (
     WorkflowDefinitionError,
 )
 from toolfold.runtime import fork, replay
-from toolfold.testing import FunctionModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 
 def echo(name: str) -> Agent:
@@ -545,6 +545,58 @@ def test_on_error_skip_records_the_error_and_goes_on() -> None:
     assert "failure 1" in response.errors["bad"]
     assert "bad" not in response.outputs
     exact(response.state)
+
+
+def looper(**kw: Any) -> Agent:
+    """An agent that calls its tool on every step, so it stops at ``max_steps=2``."""
+
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    return Agent(ScriptedModel([ScriptedModel.call("ping")] * 9), tools=[ping], name="looper", **kw)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_agent_step_that_stops_at_max_steps_has_failed(stream: bool) -> None:
+    """It has no answer to pass on (it passed ``"null"``): ``on_error`` applies, naming the step."""
+    workflow = Sequence(Task(looper(max_steps=2), on_error="skip"), echo("b"))
+    if stream:
+        running = workflow.stream("x")
+        list(running)
+        response = running.response
+    else:
+        response = workflow.run("x")
+    assert response.output == "b(x)"
+    assert response.errors == {
+        "looper": "Error: the step's run made max_steps=2 model calls without answering"
+    }
+    exact(response.state)
+    with pytest.raises(
+        RunError, match=r"step 'looper' .*max_steps=2 model calls without answering"
+    ):
+        Sequence(looper(max_steps=2), echo("b")).run("x")
+
+
+def test_a_skipped_parallel_step_has_no_entry_in_the_merge() -> None:
+    """Its output is not ``None`` (a step may answer that): it has none."""
+
+    def bad(x: str) -> str:
+        raise ValueError("no")
+
+    seen: list[dict[str, Any]] = []
+
+    def merge(outputs: dict[str, Any]) -> str:
+        seen.append(outputs)
+        return " / ".join(outputs.values())
+
+    skipped = Task(bad, name="bad", on_error="skip")
+    response = Parallel(echo("a"), skipped).run("x")
+    assert response.output == {"a": "a(x)"}
+    assert "bad" in response.errors
+    exact(response.state)
+    assert Parallel(echo("a"), skipped, merge=merge).run("x").output == "a(x)"
+    assert seen == [{"a": "a(x)"}]
 
 
 def test_on_error_retry_runs_the_step_again() -> None:

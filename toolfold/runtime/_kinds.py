@@ -122,9 +122,9 @@ class Parallel(Workflow):
 
     Attributes:
         steps: The steps, as tasks.
-        merge: A function of the mapping step name -> output (None for a
-            skipped step) whose result is the workflow's output; by default
-            the mapping itself.
+        merge: A function of the mapping step name -> output (a step
+            skipped after failing has no entry) whose result is the
+            workflow's output; by default the mapping itself.
         max_concurrency: Steps that may run at once.
         name: The workflow's name.
     """
@@ -183,8 +183,8 @@ class Parallel(Workflow):
 
     def restore(self, plain: Any) -> Any:
         """The merged output; by default each step's output as its type."""
-        if self.merge is None and isinstance(plain, dict):
-            return {t.name: _restored(t, plain.get(t.name)) for t in self._tasks}
+        if self.merge is None and isinstance(plain, dict):  # a skipped step has no entry
+            return {t.name: _restored(t, plain[t.name]) for t in self._tasks if t.name in plain}
         return structured(plain, self.output_type)
 
     def plan(self, plan: Plan) -> list[Call] | Final:
@@ -195,13 +195,13 @@ class Parallel(Workflow):
             status = plan.status(task, task.name)
             if isinstance(status, str):
                 calls.append(plan.call(task, status, plan.input, plan.values))
-            else:
+            elif not status.skipped:  # a skipped step has no output, so no entry
                 outputs[task.name] = status.value
         if calls:
             return calls
         if self.merge is None:
             return Final(outputs)
-        typed = {t.name: _restored(t, outputs[t.name]) for t in self._tasks}
+        typed = {t.name: _restored(t, outputs[t.name]) for t in self._tasks if t.name in outputs}
         return Final(plain_data(self.merge(typed)))
 
 

@@ -529,6 +529,13 @@ def _step_result(response: Response) -> SubRun:
 
 
 def _state_result(state: RunState) -> SubRun:
+    if state.finish_reason == "max_steps":  # no answer to pass on: the step failed
+        return SubRun(
+            state,
+            f"Error: the step's run made max_steps={state.config.max_steps} model calls "
+            "without answering",
+            True,
+        )
     return SubRun(state, json_text(state.output))
 
 
