@@ -159,9 +159,37 @@ def _checked(found: Any, at: str, depth: int) -> Any:
     return found
 
 
+def call_arguments(found: Mapping[str, Any], at: str) -> tuple[str, Mapping[str, Any] | None]:
+    """A tool call's arguments sent as an object: ``(text, value)``.
+
+    When the model nested the object deeper than `MAX_DEPTH`, the value is
+    None and the text shows it, so the model reads an argument error and can
+    correct itself, as when argument text cannot be parsed; the rest of the
+    answer stands. (That text is ASCII, so a lone surrogate in it cannot break
+    a later request's encoding.) A number that is not finite cannot come from
+    JSON: it is a malformed body.
+
+    Raises:
+        WireError: A number in the object is not finite.
+    """
+    try:
+        value = _checked(found, at, 0)
+    except _TooDeep:
+        try:
+            text = json.dumps(found, allow_nan=True)
+        except (RecursionError, ValueError):  # deeper than the encoder goes
+            text = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+        return text, None
+    return json.dumps(value, ensure_ascii=False), value
+
+
+class _TooDeep(WireError):
+    """A value nested deeper than `MAX_DEPTH`."""
+
+
 def _deeper(at: str, depth: int) -> None:
     if depth >= MAX_DEPTH:
-        raise WireError(at, f"nested more than {MAX_DEPTH} levels deep")
+        raise _TooDeep(at, f"nested more than {MAX_DEPTH} levels deep")
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

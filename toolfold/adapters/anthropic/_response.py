@@ -13,7 +13,6 @@ Values are checked at this boundary: a field of the wrong type is a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -109,14 +108,12 @@ def parse_block(block: Any, path: str) -> Part | None:
         text = _string(block, "text", path)
         return TextPart(text) if text else None
     if kind == "tool_use":
-        arguments = wire.value(block, "input", path)  # finite numbers, bounded depth
-        if not isinstance(arguments, Mapping):
-            raise malformed(f"{path}.input", "an object", arguments)
+        found = block.get("input")
+        if not isinstance(found, Mapping):
+            raise malformed(f"{path}.input", "an object", found)
+        text, arguments = wire.call_arguments(found, f"{path}.input")
         return ToolCallPart(
-            _string(block, "id", path),
-            _string(block, "name", path),
-            json.dumps(arguments, ensure_ascii=False),
-            arguments,
+            _string(block, "id", path), _string(block, "name", path), text, arguments
         )
     if kind == "thinking":
         return ReasoningPart(

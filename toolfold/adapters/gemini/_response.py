@@ -11,7 +11,6 @@ same ids.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -103,16 +102,17 @@ def parse_call(
     call: Mapping[str, Any], at: str, signature: str | None, seed: str, position: int
 ) -> ToolCallPart:
     """A ``functionCall`` as a `ToolCallPart` (``args`` is an object on the wire)."""
-    args = wire.value(call, "args", at)
-    if args is None:
-        args = {}
-    elif not isinstance(args, Mapping):
-        raise wire.WireError(f"{at}.args", f"expected an object, got {wire.kind(args)}")
+    found = call.get("args")
+    if found is None:
+        found = {}
+    elif not isinstance(found, Mapping):
+        raise wire.WireError(f"{at}.args", f"expected an object, got {wire.kind(found)}")
+    text, args = wire.call_arguments(found, f"{at}.args")
     call_id = wire.text(call, "id", at)
     return ToolCallPart(
         call_id or synthetic_id(seed, position),
         wire.text(call, "name", at) or "",
-        json.dumps(args, ensure_ascii=False),
+        text,
         args,
         {"thought_signature": signature} if signature is not None else None,
     )

@@ -100,13 +100,14 @@ def _call(raw: Any, seed: str, position: int, path: str) -> ToolCallPart:
     name = wire.text(function, "name", f"{path}.function")
     if name is None:
         raise malformed(f"{path}.function.name", "a string", name)
-    arguments = wire.value(function, "arguments", f"{path}.function")
+    arguments = function.get("arguments")
     if arguments is None:
         arguments = {}
+    decoded: Mapping[str, Any] | None
     if isinstance(arguments, Mapping):
-        text = json.dumps(arguments, ensure_ascii=False)
-        decoded: Mapping[str, Any] | None = arguments
+        text, decoded = wire.call_arguments(arguments, f"{path}.function.arguments")
     elif isinstance(arguments, str):  # tolerated: the OpenAI-style string
+        arguments = wire.encodable(arguments)
         text, decoded = arguments or "{}", parse_arguments(arguments)
     else:
         raise malformed(f"{path}.function.arguments", "an object", arguments)
