@@ -483,36 +483,6 @@ def test_the_memoized_frame_sees_a_schema_value_change_type_in_place() -> None:
         assert text in (sent or b""), value
 
 
-def test_the_memoized_frame_of_derived_schemas_compares_nothing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Tools whose schemas @tool derived (read-only) reuse the frame without comparing schemas."""
-    from toolfold import tool
-    from toolfold.adapters.openai_chat import _request
-
-    @tool
-    def add(a: int, b: int) -> int:
-        """Add two integers."""
-        return a + b
-
-    spec = ToolDefinition(add.name, add.description, add.parameters)
-    explicit = ToolDefinition("get_weather", "Weather.", {"type": "object", "properties": {}})
-    compared: list[object] = []
-    real = _request.same_json
-
-    def counted(value: Any, copy: Any, typed: Any) -> bool:
-        compared.append(value)
-        return real(value, copy, typed)
-
-    monkeypatch.setattr(_request, "same_json", counted)
-    openai = PROVIDERS["openai"]
-    derived = ModelRequest((Message.user("x"),), (spec,))
-    mixed = ModelRequest((Message.user("x"),), (spec, explicit))
-    for request in (derived, derived, mixed, mixed):
-        assert encode_body(request, "m", openai) == dumps(build_body(request, "m", openai))
-    assert len(compared) == 1  # the second request with an explicit schema
-
-
 def test_a_request_compiles_each_tool_once() -> None:
     """Encoding a request compiles each tool once (each compilation reads the tool's description once)."""
 

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._frozen import freeze_schema
 from toolfold.toolkit._jsonschema import MISSING, escape, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._results import format_result as _format_result
@@ -134,9 +133,7 @@ class Tool(Generic[P, R]):
     ) -> Tool[P, R]:
         """The tool ``@tool`` makes: options checked, schema derived from ``function``."""
         made: Tool[P, R] = cls.__new__(cls)
-        # Read-only: what a request encoder compiled from it once stays true (see `_frozen`).
-        parameters = freeze_schema(signature.parameters)
-        made._init(options, parameters, function, is_async, signature, receiver)
+        made._init(options, signature.parameters, function, is_async, signature, receiver)
         return made
 
     def _init(

@@ -3,8 +3,7 @@
 It runs on every request, so results are memoized: first by the identity of the
 tool's ``parameters`` (checked against a private copy of the schema it was
 compiled from, types included, `same_json`, so a dict mutated in place is
-recompiled; a schema ``@tool`` derived is read-only and needs no check), then
-by its JSON text.
+recompiled), then by its JSON text.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from toolfold.adapters._dialects._profiles import (
 )
 from toolfold.adapters._dialects._refs import def_name
 from toolfold.adapters._dialects._walk import Walker
-from toolfold.toolkit._frozen import is_frozen_schema
 from toolfold.toolkit._jsonschema import escape, resolve_local
 
 
@@ -143,7 +141,7 @@ _SPECS: dict[str, _Spec] = {
 
 _UNSET: Any = object()
 _MAX_ENTRIES = 4096
-_by_identity: dict[tuple[Any, ...], tuple[Any, TypedLeaves | None, CompiledTool]] = {}
+_by_identity: dict[tuple[Any, ...], tuple[Any, TypedLeaves, CompiledTool]] = {}
 _by_content: dict[tuple[Any, ...], CompiledTool] = {}
 
 
@@ -185,11 +183,7 @@ def compile_tool(
     description = getattr(tool, "description", None) or ""
     key = (id(params), name, description, dialect, strict, allow_loss)
     hit = _by_identity.get(key)
-    if (
-        hit is not None
-        and hit[0] is params
-        and (hit[1] is None or same_json(params, hit[2].source_schema, hit[1]))
-    ):
+    if hit is not None and hit[0] is params and same_json(params, hit[2].source_schema, hit[1]):
         return hit[2]
     try:
         text = _json_text(params)
@@ -206,9 +200,7 @@ def compile_tool(
         _by_content[content_key] = compiled
     if len(_by_identity) >= _MAX_ENTRIES:
         _by_identity.clear()
-    # A derived schema cannot change (`is_frozen_schema`): a hit has nothing to compare.
-    typed = None if is_frozen_schema(params) else typed_leaves(compiled.source_schema)
-    _by_identity[key] = (params, typed, compiled)
+    _by_identity[key] = (params, typed_leaves(compiled.source_schema), compiled)
     return compiled
 
 

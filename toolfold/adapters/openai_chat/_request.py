@@ -29,7 +29,6 @@ from toolfold.runtime.core._messages import (
     set_wire_memo,
 )
 from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
-from toolfold.toolkit._frozen import is_frozen_schema
 
 Body = dict[str, Any]
 ToolCompiler = Callable[[ToolDefinition, ChatProvider], Mapping[str, Any]]
@@ -137,9 +136,7 @@ def _frame(
     place (a user's dict), and a hit compares each one with its schema, types
     included (`same_json`, what `compile_tool` checks on each call, without
     its key to build and its cache to look up; a changed schema, a ``1``
-    become ``True`` included, misses and compiles anew). Schemas ``@tool``
-    derived are read-only (`is_frozen_schema`): a hit on tools that all have
-    one compares nothing.
+    become ``True`` included, misses and compiles anew).
     """
     tools, settings = request.tools, request.settings
     key = (
@@ -155,7 +152,7 @@ def _frame(
         hit is not None
         and hit[0] is provider
         and hit[1] is tools
-        and (hit[3] is None or same_json([tool.parameters for tool in tools], hit[2], hit[3]))
+        and same_json([tool.parameters for tool in tools], hit[2], hit[3])
     ):
         return hit[4]  # type: ignore[no-any-return]
     compiled = {id(tool): compiled_tool(tool, provider) for tool in tools}  # each tool once
@@ -184,12 +181,8 @@ def _frame(
     if request.output is None and all(type(tool) is ToolDefinition for tool in tools):
         if len(_frames) >= _MAX_FRAMES:
             _frames.clear()
-        if all(is_frozen_schema(tool.parameters) for tool in tools):
-            # Derived schemas cannot change: nothing to compare on a hit.
-            _frames[key] = (provider, tools, None, None, frame)
-        else:
-            schemas = [compiled[id(tool)].source_schema for tool in tools]
-            _frames[key] = (provider, tools, schemas, typed_leaves(schemas), frame)
+        schemas = [compiled[id(tool)].source_schema for tool in tools]
+        _frames[key] = (provider, tools, schemas, typed_leaves(schemas), frame)
     return frame
 
 
