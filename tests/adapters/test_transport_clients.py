@@ -310,6 +310,13 @@ def test_something_that_is_not_a_client_is_refused_when_the_model_is_built(
         Transport("openai", "http://127.0.0.1:9/v1", KEY, **{option: client})
 
 
+@pytest.mark.parametrize("timeout", [-1, float("nan"), "soon"])
+def test_a_bad_timeout_is_refused_when_the_model_is_built(timeout: Any) -> None:
+    """timeout=-1 is a ModelConfigError naming the option (it was a bare ValueError)."""
+    with pytest.raises(ModelConfigError, match=r"^timeout=.* is not valid"):
+        Transport("openai", "http://127.0.0.1:9/v1", KEY, timeout=timeout)
+
+
 @pytest.mark.parametrize("package", list(PACKAGES.values()), ids=list(PACKAGES))
 def test_a_client_for_one_mode_refuses_the_other(http_server: ScriptedServer, package: Any) -> None:
     """A sync client alone makes async calls fail clearly (and vice versa), never bypassed."""

@@ -19,6 +19,7 @@ from toolfold import (
     ToolCallEvent,
     ToolfoldError,
     ToolResultEvent,
+    UsageError,
     tool,
 )
 from toolfold.runtime import ToolCallDelta
@@ -240,3 +241,19 @@ def test_runs_of_the_same_tools_and_options_share_one_config() -> None:
     Agent(model, tools=[get_weather], max_steps=1)
     with pytest.raises(ToolfoldError, match="max_steps must be an integer"):
         Agent(model, tools=[get_weather], max_steps=True)  # True == 1, made just before
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"name": 5}, "an agent's name is a non-empty string"),
+        ({"name": ""}, "an agent's name is a non-empty string"),
+        ({"stop_when": [5]}, "stop_when takes conditions .* got int: 5"),
+    ],
+)
+def test_bad_options_are_refused_when_the_agent_is_built(
+    options: dict[str, Any], problem: str
+) -> None:
+    """They were accepted: a name of 5 ran as Agent(name=5), a stop condition of 5 failed mid-run."""
+    with pytest.raises(UsageError, match=problem):
+        Agent(TestModel(), **options)

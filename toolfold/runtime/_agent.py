@@ -158,6 +158,10 @@ class Agent:
         )
 
     def __attrs_post_init__(self) -> None:
+        if self.name is not None and (type(self.name) is not str or not self.name):
+            raise UsageError(  # a name is a tool name, a step's key and a log's label
+                f"an agent's name is a non-empty string (or None), got {self.name!r}"
+            )
         # Resolve once: building a provider client per run would waste its
         # connection pool, and bad specs should fail here, not at first run.
         static, sources = split_sources(self.tools)

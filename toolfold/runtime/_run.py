@@ -112,8 +112,13 @@ def split_stop(
     for condition in stop_when:
         if isinstance(condition, (MaxSteps, TokenBudget, ToolCalled)):
             data.append(condition)
-        else:
+        elif callable(condition):
             live.append(condition)
+        else:  # found now, not after the first step
+            raise UsageError(
+                f"stop_when takes conditions (max_steps, token_budget, tool_called) or "
+                f"functions of the run's state, got {type(condition).__name__}: {condition!r}"
+            )
     return tuple(data), tuple(live)
 
 

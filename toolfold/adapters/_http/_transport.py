@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from toolfold._errors import ProviderError
+from toolfold._errors import ModelConfigError, ProviderError
 from toolfold.adapters._http._body import ACCEPT_ENCODING
 from toolfold.adapters._http._checks import check_base_url, check_header_value, check_headers
 from toolfold.adapters._http._clients import Clients
@@ -126,7 +126,7 @@ class Transport:
         self._headers = _default_headers(headers or {})
         self._stream_headers = {**self._headers, "accept": "text/event-stream"}
         injected = http_client is not None or async_http_client is not None
-        timeouts = (None if injected else Timeouts()) if timeout is _UNSET else Timeouts.of(timeout)
+        timeouts = (None if injected else Timeouts()) if timeout is _UNSET else _timeouts(timeout)
         limits = limits or HttpLimits()
         self._sender = Sender(
             provider=provider,
@@ -422,3 +422,11 @@ def _policy(retry: RetryPolicy | int | None) -> RetryPolicy:
     if isinstance(retry, int) and not isinstance(retry, bool):
         return RetryPolicy(max_retries=retry)
     return retry if isinstance(retry, RetryPolicy) else RetryPolicy(0)
+
+
+def _timeouts(timeout: Any) -> Timeouts:
+    """``timeout=`` as `Timeouts`; a bad one is a `ModelConfigError` naming the option."""
+    try:
+        return Timeouts.of(timeout)
+    except (TypeError, ValueError) as exc:
+        raise ModelConfigError(f"timeout={timeout!r} is not valid: {exc}") from None
