@@ -184,20 +184,30 @@ def test_a_cancelled_nested_workflow_continues_where_it_stopped() -> None:
     asyncio.run(go())
 
 
-def test_ctrl_c_in_a_blocking_sub_agent_keeps_it_where_it_stopped() -> None:
-    """Ctrl-C inside a blocking sub-agent two deep: the top run's state holds both sub-runs, and resuming runs nothing that had ended again."""
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+def test_ctrl_c_in_a_blocking_sub_agent_keeps_it_where_it_stopped(stream: bool) -> None:
+    """Ctrl-C inside a blocking sub-agent two deep: the top run's state holds both sub-runs, and resuming runs nothing that had ended again.
+
+    A blocking stream runs a round whose sub-runs forward events on a thread
+    of its own: it keeps the sub-run too (it started the sub-agent again)."""
     gate = Gate()
     gate.interrupt = True
     bottom = _worker(gate, "bottom", "halt")
     mid = _caller(gate, "mid", bottom.as_tool())
     lead = _caller(gate, "lead", mid.as_tool())
+    start = (lambda: list(lead.stream("go"))) if stream else (lambda: lead.run("go"))
     with pytest.raises(KeyboardInterrupt) as caught:
-        lead.run("go")
+        start()
     state = state_of(caught.value)
     assert isinstance(state, RunState)
     state = RunState.from_json(state.to_json())
     assert _kept_path(state) == ["mid", "bottom"]
-    response = lead.resume(state)
+    if stream:
+        resumed = lead.resume_stream(state)
+        list(resumed)
+        response = resumed.response
+    else:
+        response = lead.resume(state)
     assert response.text == "lead(mid(bottom: quick bottom, halt bottom))"
     assert gate.ran == {
         "model:lead": 2,

@@ -277,7 +277,11 @@ def _relayed_sync(
 
     def work() -> None:
         try:
-            ended.append((True, run_calls_sync(op.jobs, max_concurrency=max_concurrency)))
+            # Calls that ended before an interruption are kept (`finished`), as inline.
+            outcomes = run_calls_sync(
+                op.jobs, max_concurrency=max_concurrency, finished=op.finished
+            )
+            ended.append((True, outcomes))
         except BaseException as exc:  # handed to the caller's thread, raised there
             ended.append((False, exc))
         finally:
