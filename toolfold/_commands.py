@@ -363,6 +363,13 @@ class _Session:
             return outcome
         except ToolfoldError as exc:
             _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
+            from toolfold.runtime._api import state_of
+
+            # A provider error carries the run as it stood (an approved tool may
+            # have run): kept, so resuming the file again cannot run it twice.
+            state = state_of(exc)
+            if state is not None:
+                self._write(state)
             return FAILED
         except KeyboardInterrupt as exc:  # Ctrl-C: what the run did is kept
             from toolfold.runtime._api import state_of

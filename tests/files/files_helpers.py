@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from toolfold import Message, ModelRequest, Tool, tool
+from toolfold import Message, ModelRequest, ServerError, Tool, tool
 from toolfold.testing import FunctionModel, Reply
 
 
@@ -153,3 +153,28 @@ class _ClosingBadly:
 
 
 closing_badly = _ClosingBadly()
+
+
+@tool(requires_approval=True)
+def add_logged(a: int, b: int) -> int:
+    """Add two numbers once approved; each run of it is a line of ``ran.log`` here.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    with Path("ran.log").open("a") as log:
+        log.write(f"{a}+{b}\n")
+    return a + b
+
+
+def _fails_once_after_a_result(request: ModelRequest) -> Reply:
+    """Like `model`, but the first answer after a tool result is a provider error (a 503)."""
+    marker = Path("failed")
+    if request.messages[-1].role == "tool" and not marker.exists():
+        marker.write_text("once")
+        raise ServerError("the provider answered 503", provider="openai", status_code=503)
+    return _reply(request)
+
+
+model_failing_once = FunctionModel(_fails_once_after_a_result, name="files:failing-once")

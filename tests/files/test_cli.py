@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,6 +226,36 @@ def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
     proc = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "result: 5\n"
+
+
+def test_a_provider_error_after_an_approved_tool_keeps_its_result(tmp_path: Path) -> None:
+    """The run file holds the tool's result, so resuming it again cannot run the tool twice.
+
+    A provider error is not a RunError: its state (the approved tool's result
+    in it) was dropped, and the second resume ran the tool again.
+    """
+    (tmp_path / "adds.toml").write_text(
+        '[agents.adder]\nmodel = "files_helpers:model_failing_once"\n'
+        'tools = ["files_helpers:add_logged"]\n'
+    )
+    env = {"PYTHONPATH": str(Path(__file__).parent)}
+    proc = toolfold("run", "adds.toml", "add 2 and 3", cwd=tmp_path, env=env)
+    assert proc.returncode == 3, proc.stderr
+    [call_id] = [c.id for c in _waiting(tmp_path / "toolfold-run.json")]
+    proc = toolfold("resume", "toolfold-run.json", "--approve", call_id, cwd=tmp_path, env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert "the run failed: ServerError" in proc.stderr
+    proc = toolfold("resume", "toolfold-run.json", "--approve", call_id, cwd=tmp_path, env=env)
+    assert proc.returncode == 1, proc.stderr  # nothing waits for an approval any more
+    proc = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "result: 5\n"
+    assert (tmp_path / "ran.log").read_text() == "2+3\n"
+
+
+def _waiting(run_file: Path) -> tuple[Any, ...]:
+    state = RunState.from_json(json.dumps(json.loads(run_file.read_text())["state"]))
+    return state.pending_approvals
 
 
 def test_a_run_whose_source_fails_to_close_still_answers(tmp_path: Path) -> None:
