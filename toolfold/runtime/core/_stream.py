@@ -163,6 +163,12 @@ class _OpenPart:
 class StreamState:
     """A response under construction from stream events (see `fold_stream`).
 
+    The text or reasoning part still growing is kept apart (``growing``, its
+    fragments as they came) and joined when ``parts`` is read, so folding
+    costs the same for each event however long the stream. Make a state with
+    ``StreamState(parts=...)``; ``attrs.evolve(state, parts=...)`` replaces
+    only the parts before the growing one (``settled``).
+
     Attributes:
         parts: Completed parts, in order (text and reasoning merged as they grow).
         calls: Tool calls by stream index, in the order they started.
