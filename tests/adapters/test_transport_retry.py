@@ -62,6 +62,12 @@ def test_jitter_stays_within_its_share(retry: int, rand: float) -> None:
         ({"retry-after": "inf"}, None),
         ({"retry-after-ms": "inf", "retry-after": "3"}, 3.0),  # not an endless wait
         ({"retry-after-ms": "infinity"}, None),
+        # Only digits (and a fraction): what float() also reads is nonsense here.
+        ({"retry-after": "1_0"}, None),
+        ({"retry-after": "+3"}, None),
+        ({"retry-after": "1e3"}, None),
+        ({"retry-after": "\u0661\u0662"}, None),  # Arabic-Indic digits
+        ({"retry-after-ms": "+5", "retry-after": " 7 "}, 7.0),
         ({}, None),
     ],
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -199,25 +200,22 @@ class RetryPolicy:
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """The wait a server asked for: ``retry-after-ms``, else ``retry-after`` (seconds or date)."""
     ms = _header(headers, "retry-after-ms")
-    if ms is not None:
-        try:
-            value = float(ms) / 1000.0
-        except ValueError:
-            value = math.nan
-        if 0 <= value < math.inf:  # "inf" parses as a float: as nonsense, it is ignored
-            return value
+    if ms is not None and _DELAY.fullmatch(ms.strip()):
+        return float(ms) / 1000.0
     raw = _header(headers, "retry-after")
     if raw is None:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        parsed = email.utils.parsedate_tz(raw)
-        if parsed is None:
-            return None
-        value = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
-        return max(value, 0.0)
-    return value if value >= 0 and not math.isinf(value) else None
+    if _DELAY.fullmatch(raw.strip()):
+        return float(raw)
+    parsed = email.utils.parsedate_tz(raw)
+    if parsed is None:  # nonsense ("inf", "-3", "1_0", "+3"): ignored
+        return None
+    value = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
+    return max(value, 0.0)
+
+
+# RFC 9110's delay-seconds is digits; a fraction (some providers send one) is read too.
+_DELAY = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?", re.ASCII)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
