@@ -599,6 +599,25 @@ def test_a_skipped_parallel_step_has_no_entry_in_the_merge() -> None:
     assert seen == [{"a": "a(x)"}]
 
 
+def test_a_step_whose_output_is_not_data_fails_naming_the_type() -> None:
+    """Its ``str()`` was kept silently (``"<...Thing object at 0x...>"``), passed to the next step."""
+
+    class Thing:
+        pass
+
+    def make(x: str) -> object:
+        return Thing()
+
+    def take(x: object) -> str:
+        return f"took {x}"
+
+    response = Sequence(Task(make, name="make", on_error="skip"), take).run("x")
+    assert response.output == "took x"
+    assert response.errors["make"].startswith("Error: TypeError: a Thing is not JSON data")
+    with pytest.raises(RunError, match="a Thing is not JSON data"):
+        Parallel(take, Task(take, name="again"), merge=lambda outputs: Thing()).run("x")
+
+
 def test_on_error_retry_runs_the_step_again() -> None:
     """A retried step runs until it succeeds, within its retries; each attempt is on the record."""
     response = Sequence(Task(failing("flaky", 2), on_error="retry", retries=2)).run("x")

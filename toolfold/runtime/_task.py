@@ -371,11 +371,24 @@ def structured(plain: Any, tp: Any) -> Any:
 
 
 def plain_data(value: Any) -> Any:
-    """A step's output as JSON-ready plain data (attrs classes, dataclasses... unstructured)."""
+    """A step's output as JSON-ready plain data (attrs classes, dataclasses... unstructured).
+
+    Raises:
+        TypeError: Something in it is not data the converter writes as JSON
+            (an arbitrary object, bytes...), named by its type: its ``str()``
+            used to be kept silently (``"<Thing object at 0x...>"``).
+    """
     from toolfold.toolkit._converter import get_converter
 
     plain = get_converter().unstructure(value)
-    return json.loads(json.dumps(plain, default=str))
+    return json.loads(json.dumps(plain, default=_not_data))
+
+
+def _not_data(value: Any) -> Any:
+    raise TypeError(
+        f"a {type(value).__name__} is not JSON data: return text, numbers, booleans, None, "
+        "lists, dicts, or attrs classes, dataclasses, enums, datetimes... holding them"
+    )
 
 
 # --- the tools -----------------------------------------------------------------
