@@ -144,6 +144,7 @@ def tools(args: argparse.Namespace) -> int:
         except ToolfoldError as exc:
             _say("tools", f"agent {name!r}: cannot list its tool sources: {exc}")
             return FAILED
+        report.setdefault(name, {})  # an agent without tools is listed as such
         for tool in every:
             for dialect in dialects:
                 try:
@@ -161,7 +162,7 @@ def tools(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, default=str))
         return OK
     for name, by_tool in report.items():
-        print(f"agent {name}")
+        print(f"agent {name}" if by_tool else f"agent {name}: no tools")
         for tool_name, by_dialect in by_tool.items():
             print(f"  tool {tool_name}")
             for dialect, entry in by_dialect.items():

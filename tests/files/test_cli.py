@@ -347,6 +347,12 @@ def test_tools_prints_each_dialect_with_its_rewrites(tmp_path: Path) -> None:
     proc = toolfold("tools", str(EXAMPLE), "--dialect", "klingon", cwd=tmp_path)
     assert proc.returncode == 1
     assert "unknown dialect 'klingon'" in proc.stderr
+    # An agent without tools says so (it printed nothing, exit 0).
+    (tmp_path / "plain.toml").write_text('[agents.plain]\nmodel = "openai:gpt-4o-mini"\n')
+    proc = toolfold("tools", "plain.toml", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "agent plain: no tools\n")
+    proc = toolfold("tools", "plain.toml", "--json", cwd=tmp_path)
+    assert json.loads(proc.stdout) == {"plain": {}}
 
 
 def test_check_passes_a_good_file_and_lists_every_problem(tmp_path: Path) -> None:
