@@ -310,6 +310,18 @@ def test_something_that_is_not_a_client_is_refused_when_the_model_is_built(
         Transport("openai", "http://127.0.0.1:9/v1", KEY, **{option: client})
 
 
+@pytest.mark.parametrize("package", list(PACKAGES.values()), ids=list(PACKAGES))
+def test_a_blocking_client_as_the_async_one_is_refused_when_the_model_is_built(
+    package: Any,
+) -> None:
+    """Its blocking send ran on the event loop, stalling every other run on it."""
+    with (
+        package.Client() as client,
+        pytest.raises(ModelConfigError, match=r"^async_http_client=Client is a blocking client"),
+    ):
+        Transport("openai", "http://127.0.0.1:9/v1", KEY, async_http_client=client)
+
+
 @pytest.mark.parametrize("timeout", [-1, float("nan"), "soon"])
 def test_a_bad_timeout_is_refused_when_the_model_is_built(timeout: Any) -> None:
     """timeout=-1 is a ModelConfigError naming the option (it was a bare ValueError)."""

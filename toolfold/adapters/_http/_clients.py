@@ -63,6 +63,12 @@ class Clients:
                     f"{option}={type(client).__name__} is not an HTTP client: give an "
                     "httpx.Client or httpx.AsyncClient (or httpx2's), or an aiohttp.ClientSession"
                 )
+        if async_http_client is not None and not _is_async(async_http_client):
+            raise ModelConfigError(  # its blocking send would stall the event loop
+                f"async_http_client={type(async_http_client).__name__} is a blocking client: "
+                "give it as http_client=..., or give an httpx.AsyncClient (or httpx2's) or an "
+                "aiohttp.ClientSession as async_http_client"
+            )
         self.name = http or default_backend()
         self._timeouts, self._limits = timeouts, limits
         sync_client, async_client = None, async_http_client
