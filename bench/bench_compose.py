@@ -26,10 +26,11 @@ shared machine moves the ratio less.
 Run: ``.venv/bin/python bench/bench_compose.py``.
 
 For instruction counts, which the machine's load does not move:
-``bench_compose.py --only "Sequence x3" N`` runs one construct N times (after
+``bench_compose.py --only "Sequence x3" N [--state]`` runs one construct N times (after
 a warm-up) and prints nothing; under ``valgrind --tool=cachegrind
 --cache-sim=no``, the count with N runs minus the count with none, divided
-by N, is the construct's cost per run (``single`` is the single agent).
+by N, is the construct's cost per run (``single`` is the single agent);
+``--state`` also reads each response's state (a workflow makes it when first read).
 """
 
 from __future__ import annotations
@@ -134,10 +135,16 @@ def main() -> None:
             "Parallel x10": workflow_par,
         }
         construct = constructs[sys.argv[2]]
+        # --state: read each response's state too (a workflow's is made when first read)
+        read_state = "--state" in sys.argv[4:]
         for _ in range(10):  # warm-up: caches, compiled checkers
-            construct.run("go")
+            response = construct.run("go")
+            if read_state:
+                response.state  # noqa: B018
         for _ in range(int(sys.argv[3])):
-            construct.run("go")
+            response = construct.run("go")
+            if read_state:
+                response.state  # noqa: B018
         return
 
     def count(agent: Any) -> int:
