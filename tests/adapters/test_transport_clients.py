@@ -310,16 +310,34 @@ def test_something_that_is_not_a_client_is_refused_when_the_model_is_built(
         Transport("openai", "http://127.0.0.1:9/v1", KEY, **{option: client})
 
 
-@pytest.mark.parametrize("package", list(PACKAGES.values()), ids=list(PACKAGES))
+REAL = {name: package for name, package in PACKAGES.items() if name != "lookalike"}
+
+
+@pytest.mark.parametrize("package", list(REAL.values()), ids=list(REAL))
 def test_a_blocking_client_as_the_async_one_is_refused_when_the_model_is_built(
     package: Any,
 ) -> None:
-    """Its blocking send ran on the event loop, stalling every other run on it."""
+    """Its blocking send ran on the event loop, stalling every other run on it.
+
+    httpx's and httpx2's ``Client`` (and subclasses) are known blocking; any other
+    client is taken at its word (a wrapper's ``send`` may return a coroutine).
+    """
     with (
         package.Client() as client,
         pytest.raises(ModelConfigError, match=r"^async_http_client=Client is a blocking client"),
     ):
         Transport("openai", "http://127.0.0.1:9/v1", KEY, async_http_client=client)
+
+
+def test_an_async_client_whose_send_is_wrapped_is_accepted() -> None:
+    """Instrumentation wraps ``send`` in a plain function that returns the coroutine: still async."""
+    original = httpx.AsyncClient.send
+
+    class Traced(httpx.AsyncClient):
+        def send(self, request: Any, **kw: Any) -> Any:  # type: ignore[override]
+            return original(self, request, **kw)
+
+    Transport("openai", "http://127.0.0.1:9/v1", KEY, async_http_client=Traced())
 
 
 @pytest.mark.parametrize("timeout", [-1, float("nan"), "soon"])

@@ -68,6 +68,10 @@ def test_jitter_stays_within_its_share(retry: int, rand: float) -> None:
         ({"retry-after": "1e3"}, None),
         ({"retry-after": "\u0661\u0662"}, None),  # Arabic-Indic digits
         ({"retry-after-ms": "+5", "retry-after": " 7 "}, 7.0),
+        ({"retry-after": "0.30000000000000004"}, 0.30000000000000004),  # a float in full
+        ({"retry-after": "5."}, 5.0),
+        ({"retry-after": ".5"}, 0.5),
+        ({"retry-after-ms": "1234.5678901234"}, 1.2345678901234),
         ({}, None),
     ],
 )

@@ -717,6 +717,27 @@ torn = TemporalAgent(
 )
 
 
+# A step whose agent stops at max_steps without answering has failed, as locally.
+def _pinging(request: ModelRequest) -> Any:
+    return FunctionModel.call("ping_tool", {})
+
+
+def ping_tool() -> str:
+    """Ping."""
+    return "pong"
+
+
+_looper = Agent(FunctionModel(_pinging), tools=[ping_tool], name="looper", max_steps=2)
+unanswered = TemporalAgent(
+    Sequence(
+        Task(_looper, on_error="skip"),
+        Agent(FunctionModel(lambda r: f"b({r.messages[-1].text})"), name="b"),
+        name="unanswered",
+    ),
+    settings=SETTINGS,
+)
+
+
 # on_tool_error="raise": a failing tool fails the run, as locally; below a
 # caller that returns errors, the sub-agent's failure is that call's error result.
 @tool
@@ -922,7 +943,7 @@ AGENTS = [
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
     *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
-    *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain, torn),
+    *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain, torn, unanswered),
     *(served, served_chained, served_step, served_step_chained, served_boss),
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
     asking,

@@ -160,3 +160,15 @@ def test_an_input_filter_that_raises_fails_the_durable_run_as_locally(
     assert "input_filter of the handoff to 'billing' raised LookupError" in str(durable)
     assert durable.state is not None
     assert durable.state.agent == "clumsy"
+
+
+def test_a_step_that_stops_at_max_steps_fails_durably_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step's agent stops at max_steps without answering: skipped with its error, not 'null' passed on."""
+    durable, history, _ = _run_like_local(
+        temporal_app.unanswered, "unanswered", server, tmp_path, monkeypatch
+    )
+    assert durable.text == "b(go)"
+    assert durable.errors["looper"].startswith("Error: the step's run stopped at its limit")
+    _replays(history)

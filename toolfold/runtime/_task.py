@@ -542,14 +542,24 @@ def _step_result(response: Response) -> SubRun:
 
 
 def _state_result(state: RunState) -> SubRun:
-    if state.finish_reason == "max_steps":  # no answer to pass on: the step failed
-        return SubRun(
-            state,
-            f"Error: the step's run made max_steps={state.config.max_steps} model calls "
-            "without answering",
-            True,
-        )
+    failure = unanswered(state)
+    if failure is not None:
+        return SubRun(state, failure, True)
     return SubRun(state, json_text(state.output))
+
+
+def unanswered(state: RunState) -> str | None:
+    """The error of a step whose run stopped at a limit without answering, else None.
+
+    Such a run has no output to pass on (it passed ``null``), so the step
+    failed and its ``on_error`` applies; durable runs (Temporal) say the same.
+    """
+    if state.finish_reason in ("max_steps", "token_budget"):
+        return (
+            f"Error: the step's run stopped at its limit ({state.finish_reason}) after "
+            f"{state.step} model calls without answering"
+        )
+    return None
 
 
 def _bound(task: Task, scope: Mapping[str, Any]) -> Any:

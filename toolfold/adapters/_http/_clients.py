@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import weakref
 from typing import Any
 
@@ -63,7 +64,7 @@ class Clients:
                     f"{option}={type(client).__name__} is not an HTTP client: give an "
                     "httpx.Client or httpx.AsyncClient (or httpx2's), or an aiohttp.ClientSession"
                 )
-        if async_http_client is not None and not _is_async(async_http_client):
+        if async_http_client is not None and _is_blocking(async_http_client):
             raise ModelConfigError(  # its blocking send would stall the event loop
                 f"async_http_client={type(async_http_client).__name__} is a blocking client: "
                 "give it as http_client=..., or give an httpx.AsyncClient (or httpx2's) or an "
@@ -135,6 +136,20 @@ class Clients:
         if self.owns_sync and self._sync is not None:
             backend, self._sync = self._sync, None
             backend.close()
+
+
+def _is_blocking(client: Any) -> bool:
+    """Whether ``client`` is httpx's or httpx2's blocking ``Client`` (a subclass too).
+
+    Only those are refused as ``async_http_client``: a wrapper or subclass whose
+    ``send`` is not a coroutine function may still return a coroutine.
+    """
+    for package in ("httpx", "httpx2"):
+        module = sys.modules.get(package)
+        blocking = getattr(module, "Client", None)
+        if isinstance(blocking, type) and isinstance(client, blocking):
+            return True
+    return False
 
 
 def _is_async(client: Any) -> bool:

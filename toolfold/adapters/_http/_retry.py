@@ -215,7 +215,7 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
 
 
 # RFC 9110's delay-seconds is digits; a fraction (some providers send one) is read too.
-_DELAY = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?", re.ASCII)
+_DELAY = re.compile(r"(?:[0-9]{1,12}(?:\.[0-9]{0,32})?|\.[0-9]{1,32})", re.ASCII)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

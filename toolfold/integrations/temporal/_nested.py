@@ -309,6 +309,11 @@ class SubRunTool:
         if self.task is not None:
             import json
 
+            from toolfold.runtime._task import unanswered
+
+            failure = unanswered(state)  # a step with no answer failed, as locally
+            if failure is not None:
+                return ToolReturned(call_id, failure, True, "error", child=state)
             return ToolReturned(call_id, json.dumps(state.output, default=str), child=state)
         return ToolReturned(call_id, _content(state.output, state.last_text), child=state)
 
