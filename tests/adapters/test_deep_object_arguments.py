@@ -14,6 +14,9 @@ import pytest
 
 from toolfold import Agent, tool
 from toolfold.adapters import _wire as wire
+from toolfold.adapters.anthropic import DecoderState as AnthropicState
+from toolfold.adapters.anthropic import decode_end as anthropic_end
+from toolfold.adapters.anthropic import decode_event as anthropic_event
 from toolfold.adapters.anthropic import parse_response as parse_anthropic
 from toolfold.adapters.gemini import DecoderState as GeminiState
 from toolfold.adapters.gemini import decode_chunk
@@ -49,6 +52,32 @@ def anthropic(arguments: Any) -> ModelResponse:
             "stop_reason": "tool_use",
         }
     )
+
+
+def anthropic_stream(arguments: Any) -> ModelResponse:
+    """A stream whose tool block starts with its input filled in (as some gateways send it)."""
+    state, events = AnthropicState(), []
+    for payload in (
+        {"type": "message_start", "message": {"id": "m1", "model": "claude", "usage": {}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "Calling."},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "f", "input": arguments},
+        },
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+        {"type": "message_stop"},
+    ):
+        state, new = anthropic_event(state, json.dumps(payload))
+        events.extend(new)
+    return _folded([*events, *anthropic_end(state)])
 
 
 def gemini_body(arguments: Any) -> dict[str, Any]:
@@ -101,6 +130,7 @@ def _folded(events: list[Any]) -> ModelResponse:
 
 PARSERS = {
     "anthropic": anthropic,
+    "anthropic-stream": anthropic_stream,
     "gemini": lambda a: parse_gemini(gemini_body(a)),
     "gemini-stream": gemini_stream,
     "ollama": lambda a: parse_ollama(ollama_body(a)),

@@ -27,7 +27,6 @@ streams):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -178,9 +177,8 @@ def _block_start(
     if not isinstance(name, str):
         raise malformed("$.content_block.name", "a string", name)
     initial = dict(state.initial)
-    if isinstance(arguments, Mapping) and arguments:
-        checked = wire.value(block, "input", "$.content_block")
-        initial[index] = json.dumps(checked, ensure_ascii=False)
+    if isinstance(arguments, Mapping) and arguments:  # prefilled (gateways): as the blocking read
+        initial[index], _ = wire.call_arguments(arguments, "$.content_block.input")
     state = attrs.evolve(
         state, tools=state.tools | {index}, open=(*state.open, index), initial=initial
     )
