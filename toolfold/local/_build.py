@@ -10,6 +10,7 @@ instead of starting its own.
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -29,12 +30,30 @@ CMAKE_FLAGS = (
     "-DLLAMA_OPENSSL=OFF",
     "-DBUILD_SHARED_LIBS=OFF",
 )
+#: llama.cpp compiles for the build machine's CPU (``-march=native``). On x86 that
+#: includes Intel AMX where the CPU reports it, but a virtual machine may report
+#: AMX and not let a process use it: the server then dies of SIGSEGV at its first
+#: matrix product (``ldtilecfg``; seen on a Sapphire Rapids VM). AMX only speeds up
+#: large batches, so it is left out; an ``-mno-`` flag wins over ``-march=native``
+#: in GCC and Clang whatever their order.
+_NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+#: Bumped whenever the flags above change, so a binary built with the old ones is
+#: not reused from the cache.
+_FLAVOUR = "2"
 _VENDORED = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/"
 
 
 def server_root() -> Path:
     """The folder holding this version's binary (and its build while it runs)."""
-    return cache_dir() / "llama-server" / LLAMA_CPP_PYTHON
+    return cache_dir() / "llama-server" / f"{LLAMA_CPP_PYTHON}-{_FLAVOUR}"
+
+
+def cmake_flags() -> list[str]:
+    """The CMake options of the build on this machine."""
+    flags = list(CMAKE_FLAGS)
+    if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686"):
+        flags += [f"-DCMAKE_C_FLAGS={_NO_AMX}", f"-DCMAKE_CXX_FLAGS={_NO_AMX}"]
+    return flags
 
 
 def built_binary() -> Path | None:
@@ -87,7 +106,7 @@ def _build(root: Path, progress: Progress) -> Path:
     build = work / "build"
     progress("configuring (cmake)")
     _run(
-        ["cmake", "-S", str(source), "-B", str(build), "-G", "Ninja", *CMAKE_FLAGS],
+        ["cmake", "-S", str(source), "-B", str(build), "-G", "Ninja", *cmake_flags()],
         work / "configure.log",
         "cmake configure",
     )

@@ -13,6 +13,7 @@ Run as a script by path, so it imports nothing of toolfold and starts fast.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -46,7 +47,7 @@ def main(argv: list[str]) -> int:
 
     def on_signal(signum: int, frame: object) -> None:
         _stop(child)
-        raise SystemExit(128 + signum)
+        _exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -56,8 +57,19 @@ def main(argv: list[str]) -> int:
         _stop(child)
 
     threading.Thread(target=watch_parent, daemon=True).start()
-    return child.wait()
+    code = child.wait()
+    if code < 0:  # the log says why the server is gone (a crash prints nothing itself)
+        print(f"watchdog: {argv[0]} died of {signal.Signals(-code).name}", file=sys.stderr)
+    return code if code >= 0 else 128 - code
+
+
+def _exit(code: int) -> None:
+    """Exit at once: the interpreter's shutdown would wait on the thread reading stdin
+    (and abort with "could not acquire lock for <stdin>")."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    _exit(main(sys.argv[1:]))
