@@ -58,7 +58,6 @@ from toolfold.runtime.drive._executor import (
     SubRun,
     ToolJob,
     ToolOutcome,
-    gather_or_cancel,
     kept_sub_run,
     made_outcome,
     returned,
@@ -67,6 +66,7 @@ from toolfold.runtime.drive._executor import (
     run_kept,
 )
 from toolfold.runtime.drive._failures import model_failure
+from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._loop import Live, _job, interrupted
 from toolfold.runtime.drive._shells import finish, stamp
 from toolfold.runtime.drive._trace import tracing
@@ -495,21 +495,13 @@ async def _side_by_side(
     started = time.monotonic()
     if len(steps) == 1:
         return (await _ran_async(live, state, *steps[0], started, finished),)
-    limit = max(1, live.max_concurrency)
-    if len(steps) <= limit:  # every step starts at once: nothing to hold back
-        return await gather_or_cancel(
-            [_ran_async(live, state, *s, started, finished, i) for i, s in enumerate(steps)],
-            finished,
-        )
-    import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
-
-    slots = asyncio.Semaphore(limit)
-
-    async def one(step: InPlace, index: int) -> ToolOutcome:
-        async with slots:
-            return await _ran_async(live, state, *step, started, finished, index)
-
-    return await gather_or_cancel([one(step, i) for i, step in enumerate(steps)], finished)
+    # At most ``max_concurrency`` steps run at once: the join makes the next
+    # step's task when one ends.
+    return await gather_or_cancel(
+        [_ran_async(live, state, *s, started, finished, i) for i, s in enumerate(steps)],
+        finished,
+        live.max_concurrency,
+    )
 
 
 def _arguments(part: ToolCallPart) -> tuple[Any, Mapping[str, Any] | None]:

@@ -39,6 +39,7 @@ from toolfold.runtime.core._messages import (
     thaw,
 )
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._workers import (
     SyncInbox,
     Ticket,
@@ -418,9 +419,7 @@ async def _run_calls(
     Cancelling the awaiting task cancels every call still running (a sync tool
     already in a thread cannot be interrupted; its result is dropped).
     """
-    import asyncio  # here, not at the top: `import toolfold` should not pay for asyncio
-
-    if len(jobs) == 1:  # one call is always within the limit: no semaphore
+    if len(jobs) == 1:  # one call: no task of its own
         job = jobs[0]
         prepared = _prepare(job)
         if isinstance(prepared, ToolOutcome):
@@ -430,20 +429,13 @@ async def _run_calls(
         if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
             return (await _run_on_loop(job, prepared),)
         return (await _run_one(job, prepared, finished),)
-    if len(jobs) <= max_concurrency:  # the limit cannot bind: no semaphore to pass
-        return await gather_or_cancel(
-            [_prepared_one(job, finished, index) for index, job in enumerate(jobs)], finished
-        )
-    limit = asyncio.Semaphore(max(1, max_concurrency))
-
-    async def one(job: ToolJob, index: int) -> ToolOutcome:
-        prepared = _prepare(job)
-        if isinstance(prepared, ToolOutcome):
-            return prepared
-        async with limit:
-            return await _run_one(job, prepared, finished, index)
-
-    return await gather_or_cancel([one(job, i) for i, job in enumerate(jobs)], finished)
+    # At most ``max_concurrency`` calls run at once: the join makes the next
+    # call's task when one ends.
+    return await gather_or_cancel(
+        [_prepared_one(job, finished, index) for index, job in enumerate(jobs)],
+        finished,
+        max_concurrency,
+    )
 
 
 async def _prepared_one(
@@ -453,35 +445,6 @@ async def _prepared_one(
     if isinstance(prepared, ToolOutcome):
         return prepared
     return await _run_one(job, prepared, finished, index)
-
-
-async def gather_or_cancel(
-    coroutines: list[Coroutine[Any, Any, T]], finished: dict[int, T] | None = None
-) -> tuple[T, ...]:
-    """Run ``coroutines`` as tasks, their results in order; any that still run when
-    this ends (an error, a cancellation) are cancelled and awaited, none left behind.
-
-    When it is cancelled (or Ctrl-C stops it), ``finished`` (if given)
-    receives the results of the coroutines that had returned, by index.
-    """
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(c) for c in coroutines]  # what ensure_future does, unchecked
-    try:
-        return tuple(await asyncio.gather(*tasks))
-    except BaseException:  # (a cancellation, or Ctrl-C raised in one of them)
-        if finished is not None:
-            for index, task in enumerate(tasks):
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    finished[index] = task.result()
-        raise
-    finally:
-        pending = [t for t in tasks if not t.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
 
 
 async def _run_one(

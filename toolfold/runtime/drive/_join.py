@@ -1,0 +1,136 @@
+"""Running coroutines side by side as tasks, their results in order: `gather_or_cancel`.
+
+What ``asyncio.gather`` and a semaphore did for the executor's calls and a
+workflow's branches, for less: each coroutine still runs in a task of its
+own (its own copy of the context, a cancellation seen at once), but at most
+``limit`` tasks exist at a time (the next one is made when one ends, so no
+semaphore to pass), the branches tell the join themselves when they end (no
+done callback per task, no gather future), and the join waits on one future
+only while some branch is still running. On Python 3.12+ a task starts
+eagerly (`asyncio.Task`'s ``eager_start``): a branch that never waits ends
+inside its task's creation, and a round of such branches never suspends.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
+
+T = TypeVar("T")
+
+# Eager tasks (3.12+): the task's first step runs inside its creation.
+_EAGER = sys.version_info >= (3, 12)
+# `create_task(..., context=)` (3.11+); before, the task is made inside the context.
+_CONTEXT_ARG = sys.version_info >= (3, 11)
+
+
+class _Join:
+    """The state of one `gather_or_cancel`: what ended, and the join's waiter."""
+
+    __slots__ = ("failed", "failure", "results", "running", "waiter")
+
+    def __init__(self, count: int) -> None:
+        self.results: list[Any] = [None] * count
+        self.running = 0
+        self.failure: BaseException | None = None
+        self.failed: list[asyncio.Task[Any] | None] = []  # the tasks that raised
+        self.waiter: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+async def _branch(join: _Join, index: int, coroutine: Coroutine[Any, Any, T]) -> T:
+    """``coroutine`` in its task, telling ``join`` when it ends."""
+    try:
+        value = await coroutine
+    except BaseException as exc:
+        import asyncio
+
+        # (an eager task that raised Ctrl-C never reaches the join's list)
+        join.failed.append(asyncio.current_task())
+        join.running -= 1
+        if join.failure is None:
+            join.failure = exc
+        join.wake()
+        raise
+    join.results[index] = value
+    join.running -= 1
+    join.wake()
+    return value
+
+
+async def gather_or_cancel(
+    coroutines: list[Coroutine[Any, Any, T]],
+    finished: dict[int, T] | None = None,
+    limit: int | None = None,
+) -> tuple[T, ...]:
+    """Run ``coroutines`` as tasks (at most ``limit`` at once), their results in order;
+    any that still run when this ends (an error, a cancellation) are cancelled and
+    awaited, none left behind, and those not started are closed.
+
+    The first error (an exception a coroutine raised, or its cancellation)
+    is raised as ``asyncio.gather`` raises it. When the join is cancelled (or
+    Ctrl-C stops it), ``finished`` (if given) receives the results of the
+    coroutines that had returned, by index.
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    count = len(coroutines)
+    most = count if limit is None else max(1, limit)
+    join = _Join(count)
+    tasks: list[asyncio.Task[T]] = []
+    base = contextvars.copy_context()  # each task runs in its own copy of it
+    # Eager tasks only when the loop makes plain ones: a task factory of the
+    # caller's (uvloop, tracing) makes them all.
+    eager = _EAGER and loop.get_task_factory() is None
+    try:
+        while True:
+            while len(tasks) < count and join.running < most and join.failure is None:
+                index = len(tasks)
+                coroutine = _branch(join, index, coroutines[index])
+                join.running += 1
+                if eager:
+                    task: asyncio.Task[T] = asyncio.Task(
+                        coroutine,
+                        loop=loop,
+                        context=base.copy(),
+                        eager_start=True,  # type: ignore[call-arg,unused-ignore]
+                    )
+                elif _CONTEXT_ARG:
+                    task = loop.create_task(coroutine, context=base.copy())  # type: ignore[call-arg,unused-ignore]
+                else:
+                    task = base.run(loop.create_task, coroutine)
+                tasks.append(task)
+            if join.failure is not None:
+                raise join.failure
+            if join.running == 0 and len(tasks) == count:
+                return tuple(join.results)
+            join.waiter = loop.create_future()
+            await join.waiter
+            join.waiter = None
+    except BaseException:  # (a cancellation, or Ctrl-C raised in one of them)
+        for failed in join.failed:  # its error is raised here: not "never retrieved"
+            if failed is not None and failed.done() and not failed.cancelled():
+                failed.exception()
+        if finished is not None:
+            for index, task in enumerate(tasks):
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    finished[index] = task.result()
+        raise
+    finally:
+        for coroutine in coroutines[len(tasks) :]:
+            coroutine.close()  # never started: nothing ran
+        pending = [t for t in tasks if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
