@@ -10,6 +10,8 @@ finished again.
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections import Counter
 from typing import Any
 
@@ -30,6 +32,7 @@ class Gate:
         self.holding = True
         self.reached = asyncio.Event()
         self.interrupt = False  # a blocking run: ``slow`` raises KeyboardInterrupt once
+        self.ringing = False  # ``ring`` sends SIGINT to the main thread once, then waits
 
     def tools(self) -> list[Any]:
         @tool(blocking=False)
@@ -68,7 +71,21 @@ class Gate:
             self.ran[f"halt:{key}"] += 1
             return f"halt {key}"
 
-        return [quick, slow, halt]
+        @tool
+        async def ring(key: str) -> str:
+            """A tool that sends Ctrl-C (SIGINT) to the main thread the first time, then waits.
+
+            Args:
+                key: What to look up.
+            """
+            if self.ringing:
+                self.ringing = False
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+                await asyncio.Event().wait()  # never set: only the interruption ends it
+            self.ran[f"ring:{key}"] += 1
+            return f"ring {key}"
+
+        return [quick, slow, halt, ring]
 
 
 def _results(request: ModelRequest) -> list[str]:
@@ -327,3 +344,52 @@ def test_only_the_calls_own_sub_run_is_kept() -> None:
         kept_sub_run(kept, index, call_, interrupted_in(run_id), "top")
     assert sorted(kept) == [0, 1]
     assert kept[0].child.run_id == "top/c1"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+@pytest.mark.parametrize("shape", ["two deep", "side by side"])
+def test_a_real_sigint_in_a_round_of_sub_runs_keeps_them(shape: str, stream: bool) -> None:
+    """A real SIGINT to the main thread while a round of sub-runs runs keeps them, in a blocking run and in a blocking stream (whose round runs on a thread of its own)."""
+    gate = Gate()
+    gate.ringing = True
+    if shape == "two deep":
+        mid = _caller(gate, "mid", _worker(gate, "bottom", "ring").as_tool())
+        lead = _caller(gate, "lead", mid.as_tool())
+        ends = "lead(mid(bottom: quick bottom, ring bottom))"
+        ran = {"model:lead": 2, "model:mid": 2, "model:bottom": 3, "ring:bottom": 1}
+    else:
+        first = _worker(gate, "first", "quick")
+        second = _worker(gate, "second", "ring")
+
+        def reply(request: ModelRequest) -> Any:
+            gate.ran["model:lead"] += 1
+            done = _results(request)
+            if done:
+                return "lead(" + " | ".join(done) + ")"
+            return [call("first", {"input": "a"}), call("second", {"input": "b"})]
+
+        lead = Agent(FunctionModel(reply), name="lead", tools=[first.as_tool(), second.as_tool()])
+        ends = "lead(first: quick first, quick first | second: quick second, ring second)"
+        ran = {"model:lead": 2, "model:first": 3, "quick:first": 2, "model:second": 3}
+        ran["ring:second"] = 1
+    with pytest.raises(KeyboardInterrupt) as caught:
+        list(lead.stream("go")) if stream else lead.run("go")
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    if shape == "two deep":
+        assert _kept_path(state) == ["mid", "bottom"]
+    else:
+        # first may have ended before the interruption, or be kept where it was
+        first_call, second_call = state.calls
+        assert first_call.status == "done" or first_call.child is not None
+        assert second_call.status == "to_run"
+        assert second_call.child is not None
+    if stream:
+        resumed = lead.resume_stream(state)
+        list(resumed)
+        response = resumed.response
+    else:
+        response = lead.resume(state)
+    assert response.text == ends
+    assert gate.ran == {**ran, f"quick:{'bottom' if shape == 'two deep' else 'second'}": 1}

@@ -289,9 +289,22 @@ def _relayed_sync(
 
     relay.target = inbox.put
     context = contextvars.copy_context()
-    threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True).start()
-    while (item := inbox.get()) is not _STEP_DONE:
-        yield item
+    thread = threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True)
+    thread.start()
+    try:
+        while (item := inbox.get()) is not _STEP_DONE:
+            if item is not _WAKE:
+                yield item
+    except (Exception, GeneratorExit):
+        raise
+    except BaseException as exc:  # Ctrl-C, which Python delivers to this thread only
+        # Stopped in the round's thread as well, which keeps its interrupted
+        # sub-runs in ``op.finished`` (as inline); what ended meanwhile is kept too.
+        interrupt(thread, type(exc))
+        thread.join()
+        if ended and ended[0][0] and op.finished is not None:
+            op.finished.update(enumerate(ended[0][1]))
+        raise
     ok, value = ended[0]
     if not ok:
         raise value
@@ -299,6 +312,37 @@ def _relayed_sync(
 
 
 _STEP_DONE = object()
+_WAKE = object()  # put in a round's inbox to wake the thread that waits on it
+
+
+def interrupt(thread: threading.Thread, kind: type[BaseException]) -> None:
+    """Raise ``kind`` in ``thread`` as a signal raises it in the main thread.
+
+    It is raised when the thread next runs Python code. What the thread waits
+    in is woken for that: an event loop, or a round of its own (a nested
+    blocking stream's, which then stops its thread the same way); a blocking
+    call of a sync tool raises it when it returns.
+    """
+    import ctypes
+    import sys
+
+    ident = thread.ident
+    if ident is None or not thread.is_alive():
+        return
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(kind))
+    frame = sys._current_frames().get(ident)
+    while frame is not None:
+        name = frame.f_code.co_name
+        if name == "run_forever":  # an event loop's
+            with suppress(AttributeError, KeyError, RuntimeError):  # not a loop, or closed since
+                frame.f_locals["self"].call_soon_threadsafe(_awake)
+        elif name == "_relayed_sync" and frame.f_code is _relayed_sync.__code__:
+            frame.f_locals["inbox"].put(_WAKE)
+        frame = frame.f_back
+
+
+def _awake() -> None:
+    """A callback that only wakes the event loop it is scheduled on."""
 
 
 async def _relayed_async(
