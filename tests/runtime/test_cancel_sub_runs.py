@@ -129,6 +129,30 @@ async def _cancelled(gate: Gate, work: Any) -> RunState:
     return RunState.from_json(state.to_json())
 
 
+def _side_by_side(gate: Gate, last: str) -> Agent:
+    """lead, whose model calls first (quick twice) and second (quick, then ``last``) in one step."""
+    first = _worker(gate, "first", "quick")
+    second = _worker(gate, "second", last)
+
+    def reply(request: ModelRequest) -> Any:
+        gate.ran["model:lead"] += 1
+        done = _results(request)
+        if done:
+            return "lead(" + " | ".join(done) + ")"
+        return [call("first", {"input": "a"}), call("second", {"input": "b"})]
+
+    return Agent(FunctionModel(reply), name="lead", tools=[first.as_tool(), second.as_tool()])
+
+
+def _resumed(lead: Agent, state: RunState, stream: bool) -> Any:
+    """The response of ``lead`` resuming ``state``, blocking, streamed or not."""
+    if not stream:
+        return lead.resume(state)
+    resumed = lead.resume_stream(state)
+    list(resumed)
+    return resumed.response
+
+
 def _kept_path(state: RunState) -> list[str]:
     """The names of the calls holding an interrupted sub-run, from the top down."""
     path: list[str] = []
@@ -219,12 +243,7 @@ def test_ctrl_c_in_a_blocking_sub_agent_keeps_it_where_it_stopped(stream: bool) 
     assert isinstance(state, RunState)
     state = RunState.from_json(state.to_json())
     assert _kept_path(state) == ["mid", "bottom"]
-    if stream:
-        resumed = lead.resume_stream(state)
-        list(resumed)
-        response = resumed.response
-    else:
-        response = lead.resume(state)
+    response = _resumed(lead, state, stream)
     assert response.text == "lead(mid(bottom: quick bottom, halt bottom))"
     assert gate.ran == {
         "model:lead": 2,
@@ -266,17 +285,7 @@ def test_ctrl_c_in_one_of_two_blocking_sub_agents_keeps_both() -> None:
     """Two sub-agents side by side in a blocking run, Ctrl-C in the second: the first's answer and the second's progress are kept, and resuming runs neither's finished work again."""
     gate = Gate()
     gate.interrupt = True
-    first = _worker(gate, "first", "quick")
-    second = _worker(gate, "second", "halt")
-
-    def reply(request: ModelRequest) -> Any:
-        gate.ran["model:lead"] += 1
-        done = _results(request)
-        if done:
-            return "lead(" + " | ".join(done) + ")"
-        return [call("first", {"input": "a"}), call("second", {"input": "b"})]
-
-    lead = Agent(FunctionModel(reply), name="lead", tools=[first.as_tool(), second.as_tool()])
+    lead = _side_by_side(gate, "halt")
     with pytest.raises(KeyboardInterrupt) as caught:
         lead.run("go")
     state = state_of(caught.value)
@@ -358,17 +367,7 @@ def test_a_real_sigint_in_a_round_of_sub_runs_keeps_them(shape: str, stream: boo
         ends = "lead(mid(bottom: quick bottom, ring bottom))"
         ran = {"model:lead": 2, "model:mid": 2, "model:bottom": 3, "ring:bottom": 1}
     else:
-        first = _worker(gate, "first", "quick")
-        second = _worker(gate, "second", "ring")
-
-        def reply(request: ModelRequest) -> Any:
-            gate.ran["model:lead"] += 1
-            done = _results(request)
-            if done:
-                return "lead(" + " | ".join(done) + ")"
-            return [call("first", {"input": "a"}), call("second", {"input": "b"})]
-
-        lead = Agent(FunctionModel(reply), name="lead", tools=[first.as_tool(), second.as_tool()])
+        lead = _side_by_side(gate, "ring")
         ends = "lead(first: quick first, quick first | second: quick second, ring second)"
         ran = {"model:lead": 2, "model:first": 3, "quick:first": 2, "model:second": 3}
         ran["ring:second"] = 1
@@ -385,11 +384,6 @@ def test_a_real_sigint_in_a_round_of_sub_runs_keeps_them(shape: str, stream: boo
         assert first_call.status == "done" or first_call.child is not None
         assert second_call.status == "to_run"
         assert second_call.child is not None
-    if stream:
-        resumed = lead.resume_stream(state)
-        list(resumed)
-        response = resumed.response
-    else:
-        response = lead.resume(state)
+    response = _resumed(lead, state, stream)
     assert response.text == ends
     assert gate.ran == {**ran, f"quick:{'bottom' if shape == 'two deep' else 'second'}": 1}
