@@ -434,7 +434,7 @@ class _Session:
     def _call_line(self, call: Any, depth: int, name: str, disposition: str) -> None:
         waits = " (waits for approval)" if disposition == "approve" else ""
         where = f"[{name}] " if name else ""
-        text = _excerpt(call.arguments_text)
+        text = _excerpt(_arguments_shown(call))
         print(f"{'  ' * depth}{where}→ {call.name}({text}) [{call.id}]{waits}", file=self.err)
 
     def _result_line(self, result: Any, depth: int, name: str) -> None:
@@ -517,6 +517,25 @@ def _unwrap(event: Any) -> Iterator[tuple[int, str, Any]]:
         yield len(path) // 2, path[-2] if len(path) >= 2 else "", event.event
     else:
         yield 0, "", event
+
+
+def _arguments_shown(call: Any) -> str:
+    """A call's arguments as the user wrote them: a workflow step's input, as JSON.
+
+    A workflow calls its steps with its input and the earlier outputs their
+    templates read (``{"input": ..., "values": {...}}``), under the step's
+    name as the call id (``.n`` for a loop's iteration, ``#n`` for a retry).
+    """
+    name, arguments = call.name, call.arguments
+    if (
+        arguments is not None
+        and arguments.keys() == {"input", "values"}
+        and (call.id == name or call.id.startswith((name + ".", name + "#")))
+    ):
+        step = json.loads(call.arguments_text)
+        shown = json.dumps(step["input"], ensure_ascii=False)
+        return shown if not step["values"] else f"{shown}, values {json.dumps(step['values'])}"
+    return str(call.arguments_text)
 
 
 def _excerpt(text: str) -> str:

@@ -387,9 +387,14 @@ def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
     proc = toolfold("run", pipeline, "hi", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "CRITIC: HELLO\nLOUD: HELLOCRITIC: HELLO\nLOUD: HELLO\n"
-    assert "→ writer(" in proc.stderr
+    # a step's call shows its name and input, not the workflow's {"input", "values"} envelope
+    assert '→ writer("hi") [writer]' in proc.stderr.splitlines()
+    assert '→ both("HELLO") [both]' in proc.stderr.splitlines()
+    assert "values" not in proc.stderr
     streamed = toolfold("run", pipeline, "--stream", "hi", cwd=tmp_path)
     assert streamed.returncode == 0, streamed.stderr
+    assert '  [both] → critic("HELLO") [critic]' in streamed.stderr.splitlines()
+    assert "values" not in streamed.stderr
     assert streamed.stdout == proc.stdout  # a workflow's answer has no deltas of its own
     proc = toolfold("graph", pipeline, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -10,6 +10,8 @@ finished again.
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections import Counter
 from typing import Any
 
@@ -30,6 +32,7 @@ class Gate:
         self.holding = True
         self.reached = asyncio.Event()
         self.interrupt = False  # a blocking run: ``slow`` raises KeyboardInterrupt once
+        self.ringing = False  # ``ring`` sends SIGINT to the main thread once, then waits
 
     def tools(self) -> list[Any]:
         @tool(blocking=False)
@@ -68,7 +71,22 @@ class Gate:
             self.ran[f"halt:{key}"] += 1
             return f"halt {key}"
 
-        return [quick, slow, halt]
+        @tool
+        async def ring(key: str) -> str:
+            """A tool that sends Ctrl-C (SIGINT) to the main thread the first time, then waits.
+
+            Args:
+                key: What to look up.
+            """
+            if self.ringing:
+                self.ringing = False
+                await self.reached.wait()  # any ``slow`` beside it waits already
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+                await asyncio.Event().wait()  # never set: only the interruption ends it
+            self.ran[f"ring:{key}"] += 1
+            return f"ring {key}"
+
+        return [quick, slow, halt, ring]
 
 
 def _results(request: ModelRequest) -> list[str]:
@@ -110,6 +128,30 @@ async def _cancelled(gate: Gate, work: Any) -> RunState:
     state = state_of(caught.value)
     assert isinstance(state, RunState)
     return RunState.from_json(state.to_json())
+
+
+def _side_by_side(gate: Gate, last: str, first_last: str = "quick") -> Agent:
+    """lead, whose model calls first (quick, then ``first_last``) and second (quick, then ``last``) in one step."""
+    first = _worker(gate, "first", first_last)
+    second = _worker(gate, "second", last)
+
+    def reply(request: ModelRequest) -> Any:
+        gate.ran["model:lead"] += 1
+        done = _results(request)
+        if done:
+            return "lead(" + " | ".join(done) + ")"
+        return [call("first", {"input": "a"}), call("second", {"input": "b"})]
+
+    return Agent(FunctionModel(reply), name="lead", tools=[first.as_tool(), second.as_tool()])
+
+
+def _resumed(lead: Agent, state: RunState, stream: bool) -> Any:
+    """The response of ``lead`` resuming ``state``, blocking, streamed or not."""
+    if not stream:
+        return lead.resume(state)
+    resumed = lead.resume_stream(state)
+    list(resumed)
+    return resumed.response
 
 
 def _kept_path(state: RunState) -> list[str]:
@@ -202,12 +244,7 @@ def test_ctrl_c_in_a_blocking_sub_agent_keeps_it_where_it_stopped(stream: bool) 
     assert isinstance(state, RunState)
     state = RunState.from_json(state.to_json())
     assert _kept_path(state) == ["mid", "bottom"]
-    if stream:
-        resumed = lead.resume_stream(state)
-        list(resumed)
-        response = resumed.response
-    else:
-        response = lead.resume(state)
+    response = _resumed(lead, state, stream)
     assert response.text == "lead(mid(bottom: quick bottom, halt bottom))"
     assert gate.ran == {
         "model:lead": 2,
@@ -249,17 +286,7 @@ def test_ctrl_c_in_one_of_two_blocking_sub_agents_keeps_both() -> None:
     """Two sub-agents side by side in a blocking run, Ctrl-C in the second: the first's answer and the second's progress are kept, and resuming runs neither's finished work again."""
     gate = Gate()
     gate.interrupt = True
-    first = _worker(gate, "first", "quick")
-    second = _worker(gate, "second", "halt")
-
-    def reply(request: ModelRequest) -> Any:
-        gate.ran["model:lead"] += 1
-        done = _results(request)
-        if done:
-            return "lead(" + " | ".join(done) + ")"
-        return [call("first", {"input": "a"}), call("second", {"input": "b"})]
-
-    lead = Agent(FunctionModel(reply), name="lead", tools=[first.as_tool(), second.as_tool()])
+    lead = _side_by_side(gate, "halt")
     with pytest.raises(KeyboardInterrupt) as caught:
         lead.run("go")
     state = state_of(caught.value)
@@ -327,3 +354,39 @@ def test_only_the_calls_own_sub_run_is_kept() -> None:
         kept_sub_run(kept, index, call_, interrupted_in(run_id), "top")
     assert sorted(kept) == [0, 1]
     assert kept[0].child.run_id == "top/c1"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+@pytest.mark.parametrize("shape", ["two deep", "side by side"])
+def test_a_real_sigint_in_a_round_of_sub_runs_keeps_them(shape: str, stream: bool) -> None:
+    """A real SIGINT to the main thread while a round of sub-runs runs keeps them, in a blocking run and in a blocking stream (whose round runs on a thread of its own)."""
+    gate = Gate()
+    gate.ringing = True
+    if shape == "two deep":
+        gate.reached.set()  # no slow tool to wait for
+        mid = _caller(gate, "mid", _worker(gate, "bottom", "ring").as_tool())
+        lead = _caller(gate, "lead", mid.as_tool())
+        ends = "lead(mid(bottom: quick bottom, ring bottom))"
+        ran = {"model:lead": 2, "model:mid": 2, "model:bottom": 3, "ring:bottom": 1}
+        ran["quick:bottom"] = 1
+    else:  # first waits in slow when second's ring sends Ctrl-C
+        lead = _side_by_side(gate, "ring", "slow")
+        ends = "lead(first: quick first, slow first | second: quick second, ring second)"
+        ran = {"model:lead": 2, "model:first": 3, "quick:first": 1, "slow:first": 1}
+        ran.update({"model:second": 3, "quick:second": 1, "ring:second": 1})
+    with pytest.raises(KeyboardInterrupt) as caught:
+        list(lead.stream("go")) if stream else lead.run("go")
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    if shape == "two deep":
+        assert _kept_path(state) == ["mid", "bottom"]
+    else:
+        assert [(c.call.name, c.status, c.child is not None) for c in state.calls] == [
+            ("first", "to_run", True),
+            ("second", "to_run", True),
+        ]
+        gate.holding = False
+    response = _resumed(lead, state, stream)
+    assert response.text == ends
+    assert gate.ran == ran

@@ -388,3 +388,34 @@ def test_a_cancelled_round_keeps_the_transfers_that_ended_settled() -> None:
     (handed,) = [e for e in response.state.events if e.kind == "handed_off"]
     assert handed.messages is None
     _consistent(response.state)
+
+
+def test_three_transfers_with_the_first_awaiting_approval_name_no_agent_before_it_is_decided() -> (
+    None
+):
+    """Three transfers, the first awaiting approval: the third's logged result does not name the second's agent, and the handoff answers both later ones with the first's."""
+    refunds = Agent(ScriptedModel(["refunded"]), name="refunds")
+    billing = Agent(ScriptedModel(["billed"]), name="billing")
+    sales = Agent(ScriptedModel(["sold"]), name="sales")
+    triage = Agent(ScriptedModel([]), name="triage", handoffs=[refunds, billing, sales])
+    failing = triage.evolve(model=FunctionModel(lambda request: 1 / 0))
+    with pytest.raises(RunError) as failed:
+        failing.run("help")
+    names = ("transfer_to_refunds", "transfer_to_billing", "transfer_to_sales")
+    answer = ModelResponse(
+        Message.assistant("", tuple(ToolCallPart(f"t{i}", n) for i, n in enumerate(names, 1))),
+        Usage(1, 1, requests=1),
+        "tool_calls",
+    )
+    state = reduce(failed.value.state, ModelResponded(answer, ("approve", "execute", "execute")))
+    waiting = triage.resume(RunState.from_json(state.to_json()))
+    assert waiting.state.phase == "awaiting_approval"
+    response = triage.resume(waiting.state, approvals={"t1": True})
+    assert (response.agent, response.text) == ("refunds", "refunded")
+    logged = [e.content for e in response.state.events if e.kind == "tool_returned"]
+    assert not [c for c in logged if "went to billing" in c]
+    assert _results(response)[1:] == [_LOST + _LOST_TAIL] * 2
+    _consistent(response.state)
+
+
+_LOST_TAIL = " (an earlier transfer in the same answer); one handoff per answer."

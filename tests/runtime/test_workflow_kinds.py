@@ -195,6 +195,28 @@ def test_templates_are_safe() -> None:
             Sequence(echo("a"), Task(echo("b"), prompt=template))
 
 
+def test_literal_braces_in_a_step_agents_instructions_are_doubled() -> None:
+    """A JSON example in a step agent's instructions: single braces are an error naming the step, where, and the doubled text; doubled braces reach the model as one."""
+    seen: list[str] = []
+
+    def reply(request: Any) -> str:
+        seen.append(request.messages[0].text)
+        return "done"
+
+    def writer(instructions: str) -> Agent:
+        return Agent(FunctionModel(reply), name="writer", instructions=instructions)
+
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Sequence(echo("notes"), writer('Answer like {"a": {"b": 1}} about {notes}.'))
+    assert 'step \'writer\', in its instructions: {"a": {"b": 1}} is not a placeholder' in str(
+        caught.value
+    )
+    assert 'double them, as in str.format: {{"a": {{"b": 1}}}}' in str(caught.value)
+    flow = Sequence(echo("notes"), writer('Answer like {{"a": {{"b": 1}}}} about {notes}.'))
+    flow.run("tea")
+    assert seen == ['Answer like {"a": {"b": 1}} about notes(tea).']
+
+
 def test_template_naming_a_later_step_is_a_definition_error() -> None:
     """A template cannot read a step that runs after it, or at the same time."""
     with pytest.raises(WorkflowDefinitionError, match=r"refers to \{b\}, which runs after it"):

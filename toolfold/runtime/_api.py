@@ -110,20 +110,7 @@ def generate_text(
         UsageError: An argument cannot be used (``max_steps=0``, a
             ``tool_choice`` that is not a tool, a message that is not one).
     """
-    options = _one_off(
-        model,
-        tools,
-        instructions,
-        max_steps,
-        auto_execute_tools,
-        tool_choice,
-        output_type,
-        output_retries,
-        stop_when,
-        on_tool_error,
-        max_concurrency,
-        settings,
-    )
+    options = _one_off(locals())
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
     return run_sync(*fresh(options, messages, run_id, deps, on_event, on_step))
@@ -150,20 +137,7 @@ async def agenerate_text(
     **settings: Any,
 ) -> Response:
     """Like `generate_text`, on the running event loop (see it for the arguments)."""
-    options = _one_off(
-        model,
-        tools,
-        instructions,
-        max_steps,
-        auto_execute_tools,
-        tool_choice,
-        output_type,
-        output_retries,
-        stop_when,
-        on_tool_error,
-        max_concurrency,
-        settings,
-    )
+    options = _one_off(locals())
     if isinstance(options, Agent):
         return await options.arun(
             messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id
@@ -171,57 +145,35 @@ async def agenerate_text(
     return await run_async(*fresh(options, messages, run_id, deps, on_event, on_step))
 
 
-def _one_off(
-    model: str | Model,
-    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource],
-    instructions: str | None,
-    max_steps: int,
-    auto_execute_tools: bool,
-    tool_choice: str | None,
-    output_type: Any,
-    output_retries: int,
-    stop_when: Sequence[StopCondition | StopPredicate],
-    on_tool_error: OnToolError,
-    max_concurrency: int,
-    settings: Mapping[str, Any],
-) -> RunOptions | Agent:
+# The options `generate_text` passes on as they are, by the names `Agent` and
+# `make_options` give them.
+_OPTIONS = (
+    "instructions",
+    "max_steps",
+    "auto_execute_tools",
+    "tool_choice",
+    "output_type",
+    "output_retries",
+    "stop_when",
+    "on_tool_error",
+    "max_concurrency",
+    "settings",
+)
+
+
+def _one_off(arguments: Mapping[str, Any]) -> RunOptions | Agent:
     """What a `generate_text` call runs: the options of the `Agent` it stands for, or the agent.
 
-    Without tool sources a call runs the options themselves, as the agent's
-    `run` would (an `Agent` made per call and dropped costs about as much as
-    a model exchange); with sources, the agent, which opens them around the
-    run.
+    ``arguments`` are the call's (its ``locals()``). Without tool sources a
+    call runs the options themselves, as the agent's `run` would (an `Agent`
+    made per call and dropped costs about as much as a model exchange); with
+    sources, the agent, which opens them around the run.
     """
-    static, sources = split_sources(tools)
+    options = {name: arguments[name] for name in _OPTIONS}
+    static, sources = split_sources(arguments["tools"])
     if not sources:
-        return make_options(
-            model,
-            tools=static,
-            output_type=output_type,
-            settings=settings,
-            instructions=instructions,
-            max_steps=max_steps,
-            auto_execute_tools=auto_execute_tools,
-            tool_choice=tool_choice,
-            output_retries=output_retries,
-            stop_when=tuple(stop_when),
-            on_tool_error=on_tool_error,
-            max_concurrency=max_concurrency,
-        )
-    return Agent(
-        model,
-        tools=tools,
-        instructions=instructions,
-        max_steps=max_steps,
-        auto_execute_tools=auto_execute_tools,
-        tool_choice=tool_choice,
-        output_type=output_type,
-        output_retries=output_retries,
-        stop_when=stop_when,
-        on_tool_error=on_tool_error,
-        max_concurrency=max_concurrency,
-        settings=settings,
-    )
+        return make_options(arguments["model"], tools=static, **options)
+    return Agent(arguments["model"], tools=arguments["tools"], **options)
 
 
 def _resume_agent(

@@ -153,11 +153,11 @@ class Task:
             )
         if self.prompt is not None and self.kind != "agent":
             found.append(f"{label}: prompt= is for agent steps (a {self.kind} gets its input)")
-        for template in (self.prompt, self.instructions):
+        for part, template in (("prompt", self.prompt), ("instructions", self.instructions)):
             try:
                 names_in(template)
             except TemplateError as exc:
-                found.append(f"{label}: {exc}")
+                found.append(f"{label}, in its {part}: {exc}")
         return found
 
     @property

@@ -37,17 +37,18 @@ def placeholders(template: str) -> tuple[tuple[str, ...], ...]:
     for _, field, spec, conversion in parsed:
         if field is None:
             continue
+        text = f"{field}{'!' + conversion if conversion is not None else ''}"
+        text += f"{':' + spec if spec else ''}"
+        if not _PLACEHOLDER.match(field):  # literal braces, a JSON example...
+            doubled = text.replace("{", "{{").replace("}", "}}")
+            raise TemplateError(
+                f"{{{text}}} is not a placeholder: only {{name}} and {{name.field}} are "
+                f"filled; for literal braces double them, as in str.format: {{{{{doubled}}}}}"
+            )
         if conversion is not None or spec:
             raise TemplateError(
-                f"placeholder {{{field}{'!' + conversion if conversion else ''}"
-                f"{':' + spec if spec else ''}}} uses a conversion or format spec; "
+                f"placeholder {{{text}}} uses a conversion or format spec; "
                 "only {name} and {name.field} are allowed"
-            )
-        if not _PLACEHOLDER.match(field):
-            shown = field or ""
-            raise TemplateError(
-                f"placeholder {{{shown}}} is not a name: only {{name}} and {{name.field}} "
-                "are allowed (write {{ and }} for literal braces)"
             )
         found.append(tuple(field.split(".")))
     return tuple(found)

@@ -115,8 +115,29 @@ def _joined(pieces: Log[str]) -> str:
 _NO_PIECES: Log[str] = Log()
 
 
+class _ByKey:
+    """Equality and hash by ``_key()``: what a value reads as, not the pieces it keeps.
+
+    A growing text is kept as its fragments; two states holding the same text
+    in other fragments are equal.
+    """
+
+    __slots__ = ()
+
+    def _key(self) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
 @attrs.frozen(eq=False)
-class _OpenCall:
+class _OpenCall(_ByKey):
     index: int
     id: str | None
     name: str
@@ -135,14 +156,6 @@ class _OpenCall:
     def _key(self) -> tuple[Any, ...]:
         return (self.index, self.id, self.name, self.arguments, self.done, self.provider_data)
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not _OpenCall:
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
 
 @attrs.frozen
 class _OpenPart:
@@ -160,7 +173,7 @@ class _OpenPart:
 
 
 @attrs.frozen(eq=False, repr=False)
-class StreamState:
+class StreamState(_ByKey):
     """A response under construction from stream events (see `fold_stream`).
 
     The text or reasoning part still growing is kept apart (``growing``, its
@@ -205,14 +218,6 @@ class StreamState:
             self.model_name,
             self.response_id,
         )
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not StreamState:
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
 
     def __repr__(self) -> str:
         return (

@@ -85,8 +85,9 @@ def _losers(
     """The agent the step hands to and the ids of this round's transfer calls that lose to it.
 
     ``ended`` maps the round's call ids to their outcomes; the step's other
-    calls count with the outcome they were committed with (a call still
-    waiting has none, and decides nothing yet).
+    calls count with the outcome they were committed with. A transfer call
+    before the winner that has none yet (it waits for an approval) may still
+    win: nothing is decided, and the handoff answers the losers (`handed_off`).
     """
     winner: str | None = None
     losers: set[str] = set()
@@ -96,6 +97,8 @@ def _losers(
             continue
         call_id = call.call.id
         outcome = ended.get(call_id, call.outcome)
+        if outcome is None and winner is None:
+            return None
         if outcome != "ok":
             continue
         if winner is None:
