@@ -219,6 +219,11 @@ def read_plan(
 _plan = builder(Plan)
 
 
+def first_plan(input: Any, values: Mapping[str, Any]) -> Plan:
+    """The plan of a run's first message, its ``input`` and ``values`` as `read_plan` reads them."""
+    return _plan(input, values, ())
+
+
 def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:
     for attempt in attempts:
         base = attempt.base
@@ -351,6 +356,10 @@ class Planner:
                 return None
             found.append(InPlace(task, call.call, call.child))
         return found or None
+
+    def task_named(self, name: str) -> Task | None:
+        """The step named ``name`` when a driver may run it in place (see `in_place`), else None."""
+        return self._in_place.get(name)
 
     def step_of(self, call: ToolCallPart) -> Task | None:
         """The step ``call`` runs when a driver may run it in place (see `in_place`), else None."""

@@ -1,0 +1,269 @@
+"""Conducting a fresh workflow run that keeps only what its steps need.
+
+`_conduct` drives a run from its start state, reducing nothing between
+plain rounds. A fresh run (`Fresh`: a new run nobody watches) does not even
+need that state: its first plan is the input it was given, a plain round
+needs the planner's calls (not the model response they make) and each
+step's outcome, and the answer ends it. `conduct_fresh_sync` and
+`conduct_fresh_async` keep just that, and the run's response makes the start
+state, the events and the final state together when its state is first read
+(`Deferred`), equal to those `_conduct` makes.
+
+A round that is not plain (a step that fails or waits, a function step, a
+call the core must answer, a decision that raises, an interruption) hands
+the run to `_conduct` in the state it reached, made then: from there, the
+run goes exactly as it went before.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from toolfold.runtime._conduct import (
+    Answered,
+    Deferred,
+    Fresh,
+    _arguments,
+    _attempts,
+    _deferred,
+    _plain_answer,
+    _Record,
+    _side_by_side,
+    conduct_async,
+    conduct_sync,
+    events_of,
+)
+from toolfold.runtime._planner import Call, Final, InPlace, Plan, first_plan, json_text, step_calls
+from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
+from toolfold.runtime.core._rounds import reduce_all
+from toolfold.runtime.drive._executor import (
+    SubRun,
+    ToolOutcome,
+    kept_sub_run,
+    made_outcome,
+    run_kept,
+)
+from toolfold.runtime.drive._failures import model_failure
+from toolfold.runtime.drive._loop import Live, interrupted
+from toolfold.toolkit._results import describe_exception
+
+if TYPE_CHECKING:
+    from toolfold.runtime._planner import Planner
+    from toolfold.runtime._response import Response
+    from toolfold.runtime.core._state import RunState
+
+
+def conduct_fresh_sync(planner: Planner, live: Live, fresh: Fresh) -> Response | Deferred:
+    """Drive the fresh run ``fresh`` from blocking code (see the module's docstring)."""
+    rounds = _rounds(planner, fresh)
+    if not rounds:
+        return conduct_sync(planner, live, fresh.state())
+    plan = first_plan(fresh.input, fresh.values)
+    records: list[_Record] = []
+    while True:
+        decision = _decision(planner, fresh, records, plan)
+        if type(decision) is not list:
+            return _answered(live, fresh, records, decision)  # type: ignore[arg-type]
+        tasks = _plain(planner, fresh, decision)
+        if tasks is None:
+            return conduct_sync(planner, live, _reached(fresh, records), (decision, plan))
+        records.append(decision)
+        finished: dict[int, ToolOutcome] = {}
+        started = time.monotonic()
+        try:
+            if len(tasks) == 1:  # one step: right here, in this thread
+                outcomes: tuple[ToolOutcome, ...] = (
+                    _ran(live, fresh, tasks[0], decision[0], started, finished),
+                )
+            else:  # steps side by side: coroutines of one loop, as `conduct_sync` runs them
+                steps = _in_place(tasks, decision)
+                outcomes = run_kept(lambda: _side_by_side(live, _as_state(fresh), steps, finished))  # noqa: B023
+        except BaseException as exc:
+            if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
+                interrupted(exc, _reached(fresh, records), finished)
+            raise
+        records.extend(outcomes)
+        attempts = _attempts(outcomes)
+        rounds -= 1
+        if attempts is None or not rounds:
+            return conduct_sync(planner, live, _reached(fresh, records))
+        plan = plan.extended(attempts)
+
+
+async def conduct_fresh_async(planner: Planner, live: Live, fresh: Fresh) -> Response | Deferred:
+    """Drive the fresh run ``fresh`` on the running event loop (see `conduct_fresh_sync`)."""
+    rounds = _rounds(planner, fresh)
+    if not rounds:
+        return await conduct_async(planner, live, fresh.state())
+    plan = first_plan(fresh.input, fresh.values)
+    records: list[_Record] = []
+    while True:
+        decision = _decision(planner, fresh, records, plan)
+        if type(decision) is not list:
+            return _answered(live, fresh, records, decision)  # type: ignore[arg-type]
+        tasks = _plain(planner, fresh, decision)
+        if tasks is None:
+            return await conduct_async(planner, live, _reached(fresh, records), (decision, plan))
+        records.append(decision)
+        finished: dict[int, ToolOutcome] = {}
+        started = time.monotonic()
+        try:
+            if len(tasks) == 1:
+                outcomes: tuple[ToolOutcome, ...] = (
+                    await _ran_async(live, fresh, tasks[0], decision[0], started, finished),
+                )
+            else:
+                steps = _in_place(tasks, decision)
+                outcomes = await _side_by_side(live, _as_state(fresh), steps, finished)
+        except BaseException as exc:
+            if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
+                interrupted(exc, _reached(fresh, records), finished)
+            raise
+        records.extend(outcomes)
+        attempts = _attempts(outcomes)
+        rounds -= 1
+        if attempts is None or not rounds:
+            return await conduct_async(planner, live, _reached(fresh, records))
+        plan = plan.extended(attempts)
+
+
+def _rounds(planner: Planner, fresh: Fresh) -> int:
+    """The plain rounds the run may make (as `_conduct._plain_rounds` counts them from its start)."""
+    config = fresh.config
+    if (
+        config.stop_when
+        or not config.auto_execute_tools
+        or config.output is None
+        or not planner.executes(config)
+    ):
+        return 0
+    return max(0, config.max_steps)
+
+
+def _reached(fresh: Fresh, records: list[_Record]) -> RunState:
+    """The state the run reached: its start state with what it recorded."""
+    return reduce_all(fresh.state(), events_of(records))
+
+
+def _as_state(fresh: Fresh) -> RunState:
+    # `_side_by_side` reads only the state's ``run_id`` (the steps' run ids, an interrupted sub-run's).
+    return cast("RunState", fresh)
+
+
+def _decision(
+    planner: Planner, fresh: Fresh, records: list[_Record], plan: Plan
+) -> list[Call] | Final:
+    """The planner's next decision; a failure is reported as `_conduct` reports it."""
+    try:
+        return planner.decision(plan)
+    except Exception as exc:
+        state = _reached(fresh, records)
+        failure = model_failure(exc, state, state.step + 1)
+        if failure is exc:
+            raise
+        raise failure from exc
+
+
+def _answered(live: Live, fresh: Fresh, records: list[_Record], answer: Final) -> Deferred:
+    text = json_text(answer.value)
+    records.append(Answered(text, _plain_answer(live, answer, text)))
+    return _deferred(live, fresh, records)
+
+
+def _plain(planner: Planner, fresh: Fresh, decision: list[Call]) -> list[Task] | None:
+    """The steps of a plain round's ``decision`` (see `_conduct._plain_rounds`), else None.
+
+    None for no calls (the core reads it as an answer), two calls with one id
+    (the core's response makes them unique), or a call whose step does not
+    run in place.
+    """
+    if not decision:
+        return None
+    if len(decision) > 1 and len({call.call_id for call in decision}) < len(decision):
+        return None
+    tasks: list[Task] = []
+    config = fresh.config
+    for call in decision:
+        name = call.task.name
+        task = planner.task_named(name)
+        if task is None or config.tool(name) is None:
+            return None
+        tasks.append(task)
+    return tasks
+
+
+def _in_place(tasks: list[Task], decision: list[Call]) -> list[InPlace]:
+    return [
+        InPlace(task, part, None) for task, part in zip(tasks, step_calls(decision), strict=True)
+    ]
+
+
+def _input(call: Call) -> tuple[Any, Any]:
+    """The step's input and values, as `_conduct._arguments` gives them from the call's part."""
+    if type(call.input) is str and not call.values:  # the usual step call: nothing to copy
+        return call.input, None
+    return _arguments(step_calls([call])[0])
+
+
+def _ran(
+    live: Live,
+    fresh: Fresh,
+    task: Task,
+    call: Call,
+    started: float,
+    finished: dict[int, ToolOutcome],
+) -> ToolOutcome:
+    """What `_conduct._ran` makes of the call's part, without the part."""
+    run_id = f"{fresh.run_id}/{call.call_id}"
+    try:
+        ran = run_sub_run(task, *_input(call), live.deps, None, lambda: run_id)
+    except Exception as exc:
+        return _failed(call, exc, started)
+    except BaseException as exc:
+        kept_sub_run(finished, 0, step_calls([call])[0], exc, fresh.run_id)
+        raise
+    return _outcome(call, ran, started)
+
+
+async def _ran_async(
+    live: Live,
+    fresh: Fresh,
+    task: Task,
+    call: Call,
+    started: float,
+    finished: dict[int, ToolOutcome],
+) -> ToolOutcome:
+    """Like `_ran`, on the running event loop."""
+    run_id = f"{fresh.run_id}/{call.call_id}"
+    try:
+        ran = await arun_sub_run(task, *_input(call), live.deps, None, lambda: run_id)
+    except Exception as exc:
+        return _failed(call, exc, started)
+    except BaseException as exc:
+        kept_sub_run(finished, 0, step_calls([call])[0], exc, fresh.run_id)
+        raise
+    return _outcome(call, ran, started)
+
+
+def _outcome(call: Call, ran: SubRun, started: float) -> ToolOutcome:
+    ended = time.monotonic()
+    return ToolOutcome(
+        call.call_id,
+        call.task.name,
+        ran.content,
+        ran.is_error,
+        made_outcome(ran),
+        None,
+        ended,
+        max(0.0, ended - started),
+        ran.state,
+    )
+
+
+def _failed(call: Call, exc: Exception, started: float) -> ToolOutcome:
+    ended = time.monotonic()
+    content = f"Error: {describe_exception(exc)}"
+    return ToolOutcome(
+        call.call_id, call.task.name, content, True, "error", exc, ended, max(0.0, ended - started)
+    )
