@@ -17,6 +17,7 @@ run goes exactly as it went before.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -34,7 +35,15 @@ from toolfold.runtime._conduct import (
     conduct_sync,
     events_of,
 )
-from toolfold.runtime._planner import Call, Final, InPlace, Plan, first_plan, json_text, step_calls
+from toolfold.runtime._planner import (
+    Attempt,
+    Call,
+    Final,
+    InPlace,
+    first_plan,
+    json_text,
+    step_calls,
+)
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._rounds import reduce_all
 from toolfold.runtime.drive._executor import (
@@ -61,24 +70,43 @@ def conduct_fresh_sync(planner: Planner, live: Live, fresh: Fresh) -> Response |
         return conduct_sync(planner, live, fresh.state())
     plan = first_plan(fresh.input, fresh.values)
     records: list[_Record] = []
+    decide = planner.decision
     while True:
-        decision = _decision(planner, fresh, records, plan)
+        try:
+            decision = decide(plan)
+        except Exception as exc:
+            failure = _failure(exc, fresh, records)
+            if failure is exc:
+                raise
+            raise failure from exc
         if type(decision) is not list:
             return _answered(live, fresh, records, decision)  # type: ignore[arg-type]
+        if len(decision) == 1:  # one step: right here, in this thread
+            call = decision[0]
+            task = _alone(planner, fresh, call)
+            if task is None:
+                return conduct_sync(planner, live, _reached(fresh, records), (decision, plan))
+            records.append(decision)
+            try:
+                outcome = _ran(live, fresh, task, call, time.monotonic())
+            except BaseException as exc:
+                _stopped(exc, fresh, records, call)
+                raise
+            records.append(outcome)
+            attempt = _attempt(outcome)
+            rounds -= 1
+            if attempt is None or not rounds:
+                return conduct_sync(planner, live, _reached(fresh, records))
+            plan = plan.extended((attempt,))
+            continue
         tasks = _plain(planner, fresh, decision)
         if tasks is None:
             return conduct_sync(planner, live, _reached(fresh, records), (decision, plan))
         records.append(decision)
         finished: dict[int, ToolOutcome] = {}
-        started = time.monotonic()
-        try:
-            if len(tasks) == 1:  # one step: right here, in this thread
-                outcomes: tuple[ToolOutcome, ...] = (
-                    _ran(live, fresh, tasks[0], decision[0], started, finished),
-                )
-            else:  # steps side by side: coroutines of one loop, as `conduct_sync` runs them
-                steps = _in_place(tasks, decision)
-                outcomes = run_kept(lambda: _side_by_side(live, _as_state(fresh), steps, finished))  # noqa: B023
+        steps = _in_place(tasks, decision)
+        try:  # steps side by side: coroutines of one loop, as `conduct_sync` runs them
+            outcomes = run_kept(lambda: _side_by_side(live, _as_state(fresh), steps, finished))  # noqa: B023
         except BaseException as exc:
             if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
                 interrupted(exc, _reached(fresh, records), finished)
@@ -98,24 +126,46 @@ async def conduct_fresh_async(planner: Planner, live: Live, fresh: Fresh) -> Res
         return await conduct_async(planner, live, fresh.state())
     plan = first_plan(fresh.input, fresh.values)
     records: list[_Record] = []
+    decide = planner.decision
     while True:
-        decision = _decision(planner, fresh, records, plan)
+        try:
+            decision = decide(plan)
+        except Exception as exc:
+            failure = _failure(exc, fresh, records)
+            if failure is exc:
+                raise
+            raise failure from exc
         if type(decision) is not list:
             return _answered(live, fresh, records, decision)  # type: ignore[arg-type]
+        if len(decision) == 1:
+            call = decision[0]
+            task = _alone(planner, fresh, call)
+            if task is None:
+                return await conduct_async(
+                    planner, live, _reached(fresh, records), (decision, plan)
+                )
+            records.append(decision)
+            try:
+                outcome = await _ran_async(live, fresh, task, call, time.monotonic())
+            except BaseException as exc:
+                _stopped(exc, fresh, records, call)
+                raise
+            records.append(outcome)
+            attempt = _attempt(outcome)
+            rounds -= 1
+            if attempt is None or not rounds:
+                return await conduct_async(planner, live, _reached(fresh, records))
+            plan = plan.extended((attempt,))
+            continue
         tasks = _plain(planner, fresh, decision)
         if tasks is None:
             return await conduct_async(planner, live, _reached(fresh, records), (decision, plan))
         records.append(decision)
         finished: dict[int, ToolOutcome] = {}
-        started = time.monotonic()
         try:
-            if len(tasks) == 1:
-                outcomes: tuple[ToolOutcome, ...] = (
-                    await _ran_async(live, fresh, tasks[0], decision[0], started, finished),
-                )
-            else:
-                steps = _in_place(tasks, decision)
-                outcomes = await _side_by_side(live, _as_state(fresh), steps, finished)
+            outcomes = await _side_by_side(
+                live, _as_state(fresh), _in_place(tasks, decision), finished
+            )
         except BaseException as exc:
             if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
                 interrupted(exc, _reached(fresh, records), finished)
@@ -151,18 +201,13 @@ def _as_state(fresh: Fresh) -> RunState:
     return cast("RunState", fresh)
 
 
-def _decision(
-    planner: Planner, fresh: Fresh, records: list[_Record], plan: Plan
-) -> list[Call] | Final:
-    """The planner's next decision; a failure is reported as `_conduct` reports it."""
-    try:
-        return planner.decision(plan)
-    except Exception as exc:
-        state = _reached(fresh, records)
-        failure = model_failure(exc, state, state.step + 1)
-        if failure is exc:
-            raise
-        raise failure from exc
+def _failure(exc: Exception, fresh: Fresh, records: list[_Record]) -> BaseException:
+    """The error a decision that raised ``exc`` fails the run with, as `_conduct` reports it.
+
+    It carries the state before the decision, which a resume goes on from.
+    """
+    state = _reached(fresh, records)
+    return model_failure(exc, state, state.step + 1)
 
 
 def _answered(live: Live, fresh: Fresh, records: list[_Record], answer: Final) -> Deferred:
@@ -193,6 +238,34 @@ def _plain(planner: Planner, fresh: Fresh, decision: list[Call]) -> list[Task] |
     return tasks
 
 
+def _alone(planner: Planner, fresh: Fresh, call: Call) -> Task | None:
+    """The step of a round of one ``call`` when it runs in place (see `_plain`), else None."""
+    name = call.task.name
+    task = planner.task_named(name)
+    if task is None or fresh.config.tool(name) is None:
+        return None
+    return task
+
+
+def _attempt(outcome: ToolOutcome) -> Attempt | None:
+    """`_conduct._attempts` of one outcome: its attempt when plain, else None."""
+    child = outcome.child
+    if outcome.is_error or child is None or outcome.outcome != "ok" or not child.is_done:
+        return None  # (a step's outcome has no ``parts``)
+    output = child.output
+    value = output if type(output) is str else json.loads(outcome.content)
+    return Attempt(outcome.call_id, outcome.tool_name, True, value)
+
+
+def _stopped(exc: BaseException, fresh: Fresh, records: list[_Record], call: Call) -> None:
+    """An interruption of a round of one ``call``: its state, as `_conduct` gives it."""
+    if isinstance(exc, (Exception, GeneratorExit)):
+        return
+    finished: dict[int, ToolOutcome] = {}
+    kept_sub_run(finished, 0, step_calls([call])[0], exc, fresh.run_id)
+    interrupted(exc, _reached(fresh, records), finished)
+
+
 def _in_place(tasks: list[Task], decision: list[Call]) -> list[InPlace]:
     return [
         InPlace(task, part, None) for task, part in zip(tasks, step_calls(decision), strict=True)
@@ -212,17 +285,13 @@ def _ran(
     task: Task,
     call: Call,
     started: float,
-    finished: dict[int, ToolOutcome],
 ) -> ToolOutcome:
-    """What `_conduct._ran` makes of the call's part, without the part."""
+    """What `_conduct._ran` makes of the call's part, without the part (an interruption: `_stopped`)."""
     run_id = f"{fresh.run_id}/{call.call_id}"
     try:
         ran = run_sub_run(task, *_input(call), live.deps, None, lambda: run_id)
     except Exception as exc:
         return _failed(call, exc, started)
-    except BaseException as exc:
-        kept_sub_run(finished, 0, step_calls([call])[0], exc, fresh.run_id)
-        raise
     return _outcome(call, ran, started)
 
 
@@ -232,7 +301,6 @@ async def _ran_async(
     task: Task,
     call: Call,
     started: float,
-    finished: dict[int, ToolOutcome],
 ) -> ToolOutcome:
     """Like `_ran`, on the running event loop."""
     run_id = f"{fresh.run_id}/{call.call_id}"
@@ -240,9 +308,6 @@ async def _ran_async(
         ran = await arun_sub_run(task, *_input(call), live.deps, None, lambda: run_id)
     except Exception as exc:
         return _failed(call, exc, started)
-    except BaseException as exc:
-        kept_sub_run(finished, 0, step_calls([call])[0], exc, fresh.run_id)
-        raise
     return _outcome(call, ran, started)
 
 

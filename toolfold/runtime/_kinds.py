@@ -100,13 +100,20 @@ class Sequence(Workflow):
     def plan(self, plan: Plan) -> list[Call] | Final:
         """The next step, or the last output."""
         value = plan.input
-        values = dict(plan.values)
+        outputs: dict[
+            str, Any
+        ] = {}  # the finished steps' (each step's values: the inherited ones, then these)
         for task in self._tasks:
-            status = plan.status(task, task.name)
+            name = task.name
+            last = plan.last(name)
+            if last is not None and last.ok:  # (`Plan.status` without making its `Done`)
+                outputs[name] = value = last.value
+                continue
+            status = plan.status(task, name)
             if isinstance(status, str):
+                values = {**plan.values, **outputs} if task.free_names else plan.values
                 return [plan.call(task, status, value, values)]
-            if not status.skipped:
-                values[task.name] = value = status.value
+            # Skipped after failing: no output, the next step takes the same input.
         return Final(value)
 
 

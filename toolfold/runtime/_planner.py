@@ -135,6 +135,11 @@ class Plan:
             return f"{base}#{len(attempts) + 1}"
         return Done(None, skipped=True, error=last.value)
 
+    def last(self, base: str) -> Attempt | None:
+        """The last finished attempt at ``base``, if any."""
+        attempts = self._by_base.get(base)
+        return attempts[-1] if attempts else None
+
     def started(self, base: str) -> bool:
         """Whether any attempt at ``base`` exists."""
         return base in self._by_base
@@ -143,8 +148,14 @@ class Plan:
         """This plan with ``attempts`` finished after its own."""
         attempts = tuple(attempts)
         by_base = dict(self._by_base)
-        _add(by_base, attempts)
-        return _plan(self.input, self.values, (*self.attempts, *attempts), by_base)
+        if len(attempts) == 1:  # the usual step: `_add` of one
+            attempt = attempts[0]
+            base = attempt.call_id.partition("#")[0]
+            found = by_base.get(base)
+            by_base[base] = (*found, attempt) if found else attempts
+        else:
+            _add(by_base, attempts)
+        return _plan(self.input, self.values, self.attempts + attempts, by_base)
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
         """A call of ``task`` with the values its templates need."""
@@ -221,7 +232,7 @@ _plan = builder(Plan)
 
 def first_plan(input: Any, values: Mapping[str, Any]) -> Plan:
     """The plan of a run's first message, its ``input`` and ``values`` as `read_plan` reads them."""
-    return _plan(input, values, ())
+    return _plan(input, values, (), {})
 
 
 def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:

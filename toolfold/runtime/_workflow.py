@@ -706,8 +706,16 @@ type.__setattr__(WorkflowResponse, "state", _State())
 
 def _wrapped(response: Response | Deferred) -> WorkflowResponse:
     if isinstance(response, Deferred):  # its state is made when it is read
-        return WorkflowResponse(response, response.output)  # type: ignore[arg-type]
+        # The class's ``__init__`` without its call of `_State.__set__`: the slots set directly.
+        wrapped = _new(WorkflowResponse)
+        _STATE_SLOT.__set__(wrapped, response)
+        _OUTPUT_SLOT.__set__(wrapped, response.output)
+        return wrapped
     return WorkflowResponse(response.state, response.output)
+
+
+_OUTPUT_SLOT: Any = Response.__dict__["output"]
+_new = object.__new__
 
 
 class WorkflowStream:
