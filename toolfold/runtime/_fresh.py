@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from toolfold.runtime._conduct import (
@@ -50,12 +51,13 @@ from toolfold.runtime.drive._executor import (
     SubRun,
     ToolOutcome,
     kept_sub_run,
-    made_outcome,
     run_kept,
 )
 from toolfold.runtime.drive._failures import model_failure
 from toolfold.runtime.drive._loop import Live, interrupted
 from toolfold.toolkit._results import describe_exception
+
+_tuple_new: Any = tuple.__new__
 
 if TYPE_CHECKING:
     from toolfold.runtime._planner import Planner
@@ -65,8 +67,9 @@ if TYPE_CHECKING:
 
 def conduct_fresh_sync(planner: Planner, live: Live, fresh: Fresh) -> Response | Deferred:
     """Drive the fresh run ``fresh`` from blocking code (see the module's docstring)."""
-    rounds = _rounds(planner, fresh)
-    if not rounds:
+    steps_named = planner.lean_steps(fresh.config)
+    rounds = fresh.config.max_steps  # (`_conduct._plain_rounds` counts them so from the start)
+    if steps_named is None or rounds <= 0:
         return conduct_sync(planner, live, fresh.state())
     plan = first_plan(fresh.input, fresh.values)
     records: list[_Record] = []
@@ -83,7 +86,7 @@ def conduct_fresh_sync(planner: Planner, live: Live, fresh: Fresh) -> Response |
             return _answered(live, fresh, records, decision)  # type: ignore[arg-type]
         if len(decision) == 1:  # one step: right here, in this thread
             call = decision[0]
-            task = _alone(planner, fresh, call)
+            task = steps_named.get(call.task.name)
             if task is None:
                 return conduct_sync(planner, live, _reached(fresh, records), (decision, plan))
             records.append(decision)
@@ -99,7 +102,7 @@ def conduct_fresh_sync(planner: Planner, live: Live, fresh: Fresh) -> Response |
                 return conduct_sync(planner, live, _reached(fresh, records))
             plan = plan.extended((attempt,))
             continue
-        tasks = _plain(planner, fresh, decision)
+        tasks = _plain(steps_named, decision)
         if tasks is None:
             return conduct_sync(planner, live, _reached(fresh, records), (decision, plan))
         records.append(decision)
@@ -121,8 +124,9 @@ def conduct_fresh_sync(planner: Planner, live: Live, fresh: Fresh) -> Response |
 
 async def conduct_fresh_async(planner: Planner, live: Live, fresh: Fresh) -> Response | Deferred:
     """Drive the fresh run ``fresh`` on the running event loop (see `conduct_fresh_sync`)."""
-    rounds = _rounds(planner, fresh)
-    if not rounds:
+    steps_named = planner.lean_steps(fresh.config)
+    rounds = fresh.config.max_steps
+    if steps_named is None or rounds <= 0:
         return await conduct_async(planner, live, fresh.state())
     plan = first_plan(fresh.input, fresh.values)
     records: list[_Record] = []
@@ -139,7 +143,7 @@ async def conduct_fresh_async(planner: Planner, live: Live, fresh: Fresh) -> Res
             return _answered(live, fresh, records, decision)  # type: ignore[arg-type]
         if len(decision) == 1:
             call = decision[0]
-            task = _alone(planner, fresh, call)
+            task = steps_named.get(call.task.name)
             if task is None:
                 return await conduct_async(
                     planner, live, _reached(fresh, records), (decision, plan)
@@ -157,7 +161,7 @@ async def conduct_fresh_async(planner: Planner, live: Live, fresh: Fresh) -> Res
                 return await conduct_async(planner, live, _reached(fresh, records))
             plan = plan.extended((attempt,))
             continue
-        tasks = _plain(planner, fresh, decision)
+        tasks = _plain(steps_named, decision)
         if tasks is None:
             return await conduct_async(planner, live, _reached(fresh, records), (decision, plan))
         records.append(decision)
@@ -176,19 +180,6 @@ async def conduct_fresh_async(planner: Planner, live: Live, fresh: Fresh) -> Res
         if attempts is None or not rounds:
             return await conduct_async(planner, live, _reached(fresh, records))
         plan = plan.extended(attempts)
-
-
-def _rounds(planner: Planner, fresh: Fresh) -> int:
-    """The plain rounds the run may make (as `_conduct._plain_rounds` counts them from its start)."""
-    config = fresh.config
-    if (
-        config.stop_when
-        or not config.auto_execute_tools
-        or config.output is None
-        or not planner.executes(config)
-    ):
-        return 0
-    return max(0, config.max_steps)
 
 
 def _reached(fresh: Fresh, records: list[_Record]) -> RunState:
@@ -216,35 +207,24 @@ def _answered(live: Live, fresh: Fresh, records: list[_Record], answer: Final) -
     return _deferred(live, fresh, records)
 
 
-def _plain(planner: Planner, fresh: Fresh, decision: list[Call]) -> list[Task] | None:
+def _plain(steps_named: Mapping[str, Task], decision: list[Call]) -> list[Task] | None:
     """The steps of a plain round's ``decision`` (see `_conduct._plain_rounds`), else None.
 
     None for no calls (the core reads it as an answer), two calls with one id
     (the core's response makes them unique), or a call whose step does not
-    run in place.
+    run in place (``steps_named``: those that do, by name).
     """
     if not decision:
         return None
     if len(decision) > 1 and len({call.call_id for call in decision}) < len(decision):
         return None
     tasks: list[Task] = []
-    config = fresh.config
     for call in decision:
-        name = call.task.name
-        task = planner.task_named(name)
-        if task is None or config.tool(name) is None:
+        task = steps_named.get(call.task.name)
+        if task is None:
             return None
         tasks.append(task)
     return tasks
-
-
-def _alone(planner: Planner, fresh: Fresh, call: Call) -> Task | None:
-    """The step of a round of one ``call`` when it runs in place (see `_plain`), else None."""
-    name = call.task.name
-    task = planner.task_named(name)
-    if task is None or fresh.config.tool(name) is None:
-        return None
-    return task
 
 
 def _attempt(outcome: ToolOutcome) -> Attempt | None:
@@ -254,7 +234,8 @@ def _attempt(outcome: ToolOutcome) -> Attempt | None:
         return None  # (a step's outcome has no ``parts``)
     output = child.output
     value = output if type(output) is str else json.loads(outcome.content)
-    return Attempt(outcome.call_id, outcome.tool_name, True, value)
+    attempt: Attempt = _tuple_new(Attempt, (outcome.call_id, outcome.tool_name, True, value))
+    return attempt  # (`Attempt(...)` without its ``__new__``'s frame)
 
 
 def _stopped(exc: BaseException, fresh: Fresh, records: list[_Record], call: Call) -> None:
@@ -313,17 +294,24 @@ async def _ran_async(
 
 def _outcome(call: Call, ran: SubRun, started: float) -> ToolOutcome:
     ended = time.monotonic()
-    return ToolOutcome(
-        call.call_id,
-        call.task.name,
-        ran.content,
-        ran.is_error,
-        made_outcome(ran),
-        None,
-        ended,
-        max(0.0, ended - started),
-        ran.state,
+    is_error = ran.is_error
+    # `ToolOutcome(...)` with every field given, without its ``__new__``'s frame.
+    outcome: ToolOutcome = _tuple_new(
+        ToolOutcome,
+        (
+            call.call_id,
+            call.task.name,
+            ran.content,
+            is_error,
+            "error" if is_error else "ok",  # `made_outcome`
+            None,
+            ended,
+            max(0.0, ended - started),
+            ran.state,
+            (),
+        ),
     )
+    return outcome
 
 
 def _failed(call: Call, exc: Exception, started: float) -> ToolOutcome:

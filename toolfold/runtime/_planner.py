@@ -135,10 +135,10 @@ class Plan:
             return f"{base}#{len(attempts) + 1}"
         return Done(None, skipped=True, error=last.value)
 
-    def last(self, base: str) -> Attempt | None:
-        """The last finished attempt at ``base``, if any."""
-        attempts = self._by_base.get(base)
-        return attempts[-1] if attempts else None
+    @property
+    def by_step(self) -> Mapping[str, tuple[Attempt, ...]]:
+        """The finished attempts by step (base id), in order (read it, never change it)."""
+        return self._by_base
 
     def started(self, base: str) -> bool:
         """Whether any attempt at ``base`` exists."""
@@ -326,6 +326,8 @@ def _step_call(call: Call) -> ToolCallPart:
 
 
 _NO_VALUES = FrozenDict()
+NO_VALUES: Mapping[str, Any] = _NO_VALUES
+"""The values of a call whose step's templates need none (what `Plan.call` gives it)."""
 
 
 class Planner:
@@ -336,6 +338,7 @@ class Planner:
         self._plans = _PlanCache()
         self._quiet: Live | None = None
         self._executes: tuple[RunConfig | None, bool] = (None, False)
+        self._lean: tuple[RunConfig | None, Mapping[str, Task] | None] = (None, None)
         # Steps a driver may run in place (see `in_place`).
         self._in_place = {
             t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
@@ -368,9 +371,26 @@ class Planner:
             found.append(InPlace(task, call.call, call.child))
         return found or None
 
-    def task_named(self, name: str) -> Task | None:
-        """The step named ``name`` when a driver may run it in place (see `in_place`), else None."""
-        return self._in_place.get(name)
+    def lean_steps(self, config: RunConfig) -> Mapping[str, Task] | None:
+        """The steps a fresh run under ``config`` runs in place (by name), or None when it cannot.
+
+        A step runs in place as in `in_place`, and when ``config`` has its
+        tool; a run cannot when ``config`` stops it or reviews its calls on
+        the way (a stop condition, calls not executed at once, an approval)
+        or has no output. Kept for the last config asked about.
+        """
+        if config is self._lean[0]:
+            return self._lean[1]
+        steps: Mapping[str, Task] | None = None
+        if (
+            not config.stop_when
+            and config.auto_execute_tools
+            and config.output is not None
+            and self.executes(config)
+        ):
+            steps = {n: t for n, t in self._in_place.items() if config.tool(n) is not None}
+        self._lean = (config, steps)
+        return steps
 
     def step_of(self, call: ToolCallPart) -> Task | None:
         """The step ``call`` runs when a driver may run it in place (see `in_place`), else None."""

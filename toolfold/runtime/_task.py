@@ -524,6 +524,11 @@ def run_sub_run(
 
 def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """The step's target (placeholders filled) and what it is run with."""
+    target = task.target
+    if not task.prompt and not values and isinstance(target, Agent):
+        instructions = target.instructions
+        if not instructions or ("{" not in instructions and "}" not in instructions):
+            return target, _prompt_text(input)  # (`_bound` and a prompt without placeholders)
     scope = _scope(input, values)
     target = _bound(task, scope)
     if isinstance(target, Agent):

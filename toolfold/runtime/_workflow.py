@@ -323,24 +323,29 @@ class Workflow:
 
     def _ran_sync(self, live: Live, state: RunState | Fresh) -> WorkflowResponse:
         """The run driven, its steps' close errors raised when it ends (see `_StepCloses`)."""
-        closing = _StepCloses(self)
+        # `_StepCloses` and `_step_errors` around the run, without their calls when nothing failed.
+        errors: list[SourceCloseError] = []
+        token = STEP_CLOSE_ERRORS.set(errors)
         try:
-            with closing, _step_errors(self):
-                response = _wrapped(self._drive_sync(live, state))
+            response = _wrapped(self._drive_sync(live, state))
         except BaseException as exc:
-            closing.attach(exc)
+            STEP_CLOSE_ERRORS.reset(token)
+            _failed(self, exc, errors)
             raise
-        return closing.checked(response)
+        STEP_CLOSE_ERRORS.reset(token)
+        return _StepCloses(self, errors).checked(response) if errors else response
 
     async def _ran_async(self, live: Live, state: RunState | Fresh) -> WorkflowResponse:
-        closing = _StepCloses(self)
+        errors: list[SourceCloseError] = []
+        token = STEP_CLOSE_ERRORS.set(errors)
         try:
-            with closing, _step_errors(self):
-                response = _wrapped(await self._drive_async(live, state))
+            response = _wrapped(await self._drive_async(live, state))
         except BaseException as exc:
-            closing.attach(exc)
+            STEP_CLOSE_ERRORS.reset(token)
+            _failed(self, exc, errors)
             raise
-        return closing.checked(response)
+        STEP_CLOSE_ERRORS.reset(token)
+        return _StepCloses(self, errors).checked(response) if errors else response
 
     @property
     def _planner(self) -> Planner:
@@ -513,15 +518,40 @@ class _step_errors:
         return None
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, ToolRetriesExceededError) and exc.state is not None:
-            failure = exc.state.error
-            step = failure.tool_name if failure is not None else "?"
-            last = failure.message.partition("last error: ")[2] if failure is not None else ""
-            raise RunError(
-                f"step {step!r} of {self._workflow.label} failed: {last or exc}; the error's "
-                "state is the workflow's, with the failure recorded",
-                exc.state,
-            ) from exc
+        failure = _step_failure(self._workflow, exc)
+        if failure is not None:
+            raise failure from exc
+
+
+def _step_failure(workflow: Workflow, exc: BaseException | None) -> RunError | None:
+    """The error reporting ``exc`` as a step's failure when a step failed the workflow, else None."""
+    if isinstance(exc, ToolRetriesExceededError) and exc.state is not None:
+        failure = exc.state.error
+        step = failure.tool_name if failure is not None else "?"
+        last = failure.message.partition("last error: ")[2] if failure is not None else ""
+        return RunError(
+            f"step {step!r} of {workflow.label} failed: {last or exc}; the error's "
+            "state is the workflow's, with the failure recorded",
+            exc.state,
+        )
+    return None
+
+
+def _failed(workflow: Workflow, exc: BaseException, errors: list[SourceCloseError]) -> None:
+    """A run of ``workflow`` failed with ``exc``: raise it as `_step_errors` and `_StepCloses` would.
+
+    Returns when ``exc`` itself is to be raised (the caller raises it).
+    """
+    failure = _step_failure(workflow, exc)
+    closing = _StepCloses(workflow, errors)
+    if failure is None:
+        closing.attach(exc)
+        return
+    try:
+        raise failure from exc
+    except RunError as error:
+        closing.attach(error)
+        raise
 
 
 class _StepCloses:
@@ -535,9 +565,9 @@ class _StepCloses:
 
     __slots__ = ("_token", "errors", "workflow")
 
-    def __init__(self, workflow: Workflow) -> None:
+    def __init__(self, workflow: Workflow, errors: list[SourceCloseError] | None = None) -> None:
         self.workflow = workflow
-        self.errors: list[SourceCloseError] = []
+        self.errors: list[SourceCloseError] = [] if errors is None else errors
 
     def __enter__(self) -> None:
         """Steps started in the block keep their close errors here."""
