@@ -28,7 +28,6 @@ from toolfold.runtime._conduct import (
     Fresh,
     _arguments,
     _attempts,
-    _deferred,
     _plain_answer,
     _Record,
     _side_by_side,
@@ -202,9 +201,16 @@ def _failure(exc: Exception, fresh: Fresh, records: list[_Record]) -> BaseExcept
 
 
 def _answered(live: Live, fresh: Fresh, records: list[_Record], answer: Final) -> Deferred:
-    text = json_text(answer.value)
-    records.append(Answered(text, _plain_answer(live, answer, text)))
-    return _deferred(live, fresh, records)
+    """The run finished with ``answer``: `_conduct._plain_rounds`'s record and `_conduct._deferred`."""
+    value = answer.value
+    text = json_text(value)
+    plain = value if type(value) is str else _plain_answer(live, answer, text)
+    records.append(_tuple_new(Answered, (text, plain)))  # (`Answered(...)` without its frame)
+    output = plain
+    if output is not None and live.output is not None:  # as `finish` types it
+        output = live.output.restore(output)
+    deferred: Deferred = _tuple_new(Deferred, (fresh, records, output))
+    return deferred
 
 
 def _plain(steps_named: Mapping[str, Task], decision: list[Call]) -> list[Task] | None:
@@ -253,13 +259,6 @@ def _in_place(tasks: list[Task], decision: list[Call]) -> list[InPlace]:
     ]
 
 
-def _input(call: Call) -> tuple[Any, Any]:
-    """The step's input and values, as `_conduct._arguments` gives them from the call's part."""
-    if type(call.input) is str and not call.values:  # the usual step call: nothing to copy
-        return call.input, None
-    return _arguments(step_calls([call])[0])
-
-
 def _ran(
     live: Live,
     fresh: Fresh,
@@ -270,7 +269,13 @@ def _ran(
     """What `_conduct._ran` makes of the call's part, without the part (an interruption: `_stopped`)."""
     run_id = f"{fresh.run_id}/{call.call_id}"
     try:
-        ran = run_sub_run(task, *_input(call), live.deps, None, lambda: run_id)
+        input_ = call.input
+        if type(input_) is str and not call.values:  # the usual step call: nothing to copy
+            ran = run_sub_run(task, input_, None, live.deps, None, lambda: run_id)
+        else:  # the tool's own copies, as `_conduct._arguments` gives them from the call's part
+            ran = run_sub_run(
+                task, *_arguments(step_calls([call])[0]), live.deps, None, lambda: run_id
+            )
     except Exception as exc:
         return _failed(call, exc, started)
     return _outcome(call, ran, started)
@@ -286,7 +291,13 @@ async def _ran_async(
     """Like `_ran`, on the running event loop."""
     run_id = f"{fresh.run_id}/{call.call_id}"
     try:
-        ran = await arun_sub_run(task, *_input(call), live.deps, None, lambda: run_id)
+        input_ = call.input
+        if type(input_) is str and not call.values:  # the usual step call: nothing to copy
+            ran = await arun_sub_run(task, input_, None, live.deps, None, lambda: run_id)
+        else:  # the tool's own copies, as `_conduct._arguments` gives them from the call's part
+            ran = await arun_sub_run(
+                task, *_arguments(step_calls([call])[0]), live.deps, None, lambda: run_id
+            )
     except Exception as exc:
         return _failed(call, exc, started)
     return _outcome(call, ran, started)

@@ -547,10 +547,17 @@ def _step_result(response: Response) -> SubRun:
 
 
 def _state_result(state: RunState) -> SubRun:
-    failure = unanswered(state)
-    if failure is not None:
-        return SubRun(state, failure, True)
-    return SubRun(state, json_text(state.output))
+    if state.finish_reason in _LIMITS:
+        failure = unanswered(state)
+        if failure is not None:
+            return SubRun(state, failure, True)
+    # `SubRun(...)` without its ``__new__``'s frame.
+    ran: SubRun = _tuple_new(SubRun, (state, json_text(state.output), False))
+    return ran
+
+
+_LIMITS = ("max_steps", "token_budget")  # the finish reasons of a run that may not have answered
+_tuple_new: Any = tuple.__new__
 
 
 def unanswered(state: RunState) -> str | None:
@@ -559,7 +566,7 @@ def unanswered(state: RunState) -> str | None:
     Such a run has no output to pass on (it passed ``null``), so the step
     failed and its ``on_error`` applies; durable runs (Temporal) say the same.
     """
-    if state.finish_reason in ("max_steps", "token_budget"):
+    if state.finish_reason in _LIMITS:
         return (
             f"Error: the step's run stopped at its limit ({state.finish_reason}) after "
             f"{state.step} model calls without answering"
