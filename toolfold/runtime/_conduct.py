@@ -47,11 +47,12 @@ from toolfold.runtime._run import run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._build import builder
+from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import RunTools
 from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
-from toolfold.runtime.core._messages import ToolCallPart, Usage, thaw
+from toolfold.runtime.core._messages import Message, TextPart, ToolCallPart, Usage, thaw
 from toolfold.runtime.core._next import next_effect
-from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
+from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
 from toolfold.runtime.core._rounds import reduce_all
 from toolfold.runtime.core._state import Disposition, RunState
 from toolfold.runtime.drive._executor import (
@@ -75,6 +76,11 @@ from toolfold.toolkit._results import describe_exception
 if TYPE_CHECKING:
     from toolfold.runtime._planner import Planner
     from toolfold.runtime._response import Response
+
+_Decided = tuple["list[Call] | Final", Plan]
+_message = builder(Message)
+_text = builder(TextPart)
+_NO_USAGE = Usage()
 
 # Its values have the event's types (a tuple of dispositions).
 _responded_event = builder(ModelResponded)
@@ -106,9 +112,49 @@ class Answered(NamedTuple):
 
 
 # What plain rounds record, in order: per round, the planner's calls (its
-# response is made from them) and the steps' outcomes in call order; last,
-# the answer (see `events_of`).
-_Record = Union[tuple[ToolCallPart, ...], ToolOutcome, Answered]  # noqa: UP007
+# response is made from them: the parts, or the decision's calls when a
+# fresh run's conductor made no parts) and the steps' outcomes in call
+# order; last, the answer (see `events_of`).
+_Record = Union[tuple[ToolCallPart, ...], list[Call], ToolOutcome, Answered]  # noqa: UP007
+_ROUNDS = (tuple, list)
+
+
+class Fresh(NamedTuple):
+    """A fresh run of a workflow, its start state not made yet (see `_fresh`).
+
+    Its state is ``initial_state`` of one user message, ``text``; the
+    first plan is ``input`` and ``values`` (what `read_plan` reads from it).
+
+    Attributes:
+        text: The first message's text (the input's envelope).
+        config: The run's configuration.
+        run_id: The run's id.
+        agent: The workflow's name.
+        input: The workflow's input, as its plan reads it.
+        values: The values it inherits, as its plan reads them.
+    """
+
+    text: str
+    config: RunConfig
+    run_id: str
+    agent: str | None
+    input: Any
+    values: Mapping[str, Any]
+
+    def state(self) -> RunState:
+        """The run's start state, as `Workflow._start` makes it."""
+        message = _message("user", (_text(self.text),))
+        return initial_state((message,), self.config, run_id=self.run_id, agent=self.agent)
+
+    @property
+    def step(self) -> int:
+        """The start state's ``step``."""
+        return 0
+
+    @property
+    def tree_usage(self) -> Usage:
+        """The start state's ``tree_usage``."""
+        return _NO_USAGE
 
 
 class Deferred(NamedTuple):
@@ -119,18 +165,22 @@ class Deferred(NamedTuple):
     would have reduced on its way; `state` makes it.
 
     Attributes:
-        start: The state the plain rounds started from.
+        start: The state the plain rounds started from (a `Fresh` run's
+            is made with the rest).
         records: What they recorded (see `events_of`).
         output: The response's output (typed).
     """
 
-    start: RunState
+    start: RunState | Fresh
     records: list[_Record]
     output: Any
 
     def state(self) -> RunState:
         """The run's final state."""
-        state = reduce_all(self.start, events_of(self.records))
+        start = self.start
+        if type(start) is Fresh:
+            start = start.state()
+        state = reduce_all(start, events_of(self.records))  # type: ignore[arg-type]
         assert state.phase == "finished"  # plain rounds to an answer: `_plain_rounds`
         return state
 
@@ -144,7 +194,7 @@ class Deferred(NamedTuple):
     @property
     def step(self) -> int:
         """The state's ``step``: one per planner response, the answer's included."""
-        return self.start.step + sum([type(r) is tuple for r in self.records]) + 1
+        return self.start.step + sum([type(r) in _ROUNDS for r in self.records]) + 1
 
     @property
     def tree_usage(self) -> Usage:
@@ -167,14 +217,21 @@ def events_of(records: list[_Record]) -> list[Event]:
             events.append(_responded_event(answer_response(record.text), ()))  # type: ignore[union-attr]
             events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
         else:
-            response = calls_response(record)  # type: ignore[arg-type]
-            events.append(_responded_event(response, _EXECUTE * len(record)))
+            parts = record if kind is tuple else step_calls(record)  # type: ignore[arg-type]
+            response = calls_response(parts)  # type: ignore[arg-type]
+            events.append(_responded_event(response, _EXECUTE * len(parts)))
     return events
 
 
-def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response | Deferred:
-    """Drive a workflow's run from blocking code (see the module's docstring)."""
-    course = _course(planner, live, state)
+def conduct_sync(
+    planner: Planner, live: Live, state: RunState, decided: _Decided | None = None
+) -> Response | Deferred:
+    """Drive a workflow's run from blocking code (see the module's docstring).
+
+    ``decided``: the planner's decision on ``state`` (awaiting it), with its
+    plan, when the caller has made it.
+    """
+    course = _course(planner, live, state, decided)
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
@@ -200,9 +257,11 @@ def conduct_sync(planner: Planner, live: Live, state: RunState) -> Response | De
     return finish(ended, live) if ended.phase == "finished" else run_sync(live, ended)
 
 
-async def conduct_async(planner: Planner, live: Live, state: RunState) -> Response | Deferred:
-    """Drive a workflow's run on the running event loop (see the module's docstring)."""
-    course = _course(planner, live, state)
+async def conduct_async(
+    planner: Planner, live: Live, state: RunState, decided: _Decided | None = None
+) -> Response | Deferred:
+    """Drive a workflow's run on the running event loop (see `conduct_sync`)."""
+    course = _course(planner, live, state, decided)
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
@@ -232,7 +291,7 @@ _Round = tuple[RunState, list[InPlace] | None, dict[int, ToolOutcome] | None]
 
 
 def _course(
-    planner: Planner, live: Live, state: RunState
+    planner: Planner, live: Live, state: RunState, decided: _Decided | None = None
 ) -> Generator[_Round, tuple[ToolOutcome, ...], RunState | Deferred]:
     """The run's usual course, written once for both drivers.
 
@@ -247,24 +306,27 @@ def _course(
     (see `_plain_rounds`) run back to back, and their events are reduced in
     one pass when they end (`reduce_all`): no one sees the states between;
     when they end with the answer, not even then (a `Deferred` run).
+    ``decided``: the first decision, already made on ``state``.
     """
     plan: Plan | None = None
     answer: Final | None = None
     while True:
         phase = state.phase
         if phase == "awaiting_model":
-            if plan is None:
-                plan = planner.read(state.messages)
-            records: list[_Record] = []
-            decided = yield from _plain_rounds(planner, live, state, plan, records)
-            if records:
-                if type(records[-1]) is Answered:  # the run finished: its state can wait
-                    return _deferred(live, state, records)
-                state = reduce_all(state, events_of(records))
+            if decided is None:
+                if plan is None:
+                    plan = planner.read(state.messages)
+                records: list[_Record] = []
+                decided = yield from _plain_rounds(planner, live, state, plan, records)
+                if records:
+                    if type(records[-1]) is Answered:  # the run finished: its state can wait
+                        return _deferred(live, state, records)
+                    state = reduce_all(state, events_of(records))
             if decided is None:  # the plain rounds reached where the state says what follows
                 plan = None
                 continue
             decision, plan = decided
+            decided = None
             opened = open_step(state, _responded(planner, state, decision))
             if not isinstance(opened, OpenStep):  # the answer, or calls the core answered
                 state, plan = opened, None
@@ -298,9 +360,6 @@ def _course(
             state = _accept(live, state, answer)
         else:
             return state
-
-
-_Decided = tuple["list[Call] | Final", Plan]
 
 
 def _plain_rounds(
@@ -557,7 +616,7 @@ def _accept(live: Live, state: RunState, answer: Final | None) -> RunState:
     return reduce(state, _accepted(live, answer, state.last_text))
 
 
-def _deferred(live: Live, state: RunState, records: list[_Record]) -> Deferred:
+def _deferred(live: Live, state: RunState | Fresh, records: list[_Record]) -> Deferred:
     """The run that plain rounds from ``state`` finished (``records``: theirs, the answer last)."""
     answer = records[-1]
     assert type(answer) is Answered

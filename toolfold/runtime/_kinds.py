@@ -15,7 +15,7 @@ import attrs
 
 from toolfold._errors import RunError
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._planner import Call, Final, Plan
+from toolfold.runtime._planner import NO_VALUES, Call, Final, Plan
 from toolfold.runtime._run import RunOptions
 from toolfold.runtime._task import (
     Task,
@@ -100,13 +100,21 @@ class Sequence(Workflow):
     def plan(self, plan: Plan) -> list[Call] | Final:
         """The next step, or the last output."""
         value = plan.input
-        values = dict(plan.values)
+        # The finished steps' outputs (a step's values: the inherited ones, then these).
+        outputs: dict[str, Any] = {}
+        by_step = plan.by_step
         for task in self._tasks:
-            status = plan.status(task, task.name)
+            name = task.name
+            attempts = by_step.get(name)
+            if attempts and attempts[-1].ok:  # (`Plan.status` without making its `Done`)
+                outputs[name] = value = attempts[-1].value
+                continue
+            status = plan.status(task, name)
             if isinstance(status, str):
-                return [plan.call(task, status, value, values)]
-            if not status.skipped:
-                values[task.name] = value = status.value
+                if not task.free_names:  # (`Plan.call`, no values to pick)
+                    return [Call(task, status, value, NO_VALUES)]
+                return [plan.call(task, status, value, {**plan.values, **outputs})]
+            # Skipped after failing: no output, the next step takes the same input.
         return Final(value)
 
 

@@ -135,6 +135,11 @@ class Plan:
             return f"{base}#{len(attempts) + 1}"
         return Done(None, skipped=True, error=last.value)
 
+    @property
+    def by_step(self) -> Mapping[str, tuple[Attempt, ...]]:
+        """The finished attempts by step (base id), in order (read it, never change it)."""
+        return self._by_base
+
     def started(self, base: str) -> bool:
         """Whether any attempt at ``base`` exists."""
         return base in self._by_base
@@ -143,8 +148,14 @@ class Plan:
         """This plan with ``attempts`` finished after its own."""
         attempts = tuple(attempts)
         by_base = dict(self._by_base)
-        _add(by_base, attempts)
-        return _plan(self.input, self.values, (*self.attempts, *attempts), by_base)
+        if len(attempts) == 1:  # the usual step: `_add` of one
+            attempt = attempts[0]
+            base = attempt.call_id.partition("#")[0]
+            found = by_base.get(base)
+            by_base[base] = (*found, attempt) if found else attempts
+        else:
+            _add(by_base, attempts)
+        return _plan(self.input, self.values, self.attempts + attempts, by_base)
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
         """A call of ``task`` with the values its templates need."""
@@ -217,6 +228,11 @@ def read_plan(
 # Plans are made from values of the fields' types (see `builder`): the attrs
 # class's own ``__init__`` is a third of a workflow step's plan update.
 _plan = builder(Plan)
+
+
+def first_plan(input: Any, values: Mapping[str, Any]) -> Plan:
+    """The plan of a run's first message, its ``input`` and ``values`` as `read_plan` reads them."""
+    return _plan(input, values, (), {})
 
 
 def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:
@@ -310,6 +326,8 @@ def _step_call(call: Call) -> ToolCallPart:
 
 
 _NO_VALUES = FrozenDict()
+NO_VALUES: Mapping[str, Any] = _NO_VALUES
+"""The values of a call whose step's templates need none (what `Plan.call` gives it)."""
 
 
 class Planner:
@@ -320,6 +338,7 @@ class Planner:
         self._plans = _PlanCache()
         self._quiet: Live | None = None
         self._executes: tuple[RunConfig | None, bool] = (None, False)
+        self._lean: tuple[RunConfig | None, Mapping[str, Task] | None] = (None, None)
         # Steps a driver may run in place (see `in_place`).
         self._in_place = {
             t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
@@ -351,6 +370,27 @@ class Planner:
                 return None
             found.append(InPlace(task, call.call, call.child))
         return found or None
+
+    def lean_steps(self, config: RunConfig) -> Mapping[str, Task] | None:
+        """The steps a fresh run under ``config`` runs in place (by name), or None when it cannot.
+
+        A step runs in place as in `in_place`, and when ``config`` has its
+        tool; a run cannot when ``config`` stops it or reviews its calls on
+        the way (a stop condition, calls not executed at once, an approval)
+        or has no output. Kept for the last config asked about.
+        """
+        if config is self._lean[0]:
+            return self._lean[1]
+        steps: Mapping[str, Task] | None = None
+        if (
+            not config.stop_when
+            and config.auto_execute_tools
+            and config.output is not None
+            and self.executes(config)
+        ):
+            steps = {n: t for n, t in self._in_place.items() if config.tool(n) is not None}
+        self._lean = (config, steps)
+        return steps
 
     def step_of(self, call: ToolCallPart) -> Task | None:
         """The step ``call`` runs when a driver may run it in place (see `in_place`), else None."""

@@ -524,6 +524,11 @@ def run_sub_run(
 
 def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """The step's target (placeholders filled) and what it is run with."""
+    target = task.target
+    if not task.prompt and not values and isinstance(target, Agent):
+        instructions = target.instructions
+        if not instructions or ("{" not in instructions and "}" not in instructions):
+            return target, _prompt_text(input)  # (`_bound` and a prompt without placeholders)
     scope = _scope(input, values)
     target = _bound(task, scope)
     if isinstance(target, Agent):
@@ -542,10 +547,17 @@ def _step_result(response: Response) -> SubRun:
 
 
 def _state_result(state: RunState) -> SubRun:
-    failure = unanswered(state)
-    if failure is not None:
-        return SubRun(state, failure, True)
-    return SubRun(state, json_text(state.output))
+    if state.finish_reason in _LIMITS:
+        failure = unanswered(state)
+        if failure is not None:
+            return SubRun(state, failure, True)
+    # `SubRun(...)` without its ``__new__``'s frame.
+    ran: SubRun = _tuple_new(SubRun, (state, json_text(state.output), False))
+    return ran
+
+
+_LIMITS = ("max_steps", "token_budget")  # the finish reasons of a run that may not have answered
+_tuple_new: Any = tuple.__new__
 
 
 def unanswered(state: RunState) -> str | None:
@@ -554,7 +566,7 @@ def unanswered(state: RunState) -> str | None:
     Such a run has no output to pass on (it passed ``null``), so the step
     failed and its ``on_error`` applies; durable runs (Temporal) say the same.
     """
-    if state.finish_reason in ("max_steps", "token_budget"):
+    if state.finish_reason in _LIMITS:
         return (
             f"Error: the step's run stopped at its limit ({state.finish_reason}) after "
             f"{state.step} model calls without answering"

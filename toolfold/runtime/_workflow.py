@@ -10,6 +10,7 @@ resumes in another process and replays. A run nobody observes is driven by
 
 from __future__ import annotations
 
+import json
 import typing
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
@@ -25,7 +26,8 @@ from toolfold._errors import (
     WorkflowDefinitionError,
 )
 from toolfold.runtime._agent import Observer, StepObserver
-from toolfold.runtime._conduct import Deferred, conduct_async, conduct_sync, conducted
+from toolfold.runtime._conduct import Deferred, Fresh, conduct_async, conduct_sync, conducted
+from toolfold.runtime._fresh import conduct_fresh_async, conduct_fresh_sync
 from toolfold.runtime._planner import (
     Call,
     Final,
@@ -47,9 +49,7 @@ from toolfold.runtime._run import (
     run_sync,
 )
 from toolfold.runtime._task import STEP_CLOSE_ERRORS, Task, plain_data, structured
-from toolfold.runtime.core._build import builder
-from toolfold.runtime.core._messages import Message, TextPart, ToolCallPart, Usage
-from toolfold.runtime.core._reducer import initial_state
+from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
@@ -57,8 +57,6 @@ from toolfold.runtime.drive._loop import Live
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.toolkit._tool import Tool
 
-_message = builder(Message)
-_text = builder(TextPart)
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
 _PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the planner "model"'s own
 
@@ -265,15 +263,25 @@ class Workflow:
     # --- running -----------------------------------------------------------------
 
     def _start(self, prompt: Any, run_id: str) -> RunState:
+        return self._fresh(prompt, run_id).state()
+
+    def _fresh(self, prompt: Any, run_id: str) -> Fresh:
+        """The run of ``prompt`` not started yet: its first message and its first plan."""
         if isinstance(prompt, Input):
             text = prompt.text
+            data = json.loads(text)  # the first plan, as `read_plan` reads it
+            input_, values = data["input"], data.get("values") or {}
         else:
             if self._free:
                 raise WorkflowDefinitionError(self.label, self.free_problems())
-            text = envelope(_input_value(prompt), {})
-        # `start` with the one user message made without the classes' converters.
-        message = _message("user", (_text(text),))
-        return initial_state((message,), self._options.config, run_id=run_id, agent=self.name)
+            input_ = _input_value(prompt)
+            text = envelope(input_, {})
+            if type(input_) is str:  # its JSON gives it back unchanged
+                values = {}
+            else:
+                data = json.loads(text)
+                input_, values = data["input"], data.get("values") or {}
+        return Fresh(text, self._options.config, run_id, self.name, input_, values)
 
     def _begin(
         self,
@@ -282,46 +290,62 @@ class Workflow:
         deps: Any,
         on_event: Observer | None,
         on_step: StepObserver | None,
-    ) -> tuple[Live, RunState]:
-        state = self._start(prompt, new_run_id(run_id))
+        lean: bool = False,
+    ) -> tuple[Live, RunState | Fresh]:
+        """The run's live half and start; ``lean``: a run nobody watches starts as a `Fresh` one."""
+        fresh = self._fresh(prompt, new_run_id(run_id))
         if deps is None and on_event is None and on_step is None:
             options = self._options
-            return self._planner.quiet_live(lambda: options.live(announce_start=True)), state
-        live = self._options.live(
-            deps=deps, on_event=on_event, on_step=on_step, announce_start=True
-        )
-        return live, state
+            live = self._planner.quiet_live(lambda: options.live(announce_start=True))
+        else:
+            live = self._options.live(
+                deps=deps, on_event=on_event, on_step=on_step, announce_start=True
+            )
+        if lean and conducted(live):  # the lean driver makes the start state with the rest
+            return live, fresh
+        return live, fresh.state()
 
-    def _drive_sync(self, live: Live, state: RunState) -> Response | Deferred:
+    def _drive_sync(self, live: Live, state: RunState | Fresh) -> Response | Deferred:
+        if type(state) is Fresh:  # a fresh run nobody watches: the leanest driver
+            return conduct_fresh_sync(self._planner, live, state)
+        assert type(state) is RunState
         if conducted(live):  # nothing watches the run: the lean driver (same events)
             return conduct_sync(self._planner, live, state)
         return run_sync(live, state)
 
-    async def _drive_async(self, live: Live, state: RunState) -> Response | Deferred:
+    async def _drive_async(self, live: Live, state: RunState | Fresh) -> Response | Deferred:
+        if type(state) is Fresh:
+            return await conduct_fresh_async(self._planner, live, state)
+        assert type(state) is RunState
         if conducted(live):
             return await conduct_async(self._planner, live, state)
         return await run_async(live, state)
 
-    def _ran_sync(self, live: Live, state: RunState) -> WorkflowResponse:
+    def _ran_sync(self, live: Live, state: RunState | Fresh) -> WorkflowResponse:
         """The run driven, its steps' close errors raised when it ends (see `_StepCloses`)."""
-        closing = _StepCloses(self)
+        # `_StepCloses` and `_step_errors` around the run, without their calls when nothing failed.
+        errors: list[SourceCloseError] = []
+        token = STEP_CLOSE_ERRORS.set(errors)
         try:
-            with closing, _step_errors(self):
-                response = _wrapped(self._drive_sync(live, state))
+            response = _wrapped(self._drive_sync(live, state))
         except BaseException as exc:
-            closing.attach(exc)
+            STEP_CLOSE_ERRORS.reset(token)
+            _failed(self, exc, errors)
             raise
-        return closing.checked(response)
+        STEP_CLOSE_ERRORS.reset(token)
+        return _StepCloses(self, errors).checked(response) if errors else response
 
-    async def _ran_async(self, live: Live, state: RunState) -> WorkflowResponse:
-        closing = _StepCloses(self)
+    async def _ran_async(self, live: Live, state: RunState | Fresh) -> WorkflowResponse:
+        errors: list[SourceCloseError] = []
+        token = STEP_CLOSE_ERRORS.set(errors)
         try:
-            with closing, _step_errors(self):
-                response = _wrapped(await self._drive_async(live, state))
+            response = _wrapped(await self._drive_async(live, state))
         except BaseException as exc:
-            closing.attach(exc)
+            STEP_CLOSE_ERRORS.reset(token)
+            _failed(self, exc, errors)
             raise
-        return closing.checked(response)
+        STEP_CLOSE_ERRORS.reset(token)
+        return _StepCloses(self, errors).checked(response) if errors else response
 
     @property
     def _planner(self) -> Planner:
@@ -355,7 +379,7 @@ class Workflow:
         """
         # Blocking all the way down: steps one at a time run in this thread;
         # steps side by side run as coroutines of one loop (see `run_calls_sync`).
-        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step, lean=True)
         return self._ran_sync(live, state)
 
     async def arun(
@@ -368,7 +392,7 @@ class Workflow:
         run_id: str | None = None,
     ) -> WorkflowResponse:
         """Like `run`, on the running event loop (agent steps run on worker threads)."""
-        live, state = self._begin(prompt, run_id, deps, on_event, on_step)
+        live, state = self._begin(prompt, run_id, deps, on_event, on_step, lean=True)
         return await self._ran_async(live, state)
 
     def stream(
@@ -387,6 +411,7 @@ class Workflow:
         round of step calls) and last a `RunEndEvent` with the response.
         """
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
+        assert type(state) is RunState
         return WorkflowStream(RunStream(live, state), self)
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
@@ -493,15 +518,40 @@ class _step_errors:
         return None
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, ToolRetriesExceededError) and exc.state is not None:
-            failure = exc.state.error
-            step = failure.tool_name if failure is not None else "?"
-            last = failure.message.partition("last error: ")[2] if failure is not None else ""
-            raise RunError(
-                f"step {step!r} of {self._workflow.label} failed: {last or exc}; the error's "
-                "state is the workflow's, with the failure recorded",
-                exc.state,
-            ) from exc
+        failure = _step_failure(self._workflow, exc)
+        if failure is not None:
+            raise failure from exc
+
+
+def _step_failure(workflow: Workflow, exc: BaseException | None) -> RunError | None:
+    """The error reporting ``exc`` as a step's failure when a step failed the workflow, else None."""
+    if isinstance(exc, ToolRetriesExceededError) and exc.state is not None:
+        failure = exc.state.error
+        step = failure.tool_name if failure is not None else "?"
+        last = failure.message.partition("last error: ")[2] if failure is not None else ""
+        return RunError(
+            f"step {step!r} of {workflow.label} failed: {last or exc}; the error's "
+            "state is the workflow's, with the failure recorded",
+            exc.state,
+        )
+    return None
+
+
+def _failed(workflow: Workflow, exc: BaseException, errors: list[SourceCloseError]) -> None:
+    """A run of ``workflow`` failed with ``exc``: raise it as `_step_errors` and `_StepCloses` would.
+
+    Returns when ``exc`` itself is to be raised (the caller raises it).
+    """
+    failure = _step_failure(workflow, exc)
+    closing = _StepCloses(workflow, errors)
+    if failure is None:
+        closing.attach(exc)
+        return
+    try:
+        raise failure from exc
+    except RunError as error:
+        closing.attach(error)
+        raise
 
 
 class _StepCloses:
@@ -515,9 +565,9 @@ class _StepCloses:
 
     __slots__ = ("_token", "errors", "workflow")
 
-    def __init__(self, workflow: Workflow) -> None:
+    def __init__(self, workflow: Workflow, errors: list[SourceCloseError] | None = None) -> None:
         self.workflow = workflow
-        self.errors: list[SourceCloseError] = []
+        self.errors: list[SourceCloseError] = [] if errors is None else errors
 
     def __enter__(self) -> None:
         """Steps started in the block keep their close errors here."""
@@ -588,8 +638,6 @@ class WorkflowResponse(Response):
     @property
     def text(self) -> str:
         """The output as text (JSON unless it is text); "" while suspended."""
-        import json
-
         deferred = self._deferred()
         if deferred is not None:  # finished
             plain = deferred.plain
@@ -688,8 +736,16 @@ type.__setattr__(WorkflowResponse, "state", _State())
 
 def _wrapped(response: Response | Deferred) -> WorkflowResponse:
     if isinstance(response, Deferred):  # its state is made when it is read
-        return WorkflowResponse(response, response.output)  # type: ignore[arg-type]
+        # The class's ``__init__`` without its call of `_State.__set__`: the slots set directly.
+        wrapped = _new(WorkflowResponse)
+        _STATE_SLOT.__set__(wrapped, response)
+        _OUTPUT_SLOT.__set__(wrapped, response.output)
+        return wrapped
     return WorkflowResponse(response.state, response.output)
+
+
+_OUTPUT_SLOT: Any = Response.__dict__["output"]
+_new = object.__new__
 
 
 class WorkflowStream:
