@@ -243,9 +243,9 @@ def conduct_sync(
                         jobs, max_concurrency=live.max_concurrency, finished=finished
                     )
                 elif len(steps) == 1:  # one step: right here, in this thread
-                    outcomes = (_ran(live, at, *steps[0], time.monotonic(), finished),)
+                    outcomes = (_ran(live, at.run_id, *steps[0], time.monotonic(), finished),)
                 else:  # steps side by side: coroutines of one loop, as the executor runs them
-                    outcomes = run_kept(lambda: _side_by_side(live, at, steps, finished))  # noqa: B023
+                    outcomes = run_kept(lambda: _side_by_side(live, at.run_id, steps, finished))  # noqa: B023
             except BaseException as exc:
                 stamp(course, exc)  # an interruption (Ctrl-C) gets the workflow's state
                 raise
@@ -273,7 +273,7 @@ async def conduct_async(
                         jobs, max_concurrency=live.max_concurrency, finished=finished
                     )
                 else:
-                    outcomes = await _side_by_side(live, at, steps, finished)
+                    outcomes = await _side_by_side(live, at.run_id, steps, finished)
             except BaseException as exc:
                 stamp(course, exc)  # a cancellation gets the workflow's state, not a step's
                 raise
@@ -491,7 +491,7 @@ def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
 
 def _ran(
     live: Live,
-    state: RunState,
+    run_id: str,
     task: Task,
     part: ToolCallPart,
     child: RunState | None,
@@ -508,18 +508,18 @@ def _ran(
     in ``finished`` under ``index``.
     """
     try:
-        ran = run_sub_run(task, *_arguments(part), live.deps, child, _run_id(state, part))
+        ran = run_sub_run(task, *_arguments(part), live.deps, child, _run_id(run_id, part))
     except Exception as exc:
         return _failed(part, exc, started)
     except BaseException as exc:
-        kept_sub_run(finished, index, part, exc, state.run_id)
+        kept_sub_run(finished, index, part, exc, run_id)
         raise
     return _outcome(part, ran, started)
 
 
 async def _ran_async(
     live: Live,
-    state: RunState,
+    run_id: str,
     task: Task,
     part: ToolCallPart,
     child: RunState | None,
@@ -529,18 +529,18 @@ async def _ran_async(
 ) -> ToolOutcome:
     """Like `_ran`, on the running event loop."""
     try:
-        ran = await arun_sub_run(task, *_arguments(part), live.deps, child, _run_id(state, part))
+        ran = await arun_sub_run(task, *_arguments(part), live.deps, child, _run_id(run_id, part))
     except Exception as exc:
         return _failed(part, exc, started)
     except BaseException as exc:
-        kept_sub_run(finished, index, part, exc, state.run_id)
+        kept_sub_run(finished, index, part, exc, run_id)
         raise
     return _outcome(part, ran, started)
 
 
 async def _side_by_side(
     live: Live,
-    state: RunState,
+    run_id: str,
     steps: list[InPlace],
     finished: dict[int, ToolOutcome] | None = None,
 ) -> tuple[ToolOutcome, ...]:
@@ -553,11 +553,11 @@ async def _side_by_side(
     """
     started = time.monotonic()
     if len(steps) == 1:
-        return (await _ran_async(live, state, *steps[0], started, finished),)
+        return (await _ran_async(live, run_id, *steps[0], started, finished),)
     # At most ``max_concurrency`` steps run at once: the join makes the next
     # step's task when one ends.
     return await gather_or_cancel(
-        [_ran_async(live, state, *s, started, finished, i) for i, s in enumerate(steps)],
+        [_ran_async(live, run_id, *s, started, finished, i) for i, s in enumerate(steps)],
         finished,
         live.max_concurrency,
     )
@@ -575,12 +575,12 @@ def _arguments(part: ToolCallPart) -> tuple[Any, Mapping[str, Any] | None]:
     )
 
 
-def _run_id(state: RunState, part: ToolCallPart) -> Callable[[], str]:
+def _run_id(run_id: str, part: ToolCallPart) -> Callable[[], str]:
     # `sub_run_id_of` without its search of the conversation for a reused id:
     # the planner never makes a call id twice (a step's attempt has a result
     # the plan reads, and the next attempt gets the next id, ``<base>#<n>``),
     # so the id is always the base one, as the loop finds it.
-    return lambda: f"{state.run_id}/{part.id}"
+    return lambda: f"{run_id}/{part.id}"
 
 
 def _outcome(part: ToolCallPart, ran: SubRun, started: float) -> ToolOutcome:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from toolfold.runtime._conduct import (
     Answered,
@@ -108,7 +108,7 @@ def conduct_fresh_sync(planner: Planner, live: Live, fresh: Fresh) -> Response |
         finished: dict[int, ToolOutcome] = {}
         steps = _in_place(tasks, decision)
         try:  # steps side by side: coroutines of one loop, as `conduct_sync` runs them
-            outcomes = run_kept(lambda: _side_by_side(live, _as_state(fresh), steps, finished))  # noqa: B023
+            outcomes = run_kept(lambda: _side_by_side(live, fresh.run_id, steps, finished))  # noqa: B023
         except BaseException as exc:
             if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
                 interrupted(exc, _reached(fresh, records), finished)
@@ -166,9 +166,7 @@ async def conduct_fresh_async(planner: Planner, live: Live, fresh: Fresh) -> Res
         records.append(decision)
         finished: dict[int, ToolOutcome] = {}
         try:
-            outcomes = await _side_by_side(
-                live, _as_state(fresh), _in_place(tasks, decision), finished
-            )
+            outcomes = await _side_by_side(live, fresh.run_id, _in_place(tasks, decision), finished)
         except BaseException as exc:
             if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
                 interrupted(exc, _reached(fresh, records), finished)
@@ -184,11 +182,6 @@ async def conduct_fresh_async(planner: Planner, live: Live, fresh: Fresh) -> Res
 def _reached(fresh: Fresh, records: list[_Record]) -> RunState:
     """The state the run reached: its start state with what it recorded."""
     return reduce_all(fresh.state(), events_of(records))
-
-
-def _as_state(fresh: Fresh) -> RunState:
-    # `_side_by_side` reads only the state's ``run_id`` (the steps' run ids, an interrupted sub-run's).
-    return cast("RunState", fresh)
 
 
 def _failure(exc: Exception, fresh: Fresh, records: list[_Record]) -> BaseException:
