@@ -6,6 +6,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -132,3 +133,44 @@ def test_cli_serve_runs_until_ctrl_c() -> None:
     assert proc.returncode == 0
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/health")
+
+
+def test_a_picked_port_taken_before_the_bind_is_picked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process binding the picked port first makes ``start`` pick a new one, not fail."""
+    from toolfold.local import _server
+
+    binary, model = built_binary(), installed_model("smollm2")
+    assert binary is not None
+    assert model is not None
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        taken_port = taken.getsockname()[1]
+        picks = iter([taken_port])
+        monkeypatch.setattr(_server, "free_port", lambda: next(picks, None) or free_port())
+        server = _server.LocalServer(binary, model)
+        assert server.port == taken_port
+        first_log = server.log_path
+        server.start()
+        try:
+            assert server.port != taken_port
+            assert _server._BIND_FAILED in first_log.read_text(errors="replace")
+            assert httpx.get(f"{server.base_url[:-3]}/health").status_code == 200
+        finally:
+            server.stop()
+
+
+def test_a_port_the_caller_chose_is_not_changed() -> None:
+    """A taken port given by the caller fails to start, naming the bind failure."""
+    from toolfold.local import LocalSetupError, _server
+
+    binary, model = built_binary(), installed_model("smollm2")
+    assert binary is not None
+    assert model is not None
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        taken_port = taken.getsockname()[1]
+        server = _server.LocalServer(binary, model, port=taken_port)
+        with pytest.raises(LocalSetupError, match="couldn't bind"):
+            server.start()
+        assert server.port == taken_port
+        assert not server.alive()

@@ -28,6 +28,10 @@ TEMPLATE = "chatml-tools.jinja"
 #: Context tokens per server: the tools, the worked example and a few turns fit.
 CONTEXT_TOKENS = 4096
 _START_TIMEOUT = 120.0
+#: What llama-server logs when its port is taken (``server.cpp``), and how many
+#: ports ``start`` tries when it picked the port itself.
+_BIND_FAILED = "couldn't bind HTTP server socket"
+_BIND_ATTEMPTS = 5
 #: Compute threads: llama.cpp's workers spin while they wait, so on a small or
 #: busy machine one thread per spare core is much faster than one per core.
 THREADS = max(1, min(4, (os.cpu_count() or 2) - 1))
@@ -47,7 +51,10 @@ class LocalServer:
         self.binary = binary
         self.model = model
         self.port = port or free_port()
-        self.log_path = cache_dir() / "logs" / f"llama-server-{self.port}.log"
+        # A port picked here may be taken between the pick and the server's bind
+        # (another process asking the OS for a free port at the same moment):
+        # then ``start`` picks another. A port the caller chose is kept.
+        self._picked = port is None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -98,12 +105,32 @@ class LocalServer:
             return False
         return True
 
+    @property
+    def log_path(self) -> Path:
+        """Where the server's output goes (one file per port)."""
+        return cache_dir() / "logs" / f"llama-server-{self.port}.log"
+
     def start(self) -> LocalServer:
         """Start the server and wait until its health check answers.
+
+        When the port was picked here and another process took it before the
+        server could bind it, the server starts again on a new port (up to
+        ``_BIND_ATTEMPTS`` times).
 
         Raises:
             LocalSetupError: It exited or never became healthy (with its log's tail).
         """
+        for attempt in range(1, _BIND_ATTEMPTS + 1):
+            try:
+                return self._start_once()
+            except LocalSetupError as exc:
+                # Only a bind failure in the server's log (which the message ends with).
+                if not (self._picked and _BIND_FAILED in str(exc)) or attempt == _BIND_ATTEMPTS:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _start_once(self) -> LocalServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         watchdog = Path(__file__).with_name("_watchdog.py")
