@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -380,3 +381,28 @@ def test_hidden_thinking_in_the_total_only_on_gemini(
     got = parse_response(body, "p", thinking_in_total=model.provider.thinking_in_total).usage
     assert (got.output_tokens, got.reasoning_tokens) == ((6, 4) if thinking else (2, 0))
     assert OpenAIChatModel("m", provider="openai", api_key="k").provider.thinking_in_total is False
+
+
+def test_a_transport_subclass_s_post_json_still_answers_async_requests() -> None:
+    """The async request spells `Transport.post_json` out for the transport itself only."""
+    from toolfold.adapters._http._transport import Transport
+
+    posted: list[Any] = []
+
+    class Recording(Transport):
+        async def post_json(
+            self, path: str, body: Any, *, headers: Any = None
+        ) -> Any:  # a subclass's own post
+            posted.append((path, json.loads(body)))
+            return {
+                "id": "r1",
+                "model": "m",
+                "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+            }
+
+    model = OpenAIChatModel("gpt-4o-mini", api_key="sk-sub-0123456789")
+    model._transport = Recording("openai", "http://127.0.0.1:9", "sk-sub-0123456789")
+    response = asyncio.run(model.request(ModelRequest([Message.user("hello")])))
+    assert response.text == "hi"
+    assert [path for path, _ in posted] == ["chat/completions"]
+    assert posted[0][1]["messages"] == [{"role": "user", "content": "hello"}]

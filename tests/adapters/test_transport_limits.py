@@ -105,6 +105,23 @@ def test_max_body_bytes_holds_to_the_byte_for_an_announced_length(
         assert call(transport, mode) == {"pad": "x" * 990}
 
 
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+@pytest.mark.parametrize("over", [0, 1])
+def test_max_decoded_bytes_holds_to_the_byte_for_an_uncompressed_answer(
+    http_server: ScriptedServer, backend: str, mode: str, over: int
+) -> None:
+    """An uncompressed answer of max_decoded_bytes (below max_body_bytes) is read; one byte more is refused."""
+    body = b'{"pad": "' + b"x" * 990 + b'"}'
+    http_server.add(Reply(headers={"content-type": "application/json"}, body=body))
+    limits = HttpLimits(max_body_bytes=10 * len(body), max_decoded_bytes=len(body) - over)
+    transport = make(http_server, backend, limits=limits)
+    if over:
+        with pytest.raises(ProviderError, match=f"max_decoded_bytes={len(body) - 1}"):
+            call(transport, mode)
+    else:
+        assert call(transport, mode) == {"pad": "x" * 990}
+
+
 @functools.cache
 def _bomb() -> bytes:
     return gzip.compress(b"\0" * 64 * 2**20, compresslevel=9)

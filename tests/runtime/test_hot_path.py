@@ -120,3 +120,16 @@ def test_first_states_share_no_log_and_a_refused_start_keeps_its_own_state() -> 
     assert caught.value.state.phase == "new"  # type: ignore[attr-defined]
     assert caught.value.state is not _reducer._BLANK  # type: ignore[attr-defined]
     assert len(_reducer._BLANK.log._items) == 0
+
+
+def test_a_message_s_tool_calls_are_its_call_parts_in_order() -> None:
+    """Only calls: the parts themselves; mixed with text: the calls alone; no call: empty."""
+    first = toolfold.ToolCallPart("c1", "add", '{"a":1}', {"a": 1})
+    second = toolfold.ToolCallPart("c2", "add", "{}", {})
+    only = toolfold.Message.assistant(tool_calls=[first, second])
+    mixed = toolfold.Message.assistant("thinking aloud", [first, second])
+    assert only.tool_calls == (first, second)
+    assert type(only.tool_calls) is tuple
+    assert mixed.tool_calls == (first, second)
+    assert toolfold.Message.assistant("done").tool_calls == ()
+    assert toolfold.Message.assistant().tool_calls == ()

@@ -238,7 +238,20 @@ class ProviderModel:
         # `_boundary`, spelled out: a plain try costs nothing per call when all is well.
         try:
             path, body, headers = self._outgoing(request, False)
-            data = await self._transport.post_json(path, body, headers=headers)
+            transport = self._transport
+            if type(transport) is Transport:
+                # `Transport.post_json`, spelled out: one coroutine fewer per call,
+                # held while the answer is awaited (a subclass keeps its own).
+                sender = transport._sender
+                call = transport._call(path, body, transport._headers, headers, streaming=False)
+                try:
+                    response, content = await sender.fetch(call)
+                    data = sender.json(content, response, call.url)
+                except ProviderError as exc:
+                    transport.scrub(exc)  # again, now that it is chained to its cause
+                    raise
+            else:
+                data = await transport.post_json(path, body, headers=headers)
             return self._read(data)
         except ProviderError as exc:
             failed = self._scrubbed(exc)

@@ -10,6 +10,7 @@ long before memory grows. httpx itself inflates a whole network read at once
 
 from __future__ import annotations
 
+import sys
 import zlib
 
 from toolfold.adapters._http._retry import HttpLimits
@@ -20,6 +21,7 @@ __all__ = ["ACCEPT_ENCODING", "BodyError", "BodyReader"]
 ACCEPT_ENCODING = "gzip, deflate"
 
 _STEP = 2**20  # the most zlib inflates in one call
+_NO_CAP = sys.maxsize  # `BodyReader.passthrough` without any limit
 
 
 class BodyError(Exception):
@@ -65,6 +67,27 @@ class BodyReader:
         if self._inflater is None:
             return self._count(raw)
         return self._inflate(raw)
+
+    def passthrough(self) -> int:
+        """How many bytes of the body may be taken as they are, without `feed`.
+
+        An uncompressed body's pieces are the body: below both limits,
+        feeding them only counts. 0 for a compressed body (feed every
+        piece). Past it, `skip` the bytes taken and `feed` the piece, which
+        raises the limit's error.
+        """
+        if self._inflater is not None:
+            return 0
+        limits = self._limits
+        wire, decoded = limits.max_body_bytes, limits.max_decoded_bytes
+        if wire is None:
+            return _NO_CAP if decoded is None else decoded
+        return wire if decoded is None or wire < decoded else decoded
+
+    def skip(self, size: int) -> None:
+        """Count ``size`` bytes of an uncompressed body taken without `feed` (see `passthrough`)."""
+        self._wire += size
+        self._decoded += size
 
     def close(self) -> bytes:
         """What the decoder still holds at the end of the body."""

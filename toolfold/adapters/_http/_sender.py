@@ -146,7 +146,8 @@ class Sender:
         waits between them, the body) instead of one per await, and the
         attempts keep the client's own timeouts.
         """
-        left = self._left(call)
+        # `_left`, inlined: no deadline is the usual call.
+        left = None if call.deadline is None else call.deadline - self.clock()
         if left is not None and sys.version_info >= (3, 11):
             if left <= 0:
                 raise self.total_timeout(call.url)
@@ -175,9 +176,38 @@ class Sender:
                 response = await self._retried(
                     call, backend, response, per_await=False, bounded=False
                 )
-        if type(response) in READ_IN_PIECES:
-            return response, await self._read_pieces(response, call)
-        return response, await self._read_all(response, call, per_await=False)
+        if type(response) not in READ_IN_PIECES:
+            return response, await self._read_all(response, call, per_await=False)
+        # `_read_pieces`, spelled out: one coroutine fewer per call.
+        try:
+            reader = self._reader(response, call)
+            read = response.raw_reader()
+            free = reader.passthrough()
+            taken = 0
+            pieces = []
+            while True:
+                try:
+                    chunk = await read()
+                except Exception as exc:
+                    error = self._read_failure(exc, call)
+                    if error is exc:
+                        raise
+                    raise error from exc
+                if not chunk:
+                    break
+                if taken + len(chunk) <= free:
+                    taken += len(chunk)
+                    pieces.append(chunk)
+                else:  # compressed (free is 0), or past a limit: `feed` raises its error
+                    if taken:
+                        reader.skip(taken)
+                        taken = 0
+                    pieces.append(self._feed(reader, chunk, call))
+            if not free:  # a compressed body: what the decoder still holds
+                pieces.append(self._feed(reader, None, call))
+            return response, b"".join(pieces)
+        finally:
+            await response.aclose()
 
     async def send(self, call: Call, *, bounded: bool = False) -> Any:
         """The response of the first attempt answering with status < 300 (see `attempts`).
@@ -309,11 +339,16 @@ class Sender:
 
         Its pieces come straight from the stream, whose end is an empty piece:
         no iterator to make, no ``StopAsyncIteration`` to raise and catch at
-        the end of every answer. The same limits, errors and release.
+        the end of every answer. The same limits, errors and release: an
+        uncompressed body's pieces below the limits are taken as they are
+        (`BodyReader.passthrough`), without a call to count each. (`fetch`
+        spells it out for a call without a deadline: keep the two alike.)
         """
         try:
             reader = self._reader(response, call)
             read = response.raw_reader()
+            free = reader.passthrough()
+            taken = 0
             pieces = []
             while True:
                 try:
@@ -325,8 +360,16 @@ class Sender:
                     raise error from exc
                 if not chunk:
                     break
-                pieces.append(self._feed(reader, chunk, call))
-            pieces.append(self._feed(reader, None, call))
+                if taken + len(chunk) <= free:
+                    taken += len(chunk)
+                    pieces.append(chunk)
+                else:  # compressed (free is 0), or past a limit: `feed` raises its error
+                    if taken:
+                        reader.skip(taken)
+                        taken = 0
+                    pieces.append(self._feed(reader, chunk, call))
+            if not free:  # a compressed body: what the decoder still holds
+                pieces.append(self._feed(reader, None, call))
             return b"".join(pieces)
         finally:
             await response.aclose()

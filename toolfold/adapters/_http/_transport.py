@@ -381,7 +381,8 @@ class Transport:
         if self._auth_value is not None and self._auth_header not in headers:
             # A header given by the user (headers= or per request) wins over the key.
             headers = {**headers, self._auth_header: self._auth_value.reveal()}
-        return self._sender.call(self.url(path), dumps(body), headers, streaming=streaming)
+        content = body if type(body) is bytes else dumps(body)  # a codec's JSON, as is
+        return self._sender.call(self.url(path), content, headers, streaming=streaming)
 
     def _stream_call(
         self, path: str, body: Any, headers: Mapping[str, str] | None, accept: str | None

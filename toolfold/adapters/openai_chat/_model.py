@@ -127,7 +127,9 @@ class OpenAIChatModel(ProviderModel):
             content = encode_body(request, self.model_name, self.provider, stream=stream)
         if content is None:
             return super()._outgoing(request, stream)
-        self._log_notes(self._report)
+        report = self._report
+        if report.notes:
+            self._log_notes(report)
         return _PATH, content, None
 
     def _read(self, data: Any) -> ModelResponse:

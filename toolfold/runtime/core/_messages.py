@@ -362,7 +362,11 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         """The tool calls in this message."""
-        return tuple([p for p in self.parts if isinstance(p, ToolCallPart)])
+        parts = self.parts
+        for part in parts:
+            if not isinstance(part, ToolCallPart):
+                return tuple([p for p in parts if isinstance(p, ToolCallPart)])
+        return parts  # type: ignore[return-value]  # only calls (a tool step's answer)
 
     @property
     def tool_results(self) -> tuple[ToolResultPart, ...]:
