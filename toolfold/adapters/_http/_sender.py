@@ -176,38 +176,9 @@ class Sender:
                 response = await self._retried(
                     call, backend, response, per_await=False, bounded=False
                 )
-        if type(response) not in READ_IN_PIECES:
-            return response, await self._read_all(response, call, per_await=False)
-        # `_read_pieces`, spelled out: one coroutine fewer per call.
-        try:
-            reader = self._reader(response, call)
-            read = response.raw_reader()
-            free = reader.passthrough()
-            taken = 0
-            pieces = []
-            while True:
-                try:
-                    chunk = await read()
-                except Exception as exc:
-                    error = self._read_failure(exc, call)
-                    if error is exc:
-                        raise
-                    raise error from exc
-                if not chunk:
-                    break
-                if taken + len(chunk) <= free:
-                    taken += len(chunk)
-                    pieces.append(chunk)
-                else:  # compressed (free is 0), or past a limit: `feed` raises its error
-                    if taken:
-                        reader.skip(taken)
-                        taken = 0
-                    pieces.append(self._feed(reader, chunk, call))
-            if not free:  # a compressed body: what the decoder still holds
-                pieces.append(self._feed(reader, None, call))
-            return response, b"".join(pieces)
-        finally:
-            await response.aclose()
+        if type(response) in READ_IN_PIECES:
+            return response, await self._read_pieces(response, call)
+        return response, await self._read_all(response, call, per_await=False)
 
     async def send(self, call: Call, *, bounded: bool = False) -> Any:
         """The response of the first attempt answering with status < 300 (see `attempts`).
@@ -341,8 +312,7 @@ class Sender:
         no iterator to make, no ``StopAsyncIteration`` to raise and catch at
         the end of every answer. The same limits, errors and release: an
         uncompressed body's pieces below the limits are taken as they are
-        (`BodyReader.passthrough`), without a call to count each. (`fetch`
-        spells it out for a call without a deadline: keep the two alike.)
+        (`BodyReader.passthrough`), without a call to count each.
         """
         try:
             reader = self._reader(response, call)
