@@ -80,3 +80,14 @@ def test_the_watchdog_says_when_its_server_crashed() -> None:
 def test_the_watchdog_passes_on_a_clean_exit_code() -> None:
     """A server that exits by itself passes its exit code through, with nothing in the log."""
     assert _watch("raise SystemExit(3)") == (3, "")
+
+
+def test_the_watchdog_names_a_signal_without_a_name_by_its_number() -> None:
+    """A real-time signal (no name in ``signal.Signals``) is reported by number (review finding)."""
+    import signal
+
+    number = signal.SIGRTMIN + 2
+    returncode, stderr = _watch(f"import os; os.kill(os.getpid(), {number})")
+    assert returncode == 128 + number
+    assert f"died of signal {number}" in stderr
+    assert "Fatal Python error" not in stderr

@@ -156,3 +156,24 @@ def test_a_task_factory_of_the_callers_makes_every_branch_task() -> None:
         assert len(made) == 3
 
     asyncio.run(go())
+
+
+def test_a_branch_cancelled_before_its_first_step_leaves_no_unawaited_coroutine() -> None:
+    """Ctrl-C in one branch stops the loop before a sibling's task ran: its coroutine is
+    closed, not reported as "never awaited" (review finding)."""
+    import gc
+    import warnings
+
+    async def waits() -> int:
+        await asyncio.sleep(3600)
+        return 1
+
+    async def interrupts() -> int:
+        raise KeyboardInterrupt
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(gather_or_cancel([interrupts(), waits()]))
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []

@@ -59,7 +59,11 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=watch_parent, daemon=True).start()
     code = child.wait()
     if code < 0:  # the log says why the server is gone (a crash prints nothing itself)
-        print(f"watchdog: {argv[0]} died of {signal.Signals(-code).name}", file=sys.stderr)
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:  # a real-time signal has no name
+            name = f"signal {-code}"
+        print(f"watchdog: {argv[0]} died of {name}", file=sys.stderr)
     return code if code >= 0 else 128 - code
 
 

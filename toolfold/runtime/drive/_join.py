@@ -134,3 +134,9 @@ async def gather_or_cancel(
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        if join.failure is not None or pending:
+            # A task cancelled before its first step never awaited its coroutine:
+            # closed here (the others have ended, and closing them does nothing),
+            # it is not reported as "never awaited".
+            for coroutine in coroutines[: len(tasks)]:
+                coroutine.close()

@@ -8,7 +8,7 @@ import queue
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import AsyncExitStack, ExitStack, aclosing, suppress
-from typing import Any, NamedTuple
+from typing import Any
 
 from toolfold.runtime._response import (
     Response,
@@ -274,10 +274,8 @@ def _relayed_sync(
     """
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     ended: list[tuple[bool, Any]] = []
-    began = threading.Event()
 
     def work() -> None:
-        began.set()
         try:
             # Calls that ended before an interruption are kept (`finished`), as inline.
             outcomes = run_calls_sync(
@@ -291,33 +289,9 @@ def _relayed_sync(
 
     relay.target = inbox.put
     context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True)
-    home = threading.get_ident()
-    outer = _WAITING.get(home)
-    _WAITING[home] = inbox  # how another thread interrupts this one (see `interrupt`)
-    try:
-        thread.start()
-        while (item := inbox.get()) is not _STEP_DONE:
-            if type(item) is _Stop:
-                raise item.kind
-            yield item
-    except (Exception, GeneratorExit):
-        raise
-    except BaseException as exc:  # Ctrl-C, which Python delivers to the main thread only
-        # Stopped in the round's thread as well, which keeps its interrupted
-        # sub-runs in ``op.finished`` (as inline); what ended meanwhile is kept too.
-        if began.is_set() or thread in threading.enumerate():  # it runs, or is about to
-            began.wait()  # (Ctrl-C in `start`, whose thread may not have run yet)
-            interrupt(thread, type(exc))
-            thread.join()
-        if ended and ended[0][0] and op.finished is not None:
-            op.finished.update(enumerate(ended[0][1]))
-        raise
-    finally:
-        if outer is None:
-            _WAITING.pop(home, None)
-        else:
-            _WAITING[home] = outer
+    threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True).start()
+    while (item := inbox.get()) is not _STEP_DONE:
+        yield item
     ok, value = ended[0]
     if not ok:
         raise value
@@ -325,46 +299,6 @@ def _relayed_sync(
 
 
 _STEP_DONE = object()
-# The inbox of the round each thread waits for (a blocking stream's), by thread id.
-_WAITING: dict[int, queue.SimpleQueue[Any]] = {}
-
-
-class _Stop(NamedTuple):
-    """Put in a round's inbox: the thread that waits for the round raises ``kind``."""
-
-    kind: type[BaseException]
-
-
-def interrupt(thread: threading.Thread, kind: type[BaseException]) -> None:
-    """Raise ``kind`` in ``thread`` as a signal raises it in the main thread.
-
-    A thread that waits for a round of its own (a nested blocking stream's)
-    raises it there, told through the round's inbox, and stops that round's
-    thread the same way. Any other is raised into (`PyThreadState_SetAsyncExc`)
-    when it next runs Python code, the event loop it waits in woken for that;
-    a blocking call of a sync tool raises it when it returns.
-    """
-    import ctypes
-    import sys
-
-    ident = thread.ident
-    if ident is None or not thread.is_alive():
-        return
-    inbox = _WAITING.get(ident)
-    if inbox is not None:
-        inbox.put(_Stop(kind))
-        return
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(kind))
-    frame = sys._current_frames().get(ident)
-    while frame is not None:
-        if frame.f_code.co_name == "run_forever":  # an event loop's
-            with suppress(AttributeError, KeyError, RuntimeError):  # not a loop, or closed since
-                frame.f_locals["self"].call_soon_threadsafe(_awake)
-        frame = frame.f_back
-
-
-def _awake() -> None:
-    """A callback that only wakes the event loop it is scheduled on."""
 
 
 async def _relayed_async(
