@@ -501,3 +501,17 @@ def test_resume_rejects_unknown_options() -> None:
     first = generate_text(ScriptedModel([call("ask_user", {"question": "?"})]), "go", tools=[ASK])
     with pytest.raises(TypeError, match="unexpected keyword argument 'tols'"):
         resume(first.state, model=ScriptedModel([]), tols=[ASK])
+
+
+def test_the_options_generate_text_passes_on_by_name_are_parameters_of_every_side() -> None:
+    """``_one_off`` reads the call's options by name: each is a parameter of `generate_text`,
+    `agenerate_text`, `Agent` and `make_options`, so a rename fails here, not at a user's call."""
+    import inspect
+
+    from toolfold import Agent, agenerate_text, generate_text
+    from toolfold.runtime import _api
+
+    for function in (generate_text, agenerate_text, Agent.__init__, _api.make_options):
+        parameters = inspect.signature(function).parameters
+        missing = [name for name in (*_api._OPTIONS, "model", "tools") if name not in parameters]
+        assert missing == [], (function, missing)
