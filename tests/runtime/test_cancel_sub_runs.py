@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Sequence, Task, state_of, tool
-from toolfold.runtime import SubRunEvent, ToolCallEvent
-from toolfold.runtime import replay
+from toolfold.runtime import SubRunEvent, ToolCallEvent, replay
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -256,7 +255,9 @@ def test_ctrl_c_in_a_blocking_sub_agent_keeps_it_where_it_stopped(stream: bool) 
     }
 
 
-def _two_deep_or_side_by_side(gate: Gate, shape: str, last: str) -> tuple[Agent, str, dict[str, int]]:
+def _two_deep_or_side_by_side(
+    gate: Gate, shape: str, last: str
+) -> tuple[Agent, str, dict[str, int]]:
     """lead -> mid -> bottom (whose last tool is ``last``), or first (quick, then ``last``) beside second (quick, quick); with the answer and the counts of a run that ran each model call and tool once."""
     if shape == "two deep":
         mid = _caller(gate, "mid", _worker(gate, "bottom", last).as_tool())
@@ -272,6 +273,18 @@ def _two_deep_or_side_by_side(gate: Gate, shape: str, last: str) -> tuple[Agent,
     return lead, ends, ran
 
 
+def _interrupted_at_slow(lead: Agent) -> None:
+    """Iterate ``lead``'s blocking stream; throw Ctrl-C into it when a sub-run calls ``slow``."""
+    events = iter(lead.stream("go"))
+    for event in events:
+        if (
+            isinstance(event, SubRunEvent)
+            and isinstance(event.event, ToolCallEvent)
+            and event.event.call.name == "slow"
+        ):
+            events.throw(KeyboardInterrupt())
+
+
 @pytest.mark.parametrize("shape", ["two deep", "side by side"])
 def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_runs(shape: str) -> None:
     """Ctrl-C reaching a blocking stream's thread while its round of sub-runs runs on a thread of its own: the round is cancelled there and waited for, so the state holds each sub-run where it stopped, and resuming runs no model call or tool that had ended again.
@@ -281,15 +294,8 @@ def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_runs(shape: str) -> 
     waits for the round's events)."""
     gate = Gate()
     lead, ends, ran = _two_deep_or_side_by_side(gate, shape, "slow")
-    events = iter(lead.stream("go"))
     with pytest.raises(KeyboardInterrupt) as caught:
-        for event in events:
-            if (
-                isinstance(event, SubRunEvent)
-                and isinstance(event.event, ToolCallEvent)
-                and event.event.call.name == "slow"
-            ):
-                events.throw(KeyboardInterrupt())
+        _interrupted_at_slow(lead)
     state = state_of(caught.value)
     assert isinstance(state, RunState)
     state = RunState.from_json(state.to_json())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import contextvars
 import queue
 import threading
 import time
