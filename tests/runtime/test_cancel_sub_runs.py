@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Sequence, Task, state_of, tool
-from toolfold.runtime import SubRunEvent, ToolCallEvent, replay
+from toolfold.runtime import SubRunEvent, ToolCallEvent, ToolReturned, replay
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -388,6 +388,10 @@ def test_ctrl_c_in_one_of_two_blocking_sub_agents_keeps_both() -> None:
         ("first", "done"),
         ("second", "to_run"),
     ]
+    # the call that had ended is timed as in an async run (it was null here)
+    (ended,) = [e for e in state.log if isinstance(e, ToolReturned)]
+    assert isinstance(ended.duration, float)
+    assert ended.duration >= 0.0
     response = lead.resume(state)
     assert (
         response.text == "lead(first: quick first, quick first | second: quick second, halt second)"
