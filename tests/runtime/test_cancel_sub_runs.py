@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Sequence, Task, state_of, tool
-from toolfold.runtime import SubRunEvent, ToolCallEvent, ToolReturned, replay
+from toolfold.runtime import StepEndEvent, SubRunEvent, ToolCallEvent, ToolReturned, replay
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -306,6 +306,34 @@ def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_runs(shape: str) -> 
         assert (first.call.name, first.status, first.child is not None) == ("first", "to_run", True)
     assert gate.ran["slow:first"] == gate.ran["slow:bottom"] == 0
     gate.holding = False
+    response = _resumed(lead, state, stream=True)
+    assert response.text == ends
+    assert gate.ran == ran
+
+
+def test_ctrl_c_at_the_last_event_of_a_round_of_sub_runs_keeps_what_it_did() -> None:
+    """Ctrl-C thrown in when the round's last sub-run event arrives (its thread has ended, or is ending): the calls it finished are kept, and resuming runs none of them again."""
+    gate = Gate()
+    gate.holding = False
+    lead, ends, ran = _two_deep_or_side_by_side(gate, "side by side", "quick")
+    ran = {**ran, "quick:first": 2}  # (its last tool is quick too)
+    events = iter(lead.stream("go"))
+    step_ends = 0
+
+    def stream_until_the_last() -> None:
+        nonlocal step_ends
+        for event in events:
+            if isinstance(event, SubRunEvent) and isinstance(event.event, StepEndEvent):
+                step_ends += 1
+                if step_ends == 6:  # first's and second's three steps each
+                    events.throw(KeyboardInterrupt())
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        stream_until_the_last()
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    assert gate.ran == {k: v for k, v in ran.items() if k != "model:lead"} | {"model:lead": 1}
     response = _resumed(lead, state, stream=True)
     assert response.text == ends
     assert gate.ran == ran

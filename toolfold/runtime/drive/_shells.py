@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import AsyncExitStack, ExitStack, aclosing, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolfold.runtime._response import (
     Response,
@@ -40,6 +40,9 @@ from toolfold.runtime.drive._loop import (
 from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 def finish(state: RunState, live: Live) -> Response:
@@ -315,11 +318,10 @@ def _relayed_sync(
     except BaseException as exc:  # Ctrl-C, or the caller stopped: stop the calls where they are
         with suppress(RuntimeError):  # the loop closed already: the round has ended
             loop.call_soon_threadsafe(task.cancel)
-        if not isinstance(exc, GeneratorExit) and _stopped(inbox) and finished:
-            op.finished.update(finished)  # type: ignore[union-attr]
+        if not isinstance(exc, GeneratorExit) and _stopped(inbox):
+            _hand_over(op, finished, task)
         raise
-    if finished:
-        op.finished.update(finished)  # type: ignore[union-attr]
+    _hand_over(op, finished, task)
     if raised:
         raise raised[0]
     return task.result()
@@ -329,6 +331,19 @@ def _relayed_sync(
 # with the state where the round began (their thread is left to end alone);
 # also the wait when Ctrl-C came before the thread was made at all.
 _STOP_WAIT = 10.0
+
+
+def _hand_over(
+    op: _RunToolsOp, finished: dict[int, ToolOutcome] | None, task: asyncio.Task[Any]
+) -> None:
+    """Give the loop what the ended round did: every outcome when it ended just as
+    Ctrl-C came, else what it kept when it stopped."""
+    if op.finished is None:
+        return
+    if task.done() and not task.cancelled() and task.exception() is None:
+        op.finished.update(enumerate(task.result()))
+    elif finished:
+        op.finished.update(finished)
 
 
 def _stopped(inbox: queue.SimpleQueue[Any]) -> bool:
