@@ -180,9 +180,10 @@ def _sub_run(
     """
     state = response.state
     if output is None or not state.is_done:
-        stopped = stopping_result(state)
-        if stopped is not None:  # stopped by `tool_called`: that call's result is the answer
-            return SubRun(state, stopped.content, stopped.is_error)
+        if state.finish_reason == "tool_called":  # that call's result is the answer
+            stopped = stopping_result(state)
+            if stopped is not None:
+                return SubRun(state, stopped.content, stopped.is_error)
         value = state.output
         # The answer's text is read only when needed: it searches the conversation.
         return SubRun(state, _content(value, response.text if value is None else ""))
