@@ -204,6 +204,7 @@ RUNTIME = {
     "ToolCalled",
     "max_steps",
     "stop_reason",
+    "stopping_result",
     "token_budget",
     "tool_called",
     # serialization, replay, fork
@@ -338,7 +339,7 @@ LOCAL = {
 
 # Functions whose hints name a class their module imports only for type checking
 # (an import cycle): get_type_hints fails on them as it did before the rename.
-HINTS_NEED_TYPE_CHECKING = {toolfold.runtime.stop_reason}
+HINTS_NEED_TYPE_CHECKING = {toolfold.runtime.stop_reason, toolfold.runtime.stopping_result}
 
 NAMESPACES = {
     "toolfold": TOP,

@@ -39,6 +39,8 @@ BAD_BODIES = [
     ([1, 2], "$"),
     ({"choices": [None]}, "$.choices[0]"),
     ({"choices": [{"message": []}]}, "$.choices[0].message"),
+    ({"choices": [{"message": None, "finish_reason": "stop"}]}, "$.choices[0].message"),
+    ({"choices": [{"index": 0, "finish_reason": "stop"}]}, "$.choices[0].message"),
     (
         _body(tool_calls=None) | {"choices": [{"message": {"tool_calls": 8}}]},
         "$.choices[0].message.tool_calls",

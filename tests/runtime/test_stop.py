@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 from core_helpers import answer, call, responded, spec, start
 
+from toolfold import Agent, ModelRequest, RunError, Sequence, Task
 from toolfold.runtime import (
     Finish,
     MaxSteps,
@@ -12,15 +16,18 @@ from toolfold.runtime import (
     StopRequested,
     TokenBudget,
     ToolCalled,
+    ToolResultPart,
     ToolReturned,
     Usage,
     max_steps,
     next_effect,
     reduce,
     stop_reason,
+    stopping_result,
     token_budget,
     tool_called,
 )
+from toolfold.testing import FunctionModel
 
 
 def _after_tool_step(
@@ -108,3 +115,93 @@ def test_final_answer_is_not_cut_by_conditions() -> None:
     """A final answer finishes with stop even if a condition would hold."""
     state = reduce(start(stop_when=[max_steps(1)]), answer("hi"))
     assert (state.finish_reason, state.output) == ("stop", "hi")
+
+
+def _stopper(name: str, fails: bool = False, **kw: Any) -> Agent:
+    """An agent whose model calls ``final`` once, then talks on (were it asked again)."""
+
+    def final(answer: str) -> str:
+        """Give the final answer.
+
+        Args:
+            answer: The answer.
+        """
+        if fails:
+            raise ValueError("no answer")
+        return f"final {answer}"
+
+    def reply(request: ModelRequest) -> Any:
+        if any(m.tool_results for m in request.messages):
+            return "talked on after final"
+        return FunctionModel.call("final", {"answer": "42"})
+
+    return Agent(FunctionModel(reply), name=name, tools=[final], **kw)
+
+
+def _echo(name: str) -> Agent:
+    return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
+
+
+def test_stopping_result_is_the_call_that_stopped_the_run() -> None:
+    """tool_called names the call whose result is the run's answer; other finishes have none."""
+    state = start(spec("search"), spec("final"), stop_when=[tool_called("final")])
+    state = reduce(state, responded(call("c1", "search"), call("c2", "final")))
+    state = reduce(state, ToolReturned("c1", "found"))
+    state = reduce(state, ToolReturned("c2", "the answer"))
+    assert state.finish_reason == "tool_called"
+    assert stopping_result(state) == ToolResultPart("c2", "final", "the answer")
+    assert stopping_result(_after_tool_step(start(spec("t")), "t", "c1")) is None
+    stopped = reduce(_after_tool_step(start(spec("t")), "t", "c1"), StopRequested("stop_condition"))
+    assert stopping_result(stopped) is None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_step_stopped_by_tool_called_passes_the_calls_result_on(stream: bool) -> None:
+    """Like a stop at that tool: the next step gets the call's result, not ``null``."""
+    flow = Sequence(_stopper("first", stop_when=[tool_called("final")]), _echo("next"), name="s")
+    if stream:
+        events = flow.stream("go")
+        list(events)
+        response = events.response
+    else:
+        response = flow.run("go")
+    assert response.text == "next(final 42)"
+
+
+def test_an_agent_tool_stopped_by_tool_called_answers_with_the_calls_result() -> None:
+    """The calling model sees the call's result; an error result when that call failed."""
+    seen: list[tuple[str, bool]] = []
+
+    def lead_reply(request: ModelRequest) -> Any:
+        results = [r for m in request.messages for r in m.tool_results]
+        if results:
+            seen.append((results[0].content, results[0].is_error))
+            return "done"
+        return FunctionModel.call("first", {"input": "x"})
+
+    for fails in (False, True):
+        first = _stopper("first", fails, stop_when=[tool_called("final")])
+        Agent(FunctionModel(lead_reply), tools=[first.as_tool()]).run("go")
+    assert seen[0] == ("final 42", False)
+    assert seen[1][1]
+    assert "no answer" in seen[1][0]
+
+
+@pytest.mark.parametrize(
+    ("condition", "fails", "says"),
+    [
+        (lambda s: any(c.call.name == "final" for c in s.calls), False, r"\(stop_condition\)"),
+        (tool_called("final"), True, r"call to 'final' that stopped the step's run failed"),
+    ],
+    ids=["callable", "failed call"],
+)
+def test_a_step_stopped_without_an_answer_has_failed(
+    condition: Any, fails: bool, says: str
+) -> None:
+    """A step stopped by a callable, or by tool_called whose call failed, has nothing to pass on: on_error applies."""
+    first = _stopper("first", fails, stop_when=[condition])
+    with pytest.raises(RunError, match=rf"step 'first' .*{says}"):
+        Sequence(first, _echo("next")).run("go")
+    skipped = Sequence(Task(first, on_error="skip"), _echo("next")).run("go")
+    assert skipped.text == "next(go)"
+    assert re.search(says, skipped.errors["first"])

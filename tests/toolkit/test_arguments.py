@@ -581,6 +581,32 @@ def test_structuring_failures_are_reported_with_paths() -> None:
     )
 
 
+class Shade(str, enum.Enum):
+    """A str Enum (what StrEnum is, on 3.11+)."""
+
+    LIGHT = "light"
+    DARK_BLUE = "dark-blue"
+
+
+class Rank(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+def test_a_value_of_no_str_or_int_enum_member_names_the_values() -> None:
+    """A str or int Enum is made by the primitive's strict hook; a refused value names the enum's values, as a plain Enum's does."""
+    check = ArgumentChecker("paint", {"type": "object"}, {"shade": Shade, "rank": Rank}, False)
+    assert problems(check, {"shade": "DARK_BLUE", "rank": 3}) == (
+        "$.rank: cannot convert to Rank: 3 is not a valid Rank (one of 1, 2)",
+        "$.shade: cannot convert to Shade: 'DARK_BLUE' is not a valid Shade"
+        " (one of 'light', 'dark-blue')",
+    )
+    assert check.check({"shade": "dark-blue", "rank": 2.0}) == {
+        "shade": Shade.DARK_BLUE,
+        "rank": Rank.HIGH,
+    }
+
+
 def test_argument_without_a_declared_type_is_refused() -> None:
     """A decorated tool never receives a keyword it does not declare."""
     check = ArgumentChecker("t", {"type": "object"}, {"a": int}, False)

@@ -91,6 +91,7 @@ from toolfold.runtime.core._stop import (
     ToolCalled,
     max_steps,
     stop_reason,
+    stopping_result,
     token_budget,
     tool_called,
 )
@@ -216,6 +217,7 @@ __all__ = [
     "resume",
     "state_of",
     "stop_reason",
+    "stopping_result",
     "to_json",
     "token_budget",
     "tool_called",

@@ -21,6 +21,7 @@ import attrs
 from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._stop import stopping_result
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -179,6 +180,10 @@ def _sub_run(
     """
     state = response.state
     if output is None or not state.is_done:
+        if state.finish_reason == "tool_called":  # that call's result is the answer
+            stopped = stopping_result(state)
+            if stopped is not None:
+                return SubRun(state, stopped.content, stopped.is_error)
         value = state.output
         # The answer's text is read only when needed: it searches the conversation.
         return SubRun(state, _content(value, response.text if value is None else ""))

@@ -29,6 +29,7 @@ from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
+from toolfold.runtime.core._stop import stopping_result
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -547,31 +548,52 @@ def _step_result(response: Response) -> SubRun:
 
 
 def _state_result(state: RunState) -> SubRun:
-    if state.finish_reason in _LIMITS:
+    if state.finish_reason in _STOPPED:
         failure = unanswered(state)
         if failure is not None:
             return SubRun(state, failure, True)
+        return SubRun(state, step_output(state), False)
     # `SubRun(...)` without its ``__new__``'s frame.
     ran: SubRun = _tuple_new(SubRun, (state, json_text(state.output), False))
     return ran
 
 
-_LIMITS = ("max_steps", "token_budget")  # the finish reasons of a run that may not have answered
+# The finish reasons of a run that stopped without answering.
+_STOPPED = ("max_steps", "token_budget", "stop_condition", "tool_called")
 _tuple_new: Any = tuple.__new__
 
 
 def unanswered(state: RunState) -> str | None:
-    """The error of a step whose run stopped at a limit without answering, else None.
+    """The error of a step whose run stopped without an answer to pass on, else None.
 
-    Such a run has no output to pass on (it passed ``null``), so the step
-    failed and its ``on_error`` applies; durable runs (Temporal) say the same.
+    A run stopped at a limit (``max_steps``, ``token_budget``) or by a
+    ``stop_when`` callable has no output (it would pass ``null``), so the
+    step failed and its ``on_error`` applies. A run stopped by
+    `tool_called` passes that call's result on (`step_output`); the step
+    failed when that call did. Durable runs (Temporal) say the same.
     """
-    if state.finish_reason in _LIMITS:
+    reason = state.finish_reason
+    if reason in ("max_steps", "token_budget"):
         return (
-            f"Error: the step's run stopped at its limit ({state.finish_reason}) after "
+            f"Error: the step's run stopped at its limit ({reason}) after "
             f"{state.step} model calls without answering"
         )
+    if reason == "stop_condition":
+        return (
+            "Error: the step's run was stopped by a stop_when condition (stop_condition) "
+            f"after {state.step} model calls without answering"
+        )
+    result = stopping_result(state)
+    if result is not None and result.is_error:
+        return f"Error: the call to {result.tool_name!r} that stopped the step's run failed: {result.content}"
     return None
+
+
+def step_output(state: RunState) -> str:
+    """What a step that answered passes on, as JSON text: its run's output, or the
+    result of the call that stopped it (`tool_called`)."""
+    result = stopping_result(state)
+    return json_text(state.output if result is None else result.content)
 
 
 def _bound(task: Task, scope: Mapping[str, Any]) -> Any:

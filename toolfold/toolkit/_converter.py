@@ -435,8 +435,13 @@ def _structure_enum(value: Any, tp: Any) -> Any:
     try:
         return tp(value)
     except ValueError:
-        allowed = ", ".join(repr(m.value) for m in tp)
-        raise ValueError(f"{value!r} is not a valid {tp.__name__} (one of {allowed})") from None
+        raise _not_a_member(value, tp) from None
+
+
+def _not_a_member(value: Any, tp: Any) -> ValueError:
+    """The error for a value that is none of an enum's, naming the values it takes."""
+    allowed = ", ".join(repr(m.value) for m in tp)
+    return ValueError(f"{value!r} is not a valid {tp.__name__} (one of {allowed})")
 
 
 def apply_user_hook(entry: HookEntry) -> None:
@@ -499,20 +504,29 @@ def get_converter() -> cattrs.Converter:
 def _structure_str(value: Any, tp: Any) -> Any:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {_json_name(value)}")
-    return tp(value)
+    try:
+        return tp(value)
+    except ValueError:  # only an enum's (a StrEnum) refuses a string
+        raise _not_a_member(value, tp) from None
 
 
 def _structure_int(value: Any, tp: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return tp(value)
     if type(value) is float and value.is_integer():  # JSON counts 3.0 as an integer
-        return tp(int(value))
-    raise TypeError(f"expected an integer, got {_json_name(value)}")
+        value = int(value)
+    elif not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"expected an integer, got {_json_name(value)}")
+    try:
+        return tp(value)
+    except ValueError:  # only an enum's (an IntEnum) refuses an integer
+        raise _not_a_member(value, tp) from None
 
 
 def _structure_float(value: Any, tp: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return tp(value)
+        try:
+            return tp(value)
+        except ValueError:  # only an enum's refuses a number
+            raise _not_a_member(value, tp) from None
     raise TypeError(f"expected a number, got {_json_name(value)}")
 
 

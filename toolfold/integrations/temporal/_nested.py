@@ -307,14 +307,12 @@ class SubRunTool:
             error = self._failure(state)
             return ToolReturned(call_id, f"Error: {describe_exception(error)}", True, "error")
         if self.task is not None:
-            import json
-
-            from toolfold.runtime._task import unanswered
+            from toolfold.runtime._task import step_output, unanswered
 
             failure = unanswered(state)  # a step with no answer failed, as locally
             if failure is not None:
                 return ToolReturned(call_id, failure, True, "error", child=state)
-            return ToolReturned(call_id, json.dumps(state.output, default=str), child=state)
+            return ToolReturned(call_id, step_output(state), child=state)
         return ToolReturned(call_id, _content(state.output, state.last_text), child=state)
 
     def _failure(self, state: RunState) -> BaseException:

@@ -17,6 +17,7 @@ import attrs
 from toolfold._errors import UsageError
 
 if TYPE_CHECKING:
+    from toolfold.runtime.core._messages import ToolResultPart
     from toolfold.runtime.core._state import RunState
 
 
@@ -104,3 +105,21 @@ def stop_reason(state: RunState, conditions: Iterable[StopCondition | StopPredic
 
 
 _DATA = (MaxSteps, TokenBudget, ToolCalled)
+
+
+def stopping_result(state: RunState) -> ToolResultPart | None:
+    """The result of the call that stopped a run finished by `tool_called`, else None.
+
+    The call is the last of the step to the first ``tool_called`` condition's
+    tool that holds (the condition `stop_reason` names). A workflow step, or
+    an agent used as a tool, stopped this way passes that result on as its
+    output.
+    """
+    if state.finish_reason != "tool_called":
+        return None
+    for condition in state.config.stop_when:
+        if isinstance(condition, ToolCalled):
+            for record in reversed(state.calls):
+                if record.call.name == condition.name and record.result is not None:
+                    return record.result
+    return None

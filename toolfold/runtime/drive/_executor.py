@@ -404,9 +404,14 @@ async def run_calls(
     try:
         return _timed(await _run_calls(jobs, max_concurrency, finished), started)
     except BaseException:
-        if finished:  # the calls that ended before the round was cancelled, timed alike
-            finished.update(zip(finished, _timed(tuple(finished.values()), started), strict=True))
+        _time_finished(finished, started)
         raise
+
+
+def _time_finished(finished: dict[int, ToolOutcome] | None, started: float) -> None:
+    """The calls that ended before the round was interrupted, timed as the round's outcomes are."""
+    if finished:
+        finished.update(zip(finished, _timed(tuple(finished.values()), started), strict=True))
 
 
 async def _run_calls(
@@ -628,9 +633,17 @@ def run_calls_sync(
         if tool is not None and not tool.is_async and tool.timeout is None:
             prepared = _prepare(job)
             if not isinstance(prepared, ToolOutcome):
-                prepared = _run_inline(job, prepared, finished)
+                try:
+                    prepared = _run_inline(job, prepared, finished)
+                except BaseException:
+                    _time_finished(finished, started)
+                    raise
             return _timed((prepared,), started)
-    return _timed(_run_calls_sync(jobs, max_concurrency, finished), started)
+    try:
+        return _timed(_run_calls_sync(jobs, max_concurrency, finished), started)
+    except BaseException:
+        _time_finished(finished, started)
+        raise
 
 
 def _run_calls_sync(
