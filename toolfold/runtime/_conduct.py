@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 from toolfold.runtime._planner import (
@@ -70,7 +70,6 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     kept_sub_run,
-    made_outcome,
     returned,
     run_calls,
     run_calls_sync,
@@ -431,8 +430,17 @@ def _plain_rounds(
     if steps_named is None or rounds < 0:
         rounds = 0
     run_id = start.run_id
+    decide = planner.decision
     while True:
-        decision = _decision(planner, start, records, plan)
+        try:
+            decision = decide(plan)
+        except Exception as exc:  # reported as the loop reports a model call's failure
+            # The error carries the state before the decision, which a resume goes on from.
+            state = _reached(start, records)
+            failure = model_failure(exc, state, state.step + 1)
+            if failure is exc:
+                raise
+            raise failure from exc
         if type(decision) is not list:
             if not rounds and not records:
                 return decision, plan
@@ -477,21 +485,6 @@ def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list
             return None
         steps.append(InPlace(task, call, None))
     return steps
-
-
-def _decision(
-    planner: Planner, start: RunState | Fresh, records: list[_Record], plan: Plan
-) -> list[Call] | Final:
-    """The planner's next decision; a failure is reported as the loop reports a model call's."""
-    try:
-        return planner.decision(plan)
-    except Exception as exc:
-        # The error carries the state before the decision, which a resume goes on from.
-        state = _reached(start, records)
-        failure = model_failure(exc, state, state.step + 1)
-        if failure is exc:
-            raise
-        raise failure from exc
 
 
 def _responded(planner: Planner, state: RunState, decision: list[Call] | Final) -> ModelResponded:
@@ -559,11 +552,17 @@ def _ran(
     their shape), so there is nothing to validate; the rest is the executor's
     course for a sub-run: its state, or the error it raised, and the time
     since the round ``started``; interrupted, the state it reached is kept
-    in ``finished`` under ``index``.
+    in ``finished`` under ``index``. The sub-run's id is ``<run_id>/<call id>``:
+    `sub_run_id_of` without its search of the conversation for a reused id
+    (the planner never makes a call id twice: a step's attempt has a result
+    the plan reads, and the next attempt gets the next id, ``<base>#<n>``).
     """
     task, call, child = step
+    input_, values = _arguments(call)
     try:
-        ran = run_sub_run(task, *_arguments(call), live.deps, child, _run_id(run_id, call))
+        ran = run_sub_run(
+            task, input_, values, live.deps, child, lambda: f"{run_id}/{call.call_id}"
+        )
     except Exception as exc:
         return _failed(call, exc, started)
     except BaseException as exc:
@@ -582,8 +581,11 @@ async def _ran_async(
 ) -> ToolOutcome:
     """Like `_ran`, on the running event loop."""
     task, call, child = step
+    input_, values = _arguments(call)
     try:
-        ran = await arun_sub_run(task, *_arguments(call), live.deps, child, _run_id(run_id, call))
+        ran = await arun_sub_run(
+            task, input_, values, live.deps, child, lambda: f"{run_id}/{call.call_id}"
+        )
     except Exception as exc:
         return _failed(call, exc, started)
     except BaseException as exc:
@@ -625,28 +627,21 @@ def _arguments(call: Call) -> tuple[Any, Mapping[str, Any] | None]:
     arguments are frozen already, or one the planner just made).
     """
     input_, values = call.input, call.values
-    if type(input_) is str:  # the usual step call: text, and no values to copy
-        return input_, (thaw(freeze(values)) if values else None)
-    return thaw(freeze(input_)), (thaw(freeze(values)) if values else None)
-
-
-def _run_id(run_id: str, call: Call) -> Callable[[], str]:
-    # `sub_run_id_of` without its search of the conversation for a reused id:
-    # the planner never makes a call id twice (a step's attempt has a result
-    # the plan reads, and the next attempt gets the next id, ``<base>#<n>``),
-    # so the id is always the base one, as the loop finds it.
-    return lambda: f"{run_id}/{call.call_id}"
+    if not values:
+        return (input_ if type(input_) is str else thaw(freeze(input_))), None
+    return (input_ if type(input_) is str else thaw(freeze(input_))), thaw(freeze(values))
 
 
 def _outcome(call: Call, ran: SubRun, started: float) -> ToolOutcome:
     """The outcome of ``call``, whose step ran the sub-run ``ran``, as the executor makes it."""
     ended = time.monotonic()
+    is_error = ran.is_error
     return ToolOutcome(
         call.call_id,
         call.task.name,
         ran.content,
-        ran.is_error,
-        made_outcome(ran),
+        is_error,
+        "error" if is_error else "ok",  # `made_outcome`
         None,
         ended,
         max(0.0, ended - started),
