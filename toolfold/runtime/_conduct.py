@@ -476,7 +476,11 @@ def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list
     """
     if not decision or steps_named is None:
         return None
-    if len(decision) > 1 and len({call.call_id for call in decision}) < len(decision):
+    if len(decision) == 1:  # the usual round: one step
+        call = decision[0]
+        task = steps_named.get(call.task.name)
+        return None if task is None else [InPlace(task, call, None)]
+    if len({call.call_id for call in decision}) < len(decision):
         return None
     steps: list[InPlace] = []
     for call in decision:
@@ -558,7 +562,10 @@ def _ran(
     the plan reads, and the next attempt gets the next id, ``<base>#<n>``).
     """
     task, call, child = step
-    input_, values = _arguments(call)
+    input_ = call.input
+    values: Mapping[str, Any] | None = None
+    if call.values or type(input_) is not str:  # (the usual call, text only, has nothing to copy)
+        input_, values = _arguments(call)
     try:
         ran = run_sub_run(
             task, input_, values, live.deps, child, lambda: f"{run_id}/{call.call_id}"
@@ -581,7 +588,10 @@ async def _ran_async(
 ) -> ToolOutcome:
     """Like `_ran`, on the running event loop."""
     task, call, child = step
-    input_, values = _arguments(call)
+    input_ = call.input
+    values: Mapping[str, Any] | None = None
+    if call.values or type(input_) is not str:  # (the usual call, text only, has nothing to copy)
+        input_, values = _arguments(call)
     try:
         ran = await arun_sub_run(
             task, input_, values, live.deps, child, lambda: f"{run_id}/{call.call_id}"
@@ -627,9 +637,10 @@ def _arguments(call: Call) -> tuple[Any, Mapping[str, Any] | None]:
     arguments are frozen already, or one the planner just made).
     """
     input_, values = call.input, call.values
-    if not values:
-        return (input_ if type(input_) is str else thaw(freeze(input_))), None
-    return (input_ if type(input_) is str else thaw(freeze(input_))), thaw(freeze(values))
+    return (
+        input_ if type(input_) is str else thaw(freeze(input_)),
+        thaw(freeze(values)) if values else None,
+    )
 
 
 def _outcome(call: Call, ran: SubRun, started: float) -> ToolOutcome:
