@@ -328,7 +328,7 @@ def _course(
     plan: Plan | None = None
     answer: Final | None = None
     if isinstance(start, Fresh):
-        ended, decided = yield from _plain_course(
+        ended, decided = yield from _plain_rounds(
             planner, live, start, first_plan(start.input, start.values)
         )
         if isinstance(ended, Deferred):
@@ -342,7 +342,7 @@ def _course(
             if decided is None:
                 if plan is None:
                     plan = planner.read(state.messages)
-                ended, decided = yield from _plain_course(planner, live, state, plan)
+                ended, decided = yield from _plain_rounds(planner, live, state, plan)
                 if isinstance(ended, Deferred):
                     return ended
                 state = ended
@@ -385,39 +385,23 @@ def _course(
             return state
 
 
-def _plain_course(
+def _plain_rounds(
     planner: Planner, live: Live, start: RunState | Fresh, plan: Plan
 ) -> Generator[_Round, tuple[ToolOutcome, ...], tuple[RunState | Deferred, _Decided | None]]:
-    """Plain rounds from ``start`` on ``plan``: the run they finished (`Deferred`), else the state they reached.
-
-    With it, the first decision that is not plain (see `_plain_rounds`).
-    """
-    records: list[_Record] = []
-    decided = yield from _plain_rounds(planner, live, start, plan, records)
-    if records and type(records[-1]) is Answered:  # the run finished: its state can wait
-        return _deferred(live, start, records), None
-    return _reached(start, records), decided
-
-
-def _plain_rounds(
-    planner: Planner,
-    live: Live,
-    start: RunState | Fresh,
-    plan: Plan,
-    records: list[_Record],
-) -> Generator[_Round, tuple[ToolOutcome, ...], _Decided | None]:
-    """Plain rounds from ``start``, what they did added to ``records`` (see `events_of`).
+    """Plain rounds from ``start`` on ``plan``: the run they finished, or the state they reached.
 
     A round is plain when each of its calls (each id once) is a step run in
     place that executes in ``start``'s config (`Planner.lean_steps`), and
     each comes back ``ok`` from a finished sub-run: the run then only waits
-    for the next decision, so nothing needs the state in between. The final
-    answer ends them (recorded last: the run finished). Returns the first
-    decision that is not plain, with the plan it was made on, for the caller
-    to take on the reduced state; or None when the rounds' records leave the
-    state to say what follows (the answer given, a step failed or waits, no
+    for the next decision, so nothing needs the state in between, and the
+    rounds keep only what they did (see `events_of`). The final answer ends
+    them: the run finished, its state made when read (`Deferred`). Else they
+    return the state they reached, with the first decision that is not
+    plain and the plan it was made on, for the caller to take on that state;
+    or None when the state says what follows (a step failed or waits, no
     steps left).
     """
+    records: list[_Record] = []
     config = start.config
     steps_named = planner.lean_steps(config)
     # Rounds before the step limit (the last one's boundary finishes the run).
@@ -443,14 +427,14 @@ def _plain_rounds(
             raise failure from exc
         if type(decision) is not list:
             if not rounds and not records:
-                return decision, plan
+                return _reached(start, records), (decision, plan)
             assert isinstance(decision, Final)
             text = json_text(decision.value)
             records.append(Answered(text, _plain_answer(live, decision, text)))
-            return None
+            return _deferred(live, start, records), None
         steps = _plain(steps_named, decision) if rounds else None
         if steps is None:
-            return decision, plan
+            return _reached(start, records), (decision, plan)
         records.append(decision)
         finished: dict[int, ToolOutcome] | None = {}
         try:
@@ -463,7 +447,7 @@ def _plain_rounds(
         attempts = _attempts(outcomes)
         rounds -= 1
         if attempts is None or not rounds:
-            return None
+            return _reached(start, records), None
         plan = plan.extended(attempts)
 
 
