@@ -546,13 +546,9 @@ def _ran(
     the plan reads, and the next attempt gets the next id, ``<base>#<n>``).
     """
     task, call, child = step
-    input_ = call.input
-    values: Mapping[str, Any] | None = None
-    if call.values or type(input_) is not str:  # (the usual call, text only, has nothing to copy)
-        input_, values = _arguments(call)
     try:
         ran = run_sub_run(
-            task, input_, values, live.deps, child, lambda: f"{run_id}/{call.call_id}"
+            task, *_arguments(call), live.deps, child, lambda: f"{run_id}/{call.call_id}"
         )
     except Exception as exc:
         return _failed(call, exc, started)
@@ -572,13 +568,9 @@ async def _ran_async(
 ) -> ToolOutcome:
     """Like `_ran`, on the running event loop."""
     task, call, child = step
-    input_ = call.input
-    values: Mapping[str, Any] | None = None
-    if call.values or type(input_) is not str:  # (the usual call, text only, has nothing to copy)
-        input_, values = _arguments(call)
     try:
         ran = await arun_sub_run(
-            task, input_, values, live.deps, child, lambda: f"{run_id}/{call.call_id}"
+            task, *_arguments(call), live.deps, child, lambda: f"{run_id}/{call.call_id}"
         )
     except Exception as exc:
         return _failed(call, exc, started)
@@ -621,6 +613,8 @@ def _arguments(call: Call) -> tuple[Any, Mapping[str, Any] | None]:
     arguments are frozen already, or one the planner just made).
     """
     input_, values = call.input, call.values
+    if type(input_) is str and not values:  # the usual step call: nothing to copy
+        return input_, None
     return (
         input_ if type(input_) is str else thaw(freeze(input_)),
         thaw(freeze(values)) if values else None,
