@@ -1,4 +1,4 @@
-"""A fresh workflow run nobody watches (`_fresh`) reaches what the agent loop reaches, every kind and course."""
+"""A fresh workflow run nobody watches (`_conduct.Fresh`) reaches what the agent loop reaches, every kind and course."""
 
 from __future__ import annotations
 
