@@ -460,7 +460,6 @@ def test_a_cancelled_workflow_step_with_a_timeout_continues_where_it_stopped() -
 
 def test_only_the_calls_own_sub_run_is_kept() -> None:
     """An interruption carrying a state that is not the call's sub-run (a deeper one a layer did not replace) keeps nothing: the call starts over rather than resume the wrong run."""
-    from toolfold.runtime import ToolCallPart
     from toolfold.runtime.drive._executor import kept_sub_run
 
     bottom = _worker(Gate(), "bottom")
@@ -472,9 +471,8 @@ def test_only_the_calls_own_sub_run_is_kept() -> None:
         exc.state = failed.value.state  # type: ignore[attr-defined]
         return exc
 
-    call_ = ToolCallPart("c1", "bottom")
     kept: dict[int, Any] = {}
     for index, run_id in enumerate(["top/c1", "top/c1@3", "top/c1/c7", "top/c2", "elsewhere"]):
-        kept_sub_run(kept, index, call_, interrupted_in(run_id), "top")
+        kept_sub_run(kept, index, "c1", "bottom", interrupted_in(run_id), "top")
     assert sorted(kept) == [0, 1]
     assert kept[0].child.run_id == "top/c1"

@@ -4,49 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import re
 from typing import Any
 
 import attrs
 import pytest
+from workflow_helpers import broken, echo, steady, worker
 
-from toolfold import Agent, Loop, Parallel, RunState, Sequence, Task, Workflow, tool
+from toolfold import Agent, Loop, Parallel, RunState, Sequence, Task, Workflow
 from toolfold.runtime import replay
-from toolfold.testing import FunctionModel, ScriptedModel
-
-
-def echo(name: str) -> Agent:
-    """An agent that answers ``name(<its prompt>)``."""
-    return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look something up.
-
-    Args:
-        key: What to look up.
-    """
-    return f"value of {key}"
-
-
-def worker(name: str) -> Agent:
-    """An agent that makes one tool call, then answers."""
-
-    def reply(request: Any) -> Any:
-        done = any(m.role == "tool" for m in request.messages)
-        return f"{name} done" if done else ScriptedModel.call("lookup", {"key": name})
-
-    return Agent(FunctionModel(reply), name=name, tools=[lookup])
-
-
-def broken(name: str) -> Agent:
-    """An agent whose model raises."""
-
-    def reply(request: Any) -> Any:
-        raise ValueError("no model here")
-
-    return Agent(FunctionModel(reply), name=name)
+from toolfold.testing import FunctionModel
 
 
 def tree() -> Workflow:
@@ -61,11 +27,6 @@ def tree() -> Workflow:
     )
 
 
-def _steady(state: RunState) -> str:
-    """The state as JSON without the calls' durations (the only thing timing changes)."""
-    return re.sub(r'"duration":[-0-9.e]+', '"duration":0', state.to_json())
-
-
 @pytest.mark.parametrize("watch", ["on_event", "on_step"])
 def test_a_run_nobody_watches_reaches_the_loops_state(watch: str) -> None:
     """The lean driver (no observer) and the agent loop (an observer) give the same state and log."""
@@ -73,7 +34,7 @@ def test_a_run_nobody_watches_reaches_the_loops_state(watch: str) -> None:
     lean = tree().run("x", run_id="wf")
     looped = tree().run("x", run_id="wf", **{watch: seen.append})
     assert seen  # the observer made the loop drive it
-    assert _steady(lean.state) == _steady(looped.state)
+    assert steady(lean.state) == steady(looped.state)
     assert lean.output == looped.output == len('e({"b": "b done", "c": "c(a(x))"})')
     assert lean.errors == looped.errors
     assert "d" in lean.errors
@@ -86,7 +47,7 @@ def test_an_async_run_nobody_watches_reaches_the_loops_state() -> None:
     """`arun` without observers reaches the state `arun` with one reaches."""
     lean = asyncio.run(tree().arun("x", run_id="wf"))
     looped = asyncio.run(tree().arun("x", run_id="wf", on_event=lambda event: None))
-    assert _steady(lean.state) == _steady(looped.state)
+    assert steady(lean.state) == steady(looped.state)
     assert replay(lean.state.log) == lean.state
 
 
@@ -104,7 +65,7 @@ def test_a_step_that_fails_the_workflow_fails_it_as_the_loop_does() -> None:
     assert str(lean.value) == str(looped.value)
     assert lean.value.state is not None
     assert looped.value.state is not None
-    assert _steady(lean.value.state) == _steady(looped.value.state)
+    assert steady(lean.value.state) == steady(looped.value.state)
     assert lean.value.state.phase == "failed"
 
 
@@ -126,7 +87,7 @@ def test_a_decision_that_raises_fails_as_the_loop_reports_it() -> None:
     assert "no route for a(x)" in str(lean.value)
     assert lean.value.state is not None
     assert looped.value.state is not None
-    assert _steady(lean.value.state) == _steady(looped.value.state)
+    assert steady(lean.value.state) == steady(looped.value.state)
 
 
 def test_cancelling_a_parallel_round_cancels_every_waiting_step() -> None:
@@ -309,7 +270,7 @@ def test_plain_rounds_are_reduced_in_one_pass_to_the_loops_state(
 
     monkeypatch.setattr(_rounds, "reduce", one_at_a_time)
     lean = workflow().run("x", run_id="wf")
-    assert _steady(lean.state) == _steady(looped.state)
+    assert steady(lean.state) == steady(looped.state)
     assert lean.output == looped.output == 'd({"b": "b(a done)", "c": "c(a done)"})'
     monkeypatch.undo()
     assert replay(lean.state.log) == lean.state
@@ -332,7 +293,7 @@ def test_a_decision_that_raises_after_plain_rounds_carries_the_state_they_reache
     assert str(lean.value) == str(looped.value)
     assert lean.value.state is not None
     assert looped.value.state is not None
-    assert _steady(lean.value.state) == _steady(looped.value.state)
+    assert steady(lean.value.state) == steady(looped.value.state)
     assert lean.value.state.step == 1  # the first iteration's round is in it
 
 
@@ -394,13 +355,13 @@ def test_a_plain_runs_state_is_made_when_first_read(driver: str) -> None:
     )
     assert before == (lean.output, lean.text, lean.finish_reason, lean.usage, "wf", "sequence")
     assert shown == (repr(looped), (), ()) == (repr(lean), lean.tool_calls, lean.pending_approvals)
-    assert _steady(state) == _steady(looped.state)
+    assert steady(state) == steady(looped.state)
     assert replay(state.log) == state
     assert RunState.from_json(state.to_json()) == state
     assert lean.outputs == looped.outputs
     copied = pickle.loads(pickle.dumps(ran()))  # pickling reads the state like any field
     assert type(_STATE_SLOT.__get__(copied)) is RunState
-    assert _steady(copied.state) == _steady(state)
+    assert steady(copied.state) == steady(state)
     fresh = ran()
     assert fresh == pickle.loads(pickle.dumps(fresh))  # equality reads it too
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
@@ -423,6 +384,6 @@ def test_a_plain_round_whose_calls_share_an_id_reaches_the_loops_state() -> None
     looped = workflow().run("x", run_id="wf", on_event=lambda event: None)
     lean = workflow().run("x", run_id="wf")
     assert lean.output == looped.output == ["a(x)", "b(x)"]
-    assert _steady(lean.state) == _steady(looped.state)
+    assert steady(lean.state) == steady(looped.state)
     assert len({call.id for call in lean.state.log[1].response.tool_calls}) == 2
     assert replay(lean.state.log) == lean.state

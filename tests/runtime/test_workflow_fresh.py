@@ -1,14 +1,14 @@
-"""A fresh workflow run nobody watches (`_fresh`) reaches what the agent loop reaches, every kind and course."""
+"""A fresh workflow run nobody watches (`_conduct.Fresh`) reaches what the agent loop reaches, every kind and course."""
 
 from __future__ import annotations
 
 import asyncio
 import pickle
-import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from workflow_helpers import broken, echo, steady, worker
 
 from toolfold import (
     Agent,
@@ -28,21 +28,6 @@ from toolfold.runtime._workflow import _STATE_SLOT
 from toolfold.testing import FunctionModel, ScriptedModel
 
 
-def echo(name: str) -> Agent:
-    """An agent that answers ``name(<its prompt>)``."""
-    return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look something up.
-
-    Args:
-        key: What to look up.
-    """
-    return f"value of {key}"
-
-
 @tool(requires_approval=True)
 def delete(path: str) -> str:
     """Delete a file.
@@ -51,25 +36,6 @@ def delete(path: str) -> str:
         path: The file.
     """
     return f"deleted {path}"
-
-
-def worker(name: str) -> Agent:
-    """An agent that makes one tool call, then answers."""
-
-    def reply(request: Any) -> Any:
-        done = any(m.role == "tool" for m in request.messages)
-        return f"{name} done" if done else ScriptedModel.call("lookup", {"key": name})
-
-    return Agent(FunctionModel(reply), name=name, tools=[lookup])
-
-
-def broken(name: str) -> Agent:
-    """An agent whose model raises."""
-
-    def reply(request: Any) -> Any:
-        raise ValueError("no model here")
-
-    return Agent(FunctionModel(reply), name=name)
 
 
 def flaky(name: str, failures: int) -> Agent:
@@ -118,11 +84,6 @@ SHAPES: dict[str, Callable[[], Workflow]] = {
 INPUTS: dict[str, Any] = {"text": "x", "data": {"k": [1, "two"]}}
 
 
-def _steady(state: RunState) -> str:
-    """The state as JSON without the calls' durations (the only thing timing changes)."""
-    return re.sub(r'"duration":[-0-9.e]+', '"duration":0', state.to_json())
-
-
 def _ran(make: Callable[[], Workflow], prompt: Any, driver: str, **kwargs: Any) -> Any:
     if driver == "run":
         return make().run(prompt, run_id="wf", **kwargs)
@@ -153,13 +114,13 @@ def test_a_fresh_run_reaches_the_loops_response_and_state(
         looped.agent,
     )
     assert repr(lean) == repr(looped)
-    assert _steady(lean.state) == _steady(looped.state)
+    assert steady(lean.state) == steady(looped.state)
     assert lean.state.phase == "finished"
     assert (lean.outputs, lean.errors) == (looped.outputs, looped.errors)
     assert replay(lean.state.log) == lean.state
     assert RunState.from_json(lean.state.to_json()) == lean.state
     copied = pickle.loads(pickle.dumps(_ran(make, prompt, driver)))
-    assert _steady(copied.state) == _steady(lean.state)
+    assert steady(copied.state) == steady(lean.state)
     unread = _ran(make, prompt, driver)
     assert unread == pickle.loads(pickle.dumps(unread))
 
@@ -177,12 +138,12 @@ def test_a_fresh_run_whose_step_waits_for_approval_suspends_and_resumes_as_the_l
     lean = _ran(make, "x", driver)
     assert lean.finish_reason == looped.finish_reason == "approval_required"
     assert lean.pending_approvals == looped.pending_approvals
-    assert _steady(lean.state) == _steady(looped.state)
+    assert steady(lean.state) == steady(looped.state)
     call_id = lean.pending_approvals[0].id
     done = make().resume(lean.state, approvals={call_id: True})
     done_looped = make().resume(looped.state, approvals={call_id: True})
     assert done.output == done_looped.output == "c(b: deleted old.log)"
-    assert _steady(done.state) == _steady(done_looped.state)
+    assert steady(done.state) == steady(done_looped.state)
     assert replay(done.state.log) == done.state
 
 
@@ -199,7 +160,7 @@ def test_a_fresh_run_whose_step_fails_it_raises_as_the_loop() -> None:
     assert str(lean.value) == str(looped.value)
     assert lean.value.state is not None
     assert looped.value.state is not None
-    assert _steady(lean.value.state) == _steady(looped.value.state)
+    assert steady(lean.value.state) == steady(looped.value.state)
 
 
 @pytest.mark.parametrize("driver", ["run", "arun"])
@@ -218,6 +179,6 @@ def test_an_interrupted_fresh_run_carries_the_loops_state(driver: str) -> None:
             _ran(make, "x", driver, **kwargs)
         state = stopped.value.state  # type: ignore[attr-defined]
         assert isinstance(state, RunState)
-        states.append(_steady(state))
+        states.append(steady(state))
     assert states[0] == states[1]
     assert '"a(x)"' in states[0]

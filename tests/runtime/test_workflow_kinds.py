@@ -8,6 +8,7 @@ from typing import Any, Literal, TypedDict
 
 import attrs
 import pytest
+from workflow_helpers import echo, exact
 
 from toolfold import (
     Agent,
@@ -15,7 +16,6 @@ from toolfold import (
     Parallel,
     Route,
     RunError,
-    RunState,
     Sequence,
     SubRunEvent,
     Task,
@@ -23,19 +23,8 @@ from toolfold import (
     UsageError,
     WorkflowDefinitionError,
 )
-from toolfold.runtime import fork, max_steps, replay
+from toolfold.runtime import fork, max_steps
 from toolfold.testing import FunctionModel, ScriptedModel
-
-
-def echo(name: str) -> Agent:
-    """An agent that answers ``name(<its prompt>)``."""
-    return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
-
-
-def exact(state: RunState) -> None:
-    """The state replays from its log and survives JSON exactly."""
-    assert replay(state.log) == state
-    assert RunState.from_json(state.to_json()) == state
 
 
 @attrs.frozen

@@ -21,13 +21,22 @@ rounds recorded (the planner's calls, the steps' outcomes, the answer),
 from which `Deferred.state` makes the very events and state the run would
 have reduced. Nothing on the way reads that state, so it is built only when
 someone reads it (`WorkflowResponse.state`).
+
+A fresh run nobody watches (`Fresh`) does not even need its start state:
+its first plan is the input it was given, and a plain round needs only the
+planner's calls and each step's outcome. Its course starts with plain rounds
+from the `Fresh` record; the start state is made with the rest when the
+state is first read, or, when a round is not plain (a step that fails or
+waits, a function step, a call the core must answer, a decision that
+raises, an interruption), then, and the run goes on from the state it
+reached exactly as any run in that state.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 from toolfold.runtime._planner import (
@@ -38,6 +47,7 @@ from toolfold.runtime._planner import (
     Plan,
     answer_response,
     calls_response,
+    first_plan,
     json_text,
     read_plan,
     respond,
@@ -50,7 +60,7 @@ from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import RunTools
 from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
-from toolfold.runtime.core._messages import Message, TextPart, ToolCallPart, Usage, thaw
+from toolfold.runtime.core._messages import Message, TextPart, Usage, freeze, thaw
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
 from toolfold.runtime.core._rounds import reduce_all
@@ -60,7 +70,6 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     kept_sub_run,
-    made_outcome,
     returned,
     run_calls,
     run_calls_sync,
@@ -112,18 +121,17 @@ class Answered(NamedTuple):
 
 
 # What plain rounds record, in order: per round, the planner's calls (its
-# response is made from them: the parts, or the decision's calls when a
-# fresh run's conductor made no parts) and the steps' outcomes in call
-# order; last, the answer (see `events_of`).
-_Record = Union[tuple[ToolCallPart, ...], list[Call], ToolOutcome, Answered]  # noqa: UP007
-_ROUNDS = (tuple, list)
+# response is made from them) and the steps' outcomes in call order; last,
+# the answer (see `events_of`).
+_Record = Union[list[Call], ToolOutcome, Answered]  # noqa: UP007
 
 
 class Fresh(NamedTuple):
-    """A fresh run of a workflow, its start state not made yet (see `_fresh`).
+    """A fresh run of a workflow, its start state not made yet.
 
-    Its state is ``initial_state`` of one user message, ``text``; the
-    first plan is ``input`` and ``values`` (what `read_plan` reads from it).
+    Its start state (`start_state`) is ``initial_state`` of one user message,
+    ``text``; its first plan is ``input`` and ``values`` (what `read_plan`
+    reads from that message).
 
     Attributes:
         text: The first message's text (the input's envelope).
@@ -141,20 +149,17 @@ class Fresh(NamedTuple):
     input: Any
     values: Mapping[str, Any]
 
-    def state(self) -> RunState:
+    def start_state(self) -> RunState:
         """The run's start state, as `Workflow._start` makes it."""
         message = _message("user", (_text(self.text),))
         return initial_state((message,), self.config, run_id=self.run_id, agent=self.agent)
 
-    @property
-    def step(self) -> int:
-        """The start state's ``step``."""
-        return 0
 
-    @property
-    def tree_usage(self) -> Usage:
-        """The start state's ``tree_usage``."""
-        return _NO_USAGE
+def _reached(start: RunState | Fresh, records: list[_Record]) -> RunState:
+    """The state plain rounds from ``start`` reached (``records``: what they recorded)."""
+    state = start.start_state() if type(start) is Fresh else start
+    assert type(state) is RunState
+    return reduce_all(state, events_of(records)) if records else state
 
 
 class Deferred(NamedTuple):
@@ -165,8 +170,8 @@ class Deferred(NamedTuple):
     would have reduced on its way; `state` makes it.
 
     Attributes:
-        start: The state the plain rounds started from (a `Fresh` run's
-            is made with the rest).
+        start: The state the plain rounds started from, or the fresh run
+            they started (its start state is made with the rest).
         records: What they recorded (see `events_of`).
         output: The response's output (typed).
     """
@@ -177,10 +182,7 @@ class Deferred(NamedTuple):
 
     def state(self) -> RunState:
         """The run's final state."""
-        start = self.start
-        if type(start) is Fresh:
-            start = start.state()
-        state = reduce_all(start, events_of(self.records))  # type: ignore[arg-type]
+        state = _reached(self.start, self.records)
         assert state.phase == "finished"  # plain rounds to an answer: `_plain_rounds`
         return state
 
@@ -192,14 +194,27 @@ class Deferred(NamedTuple):
         return answer.plain
 
     @property
+    def run_id(self) -> str:
+        """The state's ``run_id``."""
+        return self.start.run_id
+
+    @property
+    def agent(self) -> str | None:
+        """The state's ``agent`` (the workflow's name)."""
+        return self.start.agent
+
+    @property
     def step(self) -> int:
         """The state's ``step``: one per planner response, the answer's included."""
-        return self.start.step + sum([type(r) in _ROUNDS for r in self.records]) + 1
+        start = self.start
+        first = start.step if isinstance(start, RunState) else 0
+        return first + sum([type(r) is list for r in self.records]) + 1
 
     @property
     def tree_usage(self) -> Usage:
         """The state's ``tree_usage``: the planner's responses use nothing, so it is the steps'."""
-        total = self.start.tree_usage
+        start = self.start
+        total = start.tree_usage if isinstance(start, RunState) else _NO_USAGE
         for record in self.records:
             if type(record) is ToolOutcome and record.child is not None:
                 total = total + record.child.tree_usage
@@ -217,35 +232,35 @@ def events_of(records: list[_Record]) -> list[Event]:
             events.append(_responded_event(answer_response(record.text), ()))  # type: ignore[union-attr]
             events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
         else:
-            parts = record if kind is tuple else step_calls(record)  # type: ignore[arg-type]
-            response = calls_response(parts)  # type: ignore[arg-type]
-            events.append(_responded_event(response, _EXECUTE * len(parts)))
+            parts = step_calls(record)  # type: ignore[arg-type]
+            events.append(_responded_event(calls_response(parts), _EXECUTE * len(parts)))
     return events
 
 
 def conduct_sync(
-    planner: Planner, live: Live, state: RunState, decided: _Decided | None = None
+    planner: Planner, live: Live, start: RunState | Fresh, decided: _Decided | None = None
 ) -> Response | Deferred:
     """Drive a workflow's run from blocking code (see the module's docstring).
 
-    ``decided``: the planner's decision on ``state`` (awaiting it), with its
-    plan, when the caller has made it.
+    ``start``: the state it goes on from, or the fresh run it starts.
+    ``decided``: the planner's decision on a ``start`` state (awaiting it),
+    with its plan, when the caller has made it.
     """
-    course = _course(planner, live, state, decided)
+    course = _course(planner, live, start, decided)
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
-            at, steps, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
+            run_id, steps, at, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
             try:
                 if steps is None:  # a function step, a timeout...: the executor runs the round
-                    jobs = _jobs(live, at)
+                    assert at is not None
                     outcomes = run_calls_sync(
-                        jobs, max_concurrency=live.max_concurrency, finished=finished
+                        _jobs(live, at), max_concurrency=live.max_concurrency, finished=finished
                     )
                 elif len(steps) == 1:  # one step: right here, in this thread
-                    outcomes = (_ran(live, at.run_id, *steps[0], time.monotonic(), finished),)
+                    outcomes = (_ran(live, run_id, steps[0], time.monotonic(), finished),)
                 else:  # steps side by side: coroutines of one loop, as the executor runs them
-                    outcomes = run_kept(lambda: _side_by_side(live, at.run_id, steps, finished))  # noqa: B023
+                    outcomes = run_kept(lambda: _side_by_side(live, run_id, steps, finished))  # noqa: B023
             except BaseException as exc:
                 stamp(course, exc)  # an interruption (Ctrl-C) gets the workflow's state
                 raise
@@ -258,22 +273,22 @@ def conduct_sync(
 
 
 async def conduct_async(
-    planner: Planner, live: Live, state: RunState, decided: _Decided | None = None
+    planner: Planner, live: Live, start: RunState | Fresh, decided: _Decided | None = None
 ) -> Response | Deferred:
     """Drive a workflow's run on the running event loop (see `conduct_sync`)."""
-    course = _course(planner, live, state, decided)
+    course = _course(planner, live, start, decided)
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:
         while True:
-            at, steps, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
+            run_id, steps, at, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
             try:
                 if steps is None:
-                    jobs = _jobs(live, at)
+                    assert at is not None
                     outcomes = await run_calls(
-                        jobs, max_concurrency=live.max_concurrency, finished=finished
+                        _jobs(live, at), max_concurrency=live.max_concurrency, finished=finished
                     )
                 else:
-                    outcomes = await _side_by_side(live, at.run_id, steps, finished)
+                    outcomes = await _side_by_side(live, run_id, steps, finished)
             except BaseException as exc:
                 stamp(course, exc)  # a cancellation gets the workflow's state, not a step's
                 raise
@@ -284,44 +299,53 @@ async def conduct_async(
     return finish(ended, live) if ended.phase == "finished" else await run_async(live, ended)
 
 
-# The state a round runs in, its steps to run in place (None: the executor runs
-# them), and where a driver puts, when the round is interrupted, the outcomes of
-# the steps that had ended and the state of those stopped midway (`kept_sub_run`).
-_Round = tuple[RunState, list[InPlace] | None, dict[int, ToolOutcome] | None]
+# A round of step calls: the run's id, its steps to run in place (None: the
+# executor runs them, in the state given next), and where a driver puts, when
+# the round is interrupted, the outcomes of the steps that had ended and the
+# state of those stopped midway (`kept_sub_run`).
+_Round = tuple[str, list[InPlace] | None, RunState | None, dict[int, ToolOutcome] | None]
+_Course = Generator[_Round, tuple[ToolOutcome, ...], RunState | Deferred]
 
 
 def _course(
-    planner: Planner, live: Live, state: RunState, decided: _Decided | None = None
-) -> Generator[_Round, tuple[ToolOutcome, ...], RunState | Deferred]:
+    planner: Planner, live: Live, start: RunState | Fresh, decided: _Decided | None = None
+) -> _Course:
     """The run's usual course, written once for both drivers.
 
-    Yields each round of step calls to run, with the state it runs in and the
-    steps to run in place (None: the executor runs the round), and is sent
-    their outcomes in call order; returns the state where the usual course
-    ends (finished, suspended or failed), or a `Deferred` one.
+    Yields each round of step calls to run (see `_Round`) and is sent their
+    outcomes in call order; returns the state where the usual course ends
+    (finished, suspended or failed), or a `Deferred` one.
 
     The course keeps the plan of the conversation it reached: a step's result
     is read into it with the output it was encoded from (not decoded again),
     and the final answer's value is the one the planner gave. Plain rounds
     (see `_plain_rounds`) run back to back, and their events are reduced in
     one pass when they end (`reduce_all`): no one sees the states between;
-    when they end with the answer, not even then (a `Deferred` run).
-    ``decided``: the first decision, already made on ``state``.
+    when they end with the answer, not even then (a `Deferred` run). A
+    `Fresh` run starts with them, on its first plan, without a state.
+    ``decided``: the first decision, already made on a ``start`` state.
     """
     plan: Plan | None = None
     answer: Final | None = None
+    if isinstance(start, Fresh):
+        ended, decided = yield from _plain_rounds(
+            planner, live, start, first_plan(start.input, start.values)
+        )
+        if isinstance(ended, Deferred):
+            return ended
+        state = ended
+    else:
+        state = start
     while True:
         phase = state.phase
         if phase == "awaiting_model":
             if decided is None:
                 if plan is None:
                     plan = planner.read(state.messages)
-                records: list[_Record] = []
-                decided = yield from _plain_rounds(planner, live, state, plan, records)
-                if records:
-                    if type(records[-1]) is Answered:  # the run finished: its state can wait
-                        return _deferred(live, state, records)
-                    state = reduce_all(state, events_of(records))
+                ended, decided = yield from _plain_rounds(planner, live, state, plan)
+                if isinstance(ended, Deferred):
+                    return ended
+                state = ended
             if decided is None:  # the plain rounds reached where the state says what follows
                 plan = None
                 continue
@@ -333,11 +357,10 @@ def _course(
                 answer = decision if isinstance(decision, Final) else None
                 continue
             at = opened.base
-            calls = opened.changes["calls"]
-            steps = planner.in_place(calls)
+            steps = planner.in_place(opened.changes["calls"])
             finished: dict[int, ToolOutcome] | None = {}  # (steps run sub-runs: see _Round)
             try:
-                outcomes = yield (at if steps is not None else opened.state), steps, finished
+                outcomes = yield at.run_id, steps, opened.state, finished
             except BaseException as exc:
                 interrupted(exc, opened.state, finished)
                 raise
@@ -349,7 +372,7 @@ def _course(
         elif phase == "running_tools":  # resumed mid-step
             finished = {}
             try:
-                outcomes = yield state, planner.in_place(state.calls), finished
+                outcomes = yield state.run_id, planner.in_place(state.calls), state, finished
             except BaseException as exc:
                 interrupted(exc, state, finished)
                 raise
@@ -363,79 +386,93 @@ def _course(
 
 
 def _plain_rounds(
-    planner: Planner, live: Live, state: RunState, plan: Plan, records: list[_Record]
-) -> Generator[_Round, tuple[ToolOutcome, ...], _Decided | None]:
-    """Plain rounds from ``state``, what they did added to ``records`` (see `events_of`).
+    planner: Planner, live: Live, start: RunState | Fresh, plan: Plan
+) -> Generator[_Round, tuple[ToolOutcome, ...], tuple[RunState | Deferred, _Decided | None]]:
+    """Plain rounds from ``start`` on ``plan``: the run they finished, or the state they reached.
 
-    A round is plain when each of its calls is a step run in place that
-    executes in ``state``'s config, and each comes back ``ok`` from a
-    finished sub-run: the run then only waits for the next decision, so
-    nothing needs the state in between. The final answer ends them (recorded
-    last: the run finished). Returns the first decision that is not plain,
-    with the plan it was made on, for the caller to take on the reduced
-    state; or None when the rounds' records leave the state to say what
-    follows (the answer given, a step failed or waits, no steps left).
+    A round is plain when each of its calls (each id once) is a step run in
+    place that executes in ``start``'s config (`Planner.lean_steps`), and
+    each comes back ``ok`` from a finished sub-run: the run then only waits
+    for the next decision, so nothing needs the state in between, and the
+    rounds keep only what they did (see `events_of`). The final answer ends
+    them: the run finished, its state made when read (`Deferred`). Else they
+    return the state they reached, with the first decision that is not
+    plain and the plan it was made on, for the caller to take on that state;
+    or None when the state says what follows (a step failed or waits, no
+    steps left).
     """
-    config = state.config
+    records: list[_Record] = []
+    config = start.config
+    steps_named = planner.lean_steps(config)
     # Rounds before the step limit (the last one's boundary finishes the run).
-    rounds = max(0, config.max_steps + state.turn_start - state.step)
-    if (
-        config.stop_when
-        or state.failures
-        or not config.auto_execute_tools
-        or config.output is None
-        or not planner.executes(config)
-    ):
+    if isinstance(start, Fresh):
+        rounds = config.max_steps
+    else:
+        rounds = config.max_steps + start.turn_start - start.step
+        if start.failures:
+            steps_named = None
+    if steps_named is None or rounds < 0:
         rounds = 0
+    run_id = start.run_id
+    decide = planner.decision
     while True:
-        decision = _decision(planner, state, records, plan)
+        try:
+            decision = decide(plan)
+        except Exception as exc:  # reported as the loop reports a model call's failure
+            # The error carries the state before the decision, which a resume goes on from.
+            state = _reached(start, records)
+            failure = model_failure(exc, state, state.step + 1)
+            if failure is exc:
+                raise
+            raise failure from exc
         if type(decision) is not list:
             if not rounds and not records:
-                return decision, plan
+                return _reached(start, records), (decision, plan)
             assert isinstance(decision, Final)
             text = json_text(decision.value)
             records.append(Answered(text, _plain_answer(live, decision, text)))
-            return None
-        if not rounds or not decision:  # (no calls at all: the core reads it as an answer)
-            return decision, plan
-        parts = step_calls(decision)
-        if len(parts) > 1 and len({part.id for part in parts}) < len(parts):
-            parts = respond(decision).message.tool_calls  # ids made unique, as `respond` does
-        steps: list[InPlace] = []
-        for part in parts:
-            task = planner.step_of(part)
-            if task is None or config.tool(part.name) is None:
-                return decision, plan
-            steps.append(InPlace(task, part, None))
-        records.append(parts)
+            return _deferred(live, start, records), None
+        steps = _plain(steps_named, decision) if rounds else None
+        if steps is None:
+            return _reached(start, records), (decision, plan)
+        records.append(decision)
         finished: dict[int, ToolOutcome] | None = {}
         try:
-            outcomes = yield state, steps, finished
+            outcomes = yield run_id, steps, None, finished
         except BaseException as exc:
             if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
-                interrupted(exc, reduce_all(state, events_of(records)), finished)
+                interrupted(exc, _reached(start, records), finished)
             raise
         records.extend(outcomes)
         attempts = _attempts(outcomes)
         rounds -= 1
         if attempts is None or not rounds:
-            return None
+            return _reached(start, records), None
         plan = plan.extended(attempts)
 
 
-def _decision(
-    planner: Planner, state: RunState, records: list[_Record], plan: Plan
-) -> list[Call] | Final:
-    """The planner's next decision; a failure is reported as the loop reports a model call's."""
-    try:
-        return planner.decision(plan)
-    except Exception as exc:
-        # The error carries the state before the decision, which a resume goes on from.
-        state = reduce_all(state, events_of(records))
-        failure = model_failure(exc, state, state.step + 1)
-        if failure is exc:
-            raise
-        raise failure from exc
+def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list[InPlace] | None:
+    """The steps of a plain round's ``decision`` (see `_plain_rounds`), else None.
+
+    None for no calls (the core reads it as an answer), two calls with one id
+    (the core's response makes them unique), or a call whose step does not
+    run in place (``steps_named``: those that do, by name).
+    """
+    if not decision or steps_named is None:
+        return None
+    if len(decision) == 1:  # the usual round: one step
+        call = decision[0]
+        task = steps_named.get(call.task.name)
+        return None if task is None else [InPlace(task, call, None)]
+    if len({call.call_id for call in decision}) < len(decision):
+        return None
+    steps: list[InPlace] = []
+    for call in decision:
+        task = steps_named.get(call.task.name)
+        if task is None:
+            return None
+        steps.append(InPlace(task, call, None))
+    return steps
 
 
 def _responded(planner: Planner, state: RunState, decision: list[Call] | Final) -> ModelResponded:
@@ -492,50 +529,55 @@ def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
 def _ran(
     live: Live,
     run_id: str,
-    task: Task,
-    part: ToolCallPart,
-    child: RunState | None,
+    step: InPlace,
     started: float,
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
 ) -> ToolOutcome:
-    """What the executor makes of ``part``, a step run in place, from blocking code.
+    """What the executor makes of ``step``'s call, a step run in place, from blocking code.
 
     The step's arguments are the planner's own (`Planner.in_place` checked
     their shape), so there is nothing to validate; the rest is the executor's
     course for a sub-run: its state, or the error it raised, and the time
     since the round ``started``; interrupted, the state it reached is kept
-    in ``finished`` under ``index``.
+    in ``finished`` under ``index``. The sub-run's id is ``<run_id>/<call id>``:
+    `sub_run_id_of` without its search of the conversation for a reused id
+    (the planner never makes a call id twice: a step's attempt has a result
+    the plan reads, and the next attempt gets the next id, ``<base>#<n>``).
     """
+    task, call, child = step
     try:
-        ran = run_sub_run(task, *_arguments(part), live.deps, child, _run_id(run_id, part))
+        ran = run_sub_run(
+            task, *_arguments(call), live.deps, child, lambda: f"{run_id}/{call.call_id}"
+        )
     except Exception as exc:
-        return _failed(part, exc, started)
+        return _failed(call, exc, started)
     except BaseException as exc:
-        kept_sub_run(finished, index, part, exc, run_id)
+        kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
-    return _outcome(part, ran, started)
+    return _outcome(call, ran, started)
 
 
 async def _ran_async(
     live: Live,
     run_id: str,
-    task: Task,
-    part: ToolCallPart,
-    child: RunState | None,
+    step: InPlace,
     started: float,
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
 ) -> ToolOutcome:
     """Like `_ran`, on the running event loop."""
+    task, call, child = step
     try:
-        ran = await arun_sub_run(task, *_arguments(part), live.deps, child, _run_id(run_id, part))
+        ran = await arun_sub_run(
+            task, *_arguments(call), live.deps, child, lambda: f"{run_id}/{call.call_id}"
+        )
     except Exception as exc:
-        return _failed(part, exc, started)
+        return _failed(call, exc, started)
     except BaseException as exc:
-        kept_sub_run(finished, index, part, exc, run_id)
+        kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
-    return _outcome(part, ran, started)
+    return _outcome(call, ran, started)
 
 
 async def _side_by_side(
@@ -553,44 +595,42 @@ async def _side_by_side(
     """
     started = time.monotonic()
     if len(steps) == 1:
-        return (await _ran_async(live, run_id, *steps[0], started, finished),)
+        return (await _ran_async(live, run_id, steps[0], started, finished),)
     # At most ``max_concurrency`` steps run at once: the join makes the next
     # step's task when one ends.
     return await gather_or_cancel(
-        [_ran_async(live, run_id, *s, started, finished, i) for i, s in enumerate(steps)],
+        [_ran_async(live, run_id, s, started, finished, i) for i, s in enumerate(steps)],
         finished,
         live.max_concurrency,
     )
 
 
-def _arguments(part: ToolCallPart) -> tuple[Any, Mapping[str, Any] | None]:
-    """The step's input and values, the tool's own copies (thawed), as the executor gives them."""
-    arguments = part.arguments
-    assert arguments is not None  # Planner.in_place checked them
-    input_, values = arguments["input"], arguments["values"]
-    # Text and no values (the usual step call) have nothing to copy.
+def _arguments(call: Call) -> tuple[Any, Mapping[str, Any] | None]:
+    """The step's input and values, the tool's own copies, as the executor gives them.
+
+    The executor thaws the frozen arguments of the call's part: a plain,
+    independent copy the step may change (of a call read from a state, whose
+    arguments are frozen already, or one the planner just made).
+    """
+    input_, values = call.input, call.values
+    if type(input_) is str and not values:  # the usual step call: nothing to copy
+        return input_, None
     return (
-        input_ if type(input_) is str else thaw(input_),
-        thaw(values) if values else None,
+        input_ if type(input_) is str else thaw(freeze(input_)),
+        thaw(freeze(values)) if values else None,
     )
 
 
-def _run_id(run_id: str, part: ToolCallPart) -> Callable[[], str]:
-    # `sub_run_id_of` without its search of the conversation for a reused id:
-    # the planner never makes a call id twice (a step's attempt has a result
-    # the plan reads, and the next attempt gets the next id, ``<base>#<n>``),
-    # so the id is always the base one, as the loop finds it.
-    return lambda: f"{run_id}/{part.id}"
-
-
-def _outcome(part: ToolCallPart, ran: SubRun, started: float) -> ToolOutcome:
+def _outcome(call: Call, ran: SubRun, started: float) -> ToolOutcome:
+    """The outcome of ``call``, whose step ran the sub-run ``ran``, as the executor makes it."""
     ended = time.monotonic()
+    is_error = ran.is_error
     return ToolOutcome(
-        part.id,
-        part.name,
+        call.call_id,
+        call.task.name,
         ran.content,
-        ran.is_error,
-        made_outcome(ran),
+        is_error,
+        "error" if is_error else "ok",  # `made_outcome`
         None,
         ended,
         max(0.0, ended - started),
@@ -598,11 +638,12 @@ def _outcome(part: ToolCallPart, ran: SubRun, started: float) -> ToolOutcome:
     )
 
 
-def _failed(part: ToolCallPart, exc: Exception, started: float) -> ToolOutcome:
+def _failed(call: Call, exc: Exception, started: float) -> ToolOutcome:
+    """The outcome of ``call``, whose step raised ``exc``, as the executor makes it."""
     ended = time.monotonic()
     content = f"Error: {describe_exception(exc)}"
     return ToolOutcome(
-        part.id, part.name, content, True, "error", exc, ended, max(0.0, ended - started)
+        call.call_id, call.task.name, content, True, "error", exc, ended, max(0.0, ended - started)
     )
 
 
@@ -616,14 +657,14 @@ def _accept(live: Live, state: RunState, answer: Final | None) -> RunState:
     return reduce(state, _accepted(live, answer, state.last_text))
 
 
-def _deferred(live: Live, state: RunState | Fresh, records: list[_Record]) -> Deferred:
-    """The run that plain rounds from ``state`` finished (``records``: theirs, the answer last)."""
+def _deferred(live: Live, start: RunState | Fresh, records: list[_Record]) -> Deferred:
+    """The run that plain rounds from ``start`` finished (``records``: theirs, the answer last)."""
     answer = records[-1]
     assert type(answer) is Answered
     output = answer.plain
     if output is not None and live.output is not None:  # as `finish` types it
         output = live.output.restore(output)
-    return Deferred(state, records, output)
+    return Deferred(start, records, output)
 
 
 def _plain_answer(live: Live, answer: Final, text: str) -> Any:

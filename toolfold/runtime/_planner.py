@@ -91,7 +91,7 @@ class InPlace(NamedTuple):
     """A step call a driver runs in place: the step, the call, its sub-run so far (if resumed)."""
 
     task: Task
-    call: ToolCallPart
+    call: Call
     child: RunState | None
 
 
@@ -368,7 +368,14 @@ class Planner:
             task = self.step_of(call.call)
             if task is None:
                 return None
-            found.append(InPlace(task, call.call, call.child))
+            part = call.call
+            arguments = part.arguments
+            assert arguments is not None  # `step_of` checked them
+            found.append(
+                InPlace(
+                    task, Call(task, part.id, arguments["input"], arguments["values"]), call.child
+                )
+            )
         return found or None
 
     def lean_steps(self, config: RunConfig) -> Mapping[str, Task] | None:

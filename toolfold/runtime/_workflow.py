@@ -27,7 +27,6 @@ from toolfold._errors import (
 )
 from toolfold.runtime._agent import Observer, StepObserver
 from toolfold.runtime._conduct import Deferred, Fresh, conduct_async, conduct_sync, conducted
-from toolfold.runtime._fresh import conduct_fresh_async, conduct_fresh_sync
 from toolfold.runtime._planner import (
     Call,
     Final,
@@ -263,7 +262,7 @@ class Workflow:
     # --- running -----------------------------------------------------------------
 
     def _start(self, prompt: Any, run_id: str) -> RunState:
-        return self._fresh(prompt, run_id).state()
+        return self._fresh(prompt, run_id).start_state()
 
     def _fresh(self, prompt: Any, run_id: str) -> Fresh:
         """The run of ``prompt`` not started yet: its first message and its first plan."""
@@ -303,49 +302,40 @@ class Workflow:
             )
         if lean and conducted(live):  # the lean driver makes the start state with the rest
             return live, fresh
-        return live, fresh.state()
+        return live, fresh.start_state()
 
-    def _drive_sync(self, live: Live, state: RunState | Fresh) -> Response | Deferred:
-        if type(state) is Fresh:  # a fresh run nobody watches: the leanest driver
-            return conduct_fresh_sync(self._planner, live, state)
-        assert type(state) is RunState
-        if conducted(live):  # nothing watches the run: the lean driver (same events)
-            return conduct_sync(self._planner, live, state)
-        return run_sync(live, state)
+    def _drive_sync(self, live: Live, start: RunState | Fresh) -> Response | Deferred:
+        # A fresh run nobody watches (only `_begin` makes one), or any run nothing
+        # watches: the lean driver (the same events).
+        if type(start) is Fresh or conducted(live):
+            return conduct_sync(self._planner, live, start)
+        assert type(start) is RunState
+        return run_sync(live, start)
 
-    async def _drive_async(self, live: Live, state: RunState | Fresh) -> Response | Deferred:
-        if type(state) is Fresh:
-            return await conduct_fresh_async(self._planner, live, state)
-        assert type(state) is RunState
-        if conducted(live):
-            return await conduct_async(self._planner, live, state)
-        return await run_async(live, state)
+    async def _drive_async(self, live: Live, start: RunState | Fresh) -> Response | Deferred:
+        if type(start) is Fresh or conducted(live):
+            return await conduct_async(self._planner, live, start)
+        assert type(start) is RunState
+        return await run_async(live, start)
 
-    def _ran_sync(self, live: Live, state: RunState | Fresh) -> WorkflowResponse:
+    def _ran_sync(self, live: Live, start: RunState | Fresh) -> WorkflowResponse:
         """The run driven, its steps' close errors raised when it ends (see `_StepCloses`)."""
-        # `_StepCloses` and `_step_errors` around the run, without their calls when nothing failed.
-        errors: list[SourceCloseError] = []
-        token = STEP_CLOSE_ERRORS.set(errors)
+        closes = _Closes()
         try:
-            response = _wrapped(self._drive_sync(live, state))
+            response = self._drive_sync(live, start)
         except BaseException as exc:
-            STEP_CLOSE_ERRORS.reset(token)
-            _failed(self, exc, errors)
+            closes.failed(self, exc)
             raise
-        STEP_CLOSE_ERRORS.reset(token)
-        return _StepCloses(self, errors).checked(response) if errors else response
+        return closes.ended(self, response)
 
-    async def _ran_async(self, live: Live, state: RunState | Fresh) -> WorkflowResponse:
-        errors: list[SourceCloseError] = []
-        token = STEP_CLOSE_ERRORS.set(errors)
+    async def _ran_async(self, live: Live, start: RunState | Fresh) -> WorkflowResponse:
+        closes = _Closes()
         try:
-            response = _wrapped(await self._drive_async(live, state))
+            response = await self._drive_async(live, start)
         except BaseException as exc:
-            STEP_CLOSE_ERRORS.reset(token)
-            _failed(self, exc, errors)
+            closes.failed(self, exc)
             raise
-        STEP_CLOSE_ERRORS.reset(token)
-        return _StepCloses(self, errors).checked(response) if errors else response
+        return closes.ended(self, response)
 
     @property
     def _planner(self) -> Planner:
@@ -554,6 +544,31 @@ def _failed(workflow: Workflow, exc: BaseException, errors: list[SourceCloseErro
         raise
 
 
+class _Closes:
+    """`_StepCloses` and `_step_errors` around a run, without their calls when nothing failed.
+
+    Made when the run starts; its steps keep their close errors in ``errors``
+    until it ends (`ended`) or fails (`failed`).
+    """
+
+    __slots__ = ("errors", "token")
+
+    def __init__(self) -> None:
+        self.errors: list[SourceCloseError] = []
+        self.token = STEP_CLOSE_ERRORS.set(self.errors)
+
+    def ended(self, workflow: Workflow, response: Response | Deferred) -> WorkflowResponse:
+        """The run of ``workflow`` ended with ``response``: its response, or the close errors' error."""
+        STEP_CLOSE_ERRORS.reset(self.token)
+        wrapped = _wrapped(response)
+        return _StepCloses(workflow, self.errors).checked(wrapped) if self.errors else wrapped
+
+    def failed(self, workflow: Workflow, exc: BaseException) -> None:
+        """The run of ``workflow`` failed with ``exc``: see `_failed` (the caller raises ``exc``)."""
+        STEP_CLOSE_ERRORS.reset(self.token)
+        _failed(workflow, exc, self.errors)
+
+
 class _StepCloses:
     """The close errors of a workflow run's steps whose runs ended (see `_task._kept`).
 
@@ -678,13 +693,13 @@ class WorkflowResponse(Response):
     def run_id(self) -> str:
         """The run's id."""
         deferred = self._deferred()
-        return deferred.start.run_id if deferred is not None else self.state.run_id
+        return deferred.run_id if deferred is not None else self.state.run_id
 
     @property
     def agent(self) -> str | None:
         """The workflow's name (no handoffs in a workflow's own run)."""
         deferred = self._deferred()
-        return deferred.start.agent if deferred is not None else self.state.agent
+        return deferred.agent if deferred is not None else self.state.agent
 
     @property
     def outputs(self) -> Mapping[str, Any]:

@@ -194,7 +194,8 @@ def _blocking(job: ToolJob) -> ToolJob:
 def kept_sub_run(
     finished: dict[int, ToolOutcome] | None,
     index: int,
-    call: ToolCallPart,
+    call_id: str,
+    name: str,
     exc: BaseException,
     run_id: str | None,
 ) -> None:
@@ -215,10 +216,10 @@ def kept_sub_run(
     if not isinstance(child, RunState) or child.phase in ("new", "finished", "failed"):
         return
     if run_id is not None:
-        own = f"{run_id}/{call.id}"
+        own = f"{run_id}/{call_id}"
         if child.run_id != own and not child.run_id.startswith(own + "@"):
             return
-    finished[index] = ToolOutcome(call.id, call.name, "", ended=time.monotonic(), child=child)
+    finished[index] = ToolOutcome(call_id, name, "", ended=time.monotonic(), child=child)
 
 
 def made_outcome(value: SubRun) -> Outcome:
@@ -474,7 +475,7 @@ async def _run_one(
         except Exception as exc:
             return _failed(job, exc)
         except BaseException as exc:
-            kept_sub_run(finished, index, job.call, exc, _run_id_of(job))
+            kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
             raise
         return _finish(job, value)
     try:
@@ -530,7 +531,7 @@ async def _keeping(
     try:
         return await invoked
     except BaseException as exc:
-        kept_sub_run(finished, index, job.call, exc, _run_id_of(job))
+        kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
 
 
@@ -704,7 +705,7 @@ def _run_inline(
     except Exception as exc:
         return _failed(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
-        kept_sub_run(finished, 0, job.call, exc, _run_id_of(job))
+        kept_sub_run(finished, 0, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
     return _finish(job, value)
 
