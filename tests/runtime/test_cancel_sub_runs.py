@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Sequence, Task, state_of, tool
-from toolfold.runtime import StepEndEvent, SubRunEvent, ToolCallEvent, ToolReturned, replay
+from toolfold.runtime import ToolReturned, replay
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -253,126 +253,6 @@ def test_ctrl_c_in_a_blocking_sub_agent_keeps_it_where_it_stopped(stream: bool) 
         "quick:bottom": 1,
         "halt:bottom": 1,
     }
-
-
-def _two_deep_or_side_by_side(
-    gate: Gate, shape: str, last: str
-) -> tuple[Agent, str, dict[str, int]]:
-    """lead -> mid -> bottom (whose last tool is ``last``), or first (quick, then ``last``) beside second (quick, quick); with the answer and the counts of a run that ran each model call and tool once."""
-    if shape == "two deep":
-        mid = _caller(gate, "mid", _worker(gate, "bottom", last).as_tool())
-        lead = _caller(gate, "lead", mid.as_tool())
-        ends = f"lead(mid(bottom: quick bottom, {last} bottom))"
-        ran = {"model:lead": 2, "model:mid": 2, "model:bottom": 3}
-        ran.update({"quick:bottom": 1, f"{last}:bottom": 1})
-        return lead, ends, ran
-    lead = _side_by_side(gate, "quick", last)
-    ends = f"lead(first: quick first, {last} first | second: quick second, quick second)"
-    ran = {"model:lead": 2, "model:first": 3, "quick:first": 1, f"{last}:first": 1}
-    ran.update({"model:second": 3, "quick:second": 2})
-    return lead, ends, ran
-
-
-def _interrupted_at_slow(lead: Agent) -> None:
-    """Iterate ``lead``'s blocking stream; throw Ctrl-C into it when a sub-run calls ``slow``."""
-    events = iter(lead.stream("go"))
-    for event in events:
-        if (
-            isinstance(event, SubRunEvent)
-            and isinstance(event.event, ToolCallEvent)
-            and event.event.call.name == "slow"
-        ):
-            events.throw(KeyboardInterrupt())
-
-
-@pytest.mark.parametrize("shape", ["two deep", "side by side"])
-def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_runs(shape: str) -> None:
-    """Ctrl-C reaching a blocking stream's thread while its round of sub-runs runs on a thread of its own: the round is cancelled there and waited for, so the state holds each sub-run where it stopped, and resuming runs no model call or tool that had ended again.
-
-    The interruption is thrown into the stream when the sub-run that then
-    waits in ``slow`` calls it (where a real Ctrl-C would land: the thread
-    waits for the round's events)."""
-    gate = Gate()
-    lead, ends, ran = _two_deep_or_side_by_side(gate, shape, "slow")
-    with pytest.raises(KeyboardInterrupt) as caught:
-        _interrupted_at_slow(lead)
-    state = state_of(caught.value)
-    assert isinstance(state, RunState)
-    state = RunState.from_json(state.to_json())
-    if shape == "two deep":
-        assert _kept_path(state) == ["mid", "bottom"]
-    else:  # second may have answered by then, or be kept midway
-        first, _ = state.calls
-        assert (first.call.name, first.status, first.child is not None) == ("first", "to_run", True)
-    assert gate.ran["slow:first"] == gate.ran["slow:bottom"] == 0
-    gate.holding = False
-    response = _resumed(lead, state, stream=True)
-    assert response.text == ends
-    assert gate.ran == ran
-
-
-def test_ctrl_c_at_the_last_event_of_a_round_of_sub_runs_keeps_what_it_did() -> None:
-    """Ctrl-C thrown in when the round's last sub-run event arrives (its thread has ended, or is ending): the calls it finished are kept, and resuming runs none of them again."""
-    gate = Gate()
-    gate.holding = False
-    lead, ends, ran = _two_deep_or_side_by_side(gate, "side by side", "quick")
-    ran = {**ran, "quick:first": 2}  # (its last tool is quick too)
-    events = iter(lead.stream("go"))
-    step_ends = 0
-
-    def stream_until_the_last() -> None:
-        nonlocal step_ends
-        for event in events:
-            if isinstance(event, SubRunEvent) and isinstance(event.event, StepEndEvent):
-                step_ends += 1
-                if step_ends == 6:  # first's and second's three steps each
-                    events.throw(KeyboardInterrupt())
-
-    with pytest.raises(KeyboardInterrupt) as caught:
-        stream_until_the_last()
-    state = state_of(caught.value)
-    assert isinstance(state, RunState)
-    state = RunState.from_json(state.to_json())
-    assert gate.ran == {k: v for k, v in ran.items() if k != "model:lead"} | {"model:lead": 1}
-    response = _resumed(lead, state, stream=True)
-    assert response.text == ends
-    assert gate.ran == ran
-
-
-@pytest.fixture
-def python_sigint() -> Any:
-    """SIGINT raises KeyboardInterrupt, as in a fresh interpreter (an earlier test's library may have left a handler of its own)."""
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, before)
-
-
-@pytest.mark.usefixtures("python_sigint")
-@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
-@pytest.mark.parametrize("shape", ["two deep", "side by side"])
-def test_a_real_sigint_in_a_round_of_sub_runs_keeps_them(shape: str, stream: bool) -> None:
-    """A real SIGINT to the main thread while a round of sub-runs runs keeps them, in a blocking run and in a blocking stream (whose round runs on a thread of its own)."""
-    gate = Gate()
-    gate.ringing = True
-    if shape == "two deep":
-        gate.reached.set()  # no slow tool to wait for
-        lead, ends, ran = _two_deep_or_side_by_side(gate, shape, "ring")
-    else:  # first waits in ring, second ends; then ring sends Ctrl-C
-        lead, ends, ran = _two_deep_or_side_by_side(gate, shape, "ring")
-        gate.reached.set()
-    with pytest.raises(KeyboardInterrupt) as caught:
-        list(lead.stream("go")) if stream else lead.run("go")
-    state = state_of(caught.value)
-    assert isinstance(state, RunState)
-    state = RunState.from_json(state.to_json())
-    if shape == "two deep":
-        assert _kept_path(state) == ["mid", "bottom"]
-    else:
-        first, _ = state.calls
-        assert (first.call.name, first.status, first.child is not None) == ("first", "to_run", True)
-    response = _resumed(lead, state, stream)
-    assert response.text == ends
-    assert gate.ran == ran
 
 
 @pytest.mark.parametrize("how", ["stream", "timeout"])

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import collections
+import contextvars
 import queue
 import threading
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import AsyncExitStack, ExitStack, aclosing, suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolfold.runtime._response import (
     Response,
@@ -22,7 +22,6 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import (
     ToolOutcome,
-    _cancel_leftovers,
     forwards,
     run_calls,
     run_calls_sync,
@@ -40,9 +39,6 @@ from toolfold.runtime.drive._loop import (
 from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
-
-if TYPE_CHECKING:
-    import asyncio
 
 
 def finish(state: RunState, live: Live) -> Response:
@@ -271,91 +267,35 @@ def _stream_sync(
 def _relayed_sync(
     op: _RunToolsOp, relay: Relay, max_concurrency: int
 ) -> Generator[RunStreamEvent, None, tuple[ToolOutcome, ...]]:
-    """The step's calls on an event loop of a thread of their own, their sub-runs' events yielded as they come.
+    """The step's calls on a thread of their own, their sub-runs' events yielded as they come.
 
-    The calls are one task of that loop, made here in a copy of the caller's
-    context (as they would run inline). Python delivers Ctrl-C to this
-    thread only: it cancels that task and waits for the calls to stop (at most
-    `_STOP_WAIT` seconds), so each sub-run is kept where it stopped, as the
-    async stream's cancellation keeps it; then it is raised. A caller that
-    stops iterating cancels the calls without waiting for them.
+    The calls run in a copy of the caller's context (as they would inline). A
+    caller that stops iterating leaves them to finish on their thread.
     """
-    import asyncio  # here: `import toolfold` must not pay for asyncio
-
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    # The round's own record of what it had done, handed over once it has
-    # stopped: its thread writes it while it runs.
-    finished: dict[int, ToolOutcome] | None = None if op.finished is None else {}
-    loop = asyncio.new_event_loop()
-    task = loop.create_task(run_calls(op.jobs, max_concurrency=max_concurrency, finished=finished))
-
-    raised: list[BaseException] = []
+    ended: list[tuple[bool, Any]] = []
 
     def work() -> None:
         try:
-            loop.run_until_complete(task)
-        except BaseException as exc:  # the task holds its own, read on the caller's thread
-            if not task.done():  # out of another task (Ctrl-C in a tool): the round's now
-                raised.append(exc)
-                task.cancel()
-                with suppress(BaseException):
-                    loop.run_until_complete(task)
+            # Calls that ended before an interruption are kept (`finished`), as inline.
+            outcomes = run_calls_sync(
+                op.jobs, max_concurrency=max_concurrency, finished=op.finished
+            )
+            ended.append((True, outcomes))
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            ended.append((False, exc))
         finally:
-            try:
-                _cancel_leftovers(loop)  # as asyncio.run does
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                loop.close()
-                inbox.put(_STEP_DONE)
+            inbox.put(_STEP_DONE)
 
     relay.target = inbox.put
-    try:
-        # Ctrl-C can come while this waits for the thread to start: the
-        # round may have run a long way by then.
-        threading.Thread(target=work, name="toolfold-step", daemon=True).start()
-        while (item := inbox.get()) is not _STEP_DONE:
-            yield item
-    except BaseException as exc:  # Ctrl-C, or the caller stopped: stop the calls where they are
-        with suppress(RuntimeError):  # the loop closed already: the round has ended
-            loop.call_soon_threadsafe(task.cancel)
-        if not isinstance(exc, GeneratorExit) and _stopped(inbox):
-            _hand_over(op, finished, task)
-        raise
-    _hand_over(op, finished, task)
-    if raised:
-        raise raised[0]
-    return task.result()
-
-
-# How long Ctrl-C waits for a round of sub-runs to stop before it is raised
-# with the state where the round began (their thread is left to end alone);
-# also the wait when Ctrl-C came before the thread was made at all.
-_STOP_WAIT = 10.0
-
-
-def _hand_over(
-    op: _RunToolsOp, finished: dict[int, ToolOutcome] | None, task: asyncio.Task[Any]
-) -> None:
-    """Give the loop what the ended round did: every outcome when it ended just as
-    Ctrl-C came, else what it kept when it stopped."""
-    if op.finished is None:
-        return
-    if task.done() and not task.cancelled() and task.exception() is None:
-        op.finished.update(enumerate(task.result()))
-    elif finished:
-        op.finished.update(finished)
-
-
-def _stopped(inbox: queue.SimpleQueue[Any]) -> bool:
-    """Whether the round's thread ended within `_STOP_WAIT` (its events dropped meanwhile)."""
-    deadline = time.monotonic() + _STOP_WAIT
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            if inbox.get(timeout=left) is _STEP_DONE:
-                return True
-        except queue.Empty:
-            break
-    return False
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True).start()
+    while (item := inbox.get()) is not _STEP_DONE:
+        yield item
+    ok, value = ended[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 _STEP_DONE = object()
