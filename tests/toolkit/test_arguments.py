@@ -607,6 +607,32 @@ def test_a_value_of_no_str_or_int_enum_member_names_the_values() -> None:
     }
 
 
+class Email(str):
+    """A validating str subclass: its own refusal is the message."""
+
+    def __new__(cls, value: str) -> Email:
+        if "@" not in value:
+            raise ValueError(f"{value!r} is not an email address")
+        return super().__new__(cls, value)
+
+
+class Even(int):
+    def __new__(cls, value: int) -> Even:
+        if value % 2:
+            raise ValueError(f"{value} is odd")
+        return super().__new__(cls, value)
+
+
+def test_a_str_or_int_subclass_refusal_keeps_its_own_message() -> None:
+    """Only an enum's refusal is rewritten to name its values; a validating subclass's stays."""
+    check = ArgumentChecker("send", {"type": "object"}, {"to": Email, "n": Even}, False)
+    assert problems(check, {"to": "nobody", "n": 3}) == (
+        "$.n: cannot convert to Even: 3 is odd",
+        "$.to: cannot convert to Email: 'nobody' is not an email address",
+    )
+    assert check.check({"to": "a@b", "n": 4}) == {"to": "a@b", "n": 4}
+
+
 def test_argument_without_a_declared_type_is_refused() -> None:
     """A decorated tool never receives a keyword it does not declare."""
     check = ArgumentChecker("t", {"type": "object"}, {"a": int}, False)

@@ -432,16 +432,22 @@ def _iso(value: dt.date | dt.time) -> str:
 
 
 def _structure_enum(value: Any, tp: Any) -> Any:
+    return _made(tp, value)
+
+
+def _made(tp: Any, value: Any) -> Any:
+    """``tp(value)``; an enum's refusal (a str or int enum's too) names the values it takes.
+
+    Any other class's own ``ValueError`` (a validating ``str`` subclass) is its
+    message, and stays as it is.
+    """
     try:
         return tp(value)
     except ValueError:
-        raise _not_a_member(value, tp) from None
-
-
-def _not_a_member(value: Any, tp: Any) -> ValueError:
-    """The error for a value that is none of an enum's, naming the values it takes."""
-    allowed = ", ".join(repr(m.value) for m in tp)
-    return ValueError(f"{value!r} is not a valid {tp.__name__} (one of {allowed})")
+        if not _is_enum(tp):
+            raise
+        allowed = ", ".join(repr(m.value) for m in tp)
+        raise ValueError(f"{value!r} is not a valid {tp.__name__} (one of {allowed})") from None
 
 
 def apply_user_hook(entry: HookEntry) -> None:
@@ -504,10 +510,7 @@ def get_converter() -> cattrs.Converter:
 def _structure_str(value: Any, tp: Any) -> Any:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {_json_name(value)}")
-    try:
-        return tp(value)
-    except ValueError:  # only an enum's (a StrEnum) refuses a string
-        raise _not_a_member(value, tp) from None
+    return _made(tp, value)
 
 
 def _structure_int(value: Any, tp: Any) -> Any:
@@ -515,18 +518,12 @@ def _structure_int(value: Any, tp: Any) -> Any:
         value = int(value)
     elif not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"expected an integer, got {_json_name(value)}")
-    try:
-        return tp(value)
-    except ValueError:  # only an enum's (an IntEnum) refuses an integer
-        raise _not_a_member(value, tp) from None
+    return _made(tp, value)
 
 
 def _structure_float(value: Any, tp: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            return tp(value)
-        except ValueError:  # only an enum's refuses a number
-            raise _not_a_member(value, tp) from None
+        return _made(tp, value)
     raise TypeError(f"expected a number, got {_json_name(value)}")
 
 
