@@ -39,6 +39,7 @@ from toolfold import (
     Task,
     Tool,
     tool,
+    tool_called,
 )
 from toolfold.integrations.temporal import (
     ActivitySettings,
@@ -938,6 +939,44 @@ asking = TemporalAgent(
 )
 
 
+# stop_when=[tool_called(...)] inside an agent used as a tool: the caller sees
+# that call's result (an error result when it failed), as locally.
+def _settler(name: str, fails: bool) -> Agent:
+    def settle(answer: str) -> str:
+        """Give the answer.
+
+        Args:
+            answer: The answer.
+        """
+        if fails:
+            raise ValueError("no answer")
+        return f"settled {answer}"
+
+    def reply(request: ModelRequest) -> Any:
+        return "talked on" if _results(request) else FunctionModel.call("settle", {"answer": "42"})
+
+    return Agent(FunctionModel(reply), tools=[settle], name=name, stop_when=[tool_called("settle")])
+
+
+def _ask_settlers(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done:
+        return " | ".join(done)
+    return [
+        FunctionModel.call("sure", {"input": "x"}),
+        FunctionModel.call("unsure", {"input": "x"}),
+    ]
+
+
+settling = TemporalAgent(
+    Agent(
+        FunctionModel(_ask_settlers),
+        tools=[_settler("sure", False).as_tool(), _settler("unsure", True).as_tool()],
+        name="settling",
+    ),
+    settings=SETTINGS,
+)
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -947,6 +986,7 @@ AGENTS = [
     *(served, served_chained, served_step, served_step_chained, served_boss),
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
     asking,
+    settling,
 ]
 
 

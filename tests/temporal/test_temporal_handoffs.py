@@ -111,6 +111,16 @@ def test_on_tool_error_raise_inside_a_sub_agent_is_its_callers_error_result(
     assert "ToolExecutionError: tool 'crash' failed" in durable.text
 
 
+def test_a_sub_agent_stopped_by_tool_called_answers_with_that_call_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent tool whose run stops at tool_called gives the caller that call's result (its error when it failed), on Temporal as locally."""
+    durable, _, _ = _run_like_local(
+        temporal_app.settling, "settling-1", server, tmp_path, monkeypatch
+    )
+    assert durable.text == "settled 42 | Error: ValueError: no answer"
+
+
 def test_as_tool_output_runs_once_in_its_activity(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

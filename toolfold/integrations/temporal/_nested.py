@@ -44,6 +44,7 @@ from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stop import stopping_result
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._failures import run_failure
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
@@ -313,6 +314,11 @@ class SubRunTool:
             if failure is not None:
                 return ToolReturned(call_id, failure, True, "error", child=state)
             return ToolReturned(call_id, step_output(state), child=state)
+        stopped = stopping_result(state)  # tool_called: that call's result is the answer
+        if stopped is not None:
+            if stopped.is_error:
+                return ToolReturned(call_id, stopped.content, True, "error", child=state)
+            return ToolReturned(call_id, stopped.content, child=state)
         return ToolReturned(call_id, _content(state.output, state.last_text), child=state)
 
     def _failure(self, state: RunState) -> BaseException:
