@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
 
@@ -27,6 +28,7 @@ from toolfold.runtime import (
     token_budget,
     tool_called,
 )
+from toolfold.runtime._task import step_output, unanswered
 from toolfold.testing import FunctionModel
 
 
@@ -153,6 +155,21 @@ def test_stopping_result_is_the_call_that_stopped_the_run() -> None:
     assert stopping_result(_after_tool_step(start(spec("t")), "t", "c1")) is None
     stopped = reduce(_after_tool_step(start(spec("t")), "t", "c1"), StopRequested("stop_condition"))
     assert stopping_result(stopped) is None
+
+
+def test_a_step_stopped_by_tool_called_with_no_result_found_fails() -> None:
+    """When the stopping call's result cannot be found (the condition is not the run's own any more), the step fails rather than passing ``null`` on."""
+    state = start(spec("final"), stop_when=[tool_called("final")])
+    state = reduce(state, responded(call("c1", "final")))
+    state = reduce(state, ToolReturned("c1", "the answer"))
+    assert unanswered(state) is None
+    assert step_output(state) == '"the answer"'
+    handed = attrs.evolve(state, config=attrs.evolve(state.config, stop_when=()))
+    assert stopping_result(handed) is None
+    assert unanswered(handed) == (
+        "Error: the step's run was stopped by tool_called, but no result of that tool "
+        "is found to pass on"
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True])

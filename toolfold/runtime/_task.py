@@ -583,8 +583,15 @@ def unanswered(state: RunState) -> str | None:
             "Error: the step's run was stopped by a stop_when condition (stop_condition) "
             f"after {state.step} model calls without answering"
         )
+    if reason != "tool_called":
+        return None
     result = stopping_result(state)
-    if result is not None and result.is_error:
+    if result is None:  # the condition is not the run's own any more (a handoff's target)
+        return (
+            "Error: the step's run was stopped by tool_called, but no result of that tool "
+            "is found to pass on"
+        )
+    if result.is_error:
         return f"Error: the call to {result.tool_name!r} that stopped the step's run failed: {result.content}"
     return None
 
