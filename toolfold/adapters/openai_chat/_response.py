@@ -191,7 +191,9 @@ def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -
         choice = wire.mapping(choices, 0, "$.choices")
     message = choice.get("message")
     if type(message) is not dict:
-        if message is None:  # a choice without its message has no answer, not an empty one
+        # A choice without its message has no answer, not an empty one: OpenAI's
+        # spec (CreateChatCompletionResponse) requires `message`, an object.
+        if message is None:
             got = "null" if "message" in choice else "nothing (the field is absent)"
             raise wire.WireError(_MESSAGE, f"expected an object, got {got}")
         message = wire.mapping(choice, "message", "$.choices[0]")
