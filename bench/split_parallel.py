@@ -60,12 +60,17 @@ def run(row: str) -> None:
     elif row == "par":
         workflow.run("go")
     else:
-        make = {"arun10": one_after_another, "task10": in_tasks, "gather10": gathered}
-        run_kept(make.get(row, empty))
+        run_kept(_ON_A_LOOP[row])
+
+
+_ROWS = ("run10", "par")
+_ON_A_LOOP = {"arun10": one_after_another, "task10": in_tasks, "gather10": gathered, "empty": empty}
 
 
 def main() -> None:
     row, count = sys.argv[1], int(sys.argv[2])
+    if row not in _ROWS and row not in _ON_A_LOOP:
+        raise SystemExit(f"unknown row {row!r}: one of {', '.join((*_ROWS, *_ON_A_LOOP))}")
     if os.environ.get("NOGC"):
         gc.disable()
     for _ in range(5):  # warm-up
