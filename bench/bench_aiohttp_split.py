@@ -25,7 +25,9 @@ rounds of 100 concurrent runs, the variants in turns; and the garbage
 collector's share (CPU time inside collections, collections per 100 runs).
 ``--count V`` runs variant V one run at a time, untimed, for an instruction
 counter: the instructions of 100 runs are the count at ``--rounds 120`` minus
-the count at ``--rounds 20``.
+the count at ``--rounds 20``. ``--count V --concurrent 100`` runs rounds of 100
+at a time, as the timed rounds do (then 400 runs are ``--rounds 6`` minus
+``--rounds 2``).
 """
 
 from __future__ import annotations
@@ -179,11 +181,14 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--count", help="run this variant one run at a time, untimed")
+    parser.add_argument(
+        "--concurrent", type=int, default=1, help="with --count: this many runs at a time"
+    )
     args = parser.parse_args()
     process, url = bench_http.start_server()
     try:
         if args.count:
-            asyncio.run(measure(url, [args.count], args.rounds, 1, timed=False))
+            asyncio.run(measure(url, [args.count], args.rounds, args.concurrent, timed=False))
         else:
             asyncio.run(measure(url, args.variants.split(","), args.rounds, 100, timed=True))
     finally:
