@@ -10,8 +10,6 @@ finished again.
 from __future__ import annotations
 
 import asyncio
-import signal
-import threading
 from collections import Counter
 from typing import Any
 
@@ -32,7 +30,6 @@ class Gate:
         self.holding = True
         self.reached = asyncio.Event()
         self.interrupt = False  # a blocking run: ``slow`` raises KeyboardInterrupt once
-        self.ringing = False  # ``ring`` sends SIGINT to the main thread once, then waits
 
     def tools(self) -> list[Any]:
         @tool(blocking=False)
@@ -71,22 +68,7 @@ class Gate:
             self.ran[f"halt:{key}"] += 1
             return f"halt {key}"
 
-        @tool
-        async def ring(key: str) -> str:
-            """A tool that sends Ctrl-C (SIGINT) to the main thread the first time, then waits.
-
-            Args:
-                key: What to look up.
-            """
-            if self.ringing:
-                self.ringing = False
-                await self.reached.wait()  # any ``slow`` beside it waits already
-                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
-                await asyncio.Event().wait()  # never set: only the interruption ends it
-            self.ran[f"ring:{key}"] += 1
-            return f"ring {key}"
-
-        return [quick, slow, halt, ring]
+        return [quick, slow, halt]
 
 
 def _results(request: ModelRequest) -> list[str]:

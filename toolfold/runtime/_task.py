@@ -586,7 +586,7 @@ def unanswered(state: RunState) -> str | None:
     if reason != "tool_called":
         return None
     result = stopping_result(state)
-    if result is None:  # the condition is not the run's own any more (a handoff's target)
+    if result is None:  # the condition was given to `resume` only: the state does not hold it
         return (
             "Error: the step's run was stopped by tool_called, but no result of that tool "
             "is found to pass on"

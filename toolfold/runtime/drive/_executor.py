@@ -622,27 +622,23 @@ def run_calls_sync(
     (see `kept_sub_run`).
     """
     started = time.monotonic()
-    if len(jobs) == 1:
-        # The common step, one sync call without a timeout, run right here
-        # (what `_run_calls_sync` does with it, without its checks for the rest):
-        # a sync tool, or an agent or workflow step as its blocking twin.
-        job = jobs[0]
-        tool = job.tool
-        if tool is not None and tool.timeout is None and _TWIN in tool.__dict__:
-            job = _blocking(job)
-            tool = job.tool
-        if tool is not None and not tool.is_async and tool.timeout is None:
-            prepared = _prepare(job)
-            if not isinstance(prepared, ToolOutcome):
-                try:
-                    prepared = _run_inline(job, prepared, finished)
-                except BaseException:
-                    _time_finished(finished, started)
-                    raise
-            return _timed((prepared,), started)
     try:
+        if len(jobs) == 1:
+            # The common step, one sync call without a timeout, run right here
+            # (what `_run_calls_sync` does with it, without its checks for the rest):
+            # a sync tool, or an agent or workflow step as its blocking twin.
+            job = jobs[0]
+            tool = job.tool
+            if tool is not None and tool.timeout is None and _TWIN in tool.__dict__:
+                job = _blocking(job)
+                tool = job.tool
+            if tool is not None and not tool.is_async and tool.timeout is None:
+                prepared = _prepare(job)
+                if not isinstance(prepared, ToolOutcome):
+                    prepared = _run_inline(job, prepared, finished)
+                return _timed((prepared,), started)
         return _timed(_run_calls_sync(jobs, max_concurrency, finished), started)
-    except BaseException:
+    except BaseException:  # the calls that ended before an interruption are timed too
         _time_finished(finished, started)
         raise
 
