@@ -177,3 +177,19 @@ def test_a_branch_cancelled_before_its_first_step_leaves_no_unawaited_coroutine(
             asyncio.run(gather_or_cancel([interrupts(), waits()]))
         gc.collect()
     assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_names_given_name_the_branch_tasks(debug: bool) -> None:
+    """Each branch's task carries the name given for it, in debug mode as well (where the loop makes the tasks)."""
+
+    async def go() -> None:
+        async def branch() -> str:
+            task = asyncio.current_task()
+            assert task is not None
+            return task.get_name()
+
+        names = await gather_or_cancel([branch(), branch()], names=["first", "second"])
+        assert names == ("first", "second")
+
+    asyncio.run(go(), debug=debug)

@@ -181,6 +181,22 @@ def test_parallel_branches_each_have_their_own_context_variables() -> None:
     assert Parallel(_setter("a"), _reader("b")).run("x").output["b"] == "b saw unset"
 
 
+def _task_named(name: str) -> Agent:
+    async def reply(request: Any) -> str:
+        task = asyncio.current_task()
+        return task.get_name() if task is not None else "no task"
+
+    return Agent(FunctionModel(reply), name=name)
+
+
+def test_parallel_branches_run_in_tasks_named_by_their_steps() -> None:
+    """Each branch's task is named by its step's call (what a debugger or asyncio.all_tasks shows), by both drivers."""
+    workflow = Parallel(_task_named("a"), _task_named("b"))
+    assert workflow.run("x").output == {"a": "a", "b": "b"}
+    watched = workflow.run("x", on_event=lambda event: None)  # the loop drives it
+    assert watched.output == {"a": "a", "b": "b"}
+
+
 class _Halt(BaseException):
     """A BaseException that is not an Exception (as a library's own may be)."""
 

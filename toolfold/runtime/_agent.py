@@ -543,11 +543,17 @@ class Agent:
             return self.run(prompt, deps=deps, run_id=run_id).state
         return run_state_sync(*_Fresh(prompt, (), deps, None, None, run_id)(self))
 
-    async def _astep_state(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunState:
-        """Like `_step_state`, on the running event loop."""
+    def _astep_state(
+        self, prompt: MessagesInput, deps: Any, run_id: str
+    ) -> Coroutine[Any, Any, RunState]:
+        """Like `_step_state`, on the running event loop: the run to await
+        (without sources, `run_state_async`'s own coroutine, as `_async` gives)."""
         if self._sources:
-            return (await self.arun(prompt, deps=deps, run_id=run_id)).state
-        return await run_state_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
+            return self._sourced_step_state(prompt, deps, run_id)
+        return run_state_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
+
+    async def _sourced_step_state(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunState:
+        return (await self.arun(prompt, deps=deps, run_id=run_id)).state
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 

@@ -597,11 +597,12 @@ async def _side_by_side(
     if len(steps) == 1:
         return (await _ran_async(live, run_id, steps[0], started, finished),)
     # At most ``max_concurrency`` steps run at once: the join makes the next
-    # step's task when one ends.
+    # step's task when one ends. Each task is named by its call's id.
     return await gather_or_cancel(
         [_ran_async(live, run_id, s, started, finished, i) for i, s in enumerate(steps)],
         finished,
         live.max_concurrency,
+        [s.call.call_id for s in steps],
     )
 
 

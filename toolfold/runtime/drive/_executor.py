@@ -436,11 +436,12 @@ async def _run_calls(
             return (await _run_on_loop(job, prepared),)
         return (await _run_one(job, prepared, finished),)
     # At most ``max_concurrency`` calls run at once: the join makes the next
-    # call's task when one ends.
+    # call's task when one ends. Each task is named by its call's id.
     return await gather_or_cancel(
         [_prepared_one(job, finished, index) for index, job in enumerate(jobs)],
         finished,
         max_concurrency,
+        [job.call.id for job in jobs],
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ async def gather_or_cancel(
     coroutines: list[Coroutine[Any, Any, T]],
     finished: dict[int, T] | None = None,
     limit: int | None = None,
+    names: Sequence[str] | None = None,
 ) -> tuple[T, ...]:
     """Run ``coroutines`` as tasks (at most ``limit`` at once), their results in order;
     any that still run when this ends (an error, a cancellation) are cancelled and
@@ -79,7 +80,8 @@ async def gather_or_cancel(
     The first error (an exception a coroutine raised, or its cancellation)
     is raised as ``asyncio.gather`` raises it. When the join is cancelled (or
     Ctrl-C stops it), ``finished`` (if given) receives the results of the
-    coroutines that had returned, by index.
+    coroutines that had returned, by index. ``names``: the tasks' names, by
+    index (what a debugger or ``asyncio.all_tasks`` shows; default ``Task-<n>``).
     """
     import asyncio
 
@@ -89,26 +91,33 @@ async def gather_or_cancel(
     join = _Join(count)
     tasks: list[asyncio.Task[T]] = []
     base = contextvars.copy_context()  # each task runs in its own copy of it
-    # Eager tasks only when the loop makes plain ones: a task factory of the
-    # caller's (uvloop, tracing) makes them all.
-    eager = _EAGER and loop.get_task_factory() is None
+    # Tasks made here as `loop.create_task` makes them (without its checks of
+    # the running loop, once per task) when the loop makes plain ones: a task
+    # factory of the caller's (uvloop, tracing) makes them all, and a loop in
+    # debug mode trims the traceback of their creation.
+    plain = _CONTEXT_ARG and loop.get_task_factory() is None and not loop.get_debug()
+    eager = _EAGER and plain
     try:
         while True:
             while len(tasks) < count and join.running < most and join.failure is None:
                 index = len(tasks)
                 coroutine = _branch(join, index, coroutines[index])
+                name = None if names is None else names[index]
                 join.running += 1
                 if eager:
                     task: asyncio.Task[T] = asyncio.Task(
                         coroutine,
                         loop=loop,
+                        name=name,
                         context=base.copy(),
                         eager_start=True,  # type: ignore[call-arg,unused-ignore]
                     )
+                elif plain:
+                    task = asyncio.Task(coroutine, loop=loop, name=name, context=base.copy())  # type: ignore[call-arg,unused-ignore]
                 elif _CONTEXT_ARG:
-                    task = loop.create_task(coroutine, context=base.copy())  # type: ignore[call-arg,unused-ignore]
+                    task = loop.create_task(coroutine, name=name, context=base.copy())  # type: ignore[call-arg,unused-ignore]
                 else:
-                    task = base.run(loop.create_task, coroutine)
+                    task = base.run(loop.create_task, coroutine, name=name)
                 tasks.append(task)
             if join.failure is not None:
                 raise join.failure
