@@ -544,11 +544,13 @@ def _ran(
     `sub_run_id_of` without its search of the conversation for a reused id
     (the planner never makes a call id twice: a step's attempt has a result
     the plan reads, and the next attempt gets the next id, ``<base>#<n>``).
+    The sub-run asks for it with the id's own ``__str__``: no function to
+    make and call per step.
     """
     task, call, child = step
     try:
         ran = run_sub_run(
-            task, *_arguments(call), live.deps, child, lambda: f"{run_id}/{call.call_id}"
+            task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
         )
     except Exception as exc:
         return _failed(call, exc, started)
@@ -570,7 +572,7 @@ async def _ran_async(
     task, call, child = step
     try:
         ran = await arun_sub_run(
-            task, *_arguments(call), live.deps, child, lambda: f"{run_id}/{call.call_id}"
+            task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
         )
     except Exception as exc:
         return _failed(call, exc, started)

@@ -109,7 +109,8 @@ class Sequence(Workflow):
             if attempts and attempts[-1].ok:  # (`Plan.status` without making its `Done`)
                 outputs[name] = value = attempts[-1].value
                 continue
-            status = plan.status(task, name)
+            # A step not started yet: its first attempt (`Plan.status` without its call).
+            status = plan.status(task, name) if attempts else name
             if isinstance(status, str):
                 if not task.free_names:  # (`Plan.call`, no values to pick)
                     return [Call(task, status, value, NO_VALUES)]

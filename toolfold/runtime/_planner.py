@@ -111,20 +111,29 @@ def _by_base_of(plan: Plan) -> Mapping[str, tuple[Attempt, ...]]:
 
 @attrs.frozen
 class Plan:
-    """What the planner reads: the workflow's input, inherited values, finished attempts."""
+    """What the planner reads: the workflow's input, inherited values, finished attempts.
+
+    Attributes:
+        input: The workflow's input.
+        values: The values it inherits.
+        attempts: The finished attempts, in order.
+        by_step: The finished attempts by step (base id), in order (read it,
+            never change it).
+    """
 
     input: Any
     values: Mapping[str, Any]
     attempts: tuple[Attempt, ...]
-    # The attempts by step (base id), made from ``attempts`` unless given (`read_plan`
-    # extends the previous plan's instead of reading every attempt again).
-    _by_base: Mapping[str, tuple[Attempt, ...]] = attrs.field(
+    # Made from ``attempts`` unless given (`read_plan` extends the previous
+    # plan's instead of reading every attempt again). A field, not a property:
+    # a workflow's plan reads it once a decision.
+    by_step: Mapping[str, tuple[Attempt, ...]] = attrs.field(
         default=attrs.Factory(_by_base_of, takes_self=True), repr=False, eq=False
     )
 
     def status(self, task: Task, base: str) -> Done | str:
         """The step's outcome, or the call id of its next attempt."""
-        attempts = self._by_base.get(base)
+        attempts = self.by_step.get(base)
         if not attempts:
             return base
         last = attempts[-1]
@@ -135,19 +144,14 @@ class Plan:
             return f"{base}#{len(attempts) + 1}"
         return Done(None, skipped=True, error=last.value)
 
-    @property
-    def by_step(self) -> Mapping[str, tuple[Attempt, ...]]:
-        """The finished attempts by step (base id), in order (read it, never change it)."""
-        return self._by_base
-
     def started(self, base: str) -> bool:
         """Whether any attempt at ``base`` exists."""
-        return base in self._by_base
+        return base in self.by_step
 
     def extended(self, attempts: Iterable[Attempt]) -> Plan:
         """This plan with ``attempts`` finished after its own."""
         attempts = tuple(attempts)
-        by_base = dict(self._by_base)
+        by_base = dict(self.by_step)
         if len(attempts) == 1:  # the usual step: `_add` of one
             attempt = attempts[0]
             base = attempt.call_id.partition("#")[0]
