@@ -27,7 +27,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
-from toolfold.runtime.core._build import builder
+from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import (
@@ -121,7 +121,6 @@ class ToolOutcome(NamedTuple):
         return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error, self.parts)
 
 
-_new_tuple = tuple.__new__
 _AT = ToolOutcome._fields.index("duration")
 _monotonic = time.monotonic
 
@@ -188,7 +187,7 @@ def _blocking(job: ToolJob) -> ToolJob:
     if (twin.name, twin.timeout) != (tool.name, tool.timeout):  # the tool was `replace`d
         twin = twin.replace(name=tool.name, timeout=tool.timeout)
         tool.__dict__[_TWIN] = twin
-    return _new_tuple(ToolJob, (job.invocation, twin, job.context))  # `_replace`, spelled out
+    return new_tuple(ToolJob, (job.invocation, twin, job.context))  # `_replace`, spelled out
 
 
 def kept_sub_run(
@@ -298,7 +297,7 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
         except Exception as exc:
             return _failed(job, exc)
         # `ToolOutcome(call.id, call.name, content, ended=...)` without its keyword pass.
-        return _new_tuple(
+        return new_tuple(
             ToolOutcome,
             (call.id, call.name, content, False, "ok", None, _monotonic(), None, None, ()),
         )
@@ -368,10 +367,10 @@ def _timed(outcomes: tuple[ToolOutcome, ...], started: float) -> tuple[ToolOutco
     if len(outcomes) == 1:  # the common step: no comprehension to set up
         o = outcomes[0]
         took = o.ended - started
-        return (_new_tuple(ToolOutcome, (*o[:_AT], took if took > 0.0 else 0.0, *o[_AT + 1 :])),)
+        return (new_tuple(ToolOutcome, (*o[:_AT], took if took > 0.0 else 0.0, *o[_AT + 1 :])),)
     return tuple(
         [
-            _new_tuple(ToolOutcome, (*o[:_AT], max(0.0, o.ended - started), *o[_AT + 1 :]))
+            new_tuple(ToolOutcome, (*o[:_AT], max(0.0, o.ended - started), *o[_AT + 1 :]))
             for o in outcomes
         ]
     )
