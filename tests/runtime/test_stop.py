@@ -409,7 +409,7 @@ def test_an_agent_tool_names_the_agent_behind_a_renamed_tool() -> None:
     Agent(FunctionModel(lead_reply), tools=[sub]).run("go")
     assert seen == [
         "Error: agent 'pinger' (tool 'ask') stopped at its limit max_steps=1 after 1 model "
-        "calls without answering"
+        "call without answering"
     ]
 
 

@@ -204,7 +204,8 @@ def stop_answer(state: RunState, who: str) -> ToolResultPart | str | None:
         cause = "was stopped by a stop_when condition (stop_condition)"
     else:
         cause = f"stopped at its limit {_limit(state, reason)}"
-    return f"Error: {who} {cause} after {state.step} model calls without answering"
+    calls = f"{state.step} model call" + ("" if state.step == 1 else "s")
+    return f"Error: {who} {cause} after {calls} without answering"
 
 
 STOP_REASONS = frozenset(("max_steps", "token_budget", "stop_condition", "tool_called"))
