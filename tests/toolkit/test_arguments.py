@@ -649,7 +649,12 @@ def test_a_flags_refusal_names_its_flags_which_combine() -> None:
         "$.perm: cannot convert to Perm: 'x' is not a valid Perm (a flag (R=1, W=2, X=4) or "
         "a sum of several)",
     )
+    assert problems(check, {"perm": True}) == (
+        "$.perm: cannot convert to Perm: True is not a valid Perm (a flag (R=1, W=2, X=4) or "
+        "a sum of several)",
+    )
     assert check.check({"perm": 3}) == {"perm": Perm.R | Perm.W}
+    assert check.check({"perm": 2.0}) == {"perm": Perm.W}  # JSON's integer 2.0
 
 
 class Email(str):

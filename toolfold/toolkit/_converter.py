@@ -432,7 +432,17 @@ def _iso(value: dt.date | dt.time) -> str:
 
 
 def _structure_enum(value: Any, tp: Any) -> Any:
+    if issubclass(tp, Flag):
+        if type(value) is float and value.is_integer():  # JSON counts 3.0 as an integer
+            value = int(value)
+        elif not _flag_value(tp, value):
+            raise _refusal(tp, value)  # (Python 3.10's Flag raises a TypeError for a str)
     return _made(tp, value)
+
+
+def _flag_value(tp: type[Flag], value: Any) -> bool:
+    """Whether ``value`` may be a ``tp``: an int (a sum of flags, not a bool) or a member."""
+    return isinstance(value, tp) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _made(tp: Any, value: Any) -> Any:
@@ -447,12 +457,17 @@ def _made(tp: Any, value: Any) -> Any:
     except ValueError as exc:
         if not _is_enum(tp) or _own_refusal(tp, value, exc):
             raise
-        if issubclass(tp, Flag):
-            flags = ", ".join(f"{m.name}={m.value!r}" for m in tp)
-            said = f"a flag ({flags}) or a sum of several"
-        else:
-            said = "one of " + ", ".join(repr(m.value) for m in tp)
-        raise ValueError(f"{value!r} is not a valid {tp.__name__} ({said})") from None
+        raise _refusal(tp, value) from None
+
+
+def _refusal(tp: type[Enum], value: Any) -> ValueError:
+    """The error for a ``value`` that ``tp`` refused: the values it takes."""
+    if issubclass(tp, Flag):
+        flags = ", ".join(f"{m.name}={m.value!r}" for m in tp)
+        said = f"a flag ({flags}) or a sum of several"
+    else:
+        said = "one of " + ", ".join(repr(m.value) for m in tp)
+    return ValueError(f"{value!r} is not a valid {tp.__name__} ({said})")
 
 
 def _own_refusal(tp: type[Enum], value: Any, exc: ValueError) -> bool:
