@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import contextvars
 import inspect
 import threading
@@ -609,16 +610,67 @@ async def _run_timed_sync(job: ToolJob, arguments: dict[str, Any], timeout: floa
 # --- blocking ----------------------------------------------------------------
 
 
+class RoundInterrupt:
+    """Stops a round of calls that runs on a thread of its own (Ctrl-C reaches the caller's).
+
+    The round's thread attaches how to cancel what it runs on an event loop
+    (several calls, or a lone sub-run with a timeout: `run_calls_sync`); `fire`
+    cancels it, then or as soon as it is attached. A round of blocking calls
+    attaches nothing: a thread cannot be stopped from outside, and it runs on.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancel: Callable[[], None] | None = None
+        self._fired = False
+
+    def attach(self, cancel: Callable[[], None]) -> None:
+        """Set how to cancel the round (at once if `fire` came first)."""
+        with self._lock:
+            self._cancel = cancel
+            if self._fired:
+                cancel()
+
+    def fire(self) -> bool:
+        """Cancel the round; whether it ran on a loop (it is cancelled, or had ended)."""
+        with self._lock:
+            self._fired = True
+            if self._cancel is None:
+                return False
+            self._cancel()
+            return True
+
+
+async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt) -> T:
+    """``work`` on the running loop, cancelled when ``interrupt`` fires (from another thread)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def cancel() -> None:
+        # (once the round is over its loop is closed, and this raises RuntimeError)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(task.cancel)
+
+    interrupt.attach(cancel)
+    return await work
+
+
 def run_calls_sync(
     jobs: Sequence[ToolJob],
     *,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     finished: dict[int, ToolOutcome] | None = None,
+    interrupt: RoundInterrupt | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order, each with its duration.
 
     A lone sub-run interrupted (Ctrl-C) in this thread is kept in ``finished``
-    (see `kept_sub_run`).
+    (see `kept_sub_run`). With ``interrupt`` (a round on a thread of its own),
+    calls run on an event loop are cancelled when it fires: their sub-runs
+    are kept in ``finished`` as a cancelled async run keeps them.
     """
     started = time.monotonic()
     try:
@@ -636,7 +688,7 @@ def run_calls_sync(
                 if not isinstance(prepared, ToolOutcome):
                     prepared = _run_inline(job, prepared, finished)
                 return _timed((prepared,), started)
-        return _timed(_run_calls_sync(jobs, max_concurrency, finished), started)
+        return _timed(_run_calls_sync(jobs, max_concurrency, finished, interrupt), started)
     except BaseException:  # the calls that ended before an interruption are timed too
         _time_finished(finished, started)
         raise
@@ -646,6 +698,7 @@ def _run_calls_sync(
     jobs: Sequence[ToolJob],
     max_concurrency: int,
     finished: dict[int, ToolOutcome] | None = None,
+    interrupt: RoundInterrupt | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order.
 
@@ -655,10 +708,10 @@ def _run_calls_sync(
         # Sub-runs (agents, workflow steps) side by side, or one with a
         # timeout: coroutines of one loop, where a timeout cancels them, and
         # no blocking runs on worker threads waiting for other workers.
-        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
+        return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
     jobs = [_blocking(job) for job in jobs]
     if any(job.tool is not None and job.tool.is_async for job in jobs):
-        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
+        return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
     results: list[ToolOutcome | None] = []
     ready: list[tuple[ToolJob, dict[str, Any]]] = []
     slots: list[int] = []
@@ -676,6 +729,17 @@ def _run_calls_sync(
         for slot, outcome in zip(slots, _run_threaded(ready, max_concurrency), strict=True):
             results[slot] = outcome
     return tuple(r for r in results if r is not None)
+
+
+def _run_on_kept_loop(
+    jobs: Sequence[ToolJob],
+    max_concurrency: int,
+    finished: dict[int, ToolOutcome] | None,
+    interrupt: RoundInterrupt | None,
+) -> tuple[ToolOutcome, ...]:
+    if interrupt is None:
+        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
+    return run_kept(lambda: _interruptible(_run_calls(jobs, max_concurrency, finished), interrupt))
 
 
 def _on_loop(job: ToolJob, count: int) -> bool:
