@@ -163,6 +163,23 @@ def _echo(name: str) -> Agent:
     return Agent(FunctionModel(lambda request: f"{name}({request.messages[-1].text})"), name=name)
 
 
+def _lead(tool_name: str, seen: list[ToolResultPart], answer: str = "done") -> FunctionModel:
+    """A calling model: it calls ``tool_name`` once, keeps the results it reads in ``seen``, then answers."""
+
+    def reply(request: ModelRequest) -> Any:
+        results = [r for m in request.messages for r in m.tool_results]
+        if results:
+            seen.extend(results)
+            return answer
+        return FunctionModel.call(tool_name, {"input": "x"})
+
+    return FunctionModel(reply)
+
+
+def _read(seen: list[ToolResultPart]) -> list[tuple[str, bool]]:
+    return [(r.content, r.is_error) for r in seen]
+
+
 def test_stopping_result_is_the_call_that_stopped_the_run() -> None:
     """tool_called names the call whose result is the run's answer; other finishes have none."""
     state = start(spec("search"), spec("final"), stop_when=[tool_called("final")])
@@ -207,21 +224,14 @@ def test_a_step_stopped_by_tool_called_passes_the_calls_result_on(stream: bool) 
 
 def test_an_agent_tool_stopped_by_tool_called_answers_with_the_calls_result() -> None:
     """The calling model sees the call's result; an error result when that call failed."""
-    seen: list[tuple[str, bool]] = []
-
-    def lead_reply(request: ModelRequest) -> Any:
-        results = [r for m in request.messages for r in m.tool_results]
-        if results:
-            seen.append((results[0].content, results[0].is_error))
-            return "done"
-        return FunctionModel.call("first", {"input": "x"})
-
+    seen: list[ToolResultPart] = []
     for fails in (False, True):
         first = _stopper("first", fails, stop_when=[tool_called("final")])
-        Agent(FunctionModel(lead_reply), tools=[first.as_tool()]).run("go")
-    assert seen[0] == ("final 42", False)
-    assert seen[1][1]
-    assert "no answer" in seen[1][0]
+        Agent(_lead("first", seen), tools=[first.as_tool()]).run("go")
+    (ok, failed) = _read(seen)
+    assert ok == ("final 42", False)
+    assert failed[1]
+    assert "no answer" in failed[0]
 
 
 @pytest.mark.parametrize(
@@ -308,23 +318,15 @@ def test_a_step_stopped_by_tool_called_given_to_resume_passes_the_result_on() ->
 
 def test_an_agent_tool_stopped_by_tool_called_given_to_resume_answers_with_the_result() -> None:
     """An agent tool resumed with a sub-agent that adds tool_called answers with that call's result."""
-    seen: list[tuple[str, bool]] = []
-
-    def lead_reply(request: ModelRequest) -> Any:
-        results = [r for m in request.messages for r in m.tool_results]
-        if results:
-            seen.append((results[0].content, results[0].is_error))
-            return "done"
-        return FunctionModel.call("first", {"input": "x"})
-
+    seen: list[ToolResultPart] = []
     first = _stopper("first", approve=True)
-    waiting = Agent(FunctionModel(lead_reply), tools=[first.as_tool()]).run("go")
+    waiting = Agent(_lead("first", seen), tools=[first.as_tool()]).run("go")
     assert waiting.finish_reason == "approval_required"
     stopping = first.evolve(stop_when=[tool_called("final")])
-    lead = Agent(FunctionModel(lead_reply), tools=[stopping.as_tool()])
+    lead = Agent(_lead("first", seen), tools=[stopping.as_tool()])
     done = lead.resume(waiting.state, approvals=_approved(waiting))
     assert done.text == "done"
-    assert seen == [("final 42", False)]
+    assert _read(seen) == [("final 42", False)]
 
 
 def _chatty(name: str, **kw: Any) -> Agent:
@@ -369,15 +371,7 @@ def test_an_agent_tool_stopped_without_answering_is_an_error_result(
 ) -> None:
     """The calling model reads an error naming the sub-agent and the limit (not its last text as an answer); the sub-run still nests."""
     seen: list[ToolResultPart] = []
-
-    def lead_reply(request: ModelRequest) -> Any:
-        results = [r for m in request.messages for r in m.tool_results]
-        if results:
-            seen.extend(results)
-            return "coped"
-        return FunctionModel.call("pinger", {"input": "x"})
-
-    lead = Agent(FunctionModel(lead_reply), tools=[_chatty("pinger", **options).as_tool()])
+    lead = Agent(_lead("pinger", seen, "coped"), tools=[_chatty("pinger", **options).as_tool()])
     if mode == "run":
         response = lead.run("go")
     elif mode == "arun":
@@ -396,34 +390,21 @@ def test_an_agent_tool_stopped_without_answering_is_an_error_result(
 
 def test_an_agent_tool_names_the_agent_behind_a_renamed_tool() -> None:
     """With as_tool(name=...), the error names both the agent and the tool the model called."""
-    seen: list[str] = []
-
-    def lead_reply(request: ModelRequest) -> Any:
-        results = [r for m in request.messages for r in m.tool_results]
-        if results:
-            seen.append(results[0].content)
-            return "coped"
-        return FunctionModel.call("ask", {"input": "x"})
-
+    seen: list[ToolResultPart] = []
     sub = _chatty("pinger", max_steps=1).as_tool(name="ask")
-    Agent(FunctionModel(lead_reply), tools=[sub]).run("go")
-    assert seen == [
-        "Error: agent 'pinger' (tool 'ask') stopped at its limit max_steps=1 after 1 model "
-        "call without answering"
+    Agent(_lead("ask", seen), tools=[sub]).run("go")
+    assert _read(seen) == [
+        (
+            "Error: agent 'pinger' (tool 'ask') stopped at its limit max_steps=1 after 1 model "
+            "call without answering",
+            True,
+        )
     ]
 
 
 def test_as_tool_output_still_decides_for_a_stopped_sub_run() -> None:
     """output= reads the Response of a sub-run stopped at a limit too: it may say why itself."""
-    seen: list[tuple[str, bool]] = []
-
-    def lead_reply(request: ModelRequest) -> Any:
-        results = [r for m in request.messages for r in m.tool_results]
-        if results:
-            seen.append((results[0].content, results[0].is_error))
-            return "coped"
-        return FunctionModel.call("pinger", {"input": "x"})
-
+    seen: list[ToolResultPart] = []
     sub = _chatty("pinger", max_steps=1).as_tool(output=lambda r: f"gave up: {r.finish_reason}")
-    Agent(FunctionModel(lead_reply), tools=[sub]).run("go")
-    assert seen == [("gave up: max_steps", False)]
+    Agent(_lead("pinger", seen), tools=[sub]).run("go")
+    assert _read(seen) == [("gave up: max_steps", False)]
