@@ -42,6 +42,7 @@ from toolfold.runtime import (
     tool_called,
 )
 from toolfold.runtime._task import step_result
+from toolfold.runtime._view import to_html
 from toolfold.runtime.core._stop import stop_event
 from toolfold.testing import FunctionModel
 
@@ -266,6 +267,7 @@ def test_a_stop_recorded_by_the_driver_names_its_condition() -> None:
     assert stopping_result(stopped) == ToolResultPart("c1", "final", "x")
     assert replay(stopped.log) == stopped
     assert stopping_result(RunState.from_json(stopped.to_json())) == stopping_result(stopped)
+    assert "tool_called(&#x27;final&#x27;)" in to_html(stopped)  # the run's page names it
     # a later change of the step limit keeps the stop, and its answer
     assert stopping_result(reduce(stopped, StepLimitChanged(5))) == stopping_result(stopped)
 
