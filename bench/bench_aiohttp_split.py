@@ -27,7 +27,8 @@ collector's share (CPU time inside collections, collections per 100 runs).
 counter: the instructions of 100 runs are the count at ``--rounds 120`` minus
 the count at ``--rounds 20``. ``--count V --concurrent 100`` runs rounds of 100
 at a time, as the timed rounds do (then 400 runs are ``--rounds 6`` minus
-``--rounds 2``).
+``--rounds 2``). ``--concurrent N`` sets the runs at a time of the timed
+rounds too (100 unless given).
 """
 
 from __future__ import annotations
@@ -130,6 +131,13 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
 
 async def measure(url: str, names: list[str], rounds: int, concurrent: int, timed: bool) -> None:
     runs, closers = await variants(url)
+    unknown = [name for name in names if name not in runs]
+    if unknown:
+        for close in closers:
+            await close()
+        raise SystemExit(
+            f"unknown variant(s) {', '.join(map(repr, unknown))}; variants: {', '.join(runs)}"
+        )
     cpu: dict[str, list[float]] = {name: [] for name in names}
     in_gc = dict.fromkeys(names, 0.0)
     collections = {name: [0, 0, 0] for name in names}
@@ -180,17 +188,28 @@ def main() -> None:
         default="raw,raw-headers,session,session-no-timeouts,transport,agenerate_text,agent",
     )
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--count", help="run this variant one run at a time, untimed")
     parser.add_argument(
-        "--concurrent", type=int, default=1, help="with --count: this many runs at a time"
+        "--count", help="run this variant untimed (one run at a time unless --concurrent)"
+    )
+    parser.add_argument(
+        "--concurrent",
+        type=int,
+        help="runs at a time in each round (default: 100 timed, 1 with --count)",
     )
     args = parser.parse_args()
+    if args.concurrent is not None and args.concurrent < 1:
+        parser.error(f"--concurrent must be at least 1, got {args.concurrent}")
+    least = 0 if args.count else 1  # (a count's baseline may run no round)
+    if args.rounds < least:
+        parser.error(f"--rounds must be at least {least}, got {args.rounds}")
     process, url = bench_http.start_server()
     try:
         if args.count:
-            asyncio.run(measure(url, [args.count], args.rounds, args.concurrent, timed=False))
+            concurrent = 1 if args.concurrent is None else args.concurrent
+            asyncio.run(measure(url, [args.count], args.rounds, concurrent, timed=False))
         else:
-            asyncio.run(measure(url, args.variants.split(","), args.rounds, 100, timed=True))
+            concurrent = 100 if args.concurrent is None else args.concurrent
+            asyncio.run(measure(url, args.variants.split(","), args.rounds, concurrent, timed=True))
     finally:
         process.kill()
 

@@ -15,7 +15,16 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, ModelRequest, RunState, Sequence, Task, state_of, tool
+from toolfold import (
+    Agent,
+    ModelRequest,
+    RunState,
+    Sequence,
+    Task,
+    ToolCallEvent,
+    state_of,
+    tool,
+)
 from toolfold.runtime import ToolReturned, replay
 from toolfold.testing import FunctionModel
 
@@ -294,6 +303,43 @@ def test_ctrl_c_in_one_of_two_blocking_sub_agents_keeps_both() -> None:
         "quick:second": 1,
         "halt:second": 1,
     }
+
+
+def _calls_slow(event: Any) -> bool:
+    """Whether ``event`` is a sub-run's call to ``slow``."""
+    inner = getattr(event, "event", None)
+    return isinstance(inner, ToolCallEvent) and inner.call.name == "slow"
+
+
+def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_agents() -> None:
+    """Ctrl-C while a blocking stream's round of two sub-agents runs on its thread: the round is cancelled and both sub-runs are kept, so resuming runs nothing that had ended again.
+
+    The interruption is thrown into the stream where it waits for the round's
+    events, where Ctrl-C reaches a blocking stream."""
+    gate = Gate()
+    lead = _side_by_side(gate, "slow")
+    events = iter(lead.stream("go"))
+    for event in events:
+        if _calls_slow(event):
+            break
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events.throw(KeyboardInterrupt())
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    second = next(c for c in state.calls if c.call.name == "second")
+    assert second.status == "to_run"
+    assert second.child is not None  # kept where it stopped: not the round's start
+    gate.holding = False
+    response = _resumed(lead, state, stream=True)
+    assert (
+        response.text == "lead(first: quick first, quick first | second: quick second, slow second)"
+    )
+    assert gate.ran["quick:second"] == 1
+    assert gate.ran["model:second"] == 3
+    assert gate.ran["slow:second"] == 1
+    assert gate.ran["quick:first"] == 2
+    assert gate.ran["model:first"] == 3
 
 
 def test_a_cancelled_workflow_step_with_a_timeout_continues_where_it_stopped() -> None:

@@ -580,15 +580,15 @@ def test_an_agent_step_that_stops_at_max_steps_has_failed(stream: bool) -> None:
         response = workflow.run("x")
     assert response.output == "b(x)"
     assert response.errors == {
-        "looper": "Error: the step's run stopped at its limit (max_steps) after 2 model calls "
+        "looper": "Error: the step's run stopped at its limit max_steps=2 after 2 model calls "
         "without answering"
     }
     exact(response.state)
-    with pytest.raises(RunError, match=r"step 'looper' .*\(max_steps\) after 2 model calls"):
+    with pytest.raises(RunError, match=r"step 'looper' .*max_steps=2 after 2 model calls"):
         Sequence(looper(max_steps=2), echo("b")).run("x")
-    # A stop condition at a lower limit says how many calls it made.
+    # A stop condition at a lower limit names its own value.
     stopped = Sequence(Task(looper(stop_when=[max_steps(3)]), on_error="skip"), echo("b")).run("x")
-    assert stopped.errors["looper"].endswith("(max_steps) after 3 model calls without answering")
+    assert stopped.errors["looper"].endswith("max_steps=3 after 3 model calls without answering")
 
 
 def test_a_skipped_parallel_step_has_no_entry_in_the_merge() -> None:

@@ -940,8 +940,9 @@ asking = TemporalAgent(
 
 
 # stop_when=[tool_called(...)] inside an agent used as a tool: the caller sees
-# that call's result (an error result when it failed), as locally.
-def _settler(name: str, fails: bool) -> Agent:
+# that call's result (an error result when it failed), as locally; one stopped
+# at max_steps gives an error result naming it and the limit.
+def _settler(name: str, fails: bool, **options: Any) -> Agent:
     def settle(answer: str) -> str:
         """Give the answer.
 
@@ -955,7 +956,8 @@ def _settler(name: str, fails: bool) -> Agent:
     def reply(request: ModelRequest) -> Any:
         return "talked on" if _results(request) else FunctionModel.call("settle", {"answer": "42"})
 
-    return Agent(FunctionModel(reply), tools=[settle], name=name, stop_when=[tool_called("settle")])
+    options.setdefault("stop_when", [tool_called("settle")])
+    return Agent(FunctionModel(reply), tools=[settle], name=name, **options)
 
 
 def _ask_settlers(request: ModelRequest) -> Any:
@@ -965,13 +967,18 @@ def _ask_settlers(request: ModelRequest) -> Any:
     return [
         FunctionModel.call("sure", {"input": "x"}),
         FunctionModel.call("unsure", {"input": "x"}),
+        FunctionModel.call("hasty", {"input": "x"}),
     ]
 
 
 settling = TemporalAgent(
     Agent(
         FunctionModel(_ask_settlers),
-        tools=[_settler("sure", False).as_tool(), _settler("unsure", True).as_tool()],
+        tools=[
+            _settler("sure", False).as_tool(),
+            _settler("unsure", True).as_tool(),
+            _settler("hasty", False, stop_when=(), max_steps=1).as_tool(),
+        ],
         name="settling",
     ),
     settings=SETTINGS,

@@ -114,11 +114,14 @@ def test_on_tool_error_raise_inside_a_sub_agent_is_its_callers_error_result(
 def test_a_sub_agent_stopped_by_tool_called_answers_with_that_call_as_locally(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An agent tool whose run stops at tool_called gives the caller that call's result (its error when it failed), on Temporal as locally."""
+    """An agent tool whose run stops at tool_called gives the caller that call's result (its error when it failed), on Temporal as locally; one stopped at max_steps an error naming it and the limit."""
     durable, _, _ = _run_like_local(
         temporal_app.settling, "settling-1", server, tmp_path, monkeypatch
     )
-    assert durable.text == "settled 42 | Error: ValueError: no answer"
+    assert durable.text == (
+        "settled 42 | Error: ValueError: no answer | Error: agent 'hasty' stopped at its "
+        "limit max_steps=1 after 1 model call without answering"
+    )
 
 
 def test_as_tool_output_runs_once_in_its_activity(

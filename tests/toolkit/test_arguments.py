@@ -607,6 +607,56 @@ def test_a_value_of_no_str_or_int_enum_member_names_the_values() -> None:
     }
 
 
+class Colour(enum.Enum):
+    """An enum whose ``_missing_`` refuses with its own message (or takes a spelling)."""
+
+    RED = "red"
+    BLUE = "blue"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Colour | None:
+        if value == "crimson":
+            return cls.RED
+        if isinstance(value, str) and value.upper() == value:
+            raise ValueError(f"colours are lower case: {value.lower()!r}, not {value!r}")
+        return None  # the enum module's refusal
+
+
+class Perm(enum.Flag):
+    R = 1
+    W = 2
+    X = 4
+
+
+def test_an_enums_own_missing_keeps_its_message() -> None:
+    """A ValueError raised by the enum's own _missing_ is what the model reads; one it leaves to the enum module names the values."""
+    check = ArgumentChecker("paint", {"type": "object"}, {"a": Colour, "b": Colour}, False)
+    assert problems(check, {"a": "RED", "b": "green"}) == (
+        "$.a: cannot convert to Colour: colours are lower case: 'red', not 'RED'",
+        "$.b: cannot convert to Colour: 'green' is not a valid Colour (one of 'red', 'blue')",
+    )
+    assert check.check({"a": "crimson", "b": "blue"}) == {"a": Colour.RED, "b": Colour.BLUE}
+
+
+def test_a_flags_refusal_names_its_flags_which_combine() -> None:
+    """A Flag takes any sum of its flags: the message says so, not "one of" the single flags."""
+    check = ArgumentChecker("chmod", {"type": "object"}, {"perm": Perm}, False)
+    assert problems(check, {"perm": 8}) == (
+        "$.perm: cannot convert to Perm: 8 is not a valid Perm (a flag (R=1, W=2, X=4) or a "
+        "sum of several)",
+    )
+    assert problems(check, {"perm": "x"}) == (
+        "$.perm: cannot convert to Perm: 'x' is not a valid Perm (a flag (R=1, W=2, X=4) or "
+        "a sum of several)",
+    )
+    assert problems(check, {"perm": True}) == (
+        "$.perm: cannot convert to Perm: True is not a valid Perm (a flag (R=1, W=2, X=4) or "
+        "a sum of several)",
+    )
+    assert check.check({"perm": 3}) == {"perm": Perm.R | Perm.W}
+    assert check.check({"perm": 2.0}) == {"perm": Perm.W}  # JSON's integer 2.0
+
+
 class Email(str):
     """A validating str subclass: its own refusal is the message."""
 

@@ -21,7 +21,7 @@ import attrs
 from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime.core._messages import ToolCallPart
-from toolfold.runtime.core._stop import stopping_result
+from toolfold.runtime.core._stop import STOP_REASONS, stop_answer
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -29,6 +29,7 @@ from toolfold.toolkit._tool import Tool
 if TYPE_CHECKING:
     from toolfold.runtime._agent import Agent
     from toolfold.runtime._workflow import Workflow
+    from toolfold.runtime.core._state import RunState
 
 
 def agent_tool(
@@ -85,6 +86,7 @@ def _nested(
     doc: str,
 ) -> Tool[..., Any]:
     """The tool whose call runs ``spec`` (an agent or a workflow) on ``prompt(input)`` as a sub-run."""
+    who = agent_label(spec, tool_name)
 
     def call(ctx: RunContext[Any], input: Any) -> SubRun:  # blocking runs
         try:
@@ -100,7 +102,7 @@ def _nested(
                 response = spec.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
-        return _sub_run(response, made_by.output, tool_name)
+        return _sub_run(response, made_by.output, tool_name, who)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
         try:
@@ -116,7 +118,7 @@ def _nested(
                 response = await spec.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
-        return _sub_run(response, made_by.output, tool_name)
+        return _sub_run(response, made_by.output, tool_name, who)
 
     # What built the tool, for diagrams and agent files (`as_tool_of`).
     for function in (acall, call):
@@ -170,20 +172,21 @@ def _as_is(value: Any) -> Any:
 
 
 def _sub_run(
-    response: Response, output: Callable[[Response], Any] | None, tool_name: str
+    response: Response, output: Callable[[Response], Any] | None, tool_name: str, who: str
 ) -> SubRun:
     """The sub-run and what the calling model sees of it.
 
-    ``output`` (``as_tool(output=...)``) runs once the sub-run finished; what
-    it gives is the call's recorded result, so a replay or a resume never
-    runs it again. If it raises, the call is an error result naming the tool.
+    ``output`` (``as_tool(output=...)``) runs once the sub-run finished (a
+    stop condition's finish too: the function reads why in the response);
+    what it gives is the call's recorded result, so a replay or a resume
+    never runs it again. If it raises, the call is an error result naming
+    the tool. Without it, a sub-run that a stop condition ended answers as
+    `stopped_content` says.
     """
     state = response.state
     if output is None or not state.is_done:
-        if state.finish_reason == "tool_called":  # that call's result is the answer
-            stopped = stopping_result(state)
-            if stopped is not None:
-                return SubRun(state, stopped.content, stopped.is_error)
+        if state.finish_reason in STOP_REASONS:
+            return SubRun(state, *stopped_content(state, who))
         value = state.output
         # The answer's text is read only when needed: it searches the conversation.
         return SubRun(state, _content(value, response.text if value is None else ""))
@@ -196,6 +199,37 @@ def _sub_run(
         message = f"Error: the output= function of tool {tool_name!r} failed: "
         return SubRun(state, message + describe_exception(exc), is_error=True)
     return SubRun(state, text)
+
+
+def stopped_content(state: RunState, who: str) -> tuple[str, bool]:
+    """What the calling model sees of a sub-run a stop condition (or a limit) ended.
+
+    As (text, is_error). A `tool_called` stop: that call's result (an error
+    result when the call failed). A limit (``max_steps``, ``token_budget``)
+    or a ``stop_when`` callable: the sub-run did not answer, so an error
+    naming ``who`` (``agent 'research'``) and why it stopped, with the
+    limit, that the model can react to (a workflow step fails the same way).
+    """
+    answer = stop_answer(state, who)
+    if isinstance(answer, str):
+        return answer, True
+    assert answer is not None, f"{state.finish_reason!r} is not a stop condition's reason"
+    return answer.content, answer.is_error
+
+
+def agent_label(spec: Agent | Workflow, tool_name: str) -> str:
+    """How an error names the agent (or workflow) a tool runs: ``agent 'research'``.
+
+    The tool's name, which the calling model knows, and the agent's own
+    name when it differs: ``agent 'research' (tool 'ask')``.
+    """
+    from toolfold.runtime._agent import Agent
+
+    kind = "agent" if isinstance(spec, Agent) else "workflow"
+    name = spec.name
+    if name is None or name == tool_name:
+        return f"{kind} {tool_name!r}"
+    return f"{kind} {name!r} (tool {tool_name!r})"
 
 
 def _json_text(value: Any) -> str:

@@ -29,7 +29,8 @@ from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
-from toolfold.runtime.core._stop import stopping_result
+from toolfold.runtime.core._build import new_tuple
+from toolfold.runtime.core._stop import STOP_REASONS, stop_answer
 from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
@@ -548,59 +549,34 @@ def _step_result(response: Response) -> SubRun:
 
 
 def _state_result(state: RunState) -> SubRun:
-    if state.finish_reason in _STOPPED:
-        failure = unanswered(state)
-        if failure is not None:
-            return SubRun(state, failure, True)
-        return SubRun(state, step_output(state), False)
+    if state.finish_reason in STOP_REASONS:
+        return SubRun(state, *step_result(state))
     # `SubRun(...)` without its ``__new__``'s frame.
-    ran: SubRun = _tuple_new(SubRun, (state, json_text(state.output), False))
-    return ran
+    return new_tuple(SubRun, (state, json_text(state.output), False))
 
 
-# The finish reasons of a run that stopped without answering.
-_STOPPED = ("max_steps", "token_budget", "stop_condition", "tool_called")
-_tuple_new: Any = tuple.__new__
+def step_result(state: RunState) -> tuple[str, bool]:
+    """What a step passes on from its finished run, as (text, is_error).
 
-
-def unanswered(state: RunState) -> str | None:
-    """The error of a step whose run stopped without an answer to pass on, else None.
-
-    A run stopped at a limit (``max_steps``, ``token_budget``) or by a
-    ``stop_when`` callable has no output (it would pass ``null``), so the
-    step failed and its ``on_error`` applies. A run stopped by
-    `tool_called` passes that call's result on (`step_output`); the step
-    failed when that call did. Durable runs (Temporal) say the same.
+    The text is JSON: the run's output, or the result of the call that
+    stopped it (`tool_called`). A run stopped at a limit (``max_steps``,
+    ``token_budget``) or by a ``stop_when`` callable has no output (it would
+    pass ``null``): the step failed, with an error saying why, and its
+    ``on_error`` applies; so it does when the `tool_called` call failed.
+    Durable runs (Temporal) say the same.
     """
-    reason = state.finish_reason
-    if reason in ("max_steps", "token_budget"):
+    answer = stop_answer(state, "the step's run")
+    if answer is None:
+        return json_text(state.output), False
+    if isinstance(answer, str):  # stopped without answering
+        return answer, True
+    if answer.is_error:
         return (
-            f"Error: the step's run stopped at its limit ({reason}) after "
-            f"{state.step} model calls without answering"
+            f"Error: the call to {answer.tool_name!r} that stopped the step's run failed: "
+            f"{answer.content}",
+            True,
         )
-    if reason == "stop_condition":
-        return (
-            "Error: the step's run was stopped by a stop_when condition (stop_condition) "
-            f"after {state.step} model calls without answering"
-        )
-    if reason != "tool_called":
-        return None
-    result = stopping_result(state)
-    if result is None:  # the condition was given to `resume` only: the state does not hold it
-        return (
-            "Error: the step's run was stopped by tool_called, but no result of that tool "
-            "is found to pass on"
-        )
-    if result.is_error:
-        return f"Error: the call to {result.tool_name!r} that stopped the step's run failed: {result.content}"
-    return None
-
-
-def step_output(state: RunState) -> str:
-    """What a step that answered passes on, as JSON text: its run's output, or the
-    result of the call that stopped it (`tool_called`)."""
-    result = stopping_result(state)
-    return json_text(state.output if result is None else result.content)
+    return json_text(answer.content), False
 
 
 def _bound(task: Task, scope: Mapping[str, Any]) -> Any:

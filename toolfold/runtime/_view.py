@@ -45,6 +45,7 @@ from toolfold.runtime.core._messages import (
 )
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stop import describe_condition
 
 __all__ = ["to_html"]
 
@@ -285,7 +286,9 @@ class _Timeline:
         self.rows.append(_row("failed", "Output rejected", "", f"<pre>{_e(event.message)}</pre>"))
 
     def stop_requested(self, event: StopRequested) -> None:
-        self.rows.append(_row("finished", "Stop requested", event.reason, ""))
+        condition = event.condition
+        meta = event.reason if condition is None else describe_condition(condition)
+        self.rows.append(_row("finished", "Stop requested", meta, ""))
 
     def step_limit_changed(self, event: StepLimitChanged) -> None:
         detail = f"max_steps={event.max_steps}"

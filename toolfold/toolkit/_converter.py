@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from decimal import Decimal, InvalidOperation
-from enum import Enum
+from enum import Enum, Flag
 from pathlib import PurePath
 from typing import Any, Literal, Union
 
@@ -432,22 +432,54 @@ def _iso(value: dt.date | dt.time) -> str:
 
 
 def _structure_enum(value: Any, tp: Any) -> Any:
+    if issubclass(tp, Flag):
+        if type(value) is float and value.is_integer():  # JSON counts 3.0 as an integer
+            value = int(value)
+        elif not _flag_value(tp, value):
+            raise _refusal(tp, value)  # (Python 3.10's Flag raises a TypeError for a str)
     return _made(tp, value)
+
+
+def _flag_value(tp: type[Flag], value: Any) -> bool:
+    """Whether ``value`` may be a ``tp``: an int (a sum of flags, not a bool) or a member."""
+    return isinstance(value, tp) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _made(tp: Any, value: Any) -> Any:
     """``tp(value)``; an enum's refusal (a str or int enum's too) names the values it takes.
 
     Any other class's own ``ValueError`` (a validating ``str`` subclass) is its
-    message, and stays as it is.
+    message, and stays as it is; so is the one an enum's own ``_missing_``
+    raises. A `Flag`'s refusal names its flags, which combine.
     """
     try:
         return tp(value)
-    except ValueError:
-        if not _is_enum(tp):
+    except ValueError as exc:
+        if not _is_enum(tp) or _own_refusal(tp, value, exc):
             raise
-        allowed = ", ".join(repr(m.value) for m in tp)
-        raise ValueError(f"{value!r} is not a valid {tp.__name__} (one of {allowed})") from None
+        raise _refusal(tp, value) from None
+
+
+def _refusal(tp: type[Enum], value: Any) -> ValueError:
+    """The error for a ``value`` that ``tp`` refused: the values it takes."""
+    if issubclass(tp, Flag):
+        flags = ", ".join(f"{m.name}={m.value!r}" for m in tp)
+        said = f"a flag ({flags}) or a sum of several"
+    else:
+        said = "one of " + ", ".join(repr(m.value) for m in tp)
+    return ValueError(f"{value!r} is not a valid {tp.__name__} ({said})")
+
+
+def _own_refusal(tp: type[Enum], value: Any, exc: ValueError) -> bool:
+    """Whether ``exc`` is the message of ``tp``'s own ``_missing_``, not the enum module's.
+
+    Python re-raises what ``_missing_`` raised; when it returns None instead,
+    the refusal is the module's ``<value> is not a valid <class>``.
+    """
+    defined_in = next(c for c in tp.__mro__ if "_missing_" in c.__dict__)
+    if defined_in.__module__ == "enum":  # Enum's, or Flag's (a STRICT flag's bits)
+        return False
+    return str(exc) != f"{value!r} is not a valid {tp.__qualname__}"
 
 
 def apply_user_hook(entry: HookEntry) -> None:

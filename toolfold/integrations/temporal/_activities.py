@@ -43,6 +43,7 @@ from toolfold.integrations.temporal._nested import (
 )
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import _sub_run as sub_run_result
+from toolfold.runtime._agent_tool import agent_label
 from toolfold.runtime._model import Model
 from toolfold.runtime._model import model as model_of
 from toolfold.runtime._planner import Planner
@@ -443,7 +444,8 @@ def _output_activity(run: SubRunTool, tool: str, every: float) -> Callable[..., 
         # What a local run's tool returns once its sub-run finished; the
         # function may block (it is the user's): it runs on a thread.
         response = response_of(run.target, given.state)
-        work = asyncio.to_thread(sub_run_result, response, extract, tool)
+        who = agent_label(run.target, tool)
+        work = asyncio.to_thread(sub_run_result, response, extract, tool, who)
         made = await _heartbeating(work, every)
         return ToolReturned(given.call_id, made.content, made.is_error, made_outcome(made))
 

@@ -32,7 +32,14 @@ import attrs
 from temporalio.exceptions import ApplicationError
 
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._agent_tool import _content, _prompt, as_tool_of, sub_run_id_of
+from toolfold.runtime._agent_tool import (
+    _content,
+    _prompt,
+    agent_label,
+    as_tool_of,
+    stopped_content,
+    sub_run_id_of,
+)
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import RunOptions, start, to_tools
 from toolfold.runtime._task import Task, _prompt_text, _scope
@@ -41,10 +48,10 @@ from toolfold.runtime._workflow import Workflow, WorkflowResponse, _step_errors
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
-from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.core._stop import stopping_result
+from toolfold.runtime.core._stop import STOP_REASONS
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._failures import run_failure
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
@@ -300,26 +307,25 @@ class SubRunTool:
                 )
         return start(options, prompt, sub_id, agent=target.name)
 
-    def ended(self, call_id: str, state: RunState) -> ToolReturned | ToolSuspended:
-        """The event reporting the sub-run's ``state``: waiting, finished, or failed (as locally)."""
+    def ended(self, call: ToolCallPart, state: RunState) -> ToolReturned | ToolSuspended:
+        """The event reporting the sub-run of ``call``: waiting, finished, or failed (as locally)."""
+        call_id = call.id
         if state.phase in _WAITING:
             return ToolSuspended(call_id, state)
         if state.phase == "failed":  # locally the tool raises the run's error
             error = self._failure(state)
             return ToolReturned(call_id, f"Error: {describe_exception(error)}", True, "error")
         if self.task is not None:
-            from toolfold.runtime._task import step_output, unanswered
+            from toolfold.runtime._task import step_result
 
-            failure = unanswered(state)  # a step with no answer failed, as locally
-            if failure is not None:
-                return ToolReturned(call_id, failure, True, "error", child=state)
-            return ToolReturned(call_id, step_output(state), child=state)
-        stopped = stopping_result(state)  # tool_called: that call's result is the answer
-        if stopped is not None:
-            if stopped.is_error:
-                return ToolReturned(call_id, stopped.content, True, "error", child=state)
-            return ToolReturned(call_id, stopped.content, child=state)
-        return ToolReturned(call_id, _content(state.output, state.last_text), child=state)
+            text, is_error = step_result(state)  # a step with no answer failed, as locally
+        elif state.finish_reason in STOP_REASONS:  # as `_agent_tool._sub_run` answers
+            text, is_error = stopped_content(state, agent_label(self.target, call.name))
+        else:
+            text, is_error = _content(state.output, state.last_text), False
+        if is_error:
+            return ToolReturned(call_id, text, True, "error", child=state)
+        return ToolReturned(call_id, text, child=state)
 
     def _failure(self, state: RunState) -> BaseException:
         error: BaseException = run_failure(state)

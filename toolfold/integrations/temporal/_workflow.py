@@ -63,7 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._serialize import to_json
     from toolfold.runtime.core._state import Disposition, RunState
-    from toolfold.runtime.core._stop import stop_reason
+    from toolfold.runtime.core._stop import stop_event
     from toolfold.runtime.drive._executor import timed_out_message
     from toolfold.runtime.drive._failures import tool_failure
     from toolfold.runtime.drive._handoff import settle_events
@@ -352,9 +352,9 @@ class AgentWorkflow:
                 if switched is not None:  # the step asked for a handoff: the next agent goes on
                     node, state = switched
                     continue
-                stop = _stop_reason(node, state)
+                stop = _stop(node, state)
                 if stop is not None:
-                    state = reduce(state, StopRequested(stop))
+                    state = reduce(state, stop)
                     continue
                 if self._should_continue_as_new(agent, state, path):
                     self._continuing = True
@@ -669,7 +669,7 @@ class AgentWorkflow:
                 agent, path, output_activity_name(sub.node.name), given
             )
             return attrs.evolve(made, child=child)
-        return sub.ended(call.id, child)
+        return sub.ended(call, child)
 
     def _phase(self) -> str:
         assert self._state is not None
@@ -816,15 +816,15 @@ def _encoded_size(value: Any) -> int:
     return Payloads(payloads=workflow.payload_converter().to_payloads([value])).ByteSize()
 
 
-def _stop_reason(node: Node, state: RunState) -> str | None:
-    """Why a live stop predicate ends the run before this model call (as a local run checks).
+def _stop(node: Node, state: RunState) -> StopRequested | None:
+    """The stop recorded when a live stop predicate ends the run before this model call.
 
-    The predicates run in workflow code: they must be deterministic.
+    As a local run checks. The predicates run in workflow code: they must be deterministic.
     """
     if not node.stop_when or state.turn_steps == 0:
         return None
     try:
-        return stop_reason(state, node.stop_when)
+        return stop_event(state, node.stop_when)
     except Exception as exc:
         raise ApplicationError(
             f"a stop_when condition of agent {node.name!r} raised {type(exc).__name__}: {exc}",

@@ -30,6 +30,11 @@ T = TypeVar("T")
 
 _NOTHING: Any = object()
 
+new_tuple = tuple.__new__
+"""``new_tuple(NT, values)``: the named tuple ``NT`` of ``values`` (every field, in
+order), made without a frame for ``NT.__new__``; `builder`'s counterpart for
+named tuples on hot paths."""
+
 
 def _shell(cls: type[Any]) -> type[Any]:
     """A private subclass of ``cls`` with its layout and the generic ``__setattr__``."""

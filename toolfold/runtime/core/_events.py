@@ -16,6 +16,7 @@ from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._messages import Message, ResultContent, ToolResultPart, content_tuple
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, Outcome, RunState
+from toolfold.runtime.core._stop import StopCondition
 
 
 def _messages(items: Iterable[Message]) -> tuple[Message, ...]:
@@ -237,13 +238,25 @@ class OutputRejected:
 
 @attrs.frozen
 class StopRequested:
-    """A stop condition held at a step boundary (e.g. a user callable).
+    """A stop condition the driver checks held at a step boundary.
+
+    The reducer checks the conditions the state stores (`RunConfig.stop_when`)
+    itself; a driver checks the others before the next model call: a callable,
+    and a plain-data condition the state does not store (one given to
+    `resume` only, which holds for that resume).
 
     Attributes:
         reason: The finish reason to record.
+        condition: The plain-data condition that held, or None for a
+            callable. The stop names it so that it says what ended the run
+            when the state does not: the tool of a ``tool_called`` stop (whose
+            call's result `stopping_result` finds), the limit of a
+            ``max_steps`` or ``token_budget`` one. It must hold, and
+            ``reason`` must be its kind.
     """
 
     reason: str = "stop_condition"
+    condition: StopCondition | None = None
     kind: Literal["stop_requested"] = "stop_requested"
 
 

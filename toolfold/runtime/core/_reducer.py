@@ -38,7 +38,13 @@ from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart
 from toolfold.runtime.core._state import Phase, RunFailure, RunState
 from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused
-from toolfold.runtime.core._stop import stop_reason
+from toolfold.runtime.core._stop import (
+    MaxSteps,
+    TokenBudget,
+    ToolCalled,
+    describe_condition,
+    stop_reason,
+)
 
 _TOOLS: tuple[Phase, ...] = (
     "running_tools",
@@ -393,6 +399,23 @@ def _output_rejected(state: RunState, event: OutputRejected, changes: Changes) -
 
 
 def _stop_requested(state: RunState, event: StopRequested, changes: Changes) -> None:
+    condition = event.condition
+    if condition is not None:
+        if not isinstance(condition, (MaxSteps, TokenBudget, ToolCalled)):
+            raise refused(
+                state,
+                event.kind,
+                f"the condition must be max_steps, token_budget or tool_called, got {condition!r}",
+            )
+        named = describe_condition(condition)
+        if event.reason != condition.kind:
+            raise refused(
+                state,
+                event.kind,
+                f"the reason {event.reason!r} is not that of its condition {named}",
+            )
+        if not condition(state):
+            raise refused(state, event.kind, f"its condition {named} does not hold")
     changes.update(phase="finished", finish_reason=event.reason, output=None)
 
 

@@ -53,9 +53,13 @@ def _kind_of(cls: type[Any]) -> str:
 
 
 def _register_union(conv: cattrs.Converter, union: Any, classes: Iterable[type[Any]]) -> None:
+    """Hooks for ``union`` and ``union | None``, tagged by each class's ``kind``."""
     by_kind = {_kind_of(cls): cls for cls in classes}
+    optional = union | None  # the union with None: a new, flat union
 
-    def structure(value: Any, _: Any) -> Any:
+    def structure(value: Any, type_: Any) -> Any:
+        if value is None and type_ == optional:
+            return None
         if not isinstance(value, dict):
             raise ValueError(f"expected an object with a 'kind', got {type(value).__name__}")
         kind = value.get("kind")
@@ -64,9 +68,9 @@ def _register_union(conv: cattrs.Converter, union: Any, classes: Iterable[type[A
             raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(by_kind)}")
         return conv.structure(value, cls)
 
-    conv.register_structure_hook_func(lambda t: t == union, structure)
+    conv.register_structure_hook_func(lambda t: t in (union, optional), structure)
     conv.register_unstructure_hook_func(
-        lambda t: t == union, lambda value: conv.unstructure(value, type(value))
+        lambda t: t in (union, optional), lambda value: conv.unstructure(value, type(value))
     )
 
 

@@ -3,8 +3,11 @@
 The built-in conditions are plain data (they go into `RunConfig.stop_when`,
 serialize with the state, and the reducer checks them at every step
 boundary). Any callable ``(state) -> bool`` works as a condition too; being a
-live object it cannot sit in the config, so the driver checks it with
-`stop_reason` and records the decision as a `StopRequested` event.
+live object it cannot sit in the config, so the driver checks it and records
+the decision as a `StopRequested` event (`stop_event`). So does a plain-data
+condition given to `resume` only: it holds for that resume, so the state does
+not store it, and the event names it instead (the stop says which tool, or
+which limit, ended the run).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import attrs
 from toolfold._errors import UsageError
 
 if TYPE_CHECKING:
+    from toolfold.runtime.core._events import StopRequested
     from toolfold.runtime.core._messages import ToolResultPart
     from toolfold.runtime.core._state import RunState
 
@@ -98,28 +102,131 @@ def stop_reason(state: RunState, conditions: Iterable[StopCondition | StopPredic
     ``"token_budget"``, ``"tool_called"``); a callable's is
     ``"stop_condition"``.
     """
+    condition = _holding(state, conditions)
+    return None if condition is None else _reason(condition)
+
+
+def stop_event(
+    state: RunState, conditions: Iterable[StopCondition | StopPredicate]
+) -> StopRequested | None:
+    """The `StopRequested` a driver records when one of ``conditions`` holds, else None.
+
+    Its reason is the first holding condition's (as `stop_reason` says); a
+    plain-data condition rides along, so the stop names it.
+    """
+    condition = _holding(state, conditions)
+    if condition is None:
+        return None
+    from toolfold.runtime.core._events import StopRequested  # (it imports this module)
+
+    return StopRequested(_reason(condition), condition if isinstance(condition, _DATA) else None)
+
+
+def _holding(
+    state: RunState, conditions: Iterable[StopCondition | StopPredicate]
+) -> StopCondition | StopPredicate | None:
     for condition in conditions:
         if condition(state):
-            return condition.kind if isinstance(condition, _DATA) else "stop_condition"
+            return condition
     return None
+
+
+def _reason(condition: StopCondition | StopPredicate) -> str:
+    return condition.kind if isinstance(condition, _DATA) else "stop_condition"
 
 
 _DATA = (MaxSteps, TokenBudget, ToolCalled)
 
 
+def stopping_condition(state: RunState) -> StopCondition | None:
+    """The plain-data condition that finished ``state``, else None.
+
+    A stop recorded by a driver names its condition (`StopRequested`); the
+    reducer stops at the first condition of ``config.stop_when`` that holds,
+    which still holds in the finished state. None for a run that did not
+    stop at a condition: it answered, failed, reached ``config.max_steps``,
+    or a callable stopped it.
+    """
+    reason = state.finish_reason
+    if state.phase != "finished" or reason not in _KINDS:
+        return None
+    # After a stop only a changed step limit may be reduced and keep it.
+    for event in reversed(state.log):
+        if event.kind == "stop_requested":
+            return event.condition
+        if event.kind != "step_limit_changed":
+            break
+    for condition in state.config.stop_when:
+        if condition.kind == reason and condition(state):
+            return condition
+    return None
+
+
+_KINDS = ("max_steps", "token_budget", "tool_called")
+
+
 def stopping_result(state: RunState) -> ToolResultPart | None:
     """The result of the call that stopped a run finished by `tool_called`, else None.
 
-    The call is the last of the step to the first ``tool_called`` condition's
-    tool that holds (the condition `stop_reason` names). A workflow step, or
-    an agent used as a tool, stopped this way passes that result on as its
-    output.
+    The call is the last of the step to the condition's tool (the condition
+    `stop_reason` names, or the one the stop names when the run does not
+    store it: given to `resume` only). A workflow step, or an agent used as a
+    tool, stopped this way passes that result on as its output.
     """
-    if state.finish_reason != "tool_called":
-        return None
-    for condition in state.config.stop_when:
-        if isinstance(condition, ToolCalled):
-            for record in reversed(state.calls):
-                if record.call.name == condition.name and record.result is not None:
-                    return record.result
+    condition = stopping_condition(state) if state.finish_reason == "tool_called" else None
+    if isinstance(condition, ToolCalled):
+        for record in reversed(state.calls):
+            if record.call.name == condition.name and record.result is not None:
+                return record.result
     return None
+
+
+def stop_answer(state: RunState, who: str) -> ToolResultPart | str | None:
+    """What a run that a stop condition finished answers, else None.
+
+    A `tool_called` stop answers with that call's result (`stopping_result`).
+    A run stopped at a limit or by a callable did not answer: the text is an
+    error that names ``who`` and why it stopped, with the limit's value
+    (``Error: agent 'research' stopped at its limit max_steps=3 after 3 model
+    calls without answering``), so whoever reads it (a calling model, a
+    workflow's ``on_error``) can react. None for a run that answered, or that
+    did not finish.
+    """
+    reason = state.finish_reason
+    if state.phase != "finished" or reason not in STOP_REASONS:
+        return None
+    if reason == "tool_called":
+        result = stopping_result(state)
+        if result is not None:
+            return result
+        return f"Error: {who} was stopped by tool_called, but no result of that tool is found"
+    if reason == "stop_condition":
+        cause = "was stopped by a stop_when condition (stop_condition)"
+    else:
+        cause = f"stopped at its limit {_limit(state, reason)}"
+    calls = f"{state.step} model call" + ("" if state.step == 1 else "s")
+    return f"Error: {who} {cause} after {calls} without answering"
+
+
+STOP_REASONS = frozenset(("max_steps", "token_budget", "stop_condition", "tool_called"))
+"""The finish reasons of a run that a stop condition (or its ``max_steps``) ended."""
+
+
+def _limit(state: RunState, reason: str) -> str:
+    condition = stopping_condition(state)
+    if isinstance(condition, TokenBudget):
+        return f"{describe_condition(condition)} ({state.usage.total_tokens} tokens used)"
+    if condition is not None:
+        return describe_condition(condition)
+    if reason == "max_steps" and state.turn_steps >= state.config.max_steps:
+        return f"max_steps={state.config.max_steps}"  # the run's own limit, not a condition
+    return f"({reason})"  # a stop recorded without its condition
+
+
+def describe_condition(condition: StopCondition) -> str:
+    """``condition`` as its builder reads: ``max_steps=3``, ``token_budget=5000``, ``tool_called('final')``."""
+    if isinstance(condition, MaxSteps):
+        return f"max_steps={condition.steps}"
+    if isinstance(condition, TokenBudget):
+        return f"token_budget={condition.tokens}"
+    return f"tool_called({condition.name!r})"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import contextvars
 import inspect
 import threading
@@ -27,7 +28,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
-from toolfold.runtime.core._build import builder
+from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import (
@@ -121,7 +122,6 @@ class ToolOutcome(NamedTuple):
         return ToolResultPart(self.call_id, self.tool_name, self.content, self.is_error, self.parts)
 
 
-_new_tuple = tuple.__new__
 _AT = ToolOutcome._fields.index("duration")
 _monotonic = time.monotonic
 
@@ -188,7 +188,7 @@ def _blocking(job: ToolJob) -> ToolJob:
     if (twin.name, twin.timeout) != (tool.name, tool.timeout):  # the tool was `replace`d
         twin = twin.replace(name=tool.name, timeout=tool.timeout)
         tool.__dict__[_TWIN] = twin
-    return _new_tuple(ToolJob, (job.invocation, twin, job.context))  # `_replace`, spelled out
+    return new_tuple(ToolJob, (job.invocation, twin, job.context))  # `_replace`, spelled out
 
 
 def kept_sub_run(
@@ -298,7 +298,7 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
         except Exception as exc:
             return _failed(job, exc)
         # `ToolOutcome(call.id, call.name, content, ended=...)` without its keyword pass.
-        return _new_tuple(
+        return new_tuple(
             ToolOutcome,
             (call.id, call.name, content, False, "ok", None, _monotonic(), None, None, ()),
         )
@@ -368,10 +368,10 @@ def _timed(outcomes: tuple[ToolOutcome, ...], started: float) -> tuple[ToolOutco
     if len(outcomes) == 1:  # the common step: no comprehension to set up
         o = outcomes[0]
         took = o.ended - started
-        return (_new_tuple(ToolOutcome, (*o[:_AT], took if took > 0.0 else 0.0, *o[_AT + 1 :])),)
+        return (new_tuple(ToolOutcome, (*o[:_AT], took if took > 0.0 else 0.0, *o[_AT + 1 :])),)
     return tuple(
         [
-            _new_tuple(ToolOutcome, (*o[:_AT], max(0.0, o.ended - started), *o[_AT + 1 :]))
+            new_tuple(ToolOutcome, (*o[:_AT], max(0.0, o.ended - started), *o[_AT + 1 :]))
             for o in outcomes
         ]
     )
@@ -611,16 +611,67 @@ async def _run_timed_sync(job: ToolJob, arguments: dict[str, Any], timeout: floa
 # --- blocking ----------------------------------------------------------------
 
 
+class RoundInterrupt:
+    """Stops a round of calls that runs on a thread of its own (Ctrl-C reaches the caller's).
+
+    The round's thread attaches how to cancel what it runs on an event loop
+    (several calls, or a lone sub-run with a timeout: `run_calls_sync`); `fire`
+    cancels it, then or as soon as it is attached. A round of blocking calls
+    attaches nothing: a thread cannot be stopped from outside, and it runs on.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancel: Callable[[], None] | None = None
+        self._fired = False
+
+    def attach(self, cancel: Callable[[], None]) -> None:
+        """Set how to cancel the round (at once if `fire` came first)."""
+        with self._lock:
+            self._cancel = cancel
+            if self._fired:
+                cancel()
+
+    def fire(self) -> bool:
+        """Cancel the round; whether it ran on a loop (it is cancelled, or had ended)."""
+        with self._lock:
+            self._fired = True
+            if self._cancel is None:
+                return False
+            self._cancel()
+            return True
+
+
+async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt) -> T:
+    """``work`` on the running loop, cancelled when ``interrupt`` fires (from another thread)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def cancel() -> None:
+        # (once the round is over its loop is closed, and this raises RuntimeError)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(task.cancel)
+
+    interrupt.attach(cancel)
+    return await work
+
+
 def run_calls_sync(
     jobs: Sequence[ToolJob],
     *,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     finished: dict[int, ToolOutcome] | None = None,
+    interrupt: RoundInterrupt | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order, each with its duration.
 
     A lone sub-run interrupted (Ctrl-C) in this thread is kept in ``finished``
-    (see `kept_sub_run`).
+    (see `kept_sub_run`). With ``interrupt`` (a round on a thread of its own),
+    calls run on an event loop are cancelled when it fires: their sub-runs
+    are kept in ``finished`` as a cancelled async run keeps them.
     """
     started = time.monotonic()
     try:
@@ -638,7 +689,7 @@ def run_calls_sync(
                 if not isinstance(prepared, ToolOutcome):
                     prepared = _run_inline(job, prepared, finished)
                 return _timed((prepared,), started)
-        return _timed(_run_calls_sync(jobs, max_concurrency, finished), started)
+        return _timed(_run_calls_sync(jobs, max_concurrency, finished, interrupt), started)
     except BaseException:  # the calls that ended before an interruption are timed too
         _time_finished(finished, started)
         raise
@@ -648,6 +699,7 @@ def _run_calls_sync(
     jobs: Sequence[ToolJob],
     max_concurrency: int,
     finished: dict[int, ToolOutcome] | None = None,
+    interrupt: RoundInterrupt | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order.
 
@@ -657,10 +709,10 @@ def _run_calls_sync(
         # Sub-runs (agents, workflow steps) side by side, or one with a
         # timeout: coroutines of one loop, where a timeout cancels them, and
         # no blocking runs on worker threads waiting for other workers.
-        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
+        return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
     jobs = [_blocking(job) for job in jobs]
     if any(job.tool is not None and job.tool.is_async for job in jobs):
-        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
+        return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
     results: list[ToolOutcome | None] = []
     ready: list[tuple[ToolJob, dict[str, Any]]] = []
     slots: list[int] = []
@@ -678,6 +730,17 @@ def _run_calls_sync(
         for slot, outcome in zip(slots, _run_threaded(ready, max_concurrency), strict=True):
             results[slot] = outcome
     return tuple(r for r in results if r is not None)
+
+
+def _run_on_kept_loop(
+    jobs: Sequence[ToolJob],
+    max_concurrency: int,
+    finished: dict[int, ToolOutcome] | None,
+    interrupt: RoundInterrupt | None,
+) -> tuple[ToolOutcome, ...]:
+    if interrupt is None:
+        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
+    return run_kept(lambda: _interruptible(_run_calls(jobs, max_concurrency, finished), interrupt))
 
 
 def _on_loop(job: ToolJob, count: int) -> bool:

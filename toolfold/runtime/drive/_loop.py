@@ -32,7 +32,7 @@ from toolfold.runtime._response import (
     ToolResultEvent,
 )
 from toolfold.runtime.core._approval import dispositions, policy_says
-from toolfold.runtime.core._build import builder
+from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._effects import (
     CallModel,
     Effect,
@@ -53,7 +53,7 @@ from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, RunState
-from toolfold.runtime.core._stop import StopPredicate, stop_reason
+from toolfold.runtime.core._stop import StopPredicate, stop_event
 from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
@@ -85,7 +85,6 @@ from toolfold.toolkit._tool import Tool, reads_context
 
 OnToolError = Literal["return", "raise"]
 
-_new_tuple = tuple.__new__
 
 # Records the loop builds for every step, from values of their final types (see `builder`).
 _responded = builder(ModelResponded)
@@ -213,9 +212,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
 def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) -> _Part:
     """One model call (unless a live stop condition holds first), its calls classified."""
     if live.stop_when and state.turn_steps > 0:
-        reason = _live_stop_reason(live, state)
-        if reason is not None:
-            return apply_event(live, state, StopRequested(reason))
+        stop = _live_stop(live, state)
+        if stop is not None:
+            return apply_event(live, state, stop)
     if notify:
         yield _NoticeOp(StepStartEvent(effect.step))
     try:
@@ -294,9 +293,9 @@ def _hand_off(
     return new_live, apply_event(new_live, state, event)
 
 
-def _live_stop_reason(live: Live, state: RunState) -> str | None:
+def _live_stop(live: Live, state: RunState) -> StopRequested | None:
     try:
-        return stop_reason(state, live.stop_when)
+        return stop_event(state, live.stop_when)
     except Exception as exc:
         raise observer_failure("stop_when condition", exc, state) from exc
 
@@ -357,7 +356,7 @@ def _run_open(live: Live, step: OpenStep) -> _Part:
     )
     finished = _round_record(jobs)
     try:
-        outcomes: Sequence[ToolOutcome] = yield _new_tuple(_RunToolsOp, (jobs, None, finished))
+        outcomes: Sequence[ToolOutcome] = yield new_tuple(_RunToolsOp, (jobs, None, finished))
     except BaseException as exc:
         if not isinstance(exc, Exception):  # (an error of the shell's is not the round's)
             if finished and live.handoffs:
@@ -530,7 +529,7 @@ def _job_in(
     tool = live.tools.get(call.name)
     if tool is None or not (reads_context(tool) or blocking_twin(tool)):
         # Nothing reads a context: none to build (`ToolJob(...)` without its Python __new__).
-        return _new_tuple(ToolJob, (invocation, tool, None))
+        return new_tuple(ToolJob, (invocation, tool, None))
     context: RunContext[Any] = RunContext(
         run_id,
         invocation.step,

@@ -21,6 +21,7 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import (
+    RoundInterrupt,
     ToolOutcome,
     forwards,
     run_calls,
@@ -271,27 +272,46 @@ def _relayed_sync(
 
     The calls run in a copy of the caller's context (as they would inline). A
     caller that stops iterating leaves them to finish on their thread.
+
+    Ctrl-C reaches the caller's thread, here: a round run on an event loop
+    (several calls, or a lone sub-run with a timeout) is cancelled, and once
+    it has ended (``done``: no queue is drained to learn it) its sub-runs are
+    kept in ``op.finished`` as an interruption in this thread keeps them. A
+    lone sub-run without a timeout runs blocking on the round's thread, which
+    nothing can stop: it runs on, and the state is the round's start.
     """
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     ended: list[tuple[bool, Any]] = []
+    done = threading.Event()
+    interrupt = RoundInterrupt()
 
     def work() -> None:
         try:
             # Calls that ended before an interruption are kept (`finished`), as inline.
             outcomes = run_calls_sync(
-                op.jobs, max_concurrency=max_concurrency, finished=op.finished
+                op.jobs, max_concurrency=max_concurrency, finished=op.finished, interrupt=interrupt
             )
             ended.append((True, outcomes))
         except BaseException as exc:  # handed to the caller's thread, raised there
             ended.append((False, exc))
         finally:
+            done.set()
             inbox.put(_STEP_DONE)
 
     relay.target = inbox.put
     context = contextvars.copy_context()
     threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True).start()
-    while (item := inbox.get()) is not _STEP_DONE:
-        yield item
+    try:
+        while (item := inbox.get()) is not _STEP_DONE:
+            yield item
+    except BaseException as exc:
+        if isinstance(exc, (Exception, GeneratorExit)) or not interrupt.fire():
+            raise
+        done.wait()  # (a second Ctrl-C stops waiting)
+        ok, value = ended[0]
+        if ok and op.finished is not None:  # it ended before the cancel: every call is kept
+            op.finished.update(enumerate(value))
+        raise
     ok, value = ended[0]
     if not ok:
         raise value
