@@ -10,7 +10,15 @@ from __future__ import annotations
 import json
 import os
 import weakref
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from contextlib import aclosing
 from typing import Any, cast
 
@@ -374,22 +382,34 @@ def fresh(
 
 def run_sync(live: Live, state: RunState) -> Response:
     """Drive a state to its end from blocking code."""
-    return finish(*drive_sync(live, run_loop(live, state), state))
+    return finish(*drive_sync(live, state))
 
 
-async def run_async(live: Live, state: RunState) -> Response:
-    """Drive a state to its end on the running event loop."""
-    return finish(*await drive_async(live, run_loop(live, state), state))
+def run_async(live: Live, state: RunState) -> Coroutine[Any, Any, Response]:
+    """Drive a state to its end on the running event loop (await the result).
+
+    Not a coroutine function: a coroutine of its own would hold ``state``,
+    the run's first state, until the run ends (see `drive_async`).
+    """
+    return _response(drive_async(live, state))
+
+
+async def _response(ended: Awaitable[Ended]) -> Response:
+    return finish(*await ended)
 
 
 def run_state_sync(live: Live, state: RunState) -> RunState:
     """`run_sync`'s end state, without its `Response` (for a caller that reads only the state)."""
-    return drive_sync(live, run_loop(live, state), state).state
+    return drive_sync(live, state).state
 
 
-async def run_state_async(live: Live, state: RunState) -> RunState:
-    """`run_async`'s end state, without its `Response`."""
-    return (await drive_async(live, run_loop(live, state), state)).state
+def run_state_async(live: Live, state: RunState) -> Coroutine[Any, Any, RunState]:
+    """`run_async`'s end state, without its `Response` (await the result)."""
+    return _end_state(drive_async(live, state))
+
+
+async def _end_state(ended: Awaitable[Ended]) -> RunState:
+    return (await ended).state
 
 
 class RunStream:
