@@ -33,7 +33,7 @@ from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import (
     Event,
 )
-from toolfold.runtime.core._messages import Message, TextPart
+from toolfold.runtime.core._messages import FrozenDict, Message, TextPart
 from toolfold.runtime.core._reducer import initial_state
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
@@ -157,6 +157,11 @@ class RunOptions:
     on_tool_error: OnToolError = "return"
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     name: str | None = None
+    # Not part of the value (no init, eq, hash or repr): the live half of a new
+    # run that brings nothing of its own, made once and shared (see `live`).
+    _plain_live: Live | None = attrs.field(
+        default=None, init=False, eq=False, hash=False, repr=False
+    )
 
     def live(
         self,
@@ -173,7 +178,36 @@ class RunOptions:
         ``stop_when``: conditions checked for this run only, on top of the
         options' own (a resume's extra conditions); ``handoffs``: where the
         agent's handoff tools send the run.
+
+        A new run with none of these (the usual one) gets a `Live` made once
+        and shared (it is frozen): one object fewer that each run holds until
+        it ends, for the garbage collector to walk while many are in flight.
         """
+        plain = (
+            announce_start
+            and deps is None
+            and on_event is None
+            and on_step is None
+            and not stop_when
+            and not handoffs
+        )
+        if plain:
+            shared = self._plain_live
+            if shared is None:
+                shared = self._live(None, None, None, True, (), _NO_HANDOFFS)
+                object.__setattr__(self, "_plain_live", shared)  # a memo: equal ones may race
+            return shared
+        return self._live(deps, on_event, on_step, announce_start, stop_when, handoffs)
+
+    def _live(
+        self,
+        deps: Any,
+        on_event: Callable[[Event], object] | None,
+        on_step: Callable[[Step], object] | None,
+        announce_start: bool,
+        stop_when: tuple[StopCondition | StopPredicate, ...],
+        handoffs: Mapping[str, Handover] | None,
+    ) -> Live:
         return _live(
             model=self.model,
             tools=self.tools,
@@ -302,6 +336,8 @@ def _alive(refs: tuple[weakref.ref[Tool[..., Any]], ...], tools: tuple[Any, ...]
 
 # A run's live half, from the options' own values (see `builder`): one per run.
 _live = builder(Live)
+# The handoffs of a run without any: read-only, as its `Live` may be shared.
+_NO_HANDOFFS: Mapping[str, Handover] = FrozenDict()
 
 
 def _made_key(
