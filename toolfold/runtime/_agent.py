@@ -41,7 +41,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._handoff import Handover
-from toolfold.runtime.drive._loop import Live, OnToolError, interrupted, run_loop
+from toolfold.runtime.drive._loop import Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, finish
 from toolfold.toolkit._tool import Tool
 
@@ -514,9 +514,11 @@ class Agent:
             return await self._sourced_async(
                 _Fresh(prompt, history, deps, on_event, on_step, run_id)
             )
-        # `run_async`, spelled out: one coroutine fewer for every await of the run.
-        live, state = _Fresh(prompt, history, deps, on_event, on_step, run_id)(self)
-        return finish(*await drive_async(live, run_loop(live, state), state))
+        # `run_async`, spelled out: one coroutine fewer for every await of the run
+        # (and, as there, no local holding the run's first state until it ends).
+        return finish(
+            *await drive_async(*_Fresh(prompt, history, deps, on_event, on_step, run_id)(self))
+        )
 
     def stream(
         self,

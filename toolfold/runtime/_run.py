@@ -10,7 +10,15 @@ from __future__ import annotations
 import json
 import os
 import weakref
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from contextlib import aclosing
 from typing import Any, cast
 
@@ -25,7 +33,7 @@ from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import (
     Event,
 )
-from toolfold.runtime.core._messages import Message, TextPart
+from toolfold.runtime.core._messages import FrozenDict, Message, TextPart
 from toolfold.runtime.core._reducer import initial_state
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
@@ -149,6 +157,11 @@ class RunOptions:
     on_tool_error: OnToolError = "return"
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     name: str | None = None
+    # Not part of the value (no init, eq, hash or repr): the live half of a new
+    # run that brings nothing of its own, made once and shared (see `live`).
+    _plain_live: Live | None = attrs.field(
+        default=None, init=False, eq=False, hash=False, repr=False
+    )
 
     def live(
         self,
@@ -165,7 +178,36 @@ class RunOptions:
         ``stop_when``: conditions checked for this run only, on top of the
         options' own (a resume's extra conditions); ``handoffs``: where the
         agent's handoff tools send the run.
+
+        A new run with none of these (the usual one) gets a `Live` made once
+        and shared (it is frozen): one object fewer that each run holds until
+        it ends, for the garbage collector to walk while many are in flight.
         """
+        plain = (
+            announce_start
+            and deps is None
+            and on_event is None
+            and on_step is None
+            and not stop_when
+            and not handoffs
+        )
+        if plain:
+            shared = self._plain_live
+            if shared is None:
+                shared = self._live(None, None, None, True, (), _NO_HANDOFFS)
+                object.__setattr__(self, "_plain_live", shared)  # a memo: equal ones may race
+            return shared
+        return self._live(deps, on_event, on_step, announce_start, stop_when, handoffs)
+
+    def _live(
+        self,
+        deps: Any,
+        on_event: Callable[[Event], object] | None,
+        on_step: Callable[[Step], object] | None,
+        announce_start: bool,
+        stop_when: tuple[StopCondition | StopPredicate, ...],
+        handoffs: Mapping[str, Handover] | None,
+    ) -> Live:
         return _live(
             model=self.model,
             tools=self.tools,
@@ -294,6 +336,8 @@ def _alive(refs: tuple[weakref.ref[Tool[..., Any]], ...], tools: tuple[Any, ...]
 
 # A run's live half, from the options' own values (see `builder`): one per run.
 _live = builder(Live)
+# The handoffs of a run without any: read-only, as its `Live` may be shared.
+_NO_HANDOFFS: Mapping[str, Handover] = FrozenDict()
 
 
 def _made_key(
@@ -374,22 +418,34 @@ def fresh(
 
 def run_sync(live: Live, state: RunState) -> Response:
     """Drive a state to its end from blocking code."""
-    return finish(*drive_sync(live, run_loop(live, state), state))
+    return finish(*drive_sync(live, state))
 
 
-async def run_async(live: Live, state: RunState) -> Response:
-    """Drive a state to its end on the running event loop."""
-    return finish(*await drive_async(live, run_loop(live, state), state))
+def run_async(live: Live, state: RunState) -> Coroutine[Any, Any, Response]:
+    """Drive a state to its end on the running event loop (await the result).
+
+    Not a coroutine function: a coroutine of its own would hold ``state``,
+    the run's first state, until the run ends (see `drive_async`).
+    """
+    return _response(drive_async(live, state))
+
+
+async def _response(ended: Awaitable[Ended]) -> Response:
+    return finish(*await ended)
 
 
 def run_state_sync(live: Live, state: RunState) -> RunState:
     """`run_sync`'s end state, without its `Response` (for a caller that reads only the state)."""
-    return drive_sync(live, run_loop(live, state), state).state
+    return drive_sync(live, state).state
 
 
-async def run_state_async(live: Live, state: RunState) -> RunState:
-    """`run_async`'s end state, without its `Response`."""
-    return (await drive_async(live, run_loop(live, state), state)).state
+def run_state_async(live: Live, state: RunState) -> Coroutine[Any, Any, RunState]:
+    """`run_async`'s end state, without its `Response` (await the result)."""
+    return _end_state(drive_async(live, state))
+
+
+async def _end_state(ended: Awaitable[Ended]) -> RunState:
+    return (await ended).state
 
 
 class RunStream:

@@ -36,6 +36,7 @@ from toolfold.runtime.drive._loop import (
     _RunToolsOp,
     _SwitchOp,
     interrupted,
+    run_loop,
 )
 from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._relay import Relay
@@ -50,14 +51,16 @@ def finish(state: RunState, live: Live) -> Response:
     return Response(state, output)
 
 
-def drive_sync(live: Live, loop: Loop, state: RunState) -> Ended:
-    """Perform the loop's ops with blocking calls (no event loop for sync tools).
+def drive_sync(live: Live, state: RunState) -> Ended:
+    """Drive ``state`` with `run_loop`, performing its ops with blocking calls (no event
+    loop for sync tools).
 
     Raises:
         SourceCloseError: The run ended, but a source it opened on its way
             (a handoff target's) failed to close; ``.response`` is the run's.
     """
     trace = start_run(live, state)
+    loop = run_loop(live, state)
     ended: Ended | None = None
     try:
         try:
@@ -127,15 +130,19 @@ def stamp(loop: Generator[Any, Any, Any], exc: BaseException) -> None:
         loop.throw(exc)
 
 
-async def drive_async(live: Live, loop: Loop, state: RunState) -> Ended:
-    """Perform the loop's ops on the running event loop.
+async def drive_async(live: Live, state: RunState) -> Ended:
+    """Drive ``state`` with `run_loop`, performing its ops on the running event loop.
 
     One coroutine for the whole run, with nothing else to hold across its
-    awaits (no nested driver, no context manager's bound exit): while many
-    runs are in flight, each object one keeps across an await is one more
-    for the garbage collector to walk and promote.
+    awaits (no nested driver, no context manager's bound exit, not the first
+    state: the loop holds the newest): while many runs are in flight, each
+    object one keeps across an await is one more for the garbage collector
+    to walk and promote. A caller awaiting it should not hold ``state``
+    either (see `toolfold.runtime._run.run_async`).
     """
     trace = start_run(live, state)
+    loop = run_loop(live, state)
+    del state  # the run's first state and its two logs, not kept until the run ends
     # The tool sources the run opened on its way (a handoff's), closed when it
     # ends; the stack is made on the first, as most runs open none.
     held: AsyncExitStack | None = None
