@@ -10,6 +10,7 @@ finished again.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from typing import Any
 
@@ -26,6 +27,7 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import ToolReturned, replay
+from toolfold.runtime.drive._executor import RoundInterrupt, _interruptible
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -39,6 +41,10 @@ class Gate:
         self.holding = True
         self.reached = asyncio.Event()
         self.interrupt = False  # a blocking run: ``slow`` raises KeyboardInterrupt once
+        # ``offload``'s work on a thread: started, let go, returned
+        self.offloading = threading.Event()
+        self.release = threading.Event()
+        self.offloaded = threading.Event()
 
     def tools(self) -> list[Any]:
         @tool(blocking=False)
@@ -77,7 +83,24 @@ class Gate:
             self.ran[f"halt:{key}"] += 1
             return f"halt {key}"
 
-        return [quick, slow, halt]
+        def hold() -> None:
+            self.offloading.set()
+            self.release.wait(60)
+            self.offloaded.set()
+
+        @tool
+        async def offload(key: str) -> str:
+            """A tool that hands blocking work to a thread (until the gate lets it go).
+
+            Args:
+                key: What to look up.
+            """
+            if self.holding:
+                await asyncio.to_thread(hold)
+            self.ran[f"offload:{key}"] += 1
+            return f"offload {key}"
+
+        return [quick, slow, halt, offload]
 
 
 def _results(request: ModelRequest) -> list[str]:
@@ -340,6 +363,55 @@ def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_agents() -> None:
     assert gate.ran["slow:second"] == 1
     assert gate.ran["quick:first"] == 2
     assert gate.ran["model:first"] == 3
+
+
+def test_ctrl_c_in_a_blocking_stream_does_not_wait_for_work_a_tool_handed_to_a_thread() -> None:
+    """Ctrl-C while a sub-agent's tool waits on ``asyncio.to_thread`` work: the stream raises
+    without waiting for that thread (which nothing can stop), and the round is kept.
+
+    Were the stream to wait for the round's loop to shut its executor down, it
+    would raise only once ``hold`` returned (the gate is let go after the raise)."""
+    gate = Gate()
+    lead = _side_by_side(gate, "offload")
+    events = iter(lead.stream("go"))
+    for event in events:
+        inner = getattr(event, "event", None)
+        if isinstance(inner, ToolCallEvent) and inner.call.name == "offload":
+            break
+    assert gate.offloading.wait(60)  # the work runs on its thread
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events.throw(KeyboardInterrupt())
+    assert not gate.offloaded.is_set()  # raised while the thread still works
+    gate.release.set()
+    assert gate.offloaded.wait(60)
+    state = RunState.from_json(state_of(caught.value).to_json())
+    gate.holding = False
+    response = _resumed(lead, state, stream=True)
+    assert response.text == (
+        "lead(first: quick first, quick first | second: quick second, offload second)"
+    )
+    assert gate.ran["quick:second"] == 1
+    assert gate.ran["model:first"] == 3
+
+
+def test_a_round_interrupted_before_it_attached_never_starts() -> None:
+    """Ctrl-C before the round's thread attached its cancel: the round does not start
+    (the stream raises with the round's start, so running it would run its calls twice)."""
+    interrupt = RoundInterrupt()
+    assert interrupt.fire() is False
+    ran: list[str] = []
+
+    async def calls() -> str:
+        ran.append("calls")
+        return "done"
+
+    async def round_() -> str:
+        return await _interruptible(calls(), interrupt)
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(round_())
+    assert ran == []
+    assert interrupt.attach(lambda: None) is False
 
 
 def test_a_cancelled_workflow_step_with_a_timeout_continues_where_it_stopped() -> None:

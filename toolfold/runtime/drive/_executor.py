@@ -616,8 +616,9 @@ class RoundInterrupt:
 
     The round's thread attaches how to cancel what it runs on an event loop
     (several calls, or a lone sub-run with a timeout: `run_calls_sync`); `fire`
-    cancels it, then or as soon as it is attached. A round of blocking calls
-    attaches nothing: a thread cannot be stopped from outside, and it runs on.
+    cancels it. Fired before the round attached, the round never starts. A
+    round of blocking calls attaches nothing: a thread cannot be stopped from
+    outside, and it runs on.
     """
 
     def __init__(self) -> None:
@@ -625,15 +626,25 @@ class RoundInterrupt:
         self._cancel: Callable[[], None] | None = None
         self._fired = False
 
-    def attach(self, cancel: Callable[[], None]) -> None:
-        """Set how to cancel the round (at once if `fire` came first)."""
+    @property
+    def fired(self) -> bool:
+        """Whether `fire` was called."""
+        return self._fired
+
+    def attach(self, cancel: Callable[[], None]) -> bool:
+        """Set how to cancel the round; False if `fire` came first (the round must not start)."""
         with self._lock:
-            self._cancel = cancel
             if self._fired:
-                cancel()
+                return False
+            self._cancel = cancel
+            return True
 
     def fire(self) -> bool:
-        """Cancel the round; whether it ran on a loop (it is cancelled, or had ended)."""
+        """Cancel the round; whether it ran on a loop (it is cancelled, or had ended).
+
+        False: the round attached nothing, either because it has not started
+        (it never will) or because it runs blocking (it runs on).
+        """
         with self._lock:
             self._fired = True
             if self._cancel is None:
@@ -655,8 +666,36 @@ async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(task.cancel)
 
-    interrupt.attach(cancel)
+    if not interrupt.attach(cancel):  # interrupted before it began: nothing runs
+        work.close()
+        raise asyncio.CancelledError
     return await work
+
+
+def _run_interruptible(make: Callable[[], Coroutine[Any, Any, T]], interrupt: RoundInterrupt) -> T:
+    """``asyncio.run(make())`` on the round's thread, except that once ``interrupt``
+    fired, closing the loop does not wait for its executor's threads.
+
+    A cancelled call stops waiting for work it handed to a thread
+    (``asyncio.to_thread``), but the thread cannot be stopped; ``asyncio.run``
+    would wait for it (on 3.11 without limit) before the caller, waiting for
+    the round to end, could raise. The thread finishes on its own.
+    """
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(make())
+    finally:
+        try:
+            _cancel_leftovers(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            if not interrupt.fired:
+                loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 def run_calls_sync(
@@ -740,7 +779,9 @@ def _run_on_kept_loop(
 ) -> tuple[ToolOutcome, ...]:
     if interrupt is None:
         return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
-    return run_kept(lambda: _interruptible(_run_calls(jobs, max_concurrency, finished), interrupt))
+    return _run_interruptible(
+        lambda: _interruptible(_run_calls(jobs, max_concurrency, finished), interrupt), interrupt
+    )
 
 
 def _on_loop(job: ToolJob, count: int) -> bool:

@@ -307,8 +307,9 @@ def _relayed_sync(
 
     relay.target = inbox.put
     context = contextvars.copy_context()
-    threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True).start()
+    thread = threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True)
     try:
+        thread.start()
         while (item := inbox.get()) is not _STEP_DONE:
             yield item
     except BaseException as exc:
