@@ -657,6 +657,39 @@ def test_a_flags_refusal_names_its_flags_which_combine() -> None:
     assert check.check({"perm": 2.0}) == {"perm": Perm.W}  # JSON's integer 2.0
 
 
+class Spelled(enum.Flag):
+    """A Flag whose own ``_missing_`` takes a spelling (``"R|W"``) and leaves ints to Flag's."""
+
+    R = 1
+    W = 2
+    X = 4
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        if isinstance(value, str):
+            made = cls(0)
+            for part in value.split("|"):
+                if part not in cls.__members__:
+                    raise ValueError(f"unknown permission {part!r}; use R, W, X joined by |")
+                made |= cls[part]
+            return made
+        return super()._missing_(value)
+
+
+def test_a_flags_own_missing_takes_its_values_and_keeps_its_message() -> None:
+    """A Flag's own _missing_ sees values that are no int (and its message is kept); what it
+    hands to Flag's own (a value with bits no flag has) is refused naming the flags."""
+    check = ArgumentChecker("chmod", {"type": "object"}, {"perm": Spelled}, False)
+    assert check.check({"perm": "R|W"}) == {"perm": Spelled.R | Spelled.W}
+    assert problems(check, {"perm": "R|Q"}) == (
+        "$.perm: cannot convert to Spelled: unknown permission 'Q'; use R, W, X joined by |",
+    )
+    assert problems(check, {"perm": 8}) == (
+        "$.perm: cannot convert to Spelled: 8 is not a valid Spelled (a flag (R=1, W=2, X=4) "
+        "or a sum of several)",
+    )
+
+
 class Email(str):
     """A validating str subclass: its own refusal is the message."""
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import enum
 import functools
 import re
 import types
@@ -435,9 +436,16 @@ def _structure_enum(value: Any, tp: Any) -> Any:
     if issubclass(tp, Flag):
         if type(value) is float and value.is_integer():  # JSON counts 3.0 as an integer
             value = int(value)
-        elif not _flag_value(tp, value):
-            raise _refusal(tp, value)  # (Python 3.10's Flag raises a TypeError for a str)
+        elif not _flag_value(tp, value) and not _own_missing(tp):
+            # (Python 3.10's Flag raises a TypeError for a str; a `_missing_`
+            # of the flag's own may take one, e.g. "R|W")
+            raise _refusal(tp, value)
     return _made(tp, value)
+
+
+def _own_missing(tp: type[Enum]) -> bool:
+    """Whether ``tp`` (or a base of the user's) defines ``_missing_``, not the enum module."""
+    return next(c for c in tp.__mro__ if "_missing_" in c.__dict__).__module__ != "enum"
 
 
 def _flag_value(tp: type[Flag], value: Any) -> bool:
@@ -455,7 +463,7 @@ def _made(tp: Any, value: Any) -> Any:
     try:
         return tp(value)
     except ValueError as exc:
-        if not _is_enum(tp) or _own_refusal(tp, value, exc):
+        if not _is_enum(tp) or _own_refusal(exc):
             raise
         raise _refusal(tp, value) from None
 
@@ -470,16 +478,20 @@ def _refusal(tp: type[Enum], value: Any) -> ValueError:
     return ValueError(f"{value!r} is not a valid {tp.__name__} ({said})")
 
 
-def _own_refusal(tp: type[Enum], value: Any, exc: ValueError) -> bool:
-    """Whether ``exc`` is the message of ``tp``'s own ``_missing_``, not the enum module's.
+def _own_refusal(exc: ValueError) -> bool:
+    """Whether ``exc`` is the message of the enum's own ``_missing_``, not the enum module's.
 
-    Python re-raises what ``_missing_`` raised; when it returns None instead,
-    the refusal is the module's ``<value> is not a valid <class>``.
+    Python re-raises what ``_missing_`` raised, with the frames it was raised
+    from; when it returns None instead (or hands the value to the enum
+    module's, a STRICT flag's bits), the refusal is raised in the module.
     """
-    defined_in = next(c for c in tp.__mro__ if "_missing_" in c.__dict__)
-    if defined_in.__module__ == "enum":  # Enum's, or Flag's (a STRICT flag's bits)
-        return False
-    return str(exc) != f"{value!r} is not a valid {tp.__qualname__}"
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename != _ENUM_FILE
+
+
+_ENUM_FILE = enum.__file__
 
 
 def apply_user_hook(entry: HookEntry) -> None:
