@@ -204,7 +204,8 @@ def stop_answer(state: RunState, who: str) -> ToolResultPart | str | None:
         cause = "was stopped by a stop_when condition (stop_condition)"
     else:
         cause = f"stopped at its limit {_limit(state, reason)}"
-    calls = f"{state.step} model call" + ("" if state.step == 1 else "s")
+    steps = state.turn_steps  # (what max_steps counts: this turn's model calls)
+    calls = f"{steps} model call" + ("" if steps == 1 else "s")
     return f"Error: {who} {cause} after {calls} without answering"
 
 
