@@ -14,7 +14,7 @@ and a resumed run asks it only about what comes next.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from toolfold.runtime._task import Task
     from toolfold.runtime._workflow import Workflow
     from toolfold.runtime.core._state import CallState, RunState
-    from toolfold.runtime.drive._loop import Live
 
 PLANNER_MODEL = "toolfold:workflow"
 """The model name a workflow's run records (no provider is involved)."""
@@ -340,23 +339,12 @@ class Planner:
     def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
         self._plans = _PlanCache()
-        self._quiet: Live | None = None
         self._executes: tuple[RunConfig | None, bool] = (None, False)
         self._lean: tuple[RunConfig | None, Mapping[str, Task] | None] = (None, None)
         # Steps a driver may run in place (see `in_place`).
         self._in_place = {
             t.name: t for t in workflow.tasks if t.kind != "function" and t.timeout is None
         }
-
-    def quiet_live(self, make: Callable[[], Live]) -> Live:
-        """The live half of the workflow's runs without deps or observers.
-
-        It is frozen and the same for every such run, so ``make`` runs once.
-        """
-        live = self._quiet
-        if live is None:
-            live = self._quiet = make()
-        return live
 
     def in_place(self, calls: tuple[CallState, ...]) -> list[InPlace] | None:
         """The calls of a round to run, with their steps, when a driver may run them in place.

@@ -425,7 +425,10 @@ def run_async(live: Live, state: RunState) -> Coroutine[Any, Any, Response]:
     """Drive a state to its end on the running event loop (await the result).
 
     Not a coroutine function: a coroutine of its own would hold ``state``,
-    the run's first state, until the run ends (see `drive_async`).
+    the run's first state, until the run ends (see `drive_async`). The
+    coroutine it gives holds `drive_async`'s: await it (a task cancelled or
+    a coroutine closed before its first step warns that ``drive_async`` was
+    never awaited).
     """
     return _response(drive_async(live, state))
 

@@ -294,8 +294,7 @@ class Workflow:
         """The run's live half and start; ``lean``: a run nobody watches starts as a `Fresh` one."""
         fresh = self._fresh(prompt, new_run_id(run_id))
         if deps is None and on_event is None and on_step is None:
-            options = self._options
-            live = self._planner.quiet_live(lambda: options.live(announce_start=True))
+            live = self._options.live(announce_start=True)  # made once, shared (see `live`)
         else:
             live = self._options.live(
                 deps=deps, on_event=on_event, on_step=on_step, announce_start=True

@@ -87,16 +87,19 @@ async def gather_or_cancel(
 
     loop = asyncio.get_running_loop()
     count = len(coroutines)
+    assert names is None or len(names) == count, "a name for each coroutine"
     most = count if limit is None else max(1, limit)
     join = _Join(count)
     tasks: list[asyncio.Task[T]] = []
     base = contextvars.copy_context()  # each task runs in its own copy of it
     # Tasks made here as `loop.create_task` makes them (without its checks of
     # the running loop, once per task) when the loop makes plain ones: a task
-    # factory of the caller's (uvloop, tracing) makes them all, and a loop in
-    # debug mode trims the traceback of their creation.
-    plain = _CONTEXT_ARG and loop.get_task_factory() is None and not loop.get_debug()
-    eager = _EAGER and plain
+    # factory of the caller's (uvloop, tracing) makes them all. Eager ones
+    # (3.12+) in debug mode too; otherwise a loop in debug mode makes them
+    # (it trims the traceback of their creation).
+    own = loop.get_task_factory() is None  # (no factory of the caller's)
+    eager = _EAGER and own
+    plain = _CONTEXT_ARG and own and not loop.get_debug()
     try:
         while True:
             while len(tasks) < count and join.running < most and join.failure is None:
