@@ -25,7 +25,6 @@ class Perm(enum.Flag):
 class Mode(enum.IntFlag):
     READ = 1
     WRITE = 2
-    RW = 3  # a combined member: named by Python, not a bit of its own
 
 
 class Sparse(enum.Flag):

@@ -216,14 +216,14 @@ class ArgumentChecker:
         The schema bounds a `Flag` by a range (``8 is greater than the maximum of 7``),
         which does not say what the numbers mean; the converter's refusal does.
         """
+        from toolfold.toolkit._converter import get_converter
+
         for name, tp in self._param_types.items():
             cls = _flag_of(tp)
             prefix = f"{format_path((name,))}: "
             at = next((i for i, p in enumerate(problems) if p.startswith(prefix)), None)
             if cls is None or at is None or value.get(name) is None:
                 continue
-            from toolfold.toolkit._converter import get_converter
-
             try:
                 get_converter().structure(value[name], cls)
             except ValueError as exc:
