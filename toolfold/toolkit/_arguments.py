@@ -33,10 +33,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
+from toolfold.toolkit._flags import flag_class
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 from toolfold.toolkit._problems import (
     Problem,
     excerpt,
+    format_path,
     json_kind,
     json_problem,
     json_text,
@@ -206,7 +208,29 @@ class ArgumentChecker:
             problems = schema_problems(self._validator, stripped)
         except Exception as exc:  # jsonschema itself fails, e.g. 10**400 against multipleOf 0.1
             problems = [f"$: the arguments could not be checked ({type(exc).__name__}: {exc})"]
-        self._fail(problems)
+        self._fail(self._in_flag_words(value, problems))
+
+    def _in_flag_words(self, value: dict[str, Any], problems: list[str]) -> list[str]:
+        """``problems``, a flag parameter's in the converter's words, which name the flags.
+
+        The schema bounds a `Flag` by a range (``8 is greater than the maximum of 7``),
+        which does not say what the numbers mean; the converter's refusal does.
+        """
+        from toolfold.toolkit._converter import get_converter
+
+        for name, tp in self._param_types.items():
+            cls = _flag_of(tp)
+            prefix = f"{format_path((name,))}: "
+            at = next((i for i, p in enumerate(problems) if p.startswith(prefix)), None)
+            if cls is None or at is None or value.get(name) is None:
+                continue
+            try:
+                get_converter().structure(value[name], cls)
+            except ValueError as exc:
+                lines = render(structure_problems(exc, (name,), cls))
+                rest = [p for p in problems[at:] if not p.startswith(prefix)]
+                problems = problems[:at] + lines + rest
+        return problems
 
     def _structure(self, value: dict[str, Any]) -> dict[str, Any]:
         hooks = self._hooks if self._hooks is not None else self._build_hooks()
@@ -338,6 +362,15 @@ def _fast_check(schema: dict[str, Any], validator: Validator) -> Callable[[Any],
 
     check = compile_check(schema, _format_checker().conforms)
     return validator.is_valid if check is None else check
+
+
+def _flag_of(tp: Any) -> Any:
+    """The `Flag` class of a parameter typed with one (optional, annotated or not), else None."""
+    origin = typing.get_origin(tp)
+    if origin is Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = args[0] if len(args) == 1 else None
+    return flag_class(tp)
 
 
 def _is_plain(tp: Any) -> bool:

@@ -210,6 +210,7 @@ def _class_doc(cls: type) -> str | None:
 def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict[str, Any]:
     """The object schema of ``cls``; problems go to ``ctx``."""
     from toolfold.toolkit._docstrings import parse_docstring
+    from toolfold.toolkit._flags import with_flag_note
     from toolfold.toolkit._schema import has_own_description
 
     doc = parse_docstring(_class_doc(cls))
@@ -222,7 +223,7 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
         schema = ctx.schema_for(annotation, "." + name)
         description = meta_description or doc.attributes.get(name) or doc.params.get(name)
         if description and not has_own_description(annotation):
-            schema["description"] = description
+            schema["description"] = with_flag_note(description, annotation)
         if is_required:
             required.append(name)
         elif default is not MISSING:

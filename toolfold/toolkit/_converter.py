@@ -47,6 +47,7 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold._errors import reduce_error
+from toolfold.toolkit._flags import flag_names, is_flag_value
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
 
@@ -433,13 +434,8 @@ def _iso(value: dt.date | dt.time) -> str:
 
 
 def _structure_enum(value: Any, tp: Any) -> Any:
-    if issubclass(tp, Flag):
-        if type(value) is float and value.is_integer():  # JSON counts 3.0 as an integer
-            value = int(value)
-        elif not _flag_value(tp, value) and not _own_missing(tp):
-            # (Python 3.10's Flag raises a TypeError for a str; a `_missing_`
-            # of the flag's own may take one, e.g. "R|W")
-            raise _refusal(tp, value)
+    if issubclass(tp, Flag) and type(value) is float and value.is_integer():
+        value = int(value)  # JSON counts 3.0 as an integer
     return _made(tp, value)
 
 
@@ -449,8 +445,14 @@ def _own_missing(tp: type[Enum]) -> bool:
 
 
 def _flag_value(tp: type[Flag], value: Any) -> bool:
-    """Whether ``value`` may be a ``tp``: an int (a sum of flags, not a bool) or a member."""
-    return isinstance(value, tp) or (isinstance(value, int) and not isinstance(value, bool))
+    """Whether ``value`` may be a ``tp``: a member, or 0 or a sum of flags (an int, not a bool).
+
+    As the schema says (`toolfold.toolkit._flags`): an `IntFlag`'s unknown bits
+    and a negative number (Python's every-flag -1) are refused too.
+    """
+    if isinstance(value, tp):
+        return True
+    return isinstance(value, int) and not isinstance(value, bool) and is_flag_value(tp, value)
 
 
 def _made(tp: Any, value: Any) -> Any:
@@ -458,8 +460,18 @@ def _made(tp: Any, value: Any) -> Any:
 
     Any other class's own ``ValueError`` (a validating ``str`` subclass) is its
     message, and stays as it is; so is the one an enum's own ``_missing_``
-    raises. A `Flag`'s refusal names its flags, which combine.
+    raises. A `Flag`'s refusal names its flags, which combine; an `IntFlag`
+    (made here by the ``int`` hook) is held to its flags like any `Flag`.
     """
+    if (
+        isinstance(tp, type)
+        and issubclass(tp, Flag)
+        and not _flag_value(tp, value)
+        and not _own_missing(tp)
+    ):
+        # (Python 3.10's Flag raises a TypeError for a str; a `_missing_` of the
+        # flag's own may take one, e.g. "R|W")
+        raise _refusal(tp, value)
     try:
         return tp(value)
     except ValueError as exc:
@@ -471,8 +483,7 @@ def _made(tp: Any, value: Any) -> Any:
 def _refusal(tp: type[Enum], value: Any) -> ValueError:
     """The error for a ``value`` that ``tp`` refused: the values it takes."""
     if issubclass(tp, Flag):
-        flags = ", ".join(f"{m.name}={m.value!r}" for m in tp)
-        said = f"a flag ({flags}) or a sum of several"
+        said = f"a flag ({flag_names(tp)}) or a sum of several"
     else:
         said = "one of " + ", ".join(repr(m.value) for m in tp)
     return ValueError(f"{value!r} is not a valid {tp.__name__} ({said})")

@@ -24,6 +24,7 @@ from typing import Any
 
 from toolfold.toolkit._classes import substitute_type_vars
 from toolfold.toolkit._field import Field, apply_field
+from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
 
@@ -243,6 +244,8 @@ class SchemaContext:
                 apply_field(schema, _from_annotated_types(item), problems, name)
         for message in problems:
             self.problem(message)
+        if "description" in schema:  # a Flag's names stay in a description given here
+            schema["description"] = with_flag_note(schema["description"], inner)
         return schema
 
     def _literal(self, args: tuple[Any, ...]) -> dict[str, Any]:
@@ -281,6 +284,8 @@ class SchemaContext:
         return schema
 
     def _class(self, cls: type, alias: Any = None) -> dict[str, Any]:
+        if issubclass(cls, enum.Flag):
+            return _flag_class(self, cls)
         if issubclass(cls, enum.Enum):
             return _enum_class(self, cls)
         if cls in _BARE:  # list, collections.abc.Sequence...: of anything
@@ -395,14 +400,43 @@ def _enum_schema(ctx: SchemaContext, values: list[Any], what: str) -> dict[str, 
 
 def _enum_class(ctx: SchemaContext, cls: type[enum.Enum]) -> dict[str, Any]:
     schema = _enum_schema(ctx, [m.value for m in cls], cls.__qualname__)
-    doc = cls.__doc__
-    if doc and doc != "An enumeration." and schema:
-        from toolfold.toolkit._docstrings import parse_docstring
-
-        description = parse_docstring(doc).description
-        if description:
-            schema["description"] = description
+    description = _class_description(cls)
+    if description and schema:
+        schema["description"] = description
     return schema
+
+
+def _class_description(cls: type[enum.Enum]) -> str:
+    doc = cls.__doc__
+    if not doc or doc == "An enumeration.":
+        return ""
+    from toolfold.toolkit._docstrings import parse_docstring
+
+    return parse_docstring(doc).description
+
+
+def _flag_class(ctx: SchemaContext, cls: type[enum.Flag]) -> dict[str, Any]:
+    """Any sum of the flags, 0 (none) included: a range, the flags named in the description.
+
+    An ``enum`` of the single flags would refuse their combinations; JSON Schema
+    has no keyword for "a sum of these bits", so the range is the bound and the
+    converter refuses a number in it that has a bit of no flag.
+    """
+    values = flag_values(cls)
+    if not values:
+        return ctx.problem(f"Flag {cls.__qualname__} has no flags")
+    odd = [v for v in values if not isinstance(v, int) or isinstance(v, bool)]
+    if odd:
+        return ctx.problem(
+            f"Flag {cls.__qualname__} has values that are not integers"
+            f" ({', '.join(map(repr, odd))}); a flag is a bit of an int"
+        )
+    return {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": flag_mask(cls),
+        "description": with_flag_note(_class_description(cls), cls),
+    }
 
 
 def _from_annotated_types(item: Any) -> Field:

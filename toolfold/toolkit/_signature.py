@@ -19,6 +19,7 @@ from typing import Any
 from toolfold.toolkit._classes import MISSING, to_json
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
+from toolfold.toolkit._flags import with_flag_note
 from toolfold.toolkit._schema import SchemaContext, has_own_description, type_repr
 
 _CO_VARARGS = inspect.CO_VARARGS
@@ -349,7 +350,7 @@ def _parameter_schema(
         where = f" at {path}" if path != name else ""
         out.problems.append(f"parameter {name!r}{where}: {message}")
     if described and not has_own_description(annotation):
-        schema["description"] = described
+        schema["description"] = with_flag_note(described, annotation)
     if default is not MISSING:
         try:
             schema["default"] = to_json(default)

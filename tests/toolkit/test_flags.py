@@ -1,0 +1,161 @@
+"""A `Flag` / `IntFlag` parameter: its schema takes any sum of its flags, and so does the converter."""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated
+
+import pytest
+
+from toolfold import ArgumentValidationError, ToolDefinitionError, generate_text, tool
+from toolfold import schema_for_type as schema
+from toolfold.testing import ScriptedModel
+from toolfold.toolkit._arguments import ArgumentChecker
+from toolfold.toolkit._converter import get_converter
+
+
+class Perm(enum.Flag):
+    """File permissions."""
+
+    R = 1
+    W = 2
+    X = 4
+
+
+class Mode(enum.IntFlag):
+    READ = 1
+    WRITE = 2
+
+
+class Sparse(enum.Flag):
+    A = 1
+    C = 4
+
+
+NONE = Perm(0)
+NOTE = "Flags R=1, W=2, X=4, combined by adding (0 for none)."
+
+
+def test_a_flags_schema_is_a_range_with_its_flags_in_the_description() -> None:
+    """Flag and IntFlag give 0..(all flags or'ed), not an enum of the single flags; the class docstring stays."""
+    assert schema(Perm) == {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 7,
+        "description": f"File permissions. {NOTE}",
+    }
+    assert schema(Mode) == {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 3,
+        "description": "Flags READ=1, WRITE=2, combined by adding (0 for none).",
+    }
+    assert schema(Sparse)["maximum"] == 5
+
+
+def test_a_described_flag_parameter_keeps_its_description_and_the_flags() -> None:
+    """A docstring's or Annotated's description of the parameter comes first, the flags after it."""
+
+    @tool
+    def chmod(path: str, perm: Perm, mask: Annotated[Perm, "bits to clear"] = NONE) -> str:
+        """Change a file's permissions.
+
+        Args:
+            path: The file.
+            perm: The permissions to set
+        """
+        return path
+
+    properties = chmod.parameters["properties"]
+    assert properties["perm"]["description"] == f"The permissions to set. {NOTE}"
+    assert properties["mask"] == {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 7,
+        "description": f"bits to clear. {NOTE}",
+        "default": 0,
+    }
+
+
+def test_a_flag_with_no_flags_or_no_int_values_is_a_definition_error() -> None:
+    """JSON has no sum of flags that are not ints: refused at definition (Python itself may refuse first)."""
+
+    class Empty(enum.Flag):
+        pass
+
+    with pytest.raises(ToolDefinitionError, match=r"Flag .*Empty has no flags"):
+        schema(Empty)
+    try:
+
+        class Letters(enum.Flag):  # Python 3.11/3.12 refuse this class; 3.13 makes it
+            A = "a"
+            B = "b"
+
+    except TypeError:
+        return
+    with pytest.raises(ToolDefinitionError, match=r"values that are not integers \('a', 'b'\)"):
+        schema(Letters)
+
+
+@pytest.mark.parametrize("cls", [Perm, Mode, Sparse])
+def test_the_converter_takes_what_the_schema_takes(cls: type[enum.Flag]) -> None:
+    """0 and every sum of flags structure; a bit of no flag, a number past the range and a negative one do not."""
+    convert = get_converter().structure
+    mask = schema(cls)["maximum"]
+    sums = {0}
+    for member in cls.__members__.values():
+        sums |= {s | member.value for s in sums}
+    for value in range(-1, mask + 2):
+        if value in sums:
+            assert convert(value, cls) == cls(value)
+        else:
+            with pytest.raises(ValueError, match=f"{value} is not a valid {cls.__name__} "):
+                convert(value, cls)
+
+
+def test_an_out_of_range_flag_is_refused_naming_the_tool_the_parameter_and_the_flags() -> None:
+    """The schema's bound refuses 8 first; the message is the converter's, which names the flags."""
+    check = ArgumentChecker("chmod", chmod.parameters, {"path": str, "perm": Perm}, False)
+    with pytest.raises(ArgumentValidationError) as info:
+        check.check('{"path": "a", "perm": 8}')
+    assert str(info.value) == (
+        "invalid arguments for tool 'chmod': the arguments do not match the parameters"
+        " (1 problem)\n  $.perm: cannot convert to Perm: 8 is not a valid Perm"
+        " (a flag (R=1, W=2, X=4) or a sum of several)"
+    )
+
+
+@tool
+def chmod(path: str, perm: Perm) -> str:
+    """Change a file's permissions.
+
+    Args:
+        path: The file.
+        perm: The permissions to set.
+    """
+    received.append(perm)
+    return path
+
+
+received: list[Perm] = []
+
+
+def test_a_combination_goes_through_a_tool_call() -> None:
+    """A model's 3 passes validation and reaches the tool as R|W; its 8 comes back as an error naming the flags."""
+    model = ScriptedModel(
+        [
+            [ScriptedModel.call("chmod", {"path": "a", "perm": 3})],
+            [ScriptedModel.call("chmod", {"path": "b", "perm": 8})],
+            "done",
+        ]
+    )
+    received.clear()
+    response = generate_text(model, "go", tools=[chmod])
+    first, second = response.steps[0].tool_results[0], response.steps[1].tool_results[0]
+    assert (first.content, first.is_error) == ("a", False)
+    assert received == [Perm.R | Perm.W]
+    assert second.is_error
+    assert "'chmod'" in second.content
+    assert "$.perm: cannot convert to Perm: 8 is not a valid Perm (a flag (R=1, W=2, X=4)" in (
+        second.content
+    )
