@@ -27,7 +27,7 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import ToolReturned, replay
-from toolfold.runtime.drive._executor import RoundInterrupt, _interruptible
+from toolfold.runtime.drive._executor import RoundInterrupt, _interruptible, run_calls_sync
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -412,6 +412,8 @@ def test_a_round_interrupted_before_it_attached_never_starts() -> None:
         asyncio.run(round_())
     assert ran == []
     assert interrupt.attach(lambda: None) is False
+    with pytest.raises(KeyboardInterrupt):  # nor does a round that would run blocking
+        run_calls_sync([], interrupt=interrupt)
 
 
 def test_a_cancelled_workflow_step_with_a_timeout_continues_where_it_stopped() -> None:

@@ -159,3 +159,73 @@ def test_a_combination_goes_through_a_tool_call() -> None:
     assert "$.perm: cannot convert to Perm: 8 is not a valid Perm (a flag (R=1, W=2, X=4)" in (
         second.content
     )
+
+
+class Spelled(enum.Flag):
+    """A flag whose own ``_missing_`` looks names up (and lets their KeyError out)."""
+
+    R = 1
+    W = 2
+
+    @classmethod
+    def _missing_(cls, value: object) -> Spelled | None:
+        if isinstance(value, str):
+            made = cls(0)
+            for part in value.split("|"):
+                made |= cls[part]  # a KeyError for a name of no flag
+            return made
+        return super()._missing_(value)  # type: ignore[no-any-return]
+
+
+@tool
+def mode(perm: Spelled) -> str:
+    """Set a mode.
+
+    Args:
+        perm: The mode.
+    """
+    return str(perm.value)
+
+
+def test_a_flags_own_missing_that_raises_anything_is_an_argument_error_not_a_crash() -> None:
+    """Rewording a refused flag runs the converter; what a flag's own `_missing_` raises
+    there (a KeyError) leaves the schema's words, and the run goes on."""
+    model = ScriptedModel([[ScriptedModel.call("mode", {"perm": "R|Z"})], "done"])
+    response = generate_text(model, "go", tools=[mode])
+    result = response.steps[0].tool_results[0]
+    assert result.is_error
+    assert "$.perm: 'R|Z' is not of type 'integer'" in result.content
+    assert response.text == "done"
+
+
+class Gapped(enum.IntFlag):
+    """An IntFlag with its own ``_missing_`` that hands numbers to IntFlag's (which keeps bits)."""
+
+    A = 1
+    C = 4
+
+    @classmethod
+    def _missing_(cls, value: object) -> Gapped | None:
+        return super()._missing_(value)  # type: ignore[no-any-return]
+
+
+def test_a_number_is_held_to_the_flags_even_with_a_missing_of_the_flags_own() -> None:
+    """2 (a bit of no flag) is refused naming the flags, though IntFlag's own _missing_ keeps it."""
+    with pytest.raises(ValueError, match=r"2 is not a valid Gapped \(a flag \(A=1, C=4\)"):
+        get_converter().structure(2, Gapped)
+    assert get_converter().structure(5, Gapped) == Gapped.A | Gapped.C
+
+
+class Everything(enum.IntFlag):
+    """The old spelling of every flag: a member of -1."""
+
+    A = 1
+    B = 2
+    ALL = -1
+
+
+def test_a_negative_member_adds_no_bit_to_the_range() -> None:
+    """``ALL = -1`` does not make the schema's maximum -1 (which no value meets)."""
+    found = schema(Everything)
+    assert (found["minimum"], found["maximum"]) == (0, 3)
+    assert get_converter().structure(3, Everything) == Everything.A | Everything.B

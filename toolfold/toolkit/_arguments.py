@@ -226,7 +226,9 @@ class ArgumentChecker:
                 continue
             try:
                 get_converter().structure(value[name], cls)
-            except ValueError as exc:
+            except Exception as exc:  # (a flag's own `_missing_` may raise anything)
+                if not isinstance(exc, ValueError):
+                    continue  # the schema's words stand
                 lines = render(structure_problems(exc, (name,), cls))
                 rest = [p for p in problems[at:] if not p.startswith(prefix)]
                 problems = problems[:at] + lines + rest

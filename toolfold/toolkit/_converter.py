@@ -467,10 +467,10 @@ def _made(tp: Any, value: Any) -> Any:
         isinstance(tp, type)
         and issubclass(tp, Flag)
         and not _flag_value(tp, value)
-        and not _own_missing(tp)
+        and (isinstance(value, int) or not _own_missing(tp))
     ):
         # (Python 3.10's Flag raises a TypeError for a str; a `_missing_` of the
-        # flag's own may take one, e.g. "R|W")
+        # flag's own may take one, e.g. "R|W"; a number is held to the flags)
         raise _refusal(tp, value)
     try:
         return tp(value)
@@ -499,10 +499,7 @@ def _own_refusal(exc: ValueError) -> bool:
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename != _ENUM_FILE
-
-
-_ENUM_FILE = enum.__file__
+    return tb is not None and tb.tb_frame.f_globals is not enum.__dict__
 
 
 def apply_user_hook(entry: HookEntry) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import typing
+import weakref
 from typing import Any
 
 
@@ -26,11 +27,19 @@ def flag_values(cls: type[enum.Flag]) -> list[Any]:
 
 
 def flag_mask(cls: type[enum.Flag]) -> int:
-    """The flags or'ed: the largest value ``cls`` takes."""
-    mask = 0
-    for value in flag_values(cls):
-        mask |= value
+    """The flags or'ed: the largest value ``cls`` takes (a negative member, the old
+    spelling of every flag, ``~0``, adds no bit)."""
+    mask = _masks.get(cls)
+    if mask is None:
+        mask = 0
+        for value in flag_values(cls):
+            if value >= 0:
+                mask |= value
+        _masks[cls] = mask
     return mask
+
+
+_masks: weakref.WeakKeyDictionary[type[enum.Flag], int] = weakref.WeakKeyDictionary()
 
 
 def is_flag_value(cls: type[enum.Flag], value: int) -> bool:

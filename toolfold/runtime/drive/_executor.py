@@ -21,6 +21,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import inspect
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -672,6 +673,10 @@ async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt
     return await work
 
 
+# `shutdown_default_executor(timeout)` (3.12+), as `asyncio.run` gives it.
+_JOIN_TIMEOUT: tuple[float, ...] = (300.0,) if sys.version_info >= (3, 12) else ()
+
+
 def _run_interruptible(make: Callable[[], Coroutine[Any, Any, T]], interrupt: RoundInterrupt) -> T:
     """``asyncio.run(make())`` on the round's thread, except that once ``interrupt``
     fired, closing the loop does not wait for its executor's threads.
@@ -691,8 +696,8 @@ def _run_interruptible(make: Callable[[], Coroutine[Any, Any, T]], interrupt: Ro
         try:
             _cancel_leftovers(loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
-            if not interrupt.fired:
-                loop.run_until_complete(loop.shutdown_default_executor())
+            if not interrupt.fired:  # as `asyncio.run` waits (3.12+: at most 300 s)
+                loop.run_until_complete(loop.shutdown_default_executor(*_JOIN_TIMEOUT))
         finally:
             asyncio.set_event_loop(None)
             loop.close()
@@ -712,6 +717,10 @@ def run_calls_sync(
     calls run on an event loop are cancelled when it fires: their sub-runs
     are kept in ``finished`` as a cancelled async run keeps them.
     """
+    if interrupt is not None and interrupt.fired:
+        # (the caller's Ctrl-C, raised there before this round's thread began:
+        # nothing of the round runs, whatever it attaches)
+        raise KeyboardInterrupt
     started = time.monotonic()
     try:
         if len(jobs) == 1:
