@@ -220,9 +220,11 @@ class ArgumentChecker:
 
         for name, tp in self._param_types.items():
             cls = _flag_of(tp)
+            if cls is None or value.get(name) is None:
+                continue
             prefix = f"{format_path((name,))}: "
             at = next((i for i, p in enumerate(problems) if p.startswith(prefix)), None)
-            if cls is None or at is None or value.get(name) is None:
+            if at is None:
                 continue
             try:
                 get_converter().structure(value[name], cls)

@@ -209,7 +209,7 @@ def stop_answer(state: RunState, who: str) -> ToolResultPart | str | None:
     return f"Error: {who} {cause} after {calls} without answering"
 
 
-STOP_REASONS = frozenset(("max_steps", "token_budget", "stop_condition", "tool_called"))
+STOP_REASONS = frozenset((*_KINDS, "stop_condition"))
 """The finish reasons of a run that a stop condition (or its ``max_steps``) ended."""
 
 
