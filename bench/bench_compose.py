@@ -21,7 +21,9 @@ the time beyond the same model calls made by single agents, divided by the steps
 process's CPU time (all threads), not the wall clock, and each construct is
 measured in turns with ``single`` (the ``(arun)`` ones with ``single`` under
 ``asyncio.run``), taking the best of each, so that load from elsewhere on a
-shared machine moves the ratio less.
+shared machine moves the ratio less; each row also gives the median (and
+range) of the ratios of the pairs measured one right after the other, the
+figure to read on a machine whose speed moves.
 
 Run: ``.venv/bin/python bench/bench_compose.py``.
 
@@ -46,8 +48,8 @@ from toolfold import Agent, ModelRequest, Parallel, Sequence, tool
 from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
-REPEAT = 7
-RUNS = 40
+REPEAT = 15
+RUNS = 20
 
 
 @tool(blocking=False)
@@ -98,14 +100,14 @@ def once(run: Callable[[], Any], calls: int) -> float:
 
 def paired(
     base: Callable[[], Any], base_calls: int, run: Callable[[], Any], calls: int
-) -> tuple[float, float]:
-    """The best figure of each, measured in turns, so that load from elsewhere hits both alike."""
+) -> tuple[list[float], list[float]]:
+    """Both measured in turns, so that load from elsewhere hits both alike: the pairs' figures."""
     bases: list[float] = []
     figures: list[float] = []
     for _ in range(REPEAT):
         bases.append(once(base, base_calls))
         figures.append(once(run, calls))
-    return min(bases), min(figures)
+    return bases, figures
 
 
 def main() -> None:
@@ -156,12 +158,18 @@ def main() -> None:
     def report(
         label: str, base: Callable[[], Any], run: Callable[[], Any], calls: int, steps: int
     ) -> None:
-        single_us, us = paired(base, 3, run, calls)
+        bases, figures = paired(base, 3, run, calls)
+        single_us, us = min(bases), min(figures)
+        # Each pair's ratio too: on a machine whose speed moves from one moment
+        # to the next, the two best figures may come from different moments.
+        ratios = sorted(f / b for b, f in zip(bases, figures, strict=True))
         # What composing costs per step (sub-agent, handoff), on top of the model calls.
         per_step = (us - single_us) * calls / steps
         print(
             f"{label:21s} {us:7.1f} us per model call ({calls} calls; single agent "
-            f"{single_us:5.1f} us: {us / single_us - 1:+.0%}; {per_step:+5.0f} us per step)"
+            f"{single_us:5.1f} us: {us / single_us - 1:+.0%}; {per_step:+5.0f} us per step; "
+            f"pairs: median {statistics.median(ratios) - 1:+.0%}, "
+            f"{ratios[0] - 1:+.0%} to {ratios[-1] - 1:+.0%})"
         )
 
     print(
