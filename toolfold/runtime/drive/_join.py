@@ -41,29 +41,24 @@ class _Join:
         self.failed: list[asyncio.Task[Any] | None] = []  # the tasks that raised
         self.waiter: asyncio.Future[None] | None = None
 
-    def wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
 
 async def _branch(join: _Join, index: int, coroutine: Coroutine[Any, Any, T]) -> T:
-    """``coroutine`` in its task, telling ``join`` when it ends."""
+    """``coroutine`` in its task, telling ``join`` when it ends (and waking it)."""
     try:
-        value = await coroutine
+        value = join.results[index] = await coroutine
     except BaseException as exc:
         import asyncio
 
         # (an eager task that raised Ctrl-C never reaches the join's list)
         join.failed.append(asyncio.current_task())
-        join.running -= 1
         if join.failure is None:
             join.failure = exc
-        join.wake()
         raise
-    join.results[index] = value
-    join.running -= 1
-    join.wake()
+    finally:
+        join.running -= 1
+        waiter = join.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
     return value
 
 
