@@ -30,6 +30,7 @@ from toolfold.runtime._task import (
     type_name,
 )
 from toolfold.runtime._workflow import Workflow
+from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 
 
@@ -210,8 +211,8 @@ class Parallel(Workflow):
             # A step not started yet, or its next attempt (`Plan.status` without its call).
             status = plan.status(task, name) if attempts else name
             if isinstance(status, str):
-                if not task.free_names:  # (`Plan.call`, no values to pick)
-                    calls.append(Call(task, status, plan.input, NO_VALUES))
+                if not task.free_names:  # (`Plan.call`, no values to pick; a call per branch)
+                    calls.append(new_tuple(Call, (task, status, plan.input, NO_VALUES)))
                 else:
                     calls.append(plan.call(task, status, plan.input, plan.values))
             # Skipped after failing: no output, so no entry.
