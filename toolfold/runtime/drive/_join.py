@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# Eager tasks (3.12+): the task's first step runs inside its creation.
+# Eager tasks (3.12+): the task's first step runs inside its creation. Not
+# made by hand before 3.12: a first step run before its task exists sees the
+# join's task as its own (`asyncio.current_task`), so a timeout or a cancel
+# scope it enters there (httpx's transports, aiohttp's) would cancel the join,
+# or fail when left in the task made after (see tests/runtime/test_join.py).
 _EAGER = sys.version_info >= (3, 12)
 # `create_task(..., context=)` (3.11+); before, the task is made inside the context.
 _CONTEXT_ARG = sys.version_info >= (3, 11)
