@@ -193,3 +193,63 @@ def test_names_given_name_the_branch_tasks(debug: bool) -> None:
         assert names == ("first", "second")
 
     asyncio.run(go(), debug=debug)
+
+
+def test_a_branch_is_its_own_task_from_its_first_step_on() -> None:
+    """Before its first wait, a branch already runs as the task it goes on in, not as the
+    join's: a first step run outside a task of its own (a hand-made eager start on 3.11)
+    would see the caller as its task."""
+
+    async def go() -> None:
+        caller = asyncio.current_task()
+
+        async def branch() -> bool:
+            first = asyncio.current_task()
+            await asyncio.sleep(0)
+            return first is asyncio.current_task() and first is not caller
+
+        assert await gather_or_cancel([branch(), branch()]) == (True, True)
+
+    asyncio.run(go())
+
+
+def test_a_cancel_scope_a_branch_enters_before_it_first_waits_is_left_in_the_same_task() -> None:
+    """A cancel scope (anyio's, as httpx's transports open one around a connect) entered in a
+    branch's first step and left after it waits is left in the task it was entered in:
+    anyio raises when it is not."""
+    import anyio
+
+    async def go() -> None:
+        async def branch(value: int) -> int:
+            with anyio.fail_after(3600):
+                await asyncio.sleep(0)
+            return value
+
+        assert await gather_or_cancel([branch(1), branch(2)]) == (1, 2)
+
+    asyncio.run(go())
+
+
+def test_a_branch_that_cancels_its_task_before_it_first_waits_stops_itself_only() -> None:
+    """What a timeout does (``asyncio.timeout``, aiohttp's): a branch that takes its task in its
+    first step and has it cancelled later stops itself, not the join (the caller's task), and
+    the other branches' results come back."""
+
+    async def go() -> None:
+        async def cancels_itself() -> str:
+            task = asyncio.current_task()
+            assert task is not None
+            asyncio.get_running_loop().call_soon(task.cancel)  # as a timeout expiring
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                return "stopped"
+            return "waited"
+
+        async def other() -> str:
+            await asyncio.sleep(0)
+            return "other"
+
+        assert await gather_or_cancel([cancels_itself(), other()]) == ("stopped", "other")
+
+    asyncio.run(go())

@@ -20,7 +20,6 @@ from toolfold.runtime._run import (
     fresh,
     make_options,
     run_async,
-    run_state_async,
     run_state_sync,
     run_sync,
     start,
@@ -545,17 +544,12 @@ class Agent:
             return self.run(prompt, deps=deps, run_id=run_id).state
         return run_state_sync(*_Fresh(prompt, (), deps, None, None, run_id)(self))
 
-    def _astep_state(
-        self, prompt: MessagesInput, deps: Any, run_id: str
-    ) -> Coroutine[Any, Any, RunState]:
-        """Like `_step_state`, on the running event loop: the run to await
-        (without sources, `run_state_async`'s own coroutine, as `_async` gives)."""
+    async def _astep_state(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunState:
+        """Like `_step_state`, on the running event loop: `arun`'s state, without its
+        `Response` (without sources, `drive_async` awaited here, as `arun` awaits it)."""
         if self._sources:
-            return self._sourced_step_state(prompt, deps, run_id)
-        return run_state_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
-
-    async def _sourced_step_state(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunState:
-        return (await self.arun(prompt, deps=deps, run_id=run_id)).state
+            return (await self.arun(prompt, deps=deps, run_id=run_id)).state
+        return (await drive_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))).state
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 

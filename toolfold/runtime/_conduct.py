@@ -56,7 +56,7 @@ from toolfold.runtime._planner import (
 from toolfold.runtime._run import run_async, run_sync
 from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
 from toolfold.runtime.core._approval import dispositions
-from toolfold.runtime.core._build import builder
+from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import RunTools
 from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
@@ -460,10 +460,11 @@ def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list
     """
     if not decision or steps_named is None:
         return None
+    # (A step's records here are made as `new_tuple` makes them: one of each per branch.)
     if len(decision) == 1:  # the usual round: one step
         call = decision[0]
         task = steps_named.get(call.task.name)
-        return None if task is None else [InPlace(task, call, None)]
+        return None if task is None else [new_tuple(InPlace, (task, call, None))]
     if len({call.call_id for call in decision}) < len(decision):
         return None
     steps: list[InPlace] = []
@@ -471,7 +472,7 @@ def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list
         task = steps_named.get(call.task.name)
         if task is None:
             return None
-        steps.append(InPlace(task, call, None))
+        steps.append(new_tuple(InPlace, (task, call, None)))
     return steps
 
 
@@ -507,7 +508,7 @@ def _attempts(outcomes: tuple[ToolOutcome, ...]) -> list[Attempt] | None:
             return None
         output = child.output
         value = output if type(output) is str else json.loads(outcome.content)
-        found.append(Attempt(outcome.call_id, outcome.tool_name, True, value))
+        found.append(new_tuple(Attempt, (outcome.call_id, outcome.tool_name, True, value)))
     return found
 
 
@@ -628,16 +629,20 @@ def _outcome(call: Call, ran: SubRun, started: float) -> ToolOutcome:
     """The outcome of ``call``, whose step ran the sub-run ``ran``, as the executor makes it."""
     ended = time.monotonic()
     is_error = ran.is_error
-    return ToolOutcome(
-        call.call_id,
-        call.task.name,
-        ran.content,
-        is_error,
-        "error" if is_error else "ok",  # `made_outcome`
-        None,
-        ended,
-        max(0.0, ended - started),
-        ran.state,
+    return new_tuple(
+        ToolOutcome,
+        (
+            call.call_id,
+            call.task.name,
+            ran.content,
+            is_error,
+            "error" if is_error else "ok",  # `made_outcome`
+            None,
+            ended,
+            max(0.0, ended - started),
+            ran.state,
+            (),
+        ),
     )
 
 

@@ -30,6 +30,7 @@ from toolfold.runtime._task import (
     type_name,
 )
 from toolfold.runtime._workflow import Workflow
+from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 
 
@@ -200,12 +201,21 @@ class Parallel(Workflow):
         """Every step not yet done (retries included), or the merged output."""
         calls: list[Call] = []
         outputs: dict[str, Any] = {}
+        by_step = plan.by_step
         for task in self._tasks:
-            status = plan.status(task, task.name)
+            name = task.name
+            attempts = by_step.get(name)
+            if attempts and attempts[-1].ok:  # (`Plan.status` without making its `Done`)
+                outputs[name] = attempts[-1].value
+                continue
+            # A step not started yet, or its next attempt (`Plan.status` without its call).
+            status = plan.status(task, name) if attempts else name
             if isinstance(status, str):
-                calls.append(plan.call(task, status, plan.input, plan.values))
-            elif not status.skipped:  # a skipped step has no output, so no entry
-                outputs[task.name] = status.value
+                if not task.free_names:  # (`Plan.call`, no values to pick; a call per branch)
+                    calls.append(new_tuple(Call, (task, status, plan.input, NO_VALUES)))
+                else:
+                    calls.append(plan.call(task, status, plan.input, plan.values))
+            # Skipped after failing: no output, so no entry.
         if calls:
             return calls
         if self.merge is None:

@@ -442,15 +442,6 @@ def run_state_sync(live: Live, state: RunState) -> RunState:
     return drive_sync(live, state).state
 
 
-def run_state_async(live: Live, state: RunState) -> Coroutine[Any, Any, RunState]:
-    """`run_async`'s end state, without its `Response` (await the result)."""
-    return _end_state(drive_async(live, state))
-
-
-async def _end_state(ended: Awaitable[Ended]) -> RunState:
-    return (await ended).state
-
-
 class RunStream:
     """A run as a stream of events; iterate it with ``for`` or ``async for``.
 

@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# Eager tasks (3.12+): the task's first step runs inside its creation.
+# Eager tasks (3.12+): the task's first step runs inside its creation. Not
+# made by hand before 3.12: a first step run before its task exists sees the
+# join's task as its own (`asyncio.current_task`), so a timeout or a cancel
+# scope it enters there (httpx's transports, aiohttp's) would cancel the join,
+# or fail when left in the task made after (see tests/runtime/test_join.py).
 _EAGER = sys.version_info >= (3, 12)
 # `create_task(..., context=)` (3.11+); before, the task is made inside the context.
 _CONTEXT_ARG = sys.version_info >= (3, 11)
@@ -41,29 +45,24 @@ class _Join:
         self.failed: list[asyncio.Task[Any] | None] = []  # the tasks that raised
         self.waiter: asyncio.Future[None] | None = None
 
-    def wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
 
 async def _branch(join: _Join, index: int, coroutine: Coroutine[Any, Any, T]) -> T:
-    """``coroutine`` in its task, telling ``join`` when it ends."""
+    """``coroutine`` in its task, telling ``join`` when it ends (and waking it)."""
     try:
-        value = await coroutine
+        value = join.results[index] = await coroutine
     except BaseException as exc:
         import asyncio
 
         # (an eager task that raised Ctrl-C never reaches the join's list)
         join.failed.append(asyncio.current_task())
-        join.running -= 1
         if join.failure is None:
             join.failure = exc
-        join.wake()
         raise
-    join.results[index] = value
-    join.running -= 1
-    join.wake()
+    finally:
+        join.running -= 1
+        waiter = join.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
     return value
 
 
