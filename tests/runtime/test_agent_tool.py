@@ -450,3 +450,60 @@ def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
     assert done.text == "done"
     assert paid == [1]
     assert replay(done.state.log) == done.state
+
+
+def _approver(name: str, call_id: str, paid: list[str]) -> Agent:
+    """An agent that calls an approval tool under ``call_id``, then answers its result."""
+    from toolfold import tool
+
+    @tool(requires_approval=True)
+    def charge(who: str) -> str:
+        """Charge a card.
+
+        Args:
+            who: Whose card.
+        """
+        paid.append(who)
+        return f"charged {who}"
+
+    def reply(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return request.messages[-1].tool_results[0].content
+        return ScriptedModel.call("charge", {"who": name}, id=call_id)
+
+    return Agent(FunctionModel(reply), name=name, tools=[charge])
+
+
+@pytest.mark.parametrize(
+    ("ids", "answers"),
+    [
+        (("x", "y"), {"x": True, "y": Denied("not this one")}),
+        (("call_0", "call_0"), {"a/call_0": True, "b/call_0": Denied("not this one")}),
+    ],
+)
+def test_one_resume_answers_calls_waiting_in_two_sub_runs(
+    ids: tuple[str, str], answers: dict[str, Any]
+) -> None:
+    """Answers for two sub-runs of one step go down in one resume (the first one's
+    `CallResumed` leaves the step running tools, which still takes the second)."""
+    paid: list[str] = []
+    lead = Agent(
+        ScriptedModel(
+            [
+                [
+                    ScriptedModel.call("ann", {"input": "pay"}, id="a"),
+                    ScriptedModel.call("bob", {"input": "pay"}, id="b"),
+                ],
+                "done",
+            ]
+        ),
+        tools=[_approver("ann", ids[0], paid).as_tool(), _approver("bob", ids[1], paid).as_tool()],
+    )
+    waiting = lead.run("pay both")
+    assert [c.id for c in waiting.pending_approvals] == list(ids)
+    done = lead.resume(RunState.from_json(waiting.state.to_json()), approvals=answers)
+    assert done.text == "done"
+    assert paid == ["ann"]
+    results = [r.content for r in done.messages[-2].tool_results]
+    assert results == ["charged ann", "The user denied this tool call: not this one"]
+    assert replay(done.state.log) == done.state
