@@ -20,7 +20,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from toolfold._errors import AgentFileError, RunError, SourceCloseError, ToolfoldError
+from toolfold._errors import (
+    AgentFileError,
+    RunError,
+    SourceCloseError,
+    ToolfoldError,
+    UsageError,
+)
 
 OK = 0
 PROBLEM = 1
@@ -72,7 +78,6 @@ def _load(command: str, path: str, model: str | None, *, offline: bool = False) 
 
 
 def _agent(command: str, loaded: Any, name: str | None) -> Any:
-    from toolfold._errors import UsageError
 
     try:
         return loaded.get(name)
@@ -230,12 +235,11 @@ def resume(args: argparse.Namespace) -> int:
 
 
 def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
+    from toolfold.runtime._resume import answer_keys, waiting_call
     from toolfold.runtime._run import Denied
 
     approvals: dict[str, Any] = {}
     results: dict[str, Any] = {}
-    waiting_approval = {c.id for c in state.pending_approvals}
-    waiting_result = {c.id for c in state.tool_calls}
     answered = [*args.approve, *(item.partition("=")[0] for item in (*args.deny, *args.result))]
     for call_id in sorted({c for c in answered if answered.count(c) > 1}):
         _say("resume", f"{call_id} is answered more than once (--approve, --deny, --result)")
@@ -255,13 +259,18 @@ def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
         except ValueError as exc:
             _say("resume", f"--result {call_id}: not JSON ({exc}); quote text as '\"text\"'")
             raise _Stop(USAGE) from None
-    for ids, waiting, what in (
-        (approvals, waiting_approval, "an approval"),
-        (results, waiting_result, "a result"),
+    for ids, status, what in (
+        (approvals, "awaiting_approval", "an approval"),
+        (results, "to_return", "a result"),
     ):
         for call_id in ids:
-            if call_id not in waiting:
-                listed = ", ".join(sorted(waiting)) or "none"
+            try:
+                found = waiting_call(state, call_id, status)
+            except UsageError as exc:  # an id that calls of several sub-runs wait under
+                _say("resume", str(exc))
+                raise _Stop(PROBLEM) from None
+            if found is None:
+                listed = ", ".join(key for key, _ in answer_keys(state, status)) or "none"
                 _say("resume", f"no call {call_id!r} waits for {what}; waiting: {listed}")
                 raise _Stop(PROBLEM)
     return {"approvals": approvals or None, "tool_results": results or None}
@@ -449,24 +458,24 @@ class _Session:
 
     def _ask(self, response: Any) -> dict[str, Any] | None:
         """Answers typed at the terminal, or None when stdin ends."""
+        from toolfold.runtime._resume import answer_keys
+
         approvals: dict[str, Any] = {}
         results: dict[str, Any] = {}
-        for call in response.pending_approvals:
-            question = f"approve {call.name}({_excerpt(call.arguments_text)}) [{call.id}]? [y/n] "
+        for key, call in answer_keys(response.state, "awaiting_approval"):
+            question = f"approve {call.name}({_excerpt(call.arguments_text)}) [{key}]? [y/n] "
             answer = self._prompt(question, ("y", "yes", "n", "no"))
             if answer is None:
                 return None
-            approvals[call.id] = answer in ("y", "yes")
-        for call in response.tool_calls:
-            question = (
-                f"result of {call.name}({_excerpt(call.arguments_text)}) [{call.id}] as JSON: "
-            )
+            approvals[key] = answer in ("y", "yes")
+        for key, call in answer_keys(response.state, "to_return"):
+            question = f"result of {call.name}({_excerpt(call.arguments_text)}) [{key}] as JSON: "
             while True:
                 text = self._prompt(question, None)
                 if text is None:
                     return None
                 try:
-                    results[call.id] = json.loads(text)
+                    results[key] = json.loads(text)
                     break
                 except ValueError:
                     print('not JSON; quote text as "text"', file=self.err)
@@ -499,8 +508,11 @@ class _Session:
             raise _Stop(PROBLEM) from None
 
     def _explain(self, response: Any) -> None:
-        waiting = [*response.pending_approvals, *response.tool_calls]
-        lines = [f"{c.id} ({c.name})" for c in waiting]
+        from toolfold.runtime._resume import answer_keys
+
+        state = response.state
+        waiting = [*answer_keys(state, "awaiting_approval"), *answer_keys(state, "to_return")]
+        lines = [f"{key} ({call.name})" for key, call in waiting]
         what = "approvals" if response.pending_approvals else "tool results"
         _say(
             self.command,

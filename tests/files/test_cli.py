@@ -273,22 +273,22 @@ def test_a_run_whose_source_fails_to_close_still_answers(tmp_path: Path) -> None
     )
 
 
-def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
-    """With stdin a terminal, ``run`` asks y/n per call and goes on with the answer."""
+def on_terminal(*args: str, cwd: Path, answer: bytes = b"y\n") -> tuple[int, str]:
+    """``toolfold ARGS`` under a pseudo-terminal, answering every ``[y/n]`` question."""
     main, secondary = pty.openpty()
     clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolfold._cli", "run", str(EXAMPLE), *DEMO, "refund A17"],
+        [sys.executable, "-m", "toolfold._cli", *args],
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
-        cwd=tmp_path,
+        cwd=cwd,
         env=clean,
         close_fds=True,
     )
     os.close(secondary)
     seen = b""
-    answered = False
+    answered = 0
     try:
         while True:
             ready, _, _ = select.select([main], [], [], 60)
@@ -300,13 +300,18 @@ def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
             if not chunk:
                 break
             seen += chunk
-            if not answered and b"[y/n] " in seen:
-                os.write(main, b"y\n")
-                answered = True
+            if seen.count(b"[y/n] ") > answered:
+                os.write(main, answer)
+                answered += 1
     finally:
         os.close(main)
-    assert proc.wait(timeout=60) == 0, seen.decode()
-    text = seen.decode()
+    return proc.wait(timeout=60), seen.decode()
+
+
+def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
+    """With stdin a terminal, ``run`` asks y/n per call and goes on with the answer."""
+    code, text = on_terminal("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert code == 0, text
     assert 'approve refund({"order": "A17"}) [call_4_0]? [y/n] ' in text
     assert text.rstrip().endswith("order A17 refunded")
     assert not (tmp_path / "toolfold-run.json").exists()
@@ -420,6 +425,38 @@ def test_an_approval_inside_a_workflow_suspends_and_resumes(tmp_path: Path) -> N
     proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "result: 5\n"
+
+
+def test_calls_waiting_under_one_id_in_two_sub_runs_are_answered_by_path(
+    tmp_path: Path,
+) -> None:
+    """Two steps whose models made the same call id: the run names each call by its path,
+    ``resume`` takes those paths (a bare id is refused with exit 1, naming them), and the
+    terminal asks for each call and answers both."""
+    both = str(FILES / "same_ids.toml")
+    proc = toolfold("run", both, "go", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert (
+        "the run waits for approvals: left/call_1_0 (add_approved), right/call_1_0 (add_approved)"
+        in proc.stderr
+    )
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "answer each by its path instead: 'left/call_1_0', 'right/call_1_0'" in proc.stderr
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "left/call_1_0", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert "the run waits for approvals: call_1_0 (add_approved)" in proc.stderr
+    proc = toolfold("resume", "toolfold-run.json", "--deny", "right/call_1_0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "left": "result: 5",
+        "right": "result: The user denied this tool call.",
+    }
+    code, text = on_terminal("run", both, "go", cwd=tmp_path)
+    assert code == 0, text
+    assert 'approve add_approved({"a": 2, "b": 3}) [left/call_1_0]? [y/n] ' in text
+    assert 'approve add_approved({"a": 2, "b": 3}) [right/call_1_0]? [y/n] ' in text
+    assert text.rstrip().endswith('{"left": "result: 5", "right": "result: 5"}')
 
 
 def test_tools_lists_an_mcp_servers_tools(tmp_path: Path) -> None:
