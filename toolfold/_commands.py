@@ -215,6 +215,9 @@ def resume(args: argparse.Namespace) -> int:
         given = getattr(args, key)
         if given is not None:
             where[key] = str(Path(given).resolve()) if key == "file" else given
+    if wrapped and "state" not in document:
+        _say("resume", f"{path} does not load as a run's state: the run file has no 'state'")
+        return PROBLEM
     if where.get("file") is None:
         _say("resume", f"{path} is a bare state: give the agent file with --file FILE")
         return PROBLEM

@@ -157,6 +157,12 @@ def test_resume_refuses_unknown_ids_and_bad_results(tmp_path: Path) -> None:
     proc = toolfold("resume", "missing.json", cwd=tmp_path)
     assert proc.returncode == 1
     assert "cannot read missing.json" in proc.stderr
+    (tmp_path / "cut.json").write_text('{"format": "toolfold-run/1", "file": "x.toml"}')
+    proc = toolfold("resume", "cut.json", "--approve", "call_4_0", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "toolfold resume: cut.json does not load as a run's state: the run file has no 'state'\n"
+    )
 
 
 def test_an_id_both_approved_and_denied_is_a_wrong_command_line(tmp_path: Path) -> None:
