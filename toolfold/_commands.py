@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from toolfold._errors import (
     AgentFileError,
@@ -262,10 +262,11 @@ def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
         except ValueError as exc:
             _say("resume", f"--result {call_id}: not JSON ({exc}); quote text as '\"text\"'")
             raise _Stop(USAGE) from None
-    for ids, status, what in (
+    checks: tuple[tuple[dict[str, Any], Literal["awaiting_approval", "to_return"], str], ...] = (
         (approvals, "awaiting_approval", "an approval"),
         (results, "to_return", "a result"),
-    ):
+    )
+    for ids, status, what in checks:
         for call_id in ids:
             try:
                 found = waiting_call(state, call_id, status)
