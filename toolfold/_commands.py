@@ -322,7 +322,10 @@ class _Session:
             "approval_required",
             "tool_calls",
         ):
-            answers = self._ask(response) if sys.stdin.isatty() else None
+            try:
+                answers = self._ask(response) if sys.stdin.isatty() else None
+            except KeyboardInterrupt:  # Ctrl-C at a question: the waiting run is kept
+                return self._interrupted(response.state)
             if answers is None:
                 self._write(response.state)
                 self._explain(response)
@@ -391,13 +394,17 @@ class _Session:
             state = state_of(exc)
             if state is None:
                 raise
-            self._write(state)
-            _say(
-                self.command,
-                f"interrupted; state written to {self.run_file}; continue with: "
-                f"toolfold resume {self.run_file}",
-            )
-            return INTERRUPTED
+            return self._interrupted(state)
+
+    def _interrupted(self, state: Any) -> int:
+        """Ctrl-C: the run file written with ``state``, and the code to exit with."""
+        self._write(state)
+        _say(
+            self.command,
+            f"interrupted; state written to {self.run_file}; continue with: "
+            f"toolfold resume {self.run_file}",
+        )
+        return INTERRUPTED
 
     def _catch_up(self, response: Any, waiting: tuple[str, ...]) -> None:
         """Show the results of answered calls no step or event showed (denials)."""

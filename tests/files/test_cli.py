@@ -12,6 +12,7 @@ import os
 import pty
 import select
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from toolfold import RunState
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent_files" / "support.toml"
+FILES = Path(__file__).resolve().parent
 DEMO = ["--model", "support_tools:demo_model"]
 
 
@@ -279,8 +281,9 @@ def test_a_run_whose_source_fails_to_close_still_answers(tmp_path: Path) -> None
     )
 
 
-def on_terminal(*args: str, cwd: Path, answer: bytes = b"y\n") -> tuple[int, str]:
-    """``toolfold ARGS`` under a pseudo-terminal, answering every ``[y/n]`` question."""
+def on_terminal(*args: str, cwd: Path, answer: bytes | None = b"y\n") -> tuple[int, str]:
+    """``toolfold ARGS`` under a pseudo-terminal, answering every ``[y/n]`` question
+    (with Ctrl-C when ``answer`` is None)."""
     main, secondary = pty.openpty()
     clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     proc = subprocess.Popen(
@@ -307,7 +310,10 @@ def on_terminal(*args: str, cwd: Path, answer: bytes = b"y\n") -> tuple[int, str
                 break
             seen += chunk
             if seen.count(b"[y/n] ") > answered:
-                os.write(main, answer)
+                if answer is None:
+                    proc.send_signal(signal.SIGINT)
+                else:
+                    os.write(main, answer)
                 answered += 1
     finally:
         os.close(main)
@@ -321,6 +327,21 @@ def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
     assert 'approve refund({"order": "A17"}) [call_4_0]? [y/n] ' in text
     assert text.rstrip().endswith("order A17 refunded")
     assert not (tmp_path / "toolfold-run.json").exists()
+
+
+def test_ctrl_c_at_a_question_keeps_the_waiting_run(tmp_path: Path) -> None:
+    """Ctrl-C at the terminal's y/n question exits 130 with the run file written (the
+    steps that ran are kept: it was lost), and ``resume`` answers it."""
+    code, text = on_terminal("run", str(FILES / "approval.toml"), "go", cwd=tmp_path, answer=None)
+    assert code == 130, text
+    assert text.rstrip().endswith(
+        "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+        "toolfold resume toolfold-run.json"
+    )
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "result: 5\n"
+    assert "writer" not in proc.stderr  # the first step is not run again
 
 
 def test_graph_prints_the_diagram(tmp_path: Path) -> None:
@@ -387,9 +408,6 @@ def test_check_passes_a_good_file_and_lists_every_problem(tmp_path: Path) -> Non
     ]
     proc = toolfold("run", str(bad), "hi", cwd=tmp_path)
     assert proc.returncode == 1
-
-
-FILES = Path(__file__).resolve().parent
 
 
 def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
