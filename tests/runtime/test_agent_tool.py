@@ -507,3 +507,27 @@ def test_one_resume_answers_calls_waiting_in_two_sub_runs(
     results = [r.content for r in done.messages[-2].tool_results]
     assert results == ["charged ann", "The user denied this tool call: not this one"]
     assert replay(done.state.log) == done.state
+
+
+def test_structured_input_and_output_keep_non_ascii_text() -> None:
+    """The JSON a sub-agent reads and its caller gets back holds the text as written
+    ("café ✓ 日本"), as tool results do, not ``\\u`` escapes (six times the characters)."""
+
+    @attrs.frozen
+    class Note:
+        text: str
+
+    seen: list[str] = []
+
+    def reply(request: Any) -> str:
+        seen.append(request.messages[-1].text)
+        return '{"text": "noté ✓"}'
+
+    scribe = Agent(FunctionModel(reply), name="scribe", output_type=Note)
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("scribe", {"input": {"text": "café ✓ 日本"}}), "done"]),
+        tools=[scribe.as_tool(input_type=Note)],
+    )
+    response = lead.run("write it")
+    assert seen == ['{"text": "café ✓ 日本"}']
+    assert response.messages[-2].tool_results[0].content == '{"text": "noté ✓"}'
