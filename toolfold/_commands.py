@@ -557,7 +557,9 @@ def _arguments_shown(call: Any) -> str:
     ):
         step = json.loads(call.arguments_text)
         shown = json.dumps(step["input"], ensure_ascii=False)
-        return shown if not step["values"] else f"{shown}, values {json.dumps(step['values'])}"
+        if not step["values"]:
+            return shown
+        return f"{shown}, values {json.dumps(step['values'], ensure_ascii=False)}"
     return str(call.arguments_text)
 
 

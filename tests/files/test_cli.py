@@ -439,6 +439,21 @@ def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
     assert "'views' is a workflow" in proc.stderr
 
 
+def test_a_steps_input_and_values_show_their_text_as_written(tmp_path: Path) -> None:
+    """The values a step's prompt reads show as text (``"CAFÉ"``), like its input,
+    not as ``\\u`` escapes."""
+    (tmp_path / "say.toml").write_text(
+        '[workflows.w]\nkind = "sequence"\n'
+        'steps = ["files_helpers:shout", { step = "writer", prompt = "Sagen: {shout}" }]\n\n'
+        '[agents.writer]\nmodel = "files_helpers:model"\n',
+        encoding="utf-8",
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", "say.toml", "café", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert '→ writer("CAFÉ", values {"shout": "CAFÉ"}) [writer]' in proc.stderr.splitlines()
+
+
 def test_an_approval_inside_a_workflow_suspends_and_resumes(tmp_path: Path) -> None:
     """A step's approval stops ``run`` with exit 3; ``resume`` answers it by id and finishes."""
     proc = toolfold("run", str(FILES / "approval.toml"), "--stream", "go", cwd=tmp_path)
