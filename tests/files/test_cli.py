@@ -294,6 +294,9 @@ def on_terminal(*args: str, cwd: Path, answer: bytes | None = b"y\n") -> tuple[i
         cwd=cwd,
         env=clean,
         close_fds=True,
+        # A process started in the background inherits SIGINT ignored, and Python then
+        # never raises KeyboardInterrupt for it: the default lets Python install its own.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     os.close(secondary)
     seen = b""
