@@ -250,4 +250,3 @@ def test_structured_values_in_prompts_keep_non_ascii_text() -> None:
     Sequence(note, reader).run("日本")
     assert seen == ['Read {"text": "café ✓"}.', '{"text": "日本 ✓"}']
     assert Sequence(note).run("é").text == '{"text": "é ✓"}'
-
