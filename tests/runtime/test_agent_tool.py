@@ -401,57 +401,6 @@ def test_a_reused_call_id_gives_each_sub_run_its_own_id() -> None:
     assert RunState.from_json(done.state.to_json()) == done.state
 
 
-def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
-    """Two sub-agents in one step both wait on ``call_0``: a plain id is refused, paths work."""
-    from toolfold import tool
-
-    paid: list[int] = []
-
-    @tool(requires_approval=True)
-    def charge(amount: int) -> str:
-        """Charge a card.
-
-        Args:
-            amount: How much.
-        """
-        paid.append(amount)
-        return f"charged {amount}"
-
-    def cashier(amount: int) -> Agent:
-        def reply(request: Any) -> Any:
-            if request.messages[-1].role == "tool":
-                return request.messages[-1].tool_results[0].content
-            return ScriptedModel.call("charge", {"amount": amount}, id="call_0")
-
-        return Agent(FunctionModel(reply), name=f"cashier{amount}", tools=[charge])
-
-    lead = Agent(
-        ScriptedModel(
-            [
-                [
-                    ScriptedModel.call("cashier1", {"input": "pay"}, id="a"),
-                    ScriptedModel.call("cashier2", {"input": "pay"}, id="b"),
-                ],
-                "done",
-            ]
-        ),
-        tools=[cashier(1).as_tool(), cashier(2).as_tool()],
-    )
-    waiting = lead.run("pay both")
-    assert [c.id for c in waiting.pending_approvals] == ["call_0", "call_0"]
-    with pytest.raises(
-        UsageError, match=r"answer each by its path instead: 'a/call_0', 'b/call_0'"
-    ):
-        lead.resume(waiting.state, approvals={"call_0": True})
-    state = RunState.from_json(waiting.state.to_json())
-    half = lead.resume(state, approvals={"b/call_0": Denied("not this one")})
-    assert [c.id for c in half.pending_approvals] == ["call_0"]  # a's, unambiguous now
-    done = lead.resume(half.state, approvals={"call_0": True})
-    assert done.text == "done"
-    assert paid == [1]
-    assert replay(done.state.log) == done.state
-
-
 def _approver(name: str, call_id: str, paid: list[str]) -> Agent:
     """An agent that calls an approval tool under ``call_id``, then answers its result."""
     from toolfold import tool
@@ -474,6 +423,42 @@ def _approver(name: str, call_id: str, paid: list[str]) -> Agent:
     return Agent(FunctionModel(reply), name=name, tools=[charge])
 
 
+def _two_cashiers(ids: tuple[str, str], paid: list[str]) -> Agent:
+    """A lead that calls ``ann`` and ``bob`` (as tools, call ids ``a`` and ``b``) in one step;
+    each waits for an approval under its id of ``ids``."""
+    return Agent(
+        ScriptedModel(
+            [
+                [
+                    ScriptedModel.call("ann", {"input": "pay"}, id="a"),
+                    ScriptedModel.call("bob", {"input": "pay"}, id="b"),
+                ],
+                "done",
+            ]
+        ),
+        tools=[_approver("ann", ids[0], paid).as_tool(), _approver("bob", ids[1], paid).as_tool()],
+    )
+
+
+def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
+    """Two sub-agents in one step both wait on ``call_0``: a plain id is refused, paths work."""
+    paid: list[str] = []
+    lead = _two_cashiers(("call_0", "call_0"), paid)
+    waiting = lead.run("pay both")
+    assert [c.id for c in waiting.pending_approvals] == ["call_0", "call_0"]
+    with pytest.raises(
+        UsageError, match=r"answer each by its path instead: 'a/call_0', 'b/call_0'"
+    ):
+        lead.resume(waiting.state, approvals={"call_0": True})
+    state = RunState.from_json(waiting.state.to_json())
+    half = lead.resume(state, approvals={"b/call_0": Denied("not this one")})
+    assert [c.id for c in half.pending_approvals] == ["call_0"]  # a's, unambiguous now
+    done = lead.resume(half.state, approvals={"call_0": True})
+    assert done.text == "done"
+    assert paid == ["ann"]
+    assert replay(done.state.log) == done.state
+
+
 @pytest.mark.parametrize(
     ("ids", "answers"),
     [
@@ -487,18 +472,7 @@ def test_one_resume_answers_calls_waiting_in_two_sub_runs(
     """Answers for two sub-runs of one step go down in one resume (the first one's
     `CallResumed` leaves the step running tools, which still takes the second)."""
     paid: list[str] = []
-    lead = Agent(
-        ScriptedModel(
-            [
-                [
-                    ScriptedModel.call("ann", {"input": "pay"}, id="a"),
-                    ScriptedModel.call("bob", {"input": "pay"}, id="b"),
-                ],
-                "done",
-            ]
-        ),
-        tools=[_approver("ann", ids[0], paid).as_tool(), _approver("bob", ids[1], paid).as_tool()],
-    )
+    lead = _two_cashiers(ids, paid)
     waiting = lead.run("pay both")
     assert [c.id for c in waiting.pending_approvals] == list(ids)
     done = lead.resume(RunState.from_json(waiting.state.to_json()), approvals=answers)
