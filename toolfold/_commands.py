@@ -78,7 +78,6 @@ def _load(command: str, path: str, model: str | None, *, offline: bool = False) 
 
 
 def _agent(command: str, loaded: Any, name: str | None) -> Any:
-
     try:
         return loaded.get(name)
     except UsageError as exc:
