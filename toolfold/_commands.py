@@ -18,9 +18,15 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
-from toolfold._errors import AgentFileError, RunError, SourceCloseError, ToolfoldError
+from toolfold._errors import (
+    AgentFileError,
+    RunError,
+    SourceCloseError,
+    ToolfoldError,
+    UsageError,
+)
 
 OK = 0
 PROBLEM = 1
@@ -72,8 +78,6 @@ def _load(command: str, path: str, model: str | None, *, offline: bool = False) 
 
 
 def _agent(command: str, loaded: Any, name: str | None) -> Any:
-    from toolfold._errors import UsageError
-
     try:
         return loaded.get(name)
     except UsageError as exc:
@@ -210,6 +214,9 @@ def resume(args: argparse.Namespace) -> int:
         given = getattr(args, key)
         if given is not None:
             where[key] = str(Path(given).resolve()) if key == "file" else given
+    if wrapped and "state" not in document:
+        _say("resume", f"{path} does not load as a run's state: the run file has no 'state'")
+        return PROBLEM
     if where.get("file") is None:
         _say("resume", f"{path} is a bare state: give the agent file with --file FILE")
         return PROBLEM
@@ -230,12 +237,11 @@ def resume(args: argparse.Namespace) -> int:
 
 
 def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
+    from toolfold.runtime._resume import answer_keys, waiting_call
     from toolfold.runtime._run import Denied
 
     approvals: dict[str, Any] = {}
     results: dict[str, Any] = {}
-    waiting_approval = {c.id for c in state.pending_approvals}
-    waiting_result = {c.id for c in state.tool_calls}
     answered = [*args.approve, *(item.partition("=")[0] for item in (*args.deny, *args.result))]
     for call_id in sorted({c for c in answered if answered.count(c) > 1}):
         _say("resume", f"{call_id} is answered more than once (--approve, --deny, --result)")
@@ -255,13 +261,19 @@ def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
         except ValueError as exc:
             _say("resume", f"--result {call_id}: not JSON ({exc}); quote text as '\"text\"'")
             raise _Stop(USAGE) from None
-    for ids, waiting, what in (
-        (approvals, waiting_approval, "an approval"),
-        (results, waiting_result, "a result"),
-    ):
+    checks: tuple[tuple[dict[str, Any], Literal["awaiting_approval", "to_return"], str], ...] = (
+        (approvals, "awaiting_approval", "an approval"),
+        (results, "to_return", "a result"),
+    )
+    for ids, status, what in checks:
         for call_id in ids:
-            if call_id not in waiting:
-                listed = ", ".join(sorted(waiting)) or "none"
+            try:
+                found = waiting_call(state, call_id, status)
+            except UsageError as exc:  # an id that calls of several sub-runs wait under
+                _say("resume", str(exc))
+                raise _Stop(PROBLEM) from None
+            if found is None:
+                listed = ", ".join(key for key, _ in answer_keys(state, status)) or "none"
                 _say("resume", f"no call {call_id!r} waits for {what}; waiting: {listed}")
                 raise _Stop(PROBLEM)
     return {"approvals": approvals or None, "tool_results": results or None}
@@ -309,7 +321,10 @@ class _Session:
             "approval_required",
             "tool_calls",
         ):
-            answers = self._ask(response) if sys.stdin.isatty() else None
+            try:
+                answers = self._ask(response) if sys.stdin.isatty() else None
+            except KeyboardInterrupt:  # Ctrl-C at a question: the waiting run is kept
+                return self._interrupted(response.state)
             if answers is None:
                 self._write(response.state)
                 self._explain(response)
@@ -378,13 +393,17 @@ class _Session:
             state = state_of(exc)
             if state is None:
                 raise
-            self._write(state)
-            _say(
-                self.command,
-                f"interrupted; state written to {self.run_file}; continue with: "
-                f"toolfold resume {self.run_file}",
-            )
-            return INTERRUPTED
+            return self._interrupted(state)
+
+    def _interrupted(self, state: Any) -> int:
+        """Ctrl-C: the run file written with ``state``, and the code to exit with."""
+        self._write(state)
+        _say(
+            self.command,
+            f"interrupted; state written to {self.run_file}; continue with: "
+            f"toolfold resume {self.run_file}",
+        )
+        return INTERRUPTED
 
     def _catch_up(self, response: Any, waiting: tuple[str, ...]) -> None:
         """Show the results of answered calls no step or event showed (denials)."""
@@ -449,24 +468,24 @@ class _Session:
 
     def _ask(self, response: Any) -> dict[str, Any] | None:
         """Answers typed at the terminal, or None when stdin ends."""
+        from toolfold.runtime._resume import answer_keys
+
         approvals: dict[str, Any] = {}
         results: dict[str, Any] = {}
-        for call in response.pending_approvals:
-            question = f"approve {call.name}({_excerpt(call.arguments_text)}) [{call.id}]? [y/n] "
+        for key, call in answer_keys(response.state, "awaiting_approval"):
+            question = f"approve {call.name}({_excerpt(call.arguments_text)}) [{key}]? [y/n] "
             answer = self._prompt(question, ("y", "yes", "n", "no"))
             if answer is None:
                 return None
-            approvals[call.id] = answer in ("y", "yes")
-        for call in response.tool_calls:
-            question = (
-                f"result of {call.name}({_excerpt(call.arguments_text)}) [{call.id}] as JSON: "
-            )
+            approvals[key] = answer in ("y", "yes")
+        for key, call in answer_keys(response.state, "to_return"):
+            question = f"result of {call.name}({_excerpt(call.arguments_text)}) [{key}] as JSON: "
             while True:
                 text = self._prompt(question, None)
                 if text is None:
                     return None
                 try:
-                    results[call.id] = json.loads(text)
+                    results[key] = json.loads(text)
                     break
                 except ValueError:
                     print('not JSON; quote text as "text"', file=self.err)
@@ -499,8 +518,11 @@ class _Session:
             raise _Stop(PROBLEM) from None
 
     def _explain(self, response: Any) -> None:
-        waiting = [*response.pending_approvals, *response.tool_calls]
-        lines = [f"{c.id} ({c.name})" for c in waiting]
+        from toolfold.runtime._resume import answer_keys
+
+        state = response.state
+        waiting = [*answer_keys(state, "awaiting_approval"), *answer_keys(state, "to_return")]
+        lines = [f"{key} ({call.name})" for key, call in waiting]
         what = "approvals" if response.pending_approvals else "tool results"
         _say(
             self.command,
@@ -534,7 +556,9 @@ def _arguments_shown(call: Any) -> str:
     ):
         step = json.loads(call.arguments_text)
         shown = json.dumps(step["input"], ensure_ascii=False)
-        return shown if not step["values"] else f"{shown}, values {json.dumps(step['values'])}"
+        if not step["values"]:
+            return shown
+        return f"{shown}, values {json.dumps(step['values'], ensure_ascii=False)}"
     return str(call.arguments_text)
 
 

@@ -616,6 +616,26 @@ stop_when = [{ max_step = 3 }, { max_steps = 3, tool_called = "add" }, { token_b
     assert "agents.main.stop_when[4]: expected a function's import path" in problems
 
 
+def test_out_of_range_agent_numbers_are_each_a_problem_on_their_line() -> None:
+    """``max_steps``, ``output_retries`` and ``max_concurrency`` out of range are all
+    reported, each on its key's line (building the agent named only the first, on the
+    table's line, and took ``max_concurrency = 0``)."""
+    text = """
+[agents.main]
+model = "files_helpers:model"
+max_steps = 0
+output_retries = -1
+max_concurrency = 0
+"""
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="main.toml", search=SEARCH)
+    assert info.value.problems == (
+        "main.toml:4: agents.main.max_steps: must be at least 1, got 0",
+        "main.toml:5: agents.main.output_retries: must be at least 0, got -1",
+        "main.toml:6: agents.main.max_concurrency: must be at least 1, got 0",
+    )
+
+
 def test_an_as_tool_output_function_loads_by_import_path_and_writes_back() -> None:
     """``{agent = ..., output = "module:function"}`` builds the tool with that extractor."""
     text = (

@@ -12,6 +12,7 @@ import os
 import pty
 import select
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from toolfold import RunState
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent_files" / "support.toml"
+FILES = Path(__file__).resolve().parent
 DEMO = ["--model", "support_tools:demo_model"]
 
 
@@ -157,6 +159,12 @@ def test_resume_refuses_unknown_ids_and_bad_results(tmp_path: Path) -> None:
     proc = toolfold("resume", "missing.json", cwd=tmp_path)
     assert proc.returncode == 1
     assert "cannot read missing.json" in proc.stderr
+    (tmp_path / "cut.json").write_text('{"format": "toolfold-run/1", "file": "x.toml"}')
+    proc = toolfold("resume", "cut.json", "--approve", "call_4_0", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "toolfold resume: cut.json does not load as a run's state: the run file has no 'state'\n"
+    )
 
 
 def test_an_id_both_approved_and_denied_is_a_wrong_command_line(tmp_path: Path) -> None:
@@ -273,22 +281,26 @@ def test_a_run_whose_source_fails_to_close_still_answers(tmp_path: Path) -> None
     )
 
 
-def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
-    """With stdin a terminal, ``run`` asks y/n per call and goes on with the answer."""
+def on_terminal(*args: str, cwd: Path, answer: bytes | None = b"y\n") -> tuple[int, str]:
+    """``toolfold ARGS`` under a pseudo-terminal, answering every ``[y/n]`` question
+    (with Ctrl-C when ``answer`` is None)."""
     main, secondary = pty.openpty()
     clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolfold._cli", "run", str(EXAMPLE), *DEMO, "refund A17"],
+        [sys.executable, "-m", "toolfold._cli", *args],
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
-        cwd=tmp_path,
+        cwd=cwd,
         env=clean,
         close_fds=True,
+        # A process started in the background inherits SIGINT ignored, and Python then
+        # never raises KeyboardInterrupt for it: the default lets Python install its own.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     os.close(secondary)
     seen = b""
-    answered = False
+    answered = 0
     try:
         while True:
             ready, _, _ = select.select([main], [], [], 60)
@@ -300,16 +312,39 @@ def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
             if not chunk:
                 break
             seen += chunk
-            if not answered and b"[y/n] " in seen:
-                os.write(main, b"y\n")
-                answered = True
+            if seen.count(b"[y/n] ") > answered:
+                if answer is None:
+                    proc.send_signal(signal.SIGINT)
+                else:
+                    os.write(main, answer)
+                answered += 1
     finally:
         os.close(main)
-    assert proc.wait(timeout=60) == 0, seen.decode()
-    text = seen.decode()
+    return proc.wait(timeout=60), seen.decode()
+
+
+def test_interactive_approval_on_a_terminal(tmp_path: Path) -> None:
+    """With stdin a terminal, ``run`` asks y/n per call and goes on with the answer."""
+    code, text = on_terminal("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert code == 0, text
     assert 'approve refund({"order": "A17"}) [call_4_0]? [y/n] ' in text
     assert text.rstrip().endswith("order A17 refunded")
     assert not (tmp_path / "toolfold-run.json").exists()
+
+
+def test_ctrl_c_at_a_question_keeps_the_waiting_run(tmp_path: Path) -> None:
+    """Ctrl-C at the terminal's y/n question exits 130 with the run file written (the
+    steps that ran are kept: it was lost), and ``resume`` answers it."""
+    code, text = on_terminal("run", str(FILES / "approval.toml"), "go", cwd=tmp_path, answer=None)
+    assert code == 130, text
+    assert text.rstrip().endswith(
+        "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+        "toolfold resume toolfold-run.json"
+    )
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "result: 5\n"
+    assert "writer" not in proc.stderr  # the first step is not run again
 
 
 def test_graph_prints_the_diagram(tmp_path: Path) -> None:
@@ -378,9 +413,6 @@ def test_check_passes_a_good_file_and_lists_every_problem(tmp_path: Path) -> Non
     assert proc.returncode == 1
 
 
-FILES = Path(__file__).resolve().parent
-
-
 def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
     """``run``, ``graph`` and ``check`` take a workflow as the file's entry."""
     pipeline = str(FILES / "pipeline.toml")
@@ -410,6 +442,21 @@ def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
     assert "'views' is a workflow" in proc.stderr
 
 
+def test_a_steps_input_and_values_show_their_text_as_written(tmp_path: Path) -> None:
+    """The values a step's prompt reads show as text (``"CAFÉ"``), like its input,
+    not as ``\\u`` escapes."""
+    (tmp_path / "say.toml").write_text(
+        '[workflows.w]\nkind = "sequence"\n'
+        'steps = ["files_helpers:shout", { step = "writer", prompt = "Sagen: {shout}" }]\n\n'
+        '[agents.writer]\nmodel = "files_helpers:model"\n',
+        encoding="utf-8",
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", "say.toml", "café", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert '→ writer("CAFÉ", values {"shout": "CAFÉ"}) [writer]' in proc.stderr.splitlines()
+
+
 def test_an_approval_inside_a_workflow_suspends_and_resumes(tmp_path: Path) -> None:
     """A step's approval stops ``run`` with exit 3; ``resume`` answers it by id and finishes."""
     proc = toolfold("run", str(FILES / "approval.toml"), "--stream", "go", cwd=tmp_path)
@@ -420,6 +467,38 @@ def test_an_approval_inside_a_workflow_suspends_and_resumes(tmp_path: Path) -> N
     proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "result: 5\n"
+
+
+def test_calls_waiting_under_one_id_in_two_sub_runs_are_answered_by_path(
+    tmp_path: Path,
+) -> None:
+    """Two steps whose models made the same call id: the run names each call by its path,
+    ``resume`` takes those paths (a bare id is refused with exit 1, naming them), and the
+    terminal asks for each call and answers both."""
+    both = str(FILES / "same_ids.toml")
+    proc = toolfold("run", both, "go", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert (
+        "the run waits for approvals: left/call_1_0 (add_approved), right/call_1_0 (add_approved)"
+        in proc.stderr
+    )
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "answer each by its path instead: 'left/call_1_0', 'right/call_1_0'" in proc.stderr
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "left/call_1_0", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert "the run waits for approvals: call_1_0 (add_approved)" in proc.stderr
+    proc = toolfold("resume", "toolfold-run.json", "--deny", "right/call_1_0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "left": "result: 5",
+        "right": "result: The user denied this tool call.",
+    }
+    code, text = on_terminal("run", both, "go", cwd=tmp_path)
+    assert code == 0, text
+    assert 'approve add_approved({"a": 2, "b": 3}) [left/call_1_0]? [y/n] ' in text
+    assert 'approve add_approved({"a": 2, "b": 3}) [right/call_1_0]? [y/n] ' in text
+    assert text.rstrip().endswith('{"left": "result: 5", "right": "result: 5"}')
 
 
 def test_tools_lists_an_mcp_servers_tools(tmp_path: Path) -> None:

@@ -249,6 +249,10 @@ def test_runs_of_the_same_tools_and_options_share_one_config() -> None:
         ({"name": 5}, "an agent's name is a non-empty string"),
         ({"name": ""}, "an agent's name is a non-empty string"),
         ({"stop_when": [5]}, "stop_when takes conditions .* got int: 5"),
+        # a typo of "raise" ran as "return": tool errors went to the model, never raised
+        ({"on_tool_error": "raises"}, "on_tool_error must be 'return' or 'raise', got 'raises'"),
+        ({"max_concurrency": 0}, "max_concurrency must be an integer >= 1, got 0"),
+        ({"max_concurrency": 2.5}, "max_concurrency must be an integer >= 1, got 2.5"),
     ],
 )
 def test_bad_options_are_refused_when_the_agent_is_built(

@@ -401,42 +401,49 @@ def test_a_reused_call_id_gives_each_sub_run_its_own_id() -> None:
     assert RunState.from_json(done.state.to_json()) == done.state
 
 
-def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
-    """Two sub-agents in one step both wait on ``call_0``: a plain id is refused, paths work."""
+def _approver(name: str, call_id: str, paid: list[str]) -> Agent:
+    """An agent that calls an approval tool under ``call_id``, then answers its result."""
     from toolfold import tool
 
-    paid: list[int] = []
-
     @tool(requires_approval=True)
-    def charge(amount: int) -> str:
+    def charge(who: str) -> str:
         """Charge a card.
 
         Args:
-            amount: How much.
+            who: Whose card.
         """
-        paid.append(amount)
-        return f"charged {amount}"
+        paid.append(who)
+        return f"charged {who}"
 
-    def cashier(amount: int) -> Agent:
-        def reply(request: Any) -> Any:
-            if request.messages[-1].role == "tool":
-                return request.messages[-1].tool_results[0].content
-            return ScriptedModel.call("charge", {"amount": amount}, id="call_0")
+    def reply(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return request.messages[-1].tool_results[0].content
+        return ScriptedModel.call("charge", {"who": name}, id=call_id)
 
-        return Agent(FunctionModel(reply), name=f"cashier{amount}", tools=[charge])
+    return Agent(FunctionModel(reply), name=name, tools=[charge])
 
-    lead = Agent(
+
+def _two_cashiers(ids: tuple[str, str], paid: list[str]) -> Agent:
+    """A lead that calls ``ann`` and ``bob`` (as tools, call ids ``a`` and ``b``) in one step;
+    each waits for an approval under its id of ``ids``."""
+    return Agent(
         ScriptedModel(
             [
                 [
-                    ScriptedModel.call("cashier1", {"input": "pay"}, id="a"),
-                    ScriptedModel.call("cashier2", {"input": "pay"}, id="b"),
+                    ScriptedModel.call("ann", {"input": "pay"}, id="a"),
+                    ScriptedModel.call("bob", {"input": "pay"}, id="b"),
                 ],
                 "done",
             ]
         ),
-        tools=[cashier(1).as_tool(), cashier(2).as_tool()],
+        tools=[_approver("ann", ids[0], paid).as_tool(), _approver("bob", ids[1], paid).as_tool()],
     )
+
+
+def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
+    """Two sub-agents in one step both wait on ``call_0``: a plain id is refused, paths work."""
+    paid: list[str] = []
+    lead = _two_cashiers(("call_0", "call_0"), paid)
     waiting = lead.run("pay both")
     assert [c.id for c in waiting.pending_approvals] == ["call_0", "call_0"]
     with pytest.raises(
@@ -448,5 +455,53 @@ def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
     assert [c.id for c in half.pending_approvals] == ["call_0"]  # a's, unambiguous now
     done = lead.resume(half.state, approvals={"call_0": True})
     assert done.text == "done"
-    assert paid == [1]
+    assert paid == ["ann"]
     assert replay(done.state.log) == done.state
+
+
+@pytest.mark.parametrize(
+    ("ids", "answers"),
+    [
+        (("x", "y"), {"x": True, "y": Denied("not this one")}),
+        (("call_0", "call_0"), {"a/call_0": True, "b/call_0": Denied("not this one")}),
+    ],
+)
+def test_one_resume_answers_calls_waiting_in_two_sub_runs(
+    ids: tuple[str, str], answers: dict[str, Any]
+) -> None:
+    """Answers for two sub-runs of one step go down in one resume (the first one's
+    `CallResumed` leaves the step running tools, which still takes the second)."""
+    paid: list[str] = []
+    lead = _two_cashiers(ids, paid)
+    waiting = lead.run("pay both")
+    assert [c.id for c in waiting.pending_approvals] == list(ids)
+    done = lead.resume(RunState.from_json(waiting.state.to_json()), approvals=answers)
+    assert done.text == "done"
+    assert paid == ["ann"]
+    results = [r.content for r in done.messages[-2].tool_results]
+    assert results == ["charged ann", "The user denied this tool call: not this one"]
+    assert replay(done.state.log) == done.state
+
+
+def test_structured_input_and_output_keep_non_ascii_text() -> None:
+    """The JSON a sub-agent reads and its caller gets back holds the text as written
+    ("café ✓ 日本"), as tool results do, not ``\\u`` escapes (six times the characters)."""
+
+    @attrs.frozen
+    class Note:
+        text: str
+
+    seen: list[str] = []
+
+    def reply(request: Any) -> str:
+        seen.append(request.messages[-1].text)
+        return '{"text": "noté ✓"}'
+
+    scribe = Agent(FunctionModel(reply), name="scribe", output_type=Note)
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("scribe", {"input": {"text": "café ✓ 日本"}}), "done"]),
+        tools=[scribe.as_tool(input_type=Note)],
+    )
+    response = lead.run("write it")
+    assert seen == ['{"text": "café ✓ 日本"}']
+    assert response.messages[-2].tool_results[0].content == '{"text": "noté ✓"}'

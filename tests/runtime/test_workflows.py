@@ -225,3 +225,28 @@ def test_parallel_streams_and_runs_on_the_event_loop() -> None:
     assert isinstance(events[-1], RunEndEvent)
     assert events[-1].response.state == response.state == workflow.run("x", run_id="p").state
     assert {e.path[0] for e in events if isinstance(e, SubRunEvent)} == {"a", "b"}
+
+
+def test_structured_values_in_prompts_keep_non_ascii_text() -> None:
+    """A structured step output reaches the next step's prompt, through ``{name}`` or as
+    its input, and the workflow's text, as JSON with the text as written, not ``\\u``
+    escapes."""
+
+    @attrs.frozen
+    class Note:
+        text: str
+
+    def note(text: str) -> Note:
+        return Note(f"{text} ✓")
+
+    seen: list[str] = []
+
+    def reply(request: Any) -> str:
+        seen.append(request.messages[-1].text)
+        return "ok"
+
+    reader = Agent(FunctionModel(reply), name="reader")
+    Sequence(note, Task(reader, prompt="Read {note}.")).run("café")
+    Sequence(note, reader).run("日本")
+    assert seen == ['Read {"text": "café ✓"}.', '{"text": "日本 ✓"}']
+    assert Sequence(note).run("é").text == '{"text": "é ✓"}'

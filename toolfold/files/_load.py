@@ -535,6 +535,11 @@ class _Loader:
             self._resolve(entry.output_type, f"{where}.output_type")
         for index, condition in enumerate(entry.stop_when):
             self._stop(condition, self.at(name, "stop_when", index))
+        # Found here, each on its line: building the agent would name only the first.
+        for key, least in _AGENT_MINIMA:
+            value = getattr(entry, key)
+            if value < least:
+                self.problem(f"{where}.{key}", f"must be at least {least}, got {value}")
 
     def _output_type(self, spec: str | list[str] | None) -> Any:
         if spec is None:
@@ -814,6 +819,10 @@ class _Loader:
             settings=entry.settings,
             **{key: getattr(entry, key) for key in PLAIN_KEYS},
         )
+
+
+# An agent's numbers and their least values (`Agent` refuses smaller ones).
+_AGENT_MINIMA = (("max_steps", 1), ("output_retries", 0), ("max_concurrency", 1))
 
 
 def _references(entry: AgentEntry) -> Iterator[str]:

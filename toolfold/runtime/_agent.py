@@ -76,7 +76,7 @@ class Agent:
         auto_execute_tools: False to return every call unexecuted.
         stop_when: Extra stop conditions.
         on_tool_error: ``"return"`` (the model sees errors) or ``"raise"``.
-        max_concurrency: Calls of one step that may run at once.
+        max_concurrency: Calls of one step that may run at once (at least 1).
         name: A name for the agent (for logs and composition).
         handoffs: Agents (or `Handoff` specs) this agent may hand the run
             to: each adds a ``transfer_to_<name>`` tool, and when the model

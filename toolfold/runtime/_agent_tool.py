@@ -235,7 +235,7 @@ def agent_label(spec: Agent | Workflow, tool_name: str) -> str:
 def _json_text(value: Any) -> str:
     from toolfold.toolkit._converter import get_converter
 
-    return json.dumps(get_converter().unstructure(value))
+    return json.dumps(get_converter().unstructure(value), ensure_ascii=False)
 
 
 _AS_TOOL = "__toolfold_as_tool__"
@@ -309,7 +309,7 @@ def _prompt(value: Any) -> str:
 def _content(output: Any, text: str) -> str:
     if output is None or isinstance(output, str):
         return text if output is None else output
-    return json.dumps(output, default=str)
+    return json.dumps(output, default=str, ensure_ascii=False)
 
 
 _log = logging.getLogger("toolfold.sources")

@@ -222,6 +222,36 @@ def _address(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, 
     return (), key
 
 
+def answer_keys(state: RunState, status: CallStatus) -> list[tuple[str, ToolCallPart]]:
+    """Each call of the tree in ``status``, with the key `resume` answers it by.
+
+    The key is the call's id, or its path (see `_address`) when sub-runs wait
+    on calls of the same id, so that every key names one call. The calls come
+    in the order of ``state.pending_approvals`` / ``state.tool_calls``.
+    """
+    found: list[tuple[str, ToolCallPart]] = []
+
+    def walk(run: RunState, path: tuple[str, ...]) -> None:
+        for c in run.calls:
+            if c.status == status:
+                plain = not path or len(state.paths_to(c.call.id, status)) == 1
+                found.append((c.call.id if plain else "/".join((*path, c.call.id)), c.call))
+            elif c.status == "suspended" and c.child is not None:
+                walk(c.child, (*path, c.call.id))
+
+    walk(state, ())
+    return found
+
+
+def waiting_call(state: RunState, key: str, status: CallStatus) -> CallState | None:
+    """The call of the tree in ``status`` that `resume` would answer under ``key``, or None.
+
+    Raises:
+        UsageError: ``key`` is an id that calls of several sub-runs wait under.
+    """
+    return _call_at(state, *_address(state, key, status), status)
+
+
 def _call_at(
     state: RunState, path: tuple[str, ...], call_id: str, status: CallStatus
 ) -> CallState | None:

@@ -256,8 +256,15 @@ def make_options(
     """`RunOptions` from an `Agent`'s options (resolves the model, tools and output type).
 
     Raises:
-        UsageError: ``max_steps`` below 1, or a ``tool_choice`` naming no tool.
+        UsageError: ``max_steps`` or ``max_concurrency`` below 1, an
+            ``on_tool_error`` other than ``"return"`` / ``"raise"``, or a
+            ``tool_choice`` naming no tool.
     """
+    # Checked before the cache below, which keys neither: a typo of "raise" ran as "return".
+    if on_tool_error not in ("return", "raise"):
+        raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
+    if type(max_concurrency) is not int or max_concurrency < 1:
+        raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
     resolved = resolve_model(model)
     tools = tuple(tools)
     key = _made_key(

@@ -401,7 +401,7 @@ def _scope(input: Any, values: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _prompt_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str)
+    return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
 
 
 # The close errors of a workflow run's steps whose runs ended (see `_kept`):

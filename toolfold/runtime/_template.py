@@ -88,5 +88,7 @@ def render(template: str, values: Mapping[str, Any]) -> str:
                 where = ".".join(path[:depth])
                 raise TemplateError(f"{{{field}}}: the value of {where} has no field {key!r}")
             value = value[key]
-        out.append(value if isinstance(value, str) else json.dumps(value, default=str))
+        out.append(
+            value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+        )
     return "".join(out)

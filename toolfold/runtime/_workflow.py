@@ -659,7 +659,9 @@ class WorkflowResponse(Response):
             return ""
         else:
             plain = self.state.output
-        return plain if isinstance(plain, str) else json.dumps(plain, default=str)
+        return (
+            plain if isinstance(plain, str) else json.dumps(plain, default=str, ensure_ascii=False)
+        )
 
     @property
     def finish_reason(self) -> RunFinishReason:

@@ -71,6 +71,8 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "approval_granted": _TOOLS,
         "approval_denied": _TOOLS,
         "tool_results_provided": _TOOLS,
+        # answers for several suspended sub-runs: the first one's leaves the step running
+        "call_resumed": _TOOLS,
         "step_limit_changed": ("running_tools",),
         "run_failed": ("failed",),
     },
