@@ -173,6 +173,25 @@ def test_input_filter_rewrites_the_conversation() -> None:
     assert [m.role for m in response.messages] == ["user", "assistant"]
 
 
+def test_an_input_filter_that_empties_the_conversation_is_a_clear_error() -> None:
+    """A filter that keeps nothing would hand the target a request every provider refuses:
+    the run stops before the handoff, naming the filter, and keeps its state."""
+    target = Agent(ScriptedModel(["never asked"]), name="target")
+    source = Agent(
+        ScriptedModel([call("move", {})]),
+        name="source",
+        handoffs=[Handoff(target, name="move", input_filter=lambda messages: [])],
+    )
+    with pytest.raises(
+        RunError, match=r"input_filter of the handoff to 'target' returned no messages"
+    ) as caught:
+        source.run("question")
+    state = caught.value.state
+    assert state is not None
+    assert [m.role for m in state.messages] == ["user", "assistant", "tool"]
+    _consistent(state)
+
+
 def test_an_input_filter_that_is_not_a_function_is_refused_when_the_agent_is_built() -> None:
     """Handoff(input_filter=...) that cannot be called fails at Agent(...), not at the first handoff."""
     target = Agent(ScriptedModel(["ok"]), name="target")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import attrs
 
+from toolfold._errors import RunError
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import HandedOff, ToolReturned
 from toolfold.runtime.core._messages import Message, ToolResultPart
@@ -174,7 +175,8 @@ def handed_off(
     granted later): the conversation the event carries answers those.
 
     Raises:
-        RunError: ``input_filter`` raised; ``.state`` is the run before the handoff.
+        RunError: ``input_filter`` raised or returned no messages; ``.state`` is
+            the run before the handoff.
     """
     messages = _not_transferred(state, agent, transfers)
     if input_filter is not None:
@@ -183,6 +185,13 @@ def handed_off(
             messages = tuple(to_messages_list(input_filter(conversation)))
         except Exception as exc:
             raise observer_failure(f"input_filter of the handoff to {agent!r}", exc, state) from exc
+        if not messages:  # every provider refuses a request with no conversation
+            raise RunError(
+                f"the input_filter of the handoff to {agent!r} returned no messages: the "
+                f"agent would start from an empty conversation (keep at least the user's "
+                f"message); the error's state is the run before the handoff",
+                state,
+            )
     # The run's step limit (its first agent's, or the one given to resume) bounds
     # the whole turn, handoffs included: a cycle cannot reset it.
     if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
