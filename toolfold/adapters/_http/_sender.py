@@ -354,7 +354,9 @@ class Sender:
         if body is None:
             return None
         reader = self._reader(response, call)
-        content = self._feed(reader, body, call)
+        if len(body) <= reader.passthrough():  # uncompressed, below the limits: the body as is
+            return body
+        content = self._feed(reader, body, call)  # past a limit, it raises the limit's error
         rest = self._feed(reader, None, call)  # what a decoder still holds
         return content + rest if rest else content
 
