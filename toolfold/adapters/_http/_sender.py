@@ -350,7 +350,7 @@ class Sender:
     def _arrived(self, response: Any, call: Call) -> bytes | None:
         """The decoded body of an aiohttp answer that came whole with its head, within the
         limits (None when it did not: `_read_pieces` waits for it)."""
-        body = response.arrived()  # taken whole, the connection given back
+        body: bytes | None = response.arrived()  # taken whole, the connection given back
         if body is None:
             return None
         reader = self._reader(response, call)
