@@ -9,6 +9,7 @@ slow but never silent that long does not, however long the whole answer takes;
 from __future__ import annotations
 
 import asyncio
+import gzip
 import threading
 from typing import Any
 
@@ -20,6 +21,7 @@ from scripted_http import Reply, ScriptedServer, gate
 from toolfold import ProviderTimeoutError
 from toolfold.adapters import Timeouts, Transport
 from toolfold.adapters._http._aiohttp_owned import WatchedReads, watch_reads
+from toolfold.adapters._http._sender import Sender
 
 KEY = "sk-reads-0123456789"
 
@@ -128,3 +130,29 @@ def test_an_aiohttp_without_the_watchers_hooks_keeps_its_own_timers(
             await connector.close()
 
     assert asyncio.run(factory()) is ResponseHandler
+
+
+@pytest.mark.parametrize("how", ["whole", "gzipped", "dripped"])
+def test_an_answer_that_came_with_its_head_is_taken_at_once(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A body that came whole with its head (plain or gzipped) is taken without reading it in
+    pieces; a dripped one is read in pieces; the answer is the same."""
+    read_in_pieces: list[str] = []
+    original = Sender._read_pieces
+
+    async def counted(self: Sender, response: Any, call: Any) -> bytes:
+        read_in_pieces.append(call.url)
+        return await original(self, response, call)
+
+    monkeypatch.setattr(Sender, "_read_pieces", counted)
+    body = b'{"x": [1, 2, 3]}'
+    if how == "dripped":
+        head = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body)
+        http_server.add(Reply(drip=0.001, raw=head + body))
+    elif how == "gzipped":
+        http_server.add(Reply(headers={"content-encoding": "gzip"}, body=gzip.compress(body)))
+    else:
+        http_server.add(Reply(headers={"content-type": "application/json"}, body=body))
+    assert post(http_server, 30.0) == {"x": [1, 2, 3]}
+    assert len(read_in_pieces) == (1 if how == "dripped" else 0)

@@ -38,7 +38,7 @@ from typing import Any
 from aiohttp import ClientResponse
 from aiohttp.client_proto import ResponseHandler
 
-from toolfold.adapters._http._backends import READ_IN_PIECES
+from toolfold.adapters._http._backends import READ_IN_PIECES, arrived_body
 
 __all__ = ["Reply", "WatchedReads", "watch_reads"]
 
@@ -59,6 +59,10 @@ class Reply(ClientResponse):
     def raw_reader(self) -> Callable[[], Awaitable[bytes]]:
         """What gives the next piece of the body as it arrives (empty at its end)."""
         return self.content.readany
+
+    def arrived(self) -> bytes | None:
+        """The whole body when it came with the head (taken, the connection given back), else None."""
+        return arrived_body(self, self.content)
 
     async def aclose(self) -> None:
         """Give the connection back (a body not read to its end closes it)."""

@@ -539,6 +539,10 @@ class AiohttpReply:
         read: Callable[[], Awaitable[bytes]] = self._response.content.readany
         return read
 
+    def arrived(self) -> bytes | None:
+        """The whole body when it came with the head (taken, the connection given back), else None."""
+        return arrived_body(self._response, self._response.content)
+
     async def aclose(self) -> None:
         """Give the connection back (a body not read to its end closes it)."""
         if self._response.content.at_eof():
@@ -547,8 +551,24 @@ class AiohttpReply:
             self._response.close()
 
 
+def arrived_body(response: Any, content: Any) -> bytes | None:
+    """An aiohttp answer's whole body when the stream has it all already, else None.
+
+    A small answer usually comes in the same packets as its head: aiohttp's
+    stream then holds all of it and has seen its end, so it is taken at once
+    (no coroutine to read it, no await per piece) and the connection given
+    back, as reading it to its end would.
+    """
+    if not content.is_eof() or content.exception() is not None:
+        return None
+    body: bytes = content.read_nowait()
+    response.release()
+    return body
+
+
 # The answers whose body `Sender` reads straight from aiohttp's stream (the
-# owned session's `Reply` joins when that module is imported).
+# owned session's `Reply` joins when that module is imported): each has
+# `raw_reader` and `arrived`.
 READ_IN_PIECES: set[type[Any]] = {AiohttpReply}
 
 

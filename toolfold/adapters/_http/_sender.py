@@ -177,6 +177,9 @@ class Sender:
                     call, backend, response, per_await=False, bounded=False
                 )
         if type(response) in READ_IN_PIECES:
+            arrived = self._arrived(response, call)
+            if arrived is not None:  # the usual small answer: no coroutine to read it
+                return response, arrived
             return response, await self._read_pieces(response, call)
         return response, await self._read_all(response, call, per_await=False)
 
@@ -343,6 +346,19 @@ class Sender:
             return b"".join(pieces)
         finally:
             await response.aclose()
+
+    def _arrived(self, response: Any, call: Call) -> bytes | None:
+        """The decoded body of an aiohttp answer that came whole with its head, within the
+        limits (None when it did not: `_read_pieces` waits for it)."""
+        body: bytes | None = response.arrived()  # taken whole, the connection given back
+        if body is None:
+            return None
+        reader = self._reader(response, call)
+        if len(body) <= reader.passthrough():  # uncompressed, below the limits: the body as is
+            return body
+        content = self._feed(reader, body, call)  # past a limit, it raises the limit's error
+        rest = self._feed(reader, None, call)  # what a decoder still holds
+        return content + rest if rest else content
 
     async def _chunk(
         self, raw: AsyncIterator[bytes], call: Call, *, per_await: bool
