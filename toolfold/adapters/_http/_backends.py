@@ -85,6 +85,12 @@ def _package(name: str) -> Any:
 class HttpxBackend:
     """A client with httpx's API (httpx, httpx2, or the user's own), sync or async.
 
+    A redirect is never followed, even by a client made with
+    ``follow_redirects=True``: httpx drops only ``Authorization`` on the way to
+    another host, so a key sent as ``x-api-key`` would go along, and the POST
+    would be sent again outside the retry policy. The 3xx is the caller's error
+    (as with aiohttp, asked with ``allow_redirects=False``).
+
     Args:
         client: The client.
         owned: Whether the transport made it (and closes it).
@@ -145,13 +151,19 @@ class HttpxBackend:
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
     ) -> Any:
         """POST; the response once its head arrived (body unread)."""
-        return await self.client.send(self._request(url, content, headers, timeout), stream=True)
+        request = self._request(url, content, headers, timeout)
+        if getattr(self.client, "follow_redirects", False):
+            return await self.client.send(request, stream=True, follow_redirects=False)
+        return await self.client.send(request, stream=True)
 
     def send_sync(
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
     ) -> Any:
         """Blocking `send`."""
-        return self.client.send(self._request(url, content, headers, timeout), stream=True)
+        request = self._request(url, content, headers, timeout)
+        if getattr(self.client, "follow_redirects", False):
+            return self.client.send(request, stream=True, follow_redirects=False)
+        return self.client.send(request, stream=True)
 
     async def aclose(self) -> None:
         """Close the client if the transport made it."""
