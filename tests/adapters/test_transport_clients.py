@@ -172,6 +172,21 @@ def test_429_with_retry_after_then_success(
 
 
 @pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_a_retry_after_date_past_year_9999_is_ignored(
+    http_server: ScriptedServer, kind: str, mode: str
+) -> None:
+    """A date the calendar cannot hold is nonsense like any other: the backoff applies.
+
+    It escaped from the transport as a bare ValueError (``year 99999 is out of range``).
+    """
+    sleeps = Sleeps()
+    late = {"retry-after": "Fri, 31 Dec 99999 23:59:59 GMT"}
+    http_server.add(Reply(status=429, headers=late), Reply(json={"ok": 1}))
+    assert call(http_server, kind, mode, sleeps=sleeps, timeout=5.0) == {"ok": 1}
+    assert sleeps.delays == [0.5]
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
 def test_server_errors_then_success(http_server: ScriptedServer, kind: str, mode: str) -> None:
     """500, 501, 520 and 524 are all retried with exponential backoff; the fifth answer returns."""
     sleeps = Sleeps()
