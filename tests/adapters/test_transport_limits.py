@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import gzip
+import threading
 from typing import Any
 
 import pytest
 from backends import OWNED, cases
 from fault_matrix import resources
-from scripted_http import Reply, ScriptedServer, sse
+from scripted_http import Reply, ScriptedServer, gate, sse
 
 import toolfold
 from toolfold import ModelConfigError, ProviderConnectionError, ProviderError, ProviderTimeoutError
@@ -67,6 +68,22 @@ def test_total_bounds_a_dripping_answer(
     """A server sending a byte every 20 ms (never silent, so no read timeout) hits the total."""
     head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-pad: " + b"a" * 5000 + b"\r\n\r\n{}"
     http_server.add(Reply(drip=0.02, raw=head if where == "head" else None))
+    transport = make(http_server, backend, timeout=Timeouts(read=30.0, total=0.3))
+    with pytest.raises(ProviderTimeoutError, match=r"total timeout of 0\.3 s"):
+        call(transport, mode)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_total_bounds_an_error_body_that_never_ends(
+    http_server: ScriptedServer, released: list[threading.Event], backend: str, mode: str
+) -> None:
+    """A 429 whose body stalls past the total is a total timeout, in every mode.
+
+    Reading the error body swallowed the total timeout (as it does a body over
+    the limits) and raised the 429 with an empty body instead, except on a
+    blocking async call, whose one timeout scope gave the ProviderTimeoutError.
+    """
+    http_server.add(Reply(status=429, chunks=[b'{"error": ', gate(released)]))
     transport = make(http_server, backend, timeout=Timeouts(read=30.0, total=0.3))
     with pytest.raises(ProviderTimeoutError, match=r"total timeout of 0\.3 s"):
         call(transport, mode)

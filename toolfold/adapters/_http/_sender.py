@@ -265,15 +265,23 @@ class Sender:
         try:
             text = await self._read_all(response, call, per_await=per_await)
         except ProviderError:
-            text = b""
+            if self._ran_out(call):
+                raise  # the total timeout, not the status: the call is over
+            text = b""  # over the limits, cut: the status speaks alone
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
 
     def _failed_sync(self, response: Any, call: Call) -> Failed:
         try:
             text = b"".join(self.body_sync(response, call))
         except ProviderError:
-            text = b""
+            if self._ran_out(call):
+                raise  # the total timeout, not the status: the call is over
+            text = b""  # over the limits, cut: the status speaks alone
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
+
+    def _ran_out(self, call: Call) -> bool:
+        """Whether ``call`` is past its total deadline."""
+        return call.deadline is not None and self.clock() >= call.deadline
 
     # --- internals: reading a body within the limits and the deadline --------
 
