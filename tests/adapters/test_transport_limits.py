@@ -282,6 +282,10 @@ BAD_OPTIONS = [
     ({"headers": {"x a": "v"}}, r"headers: 'x a' is not a valid HTTP header name"),
     ({"api_key": "sk-abc\ndef"}, r"api_key: the value contains CR, LF or NUL"),
     ({"api_key": "sk-ключ"}, r"api_key: the value has characters outside Latin-1"),
+    # Other control characters (not HTAB): sent raw, refused by h11 at send, or a bare ValueError.
+    ({"headers": {"x-a": "a\x0bb"}}, r"headers\['x-a'\].*a control character"),
+    ({"headers": {"x-a": "a\x7fb"}}, r"headers\['x-a'\].*a control character"),
+    ({"api_key": "sk-abc\x01def"}, r"api_key: the value contains a control character"),
     ({"headers": {"Content-Length": "5"}}, r"headers: 'Content-Length' is set by the transport"),
     ({"headers": {"transfer-encoding": "chunked"}}, r"'transfer-encoding' is set by the transport"),
     ({"headers": {"Connection": "close"}}, r"headers: 'Connection' is set by the transport"),

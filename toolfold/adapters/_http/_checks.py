@@ -20,6 +20,10 @@ __all__ = ["check_base_url", "check_header_value", "check_headers"]
 # RFC 9110 token characters: what a header name may contain.
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _FORBIDDEN = re.compile(r"[\r\n\x00]")
+# Any other control character but HTAB: outside RFC 9110's field-value. h11 refused
+# some at send time (a "cannot reach" error, retried), aiohttp raised a bare
+# ValueError, and DEL or \x01 were sent as they are.
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 # Headers that frame the message on the connection: the client writes them for
@@ -50,12 +54,16 @@ def check_headers(headers: Mapping[str, str], option: str = "headers") -> None:
 
 
 def check_header_value(value: object, option: str, *, secret: bool = False) -> None:
-    """Refuse a value with CR/LF/NUL, outside Latin-1, or not a string."""
+    """Refuse a value with CR/LF/NUL or another control character, outside Latin-1, or not a string."""
     shown = "the value" if secret else repr(value)
     if not isinstance(value, str):
         raise ModelConfigError(f"{option}: {shown} must be a string, not {type(value).__name__}")
     if _FORBIDDEN.search(value):
         raise ModelConfigError(f"{option}: {shown} contains CR, LF or NUL, which HTTP forbids")
+    if _CONTROL.search(value):
+        raise ModelConfigError(
+            f"{option}: {shown} contains a control character, which a header cannot carry"
+        )
     try:
         value.encode("latin-1")
     except UnicodeEncodeError:
