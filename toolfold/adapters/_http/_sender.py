@@ -525,8 +525,9 @@ async def _release(raw: AsyncIterator[bytes] | None, response: Any) -> None:
 def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
     """Remove ``key`` from every text a `ProviderError` carries (in place; returns it).
 
-    The message, ``body``, ``provider_message``, ``headers`` (a server may echo
-    the ``Authorization`` header) and, for Groq, ``failed_generation``.
+    The message, ``body``, ``provider_message``, ``code``, ``headers`` (a
+    server may echo the ``Authorization`` header), a malformed answer's
+    ``problem`` and, for Groq, ``failed_generation``.
     """
     if not key:
         return error
@@ -536,10 +537,14 @@ def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
     error.body = redact(error.body, secrets)
     if error.provider_message:
         error.provider_message = redact(error.provider_message, secrets)
+    if error.code:
+        error.code = redact(error.code, secrets)
     if error.headers:
         error.headers = {name: redact(value, secrets) for name, value in error.headers.items()}
     failed = getattr(error, "failed_generation", None)
     if isinstance(failed, str):
         error.failed_generation = redact(failed, secrets)  # type: ignore[attr-defined]
+    if isinstance(error, MalformedResponseError):
+        error.problem = redact(error.problem, secrets)
     redact_chain(error, secrets)  # what it was raised from, once chained
     return error
