@@ -295,6 +295,13 @@ BAD_OPTIONS = [
     ({"base_url": "ftp://example.com/v1"}, r"base_url .*http:// or https://"),
     ({"base_url": "http:///v1"}, r"base_url .*name a host"),
     ({"base_url": "http://example.com:99999/v1"}, r"base_url .*not a valid URL"),
+    # Basic credentials in the URL take the Authorization header the key goes in:
+    # httpx sent them instead of the key, aiohttp raised a bare ValueError.
+    ({"base_url": "http://alice:pw-1234@127.0.0.1:9/v1"}, r"base_url carries user:password@"),
+    (
+        {"base_url": "http://alice@127.0.0.1:9/v1", "headers": {"Authorization": "Bearer x"}},
+        r"base_url carries user:password@",
+    ),
 ]
 
 
@@ -309,6 +316,7 @@ def test_bad_headers_keys_and_urls_are_refused_when_the_model_is_built(
         toolfold.model("openai:m", http=backend, **options)
     assert "sk-abc" not in str(caught.value)
     assert "ключ" not in str(caught.value)
+    assert "pw-1234" not in str(caught.value)
     assert http_server.connections == 0
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from toolfold._errors import ModelConfigError
 
-__all__ = ["check_base_url", "check_header_value", "check_headers"]
+__all__ = ["check_base_url", "check_header_value", "check_headers", "check_url_credentials"]
 
 # RFC 9110 token characters: what a header name may contain.
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -94,3 +94,19 @@ def check_base_url(url: object, option: str = "base_url") -> None:
         )
     if parts.fragment:
         raise ModelConfigError(f"{option} {url!r} must not have a #fragment")
+
+
+def check_url_credentials(url: str, sends_authorization: bool) -> None:
+    """Refuse ``user:password@`` in ``url`` when an ``Authorization`` header is sent too.
+
+    The clients turn URL credentials into a Basic ``Authorization`` header:
+    httpx sent it in place of the key's, aiohttp refused the request with a
+    bare ValueError. With the key in another header (``x-api-key``) or no key
+    (a local Ollama behind a proxy), the credentials are sent and work.
+    """
+    if sends_authorization and "@" in urllib.parse.urlsplit(url).netloc:
+        raise ModelConfigError(
+            "base_url carries user:password@, whose Basic credentials would take the "
+            "Authorization header the API key is sent in: send them in a header "
+            "(headers=) that your gateway reads, or leave them out"
+        )
