@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
@@ -312,13 +312,7 @@ def make_sync(name: str, timeouts: Timeouts, limits: HttpLimits) -> HttpxBackend
     if name == "aiohttp":
         name = default_backend()
     package = _package(name)
-    with _proxies_from_the_environment():
-        client = package.Client(
-            limits=_pool_limits(package, limits),
-            timeout=_package_timeout(package, timeouts),
-            http1=True,
-            follow_redirects=False,
-        )
+    client = _owned_client(package, package.Client, timeouts, limits)
     core = importlib.import_module(_core_name(name))
     # The client's pool and, when the environment names proxies, each proxy's.
     mounts: Mapping[Any, Any] = getattr(client, "_mounts", {})
@@ -333,26 +327,24 @@ async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits) -> Any:
     if name == "aiohttp":
         return _make_aiohttp(timeouts, limits)
     package = _package(name)
-    with _proxies_from_the_environment():
-        client = package.AsyncClient(
-            limits=_pool_limits(package, limits),
-            timeout=_package_timeout(package, timeouts),
-            http1=True,
-            follow_redirects=False,
-        )
+    client = _owned_client(package, package.AsyncClient, timeouts, limits)
     return OwnedHttpxBackend(client, timeouts=timeouts)
 
 
-@contextlib.contextmanager
-def _proxies_from_the_environment() -> Iterator[None]:
-    """Making an httpx client: a proxy it cannot use is a `ModelConfigError` naming the variables.
+def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimits) -> Any:
+    """An httpx/httpx2 client of the transport's own; a proxy it cannot use is a `ModelConfigError`.
 
     httpx reads the proxy variables when the client is made and raises
     ValueError for a scheme it lacks (``ftp://``) and ImportError for SOCKS
     without ``socksio``.
     """
     try:
-        yield
+        return make(
+            limits=_pool_limits(package, limits),
+            timeout=_package_timeout(package, timeouts),
+            http1=True,
+            follow_redirects=False,
+        )
     except (ValueError, ImportError) as exc:
         raise ModelConfigError(
             "the HTTP client cannot use the proxy named in the environment "
