@@ -244,7 +244,14 @@ def test_usage_counts_tool_prompts_thoughts_and_cache() -> None:
     )
 
 
-ELEMENTS = [{"candidates": [{"content": {"parts": [{"text": "é" * n}]}}]} for n in range(1, 4)]
+ELEMENTS = [
+    *({"candidates": [{"content": {"parts": [{"text": "é" * n}]}}]} for n in range(1, 4)),
+    # Brackets, quotes and backslashes inside strings; a string, a number, a literal.
+    {"text": 'a]}"\\\\[{\\"', "n": [1, [2, {"b": "}"}]], "e": "\\"},
+    "x]\\",
+    -1.5e3,
+    None,
+]
 ARRAY = (
     "[" + ",\r\n".join(json.dumps(e, indent=2, ensure_ascii=False) for e in ELEMENTS) + "]\n"
 ).encode()
@@ -273,6 +280,42 @@ def test_the_json_array_decoder_refuses_what_is_not_an_array() -> None:
     decoder.feed(b'[{"a": 1}, {"b":')
     with pytest.raises(StreamError, match="not a JSON array"):
         decoder.close()
+
+
+@pytest.mark.parametrize(
+    "element",
+    ["[" * 100_000 + "]" * 100_000, '{"a": ' * 5_000 + "1" + "}" * 5_000, '{"a": NaN}'],
+    ids=["deep-array", "deep-object", "nan"],
+)
+def test_an_element_nested_too_deep_or_with_nan_is_a_stream_error(element: str) -> None:
+    """Like any other stream event: a StreamError, not a RecursionError out of the decoder."""
+    from toolfold import StreamError
+
+    with pytest.raises(StreamError, match="stream element that is not JSON"):
+        JSONArrayDecoder().feed(f"[{element}]".encode())
+
+
+def test_an_element_arriving_in_many_pieces_is_decoded_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each piece is scanned, not decoded: decoding the text so far per piece was quadratic."""
+    from toolfold.adapters import _json_array
+
+    decoded: list[str] = []
+
+    def counting(provider: str, data: str, what: str) -> Any:
+        decoded.append(data)
+        return json.loads(data)
+
+    monkeypatch.setattr(_json_array, "event_json", counting)
+    element = {"text": 'x\\"]' * 50_000, "n": [[1], {"a": "}"}]}
+    body = ("[" + json.dumps(element) + "]").encode()
+    decoder = JSONArrayDecoder()
+    found = [
+        item for at in range(0, len(body), 1000) for item in decoder.feed(body[at : at + 1000])
+    ]
+    assert found + decoder.close() == [element]
+    assert len(decoded) == 1
 
 
 def test_the_key_comes_from_gemini_api_key_else_google_api_key(

@@ -118,6 +118,11 @@ BAD_CHUNKS = [
     (_chunk({}, x_groq={"usage": {"prompt_tokens": "9"}}), "$.x_groq.usage.prompt_tokens"),
     (json.dumps({"choices": [{"delta": {}, "finish_reason": {}}]}), "$.choices[0].finish_reason"),
     (json.dumps({"id": ["s"], "choices": []}), "$.id"),
+    # An event that is not an object: the other stream codecs refused it, this one skipped it.
+    ("null", "$"),
+    ("5", "$"),
+    ("[]", "$"),
+    ('"x"', "$"),
 ]
 
 

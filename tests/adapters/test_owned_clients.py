@@ -20,6 +20,7 @@ from scripted_http import Reply, ScriptedServer, sse
 from test_transport_clients import KEY, PACKAGES
 
 import toolfold
+from toolfold import ModelConfigError
 from toolfold.adapters._http._backends import make_sync
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 from toolfold.adapters._http._transport import Transport
@@ -169,6 +170,21 @@ def test_a_proxy_from_the_environment_is_used(
     # The host is never resolved: only the proxy (the scripted server) is connected to.
     assert _send("http://api.example.invalid/v1", mode, http=name) == [{"ok": 1}]
     assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
+
+
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+def test_a_proxy_variable_httpx_cannot_use_is_a_config_error(
+    http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy httpx refuses (a scheme it lacks; SOCKS without socksio) names the variables.
+
+    Making the client raised a bare ValueError (ImportError for SOCKS) out of the call.
+    """
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", "ftp://127.0.0.1:9")
+    with pytest.raises(ModelConfigError, match=r"HTTP_PROXY, HTTPS_PROXY, ALL_PROXY.*ftp"):
+        _send(f"{http_server.url}/v1", mode, http=name)
+    assert http_server.connections == 0
 
 
 @pytest.mark.parametrize(("name", "mode"), PAIRS)

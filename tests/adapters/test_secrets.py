@@ -14,6 +14,7 @@ from scripted_http import Recorded, Reply, ScriptedServer, sse
 
 import toolfold
 from toolfold import Agent, ProviderError, RunState, generate_text
+from toolfold.runtime import Message, ModelRequest
 
 KEY = "sk-secret-key-0123456789abcdefXYZ"
 
@@ -179,4 +180,52 @@ def test_a_stream_after_http_200_keeps_the_key_out(
         for _ in Agent(model=_model(http_server.url, opened)).stream("hi"):
             pass
     assert "***" in str(caught.value)
+    _assert_hidden(caught.value)
+
+
+IN_BAND_CODES = [
+    # (model, stream, the answer's body): each provider's error with the key as its code.
+    ("openai-responses:m", True, sse({"type": "error", "message": "no", "code": f"c-{KEY}"})[0]),
+    ("openai-compatible:m", True, sse({"error": {"message": "no", "code": f"c-{KEY}"}})[0]),
+    (
+        "anthropic:m",
+        True,
+        b'event: error\ndata: {"type": "error", "error": {"type": "t-%s", "message": "no"}}\n\n'
+        % KEY.encode(),
+    ),
+    (
+        "anthropic:m",
+        False,
+        b'{"type": "error", "error": {"type": "t-%s", "message": "no"}}' % KEY.encode(),
+    ),
+    ("gemini:m", True, sse({"error": {"code": 500, "message": "no", "status": f"s-{KEY}"}})[0]),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "stream", "body"),
+    IN_BAND_CODES,
+    ids=[f"{spec}-{'stream' if stream else 'body'}" for spec, stream, _ in IN_BAND_CODES],
+)
+def test_a_key_in_an_in_band_error_code_is_scrubbed(
+    http_server: ScriptedServer, opened: list[Any], spec: str, stream: bool, body: bytes
+) -> None:
+    """The ``code`` of an error sent inside a 200 answer is scrubbed like its message.
+
+    The Responses API's ``error`` event kept the key in ``err.code``.
+    """
+    headers = {"content-type": "text/event-stream" if stream else "application/json"}
+    http_server.add(Reply(headers=headers, chunks=[body]))
+    base = http_server.url if spec.startswith(("anthropic", "gemini")) else f"{http_server.url}/v1"
+    model = toolfold.model(spec, base_url=base, api_key=KEY, retry=0)
+    opened.append(model)
+    request = ModelRequest([Message.user("hi")])
+
+    def ask() -> Any:
+        return list(model.stream_sync(request)) if stream else model.request_sync(request)
+
+    with pytest.raises(ProviderError) as caught:
+        ask()
+    assert caught.value.code is not None
+    assert "***" in caught.value.code
     _assert_hidden(caught.value)

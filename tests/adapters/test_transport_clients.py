@@ -20,6 +20,7 @@ import pytest
 from backends import OWNED
 from scripted_http import Cut, Reply, ScriptedServer, gate, sse
 
+import toolfold
 from toolfold import (
     AuthenticationError,
     ModelConfigError,
@@ -33,6 +34,7 @@ from toolfold import (
 from toolfold.adapters._http._retry import Timeouts
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._http._transport import Transport
+from toolfold.runtime import Message, ModelRequest
 
 try:
     import httpx2
@@ -167,6 +169,21 @@ def test_429_with_retry_after_then_success(
     http_server.add(Reply(status=429, headers={"retry-after": "3"}), Reply(json={"ok": 1}))
     assert call(http_server, kind, mode, sleeps=sleeps, timeout=5.0) == {"ok": 1}
     assert sleeps.delays == [3.0]
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_a_retry_after_date_past_year_9999_is_ignored(
+    http_server: ScriptedServer, kind: str, mode: str
+) -> None:
+    """A date the calendar cannot hold is nonsense like any other: the backoff applies.
+
+    It escaped from the transport as a bare ValueError (``year 99999 is out of range``).
+    """
+    sleeps = Sleeps()
+    late = {"retry-after": "Fri, 31 Dec 99999 23:59:59 GMT"}
+    http_server.add(Reply(status=429, headers=late), Reply(json={"ok": 1}))
+    assert call(http_server, kind, mode, sleeps=sleeps, timeout=5.0) == {"ok": 1}
+    assert sleeps.delays == [0.5]
 
 
 @pytest.mark.parametrize(("kind", "mode"), CASES)
@@ -397,3 +414,50 @@ def test_rate_limit_keeps_retry_after(http_server: ScriptedServer, kind: str) ->
     with pytest.raises(RateLimitError) as caught:
         call(http_server, kind, "sync", retry=0)
     assert caught.value.retry_after == 7.0
+
+
+@pytest.mark.parametrize(("kind", "mode"), INJECTED)
+def test_an_injected_client_that_follows_redirects_does_not_follow_a_call(
+    http_server: ScriptedServer, kind: str, mode: str
+) -> None:
+    """A 307 elsewhere is the caller's error: the key header and the POST never go to the new host.
+
+    httpx drops only ``Authorization`` on a redirect to another host, so a
+    client made with ``follow_redirects=True`` sent Anthropic's ``x-api-key``
+    (Gemini's ``x-goog-api-key``) there, and sent the generation request again
+    outside the retry policy.
+    """
+    elsewhere = ScriptedServer()
+    try:
+        target = elsewhere.url.replace("127.0.0.1", "localhost") + "/steal"
+        http_server.add(Reply(status=307, headers={"location": target}))
+        options = {} if kind in ("aiohttp", "lookalike") else {"follow_redirects": True}
+        request = ModelRequest([Message.user("hi")])
+
+        def model(client: Any) -> Any:
+            return toolfold.model(
+                "anthropic:claude-x",
+                base_url=http_server.url,
+                api_key=KEY,
+                retry=0,
+                http_client=client,
+            )
+
+        async def run() -> Any:
+            client = _client(kind, mode, options)
+            try:
+                return await model(client).request(request)
+            finally:
+                await (client.close() if kind == "aiohttp" else client.aclose())
+
+        def run_sync() -> Any:
+            with _client(kind, mode, options) as client:
+                return model(client).request_sync(request)
+
+        with pytest.raises(ProviderError) as caught:
+            run_sync() if mode == "sync" else asyncio.run(run())
+        assert caught.value.status_code == 307
+        assert len(http_server.requests) == 1
+        assert elsewhere.requests == []
+    finally:
+        elsewhere.close()

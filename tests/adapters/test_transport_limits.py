@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import gzip
+import threading
 from typing import Any
 
 import pytest
 from backends import OWNED, cases
 from fault_matrix import resources
-from scripted_http import Reply, ScriptedServer, sse
+from scripted_http import Reply, ScriptedServer, gate, sse
 
 import toolfold
 from toolfold import ModelConfigError, ProviderConnectionError, ProviderError, ProviderTimeoutError
@@ -67,6 +68,22 @@ def test_total_bounds_a_dripping_answer(
     """A server sending a byte every 20 ms (never silent, so no read timeout) hits the total."""
     head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-pad: " + b"a" * 5000 + b"\r\n\r\n{}"
     http_server.add(Reply(drip=0.02, raw=head if where == "head" else None))
+    transport = make(http_server, backend, timeout=Timeouts(read=30.0, total=0.3))
+    with pytest.raises(ProviderTimeoutError, match=r"total timeout of 0\.3 s"):
+        call(transport, mode)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_total_bounds_an_error_body_that_never_ends(
+    http_server: ScriptedServer, released: list[threading.Event], backend: str, mode: str
+) -> None:
+    """A 429 whose body stalls past the total is a total timeout, in every mode.
+
+    Reading the error body swallowed the total timeout (as it does a body over
+    the limits) and raised the 429 with an empty body instead, except on a
+    blocking async call, whose one timeout scope gave the ProviderTimeoutError.
+    """
+    http_server.add(Reply(status=429, chunks=[b'{"error": ', gate(released)]))
     transport = make(http_server, backend, timeout=Timeouts(read=30.0, total=0.3))
     with pytest.raises(ProviderTimeoutError, match=r"total timeout of 0\.3 s"):
         call(transport, mode)
@@ -265,6 +282,10 @@ BAD_OPTIONS = [
     ({"headers": {"x a": "v"}}, r"headers: 'x a' is not a valid HTTP header name"),
     ({"api_key": "sk-abc\ndef"}, r"api_key: the value contains CR, LF or NUL"),
     ({"api_key": "sk-ключ"}, r"api_key: the value has characters outside Latin-1"),
+    # Other control characters (not HTAB): sent raw, refused by h11 at send, or a bare ValueError.
+    ({"headers": {"x-a": "a\x0bb"}}, r"headers\['x-a'\].*a control character"),
+    ({"headers": {"x-a": "a\x7fb"}}, r"headers\['x-a'\].*a control character"),
+    ({"api_key": "sk-abc\x01def"}, r"api_key: the value contains a control character"),
     ({"headers": {"Content-Length": "5"}}, r"headers: 'Content-Length' is set by the transport"),
     ({"headers": {"transfer-encoding": "chunked"}}, r"'transfer-encoding' is set by the transport"),
     ({"headers": {"Connection": "close"}}, r"headers: 'Connection' is set by the transport"),
@@ -274,6 +295,13 @@ BAD_OPTIONS = [
     ({"base_url": "ftp://example.com/v1"}, r"base_url .*http:// or https://"),
     ({"base_url": "http:///v1"}, r"base_url .*name a host"),
     ({"base_url": "http://example.com:99999/v1"}, r"base_url .*not a valid URL"),
+    # Basic credentials in the URL take the Authorization header the key goes in:
+    # httpx sent them instead of the key, aiohttp raised a bare ValueError.
+    ({"base_url": "http://alice:pw-1234@127.0.0.1:9/v1"}, r"base_url carries user:password@"),
+    (
+        {"base_url": "http://alice@127.0.0.1:9/v1", "headers": {"Authorization": "Bearer x"}},
+        r"base_url carries user:password@",
+    ),
 ]
 
 
@@ -288,6 +316,7 @@ def test_bad_headers_keys_and_urls_are_refused_when_the_model_is_built(
         toolfold.model("openai:m", http=backend, **options)
     assert "sk-abc" not in str(caught.value)
     assert "ключ" not in str(caught.value)
+    assert "pw-1234" not in str(caught.value)
     assert http_server.connections == 0
 
 

@@ -67,6 +67,9 @@ def test_jitter_stays_within_its_share(retry: int, rand: float) -> None:
         ({"retry-after": "+3"}, None),
         ({"retry-after": "1e3"}, None),
         ({"retry-after": "\u0661\u0662"}, None),  # Arabic-Indic digits
+        # Dates the calendar cannot hold (ValueError, OverflowError in timegm).
+        ({"retry-after": "Fri, 31 Dec 99999 23:59:59 GMT"}, None),
+        ({"retry-after": "Fri, 31 Dec 999999999999999999999 23:59:59 GMT"}, None),
         ({"retry-after-ms": "+5", "retry-after": " 7 "}, 7.0),
         ({"retry-after": "0.30000000000000004"}, 0.30000000000000004),  # a float in full
         ({"retry-after": "5."}, 5.0),

@@ -85,6 +85,12 @@ def _package(name: str) -> Any:
 class HttpxBackend:
     """A client with httpx's API (httpx, httpx2, or the user's own), sync or async.
 
+    A redirect is never followed, even by a client made with
+    ``follow_redirects=True``: httpx drops only ``Authorization`` on the way to
+    another host, so a key sent as ``x-api-key`` would go along, and the POST
+    would be sent again outside the retry policy. The 3xx is the caller's error
+    (as with aiohttp, asked with ``allow_redirects=False``).
+
     Args:
         client: The client.
         owned: Whether the transport made it (and closes it).
@@ -145,13 +151,19 @@ class HttpxBackend:
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
     ) -> Any:
         """POST; the response once its head arrived (body unread)."""
-        return await self.client.send(self._request(url, content, headers, timeout), stream=True)
+        request = self._request(url, content, headers, timeout)
+        if getattr(self.client, "follow_redirects", False):
+            return await self.client.send(request, stream=True, follow_redirects=False)
+        return await self.client.send(request, stream=True)
 
     def send_sync(
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
     ) -> Any:
         """Blocking `send`."""
-        return self.client.send(self._request(url, content, headers, timeout), stream=True)
+        request = self._request(url, content, headers, timeout)
+        if getattr(self.client, "follow_redirects", False):
+            return self.client.send(request, stream=True, follow_redirects=False)
+        return self.client.send(request, stream=True)
 
     async def aclose(self) -> None:
         """Close the client if the transport made it."""
@@ -300,12 +312,7 @@ def make_sync(name: str, timeouts: Timeouts, limits: HttpLimits) -> HttpxBackend
     if name == "aiohttp":
         name = default_backend()
     package = _package(name)
-    client = package.Client(
-        limits=_pool_limits(package, limits),
-        timeout=_package_timeout(package, timeouts),
-        http1=True,
-        follow_redirects=False,
-    )
+    client = _owned_client(package, package.Client, timeouts, limits)
     core = importlib.import_module(_core_name(name))
     # The client's pool and, when the environment names proxies, each proxy's.
     mounts: Mapping[Any, Any] = getattr(client, "_mounts", {})
@@ -320,13 +327,29 @@ async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits) -> Any:
     if name == "aiohttp":
         return _make_aiohttp(timeouts, limits)
     package = _package(name)
-    client = package.AsyncClient(
-        limits=_pool_limits(package, limits),
-        timeout=_package_timeout(package, timeouts),
-        http1=True,
-        follow_redirects=False,
-    )
+    client = _owned_client(package, package.AsyncClient, timeouts, limits)
     return OwnedHttpxBackend(client, timeouts=timeouts)
+
+
+def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimits) -> Any:
+    """An httpx/httpx2 client of the transport's own; a proxy it cannot use is a `ModelConfigError`.
+
+    httpx reads the proxy variables when the client is made and raises
+    ValueError for a scheme it lacks (``ftp://``) and ImportError for SOCKS
+    without ``socksio``.
+    """
+    try:
+        return make(
+            limits=_pool_limits(package, limits),
+            timeout=_package_timeout(package, timeouts),
+            http1=True,
+            follow_redirects=False,
+        )
+    except (ValueError, ImportError) as exc:
+        raise ModelConfigError(
+            "the HTTP client cannot use the proxy named in the environment "
+            f"(HTTP_PROXY, HTTPS_PROXY, ALL_PROXY): {exc}"
+        ) from exc
 
 
 def _pool_limits(package: Any, limits: HttpLimits) -> Any:

@@ -15,11 +15,15 @@ from collections.abc import Mapping
 
 from toolfold._errors import ModelConfigError
 
-__all__ = ["check_base_url", "check_header_value", "check_headers"]
+__all__ = ["check_base_url", "check_header_value", "check_headers", "check_url_credentials"]
 
 # RFC 9110 token characters: what a header name may contain.
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _FORBIDDEN = re.compile(r"[\r\n\x00]")
+# Any other control character but HTAB: outside RFC 9110's field-value. h11 refused
+# some at send time (a "cannot reach" error, retried), aiohttp raised a bare
+# ValueError, and DEL or \x01 were sent as they are.
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 # Headers that frame the message on the connection: the client writes them for
@@ -50,12 +54,16 @@ def check_headers(headers: Mapping[str, str], option: str = "headers") -> None:
 
 
 def check_header_value(value: object, option: str, *, secret: bool = False) -> None:
-    """Refuse a value with CR/LF/NUL, outside Latin-1, or not a string."""
+    """Refuse a value with CR/LF/NUL or another control character, outside Latin-1, or not a string."""
     shown = "the value" if secret else repr(value)
     if not isinstance(value, str):
         raise ModelConfigError(f"{option}: {shown} must be a string, not {type(value).__name__}")
     if _FORBIDDEN.search(value):
         raise ModelConfigError(f"{option}: {shown} contains CR, LF or NUL, which HTTP forbids")
+    if _CONTROL.search(value):
+        raise ModelConfigError(
+            f"{option}: {shown} contains a control character, which a header cannot carry"
+        )
     try:
         value.encode("latin-1")
     except UnicodeEncodeError:
@@ -86,3 +94,19 @@ def check_base_url(url: object, option: str = "base_url") -> None:
         )
     if parts.fragment:
         raise ModelConfigError(f"{option} {url!r} must not have a #fragment")
+
+
+def check_url_credentials(url: str, sends_authorization: bool) -> None:
+    """Refuse ``user:password@`` in ``url`` when an ``Authorization`` header is sent too.
+
+    The clients turn URL credentials into a Basic ``Authorization`` header:
+    httpx sent it in place of the key's, aiohttp refused the request with a
+    bare ValueError. With the key in another header (``x-api-key``) or no key
+    (a local Ollama behind a proxy), the credentials are sent and work.
+    """
+    if sends_authorization and "@" in urllib.parse.urlsplit(url).netloc:
+        raise ModelConfigError(
+            "base_url carries user:password@, whose Basic credentials would take the "
+            "Authorization header the API key is sent in: send them in a header "
+            "(headers=) that your gateway reads, or leave them out"
+        )

@@ -210,8 +210,11 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
     parsed = email.utils.parsedate_tz(raw)
     if parsed is None:  # nonsense ("inf", "-3", "1_0", "+3"): ignored
         return None
-    value = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
-    return max(value, 0.0)
+    try:
+        at = email.utils.mktime_tz(parsed)
+    except (ValueError, OverflowError):  # a year past 9999: no date the calendar holds
+        return None
+    return max(at - (time.time() if now is None else now), 0.0)
 
 
 # RFC 9110's delay-seconds is digits; a fraction (some providers send one) is read too.

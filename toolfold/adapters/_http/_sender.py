@@ -268,15 +268,23 @@ class Sender:
         try:
             text = await self._read_all(response, call, per_await=per_await)
         except ProviderError:
-            text = b""
+            if self._ran_out(call):
+                raise  # the total timeout, not the status: the call is over
+            text = b""  # over the limits, cut: the status speaks alone
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
 
     def _failed_sync(self, response: Any, call: Call) -> Failed:
         try:
             text = b"".join(self.body_sync(response, call))
         except ProviderError:
-            text = b""
+            if self._ran_out(call):
+                raise  # the total timeout, not the status: the call is over
+            text = b""  # over the limits, cut: the status speaks alone
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
+
+    def _ran_out(self, call: Call) -> bool:
+        """Whether ``call`` is past its total deadline."""
+        return call.deadline is not None and self.clock() >= call.deadline
 
     # --- internals: reading a body within the limits and the deadline --------
 
@@ -533,8 +541,9 @@ async def _release(raw: AsyncIterator[bytes] | None, response: Any) -> None:
 def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
     """Remove ``key`` from every text a `ProviderError` carries (in place; returns it).
 
-    The message, ``body``, ``provider_message``, ``headers`` (a server may echo
-    the ``Authorization`` header) and, for Groq, ``failed_generation``.
+    The message, ``body``, ``provider_message``, ``code``, ``headers`` (a
+    server may echo the ``Authorization`` header), a malformed answer's
+    ``problem`` and, for Groq, ``failed_generation``.
     """
     if not key:
         return error
@@ -544,10 +553,14 @@ def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
     error.body = redact(error.body, secrets)
     if error.provider_message:
         error.provider_message = redact(error.provider_message, secrets)
+    if error.code:
+        error.code = redact(error.code, secrets)
     if error.headers:
         error.headers = {name: redact(value, secrets) for name, value in error.headers.items()}
     failed = getattr(error, "failed_generation", None)
     if isinstance(failed, str):
         error.failed_generation = redact(failed, secrets)  # type: ignore[attr-defined]
+    if isinstance(error, MalformedResponseError):
+        error.problem = redact(error.problem, secrets)
     redact_chain(error, secrets)  # what it was raised from, once chained
     return error

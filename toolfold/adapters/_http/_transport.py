@@ -25,7 +25,12 @@ from typing import Any, TypeVar
 
 from toolfold._errors import ModelConfigError, ProviderError
 from toolfold.adapters._http._body import ACCEPT_ENCODING
-from toolfold.adapters._http._checks import check_base_url, check_header_value, check_headers
+from toolfold.adapters._http._checks import (
+    check_base_url,
+    check_header_value,
+    check_headers,
+    check_url_credentials,
+)
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import parse_error_body
 from toolfold.adapters._http._json import dumps
@@ -124,6 +129,8 @@ class Transport:
         # The key is not in these dicts: it is added at send time from the Secret,
         # so neither vars(transport) nor a stored header dict ever shows it.
         self._headers = _default_headers(headers or {})
+        keyed = self._auth_value is not None and self._auth_header == "authorization"
+        check_url_credentials(base_url, keyed or "authorization" in self._headers)
         self._stream_headers = {**self._headers, "accept": "text/event-stream"}
         injected = http_client is not None or async_http_client is not None
         timeouts = (None if injected else Timeouts()) if timeout is _UNSET else _timeouts(timeout)

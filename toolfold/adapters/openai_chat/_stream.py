@@ -114,8 +114,7 @@ def decode_chunk(
 
 
 def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEvent]]:
-    if not isinstance(chunk, Mapping):
-        return state, []
+    chunk = wire.root(chunk)  # an event that is not an object is malformed, as in a body
     events: list[StreamEvent] = []
     if not state.info_sent:
         model = wire.text(chunk, "model", "$")
