@@ -530,8 +530,7 @@ def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None)
     if not task.prompt and not values and isinstance(target, Agent):
         instructions = target.instructions
         if not instructions or ("{" not in instructions and "}" not in instructions):
-            # (`_bound` and a prompt without placeholders; text as it is, without a call)
-            return target, input if type(input) is str else _prompt_text(input)
+            return target, _prompt_text(input)  # (`_bound` and a prompt without placeholders)
     scope = _scope(input, values)
     target = _bound(task, scope)
     if isinstance(target, Agent):
