@@ -318,6 +318,37 @@ def test_an_element_arriving_in_many_pieces_is_decoded_once(
     assert len(decoded) == 1
 
 
+def test_a_long_string_in_one_piece_is_scanned_in_little_memory() -> None:
+    """A 2 MiB string arriving whole: the scan keeps no state per character (the
+    pattern it used before held ~95 bytes a character, ~200 MB here; a gzipped
+    piece can inflate to the body cap)."""
+    import tracemalloc
+
+    text = "ab\\n" * (2**19)  # 2 MiB of characters, escapes among them
+    body = ('[{"t": "' + text + '"}]').encode()
+    decoder = JSONArrayDecoder()
+    tracemalloc.start()
+    try:
+        found = decoder.feed(body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found == [{"t": json.loads('"' + text + '"')}]
+    assert peak < 20 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_bytes_that_are_not_utf8_are_a_stream_error() -> None:
+    """A piece or a body end that is not UTF-8: a StreamError, not a bare UnicodeDecodeError."""
+    from toolfold import StreamError
+
+    with pytest.raises(StreamError, match="not UTF-8"):
+        JSONArrayDecoder().feed(b"[\xff]")
+    decoder = JSONArrayDecoder()
+    decoder.feed(b'[{"a": "\xc3')  # the first byte of a two-byte character
+    with pytest.raises(StreamError, match="not UTF-8"):
+        decoder.close()
+
+
 def test_the_key_comes_from_gemini_api_key_else_google_api_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
