@@ -187,6 +187,21 @@ def test_a_proxy_variable_httpx_cannot_use_is_a_config_error(
     assert http_server.connections == 0
 
 
+@pytest.mark.parametrize("scheme", ["socks5", "ftp"])
+def test_a_proxy_variable_aiohttp_cannot_use_is_a_config_error(
+    http_server: ScriptedServer, scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiohttp speaks HTTP to any proxy: a SOCKS or FTP one names the variable when the
+    client is made, as httpx's refusal does, instead of a retried connection error per call."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", f"{scheme}://127.0.0.1:9")
+    with pytest.raises(
+        ModelConfigError, match=rf"aiohttp cannot use the proxy HTTP_PROXY.*{scheme}"
+    ):
+        _send(f"{http_server.url}/v1", "async", http="aiohttp")
+    assert http_server.connections == 0
+
+
 @pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_no_proxy_sends_directly(
     http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch

@@ -32,6 +32,7 @@ import os
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -616,7 +617,21 @@ def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits) -> AiohttpBackend:
 
 
 def _proxy_configured() -> bool:
+    """Whether a proxy variable is set; one aiohttp cannot use is a `ModelConfigError`.
+
+    aiohttp reads HTTP_PROXY and HTTPS_PROXY (not ALL_PROXY) and speaks to the
+    proxy in HTTP whatever its scheme: a ``socks5://`` one failed each request
+    as a connection error, retried.
+    """
     names = ("http_proxy", "https_proxy", "all_proxy")
+    for name in names[:2]:
+        for variable in (name, name.upper()):
+            value = os.environ.get(variable)
+            if value and urllib.parse.urlsplit(value).scheme.lower() not in ("http", "https"):
+                raise ModelConfigError(
+                    f"aiohttp cannot use the proxy {variable} names (only http:// and "
+                    f"https:// proxies): {value.split('://', 1)[0]}://..."
+                )
     return any(os.environ.get(n) or os.environ.get(n.upper()) for n in names)
 
 
