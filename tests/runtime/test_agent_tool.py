@@ -483,6 +483,22 @@ def test_one_resume_answers_calls_waiting_in_two_sub_runs(
     assert replay(done.state.log) == done.state
 
 
+def test_one_call_answered_by_its_id_and_by_its_path_is_refused() -> None:
+    """A sub-run's only call of an id can be named by the id or by its path: given both,
+    resume refuses the answer twice, naming both keys, before anything runs."""
+    paid: list[str] = []
+    lead = _two_cashiers(("x", "y"), paid)
+    waiting = lead.run("pay both")
+    with pytest.raises(
+        UsageError, match=r"answers call 'x' twice: 'x' and 'a/x' name the same call"
+    ):
+        lead.resume(waiting.state, approvals={"x": True, "a/x": Denied("no")})
+    assert paid == []
+    done = lead.resume(waiting.state, approvals={"a/x": True, "y": True})
+    assert paid == ["ann", "bob"]
+    assert done.text == "done"
+
+
 def test_structured_input_and_output_keep_non_ascii_text() -> None:
     """The JSON a sub-agent reads and its caller gets back holds the text as written
     ("café ✓ 日本"), as tool results do, not ``\\u`` escapes (six times the characters)."""

@@ -156,8 +156,20 @@ def _answered(
             if not isinstance(key, str):
                 raise UsageError(f"{option}= is keyed by call ids (text), got {key!r}")
     nested: list[tuple[tuple[str, ...], Event]] = []
+    named: dict[tuple[tuple[str, ...], str], str] = {}  # the call a key means -> the key
+
+    def address(option: str, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+        path, call_id = _address(state, key, status)
+        earlier = named.setdefault((path, call_id), key)
+        if earlier != key:  # a sub-run's only call of an id, by its id and by its path
+            raise UsageError(
+                f"{option}= answers call {call_id!r} twice: {earlier!r} and {key!r} "
+                "name the same call"
+            )
+        return path, call_id
+
     for key, decision in (approvals or {}).items():
-        path, call_id = _address(state, key, "awaiting_approval")
+        path, call_id = address("approvals", key, "awaiting_approval")
         if isinstance(decision, Denied):
             event: Event = ApprovalDenied(call_id, decision.reason)
         elif decision is True:
@@ -176,7 +188,7 @@ def _answered(
     if tool_results:
         own: list[ToolResultPart] = []
         for key, value in tool_results.items():
-            path, call_id = _address(state, key, "to_return")
+            path, call_id = address("tool_results", key, "to_return")
             found = _call_at(state, path, call_id, "to_return")
             part = _result_part(call_id, found.call if found else None, value, live.tools)
             if path:
