@@ -212,6 +212,15 @@ def test_unnamed_agent_is_a_definition_error(kind: Any) -> None:
         kind(Agent(FunctionModel(lambda r: "x")))
 
 
+def test_a_step_name_outside_ascii_is_refused_saying_so() -> None:
+    """Step names are ASCII (templates and tool names need them so): 'résumé' is refused
+    with a message that says ASCII, not merely "letters"."""
+    from toolfold import WorkflowDefinitionError
+
+    with pytest.raises(WorkflowDefinitionError, match=r"'résumé' is not a name \(ASCII letters"):
+        Sequence(Task(echo("a"), name="résumé"))
+
+
 def test_parallel_streams_and_runs_on_the_event_loop() -> None:
     """`async for` over a parallel's stream and `arun` reach the state `run` reaches."""
     workflow = Parallel(echo("a"), echo("b"))

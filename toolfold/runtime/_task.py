@@ -131,7 +131,7 @@ class Task:
             )
         elif not _NAME.match(self.name):
             found.append(
-                f"step name {self.name!r} is not a name (letters, digits and _, up to 64, "
+                f"step name {self.name!r} is not a name (ASCII letters, digits and _, up to 64, "
                 "not starting with a digit): templates refer to it as {name}"
             )
         if self.on_error not in ("fail", "skip", "retry"):
