@@ -174,8 +174,9 @@ def redact_chain(error: BaseException, secrets: Iterable[Secret | None]) -> None
     field); this walks ``__cause__`` and ``__context__`` below it, where foreign
     exceptions keep what they were raised with: their ``args`` and text
     attributes (a ``JSONDecodeError``'s ``.doc`` is the whole body), and the
-    headers and URL of an httpx request they hold (``Authorization: Bearer <key>``,
-    ``http://bob:<password>@host``), so neither ``repr``, ``traceback.format_exception`` nor a debugger shows the key.
+    headers and URL of an httpx request they hold (``Authorization: Bearer
+    <key>``, ``http://bob:<password>@host``), so neither ``repr``,
+    ``traceback.format_exception`` nor a debugger shows a secret.
     """
     keys = tuple(s for s in secrets if s)
     if not keys:

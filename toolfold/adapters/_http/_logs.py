@@ -6,8 +6,8 @@ records of ``httpcore.http11``, so the filter goes on each logger that emits
 (their names are fixed in those packages). Every transport adds its key here,
 and the password of its base URL (httpx logs each request's URL at INFO); the
 filter only runs for records a logger actually emits, so it costs nothing while
-DEBUG logging is off. `redact_logs` still covers handlers and
-loggers of the user's own.
+DEBUG logging is off. `redact_logs` still covers handlers and loggers of the
+user's own.
 """
 
 from __future__ import annotations
