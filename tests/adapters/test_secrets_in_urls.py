@@ -80,47 +80,45 @@ def _echo(*statuses: int) -> Any:
     return handler
 
 
-@pytest.mark.parametrize(("backend", "mode"), cases())
-def test_a_refused_connection_hides_the_password(backend: str, mode: str) -> None:
-    """``cannot reach ollama at http://bob:***@...``: the error chain and its traceback hide it."""
-    transport = Transport("ollama", _url(_free_port()), None, http=backend, retry=0)
-    with pytest.raises(ProviderConnectionError) as caught:
-        _post(transport, mode)
-    assert "cannot reach ollama at http://bob:***@127.0.0.1:" in str(caught.value)
-    _assert_hidden(every_text(caught.value))
+FAILURES = {
+    # How the call fails: the error and the start of its message.
+    "refused": (ProviderConnectionError, "cannot reach ollama at http://bob:***@127.0.0.1:"),
+    "status": (ServerError, "ollama returned HTTP 500 for POST http://bob:***@127.0.0.1:"),
+    "total": (ProviderTimeoutError, "the call to ollama at http://bob:***@127.0.0.1:"),
+}
 
 
+@pytest.mark.parametrize("failure", list(FAILURES))
 @pytest.mark.parametrize(("backend", "mode"), cases())
-def test_an_http_error_hides_the_password(
-    http_server: ScriptedServer, backend: str, mode: str
+def test_an_error_hides_the_password(
+    http_server: ScriptedServer,
+    released: list[threading.Event],
+    backend: str,
+    mode: str,
+    failure: str,
 ) -> None:
-    """A 500 echoing the Basic credentials in its body and headers: none of it shows."""
-    http_server.handler = _echo(500)
-    transport = Transport("ollama", _url(http_server.port), None, http=backend, retry=0)
-    with pytest.raises(ServerError) as caught:
-        _post(transport, mode)
-    assert "for POST http://bob:***@127.0.0.1:" in str(caught.value)
-    assert caught.value.headers["x-echo"] == "Basic ***"
-    _assert_hidden(every_text(caught.value))
+    """A refused connection, a 500 echoing the Basic credentials, a total timeout.
 
-
-@pytest.mark.parametrize(("backend", "mode"), cases())
-def test_a_total_timeout_hides_the_password(
-    http_server: ScriptedServer, released: list[threading.Event], backend: str, mode: str
-) -> None:
-    """The total timeout's message names the URL with the password masked."""
-    http_server.add(Reply(stall=gate(released)))
-    transport = Transport(
-        "ollama",
-        _url(http_server.port),
-        None,
-        http=backend,
-        retry=0,
-        timeout=Timeouts(read=30.0, total=0.2),
-    )
-    with pytest.raises(ProviderTimeoutError) as caught:
+    The message names the URL with the password masked; no part of the error,
+    the chain under it or its traceback shows the password or the credentials.
+    """
+    port = http_server.port
+    total = None
+    if failure == "refused":
+        port = _free_port()
+    elif failure == "status":
+        http_server.handler = _echo(500)
+    else:
+        http_server.add(Reply(stall=gate(released)))
+        total = 0.2
+    timeout = Timeouts(read=30.0, total=total)
+    transport = Transport("ollama", _url(port), None, http=backend, retry=0, timeout=timeout)
+    error, message = FAILURES[failure]
+    with pytest.raises(error) as caught:
         _post(transport, mode)
-    assert "the call to ollama at http://bob:***@127.0.0.1:" in str(caught.value)
+    assert str(caught.value).startswith(message)
+    if failure == "status":
+        assert caught.value.headers["x-echo"] == "Basic ***"
     _assert_hidden(every_text(caught.value))
 
 
