@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import traceback
 from typing import Any
 
 import httpx
 import pytest
+from leaks import chain, every_text
 from scripted_http import Recorded, Reply, ScriptedServer, sse
 
 import toolfold
@@ -19,36 +19,8 @@ from toolfold.runtime import Message, ModelRequest
 KEY = "sk-secret-key-0123456789abcdefXYZ"
 
 
-def _chain(error: BaseException) -> list[BaseException]:
-    found: list[BaseException] = []
-    stack: list[BaseException | None] = [error]
-    while stack:
-        exc = stack.pop()
-        if exc is None or any(exc is seen for seen in found):
-            continue
-        found.append(exc)
-        stack += [exc.__cause__, exc.__context__]
-    return found
-
-
-def _every_text(error: BaseException) -> str:
-    """Everything an error chain shows: str, repr, args, attributes, held request headers, traceback."""
-    pieces = ["".join(traceback.format_exception(type(error), error, error.__traceback__))]
-    for exc in _chain(error):
-        pieces += [str(exc), repr(exc), repr(exc.args)]
-        for value in vars(exc).values():
-            pieces.append(repr(value))
-            headers = getattr(value, "headers", None)
-            if headers is not None:
-                pieces.append(repr(dict(headers.items())))
-        request = getattr(exc, "_request", None)
-        if request is not None:
-            pieces.append(repr(dict(request.headers.items())))
-    return "\n".join(pieces)
-
-
 def _assert_hidden(error: BaseException) -> None:
-    text = _every_text(error)
+    text = every_text(error)
     assert KEY not in text
     state = getattr(error, "state", None)
     if state is not None:
@@ -97,7 +69,7 @@ LEAKS = [
 
 @pytest.mark.parametrize("client", ["default", "httpx"])
 @pytest.mark.parametrize(("status", "body"), LEAKS)
-def test_an_echoed_key_is_scrubbed_from_the_whole_error_chain(
+def test_an_echoed_key_is_scrubbed_from_the_whole_errorchain(
     http_server: ScriptedServer, opened: list[Any], status: int, body: bytes, client: str
 ) -> None:
     """A server echoing the key in a body or header: no error in the chain, traceback or state shows it."""
@@ -105,7 +77,7 @@ def test_an_echoed_key_is_scrubbed_from_the_whole_error_chain(
     injected = httpx.Client() if client == "httpx" else None
     with pytest.raises(ProviderError) as caught:
         generate_text(_model(http_server.url, opened, injected), "hi")
-    assert "***" in _every_text(caught.value)  # the key was echoed, and masked
+    assert "***" in every_text(caught.value)  # the key was echoed, and masked
     _assert_hidden(caught.value)
 
 
@@ -132,7 +104,7 @@ def test_a_connection_error_does_not_keep_the_request_headers(
     with pytest.raises(toolfold.ProviderConnectionError) as caught:
         generate_text(_model(f"http://127.0.0.1:{port}", opened, injected), "hi")
     if injected is not None:
-        chained = [e for e in _chain(caught.value) if getattr(e, "_request", None) is not None]
+        chained = [e for e in chain(caught.value) if getattr(e, "_request", None) is not None]
         assert chained  # the request object is there, so the check below checks something
     _assert_hidden(caught.value)
 

@@ -36,7 +36,7 @@ from toolfold._errors import (
 )
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._dialects import CompiledTool, check_arguments
-from toolfold.adapters._http._keys import Secret, resolve_api_key
+from toolfold.adapters._http._keys import Secret, mask_url, resolve_api_key
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._transport import ErrorParser, Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
@@ -223,7 +223,7 @@ class ProviderModel:
         return self._transport.base_url
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
+        return f"{type(self).__name__}({self.name!r}, base_url={mask_url(self.base_url)!r})"
 
     def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body this model sends for ``request`` (for inspection and tests)."""

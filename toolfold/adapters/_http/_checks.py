@@ -4,7 +4,7 @@ A header value with CR, LF or NUL could smuggle a second header or request; a
 value that is not Latin-1 cannot be sent at all; a base URL without scheme or
 host fails only at the first call; a framing header (``Content-Length``,
 ``Transfer-Encoding``...) is the client's to write. Each is a `ModelConfigError` naming the
-option, raised before any connection is opened. Keys are never quoted.
+option, raised before any connection is opened. Keys (and a URL's password) are never quoted.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import urllib.parse
 from collections.abc import Mapping
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._http._keys import mask_url
 
 __all__ = ["check_base_url", "check_header_value", "check_headers", "check_url_credentials"]
 
@@ -78,22 +79,23 @@ def check_base_url(url: object, option: str = "base_url") -> None:
     """Refuse a URL that is not ``http(s)://host[:port][/path]`` in printable ASCII."""
     if not isinstance(url, str):
         raise ModelConfigError(f"{option} must be a string, not {type(url).__name__}")
+    shown = mask_url(url)  # a password in the URL is a secret
     if not url.isascii() or any(c.isspace() or not c.isprintable() for c in url):
         raise ModelConfigError(
-            f"{option} {url!r} has spaces, control or non-ASCII characters "
+            f"{option} {shown!r} has spaces, control or non-ASCII characters "
             "(write an international host in its xn-- form)"
         )
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 -- raises ValueError on a bad port
     except ValueError as exc:
-        raise ModelConfigError(f"{option} {url!r} is not a valid URL: {exc}") from None
+        raise ModelConfigError(f"{option} {shown!r} is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ModelConfigError(
-            f"{option} {url!r} must start with http:// or https:// and name a host"
+            f"{option} {shown!r} must start with http:// or https:// and name a host"
         )
     if parts.fragment:
-        raise ModelConfigError(f"{option} {url!r} must not have a #fragment")
+        raise ModelConfigError(f"{option} {shown!r} must not have a #fragment")
 
 
 def check_url_credentials(url: str, sends_authorization: bool) -> None:

@@ -150,7 +150,7 @@ def status_error(
         body: The response body as text (already scrubbed of secrets).
         headers: The response headers.
         info: What `parse_error_body` (or the adapter's parser) read from the body.
-        url: The request URL (no secrets in it), for the message.
+        url: The request URL, for the message (a password in it is scrubbed by the caller).
     """
     said = f": {info.message}" if info.message else ""
     message = f"{provider} returned HTTP {status} for POST {url}{said}"

@@ -5,13 +5,17 @@ strings show ``Secret('sk-...')`` masked, so a model or transport can be logged,
 printed or put in an exception message safely. `redact` scrubs a key from any
 text (used on every error message and body the transport raises), and
 `RedactingFilter` does the same for log records, for users who log httpx's debug
-output.
+output. The password of a base URL's ``user:password@`` is a secret too
+(`url_secrets`); `mask_url` shows such a URL with it masked.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import logging
 import os
+import urllib.parse
 from collections.abc import Iterable, Mapping
 
 from toolfold._errors import ModelConfigError
@@ -74,6 +78,47 @@ def mask(value: str) -> str:
     return f"{value[:3]}{_MASK}"
 
 
+def mask_url(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` masked: ``http://bob:***@host/api``."""
+    userinfo = _userinfo(url)
+    if userinfo is None or ":" not in userinfo:
+        return url
+    user = userinfo.partition(":")[0]
+    return url.replace(f"{userinfo}@", f"{user}:{_MASK}@", 1)
+
+
+def url_secrets(url: str) -> tuple[Secret, ...]:
+    """The secrets in ``url``'s ``user:password@``: none without a password.
+
+    The password as written and percent-decoded, and the Basic credentials the
+    HTTP clients make of the user and password (``Authorization: Basic ...``),
+    which a server may echo: each is scrubbed like the API key.
+    """
+    userinfo = _userinfo(url)
+    if userinfo is None:
+        return ()
+    user, _, password = userinfo.partition(":")
+    if not password:
+        return ()
+    plain = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    found = [password, urllib.parse.unquote(password)]
+    # httpx encodes the Basic credentials in UTF-8, aiohttp in Latin-1.
+    for encoding in ("utf-8", "latin-1"):
+        with contextlib.suppress(UnicodeEncodeError):
+            found.append(base64.b64encode(plain.encode(encoding)).decode("ascii"))
+    return tuple(Secret(value) for value in dict.fromkeys(found))
+
+
+def _userinfo(url: str) -> str | None:
+    """The ``user:password`` before the ``@`` of ``url``'s authority, as `urllib.parse.urlsplit` reads it."""
+    try:
+        netloc = urllib.parse.urlsplit(url).netloc
+    except ValueError:  # a malformed URL (an unclosed "[" of an IPv6 host): read it plainly
+        netloc = url.partition("//")[2].partition("/")[0]
+    userinfo, at, _ = netloc.rpartition("@")
+    return userinfo if at else None
+
+
 def resolve_api_key(
     provider: str,
     api_key: str | Secret | None,
@@ -129,8 +174,9 @@ def redact_chain(error: BaseException, secrets: Iterable[Secret | None]) -> None
     field); this walks ``__cause__`` and ``__context__`` below it, where foreign
     exceptions keep what they were raised with: their ``args`` and text
     attributes (a ``JSONDecodeError``'s ``.doc`` is the whole body), and the
-    headers of an httpx request they hold (``Authorization: Bearer <key>``), so
-    neither ``repr``, ``traceback.format_exception`` nor a debugger shows the key.
+    headers and URL of an httpx request they hold (``Authorization: Bearer
+    <key>``, ``http://bob:<password>@host``), so neither ``repr``,
+    ``traceback.format_exception`` nor a debugger shows a secret.
     """
     keys = tuple(s for s in secrets if s)
     if not keys:
@@ -153,6 +199,7 @@ def _redact_exception(exc: BaseException, keys: tuple[Secret, ...]) -> None:
             setattr(exc, name, redact(value, keys))
         else:
             _redact_headers(getattr(value, "headers", None), keys)
+            _redact_url(value, keys)
 
 
 def _redact_headers(headers: object, keys: tuple[Secret, ...]) -> None:
@@ -164,6 +211,19 @@ def _redact_headers(headers: object, keys: tuple[Secret, ...]) -> None:
     for name, value in list(items()):
         if isinstance(value, str) and redact(value, keys) != value:
             headers[name] = redact(value, keys)
+
+
+def _redact_url(held: object, keys: tuple[Secret, ...]) -> None:
+    # The URL of an httpx/httpx2 Request the exception keeps: its repr shows the
+    # password of a base URL's user:password@. Like its headers, it is finished.
+    url = getattr(held, "url", None)
+    if url is None:
+        return
+    text = str(url)
+    cleaned = redact(text, keys)
+    if cleaned != text:
+        with contextlib.suppress(AttributeError, TypeError, ValueError):  # a read-only URL
+            setattr(held, "url", type(url)(cleaned))  # noqa: B010 -- `held` is untyped
 
 
 class RedactingFilter(logging.Filter):

@@ -3,10 +3,11 @@
 httpcore and httpcore2 log the response headers at DEBUG, and a server may
 echo the key in one. A filter on the ``httpcore`` logger does not see the
 records of ``httpcore.http11``, so the filter goes on each logger that emits
-(their names are fixed in those packages). Every transport with a key adds it
-here; the filter only runs for records a logger actually emits, so it costs
-nothing while DEBUG logging is off. `redact_logs` still covers handlers and
-loggers of the user's own.
+(their names are fixed in those packages). Every transport adds its key here,
+and the password of its base URL (httpx logs each request's URL at INFO); the
+filter only runs for records a logger actually emits, so it costs nothing while
+DEBUG logging is off. `redact_logs` still covers handlers and loggers of the
+user's own.
 """
 
 from __future__ import annotations
@@ -49,11 +50,12 @@ class _KeyFilter(logging.Filter):
 _FILTER = _KeyFilter()
 
 
-def guard_logs(key: Secret | None) -> None:
-    """Keep ``key`` out of the DEBUG records of httpx, httpcore, httpx2, httpcore2 and aiohttp."""
-    if not key or key in _FILTER.keys:
-        return
-    if not _FILTER.keys:
-        for name in _EMITTERS:
-            logging.getLogger(name).addFilter(_FILTER)
-    _FILTER.keys.add(key)
+def guard_logs(*secrets: Secret | None) -> None:
+    """Keep ``secrets`` out of the DEBUG records of httpx, httpcore, httpx2, httpcore2 and aiohttp."""
+    for secret in secrets:
+        if not secret or secret in _FILTER.keys:
+            continue
+        if not _FILTER.keys:
+            for name in _EMITTERS:
+                logging.getLogger(name).addFilter(_FILTER)
+        _FILTER.keys.add(secret)

@@ -6,7 +6,7 @@ shells `send` / `send_sync` drive the plan of `_attempts` (sleeping and
 sending only), `body` / `body_sync` read the answer within `HttpLimits` and
 the total deadline and always release the connection (`fetch` does both for
 a whole answer, under one timeout), and every failure leaves as a
-`ProviderError` child scrubbed of the key.
+`ProviderError` child scrubbed of the key and the base URL's password.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from toolfold.adapters._http._http_errors import (
     transport_error,
 )
 from toolfold.adapters._http._json import loads_text
-from toolfold.adapters._http._keys import Secret, redact, redact_chain
+from toolfold.adapters._http._keys import Secret, mask_url, redact, redact_chain
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 
 __all__ = ["Call", "Sender", "scrub_error"]
@@ -81,7 +81,7 @@ class Sender:
         timeouts: Per-attempt timeouts (None: the injected client's own) and ``total``.
         limits: The body limits.
         error_parser: Reads error bodies.
-        key: The key to scrub from every error.
+        secrets: What to scrub from every error: the key, the base URL's password.
         foreign: An injected client: map whatever it raises.
         sleep: The async sleep between retries.
         sleep_sync: The blocking sleep between retries.
@@ -95,7 +95,7 @@ class Sender:
     timeouts: Timeouts | None
     limits: HttpLimits
     error_parser: ErrorParser
-    key: Secret | None = attrs.field(repr=False)
+    secrets: tuple[Secret, ...] = attrs.field(repr=False)
     foreign: bool
     sleep: Callable[[float], Awaitable[None]]
     sleep_sync: Callable[[float], None]
@@ -109,8 +109,8 @@ class Sender:
         return Call(url, content, headers, deadline, streaming)
 
     def scrub(self, error: ProviderError) -> ProviderError:
-        """``error`` with the key removed (in place; returns it)."""
-        return scrub_error(error, self.key)
+        """``error`` with the secrets removed (in place; returns it)."""
+        return scrub_error(error, *self.secrets)
 
     def _plan(self, call: Call, first: Any, *, cap: bool = True) -> Any:
         """The plan of the attempts after a first one that gave ``first`` (see `attempts`)."""
@@ -124,7 +124,7 @@ class Sender:
                 status_failure=lambda failed: self._status_failure(failed, call.url),
                 exception_failure=lambda exc: self._exception_failure(exc, call),
                 total_timeout=lambda: self.total_timeout(call.url),
-                label=f"POST {call.url}",
+                label=f"POST {mask_url(call.url)}",
                 cap=cap,
             ),
             first,
@@ -479,7 +479,7 @@ class Sender:
 
     def json(self, content: bytes, response: Any, url: str) -> Any:
         if _log.isEnabledFor(logging.DEBUG):
-            _log.debug("POST %s -> HTTP %s", url, response.status_code)
+            _log.debug("POST %s -> HTTP %s", mask_url(url), response.status_code)
         try:
             # A body opening with "{" and no NUL after it is UTF-8 to json.loads
             # (no BOM, not UTF-16/32): decode it here and skip its detection pass.
@@ -503,7 +503,7 @@ class Sender:
             ) from exc
 
     def _redact(self, text: str) -> str:
-        return redact(text, (self.key,))
+        return redact(text, self.secrets)
 
 
 def _iter_raw(response: Any) -> Iterator[bytes]:
@@ -538,16 +538,17 @@ async def _release(raw: AsyncIterator[bytes] | None, response: Any) -> None:
         await response.aclose()
 
 
-def scrub_error(error: ProviderError, key: Secret | None) -> ProviderError:
-    """Remove ``key`` from every text a `ProviderError` carries (in place; returns it).
+def scrub_error(error: ProviderError, *secrets: Secret | None) -> ProviderError:
+    """Remove ``secrets`` from every text a `ProviderError` carries (in place; returns it).
 
     The message, ``body``, ``provider_message``, ``code``, ``headers`` (a
     server may echo the ``Authorization`` header), a malformed answer's
-    ``problem`` and, for Groq, ``failed_generation``.
+    ``problem`` and, for Groq, ``failed_generation``; then the exceptions
+    chained under it (`redact_chain`).
     """
-    if not key:
+    secrets = tuple(secret for secret in secrets if secret)
+    if not secrets:
         return error
-    secrets = (key,)
     if error.args and isinstance(error.args[0], str):
         error.args = (redact(error.args[0], secrets), *error.args[1:])
     error.body = redact(error.body, secrets)

@@ -2,7 +2,8 @@
 
 A `Transport` posts JSON and returns JSON, or streams Server-Sent Events, NDJSON
 lines or raw bytes. It owns what every provider needs the same way: the base URL
-and API key (held in a `Secret`, checked when the model is built), default
+and API key (held in a `Secret`, checked when the model is built; the
+password of a ``user:password@`` in the base URL is kept as secret), default
 headers, `Timeouts` (``total`` bounds the whole call, streamed or not, sync or
 async), `HttpLimits` on the answer's size, retries per `RetryPolicy` (the plan
 in `_attempts`), and the mapping of every failure to one `ProviderError` child.
@@ -34,7 +35,7 @@ from toolfold.adapters._http._checks import (
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import parse_error_body
 from toolfold.adapters._http._json import dumps
-from toolfold.adapters._http._keys import Secret
+from toolfold.adapters._http._keys import Secret, mask_url, url_secrets
 from toolfold.adapters._http._logs import guard_logs
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 from toolfold.adapters._http._sender import Call, ErrorParser, Sender, scrub_error
@@ -125,7 +126,8 @@ class Transport:
         self._key = api_key if isinstance(api_key, Secret) or api_key is None else Secret(api_key)
         self._auth_header = auth_header.lower()
         self._auth_value = _auth_value(self._key, auth_header, auth_scheme)
-        guard_logs(self._key)
+        url_keys = url_secrets(self.base_url)
+        guard_logs(self._key, *url_keys)
         # The key is not in these dicts: it is added at send time from the Secret,
         # so neither vars(transport) nor a stored header dict ever shows it.
         self._headers = _default_headers(headers or {})
@@ -142,7 +144,7 @@ class Transport:
             timeouts=timeouts,
             limits=limits,
             error_parser=error_parser or parse_error_body,
-            key=self._key,
+            secrets=tuple(s for s in (self._key, *url_keys) if s),
             # An injected client may raise its own exception classes (or TypeError
             # on an argument its API spells differently): all of them are mapped.
             foreign=injected,
@@ -341,7 +343,7 @@ class Transport:
             raise
 
     def scrub(self, error: ProviderError) -> ProviderError:
-        """``error`` with the key removed from its message, body, provider message and headers."""
+        """``error`` with the key and the base URL's password removed from its texts and chain."""
         return self._sender.scrub(error)
 
     async def aclose(self) -> None:
@@ -366,7 +368,7 @@ class Transport:
 
     def __repr__(self) -> str:
         return (
-            f"Transport(provider={self.provider!r}, base_url={self.base_url!r}, "
+            f"Transport(provider={self.provider!r}, base_url={mask_url(self.base_url)!r}, "
             f"api_key={self._key!r})"
         )
 

@@ -1,0 +1,223 @@
+"""A password in the base URL (``http://bob:pw@host``) is a secret like the API key.
+
+It is sent (as Basic auth) when the key goes in its own header or there is no
+key, and never shows: not in a repr, an error or what it was raised from, a
+traceback, or a log line of toolfold or of the HTTP clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import socket
+import threading
+from typing import Any
+
+import pytest
+from backends import OWNED, cases
+from leaks import every_text
+from scripted_http import Recorded, Reply, ScriptedServer, gate
+
+import toolfold
+from toolfold import (
+    ModelConfigError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    ServerError,
+    generate_text,
+)
+from toolfold.adapters import Timeouts, Transport
+from toolfold.adapters._http._keys import mask_url, url_secrets
+
+PASSWORD = "hunter2-pw-0123456789"
+BASIC = base64.b64encode(f"bob:{PASSWORD}".encode()).decode()  # what the clients send
+KEY = "sk-ant-secret-key-0123456789"
+LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "aiohttp", "toolfold")
+
+
+def _url(port: int) -> str:
+    return f"http://bob:{PASSWORD}@127.0.0.1:{port}/api"
+
+
+def _assert_hidden(text: str) -> None:
+    assert PASSWORD not in text
+    assert BASIC not in text
+    assert KEY not in text
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _post(transport: Transport, mode: str) -> Any:
+    """One POST in ``mode`` (``sync`` or ``async``); the transport is closed after."""
+    if mode == "sync":
+        with transport:
+            return transport.post_json_sync("chat", {"m": 1})
+
+    async def run() -> Any:
+        async with transport:
+            return await transport.post_json("chat", {"m": 1})
+
+    return asyncio.run(run())
+
+
+def _echo(*statuses: int) -> Any:
+    """A handler answering each request with the next status, echoing its Authorization header."""
+    left = list(statuses)
+
+    def handler(request: Recorded) -> Reply:
+        auth = request.headers.get("authorization", "")
+        assert auth == f"Basic {BASIC}"  # the credentials were sent
+        body = f'{{"error": {{"message": "bad {auth}", "code": "{auth}"}}, "ok": 1}}'
+        return Reply(status=left.pop(0), body=body.encode(), headers={"x-echo": auth})
+
+    return handler
+
+
+FAILURES = {
+    # How the call fails: the error and the start of its message.
+    "refused": (ProviderConnectionError, "cannot reach ollama at http://bob:***@127.0.0.1:"),
+    "status": (ServerError, "ollama returned HTTP 500 for POST http://bob:***@127.0.0.1:"),
+    "total": (ProviderTimeoutError, "the call to ollama at http://bob:***@127.0.0.1:"),
+}
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_an_error_hides_the_password(
+    http_server: ScriptedServer,
+    released: list[threading.Event],
+    backend: str,
+    mode: str,
+    failure: str,
+) -> None:
+    """A refused connection, a 500 echoing the Basic credentials, a total timeout.
+
+    The message names the URL with the password masked; no part of the error,
+    the chain under it or its traceback shows the password or the credentials.
+    """
+    port = http_server.port
+    total = None
+    if failure == "refused":
+        port = _free_port()
+    elif failure == "status":
+        http_server.handler = _echo(500)
+    else:
+        http_server.add(Reply(stall=gate(released)))
+        total = 0.2
+    timeout = Timeouts(read=30.0, total=total)
+    transport = Transport("ollama", _url(port), None, http=backend, retry=0, timeout=timeout)
+    error, message = FAILURES[failure]
+    with pytest.raises(error) as caught:
+        _post(transport, mode)
+    assert str(caught.value).startswith(message)
+    if failure == "status":
+        assert caught.value.headers["x-echo"] == "Basic ***"
+    _assert_hidden(every_text(caught.value))
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_debug_logs_never_show_the_password(
+    http_server: ScriptedServer, caplog: pytest.LogCaptureFixture, backend: str, mode: str
+) -> None:
+    """With the HTTP stacks and toolfold at DEBUG, a retried call logs the URL masked."""
+    http_server.handler = _echo(500, 200)
+    with caplog.at_level(logging.DEBUG):
+        for name in LOGGERS:
+            # set_level puts the level back after the test (see test_secrets.py).
+            caplog.set_level(logging.DEBUG, logger=name)
+        transport = Transport(
+            "ollama", _url(http_server.port), None, http=backend, retry=1, **_no_waits()
+        )
+        assert _post(transport, mode)["ok"] == 1
+    lines = [record.getMessage() for record in caplog.records]
+    retried = [line for line in lines if line.startswith("retrying POST")]
+    assert retried
+    assert retried[0].startswith("retrying POST http://bob:***@127.0.0.1:")
+    if backend != "aiohttp":
+        assert any(line.startswith("HTTP Request: POST http://bob:***@") for line in lines)
+        assert any("Basic ***" in line for line in lines)  # httpcore's response headers
+    _assert_hidden("\n".join(lines))
+
+
+def _no_waits() -> dict[str, Any]:
+    async def sleep(seconds: float) -> None:
+        pass
+
+    return {"sleep": sleep, "sleep_sync": lambda seconds: None}
+
+
+@pytest.mark.parametrize("spec", ["ollama:m", "anthropic:m", "gemini:m"])
+def test_the_repr_of_a_model_and_its_transport_hides_the_password(spec: str) -> None:
+    """``base_url='http://bob:***@...'`` in both reprs; the URL itself is kept to send."""
+    key = None if spec.startswith("ollama") else KEY  # Ollama's key goes in Authorization
+    model = toolfold.model(spec, base_url=_url(9), api_key=key)
+    try:
+        assert "base_url='http://bob:***@127.0.0.1:9/api'" in repr(model)
+        assert "base_url='http://bob:***@127.0.0.1:9/api'" in repr(model._transport)
+        _assert_hidden(f"{model!r} {model._transport!r}")
+        assert model.base_url == _url(9)
+    finally:
+        model.close()
+
+
+def test_a_model_error_and_traceback_hide_the_password_and_key() -> None:
+    """Anthropic (key in x-api-key, password as Basic auth) on a refused port: neither shows."""
+    model = toolfold.model("anthropic:m", base_url=_url(_free_port()), api_key=KEY, retry=0)
+    try:
+        with pytest.raises(ProviderError) as caught:
+            generate_text(model, "hi")
+    finally:
+        model.close()
+    assert "http://bob:***@127.0.0.1:" in str(caught.value)
+    _assert_hidden(every_text(caught.value))
+
+
+def test_a_bad_base_url_is_refused_without_its_password() -> None:
+    """The ModelConfigError of a malformed URL quotes it with the password masked."""
+    with pytest.raises(ModelConfigError, match=r"'http://bob:\*\*\*@exa mple\.com/api'"):
+        toolfold.model("ollama:m", base_url=f"http://bob:{PASSWORD}@exa mple.com/api")
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://bob:pw@host/api", "http://bob:***@host/api"),
+        ("http://bob:p@ss@host:8/api?q=a@b", "http://bob:***@host:8/api?q=a@b"),
+        ("http://:pw@host", "http://:***@host"),
+        ("http://bob@host/api", "http://bob@host/api"),  # no password: nothing to hide
+        ("http://host/a@b", "http://host/a@b"),  # an @ in the path is not userinfo
+        ("http://bob:pw@[::1/api", "http://bob:***@[::1/api"),  # urlsplit refuses it
+    ],
+)
+def test_mask_url(url: str, shown: str) -> None:
+    """Only the password of the authority's ``user:password@`` is masked."""
+    assert mask_url(url) == shown
+
+
+def test_url_secrets() -> None:
+    """The password as written and decoded, and the Basic credentials of each encoding."""
+    found = {secret.reveal() for secret in url_secrets("http://b%C3%B8b:p%40%C3%A9@host/")}
+    assert found == {
+        "p%40%C3%A9",
+        "p@é",
+        base64.b64encode("bøb:p@é".encode()).decode(),
+        base64.b64encode("bøb:p@é".encode("latin-1")).decode(),
+    }
+    assert url_secrets("http://bob@host/") == ()
+    assert url_secrets("http://bob:@host/") == ()
+    assert url_secrets("http://host/a@b") == ()
+
+
+@pytest.mark.parametrize("backend", OWNED)
+def test_the_password_is_still_sent(http_server: ScriptedServer, backend: str) -> None:
+    """Masking is for what is shown: the request carries the real Basic credentials."""
+    http_server.handler = _echo(200)
+    transport = Transport("ollama", _url(http_server.port), None, http=backend, retry=0)
+    assert _post(transport, "async")["ok"] == 1
