@@ -187,18 +187,29 @@ def test_a_proxy_variable_httpx_cannot_use_is_a_config_error(
     assert http_server.connections == 0
 
 
-@pytest.mark.parametrize("scheme", ["socks5", "ftp"])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("socks5://127.0.0.1:9", "socks5://"),
+        ("ftp://127.0.0.1:9", "ftp://"),
+        ("https://127.0.0.1:9", "https://"),
+        ("user:secret@127.0.0.1:9", "without a scheme"),
+    ],
+)
 def test_a_proxy_variable_aiohttp_cannot_use_is_a_config_error(
-    http_server: ScriptedServer, scheme: str, monkeypatch: pytest.MonkeyPatch
+    http_server: ScriptedServer, value: str, shown: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """aiohttp speaks HTTP to any proxy: a SOCKS or FTP one names the variable when the
-    client is made, as httpx's refusal does, instead of a retried connection error per call."""
+    """aiohttp takes http:// proxies only (it spoke HTTP to a SOCKS one, dropped an https://
+    one and sent directly): another names the variable and its scheme when the client is
+    made, as httpx's refusal does, never the value's credentials."""
     _clear_proxies(monkeypatch)
-    monkeypatch.setenv("HTTP_PROXY", f"{scheme}://127.0.0.1:9")
+    monkeypatch.setenv("HTTPS_PROXY", value)
     with pytest.raises(
-        ModelConfigError, match=rf"aiohttp cannot use the proxy HTTP_PROXY.*{scheme}"
-    ):
+        ModelConfigError, match="aiohttp cannot use the proxy HTTPS_PROXY"
+    ) as caught:
         _send(f"{http_server.url}/v1", "async", http="aiohttp")
+    assert str(caught.value).endswith(shown)
+    assert "secret" not in str(caught.value)
     assert http_server.connections == 0
 
 

@@ -619,18 +619,22 @@ def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits) -> AiohttpBackend:
 def _proxy_configured() -> bool:
     """Whether a proxy variable is set; one aiohttp cannot use is a `ModelConfigError`.
 
-    aiohttp reads HTTP_PROXY and HTTPS_PROXY (not ALL_PROXY) and speaks to the
-    proxy in HTTP whatever its scheme: a ``socks5://`` one failed each request
-    as a connection error, retried.
+    aiohttp reads HTTP_PROXY and HTTPS_PROXY (not ALL_PROXY) and takes only
+    ``http://`` proxies: it spoke HTTP to a ``socks5://`` one (each request a
+    retried connection error), dropped an ``https://`` one with a log line
+    (the requests went direct), and refused a value without a scheme per request.
     """
     names = ("http_proxy", "https_proxy", "all_proxy")
     for name in names[:2]:
         for variable in (name, name.upper()):
             value = os.environ.get(variable)
-            if value and urllib.parse.urlsplit(value).scheme.lower() not in ("http", "https"):
+            if not value:
+                continue
+            scheme = urllib.parse.urlsplit(value).scheme.lower() if "://" in value else ""
+            if scheme != "http":
                 raise ModelConfigError(
-                    f"aiohttp cannot use the proxy {variable} names (only http:// and "
-                    f"https:// proxies): {value.split('://', 1)[0]}://..."
+                    f"aiohttp cannot use the proxy {variable} names: it takes http:// proxies "
+                    f"only, this one is {f'{scheme}://' if scheme else 'without a scheme'}"
                 )
     return any(os.environ.get(n) or os.environ.get(n.upper()) for n in names)
 
