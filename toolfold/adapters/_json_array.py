@@ -69,7 +69,7 @@ class JSONArrayDecoder:
             return self._utf8.decode(chunk, final)
         except UnicodeDecodeError as exc:
             raise StreamError(
-                f"{self._provider} stream is not UTF-8: {exc.reason} at byte {exc.start} of a piece",
+                f"{self._provider} stream is not UTF-8: {exc.reason}",
                 provider=self._provider,
                 status_code=200,
             ) from None

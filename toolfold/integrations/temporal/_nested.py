@@ -127,7 +127,7 @@ class Node:
         """The node and state after the handoff the last step asked for, if it asked for one.
 
         Raises:
-            RunError: The handoff's ``input_filter`` raised (as locally).
+            RunError: The handoff's ``input_filter`` raised or returned no messages (as locally).
         """
         name = transfer_called(state, self.transfers) if self.transfers else None
         if name is None:
