@@ -176,6 +176,18 @@ def test_redact_leaves_other_text() -> None:
     assert redact("nothing here", [Secret(KEY)]) == "nothing here"
 
 
+@pytest.mark.parametrize("order", ["short first", "long first"])
+def test_redact_masks_a_secret_that_holds_another_whole(order: str) -> None:
+    """A secret inside another (a key "secret", a password "hunter2-secret-01"): masking the
+    short one first left the long one cut and unmatched ("hunter2-***-01"), whatever order
+    the transports were made in (the log guard keeps every transport's secrets in a set)."""
+    short, long = Secret("secret"), Secret("hunter2-secret-01")
+    secrets = [short, long] if order == "short first" else [long, short]
+    assert redact("url http://bob:hunter2-secret-01@h and secret", secrets) == (
+        "url http://bob:***@h and ***"
+    )
+
+
 def _echo(request: Recorded) -> Reply:
     """Answer with the Authorization header the client sent, everywhere a server might echo it."""
     auth = request.headers.get("authorization", "")

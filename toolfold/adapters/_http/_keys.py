@@ -158,12 +158,16 @@ def resolve_api_key(
 
 
 def redact(text: str, secrets: Iterable[Secret | None]) -> str:
-    """``text`` with every secret value (and ``Bearer <value>``) replaced by ``***``."""
-    for secret in secrets:
-        if secret:
-            value = secret.reveal()
-            if value in text:
-                text = text.replace(value, _MASK)
+    """``text`` with every secret value (and ``Bearer <value>``) replaced by ``***``.
+
+    The longest values go first: one secret inside another (a key ``secret``,
+    a password ``hunter2-secret-01``) would otherwise cut the longer one so it
+    no longer matches, and the rest of it would show.
+    """
+    values = sorted({s.reveal() for s in secrets if s}, key=len, reverse=True)
+    for value in values:
+        if value in text:
+            text = text.replace(value, _MASK)
     return text
 
 
