@@ -14,7 +14,7 @@ import urllib.parse
 from collections.abc import Mapping
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._http._keys import mask_url
+from toolfold.adapters._http._keys import mask_url, url_userinfo
 
 __all__ = ["check_base_url", "check_header_value", "check_headers", "check_url_credentials"]
 
@@ -106,7 +106,7 @@ def check_url_credentials(url: str, sends_authorization: bool) -> None:
     bare ValueError. With the key in another header (``x-api-key``) or no key
     (a local Ollama behind a proxy), the credentials are sent and work.
     """
-    if sends_authorization and "@" in urllib.parse.urlsplit(url).netloc:
+    if sends_authorization and url_userinfo(url) is not None:
         raise ModelConfigError(
             "base_url carries user:password@, whose Basic credentials would take the "
             "Authorization header the API key is sent in: send them in a header "

@@ -80,7 +80,7 @@ def mask(value: str) -> str:
 
 def mask_url(url: str) -> str:
     """``url`` with the password of its ``user:password@`` masked: ``http://bob:***@host/api``."""
-    userinfo = _userinfo(url)
+    userinfo = url_userinfo(url)
     if userinfo is None or ":" not in userinfo:
         return url
     user = userinfo.partition(":")[0]
@@ -94,7 +94,7 @@ def url_secrets(url: str) -> tuple[Secret, ...]:
     HTTP clients make of the user and password (``Authorization: Basic ...``),
     which a server may echo: each is scrubbed like the API key.
     """
-    userinfo = _userinfo(url)
+    userinfo = url_userinfo(url)
     if userinfo is None:
         return ()
     user, _, password = userinfo.partition(":")
@@ -109,7 +109,7 @@ def url_secrets(url: str) -> tuple[Secret, ...]:
     return tuple(Secret(value) for value in dict.fromkeys(found))
 
 
-def _userinfo(url: str) -> str | None:
+def url_userinfo(url: str) -> str | None:
     """The ``user:password`` before the ``@`` of ``url``'s authority, as `urllib.parse.urlsplit` reads it."""
     try:
         netloc = urllib.parse.urlsplit(url).netloc
