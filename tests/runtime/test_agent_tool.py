@@ -495,7 +495,7 @@ def test_one_call_answered_by_its_id_and_by_its_path_is_refused() -> None:
         lead.resume(waiting.state, approvals={"x": True, "a/x": Denied("no")})
     assert paid == []
     done = lead.resume(waiting.state, approvals={"a/x": True, "y": True})
-    assert paid == ["ann", "bob"]
+    assert sorted(paid) == ["ann", "bob"]  # the two sub-agents pay concurrently
     assert done.text == "done"
 
 
