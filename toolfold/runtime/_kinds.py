@@ -146,6 +146,8 @@ class Parallel(Workflow):
     _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
+    # Whether every step's output is its plain data as it is (see `restore`).
+    _as_is: bool = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -157,6 +159,7 @@ class Parallel(Workflow):
         tasks = tuple(as_task(s) for s in steps)
         self.__attrs_init__(steps=tasks, merge=merge, max_concurrency=max_concurrency, name=name)
         object.__setattr__(self, "_tasks", tasks)
+        object.__setattr__(self, "_as_is", all(t.restores_as_is for t in tasks))
         problems: list[str] = [] if tasks else ["a Parallel needs at least one step"]
         names = {t.name for t in tasks}
         for task in tasks:
@@ -194,6 +197,8 @@ class Parallel(Workflow):
     def restore(self, plain: Any) -> Any:
         """The merged output; by default each step's output as its type."""
         if self.merge is None and isinstance(plain, dict):  # a skipped step has no entry
+            if self._as_is:  # (`_restored` gives each output back as it is)
+                return {t.name: plain[t.name] for t in self._tasks if t.name in plain}
             return {t.name: _restored(t, plain[t.name]) for t in self._tasks if t.name in plain}
         return structured(plain, self.output_type)
 

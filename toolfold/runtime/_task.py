@@ -244,6 +244,12 @@ class Task:
             f"step {self.name!r} takes {type_name(self.accepts)}, but {giver} {type_name(source)}"
         ]
 
+    @property
+    def restores_as_is(self) -> bool:
+        """Whether `restore` gives any plain data back as it is (an agent without an output type)."""
+        target = self.target
+        return isinstance(target, Agent) and target._options.output is None
+
     def restore(self, plain: Any) -> Any:
         """This step's output from plain data, as its declared type where known."""
         if plain is None:
