@@ -473,7 +473,7 @@ async def arun_sub_run(
         if sub_run is not None:  # answered by the caller: go on where it stopped
             response: Response = await target.aresume(sub_run, deps=deps)
         elif isinstance(target, Agent):  # the step reads the run's state only
-            return _state_result(await target._astep_state(prompt, deps, run_id()))
+            return _state_result((await target._astep_run(prompt, deps, run_id())).state)
         else:
             response = await target.arun(prompt, deps=deps, run_id=run_id())
     except SourceCloseError as error:
