@@ -207,20 +207,25 @@ class Parallel(Workflow):
         calls: list[Call] = []
         outputs: dict[str, Any] = {}
         by_step = plan.by_step
+        input_ = plan.input
+        bare = not self._free  # no step's templates need values
         for task in self._tasks:
             name = task.name
             attempts = by_step.get(name)
-            if attempts and attempts[-1].ok:  # (`Plan.status` without making its `Done`)
+            if not attempts:  # not started yet: its first attempt (`Plan.status` without its call)
+                status = name
+            elif attempts[-1].ok:  # (`Plan.status` without making its `Done`)
                 outputs[name] = attempts[-1].value
                 continue
-            # A step not started yet, or its next attempt (`Plan.status` without its call).
-            status = plan.status(task, name) if attempts else name
-            if isinstance(status, str):
-                if not task.free_names:  # (`Plan.call`, no values to pick; a call per branch)
-                    calls.append(new_tuple(Call, (task, status, plan.input, NO_VALUES)))
-                else:
-                    calls.append(plan.call(task, status, plan.input, plan.values))
-            # Skipped after failing: no output, so no entry.
+            else:  # its next attempt, or skipped after failing: no output, so no entry
+                next_attempt = plan.status(task, name)
+                if not isinstance(next_attempt, str):
+                    continue
+                status = next_attempt
+            if bare or not task.free_names:  # (`Plan.call`, no values to pick; a call per branch)
+                calls.append(new_tuple(Call, (task, status, input_, NO_VALUES)))
+            else:
+                calls.append(plan.call(task, status, input_, plan.values))
         if calls:
             return calls
         if self.merge is None:
