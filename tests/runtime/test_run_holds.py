@@ -66,7 +66,7 @@ def _model(alive: list[bool], tracer: _FirstStates) -> FunctionModel:
     return FunctionModel(reply)
 
 
-@pytest.mark.parametrize("how", ["Agent.arun", "agenerate_text", "run_async", "Agent._astep_state"])
+@pytest.mark.parametrize("how", ["Agent.arun", "agenerate_text", "run_async", "Agent._astep_run"])
 def test_a_run_waiting_for_its_second_answer_no_longer_holds_its_first_state(how: str) -> None:
     """While the model answers the second request, nothing of the async drivers keeps the run's
     first state alive (the loop holds the newest): one state and two logs fewer per waiting run."""
@@ -84,8 +84,8 @@ def test_a_run_waiting_for_its_second_answer_no_longer_holds_its_first_state(how
             return (
                 await run_async(*fresh(agent._run_options(None), "add", None, *[None] * 3))
             ).text
-        state = await agent._astep_state("add 1 and 2", None, "step-run")  # a workflow step's run
-        return state.last_text
+        ended = await agent._astep_run("add 1 and 2", None, "step-run")  # a workflow step's run
+        return ended.state.last_text
 
     old = set_tracer(tracer)
     try:

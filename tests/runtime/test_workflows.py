@@ -123,6 +123,22 @@ def test_parallel_merges_outputs_by_step_name() -> None:
     exact(response)
 
 
+def test_parallel_output_types_each_branch_that_has_an_output_type() -> None:
+    """The default merge types a branch with an output type; plain agents' text is kept as is."""
+
+    @attrs.frozen
+    class Verdict:
+        ok: bool
+
+    judge = Agent(FunctionModel(lambda r: '{"ok": true}'), name="judge", output_type=Verdict)
+    typed = Parallel(echo("a"), judge).run("x")
+    assert typed.output == {"a": "a(x)", "judge": Verdict(ok=True)}
+    assert typed.state.output == {"a": "a(x)", "judge": {"ok": True}}
+    plain = Parallel(echo("a"), echo("b"))
+    assert plain.restore({"a": None, "b": "b(x)", "c": "?"}) == {"a": None, "b": "b(x)"}
+    exact(typed)
+
+
 def test_parallel_commits_in_declaration_order_whatever_finishes_first() -> None:
     """The slow first step finishes last, yet its result is committed first."""
     second_done = asyncio.Event()

@@ -40,7 +40,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._handoff import Handover
-from toolfold.runtime.drive._loop import Live, OnToolError, interrupted
+from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, finish
 from toolfold.toolkit._tool import Tool
 
@@ -544,12 +544,16 @@ class Agent:
             return self.run(prompt, deps=deps, run_id=run_id).state
         return run_state_sync(*_Fresh(prompt, (), deps, None, None, run_id)(self))
 
-    async def _astep_state(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunState:
-        """Like `_step_state`, on the running event loop: `arun`'s state, without its
-        `Response` (without sources, `drive_async` awaited here, as `arun` awaits it)."""
+    def _astep_run(
+        self, prompt: MessagesInput, deps: Any, run_id: str
+    ) -> Coroutine[Any, Any, Response | Ended]:
+        """Like `_step_state`, on the running event loop: the run to await, whose ``.state``
+        the step reads (`arun`'s response; without sources, `drive_async`'s end, without
+        the `Response`). Not a coroutine function: the step awaits the run itself, one
+        coroutine fewer per step."""
         if self._sources:
-            return (await self.arun(prompt, deps=deps, run_id=run_id)).state
-        return (await drive_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))).state
+            return self.arun(prompt, deps=deps, run_id=run_id)
+        return drive_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 

@@ -146,6 +146,8 @@ class Parallel(Workflow):
     _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
+    # Whether every step's output is its plain data as it is (see `restore`).
+    _as_is: bool = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -157,6 +159,7 @@ class Parallel(Workflow):
         tasks = tuple(as_task(s) for s in steps)
         self.__attrs_init__(steps=tasks, merge=merge, max_concurrency=max_concurrency, name=name)
         object.__setattr__(self, "_tasks", tasks)
+        object.__setattr__(self, "_as_is", all(t.restores_as_is for t in tasks))
         problems: list[str] = [] if tasks else ["a Parallel needs at least one step"]
         names = {t.name for t in tasks}
         for task in tasks:
@@ -194,6 +197,8 @@ class Parallel(Workflow):
     def restore(self, plain: Any) -> Any:
         """The merged output; by default each step's output as its type."""
         if self.merge is None and isinstance(plain, dict):  # a skipped step has no entry
+            if self._as_is:  # (`_restored` gives each output back as it is)
+                return {t.name: plain[t.name] for t in self._tasks if t.name in plain}
             return {t.name: _restored(t, plain[t.name]) for t in self._tasks if t.name in plain}
         return structured(plain, self.output_type)
 
@@ -202,20 +207,25 @@ class Parallel(Workflow):
         calls: list[Call] = []
         outputs: dict[str, Any] = {}
         by_step = plan.by_step
+        input_ = plan.input
+        bare = not self._free  # no step's templates need values
         for task in self._tasks:
             name = task.name
             attempts = by_step.get(name)
-            if attempts and attempts[-1].ok:  # (`Plan.status` without making its `Done`)
+            if not attempts:  # not started yet: its first attempt (`Plan.status` without its call)
+                status = name
+            elif attempts[-1].ok:  # (`Plan.status` without making its `Done`)
                 outputs[name] = attempts[-1].value
                 continue
-            # A step not started yet, or its next attempt (`Plan.status` without its call).
-            status = plan.status(task, name) if attempts else name
-            if isinstance(status, str):
-                if not task.free_names:  # (`Plan.call`, no values to pick; a call per branch)
-                    calls.append(new_tuple(Call, (task, status, plan.input, NO_VALUES)))
-                else:
-                    calls.append(plan.call(task, status, plan.input, plan.values))
-            # Skipped after failing: no output, so no entry.
+            else:  # its next attempt, or skipped after failing: no output, so no entry
+                next_attempt = plan.status(task, name)
+                if not isinstance(next_attempt, str):
+                    continue
+                status = next_attempt
+            if bare or not task.free_names:  # (`Plan.call`, no values to pick; a call per branch)
+                calls.append(new_tuple(Call, (task, status, input_, NO_VALUES)))
+            else:
+                calls.append(plan.call(task, status, input_, plan.values))
         if calls:
             return calls
         if self.merge is None:

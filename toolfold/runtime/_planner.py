@@ -240,8 +240,9 @@ def first_plan(input: Any, values: Mapping[str, Any]) -> Plan:
 
 def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:
     for attempt in attempts:
-        base = attempt.base
-        by_base[base] = (*by_base.get(base, ()), attempt)
+        base = attempt.call_id.partition("#")[0]  # (`Attempt.base`)
+        found = by_base.get(base)
+        by_base[base] = (*found, attempt) if found else (attempt,)
 
 
 class _PlanCache:

@@ -244,6 +244,12 @@ class Task:
             f"step {self.name!r} takes {type_name(self.accepts)}, but {giver} {type_name(source)}"
         ]
 
+    @property
+    def restores_as_is(self) -> bool:
+        """Whether `restore` gives any plain data back as it is (an agent without an output type)."""
+        target = self.target
+        return isinstance(target, Agent) and target._options.output is None
+
     def restore(self, plain: Any) -> Any:
         """This step's output from plain data, as its declared type where known."""
         if plain is None:
@@ -467,7 +473,7 @@ async def arun_sub_run(
         if sub_run is not None:  # answered by the caller: go on where it stopped
             response: Response = await target.aresume(sub_run, deps=deps)
         elif isinstance(target, Agent):  # the step reads the run's state only
-            return _state_result(await target._astep_state(prompt, deps, run_id()))
+            return _state_result((await target._astep_run(prompt, deps, run_id())).state)
         else:
             response = await target.arun(prompt, deps=deps, run_id=run_id())
     except SourceCloseError as error:

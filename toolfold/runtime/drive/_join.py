@@ -98,29 +98,42 @@ async def gather_or_cancel(
     # (it trims the traceback of their creation).
     own = loop.get_task_factory() is None  # (no factory of the caller's)
     eager = _EAGER and own
-    plain = _CONTEXT_ARG and own and not loop.get_debug()
+    plain = not eager and _CONTEXT_ARG and own and not loop.get_debug()
     try:
         while True:
-            while len(tasks) < count and join.running < most and join.failure is None:
-                index = len(tasks)
-                coroutine = _branch(join, index, coroutines[index])
-                name = None if names is None else names[index]
-                join.running += 1
-                if eager:
-                    task: asyncio.Task[T] = asyncio.Task(
-                        coroutine,
-                        loop=loop,
-                        name=name,
-                        context=base.copy(),
-                        eager_start=True,  # type: ignore[call-arg,unused-ignore]
-                    )
-                elif plain:
-                    task = asyncio.Task(coroutine, loop=loop, name=name, context=base.copy())  # type: ignore[call-arg,unused-ignore]
-                elif _CONTEXT_ARG:
-                    task = loop.create_task(coroutine, name=name, context=base.copy())  # type: ignore[call-arg,unused-ignore]
-                else:
-                    task = base.run(loop.create_task, coroutine, name=name)
-                tasks.append(task)
+            if plain:
+                if join.failure is None:
+                    # Such a task starts at the loop's next turn: none ends (nor fails) while
+                    # they are made, so every one the limit allows is made at once.
+                    for index in range(len(tasks), min(count, len(tasks) + most - join.running)):
+                        join.running += 1
+                        tasks.append(
+                            asyncio.Task(  # type: ignore[call-arg,unused-ignore]
+                                _branch(join, index, coroutines[index]),
+                                loop=loop,
+                                name=None if names is None else names[index],
+                                context=base.copy(),
+                            )
+                        )
+            else:
+                while len(tasks) < count and join.running < most and join.failure is None:
+                    index = len(tasks)
+                    coroutine = _branch(join, index, coroutines[index])
+                    name = None if names is None else names[index]
+                    join.running += 1
+                    if eager:
+                        task: asyncio.Task[T] = asyncio.Task(
+                            coroutine,
+                            loop=loop,
+                            name=name,
+                            context=base.copy(),
+                            eager_start=True,  # type: ignore[call-arg,unused-ignore]
+                        )
+                    elif _CONTEXT_ARG:
+                        task = loop.create_task(coroutine, name=name, context=base.copy())  # type: ignore[call-arg,unused-ignore]
+                    else:
+                        task = base.run(loop.create_task, coroutine, name=name)
+                    tasks.append(task)
             if join.failure is not None:
                 raise join.failure
             if join.running == 0 and len(tasks) == count:
@@ -138,16 +151,17 @@ async def gather_or_cancel(
                     finished[index] = task.result()
         raise
     finally:
-        for coroutine in coroutines[len(tasks) :]:
-            coroutine.close()  # never started: nothing ran
-        pending = [t for t in tasks if not t.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-        if join.failure is not None or pending:
-            # A task cancelled before its first step never awaited its coroutine:
-            # closed here (the others have ended, and closing them does nothing),
-            # it is not reported as "never awaited".
-            for coroutine in coroutines[: len(tasks)]:
-                coroutine.close()
+        if join.running or len(tasks) < count:  # (else every task has ended: nothing to do)
+            for coroutine in coroutines[len(tasks) :]:
+                coroutine.close()  # never started: nothing ran
+            pending = [t for t in tasks if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+            if join.failure is not None or pending:
+                # A task cancelled before its first step never awaited its coroutine:
+                # closed here (the others have ended, and closing them does nothing),
+                # it is not reported as "never awaited".
+                for coroutine in coroutines[: len(tasks)]:
+                    coroutine.close()
