@@ -18,8 +18,8 @@ import pytest
 from aiohttp.client_proto import ResponseHandler
 from scripted_http import Reply, ScriptedServer, gate
 
-from toolfold import ProviderTimeoutError
-from toolfold.adapters import Timeouts, Transport
+from toolfold import ProviderError, ProviderTimeoutError
+from toolfold.adapters import HttpLimits, Timeouts, Transport
 from toolfold.adapters._http._aiohttp_owned import WatchedReads, watch_reads
 from toolfold.adapters._http._sender import Sender
 
@@ -156,3 +156,34 @@ def test_an_answer_that_came_with_its_head_is_taken_at_once(
         http_server.add(Reply(headers={"content-type": "application/json"}, body=body))
     assert post(http_server, 30.0) == {"x": [1, 2, 3]}
     assert len(read_in_pieces) == (1 if how == "dripped" else 0)
+
+
+@pytest.mark.parametrize("encoding", [None, "identity"])
+@pytest.mark.parametrize("limit", ["max_body_bytes", "max_decoded_bytes"])
+def test_an_answer_taken_at_once_keeps_the_body_limits(
+    http_server: ScriptedServer, encoding: str | None, limit: str
+) -> None:
+    """A whole uncompressed answer taken with its head is refused one byte past either
+    limit and taken at the limit, with or without ``content-encoding: identity``."""
+    body = b'{"x": [1, 2, 3]}'
+    headers = {} if encoding is None else {"content-encoding": encoding}
+
+    async def run(cap: int) -> Any:
+        transport = Transport(
+            "openai",
+            f"{http_server.url}/v1",
+            KEY,
+            http="aiohttp",
+            retry=0,
+            limits=HttpLimits(**{limit: cap}),
+        )
+        try:
+            return await transport.post_json("chat/completions", {"m": 1})
+        finally:
+            await transport.aclose()
+
+    http_server.add(Reply(headers=headers, body=body))
+    with pytest.raises(ProviderError, match=f"larger than {limit}={len(body) - 1} bytes"):
+        asyncio.run(run(len(body) - 1))
+    http_server.add(Reply(headers=headers, body=body))
+    assert asyncio.run(run(len(body))) == {"x": [1, 2, 3]}

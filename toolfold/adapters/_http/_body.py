@@ -15,13 +15,21 @@ import zlib
 
 from toolfold.adapters._http._retry import HttpLimits
 
-__all__ = ["ACCEPT_ENCODING", "BodyError", "BodyReader"]
+__all__ = ["ACCEPT_ENCODING", "BodyError", "BodyReader", "plain_limit"]
 
 #: What the transport asks for: the encodings `BodyReader` can inflate.
 ACCEPT_ENCODING = "gzip, deflate"
 
 _STEP = 2**20  # the most zlib inflates in one call
 _NO_CAP = sys.maxsize  # `BodyReader.passthrough` without any limit
+
+
+def plain_limit(limits: HttpLimits) -> int:
+    """How many bytes of an uncompressed body are within both of ``limits``."""
+    wire, decoded = limits.max_body_bytes, limits.max_decoded_bytes
+    if wire is None:
+        return _NO_CAP if decoded is None else decoded
+    return wire if decoded is None or wire < decoded else decoded
 
 
 class BodyError(Exception):
@@ -76,13 +84,7 @@ class BodyReader:
         piece). Past it, `skip` the bytes taken and `feed` the piece, which
         raises the limit's error.
         """
-        if self._inflater is not None:
-            return 0
-        limits = self._limits
-        wire, decoded = limits.max_body_bytes, limits.max_decoded_bytes
-        if wire is None:
-            return _NO_CAP if decoded is None else decoded
-        return wire if decoded is None or wire < decoded else decoded
+        return 0 if self._inflater is not None else plain_limit(self._limits)
 
     def skip(self, size: int) -> None:
         """Count ``size`` bytes of an uncompressed body taken without `feed` (see `passthrough`)."""

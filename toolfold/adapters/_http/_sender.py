@@ -32,7 +32,7 @@ import attrs
 from toolfold._errors import MalformedResponseError, ProviderError, ProviderTimeoutError
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
 from toolfold.adapters._http._backends import READ_IN_PIECES, sync_deadline
-from toolfold.adapters._http._body import BodyError, BodyReader
+from toolfold.adapters._http._body import BodyError, BodyReader, plain_limit
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import (
     ErrorInfo,
@@ -101,6 +101,12 @@ class Sender:
     sleep_sync: Callable[[float], None]
     random: Callable[[], float]
     clock: Callable[[], float]
+    # How much of an uncompressed body `_arrived` takes as it is (`plain_limit`
+    # of the limits, fixed with them): worked out once, not per answer.
+    _plain: int = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._plain = plain_limit(self.limits)
 
     def call(self, url: str, content: bytes, headers: dict[str, str], *, streaming: bool) -> Call:
         """A call to make now: its deadline starts counting."""
@@ -361,8 +367,10 @@ class Sender:
         body: bytes | None = response.arrived()  # taken whole, the connection given back
         if body is None:
             return None
+        if len(body) <= self._plain and response.headers.get("content-encoding") is None:
+            return body  # uncompressed, below the limits: the body as is, no reader to make
         reader = self._reader(response, call)
-        if len(body) <= reader.passthrough():  # uncompressed, below the limits: the body as is
+        if len(body) <= reader.passthrough():  # "identity": as above
             return body
         content = self._feed(reader, body, call)  # past a limit, it raises the limit's error
         rest = self._feed(reader, None, call)  # what a decoder still holds
