@@ -5,11 +5,19 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Ray reads this once, when it is first imported (tests/test_public_api.py imports it at
 # collection): off, a local Ray cluster binds 127.0.0.1 instead of the machine's address
 # (as it does on macOS), so the Ray tests touch no network but loopback.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+# No property test is about speed: Hypothesis's timing checks (a 200 ms deadline per
+# example, the too_slow health check on generation) only measure how loaded the
+# machine is, and a collection pause in a long run, or three suites on two cores,
+# fails them. Every test without settings of its own runs under this profile.
+settings.register_profile("toolfold", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("toolfold")
 
 _UNDOCUMENTED = "ignore::toolfold.toolkit.UndocumentedParameterWarning"
 

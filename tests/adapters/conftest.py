@@ -7,6 +7,7 @@ Import the building blocks in a test module with
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +34,20 @@ def opened() -> Iterator[list[Any]]:
     yield models
     for made in models:
         made.close()
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A port of 127.0.0.1 where a connection is refused, for the whole test.
+
+    A socket bound to it and not listening holds it: a port found free and
+    closed again could be taken by a server of another test run on the machine
+    (scripts/check runs three at once) or be the client's own port (TCP
+    self-connect) before the test connects.
+    """
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
 
 
 @pytest.fixture

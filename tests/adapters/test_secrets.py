@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from typing import Any
 
 import httpx
@@ -94,12 +93,10 @@ def test_an_echoed_key_in_a_stream_is_scrubbed(
 
 @pytest.mark.parametrize("client", ["default", "httpx"])
 def test_a_connection_error_does_not_keep_the_request_headers(
-    opened: list[Any], client: str
+    opened: list[Any], client: str, refused_port: int
 ) -> None:
     """The exception under a ConnectionError (httpx's holds the request) never shows the key."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = refused_port
     injected = httpx.Client() if client == "httpx" else None
     with pytest.raises(toolfold.ProviderConnectionError) as caught:
         generate_text(_model(f"http://127.0.0.1:{port}", opened, injected), "hi")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import socket
 import threading
 from typing import Any
 
@@ -45,13 +44,6 @@ def _assert_hidden(text: str) -> None:
     assert PASSWORD not in text
     assert BASIC not in text
     assert KEY not in text
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _post(transport: Transport, mode: str) -> Any:
@@ -93,6 +85,7 @@ FAILURES = {
 def test_an_error_hides_the_password(
     http_server: ScriptedServer,
     released: list[threading.Event],
+    refused_port: int,
     backend: str,
     mode: str,
     failure: str,
@@ -105,7 +98,7 @@ def test_an_error_hides_the_password(
     port = http_server.port
     total = None
     if failure == "refused":
-        port = _free_port()
+        port = refused_port
     elif failure == "status":
         http_server.handler = _echo(500)
     else:
@@ -167,9 +160,9 @@ def test_the_repr_of_a_model_and_its_transport_hides_the_password(spec: str) -> 
         model.close()
 
 
-def test_a_model_error_and_traceback_hide_the_password_and_key() -> None:
+def test_a_model_error_and_traceback_hide_the_password_and_key(refused_port: int) -> None:
     """Anthropic (key in x-api-key, password as Basic auth) on a refused port: neither shows."""
-    model = toolfold.model("anthropic:m", base_url=_url(_free_port()), api_key=KEY, retry=0)
+    model = toolfold.model("anthropic:m", base_url=_url(refused_port), api_key=KEY, retry=0)
     try:
         with pytest.raises(ProviderError) as caught:
             generate_text(model, "hi")

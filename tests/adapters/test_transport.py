@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import socket
 import threading
 from typing import Any
 
@@ -246,11 +245,9 @@ def test_connection_reset_without_retries_is_connection_error(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_connection_refused(mode: str) -> None:
+def test_connection_refused(mode: str, refused_port: int) -> None:
     """Nobody listening on the port is a ProviderConnectionError after the retries."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = refused_port
     sleeps = Sleeps()
     transport = Transport(
         "openai", f"http://127.0.0.1:{port}", None, sleep=sleeps.sleep, sleep_sync=sleeps.sleep_sync

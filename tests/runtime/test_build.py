@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import pickle
 import weakref
 from typing import Any
@@ -177,6 +178,25 @@ def test_a_failing_step_keeps_failures_frozen() -> None:
     state = toolfold.generate_text(model, "go", tools=[boom]).state
     assert type(state.failures) is FrozenDict
     assert dict(state.failures) == {"boom": 1}
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_failures_of_one_step_are_counted_in_call_order() -> None:
+    """Several tools failing in one step are counted in the order of their calls, so the
+    state (its ``failures`` and its JSON) is the same whatever the process's hash seed."""
+    names = ["kilo", "alpha", "tango", "echo", "bravo", "zulu", "mike", "oscar"]
+
+    def failing(name: str) -> toolfold.Tool[..., Any]:
+        def fails(args: dict[str, Any]) -> str:
+            raise ValueError("no")
+
+        return toolfold.Tool(name, "Fails.", {"type": "object", "properties": {}}, fails)
+
+    calls = [ScriptedModel.call(name, {}) for name in names]
+    model = ScriptedModel([calls, "done"])
+    state = toolfold.generate_text(model, "go", tools=[failing(n) for n in names]).state
+    assert list(state.failures.items()) == [(name, 1) for name in names]
+    assert list(json.loads(state.to_json())["failures"]) == names
     assert RunState.from_json(state.to_json()) == state
 
 

@@ -66,10 +66,12 @@ def test_a_timeout_counts_from_the_start_not_the_queue(
     def busy() -> str:
         """Holds the only worker until the timed call has waited past its timeout."""
         started.set()
-        one_worker.wait(0.3)
+        one_worker.wait(1.0)
         return "busy"
 
-    @tool(timeout=0.1)
+    # Once it starts, the timed call must be seen to end within its timeout: 0.5 s
+    # leaves a loaded machine room to wake the caller (0.1 s was the margin before).
+    @tool(timeout=0.5)
     def timed() -> str:
         """Fast once it runs."""
         return "timed"

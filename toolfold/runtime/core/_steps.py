@@ -474,12 +474,14 @@ def _commit(state: RunState, changes: Changes) -> None:
     results: list[ToolResultPart] = []
     # One failure per tool per step: four parallel failing calls are one
     # failed attempt, not four; any failing call makes the step count.
-    failed: set[str] = set()
+    # A dict, not a set: the counts are written in call order, so a state's
+    # ``failures`` (and its JSON) do not depend on the process's hash seed.
+    failed: dict[str, None] = {}
     for call in calls:
         if call.result is not None:
             results.append(call.result)
         if call.outcome in _FAILING:
-            failed.add(call.call.name)
+            failed[call.call.name] = None
     conversation = changes.get("conversation", state.conversation)
     failures = state.failures
     if failed or failures:
