@@ -150,10 +150,14 @@ def _unauthorized(request: ModelRequest) -> Any:
     raise AuthenticationError("401 bad key", provider="test", status_code=401)
 
 
+# The heartbeat timeout is how long a killed worker goes unnoticed (the crash tests wait it
+# out), and also how long a live worker may be starved before its activity is retried: the
+# SDK sends at most every 80% of it, so 2 s left 0.4 s of slack, too little with four test
+# runs on two cores (a live tool run twice is a failed test, not a slow one).
 SETTINGS = ActivitySettings(
     model_timeout=timedelta(seconds=30),
     tool_timeout=timedelta(seconds=60),
-    heartbeat_timeout=timedelta(seconds=2),
+    heartbeat_timeout=timedelta(seconds=4),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=1.0),
 )
 
