@@ -118,19 +118,24 @@ def test_cli_serve_runs_until_ctrl_c() -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert f"http://127.0.0.1:{port}/v1" in line, proc.communicate()[1]
-    reply = httpx.post(
-        f"http://127.0.0.1:{port}/v1/chat/completions",
-        json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8},
-        timeout=60,
-    )
-    assert reply.status_code == 200
-    assert reply.json()["choices"][0]["message"]["content"]
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=30)
-    assert proc.returncode == 0
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert f"http://127.0.0.1:{port}/v1" in line, proc.communicate()[1]
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8},
+            timeout=60,
+        )
+        assert reply.status_code == 200
+        assert reply.json()["choices"][0]["message"]["content"]
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 0
+    finally:  # a failed test leaves no server running, nor its pipes to a later test
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/health")
 
