@@ -240,7 +240,7 @@ def first_plan(input: Any, values: Mapping[str, Any]) -> Plan:
 
 def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:
     for attempt in attempts:
-        base = attempt.call_id.partition("#")[0]  # (`Attempt.base`)
+        base = attempt.base
         found = by_base.get(base)
         by_base[base] = (*found, attempt) if found else (attempt,)
 
