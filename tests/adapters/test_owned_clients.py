@@ -196,21 +196,110 @@ def test_a_proxy_variable_httpx_cannot_use_is_a_config_error(
         ("user:secret@127.0.0.1:9", "without a scheme"),
     ],
 )
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY"])
 def test_a_proxy_variable_aiohttp_cannot_use_is_a_config_error(
-    http_server: ScriptedServer, value: str, shown: str, monkeypatch: pytest.MonkeyPatch
+    http_server: ScriptedServer,
+    variable: str,
+    value: str,
+    shown: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """aiohttp takes http:// proxies only (it spoke HTTP to a SOCKS one, dropped an https://
     one and sent directly): another names the variable and its scheme when the client is
     made, as httpx's refusal does, never the value's credentials."""
     _clear_proxies(monkeypatch)
-    monkeypatch.setenv("HTTPS_PROXY", value)
+    monkeypatch.setenv(variable, value)
     with pytest.raises(
-        ModelConfigError, match="aiohttp cannot use the proxy HTTPS_PROXY"
+        ModelConfigError, match=f"aiohttp cannot use the proxy {variable}"
     ) as caught:
         _send(f"{http_server.url}/v1", "async", http="aiohttp")
     assert str(caught.value).endswith(shown)
     assert "secret" not in str(caught.value)
     assert http_server.connections == 0
+
+
+ASYNC_OWNED = [pytest.param(name, id=name) for name in OWNED]
+
+
+@pytest.mark.parametrize("name", ASYNC_OWNED)
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"])
+def test_every_backend_goes_through_the_same_proxy(
+    http_server: ScriptedServer, name: str, variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP_PROXY, and ALL_PROXY when the scheme has no variable, route every backend alike.
+
+    aiohttp ignored ALL_PROXY and went direct where httpx used the proxy.
+    """
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv(variable, http_server.url)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send("http://api.example.invalid/v1", "async", http=name) == [{"ok": 1}]
+    assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
+
+
+def test_the_schemes_own_proxy_wins_over_all_proxy_under_aiohttp(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With HTTP_PROXY and ALL_PROXY both set, an http:// URL goes through HTTP_PROXY's."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", http_server.url)
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:9")  # not used: no refusal
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send("http://api.example.invalid/v1", "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
+
+
+def test_the_lower_case_variable_wins_under_aiohttp(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """http_proxy wins over HTTP_PROXY, as in urllib (and aiohttp's own reading): the
+    upper-case one, unusable, is not refused when the lower-case one is what is used."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("http_proxy", http_server.url)
+    monkeypatch.setenv("HTTP_PROXY", "socks5://127.0.0.1:9")
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send("http://api.example.invalid/v1", "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY"])
+@pytest.mark.parametrize("no_proxy", ["127.0.0.1", "example.com, 127.0.0.1", "*"])
+def test_a_proxy_no_proxy_spares_the_host_from_is_not_refused(
+    http_server: ScriptedServer,
+    variable: str,
+    no_proxy: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unusable proxy aiohttp would not use for this host (NO_PROXY names it, by the
+    stdlib's rules) is no reason to refuse: the request goes direct."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv(variable, "socks5://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(f"{http_server.url}/v1", "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].path == "/v1/chat/completions"
+
+
+def test_a_proxy_for_another_scheme_is_not_refused(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTPS_PROXY does not apply to an http:// base URL, so aiohttp does not refuse it."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://127.0.0.1:9")
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(f"{http_server.url}/v1", "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].path == "/v1/chat/completions"
+
+
+def test_aiohttp_sends_the_proxys_credentials(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user and password in the proxy variable go to the proxy as Proxy-Authorization."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", f"http://user:pw@127.0.0.1:{http_server.port}")
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send("http://api.example.invalid/v1", "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].headers["proxy-authorization"] == "Basic dXNlcjpwdw=="
 
 
 @pytest.mark.parametrize(("name", "mode"), PAIRS)
