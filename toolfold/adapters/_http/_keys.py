@@ -284,11 +284,11 @@ class RedactingFilter(logging.Filter):
 
     def __init__(self, secrets: Iterable[Secret]) -> None:
         super().__init__()
-        self._secrets = tuple(secrets)
+        self._scrubs = scrubs(secrets)  # sorted once, not per record
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message, self._secrets)
+        cleaned = scrub(message, self._scrubs)
         if cleaned != message:
             record.msg = cleaned
             record.args = None
