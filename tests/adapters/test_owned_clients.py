@@ -36,6 +36,7 @@ PAIRS = [
     pytest.param(name, mode, id=f"{name}-{mode}") for name in HTTPX for mode in ("sync", "async")
 ]
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+SOCKS = "socks5://127.0.0.1:9"  # a proxy aiohttp cannot use
 
 
 def _reply(what: str) -> Reply:
@@ -237,55 +238,42 @@ def test_every_backend_goes_through_the_same_proxy(
     assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
 
 
-def test_the_schemes_own_proxy_wins_over_all_proxy_under_aiohttp(
-    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("used", "unused"),
+    [("HTTP_PROXY", "ALL_PROXY"), ("http_proxy", "HTTP_PROXY")],
+    ids=["the-schemes-over-ALL_PROXY", "lower-case-over-upper-case"],
+)
+def test_the_variable_that_applies_wins_under_aiohttp(
+    http_server: ScriptedServer, used: str, unused: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With HTTP_PROXY and ALL_PROXY both set, an http:// URL goes through HTTP_PROXY's."""
+    """The scheme's variable wins over ALL_PROXY, and http_proxy over HTTP_PROXY (as in urllib
+    and aiohttp's own reading): the other one, unusable, is not refused as it is not used."""
     _clear_proxies(monkeypatch)
-    monkeypatch.setenv("HTTP_PROXY", http_server.url)
-    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:9")  # not used: no refusal
+    monkeypatch.setenv(unused, SOCKS)
+    monkeypatch.setenv(used, http_server.url)
     http_server.add(Reply(json={"ok": 1}))
     assert _send("http://api.example.invalid/v1", "async", http="aiohttp") == [{"ok": 1}]
     assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
 
 
-def test_the_lower_case_variable_wins_under_aiohttp(
-    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """http_proxy wins over HTTP_PROXY, as in urllib (and aiohttp's own reading): the
-    upper-case one, unusable, is not refused when the lower-case one is what is used."""
-    _clear_proxies(monkeypatch)
-    monkeypatch.setenv("http_proxy", http_server.url)
-    monkeypatch.setenv("HTTP_PROXY", "socks5://127.0.0.1:9")
-    http_server.add(Reply(json={"ok": 1}))
-    assert _send("http://api.example.invalid/v1", "async", http="aiohttp") == [{"ok": 1}]
-    assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
-
-
-@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY"])
-@pytest.mark.parametrize("no_proxy", ["127.0.0.1", "example.com, 127.0.0.1", "*"])
-def test_a_proxy_no_proxy_spares_the_host_from_is_not_refused(
-    http_server: ScriptedServer,
-    variable: str,
-    no_proxy: str,
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {"HTTP_PROXY": SOCKS, "NO_PROXY": "127.0.0.1"},
+        {"ALL_PROXY": SOCKS, "NO_PROXY": "127.0.0.1"},
+        {"HTTP_PROXY": SOCKS, "NO_PROXY": "example.com, 127.0.0.1"},
+        {"ALL_PROXY": SOCKS, "NO_PROXY": "*"},
+        {"HTTPS_PROXY": SOCKS},  # another scheme's
+    ],
+)
+def test_a_proxy_that_does_not_apply_to_the_host_is_not_refused(
+    http_server: ScriptedServer, environment: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unusable proxy aiohttp would not use for this host (NO_PROXY names it, by the
-    stdlib's rules) is no reason to refuse: the request goes direct."""
+    stdlib's rules; it is another scheme's) is no reason to refuse: the request goes direct."""
     _clear_proxies(monkeypatch)
-    monkeypatch.setenv(variable, "socks5://127.0.0.1:9")
-    monkeypatch.setenv("NO_PROXY", no_proxy)
-    http_server.add(Reply(json={"ok": 1}))
-    assert _send(f"{http_server.url}/v1", "async", http="aiohttp") == [{"ok": 1}]
-    assert http_server.requests[0].path == "/v1/chat/completions"
-
-
-def test_a_proxy_for_another_scheme_is_not_refused(
-    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """HTTPS_PROXY does not apply to an http:// base URL, so aiohttp does not refuse it."""
-    _clear_proxies(monkeypatch)
-    monkeypatch.setenv("HTTPS_PROXY", "socks5://127.0.0.1:9")
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
     http_server.add(Reply(json={"ok": 1}))
     assert _send(f"{http_server.url}/v1", "async", http="aiohttp") == [{"ok": 1}]
     assert http_server.requests[0].path == "/v1/chat/completions"
