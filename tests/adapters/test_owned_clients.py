@@ -36,6 +36,7 @@ PAIRS = [
     pytest.param(name, mode, id=f"{name}-{mode}") for name in HTTPX for mode in ("sync", "async")
 ]
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+SOCKS = "socks5://127.0.0.1:9"  # a proxy aiohttp cannot use
 
 
 def _reply(what: str) -> Reply:
@@ -196,21 +197,97 @@ def test_a_proxy_variable_httpx_cannot_use_is_a_config_error(
         ("user:secret@127.0.0.1:9", "without a scheme"),
     ],
 )
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY"])
 def test_a_proxy_variable_aiohttp_cannot_use_is_a_config_error(
-    http_server: ScriptedServer, value: str, shown: str, monkeypatch: pytest.MonkeyPatch
+    http_server: ScriptedServer,
+    variable: str,
+    value: str,
+    shown: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """aiohttp takes http:// proxies only (it spoke HTTP to a SOCKS one, dropped an https://
     one and sent directly): another names the variable and its scheme when the client is
     made, as httpx's refusal does, never the value's credentials."""
     _clear_proxies(monkeypatch)
-    monkeypatch.setenv("HTTPS_PROXY", value)
+    monkeypatch.setenv(variable, value)
     with pytest.raises(
-        ModelConfigError, match="aiohttp cannot use the proxy HTTPS_PROXY"
+        ModelConfigError, match=f"aiohttp cannot use the proxy {variable}"
     ) as caught:
         _send(f"{http_server.url}/v1", "async", http="aiohttp")
     assert str(caught.value).endswith(shown)
     assert "secret" not in str(caught.value)
     assert http_server.connections == 0
+
+
+ASYNC_OWNED = [pytest.param(name, id=name) for name in OWNED]
+
+
+@pytest.mark.parametrize("name", ASYNC_OWNED)
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"])
+def test_every_backend_goes_through_the_same_proxy(
+    http_server: ScriptedServer, name: str, variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP_PROXY, and ALL_PROXY when the scheme has no variable, route every backend alike.
+
+    aiohttp ignored ALL_PROXY and went direct where httpx used the proxy.
+    """
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv(variable, http_server.url)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send("http://api.example.invalid/v1", "async", http=name) == [{"ok": 1}]
+    assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
+
+
+@pytest.mark.parametrize(
+    ("used", "unused"),
+    [("HTTP_PROXY", "ALL_PROXY"), ("http_proxy", "HTTP_PROXY")],
+    ids=["the-schemes-over-ALL_PROXY", "lower-case-over-upper-case"],
+)
+def test_the_variable_that_applies_wins_under_aiohttp(
+    http_server: ScriptedServer, used: str, unused: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheme's variable wins over ALL_PROXY, and http_proxy over HTTP_PROXY (as in urllib
+    and aiohttp's own reading): the other one, unusable, is not refused as it is not used."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv(unused, SOCKS)
+    monkeypatch.setenv(used, http_server.url)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send("http://api.example.invalid/v1", "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {"HTTP_PROXY": SOCKS, "NO_PROXY": "127.0.0.1"},
+        {"ALL_PROXY": SOCKS, "NO_PROXY": "127.0.0.1"},
+        {"HTTP_PROXY": SOCKS, "NO_PROXY": "example.com, 127.0.0.1"},
+        {"ALL_PROXY": SOCKS, "NO_PROXY": "*"},
+        {"HTTPS_PROXY": SOCKS},  # another scheme's
+    ],
+)
+def test_a_proxy_that_does_not_apply_to_the_host_is_not_refused(
+    http_server: ScriptedServer, environment: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unusable proxy aiohttp would not use for this host (NO_PROXY names it, by the
+    stdlib's rules; it is another scheme's) is no reason to refuse: the request goes direct."""
+    _clear_proxies(monkeypatch)
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(f"{http_server.url}/v1", "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].path == "/v1/chat/completions"
+
+
+def test_aiohttp_sends_the_proxys_credentials(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user and password in the proxy variable go to the proxy as Proxy-Authorization."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", f"http://user:pw@127.0.0.1:{http_server.port}")
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send("http://api.example.invalid/v1", "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].headers["proxy-authorization"] == "Basic dXNlcjpwdw=="
 
 
 @pytest.mark.parametrize(("name", "mode"), PAIRS)

@@ -198,3 +198,36 @@ def test_a_key_in_an_in_band_error_code_is_scrubbed(
     assert caught.value.code is not None
     assert "***" in caught.value.code
     _assert_hidden(caught.value)
+
+
+def _record(message: str, *args: object) -> logging.LogRecord:
+    return logging.LogRecord("httpcore.http11", logging.DEBUG, __file__, 1, message, args, None)
+
+
+@pytest.mark.parametrize("make", ["guard", "redacting"])
+def test_a_log_filter_sorts_its_secrets_once_not_per_record(
+    make: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The transports' log guard and `RedactingFilter` work out what to replace when their
+    secrets change; each record is only scrubbed (a secret inside another still hidden)."""
+    from toolfold.adapters import RedactingFilter, Secret
+    from toolfold.adapters._http import _keys, _logs
+
+    inner, outer = Secret("secret-0123"), Secret("hunter2-secret-0123")
+    found: logging.Filter
+    if make == "guard":
+        found = guard = _logs._KeyFilter()
+        for secret in (inner, outer):
+            guard.add(secret)
+    else:
+        found = RedactingFilter([inner, outer])
+
+    def per_record(*args: object) -> object:
+        raise AssertionError("secrets sorted for a record")
+
+    monkeypatch.setattr(_keys, "scrubs", per_record)
+    monkeypatch.setattr(_logs, "scrubs", per_record, raising=False)
+    for _ in range(3):
+        record = _record("< %s: %s", "x-echo", "hunter2-secret-0123 and secret-0123")
+        assert found.filter(record)
+        assert record.getMessage() == "< x-echo: *** and ***"

@@ -2,7 +2,9 @@
 
 It is sent (as Basic auth) when the key goes in its own header or there is no
 key, and never shows: not in a repr, an error or what it was raised from, a
-traceback, or a log line of toolfold or of the HTTP clients.
+traceback, or a log line of toolfold or of the HTTP clients. A password of a
+few characters is hidden where it is written as one (``bob:pw@``, the Basic
+credentials) and nowhere else: the rest of a message stays readable.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import base64
 import logging
 import threading
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -28,21 +31,32 @@ from toolfold import (
     generate_text,
 )
 from toolfold.adapters import Timeouts, Transport
-from toolfold.adapters._http._keys import mask_url, url_secrets
+from toolfold.adapters._http._keys import mask_url, redact, url_secrets
 
 PASSWORD = "hunter2-pw-0123456789"
-BASIC = base64.b64encode(f"bob:{PASSWORD}".encode()).decode()  # what the clients send
 KEY = "sk-ant-secret-key-0123456789"
 LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "aiohttp", "toolfold")
+# Short passwords: each of their characters is common in messages ("a" in "cannot
+# reach ollama at"), "%C3%A9" is long as written and one character decoded.
+PASSWORDS = [PASSWORD, "a", "pw", "%C3%A9"]
 
 
-def _url(port: int) -> str:
-    return f"http://bob:{PASSWORD}@127.0.0.1:{port}/api"
+def _basic(password: str = PASSWORD) -> set[str]:
+    """The Basic credentials the clients send for bob and ``password`` (httpx: UTF-8, aiohttp: Latin-1)."""
+    plain = f"bob:{urllib.parse.unquote(password)}"
+    return {base64.b64encode(plain.encode(encoding)).decode() for encoding in ("utf-8", "latin-1")}
 
 
-def _assert_hidden(text: str) -> None:
-    assert PASSWORD not in text
-    assert BASIC not in text
+def _url(port: int, password: str = PASSWORD) -> str:
+    return f"http://bob:{password}@127.0.0.1:{port}/api"
+
+
+def _assert_hidden(text: str, password: str = PASSWORD) -> None:
+    for form in (password, urllib.parse.unquote(password)):
+        # A short one is a secret where it is written as a password only.
+        assert (form if len(form) >= 4 else f"bob:{form}@") not in text
+    for basic in _basic(password):
+        assert basic not in text
     assert KEY not in text
 
 
@@ -59,13 +73,13 @@ def _post(transport: Transport, mode: str) -> Any:
     return asyncio.run(run())
 
 
-def _echo(*statuses: int) -> Any:
+def _echo(*statuses: int, password: str = PASSWORD) -> Any:
     """A handler answering each request with the next status, echoing its Authorization header."""
     left = list(statuses)
 
     def handler(request: Recorded) -> Reply:
         auth = request.headers.get("authorization", "")
-        assert auth == f"Basic {BASIC}"  # the credentials were sent
+        assert auth.removeprefix("Basic ") in _basic(password)  # the credentials were sent
         body = f'{{"error": {{"message": "bad {auth}", "code": "{auth}"}}, "ok": 1}}'
         return Reply(status=left.pop(0), body=body.encode(), headers={"x-echo": auth})
 
@@ -80,6 +94,7 @@ FAILURES = {
 }
 
 
+@pytest.mark.parametrize("password", PASSWORDS)
 @pytest.mark.parametrize("failure", list(FAILURES))
 @pytest.mark.parametrize(("backend", "mode"), cases())
 def test_an_error_hides_the_password(
@@ -89,54 +104,69 @@ def test_an_error_hides_the_password(
     backend: str,
     mode: str,
     failure: str,
+    password: str,
 ) -> None:
     """A refused connection, a 500 echoing the Basic credentials, a total timeout.
 
-    The message names the URL with the password masked; no part of the error,
-    the chain under it or its traceback shows the password or the credentials.
+    The message names the URL with the password masked, and reads as written
+    whatever the password (a password ``a`` made it ``c***nnot re***ch``); no
+    part of the error, the chain under it or its traceback shows the password
+    or the credentials.
     """
     port = http_server.port
     total = None
     if failure == "refused":
         port = refused_port
     elif failure == "status":
-        http_server.handler = _echo(500)
+        http_server.handler = _echo(500, password=password)
     else:
         http_server.add(Reply(stall=gate(released)))
         total = 0.2
     timeout = Timeouts(read=30.0, total=total)
-    transport = Transport("ollama", _url(port), None, http=backend, retry=0, timeout=timeout)
+    url = _url(port, password)
+    transport = Transport("ollama", url, None, http=backend, retry=0, timeout=timeout)
     error, message = FAILURES[failure]
     with pytest.raises(error) as caught:
         _post(transport, mode)
     assert str(caught.value).startswith(message)
+    assert mask_url(url) in str(caught.value)
     if failure == "status":
         assert caught.value.headers["x-echo"] == "Basic ***"
-    _assert_hidden(every_text(caught.value))
+        assert (
+            caught.value.body
+            == '{"error": {"message": "bad Basic ***", "code": "Basic ***"}, "ok": 1}'
+        )
+    _assert_hidden(every_text(caught.value), password)
 
 
+@pytest.mark.parametrize("password", PASSWORDS)
 @pytest.mark.parametrize(("backend", "mode"), cases())
 def test_debug_logs_never_show_the_password(
-    http_server: ScriptedServer, caplog: pytest.LogCaptureFixture, backend: str, mode: str
+    http_server: ScriptedServer,
+    caplog: pytest.LogCaptureFixture,
+    backend: str,
+    mode: str,
+    password: str,
 ) -> None:
     """With the HTTP stacks and toolfold at DEBUG, a retried call logs the URL masked."""
-    http_server.handler = _echo(500, 200)
+    http_server.handler = _echo(500, 200, password=password)
     with caplog.at_level(logging.DEBUG):
         for name in LOGGERS:
             # set_level puts the level back after the test (see test_secrets.py).
             caplog.set_level(logging.DEBUG, logger=name)
         transport = Transport(
-            "ollama", _url(http_server.port), None, http=backend, retry=1, **_no_waits()
+            "ollama", _url(http_server.port, password), None, http=backend, retry=1, **_no_waits()
         )
         assert _post(transport, mode)["ok"] == 1
     lines = [record.getMessage() for record in caplog.records]
     retried = [line for line in lines if line.startswith("retrying POST")]
     assert retried
     assert retried[0].startswith("retrying POST http://bob:***@127.0.0.1:")
+    assert " (retry 1 of 1) after: ollama returned HTTP 500 for POST http://bob:***@" in retried[0]
     if backend != "aiohttp":
         assert any(line.startswith("HTTP Request: POST http://bob:***@") for line in lines)
         assert any("Basic ***" in line for line in lines)  # httpcore's response headers
-    _assert_hidden("\n".join(lines))
+    _assert_hidden("\n".join(lines), password)
 
 
 def _no_waits() -> dict[str, Any]:
@@ -199,13 +229,29 @@ def test_url_secrets() -> None:
     found = {secret.reveal() for secret in url_secrets("http://b%C3%B8b:p%40%C3%A9@host/")}
     assert found == {
         "p%40%C3%A9",
-        "p@é",
+        "bøb:p@é@",  # three characters decoded: only where a URL writes it
         base64.b64encode("bøb:p@é".encode()).decode(),
         base64.b64encode("bøb:p@é".encode("latin-1")).decode(),
     }
+    short = {secret.reveal() for secret in url_secrets("http://bob:pw@host/")}
+    assert short == {"bob:pw@", base64.b64encode(b"bob:pw").decode()}
     assert url_secrets("http://bob@host/") == ()
     assert url_secrets("http://bob:@host/") == ()
     assert url_secrets("http://host/a@b") == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("cannot reach http://bob:a@host/api", "cannot reach http://bob:***@host/api"),
+        ("Request('POST', 'http://bob:a@h')", "Request('POST', 'http://bob:***@h')"),
+        ("Authorization: Basic Ym9iOmE=", "Authorization: Basic ***"),
+        ("a bare a is not a password", "a bare a is not a password"),
+    ],
+)
+def test_a_short_password_is_hidden_where_it_is_one(text: str, shown: str) -> None:
+    """A one-letter password is scrubbed in its URL and Basic forms, not letter by letter."""
+    assert redact(text, url_secrets("http://bob:a@host/api")) == shown
 
 
 @pytest.mark.parametrize("backend", OWNED)

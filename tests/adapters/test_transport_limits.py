@@ -13,6 +13,7 @@ import asyncio
 import functools
 import gzip
 import threading
+import zlib
 from typing import Any
 
 import pytest
@@ -21,7 +22,13 @@ from fault_matrix import resources
 from scripted_http import Reply, ScriptedServer, gate, sse
 
 import toolfold
-from toolfold import ModelConfigError, ProviderConnectionError, ProviderError, ProviderTimeoutError
+from toolfold import (
+    ModelConfigError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    StreamError,
+)
 from toolfold.adapters import HttpLimits, RetryPolicy, Timeouts, Transport
 
 KEY = "sk-limits-0123456789"
@@ -183,6 +190,56 @@ def test_an_encoding_not_asked_for_is_refused_and_the_pool_stays_usable(
     with pytest.raises(ProviderError, match="content-encoding 'br'"):
         call(make(http_server, backend, limits=limits), mode)
     assert http_server.requests[0].headers["accept-encoding"] == "gzip, deflate"
+
+
+def _compressed(encoding: str, data: bytes) -> bytes:
+    if encoding == "gzip":
+        return gzip.compress(data)
+    if encoding == "deflate":
+        return zlib.compress(data)
+    raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)  # "deflate" as some servers send it
+    return raw.compress(data) + raw.flush()
+
+
+@pytest.mark.parametrize("cut", [1, 4, 8])
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_body_cut_before_its_end_is_refused(encoding: str, cut: int) -> None:
+    """A gzip body short of its CRC/length trailer (deflate: its checksum or last block) is cut.
+
+    httpx and aiohttp hand such a body over as whole; all of its data inflates.
+    """
+    from toolfold.adapters._http._body import BodyCut, BodyReader
+
+    name = encoding.removeprefix("raw-")
+    body = _compressed(encoding, b'{"choices": []}' * 50)
+    whole = BodyReader(name, HttpLimits())
+    assert whole.feed(body) + whole.close() == b'{"choices": []}' * 50
+    reader = BodyReader(name, HttpLimits())
+    reader.feed(body[:-cut])
+    with pytest.raises(BodyCut, match=f"its {name} data stops before its end"):
+        reader.close()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_an_empty_compressed_body_is_empty(encoding: str) -> None:
+    """No bytes at all under content-encoding gzip (a 204, a proxy's empty error) are no data, not a cut."""
+    from toolfold.adapters._http._body import BodyReader
+
+    assert BodyReader(encoding, HttpLimits()).close() == b""
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_a_gzip_answer_without_its_trailer_is_a_cut_answer(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """All the JSON inflates, but the last 8 bytes (CRC-32, length) are missing: a cut body or
+    stream (ProviderConnectionError / StreamError) naming gzip, not an answer taken as whole."""
+    payload = sse({"i": 0}, {"i": 1}) if mode.startswith("stream") else [b'{"ok": 1}']
+    body = gzip.compress(b"".join(payload))[:-8]
+    http_server.add(Reply(headers={"content-encoding": "gzip"}, body=body))
+    error = StreamError if mode.startswith("stream") else ProviderConnectionError
+    with pytest.raises(error, match=r"was cut before it ended: its gzip data stops before its end"):
+        call(make(http_server, backend), mode)
 
 
 # --- what is sent again -----------------------------------------------------------------

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import email.utils
+from typing import Any
 
 import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolfold import ModelConfigError
 from toolfold.adapters._http._retry import (
     DEFAULT_RETRY_STATUSES,
     RetryPolicy,
@@ -100,6 +102,26 @@ def test_delay_order_and_limit() -> None:
     assert policy.delay(1, {}, None, 0.0) == 1.0
     assert policy.delay(0, {"retry-after": "121"}, None, 0.0) is None
     assert RetryPolicy(max_retry_after=600).delay(0, {"retry-after": "121"}, None, 0.0) == 121.0
+
+
+@pytest.mark.parametrize("option", ["max_retry_after", "initial_delay", "max_delay"])
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), None, -1.0, True])
+def test_a_wait_that_is_not_a_finite_number_of_seconds_is_refused(option: str, bad: Any) -> None:
+    """``max_retry_after=inf`` is no "honour any wait": it, and the delays, must be finite.
+
+    inf was accepted, so one ``retry-after: 999999999999`` stalled the call; None was
+    accepted too and failed as a TypeError at the first retry.
+    """
+    with pytest.raises(ModelConfigError, match=f"^RetryPolicy.{option} must be a finite number"):
+        RetryPolicy(**{option: bad})
+    with pytest.raises(ValueError, match="finite"):  # a ModelConfigError is a ValueError too
+        RetryPolicy(**{option: bad})
+
+
+def test_a_large_finite_max_retry_after_honours_long_waits() -> None:
+    """The way to honour long waits: a large bound (with a total timeout to end the call)."""
+    policy = RetryPolicy(max_retry_after=86_400)
+    assert policy.delay(0, {"retry-after": "3600"}, None, 0.0) == 3600.0
 
 
 def test_x_should_retry() -> None:

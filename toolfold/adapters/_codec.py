@@ -5,7 +5,8 @@
   ``{"error": ...}`` event, Gemini's error chunk, Ollama's error line, a failed
   Responses event): one message form, the provider's message and code kept.
 - `event_json` decodes a stream event's (or line's) data, or raises the
-  `StreamError` saying it is not JSON.
+  `StreamError` saying it is not JSON; `carries_nothing` says which SSE events
+  have nothing to decode (empty data, a ``ping``).
 - `named_tool` is the tool a named ``tool_choice`` forces, or the
   `ModelConfigError` saying the request has no such tool.
 """
@@ -69,6 +70,20 @@ def event_json(provider: str, data: str, what: str = "stream event") -> Any:
             status_code=200,
             body=data,
         ) from None
+
+
+def carries_nothing(data: str, event: str | None) -> bool:
+    """Whether an SSE event has nothing to decode: it is skipped, not an error.
+
+    An event with empty (or blank) data is legal: the SSE standard dispatches
+    ``data:`` with nothing after it as an event whose data is empty, and no
+    provider documents a meaning for one (a keep-alive at most). A ``ping``
+    (Anthropic sends ``event: ping`` "anywhere" in a stream, providers.md §3
+    [A2]) is a keep-alive whatever its data: ``{"type": "ping"}`` today,
+    possibly nothing or plain text from a gateway. ``event: error`` is never
+    skipped (the transport's in-band check raises it first).
+    """
+    return event == "ping" or not data or data.isspace()
 
 
 def named_tool(choice: str, tools: Sequence[ToolDefinition]) -> ToolDefinition:

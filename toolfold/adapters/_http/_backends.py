@@ -28,11 +28,11 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-import os
 import sys
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -323,10 +323,10 @@ def make_sync(name: str, timeouts: Timeouts, limits: HttpLimits) -> HttpxBackend
     return OwnedHttpxBackend(client, timeouts=timeouts)
 
 
-async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits) -> Any:
-    """The async client a transport makes for itself, on the running loop."""
+async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits, url: str) -> Any:
+    """The async client a transport makes for itself, on the running loop, for requests to ``url``."""
     if name == "aiohttp":
-        return _make_aiohttp(timeouts, limits)
+        return _make_aiohttp(timeouts, limits, url)
     package = _package(name)
     client = _owned_client(package, package.AsyncClient, timeouts, limits)
     return OwnedHttpxBackend(client, timeouts=timeouts)
@@ -494,15 +494,24 @@ class AiohttpBackend:
             responses are `_aiohttp_owned.Reply`, with the transport's names.
         timeouts: The timeouts the session was made with: a request with the
             same ones passes none, and the session's own apply.
+        proxy: The proxy each request goes through (an owned session's, read
+            from the environment when it was made), or None.
     """
 
-    __slots__ = ("_aiohttp", "_defaults", "_timeouts", "owned", "session")
+    __slots__ = ("_aiohttp", "_defaults", "_proxy", "_timeouts", "owned", "session")
 
-    def __init__(self, session: Any, *, owned: bool, timeouts: Timeouts | None = None) -> None:
+    def __init__(
+        self,
+        session: Any,
+        *,
+        owned: bool,
+        timeouts: Timeouts | None = None,
+        proxy: str | None = None,
+    ) -> None:
         import aiohttp
 
         self.session, self.owned, self._aiohttp = session, owned, aiohttp
-        self._timeouts = timeouts
+        self._timeouts, self._proxy = timeouts, proxy
         self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
 
     def send(
@@ -524,6 +533,7 @@ class AiohttpBackend:
             allow_redirects=False,
             auto_decompress=False,
             raise_for_status=False,
+            proxy=self._proxy,
             **options,
         )
         if self.owned:
@@ -596,8 +606,9 @@ def arrived_body(response: Any, content: Any) -> bytes | None:
 READ_IN_PIECES: set[type[Any]] = {AiohttpReply}
 
 
-def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits) -> AiohttpBackend:
+def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits, url: str) -> AiohttpBackend:
     aiohttp = _package("aiohttp")
+    proxy = _aiohttp_proxy(url)
     connector = aiohttp.TCPConnector(
         limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
     )
@@ -609,34 +620,47 @@ def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits) -> AiohttpBackend:
         response_class=Reply,
         timeout=_aiohttp_timeout(aiohttp, timeouts),
         auto_decompress=False,
-        # trust_env makes aiohttp read the proxy variables on every request
-        # (about 150 us each); read them once here instead.
-        trust_env=_proxy_configured(),
+        # The proxy is read once, above, not by aiohttp on every request
+        # (trust_env: about 150 us each).
+        trust_env=False,
     )
-    return AiohttpBackend(session, owned=True, timeouts=timeouts)
+    return AiohttpBackend(session, owned=True, timeouts=timeouts, proxy=proxy)
 
 
-def _proxy_configured() -> bool:
-    """Whether a proxy variable is set; one aiohttp cannot use is a `ModelConfigError`.
+def _aiohttp_proxy(url: str) -> str | None:
+    """The proxy from the environment that requests to ``url`` go through; one aiohttp cannot use is a `ModelConfigError`.
 
-    aiohttp reads HTTP_PROXY and HTTPS_PROXY (not ALL_PROXY) and takes only
-    ``http://`` proxies: it spoke HTTP to a ``socks5://`` one (each request a
-    retried connection error), dropped an ``https://`` one with a log line
-    (the requests went direct), and refused a value without a scheme per request.
+    The stdlib's rules, as aiohttp's own ``trust_env`` and urllib apply them:
+    ``getproxies_environment`` (a lower-case variable wins over its upper-case
+    twin) and ``proxy_bypass_environment`` for ``NO_PROXY``. Then, as httpx
+    and curl do, ``ALL_PROXY`` when the URL's scheme has no variable of its
+    own (aiohttp alone ignores it: the requests would go direct under the
+    backend and through the proxy under httpx). A proxy ``NO_PROXY`` spares
+    this host from is not looked at. aiohttp takes ``http://`` proxies only:
+    it spoke HTTP to a ``socks5://`` one (each request a retried connection
+    error), dropped an ``https://`` one with a log line (the requests went
+    direct), and refused a value without a scheme per request.
     """
-    names = ("http_proxy", "https_proxy", "all_proxy")
-    for name in names[:2]:
-        for variable in (name, name.upper()):
-            value = os.environ.get(variable)
-            if not value:
-                continue
+    proxies = urllib.request.getproxies_environment()
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname
+    # Undocumented, so not in typeshed's stub, but in urllib.request on every
+    # Python toolfold supports: proxy_bypass on Linux, given the variables
+    # read above (proxy_bypass itself would read them again).
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if host is not None and bypass(host, proxies):
+        return None
+    for name in (parts.scheme.lower(), "all"):
+        value = proxies.get(name)
+        if value:
             scheme = urllib.parse.urlsplit(value).scheme.lower() if "://" in value else ""
             if scheme != "http":
                 raise ModelConfigError(
-                    f"aiohttp cannot use the proxy {variable} names: it takes http:// proxies "
-                    f"only, this one is {f'{scheme}://' if scheme else 'without a scheme'}"
+                    f"aiohttp cannot use the proxy {name.upper()}_PROXY names: it takes http:// "
+                    f"proxies only, this one is {f'{scheme}://' if scheme else 'without a scheme'}"
                 )
-    return any(os.environ.get(n) or os.environ.get(n.upper()) for n in names)
+            return value
+    return None
 
 
 def _aiohttp_timeout(aiohttp: Any, t: Timeouts) -> Any:

@@ -15,7 +15,7 @@ import zlib
 
 from toolfold.adapters._http._retry import HttpLimits
 
-__all__ = ["ACCEPT_ENCODING", "BodyError", "BodyReader", "plain_limit"]
+__all__ = ["ACCEPT_ENCODING", "BodyCut", "BodyError", "BodyReader", "plain_limit"]
 
 #: What the transport asks for: the encodings `BodyReader` can inflate.
 ACCEPT_ENCODING = "gzip, deflate"
@@ -36,6 +36,10 @@ class BodyError(Exception):
     """The body broke a limit or cannot be decoded (the transport names the provider)."""
 
 
+class BodyCut(BodyError):
+    """The compressed body ended before its compressed data did: a cut answer."""
+
+
 class BodyReader:
     """Counts and decodes one body; `feed` raises `BodyError` past a limit.
 
@@ -44,7 +48,7 @@ class BodyReader:
         limits: The body limits to enforce.
     """
 
-    __slots__ = ("_decoded", "_inflater", "_limits", "_raw_deflate", "_wire")
+    __slots__ = ("_decoded", "_encoding", "_inflater", "_limits", "_raw_deflate", "_wire")
 
     def __init__(self, encoding: str | None, limits: HttpLimits) -> None:
         self._limits = limits
@@ -52,6 +56,7 @@ class BodyReader:
         self._decoded = 0
         self._raw_deflate = False
         name = (encoding or "").strip().lower()
+        self._encoding = name
         self._inflater: zlib._Decompress | None
         if name in ("", "identity"):
             self._inflater = None
@@ -92,13 +97,27 @@ class BodyReader:
         self._decoded += size
 
     def close(self) -> bytes:
-        """What the decoder still holds at the end of the body."""
+        """What the decoder still holds at the end of the body.
+
+        Raises:
+            BodyCut: The body ended before its compressed data did: a gzip
+                body without its CRC-32 and length trailer (or part of it),
+                a deflate body without its last block or checksum. httpx and
+                aiohttp take such a body as whole; zlib ends its stream
+                (``eof``) only once the trailer was read and checked.
+        """
         if self._inflater is None:
             return b""
         try:
-            return self._count(self._inflater.flush())
+            rest = self._count(self._inflater.flush())
         except zlib.error as exc:
             raise BodyError(f"cannot decompress the answer: {exc}") from exc
+        if self._wire and not self._inflater.eof:  # an empty body is empty, not cut
+            raise BodyCut(
+                f"its {self._encoding} data stops before its end (the trailer with the "
+                "checksum and length, or the last block, is missing)"
+            )
+        return rest
 
     def _inflate(self, data: bytes) -> bytes:
         assert self._inflater is not None

@@ -39,6 +39,8 @@ class Clients:
         async_http_client: An injected async client, when ``http_client`` is the sync one.
         timeouts: The timeouts owned clients are made with.
         limits: The pool limits owned clients are made with.
+        url: The base URL requests go to (an owned aiohttp session picks its
+            proxy for it).
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class Clients:
         async_http_client: Any,
         timeouts: Timeouts,
         limits: HttpLimits,
+        url: str,
     ) -> None:
         if http is not None and (http_client is not None or async_http_client is not None):
             raise ModelConfigError("give http=... or an injected client, not both")
@@ -71,7 +74,7 @@ class Clients:
                 "aiohttp.ClientSession as async_http_client"
             )
         self.name = http or default_backend()
-        self._timeouts, self._limits = timeouts, limits
+        self._timeouts, self._limits, self._url = timeouts, limits, url
         sync_client, async_client = None, async_http_client
         if http_client is not None:
             if _is_async(http_client):
@@ -106,7 +109,7 @@ class Clients:
             return bound[1]
         if not self.owns_sync:
             raise _one_mode_only("an async", "httpx.AsyncClient", "async_http_client")
-        backend = await make_async(self.name, self._timeouts, self._limits)
+        backend = await make_async(self.name, self._timeouts, self._limits, self._url)
         closer = close_when_loop_ends(backend)
         await closer.__anext__()
         self._bound, self._closer = (loop, backend), closer

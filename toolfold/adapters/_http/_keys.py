@@ -87,12 +87,34 @@ def mask_url(url: str) -> str:
     return url.replace(f"{userinfo}@", f"{user}:{_MASK}@", 1)
 
 
+#: A URL password shorter than this is scrubbed only where it is written as
+#: one, ``user:pw@`` (and in the Basic credentials): as a bare substring, a
+#: password ``a`` would turn every ``a`` of a message into ``***``.
+MIN_BARE_PASSWORD = 4
+
+
+class _InUrl(Secret):
+    """A short password where a URL writes it, ``user:pw@``: scrubbed to ``user:***@``.
+
+    The URL stays a URL (an httpx request's URL is scrubbed by parsing the
+    cleaned text again), and the user stays readable, as `mask_url` shows it.
+    """
+
+    __slots__ = ("shown",)
+
+    def __init__(self, user: str, password: str) -> None:
+        super().__init__(f"{user}:{password}@")
+        self.shown = f"{user}:{_MASK}@"
+
+
 def url_secrets(url: str) -> tuple[Secret, ...]:
     """The secrets in ``url``'s ``user:password@``: none without a password.
 
     The password as written and percent-decoded, and the Basic credentials the
     HTTP clients make of the user and password (``Authorization: Basic ...``),
-    which a server may echo: each is scrubbed like the API key.
+    which a server may echo: each is scrubbed like the API key. A form of the
+    password shorter than `MIN_BARE_PASSWORD` is scrubbed as ``user:password@``
+    only, where the URL writes it.
     """
     userinfo = url_userinfo(url)
     if userinfo is None:
@@ -100,13 +122,16 @@ def url_secrets(url: str) -> tuple[Secret, ...]:
     user, _, password = userinfo.partition(":")
     if not password:
         return ()
-    plain = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
-    found = [password, urllib.parse.unquote(password)]
+    plain = urllib.parse.unquote(user), urllib.parse.unquote(password)
+    found: list[Secret] = []
+    for name, value in ((user, password), plain):
+        found.append(Secret(value) if len(value) >= MIN_BARE_PASSWORD else _InUrl(name, value))
     # httpx encodes the Basic credentials in UTF-8, aiohttp in Latin-1.
     for encoding in ("utf-8", "latin-1"):
         with contextlib.suppress(UnicodeEncodeError):
-            found.append(base64.b64encode(plain.encode(encoding)).decode("ascii"))
-    return tuple(Secret(value) for value in dict.fromkeys(found))
+            basic = base64.b64encode(":".join(plain).encode(encoding)).decode("ascii")
+            found.append(Secret(basic))
+    return tuple(dict.fromkeys(found))
 
 
 def url_userinfo(url: str) -> str | None:
@@ -157,18 +182,32 @@ def resolve_api_key(
     raise ModelConfigError(f"no API key for provider {provider!r}: pass api_key=... or set {where}")
 
 
-def redact(text: str, secrets: Iterable[Secret | None]) -> str:
-    """``text`` with every secret value (and ``Bearer <value>``) replaced by ``***``.
+Scrubs = tuple[tuple[str, str], ...]
 
-    The longest values go first: one secret inside another (a key ``secret``,
-    a password ``hunter2-secret-01``) would otherwise cut the longer one so it
-    no longer matches, and the rest of it would show.
+
+def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
+    """What `scrub` replaces: each secret's value and what shows instead, the longest first.
+
+    Longest first: one secret inside another (a key ``secret``, a password
+    ``hunter2-secret-01``) would otherwise cut the longer one so it no longer
+    matches, and the rest of it would show. Made once for a set of secrets
+    that is used many times (a log filter's).
     """
-    values = sorted({s.reveal() for s in secrets if s}, key=len, reverse=True)
-    for value in values:
+    found = {s.reveal(): s.shown if isinstance(s, _InUrl) else _MASK for s in secrets if s}
+    return tuple(sorted(found.items(), key=lambda pair: len(pair[0]), reverse=True))
+
+
+def scrub(text: str, pairs: Scrubs) -> str:
+    """``text`` with each value of ``pairs`` (`scrubs`) replaced by what shows instead."""
+    for value, shown in pairs:
         if value in text:
-            text = text.replace(value, _MASK)
+            text = text.replace(value, shown)
     return text
+
+
+def redact(text: str, secrets: Iterable[Secret | None]) -> str:
+    """``text`` with every secret value replaced by ``***`` (a short URL password: `url_secrets`)."""
+    return scrub(text, scrubs(secrets))
 
 
 def redact_chain(error: BaseException, secrets: Iterable[Secret | None]) -> None:
@@ -245,11 +284,11 @@ class RedactingFilter(logging.Filter):
 
     def __init__(self, secrets: Iterable[Secret]) -> None:
         super().__init__()
-        self._secrets = tuple(secrets)
+        self._scrubs = scrubs(secrets)  # sorted once, not per record
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message, self._secrets)
+        cleaned = scrub(message, self._scrubs)
         if cleaned != message:
             record.msg = cleaned
             record.args = None

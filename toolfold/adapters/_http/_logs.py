@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from toolfold.adapters._http._keys import Secret, redact
+from toolfold.adapters._http._keys import Scrubs, Secret, scrub, scrubs
 
 __all__ = ["guard_logs"]
 
@@ -33,15 +33,26 @@ _EMITTERS = (
 
 
 class _KeyFilter(logging.Filter):
-    """Scrubs every key a transport was given from the records it sees."""
+    """Scrubs every key a transport was given from the records it sees.
+
+    What to replace is worked out (`scrubs`: sorted, longest first) when a key
+    is added, not for each record; a record sees one tuple, swapped whole, so
+    a transport made on another thread never changes it under a filter.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.keys: set[Secret] = set()
+        self.keys: frozenset[Secret] = frozenset()
+        self.scrubs: Scrubs = ()
+
+    def add(self, secret: Secret) -> None:
+        """Scrub ``secret`` too."""
+        self.keys = self.keys | {secret}
+        self.scrubs = scrubs(self.keys)
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message, tuple(self.keys))
+        cleaned = scrub(message, self.scrubs)
         if cleaned != message:
             record.msg, record.args = cleaned, None
         return True
@@ -58,4 +69,4 @@ def guard_logs(*secrets: Secret | None) -> None:
         if not _FILTER.keys:
             for name in _EMITTERS:
                 logging.getLogger(name).addFilter(_FILTER)
-        _FILTER.keys.add(secret)
+        _FILTER.add(secret)

@@ -21,6 +21,8 @@ from typing import Any
 
 import attrs
 
+from toolfold._errors import ModelConfigError
+
 #: Statuses below 500 worth another attempt; every status >= 500 is retried too
 #: (``RetryPolicy.retry_server_errors``), as the OpenAI and Anthropic SDKs do.
 DEFAULT_RETRY_STATUSES = frozenset({408, 409, 429})
@@ -88,6 +90,22 @@ class HttpLimits:
     max_decoded_bytes: int | None = attrs.field(default=128 * 2**20, validator=_positive)
 
 
+def _finite_seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # A wait toolfold takes, or the bound on one: inf would let a single
+    # retry-after header (the parser reads up to 12 digits, or a date in 9999)
+    # stall a call for good, or crash the blocking sleep (OverflowError).
+    # bool is an int, but True is no number of seconds.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ModelConfigError(
+            f"RetryPolicy.{attribute.name} must be a finite number of seconds >= 0, got {value!r}"
+        )
+
+
 @attrs.frozen
 class RetryPolicy:
     """When and how long to wait before sending a failed request again.
@@ -100,15 +118,22 @@ class RetryPolicy:
         retry_statuses: HTTP statuses worth another attempt.
         retry_server_errors: Also retry every status >= 500 (501, 520, 529...).
         max_retry_after: The longest server-requested wait that is honoured;
-            a longer one makes the error go to the caller.
+            a longer one makes the error go to the caller. Like the two
+            delays, a finite number of seconds: there is no "honour any
+            wait" (``inf``), which would let one header stall a call for
+            good; give a large bound and a ``Timeouts(total=...)`` instead.
+
+    Raises:
+        ModelConfigError: A delay or ``max_retry_after`` that is not a finite
+            number of seconds >= 0 (``inf``, NaN, None, a negative number).
         retry_connection_errors: Retry when the connection failed or dropped
             before any response arrived.
         retry_timeouts: Retry after a connect or read timeout.
     """
 
     max_retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
-    initial_delay: float = attrs.field(default=0.5, validator=_non_negative)
-    max_delay: float = attrs.field(default=8.0, validator=_non_negative)
+    initial_delay: float = attrs.field(default=0.5, validator=_finite_seconds)
+    max_delay: float = attrs.field(default=8.0, validator=_finite_seconds)
     jitter: float = attrs.field(
         default=0.25, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
     )
@@ -116,7 +141,7 @@ class RetryPolicy:
         default=DEFAULT_RETRY_STATUSES, converter=frozenset
     )
     retry_server_errors: bool = True
-    max_retry_after: float = attrs.field(default=120.0, validator=_non_negative)
+    max_retry_after: float = attrs.field(default=120.0, validator=_finite_seconds)
     retry_connection_errors: bool = True
     retry_timeouts: bool = True
 

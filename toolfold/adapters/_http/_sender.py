@@ -29,10 +29,16 @@ from typing import Any, TypeVar
 
 import attrs
 
-from toolfold._errors import MalformedResponseError, ProviderError, ProviderTimeoutError
+from toolfold._errors import (
+    MalformedResponseError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    StreamError,
+)
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
 from toolfold.adapters._http._backends import READ_IN_PIECES, sync_deadline
-from toolfold.adapters._http._body import BodyError, BodyReader, plain_limit
+from toolfold.adapters._http._body import BodyCut, BodyError, BodyReader, plain_limit
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import (
     ErrorInfo,
@@ -472,6 +478,16 @@ class Sender:
         return self.scrub(transport_error(self.provider, exc, call.url, streaming=call.streaming))
 
     def _body_error(self, exc: BodyError, response: Any, call: Call) -> ProviderError:
+        if isinstance(exc, BodyCut):  # as a body or stream cut by the connection
+            where = f"{self.provider} at {call.url}"
+            if call.streaming:
+                return StreamError(
+                    f"the stream from {where} was cut before it ended: {exc}",
+                    provider=self.provider,
+                )
+            return ProviderConnectionError(
+                f"the answer from {where} was cut before it ended: {exc}", provider=self.provider
+            )
         return ProviderError(
             f"{self.provider} answered POST {call.url} with a body toolfold refuses: {exc}",
             provider=self.provider,

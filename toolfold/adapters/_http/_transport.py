@@ -139,7 +139,9 @@ class Transport:
         limits = limits or HttpLimits()
         self._sender = Sender(
             provider=provider,
-            clients=Clients(http, http_client, async_http_client, timeouts or Timeouts(), limits),
+            clients=Clients(
+                http, http_client, async_http_client, timeouts or Timeouts(), limits, self.base_url
+            ),
             retry=_policy(retry),
             timeouts=timeouts,
             limits=limits,

@@ -18,8 +18,9 @@ streams):
 - ``thinking`` text arrives as ``thinking_delta`` and its signature as one
   ``signature_delta`` before the block stops; a ``redacted_thinking`` block
   arrives whole in its start event.
-- ``ping`` and event types this decoder does not know are skipped (the API
-  may add new ones); ``event: error`` raises a `StreamError` with the
+- ``ping`` (whatever its data), an event with empty data, and event types
+  this decoder does not know are skipped (the API may add new ones);
+  ``event: error`` raises a `StreamError` with the
   provider's error type as ``code`` (``overloaded_error``).
 - A body that ends before ``message_stop`` with a call still open, or before
   any stop reason, is a `StreamError`, never a half call.
@@ -34,7 +35,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
-from toolfold.adapters._codec import event_json
+from toolfold.adapters._codec import carries_nothing, event_json
 from toolfold.adapters.anthropic._errors import stream_error
 from toolfold.adapters.anthropic._response import REDACTED, finish_reason, malformed, parse_usage
 from toolfold.runtime.core._stream import (
@@ -91,6 +92,8 @@ def decode_event(
     """
     if event == "error":
         raise stream_error(data)
+    if carries_nothing(data, event):
+        return state, []
     payload = event_json(PROVIDER, data)
     with wire.reading(PROVIDER, lambda: data):
         if not isinstance(payload, Mapping):

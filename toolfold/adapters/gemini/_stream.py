@@ -21,7 +21,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
-from toolfold.adapters._codec import event_json
+from toolfold.adapters._codec import carries_nothing, event_json
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.gemini._errors import stream_error
 from toolfold.adapters.gemini._response import (
@@ -72,6 +72,8 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
         StreamError: A data line that is not JSON, or an error object.
         MalformedResponseError: A field of the chunk has the wrong type.
     """
+    if carries_nothing(event.data, event.event):
+        return state, []
     chunk = event_json(state.provider, event.data)
     with wire.reading(state.provider, lambda: event.data):
         return _chunk(state, chunk)

@@ -30,7 +30,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
-from toolfold.adapters._codec import event_json
+from toolfold.adapters._codec import carries_nothing, event_json
 from toolfold.adapters.openai_chat._errors import inband_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.adapters.openai_chat._response import (
@@ -106,6 +106,8 @@ def decode_chunk(
     error = inband_error(state.provider, event, data)
     if error is not None:
         raise error
+    if carries_nothing(data, event):
+        return state, []
     chunk = event_json(state.provider, data)
     try:
         return _chunk(state, chunk)

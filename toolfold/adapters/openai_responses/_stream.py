@@ -25,7 +25,7 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
-from toolfold.adapters._codec import event_json, inband_stream_error
+from toolfold.adapters._codec import carries_nothing, event_json, inband_stream_error
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
@@ -75,7 +75,7 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
         StreamError: An ``error`` event, a failed response, or data that is not JSON.
         MalformedResponseError: A field of the event has the wrong type.
     """
-    if event.data == "[DONE]":
+    if event.data == "[DONE]" or carries_nothing(event.data, event.event):
         return state, []
     data = event_json(state.provider, event.data)
     with wire.reading(state.provider, lambda: event.data):
