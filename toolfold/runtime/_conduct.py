@@ -678,15 +678,15 @@ def _deferred(live: Live, start: RunState | Fresh, records: list[_Record]) -> De
 def _plain_answer(live: Live, answer: Final, text: str) -> Any:
     """The output the run accepts for the planner's ``answer`` (``text``: its JSON)."""
     value = answer.value
-    if type(value) is str:
+    if type(value) is str or answer.decoded:
         return value
     return _accepted(live, answer, text).value
 
 
 def _accepted(live: Live, answer: Final | None, text: str) -> OutputAccepted:
     """The event accepting the planner's answer ``text`` (``answer``: its value, when known)."""
-    if answer is not None and type(answer.value) is str:
-        # The planner's text answer, which its JSON gives back unchanged.
+    if answer is not None and (type(answer.value) is str or answer.decoded):
+        # The planner's text answer, or steps' decoded outputs: its JSON gives them back unchanged.
         return OutputAccepted(answer.value)
     assert live.output is not None  # a workflow's run always has its output schema
     _, plain = live.output.parse(text)  # the planner wrote it: never rejected
