@@ -9,6 +9,8 @@ done callback per task, no gather future), and the join waits on one future
 only while some branch is still running. On Python 3.12+ a task starts
 eagerly (`asyncio.Task`'s ``eager_start``): a branch that never waits ends
 inside its task's creation, and a round of such branches never suspends.
+Before, a branch that ends makes the next one's task itself, so the join
+is not woken (a turn of the loop) between branches to make it.
 """
 
 from __future__ import annotations
