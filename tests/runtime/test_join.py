@@ -134,6 +134,37 @@ def test_branches_that_never_wait_end_without_the_join_waiting_on_eager_pythons(
     asyncio.run(go())
 
 
+def test_over_the_limit_a_branch_that_ends_starts_the_next_one_itself() -> None:
+    """Branches that each wait once, one at a time: each that ends starts the next, so the join wakes once, after the last (one loop turn per branch, not two)."""
+
+    async def go() -> None:
+        turns = 0
+        stop = False
+
+        async def count_turns() -> None:
+            nonlocal turns
+            while not stop:
+                await asyncio.sleep(0)
+                turns += 1
+
+        async def branch(value: int) -> int:
+            await asyncio.sleep(0)
+            return value
+
+        counter = asyncio.get_running_loop().create_task(count_turns())
+        await asyncio.sleep(0)  # the counter runs
+        start = turns
+        assert await gather_or_cancel([branch(i) for i in range(4)], limit=1) == (0, 1, 2, 3)
+        used = turns - start
+        stop = True
+        await counter
+        # A turn to start the first, then two per branch (its sleep, the next one's start);
+        # with the join woken between branches to make the next task: 12 on Python 3.11.
+        assert used <= 2 * 4 + 1
+
+    asyncio.run(go())
+
+
 def test_a_task_factory_of_the_callers_makes_every_branch_task() -> None:
     """With a task factory set on the loop, each branch's task is the factory's."""
 

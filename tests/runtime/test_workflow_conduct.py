@@ -292,6 +292,39 @@ def test_plain_rounds_are_reduced_in_one_pass_to_the_loops_state(
     assert replay(lean.state.log) == lean.state
 
 
+def test_a_parallels_output_is_accepted_without_decoding_its_json_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The branches' outputs are decoded already: the run accepts them as they are, the loop's state all the same."""
+    import json
+
+    from toolfold.runtime._planner import WorkflowOutput
+
+    def workflow() -> Workflow:
+        data = {"n": [1, 2.5, None, -0.0], "k": "v", "nested": {"t": True}}
+        structured = Agent(
+            FunctionModel(lambda request: json.dumps(data)),
+            name="data",
+            output_type=dict[str, Any],
+        )
+        return Parallel(structured, echo("c"), name="both")
+
+    looped = workflow().run("x", run_id="wf", on_event=lambda event: None)
+
+    def parse(self: WorkflowOutput, text: str) -> tuple[Any, Any]:
+        raise AssertionError("the answer was decoded again")
+
+    monkeypatch.setattr(WorkflowOutput, "parse", parse)
+    lean = workflow().run("x", run_id="wf")
+    awaited = asyncio.run(workflow().arun("x", run_id="wf"))
+    monkeypatch.undo()
+    expected = {"data": {"n": [1, 2.5, None, -0.0], "k": "v", "nested": {"t": True}}, "c": "c(x)"}
+    assert lean.output == awaited.output == looped.output == expected
+    assert steady(lean.state) == steady(awaited.state) == steady(looped.state)
+    assert lean.state.output == json.loads(lean.state.last_text)
+    assert replay(lean.state.log) == lean.state
+
+
 def test_a_decision_that_raises_after_plain_rounds_carries_the_state_they_reached() -> None:
     """A loop's condition raising after an iteration: the error's state has the iteration, as the loop's has."""
     from toolfold import RunError

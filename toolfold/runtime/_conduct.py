@@ -112,11 +112,13 @@ class Answered(NamedTuple):
     """The planner's final answer, as a plain run records it.
 
     Attributes:
-        text: The answer as the planner's response gives it (its value as JSON).
+        text: The answer as the planner's response gives it (its value as
+            JSON); None for a decoded answer (`Final.decoded`), whose JSON
+            is written from ``plain`` when the state is made.
         plain: The value accepted as the run's output (plain data).
     """
 
-    text: str
+    text: str | None
     plain: Any
 
 
@@ -229,7 +231,10 @@ def events_of(records: list[_Record]) -> list[Event]:
         if kind is ToolOutcome:
             events.append(returned(record))  # type: ignore[arg-type]
         elif kind is Answered:
-            events.append(_responded_event(answer_response(record.text), ()))  # type: ignore[union-attr]
+            text = record.text  # type: ignore[union-attr]
+            if text is None:  # a decoded answer: its value is plain JSON data
+                text = json_text(record.plain)  # type: ignore[union-attr]
+            events.append(_responded_event(answer_response(text), ()))
             events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
         else:
             parts = step_calls(record)  # type: ignore[arg-type]
@@ -429,8 +434,11 @@ def _plain_rounds(
             if not rounds and not records:
                 return _reached(start, records), (decision, plan)
             assert isinstance(decision, Final)
-            text = json_text(decision.value)
-            records.append(Answered(text, _plain_answer(live, decision, text)))
+            if decision.decoded:  # accepted as it is: its JSON is written when the state is made
+                records.append(Answered(None, decision.value))
+            else:
+                text = json_text(decision.value)
+                records.append(Answered(text, _plain_answer(live, decision, text)))
             return _deferred(live, start, records), None
         steps = _plain(steps_named, decision) if rounds else None
         if steps is None:
@@ -685,8 +693,8 @@ def _plain_answer(live: Live, answer: Final, text: str) -> Any:
 
 def _accepted(live: Live, answer: Final | None, text: str) -> OutputAccepted:
     """The event accepting the planner's answer ``text`` (``answer``: its value, when known)."""
-    if answer is not None and type(answer.value) is str:
-        # The planner's text answer, which its JSON gives back unchanged.
+    if answer is not None and (type(answer.value) is str or answer.decoded):
+        # The planner's text answer, or steps' decoded outputs: its JSON gives them back unchanged.
         return OutputAccepted(answer.value)
     assert live.output is not None  # a workflow's run always has its output schema
     _, plain = live.output.parse(text)  # the planner wrote it: never rejected

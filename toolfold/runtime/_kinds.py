@@ -228,8 +228,8 @@ class Parallel(Workflow):
                 calls.append(plan.call(task, status, input_, plan.values))
         if calls:
             return calls
-        if self.merge is None:
-            return Final(outputs)
+        if self.merge is None:  # the steps' outputs, as their results decode
+            return Final(outputs, True)
         typed = {t.name: _restored(t, outputs[t.name]) for t in self._tasks if t.name in outputs}
         return Final(plain_data(self.merge(typed)))
 

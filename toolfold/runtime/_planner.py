@@ -279,9 +279,15 @@ class _PlanCache:
 
 
 class Final(NamedTuple):
-    """The workflow's output (plain data)."""
+    """The workflow's output (plain data).
+
+    ``decoded``: the value is made only of steps' outputs as their results
+    decode (an `Attempt`'s value), so its JSON decodes to an equal value: the
+    run accepts it as it is, not decoded again from its JSON.
+    """
 
     value: Any
+    decoded: bool = False
 
 
 def respond(decision: list[Call] | Final) -> ModelResponse:

@@ -9,13 +9,15 @@ done callback per task, no gather future), and the join waits on one future
 only while some branch is still running. On Python 3.12+ a task starts
 eagerly (`asyncio.Task`'s ``eager_start``): a branch that never waits ends
 inside its task's creation, and a round of such branches never suspends.
+Before, a branch that ends makes the next one's task itself, so the join
+is not woken (a turn of the loop) between branches to make it.
 """
 
 from __future__ import annotations
 
 import contextvars
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -34,9 +36,9 @@ _CONTEXT_ARG = sys.version_info >= (3, 11)
 
 
 class _Join:
-    """The state of one `gather_or_cancel`: what ended, and the join's waiter."""
+    """The state of one `gather_or_cancel`: what ended, its tasks, and the join's waiter."""
 
-    __slots__ = ("failed", "failure", "results", "running", "waiter")
+    __slots__ = ("failed", "failure", "relay", "results", "running", "tasks", "waiter")
 
     def __init__(self, count: int) -> None:
         self.results: list[Any] = [None] * count
@@ -44,10 +46,19 @@ class _Join:
         self.failure: BaseException | None = None
         self.failed: list[asyncio.Task[Any] | None] = []  # the tasks that raised
         self.waiter: asyncio.Future[None] | None = None
+        self.tasks: list[asyncio.Task[Any]] = []  # those made so far, by index
+        # Makes the task of the coroutine of that index, when a branch that ends
+        # makes the next one in its place (plain tasks; None once the join ends).
+        self.relay: Callable[[int], None] | None = None
 
 
 async def _branch(join: _Join, index: int, coroutine: Coroutine[Any, Any, T]) -> T:
-    """``coroutine`` in its task, telling ``join`` when it ends (and waking it)."""
+    """``coroutine`` in its task, telling ``join`` when it ends (and waking it).
+
+    With a relay, it starts the next coroutine's task in its place instead,
+    if any is left to start and none failed: the join has nothing to do
+    until the last one ends (no turn of the loop to wake it in between).
+    """
     try:
         value = join.results[index] = await coroutine
     except BaseException as exc:
@@ -60,9 +71,13 @@ async def _branch(join: _Join, index: int, coroutine: Coroutine[Any, Any, T]) ->
         raise
     finally:
         join.running -= 1
-        waiter = join.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        relay = join.relay
+        if relay is not None and join.failure is None and len(join.tasks) < len(join.results):
+            relay(len(join.tasks))
+        else:
+            waiter = join.waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
     return value
 
 
@@ -89,7 +104,7 @@ async def gather_or_cancel(
     assert names is None or len(names) == count, "a name for each coroutine"
     most = count if limit is None else max(1, limit)
     join = _Join(count)
-    tasks: list[asyncio.Task[T]] = []
+    tasks = join.tasks
     base = contextvars.copy_context()  # each task runs in its own copy of it
     # Tasks made here as `loop.create_task` makes them (without its checks of
     # the running loop, once per task) when the loop makes plain ones: a task
@@ -99,22 +114,30 @@ async def gather_or_cancel(
     own = loop.get_task_factory() is None  # (no factory of the caller's)
     eager = _EAGER and own
     plain = not eager and _CONTEXT_ARG and own and not loop.get_debug()
+
+    def relay(index: int) -> None:
+        """Make the plain task of the coroutine at ``index`` (it starts at the loop's next turn)."""
+        join.running += 1
+        tasks.append(
+            asyncio.Task(  # type: ignore[call-arg,unused-ignore]
+                _branch(join, index, coroutines[index]),
+                loop=loop,
+                name=None if names is None else names[index],
+                context=base.copy(),
+            )
+        )
+
+    if plain:
+        join.relay = relay
     try:
         while True:
             if plain:
                 if join.failure is None:
                     # Such a task starts at the loop's next turn: none ends (nor fails) while
-                    # they are made, so every one the limit allows is made at once.
+                    # they are made, so every one the limit allows is made at once; then each
+                    # that ends makes the next (`_branch`).
                     for index in range(len(tasks), min(count, len(tasks) + most - join.running)):
-                        join.running += 1
-                        tasks.append(
-                            asyncio.Task(  # type: ignore[call-arg,unused-ignore]
-                                _branch(join, index, coroutines[index]),
-                                loop=loop,
-                                name=None if names is None else names[index],
-                                context=base.copy(),
-                            )
-                        )
+                        relay(index)
             else:
                 while len(tasks) < count and join.running < most and join.failure is None:
                     index = len(tasks)
@@ -151,6 +174,7 @@ async def gather_or_cancel(
                     finished[index] = task.result()
         raise
     finally:
+        join.relay = None  # (no branch ending now starts another)
         if join.running or len(tasks) < count:  # (else every task has ended: nothing to do)
             for coroutine in coroutines[len(tasks) :]:
                 coroutine.close()  # never started: nothing ran
