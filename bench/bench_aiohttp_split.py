@@ -141,15 +141,19 @@ class WallSplit:
     """Where a round's wall time went: CPU, run-queue wait, blocked in ``select`` (see the module).
 
     Wraps the running loop's selector while entered; ``split()`` gives the
-    seconds since `start` as (wall, cpu, run queue, blocked).
+    seconds since `start` as (wall, cpu, run queue, blocked). Off (``on=False``,
+    for the instruction counts), it does nothing and ``split()`` is empty.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, on: bool = True) -> None:
+        self._on = on
         self._blocked = 0.0
         self._select: Any = None
         self._at = (0.0, 0.0, 0.0, 0.0)
 
     def __enter__(self) -> WallSplit:
+        if not self._on:
+            return self
         selector = asyncio.get_running_loop()._selector  # type: ignore[attr-defined]
         self._selector, self._select = selector, selector.select
 
@@ -164,7 +168,8 @@ class WallSplit:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._selector.select = self._select
+        if self._on:
+            self._selector.select = self._select
 
     def _now(self) -> tuple[float, float, float, float]:
         try:
@@ -175,9 +180,12 @@ class WallSplit:
         return time.perf_counter(), time.process_time(), queued, self._blocked
 
     def start(self) -> None:
-        self._at = self._now()
+        if self._on:
+            self._at = self._now()
 
     def split(self) -> tuple[float, ...]:
+        if not self._on:
+            return ()
         return tuple(b - a for a, b in zip(self._at, self._now(), strict=True))
 
 
@@ -209,7 +217,7 @@ async def measure(url: str, names: list[str], rounds: int, concurrent: int, time
         for name in names:  # warm the pools
             await asyncio.gather(*[runs[name]() for _ in range(concurrent)])
         gc.callbacks.append(watch)
-        with WallSplit() as where:
+        with WallSplit(on=timed) as where:
             for _ in range(rounds):
                 for name in names:
                     now[0] = name
