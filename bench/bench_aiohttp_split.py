@@ -29,6 +29,14 @@ the count at ``--rounds 20``. ``--count V --concurrent 100`` runs rounds of 100
 at a time, as the timed rounds do (then 400 runs are ``--rounds 6`` minus
 ``--rounds 2``). ``--concurrent N`` sets the runs at a time of the timed
 rounds too (100 unless given).
+
+Each timed variant's second line splits a round's wall time per run into
+the client's CPU time, the time it waited in the run queue for a core
+(Linux's ``/proc/self/schedstat``: other processes, or the fake server on
+the client's core) and the time it was blocked in the event loop's
+``select`` with nothing to run (waiting for the server): medians of the
+rounds. The wall rate can so be read apart from the machine's load: only
+the blocked time is the client waiting on the exchanges themselves.
 """
 
 from __future__ import annotations
@@ -129,6 +137,58 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
     return runs, closers
 
 
+class WallSplit:
+    """Where a round's wall time went: CPU, run-queue wait, blocked in ``select`` (see the module).
+
+    Wraps the running loop's selector while entered; ``split()`` gives the
+    seconds since `start` as (wall, cpu, run queue, blocked). Off (``on=False``,
+    for the instruction counts), it does nothing and ``split()`` is empty.
+    """
+
+    def __init__(self, *, on: bool = True) -> None:
+        self._on = on
+        self._blocked = 0.0
+        self._select: Any = None
+        self._at = (0.0, 0.0, 0.0, 0.0)
+
+    def __enter__(self) -> WallSplit:
+        if not self._on:
+            return self
+        selector = asyncio.get_running_loop()._selector  # type: ignore[attr-defined]
+        self._selector, self._select = selector, selector.select
+
+        def select(timeout: float | None = None) -> Any:
+            start = time.perf_counter()
+            try:
+                return self._select(timeout)
+            finally:
+                self._blocked += time.perf_counter() - start
+
+        selector.select = select
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._on:
+            self._selector.select = self._select
+
+    def _now(self) -> tuple[float, float, float, float]:
+        try:
+            with open("/proc/self/schedstat") as stat:
+                queued = int(stat.read().split()[1]) / 1e9
+        except OSError:  # not Linux: no run-queue figure
+            queued = float("nan")
+        return time.perf_counter(), time.process_time(), queued, self._blocked
+
+    def start(self) -> None:
+        if self._on:
+            self._at = self._now()
+
+    def split(self) -> tuple[float, ...]:
+        if not self._on:
+            return ()
+        return tuple(b - a for a, b in zip(self._at, self._now(), strict=True))
+
+
 async def measure(url: str, names: list[str], rounds: int, concurrent: int, timed: bool) -> None:
     runs, closers = await variants(url)
     unknown = [name for name in names if name not in runs]
@@ -139,6 +199,7 @@ async def measure(url: str, names: list[str], rounds: int, concurrent: int, time
             f"unknown variant(s) {', '.join(map(repr, unknown))}; variants: {', '.join(runs)}"
         )
     cpu: dict[str, list[float]] = {name: [] for name in names}
+    splits: dict[str, list[tuple[float, ...]]] = {name: [] for name in names}
     in_gc = dict.fromkeys(names, 0.0)
     collections = {name: [0, 0, 0] for name in names}
     now: list[Any] = [None, 0.0]
@@ -156,13 +217,16 @@ async def measure(url: str, names: list[str], rounds: int, concurrent: int, time
         for name in names:  # warm the pools
             await asyncio.gather(*[runs[name]() for _ in range(concurrent)])
         gc.callbacks.append(watch)
-        for _ in range(rounds):
-            for name in names:
-                now[0] = name
-                start = time.process_time()
-                await asyncio.gather(*[runs[name]() for _ in range(concurrent)])
-                cpu[name].append((time.process_time() - start) / concurrent)
-                now[0] = None
+        with WallSplit(on=timed) as where:
+            for _ in range(rounds):
+                for name in names:
+                    now[0] = name
+                    start = time.process_time()
+                    where.start()
+                    await asyncio.gather(*[runs[name]() for _ in range(concurrent)])
+                    cpu[name].append((time.process_time() - start) / concurrent)
+                    splits[name].append(tuple(x / concurrent for x in where.split()))
+                    now[0] = None
         gc.callbacks.remove(watch)
     finally:
         for close in closers:
@@ -178,6 +242,13 @@ async def measure(url: str, names: list[str], rounds: int, concurrent: int, time
             f"  {name:20s} least {min(cpu[name]) * 1e6:6.0f} us  median "
             f"{statistics.median(cpu[name]) * 1e6:6.0f} us   in gc {in_gc[name] / per * 1e6:5.0f} us"
             f"   collections per 100 runs (gen 0, 1, 2): {counts}"
+        )
+        wall, used, queued, blocked = (
+            statistics.median(split[i] for split in splits[name]) * 1e6 for i in range(4)
+        )
+        print(
+            f"  {'':20s} wall median {wall:6.0f} us = CPU {used:6.0f} + run queue {queued:6.0f}"
+            f" + blocked in select {blocked:5.0f} (rest {wall - used - queued - blocked:4.0f}, medians)"
         )
 
 
