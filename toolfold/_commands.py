@@ -345,8 +345,19 @@ class _Session:
         if response.finish_reason == "error":
             _say(self.command, "the run failed (see the state's error)")
             return FAILED
-        if response.finish_reason != "stop":
-            _say(self.command, f"the run stopped: {response.finish_reason}")
+        reason = response.finish_reason
+        if reason == "max_iterations":
+            _say(
+                self.command, f"the run stopped: max_iterations ({_RAN_OUT}; the answer is {_LAST})"
+            )
+        elif reason != "stop":
+            _say(self.command, f"the run stopped: {reason}")
+        for path in _loops_ran_out(response.state):
+            _say(
+                self.command,
+                f"note: the loop step {'/'.join(path)} stopped at max_iterations "
+                f"({_RAN_OUT}; it passed on {_LAST})",
+            )
         return OK
 
     def _attempt(self, call: Callable[[], Any], waiting: tuple[str, ...]) -> Any:
@@ -530,6 +541,19 @@ class _Session:
             f"continue with: toolfold resume {self.run_file} --approve ID / --deny ID / "
             "--result ID=JSON",
         )
+
+
+_RAN_OUT = "its until never held"
+_LAST = "its last iteration's output"
+
+
+def _loops_ran_out(state: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The sub-runs (any depth) of loops that ran out of iterations, by the call ids down to them."""
+    for call_id, child in state.sub_runs.items():
+        here = (*path, call_id)
+        if child.finish_reason == "max_iterations":
+            yield here
+        yield from _loops_ran_out(child, here)
 
 
 def _unwrap(event: Any) -> Iterator[tuple[int, str, Any]]:

@@ -442,6 +442,33 @@ def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
     assert "'views' is a workflow" in proc.stderr
 
 
+def test_a_loop_out_of_iterations_is_noted_and_exits_0(tmp_path: Path) -> None:
+    """A loop whose ``until`` never held answers its last output (exit 0) and says so on stderr,
+    as the entry or as a step; one that converged says nothing."""
+    (tmp_path / "loop.toml").write_text(
+        '[workflows.pipeline]\nkind = "sequence"\nsteps = ["polish", "files_helpers:shout"]\n\n'
+        '[workflows.polish]\nkind = "loop"\nstep = "files_helpers:grow"\n'
+        'until = "files_helpers:long_enough"\nmax_iterations = 2\n',
+        encoding="utf-8",
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", "loop.toml", "--agent", "polish", "hi", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (0, "hihihihi\n"), proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "toolfold run: the run stopped: max_iterations (its until never held; "
+        "the answer is its last iteration's output)"
+    )
+    proc = toolfold("run", "loop.toml", "--agent", "pipeline", "hi", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (0, "HIHIHIHI\n"), proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "toolfold run: note: the loop step polish stopped at max_iterations "
+        "(its until never held; it passed on its last iteration's output)"
+    )
+    proc = toolfold("run", "loop.toml", "--agent", "polish", "hello", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (0, "hellohellohellohello\n")
+    assert "max_iterations" not in proc.stderr
+
+
 def test_a_steps_input_and_values_show_their_text_as_written(tmp_path: Path) -> None:
     """The values a step's prompt reads show as text (``"CAFÉ"``), like its input,
     not as ``\\u`` escapes."""
