@@ -389,12 +389,17 @@ class _Session:
                 self.out.flush()
             return outcome
         except ToolfoldError as exc:
-            _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
             from toolfold.runtime._api import state_of
 
             # A provider error carries the run as it stood (an approved tool may
             # have run): kept, so resuming the file again cannot run it twice.
             state = state_of(exc)
+            if state is None and isinstance(exc, UsageError):
+                # Refused before the run went on (an error of a run under way
+                # carries its state): the input does not fit, and nothing ran.
+                _say(self.command, f"{self._refused()}: {exc}")
+                return PROBLEM
+            _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
             if state is not None:
                 self._write(state)
             return FAILED
@@ -405,6 +410,15 @@ class _Session:
             if state is None:
                 raise
             return self._interrupted(state)
+
+    def _refused(self) -> str:
+        """What could not be done, naming the agent and its file (and the state resumed)."""
+        kind = "agent" if hasattr(self.agent, "_sources") else "workflow"
+        target = f"{kind} {self.agent.name!r} of {self.where['file']}"
+        if self.command == "run":
+            return f"cannot run {target} (nothing ran)"
+        state = self.args.state
+        return f"cannot resume {state} with {target} (nothing ran; {state} is unchanged)"
 
     def _interrupted(self, state: Any) -> int:
         """Ctrl-C: the run file written with ``state``, and the code to exit with."""

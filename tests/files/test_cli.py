@@ -146,6 +146,40 @@ def test_resume_denies_with_a_reason_and_reads_a_bare_state(tmp_path: Path) -> N
     assert "not today" in proc.stdout
 
 
+def test_a_state_that_does_not_fit_the_agent_is_bad_input(tmp_path: Path) -> None:
+    """Resuming with another agent, or with a file whose agent changed, is refused with exit 1
+    (bad input, not a failed run 4), naming the agent, its file and what does not fit; nothing
+    runs and the run file is left as it was, so the right resume still works."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "I want a refund for A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    kept = run_file.read_text()
+    changed = tmp_path / "support.toml"  # the same file, its agents' instructions edited
+    changed.write_text(EXAMPLE.read_text().replace('instructions = "', 'instructions = "Now: '))
+    env = {"PYTHONPATH": str(EXAMPLE.parent)}
+    for options, reason in (
+        (
+            ["--agent", "researcher"],
+            f"agent 'researcher' of {EXAMPLE} (nothing ran; {run_file} is unchanged): the run "
+            "was handed to agent 'refunds', which is not among this agent's handoffs",
+        ),
+        (
+            ["--file", str(changed)],
+            f"agent 'triage' of {changed} (nothing ran; {run_file} is unchanged): the resuming "
+            "agent's instructions differ from the run's",
+        ),
+    ):
+        proc = toolfold(
+            "resume", str(run_file), "--approve", "call_4_0", *options, cwd=tmp_path, env=env
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith(f"toolfold resume: cannot resume {run_file} with {reason}")
+        assert proc.stdout == ""
+        assert run_file.read_text() == kept
+    proc = toolfold("resume", str(run_file), "--approve", "call_4_0", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "order A17 refunded\n"), proc.stderr
+
+
 def test_resume_refuses_unknown_ids_and_bad_results(tmp_path: Path) -> None:
     """An id no call waits under exits 1 naming the waiting ones; ``--result`` must be JSON."""
     proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
