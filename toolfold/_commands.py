@@ -413,7 +413,9 @@ class _Session:
 
     def _refused(self) -> str:
         """What could not be done, naming the agent and its file (and the state resumed)."""
-        kind = "agent" if hasattr(self.agent, "_sources") else "workflow"
+        from toolfold.runtime._agent import Agent
+
+        kind = "agent" if isinstance(self.agent, Agent) else "workflow"
         target = f"{kind} {self.agent.name!r} of {self.where['file']}"
         if self.command == "run":
             return f"cannot run {target} (nothing ran)"

@@ -180,6 +180,20 @@ def test_a_state_that_does_not_fit_the_agent_is_bad_input(tmp_path: Path) -> Non
     assert (proc.returncode, proc.stdout) == (0, "order A17 refunded\n"), proc.stderr
 
 
+def test_a_usage_error_once_the_run_is_under_way_is_a_failed_run(tmp_path: Path) -> None:
+    """A UsageError raised by the run itself (a test model out of answers), which carries the
+    run's state, is a failed run: exit 4, the run file written."""
+    (tmp_path / "empty_model.py").write_text(
+        "from toolfold.testing import ScriptedModel\n\nmodel = ScriptedModel([])\n"
+    )
+    (tmp_path / "a.toml").write_text('[agents.a]\nmodel = "empty_model:model"\n')
+    proc = toolfold("run", "a.toml", "hi", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.startswith("toolfold run: the run failed: UsageError: ScriptedModel has")
+    state = json.loads((tmp_path / "toolfold-run.json").read_text())["state"]
+    assert state["phase"] == "awaiting_model"
+
+
 def test_resume_refuses_unknown_ids_and_bad_results(tmp_path: Path) -> None:
     """An id no call waits under exits 1 naming the waiting ones; ``--result`` must be JSON."""
     proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
