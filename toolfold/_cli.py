@@ -1,7 +1,8 @@
 """The ``toolfold`` command line.
 
 Exit codes: 0 success; 1 the input could not be used (an agent file or a state
-file that does not load, an unknown agent or call id); 2 the command line
+file that does not load, an unknown agent or call id, a state that does not fit
+the agent resuming it); 2 the command line
 itself is wrong (argparse's own code); 3 the run waits for approvals or tool
 results (its run file is written); 4 the run failed; 130 interrupted. See
 docs/cli.md.

@@ -345,8 +345,19 @@ class _Session:
         if response.finish_reason == "error":
             _say(self.command, "the run failed (see the state's error)")
             return FAILED
-        if response.finish_reason != "stop":
-            _say(self.command, f"the run stopped: {response.finish_reason}")
+        reason = response.finish_reason
+        if reason == "max_iterations":
+            _say(
+                self.command, f"the run stopped: max_iterations ({_RAN_OUT}; the answer is {_LAST})"
+            )
+        elif reason != "stop":
+            _say(self.command, f"the run stopped: {reason}")
+        for path in _loops_ran_out(response.state):
+            _say(
+                self.command,
+                f"note: the loop step {'/'.join(path)} stopped at max_iterations "
+                f"({_RAN_OUT}; it passed on {_LAST})",
+            )
         return OK
 
     def _attempt(self, call: Callable[[], Any], waiting: tuple[str, ...]) -> Any:
@@ -378,12 +389,17 @@ class _Session:
                 self.out.flush()
             return outcome
         except ToolfoldError as exc:
-            _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
             from toolfold.runtime._api import state_of
 
             # A provider error carries the run as it stood (an approved tool may
             # have run): kept, so resuming the file again cannot run it twice.
             state = state_of(exc)
+            if state is None and isinstance(exc, UsageError):
+                # Refused before the run went on (an error of a run under way
+                # carries its state): the input does not fit, and nothing ran.
+                _say(self.command, f"{self._refused()}: {exc}")
+                return PROBLEM
+            _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
             if state is not None:
                 self._write(state)
             return FAILED
@@ -394,6 +410,17 @@ class _Session:
             if state is None:
                 raise
             return self._interrupted(state)
+
+    def _refused(self) -> str:
+        """What could not be done, naming the agent and its file (and the state resumed)."""
+        from toolfold.runtime._agent import Agent
+
+        kind = "agent" if isinstance(self.agent, Agent) else "workflow"
+        target = f"{kind} {self.agent.name!r} of {self.where['file']}"
+        if self.command == "run":
+            return f"cannot run {target} (nothing ran)"
+        state = self.args.state
+        return f"cannot resume {state} with {target} (nothing ran; {state} is unchanged)"
 
     def _interrupted(self, state: Any) -> int:
         """Ctrl-C: the run file written with ``state``, and the code to exit with."""
@@ -530,6 +557,19 @@ class _Session:
             f"continue with: toolfold resume {self.run_file} --approve ID / --deny ID / "
             "--result ID=JSON",
         )
+
+
+_RAN_OUT = "its until never held"
+_LAST = "its last iteration's output"
+
+
+def _loops_ran_out(state: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The sub-runs (any depth) of loops that ran out of iterations, by the call ids down to them."""
+    for call_id, child in state.sub_runs.items():
+        here = (*path, call_id)
+        if child.finish_reason == "max_iterations":
+            yield here
+        yield from _loops_ran_out(child, here)
 
 
 def _unwrap(event: Any) -> Iterator[tuple[int, str, Any]]:

@@ -559,6 +559,32 @@ steps = [{ step = "writer", timeout = 2.5, on_error = "skip" }]
         assert from_dict(document).get().to_dict() == document
 
 
+def test_a_workflow_using_a_name_an_outer_one_defines_round_trips_but_a_file_checks_it() -> None:
+    """Python builds a workflow whose ``{topic}`` no step defines (a workflow nesting it may),
+    so ``from_dict(spec.to_dict())`` builds it back, nested or alone; a file whose top-level
+    workflow is that one is refused when it loads, as it could only fail when run."""
+    import yaml
+
+    from toolfold import Task, WorkflowDefinitionError
+
+    with override_models(TestModel()):
+        writer = Agent("openai:gpt-4o-mini", name="writer")
+        inner = Sequence(Task(writer, prompt="{topic}: {input}"), name="inner")
+        document = inner.to_dict()
+        again = from_dict(document).get()
+        assert again == inner
+        assert again.to_dict() == document
+        with pytest.raises(WorkflowDefinitionError, match=r"refers to \{topic\}, which no earlier"):
+            again.run("x")  # alone, as Python's own
+        outer = Sequence(Task(writer, name="topic"), inner, name="outer")
+        nested = from_dict(outer.to_dict()).get()
+        assert nested == outer
+        assert nested.run("x").output == outer.run("x").output
+        text = yaml.safe_dump(document, sort_keys=False)
+        with pytest.raises(AgentFileError, match="no other workflow of the file nests this one"):
+            loads(text, format="yaml")
+
+
 def test_stop_conditions_load_and_write_back() -> None:
     """Built-in stop conditions are tables, a predicate an import path; both round-trip."""
     from toolfold.runtime.core._stop import max_steps, token_budget, tool_called

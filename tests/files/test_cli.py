@@ -146,6 +146,54 @@ def test_resume_denies_with_a_reason_and_reads_a_bare_state(tmp_path: Path) -> N
     assert "not today" in proc.stdout
 
 
+def test_a_state_that_does_not_fit_the_agent_is_bad_input(tmp_path: Path) -> None:
+    """Resuming with another agent, or with a file whose agent changed, is refused with exit 1
+    (bad input, not a failed run 4), naming the agent, its file and what does not fit; nothing
+    runs and the run file is left as it was, so the right resume still works."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "I want a refund for A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    kept = run_file.read_text()
+    changed = tmp_path / "support.toml"  # the same file, its agents' instructions edited
+    changed.write_text(EXAMPLE.read_text().replace('instructions = "', 'instructions = "Now: '))
+    env = {"PYTHONPATH": str(EXAMPLE.parent)}
+    for options, reason in (
+        (
+            ["--agent", "researcher"],
+            f"agent 'researcher' of {EXAMPLE} (nothing ran; {run_file} is unchanged): the run "
+            "was handed to agent 'refunds', which is not among this agent's handoffs",
+        ),
+        (
+            ["--file", str(changed)],
+            f"agent 'triage' of {changed} (nothing ran; {run_file} is unchanged): the resuming "
+            "agent's instructions differ from the run's",
+        ),
+    ):
+        proc = toolfold(
+            "resume", str(run_file), "--approve", "call_4_0", *options, cwd=tmp_path, env=env
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.startswith(f"toolfold resume: cannot resume {run_file} with {reason}")
+        assert proc.stdout == ""
+        assert run_file.read_text() == kept
+    proc = toolfold("resume", str(run_file), "--approve", "call_4_0", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "order A17 refunded\n"), proc.stderr
+
+
+def test_a_usage_error_once_the_run_is_under_way_is_a_failed_run(tmp_path: Path) -> None:
+    """A UsageError raised by the run itself (a test model out of answers), which carries the
+    run's state, is a failed run: exit 4, the run file written."""
+    (tmp_path / "empty_model.py").write_text(
+        "from toolfold.testing import ScriptedModel\n\nmodel = ScriptedModel([])\n"
+    )
+    (tmp_path / "a.toml").write_text('[agents.a]\nmodel = "empty_model:model"\n')
+    proc = toolfold("run", "a.toml", "hi", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.startswith("toolfold run: the run failed: UsageError: ScriptedModel has")
+    state = json.loads((tmp_path / "toolfold-run.json").read_text())["state"]
+    assert state["phase"] == "awaiting_model"
+
+
 def test_resume_refuses_unknown_ids_and_bad_results(tmp_path: Path) -> None:
     """An id no call waits under exits 1 naming the waiting ones; ``--result`` must be JSON."""
     proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
@@ -440,6 +488,33 @@ def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
     proc = toolfold("tools", pipeline, "--agent", "views", cwd=tmp_path)
     assert proc.returncode == 1
     assert "'views' is a workflow" in proc.stderr
+
+
+def test_a_loop_out_of_iterations_is_noted_and_exits_0(tmp_path: Path) -> None:
+    """A loop whose ``until`` never held answers its last output (exit 0) and says so on stderr,
+    as the entry or as a step; one that converged says nothing."""
+    (tmp_path / "loop.toml").write_text(
+        '[workflows.pipeline]\nkind = "sequence"\nsteps = ["polish", "files_helpers:shout"]\n\n'
+        '[workflows.polish]\nkind = "loop"\nstep = "files_helpers:grow"\n'
+        'until = "files_helpers:long_enough"\nmax_iterations = 2\n',
+        encoding="utf-8",
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", "loop.toml", "--agent", "polish", "hi", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (0, "hihihihi\n"), proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "toolfold run: the run stopped: max_iterations (its until never held; "
+        "the answer is its last iteration's output)"
+    )
+    proc = toolfold("run", "loop.toml", "--agent", "pipeline", "hi", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (0, "HIHIHIHI\n"), proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "toolfold run: note: the loop step polish stopped at max_iterations "
+        "(its until never held; it passed on its last iteration's output)"
+    )
+    proc = toolfold("run", "loop.toml", "--agent", "polish", "hello", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (0, "hellohellohellohello\n")
+    assert "max_iterations" not in proc.stderr
 
 
 def test_a_steps_input_and_values_show_their_text_as_written(tmp_path: Path) -> None:

@@ -192,6 +192,37 @@ def test_an_input_filter_that_empties_the_conversation_is_a_clear_error() -> Non
     _consistent(state)
 
 
+def test_an_input_filter_that_raises_says_resuming_calls_it_again() -> None:
+    """A raising input_filter's error says its state is the run before the handoff and that
+    resuming calls the filter again; so it does, and an agent with another filter goes on."""
+
+    def lost(messages: Any) -> Any:
+        raise LookupError("no such message")
+
+    target = Agent(ScriptedModel(["target answers"]), name="target")
+    source = Agent(
+        ScriptedModel([call("move", {})]),
+        name="source",
+        handoffs=[Handoff(target, name="move", input_filter=lost)],
+    )
+    with pytest.raises(RunError) as caught:
+        source.run("question")
+    assert str(caught.value) == (
+        "the input_filter of the handoff to 'target' raised LookupError: no such message; "
+        "the error's state is the run before the handoff, and resuming it hands off again, "
+        "calling this input_filter again: fix the function, or resume with an agent whose "
+        "Handoff has another input_filter"
+    )
+    state = caught.value.state
+    assert state is not None
+    with pytest.raises(RunError) as again:
+        source.resume(state)
+    assert str(again.value) == str(caught.value)
+    mended = source.evolve(handoffs=[Handoff(target, name="move", input_filter=list)])
+    response = mended.resume(state)
+    assert (response.agent, response.text) == ("target", "target answers")
+
+
 def test_an_input_filter_that_is_not_a_function_is_refused_when_the_agent_is_built() -> None:
     """Handoff(input_filter=...) that cannot be called fails at Agent(...), not at the first handoff."""
     target = Agent(ScriptedModel(["ok"]), name="target")

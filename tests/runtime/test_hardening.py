@@ -97,6 +97,31 @@ def test_an_observer_cannot_change_the_arguments_a_tool_runs_with() -> None:
     assert info.value.state.messages[1].tool_calls[0].arguments == {"path": "a.txt"}
 
 
+def test_an_observer_that_raises_says_resuming_goes_on_without_it() -> None:
+    """A raising on_step observer's error says its state is the run up to that point and
+    that resuming calls only the observers given to it; resuming without it goes on."""
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    def on_step(step: Any) -> None:
+        raise ValueError("full")
+
+    model = ScriptedModel([call("ping", {}), "done"])
+    with pytest.raises(RunError) as caught:
+        generate_text(model, "go", tools=[ping], on_step=on_step)
+    assert str(caught.value) == (
+        "the on_step observer raised ValueError: full; the error's state is the run up to "
+        "that point, and resuming it goes on from there, calling only the observers given "
+        "to that resume"
+    )
+    state = caught.value.state
+    assert state is not None
+    assert resume(state, model=model, tools=[ping]).text == "done"
+
+
 def test_frozen_arguments_round_trip_and_still_behave_like_json() -> None:
     """Read-only arguments compare equal to dicts, dump as JSON, pickle, copy and survive from_json."""
     part = ToolCallPart("c1", "t", "{}", {"a": {"b": [1, {"c": 2}]}}, {"item": {"id": "x"}})

@@ -344,6 +344,31 @@ def test_output_validation_round() -> None:
     assert (state.phase, state.output, state.finish_reason) == ("finished", {"x": 1}, "stop")
 
 
+@pytest.mark.parametrize("reason", ["stop", "length", "max_iterations"])
+def test_an_accepted_answer_finishes_with_the_reason_only_a_loop_carries(reason: str) -> None:
+    """An accepted answer finishes ``stop``, or ``max_iterations`` when its response says so (a
+    workflow's loop out of iterations), a changed step limit logged after it or not; a
+    provider's ``length`` does not carry over (the answer fit the output type)."""
+    from toolfold.runtime import ModelResponded, ModelResponse, StepLimitChanged, replay
+    from toolfold.runtime.core._messages import NO_USAGE
+    from toolfold.runtime.core._rounds import reduce_all
+
+    out = OutputSpec("answer", {"type": "object"})
+    state = reduce(start(output=out), answer('{"x": 1}', finish_reason=reason))
+    later = reduce(state, StepLimitChanged(20))
+    expected = "max_iterations" if reason == "max_iterations" else "stop"
+    for validating in (state, later):
+        finished = reduce(validating, OutputAccepted({"x": 1}))
+        assert (finished.phase, finished.output) == ("finished", {"x": 1})
+        assert finished.finish_reason == expected
+        assert replay(finished.log) == finished
+    # `reduce_all`'s one pass over a plain answer (a response without usage, as a planner's)
+    plain = ModelResponded(ModelResponse(Message.assistant('{"x": 1}'), NO_USAGE, reason))
+    assert (
+        reduce_all(start(output=out), [plain, OutputAccepted({"x": 1})]).finish_reason == expected
+    )
+
+
 def test_output_retries_exhausted_fail_the_run() -> None:
     """More rejections than output_retries fail the run with kind output_validation."""
     out = OutputSpec("answer", {"type": "object"})

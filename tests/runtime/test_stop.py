@@ -44,7 +44,7 @@ from toolfold.runtime import (
 from toolfold.runtime._task import step_result
 from toolfold.runtime._view import to_html
 from toolfold.runtime.core._stop import stop_event
-from toolfold.testing import FunctionModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 
 def _after_tool_step(
@@ -410,3 +410,34 @@ def test_as_tool_output_still_decides_for_a_stopped_sub_run() -> None:
     sub = _chatty("pinger", max_steps=1).as_tool(output=lambda r: f"gave up: {r.finish_reason}")
     Agent(_lead("pinger", seen), tools=[sub]).run("go")
     assert _read(seen) == [("gave up: max_steps", False)]
+
+
+def test_a_stop_condition_that_raises_says_resuming_calls_it_again() -> None:
+    """A raising stop_when callable's error says resuming calls it again first (so it does),
+    and how to go on without it (an agent's own: `agent.evolve(stop_when=...)`)."""
+
+    def broken(state: RunState) -> bool:
+        raise KeyError("budget")
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    model = ScriptedModel([ScriptedModel.call("ping", {}), "done"])
+    agent = Agent(model, tools=[ping], stop_when=[broken])
+    with pytest.raises(RunError) as caught:
+        agent.run("go")
+    assert str(caught.value) == (
+        "the stop_when condition raised KeyError: 'budget'; the error's state is the run "
+        "before its next model call, and resuming it calls this condition again first: fix "
+        "the function, or resume without it (an agent's own: resume with "
+        "agent.evolve(stop_when=...))"
+    )
+    state = caught.value.state
+    assert state is not None
+    assert [r.content for r in state.messages[-1].tool_results] == ["pong"]  # the tool ran
+    with pytest.raises(RunError) as again:
+        agent.resume(state)
+    assert str(again.value) == str(caught.value)
+    assert agent.evolve(stop_when=()).resume(state).text == "done"

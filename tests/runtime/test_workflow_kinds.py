@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 from typing import Any, Literal, TypedDict
@@ -16,6 +17,7 @@ from toolfold import (
     Parallel,
     Route,
     RunError,
+    RunState,
     Sequence,
     SubRunEvent,
     Task,
@@ -108,6 +110,64 @@ def test_loop_feeds_each_output_back_and_stops_at_max_iterations() -> None:
     """Each iteration gets the previous output; without the condition holding it stops at the limit."""
     response = Loop(echo("e"), until=lambda text: False, max_iterations=3).run("x")
     assert response.output == "e(e(e(x)))"
+    assert response.finish_reason == "max_iterations"
+
+
+@pytest.mark.parametrize("driver", ["run", "watched", "arun", "stream"])
+def test_a_loop_out_of_iterations_says_so_a_converged_one_does_not(driver: str) -> None:
+    """`finish_reason` tells a loop whose ``until`` never held (``max_iterations``, the last
+    output as its output) from one that converged at its last iteration (``stop``), whichever
+    driver runs it; the state keeps it through JSON and a replay."""
+
+    def ran(limit: int) -> Any:
+        loop = Loop(echo("e"), until=lambda text: text.count("(") >= 3, max_iterations=limit)
+        if driver == "run":
+            return loop.run("x")
+        if driver == "watched":  # an observer: the agent loop drives it, not the lean driver
+            return loop.run("x", on_event=lambda event: None)
+        if driver == "arun":
+            return asyncio.run(loop.arun("x"))
+        stream = loop.stream("x")
+        for _ in stream:
+            pass
+        return stream.response
+
+    exhausted, converged = ran(2), ran(3)
+    assert (exhausted.output, exhausted.finish_reason) == ("e(e(x))", "max_iterations")
+    assert exhausted.state.finish_reason == "max_iterations"
+    assert exhausted.state.output == "e(e(x))"
+    exact(exhausted.state)
+    assert (converged.output, converged.finish_reason) == ("e(e(e(x)))", "stop")
+    assert converged.state.finish_reason == "stop"
+
+
+def test_a_loop_without_until_runs_its_iterations_and_stops() -> None:
+    """``until=None`` asks for exactly ``max_iterations``: reaching them is no limit hit."""
+    response = Loop(echo("e"), max_iterations=2).run("x")
+    assert (response.output, response.finish_reason) == ("e(e(x))", "stop")
+
+
+def test_a_nested_loop_out_of_iterations_passes_its_output_and_its_sub_run_says_so() -> None:
+    """A loop step that ran out still passes its last output on (the outer run answers: ``stop``);
+    its sub-run, in the outer state, finished with ``max_iterations``."""
+    outer = Sequence(
+        Loop(echo("e"), until=lambda text: False, max_iterations=2, name="polish"), echo("w")
+    )
+    response = outer.run("x")
+    assert (response.output, response.finish_reason) == ("w(e(e(x)))", "stop")
+    assert response.state.sub_runs["polish"].finish_reason == "max_iterations"
+    exact(response.state)
+
+
+def test_a_state_stored_before_max_iterations_existed_loads_and_replays_as_stop() -> None:
+    """A state written when a loop out of iterations finished with ``stop`` (its planner's
+    answer said ``stop`` too) still loads, and replays to the very state stored."""
+    response = Loop(echo("e"), until=lambda text: False, max_iterations=2).run("x")
+    stored = response.state.to_json()
+    assert stored.count('"max_iterations"') == 2  # the planner's answer, the run's finish
+    old = RunState.from_json(stored.replace('"max_iterations"', '"stop"'))
+    assert (old.finish_reason, old.output) == ("stop", "e(e(x))")
+    exact(old)
 
 
 def test_loop_predicate_sees_the_typed_output() -> None:

@@ -491,6 +491,13 @@ tree = TemporalAgent(
 )
 
 
+# A loop whose until never holds: it ends at its max_iterations, and says so.
+hoarse = TemporalAgent(
+    Loop(_echo("louder"), until=lambda text: False, max_iterations=2, name="hoarse"),
+    settings=SETTINGS,
+)
+
+
 def explode(text: str) -> str:
     """A step that always fails."""
     raise ValueError(f"cannot take {text!r}")
@@ -991,7 +998,7 @@ settling = TemporalAgent(
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
-    *(pipeline, tree, broken, nested, signed, boss, voiced, skipping, swelling),
+    *(pipeline, tree, hoarse, broken, nested, signed, boss, voiced, skipping, swelling),
     *(desk, ping, handed, front, strict, lenient, extracting, hopping, cashier, clumsy),
     *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain, torn, unanswered),
     *(served, served_chained, served_step, served_step_chained, served_boss),

@@ -730,6 +730,19 @@ def test_a_workflow_spec_runs_durably_like_a_local_run(
     _replays(history)
 
 
+def test_a_loop_out_of_iterations_finishes_durably_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Loop whose until never held finishes with max_iterations on Temporal too, its last
+    output the output, in the state a local run reaches; the history replays."""
+    durable, history, local = _run_like_local(
+        temporal_app.hoarse, "hoarse-1", server, tmp_path, monkeypatch
+    )
+    assert (durable.output, durable.finish_reason) == ("louder(louder(go))", "max_iterations")
+    assert local.finish_reason == "max_iterations"
+    _replays(history)
+
+
 def test_a_failing_workflow_step_raises_the_local_runs_error(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -156,10 +156,22 @@ def from_dict(
 ) -> AgentFile:
     """Build the agents of a document (what ``agent.to_dict()`` gives).
 
+    It builds what Python builds from the same specs, so that
+    ``from_dict(spec.to_dict())`` gives any spec back: unlike a file, a
+    workflow's ``{name}`` placeholder that none of its steps defines is no
+    problem here (a workflow that uses one may be nested later; run on its
+    own, it raises the `WorkflowDefinitionError` Python's would).
+
+    Args:
+        data: The document.
+        name: The name errors give it.
+        search: A folder searched first for import paths.
+        model: A model for every agent instead of the document's.
+
     Raises:
         AgentFileError: Every problem of the document, at once.
     """
-    return _Loader(dict(data), _Lines(name, "", "dict"), search, model).build()
+    return _Loader(dict(data), _Lines(name, "", "dict"), search, model, a_file=False).build()
 
 
 # --- parsing --------------------------------------------------------------------
@@ -286,11 +298,16 @@ class _Loader:
         lines: _Lines,
         search: str | None,
         model: str | Model | None,
+        *,
+        a_file: bool = True,
     ) -> None:
         self.data = data
         self.lines = lines
         self.search = search
         self.model = model
+        # A file's workflows no other one nests run on its own (`_check_free_names`);
+        # a document `from_dict` builds is a spec's, which Python builds as it is.
+        self.a_file = a_file
         self.problems: list[str] = []
         self.entries: dict[str, AgentEntry] = {}
         self.flows: dict[str, WorkflowEntry] = {}
@@ -382,9 +399,10 @@ class _Loader:
                 # it refers to one that could not be built (reported): the others go on
         if self.problems:
             raise self.fail()
-        self._check_free_names(built)
-        if self.problems:
-            raise self.fail()
+        if self.a_file:
+            self._check_free_names(built)
+            if self.problems:
+                raise self.fail()
         scope = {name: typing.cast(Agent, built[name]) for name in agents}
         for agent in scope.values():
             agent._in_scope(scope)  # a handoff by name finds any agent of the file

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Generator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Union
 
 from toolfold.runtime._planner import (
     Attempt,
@@ -116,10 +116,12 @@ class Answered(NamedTuple):
             JSON); None for a decoded answer (`Final.decoded`), whose JSON
             is written from ``plain`` when the state is made.
         plain: The value accepted as the run's output (plain data).
+        reason: The run's finish reason (the planner's `Final`'s).
     """
 
     text: str | None
     plain: Any
+    reason: Literal["stop", "max_iterations"] = "stop"
 
 
 # What plain rounds record, in order: per round, the planner's calls (its
@@ -191,9 +193,17 @@ class Deferred(NamedTuple):
     @property
     def plain(self) -> Any:
         """The state's output."""
+        return self._answer().plain
+
+    @property
+    def finish_reason(self) -> Literal["stop", "max_iterations"]:
+        """The state's ``finish_reason``."""
+        return self._answer().reason
+
+    def _answer(self) -> Answered:
         answer = self.records[-1]
         assert type(answer) is Answered
-        return answer.plain
+        return answer
 
     @property
     def run_id(self) -> str:
@@ -234,7 +244,8 @@ def events_of(records: list[_Record]) -> list[Event]:
             text = record.text  # type: ignore[union-attr]
             if text is None:  # a decoded answer: its value is plain JSON data
                 text = json_text(record.plain)  # type: ignore[union-attr]
-            events.append(_responded_event(answer_response(text), ()))
+            response = answer_response(text, record.reason)  # type: ignore[union-attr]
+            events.append(_responded_event(response, ()))
             events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
         else:
             parts = step_calls(record)  # type: ignore[arg-type]
@@ -435,10 +446,11 @@ def _plain_rounds(
                 return _reached(start, records), (decision, plan)
             assert isinstance(decision, Final)
             if decision.decoded:  # accepted as it is: its JSON is written when the state is made
-                records.append(Answered(None, decision.value))
+                records.append(Answered(None, decision.value, decision.reason))
             else:
                 text = json_text(decision.value)
-                records.append(Answered(text, _plain_answer(live, decision, text)))
+                answer = _plain_answer(live, decision, text)
+                records.append(Answered(text, answer, decision.reason))
             return _deferred(live, start, records), None
         steps = _plain(steps_named, decision) if rounds else None
         if steps is None:

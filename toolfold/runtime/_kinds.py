@@ -431,6 +431,8 @@ class Loop(Workflow):
             the name of a field of a structured output (``"done"``) that
             stops the loop when true. None: run ``max_iterations`` times.
         max_iterations: Iterations at most; the last output is the result.
+            A run that reaches them before ``until`` holds finishes with
+            ``finish_reason == "max_iterations"`` (else ``"stop"``).
         name: The workflow's name.
     """
 
@@ -512,7 +514,8 @@ class Loop(Workflow):
                 continue  # decided when this iteration ended: the condition did not hold
             if not status.skipped and self._holds(value):
                 return Final(value)
-        return Final(value)
+        # Out of iterations: the last output is the answer, and the run says `until` never held.
+        return Final(value, reason="stop" if self.until is None else "max_iterations")
 
     def _holds(self, plain: Any) -> bool:
         until = self.until

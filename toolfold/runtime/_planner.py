@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from json.encoder import encode_basestring_ascii
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import attrs
 
@@ -32,7 +32,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     freeze,
 )
-from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec
+from toolfold.runtime.core._request import FinishReason, ModelRequest, ModelResponse, OutputSpec
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._loop import unique_call_ids
 from toolfold.runtime.drive._output import OutputRejected, OutputSchema
@@ -279,22 +279,28 @@ class _PlanCache:
 
 
 class Final(NamedTuple):
-    """The workflow's output (plain data).
+    """The workflow's output (plain data), and why the workflow ends.
 
-    ``decoded``: the value is made only of steps' outputs as their results
-    decode (an `Attempt`'s value), so its JSON decodes to an equal value: the
-    run accepts it as it is, not decoded again from its JSON.
+    Attributes:
+        value: The output.
+        decoded: The value is made only of steps' outputs as their results
+            decode (an `Attempt`'s value), so its JSON decodes to an equal
+            value: the run accepts it as it is, not decoded again from its JSON.
+        reason: ``stop``, or ``max_iterations`` for a `Loop` that ran out of
+            iterations before its ``until`` held (its answer's finish reason,
+            which the run finishes with).
     """
 
     value: Any
     decoded: bool = False
+    reason: Literal["stop", "max_iterations"] = "stop"
 
 
 def respond(decision: list[Call] | Final) -> ModelResponse:
     """The planner's decision as a model response."""
     # Built without the records' converters: every value has its final type.
     if isinstance(decision, Final):
-        return answer_response(json_text(decision.value))
+        return answer_response(json_text(decision.value), decision.reason)
     parts = step_calls(decision)
     response = calls_response(parts)
     if len(parts) > 1 and len({p.id for p in parts}) < len(parts):
@@ -302,10 +308,13 @@ def respond(decision: list[Call] | Final) -> ModelResponse:
     return response
 
 
-def answer_response(text: str) -> ModelResponse:
-    """The planner's response giving the final answer ``text`` (its value as JSON: `json_text`)."""
+def answer_response(text: str, reason: FinishReason = "stop") -> ModelResponse:
+    """The planner's response giving the final answer ``text`` (its value as JSON: `json_text`).
+
+    ``reason``: the `Final`'s, which the run finishes with.
+    """
     return _response(
-        _message("assistant", (_text(text),)), NO_USAGE, "stop", None, PLANNER_MODEL, None
+        _message("assistant", (_text(text),)), NO_USAGE, reason, None, PLANNER_MODEL, None
     )
 
 

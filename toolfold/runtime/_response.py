@@ -34,6 +34,7 @@ RunFinishReason = Literal[
     "token_budget",
     "tool_called",
     "stop_condition",
+    "max_iterations",
     "error",
 ]
 
@@ -170,9 +171,11 @@ class Response:
 
         ``stop`` (the model answered), ``max_steps``, ``length``,
         ``tool_calls`` (calls wait for the caller's results),
-        ``approval_required`` (calls wait for approvals), ``error``, or the
+        ``approval_required`` (calls wait for approvals), ``error``, the
         reason of a stop condition (``token_budget``, ``tool_called``,
-        ``stop_condition``).
+        ``stop_condition``), or ``max_iterations``: a workflow's `Loop` ran
+        out of iterations before its ``until`` held (its output is the
+        last iteration's).
         """
         phase = self.state.phase
         if phase == "awaiting_approval":

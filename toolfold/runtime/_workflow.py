@@ -666,8 +666,9 @@ class WorkflowResponse(Response):
     @property
     def finish_reason(self) -> RunFinishReason:
         """Why the run stopped (see `Response.finish_reason`)."""
-        if self._deferred() is not None:  # finished with the planner's answer
-            return "stop"
+        deferred = self._deferred()
+        if deferred is not None:  # finished with the planner's answer
+            return deferred.finish_reason
         return super().finish_reason
 
     @property

@@ -136,8 +136,9 @@ class Finish:
 
     Attributes:
         reason: ``stop``, ``length``, ``content_filter``, ``max_steps``,
-            ``token_budget``, ``tool_called``, ``stop_condition``, or
-            ``error`` for a failed run.
+            ``token_budget``, ``tool_called``, ``stop_condition``,
+            ``max_iterations`` (a workflow's `Loop` whose ``until`` never
+            held), or ``error`` for a failed run.
         output: The final output (plain data), or None.
         error: Why the run failed, when it did.
     """

@@ -380,7 +380,9 @@ def _user_message_added(state: RunState, event: UserMessageAdded, changes: Chang
 
 
 def _output_accepted(state: RunState, event: OutputAccepted, changes: Changes) -> None:
-    changes.update(phase="finished", finish_reason="stop", output=event.value)
+    changes.update(
+        phase="finished", finish_reason=_steps.answered_reason(state), output=event.value
+    )
 
 
 def _output_rejected(state: RunState, event: OutputRejected, changes: Changes) -> None:

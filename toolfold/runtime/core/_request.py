@@ -13,7 +13,12 @@ from toolfold.runtime.core._messages import (
     Usage,
 )
 
-FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
+FinishReason = Literal[
+    "stop", "length", "tool_calls", "content_filter", "error", "other", "max_iterations"
+]
+"""Why a model stopped, normalised. ``max_iterations`` is no provider's: a
+workflow's planner answers with it when a `Loop` gave its last output because
+its ``max_iterations`` ran out before ``until`` held."""
 
 
 @attrs.frozen

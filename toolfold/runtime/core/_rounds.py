@@ -30,7 +30,7 @@ from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted,
 from toolfold.runtime.core._messages import NO_USAGE, Message, ToolCallPart, ToolResultPart
 from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import CallState, RunState
-from toolfold.runtime.core._steps import Changes, evolve
+from toolfold.runtime.core._steps import Changes, accepted_reason, evolve
 
 _result = builder(ToolResultPart)
 _message = builder(Message)
@@ -77,7 +77,7 @@ def reduce_all(state: RunState, events: Sequence[Event]) -> RunState:
                 "phase": "finished",
                 "step": step + 1,
                 "calls": (),
-                "finish_reason": "stop",
+                "finish_reason": accepted_reason(response),
                 "output": after.value,
             }
             last = None

@@ -39,6 +39,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import (
     CallState,
     CallStatus,
@@ -145,6 +146,31 @@ _CONTENT = (TextPart, ImagePart, FilePart)
 
 # --- a model response ------------------------------------------------------
 
+# The reasons of an answering response that its run finishes with (any other: "stop").
+_CARRIED = ("length", "content_filter", "max_iterations")
+
+
+def accepted_reason(response: ModelResponse) -> str:
+    """The finish reason of a run whose answer ``response`` gave was accepted.
+
+    ``max_iterations`` when the response says so (a workflow's `Loop` whose
+    ``until`` never held answers with its last output), else ``stop``: a
+    provider's reason (``length``...) does not carry over, since the answer
+    fit the output type.
+    """
+    return "max_iterations" if response.finish_reason == "max_iterations" else "stop"
+
+
+def answered_reason(state: RunState) -> str:
+    """`accepted_reason` of the response that gave the answer ``state`` validates.
+
+    It is the log's last response: only a changed step limit may follow it.
+    """
+    for event in reversed(state.log):
+        if event.kind == "model_responded":
+            return accepted_reason(event.response)
+    return "stop"  # pragma: no cover - a run validates an answer a response gave
+
 
 def model_responded(state: RunState, event: ModelResponded, changes: Changes) -> None:
     """Record the response; finish, validate the answer, or set up its tool calls."""
@@ -166,7 +192,7 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
         reason = response.finish_reason
         changes.update(
             phase="finished",
-            finish_reason=reason if reason in ("length", "content_filter") else "stop",
+            finish_reason=reason if reason in _CARRIED else "stop",
             output=message.text,
         )
         return

@@ -11,6 +11,7 @@ error its failure names; ``on_tool_error="raise"`` raises a failed call's
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from toolfold._errors import (
     OutputValidationError,
@@ -22,12 +23,32 @@ from toolfold._errors import (
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._executor import ToolOutcome
 
+# What resuming the state of an `observer_failure` does, by what raised. An
+# observer is given per call, so a resume calls only the ones given to it; a
+# stop condition and a handoff's input filter belong to the agent (or the
+# call), and resuming runs them again before anything else.
+_RESUMING = {
+    "observer": "the run up to that point, and resuming it goes on from there, calling only "
+    "the observers given to that resume",
+    "stop_when": "the run before its next model call, and resuming it calls this condition "
+    "again first: fix the function, or resume without it (an agent's own: resume with "
+    "agent.evolve(stop_when=...))",
+    "input_filter": "the run before the handoff, and resuming it hands off again, calling "
+    "this input_filter again: fix the function, or resume with an agent whose Handoff has "
+    "another input_filter",
+}
 
-def observer_failure(what: str, exc: Exception, state: RunState) -> RunError:
+
+def observer_failure(
+    what: str,
+    exc: Exception,
+    state: RunState,
+    kind: Literal["observer", "stop_when", "input_filter"],
+) -> RunError:
+    """The error of a run whose ``what`` (of ``kind``) raised ``exc``: it says what resuming does."""
     # Tools may already have run: the error must keep the state they produced.
     return RunError(
-        f"the {what} raised {type(exc).__name__}: {exc}; the error's state is the run "
-        "up to that point (resume it to go on)",
+        f"the {what} raised {type(exc).__name__}: {exc}; the error's state is {_RESUMING[kind]}",
         state,
     )
 

@@ -184,7 +184,9 @@ def handed_off(
             conversation = state.messages if messages is None else messages
             messages = tuple(to_messages_list(input_filter(conversation)))
         except Exception as exc:
-            raise observer_failure(f"input_filter of the handoff to {agent!r}", exc, state) from exc
+            raise observer_failure(
+                f"input_filter of the handoff to {agent!r}", exc, state, "input_filter"
+            ) from exc
         if not messages:  # every provider refuses a request with no conversation
             raise RunError(
                 f"the input_filter of the handoff to {agent!r} returned no messages: the "

@@ -297,7 +297,7 @@ def _live_stop(live: Live, state: RunState) -> StopRequested | None:
     try:
         return stop_event(state, live.stop_when)
     except Exception as exc:
-        raise observer_failure("stop_when condition", exc, state) from exc
+        raise observer_failure("stop_when condition", exc, state, "stop_when") from exc
 
 
 def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _Part:
@@ -440,7 +440,7 @@ def _observe(observer: Callable[[Any], object], value: Any, state: RunState, nam
     try:
         observer(value)
     except Exception as exc:
-        raise observer_failure(f"{name} observer", exc, state) from exc
+        raise observer_failure(f"{name} observer", exc, state, "observer") from exc
 
 
 def unique_call_ids(response: ModelResponse) -> ModelResponse:
