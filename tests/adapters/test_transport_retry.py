@@ -105,12 +105,13 @@ def test_delay_order_and_limit() -> None:
 
 
 @pytest.mark.parametrize("option", ["max_retry_after", "initial_delay", "max_delay"])
-@pytest.mark.parametrize("bad", [float("inf"), float("nan"), None, -1.0, True])
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), None, -1.0, True, 86_400.5, 1e12])
 def test_a_wait_that_is_not_a_finite_number_of_seconds_is_refused(option: str, bad: Any) -> None:
     """``max_retry_after=inf`` is no "honour any wait": it, and the delays, must be finite.
 
     inf was accepted, so one ``retry-after: 999999999999`` stalled the call; None was
-    accepted too and failed as a TypeError at the first retry.
+    accepted too and failed as a TypeError at the first retry. A finite bound past a
+    day is refused too: 1e12 let that header crash the blocking sleep (OverflowError).
     """
     with pytest.raises(ModelConfigError, match=f"^RetryPolicy.{option} must be a finite number"):
         RetryPolicy(**{option: bad})

@@ -90,19 +90,24 @@ class HttpLimits:
     max_decoded_bytes: int | None = attrs.field(default=128 * 2**20, validator=_positive)
 
 
+_LONGEST_WAIT = 86_400
+
+
 def _finite_seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     # A wait toolfold takes, or the bound on one: inf would let a single
     # retry-after header (the parser reads up to 12 digits, or a date in 9999)
-    # stall a call for good, or crash the blocking sleep (OverflowError).
-    # bool is an int, but True is no number of seconds.
+    # stall a call for good, or crash the blocking sleep (OverflowError): so
+    # does a finite bound past what `time.sleep` takes (about 9.2e9 s), so
+    # the bound is a day. bool is an int, but True is no number of seconds.
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
         or not math.isfinite(value)
-        or value < 0
+        or not 0 <= value <= _LONGEST_WAIT
     ):
         raise ModelConfigError(
-            f"RetryPolicy.{attribute.name} must be a finite number of seconds >= 0, got {value!r}"
+            f"RetryPolicy.{attribute.name} must be a finite number of seconds from 0 to "
+            f"{_LONGEST_WAIT:,} (a day), got {value!r}"
         )
 
 
@@ -121,14 +126,16 @@ class RetryPolicy:
             a longer one makes the error go to the caller. Like the two
             delays, a finite number of seconds: there is no "honour any
             wait" (``inf``), which would let one header stall a call for
-            good; give a large bound and a ``Timeouts(total=...)`` instead.
-
-    Raises:
-        ModelConfigError: A delay or ``max_retry_after`` that is not a finite
-            number of seconds >= 0 (``inf``, NaN, None, a negative number).
+            good; give a large bound (at most a day) and a
+            ``Timeouts(total=...)`` instead.
         retry_connection_errors: Retry when the connection failed or dropped
             before any response arrived.
         retry_timeouts: Retry after a connect or read timeout.
+
+    Raises:
+        ModelConfigError: A delay or ``max_retry_after`` that is not a number
+            of seconds from 0 to 86,400 (a day): ``inf``, NaN, None, a
+            negative number, or a longer wait than any sleep should take.
     """
 
     max_retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
