@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from scripted_http import Reply, ScriptedServer, sse
 from test_transport_clients import KEY, PACKAGES
 
 import toolfold
-from toolfold import ModelConfigError
+from toolfold import ModelConfigError, ProviderError
 from toolfold.adapters._http._backends import make_sync
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 from toolfold.adapters._http._transport import Transport
@@ -263,6 +264,7 @@ def test_the_variable_that_applies_wins_under_aiohttp(
         {"ALL_PROXY": SOCKS, "NO_PROXY": "127.0.0.1"},
         {"HTTP_PROXY": SOCKS, "NO_PROXY": "example.com, 127.0.0.1"},
         {"ALL_PROXY": SOCKS, "NO_PROXY": "*"},
+        {"HTTP_PROXY": SOCKS, "NO_PROXY": "127.0.0.1:{port}"},  # a host:port entry
         {"HTTPS_PROXY": SOCKS},  # another scheme's
     ],
 )
@@ -273,7 +275,7 @@ def test_a_proxy_that_does_not_apply_to_the_host_is_not_refused(
     stdlib's rules; it is another scheme's) is no reason to refuse: the request goes direct."""
     _clear_proxies(monkeypatch)
     for variable, value in environment.items():
-        monkeypatch.setenv(variable, value)
+        monkeypatch.setenv(variable, value.replace("{port}", str(http_server.port)))
     http_server.add(Reply(json={"ok": 1}))
     assert _send(f"{http_server.url}/v1", "async", http="aiohttp") == [{"ok": 1}]
     assert http_server.requests[0].path == "/v1/chat/completions"
@@ -288,6 +290,28 @@ def test_aiohttp_sends_the_proxys_credentials(
     http_server.add(Reply(json={"ok": 1}))
     assert _send("http://api.example.invalid/v1", "async", http="aiohttp") == [{"ok": 1}]
     assert http_server.requests[0].headers["proxy-authorization"] == "Basic dXNlcjpwdw=="
+
+
+@pytest.mark.parametrize("name", ASYNC_OWNED)
+def test_a_proxys_password_never_shows_when_the_proxy_refuses(
+    http_server: ScriptedServer, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy answering CONNECT with 407: the error names no password of the proxy's.
+
+    aiohttp writes the proxy URL it is given into its error (``url=...``): given
+    with its ``user:password@`` (as the backend did once it read the proxy itself),
+    the password showed in toolfold's error and its traceback.
+    """
+    password = "pr0xy-Passw0rd-XYZ"
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", f"http://user:{password}@127.0.0.1:{http_server.port}")
+    http_server.add(Reply(status=407, headers={"proxy-authenticate": "Basic realm=x"}))
+    with pytest.raises(ProviderError) as caught:
+        _send("https://api.example.invalid/v1", "async", http=name, retry=0)
+    assert http_server.requests[0].method == "CONNECT"
+    shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
+    assert password not in shown
+    assert "api.example.invalid" in str(caught.value)
 
 
 @pytest.mark.parametrize(("name", "mode"), PAIRS)

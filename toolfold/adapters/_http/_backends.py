@@ -37,6 +37,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._http._keys import url_secrets
+from toolfold.adapters._http._logs import guard_logs
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 
 __all__ = [
@@ -495,10 +497,20 @@ class AiohttpBackend:
         timeouts: The timeouts the session was made with: a request with the
             same ones passes none, and the session's own apply.
         proxy: The proxy each request goes through (an owned session's, read
-            from the environment when it was made), or None.
+            from the environment when it was made), or None; without its
+            user and password, which are in ``proxy_headers``.
+        proxy_headers: The proxy's ``Proxy-Authorization``, or None.
     """
 
-    __slots__ = ("_aiohttp", "_defaults", "_proxy", "_timeouts", "owned", "session")
+    __slots__ = (
+        "_aiohttp",
+        "_defaults",
+        "_proxy",
+        "_proxy_headers",
+        "_timeouts",
+        "owned",
+        "session",
+    )
 
     def __init__(
         self,
@@ -507,11 +519,12 @@ class AiohttpBackend:
         owned: bool,
         timeouts: Timeouts | None = None,
         proxy: str | None = None,
+        proxy_headers: Mapping[str, str] | None = None,
     ) -> None:
         import aiohttp
 
         self.session, self.owned, self._aiohttp = session, owned, aiohttp
-        self._timeouts, self._proxy = timeouts, proxy
+        self._timeouts, self._proxy, self._proxy_headers = timeouts, proxy, proxy_headers
         self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
 
     def send(
@@ -526,6 +539,10 @@ class AiohttpBackend:
         options: Mapping[str, Any] = _NO_OPTIONS
         if timeout is not None and not _own_timeouts(timeout, self._timeouts, self._defaults):
             options = {"timeout": _aiohttp_timeout(self._aiohttp, timeout)}
+        if self._proxy_headers is not None and url[:5].lower() == "http:":
+            # aiohttp sends `proxy_headers` in the CONNECT of an https request
+            # only: a plain-HTTP one, which the proxy forwards, carries them itself.
+            headers = {**headers, **self._proxy_headers}
         request = self.session.post(
             url,
             data=content,
@@ -534,6 +551,7 @@ class AiohttpBackend:
             auto_decompress=False,
             raise_for_status=False,
             proxy=self._proxy,
+            proxy_headers=self._proxy_headers,
             **options,
         )
         if self.owned:
@@ -608,7 +626,7 @@ READ_IN_PIECES: set[type[Any]] = {AiohttpReply}
 
 def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits, url: str) -> AiohttpBackend:
     aiohttp = _package("aiohttp")
-    proxy = _aiohttp_proxy(url)
+    proxy, proxy_headers = _without_credentials(aiohttp, _aiohttp_proxy(url))
     connector = aiohttp.TCPConnector(
         limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
     )
@@ -624,7 +642,32 @@ def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits, url: str) -> AiohttpBa
         # (trust_env: about 150 us each).
         trust_env=False,
     )
-    return AiohttpBackend(session, owned=True, timeouts=timeouts, proxy=proxy)
+    return AiohttpBackend(
+        session, owned=True, timeouts=timeouts, proxy=proxy, proxy_headers=proxy_headers
+    )
+
+
+def _without_credentials(
+    aiohttp: Any, proxy: str | None
+) -> tuple[str | None, Mapping[str, str] | None]:
+    """The proxy URL without its ``user:password@``, and them as a ``Proxy-Authorization``.
+
+    As aiohttp's ``trust_env`` passes them (apart from the URL): it writes the proxy URL it
+    was given into its errors (``ClientHttpProxyError``, ``url=...``), so a
+    password left in it would show in toolfold's. The password is also kept
+    out of the HTTP stacks' DEBUG logs, like the base URL's.
+    """
+    if proxy is None:
+        return None, None
+    import yarl  # aiohttp's URL type (a dependency of aiohttp)
+
+    parsed = yarl.URL(proxy)
+    auth = aiohttp.BasicAuth.from_url(parsed)
+    if auth is None:
+        return proxy, None
+    guard_logs(*url_secrets(proxy))
+    # (the header, not aiohttp's ``proxy_auth``, which aiohttp 3.12 deprecates)
+    return str(parsed.with_user(None)), {"Proxy-Authorization": auth.encode()}
 
 
 def _aiohttp_proxy(url: str) -> str | None:
@@ -648,7 +691,11 @@ def _aiohttp_proxy(url: str) -> str | None:
     # Python toolfold supports: proxy_bypass on Linux, given the variables
     # read above (proxy_bypass itself would read them again).
     bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-    if host is not None and bypass(host, proxies):
+    # NO_PROXY entries name a host or a host:port (as httpx and curl read them)
+    if host is not None and (
+        bypass(host, proxies)
+        or (parts.port is not None and bypass(f"{host}:{parts.port}", proxies))
+    ):
         return None
     for name in (parts.scheme.lower(), "all"):
         value = proxies.get(name)
