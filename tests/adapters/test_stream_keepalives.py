@@ -83,6 +83,15 @@ def test_an_empty_error_event_is_still_an_error(provider: str) -> None:
         _decode(provider, "", "error")
 
 
+@pytest.mark.parametrize("data", ["", " "])
+@pytest.mark.parametrize("provider", list(RECORDED))
+def test_no_codec_skips_an_empty_error_event(provider: str, data: str) -> None:
+    """With the transport's in-band check off (``inband_errors=False``) the codec alone sees
+    ``event: error``: the Responses and Gemini codecs skipped an empty one as a keep-alive."""
+    with pytest.raises(StreamError):
+        _decode(provider, data, "error")
+
+
 @pytest.mark.parametrize("provider", list(RECORDED))
 def test_keepalives_between_recorded_events_change_nothing(
     http_server: ScriptedServer, opened: list[Any], provider: str

@@ -81,9 +81,10 @@ def carries_nothing(data: str, event: str | None) -> bool:
     (Anthropic sends ``event: ping`` "anywhere" in a stream, providers.md §3
     [A2]) is a keep-alive whatever its data: ``{"type": "ping"}`` today,
     possibly nothing or plain text from a gateway. ``event: error`` is never
-    skipped (the transport's in-band check raises it first).
+    skipped, however empty: the in-band check raises it, or the codec does
+    when that check is off (`inband_errors=False`).
     """
-    return event == "ping" or not data or data.isspace()
+    return event != "error" and (event == "ping" or not data or data.isspace())
 
 
 def named_tool(choice: str, tools: Sequence[ToolDefinition]) -> ToolDefinition:
