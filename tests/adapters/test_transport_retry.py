@@ -105,7 +105,9 @@ def test_delay_order_and_limit() -> None:
 
 
 @pytest.mark.parametrize("option", ["max_retry_after", "initial_delay", "max_delay"])
-@pytest.mark.parametrize("bad", [float("inf"), float("nan"), None, -1.0, True, 86_400.5, 1e12])
+@pytest.mark.parametrize(
+    "bad", [float("inf"), float("nan"), None, -1.0, True, 86_400.5, 1e12, 10**400]
+)
 def test_a_wait_that_is_not_a_finite_number_of_seconds_is_refused(option: str, bad: Any) -> None:
     """``max_retry_after=inf`` is no "honour any wait": it, and the delays, must be finite.
 

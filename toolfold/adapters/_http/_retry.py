@@ -102,7 +102,7 @@ def _finite_seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
-        or not math.isfinite(value)
+        # NaN compares false; an int too large for a float is compared exactly
         or not 0 <= value <= _LONGEST_WAIT
     ):
         raise ModelConfigError(
