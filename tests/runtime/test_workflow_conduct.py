@@ -325,6 +325,23 @@ def test_a_parallels_output_is_accepted_without_decoding_its_json_again(
     assert replay(lean.state.log) == lean.state
 
 
+def test_changing_a_parallels_output_before_reading_its_state_changes_no_record() -> None:
+    """The answer's JSON is written when the run ends: a caller changing the output it
+    shares values with, before the state is first made, does not rewrite the log."""
+
+    def nested(x: str) -> dict[str, Any]:  # (returned as it is: no type to structure it by)
+        return {"k": [1, 2]}
+
+    def listed(x: str) -> list[Any]:
+        return [3]
+
+    response = Parallel(nested, listed, name="both").run("x")
+    response.output["nested"]["k"].append(99)
+    state = response.state
+    assert state.last_text == '{"nested": {"k": [1, 2]}, "listed": [3]}'
+    assert replay(state.log).last_text == state.last_text
+
+
 def test_a_decision_that_raises_after_plain_rounds_carries_the_state_they_reached() -> None:
     """A loop's condition raising after an iteration: the error's state has the iteration, as the loop's has."""
     from toolfold import RunError

@@ -112,14 +112,12 @@ class Answered(NamedTuple):
     """The planner's final answer, as a plain run records it.
 
     Attributes:
-        text: The answer as the planner's response gives it (its value as
-            JSON); None for a decoded answer (`Final.decoded`), whose JSON
-            is written from ``plain`` when the state is made.
+        text: The answer as the planner's response gives it (its value as JSON).
         plain: The value accepted as the run's output (plain data).
         reason: The run's finish reason (the planner's `Final`'s).
     """
 
-    text: str | None
+    text: str
     plain: Any
     reason: Literal["stop", "max_iterations"] = "stop"
 
@@ -241,10 +239,7 @@ def events_of(records: list[_Record]) -> list[Event]:
         if kind is ToolOutcome:
             events.append(returned(record))  # type: ignore[arg-type]
         elif kind is Answered:
-            text = record.text  # type: ignore[union-attr]
-            if text is None:  # a decoded answer: its value is plain JSON data
-                text = json_text(record.plain)  # type: ignore[union-attr]
-            response = answer_response(text, record.reason)  # type: ignore[union-attr]
+            response = answer_response(record.text, record.reason)  # type: ignore[union-attr]
             events.append(_responded_event(response, ()))
             events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
         else:
@@ -445,12 +440,11 @@ def _plain_rounds(
             if not rounds and not records:
                 return _reached(start, records), (decision, plan)
             assert isinstance(decision, Final)
-            if decision.decoded:  # accepted as it is: its JSON is written when the state is made
-                records.append(Answered(None, decision.value, decision.reason))
-            else:
-                text = json_text(decision.value)
-                answer = _plain_answer(live, decision, text)
-                records.append(Answered(text, answer, decision.reason))
+            # (written now, not when the state is made: by then the caller may
+            # have changed the output a decoded answer shares its values with)
+            text = json_text(decision.value)
+            answer = decision.value if decision.decoded else _plain_answer(live, decision, text)
+            records.append(Answered(text, answer, decision.reason))
             return _deferred(live, start, records), None
         steps = _plain(steps_named, decision) if rounds else None
         if steps is None:
