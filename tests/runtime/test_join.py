@@ -160,7 +160,9 @@ def test_over_the_limit_a_branch_that_ends_starts_the_next_one_itself() -> None:
         await counter
         # A turn to start the first, then two per branch (its sleep, the next one's start);
         # with the join woken between branches to make the next task: 12 on Python 3.11.
-        assert used <= 2 * 4 + 1
+        # Python 3.10 has no `create_task(context=)`, and the join makes its tasks one at a
+        # time in its own context there, without the relay: it still takes its 12.
+        assert used <= (2 * 4 + 1 if sys.version_info >= (3, 11) else 3 * 4)
 
     asyncio.run(go())
 
