@@ -47,7 +47,7 @@ from toolfold.adapters._http._http_errors import (
     transport_error,
 )
 from toolfold.adapters._http._json import loads_text
-from toolfold.adapters._http._keys import Secret, mask_url, redact, redact_chain
+from toolfold.adapters._http._keys import Secret, mask_url, redact, redact_chain, redact_header
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 
 __all__ = ["Call", "Sender", "scrub_error"]
@@ -581,7 +581,9 @@ def scrub_error(error: ProviderError, *secrets: Secret | None) -> ProviderError:
     if error.code:
         error.code = redact(error.code, secrets)
     if error.headers:
-        error.headers = {name: redact(value, secrets) for name, value in error.headers.items()}
+        error.headers = {
+            name: redact_header(name, value, secrets) for name, value in error.headers.items()
+        }
     failed = getattr(error, "failed_generation", None)
     if isinstance(failed, str):
         error.failed_generation = redact(failed, secrets)  # type: ignore[attr-defined]
