@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import logging
 import os
 import re
@@ -161,7 +162,8 @@ def api_key_secrets(key: Secret | None, header: str, scheme: str) -> tuple[Secre
 def url_secrets(url: str) -> tuple[Secret, ...]:
     """The secrets in ``url``'s ``user:password@``: none without a password.
 
-    The password as written and percent-decoded, and the Basic credentials the
+    The password as written, percent-decoded and as the HTTP clients' URL
+    classes write it (`_rewritten`), and the Basic credentials the
     HTTP clients make of the user and password (``Authorization: Basic ...``),
     which a server may echo: each is scrubbed like the API key. A form of the
     password shorter than `MIN_BARE_PASSWORD` is scrubbed as ``user:password@``
@@ -175,14 +177,38 @@ def url_secrets(url: str) -> tuple[Secret, ...]:
         return ()
     plain = urllib.parse.unquote(user), urllib.parse.unquote(password)
     found: list[Secret] = []
-    for name, value in ((user, password), plain):
-        found.append(Secret(value) if len(value) >= MIN_BARE_PASSWORD else _InUrl(name, value))
+    for name, value in ((user, password), plain, *_rewritten(url)):
+        if value:
+            found.append(Secret(value) if len(value) >= MIN_BARE_PASSWORD else _InUrl(name, value))
     # httpx encodes the Basic credentials in UTF-8, aiohttp in Latin-1.
     for encoding in ("utf-8", "latin-1"):
         with contextlib.suppress(UnicodeEncodeError):
             basic = base64.b64encode(":".join(plain).encode(encoding)).decode("ascii")
             found.append(Secret(basic))
     return tuple(dict.fromkeys(found))
+
+
+def _rewritten(url: str) -> list[tuple[str, str]]:
+    """The user and password of ``url`` as the URL classes of the HTTP clients write them.
+
+    Each percent-encodes a URL its own way when it prints it: yarl (aiohttp)
+    writes escapes in upper case (``p%c3%a9`` as ``p%C3%A9``) and decodes the
+    unreserved ones (``%41`` as ``A``); httpx and httpx2 encode ``;`` and ``=``
+    (``p;=x`` as ``p%3B%3Dx``). Only the packages already installed are asked.
+    """
+    found: list[tuple[str, str]] = []
+    # A URL a class refuses (its own exception types) is sent by no client of its package.
+    with contextlib.suppress(Exception):
+        import yarl
+
+        parsed = yarl.URL(url)
+        found.append((parsed.raw_user or "", parsed.raw_password or ""))
+    for name in ("httpx", "httpx2"):
+        with contextlib.suppress(Exception):
+            userinfo = importlib.import_module(name).URL(url).userinfo.decode("ascii")
+            user, _, password = userinfo.partition(":")
+            found.append((user, password))
+    return found
 
 
 def url_userinfo(url: str) -> str | None:
