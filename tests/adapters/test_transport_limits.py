@@ -30,6 +30,7 @@ from toolfold import (
     StreamError,
 )
 from toolfold.adapters import HttpLimits, RetryPolicy, Timeouts, Transport
+from toolfold.adapters._http._body import BodyReader
 
 KEY = "sk-limits-0123456789"
 MODES = ("post-sync", "post-async", "stream-sync", "stream-async")
@@ -93,6 +94,48 @@ def test_total_bounds_an_error_body_that_never_ends(
     http_server.add(Reply(status=429, chunks=[b'{"error": ', gate(released)]))
     transport = make(http_server, backend, timeout=Timeouts(read=30.0, total=0.3))
     with pytest.raises(ProviderTimeoutError, match=r"total timeout of 0\.3 s"):
+        call(transport, mode)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("ending", ["close", "feed"])
+def test_an_error_body_failing_as_the_total_runs_out_is_a_total_timeout(
+    http_server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    mode: str,
+    ending: str,
+) -> None:
+    """A 500 whose gzip body turns out cut (``close``: no trailer) or past max_decoded_bytes
+    (``feed``) as the total deadline passes is the total timeout, as a stalled one is.
+
+    It read as an answer cut before its end (or over the limit): the call was
+    over, but the error raised said the server had failed it.
+    """
+    now = [0.0]
+    decode = getattr(BodyReader, ending)
+
+    def late(reader: BodyReader, *args: Any) -> Any:
+        now[0] = 100.0  # the deadline passes while the body is read
+        return decode(reader, *args)
+
+    monkeypatch.setattr(BodyReader, ending, late)
+    body = gzip.compress(b'{"error": {"message": "' + b"slow down " * 50 + b'"}}')
+    http_server.add(
+        Reply(
+            status=500,
+            headers={"content-encoding": "gzip"},
+            body=body[:-8] if ending == "close" else body,
+        )
+    )
+    transport = make(
+        http_server,
+        backend,
+        timeout=Timeouts(read=30.0, total=30.0),
+        limits=HttpLimits(max_decoded_bytes=100 if ending == "feed" else None),
+        clock=lambda: now[0],
+    )
+    with pytest.raises(ProviderTimeoutError, match=r"total timeout of 30\.0 s"):
         call(transport, mode)
 
 

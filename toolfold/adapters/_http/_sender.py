@@ -279,18 +279,26 @@ class Sender:
     async def _failed(self, response: Any, call: Call, per_await: bool) -> Failed:
         try:
             text = await self._read_all(response, call, per_await=per_await)
-        except ProviderError:
+        except ProviderError as exc:
             if self._ran_out(call):
-                raise  # the total timeout, not the status: the call is over
+                # The call is over, and not because the body was cut or too
+                # large: a body ending as the deadline passes reads as cut.
+                if isinstance(exc, ProviderTimeoutError):
+                    raise
+                raise self.total_timeout(call.url) from exc
             text = b""  # over the limits, cut: the status speaks alone
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
 
     def _failed_sync(self, response: Any, call: Call) -> Failed:
         try:
             text = b"".join(self.body_sync(response, call))
-        except ProviderError:
+        except ProviderError as exc:
             if self._ran_out(call):
-                raise  # the total timeout, not the status: the call is over
+                # The call is over, and not because the body was cut or too
+                # large: a body ending as the deadline passes reads as cut.
+                if isinstance(exc, ProviderTimeoutError):
+                    raise
+                raise self.total_timeout(call.url) from exc
             text = b""  # over the limits, cut: the status speaks alone
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
 
