@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from backends import OWNED, cases
 from fault_matrix import resources
-from scripted_http import Reply, ScriptedServer, gate, sse
+from scripted_http import Cut, Reply, ScriptedServer, gate, sse
 
 import toolfold
 from toolfold import (
@@ -27,6 +27,7 @@ from toolfold import (
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
+    ServerError,
     StreamError,
 )
 from toolfold.adapters import HttpLimits, RetryPolicy, Timeouts, Transport
@@ -283,6 +284,50 @@ def test_a_gzip_answer_without_its_trailer_is_a_cut_answer(
     error = StreamError if mode.startswith("stream") else ProviderConnectionError
     with pytest.raises(error, match=r"was cut before it ended: its gzip data stops before its end"):
         call(make(http_server, backend), mode)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize(
+    ("encoding", "where"),
+    [
+        ("gzip", "trailer"),
+        ("deflate", "trailer"),  # its Adler-32
+        ("gzip", "connection"),
+        ("deflate", "connection"),
+        ("raw-deflate", "connection"),  # no trailer: its last block missing
+    ],
+)
+def test_a_compressed_error_body_cut_keeps_what_decoded(
+    http_server: ScriptedServer, backend: str, mode: str, encoding: str, where: str
+) -> None:
+    """A 503 whose gzip/deflate body stops short (``trailer``: all its data but the end of the
+    compressed stream; ``connection``: closed in the middle) keeps the text that inflated, and
+    the message says the body was cut. It was dropped: the status spoke alone.
+    """
+    said = b'{"error": {"message": "overloaded, try the eu region", "type": "overloaded"}}'
+    body = _compressed(encoding, said)
+    if where == "trailer":
+        reply = Reply(
+            status=503,
+            headers={"content-encoding": encoding.removeprefix("raw-")},
+            body=body[: -8 if encoding == "gzip" else -4],
+        )
+    else:
+        whole = zlib.compressobj(wbits={"gzip": 31, "deflate": 15}.get(encoding, -15))
+        head = whole.compress(said) + whole.flush(zlib.Z_SYNC_FLUSH)  # all of it inflates
+        reply = Reply(
+            status=503,
+            headers={"content-encoding": encoding.removeprefix("raw-")},
+            chunks=[head, Cut()],
+        )
+    http_server.add(reply)
+    with pytest.raises(ServerError) as caught:
+        call(make(http_server, backend), mode)
+    assert caught.value.body == said.decode()
+    assert caught.value.provider_message == "overloaded, try the eu region"
+    assert str(caught.value).endswith(
+        ": overloaded, try the eu region (its body was cut before its end)"
+    )
 
 
 # --- what is sent again -----------------------------------------------------------------

@@ -277,8 +277,9 @@ class Sender:
             return None, done.value
 
     async def _failed(self, response: Any, call: Call, per_await: bool) -> Failed:
+        pieces: list[bytes] = []
         try:
-            text = await self._read_all(response, call, per_await=per_await)
+            text = await self._read_all(response, call, per_await=per_await, pieces=pieces)
         except ProviderError as exc:
             if self._ran_out(call):
                 # The call is over, and not because the body was cut or too
@@ -286,12 +287,14 @@ class Sender:
                 if isinstance(exc, ProviderTimeoutError):
                     raise
                 raise self.total_timeout(call.url) from exc
-            text = b""  # over the limits, cut: the status speaks alone
+            return _failed_early(response, exc, pieces)
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
 
     def _failed_sync(self, response: Any, call: Call) -> Failed:
+        pieces: list[bytes] = []
         try:
-            text = b"".join(self.body_sync(response, call))
+            pieces.extend(self.body_sync(response, call))  # kept as they come: a cut keeps them
+            text = b"".join(pieces)
         except ProviderError as exc:
             if self._ran_out(call):
                 # The call is over, and not because the body was cut or too
@@ -299,7 +302,7 @@ class Sender:
                 if isinstance(exc, ProviderTimeoutError):
                     raise
                 raise self.total_timeout(call.url) from exc
-            text = b""  # over the limits, cut: the status speaks alone
+            return _failed_early(response, exc, pieces)
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
 
     def _ran_out(self, call: Call) -> bool:
@@ -320,15 +323,22 @@ class Sender:
         finally:
             await _release(raw, response)
 
-    async def _read_all(self, response: Any, call: Call, *, per_await: bool) -> bytes:
-        """The whole decoded body, read like `body` without an async generator."""
+    async def _read_all(
+        self, response: Any, call: Call, *, per_await: bool, pieces: list[bytes] | None = None
+    ) -> bytes:
+        """The whole decoded body, read like `body` without an async generator.
+
+        ``pieces``: where the decoded pieces go as they come (what arrived of a
+        body whose reading fails); by default a list of its own.
+        """
         if not per_await and type(response) in READ_IN_PIECES:
-            return await self._read_pieces(response, call)
+            return await self._read_pieces(response, call, pieces)
         raw: AsyncIterator[bytes] | None = None
+        if pieces is None:
+            pieces = []
         try:
             reader = self._reader(response, call)
             raw = _aiter_raw(response)
-            pieces = []
             while (chunk := await self._chunk(raw, call, per_await=per_await)) is not None:
                 pieces.append(self._feed(reader, chunk, call))
             pieces.append(self._feed(reader, None, call))
@@ -336,7 +346,9 @@ class Sender:
         finally:
             await _release(raw, response)
 
-    async def _read_pieces(self, response: Any, call: Call) -> bytes:
+    async def _read_pieces(
+        self, response: Any, call: Call, pieces: list[bytes] | None = None
+    ) -> bytes:
         """`_read_all` of an aiohttp answer with no deadline per await.
 
         Its pieces come straight from the stream, whose end is an empty piece:
@@ -350,7 +362,8 @@ class Sender:
             read = response.raw_reader()
             free = reader.passthrough()
             taken = 0
-            pieces = []
+            if pieces is None:
+                pieces = []
             while True:
                 try:
                     chunk = await read()
@@ -469,6 +482,8 @@ class Sender:
         text = self._redact(failed.text)
         info = self.error_parser(failed.status, text, failed.headers)
         error = status_error(self.provider, failed.status, text, failed.headers, info, url)
+        if failed.cut:
+            error.args = (f"{error.args[0]} (its body was cut before its end)", *error.args[1:])
         return self.scrub(error), info.retryable, info.retry_after
 
     def _exception_failure(self, exc: BaseException, call: Call) -> ProviderError:
@@ -536,6 +551,18 @@ class Sender:
 
     def _redact(self, text: str) -> str:
         return redact(text, self.secrets)
+
+
+def _failed_early(response: Any, error: ProviderError, pieces: list[bytes]) -> Failed:
+    """An error answer whose body could not be read whole: what arrived, if it was cut.
+
+    A cut body (the connection closed, or its gzip/deflate data stops short)
+    keeps what decoded, the provider's message often in it; one over the
+    limits is left out, and the status speaks alone.
+    """
+    cut = isinstance(error, (ProviderConnectionError, StreamError))
+    text = b"".join(pieces).decode("utf-8", "replace") if cut else ""
+    return Failed(int(response.status_code), response.headers, text, cut)
 
 
 def _iter_raw(response: Any) -> Iterator[bytes]:
