@@ -286,6 +286,27 @@ def test_a_gzip_answer_without_its_trailer_is_a_cut_answer(
         call(make(http_server, backend), mode)
 
 
+@pytest.mark.parametrize(("backend", "mode"), cases(("stream-sync", "stream-async")))
+@pytest.mark.parametrize("where", ["trailer", "connection"])
+def test_a_stream_cut_after_its_done_event_is_whole(
+    http_server: ScriptedServer, backend: str, mode: str, where: str
+) -> None:
+    """``data: [DONE]`` arrived, then the gzip trailer is missing (``trailer``) or the
+    connection closes before the chunked body's end: every event is there, none is lost.
+
+    It was a StreamError after the last event: a reader of the whole stream lost a
+    complete answer. Without [DONE] it still is one (the test above).
+    """
+    payload = b"".join(sse({"i": 0}, {"i": 1}, "[DONE]"))
+    if where == "trailer":
+        reply = Reply(headers={"content-encoding": "gzip"}, body=gzip.compress(payload)[:-8])
+    else:
+        reply = Reply(chunks=[payload, Cut()])
+    http_server.add(reply)
+    events = call(make(http_server, backend), mode)
+    assert [event.data for event in events] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
+
+
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))
 @pytest.mark.parametrize(
     ("encoding", "where"),

@@ -311,15 +311,27 @@ class Sender:
 
     # --- internals: reading a body within the limits and the deadline --------
 
-    async def body(self, response: Any, call: Call) -> AsyncGenerator[bytes, None]:
-        """The decoded body as it arrives; the connection is released however the reading ends."""
+    async def body(
+        self, response: Any, call: Call, ended: Callable[[], bool] | None = None
+    ) -> AsyncGenerator[bytes, None]:
+        """The decoded body as it arrives; the connection is released however the reading ends.
+
+        ``ended``: whether the stream's last event arrived (`SSEDecoder.ended`);
+        a stream cut after it (its gzip trailer missing, the connection closed
+        before the chunked body's end) has lost nothing and ends quietly.
+        """
         raw: AsyncIterator[bytes] | None = None
         try:
             reader = self._reader(response, call)
             raw = _aiter_raw(response)
-            while (chunk := await self._chunk(raw, call, per_await=True)) is not None:
-                yield self._feed(reader, chunk, call)
-            yield self._feed(reader, None, call)
+            try:
+                while (chunk := await self._chunk(raw, call, per_await=True)) is not None:
+                    yield self._feed(reader, chunk, call)
+                yield self._feed(reader, None, call)
+            except StreamError as exc:
+                if ended is None or not ended():
+                    raise
+                _cut_after_end(exc)
         finally:
             await _release(raw, response)
 
@@ -419,26 +431,33 @@ class Sender:
                 raise
             raise error from exc
 
-    def body_sync(self, response: Any, call: Call) -> Generator[bytes, None, None]:
+    def body_sync(
+        self, response: Any, call: Call, ended: Callable[[], bool] | None = None
+    ) -> Generator[bytes, None, None]:
         """Blocking `body`."""
         try:
             reader = self._reader(response, call)
             raw = _iter_raw(response)
-            while True:
-                try:
-                    with sync_deadline(self._left(call)):
-                        chunk = next(raw)
-                except StopIteration:
-                    break
-                except Exception as exc:
-                    error = self._read_failure(exc, call)
-                    if error is exc:
-                        raise
-                    raise error from exc
-                if call.deadline is not None and self.clock() >= call.deadline:
-                    raise self.total_timeout(call.url)  # an injected client, between reads
-                yield self._feed(reader, chunk, call)
-            yield self._feed(reader, None, call)
+            try:
+                while True:
+                    try:
+                        with sync_deadline(self._left(call)):
+                            chunk = next(raw)
+                    except StopIteration:
+                        break
+                    except Exception as exc:
+                        error = self._read_failure(exc, call)
+                        if error is exc:
+                            raise
+                        raise error from exc
+                    if call.deadline is not None and self.clock() >= call.deadline:
+                        raise self.total_timeout(call.url)  # an injected client, between reads
+                    yield self._feed(reader, chunk, call)
+                yield self._feed(reader, None, call)
+            except StreamError as exc:
+                if ended is None or not ended():
+                    raise
+                _cut_after_end(exc)
         finally:
             response.close()
 
@@ -551,6 +570,12 @@ class Sender:
 
     def _redact(self, text: str) -> str:
         return redact(text, self.secrets)
+
+
+def _cut_after_end(error: StreamError) -> None:
+    """A stream cut after its last event: nothing of the answer is missing, only its end."""
+    if _log.isEnabledFor(logging.DEBUG):
+        _log.debug("the stream ended after its last event, then: %s", error)
 
 
 def _failed_early(response: Any, error: ProviderError, pieces: list[bytes]) -> Failed:

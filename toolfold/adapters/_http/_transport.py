@@ -306,7 +306,8 @@ class Transport:
         call = self._stream_call(path, body, headers, accept)
         try:
             response = await self._sender.send(call)
-            async with contextlib.aclosing(self._sender.body(response, call)) as chunks:
+            ended = getattr(decoder, "ended", None)  # the SSE decoder saw [DONE]
+            async with contextlib.aclosing(self._sender.body(response, call, ended)) as chunks:
                 async for chunk in chunks:
                     for item in decoder.feed(chunk):
                         if check is not None:
@@ -334,7 +335,8 @@ class Transport:
         call = self._stream_call(path, body, headers, accept)
         try:
             response = self._sender.send_sync(call)
-            with contextlib.closing(self._sender.body_sync(response, call)) as chunks:
+            ended = getattr(decoder, "ended", None)
+            with contextlib.closing(self._sender.body_sync(response, call, ended)) as chunks:
                 for chunk in chunks:
                     for item in decoder.feed(chunk):
                         if check is not None:
