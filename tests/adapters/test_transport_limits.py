@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gzip
+import json
 import threading
 import zlib
 from typing import Any
@@ -262,6 +263,36 @@ def test_a_compressed_body_cut_before_its_end_is_refused(encoding: str, cut: int
     reader.feed(body[:-cut])
     with pytest.raises(BodyCut, match=f"its {name} data stops before its end"):
         reader.close()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_body_fed_one_byte_at_a_time_inflates(encoding: str) -> None:
+    """Pieces of one byte: deflate's form (zlib header or raw) is told from two bytes, not one.
+
+    A raw deflate body's first byte alone was taken for the start of a zlib
+    header, and its second was then refused as a bad header.
+    """
+    from toolfold.adapters._http._body import BodyReader
+
+    data = b'{"choices": []}' * 50
+    body = _compressed(encoding, data)
+    reader = BodyReader(encoding.removeprefix("raw-"), HttpLimits())
+    out = b"".join(reader.feed(body[i : i + 1]) for i in range(len(body)))
+    assert out + reader.close() == data
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+@pytest.mark.parametrize("encoding", ["deflate", "raw-deflate"])
+def test_a_deflate_answer_sent_one_byte_at_a_time_is_read(
+    http_server: ScriptedServer, backend: str, mode: str, encoding: str
+) -> None:
+    """A server writing its answer a byte at a time: the first piece of the body is one byte."""
+    data = b'{"choices": [], "pad": "' + b"x" * 40 + b'"}'
+    body = _compressed(encoding, data)
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: deflate\r\n"
+    raw = head + b"content-length: %d\r\n\r\n" % len(body) + body
+    http_server.add(Reply(drip=0.001, raw=raw))
+    assert call(make(http_server, backend), mode) == json.loads(data)
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
