@@ -298,7 +298,10 @@ def redact_header(name: str, value: str, secrets: Iterable[Secret | None]) -> st
 
 
 def redact(text: str, secrets: Iterable[Secret | None]) -> str:
-    """``text`` with every secret value replaced by ``***`` (a short URL password: `url_secrets`)."""
+    """``text`` with every secret value replaced by ``***``.
+
+    A short one only where it is written as a credential (`url_secrets`, `api_key_secrets`).
+    """
     return scrub(text, scrubs(secrets))
 
 
