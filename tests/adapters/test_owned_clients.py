@@ -332,6 +332,45 @@ def test_no_proxy_sends_directly(
     assert http_server.requests[0].path == "/v1/chat/completions"
 
 
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+@pytest.mark.parametrize(
+    ("no_proxy", "direct"),
+    [
+        (".localhost", True),  # the leading dot is no part of the name
+        ("localhost", True),
+        (".ocalhost", False),  # a name, not a string's end
+        (".sub.localhost", False),  # the hosts under sub.localhost only
+    ],
+)
+def test_no_proxy_with_a_leading_dot_spares_the_domain_itself_on_every_backend(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    no_proxy: str,
+    direct: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``NO_PROXY=.localhost`` sends requests to localhost directly, as curl and the standard
+    library read it; httpx spared only the hosts under it and sent them through the proxy,
+    while aiohttp (the standard library's rules) went direct."""
+    _clear_proxies(monkeypatch)
+    proxy = ScriptedServer()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+        (http_server if direct else proxy).add(Reply(json={"ok": 1}))
+        target = f"http://localhost:{http_server.port}/v1"
+        assert _send(target, mode, http=name) == [{"ok": 1}]
+        if direct:
+            assert proxy.requests == []
+            assert http_server.requests[0].path == "/v1/chat/completions"
+        else:
+            assert http_server.requests == []
+            assert proxy.requests[0].path == f"{target}/chat/completions"
+    finally:
+        proxy.close()
+
+
 @pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_httpx_logs_its_request_line(
     http_server: ScriptedServer, name: str, mode: str, caplog: pytest.LogCaptureFixture

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 import threading
 import urllib.parse
 from typing import Any
@@ -38,7 +39,9 @@ KEY = "sk-ant-secret-key-0123456789"
 LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "aiohttp", "toolfold")
 # Short passwords: each of their characters is common in messages ("a" in "cannot
 # reach ollama at"), "%C3%A9" is long as written and one character decoded.
-PASSWORDS = [PASSWORD, "a", "pw", "%C3%A9"]
+# Lower-case escapes, which yarl (aiohttp) writes in upper case, and ";" and "=",
+# which httpx percent-encodes: the URL the clients print is not the one given.
+PASSWORDS = [PASSWORD, "a", "pw", "%C3%A9", "p%c3%a9", "hunter2-%c3%a9-0123", "hunter2;=x-0123"]
 
 
 def _basic(password: str = PASSWORD) -> set[str]:
@@ -52,12 +55,20 @@ def _url(port: int, password: str = PASSWORD) -> str:
 
 
 def _assert_hidden(text: str, password: str = PASSWORD) -> None:
-    for form in (password, urllib.parse.unquote(password)):
+    for form in _spellings(password):
         # A short one is a secret where it is written as a password only.
         assert (form if len(form) >= 4 else f"bob:{form}@") not in text
     for basic in _basic(password):
         assert basic not in text
     assert KEY not in text
+
+
+def _spellings(password: str) -> set[str]:
+    """The password as written, decoded, and as yarl (escapes in upper case) and httpx
+    (``;`` and ``=`` encoded) write it."""
+    upper = re.sub(r"%[0-9a-f]{2}", lambda found: found.group().upper(), password)
+    encoded = password.replace(";", "%3B").replace("=", "%3D")
+    return {password, urllib.parse.unquote(password), upper, encoded}
 
 
 def _post(transport: Transport, mode: str) -> Any:
@@ -260,3 +271,21 @@ def test_the_password_is_still_sent(http_server: ScriptedServer, backend: str) -
     http_server.handler = _echo(200)
     transport = Transport("ollama", _url(http_server.port), None, http=backend, retry=0)
     assert _post(transport, "async")["ok"] == 1
+
+
+@pytest.mark.parametrize("password", ["p%c3%a9", "hunter2-%c3%a9-%7e-0123", "p%41"])
+def test_the_password_is_hidden_as_aiohttp_writes_it(
+    caplog: pytest.LogCaptureFixture, password: str
+) -> None:
+    """yarl, aiohttp's URL class, writes escapes in upper case and decodes unreserved ones
+    (``%7e`` as ``~``): an aiohttp log line or error showing its URL is scrubbed too."""
+    yarl = pytest.importorskip("yarl")
+    url = _url(9, password)
+    shown = str(yarl.URL(url))
+    assert password not in shown  # yarl rewrote it
+    transport = Transport("ollama", url, None, http="aiohttp")
+    assert redact(f"cannot reach {shown}", url_secrets(url)) == f"cannot reach {mask_url(url)}"
+    with caplog.at_level(logging.DEBUG, logger="aiohttp.client"):
+        logging.getLogger("aiohttp.client").debug("POST %s", shown)
+    assert caplog.records[-1].getMessage() == f"POST {mask_url(url)}"
+    transport.close()

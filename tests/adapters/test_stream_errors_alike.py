@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import json
 from typing import Any
 
@@ -101,3 +103,98 @@ def test_an_event_that_is_not_json_reads_alike_for_every_provider(
     what = "stream line" if provider == "ollama" else "stream event"
     with pytest.raises(StreamError, match=f"^{provider} sent a {what} that is not JSON: '{{half'"):
         list(model.stream_sync(REQUEST))
+
+
+def _gzip_cut(payload: bytes) -> bytes:
+    """``payload`` gzipped without its 8-byte trailer (CRC-32, length): every byte of it inflates."""
+    return gzip.compress(payload)[:-8]
+
+
+_TEXT = {"id": "c", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hello"}}]}
+_STOP = {"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+_MESSAGE = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": []}
+COMPLETE = {
+    # A whole answer ending with the provider's terminal event.
+    "openai": _sse(json.dumps(_TEXT)) + _sse(json.dumps(_STOP)) + _sse("[DONE]"),
+    "anthropic": b"".join(
+        _sse(json.dumps({"type": name, **fields}), name)
+        for name, fields in [
+            ("message_start", {"message": {**_MESSAGE, "usage": {"input_tokens": 1}}}),
+            ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "hello"}}),
+            ("content_block_stop", {"index": 0}),
+            (
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+            ),
+            ("message_stop", {}),
+        ]
+    ),
+    "ollama": b"".join(
+        json.dumps(line).encode() + b"\n"
+        for line in [
+            {"message": {"role": "assistant", "content": "hello"}, "done": False},
+            {"message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop"},
+        ]
+    ),
+}
+# Answers with no terminal event: the last chunk carries the finish reason, and
+# more may follow it (OpenAI's usage chunk), so a cut stream cannot be known whole.
+OPEN_ENDED = {
+    "gemini": _sse(
+        json.dumps(
+            {
+                "candidates": [
+                    {
+                        "content": {"role": "model", "parts": [{"text": "hello"}]},
+                        "finishReason": "STOP",
+                    }
+                ]
+            }
+        )
+    ),
+    "openai": _sse(json.dumps(_TEXT)) + _sse(json.dumps(_STOP)),  # a server sending no [DONE]
+}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("provider", list(COMPLETE))
+def test_a_gzip_stream_cut_after_its_terminal_event_is_a_whole_answer(
+    http_server: ScriptedServer, opened: list[Any], provider: str, mode: str
+) -> None:
+    """The terminal event ([DONE], message_stop, done: true) arrived, the gzip trailer did not:
+    the answer is complete and is returned (the codec stops reading at its terminal event)."""
+    headers = {**(NDJSON if provider == "ollama" else SSE), "content-encoding": "gzip"}
+    http_server.add(Reply(headers=headers, body=_gzip_cut(COMPLETE[provider])))
+    model = _model(provider, http_server.url)
+    opened.append(model)
+    text = "".join(getattr(event, "text", "") or "" for event in _events(model, mode))
+    assert "hello" in text
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("provider", list(OPEN_ENDED))
+def test_a_gzip_stream_cut_with_no_terminal_event_is_a_stream_error(
+    http_server: ScriptedServer, opened: list[Any], provider: str, mode: str
+) -> None:
+    """No terminal event, and the gzip trailer missing: whether events were lost cannot be told,
+    so it is a StreamError naming the cut, never a possibly half answer."""
+    headers = {**SSE, "content-encoding": "gzip"}
+    http_server.add(Reply(headers=headers, body=_gzip_cut(OPEN_ENDED[provider])))
+    model = _model(provider, http_server.url)
+    opened.append(model)
+    with pytest.raises(StreamError, match="its gzip data stops before its end"):
+        _events(model, mode)
+
+
+def _events(model: Any, mode: str) -> list[Any]:
+    if mode == "sync":
+        return list(model.stream_sync(REQUEST))
+
+    async def run() -> list[Any]:
+        try:
+            return [event async for event in model.stream(REQUEST)]
+        finally:
+            await model.aclose()
+
+    return asyncio.run(run())

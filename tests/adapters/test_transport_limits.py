@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gzip
+import json
 import threading
 import zlib
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 from backends import OWNED, cases
 from fault_matrix import resources
-from scripted_http import Reply, ScriptedServer, gate, sse
+from scripted_http import Cut, Reply, ScriptedServer, gate, sse
 
 import toolfold
 from toolfold import (
@@ -27,9 +28,11 @@ from toolfold import (
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
+    ServerError,
     StreamError,
 )
 from toolfold.adapters import HttpLimits, RetryPolicy, Timeouts, Transport
+from toolfold.adapters._http._body import BodyReader
 
 KEY = "sk-limits-0123456789"
 MODES = ("post-sync", "post-async", "stream-sync", "stream-async")
@@ -93,6 +96,48 @@ def test_total_bounds_an_error_body_that_never_ends(
     http_server.add(Reply(status=429, chunks=[b'{"error": ', gate(released)]))
     transport = make(http_server, backend, timeout=Timeouts(read=30.0, total=0.3))
     with pytest.raises(ProviderTimeoutError, match=r"total timeout of 0\.3 s"):
+        call(transport, mode)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("ending", ["close", "feed"])
+def test_an_error_body_failing_as_the_total_runs_out_is_a_total_timeout(
+    http_server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    mode: str,
+    ending: str,
+) -> None:
+    """A 500 whose gzip body turns out cut (``close``: no trailer) or past max_decoded_bytes
+    (``feed``) as the total deadline passes is the total timeout, as a stalled one is.
+
+    It read as an answer cut before its end (or over the limit): the call was
+    over, but the error raised said the server had failed it.
+    """
+    now = [0.0]
+    decode = getattr(BodyReader, ending)
+
+    def late(reader: BodyReader, *args: Any) -> Any:
+        now[0] = 100.0  # the deadline passes while the body is read
+        return decode(reader, *args)
+
+    monkeypatch.setattr(BodyReader, ending, late)
+    body = gzip.compress(b'{"error": {"message": "' + b"slow down " * 50 + b'"}}')
+    http_server.add(
+        Reply(
+            status=500,
+            headers={"content-encoding": "gzip"},
+            body=body[:-8] if ending == "close" else body,
+        )
+    )
+    transport = make(
+        http_server,
+        backend,
+        timeout=Timeouts(read=30.0, total=30.0),
+        limits=HttpLimits(max_decoded_bytes=100 if ending == "feed" else None),
+        clock=lambda: now[0],
+    )
+    with pytest.raises(ProviderTimeoutError, match=r"total timeout of 30\.0 s"):
         call(transport, mode)
 
 
@@ -220,6 +265,36 @@ def test_a_compressed_body_cut_before_its_end_is_refused(encoding: str, cut: int
         reader.close()
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_body_fed_one_byte_at_a_time_inflates(encoding: str) -> None:
+    """Pieces of one byte: deflate's form (zlib header or raw) is told from two bytes, not one.
+
+    A raw deflate body's first byte alone was taken for the start of a zlib
+    header, and its second was then refused as a bad header.
+    """
+    from toolfold.adapters._http._body import BodyReader
+
+    data = b'{"choices": []}' * 50
+    body = _compressed(encoding, data)
+    reader = BodyReader(encoding.removeprefix("raw-"), HttpLimits())
+    out = b"".join(reader.feed(body[i : i + 1]) for i in range(len(body)))
+    assert out + reader.close() == data
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+@pytest.mark.parametrize("encoding", ["deflate", "raw-deflate"])
+def test_a_deflate_answer_sent_one_byte_at_a_time_is_read(
+    http_server: ScriptedServer, backend: str, mode: str, encoding: str
+) -> None:
+    """A server writing its answer a byte at a time: the first piece of the body is one byte."""
+    data = b'{"choices": [], "pad": "' + b"x" * 40 + b'"}'
+    body = _compressed(encoding, data)
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: deflate\r\n"
+    raw = head + b"content-length: %d\r\n\r\n" % len(body) + body
+    http_server.add(Reply(drip=0.001, raw=raw))
+    assert call(make(http_server, backend), mode) == json.loads(data)
+
+
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 def test_an_empty_compressed_body_is_empty(encoding: str) -> None:
     """No bytes at all under content-encoding gzip (a 204, a proxy's empty error) are no data, not a cut."""
@@ -240,6 +315,71 @@ def test_a_gzip_answer_without_its_trailer_is_a_cut_answer(
     error = StreamError if mode.startswith("stream") else ProviderConnectionError
     with pytest.raises(error, match=r"was cut before it ended: its gzip data stops before its end"):
         call(make(http_server, backend), mode)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("stream-sync", "stream-async")))
+@pytest.mark.parametrize("where", ["trailer", "connection"])
+def test_a_stream_cut_after_its_done_event_is_whole(
+    http_server: ScriptedServer, backend: str, mode: str, where: str
+) -> None:
+    """``data: [DONE]`` arrived, then the gzip trailer is missing (``trailer``) or the
+    connection closes before the chunked body's end: every event is there, none is lost.
+
+    It was a StreamError after the last event: a reader of the whole stream lost a
+    complete answer. Without [DONE] it still is one (the test above).
+    """
+    payload = b"".join(sse({"i": 0}, {"i": 1}, "[DONE]"))
+    if where == "trailer":
+        reply = Reply(headers={"content-encoding": "gzip"}, body=gzip.compress(payload)[:-8])
+    else:
+        reply = Reply(chunks=[payload, Cut()])
+    http_server.add(reply)
+    events = call(make(http_server, backend), mode)
+    assert [event.data for event in events] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize(
+    ("encoding", "where"),
+    [
+        ("gzip", "trailer"),
+        ("deflate", "trailer"),  # its Adler-32
+        ("gzip", "connection"),
+        ("deflate", "connection"),
+        ("raw-deflate", "connection"),  # no trailer: its last block missing
+    ],
+)
+def test_a_compressed_error_body_cut_keeps_what_decoded(
+    http_server: ScriptedServer, backend: str, mode: str, encoding: str, where: str
+) -> None:
+    """A 503 whose gzip/deflate body stops short (``trailer``: all its data but the end of the
+    compressed stream; ``connection``: closed in the middle) keeps the text that inflated, and
+    the message says the body was cut. It was dropped: the status spoke alone.
+    """
+    said = b'{"error": {"message": "overloaded, try the eu region", "type": "overloaded"}}'
+    body = _compressed(encoding, said)
+    if where == "trailer":
+        reply = Reply(
+            status=503,
+            headers={"content-encoding": encoding.removeprefix("raw-")},
+            body=body[: -8 if encoding == "gzip" else -4],
+        )
+    else:
+        whole = zlib.compressobj(wbits={"gzip": 31, "deflate": 15}.get(encoding, -15))
+        head = whole.compress(said) + whole.flush(zlib.Z_SYNC_FLUSH)  # all of it inflates
+        reply = Reply(
+            status=503,
+            headers={"content-encoding": encoding.removeprefix("raw-")},
+            chunks=[head, Cut()],
+        )
+    http_server.add(reply)
+    with pytest.raises(ServerError) as caught:
+        call(make(http_server, backend), mode)
+    assert caught.value.body == said.decode()
+    assert caught.value.provider_message == "overloaded, try the eu region"
+    assert str(caught.value).endswith(
+        ": overloaded, try the eu region (its body was cut before its end)"
+    )
 
 
 # --- what is sent again -----------------------------------------------------------------

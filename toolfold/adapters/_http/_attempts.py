@@ -51,11 +51,16 @@ class Sleep:
 
 @attrs.frozen
 class Failed:
-    """An answer with a status >= 300, its body read (and the connection released)."""
+    """An answer with a status >= 300, its body read (and the connection released).
+
+    ``cut``: the body ended before its end (the connection closed, or its
+    gzip/deflate data stops short); ``text`` is what arrived of it.
+    """
 
     status: int
     headers: Mapping[str, str]
     text: str
+    cut: bool = False
 
 
 @attrs.frozen

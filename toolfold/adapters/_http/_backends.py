@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import re
 import sys
 import threading
 import time
@@ -347,12 +348,37 @@ def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimit
             timeout=_package_timeout(package, timeouts),
             http1=True,
             follow_redirects=False,
+            mounts=_dotted_no_proxy(),
         )
     except (ValueError, ImportError) as exc:
         raise ModelConfigError(
             "the HTTP client cannot use the proxy named in the environment "
             f"(HTTP_PROXY, HTTPS_PROXY, ALL_PROXY): {exc}"
         ) from exc
+
+
+def _dotted_no_proxy() -> dict[str, None] | None:
+    """Mounts sparing ``example.com`` itself from the proxy when ``NO_PROXY`` names ``.example.com``.
+
+    curl drops an entry's leading dot ("to match previous behaviour", lib/noproxy.c):
+    ``.example.com`` spares example.com and every host under it, as it does in the
+    standard library's ``proxy_bypass_environment`` (so under aiohttp, `_aiohttp_proxy`)
+    and in requests. httpx spares only the hosts under it: example.com itself went
+    through the proxy under httpx and directly under aiohttp. A None mount sends
+    the host's requests directly, as httpx's own ``NO_PROXY`` mounts do.
+    """
+    entries = urllib.request.getproxies().get("no", "")  # what httpx reads
+    if "." not in entries:
+        return None
+    bare: dict[str, None] = {}
+    for entry in entries.split(","):
+        name = entry.strip()
+        if name[:1] == "." and _HOST_ENTRY.fullmatch(name[1:]):  # a host or host:port
+            bare[f"all://{name[1:]}"] = None
+    return bare or None
+
+
+_HOST_ENTRY = re.compile(r"[\w-]+(\.[\w-]+)*(:\d+)?")
 
 
 def _pool_limits(package: Any, limits: HttpLimits) -> Any:

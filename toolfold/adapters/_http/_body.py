@@ -48,13 +48,14 @@ class BodyReader:
         limits: The body limits to enforce.
     """
 
-    __slots__ = ("_decoded", "_encoding", "_inflater", "_limits", "_raw_deflate", "_wire")
+    __slots__ = ("_decoded", "_encoding", "_head", "_inflater", "_limits", "_raw_deflate", "_wire")
 
     def __init__(self, encoding: str | None, limits: HttpLimits) -> None:
         self._limits = limits
         self._wire = 0
         self._decoded = 0
         self._raw_deflate = False
+        self._head = b""  # "deflate": its first byte, until a second tells the two forms apart
         name = (encoding or "").strip().lower()
         self._encoding = name
         self._inflater: zlib._Decompress | None
@@ -121,6 +122,13 @@ class BodyReader:
 
     def _inflate(self, data: bytes) -> bytes:
         assert self._inflater is not None
+        if self._raw_deflate and len(self._head) + len(data) < 2:
+            # A zlib header is two bytes: zlib takes one without a word, and the
+            # form would be settled as zlib before the header could be checked.
+            self._head += data
+            return b""
+        if self._head:
+            data, self._head = self._head + data, b""
         pieces = []
         cap = self._limits.max_decoded_bytes
         while data:

@@ -6,15 +6,19 @@ printed or put in an exception message safely. `redact` scrubs a key from any
 text (used on every error message and body the transport raises), and
 `RedactingFilter` does the same for log records, for users who log httpx's debug
 output. The password of a base URL's ``user:password@`` is a secret too
-(`url_secrets`); `mask_url` shows such a URL with it masked.
+(`url_secrets`); `mask_url` shows such a URL with it masked. A key or password
+shorter than `MIN_BARE_PASSWORD` is scrubbed only where it is written as one
+(`api_key_secrets`, `url_secrets`), never letter by letter.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import logging
 import os
+import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
 
@@ -87,9 +91,10 @@ def mask_url(url: str) -> str:
     return url.replace(f"{userinfo}@", f"{user}:{_MASK}@", 1)
 
 
-#: A URL password shorter than this is scrubbed only where it is written as
-#: one, ``user:pw@`` (and in the Basic credentials): as a bare substring, a
-#: password ``a`` would turn every ``a`` of a message into ``***``.
+#: A URL password or API key shorter than this is scrubbed only where it is
+#: written as one: ``user:pw@`` (and the Basic credentials), ``Bearer k`` or the
+#: key's header (``x-api-key: k``). As a bare substring, a key ``a`` would turn
+#: every ``a`` of a message into ``***``.
 MIN_BARE_PASSWORD = 4
 
 
@@ -107,10 +112,58 @@ class _InUrl(Secret):
         self.shown = f"{user}:{_MASK}@"
 
 
+# Where a short key ends: not before a character that would carry its token on
+# (a letter, a digit, ``-_~+/=``, or a ``.`` followed by one: ``ab.cd`` is
+# another token, ``ab.`` at the end of a sentence is the key).
+_TOKEN_GOES_ON = r"(?![\w\-~+/=]|\.[\w\-~+/=])"
+
+
+class _AsCredential(Secret):
+    """A short API key where a request carries it: after its scheme or its header's name.
+
+    ``Bearer k`` (any case of the scheme), or for a bare key in its own header
+    the forms a header is printed in: ``x-api-key: k`` (HTTP, log lines),
+    ``'x-api-key': 'k'`` (a dict's or multidict's repr), ``(b'x-api-key', b'k')``
+    (httpcore's DEBUG lines), ``"x-api-key": "k"`` (JSON). Only the key is
+    masked; what names it stays.
+    """
+
+    __slots__ = ("pattern",)
+
+    def __init__(self, key: str, header: str, scheme: str) -> None:
+        super().__init__(key)
+        if scheme:
+            lead = rf"(?<![\w-])(?i:{re.escape(scheme)})[ \t]+"
+        else:
+            lead = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*b?['\"]?"
+        self.pattern = re.compile(rf"({lead}){re.escape(key)}{_TOKEN_GOES_ON}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _AsCredential) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash((_AsCredential, self.pattern.pattern))
+
+
+def api_key_secrets(key: Secret | None, header: str, scheme: str) -> tuple[Secret, ...]:
+    """What to scrub for ``key``, sent in ``header`` after ``scheme`` (empty: bare).
+
+    The key itself; one shorter than `MIN_BARE_PASSWORD` only where it is
+    written as a credential (``Bearer k``, ``x-api-key: k``): a key ``ab``
+    left bare would be cut out of every word of a message that holds ``ab``.
+    """
+    if not key:
+        return ()
+    if len(key.reveal()) >= MIN_BARE_PASSWORD:
+        return (key,)
+    return (_AsCredential(key.reveal(), header.lower(), scheme.strip()),)
+
+
 def url_secrets(url: str) -> tuple[Secret, ...]:
     """The secrets in ``url``'s ``user:password@``: none without a password.
 
-    The password as written and percent-decoded, and the Basic credentials the
+    The password as written, percent-decoded and as the HTTP clients' URL
+    classes write it (`_rewritten`), and the Basic credentials the
     HTTP clients make of the user and password (``Authorization: Basic ...``),
     which a server may echo: each is scrubbed like the API key. A form of the
     password shorter than `MIN_BARE_PASSWORD` is scrubbed as ``user:password@``
@@ -124,14 +177,38 @@ def url_secrets(url: str) -> tuple[Secret, ...]:
         return ()
     plain = urllib.parse.unquote(user), urllib.parse.unquote(password)
     found: list[Secret] = []
-    for name, value in ((user, password), plain):
-        found.append(Secret(value) if len(value) >= MIN_BARE_PASSWORD else _InUrl(name, value))
+    for name, value in ((user, password), plain, *_rewritten(url)):
+        if value:
+            found.append(Secret(value) if len(value) >= MIN_BARE_PASSWORD else _InUrl(name, value))
     # httpx encodes the Basic credentials in UTF-8, aiohttp in Latin-1.
     for encoding in ("utf-8", "latin-1"):
         with contextlib.suppress(UnicodeEncodeError):
             basic = base64.b64encode(":".join(plain).encode(encoding)).decode("ascii")
             found.append(Secret(basic))
     return tuple(dict.fromkeys(found))
+
+
+def _rewritten(url: str) -> list[tuple[str, str]]:
+    """The user and password of ``url`` as the URL classes of the HTTP clients write them.
+
+    Each percent-encodes a URL its own way when it prints it: yarl (aiohttp)
+    writes escapes in upper case (``p%c3%a9`` as ``p%C3%A9``) and decodes the
+    unreserved ones (``%41`` as ``A``); httpx and httpx2 encode ``;`` and ``=``
+    (``p;=x`` as ``p%3B%3Dx``). Only the packages already installed are asked.
+    """
+    found: list[tuple[str, str]] = []
+    # A URL a class refuses (its own exception types) is sent by no client of its package.
+    with contextlib.suppress(Exception):
+        import yarl
+
+        parsed = yarl.URL(url)
+        found.append((parsed.raw_user or "", parsed.raw_password or ""))
+    for name in ("httpx", "httpx2"):
+        with contextlib.suppress(Exception):
+            userinfo = importlib.import_module(name).URL(url).userinfo.decode("ascii")
+            user, _, password = userinfo.partition(":")
+            found.append((user, password))
+    return found
 
 
 def url_userinfo(url: str) -> str | None:
@@ -182,31 +259,49 @@ def resolve_api_key(
     raise ModelConfigError(f"no API key for provider {provider!r}: pass api_key=... or set {where}")
 
 
-Scrubs = tuple[tuple[str, str], ...]
+Scrubs = tuple[tuple[str, str, re.Pattern[str] | None], ...]
 
 
 def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
-    """What `scrub` replaces: each secret's value and what shows instead, the longest first.
+    """What `scrub` replaces: each secret's value, what shows instead and where, the longest first.
+
+    Where: everywhere, or (a short key) where a pattern finds it written as a
+    credential; the value is looked for first, plainly, as a quick test.
 
     Longest first: one secret inside another (a key ``secret``, a password
     ``hunter2-secret-01``) would otherwise cut the longer one so it no longer
     matches, and the rest of it would show. Made once for a set of secrets
     that is used many times (a log filter's).
     """
-    found = {s.reveal(): s.shown if isinstance(s, _InUrl) else _MASK for s in secrets if s}
-    return tuple(sorted(found.items(), key=lambda pair: len(pair[0]), reverse=True))
+    found: dict[tuple[str, str, re.Pattern[str] | None], None] = {}
+    for s in secrets:
+        if isinstance(s, _AsCredential):
+            found[s.reveal(), rf"\g<1>{_MASK}", s.pattern] = None
+        elif s:
+            found[s.reveal(), s.shown if isinstance(s, _InUrl) else _MASK, None] = None
+    return tuple(sorted(found, key=lambda pair: len(pair[0]), reverse=True))
 
 
 def scrub(text: str, pairs: Scrubs) -> str:
     """``text`` with each value of ``pairs`` (`scrubs`) replaced by what shows instead."""
-    for value, shown in pairs:
+    for value, shown, where in pairs:
         if value in text:
-            text = text.replace(value, shown)
+            text = text.replace(value, shown) if where is None else where.sub(shown, text)
     return text
 
 
+def redact_header(name: str, value: str, secrets: Iterable[Secret | None]) -> str:
+    """A header's ``value`` scrubbed as it reads with its ``name`` (a short key shows in ``x-api-key: k``)."""
+    line = f"{name}: {value}"
+    cleaned = redact(line, secrets)
+    return value if cleaned == line else cleaned[len(name) + 2 :]
+
+
 def redact(text: str, secrets: Iterable[Secret | None]) -> str:
-    """``text`` with every secret value replaced by ``***`` (a short URL password: `url_secrets`)."""
+    """``text`` with every secret value replaced by ``***``.
+
+    A short one only where it is written as a credential (`url_secrets`, `api_key_secrets`).
+    """
     return scrub(text, scrubs(secrets))
 
 
@@ -252,8 +347,10 @@ def _redact_headers(headers: object, keys: tuple[Secret, ...]) -> None:
     if items is None or not hasattr(headers, "__setitem__"):
         return
     for name, value in list(items()):
-        if isinstance(value, str) and redact(value, keys) != value:
-            headers[name] = redact(value, keys)
+        if isinstance(name, str) and isinstance(value, str):
+            cleaned = redact_header(name, value, keys)
+            if cleaned != value:
+                headers[name] = cleaned
 
 
 def _redact_url(held: object, keys: tuple[Secret, ...]) -> None:

@@ -47,7 +47,7 @@ from toolfold.adapters._http._http_errors import (
     transport_error,
 )
 from toolfold.adapters._http._json import loads_text
-from toolfold.adapters._http._keys import Secret, mask_url, redact, redact_chain
+from toolfold.adapters._http._keys import Secret, mask_url, redact, redact_chain, redact_header
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 
 __all__ = ["Call", "Sender", "scrub_error"]
@@ -277,21 +277,32 @@ class Sender:
             return None, done.value
 
     async def _failed(self, response: Any, call: Call, per_await: bool) -> Failed:
+        pieces: list[bytes] = []
         try:
-            text = await self._read_all(response, call, per_await=per_await)
-        except ProviderError:
+            text = await self._read_all(response, call, per_await=per_await, pieces=pieces)
+        except ProviderError as exc:
             if self._ran_out(call):
-                raise  # the total timeout, not the status: the call is over
-            text = b""  # over the limits, cut: the status speaks alone
+                # The call is over, and not because the body was cut or too
+                # large: a body ending as the deadline passes reads as cut.
+                if isinstance(exc, ProviderTimeoutError):
+                    raise
+                raise self.total_timeout(call.url) from exc
+            return _failed_early(response, exc, pieces)
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
 
     def _failed_sync(self, response: Any, call: Call) -> Failed:
+        pieces: list[bytes] = []
         try:
-            text = b"".join(self.body_sync(response, call))
-        except ProviderError:
+            pieces.extend(self.body_sync(response, call))  # kept as they come: a cut keeps them
+            text = b"".join(pieces)
+        except ProviderError as exc:
             if self._ran_out(call):
-                raise  # the total timeout, not the status: the call is over
-            text = b""  # over the limits, cut: the status speaks alone
+                # The call is over, and not because the body was cut or too
+                # large: a body ending as the deadline passes reads as cut.
+                if isinstance(exc, ProviderTimeoutError):
+                    raise
+                raise self.total_timeout(call.url) from exc
+            return _failed_early(response, exc, pieces)
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
 
     def _ran_out(self, call: Call) -> bool:
@@ -300,27 +311,46 @@ class Sender:
 
     # --- internals: reading a body within the limits and the deadline --------
 
-    async def body(self, response: Any, call: Call) -> AsyncGenerator[bytes, None]:
-        """The decoded body as it arrives; the connection is released however the reading ends."""
+    async def body(
+        self, response: Any, call: Call, ended: Callable[[], bool] | None = None
+    ) -> AsyncGenerator[bytes, None]:
+        """The decoded body as it arrives; the connection is released however the reading ends.
+
+        ``ended``: whether the stream's last event arrived (`SSEDecoder.ended`);
+        a stream cut after it (its gzip trailer missing, the connection closed
+        before the chunked body's end) has lost nothing and ends quietly.
+        """
         raw: AsyncIterator[bytes] | None = None
         try:
             reader = self._reader(response, call)
             raw = _aiter_raw(response)
-            while (chunk := await self._chunk(raw, call, per_await=True)) is not None:
-                yield self._feed(reader, chunk, call)
-            yield self._feed(reader, None, call)
+            try:
+                while (chunk := await self._chunk(raw, call, per_await=True)) is not None:
+                    yield self._feed(reader, chunk, call)
+                yield self._feed(reader, None, call)
+            except StreamError as exc:
+                if ended is None or not ended():
+                    raise
+                _cut_after_end(exc)
         finally:
             await _release(raw, response)
 
-    async def _read_all(self, response: Any, call: Call, *, per_await: bool) -> bytes:
-        """The whole decoded body, read like `body` without an async generator."""
+    async def _read_all(
+        self, response: Any, call: Call, *, per_await: bool, pieces: list[bytes] | None = None
+    ) -> bytes:
+        """The whole decoded body, read like `body` without an async generator.
+
+        ``pieces``: where the decoded pieces go as they come (what arrived of a
+        body whose reading fails); by default a list of its own.
+        """
         if not per_await and type(response) in READ_IN_PIECES:
-            return await self._read_pieces(response, call)
+            return await self._read_pieces(response, call, pieces)
         raw: AsyncIterator[bytes] | None = None
+        if pieces is None:
+            pieces = []
         try:
             reader = self._reader(response, call)
             raw = _aiter_raw(response)
-            pieces = []
             while (chunk := await self._chunk(raw, call, per_await=per_await)) is not None:
                 pieces.append(self._feed(reader, chunk, call))
             pieces.append(self._feed(reader, None, call))
@@ -328,7 +358,9 @@ class Sender:
         finally:
             await _release(raw, response)
 
-    async def _read_pieces(self, response: Any, call: Call) -> bytes:
+    async def _read_pieces(
+        self, response: Any, call: Call, pieces: list[bytes] | None = None
+    ) -> bytes:
         """`_read_all` of an aiohttp answer with no deadline per await.
 
         Its pieces come straight from the stream, whose end is an empty piece:
@@ -342,7 +374,8 @@ class Sender:
             read = response.raw_reader()
             free = reader.passthrough()
             taken = 0
-            pieces = []
+            if pieces is None:
+                pieces = []
             while True:
                 try:
                     chunk = await read()
@@ -398,26 +431,33 @@ class Sender:
                 raise
             raise error from exc
 
-    def body_sync(self, response: Any, call: Call) -> Generator[bytes, None, None]:
+    def body_sync(
+        self, response: Any, call: Call, ended: Callable[[], bool] | None = None
+    ) -> Generator[bytes, None, None]:
         """Blocking `body`."""
         try:
             reader = self._reader(response, call)
             raw = _iter_raw(response)
-            while True:
-                try:
-                    with sync_deadline(self._left(call)):
-                        chunk = next(raw)
-                except StopIteration:
-                    break
-                except Exception as exc:
-                    error = self._read_failure(exc, call)
-                    if error is exc:
-                        raise
-                    raise error from exc
-                if call.deadline is not None and self.clock() >= call.deadline:
-                    raise self.total_timeout(call.url)  # an injected client, between reads
-                yield self._feed(reader, chunk, call)
-            yield self._feed(reader, None, call)
+            try:
+                while True:
+                    try:
+                        with sync_deadline(self._left(call)):
+                            chunk = next(raw)
+                    except StopIteration:
+                        break
+                    except Exception as exc:
+                        error = self._read_failure(exc, call)
+                        if error is exc:
+                            raise
+                        raise error from exc
+                    if call.deadline is not None and self.clock() >= call.deadline:
+                        raise self.total_timeout(call.url)  # an injected client, between reads
+                    yield self._feed(reader, chunk, call)
+                yield self._feed(reader, None, call)
+            except StreamError as exc:
+                if ended is None or not ended():
+                    raise
+                _cut_after_end(exc)
         finally:
             response.close()
 
@@ -461,6 +501,8 @@ class Sender:
         text = self._redact(failed.text)
         info = self.error_parser(failed.status, text, failed.headers)
         error = status_error(self.provider, failed.status, text, failed.headers, info, url)
+        if failed.cut:
+            error.args = (f"{error.args[0]} (its body was cut before its end)", *error.args[1:])
         return self.scrub(error), info.retryable, info.retry_after
 
     def _exception_failure(self, exc: BaseException, call: Call) -> ProviderError:
@@ -530,6 +572,24 @@ class Sender:
         return redact(text, self.secrets)
 
 
+def _cut_after_end(error: StreamError) -> None:
+    """A stream cut after its last event: nothing of the answer is missing, only its end."""
+    if _log.isEnabledFor(logging.DEBUG):
+        _log.debug("the stream ended after its last event, then: %s", error)
+
+
+def _failed_early(response: Any, error: ProviderError, pieces: list[bytes]) -> Failed:
+    """An error answer whose body could not be read whole: what arrived, if it was cut.
+
+    A cut body (the connection closed, or its gzip/deflate data stops short)
+    keeps what decoded, the provider's message often in it; one over the
+    limits is left out, and the status speaks alone.
+    """
+    cut = isinstance(error, (ProviderConnectionError, StreamError))
+    text = b"".join(pieces).decode("utf-8", "replace") if cut else ""
+    return Failed(int(response.status_code), response.headers, text, cut)
+
+
 def _iter_raw(response: Any) -> Iterator[bytes]:
     if getattr(response, "is_stream_consumed", False):
         # A response made with content= (httpx.MockTransport): its body is at hand.
@@ -581,7 +641,9 @@ def scrub_error(error: ProviderError, *secrets: Secret | None) -> ProviderError:
     if error.code:
         error.code = redact(error.code, secrets)
     if error.headers:
-        error.headers = {name: redact(value, secrets) for name, value in error.headers.items()}
+        error.headers = {
+            name: redact_header(name, value, secrets) for name, value in error.headers.items()
+        }
     failed = getattr(error, "failed_generation", None)
     if isinstance(failed, str):
         error.failed_generation = redact(failed, secrets)  # type: ignore[attr-defined]

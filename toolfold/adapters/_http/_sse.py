@@ -70,6 +70,7 @@ class SSEDecoder:
         "_bytes",
         "_cr",
         "_data",
+        "_ended",
         "_event",
         "_has_data",
         "_id",
@@ -90,6 +91,11 @@ class SSEDecoder:
         self._event: str | None = None
         self._id: str | None = None
         self._retry: int | None = None
+        self._ended = False
+
+    def ended(self) -> bool:
+        """Whether the stream's end-of-stream sentinel (``data: [DONE]``) was dispatched."""
+        return self._ended
 
     def feed(self, chunk: str | bytes) -> list[SSEEvent]:
         """Decode one network chunk; return the events it completed (often none)."""
@@ -171,6 +177,8 @@ class SSEDecoder:
         data = self._data[0] if len(self._data) == 1 else "\n".join(self._data)
         self._data = []
         self._has_data = False
+        if data == "[DONE]":
+            self._ended = True
         return SSEEvent(data, event_name or None, self._id, self._retry)
 
 

@@ -35,7 +35,7 @@ from toolfold.adapters._http._checks import (
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import parse_error_body
 from toolfold.adapters._http._json import dumps
-from toolfold.adapters._http._keys import Secret, mask_url, url_secrets
+from toolfold.adapters._http._keys import Secret, api_key_secrets, mask_url, url_secrets
 from toolfold.adapters._http._logs import guard_logs
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 from toolfold.adapters._http._sender import Call, ErrorParser, Sender, scrub_error
@@ -126,8 +126,12 @@ class Transport:
         self._key = api_key if isinstance(api_key, Secret) or api_key is None else Secret(api_key)
         self._auth_header = auth_header.lower()
         self._auth_value = _auth_value(self._key, auth_header, auth_scheme)
-        url_keys = url_secrets(self.base_url)
-        guard_logs(self._key, *url_keys)
+        # A short key is scrubbed only where it is a credential (``Bearer k``).
+        secrets = (
+            *api_key_secrets(self._key, auth_header, auth_scheme),
+            *url_secrets(self.base_url),
+        )
+        guard_logs(*secrets)
         # The key is not in these dicts: it is added at send time from the Secret,
         # so neither vars(transport) nor a stored header dict ever shows it.
         self._headers = _default_headers(headers or {})
@@ -146,7 +150,7 @@ class Transport:
             timeouts=timeouts,
             limits=limits,
             error_parser=error_parser or parse_error_body,
-            secrets=tuple(s for s in (self._key, *url_keys) if s),
+            secrets=secrets,
             # An injected client may raise its own exception classes (or TypeError
             # on an argument its API spells differently): all of them are mapped.
             foreign=injected,
@@ -302,7 +306,8 @@ class Transport:
         call = self._stream_call(path, body, headers, accept)
         try:
             response = await self._sender.send(call)
-            async with contextlib.aclosing(self._sender.body(response, call)) as chunks:
+            ended = getattr(decoder, "ended", None)  # the SSE decoder saw [DONE]
+            async with contextlib.aclosing(self._sender.body(response, call, ended)) as chunks:
                 async for chunk in chunks:
                     for item in decoder.feed(chunk):
                         if check is not None:
@@ -330,7 +335,8 @@ class Transport:
         call = self._stream_call(path, body, headers, accept)
         try:
             response = self._sender.send_sync(call)
-            with contextlib.closing(self._sender.body_sync(response, call)) as chunks:
+            ended = getattr(decoder, "ended", None)
+            with contextlib.closing(self._sender.body_sync(response, call, ended)) as chunks:
                 for chunk in chunks:
                     for item in decoder.feed(chunk):
                         if check is not None:

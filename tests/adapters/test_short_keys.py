@@ -1,0 +1,210 @@
+"""An API key of a few characters is hidden where it is a credential, never letter by letter.
+
+A key ``ab`` scrubbed as a bare substring turned every ``ab`` of a message into
+``***`` (``c***le``); like a short URL password (test_secrets_in_urls.py), it
+is scrubbed where it is written as one: after its scheme (``Bearer ab``) or its
+header's name (``x-api-key: ab``, ``'x-api-key': 'ab'``, ``(b'x-api-key', b'ab')``),
+the way each provider sends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from backends import cases
+from leaks import every_text
+from scripted_http import Recorded, Reply, ScriptedServer
+
+import toolfold
+from toolfold import ProviderConnectionError, ProviderError
+from toolfold.adapters import Transport
+from toolfold.adapters._http._keys import api_key_secrets, redact
+
+KEYS = ["k", "ab", "xyz"]
+# How each provider sends its key: (header, scheme). OpenAI and the compatible
+# ones in Authorization after Bearer, Anthropic and Gemini bare in their own header.
+SENT = {
+    "openai": ("authorization", "Bearer"),
+    "anthropic": ("x-api-key", ""),
+    "gemini": ("x-goog-api-key", ""),
+}
+LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "aiohttp", "toolfold")
+# A provider message holding every short key as (part of) a word.
+SAID = "bad key: ask xyz about a cab, keep kk (k)"
+
+
+def _credentials(key: str, header: str, scheme: str) -> list[str]:
+    """The forms the key must never show in: each way a header is printed."""
+    value = f"{scheme} {key}" if scheme else key
+    return [
+        f"{header}: {value}",
+        f"'{header}': '{value}'",
+        f"b'{header}', b'{value}'",
+        f'"{header}": "{value}"',
+        *([f"{scheme} {key}"] if scheme else []),
+    ]
+
+
+def _assert_hidden(text: str, key: str, header: str, scheme: str) -> None:
+    for form in _credentials(key, header, scheme):
+        assert form not in text
+
+
+def _echo(header: str, *statuses: int) -> Any:
+    """Answers each request with the next status, echoing the key's header in a header and the body."""
+    left = list(statuses)
+
+    def handler(request: Recorded) -> Reply:
+        value = request.headers[header]
+        body = f'{{"error": {{"message": "{SAID} (sent {header}: {value})"}}, "ok": 1}}'
+        return Reply(status=left.pop(0), body=body.encode(), headers={header: value})
+
+    return handler
+
+
+def _transport(url: str, provider: str, key: str, backend: str, retry: int = 0) -> Transport:
+    header, scheme = SENT[provider]
+    return Transport(
+        provider,
+        url,
+        key,
+        auth_header=header,
+        auth_scheme=scheme,
+        http=backend,
+        retry=retry,
+        sleep=_no_sleep,
+        sleep_sync=lambda seconds: None,
+    )
+
+
+async def _no_sleep(seconds: float) -> None:
+    pass
+
+
+def _post(transport: Transport, mode: str) -> Any:
+    if mode == "sync":
+        with transport:
+            return transport.post_json_sync("chat", {"m": 1})
+
+    async def run() -> Any:
+        async with transport:
+            return await transport.post_json("chat", {"m": 1})
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("provider", list(SENT))
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_an_echoed_short_key_is_masked_and_the_message_kept(
+    http_server: ScriptedServer, backend: str, mode: str, provider: str, key: str
+) -> None:
+    """A 401 echoing the key's header: masked there, the provider's words around it untouched."""
+    header, scheme = SENT[provider]
+    http_server.handler = _echo(header, 401)
+    with pytest.raises(ProviderError) as caught:
+        _post(_transport(http_server.url, provider, key, backend), mode)
+    masked = f"{scheme} ***" if scheme else "***"
+    assert caught.value.provider_message == f"{SAID} (sent {header}: {masked})"
+    assert f"{SAID} (sent {header}: {masked})" in str(caught.value)
+    echoed = {name.lower(): value for name, value in caught.value.headers.items()}
+    assert echoed[header] == masked
+    _assert_hidden(every_text(caught.value), key, header, scheme)
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("provider", list(SENT))
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_a_refused_call_with_a_short_key_reads_as_written(
+    refused_port: int, backend: str, mode: str, provider: str, key: str
+) -> None:
+    """The message names the URL intact; the request the chain holds shows the key masked."""
+    header, scheme = SENT[provider]
+    url = f"http://127.0.0.1:{refused_port}/api"
+    with pytest.raises(ProviderConnectionError) as caught:
+        _post(_transport(url, provider, key, backend), mode)
+    assert str(caught.value).startswith(f"cannot reach {provider} at {url}/chat")
+    _assert_hidden(every_text(caught.value), key, header, scheme)
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("provider", list(SENT))
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_debug_logs_mask_a_short_key_only_as_a_credential(
+    http_server: ScriptedServer,
+    caplog: pytest.LogCaptureFixture,
+    backend: str,
+    mode: str,
+    provider: str,
+    key: str,
+) -> None:
+    """With the HTTP stacks at DEBUG, a retried call: the echoed header masked, the rest as logged."""
+    header, scheme = SENT[provider]
+    http_server.handler = _echo(header, 500, 200)
+    with caplog.at_level(logging.DEBUG):
+        for name in LOGGERS:
+            caplog.set_level(logging.DEBUG, logger=name)
+        assert _post(_transport(http_server.url, provider, key, backend, retry=1), mode)["ok"] == 1
+    lines = "\n".join(record.getMessage() for record in caplog.records)
+    assert f"retrying POST {http_server.url}/chat in " in lines
+    assert f"{SAID} (sent {header}: " in lines  # the provider's message, unmangled
+    if backend != "aiohttp":
+        masked = f"{scheme} ***" if scheme else "***"
+        assert f"(b'{header}', b'{masked}')" in lines  # httpcore's response headers
+    _assert_hidden(lines, key, header, scheme)
+
+
+@pytest.mark.parametrize(
+    ("spec", "provider"),
+    [("openai:m", "openai"), ("anthropic:m", "anthropic"), ("gemini:m", "gemini")],
+)
+def test_each_provider_model_scrubs_its_short_key_as_it_sends_it(spec: str, provider: str) -> None:
+    """The models hand their transport the header and scheme they send the key with."""
+    model = toolfold.model(spec, api_key="ab", base_url="http://127.0.0.1:9/v1")
+    try:
+        secrets = model._transport._sender.secrets
+    finally:
+        model.close()
+    header, scheme = SENT[provider]
+    assert secrets == api_key_secrets(toolfold.adapters.Secret("ab"), header, scheme)
+    text = f"a cab; {header}: {scheme} ab".replace(":  ", ": ")
+    assert redact(text, secrets) == text.replace(" ab", " ***")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("Bearer ab", "Bearer ***"),
+        ("the token Bearer ab.", "the token Bearer ***."),
+        ("{'authorization': 'bearer ab'}", "{'authorization': 'bearer ***'}"),
+        (
+            "Bearer abc and Bearer ab.cd are other tokens",
+            "Bearer abc and Bearer ab.cd are other tokens",
+        ),
+        ("a cab, an abbey", "a cab, an abbey"),
+    ],
+)
+def test_a_short_bearer_key_is_masked_where_it_is_one(text: str, shown: str) -> None:
+    """``Bearer ab`` (any case of the scheme) is masked, up to where the token ends; a bare ab is not."""
+    assert (
+        redact(text, api_key_secrets(toolfold.adapters.Secret("ab"), "authorization", "Bearer"))
+        == shown
+    )
+
+
+def test_two_short_keys_alike_in_different_headers_are_both_guarded() -> None:
+    """The log guard keeps a key ``ab`` sent as Bearer and one sent as x-api-key apart."""
+    from toolfold.adapters._http import _logs
+
+    guard = _logs._KeyFilter()
+    for header, scheme in (("authorization", "Bearer"), ("x-api-key", "")):
+        for secret in api_key_secrets(toolfold.adapters.Secret("ab"), header, scheme):
+            guard.add(secret)
+    record = logging.LogRecord(
+        "httpx", logging.DEBUG, __file__, 1, "%s", ("Bearer ab; x-api-key: ab; a cab",), None
+    )
+    assert guard.filter(record)
+    assert record.getMessage() == "Bearer ***; x-api-key: ***; a cab"
