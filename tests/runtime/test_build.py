@@ -15,7 +15,7 @@ import toolfold
 from toolfold import RunState
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.runtime.core import _stream as stream
-from toolfold.runtime.core._build import builder, replacer
+from toolfold.runtime.core._build import builder, evolver, replacer
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ModelResponded, ToolReturned
@@ -305,6 +305,27 @@ def test_replacer_refuses_unknown_fields() -> None:
     """Naming a field the class does not take is a TypeError naming it."""
     with pytest.raises(TypeError, match="nope"):
         replacer(Usage, "nope")
+
+
+def test_an_evolved_record_equals_attrs_evolve_s() -> None:
+    """evolver() copies the other fields and sets those the changes name, as attrs.evolve does."""
+    changes = {"phase": "finished", "step": 7, "finish_reason": "stop"}
+    evolved = evolver(RunState)(_STATE, changes)
+    expected = attrs.evolve(_STATE, **changes)
+    assert type(evolved) is RunState
+    assert evolved == expected
+    assert repr(evolved) == repr(expected)
+    assert to_json(evolved) == to_json(expected)
+    assert evolver(RunState)(_STATE, {}) == _STATE
+    assert _STATE.phase == "awaiting_model"  # the original is untouched
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        evolved.step = 8  # type: ignore[misc]
+
+
+def test_an_evolver_refuses_a_class_with_fields_outside_init() -> None:
+    """A class with a field init does not take (a message's codec memo) is refused when made."""
+    with pytest.raises(TypeError, match="Message"):
+        evolver(Message)
 
 
 def test_folding_a_stream_gives_what_the_classes_give() -> None:

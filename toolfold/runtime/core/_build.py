@@ -160,3 +160,33 @@ def replacer(cls: type[T], *names: str) -> Callable[..., T]:
     exec(compile(source, f"<replacer of {cls.__qualname__}>", "exec"), namespace)
     replace: Callable[..., T] = namespace["replace"]
     return replace
+
+
+def evolver(cls: type[T]) -> Callable[[T, dict[str, Any]], T]:
+    """``evolve(record, changes)``: ``attrs.evolve(record, **changes)``, cheaply.
+
+    Straight-line code, one line a field: the new value where ``changes``
+    names the field, else ``record``'s, set into the slot as `builder` sets
+    it (no builder's frame with a parameter a field in between). Like
+    `builder`, it skips converters and validators, so the new values must be
+    of the fields' final types; names that are no field are ignored.
+
+    Raises:
+        TypeError: ``cls`` is not a slotted attrs class, or has fields without ``init``.
+    """
+    shell = _shell(cls)
+    fields = attrs.fields(cast(Any, cls))
+    if not all(field.init for field in fields):
+        raise TypeError(f"evolver() copies init fields only; {cls.__name__} has others")
+    namespace: dict[str, Any] = {"_new": object.__new__, "_shell": shell, "_cls": cls}
+    lines = ["    self = _new(_shell)"]
+    for field in fields:
+        name = field.name
+        lines.append(
+            f"    self.{name} = changes['{name}'] if '{name}' in changes else record.{name}"
+        )
+    lines += ["    self.__class__ = _cls", "    return self"]
+    source = "def evolve(record, changes):\n" + "\n".join(lines) + "\n"
+    exec(compile(source, f"<evolver of {cls.__qualname__}>", "exec"), namespace)
+    evolve: Callable[[T, dict[str, Any]], T] = namespace["evolve"]
+    return evolve
