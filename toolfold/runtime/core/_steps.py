@@ -36,6 +36,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    Usage,
 )
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import (
@@ -166,7 +167,12 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
     changes["conversation"] = state.conversation.append(message)
     changes["step"] = state.step + 1
     usage = response.usage
-    changes["usage"] = state.usage if usage is NO_USAGE else state.usage + usage
+    total = state.usage
+    if usage is not NO_USAGE:
+        # A fresh run's first answer: the sum is its own usage (a frozen `Usage`).
+        fresh = total is NO_USAGE and type(usage) is Usage
+        total = usage if fresh else total + usage
+    changes["usage"] = total
     changes["calls"] = ()
     calls = message.tool_calls
     if not calls:
