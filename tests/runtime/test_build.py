@@ -166,6 +166,31 @@ def test_builder_refuses_classes_it_cannot_build() -> None:
         build(1, 2)
 
 
+def test_a_class_with_its_own_new_is_built_without_calling_it() -> None:
+    """A record class with a __new__ of its own is built, replaced and evolved without running it."""
+    made: list[object] = []
+
+    @attrs.frozen
+    class Counted:
+        a: int
+        b: int = 0
+
+        def __new__(cls, *args: object, **kwargs: object) -> Any:
+            made.append(cls)
+            return super().__new__(cls)
+
+    one = Counted(1)
+    made.clear()
+    built = [
+        builder(Counted)(1, 2),
+        replacer(Counted, "b")(one, 2),
+        evolver(Counted)(one, {"b": 2}),
+    ]
+    assert made == []
+    assert built == [Counted(1, 2)] * 3
+    assert all(type(record) is Counted for record in built)
+
+
 def test_a_failing_step_keeps_failures_frozen() -> None:
     """The one writer of ``failures`` (built without the class's converter) writes a FrozenDict."""
 
