@@ -191,6 +191,25 @@ def test_a_class_with_its_own_new_is_built_without_calling_it() -> None:
     assert all(type(record) is Counted for record in built)
 
 
+def test_a_class_with_a_metaclass_call_is_built_without_calling_it() -> None:
+    """A record class whose metaclass has a __call__ of its own is built without running it."""
+    called: list[object] = []
+
+    class Counting(type):
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            called.append(cls)
+            return super().__call__(*args, **kwargs)
+
+    @attrs.frozen
+    class Metered(metaclass=Counting):
+        a: int
+
+    assert builder(Metered)(1) == Metered(1)
+    called.clear()
+    assert type(builder(Metered)(2)) is Metered
+    assert called == []
+
+
 def test_a_failing_step_keeps_failures_frozen() -> None:
     """The one writer of ``failures`` (built without the class's converter) writes a FrozenDict."""
 

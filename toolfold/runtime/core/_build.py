@@ -55,10 +55,12 @@ def _shell(cls: type[Any]) -> type[Any]:
             "__delattr__": object.__delattr__,
             "__module__": cls.__module__,
         }
-        if cls.__new__ is object.__new__:
+        if cls.__new__ is object.__new__ and type(cls) is type:
             # ``_shell()`` then makes a blank instance straight through the type's
             # call (object's new and init, no arguments): cheaper than
             # ``object.__new__(_shell)``, which checks and slices its arguments.
+            # (A metaclass's own ``__call__`` would run there: such a class keeps
+            # the other way.)
             namespace["__init__"] = object.__init__
         shell = type(f"_Building{cls.__name__}", (cls,), namespace)
         _SHELLS[cls] = shell
