@@ -15,7 +15,7 @@ import toolfold
 from toolfold import RunState
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.runtime.core import _stream as stream
-from toolfold.runtime.core._build import builder, replacer
+from toolfold.runtime.core._build import builder, evolver, replacer
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ModelResponded, ToolReturned
@@ -166,6 +166,50 @@ def test_builder_refuses_classes_it_cannot_build() -> None:
         build(1, 2)
 
 
+def test_a_class_with_its_own_new_is_built_without_calling_it() -> None:
+    """A record class with a __new__ of its own is built, replaced and evolved without running it."""
+    made: list[object] = []
+
+    @attrs.frozen
+    class Counted:
+        a: int
+        b: int = 0
+
+        def __new__(cls, *args: object, **kwargs: object) -> Any:
+            made.append(cls)
+            return super().__new__(cls)
+
+    one = Counted(1)
+    made.clear()
+    built = [
+        builder(Counted)(1, 2),
+        replacer(Counted, "b")(one, 2),
+        evolver(Counted)(one, {"b": 2}),
+    ]
+    assert made == []
+    assert built == [Counted(1, 2)] * 3
+    assert all(type(record) is Counted for record in built)
+
+
+def test_a_class_with_a_metaclass_call_is_built_without_calling_it() -> None:
+    """A record class whose metaclass has a __call__ of its own is built without running it."""
+    called: list[object] = []
+
+    class Counting(type):
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            called.append(cls)
+            return super().__call__(*args, **kwargs)
+
+    @attrs.frozen
+    class Metered(metaclass=Counting):
+        a: int
+
+    assert builder(Metered)(1) == Metered(1)
+    called.clear()
+    assert type(builder(Metered)(2)) is Metered
+    assert called == []
+
+
 def test_a_failing_step_keeps_failures_frozen() -> None:
     """The one writer of ``failures`` (built without the class's converter) writes a FrozenDict."""
 
@@ -305,6 +349,27 @@ def test_replacer_refuses_unknown_fields() -> None:
     """Naming a field the class does not take is a TypeError naming it."""
     with pytest.raises(TypeError, match="nope"):
         replacer(Usage, "nope")
+
+
+def test_an_evolved_record_equals_attrs_evolve_s() -> None:
+    """evolver() copies the other fields and sets those the changes name, as attrs.evolve does."""
+    changes = {"phase": "finished", "step": 7, "finish_reason": "stop"}
+    evolved = evolver(RunState)(_STATE, changes)
+    expected = attrs.evolve(_STATE, **changes)
+    assert type(evolved) is RunState
+    assert evolved == expected
+    assert repr(evolved) == repr(expected)
+    assert to_json(evolved) == to_json(expected)
+    assert evolver(RunState)(_STATE, {}) == _STATE
+    assert _STATE.phase == "awaiting_model"  # the original is untouched
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        evolved.step = 8  # type: ignore[misc]
+
+
+def test_an_evolver_refuses_a_class_with_fields_outside_init() -> None:
+    """A class with a field init does not take (a message's codec memo) is refused when made."""
+    with pytest.raises(TypeError, match="Message"):
+        evolver(Message)
 
 
 def test_folding_a_stream_gives_what_the_classes_give() -> None:

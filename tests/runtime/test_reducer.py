@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
 
@@ -74,6 +75,21 @@ def test_usage_is_summed_over_steps() -> None:
     state = reduce(state, ToolReturned("c1", "ok"))
     state = reduce(state, answer(usage=Usage(200, 20, 0, 0, 1)))
     assert state.usage == Usage(300, 30, 50, 3, 2)
+
+
+def test_the_first_response_s_usage_starts_the_sum() -> None:
+    """A fresh run's usage is its first response's; a loaded zero or a Usage subclass sums to a Usage."""
+
+    class Tagged(Usage):
+        pass
+
+    first = Usage(7, 3, 0, 0, 1)
+    assert reduce(start(), answer(usage=first)).usage == first
+    loaded = attrs.evolve(start(), usage=Usage())  # a zero that is not the shared one
+    assert reduce(loaded, answer(usage=first)).usage == first
+    summed = reduce(start(), answer(usage=Tagged(7, 3, 0, 0, 1))).usage
+    assert type(summed) is Usage
+    assert summed == first
 
 
 def test_instructions_go_first_but_are_not_stored() -> None:

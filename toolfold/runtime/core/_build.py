@@ -49,21 +49,30 @@ def _shell(cls: type[Any]) -> type[Any]:
         # Same layout as `cls` (no slots of its own) with the generic
         # ``__setattr__``: both it and ``__delattr__`` must be object's for
         # Python to give the class the fast slot assignment.
-        shell = type(
-            f"_Building{cls.__name__}",
-            (cls,),
-            {
-                "__slots__": (),
-                "__setattr__": object.__setattr__,
-                "__delattr__": object.__delattr__,
-                "__module__": cls.__module__,
-            },
-        )
+        namespace: dict[str, Any] = {
+            "__slots__": (),
+            "__setattr__": object.__setattr__,
+            "__delattr__": object.__delattr__,
+            "__module__": cls.__module__,
+        }
+        if cls.__new__ is object.__new__ and type(cls) is type:
+            # ``_shell()`` then makes a blank instance straight through the type's
+            # call (object's new and init, no arguments): cheaper than
+            # ``object.__new__(_shell)``, which checks and slices its arguments.
+            # (A metaclass's own ``__call__`` would run there: such a class keeps
+            # the other way.)
+            namespace["__init__"] = object.__init__
+        shell = type(f"_Building{cls.__name__}", (cls,), namespace)
         _SHELLS[cls] = shell
     return shell
 
 
 _SHELLS: dict[type[Any], type[Any]] = {}
+
+
+def _blank(shell: type[Any]) -> str:
+    """The expression a generated function makes a blank ``shell`` instance with."""
+    return "_shell()" if shell.__init__ is object.__init__ else "_new(_shell)"
 
 
 def builder(cls: type[T]) -> Callable[..., T]:
@@ -111,7 +120,7 @@ def builder(cls: type[T]) -> Callable[..., T]:
             namespace[f"_default{index}"] = default
             lines.append(f"    self.{name} = _default{index}")
     body = "\n".join(
-        ["    self = _new(_shell)", *lines, "    self.__class__ = _cls", "    return self"]
+        [f"    self = {_blank(shell)}", *lines, "    self.__class__ = _cls", "    return self"]
     )
     signature = ", ".join([*params, "*", *keywords] if keywords else params)
     source = f"def build_{cls.__name__}({signature}):\n{body}\n"
@@ -139,7 +148,7 @@ def replacer(cls: type[T], *names: str) -> Callable[..., T]:
     if unknown:
         raise TypeError(f"replacer(): {cls.__name__} has no init fields {sorted(unknown)}")
     namespace: dict[str, Any] = {"_new": object.__new__, "_shell": shell, "_cls": cls}
-    lines = ["    self = _new(_shell)"]
+    lines = [f"    self = {_blank(shell)}"]
     for index, field in enumerate(fields):
         name = field.name
         if name in names:
@@ -160,3 +169,33 @@ def replacer(cls: type[T], *names: str) -> Callable[..., T]:
     exec(compile(source, f"<replacer of {cls.__qualname__}>", "exec"), namespace)
     replace: Callable[..., T] = namespace["replace"]
     return replace
+
+
+def evolver(cls: type[T]) -> Callable[[T, dict[str, Any]], T]:
+    """``evolve(record, changes)``: ``attrs.evolve(record, **changes)``, cheaply.
+
+    Straight-line code, one line a field: the new value where ``changes``
+    names the field, else ``record``'s, set into the slot as `builder` sets
+    it (no builder's frame with a parameter a field in between). Like
+    `builder`, it skips converters and validators, so the new values must be
+    of the fields' final types; names that are no field are ignored.
+
+    Raises:
+        TypeError: ``cls`` is not a slotted attrs class, or has fields without ``init``.
+    """
+    shell = _shell(cls)
+    fields = attrs.fields(cast(Any, cls))
+    if not all(field.init for field in fields):
+        raise TypeError(f"evolver() copies init fields only; {cls.__name__} has others")
+    namespace: dict[str, Any] = {"_new": object.__new__, "_shell": shell, "_cls": cls}
+    lines = [f"    self = {_blank(shell)}"]
+    for field in fields:
+        name = field.name
+        lines.append(
+            f"    self.{name} = changes['{name}'] if '{name}' in changes else record.{name}"
+        )
+    lines += ["    self.__class__ = _cls", "    return self"]
+    source = "def evolve(record, changes):\n" + "\n".join(lines) + "\n"
+    exec(compile(source, f"<evolver of {cls.__qualname__}>", "exec"), namespace)
+    evolve: Callable[[T, dict[str, Any]], T] = namespace["evolve"]
+    return evolve

@@ -13,7 +13,14 @@ import attrs
 
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._log import Log
-from toolfold.runtime.core._messages import FrozenDict, Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime.core._messages import (
+    NO_USAGE,
+    FrozenDict,
+    Message,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
 from toolfold.runtime.core._repr import fields, short
 
 if TYPE_CHECKING:
@@ -139,7 +146,7 @@ class RunState:
     conversation: Log[Message]
     step: int = 0
     turn_start: int = 0
-    usage: Usage = Usage()
+    usage: Usage = NO_USAGE  # the shared zero: the first response's usage is taken as it is
     calls: tuple[CallState, ...] = ()
     failures: Mapping[str, int] = attrs.field(default=_NO_FAILURES, converter=_counts)
     output_retries: int = 0
