@@ -25,13 +25,12 @@ import gc
 import os
 import sys
 
-from bench_compose import lookup, worker
+from bench_compose import bench_model, lookup, worker
 
 from toolfold import Agent, Parallel
 from toolfold.runtime.drive._executor import run_kept
-from toolfold.testing import FunctionModel
 
-agents = [Agent(FunctionModel(worker), name=f"branch{i}", tools=[lookup]) for i in range(10)]
+agents = [Agent(bench_model(worker), name=f"branch{i}", tools=[lookup]) for i in range(10)]
 workflow = Parallel(*agents)
 
 

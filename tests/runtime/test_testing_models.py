@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolfold import (
+    Agent,
     Field,
     Message,
     ModelRequest,
@@ -145,6 +146,32 @@ def test_function_model_custom_stream() -> None:
     events = [TextDelta("a"), TextDelta("b")]
     model = FunctionModel(lambda r: "ignored", stream_function=lambda r: events)
     assert list(model.stream_sync(REQ)) == events
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_test_model_keeps_its_requests_unless_told_not_to(keep: bool) -> None:
+    """``keep_requests=False``: the model holds no request, by any of its four methods."""
+    stream_events = [TextDelta("s")]
+    models = [
+        ScriptedModel(["a", "b", "c", "d"], keep_requests=keep),
+        FunctionModel(lambda r: "a", keep_requests=keep),
+        FunctionModel(lambda r: "a", stream_function=lambda r: stream_events, keep_requests=keep),
+        TestModel(keep_requests=keep),
+    ]
+
+    async def streamed(model: Any) -> None:
+        async for _ in model.stream(REQ):
+            pass
+
+    for model in models:
+        model.request_sync(REQ)
+        asyncio.run(model.request(REQ))
+        list(model.stream_sync(REQ))
+        asyncio.run(streamed(model))
+        assert model.requests == ([REQ] * 4 if keep else [])
+    agent = Agent(FunctionModel(lambda r: "done", keep_requests=keep))
+    assert agent.run("hi").text == "done"
+    assert len(agent.model.requests) == (1 if keep else 0)
 
 
 TOOLS = (

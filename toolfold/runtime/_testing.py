@@ -179,10 +179,11 @@ def _chunks(text: str, size: int) -> Iterator[str]:
 class _BaseTestModel:
     """Shared plumbing: the four `Model` methods on top of `_reply`."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, keep_requests: bool = True) -> None:
         self._name = name
         self.requests: list[ModelRequest] = []
-        """Every request received, in order (for assertions)."""
+        """Every request received, in order (for assertions); empty with ``keep_requests=False``."""
+        self.keep_requests = keep_requests
         self._count_input = _InputCounter()
 
     @property
@@ -198,7 +199,8 @@ class _BaseTestModel:
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
-        self.requests.append(request)
+        if self.keep_requests:
+            self.requests.append(request)
         reply = self._reply(request)
         if inspect.isawaitable(reply):
             pending = reply
@@ -207,7 +209,8 @@ class _BaseTestModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously."""
-        self.requests.append(request)
+        if self.keep_requests:
+            self.requests.append(request)
         reply = self._reply(request)
         if inspect.isawaitable(reply):
             reply = await reply
@@ -241,6 +244,9 @@ class ScriptedModel(_BaseTestModel):
     Args:
         script: The entries, in the order requests will consume them.
         name: The model name (``provider:model``) reported to the run.
+        keep_requests: Keep every request in ``requests`` (for assertions).
+            False for long runs (load tests, benchmarks, demos): the model
+            then holds no request, nor the conversation each one carries.
 
     Raises:
         UsageError: At request time, when the script has no entry left.
@@ -248,8 +254,14 @@ class ScriptedModel(_BaseTestModel):
 
     call = staticmethod(make_call)
 
-    def __init__(self, script: Iterable[ScriptEntry], *, name: str = "scripted:model") -> None:
-        super().__init__(name)
+    def __init__(
+        self,
+        script: Iterable[ScriptEntry],
+        *,
+        name: str = "scripted:model",
+        keep_requests: bool = True,
+    ) -> None:
+        super().__init__(name, keep_requests)
         self._script = list(script)
         self._position = 0
         self._lock = threading.Lock()
@@ -289,6 +301,9 @@ class FunctionModel(_BaseTestModel):
             neutral stream events to yield (to test stream handling exactly).
             Without it, streams are made from ``function``'s response.
         name: The model name (``provider:model``) reported to the run.
+        keep_requests: Keep every request in ``requests`` (for assertions).
+            False for long runs (load tests, benchmarks, demos): the model
+            then holds no request, nor the conversation each one carries.
     """
 
     call = staticmethod(make_call)
@@ -299,8 +314,9 @@ class FunctionModel(_BaseTestModel):
         *,
         stream_function: Callable[[ModelRequest], Iterable[StreamEvent]] | None = None,
         name: str = "function:model",
+        keep_requests: bool = True,
     ) -> None:
-        super().__init__(name)
+        super().__init__(name, keep_requests)
         self.function = function
         self.stream_function = stream_function
 
@@ -311,7 +327,8 @@ class FunctionModel(_BaseTestModel):
         """The response as neutral stream events, blocking."""
         if self.stream_function is None:
             return super().stream_sync(request)
-        self.requests.append(request)
+        if self.keep_requests:
+            self.requests.append(request)
         return iter(self.stream_function(request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
@@ -320,7 +337,8 @@ class FunctionModel(_BaseTestModel):
             async for event in super().stream(request):
                 yield event
             return
-        self.requests.append(request)
+        if self.keep_requests:
+            self.requests.append(request)
         for event in self.stream_function(request):
             yield event
 
@@ -341,6 +359,9 @@ class TestModel(_BaseTestModel):
         output: The structured answer to give (a JSON-able value) instead of
             one generated from the output schema.
         name: The model name (``provider:model``) reported to the run.
+        keep_requests: Keep every request in ``requests`` (for assertions).
+            False for long runs (load tests, benchmarks, demos): the model
+            then holds no request, nor the conversation each one carries.
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -352,8 +373,9 @@ class TestModel(_BaseTestModel):
         text: str | None = None,
         output: Any = None,
         name: str = "test:model",
+        keep_requests: bool = True,
     ) -> None:
-        super().__init__(name)
+        super().__init__(name, keep_requests)
         self.call_tools = call_tools
         self.text = text
         self.output = output
