@@ -20,8 +20,9 @@ says what composing costs per step (a sub-agent, a workflow step, a handoff):
 the time beyond the same model calls made by single agents, divided by the steps. Time is the
 process's CPU time (all threads), not the wall clock, and each construct is
 measured in turns with ``single`` (the ``(arun)`` ones with ``single`` under
-``asyncio.run``), taking the best of each, so that load from elsewhere on a
-shared machine moves the ratio less; each row also gives the median (and
+``asyncio.run``), 21 samples of about 600 model calls each (so that each row's
+sample holds its share of the collector's work), taking the best of each, so
+that load from elsewhere on a shared machine moves the ratio less; each row also gives the median (and
 range) of the ratios of the pairs measured one right after the other, the
 figure to read on a machine whose speed moves.
 
@@ -48,8 +49,11 @@ from toolfold import Agent, ModelRequest, Parallel, Sequence, tool
 from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
-REPEAT = 15
-RUNS = 20
+REPEAT = 21
+# Model calls a sample makes, whatever the row: a sample of 20 single runs (60 calls)
+# often holds no collection at all where one of 20 Parallel runs (600 calls)
+# holds several, and the best of such samples favoured the smaller row.
+CALLS = 600
 
 
 @tool(blocking=False)
@@ -103,10 +107,12 @@ def bench_model(reply: Callable[[ModelRequest], Any]) -> FunctionModel:
 
 
 def once(run: Callable[[], Any], calls: int) -> float:
+    """CPU microseconds per model call over about `CALLS` model calls of ``run``."""
+    runs = max(1, round(CALLS / calls))
     start = time.process_time()
-    for _ in range(RUNS):
+    for _ in range(runs):
         run()
-    return (time.process_time() - start) / (RUNS * calls) * 1e6
+    return (time.process_time() - start) / (runs * calls) * 1e6
 
 
 def paired(
