@@ -208,3 +208,30 @@ def test_two_short_keys_alike_in_different_headers_are_both_guarded() -> None:
     )
     assert guard.filter(record)
     assert record.getMessage() == "Bearer ***; x-api-key: ***; a cab"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("bad header x-api-key: a", "bad header x-api-key: ***"),  # "ab" cut after "a"
+        ('{"x-api-key": "a', '{"x-api-key": "***'),
+        ("bad header x-api-key: ", "bad header x-api-key: "),  # nothing of the key arrived
+        ("ask a", "ask a"),  # "a" not after the header's name: a word
+        ("the URL bob:p", "the URL bob:***"),  # the password "pw" cut after "p"
+        ("the URL bob:", "the URL bob:"),
+        ("provided: sk-proj-SECR", "provided: ***"),  # a long key's start
+        ("provided: sk-proj-SECR\ufffd", "provided: ***"),  # with a character cut in two
+        ("provided: sk", "provided: sk"),  # shorter than MIN_CUT_PREFIX
+    ],
+)
+def test_a_cut_text_ending_in_a_secrets_start_masks_it(text: str, shown: str) -> None:
+    """A body cut inside an echoed secret: the start of it that arrived is masked, a short key's
+    only after what names it, a short password's only after its user."""
+    from toolfold.adapters._http._keys import Secret, mask_cut_tail, url_secrets
+
+    secrets = (
+        *api_key_secrets(Secret("ab"), "x-api-key", ""),
+        *url_secrets("http://bob:pw@127.0.0.1/"),
+        Secret("sk-proj-SECRETKEY0123456789abcdef"),
+    )
+    assert mask_cut_tail(redact(text, secrets), secrets) == shown

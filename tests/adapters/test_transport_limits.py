@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from backends import OWNED, cases
 from fault_matrix import resources
+from leaks import every_text
 from scripted_http import Cut, Reply, ScriptedServer, gate, sse
 
 import toolfold
@@ -380,6 +381,51 @@ def test_a_compressed_error_body_cut_keeps_what_decoded(
     assert str(caught.value).endswith(
         ": overloaded, try the eu region (its body was cut before its end)"
     )
+
+
+CUT_PASSWORD = "hunter2-pw-0123456789"
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+@pytest.mark.parametrize("secret", ["key", "password", "basic"])
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+def test_an_error_body_cut_inside_an_echoed_secret_hides_its_start(
+    http_server: ScriptedServer, backend: str, mode: str, secret: str, encoding: str
+) -> None:
+    """A 401 echoing the key (or the URL's password, or the Basic credentials made of it) is cut
+    six characters before the secret's end: what arrived of it shows as ``***``.
+
+    A cut body is kept, and was scrubbed of whole secrets only: the part of the key
+    that arrived showed in the message, ``body`` and ``provider_message``.
+    """
+    import base64
+
+    value = {
+        "key": KEY,
+        "password": CUT_PASSWORD,
+        "basic": base64.b64encode(f"bob:{CUT_PASSWORD}".encode()).decode(),
+    }[secret]
+    said = b'{"error": {"message": "Incorrect API key provided: ' + value[:-6].encode()
+    if encoding == "gzip":
+        whole = zlib.compressobj(wbits=31)
+        chunks: list[Any] = [whole.compress(said) + whole.flush(zlib.Z_SYNC_FLUSH), Cut()]
+    else:
+        chunks = [said, Cut()]
+    http_server.add(
+        Reply(status=401, headers={"content-encoding": encoding}, chunks=chunks),
+    )
+    url = http_server.url.replace("://", f"://bob:{CUT_PASSWORD}@") + "/v1"
+    # The key in its own header: the Basic credentials take Authorization.
+    transport = Transport(
+        "openai", url, KEY, http=backend, retry=0, auth_header="x-api-key", auth_scheme=""
+    )
+    with pytest.raises(toolfold.AuthenticationError) as caught:
+        call(transport, mode)
+    shown = '{"error": {"message": "Incorrect API key provided: ***'
+    assert caught.value.body == shown
+    assert str(caught.value).endswith(f"{shown} (its body was cut before its end)")
+    assert value[:-6] not in every_text(caught.value)
+    assert value[:8] not in every_text(caught.value)
 
 
 # --- what is sent again -----------------------------------------------------------------

@@ -47,7 +47,14 @@ from toolfold.adapters._http._http_errors import (
     transport_error,
 )
 from toolfold.adapters._http._json import loads_text
-from toolfold.adapters._http._keys import Secret, mask_url, redact, redact_chain, redact_header
+from toolfold.adapters._http._keys import (
+    Secret,
+    mask_cut_tail,
+    mask_url,
+    redact,
+    redact_chain,
+    redact_header,
+)
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 
 __all__ = ["Call", "Sender", "scrub_error"]
@@ -499,6 +506,8 @@ class Sender:
         self, failed: Failed, url: str
     ) -> tuple[ProviderError, bool | None, float | None]:
         text = self._redact(failed.text)
+        if failed.cut:  # cut inside an echoed secret, its start would show
+            text = mask_cut_tail(text, self.secrets)
         info = self.error_parser(failed.status, text, failed.headers)
         error = status_error(self.provider, failed.status, text, failed.headers, info, url)
         if failed.cut:
