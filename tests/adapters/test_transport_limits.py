@@ -339,6 +339,72 @@ def test_a_stream_cut_after_its_done_event_is_whole(
     assert [event.data for event in events] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
 
 
+class _FlagDecoder:
+    """A user's decoder with a flag of its own named ``ended`` (not toolfold's method)."""
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self.ended = self.ended or b"END" in chunk
+        return [chunk]
+
+    def close(self) -> list[bytes]:
+        return []
+
+
+def _decoded(transport: Transport, decoder: Any, mode: str) -> list[Any]:
+    """What `stream_decoded` (``mode``: sync or async) yields with ``decoder``; closes the transport."""
+    if mode == "sync":
+        with transport:
+            return list(transport.stream_decoded_sync("x", {}, decoder, accept=None))
+
+    async def run() -> list[Any]:
+        async with transport:
+            return [item async for item in transport.stream_decoded("x", {}, decoder, accept=None)]
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_a_users_decoder_with_an_ended_flag_reads_a_cut_stream_as_cut(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """``ended = False`` on a user's decoder is the user's: a cut stream is a StreamError
+    that hides the URL's password. It was called as toolfold's ``SSEDecoder.ended``: a
+    TypeError, with the unscrubbed URL in the StreamError under it."""
+    from leaks import every_text
+
+    http_server.add(
+        Reply(headers={"content-encoding": "gzip"}, body=gzip.compress(b"part1 part2")[:-8])
+    )
+    url = http_server.url.replace("://", "://bob:hunter2pw-secret@") + "/v1"
+    transport = Transport(
+        "anthropic", url, KEY, http=backend, retry=0, auth_header="x-api-key", auth_scheme=""
+    )
+    with pytest.raises(StreamError, match="its gzip data stops before its end") as caught:
+        _decoded(transport, _FlagDecoder(), mode)
+    assert "hunter2pw-secret" not in every_text(caught.value)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_an_sse_decoder_used_again_does_not_take_a_cut_stream_for_whole(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """One `SSEDecoder` reads a whole stream ending in [DONE], then a stream cut with no
+    [DONE]: the second is a StreamError. The first's [DONE] stayed in the decoder, and the
+    cut second stream passed for one cut after its end."""
+    from toolfold.adapters import SSEDecoder
+
+    decoder = SSEDecoder()
+    http_server.add(Reply(chunks=[b"".join(sse({"i": 0}, "[DONE]"))]))
+    first = _decoded(make(http_server, backend), decoder, mode)
+    assert [event.data for event in first] == ['{"i": 0}', "[DONE]"]
+    http_server.add(Reply(chunks=[b"".join(sse({"i": 1})), Cut()]))
+    with pytest.raises(StreamError, match="cut before it ended"):
+        _decoded(make(http_server, backend), decoder, mode)
+
+
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))
 @pytest.mark.parametrize(
     ("encoding", "where"),
