@@ -339,6 +339,63 @@ def test_a_stream_cut_after_its_done_event_is_whole(
     assert [event.data for event in events] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
 
 
+async def _closed(stream: Any) -> None:
+    """Until aiohttp's ``stream`` holds the failure of its closed connection (loop turns only)."""
+    while stream.exception() is None:
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("session", ["owned", "injected"])
+def test_aiohttp_gives_what_arrived_before_the_cut_first(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, session: str
+) -> None:
+    """The last chunk with [DONE] arrives and the connection closes while the reader is busy
+    with the first event: the reader still gets every event, and no StreamError.
+
+    aiohttp's ``readany`` raises the failure it stored before the data that arrived
+    before it: a slower reader lost [DONE] (a StreamError), a faster one did not. Here
+    the client has seen the close (its stream holds the failure) before the reader goes
+    on, every time: no timing decides.
+    """
+    import aiohttp
+
+    from toolfold.adapters._http import _aiohttp_owned, _backends
+
+    go = threading.Event()
+    http_server.add(
+        Reply(chunks=[b"".join(sse({"i": 0})), go, b"".join(sse({"i": 1}, "[DONE]")), Cut()])
+    )
+    streams: list[Any] = []
+    for kind in (_aiohttp_owned.Reply, _backends.AiohttpReply):
+        read = kind.aiter_raw
+
+        def noted(reply: Any, read: Any = read) -> Any:
+            streams.append(getattr(reply, "_response", reply).content)
+            return read(reply)
+
+        monkeypatch.setattr(kind, "aiter_raw", noted)
+
+    async def run() -> list[str]:
+        client = aiohttp.ClientSession() if session == "injected" else None
+        how: dict[str, Any] = {"http_client": client} if client else {"http": "aiohttp"}
+        transport = Transport("openai", f"{http_server.url}/v1", KEY, retry=0, **how)
+        seen: list[str] = []
+        try:
+            async for event in transport.stream("chat/completions", {"m": 1}):
+                seen.append(event.data)
+                if len(seen) == 1:
+                    go.set()  # the server sends the rest and closes
+                    await asyncio.wait_for(_closed(streams[0]), 10)
+        finally:
+            await transport.aclose()
+            if client is not None:
+                await client.close()
+        return seen
+
+    assert asyncio.run(run()) == ['{"i": 0}', '{"i": 1}', "[DONE]"]
+    assert len(streams) == 1
+
+
 class _FlagDecoder:
     """A user's decoder with a flag of its own named ``ended`` (not toolfold's method)."""
 

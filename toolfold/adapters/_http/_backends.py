@@ -608,14 +608,20 @@ class AiohttpReply:
         self.headers: Mapping[str, str] = response.headers
 
     def aiter_raw(self) -> AsyncIterator[bytes]:
-        """The body as it arrives."""
-        chunks: AsyncIterator[bytes] = self._response.content.iter_any()
-        return chunks
+        """The body as it arrives; what arrived before a failure comes before it."""
+        return AiohttpPieces(self._response.content)
 
     def raw_reader(self) -> Callable[[], Awaitable[bytes]]:
-        """What gives the next piece of the body as it arrives (empty at its end)."""
+        """What gives the next piece of the body as it arrives (empty at its end).
+
+        It raises a failure before the data that arrived before it: `left_over` has that.
+        """
         read: Callable[[], Awaitable[bytes]] = self._response.content.readany
         return read
+
+    def left_over(self) -> bytes:
+        """What arrived of the body before its connection failed (see `left_over`)."""
+        return left_over(self._response.content)
 
     def arrived(self) -> bytes | None:
         """The whole body when it came with the head (taken, the connection given back), else None."""
@@ -627,6 +633,51 @@ class AiohttpReply:
             self._response.release()
         else:
             self._response.close()
+
+
+class AiohttpPieces:
+    """An aiohttp body's pieces as they arrive (``content.iter_any()``), but what arrived
+    before its connection failed comes before the failure (`left_over`)."""
+
+    __slots__ = ("_content",)
+
+    def __init__(self, content: Any) -> None:
+        self._content = content
+
+    def __aiter__(self) -> AiohttpPieces:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            piece: bytes = await self._content.readany()
+        except Exception:
+            piece = left_over(self._content)
+            if not piece:
+                raise
+        if not piece:
+            raise StopAsyncIteration
+        return piece
+
+
+def left_over(content: Any) -> bytes:
+    """What aiohttp's stream ``content`` still holds once its connection failed (else ``b""``).
+
+    aiohttp's ``readany`` and ``read_nowait`` raise the stored failure before
+    they hand over data already received: a stream cut right after its last
+    event (``data: [DONE]``) lost that event whenever the reader was slower
+    than the server, and a cut error body lost its end. aiohttp has no public
+    way to read past a stored failure, so its buffer is read with its private
+    ``_read_nowait``; should an aiohttp to come change it, nothing is left
+    over and the failure shows at once (the data before it lost, as before).
+    """
+    if content.exception() is None or not getattr(content, "_buffer", None):
+        return b""
+    read = getattr(content, "_read_nowait", None)
+    try:
+        data = read(-1) if callable(read) else b""
+    except Exception:  # its read timeout passed: the failure shows
+        return b""
+    return data if isinstance(data, bytes) else b""
 
 
 def arrived_body(response: Any, content: Any) -> bytes | None:

@@ -387,10 +387,13 @@ class Sender:
                 try:
                     chunk = await read()
                 except Exception as exc:
-                    error = self._read_failure(exc, call)
-                    if error is exc:
-                        raise
-                    raise error from exc
+                    # aiohttp raises a failure before what arrived before it: that first.
+                    chunk = response.left_over()
+                    if not chunk:
+                        error = self._read_failure(exc, call)
+                        if error is exc:
+                            raise
+                        raise error from exc
                 if not chunk:
                     break
                 if taken + len(chunk) <= free:
