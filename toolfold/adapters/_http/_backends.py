@@ -340,7 +340,8 @@ def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimit
 
     httpx reads the proxy variables when the client is made and raises
     ValueError for a scheme it lacks (``ftp://``) and ImportError for SOCKS
-    without ``socksio``.
+    without ``socksio``; a ``NO_PROXY`` host it cannot read is its InvalidURL
+    (httpx: ``.ä_b.de``) or an IDNA error, a ValueError (httpx2: ``.xn--zz.de``).
     """
     try:
         return make(
@@ -348,16 +349,16 @@ def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimit
             timeout=_package_timeout(package, timeouts),
             http1=True,
             follow_redirects=False,
-            mounts=_dotted_no_proxy(),
+            mounts=_dotted_no_proxy(package),
         )
-    except (ValueError, ImportError) as exc:
+    except (ValueError, ImportError, package.InvalidURL) as exc:
         raise ModelConfigError(
-            "the HTTP client cannot use the proxy named in the environment "
-            f"(HTTP_PROXY, HTTPS_PROXY, ALL_PROXY): {exc}"
+            "the HTTP client cannot use the proxy settings in the environment "
+            f"(HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY): {exc}"
         ) from exc
 
 
-def _dotted_no_proxy() -> dict[str, None] | None:
+def _dotted_no_proxy(package: Any) -> dict[str, None] | None:
     """Mounts sparing ``example.com`` itself from the proxy when ``NO_PROXY`` names ``.example.com``.
 
     curl drops an entry's leading dot ("to match previous behaviour", lib/noproxy.c):
@@ -366,6 +367,11 @@ def _dotted_no_proxy() -> dict[str, None] | None:
     and in requests. httpx spares only the hosts under it: example.com itself went
     through the proxy under httpx and directly under aiohttp. A None mount sends
     the host's requests directly, as httpx's own ``NO_PROXY`` mounts do.
+
+    An entry whose name ``package``'s URL class refuses is left out: no URL the
+    client sends has that host, and the mount made of it stopped the client being
+    made (httpx: ``.xn--zz.de``, an IDNA error; httpx2: ``.ä_b.de``, its InvalidURL),
+    though the package itself reads the entry, or skips it.
     """
     entries = urllib.request.getproxies().get("no", "")  # what httpx reads
     if "." not in entries:
@@ -374,7 +380,12 @@ def _dotted_no_proxy() -> dict[str, None] | None:
     for entry in entries.split(","):
         name = entry.strip()
         if name[:1] == "." and _HOST_ENTRY.fullmatch(name[1:]):  # a host or host:port
-            bare[f"all://{name[1:]}"] = None
+            key = f"all://{name[1:]}"
+            try:
+                _ = package.URL(key).host  # what the client's mount pattern reads (IDNA decoded)
+            except Exception:  # each package refuses a host its own way
+                continue
+            bare[key] = None
     return bare or None
 
 
