@@ -21,7 +21,7 @@ from scripted_http import Recorded, Reply, ScriptedServer
 import toolfold
 from toolfold import ProviderConnectionError, ProviderError
 from toolfold.adapters import Transport
-from toolfold.adapters._http._keys import api_key_secrets, redact
+from toolfold.adapters._http._keys import Secret, api_key_secrets, redact
 
 KEYS = ["k", "ab", "xyz"]
 # How each provider sends its key: (header, scheme). OpenAI and the compatible
@@ -193,6 +193,21 @@ def test_a_short_bearer_key_is_masked_where_it_is_one(text: str, shown: str) -> 
         redact(text, api_key_secrets(toolfold.adapters.Secret("ab"), "authorization", "Bearer"))
         == shown
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("x-api-key: bab", "x-api-key: bab"),  # another value ending in the key
+        ("(b'x-api-key', b'ab')", "(b'x-api-key', b'***')"),  # httpcore's bytes
+        ("x-api-key: b'ab'", "x-api-key: b'***'"),
+        ("x-api-key: ab", "x-api-key: ***"),
+    ],
+)
+def test_a_short_header_key_is_masked_only_as_the_whole_value(text: str, shown: str) -> None:
+    """The ``b`` of a bytes literal is taken before a quote only: ``x-api-key: bab`` held
+    the key ``ab`` after an optional ``b`` and showed as ``x-api-key: b***``."""
+    assert redact(text, api_key_secrets(Secret("ab"), "x-api-key", "")) == shown
 
 
 def test_two_short_keys_alike_in_different_headers_are_both_guarded() -> None:

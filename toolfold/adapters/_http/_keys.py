@@ -135,7 +135,7 @@ class _AsCredential(Secret):
         if scheme:
             lead = rf"(?<![\w-])(?i:{re.escape(scheme)})[ \t]+"
         else:
-            lead = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*b?['\"]?"
+            lead = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*(?:b?['\"])?"
         self.lead = lead  # what names the key, for `mask_cut_tail`
         self.pattern = re.compile(rf"({lead}){re.escape(key)}{_TOKEN_GOES_ON}")
 
