@@ -371,6 +371,54 @@ def test_no_proxy_with_a_leading_dot_spares_the_domain_itself_on_every_backend(
         proxy.close()
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("name", "entry"),
+    [
+        ("httpx", ".xn--zz.de"),  # httpx reads it; the bare name is an IDNA error to it
+        ("httpx2", ".ä_b.de"),  # httpx2 skips it; the bare name is its InvalidURL
+    ],
+)
+def test_a_no_proxy_entry_the_client_cannot_name_is_left_out(
+    http_server: ScriptedServer,
+    name: str,
+    entry: str,
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An entry the package itself takes whose bare domain its URL class refuses is not
+    mounted: the client is made and the other entries hold. The mount of the bare domain
+    stopped the client being made: a ModelConfigError blaming the proxy (httpx), or
+    httpx2's own InvalidURL."""
+    if name not in HTTPX:
+        pytest.skip(f"{name} is not installed")
+    _clear_proxies(monkeypatch)
+    proxy = ScriptedServer()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", f"{entry},.localhost")
+        http_server.add(Reply(json={"ok": 1}))
+        assert _send(f"http://localhost:{http_server.port}/v1", mode, http=name) == [{"ok": 1}]
+        assert proxy.requests == []
+    finally:
+        proxy.close()
+    assert http_server.requests[0].path == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_no_proxy_entry_httpx_cannot_read_is_a_config_error(
+    http_server: ScriptedServer, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """httpx itself refuses ``NO_PROXY=.ä_b.de`` (its own mount of ``*.ä_b.de``): a
+    ModelConfigError naming NO_PROXY, not httpx's InvalidURL out of the transport."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", ".ä_b.de")
+    with pytest.raises(ModelConfigError, match=r"NO_PROXY\): Invalid IDNA hostname"):
+        _send(f"{http_server.url}/v1", mode, http="httpx")
+    assert http_server.requests == []
+
+
 @pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_httpx_logs_its_request_line(
     http_server: ScriptedServer, name: str, mode: str, caplog: pytest.LogCaptureFixture

@@ -21,7 +21,7 @@ from scripted_http import Recorded, Reply, ScriptedServer
 import toolfold
 from toolfold import ProviderConnectionError, ProviderError
 from toolfold.adapters import Transport
-from toolfold.adapters._http._keys import api_key_secrets, redact
+from toolfold.adapters._http._keys import Secret, api_key_secrets, redact
 
 KEYS = ["k", "ab", "xyz"]
 # How each provider sends its key: (header, scheme). OpenAI and the compatible
@@ -195,6 +195,21 @@ def test_a_short_bearer_key_is_masked_where_it_is_one(text: str, shown: str) -> 
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("x-api-key: bab", "x-api-key: bab"),  # another value ending in the key
+        ("(b'x-api-key', b'ab')", "(b'x-api-key', b'***')"),  # httpcore's bytes
+        ("x-api-key: b'ab'", "x-api-key: b'***'"),
+        ("x-api-key: ab", "x-api-key: ***"),
+    ],
+)
+def test_a_short_header_key_is_masked_only_as_the_whole_value(text: str, shown: str) -> None:
+    """The ``b`` of a bytes literal is taken before a quote only: ``x-api-key: bab`` held
+    the key ``ab`` after an optional ``b`` and showed as ``x-api-key: b***``."""
+    assert redact(text, api_key_secrets(Secret("ab"), "x-api-key", "")) == shown
+
+
 def test_two_short_keys_alike_in_different_headers_are_both_guarded() -> None:
     """The log guard keeps a key ``ab`` sent as Bearer and one sent as x-api-key apart."""
     from toolfold.adapters._http import _logs
@@ -208,3 +223,30 @@ def test_two_short_keys_alike_in_different_headers_are_both_guarded() -> None:
     )
     assert guard.filter(record)
     assert record.getMessage() == "Bearer ***; x-api-key: ***; a cab"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("bad header x-api-key: a", "bad header x-api-key: ***"),  # "ab" cut after "a"
+        ('{"x-api-key": "a', '{"x-api-key": "***'),
+        ("bad header x-api-key: ", "bad header x-api-key: "),  # nothing of the key arrived
+        ("ask a", "ask a"),  # "a" not after the header's name: a word
+        ("the URL bob:p", "the URL bob:***"),  # the password "pw" cut after "p"
+        ("the URL bob:", "the URL bob:"),
+        ("provided: sk-proj-SECR", "provided: ***"),  # a long key's start
+        ("provided: sk-proj-SECR\ufffd", "provided: ***"),  # with a character cut in two
+        ("provided: sk", "provided: sk"),  # shorter than MIN_CUT_PREFIX
+    ],
+)
+def test_a_cut_text_ending_in_a_secrets_start_masks_it(text: str, shown: str) -> None:
+    """A body cut inside an echoed secret: the start of it that arrived is masked, a short key's
+    only after what names it, a short password's only after its user."""
+    from toolfold.adapters._http._keys import Secret, mask_cut_tail, url_secrets
+
+    secrets = (
+        *api_key_secrets(Secret("ab"), "x-api-key", ""),
+        *url_secrets("http://bob:pw@127.0.0.1/"),
+        Secret("sk-proj-SECRETKEY0123456789abcdef"),
+    )
+    assert mask_cut_tail(redact(text, secrets), secrets) == shown

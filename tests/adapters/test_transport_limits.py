@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from backends import OWNED, cases
 from fault_matrix import resources
+from leaks import every_text
 from scripted_http import Cut, Reply, ScriptedServer, gate, sse
 
 import toolfold
@@ -338,6 +339,129 @@ def test_a_stream_cut_after_its_done_event_is_whole(
     assert [event.data for event in events] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
 
 
+async def _closed(stream: Any) -> None:
+    """Until aiohttp's ``stream`` holds the failure of its closed connection (loop turns only)."""
+    while stream.exception() is None:
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("session", ["owned", "injected"])
+def test_aiohttp_gives_what_arrived_before_the_cut_first(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, session: str
+) -> None:
+    """The last chunk with [DONE] arrives and the connection closes while the reader is busy
+    with the first event: the reader still gets every event, and no StreamError.
+
+    aiohttp's ``readany`` raises the failure it stored before the data that arrived
+    before it: a slower reader lost [DONE] (a StreamError), a faster one did not. Here
+    the client has seen the close (its stream holds the failure) before the reader goes
+    on, every time: no timing decides.
+    """
+    import aiohttp
+
+    from toolfold.adapters._http import _aiohttp_owned, _backends
+
+    go = threading.Event()
+    http_server.add(
+        Reply(chunks=[b"".join(sse({"i": 0})), go, b"".join(sse({"i": 1}, "[DONE]")), Cut()])
+    )
+    streams: list[Any] = []
+    for kind in (_aiohttp_owned.Reply, _backends.AiohttpReply):
+        read = kind.aiter_raw
+
+        def noted(reply: Any, read: Any = read) -> Any:
+            streams.append(getattr(reply, "_response", reply).content)
+            return read(reply)
+
+        monkeypatch.setattr(kind, "aiter_raw", noted)
+
+    async def run() -> list[str]:
+        client = aiohttp.ClientSession() if session == "injected" else None
+        how: dict[str, Any] = {"http_client": client} if client else {"http": "aiohttp"}
+        transport = Transport("openai", f"{http_server.url}/v1", KEY, retry=0, **how)
+        seen: list[str] = []
+        try:
+            async for event in transport.stream("chat/completions", {"m": 1}):
+                seen.append(event.data)
+                if len(seen) == 1:
+                    go.set()  # the server sends the rest and closes
+                    await asyncio.wait_for(_closed(streams[0]), 10)
+        finally:
+            await transport.aclose()
+            if client is not None:
+                await client.close()
+        return seen
+
+    assert asyncio.run(run()) == ['{"i": 0}', '{"i": 1}', "[DONE]"]
+    assert len(streams) == 1
+
+
+class _FlagDecoder:
+    """A user's decoder with a flag of its own named ``ended`` (not toolfold's method)."""
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self.ended = self.ended or b"END" in chunk
+        return [chunk]
+
+    def close(self) -> list[bytes]:
+        return []
+
+
+def _decoded(transport: Transport, decoder: Any, mode: str) -> list[Any]:
+    """What `stream_decoded` (``mode``: sync or async) yields with ``decoder``; closes the transport."""
+    if mode == "sync":
+        with transport:
+            return list(transport.stream_decoded_sync("x", {}, decoder, accept=None))
+
+    async def run() -> list[Any]:
+        async with transport:
+            return [item async for item in transport.stream_decoded("x", {}, decoder, accept=None)]
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_a_users_decoder_with_an_ended_flag_reads_a_cut_stream_as_cut(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """``ended = False`` on a user's decoder is the user's: a cut stream is a StreamError
+    that hides the URL's password. It was called as toolfold's ``SSEDecoder.ended``: a
+    TypeError, with the unscrubbed URL in the StreamError under it."""
+    from leaks import every_text
+
+    http_server.add(
+        Reply(headers={"content-encoding": "gzip"}, body=gzip.compress(b"part1 part2")[:-8])
+    )
+    url = http_server.url.replace("://", "://bob:hunter2pw-secret@") + "/v1"
+    transport = Transport(
+        "anthropic", url, KEY, http=backend, retry=0, auth_header="x-api-key", auth_scheme=""
+    )
+    with pytest.raises(StreamError, match="its gzip data stops before its end") as caught:
+        _decoded(transport, _FlagDecoder(), mode)
+    assert "hunter2pw-secret" not in every_text(caught.value)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_an_sse_decoder_used_again_does_not_take_a_cut_stream_for_whole(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """One `SSEDecoder` reads a whole stream ending in [DONE], then a stream cut with no
+    [DONE]: the second is a StreamError. The first's [DONE] stayed in the decoder, and the
+    cut second stream passed for one cut after its end."""
+    from toolfold.adapters import SSEDecoder
+
+    decoder = SSEDecoder()
+    http_server.add(Reply(chunks=[b"".join(sse({"i": 0}, "[DONE]"))]))
+    first = _decoded(make(http_server, backend), decoder, mode)
+    assert [event.data for event in first] == ['{"i": 0}', "[DONE]"]
+    http_server.add(Reply(chunks=[b"".join(sse({"i": 1})), Cut()]))
+    with pytest.raises(StreamError, match="cut before it ended"):
+        _decoded(make(http_server, backend), decoder, mode)
+
+
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))
 @pytest.mark.parametrize(
     ("encoding", "where"),
@@ -380,6 +504,51 @@ def test_a_compressed_error_body_cut_keeps_what_decoded(
     assert str(caught.value).endswith(
         ": overloaded, try the eu region (its body was cut before its end)"
     )
+
+
+CUT_PASSWORD = "hunter2-pw-0123456789"
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+@pytest.mark.parametrize("secret", ["key", "password", "basic"])
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+def test_an_error_body_cut_inside_an_echoed_secret_hides_its_start(
+    http_server: ScriptedServer, backend: str, mode: str, secret: str, encoding: str
+) -> None:
+    """A 401 echoing the key (or the URL's password, or the Basic credentials made of it) is cut
+    six characters before the secret's end: what arrived of it shows as ``***``.
+
+    A cut body is kept, and was scrubbed of whole secrets only: the part of the key
+    that arrived showed in the message, ``body`` and ``provider_message``.
+    """
+    import base64
+
+    value = {
+        "key": KEY,
+        "password": CUT_PASSWORD,
+        "basic": base64.b64encode(f"bob:{CUT_PASSWORD}".encode()).decode(),
+    }[secret]
+    said = b'{"error": {"message": "Incorrect API key provided: ' + value[:-6].encode()
+    if encoding == "gzip":
+        whole = zlib.compressobj(wbits=31)
+        chunks: list[Any] = [whole.compress(said) + whole.flush(zlib.Z_SYNC_FLUSH), Cut()]
+    else:
+        chunks = [said, Cut()]
+    http_server.add(
+        Reply(status=401, headers={"content-encoding": encoding}, chunks=chunks),
+    )
+    url = http_server.url.replace("://", f"://bob:{CUT_PASSWORD}@") + "/v1"
+    # The key in its own header: the Basic credentials take Authorization.
+    transport = Transport(
+        "openai", url, KEY, http=backend, retry=0, auth_header="x-api-key", auth_scheme=""
+    )
+    with pytest.raises(toolfold.AuthenticationError) as caught:
+        call(transport, mode)
+    shown = '{"error": {"message": "Incorrect API key provided: ***'
+    assert caught.value.body == shown
+    assert str(caught.value).endswith(f"{shown} (its body was cut before its end)")
+    assert value[:-6] not in every_text(caught.value)
+    assert value[:8] not in every_text(caught.value)
 
 
 # --- what is sent again -----------------------------------------------------------------

@@ -38,7 +38,12 @@ from typing import Any
 from aiohttp import ClientResponse
 from aiohttp.client_proto import ResponseHandler
 
-from toolfold.adapters._http._backends import READ_IN_PIECES, arrived_body
+from toolfold.adapters._http._backends import (
+    READ_IN_PIECES,
+    AiohttpPieces,
+    arrived_body,
+    left_over,
+)
 
 __all__ = ["Reply", "WatchedReads", "watch_reads"]
 
@@ -52,13 +57,19 @@ class Reply(ClientResponse):
         return self.status
 
     def aiter_raw(self) -> AsyncIterator[bytes]:
-        """The body as it arrives."""
-        chunks: AsyncIterator[bytes] = self.content.iter_any()
-        return chunks
+        """The body as it arrives; what arrived before a failure comes before it."""
+        return AiohttpPieces(self.content)
 
     def raw_reader(self) -> Callable[[], Awaitable[bytes]]:
-        """What gives the next piece of the body as it arrives (empty at its end)."""
+        """What gives the next piece of the body as it arrives (empty at its end).
+
+        It raises a failure before the data that arrived before it: `left_over` has that.
+        """
         return self.content.readany
+
+    def left_over(self) -> bytes:
+        """What arrived of the body before its connection failed (see `_backends.left_over`)."""
+        return left_over(self.content)
 
     def arrived(self) -> bytes | None:
         """The whole body when it came with the head (taken, the connection given back), else None."""

@@ -340,7 +340,8 @@ def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimit
 
     httpx reads the proxy variables when the client is made and raises
     ValueError for a scheme it lacks (``ftp://``) and ImportError for SOCKS
-    without ``socksio``.
+    without ``socksio``; a ``NO_PROXY`` host it cannot read is its InvalidURL
+    (httpx: ``.ä_b.de``) or an IDNA error, a ValueError (httpx2: ``.xn--zz.de``).
     """
     try:
         return make(
@@ -348,16 +349,16 @@ def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimit
             timeout=_package_timeout(package, timeouts),
             http1=True,
             follow_redirects=False,
-            mounts=_dotted_no_proxy(),
+            mounts=_dotted_no_proxy(package),
         )
-    except (ValueError, ImportError) as exc:
+    except (ValueError, ImportError, package.InvalidURL) as exc:
         raise ModelConfigError(
-            "the HTTP client cannot use the proxy named in the environment "
-            f"(HTTP_PROXY, HTTPS_PROXY, ALL_PROXY): {exc}"
+            "the HTTP client cannot use the proxy settings in the environment "
+            f"(HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY): {exc}"
         ) from exc
 
 
-def _dotted_no_proxy() -> dict[str, None] | None:
+def _dotted_no_proxy(package: Any) -> dict[str, None] | None:
     """Mounts sparing ``example.com`` itself from the proxy when ``NO_PROXY`` names ``.example.com``.
 
     curl drops an entry's leading dot ("to match previous behaviour", lib/noproxy.c):
@@ -366,6 +367,11 @@ def _dotted_no_proxy() -> dict[str, None] | None:
     and in requests. httpx spares only the hosts under it: example.com itself went
     through the proxy under httpx and directly under aiohttp. A None mount sends
     the host's requests directly, as httpx's own ``NO_PROXY`` mounts do.
+
+    An entry whose name ``package``'s URL class refuses is left out: no URL the
+    client sends has that host, and the mount made of it stopped the client being
+    made (httpx: ``.xn--zz.de``, an IDNA error; httpx2: ``.ä_b.de``, its InvalidURL),
+    though the package itself reads the entry, or skips it.
     """
     entries = urllib.request.getproxies().get("no", "")  # what httpx reads
     if "." not in entries:
@@ -374,7 +380,12 @@ def _dotted_no_proxy() -> dict[str, None] | None:
     for entry in entries.split(","):
         name = entry.strip()
         if name[:1] == "." and _HOST_ENTRY.fullmatch(name[1:]):  # a host or host:port
-            bare[f"all://{name[1:]}"] = None
+            key = f"all://{name[1:]}"
+            try:
+                _ = package.URL(key).host  # what the client's mount pattern reads (IDNA decoded)
+            except Exception:  # each package refuses a host its own way
+                continue
+            bare[key] = None
     return bare or None
 
 
@@ -608,14 +619,20 @@ class AiohttpReply:
         self.headers: Mapping[str, str] = response.headers
 
     def aiter_raw(self) -> AsyncIterator[bytes]:
-        """The body as it arrives."""
-        chunks: AsyncIterator[bytes] = self._response.content.iter_any()
-        return chunks
+        """The body as it arrives; what arrived before a failure comes before it."""
+        return AiohttpPieces(self._response.content)
 
     def raw_reader(self) -> Callable[[], Awaitable[bytes]]:
-        """What gives the next piece of the body as it arrives (empty at its end)."""
+        """What gives the next piece of the body as it arrives (empty at its end).
+
+        It raises a failure before the data that arrived before it: `left_over` has that.
+        """
         read: Callable[[], Awaitable[bytes]] = self._response.content.readany
         return read
+
+    def left_over(self) -> bytes:
+        """What arrived of the body before its connection failed (see `left_over`)."""
+        return left_over(self._response.content)
 
     def arrived(self) -> bytes | None:
         """The whole body when it came with the head (taken, the connection given back), else None."""
@@ -627,6 +644,51 @@ class AiohttpReply:
             self._response.release()
         else:
             self._response.close()
+
+
+class AiohttpPieces:
+    """An aiohttp body's pieces as they arrive (``content.iter_any()``), but what arrived
+    before its connection failed comes before the failure (`left_over`)."""
+
+    __slots__ = ("_content",)
+
+    def __init__(self, content: Any) -> None:
+        self._content = content
+
+    def __aiter__(self) -> AiohttpPieces:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            piece: bytes = await self._content.readany()
+        except Exception:
+            piece = left_over(self._content)
+            if not piece:
+                raise
+        if not piece:
+            raise StopAsyncIteration
+        return piece
+
+
+def left_over(content: Any) -> bytes:
+    """What aiohttp's stream ``content`` still holds once its connection failed (else ``b""``).
+
+    aiohttp's ``readany`` and ``read_nowait`` raise the stored failure before
+    they hand over data already received: a stream cut right after its last
+    event (``data: [DONE]``) lost that event whenever the reader was slower
+    than the server, and a cut error body lost its end. aiohttp has no public
+    way to read past a stored failure, so its buffer is read with its private
+    ``_read_nowait``; should an aiohttp to come change it, nothing is left
+    over and the failure shows at once (the data before it lost, as before).
+    """
+    if content.exception() is None or not getattr(content, "_buffer", None):
+        return b""
+    read = getattr(content, "_read_nowait", None)
+    try:
+        data = read(-1) if callable(read) else b""
+    except Exception:  # its read timeout passed: the failure shows
+        return b""
+    return data if isinstance(data, bytes) else b""
 
 
 def arrived_body(response: Any, content: Any) -> bytes | None:

@@ -128,14 +128,15 @@ class _AsCredential(Secret):
     masked; what names it stays.
     """
 
-    __slots__ = ("pattern",)
+    __slots__ = ("lead", "pattern")
 
     def __init__(self, key: str, header: str, scheme: str) -> None:
         super().__init__(key)
         if scheme:
             lead = rf"(?<![\w-])(?i:{re.escape(scheme)})[ \t]+"
         else:
-            lead = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*b?['\"]?"
+            lead = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*(?:b?['\"])?"
+        self.lead = lead  # what names the key, for `mask_cut_tail`
         self.pattern = re.compile(rf"({lead}){re.escape(key)}{_TOKEN_GOES_ON}")
 
     def __eq__(self, other: object) -> bool:
@@ -288,6 +289,46 @@ def scrub(text: str, pairs: Scrubs) -> str:
         if value in text:
             text = text.replace(value, shown) if where is None else where.sub(shown, text)
     return text
+
+
+#: The shortest start of a secret `mask_cut_tail` masks at the end of a cut text
+#: (or half the secret, if that is shorter): as much as `mask` shows of a key.
+MIN_CUT_PREFIX = 3
+
+
+def mask_cut_tail(text: str, secrets: Iterable[Secret | None]) -> str:
+    """``text``, cut before its end, with a secret's start at its very end masked.
+
+    `redact` finds a secret only whole: a body cut inside an echoed key
+    (``...provided: sk-proj-abc``) would show the part that arrived. A tail
+    that is the start of a secret, `MIN_CUT_PREFIX` characters or more (or
+    half of a shorter one), becomes ``***``; a short key's start only after
+    what names it (``Bearer a``), a short URL password's after its user
+    (``bob:p`` as ``bob:***``). A character cut in two (``\ufffd`` at the end)
+    goes with it. Run it after `redact`, on a cut text only.
+    """
+    core = text.rstrip("\ufffd")
+    cut: tuple[int, str] | None = None  # where the masked tail starts, and what shows
+    for s in secrets:
+        if not s:
+            continue
+        value, found = s.reveal(), None
+        if isinstance(s, _AsCredential):
+            starts = "|".join(re.escape(value[:n]) for n in range(len(value) - 1, 0, -1))
+            named = re.search(rf"({s.lead})(?:{starts})\Z", core) if starts else None
+            if named is not None:
+                found = named.end(1), _MASK
+        else:
+            # A short URL password, "user:pw@": only what follows "user:" is secret.
+            head = s.shown[: -len(_MASK) - 1] if isinstance(s, _InUrl) else ""
+            shortest = len(head) + 1 if head else min(MIN_CUT_PREFIX, (len(value) + 1) // 2)
+            for n in range(len(value) - 1, shortest - 1, -1):
+                if core.endswith(value[:n]):
+                    found = len(core) - n, f"{head}{_MASK}"
+                    break
+        if found is not None and (cut is None or found[0] < cut[0]):
+            cut = found  # the longest tail: one secret's start may hold another's
+    return text if cut is None else f"{core[: cut[0]]}{cut[1]}"
 
 
 def redact_header(name: str, value: str, secrets: Iterable[Secret | None]) -> str:

@@ -47,7 +47,14 @@ from toolfold.adapters._http._http_errors import (
     transport_error,
 )
 from toolfold.adapters._http._json import loads_text
-from toolfold.adapters._http._keys import Secret, mask_url, redact, redact_chain, redact_header
+from toolfold.adapters._http._keys import (
+    Secret,
+    mask_cut_tail,
+    mask_url,
+    redact,
+    redact_chain,
+    redact_header,
+)
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 
 __all__ = ["Call", "Sender", "scrub_error"]
@@ -380,10 +387,13 @@ class Sender:
                 try:
                     chunk = await read()
                 except Exception as exc:
-                    error = self._read_failure(exc, call)
-                    if error is exc:
-                        raise
-                    raise error from exc
+                    # aiohttp raises a failure before what arrived before it: that first.
+                    chunk = response.left_over()
+                    if not chunk:
+                        error = self._read_failure(exc, call)
+                        if error is exc:
+                            raise
+                        raise error from exc
                 if not chunk:
                     break
                 if taken + len(chunk) <= free:
@@ -499,6 +509,8 @@ class Sender:
         self, failed: Failed, url: str
     ) -> tuple[ProviderError, bool | None, float | None]:
         text = self._redact(failed.text)
+        if failed.cut:  # cut inside an echoed secret, its start would show
+            text = mask_cut_tail(text, self.secrets)
         info = self.error_parser(failed.status, text, failed.headers)
         error = status_error(self.provider, failed.status, text, failed.headers, info, url)
         if failed.cut:

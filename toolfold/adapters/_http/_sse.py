@@ -148,6 +148,9 @@ class SSEDecoder:
         event = self._dispatch()
         if event is not None:
             events.append(event)
+        # The stream is over: a decoder used again reads a new one, whose cut
+        # must not pass for an end after [DONE] (`ended`), nor its BOM for text.
+        self._ended = self._started = False
         return events
 
     def _line(self, line: str) -> SSEEvent | None:

@@ -306,7 +306,7 @@ class Transport:
         call = self._stream_call(path, body, headers, accept)
         try:
             response = await self._sender.send(call)
-            ended = getattr(decoder, "ended", None)  # the SSE decoder saw [DONE]
+            ended = _end_seen(decoder)  # the SSE decoder saw [DONE]
             async with contextlib.aclosing(self._sender.body(response, call, ended)) as chunks:
                 async for chunk in chunks:
                     for item in decoder.feed(chunk):
@@ -335,7 +335,7 @@ class Transport:
         call = self._stream_call(path, body, headers, accept)
         try:
             response = self._sender.send_sync(call)
-            ended = getattr(decoder, "ended", None)
+            ended = _end_seen(decoder)
             with contextlib.closing(self._sender.body_sync(response, call, ended)) as chunks:
                 for chunk in chunks:
                     for item in decoder.feed(chunk):
@@ -448,3 +448,17 @@ def _timeouts(timeout: Any) -> Timeouts:
         return Timeouts.of(timeout)
     except (TypeError, ValueError) as exc:
         raise ModelConfigError(f"timeout={timeout!r} is not valid: {exc}") from None
+
+
+def _end_seen(decoder: object) -> Callable[[], bool] | None:
+    """`SSEDecoder.ended` of toolfold's own SSE decoder, None for any other decoder.
+
+    A decoder given to `Transport.stream_decoded` is the user's: an ``ended`` of
+    its own may be anything (a flag, a method meaning something else), and
+    calling it made a TypeError of a cut stream.
+    """
+    if isinstance(decoder, SSEDecoder):
+        ended = decoder.ended
+        if callable(ended):  # a subclass may have made it something else
+            return ended
+    return None
