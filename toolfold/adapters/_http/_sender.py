@@ -288,13 +288,7 @@ class Sender:
         try:
             text = await self._read_all(response, call, per_await=per_await, pieces=pieces)
         except ProviderError as exc:
-            if self._ran_out(call):
-                # The call is over, and not because the body was cut or too
-                # large: a body ending as the deadline passes reads as cut.
-                if isinstance(exc, ProviderTimeoutError):
-                    raise
-                raise self.total_timeout(call.url) from exc
-            return _failed_early(response, exc, pieces)
+            return self._failed_early(response, exc, call, pieces)
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
 
     def _failed_sync(self, response: Any, call: Call) -> Failed:
@@ -303,14 +297,27 @@ class Sender:
             pieces.extend(self.body_sync(response, call))  # kept as they come: a cut keeps them
             text = b"".join(pieces)
         except ProviderError as exc:
-            if self._ran_out(call):
-                # The call is over, and not because the body was cut or too
-                # large: a body ending as the deadline passes reads as cut.
-                if isinstance(exc, ProviderTimeoutError):
-                    raise
-                raise self.total_timeout(call.url) from exc
-            return _failed_early(response, exc, pieces)
+            return self._failed_early(response, exc, call, pieces)
         return Failed(int(response.status_code), response.headers, text.decode("utf-8", "replace"))
+
+    def _failed_early(
+        self, response: Any, error: ProviderError, call: Call, pieces: list[bytes]
+    ) -> Failed:
+        """An error answer whose body could not be read whole: what arrived, if it was cut.
+
+        A cut body (the connection closed, or its gzip/deflate data stops short)
+        keeps what decoded, the provider's message often in it; one over the
+        limits is left out, and the status speaks alone. Once the call is out of
+        time it is the total timeout, not the body: a body ending as the
+        deadline passes reads as cut.
+        """
+        if self._ran_out(call):
+            if isinstance(error, ProviderTimeoutError):
+                raise error
+            raise self.total_timeout(call.url) from error
+        cut = isinstance(error, (ProviderConnectionError, StreamError))
+        text = b"".join(pieces).decode("utf-8", "replace") if cut else ""
+        return Failed(int(response.status_code), response.headers, text, cut)
 
     def _ran_out(self, call: Call) -> bool:
         """Whether ``call`` is past its total deadline."""
@@ -336,9 +343,7 @@ class Sender:
                     yield self._feed(reader, chunk, call)
                 yield self._feed(reader, None, call)
             except StreamError as exc:
-                if ended is None or not ended():
-                    raise
-                _cut_after_end(exc)
+                _cut_after_end(exc, ended)
         finally:
             await _release(raw, response)
 
@@ -465,9 +470,7 @@ class Sender:
                     yield self._feed(reader, chunk, call)
                 yield self._feed(reader, None, call)
             except StreamError as exc:
-                if ended is None or not ended():
-                    raise
-                _cut_after_end(exc)
+                _cut_after_end(exc, ended)
         finally:
             response.close()
 
@@ -584,22 +587,13 @@ class Sender:
         return redact(text, self.secrets)
 
 
-def _cut_after_end(error: StreamError) -> None:
-    """A stream cut after its last event: nothing of the answer is missing, only its end."""
+def _cut_after_end(error: StreamError, ended: Callable[[], bool] | None) -> None:
+    """``error`` raised, unless the stream's last event had arrived (``ended``):
+    a stream cut after it has lost nothing of the answer, only its end."""
+    if ended is None or not ended():
+        raise error
     if _log.isEnabledFor(logging.DEBUG):
         _log.debug("the stream ended after its last event, then: %s", error)
-
-
-def _failed_early(response: Any, error: ProviderError, pieces: list[bytes]) -> Failed:
-    """An error answer whose body could not be read whole: what arrived, if it was cut.
-
-    A cut body (the connection closed, or its gzip/deflate data stops short)
-    keeps what decoded, the provider's message often in it; one over the
-    limits is left out, and the status speaks alone.
-    """
-    cut = isinstance(error, (ProviderConnectionError, StreamError))
-    text = b"".join(pieces).decode("utf-8", "replace") if cut else ""
-    return Failed(int(response.status_code), response.headers, text, cut)
 
 
 def _iter_raw(response: Any) -> Iterator[bytes]:
