@@ -8,9 +8,12 @@ client, so blocking cases leave it out rather than test the default twice.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+
+from toolfold.adapters import Transport
 
 try:
     import httpx2
@@ -31,3 +34,16 @@ def cases(modes: tuple[str, ...] = MODES) -> list[Any]:
         for mode in modes
         if not (backend in ASYNC_ONLY and mode.endswith("sync") and not mode.endswith("async"))
     ]
+
+
+def post_once(transport: Transport, mode: str) -> Any:
+    """One POST of ``{"m": 1}`` to ``chat`` in ``mode`` (``sync`` or ``async``); the transport is closed after."""
+    if mode == "sync":
+        with transport:
+            return transport.post_json_sync("chat", {"m": 1})
+
+    async def run() -> Any:
+        async with transport:
+            return await transport.post_json("chat", {"m": 1})
+
+    return asyncio.run(run())

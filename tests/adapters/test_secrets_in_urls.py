@@ -9,7 +9,6 @@ credentials) and nowhere else: the rest of a message stays readable.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 import re
@@ -18,7 +17,7 @@ import urllib.parse
 from typing import Any
 
 import pytest
-from backends import OWNED, cases
+from backends import OWNED, cases, post_once
 from leaks import every_text
 from scripted_http import Recorded, Reply, ScriptedServer, gate
 
@@ -69,19 +68,6 @@ def _spellings(password: str) -> set[str]:
     upper = re.sub(r"%[0-9a-f]{2}", lambda found: found.group().upper(), password)
     encoded = password.replace(";", "%3B").replace("=", "%3D")
     return {password, urllib.parse.unquote(password), upper, encoded}
-
-
-def _post(transport: Transport, mode: str) -> Any:
-    """One POST in ``mode`` (``sync`` or ``async``); the transport is closed after."""
-    if mode == "sync":
-        with transport:
-            return transport.post_json_sync("chat", {"m": 1})
-
-    async def run() -> Any:
-        async with transport:
-            return await transport.post_json("chat", {"m": 1})
-
-    return asyncio.run(run())
 
 
 def _echo(*statuses: int, password: str = PASSWORD) -> Any:
@@ -138,7 +124,7 @@ def test_an_error_hides_the_password(
     transport = Transport("ollama", url, None, http=backend, retry=0, timeout=timeout)
     error, message = FAILURES[failure]
     with pytest.raises(error) as caught:
-        _post(transport, mode)
+        post_once(transport, mode)
     assert str(caught.value).startswith(message)
     assert mask_url(url) in str(caught.value)
     if failure == "status":
@@ -168,7 +154,7 @@ def test_debug_logs_never_show_the_password(
         transport = Transport(
             "ollama", _url(http_server.port, password), None, http=backend, retry=1, **_no_waits()
         )
-        assert _post(transport, mode)["ok"] == 1
+        assert post_once(transport, mode)["ok"] == 1
     lines = [record.getMessage() for record in caplog.records]
     retried = [line for line in lines if line.startswith("retrying POST")]
     assert retried
@@ -270,7 +256,7 @@ def test_the_password_is_still_sent(http_server: ScriptedServer, backend: str) -
     """Masking is for what is shown: the request carries the real Basic credentials."""
     http_server.handler = _echo(200)
     transport = Transport("ollama", _url(http_server.port), None, http=backend, retry=0)
-    assert _post(transport, "async")["ok"] == 1
+    assert post_once(transport, "async")["ok"] == 1
 
 
 @pytest.mark.parametrize("password", ["p%c3%a9", "hunter2-%c3%a9-%7e-0123", "p%41"])

@@ -9,12 +9,11 @@ the way each provider sends it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 import pytest
-from backends import cases
+from backends import cases, post_once
 from leaks import every_text
 from scripted_http import Recorded, Reply, ScriptedServer
 
@@ -84,18 +83,6 @@ async def _no_sleep(seconds: float) -> None:
     pass
 
 
-def _post(transport: Transport, mode: str) -> Any:
-    if mode == "sync":
-        with transport:
-            return transport.post_json_sync("chat", {"m": 1})
-
-    async def run() -> Any:
-        async with transport:
-            return await transport.post_json("chat", {"m": 1})
-
-    return asyncio.run(run())
-
-
 @pytest.mark.parametrize("key", KEYS)
 @pytest.mark.parametrize("provider", list(SENT))
 @pytest.mark.parametrize(("backend", "mode"), cases())
@@ -106,7 +93,7 @@ def test_an_echoed_short_key_is_masked_and_the_message_kept(
     header, scheme = SENT[provider]
     http_server.handler = _echo(header, 401)
     with pytest.raises(ProviderError) as caught:
-        _post(_transport(http_server.url, provider, key, backend), mode)
+        post_once(_transport(http_server.url, provider, key, backend), mode)
     masked = f"{scheme} ***" if scheme else "***"
     assert caught.value.provider_message == f"{SAID} (sent {header}: {masked})"
     assert f"{SAID} (sent {header}: {masked})" in str(caught.value)
@@ -125,7 +112,7 @@ def test_a_refused_call_with_a_short_key_reads_as_written(
     header, scheme = SENT[provider]
     url = f"http://127.0.0.1:{refused_port}/api"
     with pytest.raises(ProviderConnectionError) as caught:
-        _post(_transport(url, provider, key, backend), mode)
+        post_once(_transport(url, provider, key, backend), mode)
     assert str(caught.value).startswith(f"cannot reach {provider} at {url}/chat")
     _assert_hidden(every_text(caught.value), key, header, scheme)
 
@@ -147,7 +134,9 @@ def test_debug_logs_mask_a_short_key_only_as_a_credential(
     with caplog.at_level(logging.DEBUG):
         for name in LOGGERS:
             caplog.set_level(logging.DEBUG, logger=name)
-        assert _post(_transport(http_server.url, provider, key, backend, retry=1), mode)["ok"] == 1
+        assert (
+            post_once(_transport(http_server.url, provider, key, backend, retry=1), mode)["ok"] == 1
+        )
     lines = "\n".join(record.getMessage() for record in caplog.records)
     assert f"retrying POST {http_server.url}/chat in " in lines
     assert f"{SAID} (sent {header}: " in lines  # the provider's message, unmangled
