@@ -142,6 +142,46 @@ def test_an_error_body_failing_as_the_total_runs_out_is_a_total_timeout(
         call(transport, mode)
 
 
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("ending", ["close", "feed"])
+def test_a_2xx_body_failing_as_the_total_runs_out_is_a_total_timeout(
+    http_server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    mode: str,
+    ending: str,
+) -> None:
+    """A 200 whose gzip body turns out cut (``close``: no trailer) or past max_decoded_bytes
+    (``feed``) once the total deadline has passed is the total timeout, as an error body is.
+
+    It read as an answer or stream cut before its end (ProviderConnectionError /
+    StreamError), or as one over the limit: the call was over, but the error said
+    the server had failed it.
+    """
+    now = [0.0]
+    decode = getattr(BodyReader, ending)
+
+    def late(reader: BodyReader, *args: Any) -> Any:
+        now[0] = 100.0  # the deadline passes while the body is read
+        return decode(reader, *args)
+
+    monkeypatch.setattr(BodyReader, ending, late)
+    payload = sse({"i": 0}, {"i": 1}) if mode.startswith("stream") else [b'{"ok": 1}']
+    body = gzip.compress(b"".join(payload) * 20)
+    http_server.add(
+        Reply(headers={"content-encoding": "gzip"}, body=body[:-8] if ending == "close" else body)
+    )
+    transport = make(
+        http_server,
+        backend,
+        timeout=Timeouts(read=30.0, total=30.0),
+        limits=HttpLimits(max_decoded_bytes=100 if ending == "feed" else None),
+        clock=lambda: now[0],
+    )
+    with pytest.raises(ProviderTimeoutError, match=r"total timeout of 30\.0 s"):
+        call(transport, mode)
+
+
 # --- body limits ------------------------------------------------------------------------
 
 

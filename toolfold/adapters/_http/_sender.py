@@ -535,6 +535,11 @@ class Sender:
         return self.scrub(transport_error(self.provider, exc, call.url, streaming=call.streaming))
 
     def _body_error(self, exc: BodyError, response: Any, call: Call) -> ProviderError:
+        """The error of a body `BodyReader` refuses or finds cut; the total timeout once the
+        call is out of time (a body ending as the deadline passes reads as cut or too large),
+        as `_read_failure` has it for a client's failure, 2xx and error bodies alike."""
+        if self._ran_out(call):
+            return self.total_timeout(call.url)
         if isinstance(exc, BodyCut):  # as a body or stream cut by the connection
             where = f"{self.provider} at {call.url}"
             if call.streaming:
