@@ -591,6 +591,60 @@ def test_an_error_body_cut_inside_an_echoed_secret_hides_its_start(
     assert value[:8] not in every_text(caught.value)
 
 
+STALLED = " (the read of its body timed out before its end)"
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+def test_an_error_body_that_stalls_past_the_read_timeout_keeps_what_arrived(
+    http_server: ScriptedServer,
+    released: list[threading.Event],
+    backend: str,
+    mode: str,
+    encoding: str,
+) -> None:
+    """A 503 whose body stops arriving (the read timeout passes, not the total) keeps the text
+    that arrived, and the ServerError says the read timed out. It was dropped: the status
+    spoke alone, as if the server had sent no message."""
+    said = b'{"error": {"message": "overloaded, try the eu region", "type": "overloaded"}}'
+    if encoding == "gzip":
+        whole = zlib.compressobj(wbits=31)
+        said_on_wire = whole.compress(said) + whole.flush(zlib.Z_SYNC_FLUSH)  # all of it inflates
+    else:
+        said_on_wire = said
+    http_server.add(
+        Reply(
+            status=503,
+            headers={"content-encoding": encoding},
+            chunks=[said_on_wire, gate(released)],
+        )
+    )
+    transport = make(http_server, backend, timeout=Timeouts(read=0.3, total=30.0))
+    with pytest.raises(ServerError) as caught:
+        call(transport, mode)
+    assert caught.value.status_code == 503
+    assert caught.value.body == said.decode()
+    assert caught.value.provider_message == "overloaded, try the eu region"
+    assert str(caught.value).endswith(f": overloaded, try the eu region{STALLED}")
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_an_error_body_stalled_inside_an_echoed_key_hides_its_start(
+    http_server: ScriptedServer, released: list[threading.Event], backend: str, mode: str
+) -> None:
+    """A 401 echoing the key stops arriving six characters before the key's end, and the read
+    timeout passes: what arrived of the key shows as ``***``, as in a cut body."""
+    said = b'{"error": {"message": "Incorrect API key provided: ' + KEY[:-6].encode()
+    http_server.add(Reply(status=401, chunks=[said, gate(released)]))
+    transport = make(http_server, backend, timeout=Timeouts(read=0.3, total=30.0))
+    with pytest.raises(toolfold.AuthenticationError) as caught:
+        call(transport, mode)
+    shown = '{"error": {"message": "Incorrect API key provided: ***'
+    assert caught.value.body == shown
+    assert str(caught.value).endswith(f"{shown}{STALLED}")
+    assert KEY[:8] not in every_text(caught.value)
+
+
 # --- what is sent again -----------------------------------------------------------------
 
 
