@@ -436,6 +436,67 @@ def test_aiohttp_gives_what_arrived_before_the_cut_first(
     assert len(streams) == 1
 
 
+@pytest.mark.parametrize("session", ["owned", "injected"])
+@pytest.mark.parametrize(
+    ("what", "total"),
+    [("post", None), ("stream", 30.0)],
+    ids=["read-pieces", "aiohttp-pieces"],  # Sender._read_pieces; _read_all over AiohttpPieces
+)
+def test_aiohttp_keeps_what_arrived_of_an_error_body_before_the_cut(
+    http_server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    session: str,
+    what: str,
+    total: float | None,
+) -> None:
+    """A 503's body comes in two pieces and the connection closes after the second while the
+    reader still holds the first: the ServerError keeps both pieces.
+
+    aiohttp's ``readany`` raises the failure it stored before the data that arrived before
+    it: without `left_over` the second piece was lost whenever the reader was slower than
+    the server. Here the client has seen the close (its stream holds the failure, the
+    second piece buffered) before the reader asks again, every time: no timing decides.
+    """
+    import aiohttp
+
+    go = threading.Event()
+    first, second = b'{"error": {"message": "overloaded, ', b'try the eu region"}}'
+    http_server.add(Reply(status=503, chunks=[first, go, second, Cut()]))
+    readany = aiohttp.StreamReader.readany
+
+    async def slow_reader(stream: Any) -> bytes:
+        piece: bytes = await readany(stream)
+        if piece and not go.is_set():
+            go.set()  # the server sends the second piece and closes
+            await asyncio.wait_for(_closed(stream), 10)
+        return piece
+
+    monkeypatch.setattr(aiohttp.StreamReader, "readany", slow_reader)
+
+    async def run() -> Any:
+        client = aiohttp.ClientSession() if session == "injected" else None
+        how: dict[str, Any] = {"http_client": client} if client else {"http": "aiohttp"}
+        transport = Transport(
+            "openai", f"{http_server.url}/v1", KEY, retry=0, timeout=Timeouts(total=total), **how
+        )
+        try:
+            if what == "post":
+                return await transport.post_json("chat/completions", {"m": 1})
+            return [e async for e in transport.stream("chat/completions", {"m": 1})]
+        finally:
+            await transport.aclose()
+            if client is not None:
+                await client.close()
+
+    with pytest.raises(ServerError) as caught:
+        asyncio.run(run())
+    assert go.is_set()
+    assert caught.value.body == (first + second).decode()
+    assert str(caught.value).endswith(
+        ": overloaded, try the eu region (its body was cut before its end)"
+    )
+
+
 class _FlagDecoder:
     """A user's decoder with a flag of its own named ``ended`` (not toolfold's method)."""
 
