@@ -260,35 +260,63 @@ def resolve_api_key(
     raise ModelConfigError(f"no API key for provider {provider!r}: pass api_key=... or set {where}")
 
 
-Scrubs = tuple[tuple[str, str, re.Pattern[str] | None], ...]
+Scrubs = tuple[tuple[str, int, int, re.Pattern[str] | None], ...]
 
 
 def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
-    """What `scrub` replaces: each secret's value, what shows instead and where, the longest first.
+    """What `scrub` masks: each secret's value, and where in it or in what pattern the mask goes.
 
-    Where: everywhere, or (a short key) where a pattern finds it written as a
-    credential; the value is looked for first, plainly, as a quick test.
-
-    Longest first: one secret inside another (a key ``secret``, a password
-    ``hunter2-secret-01``) would otherwise cut the longer one so it no longer
-    matches, and the rest of it would show. Made once for a set of secrets
-    that is used many times (a log filter's).
+    ``(value, head, tail, where)``: the value is masked but for its first
+    ``head`` and last ``tail`` characters (a short URL password's ``user:``
+    and ``@``), everywhere, or (a short key) where the pattern ``where``
+    finds it written as a credential, only the key masked; the value is
+    looked for first, plainly, as a quick test. Made once for a set of
+    secrets that is used many times (a log filter's).
     """
-    found: dict[tuple[str, str, re.Pattern[str] | None], None] = {}
+    found: dict[tuple[str, int, int, re.Pattern[str] | None], None] = {}
     for s in secrets:
         if isinstance(s, _AsCredential):
-            found[s.reveal(), rf"\g<1>{_MASK}", s.pattern] = None
+            found[s.reveal(), 0, 0, s.pattern] = None
+        elif isinstance(s, _InUrl):
+            found[s.reveal(), len(s.shown) - len(_MASK) - 1, 1, None] = None
         elif s:
-            found[s.reveal(), s.shown if isinstance(s, _InUrl) else _MASK, None] = None
-    return tuple(sorted(found, key=lambda pair: len(pair[0]), reverse=True))
+            found[s.reveal(), 0, 0, None] = None
+    return tuple(found)
 
 
 def scrub(text: str, pairs: Scrubs) -> str:
-    """``text`` with each value of ``pairs`` (`scrubs`) replaced by what shows instead."""
-    for value, shown, where in pairs:
-        if value in text:
-            text = text.replace(value, shown) if where is None else where.sub(shown, text)
-    return text
+    """``text`` with each secret of ``pairs`` (`scrubs`) masked, overlapping ones as one.
+
+    Where secrets overlap (a short key inside a password, a key whose end
+    starts a password), every character of each is under one ``***``:
+    replaced one after the other, the first replaced cut the others, which
+    then no longer matched and showed in part (``***-pw-x``).
+    """
+    spans: list[tuple[int, int]] = []
+    for value, head, tail, where in pairs:
+        if value not in text:
+            continue
+        if where is not None:
+            spans += [(found.end(1), found.end()) for found in where.finditer(text)]
+            continue
+        end = len(value) - tail
+        at = text.find(value)
+        while at >= 0:
+            spans.append((at + head, at + end))
+            at = text.find(value, at + 1)  # overlapping ones too: "aaa" twice in "aaaa"
+    if not spans:
+        return text
+    spans.sort()
+    pieces, shown = [], 0  # shown: where the text not yet copied starts
+    start, end = spans[0]
+    for next_start, next_end in spans[1:]:
+        if next_start <= end:  # overlapping or touching: one mask
+            end = max(end, next_end)
+            continue
+        pieces += [text[shown:start], _MASK]
+        shown, start, end = end, next_start, next_end
+    pieces += [text[shown:start], _MASK, text[end:]]
+    return "".join(pieces)
 
 
 #: The shortest start of a secret `mask_cut_tail` masks at the end of a cut text
@@ -422,7 +450,7 @@ class RedactingFilter(logging.Filter):
 
     def __init__(self, secrets: Iterable[Secret]) -> None:
         super().__init__()
-        self._scrubs = scrubs(secrets)  # sorted once, not per record
+        self._scrubs = scrubs(secrets)  # made once, not per record
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
