@@ -435,12 +435,49 @@ def _redact_url(held: object, keys: tuple[Secret, ...]) -> None:
             setattr(held, "url", type(url)(cleaned))  # noqa: B010 -- `held` is untyped
 
 
+#: The headers `RedactingFilter` and `redact_logs` mask a short key after, besides
+#: ``Bearer``: those toolfold's models send their key in.
+KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
+
+
+def _log_secrets(secrets: Iterable[Secret | str], key_headers: Iterable[str]) -> tuple[Secret, ...]:
+    """``secrets`` as a log filter scrubs them: a key shorter than `MIN_BARE_PASSWORD`
+    where it is written as a credential (``Bearer k``, ``x-api-key: k``), as a transport
+    has it (`api_key_secrets`); a longer one everywhere."""
+    headers = tuple(header.lower() for header in key_headers)
+    found: list[Secret] = []
+    for given in secrets:
+        secret = given if isinstance(given, Secret) else Secret(given)
+        if not secret:
+            continue
+        if type(secret) is not Secret or len(secret.reveal()) >= MIN_BARE_PASSWORD:
+            found.append(secret)  # long, or already scrubbed where it is one
+            continue
+        found += api_key_secrets(secret, "authorization", "Bearer")
+        for header in headers:
+            found += api_key_secrets(secret, header, "")
+    return tuple(dict.fromkeys(found))
+
+
 class RedactingFilter(logging.Filter):
     """A logging filter that scrubs the given secrets from every record.
+
+    A key of `MIN_BARE_PASSWORD` (4) characters or more is scrubbed wherever
+    it appears; a shorter one only where it is written as a credential, as a
+    transport scrubs it: after ``Bearer`` (any case) and after the name of a
+    header of ``key_headers`` (``x-api-key: ab``, ``'x-api-key': 'ab'``,
+    ``(b'x-api-key', b'ab')``). Scrubbed everywhere, a key ``ab`` would turn
+    ``a cab`` into ``a c***`` in every line.
 
     A filter on a logger does not see its children's records (``httpcore.http11``
     is not filtered by a filter on ``httpcore``): attach it to handlers, or use
     `redact_logs`, which does.
+
+    Args:
+        secrets: Keys (`Secret` or plain strings) to scrub.
+        key_headers: The headers after whose name a short key is scrubbed
+            (default `KEY_HEADERS`: ``authorization``, ``x-api-key``,
+            ``x-goog-api-key``).
 
     Example:
         >>> import logging
@@ -448,9 +485,11 @@ class RedactingFilter(logging.Filter):
         >>> handler.addFilter(RedactingFilter([Secret("sk-123456789")]))
     """
 
-    def __init__(self, secrets: Iterable[Secret]) -> None:
+    def __init__(
+        self, secrets: Iterable[Secret | str], *, key_headers: Iterable[str] = KEY_HEADERS
+    ) -> None:
         super().__init__()
-        self._scrubs = scrubs(secrets)  # made once, not per record
+        self._scrubs = scrubs(_log_secrets(secrets, key_headers))  # made once, not per record
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -469,6 +508,7 @@ def redact_logs(
     secrets: Iterable[Secret | str],
     *,
     handlers: Iterable[logging.Handler] | None = None,
+    key_headers: Iterable[str] = KEY_HEADERS,
 ) -> RedactingFilter:
     """Scrub ``secrets`` from log output, httpx's and httpcore's DEBUG lines included.
 
@@ -478,14 +518,24 @@ def redact_logs(
     records that reach other handlers. A handler added later needs
     ``handler.addFilter(returned_filter)``.
 
+    A key of 4 characters or more is scrubbed wherever it appears; a shorter
+    one (``ab``, a local server's dummy key) only where it is written as a
+    credential, as the transport scrubs it: after ``Bearer`` and after the
+    name of a header of ``key_headers`` (``x-api-key: ab``). A line such as
+    ``bad key: ask about a cab`` stays as it was, not ``***out a c***``.
+
     Args:
         secrets: Keys (`Secret` or plain strings) to scrub.
         handlers: The handlers to filter; default ``logging.getLogger().handlers``.
+        key_headers: The headers after whose name a short key is scrubbed;
+            default ``authorization``, ``x-api-key`` and ``x-goog-api-key``,
+            where toolfold's models send their key. Name yours when a model
+            sends a short key in another (``auth_header="api-key"``).
 
     Returns:
         The filter, to add elsewhere or remove again.
     """
-    found = RedactingFilter(s if isinstance(s, Secret) else Secret(s) for s in secrets)
+    found = RedactingFilter(secrets, key_headers=key_headers)
     for handler in logging.getLogger().handlers if handlers is None else handlers:
         handler.addFilter(found)
     names = [
