@@ -251,6 +251,72 @@ def test_a_short_password_is_hidden_where_it_is_one(text: str, shown: str) -> No
     assert redact(text, url_secrets("http://bob:a@host/api")) == shown
 
 
+# Secrets that overlap: (key, the URL's password, a text holding both, that text masked).
+OVERLAPS = {
+    # the key's end starts the password
+    "key-then-password": (
+        "sk-ant-key-0123-abcd",
+        "0123-abcd-pw-xyz",
+        "bad sk-ant-key-0123-abcd-pw-xyz!",
+        "bad ***!",
+    ),
+    # a short key (only masked as a credential) whose end starts the password ("bc. x")
+    "short-key-then-password": ("abc", "bc.%20x", "x-api-key: abc. x!", "x-api-key: ***!"),
+    # a short password ("bob:pw@") that starts inside the key
+    "key-then-short-password": ("key-to-bob:p", "pw", "bad key-to-bob:pw@host", "bad ***@host"),
+    # a short key inside the password, and the password inside the key's header line
+    "short-key-in-password": ("abc", "xabcx-pw", "x-api-key: xabcx-pw, abc", "x-api-key: ***, abc"),
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "password", "text", "shown"), OVERLAPS.values(), ids=list(OVERLAPS)
+)
+def test_overlapping_secrets_are_masked_as_one(
+    key: str, password: str, text: str, shown: str
+) -> None:
+    """Two secrets that overlap in a text are masked together: no part of either shows.
+
+    They were replaced one after the other, and the first cut the second, which then
+    no longer matched: ``bad ***-pw-xyz!``, ``x-api-key: a***!``.
+    """
+    from toolfold.adapters._http._keys import Secret, api_key_secrets
+
+    secrets = (
+        *api_key_secrets(Secret(key), "x-api-key", ""),
+        *url_secrets(f"http://bob:{password}@127.0.0.1/api"),
+    )
+    assert redact(text, secrets) == shown
+
+
+@pytest.mark.parametrize("overlap", ["key-then-password", "short-key-then-password"])
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_an_error_echoing_overlapping_secrets_hides_both(
+    http_server: ScriptedServer, backend: str, mode: str, overlap: str
+) -> None:
+    """A 401 whose body and header echo the key and the URL's password run together shows
+    neither in part, in any text of the error."""
+    key, password, text, shown = OVERLAPS[overlap]
+    body = f'{{"error": {{"message": "{text}"}}}}'
+    http_server.add(Reply(status=401, body=body.encode(), headers={"x-echo": text}))
+    transport = Transport(
+        "anthropic",
+        _url(http_server.port, password),
+        key,
+        auth_header="x-api-key",
+        auth_scheme="",
+        http=backend,
+        retry=0,
+    )
+    with pytest.raises(toolfold.AuthenticationError) as caught:
+        post_once(transport, mode)
+    assert caught.value.provider_message == shown
+    assert caught.value.headers["x-echo"] == shown
+    seen = every_text(caught.value)
+    for part in (key[:4], key[-4:], password[:4], password[-4:]):
+        assert part not in seen
+
+
 @pytest.mark.parametrize("backend", OWNED)
 def test_the_password_is_still_sent(http_server: ScriptedServer, backend: str) -> None:
     """Masking is for what is shown: the request carries the real Basic credentials."""

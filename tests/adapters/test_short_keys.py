@@ -10,6 +10,7 @@ the way each provider sends it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -144,6 +145,78 @@ def test_debug_logs_mask_a_short_key_only_as_a_credential(
         masked = f"{scheme} ***" if scheme else "***"
         assert f"(b'{header}', b'{masked}')" in lines  # httpcore's response headers
     _assert_hidden(lines, key, header, scheme)
+
+
+@pytest.fixture
+def installed() -> Iterator[list[toolfold.adapters.RedactingFilter]]:
+    """Filters a test installs with `redact_logs`, taken off every logger and handler after it."""
+    filters: list[toolfold.adapters.RedactingFilter] = []
+    yield filters
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for owner in [*loggers, *(h for lg in loggers for h in getattr(lg, "handlers", []))]:
+        for found in filters:
+            if isinstance(owner, logging.Filterer) and found in owner.filters:
+                owner.removeFilter(found)
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("provider", list(SENT))
+@pytest.mark.parametrize(("backend", "mode"), cases())
+def test_redact_logs_masks_a_short_key_only_as_a_credential(
+    http_server: ScriptedServer,
+    caplog: pytest.LogCaptureFixture,
+    installed: list[toolfold.adapters.RedactingFilter],
+    backend: str,
+    mode: str,
+    provider: str,
+    key: str,
+) -> None:
+    """`redact_logs` given a short key masks it as the transport does: in the echoed header,
+    not in the provider's message the retry's log line quotes.
+
+    It scrubbed the key everywhere: ``ask xyz about a cab`` read ``ask xyz ***out a c***``
+    for the key ``ab`` in every log line.
+    """
+    header, scheme = SENT[provider]
+    http_server.handler = _echo(header, 500, 200)
+    with caplog.at_level(logging.DEBUG):
+        for name in LOGGERS:
+            caplog.set_level(logging.DEBUG, logger=name)
+        installed.append(toolfold.adapters.redact_logs([key], handlers=[caplog.handler]))
+        transport = _transport(http_server.url, provider, key, backend, retry=1)
+        assert post_once(transport, mode)["ok"] == 1
+    lines = "\n".join(record.getMessage() for record in caplog.records)
+    assert f"retrying POST {http_server.url}/chat in " in lines
+    assert f"{SAID} (sent {header}: " in lines  # the provider's message, unmangled
+    if backend != "aiohttp":
+        masked = f"{scheme} ***" if scheme else "***"
+        assert f"(b'{header}', b'{masked}')" in lines  # httpcore's response headers
+    _assert_hidden(lines, key, header, scheme)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("Authorization: Bearer ab", "Authorization: Bearer ***"),
+        ("{'x-api-key': 'ab'}", "{'x-api-key': '***'}"),
+        ("(b'x-goog-api-key', b'ab')", "(b'x-goog-api-key', b'***')"),
+        ("api-key: ab", "api-key: ***"),  # a header named in key_headers
+        ("ask about a cab (ab)", "ask about a cab (ab)"),
+        ("x-api-key: bab", "x-api-key: bab"),
+        ("the key sk-long-0123 is scrubbed anywhere", "the key *** is scrubbed anywhere"),
+    ],
+)
+def test_redact_logs_keeps_the_transports_rule_for_short_keys(
+    installed: list[toolfold.adapters.RedactingFilter], text: str, shown: str
+) -> None:
+    """A short key given to `redact_logs` is masked after ``Bearer`` and after the name of one of
+    ``key_headers``; a key of 4 characters or more everywhere, as before."""
+    headers = (*toolfold.adapters._http._keys.KEY_HEADERS, "api-key")
+    found = toolfold.adapters.redact_logs(["ab", "sk-long-0123"], handlers=[], key_headers=headers)
+    installed.append(found)
+    record = logging.LogRecord("app", logging.INFO, __file__, 1, "%s", (text,), None)
+    assert found.filter(record)
+    assert record.getMessage() == shown
 
 
 @pytest.mark.parametrize(

@@ -142,6 +142,46 @@ def test_an_error_body_failing_as_the_total_runs_out_is_a_total_timeout(
         call(transport, mode)
 
 
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("ending", ["close", "feed"])
+def test_a_2xx_body_failing_as_the_total_runs_out_is_a_total_timeout(
+    http_server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    mode: str,
+    ending: str,
+) -> None:
+    """A 200 whose gzip body turns out cut (``close``: no trailer) or past max_decoded_bytes
+    (``feed``) once the total deadline has passed is the total timeout, as an error body is.
+
+    It read as an answer or stream cut before its end (ProviderConnectionError /
+    StreamError), or as one over the limit: the call was over, but the error said
+    the server had failed it.
+    """
+    now = [0.0]
+    decode = getattr(BodyReader, ending)
+
+    def late(reader: BodyReader, *args: Any) -> Any:
+        now[0] = 100.0  # the deadline passes while the body is read
+        return decode(reader, *args)
+
+    monkeypatch.setattr(BodyReader, ending, late)
+    payload = sse({"i": 0}, {"i": 1}) if mode.startswith("stream") else [b'{"ok": 1}']
+    body = gzip.compress(b"".join(payload) * 20)
+    http_server.add(
+        Reply(headers={"content-encoding": "gzip"}, body=body[:-8] if ending == "close" else body)
+    )
+    transport = make(
+        http_server,
+        backend,
+        timeout=Timeouts(read=30.0, total=30.0),
+        limits=HttpLimits(max_decoded_bytes=100 if ending == "feed" else None),
+        clock=lambda: now[0],
+    )
+    with pytest.raises(ProviderTimeoutError, match=r"total timeout of 30\.0 s"):
+        call(transport, mode)
+
+
 # --- body limits ------------------------------------------------------------------------
 
 
@@ -396,6 +436,67 @@ def test_aiohttp_gives_what_arrived_before_the_cut_first(
     assert len(streams) == 1
 
 
+@pytest.mark.parametrize("session", ["owned", "injected"])
+@pytest.mark.parametrize(
+    ("what", "total"),
+    [("post", None), ("stream", 30.0)],
+    ids=["read-pieces", "aiohttp-pieces"],  # Sender._read_pieces; _read_all over AiohttpPieces
+)
+def test_aiohttp_keeps_what_arrived_of_an_error_body_before_the_cut(
+    http_server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    session: str,
+    what: str,
+    total: float | None,
+) -> None:
+    """A 503's body comes in two pieces and the connection closes after the second while the
+    reader still holds the first: the ServerError keeps both pieces.
+
+    aiohttp's ``readany`` raises the failure it stored before the data that arrived before
+    it: without `left_over` the second piece was lost whenever the reader was slower than
+    the server. Here the client has seen the close (its stream holds the failure, the
+    second piece buffered) before the reader asks again, every time: no timing decides.
+    """
+    import aiohttp
+
+    go = threading.Event()
+    first, second = b'{"error": {"message": "overloaded, ', b'try the eu region"}}'
+    http_server.add(Reply(status=503, chunks=[first, go, second, Cut()]))
+    readany = aiohttp.StreamReader.readany
+
+    async def slow_reader(stream: Any) -> bytes:
+        piece: bytes = await readany(stream)
+        if piece and not go.is_set():
+            go.set()  # the server sends the second piece and closes
+            await asyncio.wait_for(_closed(stream), 10)
+        return piece
+
+    monkeypatch.setattr(aiohttp.StreamReader, "readany", slow_reader)
+
+    async def run() -> Any:
+        client = aiohttp.ClientSession() if session == "injected" else None
+        how: dict[str, Any] = {"http_client": client} if client else {"http": "aiohttp"}
+        transport = Transport(
+            "openai", f"{http_server.url}/v1", KEY, retry=0, timeout=Timeouts(total=total), **how
+        )
+        try:
+            if what == "post":
+                return await transport.post_json("chat/completions", {"m": 1})
+            return [e async for e in transport.stream("chat/completions", {"m": 1})]
+        finally:
+            await transport.aclose()
+            if client is not None:
+                await client.close()
+
+    with pytest.raises(ServerError) as caught:
+        asyncio.run(run())
+    assert go.is_set()
+    assert caught.value.body == (first + second).decode()
+    assert str(caught.value).endswith(
+        ": overloaded, try the eu region (its body was cut before its end)"
+    )
+
+
 class _FlagDecoder:
     """A user's decoder with a flag of its own named ``ended`` (not toolfold's method)."""
 
@@ -549,6 +650,60 @@ def test_an_error_body_cut_inside_an_echoed_secret_hides_its_start(
     assert str(caught.value).endswith(f"{shown} (its body was cut before its end)")
     assert value[:-6] not in every_text(caught.value)
     assert value[:8] not in every_text(caught.value)
+
+
+STALLED = " (the read of its body timed out before its end)"
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+def test_an_error_body_that_stalls_past_the_read_timeout_keeps_what_arrived(
+    http_server: ScriptedServer,
+    released: list[threading.Event],
+    backend: str,
+    mode: str,
+    encoding: str,
+) -> None:
+    """A 503 whose body stops arriving (the read timeout passes, not the total) keeps the text
+    that arrived, and the ServerError says the read timed out. It was dropped: the status
+    spoke alone, as if the server had sent no message."""
+    said = b'{"error": {"message": "overloaded, try the eu region", "type": "overloaded"}}'
+    if encoding == "gzip":
+        whole = zlib.compressobj(wbits=31)
+        said_on_wire = whole.compress(said) + whole.flush(zlib.Z_SYNC_FLUSH)  # all of it inflates
+    else:
+        said_on_wire = said
+    http_server.add(
+        Reply(
+            status=503,
+            headers={"content-encoding": encoding},
+            chunks=[said_on_wire, gate(released)],
+        )
+    )
+    transport = make(http_server, backend, timeout=Timeouts(read=0.3, total=30.0))
+    with pytest.raises(ServerError) as caught:
+        call(transport, mode)
+    assert caught.value.status_code == 503
+    assert caught.value.body == said.decode()
+    assert caught.value.provider_message == "overloaded, try the eu region"
+    assert str(caught.value).endswith(f": overloaded, try the eu region{STALLED}")
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_an_error_body_stalled_inside_an_echoed_key_hides_its_start(
+    http_server: ScriptedServer, released: list[threading.Event], backend: str, mode: str
+) -> None:
+    """A 401 echoing the key stops arriving six characters before the key's end, and the read
+    timeout passes: what arrived of the key shows as ``***``, as in a cut body."""
+    said = b'{"error": {"message": "Incorrect API key provided: ' + KEY[:-6].encode()
+    http_server.add(Reply(status=401, chunks=[said, gate(released)]))
+    transport = make(http_server, backend, timeout=Timeouts(read=0.3, total=30.0))
+    with pytest.raises(toolfold.AuthenticationError) as caught:
+        call(transport, mode)
+    shown = '{"error": {"message": "Incorrect API key provided: ***'
+    assert caught.value.body == shown
+    assert str(caught.value).endswith(f"{shown}{STALLED}")
+    assert KEY[:8] not in every_text(caught.value)
 
 
 # --- what is sent again -----------------------------------------------------------------

@@ -53,14 +53,16 @@ class Sleep:
 class Failed:
     """An answer with a status >= 300, its body read (and the connection released).
 
-    ``cut``: the body ended before its end (the connection closed, or its
-    gzip/deflate data stops short); ``text`` is what arrived of it.
+    ``cut``: how the body stopped before its end, for the error's message
+    (``"its body was cut before its end"``: the connection closed, or its
+    gzip/deflate data stops short; ``"the read of its body timed out before
+    its end"``), empty when it arrived whole; ``text`` is what arrived of it.
     """
 
     status: int
     headers: Mapping[str, str]
     text: str
-    cut: bool = False
+    cut: str = ""
 
 
 @attrs.frozen

@@ -260,35 +260,63 @@ def resolve_api_key(
     raise ModelConfigError(f"no API key for provider {provider!r}: pass api_key=... or set {where}")
 
 
-Scrubs = tuple[tuple[str, str, re.Pattern[str] | None], ...]
+Scrubs = tuple[tuple[str, int, int, re.Pattern[str] | None], ...]
 
 
 def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
-    """What `scrub` replaces: each secret's value, what shows instead and where, the longest first.
+    """What `scrub` masks: each secret's value, and where in it or in what pattern the mask goes.
 
-    Where: everywhere, or (a short key) where a pattern finds it written as a
-    credential; the value is looked for first, plainly, as a quick test.
-
-    Longest first: one secret inside another (a key ``secret``, a password
-    ``hunter2-secret-01``) would otherwise cut the longer one so it no longer
-    matches, and the rest of it would show. Made once for a set of secrets
-    that is used many times (a log filter's).
+    ``(value, head, tail, where)``: the value is masked but for its first
+    ``head`` and last ``tail`` characters (a short URL password's ``user:``
+    and ``@``), everywhere, or (a short key) where the pattern ``where``
+    finds it written as a credential, only the key masked; the value is
+    looked for first, plainly, as a quick test. Made once for a set of
+    secrets that is used many times (a log filter's).
     """
-    found: dict[tuple[str, str, re.Pattern[str] | None], None] = {}
+    found: dict[tuple[str, int, int, re.Pattern[str] | None], None] = {}
     for s in secrets:
         if isinstance(s, _AsCredential):
-            found[s.reveal(), rf"\g<1>{_MASK}", s.pattern] = None
+            found[s.reveal(), 0, 0, s.pattern] = None
+        elif isinstance(s, _InUrl):
+            found[s.reveal(), len(s.shown) - len(_MASK) - 1, 1, None] = None
         elif s:
-            found[s.reveal(), s.shown if isinstance(s, _InUrl) else _MASK, None] = None
-    return tuple(sorted(found, key=lambda pair: len(pair[0]), reverse=True))
+            found[s.reveal(), 0, 0, None] = None
+    return tuple(found)
 
 
 def scrub(text: str, pairs: Scrubs) -> str:
-    """``text`` with each value of ``pairs`` (`scrubs`) replaced by what shows instead."""
-    for value, shown, where in pairs:
-        if value in text:
-            text = text.replace(value, shown) if where is None else where.sub(shown, text)
-    return text
+    """``text`` with each secret of ``pairs`` (`scrubs`) masked, overlapping ones as one.
+
+    Where secrets overlap (a short key inside a password, a key whose end
+    starts a password), every character of each is under one ``***``:
+    replaced one after the other, the first replaced cut the others, which
+    then no longer matched and showed in part (``***-pw-x``).
+    """
+    spans: list[tuple[int, int]] = []
+    for value, head, tail, where in pairs:
+        if value not in text:
+            continue
+        if where is not None:
+            spans += [(found.end(1), found.end()) for found in where.finditer(text)]
+            continue
+        end = len(value) - tail
+        at = text.find(value)
+        while at >= 0:
+            spans.append((at + head, at + end))
+            at = text.find(value, at + 1)  # overlapping ones too: "aaa" twice in "aaaa"
+    if not spans:
+        return text
+    spans.sort()
+    pieces, shown = [], 0  # shown: where the text not yet copied starts
+    start, end = spans[0]
+    for next_start, next_end in spans[1:]:
+        if next_start <= end:  # overlapping or touching: one mask
+            end = max(end, next_end)
+            continue
+        pieces += [text[shown:start], _MASK]
+        shown, start, end = end, next_start, next_end
+    pieces += [text[shown:start], _MASK, text[end:]]
+    return "".join(pieces)
 
 
 #: The shortest start of a secret `mask_cut_tail` masks at the end of a cut text
@@ -407,12 +435,49 @@ def _redact_url(held: object, keys: tuple[Secret, ...]) -> None:
             setattr(held, "url", type(url)(cleaned))  # noqa: B010 -- `held` is untyped
 
 
+#: The headers `RedactingFilter` and `redact_logs` mask a short key after, besides
+#: ``Bearer``: those toolfold's models send their key in.
+KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
+
+
+def _log_secrets(secrets: Iterable[Secret | str], key_headers: Iterable[str]) -> tuple[Secret, ...]:
+    """``secrets`` as a log filter scrubs them: a key shorter than `MIN_BARE_PASSWORD`
+    where it is written as a credential (``Bearer k``, ``x-api-key: k``), as a transport
+    has it (`api_key_secrets`); a longer one everywhere."""
+    headers = tuple(header.lower() for header in key_headers)
+    found: list[Secret] = []
+    for given in secrets:
+        secret = given if isinstance(given, Secret) else Secret(given)
+        if not secret:
+            continue
+        if type(secret) is not Secret or len(secret.reveal()) >= MIN_BARE_PASSWORD:
+            found.append(secret)  # long, or already scrubbed where it is one
+            continue
+        found += api_key_secrets(secret, "authorization", "Bearer")
+        for header in headers:
+            found += api_key_secrets(secret, header, "")
+    return tuple(dict.fromkeys(found))
+
+
 class RedactingFilter(logging.Filter):
     """A logging filter that scrubs the given secrets from every record.
+
+    A key of `MIN_BARE_PASSWORD` (4) characters or more is scrubbed wherever
+    it appears; a shorter one only where it is written as a credential, as a
+    transport scrubs it: after ``Bearer`` (any case) and after the name of a
+    header of ``key_headers`` (``x-api-key: ab``, ``'x-api-key': 'ab'``,
+    ``(b'x-api-key', b'ab')``). Scrubbed everywhere, a key ``ab`` would turn
+    ``a cab`` into ``a c***`` in every line.
 
     A filter on a logger does not see its children's records (``httpcore.http11``
     is not filtered by a filter on ``httpcore``): attach it to handlers, or use
     `redact_logs`, which does.
+
+    Args:
+        secrets: Keys (`Secret` or plain strings) to scrub.
+        key_headers: The headers after whose name a short key is scrubbed
+            (default `KEY_HEADERS`: ``authorization``, ``x-api-key``,
+            ``x-goog-api-key``).
 
     Example:
         >>> import logging
@@ -420,9 +485,11 @@ class RedactingFilter(logging.Filter):
         >>> handler.addFilter(RedactingFilter([Secret("sk-123456789")]))
     """
 
-    def __init__(self, secrets: Iterable[Secret]) -> None:
+    def __init__(
+        self, secrets: Iterable[Secret | str], *, key_headers: Iterable[str] = KEY_HEADERS
+    ) -> None:
         super().__init__()
-        self._scrubs = scrubs(secrets)  # sorted once, not per record
+        self._scrubs = scrubs(_log_secrets(secrets, key_headers))  # made once, not per record
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -441,6 +508,7 @@ def redact_logs(
     secrets: Iterable[Secret | str],
     *,
     handlers: Iterable[logging.Handler] | None = None,
+    key_headers: Iterable[str] = KEY_HEADERS,
 ) -> RedactingFilter:
     """Scrub ``secrets`` from log output, httpx's and httpcore's DEBUG lines included.
 
@@ -450,14 +518,24 @@ def redact_logs(
     records that reach other handlers. A handler added later needs
     ``handler.addFilter(returned_filter)``.
 
+    A key of 4 characters or more is scrubbed wherever it appears; a shorter
+    one (``ab``, a local server's dummy key) only where it is written as a
+    credential, as the transport scrubs it: after ``Bearer`` and after the
+    name of a header of ``key_headers`` (``x-api-key: ab``). A line such as
+    ``bad key: ask about a cab`` stays as it was, not ``***out a c***``.
+
     Args:
         secrets: Keys (`Secret` or plain strings) to scrub.
         handlers: The handlers to filter; default ``logging.getLogger().handlers``.
+        key_headers: The headers after whose name a short key is scrubbed;
+            default ``authorization``, ``x-api-key`` and ``x-goog-api-key``,
+            where toolfold's models send their key. Name yours when a model
+            sends a short key in another (``auth_header="api-key"``).
 
     Returns:
         The filter, to add elsewhere or remove again.
     """
-    found = RedactingFilter(s if isinstance(s, Secret) else Secret(s) for s in secrets)
+    found = RedactingFilter(secrets, key_headers=key_headers)
     for handler in logging.getLogger().handlers if handlers is None else handlers:
         handler.addFilter(found)
     names = [

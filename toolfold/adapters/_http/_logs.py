@@ -35,7 +35,7 @@ _EMITTERS = (
 class _KeyFilter(logging.Filter):
     """Scrubs every key a transport was given from the records it sees.
 
-    What to replace is worked out (`scrubs`: sorted, longest first) when a key
+    What to replace is worked out (`scrubs`) when a key
     is added, not for each record; a record sees one tuple, swapped whole, so
     a transport made on another thread never changes it under a filter.
     """

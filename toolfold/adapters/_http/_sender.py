@@ -303,21 +303,27 @@ class Sender:
     def _failed_early(
         self, response: Any, error: ProviderError, call: Call, pieces: list[bytes]
     ) -> Failed:
-        """An error answer whose body could not be read whole: what arrived, if it was cut.
+        """An error answer whose body could not be read whole: what arrived, if it stopped short.
 
         A cut body (the connection closed, or its gzip/deflate data stops short)
-        keeps what decoded, the provider's message often in it; one over the
-        limits is left out, and the status speaks alone. Once the call is out of
-        time it is the total timeout, not the body: a body ending as the
-        deadline passes reads as cut.
+        or one that stopped arriving (the read timeout passed) keeps what
+        decoded, the provider's message often in it, and says how it ended; one
+        over the limits is left out, and the status speaks alone. Once the call
+        is out of time it is the total timeout, not the body: a body ending as
+        the deadline passes reads as cut (a timeout before it is a read's).
         """
         if self._ran_out(call):
             if isinstance(error, ProviderTimeoutError):
                 raise error
             raise self.total_timeout(call.url) from error
-        cut = isinstance(error, (ProviderConnectionError, StreamError))
-        text = b"".join(pieces).decode("utf-8", "replace") if cut else ""
-        return Failed(int(response.status_code), response.headers, text, cut)
+        if isinstance(error, (ProviderConnectionError, StreamError)):
+            short = "its body was cut before its end"
+        elif isinstance(error, ProviderTimeoutError):
+            short = "the read of its body timed out before its end"
+        else:
+            return Failed(int(response.status_code), response.headers, "")
+        text = b"".join(pieces).decode("utf-8", "replace")
+        return Failed(int(response.status_code), response.headers, text, short)
 
     def _ran_out(self, call: Call) -> bool:
         """Whether ``call`` is past its total deadline."""
@@ -512,12 +518,12 @@ class Sender:
         self, failed: Failed, url: str
     ) -> tuple[ProviderError, bool | None, float | None]:
         text = self._redact(failed.text)
-        if failed.cut:  # cut inside an echoed secret, its start would show
+        if failed.cut:  # stopped inside an echoed secret, its start would show
             text = mask_cut_tail(text, self.secrets)
         info = self.error_parser(failed.status, text, failed.headers)
         error = status_error(self.provider, failed.status, text, failed.headers, info, url)
         if failed.cut:
-            error.args = (f"{error.args[0]} (its body was cut before its end)", *error.args[1:])
+            error.args = (f"{error.args[0]} ({failed.cut})", *error.args[1:])
         return self.scrub(error), info.retryable, info.retry_after
 
     def _exception_failure(self, exc: BaseException, call: Call) -> ProviderError:
@@ -535,6 +541,11 @@ class Sender:
         return self.scrub(transport_error(self.provider, exc, call.url, streaming=call.streaming))
 
     def _body_error(self, exc: BodyError, response: Any, call: Call) -> ProviderError:
+        """The error of a body `BodyReader` refuses or finds cut; the total timeout once the
+        call is out of time (a body ending as the deadline passes reads as cut or too large),
+        as `_read_failure` has it for a client's failure, 2xx and error bodies alike."""
+        if self._ran_out(call):
+            return self.total_timeout(call.url)
         if isinstance(exc, BodyCut):  # as a body or stream cut by the connection
             where = f"{self.provider} at {call.url}"
             if call.streaming:
