@@ -613,10 +613,14 @@ def _posting(session: Any) -> Callable[..., Any]:
     """What makes an owned session's POST: aiohttp's request coroutine itself, when it has one.
 
     ``session.post(...)`` wraps the coroutine ``session._request("POST", ...)``
-    in a context manager, whose ``__await__`` wraps it again (a
-    ``coroutine_wrapper``): one object more per exchange, held while the
-    answer is awaited by every run in flight. The transport made this session
-    and awaits the request at once, so it takes the coroutine itself. Should
+    in a context manager, made through a generic alias
+    (``_BaseRequestContextManager[ClientResponse]``, whose call raises and
+    clears an AttributeError setting ``__orig_class__`` on a slotted
+    instance), and its ``__await__`` wraps it again (a ``coroutine_wrapper``,
+    held while the answer is awaited by every run in flight): ~17k
+    instructions an exchange (bench/README.md, eighteenth session). The
+    transport made this session and awaits the request at once, so it takes
+    the coroutine itself. Should
     an aiohttp release rename ``_request``, ``post`` is used (correct, one
     object more: tests/adapters/test_aiohttp_owned.py checks both).
     """
