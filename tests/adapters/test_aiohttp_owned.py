@@ -187,3 +187,45 @@ def test_an_answer_taken_at_once_keeps_the_body_limits(
         asyncio.run(run(len(body) - 1))
     http_server.add(Reply(headers=headers, body=body))
     assert asyncio.run(run(len(body))) == {"x": [1, 2, 3]}
+
+
+def test_the_owned_session_posts_with_aiohttps_request_coroutine(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owned session's POST is aiohttp's request coroutine itself (no context manager and
+    wrapper per exchange); with ``_request`` gone, it is ``post``."""
+
+    from toolfold.adapters._http._aiohttp_owned import Reply as OwnedReply
+    from toolfold.adapters._http._backends import AiohttpBackend
+
+    http_server.add(Reply(headers={"content-type": "application/json"}, body=b'{"x": 1}'))
+
+    async def run() -> tuple[bool, Any]:
+        transport = Transport("openai", f"{http_server.url}/v1", KEY, http="aiohttp", retry=0)
+        try:
+            backend = await transport._sender.clients.get_async()
+            request = backend.send(f"{http_server.url}/v1/chat/completions", b"{}", {}, None)
+            coroutine = asyncio.iscoroutine(request)
+            response = await request
+            await response.aclose()
+            return coroutine, response
+        finally:
+            await transport.aclose()
+
+    coroutine, response = asyncio.run(run())
+    assert coroutine
+    assert type(response) is OwnedReply
+    assert response.status_code == 200
+
+    async def posts() -> Any:
+        session = aiohttp.ClientSession()
+        try:
+            return AiohttpBackend(session, owned=True)._post
+        finally:
+            await session.close()
+
+    plain = asyncio.run(posts())
+    assert plain.func.__name__ == "_request"
+    assert plain.args == ("POST",)
+    monkeypatch.delattr(aiohttp.ClientSession, "_request")
+    assert asyncio.run(posts()).__func__ is aiohttp.ClientSession.post
