@@ -39,6 +39,7 @@ import time
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Union
 
+from toolfold._errors import SourceCloseError
 from toolfold.runtime._planner import (
     Attempt,
     Call,
@@ -54,7 +55,13 @@ from toolfold.runtime._planner import (
     step_calls,
 )
 from toolfold.runtime._run import run_async, run_sync
-from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
+from toolfold.runtime._task import (
+    Task,
+    close_failed_result,
+    run_sub_run,
+    step_text,
+    sub_run_async,
+)
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._config import RunConfig
@@ -66,7 +73,6 @@ from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, r
 from toolfold.runtime.core._rounds import reduce_all
 from toolfold.runtime.core._state import Disposition, RunState
 from toolfold.runtime.drive._executor import (
-    SubRun,
     ToolJob,
     ToolOutcome,
     kept_sub_run,
@@ -112,14 +118,22 @@ class Answered(NamedTuple):
     """The planner's final answer, as a plain run records it.
 
     Attributes:
-        text: The answer as the planner's response gives it (its value as JSON).
+        text: The answer as the planner's response gives it (its value as JSON),
+            or None when it is written when the state is made (`answer_text`):
+            the value is then steps' decoded outputs that are all text or
+            numbers, which nothing changes until then.
         plain: The value accepted as the run's output (plain data).
         reason: The run's finish reason (the planner's `Final`'s).
     """
 
-    text: str
+    text: str | None
     plain: Any
     reason: Literal["stop", "max_iterations"] = "stop"
+
+    def answer_text(self) -> str:
+        """The answer as the planner's response gives it (see ``text``)."""
+        text = self.text
+        return json_text(self.plain) if text is None else text
 
 
 # What plain rounds record, in order: per round, the planner's calls (its
@@ -239,7 +253,7 @@ def events_of(records: list[_Record]) -> list[Event]:
         if kind is ToolOutcome:
             events.append(returned(record))  # type: ignore[arg-type]
         elif kind is Answered:
-            response = answer_response(record.text, record.reason)  # type: ignore[union-attr]
+            response = answer_response(record.answer_text(), record.reason)  # type: ignore[union-attr]
             events.append(_responded_event(response, ()))
             events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
         else:
@@ -440,11 +454,15 @@ def _plain_rounds(
             if not rounds and not records:
                 return _reached(start, records), (decision, plan)
             assert isinstance(decision, Final)
-            # (written now, not when the state is made: by then the caller may
-            # have changed the output a decoded answer shares its values with)
-            text = json_text(decision.value)
-            answer = decision.value if decision.decoded else _plain_answer(live, decision, text)
-            records.append(Answered(text, answer, decision.reason))
+            value = decision.value
+            if decision.decoded:
+                # Its text is written when the state is made, if ever, unless the
+                # caller could change the values by then: the output shares them.
+                text = None if _unchanging(value) else json_text(value)
+                records.append(Answered(text, value, decision.reason))
+            else:
+                text = json_text(value)
+                records.append(Answered(text, _plain_answer(live, decision, text), decision.reason))
             return _deferred(live, start, records), None
         steps = _plain(steps_named, decision) if rounds else None
         if steps is None:
@@ -463,6 +481,15 @@ def _plain_rounds(
         if attempts is None or not rounds:
             return _reached(start, records), None
         plan = plan.extended(attempts)
+
+
+# The values a decoded answer may hold for its text to be written later (see `Answered`).
+_UNCHANGING = frozenset({str, int, float, bool, type(None)})
+
+
+def _unchanging(value: Any) -> bool:
+    """Whether ``value`` (a decoded answer: plain data) is a dict of values nothing can change."""
+    return type(value) is dict and _UNCHANGING.issuperset(map(type, value.values()))
 
 
 def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list[InPlace] | None:
@@ -572,7 +599,7 @@ def _ran(
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
-    return _outcome(call, ran, started)
+    return _outcome(call, *ran, started)
 
 
 async def _ran_async(
@@ -586,15 +613,22 @@ async def _ran_async(
     """Like `_ran`, on the running event loop."""
     task, call, child = step
     try:
-        ran = await arun_sub_run(
-            task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
-        )
+        # `arun_sub_run`, its run awaited right here: one coroutine fewer per step.
+        try:
+            ended = await sub_run_async(
+                task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
+            )
+        except SourceCloseError as error:
+            state, text, is_error = close_failed_result(error)
+        else:  # (`ended_result` without its `SubRun`)
+            state = ended.state
+            text, is_error = step_text(state)
     except Exception as exc:
         return _failed(call, exc, started)
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
-    return _outcome(call, ran, started)
+    return _outcome(call, state, text, is_error, started)
 
 
 async def _side_by_side(
@@ -639,22 +673,24 @@ def _arguments(call: Call) -> tuple[Any, Mapping[str, Any] | None]:
     )
 
 
-def _outcome(call: Call, ran: SubRun, started: float) -> ToolOutcome:
-    """The outcome of ``call``, whose step ran the sub-run ``ran``, as the executor makes it."""
+def _outcome(
+    call: Call, state: RunState, content: str, is_error: bool, started: float
+) -> ToolOutcome:
+    """The outcome of ``call``, whose step ran a sub-run, as the executor makes it of the
+    sub-run's `SubRun` (``state``, ``content``, ``is_error``)."""
     ended = time.monotonic()
-    is_error = ran.is_error
     return new_tuple(
         ToolOutcome,
         (
             call.call_id,
             call.task.name,
-            ran.content,
+            content,
             is_error,
             "error" if is_error else "ok",  # `made_outcome`
             None,
             ended,
             max(0.0, ended - started),
-            ran.state,
+            state,
             (),
         ),
     )
