@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Union
 
 from toolfold._errors import SourceCloseError
@@ -44,7 +44,6 @@ from toolfold.runtime._planner import (
     Attempt,
     Call,
     Final,
-    InPlace,
     Plan,
     answer_response,
     calls_response,
@@ -328,7 +327,10 @@ async def conduct_async(
 # executor runs them, in the state given next), and where a driver puts, when
 # the round is interrupted, the outcomes of the steps that had ended and the
 # state of those stopped midway (`kept_sub_run`).
-_Round = tuple[str, list[InPlace] | None, RunState | None, dict[int, ToolOutcome] | None]
+_Round = tuple[str, "Sequence[_Step] | None", RunState | None, dict[int, ToolOutcome] | None]
+# A step to run in place: an `InPlace` (`Planner.in_place`), or the plain tuple of its
+# fields (`_plain`: a plain round makes one a branch, without the named tuple's cost).
+_Step = tuple[Task, Call, "RunState | None"]
 _Course = Generator[_Round, tuple[ToolOutcome, ...], RunState | Deferred]
 
 
@@ -492,7 +494,7 @@ def _unchanging(value: Any) -> bool:
     return type(value) is dict and _UNCHANGING.issuperset(map(type, value.values()))
 
 
-def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list[InPlace] | None:
+def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list[_Step] | None:
     """The steps of a plain round's ``decision`` (see `_plain_rounds`), else None.
 
     None for no calls (the core reads it as an answer), two calls with one id
@@ -501,19 +503,19 @@ def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list
     """
     if not decision or steps_named is None:
         return None
-    # (A step's records here are made as `new_tuple` makes them: one of each per branch.)
+    # (Each step as the plain tuple of an `InPlace`'s fields: one a branch.)
     if len(decision) == 1:  # the usual round: one step
         call = decision[0]
         task = steps_named.get(call.task.name)
-        return None if task is None else [new_tuple(InPlace, (task, call, None))]
+        return None if task is None else [(task, call, None)]
     if len({call.call_id for call in decision}) < len(decision):
         return None
-    steps: list[InPlace] = []
+    steps: list[_Step] = []
     for call in decision:
         task = steps_named.get(call.task.name)
         if task is None:
             return None
-        steps.append(new_tuple(InPlace, (task, call, None)))
+        steps.append((task, call, None))
     return steps
 
 
@@ -538,19 +540,16 @@ def _attempts(outcomes: tuple[ToolOutcome, ...]) -> list[Attempt] | None:
     """
     found: list[Attempt] = []
     for outcome in outcomes:
-        child = outcome.child
-        if (
-            outcome.outcome != "ok"
-            or outcome.is_error
-            or outcome.parts
-            or child is None
-            or not child.is_done
-        ):
+        call_id, name, content, is_error, kind, _, _, _, child, parts = outcome
+        if kind != "ok" or is_error or parts or child is None or child.phase not in _DONE:
             return None
         output = child.output
-        value = output if type(output) is str else json.loads(outcome.content)
-        found.append(new_tuple(Attempt, (outcome.call_id, outcome.tool_name, True, value)))
+        value = output if type(output) is str else json.loads(content)
+        found.append(new_tuple(Attempt, (call_id, name, True, value)))
     return found
+
+
+_DONE = ("finished", "failed")  # (`RunState.is_done`, without its call)
 
 
 def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
@@ -571,7 +570,7 @@ def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
 def _ran(
     live: Live,
     run_id: str,
-    step: InPlace,
+    step: _Step,
     started: float,
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
@@ -605,7 +604,7 @@ def _ran(
 async def _ran_async(
     live: Live,
     run_id: str,
-    step: InPlace,
+    step: _Step,
     started: float,
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
@@ -634,7 +633,7 @@ async def _ran_async(
 async def _side_by_side(
     live: Live,
     run_id: str,
-    steps: list[InPlace],
+    steps: Sequence[_Step],
     finished: dict[int, ToolOutcome] | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """The round's steps run concurrently (at most ``max_concurrency`` at once), in call order.
@@ -653,7 +652,7 @@ async def _side_by_side(
         [_ran_async(live, run_id, s, started, finished, i) for i, s in enumerate(steps)],
         finished,
         live.max_concurrency,
-        [s.call.call_id for s in steps],
+        [call.call_id for _, call, _ in steps],
     )
 
 

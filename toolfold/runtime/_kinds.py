@@ -218,8 +218,8 @@ class Parallel(Workflow):
             attempts = by_step.get(name)
             if not attempts:  # not started yet: its first attempt (`Plan.status` without its call)
                 status = name
-            elif attempts[-1].ok:  # (`Plan.status` without making its `Done`)
-                outputs[name] = attempts[-1].value
+            elif (last := attempts[-1]).ok:  # (`Plan.status` without making its `Done`)
+                outputs[name] = last.value
                 continue
             else:  # its next attempt, or skipped after failing: no output, so no entry
                 next_attempt = plan.status(task, name)
