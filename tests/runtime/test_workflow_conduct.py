@@ -500,3 +500,25 @@ def test_a_plain_round_whose_calls_share_an_id_reaches_the_loops_state() -> None
     assert steady(lean.state) == steady(looped.state)
     assert len({call.id for call in lean.state.log[1].response.tool_calls}) == 2
     assert replay(lean.state.log) == lean.state
+
+
+def test_a_plan_extended_groups_attempts_by_step_as_reading_them_does() -> None:
+    """`Plan.extended` files each attempt under its step's base id (``a#2`` under ``a``),
+    in order, as a plan made from all of them at once does."""
+    from toolfold.runtime._planner import Attempt, Plan, first_plan
+
+    attempts = [
+        Attempt("a", "a", False, "Error: no"),
+        Attempt("b", "b", True, "b done"),
+        Attempt("a#2", "a", True, "a done"),
+        Attempt("c#10", "c", True, {"k": 1}),
+    ]
+    extended = first_plan("x", {}).extended(attempts[:1]).extended(attempts[1:])
+    whole = Plan("x", {}, tuple(attempts))
+    assert extended.attempts == whole.attempts == tuple(attempts)
+    assert extended.by_step == whole.by_step
+    assert extended.by_step == {
+        "a": (attempts[0], attempts[2]),
+        "b": (attempts[1],),
+        "c": (attempts[3],),
+    }
