@@ -19,6 +19,7 @@ import re
 import typing
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -561,7 +562,8 @@ def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None)
     if not task.prompt and not values and isinstance(target, Agent):
         instructions = target.instructions
         if not instructions or ("{" not in instructions and "}" not in instructions):
-            return target, _prompt_text(input)  # (`_bound` and a prompt without placeholders)
+            # (`_bound` and a prompt without placeholders; text is its own prompt)
+            return target, input if type(input) is str else _prompt_text(input)
     scope = _scope(input, values)
     target = _bound(task, scope)
     if isinstance(target, Agent):
@@ -589,7 +591,10 @@ def step_text(state: RunState) -> tuple[str, bool]:
     """`step_result`, without its look at how a run that answered stopped."""
     if state.finish_reason in STOP_REASONS:
         return step_result(state)
-    return json_text(state.output), False
+    output = state.output
+    if type(output) is str:  # (`json_text` of text, without its call)
+        return encode_basestring_ascii(output), False
+    return json_text(output), False
 
 
 def step_result(state: RunState) -> tuple[str, bool]:
