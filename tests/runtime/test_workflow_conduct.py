@@ -342,6 +342,53 @@ def test_changing_a_parallels_output_before_reading_its_state_changes_no_record(
     assert replay(state.log).last_text == state.last_text
 
 
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_a_parallels_text_answer_is_written_when_its_state_is_made(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Branches that answer text: the answer's JSON is not written when the run ends, only
+    when the state is first read, and then it is the loop's."""
+    from toolfold.runtime import _conduct
+
+    def workflow() -> Workflow:
+        return Parallel(echo("a"), worker("b"), echo("c"), name="all")
+
+    looped = workflow().run("x", run_id="wf", on_event=lambda event: None)
+    written: list[Any] = []
+    json_text = _conduct.json_text
+
+    def counted(value: Any) -> str:
+        written.append(value)
+        return json_text(value)
+
+    monkeypatch.setattr(_conduct, "json_text", counted)
+    if driver == "run":
+        lean = workflow().run("x", run_id="wf")
+    else:
+        lean = asyncio.run(workflow().arun("x", run_id="wf"))
+    assert written == []
+    lean.output["a"] = "changed"  # the caller's own copy of the outputs
+    assert lean.text == looped.text == '{"a": "a(x)", "b": "b done", "c": "c(x)"}'
+    state = lean.state
+    assert written == [{"a": "a(x)", "b": "b done", "c": "c(x)"}]
+    assert steady(state) == steady(looped.state)
+    assert replay(state.log) == state
+
+
+def test_a_parallels_output_is_the_callers_own() -> None:
+    """The default merge gives a new mapping each time, in step order, whatever order the state's has."""
+    workflow = Parallel(echo("a"), echo("b"), name="both")
+    response = workflow.run("x")
+    assert list(response.output) == ["a", "b"]
+    assert response.output is not response.state.output
+    assert workflow.restore({"b": "2", "a": "1"}) == {"a": "1", "b": "2"}
+    assert list(workflow.restore({"b": "2", "a": "1"})) == ["a", "b"]
+    assert workflow.restore({"a": "1"}) == {"a": "1"}
+    plain = {"a": "1", "b": "2"}
+    assert workflow.restore(plain) == plain
+    assert workflow.restore(plain) is not plain
+
+
 def test_a_decision_that_raises_after_plain_rounds_carries_the_state_they_reached() -> None:
     """A loop's condition raising after an iteration: the error's state has the iteration, as the loop's has."""
     from toolfold import RunError
@@ -453,3 +500,25 @@ def test_a_plain_round_whose_calls_share_an_id_reaches_the_loops_state() -> None
     assert steady(lean.state) == steady(looped.state)
     assert len({call.id for call in lean.state.log[1].response.tool_calls}) == 2
     assert replay(lean.state.log) == lean.state
+
+
+def test_a_plan_extended_groups_attempts_by_step_as_reading_them_does() -> None:
+    """`Plan.extended` files each attempt under its step's base id (``a#2`` under ``a``),
+    in order, as a plan made from all of them at once does."""
+    from toolfold.runtime._planner import Attempt, Plan, first_plan
+
+    attempts = [
+        Attempt("a", "a", False, "Error: no"),
+        Attempt("b", "b", True, "b done"),
+        Attempt("a#2", "a", True, "a done"),
+        Attempt("c#10", "c", True, {"k": 1}),
+    ]
+    extended = first_plan("x", {}).extended(attempts[:1]).extended(attempts[1:])
+    whole = Plan("x", {}, tuple(attempts))
+    assert extended.attempts == whole.attempts == tuple(attempts)
+    assert extended.by_step == whole.by_step
+    assert extended.by_step == {
+        "a": (attempts[0], attempts[2]),
+        "b": (attempts[1],),
+        "c": (attempts[3],),
+    }

@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Union
 
+from toolfold._errors import SourceCloseError
 from toolfold.runtime._planner import (
     Attempt,
     Call,
     Final,
-    InPlace,
     Plan,
     answer_response,
     calls_response,
@@ -54,7 +54,13 @@ from toolfold.runtime._planner import (
     step_calls,
 )
 from toolfold.runtime._run import run_async, run_sync
-from toolfold.runtime._task import Task, arun_sub_run, run_sub_run
+from toolfold.runtime._task import (
+    Task,
+    close_failed_result,
+    run_sub_run,
+    step_text,
+    sub_run_async,
+)
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._config import RunConfig
@@ -66,7 +72,6 @@ from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, r
 from toolfold.runtime.core._rounds import reduce_all
 from toolfold.runtime.core._state import Disposition, RunState
 from toolfold.runtime.drive._executor import (
-    SubRun,
     ToolJob,
     ToolOutcome,
     kept_sub_run,
@@ -112,14 +117,22 @@ class Answered(NamedTuple):
     """The planner's final answer, as a plain run records it.
 
     Attributes:
-        text: The answer as the planner's response gives it (its value as JSON).
+        text: The answer as the planner's response gives it (its value as JSON),
+            or None when it is written when the state is made (`answer_text`):
+            the value is then steps' decoded outputs that are all text or
+            numbers, which nothing changes until then.
         plain: The value accepted as the run's output (plain data).
         reason: The run's finish reason (the planner's `Final`'s).
     """
 
-    text: str
+    text: str | None
     plain: Any
     reason: Literal["stop", "max_iterations"] = "stop"
+
+    def answer_text(self) -> str:
+        """The answer as the planner's response gives it (see ``text``)."""
+        text = self.text
+        return json_text(self.plain) if text is None else text
 
 
 # What plain rounds record, in order: per round, the planner's calls (its
@@ -239,7 +252,7 @@ def events_of(records: list[_Record]) -> list[Event]:
         if kind is ToolOutcome:
             events.append(returned(record))  # type: ignore[arg-type]
         elif kind is Answered:
-            response = answer_response(record.text, record.reason)  # type: ignore[union-attr]
+            response = answer_response(record.answer_text(), record.reason)  # type: ignore[union-attr]
             events.append(_responded_event(response, ()))
             events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
         else:
@@ -314,7 +327,10 @@ async def conduct_async(
 # executor runs them, in the state given next), and where a driver puts, when
 # the round is interrupted, the outcomes of the steps that had ended and the
 # state of those stopped midway (`kept_sub_run`).
-_Round = tuple[str, list[InPlace] | None, RunState | None, dict[int, ToolOutcome] | None]
+_Round = tuple[str, "Sequence[_Step] | None", RunState | None, dict[int, ToolOutcome] | None]
+# A step to run in place: an `InPlace` (`Planner.in_place`), or the plain tuple of its
+# fields (`_plain`: a plain round makes one a branch, without the named tuple's cost).
+_Step = tuple[Task, Call, "RunState | None"]
 _Course = Generator[_Round, tuple[ToolOutcome, ...], RunState | Deferred]
 
 
@@ -440,11 +456,15 @@ def _plain_rounds(
             if not rounds and not records:
                 return _reached(start, records), (decision, plan)
             assert isinstance(decision, Final)
-            # (written now, not when the state is made: by then the caller may
-            # have changed the output a decoded answer shares its values with)
-            text = json_text(decision.value)
-            answer = decision.value if decision.decoded else _plain_answer(live, decision, text)
-            records.append(Answered(text, answer, decision.reason))
+            value = decision.value
+            if decision.decoded:
+                # Its text is written when the state is made, if ever, unless the
+                # caller could change the values by then: the output shares them.
+                text = None if _unchanging(value) else json_text(value)
+                records.append(Answered(text, value, decision.reason))
+            else:
+                text = json_text(value)
+                records.append(Answered(text, _plain_answer(live, decision, text), decision.reason))
             return _deferred(live, start, records), None
         steps = _plain(steps_named, decision) if rounds else None
         if steps is None:
@@ -465,7 +485,16 @@ def _plain_rounds(
         plan = plan.extended(attempts)
 
 
-def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list[InPlace] | None:
+# The values a decoded answer may hold for its text to be written later (see `Answered`).
+_UNCHANGING = frozenset({str, int, float, bool, type(None)})
+
+
+def _unchanging(value: Any) -> bool:
+    """Whether ``value`` (a decoded answer: plain data) is a dict of values nothing can change."""
+    return type(value) is dict and _UNCHANGING.issuperset(map(type, value.values()))
+
+
+def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list[_Step] | None:
     """The steps of a plain round's ``decision`` (see `_plain_rounds`), else None.
 
     None for no calls (the core reads it as an answer), two calls with one id
@@ -474,19 +503,19 @@ def _plain(steps_named: Mapping[str, Task] | None, decision: list[Call]) -> list
     """
     if not decision or steps_named is None:
         return None
-    # (A step's records here are made as `new_tuple` makes them: one of each per branch.)
+    # (Each step as the plain tuple of an `InPlace`'s fields: one a branch.)
     if len(decision) == 1:  # the usual round: one step
         call = decision[0]
         task = steps_named.get(call.task.name)
-        return None if task is None else [new_tuple(InPlace, (task, call, None))]
+        return None if task is None else [(task, call, None)]
     if len({call.call_id for call in decision}) < len(decision):
         return None
-    steps: list[InPlace] = []
+    steps: list[_Step] = []
     for call in decision:
         task = steps_named.get(call.task.name)
         if task is None:
             return None
-        steps.append(new_tuple(InPlace, (task, call, None)))
+        steps.append((task, call, None))
     return steps
 
 
@@ -511,19 +540,16 @@ def _attempts(outcomes: tuple[ToolOutcome, ...]) -> list[Attempt] | None:
     """
     found: list[Attempt] = []
     for outcome in outcomes:
-        child = outcome.child
-        if (
-            outcome.outcome != "ok"
-            or outcome.is_error
-            or outcome.parts
-            or child is None
-            or not child.is_done
-        ):
+        call_id, name, content, is_error, kind, _, _, _, child, parts = outcome
+        if kind != "ok" or is_error or parts or child is None or child.phase not in _DONE:
             return None
         output = child.output
-        value = output if type(output) is str else json.loads(outcome.content)
-        found.append(new_tuple(Attempt, (outcome.call_id, outcome.tool_name, True, value)))
+        value = output if type(output) is str else json.loads(content)
+        found.append(new_tuple(Attempt, (call_id, name, True, value)))
     return found
+
+
+_DONE = ("finished", "failed")  # (`RunState.is_done`, without its call)
 
 
 def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
@@ -544,7 +570,7 @@ def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:
 def _ran(
     live: Live,
     run_id: str,
-    step: InPlace,
+    step: _Step,
     started: float,
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
@@ -572,13 +598,13 @@ def _ran(
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
-    return _outcome(call, ran, started)
+    return _outcome(call, *ran, started)
 
 
 async def _ran_async(
     live: Live,
     run_id: str,
-    step: InPlace,
+    step: _Step,
     started: float,
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
@@ -586,21 +612,28 @@ async def _ran_async(
     """Like `_ran`, on the running event loop."""
     task, call, child = step
     try:
-        ran = await arun_sub_run(
-            task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
-        )
+        # `arun_sub_run`, its run awaited right here: one coroutine fewer per step.
+        try:
+            ended = await sub_run_async(
+                task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
+            )
+        except SourceCloseError as error:
+            state, text, is_error = close_failed_result(error)
+        else:  # (`ended_result` without its `SubRun`)
+            state = ended.state
+            text, is_error = step_text(state)
     except Exception as exc:
         return _failed(call, exc, started)
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
-    return _outcome(call, ran, started)
+    return _outcome(call, state, text, is_error, started)
 
 
 async def _side_by_side(
     live: Live,
     run_id: str,
-    steps: list[InPlace],
+    steps: Sequence[_Step],
     finished: dict[int, ToolOutcome] | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """The round's steps run concurrently (at most ``max_concurrency`` at once), in call order.
@@ -619,7 +652,7 @@ async def _side_by_side(
         [_ran_async(live, run_id, s, started, finished, i) for i, s in enumerate(steps)],
         finished,
         live.max_concurrency,
-        [s.call.call_id for s in steps],
+        [call.call_id for _, call, _ in steps],
     )
 
 
@@ -639,22 +672,24 @@ def _arguments(call: Call) -> tuple[Any, Mapping[str, Any] | None]:
     )
 
 
-def _outcome(call: Call, ran: SubRun, started: float) -> ToolOutcome:
-    """The outcome of ``call``, whose step ran the sub-run ``ran``, as the executor makes it."""
+def _outcome(
+    call: Call, state: RunState, content: str, is_error: bool, started: float
+) -> ToolOutcome:
+    """The outcome of ``call``, whose step ran a sub-run, as the executor makes it of the
+    sub-run's `SubRun` (``state``, ``content``, ``is_error``)."""
     ended = time.monotonic()
-    is_error = ran.is_error
     return new_tuple(
         ToolOutcome,
         (
             call.call_id,
             call.task.name,
-            ran.content,
+            content,
             is_error,
             "error" if is_error else "ok",  # `made_outcome`
             None,
             ended,
             max(0.0, ended - started),
-            ran.state,
+            state,
             (),
         ),
     )

@@ -148,6 +148,7 @@ class Parallel(Workflow):
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
     # Whether every step's output is its plain data as it is (see `restore`).
     _as_is: bool = attrs.field(init=False, eq=False, repr=False, hash=False)
+    _names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)  # in order
 
     def __init__(
         self,
@@ -160,6 +161,7 @@ class Parallel(Workflow):
         self.__attrs_init__(steps=tasks, merge=merge, max_concurrency=max_concurrency, name=name)
         object.__setattr__(self, "_tasks", tasks)
         object.__setattr__(self, "_as_is", all(t.restores_as_is for t in tasks))
+        object.__setattr__(self, "_names", tuple(t.name for t in tasks))
         problems: list[str] = [] if tasks else ["a Parallel needs at least one step"]
         names = {t.name for t in tasks}
         for task in tasks:
@@ -198,6 +200,8 @@ class Parallel(Workflow):
         """The merged output; by default each step's output as its type."""
         if self.merge is None and isinstance(plain, dict):  # a skipped step has no entry
             if self._as_is:  # (`_restored` gives each output back as it is)
+                if tuple(plain) == self._names:  # every step's, in order (the usual output)
+                    return dict(plain)
                 return {t.name: plain[t.name] for t in self._tasks if t.name in plain}
             return {t.name: _restored(t, plain[t.name]) for t in self._tasks if t.name in plain}
         return structured(plain, self.output_type)
@@ -214,8 +218,8 @@ class Parallel(Workflow):
             attempts = by_step.get(name)
             if not attempts:  # not started yet: its first attempt (`Plan.status` without its call)
                 status = name
-            elif attempts[-1].ok:  # (`Plan.status` without making its `Done`)
-                outputs[name] = attempts[-1].value
+            elif (last := attempts[-1]).ok:  # (`Plan.status` without making its `Done`)
+                outputs[name] = last.value
                 continue
             else:  # its next attempt, or skipped after failing: no output, so no entry
                 next_attempt = plan.status(task, name)

@@ -151,13 +151,7 @@ class Plan:
         """This plan with ``attempts`` finished after its own."""
         attempts = tuple(attempts)
         by_base = dict(self.by_step)
-        if len(attempts) == 1:  # the usual step: `_add` of one
-            attempt = attempts[0]
-            base = attempt.call_id.partition("#")[0]
-            found = by_base.get(base)
-            by_base[base] = (*found, attempt) if found else attempts
-        else:
-            _add(by_base, attempts)
+        _add(by_base, attempts)
         return _plan(self.input, self.values, self.attempts + attempts, by_base)
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
@@ -240,7 +234,9 @@ def first_plan(input: Any, values: Mapping[str, Any]) -> Plan:
 
 def _add(by_base: dict[str, tuple[Attempt, ...]], attempts: Iterable[Attempt]) -> None:
     for attempt in attempts:
-        base = attempt.base
+        base = attempt[0]  # (`Attempt.base`, without its call: most ids are a base)
+        if "#" in base:
+            base = base.partition("#")[0]
         found = by_base.get(base)
         by_base[base] = (*found, attempt) if found else (attempt,)
 

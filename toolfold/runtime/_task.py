@@ -18,7 +18,8 @@ import math
 import re
 import typing
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -38,6 +39,7 @@ from toolfold.toolkit._tool import Tool
 if TYPE_CHECKING:
     from toolfold.runtime._response import Response
     from toolfold.runtime.core._state import RunState
+    from toolfold.runtime.drive._loop import Ended
 
 OnError = Literal["fail", "skip", "retry"]
 """What a failing step does: fail the workflow, be skipped, or run again."""
@@ -468,17 +470,41 @@ async def arun_sub_run(
     run_id: Callable[[], str],
 ) -> SubRun:
     """Like `run_sub_run`, on the running event loop."""
-    target, prompt = _target_and_prompt(task, input, values)
     try:
-        if sub_run is not None:  # answered by the caller: go on where it stopped
-            response: Response = await target.aresume(sub_run, deps=deps)
-        elif isinstance(target, Agent):  # the step reads the run's state only
-            return _state_result((await target._astep_run(prompt, deps, run_id())).state)
-        else:
-            response = await target.arun(prompt, deps=deps, run_id=run_id())
+        ended = await sub_run_async(task, input, values, deps, sub_run, run_id)
     except SourceCloseError as error:
-        response = _kept(error)
-    return _step_result(response)
+        return close_failed_result(error)
+    return ended_result(ended)
+
+
+def sub_run_async(
+    task: Task,
+    input: Any,
+    values: Mapping[str, Any] | None,
+    deps: Any,
+    sub_run: RunState | None,
+    run_id: Callable[[], str],
+) -> Awaitable[Response | Ended]:
+    """The run `arun_sub_run` awaits, for a caller that awaits it itself (one coroutine
+    fewer per step): its end's ``.state`` gives the step's result (`ended_result`), and a
+    `SourceCloseError` it raises is `close_failed_result`'s."""
+    target, prompt = _target_and_prompt(task, input, values)
+    if sub_run is not None:  # answered by the caller: go on where it stopped
+        return target.aresume(sub_run, deps=deps)  # type: ignore[no-any-return]
+    if isinstance(target, Agent):  # the step reads the run's state only
+        return target._astep_run(prompt, deps, run_id())
+    return target.arun(prompt, deps=deps, run_id=run_id())  # type: ignore[no-any-return]
+
+
+def ended_result(ended: Response | Ended) -> SubRun:
+    """The result of a step whose run ended with ``ended`` (a response, or an agent run's end):
+    ``ended.state`` and its `step_text`."""
+    return _state_result(ended.state)
+
+
+def close_failed_result(error: SourceCloseError) -> SubRun:
+    """The result of a step whose run ended but failed to close its sources (see `_kept`)."""
+    return _step_result(_kept(error))
 
 
 def _run_runner_sync(task: Task) -> Callable[..., Any]:
@@ -536,7 +562,8 @@ def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None)
     if not task.prompt and not values and isinstance(target, Agent):
         instructions = target.instructions
         if not instructions or ("{" not in instructions and "}" not in instructions):
-            return target, _prompt_text(input)  # (`_bound` and a prompt without placeholders)
+            # (`_bound` and a prompt without placeholders; text is its own prompt)
+            return target, input if type(input) is str else _prompt_text(input)
     scope = _scope(input, values)
     target = _bound(task, scope)
     if isinstance(target, Agent):
@@ -555,10 +582,19 @@ def _step_result(response: Response) -> SubRun:
 
 
 def _state_result(state: RunState) -> SubRun:
-    if state.finish_reason in STOP_REASONS:
-        return SubRun(state, *step_result(state))
+    text, is_error = step_text(state)
     # `SubRun(...)` without its ``__new__``'s frame.
-    return new_tuple(SubRun, (state, json_text(state.output), False))
+    return new_tuple(SubRun, (state, text, is_error))
+
+
+def step_text(state: RunState) -> tuple[str, bool]:
+    """`step_result`, without its look at how a run that answered stopped."""
+    if state.finish_reason in STOP_REASONS:
+        return step_result(state)
+    output = state.output
+    if type(output) is str:  # (`json_text` of text, without its call)
+        return encode_basestring_ascii(output), False
+    return json_text(output), False
 
 
 def step_result(state: RunState) -> tuple[str, bool]:
