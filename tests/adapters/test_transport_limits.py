@@ -379,6 +379,34 @@ def test_a_stream_cut_after_its_done_event_is_whole(
     assert [event.data for event in events] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
 
 
+@pytest.mark.parametrize(("backend", "mode"), cases(("stream-sync", "stream-async")))
+def test_a_stream_whose_end_is_found_cut_as_the_total_runs_out_stays_ended(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, backend: str, mode: str
+) -> None:
+    """``data: [DONE]`` arrived, then the missing gzip trailer is found as the total deadline
+    passes: the stream had ended, and it still ends quietly with every event.
+
+    The total timeout came first and was raised: a complete answer was lost to a
+    deadline that passed after its last event.
+    """
+    now = [0.0]
+    close = BodyReader.close
+
+    def late(reader: BodyReader, *args: Any) -> Any:
+        now[0] = 100.0  # the deadline passes as the body's end is read
+        return close(reader, *args)
+
+    monkeypatch.setattr(BodyReader, "close", late)
+    payload = b"".join(sse({"i": 0}, {"i": 1}, "[DONE]"))
+    http_server.add(Reply(headers={"content-encoding": "gzip"}, body=gzip.compress(payload)[:-8]))
+    transport = make(
+        http_server, backend, timeout=Timeouts(read=30.0, total=30.0), clock=lambda: now[0]
+    )
+    events = call(transport, mode)
+    assert [event.data for event in events] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
+    assert now[0] == 100.0  # the deadline did pass as the end was read
+
+
 async def _closed(stream: Any) -> None:
     """Until aiohttp's ``stream`` holds the failure of its closed connection (loop turns only)."""
     while stream.exception() is None:
