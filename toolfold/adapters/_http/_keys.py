@@ -299,11 +299,19 @@ def scrub(text: str, pairs: Scrubs) -> str:
         if where is not None:
             spans += [(found.end(1), found.end()) for found in where.finditer(text)]
             continue
-        end = len(value) - tail
-        at = text.find(value)
-        while at >= 0:
-            spans.append((at + head, at + end))
-            at = text.find(value, at + 1)  # overlapping ones too: "aaa" twice in "aaaa"
+        # A run of occurrences whose masks overlap or touch ("aaaa" in "a" * 7), in one match;
+        # one that starts inside a run but is not part of it is looked for after it.
+        size, run = len(value), _runs(value, len(value) - head - tail)
+        if run is None:  # no two occurrences overlap: each one, as found
+            at = text.find(value)
+            while at >= 0:
+                spans.append((at + head, at + size - tail))
+                at = text.find(value, at + size)
+            continue
+        at = 0
+        while found := run.search(text, at):
+            spans.append((found.start() + head, found.end() - tail))
+            at = found.end() - size + 1  # just after the run's last occurrence starts
     if not spans:
         return text
     spans.sort()
@@ -317,6 +325,26 @@ def scrub(text: str, pairs: Scrubs) -> str:
         shown, start, end = end, next_start, next_end
     pieces += [text[shown:start], _MASK, text[end:]]
     return "".join(pieces)
+
+
+def _runs(value: str, masked: int) -> re.Pattern[str] | None:
+    """A pattern matching a run of ``value``'s occurrences whose masks overlap or touch;
+    None when no two occurrences of ``value`` overlap (the usual key).
+
+    The mask of each is ``masked`` characters long (all of ``value`` but a short
+    URL password's ``user:`` and ``@``). The occurrence after one starts ``d``
+    characters on, for ``d`` a period of ``value`` (``value[d:] == value[:-d]``)
+    or its length, and adds its last ``d`` characters: the run is matched in one
+    regex match, the longest step first (the farthest next occurrence: those it
+    steps over are under the masks on either side), not found one ``str.find``
+    at a time: ``"aaaa"`` in ``"a" * 2_000_000`` would be two million calls.
+    """
+    size = len(value)
+    if not any(value[d:] == value[: size - d] for d in range(1, size)):
+        return None
+    steps = [d for d in range(masked, 0, -1) if d == size or value[d:] == value[: size - d]]
+    more = "|".join(re.escape(value[size - d :]) for d in steps)
+    return re.compile(f"{re.escape(value)}(?:{more})*" if more else re.escape(value))
 
 
 #: The shortest start of a secret `mask_cut_tail` masks at the end of a cut text
