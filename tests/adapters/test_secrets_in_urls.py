@@ -289,6 +289,32 @@ def test_overlapping_secrets_are_masked_as_one(
     assert redact(text, secrets) == shown
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("x-api-key: abcdefg!", "x-api-key: ***!"),  # the key, then the password: one token
+        ("x-api-key: abcdef!", "x-api-key: ***!"),  # the password starts inside the key
+        ("Bearer abXYZW and XYZW", "Bearer *** and ***"),  # after Bearer, then a long secret
+        ("x-api-key: abcd!", "x-api-key: abcd!"),  # no secret after it: another token
+    ],
+)
+def test_a_short_key_right_before_another_secret_is_masked(text: str, shown: str) -> None:
+    """A short key whose token goes on into another secret ends where that secret starts:
+    both are masked. Its token going on read as another token, and the key showed in
+    full before the other's mask (``x-api-key: abc***!``, ``Bearer ab***``)."""
+    from toolfold.adapters._http._keys import Secret, api_key_secrets
+
+    key = "ab" if text.startswith("Bearer") else "abc"
+    secrets = (
+        *api_key_secrets(Secret(key), "authorization", "Bearer"),
+        *api_key_secrets(Secret(key), "x-api-key", ""),
+        *url_secrets("http://bob:defg@127.0.0.1/api"),
+        *url_secrets("http://bob:cdef@127.0.0.1/api"),
+        Secret("XYZW"),
+    )
+    assert redact(text, secrets) == shown
+
+
 def _masked_by_hand(text: str, value: str, head: int, tail: int) -> str:
     """``text`` with every occurrence of ``value`` (overlapping ones too) masked but for its
     first ``head`` and last ``tail`` characters, masks that overlap or touch as one."""

@@ -14,8 +14,10 @@ shorter than `MIN_BARE_PASSWORD` is scrubbed only where it is written as one
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import importlib
+import itertools
 import logging
 import os
 import re
@@ -116,6 +118,7 @@ class _InUrl(Secret):
 # (a letter, a digit, ``-_~+/=``, or a ``.`` followed by one: ``ab.cd`` is
 # another token, ``ab.`` at the end of a sentence is the key).
 _TOKEN_GOES_ON = r"(?![\w\-~+/=]|\.[\w\-~+/=])"
+_GOES_ON = re.compile(r"[\w\-~+/=]|\.[\w\-~+/=]")  # `_TOKEN_GOES_ON` at one place
 
 
 class _AsCredential(Secret):
@@ -125,10 +128,11 @@ class _AsCredential(Secret):
     the forms a header is printed in: ``x-api-key: k`` (HTTP, log lines),
     ``'x-api-key': 'k'`` (a dict's or multidict's repr), ``(b'x-api-key', b'k')``
     (httpcore's DEBUG lines), ``"x-api-key": "k"`` (JSON). Only the key is
-    masked; what names it stays.
+    masked; what names it stays. ``named`` finds it whether or not its token
+    goes on after it: `scrub` takes the start of another secret there as its end.
     """
 
-    __slots__ = ("lead", "pattern")
+    __slots__ = ("lead", "named", "pattern")
 
     def __init__(self, key: str, header: str, scheme: str) -> None:
         super().__init__(key)
@@ -138,6 +142,7 @@ class _AsCredential(Secret):
             lead = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*(?:b?['\"])?"
         self.lead = lead  # what names the key, for `mask_cut_tail`
         self.pattern = re.compile(rf"({lead}){re.escape(key)}{_TOKEN_GOES_ON}")
+        self.named = re.compile(rf"({lead}){re.escape(key)}")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _AsCredential) and other.pattern == self.pattern
@@ -276,7 +281,7 @@ def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
     found: dict[tuple[str, int, int, re.Pattern[str] | None], None] = {}
     for s in secrets:
         if isinstance(s, _AsCredential):
-            found[s.reveal(), 0, 0, s.pattern] = None
+            found[s.reveal(), 0, 0, s.named] = None
         elif isinstance(s, _InUrl):
             found[s.reveal(), len(s.shown) - len(_MASK) - 1, 1, None] = None
         elif s:
@@ -290,14 +295,17 @@ def scrub(text: str, pairs: Scrubs) -> str:
     Where secrets overlap (a short key inside a password, a key whose end
     starts a password), every character of each is under one ``***``:
     replaced one after the other, the first replaced cut the others, which
-    then no longer matched and showed in part (``***-pw-x``).
+    then no longer matched and showed in part (``***-pw-x``). A short key
+    ends where its token does, or where another secret starts or goes on
+    (``x-api-key: abc`` + a password ``defg`` in ``x-api-key: abcdefg``).
     """
     spans: list[tuple[int, int]] = []
+    named = []  # the short keys, found once the other secrets are
     for value, head, tail, where in pairs:
         if value not in text:
             continue
         if where is not None:
-            spans += [(found.end(1), found.end()) for found in where.finditer(text)]
+            named.append(where)
             continue
         # A run of occurrences whose masks overlap or touch ("aaaa" in "a" * 7), in one match;
         # one that starts inside a run but is not part of it is looked for after it.
@@ -312,6 +320,8 @@ def scrub(text: str, pairs: Scrubs) -> str:
         while found := run.search(text, at):
             spans.append((found.start() + head, found.end() - tail))
             at = found.end() - size + 1  # just after the run's last occurrence starts
+    if named:
+        spans += _named_keys(text, named, sorted(spans))
     if not spans:
         return text
     spans.sort()
@@ -345,6 +355,26 @@ def _runs(value: str, masked: int) -> re.Pattern[str] | None:
     steps = [d for d in range(masked, 0, -1) if d == size or value[d:] == value[: size - d]]
     more = "|".join(re.escape(value[size - d :]) for d in steps)
     return re.compile(f"{re.escape(value)}(?:{more})*" if more else re.escape(value))
+
+
+def _named_keys(
+    text: str, named: list[re.Pattern[str]], others: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The spans of the short keys ``named`` finds where their token ends, or where one of
+    the spans ``others`` (sorted) of the other secrets starts or goes on: a key right before
+    a password (``abc`` + ``defg``) is the end of neither token, and showed whole."""
+    found: list[tuple[int, int]] = []
+    reach = list(itertools.accumulate((end for _, end in others), max))  # the farthest end so far
+    for where in named:
+        for key in where.finditer(text):
+            end = key.end()
+            if _GOES_ON.match(text, end):
+                # the other secrets starting at or before the key's end: does one reach it?
+                at = bisect.bisect_right(others, (end, len(text) + 1)) - 1
+                if at < 0 or reach[at] < end:
+                    continue
+            found.append((key.end(1), end))
+    return found
 
 
 #: The shortest start of a secret `mask_cut_tail` masks at the end of a cut text
