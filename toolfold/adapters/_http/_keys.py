@@ -134,12 +134,15 @@ class _AsCredential(Secret):
 
     __slots__ = ("lead", "named", "pattern")
 
-    def __init__(self, key: str, header: str, scheme: str) -> None:
+    def __init__(self, key: str, header: str, scheme: str | None) -> None:
         super().__init__(key)
-        if scheme:
+        named = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*(?:b?['\"])?"
+        if scheme is None:  # after the header's name and any one scheme word: "Token k"
+            lead = rf"{named}[A-Za-z][\w.-]*[ \t]+"
+        elif scheme:
             lead = rf"(?<![\w-])(?i:{re.escape(scheme)})[ \t]+"
         else:
-            lead = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*(?:b?['\"])?"
+            lead = named
         self.lead = lead  # what names the key, for `mask_cut_tail`
         self.pattern = re.compile(rf"({lead}){re.escape(key)}{_TOKEN_GOES_ON}")
         self.named = re.compile(rf"({lead}){re.escape(key)}")
@@ -500,18 +503,25 @@ KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 
 def _log_secrets(secrets: Iterable[Secret | str], key_headers: Iterable[str]) -> tuple[Secret, ...]:
     """``secrets`` as a log filter scrubs them: a key shorter than `MIN_BARE_PASSWORD`
-    where it is written as a credential (``Bearer k``, ``x-api-key: k``), as a transport
-    has it (`api_key_secrets`); a longer one everywhere."""
+    where it is written as a credential (``Bearer k``, ``Authorization: Token k``,
+    ``x-api-key: k``), as a transport has it (`api_key_secrets`); a longer one everywhere."""
+    if isinstance(key_headers, str):  # one header's name, not its letters
+        key_headers = (key_headers,)
     headers = tuple(header.lower() for header in key_headers)
     found: list[Secret] = []
     for given in secrets:
         secret = given if isinstance(given, Secret) else Secret(given)
         if not secret:
             continue
-        if type(secret) is not Secret or len(secret.reveal()) >= MIN_BARE_PASSWORD:
-            found.append(secret)  # long, or already scrubbed where it is one
+        if isinstance(secret, (_AsCredential, _InUrl)):
+            found.append(secret)  # already scrubbed where it is one
+            continue
+        if len(secret.reveal()) >= MIN_BARE_PASSWORD:
+            found.append(secret)
             continue
         found += api_key_secrets(secret, "authorization", "Bearer")
+        # any other scheme a model may send it with (auth_scheme="Token")
+        found.append(_AsCredential(secret.reveal(), "authorization", None))
         for header in headers:
             found += api_key_secrets(secret, header, "")
     return tuple(dict.fromkeys(found))
@@ -522,7 +532,8 @@ class RedactingFilter(logging.Filter):
 
     A key of `MIN_BARE_PASSWORD` (4) characters or more is scrubbed wherever
     it appears; a shorter one only where it is written as a credential, as a
-    transport scrubs it: after ``Bearer`` (any case) and after the name of a
+    transport scrubs it: after ``Bearer`` (any case), after ``Authorization:``
+    and one scheme word (``Authorization: Token ab``), and after the name of a
     header of ``key_headers`` (``x-api-key: ab``, ``'x-api-key': 'ab'``,
     ``(b'x-api-key', b'ab')``). Scrubbed everywhere, a key ``ab`` would turn
     ``a cab`` into ``a c***`` in every line.
@@ -535,7 +546,7 @@ class RedactingFilter(logging.Filter):
         secrets: Keys (`Secret` or plain strings) to scrub.
         key_headers: The headers after whose name a short key is scrubbed
             (default `KEY_HEADERS`: ``authorization``, ``x-api-key``,
-            ``x-goog-api-key``).
+            ``x-goog-api-key``); one name may be given as a string.
 
     Example:
         >>> import logging
@@ -578,7 +589,8 @@ def redact_logs(
 
     A key of 4 characters or more is scrubbed wherever it appears; a shorter
     one (``ab``, a local server's dummy key) only where it is written as a
-    credential, as the transport scrubs it: after ``Bearer`` and after the
+    credential, as the transport scrubs it: after ``Bearer``, after
+    ``Authorization:`` and one scheme word (``Token ab``), and after the
     name of a header of ``key_headers`` (``x-api-key: ab``). A line such as
     ``bad key: ask about a cab`` stays as it was, not ``***out a c***``.
 
@@ -588,7 +600,8 @@ def redact_logs(
         key_headers: The headers after whose name a short key is scrubbed;
             default ``authorization``, ``x-api-key`` and ``x-goog-api-key``,
             where toolfold's models send their key. Name yours when a model
-            sends a short key in another (``auth_header="api-key"``).
+            sends a short key in another (``key_headers="api-key"`` for
+            ``auth_header="api-key"``).
 
     Returns:
         The filter, to add elsewhere or remove again.
