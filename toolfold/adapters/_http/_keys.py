@@ -107,11 +107,11 @@ class _InUrl(Secret):
     cleaned text again), and the user stays readable, as `mask_url` shows it.
     """
 
-    __slots__ = ("shown",)
+    __slots__ = ("head",)
 
     def __init__(self, user: str, password: str) -> None:
         super().__init__(f"{user}:{password}@")
-        self.shown = f"{user}:{_MASK}@"
+        self.head = f"{user}:"  # what shows before the mask (and "@" after it)
 
 
 # Where a short key ends: not before a character that would carry its token on
@@ -286,7 +286,7 @@ def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
         if isinstance(s, _AsCredential):
             found[s.reveal(), 0, 0, s.named] = None
         elif isinstance(s, _InUrl):
-            found[s.reveal(), len(s.shown) - len(_MASK) - 1, 1, None] = None
+            found[s.reveal(), len(s.head), 1, None] = None
         elif s:
             found[s.reveal(), 0, 0, None] = None
     return tuple(found)
@@ -409,7 +409,7 @@ def mask_cut_tail(text: str, secrets: Iterable[Secret | None]) -> str:
                 found = named.end(1), _MASK
         else:
             # A short URL password, "user:pw@": only what follows "user:" is secret.
-            head = s.shown[: -len(_MASK) - 1] if isinstance(s, _InUrl) else ""
+            head = s.head if isinstance(s, _InUrl) else ""
             shortest = len(head) + 1 if head else min(MIN_CUT_PREFIX, (len(value) + 1) // 2)
             for n in range(len(value) - 1, shortest - 1, -1):
                 if core.endswith(value[:n]):
