@@ -289,6 +289,96 @@ def test_overlapping_secrets_are_masked_as_one(
     assert redact(text, secrets) == shown
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("x-api-key: abcdefg!", "x-api-key: ***!"),  # the key, then the password: one token
+        ("x-api-key: abcdef!", "x-api-key: ***!"),  # the password starts inside the key
+        ("Bearer abXYZW and XYZW", "Bearer *** and ***"),  # after Bearer, then a long secret
+        ("x-api-key: abcd!", "x-api-key: abcd!"),  # no secret after it: another token
+    ],
+)
+def test_a_short_key_right_before_another_secret_is_masked(text: str, shown: str) -> None:
+    """A short key whose token goes on into another secret ends where that secret starts:
+    both are masked. Its token going on read as another token, and the key showed in
+    full before the other's mask (``x-api-key: abc***!``, ``Bearer ab***``)."""
+    from toolfold.adapters._http._keys import Secret, api_key_secrets
+
+    key = "ab" if text.startswith("Bearer") else "abc"
+    secrets = (
+        *api_key_secrets(Secret(key), "authorization", "Bearer"),
+        *api_key_secrets(Secret(key), "x-api-key", ""),
+        *url_secrets("http://bob:defg@127.0.0.1/api"),
+        *url_secrets("http://bob:cdef@127.0.0.1/api"),
+        Secret("XYZW"),
+    )
+    assert redact(text, secrets) == shown
+
+
+def _masked_by_hand(text: str, value: str, head: int, tail: int) -> str:
+    """``text`` with every occurrence of ``value`` (overlapping ones too) masked but for its
+    first ``head`` and last ``tail`` characters, masks that overlap or touch as one."""
+    covered = [False] * len(text)
+    for at in range(len(text) - len(value) + 1):
+        if text.startswith(value, at):
+            covered[at + head : at + len(value) - tail] = [True] * (len(value) - head - tail)
+    pieces, at = [], 0
+    while at < len(text):
+        if not covered[at]:
+            pieces.append(text[at])
+            at += 1
+            continue
+        while at < len(text) and covered[at]:
+            at += 1
+        pieces.append("***")
+    return "".join(pieces)
+
+
+@pytest.mark.parametrize("value", ["aaaa", "abab", "abaab", "aabaa", "abba", "abcd", "aab"])
+def test_runs_of_overlapping_occurrences_are_masked_as_every_occurrence_would_be(
+    value: str,
+) -> None:
+    """Each text of up to 10 letters of ``ab`` (and ``c``'s), a secret's runs of occurrences
+    found whole (`_runs`) are masked as each occurrence masked by hand: none left out."""
+    from itertools import product
+
+    from toolfold.adapters._http._keys import Secret
+
+    letters = "abc" if "c" in value else "ab"
+    for size in range(11 if letters == "ab" else 8):
+        for text in map("".join, product(letters, repeat=size)):
+            assert redact(text, [Secret(value)]) == _masked_by_hand(text, value, 0, 0), text
+    for text in map("".join, product(["b:a@", "b", ":a@", "@"], repeat=5)):  # a short password
+        assert redact(text, url_secrets("http://b:a@host/")) == _masked_by_hand(text, "b:a@", 2, 1)
+
+
+def test_a_long_run_of_a_secret_is_masked_in_a_few_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``aaaa`` in four million ``a``s (a hostile error body) is one ``***`` found in one
+    search, not one step per character: each overlapping occurrence was looked for with its
+    own ``str.find``, 2 s for two million. The searches are counted, not timed."""
+    from toolfold.adapters._http import _keys
+
+    searches = [0]
+    runs = _keys._runs
+
+    class Counted:
+        def __init__(self, pattern: re.Pattern[str]) -> None:
+            self.pattern = pattern
+
+        def search(self, text: str, at: int) -> re.Match[str] | None:
+            searches[0] += 1
+            return self.pattern.search(text, at)
+
+    def counted(value: str, masked: int) -> Any:
+        found = runs(value, masked)
+        return None if found is None else Counted(found)
+
+    monkeypatch.setattr(_keys, "_runs", counted)
+    text = "x" + "a" * 4_000_000 + "y" + "a" * 5 + "z"
+    assert redact(text, [_keys.Secret("aaaa")]) == "x***y***z"
+    assert searches[0] <= 3  # a run, the next run, no more
+
+
 @pytest.mark.parametrize("overlap", ["key-then-password", "short-key-then-password"])
 @pytest.mark.parametrize(("backend", "mode"), cases())
 def test_an_error_echoing_overlapping_secrets_hides_both(

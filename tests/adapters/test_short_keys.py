@@ -219,6 +219,45 @@ def test_redact_logs_keeps_the_transports_rule_for_short_keys(
     assert record.getMessage() == shown
 
 
+def _filtered(found: logging.Filter, text: str) -> str:
+    record = logging.LogRecord("app", logging.INFO, __file__, 1, "%s", (text,), None)
+    assert found.filter(record)
+    return record.getMessage()
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("Authorization: Token ab", "Authorization: Token ***"),
+        ("{'authorization': 'Key ab'}", "{'authorization': 'Key ***'}"),
+        ("(b'authorization', b'Basic ab')", "(b'authorization', b'Basic ***')"),
+        ("Authorization: Token abc", "Authorization: Token abc"),  # another token
+        ("a Token ab", "a Token ab"),  # a scheme word alone names no key
+    ],
+)
+def test_a_log_filter_masks_a_short_key_after_any_auth_scheme(text: str, shown: str) -> None:
+    """A short key sent with a scheme other than Bearer (``auth_scheme="Token"``) is masked
+    after ``Authorization:`` and that scheme. Only ``Bearer ab`` was: the key showed."""
+    assert _filtered(toolfold.adapters.RedactingFilter(["ab"]), text) == shown
+
+
+def test_key_headers_given_as_one_string_name_one_header() -> None:
+    """``key_headers="api-key"`` is that header, not the headers ``a``, ``p``, ``i``..."""
+    found = toolfold.adapters.RedactingFilter(["ab"], key_headers="api-key")
+    assert _filtered(found, "api-key: ab, a: ab, p=ab") == "api-key: ***, a: ab, p=ab"
+
+
+def test_a_short_key_in_a_secret_subclass_follows_the_short_key_rule() -> None:
+    """A short key given as a subclass of `Secret` is masked as a credential, as a `Secret` is,
+    not in every word: ``ask about a cab`` was ``ask ***out a c***``."""
+
+    class Key(Secret):
+        __slots__ = ()
+
+    found = toolfold.adapters.RedactingFilter([Key("ab")])
+    assert _filtered(found, "ask about a cab, Bearer ab") == "ask about a cab, Bearer ***"
+
+
 @pytest.mark.parametrize(
     ("spec", "provider"),
     [("openai:m", "openai"), ("anthropic:m", "anthropic"), ("gemini:m", "gemini")],

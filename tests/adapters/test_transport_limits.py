@@ -102,57 +102,18 @@ def test_total_bounds_an_error_body_that_never_ends(
 
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))
 @pytest.mark.parametrize("ending", ["close", "feed"])
-def test_an_error_body_failing_as_the_total_runs_out_is_a_total_timeout(
+@pytest.mark.parametrize("status", [500, 200])
+def test_a_body_failing_as_the_total_runs_out_is_a_total_timeout(
     http_server: ScriptedServer,
     monkeypatch: pytest.MonkeyPatch,
     backend: str,
     mode: str,
     ending: str,
+    status: int,
 ) -> None:
-    """A 500 whose gzip body turns out cut (``close``: no trailer) or past max_decoded_bytes
-    (``feed``) as the total deadline passes is the total timeout, as a stalled one is.
-
-    It read as an answer cut before its end (or over the limit): the call was
-    over, but the error raised said the server had failed it.
-    """
-    now = [0.0]
-    decode = getattr(BodyReader, ending)
-
-    def late(reader: BodyReader, *args: Any) -> Any:
-        now[0] = 100.0  # the deadline passes while the body is read
-        return decode(reader, *args)
-
-    monkeypatch.setattr(BodyReader, ending, late)
-    body = gzip.compress(b'{"error": {"message": "' + b"slow down " * 50 + b'"}}')
-    http_server.add(
-        Reply(
-            status=500,
-            headers={"content-encoding": "gzip"},
-            body=body[:-8] if ending == "close" else body,
-        )
-    )
-    transport = make(
-        http_server,
-        backend,
-        timeout=Timeouts(read=30.0, total=30.0),
-        limits=HttpLimits(max_decoded_bytes=100 if ending == "feed" else None),
-        clock=lambda: now[0],
-    )
-    with pytest.raises(ProviderTimeoutError, match=r"total timeout of 30\.0 s"):
-        call(transport, mode)
-
-
-@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
-@pytest.mark.parametrize("ending", ["close", "feed"])
-def test_a_2xx_body_failing_as_the_total_runs_out_is_a_total_timeout(
-    http_server: ScriptedServer,
-    monkeypatch: pytest.MonkeyPatch,
-    backend: str,
-    mode: str,
-    ending: str,
-) -> None:
-    """A 200 whose gzip body turns out cut (``close``: no trailer) or past max_decoded_bytes
-    (``feed``) once the total deadline has passed is the total timeout, as an error body is.
+    """A 500's or a 200's gzip body that turns out cut (``close``: no trailer) or past
+    max_decoded_bytes (``feed``) as the total deadline passes is the total timeout, as a
+    stalled one is.
 
     It read as an answer or stream cut before its end (ProviderConnectionError /
     StreamError), or as one over the limit: the call was over, but the error said
@@ -166,10 +127,19 @@ def test_a_2xx_body_failing_as_the_total_runs_out_is_a_total_timeout(
         return decode(reader, *args)
 
     monkeypatch.setattr(BodyReader, ending, late)
-    payload = sse({"i": 0}, {"i": 1}) if mode.startswith("stream") else [b'{"ok": 1}']
-    body = gzip.compress(b"".join(payload) * 20)
+    if status != 200:
+        said = b'{"error": {"message": "' + b"slow down " * 50 + b'"}}'
+    elif mode.startswith("stream"):
+        said = b"".join(sse({"i": 0}, {"i": 1})) * 20  # no [DONE]: not a stream that ended
+    else:
+        said = b'{"ok": 1}' * 20
+    body = gzip.compress(said)
     http_server.add(
-        Reply(headers={"content-encoding": "gzip"}, body=body[:-8] if ending == "close" else body)
+        Reply(
+            status=status,
+            headers={"content-encoding": "gzip"},
+            body=body[:-8] if ending == "close" else body,
+        )
     )
     transport = make(
         http_server,
@@ -377,6 +347,34 @@ def test_a_stream_cut_after_its_done_event_is_whole(
     http_server.add(reply)
     events = call(make(http_server, backend), mode)
     assert [event.data for event in events] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("stream-sync", "stream-async")))
+def test_a_stream_whose_end_is_found_cut_as_the_total_runs_out_stays_ended(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, backend: str, mode: str
+) -> None:
+    """``data: [DONE]`` arrived, then the missing gzip trailer is found as the total deadline
+    passes: the stream had ended, and it still ends quietly with every event.
+
+    The total timeout came first and was raised: a complete answer was lost to a
+    deadline that passed after its last event.
+    """
+    now = [0.0]
+    close = BodyReader.close
+
+    def late(reader: BodyReader, *args: Any) -> Any:
+        now[0] = 100.0  # the deadline passes as the body's end is read
+        return close(reader, *args)
+
+    monkeypatch.setattr(BodyReader, "close", late)
+    payload = b"".join(sse({"i": 0}, {"i": 1}, "[DONE]"))
+    http_server.add(Reply(headers={"content-encoding": "gzip"}, body=gzip.compress(payload)[:-8]))
+    transport = make(
+        http_server, backend, timeout=Timeouts(read=30.0, total=30.0), clock=lambda: now[0]
+    )
+    events = call(transport, mode)
+    assert [event.data for event in events] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
+    assert now[0] == 100.0  # the deadline did pass as the end was read
 
 
 async def _closed(stream: Any) -> None:
@@ -655,6 +653,35 @@ def test_an_error_body_cut_inside_an_echoed_secret_hides_its_start(
 STALLED = " (the read of its body timed out before its end)"
 
 
+def _stalled(
+    http_server: ScriptedServer,
+    released: list[threading.Event],
+    backend: str,
+    mode: str,
+    reply: functools.partial[Reply],
+    first: bytes,
+) -> ProviderError:
+    """The error of a call whose answer (``reply``, its ``chunks`` still to give) sends
+    ``first``, then stops until the client's read timeout has passed.
+
+    The read timeout is real (the HTTP client's), so it may pass before ``first``
+    arrives on a loaded machine: then (a timeout before the head, or an empty body)
+    the call is made again with twice the read timeout, up to 4.8 s, no sleep.
+    """
+    read = 0.3
+    while True:
+        stop = gate(released)
+        http_server.add(reply(chunks=[first, stop]))
+        transport = make(http_server, backend, timeout=Timeouts(read=read, total=60.0))
+        with pytest.raises(ProviderError) as caught:
+            call(transport, mode)
+        stop.set()  # the client has given up: the server's thread may go
+        early = isinstance(caught.value, ProviderTimeoutError) or not caught.value.body
+        if not early or read >= 4.8:
+            return caught.value
+        read *= 2
+
+
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))
 @pytest.mark.parametrize("encoding", ["identity", "gzip"])
 def test_an_error_body_that_stalls_past_the_read_timeout_keeps_what_arrived(
@@ -673,20 +700,13 @@ def test_an_error_body_that_stalls_past_the_read_timeout_keeps_what_arrived(
         said_on_wire = whole.compress(said) + whole.flush(zlib.Z_SYNC_FLUSH)  # all of it inflates
     else:
         said_on_wire = said
-    http_server.add(
-        Reply(
-            status=503,
-            headers={"content-encoding": encoding},
-            chunks=[said_on_wire, gate(released)],
-        )
-    )
-    transport = make(http_server, backend, timeout=Timeouts(read=0.3, total=30.0))
-    with pytest.raises(ServerError) as caught:
-        call(transport, mode)
-    assert caught.value.status_code == 503
-    assert caught.value.body == said.decode()
-    assert caught.value.provider_message == "overloaded, try the eu region"
-    assert str(caught.value).endswith(f": overloaded, try the eu region{STALLED}")
+    reply = functools.partial(Reply, status=503, headers={"content-encoding": encoding})
+    error = _stalled(http_server, released, backend, mode, reply, said_on_wire)
+    assert isinstance(error, ServerError)
+    assert error.status_code == 503
+    assert error.body == said.decode()
+    assert error.provider_message == "overloaded, try the eu region"
+    assert str(error).endswith(f": overloaded, try the eu region{STALLED}")
 
 
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))
@@ -696,14 +716,13 @@ def test_an_error_body_stalled_inside_an_echoed_key_hides_its_start(
     """A 401 echoing the key stops arriving six characters before the key's end, and the read
     timeout passes: what arrived of the key shows as ``***``, as in a cut body."""
     said = b'{"error": {"message": "Incorrect API key provided: ' + KEY[:-6].encode()
-    http_server.add(Reply(status=401, chunks=[said, gate(released)]))
-    transport = make(http_server, backend, timeout=Timeouts(read=0.3, total=30.0))
-    with pytest.raises(toolfold.AuthenticationError) as caught:
-        call(transport, mode)
+    reply = functools.partial(Reply, status=401)
+    error = _stalled(http_server, released, backend, mode, reply, said)
+    assert isinstance(error, toolfold.AuthenticationError)
     shown = '{"error": {"message": "Incorrect API key provided: ***'
-    assert caught.value.body == shown
-    assert str(caught.value).endswith(f"{shown}{STALLED}")
-    assert KEY[:8] not in every_text(caught.value)
+    assert error.body == shown
+    assert str(error).endswith(f"{shown}{STALLED}")
+    assert KEY[:8] not in every_text(error)
 
 
 # --- what is sent again -----------------------------------------------------------------

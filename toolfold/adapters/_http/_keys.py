@@ -14,8 +14,10 @@ shorter than `MIN_BARE_PASSWORD` is scrubbed only where it is written as one
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import importlib
+import itertools
 import logging
 import os
 import re
@@ -105,17 +107,18 @@ class _InUrl(Secret):
     cleaned text again), and the user stays readable, as `mask_url` shows it.
     """
 
-    __slots__ = ("shown",)
+    __slots__ = ("head",)
 
     def __init__(self, user: str, password: str) -> None:
         super().__init__(f"{user}:{password}@")
-        self.shown = f"{user}:{_MASK}@"
+        self.head = f"{user}:"  # what shows before the mask (and "@" after it)
 
 
 # Where a short key ends: not before a character that would carry its token on
 # (a letter, a digit, ``-_~+/=``, or a ``.`` followed by one: ``ab.cd`` is
 # another token, ``ab.`` at the end of a sentence is the key).
 _TOKEN_GOES_ON = r"(?![\w\-~+/=]|\.[\w\-~+/=])"
+_GOES_ON = re.compile(r"[\w\-~+/=]|\.[\w\-~+/=]")  # `_TOKEN_GOES_ON` at one place
 
 
 class _AsCredential(Secret):
@@ -125,19 +128,24 @@ class _AsCredential(Secret):
     the forms a header is printed in: ``x-api-key: k`` (HTTP, log lines),
     ``'x-api-key': 'k'`` (a dict's or multidict's repr), ``(b'x-api-key', b'k')``
     (httpcore's DEBUG lines), ``"x-api-key": "k"`` (JSON). Only the key is
-    masked; what names it stays.
+    masked; what names it stays. ``named`` finds it whether or not its token
+    goes on after it: `scrub` takes the start of another secret there as its end.
     """
 
-    __slots__ = ("lead", "pattern")
+    __slots__ = ("lead", "named", "pattern")
 
-    def __init__(self, key: str, header: str, scheme: str) -> None:
+    def __init__(self, key: str, header: str, scheme: str | None) -> None:
         super().__init__(key)
-        if scheme:
+        named = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*(?:b?['\"])?"
+        if scheme is None:  # after the header's name and any one scheme word: "Token k"
+            lead = rf"{named}[A-Za-z][\w.-]*[ \t]+"
+        elif scheme:
             lead = rf"(?<![\w-])(?i:{re.escape(scheme)})[ \t]+"
         else:
-            lead = rf"(?<![\w-])(?i:{re.escape(header)})['\"]?[ \t]*[:,=][ \t]*(?:b?['\"])?"
+            lead = named
         self.lead = lead  # what names the key, for `mask_cut_tail`
         self.pattern = re.compile(rf"({lead}){re.escape(key)}{_TOKEN_GOES_ON}")
+        self.named = re.compile(rf"({lead}){re.escape(key)}")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _AsCredential) and other.pattern == self.pattern
@@ -276,9 +284,9 @@ def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
     found: dict[tuple[str, int, int, re.Pattern[str] | None], None] = {}
     for s in secrets:
         if isinstance(s, _AsCredential):
-            found[s.reveal(), 0, 0, s.pattern] = None
+            found[s.reveal(), 0, 0, s.named] = None
         elif isinstance(s, _InUrl):
-            found[s.reveal(), len(s.shown) - len(_MASK) - 1, 1, None] = None
+            found[s.reveal(), len(s.head), 1, None] = None
         elif s:
             found[s.reveal(), 0, 0, None] = None
     return tuple(found)
@@ -290,20 +298,33 @@ def scrub(text: str, pairs: Scrubs) -> str:
     Where secrets overlap (a short key inside a password, a key whose end
     starts a password), every character of each is under one ``***``:
     replaced one after the other, the first replaced cut the others, which
-    then no longer matched and showed in part (``***-pw-x``).
+    then no longer matched and showed in part (``***-pw-x``). A short key
+    ends where its token does, or where another secret starts or goes on
+    (``x-api-key: abc`` + a password ``defg`` in ``x-api-key: abcdefg``).
     """
     spans: list[tuple[int, int]] = []
+    named = []  # the short keys, found once the other secrets are
     for value, head, tail, where in pairs:
         if value not in text:
             continue
         if where is not None:
-            spans += [(found.end(1), found.end()) for found in where.finditer(text)]
+            named.append(where)
             continue
-        end = len(value) - tail
-        at = text.find(value)
-        while at >= 0:
-            spans.append((at + head, at + end))
-            at = text.find(value, at + 1)  # overlapping ones too: "aaa" twice in "aaaa"
+        # A run of occurrences whose masks overlap or touch ("aaaa" in "a" * 7), in one match;
+        # one that starts inside a run but is not part of it is looked for after it.
+        size, run = len(value), _runs(value, len(value) - head - tail)
+        if run is None:  # no two occurrences overlap: each one, as found
+            at = text.find(value)
+            while at >= 0:
+                spans.append((at + head, at + size - tail))
+                at = text.find(value, at + size)
+            continue
+        at = 0
+        while found := run.search(text, at):
+            spans.append((found.start() + head, found.end() - tail))
+            at = found.end() - size + 1  # just after the run's last occurrence starts
+    if named:
+        spans += _named_keys(text, named, sorted(spans))
     if not spans:
         return text
     spans.sort()
@@ -317,6 +338,46 @@ def scrub(text: str, pairs: Scrubs) -> str:
         shown, start, end = end, next_start, next_end
     pieces += [text[shown:start], _MASK, text[end:]]
     return "".join(pieces)
+
+
+def _runs(value: str, masked: int) -> re.Pattern[str] | None:
+    """A pattern matching a run of ``value``'s occurrences whose masks overlap or touch;
+    None when no two occurrences of ``value`` overlap (the usual key).
+
+    The mask of each is ``masked`` characters long (all of ``value`` but a short
+    URL password's ``user:`` and ``@``). The occurrence after one starts ``d``
+    characters on, for ``d`` a period of ``value`` (``value[d:] == value[:-d]``)
+    or its length, and adds its last ``d`` characters: the run is matched in one
+    regex match, the longest step first (the farthest next occurrence: those it
+    steps over are under the masks on either side), not found one ``str.find``
+    at a time: ``"aaaa"`` in ``"a" * 2_000_000`` would be two million calls.
+    """
+    size = len(value)
+    if not any(value[d:] == value[: size - d] for d in range(1, size)):
+        return None
+    steps = [d for d in range(masked, 0, -1) if d == size or value[d:] == value[: size - d]]
+    more = "|".join(re.escape(value[size - d :]) for d in steps)
+    return re.compile(f"{re.escape(value)}(?:{more})*" if more else re.escape(value))
+
+
+def _named_keys(
+    text: str, named: list[re.Pattern[str]], others: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The spans of the short keys ``named`` finds where their token ends, or where one of
+    the spans ``others`` (sorted) of the other secrets starts or goes on: a key right before
+    a password (``abc`` + ``defg``) is the end of neither token, and showed whole."""
+    found: list[tuple[int, int]] = []
+    reach = list(itertools.accumulate((end for _, end in others), max))  # the farthest end so far
+    for where in named:
+        for key in where.finditer(text):
+            end = key.end()
+            if _GOES_ON.match(text, end):
+                # the other secrets starting at or before the key's end: does one reach it?
+                at = bisect.bisect_right(others, (end, len(text) + 1)) - 1
+                if at < 0 or reach[at] < end:
+                    continue
+            found.append((key.end(1), end))
+    return found
 
 
 #: The shortest start of a secret `mask_cut_tail` masks at the end of a cut text
@@ -348,7 +409,7 @@ def mask_cut_tail(text: str, secrets: Iterable[Secret | None]) -> str:
                 found = named.end(1), _MASK
         else:
             # A short URL password, "user:pw@": only what follows "user:" is secret.
-            head = s.shown[: -len(_MASK) - 1] if isinstance(s, _InUrl) else ""
+            head = s.head if isinstance(s, _InUrl) else ""
             shortest = len(head) + 1 if head else min(MIN_CUT_PREFIX, (len(value) + 1) // 2)
             for n in range(len(value) - 1, shortest - 1, -1):
                 if core.endswith(value[:n]):
@@ -442,18 +503,25 @@ KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
 
 def _log_secrets(secrets: Iterable[Secret | str], key_headers: Iterable[str]) -> tuple[Secret, ...]:
     """``secrets`` as a log filter scrubs them: a key shorter than `MIN_BARE_PASSWORD`
-    where it is written as a credential (``Bearer k``, ``x-api-key: k``), as a transport
-    has it (`api_key_secrets`); a longer one everywhere."""
+    where it is written as a credential (``Bearer k``, ``Authorization: Token k``,
+    ``x-api-key: k``), as a transport has it (`api_key_secrets`); a longer one everywhere."""
+    if isinstance(key_headers, str):  # one header's name, not its letters
+        key_headers = (key_headers,)
     headers = tuple(header.lower() for header in key_headers)
     found: list[Secret] = []
     for given in secrets:
         secret = given if isinstance(given, Secret) else Secret(given)
         if not secret:
             continue
-        if type(secret) is not Secret or len(secret.reveal()) >= MIN_BARE_PASSWORD:
-            found.append(secret)  # long, or already scrubbed where it is one
+        if isinstance(secret, (_AsCredential, _InUrl)):
+            found.append(secret)  # already scrubbed where it is one
+            continue
+        if len(secret.reveal()) >= MIN_BARE_PASSWORD:
+            found.append(secret)
             continue
         found += api_key_secrets(secret, "authorization", "Bearer")
+        # any other scheme a model may send it with (auth_scheme="Token")
+        found.append(_AsCredential(secret.reveal(), "authorization", None))
         for header in headers:
             found += api_key_secrets(secret, header, "")
     return tuple(dict.fromkeys(found))
@@ -464,7 +532,8 @@ class RedactingFilter(logging.Filter):
 
     A key of `MIN_BARE_PASSWORD` (4) characters or more is scrubbed wherever
     it appears; a shorter one only where it is written as a credential, as a
-    transport scrubs it: after ``Bearer`` (any case) and after the name of a
+    transport scrubs it: after ``Bearer`` (any case), after ``Authorization:``
+    and one scheme word (``Authorization: Token ab``), and after the name of a
     header of ``key_headers`` (``x-api-key: ab``, ``'x-api-key': 'ab'``,
     ``(b'x-api-key', b'ab')``). Scrubbed everywhere, a key ``ab`` would turn
     ``a cab`` into ``a c***`` in every line.
@@ -477,7 +546,7 @@ class RedactingFilter(logging.Filter):
         secrets: Keys (`Secret` or plain strings) to scrub.
         key_headers: The headers after whose name a short key is scrubbed
             (default `KEY_HEADERS`: ``authorization``, ``x-api-key``,
-            ``x-goog-api-key``).
+            ``x-goog-api-key``); one name may be given as a string.
 
     Example:
         >>> import logging
@@ -520,7 +589,8 @@ def redact_logs(
 
     A key of 4 characters or more is scrubbed wherever it appears; a shorter
     one (``ab``, a local server's dummy key) only where it is written as a
-    credential, as the transport scrubs it: after ``Bearer`` and after the
+    credential, as the transport scrubs it: after ``Bearer``, after
+    ``Authorization:`` and one scheme word (``Token ab``), and after the
     name of a header of ``key_headers`` (``x-api-key: ab``). A line such as
     ``bad key: ask about a cab`` stays as it was, not ``***out a c***``.
 
@@ -530,7 +600,8 @@ def redact_logs(
         key_headers: The headers after whose name a short key is scrubbed;
             default ``authorization``, ``x-api-key`` and ``x-goog-api-key``,
             where toolfold's models send their key. Name yours when a model
-            sends a short key in another (``auth_header="api-key"``).
+            sends a short key in another (``key_headers="api-key"`` for
+            ``auth_header="api-key"``).
 
     Returns:
         The filter, to add elsewhere or remove again.

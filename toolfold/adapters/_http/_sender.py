@@ -338,7 +338,8 @@ class Sender:
 
         ``ended``: whether the stream's last event arrived (`SSEDecoder.ended`);
         a stream cut after it (its gzip trailer missing, the connection closed
-        before the chunked body's end) has lost nothing and ends quietly.
+        before the chunked body's end), or whose reading runs past the deadline
+        after it, has lost nothing and ends quietly.
         """
         raw: AsyncIterator[bytes] | None = None
         try:
@@ -348,7 +349,7 @@ class Sender:
                 while (chunk := await self._chunk(raw, call, per_await=True)) is not None:
                     yield self._feed(reader, chunk, call)
                 yield self._feed(reader, None, call)
-            except StreamError as exc:
+            except (StreamError, ProviderTimeoutError) as exc:
                 _cut_after_end(exc, ended)
         finally:
             await _release(raw, response)
@@ -471,11 +472,11 @@ class Sender:
                         if error is exc:
                             raise
                         raise error from exc
-                    if call.deadline is not None and self.clock() >= call.deadline:
+                    if self._ran_out(call):
                         raise self.total_timeout(call.url)  # an injected client, between reads
                     yield self._feed(reader, chunk, call)
                 yield self._feed(reader, None, call)
-            except StreamError as exc:
+            except (StreamError, ProviderTimeoutError) as exc:
                 _cut_after_end(exc, ended)
         finally:
             response.close()
@@ -527,14 +528,14 @@ class Sender:
         return self.scrub(error), info.retryable, info.retry_after
 
     def _exception_failure(self, exc: BaseException, call: Call) -> ProviderError:
-        if call.deadline is not None and self.clock() >= call.deadline:
+        if self._ran_out(call):
             return self.total_timeout(call.url)
         if not (self.foreign or is_client_error(exc)):
             raise exc
         return self.scrub(transport_error(self.provider, exc, call.url))
 
     def _read_failure(self, exc: Exception, call: Call) -> BaseException:
-        if call.deadline is not None and self.clock() >= call.deadline:
+        if self._ran_out(call):
             return self.total_timeout(call.url)
         if isinstance(exc, ProviderError) or not (self.foreign or is_client_error(exc)):
             return exc
@@ -598,9 +599,13 @@ class Sender:
         return redact(text, self.secrets)
 
 
-def _cut_after_end(error: StreamError, ended: Callable[[], bool] | None) -> None:
+def _cut_after_end(
+    error: StreamError | ProviderTimeoutError, ended: Callable[[], bool] | None
+) -> None:
     """``error`` raised, unless the stream's last event had arrived (``ended``):
-    a stream cut after it has lost nothing of the answer, only its end."""
+    a stream cut after it has lost nothing of the answer, only its end. ``ended``
+    is asked first, so a stream that had ended stays ended when its end is
+    found as the deadline passes (the total timeout, not the cut)."""
     if ended is None or not ended():
         raise error
     if _log.isEnabledFor(logging.DEBUG):
