@@ -19,7 +19,6 @@ import re
 import typing
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -591,10 +590,7 @@ def step_text(state: RunState) -> tuple[str, bool]:
     """`step_result`, without its look at how a run that answered stopped."""
     if state.finish_reason in STOP_REASONS:
         return step_result(state)
-    output = state.output
-    if type(output) is str:  # (`json_text` of text, without its call)
-        return encode_basestring_ascii(output), False
-    return json_text(output), False
+    return json_text(state.output), False
 
 
 def step_result(state: RunState) -> tuple[str, bool]:
