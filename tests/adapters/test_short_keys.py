@@ -53,6 +53,20 @@ def _assert_hidden(text: str, key: str, header: str, scheme: str) -> None:
         assert form not in text
 
 
+def _assert_retry_logged(
+    caplog: pytest.LogCaptureFixture, url: str, backend: str, key: str, header: str, scheme: str
+) -> None:
+    """The retried call's log lines: the retry and the provider's message as logged, the
+    echoed header masked (httpcore's response headers too), the key nowhere else."""
+    lines = "\n".join(record.getMessage() for record in caplog.records)
+    assert f"retrying POST {url}/chat in " in lines
+    assert f"{SAID} (sent {header}: " in lines  # the provider's message, unmangled
+    if backend != "aiohttp":
+        masked = f"{scheme} ***" if scheme else "***"
+        assert f"(b'{header}', b'{masked}')" in lines  # httpcore's response headers
+    _assert_hidden(lines, key, header, scheme)
+
+
 def _echo(header: str, *statuses: int) -> Any:
     """Answers each request with the next status, echoing the key's header in a header and the body."""
     left = list(statuses)
@@ -138,13 +152,7 @@ def test_debug_logs_mask_a_short_key_only_as_a_credential(
         assert (
             post_once(_transport(http_server.url, provider, key, backend, retry=1), mode)["ok"] == 1
         )
-    lines = "\n".join(record.getMessage() for record in caplog.records)
-    assert f"retrying POST {http_server.url}/chat in " in lines
-    assert f"{SAID} (sent {header}: " in lines  # the provider's message, unmangled
-    if backend != "aiohttp":
-        masked = f"{scheme} ***" if scheme else "***"
-        assert f"(b'{header}', b'{masked}')" in lines  # httpcore's response headers
-    _assert_hidden(lines, key, header, scheme)
+    _assert_retry_logged(caplog, http_server.url, backend, key, header, scheme)
 
 
 @pytest.fixture
@@ -185,13 +193,7 @@ def test_redact_logs_masks_a_short_key_only_as_a_credential(
         installed.append(toolfold.adapters.redact_logs([key], handlers=[caplog.handler]))
         transport = _transport(http_server.url, provider, key, backend, retry=1)
         assert post_once(transport, mode)["ok"] == 1
-    lines = "\n".join(record.getMessage() for record in caplog.records)
-    assert f"retrying POST {http_server.url}/chat in " in lines
-    assert f"{SAID} (sent {header}: " in lines  # the provider's message, unmangled
-    if backend != "aiohttp":
-        masked = f"{scheme} ***" if scheme else "***"
-        assert f"(b'{header}', b'{masked}')" in lines  # httpcore's response headers
-    _assert_hidden(lines, key, header, scheme)
+    _assert_retry_logged(caplog, http_server.url, backend, key, header, scheme)
 
 
 @pytest.mark.parametrize(
