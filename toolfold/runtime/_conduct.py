@@ -70,7 +70,7 @@ from toolfold.runtime.core._messages import Message, TextPart, Usage, freeze, th
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
 from toolfold.runtime.core._rounds import reduce_all
-from toolfold.runtime.core._state import Disposition, RunState
+from toolfold.runtime.core._state import DONE_PHASES, Disposition, RunState
 from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
@@ -541,15 +541,12 @@ def _attempts(outcomes: tuple[ToolOutcome, ...]) -> list[Attempt] | None:
     found: list[Attempt] = []
     for outcome in outcomes:
         call_id, name, content, is_error, kind, _, _, _, child, parts = outcome
-        if kind != "ok" or is_error or parts or child is None or child.phase not in _DONE:
+        if kind != "ok" or is_error or parts or child is None or child.phase not in DONE_PHASES:
             return None
         output = child.output
         value = output if type(output) is str else json.loads(content)
         found.append(new_tuple(Attempt, (call_id, name, True, value)))
     return found
-
-
-_DONE = ("finished", "failed")  # (`RunState.is_done`, without its call)
 
 
 def _known(outcomes: tuple[ToolOutcome, ...]) -> dict[str, Any]:

@@ -113,6 +113,10 @@ def _counts(value: Mapping[str, int]) -> Mapping[str, int]:
     return value if type(value) is FrozenDict else FrozenDict(value)
 
 
+#: The phases of a run that has ended (`RunState.is_done`).
+DONE_PHASES = ("finished", "failed")
+
+
 @attrs.frozen(eq=True)
 class RunState:
     """Everything a run knows, as one immutable value.
@@ -303,7 +307,7 @@ class RunState:
     @property
     def is_done(self) -> bool:
         """True once the run finished or failed."""
-        return self.phase in ("finished", "failed")
+        return self.phase in DONE_PHASES
 
     def to_json(self, *, key: str | bytes | Sequence[str | bytes] | None = None) -> str:
         """The state as JSON text (see `RunState.from_json`).
