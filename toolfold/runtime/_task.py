@@ -451,7 +451,7 @@ def _run_runner(task: Task) -> Callable[..., Any]:
                     if not isinstance(event, RunEndEvent):
                         ctx.forward(event)
             except SourceCloseError as error:
-                return _step_result(_kept(error))
+                return close_failed_result(error)
             return _step_result(stream.response)
         return await arun_sub_run(
             task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx)
@@ -525,7 +525,7 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
                     if not isinstance(event, RunEndEvent):
                         ctx.forward(event)
             except SourceCloseError as error:
-                return _step_result(_kept(error))
+                return close_failed_result(error)
             return _step_result(stream.response)
         return run_sub_run(task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx))
 
