@@ -20,7 +20,6 @@ from toolfold.runtime._run import (
     fresh,
     make_options,
     run_async,
-    run_state_sync,
     run_sync,
     start,
     to_messages,
@@ -41,7 +40,7 @@ from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._handoff import Handover
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
-from toolfold.runtime.drive._shells import drive_async, finish
+from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]
@@ -542,7 +541,8 @@ class Agent:
         `Response` (nor the typed output) a step does not read."""
         if self._sources:
             return self.run(prompt, deps=deps, run_id=run_id).state
-        return run_state_sync(*_Fresh(prompt, (), deps, None, None, run_id)(self))
+        # (`run_sync`'s end state, without its `Response`)
+        return drive_sync(*self._step_start(prompt, deps, run_id)).state
 
     def _astep_run(
         self, prompt: MessagesInput, deps: Any, run_id: str
@@ -553,7 +553,16 @@ class Agent:
         coroutine fewer per step."""
         if self._sources:
             return self.arun(prompt, deps=deps, run_id=run_id)
-        return drive_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
+        return drive_async(*self._step_start(prompt, deps, run_id))
+
+    def _step_start(self, prompt: MessagesInput, deps: Any, run_id: str) -> tuple[Live, RunState]:
+        """A step's new run of this agent, its live half and first state: what
+        ``_Fresh(prompt, (), deps, None, None, run_id)(self)`` gives, without the
+        record and, for an agent without handoffs, its calls for the handoff graph."""
+        if self.handoffs:
+            return _Fresh(prompt, (), deps, None, None, run_id)(self)
+        # (`_run_options` and `_handovers` of no graph: the agent's options, no handovers)
+        return fresh(self._options, prompt, run_id, deps, None, None, self.name, {})
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 

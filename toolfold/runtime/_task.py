@@ -19,6 +19,7 @@ import re
 import typing
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -542,17 +543,32 @@ def run_sub_run(
 ) -> SubRun:
     """An agent or workflow step's run from blocking code (not streamed): a new one, or
     ``sub_run`` (suspended, answered) resumed; ``run_id`` gives a new run's id."""
-    target, prompt = _target_and_prompt(task, input, values)
     try:
-        if sub_run is not None:  # answered by the caller: go on where it stopped
-            response: Response = target.resume(sub_run, deps=deps)
-        elif isinstance(target, Agent):  # the step reads the run's state only
-            return _state_result(target._step_state(prompt, deps, run_id()))
-        else:
-            response = target.run(prompt, deps=deps, run_id=run_id())
+        state = step_state(task, input, values, deps, sub_run, run_id)
     except SourceCloseError as error:
-        response = _kept(error)
-    return _step_result(response)
+        return close_failed_result(error)
+    return _state_result(state)
+
+
+def step_state(
+    task: Task,
+    input: Any,
+    values: Mapping[str, Any] | None,
+    deps: Any,
+    sub_run: RunState | None,
+    run_id: Callable[[], str],
+) -> RunState:
+    """The end state of `run_sub_run`'s run, for a caller that reads it itself (no
+    `SubRun` made to be taken apart): its `step_text` is the step's result, and a
+    `SourceCloseError` it raises is `close_failed_result`'s."""
+    target, prompt = _target_and_prompt(task, input, values)
+    if sub_run is not None:  # answered by the caller: go on where it stopped
+        response: Response = target.resume(sub_run, deps=deps)
+    elif isinstance(target, Agent):  # the step reads the run's state only
+        return target._step_state(prompt, deps, run_id())
+    else:
+        response = target.run(prompt, deps=deps, run_id=run_id())
+    return response.state
 
 
 def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None) -> tuple[Any, Any]:
@@ -590,7 +606,9 @@ def step_text(state: RunState) -> tuple[str, bool]:
     """`step_result`, without its look at how a run that answered stopped."""
     if state.finish_reason in STOP_REASONS:
         return step_result(state)
-    return json_text(state.output), False
+    output = state.output
+    # (`json_text`, without its call for text: most steps answer text)
+    return encode_basestring_ascii(output) if type(output) is str else json_text(output), False
 
 
 def step_result(state: RunState) -> tuple[str, bool]:
