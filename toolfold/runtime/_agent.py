@@ -541,8 +541,13 @@ class Agent:
         `Response` (nor the typed output) a step does not read."""
         if self._sources:
             return self.run(prompt, deps=deps, run_id=run_id).state
-        # (`run_sync`'s end state, without its `Response`)
-        return drive_sync(*self._step_start(prompt, deps, run_id)).state
+        if self.handoffs:
+            return drive_sync(*_Fresh(prompt, (), deps, None, None, run_id)(self)).state
+        # `run_sync`'s end state, without its `Response`; begun as `_Fresh` begins it
+        # (`_run_options` and `_handovers` of no graph: the agent's options, no handovers).
+        return drive_sync(
+            *fresh(self._options, prompt, run_id, deps, None, None, self.name, {})
+        ).state
 
     def _astep_run(
         self, prompt: MessagesInput, deps: Any, run_id: str
@@ -553,16 +558,10 @@ class Agent:
         coroutine fewer per step."""
         if self._sources:
             return self.arun(prompt, deps=deps, run_id=run_id)
-        return drive_async(*self._step_start(prompt, deps, run_id))
-
-    def _step_start(self, prompt: MessagesInput, deps: Any, run_id: str) -> tuple[Live, RunState]:
-        """A step's new run of this agent, its live half and first state: what
-        ``_Fresh(prompt, (), deps, None, None, run_id)(self)`` gives, without the
-        record and, for an agent without handoffs, its calls for the handoff graph."""
         if self.handoffs:
-            return _Fresh(prompt, (), deps, None, None, run_id)(self)
-        # (`_run_options` and `_handovers` of no graph: the agent's options, no handovers)
-        return fresh(self._options, prompt, run_id, deps, None, None, self.name, {})
+            return drive_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
+        # (begun as `_step_state` begins it)
+        return drive_async(*fresh(self._options, prompt, run_id, deps, None, None, self.name, {}))
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 
