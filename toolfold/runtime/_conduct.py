@@ -464,7 +464,8 @@ def _plain_rounds(
                 records.append(new_tuple(Answered, (text, value, decision.reason)))
             else:
                 text = json_text(value)
-                plain = _plain_answer(live, decision, text)
+                # The output the run accepts for it: text as it is, else what its JSON gives.
+                plain = value if type(value) is str else _accepted(live, decision, text).value
                 records.append(new_tuple(Answered, (text, plain, decision.reason)))
             return _deferred(live, start, records), None
         steps = _plain(steps_named, decision) if rounds else None
@@ -726,14 +727,6 @@ def _deferred(live: Live, start: RunState | Fresh, records: list[_Record]) -> De
     if output is not None and live.output is not None:  # as `finish` types it
         output = live.output.restore(output)
     return new_tuple(Deferred, (start, records, output))
-
-
-def _plain_answer(live: Live, answer: Final, text: str) -> Any:
-    """The output the run accepts for the planner's ``answer`` (``text``: its JSON)."""
-    value = answer.value
-    if type(value) is str:
-        return value
-    return _accepted(live, answer, text).value
 
 
 def _accepted(live: Live, answer: Final | None, text: str) -> OutputAccepted:
