@@ -292,3 +292,33 @@ def test_sync_tool_timeout_on_the_async_path() -> None:
     finally:
         release.set()
     assert outcome.outcome == "timeout"
+
+
+def test_the_kept_loop_cancels_what_a_blocking_call_left_running() -> None:
+    """`run_kept` cancels a task its coroutine left running, as ``asyncio.run`` does, and
+    leaves no task behind when there is none (the usual end)."""
+    from toolfold.runtime.drive._executor import run_kept
+
+    left: list[asyncio.Task[None]] = []
+    seen: list[str] = []
+
+    async def forever() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def leaves_one() -> str:
+        left.append(asyncio.ensure_future(forever()))
+        await asyncio.sleep(0)  # it starts
+        return "done"
+
+    async def leaves_none() -> str:
+        return "done"
+
+    assert run_kept(leaves_one) == "done"
+    assert seen == ["cancelled"]
+    assert left[0].cancelled()
+    assert run_kept(leaves_none) == "done"
+    assert seen == ["cancelled"]

@@ -20,7 +20,6 @@ from toolfold.runtime._run import (
     fresh,
     make_options,
     run_async,
-    run_state_sync,
     run_sync,
     start,
     to_messages,
@@ -41,7 +40,7 @@ from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._handoff import Handover
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
-from toolfold.runtime.drive._shells import drive_async, finish
+from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]
@@ -542,7 +541,13 @@ class Agent:
         `Response` (nor the typed output) a step does not read."""
         if self._sources:
             return self.run(prompt, deps=deps, run_id=run_id).state
-        return run_state_sync(*_Fresh(prompt, (), deps, None, None, run_id)(self))
+        if self.handoffs:
+            return drive_sync(*_Fresh(prompt, (), deps, None, None, run_id)(self)).state
+        # `run_sync`'s end state, without its `Response`; begun as `_Fresh` begins it
+        # (`_run_options` and `_handovers` of no graph: the agent's options, no handovers).
+        return drive_sync(
+            *fresh(self._options, prompt, run_id, deps, None, None, self.name, {})
+        ).state
 
     def _astep_run(
         self, prompt: MessagesInput, deps: Any, run_id: str
@@ -553,7 +558,10 @@ class Agent:
         coroutine fewer per step."""
         if self._sources:
             return self.arun(prompt, deps=deps, run_id=run_id)
-        return drive_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
+        if self.handoffs:
+            return drive_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
+        # (begun as `_step_state` begins it)
+        return drive_async(*fresh(self._options, prompt, run_id, deps, None, None, self.name, {}))
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 

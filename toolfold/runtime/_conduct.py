@@ -57,7 +57,7 @@ from toolfold.runtime._run import run_async, run_sync
 from toolfold.runtime._task import (
     Task,
     close_failed_result,
-    run_sub_run,
+    step_state,
     step_text,
     sub_run_async,
 )
@@ -461,10 +461,12 @@ def _plain_rounds(
                 # Its text is written when the state is made, if ever, unless the
                 # caller could change the values by then: the output shares them.
                 text = None if _unchanging(value) else json_text(value)
-                records.append(Answered(text, value, decision.reason))
+                records.append(new_tuple(Answered, (text, value, decision.reason)))
             else:
                 text = json_text(value)
-                records.append(Answered(text, _plain_answer(live, decision, text), decision.reason))
+                # The output the run accepts for it: text as it is, else what its JSON gives.
+                plain = value if type(value) is str else _accepted(live, decision, text).value
+                records.append(new_tuple(Answered, (text, plain, decision.reason)))
             return _deferred(live, start, records), None
         steps = _plain(steps_named, decision) if rounds else None
         if steps is None:
@@ -587,15 +589,21 @@ def _ran(
     """
     task, call, child = step
     try:
-        ran = run_sub_run(
-            task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
-        )
+        # `run_sub_run`, its run's state read right here: no `SubRun` per step.
+        try:
+            state = step_state(
+                task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
+            )
+        except SourceCloseError as error:
+            state, text, is_error = close_failed_result(error)
+        else:
+            text, is_error = step_text(state)
     except Exception as exc:
         return _failed(call, exc, started)
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
-    return _outcome(call, *ran, started)
+    return _outcome(call, state, text, is_error, started)
 
 
 async def _ran_async(
@@ -718,15 +726,7 @@ def _deferred(live: Live, start: RunState | Fresh, records: list[_Record]) -> De
     output = answer.plain
     if output is not None and live.output is not None:  # as `finish` types it
         output = live.output.restore(output)
-    return Deferred(start, records, output)
-
-
-def _plain_answer(live: Live, answer: Final, text: str) -> Any:
-    """The output the run accepts for the planner's ``answer`` (``text``: its JSON)."""
-    value = answer.value
-    if type(value) is str:
-        return value
-    return _accepted(live, answer, text).value
+    return new_tuple(Deferred, (start, records, output))
 
 
 def _accepted(live: Live, answer: Final | None, text: str) -> OutputAccepted:

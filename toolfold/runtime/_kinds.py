@@ -57,11 +57,14 @@ class Sequence(Workflow):
     _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
+    # Whether no step's templates need values (no `Plan.call` to pick them).
+    _bare: bool = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(self, *steps: Any, name: str = "sequence") -> None:
         tasks = tuple(as_task(s) for s in steps)
         self.__attrs_init__(steps=tasks, name=name)
         object.__setattr__(self, "_tasks", tasks)
+        object.__setattr__(self, "_bare", not any(t.free_names for t in tasks))
         problems: list[str] = [] if tasks else ["a Sequence needs at least one step"]
         names = [t.name for t in tasks]
         for index, task in enumerate(tasks):
@@ -113,11 +116,11 @@ class Sequence(Workflow):
             # A step not started yet: its first attempt (`Plan.status` without its call).
             status = plan.status(task, name) if attempts else name
             if isinstance(status, str):
-                if not task.free_names:  # (`Plan.call`, no values to pick)
-                    return [Call(task, status, value, NO_VALUES)]
+                if self._bare or not task.free_names:  # (`Plan.call`, no values to pick)
+                    return [new_tuple(Call, (task, status, value, NO_VALUES))]
                 return [plan.call(task, status, value, {**plan.values, **outputs})]
             # Skipped after failing: no output, the next step takes the same input.
-        return Final(value)
+        return new_tuple(Final, (value, False, "stop"))
 
 
 @attrs.frozen(init=False)
@@ -233,7 +236,7 @@ class Parallel(Workflow):
         if calls:
             return calls
         if self.merge is None:  # the steps' outputs, as their results decode
-            return Final(outputs, True)
+            return new_tuple(Final, (outputs, True, "stop"))
         typed = {t.name: _restored(t, outputs[t.name]) for t in self._tasks if t.name in outputs}
         return Final(plain_data(self.merge(typed)))
 

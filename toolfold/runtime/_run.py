@@ -444,11 +444,6 @@ async def _response(ended: Awaitable[Ended]) -> Response:
     return finish(*await ended)
 
 
-def run_state_sync(live: Live, state: RunState) -> RunState:
-    """`run_sync`'s end state, without its `Response` (for a caller that reads only the state)."""
-    return drive_sync(live, state).state
-
-
 class RunStream:
     """A run as a stream of events; iterate it with ``for`` or ``async for``.
 

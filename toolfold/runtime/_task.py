@@ -19,6 +19,7 @@ import re
 import typing
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -87,6 +88,9 @@ class Task:
     input_type: Any
     timeout: float | None
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
+    # The agent the step runs as it is, its input its prompt, when no values are
+    # given (no prompt template, no placeholders in its instructions), else None.
+    _as_is: Agent | None = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -109,6 +113,13 @@ class Task:
             timeout=timeout,
         )
         object.__setattr__(self, "_free", self._find_free_names())
+        instructions = target.instructions if isinstance(target, Agent) else None
+        as_is = (
+            isinstance(target, Agent)
+            and not prompt
+            and (not instructions or ("{" not in instructions and "}" not in instructions))
+        )
+        object.__setattr__(self, "_as_is", target if as_is else None)
 
     @property
     def kind(self) -> Literal["agent", "workflow", "function"]:
@@ -487,6 +498,10 @@ def sub_run_async(
     """The run `arun_sub_run` awaits, for a caller that awaits it itself (one coroutine
     fewer per step): its end's ``.state`` gives the step's result (`ended_result`), and a
     `SourceCloseError` it raises is `close_failed_result`'s."""
+    if sub_run is None and type(input) is str and not values:
+        agent = task._as_is
+        if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
+            return agent._astep_run(input, deps, run_id())
     target, prompt = _target_and_prompt(task, input, values)
     if sub_run is not None:  # answered by the caller: go on where it stopped
         return target.aresume(sub_run, deps=deps)  # type: ignore[no-any-return]
@@ -542,27 +557,44 @@ def run_sub_run(
 ) -> SubRun:
     """An agent or workflow step's run from blocking code (not streamed): a new one, or
     ``sub_run`` (suspended, answered) resumed; ``run_id`` gives a new run's id."""
-    target, prompt = _target_and_prompt(task, input, values)
     try:
-        if sub_run is not None:  # answered by the caller: go on where it stopped
-            response: Response = target.resume(sub_run, deps=deps)
-        elif isinstance(target, Agent):  # the step reads the run's state only
-            return _state_result(target._step_state(prompt, deps, run_id()))
-        else:
-            response = target.run(prompt, deps=deps, run_id=run_id())
+        state = step_state(task, input, values, deps, sub_run, run_id)
     except SourceCloseError as error:
-        response = _kept(error)
-    return _step_result(response)
+        return close_failed_result(error)
+    return _state_result(state)
+
+
+def step_state(
+    task: Task,
+    input: Any,
+    values: Mapping[str, Any] | None,
+    deps: Any,
+    sub_run: RunState | None,
+    run_id: Callable[[], str],
+) -> RunState:
+    """The end state of `run_sub_run`'s run, for a caller that reads it itself (no
+    `SubRun` made to be taken apart): its `step_text` is the step's result, and a
+    `SourceCloseError` it raises is `close_failed_result`'s."""
+    if sub_run is None and type(input) is str and not values:
+        agent = task._as_is
+        if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
+            return agent._step_state(input, deps, run_id())
+    target, prompt = _target_and_prompt(task, input, values)
+    if sub_run is not None:  # answered by the caller: go on where it stopped
+        response: Response = target.resume(sub_run, deps=deps)
+    elif isinstance(target, Agent):  # the step reads the run's state only
+        return target._step_state(prompt, deps, run_id())
+    else:
+        response = target.run(prompt, deps=deps, run_id=run_id())
+    return response.state
 
 
 def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """The step's target (placeholders filled) and what it is run with."""
-    target = task.target
-    if not task.prompt and not values and isinstance(target, Agent):
-        instructions = target.instructions
-        if not instructions or ("{" not in instructions and "}" not in instructions):
-            # (`_bound` and a prompt without placeholders; text is its own prompt)
-            return target, input if type(input) is str else _prompt_text(input)
+    agent = task._as_is
+    if agent is not None and not values:
+        # (`_bound` and a prompt without placeholders; text is its own prompt)
+        return agent, input if type(input) is str else _prompt_text(input)
     scope = _scope(input, values)
     target = _bound(task, scope)
     if isinstance(target, Agent):
@@ -590,7 +622,9 @@ def step_text(state: RunState) -> tuple[str, bool]:
     """`step_result`, without its look at how a run that answered stopped."""
     if state.finish_reason in STOP_REASONS:
         return step_result(state)
-    return json_text(state.output), False
+    output = state.output
+    # (`json_text`, without its call for text: most steps answer text)
+    return encode_basestring_ascii(output) if type(output) is str else json_text(output), False
 
 
 def step_result(state: RunState) -> tuple[str, bool]:

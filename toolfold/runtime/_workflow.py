@@ -48,6 +48,7 @@ from toolfold.runtime._run import (
     run_sync,
 )
 from toolfold.runtime._task import STEP_CLOSE_ERRORS, Task, plain_data, structured
+from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
@@ -280,7 +281,7 @@ class Workflow:
             else:
                 data = json.loads(text)
                 input_, values = data["input"], data.get("values") or {}
-        return Fresh(text, self._options.config, run_id, self.name, input_, values)
+        return new_tuple(Fresh, (text, self._options.config, run_id, self.name, input_, values))
 
     def _begin(
         self,

@@ -931,6 +931,11 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
     import asyncio
 
+    # Before 3.12 `all_tasks` walks one set of every task of every loop: empty (the
+    # usual end: each task has ended and is gone), there is nothing to walk for.
+    every = getattr(asyncio.tasks, "_all_tasks", None)
+    if every is not None and not every:
+        return
     tasks = asyncio.all_tasks(loop)
     if not tasks:
         return
