@@ -30,6 +30,11 @@ at a time, as the timed rounds do (then 400 runs are ``--rounds 6`` minus
 ``--rounds 2``). ``--concurrent N`` sets the runs at a time of the timed
 rounds too (100 unless given).
 
+``--collector both`` times each variant twice a round, once as usual and
+once with the cyclic collector off (a full collection first, outside the
+timing), the four in turns: how much of a gap is the collector's and how
+much the rest of the client's work (``off`` times only the latter).
+
 Each timed variant's second line splits a round's wall time per run into
 the client's CPU time, the time it waited in the run queue for a core
 (Linux's ``/proc/self/schedstat``: other processes, or the fake server on
@@ -189,7 +194,12 @@ class WallSplit:
         return tuple(b - a for a, b in zip(self._at, self._now(), strict=True))
 
 
-async def measure(url: str, names: list[str], rounds: int, concurrent: int, timed: bool) -> None:
+_OFF = " (collector off)"
+
+
+async def measure(
+    url: str, names: list[str], rounds: int, concurrent: int, timed: bool, collector: str = "on"
+) -> None:
     runs, closers = await variants(url)
     unknown = [name for name in names if name not in runs]
     if unknown:
@@ -198,6 +208,12 @@ async def measure(url: str, names: list[str], rounds: int, concurrent: int, time
         raise SystemExit(
             f"unknown variant(s) {', '.join(map(repr, unknown))}; variants: {', '.join(runs)}"
         )
+    # A timed name is a variant, or one with the collector off (see the module).
+    plain = names
+    if collector != "on":
+        runs.update({name + _OFF: runs[name] for name in plain})
+        off = [name + _OFF for name in plain]
+        names = off if collector == "off" else plain + off
     cpu: dict[str, list[float]] = {name: [] for name in names}
     splits: dict[str, list[tuple[float, ...]]] = {name: [] for name in names}
     in_gc = dict.fromkeys(names, 0.0)
@@ -214,12 +230,15 @@ async def measure(url: str, names: list[str], rounds: int, concurrent: int, time
             collections[now[0]][info["generation"]] += 1
 
     try:
-        for name in names:  # warm the pools
+        for name in plain:  # warm the pools
             await asyncio.gather(*[runs[name]() for _ in range(concurrent)])
         gc.callbacks.append(watch)
         with WallSplit(on=timed) as where:
             for _ in range(rounds):
                 for name in names:
+                    if name.endswith(_OFF):
+                        gc.collect()  # (not timed: `now` names no variant)
+                        gc.disable()
                     now[0] = name
                     start = time.process_time()
                     where.start()
@@ -227,6 +246,7 @@ async def measure(url: str, names: list[str], rounds: int, concurrent: int, time
                     cpu[name].append((time.process_time() - start) / concurrent)
                     splits[name].append(tuple(x / concurrent for x in where.split()))
                     now[0] = None
+                    gc.enable()
         gc.callbacks.remove(watch)
     finally:
         for close in closers:
@@ -239,7 +259,7 @@ async def measure(url: str, names: list[str], rounds: int, concurrent: int, time
     for name in names:
         counts = ", ".join(f"{c * 100 / per:.1f}" for c in collections[name])
         print(
-            f"  {name:20s} least {min(cpu[name]) * 1e6:6.0f} us  median "
+            f"  {name:36s} least {min(cpu[name]) * 1e6:6.0f} us  median "
             f"{statistics.median(cpu[name]) * 1e6:6.0f} us   in gc {in_gc[name] / per * 1e6:5.0f} us"
             f"   collections per 100 runs (gen 0, 1, 2): {counts}"
         )
@@ -247,7 +267,7 @@ async def measure(url: str, names: list[str], rounds: int, concurrent: int, time
             statistics.median(split[i] for split in splits[name]) * 1e6 for i in range(4)
         )
         print(
-            f"  {'':20s} wall median {wall:6.0f} us = CPU {used:6.0f} + run queue {queued:6.0f}"
+            f"  {'':36s} wall median {wall:6.0f} us = CPU {used:6.0f} + run queue {queued:6.0f}"
             f" + blocked in select {blocked:5.0f} (rest {wall - used - queued - blocked:4.0f}, medians)"
         )
 
@@ -259,6 +279,12 @@ def main() -> None:
         default="raw,raw-headers,session,session-no-timeouts,transport,agenerate_text,agent",
     )
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--collector",
+        choices=("on", "off", "both"),
+        default="on",
+        help="time the rounds with the cyclic collector on, off, or both in turns",
+    )
     parser.add_argument(
         "--count", help="run this variant untimed (one run at a time unless --concurrent)"
     )
@@ -280,7 +306,8 @@ def main() -> None:
             asyncio.run(measure(url, [args.count], args.rounds, concurrent, timed=False))
         else:
             concurrent = 100 if args.concurrent is None else args.concurrent
-            asyncio.run(measure(url, args.variants.split(","), args.rounds, concurrent, timed=True))
+            names = args.variants.split(",")
+            asyncio.run(measure(url, names, args.rounds, concurrent, True, args.collector))
     finally:
         process.kill()
 
