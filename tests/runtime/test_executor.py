@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 from typing import Any
@@ -16,6 +17,7 @@ from toolfold.runtime.drive._executor import (
     ToolOutcome,
     run_calls,
     run_calls_sync,
+    run_kept,
 )
 from toolfold.testing import ScriptedModel
 
@@ -294,11 +296,10 @@ def test_sync_tool_timeout_on_the_async_path() -> None:
     assert outcome.outcome == "timeout"
 
 
-def test_the_kept_loop_cancels_what_a_blocking_call_left_running() -> None:
-    """`run_kept` cancels a task its coroutine left running, as ``asyncio.run`` does, and
-    leaves no task behind when there is none (the usual end)."""
-    from toolfold.runtime.drive._executor import run_kept
-
+def test_the_kept_loop_cancels_what_a_blocking_call_left_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`run_kept` cancels a task its coroutine left running, as ``asyncio.run`` does."""
     left: list[asyncio.Task[None]] = []
     seen: list[str] = []
 
@@ -320,5 +321,13 @@ def test_the_kept_loop_cancels_what_a_blocking_call_left_running() -> None:
     assert run_kept(leaves_one) == "done"
     assert seen == ["cancelled"]
     assert left[0].cancelled()
+    left.clear()
+    gc.collect()
+    walks: list[object] = []
+    every = asyncio.all_tasks
+    monkeypatch.setattr(asyncio, "all_tasks", lambda loop=None: walks.append(loop) or every(loop))
     assert run_kept(leaves_none) == "done"
     assert seen == ["cancelled"]
+    # Before 3.12, with no task left anywhere, the leftover check does not walk the tasks.
+    registry = getattr(asyncio.tasks, "_all_tasks", None)
+    assert len(walks) == (1 if registry is None else 0)
