@@ -89,8 +89,8 @@ class Task:
     timeout: float | None
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
     # The agent the step runs as it is, its input its prompt, when no values are
-    # given (no prompt template, no placeholders in its instructions), else None.
-    _as_is: Agent | None = attrs.field(init=False, eq=False, repr=False, hash=False)
+    # given (no prompt template, no brace in its instructions), else None.
+    _plain_agent: Agent | None = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -119,7 +119,7 @@ class Task:
             and not prompt
             and (not instructions or ("{" not in instructions and "}" not in instructions))
         )
-        object.__setattr__(self, "_as_is", target if as_is else None)
+        object.__setattr__(self, "_plain_agent", target if as_is else None)
 
     @property
     def kind(self) -> Literal["agent", "workflow", "function"]:
@@ -499,7 +499,7 @@ def sub_run_async(
     fewer per step): its end's ``.state`` gives the step's result (`ended_result`), and a
     `SourceCloseError` it raises is `close_failed_result`'s."""
     if sub_run is None and type(input) is str and not values:
-        agent = task._as_is
+        agent = task._plain_agent
         if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
             return agent._astep_run(input, deps, run_id())
     target, prompt = _target_and_prompt(task, input, values)
@@ -576,7 +576,7 @@ def step_state(
     `SubRun` made to be taken apart): its `step_text` is the step's result, and a
     `SourceCloseError` it raises is `close_failed_result`'s."""
     if sub_run is None and type(input) is str and not values:
-        agent = task._as_is
+        agent = task._plain_agent
         if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
             return agent._step_state(input, deps, run_id())
     target, prompt = _target_and_prompt(task, input, values)
@@ -591,7 +591,7 @@ def step_state(
 
 def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """The step's target (placeholders filled) and what it is run with."""
-    agent = task._as_is
+    agent = task._plain_agent
     if agent is not None and not values:
         # (`_bound` and a prompt without placeholders; text is its own prompt)
         return agent, input if type(input) is str else _prompt_text(input)
