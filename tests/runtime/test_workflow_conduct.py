@@ -522,3 +522,29 @@ def test_a_plan_extended_groups_attempts_by_step_as_reading_them_does() -> None:
         "b": (attempts[1],),
         "c": (attempts[3],),
     }
+
+
+def _configured() -> Agent:
+    """An agent with instructions, a tool, settings and a step limit: what `run` begins with."""
+    agent = worker("w")
+    return attrs.evolve(agent, instructions="Be brief.", max_steps=4, settings={"temperature": 0})
+
+
+def test_a_step_begins_its_agents_run_as_run_does() -> None:
+    """A step's run of an agent without handoffs (begun without `_Fresh`) ends as `run` does."""
+    agent = _configured()
+    assert not agent.handoffs
+    step = agent._step_state("find x", None, "r1")
+    assert steady(step) == steady(agent.run("find x", run_id="r1").state)
+
+
+def test_an_async_step_begins_its_agents_run_as_arun_does() -> None:
+    """The same for `_astep_run` against `arun`."""
+    agent = _configured()
+
+    async def both() -> tuple[RunState, RunState]:
+        step = (await agent._astep_run("find x", None, "r1")).state
+        return step, (await agent.arun("find x", run_id="r1")).state
+
+    step, ran = asyncio.run(both())
+    assert steady(step) == steady(ran)
