@@ -498,10 +498,9 @@ def sub_run_async(
     """The run `arun_sub_run` awaits, for a caller that awaits it itself (one coroutine
     fewer per step): its end's ``.state`` gives the step's result (`ended_result`), and a
     `SourceCloseError` it raises is `close_failed_result`'s."""
-    if sub_run is None and type(input) is str and not values:
-        agent = task._plain_agent
-        if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
-            return agent._astep_run(input, deps, run_id())
+    agent = _plain_start(task, input, values, sub_run)
+    if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
+        return agent._astep_run(input, deps, run_id())
     target, prompt = _target_and_prompt(task, input, values)
     if sub_run is not None:  # answered by the caller: go on where it stopped
         return target.aresume(sub_run, deps=deps)  # type: ignore[no-any-return]
@@ -575,10 +574,9 @@ def step_state(
     """The end state of `run_sub_run`'s run, for a caller that reads it itself (no
     `SubRun` made to be taken apart): its `step_text` is the step's result, and a
     `SourceCloseError` it raises is `close_failed_result`'s."""
-    if sub_run is None and type(input) is str and not values:
-        agent = task._plain_agent
-        if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
-            return agent._step_state(input, deps, run_id())
+    agent = _plain_start(task, input, values, sub_run)
+    if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
+        return agent._step_state(input, deps, run_id())
     target, prompt = _target_and_prompt(task, input, values)
     if sub_run is not None:  # answered by the caller: go on where it stopped
         response: Response = target.resume(sub_run, deps=deps)
@@ -587,6 +585,15 @@ def step_state(
     else:
         response = target.run(prompt, deps=deps, run_id=run_id())
     return response.state
+
+
+def _plain_start(
+    task: Task, input: Any, values: Mapping[str, Any] | None, sub_run: RunState | None
+) -> Agent | None:
+    """The agent a new step runs as it is, its text input its prompt; else None."""
+    if sub_run is None and type(input) is str and not values:
+        return task._plain_agent
+    return None
 
 
 def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None) -> tuple[Any, Any]:
