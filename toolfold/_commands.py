@@ -15,7 +15,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
+import select
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -49,6 +53,41 @@ def state_text(raw: bytes) -> bytes:
     if isinstance(document, dict) and document.get("format") == RUN_FILE:
         return json.dumps(document.get("state")).encode()
     return raw
+
+
+def _read_line(stream: TextIO) -> str:
+    """A line from the terminal, or ``""`` at its end; Ctrl-C always interrupts the wait.
+
+    A plain ``readline()`` loses a Ctrl-C that lands after Python last checked for
+    signals but before the read begins: the handler only marks the signal, the read
+    then blocks, and the question hangs until a line is typed (a program driving the
+    command through a terminal hits that window). A wakeup file descriptor closes it:
+    the signal's C-level handler writes to it whenever the signal lands, so the wait on
+    it and the terminal ends at once and Python raises ``KeyboardInterrupt``. Off the
+    main thread, off POSIX (no ``select`` on a console) or for a stream with no file
+    descriptor, it is a plain ``readline()``.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = -1
+    if fd < 0 or os.name != "posix" or threading.current_thread() is not threading.main_thread():
+        return stream.readline()
+    wake_r, wake_w = os.pipe()
+    try:
+        os.set_blocking(wake_w, False)
+        earlier = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        try:
+            while True:
+                ready, _, _ = select.select([fd, wake_r], [], [])
+                if fd in ready:
+                    return stream.readline()
+                os.read(wake_r, 512)  # a signal whose handler did not raise: wait again
+        finally:
+            signal.set_wakeup_fd(earlier)
+    finally:
+        os.close(wake_r)
+        os.close(wake_w)
 
 
 class _Stop(Exception):
@@ -522,7 +561,7 @@ class _Session:
         while True:
             self.err.write(question)
             self.err.flush()
-            line = sys.stdin.readline()
+            line = _read_line(sys.stdin)
             if not line:
                 return None
             answer = line.strip()

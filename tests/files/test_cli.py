@@ -15,12 +15,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
 from toolfold import RunState
+from toolfold._commands import _read_line
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent_files" / "support.toml"
@@ -366,6 +369,10 @@ def on_terminal(*args: str, cwd: Path, answer: bytes | None = b"y\n") -> tuple[i
                 else:
                     os.write(main, answer)
                 answered += 1
+    except BaseException:
+        proc.kill()  # a failed check leaves no process running into later tests
+        proc.wait()
+        raise
     finally:
         os.close(main)
     return proc.wait(timeout=60), seen.decode()
@@ -393,6 +400,137 @@ def test_ctrl_c_at_a_question_keeps_the_waiting_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "result: 5\n"
     assert "writer" not in proc.stderr  # the first step is not run again
+
+
+@pytest.fixture
+def terminal() -> Iterator[tuple[int, TextIO]]:
+    """A pseudo-terminal: its main side, and its other side open as a text stream."""
+    main, secondary = pty.openpty()
+    stream = open(secondary, encoding="utf-8", closefd=True)  # noqa: SIM115
+    try:
+        yield main, stream
+    finally:
+        stream.close()
+        os.close(main)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_question_reads_a_line_and_leaves_nothing_behind(
+    terminal: tuple[int, TextIO],
+) -> None:
+    """The terminal read returns the typed line; its wakeup pipe is closed and the
+    wakeup descriptor it replaced is back."""
+    main, stream = terminal
+    before = _open_fds()
+    os.write(main, b"yes\n")
+    assert _read_line(stream) == "yes\n"
+    assert _open_fds() == before
+    assert signal.set_wakeup_fd(-1) == -1  # nothing was left installed
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _in_read_line(frame: Any) -> bool:
+    while frame is not None:
+        if frame.f_code is _read_line.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class _Sender(threading.Thread):
+    """Sends SIGUSR1 to this process from its own thread, where the signal's C-level
+    handler then runs, so no read in the main thread is interrupted by it: the signal
+    lands where only a wakeup can reach the read. The main thread answers each signal
+    with ``tell``: "early" (handled before the read began: send again), "type" (type
+    ``line`` now) or "end". A read the signal never reaches gets ``line`` after 30 s."""
+
+    def __init__(self, main: int, line: bytes) -> None:
+        super().__init__()
+        self.main = main
+        self.line = line
+        self.news = threading.Event()
+        self.word = ""
+        self.typed = False
+
+    def tell(self, word: str) -> None:
+        self.word = word
+        self.news.set()
+
+    def run(self) -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+        while True:
+            self.news.clear()
+            os.kill(os.getpid(), signal.SIGUSR1)
+            if not self.news.wait(30) or self.word == "type":
+                self.typed = True
+                os.write(self.main, self.line)
+                return
+            if self.word == "end":
+                return
+
+
+@pytest.fixture
+def sigusr1_off_the_main_thread() -> Iterator[None]:
+    """SIGUSR1 blocked in the main thread (as for a signal landing on another thread,
+    or after Python's last check and before a read): Python still runs its handler in
+    the main thread, but nothing interrupts a read there."""
+    earlier = signal.getsignal(signal.SIGUSR1)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+        signal.signal(signal.SIGUSR1, earlier)
+
+
+@pytest.mark.usefixtures("sigusr1_off_the_main_thread")
+def test_a_signal_the_read_does_not_see_still_ends_the_question(
+    terminal: tuple[int, TextIO],
+) -> None:
+    """A Ctrl-C whose handler ran where the read cannot see it ends the question at
+    once (a plain readline waited until a line was typed: the CLI hung on Ctrl-C)."""
+    main, stream = terminal
+    sender = _Sender(main, b"typed after all\n")
+
+    def interrupt(signum: int, frame: Any) -> None:
+        if _in_read_line(frame) and not sender.typed:  # not the read's line ending it
+            raise Interrupted
+        sender.tell("early")
+
+    signal.signal(signal.SIGUSR1, interrupt)
+    sender.start()
+    try:
+        with pytest.raises(Interrupted):
+            _read_line(stream)
+    finally:
+        sender.tell("end")
+        sender.join()
+
+
+@pytest.mark.usefixtures("sigusr1_off_the_main_thread")
+def test_a_signal_whose_handler_returns_leaves_the_question_waiting(
+    terminal: tuple[int, TextIO],
+) -> None:
+    """Another signal's handler runs, and the question waits on for its line."""
+    main, stream = terminal
+    sender = _Sender(main, b"n\n")
+
+    def note(signum: int, frame: Any) -> None:
+        sender.tell("type" if _in_read_line(frame) else "early")  # in the wait: type on
+
+    signal.signal(signal.SIGUSR1, note)
+    sender.start()
+    try:
+        assert _read_line(stream) == "n\n"
+    finally:
+        sender.tell("end")
+        sender.join()
 
 
 def test_graph_prints_the_diagram(tmp_path: Path) -> None:
