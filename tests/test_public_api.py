@@ -59,6 +59,7 @@ TOP = {
     "Usage",
     "agenerate_text",
     "aresume",
+    "drop_tool_calls",
     "generate_text",
     "model",
     "resume",
@@ -155,6 +156,7 @@ RUNTIME = {
     "ToolCallPart",
     "ToolResultPart",
     "Usage",
+    "drop_tool_calls",
     # the pure core: state, config, events, effects, reducer
     "ApprovalDenied",
     "ApprovalGranted",

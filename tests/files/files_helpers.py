@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from toolfold import Message, ModelRequest, ServerError, Tool, tool
+from toolfold.runtime import StreamEvent, StreamFinish, TextDelta
 from toolfold.testing import FunctionModel, Reply
 
 
@@ -178,3 +181,16 @@ def _fails_once_after_a_result(request: ModelRequest) -> Reply:
 
 
 model_failing_once = FunctionModel(_fails_once_after_a_result, name="files:failing-once")
+
+
+def _gated_stream(request: ModelRequest) -> Iterator[StreamEvent]:
+    """'first ', then 'second' once a line arrives on the FIFO named by TOOLFOLD_TEST_GATE
+    (the test sees the first piece on the terminal before it lets the second come)."""
+    yield TextDelta("first ")
+    with open(os.environ["TOOLFOLD_TEST_GATE"], encoding="utf-8") as gate:
+        gate.readline()
+    yield TextDelta("second")
+    yield StreamFinish("stop", "stop")
+
+
+gated_model = FunctionModel(lambda request: "first second", stream_function=_gated_stream)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -226,6 +227,43 @@ def test_a_lambda_in_a_workflow_cannot_be_written() -> None:
         flow.to_dict()
 
 
+def _lambda_slots() -> dict[str, tuple[Any, str]]:
+    """Specs with a lambda in each place a function goes, and the key path named."""
+    writer = Agent("openai:gpt-4o-mini", name="writer")
+    helper = Agent("openai:gpt-4o-mini", name="helper")
+    return {
+        "merge": (
+            Parallel(writer, helper, merge=lambda outputs: outputs, name="views"),
+            r"workflows\.views\.merge: <function .*<lambda>.* has no import path",
+        ),
+        "until": (
+            Loop(writer, until=lambda text: True, max_iterations=2, name="again"),
+            r"workflows\.again\.until: <function .*<lambda>.* has no import path",
+        ),
+        "router": (
+            Route(lambda text: "a", {"a": writer}, name="desk"),
+            r"workflows\.desk\.router: <function .*<lambda>.* has no import path",
+        ),
+        "input_filter": (
+            Agent(
+                "openai:gpt-4o-mini",
+                name="lead",
+                handoffs=[Handoff(helper, input_filter=lambda messages: messages)],
+            ),
+            r"agents\.lead\.handoffs\[0\]\.input_filter: <function .*<lambda>.* has no import",
+        ),
+    }
+
+
+@pytest.mark.parametrize("slot", ["merge", "until", "router", "input_filter"])
+def test_a_function_without_an_import_path_is_named_where_it_sits(slot: str) -> None:
+    """Every place a spec holds a function says which one cannot be written, and where."""
+    with override_models(TestModel()):
+        spec, message = _lambda_slots()[slot]
+        with pytest.raises(UsageError, match=message):
+            spec.to_dict()
+
+
 # --- errors: every class, in TOML and in YAML ------------------------------------------
 
 # (TOML text, YAML text, the line, the key path, words of the message)
@@ -364,6 +402,16 @@ ERRORS = {
         "workflows.a",
         "cycle in definitions: a -> b -> a",
     ),
+    "a route cycle": (
+        '[workflows.a]\nkind = "sequence"\nsteps = ["b"]\n\n'
+        '[workflows.b]\nkind = "route"\nrouter = "files_helpers:pick"\n'
+        'branches = { x = "files_helpers:shout", y = "a" }\n',
+        "workflows:\n  a:\n    kind: sequence\n    steps: [b]\n  b:\n    kind: route\n"
+        "    router: files_helpers:pick\n    branches: {x: 'files_helpers:shout', y: a}\n",
+        (1, 2),
+        "workflows.a",
+        "cycle in definitions: a -> b -> a",
+    ),
     "a workflow that cannot be built": (
         '[workflows.w]\nkind = "sequence"\nsteps = ["files_helpers:shout", "files_helpers:shout"]\n',
         "workflows:\n  w:\n    kind: sequence\n"
@@ -408,6 +456,22 @@ def test_each_error_names_file_line_and_key(kind: str, case: str) -> None:
     assert problem.startswith(where + (f"{path}: " if path else "")), problem
     assert words in problem, problem
     assert problem in str(info.value)
+
+
+def test_a_yaml_file_without_pyyaml_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without PyYAML (``import yaml`` fails), a YAML file is one problem naming the extra;
+    a TOML file still loads."""
+    monkeypatch.setitem(sys.modules, "yaml", None)  # what Python does for a missing module
+    path = tmp_path / "f.yaml"
+    path.write_text("agents:\n  a:\n    model: openai:gpt-4o-mini\n")
+    with pytest.raises(AgentFileError) as info:
+        load(path)
+    assert info.value.problems == (f"{path}: YAML files need PyYAML: pip install 'toolfold[yaml]'",)
+    with override_models(TestModel()):
+        loaded = loads('[agents.a]\nmodel = "openai:gpt-4o-mini"\n', format="toml", name="f")
+    assert loaded.agent().name == "a"
 
 
 def test_a_yaml_key_given_twice_is_a_problem_not_silently_the_last() -> None:

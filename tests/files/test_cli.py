@@ -599,6 +599,45 @@ def test_check_passes_a_good_file_and_lists_every_problem(tmp_path: Path) -> Non
     assert proc.returncode == 1
 
 
+def test_stream_writes_each_piece_as_it_arrives(tmp_path: Path) -> None:
+    """``run --stream`` writes the answer's first piece to stdout while the model still
+    holds back the second (it is not written at the end)."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    (tmp_path / "gated.toml").write_text('[agents.gated]\nmodel = "files_helpers:gated_model"\n')
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
+        "PYTHONPATH": str(FILES),
+        "TOOLFOLD_TEST_GATE": str(gate),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolfold._cli", "run", "gated.toml", "--stream", "hi"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.stdout is not None
+    try:
+        seen = b""
+        while b"first " not in seen:
+            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            assert ready, f"nothing streamed; so far: {seen!r}"
+            chunk = os.read(proc.stdout.fileno(), 1024)
+            assert chunk, f"stdout ended early; so far: {seen!r}"
+            seen += chunk
+        assert seen == b"first "  # the second piece is still held back by the model
+        with open(gate, "w", encoding="utf-8") as opened:
+            opened.write("go\n")
+        rest, errors = proc.communicate(timeout=60)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    assert proc.returncode == 0, errors
+    assert seen + rest == b"first second\n"
+
+
 def test_a_workflow_file_runs_draws_and_checks(tmp_path: Path) -> None:
     """``run``, ``graph`` and ``check`` take a workflow as the file's entry."""
     pipeline = str(FILES / "pipeline.toml")

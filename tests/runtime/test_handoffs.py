@@ -8,18 +8,23 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, Denied, Handoff, Message, Response, RunError, UsageError, tool
+from toolfold.files import from_dict
 from toolfold.runtime import (
+    ModelRequest,
     ModelResponded,
     ModelResponse,
+    ReasoningPart,
     RunEndEvent,
     RunState,
     ToolCallPart,
+    ToolResultPart,
     ToolReturned,
     Usage,
+    drop_tool_calls,
     reduce,
     replay,
 )
-from toolfold.testing import FunctionModel, ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel, TestModel, override_models
 
 call = ScriptedModel.call
 
@@ -171,6 +176,73 @@ def test_input_filter_rewrites_the_conversation() -> None:
     assert seen == [1]
     assert response.agent == "target"
     assert [m.role for m in response.messages] == ["user", "assistant"]
+
+
+def test_drop_tool_calls_keeps_what_was_said() -> None:
+    """Tool messages go, assistant messages lose their calls (and go when only reasoning
+    is left), everything else stays in order."""
+    lookup = ToolCallPart("c1", "lookup", '{"order": "A17"}')
+    conversation = (
+        Message.system("Be brief."),
+        Message.user("refund A17"),
+        Message("assistant", (ReasoningPart("look it up"), lookup)),
+        Message.tool(ToolResultPart("c1", "lookup", "shipped")),
+        Message.assistant("It shipped; passing you on.", [ToolCallPart("c2", "transfer", "{}")]),
+        Message.tool(ToolResultPart("c2", "transfer", "Transferred to refunds.")),
+    )
+    assert drop_tool_calls(conversation) == [
+        Message.system("Be brief."),
+        Message.user("refund A17"),
+        Message.assistant("It shipped; passing you on."),
+    ]
+    assert drop_tool_calls(conversation[:2]) == list(conversation[:2])
+    assert drop_tool_calls([]) == []
+
+
+def test_a_handoff_can_drop_tool_calls_and_write_it_to_a_file() -> None:
+    """The built-in filter in a handoff: the target reads no calls; the agent file
+    names it by its public import path, and loads it back."""
+    seen: list[ModelRequest] = []
+
+    def reply(request: ModelRequest) -> str:
+        seen.append(request)
+        return "refunded"
+
+    @tool
+    def lookup(order: str) -> str:
+        """Look an order up.
+
+        Args:
+            order: The order's id.
+        """
+        return "shipped"
+
+    refunds = Agent(FunctionModel(reply), name="refunds")
+    triage = Agent(
+        ScriptedModel([call("lookup", {"order": "A17"}), call("transfer_to_refunds")]),
+        name="triage",
+        tools=[lookup],
+        handoffs=[Handoff(refunds, input_filter=drop_tool_calls)],
+    )
+    response = triage.run("refund A17")
+    assert response.text == "refunded"
+    assert [m.role for m in seen[0].messages] == ["user"]
+    assert all(not m.tool_calls and not m.tool_results for m in seen[0].messages)
+    assert replay(response.state.log) == response.state
+    with override_models(TestModel()):
+        lead = Agent(
+            "openai:gpt-4o-mini",
+            name="lead",
+            handoffs=[
+                Handoff(Agent("openai:gpt-4o-mini", name="refunds"), input_filter=drop_tool_calls)
+            ],
+        )
+        document = lead.to_dict()
+        assert document["agents"]["lead"]["handoffs"] == [
+            {"agent": "refunds", "input_filter": "toolfold:drop_tool_calls"}
+        ]
+        loaded = from_dict(document).agent()
+    assert loaded.handoffs[0].input_filter is drop_tool_calls
 
 
 def test_an_input_filter_that_empties_the_conversation_is_a_clear_error() -> None:

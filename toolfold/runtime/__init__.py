@@ -72,6 +72,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    drop_tool_calls,
 )
 from toolfold.runtime.core._next import build_request, next_effect
 from toolfold.runtime.core._reducer import (
@@ -200,6 +201,7 @@ __all__ = [
     "aresume",
     "build_request",
     "converter",
+    "drop_tool_calls",
     "events_from_json",
     "events_to_json",
     "finish_stream",

@@ -374,6 +374,35 @@ class Message:
         return tuple([p for p in self.parts if isinstance(p, ToolResultPart)])
 
 
+def drop_tool_calls(messages: Iterable[Message]) -> list[Message]:
+    """The conversation without its tool calls and tool results: a handoff's input filter.
+
+    Tool messages go; an assistant message loses its tool calls and goes when
+    nothing but reasoning is left of it (reasoning belongs to the calls it led
+    to). Everything else stays, in order: the target of a handoff reads what
+    was said, not what the agent before it did.
+
+    Example:
+        >>> triage = Agent(model, handoffs=[Handoff(refunds, input_filter=drop_tool_calls)])
+
+    Args:
+        messages: The conversation (a handoff passes a tuple of `Message`).
+
+    Returns:
+        The messages to continue with.
+    """
+    kept: list[Message] = []
+    for message in messages:
+        parts = message.parts
+        if not any(isinstance(p, ToolCallPart | ToolResultPart) for p in parts):
+            kept.append(message)
+            continue
+        left = tuple(p for p in parts if not isinstance(p, ToolCallPart | ToolResultPart))
+        if any(not isinstance(p, ReasoningPart) for p in left):
+            kept.append(Message(message.role, left))
+    return kept
+
+
 def wire_memo(message: Message, key: object) -> Any:
     """What a codec memoized for ``message`` under ``key`` (see `set_wire_memo`), or None."""
     memo = message._wire
