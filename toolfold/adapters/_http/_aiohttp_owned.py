@@ -71,9 +71,9 @@ class Reply(ClientResponse):
         """What arrived of the body before its connection failed (see `_backends.left_over`)."""
         return left_over(self.content)
 
-    def arrived(self) -> bytes | None:
-        """The whole body when it came with the head (taken, the connection given back), else None."""
-        return arrived_body(self, self.content)
+    # The whole body when it came with the head (taken, the connection given
+    # back), else None: `arrived_body` itself, one call fewer per answer.
+    arrived = arrived_body
 
     async def aclose(self) -> None:
         """Give the connection back (a body not read to its end closes it)."""

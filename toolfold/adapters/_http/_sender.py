@@ -187,7 +187,8 @@ class Sender:
         # an answer >= 300 goes on to the retries as in `send`.
         backend = self.clients.ready_async() or await self.clients.get_async()
         try:
-            response = await self._attempt(backend, call, self.timeouts, per_await=False)
+            # `_attempt` without a deadline per await: the backend's own request.
+            response = await backend.send(call.url, call.content, call.headers, self.timeouts)
         except Exception as exc:
             response = await self._retried(call, backend, exc, per_await=False, bounded=False)
         else:
