@@ -225,6 +225,8 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
             seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
         if len(raw_calls) == 1:  # the usual tool step: no comprehension to set up
             calls = [_call(raw_calls[0], seed, 0, calls_at)]
+        elif not raw_calls:  # a text answer: none either
+            calls = []
         else:
             calls = [_call(raw, seed, position, calls_at) for position, raw in enumerate(raw_calls)]
         raw_finish = choice.get("finish_reason")
@@ -254,8 +256,11 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
                 usage = wire.mapping(body, "usage", "$")
             counts = parse_usage(usage, thinking_in_total=thinking_in_total)
         if calls:
+            # `finish_reason(raw_finish, True)`, inlined: calls win over "stop".
             reason = (
-                "tool_calls" if raw_finish in (None, "stop") else finish_reason(raw_finish, True)
+                "tool_calls"
+                if raw_finish in (None, "stop")
+                else FINISH_REASONS.get(raw_finish, "other")
             )
         else:
             reason = "stop" if raw_finish is None else FINISH_REASONS.get(raw_finish, "other")
