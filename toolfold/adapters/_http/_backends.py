@@ -579,7 +579,12 @@ class AiohttpBackend:
         hands back its request's coroutine, see `_posting`).
         """
         options: Mapping[str, Any] = _NO_OPTIONS
-        if timeout is not None and not _own_timeouts(timeout, self._timeouts, self._defaults):
+        # (the usual attempt has the session's own timeouts: known without a call)
+        if (
+            timeout is not None
+            and timeout is not self._timeouts
+            and not _own_timeouts(timeout, self._timeouts, self._defaults)
+        ):
             options = {"timeout": _aiohttp_timeout(self._aiohttp, timeout)}
         if self._proxy_headers is not None and url[:5].lower() == "http:":
             # aiohttp sends `proxy_headers` in the CONNECT of an https request

@@ -121,12 +121,6 @@ class Sender:
     def __attrs_post_init__(self) -> None:
         self._plain = plain_limit(self.limits)
 
-    def call(self, url: str, content: bytes, headers: dict[str, str], *, streaming: bool) -> Call:
-        """A call to make now: its deadline starts counting."""
-        total = self.timeouts.total if self.timeouts else None
-        deadline = None if total is None else self.clock() + total
-        return Call(url, content, headers, deadline, streaming)
-
     def scrub(self, error: ProviderError) -> ProviderError:
         """``error`` with the secrets removed (in place; returns it)."""
         return scrub_error(error, *self.secrets)
