@@ -378,7 +378,7 @@ def test_encoded_bodies_are_the_bytes_of_the_built_ones(
 
 
 def test_a_tool_step_s_messages_encode_like_their_dicts_whatever_their_strings() -> None:
-    """A tool step's calls and results, with quotes, escapes, control and non-ASCII text: dumps(build_body)."""
+    """A prompt, a tool step's calls and results, with quotes, escapes, control and non-ASCII text: dumps(build_body)."""
     texts = ['say "hi"\\n', "tab\there\x00\x1f\x7f", "caf\u00e9 \u2028 \U0001f600", "</script>", ""]
     calls = [
         ToolCallPart(
@@ -392,7 +392,12 @@ def test_a_tool_step_s_messages_encode_like_their_dicts_whatever_their_strings()
     ]
     for row in _ALL_ROWS:
         request = ModelRequest(
-            (Message.user("x"), Message.assistant("", calls), Message.tool(*results)), (WEATHER,)
+            (
+                *(Message.user(text) for text in texts),
+                Message.assistant("", calls),
+                Message.tool(*results),
+            ),
+            (WEATHER,),
         )
         expected = dumps(build_body(request, "m", row))
         for _ in range(2):  # the second time from the memo

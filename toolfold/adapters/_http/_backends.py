@@ -579,7 +579,12 @@ class AiohttpBackend:
         hands back its request's coroutine, see `_posting`).
         """
         options: Mapping[str, Any] = _NO_OPTIONS
-        if timeout is not None and not _own_timeouts(timeout, self._timeouts, self._defaults):
+        # (the usual attempt has the session's own timeouts: known without a call)
+        if (
+            timeout is not None
+            and timeout is not self._timeouts
+            and not _own_timeouts(timeout, self._timeouts, self._defaults)
+        ):
             options = {"timeout": _aiohttp_timeout(self._aiohttp, timeout)}
         if self._proxy_headers is not None and url[:5].lower() == "http:":
             # aiohttp sends `proxy_headers` in the CONNECT of an https request
@@ -662,7 +667,7 @@ class AiohttpReply:
 
     def arrived(self) -> bytes | None:
         """The whole body when it came with the head (taken, the connection given back), else None."""
-        return arrived_body(self._response, self._response.content)
+        return arrived_body(self._response)
 
     async def aclose(self) -> None:
         """Give the connection back (a body not read to its end closes it)."""
@@ -717,14 +722,16 @@ def left_over(content: Any) -> bytes:
     return data if isinstance(data, bytes) else b""
 
 
-def arrived_body(response: Any, content: Any) -> bytes | None:
+def arrived_body(response: Any) -> bytes | None:
     """An aiohttp answer's whole body when the stream has it all already, else None.
 
     A small answer usually comes in the same packets as its head: aiohttp's
     stream then holds all of it and has seen its end, so it is taken at once
     (no coroutine to read it, no await per piece) and the connection given
-    back, as reading it to its end would.
+    back, as reading it to its end would. The owned session's `Reply` has it as
+    its ``arrived`` method itself (no call in between on every answer).
     """
+    content = response.content
     if not content.is_eof() or content.exception() is not None:
         return None
     body: bytes = content.read_nowait()

@@ -114,18 +114,12 @@ class Sender:
     sleep_sync: Callable[[float], None]
     random: Callable[[], float]
     clock: Callable[[], float]
-    # How much of an uncompressed body `_arrived` takes as it is (`plain_limit`
+    # How much of an uncompressed body `fetch` takes as it is (`plain_limit`
     # of the limits, fixed with them): worked out once, not per answer.
     _plain: int = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._plain = plain_limit(self.limits)
-
-    def call(self, url: str, content: bytes, headers: dict[str, str], *, streaming: bool) -> Call:
-        """A call to make now: its deadline starts counting."""
-        total = self.timeouts.total if self.timeouts else None
-        deadline = None if total is None else self.clock() + total
-        return Call(url, content, headers, deadline, streaming)
 
     def scrub(self, error: ProviderError) -> ProviderError:
         """``error`` with the secrets removed (in place; returns it)."""
@@ -187,7 +181,8 @@ class Sender:
         # an answer >= 300 goes on to the retries as in `send`.
         backend = self.clients.ready_async() or await self.clients.get_async()
         try:
-            response = await self._attempt(backend, call, self.timeouts, per_await=False)
+            # `_attempt` without a deadline per await: the backend's own request.
+            response = await backend.send(call.url, call.content, call.headers, self.timeouts)
         except Exception as exc:
             response = await self._retried(call, backend, exc, per_await=False, bounded=False)
         else:
@@ -196,10 +191,14 @@ class Sender:
                     call, backend, response, per_await=False, bounded=False
                 )
         if type(response) in READ_IN_PIECES:
-            arrived = self._arrived(response, call)
-            if arrived is not None:  # the usual small answer: no coroutine to read it
-                return response, arrived
-            return response, await self._read_pieces(response, call)
+            body: bytes | None = response.arrived()  # taken whole, the connection given back
+            if body is None:  # not all there yet: read as it comes
+                return response, await self._read_pieces(response, call)
+            # The usual small answer: no coroutine to read it, and, uncompressed
+            # below the limits, the body as is, no reader to make.
+            if len(body) <= self._plain and response.headers.get("content-encoding") is None:
+                return response, body
+            return response, self._arrived(response, body, call)
         return response, await self._read_all(response, call, per_await=False)
 
     async def send(self, call: Call, *, bounded: bool = False) -> Any:
@@ -422,14 +421,9 @@ class Sender:
         finally:
             await response.aclose()
 
-    def _arrived(self, response: Any, call: Call) -> bytes | None:
-        """The decoded body of an aiohttp answer that came whole with its head, within the
-        limits (None when it did not: `_read_pieces` waits for it)."""
-        body: bytes | None = response.arrived()  # taken whole, the connection given back
-        if body is None:
-            return None
-        if len(body) <= self._plain and response.headers.get("content-encoding") is None:
-            return body  # uncompressed, below the limits: the body as is, no reader to make
+    def _arrived(self, response: Any, body: bytes, call: Call) -> bytes:
+        """The decoded ``body`` of an aiohttp answer that came whole with its head (compressed,
+        or past the size `fetch` takes as it is), within the limits."""
         reader = self._reader(response, call)
         if len(body) <= reader.passthrough():  # "identity": as above
             return body

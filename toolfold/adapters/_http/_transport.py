@@ -399,7 +399,11 @@ class Transport:
             # A header given by the user (headers= or per request) wins over the key.
             headers = {**headers, self._auth_header: self._auth_value.reveal()}
         content = body if type(body) is bytes else dumps(body)  # a codec's JSON, as is
-        return self._sender.call(self.url(path), content, headers, streaming=streaming)
+        # A call to make now: its total deadline starts counting.
+        sender = self._sender
+        total = sender.timeouts.total if sender.timeouts else None
+        deadline = None if total is None else sender.clock() + total
+        return Call(self.url(path), content, headers, deadline, streaming)
 
     def _stream_call(
         self, path: str, body: Any, headers: Mapping[str, str] | None, accept: str | None

@@ -6,6 +6,7 @@ import base64
 import functools
 import hashlib
 import json
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -91,7 +92,7 @@ def encode_body(
     """
     if request.output is not None and not provider.json_schema_output:
         return None
-    rewrite_id = mistral_id if provider.id_rule == "mistral9" else _same
+    rewrite_id = mistral_id if provider.id_rule == "mistral9" else None
     fragments: list[str] = []
     for message in request.messages:
         memo = message._wire  # `wire_memo`, inlined: once per message per request
@@ -101,7 +102,8 @@ def encode_body(
             if fragment is None:
                 if _has_media_results(message):
                     return None
-                fragment = encode_text(encode_messages((message,), provider, rewrite_id))[1:-1]
+                fragment = encode_text(encode_messages((message,), provider, rewrite_id or _same))
+                fragment = fragment[1:-1]
             set_wire_memo(message, provider, fragment)
         if fragment:
             fragments.append(fragment)
@@ -115,6 +117,8 @@ def encode_body(
         return None  # a lone surrogate: build_body's dict is sent with escapes
 
 
+# Each tool's schema, read without a comprehension's frame (see `_frame`).
+_parameters = operator.attrgetter("parameters")
 # Where `encode_body` splices the memoized messages in (never sent).
 _SPLICED: Any = []
 _SPLICED_KEYS = frozenset({"model", "messages", "tools"})
@@ -152,7 +156,7 @@ def _frame(
         hit is not None
         and hit[0] is provider
         and hit[1] is tools
-        and same_json([tool.parameters for tool in tools], hit[2], hit[3])
+        and same_json(list(map(_parameters, tools)), hit[2], hit[3])
     ):
         return hit[4]  # type: ignore[no-any-return]
     compiled = {id(tool): compiled_tool(tool, provider) for tool in tools}  # each tool once
@@ -218,41 +222,45 @@ _string = json.encoder.encode_basestring
 
 
 def _loop_fragment(
-    message: Message, provider: ChatProvider, rewrite_id: Callable[[str], str]
+    message: Message, provider: ChatProvider, rewrite_id: Callable[[str], str] | None
 ) -> str | None:
-    """The JSON of the two messages every tool step adds, or None for any other message.
+    """The JSON of the messages every tool loop sends, or None for any other message.
 
-    An assistant turn that only calls tools (without a thinking field or a
-    provider's extra content) and a message of text-only tool results (None
-    when a result holds images or files): their
-    objects have a fixed shape, so only their strings go through the JSON
-    encoder; the text is the same as encoding `encode_messages`' dicts (a
-    test compares them).
+    A prompt of one text, an assistant turn that only calls tools (without a
+    thinking field or a provider's extra content) and a message of text-only
+    tool results (None when a result holds images or files): their objects
+    have a fixed shape, so only their strings go through the JSON encoder; the
+    text is the same as encoding `encode_messages`' dicts (a test compares
+    them). ``rewrite_id`` None: the ids as they are.
     """
     parts = message.parts
     if not parts:
         return None
     role = message.role
-    if role == "tool" and _only(parts, ToolResultPart):
+    if role == "tool":
         results = []
-        results_only: tuple[ToolResultPart, ...] = parts  # type: ignore[assignment]  # checked above
-        for result in results_only:
-            if result.parts:
+        for result in parts:
+            if type(result) is not ToolResultPart or result.parts:
                 return None
+            call_id = result.call_id if rewrite_id is None else rewrite_id(result.call_id)
             results.append(
-                f'{{"role":"tool","tool_call_id":{_string(rewrite_id(result.call_id))},'
+                f'{{"role":"tool","tool_call_id":{_string(call_id)},'
                 f'"content":{_string(result.content)}}}'
             )
         return ",".join(results)
-    if role != "assistant" or provider.reasoning_out is not None or not _only(parts, ToolCallPart):
+    if role == "user":
+        if len(parts) == 1 and type(parts[0]) is TextPart:
+            return f'{{"role":"user","content":{_string(parts[0].text)}}}'
+        return None
+    if role != "assistant" or provider.reasoning_out is not None:
         return None
     calls = []
-    calls_only: tuple[ToolCallPart, ...] = parts  # type: ignore[assignment]  # checked above
-    for call in calls_only:
-        if call.provider_data.get("extra_content") is not None:
+    for call in parts:
+        if type(call) is not ToolCallPart or call.provider_data.get("extra_content") is not None:
             return None
+        call_id = call.id if rewrite_id is None else rewrite_id(call.id)
         calls.append(
-            f'{{"id":{_string(rewrite_id(call.id))},"type":"function","function":'
+            f'{{"id":{_string(call_id)},"type":"function","function":'
             f'{{"name":{_string(call.name)},"arguments":{_string(call.arguments_text or "{}")}}}}}'
         )
     return f'{{"role":"assistant","content":null,"tool_calls":[{",".join(calls)}]}}'

@@ -151,133 +151,146 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         MalformedResponseError: A field has the wrong type (named by its path).
         ProviderError: The body is an error object, or has no choice.
     """
+    # One function, the whole read in its try: a body on every exchange, so no
+    # layer of calls between the model and the fields.
+    raw = body
     try:
-        return _response(wire.root(body), provider, thinking_in_total)
-    except wire.READ_ERRORS as exc:
-        raise wire.malformed(provider, exc, wire.dumps_raw(body)) from None
-
-
-def _response(body: Mapping[str, Any], provider: str, thinking_in_total: bool) -> ModelResponse:
-    if body.get("error") is not None:
-        text = wire.dumps_raw(body)
-        info = parse_error(200, text, {})
-        status = http_status(info.code)
-        if status is not None:
-            # OpenRouter and vLLM put the HTTP status in the code: map it like one [C8, C11].
-            raise status_error(provider, status, text, {}, info, "")
-        raise ProviderError(
-            f"{provider} returned an error with HTTP 200: {info.message}",
-            provider=provider,
-            status_code=200,
-            body=text,
-            provider_message=info.message,
-            code=info.code,
-        )
-    # Each field is checked inline for the type a well-formed body has; any
-    # other value goes through its `wire` getter, which reads it (absent, null,
-    # a Mapping) or raises the error naming its path. One pass either way.
-    choices = body.get("choices")
-    if type(choices) is not list:
-        choices = wire.array(body, "choices", "$")
-    if not choices:
-        raise ProviderError(
-            f"{provider} returned a response without choices",
-            provider=provider,
-            status_code=200,
-            body=wire.dumps_raw(body),
-        )
-    choice = choices[0]
-    if type(choice) is not dict:
-        choice = wire.mapping(choices, 0, "$.choices")
-    message = choice.get("message")
-    if type(message) is not dict:
-        # A choice without its message has no answer, not an empty one: OpenAI's
-        # spec (CreateChatCompletionResponse) requires `message`, an object.
-        if message is None:
-            got = "null" if "message" in choice else "nothing (the field is absent)"
-            raise wire.WireError(_MESSAGE, f"expected an object, got {got}")
-        message = wire.mapping(choice, "message", "$.choices[0]")
-    response_id = body.get("id")
-    if type(response_id) is not str or not response_id.isascii():
-        response_id = wire.text(body, "id", "$")
-    response_id = response_id or None
-    content = message.get("content")
-    # Most answers carry no reasoning field: one set operation instead of a lookup each.
-    parts: list[Part] = [] if _NO_REASONING(message.keys()) else _reasoning(message, provider)
-    if type(content) is str:
-        if content:
-            parts.append(_text_part(content if content.isascii() else wire.encodable(content)))
-    elif isinstance(content, list):
-        parts.extend(_content(content, provider, f"{_MESSAGE}.content"))
-    elif content is not None:
-        raise wire.WireError(
-            f"{_MESSAGE}.content", f"expected a string or an array, got {wire.kind(content)}"
-        )
-    refusal = message.get("refusal")
-    if refusal is not None:
-        refusal = wire.text(message, "refusal", _MESSAGE)
-    if not content and refusal:
-        parts.append(TextPart(refusal))
-    calls_at = _CALLS
-    raw_calls = message.get("tool_calls")
-    if raw_calls is None:  # a text answer: no array to check
-        raw_calls = ()
-    elif type(raw_calls) is not list:
-        raw_calls = wire.array(message, "tool_calls", _MESSAGE)
-    for raw in raw_calls:
-        if type(raw) is not dict:
-            raw_calls = [wire.mapping(raw_calls, i, calls_at) for i in range(len(raw_calls))]
-            break
-    function_call = message.get("function_call")
-    if function_call is not None:
-        function_call = wire.mapping(message, "function_call", _MESSAGE)
-    if not raw_calls and function_call:
-        raw_calls = [{"function": function_call}]  # legacy functions API
-        calls_at = f"{_MESSAGE}.function_call"
-    seed = response_id or ""
-    if not seed and any(not raw.get("id") for raw in raw_calls):
-        seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
-    if len(raw_calls) == 1:  # the usual tool step: no comprehension to set up
-        calls = [_call(raw_calls[0], seed, 0, calls_at)]
-    else:
-        calls = [_call(raw, seed, position, calls_at) for position, raw in enumerate(raw_calls)]
-    raw_finish = choice.get("finish_reason")
-    if type(raw_finish) is not str or not raw_finish.isascii():
-        raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
-    model = body.get("model")
-    if type(model) is not str or not model.isascii():
-        model = wire.text(body, "model", "$")
-    usage = body.get("usage")
-    if type(usage) is dict and not thinking_in_total and usage.keys() == _PLAIN_USAGE:
-        # The usual three counts, checked here without `parse_usage`'s call.
-        prompt, completion = usage["prompt_tokens"], usage["completion_tokens"]
-        total = usage["total_tokens"]
-        if (
-            type(prompt) is int
-            and type(completion) is int
-            and type(total) is int
-            and prompt >= 0
-            and completion >= 0
-            and total >= 0
-        ):
-            counts = _usage(prompt, completion, 0, 0, 1)
+        if type(body) is not dict:
+            body = wire.root(body)
+        if body.get("error") is not None:
+            raise _inband_error(body, provider)
+        # Each field is checked inline for the type a well-formed body has; any
+        # other value goes through its `wire` getter, which reads it (absent, null,
+        # a Mapping) or raises the error naming its path. One pass either way.
+        choices = body.get("choices")
+        if type(choices) is not list:
+            choices = wire.array(body, "choices", "$")
+        if not choices:
+            raise ProviderError(
+                f"{provider} returned a response without choices",
+                provider=provider,
+                status_code=200,
+                body=wire.dumps_raw(body),
+            )
+        choice = choices[0]
+        if type(choice) is not dict:
+            choice = wire.mapping(choices, 0, "$.choices")
+        message = choice.get("message")
+        if type(message) is not dict:
+            # A choice without its message has no answer, not an empty one: OpenAI's
+            # spec (CreateChatCompletionResponse) requires `message`, an object.
+            if message is None:
+                got = "null" if "message" in choice else "nothing (the field is absent)"
+                raise wire.WireError(_MESSAGE, f"expected an object, got {got}")
+            message = wire.mapping(choice, "message", "$.choices[0]")
+        response_id = body.get("id")
+        if type(response_id) is not str or not response_id.isascii():
+            response_id = wire.text(body, "id", "$")
+        response_id = response_id or None
+        content = message.get("content")
+        # Most answers carry no reasoning field: one set operation instead of a lookup each.
+        parts: list[Part] = [] if _NO_REASONING(message.keys()) else _reasoning(message, provider)
+        if type(content) is str:
+            if content:
+                parts.append(_text_part(content if content.isascii() else wire.encodable(content)))
+        elif isinstance(content, list):
+            parts.extend(_content(content, provider, f"{_MESSAGE}.content"))
+        elif content is not None:
+            raise wire.WireError(
+                f"{_MESSAGE}.content", f"expected a string or an array, got {wire.kind(content)}"
+            )
+        refusal = message.get("refusal")
+        if refusal is not None:
+            refusal = wire.text(message, "refusal", _MESSAGE)
+        if not content and refusal:
+            parts.append(TextPart(refusal))
+        calls_at = _CALLS
+        raw_calls = message.get("tool_calls")
+        if raw_calls is None:  # a text answer: no array to check
+            raw_calls = ()
+        elif type(raw_calls) is not list:
+            raw_calls = wire.array(message, "tool_calls", _MESSAGE)
+        for raw in raw_calls:
+            if type(raw) is not dict:
+                raw_calls = [wire.mapping(raw_calls, i, calls_at) for i in range(len(raw_calls))]
+                break
+        function_call = message.get("function_call")
+        if function_call is not None:
+            function_call = wire.mapping(message, "function_call", _MESSAGE)
+        if not raw_calls and function_call:
+            raw_calls = [{"function": function_call}]  # legacy functions API
+            calls_at = f"{_MESSAGE}.function_call"
+        seed = response_id or ""
+        if not seed and any(not raw.get("id") for raw in raw_calls):
+            seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
+        if len(raw_calls) == 1:  # the usual tool step: no comprehension to set up
+            calls = [_call(raw_calls[0], seed, 0, calls_at)]
+        elif not raw_calls:  # a text answer: none either
+            calls = []
         else:
-            counts = parse_usage(usage)
-    else:
-        if usage is not None and type(usage) is not dict:
-            usage = wire.mapping(body, "usage", "$")
-        counts = parse_usage(usage, thinking_in_total=thinking_in_total)
-    if calls:
-        reason = "tool_calls" if raw_finish in (None, "stop") else finish_reason(raw_finish, True)
-    else:
-        reason = "stop" if raw_finish is None else FINISH_REASONS.get(raw_finish, "other")
-    return _model_response(
-        _message("assistant", (*parts, *calls) if parts else tuple(calls)),
-        counts,
-        reason,
-        raw_finish,
-        model,
-        response_id,
+            calls = [_call(raw, seed, position, calls_at) for position, raw in enumerate(raw_calls)]
+        raw_finish = choice.get("finish_reason")
+        if type(raw_finish) is not str or not raw_finish.isascii():
+            raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
+        model = body.get("model")
+        if type(model) is not str or not model.isascii():
+            model = wire.text(body, "model", "$")
+        usage = body.get("usage")
+        if type(usage) is dict and not thinking_in_total and usage.keys() == _PLAIN_USAGE:
+            # The usual three counts, checked here without `parse_usage`'s call.
+            prompt, completion = usage["prompt_tokens"], usage["completion_tokens"]
+            total = usage["total_tokens"]
+            if (
+                type(prompt) is int
+                and type(completion) is int
+                and type(total) is int
+                and prompt >= 0
+                and completion >= 0
+                and total >= 0
+            ):
+                counts = _usage(prompt, completion, 0, 0, 1)
+            else:
+                counts = parse_usage(usage)
+        else:
+            if usage is not None and type(usage) is not dict:
+                usage = wire.mapping(body, "usage", "$")
+            counts = parse_usage(usage, thinking_in_total=thinking_in_total)
+        if calls:
+            # `finish_reason(raw_finish, True)`, inlined: calls win over "stop".
+            reason = (
+                "tool_calls"
+                if raw_finish in (None, "stop")
+                else FINISH_REASONS.get(raw_finish, "other")
+            )
+        else:
+            reason = "stop" if raw_finish is None else FINISH_REASONS.get(raw_finish, "other")
+        return _model_response(
+            _message("assistant", (*parts, *calls) if parts else tuple(calls)),
+            counts,
+            reason,
+            raw_finish,
+            model,
+            response_id,
+        )
+    except wire.READ_ERRORS as exc:
+        raise wire.malformed(provider, exc, wire.dumps_raw(raw)) from None
+
+
+def _inband_error(body: Mapping[str, Any], provider: str) -> ProviderError:
+    """The error of a body that is an error object (out of `parse_response`'s hot path)."""
+    text = wire.dumps_raw(body)
+    info = parse_error(200, text, {})
+    status = http_status(info.code)
+    if status is not None:
+        # OpenRouter and vLLM put the HTTP status in the code: map it like one [C8, C11].
+        return status_error(provider, status, text, {}, info, "")
+    return ProviderError(
+        f"{provider} returned an error with HTTP 200: {info.message}",
+        provider=provider,
+        status_code=200,
+        body=text,
+        provider_message=info.message,
+        code=info.code,
     )
 
 
