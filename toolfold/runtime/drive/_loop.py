@@ -48,7 +48,7 @@ from toolfold.runtime.core._events import (
     OutputRejected,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart
+from toolfold.runtime.core._messages import Message, ToolCallPart, tool_calls_of
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
@@ -505,7 +505,7 @@ _ONE: dict[Disposition, tuple[Disposition, ...]] = {
 
 
 def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple[Disposition, ...]:
-    calls = response.tool_calls
+    calls = tool_calls_of(response.message)  # (not through two properties)
     if not calls:  # an answer: nothing to decide
         return ()
 
