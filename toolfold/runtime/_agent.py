@@ -515,7 +515,7 @@ class Agent:
         # `run_async`, spelled out: one coroutine fewer for every await of the run
         # (and, as there, no local holding the run's first state until it ends).
         return finish(
-            *await drive_async(*self._fresh(prompt, history, deps, on_event, on_step, run_id))
+            *await drive_async(*self._fresh_run(prompt, history, deps, on_event, on_step, run_id))
         )
 
     def stream(
@@ -542,7 +542,7 @@ class Agent:
         if self._sources:
             return self.run(prompt, deps=deps, run_id=run_id).state
         # `run_sync`'s end state, without its `Response`.
-        return drive_sync(*self._fresh(prompt, (), deps, None, None, run_id)).state
+        return drive_sync(*self._fresh_run(prompt, (), deps, None, None, run_id)).state
 
     def _astep_run(
         self, prompt: MessagesInput, deps: Any, run_id: str
@@ -553,9 +553,9 @@ class Agent:
         coroutine fewer per step."""
         if self._sources:
             return self.arun(prompt, deps=deps, run_id=run_id)
-        return drive_async(*self._fresh(prompt, (), deps, None, None, run_id))
+        return drive_async(*self._fresh_run(prompt, (), deps, None, None, run_id))
 
-    def _fresh(
+    def _fresh_run(
         self,
         prompt: MessagesInput,
         history: Sequence[Message],
