@@ -515,7 +515,7 @@ class Agent:
         # `run_async`, spelled out: one coroutine fewer for every await of the run
         # (and, as there, no local holding the run's first state until it ends).
         return finish(
-            *await drive_async(*_Fresh(prompt, history, deps, on_event, on_step, run_id)(self))
+            *await drive_async(*self._fresh_run(prompt, history, deps, on_event, on_step, run_id))
         )
 
     def stream(
@@ -541,13 +541,8 @@ class Agent:
         `Response` (nor the typed output) a step does not read."""
         if self._sources:
             return self.run(prompt, deps=deps, run_id=run_id).state
-        if self.handoffs:
-            return drive_sync(*_Fresh(prompt, (), deps, None, None, run_id)(self)).state
-        # `run_sync`'s end state, without its `Response`; begun as `_Fresh` begins it
-        # (`_run_options` and `_handovers` of no graph: the agent's options, no handovers).
-        return drive_sync(
-            *fresh(self._options, prompt, run_id, deps, None, None, self.name, {})
-        ).state
+        # `run_sync`'s end state, without its `Response`.
+        return drive_sync(*self._fresh_run(prompt, (), deps, None, None, run_id)).state
 
     def _astep_run(
         self, prompt: MessagesInput, deps: Any, run_id: str
@@ -558,10 +553,24 @@ class Agent:
         coroutine fewer per step."""
         if self._sources:
             return self.arun(prompt, deps=deps, run_id=run_id)
-        if self.handoffs:
-            return drive_async(*_Fresh(prompt, (), deps, None, None, run_id)(self))
-        # (begun as `_step_state` begins it)
-        return drive_async(*fresh(self._options, prompt, run_id, deps, None, None, self.name, {}))
+        return drive_async(*self._fresh_run(prompt, (), deps, None, None, run_id))
+
+    def _fresh_run(
+        self,
+        prompt: MessagesInput,
+        history: Sequence[Message],
+        deps: Any,
+        on_event: Observer | None,
+        on_step: StepObserver | None,
+        run_id: str | None,
+    ) -> tuple[Live, RunState]:
+        """A new run of this agent (its sources' tools aside): `_Fresh`'s live half and
+        first state, begun without it for an agent without handoffs and a run without
+        history (`_run_options` and `_handovers` of no graph: the agent's options, no
+        handovers; the prompt as it is), as most runs are: five calls fewer a run."""
+        if self.handoffs or history:
+            return _Fresh(prompt, history, deps, on_event, on_step, run_id)(self)
+        return fresh(self._options, prompt, run_id, deps, on_event, on_step, self.name, {})
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 

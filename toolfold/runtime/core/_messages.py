@@ -362,11 +362,7 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         """The tool calls in this message."""
-        parts = self.parts
-        for part in parts:
-            if not isinstance(part, ToolCallPart):
-                return tuple([p for p in parts if isinstance(p, ToolCallPart)])
-        return parts  # type: ignore[return-value]  # only calls (a tool step's answer)
+        return tool_calls_of(self)
 
     @property
     def tool_results(self) -> tuple[ToolResultPart, ...]:
@@ -401,6 +397,16 @@ def drop_tool_calls(messages: Iterable[Message]) -> list[Message]:
         if any(not isinstance(p, ReasoningPart) for p in left):
             kept.append(Message(message.role, left))
     return kept
+
+
+def tool_calls_of(message: Message) -> tuple[ToolCallPart, ...]:
+    """``message.tool_calls``, called as a function: the loop and the reducer read it
+    for every response, where a property's call costs about as much as its work."""
+    parts = message.parts
+    for part in parts:
+        if not isinstance(part, ToolCallPart):
+            return tuple([p for p in parts if isinstance(p, ToolCallPart)])
+    return parts  # type: ignore[return-value]  # only calls (a tool step's answer)
 
 
 def wire_memo(message: Message, key: object) -> Any:

@@ -75,8 +75,12 @@ def build_request(state: RunState) -> ModelRequest:
     give a final answer.
     """
     config = state.config
-    messages = state.messages
-    system = config.system_message
+    # The fields themselves, not their properties (a call each, for every request).
+    messages = state.conversation.as_tuple()
+    try:
+        system = config._system
+    except AttributeError:  # a config unpickled from a version without the slot
+        system = config.system_message
     if system is not None:
         messages = (system, *messages)
     choice = config.tool_choice
@@ -84,7 +88,7 @@ def build_request(state: RunState) -> ModelRequest:
         choice = "auto"
     return _request(
         messages,
-        config.definitions,
+        config._definitions,
         choice,
         config.output,
         # A copy: an adapter that edits its request must not reach into the state.

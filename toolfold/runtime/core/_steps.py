@@ -37,6 +37,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    tool_calls_of,
 )
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import (
@@ -174,7 +175,7 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
         total = usage if fresh else total + usage
     changes["usage"] = total
     changes["calls"] = ()
-    calls = message.tool_calls
+    calls = tool_calls_of(message)
     if not calls:
         if state.config.output is not None:
             changes["phase"] = "validating_output"

@@ -48,7 +48,7 @@ from toolfold.runtime.core._events import (
     OutputRejected,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart
+from toolfold.runtime.core._messages import Message, ToolCallPart, tool_calls_of
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
@@ -188,15 +188,94 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         _observe(live.on_event, state.log[0], state, "on_event")
     while True:
         effect = next_effect(state)
-        if isinstance(effect, CallModel) and live.handoffs:
-            handover = handover_of(state, live.handoffs)
-            if handover is not None:
-                listed = (yield from _open(handover, state, listings)) if handover.sources else ()
-                live, state = _hand_off(live, state, handover, listed)
-                yield _SwitchOp(live)
-                continue
         if isinstance(effect, CallModel):
-            state = yield from _call_model(live, state, effect, notify)
+            if live.handoffs:
+                handover = handover_of(state, live.handoffs)
+                if handover is not None:
+                    listed = (
+                        (yield from _open(handover, state, listings)) if handover.sources else ()
+                    )
+                    live, state = _hand_off(live, state, handover, listed)
+                    yield _SwitchOp(live)
+                    continue
+            # The model call, in the loop itself: no generator of its own to make
+            # and resume through for every step (unless a live stop condition holds first).
+            stop = _live_stop(live, state) if live.stop_when and state.turn_steps > 0 else None
+            if stop is not None:
+                state = apply_event(live, state, stop)
+            else:
+                if notify:
+                    yield _NoticeOp(StepStartEvent(effect.step))
+                try:
+                    response = yield effect
+                except Exception as exc:
+                    failure = model_failure(exc, state, effect.step)
+                    if failure is exc:
+                        raise  # "raise exc from exc" would make the error its own cause
+                    raise failure from exc
+                except BaseException as exc:  # cancelled while the model answers: the run before
+                    interrupted(exc, state)
+                    raise
+                response = unique_call_ids(response)
+                dispositions = _dispositions(live, state, response)
+                event = _responded(response, dispositions)
+                if not notify and live.on_event is None and live.on_tool_error == "return":
+                    # Nobody watches the state between the response and the results:
+                    # the step runs its calls from an `OpenStep` and builds one state.
+                    opened = open_step(state, event)
+                    if not isinstance(opened, OpenStep):
+                        state = opened
+                    else:  # `_run_tools` for an `OpenStep`, here: no generator of its own
+                        changes = opened.changes
+                        run_id, number = state.run_id, changes["step"]
+                        messages = changes["conversation"]
+                        jobs = tuple(
+                            [
+                                _job_in(
+                                    live,
+                                    run_id,
+                                    messages,
+                                    _invocation(
+                                        c.call,
+                                        c.index,
+                                        number,
+                                        f"{run_id}:{number}:{c.index}",
+                                        c.child,
+                                    ),
+                                )
+                                for c in changes["calls"]
+                                if c.status == "to_run"
+                            ]
+                        )
+                        finished = _round_record(jobs)
+                        try:
+                            outcomes: Sequence[ToolOutcome] = yield new_tuple(
+                                _RunToolsOp, (jobs, None, finished)
+                            )
+                        except BaseException as exc:
+                            if not isinstance(exc, Exception):  # (not the shell's own error)
+                                if finished and live.handoffs:
+                                    settle_finished(changes["calls"], finished, live.handoffs)
+                                interrupted(exc, opened.state, finished)
+                            raise
+                        if live.handoffs:  # the step's transfer calls that do not hand over
+                            outcomes = settle_outcomes(changes["calls"], outcomes, live.handoffs)
+                        state = opened.close([returned(outcome) for outcome in outcomes])
+                        # Nothing of the step is held across the next step's awaits
+                        # (the state before it, least of all: see `drive_async`).
+                        del opened, changes, messages, jobs, finished, outcomes
+                else:
+                    state = apply_event(live, state, event)
+                    if notify:
+                        for call, disposition in zip(
+                            response.tool_calls, dispositions, strict=True
+                        ):
+                            yield _NoticeOp(ToolCallEvent(call, disposition))
+                        for settled in state.calls:  # calls the core answered at once
+                            if settled.result is not None:
+                                yield _NoticeOp(
+                                    ToolResultEvent(settled.result, settled.outcome or "error")
+                                )
         elif isinstance(effect, RunTools):
             state = yield from _run_tools(live, state, effect, notify)
         elif isinstance(effect, ValidateOutput):
@@ -207,44 +286,6 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             reported = state.step
             if live.on_step is not None or notify:
                 yield from _step_end(live, state, notify)
-
-
-def _call_model(live: Live, state: RunState, effect: CallModel, notify: bool) -> _Part:
-    """One model call (unless a live stop condition holds first), its calls classified."""
-    if live.stop_when and state.turn_steps > 0:
-        stop = _live_stop(live, state)
-        if stop is not None:
-            return apply_event(live, state, stop)
-    if notify:
-        yield _NoticeOp(StepStartEvent(effect.step))
-    try:
-        response = yield effect
-    except Exception as exc:
-        failure = model_failure(exc, state, effect.step)
-        if failure is exc:
-            raise  # "raise exc from exc" would make the error its own cause and lose the real one
-        raise failure from exc
-    except BaseException as exc:  # cancelled while the model answers: the run before the call
-        interrupted(exc, state)
-        raise
-    response = unique_call_ids(response)
-    dispositions = _dispositions(live, state, response)
-    event = _responded(response, dispositions)
-    if not notify and live.on_event is None and live.on_tool_error == "return":
-        # Nobody watches the state between the response and the results:
-        # the step runs its calls from an `OpenStep` and builds one state.
-        opened = open_step(state, event)
-        if isinstance(opened, OpenStep):
-            return (yield from _run_open(live, opened))
-        return opened
-    state = apply_event(live, state, event)
-    if notify:
-        for call, disposition in zip(response.tool_calls, dispositions, strict=True):
-            yield _NoticeOp(ToolCallEvent(call, disposition))
-        for settled in state.calls:  # calls the core answered at once (unknown tool...)
-            if settled.result is not None:
-                yield _NoticeOp(ToolResultEvent(settled.result, settled.outcome or "error"))
-    return state
 
 
 def _identity(sources: tuple[ToolSource, ...]) -> tuple[int, ...]:
@@ -336,36 +377,6 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
         if notify and event.kind == "tool_returned":
             yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
     return state
-
-
-def _run_open(live: Live, step: OpenStep) -> _Part:
-    """`_run_tools` for an `OpenStep` (no observer, no streaming, tool errors returned)."""
-    changes = step.changes
-    run_id, number, messages = step.base.run_id, changes["step"], changes["conversation"]
-    jobs = tuple(
-        [
-            _job_in(
-                live,
-                run_id,
-                messages,
-                _invocation(c.call, c.index, number, f"{run_id}:{number}:{c.index}", c.child),
-            )
-            for c in changes["calls"]
-            if c.status == "to_run"
-        ]
-    )
-    finished = _round_record(jobs)
-    try:
-        outcomes: Sequence[ToolOutcome] = yield new_tuple(_RunToolsOp, (jobs, None, finished))
-    except BaseException as exc:
-        if not isinstance(exc, Exception):  # (an error of the shell's is not the round's)
-            if finished and live.handoffs:
-                settle_finished(changes["calls"], finished, live.handoffs)
-            interrupted(exc, step.state, finished)
-        raise
-    if live.handoffs:  # the step's transfer calls that do not hand over say so
-        outcomes = settle_outcomes(changes["calls"], outcomes, live.handoffs)
-    return step.close([returned(outcome) for outcome in outcomes])
 
 
 def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
@@ -494,7 +505,7 @@ _ONE: dict[Disposition, tuple[Disposition, ...]] = {
 
 
 def _dispositions(live: Live, state: RunState, response: ModelResponse) -> tuple[Disposition, ...]:
-    calls = response.tool_calls
+    calls = tool_calls_of(response.message)  # (not through two properties)
     if not calls:  # an answer: nothing to decide
         return ()
 
