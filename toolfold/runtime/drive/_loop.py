@@ -261,8 +261,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         if live.handoffs:  # the step's transfer calls that do not hand over
                             outcomes = settle_outcomes(changes["calls"], outcomes, live.handoffs)
                         state = opened.close([returned(outcome) for outcome in outcomes])
-                        # Nothing of the step is held across the next step's awaits
-                        # (the state before it, least of all: see `drive_async`).
+                        # The open step is not held across the next step's awaits (nor
+                        # the state before it: see `drive_async`); what stays bound (the
+                        # response, its event and dispositions) is in the new state's log.
                         del opened, changes, messages, jobs, finished, outcomes
                 else:
                     state = apply_event(live, state, event)
