@@ -79,11 +79,14 @@ def test_silence_before_the_head_times_out(
 def test_a_slow_steady_answer_longer_than_the_read_timeout_arrives(
     http_server: ScriptedServer,
 ) -> None:
-    """Head and body dripped a byte every 20 ms, 2 s in all, pass a 1 s read timeout."""
-    body = b'{"answer": "' + b"x" * 30 + b'"}'
+    """Head and body dripped a byte every 30 ms, about 4 s in all, pass a 3 s read
+    timeout (each byte restarts it; a 100-fold margin per byte, so a loaded machine that
+    starves the server for a moment does not fail it, and a slower drip only lasts longer)."""
+    body = b'{"answer": "' + b"x" * 60 + b'"}'
     head = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: %d\r\n\r\n" % len(body)
-    http_server.add(Reply(drip=0.02, raw=head + body))
-    assert post(http_server, 1.0) == {"answer": "x" * 30}
+    assert (len(head) + len(body)) * 0.03 > 3.9  # the whole answer outlasts the timeout
+    http_server.add(Reply(drip=0.03, raw=head + body))
+    assert post(http_server, 3.0) == {"answer": "x" * 60}
 
 
 def test_a_shorter_read_timeout_on_a_reused_connection_fires_at_its_own_deadline(
