@@ -236,25 +236,9 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         if type(model) is not str or not model.isascii():
             model = wire.text(body, "model", "$")
         usage = body.get("usage")
-        if type(usage) is dict and not thinking_in_total and usage.keys() == _PLAIN_USAGE:
-            # The usual three counts, checked here without `parse_usage`'s call.
-            prompt, completion = usage["prompt_tokens"], usage["completion_tokens"]
-            total = usage["total_tokens"]
-            if (
-                type(prompt) is int
-                and type(completion) is int
-                and type(total) is int
-                and prompt >= 0
-                and completion >= 0
-                and total >= 0
-            ):
-                counts = _usage(prompt, completion, 0, 0, 1)
-            else:
-                counts = parse_usage(usage)
-        else:
-            if usage is not None and type(usage) is not dict:
-                usage = wire.mapping(body, "usage", "$")
-            counts = parse_usage(usage, thinking_in_total=thinking_in_total)
+        if usage is not None and type(usage) is not dict:
+            usage = wire.mapping(body, "usage", "$")
+        counts = parse_usage(usage, thinking_in_total=thinking_in_total)  # three counts: fast
         if calls:
             # `finish_reason(raw_finish, True)`, inlined: calls win over "stop".
             reason = (
