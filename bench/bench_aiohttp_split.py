@@ -42,6 +42,11 @@ the client's core) and the time it was blocked in the event loop's
 ``select`` with nothing to run (waiting for the server): medians of the
 rounds. The wall rate can so be read apart from the machine's load: only
 the blocked time is the client waiting on the exchanges themselves.
+
+A last line per variant after the first pairs the rounds: the first
+variant's CPU over this one's in the same round, median and quartiles of
+the rounds, and how many rounds read at or above the target's 0.85x. The
+machine's speed drifts between rounds; the variants of one round share it.
 """
 
 from __future__ import annotations
@@ -269,6 +274,18 @@ async def measure(
         print(
             f"  {'':36s} wall median {wall:6.0f} us = CPU {used:6.0f} + run queue {queued:6.0f}"
             f" + blocked in select {blocked:5.0f} (rest {wall - used - queued - blocked:4.0f}, medians)"
+        )
+    # Each round's CPU against the first variant's in the same round: the machine's
+    # speed drifts between rounds (the raw median alone moved from 400 to 770 us
+    # between runs minutes apart), and the variants' turns in a round share it.
+    first = names[0]
+    for name in names[1:]:
+        ratios = sorted(a / b for a, b in zip(cpu[first], cpu[name], strict=True))
+        low, mid, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        print(
+            f"  {name:36s} {first} / {name}, CPU of the same round: median {mid:.3f}x"
+            f" (quartiles {low:.3f}-{high:.3f}x, {sum(r >= 0.85 for r in ratios)} of"
+            f" {len(ratios)} rounds at or above 0.85x)"
         )
 
 
