@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import temporal_app
-from conftest import DevServer
+from temporal_servers import DevServer
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker

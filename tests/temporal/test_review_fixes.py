@@ -13,8 +13,8 @@ from typing import Any
 import attrs
 import pytest
 import temporal_app
-from conftest import DevServer
 from temporal_runs import _worker
+from temporal_servers import DevServer
 from temporalio.api.enums.v1 import EventType
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import temporal_app
-from conftest import SUGGEST_AFTER, DevServer, WorkerProcess
 from temporal_runs import (
     _client,
     _failing,
@@ -30,6 +29,7 @@ from temporal_runs import (
     _run_like_local,
     _scheduled,
 )
+from temporal_servers import SUGGEST_AFTER, DevServer, WorkerProcess
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import temporal_app
-from conftest import DevServer, WorkerProcess
 from temporal_runs import _client, _lines
+from temporal_servers import DevServer, WorkerProcess
 from temporalio.client import WorkflowUpdateFailedError
 
 from toolfold.runtime.core._state import RunState

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import temporal_app
-from conftest import DevServer
 from temporal_runs import (
     _approved_like_local,
     _failing,
@@ -16,6 +15,7 @@ from temporal_runs import (
     _run_like_local,
     _scheduled,
 )
+from temporal_servers import DevServer
 
 from toolfold import RunError, ToolExecutionError
 from toolfold.integrations.temporal import TemporalAgent

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import temporal_app
-from conftest import DevServer
+from temporal_servers import DevServer
 from temporalio.client import Client
 from temporalio.worker import Worker
 

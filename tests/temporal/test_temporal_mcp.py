@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import temporal_app
-from conftest import DevServer
 from temporal_runs import _approved_like_local, _lines, _replays, _run_like_local, _scheduled
+from temporal_servers import DevServer
 
 from toolfold.integrations.temporal import TemporalAgent
 from toolfold.mcp import MCPServer
