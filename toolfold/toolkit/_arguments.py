@@ -112,6 +112,7 @@ class ArgumentChecker:
     """
 
     __slots__ = (
+        "_as_is",
         "_hooks",
         "_is_valid",
         "_param_types",
@@ -135,6 +136,9 @@ class ArgumentChecker:
         self._validator = _compile(self._schema)
         self._is_valid = _fast_check(self._schema, self._validator)
         self._hooks: dict[str, tuple[Any, _Hook | None]] | None = None
+        # Per parameter, the types of JSON scalars its hook would hand on unchanged
+        # (see `quick`); made with the hooks.
+        self._as_is: dict[str, frozenset[type]] | None = None
 
     def check(self, raw: str | Mapping[str, Any]) -> dict[str, Any]:
         """Decode, validate and structure arguments from a model.
@@ -158,6 +162,24 @@ class ArgumentChecker:
         if self._pass_dict:
             return dict(value) if value is raw else value  # never hand back the caller's dict
         return self._structure(value)
+
+    def quick(self, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+        """`check` of decoded ``arguments`` that need nothing but the fast check, else None.
+
+        The keyword arguments of a decorated tool, a new dict, when every value
+        is a JSON scalar (``str``, ``int``, ``float``, ``bool``, ``None``) that
+        is already a value of its parameter's type and the whole passes the fast
+        check: what `check` returns for a copy of them, without its steps.
+        None when any of that does not hold (or `check` has not run yet): then
+        `check` converts, copies nested values, or says what is wrong.
+        """
+        as_is = self._as_is
+        if as_is is None:  # (explicit-schema tools never build one)
+            return None
+        for name, item in arguments.items():
+            if type(item) not in as_is.get(name, ()):
+                return None
+        return dict(arguments) if self._is_valid(arguments) else None
 
     def _decode(self, raw: str | Mapping[str, Any]) -> dict[str, Any]:
         value: Any = raw
@@ -278,11 +300,21 @@ class ArgumentChecker:
                 )
         if missing:
             raise ToolDefinitionError(self._tool_name, missing)
+        self._as_is = {
+            name: _SCALARS if hook is None else _INT if hook is _exact_int else frozenset()
+            for name, (_, hook) in hooks.items()
+        }
         self._hooks = hooks
         return hooks
 
     def _fail(self, problems: list[str]) -> typing.NoReturn:
         raise ArgumentValidationError(self._tool_name, problems)
+
+
+# The values `quick` hands on as they are: decoded JSON that holds nothing nested,
+# for a parameter without a hook; an int, for one whose hook is `_exact_int`.
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_INT: frozenset[type] = frozenset({int})
 
 
 def _exact_int(value: Any, tp: Any) -> Any:

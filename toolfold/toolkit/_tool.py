@@ -299,6 +299,29 @@ def reads_context(tool: Tool[..., Any]) -> bool:
     return tool._context_param is not None or type(tool).invoke is not Tool.invoke
 
 
+def quick_arguments(tool: Tool[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The keyword arguments for ``tool``'s function from a call's decoded ``arguments``,
+    when nothing stands between the two; None: ask `Tool.validate_arguments` and `Tool.invoke`.
+
+    Nothing does for a plain `Tool` (no method of its own) of a function that
+    takes keywords alone (no context, none positional-only) once its checker
+    was built, and arguments that `ArgumentChecker.quick` passes as they are:
+    ``tool.function(**quick_arguments(tool, arguments))`` then does what
+    ``tool.invoke(tool.validate_arguments(arguments))`` would.
+    """
+    checker = tool._checker[0]
+    if (
+        checker is None
+        or type(tool) is not Tool
+        or tool.function is None
+        or tool._context_param is not None
+        or tool._positional_only
+    ):
+        return None
+    quick: dict[str, Any] | None = checker.quick(arguments)
+    return quick
+
+
 def is_async_callable(function: object) -> bool:
     """Whether calling ``function`` gives a coroutine.
 

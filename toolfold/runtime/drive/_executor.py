@@ -52,7 +52,7 @@ from toolfold.runtime.drive._workers import (
 )
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._results import describe_exception
-from toolfold.toolkit._tool import Tool
+from toolfold.toolkit._tool import Tool, quick_arguments
 
 if TYPE_CHECKING:
     import asyncio
@@ -396,10 +396,15 @@ async def run_calls(
         job = jobs[0]
         tool = job.tool
         if tool is not None and not tool.blocking and not tool.is_async:
-            prepared = _prepare(job)
-            if isinstance(prepared, ToolOutcome):
-                return _timed((prepared,), started)
-            ran = _on_loop_now(job, prepared)
+            stored = job.invocation.call.arguments
+            arguments = None if stored is None else quick_arguments(tool, stored)
+            if arguments is not None:  # nothing between the call and the function
+                ran = _on_loop_now(job, arguments, tool.function)
+            else:
+                prepared = _prepare(job)
+                if isinstance(prepared, ToolOutcome):
+                    return _timed((prepared,), started)
+                ran = _on_loop_now(job, prepared)
             if not isinstance(ran, ToolOutcome):  # the tool returned an awaitable
                 ran = await ran
             return _timed((ran,), started)
@@ -553,12 +558,21 @@ async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     return ran if isinstance(ran, ToolOutcome) else await ran
 
 
-def _on_loop_now(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome | Awaitable[ToolOutcome]:
+def _on_loop_now(
+    job: ToolJob, arguments: dict[str, Any], function: Callable[..., Any] | None = None
+) -> ToolOutcome | Awaitable[ToolOutcome]:
     """`_run_on_loop` without a coroutine of its own: the outcome, or one to await
-    when the tool returned an awaitable."""
+    when the tool returned an awaitable.
+
+    With ``function`` (the tool's, when `quick_arguments` made ``arguments``),
+    that is called with them as keywords: what `Tool.invoke` would do.
+    """
     context = contextvars.copy_context()
     try:
-        value = context.run(_call_sync, job, arguments)
+        if function is None:
+            value = context.run(_call_sync, job, arguments)
+        else:
+            value = context.run(function, **arguments)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             # Awaited as a task made in the tool's context, so what it sets stays its own.
             return _awaited(job, context.run(_in_task, value))
