@@ -222,3 +222,22 @@ def test_an_inline_tool_answers_as_a_threaded_one_call_after_call() -> None:
     threaded = results(total)
     assert threaded == results(total.replace(blocking=False))
     assert [r[3] for r in threaded] == ["ok"] * 4 + ["invalid_arguments", "ok", "invalid_arguments"]
+
+
+def test_a_lone_inline_call_s_duration_spans_its_function() -> None:
+    """The duration a lone inline call reports, however its arguments went in, covers the call."""
+    import asyncio
+    import time
+
+    @toolfold.tool(blocking=False)
+    def nap(a: int) -> int:
+        """Naps."""
+        time.sleep(0.02)
+        return a
+
+    steps = [call("nap", {"a": a}, id=f"c{a}") for a in (1, 2, 3.0)]
+    model = ScriptedModel([*steps, "done"])
+    response = asyncio.run(toolfold.agenerate_text(model, "go", tools=[nap], max_steps=5))
+    durations = [e.duration for e in response.state.log if e.kind == "tool_returned"]
+    assert len(durations) == 3
+    assert all(isinstance(d, float) and d >= 0.02 for d in durations), durations

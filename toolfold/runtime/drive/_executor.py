@@ -290,7 +290,12 @@ _PLAIN = frozenset({str, int, float, bool, type(None), dict})
 _NOT_AWAITABLE = _PLAIN | {SubRun}
 
 
-def _finish(job: ToolJob, value: Any) -> ToolOutcome:
+def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutcome:
+    """The outcome of a call that returned ``value``.
+
+    With ``started`` (when a lone call's round began), a plain value's outcome
+    has its duration already, as `_timed` would give it; the others get none.
+    """
     assert job.tool is not None
     call = job.invocation.call
     if type(value) in _PLAIN:
@@ -298,10 +303,11 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
             content = job.tool.format_result(value)
         except Exception as exc:
             return _failed(job, exc)
-        # `ToolOutcome(call.id, call.name, content, ended=...)` without its keyword pass.
+        ended = _monotonic()
+        took = None if started is None else (ended - started if ended > started else 0.0)
+        # `ToolOutcome(call.id, call.name, content, ended=..., duration=...)` without its keyword pass.
         return new_tuple(
-            ToolOutcome,
-            (call.id, call.name, content, False, "ok", None, _monotonic(), None, None, ()),
+            ToolOutcome, (call.id, call.name, content, False, "ok", None, ended, took, None, ())
         )
     if type(value) is SubRun:
         ended = time.monotonic()
@@ -399,15 +405,15 @@ async def run_calls(
             stored = job.invocation.call.arguments
             arguments = None if stored is None else quick_arguments(tool, stored)
             if arguments is not None:  # nothing between the call and the function
-                ran = _on_loop_now(job, arguments, tool.function)
+                ran = _on_loop_now(job, arguments, started, tool.function)
             else:
                 prepared = _prepare(job)
                 if isinstance(prepared, ToolOutcome):
                     return _timed((prepared,), started)
-                ran = _on_loop_now(job, prepared)
+                ran = _on_loop_now(job, prepared, started)
             if not isinstance(ran, ToolOutcome):  # the tool returned an awaitable
                 ran = await ran
-            return _timed((ran,), started)
+            return (ran,) if ran.duration is not None else _timed((ran,), started)
     try:
         return _timed(await _run_calls(jobs, max_concurrency, finished), started)
     except BaseException:
@@ -554,18 +560,22 @@ async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     the call). A copy of the context, as a worker thread would get, keeps the
     context variables the tool sets its own.
     """
-    ran = _on_loop_now(job, arguments)
+    ran = _on_loop_now(job, arguments, None)
     return ran if isinstance(ran, ToolOutcome) else await ran
 
 
 def _on_loop_now(
-    job: ToolJob, arguments: dict[str, Any], function: Callable[..., Any] | None = None
+    job: ToolJob,
+    arguments: dict[str, Any],
+    started: float | None,
+    function: Callable[..., Any] | None = None,
 ) -> ToolOutcome | Awaitable[ToolOutcome]:
     """`_run_on_loop` without a coroutine of its own: the outcome, or one to await
     when the tool returned an awaitable.
 
-    With ``function`` (the tool's, when `quick_arguments` made ``arguments``),
-    that is called with them as keywords: what `Tool.invoke` would do.
+    With ``started``, a plain result's outcome is timed (see `_finish`). With
+    ``function`` (the tool's, when `quick_arguments` made ``arguments``), that
+    is called with them as keywords: what `Tool.invoke` would do.
     """
     context = contextvars.copy_context()
     try:
@@ -578,7 +588,7 @@ def _on_loop_now(
             return _awaited(job, context.run(_in_task, value))
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return _failed(job, exc)
-    return _finish(job, value)
+    return _finish(job, value, started)
 
 
 def _in_task(value: Awaitable[T]) -> Awaitable[T]:
