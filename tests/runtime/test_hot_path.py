@@ -241,3 +241,27 @@ def test_a_lone_inline_call_s_duration_spans_its_function() -> None:
     durations = [e.duration for e in response.state.log if e.kind == "tool_returned"]
     assert len(durations) == 3
     assert all(isinstance(d, float) and d >= 0.02 for d in durations), durations
+
+
+def test_a_blocking_twin_that_reads_the_context_needs_a_tool_that_does() -> None:
+    """Jobs carry a context only for tools that read one, so a twin reading it needs such a tool."""
+    from toolfold.runtime.drive._executor import with_blocking_twin
+
+    @toolfold.tool
+    async def bare(a: int) -> int:
+        """Bare."""
+        return a
+
+    @toolfold.tool
+    def reading(ctx: RunContext[Any], a: int) -> int:
+        """Reads its context."""
+        return a
+
+    @toolfold.tool
+    async def async_reading(ctx: RunContext[Any], a: int) -> int:
+        """Reads its context."""
+        return a
+
+    with pytest.raises(ValueError, match="reads no run context"):
+        with_blocking_twin(bare, reading)
+    assert with_blocking_twin(async_reading, reading) is async_reading

@@ -52,7 +52,7 @@ from toolfold.runtime.drive._workers import (
 )
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._results import describe_exception
-from toolfold.toolkit._tool import Tool, quick_arguments
+from toolfold.toolkit._tool import Tool, quick_arguments, reads_context
 
 if TYPE_CHECKING:
     import asyncio
@@ -149,8 +149,12 @@ def with_blocking_twin(tool: Tool[..., Any], twin: Tool[..., Any]) -> Tool[..., 
     """``tool`` (async) with ``twin``, the same tool as a blocking function for blocking runs.
 
     Blocking runs then call ``twin`` where they would start an event loop for
-    ``tool``; async runs call ``tool`` on their own loop.
+    ``tool``; async runs call ``tool`` on their own loop. A job gets a run
+    context when its tool reads one (see `reads_context`), and a twin runs with
+    its tool's job: so ``tool`` must read it when ``twin`` does.
     """
+    if reads_context(twin) and not reads_context(tool):
+        raise ValueError(f"tool {tool.name!r} reads no run context, and its blocking twin does")
     tool.__dict__[_TWIN] = twin
     return tool
 
@@ -166,11 +170,6 @@ def runs_sub_runs(tool: Tool[..., Any]) -> Tool[..., Any]:
     """
     tool.__dict__[_SUB_RUN] = True
     return tool
-
-
-def blocking_twin(tool: Tool[..., Any]) -> bool:
-    """Whether ``tool`` has a blocking twin (see `with_blocking_twin`)."""
-    return _TWIN in tool.__dict__
 
 
 def forwards(job: ToolJob) -> bool:
