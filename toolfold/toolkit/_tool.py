@@ -304,22 +304,27 @@ def quick_arguments(tool: Tool[..., Any], arguments: Mapping[str, Any]) -> dict[
     when nothing stands between the two; None: ask `Tool.validate_arguments` and `Tool.invoke`.
 
     Nothing does for a plain `Tool` (no method of its own) of a function that
-    takes keywords alone (no context, none positional-only) once its checker
-    was built, and arguments that `ArgumentChecker.quick` passes as they are:
+    takes keywords alone (no context, none positional-only), once its checker
+    has structured a call, and arguments that are JSON scalars already of their
+    parameters' types (see `ArgumentChecker.as_is`) and pass the fast check:
     ``tool.function(**quick_arguments(tool, arguments))`` then does what
-    ``tool.invoke(tool.validate_arguments(arguments))`` would.
+    ``tool.invoke(tool.validate_arguments(arguments))`` would, and the
+    arguments are a new dict, as there.
     """
     checker = tool._checker[0]
+    as_is = None if checker is None else checker.as_is
     if (
-        checker is None
+        as_is is None
         or type(tool) is not Tool
         or tool.function is None
         or tool._context_param is not None
         or tool._positional_only
     ):
         return None
-    quick: dict[str, Any] | None = checker.quick(arguments)
-    return quick
+    for name, item in arguments.items():
+        if type(item) not in as_is.get(name, ()):
+            return None
+    return dict(arguments) if checker.is_valid(arguments) else None
 
 
 def is_async_callable(function: object) -> bool:
