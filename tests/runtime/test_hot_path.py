@@ -190,7 +190,8 @@ def test_quick_arguments_are_what_validate_arguments_gives_or_none() -> None:
 
 def test_an_inline_tool_answers_as_a_threaded_one_call_after_call() -> None:
     """Later calls of a blocking=False tool (straight to its function when they can) give the
-    events a worker thread's calls give, and a tool never changes the stored arguments."""
+    events a worker thread's calls give, blocking runs' too, and a tool never changes the
+    stored arguments."""
     import asyncio
 
     @toolfold.tool
@@ -211,9 +212,12 @@ def test_an_inline_tool_answers_as_a_threaded_one_call_after_call() -> None:
         "done",
     ]
 
-    def results(made: Tool[..., Any]) -> list[Any]:
+    def results(made: Tool[..., Any], blocking: bool = False) -> list[Any]:
         model = ScriptedModel(list(script))
-        response = asyncio.run(toolfold.agenerate_text(model, "go", tools=[made], max_steps=9))
+        if blocking:
+            response = toolfold.generate_text(model, "go", tools=[made], max_steps=9)
+        else:
+            response = asyncio.run(toolfold.agenerate_text(model, "go", tools=[made], max_steps=9))
         events = [e for e in response.state.log if e.kind == "tool_returned"]
         calls = [c for m in response.state.conversation for c in m.tool_calls]
         assert calls[3].arguments == {"a": 4, "tags": ["x"]}
@@ -221,6 +225,7 @@ def test_an_inline_tool_answers_as_a_threaded_one_call_after_call() -> None:
 
     threaded = results(total)
     assert threaded == results(total.replace(blocking=False))
+    assert threaded == results(total, blocking=True)
     assert [r[3] for r in threaded] == ["ok"] * 4 + ["invalid_arguments", "ok", "invalid_arguments"]
 
 
@@ -236,11 +241,15 @@ def test_a_lone_inline_call_s_duration_spans_its_function() -> None:
         return a
 
     steps = [call("nap", {"a": a}, id=f"c{a}") for a in (1, 2, 3.0)]
-    model = ScriptedModel([*steps, "done"])
-    response = asyncio.run(toolfold.agenerate_text(model, "go", tools=[nap], max_steps=5))
-    durations = [e.duration for e in response.state.log if e.kind == "tool_returned"]
-    assert len(durations) == 3
-    assert all(isinstance(d, float) and d >= 0.02 for d in durations), durations
+    for blocking in (False, True):
+        model = ScriptedModel([*steps, "done"])
+        if blocking:
+            response = toolfold.generate_text(model, "go", tools=[nap], max_steps=5)
+        else:
+            response = asyncio.run(toolfold.agenerate_text(model, "go", tools=[nap], max_steps=5))
+        durations = [e.duration for e in response.state.log if e.kind == "tool_returned"]
+        assert len(durations) == 3
+        assert all(isinstance(d, float) and d >= 0.02 for d in durations), durations
 
 
 def test_a_blocking_twin_that_reads_the_context_needs_a_tool_that_does() -> None:

@@ -756,10 +756,17 @@ def run_calls_sync(
                 job = _blocking(job)
                 tool = job.tool
             if tool is not None and not tool.is_async and tool.timeout is None:
-                prepared = _prepare(job)
-                if not isinstance(prepared, ToolOutcome):
-                    prepared = _run_inline(job, prepared, finished)
-                return _timed((prepared,), started)
+                stored = job.invocation.call.arguments
+                arguments = None if stored is None else quick_arguments(tool, stored)
+                if arguments is not None:  # nothing between the call and the function
+                    outcome = _run_inline(job, arguments, finished, started, tool.function)
+                else:
+                    prepared = _prepare(job)
+                    if isinstance(prepared, ToolOutcome):
+                        outcome = prepared
+                    else:
+                        outcome = _run_inline(job, prepared, finished, started)
+                return (outcome,) if outcome.duration is not None else _timed((outcome,), started)
         return _timed(_run_calls_sync(jobs, max_concurrency, finished, interrupt), started)
     except BaseException:  # the calls that ended before an interruption are timed too
         _time_finished(finished, started)
@@ -828,11 +835,20 @@ def _on_loop(job: ToolJob, count: int) -> bool:
 
 
 def _run_inline(
-    job: ToolJob, arguments: dict[str, Any], finished: dict[int, ToolOutcome] | None = None
+    job: ToolJob,
+    arguments: dict[str, Any],
+    finished: dict[int, ToolOutcome] | None = None,
+    started: float | None = None,
+    function: Callable[..., Any] | None = None,
 ) -> ToolOutcome:
+    """``job`` in this thread; ``started`` and ``function`` as for `_on_loop_now`."""
     try:
         # In a copy of the context, as a worker thread would run it: what it sets stays its own.
-        value = contextvars.copy_context().run(_call_sync, job, arguments)
+        context = contextvars.copy_context()
+        if function is None:
+            value = context.run(_call_sync, job, arguments)
+        else:
+            value = context.run(function, **arguments)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
@@ -840,7 +856,7 @@ def _run_inline(
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
         kept_sub_run(finished, 0, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
-    return _finish(job, value)
+    return _finish(job, value, started)
 
 
 async def _await(value: Awaitable[T]) -> T:
