@@ -265,6 +265,9 @@ def checked_arguments(job: ToolJob) -> ToolOutcome | dict[str, Any]:
         content = f"Error: tool {call.name!r} cannot be run here."
         return ToolOutcome(call.id, call.name, content, True, "unknown_tool")
     stored = call.arguments
+    quick = None if stored is None else quick_arguments(tool, stored)
+    if quick is not None:  # flat arguments already of their types: what the check gives
+        return quick
     # A copy of its own: what the tool does to its arguments never reaches the state.
     raw = thaw(stored) if stored is not None else call.arguments_text
     try:
