@@ -133,3 +133,144 @@ def test_a_message_s_tool_calls_are_its_call_parts_in_order() -> None:
     assert mixed.tool_calls == (first, second)
     assert toolfold.Message.assistant("done").tool_calls == ()
     assert toolfold.Message.assistant().tool_calls == ()
+
+
+def test_quick_arguments_are_what_validate_arguments_gives_or_none() -> None:
+    """Flat arguments of their types, once the checker ran, go straight to the function as
+    `validate_arguments` would make them; anything that needs a step of its own gets None."""
+    from toolfold.toolkit._tool import quick_arguments
+
+    @toolfold.tool
+    def plain(
+        a: int, s: str, flag: bool = False, ratio: float = 1.0, tags: list[str] | None = None
+    ) -> str:
+        """Plain."""
+        return s
+
+    stored = {"a": 2, "s": "x", "flag": True}
+    assert quick_arguments(plain, stored) is None  # its checker is made by the first check
+    assert plain.validate_arguments(dict(stored)) == stored
+    quick = quick_arguments(plain, stored)
+    assert quick == plain.validate_arguments(dict(stored))
+    assert quick is not stored
+    for needs_a_step in (
+        {"a": 2.0, "s": "x"},  # an integral float: made an int
+        {"a": 2, "s": "x", "ratio": 1},  # a float parameter: made a float by its hook
+        {"a": 2, "s": "x", "tags": ["t"]},  # nested: copied
+        {"a": "two", "s": "x"},  # invalid: explained
+        {"a": 2},  # missing
+        {"a": 2, "s": "x", "other": 1},  # unexpected
+    ):
+        assert quick_arguments(plain, needs_a_step) is None, needs_a_step
+
+    @toolfold.tool
+    def with_context(ctx: RunContext[Any], a: int) -> int:
+        """With a context."""
+        return a
+
+    @toolfold.tool
+    def positional(a: int, /) -> int:
+        """Positional."""
+        return a
+
+    explicit = Tool(
+        "explicit", "", {"type": "object", "properties": {"a": {"type": "integer"}}}, dict
+    )
+
+    class Own(Tool[..., Any]):
+        def invoke(self, arguments: Any, context: RunContext[Any] | None = None) -> Any:
+            return "own"
+
+    own = Own.__new__(Own)
+    own.__dict__.update(plain.__dict__)
+    for other in (with_context, positional, explicit, own):
+        other.validate_arguments({"a": 1, "s": "x"} if other is own else {"a": 1})
+        assert quick_arguments(other, {"a": 1, "s": "x"} if other is own else {"a": 1}) is None
+
+
+def test_an_inline_tool_answers_as_a_threaded_one_call_after_call() -> None:
+    """Later calls of a blocking=False tool (straight to its function when they can) give the
+    events a worker thread's calls give, blocking runs' too, and a tool never changes the
+    stored arguments."""
+    import asyncio
+
+    @toolfold.tool
+    def total(a: int, tags: list[str] | None = None, scale: float = 1.0) -> str:
+        """Totals."""
+        if tags is not None:
+            tags.append("seen")
+        return f"{a * scale}:{tags}"
+
+    script = [
+        call("total", {"a": 1}, id="c1"),
+        call("total", {"a": 2}, id="c2"),
+        call("total", {"a": 3.0}, id="c3"),
+        call("total", {"a": 4, "tags": ["x"]}, id="c4"),
+        call("total", {"a": "five"}, id="c5"),
+        call("total", {"a": 6, "scale": 2}, id="c6"),
+        call("total", {"a": 7, "extra": 1}, id="c7"),
+        "done",
+    ]
+
+    def results(made: Tool[..., Any], blocking: bool = False) -> list[Any]:
+        model = ScriptedModel(list(script))
+        if blocking:
+            response = toolfold.generate_text(model, "go", tools=[made], max_steps=9)
+        else:
+            response = asyncio.run(toolfold.agenerate_text(model, "go", tools=[made], max_steps=9))
+        events = [e for e in response.state.log if e.kind == "tool_returned"]
+        calls = [c for m in response.state.conversation for c in m.tool_calls]
+        assert calls[3].arguments == {"a": 4, "tags": ["x"]}
+        return [(e.call_id, e.content, e.is_error, e.outcome) for e in events]
+
+    threaded = results(total)
+    assert threaded == results(total.replace(blocking=False))
+    assert threaded == results(total, blocking=True)
+    assert [r[3] for r in threaded] == ["ok"] * 4 + ["invalid_arguments", "ok", "invalid_arguments"]
+
+
+def test_a_lone_inline_call_s_duration_spans_its_function() -> None:
+    """The duration a lone inline call reports, however its arguments went in, covers the call."""
+    import asyncio
+    import time
+
+    @toolfold.tool(blocking=False)
+    def nap(a: int) -> int:
+        """Naps."""
+        time.sleep(0.02)
+        return a
+
+    steps = [call("nap", {"a": a}, id=f"c{a}") for a in (1, 2, 3.0)]
+    for blocking in (False, True):
+        model = ScriptedModel([*steps, "done"])
+        if blocking:
+            response = toolfold.generate_text(model, "go", tools=[nap], max_steps=5)
+        else:
+            response = asyncio.run(toolfold.agenerate_text(model, "go", tools=[nap], max_steps=5))
+        durations = [e.duration for e in response.state.log if e.kind == "tool_returned"]
+        assert len(durations) == 3
+        assert all(isinstance(d, float) and d >= 0.02 for d in durations), durations
+
+
+def test_a_blocking_twin_that_reads_the_context_needs_a_tool_that_does() -> None:
+    """Jobs carry a context only for tools that read one, so a twin reading it needs such a tool."""
+    from toolfold.runtime.drive._executor import with_blocking_twin
+
+    @toolfold.tool
+    async def bare(a: int) -> int:
+        """Bare."""
+        return a
+
+    @toolfold.tool
+    def reading(ctx: RunContext[Any], a: int) -> int:
+        """Reads its context."""
+        return a
+
+    @toolfold.tool
+    async def async_reading(ctx: RunContext[Any], a: int) -> int:
+        """Reads its context."""
+        return a
+
+    with pytest.raises(ValueError, match="reads no run context"):
+        with_blocking_twin(bare, reading)
+    assert with_blocking_twin(async_reading, reading) is async_reading

@@ -113,12 +113,13 @@ class ArgumentChecker:
 
     __slots__ = (
         "_hooks",
-        "_is_valid",
         "_param_types",
         "_pass_dict",
         "_schema",
         "_tool_name",
         "_validator",
+        "as_is",
+        "is_valid",
     )
 
     def __init__(
@@ -133,8 +134,13 @@ class ArgumentChecker:
         self._param_types = dict(param_types or {})
         self._pass_dict = pass_dict
         self._validator = _compile(self._schema)
-        self._is_valid = _fast_check(self._schema, self._validator)
+        #: The fast yes/no check of the schema (jsonschema's own when it has none).
+        self.is_valid = _fast_check(self._schema, self._validator)
         self._hooks: dict[str, tuple[Any, _Hook | None]] | None = None
+        #: Per parameter of a decorated tool, the types of the JSON scalars that
+        #: structuring hands on unchanged; made with the hooks, on the first
+        #: `check` that structures (None until then, and for explicit-schema tools).
+        self.as_is: dict[str, frozenset[type]] | None = None
 
     def check(self, raw: str | Mapping[str, Any]) -> dict[str, Any]:
         """Decode, validate and structure arguments from a model.
@@ -153,7 +159,7 @@ class ArgumentChecker:
                 become the declared types; every problem is listed with its path.
         """
         value = self._decode(raw)
-        if not self._is_valid(value):
+        if not self.is_valid(value):
             value = self._recover(value)
         if self._pass_dict:
             return dict(value) if value is raw else value  # never hand back the caller's dict
@@ -200,7 +206,7 @@ class ArgumentChecker:
 
     def _recover(self, value: dict[str, Any]) -> dict[str, Any]:
         try:
-            if self._is_valid is not self._validator.is_valid and self._validator.is_valid(value):
+            if self.is_valid is not self._validator.is_valid and self._validator.is_valid(value):
                 return value  # jsonschema has the last word
             stripped = drop_optional_nulls(value, self._schema, self._schema)
             if stripped is not value and self._validator.is_valid(stripped):
@@ -278,11 +284,21 @@ class ArgumentChecker:
                 )
         if missing:
             raise ToolDefinitionError(self._tool_name, missing)
+        self.as_is = {
+            name: _SCALARS if hook is None else _INT if hook is _exact_int else frozenset()
+            for name, (_, hook) in hooks.items()
+        }
         self._hooks = hooks
         return hooks
 
     def _fail(self, problems: list[str]) -> typing.NoReturn:
         raise ArgumentValidationError(self._tool_name, problems)
+
+
+# What `as_is` holds: any JSON scalar (nothing nested) for a parameter without a
+# hook; an int for one whose hook is `_exact_int`; nothing for the others.
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_INT: frozenset[type] = frozenset({int})
 
 
 def _exact_int(value: Any, tp: Any) -> Any:

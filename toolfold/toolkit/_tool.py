@@ -265,9 +265,9 @@ class Tool(Generic[P, R]):
             return function(*args, **kwargs)
         return function(**kwargs)
 
-    def format_result(self, value: Any) -> str:
-        """Turn a tool's return value into text for the model."""
-        return _format_result(value)
+    # The toolkit's own function itself, not a method that calls it: a result's
+    # text is made for every call, and a subclass may still define its own.
+    format_result = staticmethod(_format_result)
 
     def replace(self, **changes: Any) -> Tool[P, R]:
         """A copy with some options changed (``name``, ``description``, ``strict``, ...).
@@ -297,6 +297,34 @@ def reads_context(tool: Tool[..., Any]) -> bool:
     True as well for a subclass with its own ``invoke``, which may read it.
     """
     return tool._context_param is not None or type(tool).invoke is not Tool.invoke
+
+
+def quick_arguments(tool: Tool[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The keyword arguments for ``tool``'s function from a call's decoded ``arguments``,
+    when nothing stands between the two; None: ask `Tool.validate_arguments` and `Tool.invoke`.
+
+    Nothing does for a plain `Tool` (no method of its own) of a function that
+    takes keywords alone (no context, none positional-only), once its checker
+    has structured a call, and arguments that are JSON scalars already of their
+    parameters' types (see `ArgumentChecker.as_is`) and pass the fast check:
+    ``tool.function(**quick_arguments(tool, arguments))`` then does what
+    ``tool.invoke(tool.validate_arguments(arguments))`` would, and the
+    arguments are a new dict, as there.
+    """
+    checker = tool._checker[0]
+    as_is = None if checker is None else checker.as_is
+    if (
+        as_is is None
+        or type(tool) is not Tool
+        or tool.function is None
+        or tool._context_param is not None
+        or tool._positional_only
+    ):
+        return None
+    for name, item in arguments.items():
+        if type(item) not in as_is.get(name, ()):
+            return None
+    return dict(arguments) if checker.is_valid(arguments) else None
 
 
 def is_async_callable(function: object) -> bool:

@@ -52,7 +52,7 @@ from toolfold.runtime.drive._workers import (
 )
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._results import describe_exception
-from toolfold.toolkit._tool import Tool
+from toolfold.toolkit._tool import Tool, quick_arguments, reads_context
 
 if TYPE_CHECKING:
     import asyncio
@@ -149,8 +149,12 @@ def with_blocking_twin(tool: Tool[..., Any], twin: Tool[..., Any]) -> Tool[..., 
     """``tool`` (async) with ``twin``, the same tool as a blocking function for blocking runs.
 
     Blocking runs then call ``twin`` where they would start an event loop for
-    ``tool``; async runs call ``tool`` on their own loop.
+    ``tool``; async runs call ``tool`` on their own loop. A job gets a run
+    context when its tool reads one (see `reads_context`), and a twin runs with
+    its tool's job: so ``tool`` must read it when ``twin`` does.
     """
+    if reads_context(twin) and not reads_context(tool):
+        raise ValueError(f"tool {tool.name!r} reads no run context, and its blocking twin does")
     tool.__dict__[_TWIN] = twin
     return tool
 
@@ -166,11 +170,6 @@ def runs_sub_runs(tool: Tool[..., Any]) -> Tool[..., Any]:
     """
     tool.__dict__[_SUB_RUN] = True
     return tool
-
-
-def blocking_twin(tool: Tool[..., Any]) -> bool:
-    """Whether ``tool`` has a blocking twin (see `with_blocking_twin`)."""
-    return _TWIN in tool.__dict__
 
 
 def forwards(job: ToolJob) -> bool:
@@ -266,6 +265,9 @@ def checked_arguments(job: ToolJob) -> ToolOutcome | dict[str, Any]:
         content = f"Error: tool {call.name!r} cannot be run here."
         return ToolOutcome(call.id, call.name, content, True, "unknown_tool")
     stored = call.arguments
+    quick = None if stored is None else quick_arguments(tool, stored)
+    if quick is not None:  # flat arguments already of their types: what the check gives
+        return quick
     # A copy of its own: what the tool does to its arguments never reaches the state.
     raw = thaw(stored) if stored is not None else call.arguments_text
     try:
@@ -290,7 +292,12 @@ _PLAIN = frozenset({str, int, float, bool, type(None), dict})
 _NOT_AWAITABLE = _PLAIN | {SubRun}
 
 
-def _finish(job: ToolJob, value: Any) -> ToolOutcome:
+def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutcome:
+    """The outcome of a call that returned ``value``.
+
+    With ``started`` (when a lone call's round began), a plain value's outcome
+    has its duration already, as `_timed` would give it; the others get none.
+    """
     assert job.tool is not None
     call = job.invocation.call
     if type(value) in _PLAIN:
@@ -298,10 +305,11 @@ def _finish(job: ToolJob, value: Any) -> ToolOutcome:
             content = job.tool.format_result(value)
         except Exception as exc:
             return _failed(job, exc)
-        # `ToolOutcome(call.id, call.name, content, ended=...)` without its keyword pass.
+        ended = _monotonic()
+        took = None if started is None else (ended - started if ended > started else 0.0)
+        # `ToolOutcome(call.id, call.name, content, ended=..., duration=...)` without its keyword pass.
         return new_tuple(
-            ToolOutcome,
-            (call.id, call.name, content, False, "ok", None, _monotonic(), None, None, ()),
+            ToolOutcome, (call.id, call.name, content, False, "ok", None, ended, took, None, ())
         )
     if type(value) is SubRun:
         ended = time.monotonic()
@@ -396,13 +404,18 @@ async def run_calls(
         job = jobs[0]
         tool = job.tool
         if tool is not None and not tool.blocking and not tool.is_async:
-            prepared = _prepare(job)
-            if isinstance(prepared, ToolOutcome):
-                return _timed((prepared,), started)
-            ran = _on_loop_now(job, prepared)
+            stored = job.invocation.call.arguments
+            arguments = None if stored is None else quick_arguments(tool, stored)
+            if arguments is not None:  # nothing between the call and the function
+                ran = _on_loop_now(job, arguments, started, tool.function)
+            else:
+                prepared = _prepare(job)
+                if isinstance(prepared, ToolOutcome):
+                    return _timed((prepared,), started)
+                ran = _on_loop_now(job, prepared, started)
             if not isinstance(ran, ToolOutcome):  # the tool returned an awaitable
                 ran = await ran
-            return _timed((ran,), started)
+            return (ran,) if ran.duration is not None else _timed((ran,), started)
     try:
         return _timed(await _run_calls(jobs, max_concurrency, finished), started)
     except BaseException:
@@ -549,22 +562,35 @@ async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
     the call). A copy of the context, as a worker thread would get, keeps the
     context variables the tool sets its own.
     """
-    ran = _on_loop_now(job, arguments)
+    ran = _on_loop_now(job, arguments, None)
     return ran if isinstance(ran, ToolOutcome) else await ran
 
 
-def _on_loop_now(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome | Awaitable[ToolOutcome]:
+def _on_loop_now(
+    job: ToolJob,
+    arguments: dict[str, Any],
+    started: float | None,
+    function: Callable[..., Any] | None = None,
+) -> ToolOutcome | Awaitable[ToolOutcome]:
     """`_run_on_loop` without a coroutine of its own: the outcome, or one to await
-    when the tool returned an awaitable."""
+    when the tool returned an awaitable.
+
+    With ``started``, a plain result's outcome is timed (see `_finish`). With
+    ``function`` (the tool's, when `quick_arguments` made ``arguments``), that
+    is called with them as keywords: what `Tool.invoke` would do.
+    """
     context = contextvars.copy_context()
     try:
-        value = context.run(_call_sync, job, arguments)
+        if function is None:
+            value = context.run(_call_sync, job, arguments)
+        else:
+            value = context.run(function, **arguments)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             # Awaited as a task made in the tool's context, so what it sets stays its own.
             return _awaited(job, context.run(_in_task, value))
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return _failed(job, exc)
-    return _finish(job, value)
+    return _finish(job, value, started)
 
 
 def _in_task(value: Awaitable[T]) -> Awaitable[T]:
@@ -733,10 +759,17 @@ def run_calls_sync(
                 job = _blocking(job)
                 tool = job.tool
             if tool is not None and not tool.is_async and tool.timeout is None:
-                prepared = _prepare(job)
-                if not isinstance(prepared, ToolOutcome):
-                    prepared = _run_inline(job, prepared, finished)
-                return _timed((prepared,), started)
+                stored = job.invocation.call.arguments
+                arguments = None if stored is None else quick_arguments(tool, stored)
+                if arguments is not None:  # nothing between the call and the function
+                    outcome = _run_inline(job, arguments, finished, started, tool.function)
+                else:
+                    prepared = _prepare(job)
+                    if isinstance(prepared, ToolOutcome):
+                        outcome = prepared
+                    else:
+                        outcome = _run_inline(job, prepared, finished, started)
+                return (outcome,) if outcome.duration is not None else _timed((outcome,), started)
         return _timed(_run_calls_sync(jobs, max_concurrency, finished, interrupt), started)
     except BaseException:  # the calls that ended before an interruption are timed too
         _time_finished(finished, started)
@@ -805,11 +838,20 @@ def _on_loop(job: ToolJob, count: int) -> bool:
 
 
 def _run_inline(
-    job: ToolJob, arguments: dict[str, Any], finished: dict[int, ToolOutcome] | None = None
+    job: ToolJob,
+    arguments: dict[str, Any],
+    finished: dict[int, ToolOutcome] | None = None,
+    started: float | None = None,
+    function: Callable[..., Any] | None = None,
 ) -> ToolOutcome:
+    """``job`` in this thread; ``started`` and ``function`` as for `_on_loop_now`."""
     try:
         # In a copy of the context, as a worker thread would run it: what it sets stays its own.
-        value = contextvars.copy_context().run(_call_sync, job, arguments)
+        context = contextvars.copy_context()
+        if function is None:
+            value = context.run(_call_sync, job, arguments)
+        else:
+            value = context.run(function, **arguments)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
@@ -817,7 +859,7 @@ def _run_inline(
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
         kept_sub_run(finished, 0, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
-    return _finish(job, value)
+    return _finish(job, value, started)
 
 
 async def _await(value: Awaitable[T]) -> T:

@@ -58,7 +58,6 @@ from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
-    blocking_twin,
     forwards,
     returned,
 )
@@ -539,7 +538,7 @@ def _job_in(
 ) -> ToolJob:
     call = invocation.call
     tool = live.tools.get(call.name)
-    if tool is None or not (reads_context(tool) or blocking_twin(tool)):
+    if tool is None or not reads_context(tool):  # (nor its blocking twin: `with_blocking_twin`)
         # Nothing reads a context: none to build (`ToolJob(...)` without its Python __new__).
         return new_tuple(ToolJob, (invocation, tool, None))
     context: RunContext[Any] = RunContext(
