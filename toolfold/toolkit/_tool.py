@@ -265,9 +265,9 @@ class Tool(Generic[P, R]):
             return function(*args, **kwargs)
         return function(**kwargs)
 
-    # The toolkit's own function itself, not a method that calls it: a result's
-    # text is made for every call, and a subclass may still define its own.
-    format_result = staticmethod(_format_result)
+    def format_result(self, value: Any) -> str:
+        """Turn a tool's return value into text for the model."""
+        return _format_result(value)
 
     def replace(self, **changes: Any) -> Tool[P, R]:
         """A copy with some options changed (``name``, ``description``, ``strict``, ...).
