@@ -188,6 +188,41 @@ def test_quick_arguments_are_what_validate_arguments_gives_or_none() -> None:
         assert quick_arguments(other, {"a": 1, "s": "x"} if other is own else {"a": 1}) is None
 
 
+def test_a_patched_invoke_or_validate_arguments_sees_every_call() -> None:
+    """A spy or wrapper put on a tool's `invoke` or `validate_arguments` (on the tool or on
+    `Tool`) sees every call, later ones too: the lane straight to the function is not taken."""
+    import asyncio
+    from unittest import mock
+
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    def run(made: Tool[..., Any], blocking: bool, calls: int = 3) -> list[str]:
+        steps = [call("add", {"a": 1, "b": 2}, id=f"c{i}") for i in range(calls)]
+        model = ScriptedModel([*steps, "done"])
+        if blocking:
+            response = toolfold.generate_text(model, "go", tools=[made], max_steps=9)
+        else:
+            response = asyncio.run(toolfold.agenerate_text(model, "go", tools=[made], max_steps=9))
+        return [e.content for e in response.state.log if e.kind == "tool_returned"]
+
+    inline, threaded = toolfold.tool(add, blocking=False), toolfold.tool(add)
+    original = Tool.invoke
+    for made, blocking in ((inline, False), (threaded, False), (threaded, True)):
+        assert (
+            run(made, blocking) == ["3"] * 3
+        )  # the checker is made: later calls may take the lane
+        with mock.patch.object(made, "invoke", wraps=made.invoke) as spy:
+            assert run(made, blocking) == ["3"] * 3
+        assert spy.call_count == 3, (made, blocking)
+        with mock.patch.object(Tool, "invoke", autospec=True, side_effect=original) as spy:
+            assert run(made, blocking) == ["3"] * 3
+        assert [c.args[1] for c in spy.call_args_list] == [{"a": 1, "b": 2}] * 3, (made, blocking)
+        with mock.patch.object(made, "validate_arguments", return_value={"a": 10, "b": 20}):
+            assert run(made, blocking, calls=1) == ["30"], (made, blocking)
+
+
 def test_an_inline_tool_answers_as_a_threaded_one_call_after_call() -> None:
     """Later calls of a blocking=False tool (straight to its function when they can) give the
     events a worker thread's calls give, blocking runs' too, and a tool never changes the

@@ -299,14 +299,21 @@ def reads_context(tool: Tool[..., Any]) -> bool:
     return tool._context_param is not None or type(tool).invoke is not Tool.invoke
 
 
+# The methods a call goes through when it does not take `quick_arguments`' lane:
+# when either is replaced (a test's spy, a wrapper), every call goes through it.
+_INVOKE = Tool.invoke
+_VALIDATE = Tool.validate_arguments
+
+
 def quick_arguments(tool: Tool[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any] | None:
     """The keyword arguments for ``tool``'s function from a call's decoded ``arguments``,
     when nothing stands between the two; None: ask `Tool.validate_arguments` and `Tool.invoke`.
 
-    Nothing does for a plain `Tool` (no method of its own) of a function that
-    takes keywords alone (no context, none positional-only), once its checker
-    has structured a call, and arguments that are JSON scalars already of their
-    parameters' types (see `ArgumentChecker.as_is`) and pass the fast check:
+    Nothing does for a plain `Tool` (no method of its own, none patched on it
+    or on the class, as a test's spy is) of a function that takes keywords
+    alone (no context, none positional-only), once its checker has structured
+    a call, and arguments that are JSON scalars already of their parameters'
+    types (see `ArgumentChecker.as_is`) and pass the fast check:
     ``tool.function(**quick_arguments(tool, arguments))`` then does what
     ``tool.invoke(tool.validate_arguments(arguments))`` would, and the
     arguments are a new dict, as there.
@@ -319,6 +326,10 @@ def quick_arguments(tool: Tool[..., Any], arguments: Mapping[str, Any]) -> dict[
         or tool.function is None
         or tool._context_param is not None
         or tool._positional_only
+        or Tool.invoke is not _INVOKE
+        or Tool.validate_arguments is not _VALIDATE
+        or "invoke" in tool.__dict__
+        or "validate_arguments" in tool.__dict__
     ):
         return None
     for name, item in arguments.items():
