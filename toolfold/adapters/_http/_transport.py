@@ -160,6 +160,8 @@ class Transport:
             clock=clock or time.monotonic,
         )
         self._check = inband_check(provider) if inband_errors else None
+        # Each path's URL (`url`), joined once: a model posts to one or two paths.
+        self._urls: dict[str, str] = {}
 
     @property
     def timeouts(self) -> Timeouts | None:
@@ -403,7 +405,12 @@ class Transport:
         sender = self._sender
         total = sender.timeouts.total if sender.timeouts else None
         deadline = None if total is None else sender.clock() + total
-        return Call(self.url(path), content, headers, deadline, streaming)
+        url = self._urls.get(path)
+        if url is None:
+            if len(self._urls) >= 64:
+                self._urls.clear()
+            url = self._urls[path] = self.url(path)
+        return Call(url, content, headers, deadline, streaming)
 
     def _stream_call(
         self, path: str, body: Any, headers: Mapping[str, str] | None, accept: str | None
