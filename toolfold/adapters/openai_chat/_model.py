@@ -84,7 +84,7 @@ class OpenAIChatModel(ProviderModel):
         if server is None and provider == "openai-compatible" and GEMINI_HOST in (base_url or ""):
             server = "gemini"
         self.provider = _row(provider, server)
-        self._report = RequestReport(self.provider.name)  # nothing to report: no notes
+        self._report = RequestReport(self.provider.name)  # without notes: nothing is changed
         # The body's JSON is made from the messages' memoized encodings
         # (`encode_body`), unless a subclass builds its own body.
         self._memoized_body = type(self).prepare is OpenAIChatModel.prepare
@@ -123,7 +123,7 @@ class OpenAIChatModel(ProviderModel):
     def _outgoing(
         self, request: ModelRequest, stream: bool
     ) -> tuple[str, Any, Mapping[str, str] | None]:
-        # (`encode_body` reports nothing: the report of `prepare` has no notes.)
+        # No notes to log: `encode_body` changes nothing it reports (`prepare`'s report is empty).
         if self._memoized_body:
             content = encode_body(request, self.model_name, self.provider, stream=stream)
             if content is not None:
