@@ -210,10 +210,10 @@ class Transport:
                 `ProviderError` for one that is too large.
         """
         sender = self._sender
-        call = self._call(path, body, self._headers, headers, streaming=False)
+        url, content, sent, deadline = self._parts(path, body, self._headers, headers)
         try:
-            response, content = await sender.fetch(call)
-            return sender.json(content, response, call.url)
+            response, answer = await sender.fetch(url, content, sent, deadline)
+            return sender.json(answer, response, url)
         except ProviderError as exc:
             self.scrub(exc)  # again, now that it is chained to its cause
             raise
@@ -393,6 +393,12 @@ class Transport:
         *,
         streaming: bool,
     ) -> Call:
+        return Call(*self._parts(path, body, base, extra), streaming)
+
+    def _parts(
+        self, path: str, body: Any, base: dict[str, str], extra: Mapping[str, str] | None
+    ) -> tuple[str, bytes, dict[str, str], float | None]:
+        """The URL, content, headers and deadline of a call to make now (see `Call`)."""
         headers = base
         if extra:
             check_headers(extra)
@@ -410,7 +416,7 @@ class Transport:
             if len(self._urls) >= 64:
                 self._urls.clear()
             url = self._urls[path] = self.url(path)
-        return Call(url, content, headers, deadline, streaming)
+        return url, content, headers, deadline
 
     def _stream_call(
         self, path: str, body: Any, headers: Mapping[str, str] | None, accept: str | None
