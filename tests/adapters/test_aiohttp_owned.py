@@ -135,6 +135,22 @@ def test_an_aiohttp_without_the_watchers_hooks_keeps_its_own_timers(
     assert asyncio.run(factory()) is ResponseHandler
 
 
+def test_an_aiohttp_whose_start_timeout_does_more_keeps_its_own_timers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The watcher takes ``start_timeout`` for a restart only while that is all aiohttp's does."""
+
+    from toolfold.adapters._http import _aiohttp_owned
+
+    def start_timeout(self: ResponseHandler) -> None:
+        self._reschedule_timeout()
+        self.pause_reading()
+
+    assert _aiohttp_owned._hooks_present()
+    monkeypatch.setattr(ResponseHandler, "start_timeout", start_timeout)
+    assert not _aiohttp_owned._hooks_present()
+
+
 @pytest.mark.parametrize("how", ["whole", "gzipped", "dripped"])
 def test_an_answer_that_came_with_its_head_is_taken_at_once(
     http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, how: str

@@ -243,10 +243,12 @@ class ProviderModel:
                 # `Transport.post_json`, spelled out: one coroutine fewer per call,
                 # held while the answer is awaited (a subclass keeps its own).
                 sender = transport._sender
-                call = transport._call(path, body, transport._headers, headers, streaming=False)
+                url, content, sent, deadline = transport._parts(
+                    path, body, transport._headers, headers
+                )
                 try:
-                    response, content = await sender.fetch(call)
-                    data = sender.json(content, response, call.url)
+                    response, answer = await sender.fetch(url, content, sent, deadline)
+                    data = sender.json(answer, response, url)
                 except ProviderError as exc:
                     transport.scrub(exc)  # again, now that it is chained to its cause
                     raise

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -51,10 +52,8 @@ __all__ = ["Reply", "WatchedReads", "watch_reads"]
 class Reply(ClientResponse):
     """The owned session's response: aiohttp's, with the names the transport reads."""
 
-    @property
-    def status_code(self) -> int:
-        """The status (aiohttp's ``status``)."""
-        return self.status
+    # aiohttp's ``status`` read in C: no Python call on every answer.
+    status_code = property(operator.attrgetter("status"), doc="The status (aiohttp's ``status``).")
 
     def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body as it arrives; what arrived before a failure comes before it."""
@@ -113,6 +112,11 @@ class WatchedReads(ResponseHandler):
     def _drop_timeout(self) -> None:
         self._watching = False  # the timer, when it fires, does nothing
 
+    # aiohttp starts the read timeout once the request is written with
+    # ``start_timeout``, which only restarts it: the restart itself, one call
+    # fewer per request (`_hooks_present` checks that is all it does).
+    start_timeout = _reschedule_timeout
+
     def _check_reads(self) -> None:
         self._read_timeout_handle = None
         timeout = self._read_timeout
@@ -136,15 +140,20 @@ class WatchedReads(ResponseHandler):
 def _hooks_present() -> bool:
     """Whether this aiohttp's protocol has every internal `WatchedReads` builds on.
 
-    The methods it overrides and calls, and the two attributes its
-    ``__init__`` sets: with any of them renamed, the watcher could miss a
-    restart or fail in its timer, so aiohttp's own timers are kept instead.
+    The methods it overrides and calls, the two attributes its ``__init__``
+    sets, and a ``start_timeout`` that only calls ``_reschedule_timeout`` (the
+    watcher takes one for the other): with any of them changed, the watcher
+    could miss a restart or fail in its timer, so aiohttp's own timers are
+    kept instead.
     """
     methods = ("_reschedule_timeout", "_drop_timeout", "_on_read_timeout", "connection_lost")
     if not all(callable(getattr(ResponseHandler, name, None)) for name in methods):
         return False
     names = getattr(getattr(ResponseHandler.__init__, "__code__", None), "co_names", ())
-    return "_read_timeout" in names and "_read_timeout_handle" in names
+    if "_read_timeout" not in names or "_read_timeout_handle" not in names:
+        return False
+    start = getattr(getattr(ResponseHandler, "start_timeout", None), "__code__", None)
+    return getattr(start, "co_names", None) == ("_reschedule_timeout",)
 
 
 HOOKS_PRESENT = _hooks_present()

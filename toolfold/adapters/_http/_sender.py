@@ -152,16 +152,57 @@ class Sender:
             raise self.total_timeout(call.url)
         return cut_timeouts(self.timeouts, left)
 
-    async def fetch(self, call: Call) -> tuple[Any, bytes]:
-        """Send ``call`` and read the whole answer: the response and its decoded body.
+    async def fetch(
+        self, url: str, content: bytes, headers: dict[str, str], deadline: float | None
+    ) -> tuple[Any, bytes]:
+        """POST ``content`` and read the whole answer: the response and its decoded body.
+
+        The usual answer (no deadline, a status below 300, come whole with its
+        head, uncompressed and within the limits) is taken without a `Call`:
+        one is made for anything else (the deadline, the retries, a body read
+        as it comes, decoded or refused), which needs the call's parts together.
+        """
+        if deadline is not None:
+            left = deadline - self.clock()
+            return await self._fetch_within(Call(url, content, headers, deadline, False), left)
+        # No deadline: the first attempt is awaited from here, not from `send`
+        # (one coroutine fewer held while the answer is awaited); a failure or
+        # an answer >= 300 goes on to the retries as in `send`.
+        backend = self.clients.ready_async() or await self.clients.get_async()
+        try:
+            # `_attempt` without a deadline per await: the backend's own request.
+            response = await backend.send(url, content, headers, self.timeouts)
+        except Exception as exc:
+            response = exc
+        call: Call | None = None
+        if isinstance(response, BaseException) or response.status_code >= 300:
+            call = Call(url, content, headers, None, False)
+            response = await self._retried(call, backend, response, per_await=False, bounded=False)
+        if type(response) in READ_IN_PIECES:
+            body: bytes | None = response.arrived()  # taken whole, the connection given back
+            # The usual small answer: no coroutine to read it, and, uncompressed
+            # below the limits, the body as is, no reader to make.
+            if (
+                body is not None
+                and len(body) <= self._plain
+                and response.headers.get("content-encoding") is None
+            ):
+                return response, body
+            call = call or Call(url, content, headers, None, False)
+            if body is None:  # not all there yet: read as it comes
+                return response, await self._read_pieces(response, call)
+            return response, self._arrived(response, body, call)
+        call = call or Call(url, content, headers, None, False)
+        return response, await self._read_all(response, call, per_await=False)
+
+    async def _fetch_within(self, call: Call, left: float) -> tuple[Any, bytes]:
+        """`fetch` of a call with a deadline, ``left`` seconds away.
 
         On Python 3.11+ one timeout bounds the whole call (the attempts, the
         waits between them, the body) instead of one per await, and the
         attempts keep the client's own timeouts.
         """
-        # `_left`, inlined: no deadline is the usual call.
-        left = None if call.deadline is None else call.deadline - self.clock()
-        if left is not None and sys.version_info >= (3, 11):
+        if sys.version_info >= (3, 11):
             if left <= 0:
                 raise self.total_timeout(call.url)
             scope = asyncio.timeout(left)
@@ -173,33 +214,8 @@ class Sender:
                 if scope.expired():
                     raise self.total_timeout(call.url) from exc
                 raise
-        if left is not None:
-            response = await self.send(call)
-            return response, await self._read_all(response, call, per_await=True)
-        # No deadline: the first attempt is awaited from here, not from `send`
-        # (one coroutine fewer held while the answer is awaited); a failure or
-        # an answer >= 300 goes on to the retries as in `send`.
-        backend = self.clients.ready_async() or await self.clients.get_async()
-        try:
-            # `_attempt` without a deadline per await: the backend's own request.
-            response = await backend.send(call.url, call.content, call.headers, self.timeouts)
-        except Exception as exc:
-            response = await self._retried(call, backend, exc, per_await=False, bounded=False)
-        else:
-            if response.status_code >= 300:
-                response = await self._retried(
-                    call, backend, response, per_await=False, bounded=False
-                )
-        if type(response) in READ_IN_PIECES:
-            body: bytes | None = response.arrived()  # taken whole, the connection given back
-            if body is None:  # not all there yet: read as it comes
-                return response, await self._read_pieces(response, call)
-            # The usual small answer: no coroutine to read it, and, uncompressed
-            # below the limits, the body as is, no reader to make.
-            if len(body) <= self._plain and response.headers.get("content-encoding") is None:
-                return response, body
-            return response, self._arrived(response, body, call)
-        return response, await self._read_all(response, call, per_await=False)
+        response = await self.send(call)  # Python 3.10: a deadline per await
+        return response, await self._read_all(response, call, per_await=True)
 
     async def send(self, call: Call, *, bounded: bool = False) -> Any:
         """The response of the first attempt answering with status < 300 (see `attempts`).
@@ -422,8 +438,8 @@ class Sender:
             await response.aclose()
 
     def _arrived(self, response: Any, body: bytes, call: Call) -> bytes:
-        """The decoded ``body`` of an aiohttp answer that came whole with its head (compressed,
-        or past the size `fetch` takes as it is), within the limits."""
+        """The decoded ``body`` of an aiohttp answer that came whole with its head, within the
+        limits (`fetch` takes a small uncompressed one as it is itself)."""
         reader = self._reader(response, call)
         if len(body) <= reader.passthrough():  # "identity": as above
             return body

@@ -160,6 +160,8 @@ class Transport:
             clock=clock or time.monotonic,
         )
         self._check = inband_check(provider) if inband_errors else None
+        # Each path's URL (`url`), joined once: a model posts to one or two paths.
+        self._urls: dict[str, str] = {}
 
     @property
     def timeouts(self) -> Timeouts | None:
@@ -208,10 +210,10 @@ class Transport:
                 `ProviderError` for one that is too large.
         """
         sender = self._sender
-        call = self._call(path, body, self._headers, headers, streaming=False)
+        url, content, sent, deadline = self._parts(path, body, self._headers, headers)
         try:
-            response, content = await sender.fetch(call)
-            return sender.json(content, response, call.url)
+            response, answer = await sender.fetch(url, content, sent, deadline)
+            return sender.json(answer, response, url)
         except ProviderError as exc:
             self.scrub(exc)  # again, now that it is chained to its cause
             raise
@@ -391,6 +393,12 @@ class Transport:
         *,
         streaming: bool,
     ) -> Call:
+        return Call(*self._parts(path, body, base, extra), streaming)
+
+    def _parts(
+        self, path: str, body: Any, base: dict[str, str], extra: Mapping[str, str] | None
+    ) -> tuple[str, bytes, dict[str, str], float | None]:
+        """The URL, content, headers and deadline of a call to make now (see `Call`)."""
         headers = base
         if extra:
             check_headers(extra)
@@ -403,7 +411,12 @@ class Transport:
         sender = self._sender
         total = sender.timeouts.total if sender.timeouts else None
         deadline = None if total is None else sender.clock() + total
-        return Call(self.url(path), content, headers, deadline, streaming)
+        url = self._urls.get(path)
+        if url is None:
+            if len(self._urls) >= 64:
+                self._urls.clear()
+            url = self._urls[path] = self.url(path)
+        return url, content, headers, deadline
 
     def _stream_call(
         self, path: str, body: Any, headers: Mapping[str, str] | None, accept: str | None

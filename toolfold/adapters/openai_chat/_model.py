@@ -84,7 +84,10 @@ class OpenAIChatModel(ProviderModel):
         if server is None and provider == "openai-compatible" and GEMINI_HOST in (base_url or ""):
             server = "gemini"
         self.provider = _row(provider, server)
-        self._report = RequestReport(self.provider.name)
+        self._report = RequestReport(self.provider.name)  # without notes: nothing is changed
+        # The body's JSON is made from the messages' memoized encodings
+        # (`encode_body`), unless a subclass builds its own body.
+        self._memoized_body = type(self).prepare is OpenAIChatModel.prepare
         super().__init__(
             model_name,
             base_url=base_url,
@@ -120,17 +123,12 @@ class OpenAIChatModel(ProviderModel):
     def _outgoing(
         self, request: ModelRequest, stream: bool
     ) -> tuple[str, Any, Mapping[str, str] | None]:
-        # The body's JSON from the messages' memoized encodings (see `encode_body`),
-        # unless a subclass builds its own body.
-        content = None
-        if type(self).prepare is OpenAIChatModel.prepare:
+        # No notes to log: `encode_body` changes nothing it reports (`prepare`'s report is empty).
+        if self._memoized_body:
             content = encode_body(request, self.model_name, self.provider, stream=stream)
-        if content is None:
-            return super()._outgoing(request, stream)
-        report = self._report
-        if report.notes:
-            self._log_notes(report)
-        return _PATH, content, None
+            if content is not None:
+                return _PATH, content, None
+        return super()._outgoing(request, stream)
 
     def _read(self, data: Any) -> ModelResponse:
         # The codec reads the whole body with the `wire` getters: a body that is
