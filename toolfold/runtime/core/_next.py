@@ -23,6 +23,7 @@ _NOT_FORCING = (None, "auto", "none")
 _call_model = builder(CallModel)
 _invocation = builder(ToolInvocation)
 _request = builder(ModelRequest)
+_finish = builder(Finish)
 
 
 def next_effect(state: RunState) -> Effect:
@@ -59,9 +60,9 @@ def next_effect(state: RunState) -> Effect:
         assert state.config.output is not None  # the reducer enters this phase only with one
         return ValidateOutput(state.last_text, state.config.output)
     if phase == "finished":
-        return Finish(state.finish_reason or "stop", state.output)
+        return _finish(state.finish_reason or "stop", state.output)
     if phase == "failed":
-        return Finish("error", None, state.error)
+        return _finish("error", None, state.error)
     raise RunError("the run has not started: reduce a RunStarted event first", state)
 
 
