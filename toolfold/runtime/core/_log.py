@@ -78,11 +78,15 @@ class Log(Sequence[T], Generic[T]):
         if len(items) == n:
             items.extend(added)  # one step under the GIL: the items land together or not at n
             # Another log's extend may have landed there first: share the buffer
-            # only when every item in place is one of these.
-            k = len(added)
-            if len(items) >= n + k and all(
-                a is b for a, b in zip(items[n : n + k], added, strict=True)
-            ):
+            # only when every item in place is one of these (checked in a loop, not a
+            # generator: no function and frame of its own for every step of several calls).
+            shared = len(items) >= n + len(added)
+            if shared:
+                for index, item in enumerate(added, n):
+                    if items[index] is not item:
+                        shared = False
+                        break
+            if shared:
                 copy = items
             else:
                 copy = items[:n]

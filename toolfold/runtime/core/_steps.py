@@ -371,12 +371,15 @@ def returned_all(state: RunState, changes: Changes, events: Sequence[Event]) -> 
     the phase. Otherwise False, and ``changes`` is untouched.
     """
     calls: list[CallState] = list(changes["calls"])
-    to_run = {c.call.id: c for c in calls if c.status == "to_run"}
+    to_run: dict[str, CallState] = {}
+    for call in calls:  # a loop, not a comprehension (a function object and a frame in 3.11)
+        if call.status == "to_run":
+            to_run[call.call.id] = call
     for event in events:
-        call = to_run.pop(getattr(event, "call_id", None), None)  # type: ignore[arg-type]
-        if call is None or not _plain(event):
+        taken = to_run.pop(getattr(event, "call_id", None), None)  # type: ignore[arg-type]
+        if taken is None or not _plain(event):
             return False
-        calls[call.index] = _returned(call, event)
+        calls[taken.index] = _returned(taken, event)
     changes["calls"] = tuple(calls)
     _settle(state, changes)
     return True
