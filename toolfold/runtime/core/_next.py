@@ -43,15 +43,14 @@ def next_effect(state: RunState) -> Effect:
         step = state.step + 1
         return _call_model(build_request(state), step, f"{state.run_id}:{step}:model")
     if phase == "running_tools":
-        return RunTools(
-            [
-                _invocation(
-                    c.call, c.index, state.step, f"{state.run_id}:{state.step}:{c.index}", c.child
-                )
-                for c in state.calls
-                if c.status == "to_run"
-            ]
-        )
+        # A loop, not a comprehension (a function object and a frame in 3.11): every step
+        # of a run that is streamed or observed asks for its calls here.
+        invocations = []
+        for c in state.calls:
+            if c.status == "to_run":
+                key = f"{state.run_id}:{state.step}:{c.index}"
+                invocations.append(_invocation(c.call, c.index, state.step, key, c.child))
+        return RunTools(invocations)
     if phase == "awaiting_approval":
         return AwaitApproval(state.pending_approvals, state.tool_calls)
     if phase == "awaiting_tool_results":

@@ -188,8 +188,11 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
         )
         return
     if len(calls) > 1:
-        ids = [c.id for c in calls]
-        if len(set(ids)) != len(ids):
+        seen = set()
+        for call in calls:  # a loop, not a comprehension (a function object and a frame in 3.11)
+            seen.add(call.id)
+        if len(seen) != len(calls):
+            ids = [c.id for c in calls]
             raise refused(state, event.kind, f"the response repeats a tool call id: {ids}")
     dispositions = event.dispositions or _default_dispositions(state, event.kind, calls)
     if len(dispositions) != len(calls):
