@@ -109,7 +109,8 @@ class Log(Sequence[T], Generic[T]):
     def as_tuple(self) -> tuple[T, ...]:
         """The items as a tuple (built once per version)."""
         if self._tuple is None:
-            self._tuple = tuple(islice(self._items, self._n))
+            # A slice, then a tuple of a list: a copy of known size, no iterator to step through.
+            self._tuple = tuple(self._items[: self._n])
         return self._tuple
 
     def __len__(self) -> int:
