@@ -78,11 +78,15 @@ class Log(Sequence[T], Generic[T]):
         if len(items) == n:
             items.extend(added)  # one step under the GIL: the items land together or not at n
             # Another log's extend may have landed there first: share the buffer
-            # only when every item in place is one of these.
-            k = len(added)
-            if len(items) >= n + k and all(
-                a is b for a, b in zip(items[n : n + k], added, strict=True)
-            ):
+            # only when every item in place is one of these (checked in a loop, not a
+            # generator: no function and frame of its own for every step of several calls).
+            shared = len(items) >= n + len(added)
+            if shared:
+                for index, item in enumerate(added, n):
+                    if items[index] is not item:
+                        shared = False
+                        break
+            if shared:
                 copy = items
             else:
                 copy = items[:n]
@@ -105,7 +109,8 @@ class Log(Sequence[T], Generic[T]):
     def as_tuple(self) -> tuple[T, ...]:
         """The items as a tuple (built once per version)."""
         if self._tuple is None:
-            self._tuple = tuple(islice(self._items, self._n))
+            # A slice, then a tuple of a list: a copy of known size, no iterator to step through.
+            self._tuple = tuple(self._items[: self._n])
         return self._tuple
 
     def __len__(self) -> int:

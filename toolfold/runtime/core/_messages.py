@@ -356,8 +356,13 @@ class Message:
     @property
     def text(self) -> str:
         """The concatenated text parts."""
-        # List comprehensions, not generators: read on every step of a run.
-        return "".join([p.text for p in self.parts if isinstance(p, TextPart)])
+        # A loop, not a comprehension (a function object and a frame in 3.11): read for
+        # every answer.
+        texts = []
+        for part in self.parts:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+        return "".join(texts)
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
@@ -405,8 +410,15 @@ def tool_calls_of(message: Message) -> tuple[ToolCallPart, ...]:
     parts = message.parts
     for part in parts:
         if not isinstance(part, ToolCallPart):
-            return tuple([p for p in parts if isinstance(p, ToolCallPart)])
-    return parts  # type: ignore[return-value]  # only calls (a tool step's answer)
+            break
+    else:
+        return parts  # type: ignore[return-value]  # only calls (a tool step's answer)
+    # A loop, not a comprehension (a function object and a frame in 3.11).
+    calls = []
+    for part in parts:
+        if isinstance(part, ToolCallPart):
+            calls.append(part)
+    return tuple(calls)
 
 
 def wire_memo(message: Message, key: object) -> Any:

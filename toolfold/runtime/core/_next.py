@@ -23,6 +23,7 @@ _NOT_FORCING = (None, "auto", "none")
 _call_model = builder(CallModel)
 _invocation = builder(ToolInvocation)
 _request = builder(ModelRequest)
+_finish = builder(Finish)
 
 
 def next_effect(state: RunState) -> Effect:
@@ -42,15 +43,14 @@ def next_effect(state: RunState) -> Effect:
         step = state.step + 1
         return _call_model(build_request(state), step, f"{state.run_id}:{step}:model")
     if phase == "running_tools":
-        return RunTools(
-            [
-                _invocation(
-                    c.call, c.index, state.step, f"{state.run_id}:{state.step}:{c.index}", c.child
-                )
-                for c in state.calls
-                if c.status == "to_run"
-            ]
-        )
+        # A loop, not a comprehension (a function object and a frame in 3.11): every step
+        # of a run that is streamed or observed asks for its calls here.
+        invocations = []
+        for c in state.calls:
+            if c.status == "to_run":
+                key = f"{state.run_id}:{state.step}:{c.index}"
+                invocations.append(_invocation(c.call, c.index, state.step, key, c.child))
+        return RunTools(invocations)
     if phase == "awaiting_approval":
         return AwaitApproval(state.pending_approvals, state.tool_calls)
     if phase == "awaiting_tool_results":
@@ -59,9 +59,9 @@ def next_effect(state: RunState) -> Effect:
         assert state.config.output is not None  # the reducer enters this phase only with one
         return ValidateOutput(state.last_text, state.config.output)
     if phase == "finished":
-        return Finish(state.finish_reason or "stop", state.output)
+        return _finish(state.finish_reason or "stop", state.output)
     if phase == "failed":
-        return Finish("error", None, state.error)
+        return _finish("error", None, state.error)
     raise RunError("the run has not started: reduce a RunStarted event first", state)
 
 

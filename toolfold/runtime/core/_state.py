@@ -225,7 +225,12 @@ class RunState:
     @property
     def pending_calls(self) -> tuple[CallState, ...]:
         """The current step's calls that have no result yet."""
-        return tuple(c for c in self.calls if c.status != "done")
+        # A loop, not a generator: the driver reads it as every run (re)starts.
+        pending = []
+        for call in self.calls:
+            if call.status != "done":
+                pending.append(call)
+        return tuple(pending)
 
     @property
     def calls_to_run(self) -> tuple[ToolCallPart, ...]:

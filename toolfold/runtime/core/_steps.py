@@ -174,9 +174,9 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
         fresh = total is NO_USAGE and type(usage) is Usage
         total = usage if fresh else total + usage
     changes["usage"] = total
-    changes["calls"] = ()
     calls = tool_calls_of(message)
     if not calls:
+        changes["calls"] = ()
         if state.config.output is not None:
             changes["phase"] = "validating_output"
             return
@@ -188,20 +188,22 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
         )
         return
     if len(calls) > 1:
-        ids = [c.id for c in calls]
-        if len(set(ids)) != len(ids):
+        seen = set()
+        for call in calls:  # a loop, not a comprehension (a function object and a frame in 3.11)
+            seen.add(call.id)
+        if len(seen) != len(calls):
+            ids = [c.id for c in calls]
             raise refused(state, event.kind, f"the response repeats a tool call id: {ids}")
     dispositions = event.dispositions or _default_dispositions(state, event.kind, calls)
     if len(dispositions) != len(calls):
         raise refused(
             state, event.kind, f"{len(dispositions)} dispositions for {len(calls)} tool calls"
         )
-    changes["calls"] = tuple(
-        [
-            _classify(state, event.kind, index, call, disposition)
-            for index, (call, disposition) in enumerate(zip(calls, dispositions, strict=True))
-        ]
-    )
+    # A loop, not a comprehension: no function of its own to call for every response.
+    classified: list[CallState] = []
+    for index, call in enumerate(calls):
+        classified.append(_classify(state, event.kind, index, call, dispositions[index]))
+    changes["calls"] = tuple(classified)
     _settle(state, changes)
 
 
@@ -233,7 +235,7 @@ def _classify(
                 f"with auto_execute_tools=False, not {disposition!r}",
             )
         return _call_state(index, call, "to_return")
-    spec = config.tool(call.name)
+    spec = config._by_name.get(call.name)  # `config.tool`, without its frame for every call
     if spec is None:
         return _done(index, call, _unknown_tool_message(call.name, config), "unknown_tool")
     problem = disposition_problem(spec, disposition)
@@ -300,9 +302,16 @@ def _take(
     raise refused(state, kind, f"no tool call {call_id!r} in this step (calls: {known})")
 
 
-def _outcome_of(event: ToolReturned) -> Outcome:
-    """The call's outcome: a result marked as an error of a call that ran is an "error"."""
-    return "error" if event.is_error and event.outcome == "ok" else event.outcome
+def _returned(call: CallState, event: ToolReturned) -> CallState:
+    """``call`` done with ``event``'s result.
+
+    Its outcome is the event's, but a result marked as an error of a call that
+    ran is an "error".
+    """
+    outcome: Outcome = "error" if event.is_error and event.outcome == "ok" else event.outcome
+    part = call.call
+    result = _result(part.id, part.name, event.content, outcome != "ok", event.parts)
+    return _call_state(call.index, part, "done", result, outcome, event.child)
 
 
 def _put(state: RunState, changes: Changes, new: CallState) -> None:
@@ -322,11 +331,9 @@ def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> Non
         if problem:
             raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
     call = _take(state, changes, event.kind, event.call_id, "to_run")
-    outcome = _outcome_of(event)
-    child = event.child
-    if child is not None:
-        _child(state, event.kind, child)
-    _put(state, changes, _done(call.index, call.call, event.content, outcome, child, event.parts))
+    if event.child is not None:
+        _child(state, event.kind, event.child)
+    _put(state, changes, _returned(call, event))
     _settle(state, changes)
 
 
@@ -352,8 +359,7 @@ def returned_one(state: RunState, changes: Changes, event: Event) -> bool:
     call = calls[0]
     if call.status != "to_run" or call.call.id != event.call_id or not _plain(event):
         return False
-    outcome = _outcome_of(event)
-    changes["calls"] = (_done(call.index, call.call, event.content, outcome, event.child),)
+    changes["calls"] = (_returned(call, event),)
     _commit(state, changes)  # what settling a step with every call done does
     return True
 
@@ -368,13 +374,15 @@ def returned_all(state: RunState, changes: Changes, events: Sequence[Event]) -> 
     the phase. Otherwise False, and ``changes`` is untouched.
     """
     calls: list[CallState] = list(changes["calls"])
-    to_run = {c.call.id: c for c in calls if c.status == "to_run"}
+    to_run: dict[str, CallState] = {}
+    for call in calls:  # a loop, not a comprehension (a function object and a frame in 3.11)
+        if call.status == "to_run":
+            to_run[call.call.id] = call
     for event in events:
-        call = to_run.pop(getattr(event, "call_id", None), None)  # type: ignore[arg-type]
-        if call is None or not _plain(event):
+        taken = to_run.pop(getattr(event, "call_id", None), None)  # type: ignore[arg-type]
+        if taken is None or not _plain(event):
             return False
-        outcome = _outcome_of(event)
-        calls[call.index] = _done(call.index, call.call, event.content, outcome, event.child)
+        calls[taken.index] = _returned(taken, event)
     changes["calls"] = tuple(calls)
     _settle(state, changes)
     return True
