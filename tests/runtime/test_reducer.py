@@ -22,6 +22,7 @@ from toolfold.runtime import (
     StopRequested,
     ToolResultPart,
     ToolReturned,
+    ToolSpec,
     Usage,
     UserMessageAdded,
     ValidateOutput,
@@ -315,6 +316,26 @@ def test_a_config_is_checked_each_time_until_it_passes() -> None:
             initial_state("hi", bad, run_id="r")
     good = RunConfig(tools=(spec("t"),))
     assert initial_state("hi", good, run_id="r") == initial_state("hi", good, run_id="r")
+
+
+def test_tool_names_are_read_when_the_run_starts() -> None:
+    """A duck-typed definition renamed after its config was made is checked by its name now:
+    a clash the rename made is refused, naming it; one the rename undid starts."""
+
+    class Definition:
+        def __init__(self, name: str) -> None:
+            self.name, self.description, self.parameters, self.strict = name, "", {}, None
+
+    first, second = Definition("a"), Definition("b")
+    config = RunConfig(tools=(ToolSpec(first), ToolSpec(second)))
+    second.name = "a"
+    with pytest.raises(InvalidEventError, match=r"duplicate tool names: a$"):
+        initial_state("hi", config, run_id="r")
+    second.name = "c"
+    clash = Definition("c")
+    config = RunConfig(tools=(ToolSpec(second), ToolSpec(clash)))
+    clash.name = "d"
+    assert initial_state("hi", config, run_id="r").phase == "awaiting_model"
 
 
 def test_duplicate_call_ids_are_refused() -> None:

@@ -309,10 +309,8 @@ def _why_not(state: RunState, event: Event) -> str:
 
 
 def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
-    config = event.config
-    # The config's tools by name hold one entry a name: fewer than its tools, a name repeats.
-    if len(config._by_name) != len(config.tools):
-        names = config.tool_names
+    names = [t.name for t in event.config.tools]
+    if len(set(names)) != len(names):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         raise refused(state, event.kind, f"duplicate tool names: {', '.join(duplicates)}")
     for message in event.messages:

@@ -235,7 +235,7 @@ def _classify(
                 f"with auto_execute_tools=False, not {disposition!r}",
             )
         return _call_state(index, call, "to_return")
-    spec = config._by_name.get(call.name)  # `config.tool`, without its frame for every call
+    spec = config.tool(call.name)
     if spec is None:
         return _done(index, call, _unknown_tool_message(call.name, config), "unknown_tool")
     problem = disposition_problem(spec, disposition)
