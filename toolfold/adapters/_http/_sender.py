@@ -169,15 +169,20 @@ class Sender:
         # (one coroutine fewer held while the answer is awaited); a failure or
         # an answer >= 300 goes on to the retries as in `send`.
         backend = self.clients.ready_async() or await self.clients.get_async()
+        call: Call | None = None
         try:
             # `_attempt` without a deadline per await: the backend's own request.
             response = await backend.send(url, content, headers, self.timeouts)
         except Exception as exc:
-            response = exc
-        call: Call | None = None
-        if isinstance(response, BaseException) or response.status_code >= 300:
+            # The retries run in the handler: their error chains this one, as in `send`.
             call = Call(url, content, headers, None, False)
-            response = await self._retried(call, backend, response, per_await=False, bounded=False)
+            response = await self._retried(call, backend, exc, per_await=False, bounded=False)
+        else:
+            if response.status_code >= 300:
+                call = Call(url, content, headers, None, False)
+                response = await self._retried(
+                    call, backend, response, per_await=False, bounded=False
+                )
         if type(response) in READ_IN_PIECES:
             body: bytes | None = response.arrived()  # taken whole, the connection given back
             # The usual small answer: no coroutine to read it, and, uncompressed

@@ -85,9 +85,6 @@ class OpenAIChatModel(ProviderModel):
             server = "gemini"
         self.provider = _row(provider, server)
         self._report = RequestReport(self.provider.name)  # without notes: nothing is changed
-        # The body's JSON is made from the messages' memoized encodings
-        # (`encode_body`), unless a subclass builds its own body.
-        self._memoized_body = type(self).prepare is OpenAIChatModel.prepare
         super().__init__(
             model_name,
             base_url=base_url,
@@ -123,8 +120,10 @@ class OpenAIChatModel(ProviderModel):
     def _outgoing(
         self, request: ModelRequest, stream: bool
     ) -> tuple[str, Any, Mapping[str, str] | None]:
-        # No notes to log: `encode_body` changes nothing it reports (`prepare`'s report is empty).
-        if self._memoized_body:
+        # The body's JSON is made from the messages' memoized encodings (`encode_body`),
+        # unless a subclass builds its own body. No notes to log: `encode_body`
+        # changes nothing it reports (`prepare`'s report is empty).
+        if type(self).prepare is OpenAIChatModel.prepare:
             content = encode_body(request, self.model_name, self.provider, stream=stream)
             if content is not None:
                 return _PATH, content, None
