@@ -182,7 +182,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     reported = state.step if not state.pending_calls else state.step - 1
     # Sources opened for this run, by identity, with their tools: a handoff cycle
     # reaching an agent again reuses them (the shell closes them when the run ends).
-    listings = {_identity(sources): listed for sources, listed in live.opened}
+    listings: dict[tuple[int, ...], Sequence[Tool[..., Any]]] = {}
+    for sources, its_tools in live.opened:
+        listings[_identity(sources)] = its_tools
     if live.announce_start and live.on_event is not None and len(state.log) == 1:
         _observe(live.on_event, state.log[0], state, "on_event")
     while True:
@@ -228,24 +230,25 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         changes = opened.changes
                         run_id, number = state.run_id, changes["step"]
                         messages = changes["conversation"]
-                        jobs = tuple(
-                            [
-                                _job_in(
-                                    live,
-                                    run_id,
-                                    messages,
-                                    _invocation(
-                                        c.call,
-                                        c.index,
-                                        number,
-                                        f"{run_id}:{number}:{c.index}",
-                                        c.child,
-                                    ),
+                        # (Loops and `map`, not comprehensions: no function and frame to make a step.)
+                        to_run: list[ToolJob] = []
+                        for c in changes["calls"]:  # (a running step has calls: ``c`` is bound)
+                            if c.status == "to_run":
+                                to_run.append(
+                                    _job_in(
+                                        live,
+                                        run_id,
+                                        messages,
+                                        _invocation(
+                                            c.call,
+                                            c.index,
+                                            number,
+                                            f"{run_id}:{number}:{c.index}",
+                                            c.child,
+                                        ),
+                                    )
                                 )
-                                for c in changes["calls"]
-                                if c.status == "to_run"
-                            ]
-                        )
+                        jobs = tuple(to_run)
                         finished = _round_record(jobs)
                         try:
                             outcomes: Sequence[ToolOutcome] = yield new_tuple(
@@ -259,11 +262,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                             raise
                         if live.handoffs:  # the step's transfer calls that do not hand over
                             outcomes = settle_outcomes(changes["calls"], outcomes, live.handoffs)
-                        state = opened.close([returned(outcome) for outcome in outcomes])
+                        state = opened.close(list(map(returned, outcomes)))
                         # The open step is not held across the next step's awaits (nor
                         # the state before it: see `drive_async`); what stays bound (the
                         # response, its event and dispositions) is in the new state's log.
-                        del opened, changes, messages, jobs, finished, outcomes
+                        del opened, changes, messages, c, to_run, jobs, finished, outcomes
                 else:
                     state = apply_event(live, state, event)
                     if notify:
@@ -281,7 +284,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         elif isinstance(effect, ValidateOutput):
             state = _validate(live, state, effect)
         else:  # Finish, or AwaitApproval / AwaitToolResults: the caller decides
-            return Ended(_finish(state, effect), live)
+            # (`Ended(...)` without its Python __new__.)
+            return new_tuple(Ended, (_finish(state, effect), live))
         if reported < state.step and state.phase not in _STEP_OPEN:
             reported = state.step
             if live.on_step is not None or notify:
