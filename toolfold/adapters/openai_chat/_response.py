@@ -223,12 +223,16 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         seed = response_id or ""
         if not seed and any(not raw.get("id") for raw in raw_calls):
             seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
+        # A tuple at once: the message's parts when the answer is only calls.
+        calls: tuple[ToolCallPart, ...]
         if len(raw_calls) == 1:  # the usual tool step: no comprehension to set up
-            calls = [_call(raw_calls[0], seed, 0, calls_at)]
+            calls = (_call(raw_calls[0], seed, 0, calls_at),)
         elif not raw_calls:  # a text answer: none either
-            calls = []
+            calls = ()
         else:
-            calls = [_call(raw, seed, position, calls_at) for position, raw in enumerate(raw_calls)]
+            calls = tuple(
+                [_call(raw, seed, position, calls_at) for position, raw in enumerate(raw_calls)]
+            )
         raw_finish = choice.get("finish_reason")
         if type(raw_finish) is not str or not raw_finish.isascii():
             raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
@@ -249,7 +253,7 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         else:
             reason = "stop" if raw_finish is None else FINISH_REASONS.get(raw_finish, "other")
         return _model_response(
-            _message("assistant", (*parts, *calls) if parts else tuple(calls)),
+            _message("assistant", (*parts, *calls) if parts else calls),
             counts,
             reason,
             raw_finish,
