@@ -27,7 +27,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
-    store_wire_memo,
+    set_wire_memo,
 )
 from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
 
@@ -104,7 +104,7 @@ def encode_body(
                     return None
                 fragment = encode_text(encode_messages((message,), provider, rewrite_id or _same))
                 fragment = fragment[1:-1]
-            store_wire_memo(message, (provider, fragment))  # `set_wire_memo`, without its frame
+            set_wire_memo(message, provider, fragment)
         if fragment:
             fragments.append(fragment)
     frame = _frame(request, model_name, provider, stream)

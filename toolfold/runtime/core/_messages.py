@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Union
 
 import attrs
@@ -435,12 +435,7 @@ def set_wire_memo(message: Message, key: object, encoded: Any) -> None:
     One entry per message: another key replaces it. ``encoded`` must be
     immutable and depend only on the message and ``key``.
     """
-    store_wire_memo(message, (key, encoded))
-
-
-store_wire_memo: Callable[[Message, tuple[object, Any]], None] = Message.__dict__["_wire"].__set__
-"""``store_wire_memo(message, (key, encoded))``: `set_wire_memo` as one call into C (the
-memo's slot), no Python frame, for a codec that memoizes each message of every request."""
+    object.__setattr__(message, "_wire", (key, encoded))
 
 
 def _as_part(content: str | Part) -> Part:
