@@ -432,6 +432,24 @@ def test_a_memoized_message_is_re_encoded_for_another_provider_and_not_pickled()
     assert wire_memo(copied, openai) is None
 
 
+def test_a_look_alike_message_with_a_memo_attribute_is_encoded_and_memoized() -> None:
+    """A message-like object of the caller's own (role, parts and a ``_wire`` attribute, not a
+    `Message`) is encoded as `build_body` encodes it, and keeps its memo as a `Message` does."""
+
+    class LookAlike:
+        _wire: Any = None
+
+        def __init__(self, role: str, parts: tuple[Any, ...]) -> None:
+            self.role, self.parts = role, parts
+
+    message = LookAlike("user", (TextPart("x"),))
+    request = ModelRequest((message,), ())  # type: ignore[arg-type]
+    openai = PROVIDERS["openai"]
+    assert encode_body(request, "m", openai) == dumps(build_body(request, "m", openai))
+    assert wire_memo(message, openai) is not None  # type: ignore[arg-type]
+    assert encode_body(request, "m", openai) == dumps(build_body(request, "m", openai))
+
+
 def test_a_tool_schema_changed_in_place_is_sent_changed() -> None:
     """The memoized tools entry follows a schema edited between requests (as build_body does)."""
     schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "integer"}}}
