@@ -253,11 +253,12 @@ def _error(
     return ToolOutcome(call.id, call.name, content, True, outcome, exc, time.monotonic())
 
 
-def checked_arguments(job: ToolJob) -> ToolOutcome | dict[str, Any]:
+def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict[str, Any]:
     """Validated arguments, or the outcome that replaces running the tool.
 
     Reads no clock (the outcome's ``ended`` is 0.0): durable workflow code
-    calls it, and must stay deterministic.
+    calls it, and must stay deterministic. ``quick=False``: `quick_arguments`
+    already answered None for this call (not asked again).
     """
     tool = job.tool
     call = job.invocation.call
@@ -265,9 +266,10 @@ def checked_arguments(job: ToolJob) -> ToolOutcome | dict[str, Any]:
         content = f"Error: tool {call.name!r} cannot be run here."
         return ToolOutcome(call.id, call.name, content, True, "unknown_tool")
     stored = call.arguments
-    quick = None if stored is None else quick_arguments(tool, stored)
-    if quick is not None:  # flat arguments already of their types: what the check gives
-        return quick
+    if quick and stored is not None:
+        arguments = quick_arguments(tool, stored)
+        if arguments is not None:  # flat arguments already of their types: what the check gives
+            return arguments
     # A copy of its own: what the tool does to its arguments never reaches the state.
     raw = thaw(stored) if stored is not None else call.arguments_text
     try:
@@ -277,9 +279,9 @@ def checked_arguments(job: ToolJob) -> ToolOutcome | dict[str, Any]:
         return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", exc)
 
 
-def _prepare(job: ToolJob) -> ToolOutcome | dict[str, Any]:
+def _prepare(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict[str, Any]:
     """Validated arguments, or the outcome that replaces running the tool (ended now)."""
-    checked = checked_arguments(job)
+    checked = checked_arguments(job, quick=quick)
     if isinstance(checked, ToolOutcome):
         return checked._replace(ended=time.monotonic())
     return checked
@@ -409,7 +411,7 @@ async def run_calls(
             if arguments is not None:  # nothing between the call and the function
                 ran = _on_loop_now(job, arguments, started, tool.function)
             else:
-                prepared = _prepare(job)
+                prepared = _prepare(job, quick=False)
                 if isinstance(prepared, ToolOutcome):
                     return _timed((prepared,), started)
                 ran = _on_loop_now(job, prepared, started)
@@ -764,7 +766,7 @@ def run_calls_sync(
                 if arguments is not None:  # nothing between the call and the function
                     outcome = _run_inline(job, arguments, finished, started, tool.function)
                 else:
-                    prepared = _prepare(job)
+                    prepared = _prepare(job, quick=False)
                     if isinstance(prepared, ToolOutcome):
                         outcome = prepared
                     else:
