@@ -160,10 +160,6 @@ class Transport:
             clock=clock or time.monotonic,
         )
         self._check = inband_check(provider) if inband_errors else None
-        # Each path's URL (`url`), joined once: a model posts to one or two paths.
-        # `_urls_base`: the base URL they were joined to (the attribute may be set anew).
-        self._urls: dict[str, str] = {}
-        self._urls_base = self.base_url
 
     @property
     def timeouts(self) -> Timeouts | None:
@@ -413,17 +409,7 @@ class Transport:
         sender = self._sender
         total = sender.timeouts.total if sender.timeouts else None
         deadline = None if total is None else sender.clock() + total
-        urls = self._urls
-        if self._urls_base is not self.base_url:  # the base URL was set anew: join again
-            urls.clear()
-            self._urls_base = self.base_url
-        url = urls.get(path)
-        if url is None or type(self).url is not _JOINED:
-            url = self.url(path)  # (a subclass's `url` may answer differently each time)
-            if len(urls) >= 64:
-                urls.clear()
-            urls[path] = url
-        return url, content, headers, deadline
+        return self.url(path), content, headers, deadline
 
     def _stream_call(
         self, path: str, body: Any, headers: Mapping[str, str] | None, accept: str | None
@@ -433,10 +419,6 @@ class Transport:
         if accept is not None and not any(name.lower() == "accept" for name in headers or ()):
             headers = {**(headers or {}), "accept": accept}
         return self._call(path, body, self._headers, headers, streaming=True)
-
-
-# `Transport.url` itself: a subclass's own is asked on every call, not memoized.
-_JOINED = Transport.url
 
 
 def _auth_value(key: Secret | None, header: str, scheme: str) -> Secret | None:
