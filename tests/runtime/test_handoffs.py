@@ -18,6 +18,8 @@ from toolfold import (
     Response,
     RunError,
     SerializationError,
+    Tool,
+    ToolDefinitionError,
     UsageError,
     tool,
 )
@@ -314,6 +316,28 @@ def test_an_input_filter_that_is_not_a_function_is_refused_when_the_agent_is_bui
     target = Agent(ScriptedModel(["ok"]), name="target")
     with pytest.raises(UsageError, match=r"input_filter of the handoff to 'target'.*got str"):
         Agent(ScriptedModel(["x"]), handoffs=[Handoff(target, input_filter="users_only")])  # type: ignore[arg-type]
+
+
+def test_tools_that_share_a_name_with_a_transfer_tool_are_refused_when_the_agent_is_built() -> None:
+    """An agent whose tools repeat a name, its transfer tools' included, fails at Agent(...)
+    with a ToolDefinitionError naming the agent and the name, before any run hands off to it."""
+    ledger = Tool(name="ledger")
+    impostor = Tool(name="transfer_to_billing")
+    billing = Agent(ScriptedModel(["billed"]), name="billing")
+    with pytest.raises(
+        ToolDefinitionError,
+        match=r"(?s)^duplicate tool names in the tools of agent 'triage': .*"
+        r"tool name 'transfer_to_billing' is used by 2 tools",
+    ):
+        Agent(ScriptedModel([]), name="triage", tools=[impostor], handoffs=[billing])
+    with pytest.raises(
+        ToolDefinitionError,
+        match=r"(?s)^duplicate tool names in the tools of agent 'billing': .*"
+        r"tool name 'ledger' is used by 2 tools",
+    ):
+        Agent(ScriptedModel([]), name="billing", tools=[ledger, ledger], handoffs=["triage"])
+    with pytest.raises(ToolDefinitionError, match=r"^duplicate tool names: every tool"):
+        Agent(ScriptedModel([]), tools=[ledger, ledger])  # no name to give
 
 
 def _handed_to_billing() -> tuple[Response, int]:
