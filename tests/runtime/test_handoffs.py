@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import attrs
 import pytest
 
-from toolfold import Agent, Denied, Handoff, Message, Response, RunError, UsageError, tool
+from toolfold import (
+    Agent,
+    Denied,
+    Handoff,
+    InvalidEventError,
+    Message,
+    Response,
+    RunError,
+    SerializationError,
+    Tool,
+    ToolDefinitionError,
+    UsageError,
+    tool,
+)
 from toolfold.files import from_dict
 from toolfold.runtime import (
+    HandedOff,
     ModelRequest,
     ModelResponded,
     ModelResponse,
@@ -300,6 +316,86 @@ def test_an_input_filter_that_is_not_a_function_is_refused_when_the_agent_is_bui
     target = Agent(ScriptedModel(["ok"]), name="target")
     with pytest.raises(UsageError, match=r"input_filter of the handoff to 'target'.*got str"):
         Agent(ScriptedModel(["x"]), handoffs=[Handoff(target, input_filter="users_only")])  # type: ignore[arg-type]
+
+
+def test_tools_that_share_a_name_with_a_transfer_tool_are_refused_when_the_agent_is_built() -> None:
+    """An agent whose tools repeat a name, its transfer tools' included, fails at Agent(...)
+    with a ToolDefinitionError naming the agent and the name, before any run hands off to it."""
+    ledger = Tool(name="ledger")
+    impostor = Tool(name="transfer_to_billing")
+    billing = Agent(ScriptedModel(["billed"]), name="billing")
+    with pytest.raises(
+        ToolDefinitionError,
+        match=r"(?s)^duplicate tool names in the tools of agent 'triage': .*"
+        r"tool name 'transfer_to_billing' is used by 2 tools",
+    ):
+        Agent(ScriptedModel([]), name="triage", tools=[impostor], handoffs=[billing])
+    with pytest.raises(
+        ToolDefinitionError,
+        match=r"(?s)^duplicate tool names in the tools of agent 'billing': .*"
+        r"tool name 'ledger' is used by 2 tools",
+    ):
+        Agent(ScriptedModel([]), name="billing", tools=[ledger, ledger], handoffs=["triage"])
+    with pytest.raises(ToolDefinitionError, match=r"^duplicate tool names: every tool"):
+        Agent(ScriptedModel([]), tools=[ledger, ledger])  # no name to give
+
+
+def _handed_to_billing() -> tuple[Response, int]:
+    """A finished run triage -> billing (which has a tool and a handoff), and its handoff's index in the log."""
+
+    @tool
+    def ledger() -> str:
+        """Read the ledger."""
+        return "balanced"
+
+    refunds = Agent(ScriptedModel(["refunded"]), name="refunds")
+    billing = Agent(ScriptedModel(["billed"]), name="billing", tools=[ledger], handoffs=[refunds])
+    triage = Agent(ScriptedModel([call("transfer_to_billing")]), name="triage", handoffs=[billing])
+    response = triage.run("help")
+    (index,) = [i for i, e in enumerate(response.state.log) if e.kind == "handed_off"]
+    return response, index
+
+
+def test_a_handoff_whose_tools_repeat_a_name_is_refused_and_the_state_is_kept() -> None:
+    """A HandedOff whose config repeats tool names (its own, or its transfer tools) is refused as a
+    run start with them is, naming the agent and each name; the state it was given is unchanged."""
+    response, index = _handed_to_billing()
+    handed = response.state.log[index]
+    assert isinstance(handed, HandedOff)
+    before = replay(response.state.log[:index])
+    kept = before.to_json()
+    tools = handed.config.tools
+    clashing = attrs.evolve(handed.config, tools=(*tools, *tools))
+    with pytest.raises(InvalidEventError) as caught:
+        reduce(before, HandedOff("billing", clashing))
+    assert caught.value.reason == (
+        "duplicate tool names in the configuration of agent 'billing': ledger, transfer_to_refunds"
+    )
+    assert caught.value.state is before
+    assert before.to_json() == kept
+    assert len(before.log) == index
+    # The handoff the run made is still accepted, and the run replays as it did.
+    assert reduce(before, handed) == replay(response.state.log[: index + 1])
+    assert replay(response.state.log) == response.state
+    assert RunState.from_json(response.state.to_json()) == response.state
+
+
+def test_a_stored_run_whose_handoff_repeats_a_tool_name_does_not_load() -> None:
+    """A state document whose HandedOff event was edited to repeat a tool is refused on load,
+    with the reducer's reason; the document as written loads unchanged."""
+    response, index = _handed_to_billing()
+    document = json.loads(response.state.to_json())
+    tools = document["log"][index]["config"]["tools"]
+    assert [t["definition"]["name"] for t in tools] == ["ledger", "transfer_to_refunds"]
+    tools.append(tools[0])
+    with pytest.raises(
+        SerializationError,
+        match=r"duplicate tool names in the configuration of agent 'billing': ledger @ \$\.log",
+    ):
+        RunState.from_json(json.dumps(document))
+    loaded = RunState.from_json(response.state.to_json())
+    assert loaded == response.state
+    assert loaded.agent == "billing"
 
 
 def test_a_handoff_tools_name_and_description_are_overridable() -> None:

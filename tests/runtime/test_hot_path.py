@@ -289,7 +289,7 @@ def test_a_lone_inline_call_s_duration_spans_its_function() -> None:
 
 def test_a_blocking_twin_that_reads_the_context_needs_a_tool_that_does() -> None:
     """Jobs carry a context only for tools that read one, so a twin reading it needs such a tool."""
-    from toolfold.runtime.drive._executor import with_blocking_twin
+    from toolfold.runtime.drive._executor import _TWIN, with_blocking_twin
 
     @toolfold.tool
     async def bare(a: int) -> int:
@@ -306,6 +306,12 @@ def test_a_blocking_twin_that_reads_the_context_needs_a_tool_that_does() -> None
         """Reads its context."""
         return a
 
-    with pytest.raises(ValueError, match="reads no run context"):
+    with pytest.raises(ValueError, match=r"^the blocking twin of tool 'bare' ") as caught:
         with_blocking_twin(bare, reading)
+    assert str(caught.value) == (
+        "the blocking twin of tool 'bare' reads a run context, and the tool reads no run "
+        "context: a call gets a context only when its tool reads one, so the twin would be "
+        "called with None; give the tool a RunContext parameter too"
+    )
+    assert _TWIN not in bare.__dict__  # refused: blocking runs still call the tool itself
     assert with_blocking_twin(async_reading, reading) is async_reading

@@ -11,6 +11,7 @@ from toolfold.runtime import (
     TRANSITIONS,
     CallModel,
     Finish,
+    HandedOff,
     Message,
     OutputAccepted,
     OutputRejected,
@@ -336,6 +337,30 @@ def test_tool_names_are_read_when_the_run_starts() -> None:
     config = RunConfig(tools=(ToolSpec(second), ToolSpec(clash)))
     clash.name = "d"
     assert initial_state("hi", config, run_id="r").phase == "awaiting_model"
+
+
+def test_tool_names_are_read_when_a_handoff_switches_the_tools() -> None:
+    """A handoff's config is checked like a run start's, by the names its definitions have now:
+    a clash a rename made is refused, naming the agent and the name; one a rename undid is not."""
+
+    class Definition:
+        def __init__(self, name: str) -> None:
+            self.name, self.description, self.parameters, self.strict = name, "", {}, None
+
+    first, second = Definition("a"), Definition("b")
+    config = RunConfig(tools=(ToolSpec(first), ToolSpec(second)))
+    second.name = "a"
+    state = start()
+    with pytest.raises(
+        InvalidEventError,
+        match=r"duplicate tool names in the configuration of agent 'billing': a$",
+    ):
+        reduce(state, HandedOff("billing", config))
+    second.name = "c"
+    clash = Definition("c")
+    config = RunConfig(tools=(ToolSpec(second), ToolSpec(clash)))
+    clash.name = "d"
+    assert reduce(state, HandedOff("billing", config)).agent == "billing"
 
 
 def test_duplicate_call_ids_are_refused() -> None:

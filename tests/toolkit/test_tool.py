@@ -305,6 +305,19 @@ def test_check_tool_names_refuses_duplicates() -> None:
         check_tool_names([ping, ping])
 
 
+def test_check_tool_names_names_the_owner_of_the_tools() -> None:
+    """Given whose tools they are, the duplicate-name error says so, with the same problems."""
+    ping, other = Tool(name="ping"), Tool(name="ping")
+    with pytest.raises(ToolDefinitionError) as info:
+        check_tool_names([ping, other], owner="agent 'billing'")
+    assert info.value.qualname == "the tools of agent 'billing'"
+    assert str(info.value).startswith(
+        "duplicate tool names in the tools of agent 'billing': every tool of a list needs its own"
+    )
+    (problem,) = info.value.problems
+    assert problem.startswith("tool name 'ping' is used by 2 tools (")
+
+
 def test_runtime_gathering_refuses_duplicate_names() -> None:
     """Agent and generate_text refuse two tools with one name with a ToolDefinitionError."""
     from toolfold import Agent, generate_text

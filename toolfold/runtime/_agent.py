@@ -167,7 +167,10 @@ class Agent:
         specs = self._handoff_specs() if self.handoffs else []
         transfers = [h.tool() for h in specs]
         object.__setattr__(self, "_sources", sources)
-        options = make_options(**{**self._spec(), "tools": (*static, *transfers)})
+        # Its tools and its transfer tools are checked here, before any run:
+        # a name two of them share is refused naming the agent.
+        owner = None if self.name is None else f"agent {self.name!r}"
+        options = make_options(**{**self._spec(), "tools": (*static, *transfers)}, owner=owner)
         if self.name is not None:  # options are made without a name: no copy for none
             options = attrs.evolve(options, name=self.name)
         object.__setattr__(self, "_options", options)

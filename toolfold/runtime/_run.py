@@ -105,10 +105,16 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
     return tuple(out)
 
 
-def to_tools(tools: Iterable[Tool[..., Any] | Callable[..., Any]]) -> dict[str, Tool[..., Any]]:
-    """Tools by name; plain functions are made tools with ``@tool``."""
+def to_tools(
+    tools: Iterable[Tool[..., Any] | Callable[..., Any]], owner: str | None = None
+) -> dict[str, Tool[..., Any]]:
+    """Tools by name; plain functions are made tools with ``@tool``.
+
+    ``owner``: whose tools they are, for the error (see `check_tool_names`).
+    """
     # ToolDefinitionError naming every duplicated name and where its tools come from
-    return check_tool_names([item if isinstance(item, Tool) else make_tool(item) for item in tools])
+    made = [item if isinstance(item, Tool) else make_tool(item) for item in tools]
+    return check_tool_names(made, owner=owner)
 
 
 def split_stop(
@@ -252,8 +258,12 @@ def make_options(
     stop_when: Iterable[StopCondition | StopPredicate] = (),
     on_tool_error: OnToolError = "return",
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    owner: str | None = None,
 ) -> RunOptions:
     """`RunOptions` from an `Agent`'s options (resolves the model, tools and output type).
+
+    ``owner`` names whose options they are (``"agent 'billing'"``) in the
+    error for two tools of one name.
 
     Raises:
         UsageError: ``max_steps`` or ``max_concurrency`` below 1, an
@@ -287,7 +297,7 @@ def make_options(
             max_concurrency=max_concurrency,
         )
     output = output_schema(output_type) if output_type is not None else None
-    by_name = to_tools(tools)
+    by_name = to_tools(tools, owner)
     if max_steps < 1:
         raise UsageError(f"max_steps must be at least 1, got {max_steps}")
     if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:

@@ -457,11 +457,15 @@ def _references(schema: Mapping[str, Any]) -> tuple[list[tuple[str, str]], set[s
     return refs, anchors
 
 
-def check_tool_names(tools: Iterable[Tool[..., Any]]) -> dict[str, Tool[..., Any]]:
+def check_tool_names(
+    tools: Iterable[Tool[..., Any]], *, owner: str | None = None
+) -> dict[str, Tool[..., Any]]:
     """Index tools by name, refusing two tools with the same name.
 
     Args:
         tools: The tools of one agent or request.
+        owner: Whose tools they are (``"agent 'billing'"``), named in the
+            error; None for a list of no one in particular.
 
     Returns:
         Name -> tool, in the given order.
@@ -474,9 +478,12 @@ def check_tool_names(tools: Iterable[Tool[..., Any]]) -> dict[str, Tool[..., Any
         by_name.setdefault(t.name, []).append(t)
     problems = [_duplicate(name, group) for name, group in by_name.items() if len(group) > 1]
     if problems:
-        error = ToolDefinitionError("the tool list", problems)
+        error = ToolDefinitionError(f"the tools of {owner}" if owner else "the tool list", problems)
         lines = "\n".join(f"  - {p}" for p in problems)
-        error.args = (f"duplicate tool names: every tool of a list needs its own name\n{lines}",)
+        where = f" in the tools of {owner}" if owner else ""
+        error.args = (
+            f"duplicate tool names{where}: every tool of a list needs its own name\n{lines}",
+        )
         raise error
     return {name: group[0] for name, group in by_name.items()}
 

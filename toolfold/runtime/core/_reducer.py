@@ -308,11 +308,22 @@ def _why_not(state: RunState, event: Event) -> str:
 # --- handlers of the events that are not about tool calls (see _steps) -----
 
 
+def _duplicate_names(config: RunConfig) -> str | None:
+    """The tool names ``config`` repeats, listed, or None when each is used once.
+
+    Read from the tools now, not from the config's index by name: a duck-typed
+    definition may have been renamed since the config was made.
+    """
+    names = [t.name for t in config.tools]
+    if len(set(names)) == len(names):
+        return None
+    return ", ".join(sorted({n for n in names if names.count(n) > 1}))
+
+
 def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
-    names = [t.name for t in event.config.tools]
-    if len(set(names)) != len(names):
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        raise refused(state, event.kind, f"duplicate tool names: {', '.join(duplicates)}")
+    duplicates = _duplicate_names(event.config)
+    if duplicates:
+        raise refused(state, event.kind, f"duplicate tool names: {duplicates}")
     for message in event.messages:
         problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
         if problem:
@@ -451,6 +462,15 @@ def _step_limit_changed(state: RunState, event: StepLimitChanged, changes: Chang
 def _handed_off(state: RunState, event: HandedOff, changes: Changes) -> None:
     if type(event.agent) is not str or not event.agent:
         raise refused(state, event.kind, f"the agent must be a name, got {event.agent!r}")
+    # The tools change here as they do when a run starts: the same check, or
+    # the target would run with a tool set whose calls name no single tool.
+    duplicates = _duplicate_names(event.config)
+    if duplicates:
+        raise refused(
+            state,
+            event.kind,
+            f"duplicate tool names in the configuration of agent {event.agent!r}: {duplicates}",
+        )
     if event.messages is not None:
         for message in event.messages:
             problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))

@@ -151,10 +151,20 @@ def with_blocking_twin(tool: Tool[..., Any], twin: Tool[..., Any]) -> Tool[..., 
     Blocking runs then call ``twin`` where they would start an event loop for
     ``tool``; async runs call ``tool`` on their own loop. A job gets a run
     context when its tool reads one (see `reads_context`), and a twin runs with
-    its tool's job: so ``tool`` must read it when ``twin`` does.
+    its tool's job: so ``tool`` must read it when ``twin`` does. (Asking the
+    twin too would cost every call of every tool a look-up, and build contexts
+    no async run reads, for pairs no caller makes: both halves of an agent or
+    a task used as a tool read one.)
+
+    Raises:
+        ValueError: ``twin`` reads a run context and ``tool`` does not.
     """
     if reads_context(twin) and not reads_context(tool):
-        raise ValueError(f"tool {tool.name!r} reads no run context, and its blocking twin does")
+        raise ValueError(
+            f"the blocking twin of tool {tool.name!r} reads a run context, and the tool "
+            "reads no run context: a call gets a context only when its tool reads one, so "
+            "the twin would be called with None; give the tool a RunContext parameter too"
+        )
     tool.__dict__[_TWIN] = twin
     return tool
 
