@@ -9,12 +9,14 @@ client, so blocking cases leave it out rather than test the default twice.
 from __future__ import annotations
 
 import asyncio
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from toolfold.adapters import Transport
 
+httpx2: ModuleType | None  # None where it is not installed
 try:
     import httpx2
 except ImportError:  # Python 3.10: httpx2 needs 3.11+

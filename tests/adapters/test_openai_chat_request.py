@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+import logging
 import pickle
 import re
 from typing import Any
@@ -14,7 +16,14 @@ from openai_spec import mistral_problems, problems
 
 from toolfold import ModelConfigError
 from toolfold.adapters._http._json import dumps
-from toolfold.adapters.openai_chat import PROVIDERS, SERVER_PRESETS, build_body, mistral_id
+from toolfold.adapters._provider_model import ProviderModel
+from toolfold.adapters.openai_chat import (
+    PROVIDERS,
+    SERVER_PRESETS,
+    OpenAIChatModel,
+    build_body,
+    mistral_id,
+)
 from toolfold.adapters.openai_chat._request import encode_body
 from toolfold.runtime import (
     FilePart,
@@ -537,3 +546,32 @@ def test_a_tool_that_is_not_a_tool_definition_is_encoded_anew_each_request() -> 
     tool.description = "new"
     second = json.loads(encode_body(request, "m", openai) or b"")
     assert [b["tools"][0]["function"]["description"] for b in (first, second)] == ["old", "new"]
+
+
+@pytest.mark.parametrize("family", ["openai", "mistral", "deepseek"])
+def test_the_memoized_body_logs_what_prepare_reports_and_sends_build_bodys_bytes(
+    family: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request the codec changes on the way (reasoning left out, ``max_tokens`` and ``seed``
+    renamed, ``tool_choice="none"`` dropping the tools on Mistral) logs on the memoized path
+    (`encode_body`) exactly the notes `prepare`'s report holds and the `build_body` path logs
+    (today none: Chat Completions reports no change), and sends the same bytes."""
+    model = OpenAIChatModel("m", provider=family, api_key="sk-" + "k" * 20)
+    request = ModelRequest(
+        CONVERSATIONS["tool-results"],
+        (WEATHER,),
+        "none",
+        settings={"max_tokens": 50, "seed": 7, "temperature": 0},
+    )
+    expected = [f"{model.name} request: {note}" for note in model.prepare(request).report.notes]
+    sent, logged = [], []
+    for outgoing in (model._outgoing, functools.partial(ProviderModel._outgoing, model)):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="toolfold.adapters"):
+            _, body, _ = outgoing(request, False)
+        sent.append(body if type(body) is bytes else dumps(body))
+        logged.append([r.getMessage() for r in caplog.records])
+    model.close()
+    assert type(model._outgoing(request, False)[1]) is bytes  # the memoized path was taken
+    assert sent[0] == sent[1]
+    assert logged == [expected, expected]

@@ -406,6 +406,37 @@ def test_a_no_proxy_entry_the_client_cannot_name_is_left_out(
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("entry", [".xn--bcher-kva.de", "xn--bcher-kva.de"])
+def test_a_no_proxy_domain_in_its_xn_form_is_a_config_error_naming_it_on_httpx2(
+    http_server: ScriptedServer, entry: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """httpx2 cannot make a client while NO_PROXY names a domain in its xn-- form (bücher.de),
+    even one another host is sent to: a ModelConfigError naming the entry and the way out,
+    nothing sent. httpx reads the same NO_PROXY, and its other entries hold."""
+    if "httpx2" not in HTTPX:
+        pytest.skip("httpx2 is not installed")
+    _clear_proxies(monkeypatch)
+    proxy = ScriptedServer()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", f"{entry},.localhost")
+        target = f"http://localhost:{http_server.port}/v1"
+        with pytest.raises(ModelConfigError, match=r"NO_PROXY\): Codepoint U\+002A") as caught:
+            _send(target, mode, http="httpx2")
+        assert str(caught.value).endswith(
+            f"httpx2 cannot make a client while NO_PROXY names a domain in its xn-- form "
+            f"({entry}), whatever host it sends to: use http='httpx'"
+        )
+        assert http_server.requests == []
+        http_server.add(Reply(json={"ok": 1}))
+        assert _send(target, mode, http="httpx") == [{"ok": 1}]
+        assert proxy.requests == []
+    finally:
+        proxy.close()
+    assert http_server.requests[0].path == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_no_proxy_entry_httpx_cannot_read_is_a_config_error(
     http_server: ScriptedServer, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from types import ModuleType
 from typing import Any
 
 import aiohttp
@@ -36,6 +37,7 @@ from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._http._transport import Transport
 from toolfold.runtime import Message, ModelRequest
 
+httpx2: ModuleType | None  # None where it is not installed
 try:
     import httpx2
 except ImportError:  # Python 3.10: httpx2 needs 3.11+ (lookalike_http covers its contract)

@@ -14,18 +14,21 @@ from workflow_helpers import echo, exact
 from toolfold import (
     Agent,
     Loop,
+    Message,
+    ModelResponse,
     Parallel,
     Route,
     RunError,
     RunState,
     Sequence,
+    StepEndEvent,
     SubRunEvent,
     Task,
     TextDelta,
     UsageError,
     WorkflowDefinitionError,
 )
-from toolfold.runtime import fork, max_steps
+from toolfold.runtime import ModelResponded, fork, max_steps
 from toolfold.testing import FunctionModel, ScriptedModel
 
 
@@ -139,6 +142,37 @@ def test_a_loop_out_of_iterations_says_so_a_converged_one_does_not(driver: str) 
     exact(exhausted.state)
     assert (converged.output, converged.finish_reason) == ("e(e(e(x)))", "stop")
     assert converged.state.finish_reason == "stop"
+
+
+def test_the_planners_last_answer_says_max_iterations_where_the_user_reads_it() -> None:
+    """The planner's answer of a loop out of iterations has ``finish_reason == "max_iterations"``
+    (model ``toolfold:workflow``) on the last step and in the log; a converged loop's says
+    ``stop``; a stream's last step carries the same answer (FinishReason's docstring)."""
+
+    def loop(limit: int) -> Loop:
+        return Loop(echo("e"), until=lambda text: text.count("(") >= 3, max_iterations=limit)
+
+    exhausted, converged = loop(2).run("x"), loop(3).run("x")
+    last = exhausted.steps[-1].response
+    assert (last.finish_reason, last.model_name) == ("max_iterations", "toolfold:workflow")
+    answers = [e.response for e in exhausted.state.log if isinstance(e, ModelResponded)]
+    assert [a.finish_reason for a in answers] == ["tool_calls", "tool_calls", "max_iterations"]
+    assert converged.steps[-1].response.finish_reason == "stop"
+    ends = [e for e in loop(2).stream("x") if isinstance(e, StepEndEvent)]
+    assert ends[-1].step.response.finish_reason == "max_iterations"
+
+
+def test_any_models_answer_saying_max_iterations_finishes_its_run_so() -> None:
+    """An answer that says ``max_iterations`` finishes the run with it, whichever model gave it
+    (a scripted one standing in for a loop), with an output type or without."""
+
+    def said(text: str) -> ModelResponse:
+        return ModelResponse(Message.assistant(text), finish_reason="max_iterations")
+
+    plain = Agent(ScriptedModel([said("done")])).run("x")
+    typed = Agent(ScriptedModel([said('{"a": 1}')]), output_type=dict).run("x")
+    assert (plain.output, plain.finish_reason) == ("done", "max_iterations")
+    assert (typed.output, typed.finish_reason) == ({"a": 1}, "max_iterations")
 
 
 def test_a_loop_without_until_runs_its_iterations_and_stops() -> None:

@@ -343,7 +343,11 @@ def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimit
     httpx reads the proxy variables when the client is made and raises
     ValueError for a scheme it lacks (``ftp://``) and ImportError for SOCKS
     without ``socksio``; a ``NO_PROXY`` host it cannot read is its InvalidURL
-    (httpx: ``.ä_b.de``) or an IDNA error, a ValueError (httpx2: ``.xn--zz.de``).
+    (httpx: ``.ä_b.de``) or an IDNA error, a ValueError (httpx2: any name in its
+    ``xn--`` form, ``.xn--bcher-kva.de`` as well as ``.xn--zz.de``: its pattern
+    for the hosts under it, ``*.xn--bcher-kva.de``, is decoded as IDNA and ``*``
+    is no IDNA label; nothing toolfold mounts can stand in for it, see
+    `_idna_entries`).
     """
     try:
         return make(
@@ -354,10 +358,34 @@ def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimit
             mounts=_dotted_no_proxy(package),
         )
     except (ValueError, ImportError, package.InvalidURL) as exc:
-        raise ModelConfigError(
+        said = (
             "the HTTP client cannot use the proxy settings in the environment "
             f"(HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY): {exc}"
-        ) from exc
+        )
+        names = _idna_entries() if isinstance(exc, UnicodeError) else ""  # idna's errors
+        if names:
+            said += (
+                f"; {package.__name__} cannot make a client while NO_PROXY names a domain "
+                f"in its xn-- form ({names}), whatever host it sends to: use http='httpx'"
+            )
+        raise ModelConfigError(said) from exc
+
+
+def _idna_entries() -> str:
+    """The ``NO_PROXY`` entries in IDNA's ASCII form (``xn--`` labels), for an error.
+
+    httpx2 maps ``.xn--bcher-kva.de`` to the mount pattern ``all://*.xn--bcher-kva.de``;
+    reading a pattern's host, its URL decodes any host holding ``xn--`` with
+    ``idna.decode``, which refuses the ``*`` label (``InvalidCodepoint``, an
+    ``IDNAError``). Its check of each NO_PROXY pattern catches only its InvalidURL,
+    so the client is never made, whatever host it would send to. The name in
+    Unicode (``.bücher.de``) cannot stand in: httpx2 encodes ``*.bücher.de`` as
+    IDNA, gets InvalidURL, and drops the entry without a word. Nor can a mount
+    of toolfold's: no httpx2 pattern names the hosts under an international
+    domain, in either spelling (only the domain itself, ``all://xn--bcher-kva.de``).
+    """
+    entries = urllib.request.getproxies().get("no", "")  # what httpx2 reads
+    return ", ".join(e.strip() for e in entries.split(",") if "xn--" in e.lower())
 
 
 def _dotted_no_proxy(package: Any) -> dict[str, None] | None:

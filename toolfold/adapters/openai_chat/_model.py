@@ -122,7 +122,8 @@ class OpenAIChatModel(ProviderModel):
     ) -> tuple[str, Any, Mapping[str, str] | None]:
         # The body's JSON is made from the messages' memoized encodings (`encode_body`),
         # unless a subclass builds its own body. No notes to log: `encode_body`
-        # changes nothing it reports (`prepare`'s report is empty).
+        # changes nothing it reports (`prepare`'s report is always empty; a test
+        # holds both paths to the same log, should `build_body` ever note a change).
         if type(self).prepare is OpenAIChatModel.prepare:
             content = encode_body(request, self.model_name, self.provider, stream=stream)
             if content is not None:

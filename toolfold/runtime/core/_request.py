@@ -16,9 +16,17 @@ from toolfold.runtime.core._messages import (
 FinishReason = Literal[
     "stop", "length", "tool_calls", "content_filter", "error", "other", "max_iterations"
 ]
-"""Why a model stopped, normalised. ``max_iterations`` is no provider's: a
-workflow's planner answers with it when a `Loop` gave its last output because
-its ``max_iterations`` ran out before ``until`` held."""
+"""Why a model stopped, normalised (`ModelResponse.finish_reason`).
+
+``stop``, ``length``, ``tool_calls``, ``content_filter``, ``error`` and ``other``
+are providers' words mapped (the provider's own stays in
+``raw_finish_reason``). ``max_iterations`` is no provider's: a workflow's
+planner (model name ``toolfold:workflow``) answers with it when a `Loop` gave
+its last output because its ``max_iterations`` ran out before ``until`` held.
+It shows on that answer (the last `Step`'s ``response``, the log's last
+``ModelResponded``), and the run finishes with it: an answer that says
+``max_iterations`` finishes its run so, whichever model gave it (a
+`ScriptedModel` entry may, to test a caller's handling)."""
 
 
 @attrs.frozen
@@ -92,7 +100,11 @@ class ModelResponse:
     Attributes:
         message: The assistant message (text, reasoning, tool calls).
         usage: Tokens used by this call (``requests`` is 1).
-        finish_reason: Why the model stopped, normalised.
+        finish_reason: Why the model stopped, normalised: ``stop``,
+            ``length``, ``tool_calls``, ``content_filter``, ``error``,
+            ``other``, or ``max_iterations``, which only a workflow's planner
+            answers with (a `Loop` ran out of iterations before its
+            ``until`` held; the run finishes with it too).
         raw_finish_reason: The provider's own word for it.
         model_name: The model that answered, as the provider names it.
         response_id: The provider's response id, when it gives one.
