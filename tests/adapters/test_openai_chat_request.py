@@ -24,7 +24,7 @@ from toolfold.adapters.openai_chat import (
     build_body,
     mistral_id,
 )
-from toolfold.adapters.openai_chat._request import encode_body
+from toolfold.adapters.openai_chat._request import encode_body, reasoning_notes
 from toolfold.runtime import (
     FilePart,
     ImagePart,
@@ -54,6 +54,7 @@ WEATHER = ToolDefinition(
     strict=True,
 )
 TIME = ToolDefinition("get_time", "Get the time.")
+CALL = ToolCallPart("call_9", "get_time", "{}", {})
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
 
 CONVERSATIONS: dict[str, tuple[Message, ...]] = {
@@ -381,9 +382,12 @@ def test_encoded_bodies_are_the_bytes_of_the_built_ones(
         for _ in range(2):  # the second time from the memo
             encoded = encode_body(request, "m", row, stream=stream)
             assert encoded is None or encoded == expected, row.name
-    # The memo is only skipped where it must be: here, json_object output.
+    # The memo is only skipped where it must be: here, json_object output, and
+    # reasoning left out (the `build_body` path notes it in the report).
+    openai = PROVIDERS["openai"]
     if output is None:
-        assert encode_body(request, "m", PROVIDERS["openai"]) is not None
+        skipped = encode_body(request, "m", openai) is None
+        assert skipped == bool(reasoning_notes(request.messages, openai))
 
 
 def test_a_tool_step_s_messages_encode_like_their_dicts_whatever_their_strings() -> None:
@@ -548,22 +552,34 @@ def test_a_tool_that_is_not_a_tool_definition_is_encoded_anew_each_request() -> 
     assert [b["tools"][0]["function"]["description"] for b in (first, second)] == ["old", "new"]
 
 
+def _without_reasoning(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    return tuple(
+        Message(m.role, tuple(p for p in m.parts if not isinstance(p, ReasoningPart)))
+        for m in messages
+    )
+
+
 @pytest.mark.parametrize("family", ["openai", "mistral", "deepseek"])
+@pytest.mark.parametrize("reasoning", [True, False], ids=["with-reasoning", "without"])
 def test_the_memoized_body_logs_what_prepare_reports_and_sends_build_bodys_bytes(
-    family: str, caplog: pytest.LogCaptureFixture
+    family: str, reasoning: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A request the codec changes on the way (reasoning left out, ``max_tokens`` and ``seed``
-    renamed, ``tool_choice="none"`` dropping the tools on Mistral) logs on the memoized path
-    (`encode_body`) exactly the notes `prepare`'s report holds and the `build_body` path logs
-    (today none: Chat Completions reports no change), and sends the same bytes."""
+    renamed, ``tool_choice="none"`` dropping the tools on Mistral) logs on the model's own
+    path (`_outgoing`: `encode_body`'s memoized JSON when it takes the request) exactly the
+    notes `prepare`'s report holds and the `build_body` path logs, and sends the same bytes.
+    Reasoning left out is noted (the docs promise it is never dropped silently): such a
+    request takes the `build_body` path; one with no note takes the memoized one."""
     model = OpenAIChatModel("m", provider=family, api_key="sk-" + "k" * 20)
+    messages = CONVERSATIONS["tool-results"]
     request = ModelRequest(
-        CONVERSATIONS["tool-results"],
+        messages if reasoning else _without_reasoning(messages),
         (WEATHER,),
         "none",
         settings={"max_tokens": 50, "seed": 7, "temperature": 0},
     )
-    expected = [f"{model.name} request: {note}" for note in model.prepare(request).report.notes]
+    notes = model.prepare(request).report.notes
+    expected = [f"{model.name} request: {note}" for note in notes]
     sent, logged = [], []
     for outgoing in (model._outgoing, functools.partial(ProviderModel._outgoing, model)):
         caplog.clear()
@@ -571,7 +587,58 @@ def test_the_memoized_body_logs_what_prepare_reports_and_sends_build_bodys_bytes
             _, body, _ = outgoing(request, False)
         sent.append(body if type(body) is bytes else dumps(body))
         logged.append([r.getMessage() for r in caplog.records])
+    memoized = type(model._outgoing(request, False)[1]) is bytes
     model.close()
-    assert type(model._outgoing(request, False)[1]) is bytes  # the memoized path was taken
     assert sent[0] == sent[1]
     assert logged == [expected, expected]
+    # DeepSeek takes the reasoning of a turn that calls tools back: nothing to note.
+    assert bool(notes) == (reasoning and family != "deepseek")
+    assert memoized == (not notes)
+    if notes:
+        assert notes == (
+            f"messages[2]: reasoning left out: {model.provider.name} takes no reasoning back",
+        )
+
+
+@pytest.mark.parametrize(
+    ("family", "parts", "note"),
+    [
+        (
+            "openai",
+            (ReasoningPart("", signature="sig", provider="anthropic"),),
+            "takes no reasoning back",
+        ),
+        ("openai", (ReasoningPart(""),), None),
+        (
+            "deepseek",
+            (ReasoningPart("Hm."), TextPart("Hi.")),
+            "takes reasoning back on turns that call tools only",
+        ),
+        (
+            "deepseek",
+            (ReasoningPart("Hm.", signature="sig", provider="anthropic"), CALL),
+            "reasoning's signature left out",
+        ),
+        ("deepseek", (ReasoningPart("Hm."), CALL), None),
+    ],
+)
+def test_reasoning_left_out_is_noted_in_the_report_and_logged(
+    family: str, parts: tuple[Any, ...], note: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each reasoning part Chat Completions cannot send back is one note naming its message;
+    a part with nothing in it, or one sent whole, is none."""
+    model = OpenAIChatModel("m", provider=family, api_key="sk-" + "k" * 20)
+    request = ModelRequest((Message.user("Hi"), Message("assistant", parts), Message.user("Go on")))
+    with caplog.at_level(logging.INFO, logger="toolfold.adapters"):
+        body = model._outgoing(request, False)[1]
+    model.close()
+    notes = model.prepare(request).report.notes
+    if note is None:
+        assert notes == ()
+        assert type(body) is bytes
+        assert not caplog.records
+    else:
+        assert len(notes) == 1
+        assert notes[0].startswith("messages[1]: ")
+        assert note in notes[0]
+        assert [r.getMessage() for r in caplog.records] == [f"{model.name} request: {notes[0]}"]

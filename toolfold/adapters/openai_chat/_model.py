@@ -24,7 +24,12 @@ from toolfold.adapters.openai_chat._providers import (
     ChatProvider,
     provider_for,
 )
-from toolfold.adapters.openai_chat._request import build_body, compiled_tool, encode_body
+from toolfold.adapters.openai_chat._request import (
+    build_body,
+    compiled_tool,
+    encode_body,
+    reasoning_notes,
+)
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
@@ -110,9 +115,9 @@ class OpenAIChatModel(ProviderModel):
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request`` (the family's quirks applied)."""
-        return Prepared(
-            build_body(request, self.model_name, self.provider, stream=stream), self._report
-        )
+        notes = reasoning_notes(request.messages, self.provider)
+        report = self._report if not notes else RequestReport(self.provider.name, notes)
+        return Prepared(build_body(request, self.model_name, self.provider, stream=stream), report)
 
     def _path(self, prepared: Prepared, stream: bool) -> str:
         return _PATH
@@ -121,9 +126,9 @@ class OpenAIChatModel(ProviderModel):
         self, request: ModelRequest, stream: bool
     ) -> tuple[str, Any, Mapping[str, str] | None]:
         # The body's JSON is made from the messages' memoized encodings (`encode_body`),
-        # unless a subclass builds its own body. No notes to log: `encode_body`
-        # changes nothing it reports (`prepare`'s report is always empty; a test
-        # holds both paths to the same log, should `build_body` ever note a change).
+        # unless a subclass builds its own body. `encode_body` takes no request whose
+        # report has notes (reasoning left out): that one goes through `prepare`,
+        # which logs them (a test holds both paths to the same log and bytes).
         if type(self).prepare is OpenAIChatModel.prepare:
             content = encode_body(request, self.model_name, self.provider, stream=stream)
             if content is not None:

@@ -100,8 +100,8 @@ def encode_body(
         if fragment is None:
             fragment = _loop_fragment(message, provider, rewrite_id)
             if fragment is None:
-                if _has_media_results(message):
-                    return None
+                if _has_media_results(message) or reasoning_notes((message,), provider):
+                    return None  # (reasoning left out: `prepare`'s report notes it, never memoized)
                 fragment = encode_text(encode_messages((message,), provider, rewrite_id or _same))
                 fragment = fragment[1:-1]
             set_wire_memo(message, provider, fragment)
@@ -522,6 +522,40 @@ def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[
     if calls:
         message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
     return message
+
+
+def reasoning_notes(messages: Sequence[Message], provider: ChatProvider) -> tuple[str, ...]:
+    """What `build_body` leaves out of ``messages``' reasoning, one note per part.
+
+    Chat Completions takes no reasoning back, except DeepSeek's
+    ``reasoning_content`` on a turn that calls tools (the text; a signature
+    only its maker can verify never goes). A part with nothing in it is no
+    loss and has no note.
+    """
+    notes: list[str] = []
+    for position, message in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        calls = any(type(part) is ToolCallPart for part in message.parts)
+        taken = provider.reasoning_out is not None and calls
+        for part in message.parts:
+            if not isinstance(part, ReasoningPart):
+                continue
+            hidden = part.signature or part.provider_data
+            if taken and part.text:
+                if hidden:
+                    notes.append(
+                        f"messages[{position}]: reasoning's signature left out: "
+                        f"{provider.name} takes back the text only"
+                    )
+            elif part.text or hidden:
+                why = (
+                    f"{provider.name} takes reasoning back on turns that call tools only"
+                    if provider.reasoning_out is not None
+                    else f"{provider.name} takes no reasoning back"
+                )
+                notes.append(f"messages[{position}]: reasoning left out: {why}")
+    return tuple(notes)
 
 
 def _only(parts: tuple[Part, ...], kind: type) -> bool:
