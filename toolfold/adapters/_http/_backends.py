@@ -535,8 +535,9 @@ class AiohttpBackend:
         timeouts: The timeouts the session was made with: a request with the
             same ones passes none, and the session's own apply.
         proxy: The proxy each request goes through (an owned session's, read
-            from the environment when it was made), or None; without its
-            user and password, which are in ``proxy_headers``.
+            from the environment or the system's settings when it was made),
+            or None; without its user and password, which are in
+            ``proxy_headers``.
         proxy_headers: The proxy's ``Proxy-Authorization``, or None.
     """
 

@@ -45,40 +45,44 @@ def without_credentials(
 
 
 def aiohttp_proxy(url: str) -> str | None:
-    """The proxy from the environment that requests to ``url`` go through; one aiohttp cannot use is a `ModelConfigError`.
+    """The proxy that requests to ``url`` go through; one aiohttp cannot use is a `ModelConfigError`.
 
-    The stdlib's rules, as aiohttp's own ``trust_env`` and urllib apply them:
-    ``getproxies_environment`` (a lower-case variable wins over its upper-case
-    twin) and ``proxy_bypass_environment`` for ``NO_PROXY``. Then, as httpx
+    The standard library's, as aiohttp's own ``trust_env`` and urllib read them:
+    ``getproxies`` (the ``*_PROXY`` variables, a lower-case one winning over its
+    upper-case twin; when none is set, the system's proxy settings on macOS and
+    Windows, as httpx reads them too) and ``proxy_bypass`` for the hosts spared
+    (``NO_PROXY``; without variables, the system's exceptions). Then, as httpx
     and curl do, ``ALL_PROXY`` when the URL's scheme has no variable of its
     own (aiohttp alone ignores it: the requests would go direct under the
-    backend and through the proxy under httpx). A proxy ``NO_PROXY`` spares
-    this host from is not looked at. aiohttp takes ``http://`` proxies only:
-    it spoke HTTP to a ``socks5://`` one (each request a retried connection
-    error), dropped an ``https://`` one with a log line (the requests went
-    direct), and refused a value without a scheme per request.
+    backend and through the proxy under httpx). A proxy this host is spared
+    from is not looked at. aiohttp takes ``http://`` proxies only: it spoke
+    HTTP to a ``socks5://`` one (each request a retried connection error),
+    dropped an ``https://`` one with a log line (the requests went direct), and
+    refused a value without a scheme per request.
     """
-    proxies = urllib.request.getproxies_environment()
+    proxies = urllib.request.getproxies()
     parts = urllib.parse.urlsplit(url)
+    name = next((key for key in (parts.scheme.lower(), "all") if proxies.get(key)), None)
+    if name is None:
+        return None
     host = parts.hostname
-    # Undocumented, so not in typeshed's stub, but in urllib.request on every
-    # Python toolfold supports: proxy_bypass on Linux, given the variables
-    # read above (proxy_bypass itself would read them again).
-    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-    # NO_PROXY entries name a host or a host:port (as httpx and curl read them)
+    # Asked only once a proxy applies: the system's rules may resolve the host
+    # (macOS for an address range in its exceptions, Windows for any).
+    # NO_PROXY entries name a host or a host:port (as httpx and curl read them).
+    bypass = urllib.request.proxy_bypass
     if host is not None and (
-        bypass(host, proxies)
-        or (parts.port is not None and bypass(f"{host}:{parts.port}", proxies))
+        bypass(host) or (parts.port is not None and bypass(f"{host}:{parts.port}"))
     ):
         return None
-    for name in (parts.scheme.lower(), "all"):
-        value = proxies.get(name)
-        if value:
-            scheme = urllib.parse.urlsplit(value).scheme.lower() if "://" in value else ""
-            if scheme != "http":
-                raise ModelConfigError(
-                    f"aiohttp cannot use the proxy {name.upper()}_PROXY names: it takes http:// "
-                    f"proxies only, this one is {f'{scheme}://' if scheme else 'without a scheme'}"
-                )
-            return value
-    return None
+    value = proxies[name]
+    scheme = urllib.parse.urlsplit(value).scheme.lower() if "://" in value else ""
+    if scheme != "http":
+        if name in urllib.request.getproxies_environment():
+            named = f"{name.upper()}_PROXY names"
+        else:
+            named = f"the system's proxy settings name for {name}://"
+        raise ModelConfigError(
+            f"aiohttp cannot use the proxy {named}: it takes http:// proxies only, "
+            f"this one is {f'{scheme}://' if scheme else 'without a scheme'}"
+        )
+    return value
