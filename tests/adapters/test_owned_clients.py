@@ -293,6 +293,26 @@ def test_aiohttp_sends_the_proxys_credentials(
     assert http_server.requests[0].headers["proxy-authorization"] == "Basic dXNlcjpwdw=="
 
 
+@pytest.mark.parametrize(
+    "userinfo",
+    ["us%3Aer:Url-Passw0rd", "user:Url-Passw0rd-%E2%82%AC"],
+    ids=["a-colon-in-the-user", "not-latin-1"],
+)
+def test_a_proxy_user_basic_auth_cannot_carry_is_a_config_error(
+    http_server: ScriptedServer, userinfo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user with ':' or a password outside Latin-1 in the proxy's URL is a ModelConfigError
+    showing no password, not aiohttp's ValueError (or a UnicodeEncodeError holding it) out of
+    the first call."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", f"http://{userinfo}@127.0.0.1:{http_server.port}")
+    with pytest.raises(ModelConfigError, match="the proxy's URL cannot be sent") as caught:
+        _send("http://api.example.invalid/v1", "async", http="aiohttp")
+    shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
+    assert "Url-Passw0rd" not in shown
+    assert http_server.connections == 0
+
+
 # urllib's getproxies and proxy_bypass read the system's proxy settings on macOS
 # (SystemConfiguration) and Windows (the registry) when no variable is set; on
 # Linux they are the variables', which every other test here goes through. The

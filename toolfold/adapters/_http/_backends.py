@@ -747,7 +747,7 @@ READ_IN_PIECES: set[type[Any]] = {AiohttpReply}
 
 def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits, url: str) -> AiohttpBackend:
     aiohttp = _package("aiohttp")
-    proxy, proxy_headers = without_credentials(aiohttp, aiohttp_proxy(url))
+    proxy, proxy_headers = without_credentials(aiohttp_proxy(url))
     connector = aiohttp.TCPConnector(
         limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
     )
@@ -759,8 +759,8 @@ def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits, url: str) -> AiohttpBa
         response_class=Reply,
         timeout=_aiohttp_timeout(aiohttp, timeouts),
         auto_decompress=False,
-        # The proxy is read once, above, not by aiohttp on every request
-        # (trust_env: about 150 us each).
+        # The proxy and its netrc credentials are read once, above, not by
+        # aiohttp on every request (trust_env: about 150 us each).
         trust_env=False,
     )
     return AiohttpBackend(

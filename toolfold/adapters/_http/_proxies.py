@@ -3,45 +3,94 @@
 aiohttp's own ``trust_env`` reads the proxy settings again for every request
 (about 150 us each), so the owned session is made with ``trust_env=False`` and
 given the proxy that applies to the model's base URL (`aiohttp_proxy`),
-without the user and password aiohttp would write into its errors
+without the user and password aiohttp would write into its errors, and with
+them, or the netrc file's for the proxy, as its ``Proxy-Authorization``
 (`without_credentials`).
 """
 
 from __future__ import annotations
 
+import base64
+import os
+import pathlib
+import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._http._keys import url_secrets
+from toolfold.adapters._http._keys import login_secrets, url_secrets
 from toolfold.adapters._http._logs import guard_logs
 
-__all__ = ["aiohttp_proxy", "without_credentials"]
+__all__ = ["aiohttp_proxy", "netrc_login", "without_credentials"]
 
 
-def without_credentials(
-    aiohttp: Any, proxy: str | None
-) -> tuple[str | None, Mapping[str, str] | None]:
-    """The proxy URL without its ``user:password@``, and them as a ``Proxy-Authorization``.
+def without_credentials(proxy: str | None) -> tuple[str | None, Mapping[str, str] | None]:
+    """The proxy URL without its ``user:password@``, and the proxy's ``Proxy-Authorization``.
 
-    As aiohttp's ``trust_env`` passes them (apart from the URL): it writes the proxy URL it
-    was given into its errors (``ClientHttpProxyError``, ``url=...``), so a
-    password left in it would show in toolfold's. The password is also kept
-    out of the HTTP stacks' DEBUG logs, like the base URL's.
+    The user and password in the proxy's URL, else those the netrc file holds
+    for the proxy's host (`netrc_login`), as aiohttp's ``trust_env`` takes them;
+    with neither, no header. They are sent apart from the URL, as ``trust_env``
+    passes them: aiohttp writes the proxy URL it was given into its errors
+    (``ClientHttpProxyError``, ``url=...``), so a password left in it would
+    show in toolfold's. The password is also kept out of the HTTP stacks' DEBUG
+    logs, like the base URL's. A user or password aiohttp's basic auth cannot
+    carry (a ``:`` in the user, a character outside Latin-1) is a
+    `ModelConfigError` showing neither (it was aiohttp's ValueError).
     """
     if proxy is None:
         return None, None
     import yarl  # aiohttp's URL type (a dependency of aiohttp)
 
     parsed = yarl.URL(proxy)
-    auth = aiohttp.BasicAuth.from_url(parsed)
-    if auth is None:
-        return proxy, None
-    guard_logs(*url_secrets(proxy))
-    # (the header, not aiohttp's ``proxy_auth``, which aiohttp 3.12 deprecates)
-    return str(parsed.with_user(None)), {"Proxy-Authorization": auth.encode()}
+    if parsed.raw_user is None and parsed.raw_password is None:  # as aiohttp's BasicAuth.from_url
+        login = netrc_login(parsed.host) if parsed.host else None
+        if login is None:
+            return proxy, None
+        (user, password), where = login, f"the netrc file's entry for {parsed.host}"
+        guard_logs(*login_secrets(user, password))
+    else:
+        user, password, where = parsed.user or "", parsed.password or "", "the proxy's URL"
+        guard_logs(*url_secrets(proxy))
+    try:
+        credentials = None if ":" in user else f"{user}:{password}".encode("latin-1")
+    except UnicodeEncodeError:  # (which holds the password)
+        credentials = None
+    if credentials is None:
+        raise ModelConfigError(
+            f"the user and password of {where} cannot be sent to the proxy as basic auth: "
+            "a ':' in the user, or a character outside Latin-1"
+        )
+    # The header, not aiohttp's ``proxy_auth`` (which aiohttp 3.12 deprecates),
+    # encoded as aiohttp's BasicAuth encodes it.
+    header = "Basic " + base64.b64encode(credentials).decode("ascii")
+    return str(parsed.with_user(None)), {"Proxy-Authorization": header}
+
+
+def netrc_login(host: str) -> tuple[str, str] | None:
+    """The user and password the netrc file holds for ``host`` (else its ``default``), or None.
+
+    As aiohttp's ``trust_env`` reads them, with the standard library's
+    ``netrc``: the file ``NETRC`` names, else ``~/.netrc`` (``~/_netrc`` on
+    Windows); the entry's ``login``, else its ``account``. A file missing,
+    unreadable or that does not parse gives no credentials, and says nothing
+    (aiohttp logs a warning, and a parse error can quote the file's words, a
+    password among them).
+    """
+    import netrc
+
+    path = os.environ.get("NETRC")
+    try:
+        if path is None:  # (Path.home raises RuntimeError when there is no home)
+            path = str(pathlib.Path.home() / ("_netrc" if sys.platform == "win32" else ".netrc"))
+        entry = netrc.netrc(path).authenticators(host)
+    except (OSError, RuntimeError, UnicodeDecodeError, netrc.NetrcParseError):
+        return None
+    if entry is None:
+        return None
+    login, account, password = entry
+    # (None on Python 3.10 for what the entry leaves out, "" from 3.11)
+    return login or account or "", password or ""
 
 
 def aiohttp_proxy(url: str) -> str | None:
