@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
+import urllib.request
 from typing import Any
 
 import pytest
@@ -290,6 +291,90 @@ def test_aiohttp_sends_the_proxys_credentials(
     http_server.add(Reply(json={"ok": 1}))
     assert _send("http://api.example.invalid/v1", "async", http="aiohttp") == [{"ok": 1}]
     assert http_server.requests[0].headers["proxy-authorization"] == "Basic dXNlcjpwdw=="
+
+
+@pytest.mark.parametrize(
+    "userinfo",
+    ["us%3Aer:Url-Passw0rd", "user:Url-Passw0rd-%E2%82%AC"],
+    ids=["a-colon-in-the-user", "not-latin-1"],
+)
+def test_a_proxy_user_basic_auth_cannot_carry_is_a_config_error(
+    http_server: ScriptedServer, userinfo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user with ':' or a password outside Latin-1 in the proxy's URL is a ModelConfigError
+    showing no password, not aiohttp's ValueError (or a UnicodeEncodeError holding it) out of
+    the first call."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", f"http://{userinfo}@127.0.0.1:{http_server.port}")
+    with pytest.raises(ModelConfigError, match="the proxy's URL cannot be sent") as caught:
+        _send("http://api.example.invalid/v1", "async", http="aiohttp")
+    shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
+    assert "Url-Passw0rd" not in shown
+    assert http_server.connections == 0
+
+
+# urllib's getproxies and proxy_bypass read the system's proxy settings on macOS
+# (SystemConfiguration) and Windows (the registry) when no variable is set; on
+# Linux they are the variables', which every other test here goes through. The
+# system's reading itself cannot run here: these tests stand in for urllib's two
+# functions, with what a system setting gives them, and hold aiohttp to asking them.
+
+
+def test_aiohttp_takes_a_proxy_the_system_settings_name(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no variable set, the proxy urllib.request.getproxies finds (the system's on macOS
+    and Windows) is used, as httpx and aiohttp's own trust_env use it; the session read the
+    variables only and went direct."""
+    _clear_proxies(monkeypatch)
+    proxy = ScriptedServer()
+    try:
+        system = {"http": proxy.url, "https": proxy.url, "ftp": proxy.url}
+        monkeypatch.setattr(urllib.request, "getproxies", lambda: system)
+        proxy.add(Reply(json={"ok": 1}))
+        target = f"http://localhost:{http_server.port}/v1"
+        assert _send(target, "async", http="aiohttp") == [{"ok": 1}]
+        assert proxy.requests[0].path == f"{target}/chat/completions"
+    finally:
+        proxy.close()
+    assert http_server.requests == []
+
+
+def test_aiohttp_spares_a_host_the_system_settings_spare(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """urllib.request.proxy_bypass (the system's exceptions on macOS and Windows) decides which
+    hosts go direct, asked with the host and with host:port, as NO_PROXY is read."""
+    _clear_proxies(monkeypatch)
+    asked: list[str] = []
+
+    def bypass(host: str) -> bool:
+        asked.append(host)
+        return host == f"localhost:{http_server.port}"
+
+    monkeypatch.setattr(urllib.request, "getproxies", lambda: {"http": "http://127.0.0.1:9"})
+    monkeypatch.setattr(urllib.request, "proxy_bypass", bypass)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(f"http://localhost:{http_server.port}/v1", "async", http="aiohttp") == [{"ok": 1}]
+    assert asked == ["localhost", f"localhost:{http_server.port}"]
+    assert http_server.requests[0].path == "/v1/chat/completions"
+
+
+def test_a_system_proxy_aiohttp_cannot_use_is_a_config_error(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SOCKS proxy from the system's settings (Windows gives ``socks4://`` for http and https)
+    is refused when the session is made, naming the system's settings, not a variable."""
+    _clear_proxies(monkeypatch)
+    system = {"http": "socks4://127.0.0.1:9", "https": "socks4://127.0.0.1:9"}
+    monkeypatch.setattr(urllib.request, "getproxies", lambda: system)
+    with pytest.raises(ModelConfigError) as caught:
+        _send(f"{http_server.url}/v1", "async", http="aiohttp")
+    assert str(caught.value) == (
+        "aiohttp cannot use the proxy the system's proxy settings name for http://: "
+        "it takes http:// proxies only, this one is socks4://"
+    )
+    assert http_server.connections == 0
 
 
 @pytest.mark.parametrize("name", ASYNC_OWNED)

@@ -40,8 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._http._keys import url_secrets
-from toolfold.adapters._http._logs import guard_logs
+from toolfold.adapters._http._proxies import aiohttp_proxy, without_credentials
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 
 __all__ = [
@@ -393,7 +392,7 @@ def _dotted_no_proxy(package: Any) -> dict[str, None] | None:
 
     curl drops an entry's leading dot ("to match previous behaviour", lib/noproxy.c):
     ``.example.com`` spares example.com and every host under it, as it does in the
-    standard library's ``proxy_bypass_environment`` (so under aiohttp, `_aiohttp_proxy`)
+    standard library's ``proxy_bypass_environment`` (so under aiohttp, `aiohttp_proxy`)
     and in requests. httpx spares only the hosts under it: example.com itself went
     through the proxy under httpx and directly under aiohttp. A None mount sends
     the host's requests directly, as httpx's own ``NO_PROXY`` mounts do.
@@ -564,8 +563,9 @@ class AiohttpBackend:
         timeouts: The timeouts the session was made with: a request with the
             same ones passes none, and the session's own apply.
         proxy: The proxy each request goes through (an owned session's, read
-            from the environment when it was made), or None; without its
-            user and password, which are in ``proxy_headers``.
+            from the environment or the system's settings when it was made),
+            or None; without its user and password, which are in
+            ``proxy_headers``.
         proxy_headers: The proxy's ``Proxy-Authorization``, or None.
     """
 
@@ -775,7 +775,7 @@ READ_IN_PIECES: set[type[Any]] = {AiohttpReply}
 
 def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits, url: str) -> AiohttpBackend:
     aiohttp = _package("aiohttp")
-    proxy, proxy_headers = _without_credentials(aiohttp, _aiohttp_proxy(url))
+    proxy, proxy_headers = without_credentials(aiohttp_proxy(url))
     connector = aiohttp.TCPConnector(
         limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
     )
@@ -787,76 +787,13 @@ def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits, url: str) -> AiohttpBa
         response_class=Reply,
         timeout=_aiohttp_timeout(aiohttp, timeouts),
         auto_decompress=False,
-        # The proxy is read once, above, not by aiohttp on every request
-        # (trust_env: about 150 us each).
+        # The proxy and its netrc credentials are read once, above, not by
+        # aiohttp on every request (trust_env: about 150 us each).
         trust_env=False,
     )
     return AiohttpBackend(
         session, owned=True, timeouts=timeouts, proxy=proxy, proxy_headers=proxy_headers
     )
-
-
-def _without_credentials(
-    aiohttp: Any, proxy: str | None
-) -> tuple[str | None, Mapping[str, str] | None]:
-    """The proxy URL without its ``user:password@``, and them as a ``Proxy-Authorization``.
-
-    As aiohttp's ``trust_env`` passes them (apart from the URL): it writes the proxy URL it
-    was given into its errors (``ClientHttpProxyError``, ``url=...``), so a
-    password left in it would show in toolfold's. The password is also kept
-    out of the HTTP stacks' DEBUG logs, like the base URL's.
-    """
-    if proxy is None:
-        return None, None
-    import yarl  # aiohttp's URL type (a dependency of aiohttp)
-
-    parsed = yarl.URL(proxy)
-    auth = aiohttp.BasicAuth.from_url(parsed)
-    if auth is None:
-        return proxy, None
-    guard_logs(*url_secrets(proxy))
-    # (the header, not aiohttp's ``proxy_auth``, which aiohttp 3.12 deprecates)
-    return str(parsed.with_user(None)), {"Proxy-Authorization": auth.encode()}
-
-
-def _aiohttp_proxy(url: str) -> str | None:
-    """The proxy from the environment that requests to ``url`` go through; one aiohttp cannot use is a `ModelConfigError`.
-
-    The stdlib's rules, as aiohttp's own ``trust_env`` and urllib apply them:
-    ``getproxies_environment`` (a lower-case variable wins over its upper-case
-    twin) and ``proxy_bypass_environment`` for ``NO_PROXY``. Then, as httpx
-    and curl do, ``ALL_PROXY`` when the URL's scheme has no variable of its
-    own (aiohttp alone ignores it: the requests would go direct under the
-    backend and through the proxy under httpx). A proxy ``NO_PROXY`` spares
-    this host from is not looked at. aiohttp takes ``http://`` proxies only:
-    it spoke HTTP to a ``socks5://`` one (each request a retried connection
-    error), dropped an ``https://`` one with a log line (the requests went
-    direct), and refused a value without a scheme per request.
-    """
-    proxies = urllib.request.getproxies_environment()
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname
-    # Undocumented, so not in typeshed's stub, but in urllib.request on every
-    # Python toolfold supports: proxy_bypass on Linux, given the variables
-    # read above (proxy_bypass itself would read them again).
-    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-    # NO_PROXY entries name a host or a host:port (as httpx and curl read them)
-    if host is not None and (
-        bypass(host, proxies)
-        or (parts.port is not None and bypass(f"{host}:{parts.port}", proxies))
-    ):
-        return None
-    for name in (parts.scheme.lower(), "all"):
-        value = proxies.get(name)
-        if value:
-            scheme = urllib.parse.urlsplit(value).scheme.lower() if "://" in value else ""
-            if scheme != "http":
-                raise ModelConfigError(
-                    f"aiohttp cannot use the proxy {name.upper()}_PROXY names: it takes http:// "
-                    f"proxies only, this one is {f'{scheme}://' if scheme else 'without a scheme'}"
-                )
-            return value
-    return None
 
 
 def _aiohttp_timeout(aiohttp: Any, t: Timeouts) -> Any:

@@ -189,12 +189,32 @@ def url_secrets(url: str) -> tuple[Secret, ...]:
     for name, value in ((user, password), plain, *_rewritten(url)):
         if value:
             found.append(Secret(value) if len(value) >= MIN_BARE_PASSWORD else _InUrl(name, value))
+    found.extend(_basic_secrets(*plain))
+    return tuple(dict.fromkeys(found))
+
+
+def login_secrets(user: str, password: str) -> tuple[Secret, ...]:
+    """The secrets of a user and password from no URL (a netrc file's): none without a password.
+
+    The password itself, when at least `MIN_BARE_PASSWORD` long (a shorter one
+    would be cut out of every word that holds it), and the Basic credentials
+    made of the two, each scrubbed like the API key.
+    """
+    if not password:
+        return ()
+    bare = [Secret(password)] if len(password) >= MIN_BARE_PASSWORD else []
+    return tuple(dict.fromkeys([*bare, *_basic_secrets(user, password)]))
+
+
+def _basic_secrets(user: str, password: str) -> list[Secret]:
+    """The Basic credentials the HTTP clients make of ``user`` and ``password``."""
+    found = []
     # httpx encodes the Basic credentials in UTF-8, aiohttp in Latin-1.
     for encoding in ("utf-8", "latin-1"):
         with contextlib.suppress(UnicodeEncodeError):
-            basic = base64.b64encode(":".join(plain).encode(encoding)).decode("ascii")
+            basic = base64.b64encode(f"{user}:{password}".encode(encoding)).decode("ascii")
             found.append(Secret(basic))
-    return tuple(dict.fromkeys(found))
+    return found
 
 
 def _rewritten(url: str) -> list[tuple[str, str]]:

@@ -1,0 +1,171 @@
+"""The proxy's user and password from the netrc file, under aiohttp, as aiohttp's own ``trust_env`` takes them.
+
+The session a transport makes reads the proxy once, with ``trust_env=False``;
+when the proxy's URL carries no ``user:password@``, the entry the netrc file
+(``NETRC``, else ``~/.netrc``) holds for the proxy's host goes to the proxy as
+``Proxy-Authorization``. The proxy here is the scripted server on 127.0.0.1,
+which records the headers it receives.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+
+import pytest
+from scripted_http import Reply, ScriptedServer
+from test_owned_clients import _clear_proxies, _send
+
+from toolfold import ModelConfigError, ProviderError
+
+BASIC = "Basic dXNlcjpwdw=="  # user:pw
+TARGET = "http://api.example.invalid/v1"  # never resolved: the proxy answers for it
+
+
+def _proxy(server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, userinfo: str = "") -> None:
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", f"http://{userinfo}127.0.0.1:{server.port}")
+    monkeypatch.setenv("HTTPS_PROXY", f"http://{userinfo}127.0.0.1:{server.port}")
+
+
+def _netrc(directory: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    path = directory / "netrc"
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setenv("NETRC", str(path))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "machine 127.0.0.1 login user password pw\n",
+        "machine other.example login other password nope\ndefault login user password pw\n",
+        "machine 127.0.0.1 account user password pw\n",  # no login: the account, as aiohttp
+    ],
+    ids=["the-host", "the-default", "the-account"],
+)
+def test_aiohttp_sends_the_netrc_entry_of_the_proxys_host(
+    http_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    """A proxy URL without a user and password: the netrc file NETRC names gives them, sent to
+    the proxy as Proxy-Authorization (the session sent none)."""
+    _proxy(http_server, monkeypatch)
+    _netrc(tmp_path, monkeypatch, text)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(TARGET, "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].path == f"{TARGET}/chat/completions"
+    assert http_server.requests[0].headers["proxy-authorization"] == BASIC
+
+
+def test_without_netrc_the_file_in_the_home_directory_is_read(
+    http_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without NETRC, ~/.netrc gives the proxy's user and password."""
+    _proxy(http_server, monkeypatch)
+    monkeypatch.delenv("NETRC", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".netrc").write_text("machine 127.0.0.1 login user password pw\n")
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(TARGET, "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].headers["proxy-authorization"] == BASIC
+
+
+def test_the_netrc_entry_goes_in_the_connect_of_an_https_request(
+    http_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """To an https:// base URL the credentials go in the CONNECT the proxy receives."""
+    _proxy(http_server, monkeypatch)
+    _netrc(tmp_path, monkeypatch, "machine 127.0.0.1 login user password pw\n")
+    http_server.add(Reply(status=407, headers={"proxy-authenticate": "Basic realm=x"}))
+    with pytest.raises(ProviderError):
+        _send("https://api.example.invalid/v1", "async", http="aiohttp", retry=0)
+    assert http_server.requests[0].method == "CONNECT"
+    assert http_server.requests[0].headers["proxy-authorization"] == BASIC
+
+
+def test_the_proxy_urls_own_user_and_password_win_over_netrc(
+    http_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy URL with user:password@ sends those; the netrc entry for its host is not used."""
+    _proxy(http_server, monkeypatch, userinfo="user:pw@")
+    _netrc(tmp_path, monkeypatch, "machine 127.0.0.1 login other password nope\n")
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(TARGET, "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].headers["proxy-authorization"] == BASIC
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,  # no file where NETRC points
+        "machine other.example login other password nope\n",  # no entry for the proxy
+        "machine 127.0.0.1 login user password pw\nsecret-word-XYZ\n",  # does not parse
+        "",  # a directory, not a file
+    ],
+    ids=["missing", "another-host", "unparsable", "a-directory"],
+)
+def test_without_a_netrc_entry_no_proxy_authorization_is_sent(
+    http_server: ScriptedServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    text: str | None,
+) -> None:
+    """A netrc file missing, unreadable, that does not parse or has no entry for the proxy's host
+    gives no credentials, and nothing is said of it (a parse error quotes the file's words)."""
+    _proxy(http_server, monkeypatch)
+    path = tmp_path / "netrc"
+    if text == "":
+        path.mkdir()
+    elif text is not None:
+        path.write_text(text)
+    monkeypatch.setenv("NETRC", str(path))
+    http_server.add(Reply(json={"ok": 1}))
+    with caplog.at_level(logging.DEBUG):
+        assert _send(TARGET, "async", http="aiohttp") == [{"ok": 1}]
+    assert "proxy-authorization" not in http_server.requests[0].headers
+    assert "secret-word" not in caplog.text
+    assert "netrc" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["login us:er password Netrc-Passw0rd", "login user password Netrc-Passw0rd-\u20ac"],
+    ids=["a-colon-in-the-login", "not-latin-1"],
+)
+def test_a_netrc_entry_basic_auth_cannot_carry_is_a_config_error(
+    http_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str
+) -> None:
+    """A login with ':' or a password outside Latin-1 cannot be sent as basic auth: a
+    ModelConfigError naming the netrc entry, showing no password (aiohttp's ValueError, or a
+    UnicodeEncodeError quoting it)."""
+    _proxy(http_server, monkeypatch)
+    _netrc(tmp_path, monkeypatch, f"machine 127.0.0.1 {entry}\n")
+    with pytest.raises(ModelConfigError, match=r"netrc file's entry for 127\.0\.0\.1") as caught:
+        _send(TARGET, "async", http="aiohttp")
+    shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
+    assert "Netrc-Passw0rd" not in shown
+    assert "\u20ac" not in shown
+    assert http_server.connections == 0
+
+
+def test_the_netrc_password_is_kept_out_of_the_logs(
+    http_server: ScriptedServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Once sent to the proxy, the netrc password and its Basic credentials are scrubbed from
+    aiohttp's log records, as a password in the proxy's URL is."""
+    password = "Netrc-Proxy-Passw0rd"
+    basic = "dXNlcjpOZXRyYy1Qcm94eS1QYXNzdzByZA=="  # user:Netrc-Proxy-Passw0rd
+    _proxy(http_server, monkeypatch)
+    _netrc(tmp_path, monkeypatch, f"machine 127.0.0.1 login user password {password}\n")
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(TARGET, "async", http="aiohttp") == [{"ok": 1}]
+    assert http_server.requests[0].headers["proxy-authorization"] == f"Basic {basic}"
+    with caplog.at_level(logging.DEBUG, logger="aiohttp.client"):
+        logging.getLogger("aiohttp.client").debug("proxy %s, %s", password, basic)
+    message = caplog.records[-1].getMessage()
+    assert password not in message
+    assert basic not in message
