@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
@@ -361,6 +363,23 @@ def test_tool_names_are_read_when_a_handoff_switches_the_tools() -> None:
     config = RunConfig(tools=(ToolSpec(second), ToolSpec(clash)))
     clash.name = "d"
     assert reduce(state, HandedOff("billing", config)).agent == "billing"
+
+
+@pytest.mark.parametrize("config", [None, {"tools": []}, "cfg"])
+def test_an_event_whose_config_is_no_run_config_is_refused_and_the_state_kept(config: Any) -> None:
+    """A run start's or a handoff's config that is not a `RunConfig` is a refused event
+    naming what it got (it was an AttributeError, or, for a handoff, taken as it was)."""
+    state = start()
+    before = state.to_json()
+    name = type(config).__name__
+    with pytest.raises(
+        InvalidEventError, match=rf"agent 'billing': the config must be a RunConfig, got {name}"
+    ) as caught:
+        reduce(state, HandedOff("billing", config))
+    assert caught.value.state is state
+    assert state.to_json() == before
+    with pytest.raises(InvalidEventError, match=rf"the config must be a RunConfig, got {name}"):
+        reduce(blank_state(), RunStarted("r", config, (Message.user("hi"),)))
 
 
 def test_duplicate_call_ids_are_refused() -> None:

@@ -29,6 +29,7 @@ from toolfold import (
     Sequence,
     Task,
     Tool,
+    ToolDefinitionError,
     ToolExecutionError,
     tool,
 )
@@ -459,3 +460,29 @@ def test_suspended_on_a_run_that_is_over_returns_its_final_state(server: DevServ
     response, state = asyncio.run(go())
     assert state.phase == "finished"
     assert state == response.state
+
+
+def test_a_listed_tool_clashing_with_an_agent_s_own_is_refused_naming_the_agent() -> None:
+    """A durable run builds an agent's tools from its sources' recorded listing: a listed
+    tool that takes a name the agent already has is refused naming the agent, as a local
+    run's handoff names it."""
+    from toolfold.integrations.temporal._nested import listed, node
+
+    @tool(name="echo")
+    def own() -> str:
+        """Echo."""
+        return "mine"
+
+    class Listed(_SlowSource):
+        def tools(self) -> tuple[Tool[..., Any], ...]:
+            return self.tools_from(self.listing())
+
+    source = Listed()
+    billing = Agent(
+        FunctionModel(lambda messages, info: "done"), tools=[own, source], name="billing"
+    )
+    top = node("billing", billing)
+    with pytest.raises(
+        ToolDefinitionError, match=r"^duplicate tool names in the tools of agent 'billing': "
+    ):
+        listed(top, ((source.listing()[0],),))

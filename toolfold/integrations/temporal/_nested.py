@@ -224,7 +224,8 @@ def _with_listed(node: Node, listing: Listing) -> Node:
                 made.append(tool)
     own = [t for name, t in node.tools.items() if name not in node.transfers]
     transfers = [t for name, t in node.tools.items() if name in node.transfers]
-    tools = to_tools((*own, *made, *transfers))
+    owner = None if node.agent is None else f"agent {node.agent!r}"  # as a local run names it
+    tools = to_tools((*own, *made, *transfers), owner)
     config = node.config
     if config is not None:
         config = attrs.evolve(config, tools=tuple(ToolSpec.from_tool(t) for t in tools.values()))

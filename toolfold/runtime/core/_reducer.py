@@ -320,7 +320,18 @@ def _duplicate_names(config: RunConfig) -> str | None:
     return ", ".join(sorted({n for n in names if names.count(n) > 1}))
 
 
+def _not_a_config(config: Any) -> str | None:
+    # An event's config is read for its tools at once: anything else would fail
+    # there as an AttributeError, not as the refused event it is.
+    if isinstance(config, RunConfig):
+        return None
+    return f"the config must be a RunConfig, got {type(config).__name__}"
+
+
 def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
+    problem = _not_a_config(event.config)
+    if problem:
+        raise refused(state, event.kind, problem)
     duplicates = _duplicate_names(event.config)
     if duplicates:
         raise refused(state, event.kind, f"duplicate tool names: {duplicates}")
@@ -462,6 +473,9 @@ def _step_limit_changed(state: RunState, event: StepLimitChanged, changes: Chang
 def _handed_off(state: RunState, event: HandedOff, changes: Changes) -> None:
     if type(event.agent) is not str or not event.agent:
         raise refused(state, event.kind, f"the agent must be a name, got {event.agent!r}")
+    problem = _not_a_config(event.config)
+    if problem:
+        raise refused(state, event.kind, f"agent {event.agent!r}: {problem}")
     # The tools change here as they do when a run starts: the same check, or
     # the target would run with a tool set whose calls name no single tool.
     duplicates = _duplicate_names(event.config)
