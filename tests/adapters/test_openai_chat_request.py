@@ -552,6 +552,22 @@ def test_a_tool_that_is_not_a_tool_definition_is_encoded_anew_each_request() -> 
     assert [b["tools"][0]["function"]["description"] for b in (first, second)] == ["old", "new"]
 
 
+@pytest.mark.parametrize("role", ["system", "user"])
+def test_reasoning_in_a_system_or_user_message_is_noted_as_left_out(role: str) -> None:
+    """Chat Completions sends a system or user message's text only: its reasoning is noted."""
+    model = OpenAIChatModel("m", provider="openai", api_key="sk-" + "k" * 20)
+    message = Message(role, (TextPart("Be brief."), ReasoningPart("Why brief.")))
+    request = ModelRequest((message, Message.user("Hi")) if role == "system" else (message,))
+    notes = model.prepare(request).report.notes
+    body = model._outgoing(request, False)[1]
+    model.close()
+    assert notes == (
+        f"messages[0]: reasoning left out: openai takes no reasoning in a {role} message",
+    )
+    assert type(body) is not bytes  # the build_body path, which logs the note
+    assert b"Why brief" not in dumps(body)
+
+
 def _without_reasoning(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     return tuple(
         Message(m.role, tuple(p for p in m.parts if not isinstance(p, ReasoningPart)))
@@ -620,6 +636,11 @@ def test_the_memoized_body_logs_what_prepare_reports_and_sends_build_bodys_bytes
             "reasoning's signature left out",
         ),
         ("deepseek", (ReasoningPart("Hm."), CALL), None),
+        (
+            "deepseek",
+            (ReasoningPart("", signature="sig", provider="anthropic"), CALL),
+            "reasoning's signature left out",
+        ),
     ],
 )
 def test_reasoning_left_out_is_noted_in_the_report_and_logged(

@@ -528,33 +528,37 @@ def reasoning_notes(messages: Sequence[Message], provider: ChatProvider) -> tupl
     """What `build_body` leaves out of ``messages``' reasoning, one note per part.
 
     Chat Completions takes no reasoning back, except DeepSeek's
-    ``reasoning_content`` on a turn that calls tools (the text; a signature
-    only its maker can verify never goes). A part with nothing in it is no
-    loss and has no note.
+    ``reasoning_content`` on an assistant turn that calls tools (the text: a
+    signature only its maker can verify never goes). A part with nothing in
+    it is no loss and has no note.
     """
     notes: list[str] = []
     for position, message in enumerate(messages):
-        if message.role != "assistant":
-            continue
-        calls = any(type(part) is ToolCallPart for part in message.parts)
-        taken = provider.reasoning_out is not None and calls
+        taken = (
+            message.role == "assistant"
+            and provider.reasoning_out is not None
+            and any(type(part) is ToolCallPart for part in message.parts)
+        )
         for part in message.parts:
             if not isinstance(part, ReasoningPart):
                 continue
             hidden = part.signature or part.provider_data
-            if taken and part.text:
+            if taken:
                 if hidden:
                     notes.append(
                         f"messages[{position}]: reasoning's signature left out: "
                         f"{provider.name} takes back the text only"
                     )
-            elif part.text or hidden:
-                why = (
-                    f"{provider.name} takes reasoning back on turns that call tools only"
-                    if provider.reasoning_out is not None
-                    else f"{provider.name} takes no reasoning back"
-                )
-                notes.append(f"messages[{position}]: reasoning left out: {why}")
+                continue
+            if not (part.text or hidden):
+                continue
+            if message.role != "assistant":
+                why = f"{provider.name} takes no reasoning in a {message.role} message"
+            elif provider.reasoning_out is not None:
+                why = f"{provider.name} takes reasoning back on turns that call tools only"
+            else:
+                why = f"{provider.name} takes no reasoning back"
+            notes.append(f"messages[{position}]: reasoning left out: {why}")
     return tuple(notes)
 
 
