@@ -10,6 +10,7 @@ which records the headers it receives.
 from __future__ import annotations
 
 import logging
+import sys
 import traceback
 from pathlib import Path
 
@@ -138,9 +139,16 @@ def test_a_netrc_entry_basic_auth_cannot_carry_is_a_config_error(
 ) -> None:
     """A login with ':' or a password outside Latin-1 cannot be sent as basic auth: a
     ModelConfigError naming the netrc entry, showing no password (aiohttp's ValueError, or a
-    UnicodeEncodeError quoting it)."""
+    UnicodeEncodeError quoting it). Python 3.10's netrc cannot read the second file at all."""
     _proxy(http_server, monkeypatch)
     _netrc(tmp_path, monkeypatch, f"machine 127.0.0.1 {entry}\n")
+    if "\u20ac" in entry and sys.version_info < (3, 11):
+        # Python 3.10's netrc reads words of ASCII only: "bad follower token '€'", a file
+        # that does not parse, so no credentials and nothing said (as aiohttp there).
+        http_server.add(Reply(json={"ok": 1}))
+        assert _send(TARGET, "async", http="aiohttp") == [{"ok": 1}]
+        assert "proxy-authorization" not in http_server.requests[0].headers
+        return
     with pytest.raises(ModelConfigError, match=r"netrc file's entry for 127\.0\.0\.1") as caught:
         _send(TARGET, "async", http="aiohttp")
     shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
