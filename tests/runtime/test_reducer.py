@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -21,6 +22,7 @@ from toolfold.runtime import (
     RunConfig,
     RunFailed,
     RunStarted,
+    RunState,
     RunTools,
     StopRequested,
     ToolResultPart,
@@ -321,48 +323,45 @@ def test_a_config_is_checked_each_time_until_it_passes() -> None:
     assert initial_state("hi", good, run_id="r") == initial_state("hi", good, run_id="r")
 
 
-def test_tool_names_are_read_when_the_run_starts() -> None:
-    """A duck-typed definition renamed after its config was made is checked by its name now:
-    a clash the rename made is refused, naming it; one the rename undid starts."""
+class _Definition:
+    """A duck-typed tool definition, renamed in place by the tests below."""
 
-    class Definition:
-        def __init__(self, name: str) -> None:
-            self.name, self.description, self.parameters, self.strict = name, "", {}, None
+    def __init__(self, name: str) -> None:
+        self.name, self.description, self.parameters, self.strict = name, "", {}, None
 
-    first, second = Definition("a"), Definition("b")
+
+def _starting(config: RunConfig) -> RunState:
+    return initial_state("hi", config, run_id="r")
+
+
+def _handing_off(config: RunConfig) -> RunState:
+    return reduce(start(), HandedOff("billing", config))
+
+
+@pytest.mark.parametrize(
+    ("event", "refusal"),
+    [
+        (_starting, r"duplicate tool names: a$"),
+        (_handing_off, r"duplicate tool names in the configuration of agent 'billing': a$"),
+    ],
+    ids=["run-start", "handoff"],
+)
+def test_tool_names_are_read_when_the_tools_are_set(
+    event: Callable[[RunConfig], RunState], refusal: str
+) -> None:
+    """A run's start and a handoff check a config's tools by the names their definitions have
+    now (one renamed since the config was made): a clash the rename made is refused, naming
+    it (and the agent handed to); one a rename undid is taken."""
+    first, second = _Definition("a"), _Definition("b")
     config = RunConfig(tools=(ToolSpec(first), ToolSpec(second)))
     second.name = "a"
-    with pytest.raises(InvalidEventError, match=r"duplicate tool names: a$"):
-        initial_state("hi", config, run_id="r")
+    with pytest.raises(InvalidEventError, match=refusal):
+        event(config)
     second.name = "c"
-    clash = Definition("c")
+    clash = _Definition("c")
     config = RunConfig(tools=(ToolSpec(second), ToolSpec(clash)))
     clash.name = "d"
-    assert initial_state("hi", config, run_id="r").phase == "awaiting_model"
-
-
-def test_tool_names_are_read_when_a_handoff_switches_the_tools() -> None:
-    """A handoff's config is checked like a run start's, by the names its definitions have now:
-    a clash a rename made is refused, naming the agent and the name; one a rename undid is not."""
-
-    class Definition:
-        def __init__(self, name: str) -> None:
-            self.name, self.description, self.parameters, self.strict = name, "", {}, None
-
-    first, second = Definition("a"), Definition("b")
-    config = RunConfig(tools=(ToolSpec(first), ToolSpec(second)))
-    second.name = "a"
-    state = start()
-    with pytest.raises(
-        InvalidEventError,
-        match=r"duplicate tool names in the configuration of agent 'billing': a$",
-    ):
-        reduce(state, HandedOff("billing", config))
-    second.name = "c"
-    clash = Definition("c")
-    config = RunConfig(tools=(ToolSpec(second), ToolSpec(clash)))
-    clash.name = "d"
-    assert reduce(state, HandedOff("billing", config)).agent == "billing"
+    assert event(config).phase == "awaiting_model"
 
 
 @pytest.mark.parametrize("config", [None, {"tools": []}, "cfg"])
@@ -373,7 +372,7 @@ def test_an_event_whose_config_is_no_run_config_is_refused_and_the_state_kept(co
     before = state.to_json()
     name = type(config).__name__
     with pytest.raises(
-        InvalidEventError, match=rf"agent 'billing': the config must be a RunConfig, got {name}"
+        InvalidEventError, match=rf"the config of agent 'billing' must be a RunConfig, got {name}"
     ) as caught:
         reduce(state, HandedOff("billing", config))
     assert caught.value.state is state

@@ -320,21 +320,25 @@ def _duplicate_names(config: RunConfig) -> str | None:
     return ", ".join(sorted({n for n in names if names.count(n) > 1}))
 
 
-def _not_a_config(config: Any) -> str | None:
-    # An event's config is read for its tools at once: anything else would fail
-    # there as an AttributeError, not as the refused event it is.
-    if isinstance(config, RunConfig):
-        return None
-    return f"the config must be a RunConfig, got {type(config).__name__}"
+def _refuse_bad_tools(state: RunState, kind: str, config: Any, agent: str | None = None) -> None:
+    """Refuse ``kind`` when its config is no `RunConfig` or gives two tools one name.
+
+    ``agent``: the agent a handoff switches to, named in the refusal (None: a run's start).
+    """
+    if not isinstance(config, RunConfig):
+        # (read for its tools at once: anything else would fail as an AttributeError)
+        of = "" if agent is None else f" of agent {agent!r}"
+        raise refused(
+            state, kind, f"the config{of} must be a RunConfig, got {type(config).__name__}"
+        )
+    duplicates = _duplicate_names(config)
+    if duplicates:
+        of = "" if agent is None else f" in the configuration of agent {agent!r}"
+        raise refused(state, kind, f"duplicate tool names{of}: {duplicates}")
 
 
 def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
-    problem = _not_a_config(event.config)
-    if problem:
-        raise refused(state, event.kind, problem)
-    duplicates = _duplicate_names(event.config)
-    if duplicates:
-        raise refused(state, event.kind, f"duplicate tool names: {duplicates}")
+    _refuse_bad_tools(state, event.kind, event.config)
     for message in event.messages:
         problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
         if problem:
@@ -473,18 +477,9 @@ def _step_limit_changed(state: RunState, event: StepLimitChanged, changes: Chang
 def _handed_off(state: RunState, event: HandedOff, changes: Changes) -> None:
     if type(event.agent) is not str or not event.agent:
         raise refused(state, event.kind, f"the agent must be a name, got {event.agent!r}")
-    problem = _not_a_config(event.config)
-    if problem:
-        raise refused(state, event.kind, f"agent {event.agent!r}: {problem}")
     # The tools change here as they do when a run starts: the same check, or
     # the target would run with a tool set whose calls name no single tool.
-    duplicates = _duplicate_names(event.config)
-    if duplicates:
-        raise refused(
-            state,
-            event.kind,
-            f"duplicate tool names in the configuration of agent {event.agent!r}: {duplicates}",
-        )
+    _refuse_bad_tools(state, event.kind, event.config, event.agent)
     if event.messages is not None:
         for message in event.messages:
             problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
