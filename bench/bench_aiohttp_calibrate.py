@@ -4,8 +4,9 @@
 
 A yardstick for the aiohttp row (100 concurrent 3-step runs, 4 exchanges a
 run; see ``bench_aiohttp_split.py``): the raw loop of ``bench_http.py``,
-and the same loop doing one more kind of work after each exchange, the
-variants in turns each round:
+(``raw_loop_async`` itself, its post wrapped in one coroutine that does
+the extra work, none for ``raw``) and the same loop doing one more kind of
+work after each exchange, the variants in turns each round:
 
 * ``keep``: makes ``--count`` small slotted objects (five fields, each
   pointing at other objects, as toolfold's records do) and keeps them until
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import time
@@ -52,23 +52,21 @@ def _one(x: int) -> int:
     return x + 1
 
 
-async def _loop(post: Post, keep: int, drop: int, calls: int) -> None:
-    """`bench_http.raw_loop_async`, with the variant's extra work after each exchange."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "add things"}]
-    held: list[Record] = []
-    while True:
-        body = {"model": "fake-3", "messages": messages, "tools": bench_http.TOOLS}
-        message = json.loads(await post(json.dumps(body).encode()))["choices"][0]["message"]
+def _run(post: Post, keep: int, drop: int, calls: int) -> Awaitable[str]:
+    """One run of `bench_http.raw_loop_async`, the variant's extra work after each answer."""
+    held: list[Record] = []  # kept until the run ends, with the run's own messages
+
+    async def posting(content: bytes) -> bytes:
+        answer = await post(content)
         for i in range(keep):
-            held.append(Record(held, message, i, None, ()))
+            held.append(Record(held, answer, i, None, ()))
         for i in range(drop):
-            Record(message, held, i, None, ())
+            Record(answer, held, i, None, ())
         for i in range(calls):
             _one(i)
-        messages.append(message)
-        if not message.get("tool_calls"):
-            return
-        messages.extend(bench_http._tool_messages(message))
+        return answer
+
+    return bench_http.raw_loop_async(posting, 3)
 
 
 async def measure(url: str, rounds: int, count: int, calls: int) -> None:
@@ -91,11 +89,11 @@ async def measure(url: str, rounds: int, count: int, calls: int) -> None:
     cpu: dict[str, list[float]] = {name: [] for name in variants}
     try:
         for extra in variants.values():  # warm the pool
-            await asyncio.gather(*[_loop(post, *extra) for _ in range(100)])
+            await asyncio.gather(*[_run(post, *extra) for _ in range(100)])
         for _ in range(rounds):
             for name, extra in variants.items():
                 start = time.process_time()
-                await asyncio.gather(*[_loop(post, *extra) for _ in range(100)])
+                await asyncio.gather(*[_run(post, *extra) for _ in range(100)])
                 cpu[name].append((time.process_time() - start) / 100)
     finally:
         await session.close()
