@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_aiohttp_calibrate.py [--rounds 30] [--count 30] [--calls 300]
 
 A yardstick for the aiohttp row (100 concurrent 3-step runs, 4 exchanges a
-run; see ``bench_aiohttp_split.py``): the raw loop of ``bench_http.py``,
+run; see ``bench_aiohttp_split.py``): the raw loop of ``bench_http.py``
 (``raw_loop_async`` itself, its post wrapped in one coroutine that does
 the extra work, none for ``raw``) and the same loop doing one more kind of
 work after each exchange, the variants in turns each round:
