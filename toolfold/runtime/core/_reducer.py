@@ -308,18 +308,6 @@ def _why_not(state: RunState, event: Event) -> str:
 # --- handlers of the events that are not about tool calls (see _steps) -----
 
 
-def _duplicate_names(config: RunConfig) -> str | None:
-    """The tool names ``config`` repeats, listed, or None when each is used once.
-
-    Read from the tools now, not from the config's index by name: a duck-typed
-    definition may have been renamed since the config was made.
-    """
-    names = [t.name for t in config.tools]
-    if len(set(names)) == len(names):
-        return None
-    return ", ".join(sorted({n for n in names if names.count(n) > 1}))
-
-
 def _refuse_bad_tools(state: RunState, kind: str, config: Any, agent: str | None = None) -> None:
     """Refuse ``kind`` when its config is no `RunConfig` or gives two tools one name.
 
@@ -331,8 +319,11 @@ def _refuse_bad_tools(state: RunState, kind: str, config: Any, agent: str | None
         raise refused(
             state, kind, f"the config{of} must be a RunConfig, got {type(config).__name__}"
         )
-    duplicates = _duplicate_names(config)
-    if duplicates:
+    # Read from the tools now, not from the config's index by name: a duck-typed
+    # definition may have been renamed since the config was made.
+    names = config.tool_names
+    if len(set(names)) != len(names):
+        duplicates = ", ".join(sorted({n for n in names if names.count(n) > 1}))
         of = "" if agent is None else f" in the configuration of agent {agent!r}"
         raise refused(state, kind, f"duplicate tool names{of}: {duplicates}")
 
