@@ -17,8 +17,15 @@ fake server; they differ in one thing each, from the raw loop up to toolfold:
   toolfold's ``sock_read`` (``Timeouts.read``), or only its ``connect`` and
   ``sock_connect`` (``Timeouts.pool`` and ``connect``);
 * ``transport``: the raw loop posting through ``Transport.post_json``;
+* ``model``: a hand-written loop over toolfold's model (``model.request``
+  with `ModelRequest`, `Message` and `ToolResultPart`): the transport and the
+  Chat Completions codec, no run state;
+* ``core``: a hand-written driver over the pure core (``next_effect``,
+  ``reduce`` of `ModelResponded` and `ToolReturned` event by event), the tool
+  called directly: ``model`` plus the run's state and event log;
 * ``agenerate_text`` / ``agent``: whole toolfold runs, an agent made per call
-  or once.
+  or once (``agent`` is ``core`` plus the driver: the tool's argument check
+  and its call through the executor, approvals, hooks, the `Response`).
 
 Timed (the default): client CPU per run, least and median of ``--rounds``
 rounds of 100 concurrent runs, the variants in turns; and the garbage
@@ -68,7 +75,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_http
 
 import toolfold
+from toolfold import Message, ModelRequest, ToolResultPart
 from toolfold.adapters._http._transport import Transport
+from toolfold.runtime import (
+    CallModel,
+    ModelResponded,
+    RunConfig,
+    ToolReturned,
+    ToolSpec,
+    initial_state,
+    next_effect,
+    reduce,
+)
 
 Run = Callable[[], Awaitable[object]]
 
@@ -119,6 +137,32 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
 
     model = toolfold.model("openai:fake-3", base_url=url, api_key="sk-bench", http="aiohttp")
     agent = toolfold.Agent(model, tools=[bench_http.add_inline], max_steps=4)
+    config = RunConfig(tools=[ToolSpec.from_tool(bench_http.add_inline)], max_steps=4)
+    add = bench_http.add_inline.function
+
+    async def model_loop() -> None:
+        # The conversation grown by hand, the tool called as the raw loop calls it.
+        messages: tuple[Message, ...] = (Message.user("add things"),)
+        tools = config.definitions
+        while True:
+            response = await model.request(ModelRequest(messages, tools))
+            messages = (*messages, response.message)
+            calls = response.message.tool_calls
+            if not calls:
+                return
+            results = [ToolResultPart(c.id, c.name, str(add(**c.arguments))) for c in calls]
+            messages = (*messages, Message("tool", results))
+
+    async def core_loop() -> None:
+        state = initial_state("add things", config, run_id="bench")
+        while True:
+            effect = next_effect(state)
+            if not isinstance(effect, CallModel):
+                return
+            state = reduce(state, ModelResponded(await model.request(effect.request)))
+            for call in state.calls_to_run:
+                state = reduce(state, ToolReturned(call.id, str(add(**call.arguments))))
+
     runs: dict[str, Run] = {
         "raw": functools.partial(_loop, poster(raw, bench_http.HEADERS)),
         "raw-headers": functools.partial(_loop, poster(raw, headers)),
@@ -127,6 +171,8 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
         "session-read-timeout": functools.partial(_loop, poster(read_only, headers)),
         "session-connect-timeouts": functools.partial(_loop, poster(connect_only, headers)),
         "transport": functools.partial(_loop, through_transport),
+        "model": model_loop,
+        "core": core_loop,
         "agenerate_text": functools.partial(
             toolfold.agenerate_text,
             model,
