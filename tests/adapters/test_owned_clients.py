@@ -11,6 +11,7 @@ server set sent back, basic auth from the URL, proxies from the environment
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import traceback
 import urllib.request
@@ -375,6 +376,116 @@ def test_a_system_proxy_aiohttp_cannot_use_is_a_config_error(
         "it takes http:// proxies only, this one is socks4://"
     )
     assert http_server.connections == 0
+
+
+def _system_settings(
+    monkeypatch: pytest.MonkeyPatch, proxies: dict[str, str], bypass: Any = None
+) -> None:
+    """Stand in for the system's proxy settings where urllib and httpx read them."""
+    monkeypatch.setattr(urllib.request, "getproxies", lambda: proxies)
+    for name in HTTPX:  # httpx and httpx2 bind urllib's getproxies at import
+        monkeypatch.setattr(
+            importlib.import_module(f"{name}._utils"), "getproxies", lambda: proxies
+        )
+    if bypass is not None:
+        monkeypatch.setattr(urllib.request, "proxy_bypass", bypass)
+
+
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+def test_httpx_takes_a_proxy_the_system_settings_name(
+    http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no variable set, the system's proxy carries a host its exceptions do not spare."""
+    _clear_proxies(monkeypatch)
+    asked: list[str] = []
+
+    def bypass(host: str) -> bool:
+        asked.append(host)
+        return False
+
+    _system_settings(monkeypatch, {"http": http_server.url}, bypass)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send("http://api.example.invalid:8080/v1", mode, http=name) == [{"ok": 1}]
+    assert http_server.requests[0].path == "http://api.example.invalid:8080/v1/chat/completions"
+    assert asked == ["api.example.invalid", "api.example.invalid:8080"]
+
+
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+@pytest.mark.parametrize("spared", ["host", "host:port"])
+def test_httpx_spares_a_host_the_system_settings_spare(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    spared: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host the system's exceptions spare (urllib.request.proxy_bypass: macOS's "Bypass proxy
+    settings for these hosts", Windows' ProxyOverride) goes directly, as under aiohttp; httpx
+    reads the system's proxies but not its exceptions, and sent it to the proxy (here a closed
+    port: the call failed)."""
+    _clear_proxies(monkeypatch)
+    host = "localhost" if spared == "host" else f"localhost:{http_server.port}"
+    _system_settings(monkeypatch, {"http": "http://127.0.0.1:9"}, lambda asked: asked == host)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(f"http://localhost:{http_server.port}/v1", mode, http=name) == [{"ok": 1}]
+    assert http_server.requests[0].path == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize(("name", "mode"), PAIRS)
+def test_with_a_proxy_variable_set_the_system_exceptions_are_not_read(
+    http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any proxy variable set (NO_PROXY alone too) means the variables, not the system's settings,
+    as urllib reads them: the system's exceptions are not asked, NO_PROXY decides."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", http_server.url)
+    monkeypatch.setenv("NO_PROXY", "elsewhere.invalid")
+
+    def bypass(host: str) -> bool:
+        raise AssertionError(f"the system's exceptions were asked about {host}")
+
+    monkeypatch.setattr(urllib.request, "proxy_bypass", bypass)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send("http://api.example.invalid/v1", mode, http=name) == [{"ok": 1}]
+    assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        pytest.param(name, mode, id=f"{name}-{mode}")
+        for name in OWNED
+        for mode in ("sync", "async")
+        if not (name == "aiohttp" and mode == "sync")
+    ],
+)
+@pytest.mark.parametrize("trust_env", [True, False])
+def test_trust_env_false_sends_directly_whatever_the_proxy_variables(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    trust_env: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With trust_env=False the clients a transport makes read no proxy variable (the local
+    model's server, on this machine's loopback, which no proxy reaches): the request goes to
+    the server itself. With the default, the same variables send it to the proxy."""
+    _clear_proxies(monkeypatch)
+    proxy = ScriptedServer()
+    try:
+        for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+            monkeypatch.setenv(variable, proxy.url)
+        (proxy if trust_env else http_server).add(Reply(json={"ok": 1}))
+        target = f"{http_server.url}/v1"
+        assert _send(target, mode, http=name, trust_env=trust_env) == [{"ok": 1}]
+        if trust_env:
+            assert proxy.requests[0].path == f"{target}/chat/completions"
+            assert http_server.requests == []
+        else:
+            assert http_server.requests[0].path == "/v1/chat/completions"
+            assert proxy.connections == 0
+    finally:
+        proxy.close()
 
 
 @pytest.mark.parametrize("name", ASYNC_OWNED)

@@ -36,6 +36,41 @@ CHILD = textwrap.dedent(
 
 pytestmark = pytest.mark.local  # the real server: see scripts/check
 
+PROXIED = textwrap.dedent(
+    """
+    import asyncio, json
+    from toolfold import Agent
+    from toolfold.local import LocalModel
+
+    model = LocalModel("smollm2")
+    agent = Agent(model, max_tokens=8)
+    blocking = agent.run("Say hello.")
+    awaited = asyncio.run(agent.arun("Say hello."))
+    model.close()
+    print(json.dumps([blocking.usage.requests, awaited.usage.requests]), flush=True)
+    """
+)
+
+
+def test_the_local_model_is_reached_directly_whatever_proxy_the_environment_names() -> None:
+    """Behind a proxy (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY set, NO_PROXY not naming 127.0.0.1), the
+    local server is still reached: no proxy reaches this machine's loopback. Its health check
+    and its model calls went to the proxy: the first run waited out the start timeout."""
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    environment = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    environment.update(
+        dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "http_proxy"), dead)
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PROXIED],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == [1, 1]
+
 
 def _wait_gone(pid: int, timeout: float = 30.0) -> bool:
     """Wait (without polling) until ``pid`` has exited; False if it is still alive then."""

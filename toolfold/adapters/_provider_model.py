@@ -102,6 +102,8 @@ class Endpoint:
         auth_scheme: The prefix before the key in it (empty for a bare key).
         headers: Headers every request sends (the user's own win).
         error_parser: Reads the provider's error bodies (None: the transport's default).
+        trust_env: False for a server on this machine no proxy could reach:
+            the clients toolfold makes send to it directly (see `Transport`).
     """
 
     provider: str
@@ -112,6 +114,7 @@ class Endpoint:
     auth_scheme: str = "Bearer"
     headers: Mapping[str, str] = attrs.field(factory=dict)
     error_parser: ErrorParser | None = None
+    trust_env: bool = True
 
 
 StreamFormat = Literal["sse", "lines", "json-array"]
@@ -164,6 +167,7 @@ class ProviderModel:
             async_http_client=async_http_client,
             http=http,
             limits=limits,
+            trust_env=endpoint.trust_env,
             error_parser=endpoint.error_parser,
             # Every codec reads its provider's in-band errors itself (Anthropic's
             # error type as code, Groq's tool_use_failed, Ollama's NDJSON lines...).

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from toolfold.adapters._provider_model import Endpoint
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
 from toolfold.local._paths import Progress
@@ -29,6 +30,18 @@ LOCAL_PROVIDER = attrs.evolve(SERVER_PRESETS["llama.cpp"], name="local", paralle
 #: Settings sent unless the caller gives their own: greedy decoding keeps a
 #: small model on its best guess, and a cap stops a runaway answer early.
 DEFAULT_SETTINGS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512}
+
+
+class _LoopbackChatModel(OpenAIChatModel):
+    """The chat model of the server this process runs on 127.0.0.1: reached directly.
+
+    No proxy could reach this machine's loopback server: with ``HTTPS_PROXY``
+    or ``HTTP_PROXY`` set for the rest of the traffic (and ``NO_PROXY`` not
+    naming 127.0.0.1), its requests went to the proxy and failed.
+    """
+
+    def _endpoint(self, base_url: str | None) -> Endpoint:
+        return attrs.evolve(super()._endpoint(base_url), trust_env=False)
 
 
 def print_progress(line: str) -> None:
@@ -88,7 +101,7 @@ class LocalModel:
                 model = ensure_model(self.model_name, self._progress)
                 self._server = shared_server(binary, model)
                 options = {"retry": 0, **self._options}  # a local 500 does not pass by itself
-                self._chat = OpenAIChatModel(
+                self._chat = _LoopbackChatModel(
                     self.model_name,
                     provider=LOCAL_PROVIDER,
                     base_url=self._server.base_url,

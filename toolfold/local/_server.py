@@ -151,7 +151,8 @@ class LocalServer:
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + _START_TIMEOUT
         url = f"http://127.0.0.1:{self.port}/health"
-        with httpx.Client(timeout=2.0) as client:
+        # Directly, whatever proxy the environment names: none reaches this loopback.
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
             while True:
                 if not self.alive():
                     raise LocalSetupError(

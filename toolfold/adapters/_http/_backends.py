@@ -40,7 +40,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._http._proxies import aiohttp_proxy, without_credentials
+from toolfold.adapters._http._proxies import (
+    aiohttp_proxy,
+    system_spared_host,
+    without_credentials,
+)
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 
 __all__ = [
@@ -312,12 +316,22 @@ class OwnedHttpxBackend(HttpxBackend):
         return response
 
 
-def make_sync(name: str, timeouts: Timeouts, limits: HttpLimits) -> HttpxBackend:
-    """The blocking client a transport makes for itself (aiohttp has none: the default's)."""
+def make_sync(
+    name: str,
+    timeouts: Timeouts,
+    limits: HttpLimits,
+    url: str | None = None,
+    trust_env: bool = True,
+) -> HttpxBackend:
+    """The blocking client a transport makes for itself (aiohttp has none: the default's).
+
+    ``url``: the base URL requests go to (see `_owned_client`), if known;
+    ``trust_env``: False reads no proxy settings (see `Transport`).
+    """
     if name == "aiohttp":
         name = default_backend()
     package = _package(name)
-    client = _owned_client(package, package.Client, timeouts, limits)
+    client = _owned_client(package, package.Client, timeouts, limits, url, trust_env)
     core = importlib.import_module(_core_name(name))
     # The client's pool and, when the environment names proxies, each proxy's.
     mounts: Mapping[Any, Any] = getattr(client, "_mounts", {})
@@ -327,17 +341,33 @@ def make_sync(name: str, timeouts: Timeouts, limits: HttpLimits) -> HttpxBackend
     return OwnedHttpxBackend(client, timeouts=timeouts)
 
 
-async def make_async(name: str, timeouts: Timeouts, limits: HttpLimits, url: str) -> Any:
+async def make_async(
+    name: str, timeouts: Timeouts, limits: HttpLimits, url: str, trust_env: bool = True
+) -> Any:
     """The async client a transport makes for itself, on the running loop, for requests to ``url``."""
     if name == "aiohttp":
-        return _make_aiohttp(timeouts, limits, url)
+        return _make_aiohttp(timeouts, limits, url, trust_env)
     package = _package(name)
-    client = _owned_client(package, package.AsyncClient, timeouts, limits)
+    client = _owned_client(package, package.AsyncClient, timeouts, limits, url, trust_env)
     return OwnedHttpxBackend(client, timeouts=timeouts)
 
 
-def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimits) -> Any:
+def _owned_client(
+    package: Any,
+    make: Any,
+    timeouts: Timeouts,
+    limits: HttpLimits,
+    url: str | None,
+    trust_env: bool = True,
+) -> Any:
     """An httpx/httpx2 client of the transport's own; a proxy it cannot use is a `ModelConfigError`.
+
+    Its mounts send directly what the other backends send directly and httpx
+    alone would send through a proxy: the hosts ``NO_PROXY`` names with a
+    leading dot (`_dotted_no_proxy`), and ``url``'s host when the system's
+    proxy settings spare it (`system_spared_host`), as the owned aiohttp
+    session and urllib do. With ``trust_env`` False it reads no proxy (nor
+    any other) setting from the environment: httpx's own ``trust_env``.
 
     httpx reads the proxy variables when the client is made and raises
     ValueError for a scheme it lacks (``ftp://``) and ImportError for SOCKS
@@ -354,7 +384,8 @@ def _owned_client(package: Any, make: Any, timeouts: Timeouts, limits: HttpLimit
             timeout=_package_timeout(package, timeouts),
             http1=True,
             follow_redirects=False,
-            mounts=_dotted_no_proxy(package),
+            trust_env=trust_env,
+            mounts=_direct_mounts(package, url) if trust_env else None,
         )
     except (ValueError, ImportError, package.InvalidURL) as exc:
         said = (
@@ -385,6 +416,21 @@ def _idna_entries() -> str:
     """
     entries = urllib.request.getproxies().get("no", "")  # what httpx2 reads
     return ", ".join(e.strip() for e in entries.split(",") if "xn--" in e.lower())
+
+
+def _direct_mounts(package: Any, url: str | None) -> dict[str, None] | None:
+    """The mounts sending hosts directly (see `_owned_client`), or None for none."""
+    mounts = _dotted_no_proxy(package) or {}
+    spared = None if url is None else system_spared_host(url)
+    if spared is not None:
+        key = f"all://{spared}"
+        try:
+            _ = package.URL(key).host  # what the client's mount pattern reads
+        except Exception:  # a host the package cannot read: it cannot send to it either
+            pass
+        else:
+            mounts[key] = None
+    return mounts or None
 
 
 def _dotted_no_proxy(package: Any) -> dict[str, None] | None:
@@ -773,9 +819,11 @@ def arrived_body(response: Any) -> bytes | None:
 READ_IN_PIECES: set[type[Any]] = {AiohttpReply}
 
 
-def _make_aiohttp(timeouts: Timeouts, limits: HttpLimits, url: str) -> AiohttpBackend:
+def _make_aiohttp(
+    timeouts: Timeouts, limits: HttpLimits, url: str, trust_env: bool = True
+) -> AiohttpBackend:
     aiohttp = _package("aiohttp")
-    proxy, proxy_headers = without_credentials(aiohttp_proxy(url))
+    proxy, proxy_headers = without_credentials(aiohttp_proxy(url) if trust_env else None)
     connector = aiohttp.TCPConnector(
         limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
     )

@@ -40,7 +40,10 @@ class Clients:
         timeouts: The timeouts owned clients are made with.
         limits: The pool limits owned clients are made with.
         url: The base URL requests go to (an owned aiohttp session picks its
-            proxy for it).
+            proxy for it; an owned httpx client, whether the system's proxy
+            settings spare its host).
+        trust_env: False: the clients made here read no proxy settings (see
+            `Transport`); an injected client keeps its own.
     """
 
     def __init__(
@@ -51,6 +54,7 @@ class Clients:
         timeouts: Timeouts,
         limits: HttpLimits,
         url: str,
+        trust_env: bool = True,
     ) -> None:
         if http is not None and (http_client is not None or async_http_client is not None):
             raise ModelConfigError("give http=... or an injected client, not both")
@@ -75,6 +79,7 @@ class Clients:
             )
         self.name = http or default_backend()
         self._timeouts, self._limits, self._url = timeouts, limits, url
+        self._trust_env = trust_env
         sync_client, async_client = None, async_http_client
         if http_client is not None:
             if _is_async(http_client):
@@ -109,7 +114,9 @@ class Clients:
             return bound[1]
         if not self.owns_sync:
             raise _one_mode_only("an async", "httpx.AsyncClient", "async_http_client")
-        backend = await make_async(self.name, self._timeouts, self._limits, self._url)
+        backend = await make_async(
+            self.name, self._timeouts, self._limits, self._url, self._trust_env
+        )
         closer = close_when_loop_ends(backend)
         await closer.__anext__()
         self._bound, self._closer = (loop, backend), closer
@@ -120,7 +127,9 @@ class Clients:
         if self._sync is None:
             if not self.owns_async:
                 raise _one_mode_only("a blocking", "httpx.Client", "http_client")
-            self._sync = make_sync(self.name, self._timeouts, self._limits)
+            self._sync = make_sync(
+                self.name, self._timeouts, self._limits, self._url, self._trust_env
+            )
             # A model dropped without close() still closes its sockets (no ResourceWarning).
             weakref.finalize(self, self._sync.close)
         backend: HttpxBackend = self._sync

@@ -84,6 +84,12 @@ class Transport:
             a call in the other mode raises `ModelConfigError` rather than
             bypass it (give both to use both).
         async_http_client: An async client, when ``http_client`` is the sync one.
+        trust_env: Whether the clients the transport makes read the proxy
+            settings (``HTTPS_PROXY``, ``NO_PROXY``... or the system's) and,
+            under httpx, the other variables its own ``trust_env`` reads
+            (``SSL_CERT_FILE``...). False sends every request directly: for a
+            server on this machine that no proxy could reach (the local
+            model's). An injected client keeps its own settings.
         error_parser: Reads the provider's error bodies; default
             `parse_error_body`, which knows every shape in providers.md.
         inband_errors: Raise `StreamError` for error events sent inside a 200
@@ -113,6 +119,7 @@ class Transport:
         http: str | None = None,
         http_client: Any = None,
         async_http_client: Any = None,
+        trust_env: bool = True,
         error_parser: ErrorParser | None = None,
         inband_errors: bool = True,
         sleep: Callable[[float], Awaitable[None]] | None = None,
@@ -144,7 +151,13 @@ class Transport:
         self._sender = Sender(
             provider=provider,
             clients=Clients(
-                http, http_client, async_http_client, timeouts or Timeouts(), limits, self.base_url
+                http,
+                http_client,
+                async_http_client,
+                timeouts or Timeouts(),
+                limits,
+                self.base_url,
+                trust_env,
             ),
             retry=_policy(retry),
             timeouts=timeouts,
