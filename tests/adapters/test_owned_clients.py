@@ -431,6 +431,35 @@ def test_httpx_spares_a_host_the_system_settings_spare(
     assert http_server.requests[0].path == "/v1/chat/completions"
 
 
+@pytest.mark.parametrize("name", HTTPX)
+@pytest.mark.parametrize(
+    ("url", "spared"),
+    [
+        ("https://example.com:443/v1", "example.com"),  # a default port given
+        ("http://example.com:80/v1", "example.com:80"),
+        ("http://[FE80::1]:8080/v1", "fe80::1"),  # an IPv6 address in capitals
+        ("http://[::1]/v1", "::1"),
+        ("http://EXAMPLE.com:8080/v1", "example.com"),
+    ],
+)
+def test_the_system_exceptions_mount_the_host_as_the_client_reads_it(
+    name: str, url: str, spared: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The direct mount names the host and port as httpx reads the requests' URLs: a default
+    port given is none there (a mount with ``:443`` matched no request), and an IPv6 address
+    keeps its case (the standard library's lower-cased one matched none)."""
+    _clear_proxies(monkeypatch)
+    proxies = {"http": "http://127.0.0.1:9", "https": "http://127.0.0.1:9"}
+    _system_settings(monkeypatch, proxies, lambda host: host.lower() == spared)
+    backend = make_sync(name, Timeouts(), HttpLimits(), url)
+    try:
+        client = backend.client
+        target = importlib.import_module(name).URL(f"{url}/chat/completions")
+        assert client._transport_for_url(target) is client._transport  # direct, not the proxy's
+    finally:
+        backend.close()
+
+
 @pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_with_a_proxy_variable_set_the_system_exceptions_are_not_read(
     http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch
@@ -686,7 +715,7 @@ def test_a_connection_error_holds_its_request(name: str) -> None:
 @pytest.mark.parametrize("name", HTTPX)
 def test_a_closed_owned_client_refuses_as_httpx_does(name: str) -> None:
     """Sending on a closed owned client raises httpx's own error, not a request on a closed pool."""
-    backend = make_sync(name, Timeouts(), HttpLimits())
+    backend = make_sync(name, Timeouts(), HttpLimits(), "http://127.0.0.1:9")
     backend.close()
     with pytest.raises(RuntimeError, match="client has been closed"):
         backend.send_sync("http://127.0.0.1:9/x", b"{}", {}, None)

@@ -40,11 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._http._proxies import (
-    aiohttp_proxy,
-    system_spared_host,
-    without_credentials,
-)
+from toolfold.adapters._http._proxies import aiohttp_proxy, system_spares, without_credentials
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 
 __all__ = [
@@ -320,13 +316,13 @@ def make_sync(
     name: str,
     timeouts: Timeouts,
     limits: HttpLimits,
-    url: str | None = None,
+    url: str,
     trust_env: bool = True,
 ) -> HttpxBackend:
     """The blocking client a transport makes for itself (aiohttp has none: the default's).
 
-    ``url``: the base URL requests go to (see `_owned_client`), if known;
-    ``trust_env``: False reads no proxy settings (see `Transport`).
+    ``url``: the base URL requests go to (see `_owned_client`); ``trust_env``:
+    False reads no proxy settings (see `Transport`).
     """
     if name == "aiohttp":
         name = default_backend()
@@ -357,7 +353,7 @@ def _owned_client(
     make: Any,
     timeouts: Timeouts,
     limits: HttpLimits,
-    url: str | None,
+    url: str,
     trust_env: bool = True,
 ) -> Any:
     """An httpx/httpx2 client of the transport's own; a proxy it cannot use is a `ModelConfigError`.
@@ -365,7 +361,7 @@ def _owned_client(
     Its mounts send directly what the other backends send directly and httpx
     alone would send through a proxy: the hosts ``NO_PROXY`` names with a
     leading dot (`_dotted_no_proxy`), and ``url``'s host when the system's
-    proxy settings spare it (`system_spared_host`), as the owned aiohttp
+    proxy settings spare it (`system_spares`), as the owned aiohttp
     session and urllib do. With ``trust_env`` False it reads no proxy (nor
     any other) setting from the environment: httpx's own ``trust_env``.
 
@@ -418,13 +414,16 @@ def _idna_entries() -> str:
     return ", ".join(e.strip() for e in entries.split(",") if "xn--" in e.lower())
 
 
-def _direct_mounts(package: Any, url: str | None) -> dict[str, None] | None:
+def _direct_mounts(package: Any, url: str) -> dict[str, None] | None:
     """The mounts sending hosts directly (see `_owned_client`), or None for none."""
     mounts = _dotted_no_proxy(package) or {}
-    spared = None if url is None else system_spared_host(url)
-    if spared is not None:
-        key = f"all://{spared}"
+    if system_spares(url):
+        # The host and port as the package reads the requests' URLs: a default
+        # port given (``:443``) is none, an IPv6 address keeps its case.
         try:
+            parsed = package.URL(url)
+            host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+            key = f"all://{host}" if parsed.port is None else f"all://{host}:{parsed.port}"
             _ = package.URL(key).host  # what the client's mount pattern reads
         except Exception:  # a host the package cannot read: it cannot send to it either
             pass

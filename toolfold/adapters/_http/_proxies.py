@@ -22,7 +22,7 @@ from toolfold._errors import ModelConfigError
 from toolfold.adapters._http._keys import login_secrets, url_secrets
 from toolfold.adapters._http._logs import guard_logs
 
-__all__ = ["aiohttp_proxy", "netrc_login", "spared", "system_spared_host", "without_credentials"]
+__all__ = ["aiohttp_proxy", "netrc_login", "system_spares", "without_credentials"]
 
 
 def without_credentials(proxy: str | None) -> tuple[str | None, Mapping[str, str] | None]:
@@ -93,7 +93,7 @@ def netrc_login(host: str) -> tuple[str, str] | None:
     return login or account or "", password or ""
 
 
-def spared(parts: urllib.parse.SplitResult) -> bool:
+def _bypassed(parts: urllib.parse.SplitResult) -> bool:
     """Whether ``urllib.request.proxy_bypass`` spares the URL's host from the proxy.
 
     Asked with the host, then with ``host:port`` when the URL names a port:
@@ -108,26 +108,23 @@ def spared(parts: urllib.parse.SplitResult) -> bool:
     )
 
 
-def system_spared_host(url: str) -> str | None:
-    """``url``'s ``host[:port]`` when the system's proxy settings name a proxy for it but spare it.
+def system_spares(url: str) -> bool:
+    """Whether the system's proxy settings name a proxy for ``url`` but spare its host.
 
     Only where no proxy variable is set (any ``*_PROXY``, ``NO_PROXY`` too),
     so that the standard library reads the system's settings (macOS,
     Windows): its proxies, which httpx takes too, and its list of hosts to
     reach directly (macOS's "Bypass proxy settings for these hosts", Windows'
-    ``ProxyOverride``), which httpx does not read. None otherwise: with the
+    ``ProxyOverride``), which httpx does not read. False otherwise: with the
     variables set, httpx reads ``NO_PROXY`` itself; on Linux there are only
     the variables.
     """
     if urllib.request.getproxies_environment():
-        return None
+        return False
     parts = urllib.parse.urlsplit(url)
     proxies = urllib.request.getproxies()
-    if not any(proxies.get(key) for key in (parts.scheme.lower(), "all")) or not spared(parts):
-        return None
-    host = parts.hostname or ""
-    named = f"[{host}]" if ":" in host else host  # an IPv6 address
-    return named if parts.port is None else f"{named}:{parts.port}"
+    applies = any(proxies.get(key) for key in (parts.scheme.lower(), "all"))
+    return applies and _bypassed(parts)
 
 
 def aiohttp_proxy(url: str) -> str | None:
@@ -151,7 +148,7 @@ def aiohttp_proxy(url: str) -> str | None:
     name = next((key for key in (parts.scheme.lower(), "all") if proxies.get(key)), None)
     if name is None:
         return None
-    if spared(parts):  # asked only once a proxy applies (see `spared`)
+    if _bypassed(parts):  # asked only once a proxy applies (see `_bypassed`)
         return None
     value = proxies[name]
     scheme = urllib.parse.urlsplit(value).scheme.lower() if "://" in value else ""
