@@ -564,8 +564,9 @@ def test_reasoning_in_a_system_or_user_message_is_noted_as_left_out(role: str) -
     assert notes == (
         f"messages[0]: reasoning left out: openai takes no reasoning in a {role} message",
     )
-    assert type(body) is not bytes  # the build_body path, which logs the note
-    assert b"Why brief" not in dumps(body)
+    assert type(body) is bytes  # the memoized path, which logs the note too
+    assert body == dumps(model.prepare(request).body)
+    assert b"Why brief" not in body
 
 
 def _without_reasoning(messages: tuple[Message, ...]) -> tuple[Message, ...]:
@@ -584,8 +585,8 @@ def test_the_memoized_body_logs_what_prepare_reports_and_sends_build_bodys_bytes
     renamed, ``tool_choice="none"`` dropping the tools on Mistral) logs on the model's own
     path (`_outgoing`: `encode_body`'s memoized JSON when it takes the request) exactly the
     notes `prepare`'s report holds and the `build_body` path logs, and sends the same bytes.
-    Reasoning left out is noted (the docs promise it is never dropped silently): such a
-    request takes the `build_body` path; one with no note takes the memoized one."""
+    Reasoning left out is noted (the docs promise it is never dropped silently), on the
+    memoized path too: every request takes it."""
     model = OpenAIChatModel("m", provider=family, api_key="sk-" + "k" * 20)
     messages = CONVERSATIONS["tool-results"]
     request = ModelRequest(
@@ -609,11 +610,45 @@ def test_the_memoized_body_logs_what_prepare_reports_and_sends_build_bodys_bytes
     assert logged == [expected, expected]
     # DeepSeek takes the reasoning of a turn that calls tools back: nothing to note.
     assert bool(notes) == (reasoning and family != "deepseek")
-    assert memoized == (not notes)
+    assert memoized
     if notes:
         assert notes == (
             f"messages[2]: reasoning left out: {model.provider.name} takes no reasoning back",
         )
+
+
+def test_a_reasoning_run_encodes_each_message_once_and_notes_every_request(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A run on a reasoning model the provider takes no reasoning back from (a reasoning model
+    behind vLLM or llama.cpp): each request still sends the conversation from the messages'
+    memoized JSON, and each logs what it leaves out, at its messages' positions, as `prepare`
+    reports it. Such a request used to build and encode the whole body every time."""
+    model = OpenAIChatModel(
+        "m", provider="openai-compatible", server="vllm", base_url="http://127.0.0.1:9/v1"
+    )
+    thinking = Message("assistant", (ReasoningPart("Hm."), CALL))
+    messages: tuple[Message, ...] = (Message.system("Be brief."), Message.user("Time?"))
+    for step in range(3):
+        messages = (*messages, thinking, Message.tool(ToolResultPart("call_9", "get_time", "9")))
+        thinking = Message("assistant", (ReasoningPart(f"Step {step}."), CALL))
+        request = ModelRequest(messages, (TIME,))
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="toolfold.adapters"):
+            body = model._outgoing(request, False)[1]
+        notes = model.prepare(request).report.notes
+        assert type(body) is bytes
+        assert body == dumps(model.prepare(request).body)
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{model.name} request: {note}" for note in notes
+        ]
+        assert [note.split(":")[0] for note in notes] == [
+            f"messages[{2 + 2 * i}]" for i in range(step + 1)
+        ]
+        memo = wire_memo(messages[2], model.provider)
+        assert memo is not None  # its JSON and its note, kept
+        assert not isinstance(memo, str)
+    model.close()
 
 
 @pytest.mark.parametrize(

@@ -126,12 +126,16 @@ class OpenAIChatModel(ProviderModel):
         self, request: ModelRequest, stream: bool
     ) -> tuple[str, Any, Mapping[str, str] | None]:
         # The body's JSON is made from the messages' memoized encodings (`encode_body`),
-        # unless a subclass builds its own body. `encode_body` takes no request whose
-        # report has notes (reasoning left out): that one goes through `prepare`,
-        # which logs them (a test holds both paths to the same log and bytes).
+        # unless a subclass builds its own body; the reasoning it leaves out is logged
+        # as `prepare`'s report notes it (a test holds both paths to the same log and bytes).
         if type(self).prepare is OpenAIChatModel.prepare:
-            content = encode_body(request, self.model_name, self.provider, stream=stream)
+            notes: list[str] = []
+            content = encode_body(
+                request, self.model_name, self.provider, stream=stream, notes=notes
+            )
             if content is not None:
+                if notes:
+                    self._log_notes(RequestReport(self.provider.name, tuple(notes)))
                 return _PATH, content, None
         return super()._outgoing(request, stream)
 

@@ -9,7 +9,7 @@ import json
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
@@ -73,7 +73,12 @@ def build_body(
 
 
 def encode_body(
-    request: ModelRequest, model_name: str, provider: ChatProvider, *, stream: bool = False
+    request: ModelRequest,
+    model_name: str,
+    provider: ChatProvider,
+    *,
+    stream: bool = False,
+    notes: list[str] | None = None,
 ) -> bytes | None:
     """`build_body` with the default compilers, as the JSON bytes the transport sends.
 
@@ -87,6 +92,12 @@ def encode_body(
     json_object output appends a message) or a setting overrides ``model``,
     ``messages`` or ``tools``: `build_body` then.
 
+    Reasoning the provider does not take back is left out as `build_body`
+    leaves it out, and said: with ``notes`` (a list), each part left out is
+    appended to it as `reasoning_notes` words it, for the caller to log; with
+    none, such a request is None (`build_body` then, whose report notes it).
+    A message's notes are memoized with its JSON.
+
     Raises:
         ModelConfigError: As `build_body`.
     """
@@ -94,17 +105,23 @@ def encode_body(
         return None
     rewrite_id = mistral_id if provider.id_rule == "mistral9" else None
     fragments: list[str] = []
-    for message in request.messages:
+    for position, message in enumerate(request.messages):
         memo = message._wire  # `wire_memo`, inlined: once per message per request
         fragment = memo[1] if memo is not None and memo[0] is provider else None
         if fragment is None:
             fragment = _loop_fragment(message, provider, rewrite_id)
             if fragment is None:
-                if _has_media_results(message) or reasoning_notes((message,), provider):
-                    return None  # (reasoning left out: `prepare`'s report notes it, never memoized)
-                fragment = encode_text(encode_messages((message,), provider, rewrite_id or _same))
-                fragment = fragment[1:-1]
+                if _has_media_results(message):
+                    return None
+                text = encode_text(encode_messages((message,), provider, rewrite_id or _same))
+                reasons = _left_out(message, provider)
+                fragment = _Noted(text[1:-1], reasons) if reasons else text[1:-1]
             set_wire_memo(message, provider, fragment)
+        if isinstance(fragment, _Noted):  # reasoning left out
+            if notes is None:
+                return None
+            notes.extend([f"messages[{position}]: {why}" for why in fragment.reasons])
+            fragment = fragment.text
         if fragment:
             fragments.append(fragment)
     frame = _frame(request, model_name, provider, stream)
@@ -115,6 +132,13 @@ def encode_body(
         return text.encode()
     except UnicodeEncodeError:
         return None  # a lone surrogate: build_body's dict is sent with escapes
+
+
+class _Noted(NamedTuple):
+    """A message's memoized JSON that leaves reasoning out, and why (see `_left_out`)."""
+
+    text: str
+    reasons: tuple[str, ...]
 
 
 # Each tool's schema, read without a comprehension's frame (see `_frame`).
@@ -534,32 +558,38 @@ def reasoning_notes(messages: Sequence[Message], provider: ChatProvider) -> tupl
     """
     notes: list[str] = []
     for position, message in enumerate(messages):
-        taken = (
-            message.role == "assistant"
-            and provider.reasoning_out is not None
-            and any(type(part) is ToolCallPart for part in message.parts)
-        )
-        for part in message.parts:
-            if not isinstance(part, ReasoningPart):
-                continue
-            hidden = part.signature or part.provider_data
-            if taken:
-                if hidden:
-                    notes.append(
-                        f"messages[{position}]: reasoning's signature left out: "
-                        f"{provider.name} takes back the text only"
-                    )
-                continue
-            if not (part.text or hidden):
-                continue
-            if message.role != "assistant":
-                why = f"{provider.name} takes no reasoning in a {message.role} message"
-            elif provider.reasoning_out is not None:
-                why = f"{provider.name} takes reasoning back on turns that call tools only"
-            else:
-                why = f"{provider.name} takes no reasoning back"
-            notes.append(f"messages[{position}]: reasoning left out: {why}")
+        notes.extend(f"messages[{position}]: {why}" for why in _left_out(message, provider))
     return tuple(notes)
+
+
+def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
+    """What `reasoning_notes` says of each part of ``message`` left out, without its position."""
+    taken = (
+        message.role == "assistant"
+        and provider.reasoning_out is not None
+        and any(type(part) is ToolCallPart for part in message.parts)
+    )
+    reasons: list[str] = []
+    for part in message.parts:
+        if not isinstance(part, ReasoningPart):
+            continue
+        hidden = part.signature or part.provider_data
+        if taken:
+            if hidden:
+                reasons.append(
+                    f"reasoning's signature left out: {provider.name} takes back the text only"
+                )
+            continue
+        if not (part.text or hidden):
+            continue
+        if message.role != "assistant":
+            why = f"{provider.name} takes no reasoning in a {message.role} message"
+        elif provider.reasoning_out is not None:
+            why = f"{provider.name} takes reasoning back on turns that call tools only"
+        else:
+            why = f"{provider.name} takes no reasoning back"
+        reasons.append(f"reasoning left out: {why}")
+    return tuple(reasons)
 
 
 def _only(parts: tuple[Part, ...], kind: type) -> bool:
