@@ -9,12 +9,18 @@ which records the headers it receives.
 
 from __future__ import annotations
 
+import importlib
 import logging
+import netrc
 import sys
+import threading
 import traceback
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
+from backends import OWNED
 from scripted_http import Reply, ScriptedServer
 from test_owned_clients import _clear_proxies, _send
 
@@ -177,3 +183,42 @@ def test_the_netrc_password_is_kept_out_of_the_logs(
     message = caplog.records[-1].getMessage()
     assert password not in message
     assert basic not in message
+
+
+@pytest.mark.parametrize("name", OWNED)
+def test_the_reads_that_may_block_run_off_the_event_loop(
+    http_server: ScriptedServer, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Making an async client asks the system's exceptions (which may resolve the host) and,
+    under aiohttp, reads the netrc file: both in a worker thread, not on the loop's own, where
+    a slow DNS answer or file system stalled every run in flight."""
+    _clear_proxies(monkeypatch)
+    _netrc(tmp_path, monkeypatch, "machine 127.0.0.1 login user password pw\n")
+    proxies = {"http": http_server.url}
+    monkeypatch.setattr(urllib.request, "getproxies", lambda: proxies)
+    for package in OWNED:
+        if package != "aiohttp":  # httpx and httpx2 bind urllib's getproxies at import
+            monkeypatch.setattr(
+                importlib.import_module(f"{package}._utils"), "getproxies", lambda: proxies
+            )
+    threads: dict[str, int] = {}
+
+    def bypass(host: str) -> bool:
+        threads.setdefault("proxy_bypass", threading.get_ident())
+        return False
+
+    reads = netrc.netrc
+
+    def read(*args: Any) -> netrc.netrc:
+        threads["netrc"] = threading.get_ident()
+        return reads(*args)
+
+    monkeypatch.setattr(urllib.request, "proxy_bypass", bypass)
+    monkeypatch.setattr(netrc, "netrc", read)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(TARGET, "async", http=name) == [{"ok": 1}]
+    loop_thread = threading.get_ident()  # `_send` runs its loop on this thread
+    assert threads["proxy_bypass"] != loop_thread
+    if name == "aiohttp":
+        assert threads["netrc"] != loop_thread
+        assert http_server.requests[0].headers["proxy-authorization"] == BASIC

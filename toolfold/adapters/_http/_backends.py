@@ -25,6 +25,7 @@ transport): a server dripping one byte a second cannot stretch a call past
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import importlib
@@ -327,7 +328,8 @@ def make_sync(
     if name == "aiohttp":
         name = default_backend()
     package = _package(name)
-    client = _owned_client(package, package.Client, timeouts, limits, url, trust_env)
+    spared = trust_env and system_spares(url)
+    client = _owned_client(package, package.Client, timeouts, limits, url, trust_env, spared)
     core = importlib.import_module(_core_name(name))
     # The client's pool and, when the environment names proxies, each proxy's.
     mounts: Mapping[Any, Any] = getattr(client, "_mounts", {})
@@ -340,11 +342,20 @@ def make_sync(
 async def make_async(
     name: str, timeouts: Timeouts, limits: HttpLimits, url: str, trust_env: bool = True
 ) -> Any:
-    """The async client a transport makes for itself, on the running loop, for requests to ``url``."""
+    """The async client a transport makes for itself, on the running loop, for requests to ``url``.
+
+    The proxy settings that may block are read in a worker thread, and only
+    when some proxy is set: the system's exceptions may resolve the host (on
+    Windows; on macOS for an address range), and a proxy's credentials may
+    come from a netrc file.
+    """
+    proxied = trust_env and bool(urllib.request.getproxies())
     if name == "aiohttp":
-        return _make_aiohttp(timeouts, limits, url, trust_env)
+        proxy = await asyncio.to_thread(_aiohttp_proxy, url) if proxied else (None, None)
+        return _make_aiohttp(timeouts, limits, *proxy)
     package = _package(name)
-    client = _owned_client(package, package.AsyncClient, timeouts, limits, url, trust_env)
+    spared = proxied and await asyncio.to_thread(system_spares, url)
+    client = _owned_client(package, package.AsyncClient, timeouts, limits, url, trust_env, spared)
     return OwnedHttpxBackend(client, timeouts=timeouts)
 
 
@@ -354,14 +365,15 @@ def _owned_client(
     timeouts: Timeouts,
     limits: HttpLimits,
     url: str,
-    trust_env: bool = True,
+    trust_env: bool,
+    spared: bool,
 ) -> Any:
     """An httpx/httpx2 client of the transport's own; a proxy it cannot use is a `ModelConfigError`.
 
     Its mounts send directly what the other backends send directly and httpx
     alone would send through a proxy: the hosts ``NO_PROXY`` names with a
-    leading dot (`_dotted_no_proxy`), and ``url``'s host when the system's
-    proxy settings spare it (`system_spares`), as the owned aiohttp
+    leading dot (`_dotted_no_proxy`), and ``url``'s host when ``spared`` (the
+    system's proxy settings spare it: `system_spares`), as the owned aiohttp
     session and urllib do. With ``trust_env`` False it reads no proxy (nor
     any other) setting from the environment: httpx's own ``trust_env``.
 
@@ -381,7 +393,7 @@ def _owned_client(
             http1=True,
             follow_redirects=False,
             trust_env=trust_env,
-            mounts=_direct_mounts(package, url) if trust_env else None,
+            mounts=_direct_mounts(package, url, spared) if trust_env else None,
         )
     except (ValueError, ImportError, package.InvalidURL) as exc:
         said = (
@@ -414,10 +426,10 @@ def _idna_entries() -> str:
     return ", ".join(e.strip() for e in entries.split(",") if "xn--" in e.lower())
 
 
-def _direct_mounts(package: Any, url: str) -> dict[str, None] | None:
+def _direct_mounts(package: Any, url: str, spared: bool) -> dict[str, None] | None:
     """The mounts sending hosts directly (see `_owned_client`), or None for none."""
     mounts = _dotted_no_proxy(package) or {}
-    if system_spares(url):
+    if spared:
         # The host and port as the package reads the requests' URLs: a default
         # port given (``:443``) is none, an IPv6 address keeps its case.
         try:
@@ -818,11 +830,18 @@ def arrived_body(response: Any) -> bytes | None:
 READ_IN_PIECES: set[type[Any]] = {AiohttpReply}
 
 
+def _aiohttp_proxy(url: str) -> tuple[str | None, Mapping[str, str] | None]:
+    """The owned session's proxy for ``url`` and its ``Proxy-Authorization`` (see `without_credentials`)."""
+    return without_credentials(aiohttp_proxy(url))
+
+
 def _make_aiohttp(
-    timeouts: Timeouts, limits: HttpLimits, url: str, trust_env: bool = True
+    timeouts: Timeouts,
+    limits: HttpLimits,
+    proxy: str | None,
+    proxy_headers: Mapping[str, str] | None,
 ) -> AiohttpBackend:
     aiohttp = _package("aiohttp")
-    proxy, proxy_headers = without_credentials(aiohttp_proxy(url) if trust_env else None)
     connector = aiohttp.TCPConnector(
         limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
     )
