@@ -9,6 +9,7 @@ which records the headers it receives.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import netrc
@@ -25,6 +26,7 @@ from scripted_http import Reply, ScriptedServer
 from test_owned_clients import _clear_proxies, _send
 
 from toolfold import ModelConfigError, ProviderError
+from toolfold.adapters._http._transport import Transport
 
 BASIC = "Basic dXNlcjpwdw=="  # user:pw
 TARGET = "http://api.example.invalid/v1"  # never resolved: the proxy answers for it
@@ -222,3 +224,73 @@ def test_the_reads_that_may_block_run_off_the_event_loop(
     if name == "aiohttp":
         assert threads["netrc"] != loop_thread
         assert http_server.requests[0].headers["proxy-authorization"] == BASIC
+
+
+@pytest.mark.parametrize("name", OWNED)
+def test_concurrent_first_calls_with_a_proxy_set_share_one_client(
+    http_server: ScriptedServer, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four calls at once on a new transport, with proxy settings to read (in a thread): every
+    one is answered, through one client. Each made its own while the settings were read, and
+    the clients replaced were closed under the calls still using them ("Session is closed")."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # not used: NO_PROXY spares the host
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    for _ in range(4):
+        http_server.add(Reply(json={"ok": 1}))
+    transport = Transport("openai", f"{http_server.url}/v1", "sk-" + "k" * 20, http=name)
+
+    async def run() -> tuple[list[Any], Any]:
+        try:
+            answers = await asyncio.gather(
+                *[transport.post_json("chat/completions", {"model": "m"}) for _ in range(4)]
+            )
+            return answers, transport._sender.clients.ready_async()
+        finally:
+            await transport.aclose()
+
+    answers, client = asyncio.run(run())
+    assert answers == [{"ok": 1}] * 4
+    assert client is not None
+    assert http_server.connections >= 1
+
+
+@pytest.mark.parametrize("name", OWNED)
+def test_no_proxy_alone_reads_nothing_in_a_thread(
+    http_server: ScriptedServer, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NO_PROXY without any proxy: nothing to read, so no worker thread is asked for."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("NO_PROXY", "localhost")
+    offloaded: list[str] = []
+    real = asyncio.BaseEventLoop.run_in_executor
+
+    def run_in_executor(self: Any, executor: Any, function: Any, *args: Any) -> Any:
+        offloaded.append(getattr(function, "__name__", repr(function)))
+        return real(self, executor, function, *args)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", run_in_executor)
+    http_server.add(Reply(json={"ok": 1}))
+    assert _send(f"{http_server.url}/v1", "async", http=name) == [{"ok": 1}]
+    assert offloaded == []
+
+
+@pytest.mark.parametrize("name", OWNED)
+def test_a_shut_down_default_executor_reads_the_proxy_on_the_loop(
+    http_server: ScriptedServer, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the loop's default executor shut down, the proxy settings are read on the loop
+    itself: the client is made and the call answered (it was a bare RuntimeError)."""
+    _proxy(http_server, monkeypatch)
+    http_server.add(Reply(json={"ok": 1}))
+    transport = Transport("openai", TARGET, "sk-" + "k" * 20, http=name)
+
+    async def run() -> Any:
+        await asyncio.get_running_loop().shutdown_default_executor()
+        try:
+            return await transport.post_json("chat/completions", {"model": "m"})
+        finally:
+            await transport.aclose()
+
+    assert asyncio.run(run()) == {"ok": 1}
+    assert http_server.requests[0].path == f"{TARGET}/chat/completions"

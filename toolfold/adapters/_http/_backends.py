@@ -38,11 +38,13 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._http._proxies import aiohttp_proxy, system_spares, without_credentials
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
+
+T = TypeVar("T")
 
 __all__ = [
     "AiohttpBackend",
@@ -349,14 +351,25 @@ async def make_async(
     Windows; on macOS for an address range), and a proxy's credentials may
     come from a netrc file.
     """
-    proxied = trust_env and bool(urllib.request.getproxies())
+    # (``no`` alone, NO_PROXY without a proxy, has nothing to read)
+    proxied = trust_env and any(v for k, v in urllib.request.getproxies().items() if k != "no")
     if name == "aiohttp":
-        proxy = await asyncio.to_thread(_aiohttp_proxy, url) if proxied else (None, None)
+        proxy = await _off_loop(_aiohttp_proxy, url) if proxied else (None, None)
         return _make_aiohttp(timeouts, limits, *proxy)
     package = _package(name)
-    spared = proxied and await asyncio.to_thread(system_spares, url)
+    spared = proxied and await _off_loop(system_spares, url)
     client = _owned_client(package, package.AsyncClient, timeouts, limits, url, trust_env, spared)
     return OwnedHttpxBackend(client, timeouts=timeouts)
+
+
+async def _off_loop(function: Callable[[str], T], url: str) -> T:
+    """``function(url)`` in the loop's default executor; inline if that executor is shut down."""
+    loop = asyncio.get_running_loop()
+    try:
+        running = loop.run_in_executor(None, function, url)
+    except RuntimeError:  # (`loop.shutdown_default_executor()` was called): block briefly
+        return function(url)
+    return await running
 
 
 def _owned_client(

@@ -117,6 +117,13 @@ class Clients:
         backend = await make_async(
             self.name, self._timeouts, self._limits, self._url, self._trust_env
         )
+        bound = self._bound
+        if bound is not None and bound[0] is loop:
+            # Another task made this loop's client while this one awaited (the proxy
+            # settings are read in a thread): use that one, so no caller's client is
+            # replaced, and closed by its replaced closer, while in use.
+            await backend.aclose()
+            return bound[1]
         closer = close_when_loop_ends(backend)
         await closer.__anext__()
         self._bound, self._closer = (loop, backend), closer
