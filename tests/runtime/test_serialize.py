@@ -303,3 +303,18 @@ def test_any_conversation_round_trips(messages: list[Message]) -> None:
     state = attrs.evolve(initial_state("x", run_id="r"), conversation=Log(messages))
     data = json.loads(json.dumps(unstructure(state, RunState)))
     assert structure(data, RunState) == state
+
+
+def test_a_difference_names_no_codec_memo() -> None:
+    """Where a stored state differs from its log, a message's codec memo (no part of its value)
+    is not reported as a difference: only the text that differs is."""
+    from toolfold.runtime.core._messages import set_wire_memo
+    from toolfold.runtime.core._serialize import _differences
+
+    stored, replayed = Message.user("edited"), Message.user("original")
+    set_wire_memo(stored, object(), '{"role":"user","content":"edited"}')
+    problems: list[str] = []
+    _differences("$.messages[0]", stored, replayed, problems)
+    assert problems == [
+        "text is 'edited' but the event log gives 'original' @ $.messages[0].parts[0].text"
+    ]

@@ -362,6 +362,8 @@ def _differences(path: str, found: Any, expected: Any, out: list[str]) -> None:
         found, expected = found.as_tuple(), expected.as_tuple()
     if type(found) is type(expected) and attrs.has(type(found)):
         for field in attrs.fields(type(found)):
+            if not field.eq:  # no part of the value (a message's codec memo)
+                continue
             name = field.name
             _differences(f"{path}.{name}", getattr(found, name), getattr(expected, name), out)
         return
