@@ -20,6 +20,11 @@ fake server; they differ in one thing each, from the raw loop up to toolfold:
 * ``model``: a hand-written loop over toolfold's model (``model.request``
   with `ModelRequest`, `Message` and `ToolResultPart`): the transport and the
   Chat Completions codec, no run state;
+* ``log-only``: ``model`` also making each response's `ModelResponded` and
+  each result's `ToolReturned` and keeping them in a list (the records a
+  run's log keeps), no reducer;
+* ``no-effect``: ``core`` below with each request built from the state's
+  conversation by hand, no ``next_effect``;
 * ``core``: a hand-written driver over the pure core (``next_effect``,
   ``reduce`` of `ModelResponded` and `ToolReturned` event by event), the tool
   called directly: ``model`` plus the run's state and event log;
@@ -153,6 +158,33 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
             results = [ToolResultPart(c.id, c.name, str(add(**c.arguments))) for c in calls]
             messages = (*messages, Message("tool", results))
 
+    async def log_only() -> None:
+        messages: tuple[Message, ...] = (Message.user("add things"),)
+        tools = config.definitions
+        log: list[object] = []
+        while True:
+            response = await model.request(ModelRequest(messages, tools))
+            log.append(ModelResponded(response))
+            messages = (*messages, response.message)
+            calls = response.message.tool_calls
+            if not calls:
+                return
+            results = []
+            for call in calls:
+                content = str(add(**call.arguments))
+                log.append(ToolReturned(call.id, content))
+                results.append(ToolResultPart(call.id, call.name, content))
+            messages = (*messages, Message("tool", results))
+
+    async def no_effect() -> None:
+        state = initial_state("add things", config, run_id="bench")
+        tools = config.definitions
+        while state.phase == "awaiting_model":
+            request = ModelRequest(state.conversation.as_tuple(), tools)
+            state = reduce(state, ModelResponded(await model.request(request)))
+            for call in state.calls_to_run:
+                state = reduce(state, ToolReturned(call.id, str(add(**call.arguments))))
+
     async def core_loop() -> None:
         state = initial_state("add things", config, run_id="bench")
         while True:
@@ -172,6 +204,8 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
         "session-connect-timeouts": functools.partial(_loop, poster(connect_only, headers)),
         "transport": functools.partial(_loop, through_transport),
         "model": model_loop,
+        "log-only": log_only,
+        "no-effect": no_effect,
         "core": core_loop,
         "agenerate_text": functools.partial(
             toolfold.agenerate_text,
