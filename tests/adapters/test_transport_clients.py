@@ -55,7 +55,7 @@ CASES = [
     for mode in ("sync", "async")
     if not (mode == "sync" and kind in ("aiohttp", "own-aiohttp"))
 ]
-INJECTED = [case for case in CASES if not case.values[0].startswith("own-")]
+INJECTED = [case for case in CASES if not str(case.values[0]).startswith("own-")]
 
 
 class Sleeps:
@@ -154,7 +154,7 @@ def test_post_and_stream_succeed(
     http_server: ScriptedServer, kind: str, mode: str, timeout: float | None
 ) -> None:
     """A JSON answer and a stream come back, with the key sent, with and without timeout=."""
-    options = {} if timeout is None else {"timeout": timeout}
+    options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     http_server.add(Reply(json={"ok": 1}), Reply(chunks=sse({"i": 0}, "[DONE]")))
     assert call(http_server, kind, mode, **options) == {"ok": 1}
     events = call(http_server, kind, mode, "stream", **options)
@@ -353,7 +353,7 @@ def test_an_async_client_whose_send_is_wrapped_is_accepted() -> None:
     original = httpx.AsyncClient.send
 
     class Traced(httpx.AsyncClient):
-        def send(self, request: Any, **kw: Any) -> Any:  # type: ignore[override]
+        def send(self, request: Any, **kw: Any) -> Any:
             return original(self, request, **kw)
 
     Transport("openai", "http://127.0.0.1:9/v1", KEY, async_http_client=Traced())
