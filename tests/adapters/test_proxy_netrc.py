@@ -10,20 +10,18 @@ which records the headers it receives.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import netrc
 import sys
 import threading
 import traceback
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from backends import OWNED
 from scripted_http import Reply, ScriptedServer
-from test_owned_clients import _clear_proxies, _send
+from test_owned_clients import _clear_proxies, _send, _system_settings
 
 from toolfold import ModelConfigError, ProviderError
 from toolfold.adapters._http._transport import Transport
@@ -196,13 +194,6 @@ def test_the_reads_that_may_block_run_off_the_event_loop(
     a slow DNS answer or file system stalled every run in flight."""
     _clear_proxies(monkeypatch)
     _netrc(tmp_path, monkeypatch, "machine 127.0.0.1 login user password pw\n")
-    proxies = {"http": http_server.url}
-    monkeypatch.setattr(urllib.request, "getproxies", lambda: proxies)
-    for package in OWNED:
-        if package != "aiohttp":  # httpx and httpx2 bind urllib's getproxies at import
-            monkeypatch.setattr(
-                importlib.import_module(f"{package}._utils"), "getproxies", lambda: proxies
-            )
     threads: dict[str, int] = {}
 
     def bypass(host: str) -> bool:
@@ -215,7 +206,7 @@ def test_the_reads_that_may_block_run_off_the_event_loop(
         threads["netrc"] = threading.get_ident()
         return reads(*args)
 
-    monkeypatch.setattr(urllib.request, "proxy_bypass", bypass)
+    _system_settings(monkeypatch, {"http": http_server.url}, bypass)
     monkeypatch.setattr(netrc, "netrc", read)
     http_server.add(Reply(json={"ok": 1}))
     assert _send(TARGET, "async", http=name) == [{"ok": 1}]

@@ -330,7 +330,7 @@ def make_sync(
     if name == "aiohttp":
         name = default_backend()
     package = _package(name)
-    spared = trust_env and system_spares(url)
+    spared = trust_env and system_spares(url, urllib.request.getproxies())
     client = _owned_client(package, package.Client, timeouts, limits, url, trust_env, spared)
     core = importlib.import_module(_core_name(name))
     # The client's pool and, when the environment names proxies, each proxy's.
@@ -351,24 +351,25 @@ async def make_async(
     Windows; on macOS for an address range), and a proxy's credentials may
     come from a netrc file.
     """
+    proxies = urllib.request.getproxies() if trust_env else {}  # (read once, passed on)
     # (``no`` alone, NO_PROXY without a proxy, has nothing to read)
-    proxied = trust_env and any(v for k, v in urllib.request.getproxies().items() if k != "no")
+    proxied = any(value for key, value in proxies.items() if key != "no")
     if name == "aiohttp":
-        proxy = await _off_loop(_aiohttp_proxy, url) if proxied else (None, None)
+        proxy = await _off_loop(_aiohttp_proxy, url, proxies) if proxied else (None, None)
         return _make_aiohttp(timeouts, limits, *proxy)
     package = _package(name)
-    spared = proxied and await _off_loop(system_spares, url)
+    spared = proxied and await _off_loop(system_spares, url, proxies)
     client = _owned_client(package, package.AsyncClient, timeouts, limits, url, trust_env, spared)
     return OwnedHttpxBackend(client, timeouts=timeouts)
 
 
-async def _off_loop(function: Callable[[str], T], url: str) -> T:
-    """``function(url)`` in the loop's default executor; inline if that executor is shut down."""
+async def _off_loop(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in the loop's default executor; inline if that executor is shut down."""
     loop = asyncio.get_running_loop()
     try:
-        running = loop.run_in_executor(None, function, url)
+        running = loop.run_in_executor(None, function, *args)
     except RuntimeError:  # (`loop.shutdown_default_executor()` was called): block briefly
-        return function(url)
+        return function(*args)
     return await running
 
 
@@ -843,9 +844,11 @@ def arrived_body(response: Any) -> bytes | None:
 READ_IN_PIECES: set[type[Any]] = {AiohttpReply}
 
 
-def _aiohttp_proxy(url: str) -> tuple[str | None, Mapping[str, str] | None]:
+def _aiohttp_proxy(
+    url: str, proxies: Mapping[str, str]
+) -> tuple[str | None, Mapping[str, str] | None]:
     """The owned session's proxy for ``url`` and its ``Proxy-Authorization`` (see `without_credentials`)."""
-    return without_credentials(aiohttp_proxy(url))
+    return without_credentials(aiohttp_proxy(url, proxies))
 
 
 def _make_aiohttp(

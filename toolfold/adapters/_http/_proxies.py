@@ -1,11 +1,14 @@
-"""The proxy of the aiohttp session a transport makes, read once when the session is made.
+"""The proxy settings the clients a transport makes are given, read once when each is made.
 
 aiohttp's own ``trust_env`` reads the proxy settings again for every request
 (about 150 us each), so the owned session is made with ``trust_env=False`` and
 given the proxy that applies to the model's base URL (`aiohttp_proxy`),
 without the user and password aiohttp would write into its errors, and with
 them, or the netrc file's for the proxy, as its ``Proxy-Authorization``
-(`without_credentials`).
+(`without_credentials`). httpx reads the proxies itself but not the system's
+list of hosts to reach directly: `system_spares` says when that list spares
+the base URL's host. Each takes the proxies `urllib.request.getproxies` gave,
+read once by the caller.
 """
 
 from __future__ import annotations
@@ -108,7 +111,12 @@ def _bypassed(parts: urllib.parse.SplitResult) -> bool:
     )
 
 
-def system_spares(url: str) -> bool:
+def _applying(parts: urllib.parse.SplitResult, proxies: Mapping[str, str]) -> str | None:
+    """The key of ``proxies`` (``getproxies``') whose proxy the URL takes: its scheme's, else ``all``."""
+    return next((key for key in (parts.scheme.lower(), "all") if proxies.get(key)), None)
+
+
+def system_spares(url: str, proxies: Mapping[str, str]) -> bool:
     """Whether the system's proxy settings name a proxy for ``url`` but spare its host.
 
     Only where no proxy variable is set (any ``*_PROXY``, ``NO_PROXY`` too),
@@ -117,17 +125,15 @@ def system_spares(url: str) -> bool:
     reach directly (macOS's "Bypass proxy settings for these hosts", Windows'
     ``ProxyOverride``), which httpx does not read. False otherwise: with the
     variables set, httpx reads ``NO_PROXY`` itself; on Linux there are only
-    the variables.
+    the variables. ``proxies``: what ``urllib.request.getproxies`` gives.
     """
     if urllib.request.getproxies_environment():
         return False
     parts = urllib.parse.urlsplit(url)
-    proxies = urllib.request.getproxies()
-    applies = any(proxies.get(key) for key in (parts.scheme.lower(), "all"))
-    return applies and _bypassed(parts)
+    return _applying(parts, proxies) is not None and _bypassed(parts)
 
 
-def aiohttp_proxy(url: str) -> str | None:
+def aiohttp_proxy(url: str, proxies: Mapping[str, str]) -> str | None:
     """The proxy that requests to ``url`` go through; one aiohttp cannot use is a `ModelConfigError`.
 
     The standard library's, as aiohttp's own ``trust_env`` and urllib read them:
@@ -141,11 +147,11 @@ def aiohttp_proxy(url: str) -> str | None:
     from is not looked at. aiohttp takes ``http://`` proxies only: it spoke
     HTTP to a ``socks5://`` one (each request a retried connection error),
     dropped an ``https://`` one with a log line (the requests went direct), and
-    refused a value without a scheme per request.
+    refused a value without a scheme per request. ``proxies``: what
+    ``urllib.request.getproxies`` gives.
     """
-    proxies = urllib.request.getproxies()
     parts = urllib.parse.urlsplit(url)
-    name = next((key for key in (parts.scheme.lower(), "all") if proxies.get(key)), None)
+    name = _applying(parts, proxies)
     if name is None:
         return None
     if _bypassed(parts):  # asked only once a proxy applies (see `_bypassed`)
