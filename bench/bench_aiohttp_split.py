@@ -145,26 +145,15 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
     config = RunConfig(tools=[ToolSpec.from_tool(bench_http.add_inline)], max_steps=4)
     add = bench_http.add_inline.function
 
-    async def model_loop() -> None:
-        # The conversation grown by hand, the tool called as the raw loop calls it.
+    async def model_loop(log: list[object] | None = None) -> None:
+        # The conversation grown by hand, the tool called as the raw loop calls it;
+        # with ``log``, the events a run's log holds kept in it too ("log-only").
         messages: tuple[Message, ...] = (Message.user("add things"),)
         tools = config.definitions
         while True:
             response = await model.request(ModelRequest(messages, tools))
-            messages = (*messages, response.message)
-            calls = response.message.tool_calls
-            if not calls:
-                return
-            results = [ToolResultPart(c.id, c.name, str(add(**c.arguments))) for c in calls]
-            messages = (*messages, Message("tool", results))
-
-    async def log_only() -> None:
-        messages: tuple[Message, ...] = (Message.user("add things"),)
-        tools = config.definitions
-        log: list[object] = []
-        while True:
-            response = await model.request(ModelRequest(messages, tools))
-            log.append(ModelResponded(response))
+            if log is not None:
+                log.append(ModelResponded(response))
             messages = (*messages, response.message)
             calls = response.message.tool_calls
             if not calls:
@@ -172,9 +161,13 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
             results = []
             for call in calls:
                 content = str(add(**call.arguments))
-                log.append(ToolReturned(call.id, content))
+                if log is not None:
+                    log.append(ToolReturned(call.id, content))
                 results.append(ToolResultPart(call.id, call.name, content))
             messages = (*messages, Message("tool", results))
+
+    async def log_only() -> None:
+        await model_loop([])
 
     async def no_effect() -> None:
         state = initial_state("add things", config, run_id="bench")
