@@ -23,6 +23,9 @@ fake server; they differ in one thing each, from the raw loop up to toolfold:
 * ``log-only``: ``model`` also making each response's `ModelResponded` and
   each result's `ToolReturned` and keeping them in a list (the records a
   run's log keeps), no reducer;
+* ``deferred``: ``log-only`` with the log reduced into the run's state once,
+  when the run ends (each event in turn from `initial_state`): what the
+  state costs when no state is made between the exchanges;
 * ``no-effect``: ``core`` below with each request built from the state's
   conversation by hand, no ``next_effect``;
 * ``core``: a hand-written driver over the pure core (``next_effect``,
@@ -145,7 +148,7 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
     config = RunConfig(tools=[ToolSpec.from_tool(bench_http.add_inline)], max_steps=4)
     add = bench_http.add_inline.function
 
-    async def model_loop(log: list[object] | None = None) -> None:
+    async def model_loop(log: list[Any] | None = None) -> None:
         # The conversation grown by hand, the tool called as the raw loop calls it;
         # with ``log``, the events a run's log holds kept in it too ("log-only").
         messages: tuple[Message, ...] = (Message.user("add things"),)
@@ -168,6 +171,15 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
 
     async def log_only() -> None:
         await model_loop([])
+
+    async def deferred() -> None:
+        log: list[Any] = []
+        await model_loop(log)
+        state = initial_state("add things", config, run_id="bench")
+        for event in log:
+            state = reduce(state, event)
+        if state.phase != "finished":
+            raise AssertionError(f"the deferred run ended {state.phase}")
 
     async def no_effect() -> None:
         state = initial_state("add things", config, run_id="bench")
@@ -198,6 +210,7 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
         "transport": functools.partial(_loop, through_transport),
         "model": model_loop,
         "log-only": log_only,
+        "deferred": deferred,
         "no-effect": no_effect,
         "core": core_loop,
         "agenerate_text": functools.partial(
