@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import json
 import logging
@@ -16,7 +17,7 @@ from openai_spec import mistral_problems, problems
 
 from toolfold import ModelConfigError
 from toolfold.adapters._http._json import dumps
-from toolfold.adapters._provider_model import ProviderModel
+from toolfold.adapters._provider_model import LoggedNotes, ProviderModel
 from toolfold.adapters.openai_chat import (
     PROVIDERS,
     SERVER_PRESETS,
@@ -600,14 +601,18 @@ def test_the_memoized_body_logs_what_prepare_reports_and_sends_build_bodys_bytes
     sent, logged = [], []
     for outgoing in (model._outgoing, functools.partial(ProviderModel._outgoing, model)):
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="toolfold.adapters"):
+        with caplog.at_level(logging.DEBUG, logger="toolfold.adapters"):
             _, body, _ = outgoing(request, False)
         sent.append(body if type(body) is bytes else dumps(body))
-        logged.append([r.getMessage() for r in caplog.records])
+        logged.append([(r.levelno, r.getMessage()) for r in caplog.records])
     memoized = type(model._outgoing(request, False)[1]) is bytes
     model.close()
     assert sent[0] == sent[1]
-    assert logged == [expected, expected]
+    # The same notes; the second request carries the same message again: DEBUG.
+    assert logged == [
+        [(logging.INFO, line) for line in expected],
+        [(logging.DEBUG, line) for line in expected],
+    ]
     # DeepSeek takes the reasoning of a turn that calls tools back: nothing to note.
     assert bool(notes) == (reasoning and family != "deepseek")
     assert memoized
@@ -617,13 +622,15 @@ def test_the_memoized_body_logs_what_prepare_reports_and_sends_build_bodys_bytes
         )
 
 
-def test_a_reasoning_run_encodes_each_message_once_and_notes_every_request(
+def test_a_reasoning_run_encodes_each_message_once_and_notes_each_message_once_at_info(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A run on a reasoning model the provider takes no reasoning back from (a reasoning model
     behind vLLM or llama.cpp): each request still sends the conversation from the messages'
-    memoized JSON, and each logs what it leaves out, at its messages' positions, as `prepare`
-    reports it. Such a request used to build and encode the whole body every time."""
+    memoized JSON, and logs what it leaves out, at its messages' positions, as `prepare`
+    reports it: at INFO for the message new to this request, at DEBUG for the earlier ones it
+    carries again (it logged every note of every request at INFO: a run's log grew with the
+    square of its steps). Such a request used to build and encode the whole body every time."""
     model = OpenAIChatModel(
         "m", provider="openai-compatible", server="vllm", base_url="http://127.0.0.1:9/v1"
     )
@@ -634,7 +641,7 @@ def test_a_reasoning_run_encodes_each_message_once_and_notes_every_request(
         thinking = Message("assistant", (ReasoningPart(f"Step {step}."), CALL))
         request = ModelRequest(messages, (TIME,))
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="toolfold.adapters"):
+        with caplog.at_level(logging.DEBUG, logger="toolfold.adapters"):
             body = model._outgoing(request, False)[1]
         notes = model.prepare(request).report.notes
         assert type(body) is bytes
@@ -642,6 +649,7 @@ def test_a_reasoning_run_encodes_each_message_once_and_notes_every_request(
         assert [r.getMessage() for r in caplog.records] == [
             f"{model.name} request: {note}" for note in notes
         ]
+        assert [r.levelno for r in caplog.records] == [logging.DEBUG] * step + [logging.INFO]
         assert [note.split(":")[0] for note in notes] == [
             f"messages[{2 + 2 * i}]" for i in range(step + 1)
         ]
@@ -698,3 +706,59 @@ def test_reasoning_left_out_is_noted_in_the_report_and_logged(
         assert notes[0].startswith("messages[1]: ")
         assert note in notes[0]
         assert [r.getMessage() for r in caplog.records] == [f"{model.name} request: {notes[0]}"]
+
+
+def test_a_note_is_logged_at_info_once_per_message_and_model(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first time a model notes a message, INFO; that message again, DEBUG. Messages are
+    told apart by identity (another run's equal message is noted again at INFO), and each
+    model keeps its own record (another model sending the message notes it at INFO)."""
+    thinking = Message("assistant", (ReasoningPart("Hm."), TextPart("Hi.")))
+    first = ModelRequest((Message.user("Hi"), thinking, Message.user("Go on")))
+    again = ModelRequest((*first.messages, Message.assistant("Sure."), Message.user("More")))
+    other_run = ModelRequest(  # equal messages, other objects
+        (Message.user("Hi"), attrs.evolve(thinking), Message.user("Go on"))
+    )
+    model, other_model = (
+        OpenAIChatModel("m", provider="openai", api_key="sk-" + "k" * 20) for _ in range(2)
+    )
+    levels = []
+    for sender, request in (
+        (model, first),
+        (model, again),
+        (model, other_run),
+        (other_model, first),
+    ):
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="toolfold.adapters"):
+            sender._outgoing(request, False)
+        levels.append([(r.levelno, r.getMessage()) for r in caplog.records])
+    model.close()
+    other_model.close()
+    line = f"{model.name} request: messages[1]: reasoning left out: openai takes no reasoning back"
+    assert levels == [
+        [(logging.INFO, line)],
+        [(logging.DEBUG, line)],
+        [(logging.INFO, line)],
+        [(logging.INFO, line)],
+    ]
+
+
+def test_the_record_of_logged_notes_forgets_a_freed_message() -> None:
+    """The record holds its messages weakly: a run's messages, once freed, leave no entry (a
+    long-lived model does not grow with the runs it served); a note naming no message of the
+    request is always a first."""
+    notes = LoggedNotes()
+    message = Message("assistant", (ReasoningPart("Hm."),))
+    messages = (Message.user("Hi"), message)
+    assert notes.first("messages[1]: left out", messages)
+    assert not notes.first("messages[1]: left out", messages)
+    assert notes.first("messages[1]: also this", messages)
+    assert notes.first("messages[7]: out of range", messages)
+    assert notes.first("not about a message", messages)
+    assert notes.first("not about a message", messages)  # (nothing to know it by)
+    assert len(notes._by_message) == 1
+    del messages, message
+    gc.collect()
+    assert notes._by_message == {}

@@ -15,15 +15,21 @@ ends, and checking a call's arguments against the schema sent.
 
 `RequestReport` is how an encoder says what it could not send as given (a
 reasoning block from another provider, a signature only its maker can verify):
-the notes are returned by ``model.prepare(request)`` and logged at INFO on the
-``toolfold.adapters`` logger when a request is sent, so nothing is dropped silently.
+the notes are returned by ``model.prepare(request)`` and logged on the
+``toolfold.adapters`` logger when a request is sent, so nothing is dropped
+silently: at INFO the first time the model sends that message, at DEBUG when a
+later request of the same conversation carries it again (a run's every request
+resends its history: a note a step would make a run's log grow with the square
+of its steps).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
+import re
+import weakref
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -41,7 +47,7 @@ from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._transport import ErrorParser, Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
 from toolfold.runtime.core._arguments import decode_arguments
-from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -119,6 +125,55 @@ class Endpoint:
 
 StreamFormat = Literal["sse", "lines", "json-array"]
 
+# A request note's message: every encoder starts its notes with the message's position.
+_NOTE_POSITION = re.compile(r"messages\[(\d+)\]: ")
+
+
+class LoggedNotes:
+    """The notes a model has logged, by the message they are about (held weakly, by identity).
+
+    A run sends its whole history with every request, so the same message is
+    noted again on each: `first` tells the first time apart. A message is
+    known by identity, not equality (two runs' equal messages are each noted),
+    and forgotten when it is freed; a note naming no message is always first.
+    """
+
+    __slots__ = ("_by_message",)
+
+    def __init__(self) -> None:
+        self._by_message: dict[int, tuple[weakref.ref[Message], set[str]]] = {}
+
+    def first(self, note: str, messages: Sequence[Message]) -> bool:
+        """Whether ``note``, from a request of ``messages``, is logged for its message the first time."""
+        match = _NOTE_POSITION.match(note)
+        position = int(match[1]) if match else -1
+        if not 0 <= position < len(messages):
+            return True
+        message = messages[position]
+        key = id(message)
+        known = self._by_message.get(key)
+        if known is None or known[0]() is not message:
+            try:
+                ref = weakref.ref(message, functools.partial(_forget, self._by_message, key))
+            except TypeError:  # (a message type without weak references: noted every time)
+                return True
+            known = self._by_message[key] = (ref, set())
+        if note in known[1]:
+            return False
+        known[1].add(note)
+        return True
+
+
+def _forget(
+    by_message: dict[int, tuple[weakref.ref[Message], set[str]]],
+    key: int,
+    ref: weakref.ref[Message],
+) -> None:
+    """A noted message was freed: its entry goes (unless a newer message took the id since)."""
+    known = by_message.get(key)
+    if known is not None and known[0] is ref:
+        del by_message[key]
+
 
 class ProviderModel:
     """Base of the provider models: a codec on the shared `Transport` (see the module docstring).
@@ -134,6 +189,7 @@ class ProviderModel:
     model_name: str
     provider_name: str
     _transport: Transport
+    _logged_notes: LoggedNotes
     _stream_format: StreamFormat = "sse"
 
     def __init__(
@@ -156,6 +212,7 @@ class ProviderModel:
             endpoint.provider, api_key, env_vars=endpoint.key_env, required=endpoint.key_required
         )
         self.provider_name = endpoint.provider
+        self._logged_notes = LoggedNotes()
         self._transport = Transport(
             endpoint.provider,
             endpoint.base_url,
@@ -368,13 +425,16 @@ class ProviderModel:
     ) -> tuple[str, Any, Mapping[str, str] | None]:
         """``(path, body, headers)`` of one call; the body a dict or its JSON as bytes."""
         prepared = self.prepare(request, stream=stream)
-        self._log_notes(prepared.report)
+        self._log_notes(prepared.report, request.messages)
         return self._path(prepared, stream), prepared.body, prepared.headers
 
-    def _log_notes(self, report: RequestReport) -> None:
-        if report.notes and _log.isEnabledFor(logging.INFO):
-            for note in report.notes:
-                _log.info("%s request: %s", self.name, note)
+    def _log_notes(self, report: RequestReport, messages: Sequence[Message]) -> None:
+        """Log ``report``'s notes: at INFO the first time this model notes a message so, else DEBUG."""
+        if not report.notes or not _log.isEnabledFor(logging.INFO):
+            return
+        for note in report.notes:
+            first = self._logged_notes.first(note, messages)
+            _log.log(logging.INFO if first else logging.DEBUG, "%s request: %s", self.name, note)
 
     def _boundary(self) -> _Boundary:
         return _Boundary(self)

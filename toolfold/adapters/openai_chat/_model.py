@@ -135,7 +135,9 @@ class OpenAIChatModel(ProviderModel):
             )
             if content is not None:
                 if notes:
-                    self._log_notes(RequestReport(self.provider.name, tuple(notes)))
+                    self._log_notes(
+                        RequestReport(self.provider.name, tuple(notes)), request.messages
+                    )
                 return _PATH, content, None
         return super()._outgoing(request, stream)
 
