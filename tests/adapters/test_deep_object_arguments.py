@@ -11,9 +11,12 @@ import json
 from typing import Any
 
 import pytest
+from scripted_http import Reply, ScriptedServer, sse
 
+import toolfold
 from toolfold import Agent, tool
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._http._json import SHALLOW_DEPTH, SHALLOW_LIMIT, shallow
 from toolfold.adapters.anthropic import DecoderState as AnthropicState
 from toolfold.adapters.anthropic import decode_end as anthropic_end
 from toolfold.adapters.anthropic import decode_event as anthropic_event
@@ -180,3 +183,165 @@ def test_the_model_reads_the_argument_error_and_corrects_itself() -> None:
     results = [r for m in response.messages if m.role == "tool" for r in m.tool_results]
     assert results[0].is_error
     assert f"nested more than {wire.MAX_DEPTH} levels deep" in results[0].content
+
+
+# Nested far deeper than the interpreter decodes (its recursion limit is about 1,000):
+# such an answer is built as text, as a hostile server sends it.
+ABSURD = 5_000
+ABSURD_ARGUMENTS = '{"a":' * ABSURD + "1" + "}" * ABSURD
+_ANTHROPIC_CALL = '{"type":"tool_use","id":"toolu_1","name":"f","input":ARGS}'.replace(
+    "ARGS", ABSURD_ARGUMENTS
+)
+_GEMINI_BODY = (
+    '{"candidates":[{"content":{"role":"model","parts":[{"text":"Calling."},'
+    '{"functionCall":{"name":"f","args":ARGS}}]},"finishReason":"STOP"}],'
+    '"responseId":"r1"}'
+).replace("ARGS", ABSURD_ARGUMENTS)
+_OLLAMA_LINE = (
+    '{"model":"m","message":{"role":"assistant","content":"Calling.","tool_calls":'
+    '[{"function":{"name":"f","arguments":ARGS}}]},"done":true,"done_reason":"stop"}'
+).replace("ARGS", ABSURD_ARGUMENTS)
+
+
+def _absurd_answer(provider: str, streamed: bool) -> Reply:
+    if provider == "anthropic":
+        if not streamed:
+            body = (
+                '{"id":"m1","type":"message","role":"assistant","model":"c","content":'
+                '[{"type":"text","text":"Calling."},CALL],"stop_reason":"tool_use",'
+                '"usage":{"input_tokens":1,"output_tokens":1}}'
+            ).replace("CALL", _ANTHROPIC_CALL)
+            return Reply(body=body.encode(), headers={"content-type": "application/json"})
+        start = '{"type":"content_block_start","index":0,"content_block":CALL}'.replace(
+            "CALL", _ANTHROPIC_CALL
+        )
+        return Reply(
+            chunks=[
+                *sse({"type": "message_start", "message": {"id": "m1", "model": "c", "usage": {}}}),
+                f"event: content_block_start\ndata: {start}\n\n".encode(),
+                *sse(
+                    {"type": "content_block_stop", "index": 0},
+                    {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+                    {"type": "message_stop"},
+                ),
+            ],
+            headers={"content-type": "text/event-stream"},
+        )
+    if provider == "gemini":
+        if not streamed:
+            return Reply(body=_GEMINI_BODY.encode(), headers={"content-type": "application/json"})
+        return Reply(
+            chunks=[f"data: {_GEMINI_BODY}\n\n".encode()],
+            headers={"content-type": "text/event-stream"},
+        )
+    if not streamed:
+        return Reply(body=_OLLAMA_LINE.encode(), headers={"content-type": "application/json"})
+    return Reply(
+        chunks=[_OLLAMA_LINE.encode() + b"\n"], headers={"content-type": "application/x-ndjson"}
+    )
+
+
+def _final_answer(provider: str, streamed: bool) -> Reply:
+    if provider == "anthropic":
+        body = {
+            "id": "m2",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "content": [{"type": "text", "text": "done"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+        if not streamed:
+            return Reply(json=body)
+        return Reply(
+            chunks=sse(
+                {"type": "message_start", "message": {"id": "m2", "model": "c", "usage": {}}},
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "done"},
+                },
+                {"type": "content_block_stop", "index": 0},
+                {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
+                {"type": "message_stop"},
+            ),
+            headers={"content-type": "text/event-stream"},
+        )
+    if provider == "gemini":
+        body = {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": "done"}]}, "finishReason": "STOP"}
+            ]
+        }
+        if not streamed:
+            return Reply(json=body)
+        return Reply(chunks=sse(body), headers={"content-type": "text/event-stream"})
+    line = {"model": "m", "message": {"role": "assistant", "content": "done"}, "done": True}
+    if not streamed:
+        return Reply(json=line)
+    return Reply(
+        chunks=[json.dumps(line).encode() + b"\n"], headers={"content-type": "application/x-ndjson"}
+    )
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["blocking", "streamed"])
+@pytest.mark.parametrize("provider", ["anthropic", "gemini", "ollama"])
+def test_arguments_nested_deeper_than_json_decodes_are_an_argument_error_over_http(
+    http_server: ScriptedServer, provider: str, streamed: bool
+) -> None:
+    """An answer whose object arguments nest 5,000 levels deep (deeper than the interpreter
+    decodes: it failed the whole model call as a malformed response) is read with those
+    arguments cut short: the call gets an argument error the model reads, the tool never
+    runs, and the run goes on to the model's next answer."""
+    ran: list[Any] = []
+
+    @tool
+    def f(a: Any) -> str:
+        """Take a value."""
+        ran.append(a)
+        return "ok"
+
+    http_server.add(_absurd_answer(provider, streamed), _final_answer(provider, streamed))
+    spec = {"anthropic": "anthropic:c", "gemini": "gemini:g", "ollama": "ollama:m"}[provider]
+    model = toolfold.model(spec, base_url=http_server.url, api_key="k" * 20, retry=0)
+    agent = Agent(model, tools=[f])
+    try:
+        if streamed:
+            run = agent.stream("go")
+            for _ in run:
+                pass
+            response = run.response
+        else:
+            response = agent.run("go")
+    finally:
+        model.close()  # type: ignore[attr-defined]
+    assert response.text == "done"
+    assert ran == []
+    [result] = [r for m in response.messages if m.role == "tool" for r in m.tool_results]
+    assert result.is_error
+    assert "nested more than" in result.content
+    [call] = response.state.log[1].response.tool_calls  # type: ignore[attr-defined]
+    assert call.arguments is None
+
+
+def test_shallow_cuts_only_what_is_too_deep_and_keeps_strings_whole() -> None:
+    """`shallow` replaces what nests deeper than its depth by null; brackets inside strings
+    (escaped quotes too) are text, an answer with nothing that deep is the same object, and
+    text that is not JSON stays not JSON."""
+    text = '{"s":"q\\"[[{","x":' + "[" * 10 + "]" * 10 + ',"k":{"v":[1]}}'
+    assert shallow(text, depth=4) == '{"s":"q\\"[[{","x":[[[null]]],"k":{"v":[1]}}'
+    assert json.loads(shallow(text, depth=4))["s"] == 'q"[[{'
+    assert shallow(text, depth=20) is text
+    with pytest.raises(json.JSONDecodeError, match="Expecting"):
+        json.loads(shallow("[" * 10 + "}", depth=4))
+
+
+def test_shallow_leaves_a_text_longer_than_its_limit_as_is() -> None:
+    """The walk is Python, bracket by bracket: past `SHALLOW_LIMIT` characters the text is
+    returned as is (a hostile answer cannot make the client walk 64 MiB of brackets)."""
+    long = "[" * (SHALLOW_LIMIT + 1) + "]" * (SHALLOW_LIMIT + 1)
+    assert shallow(long) is long
+    just = "[" * (SHALLOW_LIMIT // 2) + "]" * (SHALLOW_LIMIT // 2)
+    assert len(shallow(just)) == 2 * SHALLOW_DEPTH + len("null")

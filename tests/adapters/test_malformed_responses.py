@@ -225,15 +225,30 @@ def test_a_malformed_stream_over_http_names_the_field(
 def test_a_body_nested_too_deep_is_a_malformed_response(
     http_server: ScriptedServer, opened: list[Any]
 ) -> None:
-    """A body nested deeper than Python decodes is a MalformedResponseError at $, not a RecursionError."""
+    """A body nested deeper than Python decodes is read cut to 200 levels (see `shallow`), not a
+    RecursionError: here the bad field is named, as in any malformed answer."""
     deep = b'{"choices":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    http_server.add(Reply(body=deep, headers={"content-type": "application/json"}))
+    with pytest.raises(
+        MalformedResponseError, match=r"expected an object, got array @ \$\.choices\[0\]$"
+    ) as caught:
+        generate_text(_model(http_server, opened), "hi")
+    assert (caught.value.path, caught.value.status_code) == ("$.choices[0]", 200)
+    assert str(caught.value).startswith(f"{caught.value.provider} sent a malformed response")
+
+
+def test_a_body_still_too_deep_after_the_cut_is_a_malformed_response_at_the_root(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """An answer the cut cannot make readable (not JSON past its depth) stays a
+    MalformedResponseError at $ saying so, not a RecursionError."""
+    deep = b'{"choices":' + b"[" * 100_000 + b"}"
     http_server.add(Reply(body=deep, headers={"content-type": "application/json"}))
     with pytest.raises(
         MalformedResponseError, match=r"nested too deep to decode.* @ \$$"
     ) as caught:
         generate_text(_model(http_server, opened), "hi")
     assert (caught.value.path, caught.value.status_code) == ("$", 200)
-    assert str(caught.value).startswith(f"{caught.value.provider} sent a malformed response")
 
 
 def test_a_200_body_that_is_not_json_is_a_malformed_response(

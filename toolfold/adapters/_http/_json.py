@@ -1,8 +1,9 @@
-"""How request bodies become bytes (one place, shared by the sync and async paths)."""
+"""How request bodies become bytes, and answers values (one place, shared by the sync and async paths)."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 # One encoder for every body: `json.dumps` with options builds a new one per call.
@@ -55,3 +56,57 @@ def loads_text(text: str) -> Any:
     if end != len(text) and text[end:].strip(" \t\n\r"):  # JSON's whitespace, not isspace()'s
         return json.loads(text)  # data after the value: "Extra data"
     return value
+
+
+#: How deep `shallow` keeps a body's arrays and objects: far below what the
+#: interpreter decodes, far above anything toolfold reads (arguments nested
+#: deeper than 64 levels are refused, whatever their provider).
+SHALLOW_DEPTH = 200
+
+#: The longest text `shallow` walks (its brackets one by one, in Python: about
+#: 0.3 s for a MiB of them); a longer one is returned as is. Arguments nested
+#: too deep to decode take a few KiB.
+SHALLOW_LIMIT = 1 << 20
+
+# A JSON string (skipped whole: brackets inside it are text), or a bracket.
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def shallow(text: str, depth: int = SHALLOW_DEPTH) -> str:
+    """``text`` with each array and object nested deeper than ``depth`` replaced by ``null``.
+
+    For an answer nested deeper than the interpreter decodes (a hostile one,
+    whose decoding raised `RecursionError`): cut to ``depth``, the rest of the
+    answer reads as before, so a tool call's arguments nested that deep
+    become an argument error the model reads (they are deeper than any
+    arguments toolfold takes) instead of failing the whole model call. Text
+    that is not JSON stays not JSON, and an answer with nothing that deep is
+    returned as is. Called only after a decoding failed: it walks the text's
+    strings and brackets in Python, so a text longer than `SHALLOW_LIMIT`
+    is returned as is (and fails to decode as before).
+    """
+    if len(text) > SHALLOW_LIMIT:
+        return text
+    pieces: list[str] = []
+    level = 0
+    kept = 0  # where the text not yet copied to `pieces` starts
+    cut = -1  # where the array or object being cut starts
+    for match in _STRING_OR_BRACKET.finditer(text):
+        start = match.start()
+        char = text[start]
+        if char == '"':
+            continue
+        if char in "[{":
+            level += 1
+            if level == depth + 1:
+                cut = start
+        else:
+            if level == depth + 1 and cut >= 0:
+                pieces.append(text[kept:cut])
+                pieces.append("null")
+                kept, cut = match.end(), -1
+            level -= 1
+    if not pieces:
+        return text
+    pieces.append(text[kept:])
+    return "".join(pieces)

@@ -46,7 +46,7 @@ from toolfold.adapters._http._http_errors import (
     status_error,
     transport_error,
 )
-from toolfold.adapters._http._json import loads_text
+from toolfold.adapters._http._json import loads_text, shallow
 from toolfold.adapters._http._keys import (
     Secret,
     mask_cut_tail,
@@ -589,12 +589,15 @@ class Sender:
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("POST %s -> HTTP %s", mask_url(url), response.status_code)
         try:
-            # A body opening with "{" and no NUL after it is UTF-8 to json.loads
-            # (no BOM, not UTF-16/32): decode it here and skip its detection pass.
-            if content[:1] == b"{" and content[1:2] != b"\x00":
-                return loads_text(content.decode("utf-8", "surrogatepass"))
-            return json.loads(content)
-        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+            try:
+                # A body opening with "{" and no NUL after it is UTF-8 to json.loads
+                # (no BOM, not UTF-16/32): decode it here and skip its detection pass.
+                if content[:1] == b"{" and content[1:2] != b"\x00":
+                    return loads_text(content.decode("utf-8", "surrogatepass"))
+                return json.loads(content)
+            except RecursionError:  # absurdly deep nesting: read the body cut to a sane depth
+                return json.loads(shallow(content.decode("utf-8", "surrogatepass")))
+        except (ValueError, RecursionError) as exc:
             text = self._redact(content.decode("utf-8", "replace"))
             why = "nested too deep to decode" if isinstance(exc, RecursionError) else "not JSON"
             problem = f"{why}: {text[:200]!r} (POST {url}, HTTP {response.status_code})"
