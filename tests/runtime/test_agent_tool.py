@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import pytest
 
+import toolfold
 from toolfold import Agent, Denied, RunContext, UsageError
 from toolfold.runtime import RunState, replay
 from toolfold.testing import FunctionModel, ScriptedModel
@@ -521,3 +522,20 @@ def test_structured_input_and_output_keep_non_ascii_text() -> None:
     response = lead.run("write it")
     assert seen == ['{"text": "café ✓ 日本"}']
     assert response.messages[-2].tool_results[0].content == '{"text": "noté ✓"}'
+
+
+def test_a_bound_approval_key_reaches_a_call_two_agents_down(tree: Any) -> None:
+    """`approval_key` binds a sub-run's call too: it approves that call of that tree, and the
+    same key is refused by another run's tree whose bottom call has the same id."""
+    top = tree.make_top()
+    suspended = top.run("the disk")
+    call_id = suspended.pending_approvals[0].id
+    key = toolfold.approval_key(suspended.state, call_id)
+    other = top.run("the disk")  # the same scripted answers: the same call ids
+    assert other.pending_approvals[0].id == call_id
+    with pytest.raises(UsageError, match="was made for another call"):
+        top.resume(other.state, approvals={key: True})
+    assert ("delete", "a.txt") not in tree.LOG
+    done = top.resume(suspended.state, approvals={key: True})
+    assert done.finish_reason == "stop"
+    assert ("delete", "a.txt") in tree.LOG

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from toolfold import Agent, InvalidEventError, RunError, RunState, SerializationError, tool
+import toolfold
+from toolfold import (
+    Agent,
+    InvalidEventError,
+    RunError,
+    RunState,
+    SerializationError,
+    UsageError,
+    tool,
+)
 from toolfold.runtime import ApprovalGranted, ToolResultsProvided, reduce
 from toolfold.runtime.core._messages import ToolResultPart
 from toolfold.testing import ScriptedModel
@@ -148,3 +158,88 @@ def test_a_sub_run_edited_around_its_approval_does_not_load() -> None:
     with pytest.raises(SerializationError, match=rf"\$\.log\[{where}\]\.child\.calls\[0\]\.status"):
         RunState.from_json(json.dumps(document))
     assert RAN == []
+
+
+def _waiting_with(path: str, call_id: str = "same-1", steps: int = 0) -> tuple[Agent, RunState]:
+    """A run whose model asks to delete ``path`` with ``call_id`` after ``steps`` plain tool calls."""
+    before = [ScriptedModel.call("lookup", {"path": path}, id=f"look-{i}") for i in range(steps)]
+    model = ScriptedModel(
+        [*before, ScriptedModel.call("delete", {"path": path}, id=call_id), "done"]
+    )
+    agent = Agent(model, tools=[delete, lookup])
+    first = agent.run("go")
+    assert first.finish_reason == "approval_required"
+    return agent, first.state
+
+
+@tool
+def lookup(path: str) -> str:
+    """Look a path up.
+
+    Args:
+        path: The path.
+    """
+    return "there"
+
+
+def test_a_bound_approval_key_of_another_run_with_the_same_call_id_is_refused() -> None:
+    """Ids alone cannot tell two runs apart whose models made the same call id (a test double,
+    a synthetic id, a hostile server): `approval_key` binds the approval to its run, step,
+    tool and arguments, and `resume` refuses it for any other state, running nothing."""
+    RAN.clear()
+    _, shown = _waiting_with("/tmp/x")
+    agent, other = _waiting_with("/")
+    assert shown.pending_approvals[0].id == other.pending_approvals[0].id == "same-1"
+    key = toolfold.approval_key(shown, "same-1")
+    assert re.fullmatch(r"same-1#[0-9a-f]{32}", key)
+    before = other.to_json()
+    with pytest.raises(
+        UsageError, match="was made for another call than this state's call 'same-1'"
+    ):
+        agent.resume(other, approvals={key: True})
+    assert other.to_json() == before
+    assert RAN == []
+    # The same arguments in another run: still another run.
+    _, twin = _waiting_with("/tmp/x")
+    with pytest.raises(UsageError, match="another run, another step or other arguments"):
+        agent.resume(twin, approvals={key: True})
+    assert RAN == []
+    # The state it was made from: it approves, as the plain id does.
+    done = agent.resume(shown, approvals={key: True})
+    assert done.text == "done"
+    assert RAN == ["/tmp/x"]
+
+
+def test_a_bound_approval_key_binds_the_step() -> None:
+    """The same call id at another step of a run (here another run's, as a stored state
+    cannot be edited to another run's id: `from_json` replays it) refuses the key."""
+    RAN.clear()
+    agent, shown = _waiting_with("/tmp/x")
+    key = toolfold.approval_key(shown, "same-1")
+    _, other_step = _waiting_with("/tmp/x", steps=1)
+    with pytest.raises(UsageError, match="was made for another call"):
+        agent.resume(other_step, approvals={toolfold.approval_key(shown, "same-1"): True})
+    # Rewriting the key's fingerprint for the other state is what approval_key does there:
+    assert toolfold.approval_key(other_step, "same-1") != key
+    assert RAN == []
+
+
+def test_approval_key_refuses_a_call_that_does_not_await_approval_and_keys_are_not_mixed() -> None:
+    """No key is made for a call that waits for nothing; one call answered by its plain id and
+    its bound key at once is refused as answering it twice."""
+    agent, state = _waiting_with("/")
+    with pytest.raises(UsageError, match="no call 'nope' awaits approval"):
+        toolfold.approval_key(state, "nope")
+    key = toolfold.approval_key(state, "same-1")
+    with pytest.raises(UsageError, match="answers call 'same-1' twice"):
+        agent.resume(state, approvals={"same-1": True, key: True})
+
+
+def test_a_call_id_that_looks_like_a_bound_key_is_still_its_plain_id() -> None:
+    """A model may name a call anything: an id of the bound form is answered by itself."""
+    RAN.clear()
+    odd = "x#" + "a" * 32
+    agent, state = _waiting_with("/tmp/odd", call_id=odd)
+    done = agent.resume(state, approvals={odd: True})
+    assert done.text == "done"
+    assert RAN == ["/tmp/odd"]

@@ -28,6 +28,7 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from toolfold.runtime._resume import approval_key
 from toolfold.runtime._task import Task
 from toolfold.runtime._workflow import Workflow, WorkflowResponse, WorkflowStream
 from toolfold.runtime.core._config import RunConfig, ToolSpec
@@ -198,6 +199,7 @@ __all__ = [
     "WorkflowResponse",
     "WorkflowStream",
     "agenerate_text",
+    "approval_key",
     "aresume",
     "build_request",
     "converter",

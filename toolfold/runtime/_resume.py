@@ -9,7 +9,10 @@ cannot (the stored configuration): never silently ignored.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -158,18 +161,23 @@ def _answered(
     nested: list[tuple[tuple[str, ...], Event]] = []
     named: dict[tuple[tuple[str, ...], str], str] = {}  # the call a key means -> the key
 
-    def address(option: str, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+    def address(
+        option: str, key: str, status: CallStatus, given: str | None = None
+    ) -> tuple[tuple[str, ...], str]:
         path, call_id = _address(state, key, status)
-        earlier = named.setdefault((path, call_id), key)
-        if earlier != key:  # a sub-run's only call of an id, by its id and by its path
+        given = key if given is None else given  # (a bound key's call key, and the key given)
+        earlier = named.setdefault((path, call_id), given)
+        if earlier != given:  # e.g. a sub-run's only call of an id, by its id and by its path
             raise UsageError(
-                f"{option}= answers call {call_id!r} twice: {earlier!r} and {key!r} "
+                f"{option}= answers call {call_id!r} twice: {earlier!r} and {given!r} "
                 "name the same call"
             )
         return path, call_id
 
-    for key, decision in (approvals or {}).items():
-        path, call_id = address("approvals", key, "awaiting_approval")
+    for given_key, decision in (approvals or {}).items():
+        path, call_id = address(
+            "approvals", _unbound(state, given_key), "awaiting_approval", given_key
+        )
         if isinstance(decision, Denied):
             event: Event = ApprovalDenied(call_id, decision.reason)
         elif decision is True:
@@ -208,6 +216,73 @@ def _answered(
             "it was started with"
         )
     return state
+
+
+# An approval key bound to its call: the call's key, "#", 32 hex digits (see `approval_key`).
+_BOUND_KEY = re.compile(r"(.+)#([0-9a-f]{32})")
+
+
+def approval_key(state: RunState, call_id: str) -> str:
+    """The key that approves (or denies) one call of ``state`` and no other.
+
+    ``resume(state, approvals={approval_key(state, call.id): True})`` approves
+    the call as ``approvals={call.id: True}`` does, but the key also holds a
+    fingerprint of the call as it stands in ``state``: the run's id, the
+    step, the call's id, tool name and argument text. Given with any other
+    state (another run whose model made the same call id, another step,
+    other arguments), `resume` refuses it and runs nothing. Use it wherever
+    the approval and the state travel apart (a user's click in a browser and
+    the state in a store or a queue), so that an approval can only ever
+    approve what the user was shown.
+
+    Args:
+        state: The suspended state whose call it approves.
+        call_id: The call's id, or its path for a call of a sub-run (as
+            `resume` takes it: ``"call_1/call_0"``).
+
+    Raises:
+        UsageError: No call of ``state`` awaits approval under ``call_id``.
+    """
+    path, own_id = _address(state, call_id, "awaiting_approval")
+    found = _call_at(state, path, own_id, "awaiting_approval")
+    if found is None:
+        raise UsageError(f"no call {call_id!r} awaits approval in this state")
+    return f"{call_id}#{_fingerprint(state, path, found)}"
+
+
+def _fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> str:
+    """What a bound key holds of its call: a digest of the run, the step and the call."""
+    holder = state
+    for suspended in path:  # (the path leads to the call: `found` was reached by it)
+        holder = next(c.child for c in holder.calls if c.call.id == suspended and c.child)
+    call = found.call
+    who = [state.run_id, list(path), holder.step, call.id, call.name, call.arguments_text]
+    text = json.dumps(who, ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+
+
+def _unbound(state: RunState, key: str) -> str:
+    """The call key an approval key names; a bound key (`approval_key`) checked against ``state``.
+
+    Raises:
+        UsageError: A bound key made for another call than this state's.
+    """
+    match = _BOUND_KEY.fullmatch(key)
+    if match is None or waiting_call(state, key, "awaiting_approval") is not None:
+        return key  # (a plain key: a call id with '#' in it is a plain key too)
+    plain, fingerprint = match[1], match[2]
+    path, own_id = _address(state, plain, "awaiting_approval")
+    found = _call_at(state, path, own_id, "awaiting_approval")
+    if found is not None and hmac.compare_digest(_fingerprint(state, path, found), fingerprint):
+        return plain
+    if found is None:
+        return plain  # no such call: refused as any unknown id is
+    raise UsageError(
+        f"approvals={key!r} was made for another call than this state's call {plain!r} "
+        f"({found.call.name} in run {state.run_id!r}): another run, another "
+        "step or other arguments; nothing was run. Make the key from the state the user "
+        f"approved: approval_key(state, {plain!r})"
+    )
 
 
 def _address(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
