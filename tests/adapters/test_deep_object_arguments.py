@@ -10,13 +10,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 from scripted_http import Reply, ScriptedServer, sse
 
 import toolfold
 from toolfold import Agent, tool
 from toolfold.adapters import _wire as wire
-from toolfold.adapters._http._json import SHALLOW_DEPTH, SHALLOW_LIMIT, shallow
+from toolfold.adapters._http._json import (
+    _STRING_OR_BRACKET,
+    SHALLOW_DEPTH,
+    SHALLOW_LIMIT,
+    shallow,
+)
 from toolfold.adapters.anthropic import DecoderState as AnthropicState
 from toolfold.adapters.anthropic import decode_end as anthropic_end
 from toolfold.adapters.anthropic import decode_event as anthropic_event
@@ -345,3 +351,39 @@ def test_shallow_leaves_a_text_longer_than_its_limit_as_is() -> None:
     assert shallow(long) is long
     just = "[" * (SHALLOW_LIMIT // 2) + "]" * (SHALLOW_LIMIT // 2)
     assert len(shallow(just)) == 2 * SHALLOW_DEPTH + len("null")
+
+
+def test_shallow_walks_a_string_that_never_closes_once() -> None:
+    """An unclosed string runs to the end of the text in one match: no quote after it starts a
+    second scan of the rest (a hostile answer of escaped quotes made the walk quadratic:
+    minutes for a MiB), and a text whose brackets do not pair is left as it is."""
+    unclosed = "[" * 300 + '"' + '\\"' * 10_000 + "\\"
+    matches = list(_STRING_OR_BRACKET.finditer(unclosed))
+    assert len(matches) == 301
+    assert matches[-1].span() == (300, len(unclosed))
+    assert shallow(unclosed) is unclosed
+    for unpaired in ("[" * 300 + "}" * 300, "[" * 300 + "]" * 301, "[" * 300 + "]" * 299):
+        assert shallow(unpaired) is unpaired
+
+
+def test_a_deep_body_with_a_byte_order_mark_is_read_cut_too(http_server: ScriptedServer) -> None:
+    """`json.loads` reads a UTF-8 body with a byte order mark: so does the cut's second try."""
+    ran: list[Any] = []
+
+    @tool
+    def f(a: Any) -> str:
+        """Take a value."""
+        ran.append(a)
+        return "ok"
+
+    first = _absurd_answer("anthropic", streamed=False)
+    http_server.add(
+        attrs.evolve(first, body=b"\xef\xbb\xbf" + first.body), _final_answer("anthropic", False)
+    )
+    model = toolfold.model("anthropic:c", base_url=http_server.url, api_key="k" * 20, retry=0)
+    try:
+        response = Agent(model, tools=[f]).run("go")
+    finally:
+        model.close()  # type: ignore[attr-defined]
+    assert response.text == "done"
+    assert ran == []

@@ -235,11 +235,65 @@ def test_approval_key_refuses_a_call_that_does_not_await_approval_and_keys_are_n
         agent.resume(state, approvals={"same-1": True, key: True})
 
 
-def test_a_call_id_that_looks_like_a_bound_key_is_still_its_plain_id() -> None:
-    """A model may name a call anything: an id of the bound form is answered by itself."""
+def test_a_call_named_like_a_bound_key_is_approved_by_its_own_key_only() -> None:
+    """A model may name its call anything, even like a key made for another call that leaked
+    through a page: a key of the bound form is always read as one, so such a key never
+    approves that call (nothing runs); the call's own `approval_key` does."""
     RAN.clear()
-    odd = "x#" + "a" * 32
-    agent, state = _waiting_with("/tmp/odd", call_id=odd)
-    done = agent.resume(state, approvals={odd: True})
+    _, shown = _waiting_with("/tmp/x", call_id="call_1")
+    leaked = toolfold.approval_key(shown, "call_1")
+    agent, hostile = _waiting_with("/", call_id=leaked)
+    with pytest.raises(InvalidEventError, match="no tool call 'call_1'"):
+        agent.resume(hostile, approvals={leaked: True})
+    assert RAN == []
+    done = agent.resume(hostile, approvals={toolfold.approval_key(hostile, leaked): True})
     assert done.text == "done"
-    assert RAN == ["/tmp/odd"]
+    assert RAN == ["/"]
+
+
+def test_a_bound_key_binds_the_arguments_the_tool_gets() -> None:
+    """A stored state edited in its call's decoded arguments only (unsigned, the argument text
+    left as it was) no longer matches the key made before the edit: nothing runs."""
+    RAN.clear()
+    agent, shown = _waiting_with("/tmp/x")
+    key = toolfold.approval_key(shown, "same-1")
+    data = json.loads(shown.to_json())
+    text = json.dumps(data).replace('"path": "/tmp/x"', '"path": "/"')
+    edited = RunState.from_json(text)
+    assert edited.pending_approvals[0].arguments == {"path": "/"}
+    assert edited.pending_approvals[0].arguments_text == shown.pending_approvals[0].arguments_text
+    with pytest.raises(UsageError, match="was made for another call"):
+        agent.resume(edited, approvals={key: True})
+    assert RAN == []
+
+
+def test_a_bound_key_for_a_sub_runs_call_binds_each_step_down_to_it() -> None:
+    """The lead asks its helper agent twice with the same call id, and the helper asks for the
+    same deletion each time: the key given at the lead's first step does not approve the
+    second (every run on the way counts with its step), so it runs once."""
+    RAN.clear()
+    helper = Agent(
+        ScriptedModel(
+            [
+                ScriptedModel.call("delete", {"path": "/tmp/x"}, id="d"),
+                "ok",
+                ScriptedModel.call("delete", {"path": "/tmp/x"}, id="d"),
+                "ok",
+            ]
+        ),
+        tools=[delete],
+        name="helper",
+    )
+    again = ScriptedModel.call("helper", {"input": "clean"}, id="h")
+    lead = Agent(ScriptedModel([again, again, "done"]), tools=[helper.as_tool()])
+    first = lead.run("go")
+    key = toolfold.approval_key(first.state, "d")
+    second = lead.resume(first.state, approvals={key: True})
+    assert second.finish_reason == "approval_required"
+    assert RAN == ["/tmp/x"]
+    with pytest.raises(UsageError, match="was made for another call"):
+        lead.resume(second.state, approvals={key: True})
+    assert RAN == ["/tmp/x"]
+    done = lead.resume(second.state, approvals={toolfold.approval_key(second.state, "d"): True})
+    assert done.text == "done"
+    assert RAN == ["/tmp/x", "/tmp/x"]

@@ -228,12 +228,14 @@ def approval_key(state: RunState, call_id: str) -> str:
     ``resume(state, approvals={approval_key(state, call.id): True})`` approves
     the call as ``approvals={call.id: True}`` does, but the key also holds a
     fingerprint of the call as it stands in ``state``: the run's id, the
-    step, the call's id, tool name and argument text. Given with any other
-    state (another run whose model made the same call id, another step,
-    other arguments), `resume` refuses it and runs nothing. Use it wherever
-    the approval and the state travel apart (a user's click in a browser and
-    the state in a store or a queue), so that an approval can only ever
-    approve what the user was shown.
+    step (and those of each sub-run down to the call), the call's id, tool
+    name and arguments. Given with any other state (another run whose model
+    made the same call id, another step, other arguments), `resume` refuses
+    it and runs nothing. Use it wherever the approval and the state travel
+    apart (a user's click in a browser and the state in a store or a queue),
+    so that an approval can only approve what the user was shown. The
+    fingerprint binds, it does not authenticate: anyone holding the state
+    can make the key, so approvals must still come from the user.
 
     Args:
         state: The suspended state whose call it approves.
@@ -251,38 +253,51 @@ def approval_key(state: RunState, call_id: str) -> str:
 
 
 def _fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> str:
-    """What a bound key holds of its call: a digest of the run, the step and the call."""
+    """What a bound key holds of its call: a digest of each run down to it, and the call.
+
+    Every run on the way counts with its id and step (a sub-run asking again
+    at a later step of its caller is another call); the call with its id,
+    tool, argument text and the arguments decoded from it (what the tool
+    gets: a stored state cannot change one and not the other unnoticed).
+    """
+    runs = [[state.run_id, state.step]]
     holder = state
     for suspended in path:  # (the path leads to the call: `found` was reached by it)
         holder = next(c.child for c in holder.calls if c.call.id == suspended and c.child)
+        runs.append([holder.run_id, holder.step])
     call = found.call
-    who = [state.run_id, list(path), holder.step, call.id, call.name, call.arguments_text]
-    text = json.dumps(who, ensure_ascii=True, separators=(",", ":"))
+    who = [runs, list(path), call.id, call.name, call.arguments_text, call.arguments]
+    text = json.dumps(who, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
 
 
 def _unbound(state: RunState, key: str) -> str:
     """The call key an approval key names; a bound key (`approval_key`) checked against ``state``.
 
+    A key of the bound form is always read as one, never as a call's own id:
+    a model could name its call like a key made for another call (one that
+    leaked through a page) to have that key approve it. A call whose id has
+    that form is answered by its own `approval_key`.
+
     Raises:
         UsageError: A bound key made for another call than this state's.
     """
     match = _BOUND_KEY.fullmatch(key)
-    if match is None or waiting_call(state, key, "awaiting_approval") is not None:
-        return key  # (a plain key: a call id with '#' in it is a plain key too)
+    if match is None:
+        return key
     plain, fingerprint = match[1], match[2]
     path, own_id = _address(state, plain, "awaiting_approval")
     found = _call_at(state, path, own_id, "awaiting_approval")
-    if found is not None and hmac.compare_digest(_fingerprint(state, path, found), fingerprint):
-        return plain
     if found is None:
         return plain  # no such call: refused as any unknown id is
-    raise UsageError(
-        f"approvals={key!r} was made for another call than this state's call {plain!r} "
-        f"({found.call.name} in run {state.run_id!r}): another run, another "
-        "step or other arguments; nothing was run. Make the key from the state the user "
-        f"approved: approval_key(state, {plain!r})"
-    )
+    if not hmac.compare_digest(_fingerprint(state, path, found), fingerprint):
+        raise UsageError(
+            f"approvals={key!r} was made for another call than this state's call {plain!r} "
+            f"({found.call.name} in run {state.run_id!r}): another run, another "
+            "step or other arguments; nothing was run. Make the key from the state the user "
+            f"approved: approval_key(state, {plain!r})"
+        )
+    return plain
 
 
 def _address(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:

@@ -68,8 +68,11 @@ SHALLOW_DEPTH = 200
 #: too deep to decode take a few KiB.
 SHALLOW_LIMIT = 1 << 20
 
-# A JSON string (skipped whole: brackets inside it are text), or a bracket.
-_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# A JSON string (skipped whole: brackets inside it are text), or a bracket. A
+# string that never closes runs to the end of the text, so that no quote starts
+# a second scan of the rest: the walk stays linear in the text's length.
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
+_CLOSING = {"]": "[", "}": "{"}
 
 
 def shallow(text: str, depth: int = SHALLOW_DEPTH) -> str:
@@ -79,16 +82,20 @@ def shallow(text: str, depth: int = SHALLOW_DEPTH) -> str:
     whose decoding raised `RecursionError`): cut to ``depth``, the rest of the
     answer reads as before, so a tool call's arguments nested that deep
     become an argument error the model reads (they are deeper than any
-    arguments toolfold takes) instead of failing the whole model call. Text
-    that is not JSON stays not JSON, and an answer with nothing that deep is
-    returned as is. Called only after a decoding failed: it walks the text's
-    strings and brackets in Python, so a text longer than `SHALLOW_LIMIT`
-    is returned as is (and fails to decode as before).
+    arguments toolfold takes) instead of failing the whole model call.
+
+    The text is returned as is, and so fails to decode as before, when it
+    has nothing that deep, when its brackets do not pair (``[`` closed by
+    ``}``, one left open or closed twice) or when it is longer than
+    `SHALLOW_LIMIT`: called only after a decoding failed, it walks the
+    text's strings and brackets in Python, in time linear in its length.
+    What it cuts is dropped unread, so a text that is not JSON only there
+    (a stray comma 300 levels down) decodes.
     """
     if len(text) > SHALLOW_LIMIT:
         return text
     pieces: list[str] = []
-    level = 0
+    opened: list[str] = []  # the brackets open at this point, outermost first
     kept = 0  # where the text not yet copied to `pieces` starts
     cut = -1  # where the array or object being cut starts
     for match in _STRING_OR_BRACKET.finditer(text):
@@ -97,16 +104,17 @@ def shallow(text: str, depth: int = SHALLOW_DEPTH) -> str:
         if char == '"':
             continue
         if char in "[{":
-            level += 1
-            if level == depth + 1:
+            opened.append(char)
+            if len(opened) == depth + 1:
                 cut = start
-        else:
-            if level == depth + 1 and cut >= 0:
-                pieces.append(text[kept:cut])
-                pieces.append("null")
-                kept, cut = match.end(), -1
-            level -= 1
-    if not pieces:
+            continue
+        if not opened or opened.pop() != _CLOSING[char]:
+            return text
+        if len(opened) == depth and cut >= 0:
+            pieces.append(text[kept:cut])
+            pieces.append("null")
+            kept, cut = match.end(), -1
+    if not pieces or opened:
         return text
     pieces.append(text[kept:])
     return "".join(pieces)

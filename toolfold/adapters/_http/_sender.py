@@ -596,7 +596,8 @@ class Sender:
                     return loads_text(content.decode("utf-8", "surrogatepass"))
                 return json.loads(content)
             except RecursionError:  # absurdly deep nesting: read the body cut to a sane depth
-                return json.loads(shallow(content.decode("utf-8", "surrogatepass")))
+                text = content.decode(json.detect_encoding(content), "surrogatepass")
+                return json.loads(shallow(text))
         except (ValueError, RecursionError) as exc:
             text = self._redact(content.decode("utf-8", "replace"))
             why = "nested too deep to decode" if isinstance(exc, RecursionError) else "not JSON"

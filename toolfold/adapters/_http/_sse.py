@@ -22,6 +22,8 @@ from typing import Any
 
 import attrs
 
+from toolfold.adapters._http._json import shallow
+
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -49,10 +51,20 @@ class SSEEvent:
     def json(self) -> Any:
         """The data parsed as JSON.
 
+        Data nested deeper than the interpreter decodes is read with what
+        lies more than 200 levels deep replaced by null.
+
         Raises:
-            ValueError: The data is not JSON (``json.JSONDecodeError``).
+            ValueError: The data is not JSON (``json.JSONDecodeError``), or
+                nests too deep even so.
         """
-        return json.loads(self.data)
+        try:
+            try:
+                return json.loads(self.data)
+            except RecursionError:
+                return json.loads(shallow(self.data))
+        except RecursionError:
+            raise ValueError("nested too deep to decode") from None
 
 
 class SSEDecoder:
