@@ -22,7 +22,8 @@ event when streaming); ``malformed-json``: a 200 whose body is not JSON;
 ``big``: a 200 with a 1 MiB body; ``br``: a 200 in an encoding not asked for;
 ``bomb``: a gzip body that inflates to 4 MiB; ``bad-status``, ``bad-length``
 (``content-length: -5``), ``bad-chunk`` (a ``0x2`` chunk size), ``unasked-101``:
-answers no HTTP/1.1 client may accept; ``bad-args`` and ``unknown-tool``: the
+answers no HTTP/1.1 client may accept; ``hold-stream``: a 200 stream whose first event (the text ``The sum``) is
+sent, the rest held until the client hangs up; ``bad-args`` and ``unknown-tool``: the
 1st answer calls ``add`` with arguments that are not JSON, or a tool ``subtract``
 the agent lacks (the later answers are normal); ``none``: no fault.
 
@@ -210,6 +211,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(whole[: len(whole) // 2])
             self.wfile.flush()
             self.close_connection = True
+        elif fault == "hold-stream":
+            self._hold_stream()
         elif fault == "inband-error":
             if stream:
                 self._send(
@@ -237,6 +240,22 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         else:
             self._send(400, json.dumps({"error": {"message": f"unknown fault {fault}"}}).encode())
+
+    def _hold_stream(self) -> None:
+        """The answer streamed up to its first text; then nothing until the client hangs up."""
+        first = {"id": "c", "object": "chat.completion.chunk", "model": "m",
+                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": "The sum"},
+                              "finish_reason": None}]}  # fmt: skip
+        head = f"data: {json.dumps(first)}\n\n".encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(head) + 10_000))
+        self.end_headers()
+        self.wfile.write(head)
+        self.wfile.flush()
+        while self.connection.recv(1024):  # b"" (or a reset) once the client has hung up
+            pass
+        self.close_connection = True
 
 
 class Server(ThreadingHTTPServer):

@@ -5,9 +5,10 @@ the tool side of a run, against ``fault_server.py`` in its own process: a call
 whose arguments are not JSON, a call of a tool the agent lacks, a tool that
 raises, a tool past its timeout (each: the model reads an error result and the
 run answers, its state replays and survives JSON), and the run cancelled while
-its tool runs or while its model call is in flight (the cancellation reaches
-the caller with the run's state, which resumes to the answer without running
-again a tool that had returned). Every cell ends with
+its tool runs, while its model call waits for the answer's first byte, or
+mid-stream, once the answer's first text has reached the caller (the
+cancellation reaches the caller with the run's state, which resumes to the
+answer without running again a tool that had returned). Every cell ends with
 the file descriptors and threads the process had before it.
 """
 
@@ -22,7 +23,7 @@ from backends import OWNED
 from fault_matrix import GENEROUS, KEY, MODES, resources
 
 import toolfold
-from toolfold import Agent, RunState, StepStartEvent
+from toolfold import Agent, RunState, StepStartEvent, TextDelta
 from toolfold.runtime import replay
 
 #: fault -> (what the server does, words of the error result the model reads, what the tool saw)
@@ -36,7 +37,14 @@ ANSWERED = {
     "tool-raises": ("none", "ValueError: the adder is broken", 1),
     "tool-timeout": ("none", "timed out", 2),  # started, then cancelled at its timeout
 }
-CANCELLED = ("cancel-mid-tool", "cancel-mid-call")
+CANCELLED = ("cancel-mid-tool", "cancel-mid-call", "cancel-mid-stream")
+#: What the server does in a cancelled cell's run: its 2nd answer never comes
+#: (``read-timeout``) or stops after its first text (``hold-stream``).
+CANCEL_FAULTS = {
+    "cancel-mid-tool": "none",
+    "cancel-mid-call": "read-timeout",
+    "cancel-mid-stream": "hold-stream",
+}
 
 CELLS = [
     pytest.param(backend, fault, mode, id=f"{backend}-{fault}-{mode}")
@@ -45,6 +53,7 @@ CELLS = [
     for mode in MODES
     if not (backend == "aiohttp" and mode == "blocking")  # aiohttp is async only
     if not (fault in CANCELLED and mode == "blocking")  # a blocking call is not cancelled
+    if not (fault == "cancel-mid-stream" and mode != "streamed")  # only a stream has a middle
 ]
 
 
@@ -136,25 +145,29 @@ def _answered(url: str, backend: str, fault: str, mode: str) -> tuple[Any, list[
 
 
 def _cancelled(url: str, backend: str, fault: str, mode: str) -> tuple[list[str], str]:
-    """Cancel the run mid-tool or mid-call; then resume it from the cancellation's state.
+    """Cancel the run mid-tool, mid-call or mid-stream; then resume it from the cancellation's state.
 
     Returns what the tool saw and the resumed run's answer.
     """
     runs: list[str] = []
+    texts: list[str] = []
 
     async def go() -> str:
         started = asyncio.Event()
-        server_fault = "read-timeout" if fault == "cancel-mid-call" else "none"
         model_run = uuid.uuid4().hex
-        model = _model(url, backend, server_fault, run=model_run)
+        model = _model(url, backend, CANCEL_FAULTS[fault], run=model_run)
         agent = Agent(model, tools=[_tool(fault, runs, started)])
         second_call = asyncio.Event()
+        first_text = asyncio.Event()
 
         async def run() -> None:
             if mode == "streamed":
                 async for event in agent.stream("add 2 and 3"):
                     if isinstance(event, StepStartEvent) and event.step == 2:
                         second_call.set()  # the model call of step 2 goes out next
+                    if isinstance(event, TextDelta):
+                        texts.append(event.text)
+                        first_text.set()  # the answer's first bytes have reached the caller
             else:
                 await agent.arun(
                     "add 2 and 3",
@@ -162,11 +175,13 @@ def _cancelled(url: str, backend: str, fault: str, mode: str) -> tuple[list[str]
                 )
 
         task = asyncio.ensure_future(run())
-        waited = started if fault == "cancel-mid-tool" else second_call
+        waited = {"cancel-mid-tool": started, "cancel-mid-call": second_call}.get(fault, first_text)
         done, _ = await asyncio.wait(
             [task, asyncio.ensure_future(waited.wait())], return_when=asyncio.FIRST_COMPLETED
         )
         assert task not in done, task  # the run waits on the tool or on the server
+        # Mid-stream, the text arrived; before, none did.
+        assert texts == (["The sum"] if fault == "cancel-mid-stream" else []), texts
         await asyncio.sleep(0)  # let the in-flight call start before the cancel lands
         task.cancel()
         with pytest.raises(asyncio.CancelledError) as cancelled:
