@@ -161,9 +161,19 @@ class Outcome:
         )
 
     def cell(self) -> str:
-        """A short text for the printed table."""
+        """A short text for the printed table: the error, whether it resumed, the requests read."""
         name = self.error.__name__ if self.error else "no error"
-        return f"{name}, resumed" if self.resumed == "The sum is 5." else f"{name}, NOT resumed"
+        name = SHORT_NAMES.get(name, name)
+        resumed = "resumed" if self.resumed == "The sum is 5." else "NOT resumed"
+        return f"{name}, {resumed}, {self.received} read"
+
+
+#: Shorter names of errors in the printed table.
+SHORT_NAMES = {
+    "ProviderConnectionError": "ConnectionError",
+    "ProviderTimeoutError": "TimeoutError",
+    "MalformedResponseError": "Malformed...",
+}
 
 
 #: Timeouts that only an injected fault (or a stall of many seconds) can reach.
