@@ -14,17 +14,19 @@ cannot take the fault away from, or hand it to, the resume. Faults:
 
 ``429-seconds`` / ``429-ms`` / ``429-date``: 429 with ``retry-after: 0.01``,
 ``retry-after-ms: 10`` or an HTTP date in the past; ``500``; ``reset-after``:
-the connection is reset after the request is read; ``read-timeout``: nothing for 3 s; ``total-timeout``: a 200
-whose body drips a byte every 20 ms; ``cut-stream``: the body stops halfway and
-the connection closes; ``inband-error``: an error object inside a 200 (an SSE
-event when streaming); ``malformed-json``: a 200 whose body is not JSON;
-``big``: a 200 with a 1 MiB body; ``br``: a 200 in an encoding not asked for;
-``bomb``: a gzip body that inflates to 4 MiB; ``bad-status``, ``bad-length``
-(``content-length: -5``), ``bad-chunk`` (a ``0x2`` chunk size), ``unasked-101``:
-answers no HTTP/1.1 client may accept; ``hold-stream``: a 200 stream whose first event (the text ``The sum``) is
-sent, the rest held until the client hangs up; ``bad-args`` and ``unknown-tool``: the
-1st answer calls ``add`` with arguments that are not JSON, or a tool ``subtract``
-the agent lacks (the later answers are normal); ``none``: no fault.
+the connection is reset after the request is read; ``read-timeout``: nothing
+for 3 s; ``total-timeout``: a 200 whose body drips a byte every 20 ms;
+``cut-stream``: the body stops halfway and the connection closes;
+``inband-error``: an error object inside a 200 (an SSE event when streaming);
+``malformed-json``: a 200 whose body is not JSON; ``big``: a 200 with a 1 MiB
+body; ``br``: a 200 in an encoding not asked for; ``bomb``: a gzip body that
+inflates to 4 MiB; ``bad-status``, ``bad-length`` (``content-length: -5``),
+``bad-chunk`` (a ``0x2`` chunk size), ``unasked-101``: answers no HTTP/1.1
+client may accept; ``hold-stream``: a 200 stream whose first event (the text
+``The sum``) is sent, the rest held until the client hangs up; ``bad-args`` and
+``unknown-tool``: the 1st answer calls ``add`` with arguments that are not
+JSON, or a tool ``subtract`` the agent lacks (the later answers are normal);
+``none``: no fault.
 
 A run may also have a listener of its own, a *door* (``POST .../faults/door``
 answers ``{"port": ...}``), whose connections the client can have closed while
