@@ -7,11 +7,27 @@ first model call asks for ``add(2, 3)`` and whose second meets the fault (see
 carrying the run's state, and resuming that state (the fault gone) must give
 the right answer without running the tool again.
 
+Each cell also counts the requests of the run the server read: 2 for every
+fault (each request sent once: retries are off) but ``reset-before``, whose
+2nd request never reaches the server.
+
+``reset-before`` fails before the request is written, with no race: the run
+talks to a listener of its own (a door of ``fault_server``), and its tool,
+which runs between the 1st and the 2nd model request, has the server reset
+the connection the 1st request left idle in the pool and stop listening,
+and returns once that is done. The 2nd request finds its connection closed
+(the pool drops it before writing) and a new one refused: a
+`ProviderConnectionError` of a request never written, which the retry policy
+may retry (`run_cell`'s ``retry``: retried, and refused again). ``reset-idle``,
+not in the table, resets the idle connection only: the pool opens a new one
+and the call goes on, no error, each request read once.
+
 Only the timeout faults run with short timeouts (`timeouts_for`); the other
 cells, and every resume, allow 30 s per read, so a loaded machine cannot turn
-their answer into a timeout. (With 0.5 s everywhere, ``reset-before`` flaked:
-a 2nd request timed out before the threaded server read it, and the server,
-counting by arrival, gave the fault to the resume instead.)
+their answer into a timeout. (With 0.5 s everywhere, the first ``reset-before``,
+a reset after the server had read the request's head, flaked: a 2nd request
+timed out before the threaded server read it, and the server, counting by
+arrival, gave the fault to the resume instead.)
 """
 
 from __future__ import annotations
@@ -19,10 +35,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import http.client
+import json
 import os
 import subprocess
 import sys
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,6 +77,8 @@ FAULTS = (
     "malformed-json",
 )
 MODES = ("blocking", "async", "streamed")
+#: Faults on the run's own listener (see the module): the matrix's, and one that is no error.
+DOOR_FAULTS = ("reset-before", "reset-idle")
 
 #: The documented error of each fault, blocking (and async) / streamed.
 EXPECTED: dict[str, tuple[type[ProviderError], type[ProviderError]]] = {
@@ -73,6 +94,11 @@ EXPECTED: dict[str, tuple[type[ProviderError], type[ProviderError]]] = {
     "inband-error": (ProviderError, StreamError),
     "malformed-json": (ProviderError, ProviderError),
 }
+
+
+def expected_requests(fault: str) -> int:
+    """How many requests of a cell's run the server reads (retries off): each sent once."""
+    return 1 if fault == "reset-before" else 2
 
 
 def expected(fault: str, mode: str) -> type[ProviderError]:
@@ -119,6 +145,8 @@ class Outcome:
     resumed: str | None
     tool_runs: int
     retry_after: float | None = None
+    received: int | None = None  # the run's requests the server read (`run_cell` sets it)
+    answer: str | None = None  # the call's answer, when it raised nothing
 
     def ok(self, fault: str, mode: str) -> bool:
         """Whether this is what the docs promise for the cell."""
@@ -129,12 +157,23 @@ class Outcome:
             and self.has_state
             and self.resumed == "The sum is 5."
             and self.tool_runs == 1
+            and self.received == expected_requests(fault)
         )
 
     def cell(self) -> str:
-        """A short text for the printed table."""
+        """A short text for the printed table: the error, whether it resumed, the requests read."""
         name = self.error.__name__ if self.error else "no error"
-        return f"{name}, resumed" if self.resumed == "The sum is 5." else f"{name}, NOT resumed"
+        name = SHORT_NAMES.get(name, name)
+        resumed = "resumed" if self.resumed == "The sum is 5." else "NOT resumed"
+        return f"{name}, {resumed}, {self.received} read"
+
+
+#: Shorter names of errors in the printed table.
+SHORT_NAMES = {
+    "ProviderConnectionError": "ConnectionError",
+    "ProviderTimeoutError": "TimeoutError",
+    "MalformedResponseError": "Malformed...",
+}
 
 
 #: Timeouts that only an injected fault (or a stall of many seconds) can reach.
@@ -150,9 +189,25 @@ def timeouts_for(fault: str) -> Timeouts:
     return GENEROUS
 
 
-def run_cell(url: str, backend: str, fault: str, mode: str) -> Outcome:
-    """Run one cell of the matrix (see the module docstring)."""
+def control(url: str, what: str, run: str | None = None) -> Any:
+    """POST to the fault server's control path ``what`` (see ``fault_server``); its JSON answer.
+
+    With `http.client`, which reads no proxy settings: the server is on 127.0.0.1.
+    """
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    try:
+        connection.request("POST", f"{parts.path}/faults/{what}", headers={"x-run": run or ""})
+        return json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+
+
+def run_cell(url: str, backend: str, fault: str, mode: str, retry: Any = 0) -> Outcome:
+    """Run one cell of the matrix (see the module docstring); ``retry``: the model's policy."""
     runs: list[int] = []
+    door = control(url, "door")["port"] if fault in DOOR_FAULTS else None
+    main_url = url if door is None else f"http://127.0.0.1:{door}/v1"
 
     @toolfold.tool
     def add(a: int, b: int) -> int:
@@ -163,48 +218,57 @@ def run_cell(url: str, backend: str, fault: str, mode: str) -> Outcome:
             b: The second number.
         """
         runs.append(a + b)
+        if door is not None:  # the server resets the run's idle connection before this returns
+            control(url, f"door/{door}/{'shut' if fault == 'reset-before' else 'reset'}")
         return a + b
 
     run = uuid.uuid4().hex
 
-    def model(timeout: Timeouts, phase: str) -> Any:
+    def model(base_url: str, timeout: Timeouts, phase: str, retry: Any) -> Any:
         headers = {"x-fault": fault, "x-run": run, "x-phase": phase}
         return toolfold.model(
-            "openai:m", base_url=url, api_key=KEY, http=backend, retry=0, timeout=timeout,
-            headers=headers,
+            "openai:m", base_url=base_url, api_key=KEY, http=backend, retry=retry,
+            timeout=timeout, headers=headers,
         )  # fmt: skip
 
-    models = (model(timeouts_for(fault), "main"), model(GENEROUS, "resume"))
+    models = (
+        model(main_url, timeouts_for(fault), "main", retry),
+        model(url, GENEROUS, "resume", 0),
+    )
     try:
         if mode == "blocking":
-            return _blocking(models, add, runs)
-        return asyncio.run(_async(models, add, runs, streamed=mode == "streamed"))
+            outcome = _blocking(models, add, runs)
+        else:
+            outcome = asyncio.run(_async(models, add, runs, streamed=mode == "streamed"))
     finally:
         for made in models:
             made.close()
+    return attrs.evolve(outcome, received=control(url, "count", run)["requests"])
 
 
 def _blocking(models: tuple[Any, Any], add: Any, runs: list[int]) -> Outcome:
     model, resume_model = models
     try:
-        toolfold.generate_text(model, "add 2 and 3", tools=[add])
+        response = toolfold.generate_text(model, "add 2 and 3", tools=[add])
     except ProviderError as err:
         state = getattr(err, "state", None)
         resumed = toolfold.resume(state, model=resume_model, tools=[add]).text if state else None
         return Outcome(
             type(err), state is not None, resumed, len(runs), getattr(err, "retry_after", None)
         )
-    return Outcome(None, False, None, len(runs))
+    return Outcome(None, False, None, len(runs), answer=response.text)
 
 
 async def _async(models: tuple[Any, Any], add: Any, runs: list[int], *, streamed: bool) -> Outcome:
     model, resume_model = models
     try:
         if streamed:
-            async for _ in toolfold.Agent(model, tools=[add]).stream("add 2 and 3"):
+            stream = toolfold.Agent(model, tools=[add]).stream("add 2 and 3")
+            async for _ in stream:
                 pass
+            text = stream.response.text
         else:
-            await toolfold.agenerate_text(model, "add 2 and 3", tools=[add])
+            text = (await toolfold.agenerate_text(model, "add 2 and 3", tools=[add])).text
     except ProviderError as err:
         state = getattr(err, "state", None)
         resumed = None
@@ -216,4 +280,4 @@ async def _async(models: tuple[Any, Any], add: Any, runs: list[int], *, streamed
     finally:
         for made in models:
             await made.aclose()
-    return Outcome(None, False, None, len(runs))
+    return Outcome(None, False, None, len(runs), answer=text)

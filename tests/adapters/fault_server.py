@@ -13,18 +13,30 @@ the client abandoned (a timeout on a loaded machine) and the server reads late
 cannot take the fault away from, or hand it to, the resume. Faults:
 
 ``429-seconds`` / ``429-ms`` / ``429-date``: 429 with ``retry-after: 0.01``,
-``retry-after-ms: 10`` or an HTTP date in the past; ``500``; ``reset-before``:
-the connection is reset before the request is read; ``reset-after``: reset
-after it is read; ``read-timeout``: nothing for 3 s; ``total-timeout``: a 200
-whose body drips a byte every 20 ms; ``cut-stream``: the body stops halfway and
-the connection closes; ``inband-error``: an error object inside a 200 (an SSE
-event when streaming); ``malformed-json``: a 200 whose body is not JSON;
-``big``: a 200 with a 1 MiB body; ``br``: a 200 in an encoding not asked for;
-``bomb``: a gzip body that inflates to 4 MiB; ``bad-status``, ``bad-length``
-(``content-length: -5``), ``bad-chunk`` (a ``0x2`` chunk size), ``unasked-101``:
-answers no HTTP/1.1 client may accept; ``bad-args`` and ``unknown-tool``: the
-1st answer calls ``add`` with arguments that are not JSON, or a tool ``subtract``
-the agent lacks (the later answers are normal); ``none``: no fault.
+``retry-after-ms: 10`` or an HTTP date in the past; ``500``; ``reset-after``:
+the connection is reset after the request is read; ``read-timeout``: nothing
+for 3 s; ``total-timeout``: a 200 whose body drips a byte every 20 ms;
+``cut-stream``: the body stops halfway and the connection closes;
+``inband-error``: an error object inside a 200 (an SSE event when streaming);
+``malformed-json``: a 200 whose body is not JSON; ``big``: a 200 with a 1 MiB
+body; ``br``: a 200 in an encoding not asked for; ``bomb``: a gzip body that
+inflates to 4 MiB; ``bad-status``, ``bad-length`` (``content-length: -5``),
+``bad-chunk`` (a ``0x2`` chunk size), ``unasked-101``: answers no HTTP/1.1
+client may accept; ``hold-stream``: a 200 stream whose first event (the text
+``The sum``) is sent, the rest held until the client hangs up; ``bad-args`` and
+``unknown-tool``: the 1st answer calls ``add`` with arguments that are not
+JSON, or a tool ``subtract`` the agent lacks (the later answers are normal);
+``none``: no fault.
+
+A run may also have a listener of its own, a *door* (``POST .../faults/door``
+answers ``{"port": ...}``), whose connections the client can have closed while
+they are idle, before its next request is written: ``POST
+.../faults/door/<port>/shut`` resets them and stops the door listening (the
+port stays held, so connecting to it is refused); ``.../reset`` resets them
+only. Each answers once the connections are reset, so a client that waits for
+the answer finds them closed (``reset-before`` and ``reset-idle`` in
+``fault_matrix``). ``POST .../faults/count`` answers ``{"requests": n}``: how
+many requests of the run in ``x-run`` the server read (the resume's not counted).
 
 Running in a process of its own keeps the test process's file descriptors and
 threads those of the client alone, so leak checks can count them.
@@ -32,6 +44,7 @@ threads those of the client alone, so leak checks can count them.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import socket
@@ -96,6 +109,10 @@ _FIRST = {
 }
 
 
+#: Faults no answer carries: none, those of the 1st answer, and those a door's
+#: connection meets between two requests (see the module).
+_NOT_IN_ANSWERS = {"none", *_FIRST, "reset-before", "reset-idle"}
+
 _BOMB = gzip.compress(b"\0" * 4 * 2**20, compresslevel=9)  # 4 MiB of zeros in ~4 KiB
 
 #: Faults written as raw bytes, the connection closed after them.
@@ -119,11 +136,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         fault = self.headers.get("x-fault", "none")
         run = self.headers.get("x-run")
+        if "/faults/" in self.path:
+            self._control(self.path.partition("/faults/")[2], run)
+            return
         if self.headers.get("x-phase") == "resume":
             self._resume()
-            return
-        if fault == "reset-before" and self._is_fault(run):
-            self._reset()
             return
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
         stream = bool(body.get("stream"))
@@ -135,7 +152,7 @@ class Handler(BaseHTTPRequestHandler):
                 number = _COUNTS[run]
         if number == 1:
             self._answer(_FIRST.get(fault, TOOL_CALL), stream)
-        elif number == 2 and fault != "none" and fault not in _FIRST:
+        elif number == 2 and fault not in _NOT_IN_ANSWERS:
             self._fault(fault, stream)
         else:
             self._answer(ANSWER, stream)
@@ -145,14 +162,19 @@ class Handler(BaseHTTPRequestHandler):
         answer = TOOL_CALL if len(body["messages"]) == 1 else ANSWER
         self._answer(answer, bool(body.get("stream")))
 
-    def _is_fault(self, run: str | None) -> bool:
-        if run is None:
-            return True
-        with _LOCK:
-            if _COUNTS[run] == 1:  # this is the run's 2nd request
-                _COUNTS[run] += 1
-                return True
-        return False
+    def _control(self, what: str, run: str | None) -> None:
+        """Open a door, reset or shut one, or count a run's requests (see the module)."""
+        if what == "door":
+            door = Door()
+            _DOORS[door.port] = door
+            answer = {"port": door.port}
+        elif what.startswith("door/"):
+            _, port, action = what.split("/")
+            answer = {"reset": _DOORS[int(port)].reset(refuse=action == "shut")}
+        else:
+            with _LOCK:
+                answer = {"requests": _COUNTS[run or ""]}
+        self._send(200, json.dumps(answer).encode())
 
     def _reset(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -210,6 +232,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(whole[: len(whole) // 2])
             self.wfile.flush()
             self.close_connection = True
+        elif fault == "hold-stream":
+            self._hold_stream()
         elif fault == "inband-error":
             if stream:
                 self._send(
@@ -238,12 +262,73 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(400, json.dumps({"error": {"message": f"unknown fault {fault}"}}).encode())
 
+    def _hold_stream(self) -> None:
+        """The answer streamed up to its first text; then nothing until the client hangs up."""
+        first = {"id": "c", "object": "chat.completion.chunk", "model": "m",
+                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": "The sum"},
+                              "finish_reason": None}]}  # fmt: skip
+        head = f"data: {json.dumps(first)}\n\n".encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(head) + 10_000))
+        self.end_headers()
+        self.wfile.write(head)
+        self.wfile.flush()
+        while self.connection.recv(1024):  # b"" (or a reset) once the client has hung up
+            pass
+        self.close_connection = True
+
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hung up on a dripping or cut answer is the point of the fault
+
+
+class Door(Server):
+    """A run's own listener, whose idle connections a control request resets (see the module)."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.port: int = self.server_address[1]
+        self.accepted: list[socket.socket] = []
+        self.holder: socket.socket | None = None
+        self._lock = threading.Lock()
+        threading.Thread(target=self.serve_forever, args=(0.01,), daemon=True).start()
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        self.accepted.append(connection)
+        return connection, address
+
+    def reset(self, *, refuse: bool) -> int:
+        """Reset every connection accepted so far; with ``refuse``, stop listening too.
+
+        Returns how many were reset. Once it returns, each has sent its peer
+        the end of the connection (a FIN at once, an RST as its handler closes it).
+        """
+        with self._lock:
+            if refuse and self.holder is None:
+                # Linux: a listener shut down refuses connections at once (and
+                # frees the port, which a socket bound and not listening holds).
+                self.socket.shutdown(socket.SHUT_RDWR)
+                self.shutdown()
+                self.holder = socket.socket()
+                # Beside the connections accepted on it (not listening: allowed).
+                self.holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                self.holder.bind(("127.0.0.1", self.port))
+            reset = self.accepted[:]
+            self.accepted.clear()
+        for connection in reset:
+            with contextlib.suppress(OSError):  # closed already
+                linger = struct.pack("ii", 1, 0)
+                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                connection.shutdown(socket.SHUT_RDWR)  # wakes its handler, which closes it
+        return len(reset)
+
+
+_DOORS: dict[int, Door] = {}
 
 
 def main() -> None:

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from types import ModuleType
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
+from backends import OWNED
 from leaks import chain, every_text
 from scripted_http import Recorded, Reply, ScriptedServer, sse
 
 import toolfold
-from toolfold import Agent, ProviderError, RunState, generate_text
+from toolfold import Agent, ProviderError, RunState, agenerate_text, generate_text
 from toolfold.runtime import Message, ModelRequest
+
+httpx2: ModuleType | None  # None where it is not installed (Python 3.10)
+try:
+    import httpx2
+except ImportError:
+    httpx2 = None
 
 KEY = "sk-secret-key-0123456789abcdefXYZ"
 
@@ -106,27 +116,100 @@ def test_a_connection_error_does_not_keep_the_request_headers(
     _assert_hidden(caught.value)
 
 
+#: Every client a model can run on, its own or injected: (kind, mode).
+LOGGED = [
+    pytest.param(kind, mode, id=f"{kind}-{mode}")
+    for kind in [*(f"own-{n}" for n in OWNED), "httpx", *(["httpx2"] if httpx2 else []), "aiohttp"]
+    for mode in ("sync", "async")
+    if not (mode == "sync" and kind in ("aiohttp", "own-aiohttp"))  # aiohttp is async only
+]
+#: The loggers of the HTTP stack, all at DEBUG in the test.
+HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "aiohttp", "toolfold")
+
+
+def _logged_model(url: str, kind: str, client: Any) -> Any:
+    """A model on its own client (``own-<backend>``) or on ``client``, injected."""
+    options: dict[str, Any] = {}
+    if kind.startswith("own-"):
+        options["http"] = kind.removeprefix("own-")
+    elif isinstance(client, (httpx.Client, *([httpx2.Client] if httpx2 else []))):
+        options["http_client"] = client
+    else:
+        options["async_http_client"] = client
+    return toolfold.model(
+        "openai-compatible:m", base_url=f"{url}/v1", api_key=KEY, retry=0, **options
+    )
+
+
+def _injected(kind: str, mode: str) -> Any:
+    """The client to inject for ``kind`` (made in the loop that uses it), or None."""
+    if kind.startswith("own-"):
+        return None
+    if kind == "aiohttp":
+        return aiohttp.ClientSession()
+    package: Any = httpx2 if kind == "httpx2" else httpx
+    return package.Client() if mode == "sync" else package.AsyncClient()
+
+
+def _two_calls(url: str, kind: str, mode: str) -> None:
+    """An answer, then a 401 whose body echoes the key, through ``kind`` in ``mode``."""
+    if mode == "sync":
+        client = _injected(kind, mode)
+        model = _logged_model(url, kind, client)
+        try:
+            assert generate_text(model, "hi").text == "hello"
+            with pytest.raises(toolfold.AuthenticationError):
+                generate_text(model, "hi")
+        finally:
+            model.close()
+            if client is not None:
+                client.close()
+        return
+
+    async def run() -> None:
+        client = _injected(kind, mode)
+        model = _logged_model(url, kind, client)
+        try:
+            assert (await agenerate_text(model, "hi")).text == "hello"
+            with pytest.raises(toolfold.AuthenticationError):
+                await agenerate_text(model, "hi")
+        finally:
+            await model.aclose()
+            if isinstance(client, aiohttp.ClientSession):
+                await client.close()
+            elif client is not None:
+                await client.aclose()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(("kind", "mode"), LOGGED)
 def test_debug_logs_of_the_http_stack_never_show_the_key(
-    http_server: ScriptedServer, opened: list[Any], caplog: pytest.LogCaptureFixture
+    http_server: ScriptedServer, caplog: pytest.LogCaptureFixture, kind: str, mode: str
 ) -> None:
-    """With httpx, httpcore and toolfold logging at DEBUG, no log line holds the key."""
+    """With the HTTP stack's loggers at DEBUG, no log line holds the key, on every client."""
     message = {"role": "assistant", "content": "hello"}
-    http_server.add(Reply(json={"id": "r", "choices": [{"message": message}]}))
-    http_server.handler = None
-    with caplog.at_level(logging.DEBUG):
-        for name in ("httpx", "httpcore", "toolfold"):
-            # set_level puts the level back after the test: left at DEBUG, these
-            # loggers would fill every later test's log capture (and its memory).
-            caplog.set_level(logging.DEBUG, logger=name)
-        model = _model(http_server.url, opened, httpx.Client())
-        assert generate_text(model, "hi").text == "hello"
-        http_server.add(Reply(status=401, body=f'{{"error": {{"message": "{KEY}"}}}}'.encode()))
-        with pytest.raises(toolfold.AuthenticationError):
-            generate_text(model, "hi")
-    lines = [record.getMessage() for record in caplog.records]
-    assert any(line.startswith("HTTP Request") for line in lines)  # httpx did log
-    assert any("send_request_headers" in line for line in lines)  # httpcore did log
-    assert not [line for line in lines if KEY in line]
+    answers = [
+        lambda _: Reply(json={"id": "r", "choices": [{"message": message}]}),
+        # The key echoed in the body and in a header: httpcore logs the headers at DEBUG.
+        _echo(401, b'{"error": {"message": "bad key AUTH"}}'),
+    ]
+    http_server.handler = lambda request: answers[len(http_server.requests) - 1](request)
+    for name in HTTP_LOGGERS:
+        # set_level puts the level back after the test: left at DEBUG, these
+        # loggers would fill every later test's log capture (and its memory).
+        caplog.set_level(logging.DEBUG, logger=name)
+    _two_calls(http_server.url, kind, mode)
+    records = caplog.records
+    package = kind.removeprefix("own-")
+    if package in ("httpx", "httpx2"):  # they did log, so the check below checks something
+        core = package.replace("httpx", "httpcore")
+        assert any(r.name == package and r.getMessage().startswith("HTTP Request") for r in records)
+        assert any(
+            r.name.startswith(core) and "send_request_headers" in r.getMessage() for r in records
+        )
+    assert any(r.name.startswith("toolfold") for r in records)
+    assert not [r.getMessage() for r in records if KEY in r.getMessage()]
 
 
 def test_a_state_never_holds_the_key(http_server: ScriptedServer, opened: list[Any]) -> None:

@@ -38,6 +38,9 @@ def test_concurrent_faulty_runs_are_all_accounted_for(soak_url: str, backend: st
     report = soak(soak_url, backend, runs)
     assert check_soak(report) == []
     faults = Counter(o.plan.fault for r in report.rounds for o in r.outcomes)
+    print(
+        f"soak {backend}: {2 * runs} runs in 2 rounds of {runs}, faults {dict(sorted(faults.items()))}"
+    )
     assert set(faults) == set(FAULTS)
     assert sum(faults.values()) == 2 * runs
     assert report.fds[1] == report.fds[0]

@@ -4,7 +4,9 @@ Each event either gives a state that keeps every invariant (each call answered
 once, usage never decreasing, the log replaying to the state, an exact JSON
 round trip) or is refused with `InvalidTransitionError` / `InvalidEventError`
 without touching the state it was given. The budget is fixed and derandomized,
-so CI runs the same `EXAMPLES` x up to `STEPS` events every time.
+so CI runs the same `EXAMPLES` x up to `STEPS` events every time; the test
+counts the events accepted and refused over the whole run and fails unless
+both happened (a strategy drawing only refused events would check nothing).
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 from test_core_properties import _check_invariants, configs, next_events, noise
 
 from toolfold import InvalidTransitionError
@@ -35,6 +43,9 @@ from toolfold.runtime import (
 
 EXAMPLES = 150
 STEPS = 30
+
+#: Events accepted and refused, and the examples run, summed over one run of the test.
+TALLY: Counter[str] = Counter()
 
 
 class ReduceMachine(RuleBasedStateMachine):
@@ -68,6 +79,10 @@ class ReduceMachine(RuleBasedStateMachine):
             return
         self.state = new
         self.accepted += 1
+
+    def teardown(self) -> None:
+        """Add this example's counts to the test's tally."""
+        TALLY.update(accepted=self.accepted, refused=self.refused, examples=1)
 
     @rule(data=st.data())
     def plausible_event(self, data: Any) -> None:
@@ -131,14 +146,22 @@ class ReduceMachine(RuleBasedStateMachine):
         _check_invariants(self.state)
 
 
-ReduceMachine.TestCase.settings = settings(
+SETTINGS = settings(
     max_examples=EXAMPLES,
     stateful_step_count=STEPS,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-test_reduce_state_machine = ReduceMachine.TestCase
-test_reduce_state_machine.__doc__ = (
-    "Random event sequences keep every invariant or are refused cleanly."
-)
+
+
+def test_reduce_state_machine() -> None:
+    """Random event sequences keep every invariant or are refused cleanly, and both happen."""
+    TALLY.clear()
+    run_state_machine_as_test(ReduceMachine, settings=SETTINGS)
+    print(
+        f"reduce state machine: {TALLY['examples']} examples (up to {STEPS} steps each), "
+        f"{TALLY['accepted']} events accepted, {TALLY['refused']} refused"
+    )
+    assert TALLY["accepted"] > 0, TALLY  # the machine fed events reduce took, not only noise
+    assert TALLY["refused"] > 0, TALLY  # and events it refused
