@@ -353,3 +353,31 @@ def test_a_cut_text_ending_in_a_secrets_start_masks_it(text: str, shown: str) ->
         Secret("sk-proj-SECRETKEY0123456789abcdef"),
     )
     assert mask_cut_tail(redact(text, secrets), secrets) == shown
+
+
+@pytest.mark.parametrize("logger", ["httpx", "httpcore", "httpx2", "httpcore2", "aiohttp"])
+def test_redact_logs_filters_each_http_clients_own_logger(
+    installed: list[toolfold.adapters.RedactingFilter], logger: str
+) -> None:
+    """A handler attached to a client's own logger (not the root's) sees records scrubbed:
+    httpx2's core logs as ``httpcore2``, which the filter missed."""
+    key = "sk-" + "q" * 24
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    own = logging.getLogger(logger)
+    handler, level, propagate = Keep(), own.level, own.propagate
+    own.addHandler(handler)
+    own.setLevel(logging.DEBUG)
+    own.propagate = False
+    try:
+        installed.append(toolfold.adapters.redact_logs([key], handlers=[]))
+        own.debug("send_request_headers.started headers=[(b'Authorization', b'Bearer %s')]", key)
+    finally:
+        own.removeHandler(handler)
+        own.setLevel(level)
+        own.propagate = propagate
+    assert seen == ["send_request_headers.started headers=[(b'Authorization', b'Bearer ***')]"]

@@ -590,7 +590,7 @@ class RedactingFilter(logging.Filter):
 
 
 #: Loggers of the HTTP stacks a transport may run on, whose DEBUG output shows headers.
-HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "aiohttp", "toolfold")
+HTTP_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "aiohttp", "toolfold")
 
 
 def redact_logs(
@@ -599,7 +599,7 @@ def redact_logs(
     handlers: Iterable[logging.Handler] | None = None,
     key_headers: Iterable[str] = KEY_HEADERS,
 ) -> RedactingFilter:
-    """Scrub ``secrets`` from log output, httpx's and httpcore's DEBUG lines included.
+    """Scrub ``secrets`` from log output, the HTTP clients' DEBUG lines included.
 
     Adds one `RedactingFilter` to ``handlers`` (default: the root logger's
     handlers, where records of every logger end up), and to the loggers of
