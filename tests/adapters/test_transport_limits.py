@@ -822,6 +822,55 @@ def test_a_body_that_is_not_http_is_refused_and_not_sent_again(
     assert len(http_server.requests) == 1
 
 
+async def _astream_until_error(transport: Transport, first: threading.Event) -> BaseException:
+    try:
+        async for _ in transport.stream("chat/completions", {"m": 1}):
+            first.set()
+    except ProviderError as exc:
+        return exc
+    finally:
+        await transport.aclose()
+    raise AssertionError("the stream ended without an error")
+
+
+def _stream_until_error(transport: Transport, mode: str, first: threading.Event) -> BaseException:
+    """The error ending a stream in ``mode``; ``first`` is set once its first event arrived."""
+    if mode == "stream-async":
+        return asyncio.run(_astream_until_error(transport, first))
+    try:
+        for _ in transport.stream_sync("chat/completions", {"m": 1}):
+            first.set()
+    except ProviderError as exc:
+        return exc
+    finally:
+        transport.close()
+    raise AssertionError("the stream ended without an error")
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("stream-sync", "stream-async")))
+@pytest.mark.parametrize("kind", list(MALFORMED_BODIES))
+def test_a_stream_whose_framing_breaks_after_an_event_ends_with_a_stream_error(
+    http_server: ScriptedServer,
+    released: list[threading.Event],
+    backend: str,
+    mode: str,
+    kind: str,
+) -> None:
+    """A bad chunk size or an over-long trailer once an event was read: a StreamError on every
+    client. aiohttp put its parser's failure on the connection only, and the stream waited
+    for ever (its read timeout stopped too): the total timeout here would have ended it."""
+    first = gate(released)
+    event = sse({"n": 1})[0]
+    broken = MALFORMED_BODIES[kind].removeprefix(CHUNKED).removeprefix(b"2\r\n{}\r\n")
+    http_server.add(
+        Reply(raw=CHUNKED + b"%x\r\n%s\r\n" % (len(event), event), then=[first, broken])
+    )
+    transport = make(http_server, backend, timeout=Timeouts(read=10.0, total=10.0))
+    error = _stream_until_error(transport, mode, first)
+    assert type(error) is StreamError
+    assert len(http_server.requests) == 1
+
+
 #: Answers h11 (httpx, httpx2) reads and aiohttp refuses, each with what aiohttp says.
 STRICTER_IN_AIOHTTP = {
     # RFC 9110 section 8.6 lets a recipient take or refuse a repeated equal Content-Length.
