@@ -241,7 +241,7 @@ class Sender:
         except Exception as exc:
             response = await self._retried(call, backend, exc, per_await=per_await, bounded=bounded)
         else:
-            if response.status_code >= 300:  # (below: answered at once, no plan to build)
+            if response.status_code >= 300:  # (else answered at once: no plan to build)
                 response = await self._retried(
                     call, backend, response, per_await=per_await, bounded=bounded
                 )
@@ -572,8 +572,8 @@ class Sender:
 
         h11 refuses a 101 no upgrade was asked for and reads past any other 1xx
         (httpx, httpx2); aiohttp hands on a 101 and a status below 100 as the
-        answer. After a 101 the connection speaks another protocol: it is
-        closed, never given back to the pool.
+        answer. After a 101 the connection speaks another protocol: aiohttp
+        closes an upgraded connection instead of pooling it.
         """
         await response.aclose()
         return self._interim_error(response, url)
