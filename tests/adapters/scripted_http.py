@@ -71,6 +71,8 @@ class Reply:
             keep-alive connection does.
         raw: Send these bytes as the whole answer, verbatim (malformed
             answers, HTTP/1.0, 1xx...); the connection is closed after.
+        then: After ``raw``, more bytes sent verbatim; a `threading.Event`
+            pauses until it is set (an answer that breaks after a point).
         drip: Send ``raw`` (or, without it, a 200 head and an endless
             chunked body) one byte every this many seconds, until the
             server closes: a peer that is slow but never silent.
@@ -86,6 +88,7 @@ class Reply:
     delay_headers: threading.Event | None = None
     close_after: bool = False
     raw: bytes | None = None
+    then: Sequence[bytes | threading.Event] = ()
     drip: float | None = None
 
 
@@ -237,6 +240,11 @@ class ScriptedServer:
             return False
         if reply.raw is not None:
             sock.sendall(reply.raw)
+            for piece in reply.then:
+                if isinstance(piece, threading.Event):
+                    self._wait(piece)
+                else:
+                    sock.sendall(piece)
             return False
         headers = {k.lower(): v for k, v in reply.headers.items()}
         body = reply.body

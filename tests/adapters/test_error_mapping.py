@@ -6,9 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import h11
 import httpx
 import pytest
 import yaml
+import yarl
+from aiohttp import http_exceptions
 
 import toolfold
 from toolfold import (
@@ -27,6 +31,7 @@ from toolfold import (
 from toolfold.adapters._http._http_errors import (
     ErrorInfo,
     is_client_error,
+    malformed_answer,
     parse_error_body,
     status_error,
     transport_error,
@@ -269,3 +274,45 @@ def test_facade_exports_the_tree() -> None:
     ):
         assert getattr(toolfold, cls.__name__) is cls
         assert issubclass(cls, ProviderError)
+
+
+def _chained(exc: BaseException, cause: BaseException) -> BaseException:
+    exc.__cause__ = cause
+    return exc
+
+
+def test_only_a_parsers_own_error_is_a_malformed_answer() -> None:
+    """aiohttp's ClientResponseError is a malformed answer only with its parser's error under
+    it (a genuine status, from an injected session's raise_for_status, is not); a cut body
+    (ClientPayloadError over TransferEncodingError) and httpcore's own disconnect are not."""
+    info = aiohttp.RequestInfo(
+        url=yarl.URL("http://h/v1"), method="POST", headers={}, real_url=None
+    )
+    parsed = http_exceptions.BadStatusLine("HTTP/1.1 2OO OK")
+    refused = _chained(aiohttp.ClientResponseError(info, (), status=400, message="x"), parsed)
+    assert malformed_answer(refused) == f"BadStatusLine: {' '.join(parsed.message.split())}"
+    error = transport_error("p", refused, "http://h/v1")
+    assert type(error) is ProviderConnectionError
+    assert str(error).startswith("p at http://h/v1 sent a malformed HTTP answer: BadStatusLine")
+    assert type(transport_error("p", refused, "u", streaming=True)) is StreamError
+
+    genuine = aiohttp.ClientResponseError(info, (), status=400, message="Bad Request")
+    assert malformed_answer(genuine) is None
+    assert type(transport_error("p", genuine, "u")) is ProviderError
+
+    cut = _chained(
+        aiohttp.ClientPayloadError("not completed"), http_exceptions.TransferEncodingError("short")
+    )
+    assert malformed_answer(cut) is None
+    assert type(transport_error("p", cut, "u")) is ProviderConnectionError
+
+    request = httpx.Request("POST", "http://h/v1")
+    lost = httpx.RemoteProtocolError(
+        "Server disconnected without sending a response.", request=request
+    )
+    assert malformed_answer(lost) is None
+    bad = _chained(
+        httpx.RemoteProtocolError("illegal status line", request=request),
+        h11.RemoteProtocolError("illegal status line"),
+    )
+    assert malformed_answer(bad) == "RemoteProtocolError: illegal status line"

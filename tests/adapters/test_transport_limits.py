@@ -25,10 +25,12 @@ from scripted_http import Cut, Reply, ScriptedServer, gate, sse
 
 import toolfold
 from toolfold import (
+    MalformedResponseError,
     ModelConfigError,
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
+    RateLimitError,
     ServerError,
     StreamError,
 )
@@ -749,11 +751,172 @@ async def _no_sleep(_: float) -> None:
     pass
 
 
+# --- answers that are not HTTP ---------------------------------------------------------
+
+# Past h11's 100 KiB (httpx, httpx2) and aiohttp's 8,190 bytes: refused by every client.
+LONG_LINE = b"x-long: " + b"a" * 200_000 + b"\r\n"
+CHUNKED = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+
+#: Answers whose head no HTTP/1.1 client may accept, each the connection's last bytes.
+MALFORMED_HEADS = {
+    "bad-status": b"HTTP/1.1 2OO OK\r\ncontent-length: 2\r\n\r\n{}",
+    "negative-length": b"HTTP/1.1 200 OK\r\ncontent-length: -5\r\n\r\n{}",
+    "plus-length": b"HTTP/1.1 200 OK\r\ncontent-length: +2\r\n\r\n{}",
+    "underscore-length": b"HTTP/1.1 200 OK\r\ncontent-length: 1_0\r\n\r\n{}",
+    "conflicting-lengths": b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
+    "long-header": b"HTTP/1.1 200 OK\r\n" + LONG_LINE + b"content-length: 2\r\n\r\n{}",
+    "unasked-101": b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
+    b"connection: upgrade\r\n\r\n",
+    "status-99": b"HTTP/1.1 099 Odd\r\ncontent-length: 2\r\n\r\n{}",
+}  # fmt: skip
+
+#: Answers whose head is fine and whose chunked body is not, sent with the head.
+MALFORMED_BODIES = {
+    "chunk-0x": CHUNKED + b"0x2\r\n{}\r\n0\r\n\r\n",
+    "long-trailer": CHUNKED + b"2\r\n{}\r\n0\r\n" + LONG_LINE + b"\r\n",
+}
+
+
+def _malformed(server: ScriptedServer, backend: str, mode: str, raw: bytes) -> ProviderError:
+    """What a call in ``mode`` raises when every answer is ``raw``, under the default retries."""
+    server.handler = lambda _: Reply(raw=raw)
+    transport = make(
+        server, backend, retry=RetryPolicy(), sleep=_no_sleep, sleep_sync=lambda _: None
+    )
+    with pytest.raises(ProviderError) as caught:
+        call(transport, mode)
+    return caught.value
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("kind", list(MALFORMED_HEADS))
+def test_an_answer_that_is_not_http_is_a_connection_error_and_not_sent_again(
+    http_server: ScriptedServer, backend: str, mode: str, kind: str
+) -> None:
+    """A malformed head (an unasked 101 too) is a ProviderConnectionError saying so on every
+    client and mode, and the default policy does not send the request again: it was answered."""
+    error = _malformed(http_server, backend, mode, MALFORMED_HEADS[kind])
+    assert type(error) is ProviderConnectionError
+    where = f"openai at {http_server.url}/v1/chat/completions"
+    assert f"{where} sent a malformed HTTP answer: " in str(error)
+    if kind == "unasked-101":
+        assert "HTTP 101 (Switching Protocols)" in str(error)
+    if kind == "status-99":  # h11 refuses it as a status; aiohttp hands it on as the answer
+        assert "status_code should be in range [100, 200), not 99" in str(error) or (
+            "HTTP 99 as its final answer" in str(error)
+        )
+    assert len(http_server.requests) == 1
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("kind", list(MALFORMED_BODIES))
+def test_a_body_that_is_not_http_is_refused_and_not_sent_again(
+    http_server: ScriptedServer, backend: str, mode: str, kind: str
+) -> None:
+    """A bad chunk size or an over-long trailer: a ProviderConnectionError for a whole answer;
+    a StreamError once a stream started (httpx, httpx2), while aiohttp, which parses the
+    body's first bytes with its head, refuses the answer before any stream starts. Sent once."""
+    error = _malformed(http_server, backend, mode, MALFORMED_BODIES[kind])
+    streamed_past_head = mode.startswith("stream") and backend != "aiohttp"
+    assert type(error) is (StreamError if streamed_past_head else ProviderConnectionError)
+    assert len(http_server.requests) == 1
+
+
+async def _astream_until_error(transport: Transport, first: threading.Event) -> BaseException:
+    try:
+        async for _ in transport.stream("chat/completions", {"m": 1}):
+            first.set()
+    except ProviderError as exc:
+        return exc
+    finally:
+        await transport.aclose()
+    raise AssertionError("the stream ended without an error")
+
+
+def _stream_until_error(transport: Transport, mode: str, first: threading.Event) -> BaseException:
+    """The error ending a stream in ``mode``; ``first`` is set once its first event arrived."""
+    if mode == "stream-async":
+        return asyncio.run(_astream_until_error(transport, first))
+    try:
+        for _ in transport.stream_sync("chat/completions", {"m": 1}):
+            first.set()
+    except ProviderError as exc:
+        return exc
+    finally:
+        transport.close()
+    raise AssertionError("the stream ended without an error")
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("stream-sync", "stream-async")))
+@pytest.mark.parametrize("kind", list(MALFORMED_BODIES))
+def test_a_stream_whose_framing_breaks_after_an_event_ends_with_a_stream_error(
+    http_server: ScriptedServer,
+    released: list[threading.Event],
+    backend: str,
+    mode: str,
+    kind: str,
+) -> None:
+    """A bad chunk size or an over-long trailer once an event was read: a StreamError on every
+    client. aiohttp put its parser's failure on the connection only, and the stream waited
+    for ever (its read timeout stopped too): the total timeout here would have ended it."""
+    first = gate(released)
+    event = sse({"n": 1})[0]
+    broken = MALFORMED_BODIES[kind].removeprefix(CHUNKED).removeprefix(b"2\r\n{}\r\n")
+    http_server.add(
+        Reply(raw=CHUNKED + b"%x\r\n%s\r\n" % (len(event), event), then=[first, broken])
+    )
+    transport = make(http_server, backend, timeout=Timeouts(read=10.0, total=10.0))
+    error = _stream_until_error(transport, mode, first)
+    assert type(error) is StreamError
+    assert len(http_server.requests) == 1
+
+
+#: Answers h11 (httpx, httpx2) reads and aiohttp refuses, each with what aiohttp says.
+STRICTER_IN_AIOHTTP = {
+    # RFC 9110 section 8.6 lets a recipient take or refuse a repeated equal Content-Length.
+    "equal-lengths": (
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\n{}",
+        "Duplicate Content-Length",
+    ),
+    # aiohttp's limit is 8,190 bytes a line; h11's is 100 KiB for the whole head.
+    "9-kib-header": (
+        b"HTTP/1.1 200 OK\r\nx-long: " + b"a" * 9000 + b"\r\ncontent-length: 2\r\n\r\n{}",
+        "Got more than 8190 bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+@pytest.mark.parametrize("kind", list(STRICTER_IN_AIOHTTP))
+def test_what_h11_reads_aiohttp_refuses_as_an_answer_that_is_not_http(
+    http_server: ScriptedServer, backend: str, mode: str, kind: str
+) -> None:
+    """An equal repeated Content-Length or a 9 KiB header line: h11 reads the answer, aiohttp
+    refuses it with the malformed answer's error (left as each parser draws its line)."""
+    raw, said = STRICTER_IN_AIOHTTP[kind]
+    if backend == "aiohttp":
+        error = _malformed(http_server, backend, mode, raw)
+        assert type(error) is ProviderConnectionError
+        assert "sent a malformed HTTP answer" in str(error)
+        assert said in str(error)
+        assert len(http_server.requests) == 1
+    else:
+        http_server.add(Reply(raw=raw))
+        assert call(make(http_server, backend), mode) == {}
+
+
 # --- 1,000 failures of every kind leak nothing -------------------------------------------
 
 KINDS = ["500", "429-ms", "reset-before", "reset-after", "cut-stream", "inband-error", "malformed-json", "big",
          "br", "bomb", "bad-status", "bad-length", "bad-chunk", "unasked-101"]  # fmt: skip
 FAILURES = 1000
+#: The error of each kind, the same on every client and mode.
+FAILS_AS = {"500": ServerError, "429-ms": RateLimitError, "reset-before": ProviderConnectionError,
+            "reset-after": ProviderConnectionError, "cut-stream": StreamError,
+            "inband-error": StreamError, "malformed-json": MalformedResponseError,
+            "big": ProviderError, "br": ProviderError, "bomb": ProviderError,
+            "bad-status": ProviderConnectionError, "bad-length": ProviderConnectionError,
+            "bad-chunk": ProviderConnectionError, "unasked-101": ProviderConnectionError}  # fmt: skip
 
 
 @pytest.mark.once  # 1,000 requests per cell: the load is the subject; first Python only
@@ -762,7 +925,8 @@ FAILURES = 1000
 def test_a_thousand_failures_leak_nothing(
     fault_url: str, backend: str, mode: str, kind: str
 ) -> None:
-    """1,000 failures of a kind on a 2-connection pool, then a good call; fds and threads as before."""
+    """1,000 failures of a kind on a 2-connection pool, each its kind's error class, then a good
+    call; fds and threads as before."""
     before = resources()
     transport = Transport(
         "openai",
@@ -775,7 +939,7 @@ def test_a_thousand_failures_leak_nothing(
     )
     fail = {"x-fault": kind}
     stream = kind in ("cut-stream", "inband-error")
-    failures = 0
+    raised: list[type[ProviderError]] = []  # the class of each failure
     if mode == "sync":
         for _ in range(FAILURES):
             try:
@@ -783,14 +947,13 @@ def test_a_thousand_failures_leak_nothing(
                     list(transport.stream_sync("chat/completions", {"stream": True}, headers=fail))
                 else:
                     transport.post_json_sync("chat/completions", {}, headers=fail)
-            except ProviderError:
-                failures += 1
+            except ProviderError as error:
+                raised.append(type(error))
         good = transport.post_json_sync("chat/completions", {}, headers={"x-fault": "none"})
         transport.close()
     else:
 
         async def run() -> Any:
-            nonlocal failures
             for _ in range(FAILURES):
                 try:
                     if stream:
@@ -800,14 +963,14 @@ def test_a_thousand_failures_leak_nothing(
                             pass
                     else:
                         await transport.post_json("chat/completions", {}, headers=fail)
-                except ProviderError:
-                    failures += 1
+                except ProviderError as error:
+                    raised.append(type(error))
             answer = await transport.post_json("chat/completions", {}, headers={"x-fault": "none"})
             await transport.aclose()
             return answer
 
         good = asyncio.run(run())
-    assert failures == FAILURES
+    assert raised == [FAILS_AS[kind]] * FAILURES
     assert good["choices"][0]["message"]["content"] == "The sum is 5."
     assert resources() == before
 
@@ -864,3 +1027,45 @@ def test_an_unknown_backend_is_refused() -> None:
     """http= names one of the backends."""
     with pytest.raises(ModelConfigError, match="httpx, httpx2, aiohttp"):
         toolfold.model("openai:m", base_url="http://127.0.0.1:9/v1", api_key=KEY, http="curl")
+
+
+#: Base URLs each provider's model refuses: a request path joined to the first two
+#: went into the query (``POST /v1?x=1/chat/completions``); ``""`` read as none and
+#: fell back to the provider's own host.
+BAD_BASE_URLS = [
+    ("{root}/v1?x=1", r"base_url '[^']*/v1\?x=1' must not have a \?query"),
+    ("{root}/v1?", r"base_url '[^']*/v1\?' must not have a \?query"),
+    ("{root}/v1#top", r"base_url '[^']*/v1#top' must not have a #fragment"),
+    ("{root}/v1#", r"base_url '[^']*/v1#' must not have a #fragment"),
+    ("{root}/v%zz1", r"base_url '[^']*/v%zz1' has a % that is not followed by two hex digits"),
+    ("{root}/v1%2", r"base_url '[^']*/v1%2' has a % that is not followed by two hex digits"),
+    ("http://127.0.0.1:0/v1", r"base_url 'http://127.0.0.1:0/v1' names port 0"),
+    ("", r"base_url is empty"),
+]
+PROVIDERS = [
+    "openai:m",
+    "groq:m",
+    "openai-responses:m",
+    "anthropic:claude-x",
+    "gemini:g",
+    "ollama:l",
+]
+
+
+@pytest.mark.parametrize("model", PROVIDERS)
+@pytest.mark.parametrize(("url", "message"), BAD_BASE_URLS)
+def test_a_base_url_requests_cannot_be_joined_to_is_refused_when_the_model_is_built(
+    http_server: ScriptedServer, model: str, url: str, message: str
+) -> None:
+    """A query, fragment, bad percent escape, port 0 or empty base URL is a ModelConfigError
+    naming base_url and the problem, before any connection, for every provider."""
+    with pytest.raises(ModelConfigError, match=message):
+        toolfold.model(model, base_url=url.format(root=http_server.url), api_key=KEY)
+    assert http_server.connections == 0
+
+
+@pytest.mark.parametrize("model", PROVIDERS)
+def test_a_base_url_with_a_percent_escape_is_taken(model: str) -> None:
+    """A well-formed escape (``%2F``, ``%7e``) is no bad escape: the model is built."""
+    built = toolfold.model(model, base_url="http://127.0.0.1:9/v1%2Fx/%7e", api_key=KEY)
+    assert built.base_url == "http://127.0.0.1:9/v1%2Fx/%7e"

@@ -42,6 +42,7 @@ from toolfold._errors import (
 )
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._dialects import CompiledTool, check_arguments
+from toolfold.adapters._http._checks import check_base_url
 from toolfold.adapters._http._keys import Secret, mask_url, resolve_api_key
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._transport import ErrorParser, Transport
@@ -207,6 +208,10 @@ class ProviderModel:
         headers: Mapping[str, str] | None = None,
     ) -> None:
         self.model_name = model_name
+        if base_url is not None:
+            # The URL as given: an empty one would read as none and fall back
+            # to the provider's own (see `check_base_url`).
+            check_base_url(base_url)
         endpoint = self._endpoint(base_url)
         key = resolve_api_key(
             endpoint.provider, api_key, env_vars=endpoint.key_env, required=endpoint.key_required

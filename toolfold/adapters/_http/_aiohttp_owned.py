@@ -22,6 +22,10 @@ exactly when aiohttp's would, with aiohttp's own error (``_on_read_timeout``);
 the timer is replaced only when it would fire after a shorter timeout's
 deadline, and cancelled when the connection is lost.
 
+**A body aiohttp's parser refuses.** A bad chunk size or an over-long trailer
+line after the head fails the connection only; the same protocol also fails
+the body being read (`WatchedReads.set_exception`), which otherwise waited for good.
+
 The hooks are aiohttp's internal methods ``_reschedule_timeout`` and
 ``_drop_timeout`` (both in aiohttp since 3.3) and the connector's protocol
 factory; should a release rename them, aiohttp's own timers run instead
@@ -36,8 +40,9 @@ import operator
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from aiohttp import ClientResponse
+from aiohttp import ClientPayloadError, ClientResponse
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.http_exceptions import HttpProcessingError
 
 from toolfold.adapters._http._backends import (
     READ_IN_PIECES,
@@ -83,7 +88,8 @@ class Reply(ClientResponse):
 
 
 class WatchedReads(ResponseHandler):
-    """aiohttp's connection protocol, its read timeout kept by one timer (see the module)."""
+    """aiohttp's connection protocol, its read timeout kept by one timer (see the module),
+    and its parser's failure in a body given to that body (`set_exception`)."""
 
     __slots__ = ("_due", "_progress_at", "_watching")
 
@@ -129,6 +135,24 @@ class WatchedReads(ResponseHandler):
         else:
             self._read_timeout_handle = self._loop.call_at(due, self._check_reads)
             self._due = due
+
+    def set_exception(self, exc: BaseException, *cause: BaseException) -> None:
+        """Fail the connection, and the body being read with it.
+
+        aiohttp (3.14) puts its parser's failure in the middle of a body (a bad
+        chunk size, an over-long trailer line, after the head was handed on)
+        on the connection alone and stops its read timeout: the body's reader
+        then waited for data that could no longer come, for ever under the
+        default timeouts. It gets the failure as aiohttp gives a body cut by
+        the connection, a ``ClientPayloadError``.
+        """
+        payload = getattr(self, "_payload", None)  # (an aiohttp internal: checked, not assumed)
+        super().set_exception(exc, *cause)
+        if not isinstance(exc, HttpProcessingError):
+            return  # a read timeout, a lost connection: aiohttp fails the body itself
+        if payload is not None and not payload.is_eof() and payload.exception() is None:
+            failure = ClientPayloadError(f"Response payload is not completed: {exc!r}")
+            payload.set_exception(failure, *cause)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         super().connection_lost(exc)

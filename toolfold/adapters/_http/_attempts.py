@@ -15,7 +15,10 @@ retryable, while retries are left and the wait fits in the total timeout. A
 connection that could not be opened (the request was never written) is a
 `ProviderConnectionError`; one that dropped after the request was written is one too,
 and both are retried only when ``retry_connection_errors`` is on; a timeout only
-when ``retry_timeouts`` is on. Once a 2xx answer has started nothing is sent again.
+when ``retry_timeouts`` is on. An answer that arrived but is not HTTP (a bad
+status line, an unasked 101) is a `ProviderConnectionError` that is never sent
+again: the server read the request and answered, which no policy setting calls
+a lost connection. Once a 2xx answer has started nothing is sent again.
 """
 
 from __future__ import annotations
@@ -77,8 +80,11 @@ class Plan:
         random: A float in [0, 1), for the jitter.
         status_failure: Maps a `Failed` answer to its error and the body's
             retry verdict and hint: ``(error, retryable, hint)``.
-        exception_failure: Maps a client exception to its `ProviderError`
-            (re-raises exceptions that are not the client's).
+        exception_failure: Maps a client exception to its `ProviderError` and
+            whether it may be sent again: ``(error, retryable)``, ``retryable``
+            False when the answer arrived but is not HTTP, else None (the
+            policy decides by the error's class). Re-raises exceptions that
+            are not the client's.
         total_timeout: The error for a call that ran past ``deadline``.
         label: ``POST <url>``, for the log.
         cap: Cut each attempt's timeouts to the time left before ``deadline``
@@ -91,7 +97,7 @@ class Plan:
     clock: Callable[[], float]
     random: Callable[[], float]
     status_failure: Callable[[Failed], tuple[ProviderError, bool | None, float | None]]
-    exception_failure: Callable[[BaseException], ProviderError]
+    exception_failure: Callable[[BaseException], tuple[ProviderError, bool | None]]
     total_timeout: Callable[[], ProviderTimeoutError]
     label: str
     cap: bool = True
@@ -106,8 +112,8 @@ def attempts(plan: Plan, first: Outcome) -> Generator[Send | Sleep, Outcome, Any
     outcome = first
     while True:
         if isinstance(outcome, BaseException):
-            error = plan.exception_failure(outcome)
-            delay = _exception_delay(plan, retry, error)
+            error, retryable = plan.exception_failure(outcome)
+            delay = None if retryable is False else _exception_delay(plan, retry, error)
             if delay is None:
                 raise error from outcome
         elif isinstance(outcome, Failed):

@@ -76,9 +76,20 @@ def check_header_value(value: object, option: str, *, secret: bool = False) -> N
 
 
 def check_base_url(url: object, option: str = "base_url") -> None:
-    """Refuse a URL that is not ``http(s)://host[:port][/path]`` in printable ASCII."""
+    """Refuse a URL that is not ``http(s)://host[:port][/path]`` in printable ASCII.
+
+    Request paths are joined to it as text, so a ``?query`` or ``#fragment``
+    would end up before them (``POST /v1?x=1/chat/completions``); a ``%`` that
+    starts no escape is read differently by each client; port 0 reaches no
+    server; an empty URL is no URL (the provider's own is used when none is given).
+    """
     if not isinstance(url, str):
         raise ModelConfigError(f"{option} must be a string, not {type(url).__name__}")
+    if not url:
+        raise ModelConfigError(
+            f"{option} is empty: give the API root (http:// or https://), "
+            "or leave it out for the provider's own"
+        )
     shown = mask_url(url)  # a password in the URL is a secret
     if not url.isascii() or any(c.isspace() or not c.isprintable() for c in url):
         raise ModelConfigError(
@@ -87,15 +98,32 @@ def check_base_url(url: object, option: str = "base_url") -> None:
         )
     try:
         parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 -- raises ValueError on a bad port
+        port = parts.port  # raises ValueError on a bad port
     except ValueError as exc:
         raise ModelConfigError(f"{option} {shown!r} is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ModelConfigError(
             f"{option} {shown!r} must start with http:// or https:// and name a host"
         )
-    if parts.fragment:
+    if "#" in url:
         raise ModelConfigError(f"{option} {shown!r} must not have a #fragment")
+    if "?" in url:
+        raise ModelConfigError(
+            f"{option} {shown!r} must not have a ?query: each request's path is added "
+            "after the base URL and would land inside the query; send what it carries "
+            "in headers= instead"
+        )
+    if _BAD_ESCAPE.search(url):
+        raise ModelConfigError(
+            f"{option} {shown!r} has a % that is not followed by two hex digits "
+            "(write a % itself as %25)"
+        )
+    if port == 0:
+        raise ModelConfigError(f"{option} {shown!r} names port 0, where no server can be reached")
+
+
+# A percent escape is "%" and two hex digits (RFC 3986 section 2.1).
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 def check_url_credentials(url: str, sends_authorization: bool) -> None:

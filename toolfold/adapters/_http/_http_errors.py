@@ -3,7 +3,10 @@
 Two entry points: `status_error` turns a non-2xx response into the right
 `ProviderError` child, and `transport_error` turns any httpx exception (or an
 OS-level one from a custom client) into `ProviderConnectionError`,
-`ProviderTimeoutError` or `StreamError`. `parse_error_body` reads the error bodies of every provider in
+`ProviderTimeoutError` or `StreamError`. An answer that is not HTTP at all (a
+bad status line or ``Content-Length``, a line over the parser's limit, an
+interim 1xx status as the final answer) is found by `malformed_answer` and
+named by `malformed_error`, the same way on every client. `parse_error_body` reads the error bodies of every provider in
 providers.md (OpenAI and the compatible family, Mistral's flat shape, Anthropic,
 Gemini and its list-wrapped variant, OpenRouter's integer codes); an adapter
 with another shape passes its own parser to the transport.
@@ -253,8 +256,67 @@ def transport_error(
         return ProviderError(f"too many redirects from {where}{detail}", provider=provider)
     if "InvalidURL" in names:
         return ProviderConnectionError(f"invalid URL for {where}{detail}", provider=provider)
+    if "ClientResponseError" in names:
+        # aiohttp's parser refused the answer (with a status 400 no server sent);
+        # a genuine status of an injected session's raise_for_status has no such cause.
+        broken = malformed_answer(exc)
+        if broken is not None:
+            if streaming:
+                return StreamError(
+                    f"the stream from {where} broke HTTP before it ended ({broken})",
+                    provider=provider,
+                )
+            return malformed_error(provider, url, broken)
     # StreamConsumed / StreamClosed / CookieConflict...: a client used the wrong way.
     return ProviderError(f"HTTP client error with {where}{detail}", provider=provider)
+
+
+def malformed_answer(exc: BaseException) -> str | None:
+    """What was wrong, when ``exc`` says the server answered with something that is not HTTP.
+
+    The clients' HTTP/1.1 parsers raise their own exception, which the client
+    chains under its own: h11's ``RemoteProtocolError`` (under httpx and httpx2:
+    ``illegal status line``, ``bad Content-Length``, ``conflicting Content-Length
+    headers``, ``Receive buffer too long``...), or one of ``aiohttp.http_exceptions``
+    (``BadStatusLine``, ``BadHttpMessage``, ``LineTooLong``...) under aiohttp's
+    ``ClientResponseError``. Only the chain is read, so a lost connection (httpcore's
+    own ``Server disconnected without sending a response``, aiohttp's
+    ``ServerDisconnectedError``) and a cut body (aiohttp's ``ClientPayloadError``) are
+    not taken for one. Asked only while the answer's head is awaited: once it
+    arrived, h11's error is also how a cut body shows.
+    """
+    aiohttp = "ClientResponseError" in {cls.__name__ for cls in type(exc).__mro__}
+    parser: BaseException | None = None  # aiohttp's, the innermost: the most precise
+    cause: BaseException | None = exc
+    for _ in range(8):  # the clients chain two or three deep
+        if cause is None:
+            break
+        module = type(cause).__module__
+        if module.split(".")[0] == "h11" and type(cause).__name__ == "RemoteProtocolError":
+            if "_SWITCH_UPGRADE" in str(cause):  # h11's name for a 101
+                return interim_answer(101)
+            return f"{type(exc).__name__}: {exc}"
+        if aiohttp and module == "aiohttp.http_exceptions":
+            parser = cause
+        cause = cause.__cause__ or cause.__context__
+    if parser is None:
+        return None
+    said = " ".join(str(getattr(parser, "message", "") or parser).split())
+    return f"{type(parser).__name__}: {said}"
+
+
+def interim_answer(status: int) -> str:
+    """What is wrong with an answer whose final status is ``status``, below 200."""
+    if status == 101:
+        return "HTTP 101 (Switching Protocols) as its answer, though no upgrade was asked for"
+    return f"HTTP {status} as its final answer, a status below 200"
+
+
+def malformed_error(provider: str, url: str, what: str) -> ProviderConnectionError:
+    """The error of an answer that is not HTTP; ``what`` says why (`malformed_answer`)."""
+    return ProviderConnectionError(
+        f"{provider} at {url} sent a malformed HTTP answer: {what}", provider=provider
+    )
 
 
 def inband_error(provider: str, event_name: str | None, data: str) -> StreamError | None:

@@ -129,7 +129,8 @@ class RetryPolicy:
             good; give a large bound (at most a day) and a
             ``Timeouts(total=...)`` instead.
         retry_connection_errors: Retry when the connection failed or dropped
-            before any response arrived.
+            before any response arrived. An answer that arrived but is not
+            HTTP (a bad status line, an unasked 101) is never retried.
         retry_timeouts: Retry after a connect or read timeout.
 
     Raises:

@@ -42,7 +42,10 @@ from toolfold.adapters._http._body import BodyCut, BodyError, BodyReader, plain_
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import (
     ErrorInfo,
+    interim_answer,
     is_client_error,
+    malformed_answer,
+    malformed_error,
     status_error,
     transport_error,
 )
@@ -183,6 +186,8 @@ class Sender:
                 response = await self._retried(
                     call, backend, response, per_await=False, bounded=False
                 )
+        if response.status_code < 200:
+            raise await self._interim(response, url)
         if type(response) in READ_IN_PIECES:
             body: bytes | None = response.arrived()  # taken whole, the connection given back
             # The usual small answer: no coroutine to read it, and, uncompressed
@@ -234,10 +239,15 @@ class Sender:
         try:
             response = await self._attempt(backend, call, timeout, per_await=per_await)
         except Exception as exc:
-            return await self._retried(call, backend, exc, per_await=per_await, bounded=bounded)
-        if response.status_code < 300:
-            return response  # answered at once: no plan to build
-        return await self._retried(call, backend, response, per_await=per_await, bounded=bounded)
+            response = await self._retried(call, backend, exc, per_await=per_await, bounded=bounded)
+        else:
+            if response.status_code >= 300:  # (else answered at once: no plan to build)
+                response = await self._retried(
+                    call, backend, response, per_await=per_await, bounded=bounded
+                )
+        if response.status_code < 200:
+            raise await self._interim(response, call.url)
+        return response
 
     async def _retried(
         self, call: Call, backend: Any, outcome: Any, *, per_await: bool, bounded: bool
@@ -280,6 +290,9 @@ class Sender:
             except Exception as exc:
                 outcome = exc
             else:
+                if response.status_code < 200:
+                    response.close()
+                    raise self._interim_error(response, call.url)
                 if response.status_code < 300 and plan is None:
                     return response  # answered at once: no plan to build
                 ok = response.status_code < 300
@@ -542,12 +555,32 @@ class Sender:
             error.args = (f"{error.args[0]} ({failed.cut})", *error.args[1:])
         return self.scrub(error), info.retryable, info.retry_after
 
-    def _exception_failure(self, exc: BaseException, call: Call) -> ProviderError:
+    def _exception_failure(
+        self, exc: BaseException, call: Call
+    ) -> tuple[ProviderError, bool | None]:
         if self._ran_out(call):
-            return self.total_timeout(call.url)
+            return self.total_timeout(call.url), None
         if not (self.foreign or is_client_error(exc)):
             raise exc
-        return self.scrub(transport_error(self.provider, exc, call.url))
+        what = malformed_answer(exc)
+        if what is not None:  # answered, not lost: never sent again (see `_attempts`)
+            return self.scrub(malformed_error(self.provider, call.url, what)), False
+        return self.scrub(transport_error(self.provider, exc, call.url)), None
+
+    async def _interim(self, response: Any, url: str) -> ProviderError:
+        """The error of an answer whose final status is below 200, its connection let go.
+
+        h11 refuses a 101 no upgrade was asked for and reads past any other 1xx
+        (httpx, httpx2); aiohttp hands on a 101 and a status below 100 as the
+        answer. After a 101 the connection speaks another protocol: aiohttp
+        closes an upgraded connection instead of pooling it.
+        """
+        await response.aclose()
+        return self._interim_error(response, url)
+
+    def _interim_error(self, response: Any, url: str) -> ProviderError:
+        what = interim_answer(int(response.status_code))
+        return self.scrub(malformed_error(self.provider, url, what))
 
     def _read_failure(self, exc: Exception, call: Call) -> BaseException:
         if self._ran_out(call):
