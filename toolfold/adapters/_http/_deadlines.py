@@ -73,13 +73,21 @@ def cap_socket_io(client: Any) -> None:
         backend = getattr(pool, "_network_backend", None)
         if backend is None or isinstance(backend, _DeadlineBackend):
             continue
-        if not callable(getattr(pool, "handle_request", None)):
-            continue  # an async pool: async calls are cancelled at the deadline instead
-        # httpcore's or httpcore2's timeouts, as the pool's own package raises them
-        core = importlib.import_module(type(pool).__module__.split(".")[0])
+        core = _core(pool)
+        if core is None or not callable(getattr(pool, "handle_request", None)):
+            continue  # not httpcore's, or an async pool (async calls are cancelled instead)
         pool._network_backend = _DeadlineBackend(backend, core)
         for connection in list(getattr(pool, "_connections", ())):
             _cap_open(connection, core)
+
+
+def _core(pool: Any) -> Any:
+    """The package of ``pool``, httpcore or httpcore2, whose timeouts its streams raise; else None."""
+    for cls in type(pool).__mro__:
+        name = cls.__module__.split(".")[0]
+        if name in ("httpcore", "httpcore2"):
+            return importlib.import_module(name)
+    return None
 
 
 def _cap_open(connection: Any, core: Any) -> None:
