@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gzip
+import importlib
 import json
 import threading
 import zlib
@@ -35,6 +36,7 @@ from toolfold import (
     StreamError,
 )
 from toolfold.adapters import HttpLimits, RetryPolicy, Timeouts, Transport
+from toolfold.adapters._http import _deadlines
 from toolfold.adapters._http._body import BodyReader
 
 KEY = "sk-limits-0123456789"
@@ -84,6 +86,88 @@ def test_total_bounds_a_dripping_answer(
     transport = make(http_server, backend, timeout=Timeouts(read=30.0, total=0.3))
     with pytest.raises(ProviderTimeoutError, match=r"total timeout of 0\.3 s"):
         call(transport, mode)
+
+
+# A dripping answer's head is 5,000 bytes, 100 s at a byte every 20 ms: a call
+# not bounded by its total of 0.3 s is still reading it when this guard, far
+# beyond the total, gives up on it (it fails the test instead of hanging it).
+GUARD = 30.0
+INJECTED = [name for name in OWNED if name != "aiohttp"]  # blocking clients with httpx's API
+
+
+def guarded(work: Any) -> BaseException | None:
+    """What ``work()`` raised (None: nothing), once it ended; it must end within `GUARD`."""
+    raised: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            raised.append(exc)
+        else:
+            raised.append(None)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(GUARD)
+    assert raised, f"the call was still running {GUARD} s after it started"
+    return raised[0]
+
+
+@pytest.mark.parametrize("package", INJECTED)
+@pytest.mark.parametrize("mode", ["post-sync", "stream-sync"])
+@pytest.mark.parametrize("where", ["head", "body"])
+@pytest.mark.parametrize("opened", [True, False], ids=["connection-open", "no-connection"])
+def test_total_bounds_a_dripping_answer_on_an_injected_blocking_client(
+    http_server: ScriptedServer, package: str, mode: str, where: str, opened: bool
+) -> None:
+    """An injected blocking client reading a dripping answer stops at the total, and stays usable.
+
+    Only the clients toolfold made had their socket reads capped by the total:
+    an injected one read a head dripping a byte a second to its end (about
+    three minutes for a common head) before the deadline was checked between
+    the pieces of the body. Its connection to the dripping server is closed,
+    not kept: a one-connection pool serves the next request; and a connection
+    the client had open before the model was made (``connection-open``, which
+    the call reuses) is capped as well as one it opens for the call.
+    """
+    client_class = importlib.import_module(package)
+    head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-pad: " + b"a" * 5000 + b"\r\n\r\n{}"
+    if opened:
+        http_server.add(Reply(json={"before": True}))
+    http_server.add(Reply(drip=0.02, raw=head if where == "head" else None))
+    http_server.add(Reply(json={"after": True}))
+    limits = client_class.Limits(max_connections=1)
+    timeout = client_class.Timeout(30.0, pool=GUARD / 3)  # a slot never given back fails
+    with client_class.Client(timeout=timeout, limits=limits) as client:
+        if opened:
+            assert client.post(f"{http_server.url}/before").json() == {"before": True}
+        transport = Transport(
+            "openai",
+            f"{http_server.url}/v1",
+            KEY,
+            http_client=client,
+            retry=0,
+            timeout=Timeouts(total=0.3),
+        )
+        raised = guarded(lambda: call(transport, mode))
+        assert isinstance(raised, ProviderTimeoutError), raised
+        assert "total timeout of 0.3 s" in str(raised)
+        assert client.post(f"{http_server.url}/after").json() == {"after": True}
+    assert http_server.connections == 2  # the one opened first, then one for the last request
+
+
+@pytest.mark.parametrize("package", INJECTED)
+def test_a_client_injected_twice_is_capped_once(package: str) -> None:
+    """A blocking client given to two transports gets one deadline layer, not one per transport
+    (each would cost every socket read of the client a call more)."""
+    client_class = importlib.import_module(package)
+    with client_class.Client() as client:
+        for _ in range(2):
+            Transport("openai", "http://127.0.0.1:9/v1", KEY, http_client=client).close()
+        capped = client._transport._pool._network_backend
+        assert isinstance(capped, _deadlines._DeadlineBackend)
+        assert not isinstance(capped._inner, _deadlines._DeadlineBackend)
 
 
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))

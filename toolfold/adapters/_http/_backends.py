@@ -16,31 +16,29 @@ whichever client.
   under many concurrent runs (bench/bench_http.py); blocking calls of a model
   built with it use the default client.
 
-A blocking call cannot be interrupted from outside, so for the clients the
-transport makes itself, every socket read and write is capped by the time
-left before the call's total deadline (`sync_deadline`, set by the
-transport): a server dripping one byte a second cannot stretch a call past
-``total``.
+A blocking call cannot be interrupted from outside, so for the blocking
+httpx/httpx2 clients, the transport's own and injected ones, every socket
+read and write is capped by the time left before the call's total deadline
+(`_deadlines`): a server dripping one byte a second cannot stretch a call
+past ``total``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import importlib
 import inspect
 import logging
 import re
 import sys
-import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._http._deadlines import cap_socket_io
 from toolfold.adapters._http._proxies import aiohttp_proxy, system_spares, without_credentials
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 
@@ -56,7 +54,6 @@ __all__ = [
     "default_backend",
     "make_async",
     "make_sync",
-    "sync_deadline",
 ]
 
 BACKENDS = ("httpx", "httpx2", "aiohttp")
@@ -332,12 +329,7 @@ def make_sync(
     package = _package(name)
     spared = trust_env and system_spares(url, urllib.request.getproxies())
     client = _owned_client(package, package.Client, timeouts, limits, url, trust_env, spared)
-    core = importlib.import_module(_core_name(name))
-    # The client's pool and, when the environment names proxies, each proxy's.
-    mounts: Mapping[Any, Any] = getattr(client, "_mounts", {})
-    for transport in (getattr(client, "_transport", None), *mounts.values()):
-        if transport is not None:
-            _cap_socket_io(transport, core)
+    cap_socket_io(client)  # the total deadline, kept while the head is read too
     return OwnedHttpxBackend(client, timeouts=timeouts)
 
 
@@ -514,111 +506,6 @@ def _own_timeouts(
 ) -> bool:
     """Whether an attempt with timeouts ``t`` needs none of its own: the client's apply."""
     return t is None or t is made_with or _attempt_timeouts(t) == defaults
-
-
-def _core_name(name: str) -> str:
-    return "httpcore2" if name == "httpx2" else "httpcore"
-
-
-# --- the total deadline of blocking calls ------------------------------------------
-
-_local = threading.local()
-
-
-def sync_deadline(seconds_left: float | None) -> contextlib.AbstractContextManager[None]:
-    """Cap every socket read and write of this thread's owned clients to ``seconds_left``."""
-    # A class, not a generator-based context manager: the transport enters one
-    # per request and per piece of a body.
-    if seconds_left is None:
-        return _NO_DEADLINE
-    return _Deadline(time.monotonic() + seconds_left)
-
-
-class _Deadline:
-    """Sets the thread's deadline to ``at`` while entered, then puts the outer one back."""
-
-    __slots__ = ("_at", "_outer")
-
-    def __init__(self, at: float) -> None:
-        self._at = at
-        self._outer: float | None = None
-
-    def __enter__(self) -> None:
-        self._outer = getattr(_local, "at", None)
-        _local.at = self._at
-
-    def __exit__(self, *exc_info: object) -> None:
-        _local.at = self._outer
-
-
-_NO_DEADLINE = contextlib.nullcontext()
-
-
-def _cap_socket_io(transport: Any, core: Any) -> None:
-    # httpx builds its httpcore pool without a way to pass a network backend;
-    # wrapping the pool's backend is the one hook for per-read deadlines.
-    pool: Any = getattr(transport, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if backend is not None:
-        pool._network_backend = _DeadlineBackend(backend, core)
-
-
-def _capped(timeout: float | None, error: type[Exception]) -> float | None:
-    at: float | None = getattr(_local, "at", None)
-    if at is None:
-        return timeout
-    left: float = at - time.monotonic()
-    if left <= 0:
-        raise error("the total timeout ran out")
-    return left if timeout is None else min(timeout, left)
-
-
-class _DeadlineStream:
-    """An httpcore network stream whose reads and writes end by the thread's deadline."""
-
-    def __init__(self, stream: Any, core: Any) -> None:
-        self._stream, self._core = stream, core
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data: bytes = self._stream.read(max_bytes, _capped(timeout, self._core.ReadTimeout))
-        return data
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _capped(timeout, self._core.WriteTimeout))
-
-    def close(self) -> None:
-        self._stream.close()
-
-    def start_tls(
-        self, ssl_context: Any, server_hostname: str | None = None, timeout: Any = None
-    ) -> Any:
-        capped = _capped(timeout, self._core.ConnectTimeout)
-        return _DeadlineStream(
-            self._stream.start_tls(ssl_context, server_hostname, capped), self._core
-        )
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-
-class _DeadlineBackend:
-    """httpcore's blocking network backend, its streams wrapped in `_DeadlineStream`."""
-
-    def __init__(self, inner: Any, core: Any) -> None:
-        self._inner, self._core = inner, core
-
-    def connect_tcp(
-        self, host: str, port: int, timeout: float | None = None, **options: Any
-    ) -> Any:
-        capped = _capped(timeout, self._core.ConnectTimeout)
-        return _DeadlineStream(self._inner.connect_tcp(host, port, capped, **options), self._core)
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None, **options: Any) -> Any:
-        capped = _capped(timeout, self._core.ConnectTimeout)
-        return _DeadlineStream(self._inner.connect_unix_socket(path, capped, **options), self._core)
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
 
 
 # --- aiohttp --------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 The transport makes one blocking client, and one async client per event loop
 (connections belong to the loop that opened them; each is closed when its loop
-shuts down). Injected clients are used as given and never closed.
+shuts down). Injected clients are used as given and never closed; an injected
+blocking httpx/httpx2 client's sockets are made to keep the total deadline of
+the transport's calls (`cap_socket_io`), as the transport's own client's are.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from toolfold.adapters._http._backends import (
     make_async,
     make_sync,
 )
+from toolfold.adapters._http._deadlines import cap_socket_io
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 
 __all__ = ["Clients"]
@@ -86,7 +89,11 @@ class Clients:
                 async_client = http_client
             else:
                 sync_client = http_client
-        self._sync: Any = None if sync_client is None else HttpxBackend(sync_client, owned=False)
+        self._sync: Any = None
+        if sync_client is not None:
+            # Its sockets keep the total deadline too: a dripping head cannot pass it.
+            cap_socket_io(sync_client)
+            self._sync = HttpxBackend(sync_client, owned=False)
         self._async: Any = None if async_client is None else _wrap_async(async_client)
         self.owns_sync, self.owns_async = self._sync is None, self._async is None
         self.injected = not (self.owns_sync and self.owns_async)

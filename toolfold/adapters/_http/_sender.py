@@ -37,9 +37,10 @@ from toolfold._errors import (
     StreamError,
 )
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
-from toolfold.adapters._http._backends import READ_IN_PIECES, sync_deadline
+from toolfold.adapters._http._backends import READ_IN_PIECES
 from toolfold.adapters._http._body import BodyCut, BodyError, BodyReader, plain_limit
 from toolfold.adapters._http._clients import Clients
+from toolfold.adapters._http._deadlines import sync_deadline
 from toolfold.adapters._http._http_errors import (
     ErrorInfo,
     interim_answer,
@@ -501,7 +502,7 @@ class Sender:
                             raise
                         raise error from exc
                     if self._ran_out(call):
-                        raise self.total_timeout(call.url)  # an injected client, between reads
+                        raise self.total_timeout(call.url)  # a client not capped (`cap_socket_io`)
                     yield self._feed(reader, chunk, call)
                 yield self._feed(reader, None, call)
             except (StreamError, ProviderTimeoutError) as exc:

@@ -82,7 +82,11 @@ class Transport:
             with the same API, e.g. httpx2), or an ``aiohttp.ClientSession``,
             to use instead of the transport's own. It serves its own mode only:
             a call in the other mode raises `ModelConfigError` rather than
-            bypass it (give both to use both).
+            bypass it (give both to use both). A blocking httpx/httpx2
+            client's connection pools are given the transport's cap on each
+            socket read and write, so ``total`` bounds its calls as it does
+            the transport's own client's; its requests outside the
+            transport's calls keep the client's own timeouts.
         async_http_client: An async client, when ``http_client`` is the sync one.
         trust_env: Whether the clients the transport makes read the proxy
             settings (``HTTPS_PROXY``, ``NO_PROXY``... or the system's) and,
