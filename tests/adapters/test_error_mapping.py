@@ -316,3 +316,31 @@ def test_only_a_parsers_own_error_is_a_malformed_answer() -> None:
         h11.RemoteProtocolError("illegal status line"),
     )
     assert malformed_answer(bad) == "RemoteProtocolError: illegal status line"
+
+
+def test_a_malformed_answer_the_caller_was_handling_does_not_make_the_next_one_malformed() -> None:
+    """A call made inside ``except`` (retrying after a cut body, resuming ``err.state``) whose
+    connection is lost carries the caught error as its ``__context__``: the walk stops at the
+    first exception that is not the client's own, so the loss stays a loss (retried by the
+    policy), not a malformed answer (never re-sent)."""
+    request = httpx.Request("POST", "http://h/v1")
+    caught = ProviderConnectionError("p at u cannot reach it", provider="p")
+    caught.__cause__ = _chained(
+        httpx.RemoteProtocolError("illegal chunk header", request=request),
+        h11.RemoteProtocolError("illegal chunk header"),
+    )
+    lost = httpx.RemoteProtocolError(
+        "Server disconnected without sending a response.", request=request
+    )
+    lost.__context__ = caught
+    assert malformed_answer(lost) is None
+    info = aiohttp.RequestInfo(
+        url=yarl.URL("http://h/v1"), method="POST", headers={}, real_url=None
+    )
+    proxy = aiohttp.ClientHttpProxyError(info, (), status=407, message="Proxy Authentication")
+    handled = ProviderConnectionError("p at u cannot reach it", provider="p")
+    handled.__cause__ = _chained(
+        aiohttp.ClientPayloadError("not completed"), http_exceptions.TransferEncodingError("short")
+    )
+    proxy.__context__ = handled
+    assert malformed_answer(proxy) is None

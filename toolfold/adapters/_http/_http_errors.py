@@ -271,6 +271,10 @@ def transport_error(
     return ProviderError(f"HTTP client error with {where}{detail}", provider=provider)
 
 
+# The packages whose exceptions a client chains under its own (see `malformed_answer`).
+_CLIENT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "aiohttp"})
+
+
 def malformed_answer(exc: BaseException) -> str | None:
     """What was wrong, when ``exc`` says the server answered with something that is not HTTP.
 
@@ -286,12 +290,17 @@ def malformed_answer(exc: BaseException) -> str | None:
     arrived, h11's error is also how a cut body shows.
     """
     aiohttp = "ClientResponseError" in {cls.__name__ for cls in type(exc).__mro__}
+    # The walk stays inside the clients' own exceptions: past them, a ``__context__`` is
+    # whatever the caller was handling when it made the call (a malformed answer it
+    # caught before), not this call's failure.
     parser: BaseException | None = None  # aiohttp's, the innermost: the most precise
     cause: BaseException | None = exc
     for _ in range(8):  # the clients chain two or three deep
         if cause is None:
             break
         module = type(cause).__module__
+        if module.split(".")[0] not in _CLIENT_PACKAGES:
+            break
         if module.split(".")[0] == "h11" and type(cause).__name__ == "RemoteProtocolError":
             if "_SWITCH_UPGRADE" in str(cause):  # h11's name for a 101
                 return interim_answer(101)
