@@ -13,7 +13,7 @@ definitions CI runs, not a copy of them:
 - fuzz: the inputs of each family of ``tests/adapters/test_fuzz_public_api.py``
   and what they gave;
 - soak: the runs per backend of ``tests/adapters/test_soak.py`` and the faults
-  drawn (``bench_soak.py`` runs the full 1,000 a backend).
+  drawn (rounds of 1,000 concurrent runs a backend; ``bench_soak.py`` prints each round).
 
 The soak takes a few minutes on a loaded 2-core machine; ``--only`` picks parts.
 """

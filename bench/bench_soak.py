@@ -1,12 +1,11 @@
-"""The soak test at full size: 1,000 concurrent faulty runs per backend, two rounds each.
+"""The soak test, printed: rounds of 1,000 concurrent faulty runs per backend.
 
-    .venv/bin/python bench/bench_soak.py [--runs 1000] [--backends httpx2,aiohttp]
+    .venv/bin/python bench/bench_soak.py [--runs 1000] [--rounds 4] [--backends httpx2,aiohttp]
 
-Runs ``tests/adapters/soak.py`` (which ``tests/adapters/test_soak.py`` runs
-with a few hundred runs) against ``soak_server.py`` in its own process and
-prints, per backend: the runs by fault and outcome, the requests the server
+Runs ``tests/adapters/soak.py`` (as ``tests/adapters/test_soak.py`` does)
+against ``soak_server.py`` in its own process and prints, per backend: the runs by fault and outcome, the requests the server
 saw, every broken promise (none expected), open file descriptors and threads
-before and after, and the memory the last round left alive and its peak.
+before and after, and the resident set size after each round.
 """
 
 from __future__ import annotations
@@ -28,13 +27,14 @@ from soak import check, soak, soak_server  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description="toolfold soak test at full size")
     parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--backends", default=",".join(OWNED))
     args = parser.parse_args()
     failures = 0
     with soak_server() as url:
         for backend in args.backends.split(","):
             start = time.perf_counter()
-            report = soak(url, backend, args.runs)
+            report = soak(url, backend, args.runs, rounds=args.rounds)
             seconds = time.perf_counter() - start
             problems = check(report)
             failures += len(problems)
@@ -43,7 +43,9 @@ def main() -> None:
                 for r in report.rounds
                 for o in r.outcomes
             )
-            print(f"{backend}: 2 rounds of {args.runs} concurrent runs in {seconds:.1f} s")
+            print(
+                f"{backend}: {args.rounds} rounds of {args.runs} concurrent runs in {seconds:.1f} s"
+            )
             for (fault, outcome), count in sorted(outcomes.items()):
                 print(f"  {fault:10s} -> {outcome:24s} {count:5d}")
             mine = [
@@ -55,10 +57,10 @@ def main() -> None:
             print(f"  broken promises: {len(problems)}")
             for problem in problems[:20]:
                 print("   ", problem)
-            print(f"  fds before/after: {report.fds}   threads before/after: {report.threads}"
-                  f"   tool workers: {report.workers}")  # fmt: skip
-            print(f"  last round: {report.retained / 2**20:.2f} MiB left alive, "
-                  f"peak {report.peak / 2**20:.1f} MiB")  # fmt: skip
+            print(f"  before: {report.before}")
+            print(f"  after:  {report.after}")
+            print("  resident set after each round (MiB):",
+                  " ".join(f"{size / 2**20:.1f}" for size in report.rss))  # fmt: skip
     sys.exit(1 if failures else 0)
 
 

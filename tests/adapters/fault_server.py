@@ -22,11 +22,16 @@ for 3 s; ``total-timeout``: a 200 whose body drips a byte every 20 ms;
 body; ``br``: a 200 in an encoding not asked for; ``bomb``: a gzip body that
 inflates to 4 MiB; ``bad-status``, ``bad-length`` (``content-length: -5``),
 ``bad-chunk`` (a ``0x2`` chunk size), ``unasked-101``: answers no HTTP/1.1
-client may accept; ``hold-stream``: a 200 stream whose first event (the text
-``The sum``) is sent, the rest held until the client hangs up; ``bad-args`` and
-``unknown-tool``: the 1st answer calls ``add`` with arguments that are not
-JSON, or a tool ``subtract`` the agent lacks (the later answers are normal);
-``none``: no fault.
+client may accept; ``endless-header``, ``endless-chunk-size``,
+``endless-trailer``: an answer whose header line, chunk-size line or trailer line
+never ends (written until the client hangs up, at most 64 MiB: a client must
+refuse a line long before that); ``barrier-<n>`` with ``x-barrier: <id>``: held
+until ``n`` requests of that id are held at once, then each gets the answer (only
+a client with ``n`` free connections gets through; after 10 s a 503);
+``hold-stream``: a 200 stream whose first event (the text ``The sum``) is sent,
+the rest held until the client hangs up; ``bad-args`` and ``unknown-tool``: the
+1st answer calls ``add`` with arguments that are not JSON, or a tool
+``subtract`` the agent lacks (the later answers are normal); ``none``: no fault.
 
 A run may also have a listener of its own, a *door* (``POST .../faults/door``
 answers ``{"port": ...}``), whose connections the client can have closed while
@@ -124,6 +129,20 @@ _RAW = {
     "unasked-101": b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
     b"connection: upgrade\r\n\r\n",
 }
+
+
+#: Faults whose last line never ends: the head, then the filler until the client hangs up.
+_ENDLESS = {
+    "endless-header": (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-pad: ", b"a"),
+    "endless-chunk-size": (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n", b"f"),
+    "endless-trailer": (
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nx-pad: ",
+        b"a",
+    ),
+}
+_ENDLESS_MAX = 64 * 2**20
+
+_BARRIERS: dict[str, threading.Barrier] = {}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -259,6 +278,13 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(_RAW[fault])
             self.wfile.flush()
             self.close_connection = True
+        elif fault in _ENDLESS:
+            self._endless(*_ENDLESS[fault])
+        elif fault.startswith("barrier-"):
+            if self._barrier(int(fault.removeprefix("barrier-")), self.headers["x-barrier"]):
+                self._answer(ANSWER, stream)
+            else:
+                self._send(503, json.dumps(error).encode())
         else:
             self._send(400, json.dumps({"error": {"message": f"unknown fault {fault}"}}).encode())
 
@@ -277,6 +303,27 @@ class Handler(BaseHTTPRequestHandler):
         while self.connection.recv(1024):  # b"" (or a reset) once the client has hung up
             pass
         self.close_connection = True
+
+    def _endless(self, head: bytes, filler: bytes) -> None:
+        # The connection is abandoned to the client, who must hang up: a write
+        # then fails at once, and this thread ends.
+        self.close_connection = True
+        block = filler * 8192
+        try:
+            self.wfile.write(head)
+            for _ in range(_ENDLESS_MAX // len(block)):
+                self.wfile.write(block)
+        except OSError:
+            pass
+
+    def _barrier(self, size: int, key: str) -> bool:
+        with _LOCK:
+            barrier = _BARRIERS.setdefault(key, threading.Barrier(size, timeout=10.0))
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            return False
+        return True
 
 
 class Server(ThreadingHTTPServer):

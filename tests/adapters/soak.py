@@ -1,13 +1,15 @@
 """The soak test of the reliability suite: many concurrent faulty runs, every request accounted for.
 
-Shared by ``test_soak.py`` (a few hundred runs per backend, in the test command)
-and ``bench/bench_soak.py`` (the issue's 1,000 concurrent runs per backend).
+Shared by ``test_soak.py`` (the test command's: rounds of 1,000 concurrent runs
+per backend) and ``bench/bench_soak.py`` (the same, printed). Each round of
 `soak` starts ``runs`` runs at once on one event loop against ``soak_server.py``
 (aiohttp.web, in its own process), each with a fault drawn from a seeded
 random generator, half of them streamed. Every run ends with the answer or
 the documented error of its fault; an error's state is resumed (through a
 model that marks its requests ``x-phase: resume``) to the answer. Then the
-server's ledger is read and every row accounted for: see `check`.
+server's ledger is read and every row accounted for: see `check`. Around the
+rounds it counts what a soak must give back (`resources`: file descriptors and
+every thread), and after each round the resident set size (`rss`).
 
 The runs go through three models per backend: ``main`` (generous timeouts, so
 load cannot turn an answer into a timeout; retries for 429 and 5xx only, 1 ms
@@ -26,7 +28,6 @@ import gc
 import os
 import random
 import threading
-import tracemalloc
 import uuid
 from collections import Counter
 from typing import Any
@@ -245,57 +246,85 @@ class Report:
         tag: What the names of this soak's runs start with.
         rounds: What each round gave.
         ledger: The server's ledger (see ``soak_server``).
-        fds: Open file descriptors before the models were made and after they were closed.
-        threads: Threads other than toolfold's tool workers, before and after.
-        workers: The larger of toolfold's two tool thread pools after (each lives for the
-            process; abandoned workers, still finishing a timed-out call, are left out).
-        retained: Bytes allocated during the last round still alive after it.
-        peak: The most bytes allocated during the last round alive at once.
+        before: Resources before the models were made.
+        after: Resources after the runs ended and the models were closed.
+        rss: This process's resident set size after each round (and a collection), in bytes.
     """
 
     tag: str
     rounds: list[Round]
     ledger: list[list[Any]]
-    fds: tuple[int, int]
-    threads: tuple[int, int]
+    before: Resources
+    after: Resources
+    rss: list[int]
+
+
+@attrs.frozen
+class Resources:
+    """What a soak must give back, counted after a collection.
+
+    Attributes:
+        fds: Open file descriptors of this process.
+        threads: All of its threads, as the kernel counts them (``/proc/self/task``:
+            toolfold's tool workers and threads no Python code made included).
+        workers: The live threads of toolfold's tool worker pool (see `tool_pool`).
+        idle: How many of them wait for a call, and none abandoned (see `tool_pool`).
+    """
+
+    fds: int
+    threads: int
     workers: int
-    retained: int
-    peak: int
+    idle: bool
 
 
-def resources() -> tuple[int, int, int]:
-    """This process's open file descriptors, threads and tool worker threads, after a collection.
-
-    Two pools of up to 32 threads serve tools: blocking runs' ThreadPoolExecutor
-    ("toolfold-tool_N") and the async runs' workers ("toolfold-tool-N"); the worker
-    figure is the larger of the two. It counts the threads of the process's pool only
-    (the executor tests give each test a pool of its own, whose idle threads stay)
-    and leaves out abandoned workers: a timed-out sync tool's thread cannot be
-    stopped, its slot went to a new worker, and it ends when the tool does.
-    """
+def resources() -> Resources:
+    """This process's open file descriptors and threads, after a collection."""
     gc.collect()
-    pool = _workers._WORKERS
-    abandoned = 0
-    if pool is not None:
-        with pool._lock:
-            abandoned = len(pool._abandoned)
-    threads = threading.enumerate()
-    pooled = sum(t.name.startswith("toolfold-tool_") for t in threads)
-    named = [t for t in threads if t.name.startswith("toolfold-tool-")]
-    # A live thread keeps its target (threading.Thread._target): the pool's bound method.
-    workers = sum(getattr(getattr(t, "_target", None), "__self__", None) is pool for t in named)
-    others = len(threads) - pooled - len(named)
-    return len(os.listdir("/proc/self/fd")), others, max(pooled, workers - abandoned)
+    workers, idle = tool_pool()
+    return Resources(
+        len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task")), workers, idle
+    )
 
 
-def soak(url: str, backend: str, runs: int, rounds: int = 2, seed: int = 8) -> Report:
-    """``rounds`` rounds of ``runs`` concurrent runs on ``backend``; see the module.
+def tool_pool() -> tuple[int, bool]:
+    """The live threads of the async runs' tool worker pool, and whether all of them are idle.
 
-    The last round runs under ``tracemalloc``: what it allocated and left
-    alive is ``retained`` (the earlier rounds warm caches and pools up).
+    The pool (``toolfold.runtime.drive._workers``) is one per process: daemon threads
+    made on demand when no worker is idle, at most `_workers.MAX_WORKERS` (32) serving
+    calls, each waiting on the pool's queue for the next call once its call is done,
+    for the life of the process. Closing a model does not end them, by design (a
+    thread per tool call cost more than the tool): so a soak may leave up to 32 more
+    threads than it found, all of them idle. A worker whose call timed out is
+    abandoned and ends when its call does; "idle" also means there is none.
     """
-    fds, threads, _ = resources()
-    memory = [0, 0]
+    pool = _workers._WORKERS
+    if pool is None:
+        return 0, True
+    with pool._lock:
+        count, idle, abandoned = pool._count, pool._idle, len(pool._abandoned)
+    # A live thread keeps its target (threading.Thread._target): the pool's bound method.
+    live = sum(
+        getattr(getattr(t, "_target", None), "__self__", None) is pool
+        for t in threading.enumerate()
+    )
+    return live, live == count == idle and abandoned == 0
+
+
+def rss() -> int:
+    """This process's resident set size in bytes (``/proc/self/statm``), after a collection."""
+    gc.collect()
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> Report:
+    """``rounds`` rounds of ``runs`` concurrent runs on ``backend``, one after the other; see the module.
+
+    The resident set size is read after each round: the first rounds warm caches,
+    pools and the allocator up, the later ones should leave it where it was.
+    """
+    before = resources()
+    sizes = []
     tag = uuid.uuid4().hex[:8]
 
     async def main() -> list[Round]:
@@ -303,26 +332,20 @@ def soak(url: str, backend: str, runs: int, rounds: int = 2, seed: int = 8) -> R
         done = []
         try:
             for number in range(rounds):
-                last = number == rounds - 1
-                if last:
-                    gc.collect()
-                    tracemalloc.start()
                 work = plans(runs, seed + number, tag)
                 outcomes = await asyncio.gather(*[one_run(models, plan) for plan in work])
                 pool = await through_the_pool(models, tag)
                 done.append(Round(list(outcomes), pool))
                 del work, outcomes, pool
-            gc.collect()
-            memory[:] = tracemalloc.get_traced_memory()
-            tracemalloc.stop()
+                sizes.append(rss())
         finally:
             await models.aclose()
         return done
 
     done = asyncio.run(main())
-    fds_after, threads_after, workers = resources()
+    after = resources()
     ledger = httpx.get(url.removesuffix("/v1") + "/ledger").json()
-    return Report(tag, done, ledger, (fds, fds_after), (threads, threads_after), workers, *memory)
+    return Report(tag, done, ledger, before, after, sizes)
 
 
 def check(report: Report) -> list[str]:

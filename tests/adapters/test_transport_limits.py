@@ -10,11 +10,13 @@ URLs are refused when the model is built, before any connection.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import gzip
 import importlib
 import json
 import threading
+import uuid
 import zlib
 from typing import Any
 
@@ -991,26 +993,62 @@ def test_what_h11_reads_aiohttp_refuses_as_an_answer_that_is_not_http(
 
 # --- 1,000 failures of every kind leak nothing -------------------------------------------
 
-KINDS = ["500", "429-ms", "reset-before", "reset-after", "cut-stream", "inband-error", "malformed-json", "big",
-         "br", "bomb", "bad-status", "bad-length", "bad-chunk", "unasked-101"]  # fmt: skip
+# (A request never written, the fault matrix's reset-before, needs a run's own listener:
+# the matrix has it. Here the server resets after reading: reset-after.)
+KINDS = ["500", "429-ms", "reset-after", "cut-stream", "inband-error", "malformed-json", "big",
+         "br", "bomb", "bad-status", "bad-length", "bad-chunk", "unasked-101",
+         "endless-header", "endless-chunk-size", "endless-trailer"]  # fmt: skip
 FAILURES = 1000
-#: The error of each kind, the same on every client and mode.
-FAILS_AS = {"500": ServerError, "429-ms": RateLimitError, "reset-before": ProviderConnectionError,
-            "reset-after": ProviderConnectionError, "cut-stream": StreamError,
-            "inband-error": StreamError, "malformed-json": MalformedResponseError,
-            "big": ProviderError, "br": ProviderError, "bomb": ProviderError,
-            "bad-status": ProviderConnectionError, "bad-length": ProviderConnectionError,
-            "bad-chunk": ProviderConnectionError, "unasked-101": ProviderConnectionError}  # fmt: skip
+#: The error of each kind when posted, the same on every client; streamed, that or a
+#: StreamError (a stream may have started before the fault showed).
+FAILS_AS = {"500": ServerError, "429-ms": RateLimitError, "reset-after": ProviderConnectionError,
+            "cut-stream": ProviderConnectionError, "inband-error": StreamError,
+            "malformed-json": MalformedResponseError, "big": ProviderError, "br": ProviderError,
+            "bomb": ProviderError, "bad-status": ProviderConnectionError,
+            "bad-length": ProviderConnectionError, "bad-chunk": ProviderConnectionError,
+            "unasked-101": ProviderConnectionError, "endless-header": ProviderConnectionError,
+            "endless-chunk-size": ProviderConnectionError,
+            "endless-trailer": ProviderConnectionError}  # fmt: skip
+POOL = 2
+#: Answers the transport hands over as they came, (kind, post or stream, backend or "*"):
+#: what is wrong with them shows in the adapter above it, which raises (the fault matrix
+#: checks it). Their connections come back all the same.
+HANDED_OVER = {
+    ("inband-error", "post", "*"),  # a 200 whose JSON is an error object
+    ("malformed-json", "stream", "*"),  # an SSE event whose data is not JSON
+    ("unasked-101", "stream", "aiohttp"),  # aiohttp reads a 101 as an empty body: no event
+}
+#: Cells left out, each a bug found and not yet fixed.
+# aiohttp with max_body_bytes set: after two errors in a chunked body's lines ("Chunk
+# size overflow", "Got more than 8190 bytes" in a trailer) on the pool's two
+# connections, a later call hangs; neither the read nor the pool timeout ends it.
+# Without max_body_bytes the same calls fail at once, as on httpx and httpx2.
+LEFT_OUT: set[tuple[str, str]] = set()
 
 
 @pytest.mark.once  # 1,000 requests per cell: the load is the subject; first Python only
-@pytest.mark.parametrize(("backend", "mode"), cases(("sync", "async")))
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.timeout(300)  # 1-10 s a cell on a loaded 2-core machine
+@pytest.mark.parametrize(
+    ("kind", "backend", "mode"),
+    [
+        pytest.param(kind, *case.values, id=f"{kind}-{case.id}")
+        for kind in KINDS
+        for case in cases(MODES)
+        if (kind, case.values[0]) not in LEFT_OUT
+    ],
+)
 def test_a_thousand_failures_leak_nothing(
     fault_url: str, backend: str, mode: str, kind: str
 ) -> None:
-    """1,000 failures of a kind on a 2-connection pool, each its kind's error class, then a good
-    call; fds and threads as before."""
+    """1,000 failures of a kind on a 2-connection pool leave both connections free (two calls
+    the server answers only once both have arrived get through) and fds and threads as before.
+
+    Each call raises its kind's class (`FAILS_AS`; streamed, that or a StreamError), the
+    same for all 1,000, or for the answers in `HANDED_OVER` returns.
+
+    A leaked connection would leave one free: the second of the two calls would wait for
+    the pool and fail with its timeout, ProviderTimeoutError, instead of the answer.
+    """
     before = resources()
     transport = Transport(
         "openai",
@@ -1019,44 +1057,79 @@ def test_a_thousand_failures_leak_nothing(
         http=backend,
         retry=0,
         timeout=Timeouts(pool=5.0),
-        limits=HttpLimits(max_connections=2, max_body_bytes=65536, max_decoded_bytes=2**17),
+        limits=HttpLimits(max_connections=POOL, max_body_bytes=65536, max_decoded_bytes=2**17),
     )
     fail = {"x-fault": kind}
-    stream = kind in ("cut-stream", "inband-error")
-    raised: list[type[ProviderError]] = []  # the class of each failure
-    if mode == "sync":
+    what, flavour = mode.split("-")
+    body = {"stream": True} if what == "stream" else {}
+    handed_over = bool({(kind, what, "*"), (kind, what, backend)} & HANDED_OVER)
+    failures = 0
+    raised: set[type[ProviderError]] = set()  # the classes the failures had
+    if flavour == "sync":
         for _ in range(FAILURES):
             try:
-                if stream:
-                    list(transport.stream_sync("chat/completions", {"stream": True}, headers=fail))
+                if what == "stream":
+                    list(transport.stream_sync("chat/completions", body, headers=fail))
                 else:
-                    transport.post_json_sync("chat/completions", {}, headers=fail)
+                    transport.post_json_sync("chat/completions", body, headers=fail)
             except ProviderError as error:
-                raised.append(type(error))
-        good = transport.post_json_sync("chat/completions", {}, headers={"x-fault": "none"})
+                failures += 1
+                raised.add(type(error))
+            else:
+                failures += handed_over
+        answers = _whole_pool_sync(transport)
         transport.close()
     else:
 
-        async def run() -> Any:
+        async def run() -> list[Any]:
+            nonlocal failures
             for _ in range(FAILURES):
                 try:
-                    if stream:
-                        async for _ in transport.stream(
-                            "chat/completions", {"stream": True}, headers=fail
-                        ):
+                    if what == "stream":
+                        async for _ in transport.stream("chat/completions", body, headers=fail):
                             pass
                     else:
-                        await transport.post_json("chat/completions", {}, headers=fail)
+                        await transport.post_json("chat/completions", body, headers=fail)
                 except ProviderError as error:
-                    raised.append(type(error))
-            answer = await transport.post_json("chat/completions", {}, headers={"x-fault": "none"})
-            await transport.aclose()
-            return answer
+                    failures += 1
+                    raised.add(type(error))
+                else:
+                    failures += handed_over
+            try:
+                return await _whole_pool(transport)
+            finally:
+                await transport.aclose()
 
-        good = asyncio.run(run())
-    assert raised == [FAILS_AS[kind]] * FAILURES
-    assert good["choices"][0]["message"]["content"] == "The sum is 5."
+        answers = asyncio.run(run())
+    assert failures == FAILURES
+    expected = {FAILS_AS[kind]} if what == "post" else {FAILS_AS[kind], StreamError}
+    assert len(raised) <= 1  # every failure of a cell the same
+    assert raised <= expected
+    assert answers == ["The sum is 5."] * POOL
     assert resources() == before
+
+
+def _barrier() -> dict[str, str]:
+    """Headers of a call ``fault_server`` holds until `POOL` calls with the same headers are held."""
+    return {"x-fault": f"barrier-{POOL}", "x-barrier": uuid.uuid4().hex}
+
+
+def _whole_pool_sync(transport: Transport) -> list[Any]:
+    """`POOL` blocking calls at once (threads that end before this returns), each held until all arrived."""
+    headers = _barrier()
+    with concurrent.futures.ThreadPoolExecutor(POOL) as threads:
+        calls = [
+            threads.submit(transport.post_json_sync, "chat/completions", {}, headers=headers)
+            for _ in range(POOL)
+        ]
+    return [call.result()["choices"][0]["message"]["content"] for call in calls]
+
+
+async def _whole_pool(transport: Transport) -> list[Any]:
+    """`POOL` async calls at once, each held by the server until all have arrived."""
+    headers = _barrier()
+    calls = [transport.post_json("chat/completions", {}, headers=headers) for _ in range(POOL)]
+    return [answer["choices"][0]["message"]["content"] for answer in await asyncio.gather(*calls)]
 
 
 # --- configuration checked when the model is built ------------------------------------------
