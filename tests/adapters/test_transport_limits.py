@@ -1043,8 +1043,8 @@ def test_a_thousand_failures_leak_nothing(
     """1,000 failures of a kind on a 2-connection pool leave both connections free (two calls
     the server answers only once both have arrived get through) and fds and threads as before.
 
-    Each call raises its kind's class (`FAILS_AS`; streamed, that or a StreamError), the
-    same for all 1,000, or for the answers in `HANDED_OVER` returns.
+    Each call raises its kind's class (`FAILS_AS`; streamed, that or a StreamError), or for
+    the answers in `HANDED_OVER` returns.
 
     A leaked connection would leave one free: the second of the two calls would wait for
     the pool and fail with its timeout, ProviderTimeoutError, instead of the answer.
@@ -1102,8 +1102,9 @@ def test_a_thousand_failures_leak_nothing(
 
         answers = asyncio.run(run())
     assert failures == FAILURES
+    # Streamed, the same fault is the one or the other as it comes (aiohttp reads a body's
+    # first bytes with the head when they arrive together: docs, "where the parsers differ").
     expected = {FAILS_AS[kind]} if what == "post" else {FAILS_AS[kind], StreamError}
-    assert len(raised) <= 1  # every failure of a cell the same
     assert raised <= expected
     assert answers == ["The sum is 5."] * POOL
     assert resources() == before
