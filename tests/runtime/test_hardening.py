@@ -240,6 +240,77 @@ def test_from_json_refuses_an_event_log_that_does_not_replay() -> None:
         RunState.from_json(json.dumps(data))
 
 
+def _edit_calls(data: Any, field: str, value: Any) -> int:
+    """Set ``field`` of every tool call in a state's JSON (log, conversation, calls) to ``value``."""
+    edited = 0
+    if isinstance(data, dict):
+        if data.get("kind") == "tool_call":
+            data[field] = value
+            edited += 1
+        for item in data.values():
+            edited += _edit_calls(item, field, value)
+    elif isinstance(data, list):
+        for item in data:
+            edited += _edit_calls(item, field, value)
+    return edited
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("arguments", {"amount": 1000}), ("arguments_text", '{"amount": 1000}')],
+)
+def test_from_json_refuses_a_call_whose_arguments_and_text_disagree(field: str, value: Any) -> None:
+    """Edited everywhere the call is kept, the log still replays: the two fields must agree.
+
+    The tool runs with ``arguments``; an approver may read ``arguments_text``.
+    """
+    ran: list[int] = []
+
+    @tool(requires_approval=True)
+    def transfer(amount: int) -> str:
+        """Transfer money."""
+        ran.append(amount)
+        return "sent"
+
+    agent = Agent(ScriptedModel([call("transfer", {"amount": 1}), "done"]), tools=[transfer])
+    waiting = agent.run("go")
+    data = json.loads(waiting.state.to_json())
+    assert (
+        _edit_calls(data, field, value) >= 3
+    )  # the response in the log, the conversation, the call
+    with pytest.raises(SerializationError) as info:
+        RunState.from_json(json.dumps(data))
+    assert str(info.value).endswith(
+        "call 'call_1_0' of tool 'transfer': its arguments are not what its arguments_text "
+        "holds @ $.log[1].response.message.parts[0].arguments"
+    )
+    assert ran == []
+    done = agent.resume(
+        RunState.from_json(waiting.state.to_json()),
+        approvals={waiting.pending_approvals[0].id: True},
+    )
+    assert done.text == "done"
+    assert ran == [1]
+
+
+def test_from_json_refuses_disagreeing_arguments_in_the_history() -> None:
+    """A call in the history a run started from is checked too (its ``RunStarted``)."""
+    history = [
+        Message.user("go"),
+        Message.assistant("", [call("lookup", {"q": "a"}, id="h1")]),
+        Message.tool(ToolResultPart("h1", "lookup", "found")),
+        Message.user("again"),
+    ]
+    state = generate_text(ScriptedModel(["ok"]), history).state
+    data = json.loads(state.to_json())
+    assert _edit_calls(data, "arguments", {"q": "b"}) >= 2
+    with pytest.raises(
+        SerializationError,
+        match=r"call 'h1' of tool 'lookup'.*@ \$\.log\[0\]\.messages\[1\]\.parts\[0\]",
+    ):
+        RunState.from_json(json.dumps(data))
+
+
 # --- 4. observers that raise, repeated call ids --------------------------------
 
 
