@@ -517,6 +517,78 @@ def test_trust_env_false_sends_directly_whatever_the_proxy_variables(
         proxy.close()
 
 
+_ANSWER = {
+    "id": "c",
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        pytest.param(name, mode, id=f"{name}-{mode}")
+        for name in OWNED
+        for mode in ("sync", "async")
+        if not (name == "aiohttp" and mode == "sync")
+    ],
+)
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_model_made_with_trust_env_false_reads_no_proxy_variable(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    provider: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``toolfold.model(..., trust_env=False)``: the proxy variables name a closed port, and the
+    model's calls still reach the API directly; the same model without it goes to the proxy
+    and fails to connect."""
+    _clear_proxies(monkeypatch)
+    for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(variable, "http://127.0.0.1:9")
+    answer = (
+        _ANSWER
+        if provider == "openai"
+        else {
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": [{"type": "text", "text": "hi"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+    http_server.add(Reply(json=answer))
+
+    def made(**options: Any) -> Any:
+        return toolfold.model(
+            f"{provider}:m",
+            base_url=f"{http_server.url}/v1",
+            api_key=KEY,
+            http=name,
+            retry=0,
+            **options,
+        )
+
+    def text(model: Any) -> str:
+        try:
+            if mode == "sync":
+                return toolfold.generate_text(model, "hi").text
+            return asyncio.run(toolfold.agenerate_text(model, "hi")).text
+        finally:
+            model.close()
+
+    assert text(made(trust_env=False)) == "hi"
+    assert len(http_server.requests) == 1
+    with pytest.raises(toolfold.ProviderConnectionError, match="cannot reach"):
+        text(made())  # through the proxy's closed port
+    assert len(http_server.requests) == 1
+
+
 @pytest.mark.parametrize("name", ASYNC_OWNED)
 def test_a_proxys_password_never_shows_when_the_proxy_refuses(
     http_server: ScriptedServer, name: str, monkeypatch: pytest.MonkeyPatch

@@ -206,6 +206,7 @@ class ProviderModel:
         timeout: Any = UNSET,
         retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
+        trust_env: bool = True,
     ) -> None:
         self.model_name = model_name
         if base_url is not None:
@@ -229,7 +230,7 @@ class ProviderModel:
             async_http_client=async_http_client,
             http=http,
             limits=limits,
-            trust_env=endpoint.trust_env,
+            trust_env=trust_env and endpoint.trust_env,
             error_parser=endpoint.error_parser,
             # Every codec reads its provider's in-band errors itself (Anthropic's
             # error type as code, Groq's tool_use_failed, Ollama's NDJSON lines...).

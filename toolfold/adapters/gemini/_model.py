@@ -52,6 +52,9 @@ class GeminiModel(ProviderModel):
         http: The HTTP client to make: ``"httpx"``, ``"httpx2"`` or ``"aiohttp"``
             (see docs/providers-and-transport.md).
         limits: An ``HttpLimits``: pool size and the largest answer accepted.
+        trust_env: False: the clients toolfold makes read no proxy setting
+            (``HTTP_PROXY``..., the system's) and send to the API directly;
+            an injected client keeps its own.
         timeout: Seconds, a ``Timeouts``, or None for no limits.
         retry: Retries (a number or a ``RetryPolicy``); a 429 waits the
             ``retryDelay`` the error body gives.
@@ -74,6 +77,7 @@ class GeminiModel(ProviderModel):
         async_http_client: Any = None,
         http: str | None = None,
         limits: HttpLimits | None = None,
+        trust_env: bool = True,
         timeout: Any = UNSET,
         retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
@@ -94,6 +98,7 @@ class GeminiModel(ProviderModel):
             async_http_client=async_http_client,
             http=http,
             limits=limits,
+            trust_env=trust_env,
             timeout=timeout,
             retry=retry,
             headers=headers,

@@ -64,6 +64,9 @@ class OpenAIChatModel(ProviderModel):
         retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
         headers: Extra headers for every request.
         limits: An ``HttpLimits``: pool size and the largest answer accepted.
+        trust_env: False: the clients toolfold makes read no proxy setting
+            (``HTTP_PROXY``..., the system's) and send to the API directly;
+            an injected client keeps its own.
 
     Raises:
         ModelConfigError: An unknown provider, a missing ``base_url`` or key,
@@ -85,6 +88,7 @@ class OpenAIChatModel(ProviderModel):
         retry: Any = UNSET,
         headers: Mapping[str, str] | None = None,
         limits: HttpLimits | None = None,
+        trust_env: bool = True,
     ) -> None:
         if server is None and provider == "openai-compatible" and GEMINI_HOST in (base_url or ""):
             server = "gemini"
@@ -98,6 +102,7 @@ class OpenAIChatModel(ProviderModel):
             async_http_client=async_http_client,
             http=http,
             limits=limits,
+            trust_env=trust_env,
             timeout=timeout,
             retry=retry,
             headers=headers,

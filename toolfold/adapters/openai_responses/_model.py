@@ -34,6 +34,9 @@ class OpenAIResponsesModel(ProviderModel):
         http: The HTTP client to make: ``"httpx"``, ``"httpx2"`` or ``"aiohttp"``
             (see docs/providers-and-transport.md).
         limits: An ``HttpLimits``: pool size and the largest answer accepted.
+        trust_env: False: the clients toolfold makes read no proxy setting
+            (``HTTP_PROXY``..., the system's) and send to the API directly;
+            an injected client keeps its own.
         timeout: Seconds, a ``Timeouts``, or None for no limits.
         retry: Retries (a number or a ``RetryPolicy``); 0 or None never retries.
         headers: Extra headers for every request.
