@@ -89,6 +89,15 @@ def _send(
             injected.close()
 
 
+# Every backend toolfold makes, in every mode it has (aiohttp is async only).
+OWNED_MODES = [
+    pytest.param(name, mode, id=f"{name}-{mode}")
+    for name in OWNED
+    for mode in ("sync", "async")
+    if not (name == "aiohttp" and mode == "sync")
+]
+
+
 def _clear_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in PROXY_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
@@ -479,15 +488,7 @@ def test_with_a_proxy_variable_set_the_system_exceptions_are_not_read(
     assert http_server.requests[0].path == "http://api.example.invalid/v1/chat/completions"
 
 
-@pytest.mark.parametrize(
-    ("name", "mode"),
-    [
-        pytest.param(name, mode, id=f"{name}-{mode}")
-        for name in OWNED
-        for mode in ("sync", "async")
-        if not (name == "aiohttp" and mode == "sync")
-    ],
-)
+@pytest.mark.parametrize(("name", "mode"), OWNED_MODES)
 @pytest.mark.parametrize("trust_env", [True, False])
 def test_trust_env_false_sends_directly_whatever_the_proxy_variables(
     http_server: ScriptedServer,
@@ -517,25 +518,29 @@ def test_trust_env_false_sends_directly_whatever_the_proxy_variables(
         proxy.close()
 
 
-_ANSWER = {
-    "id": "c",
-    "model": "m",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
-    ],
+# A one-text answer of each provider's API.
+_ANSWERS: dict[str, Any] = {
+    "openai": {
+        "id": "c",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+    },
+    "anthropic": {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [{"type": "text", "text": "hi"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    },
 }
 
 
-@pytest.mark.parametrize(
-    ("name", "mode"),
-    [
-        pytest.param(name, mode, id=f"{name}-{mode}")
-        for name in OWNED
-        for mode in ("sync", "async")
-        if not (name == "aiohttp" and mode == "sync")
-    ],
-)
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize(("name", "mode"), OWNED_MODES)
+@pytest.mark.parametrize("provider", sorted(_ANSWERS))
 def test_a_model_made_with_trust_env_false_reads_no_proxy_variable(
     http_server: ScriptedServer,
     name: str,
@@ -549,20 +554,7 @@ def test_a_model_made_with_trust_env_false_reads_no_proxy_variable(
     _clear_proxies(monkeypatch)
     for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.setenv(variable, "http://127.0.0.1:9")
-    answer = (
-        _ANSWER
-        if provider == "openai"
-        else {
-            "id": "m",
-            "type": "message",
-            "role": "assistant",
-            "model": "m",
-            "content": [{"type": "text", "text": "hi"}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-        }
-    )
-    http_server.add(Reply(json=answer))
+    http_server.add(Reply(json=_ANSWERS[provider]))
 
     def made(**options: Any) -> Any:
         return toolfold.model(
