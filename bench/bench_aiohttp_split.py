@@ -9,8 +9,6 @@ fake server; they differ in one thing each, from the raw loop up to toolfold:
 
 * ``raw``: ``bench_http.py``'s raw aiohttp client (2 headers, aiohttp's
   default ``total=300`` timeout);
-* ``raw-orjson``: the raw loop with orjson for its JSON (encoding too), as
-  toolfold decodes with it when installed (``toolfold[speedups]``);
 * ``raw-headers``: the same session sending toolfold's 5 headers;
 * ``session``: toolfold's own session (``http="aiohttp"``: its timeouts,
   ``sock_read`` among them) posting like the raw loop;
@@ -116,24 +114,6 @@ async def _loop(post: Callable[[bytes], Awaitable[Any]]) -> None:
         messages.extend(bench_http._tool_messages(message))
 
 
-async def _loop_orjson(post: Callable[[bytes], Awaitable[Any]]) -> None:
-    """`_loop` with orjson for every JSON text, as a raw loop would use it (the "raw-orjson" variant)."""
-    import orjson
-
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "add things"}]
-    while True:
-        body = {"model": "fake-3", "messages": messages, "tools": bench_http.TOOLS}
-        message = orjson.loads(await post(orjson.dumps(body)))["choices"][0]["message"]
-        messages.append(message)
-        calls = message.get("tool_calls")
-        if not calls:
-            return
-        for call in calls:
-            args = orjson.loads(call["function"]["arguments"])
-            content = str(bench_http.add(**args))
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
-
-
 async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitable[None]]]]:
     import aiohttp
 
@@ -222,7 +202,6 @@ async def variants(url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
 
     runs: dict[str, Run] = {
         "raw": functools.partial(_loop, poster(raw, bench_http.HEADERS)),
-        "raw-orjson": functools.partial(_loop_orjson, poster(raw, bench_http.HEADERS)),
         "raw-headers": functools.partial(_loop, poster(raw, headers)),
         "session": functools.partial(_loop, poster(backend.session, headers)),
         "session-no-timeouts": functools.partial(_loop, poster(bare, headers)),
