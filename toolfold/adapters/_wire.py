@@ -32,7 +32,6 @@ from typing import Any
 
 from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
 from toolfold.adapters._http._json import shallow
-from toolfold.toolkit._json import UNDECODED, exact_loads
 from toolfold.toolkit._problems import json_kind
 
 #: Deeper nesting than this in a value toolfold keeps (extra provider fields)
@@ -218,9 +217,6 @@ def loads(data: str | bytes) -> Any:
         ValueError: Not JSON, a non-finite number, or nesting deeper than the
             interpreter can decode.
     """
-    value = exact_loads(data)  # never NaN or Infinity
-    if value is not UNDECODED:
-        return value
     text = data if isinstance(data, str) else data.decode("utf-8")
     try:
         try:

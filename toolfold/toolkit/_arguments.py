@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
 from toolfold.toolkit._flags import flag_class
-from toolfold.toolkit._json import UNDECODED, exact_loads
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 from toolfold.toolkit._problems import (
     Problem,
@@ -86,9 +85,6 @@ def strict_loads(text: str) -> Any:
         ValueError: The text is not JSON or holds a number JSON cannot carry.
         RecursionError: The text nests deeper than the interpreter decodes.
     """
-    value = exact_loads(text)  # never NaN, Infinity or an overflowing number
-    if value is not UNDECODED:
-        return value
     # What `decode` does, without its two whitespace scans, for text that is one
     # value from the first character to the last (the argument text of a call);
     # any other text (surrounding whitespace, an error) goes through `decode`.

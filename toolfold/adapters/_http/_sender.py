@@ -60,7 +60,6 @@ from toolfold.adapters._http._keys import (
     redact_header,
 )
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
-from toolfold.toolkit._json import UNDECODED, exact_loads
 
 __all__ = ["Call", "Sender", "scrub_error"]
 
@@ -623,9 +622,6 @@ class Sender:
     def json(self, content: bytes, response: Any, url: str) -> Any:
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("POST %s -> HTTP %s", mask_url(url), response.status_code)
-        value = exact_loads(content)
-        if value is not UNDECODED:
-            return value
         try:
             try:
                 # A body opening with "{" and no NUL after it is UTF-8 to json.loads

@@ -23,7 +23,6 @@ from typing import Any
 import attrs
 
 from toolfold.adapters._http._json import shallow
-from toolfold.toolkit._json import UNDECODED, exact_loads
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -59,9 +58,6 @@ class SSEEvent:
             ValueError: The data is not JSON (``json.JSONDecodeError``), or
                 nests too deep even so.
         """
-        value = exact_loads(self.data)
-        if value is not UNDECODED:
-            return value
         try:
             try:
                 return json.loads(self.data)
