@@ -106,7 +106,7 @@ def _frozen_arguments(value: Mapping[str, Any] | None) -> Mapping[str, Any] | No
     return frozen
 
 
-def decoded_arguments(text: str) -> Mapping[str, Any] | None:
+def _decoded(text: str) -> Mapping[str, Any] | None:
     """The arguments a call's text holds, read-only; None when it is not a JSON object."""
     return _frozen_arguments(parse_arguments(text))
 
@@ -149,7 +149,7 @@ class ToolCallPart:
     name: str
     arguments_text: str = "{}"
     arguments: Mapping[str, Any] | None = attrs.field(
-        default=attrs.Factory(lambda self: decoded_arguments(self.arguments_text), takes_self=True),
+        default=attrs.Factory(lambda self: _decoded(self.arguments_text), takes_self=True),
         converter=_frozen_arguments,
     )
     provider_data: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_frozen_mapping)
