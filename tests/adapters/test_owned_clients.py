@@ -581,6 +581,17 @@ def test_a_model_made_with_trust_env_false_reads_no_proxy_variable(
     assert len(http_server.requests) == 1
 
 
+@pytest.mark.parametrize(
+    "provider", ["openai", "openai-responses", "anthropic", "gemini", "ollama"]
+)
+def test_trust_env_must_be_a_bool(provider: str) -> None:
+    """A string such as "false" would read as true: refused when the model is built."""
+    with pytest.raises(ModelConfigError, match=r"trust_env must be True or False, got 'false'"):
+        toolfold.model(
+            f"{provider}:m", base_url="http://127.0.0.1:9/v1", api_key=KEY, trust_env="false"
+        )
+
+
 @pytest.mark.parametrize("name", ASYNC_OWNED)
 def test_a_proxys_password_never_shows_when_the_proxy_refuses(
     http_server: ScriptedServer, name: str, monkeypatch: pytest.MonkeyPatch

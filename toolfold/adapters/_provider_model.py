@@ -37,6 +37,7 @@ import attrs
 from toolfold._errors import (
     ArgumentJSONError,
     ArgumentValidationError,
+    ModelConfigError,
     ProviderError,
     ToolfoldError,
 )
@@ -209,6 +210,8 @@ class ProviderModel:
         trust_env: bool = True,
     ) -> None:
         self.model_name = model_name
+        if type(trust_env) is not bool:
+            raise ModelConfigError(f"trust_env must be True or False, got {trust_env!r}")
         if base_url is not None:
             # The URL as given: an empty one would read as none and fall back
             # to the provider's own (see `check_base_url`).

@@ -54,7 +54,9 @@ class GeminiModel(ProviderModel):
         limits: An ``HttpLimits``: pool size and the largest answer accepted.
         trust_env: False: the clients toolfold makes read no proxy setting
             (``HTTP_PROXY``..., the system's) and send to the API directly;
-            an injected client keeps its own.
+            under httpx and httpx2 this is their own ``trust_env``, which
+            also ignores ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``. An injected
+            client keeps its own.
         timeout: Seconds, a ``Timeouts``, or None for no limits.
         retry: Retries (a number or a ``RetryPolicy``); a 429 waits the
             ``retryDelay`` the error body gives.
