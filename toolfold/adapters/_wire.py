@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
-from toolfold.adapters._http._json import shallow
+from toolfold.adapters._http._json import decode_cut
 from toolfold.toolkit._problems import json_kind
 
 #: Deeper nesting than this in a value toolfold keeps (extra provider fields)
@@ -217,14 +217,7 @@ def loads(data: str | bytes) -> Any:
         ValueError: Not JSON, a non-finite number, or nesting deeper than the
             interpreter can decode.
     """
-    text = data if isinstance(data, str) else data.decode("utf-8")
-    try:
-        try:
-            return _DECODER.decode(text)
-        except RecursionError:  # absurdly deep nesting: read it cut to a sane depth
-            return _DECODER.decode(shallow(text))
-    except RecursionError:
-        raise ValueError("nested too deep to decode") from None
+    return decode_cut(_DECODER.decode, data if isinstance(data, str) else data.decode("utf-8"))
 
 
 def dumps_raw(body: Any) -> str:

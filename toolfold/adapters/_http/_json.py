@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 # One encoder for every body: `json.dumps` with options builds a new one per call.
@@ -73,6 +74,22 @@ SHALLOW_LIMIT = 1 << 20
 # a second scan of the rest: the walk stays linear in the text's length.
 _STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
 _CLOSING = {"]": "[", "}": "{"}
+
+
+def decode_cut(decode: Callable[[str], Any], text: str) -> Any:
+    """``decode(text)``; for a text nested deeper than the interpreter decodes, ``decode(shallow(text))``.
+
+    Raises:
+        ValueError: What ``decode`` raises, or "nested too deep to decode"
+            when even the cut text is (see `shallow`).
+    """
+    try:
+        try:
+            return decode(text)
+        except RecursionError:  # absurdly deep nesting: read it cut to a sane depth
+            return decode(shallow(text))
+    except RecursionError:
+        raise ValueError("nested too deep to decode") from None
 
 
 def shallow(text: str, depth: int = SHALLOW_DEPTH) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from toolfold.adapters._http._json import shallow
+from toolfold.adapters._http._json import decode_cut
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -58,13 +58,7 @@ class SSEEvent:
             ValueError: The data is not JSON (``json.JSONDecodeError``), or
                 nests too deep even so.
         """
-        try:
-            try:
-                return json.loads(self.data)
-            except RecursionError:
-                return json.loads(shallow(self.data))
-        except RecursionError:
-            raise ValueError("nested too deep to decode") from None
+        return decode_cut(json.loads, self.data)
 
 
 class SSEDecoder:
