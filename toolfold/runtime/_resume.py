@@ -245,11 +245,16 @@ def approval_key(state: RunState, call_id: str) -> str:
     Raises:
         UsageError: No call of ``state`` awaits approval under ``call_id``.
     """
-    path, own_id = _address(state, call_id, "awaiting_approval")
-    found = _call_at(state, path, own_id, "awaiting_approval")
+    path, found = _awaiting(state, call_id)
     if found is None:
         raise UsageError(f"no call {call_id!r} awaits approval in this state")
     return f"{call_id}#{_fingerprint(state, path, found)}"
+
+
+def _awaiting(state: RunState, key: str) -> tuple[tuple[str, ...], CallState | None]:
+    """The path to the call ``key`` names and that call, if it awaits approval (else None)."""
+    path, own_id = _address(state, key, "awaiting_approval")
+    return path, _call_at(state, path, own_id, "awaiting_approval")
 
 
 def _fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> str:
@@ -286,8 +291,7 @@ def _unbound(state: RunState, key: str) -> str:
     if match is None:
         return key
     plain, fingerprint = match[1], match[2]
-    path, own_id = _address(state, plain, "awaiting_approval")
-    found = _call_at(state, path, own_id, "awaiting_approval")
+    path, found = _awaiting(state, plain)
     if found is None:
         return plain  # no such call: refused as any unknown id is
     if not hmac.compare_digest(_fingerprint(state, path, found), fingerprint):

@@ -299,9 +299,10 @@ def malformed_answer(exc: BaseException) -> str | None:
         if cause is None:
             break
         module = type(cause).__module__
-        if module.split(".")[0] not in _CLIENT_PACKAGES:
+        package = module.split(".")[0]
+        if package not in _CLIENT_PACKAGES:
             break
-        if module.split(".")[0] == "h11" and type(cause).__name__ == "RemoteProtocolError":
+        if package == "h11" and type(cause).__name__ == "RemoteProtocolError":
             if "_SWITCH_UPGRADE" in str(cause):  # h11's name for a 101
                 return interim_answer(101)
             return f"{type(exc).__name__}: {exc}"
