@@ -29,7 +29,7 @@ import functools
 import logging
 import re
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -44,10 +44,12 @@ from toolfold._errors import (
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._dialects import CompiledTool, check_arguments
 from toolfold.adapters._http._checks import check_base_url
+from toolfold.adapters._http._echoes import Echoes
 from toolfold.adapters._http._keys import Secret, mask_url, resolve_api_key
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._transport import ErrorParser, Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
+from toolfold.adapters._split_echoes import SplitEchoes
 from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
@@ -348,16 +350,18 @@ class ProviderModel:
         with self._boundary():
             items = self._aitems(*self._outgoing(request, True))
             state = self._stream_start()
+            split = self._split_echoes()
             try:
                 async for item in items:
                     state, out = self._step(state, item)
-                    for event in out:
+                    for event in out if split is None else _fed(split, out):
                         yield event
                     if self._stream_done(state):
                         break
             finally:
                 await items.aclose()  # type: ignore[attr-defined]
-            for event in self._stream_end(state):
+            end = self._stream_end(state)
+            for event in end if split is None else _fed(split, end, last=True):
                 yield event
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
@@ -365,15 +369,17 @@ class ProviderModel:
         with self._boundary():
             items = self._items(*self._outgoing(request, True))
             state = self._stream_start()
+            split = self._split_echoes()
             try:
                 for item in items:
                     state, out = self._step(state, item)
-                    yield from out
+                    yield from out if split is None else _fed(split, out)
                     if self._stream_done(state):
                         break
             finally:
                 items.close()  # type: ignore[attr-defined]
-            yield from self._stream_end(state)
+            end = self._stream_end(state)
+            yield from end if split is None else _fed(split, end, last=True)
 
     def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
         """Validate a call's arguments against the schema this model sent for its tool.
@@ -445,6 +451,11 @@ class ProviderModel:
             first = self._logged_notes.first(note, messages)
             _log.log(logging.INFO if first else logging.DEBUG, "%s request: %s", self.name, note)
 
+    def _split_echoes(self) -> SplitEchoes | None:
+        """What joins a secret written across a stream's deltas (see `SplitEchoes`)."""
+        echoes = _echoes(self._transport)
+        return None if echoes is None else SplitEchoes(echoes.pairs)
+
     def _boundary(self) -> _Boundary:
         return _Boundary(self)
 
@@ -459,7 +470,9 @@ class ProviderModel:
         if self._stream_format == "lines":
             return transport.stream_lines(path, body, headers=headers)
         if self._stream_format == "json-array":
-            return _aobjects(transport.stream_bytes(path, body, headers=headers))
+            return _aobjects(
+                transport.stream_bytes(path, body, headers=headers), _echoes(transport)
+            )
         return transport.stream(path, body, headers=headers)
 
     def _items(self, path: str, body: Any, headers: Mapping[str, str] | None) -> Iterator[Any]:
@@ -467,7 +480,9 @@ class ProviderModel:
         if self._stream_format == "lines":
             return transport.stream_lines_sync(path, body, headers=headers)
         if self._stream_format == "json-array":
-            return _objects(transport.stream_bytes_sync(path, body, headers=headers))
+            return _objects(
+                transport.stream_bytes_sync(path, body, headers=headers), _echoes(transport)
+            )
         return transport.stream_sync(path, body, headers=headers)
 
 
@@ -491,26 +506,47 @@ class _Boundary:
                 raise failed from exc
 
 
-async def _aobjects(chunks: AsyncIterator[bytes]) -> AsyncIterator[Any]:
-    """The items of a streamed JSON array (Gemini's stream without ``alt=sse``)."""
+def _fed(
+    split: SplitEchoes, events: Iterable[StreamEvent], last: bool = False
+) -> Iterator[StreamEvent]:
+    """``events`` through ``split``; with ``last``, then the text it still holds."""
+    for event in events:
+        yield from split.feed(event)
+    if last:
+        yield from split.end()
+
+
+def _echoes(transport: Transport) -> Echoes | None:
+    """What a streamed array's elements are masked by: a transport's own secrets (a
+    subclass's stream is its own)."""
+    sender = getattr(transport, "_sender", None)
+    echoes = getattr(sender, "echoes", None)
+    return echoes if isinstance(echoes, Echoes) and echoes else None
+
+
+async def _aobjects(chunks: AsyncIterator[bytes], echoes: Echoes | None) -> AsyncIterator[Any]:
+    """The items of a streamed JSON array (Gemini's stream without ``alt=sse``), each
+    with the key a server echoes in it masked (its text is gone: each one is walked)."""
     decoder = JSONArrayDecoder()
     try:
         async for chunk in chunks:
             for item in decoder.feed(chunk):
-                yield item
+                yield item if echoes is None else echoes.masked(item)
         for item in decoder.close():
-            yield item
+            yield item if echoes is None else echoes.masked(item)
     finally:
         await chunks.aclose()  # type: ignore[attr-defined]
 
 
-def _objects(chunks: Iterator[bytes]) -> Iterator[Any]:
+def _objects(chunks: Iterator[bytes], echoes: Echoes | None) -> Iterator[Any]:
     """Blocking `_aobjects`."""
     decoder = JSONArrayDecoder()
     try:
         for chunk in chunks:
-            yield from decoder.feed(chunk)
-        yield from decoder.close()
+            for item in decoder.feed(chunk):
+                yield item if echoes is None else echoes.masked(item)
+        for item in decoder.close():
+            yield item if echoes is None else echoes.masked(item)
     finally:
         chunks.close()  # type: ignore[attr-defined]
 

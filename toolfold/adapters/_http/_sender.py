@@ -41,6 +41,7 @@ from toolfold.adapters._http._backends import READ_IN_PIECES
 from toolfold.adapters._http._body import BodyCut, BodyError, BodyReader, plain_limit
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._deadlines import sync_deadline
+from toolfold.adapters._http._echoes import Echoes
 from toolfold.adapters._http._http_errors import (
     ErrorInfo,
     interim_answer,
@@ -121,9 +122,12 @@ class Sender:
     # How much of an uncompressed body `fetch` takes as it is (`plain_limit`
     # of the limits, fixed with them): worked out once, not per answer.
     _plain: int = attrs.field(init=False, repr=False)
+    # The secrets, looked for in every successful answer (`json`).
+    echoes: Echoes = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._plain = plain_limit(self.limits)
+        self.echoes = Echoes(self.secrets)
 
     def scrub(self, error: ProviderError) -> ProviderError:
         """``error`` with the secrets removed (in place; returns it)."""
@@ -627,11 +631,12 @@ class Sender:
                 # A body opening with "{" and no NUL after it is UTF-8 to json.loads
                 # (no BOM, not UTF-16/32): decode it here and skip its detection pass.
                 if content[:1] == b"{" and content[1:2] != b"\x00":
-                    return loads_text(content.decode("utf-8", "surrogatepass"))
-                return json.loads(content)
+                    data = loads_text(content.decode("utf-8", "surrogatepass"))
+                else:
+                    data = json.loads(content)
             except RecursionError:  # absurdly deep nesting: read the body cut to a sane depth
                 text = content.decode(json.detect_encoding(content), "surrogatepass")
-                return json.loads(shallow(text))
+                data = json.loads(shallow(text))
         except (ValueError, RecursionError) as exc:
             text = self._redact(content.decode("utf-8", "replace"))
             why = "nested too deep to decode" if isinstance(exc, RecursionError) else "not JSON"
@@ -647,6 +652,12 @@ class Sender:
                     problem=problem,
                 )
             ) from exc
+        echoes = self.echoes
+        # (A body in UTF-16 or UTF-32, NULs among its first bytes, is walked: the
+        # secrets are looked for as UTF-8.)
+        if echoes and (echoes.may_hold(content) or b"\x00" in content[:4]):
+            return echoes.masked(data)
+        return data
 
     def _redact(self, text: str) -> str:
         return redact(text, self.secrets)

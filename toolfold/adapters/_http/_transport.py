@@ -40,7 +40,7 @@ from toolfold.adapters._http._logs import guard_logs
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 from toolfold.adapters._http._sender import Call, ErrorParser, Sender, scrub_error
 from toolfold.adapters._http._sse import LineDecoder, SSEDecoder, SSEEvent
-from toolfold.adapters._http._streaming import BytesDecoder, Decoder, inband_check
+from toolfold.adapters._http._streaming import BytesDecoder, Decoder, inband_check, unechoed
 
 __all__ = ["ErrorParser", "Transport", "USER_AGENT", "scrub_error"]
 
@@ -177,6 +177,8 @@ class Transport:
             clock=clock or time.monotonic,
         )
         self._check = inband_check(provider) if inband_errors else None
+        # What a stream's events and lines are masked by (`Echoes`), when there is a secret.
+        self._unechoed = unechoed(self._sender.echoes) if self._sender.echoes else None
 
     @property
     def timeouts(self) -> Timeouts | None:
@@ -262,27 +264,33 @@ class Transport:
                 call ran past the total timeout.
             ProviderError: As `post_json`, before the stream starts.
         """
-        return self.stream_decoded(path, body, SSEDecoder(), headers=headers, check=self._check)
+        return self.stream_decoded(
+            path, body, SSEDecoder(), headers=headers, check=self._check, clean=self._unechoed
+        )
 
     def stream_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> Iterator[SSEEvent]:
         """Blocking `stream`."""
         return self.stream_decoded_sync(
-            path, body, SSEDecoder(), headers=headers, check=self._check
+            path, body, SSEDecoder(), headers=headers, check=self._check, clean=self._unechoed
         )
 
     def stream_lines(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> AsyncIterator[str]:
         """Like `stream`, for newline-delimited JSON: yields each non-empty line."""
-        return self.stream_decoded(path, body, LineDecoder(), headers=headers, accept=None)
+        return self.stream_decoded(
+            path, body, LineDecoder(), headers=headers, accept=None, clean=self._unechoed
+        )
 
     def stream_lines_sync(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
     ) -> Iterator[str]:
         """Blocking `stream_lines`."""
-        return self.stream_decoded_sync(path, body, LineDecoder(), headers=headers, accept=None)
+        return self.stream_decoded_sync(
+            path, body, LineDecoder(), headers=headers, accept=None, clean=self._unechoed
+        )
 
     def stream_bytes(
         self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
@@ -305,6 +313,7 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         accept: str | None = "text/event-stream",
         check: Callable[[_T], None] | None = None,
+        clean: Callable[[_T], _T] | None = None,
     ) -> AsyncIterator[_T]:
         """POST ``body`` and yield what ``decoder`` makes of the answer as it arrives.
 
@@ -316,6 +325,9 @@ class Transport:
             accept: The ``accept`` header (None: ``application/json``).
             check: Called on each item before it is yielded; may raise a
                 `ProviderError` (e.g. for an error sent in-band).
+            clean: Called on each item first; what it returns is checked and
+                yielded instead (`stream` and `stream_lines` mask the key a
+                server echoes in an event or a line: `unechoed`).
 
         Raises:
             ProviderError: As `stream`; every error is scrubbed of the key.
@@ -327,10 +339,14 @@ class Transport:
             async with contextlib.aclosing(self._sender.body(response, call, ended)) as chunks:
                 async for chunk in chunks:
                     for item in decoder.feed(chunk):
+                        if clean is not None:
+                            item = clean(item)
                         if check is not None:
                             check(item)
                         yield item
             for item in decoder.close():
+                if clean is not None:
+                    item = clean(item)
                 if check is not None:
                     check(item)
                 yield item
@@ -347,6 +363,7 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         accept: str | None = "text/event-stream",
         check: Callable[[_T], None] | None = None,
+        clean: Callable[[_T], _T] | None = None,
     ) -> Iterator[_T]:
         """Blocking `stream_decoded`."""
         call = self._stream_call(path, body, headers, accept)
@@ -356,10 +373,14 @@ class Transport:
             with contextlib.closing(self._sender.body_sync(response, call, ended)) as chunks:
                 for chunk in chunks:
                     for item in decoder.feed(chunk):
+                        if clean is not None:
+                            item = clean(item)
                         if check is not None:
                             check(item)
                         yield item
             for item in decoder.close():
+                if clean is not None:
+                    item = clean(item)
                 if check is not None:
                     check(item)
                 yield item

@@ -1,0 +1,349 @@
+"""A key a server writes into a successful answer never reaches a response, a tool or a state.
+
+Each provider's fake server answers with the model's own key in a call's
+arguments and in the answer text: blocking and streamed (where the fakes
+cut the text and the arguments into small deltas, so the key arrives in
+pieces), sync and async, written as is and with JSON escapes. The tool gets
+``***`` where the key was, the answer says ``***``, and the state's JSON
+holds no part of the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import attrs
+import pytest
+from backends import OWNED
+from fake_gemini_responses import FakeGemini, FakeResponses
+from fake_native import FakeAnthropic, FakeOllama
+from fake_openai import Calls, FakeChat, Text
+from scripted_http import Recorded, Reply, ScriptedServer, sse
+
+import toolfold
+from toolfold import Agent, RunState
+from toolfold.adapters import Transport
+from toolfold.adapters._http._echoes import Echoes
+from toolfold.adapters._http._keys import Secret, api_key_secrets, scrubs
+from toolfold.adapters._split_echoes import SplitEchoes
+from toolfold.runtime import (
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+KEY = "sk-echo-0123456789abcdefghijXYZ"
+INNER = "0123456789abcdefghij"  # no part of the key shows: not even its middle
+#: The key as a JSON string may write it: each "-" as an escape.
+ESCAPED = KEY.replace("-", "\\u002d")
+PROVIDERS = ["chat", "responses", "anthropic", "gemini-sse", "gemini-json", "ollama"]
+MODES = ["blocking-sync", "blocking-async", "stream-sync", "stream-async"]
+
+
+def _fake(provider: str, script: Any) -> Any:
+    if provider == "chat":
+        return FakeChat(script)
+    if provider == "responses":
+        return FakeResponses(script)
+    if provider == "anthropic":
+        return FakeAnthropic(script)
+    if provider == "ollama":
+        return FakeOllama(script)
+    return FakeGemini(script)
+
+
+def _model(provider: str, url: str, **options: Any) -> Any:
+    if provider == "chat":
+        return toolfold.model("openai-compatible:m", base_url=f"{url}/v1", api_key=KEY, **options)
+    if provider == "responses":
+        return toolfold.model("openai-responses:m", base_url=f"{url}/v1", api_key=KEY, **options)
+    if provider == "anthropic":
+        return toolfold.model("anthropic:m", base_url=url, api_key=KEY, **options)
+    if provider == "ollama":
+        return toolfold.model("ollama:m", base_url=url, api_key=KEY, **options)
+    form = "json" if provider == "gemini-json" else "sse"
+    return toolfold.model("gemini:m", base_url=url, api_key=KEY, stream_format=form, **options)
+
+
+def _escaping(fake: Any) -> Any:
+    """``fake``'s answers with the key, wherever it is whole in a piece, JSON-escaped."""
+
+    def handler(request: Recorded) -> Reply:
+        reply: Reply = fake(request)
+        if reply.json is not None:
+            body = json.dumps(reply.json).encode()
+            headers = {**reply.headers, "content-type": "application/json"}
+            reply = attrs.evolve(reply, json=None, body=body, headers=headers)
+        swap = (KEY.encode(), ESCAPED.encode())
+        chunks = reply.chunks
+        if chunks is not None:
+            chunks = [c.replace(*swap) if isinstance(c, bytes) else c for c in chunks]
+        return attrs.evolve(reply, body=reply.body.replace(*swap), chunks=chunks)
+
+    return handler
+
+
+got: list[str] = []
+
+
+@toolfold.tool
+def look_up(city: str) -> str:
+    """Look a city up.
+
+    Args:
+        city: The city.
+    """
+    got.append(city)
+    return f"found {city}"
+
+
+def _run(model: Any, mode: str) -> Any:
+    agent = Agent(model=model, tools=[look_up])
+    prompt = "Look Paris up."
+    if mode == "blocking-sync":
+        return agent.run(prompt)
+    if mode == "blocking-async":
+        return asyncio.run(agent.arun(prompt))
+    if mode == "stream-sync":
+        run = agent.stream(prompt)
+        deltas = [e.text for e in run if isinstance(e, TextDelta)]
+        assert "".join(deltas) == run.response.text
+        return run.response
+
+    async def streamed() -> Any:
+        run = agent.stream(prompt)
+        deltas = [e.text async for e in run if isinstance(e, TextDelta)]
+        assert "".join(deltas) == run.response.text
+        return run.response
+
+    return asyncio.run(streamed())
+
+
+@pytest.mark.parametrize("escaped", [False, True], ids=["as-is", "escaped"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_key_in_a_successful_answer_is_masked_before_anything_keeps_it(
+    http_server: ScriptedServer, opened: list[Any], provider: str, mode: str, escaped: bool
+) -> None:
+    """The key in a call's arguments and the answer text: the tool, the answer and the state see ``***``."""
+    script = (Calls((("look_up", {"city": f"Paris {KEY}"}),)), Text(f"Paris, as {KEY} says."))
+    fake = _fake(provider, script)
+    http_server.handler = _escaping(fake) if escaped else fake
+    model = _model(provider, http_server.url)
+    opened.append(model)
+    got.clear()
+    response = _run(model, mode)
+    assert fake.problems == []
+    assert got == ["Paris ***"]
+    assert response.text == "Paris, as *** says."
+    stored = response.state.to_json()
+    assert INNER not in stored
+    assert "Paris ***" in stored
+    assert RunState.from_json(stored) == response.state
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("backend", OWNED)
+def test_every_backend_masks_the_key_in_an_answer(
+    http_server: ScriptedServer, opened: list[Any], backend: str, mode: str
+) -> None:
+    """Each client a model owns hands its answers on masked (the mask is above the clients)."""
+    if mode == "sync" and backend == "aiohttp":
+        backend = "httpx"  # aiohttp is async only: the sync cell is httpx's again
+    http_server.handler = FakeChat((Text(f"the key is {KEY}"),))
+    model = _model("chat", http_server.url, http=backend)
+    opened.append(model)
+    if mode == "sync":
+        response = toolfold.generate_text(model, "hi")
+    else:
+
+        async def main() -> Any:
+            try:
+                return await toolfold.agenerate_text(model, "hi")
+            finally:
+                await model.aclose()
+
+        response = asyncio.run(main())
+    assert response.text == "the key is ***"
+    assert INNER not in response.state.to_json()
+
+
+def test_arguments_that_write_the_key_with_escapes_inside_their_json_text(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """Chat Completions sends arguments as JSON text in a string: ``sk\\u002d...`` in that text
+    decodes to the key only when the arguments are read; the tool still gets ``***``."""
+    inner = json.dumps({"city": f"Paris {ESCAPED}"}).replace(
+        "\\\\", "\\"
+    )  # '{"city": "Paris sk\u002d..."}'
+    assert "\\u002d" in inner
+    assert json.loads(inner) == {"city": f"Paris {KEY}"}
+    call = {"id": "c1", "type": "function", "function": {"name": "look_up", "arguments": inner}}
+    answers = [
+        {"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]},
+        {"choices": [{"message": {"role": "assistant", "content": "done"}}]},
+    ]
+    http_server.handler = lambda request: Reply(json=answers[len(http_server.requests) - 1])
+    model = _model("chat", http_server.url)
+    opened.append(model)
+    got.clear()
+    response = Agent(model=model, tools=[look_up]).run("Look Paris up.")
+    assert got == ["Paris ***"]
+    stored = response.state.to_json()
+    assert INNER not in stored
+    assert "\\u002d" not in stored  # the arguments' text was written again from what they hold
+    assert RunState.from_json(stored) == response.state
+
+
+def test_the_key_in_ids_names_and_keys_of_an_answer_is_masked(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """Not only text: a call's id, the model's name, the response id and an object's key."""
+    call = {
+        "id": f"id-{KEY}",
+        "type": "function",
+        "function": {"name": "look_up", "arguments": json.dumps({"city": "Paris", KEY: 1})},
+    }
+    answers = [
+        {
+            "id": f"r-{KEY}",
+            "model": f"m-{KEY}",
+            "choices": [{"message": {"role": "assistant", "tool_calls": [call]}}],
+        },
+        {"choices": [{"message": {"role": "assistant", "content": "done"}}]},
+    ]
+    http_server.handler = lambda request: Reply(json=answers[len(http_server.requests) - 1])
+    model = _model("chat", http_server.url)
+    opened.append(model)
+    response = Agent(model=model, tools=[look_up]).run("Look Paris up.")
+    stored = response.state.to_json()
+    assert INNER not in stored
+    assert "id-***" in stored
+    assert "m-***" in stored
+    # The unknown argument went back to the model as an argument error, masked too.
+    sent = json.dumps(http_server.requests[1].json())
+    assert INNER not in sent
+    assert "unexpected property '***'" in sent
+
+
+def test_a_transport_hands_on_masked_events_and_lines(http_server: ScriptedServer) -> None:
+    """`Transport.stream` and `stream_lines` are masked too: what a codec reads is."""
+    http_server.handler = lambda request: Reply(
+        headers={"content-type": "text/event-stream"},
+        chunks=sse({"text": KEY}, f'{{"text": "x{ESCAPED}"}}', "[DONE]", f"{KEY} is not JSON"),
+    )
+    with Transport("openai", http_server.url, KEY) as transport:
+        events = [e.data for e in transport.stream_sync("x", {})]
+    assert [json.loads(d) for d in events[:2]] == [{"text": "***"}, {"text": "x***"}]
+    assert events[2:] == ["[DONE]", "*** is not JSON"]
+    http_server.handler = lambda request: Reply(
+        chunks=[json.dumps({"message": KEY}).encode() + b"\n"]
+    )
+    with Transport("ollama", http_server.url, KEY) as transport:
+        lines = list(transport.stream_lines_sync("x", {}))
+    assert [json.loads(line) for line in lines] == [{"message": "***"}]
+
+
+def test_an_answer_in_utf16_is_masked(http_server: ScriptedServer) -> None:
+    """JSON's other encodings: the key is looked for in what the body decodes to."""
+    body = json.dumps({"text": KEY}).encode("utf-16")
+    http_server.handler = lambda request: Reply(body=body)
+    with Transport("openai", http_server.url, KEY) as transport:
+        assert transport.post_json_sync("x", {}) == {"text": "***"}
+
+
+def test_without_the_key_an_answer_is_the_decoded_body_itself(http_server: ScriptedServer) -> None:
+    """Nothing is masked that is not the key: a body without it decodes as it is."""
+    answer = {"text": "sk-echo-0123 is not the key, nor is \\u002d", "n": [1, -2.5, None]}
+    http_server.handler = lambda request: Reply(json=answer)
+    with Transport("openai", http_server.url, KEY) as transport:
+        assert transport.post_json_sync("x", {}) == answer
+
+
+# --- the pieces, on their own ----------------------------------------------
+
+
+def test_echoes_masks_strings_and_keys_at_any_depth() -> None:
+    echoes = Echoes([Secret(KEY)])
+    deep: Any = KEY
+    for _ in range(20_000):  # deeper than any recursion: the walk is a loop
+        deep = [deep]
+    data = {"a": [1, {"b": f"x{KEY}y", KEY: True}], "deep": deep}
+    masked = echoes.masked(data)
+    assert masked["a"] == [1, {"b": "x***y", "***": True}]
+    inner = masked["deep"]
+    while isinstance(inner, list):
+        inner = inner[0]
+    assert inner == "***"
+    assert echoes.masked(KEY) == "***"
+
+
+def test_echoes_looks_for_a_secret_as_json_writes_it() -> None:
+    """A quote, a backslash or a slash in a secret is written escaped in JSON: looked for so."""
+    odd = 'pw"with\\odd/chars'
+    echoes = Echoes([Secret(odd)])
+    raw = json.dumps({"t": odd}).replace("/", "\\/").encode()
+    assert odd.encode() not in raw
+    assert echoes.may_hold(raw)
+    assert echoes.masked(json.loads(raw)) == {"t": "***"}
+    assert not echoes.may_hold(b'{"t": "nothing here"}')
+    assert echoes.may_hold(b'{"t": "\\u0041"}')  # any \u escape may write it
+    assert not Echoes([])
+    assert not Echoes([None])
+
+
+def test_a_short_key_is_masked_only_where_it_is_written_as_one() -> None:
+    (short,) = api_key_secrets(Secret("ab"), "authorization", "Bearer")
+    echoes = Echoes([short])
+    assert echoes.masked({"t": "Bearer ab, about a cab"}) == {"t": "Bearer ***, about a cab"}
+
+
+def _split(events: list[Any], *secrets: str) -> list[Any]:
+    split = SplitEchoes(scrubs([Secret(s) for s in secrets]))
+    out = [e for event in events for e in split.feed(event)]
+    return out + list(split.end())
+
+
+def _texts(events: list[Any]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def test_split_echoes_joins_a_key_written_across_deltas() -> None:
+    pieces = ["The key ", "is sk", "-echo-01234", "56789abcdefghijXY", "Z, ok"]
+    out = _split([TextDelta(p) for p in pieces], KEY)
+    assert _texts(out) == "The key is ***, ok"
+    # What cannot start the key goes on at once: only "sk" was held, then the key.
+    assert [e.text for e in out][:2] == ["The key ", "is "]
+
+
+def test_split_echoes_gives_back_what_turned_out_not_to_be_the_key() -> None:
+    out = _split([TextDelta("ask"), TextDelta("-echo-0"), TextDelta("ne")], KEY)
+    assert _texts(out) == "ask-echo-0ne"
+    # Held text is given back before the next event of another kind, in order.
+    events = [TextDelta("say sk-ec"), ToolCallStart(0, "c", "f"), ToolCallDelta(0, '{"a": "sk-')]
+    events += [ToolCallDelta(0, 'echo-0123456789abcdefghijXYZ"}'), ToolCallEnd(0)]
+    out = _split(events, KEY)
+    assert [type(e).__name__ for e in out] == [
+        "TextDelta",
+        "TextDelta",
+        "ToolCallStart",
+        "ToolCallDelta",
+        "ToolCallDelta",
+        "ToolCallEnd",
+    ]
+    assert _texts(out) == "say sk-ec"
+    arguments = "".join(e.arguments for e in out if isinstance(e, ToolCallDelta))
+    assert arguments == '{"a": "***"}'
+
+
+def test_split_echoes_keeps_reasoning_apart_and_its_provider() -> None:
+    events = [ReasoningDelta("think sk-echo", provider="p"), ReasoningDelta(KEY[7:], provider="p")]
+    events.append(ReasoningDelta("", signature="sig", provider="p"))
+    out = _split(events, KEY)
+    assert "".join(e.text for e in out) == "think ***"
+    assert all(e.provider == "p" for e in out)
+    assert out[-1].signature == "sig"
