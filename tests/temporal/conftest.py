@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from temporal_servers import SUGGEST_AFTER, DevServer, WorkerProcess
+
+# Temporal's workers and replayers fail a workflow activation that runs past 2 s of
+# wall time ("potential deadlock"): a guard against blocking workflow code, and a
+# clock these tests must not depend on. On the test command's two cores, nine suites
+# and (on a fresh machine) the local model's build share the CPU, and a replay's
+# activation restoring a run's state was seen to pass 2 s there: the replay then
+# failed. TEMPORAL_DEBUG turns the guard off in every worker and
+# replayer here, and in the worker processes the tests start (they inherit it); it
+# also lets `breakpoint()` through the sandbox, which no workflow here calls.
+os.environ["TEMPORAL_DEBUG"] = "1"
 
 
 def _running(db: Path | None, *options: str) -> Iterator[DevServer]:
