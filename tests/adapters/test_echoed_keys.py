@@ -264,34 +264,133 @@ def test_without_the_key_an_answer_is_the_decoded_body_itself(http_server: Scrip
         assert transport.post_json_sync("x", {}) == answer
 
 
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "x", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+
+
+def _streamed(server: ScriptedServer, opened: list[Any], chunks: list[bytes]) -> Any:
+    """The response a model folds from the Chat Completions stream ``chunks``."""
+    server.handler = lambda request: Reply(
+        headers={"content-type": "text/event-stream"}, chunks=chunks
+    )
+    model = _model("chat", server.url)
+    opened.append(model)
+    run = Agent(model=model, tools=[look_up], max_steps=1).stream("hi")
+    for _ in run:
+        pass
+    return run.response
+
+
+def test_a_key_split_around_another_runs_events_is_joined(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """Text and a call in the same chunks (some compatible servers send them so): the
+    text's halves of the key have a call's events between them, and the call's halves
+    the text's; each run is joined apart."""
+    call = {"index": 0, "id": "c1", "type": "function"}
+    call["function"] = {"name": "look_up", "arguments": '{"city": "sk-ec'}
+    rest = {"index": 0, "function": {"arguments": 'ho-0123456789abcdefghijXYZ"}'}}
+    chunks = sse(
+        _chunk({"role": "assistant", "content": "The key is sk-ec", "tool_calls": [call]}),
+        _chunk({"content": "ho-0123456789abcdefghijXYZ.", "tool_calls": [rest]}),
+        _chunk({}, "tool_calls"),
+        "[DONE]",
+    )
+    got.clear()
+    state = _streamed(http_server, opened, chunks).state  # one step: the call runs
+    assert got == ["***"]
+    stored = state.to_json()
+    assert INNER not in stored
+    assert "The key is ***." in stored
+
+
+def test_only_the_strings_that_hold_the_key_change(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """An event holding the key keeps its other bytes: a number JSON reads as infinite
+    stays the literal the codec reads (it would refuse ``Infinity``); arguments keep their
+    text but for the key (number forms, duplicate keys, spacing)."""
+    head = '{"id":"x","object":"chat.completion.chunk","created":1e400,"model":"m",'
+    body = f'"choices":[{{"index":0,"delta":{{"content":"key {KEY}"}},"finish_reason":null}}]}}'
+    chunks = sse(head + body, _chunk({}, "stop"), "[DONE]")
+    assert _streamed(http_server, opened, chunks).text == "key ***"
+    arguments = '{"city":  "x\\u002d",  "n": 1.000, "city": "' + ESCAPED + '"}'
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    http_server.handler = lambda request: Reply(
+        json={"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]}
+    )
+    model = _model("chat", http_server.url)
+    opened.append(model)
+    from toolfold import Message, ModelRequest
+
+    (part,) = model.request_sync(ModelRequest((Message.user("hi"),))).message.tool_calls
+    assert part.arguments_text == '{"city":  "x\\u002d",  "n": 1.000, "city": "***"}'
+
+
+def test_a_stream_cut_gives_back_what_it_held_when_it_shows_no_key(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """A stream that fails after text that could start the key: the held end is shown
+    when it is too short to give the key away, and masked when it is longer."""
+    from scripted_http import Cut
+
+    for ending, shown in (("it is yes", "it is yes"), ("it is sk-ech", "it is ***")):
+        chunks = [*sse(_chunk({"role": "assistant", "content": ending})), Cut()]
+        http_server.handler = lambda request, chunks=chunks: Reply(
+            headers={"content-type": "text/event-stream"}, chunks=chunks
+        )
+        model = _model("chat", http_server.url, retry=0)
+        opened.append(model)
+        seen: list[str] = []
+        with pytest.raises(toolfold.StreamError):
+            _deltas_into(seen, Agent(model=model).stream("hi"))
+        assert "".join(seen) == shown
+
+
+def _deltas_into(seen: list[str], run: Any) -> None:
+    for event in run:
+        if isinstance(event, TextDelta):
+            seen.append(event.text)
+
+
 # --- the pieces, on their own ----------------------------------------------
 
 
-def test_echoes_masks_strings_and_keys_at_any_depth() -> None:
+def test_echoes_masks_only_the_strings_that_hold_a_secret() -> None:
     echoes = Echoes([Secret(KEY)])
-    deep: Any = KEY
-    for _ in range(20_000):  # deeper than any recursion: the walk is a loop
-        deep = [deep]
-    data = {"a": [1, {"b": f"x{KEY}y", KEY: True}], "deep": deep}
-    masked = echoes.masked(data)
-    assert masked["a"] == [1, {"b": "x***y", "***": True}]
-    inner = masked["deep"]
-    while isinstance(inner, list):
-        inner = inner[0]
-    assert inner == "***"
-    assert echoes.masked(KEY) == "***"
+    text = '{"a": [1e400, {"b": "x' + KEY + 'y", "' + KEY + '": true}], "c": "\\u00e9"}'
+    assert echoes.may_hold_text(text)
+    assert echoes.masked_text(text) == '{"a": [1e400, {"b": "x***y", "***": true}], "c": "\\u00e9"}'
+    untouched = '{"b": "no key, \\u002d only"}'
+    assert echoes.masked_text(untouched) is untouched
+
+
+def test_echoes_reads_string_literals_in_linear_time() -> None:
+    """A hostile text of quotes and backslashes never closed: found in one pass (a search
+    for literals anywhere would start again at each quote: quadratic)."""
+    echoes = Echoes([Secret(KEY)])
+    hostile = '"\\"' * 300_000
+    assert echoes.masked_text(KEY + hostile) == "***" + hostile
+    assert echoes.masked_text(f'"{KEY}"' + hostile) == '"***"' + hostile
+    left_open = '"' + "\\" + '"\\' * 300_000  # a string never closed: the search ends there
+    assert echoes.masked_text(f'"{KEY}"' + left_open) == '"***"' + left_open
 
 
 def test_echoes_looks_for_a_secret_as_json_writes_it() -> None:
-    """A quote, a backslash or a slash in a secret is written escaped in JSON: looked for so."""
-    odd = 'pw"with\\odd/chars'
+    """A quote, a backslash or a slash in a secret is written escaped in JSON: looked for so,
+    each slash escaped or not."""
+    odd = 'team/prod/"q"\\0123456789'
     echoes = Echoes([Secret(odd)])
-    raw = json.dumps({"t": odd}).replace("/", "\\/").encode()
-    assert odd.encode() not in raw
-    assert echoes.may_hold(raw)
-    assert echoes.masked(json.loads(raw)) == {"t": "***"}
-    assert not echoes.may_hold(b'{"t": "nothing here"}')
-    assert echoes.may_hold(b'{"t": "\\u0041"}')  # any \u escape may write it
+    for raw in (
+        json.dumps({"t": odd}),
+        json.dumps({"t": odd}).replace("/", "\\/"),
+        json.dumps({"t": odd}).replace("/", "\\/", 1),
+    ):
+        assert echoes.may_hold(raw.encode())
+        assert json.loads(echoes.masked_text(raw)) == {"t": "***"}
+    assert not echoes.may_hold(b'{"t": "nothing here, \\u00e9"}')
+    assert echoes.may_hold(b'{"t": "\\u0074"}')  # an escape of one of its letters ("t")
     assert not Echoes([])
     assert not Echoes([None])
 
@@ -299,7 +398,9 @@ def test_echoes_looks_for_a_secret_as_json_writes_it() -> None:
 def test_a_short_key_is_masked_only_where_it_is_written_as_one() -> None:
     (short,) = api_key_secrets(Secret("ab"), "authorization", "Bearer")
     echoes = Echoes([short])
-    assert echoes.masked({"t": "Bearer ab, about a cab"}) == {"t": "Bearer ***, about a cab"}
+    assert not echoes.may_hold(b'{"t": "about a cab"}')
+    text = '{"t": "Bearer ab, about a cab"}'
+    assert json.loads(echoes.masked_text(text)) == {"t": "Bearer ***, about a cab"}
 
 
 def _split(events: list[Any], *secrets: str) -> list[Any]:
@@ -323,21 +424,24 @@ def test_split_echoes_joins_a_key_written_across_deltas() -> None:
 def test_split_echoes_gives_back_what_turned_out_not_to_be_the_key() -> None:
     out = _split([TextDelta("ask"), TextDelta("-echo-0"), TextDelta("ne")], KEY)
     assert _texts(out) == "ask-echo-0ne"
-    # Held text is given back before the next event of another kind, in order.
+    # Each run is held apart: the text's end waits across a call's events, the call's
+    # end is given back before the call ends.
     events = [TextDelta("say sk-ec"), ToolCallStart(0, "c", "f"), ToolCallDelta(0, '{"a": "sk-')]
     events += [ToolCallDelta(0, 'echo-0123456789abcdefghijXYZ"}'), ToolCallEnd(0)]
+    events += [TextDelta("ho-0123456789abcdefghijXYZ")]
     out = _split(events, KEY)
-    assert [type(e).__name__ for e in out] == [
-        "TextDelta",
-        "TextDelta",
-        "ToolCallStart",
-        "ToolCallDelta",
-        "ToolCallDelta",
-        "ToolCallEnd",
-    ]
-    assert _texts(out) == "say sk-ec"
+    assert _texts(out) == "say ***"
     arguments = "".join(e.arguments for e in out if isinstance(e, ToolCallDelta))
     assert arguments == '{"a": "***"}'
+    ended = [type(e).__name__ for e in out].index("ToolCallEnd")
+    assert not any(isinstance(e, ToolCallDelta) for e in out[ended:])
+
+
+def test_split_echoes_passes_every_event_on() -> None:
+    """Nothing is dropped, so the parts a stream folds to are the same with a key or without:
+    an empty reasoning delta between two texts still splits them."""
+    events = [TextDelta("a"), ReasoningDelta("", provider="gemini"), TextDelta("b")]
+    assert _split(events, KEY) == events
 
 
 def test_split_echoes_keeps_reasoning_apart_and_its_provider() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Callable
 from typing import Any
 
 from toolfold._errors import StreamError
@@ -32,8 +33,16 @@ _LITERAL_END = re.compile(r"[\s,\]]")
 class JSONArrayDecoder:
     """Splits a streamed JSON array (``[{...}\\n,\\n{...}]``) into its elements as bytes arrive."""
 
-    def __init__(self, provider: str = "gemini") -> None:
+    def __init__(self, provider: str = "gemini", clean: Callable[[str], str] | None = None) -> None:
+        """A decoder for one stream.
+
+        Args:
+            provider: The provider, for errors.
+            clean: Called on each element's text before it is decoded; what it
+                returns is decoded (a provider's model masks its key there: `Echoes`).
+        """
         self._provider = provider
+        self._clean = clean
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
         self._started = False
         self._ended = False
@@ -148,6 +157,8 @@ class JSONArrayDecoder:
 
     def _element(self) -> Any:
         text = "".join(self._parts)
+        if self._clean is not None:
+            text = self._clean(text)
         self._parts = []
         self._depth = 0
         self._in_string = self._escape = self._literal = False

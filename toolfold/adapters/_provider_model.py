@@ -29,7 +29,7 @@ import functools
 import logging
 import re
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -358,10 +358,15 @@ class ProviderModel:
                         yield event
                     if self._stream_done(state):
                         break
+            except ProviderError:
+                if split is not None:  # what it held back, as far as it is safe to show
+                    for event in split.cut():
+                        yield event
+                raise
             finally:
                 await items.aclose()  # type: ignore[attr-defined]
             end = self._stream_end(state)
-            for event in end if split is None else _fed(split, end, last=True):
+            for event in end if split is None else [*_fed(split, end), *split.end()]:
                 yield event
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
@@ -376,10 +381,14 @@ class ProviderModel:
                     yield from out if split is None else _fed(split, out)
                     if self._stream_done(state):
                         break
+            except ProviderError:
+                if split is not None:  # what it held back, as far as it is safe to show
+                    yield from split.cut()
+                raise
             finally:
                 items.close()  # type: ignore[attr-defined]
             end = self._stream_end(state)
-            yield from end if split is None else _fed(split, end, last=True)
+            yield from end if split is None else [*_fed(split, end), *split.end()]
 
     def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
         """Validate a call's arguments against the schema this model sent for its tool.
@@ -506,14 +515,12 @@ class _Boundary:
                 raise failed from exc
 
 
-def _fed(
-    split: SplitEchoes, events: Iterable[StreamEvent], last: bool = False
-) -> Iterator[StreamEvent]:
-    """``events`` through ``split``; with ``last``, then the text it still holds."""
+def _fed(split: SplitEchoes, events: Iterable[StreamEvent]) -> list[StreamEvent]:
+    """``events`` through ``split``: what to pass on (`SplitEchoes.feed`)."""
+    out: list[StreamEvent] = []
     for event in events:
-        yield from split.feed(event)
-    if last:
-        yield from split.end()
+        out += split.feed(event)
+    return out
 
 
 def _echoes(transport: Transport) -> Echoes | None:
@@ -525,30 +532,35 @@ def _echoes(transport: Transport) -> Echoes | None:
 
 
 async def _aobjects(chunks: AsyncIterator[bytes], echoes: Echoes | None) -> AsyncIterator[Any]:
-    """The items of a streamed JSON array (Gemini's stream without ``alt=sse``), each
-    with the key a server echoes in it masked (its text is gone: each one is walked)."""
-    decoder = JSONArrayDecoder()
+    """The items of a streamed JSON array (Gemini's stream without ``alt=sse``), each with
+    the key a server echoes in it masked (`Echoes`)."""
+    decoder = JSONArrayDecoder(clean=None if echoes is None else _unechoed(echoes))
     try:
         async for chunk in chunks:
             for item in decoder.feed(chunk):
-                yield item if echoes is None else echoes.masked(item)
+                yield item
         for item in decoder.close():
-            yield item if echoes is None else echoes.masked(item)
+            yield item
     finally:
         await chunks.aclose()  # type: ignore[attr-defined]
 
 
 def _objects(chunks: Iterator[bytes], echoes: Echoes | None) -> Iterator[Any]:
     """Blocking `_aobjects`."""
-    decoder = JSONArrayDecoder()
+    decoder = JSONArrayDecoder(clean=None if echoes is None else _unechoed(echoes))
     try:
         for chunk in chunks:
-            for item in decoder.feed(chunk):
-                yield item if echoes is None else echoes.masked(item)
-        for item in decoder.close():
-            yield item if echoes is None else echoes.masked(item)
+            yield from decoder.feed(chunk)
+        yield from decoder.close()
     finally:
         chunks.close()  # type: ignore[attr-defined]
+
+
+def _unechoed(echoes: Echoes) -> Callable[[str], str]:
+    def clean(text: str) -> str:
+        return echoes.masked_text(text) if echoes.may_hold_text(text) else text
+
+    return clean
 
 
 def _raw(item: Any) -> str:

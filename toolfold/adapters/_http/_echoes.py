@@ -6,58 +6,72 @@ its log, which a user serializes and sends to places the key must not go (a
 browser, a queue, a shared store). A server that echoes the request's
 ``Authorization`` header into a message (a debugging proxy, a misconfigured
 gateway, a hostile endpoint) would put the key there. `Echoes` masks each
-secret in every string of the decoded answer (object keys too) as `scrub`
-masks it in an error, before the provider's codec reads it: blocking answers
-whole, streamed ones event by event (an SSE event's data, a JSON line, an
-element of Gemini's streamed array).
+secret in the answer's JSON text as `scrub` masks it in an error, before the
+provider's codec reads it: a blocking answer's body, and a stream's events,
+lines or array elements one by one (a secret written across a stream's
+deltas is joined back by `SplitEchoes`, above the codec).
 
-Nothing is walked unless the answer's text may hold a secret: it is searched
-for each secret as JSON writes it (as is, with ``\\"`` and ``\\\\`` for a
-quote or backslash in it, with ``\\/`` for a slash) and for a ``\\u``
-escape, the only other way JSON writes a secret's characters; an answer
-without either cannot decode to a string holding one.
+Only the JSON strings that hold a secret change: each string literal of the
+text that may hold one is decoded, masked and written again, and the rest of
+the text stays as it came, byte for byte (numbers, order, duplicate keys,
+other strings). A string that is JSON text itself (a Chat Completions call's
+``arguments``) is masked the same way inside, so ``sk\\u002d...`` written
+with an escape there reaches the tool as ``***`` and the rest of the
+arguments' text stays as sent.
 
-A string that is JSON text itself (a Chat Completions call's ``arguments``)
-is read as JSON when it has an escape: ``sk\\u002d...`` in it decodes to the
-key in the arguments a tool gets, so those are masked too and the string is
-written again from them.
-
-A secret split between two streamed events (a model writing it token by
-token) is not joined back: a model can only write a key it read, which is
-then in the conversation the state keeps already.
+A text is looked at only when it may hold a secret: when it has a secret as
+JSON writes it (as is, with ``\\"`` and ``\\\\`` for a quote or backslash,
+``\\/`` for a slash) or a ``\\u`` escape of one of the secrets' characters;
+a text without either cannot decode to a string holding one. A key shorter
+than `MIN_BARE_PASSWORD` is masked only where it is written as a credential
+(``Bearer ab``), and looked for so.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+import re
+from collections.abc import Iterable, Iterator
 
-from toolfold.adapters._http._json import decode_cut
 from toolfold.adapters._http._keys import Scrubs, Secret, scrub, scrubs
 
 __all__ = ["Echoes"]
 
+# The rest of a JSON string literal after its opening quote, up to its closing one
+# (an unescaped control character included: the text is read, not checked).
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
 
 class Echoes:
-    """Masks ``secrets`` in a successful answer's decoded JSON (see the module).
+    """Masks ``secrets`` in a successful answer's JSON text (see the module).
 
     False when there is no secret to look for: callers skip it at no cost.
     """
 
-    __slots__ = ("_needles", "_pairs", "_texts")
+    __slots__ = ("_escape", "_escape_bytes", "_named", "_needles", "_pairs", "_texts")
 
     def __init__(self, secrets: Iterable[Secret | None]) -> None:
         self._pairs: Scrubs = scrubs(secrets)
-        texts: dict[str, None] = {"\\u": None}
-        for value, _, _, _ in self._pairs:
+        texts: dict[str, None] = {}
+        letters: set[str] = set()
+        named = []
+        for value, _, _, where in self._pairs:
+            letters.update(value)
+            if where is not None:  # a short key: only where it is written as one
+                named.append(where)
+                continue
             escaped = json.dumps(value, ensure_ascii=False)[1:-1]  # '"' and '\' escaped
-            for text in (value, escaped):
-                texts[text] = None
-                if "/" in text:
-                    texts[text.replace("/", "\\/")] = None
-        self._texts = tuple(texts) if self._pairs else ()
+            texts[value] = texts[escaped] = None
+            if "/" in value:
+                texts["\\/"] = None  # any of its slashes may be written so
+        self._texts = tuple(texts)
         self._needles = tuple(text.encode("utf-8", "surrogatepass") for text in self._texts)
+        self._named = tuple(named)
+        # A \u escape of any letter of a secret (of its UTF-16 halves, beyond the BMP).
+        codes = sorted({f"{unit:04x}" for c in letters for unit in _utf16(c)})
+        pattern = rf"\\u(?i:{'|'.join(codes)})" if codes else r"(?!)"
+        self._escape = re.compile(pattern)
+        self._escape_bytes = re.compile(pattern.encode())
 
     def __bool__(self) -> bool:
         return bool(self._pairs)
@@ -68,79 +82,93 @@ class Echoes:
         return self._pairs
 
     def may_hold(self, raw: bytes) -> bool:
-        """Whether the JSON ``raw`` may decode to a string holding a secret."""
-        # (A loop, not `any()` over a generator: asked of every answer.)
-        for needle in self._needles:  # noqa: SIM110
+        """Whether the JSON ``raw`` (UTF-8) may decode to a string holding a secret."""
+        # (Loops, not `any()` over a generator: asked of every answer.)
+        for needle in self._needles:
             if needle in raw:
                 return True
-        return False
+        if self._named and self.may_hold_text(raw.decode("utf-8", "replace")):
+            return True
+        return self._escape_bytes.search(raw) is not None
 
-    def may_hold_text(self, raw: str) -> bool:
-        """`may_hold` for JSON already decoded to text."""
-        return any(text in raw for text in self._texts)
+    def may_hold_text(self, text: str) -> bool:
+        """`may_hold` for JSON text."""
+        for needle in self._texts:
+            if needle in text:
+                return True
+        for where in self._named:
+            if where.search(text):
+                return True
+        return self._escape.search(text) is not None
 
-    def masked(self, data: Any) -> Any:
-        """``data`` (decoded JSON, edited in place) with every secret masked in its strings."""
-        if isinstance(data, str):
-            return self._string(data)
-        self._walk(data)
-        return data
-
-    def masked_text(self, raw: str) -> str:
-        """The JSON text ``raw`` with every secret masked in its strings: ``raw`` itself when
-        it holds none, or when it is not JSON (then masked as plain text)."""
+    def masked_body(self, body: bytes) -> bytes:
+        """A JSON answer's ``body`` with every secret masked in its strings (in UTF-8 when
+        it came in another encoding and held one); ``body`` itself when none holds one,
+        or when it is not text (the codec then refuses it as it is)."""
         try:
-            data = decode_cut(json.loads, raw)  # as the codec will read it
-        except ValueError:
-            return scrub(raw, self._pairs)
-        if isinstance(data, str):
-            masked = self._string(data)
-            return raw if masked is data else json.dumps(masked)
-        return json.dumps(data) if self._walk(data) else raw
+            text = body.decode(json.detect_encoding(body), "surrogatepass")
+        except UnicodeDecodeError:
+            return body
+        masked = self.masked_text(text)
+        return body if masked is text else masked.encode("utf-8", "surrogatepass")
 
-    def _walk(self, root: Any) -> bool:
-        """Mask the strings of the objects and arrays under ``root`` in place (a loop, not
-        recursion: decoded JSON may nest as deep as the decoder goes); whether any changed."""
-        changed = False
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, dict):
-                for key, value in list(node.items()):
-                    if isinstance(value, str):
-                        masked = self._string(value)
-                        if masked is not value:
-                            node[key] = value = masked
-                            changed = True
-                    elif isinstance(value, (dict, list)):
-                        stack.append(value)
-                    if isinstance(key, str):
-                        masked_key = self._string(key)
-                        if masked_key is not key:
-                            del node[key]
-                            node[masked_key] = value
-                            changed = True
-            elif isinstance(node, list):
-                for at, value in enumerate(node):
-                    if isinstance(value, str):
-                        masked = self._string(value)
-                        if masked is not value:
-                            node[at] = masked
-                            changed = True
-                    elif isinstance(value, (dict, list)):
-                        stack.append(value)
-        return changed
+    def masked_text(self, text: str) -> str:
+        """The JSON ``text`` with every secret masked in its strings; ``text`` itself when
+        none holds one. Text that is not JSON has the strings it seems to hold masked."""
+        pieces: list[str] = []
+        shown = 0
+        for start, end in _strings(text):
+            token = text[start:end]
+            if not self.may_hold_text(token):
+                continue
+            try:
+                value = json.loads(token)
+            except ValueError:  # not a string JSON reads (a bad escape): masked as text
+                masked = scrub(token, self._pairs)
+            else:
+                masked_value = self._string(value)
+                masked = token if masked_value is value else json.dumps(masked_value)
+            if masked is not token:
+                pieces += [text[shown:start], masked]
+                shown = end
+        if pieces:
+            pieces.append(text[shown:])
+            masked_all = "".join(pieces)
+        else:
+            masked_all = text
+        # Outside the strings, only text that is not JSON can hold a secret (the codec
+        # then refuses it, and shows it): masked as plain text.
+        for needle in self._texts:
+            if needle in masked_all:
+                return scrub(masked_all, self._pairs)
+        return masked_all
 
     def _string(self, text: str) -> str:
-        """``text`` with the secrets masked; ``text`` itself when it holds none."""
+        """A decoded string with the secrets masked; ``text`` itself when it holds none."""
         masked = scrub(text, self._pairs)
         if "\\" in masked and self.may_hold_text(masked):
-            # JSON text inside the string (a call's arguments), with an escape that
-            # may decode to a secret: mask what it decodes to, and write it again.
-            try:
-                inner = json.loads(masked)
-            except (ValueError, RecursionError):
-                return masked
-            if isinstance(inner, (dict, list)) and self._walk(inner):
-                return json.dumps(inner, ensure_ascii=False)
-        return masked
+            # JSON text inside the string (a call's arguments) with an escape that may
+            # write a secret: mask its strings too, the rest of it as it was.
+            masked = self.masked_text(masked)
+        return masked if masked != text else text
+
+
+def _strings(text: str) -> Iterator[tuple[int, int]]:
+    """Where each string literal of the JSON ``text`` starts and ends, found as a JSON
+    reader finds them: from the start, each quote outside a string opens one. In time
+    linear in the text: a string left open ends the search (nothing after it is outside
+    a string), where a search for string literals anywhere would try again from each of
+    its quotes (quadratic in a hostile ``"\\"\\"\\"...``)."""
+    at = text.find('"')
+    while at >= 0:
+        rest = _STRING_REST.match(text, at + 1)
+        if rest is None:
+            return
+        yield at, rest.end()
+        at = text.find('"', rest.end())
+
+
+def _utf16(char: str) -> tuple[int, ...]:
+    """The UTF-16 code units of ``char`` (two for a character beyond the BMP)."""
+    data = char.encode("utf-16-be", "surrogatepass")
+    return tuple(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))

@@ -626,17 +626,21 @@ class Sender:
     def json(self, content: bytes, response: Any, url: str) -> Any:
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("POST %s -> HTTP %s", mask_url(url), response.status_code)
+        echoes = self.echoes
+        # A key the server wrote into the answer is masked before anything reads it (a
+        # body in UTF-16 or UTF-32, NULs among its first bytes, is read for it as text).
+        if echoes and (echoes.may_hold(content) or b"\x00" in content[:4]):
+            content = echoes.masked_body(content)
         try:
             try:
                 # A body opening with "{" and no NUL after it is UTF-8 to json.loads
                 # (no BOM, not UTF-16/32): decode it here and skip its detection pass.
                 if content[:1] == b"{" and content[1:2] != b"\x00":
-                    data = loads_text(content.decode("utf-8", "surrogatepass"))
-                else:
-                    data = json.loads(content)
+                    return loads_text(content.decode("utf-8", "surrogatepass"))
+                return json.loads(content)
             except RecursionError:  # absurdly deep nesting: read the body cut to a sane depth
                 text = content.decode(json.detect_encoding(content), "surrogatepass")
-                data = json.loads(shallow(text))
+                return json.loads(shallow(text))
         except (ValueError, RecursionError) as exc:
             text = self._redact(content.decode("utf-8", "replace"))
             why = "nested too deep to decode" if isinstance(exc, RecursionError) else "not JSON"
@@ -652,12 +656,6 @@ class Sender:
                     problem=problem,
                 )
             ) from exc
-        echoes = self.echoes
-        # (A body in UTF-16 or UTF-32, NULs among its first bytes, is walked: the
-        # secrets are looked for as UTF-8.)
-        if echoes and (echoes.may_hold(content) or b"\x00" in content[:4]):
-            return echoes.masked(data)
-        return data
 
     def _redact(self, text: str) -> str:
         return redact(text, self.secrets)

@@ -213,6 +213,9 @@ class Transport:
     ) -> Any:
         """POST ``body`` as JSON and return the parsed JSON answer.
 
+        A key the server writes into the answer is masked (``***``) before
+        it is parsed, as in the events of `stream` and the lines of `stream_lines`.
+
         Args:
             path: The endpoint under the base URL (``"chat/completions"``); may
                 carry a query string.
