@@ -451,3 +451,79 @@ def test_split_echoes_keeps_reasoning_apart_and_its_provider() -> None:
     assert "".join(e.text for e in out) == "think ***"
     assert all(e.provider == "p" for e in out)
     assert out[-1].signature == "sig"
+
+
+def test_arguments_whose_escape_is_itself_escaped(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """The arguments' own escape of a "-" (``\\u002d``), its backslash written ``\\u005c`` in
+    the answer: found, and masked where it decodes to the key; the rest stays as written."""
+    inner = '{"city": "café, ' + ESCAPED + '"}'
+    raw = json.dumps(inner, ensure_ascii=False).replace("\\\\", "\\u005c")
+    call = '{"id": "c1", "type": "function", "function": {"name": "look_up", "arguments": %s}}'
+    body = '{"choices": [{"message": {"role": "assistant", "tool_calls": [%s]}}]}' % (call % raw)
+    answers = [body.encode(), json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode()]
+    http_server.handler = lambda request: Reply(body=answers[len(http_server.requests) - 1])
+    model = _model("chat", http_server.url)
+    opened.append(model)
+    got.clear()
+    response = Agent(model=model, tools=[look_up]).run("Look Paris up.")
+    assert got == ["café, ***"]
+    (call_part,) = response.state.messages[1].tool_calls
+    assert call_part.arguments_text == '{"city": "café, ***"}'
+    assert INNER not in response.state.to_json()
+
+
+def test_a_short_key_echoed_as_a_json_header_in_an_answer_is_masked(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """A debugging proxy answering with the request's headers as JSON text: a short key
+    shows as ``"x-api-key": "ab"`` there, with its quotes escaped in the answer."""
+    echoed = json.dumps({"headers": {"x-api-key": "ab", "accept": "application/json"}})
+    http_server.handler = lambda request: Reply(
+        json={
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": [{"type": "text", "text": echoed}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+    model = toolfold.model("anthropic:m", base_url=http_server.url, api_key="ab")
+    opened.append(model)
+    response = toolfold.generate_text(model, "hi")
+    assert json.loads(response.text) == {
+        "headers": {"x-api-key": "***", "accept": "application/json"}
+    }
+
+
+def test_a_stream_that_stops_short_gives_back_what_it_held(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """A stream whose body ends without its finish (the codec's own error, at the end): the
+    held end that could start the key is shown, being too short to give it away."""
+    chunks = sse(_chunk({"role": "assistant", "content": "It is"}))
+    http_server.handler = lambda request: Reply(
+        headers={"content-type": "text/event-stream"}, chunks=chunks
+    )
+    model = _model("chat", http_server.url, retry=0)
+    opened.append(model)
+    seen: list[str] = []
+    with pytest.raises(toolfold.StreamError):
+        _deltas_into(seen, Agent(model=model).stream("hi"))
+    assert "".join(seen) == "It is"
+
+
+def test_split_echoes_gives_held_reasoning_to_its_own_part_only() -> None:
+    """Whose a held end of reasoning is does not carry over to a later part of nobody's."""
+    events = [ReasoningDelta("think s", provider="a"), TextDelta("x"), ReasoningDelta("later s")]
+    out = _split(events, KEY)
+    assert [(e.text, getattr(e, "provider", None)) for e in out] == [
+        ("think ", "a"),
+        ("s", "a"),
+        ("x", None),
+        ("later ", None),
+        ("s", None),
+    ]

@@ -358,6 +358,7 @@ class ProviderModel:
                         yield event
                     if self._stream_done(state):
                         break
+                end = self._stream_end(state)  # (raises when the stream stopped short)
             except ProviderError:
                 if split is not None:  # what it held back, as far as it is safe to show
                     for event in split.cut():
@@ -365,7 +366,6 @@ class ProviderModel:
                 raise
             finally:
                 await items.aclose()  # type: ignore[attr-defined]
-            end = self._stream_end(state)
             for event in end if split is None else [*_fed(split, end), *split.end()]:
                 yield event
 
@@ -381,13 +381,13 @@ class ProviderModel:
                     yield from out if split is None else _fed(split, out)
                     if self._stream_done(state):
                         break
+                end = self._stream_end(state)  # (raises when the stream stopped short)
             except ProviderError:
                 if split is not None:  # what it held back, as far as it is safe to show
                     yield from split.cut()
                 raise
             finally:
                 items.close()  # type: ignore[attr-defined]
-            end = self._stream_end(state)
             yield from end if split is None else [*_fed(split, end), *split.end()]
 
     def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:

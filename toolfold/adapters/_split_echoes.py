@@ -122,7 +122,8 @@ class SplitEchoes:
             out.append(event if whole == event.text else attrs.evolve(event, text=whole))
             return out
         text, self._reasoning = self._split(self._reasoning, event.text)
-        self._reasoning_by = event.provider or self._reasoning_by
+        # (Whose the held end is: nobody's once nothing is held.)
+        self._reasoning_by = (event.provider or self._reasoning_by) if self._reasoning else None
         out.append(event if text is event.text else attrs.evolve(event, text=text))
         return out
 

@@ -39,6 +39,7 @@ __all__ = ["Echoes"]
 
 # The rest of a JSON string literal after its opening quote, up to its closing one
 # (an unescaped control character included: the text is read, not checked).
+_LONE = re.compile("[\ud800-\udfff]")
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
@@ -48,17 +49,18 @@ class Echoes:
     False when there is no secret to look for: callers skip it at no cost.
     """
 
-    __slots__ = ("_escape", "_escape_bytes", "_named", "_needles", "_pairs", "_texts")
+    __slots__ = ("_escape", "_escape_bytes", "_named", "_needles", "_pairs", "_short", "_texts")
 
     def __init__(self, secrets: Iterable[Secret | None]) -> None:
         self._pairs: Scrubs = scrubs(secrets)
         texts: dict[str, None] = {}
         letters: set[str] = set()
-        named = []
+        named, short = [], []
         for value, _, _, where in self._pairs:
             letters.update(value)
             if where is not None:  # a short key: only where it is written as one
                 named.append(where)
+                short.append(value)
                 continue
             escaped = json.dumps(value, ensure_ascii=False)[1:-1]  # '"' and '\' escaped
             texts[value] = texts[escaped] = None
@@ -67,7 +69,11 @@ class Echoes:
         self._texts = tuple(texts)
         self._needles = tuple(text.encode("utf-8", "surrogatepass") for text in self._texts)
         self._named = tuple(named)
-        # A \u escape of any letter of a secret (of its UTF-16 halves, beyond the BMP).
+        self._short = tuple(short)
+        # A \u escape of any letter of a secret (of its UTF-16 halves, beyond the BMP),
+        # or of a backslash or a "u": JSON text inside a string (a call's arguments)
+        # may write its own escape of a letter so ("\u005cu002d" is "\u002d" there).
+        letters.update("\\u")
         codes = sorted({f"{unit:04x}" for c in letters for unit in _utf16(c)})
         pattern = rf"\\u(?i:{'|'.join(codes)})" if codes else r"(?!)"
         self._escape = re.compile(pattern)
@@ -87,9 +93,11 @@ class Echoes:
         for needle in self._needles:
             if needle in raw:
                 return True
-        if self._named and self.may_hold_text(raw.decode("utf-8", "replace")):
-            return True
-        return self._escape_bytes.search(raw) is not None
+        if self._named:
+            text = raw.decode("utf-8", "replace")
+            if self.may_hold_text(text) or self._short_in(text):
+                return True
+        return b"\\u" in raw and self._escape_bytes.search(raw) is not None
 
     def may_hold_text(self, text: str) -> bool:
         """`may_hold` for JSON text."""
@@ -99,7 +107,7 @@ class Echoes:
         for where in self._named:
             if where.search(text):
                 return True
-        return self._escape.search(text) is not None
+        return "\\u" in text and self._escape.search(text) is not None
 
     def masked_body(self, body: bytes) -> bytes:
         """A JSON answer's ``body`` with every secret masked in its strings (in UTF-8 when
@@ -119,7 +127,7 @@ class Echoes:
         shown = 0
         for start, end in _strings(text):
             token = text[start:end]
-            if not self.may_hold_text(token):
+            if not self.may_hold_text(token) and not self._short_in(token):
                 continue
             try:
                 value = json.loads(token)
@@ -127,7 +135,7 @@ class Echoes:
                 masked = scrub(token, self._pairs)
             else:
                 masked_value = self._string(value)
-                masked = token if masked_value is value else json.dumps(masked_value)
+                masked = token if masked_value is value else _literal(masked_value)
             if masked is not token:
                 pieces += [text[shown:start], masked]
                 shown = end
@@ -137,11 +145,23 @@ class Echoes:
         else:
             masked_all = text
         # Outside the strings, only text that is not JSON can hold a secret (the codec
-        # then refuses it, and shows it): masked as plain text.
+        # then refuses it, and shows it), and a short key written as a credential spans
+        # two strings ('"x-api-key": "ab"'): masked as plain text.
         for needle in self._texts:
             if needle in masked_all:
                 return scrub(masked_all, self._pairs)
+        for where in self._named:
+            if where.search(masked_all):
+                return scrub(masked_all, self._pairs)
         return masked_all
+
+    def _short_in(self, token: str) -> bool:
+        """Whether a text holds a short key and an escape: JSON text inside a string
+        may write the key as a credential with its quotes escaped
+        (``{\\"x-api-key\\": \\"ab\\"}``), which only its decoded text shows."""
+        if "\\" not in token:
+            return False
+        return any(value in token for value in self._short)
 
     def _string(self, text: str) -> str:
         """A decoded string with the secrets masked; ``text`` itself when it holds none."""
@@ -166,6 +186,17 @@ def _strings(text: str) -> Iterator[tuple[int, int]]:
             return
         yield at, rest.end()
         at = text.find('"', rest.end())
+
+
+def _literal(text: str) -> str:
+    """``text`` as a JSON string literal written as the answer's others are: its
+    characters as they are (not ``\\u`` escapes: inside a call's arguments they are
+    what the user sees), but lone surrogates, which UTF-8 cannot carry."""
+    return _LONE.sub(_escaped, json.dumps(text, ensure_ascii=False))
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
 
 
 def _utf16(char: str) -> tuple[int, ...]:
