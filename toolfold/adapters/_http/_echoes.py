@@ -93,10 +93,8 @@ class Echoes:
         for needle in self._needles:
             if needle in raw:
                 return True
-        if self._named:
-            text = raw.decode("utf-8", "replace")
-            if self.may_hold_text(text) or self._short_in(text):
-                return True
+        if self._named and self.may_hold_text(raw.decode("utf-8", "replace")):
+            return True
         return b"\\u" in raw and self._escape_bytes.search(raw) is not None
 
     def may_hold_text(self, text: str) -> bool:
@@ -107,6 +105,8 @@ class Echoes:
         for where in self._named:
             if where.search(text):
                 return True
+        if self._short and self._short_in(text):
+            return True
         return "\\u" in text and self._escape.search(text) is not None
 
     def masked_body(self, body: bytes) -> bytes:
@@ -127,7 +127,7 @@ class Echoes:
         shown = 0
         for start, end in _strings(text):
             token = text[start:end]
-            if not self.may_hold_text(token) and not self._short_in(token):
+            if not self.may_hold_text(token):
                 continue
             try:
                 value = json.loads(token)

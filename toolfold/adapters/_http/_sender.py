@@ -626,17 +626,22 @@ class Sender:
     def json(self, content: bytes, response: Any, url: str) -> Any:
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("POST %s -> HTTP %s", mask_url(url), response.status_code)
+        # A key the server wrote into the answer is masked before anything reads it
+        # (`Echoes`): looked for in the text the fast path decodes anyway, else in the
+        # bytes (a body in UTF-16 or UTF-32, NULs among its first bytes, read as text).
         echoes = self.echoes
-        # A key the server wrote into the answer is masked before anything reads it (a
-        # body in UTF-16 or UTF-32, NULs among its first bytes, is read for it as text).
-        if echoes and (echoes.may_hold(content) or b"\x00" in content[:4]):
-            content = echoes.masked_body(content)
         try:
             try:
                 # A body opening with "{" and no NUL after it is UTF-8 to json.loads
                 # (no BOM, not UTF-16/32): decode it here and skip its detection pass.
                 if content[:1] == b"{" and content[1:2] != b"\x00":
-                    return loads_text(content.decode("utf-8", "surrogatepass"))
+                    text = content.decode("utf-8", "surrogatepass")
+                    if echoes and echoes.may_hold_text(text):
+                        text = echoes.masked_text(text)
+                        content = text.encode("utf-8", "surrogatepass")  # (for what follows)
+                    return loads_text(text)
+                if echoes and (echoes.may_hold(content) or b"\x00" in content[:4]):
+                    content = echoes.masked_body(content)
                 return json.loads(content)
             except RecursionError:  # absurdly deep nesting: read the body cut to a sane depth
                 text = content.decode(json.detect_encoding(content), "surrogatepass")
