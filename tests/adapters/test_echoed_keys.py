@@ -337,15 +337,20 @@ def test_a_stream_cut_gives_back_what_it_held_when_it_shows_no_key(
 
     for ending, shown in (("it is yes", "it is yes"), ("it is sk-ech", "it is ***")):
         chunks = [*sse(_chunk({"role": "assistant", "content": ending})), Cut()]
-        http_server.handler = lambda request, chunks=chunks: Reply(
-            headers={"content-type": "text/event-stream"}, chunks=chunks
-        )
-        model = _model("chat", http_server.url, retry=0)
-        opened.append(model)
-        seen: list[str] = []
-        with pytest.raises(toolfold.StreamError):
-            _deltas_into(seen, Agent(model=model).stream("hi"))
-        assert "".join(seen) == shown
+        assert _text_before_the_failure(http_server, opened, chunks) == shown
+
+
+def _text_before_the_failure(server: ScriptedServer, opened: list[Any], chunks: list[Any]) -> str:
+    """The text a streamed run shows before the stream ``chunks`` fails it."""
+    server.handler = lambda request: Reply(
+        headers={"content-type": "text/event-stream"}, chunks=chunks
+    )
+    model = _model("chat", server.url, retry=0)
+    opened.append(model)
+    seen: list[str] = []
+    with pytest.raises(toolfold.StreamError):
+        _deltas_into(seen, Agent(model=model).stream("hi"))
+    return "".join(seen)
 
 
 def _deltas_into(seen: list[str], run: Any) -> None:
@@ -505,15 +510,7 @@ def test_a_stream_that_stops_short_gives_back_what_it_held(
     """A stream whose body ends without its finish (the codec's own error, at the end): the
     held end that could start the key is shown, being too short to give it away."""
     chunks = sse(_chunk({"role": "assistant", "content": "It is"}))
-    http_server.handler = lambda request: Reply(
-        headers={"content-type": "text/event-stream"}, chunks=chunks
-    )
-    model = _model("chat", http_server.url, retry=0)
-    opened.append(model)
-    seen: list[str] = []
-    with pytest.raises(toolfold.StreamError):
-        _deltas_into(seen, Agent(model=model).stream("hi"))
-    assert "".join(seen) == "It is"
+    assert _text_before_the_failure(http_server, opened, chunks) == "It is"
 
 
 def test_split_echoes_gives_held_reasoning_to_its_own_part_only() -> None:

@@ -29,7 +29,7 @@ import functools
 import logging
 import re
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -47,6 +47,7 @@ from toolfold.adapters._http._checks import check_base_url
 from toolfold.adapters._http._echoes import Echoes
 from toolfold.adapters._http._keys import Secret, mask_url, resolve_api_key
 from toolfold.adapters._http._retry import HttpLimits
+from toolfold.adapters._http._streaming import unechoed
 from toolfold.adapters._http._transport import ErrorParser, Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
 from toolfold.adapters._split_echoes import SplitEchoes
@@ -534,7 +535,7 @@ def _echoes(transport: Transport) -> Echoes | None:
 async def _aobjects(chunks: AsyncIterator[bytes], echoes: Echoes | None) -> AsyncIterator[Any]:
     """The items of a streamed JSON array (Gemini's stream without ``alt=sse``), each with
     the key a server echoes in it masked (`Echoes`)."""
-    decoder = JSONArrayDecoder(clean=None if echoes is None else _unechoed(echoes))
+    decoder = JSONArrayDecoder(clean=None if echoes is None else unechoed(echoes))
     try:
         async for chunk in chunks:
             for item in decoder.feed(chunk):
@@ -547,20 +548,13 @@ async def _aobjects(chunks: AsyncIterator[bytes], echoes: Echoes | None) -> Asyn
 
 def _objects(chunks: Iterator[bytes], echoes: Echoes | None) -> Iterator[Any]:
     """Blocking `_aobjects`."""
-    decoder = JSONArrayDecoder(clean=None if echoes is None else _unechoed(echoes))
+    decoder = JSONArrayDecoder(clean=None if echoes is None else unechoed(echoes))
     try:
         for chunk in chunks:
             yield from decoder.feed(chunk)
         yield from decoder.close()
     finally:
         chunks.close()  # type: ignore[attr-defined]
-
-
-def _unechoed(echoes: Echoes) -> Callable[[str], str]:
-    def clean(text: str) -> str:
-        return echoes.masked_text(text) if echoes.may_hold_text(text) else text
-
-    return clean
 
 
 def _raw(item: Any) -> str:
