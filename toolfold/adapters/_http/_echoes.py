@@ -39,8 +39,9 @@ __all__ = ["Echoes"]
 
 # The rest of a JSON string literal after its opening quote, up to its closing one
 # (an unescaped control character included: the text is read, not checked).
-_LONE = re.compile("[\ud800-\udfff]")
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A lone surrogate: written as an escape in a masked literal (UTF-8 cannot carry it).
+_LONE = re.compile("[\ud800-\udfff]")
 
 
 class Echoes:
