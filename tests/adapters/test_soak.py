@@ -27,12 +27,17 @@ ROUNDS = 4
 #: by ~55 MiB in its 2nd round (its 1st made fewer tool workers and buffers), then
 #: by 0.5-2.5 MiB a round; httpx's and httpx2's by at most 2 MiB after the 1st.
 WARM = 2
-#: How much the resident set's peak may grow over the rounds after the warm ones (2,000
+#: How much the resident set's peak may stay above the warm rounds' after them (2,000
 #: runs). The allocator's arenas make it swing: in a process that ran other tests first,
 #: aiohttp's peak rose 12.6 MiB in a round with no leak (a round of 1,000 runs at once
-#: holds ~60 MiB at its height). 32 MiB catches a leak of 16 KiB or more a run (a response
-#: body, a connection's buffers or a run's state kept) within the two rounds.
-SETTLED = 32 * 2**20
+#: holds ~60 MiB at its height), and on the test command's loaded cores httpx2's one round
+#: rose 34 MiB and fell back 23 MiB the next (250.6, 245.8, 284.6, 261.8 MiB). A leak
+#: does not fall back: the lower of the two later peaks must stay within 16 MiB of the
+#: warm ones, which a leak of about 16 KiB or more a run (a response body, a connection's
+#: buffers or a run's state kept) breaks, as it lifts both later peaks that far or
+#: more; and no round may swing past 64 MiB.
+SETTLED = 16 * 2**20
+SWING = 64 * 2**20
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +88,12 @@ def test_concurrent_faulty_runs_are_all_accounted_for(soak_url: str, backend: st
     assert after.threads - before.threads == after.workers - before.workers
     # The resident set of a process that ran other tests first swings by tens of MiB
     # between rounds (the allocator returns and takes back memory): what settles is its
-    # peak. A leak of 16 KiB a run lifts each later round's 16 MiB higher than the last.
-    growth = max(report.rss[WARM:]) - max(report.rss[:WARM])
-    assert growth < SETTLED, [f"{size / 2**20:.1f} MiB" for size in report.rss]
+    # peak. A leak of 16 KiB a run lifts each later round's 16 MiB higher than the last,
+    # so both later peaks stay up; a swing comes back down (see SETTLED).
+    shown = [f"{size / 2**20:.1f} MiB" for size in report.rss]
+    warm = max(report.rss[:WARM])
+    assert min(report.rss[WARM:]) - warm < SETTLED, shown
+    assert max(report.rss[WARM:]) - warm < SWING, shown
 
 
 def test_the_soak_check_finds_a_duplicate_request() -> None:
