@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import attrs
 
-from toolfold.adapters._http._keys import MIN_CUT_PREFIX, Scrubs, scrub
+from toolfold.adapters._http._keys import MASK, MIN_CUT_PREFIX, Scrubs, scrub
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
     StreamEvent,
@@ -40,8 +40,6 @@ from toolfold.runtime.core._stream import (
 )
 
 __all__ = ["SplitEchoes"]
-
-_MASK = "***"
 
 
 class SplitEchoes:
@@ -102,11 +100,11 @@ class SplitEchoes:
         for at, event in enumerate(out):
             if isinstance(event, ToolCallDelta):
                 if len(event.arguments) >= MIN_CUT_PREFIX:
-                    out[at] = attrs.evolve(event, arguments=_MASK)
+                    out[at] = attrs.evolve(event, arguments=MASK)
             elif (
                 isinstance(event, (TextDelta, ReasoningDelta)) and len(event.text) >= MIN_CUT_PREFIX
             ):
-                out[at] = attrs.evolve(event, text=_MASK)
+                out[at] = attrs.evolve(event, text=MASK)
         return out
 
     def _reasoning_delta(self, event: ReasoningDelta) -> list[StreamEvent]:

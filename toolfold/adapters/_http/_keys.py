@@ -37,7 +37,8 @@ API_KEY_ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "openrouter": ("OPENROUTER_API_KEY",),
 }
 
-_MASK = "***"
+MASK = "***"
+"""What every masked secret is written as, in errors, logs and echoed answers."""
 
 
 class Secret:
@@ -80,8 +81,8 @@ class Secret:
 def mask(value: str) -> str:
     """A masked form that keeps a short, recognisable prefix: ``'sk-...'``."""
     if len(value) <= 8:
-        return _MASK
-    return f"{value[:3]}{_MASK}"
+        return MASK
+    return f"{value[:3]}{MASK}"
 
 
 def mask_url(url: str) -> str:
@@ -90,7 +91,7 @@ def mask_url(url: str) -> str:
     if userinfo is None or ":" not in userinfo:
         return url
     user = userinfo.partition(":")[0]
-    return url.replace(f"{userinfo}@", f"{user}:{_MASK}@", 1)
+    return url.replace(f"{userinfo}@", f"{user}:{MASK}@", 1)
 
 
 #: A URL password or API key shorter than this is scrubbed only where it is
@@ -354,9 +355,9 @@ def scrub(text: str, pairs: Scrubs) -> str:
         if next_start <= end:  # overlapping or touching: one mask
             end = max(end, next_end)
             continue
-        pieces += [text[shown:start], _MASK]
+        pieces += [text[shown:start], MASK]
         shown, start, end = end, next_start, next_end
-    pieces += [text[shown:start], _MASK, text[end:]]
+    pieces += [text[shown:start], MASK, text[end:]]
     return "".join(pieces)
 
 
@@ -426,14 +427,14 @@ def mask_cut_tail(text: str, secrets: Iterable[Secret | None]) -> str:
             starts = "|".join(re.escape(value[:n]) for n in range(len(value) - 1, 0, -1))
             named = re.search(rf"({s.lead})(?:{starts})\Z", core) if starts else None
             if named is not None:
-                found = named.end(1), _MASK
+                found = named.end(1), MASK
         else:
             # A short URL password, "user:pw@": only what follows "user:" is secret.
             head = s.head if isinstance(s, _InUrl) else ""
             shortest = len(head) + 1 if head else min(MIN_CUT_PREFIX, (len(value) + 1) // 2)
             for n in range(len(value) - 1, shortest - 1, -1):
                 if core.endswith(value[:n]):
-                    found = len(core) - n, f"{head}{_MASK}"
+                    found = len(core) - n, f"{head}{MASK}"
                     break
         if found is not None and (cut is None or found[0] < cut[0]):
             cut = found  # the longest tail: one secret's start may hold another's
