@@ -256,6 +256,22 @@ def test_an_answer_in_utf16_is_masked(http_server: ScriptedServer) -> None:
         assert transport.post_json_sync("x", {}) == {"text": "***"}
 
 
+def test_a_key_begun_inside_an_escape_masks_its_string_whole(http_server: ScriptedServer) -> None:
+    """A hex key whose first two letters end a ``\\u00`` escape: its text shows in the
+    body, and reading the escape back ("\u00de" is "Þ") gives it away. That string is
+    masked whole; masking the letters would break the escape and the answer with it."""
+    key = "deadbeef0123456789abcdef"
+    body = '{"text": "x\\u00' + key + '", "other": "\\u00de"}'
+    assert json.loads(body)["text"] == "x\u00de" + key[2:]
+    http_server.handler = lambda request: Reply(body=body.encode())
+    with Transport("openai", http_server.url, key) as transport:
+        assert transport.post_json_sync("x", {}) == {"text": "***", "other": "\u00de"}
+    slashed = "team/prod/0123456789"  # its slashes may be written escaped, others' too
+    answer = '{"url": "https:\\/\\/example.com", "key": "team\\/prod\\/0123456789"}'
+    masked = Echoes([Secret(slashed)]).masked_text(answer)
+    assert json.loads(masked) == {"url": "https://example.com", "key": "***"}
+
+
 def test_without_the_key_an_answer_is_the_decoded_body_itself(http_server: ScriptedServer) -> None:
     """Nothing is masked that is not the key: a body without it decodes as it is."""
     answer = {"text": "sk-echo-0123 is not the key, nor is \\u002d", "n": [1, -2.5, None]}

@@ -33,7 +33,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 
-from toolfold.adapters._http._keys import Scrubs, Secret, scrub, scrubs
+from toolfold.adapters._http._keys import MASK, Scrubs, Secret, scrub, scrubs
 
 __all__ = ["Echoes"]
 
@@ -50,7 +50,16 @@ class Echoes:
     False when there is no secret to look for: callers skip it at no cost.
     """
 
-    __slots__ = ("_escape", "_escape_bytes", "_named", "_needles", "_pairs", "_short", "_texts")
+    __slots__ = (
+        "_escape",
+        "_escape_bytes",
+        "_named",
+        "_needles",
+        "_pairs",
+        "_short",
+        "_shown",
+        "_texts",
+    )
 
     def __init__(self, secrets: Iterable[Secret | None]) -> None:
         self._pairs: Scrubs = scrubs(secrets)
@@ -67,6 +76,7 @@ class Echoes:
             texts[value] = texts[escaped] = None
             if "/" in value:
                 texts["\\/"] = None  # any of its slashes may be written so
+        self._shown = tuple(text for text in texts if text != "\\/")  # the secrets as written
         self._texts = tuple(texts)
         self._needles = tuple(text.encode("utf-8", "surrogatepass") for text in self._texts)
         self._named = tuple(named)
@@ -136,7 +146,16 @@ class Echoes:
                 masked = scrub(token, self._pairs)
             else:
                 masked_value = self._string(value)
-                masked = token if masked_value is value else _literal(masked_value)
+                if masked_value is not value:
+                    masked = _literal(masked_value)
+                elif self._shows_secret(token):
+                    # Its text shows a secret its value does not: the secret begins
+                    # inside an escape ("\u00de" + "adbeef..." for "deadbeef..."), which
+                    # gives it away to whoever reads the escape back. Masked whole, as
+                    # masking those letters as text would break the escape.
+                    masked = f'"{MASK}"'
+                else:
+                    masked = token
             if masked is not token:
                 pieces += [text[shown:start], masked]
                 shown = end
@@ -155,6 +174,10 @@ class Echoes:
             if where.search(masked_all):
                 return scrub(masked_all, self._pairs)
         return masked_all
+
+    def _shows_secret(self, token: str) -> bool:
+        """Whether a literal's text holds a secret (of 4 characters or more) as JSON writes it."""
+        return any(needle in token for needle in self._shown)
 
     def _short_in(self, token: str) -> bool:
         """Whether a text holds a short key and an escape: JSON text inside a string
