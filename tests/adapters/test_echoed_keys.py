@@ -256,20 +256,42 @@ def test_an_answer_in_utf16_is_masked(http_server: ScriptedServer) -> None:
         assert transport.post_json_sync("x", {}) == {"text": "***"}
 
 
-def test_a_key_begun_inside_an_escape_masks_its_string_whole(http_server: ScriptedServer) -> None:
-    """A hex key whose first two letters end a ``\\u00`` escape: its text shows in the
-    body, and reading the escape back ("\u00de" is "Þ") gives it away. That string is
-    masked whole; masking the letters would break the escape and the answer with it."""
+def test_a_key_shown_only_across_an_escape_is_read_as_the_string_holds_it(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """The text of a string may show a key its value does not hold: a hex key whose first
+    letters end a ``\\u00`` escape (``"\\u00de" + "adbeef..."``), a 4-digit password
+    that is an escape's code (``\\u2014``, a dash). Such a string is written again from
+    its value, which holds no key; masking the letters would break the escape and make
+    the answer a MalformedResponseError, and masking the string whole would lose an
+    answer that holds no key. In a call's arguments (JSON text in a string) too."""
     key = "deadbeef0123456789abcdef"
     body = '{"text": "x\\u00' + key + '", "other": "\\u00de"}'
-    assert json.loads(body)["text"] == "x\u00de" + key[2:]
     http_server.handler = lambda request: Reply(body=body.encode())
     with Transport("openai", http_server.url, key) as transport:
-        assert transport.post_json_sync("x", {}) == {"text": "***", "other": "\u00de"}
+        assert transport.post_json_sync("x", {}) == json.loads(body)
+    echoes = Echoes([Secret("2014")])
+    assert json.loads(echoes.masked_text('{"content": "It\\u2014s done"}')) == {
+        "content": "It\u2014s done"
+    }
     slashed = "team/prod/0123456789"  # its slashes may be written escaped, others' too
     answer = '{"url": "https:\\/\\/example.com", "key": "team\\/prod\\/0123456789"}'
     masked = Echoes([Secret(slashed)]).masked_text(answer)
     assert json.loads(masked) == {"url": "https://example.com", "key": "***"}
+    quoted = 'word"'  # a secret that ends as a string's text does: not found in one
+    assert Echoes([Secret(quoted)]).masked_text('{"c": "a password"}') == '{"c": "a password"}'
+    # In a call's arguments: the fake writes them with json.dumps, "Þ" as "\\u00de" (so the
+    # arguments' text shows the key), and the tool gets them as they were sent.
+    city = "Paris \u00de" + key[2:]
+    fake = FakeChat([Calls((("look_up", {"city": city}),)), Text("done")])
+    http_server.handler = fake
+    model = toolfold.model("openai-compatible:m", base_url=f"{http_server.url}/v1", api_key=key)
+    opened.append(model)
+    got.clear()
+    response = Agent(model=model, tools=[look_up]).run("Look Paris up.")
+    assert response.text == "done"
+    assert got == [city]
+    assert key in json.dumps({"city": city})  # what the fake sent showed the key
 
 
 def test_without_the_key_an_answer_is_the_decoded_body_itself(http_server: ScriptedServer) -> None:

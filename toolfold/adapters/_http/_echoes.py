@@ -135,8 +135,11 @@ class Echoes:
         """The JSON ``text`` with every secret masked in its strings; ``text`` itself when
         none holds one. Text that is not JSON has the strings it seems to hold masked."""
         pieces: list[str] = []
-        shown = 0
+        outside: list[str] = []  # the text between the strings
+        shown = after = 0
         for start, end in _strings(text):
+            outside.append(text[after:start])
+            after = end
             token = text[start:end]
             if not self.may_hold_text(token):
                 continue
@@ -148,17 +151,20 @@ class Echoes:
                 masked_value = self._string(value)
                 if masked_value is not value:
                     masked = _literal(masked_value)
-                elif self._shows_secret(token):
-                    # Its text shows a secret its value does not: the secret begins
-                    # inside an escape ("\u00de" + "adbeef..." for "deadbeef..."), which
-                    # gives it away to whoever reads the escape back. Masked whole, as
-                    # masking those letters as text would break the escape.
-                    masked = f'"{MASK}"'
+                elif self._shows_secret(token[1:-1]):
+                    # Its text shows a secret its value does not, across an escape
+                    # ("\u00de" + "adbeef..." for "deadbeef...", "\u2014" for "2014"):
+                    # written again from its value, as masking those letters as text
+                    # would break the escape; masked whole if it still shows one.
+                    masked = _literal(value)
+                    if self._shows_secret(masked[1:-1]):
+                        masked = f'"{MASK}"'
                 else:
                     masked = token
             if masked is not token:
                 pieces += [text[shown:start], masked]
                 shown = end
+        outside.append(text[after:])
         if pieces:
             pieces.append(text[shown:])
             masked_all = "".join(pieces)
@@ -167,17 +173,18 @@ class Echoes:
         # Outside the strings, only text that is not JSON can hold a secret (the codec
         # then refuses it, and shows it), and a short key written as a credential spans
         # two strings ('"x-api-key": "ab"'): masked as plain text.
+        between = "".join(outside)
         for needle in self._texts:
-            if needle in masked_all:
+            if needle in between:
                 return scrub(masked_all, self._pairs)
         for where in self._named:
             if where.search(masked_all):
                 return scrub(masked_all, self._pairs)
         return masked_all
 
-    def _shows_secret(self, token: str) -> bool:
+    def _shows_secret(self, text: str) -> bool:
         """Whether a literal's text holds a secret (of 4 characters or more) as JSON writes it."""
-        return any(needle in token for needle in self._shown)
+        return any(needle in text for needle in self._shown)
 
     def _short_in(self, token: str) -> bool:
         """Whether a text holds a short key and an escape: JSON text inside a string
@@ -189,11 +196,10 @@ class Echoes:
 
     def _string(self, text: str) -> str:
         """A decoded string with the secrets masked; ``text`` itself when it holds none."""
-        masked = scrub(text, self._pairs)
-        if "\\" in masked and self.may_hold_text(masked):
-            # JSON text inside the string (a call's arguments) with an escape that may
-            # write a secret: mask its strings too, the rest of it as it was.
-            masked = self.masked_text(masked)
+        # Text with a quote may be JSON text (a call's arguments): its strings are masked
+        # first, as the answer's are, so an escape in them is read before the rest of
+        # the text is searched for a secret.
+        masked = scrub(self.masked_text(text) if '"' in text else text, self._pairs)
         return masked if masked != text else text
 
 
