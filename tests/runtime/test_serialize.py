@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import re
+from typing import Any
 
 import attrs
 import pytest
@@ -318,3 +320,164 @@ def test_a_difference_names_no_codec_memo() -> None:
     assert problems == [
         "text is 'edited' but the event log gives 'original' @ $.messages[0].parts[0].text"
     ]
+
+
+# --- NaN and the infinities: standard JSON, exact round trip ---------------------------
+
+
+def _strict(text: str) -> dict[str, Any]:
+    """``text`` read as JSON is defined (RFC 8259): no bare NaN or Infinity."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"bare {constant}")
+
+    data: dict[str, Any] = json.loads(text, parse_constant=refuse)
+    return data
+
+
+def _suspended_with_non_finite_arguments(
+    got: list[Any], arguments: dict[Any, Any] | None = None
+) -> Any:
+    from toolfold import Agent, tool
+    from toolfold.testing import ScriptedModel
+
+    @tool(requires_approval=True)
+    def scale(x: float, limits: list[float]) -> str:
+        """Scale a value.
+
+        Args:
+            x: The value.
+            limits: The bounds.
+        """
+        got.append((x, limits))
+        return "scaled"
+
+    if arguments is None:
+        arguments = {"x": math.nan, "limits": [-math.inf, 1.5, math.inf]}
+    model = ScriptedModel([ScriptedModel.call("scale", arguments), "done"])
+    agent = Agent(model, tools=[scale])
+    return agent, agent.run("go")
+
+
+@pytest.mark.parametrize("key", [None, "server-side secret"])
+def test_non_finite_numbers_are_written_as_standard_json_and_come_back(key: str | None) -> None:
+    """A call's NaN and infinities are written as text with their paths listed, so the state
+    is JSON a browser or PostgreSQL reads; the loaded state holds the numbers again, and a
+    resume from it gives the tool what the model sent."""
+    got: list[Any] = []
+    agent, suspended = _suspended_with_non_finite_arguments(got)
+    state = suspended.state
+    text = state.to_json(key=key)
+    data = _strict(text)
+    assert ["calls", 0, "call", "arguments", "x"] in data["non_finite"]
+    assert ["calls", 0, "call", "arguments", "limits", 2] in data["non_finite"]
+    assert data["calls"][0]["call"]["arguments"] == {
+        "x": "NaN",
+        "limits": ["-Infinity", 1.5, "Infinity"],
+    }
+    loaded = RunState.from_json(text, key=key)
+    assert loaded.to_json(key=key) == text
+    arguments = loaded.calls[0].call.arguments
+    assert math.isnan(arguments["x"])
+    assert arguments["limits"] == [-math.inf, 1.5, math.inf]
+    assert math.isnan(state.calls[0].call.arguments["x"])  # the state written is unchanged
+    resumed = agent.resume(loaded, approvals={loaded.calls[0].call.id: True})
+    assert resumed.text == "done"
+    [(x, limits)] = got
+    assert math.isnan(x)
+    assert limits == [-math.inf, 1.5, math.inf]
+
+
+def test_a_workflow_steps_nan_output_is_stored_as_standard_json() -> None:
+    """A step's NaN output passed on as the next step's input (``Sequence(avg, writer)``)."""
+    from toolfold import Sequence
+
+    def average(values: list[float]) -> float:
+        """The mean of nothing."""
+        return math.nan
+
+    def writer(value: float) -> str:
+        """Write the value."""
+        return f"mean={value}"
+
+    response = Sequence(average, writer, name="report").run([])
+    assert response.text == "mean=nan"
+    text = response.state.to_json()
+    assert _strict(text)["non_finite"]
+    assert RunState.from_json(text).to_json() == text
+
+
+def test_a_state_with_only_finite_numbers_has_no_non_finite_field() -> None:
+    state = initial_state("x", run_id="r")
+    assert "non_finite" not in _strict(state.to_json())
+
+
+def test_a_document_with_bare_nan_from_before_still_loads_and_verifies() -> None:
+    """States written before the field (bare NaN, as Python's json writes it) load as they
+    did, signed ones included: their signature was made over the bare numbers."""
+    from toolfold.runtime.core._serialize import SIGNATURE_FIELD, _restore_non_finite, _signature
+
+    _, suspended = _suspended_with_non_finite_arguments([])
+    data = _strict(suspended.state.to_json())
+    _restore_non_finite(data, data.pop("non_finite"))
+    old = json.dumps(data)
+    assert "NaN" in old
+    assert "non_finite" not in old
+    assert math.isnan(RunState.from_json(old).calls[0].call.arguments["x"])
+    signed = json.dumps({**data, SIGNATURE_FIELD: _signature(data, b"k")})
+    assert math.isnan(RunState.from_json(signed, key="k").calls[0].call.arguments["x"])
+
+
+@pytest.mark.parametrize(
+    ("paths", "problem"),
+    [
+        ({"a": 1}, "expected a list of paths, got dict @ $.non_finite"),
+        ([[]], "expected a non-empty list of keys @ $.non_finite[0]"),
+        ([["calls", 7, "call"]], "the path does not lead to a value (7) @ $.non_finite[0]"),
+        ([["calls", "0"]], "the path does not lead to a value ('0') @ $.non_finite[0]"),
+        ([["calls", 0, "call", "name"]], "the value there is 'scale', not 'NaN'"),
+        ([["calls", 0, "call"]], "the value there is a dict, not 'NaN'"),
+    ],
+)
+def test_a_bad_non_finite_list_is_refused_naming_it(paths: Any, problem: str) -> None:
+    _, suspended = _suspended_with_non_finite_arguments([])
+    data = _strict(suspended.state.to_json())
+    data["non_finite"] = paths
+    with pytest.raises(SerializationError) as caught:
+        RunState.from_json(json.dumps(data))
+    assert problem in str(caught.value)
+
+
+def test_a_non_finite_list_is_covered_by_the_signature() -> None:
+    """Dropping a path (so "NaN" stays text) breaks the signature like any other edit."""
+    _, suspended = _suspended_with_non_finite_arguments([])
+    data = _strict(suspended.state.to_json(key="k"))
+    data["non_finite"] = data["non_finite"][1:]
+    with pytest.raises(SerializationError, match="signature does not match"):
+        RunState.from_json(json.dumps(data), key="k")
+
+
+@pytest.mark.parametrize(
+    ("x", "written", "listed"),
+    [
+        ({1: math.nan, "1": "x"}, {"1": "x"}, []),  # JSON writes both keys "1": the last is kept
+        ({1: math.nan, "1": math.inf}, {"1": "Infinity"}, [["1"]]),
+        ({math.inf: 1.0}, {"Infinity": 1.0}, []),  # a key is text in JSON: nothing to list
+        (({"y": -math.inf},), [{"y": "-Infinity"}], [[0, "y"]]),
+    ],
+)
+def test_keys_that_are_not_text_are_written_as_json_writes_them(
+    x: Any, written: Any, listed: list[list[Any]]
+) -> None:
+    """Each path listed leads where the document has the value, the field is left out when
+    there is none, and the round trip of the text is exact, whatever keys the arguments had."""
+    _, suspended = _suspended_with_non_finite_arguments([], {"x": x})
+    text = suspended.state.to_json()
+    data = _strict(text)
+    assert data["calls"][0]["call"]["arguments"]["x"] == written
+    where = ["calls", 0, "call", "arguments", "x"]
+    assert [
+        p[len(where) :] for p in data.get("non_finite", []) if p[: len(where)] == where
+    ] == listed
+    assert ("non_finite" in data) == bool(listed)
+    assert RunState.from_json(text).to_json() == text

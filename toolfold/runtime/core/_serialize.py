@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
@@ -209,8 +210,20 @@ SigningKey = str | bytes
 SIGNATURE_FIELD = "signature"
 """The top-level field a signed state carries: ``"hmac-sha256:<64 hex digits>"``."""
 
+NON_FINITE_FIELD = "non_finite"
+"""The top-level field listing where a state's NaN and infinities are.
+
+JSON has no such numbers (Python's ``json`` writes a bare ``NaN``, which a
+browser's ``JSON.parse`` and PostgreSQL's ``jsonb`` refuse). `state_to_json`
+writes each as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` and
+lists its path here (a list of object keys and array indexes), and
+`state_from_json` turns those strings back into numbers. The field is left
+out when there is none.
+"""
+
 _SCHEME = "hmac-sha256:"
 _HEX = frozenset("0123456789abcdef")
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 def state_to_json(state: RunState, key: SigningKey | Sequence[SigningKey] | None = None) -> str:
@@ -222,9 +235,29 @@ def state_to_json(state: RunState, key: SigningKey | Sequence[SigningKey] | None
             when a list is given for key rotation); see `state_from_json`.
     """
     data = {"format": STATE_FORMAT, **converter.unstructure(state, RunState)}
+    signing = None if key is None else _keys(key)[0]
+    try:
+        return _text(data, signing)
+    except ValueError:  # a NaN or an infinity (a workflow step's output): written as text
+        # First as JSON gives it back (keys as text, a duplicate once), so each path
+        # listed leads where `state_from_json` looks.
+        data = json.loads(json.dumps(data))
+        paths: list[list[str | int]] = []
+        _finite(data, [], paths)
+        if paths:
+            data[NON_FINITE_FIELD] = paths
+        return _text(data, signing)
+
+
+def _text(data: dict[str, Any], key: bytes | None) -> str:
+    """The document's JSON text, signed under ``key`` if given.
+
+    Raises:
+        ValueError: ``data`` holds a NaN or an infinity.
+    """
     if key is not None:
-        data[SIGNATURE_FIELD] = _signature(data, _keys(key)[0])
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        data = {**data, SIGNATURE_FIELD: _signature(data, key, allow_nan=False)}
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     try:
         text.encode()
     except UnicodeEncodeError:  # a lone surrogate: escaped, so the text can be written anywhere
@@ -258,8 +291,66 @@ def state_from_json(
     if key is not None:
         _check_signature(data, signature, _keys(key))
     data = {k: v for k, v in data.items() if k != "format"}
+    if NON_FINITE_FIELD in data:
+        _restore_non_finite(data, data.pop(NON_FINITE_FIELD))
     state: RunState = structure(data, RunState)
     return _verified(state)
+
+
+def _finite(value: Any, path: list[str | int], paths: list[list[str | int]]) -> Any:
+    """``value`` (JSON data just decoded: its own) with each NaN or infinity in it
+    written as text, in place, its path added to ``paths``."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        paths.append(list(path))
+        return _number_text(value)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            value[k] = _finite(v, [*path, k], paths)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            value[i] = _finite(v, [*path, i], paths)
+    return value
+
+
+def _number_text(number: float) -> str:
+    return "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
+
+
+def _restore_non_finite(data: dict[str, Any], paths: Any) -> None:
+    """Turn the strings `NON_FINITE_FIELD` lists back into numbers, in place (``data``
+    was just parsed), refusing a list that does not point at such strings."""
+    where = f"$.{NON_FINITE_FIELD}"
+    if not isinstance(paths, list):
+        raise SerializationError(
+            "RunState", [f"expected a list of paths, got {type(paths).__name__} @ {where}"]
+        )
+    for index, path in enumerate(paths):
+        at = f"{where}[{index}]"
+        if not isinstance(path, list) or not path:
+            raise SerializationError("RunState", [f"expected a non-empty list of keys @ {at}"])
+        holder: Any = data
+        for step in path[:-1]:
+            holder = _step(holder, step, at)
+        last = path[-1]
+        found = _step(holder, last, at)
+        if not isinstance(found, str) or found not in _NON_FINITE:
+            shown = repr(found[:40]) if isinstance(found, str) else f"a {type(found).__name__}"
+            raise SerializationError(
+                "RunState",
+                [f"the value there is {shown}, not 'NaN', 'Infinity' or '-Infinity' @ {at}"],
+            )
+        holder[last] = _NON_FINITE[found]
+
+
+def _step(holder: Any, step: Any, at: str) -> Any:
+    """``holder[step]`` for a path of `NON_FINITE_FIELD`, or a `SerializationError`."""
+    if isinstance(holder, dict) and isinstance(step, str) and step in holder:
+        return holder[step]
+    if isinstance(holder, list) and type(step) is int and 0 <= step < len(holder):
+        return holder[step]
+    raise SerializationError("RunState", [f"the path does not lead to a value ({step!r}) @ {at}"])
 
 
 def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
@@ -285,10 +376,13 @@ def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
     return found
 
 
-def _signature(data: dict[str, Any], key: bytes) -> str:
+def _signature(data: dict[str, Any], key: bytes, *, allow_nan: bool = True) -> str:
     # Canonical form: sorted keys, no spaces, ASCII escapes, so the same state
-    # signs the same whatever the JSON text's own layout.
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    # signs the same whatever the JSON text's own layout. (A document written
+    # before `NON_FINITE_FIELD` has bare NaN: it is checked as it was signed.)
+    canonical = json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=allow_nan
+    )
     return _SCHEME + hmac.new(key, canonical.encode("ascii"), hashlib.sha256).hexdigest()
 
 
