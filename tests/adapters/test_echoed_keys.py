@@ -294,6 +294,25 @@ def test_a_key_shown_only_across_an_escape_is_read_as_the_string_holds_it(
     assert key in json.dumps({"city": city})  # what the fake sent showed the key
 
 
+def test_a_key_in_a_number_is_left_and_text_that_is_not_json_is_masked(
+    http_server: ScriptedServer,
+) -> None:
+    """Outside the strings of JSON a key can show only in a number (a password of
+    digits): no value holds it as text, and masking it would break the answer, so it is
+    left. Text that is not JSON is masked as plain text, a key across a quote too."""
+    answer = '{"created": 1720148123, "choices": [{"text": "It\\u2014s done"}]}'
+    http_server.handler = lambda request: Reply(body=answer.encode())
+    with Transport("openai", http_server.url, "2014") as transport:
+        assert transport.post_json_sync("x", {}) == json.loads(answer)
+    quoted = 'sk-ab"cd-0123456789'
+    http_server.handler = lambda request: Reply(
+        headers={"content-type": "text/event-stream"},
+        chunks=sse(f'not JSON: "x {quoted} y', "[DONE]"),
+    )
+    with Transport("openai", http_server.url, quoted) as transport:
+        assert [e.data for e in transport.stream_sync("x", {})] == ['not JSON: "x *** y', "[DONE]"]
+
+
 def test_without_the_key_an_answer_is_the_decoded_body_itself(http_server: ScriptedServer) -> None:
     """Nothing is masked that is not the key: a body without it decodes as it is."""
     answer = {"text": "sk-echo-0123 is not the key, nor is \\u002d", "n": [1, -2.5, None]}

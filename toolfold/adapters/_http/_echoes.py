@@ -135,11 +135,8 @@ class Echoes:
         """The JSON ``text`` with every secret masked in its strings; ``text`` itself when
         none holds one. Text that is not JSON has the strings it seems to hold masked."""
         pieces: list[str] = []
-        outside: list[str] = []  # the text between the strings
-        shown = after = 0
+        shown = 0
         for start, end in _strings(text):
-            outside.append(text[after:start])
-            after = end
             token = text[start:end]
             if not self.may_hold_text(token):
                 continue
@@ -164,18 +161,21 @@ class Echoes:
             if masked is not token:
                 pieces += [text[shown:start], masked]
                 shown = end
-        outside.append(text[after:])
         if pieces:
             pieces.append(text[shown:])
             masked_all = "".join(pieces)
         else:
             masked_all = text
-        # Outside the strings, only text that is not JSON can hold a secret (the codec
-        # then refuses it, and shows it), and a short key written as a credential spans
-        # two strings ('"x-api-key": "ab"'): masked as plain text.
-        between = "".join(outside)
+        # What shows a secret now is outside the strings or across their quotes: in
+        # JSON that is only a number ("1720148123" for a password "2014"), which no
+        # value holds as text and masking would break. Text that is not JSON (an
+        # event's piece of arguments, a body the codec then refuses and shows) is
+        # masked as plain text; so is a short key written as a credential, which
+        # spans two strings ('"x-api-key": "ab"').
         for needle in self._texts:
-            if needle in between:
+            if needle in masked_all:
+                if _is_json(masked_all):
+                    break
                 return scrub(masked_all, self._pairs)
         for where in self._named:
             if where.search(masked_all):
@@ -196,10 +196,10 @@ class Echoes:
 
     def _string(self, text: str) -> str:
         """A decoded string with the secrets masked; ``text`` itself when it holds none."""
-        # Text with a quote may be JSON text (a call's arguments): its strings are masked
-        # first, as the answer's are, so an escape in them is read before the rest of
-        # the text is searched for a secret.
-        masked = scrub(self.masked_text(text) if '"' in text else text, self._pairs)
+        # Text with a quote may be JSON text (a call's arguments): masked as the answer
+        # is, so an escape in its strings is read before a secret is looked for, and its
+        # numbers stay; text that is not JSON is masked as plain text there.
+        masked = self.masked_text(text) if '"' in text else scrub(text, self._pairs)
         return masked if masked != text else text
 
 
@@ -216,6 +216,14 @@ def _strings(text: str) -> Iterator[tuple[int, int]]:
             return
         yield at, rest.end()
         at = text.find('"', rest.end())
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _literal(text: str) -> str:
