@@ -464,6 +464,8 @@ def test_a_non_finite_list_is_covered_by_the_signature() -> None:
         ({1: math.nan, "1": math.inf}, {"1": "Infinity"}, [["1"]]),
         ({math.inf: 1.0}, {"Infinity": 1.0}, []),  # a key is text in JSON: nothing to list
         (({"y": -math.inf},), [{"y": "-Infinity"}], [[0, "y"]]),
+        ({9: "a", 10: "b"}, {"9": "a", "10": "b"}, []),  # read back, "10" sorts before "9"
+        ({1: "a", "b": 2}, {"1": "a", "b": 2}, []),  # int and str keys: no order in Python
     ],
 )
 def test_keys_that_are_not_text_are_written_as_json_writes_them(
@@ -481,3 +483,5 @@ def test_keys_that_are_not_text_are_written_as_json_writes_them(
     ] == listed
     assert ("non_finite" in data) == bool(listed)
     assert RunState.from_json(text).to_json() == text
+    signed = suspended.state.to_json(key="k")  # signed as it is read back
+    assert RunState.from_json(signed, key="k").to_json(key="k") == signed

@@ -255,14 +255,17 @@ def _text(data: dict[str, Any], key: bytes | None) -> str:
     Raises:
         ValueError: ``data`` holds a NaN or an infinity.
     """
-    if key is not None:
-        data = {**data, SIGNATURE_FIELD: _signature(data, key, allow_nan=False)}
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     try:
         text.encode()
     except UnicodeEncodeError:  # a lone surrogate: escaped, so the text can be written anywhere
         text = json.dumps(data, separators=(",", ":"))
-    return text
+    if key is None:
+        return text
+    # Signed as `state_from_json` reads it back: keys that are not text (a step's
+    # output {9: "a", 10: "b"}) are text there, and sort so ("10" before "9").
+    signature = _signature(json.loads(text), key)
+    return f'{text[:-1]},"{SIGNATURE_FIELD}":"{signature}"}}'
 
 
 def state_from_json(
@@ -376,13 +379,11 @@ def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
     return found
 
 
-def _signature(data: dict[str, Any], key: bytes, *, allow_nan: bool = True) -> str:
+def _signature(data: dict[str, Any], key: bytes) -> str:
     # Canonical form: sorted keys, no spaces, ASCII escapes, so the same state
     # signs the same whatever the JSON text's own layout. (A document written
     # before `NON_FINITE_FIELD` has bare NaN: it is checked as it was signed.)
-    canonical = json.dumps(
-        data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=allow_nan
-    )
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return _SCHEME + hmac.new(key, canonical.encode("ascii"), hashlib.sha256).hexdigest()
 
 
