@@ -313,6 +313,27 @@ def test_a_key_in_a_number_is_left_and_text_that_is_not_json_is_masked(
         assert [e.data for e in transport.stream_sync("x", {})] == ['not JSON: "x *** y', "[DONE]"]
 
 
+@pytest.mark.parametrize("key", ['pa"ss-0123456789', "pa\\ss-0123456789"])
+def test_a_key_with_a_quote_or_backslash_is_masked_in_a_calls_arguments(key: str) -> None:
+    """JSON text inside a string writes such a key escaped twice (``pa\\\\\\"ss``):
+    looked for so, and masked where the arguments hold it."""
+    arguments = json.dumps({"city": key})
+    answer = json.dumps({"arguments": arguments})
+    masked = Echoes([Secret(key)]).masked_text(answer)
+    assert json.loads(json.loads(masked)["arguments"]) == {"city": "***"}
+
+
+def test_a_key_in_a_number_of_a_calls_arguments_is_masked() -> None:
+    """A call's arguments are text, numbers too: a password of digits written as a number
+    there is masked, whatever else the arguments hold (the arguments then fail to parse,
+    which the model reads as for any arguments it gets wrong)."""
+    echoes = Echoes([Secret("2014")])
+    for inner in ('{"note": "pin 2014", "year": 2014}', '{"note": "It\\u2014s", "year": 2014}'):
+        arguments = json.loads(echoes.masked_text(json.dumps({"arguments": inner})))["arguments"]
+        assert "2014" not in arguments
+        assert arguments.endswith('"year": ***}')
+
+
 def test_without_the_key_an_answer_is_the_decoded_body_itself(http_server: ScriptedServer) -> None:
     """Nothing is masked that is not the key: a body without it decodes as it is."""
     answer = {"text": "sk-echo-0123 is not the key, nor is \\u002d", "n": [1, -2.5, None]}

@@ -74,6 +74,8 @@ class Echoes:
                 continue
             escaped = json.dumps(value, ensure_ascii=False)[1:-1]  # '"' and '\' escaped
             texts[value] = texts[escaped] = None
+            if escaped != value:  # and again, in JSON text inside a string (arguments)
+                texts[json.dumps(escaped, ensure_ascii=False)[1:-1]] = None
             if "/" in value:
                 texts["\\/"] = None  # any of its slashes may be written so
         self._shown = tuple(text for text in texts if text != "\\/")  # the secrets as written
@@ -196,10 +198,10 @@ class Echoes:
 
     def _string(self, text: str) -> str:
         """A decoded string with the secrets masked; ``text`` itself when it holds none."""
-        # Text with a quote may be JSON text (a call's arguments): masked as the answer
-        # is, so an escape in its strings is read before a secret is looked for, and its
-        # numbers stay; text that is not JSON is masked as plain text there.
-        masked = self.masked_text(text) if '"' in text else scrub(text, self._pairs)
+        # Text with a quote may be JSON text (a call's arguments): its strings are masked
+        # first, as the answer's are, so an escape in them is read before the rest of
+        # the text is searched for a secret. The rest is text here, numbers too.
+        masked = scrub(self.masked_text(text) if '"' in text else text, self._pairs)
         return masked if masked != text else text
 
 
