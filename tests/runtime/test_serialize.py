@@ -420,6 +420,7 @@ def test_a_document_with_bare_nan_from_before_still_loads_and_verifies() -> None
     _, suspended = _suspended_with_non_finite_arguments([])
     data = _strict(suspended.state.to_json())
     _restore_non_finite(data, data.pop("non_finite"))
+    data["format"] = "toolfold.run_state/1"
     old = json.dumps(data)
     assert "NaN" in old
     assert "non_finite" not in old
@@ -446,6 +447,26 @@ def test_a_bad_non_finite_list_is_refused_naming_it(paths: Any, problem: str) ->
     with pytest.raises(SerializationError) as caught:
         RunState.from_json(json.dumps(data))
     assert problem in str(caught.value)
+
+
+def test_a_document_with_non_finite_numbers_has_its_own_format_tag() -> None:
+    """A reader that knows only "toolfold.run_state/1" refuses such a document, where it
+    would have read "NaN" as text; the tag and the field go together."""
+    _, suspended = _suspended_with_non_finite_arguments([])
+    data = _strict(suspended.state.to_json())
+    assert data["format"] == "toolfold.run_state/2"
+    assert _strict(initial_state("x", run_id="r").to_json())["format"] == "toolfold.run_state/1"
+    with pytest.raises(
+        SerializationError, match=re.escape("is 'toolfold.run_state/1' but lists NaN")
+    ):
+        RunState.from_json(json.dumps({**data, "format": "toolfold.run_state/1"}))
+    without = {k: v for k, v in data.items() if k != "non_finite"}
+    with pytest.raises(
+        SerializationError, match=re.escape("lists no NaN or infinities @ $.non_finite")
+    ):
+        RunState.from_json(json.dumps(without))
+    with pytest.raises(SerializationError, match=re.escape("or 'toolfold.run_state/2', got 'x/3'")):
+        RunState.from_json(json.dumps({**data, "format": "x/3"}))
 
 
 def test_a_non_finite_list_is_covered_by_the_signature() -> None:

@@ -45,6 +45,11 @@ T = TypeVar("T")
 _NOTES = "__notes__"
 STATE_FORMAT = "toolfold.run_state/1"
 """The ``format`` tag written at the top of `RunState.to_json` output."""
+STATE_FORMAT_NON_FINITE = "toolfold.run_state/2"
+"""The tag of a document that lists NaN and infinities in `NON_FINITE_FIELD`: a
+reader that knows only `STATE_FORMAT` refuses it, where it would have read those
+numbers as text."""
+_FORMATS = frozenset({STATE_FORMAT, STATE_FORMAT_NON_FINITE})
 
 
 def _kind_of(cls: type[Any]) -> str:
@@ -218,7 +223,8 @@ browser's ``JSON.parse`` and PostgreSQL's ``jsonb`` refuse). `state_to_json`
 writes each as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` and
 lists its path here (a list of object keys and array indexes), and
 `state_from_json` turns those strings back into numbers. The field is left
-out when there is none.
+out when there is none; a document that has it is tagged
+`STATE_FORMAT_NON_FINITE`, so a reader that does not know the field refuses it.
 """
 
 _SCHEME = "hmac-sha256:"
@@ -245,6 +251,7 @@ def state_to_json(state: RunState, key: SigningKey | Sequence[SigningKey] | None
         paths: list[list[str | int]] = []
         _finite(data, [], paths)
         if paths:
+            data["format"] = STATE_FORMAT_NON_FINITE
             data[NON_FINITE_FIELD] = paths
         return _text(data, signing)
 
@@ -287,14 +294,22 @@ def state_from_json(
         data = json.loads(text)
     except ValueError as exc:
         raise SerializationError("RunState", [f"not JSON: {exc}"]) from exc
-    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise SerializationError("RunState", [f"expected format {STATE_FORMAT!r}, got {found!r}"])
+        expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
+        raise SerializationError("RunState", [f"expected format {expected}, got {found!r}"])
     signature = data.pop(SIGNATURE_FIELD, None)
     if key is not None:
         _check_signature(data, signature, _keys(key))
+    non_finite = data.get("format") == STATE_FORMAT_NON_FINITE
     data = {k: v for k, v in data.items() if k != "format"}
-    if NON_FINITE_FIELD in data:
+    if non_finite != (NON_FINITE_FIELD in data):
+        problem = "lists no" if non_finite else f"is {STATE_FORMAT!r} but lists"
+        raise SerializationError(
+            "RunState",
+            [f"the document {problem} NaN or infinities @ $.{NON_FINITE_FIELD}"],
+        )
+    if non_finite:
         _restore_non_finite(data, data.pop(NON_FINITE_FIELD))
     state: RunState = structure(data, RunState)
     return _verified(state)
