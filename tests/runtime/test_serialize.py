@@ -220,6 +220,8 @@ def test_fork_refuses_points_outside_the_run() -> None:
     [
         ("not json", "not JSON"),
         ('{"format": "other/1"}', "expected format"),
+        ('{"format": []}', "expected format"),
+        ('{"format": {"a": 1}}', "expected format"),
         ("[]", "expected format"),
     ],
 )
@@ -462,7 +464,8 @@ def test_a_document_with_non_finite_numbers_has_its_own_format_tag() -> None:
         RunState.from_json(json.dumps({**data, "format": "toolfold.run_state/1"}))
     without = {k: v for k, v in data.items() if k != "non_finite"}
     with pytest.raises(
-        SerializationError, match=re.escape("lists no NaN or infinities @ $.non_finite")
+        SerializationError,
+        match=re.escape("is 'toolfold.run_state/2' but lists no NaN or infinities @ $.non_finite"),
     ):
         RunState.from_json(json.dumps(without))
     with pytest.raises(SerializationError, match=re.escape("or 'toolfold.run_state/2', got 'x/3'")):

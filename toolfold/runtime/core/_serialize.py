@@ -294,7 +294,9 @@ def state_from_json(
         data = json.loads(text)
     except ValueError as exc:
         raise SerializationError("RunState", [f"not JSON: {exc}"]) from exc
-    if not isinstance(data, dict) or data.get("format") not in _FORMATS:
+    if not isinstance(data, dict) or not (
+        isinstance(data.get("format"), str) and data["format"] in _FORMATS
+    ):
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
         raise SerializationError("RunState", [f"expected format {expected}, got {found!r}"])
@@ -304,10 +306,11 @@ def state_from_json(
     non_finite = data.get("format") == STATE_FORMAT_NON_FINITE
     data = {k: v for k, v in data.items() if k != "format"}
     if non_finite != (NON_FINITE_FIELD in data):
-        problem = "lists no" if non_finite else f"is {STATE_FORMAT!r} but lists"
+        tag = STATE_FORMAT_NON_FINITE if non_finite else STATE_FORMAT
+        lists = "lists no" if non_finite else "lists"
         raise SerializationError(
             "RunState",
-            [f"the document {problem} NaN or infinities @ $.{NON_FINITE_FIELD}"],
+            [f"the document is {tag!r} but {lists} NaN or infinities @ $.{NON_FINITE_FIELD}"],
         )
     if non_finite:
         _restore_non_finite(data, data.pop(NON_FINITE_FIELD))
