@@ -49,7 +49,7 @@ STATE_FORMAT_NON_FINITE = "toolfold.run_state/2"
 """The tag of a document that lists NaN and infinities in `NON_FINITE_FIELD`: a
 reader that knows only `STATE_FORMAT` refuses it, where it would have read those
 numbers as text."""
-_FORMATS = frozenset({STATE_FORMAT, STATE_FORMAT_NON_FINITE})
+_FORMATS = (STATE_FORMAT, STATE_FORMAT_NON_FINITE)  # (a tuple: `in` takes any value)
 
 
 def _kind_of(cls: type[Any]) -> str:
@@ -294,9 +294,7 @@ def state_from_json(
         data = json.loads(text)
     except ValueError as exc:
         raise SerializationError("RunState", [f"not JSON: {exc}"]) from exc
-    if not isinstance(data, dict) or not (
-        isinstance(data.get("format"), str) and data["format"] in _FORMATS
-    ):
+    if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
         raise SerializationError("RunState", [f"expected format {expected}, got {found!r}"])
