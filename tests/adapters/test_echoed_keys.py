@@ -101,6 +101,21 @@ def look_up(city: str) -> str:
     return f"found {city}"
 
 
+def _chat_answers(server: ScriptedServer, opened: list[Any], answers: list[Any]) -> Any:
+    """The response of a Chat Completions agent with `look_up`, the server giving
+    ``answers`` (JSON data, or a body's bytes as they are) one per request."""
+
+    def reply(request: Recorded) -> Reply:
+        answer = answers[len(server.requests) - 1]
+        return Reply(body=answer) if isinstance(answer, bytes) else Reply(json=answer)
+
+    server.handler = reply
+    model = _model("chat", server.url)
+    opened.append(model)
+    got.clear()
+    return Agent(model=model, tools=[look_up]).run("Look Paris up.")
+
+
 def _run(model: Any, mode: str) -> Any:
     agent = Agent(model=model, tools=[look_up])
     prompt = "Look Paris up."
@@ -187,11 +202,7 @@ def test_arguments_that_write_the_key_with_escapes_inside_their_json_text(
         {"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]},
         {"choices": [{"message": {"role": "assistant", "content": "done"}}]},
     ]
-    http_server.handler = lambda request: Reply(json=answers[len(http_server.requests) - 1])
-    model = _model("chat", http_server.url)
-    opened.append(model)
-    got.clear()
-    response = Agent(model=model, tools=[look_up]).run("Look Paris up.")
+    response = _chat_answers(http_server, opened, answers)
     assert got == ["Paris ***"]
     stored = response.state.to_json()
     assert INNER not in stored
@@ -216,10 +227,7 @@ def test_the_key_in_ids_names_and_keys_of_an_answer_is_masked(
         },
         {"choices": [{"message": {"role": "assistant", "content": "done"}}]},
     ]
-    http_server.handler = lambda request: Reply(json=answers[len(http_server.requests) - 1])
-    model = _model("chat", http_server.url)
-    opened.append(model)
-    response = Agent(model=model, tools=[look_up]).run("Look Paris up.")
+    response = _chat_answers(http_server, opened, answers)
     stored = response.state.to_json()
     assert INNER not in stored
     assert "id-***" in stored
@@ -546,11 +554,7 @@ def test_arguments_whose_escape_is_itself_escaped(
     call = '{"id": "c1", "type": "function", "function": {"name": "look_up", "arguments": %s}}'
     body = '{"choices": [{"message": {"role": "assistant", "tool_calls": [%s]}}]}' % (call % raw)
     answers = [body.encode(), json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode()]
-    http_server.handler = lambda request: Reply(body=answers[len(http_server.requests) - 1])
-    model = _model("chat", http_server.url)
-    opened.append(model)
-    got.clear()
-    response = Agent(model=model, tools=[look_up]).run("Look Paris up.")
+    response = _chat_answers(http_server, opened, answers)
     assert got == ["café, ***"]
     (call_part,) = response.state.messages[1].tool_calls
     assert call_part.arguments_text == '{"city": "café, ***"}'
