@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from toolfold.adapters.anthropic import (
     DEFAULT_MAX_TOKENS,
     STRICT_BETA,
     AnthropicModel,
+    anthropic_id,
     build_body,
     is_beta,
 )
@@ -226,6 +228,47 @@ def test_max_tokens_default_and_settings() -> None:
     )
 
 
+def test_a_thinking_budget_raises_the_default_max_tokens_above_it() -> None:
+    """The API wants budget_tokens below max_tokens: the default makes room; a given max_tokens is kept."""
+
+    def sent(thinking: dict[str, Any], **more: Any) -> Any:
+        return body(Message.user("x"), settings={"thinking": thinking, **more})["max_tokens"]
+
+    assert sent({"type": "enabled", "budget_tokens": 1024}) == 4096
+    assert sent({"type": "enabled", "budget_tokens": 4096}) == 8192
+    assert sent({"type": "enabled", "budget_tokens": 10_000}) == 14_096
+    assert sent({"type": "disabled", "budget_tokens": 10_000}) == 4096
+    # interleaved thinking lets the budget exceed max_tokens: a given one is sent as it is
+    assert sent({"type": "enabled", "budget_tokens": 10_000}, max_tokens=2048) == 2048
+
+
+FOREIGN_CALLS = (
+    ToolCallPart("functions.get_weather:0", "get_weather", '{"city": "Paris"}'),
+    ToolCallPart("call 2/é", "get_weather", '{"city": "Oslo"}'),
+    ToolCallPart("", "get_weather", '{"city": "Rome"}'),
+)
+
+
+def test_call_ids_from_other_providers_are_rewritten_to_fit_and_still_match() -> None:
+    """Ids outside ^[a-zA-Z0-9_-]+$ are rewritten the same way in the call and its result."""
+    sent = body(
+        Message.user("Weather?"),
+        Message.assistant("", FOREIGN_CALLS),
+        Message.tool(*(ToolResultPart(c.id, c.name, "sunny") for c in FOREIGN_CALLS)),
+    )
+    uses = [b["id"] for b in sent["messages"][1]["content"]]
+    results = [b["tool_use_id"] for b in sent["messages"][2]["content"]]
+    assert uses == results
+    assert uses[0].startswith("functions_get_weather_0_")
+    assert uses[1].startswith("call_2__")
+    assert len(set(uses)) == 3
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", u) for u in uses)
+    assert spec_problems(sent, beta=False) == []
+    # ids that fit go back unchanged; the rewrite is deterministic and keeps near ids apart
+    assert anthropic_id("toolu_01A-b") == "toolu_01A-b"
+    assert anthropic_id("a.b") == anthropic_id("a.b") != anthropic_id("a:b")
+
+
 @pytest.mark.parametrize("setting", ["seed", "frequency_penalty", "presence_penalty"])
 def test_settings_the_api_has_no_field_for_are_refused(setting: str) -> None:
     """A neutral setting Anthropic lacks (the body allows no extra fields) is a ModelConfigError naming it."""
@@ -284,6 +327,11 @@ CONVERSATIONS = {
         Message.assistant("", [CALL, CALL2]),
         Message.tool(ToolResultPart("toolu_1", "get_weather", "sunny")),
         Message.tool(ToolResultPart("toolu_2", "get_weather", "no station", True)),
+    ),
+    "ids from another provider": (
+        Message.user("Weather?"),
+        Message.assistant("", FOREIGN_CALLS),
+        Message.tool(*(ToolResultPart(c.id, c.name, "sunny") for c in FOREIGN_CALLS)),
     ),
     "thinking round trip": (
         Message.user("Weather?"),

@@ -11,7 +11,13 @@ from toolfold.adapters.anthropic._provider import (
     STOP_REASONS,
     STRICT_BETA,
 )
-from toolfold.adapters.anthropic._request import build_body, encode_messages, is_beta, prepare
+from toolfold.adapters.anthropic._request import (
+    anthropic_id,
+    build_body,
+    encode_messages,
+    is_beta,
+    prepare,
+)
 from toolfold.adapters.anthropic._response import parse_response, parse_usage
 from toolfold.adapters.anthropic._stream import DecoderState, decode_end, decode_event
 from toolfold.runtime._model import register_provider
@@ -25,6 +31,7 @@ __all__ = [
     "STRICT_BETA",
     "AnthropicModel",
     "DecoderState",
+    "anthropic_id",
     "build_body",
     "decode_end",
     "decode_event",

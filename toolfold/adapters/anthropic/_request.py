@@ -12,6 +12,9 @@ Rules (providers.md §3 and the spec's ``CreateMessageParams``):
   goes back as ``redacted_thinking`` with its data. Reasoning from another
   provider, or without a signature, cannot be verified by the API and is left
   out.
+- Call ids must match ``^[a-zA-Z0-9_-]+$`` (``RequestToolUseBlock.id``):
+  an id from another provider that does not (Kimi's ``functions.get:0``)
+  is rewritten the same way in the call and its result (`anthropic_id`).
 - ``tool_choice``: ``auto``, ``any`` (neutral ``required``), ``tool`` +
   ``name``, ``none``; ``parallel_tool_calls=False`` is
   ``disable_parallel_tool_use: true`` [A6 tool_choice_*_param.py].
@@ -20,6 +23,8 @@ Rules (providers.md §3 and the spec's ``CreateMessageParams``):
 from __future__ import annotations
 
 import base64
+import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -51,6 +56,24 @@ Body = dict[str, Any]
 
 PROVIDER = "anthropic"
 _HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
+_ID = re.compile(r"[A-Za-z0-9_-]+")
+_NOT_ID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def anthropic_id(call_id: str) -> str:
+    """The call id as Anthropic takes it (ASCII letters, digits, ``_`` and ``-``).
+
+    Ids that fit pass unchanged, so Anthropic's own ``toolu_`` ids round-trip.
+    Any other id (``functions.get_weather:0`` from an OpenAI-compatible
+    server, or an empty one) has every other character replaced by ``_`` and
+    12 hex digits of its SHA-256 appended: the same input gives the same id,
+    so a call and its result still match, and two ids that differ only in
+    the replaced characters stay apart.
+    """
+    if _ID.fullmatch(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{_NOT_ID.sub('_', call_id)}_{digest}"
 
 
 def prepare(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
@@ -86,7 +109,7 @@ def build_body(
     settings = request.settings
     body: Body = {
         "model": model_name,
-        "max_tokens": settings.get("max_tokens") or DEFAULT_MAX_TOKENS,
+        "max_tokens": settings.get("max_tokens") or _default_max_tokens(settings),
     }
     system = "\n\n".join(m.text for m in request.messages if m.role == "system")
     if system:
@@ -100,6 +123,23 @@ def build_body(
     if stream:
         body["stream"] = True
     return body
+
+
+def _default_max_tokens(settings: Mapping[str, Any]) -> int:
+    """`DEFAULT_MAX_TOKENS`, or more when a thinking budget needs it.
+
+    The API wants ``budget_tokens`` below ``max_tokens``: with a budget of
+    4096 or more and no ``max_tokens`` given, the default leaves
+    `DEFAULT_MAX_TOKENS` for the answer after the budget. (A ``max_tokens``
+    the user gives is sent as it is: with interleaved thinking the budget may
+    exceed it.)
+    """
+    thinking = settings.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if type(budget) is int and budget >= DEFAULT_MAX_TOKENS:
+            return budget + DEFAULT_MAX_TOKENS
+    return DEFAULT_MAX_TOKENS
 
 
 def is_beta(body: Mapping[str, Any]) -> bool:
@@ -213,7 +253,7 @@ def _user_blocks(message: Message) -> list[Body]:
         if isinstance(part, ToolResultPart):
             result: Body = {
                 "type": "tool_result",
-                "tool_use_id": part.call_id,
+                "tool_use_id": anthropic_id(part.call_id),
                 "content": _result_content(part) if part.parts else part.content,
             }
             if part.is_error:
@@ -255,7 +295,12 @@ def _assistant_blocks(
         elif isinstance(part, ToolCallPart):
             arguments = part.arguments if part.arguments is not None else {}
             blocks.append(
-                {"type": "tool_use", "id": part.id, "name": part.name, "input": arguments}
+                {
+                    "type": "tool_use",
+                    "id": anthropic_id(part.id),
+                    "name": part.name,
+                    "input": arguments,
+                }
             )
         elif isinstance(part, ReasoningPart):
             block = thinking_block(part)
