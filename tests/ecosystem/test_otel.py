@@ -512,3 +512,29 @@ def test_spans_made_during_a_model_call_nest_under_its_chat_span(traces: Traces)
     assert len(posts) == 5  # the streamed sync model answers twice: its stream's and its own
     assert {_parent_name(traces, post) for post in posts} == {"chat model"}
     assert not any(span.get_span_context().is_valid for span in outside)
+
+
+def test_captured_messages_carry_tool_calls_and_results(traces: Traces) -> None:
+    """capture_content=True spells calls and results as the GenAI conventions' parts:
+    tool_call {id, name, arguments} and tool_call_response {id, response}."""
+    toolfold.otel.instrument(traces.tracer_provider, traces.meter_provider, capture_content=True)
+    model = ScriptedModel([["Adding.", call("add", {"a": 2, "b": 3}, id="c1")], "5"])
+    Agent(model, tools=[add], instructions="Be terse.").run("2+3?")
+    first, second = traces.named("chat")
+    assert json.loads(first.attributes["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "text", "content": "Adding."},
+                {"type": "tool_call", "id": "c1", "name": "add", "arguments": {"a": 2, "b": 3}},
+            ],
+            "finish_reason": "tool_calls",
+        }
+    ]
+    sent = json.loads(second.attributes["gen_ai.input.messages"])
+    assert sent[0] == {"role": "system", "parts": [{"type": "text", "content": "Be terse."}]}
+    assert sent[-2]["parts"][1]["type"] == "tool_call"
+    assert sent[-1] == {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "c1", "response": "5"}],
+    }

@@ -13,6 +13,14 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from toolfold.runtime._planner import Planner
+from toolfold.runtime.core._messages import (
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._executor import ToolJob, ToolOutcome, with_tool
@@ -290,7 +298,10 @@ class _CallTrace:
             span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
             if run.owner.capture:
-                span.set_attribute("gen_ai.output.messages", _messages_json((response.message,)))
+                span.set_attribute(
+                    "gen_ai.output.messages",
+                    _messages_json((response.message,), response.finish_reason),
+                )
             run.owner.tokens.record(usage.input_tokens, {**common, "gen_ai.token.type": "input"})
             run.owner.tokens.record(usage.output_tokens, {**common, "gen_ai.token.type": "output"})
         if error is not None:
@@ -312,17 +323,24 @@ def _describe(error: BaseException) -> str:
     return str(error)[:200]
 
 
-def _messages_json(messages: Sequence[Any]) -> str:
+def _messages_json(messages: Sequence[Message], finish_reason: str | None = None) -> str:
+    """Messages as the GenAI conventions' ``gen_ai.input.messages`` / ``output.messages``
+    JSON (an output message carries its ``finish_reason``)."""
+    finish = {} if finish_reason is None else {"finish_reason": finish_reason}
     return json.dumps(
-        [
-            {
-                "role": m.role,
-                "parts": [
-                    {"type": p.kind, **({"content": p.text} if hasattr(p, "text") else {})}
-                    for p in m.parts
-                ],
-            }
-            for m in messages
-        ],
+        [{"role": m.role, "parts": [_part(p) for p in m.parts], **finish} for m in messages],
         ensure_ascii=False,
     )
+
+
+def _part(part: Part) -> dict[str, Any]:
+    """One message part as the conventions' schema spells it."""
+    if isinstance(part, ToolCallPart):
+        arguments = part.arguments if part.arguments is not None else part.arguments_text
+        return {"type": "tool_call", "id": part.id, "name": part.name, "arguments": arguments}
+    if isinstance(part, ToolResultPart):
+        return {"type": "tool_call_response", "id": part.call_id, "response": part.content}
+    if isinstance(part, (TextPart, ReasoningPart)):
+        return {"type": part.kind, "content": part.text}
+    # an image or a file: what it is, not its bytes
+    return {"type": part.kind, "mime_type": part.media_type}
