@@ -268,6 +268,61 @@ def test_sample_value_handles_refs_unions_and_recursion() -> None:
     jsonschema.validate(sample_value(schema), schema)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "lengths"),
+    [
+        (r"^\d{5}$", {}),
+        (r"^[A-Z]{2}$", {}),
+        (r"^[a-z]+@[a-z]+\.com$", {}),
+        (r"^(red|green)$", {}),
+        (r"^[A-Z]{3}-\d{4}$", {}),
+        (r"^\+?[1-9]\d{1,14}$", {}),
+        (r"^[^\s,]+$", {"minLength": 6}),
+        (r"^(ab)\1?x*$", {"minLength": 5, "maxLength": 6}),
+        (r"\w+\s\W", {}),
+        (r"^(?:[a-f0-9]{2}:){2}[a-f0-9]{2}$", {}),
+    ],
+)
+def test_sample_value_matches_patterns(pattern: str, lengths: dict[str, int]) -> None:
+    """A string with a pattern gets a value the pattern matches (and of the lengths asked)."""
+    schema = {"type": "string", "pattern": pattern, **lengths}
+    jsonschema.validate(sample_value(schema), schema)
+
+
+def test_test_model_calls_an_explicit_schema_tool_with_its_pattern_matched() -> None:
+    """An explicit-schema tool whose parameter has a pattern gets a matching argument."""
+    from toolfold import Tool
+
+    schema = {
+        "type": "object",
+        "properties": {"zip_code": {"type": "string", "pattern": r"^\d{5}$"}},
+        "required": ["zip_code"],
+    }
+    zip_tool = Tool("lookup_zip", "Look up a ZIP code.", schema, lambda args: "Beverly Hills")
+    response = Agent(TestModel(), tools=[zip_tool]).run("x")
+    assert response.steps[0].tool_calls[0].arguments == {"zip_code": "00000"}
+    assert not response.steps[0].tool_results[0].is_error
+
+
+def test_a_pattern_no_sample_is_found_for_names_the_tool_and_parameter() -> None:
+    """A pattern the sampler cannot satisfy is a UsageError naming the tool, the parameter
+    and the pattern, not a wrong argument."""
+    from toolfold import Tool, UsageError
+
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[a-z]{2}$", "minLength": 3}},
+        "required": ["code"],
+    }
+    bad = Tool("check", "Check.", schema, lambda args: "ok")
+    with pytest.raises(UsageError) as caught:
+        Agent(TestModel(), tools=[bad]).run("x")
+    message = str(caught.value)
+    assert "tool 'check'" in message
+    assert "@ $.code" in message
+    assert "'^[a-z]{2}$'" in message
+
+
 _leaf = st.sampled_from(
     [
         {"type": "string"},
