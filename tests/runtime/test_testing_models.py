@@ -21,6 +21,7 @@ from toolfold import (
     Message,
     ModelRequest,
     ModelResponse,
+    TextPart,
     ToolfoldError,
     ToolResultPart,
     tool,
@@ -139,6 +140,25 @@ def test_function_model_sync_and_async_functions() -> None:
         word = "async" if model.function is afn else "sync"
         assert model.request_sync(REQ).text == f"{word} hi"
         assert asyncio.run(model.request(REQ)).text == f"{word} hi"
+
+
+def test_a_stream_joins_texts_and_puts_calls_after_them_as_documented() -> None:
+    """Texts a stream cannot keep apart (several, or one after a call) fold into one text,
+    joined in order, then the calls; text in one piece before the calls folds back exactly."""
+    call = ScriptedModel.call("add", {"a": 1, "b": 2}, id="c1")
+    split = ["Let me", " check.", call, "after the call"]
+    plain = ScriptedModel([split]).request_sync(REQ)
+    assert [p.kind for p in plain.message.parts] == ["text", "text", "tool_call", "text"]
+    streamed = _fold(ScriptedModel([split]).stream_sync(REQ))
+    assert streamed.message.parts == (
+        TextPart("Let me check.after the call"),
+        plain.message.parts[2],
+    )
+    assert _fold(ScriptedModel([["two", "texts"]]).stream_sync(REQ)).text == "twotexts"
+    whole = ["Let me check.", call]
+    assert _fold(ScriptedModel([whole]).stream_sync(REQ)) == ScriptedModel([whole]).request_sync(
+        REQ
+    )
 
 
 def test_function_model_custom_stream() -> None:

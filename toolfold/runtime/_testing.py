@@ -157,7 +157,13 @@ def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart
 
 
 def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamEvent]:
-    """Neutral stream events that fold back into ``response``."""
+    """Neutral stream events that fold back into ``response``.
+
+    Into exactly it when its text comes in one piece before its calls: a
+    stream has no event that ends a text part, and its calls follow its text,
+    so several texts, or text after a call, fold into one text (joined in
+    order) followed by the calls.
+    """
     yield ResponseInfo(response.model_name, response.response_id)
     index = 0
     for part in response.message.parts:
