@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -19,7 +20,7 @@ import toolfold
 import toolfold.otel
 from toolfold import Agent, RunState, tool
 from toolfold.runtime import replay
-from toolfold.testing import ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
 
@@ -348,3 +349,192 @@ def test_a_workflow_nests_its_steps_and_traces_no_planner_calls(traces: Traces) 
     assert len(traces.named("chat")) == 3  # the three agents' model calls, no planner's
     tokens = traces.metric("gen_ai.client.token.usage")
     assert len(tokens) == 2  # input and output points of the one real model name
+
+
+def _chat_ended_as(traces: Traces, error_type: str) -> ReadableSpan:
+    (chat,) = traces.named("chat")
+    (agent,) = traces.named("invoke_agent")
+    assert chat.parent is not None
+    assert chat.parent.span_id == agent.context.span_id
+    assert chat.status.status_code == StatusCode.ERROR
+    assert chat.attributes["error.type"] == error_type
+    return chat
+
+
+def test_a_run_cancelled_during_the_model_call_ends_its_chat_span(traces: Traces) -> None:
+    """Cancelling an async run while the model answers ends the chat span, marked CancelledError."""
+    import asyncio
+
+    async def main() -> None:
+        asked = asyncio.Event()
+
+        async def never(request: Any) -> str:
+            asked.set()
+            await asyncio.Event().wait()
+            return "late"
+
+        run = asyncio.ensure_future(Agent(FunctionModel(never), name="a1").arun("hi"))
+        await asked.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    asyncio.run(main())
+    chat = _chat_ended_as(traces, "CancelledError")
+    assert "cancelled" in (chat.status.description or "")
+    (duration,) = traces.metric("gen_ai.client.operation.duration")
+    assert duration.attributes["error.type"] == "CancelledError"
+
+
+def test_a_stream_stopped_mid_answer_ends_its_chat_span(traces: Traces) -> None:
+    """A caller that stops a stream while the model answers: the chat span ends, marked abandoned."""
+    stream = iter(Agent(ScriptedModel(["a long answer " * 20]), name="a2").stream("hi"))
+    for index, _ in enumerate(stream):
+        if index == 3:
+            break
+    stream.close()
+    chat = _chat_ended_as(traces, "GeneratorExit")
+    assert "abandoned" in (chat.status.description or "")
+    (agent,) = traces.named("invoke_agent")
+    assert agent.status.status_code != StatusCode.ERROR  # stopping is not the run's error
+
+
+def test_an_async_stream_stopped_mid_answer_ends_its_chat_span(traces: Traces) -> None:
+    """The same for an async stream closed while the model answers."""
+    import asyncio
+
+    async def main() -> None:
+        stream = aiter(Agent(ScriptedModel(["a long answer " * 20]), name="a3").stream("hi"))
+        index = 0
+        async for _ in stream:
+            index += 1
+            if index == 3:
+                break
+        await stream.aclose()
+
+    asyncio.run(main())
+    _chat_ended_as(traces, "GeneratorExit")
+
+
+def _parent_name(traces: Traces, span: ReadableSpan) -> str:
+    assert span.parent is not None
+    (parent,) = [s for s in traces.spans() if s.context.span_id == span.parent.span_id]
+    assert parent.context.trace_id == span.context.trace_id
+    return parent.name
+
+
+def test_spans_a_tool_makes_nest_under_its_execute_tool_span(traces: Traces) -> None:
+    """A tool's own spans are children of its call's span: sync tools inline and on worker
+    threads, async tools in blocking and async runs, each call under its own span."""
+    import asyncio
+
+    mine = traces.tracer_provider.get_tracer("mine")
+
+    @tool
+    def look_up(q: str) -> str:
+        """Look up.
+
+        Args:
+            q: The query.
+        """
+        with mine.start_as_current_span(f"db {q}"):
+            return "found"
+
+    @tool
+    async def fetch(q: str) -> str:
+        """Fetch.
+
+        Args:
+            q: The query.
+        """
+        with mine.start_as_current_span(f"http {q}"):
+            await asyncio.sleep(0)
+            return "fetched"
+
+    def script() -> ScriptedModel:
+        return ScriptedModel(
+            [
+                call("look_up", {"q": "alone"}),  # inline, in the caller's thread
+                [call("look_up", {"q": "one"}), call("look_up", {"q": "two"})],  # workers
+                [call("fetch", {"q": "three"}), call("fetch", {"q": "four"})],  # tasks
+                "done",
+            ]
+        )
+
+    Agent(script(), tools=[look_up, fetch]).run("go")
+    asyncio.run(Agent(script(), tools=[look_up, fetch]).arun("go"))
+    for _ in Agent(script(), tools=[look_up, fetch]).stream("go"):
+        pass
+    made = [s for s in traces.spans() if s.name.startswith(("db ", "http "))]
+    assert len(made) == 15  # five calls in each of the three runs
+    for span in made:
+        tool_name = "look_up" if span.name.startswith("db ") else "fetch"
+        assert _parent_name(traces, span) == f"execute_tool {tool_name}"
+    parents = {span.parent.span_id for span in made if span.parent is not None}
+    assert len(parents) == 15  # each under its own call's span, not a sibling's
+
+
+def test_spans_made_during_a_model_call_nest_under_its_chat_span(traces: Traces) -> None:
+    """What the model does (an HTTP client's instrumentation) nests under the chat span,
+    blocking, async and streamed; the caller's code between stream events does not."""
+    import asyncio
+
+    mine = traces.tracer_provider.get_tracer("mine")
+
+    def answer(request: Any) -> str:
+        with mine.start_as_current_span("POST"):
+            return "hello"
+
+    async def answer_async(request: Any) -> str:
+        with mine.start_as_current_span("POST"):
+            await asyncio.sleep(0)
+            return "hello"
+
+    def events(request: Any) -> Iterator[Any]:
+        from toolfold.testing import response_events
+
+        with mine.start_as_current_span("POST"):
+            pass
+        yield from response_events(FunctionModel(answer).request_sync(request))
+
+    Agent(FunctionModel(answer)).run("hi")
+    asyncio.run(Agent(FunctionModel(answer_async)).arun("hi"))
+    outside: list[Any] = []
+    for _ in Agent(FunctionModel(answer, stream_function=events)).stream("hi"):
+        outside.append(trace.get_current_span())
+
+    async def streamed() -> None:
+        async for _ in Agent(FunctionModel(answer_async)).stream("hi"):
+            outside.append(trace.get_current_span())
+
+    asyncio.run(streamed())
+    posts = traces.named("POST")
+    assert len(posts) == 5  # the streamed sync model answers twice: its stream's and its own
+    assert {_parent_name(traces, post) for post in posts} == {"chat model"}
+    assert not any(span.get_span_context().is_valid for span in outside)
+
+
+def test_captured_messages_carry_tool_calls_and_results(traces: Traces) -> None:
+    """capture_content=True spells calls and results as the GenAI conventions' parts:
+    tool_call {id, name, arguments} and tool_call_response {id, response}."""
+    toolfold.otel.instrument(traces.tracer_provider, traces.meter_provider, capture_content=True)
+    model = ScriptedModel([["Adding.", call("add", {"a": 2, "b": 3}, id="c1")], "5"])
+    Agent(model, tools=[add], instructions="Be terse.").run("2+3?")
+    first, second = traces.named("chat")
+    assert json.loads(first.attributes["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "text", "content": "Adding."},
+                {"type": "tool_call", "id": "c1", "name": "add", "arguments": {"a": 2, "b": 3}},
+            ],
+            "finish_reason": "tool_calls",
+        }
+    ]
+    sent = json.loads(second.attributes["gen_ai.input.messages"])
+    assert sent[0] == {"role": "system", "parts": [{"type": "text", "content": "Be terse."}]}
+    assert sent[-2]["parts"][1]["type"] == "tool_call"
+    assert sent[-1] == {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "c1", "response": "5"}],
+    }

@@ -178,7 +178,8 @@ def test_cli_serve_runs_until_ctrl_c() -> None:
 def test_a_picked_port_taken_before_the_bind_is_picked_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Another process binding the picked port first makes ``start`` pick a new one, not fail."""
+    """Another process binding the picked port between `start`'s check and the server's bind
+    makes ``start`` pick a new one, not fail."""
     from toolfold.local import _server
 
     binary, model = built_binary(), installed_model("smollm2")
@@ -188,6 +189,8 @@ def test_a_picked_port_taken_before_the_bind_is_picked_again(
         taken_port = taken.getsockname()[1]
         picks = iter([taken_port])
         monkeypatch.setattr(_server, "free_port", lambda: next(picks, None) or free_port())
+        # taken after `start` checked it: the server's own bind fails
+        monkeypatch.setattr(_server, "port_taken", lambda port: False)
         server = _server.LocalServer(binary, model)
         assert server.port == taken_port
         first_log = server.log_path
@@ -201,7 +204,7 @@ def test_a_picked_port_taken_before_the_bind_is_picked_again(
 
 
 def test_a_port_the_caller_chose_is_not_changed() -> None:
-    """A taken port given by the caller fails to start, naming the bind failure."""
+    """A taken port given by the caller fails to start, naming the port."""
     from toolfold.local import LocalSetupError, _server
 
     binary, model = built_binary(), installed_model("smollm2")
@@ -210,7 +213,7 @@ def test_a_port_the_caller_chose_is_not_changed() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         taken_port = taken.getsockname()[1]
         server = _server.LocalServer(binary, model, port=taken_port)
-        with pytest.raises(LocalSetupError, match="couldn't bind"):
+        with pytest.raises(LocalSetupError, match=f"port {taken_port} of 127.0.0.1 is taken"):
             server.start()
         assert server.port == taken_port
         assert not server.alive()

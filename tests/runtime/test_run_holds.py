@@ -27,6 +27,15 @@ def add(a: int, b: int) -> int:
 
 
 class _Ignored:
+    def __init__(self, jobs: Sequence[Any] = ()) -> None:
+        self.jobs = jobs
+
+    def attach(self) -> None:
+        pass
+
+    def detach(self, token: object) -> None:
+        pass
+
     def end(self, *args: Any) -> None:
         pass
 
@@ -45,7 +54,7 @@ class _FirstStates:
         return _Ignored()
 
     def tools(self, jobs: Sequence[Any]) -> _Ignored:
-        return _Ignored()
+        return _Ignored(jobs)
 
     def handoff(self, live: Any) -> None:
         pass

@@ -21,6 +21,7 @@ from toolfold import (
     Message,
     ModelRequest,
     ModelResponse,
+    TextPart,
     ToolfoldError,
     ToolResultPart,
     tool,
@@ -139,6 +140,25 @@ def test_function_model_sync_and_async_functions() -> None:
         word = "async" if model.function is afn else "sync"
         assert model.request_sync(REQ).text == f"{word} hi"
         assert asyncio.run(model.request(REQ)).text == f"{word} hi"
+
+
+def test_a_stream_joins_texts_and_puts_calls_after_them_as_documented() -> None:
+    """Texts a stream cannot keep apart (several, or one after a call) fold into one text,
+    joined in order, then the calls; text in one piece before the calls folds back exactly."""
+    call = ScriptedModel.call("add", {"a": 1, "b": 2}, id="c1")
+    split = ["Let me", " check.", call, "after the call"]
+    plain = ScriptedModel([split]).request_sync(REQ)
+    assert [p.kind for p in plain.message.parts] == ["text", "text", "tool_call", "text"]
+    streamed = _fold(ScriptedModel([split]).stream_sync(REQ))
+    assert streamed.message.parts == (
+        TextPart("Let me check.after the call"),
+        plain.message.parts[2],
+    )
+    assert _fold(ScriptedModel([["two", "texts"]]).stream_sync(REQ)).text == "twotexts"
+    whole = ["Let me check.", call]
+    assert _fold(ScriptedModel([whole]).stream_sync(REQ)) == ScriptedModel([whole]).request_sync(
+        REQ
+    )
 
 
 def test_function_model_custom_stream() -> None:
@@ -266,6 +286,61 @@ def test_sample_value_handles_refs_unions_and_recursion() -> None:
         "required": ["root", "tags", "when", "both", "code"],
     }
     jsonschema.validate(sample_value(schema), schema)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "lengths"),
+    [
+        (r"^\d{5}$", {}),
+        (r"^[A-Z]{2}$", {}),
+        (r"^[a-z]+@[a-z]+\.com$", {}),
+        (r"^(red|green)$", {}),
+        (r"^[A-Z]{3}-\d{4}$", {}),
+        (r"^\+?[1-9]\d{1,14}$", {}),
+        (r"^[^\s,]+$", {"minLength": 6}),
+        (r"^(ab)\1?x*$", {"minLength": 5, "maxLength": 6}),
+        (r"\w+\s\W", {}),
+        (r"^(?:[a-f0-9]{2}:){2}[a-f0-9]{2}$", {}),
+    ],
+)
+def test_sample_value_matches_patterns(pattern: str, lengths: dict[str, int]) -> None:
+    """A string with a pattern gets a value the pattern matches (and of the lengths asked)."""
+    schema = {"type": "string", "pattern": pattern, **lengths}
+    jsonschema.validate(sample_value(schema), schema)
+
+
+def test_test_model_calls_an_explicit_schema_tool_with_its_pattern_matched() -> None:
+    """An explicit-schema tool whose parameter has a pattern gets a matching argument."""
+    from toolfold import Tool
+
+    schema = {
+        "type": "object",
+        "properties": {"zip_code": {"type": "string", "pattern": r"^\d{5}$"}},
+        "required": ["zip_code"],
+    }
+    zip_tool = Tool("lookup_zip", "Look up a ZIP code.", schema, lambda args: "Beverly Hills")
+    response = Agent(TestModel(), tools=[zip_tool]).run("x")
+    assert response.steps[0].tool_calls[0].arguments == {"zip_code": "00000"}
+    assert not response.steps[0].tool_results[0].is_error
+
+
+def test_a_pattern_no_sample_is_found_for_names_the_tool_and_parameter() -> None:
+    """A pattern the sampler cannot satisfy is a UsageError naming the tool, the parameter
+    and the pattern, not a wrong argument."""
+    from toolfold import Tool, UsageError
+
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[a-z]{2}$", "minLength": 3}},
+        "required": ["code"],
+    }
+    bad = Tool("check", "Check.", schema, lambda args: "ok")
+    with pytest.raises(UsageError) as caught:
+        Agent(TestModel(), tools=[bad]).run("x")
+    message = str(caught.value)
+    assert "tool 'check'" in message
+    assert "@ $.code" in message
+    assert "'^[a-z]{2}$'" in message
 
 
 _leaf = st.sampled_from(

@@ -32,6 +32,8 @@ _START_TIMEOUT = 120.0
 #: ports ``start`` tries when it picked the port itself.
 _BIND_FAILED = "couldn't bind HTTP server socket"
 _BIND_ATTEMPTS = 5
+#: What ``start`` says when something already holds the port.
+_PORT_TAKEN = "is taken"
 #: Compute threads: llama.cpp's workers spin while they wait, so on a small or
 #: busy machine one thread per spare core is much faster than one per core.
 THREADS = max(1, min(4, (os.cpu_count() or 2) - 1))
@@ -107,8 +109,9 @@ class LocalServer:
 
     @property
     def log_path(self) -> Path:
-        """Where the server's output goes (one file per port)."""
-        return cache_dir() / "logs" / f"llama-server-{self.port}.log"
+        """Where the server's output goes (one file per port and process: a server this
+        process starts never writes over the log of another one's)."""
+        return cache_dir() / "logs" / f"llama-server-{self.port}-{os.getpid()}.log"
 
     def start(self) -> LocalServer:
         """Start the server and wait until its health check answers.
@@ -118,19 +121,29 @@ class LocalServer:
         ``_BIND_ATTEMPTS`` times).
 
         Raises:
-            LocalSetupError: It exited or never became healthy (with its log's tail).
+            LocalSetupError: The port the caller chose is taken, or the server
+                exited or never became healthy (with its log's tail).
         """
         for attempt in range(1, _BIND_ATTEMPTS + 1):
             try:
                 return self._start_once()
             except LocalSetupError as exc:
-                # Only a bind failure in the server's log (which the message ends with).
-                if not (self._picked and _BIND_FAILED in str(exc)) or attempt == _BIND_ATTEMPTS:
+                # A taken port, or a bind failure in the server's log (which the message ends with).
+                taken = _PORT_TAKEN in str(exc) or _BIND_FAILED in str(exc)
+                if not (self._picked and taken) or attempt == _BIND_ATTEMPTS:
                     raise
                 self.port = free_port()
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _start_once(self) -> LocalServer:
+        # Whatever holds the port would answer the health check in the server's
+        # place (and the server, failing to bind, exit soon after): refused here,
+        # before its log is opened.
+        if port_taken(self.port):
+            raise LocalSetupError(
+                f"port {self.port} of 127.0.0.1 {_PORT_TAKEN}: another process listens "
+                "on it; pass a free port, or none to get one"
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         watchdog = Path(__file__).with_name("_watchdog.py")
@@ -159,10 +172,13 @@ class LocalServer:
                         f"llama-server exited while starting:\n{self._log_tail()}"
                     )
                 try:
-                    if client.get(url).status_code == 200:
-                        return
+                    answered = client.get(url).status_code == 200
                 except httpx.TransportError:
-                    pass  # not listening yet
+                    answered = False  # not listening yet
+                if (
+                    answered and self.alive()
+                ):  # (an answer from a server that has exited is not its own)
+                    return
                 if time.monotonic() > deadline:
                     raise LocalSetupError(
                         f"llama-server was not healthy after {_START_TIMEOUT:g}s:\n"
@@ -194,6 +210,21 @@ class LocalServer:
     def __repr__(self) -> str:
         state = "running" if self.alive() else "stopped"
         return f"LocalServer({self.model.name!r}, {self.base_url!r}, {state})"
+
+
+def port_taken(port: int) -> bool:
+    """Whether a socket on 127.0.0.1 holds ``port``: one listening there, or bound.
+
+    Bound with ``SO_REUSEADDR``, as llama-server binds: a port a closed
+    connection left in TIME_WAIT is free to it.
+    """
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def free_port() -> int:

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from toolfold.runtime._planner import Planner
+from toolfold.runtime.core._messages import (
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.drive._executor import ToolJob, ToolOutcome
+from toolfold.runtime.drive._executor import ToolJob, ToolOutcome, with_tool
 from toolfold.runtime.drive._loop import Live
 from toolfold.runtime.drive._trace import set_tracer
+from toolfold.toolkit._tool import Tool
 
 _SCOPE = "toolfold"
 
@@ -136,7 +147,7 @@ class _RunTrace:
             span.set_attribute("gen_ai.usage.output_tokens", state.usage.output_tokens)
         if error is not None:
             span.set_attribute("error.type", type(error).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+            span.set_status(Status(StatusCode.ERROR, _describe(error)))
         span.end()
 
 
@@ -167,6 +178,11 @@ class _ToolsTrace:
             )
             self.spans[call.id] = span
             calls[f"{run.run_id}/{call.id}"] = span
+        # Each call runs with its span current, so spans the tool makes (a database
+        # client's, an HTTP client's) nest under it.
+        self.jobs = tuple(
+            [with_tool(job, _current(self.spans[job.invocation.call.id])) for job in jobs]
+        )
         run.open.add(self)
 
     def end(self, outcomes: Sequence[ToolOutcome]) -> None:
@@ -194,8 +210,46 @@ class _ToolsTrace:
         self.spans = {}
 
 
+def _current(span: Any) -> Any:
+    """What makes a copy of a tool whose calls run with ``span`` current.
+
+    Attached where the call runs (a worker thread, the call's task, the
+    caller's thread), in the context the executor gives the call: what the
+    tool's function sees, as the tool's own copy of the caller's context.
+    """
+
+    def wrap(tool: Tool[..., Any]) -> Tool[..., Any]:
+        invoke = tool.invoke  # (a subclass's own, too)
+        traced = copy.copy(tool)  # its class and marks kept
+
+        def current(arguments: Any, context: Any = None) -> Any:
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                return invoke(arguments, context)
+            finally:
+                otel_context.detach(token)
+
+        async def current_async(arguments: Any, context: Any = None) -> Any:
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                return await invoke(arguments, context)
+            finally:
+                otel_context.detach(token)
+
+        traced.__dict__["invoke"] = current_async if tool.is_async else current
+        return traced
+
+    return wrap
+
+
 class _NoCall:
     """A workflow planner's decision: not a model call, so no span and no metrics."""
+
+    def attach(self) -> object:
+        return None
+
+    def detach(self, token: object) -> None:
+        pass
 
     def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
         pass
@@ -222,6 +276,12 @@ class _CallTrace:
             attributes=attributes,
         )
 
+    def attach(self) -> object:
+        return otel_context.attach(trace.set_span_in_context(self.span))
+
+    def detach(self, token: object) -> None:
+        otel_context.detach(token)  # type: ignore[arg-type]
+
     def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
         span, run = self.span, self.run
         common = {
@@ -238,28 +298,49 @@ class _CallTrace:
             span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
             if run.owner.capture:
-                span.set_attribute("gen_ai.output.messages", _messages_json((response.message,)))
+                span.set_attribute(
+                    "gen_ai.output.messages",
+                    _messages_json((response.message,), response.finish_reason),
+                )
             run.owner.tokens.record(usage.input_tokens, {**common, "gen_ai.token.type": "input"})
             run.owner.tokens.record(usage.output_tokens, {**common, "gen_ai.token.type": "output"})
         if error is not None:
             common = {**common, "error.type": type(error).__qualname__}
             span.set_attribute("error.type", type(error).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+            span.set_status(Status(StatusCode.ERROR, _describe(error)))
         run.owner.duration.record(time.monotonic() - self.started, common)
         span.end()
 
 
-def _messages_json(messages: Sequence[Any]) -> str:
+def _describe(error: BaseException) -> str:
+    """A span status's description of ``error`` (an interruption has no message of its own)."""
+    if isinstance(error, GeneratorExit):
+        return "abandoned: the caller stopped the stream before the response ended"
+    if type(error).__name__ == "CancelledError":  # asyncio's, or anyio's
+        return "cancelled before the response ended"
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted before the response ended"
+    return str(error)[:200]
+
+
+def _messages_json(messages: Sequence[Message], finish_reason: str | None = None) -> str:
+    """Messages as the GenAI conventions' ``gen_ai.input.messages`` / ``output.messages``
+    JSON (an output message carries its ``finish_reason``)."""
+    finish = {} if finish_reason is None else {"finish_reason": finish_reason}
     return json.dumps(
-        [
-            {
-                "role": m.role,
-                "parts": [
-                    {"type": p.kind, **({"content": p.text} if hasattr(p, "text") else {})}
-                    for p in m.parts
-                ],
-            }
-            for m in messages
-        ],
+        [{"role": m.role, "parts": [_part(p) for p in m.parts], **finish} for m in messages],
         ensure_ascii=False,
     )
+
+
+def _part(part: Part) -> dict[str, Any]:
+    """One message part as the conventions' schema spells it."""
+    if isinstance(part, ToolCallPart):
+        arguments = part.arguments if part.arguments is not None else part.arguments_text
+        return {"type": "tool_call", "id": part.id, "name": part.name, "arguments": arguments}
+    if isinstance(part, ToolResultPart):
+        return {"type": "tool_call_response", "id": part.call_id, "response": part.content}
+    if isinstance(part, (TextPart, ReasoningPart)):
+        return {"type": part.kind, "content": part.text}
+    # an image or a file: what it is, not its bytes
+    return {"type": part.kind, "mime_type": part.media_type}

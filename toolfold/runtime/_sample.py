@@ -2,7 +2,8 @@
 
 No randomness and no hypothesis at runtime: the same schema always gives the
 same value, the simplest one that satisfies the common keywords (types, enums,
-bounds, lengths, required properties, ``$ref``/``$defs``, unions).
+bounds, lengths, patterns (`_pattern`), required properties, ``$ref``/``$defs``,
+unions).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from toolfold._errors import UsageError
+from toolfold.runtime._pattern import pattern_sample
 from toolfold.toolkit._jsonschema import resolve_local
 
 _FORMATS: dict[str, str] = {
@@ -27,9 +30,27 @@ _MAX_DEPTH = 8
 
 
 def sample_value(schema: Mapping[str, Any] | bool) -> Any:
-    """The simplest value that fits ``schema`` (a JSON Schema dict)."""
+    """The simplest value that fits ``schema`` (a JSON Schema dict).
+
+    Raises:
+        UsageError: No value could be made for a part of it (a ``pattern``
+            too intricate for the sampler), named by its path.
+    """
     root = schema if isinstance(schema, Mapping) else {}
-    return _Sampler(root).value(schema, 0)
+    try:
+        return _Sampler(root).value(schema, 0)
+    except _NoSample as exc:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in reversed(exc.path))
+        raise UsageError(f"no sample value could be made: {exc.problem} @ ${where}") from None
+
+
+class _NoSample(Exception):
+    """A part of the schema no value was made for; ``path`` grows, innermost first, on the way out."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.path: list[str | int] = []
 
 
 class _Sampler:
@@ -63,6 +84,14 @@ class _Sampler:
             kind = _infer_type(schema)
         return getattr(self, f"_{kind}", self._null)(schema, depth)
 
+    def _at(self, key: str | int, schema: Mapping[str, Any] | bool, depth: int) -> Any:
+        """The value of the property or item ``key``, which a failure's path names."""
+        try:
+            return self.value(schema, depth)
+        except _NoSample as exc:
+            exc.path.append(key)
+            raise
+
     def _resolve(self, schema: Any) -> Mapping[str, Any]:
         if isinstance(schema, Mapping) and "$ref" in schema:
             resolved = resolve_local(self.root, str(schema["$ref"]))
@@ -90,9 +119,16 @@ class _Sampler:
             return _FORMATS[fmt]
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
-            found = _match_pattern(pattern, schema)
-            if found is not None:
-                return found
+            high = schema.get("maxLength")
+            found = pattern_sample(
+                pattern, int(schema.get("minLength", 0)), None if high is None else int(high)
+            )
+            if found is None:
+                raise _NoSample(
+                    f"no string of the schema's lengths was found that matches the pattern "
+                    f"{pattern!r} (give the parameter a default, or a simpler pattern)"
+                )
+            return found
         low = int(schema.get("minLength", 1))
         high = schema.get("maxLength")
         length = max(low, min(5, int(high) if high is not None else 5))
@@ -128,14 +164,14 @@ class _Sampler:
     def _array(self, schema: Mapping[str, Any], depth: int) -> Any:
         prefix = schema.get("prefixItems")
         if isinstance(prefix, list):
-            return [self.value(item, depth + 1) for item in prefix]
+            return [self._at(i, item, depth + 1) for i, item in enumerate(prefix)]
         items = schema.get("items", {})
         if isinstance(items, list):  # draft 4-7 tuple form
-            return [self.value(item, depth + 1) for item in items]
+            return [self._at(i, item, depth + 1) for i, item in enumerate(items)]
         count = int(schema.get("minItems", 0 if depth >= _MAX_DEPTH else 1))
         if schema.get("maxItems") is not None:
             count = min(count, int(schema["maxItems"]))
-        first = self.value(items, depth + 1)
+        first = self._at(0, items, depth + 1)
         if count > 1 and schema.get("uniqueItems"):
             return [_distinct(first, i) for i in range(count)]
         return [first] * count
@@ -148,7 +184,7 @@ class _Sampler:
             # Optional properties are filled near the top so that tools see
             # realistic input, and left out deeper to end recursive types.
             if name in required or depth < 2:
-                result[name] = self.value(sub, depth + 1)
+                result[name] = self._at(name, sub, depth + 1)
         extra = schema.get("additionalProperties")
         count = int(schema.get("minProperties", 0))
         index = 0
@@ -156,7 +192,7 @@ class _Sampler:
             index += 1
             key = f"key{index}"
             if key not in result:
-                result[key] = self.value(extra if isinstance(extra, Mapping) else {}, depth + 1)
+                result[key] = self._at(key, extra if isinstance(extra, Mapping) else {}, depth + 1)
         return result
 
 
@@ -192,12 +228,3 @@ def _distinct(value: Any, index: int) -> Any:
     if isinstance(value, str):
         return f"{value}{index}"
     return value
-
-
-def _match_pattern(pattern: str, schema: Mapping[str, Any]) -> str | None:
-    import re
-
-    low = int(schema.get("minLength", 0))
-    candidates = ["a" * max(low, 1), "A" * max(low, 1), "0" * max(low, 1), "a1", "abc", "", "a-b"]
-    compiled = re.compile(pattern)
-    return next((c for c in candidates if compiled.search(c)), None)

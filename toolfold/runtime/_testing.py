@@ -27,7 +27,12 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     Usage,
 )
-from toolfold.runtime.core._request import FinishReason, ModelRequest, ModelResponse
+from toolfold.runtime.core._request import (
+    FinishReason,
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+)
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
     ResponseInfo,
@@ -152,7 +157,13 @@ def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart
 
 
 def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamEvent]:
-    """Neutral stream events that fold back into ``response``."""
+    """Neutral stream events that fold back into ``response``.
+
+    Into exactly it when its text comes in one piece before its calls: a
+    stream has no event that ends a text part, and its calls follow its text,
+    so several texts, or text after a call, fold into one text (joined in
+    order) followed by the calls.
+    """
     yield ResponseInfo(response.model_name, response.response_id)
     index = 0
     for part in response.message.parts:
@@ -384,7 +395,7 @@ class TestModel(_BaseTestModel):
         results = _results_this_turn(request.messages)
         tools = self._tools_to_call(request)
         if results is None and tools:
-            return [make_call(t.name, sample_value(dict(t.parameters))) for t in tools]
+            return [make_call(t.name, _arguments_for(t)) for t in tools]
         if request.output is not None:
             value = self.output if self.output is not None else sample_value(request.output.schema)
             return json.dumps(value)
@@ -404,6 +415,18 @@ class TestModel(_BaseTestModel):
         if self.call_tools == "all":
             return tools
         return [t for t in tools if t.name in self.call_tools]
+
+
+def _arguments_for(tool: ToolDefinition) -> Any:
+    """Arguments for a call of ``tool`` that fit its schema.
+
+    Raises:
+        UsageError: None could be made (naming the tool and the parameter).
+    """
+    try:
+        return sample_value(dict(tool.parameters))
+    except UsageError as exc:
+        raise UsageError(f"TestModel cannot make arguments for tool {tool.name!r}: {exc}") from None
 
 
 def _results_this_turn(messages: Sequence[Message]) -> list[Any] | None:

@@ -169,6 +169,22 @@ def with_blocking_twin(tool: Tool[..., Any], twin: Tool[..., Any]) -> Tool[..., 
     return tool
 
 
+def with_tool(job: ToolJob, wrap: Callable[[Tool[..., Any]], Tool[..., Any]]) -> ToolJob:
+    """``job`` with its tool, and the tool's blocking twin, replaced by what ``wrap`` makes of them.
+
+    ``wrap`` must return a copy (the job's tool is the agent's, shared by its
+    runs) that keeps the tool's marks (its ``__dict__``).
+    """
+    tool = job.tool
+    if tool is None:
+        return job
+    wrapped = wrap(tool)
+    twin = tool.__dict__.get(_TWIN)
+    if twin is not None:
+        wrapped.__dict__[_TWIN] = wrap(twin)
+    return job._replace(tool=wrapped)
+
+
 _SUB_RUN = "_toolfold_sub_run"
 
 

@@ -6,7 +6,7 @@ import collections
 import contextvars
 import queue
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Sequence
 from contextlib import AsyncExitStack, ExitStack, aclosing, suppress
 from typing import Any
 
@@ -22,6 +22,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import (
     RoundInterrupt,
+    ToolJob,
     ToolOutcome,
     forwards,
     run_calls,
@@ -93,19 +94,23 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
         value, failure = None, None
         # The ops of every step first: one type test each.
         if isinstance(op, CallModel):
-            call = None if trace is None else trace.model_call(op.request)
-            try:
-                value = live.model.request_sync(op.request)
-            except Exception as exc:
-                failure = exc
-            if call is not None:
-                call.end(value, failure)
+            if trace is None:
+                try:
+                    value = live.model.request_sync(op.request)
+                except Exception as exc:
+                    failure = exc
+            else:
+                value, failure = _request_traced_sync(live, op, trace)
         elif isinstance(op, _RunToolsOp):
-            tools = None if trace is None else trace.tools(op.jobs)
-            value = run_calls_sync(
-                op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
-            )
-            if tools is not None:
+            if trace is None:
+                value = run_calls_sync(
+                    op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                )
+            else:
+                tools = trace.tools(op.jobs)
+                value = run_calls_sync(
+                    tools.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                )
                 tools.end(value)
         elif isinstance(op, _SwitchOp):
             live = _switched(op, trace)
@@ -160,19 +165,23 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                 value, failure = None, None
                 # The ops of every step first: one type test each.
                 if isinstance(op, CallModel):
-                    call = None if trace is None else trace.model_call(op.request)
-                    try:
-                        value = await live.model.request(op.request)
-                    except Exception as exc:
-                        failure = exc
-                    if call is not None:
-                        call.end(value, failure)
+                    if trace is None:
+                        try:
+                            value = await live.model.request(op.request)
+                        except Exception as exc:
+                            failure = exc
+                    else:
+                        value, failure = await _request_traced(live, op, trace)
                 elif isinstance(op, _RunToolsOp):
-                    tools = None if trace is None else trace.tools(op.jobs)
-                    value = await run_calls(
-                        op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                    )
-                    if tools is not None:
+                    if trace is None:
+                        value = await run_calls(
+                            op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                        )
+                    else:
+                        tools = trace.tools(op.jobs)
+                        value = await run_calls(
+                            tools.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                        )
                         tools.end(value)
                 elif isinstance(op, _SwitchOp):
                     live = _switched(op, trace)
@@ -249,7 +258,9 @@ def _stream_sync(
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
-            call = None if trace is None else trace.model_call(op.request)
+            if trace is not None:
+                value, failure = yield from _stream_traced_sync(live, op, trace)
+                continue
             folded = StreamState()
             try:
                 for event in live.model.stream_sync(op.request):
@@ -258,24 +269,24 @@ def _stream_sync(
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
-            if call is not None:
-                call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
-            if op.relay is not None and any(forwards(job) for job in op.jobs):
-                value = yield from _relayed_sync(op, op.relay, live.max_concurrency)
+            jobs = op.jobs if tools is None else tools.jobs
+            if op.relay is not None and any(forwards(job) for job in jobs):
+                value = yield from _relayed_sync(op, jobs, op.relay, live.max_concurrency)
             else:
                 value = run_calls_sync(
-                    op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                    jobs, max_concurrency=live.max_concurrency, finished=op.finished
                 )
             if tools is not None:
                 tools.end(value)
 
 
 def _relayed_sync(
-    op: _RunToolsOp, relay: Relay, max_concurrency: int
+    op: _RunToolsOp, jobs: Sequence[ToolJob], relay: Relay, max_concurrency: int
 ) -> Generator[RunStreamEvent, None, tuple[ToolOutcome, ...]]:
-    """The step's calls on a thread of their own, their sub-runs' events yielded as they come.
+    """The step's calls (``jobs``: ``op``'s, or its trace's) on a thread of their own, their
+    sub-runs' events yielded as they come.
 
     The calls run in a copy of the caller's context (as they would inline). A
     caller that stops iterating leaves them to finish on their thread.
@@ -296,7 +307,7 @@ def _relayed_sync(
         try:
             # Calls that ended before an interruption are kept (`finished`), as inline.
             outcomes = run_calls_sync(
-                op.jobs, max_concurrency=max_concurrency, finished=op.finished, interrupt=interrupt
+                jobs, max_concurrency=max_concurrency, finished=op.finished, interrupt=interrupt
             )
             ended.append((True, outcomes))
         except BaseException as exc:  # handed to the caller's thread, raised there
@@ -330,9 +341,14 @@ _STEP_DONE = object()
 
 
 async def _relayed_async(
-    op: _RunToolsOp, relay: Relay, max_concurrency: int, outcomes: list[tuple[ToolOutcome, ...]]
+    op: _RunToolsOp,
+    jobs: Sequence[ToolJob],
+    relay: Relay,
+    max_concurrency: int,
+    outcomes: list[tuple[ToolOutcome, ...]],
 ) -> AsyncGenerator[RunStreamEvent, None]:
-    """The step's calls as a task; their sub-runs' events yielded as they come.
+    """The step's calls (``jobs``: ``op``'s, or its trace's) as a task; their sub-runs'
+    events yielded as they come.
 
     ``outcomes`` receives the calls' outcomes. Stopping the iteration cancels
     the calls still running, as cancelling the awaited calls would.
@@ -353,7 +369,7 @@ async def _relayed_async(
 
     relay.target = put
     task = asyncio.ensure_future(
-        run_calls(op.jobs, max_concurrency=max_concurrency, finished=op.finished)
+        run_calls(jobs, max_concurrency=max_concurrency, finished=op.finished)
     )
     task.add_done_callback(lambda _: wake.set())
     try:
@@ -421,7 +437,14 @@ async def _stream_async(
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
-            call = None if trace is None else trace.model_call(op.request)
+            if trace is not None:
+                answered: list[tuple[Any, Exception | None]] = []
+                traced = _stream_traced(live, op, trace, answered)
+                async with aclosing(traced):
+                    async for event in traced:
+                        yield event
+                value, failure = answered[0]
+                continue
             folded = StreamState()
             try:
                 events: AsyncIterator[StreamEvent] = live.model.stream(op.request)
@@ -431,23 +454,126 @@ async def _stream_async(
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
-            if call is not None:
-                call.end(value, failure)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
-            if op.relay is not None and any(forwards(job) for job in op.jobs):
+            jobs = op.jobs if tools is None else tools.jobs
+            if op.relay is not None and any(forwards(job) for job in jobs):
                 ended: list[tuple[ToolOutcome, ...]] = []
-                relayed = _relayed_async(op, op.relay, live.max_concurrency, ended)
+                relayed = _relayed_async(op, jobs, op.relay, live.max_concurrency, ended)
                 async with aclosing(relayed):
                     async for item in relayed:
                         yield item
                 value = ended[0]
             else:
                 value = await run_calls(
-                    op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                    jobs, max_concurrency=live.max_concurrency, finished=op.finished
                 )
             if tools is not None:
                 tools.end(value)
+
+
+# --- a model call while a trace is on: its span current while the model runs, ended
+# however the call ends (a cancellation, or a caller that stops the stream, too)
+
+
+def _request_traced_sync(
+    live: Live, op: CallModel, trace: RunTrace
+) -> tuple[Any, Exception | None]:
+    call = trace.model_call(op.request)
+    token = call.attach()
+    try:
+        value = live.model.request_sync(op.request)
+    except BaseException as exc:
+        call.detach(token)
+        call.end(None, exc)
+        if isinstance(exc, Exception):
+            return None, exc
+        raise
+    call.detach(token)
+    call.end(value, None)
+    return value, None
+
+
+async def _request_traced(
+    live: Live, op: CallModel, trace: RunTrace
+) -> tuple[Any, Exception | None]:
+    call = trace.model_call(op.request)
+    token = call.attach()
+    try:
+        value = await live.model.request(op.request)
+    except BaseException as exc:
+        call.detach(token)
+        call.end(None, exc)
+        if isinstance(exc, Exception):
+            return None, exc
+        raise
+    call.detach(token)
+    call.end(value, None)
+    return value, None
+
+
+def _stream_traced_sync(
+    live: Live, op: CallModel, trace: RunTrace
+) -> Generator[StreamEvent, None, tuple[Any, Exception | None]]:
+    """The model's stream, its span current while the model makes each event (not while
+    the caller holds it)."""
+    call = trace.model_call(op.request)
+    folded = StreamState()
+    try:
+        token = call.attach()
+        try:
+            events = iter(live.model.stream_sync(op.request))
+            event = next(events, None)
+        finally:
+            call.detach(token)
+        while event is not None:
+            folded = fold_stream(folded, event)
+            yield event
+            token = call.attach()
+            try:
+                event = next(events, None)
+            finally:
+                call.detach(token)
+        value = finish_stream(folded, call_id_maker(op.step))
+    except BaseException as exc:
+        call.end(None, exc)
+        if isinstance(exc, Exception):
+            return None, exc
+        raise
+    call.end(value, None)
+    return value, None
+
+
+async def _stream_traced(
+    live: Live, op: CallModel, trace: RunTrace, answered: list[tuple[Any, Exception | None]]
+) -> AsyncGenerator[StreamEvent, None]:
+    """Like `_stream_traced_sync`; ``answered`` receives the response or the error."""
+    call = trace.model_call(op.request)
+    folded = StreamState()
+    try:
+        token = call.attach()
+        try:
+            events = aiter(live.model.stream(op.request))
+            event = await anext(events, None)
+        finally:
+            call.detach(token)
+        while event is not None:
+            folded = fold_stream(folded, event)
+            yield event
+            token = call.attach()
+            try:
+                event = await anext(events, None)
+            finally:
+                call.detach(token)
+        value = finish_stream(folded, call_id_maker(op.step))
+    except BaseException as exc:
+        call.end(None, exc)
+        if isinstance(exc, Exception):
+            answered.append((None, exc))
+            return
+        raise
+    call.end(value, None)
+    answered.append((value, None))
 
 
 def call_id_maker(step: int) -> Callable[[int], str]:

@@ -20,12 +20,31 @@ if TYPE_CHECKING:
 class CallTrace(Protocol):
     """One model call being traced."""
 
+    def attach(self) -> object:
+        """Make the call current in this context (what the model does nests under it).
+
+        Returns:
+            The token `detach` takes, in the same context.
+        """
+
+    def detach(self, token: object) -> None:
+        """Undo the `attach` that returned ``token``."""
+
     def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
-        """The call returned ``response``, or raised ``error``."""
+        """The call returned ``response``, or raised ``error``.
+
+        ``error`` may be an interruption: a cancellation, Ctrl-C, or the
+        caller stopping a stream (``GeneratorExit``) before the response ended.
+        """
 
 
 class ToolsTrace(Protocol):
     """One step's tool calls being traced."""
+
+    @property
+    def jobs(self) -> Sequence[ToolJob]:
+        """The step's calls as the trace runs them: each with its own span current."""
+        ...
 
     def end(self, outcomes: Sequence[ToolOutcome]) -> None:
         """The calls ended (each outcome carries its duration)."""

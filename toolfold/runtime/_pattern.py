@@ -1,0 +1,157 @@
+"""A string a regular expression matches, the simplest one (for `sample_value`'s ``pattern``).
+
+Python's own regex parser reads the pattern; each construct gives its simplest
+text: a character class its first member (or, negated, a character outside
+it), a repeat its least count, an alternation its first branch, a group its
+content, anchors and lookarounds nothing. Repeats grow by one at a time while
+the text is shorter than ``minLength``. Whatever comes out is checked with
+``re.search``: a pattern this cannot satisfy gives None, never a string that
+does not match.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import sre_parse as _parser
+else:
+    try:
+        from re import _parser  # 3.11+
+    except ImportError:  # 3.10
+        import sre_parse as _parser
+
+# Tried in order where a class is negated or a literal excluded.
+_CANDIDATES = "a0A_-. x"
+# How many characters a sample may have at most (a repeat of a million is refused).
+_MAX_LENGTH = 10_000
+# How many times repeats grow toward ``minLength`` beyond it.
+_GROWTH = 8
+
+_CATEGORIES: dict[Any, Callable[[str], bool]] = {
+    _parser.CATEGORY_DIGIT: str.isdecimal,
+    _parser.CATEGORY_NOT_DIGIT: lambda c: not c.isdecimal(),
+    _parser.CATEGORY_WORD: lambda c: c.isalnum() or c == "_",
+    _parser.CATEGORY_NOT_WORD: lambda c: not (c.isalnum() or c == "_"),
+    _parser.CATEGORY_SPACE: str.isspace,
+    _parser.CATEGORY_NOT_SPACE: lambda c: not c.isspace(),
+}
+_REPEATS = {
+    _parser.MAX_REPEAT,
+    _parser.MIN_REPEAT,
+    getattr(_parser, "POSSESSIVE_REPEAT", _parser.MAX_REPEAT),  # 3.11+: a*+
+}
+_NOTHING = {_parser.AT, _parser.ASSERT, _parser.ASSERT_NOT}  # anchors, lookarounds
+
+
+class _CannotSample(Exception):
+    """A construct this does not sample (a conditional group, a class with no candidate)."""
+
+
+def pattern_sample(pattern: str, min_length: int = 0, max_length: int | None = None) -> str | None:
+    """The simplest string that ``re.search(pattern, ...)`` matches, of a length in the
+    bounds; None when none is found (an unsupported or unsatisfiable pattern)."""
+    try:
+        compiled = re.compile(pattern)
+        parsed = cast("Iterable[tuple[Any, Any]]", _parser.parse(pattern))
+    except (re.error, RecursionError, OverflowError):
+        return None
+    for growth in range(max(min_length, 1) + _GROWTH):
+        try:
+            text = _Builder(growth).items(parsed)
+        except _CannotSample:
+            return None
+        padded = text + "a" * (min_length - len(text))  # an unanchored end takes more
+        for candidate in dict.fromkeys((text, padded)):
+            fits = len(candidate) >= min_length and (
+                max_length is None or len(candidate) <= max_length
+            )
+            if fits and compiled.search(candidate):
+                return candidate
+        if len(text) >= min_length:  # longer repeats would not help
+            return None
+    return None
+
+
+class _Builder:
+    """Builds one sample; each unbounded or long repeat takes ``growth`` more than its least."""
+
+    def __init__(self, growth: int) -> None:
+        self.growth = growth
+        self.groups: dict[int, str] = {}
+        self.length = 0
+
+    def items(self, items: Iterable[tuple[Any, Any]]) -> str:
+        return "".join([self.item(op, av) for op, av in items])
+
+    def item(self, op: Any, av: Any) -> str:
+        if op is _parser.LITERAL:
+            return self._add(chr(av))
+        if op is _parser.NOT_LITERAL:
+            return self._add(_first(lambda c: ord(c) != av))
+        if op is _parser.ANY:
+            return self._add("a")
+        if op is _parser.IN:
+            return self._add(_class_member(av))
+        if op is _parser.SUBPATTERN:
+            group, _, _, content = av
+            text = self.items(content)
+            if group is not None:
+                self.groups[group] = text
+            return text
+        if op is _parser.BRANCH:
+            return self.items(av[1][0])
+        if op in _REPEATS:
+            least, most, content = av
+            count = least + self.growth
+            if most is not _parser.MAXREPEAT:
+                count = min(count, most)
+            return "".join([self.items(content) for _ in range(count)])
+        if op is _parser.GROUPREF:
+            return self._add(self.groups.get(av, ""))
+        if op is getattr(_parser, "ATOMIC_GROUP", None):
+            return self.items(av)
+        if op in _NOTHING:
+            return ""
+        raise _CannotSample(op)
+
+    def _add(self, text: str) -> str:
+        self.length += len(text)
+        if self.length > _MAX_LENGTH:
+            raise _CannotSample("too long")
+        return text
+
+
+def _class_member(items: list[tuple[Any, Any]]) -> str:
+    """A character the class ``[...]`` (parsed ``items``) matches."""
+    if items and items[0][0] is _parser.NEGATE:
+        rest = items[1:]
+        return _first(lambda c: not any(_matches(op, av, c) for op, av in rest))
+    for op, av in items:
+        if op is _parser.LITERAL:
+            return chr(av)
+        if op is _parser.RANGE:
+            return chr(av[0])
+        if op is _parser.CATEGORY and av in _CATEGORIES:
+            return _first(_CATEGORIES[av])
+    raise _CannotSample(items)
+
+
+def _matches(op: Any, av: Any, char: str) -> bool:
+    if op is _parser.LITERAL:
+        return bool(ord(char) == av)
+    if op is _parser.RANGE:
+        return bool(av[0] <= ord(char) <= av[1])
+    if op is _parser.CATEGORY:
+        accepts = _CATEGORIES.get(av)
+        return accepts is None or accepts(char)
+    return True  # unknown: taken as a match, so the character is not chosen
+
+
+def _first(accepts: Callable[[str], bool]) -> str:
+    for char in _CANDIDATES:
+        if accepts(char):
+            return char
+    raise _CannotSample("no candidate")
