@@ -32,6 +32,12 @@ INCOMPLETE_REASONS: Mapping[str, FinishReason] = {
     "content_filter": "content_filter",
 }
 
+# The file types ``input_file`` takes in a tool output: OpenAI refused an audio
+# file there with "The file type you uploaded is not supported. Please try again
+# with a pdf" (error-400-after-tool-result, 2026). Text files go as text anyway;
+# any other file goes as its description (see `toolfold.adapters._results`).
+RESULT_FILE_TYPES = frozenset({"application/pdf"})
+
 # Neutral settings the API spells differently [openai-openapi.yaml CreateResponse].
 RENAMES: Mapping[str, str] = {"max_tokens": "max_output_tokens"}
 

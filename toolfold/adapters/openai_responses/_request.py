@@ -13,7 +13,8 @@ provider without depending on what OpenAI stored.
   its text, and one ``function_call`` item per call (``call_id``, and the item
   id ``fc_...`` kept in ``provider_data``).
 - A tool result is a ``function_call_output`` linked by ``call_id``; the API
-  has no error flag, so the text says what failed.
+  has no error flag, so the text says what failed. Its images and PDF files go
+  as ``input_image`` / ``input_file`` items; another file as its description.
 - Reasoning made by another provider cannot be sent: it is dropped with a note
   in the `RequestReport`.
 """
@@ -33,6 +34,7 @@ from toolfold.adapters.openai_responses._providers import (
     PREFIX,
     REASONING_PROVIDER,
     RENAMES,
+    RESULT_FILE_TYPES,
     is_reasoning_model,
 )
 from toolfold.runtime.core._messages import (
@@ -153,8 +155,20 @@ def _user_or_tool(message: Message, items: list[Body]) -> None:
 
 
 def _result_output(part: ToolResultPart) -> list[Body]:
-    """A result with images or files: input_text / input_image / input_file items [O5]."""
-    return result_items(part, _input_text, _input_media)
+    """A result with images or files: input_text / input_image / input_file items [O5].
+
+    A file of a type the API refuses there goes as its description instead.
+    """
+    return result_items(part, _input_text, _result_media)
+
+
+def _result_media(part: ImagePart | FilePart) -> Body:
+    if isinstance(part, FilePart) and part.media_type not in RESULT_FILE_TYPES:
+        known = ", ".join(sorted(RESULT_FILE_TYPES))
+        raise ModelConfigError(
+            f"the Responses API takes {known} files in a tool output, not {part.media_type!r}"
+        )
+    return _input_media(part)
 
 
 def _input_text(text: str) -> Body:
