@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from toolfold import ModelConfigError
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.openai_responses import (
     DecoderState,
@@ -150,6 +151,33 @@ def test_settings_output_and_reasoning_include() -> None:
     assert sent["text"]["format"]["type"] == "json_schema"
     assert sent["text"]["format"]["strict"] is True
     assert "include" not in body(request, "gpt-4o")
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "stop",
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "n",
+        "response_format",
+        "top_k",
+    ],
+)
+def test_settings_the_api_has_no_field_for_are_refused(setting: str) -> None:
+    """A neutral setting CreateResponse lacks is a ModelConfigError naming it, not a 400 from OpenAI."""
+    with pytest.raises(ModelConfigError, match=repr(setting)):
+        body(ModelRequest([Message.user("x")], settings={setting: 1}))
+
+
+def test_another_responses_server_gets_every_setting_as_given() -> None:
+    """A Responses-compatible server given as base_url may define more fields: nothing is refused."""
+    request = ModelRequest([Message.user("x")], settings={"stop": ["END"], "seed": 7})
+    model = OpenAIResponsesModel("m", api_key="k" * 20, base_url="http://localhost:8000/v1")
+    sent = model.body(request)
+    assert (sent["stop"], sent["seed"]) == (["END"], 7)
 
 
 def test_refusals_and_incomplete_responses() -> None:

@@ -35,6 +35,7 @@ from toolfold.adapters.openai_responses._providers import (
     REASONING_PROVIDER,
     RENAMES,
     RESULT_FILE_TYPES,
+    UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
 from toolfold.runtime.core._messages import (
@@ -57,17 +58,23 @@ def compiled_tool(tool: ToolDefinition) -> CompiledTool:
     return compile_tool(tool, "openai-responses", strict=tool.strict)
 
 
-def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
+def build_body(
+    request: ModelRequest, model_name: str, *, stream: bool = False, openai: bool = True
+) -> Prepared:
     """Build the JSON body of one ``POST /responses``.
 
     Args:
         request: The neutral request.
         model_name: The model id.
         stream: Ask for the SSE event stream.
+        openai: The body goes to OpenAI's own API, which has no field for the
+            `UNSUPPORTED_SETTINGS`; False for another server, which gets every
+            setting as given.
 
     Raises:
         ModelConfigError: The request cannot be expressed (a named tool choice
-            for a tool not in ``tools``, a message part the API cannot take).
+            for a tool not in ``tools``, a message part the API cannot take, a
+            setting OpenAI's API has no field for).
     """
     notes: list[str] = []
     body: Body = {"model": model_name, "input": encode_input(request.messages, notes)}
@@ -82,8 +89,13 @@ def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) 
     if request.output is not None:
         body["text"] = {"format": _output_format(request.output)}
     for key, value in request.settings.items():
-        if value is not None and key not in _HANDLED:
-            body[RENAMES.get(key, key)] = value
+        if value is None or key in _HANDLED:
+            continue
+        if openai and key in UNSUPPORTED_SETTINGS:
+            raise ModelConfigError(
+                f"the setting {key!r} has no equivalent in the OpenAI Responses API; remove it"
+            )
+        body[RENAMES.get(key, key)] = value
     if "include" not in body and is_reasoning_model(model_name):
         body["include"] = [ENCRYPTED_REASONING]
     if stream:
