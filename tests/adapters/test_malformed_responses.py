@@ -119,6 +119,10 @@ BAD_CHUNKS = [
     (_chunk({"function_call": {"name": 1}}), "$.choices[0].delta.function_call.name"),
     (_chunk({"function_call": {"arguments": 1}}), "$.choices[0].delta.function_call.arguments"),
     (_chunk({}, usage="r"), "$.usage"),
+    (
+        _chunk({}, usage={"prompt_tokens_details": {"cache_write_tokens": "9"}}),
+        "$.usage.prompt_tokens_details.cache_write_tokens",
+    ),
     (_chunk({}, x_groq={"usage": {"prompt_tokens": "9"}}), "$.x_groq.usage.prompt_tokens"),
     (json.dumps({"choices": [{"delta": {}, "finish_reason": {}}]}), "$.choices[0].finish_reason"),
     (json.dumps({"id": ["s"], "choices": []}), "$.id"),

@@ -281,3 +281,18 @@ def test_streamed_reasoning_keeps_its_summary_id_and_encrypted_content() -> None
     )
     assert response.text == "Hi"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 2)
+
+
+def test_cache_writes_are_counted_apart_streamed_or_not() -> None:
+    """input_tokens_details.cache_write_tokens (required by ResponseUsage) is cache_write_tokens."""
+    usage = {
+        "input_tokens": 2000,
+        "input_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 1800},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 2005,
+    }
+    whole = parse_response({"status": "completed", "output": [], "usage": usage}, "p").usage
+    streamed = _fold(("response.completed", {"response": {"status": "completed", "usage": usage}}))
+    assert whole == streamed.usage
+    assert (whole.input_tokens, whole.cached_tokens, whole.cache_write_tokens) == (2000, 100, 1800)
