@@ -296,3 +296,33 @@ def test_cache_writes_are_counted_apart_streamed_or_not() -> None:
     streamed = _fold(("response.completed", {"response": {"status": "completed", "usage": usage}}))
     assert whole == streamed.usage
     assert (whole.input_tokens, whole.cached_tokens, whole.cache_write_tokens) == (2000, 100, 1800)
+
+
+def test_streamed_summary_parts_are_joined_like_the_whole_item() -> None:
+    """Deltas of two summary_index parts fold to the text a whole item gives (a blank line between)."""
+    item = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [
+            {"type": "summary_text", "text": "**Plan**\n\nFirst part."},
+            {"type": "summary_text", "text": "**Check**\n\nSecond part."},
+        ],
+        "encrypted_content": "enc",
+    }
+
+    def delta(index: int, text: str) -> tuple[str, dict[str, Any]]:
+        data = {"item_id": "rs_1", "output_index": 0, "summary_index": index, "delta": text}
+        return ("response.reasoning_summary_text.delta", data)
+
+    streamed = _fold(
+        ("response.output_item.added", {"output_index": 0, "item": {**item, "summary": []}}),
+        delta(0, "**Plan**\n\nFirst"),
+        delta(0, " part."),
+        delta(1, "**Check**\n\n"),
+        delta(1, "Second part."),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        COMPLETED,
+    )
+    whole = parse_response({"status": "completed", "output": [item]}, "p")
+    assert streamed.message.parts == whole.message.parts
+    assert whole.message.parts[0].text == "**Plan**\n\nFirst part.\n\n**Check**\n\nSecond part."

@@ -103,6 +103,10 @@ def parse_call(item: Mapping[str, Any], at: str) -> ToolCallPart:
     )
 
 
+#: Between the parts of a reasoning summary, in the one text they make.
+SUMMARY_SEPARATOR = "\n\n"
+
+
 def summary_text(item: Mapping[str, Any], at: str) -> str:
     """The reasoning summary of a reasoning item, as one text."""
     summary = wire.array(item, "summary", at)
@@ -110,7 +114,7 @@ def summary_text(item: Mapping[str, Any], at: str) -> str:
         wire.text(wire.mapping(summary, i, f"{at}.summary"), "text", f"{at}.summary[{i}]")
         for i in range(len(summary))
     ]
-    return "\n\n".join(t for t in texts if t)
+    return SUMMARY_SEPARATOR.join(t for t in texts if t)
 
 
 def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
