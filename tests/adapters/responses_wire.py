@@ -31,7 +31,8 @@ def neutral_request(body: Mapping[str, Any]) -> ModelRequest:
     """The neutral `ModelRequest` a recorded ``CreateResponse`` body expresses.
 
     Raises:
-        NotNeutral: A tool output that is not text (neutral results are text).
+        NotNeutral: A tool output that is not text (a file by URL has no media type to
+            rebuild its `FilePart` from).
     """
     tools = [
         ToolDefinition(t["name"], t.get("description") or "", t["parameters"], t.get("strict"))

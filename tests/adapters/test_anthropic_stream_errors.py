@@ -374,3 +374,36 @@ def test_prompt_cache_writes_and_reads_are_counted_apart(
         100,
         30,
     )
+
+
+def test_a_null_count_in_message_delta_keeps_the_count_message_start_gave() -> None:
+    """MessageDeltaUsage's counts are required but nullable: null is no update, not zero."""
+    response = fold(
+        [
+            message_start(
+                input_tokens=20, cache_creation_input_tokens=0, cache_read_input_tokens=3000
+            ),
+            start(0, {"type": "text", "text": ""}),
+            delta(0, type="text_delta", text="Hello"),
+            event("content_block_stop", index=0),
+            event(
+                "message_delta",
+                delta={"stop_reason": "end_turn", "stop_sequence": None},
+                usage={
+                    "input_tokens": None,
+                    "cache_creation_input_tokens": None,
+                    "cache_read_input_tokens": None,
+                    "output_tokens": 12,
+                    "server_tool_use": None,
+                },
+            ),
+            event("message_stop"),
+        ]
+    )
+    u = response.usage
+    assert (u.input_tokens, u.cached_tokens, u.cache_write_tokens, u.output_tokens) == (
+        3020,
+        3000,
+        0,
+        12,
+    )

@@ -75,6 +75,10 @@ RESPONSES_BAD = [
     ),
     ({"output": [{"type": "reasoning", "id": "rs", "summary": "x"}]}, "$.output[0].summary"),
     ({"output": [], "usage": {"input_tokens": "9"}}, "$.usage.input_tokens"),
+    (
+        {"output": [], "usage": {"input_tokens_details": {"cache_write_tokens": -1}}},
+        "$.usage.input_tokens_details.cache_write_tokens",
+    ),
     ({"output": [], "status": 1}, "$.status"),
 ]
 

@@ -112,6 +112,14 @@ CASES: dict[str, ModelRequest] = {
         ),
     ),
 }
+# OpenAI's Responses API has no stop or seed (toolfold refuses them, see
+# test_the_refused_responses_settings_are_the_ones_create_response_lacks).
+RESPONSES_CASES = {
+    **CASES,
+    "settings": ModelRequest(
+        [Message.user("hi")], settings={"temperature": 0.2, "top_p": 0.9, "max_tokens": 256}
+    ),
+}
 GEMINI_MODELS = ("gemini-2.5-flash", "gemini-2.0-flash", "gemini-3-flash-preview")
 RESPONSES_MODELS = ("gpt-4o", "gpt-5-mini")
 
@@ -125,6 +133,13 @@ def _any_of(node: Any) -> Any:
 
 
 @functools.cache
+def openai_document() -> Any:
+    """OpenAI's OpenAPI document, as published."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((SPECS / "openai-openapi.yaml").read_text(encoding="utf-8"), Loader=loader)
+
+
+@functools.cache
 def responses_validator() -> Draft202012Validator:
     """``CreateResponse`` with ``oneOf`` read as ``anyOf``.
 
@@ -133,9 +148,7 @@ def responses_validator() -> Draft202012Validator:
     ``Item``); OpenAPI generators treat them as tagged unions, JSON Schema
     would refuse every such message.
     """
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    document = yaml.load((SPECS / "openai-openapi.yaml").read_text(encoding="utf-8"), Loader=loader)
-    resource = Resource(contents=_any_of(_nullable(document)), specification=DRAFT202012)
+    resource = Resource(contents=_any_of(_nullable(openai_document())), specification=DRAFT202012)
     registry: Registry[Any] = Registry().with_resource("urn:openai", resource)
     return Draft202012Validator(
         {"$ref": "urn:openai#/components/schemas/CreateResponse"}, registry=registry
@@ -199,8 +212,35 @@ def test_responses_bodies_validate_against_create_response(
     case: str, model_name: str, stream: bool
 ) -> None:
     """Every Responses body of the matrix is a valid CreateResponse."""
-    body = OpenAIResponsesModel(model_name, api_key="k" * 20).body(CASES[case], stream=stream)
+    body = OpenAIResponsesModel(model_name, api_key="k" * 20).body(
+        RESPONSES_CASES[case], stream=stream
+    )
     assert problems("CreateResponse", body) == []
+
+
+def _create_response_fields() -> set[str]:
+    schemas = openai_document()["components"]["schemas"]
+
+    def fields(schema: Any) -> set[str]:
+        if "$ref" in schema:
+            return fields(schemas[schema["$ref"].rsplit("/", 1)[1]])
+        found = set(schema.get("properties", {}))
+        for part in schema.get("allOf", ()):
+            found |= fields(part)
+        return found
+
+    return fields(schemas["CreateResponse"])
+
+
+def test_the_refused_responses_settings_are_the_ones_create_response_lacks() -> None:
+    """Every setting refused for OpenAI is absent from CreateResponse; the renamed ones exist."""
+    from toolfold.adapters.openai_responses._providers import RENAMES, UNSUPPORTED_SETTINGS
+
+    known = _create_response_fields()
+    assert {"temperature", "top_p", "parallel_tool_calls", "input"} <= known
+    assert UNSUPPORTED_SETTINGS.isdisjoint(known)
+    assert set(RENAMES.values()) <= known
+    assert not set(RENAMES) & known
 
 
 def test_the_validators_can_fail() -> None:

@@ -343,6 +343,19 @@ def test_usage_counts_from_every_family(usage: dict[str, Any], expected: tuple[i
     ) == expected
 
 
+def test_cache_writes_are_counted_apart() -> None:
+    """prompt_tokens_details.cache_write_tokens (CompletionUsage) is cache_write_tokens; input counts it."""
+    usage = {
+        "prompt_tokens": 2000,
+        "completion_tokens": 5,
+        "total_tokens": 2005,
+        "prompt_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 1800},
+    }
+    body = {"id": "r1", "choices": [{"message": {"content": "hi"}}], "usage": usage}
+    got = parse_response(body, "openai").usage
+    assert (got.input_tokens, got.cached_tokens, got.cache_write_tokens) == (2000, 100, 1800)
+
+
 def test_calls_without_ids_get_stable_synthetic_ids() -> None:
     """A call without an id gets one derived from the message, the same on every parse."""
     message = {

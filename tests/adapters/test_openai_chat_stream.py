@@ -447,3 +447,70 @@ def test_typed_content_chunks_stream_like_the_whole_response() -> None:
     assert streamed.message.parts == whole.message.parts
     assert [p.kind for p in streamed.message.parts] == ["reasoning", "text"]
     assert streamed.text == "Sure."
+
+
+def test_a_streamed_refusal_is_the_text_a_whole_refusal_gives() -> None:
+    """Refusal deltas fold to the TextPart a blocking body's refusal gives."""
+    datas = [
+        chunk({"role": "assistant", "content": None, "refusal": ""}),
+        chunk({"refusal": "I'm sorry, "}),
+        chunk({"refusal": "I can't help with that."}),
+        chunk({}, "stop"),
+        "[DONE]",
+    ]
+    message = {
+        "role": "assistant",
+        "content": None,
+        "refusal": "I'm sorry, I can't help with that.",
+    }
+    body = {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [{"message": message, "finish_reason": "stop"}],
+    }
+    streamed = fold(decode(datas))
+    assert streamed == parse_response(body, "p")
+    assert streamed.text == "I'm sorry, I can't help with that."
+
+
+def test_a_refusal_after_content_is_dropped_as_in_a_whole_body() -> None:
+    """Content wins over a refusal, streamed or not: the refusal is not appended to the text."""
+    datas = [chunk({"content": "Sure."}), chunk({"refusal": "No."}), chunk({}, "stop"), "[DONE]"]
+    message = {"role": "assistant", "content": "Sure.", "refusal": "No."}
+    body = {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [{"message": message, "finish_reason": "stop"}],
+    }
+    assert fold(decode(datas)) == parse_response(body, "p")
+
+
+def test_a_legacy_function_call_streams_like_the_whole_response() -> None:
+    """delta.function_call (the functions API) folds to the call a blocking body's gives."""
+    datas = [
+        chunk(
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "get", "arguments": ""},
+            }
+        ),
+        chunk({"function_call": {"arguments": '{"a":'}}),
+        chunk({"function_call": {"name": "get", "arguments": "1}"}}),
+        chunk({}, "function_call"),
+        "[DONE]",
+    ]
+    message = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "get", "arguments": '{"a":1}'},
+    }
+    body = {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [{"message": message, "finish_reason": "function_call"}],
+    }
+    streamed = fold(decode(datas))
+    assert streamed == parse_response(body, "p")
+    assert streamed.finish_reason == "tool_calls"
+    assert [(c.name, c.arguments) for c in streamed.tool_calls] == [("get", {"a": 1})]

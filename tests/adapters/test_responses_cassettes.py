@@ -17,7 +17,8 @@ FOLDER = "openai-responses"
 CASES = [(name, i) for name in folder(FOLDER) for i in range(len(load(name)))]
 IDS = [f"{n.split('/')[1]}#{i}" for n, i in CASES]
 KEY = "sk-test-key-0000000000"
-# The only request neutral messages cannot express: its tool output is a file.
+# The only request neutral messages cannot express: its tool output is a file by URL
+# with no media type (an audio file, which the API refused; toolfold would describe it).
 NOT_NEUTRAL = {("error-400-after-tool-result.yaml", 1)}
 # The recording sent strict: true with an optional property and got HTTP 400
 # ("'required' ... Missing 'unit'"); toolfold's strict compilation makes every

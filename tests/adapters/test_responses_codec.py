@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from toolfold import ModelConfigError
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.openai_responses import (
     DecoderState,
@@ -152,6 +153,33 @@ def test_settings_output_and_reasoning_include() -> None:
     assert "include" not in body(request, "gpt-4o")
 
 
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "stop",
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "n",
+        "response_format",
+        "top_k",
+    ],
+)
+def test_settings_the_api_has_no_field_for_are_refused(setting: str) -> None:
+    """A neutral setting CreateResponse lacks is a ModelConfigError naming it, not a 400 from OpenAI."""
+    with pytest.raises(ModelConfigError, match=repr(setting)):
+        body(ModelRequest([Message.user("x")], settings={setting: 1}))
+
+
+def test_another_responses_server_gets_every_setting_as_given() -> None:
+    """A Responses-compatible server given as base_url may define more fields: nothing is refused."""
+    request = ModelRequest([Message.user("x")], settings={"stop": ["END"], "seed": 7})
+    model = OpenAIResponsesModel("m", api_key="k" * 20, base_url="http://localhost:8000/v1")
+    sent = model.body(request)
+    assert (sent["stop"], sent["seed"]) == (["END"], 7)
+
+
 def test_refusals_and_incomplete_responses() -> None:
     """A refusal is text; an incomplete response for max_output_tokens is 'length'."""
     response = parse_response(
@@ -253,3 +281,48 @@ def test_streamed_reasoning_keeps_its_summary_id_and_encrypted_content() -> None
     )
     assert response.text == "Hi"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 2)
+
+
+def test_cache_writes_are_counted_apart_streamed_or_not() -> None:
+    """input_tokens_details.cache_write_tokens (required by ResponseUsage) is cache_write_tokens."""
+    usage = {
+        "input_tokens": 2000,
+        "input_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 1800},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 2005,
+    }
+    whole = parse_response({"status": "completed", "output": [], "usage": usage}, "p").usage
+    streamed = _fold(("response.completed", {"response": {"status": "completed", "usage": usage}}))
+    assert whole == streamed.usage
+    assert (whole.input_tokens, whole.cached_tokens, whole.cache_write_tokens) == (2000, 100, 1800)
+
+
+def test_streamed_summary_parts_are_joined_like_the_whole_item() -> None:
+    """Deltas of two summary_index parts fold to the text a whole item gives (a blank line between)."""
+    item = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [
+            {"type": "summary_text", "text": "**Plan**\n\nFirst part."},
+            {"type": "summary_text", "text": "**Check**\n\nSecond part."},
+        ],
+        "encrypted_content": "enc",
+    }
+
+    def delta(index: int, text: str) -> tuple[str, dict[str, Any]]:
+        data = {"item_id": "rs_1", "output_index": 0, "summary_index": index, "delta": text}
+        return ("response.reasoning_summary_text.delta", data)
+
+    streamed = _fold(
+        ("response.output_item.added", {"output_index": 0, "item": {**item, "summary": []}}),
+        delta(0, "**Plan**\n\nFirst"),
+        delta(0, " part."),
+        delta(1, "**Check**\n\n"),
+        delta(1, "Second part."),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        COMPLETED,
+    )
+    whole = parse_response({"status": "completed", "output": [item]}, "p")
+    assert streamed.message.parts == whole.message.parts
+    assert whole.message.parts[0].text == "**Plan**\n\nFirst part.\n\n**Check**\n\nSecond part."

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from anthropic_cassettes import spec_problems
+from cassettes import load
 from openai_spec import problems as openai_problems
 from test_native_request_specs import gemini_problems
 from test_native_request_specs import problems as responses_problems
@@ -28,7 +29,7 @@ from toolfold.runtime import (
     ToolDefinition,
     ToolResultPart,
 )
-from toolfold.runtime.core._messages import describe_content
+from toolfold.runtime.core._messages import describe_content, describe_media
 
 PNG = b"\x89PNG\r\n\x1a\n-a-tiny-png"
 PDF = b"%PDF-1.4 tiny"
@@ -89,6 +90,30 @@ def test_responses_sends_an_output_list_of_input_items() -> None:
     assert kinds == ["input_text", "input_image", "input_text", "input_file", "input_text"]
     assert outputs[0]["output"][1]["image_url"] == f"data:image/png;base64,{B64_PNG}"
     assert outputs[0]["output"][3]["filename"] == "file:///report.pdf"
+    assert responses_problems("CreateResponse", body) == []
+
+
+def test_responses_describes_a_file_it_cannot_take_in_a_tool_output() -> None:
+    """An audio file goes as its description, not the input_file OpenAI refused with HTTP 400."""
+    audio = FilePart(
+        url="https://download.samplelib.com/mp3/sample-3s.mp3", media_type="audio/mpeg"
+    )
+    pdf = FilePart(url="https://example.com/report.pdf", media_type="application/pdf")
+    refused = load("openai-responses/error-400-after-tool-result.yaml")[1]
+    assert refused.status == 400
+    assert refused.request_json["input"][-1]["output"] == [
+        {"type": "input_file", "file_url": audio.url}
+    ]
+    result = ToolResultPart("call_1", "chart", describe_content((audio, pdf)), parts=(audio, pdf))
+    conversation = (*CONVERSATION[:2], Message.tool(result, PLAIN))
+    body = OpenAIResponsesModel("gpt-5-mini", api_key="k" * 20).body(
+        ModelRequest(conversation, (CHART,))
+    )
+    (output, _) = [i["output"] for i in body["input"] if i.get("type") == "function_call_output"]
+    assert output == [
+        {"type": "input_text", "text": describe_media(audio)},
+        {"type": "input_file", "file_url": pdf.url},
+    ]
     assert responses_problems("CreateResponse", body) == []
 
 

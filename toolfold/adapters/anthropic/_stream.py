@@ -10,7 +10,8 @@ streams):
 
 - ``message_start`` carries the model, the id and the input side of usage;
   ``message_delta`` the stop reason and the cumulative output tokens (newer
-  recordings repeat the input side there too).
+  recordings repeat the input side there too; a ``null`` count there leaves
+  the earlier one).
 - Every block is keyed by its ``index``. A ``tool_use`` block starts with
   ``input: {}`` and its arguments arrive as ``input_json_delta.partial_json``
   fragments (the first often ``""``; a tool without parameters sends only
@@ -137,9 +138,19 @@ def _message_start(
     usage = message.get("usage")
     if usage is not None:
         parse_usage(usage, "$.message.usage")  # checked where it stands
-        state = attrs.evolve(state, usage={**state.usage, **usage})
+        state = attrs.evolve(state, usage=_merged(state.usage, usage))
         events.append(UsageUpdate(parse_usage(state.usage)))
     return state, events
+
+
+def _merged(usage: Mapping[str, Any], update: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``usage`` updated with the counts ``update`` carries.
+
+    The counts are cumulative, and ``message_delta``'s are required but
+    nullable [anthropic-openapi.json MessageDeltaUsage]: ``null`` means "no
+    update", so it never wipes a count ``message_start`` gave.
+    """
+    return {**usage, **{key: value for key, value in update.items() if value is not None}}
 
 
 def _index(payload: Mapping[str, Any]) -> int:
@@ -245,7 +256,7 @@ def _message_delta(
     usage = payload.get("usage")
     if usage is not None:
         parse_usage(usage, "$.usage")  # checked where it stands
-        state = attrs.evolve(state, usage={**state.usage, **usage})
+        state = attrs.evolve(state, usage=_merged(state.usage, usage))
         events.append(UsageUpdate(parse_usage(state.usage)))
     if raw is not None:
         events.append(StreamFinish(finish_reason(raw, bool(state.tools)), raw))

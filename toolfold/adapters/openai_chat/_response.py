@@ -77,7 +77,9 @@ def parse_usage(
 
     Cached prompt tokens: ``prompt_tokens_details.cached_tokens`` (OpenAI),
     ``prompt_cache_hit_tokens`` (DeepSeek [C6]) or ``num_cached_tokens``
-    (Mistral, see its cassettes).
+    (Mistral, see its cassettes); prompt tokens written to the cache:
+    ``prompt_tokens_details.cache_write_tokens`` [openai-openapi.yaml
+    CompletionUsage]. ``prompt_tokens`` counts both.
 
     Args:
         usage: The ``usage`` object.
@@ -109,11 +111,13 @@ def parse_usage(
     prompt = wire.count(usage, "prompt_tokens", at)
     completion = wire.count(usage, "completion_tokens", at)
     total = wire.count(usage, "total_tokens", at)
-    cached = reasoning = 0
+    cached = reasoning = written = 0
     if not usage.keys() <= _PLAIN_USAGE:
         prompt_details = wire.mapping(usage, "prompt_tokens_details", at)
         completion_details = wire.mapping(usage, "completion_tokens_details", at)
-        cached = wire.count(prompt_details, "cached_tokens", f"{at}.prompt_tokens_details")
+        details_at = f"{at}.prompt_tokens_details"
+        cached = wire.count(prompt_details, "cached_tokens", details_at)
+        written = wire.count(prompt_details, "cache_write_tokens", details_at)
         cached = cached or wire.count(usage, "prompt_cache_hit_tokens", at)
         cached = cached or wire.count(usage, "num_cached_tokens", at)
         reasoning = wire.count(
@@ -122,7 +126,7 @@ def parse_usage(
     if thinking_in_total and not reasoning and total > prompt + completion:
         reasoning = total - prompt - completion
         completion += reasoning
-    return Usage(prompt, completion, cached, reasoning, 1)
+    return Usage(prompt, completion, cached, reasoning, 1, written)
 
 
 _PLAIN_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})

@@ -19,11 +19,17 @@ Rules (providers.md §1, §6 and the recorded streams):
   OpenRouter's ``data: {"error": ...}``) raise with the provider's message.
 - Usage comes in ``usage`` (OpenAI's last chunk, Mistral's finishing chunk)
   or ``x_groq.usage`` (Groq [C2]).
+- A ``refusal`` delta is answer text while no ``content`` has come, as a
+  whole body's ``refusal`` is its text when it has no content (OpenAI sends
+  one or the other).
+- The legacy ``delta.function_call`` (functions API, still in the spec) is
+  the one call of the answer when no ``tool_calls`` come, as in a whole body.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -74,6 +80,7 @@ class DecoderState:
         finished: A finish reason arrived.
         done: ``data: [DONE]`` arrived.
         thinking_in_total: See `parse_usage` (Gemini's OpenAI endpoint).
+        has_content: Some ``content`` arrived (a refusal no longer counts).
     """
 
     provider: str
@@ -84,6 +91,7 @@ class DecoderState:
     finished: bool = False
     done: bool = False
     thinking_in_total: bool = False
+    has_content: bool = False
 
 
 def decode_chunk(
@@ -197,10 +205,25 @@ def _choice(
         raise wire.WireError(
             f"{delta_at}.content", f"expected a string or an array, got {wire.kind(content)}"
         )
+    if content and not state.has_content:
+        state = attrs.evolve(state, has_content=True)
+    refusal = delta.get("refusal")
+    if refusal is not None:
+        refusal = wire.text(delta, "refusal", delta_at)
+        if refusal and not state.has_content:
+            events.append(TextDelta(refusal))
     entries = wire.array(delta, "tool_calls", delta_at)
     for position in range(len(entries)):
         entry = wire.mapping(entries, position, f"{delta_at}.tool_calls")
-        state = _tool_entry(state, entry, events, f"{delta_at}.tool_calls[{position}]")
+        at_entry = f"{delta_at}.tool_calls[{position}]"
+        function = wire.mapping(entry, "function", at_entry)
+        state = _tool_entry(state, entry, function, events, at_entry, f"{at_entry}.function")
+    if not entries and delta.get("function_call") is not None:
+        # The legacy functions API: one call per answer, so always index 0.
+        function = wire.mapping(delta, "function_call", delta_at)
+        if function:
+            legacy_at = f"{delta_at}.function_call"
+            state = _tool_entry(state, _LEGACY_ENTRY, function, events, delta_at, legacy_at)
     raw = wire.text(choice, "finish_reason", at)
     if raw == "error":
         # OpenRouter ends a failed stream this way; the error object usually
@@ -218,14 +241,22 @@ def _choice(
     return state
 
 
+# What a legacy ``function_call`` delta stands for: the tool call at index 0.
+_LEGACY_ENTRY: Mapping[str, Any] = MappingProxyType({"index": 0})
+
+
 def _tool_entry(
-    state: DecoderState, entry: Mapping[str, Any], events: list[StreamEvent], at: str
+    state: DecoderState,
+    entry: Mapping[str, Any],
+    function: Mapping[str, Any],
+    events: list[StreamEvent],
+    at: str,
+    function_at: str,
 ) -> DecoderState:
-    function = wire.mapping(entry, "function", at)
-    fragment = arguments_text(function, f"{at}.function")
+    fragment = arguments_text(function, function_at)
     wire_index = wire.integer(entry, "index", at)
     call_id = wire.text(entry, "id", at)
-    name = wire.text(function, "name", f"{at}.function")
+    name = wire.text(function, "name", function_at)
     started = _find(state, wire_index, call_id, name)
     if started is None:
         index = (

@@ -7,7 +7,13 @@ from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._provider_model import Endpoint, Prepared, ProviderModel
-from toolfold.adapters.openai_responses._providers import API_KEY_ENV, BASE_URL, PATH, PREFIX
+from toolfold.adapters.openai_responses._providers import (
+    API_KEY_ENV,
+    BASE_URL,
+    PATH,
+    PREFIX,
+    is_openai,
+)
 from toolfold.adapters.openai_responses._request import build_body, compiled_tool
 from toolfold.adapters.openai_responses._response import parse_response
 from toolfold.adapters.openai_responses._stream import (
@@ -47,12 +53,18 @@ class OpenAIResponsesModel(ProviderModel):
         ModelConfigError: No key.
     """
 
+    _openai: bool
+
     def _endpoint(self, base_url: str | None) -> Endpoint:
         return Endpoint(PREFIX, base_url or BASE_URL, API_KEY_ENV)
 
+    def _configure(self, headers: Mapping[str, str]) -> None:
+        # Settings CreateResponse lacks are refused for OpenAI only (see `build_body`).
+        self._openai = is_openai(self.base_url)
+
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request``, and what encoding dropped."""
-        return build_body(request, self.model_name, stream=stream)
+        return build_body(request, self.model_name, stream=stream, openai=self._openai)
 
     def _path(self, prepared: Prepared, stream: bool) -> str:
         return PATH

@@ -8,6 +8,7 @@ calling guide, [O2] structured outputs, [O5] openai-python ``types/responses``,
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from toolfold.runtime.core._request import FinishReason
 
@@ -32,10 +33,44 @@ INCOMPLETE_REASONS: Mapping[str, FinishReason] = {
     "content_filter": "content_filter",
 }
 
+# The file types ``input_file`` takes in a tool output: OpenAI refused an audio
+# file there with "The file type you uploaded is not supported. Please try again
+# with a pdf" (error-400-after-tool-result, 2026). Text files go as text anyway;
+# any other file goes as its description (see `toolfold.adapters._results`).
+RESULT_FILE_TYPES = frozenset({"application/pdf"})
+
 # Neutral settings the API spells differently [openai-openapi.yaml CreateResponse].
 RENAMES: Mapping[str, str] = {"max_tokens": "max_output_tokens"}
+
+#: Neutral settings ``CreateResponse`` has no field for [openai-openapi.yaml]
+#: (Chat Completions' ``stop``, ``seed``, penalties..., and ``top_k``, which
+#: Anthropic, Gemini and Ollama take): OpenAI answers 400 for an unknown
+#: parameter, so they are refused before the request, naming the setting.
+#: ``response_format`` is ``text.format`` here, which an `OutputSpec` writes.
+UNSUPPORTED_SETTINGS = frozenset(
+    {
+        "stop",
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "n",
+        "response_format",
+        "top_k",
+    }
+)
+
+#: The host of OpenAI's own API. Only there are `UNSUPPORTED_SETTINGS` refused:
+#: a Responses-compatible server (vLLM, a gateway) given as ``base_url`` may
+#: define more fields, so its settings go as given.
+OPENAI_HOST = "api.openai.com"
 
 
 def is_reasoning_model(model_name: str) -> bool:
     """Whether the model reasons (so its encrypted reasoning is asked for)."""
     return model_name.startswith(REASONING_MODEL_PREFIXES)
+
+
+def is_openai(base_url: str) -> bool:
+    """Whether ``base_url`` is OpenAI's own API (whose fields `CreateResponse` lists)."""
+    return urlsplit(base_url).hostname == OPENAI_HOST

@@ -13,7 +13,8 @@ provider without depending on what OpenAI stored.
   its text, and one ``function_call`` item per call (``call_id``, and the item
   id ``fc_...`` kept in ``provider_data``).
 - A tool result is a ``function_call_output`` linked by ``call_id``; the API
-  has no error flag, so the text says what failed.
+  has no error flag, so the text says what failed. Its images and PDF files go
+  as ``input_image`` / ``input_file`` items; another file as its description.
 - Reasoning made by another provider cannot be sent: it is dropped with a note
   in the `RequestReport`.
 """
@@ -33,6 +34,8 @@ from toolfold.adapters.openai_responses._providers import (
     PREFIX,
     REASONING_PROVIDER,
     RENAMES,
+    RESULT_FILE_TYPES,
+    UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
 from toolfold.runtime.core._messages import (
@@ -55,17 +58,23 @@ def compiled_tool(tool: ToolDefinition) -> CompiledTool:
     return compile_tool(tool, "openai-responses", strict=tool.strict)
 
 
-def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
+def build_body(
+    request: ModelRequest, model_name: str, *, stream: bool = False, openai: bool = True
+) -> Prepared:
     """Build the JSON body of one ``POST /responses``.
 
     Args:
         request: The neutral request.
         model_name: The model id.
         stream: Ask for the SSE event stream.
+        openai: The body goes to OpenAI's own API, which has no field for the
+            `UNSUPPORTED_SETTINGS`; False for another server, which gets every
+            setting as given.
 
     Raises:
         ModelConfigError: The request cannot be expressed (a named tool choice
-            for a tool not in ``tools``, a message part the API cannot take).
+            for a tool not in ``tools``, a message part the API cannot take, a
+            setting OpenAI's API has no field for).
     """
     notes: list[str] = []
     body: Body = {"model": model_name, "input": encode_input(request.messages, notes)}
@@ -80,8 +89,13 @@ def build_body(request: ModelRequest, model_name: str, *, stream: bool = False) 
     if request.output is not None:
         body["text"] = {"format": _output_format(request.output)}
     for key, value in request.settings.items():
-        if value is not None and key not in _HANDLED:
-            body[RENAMES.get(key, key)] = value
+        if value is None or key in _HANDLED:
+            continue
+        if openai and key in UNSUPPORTED_SETTINGS:
+            raise ModelConfigError(
+                f"the setting {key!r} has no equivalent in the OpenAI Responses API; remove it"
+            )
+        body[RENAMES.get(key, key)] = value
     if "include" not in body and is_reasoning_model(model_name):
         body["include"] = [ENCRYPTED_REASONING]
     if stream:
@@ -153,8 +167,20 @@ def _user_or_tool(message: Message, items: list[Body]) -> None:
 
 
 def _result_output(part: ToolResultPart) -> list[Body]:
-    """A result with images or files: input_text / input_image / input_file items [O5]."""
-    return result_items(part, _input_text, _input_media)
+    """A result with images or files: input_text / input_image / input_file items [O5].
+
+    A file of a type the API refuses there goes as its description instead.
+    """
+    return result_items(part, _input_text, _result_media)
+
+
+def _result_media(part: ImagePart | FilePart) -> Body:
+    if isinstance(part, FilePart) and part.media_type not in RESULT_FILE_TYPES:
+        known = ", ".join(sorted(RESULT_FILE_TYPES))
+        raise ModelConfigError(
+            f"the Responses API takes {known} files in a tool output, not {part.media_type!r}"
+        )
+    return _input_media(part)
 
 
 def _input_text(text: str) -> Body:

@@ -28,7 +28,11 @@ from toolfold.runtime.core._request import FinishReason, ModelResponse
 
 
 def parse_usage(usage: Mapping[str, Any], at: str = "$.usage") -> Usage:
-    """Neutral usage [O5 response_usage.py].
+    """Neutral usage [O5 response_usage.py; openai-openapi.yaml ResponseUsage].
+
+    ``input_tokens`` counts the cached tokens, read or written;
+    ``input_tokens_details`` has the reads (``cached_tokens``) and the writes
+    (``cache_write_tokens``).
 
     Raises:
         WireError: A count that is not a non-negative integer.
@@ -37,12 +41,14 @@ def parse_usage(usage: Mapping[str, Any], at: str = "$.usage") -> Usage:
         return Usage(requests=1)
     inputs = wire.mapping(usage, "input_tokens_details", at)
     outputs = wire.mapping(usage, "output_tokens_details", at)
+    inputs_at = f"{at}.input_tokens_details"
     return Usage(
         wire.count(usage, "input_tokens", at),
         wire.count(usage, "output_tokens", at),
-        wire.count(inputs, "cached_tokens", f"{at}.input_tokens_details"),
+        wire.count(inputs, "cached_tokens", inputs_at),
         wire.count(outputs, "reasoning_tokens", f"{at}.output_tokens_details"),
         1,
+        wire.count(inputs, "cache_write_tokens", inputs_at),
     )
 
 
@@ -97,6 +103,10 @@ def parse_call(item: Mapping[str, Any], at: str) -> ToolCallPart:
     )
 
 
+#: Between the parts of a reasoning summary, in the one text they make.
+SUMMARY_SEPARATOR = "\n\n"
+
+
 def summary_text(item: Mapping[str, Any], at: str) -> str:
     """The reasoning summary of a reasoning item, as one text."""
     summary = wire.array(item, "summary", at)
@@ -104,7 +114,7 @@ def summary_text(item: Mapping[str, Any], at: str) -> str:
         wire.text(wire.mapping(summary, i, f"{at}.summary"), "text", f"{at}.summary[{i}]")
         for i in range(len(summary))
     ]
-    return "\n\n".join(t for t in texts if t)
+    return SUMMARY_SEPARATOR.join(t for t in texts if t)
 
 
 def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:

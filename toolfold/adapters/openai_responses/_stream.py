@@ -29,6 +29,7 @@ from toolfold.adapters._codec import carries_nothing, event_json, inband_stream_
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
+    SUMMARY_SEPARATOR,
     finish,
     parse_call,
     parse_reasoning,
@@ -56,7 +57,8 @@ class DecoderState:
         items: ``(item_id, index)`` of every call started.
         fragments: Item ids of calls that received argument fragments.
         open: Indexes of calls not yet ended.
-        summary_streamed: Reasoning summary text came as deltas for the current item.
+        summary_part: The ``summary_index`` of the summary part whose text
+            streamed last for the current reasoning item; None while none has.
         done: The response ended (completed or incomplete).
     """
 
@@ -64,7 +66,7 @@ class DecoderState:
     items: tuple[tuple[str, int], ...] = ()
     fragments: frozenset[str] = frozenset()
     open: tuple[int, ...] = ()
-    summary_streamed: bool = False
+    summary_part: int | None = None
     done: bool = False
 
 
@@ -123,7 +125,7 @@ def _item_added(state: DecoderState, data: Mapping[str, Any]) -> Result:
     item = wire.mapping(data, "item", "$")
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning":
-        return attrs.evolve(state, summary_streamed=False), []
+        return attrs.evolve(state, summary_part=None), []
     if kind != "function_call":
         return state, []
     call = parse_call(item, "$.item")
@@ -172,8 +174,8 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning" and wire.text(item, "id", "$.item"):
         part = parse_reasoning(item, "$.item")
-        text = "" if state.summary_streamed else part.text
-        return attrs.evolve(state, summary_streamed=False), [
+        text = "" if state.summary_part is not None else part.text
+        return attrs.evolve(state, summary_part=None), [
             ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data)
         ]
     if kind != "function_call":
@@ -199,12 +201,22 @@ def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
 
 
 def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    """Summary text; a new part (``summary_index``) starts after a blank line.
+
+    As `summary_text` joins the parts of a whole item, so the streamed text is
+    the same. A delta without an index continues the current part.
+    """
     delta = wire.text(data, "delta", "$")
     if not delta:
         return state, []
-    return attrs.evolve(state, summary_streamed=True), [
-        ReasoningDelta(delta, provider=REASONING_PROVIDER)
-    ]
+    part = wire.integer(data, "summary_index", "$")
+    if part is None:
+        part = 0 if state.summary_part is None else state.summary_part
+    if state.summary_part is not None and part != state.summary_part:
+        delta = f"{SUMMARY_SEPARATOR}{delta}"
+    if part != state.summary_part:
+        state = attrs.evolve(state, summary_part=part)
+    return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
 
 
 def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
