@@ -83,7 +83,10 @@ class ModelRequest:
         output: Structured output for the final answer, or None.
         settings: Sampling and provider settings (``temperature``,
             ``max_tokens``, ``top_p``, ``seed``, ``stop``,
-            ``parallel_tool_calls``...). Unknown keys go to the provider as is.
+            ``parallel_tool_calls``...). Unknown keys go to the provider as is;
+            a neutral setting the provider's API has no field for (``seed`` on
+            Anthropic, ``stop`` on OpenAI's Responses API) is refused with a
+            `ModelConfigError` naming it before any request.
     """
 
     messages: tuple[Message, ...] = attrs.field(converter=_messages_tuple)
