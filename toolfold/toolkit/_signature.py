@@ -36,7 +36,11 @@ class FunctionSchema:
         param_types: Parameter name -> annotation, for structuring arguments
             (the run-context parameter is not in it).
         context_param: The parameter that receives the RunContext, if any.
-        positional_only: Positional-only parameters, in order.
+        positional_only: Positional-only parameters, in order (the context
+            parameter too, when it is one).
+        positional_defaults: The defaults of the positional-only parameters
+            that have one, by name: a call that leaves one out but gives a
+            later one passes it in its place.
         problems: What makes the function unusable as a tool (empty if fine).
         unresolved: Whether some annotation could not be resolved.
         warnings: What looks wrong but does not stop the tool.
@@ -48,6 +52,7 @@ class FunctionSchema:
         "description",
         "param_types",
         "parameters",
+        "positional_defaults",
         "positional_only",
         "problems",
         "undocumented",
@@ -61,6 +66,7 @@ class FunctionSchema:
         self.param_types: dict[str, Any] = {}
         self.context_param: str | None = None
         self.positional_only: tuple[str, ...] = ()
+        self.positional_defaults: dict[str, Any] = {}
         self.problems: list[str] = []
         self.warnings: list[str] = []
         self.undocumented: list[str] = []
@@ -277,11 +283,13 @@ def derive(
         annotation = _annotation(name, kind, hints, out.problems)
         if annotation is _UNRESOLVED:
             continue
+        if kind == _POSITIONAL_ONLY:
+            positional_only.append(name)
+            if default is not MISSING:
+                out.positional_defaults[name] = default
         if _is_context(annotation):
             out.context_param = name
             continue
-        if kind == _POSITIONAL_ONLY:
-            positional_only.append(name)
         schema = _parameter_schema(name, annotation, default, doc.params.get(name), ctx, out)
         if require_parameter_descriptions and "description" not in schema:
             out.problems.append(
