@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal, NamedTuple, NewType, TypedDict
+from typing import Annotated, Any, Generic, Literal, NamedTuple, NewType, TypedDict, TypeVar
 
 import attrs
 import pytest
@@ -28,6 +29,7 @@ from toolfold import (
     tool,
 )
 from toolfold.toolkit._arguments import ArgumentChecker
+from toolfold.toolkit._converter import get_converter
 from toolfold.toolkit._problems import format_path
 from toolfold.toolkit._schema import schema_for_type
 
@@ -66,6 +68,7 @@ class Query(TypedDictX):
 
 
 UserId = NewType("UserId", int)
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -877,6 +880,39 @@ def test_typeddict_problems_have_paths_and_not_required_keys_stay_optional() -> 
         "$.query: unexpected property 'zz'",
         "$.query.page: cannot convert to int: expected an integer, got str 'x'",
     )
+
+
+def test_a_generic_named_tuple_structures_from_its_object() -> None:
+    """NBox[str] (Python 3.11+) is an object in its schema, and an NBox from it, not a tuple of keys."""
+    if sys.version_info < (3, 11):
+        with pytest.raises(TypeError):  # Python refuses a generic NamedTuple before 3.11
+
+            class Refused(NamedTuple, Generic[T]):
+                item: T
+
+        return
+
+    class NBox(NamedTuple, Generic[T]):
+        item: T
+        count: int = 0
+
+    @tool
+    def put(x: NBox[str], y: NBox[list[int]] | None = None) -> str:
+        return repr((x, y))
+
+    assert put.parameters["properties"]["x"]["properties"]["item"] == {"type": "string"}
+    arguments = put.validate_arguments({"x": {"item": "ab"}, "y": {"item": [1], "count": 2}})
+    assert arguments == {"x": NBox(item="ab"), "y": NBox(item=[1], count=2)}
+    assert type(arguments["x"]) is NBox
+    schema = {"type": "object", "properties": {"x": {}}}  # the converter's own refusals
+    check = ArgumentChecker("t", schema, {"x": NBox[str]}, False)
+    assert check.check({"x": ["ab", 3]}) == {"x": NBox("ab", 3)}
+    assert problems(check, {"x": {"item": 5, "zz": 1}}) == (
+        "$.x: unexpected property 'zz'",
+        "$.x.item: cannot convert to str: expected a string, got int 5",
+    )
+    assert problems(check, {"x": {}}) == ("$.x: 'item' is a required property",)
+    assert get_converter().unstructure(NBox("ab"), NBox[str]) == {"item": "ab", "count": 0}
 
 
 def test_message_for_model_keeps_fifteen_problem_lines() -> None:
