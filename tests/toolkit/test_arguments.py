@@ -758,6 +758,25 @@ def test_type_without_converter_hooks_is_a_definition_error() -> None:
     assert problem.endswith("register hooks for the type with register_type_hooks()")
 
 
+@dataclasses.dataclass
+class Invoice:
+    total: Money | None = None
+
+
+def test_a_type_without_hooks_in_a_union_is_a_definition_error_too() -> None:
+    """Money | None, or a class with a Money | None field, is refused when the checker is
+    made, as Money alone is: never an argument error the model cannot fix."""
+    schema = {"type": "object", "properties": {"maybe": {}, "invoice": {}}}
+    check = ArgumentChecker("pay", schema, {"maybe": Money | None, "invoice": Invoice}, False)
+    with pytest.raises(ToolDefinitionError) as info:
+        check.check({"maybe": "3 EUR"})
+    maybe, invoice = info.value.problems
+    assert maybe.startswith("parameter 'maybe': cannot structure JSON into ")
+    assert maybe.split(" (")[0].endswith("Money | None")
+    assert invoice.startswith("parameter 'invoice': cannot structure JSON into Invoice (")
+    assert all(p.endswith("register_type_hooks()") for p in info.value.problems)
+
+
 def test_registered_hooks_structure_and_unstructure_a_user_type() -> None:
     """register_type_hooks teaches the converter both directions, even once it is built."""
     from toolfold.toolkit._converter import get_converter

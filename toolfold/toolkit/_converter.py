@@ -26,6 +26,7 @@ and anything a declared type holds unstructures into an instance that validates:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import enum
@@ -245,7 +246,6 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
     arms = typing.get_args(tp)
     optional = type(None) in arms
     others = [a for a in arms if a is not type(None)]
-    # Hooks are looked up on first call, not here: a recursive type would recurse.
     built: list[list[_Arm]] = []
 
     def build() -> list[_Arm]:
@@ -256,6 +256,14 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
             plan.append((arm, primary, kinds, keys, converter.get_structure_hook(arm)))
         built.append(plan)  # whole or not at all; racing threads build equal plans
         return plan
+
+    # The alternatives' hooks are looked up now, so that a type with no hook is
+    # found when the tool's checker is made (a ToolDefinitionError), as it is
+    # outside a union; an alternative whose class is still being generated (a
+    # recursive class, which cattrs signals with RecursionError) is looked up
+    # on the first call instead.
+    with contextlib.suppress(RecursionError):
+        build()
 
     def structure(value: Any, _: Any) -> Any:
         if value is None and optional:
