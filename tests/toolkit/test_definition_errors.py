@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import pytest
 
-from toolfold import ToolDefinitionError, tool
+from toolfold import Tool, ToolDefinitionError, tool
 
 HINT = "; use a supported type or register a rule with toolfold.register_schema_rule()"
 
@@ -85,6 +85,11 @@ def test_nested_path_in_containers() -> None:
             "",
             "tool name '' is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ - (pass name=...)",
         ),
+        (
+            "search\n",
+            "tool name 'search\\n' is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ -"
+            " (pass name=...)",
+        ),
         ("none", "tool name 'none' is reserved (a tool_choice value); pass another name=..."),
         (
             "required",
@@ -93,12 +98,16 @@ def test_nested_path_in_containers() -> None:
     ],
 )
 def test_invalid_names(name: str, problem: str) -> None:
-    """Names outside ^[a-zA-Z0-9_-]{1,64}$ and tool_choice words are refused."""
+    """Names outside ^[a-zA-Z0-9_-]{1,64}$ (a final newline too) and tool_choice words are
+    refused, by @tool and by Tool alike."""
 
     def f() -> None:
         pass
 
     assert _problems(f, name=name) == (problem,)
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(name=name, description="x")
+    assert info.value.problems == (problem,)
 
 
 def test_lambda_needs_a_name() -> None:
