@@ -195,6 +195,25 @@ def test_json_defaults_are_converted() -> None:
     assert "required" not in f.parameters
 
 
+def test_a_mapping_with_one_type_argument_is_a_definition_error() -> None:
+    """dict[str] (which Python allows) names the parameter and what a mapping takes,
+    at any depth, instead of a bare ValueError."""
+
+    def f(x: dict[str], y: list[dict[str]]) -> None:  # type: ignore[type-arg]
+        pass
+
+    take = "a mapping takes a key type and a value type (dict[str, int]), not 1 type (str)"
+    assert _problems(f) == (f"parameter 'x': {take}", f"parameter 'y' at y[]: {take}")
+
+
+@pytest.mark.parametrize("builtin", [dict, int])
+def test_a_builtin_without_a_signature_is_a_definition_error(builtin: Any) -> None:
+    """tool(dict) names the callable and says why, instead of inspect's bare ValueError."""
+    (problem,) = _problems(builtin)
+    assert problem.startswith(f"cannot read the parameters of {builtin.__name__} (no signature")
+    assert problem.endswith("wrap it in a function with annotated parameters")
+
+
 def test_already_a_tool() -> None:
     """Applying @tool twice is refused."""
 

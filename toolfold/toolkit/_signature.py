@@ -272,7 +272,14 @@ def derive(
     hints = _hints(fn, localns, out)
     doc = _documentation(fn, docstring_style)
     out.description = doc.description
-    params = _parameters(fn)
+    try:
+        params = _parameters(fn)
+    except (ValueError, TypeError) as exc:  # a builtin without a signature, like dict
+        out.problems.append(
+            f"cannot read the parameters of {getattr(fn, '__qualname__', repr(fn))} ({exc});"
+            " wrap it in a function with annotated parameters"
+        )
+        params = []
     if skip_receiver and params:
         params = params[1:]
     ctx = SchemaContext(localns)
