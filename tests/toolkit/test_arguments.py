@@ -889,6 +889,23 @@ def test_more_annotation_forms_structure() -> None:
     assert result["pick"] is Category.B
 
 
+def test_a_literal_of_an_enum_member_in_a_union_takes_the_members_value() -> None:
+    """Literal[Category.A] | int: "A" (what the schema asks for) is the member, 2 the int."""
+
+    @tool
+    def pick(
+        choice: Literal[Category.A] | int, more: Literal[Category.B, 3] | list[int] = 3
+    ) -> str:
+        return repr(choice)
+
+    assert pick.parameters["properties"]["choice"]["anyOf"][0] == {"type": "string", "enum": ["A"]}
+    assert pick.validate_arguments({"choice": "A", "more": "B"}) == {
+        "choice": Category.A,
+        "more": Category.B,
+    }
+    assert pick.validate_arguments({"choice": 2, "more": 3}) == {"choice": 2, "more": 3}
+
+
 def test_typeddict_problems_have_paths_and_not_required_keys_stay_optional() -> None:
     """A TypedDict's missing, wrong and extra keys are reported; NotRequired keys may be absent."""
     schema = {"type": "object", "properties": {"query": {"type": "object"}}}

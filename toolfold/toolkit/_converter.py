@@ -185,7 +185,9 @@ def _kinds(tp: Any) -> tuple[str, frozenset[str]]:
     if origin is typing.Annotated:
         return _kinds(typing.get_args(tp)[0])
     if origin is Literal or (isinstance(tp, type) and issubclass(tp, Enum)):
-        values = typing.get_args(tp) if origin is Literal else [m.value for m in tp]
+        members = typing.get_args(tp) if origin is Literal else list(tp)
+        # an Enum member (in a Literal too) is sent by its value
+        values = [m.value if isinstance(m, Enum) else m for m in members]
         kinds = frozenset(json_type(v) for v in values)
         return (next(iter(kinds)) if len(kinds) == 1 else "", kinds)
     if origin is Union or origin is types.UnionType:
