@@ -1141,6 +1141,7 @@ BAD_OPTIONS = [
     ({"headers": {"x-a": "nul\x00"}}, r"headers\['x-a'\].*CR, LF or NUL"),
     ({"headers": {"x-a": "✓"}}, r"headers\['x-a'\].*Latin-1"),
     ({"headers": {"x a": "v"}}, r"headers: 'x a' is not a valid HTTP header name"),
+    ({"headers": {"x-a\n": "v"}}, r"headers: 'x-a\\n' is not a valid HTTP header name"),
     ({"api_key": "sk-abc\ndef"}, r"api_key: the value contains CR, LF or NUL"),
     ({"api_key": "sk-ключ"}, r"api_key: the value has characters outside Latin-1"),
     # Other control characters (not HTAB): sent raw, refused by h11 at send, or a bare ValueError.

@@ -298,6 +298,9 @@ def test_literal_braces_in_a_step_agents_instructions_are_doubled() -> None:
     flow = Sequence(echo("notes"), writer('Answer like {{"a": {{"b": 1}}}} about {notes}.'))
     flow.run("tea")
     assert seen == ['Answer like {"a": {"b": 1}} about notes(tea).']
+    with pytest.raises(WorkflowDefinitionError) as caught:  # a whole name, no final newline
+        Sequence(echo("notes"), writer("About {notes\n}."))
+    assert "{notes\n} is not a placeholder" in str(caught.value)
 
 
 def test_template_naming_a_later_step_is_a_definition_error() -> None:

@@ -237,6 +237,14 @@ def test_a_step_name_outside_ascii_is_refused_saying_so() -> None:
         Sequence(Task(echo("a"), name="résumé"))
 
 
+def test_a_step_name_with_a_final_newline_is_refused() -> None:
+    """'writer\\n' is not a name: the check covers the whole name, its last line break too."""
+    from toolfold import WorkflowDefinitionError
+
+    with pytest.raises(WorkflowDefinitionError, match=r"'writer\\n' is not a name"):
+        Sequence(Task(echo("a"), name="writer\n"))
+
+
 def test_parallel_streams_and_runs_on_the_event_loop() -> None:
     """`async for` over a parallel's stream and `arun` reach the state `run` reaches."""
     workflow = Parallel(echo("a"), echo("b"))

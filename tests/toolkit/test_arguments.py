@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal, NamedTuple, NewType, TypedDict
+from typing import Annotated, Any, Generic, Literal, NamedTuple, NewType, TypedDict, TypeVar
 
 import attrs
 import pytest
@@ -28,6 +29,7 @@ from toolfold import (
     tool,
 )
 from toolfold.toolkit._arguments import ArgumentChecker
+from toolfold.toolkit._converter import get_converter
 from toolfold.toolkit._problems import format_path
 from toolfold.toolkit._schema import schema_for_type
 
@@ -66,6 +68,7 @@ class Query(TypedDictX):
 
 
 UserId = NewType("UserId", int)
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -755,6 +758,25 @@ def test_type_without_converter_hooks_is_a_definition_error() -> None:
     assert problem.endswith("register hooks for the type with register_type_hooks()")
 
 
+@dataclasses.dataclass
+class Invoice:
+    total: Money | None = None
+
+
+def test_a_type_without_hooks_in_a_union_is_a_definition_error_too() -> None:
+    """Money | None, or a class with a Money | None field, is refused when the checker is
+    made, as Money alone is: never an argument error the model cannot fix."""
+    schema = {"type": "object", "properties": {"maybe": {}, "invoice": {}}}
+    check = ArgumentChecker("pay", schema, {"maybe": Money | None, "invoice": Invoice}, False)
+    with pytest.raises(ToolDefinitionError) as info:
+        check.check({"maybe": "3 EUR"})
+    maybe, invoice = info.value.problems
+    assert maybe.startswith("parameter 'maybe': cannot structure JSON into ")
+    assert maybe.split(" (")[0].endswith("Money | None")
+    assert invoice.startswith("parameter 'invoice': cannot structure JSON into Invoice (")
+    assert all(p.endswith("register_type_hooks()") for p in info.value.problems)
+
+
 def test_registered_hooks_structure_and_unstructure_a_user_type() -> None:
     """register_type_hooks teaches the converter both directions, even once it is built."""
     from toolfold.toolkit._converter import get_converter
@@ -867,6 +889,23 @@ def test_more_annotation_forms_structure() -> None:
     assert result["pick"] is Category.B
 
 
+def test_a_literal_of_an_enum_member_in_a_union_takes_the_members_value() -> None:
+    """Literal[Category.A] | int: "A" (what the schema asks for) is the member, 2 the int."""
+
+    @tool
+    def pick(
+        choice: Literal[Category.A] | int, more: Literal[Category.B, 3] | list[int] = 3
+    ) -> str:
+        return repr(choice)
+
+    assert pick.parameters["properties"]["choice"]["anyOf"][0] == {"type": "string", "enum": ["A"]}
+    assert pick.validate_arguments({"choice": "A", "more": "B"}) == {
+        "choice": Category.A,
+        "more": Category.B,
+    }
+    assert pick.validate_arguments({"choice": 2, "more": 3}) == {"choice": 2, "more": 3}
+
+
 def test_typeddict_problems_have_paths_and_not_required_keys_stay_optional() -> None:
     """A TypedDict's missing, wrong and extra keys are reported; NotRequired keys may be absent."""
     schema = {"type": "object", "properties": {"query": {"type": "object"}}}
@@ -877,6 +916,39 @@ def test_typeddict_problems_have_paths_and_not_required_keys_stay_optional() -> 
         "$.query: unexpected property 'zz'",
         "$.query.page: cannot convert to int: expected an integer, got str 'x'",
     )
+
+
+def test_a_generic_named_tuple_structures_from_its_object() -> None:
+    """NBox[str] (Python 3.11+) is an object in its schema, and an NBox from it, not a tuple of keys."""
+    if sys.version_info < (3, 11):
+        with pytest.raises(TypeError):  # Python refuses a generic NamedTuple before 3.11
+
+            class Refused(NamedTuple, Generic[T]):
+                item: T
+
+        return
+
+    class NBox(NamedTuple, Generic[T]):
+        item: T
+        count: int = 0
+
+    @tool
+    def put(x: NBox[str], y: NBox[list[int]] | None = None) -> str:
+        return repr((x, y))
+
+    assert put.parameters["properties"]["x"]["properties"]["item"] == {"type": "string"}
+    arguments = put.validate_arguments({"x": {"item": "ab"}, "y": {"item": [1], "count": 2}})
+    assert arguments == {"x": NBox(item="ab"), "y": NBox(item=[1], count=2)}
+    assert type(arguments["x"]) is NBox
+    schema = {"type": "object", "properties": {"x": {}}}  # the converter's own refusals
+    check = ArgumentChecker("t", schema, {"x": NBox[str]}, False)
+    assert check.check({"x": ["ab", 3]}) == {"x": NBox("ab", 3)}
+    assert problems(check, {"x": {"item": 5, "zz": 1}}) == (
+        "$.x: unexpected property 'zz'",
+        "$.x.item: cannot convert to str: expected a string, got int 5",
+    )
+    assert problems(check, {"x": {}}) == ("$.x: 'item' is a required property",)
+    assert get_converter().unstructure(NBox("ab"), NBox[str]) == {"item": "ab", "count": 0}
 
 
 def test_message_for_model_keeps_fifteen_problem_lines() -> None:

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import inspect
 
+import attrs
 import pytest
 
 from toolfold import Agent, RunContext, ToolDefinitionError, agenerate_text, tool
@@ -223,6 +224,52 @@ def test_dataclass_as_tool_takes_its_fields() -> None:
     assert made.name == "Point"
     assert made.parameters["required"] == ["x"]
     assert made.invoke({"x": 1}) == Point(1, 0)
+
+
+@attrs.define
+class Basket:
+    """A basket.
+
+    Attributes:
+        items: What is in it.
+    """
+
+    items: list[str] = attrs.Factory(list)
+    _owner: str = attrs.field(factory=str, metadata={"description": "Whose it is."})
+    size: int = 3
+
+
+@dataclasses.dataclass
+class Crate:
+    """A crate.
+
+    Attributes:
+        items: What is in it.
+    """
+
+    items: list[str] = dataclasses.field(default_factory=list)
+    label: str = dataclasses.field(default="", metadata={"description": "Its label."})
+
+
+@pytest.mark.parametrize("cls", [Basket, Crate])
+def test_a_class_tools_fields_read_as_a_nested_class_fields_do(cls: type) -> None:
+    """A default factory makes a field optional with no default (not attrs.NOTHING's 1, not a
+    refused <factory>); the Attributes section and metadata describe the fields."""
+    made = tool(cls)
+    properties = made.parameters["properties"]
+    assert "required" not in made.parameters
+    assert properties["items"] == {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "What is in it.",
+    }
+    if cls is Basket:
+        assert properties["owner"] == {"type": "string", "description": "Whose it is."}
+        assert properties["size"] == {"type": "integer", "default": 3}
+        assert made.invoke(made.validate_arguments({"owner": "ann"})) == Basket([], "ann")
+    else:
+        assert properties["label"] == {"type": "string", "description": "Its label.", "default": ""}
+        assert made.invoke(made.validate_arguments({"items": ["a"]})) == Crate(["a"])
 
 
 def test_uncallable_object_is_refused() -> None:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import pytest
 
-from toolfold import ToolDefinitionError, tool
+from toolfold import Tool, ToolDefinitionError, tool
 
 HINT = "; use a supported type or register a rule with toolfold.register_schema_rule()"
 
@@ -85,6 +85,11 @@ def test_nested_path_in_containers() -> None:
             "",
             "tool name '' is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ - (pass name=...)",
         ),
+        (
+            "search\n",
+            "tool name 'search\\n' is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ -"
+            " (pass name=...)",
+        ),
         ("none", "tool name 'none' is reserved (a tool_choice value); pass another name=..."),
         (
             "required",
@@ -93,12 +98,16 @@ def test_nested_path_in_containers() -> None:
     ],
 )
 def test_invalid_names(name: str, problem: str) -> None:
-    """Names outside ^[a-zA-Z0-9_-]{1,64}$ and tool_choice words are refused."""
+    """Names outside ^[a-zA-Z0-9_-]{1,64}$ (a final newline too) and tool_choice words are
+    refused, by @tool and by Tool alike."""
 
     def f() -> None:
         pass
 
     assert _problems(f, name=name) == (problem,)
+    with pytest.raises(ToolDefinitionError) as info:
+        Tool(name=name, description="x")
+    assert info.value.problems == (problem,)
 
 
 def test_lambda_needs_a_name() -> None:
@@ -184,6 +193,25 @@ def test_json_defaults_are_converted() -> None:
         "ratio": None,
     }
     assert "required" not in f.parameters
+
+
+def test_a_mapping_with_one_type_argument_is_a_definition_error() -> None:
+    """dict[str] (which Python allows) names the parameter and what a mapping takes,
+    at any depth, instead of a bare ValueError."""
+
+    def f(x: dict[str], y: list[dict[str]]) -> None:  # type: ignore[type-arg]
+        pass
+
+    take = "a mapping takes a key type and a value type (dict[str, int]), not 1 type (str)"
+    assert _problems(f) == (f"parameter 'x': {take}", f"parameter 'y' at y[]: {take}")
+
+
+@pytest.mark.parametrize("builtin", [dict, int])
+def test_a_builtin_without_a_signature_is_a_definition_error(builtin: Any) -> None:
+    """tool(dict) names the callable and says why, instead of inspect's bare ValueError."""
+    (problem,) = _problems(builtin)
+    assert problem.startswith(f"cannot read the parameters of {builtin.__name__} (no signature")
+    assert problem.endswith("wrap it in a function with annotated parameters")
 
 
 def test_already_a_tool() -> None:

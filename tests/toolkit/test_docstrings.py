@@ -356,3 +356,38 @@ def test_invalid_docstring_style_is_a_definition_error() -> None:
 def test_several_names_documented_at_once(doc: str) -> None:
     """'x, y : int' (NumPy) and 'x, y (int)' (Google) document both parameters."""
     assert parse_docstring(doc).params == {"x": "The coordinate.", "y": "The coordinate."}
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "Do.\n\nArgs:\n    limit (int, optional): How many.\n    b (list[dict[str, int]]): B.\n",
+        "Do.\n\nArgs:\n    limit (int, optional): How many.\n"
+        "    b (list[dict[str, int]], optional): B.\n",
+        "Do.\n\nParameters\n----------\nlimit : int, optional\n    How many.\n"
+        "b : list[dict[str, int]]\n    B.\n",
+    ],
+)
+def test_a_type_with_commas_documents_no_more_names(doc: str) -> None:
+    """The commas of "(int, optional)" or of a type's arguments are not between names."""
+    assert parse_docstring(doc).params == {"limit": "How many.", "b": "B."}
+
+
+def test_an_optional_typed_parameter_meets_the_requirement() -> None:
+    """`limit (int, optional):` documents limit alone: no phantom 'optional)' to refuse."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        @tool(require_parameter_descriptions=True)
+        def search(query: str, limit: int = 10) -> list[str]:
+            """Search the archive.
+
+            Args:
+                query (str): The text to look for.
+                limit (int, optional): How many results at most. Defaults to 10.
+            """
+            return [query] * limit
+
+    assert search.parameters["properties"]["limit"]["description"] == (
+        "How many results at most. Defaults to 10."
+    )

@@ -23,6 +23,7 @@ from toolfold import (
     SchemaContext,
     ToolDefinitionError,
     register_schema_rule,
+    tool,
 )
 from toolfold import schema_for_type as schema
 from toolfold.toolkit import _schema
@@ -321,6 +322,24 @@ CASES: list[tuple[Any, dict[str, Any]]] = [
         list[Annotated[int, Field(ge=0)]],
         {"type": "array", "items": {"type": "integer", "minimum": 0}},
     ),
+    (
+        Annotated[list[int] | None, Field(min_length=1, max_length=3)],
+        {
+            "anyOf": [
+                {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+                {"type": "null"},
+            ]
+        },
+    ),
+    (
+        Annotated[str | list[str], Field(min_length=1)],
+        {
+            "anyOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "items": {"type": "string"}},
+            ]
+        },
+    ),
 ]
 
 
@@ -498,6 +517,72 @@ def test_rule_can_derive_inner_types_through_the_context() -> None:
     finally:
         _schema._predicate_rules.clear()
         _schema._cache.clear()
+
+
+def test_field_values_no_schema_allows_are_definition_errors_naming_tool_and_parameter() -> None:
+    """Field values the meta-schema refuses, NaN, bounds that admit nothing, a non-string
+    pattern and examples with no JSON form are refused when the tool is made, not in a run."""
+
+    def scale(
+        step: Annotated[int, Field(multiple_of=0)],
+        low: Annotated[int, Field(ge="0")],  # type: ignore[arg-type]
+        zero: Annotated[int, Field(extra={"minimum": "zero"})],
+        code: Annotated[str, Field(min_length="3")],  # type: ignore[arg-type]
+        odd: Annotated[float, Field(ge=float("nan"))],
+        size: Annotated[str, Field(min_length=-1, max_length=2.5)],  # type: ignore[arg-type]
+        empty: Annotated[int, Field(ge=5, le=1)],
+        none: Annotated[float, Field(gt=1, lt=1)],
+        short: Annotated[list[int], Field(min_items=3, max_items=2)],
+        form: Annotated[str, Field(pattern=5)],  # type: ignore[arg-type]
+        blob: Annotated[str, Field(examples=[object])],
+    ) -> None:
+        """Scale."""
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(scale)
+    assert "scale" in str(info.value)
+    assert info.value.problems == (
+        "parameter 'step': Field multiple_of=0 is not a valid multipleOf:"
+        " 0 is less than or equal to the minimum of 0",
+        "parameter 'low': Field ge='0' is not a valid minimum: '0' is not of type 'number'",
+        "parameter 'zero': Field extra['minimum']='zero' is not a valid minimum:"
+        " 'zero' is not of type 'number'",
+        "parameter 'code': Field min_length='3' is not a valid minLength:"
+        " '3' is not of type 'integer'",
+        "parameter 'odd': Field ge=nan is not a finite number",
+        "parameter 'size': Field max_length=2.5 is not a valid maxLength:"
+        " 2.5 is not of type 'integer'",
+        "parameter 'size': Field min_length=-1 is not a valid minLength:"
+        " -1 is less than the minimum of 0",
+        "parameter 'empty': Field ge=5 and le=1 admit no value",
+        "parameter 'none': Field gt=1 and lt=1 admit no value",
+        "parameter 'short': Field min_items=3 and max_items=2 admit no value",
+        "parameter 'form': Field pattern=5 is not a valid pattern: 5 is not of type 'string'",
+        "parameter 'blob': Field example <class 'object'> is not JSON-representable; use JSON"
+        " values (str, int, float, bool, None, list, dict), enums, dates, UUIDs or decimals",
+    )
+
+
+def test_field_examples_become_json_as_defaults_do() -> None:
+    """An Enum member or a date among the examples is shown by its JSON form, so every
+    dialect can send the schema."""
+    import json
+
+    from toolfold import compile_tool
+
+    @tool
+    def book(
+        color: Annotated[Color, Field(examples=[Color.RED])],
+        day: Annotated[datetime.date, Field(examples=[datetime.date(2024, 1, 1)])],
+    ) -> str:
+        """Book."""
+        return f"{color} {day}"
+
+    properties = book.parameters["properties"]
+    assert properties["color"]["examples"] == ["red"]
+    assert properties["day"]["examples"] == ["2024-01-01"]
+    for dialect in ("openai-chat", "anthropic", "json-schema"):
+        json.dumps(compile_tool(book, dialect).payload)
 
 
 def test_field_is_a_value() -> None:

@@ -116,6 +116,67 @@ def test_positional_only_parameters_are_passed_positionally() -> None:
     assert power.invoke({"base": 2, "exp": 3}) == 8
 
 
+@tool
+def scale(value: float = 1.0, factor: float = 2.0, /) -> str:
+    """Scale a value.
+
+    Args:
+        value: The value.
+        factor: The factor.
+    """
+    return f"value={value} factor={factor}"
+
+
+@tool
+async def ascale(value: float = 1.0, factor: float = 2.0, /, *, unit: str = "") -> str:
+    """Scale a value.
+
+    Args:
+        value: The value.
+        factor: The factor.
+        unit: The unit.
+    """
+    return f"value={value} factor={factor}{unit}"
+
+
+def test_a_left_out_positional_only_parameter_before_a_given_one_takes_its_default() -> None:
+    """{"factor": 10} reaches factor, value keeps its default: nothing shifts left."""
+    assert scale.invoke(scale.validate_arguments('{"factor": 10}')) == "value=1.0 factor=10.0"
+    assert scale.invoke(scale.validate_arguments('{"value": 3}')) == "value=3.0 factor=2.0"
+    assert scale.invoke(scale.validate_arguments("{}")) == "value=1.0 factor=2.0"
+    arguments = ascale.validate_arguments({"factor": 10, "unit": "m"})
+    assert asyncio.run(ascale.invoke(arguments)) == "value=1.0 factor=10.0m"
+
+
+def test_a_left_out_positional_only_parameter_in_an_agent_run() -> None:
+    """Through a run: the model's {"factor": 10} is the factor, for a sync and an async tool."""
+    from toolfold import Agent
+    from toolfold.testing import ScriptedModel
+
+    call = ScriptedModel.call
+    model = ScriptedModel([[call("scale", {"factor": 10}), call("ascale", {"factor": 4})], "done"])
+    response = Agent(model=model, tools=[scale, ascale]).run("go")
+    results = [r.content for r in response.steps[0].tool_results]
+    assert results == ["value=1.0 factor=10.0", "value=1.0 factor=4.0"]
+
+
+def test_a_positional_only_run_context_is_passed_by_position() -> None:
+    """def f(ctx: RunContext, /, x: int): the context goes in by position, not as ctx=..."""
+
+    @tool
+    def where(ctx: RunContext[Any], /, x: int) -> str:
+        return f"{ctx.call_id}:{x}"
+
+    @tool
+    def later(n: int = 1, ctx: RunContext[Any] | None = None, /) -> str:
+        return f"{n}@{ctx.step if ctx else 0}"
+
+    assert where.parameters["properties"] == {"x": {"type": "integer"}}
+    assert where.invoke(where.validate_arguments({"x": 2}), CONTEXT) == "c1:2"
+    assert later.invoke(later.validate_arguments({}), CONTEXT) == "1@1"
+    assert later.invoke(later.validate_arguments({"n": 5}), CONTEXT) == "5@1"
+
+
 class Shop:
     """A shop whose methods are tools."""
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 OnError = Literal["fail", "skip", "retry"]
 """What a failing step does: fail the workflow, be skipped, or run again."""
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # fullmatch: "$" would allow a final "\n"
 _SKIP_LIMIT = 1_000_000  # a skipped step never fails the run, however often it fails
 
 
@@ -141,7 +141,7 @@ class Task:
                 f"{_describe(self.target)} has no name: give the agent name=..., "
                 "or wrap it in Task(..., name=...)"
             )
-        elif not _NAME.match(self.name):
+        elif not _NAME.fullmatch(self.name):
             found.append(
                 f"step name {self.name!r} is not a name (ASCII letters, digits and _, up to 64, "
                 "not starting with a digit): templates refer to it as {name}"

@@ -15,7 +15,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-_PLACEHOLDER = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z]\w*)*$")  # no ._private, no .__dunder__
+_PLACEHOLDER = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z]\w*)*")  # no ._private, no .__dunder__
 
 
 class TemplateError(ValueError):
@@ -39,7 +39,7 @@ def placeholders(template: str) -> tuple[tuple[str, ...], ...]:
             continue
         text = f"{field}{'!' + conversion if conversion is not None else ''}"
         text += f"{':' + spec if spec else ''}"
-        if not _PLACEHOLDER.match(field):  # literal braces, a JSON example...
+        if not _PLACEHOLDER.fullmatch(field):  # literal braces, a JSON example...
             doubled = text.replace("{", "{{").replace("}", "}}")
             raise TemplateError(
                 f"{{{text}}} is not a placeholder: only {{name}} and {{name.field}} are "

@@ -26,6 +26,7 @@ and anything a declared type holds unstructures into an instance that validates:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import enum
@@ -121,8 +122,12 @@ def parse_uuid(text: str) -> uuid.UUID:
 
 
 def is_namedtuple(tp: Any) -> bool:
-    """Any named tuple class: ``class`` syntax, ``NamedTuple("N", ...)`` or ``namedtuple``."""
-    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
+    """Any named tuple class: ``class`` syntax, ``NamedTuple("N", ...)`` or ``namedtuple``.
+
+    A generic one's parametrised alias (``NBox[int]``) counts too.
+    """
+    cls = typing.get_origin(tp) or tp
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
 
 
 def _structure_text(parse: Callable[[str], Any]) -> Callable[[Any, Any], Any]:
@@ -180,7 +185,9 @@ def _kinds(tp: Any) -> tuple[str, frozenset[str]]:
     if origin is typing.Annotated:
         return _kinds(typing.get_args(tp)[0])
     if origin is Literal or (isinstance(tp, type) and issubclass(tp, Enum)):
-        values = typing.get_args(tp) if origin is Literal else [m.value for m in tp]
+        members = typing.get_args(tp) if origin is Literal else list(tp)
+        # an Enum member (in a Literal too) is sent by its value
+        values = [m.value if isinstance(m, Enum) else m for m in members]
         kinds = frozenset(json_type(v) for v in values)
         return (next(iter(kinds)) if len(kinds) == 1 else "", kinds)
     if origin is Union or origin is types.UnionType:
@@ -241,7 +248,6 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
     arms = typing.get_args(tp)
     optional = type(None) in arms
     others = [a for a in arms if a is not type(None)]
-    # Hooks are looked up on first call, not here: a recursive type would recurse.
     built: list[list[_Arm]] = []
 
     def build() -> list[_Arm]:
@@ -252,6 +258,14 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
             plan.append((arm, primary, kinds, keys, converter.get_structure_hook(arm)))
         built.append(plan)  # whole or not at all; racing threads build equal plans
         return plan
+
+    # The alternatives' hooks are looked up now, so that a type with no hook is
+    # found when the tool's checker is made (a ToolDefinitionError), as it is
+    # outside a union; an alternative whose class is still being generated (a
+    # recursive class, which cattrs signals with RecursionError) is looked up
+    # on the first call instead.
+    with contextlib.suppress(RecursionError):
+        build()
 
     def structure(value: Any, _: Any) -> Any:
         if value is None and optional:
@@ -310,10 +324,21 @@ def _type_name(tp: Any) -> str:
     return repr(tp).replace("typing.", "")
 
 
-def _namedtuple_structure(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True)
-    hints = typing.get_type_hints(cls, include_extras=True)
-    fields = [(hints.get(name, Any), name) for name in cls._fields]
+def _namedtuple_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    cls = typing.get_origin(tp) or tp
+    if cls is tp:
+        from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True)
+        hints = typing.get_type_hints(cls, include_extras=True)
+        fields = [(hints.get(name, Any), name) for name in cls._fields]
+    else:
+        # NBox[int]: cattrs' factory takes no type arguments; the fields are the
+        # class's with its type variables replaced, as in its schema.
+        from toolfold.toolkit._classes import MISSING, class_fields, substitute_type_vars
+
+        found = substitute_type_vars(cls, typing.get_args(tp), class_fields(cls) or [])
+        named = {n: (Any if t is MISSING else t, r) for n, t, r, _d, _doc in found}
+        fields = [(t, n) for n, (t, _r) in named.items()]
+        from_dict = _fields_structure(cls, named, converter, lambda out: cls(**out))
     least = len(fields) - len(cls._field_defaults)
     built: list[list[Callable[[Any, Any], Any]]] = []
 
@@ -331,8 +356,8 @@ def _namedtuple_structure(cls: Any, converter: cattrs.Converter) -> Callable[[An
     return structure
 
 
-def _namedtuple_unstructure(cls: Any, converter: cattrs.Converter) -> Callable[[Any], Any]:
-    return namedtuple_dict_unstructure_factory(cls, converter)
+def _namedtuple_unstructure(tp: Any, converter: cattrs.Converter) -> Callable[[Any], Any]:
+    return namedtuple_dict_unstructure_factory(typing.get_origin(tp) or tp, converter)
 
 
 def _is_literal(tp: Any) -> bool:
@@ -389,7 +414,23 @@ def _typeddict_factory(cls: Any, converter: cattrs.Converter) -> Callable[[Any, 
     cannot see ``NotRequired`` when the class is made, so ``__required_keys__``
     (which cattrs trusts) calls every key required; the schema does not.
     """
-    fields = _typeddict_fields(cls)
+    return _fields_structure(cls, _typeddict_fields(cls), converter, lambda out: out)
+
+
+def _fields_structure(
+    cls: Any,
+    fields: dict[str, tuple[Any, bool]],
+    converter: cattrs.Converter,
+    make: Callable[[dict[str, Any]], Any],
+) -> Callable[[Any, Any], Any]:
+    """Structure an object into ``make(structured fields)``, every field's problem at once.
+
+    Args:
+        cls: The class, named in the errors.
+        fields: Field name -> (type, required?).
+        converter: Where the fields' hooks come from.
+        make: Builds the value from the structured fields, by name.
+    """
     built: list[dict[str, Callable[[Any, Any], Any]]] = []
 
     def structure(value: Any, _: Any) -> Any:
@@ -403,24 +444,24 @@ def _typeddict_factory(cls: Any, converter: cattrs.Converter) -> Callable[[Any, 
         for name, (tp, required) in fields.items():
             if name not in value:
                 if required:
-                    errors.append(_noted(KeyError(name), name, tp))
+                    errors.append(_noted(KeyError(name), cls, name, tp))
                 continue
             try:
                 out[name] = hooks[name](value[name], tp)
             except Exception as exc:
-                errors.append(_noted(exc, name, tp))
+                errors.append(_noted(exc, cls, name, tp))
         extra = set(value) - set(fields)
         if extra:
             errors.append(ForbiddenExtraKeysError("", cls, extra))
         if errors:
             raise ClassValidationError(f"While structuring {cls.__name__}", errors, cls)
-        return out
+        return make(out)
 
     return structure
 
 
-def _noted(exc: Exception, name: str, tp: Any) -> Exception:
-    note = AttributeValidationNote(f"Structuring typeddict @ attribute {name}", name, tp)
+def _noted(exc: Exception, cls: Any, name: str, tp: Any) -> Exception:
+    note = AttributeValidationNote(f"Structuring {cls.__name__} @ attribute {name}", name, tp)
     exc.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
     return exc
 

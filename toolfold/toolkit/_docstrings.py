@@ -126,8 +126,11 @@ def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
         if len(args) < 2 or not meta.description:
             continue
         kind = args[0]
-        # "x, y : int" (NumPy) and "x, y (int)" (Google) document several names at once
-        names = [n.strip().split(" ", 1)[0].lstrip("*") for n in args[-1].split(",")]
+        # The parser's arg_name is the names without the type ("b" of Google's
+        # "b (dict[str, int], optional)"); "x, y : int" (NumPy) and "x, y (int)"
+        # (Google) document several names at once.
+        written = getattr(meta, "arg_name", None) or args[-1]
+        names = [n.strip().split(" ", 1)[0].lstrip("*") for n in written.split(",")]
         for name in filter(None, names):
             if kind in ("param", "parameter", "arg", "argument", "key", "keyword"):
                 params[name] = meta.description.strip()

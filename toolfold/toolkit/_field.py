@@ -7,8 +7,9 @@ inside ``Annotated`` is a description too: ``Annotated[str, "The city"]``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 # keyword -> (JSON Schema keyword, the schema "type"s it applies to)
 _NUMBER = frozenset({"integer", "number"})
@@ -141,35 +142,190 @@ def apply_field(
 
     Constraints go on the schema itself or, for a union, on each branch they fit
     (``Optional[int]`` with ``ge=0`` constrains the integer branch). A constraint
-    that fits nowhere is a problem, appended to ``problems``.
+    that fits nowhere, and a Field whose values are no valid JSON Schema (see
+    `_json_values`), are problems, appended to ``problems``.
     """
-    for key, (keyword, kinds) in CONSTRAINTS.items():
-        value = getattr(field, key)
-        if value is None:
+    values, examples, extra, found = _json_values(field)
+    if found:
+        problems.extend(found)
+        return schema
+    for key, value in values.items():
+        keyword, kinds = CONSTRAINTS[key]
+        if _place(schema, key, keyword, kinds, value, True):
             continue
-        if keyword == "pattern":
-            _check_pattern(value, problems)
-        if kinds is _STRING and key != "pattern" and _schema_types(schema) & _ARRAY:
-            # min_length / max_length on a list, as pydantic and annotated-types spell it
-            schema["minItems" if key == "min_length" else "maxItems"] = value
-            continue
-        if _schema_types(schema) & kinds:
-            schema[keyword] = value
-            continue
-        branches = [b for b in schema.get("anyOf", ()) if _schema_types(b) & kinds]
-        if not branches:
+        branches = schema.get("anyOf", ())
+        # the branches of the constraint's kind; failing that, min/max_length on array ones
+        placed = [b for b in branches if _place(b, key, keyword, kinds, value, False)] or [
+            b for b in branches if _place(b, key, keyword, kinds, value, True)
+        ]
+        if not placed:
             problems.append(
-                f"constraint {key}={value!r} applies to {_KIND[kinds]} only, not to {type_name}"
+                f"constraint {key}={getattr(field, key)!r} applies to {_KIND[kinds]} only,"
+                f" not to {type_name}"
             )
-        for branch in branches:
-            branch[keyword] = value
-    if field.examples is not None:
-        schema["examples"] = list(field.examples)
-    if field.extra:
-        schema.update(field.extra)
+    if examples is not None:
+        schema["examples"] = examples
+    if extra:
+        schema.update(extra)
     if field.description is not None:
         schema["description"] = field.description
     return schema
+
+
+def _place(
+    node: dict[str, Any], key: str, keyword: str, kinds: frozenset[str], value: Any, arrays: bool
+) -> bool:
+    """Put one constraint on ``node`` if it fits its type; whether it did.
+
+    With ``arrays``, min_length / max_length fit an array too, as minItems /
+    maxItems (as pydantic and annotated-types spell them).
+    """
+    types = _schema_types(node)
+    if arrays and kinds is _STRING and key != "pattern" and types & _ARRAY:
+        node["minItems" if key == "min_length" else "maxItems"] = value
+        return True
+    if types & kinds:
+        node[keyword] = value
+        return True
+    return False
+
+
+_Values = tuple[dict[str, Any], "list[Any] | None", dict[str, Any], list[str]]
+
+
+def _json_values(field: Field) -> _Values:
+    """The Field's constraints (by argument name), examples and extra keywords as
+    JSON, and everything wrong with them (empty if they are fine).
+
+    They are turned into JSON as defaults are (an Enum gives its value, a date
+    its ISO text); then they must be what the JSON Schema meta-schema allows
+    (``multiple_of`` above 0, lengths whole and not negative, numbers for
+    bounds, a string for ``pattern``...), a ``pattern`` must compile, and a
+    lower bound may not exceed its upper one.
+    """
+    from toolfold.toolkit._classes import to_json
+
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    for key in CONSTRAINTS:
+        value = getattr(field, key)
+        if value is None:
+            continue
+        try:
+            values[key] = to_json(value)
+        except ValueError:
+            what = "a finite number" if isinstance(value, float) else "a JSON value"
+            problems.append(f"Field {key}={value!r} is not {what}")
+    examples: list[Any] | None = None
+    if field.examples is not None:
+        examples = []
+        for example in field.examples:
+            try:
+                examples.append(to_json(example))
+            except ValueError:
+                problems.append(
+                    f"Field example {example!r} is not JSON-representable; use JSON values"
+                    " (str, int, float, bool, None, list, dict), enums, dates, UUIDs or decimals"
+                )
+    extra: dict[str, Any] = {}
+    for name, value in (field.extra or {}).items():
+        try:
+            extra[name] = to_json(value)
+        except ValueError:
+            problems.append(f"Field extra[{name!r}]={value!r} is not a JSON value")
+    if not problems:
+        problems = _schema_problems(field, values, examples, extra)
+    if isinstance(field.pattern, str):
+        _check_pattern(field.pattern, problems)
+    return values, examples, extra, problems
+
+
+def _schema_problems(
+    field: Field, values: dict[str, Any], examples: list[Any] | None, extra: dict[str, Any]
+) -> list[str]:
+    """What the meta-schema refuses in the Field's keywords, and bounds that admit nothing."""
+    labels = {CONSTRAINTS[key][0]: f"{key}={getattr(field, key)!r}" for key in values}
+    fragment = {CONSTRAINTS[key][0]: value for key, value in values.items()}
+    if examples is not None:
+        fragment["examples"] = examples
+        labels["examples"] = "examples"
+    problems = _meta_problems(fragment, labels)
+    if extra:
+        extra_labels = {k: f"extra[{k!r}]={v!r}" for k, v in (field.extra or {}).items()}
+        problems += _meta_problems(extra, extra_labels)
+        labels.update(extra_labels)
+    if not problems:
+        problems = _bound_problems({**fragment, **extra}, labels)
+    return problems
+
+
+# Lower bound keyword, upper bound keyword, and whether either excludes its value.
+_BOUNDS = (
+    ("minimum", "maximum", False),
+    ("minimum", "exclusiveMaximum", True),
+    ("exclusiveMinimum", "maximum", True),
+    ("exclusiveMinimum", "exclusiveMaximum", True),
+    ("minLength", "maxLength", False),
+    ("minItems", "maxItems", False),
+)
+
+
+def _bound_problems(fragment: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """A lower bound above its upper one (or equal, either exclusive): no value fits."""
+    problems = []
+    for low, high, exclusive in _BOUNDS:
+        lo, hi = fragment.get(low), fragment.get(high)
+        if not (_is_number(lo) and _is_number(hi)):
+            continue
+        if lo > hi or (exclusive and lo == hi):
+            problems.append(
+                f"Field {labels.get(low, low)} and {labels.get(high, high)} admit no value"
+            )
+    return problems
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_checked: dict[str, list[tuple[str, str]]] = {}
+
+
+def _meta_problems(fragment: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    """What the JSON Schema meta-schema (Draft 2020-12) refuses in ``fragment``, by keyword.
+
+    Results are kept by the fragment's JSON text: programs repeat the same few
+    constraints (``ge=0``, ``min_length=1``) in many tools.
+    """
+    if not fragment:  # (a description alone: jsonschema is not even imported)
+        return []
+    import json
+
+    key = json.dumps(fragment, sort_keys=True)
+    found = _checked.get(key)
+    if found is None:
+        found = [
+            (str(e.absolute_path[0]) if e.absolute_path else "", e.message)
+            for e in _meta_validator().iter_errors(fragment)
+        ]
+        if len(_checked) > 4096:
+            _checked.clear()
+        _checked[key] = found
+    return [
+        f"Field {labels.get(keyword, keyword or 'keywords')} is not a valid {keyword or 'schema'}:"
+        f" {message}"
+        for keyword, message in found
+    ]
+
+
+@functools.cache
+def _meta_validator() -> Any:
+    """A validator of schemas against the Draft 2020-12 meta-schema (jsonschema's own)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
+    meta = validator_for(Draft202012Validator.META_SCHEMA, default=Draft202012Validator)
+    return meta(Draft202012Validator.META_SCHEMA)
 
 
 def _check_pattern(pattern: str, problems: list[str]) -> None:

@@ -270,6 +270,12 @@ class SchemaContext:
         schema: dict[str, Any] = {"type": "object"}
         if not args:
             return schema
+        if len(args) != 2:
+            return self.problem(
+                f"a mapping takes a key type and a value type (dict[str, int]), not"
+                f" {len(args)} type{'' if len(args) == 1 else 's'}"
+                f" ({', '.join(type_repr(a) for a in args)})"
+            )
         key, value = args
         if key is not str and key is not Any:
             names = self.schema_for(key, "{key}")

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from toolfold.toolkit._classes import MISSING, to_json
+from toolfold.toolkit._classes import MISSING, UnresolvedHints, class_fields, to_json
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
 from toolfold.toolkit._flags import with_flag_note
@@ -36,7 +36,11 @@ class FunctionSchema:
         param_types: Parameter name -> annotation, for structuring arguments
             (the run-context parameter is not in it).
         context_param: The parameter that receives the RunContext, if any.
-        positional_only: Positional-only parameters, in order.
+        positional_only: Positional-only parameters, in order (the context
+            parameter too, when it is one).
+        positional_defaults: The defaults of the positional-only parameters
+            that have one, by name: a call that leaves one out but gives a
+            later one passes it in its place.
         problems: What makes the function unusable as a tool (empty if fine).
         unresolved: Whether some annotation could not be resolved.
         warnings: What looks wrong but does not stop the tool.
@@ -48,6 +52,7 @@ class FunctionSchema:
         "description",
         "param_types",
         "parameters",
+        "positional_defaults",
         "positional_only",
         "problems",
         "undocumented",
@@ -61,6 +66,7 @@ class FunctionSchema:
         self.param_types: dict[str, Any] = {}
         self.context_param: str | None = None
         self.positional_only: tuple[str, ...] = ()
+        self.positional_defaults: dict[str, Any] = {}
         self.problems: list[str] = []
         self.warnings: list[str] = []
         self.undocumented: list[str] = []
@@ -266,10 +272,18 @@ def derive(
     hints = _hints(fn, localns, out)
     doc = _documentation(fn, docstring_style)
     out.description = doc.description
-    params = _parameters(fn)
+    try:
+        params = _parameters(fn)
+    except (ValueError, TypeError) as exc:  # a builtin without a signature, like dict
+        out.problems.append(
+            f"cannot read the parameters of {getattr(fn, '__qualname__', repr(fn))} ({exc});"
+            " wrap it in a function with annotated parameters"
+        )
+        params = []
     if skip_receiver and params:
         params = params[1:]
     ctx = SchemaContext(localns)
+    fields = _constructor_fields(fn, localns)
     properties: dict[str, Any] = {}
     required: list[str] = []
     positional_only: list[str] = []
@@ -277,18 +291,26 @@ def derive(
         annotation = _annotation(name, kind, hints, out.problems)
         if annotation is _UNRESOLVED:
             continue
+        if kind == _POSITIONAL_ONLY:
+            positional_only.append(name)
+            if default is not MISSING:
+                out.positional_defaults[name] = default
         if _is_context(annotation):
             out.context_param = name
             continue
-        if kind == _POSITIONAL_ONLY:
-            positional_only.append(name)
-        schema = _parameter_schema(name, annotation, default, doc.params.get(name), ctx, out)
+        is_required = default is MISSING
+        described = doc.params.get(name)
+        field = fields.get(name)
+        if field is not None:  # a field of a class tool: a factory is no default, yet optional
+            is_required, default, own = field
+            described = own or doc.attributes.get(name) or described
+        schema = _parameter_schema(name, annotation, default, described, ctx, out)
         if require_parameter_descriptions and "description" not in schema:
             out.problems.append(
                 f"parameter {name!r} has no description; document it in the docstring"
                 " or use Annotated[..., Field(description=...)]"
             )
-        if default is MISSING:
+        if is_required:
             required.append(name)
         properties[name] = schema
         out.param_types[name] = annotation
@@ -298,6 +320,35 @@ def derive(
     out.parameters = _object_schema(properties, required, ctx.defs)
     out.positional_only = tuple(positional_only)
     return out
+
+
+def _constructor_fields(
+    fn: Callable[..., Any], localns: dict[str, Any] | None
+) -> dict[str, tuple[bool, Any, str | None]]:
+    """For a dataclass or attrs class (a class tool): ``__init__`` parameter name ->
+    (required?, default or MISSING, description of the field's metadata); else empty.
+
+    Read as a nested class's fields are (`class_fields`): a default factory
+    makes a field optional without a default, which ``__init__``'s signature
+    shows as a placeholder (``<factory>``, ``NOTHING``).
+    """
+    if not isinstance(fn, type) or not (
+        hasattr(fn, "__dataclass_fields__") or hasattr(fn, "__attrs_attrs__")
+    ):
+        return {}
+    try:
+        found = class_fields(fn, localns) or []
+    except UnresolvedHints:
+        return {}  # the parameters' own hints report it
+    aliases: dict[str, str] = {}
+    if hasattr(fn, "__attrs_attrs__"):  # attrs' __init__ takes `_x` as `x`
+        import attrs
+
+        aliases = {a.name: a.alias or a.name for a in attrs.fields(fn)}
+    return {
+        aliases.get(name, name): (required, default, description)
+        for name, _type, required, default, description in found
+    }
 
 
 def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None, out: FunctionSchema) -> Any:

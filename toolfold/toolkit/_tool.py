@@ -154,6 +154,7 @@ class Tool(Generic[P, R]):
         self._param_types = None if signature is None else signature.param_types
         self._context_param = None if signature is None else signature.context_param
         self._positional_only = () if signature is None else signature.positional_only
+        self._positional_defaults = {} if signature is None else signature.positional_defaults
         self._receiver = receiver  # "instance" / "class": bind through __get__
         self._attribute: str | None = None
         # shared by the bound copies of a method tool, so one checker serves them all
@@ -261,9 +262,26 @@ class Tool(Generic[P, R]):
         if self._context_param is not None:
             kwargs[self._context_param] = context
         if self._positional_only:
-            args = [kwargs.pop(n) for n in self._positional_only if n in kwargs]
-            return function(*args, **kwargs)
+            return function(*self._positional_arguments(kwargs), **kwargs)
         return function(**kwargs)
+
+    def _positional_arguments(self, kwargs: dict[str, Any]) -> list[Any]:
+        """The positional-only arguments, taken out of ``kwargs``, up to the last one given.
+
+        One left out before a given one is passed as its default, so that every
+        value reaches its own parameter.
+        """
+        names = self._positional_only
+        count = next((i + 1 for i in range(len(names) - 1, -1, -1) if names[i] in kwargs), 0)
+        args: list[Any] = []
+        for name in names[:count]:
+            if name in kwargs:
+                args.append(kwargs.pop(name))
+            elif name in self._positional_defaults:
+                args.append(self._positional_defaults[name])
+            else:
+                raise TypeError(f"tool {self.name!r}: missing the argument {name!r}")
+        return args
 
     def format_result(self, value: Any) -> str:
         """Turn a tool's return value into text for the model."""

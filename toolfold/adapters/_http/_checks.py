@@ -19,7 +19,7 @@ from toolfold.adapters._http._keys import mask_url, url_userinfo
 __all__ = ["check_base_url", "check_header_value", "check_headers", "check_url_credentials"]
 
 # RFC 9110 token characters: what a header name may contain.
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # fullmatch: "$" would allow a final "\n"
 _FORBIDDEN = re.compile(r"[\r\n\x00]")
 # Any other control character but HTAB: outside RFC 9110's field-value. h11 refused
 # some at send time (a "cannot reach" error, retried), aiohttp raised a bare
@@ -39,7 +39,7 @@ def check_headers(headers: Mapping[str, str], option: str = "headers") -> None:
     """Refuse header names that are not tokens, framing headers, names given twice, bad values."""
     seen: set[str] = set()
     for name, value in headers.items():
-        if not isinstance(name, str) or not _TOKEN.match(name):
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
             raise ModelConfigError(f"{option}: {name!r} is not a valid HTTP header name")
         folded = name.lower()
         if folded in _FRAMING:
