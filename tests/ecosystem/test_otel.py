@@ -538,3 +538,30 @@ def test_captured_messages_carry_tool_calls_and_results(traces: Traces) -> None:
         "role": "tool",
         "parts": [{"type": "tool_call_response", "id": "c1", "response": "5"}],
     }
+
+
+def test_a_stream_event_that_is_none_fails_the_run_traced_as_untraced(traces: Traces) -> None:
+    """A model stream yielding None: the same RunError with tracing on as off, not an early end."""
+    import asyncio
+
+    from toolfold import RunError
+    from toolfold.runtime import StreamFinish, TextDelta
+
+    def events(request: Any) -> Iterator[Any]:
+        yield TextDelta("Hello")
+        yield None
+        yield TextDelta(" world")
+        yield StreamFinish("stop", "stop")
+
+    agent = Agent(FunctionModel(lambda request: "unused", stream_function=events))
+    with pytest.raises(RunError, match="AttributeError"):
+        list(agent.stream("hi"))
+    chat = traces.named("chat")[-1]
+    assert chat.status.status_code == StatusCode.ERROR
+
+    async def main() -> None:
+        async for _ in agent.stream("hi"):
+            pass
+
+    with pytest.raises(RunError, match="AttributeError"):
+        asyncio.run(main())

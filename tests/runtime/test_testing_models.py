@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import enum
 import json
+import re
 import uuid
 from typing import Annotated, Any, Literal
 
@@ -519,3 +520,41 @@ def test_a_reply_call_made_without_arguments_runs_with_its_text_decoded() -> Non
     generate_text(model, "go", tools=[add])
     results = [r.content for m in model.requests[1].messages for r in m.tool_results]
     assert results == ["5"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "min_length", "expected"),
+    [
+        ("(){100000000}", 0, ""),  # a repeat of nothing: no rounds to run
+        ("^(|a){10000000}$", 0, ""),
+        ("^(x?){10000000}$", 0, ""),
+        ("^a{100000000}$", 0, None),  # past the sampler's length cap
+        ("^a$", 50_000, None),  # cannot grow: refused at once, no round per character
+        ("^a$", 1_000_000, None),
+        ("(" * 400 + "a" + ")" * 400, 0, None),  # deeper than the builder recurses
+        ("^a+$", 3000, "a" * 3000),  # long minLength reached in a few rounds
+    ],
+)
+def test_pattern_sample_is_bounded_on_hostile_patterns(
+    pattern: str, min_length: int, expected: str | None
+) -> None:
+    """Repeats of nothing, huge counts, lengths no repeat reaches and deep nesting give an
+    answer (or None) without a round per repeat, a huge string or a RecursionError."""
+    from toolfold.runtime._pattern import pattern_sample
+
+    found = pattern_sample(pattern, min_length)
+    if expected is None or len(pattern) > 100:
+        assert found is None or (len(found) >= min_length and re.search(pattern, found))
+        if expected is None and len(pattern) <= 100:
+            assert found is None
+    else:
+        assert found == expected
+
+
+def test_a_format_sample_the_pattern_refuses_gives_way_to_the_pattern() -> None:
+    """format and pattern together: the sample matches the pattern (the schema needs both)."""
+    schema = {"type": "string", "format": "email", "pattern": r"@corp\.example$"}
+    value = sample_value(schema)
+    assert re.search(r"@corp\.example$", value)
+    plain = {"type": "string", "format": "email", "pattern": r"@"}
+    assert sample_value(plain) == sample_value({"type": "string", "format": "email"})

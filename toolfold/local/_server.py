@@ -109,9 +109,10 @@ class LocalServer:
 
     @property
     def log_path(self) -> Path:
-        """Where the server's output goes (one file per port and process: a server this
-        process starts never writes over the log of another one's)."""
-        return cache_dir() / "logs" / f"llama-server-{self.port}-{os.getpid()}.log"
+        """Where the server's output goes (one file per port: `start` checks the port is
+        free before it opens the file, so it does not write over a live server's log, and
+        the logs do not pile up)."""
+        return cache_dir() / "logs" / f"llama-server-{self.port}.log"
 
     def start(self) -> LocalServer:
         """Start the server and wait until its health check answers.

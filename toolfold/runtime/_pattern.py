@@ -3,10 +3,10 @@
 Python's own regex parser reads the pattern; each construct gives its simplest
 text: a character class its first member (or, negated, a character outside
 it), a repeat its least count, an alternation its first branch, a group its
-content, anchors and lookarounds nothing. Repeats grow by one at a time while
-the text is shorter than ``minLength``. Whatever comes out is checked with
-``re.search``: a pattern this cannot satisfy gives None, never a string that
-does not match.
+content, anchors and lookarounds nothing. Repeats grow while the text is
+shorter than ``minLength`` (by one a round, then twice as many). Whatever
+comes out is checked with ``re.search``: a pattern this cannot satisfy gives
+None, never a string that does not match.
 """
 
 from __future__ import annotations
@@ -50,18 +50,28 @@ class _CannotSample(Exception):
     """A construct this does not sample (a conditional group, a class with no candidate)."""
 
 
-def pattern_sample(pattern: str, min_length: int = 0, max_length: int | None = None) -> str | None:
+def pattern_sample(
+    pattern: str, min_length: int = 0, max_length: int | None = None, *, exactly: str | None = None
+) -> str | None:
     """The simplest string that ``re.search(pattern, ...)`` matches, of a length in the
-    bounds; None when none is found (an unsupported or unsatisfiable pattern)."""
+    bounds; None when none is found (an unsupported or unsatisfiable pattern).
+
+    With ``exactly``, only whether the pattern matches that string: it, or None.
+    """
     try:
         compiled = re.compile(pattern)
+        if exactly is not None:
+            return exactly if compiled.search(exactly) else None
         parsed = cast("Iterable[tuple[Any, Any]]", _parser.parse(pattern))
     except (re.error, RecursionError, OverflowError):
         return None
-    for growth in range(max(min_length, 1) + _GROWTH):
+    if min_length > _MAX_LENGTH:
+        return None
+    growth, last = 0, -1
+    while True:
         try:
             text = _Builder(growth).items(parsed)
-        except _CannotSample:
+        except (_CannotSample, RecursionError):
             return None
         padded = text + "a" * (min_length - len(text))  # an unanchored end takes more
         for candidate in dict.fromkeys((text, padded)):
@@ -70,9 +80,12 @@ def pattern_sample(pattern: str, min_length: int = 0, max_length: int | None = N
             )
             if fits and compiled.search(candidate):
                 return candidate
-        if len(text) >= min_length:  # longer repeats would not help
-            return None
-    return None
+        if len(text) >= min_length or len(text) <= last:
+            return None  # longer repeats would not help, or the repeats cannot grow
+        last = len(text)
+        # One more a round at first (the simplest samples), then twice as many: a
+        # long minLength is reached in a few rounds, each capped at _MAX_LENGTH.
+        growth = growth + 1 if growth < _GROWTH else growth * 2
 
 
 class _Builder:
@@ -108,7 +121,13 @@ class _Builder:
             count = least + self.growth
             if most is not _parser.MAXREPEAT:
                 count = min(count, most)
-            return "".join([self.items(content) for _ in range(count)])
+            if count == 0:
+                return ""
+            first = self.items(content)
+            if not first:  # ``(){1000000}``: every round gives the same nothing
+                return ""
+            # Each round adds text, so `_add`'s cap ends a huge count early.
+            return first + "".join([self.items(content) for _ in range(count - 1)])
         if op is _parser.GROUPREF:
             return self._add(self.groups.get(av, ""))
         if op is getattr(_parser, "ATOMIC_GROUP", None):

@@ -115,9 +115,11 @@ class _Sampler:
 
     def _string(self, schema: Mapping[str, Any], depth: int) -> Any:
         fmt = schema.get("format")
-        if isinstance(fmt, str) and fmt in _FORMATS:
-            return _FORMATS[fmt]
         pattern = schema.get("pattern")
+        if isinstance(fmt, str) and fmt in _FORMATS:
+            sample = _FORMATS[fmt]
+            if not isinstance(pattern, str) or pattern_sample(pattern, exactly=sample):
+                return sample
         if isinstance(pattern, str):
             high = schema.get("maxLength")
             found = pattern_sample(

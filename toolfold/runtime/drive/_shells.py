@@ -512,6 +512,11 @@ async def _request_traced(
     return value, None
 
 
+# The end of a traced stream: a private object, so that a stream yielding None
+# fails as it does untraced, rather than ending early.
+_END: Any = object()
+
+
 def _stream_traced_sync(
     live: Live, op: CallModel, trace: RunTrace
 ) -> Generator[StreamEvent, None, tuple[Any, Exception | None]]:
@@ -523,15 +528,15 @@ def _stream_traced_sync(
         token = call.attach()
         try:
             events = iter(live.model.stream_sync(op.request))
-            event = next(events, None)
+            event = next(events, _END)
         finally:
             call.detach(token)
-        while event is not None:
+        while event is not _END:
             folded = fold_stream(folded, event)
             yield event
             token = call.attach()
             try:
-                event = next(events, None)
+                event = next(events, _END)
             finally:
                 call.detach(token)
         value = finish_stream(folded, call_id_maker(op.step))
@@ -554,15 +559,15 @@ async def _stream_traced(
         token = call.attach()
         try:
             events = aiter(live.model.stream(op.request))
-            event = await anext(events, None)
+            event = await anext(events, _END)
         finally:
             call.detach(token)
-        while event is not None:
+        while event is not _END:
             folded = fold_stream(folded, event)
             yield event
             token = call.attach()
             try:
-                event = await anext(events, None)
+                event = await anext(events, _END)
             finally:
                 call.detach(token)
         value = finish_stream(folded, call_id_maker(op.step))
