@@ -182,6 +182,30 @@ def runs_sub_runs(tool: Tool[..., Any]) -> Tool[..., Any]:
     return tool
 
 
+_RESUME_CHECK = "_toolfold_resume_check"
+
+ResumeCheck = Callable[[ToolCallPart, RunState], None]
+"""Refuses (with `UsageError`) to resume a call's suspended sub-run, running nothing."""
+
+
+def checks_resume(tool: Tool[..., Any], check: ResumeCheck) -> Tool[..., Any]:
+    """Give ``tool`` (one that runs sub-runs) the check its sub-runs' resume makes first.
+
+    ``check(call, sub_run)`` raises `UsageError` where resuming ``sub_run``
+    (the suspended sub-run of ``call``) with this tool's spec would be
+    refused: a resume asks it of every suspended sub-run of the tree before
+    anything runs (see `resumed`), so a changed sub-agent is refused like a
+    changed agent, and the run waits as it was.
+    """
+    tool.__dict__[_RESUME_CHECK] = check
+    return tool
+
+
+def resume_check(tool: Tool[..., Any] | None) -> ResumeCheck | None:
+    """The check ``tool``'s suspended sub-runs' resume makes first (see `checks_resume`), or None."""
+    return None if tool is None else tool.__dict__.get(_RESUME_CHECK)
+
+
 def forwards(job: ToolJob) -> bool:
     """Whether ``job``'s tool streams a sub-run's events (see `runs_sub_runs`)."""
     tool = job.tool
