@@ -249,11 +249,31 @@ def kept_sub_run(
     child = getattr(exc, "state", None)
     if not isinstance(child, RunState) or child.phase in ("new", "finished", "failed"):
         return
-    if run_id is not None:
-        own = f"{run_id}/{call_id}"
-        if child.run_id != own and not child.run_id.startswith(own + "@"):
-            return
+    if run_id is not None and not _own_sub_run(child, call_id, run_id):
+        return
     finished[index] = ToolOutcome(call_id, name, "", ended=time.monotonic(), child=child)
+
+
+def _own_sub_run(child: RunState, call_id: str, run_id: str) -> bool:
+    """Whether ``child`` is the sub-run of call ``call_id`` of run ``run_id`` (see `sub_run_id`)."""
+    own = f"{run_id}/{call_id}"
+    return child.run_id == own or child.run_id.startswith(own + "@")
+
+
+def failed_sub_run(exc: BaseException, call_id: str, run_id: str | None) -> RunState | None:
+    """The state of the call's own sub-run that ``exc``, the error it raised, carries, or None.
+
+    A sub-run that fails (its model's error, its output that never fit, a
+    tool error it raises) leaves its state on the error (``exc.state``). Kept
+    on the call's error result, it stays in the tree: its model calls count
+    in ``tree_usage``, and ``sub_runs`` shows how far it got. A state that is
+    not the call's own sub-run (a layer below that did not set its own) is
+    not kept, nor one without the run id to tell (``run_id`` None).
+    """
+    child = getattr(exc, "state", None)
+    if not isinstance(child, RunState) or child.phase == "new" or run_id is None:
+        return None
+    return child if _own_sub_run(child, call_id, run_id) else None
 
 
 def made_outcome(value: SubRun) -> Outcome:
@@ -268,7 +288,8 @@ _returned = builder(ToolReturned)
 def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     """The event that reports ``outcome`` to the core."""
     child = outcome.child
-    if child is not None and not child.is_done:
+    # A sub-run that waits (or was interrupted); one that failed or timed out is a result.
+    if child is not None and not child.is_done and outcome.outcome == "ok":
         return ToolSuspended(outcome.call_id, child)
     return _returned(
         outcome.call_id,
@@ -371,7 +392,9 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
 
 
 def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
-    return _error(job.call, f"Error: {describe_exception(exc)}", "error", exc)
+    outcome = _error(job.call, f"Error: {describe_exception(exc)}", "error", exc)
+    child = failed_sub_run(exc, job.call.id, _run_id_of(job))
+    return outcome if child is None else outcome._replace(child=child)
 
 
 def _timed_out(job: ToolJob, timeout: float) -> ToolOutcome:
