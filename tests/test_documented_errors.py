@@ -186,6 +186,16 @@ def _resume_with_other_options() -> None:
     agent.evolve(instructions="Be terse.").resume(first.state)
 
 
+def _resume_a_changed_sub_agent() -> None:
+    def lead(instructions: str) -> Agent[Any, Any]:
+        model = ScriptedModel([call("_delete", {"path": "a"}), "done"])
+        sub = Agent(model, name="sub", instructions=instructions, tools=[_delete])
+        return Agent(ScriptedModel([call("sub", {"input": "go"})]), tools=[sub.as_tool()])
+
+    first = lead("Delete.").run("go")
+    lead("Be terse.").resume(first.state)
+
+
 def _cleared_call_now_needs_approval() -> None:
     def wipe(path: str) -> str:
         """Wipe (v1)."""
@@ -426,6 +436,11 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "or with a `max_steps` below the calls its turn made": _resume_at_max_steps,
     "resuming with an `Agent` whose stored options (instructions, settings...) "
     "differ from the run's": _resume_with_other_options,
+    "resuming a run whose suspended sub-run (an agent used as a tool, a workflow step) its "
+    "agent can no longer resume: stored options, tools or `max_steps` changed; or a workflow "
+    "whose steps were added, removed or moved (refused before anything runs)": (
+        _resume_a_changed_sub_agent
+    ),
     "resuming a call cleared to run with a tool that now requires approval": (
         _cleared_call_now_needs_approval
     ),

@@ -721,6 +721,35 @@ def test_an_approval_inside_a_workflow_suspends_and_resumes(tmp_path: Path) -> N
     assert proc.stdout == "result: 5\n"
 
 
+def test_a_changed_step_agent_is_refused_and_the_run_file_kept(tmp_path: Path) -> None:
+    """A step's agent whose instructions changed since the run began is refused as the entry
+    agent is (exit 1, nothing ran, the run file as it was): the approval is not used up by an
+    error result, and the file that started the run still resumes it."""
+    proc = toolfold("run", str(FILES / "approval.toml"), "go", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    kept = run_file.read_text()
+    changed = tmp_path / "approval.toml"
+    changed.write_text(
+        (FILES / "approval.toml")
+        .read_text()
+        .replace("[agents.calc]\n", '[agents.calc]\ninstructions = "Add."\n')
+    )
+    proc = toolfold(
+        "resume", str(run_file), "--approve", "call_1_0", "--file", str(changed),
+        cwd=tmp_path, env={"PYTHONPATH": os.pathsep.join((str(ROOT), str(FILES)))},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(
+        f"toolfold resume: cannot resume {run_file} with workflow 'checked' of {changed} "
+        f"(nothing ran; {run_file} is unchanged): cannot resume the sub-run of call 'calc' "
+        "(tool 'calc'), so nothing was run: the resuming agent's instructions differ"
+    ), proc.stderr
+    assert (proc.stdout, run_file.read_text()) == ("", kept)
+    proc = toolfold("resume", str(run_file), "--approve", "call_1_0", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "result: 5\n"), proc.stderr
+
+
 def test_calls_waiting_under_one_id_in_two_sub_runs_are_answered_by_path(
     tmp_path: Path,
 ) -> None:

@@ -539,3 +539,58 @@ def test_a_bound_approval_key_reaches_a_call_two_agents_down(tree: Any) -> None:
     done = top.resume(suspended.state, approvals={key: True})
     assert done.finish_reason == "stop"
     assert ("delete", "a.txt") in tree.LOG
+
+
+# --- a sub-run that fails or times out stays in the tree -----------------------------
+
+
+def _spending(fail_at: int) -> FunctionModel:
+    """Calls ``t`` then answers, each response worth 100 + 100 tokens; its call number
+    ``fail_at`` raises a provider error."""
+    count = {"n": 0}
+
+    def reply(request: Any) -> Any:
+        count["n"] += 1
+        if count["n"] == fail_at:
+            raise toolfold.ServerError("provider down")
+        last = request.messages[-1]
+        message = (
+            toolfold.Message.assistant("sub done")
+            if last.role == "tool"
+            else toolfold.Message.assistant("", [toolfold.ToolCallPart("c1", "t", "{}")])
+        )
+        return toolfold.ModelResponse(message, toolfold.Usage(100, 100, requests=1))
+
+    return FunctionModel(reply)
+
+
+@toolfold.tool
+def t() -> str:
+    """T."""
+    return "t"
+
+
+def _exact(state: RunState) -> None:
+    assert replay(state.log) == state
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_sub_run_that_fails_stays_in_the_tree() -> None:
+    """The sub-run's state rides on its call's error result, as a finished one's does: its
+    model calls count in response.usage (and token_budget), sub_runs shows where it stopped,
+    and the state still replays and round-trips exactly."""
+    sub = Agent(_spending(fail_at=2), name="sub", tools=[t])
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("sub", {"input": "a"}), "end"]),
+        tools=[sub.as_tool()],
+    )
+    response = lead.run("go")
+    assert response.messages[-2].tool_results[0].content == "Error: ServerError: provider down"
+    kept = response.state.sub_runs["call_1_0"]
+    assert (kept.run_id, kept.phase, kept.usage) == (
+        f"{response.state.run_id}/call_1_0",
+        "awaiting_model",  # before the model call that failed
+        toolfold.Usage(100, 100, requests=1),
+    )
+    assert response.usage == response.state.usage + kept.usage
+    _exact(response.state)

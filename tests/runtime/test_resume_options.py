@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from toolfold import (
     Agent,
     InvalidEventError,
     RunState,
+    Sequence,
     ToolExecutionError,
     UsageError,
     generate_text,
@@ -27,7 +30,7 @@ from toolfold.runtime import (
 )
 from toolfold.runtime import max_steps as stop_at
 from toolfold.runtime.core._request import ToolDefinition
-from toolfold.testing import ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
 
@@ -195,3 +198,117 @@ def test_the_core_reopens_a_run_stopped_at_its_limit() -> None:
         reduce(first.state, StepLimitChanged(1))
     waiting = initial_state("go", RunConfig(tools=[ToolSpec(ToolDefinition("add"))]), run_id="r")
     assert reduce(waiting, StepLimitChanged(5)).config.max_steps == 5
+
+
+# --- sub-runs: a changed sub-agent or step agent is refused up front, as the agent is ---
+
+ran: list[str] = []
+
+
+@tool(requires_approval=True)
+def act(x: str) -> str:
+    """Act.
+
+    Args:
+        x: What on.
+    """
+    ran.append(x)
+    return "acted"
+
+
+def _asking(tool_name: str, arguments: dict[str, Any], answer: str) -> FunctionModel:
+    """Calls ``tool_name``, then answers ``answer`` and what the call gave."""
+
+    def reply(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return f"{answer}: {last.tool_results[0].content}"
+        return call(tool_name, arguments)
+
+    return FunctionModel(reply)
+
+
+def _adding_then_acting(request: Any) -> Any:
+    """Adds, then acts (waiting for an approval at its second step), then answers."""
+    results = [m for m in request.messages if m.role == "tool"]
+    if not results:
+        return call("add", {"a": 1, "b": 1})
+    if len(results) == 1:
+        return call("act", {"x": "1"})
+    return f"sub done: {results[-1].tool_results[0].content}"
+
+
+def _lead(instructions: str = "v1", tools: tuple[Any, ...] = (add, act), **more: Any) -> Agent:
+    sub = Agent(FunctionModel(_adding_then_acting), name="sub", tools=tools, **more)
+    lead_model = _asking("sub", {"input": "go"}, "lead")
+    return Agent(lead_model, name="lead", tools=[sub.evolve(instructions=instructions).as_tool()])
+
+
+@pytest.mark.parametrize(
+    ("changed", "reason"),
+    [
+        ({"instructions": "v2"}, "the resuming agent's instructions differ from the run's"),
+        ({"tools": (add,)}, "the run's state names tools that were not given: act"),
+        ({"max_steps": 1}, "max_steps=1 (the resuming agent's) is below the 2 model calls"),
+    ],
+)
+def test_a_changed_agent_used_as_a_tool_is_refused_before_anything_runs(
+    changed: dict[str, Any], reason: str
+) -> None:
+    """A sub-run that its changed agent cannot resume is refused as the agent would be, before
+    the approval is applied: the tool never runs, nothing is used up, and the same run then
+    resumes with the agent that started it."""
+    ran.clear()
+    first = _lead().run("go")
+    text = first.state.to_json()
+    approvals = {c.id: True for c in first.pending_approvals}
+    message = (
+        "cannot resume the sub-run of call 'call_1_0' (tool 'sub'), so nothing was run: " + reason
+    )
+    with pytest.raises(UsageError, match=re.escape(message)):
+        _lead(**changed).resume(RunState.from_json(text), approvals=approvals)
+    assert ran == []
+    assert first.state.to_json() == text
+    done = _lead().resume(RunState.from_json(text), approvals=approvals)
+    assert (done.text, ran) == ("lead: sub done: acted", ["1"])
+
+
+def test_a_changed_sub_agent_two_levels_down_is_named_by_its_path() -> None:
+    """The path to the refused sub-run is given as resume keys its calls (``a/b``); an
+    async resume is refused the same way."""
+
+    def tree(instructions: str) -> Agent:
+        inner = Agent(_asking("act", {"x": "1"}, "in"), name="inner", tools=[act])
+        inner = inner.evolve(instructions=instructions)
+        mid = Agent(_asking("inner", {"input": "go"}, "mid"), name="mid", tools=[inner.as_tool()])
+        return Agent(_asking("mid", {"input": "go"}, "top"), name="top", tools=[mid.as_tool()])
+
+    ran.clear()
+    first = tree("v1").run("go")
+    approvals = {c.id: True for c in first.pending_approvals}
+    with pytest.raises(UsageError, match=re.escape("call 'call_1_0/call_1_0' (tool 'inner')")):
+        asyncio.run(tree("v2").aresume(first.state, approvals=approvals))
+    assert ran == []
+    resumed = asyncio.run(tree("v1").aresume(first.state, approvals=approvals))
+    assert resumed.text == "top: mid: in: acted"
+
+
+def test_a_changed_step_agent_is_refused_before_anything_runs() -> None:
+    """A workflow step's agent is checked the same way, its instructions' placeholders filled
+    with the step's input first (the filled instructions are what its run stored)."""
+
+    def workflow(instructions: str) -> Sequence:
+        step = Agent(_asking("act", {"x": "1"}, "step"), name="step", tools=[act])
+        return Sequence(step.evolve(instructions=instructions), name="wf")
+
+    ran.clear()
+    first = workflow("Work on {input}.").run("go")
+    approvals = {c.id: True for c in first.pending_approvals}
+    changed = workflow("Now work on {input}.")
+    with pytest.raises(UsageError, match=r"sub-run of call 'step' .*instructions differ"):
+        changed.resume(first.state, approvals=approvals)
+    with pytest.raises(UsageError, match=r"sub-run of call 'step' .*instructions differ"):
+        changed.resume_stream(first.state, approvals=approvals)
+    assert ran == []
+    done = workflow("Work on {input}.").resume(first.state, approvals=approvals)
+    assert (done.output, ran) == ("step: acted", ["1"])

@@ -25,8 +25,11 @@ from toolfold import (
     SubRunEvent,
     Task,
     TextDelta,
+    ToolCallPart,
+    Usage,
     UsageError,
     WorkflowDefinitionError,
+    tool,
 )
 from toolfold.runtime import ModelResponded, fork, max_steps
 from toolfold.testing import FunctionModel, ScriptedModel
@@ -732,7 +735,9 @@ def test_on_error_retry_runs_the_step_again() -> None:
     """A retried step runs until it succeeds, within its retries; each attempt is on the record."""
     response = Sequence(Task(failing("flaky", 2), on_error="retry", retries=2)).run("x")
     assert response.output == "ok"
-    assert list(response.state.sub_runs) == ["flaky#3"]
+    # The failed attempts' runs too, where their model call failed (see test_agent_tool.py).
+    phases = {key: run.phase for key, run in response.state.sub_runs.items()}
+    assert phases == {"flaky": "awaiting_model", "flaky#2": "awaiting_model", "flaky#3": "finished"}
     results = [r for m in response.messages if m.role == "tool" for r in m.tool_results]
     assert [(r.call_id, r.is_error) for r in results] == [
         ("flaky", True),
@@ -740,6 +745,69 @@ def test_on_error_retry_runs_the_step_again() -> None:
         ("flaky#3", False),
     ]
     assert response.errors == {}
+
+
+def _calls_then_fails(name: str, failures: int) -> Agent:
+    """An agent that calls a tool, then (its first ``failures`` times) fails its second model
+    call; every response is worth one request of 10 + 10 tokens."""
+    count = {"failed": 0}
+
+    @tool
+    def look() -> str:
+        """Look."""
+        return "seen"
+
+    def reply(request: Any) -> ModelResponse:
+        if request.messages[-1].role == "tool":
+            if count["failed"] < failures:
+                count["failed"] += 1
+                raise ValueError("provider down")
+            message = Message.assistant("ok")
+        else:
+            message = Message.assistant("", [ToolCallPart("c1", "look", "{}")])
+        return ModelResponse(message, Usage(10, 10, requests=1))
+
+    return Agent(FunctionModel(reply), name=name, tools=[look])
+
+
+@pytest.mark.parametrize(
+    ("task", "requests", "phases"),
+    [
+        (
+            Task(_calls_then_fails("st", 1), on_error="skip"),
+            1,
+            {"st": "awaiting_model"},
+        ),
+        (
+            Task(_calls_then_fails("st", 1), on_error="retry"),
+            3,
+            {"st": "awaiting_model", "st#2": "finished"},
+        ),
+        (
+            Task(
+                Agent(
+                    FunctionModel(lambda request: "not json"),
+                    name="st",
+                    output_type=Literal["a", "b"],
+                    output_retries=1,
+                ),
+                on_error="skip",
+            ),
+            2,
+            {"st": "failed"},
+        ),
+    ],
+)
+def test_the_runs_of_failed_attempts_count_in_the_workflows_usage(
+    task: Task, requests: int, phases: dict[str, str]
+) -> None:
+    """A step whose run failed (its model's error, an output that never fit), skipped or
+    retried, keeps that run on its call's result: its model calls are in response.usage and
+    the run in sub_runs, and the state replays and round-trips exactly."""
+    response = Sequence(task, name="w").run("go")
+    assert response.usage.requests == requests
+    assert {key: run.phase for key, run in response.state.sub_runs.items()} == phases
+    exact(response.state)
 
 
 def test_on_error_retry_fails_once_retries_are_used_up() -> None:

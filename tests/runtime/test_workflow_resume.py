@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolfold import Agent, Loop, Parallel, Route, RunState, Sequence, SubRunEvent
+from toolfold import Agent, Loop, Parallel, Route, RunState, Sequence, SubRunEvent, UsageError
 from toolfold.runtime import replay
 from toolfold.testing import FunctionModel
 
@@ -125,6 +126,44 @@ def test_deep_approval_resumed_from_json_in_another_process(tree: Any) -> None:
     assert replay(final.log) == final
     inner = final.sub_runs["inner"]
     assert inner.sub_runs["lead"].sub_runs["call_1_0"].phase == "finished"
+
+
+def test_a_workflow_whose_steps_changed_is_refused_before_anything_runs(tree: Any) -> None:
+    """A step added or moved, at the top or in a nested workflow, is refused as a changed agent
+    is: the run keeps the steps it started with, and the resume runs nothing (an added step's
+    call used to be an unknown tool's error, and the run ended 'ok')."""
+    workflow = tree.make_workflow()
+    suspended = workflow.run("disk")
+    approvals = {c.id: True for c in suspended.pending_approvals}
+    text = suspended.state.to_json()
+    first, inner, last = (task.target for task in workflow.tasks)
+    extra = Agent(tree.answering("extra"), name="extra")
+    side, lead = (task.target for task in inner.tasks)
+    changed = [
+        (
+            Sequence(first, inner, last, extra, name=workflow.name),
+            "the steps of the resuming Sequence 'sequence' (first, inner, last, extra) differ from "
+            "the run's (first, inner, last)",
+        ),
+        (
+            Sequence(first, last, inner, name=workflow.name),
+            "the steps of the resuming Sequence 'sequence' (first, last, inner) differ",
+        ),
+        (
+            Sequence(first, Parallel(side, lead, extra, name="inner"), last, name=workflow.name),
+            "cannot resume the sub-run of call 'inner' (tool 'inner'), so nothing was run: the "
+            "steps of the resuming Parallel 'inner' (side, lead, extra) differ from the run's "
+            "(side, lead)",
+        ),
+    ]
+    tree.LOG.clear()
+    for other, message in changed:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            other.resume(RunState.from_json(text), approvals=approvals)
+    assert tree.LOG == []
+    done = workflow.resume(RunState.from_json(text), approvals=approvals)
+    assert (done.finish_reason, done.errors) == ("stop", {})
+    assert tree.LOG == ["delete old.log", "files", "lead", "last"]
 
 
 def test_deep_approval_resumed_streaming_tags_events_with_their_path(tree: Any) -> None:

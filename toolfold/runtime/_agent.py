@@ -11,7 +11,7 @@ import attrs
 from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
-from toolfold.runtime._resume import resumed
+from toolfold.runtime._resume import check_sub_run, resumed
 from toolfold.runtime._run import (
     Approval,
     MessagesInput,
@@ -591,6 +591,19 @@ class Agent:
             return agent._live(live, graph), resumed_state
 
         return self._for_state(state), begin
+
+    def _check_resume(self, state: RunState) -> None:
+        """Refuse, running nothing, what resuming ``state`` (a suspended sub-run) would refuse.
+
+        The sub-run resumes as `resume` with no answers of its own goes (see
+        `_answered`); tools of the agent's sources are not listed before they
+        open, so only its other checks are made for such an agent.
+        """
+        graph = self._graph_or_none()
+        max_steps = self.max_steps if state.agent not in (None, self.name) else None
+        agent = self._for_state(state)
+        options = agent._run_options(graph)
+        check_sub_run(state, options, max_steps, tools_known=not agent._sources)
 
     def _sync(self, begin: _Begin) -> Response:
         if not self._sources:

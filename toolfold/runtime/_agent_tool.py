@@ -22,7 +22,12 @@ from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._stop import STOP_REASONS, stop_answer
-from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
+from toolfold.runtime.drive._executor import (
+    SubRun,
+    checks_resume,
+    runs_sub_runs,
+    with_blocking_twin,
+)
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -139,7 +144,12 @@ def _nested(
     except ToolDefinitionError as exc:  # name the spec, not the function made here
         what = spec.label if hasattr(spec, "label") else f"agent {spec.name!r}"
         raise ToolDefinitionError(f"{what}.as_tool()", exc.problems) from None
-    return with_blocking_twin(runs_sub_runs(made[0]), runs_sub_runs(made[1]))
+
+    def check(call: ToolCallPart, sub_run: RunState) -> None:
+        spec._check_resume(sub_run)
+
+    tool, twin = (checks_resume(runs_sub_runs(m), check) for m in made)
+    return with_blocking_twin(tool, twin)
 
 
 def _made(

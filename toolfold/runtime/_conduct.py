@@ -74,6 +74,7 @@ from toolfold.runtime.core._state import DONE_PHASES, Disposition, RunState
 from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
+    failed_sub_run,
     kept_sub_run,
     returned,
     run_calls,
@@ -599,7 +600,7 @@ def _ran(
         else:
             text, is_error = step_text(state)
     except Exception as exc:
-        return _failed(call, exc, started)
+        return _failed(call, exc, started, run_id)
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
@@ -628,7 +629,7 @@ async def _ran_async(
             state = ended.state
             text, is_error = step_text(state)
     except Exception as exc:
-        return _failed(call, exc, started)
+        return _failed(call, exc, started, run_id)
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
@@ -700,12 +701,15 @@ def _outcome(
     )
 
 
-def _failed(call: Call, exc: Exception, started: float) -> ToolOutcome:
-    """The outcome of ``call``, whose step raised ``exc``, as the executor makes it."""
+def _failed(call: Call, exc: Exception, started: float, run_id: str) -> ToolOutcome:
+    """The outcome of ``call``, whose step raised ``exc``, as the executor makes it (the
+    failed sub-run kept, see `failed_sub_run`)."""
     ended = time.monotonic()
     content = f"Error: {describe_exception(exc)}"
+    child = failed_sub_run(exc, call.call_id, run_id)
+    took = max(0.0, ended - started)
     return ToolOutcome(
-        call.call_id, call.task.name, content, True, "error", exc, ended, max(0.0, ended - started)
+        call.call_id, call.task.name, content, True, "error", exc, ended, took, child
     )
 
 

@@ -43,6 +43,7 @@ from toolfold.runtime.core._messages import (
     result_content,
 )
 from toolfold.runtime.core._state import CallState, CallStatus, RunState
+from toolfold.runtime.drive._executor import resume_check
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
@@ -83,6 +84,7 @@ def resumed(
     """
     _check_attached(state, options)
     _check_stored(state.config, options.config)
+    _check_sub_runs(state, options.tools)
     extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
     state = _answered(live, state, tool_results, approvals)
@@ -100,6 +102,59 @@ def resumed(
             "max_steps does not lift it: start a new turn with message=..."
         )
     return live, state
+
+
+def check_sub_run(
+    state: RunState, options: RunOptions, max_steps: int | None, *, tools_known: bool = True
+) -> None:
+    """Refuse what `resumed` would refuse of ``state``, a suspended sub-run, resumed with ``options``.
+
+    A sub-run resumes with no answers of its own (they reached it through its
+    caller) and ``max_steps`` (else the options'). The calling run's resume
+    asks this of every suspended sub-run of its tree (see `checks_resume`)
+    before it applies anything, so a changed sub-agent is refused as the
+    agent itself is, and the run still waits as it was. ``tools_known``:
+    False when the options lack tools listed only once the agent's tool
+    sources open, whose presence cannot be checked yet.
+
+    Raises:
+        UsageError: The options contradict the sub-run's stored
+            configuration, its tools or its step count, or those of a
+            sub-run it waits on.
+    """
+    if tools_known:
+        _check_attached(state, options)
+    _check_stored(state.config, options.config)
+    limit = max_steps if max_steps is not None else options.config.max_steps
+    if limit != state.config.max_steps or _stopped_at_limit(state):
+        _check_limit(state, limit, given=max_steps is not None)
+    _check_sub_runs(state, options.tools)
+
+
+def _check_sub_runs(state: RunState, tools: Mapping[str, Tool[..., Any]]) -> None:
+    """Refuse the resume when the spec of a call's open sub-run does not fit it (any depth)."""
+    for call in state.calls:
+        child = call.child
+        if child is None or call.status == "done":
+            continue
+        check = resume_check(tools.get(call.call.name))
+        if check is None:  # (a missing tool is `_check_attached`'s)
+            continue
+        try:
+            check(call.call, child)
+        except UsageError as exc:
+            # Said once, at the top, with the path to the sub-run (as `resume` keys its calls).
+            path, tool, reason = getattr(exc, _REFUSED, ((), call.call.name, str(exc)))
+            path = (call.call.id, *path)
+            refused = UsageError(
+                f"cannot resume the sub-run of call {'/'.join(path)!r} (tool {tool!r}), so "
+                f"nothing was run: {reason}"
+            )
+            setattr(refused, _REFUSED, (path, tool, reason))
+            raise refused from None
+
+
+_REFUSED = "_toolfold_sub_run_refused"
 
 
 def _stopped_at_limit(state: RunState) -> bool:

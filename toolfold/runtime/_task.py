@@ -31,8 +31,14 @@ from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.core._build import new_tuple
+from toolfold.runtime.core._messages import ToolCallPart, thaw
 from toolfold.runtime.core._stop import STOP_REASONS, stop_answer
-from toolfold.runtime.drive._executor import SubRun, runs_sub_runs, with_blocking_twin
+from toolfold.runtime.drive._executor import (
+    SubRun,
+    checks_resume,
+    runs_sub_runs,
+    with_blocking_twin,
+)
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -286,11 +292,13 @@ class Task:
         if self.kind == "function":
             return self._made(_function_runner(self))
         # A sub-run: a coroutine for async runs, a blocking twin for blocking ones.
-        made = runs_sub_runs(self._made(_run_runner(self)))
+        check = _resume_check(self)
+        made = checks_resume(runs_sub_runs(self._made(_run_runner(self))), check)
         if self.timeout is not None:
             # A coroutine is cancelled at its deadline; a blocking twin on a thread would run on.
             return made
-        return with_blocking_twin(made, runs_sub_runs(self._made(_run_runner_sync(self))))
+        twin = checks_resume(runs_sub_runs(self._made(_run_runner_sync(self))), check)
+        return with_blocking_twin(made, twin)
 
     def _made(self, runner: Callable[..., Any]) -> Tool[..., Any]:
         from toolfold.toolkit import tool
@@ -607,6 +615,26 @@ def _target_and_prompt(task: Task, input: Any, values: Mapping[str, Any] | None)
     if isinstance(target, Agent):
         return target, render(task.prompt, scope) if task.prompt else _prompt_text(input)
     return target, target.envelope(input, values or {})
+
+
+def _resume_check(task: Task) -> Callable[[ToolCallPart, RunState], None]:
+    """The check a resume makes of the step's suspended sub-run first (see `checks_resume`)."""
+
+    def check(call: ToolCallPart, sub_run: RunState) -> None:
+        arguments = thaw(call.arguments) if call.arguments is not None else None
+        if not isinstance(arguments, dict):
+            return  # (not a step's call as the planner makes it: the resume says what it is)
+        input, values = arguments.get("input"), arguments.get("values")
+        try:  # the target the resume runs (`_target_and_prompt`)
+            agent = task._plain_agent
+            target = (
+                agent if agent is not None and not values else _bound(task, _scope(input, values))
+            )
+        except TemplateError:
+            return  # the resumed step fails as it would have
+        target._check_resume(sub_run)
+
+    return check
 
 
 def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:

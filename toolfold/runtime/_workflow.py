@@ -37,7 +37,7 @@ from toolfold.runtime._planner import (
     workflow_output,
 )
 from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
-from toolfold.runtime._resume import resumed
+from toolfold.runtime._resume import check_sub_run, resumed
 from toolfold.runtime._run import (
     Approval,
     RunOptions,
@@ -405,7 +405,30 @@ class Workflow:
         return WorkflowStream(RunStream(live, state), self)
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
+        self._check_steps(state)
         return resumed(state, self._options, message=None, max_steps=None, **answers)
+
+    def _check_resume(self, state: RunState) -> None:
+        """Refuse, running nothing, what resuming ``state`` (a suspended sub-run) would refuse."""
+        self._check_steps(state)
+        check_sub_run(state, self._options, None)
+
+    def _check_steps(self, state: RunState) -> None:
+        """Refuse a run whose steps are not this workflow's, in the same order.
+
+        The steps are the workflow's program: a step added, removed or moved
+        would have the run go on with a plan it was not started with (an
+        added step's call is one the stored run does not know).
+        """
+        stored = [spec.name for spec in state.config.tools]
+        given = [spec.name for spec in self._options.config.tools]
+        if stored != given:
+            raise UsageError(
+                f"the steps of the resuming {self.label} ({', '.join(given)}) differ from the run's "
+                f"({', '.join(stored)}): a run keeps the steps it started with (they are "
+                "stored in its state); resume with the workflow that started it, or start "
+                "a new run"
+            )
 
     def resume(
         self,

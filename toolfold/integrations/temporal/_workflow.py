@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._serialize import to_json
     from toolfold.runtime.core._state import Disposition, RunState
     from toolfold.runtime.core._stop import stop_event
-    from toolfold.runtime.drive._executor import timed_out_message
+    from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure
     from toolfold.runtime.drive._handoff import settle_events
     from toolfold.runtime.drive._loop import unique_call_ids
@@ -646,11 +646,16 @@ class AgentWorkflow:
                 raise
             # A model request that failed for good: locally the sub-run raises the
             # provider's error and the calling tool reports it (its run goes on).
+            # Its state before that request is kept, as locally (the error carries it).
             failure = exc.cause
-            return ToolReturned(call.id, f"Error: {failure.type}: {failure.message}", True, "error")
+            content = f"Error: {failure.type}: {failure.message}"
+            return ToolReturned(call.id, content, True, "error", child=self._nested.get(here))
         except (RunError, ToolDefinitionError) as exc:  # locally the sub-run raises it: the
-            # calling tool reports it (a listed tool that clashes with another, too)
-            return ToolReturned(call.id, f"Error: {describe_exception(exc)}", True, "error")
+            # calling tool reports it (a listed tool that clashes with another, too), and
+            # keeps the sub-run's state it carries (see `failed_sub_run`)
+            kept = failed_sub_run(exc, call.id, state.run_id)
+            content = f"Error: {describe_exception(exc)}"
+            return ToolReturned(call.id, content, True, "error", child=kept)
         finally:
             self._nested.pop(here, None)
             # What a sub-run cut short (timed out, or raised) left of its calls: a later

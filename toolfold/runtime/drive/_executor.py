@@ -198,6 +198,30 @@ def runs_sub_runs(tool: Tool[..., Any]) -> Tool[..., Any]:
     return tool
 
 
+_RESUME_CHECK = "_toolfold_resume_check"
+
+ResumeCheck = Callable[[ToolCallPart, RunState], None]
+"""Refuses (with `UsageError`) to resume a call's suspended sub-run, running nothing."""
+
+
+def checks_resume(tool: Tool[..., Any], check: ResumeCheck) -> Tool[..., Any]:
+    """Give ``tool`` (one that runs sub-runs) the check its sub-runs' resume makes first.
+
+    ``check(call, sub_run)`` raises `UsageError` where resuming ``sub_run``
+    (the suspended sub-run of ``call``) with this tool's spec would be
+    refused: a resume asks it of every suspended sub-run of the tree before
+    anything runs (see `resumed`), so a changed sub-agent is refused like a
+    changed agent, and the run waits as it was.
+    """
+    tool.__dict__[_RESUME_CHECK] = check
+    return tool
+
+
+def resume_check(tool: Tool[..., Any] | None) -> ResumeCheck | None:
+    """The check ``tool``'s suspended sub-runs' resume makes first (see `checks_resume`), or None."""
+    return None if tool is None else tool.__dict__.get(_RESUME_CHECK)
+
+
 def forwards(job: ToolJob) -> bool:
     """Whether ``job``'s tool streams a sub-run's events (see `runs_sub_runs`)."""
     tool = job.tool
@@ -241,11 +265,31 @@ def kept_sub_run(
     child = getattr(exc, "state", None)
     if not isinstance(child, RunState) or child.phase in ("new", "finished", "failed"):
         return
-    if run_id is not None:
-        own = f"{run_id}/{call_id}"
-        if child.run_id != own and not child.run_id.startswith(own + "@"):
-            return
+    if run_id is not None and not _own_sub_run(child, call_id, run_id):
+        return
     finished[index] = ToolOutcome(call_id, name, "", ended=time.monotonic(), child=child)
+
+
+def _own_sub_run(child: RunState, call_id: str, run_id: str) -> bool:
+    """Whether ``child`` is the sub-run of call ``call_id`` of run ``run_id`` (see `sub_run_id`)."""
+    own = f"{run_id}/{call_id}"
+    return child.run_id == own or child.run_id.startswith(own + "@")
+
+
+def failed_sub_run(exc: BaseException, call_id: str, run_id: str | None) -> RunState | None:
+    """The state of the call's own sub-run that ``exc``, the error it raised, carries, or None.
+
+    A sub-run that fails (its model's error, its output that never fit, a
+    tool error it raises) leaves its state on the error (``exc.state``). Kept
+    on the call's error result, it stays in the tree: its model calls count
+    in ``tree_usage``, and ``sub_runs`` shows how far it got. A state that is
+    not the call's own sub-run (a layer below that did not set its own) is
+    not kept, nor one without the run id to tell (``run_id`` None).
+    """
+    child = getattr(exc, "state", None)
+    if not isinstance(child, RunState) or child.phase == "new" or run_id is None:
+        return None
+    return child if _own_sub_run(child, call_id, run_id) else None
 
 
 def made_outcome(value: SubRun) -> Outcome:
@@ -260,7 +304,8 @@ _returned = builder(ToolReturned)
 def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     """The event that reports ``outcome`` to the core."""
     child = outcome.child
-    if child is not None and not child.is_done:
+    # A sub-run that waits (or was interrupted); one that failed or timed out is a result.
+    if child is not None and not child.is_done and outcome.outcome == "ok":
         return ToolSuspended(outcome.call_id, child)
     return _returned(
         outcome.call_id,
@@ -363,7 +408,9 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
 
 
 def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
-    return _error(job.call, f"Error: {describe_exception(exc)}", "error", exc)
+    outcome = _error(job.call, f"Error: {describe_exception(exc)}", "error", exc)
+    child = failed_sub_run(exc, job.call.id, _run_id_of(job))
+    return outcome if child is None else outcome._replace(child=child)
 
 
 def _timed_out(job: ToolJob, timeout: float) -> ToolOutcome:
