@@ -35,7 +35,11 @@ def _view(args: argparse.Namespace) -> int:
         print(f"toolfold view: cannot load {source}: {exc}", file=sys.stderr)
         return 1
     target = Path(args.output) if args.output else source.with_suffix(".html")
-    target.write_text(to_html(state, title=args.title), encoding="utf-8")
+    try:
+        target.write_text(to_html(state, title=args.title), encoding="utf-8")
+    except OSError as exc:
+        print(f"toolfold view: cannot write {target}: {exc}", file=sys.stderr)
+        return 1
     print(target)
     return 0
 

@@ -153,7 +153,8 @@ def test_everything_from_the_run_is_escaped_and_nothing_loads() -> None:
 
 
 def test_the_command_line_writes_the_page(tmp_path: Path) -> None:
-    """`toolfold view STATE.json -o run.html` writes the same page; a bad file exits 1."""
+    """`toolfold view STATE.json -o run.html` writes the same page; a bad file, or a page that
+    cannot be written, exits 1 with a line naming it."""
     state_file = tmp_path / "state.json"
     state_file.write_text(every_kind_of_event().to_json())
     out = tmp_path / "run.html"
@@ -175,6 +176,16 @@ def test_the_command_line_writes_the_page(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "cannot load" in done.stderr
+    nowhere = tmp_path / "no such directory" / "run.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", "view", str(state_file), "-o", str(nowhere)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"toolfold view: cannot write {nowhere}: ")
+    assert "Traceback" not in done.stderr
 
 
 # Chromium's own background services, which it contacts whatever page it shows.
