@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.ecosystem.conftest import ROOT, children
+from tests.ecosystem.conftest import GUARD_TOKEN, ROOT, children
 from tests.ecosystem.served_tools import add
-from toolfold import ToolDefinitionError
+from toolfold import Agent, ToolDefinitionError, UsageError
 from toolfold.mcp import (
     MCPError,
     MCPServerHTTP,
@@ -19,6 +19,7 @@ from toolfold.mcp import (
     MCPToolsChangedWarning,
     load_tools,
 )
+from toolfold.testing import ScriptedModel
 
 
 def _time_server(**options: Any) -> MCPServerStdio:
@@ -108,6 +109,48 @@ def test_streamable_http_both_ways(http_tools_server: str) -> None:
         assert {"remote_add", "remote_shout"} <= set(tools)
         assert _call(tools["remote_add"], {"a": 20, "b": 22}) == "42"
         assert _call(tools["remote_shout"], {"text": "hi"}) == "HI"
+
+
+def test_credentials_in_the_url_never_show(http_tools_server: str) -> None:
+    """A key in the URL's query or password is masked in repr, errors, the model's input and the state."""
+    assert repr(MCPServerHTTP("http://user:sk-SECRET456@127.0.0.1:9/mcp")) == (
+        "MCPServerHTTP(name='http://user:***@127.0.0.1:9/mcp', closed)"
+    )
+    assert "ghp_TOKEN" not in repr(MCPServerHTTP("https://ghp_TOKEN@127.0.0.1:9/mcp#ghp_TOKEN"))
+    server = MCPServerHTTP(f"{http_tools_server}?api_key=sk-SECRET123&v=2")
+    assert server.name == f"{http_tools_server}?api_key=***&v=***"
+    with server:
+        fail = {t.name: t for t in server.tools()}["fail"]
+        with pytest.raises(MCPError) as caught:
+            _call(fail, {"reason": "bad key sk-SECRET123"})  # echoed by the server
+    assert "sk-SECRET123" not in str(caught.value)
+    assert "bad key ***" in str(caught.value)
+    model = ScriptedModel([ScriptedModel.call("fail", {"reason": "no"}), "ok"])
+    response = Agent(model, tools=[server]).run("hi")
+    (result,) = model.requests[1].messages[-1].tool_results
+    assert result.is_error
+    assert "MCP server 'http://127.0.0.1:" in result.content
+    assert "?api_key=***" in result.content
+    assert "sk-SECRET123" not in response.state.to_json()
+
+
+def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> None:
+    """`headers=` reaches the server with every request; its values show nowhere."""
+    with pytest.raises(MCPError, match="could not start") as caught:
+        MCPServerHTTP(http_guarded_server, startup_timeout=10).open()  # no token: 401
+    headers = {"Authorization": f"Bearer {GUARD_TOKEN}"}
+    server = MCPServerHTTP(http_guarded_server, headers=headers)
+    assert GUARD_TOKEN not in repr(server)
+    with server:
+        tools = {t.name: t for t in server.tools()}
+        assert _call(tools["add"], {"a": 1, "b": 2}) == "3"
+        with pytest.raises(MCPError) as caught:
+            _call(tools["fail"], {"reason": f"echo {GUARD_TOKEN}"})
+    assert GUARD_TOKEN not in str(caught.value)
+    with pytest.raises(UsageError, match="header names and values must be strings"):
+        MCPServerHTTP(http_guarded_server, headers={"X-Port": 8000})  # type: ignore[dict-item]
+    with pytest.raises(UsageError, match="not written to an agent file"):
+        server.file_entry()
 
 
 def test_a_server_crashing_mid_call_is_a_clear_error_and_leaves_no_process() -> None:

@@ -16,10 +16,10 @@ import hashlib
 import json
 import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager, asynccontextmanager, suppress
 from typing import Any
 
 import anyio
@@ -222,7 +222,7 @@ class MCPServer:
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             raise MCPError(self.name, f"did not start within {self.startup_timeout:g} s") from None
         except Exception as exc:
-            raise MCPError(self.name, f"could not start: {_describe(exc)}") from exc
+            raise self._error(f"could not start: {_describe(exc)}", exc) from exc
 
     def _shutdown(self) -> None:
         """End the session and the portal; every step runs, then a failure is raised.
@@ -255,7 +255,7 @@ class MCPServer:
             if failure is None and not task.cancelled():
                 failure = task.exception()
         if failure is not None:
-            raise MCPError(self.name, f"could not close: {_describe(failure)}") from failure
+            raise self._error(f"could not close: {_describe(failure)}", failure) from failure
 
     # -- tools -----------------------------------------------------------------
 
@@ -363,8 +363,12 @@ class MCPServer:
         try:
             result = await asyncio.wrap_future(portal.start_task_soon(on_server))
         except Exception as exc:
-            raise MCPError(self.name, f"tool {remote!r} failed: {_describe(exc)}") from exc
-        return _result_for_model(self.name, remote, result)
+            raise self._error(f"tool {remote!r} failed: {_describe(exc)}", exc) from exc
+        if result.is_error:
+            texts = [describe_content(_block_parts(block)) for block in result.content]
+            shown = " ".join(texts) or "(no text)"
+            raise self._error(f"tool {remote!r} reported an error: {shown}")
+        return _result_for_model(result)
 
     def _call(self, fn: Callable[[], Any]) -> Any:
         portal = self._portal
@@ -374,7 +378,22 @@ class MCPServer:
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except Exception as exc:
-            raise MCPError(self.name, _describe(exc)) from exc
+            raise self._error(_describe(exc), exc) from exc
+
+    def _secrets(self) -> tuple[Any, ...]:
+        """The credentials of the server's address, scrubbed from every `MCPError` (none here)."""
+        return ()
+
+    def _error(self, message: str, cause: BaseException | None = None) -> MCPError:
+        """An `MCPError` of this server, its credentials scrubbed from the text and from ``cause``."""
+        from toolfold.adapters._http._keys import redact, redact_chain
+
+        secrets = self._secrets()
+        error = MCPError(self.name, redact(message, secrets))
+        if cause is not None:
+            error.__cause__ = cause
+            redact_chain(error, secrets)  # an HTTP client's error holds the URL and headers
+        return error
 
     def __repr__(self) -> str:
         state = "open" if self.is_open else "closed"
@@ -430,22 +449,118 @@ class MCPServerStdio(MCPServer):
 class MCPServerHTTP(MCPServer):
     """An MCP server reached over streamable HTTP.
 
+    Credentials never show: the default name (in ``repr``, errors, and the
+    error results a model reads) is the URL with its ``user:password@``, its
+    query values and its fragment masked (``http://host/mcp?api_key=***``),
+    and what the URL and ``headers`` carry is scrubbed from every `MCPError`.
+
     Args:
         url: The endpoint, e.g. ``"http://127.0.0.1:8000/mcp"``.
-        name: A name for messages (default: the URL).
+        headers: HTTP headers sent with every request, e.g.
+            ``{"Authorization": f"Bearer {token}"}``: the place for
+            credentials, rather than the URL. Their values are never shown.
+        name: A name for messages (default: the URL, credentials masked).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
             ``startup_timeout``, ``requires_approval``, ``include``).
+
+    Raises:
+        UsageError: ``headers`` is not a mapping of header names to strings.
     """
 
-    def __init__(self, url: str, *, name: str | None = None, **options: Any) -> None:
-        super().__init__(name or url, **options)
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> None:
+        from toolfold.adapters._http._keys import mask_url_credentials
+
+        shown = mask_url_credentials(url)
+        super().__init__(name or shown, **options)
         self.url = url
+        self._shown_url = shown
+        self._headers = _checked_headers(self.name, headers)
 
     def _target_entry(self) -> dict[str, Any]:
-        return {"url": self.url, "name": None if self.name == self.url else self.name}
+        if self._headers:
+            raise UsageError(
+                f"MCP server {self.name!r}: its headers carry credentials and are not written "
+                "to an agent file (give the file a server without headers)"
+            )
+        return {"url": self.url, "name": None if self.name == self._shown_url else self.name}
 
     def _target(self) -> Any:
-        return self.url
+        if not self._headers:
+            return self.url
+        return _with_headers(self.url, {key: value.reveal() for key, value in self._headers})
+
+    def _secrets(self) -> tuple[Any, ...]:
+        from toolfold.adapters._http._keys import (
+            MIN_BARE_PASSWORD,
+            Secret,
+            url_query_secrets,
+            url_secrets,
+            url_userinfo,
+        )
+
+        user = url_userinfo(self.url) or ""
+        forms = [
+            self.url.partition("#")[2],
+            "" if ":" in user else user,  # a token as the user: https://ghp_...@host
+            *(value.reveal() for _, value in self._headers),
+            # the credential after a scheme word: "Bearer sk-..."
+            *(value.reveal().split(None, 1)[-1] for _, value in self._headers),
+        ]
+        bare = [Secret(form) for form in forms if len(form) >= MIN_BARE_PASSWORD]
+        return (*url_secrets(self.url), *url_query_secrets(self.url), *bare)
+
+
+def _checked_headers(server: str, headers: Mapping[str, str] | None) -> tuple[tuple[str, Any], ...]:
+    """``headers`` as (name, `Secret` value) pairs.
+
+    Raises:
+        UsageError: Not a mapping of strings to strings.
+    """
+    from toolfold.adapters._http._keys import Secret
+
+    if headers is None:
+        return ()
+    if not isinstance(headers, Mapping):
+        raise UsageError(
+            f"MCP server {server!r}: headers must be a mapping of header names to values, "
+            f"got {type(headers).__name__}"
+        )
+    wrong = [
+        repr(key)
+        for key, value in headers.items()
+        if not isinstance(key, str) or not isinstance(value, str)
+    ]
+    if wrong:
+        raise UsageError(
+            f"MCP server {server!r}: header names and values must be strings "
+            f"(not so for {', '.join(wrong)})"
+        )
+    return tuple((key, Secret(value)) for key, value in headers.items())
+
+
+@asynccontextmanager
+async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """The SDK's streamable-HTTP transport to ``url`` on a client sending ``headers``.
+
+    The client is the SDK's own (its timeouts for MCP's long-lived streams),
+    given the headers; the transport leaves a client it was given open, so it
+    is closed here.
+    """
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with (
+        create_mcp_http_client(headers=headers) as client,
+        streamable_http_client(url, http_client=client) as streams,
+    ):
+        yield streams
 
 
 def _fingerprint(listed: Sequence[Mapping[str, Any]]) -> str:
@@ -463,21 +578,14 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _result_for_model(server: str, tool: str, result: Any) -> Any:
-    """A `CallToolResult` as a tool's return value.
+def _result_for_model(result: Any) -> Any:
+    """A `CallToolResult` that is no error (``isError``) as a tool's return value.
 
     ``structuredContent`` is returned as is (a structured result); otherwise the
     content blocks become text, or, when there is an image, audio or an
     embedded resource among them, a list of parts (`TextPart`, `ImagePart`,
     `FilePart`) that each provider adapter sends in its own format.
-
-    Raises:
-        MCPError: The server flagged the result as an error (``isError``); the
-            model reads the server's text.
     """
-    if result.is_error:
-        texts = [describe_content(_block_parts(block)) for block in result.content]
-        raise MCPError(server, f"tool {tool!r} reported an error: {' '.join(texts) or '(no text)'}")
     if result.structured_content is not None:
         return result.structured_content
     parts = [part for block in result.content for part in _block_parts(block)]
