@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from typing import Any
@@ -240,3 +241,46 @@ def test_a_failed_run_carries_its_servers_close_error(monkeypatch: pytest.Monkey
     with pytest.raises(RunError, match="the model is down") as caught:
         Agent(FunctionModel(down), tools=[_ours()]).run("hi")
     assert [str(e) for e in caught.value.close_errors] == [_CLOSE_FAILED]  # type: ignore[attr-defined]
+
+
+def _gated(gate: str) -> MCPServerStdio:
+    """Our server, which starts serving only once something is written to the FIFO ``gate``."""
+    start = (
+        "import sys; open(sys.argv[1]).read(); from toolfold.mcp.__main__ import main; "
+        "sys.exit(main(sys.argv[2:]))"
+    )
+    arguments = ["-c", start, gate, "serve", "tests.ecosystem.served_tools:TOOLS"]
+    return MCPServerStdio(sys.executable, arguments, cwd=str(ROOT), name="gated")
+
+
+@pytest.mark.parametrize("how", ["arun", "async with"])
+def test_a_cancel_while_the_server_starts_leaves_nothing_running(tmp_path: Any, how: str) -> None:
+    """Cancelled while its server starts, a run (or `async with`) still closes it once it has started."""
+    before = children()
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    server = _gated(str(gate))
+
+    async def enter() -> None:
+        if how == "arun":
+            await Agent(ScriptedModel(["hi"]), tools=[server]).arun("x")
+        else:
+            async with server:
+                pass
+
+    async def main() -> None:
+        task = asyncio.ensure_future(enter())
+        opened = await asyncio.to_thread(open, gate, "w")  # the server waits at its gate
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with opened:
+            opened.write("go")  # it starts, after its caller has gone
+
+    try:
+        asyncio.run(main())  # waits for the worker thread: it opened the server, then closed it
+        assert not server.is_open
+        assert children() == before
+    finally:
+        while server.is_open:
+            server.close()

@@ -27,7 +27,7 @@ import anyio.from_thread
 
 from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
-from toolfold.runtime.drive._open import note_close_error
+from toolfold.runtime.drive._open import note_close_error, open_off_loop
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import ApprovalPolicy
 
@@ -189,7 +189,7 @@ class MCPServer:
         self.close()
 
     async def __aenter__(self) -> MCPServer:
-        await asyncio.to_thread(self.open)
+        await open_off_loop(self)  # a cancel while it starts does not leave it open
         return self
 
     async def __aexit__(self, *exc: object) -> None:
