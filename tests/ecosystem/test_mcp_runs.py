@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -284,3 +285,36 @@ def test_a_cancel_while_the_server_starts_leaves_nothing_running(tmp_path: Any, 
     finally:
         while server.is_open:
             server.close()
+
+
+def test_after_a_crash_inside_the_block_the_next_run_gets_a_fresh_server() -> None:
+    """A server that crashed inside `with server:` is closed; the next run (and listing) starts a new one."""
+    before = children()
+    server = _ours()
+    model = ScriptedModel(
+        [
+            call("crash", {}),
+            "noted",
+            call("add", {"a": 2, "b": 2}),
+            "4",
+            call("add", {"a": 1, "b": 1}),
+            "2",
+        ]
+    )
+    agent = Agent(model, tools=[server])
+    with server:
+        first = agent.run("crash it")
+        assert first.text == "noted"
+        assert not server.is_open  # its process is gone
+        second = agent.run("again")
+        assert second.text == "4"
+        assert _results(second.state)[-1] == ("add", "4", False)
+        assert server.is_open
+        # a server that dies between runs: the next listing starts a fresh one
+        (process,) = children() - before
+        os.kill(process, signal.SIGKILL)
+        third = agent.run("once more")
+        assert third.text == "2"
+        assert _results(third.state)[-1] == ("add", "2", False)
+    assert not server.is_open
+    assert children() == before

@@ -105,6 +105,7 @@ class MCPServer:
         self._client: Any = None
         self._stop: anyio.Event | None = None
         self._task: Future[None] | None = None
+        self._ended = False  # the session's connection closed (its server crashed or went away)
         self._holders = 0
 
     def file_entry(self) -> dict[str, Any]:
@@ -144,28 +145,44 @@ class MCPServer:
 
     @property
     def is_open(self) -> bool:
-        """Whether a session to the server is open now."""
-        return self._client is not None
+        """Whether a session to the server is open now (False once its server crashed)."""
+        return self._live()
+
+    def _live(self) -> bool:
+        task = self._task
+        return self._client is not None and not self._ended and task is not None and not task.done()
 
     def open(self) -> None:
         """Open the session (or count one more holder of an open one).
+
+        A session whose server crashed or went away is replaced: its remains
+        are released and a fresh server process (or connection) started.
 
         Raises:
             MCPError: The server could not be started or did not answer in time.
         """
         with self._lock:
             self._holders += 1
-            if self._client is not None:
+            if self._live():
                 return
             try:
-                self._start()
-            except BaseException as exc:
+                self._restart()
+            except BaseException:
                 self._holders -= 1
-                try:
-                    self._shutdown()
-                except MCPError as failure:  # the start's error is the one raised
-                    note_close_error(exc, failure, f"closing MCP server {self.name!r}")
                 raise
+
+    def _restart(self) -> None:
+        """Release what an ended session left (no error: its calls failed already), start anew."""
+        with suppress(MCPError):
+            self._shutdown()
+        try:
+            self._start()
+        except BaseException as exc:
+            try:
+                self._shutdown()
+            except MCPError as failure:  # the start's error is the one raised
+                note_close_error(exc, failure, f"closing MCP server {self.name!r}")
+            raise
 
     def close(self) -> None:
         """Release one holder; the last one closes the session and ends the server process.
@@ -198,23 +215,26 @@ class MCPServer:
     def _start(self) -> None:
         from mcp import Client
 
+        self._ended = False
         self._portal_cm = anyio.from_thread.start_blocking_portal()
         self._portal = portal = self._portal_cm.__enter__()
         ready: Future[None] = Future()
 
         async def hold() -> None:
-            self._stop = anyio.Event()
+            self._stop = stop = anyio.Event()
+            client = None
             try:
                 async with Client(self._target(), read_timeout_seconds=self.timeout) as client:
                     self._client = client
                     ready.set_result(None)
-                    await self._stop.wait()
+                    await stop.wait()
             except BaseException as exc:
                 if not ready.done():
                     ready.set_exception(exc)
                 raise
             finally:
-                self._client = None
+                if self._client is client:
+                    self._client = None
 
         self._task = portal.start_task_soon(hold)
         try:
@@ -235,7 +255,7 @@ class MCPServer:
         """
         portal, task, stop = self._portal, self._task, self._stop
         self._portal = self._task = self._stop = None
-        ended_before = task is None or task.done()
+        ended_before = task is None or task.done() or self._ended
         if portal is not None and stop is not None:
             with suppress(Exception):  # the loop may already be gone: nothing left to stop
                 portal.call(stop.set)
@@ -279,7 +299,16 @@ class MCPServer:
             MCPError: The server could not be reached.
         """
         with self:
-            listed: list[dict[str, Any]] = self._call(self._list)
+            try:
+                listed: list[dict[str, Any]] = self._call(self._list)
+            except MCPError:
+                if not self._ended:
+                    raise
+                # its server crashed (or went away) since the session opened: a fresh one
+                with self._lock:
+                    if not self._live():
+                        self._restart()
+                listed = self._call(self._list)
         fingerprint = _fingerprint(listed)
         if self.fingerprint is not None and fingerprint != self.fingerprint:
             warnings.warn(
@@ -353,16 +382,19 @@ class MCPServer:
 
     async def _acall(self, remote: str, arguments: dict[str, Any]) -> Any:
         """Call one remote tool from any event loop; map its result for the model."""
-        portal = self._portal
-        if portal is None or self._client is None:
+        portal, client = self._portal, self._client
+        if portal is None:
             raise MCPError(self.name, "the session is closed (the run that opened it has ended)")
+        if client is None:
+            raise MCPError(self.name, f"tool {remote!r} failed: the session has ended")
 
         async def on_server() -> Any:
-            return await self._client.call_tool(remote, arguments)
+            return await client.call_tool(remote, arguments)
 
         try:
             result = await asyncio.wrap_future(portal.start_task_soon(on_server))
         except Exception as exc:
+            self._note_end(exc)
             raise self._error(f"tool {remote!r} failed: {_describe(exc)}", exc) from exc
         if result.is_error:
             texts = [describe_content(_block_parts(block)) for block in result.content]
@@ -378,7 +410,21 @@ class MCPServer:
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except Exception as exc:
+            self._note_end(exc)
             raise self._error(_describe(exc), exc) from exc
+
+    def _note_end(self, exc: BaseException) -> None:
+        """Mark the session ended when ``exc`` says its connection closed.
+
+        The SDK fails every request of a session whose transport closed (a
+        crashed stdio server, an HTTP server gone) with ``CONNECTION_CLOSED``;
+        the session then stays ended, and the next `open` starts a fresh one.
+        """
+        from mcp.shared.exceptions import MCPError as ProtocolError
+        from mcp_types import CONNECTION_CLOSED
+
+        if isinstance(exc, ProtocolError) and exc.code == CONNECTION_CLOSED:
+            self._ended = True
 
     def _secrets(self) -> tuple[Any, ...]:
         """The credentials of the server's address, scrubbed from every `MCPError` (none here)."""
