@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
+import threading
+import time
+from contextlib import suppress
 from typing import Any
 
 import pytest
@@ -187,6 +191,48 @@ def test_a_server_that_cannot_start_is_a_clear_error() -> None:
     with pytest.raises(MCPError, match=r"'missing'.*could not start"):
         missing.open()
     assert not missing.is_open
+
+
+def test_a_server_that_never_answers_fails_at_the_startup_timeout() -> None:
+    """A handshake never answered fails near startup_timeout (not after `timeout`s), leaving nothing."""
+    before = children()
+    silent = "import sys, time\nfor line in sys.stdin: pass\ntime.sleep(3600)"
+    mute = MCPServerStdio(sys.executable, ["-c", silent], name="mute", startup_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(MCPError, match=r"'mute': did not start within 1 s"):
+        mute.open()
+    assert time.monotonic() - started < 15  # 42 s when the handshake was left to time out
+    assert not mute.is_open
+    assert children() == before  # stdin closed, then terminated by the SDK
+
+
+def test_an_http_server_that_never_answers_fails_at_the_startup_timeout() -> None:
+    """Over HTTP too: a socket that accepts and never answers fails the open near startup_timeout."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with suppress(OSError):  # the listener closed: the test is over
+            while True:
+                accepted.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        port = listener.getsockname()[1]
+        mute = MCPServerHTTP(f"http://127.0.0.1:{port}/mcp", startup_timeout=1, timeout=3)
+        started = time.monotonic()
+        with pytest.raises(MCPError, match="did not start within 1 s"):
+            mute.open()
+        assert time.monotonic() - started < 8  # 13.9 s when the shutdown waited it out
+        assert not mute.is_open
+    finally:
+        with suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone does not)
+        listener.close()
+        for connection in accepted:
+            connection.close()
+        thread.join(timeout=10)
 
 
 def test_a_changed_tool_list_is_noticed(tmp_path: Any) -> None:

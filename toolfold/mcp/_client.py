@@ -236,10 +236,12 @@ class MCPServer:
                 if self._client is client:
                     self._client = None
 
-        self._task = portal.start_task_soon(hold)
+        self._task = task = portal.start_task_soon(hold)
         try:
             ready.result(timeout=self.startup_timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
+            # Stop the handshake it is stuck in: the SDK then ends the process (bounded).
+            task.cancel()
             raise MCPError(self.name, f"did not start within {self.startup_timeout:g} s") from None
         except Exception as exc:
             raise self._error(f"could not start: {_describe(exc)}", exc) from exc
@@ -249,9 +251,12 @@ class MCPServer:
 
         The MCP SDK bounds a session's shutdown itself (a stdio server that
         does not exit when its stdin closes is terminated, then killed): a
-        slow server is not a failure. What the shutdown raises is one, and so
-        is a session that did not end. A session that had ended before (a
-        crashed server) is not: the calls made after the crash failed with it.
+        slow server is not a failure. A shutdown still running after
+        ``timeout`` seconds (an HTTP server that does not answer) is
+        cancelled, and the SDK's bounded cleanup ends it. What the shutdown
+        raises is a failure, and so is a session that did not end. A session
+        that had ended before (a crashed server) is not: the calls made after
+        the crash failed with it.
         """
         portal, task, stop = self._portal, self._task, self._stop
         self._portal = self._task = self._stop = None
@@ -260,8 +265,12 @@ class MCPServer:
             with suppress(Exception):  # the loop may already be gone: nothing left to stop
                 portal.call(stop.set)
         if task is not None:
-            with suppress(Exception):  # judged below, once the portal is closed
+            try:
                 task.result(timeout=self.timeout)
+            except FutureTimeout:
+                task.cancel()
+            except Exception:  # judged below, once the portal is closed
+                pass
         failure: BaseException | None = None
         if self._portal_cm is not None:
             cm, self._portal_cm = self._portal_cm, None
@@ -405,9 +414,11 @@ class MCPServer:
     def _call(self, fn: Callable[[], Any]) -> Any:
         portal = self._portal
         assert portal is not None
+        asked = portal.start_task_soon(fn)
         try:
-            return portal.start_task_soon(fn).result(timeout=self.timeout)
+            return asked.result(timeout=self.timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
+            asked.cancel()  # the request is not left waiting on the server
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except Exception as exc:
             self._note_end(exc)
