@@ -73,6 +73,24 @@ def test_include_and_approval_by_name_shape_the_listed_tools() -> None:
     assert only.requires_approval is True
 
 
+def test_names_that_match_no_listed_tool_are_errors() -> None:
+    """A misspelt or prefixed name in include / requires_approval fails the listing, naming it."""
+    with pytest.raises(ToolDefinitionError, match=r"include names 'convert_tme'.*get_current_time"):
+        _time_server(include=["convert_tme"]).tools()
+    prefixed = _time_server(prefix="time", requires_approval=["time_convert_time"])
+    with pytest.raises(ToolDefinitionError, match=r"without the prefix: write 'convert_time'"):
+        prefixed.tools()
+    assert not prefixed.is_open
+    with pytest.raises(
+        UsageError, match=r"got the string 'convert_time' \(write \['convert_time'\]\)"
+    ):
+        _time_server(requires_approval="convert_time")
+    with pytest.raises(UsageError, match="include takes a list of tool names"):
+        _time_server(include="convert_time")
+    with pytest.raises(UsageError, match="requires_approval takes True, a predicate"):
+        _time_server(requires_approval=3)
+
+
 def test_our_server_lists_the_derived_schemas_to_the_sdk_client() -> None:
     """`python -m toolfold.mcp serve` lists each tool with exactly its derived schema."""
 

@@ -74,9 +74,18 @@ class MCPServer:
         startup_timeout: Seconds the server may take to start and answer the
             handshake.
         requires_approval: An approval policy for every tool of the server
-            (True, or a predicate over (call, state)), or a collection of the
-            (unprefixed) tool names that need approval.
-        include: Only these (unprefixed) tool names, when given.
+            (True, or a predicate over (call, state)), or a list of the
+            server's own tool names (without ``prefix``) that need approval.
+        include: Only these tools, by the server's own names (without
+            ``prefix``), when given.
+
+    Raises:
+        UsageError: An option has the wrong type (a single string where a
+            list of names is wanted, a timeout that is not positive).
+
+    A name in ``include`` or ``requires_approval`` that the server does not
+    list is a `ToolDefinitionError` when its tools are listed: a misspelt
+    name would otherwise let a tool run without its approval.
     """
 
     def __init__(
@@ -96,8 +105,12 @@ class MCPServer:
         self.prefix = prefix
         self.timeout = timeout
         self.startup_timeout = startup_timeout
-        self.requires_approval = requires_approval
-        self.include = None if include is None else frozenset(include)
+        self.requires_approval: ApprovalPolicy | frozenset[str] = (
+            requires_approval
+            if isinstance(requires_approval, bool) or callable(requires_approval)
+            else _tool_names(name, "requires_approval", requires_approval)
+        )
+        self.include = None if include is None else _tool_names(name, "include", include)
         self.fingerprint: str | None = None
         self._lock = threading.Lock()
         self._portal_cm: AbstractContextManager[anyio.from_thread.BlockingPortal] | None = None
@@ -306,6 +319,8 @@ class MCPServer:
 
         Raises:
             MCPError: The server could not be reached.
+            ToolDefinitionError: ``include`` or ``requires_approval`` names a
+                tool the server does not list.
         """
         with self:
             try:
@@ -318,6 +333,7 @@ class MCPServer:
                     if not self._live():
                         self._restart()
                 listed = self._call(self._list)
+        self._check_names(listed)
         fingerprint = _fingerprint(listed)
         if self.fingerprint is not None and fingerprint != self.fingerprint:
             warnings.warn(
@@ -327,6 +343,33 @@ class MCPServer:
             )
         self.fingerprint = fingerprint
         return listed
+
+    def _check_names(self, listed: Sequence[Mapping[str, Any]]) -> None:
+        """Every name of ``include`` and ``requires_approval`` is one the server lists.
+
+        Raises:
+            ToolDefinitionError: One is not, named with the server's names
+                (and, for a name written with the prefix, the name to write).
+        """
+        remote = {str(spec["name"]) for spec in listed}
+        chosen = [("include", self.include or frozenset())]
+        if isinstance(self.requires_approval, frozenset):
+            chosen.append(("requires_approval", self.requires_approval))
+        problems = []
+        for option, names in chosen:
+            for unknown in sorted(names - remote):
+                hint = ""
+                if self.prefix and unknown.startswith(f"{self.prefix}_"):
+                    bare = unknown.removeprefix(f"{self.prefix}_")
+                    if bare in remote:
+                        hint = f" (names are the server's own, without the prefix: write {bare!r})"
+                listed_names = ", ".join(sorted(remote)) or "none"
+                problems.append(
+                    f"{option} names {unknown!r}, a tool the server does not list{hint}; "
+                    f"its tools are: {listed_names}"
+                )
+        if problems:
+            raise ToolDefinitionError(f"MCP server {self.name!r}", problems)
 
     def tools_from(self, listed: Sequence[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
         """Toolfold tools for a `listing` (no I/O: their calls go to the open session).
@@ -370,10 +413,10 @@ class MCPServer:
         remote = spec["name"]
         name = f"{self.prefix}_{remote}" if self.prefix else remote
         policy: ApprovalPolicy
-        if isinstance(self.requires_approval, (frozenset, set, list, tuple)):
+        if isinstance(self.requires_approval, frozenset):
             policy = remote in self.requires_approval
         else:
-            policy = self.requires_approval  # type: ignore[assignment]
+            policy = self.requires_approval
 
         async def call(arguments: dict[str, Any]) -> Any:
             return await self._acall(remote, arguments)
@@ -618,6 +661,30 @@ async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]
         streamable_http_client(url, http_client=client) as streams,
     ):
         yield streams
+
+
+def _tool_names(server: str, option: str, names: object) -> frozenset[str]:
+    """``names``, a collection of tool names, as a frozenset.
+
+    Raises:
+        UsageError: A single string (it would be read letter by letter), or
+            not a collection of strings.
+    """
+    if isinstance(names, str):
+        raise UsageError(
+            f"MCP server {server!r}: {option} takes a list of tool names, got the string "
+            f"{names!r} (write [{names!r}])"
+        )
+    if not isinstance(names, (list, tuple, set, frozenset)) or not all(
+        isinstance(one, str) for one in names
+    ):
+        wanted = (
+            "True, a predicate over (call, state), or " if option == "requires_approval" else ""
+        )
+        raise UsageError(
+            f"MCP server {server!r}: {option} takes {wanted}a list of tool names, got {names!r}"
+        )
+    return frozenset(names)
 
 
 def _fingerprint(listed: Sequence[Mapping[str, Any]]) -> str:
