@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from tests.ecosystem.conftest import GUARD_TOKEN, ROOT, children
-from tests.ecosystem.served_tools import add
+from tests.ecosystem.served_tools import (
+    RELEASE,
+    add,
+    delete_everything,
+    greet,
+    slow_async,
+    slow_sync,
+)
 from toolfold import Agent, ToolDefinitionError, UsageError
 from toolfold.mcp import (
     MCPError,
@@ -22,6 +29,7 @@ from toolfold.mcp import (
     MCPServerStdio,
     MCPToolsChangedWarning,
     load_tools,
+    mcp_server,
 )
 from toolfold.testing import ScriptedModel
 
@@ -122,6 +130,64 @@ def test_our_server_lists_the_derived_schemas_to_the_sdk_client() -> None:
     assert got["failed"].content[0].text == "RuntimeError: on purpose"
     assert got["unknown"].is_error
     assert "unknown tool 'nope'" in got["unknown"].content[0].text
+
+
+def _served(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """What the SDK's client gets calling ``server`` (in process) with each of ``calls``."""
+    from mcp import Client
+
+    async def main() -> list[Any]:
+        async with Client(server) as client:
+            return [await client.call_tool(name, arguments) for name, arguments in calls]
+
+    return asyncio.run(main())
+
+
+def _texts(result: Any) -> list[str]:
+    return [block.text for block in result.content]
+
+
+def test_served_tools_get_a_run_context_their_timeout_and_sub_runs() -> None:
+    """A RunContext (with deps), a tool's timeout and an agent as a tool work over MCP."""
+    helper = Agent(ScriptedModel(["the helper's answer"]), name="helper").as_tool()
+    waiting = Agent(
+        ScriptedModel([ScriptedModel.call("delete_everything", {"path": "/"})]),
+        name="careful",
+        tools=[delete_everything],
+    ).as_tool()
+    server = mcp_server([greet, slow_sync, slow_async, helper, waiting], deps={"user": "Ada"})
+    try:
+        greeted, sync, asynchronous, helped, waited = _served(
+            server,
+            [
+                ("greet", {"greeting": "Hello"}),
+                ("slow_sync", {}),
+                ("slow_async", {}),
+                ("helper", {"input": "help"}),
+                ("careful", {"input": "clean up"}),
+            ],
+        )
+    finally:
+        RELEASE.set()  # the thread slow_sync was left in ends
+    assert (_texts(greeted), greeted.is_error) == (["Hello, Ada (greet)"], False)
+    assert sync.is_error
+    assert _texts(sync) == ["tool 'slow_sync' timed out after 0.5 s"]
+    assert asynchronous.is_error
+    assert _texts(asynchronous) == ["tool 'slow_async' timed out after 0.5 s"]
+    assert (_texts(helped), helped.is_error) == (["the helper's answer"], False)
+    assert waited.is_error
+    assert "wait for an approval" in _texts(waited)[0]
+
+
+def test_a_tool_requiring_approval_is_served_only_when_the_host_approves() -> None:
+    """mcp_server refuses a tool with requires_approval, unless approved_by_host=True."""
+    with pytest.raises(ToolDefinitionError, match=r"'delete_everything' requires approval"):
+        mcp_server([add, delete_everything])
+    (deleted,) = _served(
+        mcp_server([add, delete_everything], approved_by_host=True),
+        [("delete_everything", {"path": "/tmp/x"})],
+    )
+    assert _texts(deleted) == ["deleted /tmp/x"]
 
 
 def test_streamable_http_both_ways(http_tools_server: str) -> None:
@@ -311,3 +377,14 @@ def test_the_command_line_exits_2_on_a_bad_path() -> None:
     )
     assert done.returncode == 2
     assert "cannot import 'no_such_module'" in done.stderr
+    gated = "tests.ecosystem.served_tools:delete_everything"
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold.mcp", "serve", gated],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "'delete_everything' requires approval" in done.stderr
+    assert "--approved-by-host" in done.stderr

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from toolfold._errors import ToolDefinitionError
-from toolfold.mcp._server import load_tools, serve
+from toolfold.mcp._server import load_tools, mcp_server, serve_server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,19 +20,24 @@ def main(argv: list[str] | None = None) -> int:
     serving.add_argument("--port", type=int, default=8000)
     serving.add_argument("--path", default="/mcp")
     serving.add_argument("--name", default="toolfold")
+    serving.add_argument(
+        "--approved-by-host",
+        action="store_true",
+        help="serve tools that require approval, leaving the approval to the MCP host",
+    )
     args = parser.parse_args(argv)
     try:
         tools = load_tools(args.tools)
+        server = mcp_server(tools, name=args.name, approved_by_host=args.approved_by_host)
     except ToolDefinitionError as exc:
         print(f"toolfold mcp: {exc}", file=sys.stderr)
         return 2
-    serve(
-        tools,
+    serve_server(
+        server,
         transport="http" if args.http else "stdio",
         host=args.host,
         port=args.port,
         path=args.path,
-        name=args.name,
     )
     return 0
 
