@@ -366,6 +366,51 @@ def test_load_tools_names_what_is_wrong() -> None:
         load_tools("tests.ecosystem.conftest:ROOT")
 
 
+def test_a_bare_module_serves_the_tools_it_defines_once(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An alias serves its tool once; a tool the module imports is not served; bad paths are named."""
+    (tmp_path / "defining.py").write_text(
+        "from toolfold import tool\n\n\n@tool\ndef add(a: int, b: int) -> int:\n"
+        '    """Add."""\n    return a + b\n\n\nplus = add\n'
+    )
+    (tmp_path / "importing.py").write_text(
+        "from toolfold import tool\nfrom defining import add\n\n\n@tool\n"
+        'def sub(a: int, b: int) -> int:\n    """Subtract."""\n    return a - b\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert [t.name for t in load_tools("defining")] == ["add"]
+    assert [t.name for t in load_tools("importing")] == ["sub"]
+    for spec in ("", ":x"):
+        with pytest.raises(ToolDefinitionError, match="an empty module path is not an absolute"):
+            load_tools(spec)
+    with pytest.raises(ToolDefinitionError, match=r"'\.rel' is not an absolute module path"):
+        load_tools(".rel:x")
+
+
+def test_the_command_line_serves_http_on_an_ipv6_host() -> None:
+    """`--host ::1` listens on IPv6 and prints the URL with the address in brackets."""
+    command = [sys.executable, "-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"]
+    process = subprocess.Popen(
+        [*command, "--http", "--host", "::1", "--port", "0"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert line.startswith("serving MCP on http://[::1]:"), line
+        with MCPServerHTTP(line.removeprefix("serving MCP on ").strip()) as server:
+            add_tool = {t.name: t for t in server.tools()}["add"]
+            assert _call(add_tool, {"a": 1, "b": 2}) == "3"
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
 def test_the_command_line_exits_2_on_a_bad_path() -> None:
     """`python -m toolfold.mcp serve` with a bad path prints the problem and exits 2."""
     done = subprocess.run(
@@ -388,3 +433,21 @@ def test_the_command_line_exits_2_on_a_bad_path() -> None:
     assert done.returncode == 2
     assert "'delete_everything' requires approval" in done.stderr
     assert "--approved-by-host" in done.stderr
+    for arguments, problem in [
+        ([""], "an empty module path"),
+        ([".rel:x"], "'.rel' is not an absolute module path"),
+        (
+            ["tests.ecosystem.served_tools:TOOLS", "--http", "--host", "no.such.host.invalid"],
+            "cannot listen",
+        ),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-m", "toolfold.mcp", "serve", *arguments],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert problem in done.stderr
+        assert "Traceback" not in done.stderr

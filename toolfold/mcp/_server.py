@@ -15,12 +15,15 @@ from __future__ import annotations
 import base64
 import importlib
 import inspect
+import socket
+import sys
 from collections.abc import Iterable, Sequence
+from types import ModuleType
 from typing import Any
 
 import anyio
 
-from toolfold._errors import ToolArgumentError, ToolDefinitionError
+from toolfold._errors import ToolArgumentError, ToolDefinitionError, UsageError
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, result_content
 from toolfold.toolkit import RunContext, Tool, tool
 from toolfold.toolkit._tool import check_tool_names, reads_context
@@ -185,22 +188,37 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
 
     ``name`` may be a `Tool`, a plain function (made a tool with ``@tool``), or a
     list/tuple of either. A bare module path serves every `Tool` defined at the
-    module's top level.
+    module's top level: not those it imports from another module, and a tool
+    under two names (an alias) once.
 
     Raises:
-        ToolDefinitionError: The path does not resolve, or names something
-            that is not a tool; the message says which.
+        ToolDefinitionError: The path does not resolve (an empty or relative
+            module path, a module that cannot be imported, a missing name),
+            or names something that is not a tool; the message says which.
     """
     module_name, _, attribute = spec.partition(":")
+    if not module_name or module_name.startswith("."):
+        raise ToolDefinitionError(
+            repr(spec),
+            [
+                f"{repr(module_name) if module_name else 'an empty module path'} is not an "
+                "absolute module path: "
+                "write package.module:name (or package.module)"
+            ],
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ToolDefinitionError(spec, [f"cannot import {module_name!r}: {exc}"]) from exc
     if not attribute:
-        found = tuple(v for v in vars(module).values() if isinstance(v, Tool))
+        found = {
+            id(value): value
+            for value in vars(module).values()
+            if isinstance(value, Tool) and not _imported(value, module)
+        }
         if not found:
             raise ToolDefinitionError(spec, [f"module {module_name!r} defines no Tool"])
-        return found
+        return tuple(found.values())
     try:
         value = getattr(module, attribute)
     except AttributeError as exc:
@@ -216,6 +234,13 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     if problems:
         raise ToolDefinitionError(spec, problems)
     return tuple(item if isinstance(item, Tool) else tool(item) for item in items)
+
+
+def _imported(found: Tool[..., Any], module: ModuleType) -> bool:
+    """Whether ``found`` is one that ``module`` imported: a top-level value of the module
+    its function was defined in, another one (a tool made here, by `Agent.as_tool`, is not)."""
+    home = sys.modules.get(getattr(found.function, "__module__", None) or "")
+    return home is not None and home is not module and any(v is found for v in vars(home).values())
 
 
 def serve(
@@ -263,7 +288,10 @@ def serve_server(
 
     Raises:
         ValueError: An unknown transport.
+        UsageError: It cannot listen on ``host`` and ``port``.
     """
+    if transport not in ("stdio", "http"):
+        raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
     if transport == "stdio":
         from mcp.server.stdio import stdio_server
 
@@ -272,18 +300,27 @@ def serve_server(
                 await server.run(read, write, server.create_initialization_options())
 
         anyio.run(over_stdio)
-    elif transport == "http":
-        import socket
-        import sys
-
+    else:
         import uvicorn
 
         app = server.streamable_http_app(streamable_http_path=path, host=host)
-        listener = socket.create_server((host, port))
+        listener = _listening(host, port)
         bound = listener.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
         # The socket listens before this line is printed, so a reader of it can connect at once.
-        print(f"serving MCP on http://{host}:{bound}{path}", file=sys.stderr, flush=True)
+        print(f"serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         uvicorn.Server(config).run(sockets=[listener])
-    else:
-        raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host`` (a name, an IPv4 or an IPv6 address) and ``port``.
+
+    Raises:
+        UsageError: It cannot listen there (an unknown host, a port in use...).
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on host {host!r}, port {port}: {exc}") from exc
