@@ -506,7 +506,11 @@ class MCPServerStdio(MCPServer):
     Args:
         command: The executable, e.g. ``"mcp-server-time"`` or ``sys.executable``.
         args: Its arguments.
-        env: Extra environment variables for it.
+        env: Environment variables for it, over the few the MCP SDK passes
+            on (on POSIX ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``,
+            ``USER``): the caller's other variables are not inherited. Pass
+            one through by name (``env={"GITHUB_TOKEN":
+            os.environ["GITHUB_TOKEN"]}``), or all with ``env=dict(os.environ)``.
         cwd: Its working directory.
         name: A name for messages (default: the command).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
