@@ -31,7 +31,7 @@ from toolfold import (
     generate_text,
 )
 from toolfold.adapters import Timeouts, Transport
-from toolfold.adapters._http._keys import mask_url, redact, url_secrets
+from toolfold.adapters._http._keys import mask_url, mask_url_credentials, redact, url_secrets
 
 PASSWORD = "hunter2-pw-0123456789"
 KEY = "sk-ant-secret-key-0123456789"
@@ -219,6 +219,23 @@ def test_a_bad_base_url_is_refused_without_its_password() -> None:
 def test_mask_url(url: str, shown: str) -> None:
     """Only the password of the authority's ``user:password@`` is masked."""
     assert mask_url(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://bob:pw@host/mcp", "http://bob:***@host/mcp"),
+        ("https://ghp_abc@host/mcp", "https://***@host/mcp"),  # a token as the user
+        ("http://host/mcp?api_key=sk-1&v=2", "http://host/mcp?api_key=***&v=***"),
+        ("http://host/mcp?sk-1", "http://host/mcp?***"),
+        ("http://host/mcp?", "http://host/mcp?"),
+        ("http://host/mcp#tok", "http://host/mcp#***"),
+        ("http://[::1]:8000/mcp", "http://[::1]:8000/mcp"),
+    ],
+)
+def test_mask_url_credentials(url: str, shown: str) -> None:
+    """The userinfo, the query values and the fragment are masked; what names the server stays."""
+    assert mask_url_credentials(url) == shown
 
 
 def test_url_secrets() -> None:

@@ -44,6 +44,16 @@ def http_media_server() -> Iterator[str]:
     yield from _http_server([str(ROOT / "tests/ecosystem/media_server.py"), "--http"])
 
 
+#: The token `http_guarded_server` wants in ``Authorization: Bearer ...``.
+GUARD_TOKEN = "sk-GUARDED-0451"
+
+
+@pytest.fixture
+def http_guarded_server() -> Iterator[str]:
+    """The served tools over streamable HTTP, answering only ``Bearer GUARD_TOKEN``; yields its URL."""
+    yield from _http_server(["-m", "tests.ecosystem.guarded_server", GUARD_TOKEN])
+
+
 def _http_server(arguments: list[str]) -> Iterator[str]:
     """Start ``python ARGUMENTS`` (a server printing its URL to stderr); yield the URL, then kill it."""
     process = subprocess.Popen(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 import time
 
-from toolfold import tool
+from toolfold import RunContext, tool
 
 
 @tool
@@ -70,3 +72,41 @@ def snapshot(label: str) -> list[object]:
 
 
 MEDIA_TOOLS = [snapshot]
+
+
+@tool
+def greet(ctx: RunContext[dict[str, str]], greeting: str) -> str:
+    """Greet the user named in the deps.
+
+    Args:
+        greeting: The greeting.
+    """
+    return f"{greeting}, {ctx.deps['user']} ({ctx.tool_name})"
+
+
+@tool(timeout=0.5)
+def slow_sync() -> str:
+    """Wait until the test releases it (its timeout ends the call before)."""
+    RELEASE.wait(3600)
+    return "unreachable"
+
+
+@tool(timeout=0.5)
+async def slow_async() -> str:
+    """Wait forever (its timeout ends the call)."""
+    await asyncio.Event().wait()
+    return "unreachable"
+
+
+@tool(requires_approval=True)
+def delete_everything(path: str) -> str:
+    """Delete a folder (needs approval).
+
+    Args:
+        path: The folder.
+    """
+    return f"deleted {path}"
+
+
+RELEASE = threading.Event()
+"""Set by the test once `slow_sync` timed out, so that its abandoned thread ends."""

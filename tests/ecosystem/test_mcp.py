@@ -3,22 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
+import threading
+import time
+from contextlib import suppress
 from typing import Any
 
 import pytest
 
-from tests.ecosystem.conftest import ROOT, children
-from tests.ecosystem.served_tools import add
-from toolfold import ToolDefinitionError
+from tests.ecosystem.conftest import GUARD_TOKEN, ROOT, children
+from tests.ecosystem.served_tools import (
+    RELEASE,
+    add,
+    delete_everything,
+    greet,
+    slow_async,
+    slow_sync,
+)
+from toolfold import Agent, ToolDefinitionError, UsageError
 from toolfold.mcp import (
     MCPError,
     MCPServerHTTP,
     MCPServerStdio,
     MCPToolsChangedWarning,
     load_tools,
+    mcp_server,
 )
+from toolfold.testing import ScriptedModel
 
 
 def _time_server(**options: Any) -> MCPServerStdio:
@@ -68,6 +81,24 @@ def test_include_and_approval_by_name_shape_the_listed_tools() -> None:
     assert only.requires_approval is True
 
 
+def test_names_that_match_no_listed_tool_are_errors() -> None:
+    """A misspelt or prefixed name in include / requires_approval fails the listing, naming it."""
+    with pytest.raises(ToolDefinitionError, match=r"include names 'convert_tme'.*get_current_time"):
+        _time_server(include=["convert_tme"]).tools()
+    prefixed = _time_server(prefix="time", requires_approval=["time_convert_time"])
+    with pytest.raises(ToolDefinitionError, match=r"without the prefix: write 'convert_time'"):
+        prefixed.tools()
+    assert not prefixed.is_open
+    with pytest.raises(
+        UsageError, match=r"got the string 'convert_time' \(write \['convert_time'\]\)"
+    ):
+        _time_server(requires_approval="convert_time")
+    with pytest.raises(UsageError, match="include takes a list of tool names"):
+        _time_server(include="convert_time")
+    with pytest.raises(UsageError, match="requires_approval takes True, a predicate"):
+        _time_server(requires_approval=3)
+
+
 def test_our_server_lists_the_derived_schemas_to_the_sdk_client() -> None:
     """`python -m toolfold.mcp serve` lists each tool with exactly its derived schema."""
 
@@ -101,6 +132,64 @@ def test_our_server_lists_the_derived_schemas_to_the_sdk_client() -> None:
     assert "unknown tool 'nope'" in got["unknown"].content[0].text
 
 
+def _served(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """What the SDK's client gets calling ``server`` (in process) with each of ``calls``."""
+    from mcp import Client
+
+    async def main() -> list[Any]:
+        async with Client(server) as client:
+            return [await client.call_tool(name, arguments) for name, arguments in calls]
+
+    return asyncio.run(main())
+
+
+def _texts(result: Any) -> list[str]:
+    return [block.text for block in result.content]
+
+
+def test_served_tools_get_a_run_context_their_timeout_and_sub_runs() -> None:
+    """A RunContext (with deps), a tool's timeout and an agent as a tool work over MCP."""
+    helper = Agent(ScriptedModel(["the helper's answer"]), name="helper").as_tool()
+    waiting = Agent(
+        ScriptedModel([ScriptedModel.call("delete_everything", {"path": "/"})]),
+        name="careful",
+        tools=[delete_everything],
+    ).as_tool()
+    server = mcp_server([greet, slow_sync, slow_async, helper, waiting], deps={"user": "Ada"})
+    try:
+        greeted, sync, asynchronous, helped, waited = _served(
+            server,
+            [
+                ("greet", {"greeting": "Hello"}),
+                ("slow_sync", {}),
+                ("slow_async", {}),
+                ("helper", {"input": "help"}),
+                ("careful", {"input": "clean up"}),
+            ],
+        )
+    finally:
+        RELEASE.set()  # the thread slow_sync was left in ends
+    assert (_texts(greeted), greeted.is_error) == (["Hello, Ada (greet)"], False)
+    assert sync.is_error
+    assert _texts(sync) == ["tool 'slow_sync' timed out after 0.5 s"]
+    assert asynchronous.is_error
+    assert _texts(asynchronous) == ["tool 'slow_async' timed out after 0.5 s"]
+    assert (_texts(helped), helped.is_error) == (["the helper's answer"], False)
+    assert waited.is_error
+    assert "wait for an approval" in _texts(waited)[0]
+
+
+def test_a_tool_requiring_approval_is_served_only_when_the_host_approves() -> None:
+    """mcp_server refuses a tool with requires_approval, unless approved_by_host=True."""
+    with pytest.raises(ToolDefinitionError, match=r"'delete_everything' requires approval"):
+        mcp_server([add, delete_everything])
+    (deleted,) = _served(
+        mcp_server([add, delete_everything], approved_by_host=True),
+        [("delete_everything", {"path": "/tmp/x"})],
+    )
+    assert _texts(deleted) == ["deleted /tmp/x"]
+
+
 def test_streamable_http_both_ways(http_tools_server: str) -> None:
     """MCPServerHTTP lists and calls toolfold's own server over streamable HTTP."""
     with MCPServerHTTP(http_tools_server, prefix="remote") as server:
@@ -108,6 +197,48 @@ def test_streamable_http_both_ways(http_tools_server: str) -> None:
         assert {"remote_add", "remote_shout"} <= set(tools)
         assert _call(tools["remote_add"], {"a": 20, "b": 22}) == "42"
         assert _call(tools["remote_shout"], {"text": "hi"}) == "HI"
+
+
+def test_credentials_in_the_url_never_show(http_tools_server: str) -> None:
+    """A key in the URL's query or password is masked in repr, errors, the model's input and the state."""
+    assert repr(MCPServerHTTP("http://user:sk-SECRET456@127.0.0.1:9/mcp")) == (
+        "MCPServerHTTP(name='http://user:***@127.0.0.1:9/mcp', closed)"
+    )
+    assert "ghp_TOKEN" not in repr(MCPServerHTTP("https://ghp_TOKEN@127.0.0.1:9/mcp#ghp_TOKEN"))
+    server = MCPServerHTTP(f"{http_tools_server}?api_key=sk-SECRET123&v=2")
+    assert server.name == f"{http_tools_server}?api_key=***&v=***"
+    with server:
+        fail = {t.name: t for t in server.tools()}["fail"]
+        with pytest.raises(MCPError) as caught:
+            _call(fail, {"reason": "bad key sk-SECRET123"})  # echoed by the server
+    assert "sk-SECRET123" not in str(caught.value)
+    assert "bad key ***" in str(caught.value)
+    model = ScriptedModel([ScriptedModel.call("fail", {"reason": "no"}), "ok"])
+    response = Agent(model, tools=[server]).run("hi")
+    (result,) = model.requests[1].messages[-1].tool_results
+    assert result.is_error
+    assert "MCP server 'http://127.0.0.1:" in result.content
+    assert "?api_key=***" in result.content
+    assert "sk-SECRET123" not in response.state.to_json()
+
+
+def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> None:
+    """`headers=` reaches the server with every request; its values show nowhere."""
+    with pytest.raises(MCPError, match="could not start") as caught:
+        MCPServerHTTP(http_guarded_server, startup_timeout=10).open()  # no token: 401
+    headers = {"Authorization": f"Bearer {GUARD_TOKEN}"}
+    server = MCPServerHTTP(http_guarded_server, headers=headers)
+    assert GUARD_TOKEN not in repr(server)
+    with server:
+        tools = {t.name: t for t in server.tools()}
+        assert _call(tools["add"], {"a": 1, "b": 2}) == "3"
+        with pytest.raises(MCPError) as caught:
+            _call(tools["fail"], {"reason": f"echo {GUARD_TOKEN}"})
+    assert GUARD_TOKEN not in str(caught.value)
+    with pytest.raises(UsageError, match="header names and values must be strings"):
+        MCPServerHTTP(http_guarded_server, headers={"X-Port": 8000})  # type: ignore[dict-item]
+    with pytest.raises(UsageError, match="not written to an agent file"):
+        server.file_entry()
 
 
 def test_a_server_crashing_mid_call_is_a_clear_error_and_leaves_no_process() -> None:
@@ -144,6 +275,48 @@ def test_a_server_that_cannot_start_is_a_clear_error() -> None:
     with pytest.raises(MCPError, match=r"'missing'.*could not start"):
         missing.open()
     assert not missing.is_open
+
+
+def test_a_server_that_never_answers_fails_at_the_startup_timeout() -> None:
+    """A handshake never answered fails near startup_timeout (not after `timeout`s), leaving nothing."""
+    before = children()
+    silent = "import sys, time\nfor line in sys.stdin: pass\ntime.sleep(3600)"
+    mute = MCPServerStdio(sys.executable, ["-c", silent], name="mute", startup_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(MCPError, match=r"'mute': did not start within 1 s"):
+        mute.open()
+    assert time.monotonic() - started < 15  # 42 s when the handshake was left to time out
+    assert not mute.is_open
+    assert children() == before  # stdin closed, then terminated by the SDK
+
+
+def test_an_http_server_that_never_answers_fails_at_the_startup_timeout() -> None:
+    """Over HTTP too: a socket that accepts and never answers fails the open near startup_timeout."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with suppress(OSError):  # the listener closed: the test is over
+            while True:
+                accepted.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        port = listener.getsockname()[1]
+        mute = MCPServerHTTP(f"http://127.0.0.1:{port}/mcp", startup_timeout=1, timeout=3)
+        started = time.monotonic()
+        with pytest.raises(MCPError, match="did not start within 1 s"):
+            mute.open()
+        assert time.monotonic() - started < 8  # 13.9 s when the shutdown waited it out
+        assert not mute.is_open
+    finally:
+        with suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone does not)
+        listener.close()
+        for connection in accepted:
+            connection.close()
+        thread.join(timeout=10)
 
 
 def test_a_changed_tool_list_is_noticed(tmp_path: Any) -> None:
@@ -193,6 +366,51 @@ def test_load_tools_names_what_is_wrong() -> None:
         load_tools("tests.ecosystem.conftest:ROOT")
 
 
+def test_a_bare_module_serves_the_tools_it_defines_once(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An alias serves its tool once; a tool the module imports is not served; bad paths are named."""
+    (tmp_path / "defining.py").write_text(
+        "from toolfold import tool\n\n\n@tool\ndef add(a: int, b: int) -> int:\n"
+        '    """Add."""\n    return a + b\n\n\nplus = add\n'
+    )
+    (tmp_path / "importing.py").write_text(
+        "from toolfold import tool\nfrom defining import add\n\n\n@tool\n"
+        'def sub(a: int, b: int) -> int:\n    """Subtract."""\n    return a - b\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert [t.name for t in load_tools("defining")] == ["add"]
+    assert [t.name for t in load_tools("importing")] == ["sub"]
+    for spec in ("", ":x"):
+        with pytest.raises(ToolDefinitionError, match="an empty module path is not an absolute"):
+            load_tools(spec)
+    with pytest.raises(ToolDefinitionError, match=r"'\.rel' is not an absolute module path"):
+        load_tools(".rel:x")
+
+
+def test_the_command_line_serves_http_on_an_ipv6_host() -> None:
+    """`--host ::1` listens on IPv6 and prints the URL with the address in brackets."""
+    command = [sys.executable, "-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"]
+    process = subprocess.Popen(
+        [*command, "--http", "--host", "::1", "--port", "0"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert line.startswith("serving MCP on http://[::1]:"), line
+        with MCPServerHTTP(line.removeprefix("serving MCP on ").strip()) as server:
+            add_tool = {t.name: t for t in server.tools()}["add"]
+            assert _call(add_tool, {"a": 1, "b": 2}) == "3"
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
 def test_the_command_line_exits_2_on_a_bad_path() -> None:
     """`python -m toolfold.mcp serve` with a bad path prints the problem and exits 2."""
     done = subprocess.run(
@@ -204,3 +422,32 @@ def test_the_command_line_exits_2_on_a_bad_path() -> None:
     )
     assert done.returncode == 2
     assert "cannot import 'no_such_module'" in done.stderr
+    gated = "tests.ecosystem.served_tools:delete_everything"
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold.mcp", "serve", gated],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "'delete_everything' requires approval" in done.stderr
+    assert "--approved-by-host" in done.stderr
+    for arguments, problem in [
+        ([""], "an empty module path"),
+        ([".rel:x"], "'.rel' is not an absolute module path"),
+        (
+            ["tests.ecosystem.served_tools:TOOLS", "--http", "--host", "no.such.host.invalid"],
+            "cannot listen",
+        ),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-m", "toolfold.mcp", "serve", *arguments],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert problem in done.stderr
+        assert "Traceback" not in done.stderr

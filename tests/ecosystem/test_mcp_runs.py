@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -240,3 +242,79 @@ def test_a_failed_run_carries_its_servers_close_error(monkeypatch: pytest.Monkey
     with pytest.raises(RunError, match="the model is down") as caught:
         Agent(FunctionModel(down), tools=[_ours()]).run("hi")
     assert [str(e) for e in caught.value.close_errors] == [_CLOSE_FAILED]  # type: ignore[attr-defined]
+
+
+def _gated(gate: str) -> MCPServerStdio:
+    """Our server, which starts serving only once something is written to the FIFO ``gate``."""
+    start = (
+        "import sys; open(sys.argv[1]).read(); from toolfold.mcp.__main__ import main; "
+        "sys.exit(main(sys.argv[2:]))"
+    )
+    arguments = ["-c", start, gate, "serve", "tests.ecosystem.served_tools:TOOLS"]
+    return MCPServerStdio(sys.executable, arguments, cwd=str(ROOT), name="gated")
+
+
+@pytest.mark.parametrize("how", ["arun", "async with"])
+def test_a_cancel_while_the_server_starts_leaves_nothing_running(tmp_path: Any, how: str) -> None:
+    """Cancelled while its server starts, a run (or `async with`) still closes it once it has started."""
+    before = children()
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    server = _gated(str(gate))
+
+    async def enter() -> None:
+        if how == "arun":
+            await Agent(ScriptedModel(["hi"]), tools=[server]).arun("x")
+        else:
+            async with server:
+                pass
+
+    async def main() -> None:
+        task = asyncio.ensure_future(enter())
+        opened = await asyncio.to_thread(open, gate, "w")  # the server waits at its gate
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with opened:
+            opened.write("go")  # it starts, after its caller has gone
+
+    try:
+        asyncio.run(main())  # waits for the worker thread: it opened the server, then closed it
+        assert not server.is_open
+        assert children() == before
+    finally:
+        while server.is_open:
+            server.close()
+
+
+def test_after_a_crash_inside_the_block_the_next_run_gets_a_fresh_server() -> None:
+    """A server that crashed inside `with server:` is closed; the next run (and listing) starts a new one."""
+    before = children()
+    server = _ours()
+    model = ScriptedModel(
+        [
+            call("crash", {}),
+            "noted",
+            call("add", {"a": 2, "b": 2}),
+            "4",
+            call("add", {"a": 1, "b": 1}),
+            "2",
+        ]
+    )
+    agent = Agent(model, tools=[server])
+    with server:
+        first = agent.run("crash it")
+        assert first.text == "noted"
+        assert not server.is_open  # its process is gone
+        second = agent.run("again")
+        assert second.text == "4"
+        assert _results(second.state)[-1] == ("add", "4", False)
+        assert server.is_open
+        # a server that dies between runs: the next listing starts a fresh one
+        (process,) = children() - before
+        os.kill(process, signal.SIGKILL)
+        third = agent.run("once more")
+        assert third.text == "2"
+        assert _results(third.state)[-1] == ("add", "2", False)
+    assert not server.is_open
+    assert children() == before

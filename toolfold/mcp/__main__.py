@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from toolfold._errors import ToolDefinitionError
-from toolfold.mcp._server import load_tools, serve
+from toolfold._errors import ToolDefinitionError, UsageError
+from toolfold.mcp._server import load_tools, mcp_server, serve_server
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (2 for a bad tool path)."""
+    """Run the command line; returns the exit code (2 for a bad tool path or address)."""
     parser = argparse.ArgumentParser(prog="python -m toolfold.mcp")
     commands = parser.add_subparsers(dest="command", required=True)
     serving = commands.add_parser("serve", help="serve toolfold tools as an MCP server")
@@ -20,20 +20,29 @@ def main(argv: list[str] | None = None) -> int:
     serving.add_argument("--port", type=int, default=8000)
     serving.add_argument("--path", default="/mcp")
     serving.add_argument("--name", default="toolfold")
+    serving.add_argument(
+        "--approved-by-host",
+        action="store_true",
+        help="serve tools that require approval, leaving the approval to the MCP host",
+    )
     args = parser.parse_args(argv)
     try:
         tools = load_tools(args.tools)
+        server = mcp_server(tools, name=args.name, approved_by_host=args.approved_by_host)
     except ToolDefinitionError as exc:
         print(f"toolfold mcp: {exc}", file=sys.stderr)
         return 2
-    serve(
-        tools,
-        transport="http" if args.http else "stdio",
-        host=args.host,
-        port=args.port,
-        path=args.path,
-        name=args.name,
-    )
+    try:
+        serve_server(
+            server,
+            transport="http" if args.http else "stdio",
+            host=args.host,
+            port=args.port,
+            path=args.path,
+        )
+    except UsageError as exc:  # it cannot listen there
+        print(f"toolfold mcp: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -16,10 +16,10 @@ import hashlib
 import json
 import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager, asynccontextmanager, suppress
 from typing import Any
 
 import anyio
@@ -27,7 +27,7 @@ import anyio.from_thread
 
 from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
-from toolfold.runtime.drive._open import note_close_error
+from toolfold.runtime.drive._open import note_close_error, open_off_loop
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import ApprovalPolicy
 
@@ -74,9 +74,18 @@ class MCPServer:
         startup_timeout: Seconds the server may take to start and answer the
             handshake.
         requires_approval: An approval policy for every tool of the server
-            (True, or a predicate over (call, state)), or a collection of the
-            (unprefixed) tool names that need approval.
-        include: Only these (unprefixed) tool names, when given.
+            (True, or a predicate over (call, state)), or a list of the
+            server's own tool names (without ``prefix``) that need approval.
+        include: Only these tools, by the server's own names (without
+            ``prefix``), when given.
+
+    Raises:
+        UsageError: An option has the wrong type (a single string where a
+            list of names is wanted, a timeout that is not positive).
+
+    A name in ``include`` or ``requires_approval`` that the server does not
+    list is a `ToolDefinitionError` when its tools are listed: a misspelt
+    name would otherwise let a tool run without its approval.
     """
 
     def __init__(
@@ -96,8 +105,12 @@ class MCPServer:
         self.prefix = prefix
         self.timeout = timeout
         self.startup_timeout = startup_timeout
-        self.requires_approval = requires_approval
-        self.include = None if include is None else frozenset(include)
+        self.requires_approval: ApprovalPolicy | frozenset[str] = (
+            requires_approval
+            if isinstance(requires_approval, bool) or callable(requires_approval)
+            else _tool_names(name, "requires_approval", requires_approval)
+        )
+        self.include = None if include is None else _tool_names(name, "include", include)
         self.fingerprint: str | None = None
         self._lock = threading.Lock()
         self._portal_cm: AbstractContextManager[anyio.from_thread.BlockingPortal] | None = None
@@ -105,6 +118,7 @@ class MCPServer:
         self._client: Any = None
         self._stop: anyio.Event | None = None
         self._task: Future[None] | None = None
+        self._ended = False  # the session's connection closed (its server crashed or went away)
         self._holders = 0
 
     def file_entry(self) -> dict[str, Any]:
@@ -144,28 +158,44 @@ class MCPServer:
 
     @property
     def is_open(self) -> bool:
-        """Whether a session to the server is open now."""
-        return self._client is not None
+        """Whether a session to the server is open now (False once its server crashed)."""
+        return self._live()
+
+    def _live(self) -> bool:
+        task = self._task
+        return self._client is not None and not self._ended and task is not None and not task.done()
 
     def open(self) -> None:
         """Open the session (or count one more holder of an open one).
+
+        A session whose server crashed or went away is replaced: its remains
+        are released and a fresh server process (or connection) started.
 
         Raises:
             MCPError: The server could not be started or did not answer in time.
         """
         with self._lock:
             self._holders += 1
-            if self._client is not None:
+            if self._live():
                 return
             try:
-                self._start()
-            except BaseException as exc:
+                self._restart()
+            except BaseException:
                 self._holders -= 1
-                try:
-                    self._shutdown()
-                except MCPError as failure:  # the start's error is the one raised
-                    note_close_error(exc, failure, f"closing MCP server {self.name!r}")
                 raise
+
+    def _restart(self) -> None:
+        """Release what an ended session left (no error: its calls failed already), start anew."""
+        with suppress(MCPError):
+            self._shutdown()
+        try:
+            self._start()
+        except BaseException as exc:
+            try:
+                self._shutdown()
+            except MCPError as failure:  # the start's error is the one raised
+                note_close_error(exc, failure, f"closing MCP server {self.name!r}")
+            raise
 
     def close(self) -> None:
         """Release one holder; the last one closes the session and ends the server process.
@@ -189,7 +219,7 @@ class MCPServer:
         self.close()
 
     async def __aenter__(self) -> MCPServer:
-        await asyncio.to_thread(self.open)
+        await open_off_loop(self)  # a cancel while it starts does not leave it open
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -198,50 +228,62 @@ class MCPServer:
     def _start(self) -> None:
         from mcp import Client
 
+        self._ended = False
         self._portal_cm = anyio.from_thread.start_blocking_portal()
         self._portal = portal = self._portal_cm.__enter__()
         ready: Future[None] = Future()
 
         async def hold() -> None:
-            self._stop = anyio.Event()
+            self._stop = stop = anyio.Event()
+            client = None
             try:
                 async with Client(self._target(), read_timeout_seconds=self.timeout) as client:
                     self._client = client
                     ready.set_result(None)
-                    await self._stop.wait()
+                    await stop.wait()
             except BaseException as exc:
                 if not ready.done():
                     ready.set_exception(exc)
                 raise
             finally:
-                self._client = None
+                if self._client is client:
+                    self._client = None
 
-        self._task = portal.start_task_soon(hold)
+        self._task = task = portal.start_task_soon(hold)
         try:
             ready.result(timeout=self.startup_timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
+            # Stop the handshake it is stuck in: the SDK then ends the process (bounded).
+            task.cancel()
             raise MCPError(self.name, f"did not start within {self.startup_timeout:g} s") from None
         except Exception as exc:
-            raise MCPError(self.name, f"could not start: {_describe(exc)}") from exc
+            raise self._error(f"could not start: {_describe(exc)}", exc) from exc
 
     def _shutdown(self) -> None:
         """End the session and the portal; every step runs, then a failure is raised.
 
         The MCP SDK bounds a session's shutdown itself (a stdio server that
         does not exit when its stdin closes is terminated, then killed): a
-        slow server is not a failure. What the shutdown raises is one, and so
-        is a session that did not end. A session that had ended before (a
-        crashed server) is not: the calls made after the crash failed with it.
+        slow server is not a failure. A shutdown still running after
+        ``timeout`` seconds (an HTTP server that does not answer) is
+        cancelled, and the SDK's bounded cleanup ends it. What the shutdown
+        raises is a failure, and so is a session that did not end. A session
+        that had ended before (a crashed server) is not: the calls made after
+        the crash failed with it.
         """
         portal, task, stop = self._portal, self._task, self._stop
         self._portal = self._task = self._stop = None
-        ended_before = task is None or task.done()
+        ended_before = task is None or task.done() or self._ended
         if portal is not None and stop is not None:
             with suppress(Exception):  # the loop may already be gone: nothing left to stop
                 portal.call(stop.set)
         if task is not None:
-            with suppress(Exception):  # judged below, once the portal is closed
+            try:
                 task.result(timeout=self.timeout)
+            except FutureTimeout:
+                task.cancel()
+            except Exception:  # judged below, once the portal is closed
+                pass
         failure: BaseException | None = None
         if self._portal_cm is not None:
             cm, self._portal_cm = self._portal_cm, None
@@ -255,7 +297,7 @@ class MCPServer:
             if failure is None and not task.cancelled():
                 failure = task.exception()
         if failure is not None:
-            raise MCPError(self.name, f"could not close: {_describe(failure)}") from failure
+            raise self._error(f"could not close: {_describe(failure)}", failure) from failure
 
     # -- tools -----------------------------------------------------------------
 
@@ -277,9 +319,21 @@ class MCPServer:
 
         Raises:
             MCPError: The server could not be reached.
+            ToolDefinitionError: ``include`` or ``requires_approval`` names a
+                tool the server does not list.
         """
         with self:
-            listed: list[dict[str, Any]] = self._call(self._list)
+            try:
+                listed: list[dict[str, Any]] = self._call(self._list)
+            except MCPError:
+                if not self._ended:
+                    raise
+                # its server crashed (or went away) since the session opened: a fresh one
+                with self._lock:
+                    if not self._live():
+                        self._restart()
+                listed = self._call(self._list)
+        self._check_names(listed)
         fingerprint = _fingerprint(listed)
         if self.fingerprint is not None and fingerprint != self.fingerprint:
             warnings.warn(
@@ -289,6 +343,33 @@ class MCPServer:
             )
         self.fingerprint = fingerprint
         return listed
+
+    def _check_names(self, listed: Sequence[Mapping[str, Any]]) -> None:
+        """Every name of ``include`` and ``requires_approval`` is one the server lists.
+
+        Raises:
+            ToolDefinitionError: One is not, named with the server's names
+                (and, for a name written with the prefix, the name to write).
+        """
+        remote = {str(spec["name"]) for spec in listed}
+        chosen = [("include", self.include or frozenset())]
+        if isinstance(self.requires_approval, frozenset):
+            chosen.append(("requires_approval", self.requires_approval))
+        problems = []
+        for option, names in chosen:
+            for unknown in sorted(names - remote):
+                hint = ""
+                if self.prefix and unknown.startswith(f"{self.prefix}_"):
+                    bare = unknown.removeprefix(f"{self.prefix}_")
+                    if bare in remote:
+                        hint = f" (names are the server's own, without the prefix: write {bare!r})"
+                listed_names = ", ".join(sorted(remote)) or "none"
+                problems.append(
+                    f"{option} names {unknown!r}, a tool the server does not list{hint}; "
+                    f"its tools are: {listed_names}"
+                )
+        if problems:
+            raise ToolDefinitionError(f"MCP server {self.name!r}", problems)
 
     def tools_from(self, listed: Sequence[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
         """Toolfold tools for a `listing` (no I/O: their calls go to the open session).
@@ -332,10 +413,10 @@ class MCPServer:
         remote = spec["name"]
         name = f"{self.prefix}_{remote}" if self.prefix else remote
         policy: ApprovalPolicy
-        if isinstance(self.requires_approval, (frozenset, set, list, tuple)):
+        if isinstance(self.requires_approval, frozenset):
             policy = remote in self.requires_approval
         else:
-            policy = self.requires_approval  # type: ignore[assignment]
+            policy = self.requires_approval
 
         async def call(arguments: dict[str, Any]) -> Any:
             return await self._acall(remote, arguments)
@@ -353,28 +434,66 @@ class MCPServer:
 
     async def _acall(self, remote: str, arguments: dict[str, Any]) -> Any:
         """Call one remote tool from any event loop; map its result for the model."""
-        portal = self._portal
-        if portal is None or self._client is None:
+        portal, client = self._portal, self._client
+        if portal is None:
             raise MCPError(self.name, "the session is closed (the run that opened it has ended)")
+        if client is None:
+            raise MCPError(self.name, f"tool {remote!r} failed: the session has ended")
 
         async def on_server() -> Any:
-            return await self._client.call_tool(remote, arguments)
+            return await client.call_tool(remote, arguments)
 
         try:
             result = await asyncio.wrap_future(portal.start_task_soon(on_server))
         except Exception as exc:
-            raise MCPError(self.name, f"tool {remote!r} failed: {_describe(exc)}") from exc
-        return _result_for_model(self.name, remote, result)
+            self._note_end(exc)
+            raise self._error(f"tool {remote!r} failed: {_describe(exc)}", exc) from exc
+        if result.is_error:
+            texts = [describe_content(_block_parts(block)) for block in result.content]
+            shown = " ".join(texts) or "(no text)"
+            raise self._error(f"tool {remote!r} reported an error: {shown}")
+        return _result_for_model(result)
 
     def _call(self, fn: Callable[[], Any]) -> Any:
         portal = self._portal
         assert portal is not None
+        asked = portal.start_task_soon(fn)
         try:
-            return portal.start_task_soon(fn).result(timeout=self.timeout)
+            return asked.result(timeout=self.timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
+            asked.cancel()  # the request is not left waiting on the server
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except Exception as exc:
-            raise MCPError(self.name, _describe(exc)) from exc
+            self._note_end(exc)
+            raise self._error(_describe(exc), exc) from exc
+
+    def _note_end(self, exc: BaseException) -> None:
+        """Mark the session ended when ``exc`` says its connection closed.
+
+        The SDK fails every request of a session whose transport closed (a
+        crashed stdio server, an HTTP server gone) with ``CONNECTION_CLOSED``;
+        the session then stays ended, and the next `open` starts a fresh one.
+        """
+        from mcp.shared.exceptions import MCPError as ProtocolError
+        from mcp_types import CONNECTION_CLOSED
+
+        if isinstance(exc, ProtocolError) and exc.code == CONNECTION_CLOSED:
+            self._ended = True
+
+    def _secrets(self) -> tuple[Any, ...]:
+        """The credentials of the server's address, scrubbed from every `MCPError` (none here)."""
+        return ()
+
+    def _error(self, message: str, cause: BaseException | None = None) -> MCPError:
+        """An `MCPError` of this server, its credentials scrubbed from the text and from ``cause``."""
+        from toolfold.adapters._http._keys import redact, redact_chain
+
+        secrets = self._secrets()
+        error = MCPError(self.name, redact(message, secrets))
+        if cause is not None:
+            error.__cause__ = cause
+            redact_chain(error, secrets)  # an HTTP client's error holds the URL and headers
+        return error
 
     def __repr__(self) -> str:
         state = "open" if self.is_open else "closed"
@@ -387,7 +506,11 @@ class MCPServerStdio(MCPServer):
     Args:
         command: The executable, e.g. ``"mcp-server-time"`` or ``sys.executable``.
         args: Its arguments.
-        env: Extra environment variables for it.
+        env: Environment variables for it, over the few the MCP SDK passes
+            on (on POSIX ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``,
+            ``USER``): the caller's other variables are not inherited. Pass
+            one through by name (``env={"GITHUB_TOKEN":
+            os.environ["GITHUB_TOKEN"]}``), or all with ``env=dict(os.environ)``.
         cwd: Its working directory.
         name: A name for messages (default: the command).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
@@ -430,22 +553,142 @@ class MCPServerStdio(MCPServer):
 class MCPServerHTTP(MCPServer):
     """An MCP server reached over streamable HTTP.
 
+    Credentials never show: the default name (in ``repr``, errors, and the
+    error results a model reads) is the URL with its ``user:password@``, its
+    query values and its fragment masked (``http://host/mcp?api_key=***``),
+    and what the URL and ``headers`` carry is scrubbed from every `MCPError`.
+
     Args:
         url: The endpoint, e.g. ``"http://127.0.0.1:8000/mcp"``.
-        name: A name for messages (default: the URL).
+        headers: HTTP headers sent with every request, e.g.
+            ``{"Authorization": f"Bearer {token}"}``: the place for
+            credentials, rather than the URL. Their values are never shown.
+        name: A name for messages (default: the URL, credentials masked).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
             ``startup_timeout``, ``requires_approval``, ``include``).
+
+    Raises:
+        UsageError: ``headers`` is not a mapping of header names to strings.
     """
 
-    def __init__(self, url: str, *, name: str | None = None, **options: Any) -> None:
-        super().__init__(name or url, **options)
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> None:
+        from toolfold.adapters._http._keys import mask_url_credentials
+
+        shown = mask_url_credentials(url)
+        super().__init__(name or shown, **options)
         self.url = url
+        self._shown_url = shown
+        self._headers = _checked_headers(self.name, headers)
 
     def _target_entry(self) -> dict[str, Any]:
-        return {"url": self.url, "name": None if self.name == self.url else self.name}
+        if self._headers:
+            raise UsageError(
+                f"MCP server {self.name!r}: its headers carry credentials and are not written "
+                "to an agent file (give the file a server without headers)"
+            )
+        return {"url": self.url, "name": None if self.name == self._shown_url else self.name}
 
     def _target(self) -> Any:
-        return self.url
+        if not self._headers:
+            return self.url
+        return _with_headers(self.url, {key: value.reveal() for key, value in self._headers})
+
+    def _secrets(self) -> tuple[Any, ...]:
+        from toolfold.adapters._http._keys import (
+            MIN_BARE_PASSWORD,
+            Secret,
+            url_query_secrets,
+            url_secrets,
+            url_userinfo,
+        )
+
+        user = url_userinfo(self.url) or ""
+        forms = [
+            self.url.partition("#")[2],
+            "" if ":" in user else user,  # a token as the user: https://ghp_...@host
+            *(value.reveal() for _, value in self._headers),
+            # the credential after a scheme word: "Bearer sk-..."
+            *(value.reveal().split(None, 1)[-1] for _, value in self._headers),
+        ]
+        bare = [Secret(form) for form in forms if len(form) >= MIN_BARE_PASSWORD]
+        return (*url_secrets(self.url), *url_query_secrets(self.url), *bare)
+
+
+def _checked_headers(server: str, headers: Mapping[str, str] | None) -> tuple[tuple[str, Any], ...]:
+    """``headers`` as (name, `Secret` value) pairs.
+
+    Raises:
+        UsageError: Not a mapping of strings to strings.
+    """
+    from toolfold.adapters._http._keys import Secret
+
+    if headers is None:
+        return ()
+    if not isinstance(headers, Mapping):
+        raise UsageError(
+            f"MCP server {server!r}: headers must be a mapping of header names to values, "
+            f"got {type(headers).__name__}"
+        )
+    wrong = [
+        repr(key)
+        for key, value in headers.items()
+        if not isinstance(key, str) or not isinstance(value, str)
+    ]
+    if wrong:
+        raise UsageError(
+            f"MCP server {server!r}: header names and values must be strings "
+            f"(not so for {', '.join(wrong)})"
+        )
+    return tuple((key, Secret(value)) for key, value in headers.items())
+
+
+@asynccontextmanager
+async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """The SDK's streamable-HTTP transport to ``url`` on a client sending ``headers``.
+
+    The client is the SDK's own (its timeouts for MCP's long-lived streams),
+    given the headers; the transport leaves a client it was given open, so it
+    is closed here.
+    """
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with (
+        create_mcp_http_client(headers=headers) as client,
+        streamable_http_client(url, http_client=client) as streams,
+    ):
+        yield streams
+
+
+def _tool_names(server: str, option: str, names: object) -> frozenset[str]:
+    """``names``, a collection of tool names, as a frozenset.
+
+    Raises:
+        UsageError: A single string (it would be read letter by letter), or
+            not a collection of strings.
+    """
+    if isinstance(names, str):
+        raise UsageError(
+            f"MCP server {server!r}: {option} takes a list of tool names, got the string "
+            f"{names!r} (write [{names!r}])"
+        )
+    if not isinstance(names, (list, tuple, set, frozenset)) or not all(
+        isinstance(one, str) for one in names
+    ):
+        wanted = (
+            "True, a predicate over (call, state), or " if option == "requires_approval" else ""
+        )
+        raise UsageError(
+            f"MCP server {server!r}: {option} takes {wanted}a list of tool names, got {names!r}"
+        )
+    return frozenset(names)
 
 
 def _fingerprint(listed: Sequence[Mapping[str, Any]]) -> str:
@@ -463,21 +706,14 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _result_for_model(server: str, tool: str, result: Any) -> Any:
-    """A `CallToolResult` as a tool's return value.
+def _result_for_model(result: Any) -> Any:
+    """A `CallToolResult` that is no error (``isError``) as a tool's return value.
 
     ``structuredContent`` is returned as is (a structured result); otherwise the
     content blocks become text, or, when there is an image, audio or an
     embedded resource among them, a list of parts (`TextPart`, `ImagePart`,
     `FilePart`) that each provider adapter sends in its own format.
-
-    Raises:
-        MCPError: The server flagged the result as an error (``isError``); the
-            model reads the server's text.
     """
-    if result.is_error:
-        texts = [describe_content(_block_parts(block)) for block in result.content]
-        raise MCPError(server, f"tool {tool!r} reported an error: {' '.join(texts) or '(no text)'}")
     if result.structured_content is not None:
         return result.structured_content
     parts = [part for block in result.content for part in _block_parts(block)]

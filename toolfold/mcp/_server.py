@@ -2,8 +2,12 @@
 
 The tools keep everything `@tool` gave them: the derived schema and
 descriptions are what the host lists, arguments are validated and structured
-exactly as in a toolfold run, and a bad argument or a tool exception comes back
-as an error result (``isError``) the host's model can read and correct.
+exactly as in a toolfold run, a tool's ``timeout`` holds, a tool that takes a
+`RunContext` gets one made for the call (with the server's ``deps``), an agent
+used as a tool runs its sub-run, and a bad argument, a tool exception or a
+timeout comes back as an error result (``isError``) the host's model can read
+and correct. A tool that requires approval is refused unless the host is
+trusted to ask its user (``approved_by_host=True``): toolfold cannot ask.
 """
 
 from __future__ import annotations
@@ -11,47 +15,78 @@ from __future__ import annotations
 import base64
 import importlib
 import inspect
+import socket
+import sys
 from collections.abc import Iterable, Sequence
+from types import ModuleType
 from typing import Any
 
 import anyio
 
-from toolfold._errors import ToolArgumentError, ToolDefinitionError
+from toolfold._errors import ToolArgumentError, ToolDefinitionError, UsageError
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, result_content
-from toolfold.toolkit import Tool, tool
-from toolfold.toolkit._tool import check_tool_names
+from toolfold.toolkit import RunContext, Tool, tool
+from toolfold.toolkit._tool import check_tool_names, reads_context
 
 __all__ = ["load_tools", "mcp_server", "serve"]
 
 
 def mcp_server(
-    tools: Iterable[Tool[..., Any]], *, name: str = "toolfold", instructions: str | None = None
+    tools: Iterable[Tool[..., Any]],
+    *,
+    name: str = "toolfold",
+    instructions: str | None = None,
+    deps: Any = None,
+    approved_by_host: bool = False,
 ) -> Any:
     """An MCP server (the SDK's low-level ``Server``) that lists and runs `tools`.
+
+    Each call runs as in a toolfold run: its ``timeout`` holds (a sync tool
+    that overruns is left to finish in its thread, its result dropped), a
+    tool taking a `RunContext` gets one made for the call (a fresh
+    ``run_id``, ``step`` 1, the MCP request's id as ``call_id``, and
+    ``deps``), and an agent used as a tool (``agent.as_tool()``) runs its
+    sub-run; a sub-run that stops to wait for an approval or a tool result
+    is an error result, as nothing can answer it.
 
     Args:
         tools: The tools to serve; names must be unique.
         name: The server name hosts show.
         instructions: Optional instructions for the host's model.
+        deps: What the tools' `RunContext` carries as ``deps``.
+        approved_by_host: Serve tools that require approval
+            (``requires_approval``), leaving the approval to the MCP host,
+            which asks its user before a call. Without it they are refused:
+            toolfold cannot ask, and serving them would run them unchecked.
 
     Returns:
         An ``mcp.server.lowlevel.Server``; run it with `serve`, or mount
         ``server.streamable_http_app()`` in your own ASGI application.
 
     Raises:
-        ToolDefinitionError: Two tools share a name, or a tool has no function
-            (its calls could not be answered).
+        ToolDefinitionError: Two tools share a name, a tool has no function
+            (its calls could not be answered), or a tool requires approval
+            and ``approved_by_host`` is False.
     """
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
     by_name = check_tool_names(tools)
-    manual = [t.name for t in by_name.values() if t.function is None]
-    if manual:
-        raise ToolDefinitionError(
-            "mcp_server",
-            [f"tool {n!r} has no function, so an MCP host could not call it" for n in manual],
-        )
+    problems = [
+        f"tool {t.name!r} has no function, so an MCP host could not call it"
+        for t in by_name.values()
+        if t.function is None
+    ]
+    if not approved_by_host:
+        problems += [
+            f"tool {t.name!r} requires approval, which toolfold cannot ask an MCP host for: "
+            "serve it with approved_by_host=True (--approved-by-host) to leave the approval "
+            "to the host, which asks its user before each call, or without requires_approval"
+            for t in by_name.values()
+            if t.requires_approval is not False
+        ]
+    if problems:
+        raise ToolDefinitionError("mcp_server", problems)
     listing = types.ListToolsResult(
         tools=[
             types.Tool(name=t.name, description=t.description, input_schema=dict(t.parameters))
@@ -67,34 +102,58 @@ def mcp_server(
         if found is None:
             known = ", ".join(sorted(by_name))
             return _error(f"unknown tool {params.name!r}; the tools are: {known}")
+        call_id = str(getattr(ctx, "request_id", None) or "")
         try:
-            content = await _run(found, dict(params.arguments or {}))
+            return await _run(found, dict(params.arguments or {}), deps, call_id)
         except ToolArgumentError as exc:
             return _error(exc.message_for_model)
         except Exception as exc:
             message = str(exc)
             return _error(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
-        return types.CallToolResult(content=content)
 
     return Server(
         name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool
     )
 
 
-async def _run(found: Tool[..., Any], arguments: dict[str, Any]) -> list[Any]:
+async def _run(found: Tool[..., Any], arguments: dict[str, Any], deps: Any, call_id: str) -> Any:
+    """One call of ``found``, as a ``CallToolResult`` (an error result for a timeout)."""
     import mcp_types as types
 
+    from toolfold.runtime._run import new_run_id
+    from toolfold.runtime.drive._executor import SubRun
+
     values = found.validate_arguments(arguments)
-    if found.is_async:
-        result = await found.invoke(values)
-    else:
-        result = await anyio.to_thread.run_sync(found.invoke, values)
-        if inspect.isawaitable(result):
-            result = await result
+    context = None
+    if reads_context(found):
+        context = RunContext(
+            run_id=new_run_id(), step=1, call_id=call_id, tool_name=found.name, deps=deps
+        )
+    with anyio.move_on_after(found.timeout) as limit:  # no timeout: None, no limit
+        if found.is_async:
+            result = await found.invoke(values, context)
+        else:
+            # A thread cannot be interrupted: one that overruns finishes alone, its result dropped.
+            result = await anyio.to_thread.run_sync(
+                found.invoke, values, context, abandon_on_cancel=True
+            )
+            if inspect.isawaitable(result):
+                result = await result
+    if limit.cancelled_caught:
+        return _error(f"tool {found.name!r} timed out after {found.timeout:g} s")
+    if type(result) is SubRun:  # an agent used as a tool: its sub-run's answer
+        if not result.state.is_done:
+            return _error(
+                f"tool {found.name!r} runs an agent that stopped to wait for an approval or a "
+                "tool result, which nothing can give it over MCP"
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(text=result.content)], is_error=result.is_error
+        )
     parts = result_content(result)
     if parts is None:
-        return [types.TextContent(text=found.format_result(result))]
-    return [_block(part) for part in parts]
+        return types.CallToolResult(content=[types.TextContent(text=found.format_result(result))])
+    return types.CallToolResult(content=[_block(part) for part in parts])
 
 
 def _block(part: TextPart | ImagePart | FilePart) -> Any:
@@ -129,22 +188,37 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
 
     ``name`` may be a `Tool`, a plain function (made a tool with ``@tool``), or a
     list/tuple of either. A bare module path serves every `Tool` defined at the
-    module's top level.
+    module's top level: not those it imports from another module, and a tool
+    under two names (an alias) once.
 
     Raises:
-        ToolDefinitionError: The path does not resolve, or names something
-            that is not a tool; the message says which.
+        ToolDefinitionError: The path does not resolve (an empty or relative
+            module path, a module that cannot be imported, a missing name),
+            or names something that is not a tool; the message says which.
     """
     module_name, _, attribute = spec.partition(":")
+    if not module_name or module_name.startswith("."):
+        raise ToolDefinitionError(
+            repr(spec),
+            [
+                f"{repr(module_name) if module_name else 'an empty module path'} is not an "
+                "absolute module path: "
+                "write package.module:name (or package.module)"
+            ],
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ToolDefinitionError(spec, [f"cannot import {module_name!r}: {exc}"]) from exc
     if not attribute:
-        found = tuple(v for v in vars(module).values() if isinstance(v, Tool))
+        found = {
+            id(value): value
+            for value in vars(module).values()
+            if isinstance(value, Tool) and not _imported(value, module)
+        }
         if not found:
             raise ToolDefinitionError(spec, [f"module {module_name!r} defines no Tool"])
-        return found
+        return tuple(found.values())
     try:
         value = getattr(module, attribute)
     except AttributeError as exc:
@@ -162,6 +236,13 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     return tuple(item if isinstance(item, Tool) else tool(item) for item in items)
 
 
+def _imported(found: Tool[..., Any], module: ModuleType) -> bool:
+    """Whether ``found`` is one that ``module`` imported: a top-level value of the module
+    its function was defined in, another one (a tool made here, by `Agent.as_tool`, is not)."""
+    home = sys.modules.get(getattr(found.function, "__module__", None) or "")
+    return home is not None and home is not module and any(v is found for v in vars(home).values())
+
+
 def serve(
     tools: Iterable[Tool[..., Any]],
     *,
@@ -170,6 +251,8 @@ def serve(
     port: int = 8000,
     path: str = "/mcp",
     name: str = "toolfold",
+    deps: Any = None,
+    approved_by_host: bool = False,
 ) -> None:
     """Serve `tools` over stdio or streamable HTTP until stopped.
 
@@ -181,11 +264,34 @@ def serve(
             address is printed to stderr once the socket listens.
         path: The endpoint path, for HTTP.
         name: The server name hosts show.
+        deps: What the tools' `RunContext` carries as ``deps`` (`mcp_server`).
+        approved_by_host: Serve tools that require approval, the host asking
+            its user (`mcp_server`).
 
     Raises:
         ValueError: An unknown transport.
+        ToolDefinitionError: A tool cannot be served (`mcp_server`).
     """
-    server = mcp_server(tools, name=name)
+    server = mcp_server(tools, name=name, deps=deps, approved_by_host=approved_by_host)
+    serve_server(server, transport=transport, host=host, port=port, path=path)
+
+
+def serve_server(
+    server: Any,
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+) -> None:
+    """Serve an `mcp_server` over stdio or streamable HTTP until stopped (see `serve`).
+
+    Raises:
+        ValueError: An unknown transport.
+        UsageError: It cannot listen on ``host`` and ``port``.
+    """
+    if transport not in ("stdio", "http"):
+        raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
     if transport == "stdio":
         from mcp.server.stdio import stdio_server
 
@@ -194,18 +300,27 @@ def serve(
                 await server.run(read, write, server.create_initialization_options())
 
         anyio.run(over_stdio)
-    elif transport == "http":
-        import socket
-        import sys
-
+    else:
         import uvicorn
 
         app = server.streamable_http_app(streamable_http_path=path, host=host)
-        listener = socket.create_server((host, port))
+        listener = _listening(host, port)
         bound = listener.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
         # The socket listens before this line is printed, so a reader of it can connect at once.
-        print(f"serving MCP on http://{host}:{bound}{path}", file=sys.stderr, flush=True)
+        print(f"serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         uvicorn.Server(config).run(sockets=[listener])
-    else:
-        raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host`` (a name, an IPv4 or an IPv6 address) and ``port``.
+
+    Raises:
+        UsageError: It cannot listen there (an unknown host, a port in use...).
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on host {host!r}, port {port}: {exc}") from exc

@@ -94,6 +94,46 @@ def mask_url(url: str) -> str:
     return url.replace(f"{userinfo}@", f"{user}:{MASK}@", 1)
 
 
+def mask_url_credentials(url: str) -> str:
+    """``url`` with everything in it that may be a credential masked, to be shown anywhere.
+
+    For URLs that may carry a credential outside a password (an MCP server's
+    ``?api_key=...``, a token as the user: ``https://ghp_...@host``): the
+    ``user:password@`` as `mask_url` shows it and a bare user as ``***@``,
+    each query parameter's value (``?api_key=***``, a parameter without
+    ``=`` as ``***``) and the ``#fragment``. What names the server (scheme,
+    host, port, path) stays.
+    """
+    userinfo = url_userinfo(url)
+    if userinfo is not None and ":" not in userinfo:
+        url = url.replace(f"{userinfo}@", f"{MASK}@", 1)
+    head, hashed, fragment = mask_url(url).partition("#")
+    base, asked, query = head.partition("?")
+    if asked:
+        pieces = query.split("&")
+        base += "?" + "&".join(
+            f"{piece.partition('=')[0]}={MASK}" if "=" in piece else (piece and MASK)
+            for piece in pieces
+        )
+    return f"{base}#{MASK}" if hashed and fragment else base + hashed
+
+
+def url_query_secrets(url: str) -> tuple[Secret, ...]:
+    """The values of ``url``'s query parameters, as secrets to scrub (percent-decoded too).
+
+    A value shorter than `MIN_BARE_PASSWORD` is left out: scrubbed bare, it
+    would be cut out of every word that holds it.
+    """
+    query = url.partition("#")[0].partition("?")[2]
+    found: list[Secret] = []
+    for piece in filter(None, query.split("&")):
+        value = piece.partition("=")[2] if "=" in piece else piece
+        for form in (value, urllib.parse.unquote_plus(value)):
+            if len(form) >= MIN_BARE_PASSWORD:
+                found.append(Secret(form))
+    return tuple(dict.fromkeys(found))
+
+
 #: A URL password or API key shorter than this is scrubbed only where it is
 #: written as one: ``user:pw@`` (and the Basic credentials), ``Bearer k`` or the
 #: key's header (``x-api-key: k``). As a bare substring, a key ``a`` would turn

@@ -17,6 +17,8 @@ close error itself (there is no response).
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from functools import partial
@@ -24,6 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolfold._errors import SourceCloseError
 from toolfold.toolkit._tool import Tool
+
+_log = logging.getLogger("toolfold.sources")
 
 
 @runtime_checkable
@@ -65,10 +69,70 @@ async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[...,
     async with AsyncExitStack() as stack:  # each one closed, even when another's close fails
         listed: list[Tool[..., Any]] = []
         for source in sources:
-            await asyncio.to_thread(source.open)
+            await open_off_loop(source)
             stack.push_async_exit(source_closer(source, partial(asyncio.to_thread, source.close)))
             listed.extend(await asyncio.to_thread(source.tools))
         yield listed
+
+
+async def open_off_loop(source: ToolSource) -> None:
+    """Open ``source`` in a worker thread, and never leave it open when the caller is cancelled.
+
+    A thread cannot be stopped: a caller cancelled while the source opens
+    (a run under ``asyncio.wait_for``, a server slow to start) gets its
+    `CancelledError` at once, and the worker closes the source as soon as its
+    open ends (a failure to close is logged as a warning of the
+    ``toolfold.sources`` logger: there is no caller left to raise it to). A
+    source that had opened already when the cancellation came is closed here
+    before it propagates, a close error attached to it (`note_close_error`).
+    """
+    import asyncio
+
+    opening = _Opening(source)
+    try:
+        await asyncio.to_thread(opening.run)
+    except asyncio.CancelledError as cancelled:
+        if opening.abandon():
+            raise
+        await source_closer(source, partial(asyncio.to_thread, source.close))(
+            type(cancelled), cancelled, cancelled.__traceback__
+        )
+        raise
+
+
+class _Opening:
+    """A source's open on a worker thread, which its caller may abandon (`open_off_loop`)."""
+
+    def __init__(self, source: ToolSource) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        self._opened = False
+        self._abandoned = False
+
+    def run(self) -> None:
+        """Open the source; close it again if the caller abandoned it meanwhile."""
+        self._source.open()
+        with self._lock:
+            self._opened = True
+            if not self._abandoned:
+                return
+        try:
+            self._source.close()
+        except Exception as failure:
+            name = getattr(self._source, "name", None) or type(self._source).__name__
+            _log.warning(
+                "closing tool source %r, opened for a caller that was cancelled meanwhile, "
+                "failed: %s: %s",
+                name,
+                type(failure).__name__,
+                failure,
+            )
+
+    def abandon(self) -> bool:
+        """Leave the source to the worker: True when it will close it, False when open ended."""
+        with self._lock:
+            self._abandoned = True
+            return not self._opened
 
 
 def _closer(source: ToolSource) -> Callable[..., bool]:
