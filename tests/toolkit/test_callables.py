@@ -15,7 +15,15 @@ import inspect
 import attrs
 import pytest
 
-from toolfold import Agent, RunContext, ToolDefinitionError, agenerate_text, tool
+from toolfold import (
+    Agent,
+    ArgumentValidationError,
+    RunContext,
+    ToolDefinitionError,
+    UndocumentedParameterWarning,
+    agenerate_text,
+    tool,
+)
 from toolfold.testing import TestModel
 
 CONTEXT = RunContext(run_id="r1", step=1, call_id="c1", tool_name="t")
@@ -270,6 +278,41 @@ def test_a_class_tools_fields_read_as_a_nested_class_fields_do(cls: type) -> Non
     else:
         assert properties["label"] == {"type": "string", "description": "Its label.", "default": ""}
         assert made.invoke(made.validate_arguments({"items": ["a"]})) == Crate(["a"])
+
+
+@dataclasses.dataclass
+class _OwnInit:
+    width: float = 1.0
+    height: float = dataclasses.field(default_factory=lambda: 2.0)
+
+    def __init__(self, width: float, height: float) -> None:
+        self.width, self.height = width, height
+
+
+@dataclasses.dataclass
+class _Base:
+    a: int
+
+
+class _PlainSub(_Base):
+    def __init__(self, a: int = 5, b: str = "x") -> None:
+        self.a, self.b = a, b
+
+
+def test_a_class_tool_with_its_own_init_is_read_from_that_init() -> None:
+    """The fields only fill in what a generated __init__ shows as a placeholder: a class's
+    own __init__ (or a plain subclass's) says what is required and what defaults run."""
+    with pytest.warns(UndocumentedParameterWarning):
+        own = tool(_OwnInit)
+    assert own.parameters["required"] == ["width", "height"]
+    assert "default" not in own.parameters["properties"]["width"]
+    with pytest.raises(ArgumentValidationError, match="'height' is a required property"):
+        own.validate_arguments({"width": 3})
+    with pytest.warns(UndocumentedParameterWarning):
+        sub = tool(_PlainSub)
+    assert "required" not in sub.parameters
+    made = sub.invoke(sub.validate_arguments({}))
+    assert (made.a, made.b) == (5, "x")
 
 
 def test_uncallable_object_is_refused() -> None:

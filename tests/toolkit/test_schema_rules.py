@@ -623,3 +623,38 @@ def test_schema_for_type_error_names_the_type() -> None:
     with pytest.raises(ToolDefinitionError) as info:
         schema(dict[int, str])
     assert str(info.value).startswith("no JSON Schema for dict[int, str]: 1 problem")
+
+
+def test_field_values_of_float_and_int_subclasses_are_their_plain_values() -> None:
+    """A bound, example or extra value of a float subclass (numpy.float64 is one) is sent as
+    the plain number, not refused."""
+
+    class Measured(float):
+        pass
+
+    class Counted(int):
+        pass
+
+    @tool
+    def fit(
+        x: Annotated[
+            float,
+            Field(ge=Measured(0.25), examples=[Measured(1.5)], extra={"maximum": Measured(9.5)}),
+        ],
+        n: Annotated[int, Field(le=Counted(7))],
+    ) -> float:
+        """Fit.
+
+        Args:
+            x: X.
+            n: N.
+        """
+        return x
+
+    properties = fit.parameters["properties"]
+    assert properties["x"]["minimum"] == 0.25
+    assert type(properties["x"]["minimum"]) is float
+    assert properties["x"]["examples"] == [1.5]
+    assert properties["x"]["maximum"] == 9.5
+    assert properties["n"]["maximum"] == 7
+    assert type(properties["n"]["maximum"]) is int

@@ -263,6 +263,13 @@ def to_json(value: Any) -> Any:
 
     if isinstance(value, enum.Enum):
         return to_json(value.value)
+    # Subclasses of the JSON scalars (numpy.float64 is a float) as their plain values.
+    if isinstance(value, float):
+        return to_json(float(value))
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     if isinstance(value, (set, frozenset)):

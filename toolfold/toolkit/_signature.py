@@ -302,7 +302,9 @@ def derive(
         described = doc.params.get(name)
         field = fields.get(name)
         if field is not None:  # a field of a class tool: a factory is no default, yet optional
-            is_required, default, own = field
+            field_required, field_default, own = field
+            if _is_placeholder(default):  # the generated __init__'s `<factory>` / NOTHING
+                is_required, default = field_required, field_default
             described = own or doc.attributes.get(name) or described
         schema = _parameter_schema(name, annotation, default, described, ctx, out)
         if require_parameter_descriptions and "description" not in schema:
@@ -349,6 +351,19 @@ def _constructor_fields(
         aliases.get(name, name): (required, default, description)
         for name, _type, required, default, description in found
     }
+
+
+def _is_placeholder(default: Any) -> bool:
+    """``default`` is what a generated ``__init__`` shows for a field with a default
+    factory (dataclasses' ``<factory>``, attrs' ``NOTHING``): the field says the rest.
+
+    A class's own ``__init__`` shows its own defaults, which are what runs.
+    """
+    if type(default).__name__ == "_HAS_DEFAULT_FACTORY_CLASS":
+        return True
+    import attrs
+
+    return default is attrs.NOTHING
 
 
 def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None, out: FunctionSchema) -> Any:
