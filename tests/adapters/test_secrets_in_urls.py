@@ -224,7 +224,9 @@ def test_mask_url(url: str, shown: str) -> None:
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
-        ("http://bob:pw@host/mcp", "http://bob:***@host/mcp"),
+        ("http://bob:pw@host/mcp", "http://***@host/mcp"),
+        ("https://ghp_abc:x-oauth-basic@host/mcp", "https://***@host/mcp"),  # token and password
+        ("http://sk_live_abc:@host/mcp", "http://***@host/mcp"),
         ("https://ghp_abc@host/mcp", "https://***@host/mcp"),  # a token as the user
         ("http://host/mcp?api_key=sk-1&v=2", "http://host/mcp?api_key=***&v=***"),
         ("http://host/mcp?sk-1", "http://host/mcp?***"),
@@ -234,7 +236,8 @@ def test_mask_url(url: str, shown: str) -> None:
     ],
 )
 def test_mask_url_credentials(url: str, shown: str) -> None:
-    """The userinfo, the query values and the fragment are masked; what names the server stays."""
+    """The whole userinfo, the query values and the fragment are masked; what names the server
+    stays."""
     assert mask_url_credentials(url) == shown
 
 

@@ -54,6 +54,13 @@ def http_guarded_server() -> Iterator[str]:
     yield from _http_server(["-m", "tests.ecosystem.guarded_server", GUARD_TOKEN])
 
 
+@pytest.fixture
+def http_dropping_server() -> Iterator[str]:
+    """The served tools over streamable HTTP, cutting the stream of a request holding
+    ``DROP``; yields its URL."""
+    yield from _http_server(["-m", "tests.ecosystem.dropping_server"])
+
+
 def _http_server(arguments: list[str]) -> Iterator[str]:
     """Start ``python ARGUMENTS`` (a server printing its URL to stderr); yield the URL, then kill it."""
     process = subprocess.Popen(

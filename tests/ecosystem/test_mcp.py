@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import subprocess
 import sys
@@ -46,6 +47,54 @@ def _our_server(**options: Any) -> MCPServerStdio:
         name="ours",
         **options,
     )
+
+
+def _everything_shown(error: BaseException) -> str:
+    """The text of every exception under ``error`` (causes, contexts, exception groups'
+    members) and of the requests and URLs they hold."""
+    seen: set[int] = set()
+    stack: list[Any] = [error]
+    shown: list[str] = []
+    while stack:
+        exc = stack.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        shown.append(repr(exc))
+        for value in vars(exc).values():
+            shown.append(repr(value))
+            for part in ("url", "headers"):
+                shown.append(repr(getattr(value, part, "")))
+                shown.append(
+                    repr(dict(getattr(value, part, None) or {})) if part == "headers" else ""
+                )
+        stack += [exc.__cause__, exc.__context__, *getattr(exc, "exceptions", ())]
+    return "\n".join(shown)
+
+
+def test_a_request_whose_stream_is_cut_leaves_a_working_session_open(
+    http_dropping_server: str,
+) -> None:
+    """Over HTTP one request's stream can end without an answer on a session that still
+    works: that call fails, the session stays open, and the next call goes through on it."""
+    with MCPServerHTTP(http_dropping_server) as server:
+        shout = {t.name: t for t in server.tools()}["shout"]
+        with pytest.raises(MCPError, match="failed"):
+            _call(shout, {"text": "DROP"})
+        assert server.is_open
+        assert _call(shout, {"text": "next"}) == "NEXT"
+
+
+def test_a_failure_from_a_replaced_session_leaves_the_current_one_alone() -> None:
+    """A call that fails on a session since replaced (another caller restarted it) does not
+    mark the fresh session ended."""
+    server = MCPServerHTTP("http://127.0.0.1:9/mcp")
+    old, current = object(), object()
+    server._task = current  # type: ignore[assignment]
+    server._note_end(old)
+    assert server._ended is False
+    server._note_end(current)
+    assert server._ended is True
 
 
 def _call(tool: Any, arguments: dict[str, Any]) -> Any:
@@ -199,11 +248,18 @@ def test_streamable_http_both_ways(http_tools_server: str) -> None:
         assert _call(tools["remote_shout"], {"text": "hi"}) == "HI"
 
 
-def test_credentials_in_the_url_never_show(http_tools_server: str) -> None:
-    """A key in the URL's query or password is masked in repr, errors, the model's input and the state."""
+def test_credentials_in_the_url_never_show(
+    http_tools_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key in the URL's query or password is masked in repr, errors, the model's input, the
+    state and the HTTP stack's and MCP SDK's log lines."""
+    caplog.set_level(logging.DEBUG)
     assert repr(MCPServerHTTP("http://user:sk-SECRET456@127.0.0.1:9/mcp")) == (
-        "MCPServerHTTP(name='http://user:***@127.0.0.1:9/mcp', closed)"
+        "MCPServerHTTP(name='http://***@127.0.0.1:9/mcp', closed)"
     )
+    for token_as_user in ("ghp_TOKEN12345:x-oauth-basic", "sk_live_ABCDEFG123:"):
+        shown = repr(MCPServerHTTP(f"http://{token_as_user}@127.0.0.1:9/mcp"))
+        assert token_as_user.partition(":")[0] not in shown
     assert "ghp_TOKEN" not in repr(MCPServerHTTP("https://ghp_TOKEN@127.0.0.1:9/mcp#ghp_TOKEN"))
     server = MCPServerHTTP(f"{http_tools_server}?api_key=sk-SECRET123&v=2")
     assert server.name == f"{http_tools_server}?api_key=***&v=***"
@@ -220,6 +276,8 @@ def test_credentials_in_the_url_never_show(http_tools_server: str) -> None:
     assert "MCP server 'http://127.0.0.1:" in result.content
     assert "?api_key=***" in result.content
     assert "sk-SECRET123" not in response.state.to_json()
+    assert "/mcp?api_key=" in caplog.text  # the requests were logged, the key masked
+    assert "sk-SECRET123" not in caplog.text
 
 
 def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> None:
@@ -227,6 +285,12 @@ def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> N
     with pytest.raises(MCPError, match="could not start") as caught:
         MCPServerHTTP(http_guarded_server, startup_timeout=10).open()  # no token: 401
     headers = {"Authorization": f"Bearer {GUARD_TOKEN}"}
+    with pytest.raises(MCPError, match="could not start") as caught:
+        MCPServerHTTP(
+            f"{http_guarded_server}?api_key=sk-QUERY-0451", headers={"Authorization": "Bearer no"}
+        ).open()
+    # the chain under it, exception groups' members and the requests they hold included
+    assert "sk-QUERY-0451" not in _everything_shown(caught.value)
     server = MCPServerHTTP(http_guarded_server, headers=headers)
     assert GUARD_TOKEN not in repr(server)
     with server:
@@ -366,10 +430,11 @@ def test_load_tools_names_what_is_wrong() -> None:
         load_tools("tests.ecosystem.conftest:ROOT")
 
 
-def test_a_bare_module_serves_the_tools_it_defines_once(
+def test_a_bare_module_serves_the_tools_it_holds_once(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An alias serves its tool once; a tool the module imports is not served; bad paths are named."""
+    """An alias serves its tool once; a tool the module imports is served (a package's
+    __init__ gathers its tools so); bad paths are named."""
     (tmp_path / "defining.py").write_text(
         "from toolfold import tool\n\n\n@tool\ndef add(a: int, b: int) -> int:\n"
         '    """Add."""\n    return a + b\n\n\nplus = add\n'
@@ -380,7 +445,7 @@ def test_a_bare_module_serves_the_tools_it_defines_once(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert [t.name for t in load_tools("defining")] == ["add"]
-    assert [t.name for t in load_tools("importing")] == ["sub"]
+    assert [t.name for t in load_tools("importing")] == ["add", "sub"]
     for spec in ("", ":x"):
         with pytest.raises(ToolDefinitionError, match="an empty module path is not an absolute"):
             load_tools(spec)
@@ -439,6 +504,10 @@ def test_the_command_line_exits_2_on_a_bad_path() -> None:
         (
             ["tests.ecosystem.served_tools:TOOLS", "--http", "--host", "no.such.host.invalid"],
             "cannot listen",
+        ),
+        (
+            ["tests.ecosystem.served_tools:TOOLS", "--http", "--port", "70000"],
+            "a port is from 0 to 65535",
         ),
     ]:
         done = subprocess.run(

@@ -392,11 +392,11 @@ class MCPServer:
             raise ToolDefinitionError(f"MCP server {self.name!r}", problems)
         return tuple(made)
 
-    async def _list(self) -> list[dict[str, Any]]:
+    async def _list(self, client: Any) -> list[dict[str, Any]]:
         listed: list[dict[str, Any]] = []
         cursor: str | None = None
         while True:
-            page = await self._client.list_tools(cursor=cursor)
+            page = await client.list_tools(cursor=cursor)
             listed.extend(
                 {
                     "name": item.name,
@@ -434,19 +434,23 @@ class MCPServer:
 
     async def _acall(self, remote: str, arguments: dict[str, Any]) -> Any:
         """Call one remote tool from any event loop; map its result for the model."""
-        portal, client = self._portal, self._client
+        portal, client, task = self._portal, self._client, self._task
         if portal is None:
             raise MCPError(self.name, "the session is closed (the run that opened it has ended)")
         if client is None:
             raise MCPError(self.name, f"tool {remote!r} failed: the session has ended")
 
         async def on_server() -> Any:
-            return await client.call_tool(remote, arguments)
+            try:
+                return await client.call_tool(remote, arguments)
+            except Exception as exc:
+                if await self._lost(exc, client):
+                    self._note_end(task)
+                raise
 
         try:
             result = await asyncio.wrap_future(portal.start_task_soon(on_server))
         except Exception as exc:
-            self._note_end(exc)
             raise self._error(f"tool {remote!r} failed: {_describe(exc)}", exc) from exc
         if result.is_error:
             texts = [describe_content(_block_parts(block)) for block in result.content]
@@ -454,30 +458,54 @@ class MCPServer:
             raise self._error(f"tool {remote!r} reported an error: {shown}")
         return _result_for_model(result)
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
-        portal = self._portal
+    def _call(self, fn: Callable[[Any], Any]) -> Any:
+        """``fn(client)`` on the session's loop, waited for at most ``timeout``."""
+        portal, client, task = self._portal, self._client, self._task
         assert portal is not None
-        asked = portal.start_task_soon(fn)
+
+        async def on_server() -> Any:
+            try:
+                return await fn(client)
+            except Exception as exc:
+                if await self._lost(exc, client):
+                    self._note_end(task)
+                raise
+
+        asked = portal.start_task_soon(on_server)
         try:
             return asked.result(timeout=self.timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             asked.cancel()  # the request is not left waiting on the server
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except Exception as exc:
-            self._note_end(exc)
             raise self._error(_describe(exc), exc) from exc
 
-    def _note_end(self, exc: BaseException) -> None:
-        """Mark the session ended when ``exc`` says its connection closed.
+    async def _lost(self, exc: BaseException, client: Any) -> bool:
+        """Whether ``exc``, from a request of ``client``'s session, means the session is gone.
 
         The SDK fails every request of a session whose transport closed (a
-        crashed stdio server, an HTTP server gone) with ``CONNECTION_CLOSED``;
-        the session then stays ended, and the next `open` starts a fresh one.
+        crashed stdio server, an HTTP server gone) with ``CONNECTION_CLOSED``.
+        Over HTTP one request's own stream ending early gives that code too,
+        on a session that still works: there a second request decides.
         """
         from mcp.shared.exceptions import MCPError as ProtocolError
         from mcp_types import CONNECTION_CLOSED
 
-        if isinstance(exc, ProtocolError) and exc.code == CONNECTION_CLOSED:
+        if not (isinstance(exc, ProtocolError) and exc.code == CONNECTION_CLOSED):
+            return False
+        return await self._gone(client)
+
+    async def _gone(self, client: Any) -> bool:
+        """After a ``CONNECTION_CLOSED``: the session is gone (stdio: the server's output ended)."""
+        return True
+
+    def _note_end(self, task: Any) -> None:
+        """Mark the session that ran on ``task`` ended: the next `open` starts a fresh one.
+
+        A failure from a session replaced since (another caller restarted it)
+        leaves the current one alone.
+        """
+        if task is not None and task is self._task:
             self._ended = True
 
     def _secrets(self) -> tuple[Any, ...]:
@@ -586,6 +614,9 @@ class MCPServerHTTP(MCPServer):
         self.url = url
         self._shown_url = shown
         self._headers = _checked_headers(self.name, headers)
+        from toolfold.adapters._http._logs import guard_logs
+
+        guard_logs(*self._secrets())  # httpx logs each request's URL at INFO
 
     def _target_entry(self) -> dict[str, Any]:
         if self._headers:
@@ -594,6 +625,16 @@ class MCPServerHTTP(MCPServer):
                 "to an agent file (give the file a server without headers)"
             )
         return {"url": self.url, "name": None if self.name == self._shown_url else self.name}
+
+    async def _gone(self, client: Any) -> bool:
+        """One request's stream can end early on a session that still works: a request
+        decides (a listing past the SDK's cache: ``ping`` is gone from the protocol)."""
+        try:
+            with anyio.fail_after(min(self.timeout, 10)):
+                await client.list_tools(cache_mode="bypass")
+        except Exception:
+            return True
+        return False
 
     def _target(self) -> Any:
         if not self._headers:
@@ -612,7 +653,7 @@ class MCPServerHTTP(MCPServer):
         user = url_userinfo(self.url) or ""
         forms = [
             self.url.partition("#")[2],
-            "" if ":" in user else user,  # a token as the user: https://ghp_...@host
+            user.partition(":")[0],  # a token as the user: https://ghp_...@host
             *(value.reveal() for _, value in self._headers),
             # the credential after a scheme word: "Bearer sk-..."
             *(value.reveal().split(None, 1)[-1] for _, value in self._headers),

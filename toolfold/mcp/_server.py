@@ -18,7 +18,6 @@ import inspect
 import socket
 import sys
 from collections.abc import Iterable, Sequence
-from types import ModuleType
 from typing import Any
 
 import anyio
@@ -187,9 +186,9 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     """Tools named by import path: ``package.module:name`` or ``package.module``.
 
     ``name`` may be a `Tool`, a plain function (made a tool with ``@tool``), or a
-    list/tuple of either. A bare module path serves every `Tool` defined at the
-    module's top level: not those it imports from another module, and a tool
-    under two names (an alias) once.
+    list/tuple of either. A bare module path serves every `Tool` at the
+    module's top level, those it imports included (a package's ``__init__``
+    gathers its tools so), and a tool under two names (an alias) once.
 
     Raises:
         ToolDefinitionError: The path does not resolve (an empty or relative
@@ -211,13 +210,11 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     except ImportError as exc:
         raise ToolDefinitionError(spec, [f"cannot import {module_name!r}: {exc}"]) from exc
     if not attribute:
-        found = {
-            id(value): value
-            for value in vars(module).values()
-            if isinstance(value, Tool) and not _imported(value, module)
-        }
+        # Every Tool the module holds, imported ones too (a package's __init__
+        # gathers its tools so); one under two names, once.
+        found = {id(value): value for value in vars(module).values() if isinstance(value, Tool)}
         if not found:
-            raise ToolDefinitionError(spec, [f"module {module_name!r} defines no Tool"])
+            raise ToolDefinitionError(spec, [f"module {module_name!r} holds no Tool"])
         return tuple(found.values())
     try:
         value = getattr(module, attribute)
@@ -234,13 +231,6 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     if problems:
         raise ToolDefinitionError(spec, problems)
     return tuple(item if isinstance(item, Tool) else tool(item) for item in items)
-
-
-def _imported(found: Tool[..., Any], module: ModuleType) -> bool:
-    """Whether ``found`` is one that ``module`` imported: a top-level value of the module
-    its function was defined in, another one (a tool made here, by `Agent.as_tool`, is not)."""
-    home = sys.modules.get(getattr(found.function, "__module__", None) or "")
-    return home is not None and home is not module and any(v is found for v in vars(home).values())
 
 
 def serve(
@@ -306,7 +296,8 @@ def serve_server(
         app = server.streamable_http_app(streamable_http_path=path, host=host)
         listener = _listening(host, port)
         bound = listener.getsockname()[1]
-        shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+        # an IPv6 address in brackets, as a URL writes it; every interface as 0.0.0.0
+        shown = f"[{host}]" if ":" in host else host or "0.0.0.0"
         # The socket listens before this line is printed, so a reader of it can connect at once.
         print(f"serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
@@ -319,6 +310,10 @@ def _listening(host: str, port: int) -> socket.socket:
     Raises:
         UsageError: It cannot listen there (an unknown host, a port in use...).
     """
+    if not 0 <= port <= 65535:
+        raise UsageError(f"cannot listen on port {port}: a port is from 0 to 65535")
+    if not host:  # every interface, as socket's own "" means
+        return socket.create_server(("", port))
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         return socket.create_server((host, port), family=family)

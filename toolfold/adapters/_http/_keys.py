@@ -98,14 +98,14 @@ def mask_url_credentials(url: str) -> str:
     """``url`` with everything in it that may be a credential masked, to be shown anywhere.
 
     For URLs that may carry a credential outside a password (an MCP server's
-    ``?api_key=...``, a token as the user: ``https://ghp_...@host``): the
-    ``user:password@`` as `mask_url` shows it and a bare user as ``***@``,
-    each query parameter's value (``?api_key=***``, a parameter without
-    ``=`` as ``***``) and the ``#fragment``. What names the server (scheme,
-    host, port, path) stays.
+    ``?api_key=...``, a token as the user: ``https://ghp_...@host``, also
+    beside a password: ``https://ghp_...:x-oauth-basic@host``): the whole
+    ``user:password@`` as ``***@``, each query parameter's value
+    (``?api_key=***``, a parameter without ``=`` as ``***``) and the
+    ``#fragment``. What names the server (scheme, host, port, path) stays.
     """
     userinfo = url_userinfo(url)
-    if userinfo is not None and ":" not in userinfo:
+    if userinfo is not None:
         url = url.replace(f"{userinfo}@", f"{MASK}@", 1)
     head, hashed, fragment = mask_url(url).partition("#")
     base, asked, query = head.partition("?")
@@ -505,7 +505,8 @@ def redact_chain(error: BaseException, secrets: Iterable[Secret | None]) -> None
     attributes (a ``JSONDecodeError``'s ``.doc`` is the whole body), and the
     headers and URL of an httpx request they hold (``Authorization: Bearer
     <key>``, ``http://bob:<password>@host``), so neither ``repr``,
-    ``traceback.format_exception`` nor a debugger shows a secret.
+    ``traceback.format_exception`` nor a debugger shows a secret. The members
+    of an exception group (an anyio task group's failure) are walked too.
     """
     keys = tuple(s for s in secrets if s)
     if not keys:
@@ -519,6 +520,9 @@ def redact_chain(error: BaseException, secrets: Iterable[Secret | None]) -> None
         seen.add(id(exc))
         _redact_exception(exc, keys)
         stack += [exc.__cause__, exc.__context__]
+        grouped = getattr(exc, "exceptions", None)  # an ExceptionGroup's members (anyio's)
+        if isinstance(grouped, (tuple, list)):
+            stack += [e for e in grouped if isinstance(e, BaseException)]
 
 
 def _redact_exception(exc: BaseException, keys: tuple[Secret, ...]) -> None:

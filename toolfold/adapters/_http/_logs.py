@@ -29,6 +29,11 @@ _EMITTERS = (
     "aiohttp.client",
     "aiohttp.internal",
     "toolfold.http",
+    # the MCP SDK's client, which logs an HTTP server's URL and answers (`MCPServerHTTP`)
+    "mcp.client.streamable_http",
+    "mcp.client.sse",
+    "mcp.client.client",
+    "mcp.shared.jsonrpc_dispatcher",
 )
 
 
@@ -62,7 +67,8 @@ _FILTER = _KeyFilter()
 
 
 def guard_logs(*secrets: Secret | None) -> None:
-    """Keep ``secrets`` out of the DEBUG records of httpx, httpcore, httpx2, httpcore2 and aiohttp."""
+    """Keep ``secrets`` out of the DEBUG records of httpx, httpcore, httpx2, httpcore2, aiohttp
+    and the MCP SDK's client."""
     for secret in secrets:
         if not secret or secret in _FILTER.keys:
             continue

@@ -1,0 +1,59 @@
+"""The served tools over streamable HTTP, except that a request whose body holds ``DROP``
+gets an event stream that ends without an answer (as a proxy cutting one stream would).
+
+Run as ``python -m tests.ecosystem.dropping_server``; prints ``serving MCP on URL`` to
+stderr once it listens.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+
+from tests.ecosystem.served_tools import TOOLS
+from toolfold.mcp import mcp_server
+
+_APP = mcp_server(TOOLS).streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+
+
+async def app(scope: Any, receive: Any, send: Any) -> None:
+    if scope["type"] != "http" or scope["method"] != "POST":
+        await _APP(scope, receive, send)
+        return
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    if b"DROP" in body:
+        start = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream")],
+        }
+        await send(start)
+        await send({"type": "http.response.body", "body": b""})
+        return
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    await _APP(scope, replay, send)
+
+
+if __name__ == "__main__":
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    print(f"serving MCP on http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[listener])
