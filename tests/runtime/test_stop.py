@@ -6,7 +6,6 @@ import asyncio
 import re
 from typing import Any
 
-import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
 
@@ -44,7 +43,7 @@ from toolfold.runtime import (
 )
 from toolfold.runtime._task import step_result
 from toolfold.runtime._view import to_html
-from toolfold.runtime.core._stop import stop_answer, stop_event
+from toolfold.runtime.core._stop import stop_event
 from toolfold.testing import FunctionModel, ScriptedModel
 
 
@@ -442,28 +441,3 @@ def test_a_stop_condition_that_raises_says_resuming_calls_it_again() -> None:
         agent.resume(state)
     assert str(again.value) == str(caught.value)
     assert agent.evolve(stop_when=()).resume(state).text == "done"
-
-
-def test_token_budget_counts_the_tokens_of_agents_used_as_tools() -> None:
-    """The budget is over the whole run, as response.usage is: a sub-agent's tokens count, and
-    the message of a budget that stopped a run says how many the tree used."""
-
-    def spent(reply: Any, tokens: int) -> ModelResponse:
-        message = Message.assistant(reply) if isinstance(reply, str) else reply
-        return ModelResponse(message, Usage(tokens, 0, requests=1))
-
-    ask = ScriptedModel.call("helper", {"input": "look"})
-    asks = [Message.assistant("", [attrs.evolve(ask, id=f"c{i}")]) for i in range(3)]
-    helper = Agent(ScriptedModel([spent("found", 600)] * 3), name="helper")
-    lead = Agent(
-        ScriptedModel([*(spent(ask, 10) for ask in asks), "done"]),
-        tools=[helper.as_tool()],
-        stop_when=[token_budget(1000)],
-    )
-    response = lead.run("go")
-    assert (response.finish_reason, response.state.step) == ("token_budget", 2)
-    assert (response.state.usage.total_tokens, response.usage.total_tokens) == (20, 1220)
-    assert stop_answer(response.state, "agent 'lead'") == (
-        "Error: agent 'lead' stopped at its limit token_budget=1000 (1220 tokens used) "
-        "after 2 model calls without answering"
-    )

@@ -167,13 +167,12 @@ def reduce(state: RunState, event: Event) -> RunState:
     targets = TRANSITIONS[state.phase].get(kind)
     if targets is None:
         raise refused(state, kind, _why_not(state, event))
-    # The log first: a stop condition checked at a step's boundary sees the event
-    # (`token_budget` counts the sub-run of the result that closes the step).
-    changes: Changes = {"log": state.log.append(event)}
+    changes: Changes = {}
     _HANDLERS[kind](state, event, changes)
     phase = changes.get("phase", state.phase)
     if phase not in targets:  # pragma: no cover - guards the table against the handlers
         raise AssertionError(f"{kind} led from {state.phase} to {phase}, not in the table")
+    changes["log"] = state.log.append(event)
     return evolve(state, changes)
 
 
@@ -220,24 +219,26 @@ class OpenStep:
         """
         base, changes = self.base, self.changes
         log = base.log.append(self.responded)
-        # The log holds each result before it is reduced, as in `reduce`: what a
-        # stop condition sees at the step's boundary.
         if len(events) == 1 and changes["phase"] == "running_tools":
-            changes["log"] = log.append(events[0])
+            changes["log"] = log  # what a stop condition sees at the step's boundary
             if _steps.returned_one(base, changes, events[0]):
+                changes["log"] = log.append(events[0])
                 return evolve(base, changes)
         elif len(events) > 1 and changes["phase"] == "running_tools":
             # Many results: put in place at once, where the loop below looks each call up.
-            changes["log"] = log.extend(events)
+            full = log.extend(events)
+            # What a stop condition sees at the step's boundary: the log before the last result.
+            changes["log"] = full.prefix(len(full) - 1)
             if _steps.returned_all(base, changes, events):
+                changes["log"] = full
                 return evolve(base, changes)
         try:
             for event in events:
                 if event.kind != "tool_returned" or changes["phase"] != "running_tools":
                     raise _Unfused
-                log = log.append(event)
-                changes["log"] = log
+                changes["log"] = log  # what a stop condition sees at the step's boundary
                 _steps.tool_returned(base, event, changes)
+                log = log.append(event)
         except (_Unfused, InvalidEventError):
             state = reduce(base, self.responded)
             for event in events:

@@ -44,9 +44,6 @@ class MaxSteps:
 class TokenBudget:
     """Stop once the run has used ``tokens`` tokens (input plus output).
 
-    Its sub-runs' tokens count (agents used as tools, any depth: `RunState.tree_usage`),
-    as they count in ``response.usage``.
-
     Attributes:
         tokens: The budget in total tokens over the whole run.
     """
@@ -55,7 +52,7 @@ class TokenBudget:
     kind: Literal["token_budget"] = "token_budget"
 
     def __call__(self, state: RunState) -> bool:
-        return state.tree_usage.total_tokens >= self.tokens
+        return state.usage.total_tokens >= self.tokens
 
 
 @attrs.frozen
@@ -87,7 +84,7 @@ def max_steps(steps: int) -> MaxSteps:
 
 
 def token_budget(tokens: int) -> TokenBudget:
-    """Stop once the run has used ``tokens`` tokens (input plus output), its sub-runs' included."""
+    """Stop once the run has used ``tokens`` tokens (input plus output)."""
     if tokens < 1:
         raise UsageError(f"token_budget must be at least 1, got {tokens}")
     return TokenBudget(tokens)
@@ -219,7 +216,7 @@ STOP_REASONS = frozenset((*_KINDS, "stop_condition"))
 def _limit(state: RunState, reason: str) -> str:
     condition = stopping_condition(state)
     if isinstance(condition, TokenBudget):
-        return f"{describe_condition(condition)} ({state.tree_usage.total_tokens} tokens used)"
+        return f"{describe_condition(condition)} ({state.usage.total_tokens} tokens used)"
     if condition is not None:
         return describe_condition(condition)
     if reason == "max_steps" and state.turn_steps >= state.config.max_steps:
