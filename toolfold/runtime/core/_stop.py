@@ -42,10 +42,14 @@ class MaxSteps:
 
 @attrs.frozen
 class TokenBudget:
-    """Stop once the run has used ``tokens`` tokens (input plus output).
+    """Stop once the run's own model calls have used ``tokens`` tokens (input plus output).
+
+    The run's own calls (`RunState.usage`): the tokens of agents it uses as
+    tools are in its `RunState.tree_usage` (and ``response.usage``) but not
+    counted here. Give such an agent a budget of its own.
 
     Attributes:
-        tokens: The budget in total tokens over the whole run.
+        tokens: The budget in total tokens of the run's own model calls.
     """
 
     tokens: int
@@ -84,7 +88,8 @@ def max_steps(steps: int) -> MaxSteps:
 
 
 def token_budget(tokens: int) -> TokenBudget:
-    """Stop once the run has used ``tokens`` tokens (input plus output)."""
+    """Stop once the run's own model calls have used ``tokens`` tokens (input plus output);
+    the tokens of agents it uses as tools are not counted (see `TokenBudget`)."""
     if tokens < 1:
         raise UsageError(f"token_budget must be at least 1, got {tokens}")
     return TokenBudget(tokens)
