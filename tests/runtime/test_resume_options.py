@@ -312,3 +312,57 @@ def test_a_changed_step_agent_is_refused_before_anything_runs() -> None:
     assert ran == []
     done = workflow("Work on {input}.").resume(first.state, approvals=approvals)
     assert (done.output, ran) == ("step: acted", ["1"])
+
+
+def test_a_finished_sub_run_on_a_call_still_to_run_does_not_block_the_resume() -> None:
+    """Ctrl-C in a round whose answers ended a sub-run (a denial at its max_steps): the
+    state holds the finished sub-run on a call still to run, and resumes with the same agents."""
+    import attrs
+
+    @tool(requires_approval=True)
+    def act(x: str) -> str:
+        """Act.
+
+        Args:
+            x: X.
+        """
+        return "acted"
+
+    interrupted = []
+
+    @tool(requires_approval=True, blocking=False)
+    def danger() -> str:
+        """Danger."""
+        interrupted.append(1)
+        if len(interrupted) == 1:
+            raise KeyboardInterrupt  # Ctrl-C while the round runs, once
+        return "done"
+
+    def lead_model(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return "lead: " + " | ".join(t.content for t in last.tool_results)
+        return [
+            attrs.evolve(ScriptedModel.call("danger", {}), id="d1"),
+            attrs.evolve(ScriptedModel.call("sub", {"input": "go"}), id="s1"),
+        ]
+
+    def make() -> Agent:
+        sub = Agent(
+            FunctionModel(lambda request: ScriptedModel.call("act", {"x": "1"})),
+            name="sub",
+            tools=[act],
+            max_steps=1,
+        )
+        return Agent(FunctionModel(lead_model), name="lead", tools=[danger, sub.as_tool()])
+
+    first = make().run("go")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        make().resume(first.state, approvals={"d1": True, "s1/call_1_0": False})
+    state = caught.value.state  # type: ignore[attr-defined]
+    (sub_call,) = [c for c in state.calls if c.call.name == "sub"]
+    assert sub_call.status != "done"
+    assert sub_call.child.is_done
+    again = make().resume(RunState.from_json(state.to_json()))
+    assert again.text.startswith("lead: done | ")
+    assert interrupted == [1, 1]  # danger ran again (it had not finished), once

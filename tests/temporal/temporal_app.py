@@ -16,7 +16,7 @@ import threading
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 from temporalio import activity, workflow
@@ -504,6 +504,33 @@ def explode(text: str) -> str:
 
 
 broken = TemporalAgent(Sequence(first, explode, name="broken"), settings=SETTINGS)
+
+
+# A sub-agent whose answer never fits its output type: it fails inside its own run
+# (its output retries used up), and stays in the tree on the call's error result.
+def _never_fits(request: ModelRequest) -> str:
+    return "not one of a, b"
+
+
+def _unfit() -> Agent:
+    return Agent(
+        FunctionModel(_never_fits), name="unfit", output_type=Literal["a", "b"], output_retries=1
+    )
+
+
+def _asks_unfit(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "tool":
+        return f"lead: {last.tool_results[0].content}"
+    return FunctionModel.call("unfit", {"input": "go"})
+
+
+misfit = TemporalAgent(
+    Agent(FunctionModel(_asks_unfit), name="misfit", tools=[_unfit().as_tool()]), settings=SETTINGS
+)
+misfit_step = TemporalAgent(
+    Sequence(Task(_unfit(), on_error="skip"), name="misfit_step"), settings=SETTINGS
+)
 
 # The side channel of a workflow: its agent step streams, its planner does not.
 voiced = TemporalAgent(
@@ -1005,6 +1032,8 @@ AGENTS = [
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
     asking,
     settling,
+    misfit,
+    misfit_step,
 ]
 
 

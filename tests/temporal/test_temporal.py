@@ -1256,3 +1256,21 @@ def test_a_waiting_suspended_update_lets_the_run_continue_as_new(
     early, response = asyncio.run(go())
     assert early.phase == "awaiting_model"  # not waiting, not over: the client asks again
     assert response.text == "in call order: FIRST,SECOND"
+
+
+@pytest.mark.parametrize(
+    "agent", [temporal_app.misfit, temporal_app.misfit_step], ids=["as_tool", "step"]
+)
+def test_a_sub_run_failing_inside_its_own_run_stays_in_the_durable_tree(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sub-agent whose output never fits fails in its own run: durably as locally, its
+    failed state stays on the call's error result and its model calls count in the usage."""
+    durable, history, local = _run_like_local(
+        agent, f"{agent.name}-1", server, tmp_path, monkeypatch
+    )
+    (failed,) = durable.state.sub_runs.values()
+    assert failed.phase == "failed"
+    assert durable.usage.requests == local.usage.requests
+    assert durable.usage.requests >= 2  # the sub-run's two tries are counted
+    _replays(history)

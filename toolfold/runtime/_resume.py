@@ -135,7 +135,9 @@ def _check_sub_runs(state: RunState, tools: Mapping[str, Tool[..., Any]]) -> Non
     """Refuse the resume when the spec of a call's open sub-run does not fit it (any depth)."""
     for call in state.calls:
         child = call.child
-        if child is None or call.status == "done":
+        # (a finished sub-run is not resumed: an interrupted round may hold one on a call
+        # still to run, whose answer ended it)
+        if child is None or call.status == "done" or child.is_done:
             continue
         check = resume_check(tools.get(call.call.name))
         if check is None:  # (a missing tool is `_check_attached`'s)

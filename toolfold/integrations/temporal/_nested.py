@@ -315,7 +315,9 @@ class SubRunTool:
             return ToolSuspended(call_id, state)
         if state.phase == "failed":  # locally the tool raises the run's error
             error = self._failure(state)
-            return ToolReturned(call_id, f"Error: {describe_exception(error)}", True, "error")
+            # ...and the failed sub-run stays in the tree on the error result (`failed_sub_run`)
+            text = f"Error: {describe_exception(error)}"
+            return ToolReturned(call_id, text, True, "error", child=state)
         if self.task is not None:
             from toolfold.runtime._task import step_result
 
