@@ -319,3 +319,28 @@ def test_uncallable_object_is_refused() -> None:
     """An object without __call__ is not a tool, and the error says so."""
     with pytest.raises(ToolDefinitionError, match="@tool needs a function"):
         tool(object())
+
+
+def test_a_named_tuple_default_is_an_object_as_its_schema() -> None:
+    """A NamedTuple parameter's default is written as the object its schema describes."""
+    from typing import NamedTuple
+
+    class Point(NamedTuple):
+        x: int
+        y: int
+
+    @tool
+    def move(to: Point = Point(1, 2)) -> str:  # noqa: B008 (an immutable default)
+        """Move.
+
+        Args:
+            to: Where to.
+        """
+        return f"{to.x},{to.y}"
+
+    schema = move.parameters["properties"]["to"]
+    assert schema["default"] == {"x": 1, "y": 2}
+    import jsonschema
+
+    jsonschema.validate(schema["default"], schema)
+    assert move.invoke(move.validate_arguments({})) == "1,2"

@@ -249,7 +249,8 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
 def to_json(value: Any) -> Any:
     """A default value as JSON data, or ValueError if it has no JSON form.
 
-    Enums give their value; tuples and sets give lists; datetimes, dates and
+    Enums give their value; named tuples objects (as their schema is); other
+    tuples and sets give lists; datetimes, dates and
     times their ISO form; UUID, Decimal and paths their text.
     """
     kind = type(value)
@@ -270,6 +271,8 @@ def to_json(value: Any) -> Any:
         return int(value)
     if isinstance(value, str):
         return str(value)
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):  # a NamedTuple: an object
+        return {k: to_json(v) for k, v in value._asdict().items()}
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     if isinstance(value, (set, frozenset)):
