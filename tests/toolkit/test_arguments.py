@@ -317,6 +317,50 @@ def test_optional_object_reports_the_inner_problem() -> None:
     )
 
 
+@dataclasses.dataclass
+class TaggedCat:
+    kind: Literal["cat"]
+    meows: int
+
+
+@dataclasses.dataclass
+class TaggedDog:
+    kind: Literal["dog"]
+    barks: int
+
+
+@dataclasses.dataclass
+class NamedCat:
+    meows: int
+    name: str
+
+
+@dataclasses.dataclass
+class NamedDog:
+    barks: int
+    name: str
+
+
+def test_a_tagged_union_explains_the_branch_its_tag_names() -> None:
+    """The value's tag names the class it meant: that class's problems, not another's."""
+    check = checker(pet=TaggedCat | TaggedDog)
+    assert problems(check, {"pet": {"kind": "dog", "barks": "x"}}) == (
+        "$.pet.barks: 'x' is not of type 'integer'",
+    )
+    assert problems(check, {"pet": {"kind": "cat", "meows": "x"}}) == (
+        "$.pet.meows: 'x' is not of type 'integer'",
+    )
+    assert problems(check, {"pet": {"kind": "cow"}}) == (
+        "$.pet.kind: 'cow' is not one of ['cat', 'dog']",
+    )
+
+
+def test_an_untagged_union_names_the_closest_branchs_problem() -> None:
+    """Without a tag, the branch with the fewest problems is the one explained."""
+    (line,) = problems(checker(pet=NamedCat | NamedDog), {"pet": {"barks": "two", "name": "Rex"}})
+    assert line.endswith("closest: $.pet.barks: 'two' is not of type 'integer'")
+
+
 def test_ambiguous_union_reports_closest_alternative() -> None:
     """When several alternatives could have been meant, the closest mismatch is named."""
     (line,) = problems(checker(pet=Cat | Dog), {"pet": {"meows": "x"}})

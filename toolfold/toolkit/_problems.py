@@ -204,6 +204,16 @@ def _union_problems(error: ValidationError, path: tuple[Any, ...]) -> list[Probl
         for errs in branches.values()
         if not any(e.validator == "type" and not e.relative_path for e in errs)
     ]
+    # With several left, nor is a branch whose tag differs (a property held to a const
+    # or enum, as a tagged union's ``kind`` is): the value names the branch it meant.
+    if len(meant) > 1:
+        tagged = [errs for errs in meant if not any(_is_tag(e) for e in errs)]
+        if tagged:
+            meant = tagged
+        else:  # every branch's tag differs: say which tags there are
+            wrong = _wrong_tag(meant)
+            if wrong is not None:
+                return [((*path, wrong[0]), wrong[1])]
     if len(meant) == 1:
         out: list[Problem] = []
         for e in meant[0]:
@@ -221,12 +231,42 @@ def _union_problems(error: ValidationError, path: tuple[Any, ...]) -> list[Probl
     from jsonschema.exceptions import best_match
 
     head = f"{short_repr(error.instance)} does not match any of the allowed shapes"
-    best = best_match([e for errs in meant for e in errs])
+    # The branches the value comes closest to (fewest problems), then jsonschema's pick.
+    fewest = min(len(errs) for errs in meant)
+    best = best_match([e for errs in meant if len(errs) == fewest for e in errs])
     if best is None:
         return [(path, head)]
     best_path = tuple(best.absolute_path)
     where = "" if best_path == path else f"{format_path(best_path)}: "
     return [(path, f"{head}; closest: {where}{_message(best)}")]
+
+
+def _is_tag(error: ValidationError) -> bool:
+    """``error`` is a property held to one value failing (``const``, or an ``enum`` of
+    one, as ``Literal["cat"]`` gives): a tag that names another branch."""
+    if len(error.relative_path) != 1:
+        return False
+    one_of = error.validator_value
+    return error.validator == "const" or (
+        error.validator == "enum" and isinstance(one_of, list) and len(one_of) == 1
+    )
+
+
+def _wrong_tag(branches: list[list[ValidationError]]) -> tuple[Any, str] | None:
+    """When every branch refused the same property's value: (the property, why), listing
+    the values the branches take; None when their tags are different properties."""
+    tags = [next(e for e in errs if _is_tag(e)) for errs in branches]
+    names = {e.relative_path[0] for e in tags}
+    if len(names) != 1:
+        return None
+    allowed: list[Any] = []  # (values may be lists: no set)
+    for e in tags:
+        held: Any = e.validator_value  # (an enum's is its one-value list: `_is_tag`)
+        for value in [held] if e.validator == "const" else held:
+            if value not in allowed:
+                allowed.append(value)
+    (name,) = names
+    return name, f"{short_repr(tags[0].instance)} is not one of {allowed!r}"
 
 
 # -- structuring problems --------------------------------------------------------
