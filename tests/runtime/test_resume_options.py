@@ -366,3 +366,52 @@ def test_a_finished_sub_run_on_a_call_still_to_run_does_not_block_the_resume() -
     again = make().resume(RunState.from_json(state.to_json()))
     assert again.text.startswith("lead: done | ")
     assert interrupted == [1, 1]  # danger ran again (it had not finished), once
+
+
+@pytest.mark.parametrize("answer", ["approve", "deny", "result"])
+def test_a_step_the_resumes_answers_close_is_reported_like_one_the_loop_closes(
+    answer: str,
+) -> None:
+    """Denied or given results close the waiting step as a call run by the loop does: the
+    result event, the step end and `on_step`, streamed or not, once."""
+    from toolfold import Tool
+
+    @tool(requires_approval=True)
+    def act(x: str) -> str:
+        """Act.
+
+        Args:
+            x: X.
+        """
+        return "acted"
+
+    # no function: its calls go back to the caller, who answers them
+    schema = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
+    ask = Tool("act", "Ask the caller.", schema)
+
+    def model(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return "end"
+        return FunctionModel.call("act", {"x": "1"})
+
+    agent = Agent(FunctionModel(model), tools=[ask if answer == "result" else act])
+    first = agent.run("go")
+    if answer == "result":
+        (waiting,) = first.state.tool_calls
+        answers: dict[str, Any] = {"tool_results": {waiting.id: "given"}}
+    else:
+        (waiting,) = first.pending_approvals
+        answers = {"approvals": {waiting.id: answer == "approve"}}
+    seen: list[Any] = []
+    events = list(agent.resume_stream(first.state, on_step=seen.append, **answers))
+    kinds = [event.kind for event in events]
+    assert kinds[:2] == ["tool_result", "step_end"]
+    assert kinds.count("step_end") == 2  # the answered step, then the final answer's
+    (result,) = [e for e in events if e.kind == "tool_result"]
+    expected = {"approve": "ok", "deny": "denied", "result": "ok"}[answer]
+    assert result.outcome == expected
+    assert len(seen) == 2
+    assert [r.call_id for r in seen[0].tool_results] == [waiting.id]
+    blocking: list[Any] = []
+    agent.resume(first.state, on_step=blocking.append, **answers)
+    assert len(blocking) == 2

@@ -187,6 +187,15 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         listings[_identity(sources)] = its_tools
     if live.announce_start and live.on_event is not None and len(state.log) == 1:
         _observe(live.on_event, state.log[0], state, "on_event")
+    if notify or live.on_step is not None:
+        answered = answered_by_caller(state)
+        if answered:  # a resume's denials and results: shown here, as if the step ran them
+            if notify:
+                for settled in state.calls:
+                    if settled.result is not None and settled.call.id in answered:
+                        yield _NoticeOp(ToolResultEvent(settled.result, settled.outcome or "error"))
+            if not state.pending_calls and state.phase not in _STEP_OPEN:
+                yield from _step_end(live, state, notify)  # ...and the step they closed
     while True:
         effect = next_effect(state)
         if isinstance(effect, CallModel):
@@ -432,6 +441,33 @@ def _finish(state: RunState, effect: Effect) -> RunState:
     if isinstance(effect, Finish) and effect.error is not None:
         raise run_failure(state)
     return state
+
+
+# What a resume appends after its answers (a new turn, a new limit), and the answers
+# (an approval granted runs its call in the loop, which shows it there; an answer passed
+# down to a sub-run is shown by the sub-run).
+_AFTER_ANSWERS = frozenset(
+    {"user_message_added", "step_limit_changed", "approval_granted", "call_resumed"}
+)
+
+
+def answered_by_caller(state: RunState) -> frozenset[str]:
+    """The calls of the current step that the caller answered as the run resumed (denied,
+    or given results) and no loop has shown yet: the answers at the end of the log.
+
+    Denials and given results enter a run only through a resume, before its loop runs,
+    so those at the log's end are the ones no step end has reported.
+    """
+    answered: set[str] = set()
+    for event in reversed(state.log):
+        kind = event.kind
+        if kind == "approval_denied":
+            answered.add(event.call_id)  # type: ignore[union-attr]
+        elif kind == "tool_results_provided":
+            answered.update(part.call_id for part in event.results)  # type: ignore[union-attr]
+        elif kind not in _AFTER_ANSWERS:
+            break
+    return frozenset(answered)
 
 
 def _step_end(live: Live, state: RunState, notify: bool) -> Generator[_Op, Any, None]:
