@@ -84,7 +84,7 @@ DEEP_TEXT = '{"value": ' + "[" * 1000 + "]" * 1000 + "}"
         (json.dumps('{"value": NaN}'), "not a finite JSON number"),
         (json.dumps('{"value": 1e999}'), "not a finite JSON number"),
         (json.dumps('{"value": [1, 2'), "not valid JSON"),
-        (json.dumps("[1, 2]"), "expected an object"),
+        (json.dumps("[1, 2]"), "takes a JSON object of arguments, got array [1, 2]"),
     ],
 )
 def test_unreadable_arguments_are_an_error_the_model_reads(

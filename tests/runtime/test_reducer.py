@@ -207,7 +207,12 @@ def test_unknown_tool_with_no_tools_says_so() -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("{bad json", "not valid JSON"), ("[1, 2]", "expected an object, got list")],
+    [
+        ("{bad json", "not valid JSON"),
+        ('{"a": 1 "b": 2}', """delimiter at line 1, column 9 (char 8): {"a": 1 >>>"b": 2}"""),
+        ("[1, 2]", "$: tool 't' takes a JSON object of arguments, got array [1, 2]"),
+        ("null", "$: tool 't' takes a JSON object of arguments, got null"),
+    ],
 )
 def test_argument_text_that_is_not_an_object_gets_an_error_result(text: str, expected: str) -> None:
     """Broken or non-object argument JSON becomes an error result the model can correct."""

@@ -10,6 +10,7 @@ the encoding of every later request.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -22,9 +23,10 @@ MAX_DEPTH = 64
 
 
 class _NotJSON(ValueError):
-    def __init__(self, problem: str, pos: int = 0) -> None:
+    def __init__(self, problem: str, pos: int = 0, *, number: bool = False) -> None:
         super().__init__(problem)
         self.pos = pos
+        self.number = number  # a number JSON cannot hold, at ``pos``
 
 
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -46,7 +48,7 @@ def decode_arguments(text: str) -> Any:
         raise _NotJSON(f"nested more than {MAX_DEPTH} levels deep") from None
     except NotJSONNumber as exc:
         pos = max(0, text.find(str(exc)))
-        raise _NotJSON(f"{exc} is not a finite JSON number", pos) from None
+        raise _NotJSON(f"{exc} is not a finite JSON number", pos, number=True) from None
     if text.count("{") + text.count("[") > MAX_DEPTH:
         _check_depth(value)
     if "\\u" in text and _ESCAPED_SURROGATE.search(text):
@@ -64,11 +66,22 @@ def parse_arguments(text: str) -> Mapping[str, Any] | None:
 
 
 def argument_problem(text: str) -> tuple[str, int] | None:
-    """Why ``text`` is not JSON a tool can take, with the offset; None when it decodes."""
+    """Why ``text`` is not JSON a tool can take, with the offset; None when it decodes.
+
+    Said as a tool's own argument check says it (`json_problem`): json's message,
+    line, column and offset, and an excerpt with ``>>>`` at the spot.
+    """
     try:
         decode_arguments(text)
     except ValueError as exc:
-        return str(exc), getattr(exc, "pos", 0)
+        from toolfold.toolkit._problems import excerpt, json_problem
+
+        if isinstance(exc, json.JSONDecodeError):
+            return json_problem(text, exc), exc.pos
+        pos = getattr(exc, "pos", 0)
+        if isinstance(exc, _NotJSON) and exc.number:
+            return f"{exc} at char {pos}: {excerpt(text, pos)}", pos
+        return str(exc), pos
     return None
 
 

@@ -271,9 +271,12 @@ def _bad_json_message(call: ToolCallPart) -> str:
     problem = argument_problem(call.arguments_text)
     if problem is not None:
         return ArgumentJSONError(call.name, *problem).message_for_model
-    got = type(decode_arguments(call.arguments_text)).__name__
+    from toolfold.toolkit._problems import json_kind, json_text
+
+    value = decode_arguments(call.arguments_text)
+    got = "null" if value is None else f"{json_kind(value)} {json_text(value)}"
     return ArgumentValidationError(
-        call.name, [f"$: expected an object, got {got}"]
+        call.name, [f"$: tool {call.name!r} takes a JSON object of arguments, got {got}"]
     ).message_for_model
 
 
