@@ -528,3 +528,13 @@ def test_classmethod_above_tool_gives_a_tool_bound_to_the_class() -> None:
         rebound = tool(timeout=5, max_retries=1, blocking=True, requires_approval=True)(found)
         assert (rebound.timeout, rebound.max_retries, rebound.requires_approval) == (5, 1, True)
         assert tool(blocking=False)(found).blocking is False
+
+
+def test_a_method_tool_taken_from_its_class_is_refused_when_tools_are_gathered() -> None:
+    """`Shop.search` has no shop to bind: refused naming the method, not failing every call."""
+    with pytest.raises(ToolDefinitionError, match=r"the method Shop\.search taken from its class"):
+        check_tool_names([Shop.search])
+    with pytest.raises(ToolDefinitionError, match="from an instance"):
+        check_tool_names([Shop.search.replace(name="find")])
+    bound = check_tool_names([Shop("Oslo").search, Shop.currency])
+    assert bound["search"].invoke({"query": "q"}) == "Oslo:q"

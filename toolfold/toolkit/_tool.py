@@ -489,10 +489,21 @@ def check_tool_names(
         Name -> tool, in the given order.
 
     Raises:
-        ToolDefinitionError: Names used more than once, each with its tools.
+        ToolDefinitionError: Names used more than once, each with its tools; or a
+            method tool taken from its class, whose ``self`` nothing would bind.
     """
     by_name: dict[str, list[Tool[..., Any]]] = {}
     for t in tools:
+        if t._receiver == "instance":
+            where = getattr(t.function, "__qualname__", t.name)
+            raise ToolDefinitionError(
+                t.name,
+                [
+                    f"is the method {where} taken from its class: nothing would give its "
+                    "'self' a value; pass it from an instance (obj.method), or make it a "
+                    "@staticmethod"
+                ],
+            )
         by_name.setdefault(t.name, []).append(t)
     problems = [_duplicate(name, group) for name, group in by_name.items() if len(group) > 1]
     if problems:
