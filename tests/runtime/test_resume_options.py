@@ -11,6 +11,7 @@ import pytest
 from toolfold import (
     Agent,
     InvalidEventError,
+    RunError,
     RunState,
     Sequence,
     ToolExecutionError,
@@ -415,3 +416,58 @@ def test_a_step_the_resumes_answers_close_is_reported_like_one_the_loop_closes(
     blocking: list[Any] = []
     agent.resume(first.state, on_step=blocking.append, **answers)
     assert len(blocking) == 2
+
+
+def test_answers_are_shown_once_across_resumes() -> None:
+    """A step's answers show in the resume that gives them, not again: not when a first
+    resume denies one call and a second approves the other, nor when the model call after
+    a denial that closed the step fails and its error's state is resumed."""
+
+    @tool(requires_approval=True)
+    def act(x: str) -> str:
+        """Act.
+
+        Args:
+            x: X.
+        """
+        return "acted " + x
+
+    failing = [True]
+
+    def model(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            if failing and failing.pop():
+                raise ConnectionError("provider down")
+            return "end"
+        if request.messages[-1].text == "one":
+            return FunctionModel.call("act", {"x": "a"}, id="A")
+        return [
+            FunctionModel.call("act", {"x": "a"}, id="A"),
+            FunctionModel.call("act", {"x": "b"}, id="B"),
+        ]
+
+    def shown(events: list[Any]) -> list[tuple[str, Any]]:
+        return [
+            (e.kind, e.result.call_id if e.kind == "tool_result" else e.step.index)
+            for e in events
+            if e.kind in ("tool_result", "step_end")
+        ]
+
+    agent = Agent(FunctionModel(model), tools=[act])
+    first = agent.run("two")
+    one = list(agent.resume_stream(first.state, approvals={"A": False}))
+    assert shown(one) == [("tool_result", "A")]  # B still waits: no step end yet
+    failing.clear()
+    two = list(agent.resume_stream(one[-1].response.state, approvals={"B": True}))
+    assert shown(two) == [("tool_result", "B"), ("step_end", 1), ("step_end", 2)]
+
+    failing.append(True)
+    waiting = agent.run("one").state
+    seen: list[Any] = []
+    with pytest.raises(RunError) as caught:  # the denial closes step 1; the model call fails
+        agent.resume(waiting, approvals={"A": False}, on_step=seen.append)
+    assert [s.index for s in seen] == [1]
+    retried: list[Any] = []
+    events = list(agent.resume_stream(caught.value.state, on_step=retried.append))
+    assert shown(events) == [("step_end", 2)]  # step 1 is not shown again
+    assert [s.index for s in retried] == [2]

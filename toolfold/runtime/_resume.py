@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+
 from toolfold._errors import UsageError
 from toolfold.runtime._response import Step
 from toolfold.runtime._run import (
@@ -44,7 +46,7 @@ from toolfold.runtime.core._messages import (
 )
 from toolfold.runtime.core._state import CallState, CallStatus, RunState
 from toolfold.runtime.drive._executor import resume_check
-from toolfold.runtime.drive._loop import Live, apply_event
+from toolfold.runtime.drive._loop import Live, answered, apply_event
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
@@ -87,7 +89,11 @@ def resumed(
     _check_sub_runs(state, options.tools)
     extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
+    waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
     state = _answered(live, state, tool_results, approvals)
+    settled = answered(state, waiting) if waiting else None
+    if settled is not None:  # the run's loop shows them first, as a step's results
+        live = attrs.evolve(live, answered=settled)
     if message is not None:
         for item in to_messages(message):
             state = apply_event(live, state, UserMessageAdded(item))

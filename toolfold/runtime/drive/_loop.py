@@ -93,6 +93,29 @@ _invocation = builder(ToolInvocation)
 _STEP_OPEN = frozenset({"running_tools", "awaiting_approval", "awaiting_tool_results"})
 
 
+class Answered(NamedTuple):
+    """The waiting step's calls a resume's answers settled (denied, or given results):
+    their results with outcomes, and the step when the answers closed it."""
+
+    results: tuple[tuple[Any, Any], ...]
+    step: Step | None
+
+
+def answered(state: RunState, waiting: frozenset[str]) -> Answered | None:
+    """What answers did to the calls ``waiting`` before them: the calls now settled, and
+    the step if no call of it is left open; None when they settled none (approved calls
+    run in the loop, which shows them)."""
+    results = tuple(
+        (c.result, c.outcome or "error")
+        for c in state.calls
+        if c.result is not None and c.call.id in waiting
+    )
+    if not results:
+        return None
+    closed = not state.pending_calls and state.phase not in _STEP_OPEN
+    return Answered(results, _current_step(state) if closed else None)
+
+
 @attrs.frozen(kw_only=True)
 class Live:
     """The live half of a run: what cannot be serialized with the state.
@@ -115,6 +138,8 @@ class Live:
         opened: Tool sources already open for the run (its first agent's,
             opened around it) with the tools they listed: a handoff back to
             an agent holding them reuses them.
+        answered: What the resume's own answers did to the waiting step, which
+            no loop showed: shown first (see `answered`).
     """
 
     model: Model
@@ -130,6 +155,7 @@ class Live:
     name: str | None = None
     handoffs: Mapping[str, Handover] = attrs.field(factory=dict)
     opened: tuple[tuple[tuple[ToolSource, ...], Sequence[Tool[..., Any]]], ...] = ()
+    answered: Answered | None = None
 
 
 class Ended(NamedTuple):
@@ -187,15 +213,17 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         listings[_identity(sources)] = its_tools
     if live.announce_start and live.on_event is not None and len(state.log) == 1:
         _observe(live.on_event, state.log[0], state, "on_event")
-    if notify or live.on_step is not None:
-        answered = answered_by_caller(state)
-        if answered:  # a resume's denials and results: shown here, as if the step ran them
+    if live.answered is not None:  # a resume's denials and results: shown as a step's are
+        if notify:
+            for result, outcome in live.answered.results:
+                yield _NoticeOp(ToolResultEvent(result, outcome))
+        closed = live.answered.step  # ...and the step they closed
+        if closed is not None:
+            if live.on_step is not None:
+                _observe(live.on_step, closed, state, "on_step")
             if notify:
-                for settled in state.calls:
-                    if settled.result is not None and settled.call.id in answered:
-                        yield _NoticeOp(ToolResultEvent(settled.result, settled.outcome or "error"))
-            if not state.pending_calls and state.phase not in _STEP_OPEN:
-                yield from _step_end(live, state, notify)  # ...and the step they closed
+                yield _NoticeOp(StepEndEvent(closed))
+        live = attrs.evolve(live, answered=None)  # (once: a handoff keeps `live`)
     while True:
         effect = next_effect(state)
         if isinstance(effect, CallModel):
@@ -441,33 +469,6 @@ def _finish(state: RunState, effect: Effect) -> RunState:
     if isinstance(effect, Finish) and effect.error is not None:
         raise run_failure(state)
     return state
-
-
-# What a resume appends after its answers (a new turn, a new limit), and the answers
-# (an approval granted runs its call in the loop, which shows it there; an answer passed
-# down to a sub-run is shown by the sub-run).
-_AFTER_ANSWERS = frozenset(
-    {"user_message_added", "step_limit_changed", "approval_granted", "call_resumed"}
-)
-
-
-def answered_by_caller(state: RunState) -> frozenset[str]:
-    """The calls of the current step that the caller answered as the run resumed (denied,
-    or given results) and no loop has shown yet: the answers at the end of the log.
-
-    Denials and given results enter a run only through a resume, before its loop runs,
-    so those at the log's end are the ones no step end has reported.
-    """
-    answered: set[str] = set()
-    for event in reversed(state.log):
-        kind = event.kind
-        if kind == "approval_denied":
-            answered.add(event.call_id)  # type: ignore[union-attr]
-        elif kind == "tool_results_provided":
-            answered.update(part.call_id for part in event.results)  # type: ignore[union-attr]
-        elif kind not in _AFTER_ANSWERS:
-            break
-    return frozenset(answered)
 
 
 def _step_end(live: Live, state: RunState, notify: bool) -> Generator[_Op, Any, None]:
