@@ -355,6 +355,38 @@ def test_a_tagged_union_explains_the_branch_its_tag_names() -> None:
     )
 
 
+@dataclasses.dataclass
+class StrictConfig:
+    mode: Literal["strict"]
+    level: int
+
+
+@dataclasses.dataclass
+class NamedThing:
+    name: str
+
+
+@dataclasses.dataclass
+class Meowing:
+    sound: Literal["meow"]
+    kind: Literal["cat"]
+
+
+@dataclasses.dataclass
+class Woofing:
+    sound: Literal["woof"]
+    kind: Literal["dog"]
+
+
+def test_a_fixed_field_that_tags_no_other_branch_does_not_discard_its_class() -> None:
+    """A one-value field only one class has is no tag: that class still counts (and the
+    closest problem names the field); two fixed fields a class are no single tag."""
+    (line,) = problems(checker(x=StrictConfig | NamedThing), {"x": {"mode": "lax", "level": 3}})
+    assert line.endswith("closest: $.x.mode: 'lax' is not one of ['strict']")
+    (line,) = problems(checker(x=Meowing | Woofing), {"x": {"sound": "bark", "kind": "cat"}})
+    assert line.endswith("closest: $.x.sound: 'bark' is not one of ['meow']")
+
+
 def test_an_untagged_union_names_the_closest_branchs_problem() -> None:
     """Without a tag, the branch with the fewest problems is the one explained."""
     (line,) = problems(checker(pet=NamedCat | NamedDog), {"pet": {"barks": "two", "name": "Rex"}})

@@ -208,9 +208,13 @@ def _union_problems(error: ValidationError, path: tuple[Any, ...]) -> list[Probl
     # or enum, as a tagged union's ``kind`` is): the value names the branch it meant.
     if len(meant) > 1:
         tagged = [errs for errs in meant if not any(_is_tag(e) for e in errs)]
-        if tagged:
-            meant = tagged
-        else:  # every branch's tag differs: say which tags there are
+        tags = {e.relative_path[0] for errs in meant for e in errs if _is_tag(e)}
+        if tagged and len(tags) == 1:
+            # a tag only if a branch left takes that property as the value has it
+            (tag,) = tags  # (a property name: `_is_tag`)
+            if any(_takes(errs, str(tag)) for errs in tagged):
+                meant = tagged
+        elif not tagged:  # every branch's tag differs: say which tags there are
             wrong = _wrong_tag(meant)
             if wrong is not None:
                 return [((*path, wrong[0]), wrong[1])]
@@ -244,7 +248,7 @@ def _union_problems(error: ValidationError, path: tuple[Any, ...]) -> list[Probl
 def _is_tag(error: ValidationError) -> bool:
     """``error`` is a property held to one value failing (``const``, or an ``enum`` of
     one, as ``Literal["cat"]`` gives): a tag that names another branch."""
-    if len(error.relative_path) != 1:
+    if len(error.relative_path) != 1 or not isinstance(error.relative_path[0], str):
         return False
     one_of = error.validator_value
     return error.validator == "const" or (
@@ -252,10 +256,26 @@ def _is_tag(error: ValidationError) -> bool:
     )
 
 
+def _takes(branch: list[ValidationError], name: str) -> bool:
+    """Whether the branch whose problems are ``branch`` takes property ``name`` as given:
+    neither its value refused nor the property itself (as unexpected)."""
+    for e in branch:
+        if _is_tag(e) and e.relative_path[0] == name:
+            return False
+        if not e.relative_path and e.validator in ("additionalProperties", "unevaluatedProperties"):
+            known = e.schema.get("properties") if isinstance(e.schema, dict) else None
+            if name not in (known or {}):
+                return False
+    return True
+
+
 def _wrong_tag(branches: list[list[ValidationError]]) -> tuple[Any, str] | None:
-    """When every branch refused the same property's value: (the property, why), listing
-    the values the branches take; None when their tags are different properties."""
-    tags = [next(e for e in errs if _is_tag(e)) for errs in branches]
+    """When every branch refused the same one property's value, and nothing else held to
+    one value: (the property, why), listing the values the branches take; else None."""
+    found = [[e for e in errs if _is_tag(e)] for errs in branches]
+    if any(len(tags) != 1 for tags in found):
+        return None  # several fixed values in a branch: which one is the tag is unclear
+    tags = [tags[0] for tags in found]
     names = {e.relative_path[0] for e in tags}
     if len(names) != 1:
         return None
