@@ -183,6 +183,24 @@ def test_non_json_constants_are_rejected(constant: str) -> None:
     assert info.value.errors[0].startswith(f"{constant} is not a finite JSON number at char 24")
 
 
+def test_a_non_json_number_is_placed_where_it_is_a_value_not_in_a_string() -> None:
+    """The excerpt points at the number itself, not at the same letters inside a string."""
+    with pytest.raises(ArgumentJSONError) as info:
+        explicit().check('{"query": "NaN", "limit": NaN}')
+    assert info.value.errors[0] == (
+        'NaN is not a finite JSON number at char 26: {"query": "NaN", "limit": >>>NaN}'
+    )
+
+
+def test_an_unterminated_string_is_said_once() -> None:
+    """json's "Unterminated string starting at" is followed by its place only once."""
+    with pytest.raises(ArgumentJSONError) as info:
+        explicit().check('{"query": "x')
+    assert info.value.errors[0].startswith(
+        "Unterminated string starting at line 1, column 11 (char 10): "
+    )
+
+
 def test_numbers_python_cannot_hold_are_json_errors() -> None:
     """1e400 (a float overflow) and a 5000-digit integer are refused with a JSON error."""
     with pytest.raises(ArgumentJSONError) as info:

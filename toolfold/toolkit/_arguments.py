@@ -42,6 +42,7 @@ from toolfold.toolkit._problems import (
     json_kind,
     json_problem,
     json_text,
+    number_position,
     render,
     schema_problems,
     short_repr,
@@ -175,7 +176,7 @@ class ArgumentChecker:
             except json.JSONDecodeError as exc:
                 raise ArgumentJSONError(self._tool_name, json_problem(raw, exc), exc.pos) from exc
             except NotJSONNumber as exc:
-                pos = max(0, raw.find(str(exc)))
+                pos = number_position(raw, str(exc))
                 problem = f"{exc} is not a finite JSON number at char {pos}: {excerpt(raw, pos)}"
                 raise ArgumentJSONError(self._tool_name, problem, pos) from exc
             except ValueError as exc:  # e.g. an integer of more than 4300 digits

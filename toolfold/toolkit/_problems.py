@@ -90,10 +90,20 @@ def _visible(text: str) -> str:
 
 def json_problem(text: str, exc: json.JSONDecodeError) -> str:
     """The line for malformed JSON: json's message, line, column, offset and an excerpt."""
+    message = exc.msg.removesuffix(" at")  # "Unterminated string starting at" (its place follows)
     return (
-        f"{exc.msg} at line {exc.lineno}, column {exc.colno} (char {exc.pos}): "
+        f"{message} at line {exc.lineno}, column {exc.colno} (char {exc.pos}): "
         f"{excerpt(text, exc.pos)}"
     )
+
+
+def number_position(text: str, number: str) -> int:
+    """Where JSON ``text`` writes the literal ``number`` (``NaN``, ``1e999``) as a value,
+    not inside a string; 0 when it does not."""
+    for found in re.finditer(r'"(?:[^"\\]|\\.)*"|' + re.escape(number), text):
+        if found.group() == number:
+            return found.start()
+    return 0
 
 
 def json_kind(value: Any) -> str:

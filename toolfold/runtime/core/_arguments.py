@@ -47,7 +47,9 @@ def decode_arguments(text: str) -> Any:
     except RecursionError:
         raise _NotJSON(f"nested more than {MAX_DEPTH} levels deep") from None
     except NotJSONNumber as exc:
-        pos = max(0, text.find(str(exc)))
+        from toolfold.toolkit._problems import number_position
+
+        pos = number_position(text, str(exc))
         raise _NotJSON(f"{exc} is not a finite JSON number", pos, number=True) from None
     if text.count("{") + text.count("[") > MAX_DEPTH:
         _check_depth(value)
