@@ -471,3 +471,33 @@ def test_answers_are_shown_once_across_resumes() -> None:
     events = list(agent.resume_stream(caught.value.state, on_step=retried.append))
     assert shown(events) == [("step_end", 2)]  # step 1 is not shown again
     assert [s.index for s in retried] == [2]
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_answers_at_the_step_limit_end_the_run_there_approved_or_denied(approve: bool) -> None:
+    """At max_steps, the waiting call's answer is taken either way and the run ends at the
+    limit with it; a denial is not refused as a resume that cannot continue."""
+
+    @tool(requires_approval=True)
+    def act(x: str) -> str:
+        """Act.
+
+        Args:
+            x: X.
+        """
+        return "acted"
+
+    def model(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return "end"
+        return FunctionModel.call("act", {"x": "1"})
+
+    agent = Agent(FunctionModel(model), tools=[act], max_steps=1)
+    first = agent.run("go")
+    (waiting,) = first.pending_approvals
+    done = agent.resume(first.state, approvals={waiting.id: approve})
+    assert done.finish_reason == "max_steps"
+    (result,) = done.steps[0].tool_results
+    assert result.content == ("acted" if approve else "The user denied this tool call.")
+    with pytest.raises(UsageError, match="does not continue it"):
+        agent.resume(done.state)  # with nothing answered, the limit still stops it

@@ -98,7 +98,9 @@ def resumed(
         for item in to_messages(message):
             state = apply_event(live, state, UserMessageAdded(item))
     limit = max_steps if max_steps is not None else options.config.max_steps
-    at_limit = _stopped_at_limit(state)
+    # (answers that settle the step's last calls at the limit are progress: the run then
+    # ends at max_steps with them, as it does when the answer is an approval)
+    at_limit = settled is None and _stopped_at_limit(state)
     if limit != state.config.max_steps or at_limit:
         _check_limit(state, limit, given=max_steps is not None)
         state = apply_event(live, state, StepLimitChanged(limit))
