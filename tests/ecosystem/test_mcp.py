@@ -303,6 +303,9 @@ def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> N
         MCPServerHTTP(http_guarded_server, headers={"X-Port": 8000})  # type: ignore[dict-item]
     with pytest.raises(UsageError, match="not written to an agent file"):
         server.file_entry()
+    with pytest.raises(UsageError, match=r"its URL carries credentials \(user:password@\)"):
+        MCPServerHTTP("http://bob:sk-PASS-0451@127.0.0.1:9/mcp").file_entry()
+    assert MCPServerHTTP("http://127.0.0.1:9/mcp").file_entry()["url"] == "http://127.0.0.1:9/mcp"
 
 
 def test_a_server_crashing_mid_call_is_a_clear_error_and_leaves_no_process() -> None:

@@ -344,3 +344,16 @@ def test_a_named_tuple_default_is_an_object_as_its_schema() -> None:
 
     jsonschema.validate(schema["default"], schema)
     assert move.invoke(move.validate_arguments({})) == "1,2"
+
+    @tool
+    def jump(to: tuple[int, int] = Point(3, 4)) -> str:
+        """Jump.
+
+        Args:
+            to: Where to.
+        """
+        return f"{to[0]},{to[1]}"
+
+    array = jump.parameters["properties"]["to"]
+    assert array["default"] == [3, 4]  # the schema wants an array: the tuple's items
+    jsonschema.validate(array["default"], array)

@@ -619,10 +619,17 @@ class MCPServerHTTP(MCPServer):
         guard_logs(*self._secrets())  # httpx logs each request's URL at INFO
 
     def _target_entry(self) -> dict[str, Any]:
+        from toolfold.adapters._http._keys import url_userinfo
+
         if self._headers:
             raise UsageError(
                 f"MCP server {self.name!r}: its headers carry credentials and are not written "
                 "to an agent file (give the file a server without headers)"
+            )
+        if url_userinfo(self.url) is not None:
+            raise UsageError(
+                f"MCP server {self.name!r}: its URL carries credentials (user:password@) "
+                "and is not written to an agent file (give the file a URL without them)"
             )
         return {"url": self.url, "name": None if self.name == self._shown_url else self.name}
 

@@ -228,7 +228,7 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
             required.append(name)
         elif default is not MISSING:
             try:
-                schema["default"] = to_json(default)
+                schema["default"] = default_json(default, schema)
             except ValueError:
                 ctx.problem(
                     f"field {name!r} of {cls.__qualname__} has default {default!r},"
@@ -244,6 +244,19 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
         schema["required"] = required
     schema["additionalProperties"] = False
     return schema
+
+
+def default_json(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value`` as the JSON default of ``schema``: `to_json`'s form, except that a
+    named tuple given where the schema wants an array (``tuple[int, int]``) is one.
+
+    Raises:
+        ValueError: The value has no JSON form.
+    """
+    made = to_json(value)
+    if isinstance(made, dict) and isinstance(value, tuple) and schema.get("type") == "array":
+        return [to_json(item) for item in value]
+    return made
 
 
 def to_json(value: Any) -> Any:

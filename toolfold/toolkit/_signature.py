@@ -16,7 +16,12 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from toolfold.toolkit._classes import MISSING, UnresolvedHints, class_fields, to_json
+from toolfold.toolkit._classes import (
+    MISSING,
+    UnresolvedHints,
+    class_fields,
+    default_json,
+)
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
 from toolfold.toolkit._flags import with_flag_note
@@ -419,7 +424,7 @@ def _parameter_schema(
         schema["description"] = with_flag_note(described, annotation)
     if default is not MISSING:
         try:
-            schema["default"] = to_json(default)
+            schema["default"] = default_json(default, schema)
         except ValueError:
             out.problems.append(
                 f"parameter {name!r}: default {default!r} is not JSON-representable;"
