@@ -558,3 +558,32 @@ def test_a_format_sample_the_pattern_refuses_gives_way_to_the_pattern() -> None:
     assert re.search(r"@corp\.example$", value)
     plain = {"type": "string", "format": "email", "pattern": r"@"}
     assert sample_value(plain) == sample_value({"type": "string", "format": "email"})
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "enum": ["abcd", "ab"], "maxLength": 3},  # the enum value that fits
+        {"type": "integer", "enum": [1, 20], "minimum": 10},
+        {"type": "object", "required": ["a", "b"], "properties": {"a": {"type": "integer"}}},
+        {
+            "type": "object",
+            "required": ["a", "b"],
+            "properties": {"a": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+        },
+        {"type": "string", "format": "ipv4"},
+        {"type": "string", "format": "ipv6"},
+        {"type": "string", "format": "hostname"},
+        {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}},
+        {"type": "array", "items": {"type": "integer"}, "contains": {"const": 7}, "minItems": 2},
+    ],
+)
+def test_sample_values_meet_enums_lengths_required_names_formats_and_contains(
+    schema: dict[str, Any],
+) -> None:
+    """A value the schema takes, format included, where the first enum value, a required
+    name without a property schema, an IP format or ``contains`` used to give one it refused."""
+    value = sample_value(schema)
+    checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    assert checker.is_valid(value), value

@@ -2,8 +2,8 @@
 
 No randomness and no hypothesis at runtime: the same schema always gives the
 same value, the simplest one that satisfies the common keywords (types, enums,
-bounds, lengths, patterns (`_pattern`), required properties, ``$ref``/``$defs``,
-unions).
+bounds, lengths, patterns (`_pattern`), formats, required properties,
+``contains``, ``$ref``/``$defs``, unions).
 """
 
 from __future__ import annotations
@@ -24,6 +24,14 @@ _FORMATS: dict[str, str] = {
     "email": "user@example.com",
     "uri": "https://example.com",
     "duration": "P1D",
+    "ipv4": "192.0.2.1",
+    "ipv6": "2001:db8::1",
+    "hostname": "example.com",
+    "idn-hostname": "example.com",
+    "uri-reference": "https://example.com",
+    "iri": "https://example.com",
+    "iri-reference": "https://example.com",
+    "idn-email": "user@example.com",
 }
 
 _MAX_DEPTH = 8
@@ -66,7 +74,9 @@ class _Sampler:
         if "const" in schema:
             return schema["const"]
         if schema.get("enum"):
-            return schema["enum"][0]
+            # the first value the schema's other keywords (lengths, bounds, type) let through
+            fits = self._checker({k: v for k, v in schema.items() if k != "enum"})
+            return next((v for v in schema["enum"] if fits(v)), schema["enum"][0])
         if "default" in schema and depth > 0:
             return schema["default"]
         for key in ("anyOf", "oneOf"):
@@ -91,6 +101,14 @@ class _Sampler:
         except _NoSample as exc:
             exc.path.append(key)
             raise
+
+    def _checker(self, schema: Mapping[str, Any]) -> Any:
+        """``is_valid`` of jsonschema's validator for ``schema`` (its refs in the root's)."""
+        from jsonschema.validators import validator_for
+
+        whole = {**schema, **{k: self.root[k] for k in ("$defs", "definitions") if k in self.root}}
+        cls = validator_for(self.root)  # the root's $schema, else the newest draft
+        return cls(whole).is_valid
 
     def _resolve(self, schema: Any) -> Mapping[str, Any]:
         if isinstance(schema, Mapping) and "$ref" in schema:
@@ -173,7 +191,11 @@ class _Sampler:
         count = int(schema.get("minItems", 0 if depth >= _MAX_DEPTH else 1))
         if schema.get("maxItems") is not None:
             count = min(count, int(schema["maxItems"]))
-        first = self._at(0, items, depth + 1)
+        contains = schema.get("contains")
+        if isinstance(contains, Mapping) and count >= 1:  # the first item is one it wants
+            first = self._at(0, {**self._resolve(items), **contains}, depth + 1)
+        else:
+            first = self._at(0, items, depth + 1)
         if count > 1 and schema.get("uniqueItems"):
             return [_distinct(first, i) for i in range(count)]
         return [first] * count
@@ -182,12 +204,17 @@ class _Sampler:
         properties: Mapping[str, Any] = schema.get("properties", {})
         required = set(schema.get("required", ()))
         result: dict[str, Any] = {}
+        extra = schema.get("additionalProperties")
         for name, sub in properties.items():
             # Optional properties are filled near the top so that tools see
             # realistic input, and left out deeper to end recursive types.
             if name in required or depth < 2:
                 result[name] = self._at(name, sub, depth + 1)
-        extra = schema.get("additionalProperties")
+        for name in schema.get("required", ()):  # required without a schema of its own
+            if name not in result:
+                result[name] = self._at(
+                    name, extra if isinstance(extra, Mapping) else {}, depth + 1
+                )
         count = int(schema.get("minProperties", 0))
         index = 0
         while len(result) < count:
