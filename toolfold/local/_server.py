@@ -176,9 +176,8 @@ class LocalServer:
                     answered = client.get(url).status_code == 200
                 except httpx.TransportError:
                     answered = False  # not listening yet
-                if (
-                    answered and self.alive()
-                ):  # (an answer from a server that has exited is not its own)
+                # (an answer while its own process is gone came from another server)
+                if answered and self.alive():
                     return
                 if time.monotonic() > deadline:
                     raise LocalSetupError(

@@ -440,16 +440,12 @@ class MCPServer:
         if client is None:
             raise MCPError(self.name, f"tool {remote!r} failed: the session has ended")
 
-        async def on_server() -> Any:
-            try:
-                return await client.call_tool(remote, arguments)
-            except Exception as exc:
-                if await self._lost(exc, client):
-                    self._note_end(task)
-                raise
+        async def call(session: Any) -> Any:
+            return await session.call_tool(remote, arguments)
 
+        asked = portal.start_task_soon(self._on_session, call, client, task)
         try:
-            result = await asyncio.wrap_future(portal.start_task_soon(on_server))
+            result = await asyncio.wrap_future(asked)
         except Exception as exc:
             raise self._error(f"tool {remote!r} failed: {_describe(exc)}", exc) from exc
         if result.is_error:
@@ -460,18 +456,9 @@ class MCPServer:
 
     def _call(self, fn: Callable[[Any], Any]) -> Any:
         """``fn(client)`` on the session's loop, waited for at most ``timeout``."""
-        portal, client, task = self._portal, self._client, self._task
+        portal = self._portal
         assert portal is not None
-
-        async def on_server() -> Any:
-            try:
-                return await fn(client)
-            except Exception as exc:
-                if await self._lost(exc, client):
-                    self._note_end(task)
-                raise
-
-        asked = portal.start_task_soon(on_server)
+        asked = portal.start_task_soon(self._on_session, fn, self._client, self._task)
         try:
             return asked.result(timeout=self.timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
@@ -479,6 +466,16 @@ class MCPServer:
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except Exception as exc:
             raise self._error(_describe(exc), exc) from exc
+
+    async def _on_session(self, fn: Callable[[Any], Any], client: Any, task: Any) -> Any:
+        """``await fn(client)`` on the session's loop; a failure that ends the session
+        (the one on ``task``) marks it ended, for the next `open` to replace."""
+        try:
+            return await fn(client)
+        except Exception as exc:
+            if await self._lost(exc, client):
+                self._note_end(task)
+            raise
 
     async def _lost(self, exc: BaseException, client: Any) -> bool:
         """Whether ``exc``, from a request of ``client``'s session, means the session is gone.
