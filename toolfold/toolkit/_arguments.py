@@ -37,12 +37,10 @@ from toolfold.toolkit._flags import flag_class
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 from toolfold.toolkit._problems import (
     Problem,
-    excerpt,
     format_path,
-    json_kind,
     json_problem,
-    json_text,
-    number_position,
+    not_an_object,
+    number_problem,
     render,
     schema_problems,
     short_repr,
@@ -176,8 +174,7 @@ class ArgumentChecker:
             except json.JSONDecodeError as exc:
                 raise ArgumentJSONError(self._tool_name, json_problem(raw, exc), exc.pos) from exc
             except NotJSONNumber as exc:
-                pos = number_position(raw, str(exc))
-                problem = f"{exc} is not a finite JSON number at char {pos}: {excerpt(raw, pos)}"
+                problem, pos = number_problem(raw, str(exc))
                 raise ArgumentJSONError(self._tool_name, problem, pos) from exc
             except ValueError as exc:  # e.g. an integer of more than 4300 digits
                 raise ArgumentJSONError(self._tool_name, str(exc), 0) from exc
@@ -188,12 +185,7 @@ class ArgumentChecker:
             if isinstance(value, Mapping):
                 value = dict(value)
             elif isinstance(raw, str):
-                self._fail(
-                    [
-                        f"$: tool {self._tool_name!r} takes a JSON object of arguments, got "
-                        + ("null" if value is None else f"{json_kind(value)} {json_text(value)}")
-                    ]
-                )
+                self._fail([not_an_object(self._tool_name, value)])
             else:  # a caller outside the type checker's view
                 kind = type(value).__name__
                 self._fail([f"$: expected JSON text or a mapping of arguments, got {kind}"])

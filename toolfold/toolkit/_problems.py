@@ -97,6 +97,18 @@ def json_problem(text: str, exc: json.JSONDecodeError) -> str:
     )
 
 
+def number_problem(text: str, number: str) -> tuple[str, int]:
+    """The line for a number JSON cannot hold (``NaN``, ``1e999``) in ``text``, and where."""
+    pos = number_position(text, number)
+    return f"{number} is not a finite JSON number at char {pos}: {excerpt(text, pos)}", pos
+
+
+def not_an_object(tool_name: str, value: Any) -> str:
+    """The line for argument JSON that decodes to something other than an object."""
+    got = "null" if value is None else f"{json_kind(value)} {json_text(value)}"
+    return f"$: tool {tool_name!r} takes a JSON object of arguments, got {got}"
+
+
 def number_position(text: str, number: str) -> int:
     """Where JSON ``text`` writes the literal ``number`` (``NaN``, ``1e999``) as a value,
     not inside a string; 0 when it does not."""

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold.toolkit._arguments import NotJSONNumber, strict_loads
+from toolfold.toolkit._problems import json_problem, number_problem
 
 #: Arguments nested deeper than this are refused: no tool needs them, and
 #: deeper values break the recursion of everything that walks them later.
@@ -23,10 +24,9 @@ MAX_DEPTH = 64
 
 
 class _NotJSON(ValueError):
-    def __init__(self, problem: str, pos: int = 0, *, number: bool = False) -> None:
+    def __init__(self, problem: str, pos: int = 0) -> None:
         super().__init__(problem)
         self.pos = pos
-        self.number = number  # a number JSON cannot hold, at ``pos``
 
 
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -47,10 +47,8 @@ def decode_arguments(text: str) -> Any:
     except RecursionError:
         raise _NotJSON(f"nested more than {MAX_DEPTH} levels deep") from None
     except NotJSONNumber as exc:
-        from toolfold.toolkit._problems import number_position
-
-        pos = number_position(text, str(exc))
-        raise _NotJSON(f"{exc} is not a finite JSON number", pos, number=True) from None
+        problem, pos = number_problem(text, str(exc))
+        raise _NotJSON(problem, pos) from None
     if text.count("{") + text.count("[") > MAX_DEPTH:
         _check_depth(value)
     if "\\u" in text and _ESCAPED_SURROGATE.search(text):
@@ -76,14 +74,9 @@ def argument_problem(text: str) -> tuple[str, int] | None:
     try:
         decode_arguments(text)
     except ValueError as exc:
-        from toolfold.toolkit._problems import excerpt, json_problem
-
         if isinstance(exc, json.JSONDecodeError):
             return json_problem(text, exc), exc.pos
-        pos = getattr(exc, "pos", 0)
-        if isinstance(exc, _NotJSON) and exc.number:
-            return f"{exc} at char {pos}: {excerpt(text, pos)}", pos
-        return str(exc), pos
+        return str(exc), getattr(exc, "pos", 0)
     return None
 
 

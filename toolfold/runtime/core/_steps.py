@@ -49,6 +49,7 @@ from toolfold.runtime.core._state import (
     RunState,
 )
 from toolfold.runtime.core._stop import stop_reason
+from toolfold.toolkit._problems import not_an_object
 
 Changes = dict[str, Any]
 
@@ -271,13 +272,8 @@ def _bad_json_message(call: ToolCallPart) -> str:
     problem = argument_problem(call.arguments_text)
     if problem is not None:
         return ArgumentJSONError(call.name, *problem).message_for_model
-    from toolfold.toolkit._problems import json_kind, json_text
-
     value = decode_arguments(call.arguments_text)
-    got = "null" if value is None else f"{json_kind(value)} {json_text(value)}"
-    return ArgumentValidationError(
-        call.name, [f"$: tool {call.name!r} takes a JSON object of arguments, got {got}"]
-    ).message_for_model
+    return ArgumentValidationError(call.name, [not_an_object(call.name, value)]).message_for_model
 
 
 # --- results and approvals -------------------------------------------------
