@@ -40,6 +40,15 @@ def decode(datas: list[str], provider: str = "p", end: bool = True) -> list[Any]
     return events
 
 
+def whole(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    """The blocking body that answers ``message`` with ``finish``, as the streams above do."""
+    return {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [{"message": message, "finish_reason": finish}],
+    }
+
+
 def fold(events: list[Any]) -> ModelResponse:
     state = StreamState()
     for event in events:
@@ -463,11 +472,7 @@ def test_a_streamed_refusal_is_the_text_a_whole_refusal_gives() -> None:
         "content": None,
         "refusal": "I'm sorry, I can't help with that.",
     }
-    body = {
-        "id": "chatcmpl-1",
-        "model": "m",
-        "choices": [{"message": message, "finish_reason": "stop"}],
-    }
+    body = whole(message, "stop")
     streamed = fold(decode(datas))
     assert streamed == parse_response(body, "p")
     assert streamed.text == "I'm sorry, I can't help with that."
@@ -477,11 +482,7 @@ def test_a_refusal_after_content_is_dropped_as_in_a_whole_body() -> None:
     """Content wins over a refusal, streamed or not: the refusal is not appended to the text."""
     datas = [chunk({"content": "Sure."}), chunk({"refusal": "No."}), chunk({}, "stop"), "[DONE]"]
     message = {"role": "assistant", "content": "Sure.", "refusal": "No."}
-    body = {
-        "id": "chatcmpl-1",
-        "model": "m",
-        "choices": [{"message": message, "finish_reason": "stop"}],
-    }
+    body = whole(message, "stop")
     assert fold(decode(datas)) == parse_response(body, "p")
 
 
@@ -505,11 +506,7 @@ def test_a_legacy_function_call_streams_like_the_whole_response() -> None:
         "content": None,
         "function_call": {"name": "get", "arguments": '{"a":1}'},
     }
-    body = {
-        "id": "chatcmpl-1",
-        "model": "m",
-        "choices": [{"message": message, "finish_reason": "function_call"}],
-    }
+    body = whole(message, "function_call")
     streamed = fold(decode(datas))
     assert streamed == parse_response(body, "p")
     assert streamed.finish_reason == "tool_calls"
