@@ -479,25 +479,23 @@ def test_the_command_line_serves_http_on_an_ipv6_host() -> None:
             process.stderr.close()
 
 
+def _serve(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """`python -m toolfold.mcp serve ARGUMENTS`, run to its end (each case here exits at once)."""
+    return subprocess.run(
+        [sys.executable, "-m", "toolfold.mcp", "serve", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_the_command_line_exits_2_on_a_bad_path() -> None:
     """`python -m toolfold.mcp serve` with a bad path prints the problem and exits 2."""
-    done = subprocess.run(
-        [sys.executable, "-m", "toolfold.mcp", "serve", "no_such_module:x"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _serve("no_such_module:x")
     assert done.returncode == 2
     assert "cannot import 'no_such_module'" in done.stderr
-    gated = "tests.ecosystem.served_tools:delete_everything"
-    done = subprocess.run(
-        [sys.executable, "-m", "toolfold.mcp", "serve", gated],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _serve("tests.ecosystem.served_tools:delete_everything")
     assert done.returncode == 2
     assert "'delete_everything' requires approval" in done.stderr
     assert "--approved-by-host" in done.stderr
@@ -513,13 +511,7 @@ def test_the_command_line_exits_2_on_a_bad_path() -> None:
             "a port is from 0 to 65535",
         ),
     ]:
-        done = subprocess.run(
-            [sys.executable, "-m", "toolfold.mcp", "serve", *arguments],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = _serve(*arguments)
         assert done.returncode == 2, done.stderr
         assert problem in done.stderr
         assert "Traceback" not in done.stderr
