@@ -102,15 +102,10 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
             else:
                 value, failure = _request_traced_sync(live, op, trace)
         elif isinstance(op, _RunToolsOp):
-            if trace is None:
-                value = run_calls_sync(
-                    op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                )
-            else:
-                tools = trace.tools(op.jobs)
-                value = run_calls_sync(
-                    tools.jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                )
+            tools = None if trace is None else trace.tools(op.jobs)
+            jobs = op.jobs if tools is None else tools.jobs
+            value = run_calls_sync(jobs, max_concurrency=live.max_concurrency, finished=op.finished)
+            if tools is not None:
                 tools.end(value)
         elif isinstance(op, _SwitchOp):
             live = _switched(op, trace)
@@ -173,15 +168,12 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                     else:
                         value, failure = await _request_traced(live, op, trace)
                 elif isinstance(op, _RunToolsOp):
-                    if trace is None:
-                        value = await run_calls(
-                            op.jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                        )
-                    else:
-                        tools = trace.tools(op.jobs)
-                        value = await run_calls(
-                            tools.jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                        )
+                    tools = None if trace is None else trace.tools(op.jobs)
+                    jobs = op.jobs if tools is None else tools.jobs
+                    value = await run_calls(
+                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                    )
+                    if tools is not None:
                         tools.end(value)
                 elif isinstance(op, _SwitchOp):
                     live = _switched(op, trace)
@@ -480,16 +472,17 @@ def _request_traced_sync(
     live: Live, op: CallModel, trace: RunTrace
 ) -> tuple[Any, Exception | None]:
     call = trace.model_call(op.request)
-    token = call.attach()
     try:
-        value = live.model.request_sync(op.request)
+        token = call.attach()
+        try:
+            value = live.model.request_sync(op.request)
+        finally:
+            call.detach(token)
     except BaseException as exc:
-        call.detach(token)
         call.end(None, exc)
         if isinstance(exc, Exception):
             return None, exc
         raise
-    call.detach(token)
     call.end(value, None)
     return value, None
 
@@ -498,16 +491,17 @@ async def _request_traced(
     live: Live, op: CallModel, trace: RunTrace
 ) -> tuple[Any, Exception | None]:
     call = trace.model_call(op.request)
-    token = call.attach()
     try:
-        value = await live.model.request(op.request)
+        token = call.attach()
+        try:
+            value = await live.model.request(op.request)
+        finally:
+            call.detach(token)
     except BaseException as exc:
-        call.detach(token)
         call.end(None, exc)
         if isinstance(exc, Exception):
             return None, exc
         raise
-    call.detach(token)
     call.end(value, None)
     return value, None
 
