@@ -50,18 +50,19 @@ class _CannotSample(Exception):
     """A construct this does not sample (a conditional group, a class with no candidate)."""
 
 
-def pattern_sample(
-    pattern: str, min_length: int = 0, max_length: int | None = None, *, exactly: str | None = None
-) -> str | None:
-    """The simplest string that ``re.search(pattern, ...)`` matches, of a length in the
-    bounds; None when none is found (an unsupported or unsatisfiable pattern).
+def pattern_matches(pattern: str, text: str) -> bool:
+    """Whether ``re.search(pattern, text)`` matches (False for a pattern ``re`` refuses)."""
+    try:
+        return re.search(pattern, text) is not None
+    except (re.error, RecursionError, OverflowError):
+        return False
 
-    With ``exactly``, only whether the pattern matches that string: it, or None.
-    """
+
+def pattern_sample(pattern: str, min_length: int = 0, max_length: int | None = None) -> str | None:
+    """The simplest string that ``re.search(pattern, ...)`` matches, of a length in the
+    bounds; None when none is found (an unsupported or unsatisfiable pattern)."""
     try:
         compiled = re.compile(pattern)
-        if exactly is not None:
-            return exactly if compiled.search(exactly) else None
         parsed = cast("Iterable[tuple[Any, Any]]", _parser.parse(pattern))
     except (re.error, RecursionError, OverflowError):
         return None

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import UsageError
-from toolfold.runtime._pattern import pattern_sample
+from toolfold.runtime._pattern import pattern_matches, pattern_sample
 from toolfold.toolkit._jsonschema import resolve_local
 
 _FORMATS: dict[str, str] = {
@@ -136,7 +136,7 @@ class _Sampler:
         pattern = schema.get("pattern")
         if isinstance(fmt, str) and fmt in _FORMATS:
             sample = _FORMATS[fmt]
-            if not isinstance(pattern, str) or pattern_sample(pattern, exactly=sample):
+            if not isinstance(pattern, str) or pattern_matches(pattern, sample):
                 return sample
         if isinstance(pattern, str):
             high = schema.get("maxLength")
@@ -205,6 +205,7 @@ class _Sampler:
         required = set(schema.get("required", ()))
         result: dict[str, Any] = {}
         extra = schema.get("additionalProperties")
+        others = extra if isinstance(extra, Mapping) else {}  # other properties' schema
         for name, sub in properties.items():
             # Optional properties are filled near the top so that tools see
             # realistic input, and left out deeper to end recursive types.
@@ -212,16 +213,14 @@ class _Sampler:
                 result[name] = self._at(name, sub, depth + 1)
         for name in schema.get("required", ()):  # required without a schema of its own
             if name not in result:
-                result[name] = self._at(
-                    name, extra if isinstance(extra, Mapping) else {}, depth + 1
-                )
+                result[name] = self._at(name, others, depth + 1)
         count = int(schema.get("minProperties", 0))
         index = 0
         while len(result) < count:
             index += 1
             key = f"key{index}"
             if key not in result:
-                result[key] = self._at(key, extra if isinstance(extra, Mapping) else {}, depth + 1)
+                result[key] = self._at(key, others, depth + 1)
         return result
 
 

@@ -73,9 +73,9 @@ def argument_problem(text: str) -> tuple[str, int] | None:
     """
     try:
         decode_arguments(text)
+    except json.JSONDecodeError as exc:
+        return json_problem(text, exc), exc.pos
     except ValueError as exc:
-        if isinstance(exc, json.JSONDecodeError):
-            return json_problem(text, exc), exc.pos
         return str(exc), getattr(exc, "pos", 0)
     return None
 

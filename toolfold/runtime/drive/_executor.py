@@ -408,9 +408,11 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
 
 
 def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
-    outcome = _error(job.call, f"Error: {describe_exception(exc)}", "error", exc)
-    child = failed_sub_run(exc, job.call.id, _run_id_of(job))
-    return outcome if child is None else outcome._replace(child=child)
+    call = job.call
+    child = failed_sub_run(exc, call.id, _run_id_of(job))
+    ended = time.monotonic()
+    content = f"Error: {describe_exception(exc)}"
+    return ToolOutcome(call.id, call.name, content, True, "error", exc, ended, child=child)
 
 
 def _timed_out(job: ToolJob, timeout: float) -> ToolOutcome:
