@@ -144,6 +144,10 @@ class MCPServer:
         }
         return {key: value for key, value in entry.items() if value is not None}
 
+    #: The credentials of the server's address, scrubbed from every `MCPError`
+    #: (an HTTP server's URL and headers; none for the others).
+    _scrub: tuple[Any, ...] = ()
+
     # -- to be provided by a transport -------------------------------------
 
     def _target_entry(self) -> dict[str, Any]:
@@ -159,9 +163,6 @@ class MCPServer:
     @property
     def is_open(self) -> bool:
         """Whether a session to the server is open now (False once its server crashed)."""
-        return self._live()
-
-    def _live(self) -> bool:
         task = self._task
         return self._client is not None and not self._ended and task is not None and not task.done()
 
@@ -176,7 +177,7 @@ class MCPServer:
         """
         with self._lock:
             self._holders += 1
-            if self._live():
+            if self.is_open:
                 return
             try:
                 self._restart()
@@ -330,7 +331,7 @@ class MCPServer:
                     raise
                 # its server crashed (or went away) since the session opened: a fresh one
                 with self._lock:
-                    if not self._live():
+                    if not self.is_open:
                         self._restart()
                 listed = self._call(self._list)
         self._check_names(listed)
@@ -356,6 +357,7 @@ class MCPServer:
         if isinstance(self.requires_approval, frozenset):
             chosen.append(("requires_approval", self.requires_approval))
         problems = []
+        listed_names = ", ".join(sorted(remote)) or "none"
         for option, names in chosen:
             for unknown in sorted(names - remote):
                 hint = ""
@@ -363,7 +365,6 @@ class MCPServer:
                     bare = unknown.removeprefix(f"{self.prefix}_")
                     if bare in remote:
                         hint = f" (names are the server's own, without the prefix: write {bare!r})"
-                listed_names = ", ".join(sorted(remote)) or "none"
                 problems.append(
                     f"{option} names {unknown!r}, a tool the server does not list{hint}; "
                     f"its tools are: {listed_names}"
@@ -505,15 +506,11 @@ class MCPServer:
         if task is not None and task is self._task:
             self._ended = True
 
-    def _secrets(self) -> tuple[Any, ...]:
-        """The credentials of the server's address, scrubbed from every `MCPError` (none here)."""
-        return ()
-
     def _error(self, message: str, cause: BaseException | None = None) -> MCPError:
         """An `MCPError` of this server, its credentials scrubbed from the text and from ``cause``."""
         from toolfold.adapters._http._keys import redact, redact_chain
 
-        secrets = self._secrets()
+        secrets = self._scrub
         error = MCPError(self.name, redact(message, secrets))
         if cause is not None:
             error.__cause__ = cause
@@ -613,7 +610,8 @@ class MCPServerHTTP(MCPServer):
         self._headers = _checked_headers(self.name, headers)
         from toolfold.adapters._http._logs import guard_logs
 
-        guard_logs(*self._secrets())  # httpx logs each request's URL at INFO
+        self._scrub = self._secrets()
+        guard_logs(*self._scrub)  # httpx logs each request's URL at INFO
 
     def _target_entry(self) -> dict[str, Any]:
         from toolfold.adapters._http._keys import url_userinfo
@@ -646,6 +644,7 @@ class MCPServerHTTP(MCPServer):
         return _with_headers(self.url, {key: value.reveal() for key, value in self._headers})
 
     def _secrets(self) -> tuple[Any, ...]:
+        """The credentials of the URL and the headers, worked out once (see `_scrub`)."""
         from toolfold.adapters._http._keys import (
             MIN_BARE_PASSWORD,
             Secret,

@@ -303,6 +303,4 @@ def to_json(value: Any) -> Any:
         return value.isoformat()
     if name in ("uuid.UUID", "decimal.Decimal") or kind.__module__.startswith("pathlib"):
         return str(value)
-    if isinstance(value, (int, str)) and not isinstance(value, bool):  # int / str subclasses
-        return to_json(int(value) if isinstance(value, int) else str(value))
     raise ValueError(value)

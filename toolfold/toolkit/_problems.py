@@ -99,7 +99,7 @@ def json_problem(text: str, exc: json.JSONDecodeError) -> str:
 
 def number_problem(text: str, number: str) -> tuple[str, int]:
     """The line for a number JSON cannot hold (``NaN``, ``1e999``) in ``text``, and where."""
-    pos = number_position(text, number)
+    pos = _number_position(text, number)
     return f"{number} is not a finite JSON number at char {pos}: {excerpt(text, pos)}", pos
 
 
@@ -109,7 +109,7 @@ def not_an_object(tool_name: str, value: Any) -> str:
     return f"$: tool {tool_name!r} takes a JSON object of arguments, got {got}"
 
 
-def number_position(text: str, number: str) -> int:
+def _number_position(text: str, number: str) -> int:
     """Where JSON ``text`` writes the literal ``number`` (``NaN``, ``1e999``) as a value,
     not inside a string; 0 when it does not."""
     for found in re.finditer(r'"(?:[^"\\]|\\.)*"|' + re.escape(number), text):

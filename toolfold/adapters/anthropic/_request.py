@@ -56,7 +56,6 @@ Body = dict[str, Any]
 
 PROVIDER = "anthropic"
 _HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
-_ID = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -70,7 +69,7 @@ def anthropic_id(call_id: str) -> str:
     so a call and its result still match, and two ids that differ only in
     the replaced characters stay apart.
     """
-    if _ID.fullmatch(call_id):
+    if call_id and not _NOT_ID.search(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{_NOT_ID.sub('_', call_id)}_{digest}"
