@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
+import sys
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -42,3 +45,51 @@ def pytest_configure(config: pytest.Config) -> None:
     filters = config.known_args_namespace.pythonwarnings
     if filters and _UNDOCUMENTED not in filters:
         filters.append(_UNDOCUMENTED)
+
+
+# Tests never touch the network beyond this machine. An audit hook (PEP 578) sees every
+# socket this process connects or sends to and every name it asks the resolver for; one
+# that leaves the loopback (or a DNS query for a name that is no address) fails the test
+# that made it, after it has run: raised in the hook, the error could be swallowed by
+# the code under test (a connect error becomes a ProviderError). Processes the tests
+# start (servers, Ray, Temporal) are their own; they listen on 127.0.0.1.
+_LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+_RESOLVING = frozenset({"socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex"})
+_SENDING = frozenset({"socket.connect", "socket.sendto", "socket.sendmsg"})
+_left_the_machine: list[str] = []
+
+
+def _is_local(host: object) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str) or not host or host in _LOCAL_NAMES:
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False  # a name: resolving it asks a DNS server
+    return address.is_loopback or address.is_unspecified
+
+
+def _network_audit(event: str, args: tuple[object, ...]) -> None:
+    if not event.startswith("socket."):
+        return
+    if event in _SENDING:
+        address = args[1]
+        if isinstance(address, tuple) and address and not _is_local(address[0]):
+            _left_the_machine.append(f"{event} {address!r}")
+    elif event in _RESOLVING and args and not _is_local(args[0]):
+        _left_the_machine.append(f"{event} {args[0]!r}")
+
+
+sys.addaudithook(_network_audit)
+
+
+@pytest.fixture(autouse=True)
+def _stays_on_this_machine() -> Iterator[None]:
+    """Fail a test that connected, sent or resolved beyond the loopback."""
+    del _left_the_machine[:]
+    yield
+    found, _left_the_machine[:] = list(_left_the_machine), []
+    if found:
+        pytest.fail(f"the test reached beyond this machine: {'; '.join(found[:5])}")
