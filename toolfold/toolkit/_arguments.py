@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
+from toolfold.toolkit._field import has_checks
 from toolfold.toolkit._flags import flag_class
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 from toolfold.toolkit._problems import (
@@ -392,8 +393,8 @@ def _is_plain(tp: Any) -> bool:
         return True
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        return _is_plain(args[0])
+    if origin is typing.Annotated:  # a Predicate in the metadata is checked when structuring
+        return _is_plain(args[0]) and not has_checks(tp.__metadata__)
     if origin is Literal:
         return all(isinstance(a, (str, bool)) or a is None for a in args)
     if origin is Union or origin is types.UnionType:

@@ -48,11 +48,13 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold._errors import reduce_error
+from toolfold.toolkit._field import expand_metadata, has_checks, metadata_kind
 from toolfold.toolkit._flags import flag_names, is_flag_value
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
 
 __all__ = [
+    "CheckFailedError",
     "UnionStructureError",
     "get_converter",
     "parse_date",
@@ -466,6 +468,53 @@ def _noted(exc: Exception, cls: Any, name: str, tp: Any) -> Exception:
     return exc
 
 
+class CheckFailedError(ValueError):
+    """A value broke an ``annotated_types.Predicate`` (or ``Not``) of its type.
+
+    JSON Schema cannot say what a Python function accepts, so such a check is
+    made on the structured value, after the schema's, as pydantic does.
+    """
+
+
+def _has_checks(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.Annotated and has_checks(tp.__metadata__)
+
+
+def _checked_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """Structure ``Annotated[X, ..., Predicate(f)]`` as ``X``, then check ``f`` of the value."""
+    inner = typing.get_args(tp)[0]
+    hook = converter.get_structure_hook(inner)
+    checks = [m for m in expand_metadata(tp.__metadata__) if metadata_kind(m) == "check"]
+
+    def structure(value: Any, _: Any) -> Any:
+        made = hook(value, inner)
+        for check in checks:
+            negated = type(check).__name__ == "Not"
+            if bool(check.func(made)) is negated:
+                raise CheckFailedError(
+                    f"{_short(made)} {'must not satisfy' if negated else 'does not satisfy'}"
+                    f" {_check_name(check.func)}"
+                )
+        return made
+
+    return structure
+
+
+def _check_name(func: Any) -> str:
+    """How an error names a check's function: ``is_even``, ``str.islower``; a lambda
+    has no name to give."""
+    qualname = getattr(func, "__qualname__", None) or ""
+    name = getattr(func, "__name__", None) or ""
+    if not name or "<lambda>" in qualname or name == "<lambda>":
+        return "the predicate (a lambda)"
+    return f"the predicate {qualname if '<locals>' not in qualname and qualname else name}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _is_enum(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, Enum)
 
@@ -592,6 +641,7 @@ def get_converter() -> cattrs.Converter:
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
     conv.register_structure_hook_factory(_is_union, _union_factory)
     conv.register_structure_hook_factory(_is_typeddict, _typeddict_factory)
+    conv.register_structure_hook_factory(_has_checks, _checked_structure)
     _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above
     return conv
 

@@ -8,7 +8,7 @@ inside ``Annotated`` is a description too: ``Annotated[str, "The city"]``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeGuard
 
 # keyword -> (JSON Schema keyword, the schema "type"s it applies to)
@@ -124,6 +124,65 @@ class Field:
             f"{n}={getattr(self, n)!r}" for n in _NAMES if getattr(self, n) is not None
         )
         return f"Field({set_})"
+
+
+# annotated_types markers with a JSON Schema keyword (their attributes are Field's arguments)
+_AT_KEYWORDS = frozenset({"Gt", "Ge", "Lt", "Le", "MultipleOf", "MinLen", "MaxLen"})
+# annotated_types markers JSON Schema cannot say, which structuring checks in Python
+_AT_CHECKS = frozenset({"Predicate", "Not"})
+
+
+def expand_metadata(metadata: Iterable[Any]) -> Iterator[Any]:
+    """``Annotated`` metadata with grouped markers (annotated_types' ``Interval``,
+    ``Len``, or a ``GroupedMetadata`` of one's own) unpacked into their parts,
+    as annotated_types asks of the libraries that read it."""
+    for item in metadata:
+        if getattr(item, "__is_annotated_types_grouped_metadata__", False):
+            yield from expand_metadata(item)
+        else:
+            yield item
+
+
+def doc_text(item: Any) -> str | None:
+    """The text of a PEP 727 ``Doc("...")`` (typing_extensions', which annotated_types
+    re-exports, or a later ``typing.Doc``), else None."""
+    kind = type(item)
+    if kind.__name__ in ("Doc", "DocInfo") and kind.__module__ in _DOC_MODULES:
+        text = getattr(item, "documentation", None)
+        return text if isinstance(text, str) else None
+    return None
+
+
+_DOC_MODULES = frozenset({"typing", "typing_extensions", "annotated_types"})
+
+
+def metadata_kind(item: Any) -> str:
+    """What toolfold makes of one item of ``Annotated`` metadata:
+
+    - ``"description"``: a str, or a PEP 727 ``Doc``;
+    - ``"field"``: a `Field`;
+    - ``"keyword"``: an annotated_types bound with a JSON Schema keyword (``Ge``...);
+    - ``"check"``: an annotated_types ``Predicate`` or ``Not``, which JSON Schema
+      cannot say: structuring checks it in Python;
+    - ``"unsupported"``: another annotated_types marker (``Timezone``, ``Unit``),
+      neither in the schema nor checked: a definition error, never ignored;
+    - ``"other"``: anything else (metadata for other libraries), ignored.
+    """
+    if isinstance(item, str) or doc_text(item) is not None:
+        return "description"
+    if isinstance(item, Field):
+        return "field"
+    kind = type(item)
+    if kind.__module__ != "annotated_types":
+        return "other"
+    if kind.__name__ in _AT_KEYWORDS:
+        return "keyword"
+    return "check" if kind.__name__ in _AT_CHECKS else "unsupported"
+
+
+def has_checks(metadata: Iterable[Any]) -> bool:
+    """Whether ``Annotated`` metadata holds a Predicate or Not for structuring to check."""
+    return any(metadata_kind(m) == "check" for m in expand_metadata(metadata))
 
 
 def _schema_types(schema: Mapping[str, Any]) -> frozenset[str]:

@@ -1,0 +1,234 @@
+"""`Annotated` metadata: PEP 727 Doc, annotated_types bounds, predicates and the rest."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Annotated, Any
+
+import annotated_types as at
+import pytest
+from typing_extensions import Doc
+
+from toolfold import ArgumentValidationError, Field, ToolDefinitionError, tool
+from toolfold import schema_for_type as schema
+
+
+def is_even(value: int) -> bool:
+    """Whether a number is even."""
+    return value % 2 == 0
+
+
+def test_doc_describes_a_parameter_the_docstring_leaves_out() -> None:
+    """`Annotated[str, Doc("...")]` gives the description, and meets the requirement."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        @tool(require_parameter_descriptions=True)
+        def greet(name: Annotated[str, Doc("Who to greet.")]) -> str:
+            """Greet someone."""
+            return name
+
+    assert greet.parameters["properties"]["name"] == {
+        "type": "string",
+        "description": "Who to greet.",
+    }
+
+
+def test_doc_wins_over_the_docstring_as_field_and_str_do() -> None:
+    """A Doc is the annotation's own description: it wins over the docstring's entry."""
+
+    @tool
+    def greet(name: Annotated[str, Doc("From Doc.")], times: Annotated[int, "From str."]) -> str:
+        """Greet someone.
+
+        Args:
+            name: From the docstring.
+            times: From the docstring too.
+        """
+        return name * times
+
+    properties = greet.parameters["properties"]
+    assert properties["name"]["description"] == "From Doc."
+    assert properties["times"]["description"] == "From str."
+
+
+def test_doc_describes_a_dataclass_field() -> None:
+    """Doc on a nested class's field describes the property, over the class docstring."""
+
+    @dataclasses.dataclass
+    class Person:
+        """A person.
+
+        Attributes:
+            name: From the docstring.
+        """
+
+        name: Annotated[str, Doc("Full name.")]
+
+    assert schema(Person)["properties"]["name"] == {"type": "string", "description": "Full name."}
+
+
+def test_annotated_types_bounds_and_groups_become_keywords() -> None:
+    """Ge, Le, MultipleOf, MinLen, MaxLen and the grouped Interval and Len are keywords."""
+    assert schema(Annotated[int, at.Ge(1), at.Le(10), at.MultipleOf(2)]) == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 10,
+        "multipleOf": 2,
+    }
+    assert schema(Annotated[float, at.Interval(gt=0, lt=1)]) == {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "exclusiveMaximum": 1,
+    }
+    assert schema(Annotated[str, at.Len(2, 5)]) == {
+        "type": "string",
+        "minLength": 2,
+        "maxLength": 5,
+    }
+    assert schema(Annotated[list[int], at.MinLen(1)]) == {
+        "type": "array",
+        "items": {"type": "integer"},
+        "minItems": 1,
+    }
+
+
+def test_a_grouped_metadata_of_ones_own_is_unpacked() -> None:
+    """Any annotated_types GroupedMetadata is unpacked into its parts, as the library asks."""
+
+    @dataclasses.dataclass
+    class Percent(at.GroupedMetadata):
+        def __iter__(self) -> Any:
+            yield at.Ge(0)
+            yield at.Le(100)
+            yield Doc("A percentage.")
+
+    assert schema(Annotated[int, Percent()]) == {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 100,
+        "description": "A percentage.",
+    }
+
+
+@tool
+def pick(
+    count: Annotated[int, at.Predicate(is_even)],
+    word: at.LowerCase[str],
+    odd: Annotated[int, at.Predicate(lambda n: n % 2 == 1)] = 1,
+    evens: list[Annotated[int, at.Predicate(is_even), at.Ge(0)]] | None = None,
+) -> str:
+    """Pick.
+
+    Args:
+        count: An even count.
+        word: A lower-case word.
+        odd: An odd number.
+        evens: Even numbers.
+    """
+    return word * count
+
+
+def test_a_predicate_is_not_in_the_schema() -> None:
+    """JSON Schema cannot say a Python predicate: the schema is the type's, with no extra."""
+    assert pick.parameters["properties"]["count"] == {
+        "type": "integer",
+        "description": "An even count.",
+    }
+
+
+def test_a_predicate_is_checked_when_called_naming_the_parameter() -> None:
+    """A value that breaks a Predicate is an argument error at its path, naming the
+    predicate (a lambda has no name to give); every broken predicate is listed."""
+    with pytest.raises(ArgumentValidationError) as info:
+        pick.validate_arguments({"count": 3, "word": "ABC", "odd": 2, "evens": [2, 5]})
+    assert tuple(info.value.errors) == (
+        "$.count: 3 does not satisfy the predicate is_even",
+        "$.evens[1]: 5 does not satisfy the predicate is_even",
+        "$.odd: 2 does not satisfy the predicate (a lambda)",
+        "$.word: 'ABC' does not satisfy the predicate str.islower",
+    )
+
+
+def test_values_that_satisfy_their_predicates_pass() -> None:
+    """Values that satisfy the predicates reach the function unchanged."""
+    arguments = pick.validate_arguments({"count": 2, "word": "ab", "odd": 3, "evens": [0, 4]})
+    assert arguments == {"count": 2, "word": "ab", "odd": 3, "evens": [0, 4]}
+    assert pick.invoke(arguments) == "abab"
+
+
+def test_a_predicate_on_a_dataclass_field_is_checked() -> None:
+    """A Predicate on a nested class's field is checked too, at the field's path."""
+
+    @dataclasses.dataclass
+    class Pair:
+        left: Annotated[int, at.Predicate(is_even)]
+
+    @tool
+    def take(pair: Pair) -> int:
+        """Take.
+
+        Args:
+            pair: The pair.
+        """
+        return pair.left
+
+    with pytest.raises(ArgumentValidationError) as info:
+        take.validate_arguments({"pair": {"left": 1}})
+    assert tuple(info.value.errors) == ("$.pair.left: 1 does not satisfy the predicate is_even",)
+    assert take.validate_arguments({"pair": {"left": 2}}) == {"pair": Pair(2)}
+
+
+def test_not_is_refused_at_decoration_naming_the_parameter() -> None:
+    """annotated_types' Not is unhashable, so no converter can dispatch on the type: it is
+    a definition error that says to write a Predicate, not a check silently skipped."""
+    with pytest.raises(ToolDefinitionError) as info:
+
+        @tool
+        def name(text: Annotated[str, at.Not(str.isdigit)]) -> str:
+            """Name.
+
+            Args:
+                text: Not only digits.
+            """
+            return text
+
+    (problem,) = info.value.problems
+    assert problem.startswith("parameter 'text': Not(func=")
+    assert "write it as annotated_types.Predicate(lambda value: not ...)" in problem
+
+
+def test_an_annotated_types_marker_with_no_keyword_is_refused() -> None:
+    """Timezone and Unit are neither in the schema nor checked: refused, never ignored."""
+    with pytest.raises(ToolDefinitionError) as info:
+
+        @tool
+        def when(
+            at_: Annotated[str, at.Timezone(None)], size: Annotated[float, at.Unit("m")]
+        ) -> str:
+            """When.
+
+            Args:
+                at_: A time.
+                size: A size.
+            """
+            return at_
+
+    assert info.value.problems == (
+        "parameter 'at_': annotated_types.Timezone (Timezone(tz=None)) has no JSON Schema"
+        " keyword and toolfold does not check it; check the value in the function, or with"
+        " annotated_types.Predicate(...)",
+        "parameter 'size': annotated_types.Unit (Unit(unit='m')) has no JSON Schema"
+        " keyword and toolfold does not check it; check the value in the function, or with"
+        " annotated_types.Predicate(...)",
+    )
+
+
+def test_metadata_of_other_libraries_is_ignored() -> None:
+    """An object toolfold does not know (another library's marker) changes nothing."""
+
+    class Marker:
+        pass
+
+    assert schema(Annotated[int, Marker(), Field(ge=0)]) == {"type": "integer", "minimum": 0}
