@@ -101,6 +101,73 @@ def substitute_type_vars(
     return [(n, _substitute(t, mapping), r, d, desc) for n, t, r, d, desc in fields]
 
 
+def _bind_inherited(cls: type, fields: list[FieldInfo]) -> list[FieldInfo]:
+    """``fields`` with the type variables of generic bases replaced by what the class
+    statements gave them: ``class IntBox(Box[int])`` makes ``Box``'s ``item: T`` an
+    int, through any number of generic classes in between (``class
+    ListBox(Box[list[U]], Generic[U])`` makes it ``list[U]``, in terms of the
+    class's own variables, which `substitute_type_vars` binds for ``ListBox[int]``).
+    """
+    if not inherits_type_vars(cls):
+        return fields
+    bound = _bound_type_vars(cls)
+    owners = _declaring_classes(cls)
+    out = []
+    for name, tp, required, default, description in fields:
+        mapping = bound.get(owners.get(name, cls))
+        if mapping and tp is not MISSING:
+            tp = _substitute(tp, mapping)
+        out.append((name, tp, required, default, description))
+    return out
+
+
+def _bound_type_vars(cls: type) -> dict[type, dict[Any, Any]]:
+    """For each generic class ``cls`` derives from: its type variables -> what they
+    stand for in ``cls`` (in terms of ``cls``'s own type variables, if it has some).
+
+    The MRO lists a class before its bases, so a base's variables are bound in
+    terms of its subclass's, which are already known.
+    """
+    bound: dict[type, dict[Any, Any]] = {cls: {}}
+    for klass in cls.__mro__:
+        mapping = bound.get(klass, {})
+        for base in klass.__dict__.get("__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            params = getattr(origin, "__parameters__", ())
+            args = typing.get_args(base)
+            # Generic[T] and Protocol[T] have no parameters of their own: not a base to bind
+            if isinstance(origin, type) and origin not in bound and len(params) == len(args):
+                bound[origin] = {
+                    p: _substitute(a, mapping) for p, a in zip(params, args, strict=True)
+                }
+    return bound
+
+
+def inherits_type_vars(cls: type) -> bool:
+    """Whether ``cls`` derives from a generic class (``class IntBox(Box[int])``),
+    whose fields' type variables its own class statement binds."""
+    return any(
+        getattr(base, "__parameters__", ()) and base is not typing.Generic
+        for base in cls.__mro__[1:]
+    )
+
+
+def _declaring_classes(cls: type) -> dict[str, type]:
+    """Field name -> the most derived class in the MRO whose own annotations declare it."""
+    import inspect
+
+    owners: dict[str, type] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object:
+            continue
+        try:
+            names = inspect.get_annotations(klass)
+        except Exception:  # an annotation that cannot even be read: typing says why later
+            continue
+        owners.update(dict.fromkeys(names, klass))
+    return owners
+
+
 def _substitute(tp: Any, mapping: dict[Any, Any]) -> Any:
     if tp in mapping if _hashable(tp) else False:
         return mapping[tp]
@@ -156,23 +223,46 @@ def _typeddict_required(name: str, annotation: Any, required_keys: Any) -> bool:
 
 
 def _dataclass_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
+    """The ``__init__`` arguments of a dataclass: its fields with ``init=True`` and
+    its ``InitVar``s (typed by the type they wrap), in ``__init__``'s order.
+
+    An ``InitVar`` is an argument of ``__init__`` (handed to ``__post_init__``),
+    not a stored field, so ``dataclasses.fields`` leaves it out; a ``ClassVar``
+    is neither and stays out.
+    """
     import dataclasses
 
-    hints = _hints(cls, localns)
+    # __dataclass_fields__ holds the InitVars and ClassVars too, in __init__'s order
+    every = getattr(cls, "__dataclass_fields__", {})
+    try:
+        hints = _hints(cls, localns)
+    except UnresolvedHints:
+        # A local class whose string annotations a tool's derivation resolved in place
+        # (below): its fields' types say what its annotations cannot.
+        hints = {name: f.type for name, f in every.items()}
+        if any(type(t) is str for t in hints.values()):
+            raise
+    stored = {f.name for f in dataclasses.fields(cls)}
     out = []
-    for f in dataclasses.fields(cls):
+    for f in every.values():
         if localns is not None and type(f.type) is str and f.name in hints:
-            # Resolved in place, as attrs.resolve_types does: cattrs reads field
-            # types and cannot see the function's local names.
+            # Resolved in place, as attrs.resolve_types does: cattrs (and the
+            # converter's hook for a class with InitVars) read field types and
+            # cannot see the function's local names.
             f.type = hints[f.name]
+        annotation = hints.get(f.name, f.type)
+        if f.name not in stored:
+            if not isinstance(annotation, dataclasses.InitVar):
+                continue  # a ClassVar
+            annotation = annotation.type
         if not f.init:
             continue
         has_factory = f.default_factory is not dataclasses.MISSING
         default = MISSING if f.default is dataclasses.MISSING else f.default
         required = default is MISSING and not has_factory
         description = f.metadata.get("description")
-        out.append((f.name, hints.get(f.name, f.type), required, default, description))
-    return out
+        out.append((f.name, annotation, required, default, description))
+    return _bind_inherited(cls, out)
 
 
 def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
@@ -192,7 +282,7 @@ def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
         annotation = hints.get(a.name, a.type if a.type is not None else MISSING)
         description = a.metadata.get("description")
         out.append((a.name, annotation, required, default, description))
-    return out
+    return _bind_inherited(cls, out)
 
 
 def _class_doc(cls: type) -> str | None:

@@ -231,12 +231,13 @@ def _object_keys(tp: Any) -> tuple[frozenset[str], frozenset[str]] | None:
         required = [a.name for a in fields if a.default is attrs.NOTHING]
         return frozenset(required), frozenset(a.name for a in fields)
     if dataclasses.is_dataclass(tp):
-        dfields = [f for f in dataclasses.fields(tp) if f.init]
-        missing = dataclasses.MISSING
-        required = [
-            f.name for f in dfields if f.default is missing and f.default_factory is missing
-        ]
-        return frozenset(required), frozenset(f.name for f in dfields)
+        from toolfold.toolkit._classes import UnresolvedHints, class_fields
+
+        try:
+            init = class_fields(tp) or []  # its InitVars are keys too
+        except UnresolvedHints:
+            return None  # tried in turn; its own hook says what it cannot resolve
+        return frozenset(n for n, _t, r, _d, _doc in init if r), frozenset(f[0] for f in init)
     if _is_typeddict(tp):
         found = _typeddict_fields(tp)
         return frozenset(n for n, (_t, r) in found.items() if r), frozenset(found)
@@ -515,6 +516,49 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _reads_own_fields(tp: Any) -> bool:
+    """A dataclass or attrs class (or a generic alias of one) whose ``__init__``
+    arguments cattrs would read wrongly, so that they are read as its schema is.
+
+    cattrs builds a dataclass from ``dataclasses.fields``, which leaves its
+    ``InitVar``s out (``__init__`` then misses them), and replaces the type
+    variables of one generic base only (``class IntBox(Box[int])``, not
+    ``class B(ListBox[int])`` over ``ListBox(Box[list[U]])``, nor ``ListBox[int]``).
+    """
+    cls = typing.get_origin(tp) or tp
+    if not isinstance(cls, type):
+        return False
+    from toolfold.toolkit._classes import UnresolvedHints, class_fields, inherits_type_vars
+
+    if dataclasses.is_dataclass(cls):
+        stored = {f.name for f in dataclasses.fields(cls)}
+        try:
+            found = class_fields(cls) or []
+        except UnresolvedHints:
+            return False  # cattrs says what it cannot resolve
+        if any(f[0] not in stored for f in found):  # an InitVar
+            return True
+    elif not attrs.has(cls):
+        return False
+    return inherits_type_vars(cls)
+
+
+def _own_fields_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """Structure a class (`_reads_own_fields`) from the fields its schema shows,
+    ``InitVar``s included, with the type variables its bases bind replaced."""
+    from toolfold.toolkit._classes import MISSING, class_fields, substitute_type_vars
+
+    cls = typing.get_origin(tp) or tp
+    found = substitute_type_vars(cls, typing.get_args(tp), class_fields(cls) or [])
+    fields = {n: (Any if t is MISSING else t, r) for n, t, r, _d, _doc in found}
+    if attrs.has(cls):  # attrs' __init__ takes `_x` as `x`
+        aliases = {a.name: a.alias or a.name for a in attrs.fields(cls)}
+        return _fields_structure(
+            cls, fields, converter, lambda out: cls(**{aliases[k]: v for k, v in out.items()})
+        )
+    return _fields_structure(cls, fields, converter, lambda out: cls(**out))
+
+
 def _is_enum(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, Enum)
 
@@ -641,6 +685,7 @@ def get_converter() -> cattrs.Converter:
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
     conv.register_structure_hook_factory(_is_union, _union_factory)
     conv.register_structure_hook_factory(_is_typeddict, _typeddict_factory)
+    conv.register_structure_hook_factory(_reads_own_fields, _own_fields_structure)
     conv.register_structure_hook_factory(_has_checks, _checked_structure)
     _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above
     return conv
