@@ -2,7 +2,10 @@
 
 ``Annotated[int, Field(ge=0, description="How many")]`` gives
 ``{"type": "integer", "minimum": 0, "description": "How many"}``. A plain string
-inside ``Annotated`` is a description too: ``Annotated[str, "The city"]``.
+inside ``Annotated`` is a description too: ``Annotated[str, "The city"]``, and so
+is a PEP 727 ``Doc``. `metadata_kind` says what toolfold makes of each item of
+``Annotated`` metadata (annotated_types markers included), for the schema and
+the converter alike.
 """
 
 from __future__ import annotations
