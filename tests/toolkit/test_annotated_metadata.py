@@ -19,6 +19,38 @@ def is_even(value: int) -> bool:
     return value % 2 == 0
 
 
+Even = Annotated[int, at.Predicate(is_even)]
+
+
+# Module-level classes: under `from __future__ import annotations` their annotations
+# are strings that the converter resolves itself (a tool's local classes are resolved
+# in place when it is made).
+@dataclasses.dataclass
+class EvenCount:
+    """An even count."""
+
+    count: Annotated[int, at.Predicate(is_even)]
+    evens: list[Even] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FrozenEven:
+    """A frozen even count."""
+
+    count: Even
+
+
+@tool
+def tally(counted: EvenCount, frozen: FrozenEven) -> int:
+    """Tally.
+
+    Args:
+        counted: Counts.
+        frozen: A count.
+    """
+    return counted.count + frozen.count
+
+
 def test_doc_describes_a_parameter_the_docstring_leaves_out() -> None:
     """`Annotated[str, Doc("...")]` gives the description, and meets the requirement."""
     with warnings.catch_warnings():
@@ -178,6 +210,20 @@ def test_a_predicate_on_a_dataclass_field_is_checked() -> None:
         take.validate_arguments({"pair": {"left": 1}})
     assert tuple(info.value.errors) == ("$.pair.left: 1 does not satisfy the predicate is_even",)
     assert take.validate_arguments({"pair": {"left": 2}}) == {"pair": Pair(2)}
+
+
+def test_a_predicate_on_a_module_level_dataclass_field_is_checked() -> None:
+    """Under ``from __future__ import annotations`` a module-level dataclass's Predicates
+    (on a field, inside its list, through an alias) are checked as a local class's are."""
+    with pytest.raises(ArgumentValidationError) as info:
+        tally.validate_arguments({"counted": {"count": 1, "evens": [2, 3]}, "frozen": {"count": 5}})
+    assert tuple(info.value.errors) == (
+        "$.counted.count: 1 does not satisfy the predicate is_even",
+        "$.counted.evens[1]: 3 does not satisfy the predicate is_even",
+        "$.frozen.count: 5 does not satisfy the predicate is_even",
+    )
+    arguments = tally.validate_arguments({"counted": {"count": 2}, "frozen": {"count": 4}})
+    assert arguments == {"counted": EvenCount(2), "frozen": FrozenEven(4)}
 
 
 def test_not_is_refused_at_decoration_naming_the_parameter() -> None:

@@ -523,7 +523,9 @@ def _reads_own_fields(tp: Any) -> bool:
     cattrs builds a dataclass from ``dataclasses.fields``, which leaves its
     ``InitVar``s out (``__init__`` then misses them), and replaces the type
     variables of one generic base only (``class IntBox(Box[int])``, not
-    ``class B(ListBox[int])`` over ``ListBox(Box[list[U]])``, nor ``ListBox[int]``).
+    ``class B(ListBox[int])`` over ``ListBox(Box[list[U]])``, nor ``ListBox[int]``);
+    it reads a dataclass's string annotations without their ``Annotated``
+    metadata, so that a Predicate there would go unchecked.
     """
     cls = typing.get_origin(tp) or tp
     if not isinstance(cls, type):
@@ -531,16 +533,33 @@ def _reads_own_fields(tp: Any) -> bool:
     from toolfold.toolkit._classes import UnresolvedHints, class_fields, inherits_type_vars
 
     if dataclasses.is_dataclass(cls):
-        stored = {f.name for f in dataclasses.fields(cls)}
+        own = dataclasses.fields(cls)
+        stored = {f.name for f in own}
         try:
             found = class_fields(cls) or []
         except UnresolvedHints:
             return False  # cattrs says what it cannot resolve
         if any(f[0] not in stored for f in found):  # an InitVar
             return True
+        if any(type(f.type) is str for f in own) and any(_holds_checks(f[1]) for f in found):
+            # cattrs resolves string annotations (`from __future__ import annotations`)
+            # without their Annotated metadata, and would drop the Predicates
+            return True
     elif not attrs.has(cls):
         return False
     return inherits_type_vars(cls)
+
+
+def _holds_checks(tp: Any) -> bool:
+    """Whether ``tp`` has a Predicate to check in its Annotated metadata, at any depth
+    (``list[Annotated[int, Predicate(f)]]``); not in the fields of classes it names,
+    which their own hooks check."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return has_checks(tp.__metadata__) or _holds_checks(typing.get_args(tp)[0])
+    if origin is Literal:
+        return False
+    return any(_holds_checks(arg) for arg in typing.get_args(tp))
 
 
 def _own_fields_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
