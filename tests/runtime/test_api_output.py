@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import enum
 import json
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
+import annotated_types as at
 import attrs
 import pytest
 
@@ -43,6 +45,16 @@ class Point:
 class Movie(TypedDict):
     title: str
     year: int
+
+
+def is_even(value: int) -> bool:
+    """Whether a number is even."""
+    return value % 2 == 0
+
+
+@dataclasses.dataclass
+class Pairs:
+    count: Annotated[int, at.Predicate(is_even)]
 
 
 @pytest.mark.parametrize(
@@ -82,6 +94,27 @@ def test_invalid_answer_goes_back_to_the_model() -> None:
     assert feedback.role == "user"
     assert "$.x" in feedback.text
     assert "required" in feedback.text
+
+
+def test_a_broken_predicate_goes_back_at_its_path() -> None:
+    """A Predicate an answer breaks is told at the field's path, as a tool argument's is,
+    not as the converter's summary; in a dataclass and in a ``dict[str, X]`` alike."""
+    model = ScriptedModel(['{"count": 3}', '{"count": 4}'])
+    assert generate_text(model, "go", output_type=Pairs).output == Pairs(4)
+    feedback = model.requests[1].messages[-1].text
+    assert "- $.count: 3 does not satisfy the predicate is_even" in feedback
+    assert "While structuring" not in feedback
+    evens = dict[str, Annotated[int, at.Predicate(is_even)]]
+    model = ScriptedModel(['{"a": 2, "b": 5}', '{"a": 2}'])
+    assert generate_text(model, "go", output_type=evens).output == {"a": 2}
+    assert "- $.b: 5 does not satisfy the predicate is_even" in model.requests[1].messages[-1].text
+
+
+def test_a_mapping_answer_is_structured() -> None:
+    """``dict[str, X]`` is structured like any output type: its values are Xs, not JSON text."""
+    model = ScriptedModel(['{"start": "2024-05-01"}'])
+    response = generate_text(model, "go", output_type=dict[str, dt.date])
+    assert response.output == {"start": dt.date(2024, 5, 1)}
 
 
 def test_output_retries_exhausted_raises_with_state() -> None:

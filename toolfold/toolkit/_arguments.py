@@ -267,7 +267,7 @@ class ArgumentChecker:
         missing: list[str] = []
         for name, tp in self._param_types.items():
             try:
-                hook = None if _is_plain(tp) else converter.get_structure_hook(tp)
+                hook = None if is_plain(tp) else converter.get_structure_hook(tp)
                 if tp is int and hook is _structure_int:
                     hook = _exact_int  # the same hook, skipped for a value that is an int
                 hooks[name] = (tp, hook)
@@ -387,20 +387,20 @@ def _flag_of(tp: Any) -> Any:
     return flag_class(tp)
 
 
-def _is_plain(tp: Any) -> bool:
+def is_plain(tp: Any) -> bool:
     """Whether a validated JSON value already is a value of ``tp`` (no structuring needed)."""
     if tp in (str, bool, Any, object, type(None)):
         return True
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Annotated:  # a Predicate in the metadata is checked when structuring
-        return _is_plain(args[0]) and not has_checks(tp.__metadata__)
+        return is_plain(args[0]) and not has_checks(tp.__metadata__)
     if origin is Literal:
         return all(isinstance(a, (str, bool)) or a is None for a in args)
     if origin is Union or origin is types.UnionType:
-        return all(_is_plain(a) for a in args)
+        return all(is_plain(a) for a in args)
     if origin is list:
-        return not args or _is_plain(args[0])
+        return not args or is_plain(args[0])
     if origin is dict:
-        return not args or (args[0] is str and _is_plain(args[1]))
+        return not args or (args[0] is str and is_plain(args[1]))
     return tp is list or tp is dict

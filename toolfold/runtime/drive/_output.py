@@ -69,14 +69,19 @@ class OutputSchema:
         plain = json.loads(body)
         if self.wrapped:
             return checked["result"], plain["result"]
-        if self.type is dict or _is_plain_mapping(self.type):
+        from toolfold.toolkit._arguments import is_plain
+
+        if is_plain(self.type):  # dict[str, str]: already a value of its type
             return checked, plain
         from toolfold.toolkit._converter import get_converter
+        from toolfold.toolkit._problems import render, structure_problems
 
         try:
             return get_converter().structure(checked, self.type), plain
         except Exception as exc:
-            raise OutputRejected(_rejection([f"$: {exc}"])) from exc
+            # at each field's path, in the words a tool's arguments get (a Predicate's too)
+            problems = render(structure_problems(exc, (), self.type))
+            raise OutputRejected(_rejection(problems)) from exc
 
     def _wrap(self, body: str, text: str) -> str:
         # The answer may come as {"result": ...} (what the schema asks for) or
@@ -145,12 +150,6 @@ def _is_object_schema(schema: Mapping[str, Any]) -> bool:
         target = resolve_local(schema, ref)
         return isinstance(target, Mapping) and target.get("type") == "object"
     return False
-
-
-def _is_plain_mapping(tp: Any) -> bool:
-    import typing
-
-    return typing.get_origin(tp) in (dict, Mapping) or tp is dict
 
 
 def _strip_fence(text: str) -> str:
