@@ -49,13 +49,15 @@ def class_fields(cls: type, localns: dict[str, Any] | None = None) -> list[Field
     return None
 
 
-def _string_hints(cls: type) -> dict[str, Any] | None:
+def _string_hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The class's hints through the per-module cache of evaluated annotation strings.
 
     ``typing.get_type_hints`` compiles every string annotation again, most of
     the cost of describing a new class under ``from __future__ import
-    annotations``. None when an annotation needs more than its module's names
-    (typing then resolves it, or explains why it cannot).
+    annotations``. An annotation naming a function's local classes is
+    evaluated with ``localns`` too (uncached: Python 3.10's typing refuses a
+    local ``InitVar[Inner]``, which is no type to it). None when an annotation
+    needs more (typing then resolves it, or explains why it cannot).
     """
     import inspect
     import sys
@@ -79,7 +81,10 @@ def _string_hints(cls: type) -> dict[str, Any] | None:
             return None
         for name, value in annotations.items():
             if type(value) is str:
-                value = evaluate_annotation(value, module.__dict__)
+                text = value
+                value = evaluate_annotation(text, module.__dict__)
+                if value is None and localns:
+                    value = _evaluate_local(text, module.__dict__, localns)
                 if value is None:
                     return None
             elif value is None:
@@ -88,6 +93,19 @@ def _string_hints(cls: type) -> dict[str, Any] | None:
                 return None  # TypedDict keeps its bases' strings as ForwardRefs
             hints[name] = value
     return hints
+
+
+def _evaluate_local(text: str, globalns: dict[str, Any], localns: dict[str, Any]) -> Any:
+    """A string annotation evaluated with a function's local names, or None if it cannot be."""
+    from toolfold.toolkit._signature import has_forward_ref
+
+    try:
+        value = eval(compile(text, "<annotation>", "eval"), globalns, localns)
+    except Exception:
+        return None  # typing says why
+    if value is None:
+        return type(None)
+    return None if type(value) is str or has_forward_ref(value) else value
 
 
 def substitute_type_vars(
@@ -189,7 +207,7 @@ def _hashable(tp: Any) -> bool:
 
 
 def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:
-    fast = _string_hints(cls)
+    fast = _string_hints(cls, localns)
     if fast is not None:
         return fast
     try:
