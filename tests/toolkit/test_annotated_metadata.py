@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import warnings
 from typing import Annotated, Any
 
@@ -245,30 +246,98 @@ def test_not_is_refused_at_decoration_naming_the_parameter() -> None:
     assert "write it as annotated_types.Predicate(lambda value: not ...)" in problem
 
 
-def test_an_annotated_types_marker_with_no_keyword_is_refused() -> None:
-    """Timezone and Unit are neither in the schema nor checked: refused, never ignored."""
+@tool
+def meet(
+    local: Annotated[dt.datetime, at.Timezone(None)],
+    aware: Annotated[dt.datetime, at.Timezone(...)],
+    oslo: Annotated[dt.datetime, at.Timezone("Europe/Oslo")],
+    utc: Annotated[dt.time, at.Timezone(dt.timezone.utc)],
+) -> str:
+    """Meet.
+
+    Args:
+        local: A local time.
+        aware: Any zone.
+        oslo: Oslo's time.
+        utc: A time of day in UTC.
+    """
+    return local.isoformat()
+
+
+def test_timezone_is_checked_when_called() -> None:
+    """annotated_types' Timezone is checked on the structured datetime or time: None asks
+    for no UTC offset, ``...`` for one, a zone for that zone's offset at that instant."""
+    with pytest.raises(ArgumentValidationError) as info:
+        meet.validate_arguments(
+            {
+                "local": "2024-01-01T09:00:00Z",
+                "aware": "2024-01-01T09:00:00",
+                "oslo": "2024-01-01T09:00:00+02:00",
+                "utc": "09:00:00+01:00",
+            }
+        )
+    assert tuple(info.value.errors) == (
+        "$.aware: 2024-01-01T09:00:00 must have a UTC offset, such as Z or +02:00",
+        "$.local: 2024-01-01T09:00:00+00:00 must have no UTC offset (a local time)",
+        "$.oslo: 2024-01-01T09:00:00+02:00 must be in the time zone Europe/Oslo"
+        " (UTC offset +01:00)",
+        "$.utc: 09:00:00+01:00 must be in the time zone UTC (UTC offset +00:00)",
+    )
+    summer = meet.validate_arguments(
+        {
+            "local": "2024-07-01T09:00:00",
+            "aware": "2024-07-01T09:00:00-05:00",
+            "oslo": "2024-07-01T09:00:00+02:00",
+            "utc": "09:00:00Z",
+        }
+    )
+    assert summer["oslo"].utcoffset() == dt.timedelta(hours=2)
+
+
+def test_a_timezone_that_cannot_be_checked_is_refused() -> None:
+    """A Timezone on a type that is no datetime or time, or naming a zone not known,
+    is a definition error naming the parameter."""
     with pytest.raises(ToolDefinitionError) as info:
 
         @tool
         def when(
-            at_: Annotated[str, at.Timezone(None)], size: Annotated[float, at.Unit("m")]
+            text: Annotated[str, at.Timezone(None)],
+            there: Annotated[dt.datetime, at.Timezone("Mars/Olympus_Mons")],
         ) -> str:
             """When.
 
             Args:
-                at_: A time.
-                size: A size.
+                text: A time.
+                there: Somewhere.
             """
-            return at_
+            return text
 
     assert info.value.problems == (
-        "parameter 'at_': annotated_types.Timezone (Timezone(tz=None)) has no JSON Schema"
-        " keyword and toolfold does not check it; check the value in the function, or with"
-        " annotated_types.Predicate(...)",
-        "parameter 'size': annotated_types.Unit (Unit(unit='m')) has no JSON Schema"
-        " keyword and toolfold does not check it; check the value in the function, or with"
-        " annotated_types.Predicate(...)",
+        "parameter 'text': Timezone(tz=None) applies to a datetime or time, not str",
+        "parameter 'there': Timezone(tz='Mars/Olympus_Mons') names no time zone known here"
+        " (an IANA name such as Europe/Oslo)",
     )
+
+
+def test_unit_is_ignored() -> None:
+    """annotated_types' Unit is informational (annotated_types asks nothing of the value):
+    the schema and the arguments are those of the plain type."""
+
+    @tool
+    def walk(distance: Annotated[float, at.Unit("m"), at.Ge(0)]) -> float:
+        """Walk.
+
+        Args:
+            distance: How far.
+        """
+        return distance
+
+    assert walk.parameters["properties"]["distance"] == {
+        "type": "number",
+        "minimum": 0,
+        "description": "How far.",
+    }
+    assert walk.validate_arguments({"distance": 2}) == {"distance": 2.0}
 
 
 def test_metadata_of_other_libraries_is_ignored() -> None:

@@ -470,7 +470,7 @@ def _noted(exc: Exception, cls: Any, name: str, tp: Any) -> Exception:
 
 
 class CheckFailedError(ValueError):
-    """A value broke an ``annotated_types.Predicate`` (or ``Not``) of its type.
+    """A value broke an ``annotated_types.Predicate`` (or ``Timezone``) of its type.
 
     JSON Schema cannot say what a Python function accepts, so such a check is
     made on the structured value, after the schema's, as pydantic does.
@@ -482,23 +482,77 @@ def _has_checks(tp: Any) -> bool:
 
 
 def _checked_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    """Structure ``Annotated[X, ..., Predicate(f)]`` as ``X``, then check ``f`` of the value."""
+    """Structure ``Annotated[X, ..., Predicate(f)]`` as ``X``, then check ``f`` of the value.
+
+    (annotated_types' ``Not`` never gets here: it is unhashable, so no converter
+    can dispatch on a type holding it, and a tool refuses it when it is made.)
+    """
     inner = typing.get_args(tp)[0]
     hook = converter.get_structure_hook(inner)
-    checks = [m for m in expand_metadata(tp.__metadata__) if metadata_kind(m) == "check"]
+    checks = [
+        _timezone_check(m.tz) if type(m).__name__ == "Timezone" else _predicate_check(m.func)
+        for m in expand_metadata(tp.__metadata__)
+        if metadata_kind(m) == "check"
+    ]
 
     def structure(value: Any, _: Any) -> Any:
         made = hook(value, inner)
         for check in checks:
-            negated = type(check).__name__ == "Not"
-            if bool(check.func(made)) is negated:
-                raise CheckFailedError(
-                    f"{_short(made)} {'must not satisfy' if negated else 'does not satisfy'}"
-                    f" {_check_name(check.func)}"
-                )
+            refusal = check(made)
+            if refusal is not None:
+                raise CheckFailedError(refusal)
         return made
 
     return structure
+
+
+_Check = Callable[[Any], "str | None"]  # the value's refusal, or None
+
+
+def _predicate_check(func: Callable[[Any], Any]) -> _Check:
+    def check(value: Any) -> str | None:
+        return None if func(value) else f"{_short(value)} does not satisfy {_check_name(func)}"
+
+    return check
+
+
+def _timezone_check(tz: Any) -> _Check:
+    """``annotated_types.Timezone(tz)``: None asks for a naive datetime or time, ``...``
+    for an aware one, a zone (a tzinfo or an IANA name) for that zone's UTC offset."""
+    if tz is None:
+        return lambda v: (
+            None if v.utcoffset() is None else f"{_iso(v)} must have no UTC offset (a local time)"
+        )
+    if tz is ...:
+        return lambda v: (
+            None
+            if v.utcoffset() is not None
+            else f"{_iso(v)} must have a UTC offset, such as Z or +02:00"
+        )
+    zone = tz
+    if isinstance(tz, str):
+        import zoneinfo
+
+        zone = zoneinfo.ZoneInfo(tz)  # the schema refused a name not found
+
+    def check(value: Any) -> str | None:
+        offset = value.utcoffset()
+        if isinstance(value, dt.datetime):
+            expected = value.astimezone(zone).utcoffset() if offset is not None else None
+        else:
+            expected = value.replace(tzinfo=zone).utcoffset()
+        if offset is not None and offset == expected:
+            return None
+        wanted = f" (UTC offset {_offset(expected)})" if expected is not None else ""
+        return f"{_iso(value)} must be in the time zone {tz}{wanted}"
+
+    return check
+
+
+def _offset(delta: dt.timedelta) -> str:
+    minutes = int(delta.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def _check_name(func: Any) -> str:

@@ -132,7 +132,10 @@ class Field:
 # annotated_types markers with a JSON Schema keyword (their attributes are Field's arguments)
 _AT_KEYWORDS = frozenset({"Gt", "Ge", "Lt", "Le", "MultipleOf", "MinLen", "MaxLen"})
 # annotated_types markers JSON Schema cannot say, which structuring checks in Python
-_AT_CHECKS = frozenset({"Predicate", "Not"})
+_AT_CHECKS = frozenset({"Predicate", "Not", "Timezone"})
+# annotated_types markers that say something about a value but ask nothing of it
+# ("annotated_types itself makes no use of the unit string"): ignored
+_AT_INFORMATIONAL = frozenset({"Unit"})
 
 
 def expand_metadata(metadata: Iterable[Any]) -> Iterator[Any]:
@@ -165,11 +168,12 @@ def metadata_kind(item: Any) -> str:
     - ``"description"``: a str, or a PEP 727 ``Doc``;
     - ``"field"``: a `Field`;
     - ``"keyword"``: an annotated_types bound with a JSON Schema keyword (``Ge``...);
-    - ``"check"``: an annotated_types ``Predicate`` or ``Not``, which JSON Schema
-      cannot say: structuring checks it in Python;
-    - ``"unsupported"``: another annotated_types marker (``Timezone``, ``Unit``),
-      neither in the schema nor checked: a definition error, never ignored;
-    - ``"other"``: anything else (metadata for other libraries), ignored.
+    - ``"check"``: an annotated_types ``Predicate``, ``Not`` or ``Timezone``, which
+      JSON Schema cannot say: structuring checks it in Python;
+    - ``"unsupported"``: an annotated_types marker toolfold does not know (a later
+      version's), neither in the schema nor checked: a definition error, never ignored;
+    - ``"other"``: anything else (metadata for other libraries, annotated_types'
+      informational ``Unit``), ignored.
     """
     if isinstance(item, str) or doc_text(item) is not None:
         return "description"
@@ -180,7 +184,29 @@ def metadata_kind(item: Any) -> str:
         return "other"
     if kind.__name__ in _AT_KEYWORDS:
         return "keyword"
+    if kind.__name__ in _AT_INFORMATIONAL:
+        return "other"
     return "check" if kind.__name__ in _AT_CHECKS else "unsupported"
+
+
+def timezone_problem(item: Any, inner: Any) -> str | None:
+    """What is wrong with an ``annotated_types.Timezone`` on ``inner``, if anything:
+    it applies to a ``datetime`` or ``time``, and a zone it names must exist."""
+    import datetime as dt
+
+    if not (isinstance(inner, type) and issubclass(inner, (dt.datetime, dt.time))):
+        return f"{item!r} applies to a datetime or time, not {getattr(inner, '__name__', inner)}"
+    zone = item.tz
+    if isinstance(zone, str):
+        import zoneinfo
+
+        try:
+            zone = zoneinfo.ZoneInfo(zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            return f"{item!r} names no time zone known here (an IANA name such as Europe/Oslo)"
+    if isinstance(zone, dt.tzinfo) and issubclass(inner, dt.time) and zone.utcoffset(None) is None:
+        return f"{item!r} has no one UTC offset for a time of day (no date): use a datetime"
+    return None
 
 
 def has_checks(metadata: Iterable[Any]) -> bool:

@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolfold.toolkit._classes import substitute_type_vars
-from toolfold.toolkit._field import Field, apply_field, doc_text, expand_metadata, metadata_kind
+from toolfold.toolkit._field import (
+    Field,
+    apply_field,
+    doc_text,
+    expand_metadata,
+    metadata_kind,
+    timezone_problem,
+)
 from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
@@ -255,7 +262,11 @@ class SchemaContext:
                     " holding it is not hashable (annotated_types' Not never is); write it as"
                     " annotated_types.Predicate(lambda value: not ...)"
                 )
-            # a hashable "check" (Predicate) is structuring's; "other" is other libraries'
+            elif kind == "check" and type(item).__name__ == "Timezone":
+                wrong = timezone_problem(item, inner)
+                if wrong is not None:
+                    problems.append(wrong)
+            # a hashable "check" (Predicate, Timezone) is structuring's; "other" is ignored
         for message in problems:
             self.problem(message)
         if "description" in schema:  # a Flag's names stay in a description given here
