@@ -433,6 +433,18 @@ def test_a_keyword_args_section_alone_describes_its_parameters() -> None:
     assert (parsed.description, parsed.params) == ("Do.", {"limit": "How many."})
 
 
+def test_a_keyword_args_section_in_prose_keeps_the_args_entries() -> None:
+    """A `Keyword Args:` section written as prose (no `name: text` entries) costs the
+    `Args:` entries nothing: they are read as they were before such sections counted."""
+    doc = (
+        "Fetch a page.\n\n    Args:\n        url: The address.\n\n"
+        "    Returns:\n        The body.\n\n"
+        "    Keyword Args:\n        Passed on to requests.\n"
+    )
+    parsed = parse_docstring(doc)
+    assert (parsed.description, parsed.params) == ("Fetch a page.", {"url": "The address."})
+
+
 def test_numpy_other_parameters_section_describes_parameters() -> None:
     """NumPy's `Other Parameters` section documents parameters too."""
     doc = (

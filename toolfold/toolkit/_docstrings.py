@@ -87,6 +87,7 @@ def _parser(style: str) -> Any:
         # One GoogleParser, reused: building one compiles its section regex.
         parse = {
             "google": google.GoogleParser(_google_sections(google)).parse,
+            "google-default": google.GoogleParser().parse,
             "numpy": numpydoc.parse,
             "rest": rest.parse,
             "epydoc": epydoc.parse,
@@ -101,7 +102,9 @@ def _google_sections(google: Any) -> list[Any]:
     docstring-parser does not know ``Keyword Args:``, ``Keyword Arguments:`` and
     ``Other Parameters:`` (Sphinx Napoleon's sections for keyword-only and
     rarely used parameters): without them such a section's entries are lost
-    after another section, or read as part of the description when alone.
+    after another section, or read as part of the description when alone. Such
+    a section written as prose is a ParseError here: `parse_docstring` then
+    reads the docstring with docstring-parser's own sections.
     """
     param = google.SectionType.MULTIPLE
     extra = [
@@ -130,7 +133,15 @@ def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
     try:
         parsed = _parser(style)(text)
     except Exception:  # docstring_parser.ParseError: a malformed section
-        return ParsedDocstring(_plain_description(text))
+        if style != "google":
+            return ParsedDocstring(_plain_description(text))
+        # A Keyword Args / Other Parameters section may be prose ("Passed on to
+        # requests."), no `name: text` entries: read without those sections, it
+        # stays text and the Args: entries are kept.
+        try:
+            parsed = _parser("google-default")(text)
+        except Exception:
+            return ParsedDocstring(_plain_description(text))
     short = parsed.short_description or ""
     long = parsed.long_description or ""
     if short and long:
