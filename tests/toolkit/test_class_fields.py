@@ -12,7 +12,7 @@ from cattrs.errors import ClassValidationError
 
 from toolfold import ArgumentValidationError, tool
 from toolfold import schema_for_type as schema
-from toolfold.toolkit._converter import get_converter
+from toolfold.toolkit._converter import _reads_own_fields, get_converter
 from toolfold.toolkit._problems import structure_problems
 
 T = TypeVar("T")
@@ -266,6 +266,16 @@ def test_a_value_of_the_wrong_type_for_a_bound_variable_is_refused() -> None:
     assert structure_problems(info.value, ("deep",), IntListBox) == [
         (("deep", "item", 0), "cannot convert to int: expected an integer, got str 'x'")
     ]
+
+
+def test_only_what_cattrs_misreads_goes_through_the_own_fields_hook() -> None:
+    """cattrs' generated hook (the fast one) binds one generic base's variables by itself:
+    `IntBox(Box[int])` keeps it; several levels of generic bases and InitVars do not."""
+    assert not _reads_own_fields(IntBox)
+    assert not _reads_own_fields(AIntBox)
+    assert _reads_own_fields(IntListBox)
+    assert _reads_own_fields(ListBox[int])
+    assert _reads_own_fields(Order)
 
 
 def test_a_class_tool_of_a_generic_subclass_binds_its_type_variable() -> None:

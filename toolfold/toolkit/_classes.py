@@ -170,6 +170,28 @@ def inherits_type_vars(cls: type) -> bool:
     )
 
 
+def binds_one_generic_base(cls: type) -> bool:
+    """Whether the type variables ``cls``'s fields use all belong to one generic base,
+    whose bases are not generic, bound in a class statement to types holding no type
+    variable (``class IntBox(Box[int])``, or a subclass of it): the common case, which
+    cattrs reads right by itself."""
+    bound = _bound_type_vars(cls)
+    bases = [klass for klass in bound if klass is not cls]
+    if len(bases) != 1 or inherits_type_vars(bases[0]):
+        return False
+    generic = [b for b in getattr(cls, "__orig_bases__", ()) if typing.get_origin(b) is bases[0]]
+    from toolfold.toolkit._signature import has_forward_ref
+
+    return len(generic) == 1 and not any(
+        type(a) is str
+        or isinstance(a, typing.ForwardRef)
+        or has_forward_ref(a)
+        or getattr(a, "__parameters__", ())
+        or isinstance(a, typing.TypeVar)
+        for a in typing.get_args(generic[0])
+    )
+
+
 def _declaring_classes(cls: type) -> dict[str, type]:
     """Field name -> the most derived class in the MRO whose own annotations declare it."""
     import inspect

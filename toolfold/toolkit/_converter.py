@@ -584,7 +584,12 @@ def _reads_own_fields(tp: Any) -> bool:
     cls = typing.get_origin(tp) or tp
     if not isinstance(cls, type):
         return False
-    from toolfold.toolkit._classes import UnresolvedHints, class_fields, inherits_type_vars
+    from toolfold.toolkit._classes import (
+        UnresolvedHints,
+        binds_one_generic_base,
+        class_fields,
+        inherits_type_vars,
+    )
 
     if dataclasses.is_dataclass(cls):
         own = dataclasses.fields(cls)
@@ -601,7 +606,10 @@ def _reads_own_fields(tp: Any) -> bool:
             return True
     elif not attrs.has(cls):
         return False
-    return inherits_type_vars(cls)
+    if not inherits_type_vars(cls):
+        return False
+    # cattrs binds one generic base's variables itself, in its faster generated hook
+    return tp is not cls or not binds_one_generic_base(cls)
 
 
 def _holds_checks(tp: Any) -> bool:
