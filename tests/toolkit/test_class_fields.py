@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, Optional, TypeVar
 
 import attrs
 import pytest
@@ -266,6 +266,30 @@ def test_a_value_of_the_wrong_type_for_a_bound_variable_is_refused() -> None:
     assert structure_problems(info.value, ("deep",), IntListBox) == [
         (("deep", "item", 0), "cannot convert to int: expected an integer, got str 'x'")
     ]
+
+
+@dataclasses.dataclass
+class Tree(Box[list["Tree"]]):
+    """A tree: its item is its children."""
+
+    name: str = ""
+
+
+@attrs.define
+class Chain(ABox[Optional["Chain"]]):
+    pass
+
+
+def test_quoted_names_in_a_generic_base_are_resolved() -> None:
+    """`class Tree(Box[list["Tree"]])` binds T to a list of Trees: the quoted name is looked
+    up in the class's module, for the schema and for structuring alike."""
+    assert schema(Tree)["$defs"]["Tree"]["properties"]["item"] == {
+        "type": "array",
+        "items": {"$ref": "#/$defs/Tree"},
+    }
+    made = get_converter().structure({"item": [{"item": [], "name": "leaf"}]}, Tree)
+    assert made == Tree([Tree([], "leaf")])
+    assert get_converter().structure({"item": {"item": None}}, Chain) == Chain(Chain(None))
 
 
 def test_only_what_cattrs_misreads_goes_through_the_own_fields_hook() -> None:

@@ -9,6 +9,7 @@ dataclass field ``metadata={"description": ...}`` work too).
 from __future__ import annotations
 
 import math
+import types
 import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -119,16 +120,20 @@ def substitute_type_vars(
     return [(n, _substitute(t, mapping), r, d, desc) for n, t, r, d, desc in fields]
 
 
-def _bind_inherited(cls: type, fields: list[FieldInfo]) -> list[FieldInfo]:
+def _bind_inherited(
+    cls: type, fields: list[FieldInfo], localns: dict[str, Any] | None = None
+) -> list[FieldInfo]:
     """``fields`` with the type variables of generic bases replaced by what the class
     statements gave them: ``class IntBox(Box[int])`` makes ``Box``'s ``item: T`` an
     int, through any number of generic classes in between (``class
     ListBox(Box[list[U]], Generic[U])`` makes it ``list[U]``, in terms of the
     class's own variables, which `substitute_type_vars` binds for ``ListBox[int]``).
+    Quoted names there (``class Tree(Box[list["Tree"]])``) are looked up in the
+    module of the class statement (and ``localns``).
     """
     if not inherits_type_vars(cls):
         return fields
-    bound = _bound_type_vars(cls)
+    bound = _bound_type_vars(cls, localns)
     owners = _declaring_classes(cls)
     out = []
     for name, tp, required, default, description in fields:
@@ -139,16 +144,22 @@ def _bind_inherited(cls: type, fields: list[FieldInfo]) -> list[FieldInfo]:
     return out
 
 
-def _bound_type_vars(cls: type) -> dict[type, dict[Any, Any]]:
+def _bound_type_vars(
+    cls: type, localns: dict[str, Any] | None = None
+) -> dict[type, dict[Any, Any]]:
     """For each generic class ``cls`` derives from: its type variables -> what they
     stand for in ``cls`` (in terms of ``cls``'s own type variables, if it has some).
 
     The MRO lists a class before its bases, so a base's variables are bound in
     terms of its subclass's, which are already known.
     """
+    import sys
+
     bound: dict[type, dict[Any, Any]] = {cls: {}}
     for klass in cls.__mro__:
         mapping = bound.get(klass, {})
+        module = sys.modules.get(klass.__module__)
+        names = module.__dict__ if module is not None else {}
         for base in klass.__dict__.get("__orig_bases__", ()):
             origin = typing.get_origin(base)
             params = getattr(origin, "__parameters__", ())
@@ -156,9 +167,37 @@ def _bound_type_vars(cls: type) -> dict[type, dict[Any, Any]]:
             # Generic[T] and Protocol[T] have no parameters of their own: not a base to bind
             if isinstance(origin, type) and origin not in bound and len(params) == len(args):
                 bound[origin] = {
-                    p: _substitute(a, mapping) for p, a in zip(params, args, strict=True)
+                    p: _substitute(_resolve_names(a, names, localns), mapping)
+                    for p, a in zip(params, args, strict=True)
                 }
     return bound
+
+
+def _resolve_names(tp: Any, globalns: dict[str, Any], localns: dict[str, Any] | None) -> Any:
+    """``tp`` with the quoted names in it (``list["Tree"]``) evaluated; one that cannot
+    be stays as it is, for the schema and the converter to say so."""
+    from toolfold.toolkit._signature import evaluate_annotation, has_forward_ref
+
+    if isinstance(tp, typing.ForwardRef):
+        tp = tp.__forward_arg__
+    if type(tp) is str:
+        found = evaluate_annotation(tp, globalns)
+        if found is None and localns:
+            found = _evaluate_local(tp, globalns, localns)
+        return tp if found is None else found
+    if not has_forward_ref(tp):
+        return tp
+    origin = typing.get_origin(tp)
+    args = tuple(_resolve_names(a, globalns, localns) for a in typing.get_args(tp))
+    if origin is typing.Annotated:
+        parts = (args[0], *tp.__metadata__)
+        return typing.Annotated[parts]
+    if origin is typing.Union or isinstance(tp, types.UnionType):
+        return typing.Union[args]  # noqa: UP007 (made from a tuple of arguments)
+    try:
+        return origin[args]
+    except TypeError:
+        return tp
 
 
 def inherits_type_vars(cls: type) -> bool:
@@ -302,7 +341,7 @@ def _dataclass_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldIn
         required = default is MISSING and not has_factory
         description = f.metadata.get("description")
         out.append((f.name, annotation, required, default, description))
-    return _bind_inherited(cls, out)
+    return _bind_inherited(cls, out, localns)
 
 
 def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
@@ -322,7 +361,7 @@ def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
         annotation = hints.get(a.name, a.type if a.type is not None else MISSING)
         description = a.metadata.get("description")
         out.append((a.name, annotation, required, default, description))
-    return _bind_inherited(cls, out)
+    return _bind_inherited(cls, out, localns)
 
 
 def _class_doc(cls: type) -> str | None:
