@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
+import operator
 import warnings
 from typing import Annotated, Any
 
@@ -181,6 +183,41 @@ def test_a_predicate_is_checked_when_called_naming_the_parameter() -> None:
         "$.evens[1]: 5 does not satisfy the predicate is_even",
         "$.odd: 2 does not satisfy the predicate (a lambda)",
         "$.word: 'ABC' does not satisfy the predicate str.islower",
+    )
+
+
+class InRange:
+    """A callable object: a bound check with its limits."""
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+
+    def __call__(self, value: int) -> bool:
+        return self.low <= value <= self.high
+
+
+def test_a_partial_or_a_callable_object_is_named_in_the_error() -> None:
+    """A functools.partial is named by its function and the arguments given, a callable
+    object by its class: neither is called a lambda."""
+
+    @tool
+    def bounded(
+        small: Annotated[int, at.Predicate(InRange(0, 5))],
+        big: Annotated[int, at.Predicate(functools.partial(operator.lt, 10))],
+    ) -> int:
+        """Bounded.
+
+        Args:
+            small: A small number.
+            big: A number over ten.
+        """
+        return small + big
+
+    with pytest.raises(ArgumentValidationError) as info:
+        bounded.validate_arguments({"small": 50, "big": 5})
+    assert tuple(info.value.errors) == (
+        "$.big: 5 does not satisfy the predicate lt(10, ...)",
+        "$.small: 50 does not satisfy the predicate InRange",
     )
 
 

@@ -556,13 +556,22 @@ def _offset(delta: dt.timedelta) -> str:
 
 
 def _check_name(func: Any) -> str:
-    """How an error names a check's function: ``is_even``, ``str.islower``; a lambda
-    has no name to give."""
+    """How an error names a check's function: ``is_even``, ``str.islower``, ``lt(10, ...)``
+    for a ``functools.partial``, the class of a callable object; a lambda has no name."""
+    return "the predicate " + _callable_name(func)
+
+
+def _callable_name(func: Any) -> str:
+    if isinstance(func, functools.partial):
+        given = [repr(a) for a in func.args] + [f"{k}={v!r}" for k, v in func.keywords.items()]
+        return f"{_callable_name(func.func)}({', '.join([*given, '...'])})"
     qualname = getattr(func, "__qualname__", None) or ""
     name = getattr(func, "__name__", None) or ""
-    if not name or "<lambda>" in qualname or name == "<lambda>":
-        return "the predicate (a lambda)"
-    return f"the predicate {qualname if '<locals>' not in qualname and qualname else name}"
+    if "<lambda>" in qualname or name == "<lambda>":
+        return "(a lambda)"
+    if not name:  # an instance of a class with __call__
+        return type(func).__qualname__.rsplit("<locals>.", 1)[-1]
+    return qualname if qualname and "<locals>" not in qualname else name
 
 
 def _short(value: Any) -> str:
