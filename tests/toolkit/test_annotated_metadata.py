@@ -356,6 +356,27 @@ def test_a_timezone_that_cannot_be_checked_is_refused() -> None:
     )
 
 
+def test_an_annotated_types_alias_written_as_metadata_is_refused() -> None:
+    """`Annotated[str, at.LowerCase]` checks nothing (LowerCase is a type alias, not a
+    marker): a definition error that says to write `at.LowerCase[str]`."""
+    with pytest.raises(ToolDefinitionError) as info:
+
+        @tool
+        def shout(word: Annotated[str, at.LowerCase]) -> str:
+            """Shout.
+
+            Args:
+                word: A word.
+            """
+            return word
+
+    assert info.value.problems == (
+        "parameter 'word': annotated_types.LowerCase is a type, not metadata:"
+        " Annotated[str, annotated_types.LowerCase] checks nothing;"
+        " write annotated_types.LowerCase[str]",
+    )
+
+
 def test_unit_is_ignored() -> None:
     """annotated_types' Unit is informational (annotated_types asks nothing of the value):
     the schema and the arguments are those of the plain type."""

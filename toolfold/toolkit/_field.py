@@ -172,6 +172,9 @@ def metadata_kind(item: Any) -> str:
       JSON Schema cannot say: structuring checks it in Python;
     - ``"unsupported"``: an annotated_types marker toolfold does not know (a later
       version's), neither in the schema nor checked: a definition error, never ignored;
+    - ``"alias"``: an annotated_types type alias (``LowerCase``, ``IsDigits``) written
+      as metadata, ``Annotated[str, LowerCase]``: a definition error, as it says
+      nothing there;
     - ``"other"``: anything else (metadata for other libraries, annotated_types'
       informational ``Unit``), ignored.
     """
@@ -179,6 +182,8 @@ def metadata_kind(item: Any) -> str:
         return "description"
     if isinstance(item, Field):
         return "field"
+    if _is_annotated_types_alias(item):
+        return "alias"
     kind = type(item)
     if kind.__module__ != "annotated_types":
         return "other"
@@ -187,6 +192,28 @@ def metadata_kind(item: Any) -> str:
     if kind.__name__ in _AT_INFORMATIONAL:
         return "other"
     return "check" if kind.__name__ in _AT_CHECKS else "unsupported"
+
+
+def _is_annotated_types_alias(item: Any) -> bool:
+    import typing
+
+    return typing.get_origin(item) is typing.Annotated and any(
+        type(m).__module__ == "annotated_types" for m in item.__metadata__
+    )
+
+
+def alias_problem(item: Any, inner: Any) -> str:
+    """The definition error for an annotated_types alias written as metadata."""
+    import sys
+
+    module = sys.modules.get("annotated_types")
+    names = vars(module) if module is not None else {}
+    alias = next((f"annotated_types.{n}" for n, v in names.items() if v is item), repr(item))
+    inner_name = getattr(inner, "__name__", None) or repr(inner)
+    return (
+        f"{alias} is a type, not metadata: Annotated[{inner_name}, {alias}] checks nothing;"
+        f" write {alias}[{inner_name}]"
+    )
 
 
 def timezone_problem(item: Any, inner: Any) -> str | None:

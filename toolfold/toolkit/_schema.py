@@ -25,6 +25,7 @@ from typing import Any
 from toolfold.toolkit._classes import substitute_type_vars
 from toolfold.toolkit._field import (
     Field,
+    alias_problem,
     apply_field,
     doc_text,
     expand_metadata,
@@ -262,6 +263,8 @@ class SchemaContext:
                     " holding it is not hashable (annotated_types' Not never is); write it as"
                     " annotated_types.Predicate(lambda value: not ...)"
                 )
+            elif kind == "alias":
+                problems.append(alias_problem(item, inner))
             elif kind == "check" and type(item).__name__ == "Timezone":
                 wrong = timezone_problem(item, inner)
                 if wrong is not None:
