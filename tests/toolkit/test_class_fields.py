@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import ClassVar, Generic, Optional, TypeVar
+from typing import Annotated, ClassVar, Generic, Optional, TypeVar
 
 import attrs
 import pytest
 from cattrs.errors import ClassValidationError
 
-from toolfold import ArgumentValidationError, tool
+from toolfold import ArgumentValidationError, Field, tool
 from toolfold import schema_for_type as schema
 from toolfold.toolkit._converter import _reads_own_fields, get_converter
 from toolfold.toolkit._problems import structure_problems
@@ -201,6 +201,16 @@ class AIntBox(ABox[int]):
     label: str
 
 
+@attrs.define
+class NoteBox(Generic[T]):
+    item: Annotated[T, Field(description="What is in it.")]
+
+
+@attrs.define
+class IntNoteBox(NoteBox[int]):
+    pass
+
+
 def test_a_subclass_of_a_parametrised_generic_dataclass_binds_its_type_variable() -> None:
     """`class IntBox(Box[int])` describes Box's `item: T` as an integer."""
     assert schema(IntBox) == {
@@ -300,6 +310,36 @@ def test_only_what_cattrs_misreads_goes_through_the_own_fields_hook() -> None:
     assert _reads_own_fields(IntListBox)
     assert _reads_own_fields(ListBox[int])
     assert _reads_own_fields(Order)
+    assert _reads_own_fields(IntNoteBox)  # Annotated[T, ...], which cattrs leaves unbound
+
+
+def test_an_annotated_type_variable_of_a_generic_base_is_bound() -> None:
+    """A base field `Annotated[T, Field(...)]`, which cattrs' generated hook leaves an
+    unbound T, goes through the own-fields hook: the tool is made and takes an int."""
+    # a dataclass with real (not string) annotations: cattrs keeps their Annotated
+    box = dataclasses.make_dataclass(
+        "Box", [("item", Annotated[T, Field(description="What is in it.")])], bases=(Generic[T],)
+    )
+
+    @dataclasses.dataclass
+    class IntAnnotatedBox(box[int]):  # type: ignore[valid-type,misc]
+        pass
+
+    for cls in (IntNoteBox, IntAnnotatedBox):
+        assert _reads_own_fields(cls)
+
+        @tool
+        def put(b: cls) -> int:  # type: ignore[valid-type]
+            """Put a box.
+
+            Args:
+                b: The box.
+            """
+            return b.item  # type: ignore[no-any-return]
+
+        assert put.invoke(put.validate_arguments({"b": {"item": 3}})) == 3
+        with pytest.raises(ArgumentValidationError, match="integer"):
+            put.validate_arguments({"b": {"item": "3"}})
 
 
 def test_a_class_tool_of_a_generic_subclass_binds_its_type_variable() -> None:

@@ -617,8 +617,35 @@ def _reads_own_fields(tp: Any) -> bool:
         return False
     if not inherits_type_vars(cls):
         return False
-    # cattrs binds one generic base's variables itself, in its faster generated hook
-    return tp is not cls or not binds_one_generic_base(cls)
+    if tp is not cls or not binds_one_generic_base(cls):
+        return True
+    # cattrs binds one generic base's variables itself, in its faster generated hook:
+    # a field typed by a variable, or by a generic alias holding one; not a field
+    # typed ``Annotated[T, ...]`` (or ``Annotated[list[T], ...]``), which it leaves as is
+    return any(_left_unbound(t) for t in _cattrs_field_types(cls))
+
+
+def _cattrs_field_types(cls: type) -> list[Any]:
+    """The field types cattrs' generated hook starts from (`cattrs._compat.adapted_fields`):
+    a dataclass's annotations, resolved without their Annotated metadata when one of
+    them is a string; an attrs class's, with it."""
+    if dataclasses.is_dataclass(cls):
+        own = dataclasses.fields(cls)
+        return [] if any(type(f.type) is str for f in own) else [f.type for f in own]
+    found = attrs.fields(cls)
+    if not any(type(a.type) is str for a in found):
+        return [a.type for a in found]
+    try:
+        return list(typing.get_type_hints(cls, include_extras=True).values())
+    except Exception:
+        return []  # cattrs says what it cannot resolve
+
+
+def _left_unbound(tp: Any) -> bool:
+    """Whether cattrs' generated hook would leave a type variable in field type ``tp``
+    unbound: it replaces one standing alone or inside a generic alias, not one under
+    an ``Annotated`` at the top."""
+    return typing.get_origin(tp) is typing.Annotated and bool(getattr(tp, "__parameters__", ()))
 
 
 def _holds_checks(tp: Any) -> bool:
