@@ -383,3 +383,28 @@ def test_a_local_dataclass_initvar_of_a_local_type_structures() -> None:
         "default": "slow",
     }
     assert run.invoke(run.validate_arguments({"job": {"name": "a", "mode": "fast"}})) == 1
+
+
+def test_a_local_generic_base_over_a_quoted_local_name_structures() -> None:
+    """`class LBox(Box[list["Inner"]])` in a function, Inner local too, is structured
+    on a call as its schema describes it: a list of Inner, not the string 'Inner'."""
+
+    @dataclasses.dataclass
+    class Inner:
+        v: int
+
+    @dataclasses.dataclass
+    class LBox(Box[list["Inner"]]):
+        pass
+
+    @tool
+    def use(b: LBox) -> int:
+        """Use a box.
+
+        Args:
+            b: The box.
+        """
+        return sum(i.v for i in b.item)
+
+    assert use.parameters["properties"]["b"]["properties"]["item"]["items"]["type"] == "object"
+    assert use.invoke(use.validate_arguments({"b": {"item": [{"v": 3}, {"v": 4}]}})) == 7

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import types
 import typing
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,25 @@ def class_fields(cls: type, localns: dict[str, Any] | None = None) -> list[Field
     """The fields of a dataclass, attrs class, TypedDict or NamedTuple; else None.
 
     ``localns`` resolves string annotations naming classes local to a function.
+    A class defined in a function keeps the fields found with its function's
+    names: the converter, which asks without them, then structures it as the
+    schema describes it (``class LBox(Box[list["Inner"]])`` over a local Inner).
     """
+    if localns is None:
+        known = _LOCAL_FIELDS.get(cls)
+        if known is not None:
+            return list(known)
+    found = _class_fields(cls, localns)
+    if localns is not None and found is not None and "<locals>" in cls.__qualname__:
+        _LOCAL_FIELDS[cls] = list(found)
+    return found
+
+
+# A function's local class -> its fields as resolved with the function's names.
+_LOCAL_FIELDS: weakref.WeakKeyDictionary[type, list[FieldInfo]] = weakref.WeakKeyDictionary()
+
+
+def _class_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo] | None:
     if "__dataclass_fields__" in cls.__dict__ or hasattr(cls, "__dataclass_fields__"):
         return _dataclass_fields(cls, localns)
     if hasattr(cls, "__attrs_attrs__"):
