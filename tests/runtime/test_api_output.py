@@ -12,7 +12,14 @@ import annotated_types as at
 import attrs
 import pytest
 
-from toolfold import Agent, OutputValidationError, generate_text, tool
+from toolfold import (
+    Agent,
+    OutputValidationError,
+    ToolDefinitionError,
+    generate_text,
+    register_schema_rule,
+    tool,
+)
 from toolfold.testing import ScriptedModel, TestModel
 
 
@@ -115,6 +122,25 @@ def test_a_mapping_answer_is_structured() -> None:
     model = ScriptedModel(['{"start": "2024-05-01"}'])
     response = generate_text(model, "go", output_type=dict[str, dt.date])
     assert response.output == {"start": dt.date(2024, 5, 1)}
+
+
+class Money:
+    """A sum, with a schema rule and no structure hook."""
+
+
+register_schema_rule(Money, lambda tp, ctx: {"type": "string"})
+
+
+@pytest.mark.parametrize("output_type", [dict[str, Money], list[Money]])
+def test_an_output_type_the_converter_cannot_structure_is_a_definition_error(
+    output_type: Any,
+) -> None:
+    """A type with a schema rule but no structure hook fails before the model is asked,
+    naming the type, instead of every answer going back to the model."""
+    model = ScriptedModel(['{"a": "1.00 EUR"}'])
+    with pytest.raises(ToolDefinitionError, match=r"cannot structure JSON into .*Money"):
+        generate_text(model, "go", output_type=output_type)
+    assert model.requests == []
 
 
 def test_output_retries_exhausted_raises_with_state() -> None:

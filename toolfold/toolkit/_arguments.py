@@ -236,6 +236,15 @@ class ArgumentChecker:
                 problems = problems[:at] + lines + rest
         return problems
 
+    def build_hooks(self) -> None:
+        """Build the parameters' structure hooks now, not on the first `check`.
+
+        Raises:
+            ToolDefinitionError: The converter cannot structure a parameter's type.
+        """
+        if self._hooks is None:
+            self._build_hooks()
+
     def _structure(self, value: dict[str, Any]) -> dict[str, Any]:
         hooks = self._hooks if self._hooks is not None else self._build_hooks()
         result: dict[str, Any] = {}
