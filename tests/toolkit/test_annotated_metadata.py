@@ -197,28 +197,35 @@ class InRange:
 
 
 def test_a_partial_or_a_callable_object_is_named_in_the_error() -> None:
-    """A functools.partial is named by its function and the arguments given, a callable
-    object by its class: neither is called a lambda."""
+    """A functools.partial is named by its function only (not the arguments given, which
+    may be large or secret), a callable object by its class: neither is called a lambda."""
 
     @tool
     def bounded(
         small: Annotated[int, at.Predicate(InRange(0, 5))],
         big: Annotated[int, at.Predicate(functools.partial(operator.lt, 10))],
+        key: Annotated[str, at.Predicate(functools.partial(operator.eq, "s3cr3t"))],
+        near: Annotated[int, at.Predicate(functools.partial(lambda a, b: b < a, 3))],
     ) -> int:
         """Bounded.
 
         Args:
             small: A small number.
             big: A number over ten.
+            key: The key.
+            near: A number under three.
         """
         return small + big
 
     with pytest.raises(ArgumentValidationError) as info:
-        bounded.validate_arguments({"small": 50, "big": 5})
+        bounded.validate_arguments({"small": 50, "big": 5, "key": "k", "near": 9})
     assert tuple(info.value.errors) == (
-        "$.big: 5 does not satisfy the predicate lt(10, ...)",
+        "$.big: 5 does not satisfy the predicate lt(...)",
+        "$.key: 'k' does not satisfy the predicate eq(...)",
+        "$.near: 9 does not satisfy the predicate (a lambda)",
         "$.small: 50 does not satisfy the predicate InRange",
     )
+    assert "s3cr3t" not in str(info.value)
 
 
 def test_values_that_satisfy_their_predicates_pass() -> None:

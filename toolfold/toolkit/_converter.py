@@ -556,15 +556,17 @@ def _offset(delta: dt.timedelta) -> str:
 
 
 def _check_name(func: Any) -> str:
-    """How an error names a check's function: ``is_even``, ``str.islower``, ``lt(10, ...)``
-    for a ``functools.partial``, the class of a callable object; a lambda has no name."""
+    """How an error names a check's function: ``is_even``, ``str.islower``, ``lt(...)``
+    for a ``functools.partial`` (by its function only: the model reads this, and the
+    arguments given may be large or secret), the class of a callable object; a lambda
+    has no name."""
     return "the predicate " + _callable_name(func)
 
 
 def _callable_name(func: Any) -> str:
     if isinstance(func, functools.partial):
-        given = [repr(a) for a in func.args] + [f"{k}={v!r}" for k, v in func.keywords.items()]
-        return f"{_callable_name(func.func)}({', '.join([*given, '...'])})"
+        inner = _callable_name(func.func)
+        return inner if inner == "(a lambda)" or inner.endswith("(...)") else inner + "(...)"
     qualname = getattr(func, "__qualname__", None) or ""
     name = getattr(func, "__name__", None) or ""
     if "<lambda>" in qualname or name == "<lambda>":
