@@ -408,3 +408,33 @@ def test_a_local_generic_base_over_a_quoted_local_name_structures() -> None:
 
     assert use.parameters["properties"]["b"]["properties"]["item"]["items"]["type"] == "object"
     assert use.invoke(use.validate_arguments({"b": {"item": [{"v": 3}, {"v": 4}]}})) == 7
+
+
+@dataclasses.dataclass
+class Part:
+    number: int
+
+
+def test_a_local_class_shadowing_a_module_class_is_the_one_used() -> None:
+    """A string annotation in a function's local class names the function's own class,
+    not a module class of the same name (locals first, as typing.get_type_hints does)."""
+
+    @dataclasses.dataclass
+    class Part:
+        label: str
+
+    @dataclasses.dataclass
+    class Kit:
+        part: Part
+
+    @tool
+    def use(kit: Kit) -> str:
+        """Use a kit.
+
+        Args:
+            kit: The kit.
+        """
+        return kit.part.label
+
+    assert use.parameters["properties"]["kit"]["properties"]["part"]["required"] == ["label"]
+    assert use.invoke(use.validate_arguments({"kit": {"part": {"label": "bolt"}}})) == "bolt"

@@ -99,11 +99,16 @@ def _string_hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str,
         module = sys.modules.get(base.__module__)
         if module is None:
             return None
+        # a class defined in the function reads its names first (a local class
+        # shadows a module one of the same name), as typing.get_type_hints does
+        first = localns if localns and "<locals>" in base.__qualname__ else None
         for name, value in annotations.items():
             if type(value) is str:
                 text = value
-                value = evaluate_annotation(text, module.__dict__)
-                if value is None and localns:
+                value = _evaluate_local(text, module.__dict__, first) if first else None
+                if value is None:
+                    value = evaluate_annotation(text, module.__dict__)
+                if value is None and localns and first is None:
                     value = _evaluate_local(text, module.__dict__, localns)
                 if value is None:
                     return None
@@ -292,6 +297,8 @@ def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:
         return fast
     try:
         try:
+            if localns is not None and "<locals>" in cls.__qualname__:
+                return typing.get_type_hints(cls, localns=localns, include_extras=True)
             return typing.get_type_hints(cls, include_extras=True)
         except NameError:
             if localns is None:
