@@ -347,12 +347,14 @@ def test_a_timezone_that_cannot_be_checked_is_refused() -> None:
         def when(
             text: Annotated[str, at.Timezone(None)],
             there: Annotated[dt.datetime, at.Timezone("Mars/Olympus_Mons")],
+            hour: Annotated[dt.datetime, at.Timezone(3600)],
         ) -> str:
             """When.
 
             Args:
                 text: A time.
                 there: Somewhere.
+                hour: An offset in seconds, which is no zone.
             """
             return text
 
@@ -360,6 +362,42 @@ def test_a_timezone_that_cannot_be_checked_is_refused() -> None:
         "parameter 'text': Timezone(tz=None) applies to a datetime or time, not str",
         "parameter 'there': Timezone(tz='Mars/Olympus_Mons') names no time zone known here"
         " (an IANA name such as Europe/Oslo)",
+        "parameter 'hour': Timezone(tz=3600) names no time zone: use None (no UTC offset),"
+        " ... (any offset), an IANA name such as 'Europe/Oslo' or a tzinfo such as"
+        " datetime.timezone.utc",
+    )
+
+
+def test_a_timezone_is_checked_at_the_ends_of_the_datetime_range() -> None:
+    """Near year 9999 or 1, where the instant in the zone falls outside datetime's range,
+    the offset is still compared (no 'number too large'); an offset with seconds is
+    written with them."""
+    west = dt.timezone(dt.timedelta(hours=-3, minutes=-30))
+    east = dt.timezone(dt.timedelta(hours=5, seconds=30))
+
+    @tool
+    def at_end(
+        late: Annotated[dt.datetime, at.Timezone(west)],
+        early: Annotated[dt.datetime, at.Timezone(east)] | None = None,
+    ) -> str:
+        """At the end.
+
+        Args:
+            late: A late time.
+            early: An early time.
+        """
+        return late.isoformat()
+
+    made = at_end.validate_arguments({"late": "9999-12-31T23:00:00-03:30"})
+    assert made["late"].utcoffset() == west.utcoffset(None)
+    with pytest.raises(ArgumentValidationError) as info:
+        at_end.validate_arguments(
+            {"late": "9999-12-31T23:00:00-03:00", "early": "0001-01-01T01:00:00+05:00"}
+        )
+    assert tuple(info.value.errors) == (
+        "$.early: 0001-01-01T01:00:00+05:00 must be in the time zone UTC+05:00:30"
+        " (UTC offset +05:00:30)",
+        "$.late: 9999-12-31T23:00:00-03:00 must be in the time zone UTC-03:30 (UTC offset -03:30)",
     )
 
 

@@ -538,7 +538,7 @@ def _timezone_check(tz: Any) -> _Check:
     def check(value: Any) -> str | None:
         offset = value.utcoffset()
         if isinstance(value, dt.datetime):
-            expected = value.astimezone(zone).utcoffset() if offset is not None else None
+            expected = _zone_offset(value, zone) if offset is not None else None
         else:
             expected = value.replace(tzinfo=zone).utcoffset()
         if offset is not None and offset == expected:
@@ -549,10 +549,27 @@ def _timezone_check(tz: Any) -> _Check:
     return check
 
 
+def _zone_offset(value: dt.datetime, zone: dt.tzinfo) -> dt.timedelta | None:
+    """``zone``'s UTC offset at the instant ``value`` (an aware datetime) names.
+
+    Near year 1 or 9999 that instant in ``zone`` may fall outside what a datetime
+    holds (``astimezone`` overflows): the zone's offset at ``value``'s own wall
+    time then says, which is the same whenever ``value`` is in ``zone``.
+    """
+    try:
+        return value.astimezone(zone).utcoffset()
+    except OverflowError:
+        return zone.utcoffset(value.replace(tzinfo=None))
+
+
 def _offset(delta: dt.timedelta) -> str:
-    minutes = int(delta.total_seconds()) // 60
-    sign = "-" if minutes < 0 else "+"
-    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+    """A UTC offset as ISO 8601 writes it: ``+02:00``, ``-03:30``, ``+00:09:21``."""
+    seconds = int(delta.total_seconds())
+    sign = "-" if seconds < 0 else "+"
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = f"{sign}{hours:02d}:{minutes:02d}"
+    return f"{text}:{seconds:02d}" if seconds else text
 
 
 def _check_name(func: Any) -> str:

@@ -218,12 +218,18 @@ def alias_problem(item: Any, inner: Any) -> str:
 
 def timezone_problem(item: Any, inner: Any) -> str | None:
     """What is wrong with an ``annotated_types.Timezone`` on ``inner``, if anything:
-    it applies to a ``datetime`` or ``time``, and a zone it names must exist."""
+    it applies to a ``datetime`` or ``time``, names a zone (None, ``...``, a name or a
+    tzinfo), and a zone it names must exist."""
     import datetime as dt
 
     if not (isinstance(inner, type) and issubclass(inner, (dt.datetime, dt.time))):
         return f"{item!r} applies to a datetime or time, not {getattr(inner, '__name__', inner)}"
     zone = item.tz
+    if not (zone is None or zone is ... or isinstance(zone, (str, dt.tzinfo))):
+        return (
+            f"{item!r} names no time zone: use None (no UTC offset), ... (any offset),"
+            " an IANA name such as 'Europe/Oslo' or a tzinfo such as datetime.timezone.utc"
+        )
     if isinstance(zone, str):
         import zoneinfo
 
