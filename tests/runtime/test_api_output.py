@@ -21,6 +21,7 @@ from toolfold import (
     tool,
 )
 from toolfold.testing import ScriptedModel, TestModel
+from toolfold.toolkit import _schema
 
 
 class Mood(enum.Enum):
@@ -128,19 +129,21 @@ class Money:
     """A sum, with a schema rule and no structure hook."""
 
 
-register_schema_rule(Money, lambda tp, ctx: {"type": "string"})
-
-
 @pytest.mark.parametrize("output_type", [dict[str, Money], list[Money]])
 def test_an_output_type_the_converter_cannot_structure_is_a_definition_error(
     output_type: Any,
 ) -> None:
     """A type with a schema rule but no structure hook fails before the model is asked,
     naming the type, instead of every answer going back to the model."""
-    model = ScriptedModel(['{"a": "1.00 EUR"}'])
-    with pytest.raises(ToolDefinitionError, match=r"cannot structure JSON into .*Money"):
-        generate_text(model, "go", output_type=output_type)
-    assert model.requests == []
+    register_schema_rule(Money, lambda tp, ctx: {"type": "string"})
+    try:
+        model = ScriptedModel(['{"a": "1.00 EUR"}'])
+        with pytest.raises(ToolDefinitionError, match=r"cannot structure JSON into .*Money"):
+            generate_text(model, "go", output_type=output_type)
+        assert model.requests == []
+    finally:
+        del _schema._class_rules[Money]
+        _schema._cache.clear()
 
 
 def test_output_retries_exhausted_raises_with_state() -> None:
