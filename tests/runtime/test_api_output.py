@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import enum
 import json
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
+import annotated_types as at
 import attrs
 import pytest
 
-from toolfold import Agent, OutputValidationError, generate_text, tool
+from toolfold import (
+    Agent,
+    OutputValidationError,
+    ToolDefinitionError,
+    generate_text,
+    register_schema_rule,
+    tool,
+)
 from toolfold.testing import ScriptedModel, TestModel
+from toolfold.toolkit import _schema
 
 
 class Mood(enum.Enum):
@@ -43,6 +53,16 @@ class Point:
 class Movie(TypedDict):
     title: str
     year: int
+
+
+def is_even(value: int) -> bool:
+    """Whether a number is even."""
+    return value % 2 == 0
+
+
+@dataclasses.dataclass
+class Pairs:
+    count: Annotated[int, at.Predicate(is_even)]
 
 
 @pytest.mark.parametrize(
@@ -82,6 +102,48 @@ def test_invalid_answer_goes_back_to_the_model() -> None:
     assert feedback.role == "user"
     assert "$.x" in feedback.text
     assert "required" in feedback.text
+
+
+def test_a_broken_predicate_goes_back_at_its_path() -> None:
+    """A Predicate an answer breaks is told at the field's path, as a tool argument's is,
+    not as the converter's summary; in a dataclass and in a ``dict[str, X]`` alike."""
+    model = ScriptedModel(['{"count": 3}', '{"count": 4}'])
+    assert generate_text(model, "go", output_type=Pairs).output == Pairs(4)
+    feedback = model.requests[1].messages[-1].text
+    assert "- $.count: 3 does not satisfy the predicate is_even" in feedback
+    assert "While structuring" not in feedback
+    evens = dict[str, Annotated[int, at.Predicate(is_even)]]
+    model = ScriptedModel(['{"a": 2, "b": 5}', '{"a": 2}'])
+    assert generate_text(model, "go", output_type=evens).output == {"a": 2}
+    assert "- $.b: 5 does not satisfy the predicate is_even" in model.requests[1].messages[-1].text
+
+
+def test_a_mapping_answer_is_structured() -> None:
+    """``dict[str, X]`` is structured like any output type: its values are Xs, not JSON text."""
+    model = ScriptedModel(['{"start": "2024-05-01"}'])
+    response = generate_text(model, "go", output_type=dict[str, dt.date])
+    assert response.output == {"start": dt.date(2024, 5, 1)}
+
+
+class Money:
+    """A sum, with a schema rule and no structure hook."""
+
+
+@pytest.mark.parametrize("output_type", [dict[str, Money], list[Money]])
+def test_an_output_type_the_converter_cannot_structure_is_a_definition_error(
+    output_type: Any,
+) -> None:
+    """A type with a schema rule but no structure hook fails before the model is asked,
+    naming the type, instead of every answer going back to the model."""
+    register_schema_rule(Money, lambda tp, ctx: {"type": "string"})
+    try:
+        model = ScriptedModel(['{"a": "1.00 EUR"}'])
+        with pytest.raises(ToolDefinitionError, match=r"cannot structure JSON into .*Money"):
+            generate_text(model, "go", output_type=output_type)
+        assert model.requests == []
+    finally:
+        del _schema._class_rules[Money]
+        _schema._cache.clear()
 
 
 def test_output_retries_exhausted_raises_with_state() -> None:

@@ -391,3 +391,73 @@ def test_an_optional_typed_parameter_meets_the_requirement() -> None:
     assert search.parameters["properties"]["limit"]["description"] == (
         "How many results at most. Defaults to 10."
     )
+
+
+def _keyword_only(query: str, *, limit: int = 10, exact: bool = False, lang: str = "en") -> str:
+    """Search the archive.
+
+    Args:
+        query: The text to look for.
+
+    Keyword Args:
+        limit: How many results at most.
+
+    Keyword Arguments:
+        exact (bool): Match the text exactly.
+
+    Other Parameters:
+        lang: The language of the results.
+    """
+    return query
+
+
+def test_google_keyword_and_other_parameter_sections_describe_parameters() -> None:
+    """`Keyword Args:`, `Keyword Arguments:` and `Other Parameters:` describe parameters as
+    `Args:` does, and none of them leaks into the tool description."""
+    made = tool(_keyword_only)
+    properties = made.parameters["properties"]
+    assert {name: p.get("description") for name, p in properties.items()} == {
+        "query": "The text to look for.",
+        "limit": "How many results at most.",
+        "exact": "Match the text exactly.",
+        "lang": "The language of the results.",
+    }
+    assert made.description == "Search the archive."
+
+
+def test_a_keyword_args_section_alone_describes_its_parameters() -> None:
+    """A docstring whose only section is `Keyword Args:` documents those parameters
+    (the section is not taken for part of the description)."""
+    doc = "Do.\n\nKeyword Args:\n    limit: How many.\n"
+    parsed = parse_docstring(doc)
+    assert (parsed.description, parsed.params) == ("Do.", {"limit": "How many."})
+
+
+def test_a_keyword_args_section_in_prose_keeps_the_args_entries() -> None:
+    """A `Keyword Args:` section written as prose (no `name: text` entries) costs the
+    `Args:` entries nothing: they are read as they were before such sections counted."""
+    doc = (
+        "Fetch a page.\n\n    Args:\n        url: The address.\n\n"
+        "    Returns:\n        The body.\n\n"
+        "    Keyword Args:\n        Passed on to requests.\n"
+    )
+    parsed = parse_docstring(doc)
+    assert (parsed.description, parsed.params) == ("Fetch a page.", {"url": "The address."})
+
+
+def test_numpy_other_parameters_section_describes_parameters() -> None:
+    """NumPy's `Other Parameters` section documents parameters too."""
+    doc = (
+        "Do.\n\nParameters\n----------\nquery : str\n    The text.\n\n"
+        "Other Parameters\n----------------\nlang : str\n    The language.\n"
+    )
+    assert parse_docstring(doc).params == {"query": "The text.", "lang": "The language."}
+
+
+def test_keyword_sections_meet_the_description_requirement() -> None:
+    """require_parameter_descriptions accepts parameters documented under `Keyword Args:`
+    and `Other Parameters:`, with no warning either."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        made = tool(require_parameter_descriptions=True)(_keyword_only)
+    assert made.parameters["required"] == ["query"]

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
+from toolfold.toolkit._field import has_checks
 from toolfold.toolkit._flags import flag_class
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 from toolfold.toolkit._problems import (
@@ -235,6 +236,15 @@ class ArgumentChecker:
                 problems = problems[:at] + lines + rest
         return problems
 
+    def build_hooks(self) -> None:
+        """Build the parameters' structure hooks now, not on the first `check`.
+
+        Raises:
+            ToolDefinitionError: The converter cannot structure a parameter's type.
+        """
+        if self._hooks is None:
+            self._build_hooks()
+
     def _structure(self, value: dict[str, Any]) -> dict[str, Any]:
         hooks = self._hooks if self._hooks is not None else self._build_hooks()
         result: dict[str, Any] = {}
@@ -266,7 +276,7 @@ class ArgumentChecker:
         missing: list[str] = []
         for name, tp in self._param_types.items():
             try:
-                hook = None if _is_plain(tp) else converter.get_structure_hook(tp)
+                hook = None if is_plain(tp) else converter.get_structure_hook(tp)
                 if tp is int and hook is _structure_int:
                     hook = _exact_int  # the same hook, skipped for a value that is an int
                 hooks[name] = (tp, hook)
@@ -386,20 +396,20 @@ def _flag_of(tp: Any) -> Any:
     return flag_class(tp)
 
 
-def _is_plain(tp: Any) -> bool:
+def is_plain(tp: Any) -> bool:
     """Whether a validated JSON value already is a value of ``tp`` (no structuring needed)."""
     if tp in (str, bool, Any, object, type(None)):
         return True
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin is typing.Annotated:
-        return _is_plain(args[0])
+    if origin is typing.Annotated:  # a Predicate in the metadata is checked when structuring
+        return is_plain(args[0]) and not has_checks(tp.__metadata__)
     if origin is Literal:
         return all(isinstance(a, (str, bool)) or a is None for a in args)
     if origin is Union or origin is types.UnionType:
-        return all(_is_plain(a) for a in args)
+        return all(is_plain(a) for a in args)
     if origin is list:
-        return not args or _is_plain(args[0])
+        return not args or is_plain(args[0])
     if origin is dict:
-        return not args or (args[0] is str and _is_plain(args[1]))
+        return not args or (args[0] is str and is_plain(args[1]))
     return tp is list or tp is dict

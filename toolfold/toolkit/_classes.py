@@ -9,7 +9,9 @@ dataclass field ``metadata={"description": ...}`` work too).
 from __future__ import annotations
 
 import math
+import types
 import typing
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +30,25 @@ def class_fields(cls: type, localns: dict[str, Any] | None = None) -> list[Field
     """The fields of a dataclass, attrs class, TypedDict or NamedTuple; else None.
 
     ``localns`` resolves string annotations naming classes local to a function.
+    A class defined in a function keeps the fields found with its function's
+    names: the converter, which asks without them, then structures it as the
+    schema describes it (``class LBox(Box[list["Inner"]])`` over a local Inner).
     """
+    if localns is None:
+        known = _LOCAL_FIELDS.get(cls)
+        if known is not None:
+            return list(known)
+    found = _class_fields(cls, localns)
+    if localns is not None and found is not None and "<locals>" in cls.__qualname__:
+        _LOCAL_FIELDS[cls] = list(found)
+    return found
+
+
+# A function's local class -> its fields as resolved with the function's names.
+_LOCAL_FIELDS: weakref.WeakKeyDictionary[type, list[FieldInfo]] = weakref.WeakKeyDictionary()
+
+
+def _class_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo] | None:
     if "__dataclass_fields__" in cls.__dict__ or hasattr(cls, "__dataclass_fields__"):
         return _dataclass_fields(cls, localns)
     if hasattr(cls, "__attrs_attrs__"):
@@ -49,13 +69,15 @@ def class_fields(cls: type, localns: dict[str, Any] | None = None) -> list[Field
     return None
 
 
-def _string_hints(cls: type) -> dict[str, Any] | None:
+def _string_hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The class's hints through the per-module cache of evaluated annotation strings.
 
     ``typing.get_type_hints`` compiles every string annotation again, most of
     the cost of describing a new class under ``from __future__ import
-    annotations``. None when an annotation needs more than its module's names
-    (typing then resolves it, or explains why it cannot).
+    annotations``. An annotation naming a function's local classes is
+    evaluated with ``localns`` too (uncached: Python 3.10's typing refuses a
+    local ``InitVar[Inner]``, which is no type to it). None when an annotation
+    needs more (typing then resolves it, or explains why it cannot).
     """
     import inspect
     import sys
@@ -77,9 +99,17 @@ def _string_hints(cls: type) -> dict[str, Any] | None:
         module = sys.modules.get(base.__module__)
         if module is None:
             return None
+        # a class defined in the function reads its names first (a local class
+        # shadows a module one of the same name), as typing.get_type_hints does
+        first = localns if localns and "<locals>" in base.__qualname__ else None
         for name, value in annotations.items():
             if type(value) is str:
-                value = evaluate_annotation(value, module.__dict__)
+                text = value
+                value = _evaluate_local(text, module.__dict__, first) if first else None
+                if value is None:
+                    value = evaluate_annotation(text, module.__dict__)
+                if value is None and localns and first is None:
+                    value = _evaluate_local(text, module.__dict__, localns)
                 if value is None:
                     return None
             elif value is None:
@@ -88,6 +118,19 @@ def _string_hints(cls: type) -> dict[str, Any] | None:
                 return None  # TypedDict keeps its bases' strings as ForwardRefs
             hints[name] = value
     return hints
+
+
+def _evaluate_local(text: str, globalns: dict[str, Any], localns: dict[str, Any]) -> Any:
+    """A string annotation evaluated with a function's local names, or None if it cannot be."""
+    from toolfold.toolkit._signature import has_forward_ref
+
+    try:
+        value = eval(compile(text, "<annotation>", "eval"), globalns, localns)
+    except Exception:
+        return None  # typing says why
+    if value is None:
+        return type(None)
+    return None if type(value) is str or has_forward_ref(value) else value
 
 
 def substitute_type_vars(
@@ -99,6 +142,133 @@ def substitute_type_vars(
         return fields
     mapping = dict(zip(params, args, strict=True))
     return [(n, _substitute(t, mapping), r, d, desc) for n, t, r, d, desc in fields]
+
+
+def _bind_inherited(
+    cls: type, fields: list[FieldInfo], localns: dict[str, Any] | None = None
+) -> list[FieldInfo]:
+    """``fields`` with the type variables of generic bases replaced by what the class
+    statements gave them: ``class IntBox(Box[int])`` makes ``Box``'s ``item: T`` an
+    int, through any number of generic classes in between (``class
+    ListBox(Box[list[U]], Generic[U])`` makes it ``list[U]``, in terms of the
+    class's own variables, which `substitute_type_vars` binds for ``ListBox[int]``).
+    Quoted names there (``class Tree(Box[list["Tree"]])``) are looked up in the
+    module of the class statement (and ``localns``).
+    """
+    if not inherits_type_vars(cls):
+        return fields
+    bound = _bound_type_vars(cls, localns)
+    owners = _declaring_classes(cls)
+    out = []
+    for name, tp, required, default, description in fields:
+        mapping = bound.get(owners.get(name, cls))
+        if mapping and tp is not MISSING:
+            tp = _substitute(tp, mapping)
+        out.append((name, tp, required, default, description))
+    return out
+
+
+def _bound_type_vars(
+    cls: type, localns: dict[str, Any] | None = None
+) -> dict[type, dict[Any, Any]]:
+    """For each generic class ``cls`` derives from: its type variables -> what they
+    stand for in ``cls`` (in terms of ``cls``'s own type variables, if it has some).
+
+    The MRO lists a class before its bases, so a base's variables are bound in
+    terms of its subclass's, which are already known.
+    """
+    import sys
+
+    bound: dict[type, dict[Any, Any]] = {cls: {}}
+    for klass in cls.__mro__:
+        mapping = bound.get(klass, {})
+        module = sys.modules.get(klass.__module__)
+        names = module.__dict__ if module is not None else {}
+        for base in klass.__dict__.get("__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            params = getattr(origin, "__parameters__", ())
+            args = typing.get_args(base)
+            # Generic[T] and Protocol[T] have no parameters of their own: not a base to bind
+            if isinstance(origin, type) and origin not in bound and len(params) == len(args):
+                bound[origin] = {
+                    p: _substitute(_resolve_names(a, names, localns), mapping)
+                    for p, a in zip(params, args, strict=True)
+                }
+    return bound
+
+
+def _resolve_names(tp: Any, globalns: dict[str, Any], localns: dict[str, Any] | None) -> Any:
+    """``tp`` with the quoted names in it (``list["Tree"]``) evaluated; one that cannot
+    be stays as it is, for the schema and the converter to say so."""
+    from toolfold.toolkit._signature import evaluate_annotation, has_forward_ref
+
+    if isinstance(tp, typing.ForwardRef):
+        tp = tp.__forward_arg__
+    if type(tp) is str:
+        found = evaluate_annotation(tp, globalns)
+        if found is None and localns:
+            found = _evaluate_local(tp, globalns, localns)
+        return tp if found is None else found
+    if not has_forward_ref(tp):
+        return tp
+    origin = typing.get_origin(tp)
+    args = tuple(_resolve_names(a, globalns, localns) for a in typing.get_args(tp))
+    if origin is typing.Annotated:
+        parts = (args[0], *tp.__metadata__)
+        return typing.Annotated[parts]
+    if origin is typing.Union or isinstance(tp, types.UnionType):
+        return typing.Union[args]  # noqa: UP007 (made from a tuple of arguments)
+    try:
+        return origin[args]
+    except TypeError:
+        return tp
+
+
+def inherits_type_vars(cls: type) -> bool:
+    """Whether ``cls`` derives from a generic class (``class IntBox(Box[int])``),
+    whose fields' type variables its own class statement binds."""
+    return any(
+        getattr(base, "__parameters__", ()) and base is not typing.Generic
+        for base in cls.__mro__[1:]
+    )
+
+
+def binds_one_generic_base(cls: type) -> bool:
+    """Whether the type variables ``cls``'s fields use all belong to one generic base,
+    whose bases are not generic, bound in a class statement to types holding no type
+    variable (``class IntBox(Box[int])``, or a subclass of it): the common case, which
+    cattrs reads right by itself."""
+    bound = _bound_type_vars(cls)
+    bases = [klass for klass in bound if klass is not cls]
+    if len(bases) != 1 or inherits_type_vars(bases[0]):
+        return False
+    generic = [b for b in getattr(cls, "__orig_bases__", ()) if typing.get_origin(b) is bases[0]]
+    from toolfold.toolkit._signature import has_forward_ref
+
+    return len(generic) == 1 and not any(
+        type(a) is str
+        or isinstance(a, typing.ForwardRef)
+        or has_forward_ref(a)
+        or getattr(a, "__parameters__", ())
+        or isinstance(a, typing.TypeVar)
+        for a in typing.get_args(generic[0])
+    )
+
+
+def _declaring_classes(cls: type) -> dict[str, type]:
+    """Field name -> the most derived class in the MRO whose own annotations declare it."""
+    import inspect
+
+    owners: dict[str, type] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object:
+            continue
+        try:
+            names = inspect.get_annotations(klass)
+        except Exception:  # an annotation that cannot even be read: typing says why later
+            continue
+        owners.update(dict.fromkeys(names, klass))
+    return owners
 
 
 def _substitute(tp: Any, mapping: dict[Any, Any]) -> Any:
@@ -122,11 +292,13 @@ def _hashable(tp: Any) -> bool:
 
 
 def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:
-    fast = _string_hints(cls)
+    fast = _string_hints(cls, localns)
     if fast is not None:
         return fast
     try:
         try:
+            if localns is not None and "<locals>" in cls.__qualname__:
+                return typing.get_type_hints(cls, localns=localns, include_extras=True)
             return typing.get_type_hints(cls, include_extras=True)
         except NameError:
             if localns is None:
@@ -156,23 +328,46 @@ def _typeddict_required(name: str, annotation: Any, required_keys: Any) -> bool:
 
 
 def _dataclass_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
+    """The ``__init__`` arguments of a dataclass: its fields with ``init=True`` and
+    its ``InitVar``s (typed by the type they wrap), in ``__init__``'s order.
+
+    An ``InitVar`` is an argument of ``__init__`` (handed to ``__post_init__``),
+    not a stored field, so ``dataclasses.fields`` leaves it out; a ``ClassVar``
+    is neither and stays out.
+    """
     import dataclasses
 
-    hints = _hints(cls, localns)
+    # __dataclass_fields__ holds the InitVars and ClassVars too, in __init__'s order
+    every = getattr(cls, "__dataclass_fields__", {})
+    try:
+        hints = _hints(cls, localns)
+    except UnresolvedHints:
+        # A local class whose string annotations a tool's derivation resolved in place
+        # (below): its fields' types say what its annotations cannot.
+        hints = {name: f.type for name, f in every.items()}
+        if any(type(t) is str for t in hints.values()):
+            raise
+    stored = {f.name for f in dataclasses.fields(cls)}
     out = []
-    for f in dataclasses.fields(cls):
+    for f in every.values():
         if localns is not None and type(f.type) is str and f.name in hints:
-            # Resolved in place, as attrs.resolve_types does: cattrs reads field
-            # types and cannot see the function's local names.
+            # Resolved in place, as attrs.resolve_types does: cattrs (and the
+            # converter's hook for a class with InitVars) read field types and
+            # cannot see the function's local names.
             f.type = hints[f.name]
+        annotation = hints.get(f.name, f.type)
+        if f.name not in stored:
+            if not isinstance(annotation, dataclasses.InitVar):
+                continue  # a ClassVar
+            annotation = annotation.type
         if not f.init:
             continue
         has_factory = f.default_factory is not dataclasses.MISSING
         default = MISSING if f.default is dataclasses.MISSING else f.default
         required = default is MISSING and not has_factory
         description = f.metadata.get("description")
-        out.append((f.name, hints.get(f.name, f.type), required, default, description))
-    return out
+        out.append((f.name, annotation, required, default, description))
+    return _bind_inherited(cls, out, localns)
 
 
 def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
@@ -192,7 +387,7 @@ def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
         annotation = hints.get(a.name, a.type if a.type is not None else MISSING)
         description = a.metadata.get("description")
         out.append((a.name, annotation, required, default, description))
-    return out
+    return _bind_inherited(cls, out, localns)
 
 
 def _class_doc(cls: type) -> str | None:

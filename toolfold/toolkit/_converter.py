@@ -48,11 +48,13 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold._errors import reduce_error
+from toolfold.toolkit._field import expand_metadata, has_checks, metadata_kind
 from toolfold.toolkit._flags import flag_names, is_flag_value
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
 
 __all__ = [
+    "CheckFailedError",
     "UnionStructureError",
     "get_converter",
     "parse_date",
@@ -229,12 +231,13 @@ def _object_keys(tp: Any) -> tuple[frozenset[str], frozenset[str]] | None:
         required = [a.name for a in fields if a.default is attrs.NOTHING]
         return frozenset(required), frozenset(a.name for a in fields)
     if dataclasses.is_dataclass(tp):
-        dfields = [f for f in dataclasses.fields(tp) if f.init]
-        missing = dataclasses.MISSING
-        required = [
-            f.name for f in dfields if f.default is missing and f.default_factory is missing
-        ]
-        return frozenset(required), frozenset(f.name for f in dfields)
+        from toolfold.toolkit._classes import UnresolvedHints, class_fields
+
+        try:
+            init = class_fields(tp) or []  # its InitVars are keys too
+        except UnresolvedHints:
+            return None  # tried in turn; its own hook says what it cannot resolve
+        return frozenset(n for n, _t, r, _d, _doc in init if r), frozenset(f[0] for f in init)
     if _is_typeddict(tp):
         found = _typeddict_fields(tp)
         return frozenset(n for n, (_t, r) in found.items() if r), frozenset(found)
@@ -466,6 +469,232 @@ def _noted(exc: Exception, cls: Any, name: str, tp: Any) -> Exception:
     return exc
 
 
+class CheckFailedError(ValueError):
+    """A value broke an ``annotated_types.Predicate`` (or ``Timezone``) of its type.
+
+    JSON Schema cannot say what a Python function accepts, so such a check is
+    made on the structured value, after the schema's, as pydantic does.
+    """
+
+
+def _has_checks(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.Annotated and has_checks(tp.__metadata__)
+
+
+def _checked_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """Structure ``Annotated[X, ..., Predicate(f)]`` as ``X``, then check ``f`` of the value.
+
+    (annotated_types' ``Not`` never gets here: it is unhashable, so no converter
+    can dispatch on a type holding it, and a tool refuses it when it is made.)
+    """
+    inner = typing.get_args(tp)[0]
+    hook = converter.get_structure_hook(inner)
+    checks = [
+        _timezone_check(m.tz) if type(m).__name__ == "Timezone" else _predicate_check(m.func)
+        for m in expand_metadata(tp.__metadata__)
+        if metadata_kind(m) == "check"
+    ]
+
+    def structure(value: Any, _: Any) -> Any:
+        made = hook(value, inner)
+        for check in checks:
+            refusal = check(made)
+            if refusal is not None:
+                raise CheckFailedError(refusal)
+        return made
+
+    return structure
+
+
+_Check = Callable[[Any], "str | None"]  # the value's refusal, or None
+
+
+def _predicate_check(func: Callable[[Any], Any]) -> _Check:
+    def check(value: Any) -> str | None:
+        return None if func(value) else f"{_short(value)} does not satisfy {_check_name(func)}"
+
+    return check
+
+
+def _timezone_check(tz: Any) -> _Check:
+    """``annotated_types.Timezone(tz)``: None asks for a naive datetime or time, ``...``
+    for an aware one, a zone (a tzinfo or an IANA name) for that zone's UTC offset."""
+    if tz is None:
+        return lambda v: (
+            None if v.utcoffset() is None else f"{_iso(v)} must have no UTC offset (a local time)"
+        )
+    if tz is ...:
+        return lambda v: (
+            None
+            if v.utcoffset() is not None
+            else f"{_iso(v)} must have a UTC offset, such as Z or +02:00"
+        )
+    zone = tz
+    if isinstance(tz, str):
+        import zoneinfo
+
+        zone = zoneinfo.ZoneInfo(tz)  # the schema refused a name not found
+
+    def check(value: Any) -> str | None:
+        offset = value.utcoffset()
+        if isinstance(value, dt.datetime):
+            expected = _zone_offset(value, zone) if offset is not None else None
+        else:
+            expected = value.replace(tzinfo=zone).utcoffset()
+        if offset is not None and offset == expected:
+            return None
+        wanted = f" (UTC offset {_offset(expected)})" if expected is not None else ""
+        return f"{_iso(value)} must be in the time zone {tz}{wanted}"
+
+    return check
+
+
+def _zone_offset(value: dt.datetime, zone: dt.tzinfo) -> dt.timedelta | None:
+    """``zone``'s UTC offset at the instant ``value`` (an aware datetime) names.
+
+    Near year 1 or 9999 that instant in ``zone`` may fall outside what a datetime
+    holds (``astimezone`` overflows): the zone's offset at ``value``'s own wall
+    time then says, which is the same whenever ``value`` is in ``zone``.
+    """
+    try:
+        return value.astimezone(zone).utcoffset()
+    except OverflowError:
+        return zone.utcoffset(value.replace(tzinfo=None))
+
+
+def _offset(delta: dt.timedelta) -> str:
+    """A UTC offset as ISO 8601 writes it: ``+02:00``, ``-03:30``, ``+00:09:21``."""
+    seconds = int(delta.total_seconds())
+    sign = "-" if seconds < 0 else "+"
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = f"{sign}{hours:02d}:{minutes:02d}"
+    return f"{text}:{seconds:02d}" if seconds else text
+
+
+def _check_name(func: Any) -> str:
+    """How an error names a check's function: ``is_even``, ``str.islower``, ``lt(...)``
+    for a ``functools.partial`` (by its function only: the model reads this, and the
+    arguments given may be large or secret), the class of a callable object; a lambda
+    has no name."""
+    return "the predicate " + _callable_name(func)
+
+
+def _callable_name(func: Any) -> str:
+    if isinstance(func, functools.partial):
+        inner = _callable_name(func.func)
+        return inner if inner == "(a lambda)" or inner.endswith("(...)") else inner + "(...)"
+    qualname = getattr(func, "__qualname__", None) or ""
+    name = getattr(func, "__name__", None) or ""
+    if "<lambda>" in qualname or name == "<lambda>":
+        return "(a lambda)"
+    if not name:  # an instance of a class with __call__
+        return type(func).__qualname__.rsplit("<locals>.", 1)[-1]
+    return qualname if qualname and "<locals>" not in qualname else name
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _reads_own_fields(tp: Any) -> bool:
+    """A dataclass or attrs class (or a generic alias of one) whose ``__init__``
+    arguments cattrs would read wrongly, so that they are read as its schema is.
+
+    cattrs builds a dataclass from ``dataclasses.fields``, which leaves its
+    ``InitVar``s out (``__init__`` then misses them), and replaces the type
+    variables of one generic base only (``class IntBox(Box[int])``, not
+    ``class B(ListBox[int])`` over ``ListBox(Box[list[U]])``, nor ``ListBox[int]``);
+    it reads a dataclass's string annotations without their ``Annotated``
+    metadata, so that a Predicate there would go unchecked.
+    """
+    cls = typing.get_origin(tp) or tp
+    if not isinstance(cls, type):
+        return False
+    from toolfold.toolkit._classes import (
+        UnresolvedHints,
+        binds_one_generic_base,
+        class_fields,
+        inherits_type_vars,
+    )
+
+    if dataclasses.is_dataclass(cls):
+        own = dataclasses.fields(cls)
+        stored = {f.name for f in own}
+        try:
+            found = class_fields(cls) or []
+        except UnresolvedHints:
+            return False  # cattrs says what it cannot resolve
+        if any(f[0] not in stored for f in found):  # an InitVar
+            return True
+        if any(type(f.type) is str for f in own) and any(_holds_checks(f[1]) for f in found):
+            # cattrs resolves string annotations (`from __future__ import annotations`)
+            # without their Annotated metadata, and would drop the Predicates
+            return True
+    elif not attrs.has(cls):
+        return False
+    if not inherits_type_vars(cls):
+        return False
+    if tp is not cls or not binds_one_generic_base(cls):
+        return True
+    # cattrs binds one generic base's variables itself, in its faster generated hook:
+    # a field typed by a variable, or by a generic alias holding one; not a field
+    # typed ``Annotated[T, ...]`` (or ``Annotated[list[T], ...]``), which it leaves as is
+    return any(_left_unbound(t) for t in _cattrs_field_types(cls))
+
+
+def _cattrs_field_types(cls: type) -> list[Any]:
+    """The field types cattrs' generated hook starts from (`cattrs._compat.adapted_fields`):
+    a dataclass's annotations, resolved without their Annotated metadata when one of
+    them is a string; an attrs class's, with it."""
+    if dataclasses.is_dataclass(cls):
+        own = dataclasses.fields(cls)
+        return [] if any(type(f.type) is str for f in own) else [f.type for f in own]
+    found = attrs.fields(cls)
+    if not any(type(a.type) is str for a in found):
+        return [a.type for a in found]
+    try:
+        return list(typing.get_type_hints(cls, include_extras=True).values())
+    except Exception:
+        return []  # cattrs says what it cannot resolve
+
+
+def _left_unbound(tp: Any) -> bool:
+    """Whether cattrs' generated hook would leave a type variable in field type ``tp``
+    unbound: it replaces one standing alone or inside a generic alias, not one under
+    an ``Annotated`` at the top."""
+    return typing.get_origin(tp) is typing.Annotated and bool(getattr(tp, "__parameters__", ()))
+
+
+def _holds_checks(tp: Any) -> bool:
+    """Whether ``tp`` has a Predicate to check in its Annotated metadata, at any depth
+    (``list[Annotated[int, Predicate(f)]]``); not in the fields of classes it names,
+    which their own hooks check."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return has_checks(tp.__metadata__) or _holds_checks(typing.get_args(tp)[0])
+    if origin is Literal:
+        return False
+    return any(_holds_checks(arg) for arg in typing.get_args(tp))
+
+
+def _own_fields_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """Structure a class (`_reads_own_fields`) from the fields its schema shows,
+    ``InitVar``s included, with the type variables its bases bind replaced."""
+    from toolfold.toolkit._classes import MISSING, class_fields, substitute_type_vars
+
+    cls = typing.get_origin(tp) or tp
+    found = substitute_type_vars(cls, typing.get_args(tp), class_fields(cls) or [])
+    fields = {n: (Any if t is MISSING else t, r) for n, t, r, _d, _doc in found}
+    if attrs.has(cls):  # attrs' __init__ takes `_x` as `x`
+        aliases = {a.name: a.alias or a.name for a in attrs.fields(cls)}
+        return _fields_structure(
+            cls, fields, converter, lambda out: cls(**{aliases[k]: v for k, v in out.items()})
+        )
+    return _fields_structure(cls, fields, converter, lambda out: cls(**out))
+
+
 def _is_enum(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, Enum)
 
@@ -592,6 +821,8 @@ def get_converter() -> cattrs.Converter:
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
     conv.register_structure_hook_factory(_is_union, _union_factory)
     conv.register_structure_hook_factory(_is_typeddict, _typeddict_factory)
+    conv.register_structure_hook_factory(_reads_own_fields, _own_fields_structure)
+    conv.register_structure_hook_factory(_has_checks, _checked_structure)
     _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above
     return conv
 

@@ -63,6 +63,8 @@ class ParsedDocstring:
 
 
 _EMPTY = ParsedDocstring()
+# docstring-parser's kinds of parameter entries (NumPy's "Other Parameters" is other_param)
+_PARAMS = frozenset({"param", "parameter", "arg", "argument", "key", "keyword", "other_param"})
 _parsers: dict[str, Any] = {}
 
 
@@ -84,13 +86,32 @@ def _parser(style: str) -> Any:
 
         # One GoogleParser, reused: building one compiles its section regex.
         parse = {
-            "google": google.GoogleParser().parse,
+            "google": google.GoogleParser(_google_sections(google)).parse,
+            "google-default": google.GoogleParser().parse,
             "numpy": numpydoc.parse,
             "rest": rest.parse,
             "epydoc": epydoc.parse,
         }[style]
         _parsers[style] = parse
     return parse
+
+
+def _google_sections(google: Any) -> list[Any]:
+    """docstring-parser's Google sections, and those Napoleon reads as parameters too.
+
+    docstring-parser does not know ``Keyword Args:``, ``Keyword Arguments:`` and
+    ``Other Parameters:`` (Sphinx Napoleon's sections for keyword-only and
+    rarely used parameters): without them such a section's entries are lost
+    after another section, or read as part of the description when alone. Such
+    a section written as prose is a ParseError here: `parse_docstring` then
+    reads the docstring with docstring-parser's own sections.
+    """
+    param = google.SectionType.MULTIPLE
+    extra = [
+        google.Section(title, "param", param)
+        for title in ("Keyword Args", "Keyword Arguments", "Other Parameters", "Other Params")
+    ]
+    return [*google.DEFAULT_SECTIONS, *extra]
 
 
 def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
@@ -112,7 +133,15 @@ def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
     try:
         parsed = _parser(style)(text)
     except Exception:  # docstring_parser.ParseError: a malformed section
-        return ParsedDocstring(_plain_description(text))
+        if style != "google":
+            return ParsedDocstring(_plain_description(text))
+        # A Keyword Args / Other Parameters section may be prose ("Passed on to
+        # requests."), no `name: text` entries: read without those sections, it
+        # stays text and the Args: entries are kept.
+        try:
+            parsed = _parser("google-default")(text)
+        except Exception:
+            return ParsedDocstring(_plain_description(text))
     short = parsed.short_description or ""
     long = parsed.long_description or ""
     if short and long:
@@ -132,7 +161,7 @@ def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
         written = getattr(meta, "arg_name", None) or args[-1]
         names = [n.strip().split(" ", 1)[0].lstrip("*") for n in written.split(",")]
         for name in filter(None, names):
-            if kind in ("param", "parameter", "arg", "argument", "key", "keyword"):
+            if kind in _PARAMS:
                 params[name] = meta.description.strip()
             elif kind in ("attribute", "ivar", "cvar", "var"):
                 attributes[name] = meta.description.strip()

@@ -2,13 +2,16 @@
 
 ``Annotated[int, Field(ge=0, description="How many")]`` gives
 ``{"type": "integer", "minimum": 0, "description": "How many"}``. A plain string
-inside ``Annotated`` is a description too: ``Annotated[str, "The city"]``.
+inside ``Annotated`` is a description too: ``Annotated[str, "The city"]``, and so
+is a PEP 727 ``Doc``. `metadata_kind` says what toolfold makes of each item of
+``Annotated`` metadata (annotated_types markers included), for the schema and
+the converter alike.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeGuard
 
 # keyword -> (JSON Schema keyword, the schema "type"s it applies to)
@@ -124,6 +127,124 @@ class Field:
             f"{n}={getattr(self, n)!r}" for n in _NAMES if getattr(self, n) is not None
         )
         return f"Field({set_})"
+
+
+# annotated_types markers with a JSON Schema keyword (their attributes are Field's arguments)
+_AT_KEYWORDS = frozenset({"Gt", "Ge", "Lt", "Le", "MultipleOf", "MinLen", "MaxLen"})
+# annotated_types markers JSON Schema cannot say, which structuring checks in Python
+_AT_CHECKS = frozenset({"Predicate", "Not", "Timezone"})
+# annotated_types markers that say something about a value but ask nothing of it
+# ("annotated_types itself makes no use of the unit string"): ignored
+_AT_INFORMATIONAL = frozenset({"Unit"})
+
+
+def expand_metadata(metadata: Iterable[Any]) -> Iterator[Any]:
+    """``Annotated`` metadata with grouped markers (annotated_types' ``Interval``,
+    ``Len``, or a ``GroupedMetadata`` of one's own) unpacked into their parts,
+    as annotated_types asks of the libraries that read it."""
+    for item in metadata:
+        if getattr(item, "__is_annotated_types_grouped_metadata__", False):
+            yield from expand_metadata(item)
+        else:
+            yield item
+
+
+def doc_text(item: Any) -> str | None:
+    """The text of a PEP 727 ``Doc("...")`` (typing_extensions', which annotated_types
+    re-exports, or a later ``typing.Doc``), else None."""
+    kind = type(item)
+    if kind.__name__ in ("Doc", "DocInfo") and kind.__module__ in _DOC_MODULES:
+        text = getattr(item, "documentation", None)
+        return text if isinstance(text, str) else None
+    return None
+
+
+_DOC_MODULES = frozenset({"typing", "typing_extensions", "annotated_types"})
+
+
+def metadata_kind(item: Any) -> str:
+    """What toolfold makes of one item of ``Annotated`` metadata:
+
+    - ``"description"``: a str, or a PEP 727 ``Doc``;
+    - ``"field"``: a `Field`;
+    - ``"keyword"``: an annotated_types bound with a JSON Schema keyword (``Ge``...);
+    - ``"check"``: an annotated_types ``Predicate``, ``Not`` or ``Timezone``, which
+      JSON Schema cannot say: structuring checks it in Python;
+    - ``"unsupported"``: an annotated_types marker toolfold does not know (a later
+      version's), neither in the schema nor checked: a definition error, never ignored;
+    - ``"alias"``: an annotated_types type alias (``LowerCase``, ``IsDigits``) written
+      as metadata, ``Annotated[str, LowerCase]``: a definition error, as it says
+      nothing there;
+    - ``"other"``: anything else (metadata for other libraries, annotated_types'
+      informational ``Unit``), ignored.
+    """
+    if isinstance(item, str) or doc_text(item) is not None:
+        return "description"
+    if isinstance(item, Field):
+        return "field"
+    if _is_annotated_types_alias(item):
+        return "alias"
+    kind = type(item)
+    if kind.__module__ != "annotated_types":
+        return "other"
+    if kind.__name__ in _AT_KEYWORDS:
+        return "keyword"
+    if kind.__name__ in _AT_INFORMATIONAL:
+        return "other"
+    return "check" if kind.__name__ in _AT_CHECKS else "unsupported"
+
+
+def _is_annotated_types_alias(item: Any) -> bool:
+    import typing
+
+    return typing.get_origin(item) is typing.Annotated and any(
+        type(m).__module__ == "annotated_types" for m in item.__metadata__
+    )
+
+
+def alias_problem(item: Any, inner: Any) -> str:
+    """The definition error for an annotated_types alias written as metadata."""
+    import sys
+
+    module = sys.modules.get("annotated_types")
+    names = vars(module) if module is not None else {}
+    alias = next((f"annotated_types.{n}" for n, v in names.items() if v is item), repr(item))
+    inner_name = getattr(inner, "__name__", None) or repr(inner)
+    return (
+        f"{alias} is a type, not metadata: Annotated[{inner_name}, {alias}] checks nothing;"
+        f" write {alias}[{inner_name}]"
+    )
+
+
+def timezone_problem(item: Any, inner: Any) -> str | None:
+    """What is wrong with an ``annotated_types.Timezone`` on ``inner``, if anything:
+    it applies to a ``datetime`` or ``time``, names a zone (None, ``...``, a name or a
+    tzinfo), and a zone it names must exist."""
+    import datetime as dt
+
+    if not (isinstance(inner, type) and issubclass(inner, (dt.datetime, dt.time))):
+        return f"{item!r} applies to a datetime or time, not {getattr(inner, '__name__', inner)}"
+    zone = item.tz
+    if not (zone is None or zone is ... or isinstance(zone, (str, dt.tzinfo))):
+        return (
+            f"{item!r} names no time zone: use None (no UTC offset), ... (any offset),"
+            " an IANA name such as 'Europe/Oslo' or a tzinfo such as datetime.timezone.utc"
+        )
+    if isinstance(zone, str):
+        import zoneinfo
+
+        try:
+            zone = zoneinfo.ZoneInfo(zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            return f"{item!r} names no time zone known here (an IANA name such as Europe/Oslo)"
+    if isinstance(zone, dt.tzinfo) and issubclass(inner, dt.time) and zone.utcoffset(None) is None:
+        return f"{item!r} has no one UTC offset for a time of day (no date): use a datetime"
+    return None
+
+
+def has_checks(metadata: Iterable[Any]) -> bool:
+    """Whether ``Annotated`` metadata holds a Predicate or Not for structuring to check."""
+    return any(metadata_kind(m) == "check" for m in expand_metadata(metadata))
 
 
 def _schema_types(schema: Mapping[str, Any]) -> frozenset[str]:

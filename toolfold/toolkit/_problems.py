@@ -365,6 +365,10 @@ def structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> li
 
 
 def _leaf_message(exc: BaseException, tp: Any) -> str:
+    from toolfold.toolkit._converter import CheckFailedError
+
+    if isinstance(exc, CheckFailedError):  # says what the value failed, not a conversion
+        return str(exc)
     if isinstance(exc, OverflowError):  # float(10**400)
         return (
             f"the number is too large for {type_name(tp) if tp is not None else 'a float'}"

@@ -23,7 +23,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolfold.toolkit._classes import substitute_type_vars
-from toolfold.toolkit._field import Field, apply_field
+from toolfold.toolkit._field import (
+    Field,
+    alias_problem,
+    apply_field,
+    doc_text,
+    expand_metadata,
+    metadata_kind,
+    timezone_problem,
+)
 from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
@@ -235,13 +243,33 @@ class SchemaContext:
         schema = self.schema_for(inner)
         problems: list[str] = []
         name = type_repr(inner)
-        for item in metadata:
-            if isinstance(item, str):
-                schema["description"] = item
-            elif isinstance(item, Field):
+        for item in expand_metadata(metadata):
+            kind = metadata_kind(item)
+            if kind == "description":
+                schema["description"] = item if isinstance(item, str) else doc_text(item)
+            elif kind == "field":
                 apply_field(schema, item, problems, name)
-            elif type(item).__module__ == "annotated_types":
+            elif kind == "keyword":
                 apply_field(schema, _from_annotated_types(item), problems, name)
+            elif kind == "unsupported":
+                problems.append(
+                    f"annotated_types.{type(item).__name__} ({item!r}) has no JSON Schema"
+                    " keyword and toolfold does not check it; check the value in the"
+                    " function, or with annotated_types.Predicate(...)"
+                )
+            elif kind == "check" and not _hashable(item):
+                problems.append(
+                    f"{item!r} cannot be checked: converters find hooks by type, and a type"
+                    " holding it is not hashable (annotated_types' Not never is); write it as"
+                    " annotated_types.Predicate(lambda value: not ...)"
+                )
+            elif kind == "alias":
+                problems.append(alias_problem(item, inner))
+            elif kind == "check" and type(item).__name__ == "Timezone":
+                wrong = timezone_problem(item, inner)
+                if wrong is not None:
+                    problems.append(wrong)
+            # a hashable "check" (Predicate, Timezone) is structuring's; "other" is ignored
         for message in problems:
             self.problem(message)
         if "description" in schema:  # a Flag's names stay in a description given here
@@ -359,8 +387,10 @@ def has_own_description(annotation: Any) -> bool:
     if typing.get_origin(annotation) is not typing.Annotated:
         return False
     return any(
-        isinstance(m, str) or (isinstance(m, Field) and m.description is not None)
-        for m in annotation.__metadata__
+        isinstance(m, str)
+        or doc_text(m) is not None
+        or (isinstance(m, Field) and m.description is not None)
+        for m in expand_metadata(annotation.__metadata__)
     )
 
 

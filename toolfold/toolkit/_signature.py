@@ -307,9 +307,11 @@ def derive(
         described = doc.params.get(name)
         field = fields.get(name)
         if field is not None:  # a field of a class tool: a factory is no default, yet optional
-            field_required, field_default, own = field
+            field_required, field_default, own, field_type = field
             if _is_placeholder(default):  # the generated __init__'s `<factory>` / NOTHING
                 is_required, default = field_required, field_default
+            if _is_unbound(annotation):  # InitVar[int]; a generic base's `item: T`
+                annotation = field_type
             described = own or doc.attributes.get(name) or described
         schema = _parameter_schema(name, annotation, default, described, ctx, out)
         if require_parameter_descriptions and "description" not in schema:
@@ -331,9 +333,9 @@ def derive(
 
 def _constructor_fields(
     fn: Callable[..., Any], localns: dict[str, Any] | None
-) -> dict[str, tuple[bool, Any, str | None]]:
+) -> dict[str, tuple[bool, Any, str | None, Any]]:
     """For a dataclass or attrs class (a class tool): ``__init__`` parameter name ->
-    (required?, default or MISSING, description of the field's metadata); else empty.
+    (required?, default or MISSING, description of the field's metadata, type); else empty.
 
     Read as a nested class's fields are (`class_fields`): a default factory
     makes a field optional without a default, which ``__init__``'s signature
@@ -353,9 +355,21 @@ def _constructor_fields(
 
         aliases = {a.name: a.alias or a.name for a in attrs.fields(fn)}
     return {
-        aliases.get(name, name): (required, default, description)
-        for name, _type, required, default, description in found
+        aliases.get(name, name): (required, default, description, tp)
+        for name, tp, required, default, description in found
     }
+
+
+def _is_unbound(annotation: Any) -> bool:
+    """Whether a generated ``__init__``'s annotation is not the type its argument has:
+    an ``InitVar[int]`` (an int), or a type variable of a generic base the class binds
+    (``class IntBox(Box[int])``'s ``item: T``); the class's fields say the type.
+    """
+    import dataclasses
+
+    return isinstance(annotation, (dataclasses.InitVar, typing.TypeVar)) or bool(
+        getattr(annotation, "__parameters__", ())
+    )
 
 
 def _is_placeholder(default: Any) -> bool:

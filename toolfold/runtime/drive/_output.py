@@ -44,6 +44,9 @@ class OutputSchema:
     spec: OutputSpec
     wrapped: bool
     _checker: Any = attrs.field(eq=False, repr=False)
+    # the converter's hook for an object type (None for a plain dict[str, str]), built
+    # with the schema, so that a type it cannot structure is a definition error
+    _hook: Any = attrs.field(default=None, eq=False, repr=False)
 
     def parse(self, text: str) -> tuple[Any, Any]:
         """Read an answer: (the structured value, the same value as plain JSON data).
@@ -69,14 +72,16 @@ class OutputSchema:
         plain = json.loads(body)
         if self.wrapped:
             return checked["result"], plain["result"]
-        if self.type is dict or _is_plain_mapping(self.type):
+        if self._hook is None:  # dict[str, str]: already a value of its type
             return checked, plain
-        from toolfold.toolkit._converter import get_converter
+        from toolfold.toolkit._problems import render, structure_problems
 
         try:
-            return get_converter().structure(checked, self.type), plain
+            return self._hook(checked, self.type), plain
         except Exception as exc:
-            raise OutputRejected(_rejection([f"$: {exc}"])) from exc
+            # at each field's path, in the words a tool's arguments get (a Predicate's too)
+            problems = render(structure_problems(exc, (), self.type))
+            raise OutputRejected(_rejection(problems)) from exc
 
     def _wrap(self, body: str, text: str) -> str:
         # The answer may come as {"result": ...} (what the schema asks for) or
@@ -102,7 +107,8 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
     """Describe ``tp`` as structured output.
 
     Raises:
-        ToolDefinitionError: The type has no JSON Schema rule.
+        ToolDefinitionError: The type has no JSON Schema rule, or no structure
+            hook (a class with only `register_schema_rule`, or a part of one).
     """
     from toolfold.toolkit._arguments import ArgumentChecker
     from toolfold.toolkit._schema import schema_for_type
@@ -113,7 +119,8 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
     title = re.sub(r"[^a-zA-Z0-9_-]", "_", title)[:64]
     if is_object:
         checker = ArgumentChecker(title, schema, None, True)
-        return OutputSchema(tp, OutputSpec(title, schema), False, checker)
+        hook = _structure_hook(tp, title)
+        return OutputSchema(tp, OutputSpec(title, schema), False, checker, hook)
     defs = schema.pop("$defs", None)
     wrapped: dict[str, Any] = {
         "type": "object",
@@ -124,7 +131,32 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
     if defs:
         wrapped["$defs"] = defs
     checker = ArgumentChecker(title, wrapped, {"result": tp}, False)
+    checker.build_hooks()  # a type it cannot structure is a definition error now
     return OutputSchema(tp, OutputSpec(title, wrapped), True, checker)
+
+
+def _structure_hook(tp: Any, title: str) -> Any:
+    """The converter's hook for an object output type; None for one JSON already is
+    (``dict[str, str]``).
+
+    Raises:
+        ToolDefinitionError: The converter has no hook for the type or a part of it.
+    """
+    from toolfold._errors import ToolDefinitionError
+    from toolfold.toolkit._arguments import is_plain
+    from toolfold.toolkit._converter import get_converter
+    from toolfold.toolkit._problems import type_name
+
+    if is_plain(tp):
+        return None
+    try:
+        return get_converter().get_structure_hook(tp)
+    except Exception as exc:  # cattrs has no rule for the type (or a part of it)
+        problem = (
+            f"output type: cannot structure JSON into {type_name(tp)} ({exc});"
+            " register hooks for the type with register_type_hooks()"
+        )
+        raise ToolDefinitionError(title, [problem]) from exc
 
 
 _JSON_NAMES: dict[type, str] = {
@@ -145,12 +177,6 @@ def _is_object_schema(schema: Mapping[str, Any]) -> bool:
         target = resolve_local(schema, ref)
         return isinstance(target, Mapping) and target.get("type") == "object"
     return False
-
-
-def _is_plain_mapping(tp: Any) -> bool:
-    import typing
-
-    return typing.get_origin(tp) in (dict, Mapping) or tp is dict
 
 
 def _strip_fence(text: str) -> str:
