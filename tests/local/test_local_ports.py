@@ -145,6 +145,8 @@ def test_with_no_port_the_server_binds_one_and_no_other_servers_health_is_taken_
     """With no port given, ``start`` learns the port the server itself bound from its log: even
     where a port picked beforehand would have been taken by another server between the pick and
     the bind (the race played here), the health check reaches this server and no other."""
+    # The race as a pick-then-bind start would meet it (start picks no port now: free_port is
+    # gone, and the patch stays so that the test fails on such a start rather than not run).
     monkeypatch.setattr(_server, "free_port", lambda: answering, raising=False)
     monkeypatch.setattr(_server, "port_taken", lambda port: False)  # taken after the check
     server = LocalServer(*fake).start()
