@@ -21,7 +21,8 @@ from toolfold.local._server import LocalServer
 # with its pid, and logs the port it bound once "loaded", in llama-server's words and
 # in pieces, as llama.cpp's log thread writes a line. On a taken port it logs
 # llama-server's own message and exits 1. The model file says how to behave:
-# "crash" exits while loading, "silent" serves but never says it listens.
+# "crash" exits while loading, "silent" serves but never says it listens, "flood" writes
+# 8 MB without a line break first ("flood-crash" then exits).
 FAKE_SERVER = f"""#!{sys.executable}
 import http.server, json, os, sys
 port = int(sys.argv[sys.argv.index("--port") + 1])
@@ -44,6 +45,12 @@ except OSError:
           f"hostname: 127.0.0.1, port: {{port}}", flush=True)
     print("0.00.001.000 E srv  llama_server: exiting due to HTTP server error", flush=True)
     sys.exit(1)
+if model.startswith(b"flood"):  # 8 MB in one unfinished line first
+    sys.stdout.write("x" * (8 << 20))
+    sys.stdout.flush()
+    if model == b"flood-crash":
+        sys.exit(1)
+    sys.stdout.write("\\n")
 if model == b"crash":
     print("0.00.002.000 E llama_model_load: error loading model: bad magic", flush=True)
     sys.exit(1)
@@ -267,3 +274,20 @@ def test_port_taken_sees_a_listening_socket() -> None:
         port = held.getsockname()[1]
         assert _server.port_taken(port)
     assert not _server.port_taken(port)
+
+
+def test_a_flood_of_output_is_read_in_bounded_pieces(fake: tuple[Path, Path]) -> None:
+    """8 MB without a line break before the "listening on" line: the server still starts,
+    and one that exits after such a flood gets an error quoting only the log's end."""
+    binary, model = fake
+    model.write_bytes(b"flood")
+    server = LocalServer(binary, model).start()
+    try:
+        assert httpx.get(f"http://127.0.0.1:{server.port}/health").status_code == 200
+    finally:
+        server.stop()
+    model.write_bytes(b"flood-crash")
+    with pytest.raises(LocalSetupError, match="exited while starting") as caught:
+        LocalServer(binary, model).start()
+    assert len(str(caught.value)) < 20_000  # the log's last 16 KiB at most, not 8 MB
+    assert str(caught.value).count("x") > 10_000

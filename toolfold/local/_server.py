@@ -45,6 +45,11 @@ _BIND_FAILED = "couldn't bind HTTP server socket"
 _STARTING_LOG = "llama-server-starting-"
 #: The log of the last start that failed (one file, whatever the port).
 _FAILED_LOG = "llama-server-failed.log"
+#: How much of the log one read takes, how long an unfinished line may grow while
+#: the "listening on" line is awaited, and how much of its end an error quotes.
+_READ_SIZE = 1 << 16
+_LINE_LIMIT = 4096
+_TAIL_BYTES = 1 << 14
 #: Compute threads: llama.cpp's workers spin while they wait, so on a small or
 #: busy machine one thread per spare core is much faster than one per core.
 THREADS = max(1, min(4, (os.cpu_count() or 2) - 1))
@@ -155,6 +160,7 @@ class LocalServer:
         # server's place: refused here, with a clear message, before any log.
         if self._requested is not None and port_taken(self._requested):
             raise LocalSetupError(_taken(self._requested))
+        self.port = self._requested  # (a start again after a failed one: no stale port)
         logs = cache_dir() / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
@@ -176,8 +182,10 @@ class LocalServer:
             self._wait_healthy(deadline)
         except BaseException as exc:
             self.stop()
-            tail = self._log_tail()  # read first: another failed start may replace that file
-            self._move_log(logs / _FAILED_LOG)
+            try:
+                tail = self._log_tail()  # read first: another failed start may replace that file
+            finally:
+                self._move_log(logs / _FAILED_LOG)
             if isinstance(exc, LocalSetupError):
                 raise LocalSetupError(f"{exc}:\n{tail}\n(full log: {self.log_path})") from None
             raise
@@ -190,12 +198,16 @@ class LocalServer:
         pending = b""
         with self.log_path.open("rb") as log:
             while True:
-                *lines, pending = (pending + log.read()).split(b"\n")
+                # A bounded read, and a bounded unfinished line: a server flooding its
+                # output cannot hold this loop past the deadline, nor fill memory.
+                chunk = log.read(_READ_SIZE)
+                *lines, pending = (pending + chunk).split(b"\n")
+                pending = pending[-_LINE_LIMIT:]
                 for line in lines:
                     if found := _LISTENING.search(line):
                         return int(found[1])
                 if not self.alive():
-                    bind_failed = _BIND_FAILED in self.log_path.read_text(errors="replace")
+                    bind_failed = _BIND_FAILED in self._log_end().decode(errors="replace")
                     if self._requested is not None and bind_failed:
                         raise LocalSetupError(_taken(self._requested))  # since the check
                     raise LocalSetupError("llama-server exited while starting")
@@ -203,7 +215,8 @@ class LocalServer:
                     raise LocalSetupError(
                         f"llama-server did not say it was listening within {_START_TIMEOUT:g}s"
                     )
-                time.sleep(0.05)
+                if not chunk:
+                    time.sleep(0.05)
 
     def _wait_healthy(self, deadline: float) -> None:
         url = f"http://127.0.0.1:{self.port}/health"
@@ -246,9 +259,15 @@ class LocalServer:
             self._log.close()
             self._log = None
 
-    def _log_tail(self, lines: int = 20) -> str:
+    def _log_end(self) -> bytes:
+        """The log's last bytes (all a start's error needs, whatever its size)."""
         assert self.log_path is not None
-        text = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with self.log_path.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            return log.read()
+
+    def _log_tail(self, lines: int = 20) -> str:
+        text = self._log_end().decode("utf-8", errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
     def __repr__(self) -> str:
