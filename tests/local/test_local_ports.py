@@ -291,3 +291,19 @@ def test_a_flood_of_output_is_read_in_bounded_pieces(fake: tuple[Path, Path]) ->
         LocalServer(binary, model).start()
     assert len(str(caught.value)) < 20_000  # the log's last 16 KiB at most, not 8 MB
     assert str(caught.value).count("x") > 10_000
+
+
+def test_a_start_drops_the_logs_of_starts_killed_long_ago(
+    fake: tuple[Path, Path], logs: Path
+) -> None:
+    """A start killed before it learnt its port leaves its log; a later start deletes such
+    a log once it is older than any start can last, and keeps a recent one."""
+    logs.mkdir(parents=True)
+    old, recent = logs / "llama-server-starting-old.log", logs / "llama-server-starting-new.log"
+    old.write_text("killed")
+    recent.write_text("starting")
+    long_ago = old.stat().st_mtime - 3 * _server._START_TIMEOUT
+    os.utime(old, (long_ago, long_ago))
+    LocalServer(*fake).start().stop()
+    assert not old.exists()
+    assert recent.exists()

@@ -163,6 +163,7 @@ class LocalServer:
         self.port = self._requested  # (a start again after a failed one: no stale port)
         logs = cache_dir() / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        _drop_stale_starts(logs)
         handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
         self.log_path = Path(name)
         self._log = os.fdopen(handle, "wb")
@@ -274,6 +275,18 @@ class LocalServer:
         state = "running" if self.alive() else "stopped"
         where = self.base_url if self.port is not None else "no port yet"
         return f"LocalServer({self.model.name!r}, {where!r}, {state})"
+
+
+def _drop_stale_starts(logs: Path) -> None:
+    """Delete the logs of starts whose process was killed before it learnt its port
+    (no start lasts longer than its timeout: a log left that long is no live one's)."""
+    stale = time.time() - 2 * _START_TIMEOUT
+    for path in logs.glob(f"{_STARTING_LOG}*.log"):
+        try:
+            if path.stat().st_mtime < stale:
+                path.unlink()
+        except OSError:
+            pass  # (gone already, or another process's to handle)
 
 
 def _taken(port: int) -> str:
