@@ -15,8 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from toolfold.local import built_binary, installed_model
-from toolfold.local._server import free_port
+from toolfold.local import LocalSetupError, _server, built_binary, installed_model
 
 CHILD = textwrap.dedent(
     """
@@ -35,6 +34,15 @@ CHILD = textwrap.dedent(
 )
 
 pytestmark = pytest.mark.local  # the real server: see scripts/check
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (for a test's own use: it may be taken later)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
 
 PROXIED = textwrap.dedent(
     """
@@ -175,38 +183,50 @@ def test_cli_serve_runs_until_ctrl_c() -> None:
         httpx.get(f"http://127.0.0.1:{port}/health")
 
 
-def test_a_picked_port_taken_before_the_bind_is_picked_again(
+def test_with_no_port_the_server_says_which_port_it_bound_whatever_its_log_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Another process binding the picked port between `start`'s check and the server's bind
-    makes ``start`` pick a new one, not fail."""
-    from toolfold.local import _server
+    """With no port given, the real server binds one and ``start`` reads it from the server's
+    "listening on" line, even where LLAMA_ARG_LOG_* would silence or reshape its log."""
+    binary, model = built_binary(), installed_model("smollm2")
+    assert binary is not None
+    assert model is not None
+    for name, value in {"VERBOSITY": "0", "JSONL": "1", "COLORS": "on", "PREFIX": "0"}.items():
+        monkeypatch.setenv(f"LLAMA_ARG_LOG_{name}", value)
+    monkeypatch.setattr(_server, "_START_TIMEOUT", 60.0)  # a silenced line: fail within the test
+    server = _server.LocalServer(binary, model).start()
+    try:
+        assert server.port is not None
+        assert server.log_path is not None
+        assert server.log_path.name == f"llama-server-{server.port}.log"
+        assert f"listening on http://127.0.0.1:{server.port}\n" in server.log_path.read_text()
+        assert httpx.get(f"http://127.0.0.1:{server.port}/health").status_code == 200
+    finally:
+        server.stop()
 
+
+def test_a_chosen_port_taken_after_the_check_fails_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A port the caller chose that another process binds after `start`'s check: the server's own
+    bind failure is reported as that port being taken."""
     binary, model = built_binary(), installed_model("smollm2")
     assert binary is not None
     assert model is not None
     with socket.create_server(("127.0.0.1", 0)) as taken:
         taken_port = taken.getsockname()[1]
-        picks = iter([taken_port])
-        monkeypatch.setattr(_server, "free_port", lambda: next(picks, None) or free_port())
-        # taken after `start` checked it: the server's own bind fails
-        monkeypatch.setattr(_server, "port_taken", lambda port: False)
-        server = _server.LocalServer(binary, model)
-        assert server.port == taken_port
-        first_log = server.log_path
-        server.start()
-        try:
-            assert server.port != taken_port
-            assert _server._BIND_FAILED in first_log.read_text(errors="replace")
-            assert httpx.get(f"{server.base_url[:-3]}/health").status_code == 200
-        finally:
-            server.stop()
+        monkeypatch.setattr(_server, "port_taken", lambda port: False)  # taken after the check
+        server = _server.LocalServer(binary, model, port=taken_port)
+        with pytest.raises(
+            LocalSetupError, match=f"port {taken_port} of 127.0.0.1 is taken"
+        ) as caught:
+            server.start()
+        assert _server._BIND_FAILED in str(caught.value)  # llama-server's own words, as expected
+        assert not server.alive()
 
 
 def test_a_port_the_caller_chose_is_not_changed() -> None:
     """A taken port given by the caller fails to start, naming the port."""
-    from toolfold.local import LocalSetupError, _server
-
     binary, model = built_binary(), installed_model("smollm2")
     assert binary is not None
     assert model is not None

@@ -11,22 +11,29 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from toolfold.local import CACHE_ENV, SERVER_ENV, LocalSetupError, _server
-from toolfold.local._server import LocalServer, free_port
+from toolfold.local._server import LocalServer
 
-# Binds --port as llama-server does (SO_REUSEADDR), says so in its log and answers
-# /health; on a taken port it logs llama-server's own message and exits 1.
+# Binds --port as llama-server does (SO_REUSEADDR; 0: a free one), answers /health
+# with its pid, and logs the port it bound once "loaded", in llama-server's words and
+# in pieces, as llama.cpp's log thread writes a line. On a taken port it logs
+# llama-server's own message and exits 1. The model file says how to behave:
+# "crash" exits while loading, "silent" serves but never says it listens, "flood" writes
+# 8 MB without a line break first ("flood-crash" then exits).
 FAKE_SERVER = f"""#!{sys.executable}
-import http.server, sys
+import http.server, json, os, sys
 port = int(sys.argv[sys.argv.index("--port") + 1])
+with open(sys.argv[sys.argv.index("--model") + 1], "rb") as file:
+    model = file.read()
 
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200)
         self.end_headers()
-        self.wfile.write(b'{{"status": "ok"}}')
+        self.wfile.write(json.dumps({{"status": "ok", "pid": os.getpid()}}).encode())
 
     def log_message(self, *args):
         pass
@@ -34,9 +41,24 @@ class Health(http.server.BaseHTTPRequestHandler):
 try:
     server = http.server.HTTPServer(("127.0.0.1", port), Health)
 except OSError:
-    print(f"main: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: {{port}}", flush=True)
+    print(f"0.00.001.000 E srv          start: couldn't bind HTTP server socket, "
+          f"hostname: 127.0.0.1, port: {{port}}", flush=True)
+    print("0.00.001.000 E srv  llama_server: exiting due to HTTP server error", flush=True)
     sys.exit(1)
-print("listening", flush=True)
+if model.startswith(b"flood"):  # 8 MB in one unfinished line first
+    sys.stdout.write("x" * (8 << 20))
+    sys.stdout.flush()
+    if model == b"flood-crash":
+        sys.exit(1)
+    sys.stdout.write("\\n")
+if model == b"crash":
+    print("0.00.002.000 E llama_model_load: error loading model: bad magic", flush=True)
+    sys.exit(1)
+if model != b"silent":
+    bound = server.server_address[1]
+    for piece in ["0.00.890.061 ", "I ", f"srv  llama_server: listening on http://127.0.0.1:{{bound}}\\n"]:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
 server.serve_forever()
 """
 
@@ -51,6 +73,12 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     model.write_bytes(b"GGUF")
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     return binary, model
+
+
+@pytest.fixture
+def logs(tmp_path: Path, fake: tuple[Path, Path]) -> Path:
+    """The servers' log folder, in the test's own cache folder."""
+    return tmp_path / "cache" / "logs"
 
 
 @pytest.fixture
@@ -76,18 +104,29 @@ def answering() -> Iterator[int]:
         thread.join()
 
 
+def _serving_pid(server: LocalServer) -> int:
+    """The pid of the server the watchdog runs (the watchdog's one child)."""
+    watchdog = server.pid
+    (child,) = Path(f"/proc/{watchdog}/task/{watchdog}/children").read_text().split()
+    return int(child)
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(os.listdir(folder)) if folder.exists() else []
+
+
 def test_a_taken_port_the_caller_chose_is_an_error_though_its_owner_answers_health(
-    fake: tuple[Path, Path], answering: int
+    fake: tuple[Path, Path], logs: Path, answering: int
 ) -> None:
     """The owner's /health answer is not taken for the server's: start fails naming the port,
     and starts nothing."""
+    before = _listing(logs)
     server = LocalServer(*fake, port=answering)
-    before = server.log_path.read_bytes() if server.log_path.exists() else None
     with pytest.raises(LocalSetupError, match=f"port {answering} of 127.0.0.1 is taken"):
         server.start()
     assert server.pid is None
-    after = server.log_path.read_bytes() if server.log_path.exists() else None
-    assert after == before  # no log opened (an earlier run's, for this port, is left whole)
+    assert server.log_path is None
+    assert _listing(logs) == before  # no log opened, none written over
 
 
 def test_a_second_server_on_a_running_ones_port_fails_and_leaves_its_log(
@@ -100,27 +139,117 @@ def test_a_second_server_on_a_running_ones_port_fails_and_leaves_its_log(
         with pytest.raises(LocalSetupError, match="is taken"):
             second.start()
         assert first.alive()
-        assert "listening" in first.log_path.read_text()
+        assert first.log_path is not None
+        assert f"listening on http://127.0.0.1:{first.port}" in first.log_path.read_text()
         assert second.pid is None  # nothing started, nothing written over
     finally:
         first.stop()
 
 
-def test_a_picked_port_found_taken_is_picked_again(
-    fake: tuple[Path, Path], answering: int, monkeypatch: pytest.MonkeyPatch
+def test_with_no_port_the_server_binds_one_and_no_other_servers_health_is_taken_for_it(
+    fake: tuple[Path, Path], logs: Path, answering: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A port picked here that another server holds by the start is replaced, not served by it."""
-    picks = iter([answering])
-    monkeypatch.setattr(_server, "free_port", lambda: next(picks, None) or free_port())
-    server = LocalServer(*fake)
-    assert server.port == answering
-    server.start()
+    """With no port given, ``start`` learns the port the server itself bound from its log: even
+    where a port picked beforehand would have been taken by another server between the pick and
+    the bind (the race played here), the health check reaches this server and no other."""
+    # The race as a pick-then-bind start would meet it (start picks no port now: free_port is
+    # gone, and the patch stays so that the test fails on such a start rather than not run).
+    monkeypatch.setattr(_server, "free_port", lambda: answering, raising=False)
+    monkeypatch.setattr(_server, "port_taken", lambda port: False)  # taken after the check
+    server = LocalServer(*fake).start()
     try:
         assert server.port != answering
-        assert server.alive()
-        assert "listening" in server.log_path.read_text()
+        health = httpx.get(f"http://127.0.0.1:{server.port}/health", trust_env=False)
+        assert health.json()["pid"] == _serving_pid(server)
+        assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
+        assert server.log_path == logs / f"llama-server-{server.port}.log"
+        assert f"listening on http://127.0.0.1:{server.port}" in server.log_path.read_text()
+        assert _listing(logs) == [server.log_path.name]  # the start's own file, renamed
     finally:
         server.stop()
+
+
+def test_before_start_a_server_with_no_port_has_no_address(fake: tuple[Path, Path]) -> None:
+    """Until the server says which port it bound, ``port`` is None and ``base_url`` says why."""
+    server = LocalServer(*fake)
+    assert server.port is None
+    assert server.command()[server.command().index("--port") + 1] == "0"
+    assert "no port yet" in repr(server)
+    with pytest.raises(LocalSetupError, match="no port yet: it picks one when it starts"):
+        _ = server.base_url
+
+
+def test_a_chosen_port_taken_after_the_check_fails_and_its_taker_is_not_served(
+    fake: tuple[Path, Path], logs: Path, answering: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A port the caller chose, taken between the check and the server's bind by a server
+    answering /health, is an error naming the port (with the server's own bind message), not a
+    start served by the other server."""
+    monkeypatch.setattr(_server, "port_taken", lambda port: False)  # taken after the check
+    server = LocalServer(*fake, port=answering)
+    with pytest.raises(LocalSetupError, match=f"port {answering} of 127.0.0.1 is taken") as caught:
+        server.start()
+    assert _server._BIND_FAILED in str(caught.value)
+    assert not server.alive()
+    assert _listing(logs) == ["llama-server-failed.log"]
+
+
+def test_a_server_that_exits_before_it_listens_fails_with_its_logs_tail(
+    fake: tuple[Path, Path], logs: Path
+) -> None:
+    """A server gone before it says it listens: the error quotes its log, kept in one file."""
+    binary, model = fake
+    model.write_bytes(b"crash")
+    server = LocalServer(binary, model)
+    with pytest.raises(LocalSetupError, match="exited while starting") as caught:
+        server.start()
+    message = str(caught.value)
+    assert "error loading model: bad magic" in message
+    assert f"(full log: {logs / 'llama-server-failed.log'})" in message
+    assert server.port is None
+    assert _listing(logs) == ["llama-server-failed.log"]  # no start's file left behind
+
+
+def test_a_server_that_never_says_it_listens_fails_at_the_start_timeout(
+    fake: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start waits for the server's own "listening" line, never for ever: a server that answers
+    /health but never says so is stopped and reported when the start timeout runs out."""
+    binary, model = fake
+    model.write_bytes(b"silent")
+    monkeypatch.setattr(_server, "_START_TIMEOUT", 0.5)
+    server = LocalServer(binary, model)
+    with pytest.raises(LocalSetupError, match=r"did not say it was listening within 0\.5s"):
+        server.start()
+    assert not server.alive()
+    assert server.pid is None
+
+
+def test_servers_running_at_once_have_logs_of_their_own_and_a_port_keeps_one_log(
+    fake: tuple[Path, Path], logs: Path
+) -> None:
+    """Two servers started at once each log to their own file, named after its port; a later
+    server on a stopped one's port replaces that log, so logs do not pile up."""
+    first, second = LocalServer(*fake).start(), LocalServer(*fake).start()
+    try:
+        assert first.port != second.port
+        for server in (first, second):
+            assert server.log_path is not None
+            lines = server.log_path.read_text().splitlines()
+            assert [line for line in lines if "listening" in line] == [
+                f"0.00.890.061 I srv  llama_server: listening on http://127.0.0.1:{server.port}"
+            ]
+        port = first.port
+    finally:
+        first.stop()
+        second.stop()
+    again = LocalServer(*fake, port=port).start()
+    try:
+        assert again.log_path == logs / f"llama-server-{port}.log"
+        assert again.log_path.read_text().count("listening") == 1
+        assert _listing(logs) == sorted(f"llama-server-{s.port}.log" for s in (first, second))
+    finally:
+        again.stop()
 
 
 def test_cli_serve_on_a_taken_port_is_an_error(fake: tuple[Path, Path], answering: int) -> None:
@@ -145,3 +274,36 @@ def test_port_taken_sees_a_listening_socket() -> None:
         port = held.getsockname()[1]
         assert _server.port_taken(port)
     assert not _server.port_taken(port)
+
+
+def test_a_flood_of_output_is_read_in_bounded_pieces(fake: tuple[Path, Path]) -> None:
+    """8 MB without a line break before the "listening on" line: the server still starts,
+    and one that exits after such a flood gets an error quoting only the log's end."""
+    binary, model = fake
+    model.write_bytes(b"flood")
+    server = LocalServer(binary, model).start()
+    try:
+        assert httpx.get(f"http://127.0.0.1:{server.port}/health").status_code == 200
+    finally:
+        server.stop()
+    model.write_bytes(b"flood-crash")
+    with pytest.raises(LocalSetupError, match="exited while starting") as caught:
+        LocalServer(binary, model).start()
+    assert len(str(caught.value)) < 20_000  # the log's last 16 KiB at most, not 8 MB
+    assert str(caught.value).count("x") > 10_000
+
+
+def test_a_start_drops_the_logs_of_starts_killed_long_ago(
+    fake: tuple[Path, Path], logs: Path
+) -> None:
+    """A start killed before it learnt its port leaves its log; a later start deletes such
+    a log once it is older than any start can last, and keeps a recent one."""
+    logs.mkdir(parents=True)
+    old, recent = logs / "llama-server-starting-old.log", logs / "llama-server-starting-new.log"
+    old.write_text("killed")
+    recent.write_text("starting")
+    long_ago = old.stat().st_mtime - 3 * _server._START_TIMEOUT
+    os.utime(old, (long_ago, long_ago))
+    LocalServer(*fake).start().stop()
+    assert not old.exists()
+    assert recent.exists()

@@ -27,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("model", nargs="?", default="smollm2", help="a model name or .gguf path")
     serve = commands.add_parser("serve", help="run a server until Ctrl-C")
     serve.add_argument("model", nargs="?", default="smollm2", help="a model name or .gguf path")
-    serve.add_argument("--port", type=int, default=None, help="default: a free port")
+    serve.add_argument(
+        "--port", type=int, default=None, help="default: a free port the server picks"
+    )
     commands.add_parser("status", help="show what is built and installed")
     commands.add_parser("clean", help="delete the cache folder")
     args = parser.parse_args(argv)

@@ -4,15 +4,22 @@ One server per (binary, model) per process, started on first use and reused by
 every later run; all of them stop when the process exits. Each runs under a
 small watchdog (``_watchdog.py``) that stops it when this process dies, even by
 SIGKILL, so no server outlives its user.
+
+Unless the caller names a port, the server binds one itself (``--port 0``) and
+``start`` learns it from the line the server logs once its model is loaded: no
+port is picked here and handed over, so none can be taken in between, and no
+other process's server is ever taken for ours.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from importlib import resources
@@ -28,12 +35,21 @@ TEMPLATE = "chatml-tools.jinja"
 #: Context tokens per server: the tools, the worked example and a few turns fit.
 CONTEXT_TOKENS = 4096
 _START_TIMEOUT = 120.0
-#: What llama-server logs when its port is taken (``server.cpp``), and how many
-#: ports ``start`` tries when it picked the port itself.
+#: What llama-server logs once its model is loaded and it answers requests
+#: (``server.cpp``: ``SRV_INF("listening on %s\n", ...)``, after "model loaded";
+#: while loading, its /health answers 503): the port it bound.
+_LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)\s*$")
+#: What llama-server logs when its port is taken (``server-http.cpp``).
 _BIND_FAILED = "couldn't bind HTTP server socket"
-_BIND_ATTEMPTS = 5
-#: What ``start`` says when something already holds the port.
-_PORT_TAKEN = "is taken"
+#: The log of a start in progress, until the server says which port it holds.
+_STARTING_LOG = "llama-server-starting-"
+#: The log of the last start that failed (one file, whatever the port).
+_FAILED_LOG = "llama-server-failed.log"
+#: How much of the log one read takes, how long an unfinished line may grow while
+#: the "listening on" line is awaited, and how much of its end an error quotes.
+_READ_SIZE = 1 << 16
+_LINE_LIMIT = 4096
+_TAIL_BYTES = 1 << 14
 #: Compute threads: llama.cpp's workers spin while they wait, so on a small or
 #: busy machine one thread per spare core is much faster than one per core.
 THREADS = max(1, min(4, (os.cpu_count() or 2) - 1))
@@ -45,24 +61,36 @@ class LocalServer:
     Attributes:
         binary: The ``llama-server`` executable.
         model: The GGUF file it serves.
-        port: The port it listens on.
-        log_path: Where its output goes.
+        port: The port it listens on: the caller's, or, when the caller gave
+            none, the one the server bound itself (None until ``start`` has
+            read it from the server's log).
+        log_path: Where its output goes (None before ``start``): while it
+            starts, ``logs/llama-server-starting-*.log`` under the cache folder;
+            once it holds its port, ``logs/llama-server-PORT.log``; after a
+            failed start, ``logs/llama-server-failed.log``.
     """
 
     def __init__(self, binary: Path, model: Path, *, port: int | None = None) -> None:
         self.binary = binary
         self.model = model
-        self.port = port or free_port()
-        # A port picked here may be taken between the pick and the server's bind
-        # (another process asking the OS for a free port at the same moment):
-        # then ``start`` picks another. A port the caller chose is kept.
-        self._picked = port is None
+        self.port = port
+        self.log_path: Path | None = None
+        self._requested = port
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
     @property
     def base_url(self) -> str:
-        """The OpenAI-compatible API root, ``http://127.0.0.1:PORT/v1``."""
+        """The OpenAI-compatible API root, ``http://127.0.0.1:PORT/v1``.
+
+        Raises:
+            LocalSetupError: No port is known yet: the server picks its own, and
+                has not been started.
+        """
+        if self.port is None:
+            raise LocalSetupError(
+                "the local server has no port yet: it picks one when it starts; call start() first"
+            )
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
@@ -71,7 +99,7 @@ class LocalServer:
         return self._process.pid if self._process else None
 
     def command(self) -> list[str]:
-        """The ``llama-server`` command line."""
+        """The ``llama-server`` command line (``--port 0`` when the server picks its port)."""
         template = resources.files("toolfold.local").joinpath(TEMPLATE)
         return [
             str(self.binary),
@@ -80,7 +108,7 @@ class LocalServer:
             "--host",
             "127.0.0.1",
             "--port",
-            str(self.port),
+            str(self._requested or 0),
             "--jinja",
             "--chat-template-file",
             str(template),
@@ -91,6 +119,13 @@ class LocalServer:
             "--threads",
             str(THREADS),
             "--no-warmup",  # the first request warms it up; starting stays under a second
+            # The "listening on" line `start` reads, in plain text, whatever
+            # LLAMA_ARG_LOG_* the environment sets (verbosity 0 would drop it).
+            "--log-verbosity",
+            "3",
+            "--no-log-jsonl",
+            "--log-colors",
+            "off",
         ]
 
     def alive(self) -> bool:
@@ -107,84 +142,108 @@ class LocalServer:
             return False
         return True
 
-    @property
-    def log_path(self) -> Path:
-        """Where the server's output goes (one file per port: `start` checks the port is
-        free before it opens the file, so it does not write over a live server's log, and
-        the logs do not pile up)."""
-        return cache_dir() / "logs" / f"llama-server-{self.port}.log"
-
     def start(self) -> LocalServer:
-        """Start the server and wait until its health check answers.
+        """Start the server and wait until it says it listens and its health check answers.
 
-        When the port was picked here and another process took it before the
-        server could bind it, the server starts again on a new port (up to
-        ``_BIND_ATTEMPTS`` times).
+        Without a port from the caller, the server binds a free one itself and
+        ``port`` is read from its log. Its output goes to a log file of its own
+        (a new one, so no live server's log is written over), named after the
+        port once the server holds it (so the logs do not pile up: a later
+        server on that port replaces it).
 
         Raises:
             LocalSetupError: The port the caller chose is taken, or the server
-                exited or never became healthy (with its log's tail).
+                exited or was not listening and healthy within the start timeout
+                (with its log's tail).
         """
-        for attempt in range(1, _BIND_ATTEMPTS + 1):
-            try:
-                return self._start_once()
-            except LocalSetupError as exc:
-                # A taken port, or a bind failure in the server's log (which the message ends with).
-                taken = _PORT_TAKEN in str(exc) or _BIND_FAILED in str(exc)
-                if not (self._picked and taken) or attempt == _BIND_ATTEMPTS:
-                    raise
-                self.port = free_port()
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _start_once(self) -> LocalServer:
-        # Whatever holds the port would answer the health check in the server's
-        # place (and the server, failing to bind, exit soon after): refused here,
-        # before its log is opened.
-        if port_taken(self.port):
-            raise LocalSetupError(
-                f"port {self.port} of 127.0.0.1 {_PORT_TAKEN}: another process listens "
-                "on it; pass a free port, or none to get one"
-            )
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("wb")
+        # Whatever holds a chosen port would answer the health check in the
+        # server's place: refused here, with a clear message, before any log.
+        if self._requested is not None and port_taken(self._requested):
+            raise LocalSetupError(_taken(self._requested))
+        self.port = self._requested  # (a start again after a failed one: no stale port)
+        logs = cache_dir() / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        _drop_stale_starts(logs)
+        handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
+        self.log_path = Path(name)
+        self._log = os.fdopen(handle, "wb")
         watchdog = Path(__file__).with_name("_watchdog.py")
-        self._process = subprocess.Popen(
-            [sys.executable, str(watchdog), *self.command()],
-            stdin=subprocess.PIPE,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches this process, which stops the server
-        )
+        deadline = time.monotonic() + _START_TIMEOUT
         try:
-            self._wait_healthy()
-        except BaseException:
+            self._process = subprocess.Popen(
+                [sys.executable, str(watchdog), *self.command()],
+                stdin=subprocess.PIPE,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches this process, which stops the server
+            )
+            port = self._wait_listening(deadline)
+            self._move_log(logs / f"llama-server-{port}.log")  # the port is ours now
+            self.port = port
+            self._wait_healthy(deadline)
+        except BaseException as exc:
             self.stop()
+            try:
+                tail = self._log_tail()  # read first: another failed start may replace that file
+            finally:
+                self._move_log(logs / _FAILED_LOG)
+            if isinstance(exc, LocalSetupError):
+                raise LocalSetupError(f"{exc}:\n{tail}\n(full log: {self.log_path})") from None
             raise
         return self
 
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT
+    def _wait_listening(self, deadline: float) -> int:
+        """The port from the server's "listening on" line; only whole lines are read
+        (llama.cpp writes a line in pieces)."""
+        assert self.log_path is not None
+        pending = b""
+        with self.log_path.open("rb") as log:
+            while True:
+                # A bounded read, and a bounded unfinished line: a server flooding its
+                # output cannot hold this loop past the deadline, nor fill memory.
+                chunk = log.read(_READ_SIZE)
+                *lines, pending = (pending + chunk).split(b"\n")
+                pending = pending[-_LINE_LIMIT:]
+                for line in lines:
+                    if found := _LISTENING.search(line):
+                        return int(found[1])
+                if not self.alive():
+                    bind_failed = _BIND_FAILED in self._log_end().decode(errors="replace")
+                    if self._requested is not None and bind_failed:
+                        raise LocalSetupError(_taken(self._requested))  # since the check
+                    raise LocalSetupError("llama-server exited while starting")
+                if time.monotonic() > deadline:
+                    raise LocalSetupError(
+                        f"llama-server did not say it was listening within {_START_TIMEOUT:g}s"
+                    )
+                if not chunk:
+                    time.sleep(0.05)
+
+    def _wait_healthy(self, deadline: float) -> None:
         url = f"http://127.0.0.1:{self.port}/health"
         # Directly, whatever proxy the environment names: none reaches this loopback.
         with httpx.Client(timeout=2.0, trust_env=False) as client:
             while True:
                 if not self.alive():
-                    raise LocalSetupError(
-                        f"llama-server exited while starting:\n{self._log_tail()}"
-                    )
+                    raise LocalSetupError("llama-server exited while starting")
                 try:
                     answered = client.get(url).status_code == 200
                 except httpx.TransportError:
-                    answered = False  # not listening yet
-                # (an answer while its own process is gone came from another server)
+                    answered = False
+                # (the server holds the port while it runs: an answer then is its own)
                 if answered and self.alive():
                     return
                 if time.monotonic() > deadline:
-                    raise LocalSetupError(
-                        f"llama-server was not healthy after {_START_TIMEOUT:g}s:\n"
-                        f"{self._log_tail()}"
-                    )
+                    raise LocalSetupError(f"llama-server was not healthy after {_START_TIMEOUT:g}s")
                 time.sleep(0.05)
+
+    def _move_log(self, path: Path) -> None:
+        """Rename the log (the server writes on into it): over a dead server's log,
+        never a live one's (a live server's log is named after the port it holds,
+        or is a start's own new file)."""
+        if self.log_path is not None and self.log_path != path:
+            os.replace(self.log_path, path)
+            self.log_path = path
 
     def stop(self) -> None:
         """Stop the server (closing the watchdog's stdin) and wait for it; idempotent."""
@@ -201,15 +260,40 @@ class LocalServer:
             self._log.close()
             self._log = None
 
+    def _log_end(self) -> bytes:
+        """The log's last bytes (all a start's error needs, whatever its size)."""
+        assert self.log_path is not None
+        with self.log_path.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            return log.read()
+
     def _log_tail(self, lines: int = 20) -> str:
-        if self._log is not None:
-            self._log.flush()
-        text = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        return "\n".join(text[-lines:]) + f"\n(full log: {self.log_path})"
+        text = self._log_end().decode("utf-8", errors="replace").splitlines()
+        return "\n".join(text[-lines:])
 
     def __repr__(self) -> str:
         state = "running" if self.alive() else "stopped"
-        return f"LocalServer({self.model.name!r}, {self.base_url!r}, {state})"
+        where = self.base_url if self.port is not None else "no port yet"
+        return f"LocalServer({self.model.name!r}, {where!r}, {state})"
+
+
+def _drop_stale_starts(logs: Path) -> None:
+    """Delete the logs of starts whose process was killed before it learnt its port
+    (no start lasts longer than its timeout: a log left that long is no live one's)."""
+    stale = time.time() - 2 * _START_TIMEOUT
+    for path in logs.glob(f"{_STARTING_LOG}*.log"):
+        try:
+            if path.stat().st_mtime < stale:
+                path.unlink()
+        except OSError:
+            pass  # (gone already, or another process's to handle)
+
+
+def _taken(port: int) -> str:
+    return (
+        f"port {port} of 127.0.0.1 is taken: another process listens on it; "
+        "pass a free port, or none to let the server pick one"
+    )
 
 
 def port_taken(port: int) -> bool:
@@ -225,14 +309,6 @@ def port_taken(port: int) -> bool:
         except OSError:
             return True
     return False
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 _SERVERS: dict[tuple[Path, Path], LocalServer] = {}
