@@ -418,8 +418,29 @@ def test_an_annotated_types_alias_written_as_metadata_is_refused() -> None:
     assert info.value.problems == (
         "parameter 'word': annotated_types.LowerCase is a type, not metadata:"
         " Annotated[str, annotated_types.LowerCase] checks nothing;"
-        " write annotated_types.LowerCase[str]",
+        " write annotated_types.LowerCase[str] as the type",
     )
+
+
+Positive = Annotated[int, at.Gt(0)]
+
+
+def test_a_user_alias_written_as_metadata_is_refused_with_advice_that_works() -> None:
+    """A user's own alias (no type variable) written as metadata: the advice is to use
+    the alias as the type, not to subscript it (`Positive[int]` is no valid type)."""
+    with pytest.raises(ToolDefinitionError) as info:
+
+        @tool
+        def count(n: Annotated[int, Positive]) -> int:
+            """Count.
+
+            Args:
+                n: How many.
+            """
+            return n
+
+    (problem,) = info.value.problems
+    assert problem.endswith(" checks nothing; write typing.Annotated[int, Gt(gt=0)] as the type")
 
 
 def test_unit_is_ignored() -> None:

@@ -210,9 +210,11 @@ def alias_problem(item: Any, inner: Any) -> str:
     names = vars(module) if module is not None else {}
     alias = next((f"annotated_types.{n}" for n, v in names.items() if v is item), repr(item))
     inner_name = getattr(inner, "__name__", None) or repr(inner)
+    # (a generic alias, as annotated_types' own are, takes the type; another is the type)
+    fix = f"{alias}[{inner_name}]" if getattr(item, "__parameters__", ()) else alias
     return (
         f"{alias} is a type, not metadata: Annotated[{inner_name}, {alias}] checks nothing;"
-        f" write {alias}[{inner_name}]"
+        f" write {fix} as the type"
     )
 
 
