@@ -14,6 +14,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import re
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -38,6 +39,15 @@ __all__ = [
     "MCPServerStdio",
     "MCPToolsChangedWarning",
 ]
+
+
+#: An environment variable named like a credential: a stdio server's ``env``
+#: entry so named is not written to an agent file (`MCPServerStdio`). Leaning to
+#: refuse: ``KEY`` also takes ``KEYBOARD_LAYOUT``, a name easily changed, while a
+#: token written to a file is out for good. ``AUTHOR`` (``GIT_AUTHOR_NAME``) is not one.
+_CREDENTIAL_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASS|PWD|CRED|COOKIE|AUTH(?!OR)|(?:^|_)PAT(?:_|$)", re.IGNORECASE
+)
 
 
 class MCPError(ToolfoldError, RuntimeError):
@@ -124,9 +134,17 @@ class MCPServer:
     def file_entry(self) -> dict[str, Any]:
         """This server as an agent file's ``[[agents.<name>.mcp]]`` entry.
 
+        A file is text that gets shared, so what may be a credential is not
+        written: such a server is refused, naming what it holds (an HTTP
+        server's headers, its URL's ``user:password@``, query values or
+        fragment; a stdio server's ``env`` entries named like a credential,
+        ``GITHUB_TOKEN``, ``API_KEY``..., or holding a URL with a
+        ``user:password@``).
+
         Raises:
             UsageError: ``requires_approval`` is a predicate (a file names
-                tools, it cannot hold a function).
+                tools, it cannot hold a function), or the server holds what
+                may be a credential.
         """
         approval = self.requires_approval
         if callable(approval):
@@ -533,6 +551,8 @@ class MCPServerStdio(MCPServer):
             ``USER``): the caller's other variables are not inherited. Pass
             one through by name (``env={"GITHUB_TOKEN":
             os.environ["GITHUB_TOKEN"]}``), or all with ``env=dict(os.environ)``.
+            An entry named like a credential is not written to an agent file
+            (see `MCPServer.file_entry`).
         cwd: Its working directory.
         name: A name for messages (default: the command).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
@@ -556,6 +576,19 @@ class MCPServerStdio(MCPServer):
         self.cwd = cwd
 
     def _target_entry(self) -> dict[str, Any]:
+        from toolfold.adapters._http._keys import url_userinfo
+
+        held = sorted(
+            key
+            for key, value in (self.env or {}).items()
+            if _CREDENTIAL_NAME.search(key) or url_userinfo(value) is not None
+        )
+        if held:
+            raise UsageError(
+                f"MCP server {self.name!r}: its env holds {', '.join(held)}, which may be "
+                "credentials, and is not written to an agent file (give the file a server "
+                "without them, and pass them where the server is built in code)"
+            )
         return {
             "command": self.command,
             "args": list(self.args),
@@ -625,6 +658,16 @@ class MCPServerHTTP(MCPServer):
             raise UsageError(
                 f"MCP server {self.name!r}: its URL carries credentials (user:password@) "
                 "and is not written to an agent file (give the file a URL without them)"
+            )
+        head, _, fragment = self.url.partition("#")  # as `mask_url_credentials` reads it
+        names = [piece.partition("=")[0] for piece in head.partition("?")[2].split("&") if piece]
+        held = [f"query values ({', '.join(names)})"] if names else []
+        held += ["a fragment"] if fragment else []
+        if held:
+            raise UsageError(
+                f"MCP server {self.name!r}: its URL carries {' and '.join(held)}, masked "
+                "everywhere as possible credentials, and is not written to an agent file "
+                "(give the file a URL without them)"
             )
         return {"url": self.url, "name": None if self.name == self._shown_url else self.name}
 
