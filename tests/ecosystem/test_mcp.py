@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -375,6 +377,31 @@ def test_a_server_that_never_answers_fails_at_the_startup_timeout() -> None:
     assert time.monotonic() - started < 15  # 42 s when the handshake was left to time out
     assert not mute.is_open
     assert children() == before  # stdin closed, then terminated by the SDK
+
+
+def test_ctrl_c_while_a_server_starts_returns_promptly(tmp_path: Any) -> None:
+    """Ctrl-C during a blocking open of a server stuck in its handshake stops it at once
+    (not after `timeout`), leaving no process and nothing open."""
+    before = children()
+    asked = tmp_path / "asked"
+    os.mkfifo(asked)
+    # reads the handshake's first request, says so through the fifo, then never answers
+    silent = f"import sys, time\nsys.stdin.readline()\nopen({str(asked)!r}, 'w').close()\ntime.sleep(3600)"
+    mute = MCPServerStdio(
+        sys.executable, ["-c", silent], name="mute", timeout=20, startup_timeout=60
+    )
+
+    def interrupt() -> None:
+        asked.open().close()  # returns once the server has the handshake's request
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        mute.open()
+    assert time.monotonic() - started < 12  # 22.7 s when the shutdown waited `timeout` out
+    assert not mute.is_open
+    assert children() == before  # terminated by the SDK
 
 
 def test_an_http_server_that_never_answers_fails_at_the_startup_timeout() -> None:

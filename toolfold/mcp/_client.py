@@ -277,6 +277,9 @@ class MCPServer:
             raise MCPError(self.name, f"did not start within {self.startup_timeout:g} s") from None
         except Exception as exc:
             raise self._error(f"could not start: {_describe(exc)}", exc) from exc
+        except BaseException:  # Ctrl-C: stop the handshake too, rather than wait `timeout` for it
+            task.cancel()
+            raise
 
     def _shutdown(self) -> None:
         """End the session and the portal; every step runs, then a failure is raised.
