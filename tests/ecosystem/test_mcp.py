@@ -241,6 +241,26 @@ def test_a_tool_requiring_approval_is_served_only_when_the_host_approves() -> No
     assert _texts(deleted) == ["deleted /tmp/x"]
 
 
+def test_a_served_tool_requiring_approval_says_so_to_the_host() -> None:
+    """A tool served with approved_by_host lists the cautious annotations and the approval _meta
+    key; one without requires_approval lists neither."""
+    from mcp import Client
+
+    async def listed() -> dict[str, Any]:
+        async with Client(mcp_server([add, delete_everything], approved_by_host=True)) as client:
+            tools = (await client.list_tools()).tools
+        return {t.name: t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools}
+
+    tools = asyncio.run(listed())
+    assert tools["delete_everything"]["annotations"] == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+    }
+    assert tools["delete_everything"]["_meta"] == {"toolfold/requires_approval": True}
+    assert "annotations" not in tools["add"]
+    assert "_meta" not in tools["add"]
+
+
 def test_streamable_http_both_ways(http_tools_server: str) -> None:
     """MCPServerHTTP lists and calls toolfold's own server over streamable HTTP."""
     with MCPServerHTTP(http_tools_server, prefix="remote") as server:
