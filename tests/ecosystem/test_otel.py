@@ -516,6 +516,29 @@ def test_the_awaitable_a_sync_tool_returns_runs_under_its_execute_tool_span(
     assert len({span.parent.span_id for span in made if span.parent is not None}) == 9
 
 
+def test_a_renamed_agent_tool_renames_its_blocking_twin_once_when_traced(
+    traces: Traces, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replaced agent tool's blocking twin is renamed once for all steps, traced as untraced
+    (each step's traced copy renamed it again, its argument checker built anew)."""
+    from toolfold.toolkit import Tool
+
+    renames: list[dict[str, Any]] = []
+    replace = Tool.replace
+
+    def counted(self: Tool[..., Any], **changes: Any) -> Tool[..., Any]:
+        renames.append(changes)
+        return replace(self, **changes)
+
+    helper = Agent(ScriptedModel(["a", "b", "c"]), name="helper").as_tool()
+    assistant = helper.replace(name="assistant")
+    monkeypatch.setattr(Tool, "replace", counted)
+    steps = [call("assistant", {"input": word}) for word in ("x", "y", "z")]
+    assert Agent(ScriptedModel([*steps, "done"]), tools=[assistant]).run("go").text == "done"
+    assert renames == [{"name": "assistant", "timeout": None}]
+    assert len(traces.named("execute_tool assistant")) == 3
+
+
 def test_spans_made_during_a_model_call_nest_under_its_chat_span(traces: Traces) -> None:
     """What the model does (an HTTP client's instrumentation) nests under the chat span,
     blocking, async and streamed; the caller's code between stream events does not."""
