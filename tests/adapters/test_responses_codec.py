@@ -326,3 +326,61 @@ def test_streamed_summary_parts_are_joined_like_the_whole_item() -> None:
     whole = parse_response({"status": "completed", "output": [item]}, "p")
     assert streamed.message.parts == whole.message.parts
     assert whole.message.parts[0].text == "**Plan**\n\nFirst part.\n\n**Check**\n\nSecond part."
+
+
+#: A reasoning item as open-weight models behind Responses-compatible servers send it:
+#: the raw reasoning as ``reasoning_text`` content, no summary, no encrypted content.
+THOUGHTS = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [],
+    "content": [
+        {"type": "reasoning_text", "text": "The user asks 2+2."},
+        {"type": "reasoning_text", "text": "That is 4."},
+    ],
+}
+
+
+def test_reasoning_text_content_is_reasoning_and_goes_back_as_it_came() -> None:
+    """A reasoning item's reasoning_text parts are the part's text (without a summary) and go
+    back as the same parts; with a summary, the summary is the text and both go back."""
+    whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
+    (reasoning,) = whole.message.parts
+    assert reasoning.text == "The user asks 2+2.\n\nThat is 4."
+    summarised = {**THOUGHTS, "summary": [{"type": "summary_text", "text": "Adds."}]}
+    (with_summary,) = parse_response(
+        {"status": "completed", "output": [summarised]}, "p"
+    ).message.parts
+    assert with_summary.text == "Adds."
+    for part, item in ((reasoning, THOUGHTS), (with_summary, summarised)):
+        request = ModelRequest([Message.user("2+2?"), Message("assistant", [part, TextPart("4")])])
+        assert body(request, model="gpt-oss-120b")["input"][1] == item
+
+
+def test_streamed_reasoning_text_folds_like_the_whole_item() -> None:
+    """reasoning_text deltas (two content parts) and, with no delta, the .done events alone fold
+    to the part the whole item gives."""
+
+    def part(index: int, kind: str, text: str) -> tuple[str, dict[str, Any]]:
+        data = {"item_id": "rs_1", "output_index": 0, "content_index": index}
+        key = "delta" if kind == "delta" else "text"
+        return (f"response.reasoning_text.{kind}", {**data, key: text})
+
+    added = ("response.output_item.added", {"output_index": 0, "item": {**THOUGHTS, "content": []}})
+    done = ("response.output_item.done", {"output_index": 0, "item": THOUGHTS})
+    deltas = _fold(
+        added,
+        part(0, "delta", "The user "),
+        part(0, "delta", "asks 2+2."),
+        part(0, "done", "The user asks 2+2."),
+        part(1, "delta", "That is 4."),
+        part(1, "done", "That is 4."),
+        done,
+        COMPLETED,
+    )
+    dones = _fold(
+        added, part(0, "done", "The user asks 2+2."), part(1, "done", "That is 4."), done, COMPLETED
+    )
+    whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
+    assert deltas.message.parts == dones.message.parts == whole.message.parts
+    assert whole.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."

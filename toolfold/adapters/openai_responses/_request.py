@@ -8,8 +8,8 @@ provider without depending on what OpenAI stored.
 - System messages are ``developer`` messages; user text and images/files are
   ``input_text`` / ``input_image`` / ``input_file`` parts [O5 response_input_param.py].
 - An assistant turn goes back as its items in order: reasoning items (item id
-  from ``ReasoningPart.provider_data``, encrypted content from its
-  ``signature``), an assistant message for
+  and ``reasoning_text`` parts from ``ReasoningPart.provider_data``, encrypted
+  content from its ``signature``), an assistant message for
   its text, and one ``function_call`` item per call (``call_id``, and the item
   id ``fc_...`` kept in ``provider_data``).
 - A tool result is a ``function_call_output`` linked by ``call_id``; the API
@@ -38,6 +38,7 @@ from toolfold.adapters.openai_responses._providers import (
     UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
+from toolfold.adapters.openai_responses._response import SUMMARY_SEPARATOR
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -253,14 +254,23 @@ def _call(call: ToolCallPart) -> Body:
 def reasoning_item(part: ReasoningPart) -> Body | None:
     """The reasoning input item a part stands for, or None when it is not this API's.
 
-    The part keeps the item id in ``provider_data["item_id"]`` and the
-    encrypted content (when asked for) in ``signature``.
+    The part keeps the item id in ``provider_data["item_id"]``, the encrypted
+    content (when asked for) in ``signature``, and the texts of the item's
+    ``reasoning_text`` parts in ``provider_data["content"]``: they go back as
+    those parts, and the part's text as the summary unless it is that
+    reasoning text (an item without a summary).
     """
-    item_id = part.provider_data.get("item_id")
+    data = part.provider_data
+    item_id = data.get("item_id")
     if part.provider != REASONING_PROVIDER or not isinstance(item_id, str):
         return None
-    summary = [{"type": "summary_text", "text": part.text}] if part.text else []
+    content = data.get("content")
+    texts = [t for t in content if isinstance(t, str)] if isinstance(content, list) else []
+    is_content = bool(texts) and part.text == SUMMARY_SEPARATOR.join(t for t in texts if t)
+    summary = [{"type": "summary_text", "text": part.text}] if part.text and not is_content else []
     item: Body = {"type": "reasoning", "id": item_id, "summary": summary}
+    if texts:
+        item["content"] = [{"type": "reasoning_text", "text": text} for text in texts]
     if part.signature is not None:
         item["encrypted_content"] = part.signature
     return item

@@ -2,8 +2,9 @@
 
 Output items map one to one [O5 response_output_item.py]: ``message`` ->
 `TextPart` (its ``output_text`` and ``refusal`` parts); ``reasoning`` ->
-`ReasoningPart` (summary text; encrypted content as ``signature`` and the item
-id in ``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
+`ReasoningPart` (summary text, or the ``reasoning_text`` content without one;
+encrypted content as ``signature``, the item id and the reasoning text parts in
+``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
 its id and the item id (``fc_...``) in ``provider_data``.
 """
 
@@ -117,16 +118,36 @@ def summary_text(item: Mapping[str, Any], at: str) -> str:
     return SUMMARY_SEPARATOR.join(t for t in texts if t)
 
 
+def reasoning_texts(item: Mapping[str, Any], at: str) -> list[str]:
+    """The texts of a reasoning item's ``reasoning_text`` content parts (the raw reasoning
+    open-weight models behind Responses-compatible servers send; OpenAI's send none)."""
+    content = wire.array(item, "content", at)
+    texts = []
+    for i in range(len(content)):
+        block = wire.mapping(content, i, f"{at}.content")
+        if wire.text(block, "type", f"{at}.content[{i}]") == "reasoning_text":
+            texts.append(wire.text(block, "text", f"{at}.content[{i}]") or "")
+    return texts
+
+
 def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
     """A reasoning item as a `ReasoningPart` that brings it back unchanged.
 
-    The encrypted content is the signature; the item id is in ``provider_data``.
+    The encrypted content is the signature; the item id is in ``provider_data``,
+    and so are the ``reasoning_text`` parts' texts (``"content"``), when there
+    are any. The part's text is the summary, or, without one, the reasoning
+    text (its parts joined as a summary's are).
     """
+    summary = summary_text(item, at)
+    data: dict[str, Any] = {"item_id": wire.text(item, "id", at)}
+    texts = reasoning_texts(item, at)
+    if texts:
+        data["content"] = texts
     return ReasoningPart(
-        summary_text(item, at),
+        summary or SUMMARY_SEPARATOR.join(t for t in texts if t),
         wire.text(item, "encrypted_content", at),
         REASONING_PROVIDER,
-        {"item_id": wire.text(item, "id", at)},
+        data,
     )
 
 

@@ -10,7 +10,10 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   (used when no fragment came); ``response.output_item.done`` ends the call;
 - ``response.output_text.delta`` / ``response.refusal.delta`` are text;
   ``response.reasoning_summary_text.delta`` is reasoning, whose id and encrypted
-  content arrive with the finished reasoning item;
+  content arrive with the finished reasoning item, and so is
+  ``response.reasoning_text.delta`` (the raw reasoning of open-weight models
+  behind Responses-compatible servers; ``response.reasoning_text.done`` gives a
+  part's whole text, used when no delta of it came);
 - ``response.completed`` / ``response.incomplete`` end the response with its
   usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
   A body that stops before the end is a `StreamError`, never a half answer.
@@ -59,6 +62,8 @@ class DecoderState:
         open: Indexes of calls not yet ended.
         summary_part: The ``summary_index`` of the summary part whose text
             streamed last for the current reasoning item; None while none has.
+        content_part: The ``content_index`` of the reasoning text part that
+            streamed last for the current reasoning item; None while none has.
         done: The response ended (completed or incomplete).
     """
 
@@ -67,6 +72,7 @@ class DecoderState:
     fragments: frozenset[str] = frozenset()
     open: tuple[int, ...] = ()
     summary_part: int | None = None
+    content_part: int | None = None
     done: bool = False
 
 
@@ -125,7 +131,7 @@ def _item_added(state: DecoderState, data: Mapping[str, Any]) -> Result:
     item = wire.mapping(data, "item", "$")
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning":
-        return attrs.evolve(state, summary_part=None), []
+        return attrs.evolve(state, summary_part=None, content_part=None), []
     if kind != "function_call":
         return state, []
     call = parse_call(item, "$.item")
@@ -174,8 +180,9 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning" and wire.text(item, "id", "$.item"):
         part = parse_reasoning(item, "$.item")
-        text = "" if state.summary_part is not None else part.text
-        return attrs.evolve(state, summary_part=None), [
+        streamed = state.summary_part is not None or state.content_part is not None
+        text = "" if streamed else part.text
+        return attrs.evolve(state, summary_part=None, content_part=None), [
             ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data)
         ]
     if kind != "function_call":
@@ -219,6 +226,32 @@ def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
 
 
+def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    """Reasoning text (``content_index`` parts joined as summary parts are, see `_summary_delta`)."""
+    delta = wire.text(data, "delta", "$")
+    if not delta:
+        return state, []
+    part = wire.integer(data, "content_index", "$")
+    if part is None:
+        part = 0 if state.content_part is None else state.content_part
+    if state.content_part is not None and part != state.content_part:
+        delta = f"{SUMMARY_SEPARATOR}{delta}"
+    if part != state.content_part:
+        state = attrs.evolve(state, content_part=part)
+    return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
+
+
+def _reasoning_text_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    """A reasoning text part's whole text: streamed now unless its deltas came."""
+    text = wire.text(data, "text", "$")
+    part = wire.integer(data, "content_index", "$")
+    if part is None:
+        part = 0 if state.content_part is None else state.content_part
+    if not text or part == state.content_part:
+        return state, []
+    return _reasoning_text_delta(state, {"delta": text, "content_index": part})
+
+
 def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
     response = wire.mapping(data, "response", "$")
     events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
@@ -248,6 +281,8 @@ _HANDLERS = {
     "response.output_text.delta": _text_delta,
     "response.refusal.delta": _text_delta,
     "response.reasoning_summary_text.delta": _summary_delta,
+    "response.reasoning_text.delta": _reasoning_text_delta,
+    "response.reasoning_text.done": _reasoning_text_done,
     "response.completed": _completed,
     "response.incomplete": _completed,
     "response.failed": _failed,
