@@ -325,29 +325,9 @@ def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> N
         MCPServerHTTP(http_guarded_server, headers={"X-Port": 8000})  # type: ignore[dict-item]
     with pytest.raises(UsageError, match="not written to an agent file"):
         server.file_entry()
-    with pytest.raises(UsageError, match=r"its URL carries credentials \(user:password@\)"):
+    with pytest.raises(UsageError, match=r"its URL carries a user:password@, masked"):
         MCPServerHTTP("http://bob:sk-PASS-0451@127.0.0.1:9/mcp").file_entry()
     assert MCPServerHTTP("http://127.0.0.1:9/mcp").file_entry()["url"] == "http://127.0.0.1:9/mcp"
-
-
-def test_an_agent_file_gets_no_query_value_or_credential_named_env() -> None:
-    """file_entry refuses a URL's query values and fragment and a stdio env entry named like a
-    credential (or holding user:password@), naming them without their values."""
-    with pytest.raises(UsageError, match=r"query values \(api_key, v\) and a fragment") as caught:
-        MCPServerHTTP("http://127.0.0.1:9/mcp?api_key=sk-QUERY-0451&v#frag").file_entry()
-    assert "sk-QUERY-0451" not in str(caught.value)
-    env = {
-        "GITHUB_TOKEN": "ghp_ENV0451",
-        "DATABASE_URL": "postgres://bob:pw0451@db/x",
-        "LOG_LEVEL": "debug",
-    }
-    with pytest.raises(
-        UsageError, match="its env holds DATABASE_URL, GITHUB_TOKEN, which"
-    ) as caught:
-        MCPServerStdio("server", env=env).file_entry()
-    assert "0451" not in str(caught.value)
-    plain = {"LOG_LEVEL": "debug", "GIT_AUTHOR_NAME": "Ada"}
-    assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain
 
 
 def test_a_server_crashing_mid_call_is_a_clear_error_and_leaves_no_process() -> None:

@@ -650,22 +650,14 @@ class MCPServerHTTP(MCPServer):
         guard_logs(*self._scrub)  # httpx logs each request's URL at INFO
 
     def _target_entry(self) -> dict[str, Any]:
-        from toolfold.adapters._http._keys import url_userinfo
+        from toolfold.mcp._entry import url_held
 
         if self._headers:
             raise UsageError(
                 f"MCP server {self.name!r}: its headers carry credentials and are not written "
                 "to an agent file (give the file a server without headers)"
             )
-        if url_userinfo(self.url) is not None:
-            raise UsageError(
-                f"MCP server {self.name!r}: its URL carries credentials (user:password@) "
-                "and is not written to an agent file (give the file a URL without them)"
-            )
-        head, _, fragment = self.url.partition("#")  # as `mask_url_credentials` reads it
-        names = [piece.partition("=")[0] for piece in head.partition("?")[2].split("&") if piece]
-        held = [f"query values ({', '.join(names)})"] if names else []
-        held += ["a fragment"] if fragment else []
+        held = url_held(self.url)
         if held:
             raise UsageError(
                 f"MCP server {self.name!r}: its URL carries {' and '.join(held)}, masked "

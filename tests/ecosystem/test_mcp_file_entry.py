@@ -1,0 +1,44 @@
+"""An MCP server's agent-file entry (`file_entry`) holds no credential, and its refusal shows none."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolfold import UsageError
+from toolfold.mcp import MCPServerHTTP, MCPServerStdio
+
+
+def _refusal(server: MCPServerHTTP | MCPServerStdio) -> str:
+    with pytest.raises(UsageError, match="not written to an agent file") as caught:
+        server.file_entry()
+    return str(caught.value)
+
+
+def test_an_agent_file_gets_no_query_value_or_credential_named_env() -> None:
+    """file_entry refuses a URL's query values and fragment and a stdio env entry named like a
+    credential (or holding user:password@), naming them without their values."""
+    with pytest.raises(
+        UsageError, match=r"query values \(api_key, 1 without a name\) and a fragment"
+    ) as caught:
+        MCPServerHTTP("http://127.0.0.1:9/mcp?api_key=sk-QUERY-0451&v#frag").file_entry()
+    assert "sk-QUERY-0451" not in str(caught.value)
+    env = {
+        "GITHUB_TOKEN": "ghp_ENV0451",
+        "DATABASE_URL": "postgres://bob:pw0451@db/x",
+        "LOG_LEVEL": "debug",
+    }
+    with pytest.raises(
+        UsageError, match="its env holds DATABASE_URL, GITHUB_TOKEN, which"
+    ) as caught:
+        MCPServerStdio("server", env=env).file_entry()
+    assert "0451" not in str(caught.value)
+    plain = {"LOG_LEVEL": "debug", "GIT_AUTHOR_NAME": "Ada"}
+    assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain
+
+
+def test_a_bare_query_piece_is_counted_not_shown() -> None:
+    """A query piece without '=' is the value itself: the refusal counts it and never prints it,
+    while the names of name=value pieces are listed."""
+    shown = _refusal(MCPServerHTTP("https://host/mcp?sk-live-SECRET0451&region=eu&x-ONE0451"))
+    assert "SECRET0451" not in shown and "ONE0451" not in shown
+    assert "query values (region, 2 without a name)" in shown
