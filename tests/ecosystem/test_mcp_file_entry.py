@@ -42,3 +42,16 @@ def test_a_bare_query_piece_is_counted_not_shown() -> None:
     shown = _refusal(MCPServerHTTP("https://host/mcp?sk-live-SECRET0451&region=eu&x-ONE0451"))
     assert "SECRET0451" not in shown and "ONE0451" not in shown
     assert "query values (region, 2 without a name)" in shown
+
+
+def test_authorization_and_bearer_env_entries_are_refused() -> None:
+    """An env entry named AUTHORIZATION, HTTP_AUTHORIZATION or BEARER, or whose value is an
+    Authorization header's ('Bearer ...'), is refused; AUTHOR and AUTHORS names are written."""
+    for name in ("AUTHORIZATION", "HTTP_AUTHORIZATION", "BEARER", "MY_BEARER"):
+        shown = _refusal(MCPServerStdio("server", env={name: "x0451"}))
+        assert f"its env holds {name}, which" in shown and "x0451" not in shown
+    for value in ("Bearer sk-ENV0451", "bearer sk-ENV0451", "Basic Ym9iOnB3MDQ1MQ=="):
+        shown = _refusal(MCPServerStdio("server", env={"UPSTREAM": value}))
+        assert "its env holds UPSTREAM, which" in shown and "0451" not in shown
+    plain = {"GIT_AUTHOR_NAME": "Ada", "AUTHORS": "Ada, Bob", "MODE": "Bearer"}
+    assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain

@@ -14,7 +14,6 @@ import asyncio
 import base64
 import hashlib
 import json
-import re
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -39,15 +38,6 @@ __all__ = [
     "MCPServerStdio",
     "MCPToolsChangedWarning",
 ]
-
-
-#: An environment variable named like a credential: a stdio server's ``env``
-#: entry so named is not written to an agent file (`MCPServerStdio`). Leaning to
-#: refuse: ``KEY`` also takes ``KEYBOARD_LAYOUT``, a name easily changed, while a
-#: token written to a file is out for good. ``AUTHOR`` (``GIT_AUTHOR_NAME``) is not one.
-_CREDENTIAL_NAME = re.compile(
-    r"KEY|TOKEN|SECRET|PASS|PWD|CRED|COOKIE|AUTH(?!OR)|(?:^|_)PAT(?:_|$)", re.IGNORECASE
-)
 
 
 class MCPError(ToolfoldError, RuntimeError):
@@ -579,13 +569,9 @@ class MCPServerStdio(MCPServer):
         self.cwd = cwd
 
     def _target_entry(self) -> dict[str, Any]:
-        from toolfold.adapters._http._keys import url_userinfo
+        from toolfold.mcp._entry import env_held
 
-        held = sorted(
-            key
-            for key, value in (self.env or {}).items()
-            if _CREDENTIAL_NAME.search(key) or url_userinfo(value) is not None
-        )
+        held = env_held(self.env or {})
         if held:
             raise UsageError(
                 f"MCP server {self.name!r}: its env holds {', '.join(held)}, which may be "

@@ -8,6 +8,9 @@ and logged.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 from toolfold.adapters._http._keys import url_userinfo
 
 
@@ -29,3 +32,33 @@ def url_held(url: str) -> list[str]:
     if fragment:
         held.append("a fragment")
     return held
+
+
+#: An environment variable named like a credential: a stdio server's ``env``
+#: entry so named is not written to an agent file. Leaning to refuse: ``KEY``
+#: also takes ``KEYBOARD_LAYOUT``, a name easily changed, while a token written
+#: to a file is out for good. ``AUTHOR`` and ``AUTHORS`` (``GIT_AUTHOR_NAME``)
+#: are not one; ``AUTHORIZATION`` (``HTTP_AUTHORIZATION``) is.
+CREDENTIAL_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASS|PWD|CRED|COOKIE|BEARER|AUTH(?!ORS?(?:_|$))|(?:^|_)PAT(?:_|$)",
+    re.IGNORECASE,
+)
+
+#: A value that is an HTTP ``Authorization`` header's: ``Bearer sk-...``, ``Basic dXNl...``.
+_AUTHORIZATION_VALUE = re.compile(r"\s*(?:Bearer|Basic)\s+\S", re.IGNORECASE)
+
+
+def env_held(env: Mapping[str, str]) -> list[str]:
+    """The names of the ``env`` entries that may be credentials, sorted (empty: none).
+
+    An entry is one when its name is like a credential's (`CREDENTIAL_NAME`),
+    or its value is an ``Authorization`` header's or a URL with a
+    ``user:password@``.
+    """
+    return sorted(
+        key
+        for key, value in env.items()
+        if CREDENTIAL_NAME.search(key)
+        or _AUTHORIZATION_VALUE.match(value)
+        or url_userinfo(value) is not None
+    )
