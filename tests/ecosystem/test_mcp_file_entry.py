@@ -55,3 +55,12 @@ def test_authorization_and_bearer_env_entries_are_refused() -> None:
         assert "its env holds UPSTREAM, which" in shown and "0451" not in shown
     plain = {"GIT_AUTHOR_NAME": "Ada", "AUTHORS": "Ada, Bob", "MODE": "Bearer"}
     assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain
+
+
+def test_pwd_is_a_credential_only_as_part_of_a_longer_name() -> None:
+    """PWD and OLDPWD (the shell's working directory) are written; DB_PWD, MYSQL_PWD and
+    PWD_FILE are refused."""
+    shells = {"PWD": "/srv", "OLDPWD": "/home/ada"}
+    assert MCPServerStdio("server", env=shells).file_entry()["env"] == shells
+    for name in ("DB_PWD", "MYSQL_PWD", "PWD_FILE", "db_pwd"):
+        assert f"its env holds {name}, which" in _refusal(MCPServerStdio("server", env={name: "x"}))

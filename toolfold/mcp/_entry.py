@@ -38,9 +38,12 @@ def url_held(url: str) -> list[str]:
 #: entry so named is not written to an agent file. Leaning to refuse: ``KEY``
 #: also takes ``KEYBOARD_LAYOUT``, a name easily changed, while a token written
 #: to a file is out for good. ``AUTHOR`` and ``AUTHORS`` (``GIT_AUTHOR_NAME``)
-#: are not one; ``AUTHORIZATION`` (``HTTP_AUTHORIZATION``) is.
+#: are not one; ``AUTHORIZATION`` (``HTTP_AUTHORIZATION``) is. ``PWD`` is one
+#: only as a part of a longer name (``DB_PWD``, ``MYSQL_PWD``): alone, and in
+#: ``OLDPWD``, it is the shell's working directory.
 CREDENTIAL_NAME = re.compile(
-    r"KEY|TOKEN|SECRET|PASS|PWD|CRED|COOKIE|BEARER|AUTH(?!ORS?(?:_|$))|(?:^|_)PAT(?:_|$)",
+    r"KEY|TOKEN|SECRET|PASS|CRED|COOKIE|BEARER|AUTH(?!ORS?(?:_|$))"
+    r"|(?<=_)PWD(?![^_])|^PWD_|(?:^|_)PAT(?:_|$)",
     re.IGNORECASE,
 )
 
