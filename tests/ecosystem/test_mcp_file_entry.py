@@ -27,11 +27,12 @@ def test_an_agent_file_gets_no_query_value_or_credential_named_env() -> None:
         "DATABASE_URL": "postgres://bob:pw0451@db/x",
         "LOG_LEVEL": "debug",
     }
-    with pytest.raises(
-        UsageError, match="its env holds DATABASE_URL, GITHUB_TOKEN, which"
-    ) as caught:
-        MCPServerStdio("server", env=env).file_entry()
-    assert "0451" not in str(caught.value)
+    shown = _refusal(MCPServerStdio("server", env=env))
+    assert (
+        "its env holds DATABASE_URL (a URL with a user:password@), "
+        "GITHUB_TOKEN (named like a credential), which may be credentials"
+    ) in shown
+    assert "0451" not in shown
     plain = {"LOG_LEVEL": "debug", "GIT_AUTHOR_NAME": "Ada"}
     assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain
 
@@ -49,10 +50,12 @@ def test_authorization_and_bearer_env_entries_are_refused() -> None:
     Authorization header's ('Bearer ...'), is refused; AUTHOR and AUTHORS names are written."""
     for name in ("AUTHORIZATION", "HTTP_AUTHORIZATION", "BEARER", "MY_BEARER"):
         shown = _refusal(MCPServerStdio("server", env={name: "x0451"}))
-        assert f"its env holds {name}, which" in shown and "x0451" not in shown
+        assert f"its env holds {name} (named like a credential)" in shown
+        assert "x0451" not in shown
     for value in ("Bearer sk-ENV0451", "bearer sk-ENV0451", "Basic Ym9iOnB3MDQ1MQ=="):
         shown = _refusal(MCPServerStdio("server", env={"UPSTREAM": value}))
-        assert "its env holds UPSTREAM, which" in shown and "0451" not in shown
+        assert "its env holds UPSTREAM (an Authorization header's value)" in shown
+        assert "0451" not in shown
     plain = {"GIT_AUTHOR_NAME": "Ada", "AUTHORS": "Ada, Bob", "MODE": "Bearer"}
     assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain
 
@@ -63,4 +66,25 @@ def test_pwd_is_a_credential_only_as_part_of_a_longer_name() -> None:
     shells = {"PWD": "/srv", "OLDPWD": "/home/ada"}
     assert MCPServerStdio("server", env=shells).file_entry()["env"] == shells
     for name in ("DB_PWD", "MYSQL_PWD", "PWD_FILE", "db_pwd"):
-        assert f"its env holds {name}, which" in _refusal(MCPServerStdio("server", env={name: "x"}))
+        shown = _refusal(MCPServerStdio("server", env={name: "x"}))
+        assert f"its env holds {name} (named like a credential)" in shown
+
+
+def test_an_env_url_with_query_values_or_a_fragment_is_refused() -> None:
+    """An env value holding a URL with query values or a fragment (also inside a longer text) is
+    refused as an HTTP server's URL is, naming the entry and the query's names, never a value."""
+    env = {
+        "SERVER_URL": "https://h/x?api_key=sk-Q0451",
+        "JDBC": "jdbc:postgresql://db/x?user=bob&password=pw0451",
+        "CALLBACK": "https://h/cb#access_token=tok0451",
+        "HOME_PAGE": "https://example.com/docs",
+    }
+    shown = _refusal(MCPServerStdio("server", env=env))
+    assert "0451" not in shown
+    assert (
+        "its env holds CALLBACK (a URL with a fragment), "
+        "JDBC (a URL with query values (user, password)), "
+        "SERVER_URL (a URL with query values (api_key)), which"
+    ) in shown
+    plain = {"HOME_PAGE": "https://example.com/docs", "PROXY": "http://proxy:3128"}
+    assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain

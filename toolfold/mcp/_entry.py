@@ -50,18 +50,38 @@ CREDENTIAL_NAME = re.compile(
 #: A value that is an HTTP ``Authorization`` header's: ``Bearer sk-...``, ``Basic dXNl...``.
 _AUTHORIZATION_VALUE = re.compile(r"\s*(?:Bearer|Basic)\s+\S", re.IGNORECASE)
 
+#: A URL inside a value: ``https://h/x?api_key=...``, also within a longer text
+#: (``jdbc:postgresql://db/x?password=...``, ``--db=postgres://bob:pw@db/x``).
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+
+
+def value_held(value: str) -> list[str]:
+    """What in ``value`` may be a credential, named without it (empty: nothing).
+
+    An ``Authorization`` header's value (``Bearer ...``, ``Basic ...``), or
+    a URL in it with what `url_held` finds (a ``user:password@``, query
+    values, a fragment), as for an HTTP server's URL.
+    """
+    if _AUTHORIZATION_VALUE.match(value):
+        return ["an Authorization header's value"]
+    held = [
+        f"a URL with {' and '.join(found)}"
+        for url in _URL.findall(value)
+        if (found := url_held(url))
+    ]
+    return list(dict.fromkeys(held))
+
 
 def env_held(env: Mapping[str, str]) -> list[str]:
-    """The names of the ``env`` entries that may be credentials, sorted (empty: none).
+    """The ``env`` entries that may be credentials, by name and why, sorted (empty: none).
 
     An entry is one when its name is like a credential's (`CREDENTIAL_NAME`),
-    or its value is an ``Authorization`` header's or a URL with a
-    ``user:password@``.
+    or its value holds what `value_held` finds.
     """
-    return sorted(
-        key
-        for key, value in env.items()
-        if CREDENTIAL_NAME.search(key)
-        or _AUTHORIZATION_VALUE.match(value)
-        or url_userinfo(value) is not None
-    )
+    held = []
+    for key, value in sorted(env.items()):
+        if CREDENTIAL_NAME.search(key):
+            held.append(f"{key} (named like a credential)")
+        elif found := value_held(value):
+            held.append(f"{key} ({', '.join(found)})")
+    return held
