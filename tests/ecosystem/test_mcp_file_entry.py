@@ -88,3 +88,27 @@ def test_an_env_url_with_query_values_or_a_fragment_is_refused() -> None:
     ) in shown
     plain = {"HOME_PAGE": "https://example.com/docs", "PROXY": "http://proxy:3128"}
     assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain
+
+
+def test_credentials_in_args_are_refused_by_position() -> None:
+    """An arg holding a URL's user:password@ or query values, or the value after (or '='-joined
+    to) a flag named like a credential, is refused, named by its position and flag, never shown."""
+    postgres = ["-y", "@modelcontextprotocol/server-postgres", "postgresql://bob:pw0451@db/x"]
+    shown = _refusal(MCPServerStdio("npx", postgres))
+    assert "its args hold args[2] (a URL with a user:password@), which" in shown
+    args = [
+        "--api-key",
+        "sk-ARG0451",
+        "--token=tok0451",
+        "--db=redis://db:6379/0?password=pw0451",
+        "--header",
+        "Authorization: Bearer hdr0451",
+    ]
+    shown = _refusal(MCPServerStdio("server", args))
+    assert "0451" not in shown
+    assert (
+        "its args hold args[1] (the value after --api-key), args[2] (the value of --token), "
+        "args[3] (a URL with query values (password)), args[5] (an Authorization header's value)"
+    ) in shown
+    plain = ["-m", "mcp_server_time", "--local-timezone", "UTC", "--no-auth", "/srv", "--key-only"]
+    assert MCPServerStdio("server", plain).file_entry()["args"] == plain

@@ -125,11 +125,13 @@ class MCPServer:
         """This server as an agent file's ``[[agents.<name>.mcp]]`` entry.
 
         A file is text that gets shared, so what may be a credential is not
-        written: such a server is refused, naming what it holds (an HTTP
-        server's headers, its URL's ``user:password@``, query values or
-        fragment; a stdio server's ``env`` entries named like a credential,
-        ``GITHUB_TOKEN``, ``API_KEY``..., or holding a URL with a
-        ``user:password@``).
+        written: such a server is refused, naming what it holds and where,
+        never its value (an HTTP server's headers; a URL's
+        ``user:password@``, query values or fragment, in its ``url`` or in a
+        stdio server's ``env`` value or argument; an ``Authorization``
+        value; ``env`` entries named like a credential, ``GITHUB_TOKEN``,
+        ``API_KEY``...; an argument after a flag so named, ``--api-key
+        sk-...``, or joined to it, ``--token=...``).
 
         Raises:
             UsageError: ``requires_approval`` is a predicate (a file names
@@ -538,7 +540,8 @@ class MCPServerStdio(MCPServer):
 
     Args:
         command: The executable, e.g. ``"mcp-server-time"`` or ``sys.executable``.
-        args: Its arguments.
+        args: Its arguments (one holding a credential, ``--api-key sk-...``,
+            is not written to an agent file: see `MCPServer.file_entry`).
         env: Environment variables for it, over the few the MCP SDK passes
             on (on POSIX ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``,
             ``USER``): the caller's other variables are not inherited. Pass
@@ -569,15 +572,16 @@ class MCPServerStdio(MCPServer):
         self.cwd = cwd
 
     def _target_entry(self) -> dict[str, Any]:
-        from toolfold.mcp._entry import env_held
+        from toolfold.mcp._entry import args_held, env_held
 
-        held = env_held(self.env or {})
-        if held:
-            raise UsageError(
-                f"MCP server {self.name!r}: its env holds {', '.join(held)}, which may be "
-                "credentials, and is not written to an agent file (give the file a server "
-                "without them, and pass them where the server is built in code)"
-            )
+        found = (("args hold", args_held(self.args)), ("env holds", env_held(self.env or {})))
+        for where, held in found:
+            if held:
+                raise UsageError(
+                    f"MCP server {self.name!r}: its {where} {', '.join(held)}, which may be "
+                    "credentials, and is not written to an agent file (give the file a server "
+                    "without them, and pass them where the server is built in code)"
+                )
         return {
             "command": self.command,
             "args": list(self.args),

@@ -9,7 +9,7 @@ and logged.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from toolfold.adapters._http._keys import url_userinfo
 
@@ -47,8 +47,10 @@ CREDENTIAL_NAME = re.compile(
     re.IGNORECASE,
 )
 
-#: A value that is an HTTP ``Authorization`` header's: ``Bearer sk-...``, ``Basic dXNl...``.
-_AUTHORIZATION_VALUE = re.compile(r"\s*(?:Bearer|Basic)\s+\S", re.IGNORECASE)
+#: A value that is an HTTP ``Authorization`` header's (``Bearer sk-...``,
+#: ``Basic dXNl...``) or holds the header (``Authorization: Bearer ...``, as
+#: ``mcp-remote --header`` takes it).
+_AUTHORIZATION_VALUE = re.compile(r"\s*(?:Bearer|Basic)\s+\S|.*Authorization\s*:", re.IGNORECASE)
 
 #: A URL inside a value: ``https://h/x?api_key=...``, also within a longer text
 #: (``jdbc:postgresql://db/x?password=...``, ``--db=postgres://bob:pw@db/x``).
@@ -85,3 +87,32 @@ def env_held(env: Mapping[str, str]) -> list[str]:
         elif found := value_held(value):
             held.append(f"{key} ({', '.join(found)})")
     return held
+
+
+def args_held(args: Sequence[str]) -> list[str]:
+    """The ``args`` that may be credentials, by position and why, in order (empty: none).
+
+    An argument is one when it is the value of a flag named like a credential
+    (``--api-key sk-...``, ``--token=...``; not ``--no-auth``, and not a next
+    argument that is itself a flag), or it holds what `value_held` finds
+    (``postgresql://bob:pw@db/x``).
+    """
+    held = []
+    for at, arg in enumerate(args):
+        flag, joined, value = arg.partition("=")
+        before = args[at - 1] if at else ""
+        if joined and value and _credential_flag(flag):
+            held.append(f"args[{at}] (the value of {flag})")
+        elif found := value_held(arg):
+            held.append(f"args[{at}] ({', '.join(found)})")
+        elif not arg.startswith("-") and "=" not in before and _credential_flag(before):
+            held.append(f"args[{at}] (the value after {before})")
+    return held
+
+
+def _credential_flag(arg: str) -> bool:
+    """Whether ``arg`` is a flag named like a credential (``--api-key``, ``--password``)."""
+    name = arg.lstrip("-")
+    if name == arg or name.lower().startswith("no-"):
+        return False
+    return CREDENTIAL_NAME.search(name.replace("-", "_")) is not None
