@@ -261,6 +261,27 @@ def test_a_served_tool_requiring_approval_says_so_to_the_host() -> None:
     assert "_meta" not in tools["add"]
 
 
+def test_toolfold_as_host_requires_approval_for_a_tool_served_so() -> None:
+    """Listing a toolfold server run with --approved-by-host, a tool it marks in _meta requires
+    approval (its server's policy False or not), so a run stops for it; others do not."""
+    command = ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:APPROVAL_TOOLS"]
+    server = MCPServerStdio(
+        sys.executable, [*command, "--approved-by-host"], cwd=str(ROOT), name="served"
+    )
+    with server:
+        listed = {spec["name"]: spec for spec in server.listing()}
+        tools = {t.name: t for t in server.tools()}
+        assert listed["delete_everything"]["_meta"] == {"toolfold/requires_approval": True}
+        assert "_meta" not in listed["add"]
+        assert (tools["delete_everything"].requires_approval, tools["add"].requires_approval) == (
+            True,
+            False,
+        )
+        model = ScriptedModel([ScriptedModel.call("delete_everything", {"path": "/"})])
+        paused = Agent(model, tools=[server]).run("clean up")
+    assert [call.name for call in paused.state.pending_approvals] == ["delete_everything"]
+
+
 def test_streamable_http_both_ways(http_tools_server: str) -> None:
     """MCPServerHTTP lists and calls toolfold's own server over streamable HTTP."""
     with MCPServerHTTP(http_tools_server, prefix="remote") as server:

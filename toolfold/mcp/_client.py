@@ -40,6 +40,12 @@ __all__ = [
 ]
 
 
+#: The ``_meta`` key (MCP's place for an implementation's own data about a tool)
+#: saying that a tool requires approval: toolfold's server sets it on a tool served
+#: with ``approved_by_host``, and toolfold's client makes such a tool require approval.
+APPROVAL_META_KEY = "toolfold/requires_approval"
+
+
 class MCPError(ToolfoldError, RuntimeError):
     """An MCP server failed: it could not start, crashed, hung, or answered badly.
 
@@ -328,8 +334,11 @@ class MCPServer:
         """The server's tools as it lists them, as plain data (opens the session if needed).
 
         Each entry has the tool's remote ``name``, ``description`` and
-        ``inputSchema``. `tools_from` makes toolfold tools of it; a durable
-        run records it and rebuilds the same tools from it on replay.
+        ``inputSchema``, and ``_meta`` ``{"toolfold/requires_approval":
+        true}`` for a tool the server says requires approval (a toolfold
+        server's tool served with ``approved_by_host``). `tools_from` makes
+        toolfold tools of it; a durable run records it and rebuilds the same
+        tools from it on replay.
 
         Raises:
             MCPError: The server could not be reached.
@@ -388,7 +397,10 @@ class MCPServer:
     def tools_from(self, listed: Sequence[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
         """Toolfold tools for a `listing` (no I/O: their calls go to the open session).
 
-        The server's ``include``, ``prefix`` and ``requires_approval`` apply.
+        The server's ``include``, ``prefix`` and ``requires_approval`` apply;
+        a tool the listing marks as requiring approval (``_meta``
+        ``toolfold/requires_approval``) requires it whatever
+        ``requires_approval`` says.
 
         Raises:
             ToolDefinitionError: A listed tool has an invalid name or schema.
@@ -411,14 +423,7 @@ class MCPServer:
         cursor: str | None = None
         while True:
             page = await client.list_tools(cursor=cursor)
-            listed.extend(
-                {
-                    "name": item.name,
-                    "description": item.description or "",
-                    "inputSchema": dict(item.input_schema),
-                }
-                for item in page.tools
-            )
+            listed.extend(_listed(item) for item in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return listed
@@ -427,7 +432,9 @@ class MCPServer:
         remote = spec["name"]
         name = f"{self.prefix}_{remote}" if self.prefix else remote
         policy: ApprovalPolicy
-        if isinstance(self.requires_approval, frozenset):
+        if spec.get("_meta", {}).get(APPROVAL_META_KEY) is True:
+            policy = True  # the server says so (a toolfold server's tool served approved_by_host)
+        elif isinstance(self.requires_approval, frozenset):
             policy = remote in self.requires_approval
         else:
             policy = self.requires_approval
@@ -761,6 +768,20 @@ def _tool_names(server: str, option: str, names: object) -> frozenset[str]:
             f"MCP server {server!r}: {option} takes {wanted}a list of tool names, got {names!r}"
         )
     return frozenset(names)
+
+
+def _listed(item: Any) -> dict[str, Any]:
+    """A listed MCP ``Tool`` as plain data: its name, description and input schema, and
+    ``_meta`` `APPROVAL_META_KEY` when the server marks it (only then, so a listing
+    recorded before is the same)."""
+    entry: dict[str, Any] = {
+        "name": item.name,
+        "description": item.description or "",
+        "inputSchema": dict(item.input_schema),
+    }
+    if (item.meta or {}).get(APPROVAL_META_KEY) is True:
+        entry["_meta"] = {APPROVAL_META_KEY: True}
+    return entry
 
 
 def _fingerprint(listed: Sequence[Mapping[str, Any]]) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from toolfold._errors import ToolArgumentError, ToolDefinitionError, UsageError
+from toolfold.mcp._client import APPROVAL_META_KEY
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, result_content
 from toolfold.toolkit import RunContext, Tool, tool
 from toolfold.toolkit._tool import check_tool_names, reads_context
@@ -112,11 +113,6 @@ def mcp_server(
     )
 
 
-#: The `_meta` key (MCP's place for an implementation's own data about a tool)
-#: saying that a served tool requires approval: the host should ask its user.
-_APPROVAL_META_KEY = "toolfold/requires_approval"
-
-
 def _listed(served: Tool[..., Any]) -> Any:
     """``served`` as the host lists it; one that requires approval says so.
 
@@ -137,7 +133,7 @@ def _listed(served: Tool[..., Any]) -> Any:
         description=served.description,
         input_schema=dict(served.parameters),
         annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
-        _meta={_APPROVAL_META_KEY: True},
+        _meta={APPROVAL_META_KEY: True},
     )
 
 
