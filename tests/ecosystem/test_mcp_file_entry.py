@@ -41,7 +41,8 @@ def test_a_bare_query_piece_is_counted_not_shown() -> None:
     """A query piece without '=' is the value itself: the refusal counts it and never prints it,
     while the names of name=value pieces are listed."""
     shown = _refusal(MCPServerHTTP("https://host/mcp?sk-live-SECRET0451&region=eu&x-ONE0451"))
-    assert "SECRET0451" not in shown and "ONE0451" not in shown
+    assert "SECRET0451" not in shown
+    assert "ONE0451" not in shown
     assert "query values (region, 2 without a name)" in shown
 
 
