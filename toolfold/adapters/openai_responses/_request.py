@@ -8,7 +8,8 @@ provider without depending on what OpenAI stored.
 - System messages are ``developer`` messages; user text and images/files are
   ``input_text`` / ``input_image`` / ``input_file`` parts [O5 response_input_param.py].
 - An assistant turn goes back as its items in order: reasoning items (item id
-  and ``reasoning_text`` parts from ``ReasoningPart.provider_data``, encrypted
+  and, with ``reasoning_text`` content, its summary and content texts from
+  ``ReasoningPart.provider_data``, encrypted
   content from its ``signature``), an assistant message for
   its text, and one ``function_call`` item per call (``call_id``, and the item
   id ``fc_...`` kept in ``provider_data``).
@@ -38,7 +39,6 @@ from toolfold.adapters.openai_responses._providers import (
     UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
-from toolfold.adapters.openai_responses._response import SUMMARY_SEPARATOR
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -254,23 +254,31 @@ def _call(call: ToolCallPart) -> Body:
 def reasoning_item(part: ReasoningPart) -> Body | None:
     """The reasoning input item a part stands for, or None when it is not this API's.
 
-    The part keeps the item id in ``provider_data["item_id"]``, the encrypted
-    content (when asked for) in ``signature``, and the texts of the item's
-    ``reasoning_text`` parts in ``provider_data["content"]``: they go back as
-    those parts, and the part's text as the summary unless it is that
-    reasoning text (an item without a summary).
+    The part keeps the item id in ``provider_data["item_id"]`` and the
+    encrypted content (when asked for) in ``signature``. An item with
+    ``reasoning_text`` content is rebuilt from the texts ``provider_data``
+    keeps (``"summary"`` and ``"content"``); one without (OpenAI's) has the
+    part's text as its summary.
     """
     data = part.provider_data
     item_id = data.get("item_id")
     if part.provider != REASONING_PROVIDER or not isinstance(item_id, str):
         return None
-    content = data.get("content")
-    texts = [t for t in content if isinstance(t, str)] if isinstance(content, list) else []
-    is_content = bool(texts) and part.text == SUMMARY_SEPARATOR.join(t for t in texts if t)
-    summary = [{"type": "summary_text", "text": part.text}] if part.text and not is_content else []
-    item: Body = {"type": "reasoning", "id": item_id, "summary": summary}
-    if texts:
-        item["content"] = [{"type": "reasoning_text", "text": text} for text in texts]
+    content = _texts(data.get("content"))
+    # with reasoning_text content, the summary texts kept; without (OpenAI's), the part's text
+    summary = _texts(data.get("summary")) if content else [t for t in (part.text,) if t]
+    item: Body = {
+        "type": "reasoning",
+        "id": item_id,
+        "summary": [{"type": "summary_text", "text": text} for text in summary],
+    }
+    if content:
+        item["content"] = [{"type": "reasoning_text", "text": text} for text in content]
     if part.signature is not None:
         item["encrypted_content"] = part.signature
     return item
+
+
+def _texts(value: object) -> list[str]:
+    """The strings of a list ``provider_data`` keeps (none for anything else)."""
+    return [t for t in value if isinstance(t, str)] if isinstance(value, list) else []

@@ -2,9 +2,9 @@
 
 Output items map one to one [O5 response_output_item.py]: ``message`` ->
 `TextPart` (its ``output_text`` and ``refusal`` parts); ``reasoning`` ->
-`ReasoningPart` (summary text, or the ``reasoning_text`` content without one;
-encrypted content as ``signature``, the item id and the reasoning text parts in
-``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
+`ReasoningPart` (summary text, or the ``reasoning_text`` content when there is
+some; encrypted content as ``signature``, the item id and, with content, the
+texts of the summary and content parts in ``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
 its id and the item id (``fc_...``) in ``provider_data``.
 """
 
@@ -108,13 +108,17 @@ def parse_call(item: Mapping[str, Any], at: str) -> ToolCallPart:
 SUMMARY_SEPARATOR = "\n\n"
 
 
-def summary_text(item: Mapping[str, Any], at: str) -> str:
-    """The reasoning summary of a reasoning item, as one text."""
+def summary_texts(item: Mapping[str, Any], at: str) -> list[str]:
+    """The texts of a reasoning item's summary parts."""
     summary = wire.array(item, "summary", at)
-    texts = [
-        wire.text(wire.mapping(summary, i, f"{at}.summary"), "text", f"{at}.summary[{i}]")
+    return [
+        wire.text(wire.mapping(summary, i, f"{at}.summary"), "text", f"{at}.summary[{i}]") or ""
         for i in range(len(summary))
     ]
+
+
+def joined(texts: list[str]) -> str:
+    """Summary (or reasoning text) parts as one text, as they stream (see `SUMMARY_SEPARATOR`)."""
     return SUMMARY_SEPARATOR.join(t for t in texts if t)
 
 
@@ -133,18 +137,22 @@ def reasoning_texts(item: Mapping[str, Any], at: str) -> list[str]:
 def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
     """A reasoning item as a `ReasoningPart` that brings it back unchanged.
 
-    The encrypted content is the signature; the item id is in ``provider_data``,
-    and so are the ``reasoning_text`` parts' texts (``"content"``), when there
-    are any. The part's text is the summary, or, without one, the reasoning
-    text (its parts joined as a summary's are).
+    The encrypted content is the signature; the item id is in ``provider_data``.
+    The part's text is the summary (its parts joined), as OpenAI's models send
+    it. An item with ``reasoning_text`` content (open-weight models behind
+    Responses-compatible servers) has that raw reasoning as its text instead,
+    as it streams first (see `_stream`), and keeps the texts of both in
+    ``provider_data`` (``"content"`` and ``"summary"``), from which the item
+    is rebuilt.
     """
-    summary = summary_text(item, at)
+    summary = summary_texts(item, at)
     data: dict[str, Any] = {"item_id": wire.text(item, "id", at)}
     texts = reasoning_texts(item, at)
     if texts:
         data["content"] = texts
+        data["summary"] = summary
     return ReasoningPart(
-        summary or SUMMARY_SEPARATOR.join(t for t in texts if t),
+        joined(texts) or joined(summary),
         wire.text(item, "encrypted_content", at),
         REASONING_PROVIDER,
         data,

@@ -13,7 +13,8 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   content arrive with the finished reasoning item, and so is
   ``response.reasoning_text.delta`` (the raw reasoning of open-weight models
   behind Responses-compatible servers; ``response.reasoning_text.done`` gives a
-  part's whole text, used when no delta of it came);
+  part's whole text, used when no delta of it came). Of an item with both, the
+  first text to come streams, the other is left to the finished item;
 - ``response.completed`` / ``response.incomplete`` end the response with its
   usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
   A body that stops before the end is a `StreamError`, never a half answer.
@@ -22,7 +23,7 @@ Events are named by ``type`` [O5 response_stream_event.py]:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -64,6 +65,12 @@ class DecoderState:
             streamed last for the current reasoning item; None while none has.
         content_part: The ``content_index`` of the reasoning text part that
             streamed last for the current reasoning item; None while none has.
+        content_streamed: The ``content_index`` of every reasoning text part
+            of the current item whose text streamed (a late ``.done`` of one
+            is not streamed again).
+        reasoning: Which text of the current reasoning item streams as its
+            text: the first to come, ``"summary"`` or ``"content"``
+            (``reasoning_text``); the other is left to the finished item.
         done: The response ended (completed or incomplete).
     """
 
@@ -73,6 +80,8 @@ class DecoderState:
     open: tuple[int, ...] = ()
     summary_part: int | None = None
     content_part: int | None = None
+    content_streamed: frozenset[int] = frozenset()
+    reasoning: Literal["summary", "content"] | None = None
     done: bool = False
 
 
@@ -131,7 +140,7 @@ def _item_added(state: DecoderState, data: Mapping[str, Any]) -> Result:
     item = wire.mapping(data, "item", "$")
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning":
-        return attrs.evolve(state, summary_part=None, content_part=None), []
+        return _next_reasoning(state), []
     if kind != "function_call":
         return state, []
     call = parse_call(item, "$.item")
@@ -180,9 +189,8 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning" and wire.text(item, "id", "$.item"):
         part = parse_reasoning(item, "$.item")
-        streamed = state.summary_part is not None or state.content_part is not None
-        text = "" if streamed else part.text
-        return attrs.evolve(state, summary_part=None, content_part=None), [
+        text = "" if state.reasoning is not None else part.text
+        return _next_reasoning(state), [
             ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data)
         ]
     if kind != "function_call":
@@ -207,14 +215,24 @@ def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     return state, [TextDelta(delta)] if delta else []
 
 
+def _next_reasoning(state: DecoderState) -> DecoderState:
+    """``state`` with nothing streamed yet of a (new) reasoning item."""
+    return attrs.evolve(
+        state, summary_part=None, content_part=None, content_streamed=frozenset(), reasoning=None
+    )
+
+
 def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     """Summary text; a new part (``summary_index``) starts after a blank line.
 
-    As `summary_text` joins the parts of a whole item, so the streamed text is
-    the same. A delta without an index continues the current part.
+    As `joined` joins the parts of a whole item, so the streamed text is
+    the same. A delta without an index continues the current part. When
+    the item's reasoning text streamed first, the summary is left to the
+    finished item (see `parse_reasoning`: the part's text is the reasoning
+    text then).
     """
     delta = wire.text(data, "delta", "$")
-    if not delta:
+    if not delta or state.reasoning == "content":
         return state, []
     part = wire.integer(data, "summary_index", "$")
     if part is None:
@@ -222,14 +240,15 @@ def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     if state.summary_part is not None and part != state.summary_part:
         delta = f"{SUMMARY_SEPARATOR}{delta}"
     if part != state.summary_part:
-        state = attrs.evolve(state, summary_part=part)
+        state = attrs.evolve(state, summary_part=part, reasoning="summary")
     return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
 
 
 def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    """Reasoning text (``content_index`` parts joined as summary parts are, see `_summary_delta`)."""
+    """Reasoning text (``content_index`` parts joined as summary parts are, see
+    `_summary_delta`); left to the finished item when its summary streamed first."""
     delta = wire.text(data, "delta", "$")
-    if not delta:
+    if not delta or state.reasoning == "summary":
         return state, []
     part = wire.integer(data, "content_index", "$")
     if part is None:
@@ -237,17 +256,23 @@ def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Resul
     if state.content_part is not None and part != state.content_part:
         delta = f"{SUMMARY_SEPARATOR}{delta}"
     if part != state.content_part:
-        state = attrs.evolve(state, content_part=part)
+        state = attrs.evolve(
+            state,
+            content_part=part,
+            content_streamed=state.content_streamed | {part},
+            reasoning="content",
+        )
     return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
 
 
 def _reasoning_text_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    """A reasoning text part's whole text: streamed now unless its deltas came."""
+    """A reasoning text part's whole text: streamed now unless its deltas came (however
+    late it comes) or the item's summary streamed first."""
     text = wire.text(data, "text", "$")
     part = wire.integer(data, "content_index", "$")
     if part is None:
         part = 0 if state.content_part is None else state.content_part
-    if not text or part == state.content_part:
+    if not text or part in state.content_streamed:
         return state, []
     return _reasoning_text_delta(state, {"delta": text, "content_index": part})
 
