@@ -445,3 +445,30 @@ def test_late_done_events_of_streamed_reasoning_text_parts_add_nothing() -> None
     whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
     assert streamed.message.parts == whole.message.parts
     assert streamed.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."
+
+
+def test_two_unsigned_reasoning_items_stream_as_two_parts() -> None:
+    """Two reasoning items in a row without encrypted_content stream as the two parts the whole
+    response gives (they merged into one, the first item's id lost)."""
+    items = [
+        {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": text}]}
+        for n, text in ((1, "One."), (2, "Two."))
+    ]
+    events: list[tuple[str, dict[str, Any]]] = []
+    for index, item in enumerate(items):
+        delta = {"item_id": item["id"], "output_index": index, "summary_index": 0}
+        events += [
+            (
+                "response.output_item.added",
+                {"output_index": index, "item": {**item, "summary": []}},
+            ),
+            (
+                "response.reasoning_summary_text.delta",
+                {**delta, "delta": item["summary"][0]["text"]},
+            ),
+            ("response.output_item.done", {"output_index": index, "item": item}),
+        ]
+    streamed = _fold(*events, COMPLETED)
+    whole = parse_response({"status": "completed", "output": items}, "p")
+    assert streamed.message.parts == whole.message.parts
+    assert [p.provider_data["item_id"] for p in streamed.message.parts] == ["rs_1", "rs_2"]

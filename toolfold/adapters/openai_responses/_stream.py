@@ -10,7 +10,8 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   (used when no fragment came); ``response.output_item.done`` ends the call;
 - ``response.output_text.delta`` / ``response.refusal.delta`` are text;
   ``response.reasoning_summary_text.delta`` is reasoning, whose id and encrypted
-  content arrive with the finished reasoning item, and so is
+  content arrive with the finished reasoning item (which ends its part: two
+  items in a row are two parts, signed or not, as in a whole response), and so is
   ``response.reasoning_text.delta`` (the raw reasoning of open-weight models
   behind Responses-compatible servers; ``response.reasoning_text.done`` gives a
   part's whole text, used when no delta of it came). Of an item with both, the
@@ -190,8 +191,8 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     if kind == "reasoning" and wire.text(item, "id", "$.item"):
         part = parse_reasoning(item, "$.item")
         text = "" if state.reasoning is not None else part.text
-        return _next_reasoning(state), [
-            ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data)
+        return _next_reasoning(state), [  # the item is one part: the next is another
+            ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data, True)
         ]
     if kind != "function_call":
         return state, []
