@@ -544,6 +544,17 @@ def test_split_echoes_keeps_reasoning_apart_and_its_provider() -> None:
     assert out[-1].signature == "sig"
 
 
+def test_split_echoes_releases_held_reasoning_with_the_piece_that_ends_its_part() -> None:
+    """A reasoning piece that ends its part (ends=True) takes the text held back with it (what
+    may begin a key), so the next part gets none of it."""
+    events = [ReasoningDelta("think sk-echo", provider="p"), ReasoningDelta(KEY[7:], provider="p")]
+    events += [ReasoningDelta(" then sk-ec", provider="p"), ReasoningDelta("", ends=True)]
+    out = _split([*events, ReasoningDelta("next", provider="p")], KEY)
+    ending = next(at for at, e in enumerate(out) if e.ends)
+    assert "".join(e.text for e in out[: ending + 1]) == "think *** then sk-ec"
+    assert "".join(e.text for e in out[ending + 1 :]) == "next"
+
+
 def test_arguments_whose_escape_is_itself_escaped(
     http_server: ScriptedServer, opened: list[Any]
 ) -> None:

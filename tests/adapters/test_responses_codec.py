@@ -326,3 +326,149 @@ def test_streamed_summary_parts_are_joined_like_the_whole_item() -> None:
     whole = parse_response({"status": "completed", "output": [item]}, "p")
     assert streamed.message.parts == whole.message.parts
     assert whole.message.parts[0].text == "**Plan**\n\nFirst part.\n\n**Check**\n\nSecond part."
+
+
+#: A reasoning item as open-weight models behind Responses-compatible servers send it:
+#: the raw reasoning as ``reasoning_text`` content, no summary, no encrypted content.
+THOUGHTS = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [],
+    "content": [
+        {"type": "reasoning_text", "text": "The user asks 2+2."},
+        {"type": "reasoning_text", "text": "That is 4."},
+    ],
+}
+
+
+def test_reasoning_text_content_is_reasoning_and_goes_back_as_it_came() -> None:
+    """A reasoning item's reasoning_text parts are the part's text and go back as the same
+    parts; with a summary too, the reasoning text is still the text and both go back."""
+    whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
+    (reasoning,) = whole.message.parts
+    assert reasoning.text == "The user asks 2+2.\n\nThat is 4."
+    summarised = {**THOUGHTS, "summary": [{"type": "summary_text", "text": "Adds."}]}
+    (with_summary,) = parse_response(
+        {"status": "completed", "output": [summarised]}, "p"
+    ).message.parts
+    assert with_summary.text == "The user asks 2+2.\n\nThat is 4."
+    assert with_summary.provider_data["summary"] == ["Adds."]
+    for part, item in ((reasoning, THOUGHTS), (with_summary, summarised)):
+        request = ModelRequest([Message.user("2+2?"), Message("assistant", [part, TextPart("4")])])
+        assert body(request, model="gpt-oss-120b")["input"][1] == item
+
+
+def test_streamed_reasoning_text_folds_like_the_whole_item() -> None:
+    """reasoning_text deltas (two content parts) and, with no delta, the .done events alone fold
+    to the part the whole item gives."""
+
+    def part(index: int, kind: str, text: str) -> tuple[str, dict[str, Any]]:
+        data = {"item_id": "rs_1", "output_index": 0, "content_index": index}
+        key = "delta" if kind == "delta" else "text"
+        return (f"response.reasoning_text.{kind}", {**data, key: text})
+
+    added = ("response.output_item.added", {"output_index": 0, "item": {**THOUGHTS, "content": []}})
+    done = ("response.output_item.done", {"output_index": 0, "item": THOUGHTS})
+    deltas = _fold(
+        added,
+        part(0, "delta", "The user "),
+        part(0, "delta", "asks 2+2."),
+        part(0, "done", "The user asks 2+2."),
+        part(1, "delta", "That is 4."),
+        part(1, "done", "That is 4."),
+        done,
+        COMPLETED,
+    )
+    dones = _fold(
+        added, part(0, "done", "The user asks 2+2."), part(1, "done", "That is 4."), done, COMPLETED
+    )
+    whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
+    assert deltas.message.parts == dones.message.parts == whole.message.parts
+    assert whole.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."
+
+
+def _reasoning_event(kind: str, index: int, text: str) -> tuple[str, dict[str, Any]]:
+    """A reasoning_text (``kind`` "delta"/"done") or summary ("summary") event of item rs_1."""
+    data = {"item_id": "rs_1", "output_index": 0}
+    if kind == "summary":
+        return (
+            "response.reasoning_summary_text.delta",
+            {**data, "summary_index": index, "delta": text},
+        )
+    key = "delta" if kind == "delta" else "text"
+    return (f"response.reasoning_text.{kind}", {**data, "content_index": index, key: text})
+
+
+def test_an_item_with_summary_and_reasoning_text_streams_as_the_whole_item() -> None:
+    """An item with both a summary and reasoning_text content, both streamed (reasoning first),
+    folds to the part the whole item gives, and both go back as the item had them."""
+    item = {
+        **THOUGHTS,
+        "summary": [
+            {"type": "summary_text", "text": "Adds."},
+            {"type": "summary_text", "text": "4."},
+        ],
+    }
+    streamed = _fold(
+        (
+            "response.output_item.added",
+            {"output_index": 0, "item": {**item, "summary": [], "content": []}},
+        ),
+        _reasoning_event("delta", 0, "The user asks 2+2."),
+        _reasoning_event("delta", 1, "That is 4."),
+        _reasoning_event("summary", 0, "Adds."),
+        _reasoning_event("summary", 1, "4."),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        COMPLETED,
+    )
+    whole = parse_response({"status": "completed", "output": [item]}, "p")
+    assert streamed.message.parts == whole.message.parts
+    assert whole.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."
+    request = ModelRequest(
+        [Message.user("2+2?"), Message("assistant", [*streamed.message.parts, TextPart("4")])]
+    )
+    assert body(request, model="gpt-oss-120b")["input"][1] == item
+
+
+def test_late_done_events_of_streamed_reasoning_text_parts_add_nothing() -> None:
+    """.done events of reasoning_text parts arriving after the deltas of several parts are not
+    streamed again: the part is the whole item's, its text once."""
+    streamed = _fold(
+        ("response.output_item.added", {"output_index": 0, "item": {**THOUGHTS, "content": []}}),
+        _reasoning_event("delta", 0, "The user asks 2+2."),
+        _reasoning_event("delta", 1, "That is 4."),
+        _reasoning_event("done", 0, "The user asks 2+2."),
+        _reasoning_event("done", 1, "That is 4."),
+        ("response.output_item.done", {"output_index": 0, "item": THOUGHTS}),
+        COMPLETED,
+    )
+    whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
+    assert streamed.message.parts == whole.message.parts
+    assert streamed.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."
+
+
+def test_two_unsigned_reasoning_items_stream_as_two_parts() -> None:
+    """Two reasoning items in a row without encrypted_content stream as the two parts the whole
+    response gives (they merged into one, the first item's id lost)."""
+    items = [
+        {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": text}]}
+        for n, text in ((1, "One."), (2, "Two."))
+    ]
+    events: list[tuple[str, dict[str, Any]]] = []
+    for index, item in enumerate(items):
+        delta = {"item_id": item["id"], "output_index": index, "summary_index": 0}
+        events += [
+            (
+                "response.output_item.added",
+                {"output_index": index, "item": {**item, "summary": []}},
+            ),
+            (
+                "response.reasoning_summary_text.delta",
+                {**delta, "delta": item["summary"][0]["text"]},
+            ),
+            ("response.output_item.done", {"output_index": index, "item": item}),
+        ]
+    streamed = _fold(*events, COMPLETED)
+    whole = parse_response({"status": "completed", "output": items}, "p")
+    assert streamed.message.parts == whole.message.parts
+    assert [p.provider_data["item_id"] for p in streamed.message.parts] == ["rs_1", "rs_2"]

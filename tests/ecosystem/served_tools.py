@@ -108,5 +108,8 @@ def delete_everything(path: str) -> str:
     return f"deleted {path}"
 
 
+APPROVAL_TOOLS = [add, delete_everything]
+
+
 RELEASE = threading.Event()
 """Set by the test once `slow_sync` timed out, so that its abandoned thread ends."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -239,6 +241,47 @@ def test_a_tool_requiring_approval_is_served_only_when_the_host_approves() -> No
     assert _texts(deleted) == ["deleted /tmp/x"]
 
 
+def test_a_served_tool_requiring_approval_says_so_to_the_host() -> None:
+    """A tool served with approved_by_host lists the cautious annotations and the approval _meta
+    key; one without requires_approval lists neither."""
+    from mcp import Client
+
+    async def listed() -> dict[str, Any]:
+        async with Client(mcp_server([add, delete_everything], approved_by_host=True)) as client:
+            tools = (await client.list_tools()).tools
+        return {t.name: t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools}
+
+    tools = asyncio.run(listed())
+    assert tools["delete_everything"]["annotations"] == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+    }
+    assert tools["delete_everything"]["_meta"] == {"toolfold/requires_approval": True}
+    assert "annotations" not in tools["add"]
+    assert "_meta" not in tools["add"]
+
+
+def test_toolfold_as_host_requires_approval_for_a_tool_served_so() -> None:
+    """Listing a toolfold server run with --approved-by-host, a tool it marks in _meta requires
+    approval (its server's policy False or not), so a run stops for it; others do not."""
+    command = ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:APPROVAL_TOOLS"]
+    server = MCPServerStdio(
+        sys.executable, [*command, "--approved-by-host"], cwd=str(ROOT), name="served"
+    )
+    with server:
+        listed = {spec["name"]: spec for spec in server.listing()}
+        tools = {t.name: t for t in server.tools()}
+        assert listed["delete_everything"]["_meta"] == {"toolfold/requires_approval": True}
+        assert "_meta" not in listed["add"]
+        assert (tools["delete_everything"].requires_approval, tools["add"].requires_approval) == (
+            True,
+            False,
+        )
+        model = ScriptedModel([ScriptedModel.call("delete_everything", {"path": "/"})])
+        paused = Agent(model, tools=[server]).run("clean up")
+    assert [call.name for call in paused.state.pending_approvals] == ["delete_everything"]
+
+
 def test_streamable_http_both_ways(http_tools_server: str) -> None:
     """MCPServerHTTP lists and calls toolfold's own server over streamable HTTP."""
     with MCPServerHTTP(http_tools_server, prefix="remote") as server:
@@ -303,7 +346,7 @@ def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> N
         MCPServerHTTP(http_guarded_server, headers={"X-Port": 8000})  # type: ignore[dict-item]
     with pytest.raises(UsageError, match="not written to an agent file"):
         server.file_entry()
-    with pytest.raises(UsageError, match=r"its URL carries credentials \(user:password@\)"):
+    with pytest.raises(UsageError, match=r"its URL carries a user:password@, masked"):
         MCPServerHTTP("http://bob:sk-PASS-0451@127.0.0.1:9/mcp").file_entry()
     assert MCPServerHTTP("http://127.0.0.1:9/mcp").file_entry()["url"] == "http://127.0.0.1:9/mcp"
 
@@ -355,6 +398,31 @@ def test_a_server_that_never_answers_fails_at_the_startup_timeout() -> None:
     assert time.monotonic() - started < 15  # 42 s when the handshake was left to time out
     assert not mute.is_open
     assert children() == before  # stdin closed, then terminated by the SDK
+
+
+def test_ctrl_c_while_a_server_starts_returns_promptly(tmp_path: Any) -> None:
+    """Ctrl-C during a blocking open of a server stuck in its handshake stops it at once
+    (not after `timeout`), leaving no process and nothing open."""
+    before = children()
+    asked = tmp_path / "asked"
+    os.mkfifo(asked)
+    # reads the handshake's first request, says so through the fifo, then never answers
+    silent = f"import sys, time\nsys.stdin.readline()\nopen({str(asked)!r}, 'w').close()\ntime.sleep(3600)"
+    mute = MCPServerStdio(
+        sys.executable, ["-c", silent], name="mute", timeout=20, startup_timeout=60
+    )
+
+    def interrupt() -> None:
+        asked.open().close()  # returns once the server has the handshake's request
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        mute.open()
+    assert time.monotonic() - started < 12  # 22.7 s when the shutdown waited `timeout` out
+    assert not mute.is_open
+    assert children() == before  # terminated by the SDK
 
 
 def test_an_http_server_that_never_answers_fails_at_the_startup_timeout() -> None:

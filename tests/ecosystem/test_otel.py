@@ -474,6 +474,71 @@ def test_spans_a_tool_makes_nest_under_its_execute_tool_span(traces: Traces) -> 
     assert len(parents) == 15  # each under its own call's span, not a sibling's
 
 
+def test_the_awaitable_a_sync_tool_returns_runs_under_its_execute_tool_span(
+    traces: Traces,
+) -> None:
+    """A sync tool returning a coroutine: what the coroutine does nests under the call's span,
+    inline and on worker threads, in blocking, async and streamed runs."""
+    import asyncio
+
+    mine = traces.tracer_provider.get_tracer("mine")
+
+    async def query(q: str) -> str:
+        await asyncio.sleep(0)
+        with mine.start_as_current_span(f"db {q}"):
+            return "found"
+
+    @tool
+    def look_up(q: str) -> str:
+        """Look up.
+
+        Args:
+            q: The query.
+        """
+        return query(q)  # type: ignore[return-value]
+
+    def script() -> ScriptedModel:
+        return ScriptedModel(
+            [
+                call("look_up", {"q": "alone"}),
+                [call("look_up", {"q": "one"}), call("look_up", {"q": "two"})],
+                "done",
+            ]
+        )
+
+    assert Agent(script(), tools=[look_up]).run("go").text == "done"
+    asyncio.run(Agent(script(), tools=[look_up]).arun("go"))
+    for _ in Agent(script(), tools=[look_up]).stream("go"):
+        pass
+    made = traces.named("db ")
+    assert len(made) == 9  # three calls in each of the three runs
+    assert {_parent_name(traces, span) for span in made} == {"execute_tool look_up"}
+    assert len({span.parent.span_id for span in made if span.parent is not None}) == 9
+
+
+def test_a_renamed_agent_tool_renames_its_blocking_twin_once_when_traced(
+    traces: Traces, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replaced agent tool's blocking twin is renamed once for all steps, traced as untraced
+    (each step's traced copy renamed it again, its argument checker built anew)."""
+    from toolfold.toolkit import Tool
+
+    renames: list[dict[str, Any]] = []
+    replace = Tool.replace
+
+    def counted(self: Tool[..., Any], **changes: Any) -> Tool[..., Any]:
+        renames.append(changes)
+        return replace(self, **changes)
+
+    helper = Agent(ScriptedModel(["a", "b", "c"]), name="helper").as_tool()
+    assistant = helper.replace(name="assistant")
+    monkeypatch.setattr(Tool, "replace", counted)
+    steps = [call("assistant", {"input": word}) for word in ("x", "y", "z")]
+    assert Agent(ScriptedModel([*steps, "done"]), tools=[assistant]).run("go").text == "done"
+    assert renames == [{"name": "assistant", "timeout": None}]
+    assert len(traces.named("execute_tool assistant")) == 3
+
+
 def test_spans_made_during_a_model_call_nest_under_its_chat_span(traces: Traces) -> None:
     """What the model does (an HTTP client's instrumentation) nests under the chat span,
     blocking, async and streamed; the caller's code between stream events does not."""

@@ -96,3 +96,24 @@ def test_reasoning_and_text_alternate_as_separate_parts() -> None:
         ReasoningPart("d"),
         TextPart("t2t3"),
     )
+
+
+def test_a_reasoning_piece_that_ends_its_part_starts_another_after_it() -> None:
+    """A ReasoningDelta with ends=True completes its (unsigned) part: the next reasoning is a
+    new part with its own provider_data, and text after it is a part of its own."""
+    state = fold(
+        [
+            ReasoningDelta("On", provider="p", provider_data={"id": 1}),
+            ReasoningDelta("e.", provider="p", provider_data={"id": 1}, ends=True),
+            ReasoningDelta("Two.", provider="p", provider_data={"id": 2}, ends=True),
+            TextDelta("t"),
+            ReasoningDelta("Three."),
+            ReasoningDelta(" More."),
+        ]
+    )
+    assert state.parts == (
+        ReasoningPart("One.", None, "p", {"id": 1}),
+        ReasoningPart("Two.", None, "p", {"id": 2}),
+        TextPart("t"),
+        ReasoningPart("Three. More."),
+    )

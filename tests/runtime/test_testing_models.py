@@ -29,6 +29,7 @@ from toolfold import (
 )
 from toolfold.runtime import (
     OutputSpec,
+    ReasoningPart,
     StreamState,
     TextDelta,
     ToolCallDelta,
@@ -160,6 +161,19 @@ def test_a_stream_joins_texts_and_puts_calls_after_them_as_documented() -> None:
     assert _fold(ScriptedModel([whole]).stream_sync(REQ)) == ScriptedModel([whole]).request_sync(
         REQ
     )
+
+
+def test_a_stream_keeps_reasoning_parts_apart_as_the_whole_response() -> None:
+    """Two unsigned reasoning parts in a row stream as two parts, with their provider_data,
+    as the response itself has them (they merged into one)."""
+    parts = [
+        ReasoningPart("One.", provider="p", provider_data={"id": "rs_1"}),
+        ReasoningPart("Two.", provider="p", provider_data={"id": "rs_2"}),
+        "answer",
+    ]
+    whole = ScriptedModel([parts]).request_sync(REQ)
+    assert _fold(ScriptedModel([parts]).stream_sync(REQ)) == whole
+    assert [p.provider_data["id"] for p in whole.message.parts[:2]] == ["rs_1", "rs_2"]
 
 
 def test_function_model_custom_stream() -> None:

@@ -114,7 +114,7 @@ class SplitEchoes:
             self._text = ""
         if self._reasoning and event.provider is not None and event.provider != self._reasoning_by:
             out += self._release_reasoning()
-        if event.signature is not None:  # a signed part is complete: nothing more joins it
+        if event.signature is not None or event.ends:  # a complete part: nothing more joins it
             whole = scrub(self._reasoning + event.text, self._pairs)
             self._reasoning, self._reasoning_by = "", None
             out.append(event if whole == event.text else attrs.evolve(event, text=whole))

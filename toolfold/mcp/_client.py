@@ -40,6 +40,12 @@ __all__ = [
 ]
 
 
+#: The ``_meta`` key (MCP's place for an implementation's own data about a tool)
+#: saying that a tool requires approval: toolfold's server sets it on a tool served
+#: with ``approved_by_host``, and toolfold's client makes such a tool require approval.
+APPROVAL_META_KEY = "toolfold/requires_approval"
+
+
 class MCPError(ToolfoldError, RuntimeError):
     """An MCP server failed: it could not start, crashed, hung, or answered badly.
 
@@ -124,9 +130,19 @@ class MCPServer:
     def file_entry(self) -> dict[str, Any]:
         """This server as an agent file's ``[[agents.<name>.mcp]]`` entry.
 
+        A file is text that gets shared, so what may be a credential is not
+        written: such a server is refused, naming what it holds and where,
+        never its value (an HTTP server's headers; a URL's
+        ``user:password@``, query values or fragment, in its ``url`` or in a
+        stdio server's ``env`` value or argument; an ``Authorization``
+        value; ``env`` entries named like a credential, ``GITHUB_TOKEN``,
+        ``API_KEY``...; an argument after a flag so named, ``--api-key
+        sk-...``, or joined to it, ``--token=...``).
+
         Raises:
             UsageError: ``requires_approval`` is a predicate (a file names
-                tools, it cannot hold a function).
+                tools, it cannot hold a function), or the server holds what
+                may be a credential.
         """
         approval = self.requires_approval
         if callable(approval):
@@ -259,6 +275,9 @@ class MCPServer:
             raise MCPError(self.name, f"did not start within {self.startup_timeout:g} s") from None
         except Exception as exc:
             raise self._error(f"could not start: {_describe(exc)}", exc) from exc
+        except BaseException:  # Ctrl-C: stop the handshake too, rather than wait `timeout` for it
+            task.cancel()
+            raise
 
     def _shutdown(self) -> None:
         """End the session and the portal; every step runs, then a failure is raised.
@@ -315,8 +334,11 @@ class MCPServer:
         """The server's tools as it lists them, as plain data (opens the session if needed).
 
         Each entry has the tool's remote ``name``, ``description`` and
-        ``inputSchema``. `tools_from` makes toolfold tools of it; a durable
-        run records it and rebuilds the same tools from it on replay.
+        ``inputSchema``, and ``_meta`` ``{"toolfold/requires_approval":
+        true}`` for a tool the server says requires approval (a toolfold
+        server's tool served with ``approved_by_host``). `tools_from` makes
+        toolfold tools of it; a durable run records it and rebuilds the same
+        tools from it on replay.
 
         Raises:
             MCPError: The server could not be reached.
@@ -375,7 +397,10 @@ class MCPServer:
     def tools_from(self, listed: Sequence[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
         """Toolfold tools for a `listing` (no I/O: their calls go to the open session).
 
-        The server's ``include``, ``prefix`` and ``requires_approval`` apply.
+        The server's ``include``, ``prefix`` and ``requires_approval`` apply;
+        a tool the listing marks as requiring approval (``_meta``
+        ``toolfold/requires_approval``) requires it whatever
+        ``requires_approval`` says.
 
         Raises:
             ToolDefinitionError: A listed tool has an invalid name or schema.
@@ -398,14 +423,7 @@ class MCPServer:
         cursor: str | None = None
         while True:
             page = await client.list_tools(cursor=cursor)
-            listed.extend(
-                {
-                    "name": item.name,
-                    "description": item.description or "",
-                    "inputSchema": dict(item.input_schema),
-                }
-                for item in page.tools
-            )
+            listed.extend(_listed(item) for item in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return listed
@@ -414,7 +432,9 @@ class MCPServer:
         remote = spec["name"]
         name = f"{self.prefix}_{remote}" if self.prefix else remote
         policy: ApprovalPolicy
-        if isinstance(self.requires_approval, frozenset):
+        if spec.get("_meta", {}).get(APPROVAL_META_KEY) is True:
+            policy = True  # the server says so (a toolfold server's tool served approved_by_host)
+        elif isinstance(self.requires_approval, frozenset):
             policy = remote in self.requires_approval
         else:
             policy = self.requires_approval
@@ -527,12 +547,15 @@ class MCPServerStdio(MCPServer):
 
     Args:
         command: The executable, e.g. ``"mcp-server-time"`` or ``sys.executable``.
-        args: Its arguments.
+        args: Its arguments (one holding a credential, ``--api-key sk-...``,
+            is not written to an agent file: see `MCPServer.file_entry`).
         env: Environment variables for it, over the few the MCP SDK passes
             on (on POSIX ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``,
             ``USER``): the caller's other variables are not inherited. Pass
             one through by name (``env={"GITHUB_TOKEN":
             os.environ["GITHUB_TOKEN"]}``), or all with ``env=dict(os.environ)``.
+            An entry named like a credential is not written to an agent file
+            (see `MCPServer.file_entry`).
         cwd: Its working directory.
         name: A name for messages (default: the command).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
@@ -556,6 +579,16 @@ class MCPServerStdio(MCPServer):
         self.cwd = cwd
 
     def _target_entry(self) -> dict[str, Any]:
+        from toolfold.mcp._entry import args_held, env_held
+
+        found = (("args hold", args_held(self.args)), ("env holds", env_held(self.env or {})))
+        for where, held in found:
+            if held:
+                raise UsageError(
+                    f"MCP server {self.name!r}: its {where} {', '.join(held)}, which may be "
+                    "credentials, and is not written to an agent file (give the file a server "
+                    "without them, and pass them where the server is built in code)"
+                )
         return {
             "command": self.command,
             "args": list(self.args),
@@ -614,17 +647,19 @@ class MCPServerHTTP(MCPServer):
         guard_logs(*self._scrub)  # httpx logs each request's URL at INFO
 
     def _target_entry(self) -> dict[str, Any]:
-        from toolfold.adapters._http._keys import url_userinfo
+        from toolfold.mcp._entry import url_held
 
         if self._headers:
             raise UsageError(
                 f"MCP server {self.name!r}: its headers carry credentials and are not written "
                 "to an agent file (give the file a server without headers)"
             )
-        if url_userinfo(self.url) is not None:
+        held = url_held(self.url)
+        if held:
             raise UsageError(
-                f"MCP server {self.name!r}: its URL carries credentials (user:password@) "
-                "and is not written to an agent file (give the file a URL without them)"
+                f"MCP server {self.name!r}: its URL carries {' and '.join(held)}, masked "
+                "everywhere as possible credentials, and is not written to an agent file "
+                "(give the file a URL without them)"
             )
         return {"url": self.url, "name": None if self.name == self._shown_url else self.name}
 
@@ -733,6 +768,20 @@ def _tool_names(server: str, option: str, names: object) -> frozenset[str]:
             f"MCP server {server!r}: {option} takes {wanted}a list of tool names, got {names!r}"
         )
     return frozenset(names)
+
+
+def _listed(item: Any) -> dict[str, Any]:
+    """A listed MCP ``Tool`` as plain data: its name, description and input schema, and
+    ``_meta`` `APPROVAL_META_KEY` when the server marks it (only then, so a listing
+    recorded before is the same)."""
+    entry: dict[str, Any] = {
+        "name": item.name,
+        "description": item.description or "",
+        "inputSchema": dict(item.input_schema),
+    }
+    if (item.meta or {}).get(APPROVAL_META_KEY) is True:
+        entry["_meta"] = {APPROVAL_META_KEY: True}
+    return entry
 
 
 def _fingerprint(listed: Sequence[Mapping[str, Any]]) -> str:

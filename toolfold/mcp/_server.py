@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from toolfold._errors import ToolArgumentError, ToolDefinitionError, UsageError
+from toolfold.mcp._client import APPROVAL_META_KEY
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, result_content
 from toolfold.toolkit import RunContext, Tool, tool
 from toolfold.toolkit._tool import check_tool_names, reads_context
@@ -55,8 +56,10 @@ def mcp_server(
         deps: What the tools' `RunContext` carries as ``deps``.
         approved_by_host: Serve tools that require approval
             (``requires_approval``), leaving the approval to the MCP host,
-            which asks its user before a call. Without it they are refused:
-            toolfold cannot ask, and serving them would run them unchecked.
+            which asks its user before a call (they are listed with
+            ``destructiveHint`` and ``_meta`` ``toolfold/requires_approval``
+            set). Without it they are refused: toolfold cannot ask, and
+            serving them would run them unchecked.
 
     Returns:
         An ``mcp.server.lowlevel.Server``; run it with `serve`, or mount
@@ -86,12 +89,7 @@ def mcp_server(
         ]
     if problems:
         raise ToolDefinitionError("mcp_server", problems)
-    listing = types.ListToolsResult(
-        tools=[
-            types.Tool(name=t.name, description=t.description, input_schema=dict(t.parameters))
-            for t in by_name.values()
-        ]
-    )
+    listing = types.ListToolsResult(tools=[_listed(t) for t in by_name.values()])
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:
         return listing
@@ -112,6 +110,30 @@ def mcp_server(
 
     return Server(
         name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool
+    )
+
+
+def _listed(served: Tool[..., Any]) -> Any:
+    """``served`` as the host lists it; one that requires approval says so.
+
+    MCP has no field for "ask the user first": its annotations are hints
+    about the tool's effects. A tool that requires approval gets the most
+    cautious ones outright (``readOnlyHint: false``, ``destructiveHint:
+    true``, what a host assumes of a tool without annotations), so no host
+    takes it for a harmless one, and ``_meta`` says it requires approval.
+    """
+    import mcp_types as types
+
+    if served.requires_approval is False:
+        return types.Tool(
+            name=served.name, description=served.description, input_schema=dict(served.parameters)
+        )
+    return types.Tool(
+        name=served.name,
+        description=served.description,
+        input_schema=dict(served.parameters),
+        annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
+        _meta={APPROVAL_META_KEY: True},
     )
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -225,9 +226,12 @@ def _current(span: Any) -> Any:
         def current(arguments: Any, context: Any = None) -> Any:
             token = otel_context.attach(trace.set_span_in_context(span))
             try:
-                return invoke(arguments, context)
+                value = invoke(arguments, context)
             finally:
                 otel_context.detach(token)
+            # A sync function may return an awaitable (a coroutine of its own): the
+            # executor awaits it after this returns, wherever it runs: under the span too.
+            return _under(span, value) if inspect.isawaitable(value) else value
 
         async def current_async(arguments: Any, context: Any = None) -> Any:
             token = otel_context.attach(trace.set_span_in_context(span))
@@ -240,6 +244,15 @@ def _current(span: Any) -> Any:
         return traced
 
     return wrap
+
+
+async def _under(span: Any, awaitable: Awaitable[Any]) -> Any:
+    """``await awaitable`` with ``span`` current."""
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        return await awaitable
+    finally:
+        otel_context.detach(token)
 
 
 class _NoCall:

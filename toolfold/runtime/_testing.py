@@ -162,7 +162,8 @@ def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamE
     Into exactly it when its text comes in one piece before its calls: a
     stream has no event that ends a text part, and its calls follow its text,
     so several texts, or text after a call, fold into one text (joined in
-    order) followed by the calls.
+    order) followed by the calls. Each reasoning part is one piece that ends
+    it (``ends=True``), so reasoning parts fold back as they were.
     """
     yield ResponseInfo(response.model_name, response.response_id)
     index = 0
@@ -171,7 +172,9 @@ def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamE
             for piece in _chunks(part.text, chunk):
                 yield TextDelta(piece)
         elif isinstance(part, ReasoningPart):
-            yield ReasoningDelta(part.text, part.signature, part.provider)
+            yield ReasoningDelta(
+                part.text, part.signature, part.provider, part.provider_data, ends=True
+            )
         elif isinstance(part, ToolCallPart):
             yield ToolCallStart(index, part.id, part.name, part.provider_data)
             for piece in _chunks(part.arguments_text, chunk):

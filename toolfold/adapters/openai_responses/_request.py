@@ -8,8 +8,9 @@ provider without depending on what OpenAI stored.
 - System messages are ``developer`` messages; user text and images/files are
   ``input_text`` / ``input_image`` / ``input_file`` parts [O5 response_input_param.py].
 - An assistant turn goes back as its items in order: reasoning items (item id
-  from ``ReasoningPart.provider_data``, encrypted content from its
-  ``signature``), an assistant message for
+  and, with ``reasoning_text`` content, its summary and content texts from
+  ``ReasoningPart.provider_data``, encrypted
+  content from its ``signature``), an assistant message for
   its text, and one ``function_call`` item per call (``call_id``, and the item
   id ``fc_...`` kept in ``provider_data``).
 - A tool result is a ``function_call_output`` linked by ``call_id``; the API
@@ -254,13 +255,30 @@ def reasoning_item(part: ReasoningPart) -> Body | None:
     """The reasoning input item a part stands for, or None when it is not this API's.
 
     The part keeps the item id in ``provider_data["item_id"]`` and the
-    encrypted content (when asked for) in ``signature``.
+    encrypted content (when asked for) in ``signature``. An item with
+    ``reasoning_text`` content is rebuilt from the texts ``provider_data``
+    keeps (``"summary"`` and ``"content"``); one without (OpenAI's) has the
+    part's text as its summary.
     """
-    item_id = part.provider_data.get("item_id")
+    data = part.provider_data
+    item_id = data.get("item_id")
     if part.provider != REASONING_PROVIDER or not isinstance(item_id, str):
         return None
-    summary = [{"type": "summary_text", "text": part.text}] if part.text else []
-    item: Body = {"type": "reasoning", "id": item_id, "summary": summary}
+    content = _texts(data.get("content"))
+    # with reasoning_text content, the summary texts kept; without (OpenAI's), the part's text
+    summary = _texts(data.get("summary")) if content else [t for t in (part.text,) if t]
+    item: Body = {
+        "type": "reasoning",
+        "id": item_id,
+        "summary": [{"type": "summary_text", "text": text} for text in summary],
+    }
+    if content:
+        item["content"] = [{"type": "reasoning_text", "text": text} for text in content]
     if part.signature is not None:
         item["encrypted_content"] = part.signature
     return item
+
+
+def _texts(value: object) -> list[str]:
+    """The strings of a list ``provider_data`` keeps (none for anything else)."""
+    return [t for t in value if isinstance(t, str)] if isinstance(value, list) else []

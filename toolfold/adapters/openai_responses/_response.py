@@ -2,8 +2,9 @@
 
 Output items map one to one [O5 response_output_item.py]: ``message`` ->
 `TextPart` (its ``output_text`` and ``refusal`` parts); ``reasoning`` ->
-`ReasoningPart` (summary text; encrypted content as ``signature`` and the item
-id in ``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
+`ReasoningPart` (summary text, or the ``reasoning_text`` content when there is
+some; encrypted content as ``signature``, the item id and, with content, the
+texts of the summary and content parts in ``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
 its id and the item id (``fc_...``) in ``provider_data``.
 """
 
@@ -107,26 +108,54 @@ def parse_call(item: Mapping[str, Any], at: str) -> ToolCallPart:
 SUMMARY_SEPARATOR = "\n\n"
 
 
-def summary_text(item: Mapping[str, Any], at: str) -> str:
-    """The reasoning summary of a reasoning item, as one text."""
+def summary_texts(item: Mapping[str, Any], at: str) -> list[str]:
+    """The texts of a reasoning item's summary parts."""
     summary = wire.array(item, "summary", at)
-    texts = [
-        wire.text(wire.mapping(summary, i, f"{at}.summary"), "text", f"{at}.summary[{i}]")
+    return [
+        wire.text(wire.mapping(summary, i, f"{at}.summary"), "text", f"{at}.summary[{i}]") or ""
         for i in range(len(summary))
     ]
+
+
+def joined(texts: list[str]) -> str:
+    """Summary (or reasoning text) parts as one text, as they stream (see `SUMMARY_SEPARATOR`)."""
     return SUMMARY_SEPARATOR.join(t for t in texts if t)
+
+
+def reasoning_texts(item: Mapping[str, Any], at: str) -> list[str]:
+    """The texts of a reasoning item's ``reasoning_text`` content parts (the raw reasoning
+    open-weight models behind Responses-compatible servers send; OpenAI's send none)."""
+    content = wire.array(item, "content", at)
+    texts = []
+    for i in range(len(content)):
+        block = wire.mapping(content, i, f"{at}.content")
+        if wire.text(block, "type", f"{at}.content[{i}]") == "reasoning_text":
+            texts.append(wire.text(block, "text", f"{at}.content[{i}]") or "")
+    return texts
 
 
 def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
     """A reasoning item as a `ReasoningPart` that brings it back unchanged.
 
     The encrypted content is the signature; the item id is in ``provider_data``.
+    The part's text is the summary (its parts joined), as OpenAI's models send
+    it. An item with ``reasoning_text`` content (open-weight models behind
+    Responses-compatible servers) has that raw reasoning as its text instead,
+    as it streams first (see `_stream`), and keeps the texts of both in
+    ``provider_data`` (``"content"`` and ``"summary"``), from which the item
+    is rebuilt.
     """
+    summary = summary_texts(item, at)
+    data: dict[str, Any] = {"item_id": wire.text(item, "id", at)}
+    texts = reasoning_texts(item, at)
+    if texts:
+        data["content"] = texts
+        data["summary"] = summary
     return ReasoningPart(
-        summary_text(item, at),
+        joined(texts) or joined(summary),
         wire.text(item, "encrypted_content", at),
         REASONING_PROVIDER,
-        {"item_id": wire.text(item, "id", at)},
+        data,
     )
 
 

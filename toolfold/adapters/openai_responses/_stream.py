@@ -10,7 +10,12 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   (used when no fragment came); ``response.output_item.done`` ends the call;
 - ``response.output_text.delta`` / ``response.refusal.delta`` are text;
   ``response.reasoning_summary_text.delta`` is reasoning, whose id and encrypted
-  content arrive with the finished reasoning item;
+  content arrive with the finished reasoning item (which ends its part: two
+  items in a row are two parts, signed or not, as in a whole response), and so is
+  ``response.reasoning_text.delta`` (the raw reasoning of open-weight models
+  behind Responses-compatible servers; ``response.reasoning_text.done`` gives a
+  part's whole text, used when no delta of it came). Of an item with both, the
+  first text to come streams, the other is left to the finished item;
 - ``response.completed`` / ``response.incomplete`` end the response with its
   usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
   A body that stops before the end is a `StreamError`, never a half answer.
@@ -19,7 +24,7 @@ Events are named by ``type`` [O5 response_stream_event.py]:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -59,6 +64,14 @@ class DecoderState:
         open: Indexes of calls not yet ended.
         summary_part: The ``summary_index`` of the summary part whose text
             streamed last for the current reasoning item; None while none has.
+        content_part: The ``content_index`` of the reasoning text part that
+            streamed last for the current reasoning item; None while none has.
+        content_streamed: The ``content_index`` of every reasoning text part
+            of the current item whose text streamed (a late ``.done`` of one
+            is not streamed again).
+        reasoning: Which text of the current reasoning item streams as its
+            text: the first to come, ``"summary"`` or ``"content"``
+            (``reasoning_text``); the other is left to the finished item.
         done: The response ended (completed or incomplete).
     """
 
@@ -67,6 +80,9 @@ class DecoderState:
     fragments: frozenset[str] = frozenset()
     open: tuple[int, ...] = ()
     summary_part: int | None = None
+    content_part: int | None = None
+    content_streamed: frozenset[int] = frozenset()
+    reasoning: Literal["summary", "content"] | None = None
     done: bool = False
 
 
@@ -125,7 +141,7 @@ def _item_added(state: DecoderState, data: Mapping[str, Any]) -> Result:
     item = wire.mapping(data, "item", "$")
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning":
-        return attrs.evolve(state, summary_part=None), []
+        return _next_reasoning(state), []
     if kind != "function_call":
         return state, []
     call = parse_call(item, "$.item")
@@ -174,9 +190,9 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning" and wire.text(item, "id", "$.item"):
         part = parse_reasoning(item, "$.item")
-        text = "" if state.summary_part is not None else part.text
-        return attrs.evolve(state, summary_part=None), [
-            ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data)
+        text = "" if state.reasoning is not None else part.text
+        return _next_reasoning(state), [  # the item is one part: the next is another
+            ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data, True)
         ]
     if kind != "function_call":
         return state, []
@@ -200,14 +216,24 @@ def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     return state, [TextDelta(delta)] if delta else []
 
 
+def _next_reasoning(state: DecoderState) -> DecoderState:
+    """``state`` with nothing streamed yet of a (new) reasoning item."""
+    return attrs.evolve(
+        state, summary_part=None, content_part=None, content_streamed=frozenset(), reasoning=None
+    )
+
+
 def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     """Summary text; a new part (``summary_index``) starts after a blank line.
 
-    As `summary_text` joins the parts of a whole item, so the streamed text is
-    the same. A delta without an index continues the current part.
+    As `joined` joins the parts of a whole item, so the streamed text is
+    the same. A delta without an index continues the current part. When
+    the item's reasoning text streamed first, the summary is left to the
+    finished item (see `parse_reasoning`: the part's text is the reasoning
+    text then).
     """
     delta = wire.text(data, "delta", "$")
-    if not delta:
+    if not delta or state.reasoning == "content":
         return state, []
     part = wire.integer(data, "summary_index", "$")
     if part is None:
@@ -215,8 +241,41 @@ def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     if state.summary_part is not None and part != state.summary_part:
         delta = f"{SUMMARY_SEPARATOR}{delta}"
     if part != state.summary_part:
-        state = attrs.evolve(state, summary_part=part)
+        state = attrs.evolve(state, summary_part=part, reasoning="summary")
     return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
+
+
+def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    """Reasoning text (``content_index`` parts joined as summary parts are, see
+    `_summary_delta`); left to the finished item when its summary streamed first."""
+    delta = wire.text(data, "delta", "$")
+    if not delta or state.reasoning == "summary":
+        return state, []
+    part = wire.integer(data, "content_index", "$")
+    if part is None:
+        part = 0 if state.content_part is None else state.content_part
+    if state.content_part is not None and part != state.content_part:
+        delta = f"{SUMMARY_SEPARATOR}{delta}"
+    if part != state.content_part:
+        state = attrs.evolve(
+            state,
+            content_part=part,
+            content_streamed=state.content_streamed | {part},
+            reasoning="content",
+        )
+    return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
+
+
+def _reasoning_text_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    """A reasoning text part's whole text: streamed now unless its deltas came (however
+    late it comes) or the item's summary streamed first."""
+    text = wire.text(data, "text", "$")
+    part = wire.integer(data, "content_index", "$")
+    if part is None:
+        part = 0 if state.content_part is None else state.content_part
+    if not text or part in state.content_streamed:
+        return state, []
+    return _reasoning_text_delta(state, {"delta": text, "content_index": part})
 
 
 def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
@@ -248,6 +307,8 @@ _HANDLERS = {
     "response.output_text.delta": _text_delta,
     "response.refusal.delta": _text_delta,
     "response.reasoning_summary_text.delta": _summary_delta,
+    "response.reasoning_text.delta": _reasoning_text_delta,
+    "response.reasoning_text.done": _reasoning_text_done,
     "response.completed": _completed,
     "response.incomplete": _completed,
     "response.failed": _failed,

@@ -33,12 +33,28 @@ class TextDelta:
 
 @attrs.frozen
 class ReasoningDelta:
-    """A piece of reasoning text, or its signature when it arrives."""
+    """A piece of reasoning text, or its signature when it arrives.
+
+    Pieces join into one reasoning part until one completes it: a piece with
+    a ``signature``, or one that ``ends`` it. The next reasoning is another
+    part, as a provider's whole response has two reasoning blocks (or items)
+    in a row as two parts.
+
+    Attributes:
+        text: The piece of text (may be empty).
+        signature: The part's signature (opaque, sent back unchanged); it
+            completes the part.
+        provider: The provider whose reasoning this is.
+        provider_data: Opaque provider fields of the part, merged into
+            those of its earlier pieces.
+        ends: This piece completes its part, signed or not.
+    """
 
     text: str = ""
     signature: str | None = None
     provider: str | None = None
     provider_data: Mapping[str, Any] = attrs.field(factory=dict)
+    ends: bool = False
     kind: Literal["reasoning_delta"] = "reasoning_delta"
 
 
@@ -159,12 +175,18 @@ class _OpenCall(_ByKey):
 
 @attrs.frozen
 class _OpenPart:
-    """The text or reasoning part still growing: its pieces, joined when read."""
+    """The text or reasoning part still growing: its pieces, joined when read.
+
+    ``closed``: an unsigned reasoning part a piece ended (`ReasoningDelta.ends`):
+    nothing more joins it; it stays here, not in ``settled``, where an unsigned
+    reasoning part is one that grows on (a state made with its parts).
+    """
 
     pieces: Log[str]
     reasoning: bool = False
     provider: str | None = None
     provider_data: Mapping[str, Any] = attrs.field(factory=dict)
+    closed: bool = False
 
     def part(self, signature: str | None = None) -> Part:
         if self.reasoning:
@@ -295,7 +317,8 @@ def _add_text(state: StreamState, text: str) -> StreamState:
 
 def _add_reasoning(state: StreamState, event: ReasoningDelta) -> StreamState:
     growing, settled = state.growing, state.settled
-    if growing is not None and not growing.reasoning:  # text ends where reasoning begins
+    if growing is not None and (not growing.reasoning or growing.closed):
+        # text ends where reasoning begins; a closed part takes no more
         settled, growing = (*settled, growing.part()), None
     elif growing is None and settled:  # a state made with its parts
         last = settled[-1]
@@ -313,10 +336,10 @@ def _add_reasoning(state: StreamState, event: ReasoningDelta) -> StreamState:
             if event.provider_data
             else growing.provider_data
         )
-    grown = _OpenPart(pieces, True, provider, data)
     if event.signature is not None:  # a signed part is complete: the next reasoning is another
+        grown = _OpenPart(pieces, True, provider, data)
         return _with_text(state, (*settled, grown.part(event.signature)), None)
-    return _with_text(state, settled, grown)
+    return _with_text(state, settled, _OpenPart(pieces, True, provider, data, event.ends))
 
 
 def _update_call(

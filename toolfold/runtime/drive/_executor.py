@@ -179,7 +179,7 @@ def with_tool(job: ToolJob, wrap: Callable[[Tool[..., Any]], Tool[..., Any]]) ->
     if tool is None:
         return job
     wrapped = wrap(tool)
-    twin = tool.__dict__.get(_TWIN)
+    twin = _twin_of(tool)  # renamed on ``tool``, shared, not on each step's copy
     if twin is not None:
         wrapped.__dict__[_TWIN] = wrap(twin)
     return job._replace(tool=wrapped)
@@ -231,14 +231,23 @@ def forwards(job: ToolJob) -> bool:
 def _blocking(job: ToolJob) -> ToolJob:
     """``job`` as a blocking run performs it (a tool's blocking twin, when it has one)."""
     tool = job.tool
-    twin = tool.__dict__.get(_TWIN) if tool is not None else None
-    if twin is None:
+    if tool is None or _TWIN not in tool.__dict__:  # the usual tool: no look-up more
         return job
-    assert tool is not None
-    if (twin.name, twin.timeout) != (tool.name, tool.timeout):  # the tool was `replace`d
+    twin = _twin_of(tool)
+    return new_tuple(ToolJob, (job.invocation, twin, job.context))  # `_replace`, spelled out
+
+
+def _twin_of(tool: Tool[..., Any]) -> Tool[..., Any] | None:
+    """``tool``'s blocking twin (None: it has none), under the tool's name and timeout.
+
+    A tool `replace`d keeps its original's twin: renamed on first use, and
+    kept on the tool, so that its argument checker is built once.
+    """
+    twin: Tool[..., Any] | None = tool.__dict__.get(_TWIN)
+    if twin is not None and (twin.name, twin.timeout) != (tool.name, tool.timeout):
         twin = twin.replace(name=tool.name, timeout=tool.timeout)
         tool.__dict__[_TWIN] = twin
-    return new_tuple(ToolJob, (job.invocation, twin, job.context))  # `_replace`, spelled out
+    return twin
 
 
 def kept_sub_run(
