@@ -663,7 +663,18 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
 
 
 @pytest.mark.parametrize(
-    "name", ["steps", "gated", "tree", "nested", "signed", "handoffs", "relayed"]
+    "name",
+    [
+        "steps",
+        "gated",
+        "tree",
+        "nested",
+        "signed",
+        "handoffs",
+        "relayed",
+        "timed_out",
+        "timed_out_kept",
+    ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""

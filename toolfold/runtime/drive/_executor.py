@@ -318,12 +318,6 @@ def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     )
 
 
-def _error(
-    call: ToolCallPart, content: str, outcome: Outcome, exc: BaseException | None = None
-) -> ToolOutcome:
-    return ToolOutcome(call.id, call.name, content, True, outcome, exc, time.monotonic())
-
-
 def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict[str, Any]:
     """Validated arguments, or the outcome that replaces running the tool.
 
@@ -415,8 +409,23 @@ def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
     return ToolOutcome(call.id, call.name, content, True, "error", exc, ended, child=child)
 
 
-def _timed_out(job: ToolJob, timeout: float) -> ToolOutcome:
-    return _error(job.call, timed_out_message(job.call.name, timeout), "timeout")
+def _timed_out(job: ToolJob, timeout: float, stopped: object = None) -> ToolOutcome:
+    """The outcome of a call that outlived its ``timeout``.
+
+    ``stopped`` is what the cancelled call ended with: a sub-run (an agent or
+    a workflow used as a tool, a workflow step) stopped by the timeout leaves
+    its state on its cancellation (see `interrupted`). That state is kept on
+    the call's error result, as a failed sub-run's is (`_failed`): its model
+    calls count in ``tree_usage``, and ``sub_runs`` shows how far it got.
+    """
+    call = job.call
+    content = timed_out_message(call.name, timeout)
+    child = None
+    if isinstance(stopped, BaseException):
+        child = failed_sub_run(stopped, call.id, _run_id_of(job))
+    return ToolOutcome(
+        call.id, call.name, content, True, "timeout", None, time.monotonic(), child=child
+    )
 
 
 def timed_out_message(tool: str, timeout: float) -> str:
@@ -570,12 +579,15 @@ async def _run_one(
             kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
             raise
         return _finish(job, value)
+    # What stopped a sub-run (a cancellation carrying its state, see `interrupted`):
+    # a task's cancellation reaches its awaiter as a new CancelledError, without it.
+    stopped: list[BaseException] = []
     try:
         if job.tool.is_async:
             # A task of its own, so the tool's context changes stay its own.
             invoked = job.tool.invoke(arguments, job.context)
-            if finished is not None and _SUB_RUN in job.tool.__dict__:  # (it has a timeout)
-                invoked = _keeping(invoked, finished, index, job)
+            if _SUB_RUN in job.tool.__dict__:  # (it has a timeout)
+                invoked = _keeping(invoked, stopped)
             work: asyncio.Future[Any] = asyncio.ensure_future(invoked)
         elif timeout is None:
             work = hand_off(_call_sync, job, arguments)
@@ -602,11 +614,15 @@ async def _run_one(
         if finished is not None and _SUB_RUN in job.tool.__dict__:
             # The sub-run stops on a task of its own: wait until it kept its state.
             await asyncio.gather(work, return_exceptions=True)
+            for interruption in stopped:
+                kept_sub_run(
+                    finished, index, job.call.id, job.call.name, interruption, _run_id_of(job)
+                )
         raise
     if not done:
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)
-        return _timed_out(job, timeout)
+        return _timed_out(job, timeout, stopped[0] if stopped else None)
     try:
         value = work.result()
         if inspect.isawaitable(value):
@@ -616,14 +632,13 @@ async def _run_one(
     return _finish(job, value)
 
 
-async def _keeping(
-    invoked: Awaitable[T], finished: dict[int, ToolOutcome], index: int, job: ToolJob
-) -> T:
-    """``invoked`` (a sub-run), its state kept in ``finished`` when it is interrupted."""
+async def _keeping(invoked: Awaitable[T], stopped: list[BaseException]) -> T:
+    """``invoked`` (a sub-run), what interrupted it kept in ``stopped``."""
     try:
         return await invoked
     except BaseException as exc:
-        kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
+        if not isinstance(exc, Exception):  # (an error is the call's result, see `_failed`)
+            stopped.append(exc)
         raise
 
 
