@@ -267,12 +267,30 @@ def resume(args: argparse.Namespace) -> int:
     loaded = _load("resume", str(where["file"]), where.get("model"))
     agent = _agent("resume", loaded, where.get("agent"))
     where["agent"] = agent.name
-    answers = _answers(args, state)
     session = _Session("resume", agent, args, where, args.state_out or str(path))
+    started = _started_by(state)
+    if started is not None and started != agent.name:
+        # The API lets an agent resume a run handed to it; the run file names the one
+        # that started the run, whose handoffs reach wherever the run went.
+        _say(
+            "resume",
+            f"{session._refused()}: the run was started by {started!r}, not by "
+            f"{agent.name!r}; resume it with --agent {started}",
+        )
+        return PROBLEM
+    answers = _answers(args, state)
     waiting = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
     return session.go(
         lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
     )
+
+
+def _started_by(state: Any) -> str | None:
+    """The name of the agent (or workflow) that started the run of ``state``, if named."""
+    from toolfold.runtime.core._events import RunStarted
+
+    first = state.log[0] if len(state.log) else None
+    return first.agent if isinstance(first, RunStarted) else None
 
 
 def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:

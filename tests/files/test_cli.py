@@ -31,17 +31,25 @@ FILES = Path(__file__).resolve().parent
 DEMO = ["--model", "support_tools:demo_model"]
 
 
+def _environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment with no API keys, ``env`` added, and this checkout's toolfold first
+    on the path (the interpreter's installed one may be another checkout's)."""
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    given = {**clean, **(env or {})}
+    paths = [str(ROOT), *filter(None, [given.get("PYTHONPATH")])]
+    return {**given, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def toolfold(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``toolfold ARGS`` in a subprocess with no API keys and stdin not a terminal."""
-    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     return subprocess.run(
         [sys.executable, "-m", "toolfold._cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**clean, **(env or {})},
+        env=_environment(env),
         stdin=subprocess.DEVNULL,
         timeout=60,
     )
@@ -164,7 +172,12 @@ def test_a_state_that_does_not_fit_the_agent_is_bad_input(tmp_path: Path) -> Non
         (
             ["--agent", "researcher"],
             f"agent 'researcher' of {EXAMPLE} (nothing ran; {run_file} is unchanged): the run "
-            "was handed to agent 'refunds', which is not among this agent's handoffs",
+            "was started by 'triage', not by 'researcher'; resume it with --agent triage",
+        ),
+        (  # the agent the run was handed to: the API lets it go on, the run file does not
+            ["--agent", "refunds"],
+            f"agent 'refunds' of {EXAMPLE} (nothing ran; {run_file} is unchanged): the run "
+            "was started by 'triage', not by 'refunds'; resume it with --agent triage",
         ),
         (
             ["--file", str(changed)],
@@ -181,6 +194,36 @@ def test_a_state_that_does_not_fit_the_agent_is_bad_input(tmp_path: Path) -> Non
         assert run_file.read_text() == kept
     proc = toolfold("resume", str(run_file), "--approve", "call_4_0", cwd=tmp_path)
     assert (proc.returncode, proc.stdout) == (0, "order A17 refunded\n"), proc.stderr
+
+
+def test_resume_refuses_an_agent_that_did_not_start_the_run_naming_both(tmp_path: Path) -> None:
+    """``resume --agent`` (or a bare state's ``--file`` entry) naming another agent of the file
+    than the one that started the run is refused with exit 1, naming both; the run file is kept
+    and the agent that started the run resumes it."""
+    two = tmp_path / "two.toml"
+    agent = '[agents.{}]\nmodel = "files_helpers:model"\ntools = ["files_helpers:add_approved"]\n'
+    two.write_text('entry = "beta"\n' + agent.format("alpha") + agent.format("beta"))
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", str(two), "--agent", "alpha", "go", cwd=tmp_path, env=env)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    kept = run_file.read_text()
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(json.loads(kept)["state"]))
+    for state, options in ((run_file, ["--agent", "beta"]), (bare, ["--file", str(two)])):
+        proc = toolfold(
+            "resume", str(state), "--approve", "call_1_0", *options, cwd=tmp_path, env=env
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr == (
+            f"toolfold resume: cannot resume {state} with agent 'beta' of {two} (nothing ran; "
+            f"{state} is unchanged): the run was started by 'alpha', not by 'beta'; resume it "
+            "with --agent alpha\n"
+        )
+        assert proc.stdout == ""
+    assert run_file.read_text() == kept
+    proc = toolfold("resume", str(run_file), "--approve", "call_1_0", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (0, "result: 5\n"), proc.stderr
 
 
 def test_a_usage_error_once_the_run_is_under_way_is_a_failed_run(tmp_path: Path) -> None:
@@ -336,14 +379,13 @@ def on_terminal(*args: str, cwd: Path, answer: bytes | None = b"y\n") -> tuple[i
     """``toolfold ARGS`` under a pseudo-terminal, answering every ``[y/n]`` question
     (with Ctrl-C when ``answer`` is None)."""
     main, secondary = pty.openpty()
-    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolfold._cli", *args],
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
         cwd=cwd,
-        env=clean,
+        env=_environment(),
         close_fds=True,
         # A process started in the background inherits SIGINT ignored, and Python then
         # never raises KeyboardInterrupt for it: the default lets Python install its own.

@@ -33,7 +33,7 @@ from toolfold.runtime._sources import (
     split_sources,
 )
 from toolfold.runtime.core._config import RunConfig, ToolSpec
-from toolfold.runtime.core._events import Event
+from toolfold.runtime.core._events import Event, RunStarted
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
@@ -338,9 +338,18 @@ class Agent:
             return self
         found = self.handoff_graph().get(state.agent) if self.handoffs else None
         if found is None:
+            first = state.log[0] if len(state.log) else None
+            started = first.agent if isinstance(first, RunStarted) else None
+            if started is None or started == state.agent:  # never handed off (or handed back)
+                raise UsageError(
+                    f"the run belongs to agent {state.agent!r}, not to this agent "
+                    f"({self.name!r}), and {state.agent!r} is not among its handoffs (any "
+                    f"depth): resume it with agent {state.agent!r}"
+                )
             raise UsageError(
-                f"the run was handed to agent {state.agent!r}, which is not among this agent's "
-                "handoffs (any depth): resume it with the agent that started it"
+                f"the run was handed to agent {state.agent!r}, which is not among the "
+                f"handoffs (any depth) of this agent ({self.name!r}): resume it with the "
+                f"agent that started it ({started!r})"
             )
         return found
 
