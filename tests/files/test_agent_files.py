@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import toolfold
 from toolfold import Agent, AgentFileError, Handoff, Loop, Parallel, Route, Sequence, UsageError
 from toolfold.files import AgentFile, from_dict, load, loads
 from toolfold.mcp import MCPServerStdio
@@ -809,3 +812,29 @@ def test_a_second_array_table_has_its_own_line() -> None:
     )
     (problem,) = _problems(text)
     assert problem.startswith("f.toml:5: agents.a.mcp[1]: give either command"), problem
+
+
+def test_a_module_level_model_object_is_written_by_its_name_and_loads_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model instance bound at module level (``MODEL = toolfold.model(...)``) is written as
+    ``module:MODEL`` and loads back as that very object; one made in a function is refused."""
+    (tmp_path / "made_models.py").write_text(
+        "import toolfold\n"
+        "from toolfold import Agent\n\n"
+        'MODEL = toolfold.model("openai:gpt-4o-mini", api_key="sk-not-written")\n'
+        'agent = Agent(MODEL, name="writer", instructions="Write.")\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "made_models", raising=False)  # (gone after the test)
+    made_models = importlib.import_module("made_models")
+    document = made_models.agent.to_dict()
+    assert document == {
+        "entry": "writer",
+        "agents": {"writer": {"model": "made_models:MODEL", "instructions": "Write."}},
+    }
+    assert "sk-not-written" not in json.dumps(document)
+    assert from_dict(document).agent().model is made_models.MODEL
+    local = Agent(toolfold.model("openai:gpt-4o-mini", api_key="sk-x"), name="local")
+    with pytest.raises(UsageError, match=r"agents\.local: .* has no import path"):
+        local.to_dict()

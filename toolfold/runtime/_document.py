@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 import typing
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -374,22 +375,56 @@ def _searching(folder: str | None) -> Iterator[None]:
 
 
 def import_path(value: Any) -> str | None:
-    """The import path ``value`` was loaded from or can be imported by, if any."""
+    """The import path ``value`` was loaded from or can be imported by, if any.
+
+    A function or a class is found by its ``__module__`` and ``__qualname__``;
+    an object with no qualified name of its own (a model instance, a `Tool`
+    made by hand: ``MODEL = toolfold.model(...)``), or a function whose name
+    does not reach it (a lambda), by the module-level name it is bound to
+    (see `_bound_name`).
+    """
     known = _ORIGINS.get(id(value))
     if known is not None and known[0] is value:
         return known[1]
     module = getattr(value, "__module__", None)
     qualname = getattr(value, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
-        return None
+        return _bound_name(value)
     path = f"{module}:{qualname}"
     try:
         found = resolve(path)
     except (ImportError, ValueError):
-        return None
+        return _bound_name(value)
     # a tool made of an importable function (the file named the function) writes as it
     wrapped = value.function if isinstance(value, Tool) else None
     return path if found is value or (wrapped is not None and found is wrapped) else None
+
+
+def _bound_name(value: Any) -> str | None:
+    """``module:name`` of a module-level name bound to ``value`` in a module already imported.
+
+    An instance carries no name of its own: the modules loaded (``sys.modules``)
+    are searched for it, those not run as a script first (``__main__`` imports
+    nowhere else), then by module name, so the path is the same each time.
+    Public names before private ones. None when no module holds it (a local).
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return None  # (constants are shared: a name bound to one says nothing)
+    found: list[tuple[bool, bool, str, str]] = []
+    for module_name, module in list(sys.modules.items()):
+        try:  # (sys.modules may hold objects of any kind, lazy modules among them)
+            names = vars(module) if isinstance(module, types.ModuleType) else None
+        except TypeError:
+            names = None
+        if not isinstance(names, dict):
+            continue
+        for name, bound in list(names.items()):
+            if bound is value and isinstance(name, str) and name.isidentifier():
+                found.append((module_name == "__main__", name.startswith("_"), module_name, name))
+    if not found:
+        return None
+    _, _, module_name, name = min(found)
+    return f"{module_name}:{name}"
 
 
 def required_path(value: Any, where: str) -> str:
