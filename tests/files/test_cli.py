@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -864,3 +866,40 @@ def test_a_file_with_a_handoff_cycle_checks_draws_and_runs(tmp_path: Path) -> No
         assert ran.returncode == 0, ran.stderr
         state = RunState.from_json(ran.stdout)
         assert state.output == "A paragraph from notes on parcel delays."
+
+
+def _documented_sessions() -> list[str]:
+    """The shell sessions of docs/cli.md: its code blocks that begin with ``$ toolfold``."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    return re.findall(r"```\n(\$ toolfold .*?)```", text, re.S)
+
+
+def test_the_documented_sessions_print_what_the_command_prints(tmp_path: Path) -> None:
+    """Each command of docs/cli.md's sessions, run in a folder holding the example file, prints
+    (stderr and stdout as they interleave) exactly the lines shown under it; a command without
+    ``< /dev/null`` runs on a terminal, where each y/n question is answered as shown."""
+    sessions = _documented_sessions()
+    assert len(sessions) >= 3  # running a file, and both approval sessions
+    for session in sessions:
+        folder = tmp_path / f"session{sessions.index(session)}"
+        shutil.copytree(EXAMPLE.parent, folder / "examples" / "agent_files")
+        commands = re.findall(r"^\$ (.*)\n((?:(?!\$ ).*\n)*)", session, re.M)
+        for line, shown in commands:
+            words = shlex.split(line)
+            assert words[0] == "toolfold"
+            if words[-2:] == ["<", "/dev/null"]:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "toolfold._cli", *words[1:-2]],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    cwd=folder,
+                    env=_environment(),
+                    timeout=60,
+                )
+                printed = proc.stdout
+            else:
+                _, printed = on_terminal(*words[1:], cwd=folder)
+                printed = printed.replace("\r\n", "\n")
+            assert printed == shown, line
