@@ -13,7 +13,9 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import attrs
@@ -61,6 +63,58 @@ _STORED = {
 }
 
 
+# The suspended sub-run a call continues now (see `continuing`), by identity.
+_CONTINUING: ContextVar[RunState | None] = ContextVar("toolfold_continuing", default=None)
+
+
+@contextmanager
+def continuing(sub_run: RunState) -> Iterator[None]:
+    """Mark ``sub_run`` as the sub-run its caller's answers reached, while its resume begins.
+
+    A tool that runs sub-runs (an agent or a workflow used as a tool, a
+    workflow step) resumes ``sub_run`` inside this: its resume then shows
+    the calls its caller's answers settled (`caller_answered`), as a
+    resume shows the calls its own answers settled.
+    """
+    token = _CONTINUING.set(sub_run)
+    try:
+        yield
+    finally:
+        _CONTINUING.reset(token)
+
+
+def is_continued(state: RunState) -> bool:
+    """Whether ``state`` is the sub-run a call continues now (see `continuing`)."""
+    return _CONTINUING.get() is state
+
+
+_ANSWERS = frozenset(
+    {"approval_granted", "approval_denied", "tool_results_provided", "call_resumed"}
+)
+
+
+def caller_answered(state: RunState) -> frozenset[str]:
+    """The ids of the calls of ``state`` (a suspended sub-run) that its caller's answers reached.
+
+    Those reach a sub-run as events reduced into its state (`CallResumed`),
+    each resume's after its log; the sub-run runs again only once it no
+    longer waits, and then makes progress (a model call, a tool's result)
+    before it can wait again. So the answers no run of it has shown are the
+    answer events its log ends with.
+    """
+    ids: set[str] = set()
+    log = state.log
+    for index in range(len(log) - 1, -1, -1):
+        event = log[index]
+        if isinstance(event, ToolResultsProvided):
+            ids.update(part.call_id for part in event.results)
+        elif isinstance(event, ApprovalGranted | ApprovalDenied):
+            ids.add(event.call_id)
+        elif not isinstance(event, CallResumed):  # (a deeper sub-run's: its resume shows it)
+            break
+    return frozenset(ids)
+
+
 def resumed(
     state: RunState,
     options: RunOptions,
@@ -72,12 +126,15 @@ def resumed(
     deps: Any,
     on_event: Callable[[Event], object] | None,
     on_step: Callable[[Step], object] | None,
+    continued: bool = False,
 ) -> tuple[Live, RunState]:
     """The live half and the state to drive: the caller's answers applied to ``state``.
 
     ``max_steps`` (else the options') becomes the run's per-turn limit; stop
     conditions of the options that the run does not store are checked for
     this resume; a difference in the stored configuration is refused.
+    ``continued``: ``state`` is a sub-run its caller's answers reached (see
+    `continuing`): the calls they settled are shown as this resume's own.
 
     Raises:
         UsageError: The options contradict the run's stored configuration,
@@ -89,7 +146,10 @@ def resumed(
     _check_sub_runs(state, options.tools)
     extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
-    waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
+    if continued and not tool_results and not approvals:
+        waiting = caller_answered(state)
+    else:
+        waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
     state = _answered(live, state, tool_results, approvals)
     settled = answered(state, waiting) if waiting else None
     if settled is not None:  # the run's loop shows them first, as a step's results

@@ -37,7 +37,7 @@ from toolfold.runtime._planner import (
     workflow_output,
 )
 from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
-from toolfold.runtime._resume import check_sub_run, resumed
+from toolfold.runtime._resume import check_sub_run, is_continued, resumed
 from toolfold.runtime._run import (
     Approval,
     RunOptions,
@@ -406,7 +406,10 @@ class Workflow:
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
         self._check_steps(state)
-        return resumed(state, self._options, message=None, max_steps=None, **answers)
+        continued = is_continued(state)
+        return resumed(
+            state, self._options, message=None, max_steps=None, **answers, continued=continued
+        )
 
     def _check_resume(self, state: RunState) -> None:
         """Refuse, running nothing, what resuming ``state`` (a suspended sub-run) would refuse."""
