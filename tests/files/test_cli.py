@@ -332,6 +332,37 @@ def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
     assert proc.stdout == "result: 5\n"
 
 
+def test_ctrl_c_in_a_streamed_sub_agent_keeps_what_it_finished(tmp_path: Path) -> None:
+    """``run --stream`` interrupted by Ctrl-C while a sub-agent (an agent used as a tool) waits
+    on its second tool: the run file holds the sub-agent where it stopped, and resuming runs
+    none of its finished tools again."""
+    (tmp_path / "team.toml").write_text(
+        'entry = "lead"\n\n[agents.lead]\nmodel = "files_helpers:lead_and_worker"\n'
+        'tools = [{ agent = "worker" }]\n\n[agents.worker]\n'
+        'model = "files_helpers:lead_and_worker"\n'
+        'tools = ["files_helpers:note", "files_helpers:press_ctrl_c"]\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", "run", "team.toml", "--stream", "go"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_environment({"PYTHONPATH": str(FILES)}),
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        # (a process started in the background inherits SIGINT ignored: Python's own handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.endswith(
+        "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+        "toolfold resume toolfold-run.json\n"
+    )
+    proc = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
+    assert (proc.returncode, proc.stdout) == (0, "lead: worker: noted x, pressed x\n"), proc.stderr
+    assert (tmp_path / "ran.log").read_text() == "note x\n"  # not run again
+
+
 def test_a_provider_error_after_an_approved_tool_keeps_its_result(tmp_path: Path) -> None:
     """The run file holds the tool's result, so resuming it again cannot run the tool twice.
 
@@ -903,3 +934,62 @@ def test_the_documented_sessions_print_what_the_command_prints(tmp_path: Path) -
                 _, printed = on_terminal(*words[1:], cwd=folder)
                 printed = printed.replace("\r\n", "\n")
             assert printed == shown, line
+
+
+def test_ctrl_c_while_a_streamed_event_is_shown_keeps_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C that lands while ``run --stream`` shows an event (not while the run waits) is
+    thrown into the stream: the run file holds what the run did, and resuming runs none of the
+    sub-agent's finished tools again."""
+    import argparse
+    import asyncio
+
+    from toolfold import Agent, tool
+    from toolfold._commands import INTERRUPTED, _continue, _Session, _start
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(FILES))
+    import files_helpers
+
+    holding = [True]
+
+    @tool
+    async def press_ctrl_c(text: str) -> str:
+        """Wait until cancelled while ``holding``; else answer.
+
+        Args:
+            text: What to answer with.
+        """
+        if holding[0]:
+            await asyncio.Event().wait()
+        return f"pressed {text}"
+
+    worker = Agent(
+        files_helpers.lead_and_worker, name="worker", tools=[files_helpers.note, press_ctrl_c]
+    )
+    lead = Agent(files_helpers.lead_and_worker, name="lead", tools=[worker.as_tool()])
+    args = argparse.Namespace(stream=True, json=False, state_out=None)
+    where = {"file": "team.toml", "agent": "lead", "model": None}
+    session = _Session("run", lead, args, where, str(tmp_path / "run.json"))
+    shown_by = _Session._result_line
+
+    def result_line(self: Any, result: Any, depth: int, name: str) -> None:
+        shown_by(self, result, depth, name)
+        if result.tool_name == "note":  # Ctrl-C as the terminal shows note's result
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_Session, "_result_line", result_line)
+    try:
+        code = session._attempt(lambda: _start(lead, "go", True, None), ())
+    except KeyboardInterrupt:  # what the command then says: "interrupted", no run file
+        pytest.fail("the interruption carried no state: the run's work was lost")
+    assert code == INTERRUPTED
+    state = RunState.from_json(json.dumps(json.loads((tmp_path / "run.json").read_text())["state"]))
+    (kept,) = [c for c in state.calls if c.child is not None]
+    assert kept.status == "to_run"  # the sub-agent where it stopped, its note ended
+    monkeypatch.setattr(_Session, "_result_line", shown_by)
+    holding[0] = False
+    response = session._attempt(lambda: _continue(lead, state, {}, True, None), ())
+    assert response.text == "lead: worker: noted x, pressed x"
+    assert (tmp_path / "ran.log").read_text() == "note x\n"

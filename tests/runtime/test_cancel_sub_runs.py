@@ -365,6 +365,56 @@ def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_agents() -> None:
     assert gate.ran["model:first"] == 3
 
 
+def test_ctrl_c_in_a_blocking_stream_keeps_a_lone_sub_agent() -> None:
+    """Ctrl-C while a blocking stream's step runs one sub-agent (no timeout) on its thread: the
+    sub-agent runs on that thread's event loop, so it is cancelled and kept where it stopped,
+    and resuming runs none of its finished model calls or tools again (it ran blocking, out of
+    reach, and resuming started it from its beginning)."""
+    gate = Gate()
+    lead = _caller(gate, "lead", _worker(gate, "bottom").as_tool())
+    events = iter(lead.stream("go"))
+    for event in events:
+        if _calls_slow(event):
+            break
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events.throw(KeyboardInterrupt())
+    state = RunState.from_json(state_of(caught.value).to_json())
+    assert _kept_path(state) == ["bottom"]
+    gate.holding = False
+    response = _resumed(lead, state, stream=True)
+    assert response.text == "lead(bottom: quick bottom, slow bottom)"
+    assert gate.ran == {"model:lead": 2, "model:bottom": 3, "quick:bottom": 1, "slow:bottom": 1}
+
+
+def test_ctrl_c_in_a_blocking_workflow_stream_keeps_its_step() -> None:
+    """Ctrl-C thrown into a blocking workflow stream (where its caller is busy with an event)
+    reaches the run it streams: the error carries the state, the step agent kept where it
+    stopped, and resuming runs none of its finished work again."""
+    gate = Gate()
+    flow = Sequence(_worker(gate, "first", "quick"), _worker(gate, "second"), name="flow")
+    events = iter(flow.stream("go"))
+    for event in events:
+        if _calls_slow(event):
+            break
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events.throw(KeyboardInterrupt())
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    assert _kept_path(state) == ["second"]
+    gate.holding = False
+    resumed = flow.resume_stream(state)
+    list(resumed)
+    assert resumed.response.output == "second: quick second, slow second"
+    assert gate.ran == {
+        "model:first": 3,
+        "quick:first": 2,
+        "model:second": 3,
+        "quick:second": 1,
+        "slow:second": 1,
+    }
+
+
 def test_ctrl_c_in_a_blocking_stream_does_not_wait_for_work_a_tool_handed_to_a_thread() -> None:
     """Ctrl-C while a sub-agent's tool waits on ``asyncio.to_thread`` work: the stream raises
     without waiting for that thread (which nothing can stop), and the round is kept.

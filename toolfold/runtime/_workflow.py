@@ -830,7 +830,15 @@ class WorkflowStream:
                         break
                     shown = self._shown(event)
                     if shown is not None:
-                        yield shown
+                        try:
+                            yield shown
+                        except BaseException as exc:
+                            if isinstance(exc, (Exception, GeneratorExit)):
+                                raise
+                            # Ctrl-C thrown in here (the caller was busy with the event):
+                            # into the run's stream, so it carries the state the run reached.
+                            events.throw(exc)
+                            raise
         except BaseException as exc:
             closing.attach(exc)
             raise

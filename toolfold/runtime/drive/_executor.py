@@ -833,7 +833,9 @@ def run_calls_sync(
     A lone sub-run interrupted (Ctrl-C) in this thread is kept in ``finished``
     (see `kept_sub_run`). With ``interrupt`` (a round on a thread of its own),
     calls run on an event loop are cancelled when it fires: their sub-runs
-    are kept in ``finished`` as a cancelled async run keeps them.
+    are kept in ``finished`` as a cancelled async run keeps them. Such a
+    round runs its sub-runs there, a lone one too (run blocking, out of the
+    reach of the caller's Ctrl-C, it would run on and start again on resume).
     """
     if interrupt is not None and interrupt.fired:
         # (the caller's Ctrl-C, raised there before this round's thread began:
@@ -841,10 +843,11 @@ def run_calls_sync(
         raise KeyboardInterrupt
     started = time.monotonic()
     try:
-        if len(jobs) == 1:
+        if len(jobs) == 1 and (interrupt is None or not forwards(jobs[0])):
             # The common step, one sync call without a timeout, run right here
             # (what `_run_calls_sync` does with it, without its checks for the rest):
-            # a sync tool, or an agent or workflow step as its blocking twin.
+            # a sync tool, or an agent or workflow step as its blocking twin. (A
+            # sub-run in a round that can be interrupted runs on its event loop.)
             job = jobs[0]
             tool = job.tool
             if tool is not None and tool.timeout is None and _TWIN in tool.__dict__:
@@ -878,10 +881,11 @@ def _run_calls_sync(
 
     Uses no event loop unless an async tool (without a blocking twin) is among the calls.
     """
-    if any(_on_loop(job, len(jobs)) for job in jobs):
-        # Sub-runs (agents, workflow steps) side by side, or one with a
-        # timeout: coroutines of one loop, where a timeout cancels them, and
-        # no blocking runs on worker threads waiting for other workers.
+    if any(_on_loop(job, len(jobs), interrupt is not None) for job in jobs):
+        # Sub-runs (agents, workflow steps) side by side, one with a timeout,
+        # or one in a round that can be interrupted: coroutines of one loop,
+        # where a timeout or the interruption cancels them, and no blocking
+        # runs on worker threads waiting for other workers.
         return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
     jobs = [_blocking(job) for job in jobs]
     if any(job.tool is not None and job.tool.is_async for job in jobs):
@@ -918,14 +922,14 @@ def _run_on_kept_loop(
     )
 
 
-def _on_loop(job: ToolJob, count: int) -> bool:
+def _on_loop(job: ToolJob, count: int, interruptible: bool = False) -> bool:
     """Whether a blocking step runs ``job`` (one of ``count``) on an event loop (see above)."""
     tool = job.tool
     return (
         tool is not None
         and tool.is_async
         and _SUB_RUN in tool.__dict__
-        and (count > 1 or tool.timeout is not None)
+        and (count > 1 or interruptible or tool.timeout is not None)
     )
 
 

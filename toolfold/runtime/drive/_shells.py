@@ -283,12 +283,12 @@ def _relayed_sync(
     The calls run in a copy of the caller's context (as they would inline). A
     caller that stops iterating leaves them to finish on their thread.
 
-    Ctrl-C reaches the caller's thread, here: a round run on an event loop
-    (several calls, or a lone sub-run with a timeout) is cancelled, and once
-    it has ended (``done``: no queue is drained to learn it) its sub-runs are
-    kept in ``op.finished`` as an interruption in this thread keeps them. A
-    lone sub-run without a timeout runs blocking on the round's thread, which
-    nothing can stop: it runs on, and the state is the round's start.
+    Ctrl-C reaches the caller's thread, here: the round, run on an event loop
+    (its sub-runs, a lone one too: see `run_calls_sync`), is cancelled, and
+    once it has ended (``done``: no queue is drained to learn it) its sub-runs
+    are kept in ``op.finished`` as an interruption in this thread keeps them.
+    A round of blocking calls only cannot be stopped: it runs on, and the
+    state is the round's start.
     """
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     ended: list[tuple[bool, Any]] = []
