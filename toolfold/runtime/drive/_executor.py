@@ -736,8 +736,12 @@ class RoundInterrupt:
     The round's thread attaches how to cancel what it runs on an event loop
     (several calls, or a lone sub-run with a timeout: `run_calls_sync`); `fire`
     cancels it. Fired before the round attached, the round never starts. A
-    round of blocking calls attaches nothing: a thread cannot be stopped from
-    outside, and it runs on.
+    lone sub-run runs as its blocking twin on the round's thread, watched
+    (`watched_interrupt`): it stops at its next model call or round of calls
+    (or the next chunk of a streamed reply) once `fire` was called, and the
+    async tools it runs on an event loop are cancelled as the round's are.
+    A blocking tool cannot be stopped from outside: the round ends once it
+    returns.
     """
 
     def __init__(self) -> None:
@@ -751,7 +755,8 @@ class RoundInterrupt:
         return self._fired
 
     def attach(self, cancel: Callable[[], None]) -> bool:
-        """Set how to cancel the round; False if `fire` came first (the round must not start)."""
+        """Set how to cancel what the round runs now (replacing what was set before); False if
+        `fire` came first (it must not start)."""
         with self._lock:
             if self._fired:
                 return False
@@ -761,8 +766,7 @@ class RoundInterrupt:
     def fire(self) -> bool:
         """Cancel the round; whether it ran on a loop (it is cancelled, or had ended).
 
-        False: the round attached nothing, either because it has not started
-        (it never will) or because it runs blocking (it runs on).
+        False: the round attached nothing because it has not started (it never will).
         """
         with self._lock:
             self._fired = True
@@ -770,6 +774,40 @@ class RoundInterrupt:
                 return False
             self._cancel()
             return True
+
+
+def _nothing() -> None:
+    """What cancels a round's blocking calls: nothing (they check `watched_interrupt`)."""
+
+
+# The interruption a round on this thread (the thread's ident) answers to, for
+# the blocking sub-runs it runs (and their own rounds, on the same thread).
+_WATCHED: contextvars.ContextVar[tuple[RoundInterrupt, int] | None] = contextvars.ContextVar(
+    "toolfold_round_interrupt", default=None
+)
+
+
+def watched_interrupt() -> RoundInterrupt | None:
+    """The interruption of the round this thread runs (a blocking sub-run's model call or
+    round of calls in it stops once it fired), or None.
+
+    Worker threads the round hands sync tools to inherit the context, not the
+    interruption: only the round's own thread raises there.
+    """
+    watched = _WATCHED.get()
+    if watched is None or watched[1] != threading.get_ident():
+        return None
+    return watched[0]
+
+
+def check_interrupt(interrupt: RoundInterrupt | None) -> None:
+    """Raise KeyboardInterrupt where a blocking sub-run stops once ``interrupt`` fired.
+
+    Raised between its steps, the run's loop gives it the state the sub-run
+    reached (see `interrupted`), and the call that ran it keeps it (`kept_sub_run`).
+    """
+    if interrupt is not None and interrupt.fired:
+        raise KeyboardInterrupt
 
 
 async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt) -> T:
@@ -833,21 +871,40 @@ def run_calls_sync(
     A lone sub-run interrupted (Ctrl-C) in this thread is kept in ``finished``
     (see `kept_sub_run`). With ``interrupt`` (a round on a thread of its own),
     calls run on an event loop are cancelled when it fires: their sub-runs
-    are kept in ``finished`` as a cancelled async run keeps them. Such a
-    round runs its sub-runs there, a lone one too (run blocking, out of the
-    reach of the caller's Ctrl-C, it would run on and start again on resume).
+    are kept in ``finished`` as a cancelled async run keeps them. A lone
+    sub-run runs as its blocking twin, watched: it stops at its next step
+    (see `RoundInterrupt`), and is kept in ``finished`` the same way. Without
+    ``interrupt``, the round answers to the one this thread is watched for
+    (a round of such a blocking sub-run).
     """
-    if interrupt is not None and interrupt.fired:
-        # (the caller's Ctrl-C, raised there before this round's thread began:
-        # nothing of the round runs, whatever it attaches)
+    if interrupt is None:
+        interrupt = watched_interrupt()
+    if interrupt is None:
+        return _run_calls_now(jobs, max_concurrency, finished, None)
+    # (the caller's Ctrl-C, raised there before this round began: nothing of it
+    # runs, whatever it attaches)
+    if not interrupt.attach(_nothing):
         raise KeyboardInterrupt
+    token = _WATCHED.set((interrupt, threading.get_ident()))
+    try:
+        return _run_calls_now(jobs, max_concurrency, finished, interrupt)
+    finally:
+        _WATCHED.reset(token)
+
+
+def _run_calls_now(
+    jobs: Sequence[ToolJob],
+    max_concurrency: int,
+    finished: dict[int, ToolOutcome] | None,
+    interrupt: RoundInterrupt | None,
+) -> tuple[ToolOutcome, ...]:
+    """`run_calls_sync`, its interruption (if any) attached and watched."""
     started = time.monotonic()
     try:
-        if len(jobs) == 1 and (interrupt is None or not forwards(jobs[0])):
+        if len(jobs) == 1:
             # The common step, one sync call without a timeout, run right here
             # (what `_run_calls_sync` does with it, without its checks for the rest):
-            # a sync tool, or an agent or workflow step as its blocking twin. (A
-            # sub-run in a round that can be interrupted runs on its event loop.)
+            # a sync tool, or an agent or workflow step as its blocking twin.
             job = jobs[0]
             tool = job.tool
             if tool is not None and tool.timeout is None and _TWIN in tool.__dict__:
@@ -881,11 +938,10 @@ def _run_calls_sync(
 
     Uses no event loop unless an async tool (without a blocking twin) is among the calls.
     """
-    if any(_on_loop(job, len(jobs), interrupt is not None) for job in jobs):
-        # Sub-runs (agents, workflow steps) side by side, one with a timeout,
-        # or one in a round that can be interrupted: coroutines of one loop,
-        # where a timeout or the interruption cancels them, and no blocking
-        # runs on worker threads waiting for other workers.
+    if any(_on_loop(job, len(jobs)) for job in jobs):
+        # Sub-runs (agents, workflow steps) side by side, or one with a
+        # timeout: coroutines of one loop, where a timeout cancels them, and
+        # no blocking runs on worker threads waiting for other workers.
         return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
     jobs = [_blocking(job) for job in jobs]
     if any(job.tool is not None and job.tool.is_async for job in jobs):
@@ -922,14 +978,14 @@ def _run_on_kept_loop(
     )
 
 
-def _on_loop(job: ToolJob, count: int, interruptible: bool = False) -> bool:
+def _on_loop(job: ToolJob, count: int) -> bool:
     """Whether a blocking step runs ``job`` (one of ``count``) on an event loop (see above)."""
     tool = job.tool
     return (
         tool is not None
         and tool.is_async
         and _SUB_RUN in tool.__dict__
-        and (count > 1 or interruptible or tool.timeout is not None)
+        and (count > 1 or tool.timeout is not None)
     )
 
 
