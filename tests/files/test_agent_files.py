@@ -838,3 +838,49 @@ def test_a_module_level_model_object_is_written_by_its_name_and_loads_back(
     local = Agent(toolfold.model("openai:gpt-4o-mini", api_key="sk-x"), name="local")
     with pytest.raises(UsageError, match=r"agents\.local: .* has no import path"):
         local.to_dict()
+
+
+def _bound_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A module ``bound_models`` (imported afresh) whose ``MODEL`` is a model made at module level."""
+    (tmp_path / "bound_models.py").write_text(
+        'import toolfold\n\nMODEL = toolfold.model("openai:gpt-4o-mini", api_key="sk-x")\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "bound_models", raising=False)
+    return importlib.import_module("bound_models")
+
+
+def test_a_module_level_model_is_not_written_under_an_alias_of_the_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``__mp_main__`` (the alias of ``__main__`` that importing multiprocessing adds) and other
+    entries of sys.modules that are not their module's own name are passed over; the script
+    itself is named only when no module defines the object."""
+    bound_models = _bound_models(tmp_path, monkeypatch)
+    main = sys.modules["__main__"]
+    monkeypatch.setitem(sys.modules, "__mp_main__", main)
+    monkeypatch.setitem(sys.modules, "an_alias", bound_models)  # (its __name__ differs)
+    monkeypatch.setattr(main, "MODEL", bound_models.MODEL, raising=False)  # from x import MODEL
+    agent = Agent(bound_models.MODEL, name="a")
+    assert agent.to_dict()["agents"]["a"]["model"] == "bound_models:MODEL"
+    own = toolfold.model("openai:gpt-4o-mini", api_key="sk-x")
+    monkeypatch.setattr(main, "OWN_MODEL", own, raising=False)  # defined in the script only
+    assert Agent(own, name="b").to_dict()["agents"]["b"]["model"] == "__main__:OWN_MODEL"
+
+
+def test_a_model_bound_in_several_modules_is_refused_naming_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model a second module re-exports (``from bound_models import MODEL``) is refused
+    with an error naming both bindings and how to keep one, whatever is imported."""
+    bound_models = _bound_models(tmp_path, monkeypatch)
+    (tmp_path / "bound_app.py").write_text("from bound_models import MODEL  # re-exported\n")
+    monkeypatch.delitem(sys.modules, "bound_app", raising=False)
+    importlib.import_module("bound_app")
+    agent = Agent(bound_models.MODEL, name="a")
+    with pytest.raises(UsageError) as caught:
+        agent.to_dict()
+    message = str(caught.value)
+    assert message.startswith("agents.a: "), message
+    assert "(bound_app:MODEL, bound_models:MODEL)" in message
+    assert "'import module' and 'module.NAME'" in message
