@@ -713,3 +713,51 @@ def test_calls_of_a_workflow_step_answered_by_the_caller_are_shown() -> None:
         (("sub", "sub"), "result", "call_1_1", "denied"),
         (("sub", "sub"), "step_end", ("call_1_0", "call_1_1")),
     ]
+
+
+@pytest.mark.parametrize("how", ["blocking", "async"])
+def test_a_sub_agents_answered_call_is_not_shown_again_when_its_failed_resume_is_retried(
+    how: str,
+) -> None:
+    """A denial given at the top is shown when the sub-run goes on; the sub-run then fails
+    before its log grows, and resuming the state its error carries shows no denial again."""
+    down = {"on": True}
+
+    def reply(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role != "tool":
+            return ScriptedModel.call("act", {"x": "1"})
+        if down["on"]:
+            raise RuntimeError("model down")
+        return "sub saw: " + last.tool_results[0].content
+
+    sub = Agent(FunctionModel(reply), name="sub", tools=[_act.replace(name="act")])
+    lead = attrs.evolve(_lead_of(sub), on_tool_error="raise")
+
+    def events_of(stream: Any) -> list[Any]:
+        taken: list[Any] = []
+
+        async def take() -> None:
+            async for event in stream:
+                taken.append(event)
+
+        try:
+            if how == "blocking":
+                taken.extend(stream)
+            else:
+                asyncio.run(take())
+        except toolfold.ToolExecutionError as exc:
+            taken.append(exc)
+        return taken
+
+    waiting = lead.run("go")
+    first = events_of(lead.resume_stream(waiting.state, approvals={"call_1_0/call_1_0": False}))
+    failed = first.pop()
+    assert isinstance(failed, toolfold.ToolExecutionError)
+    denied = (("sub", "call_1_0"), "result", "call_1_0", "denied")
+    assert _shown(first) == [denied, (("sub", "call_1_0"), "step_end", ("call_1_0",))]
+    down["on"] = False
+    state = RunState.from_json(failed.state.to_json())
+    second = events_of(lead.resume_stream(state))
+    assert denied not in _shown(second)
+    assert second[-1].response.text == "lead saw: sub saw: The user denied this tool call."

@@ -11,7 +11,7 @@ import attrs
 from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
-from toolfold.runtime._resume import check_sub_run, is_continued, resumed
+from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
 from toolfold.runtime._run import (
     Approval,
     MessagesInput,
@@ -593,7 +593,7 @@ class Agent:
         if answers.max_steps is None and state.agent not in (None, self.name):
             # the run's limit is its first agent's, whoever runs it after handoffs
             answers = answers._replace(max_steps=self.max_steps)
-        continued = is_continued(state)  # (asked now: the run may begin in another context)
+        continued = caller_answered(state)  # (asked now: the run may begin in another context)
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
             options = agent._run_options(graph)

@@ -37,7 +37,7 @@ from toolfold.runtime._planner import (
     workflow_output,
 )
 from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
-from toolfold.runtime._resume import check_sub_run, is_continued, resumed
+from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
 from toolfold.runtime._run import (
     Approval,
     RunOptions,
@@ -406,7 +406,7 @@ class Workflow:
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
         self._check_steps(state)
-        continued = is_continued(state)
+        continued = caller_answered(state)
         return resumed(
             state, self._options, message=None, max_steps=None, **answers, continued=continued
         )
