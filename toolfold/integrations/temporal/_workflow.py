@@ -710,7 +710,21 @@ class AgentWorkflow:
         record. ``started``: its state when it has published none (it had not
         begun: cancelled while continuing as new). None when it has no state
         (cancelled before it began), as locally.
+
+        It runs at the deadline whether or not the history has the patch
+        `TIMED_OUT_SUB_RUNS` (asking for the patch there would record its
+        marker at another point than the histories recorded with it), so it
+        must not fail the workflow task of a history that never uses it: any
+        error (none is expected: it only reads and reduces what the workflow
+        holds) keeps no state, as an unpatched history does.
         """
+        try:
+            return self._stopped_state(path, started)
+        except Exception:
+            return None
+
+    def _stopped_state(self, path: tuple[str, ...], started: RunState | None) -> RunState | None:
+        """`_stopped_at`, raising what it meets."""
         state = self._nested.get(path, started)
         if state is None or state.phase == "new":
             return None
@@ -740,7 +754,7 @@ class AgentWorkflow:
         try:
             for event in events:
                 state = reduce(state, event)
-        except Exception:  # (as `interrupted`: not expected)
+        except Exception:  # (as `interrupted`: not expected, keeps what it published)
             return base
         return state
 
