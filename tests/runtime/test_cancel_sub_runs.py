@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+import attrs
 import pytest
 
 from toolfold import (
@@ -662,3 +663,30 @@ def test_a_lone_sub_agents_sync_tool_in_a_blocking_stream_may_run_its_own_event_
     response = _lone_sub_agent_streamed(sub)
     assert seen == ["inner loop"]
     assert response.steps[0].tool_results[0].content == "sub done"
+
+
+def test_ctrl_c_in_a_blocking_stream_cancels_the_sub_agents_a_lone_sub_agent_runs_side_by_side() -> (
+    None
+):
+    """Ctrl-C while a lone sub-agent (run blocking on the step's thread) runs two sub-agents of
+    its own on an event loop: they are cancelled, the whole tree is kept where it stopped, and
+    resuming runs nothing that had ended again."""
+    gate = Gate()
+    mid = attrs.evolve(_side_by_side(gate, "slow"), name="mid")
+    top = _caller(gate, "top", mid.as_tool())
+    events = iter(top.stream("go"))
+    for event in events:
+        if _calls_slow(event):
+            break
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events.throw(KeyboardInterrupt())
+    state = RunState.from_json(state_of(caught.value).to_json())
+    (held,) = [c for c in state.calls if c.child is not None]
+    second = next(c for c in held.child.calls if c.call.name == "second")
+    assert second.status == "to_run"
+    assert second.child is not None
+    gate.holding = False
+    response = _resumed(top, state, stream=True)
+    assert response.text.startswith("top(lead(")
+    assert gate.ran["quick:second"] == 1
+    assert gate.ran["slow:second"] == 1

@@ -746,7 +746,7 @@ class RoundInterrupt:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cancel: Callable[[], None] | None = None
+        self._cancel: Callable[[], object] | None = None
         self._fired = False
 
     @property
@@ -754,7 +754,7 @@ class RoundInterrupt:
         """Whether `fire` was called."""
         return self._fired
 
-    def attach(self, cancel: Callable[[], None]) -> bool:
+    def attach(self, cancel: Callable[[], object]) -> bool:
         """Set how to cancel what the round runs now (replacing what was set before); False if
         `fire` came first (it must not start)."""
         with self._lock:
@@ -792,10 +792,15 @@ def watched_interrupt() -> RoundInterrupt | None:
     round of calls in it stops once it fired), or None.
 
     Worker threads the round hands sync tools to inherit the context, not the
-    interruption: only the round's own thread raises there.
+    interruption: only the round's own thread raises there, and not while an
+    event loop runs in it (a tool of a round on a loop, which the
+    interruption cancels: what it attached is not to be replaced).
     """
     watched = _WATCHED.get()
     if watched is None or watched[1] != threading.get_ident():
+        return None
+    running = sys.modules.get("asyncio")
+    if running is not None and running._get_running_loop() is not None:
         return None
     return watched[0]
 

@@ -297,6 +297,8 @@ def _relayed_sync(
     run blocking stops at its next model call or round of calls), and once
     it has ended (``done``: no queue is drained to learn it) its sub-runs
     are kept in ``op.finished`` as an interruption in this thread keeps them.
+    The round of a blocking sub-run that such a round runs (a sub-agent's
+    sub-agents, this thread being the outer round's) is interrupted with it.
     """
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     ended: list[tuple[bool, Any]] = []
@@ -317,6 +319,11 @@ def _relayed_sync(
             inbox.put(_STEP_DONE)
 
     relay.target = inbox.put
+    # A blocking sub-run's own round, in a stream's round that Ctrl-C may interrupt
+    # (this thread waits for it here, at no check): interrupting that one interrupts it.
+    outer = watched_interrupt()
+    if outer is not None and not outer.attach(interrupt.fire):
+        interrupt.fire()  # (then the round does not start)
     context = contextvars.copy_context()
     thread = threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True)
     try:
