@@ -267,12 +267,30 @@ def resume(args: argparse.Namespace) -> int:
     loaded = _load("resume", str(where["file"]), where.get("model"))
     agent = _agent("resume", loaded, where.get("agent"))
     where["agent"] = agent.name
-    answers = _answers(args, state)
     session = _Session("resume", agent, args, where, args.state_out or str(path))
+    started = _started_by(state)
+    if started is not None and started != agent.name:
+        # The API lets an agent resume a run handed to it; the run file names the one
+        # that started the run, whose handoffs reach wherever the run went.
+        _say(
+            "resume",
+            f"{session._refused()}: the run was started by {started!r}, not by "
+            f"{agent.name!r}; resume it with --agent {started}",
+        )
+        return PROBLEM
+    answers = _answers(args, state)
     waiting = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
     return session.go(
         lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
     )
+
+
+def _started_by(state: Any) -> str | None:
+    """The name of the agent (or workflow) that started the run of ``state``, if named."""
+    from toolfold.runtime.core._events import RunStarted
+
+    first = state.log[0] if len(state.log) else None
+    return first.agent if isinstance(first, RunStarted) else None
 
 
 def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
@@ -486,22 +504,16 @@ class _Session:
         """The response of a stream, its text and tool lines shown as they arrive."""
         ended_line = True
         shown = False
-        for event in outcome:
-            for depth, name, inner in _unwrap(event):
-                kind = getattr(inner, "kind", "")
-                if kind == "text_delta" and depth == 0 and not self.args.json:
-                    self.out.write(inner.text)
-                    self.out.flush()
-                    ended_line = inner.text.endswith("\n")
-                    shown = True
-                elif kind == "tool_call":
-                    self._call_line(inner.call, depth, name, inner.disposition)
-                elif kind == "tool_result":
-                    self._result_line(inner.result, depth, name)
-                elif kind == "step_end" and depth == 0 and not ended_line:
-                    self.out.write("\n")
-                    self.out.flush()
-                    ended_line = True
+        events: Any = iter(outcome)  # (a generator: Ctrl-C can be thrown into it)
+        for event in events:
+            try:
+                ended_line, shown = self._show(event, ended_line, shown)
+            except KeyboardInterrupt as exc:
+                # Ctrl-C while an event is shown: thrown into the stream where it waits,
+                # so the run keeps what it did (the error carries its state) as it would
+                # had Ctrl-C come a moment later, while the run worked.
+                events.throw(exc)
+                raise
         response = outcome.response
         if not shown and not self.args.json and response.text:
             # A workflow's answer is its output, which arrives with no deltas of its own.
@@ -509,6 +521,25 @@ class _Session:
             self.out.flush()
         self._catch_up(response, waiting)
         return response
+
+    def _show(self, event: Any, ended_line: bool, shown: bool) -> tuple[bool, bool]:
+        """Show one event of a stream; whether the output ends a line, and whether text was shown."""
+        for depth, name, inner in _unwrap(event):
+            kind = getattr(inner, "kind", "")
+            if kind == "text_delta" and depth == 0 and not self.args.json:
+                self.out.write(inner.text)
+                self.out.flush()
+                ended_line = inner.text.endswith("\n")
+                shown = True
+            elif kind == "tool_call":
+                self._call_line(inner.call, depth, name, inner.disposition)
+            elif kind == "tool_result":
+                self._result_line(inner.result, depth, name)
+            elif kind == "step_end" and depth == 0 and not ended_line:
+                self.out.write("\n")
+                self.out.flush()
+                ended_line = True
+        return ended_line, shown
 
     def _step(self, step: Any) -> None:
         for call in step.tool_calls:

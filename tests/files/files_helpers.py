@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -194,3 +197,46 @@ def _gated_stream(request: ModelRequest) -> Iterator[StreamEvent]:
 
 
 gated_model = FunctionModel(lambda request: "first second", stream_function=_gated_stream)
+
+
+@tool
+def note(text: str) -> str:
+    """Note the text; each run of it is a line of ``ran.log`` here.
+
+    Args:
+        text: What to note.
+    """
+    with Path("ran.log").open("a") as log:
+        log.write(f"note {text}\n")
+    return f"noted {text}"
+
+
+@tool
+async def press_ctrl_c(text: str) -> str:
+    """The first time (no ``interrupted`` file here), Ctrl-C reaches the process while this
+    waits (until cancelled); then it answers at once.
+
+    Args:
+        text: What to answer with.
+    """
+    marker = Path("interrupted")
+    if not marker.exists():
+        marker.write_text("once")
+        # As a terminal's Ctrl-C: SIGINT to the main thread, where Python raises it.
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        await asyncio.Event().wait()  # only the cancel ends it
+    return f"pressed {text}"
+
+
+def _lead_and_worker(request: ModelRequest) -> Reply:
+    """The lead calls the ``worker`` agent; the worker calls ``note``, then ``press_ctrl_c``."""
+    results = [r.content for m in request.messages for r in m.tool_results]
+    if any(t.name == "worker" for t in request.tools):
+        return f"lead: {results[0]}" if results else FunctionModel.call("worker", {"input": "go"})
+    if len(results) < 2:
+        name = "press_ctrl_c" if results else "note"
+        return FunctionModel.call(name, {"text": "x"})
+    return "worker: " + ", ".join(results)
+
+
+lead_and_worker = FunctionModel(_lead_and_worker, name="files:lead-and-worker")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import toolfold
 from toolfold import Agent, AgentFileError, Handoff, Loop, Parallel, Route, Sequence, UsageError
 from toolfold.files import AgentFile, from_dict, load, loads
 from toolfold.mcp import MCPServerStdio
@@ -809,3 +812,75 @@ def test_a_second_array_table_has_its_own_line() -> None:
     )
     (problem,) = _problems(text)
     assert problem.startswith("f.toml:5: agents.a.mcp[1]: give either command"), problem
+
+
+def test_a_module_level_model_object_is_written_by_its_name_and_loads_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model instance bound at module level (``MODEL = toolfold.model(...)``) is written as
+    ``module:MODEL`` and loads back as that very object; one made in a function is refused."""
+    (tmp_path / "made_models.py").write_text(
+        "import toolfold\n"
+        "from toolfold import Agent\n\n"
+        'MODEL = toolfold.model("openai:gpt-4o-mini", api_key="sk-not-written")\n'
+        'agent = Agent(MODEL, name="writer", instructions="Write.")\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "made_models", raising=False)  # (gone after the test)
+    made_models = importlib.import_module("made_models")
+    document = made_models.agent.to_dict()
+    assert document == {
+        "entry": "writer",
+        "agents": {"writer": {"model": "made_models:MODEL", "instructions": "Write."}},
+    }
+    assert "sk-not-written" not in json.dumps(document)
+    assert from_dict(document).agent().model is made_models.MODEL
+    local = Agent(toolfold.model("openai:gpt-4o-mini", api_key="sk-x"), name="local")
+    with pytest.raises(UsageError, match=r"agents\.local: .* has no import path"):
+        local.to_dict()
+
+
+def _bound_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A module ``bound_models`` (imported afresh) whose ``MODEL`` is a model made at module level."""
+    (tmp_path / "bound_models.py").write_text(
+        'import toolfold\n\nMODEL = toolfold.model("openai:gpt-4o-mini", api_key="sk-x")\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "bound_models", raising=False)
+    return importlib.import_module("bound_models")
+
+
+def test_a_module_level_model_is_not_written_under_an_alias_of_the_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``__mp_main__`` (the alias of ``__main__`` that importing multiprocessing adds) and other
+    entries of sys.modules that are not their module's own name are passed over; the script
+    itself is named only when no module defines the object."""
+    bound_models = _bound_models(tmp_path, monkeypatch)
+    main = sys.modules["__main__"]
+    monkeypatch.setitem(sys.modules, "__mp_main__", main)
+    monkeypatch.setitem(sys.modules, "an_alias", bound_models)  # (its __name__ differs)
+    monkeypatch.setattr(main, "MODEL", bound_models.MODEL, raising=False)  # from x import MODEL
+    agent = Agent(bound_models.MODEL, name="a")
+    assert agent.to_dict()["agents"]["a"]["model"] == "bound_models:MODEL"
+    own = toolfold.model("openai:gpt-4o-mini", api_key="sk-x")
+    monkeypatch.setattr(main, "OWN_MODEL", own, raising=False)  # defined in the script only
+    assert Agent(own, name="b").to_dict()["agents"]["b"]["model"] == "__main__:OWN_MODEL"
+
+
+def test_a_model_bound_in_several_modules_is_refused_naming_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model a second module re-exports (``from bound_models import MODEL``) is refused
+    with an error naming both bindings and how to keep one, whatever is imported."""
+    bound_models = _bound_models(tmp_path, monkeypatch)
+    (tmp_path / "bound_app.py").write_text("from bound_models import MODEL  # re-exported\n")
+    monkeypatch.delitem(sys.modules, "bound_app", raising=False)
+    importlib.import_module("bound_app")
+    agent = Agent(bound_models.MODEL, name="a")
+    with pytest.raises(UsageError) as caught:
+        agent.to_dict()
+    message = str(caught.value)
+    assert message.startswith("agents.a: "), message
+    assert "(bound_app:MODEL, bound_models:MODEL)" in message
+    assert "'import module' and 'module.NAME'" in message

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -31,17 +33,25 @@ FILES = Path(__file__).resolve().parent
 DEMO = ["--model", "support_tools:demo_model"]
 
 
+def _environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment with no API keys, ``env`` added, and this checkout's toolfold first
+    on the path (the interpreter's installed one may be another checkout's)."""
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    given = {**clean, **(env or {})}
+    paths = [str(ROOT), *filter(None, [given.get("PYTHONPATH")])]
+    return {**given, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def toolfold(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``toolfold ARGS`` in a subprocess with no API keys and stdin not a terminal."""
-    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     return subprocess.run(
         [sys.executable, "-m", "toolfold._cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**clean, **(env or {})},
+        env=_environment(env),
         stdin=subprocess.DEVNULL,
         timeout=60,
     )
@@ -164,7 +174,12 @@ def test_a_state_that_does_not_fit_the_agent_is_bad_input(tmp_path: Path) -> Non
         (
             ["--agent", "researcher"],
             f"agent 'researcher' of {EXAMPLE} (nothing ran; {run_file} is unchanged): the run "
-            "was handed to agent 'refunds', which is not among this agent's handoffs",
+            "was started by 'triage', not by 'researcher'; resume it with --agent triage",
+        ),
+        (  # the agent the run was handed to: the API lets it go on, the run file does not
+            ["--agent", "refunds"],
+            f"agent 'refunds' of {EXAMPLE} (nothing ran; {run_file} is unchanged): the run "
+            "was started by 'triage', not by 'refunds'; resume it with --agent triage",
         ),
         (
             ["--file", str(changed)],
@@ -181,6 +196,36 @@ def test_a_state_that_does_not_fit_the_agent_is_bad_input(tmp_path: Path) -> Non
         assert run_file.read_text() == kept
     proc = toolfold("resume", str(run_file), "--approve", "call_4_0", cwd=tmp_path)
     assert (proc.returncode, proc.stdout) == (0, "order A17 refunded\n"), proc.stderr
+
+
+def test_resume_refuses_an_agent_that_did_not_start_the_run_naming_both(tmp_path: Path) -> None:
+    """``resume --agent`` (or a bare state's ``--file`` entry) naming another agent of the file
+    than the one that started the run is refused with exit 1, naming both; the run file is kept
+    and the agent that started the run resumes it."""
+    two = tmp_path / "two.toml"
+    agent = '[agents.{}]\nmodel = "files_helpers:model"\ntools = ["files_helpers:add_approved"]\n'
+    two.write_text('entry = "beta"\n' + agent.format("alpha") + agent.format("beta"))
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", str(two), "--agent", "alpha", "go", cwd=tmp_path, env=env)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    kept = run_file.read_text()
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(json.loads(kept)["state"]))
+    for state, options in ((run_file, ["--agent", "beta"]), (bare, ["--file", str(two)])):
+        proc = toolfold(
+            "resume", str(state), "--approve", "call_1_0", *options, cwd=tmp_path, env=env
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr == (
+            f"toolfold resume: cannot resume {state} with agent 'beta' of {two} (nothing ran; "
+            f"{state} is unchanged): the run was started by 'alpha', not by 'beta'; resume it "
+            "with --agent alpha\n"
+        )
+        assert proc.stdout == ""
+    assert run_file.read_text() == kept
+    proc = toolfold("resume", str(run_file), "--approve", "call_1_0", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout) == (0, "result: 5\n"), proc.stderr
 
 
 def test_a_usage_error_once_the_run_is_under_way_is_a_failed_run(tmp_path: Path) -> None:
@@ -287,6 +332,37 @@ def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
     assert proc.stdout == "result: 5\n"
 
 
+def test_ctrl_c_in_a_streamed_sub_agent_keeps_what_it_finished(tmp_path: Path) -> None:
+    """``run --stream`` interrupted by Ctrl-C while a sub-agent (an agent used as a tool) waits
+    on its second tool: the run file holds the sub-agent where it stopped, and resuming runs
+    none of its finished tools again."""
+    (tmp_path / "team.toml").write_text(
+        'entry = "lead"\n\n[agents.lead]\nmodel = "files_helpers:lead_and_worker"\n'
+        'tools = [{ agent = "worker" }]\n\n[agents.worker]\n'
+        'model = "files_helpers:lead_and_worker"\n'
+        'tools = ["files_helpers:note", "files_helpers:press_ctrl_c"]\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", "run", "team.toml", "--stream", "go"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_environment({"PYTHONPATH": str(FILES)}),
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        # (a process started in the background inherits SIGINT ignored: Python's own handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.endswith(
+        "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+        "toolfold resume toolfold-run.json\n"
+    )
+    proc = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
+    assert (proc.returncode, proc.stdout) == (0, "lead: worker: noted x, pressed x\n"), proc.stderr
+    assert (tmp_path / "ran.log").read_text() == "note x\n"  # not run again
+
+
 def test_a_provider_error_after_an_approved_tool_keeps_its_result(tmp_path: Path) -> None:
     """The run file holds the tool's result, so resuming it again cannot run the tool twice.
 
@@ -336,14 +412,13 @@ def on_terminal(*args: str, cwd: Path, answer: bytes | None = b"y\n") -> tuple[i
     """``toolfold ARGS`` under a pseudo-terminal, answering every ``[y/n]`` question
     (with Ctrl-C when ``answer`` is None)."""
     main, secondary = pty.openpty()
-    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolfold._cli", *args],
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
         cwd=cwd,
-        env=clean,
+        env=_environment(),
         close_fds=True,
         # A process started in the background inherits SIGINT ignored, and Python then
         # never raises KeyboardInterrupt for it: the default lets Python install its own.
@@ -822,3 +897,99 @@ def test_a_file_with_a_handoff_cycle_checks_draws_and_runs(tmp_path: Path) -> No
         assert ran.returncode == 0, ran.stderr
         state = RunState.from_json(ran.stdout)
         assert state.output == "A paragraph from notes on parcel delays."
+
+
+def _documented_sessions() -> list[str]:
+    """The shell sessions of docs/cli.md: its code blocks that begin with ``$ toolfold``."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    return re.findall(r"```\n(\$ toolfold .*?)```", text, re.S)
+
+
+def test_the_documented_sessions_print_what_the_command_prints(tmp_path: Path) -> None:
+    """Each command of docs/cli.md's sessions, run in a folder holding the example file, prints
+    (stderr and stdout as they interleave) exactly the lines shown under it; a command without
+    ``< /dev/null`` runs on a terminal, where each y/n question is answered as shown."""
+    sessions = _documented_sessions()
+    assert len(sessions) >= 3  # running a file, and both approval sessions
+    for session in sessions:
+        folder = tmp_path / f"session{sessions.index(session)}"
+        shutil.copytree(EXAMPLE.parent, folder / "examples" / "agent_files")
+        commands = re.findall(r"^\$ (.*)\n((?:(?!\$ ).*\n)*)", session, re.M)
+        for line, shown in commands:
+            words = shlex.split(line)
+            assert words[0] == "toolfold"
+            if words[-2:] == ["<", "/dev/null"]:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "toolfold._cli", *words[1:-2]],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    cwd=folder,
+                    env=_environment(),
+                    timeout=60,
+                )
+                printed = proc.stdout
+            else:
+                _, printed = on_terminal(*words[1:], cwd=folder)
+                printed = printed.replace("\r\n", "\n")
+            assert printed == shown, line
+
+
+def test_ctrl_c_while_a_streamed_event_is_shown_keeps_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C that lands while ``run --stream`` shows an event (not while the run waits) is
+    thrown into the stream: the run file holds what the run did, and resuming runs none of the
+    sub-agent's finished tools again."""
+    import argparse
+    import asyncio
+
+    from toolfold import Agent, tool
+    from toolfold._commands import INTERRUPTED, _continue, _Session, _start
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(FILES))
+    import files_helpers
+
+    holding = [True]
+
+    @tool
+    async def press_ctrl_c(text: str) -> str:
+        """Wait until cancelled while ``holding``; else answer.
+
+        Args:
+            text: What to answer with.
+        """
+        if holding[0]:
+            await asyncio.Event().wait()
+        return f"pressed {text}"
+
+    worker = Agent(
+        files_helpers.lead_and_worker, name="worker", tools=[files_helpers.note, press_ctrl_c]
+    )
+    lead = Agent(files_helpers.lead_and_worker, name="lead", tools=[worker.as_tool()])
+    args = argparse.Namespace(stream=True, json=False, state_out=None)
+    where = {"file": "team.toml", "agent": "lead", "model": None}
+    session = _Session("run", lead, args, where, str(tmp_path / "run.json"))
+    shown_by = _Session._result_line
+
+    def result_line(self: Any, result: Any, depth: int, name: str) -> None:
+        shown_by(self, result, depth, name)
+        if result.tool_name == "note":  # Ctrl-C as the terminal shows note's result
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_Session, "_result_line", result_line)
+    try:
+        code = session._attempt(lambda: _start(lead, "go", True, None), ())
+    except KeyboardInterrupt:  # what the command then says: "interrupted", no run file
+        pytest.fail("the interruption carried no state: the run's work was lost")
+    assert code == INTERRUPTED
+    state = RunState.from_json(json.dumps(json.loads((tmp_path / "run.json").read_text())["state"]))
+    (kept,) = [c for c in state.calls if c.child is not None]
+    assert kept.status == "to_run"  # the sub-agent where it stopped, its note ended
+    monkeypatch.setattr(_Session, "_result_line", shown_by)
+    holding[0] = False
+    response = session._attempt(lambda: _continue(lead, state, {}, True, None), ())
+    assert response.text == "lead: worker: noted x, pressed x"
+    assert (tmp_path / "ran.log").read_text() == "note x\n"

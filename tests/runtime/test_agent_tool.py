@@ -594,3 +594,170 @@ def test_a_sub_run_that_fails_stays_in_the_tree() -> None:
     )
     assert response.usage == response.state.usage + kept.usage
     _exact(response.state)
+
+
+@toolfold.tool(requires_approval=True)
+def _act(x: str) -> str:
+    """Act once approved.
+
+    Args:
+        x: What to act on.
+    """
+    return f"acted {x}"
+
+
+def _two_acts(request: Any) -> Any:
+    """A sub-agent's model: two approval calls in one step, then what it saw."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        return "sub saw: " + "; ".join(r.content for r in last.tool_results)
+    return [ScriptedModel.call("act", {"x": "1"}), ScriptedModel.call("act", {"x": "2"})]
+
+
+def _lead_of(sub: Agent) -> Agent:
+    def reply(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return "lead saw: " + last.tool_results[0].content
+        return ScriptedModel.call("sub", {"input": "go"})
+
+    return Agent(FunctionModel(reply), name="lead", tools=[sub.as_tool()])
+
+
+def _shown(events: Any) -> list[tuple[Any, ...]]:
+    """(path, kind, what) of each tool result and step end a stream showed."""
+    shown: list[tuple[Any, ...]] = []
+    for event in events:
+        path: tuple[str, ...] = ()
+        while isinstance(event, toolfold.SubRunEvent):
+            path, event = path + event.path[len(path) :], event.event
+        if isinstance(event, toolfold.ToolResultEvent):
+            shown.append((path, "result", event.result.call_id, event.outcome))
+        elif isinstance(event, toolfold.StepEndEvent):
+            shown.append((path, "step_end", tuple(r.call_id for r in event.step.tool_results)))
+    return shown
+
+
+@pytest.mark.parametrize("how", ["blocking", "async"])
+def test_calls_of_a_sub_agent_answered_by_the_caller_are_shown_as_a_resume_shows_its_own(
+    how: str,
+) -> None:
+    """A denial given at the top for a sub-agent's call shows, in the sub-run's stream, a
+    tool result with outcome denied, and the step the answers closed ends, as a resume of
+    the sub-agent itself shows them; shown once, when the sub-run goes on."""
+    sub = Agent(FunctionModel(_two_acts), name="sub", tools=[_act.replace(name="act")])
+    lead = _lead_of(sub)
+    waiting = lead.run("go")
+    path = ("sub", "call_1_0")
+
+    def resumed(state: RunState, approvals: dict[str, Any]) -> list[Any]:
+        stream = lead.resume_stream(state, approvals=approvals)
+        if how == "blocking":
+            return list(stream)
+
+        async def take() -> list[Any]:
+            return [event async for event in stream]
+
+        return asyncio.run(take())
+
+    # the first answer alone: the sub-run still waits, so it does not run yet
+    first = resumed(waiting.state, {"call_1_0/call_1_0": Denied("no")})
+    assert _shown(first) == []
+    then = first[-1].response
+    second = resumed(then.state, {"call_1_0/call_1_1": False})
+    assert _shown(second)[:3] == [
+        (path, "result", "call_1_0", "denied"),
+        (path, "result", "call_1_1", "denied"),
+        (path, "step_end", ("call_1_0", "call_1_1")),
+    ]
+    # what the sub-agent's own resume shows of the same answers
+    own = sub.run("go")
+    alone = list(sub.resume_stream(own.state, approvals={"call_1_0": Denied("no")}))
+    alone += list(sub.resume_stream(alone[-1].response.state, approvals={"call_1_1": False}))
+    assert [s[1:] for s in _shown(alone)][:3] == [s[1:] for s in _shown(second)][:3]
+    assert second[-1].response.text == (
+        "lead saw: sub saw: The user denied this tool call: no; The user denied this tool call."
+    )
+
+
+def test_a_sub_agents_call_denied_beside_an_approved_one_is_shown_once() -> None:
+    """Denied and approved in one resume: the denial shows as answered, the approved call as
+    it runs, and the step ends once with both."""
+    sub = Agent(FunctionModel(_two_acts), name="sub", tools=[_act.replace(name="act")])
+    lead = _lead_of(sub)
+    waiting = lead.run("go")
+    events = list(
+        lead.resume_stream(
+            waiting.state, approvals={"call_1_0/call_1_0": Denied("no"), "call_1_0/call_1_1": True}
+        )
+    )
+    nested = [s for s in _shown(events) if s[0]]
+    assert nested[:3] == [
+        (("sub", "call_1_0"), "result", "call_1_0", "denied"),
+        (("sub", "call_1_0"), "result", "call_1_1", "ok"),
+        (("sub", "call_1_0"), "step_end", ("call_1_0", "call_1_1")),
+    ]
+    assert [s for s in nested if s[1] == "result" and s[2] == "call_1_0"] == [nested[0]]
+
+
+def test_calls_of_a_workflow_step_answered_by_the_caller_are_shown() -> None:
+    """A workflow step's agent whose calls the caller denies shows them in the step's events."""
+    step = Agent(FunctionModel(_two_acts), name="sub", tools=[_act.replace(name="act")])
+    flow = toolfold.Sequence(step, name="flow")
+    waiting = flow.run("go")
+    events = list(
+        flow.resume_stream(waiting.state, approvals={"call_1_0": False, "call_1_1": False})
+    )
+    assert _shown(events)[:3] == [
+        (("sub", "sub"), "result", "call_1_0", "denied"),
+        (("sub", "sub"), "result", "call_1_1", "denied"),
+        (("sub", "sub"), "step_end", ("call_1_0", "call_1_1")),
+    ]
+
+
+@pytest.mark.parametrize("how", ["blocking", "async"])
+def test_a_sub_agents_answered_call_is_not_shown_again_when_its_failed_resume_is_retried(
+    how: str,
+) -> None:
+    """A denial given at the top is shown when the sub-run goes on; the sub-run then fails
+    before its log grows, and resuming the state its error carries shows no denial again."""
+    down = {"on": True}
+
+    def reply(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role != "tool":
+            return ScriptedModel.call("act", {"x": "1"})
+        if down["on"]:
+            raise RuntimeError("model down")
+        return "sub saw: " + last.tool_results[0].content
+
+    sub = Agent(FunctionModel(reply), name="sub", tools=[_act.replace(name="act")])
+    lead = attrs.evolve(_lead_of(sub), on_tool_error="raise")
+
+    def events_of(stream: Any) -> list[Any]:
+        taken: list[Any] = []
+
+        async def take() -> None:
+            async for event in stream:
+                taken.append(event)
+
+        try:
+            if how == "blocking":
+                taken.extend(stream)
+            else:
+                asyncio.run(take())
+        except toolfold.ToolExecutionError as exc:
+            taken.append(exc)
+        return taken
+
+    waiting = lead.run("go")
+    first = events_of(lead.resume_stream(waiting.state, approvals={"call_1_0/call_1_0": False}))
+    failed = first.pop()
+    assert isinstance(failed, toolfold.ToolExecutionError)
+    denied = (("sub", "call_1_0"), "result", "call_1_0", "denied")
+    assert _shown(first) == [denied, (("sub", "call_1_0"), "step_end", ("call_1_0",))]
+    down["on"] = False
+    state = RunState.from_json(failed.state.to_json())
+    second = events_of(lead.resume_stream(state))
+    assert denied not in _shown(second)
+    assert second[-1].response.text == "lead saw: sub saw: The user denied this tool call."

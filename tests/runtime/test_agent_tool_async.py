@@ -143,3 +143,50 @@ def test_a_replaced_timeout_holds_in_blocking_runs_too() -> None:
     (result,) = response.steps[0].tool_results
     assert result.is_error
     assert "'quick' timed out" in result.content
+
+
+def _timed_lead() -> Agent:
+    """lead -> slow (as_tool(timeout=0.2)): slow calls `quick`, then `quick` and `wait_forever`."""
+
+    @tool
+    async def wait_forever() -> str:
+        """Never finish."""
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    @tool
+    def quick() -> str:
+        """Answer at once."""
+        return "quick result"
+
+    slow = Agent(
+        ScriptedModel([call("quick", {}), [call("quick", {}), call("wait_forever", {})]]),
+        name="slow",
+        tools=[quick, wait_forever],
+    )
+    return Agent(
+        ScriptedModel([call("slow", {"input": "go"}), "gave up"]),
+        name="lead",
+        tools=[slow.as_tool(timeout=0.2)],
+    )
+
+
+def test_a_timed_out_sub_run_stays_in_the_tree_and_counts_its_usage() -> None:
+    """A sub-agent stopped by as_tool(timeout=) rides on the call's timeout result: its model calls count in response.usage."""
+    response = asyncio.run(_timed_lead().arun("go", run_id="timed"))
+    (result,) = response.steps[0].tool_results
+    assert result.content == "Error: tool 'slow' timed out after 0.2 s."
+    child = response.state.sub_runs[result.call_id]
+    assert child.run_id == f"timed/{result.call_id}"
+    assert child.usage.requests == 2  # both of the sub-agent's model calls
+    assert response.usage.requests == 4  # the lead's two, and the sub-agent's
+    assert response.usage == response.state.usage + child.usage
+    # where the cancellation found it: its second round, the call that ended committed
+    assert child.phase == "running_tools"
+    assert [(c.call.name, c.status) for c in child.calls] == [
+        ("quick", "done"),
+        ("wait_forever", "to_run"),
+    ]
+    blocking = _timed_lead().run("go", run_id="timed")
+    assert blocking.state.sub_runs[result.call_id] == child
+    assert blocking.usage == response.usage

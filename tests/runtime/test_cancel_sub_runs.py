@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+import attrs
 import pytest
 
 from toolfold import (
@@ -27,8 +28,13 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import ToolReturned, replay
-from toolfold.runtime.drive._executor import RoundInterrupt, _interruptible, run_calls_sync
-from toolfold.testing import FunctionModel
+from toolfold.runtime.drive._executor import (
+    RoundInterrupt,
+    _interruptible,
+    run_calls_sync,
+    watched_interrupt,
+)
+from toolfold.testing import FunctionModel, ScriptedModel
 
 call = FunctionModel.call
 
@@ -365,6 +371,56 @@ def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_agents() -> None:
     assert gate.ran["model:first"] == 3
 
 
+def test_ctrl_c_in_a_blocking_stream_keeps_a_lone_sub_agent() -> None:
+    """Ctrl-C while a blocking stream's step runs one sub-agent (no timeout) on its thread: the
+    sub-agent runs on that thread's event loop, so it is cancelled and kept where it stopped,
+    and resuming runs none of its finished model calls or tools again (it ran blocking, out of
+    reach, and resuming started it from its beginning)."""
+    gate = Gate()
+    lead = _caller(gate, "lead", _worker(gate, "bottom").as_tool())
+    events = iter(lead.stream("go"))
+    for event in events:
+        if _calls_slow(event):
+            break
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events.throw(KeyboardInterrupt())
+    state = RunState.from_json(state_of(caught.value).to_json())
+    assert _kept_path(state) == ["bottom"]
+    gate.holding = False
+    response = _resumed(lead, state, stream=True)
+    assert response.text == "lead(bottom: quick bottom, slow bottom)"
+    assert gate.ran == {"model:lead": 2, "model:bottom": 3, "quick:bottom": 1, "slow:bottom": 1}
+
+
+def test_ctrl_c_in_a_blocking_workflow_stream_keeps_its_step() -> None:
+    """Ctrl-C thrown into a blocking workflow stream (where its caller is busy with an event)
+    reaches the run it streams: the error carries the state, the step agent kept where it
+    stopped, and resuming runs none of its finished work again."""
+    gate = Gate()
+    flow = Sequence(_worker(gate, "first", "quick"), _worker(gate, "second"), name="flow")
+    events = iter(flow.stream("go"))
+    for event in events:
+        if _calls_slow(event):
+            break
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events.throw(KeyboardInterrupt())
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    assert _kept_path(state) == ["second"]
+    gate.holding = False
+    resumed = flow.resume_stream(state)
+    list(resumed)
+    assert resumed.response.output == "second: quick second, slow second"
+    assert gate.ran == {
+        "model:first": 3,
+        "quick:first": 2,
+        "model:second": 3,
+        "quick:second": 1,
+        "slow:second": 1,
+    }
+
+
 def test_ctrl_c_in_a_blocking_stream_does_not_wait_for_work_a_tool_handed_to_a_thread() -> None:
     """Ctrl-C while a sub-agent's tool waits on ``asyncio.to_thread`` work: the stream raises
     without waiting for that thread (which nothing can stop), and the round is kept.
@@ -458,3 +514,179 @@ def test_only_the_calls_own_sub_run_is_kept() -> None:
         kept_sub_run(kept, index, "c1", "bottom", interrupted_in(run_id), "top")
     assert sorted(kept) == [0, 1]
     assert kept[0].child.run_id == "top/c1"
+
+
+def test_ctrl_c_in_a_blocking_stream_stops_a_lone_sub_agent_after_its_blocking_tool() -> None:
+    """Ctrl-C while a lone sub-agent (run blocking on the step's thread) waits in a sync tool:
+    the stream waits for the tool, the sub-agent stops before its next model call, and
+    resuming runs neither that tool nor the sub-agent's earlier model calls again."""
+    ran: Counter[str] = Counter()
+    reached = threading.Event()
+    released = threading.Event()
+
+    @tool
+    def wait(key: str) -> str:
+        """A blocking tool that returns once the round is interrupted.
+
+        Args:
+            key: What to look up.
+        """
+        ran["wait"] += 1
+        if ran["wait"] == 1:
+            interrupt = watched_interrupt()
+            assert interrupt is not None  # run on the round's thread, watched
+            interrupt.attach(released.set)  # (fired by the Ctrl-C below)
+            reached.set()
+            released.wait(60)
+        return f"waited {key}"
+
+    def bottom_reply(request: ModelRequest) -> Any:
+        ran["model:bottom"] += 1
+        return "bottom done" if _results(request) else call("wait", {"key": "x"})
+
+    bottom = Agent(FunctionModel(bottom_reply), name="bottom", tools=[wait])
+    lead = _caller(Gate(), "lead", bottom.as_tool())
+    events = iter(lead.stream("go"))
+    for event in events:
+        inner = getattr(event, "event", None)
+        if isinstance(inner, ToolCallEvent) and inner.call.name == "wait":
+            break
+    assert reached.wait(60)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events.throw(KeyboardInterrupt())
+    state = RunState.from_json(state_of(caught.value).to_json())
+    assert _kept_path(state) == ["bottom"]
+    assert ran == {"wait": 1, "model:bottom": 1}
+    response = _resumed(lead, state, stream=True)
+    assert response.text == "lead(bottom done)"
+    assert ran == {"wait": 1, "model:bottom": 2}
+
+
+class _SyncOnly:
+    """A user's model with blocking methods only: its async API raises."""
+
+    name = "mine:sync"
+
+    def __init__(self) -> None:
+        self.inner = FunctionModel(lambda request: "sub says hi")
+
+    def request_sync(self, request: ModelRequest) -> Any:
+        return self.inner.request_sync(request)
+
+    def stream_sync(self, request: ModelRequest) -> Any:
+        return self.inner.stream_sync(request)
+
+    async def request(self, request: ModelRequest) -> Any:
+        raise NotImplementedError("sync only")
+
+    def stream(self, request: ModelRequest) -> Any:
+        raise NotImplementedError("sync only")
+
+
+def _lone_sub_agent_streamed(sub: Agent) -> Any:
+    """The response of a blocking stream whose step calls ``sub`` alone."""
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("sub", {"input": "go"}), "done"]),
+        name="lead",
+        tools=[sub.as_tool()],
+    )
+    stream = lead.stream("go")
+    list(stream)
+    return stream.response
+
+
+def test_a_blocking_stream_calls_a_lone_sub_agents_model_through_its_blocking_api() -> None:
+    """A blocking stream runs a lone sub-agent as a blocking run: a model with blocking
+    methods only answers there (its async API is never called)."""
+    response = _lone_sub_agent_streamed(Agent(_SyncOnly(), name="sub"))  # type: ignore[arg-type]
+    assert response.steps[0].tool_results[0].content == "sub says hi"
+
+
+def test_a_blocking_stream_uses_a_lone_sub_agents_injected_sync_http_client() -> None:
+    """A sub-agent whose provider model was given a blocking ``httpx.Client`` streams through
+    it in a blocking stream's step (no async client is asked for)."""
+    import json
+
+    import httpx
+
+    import toolfold
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert json.loads(request.content)["stream"] is True
+        chunks = [
+            {
+                "id": "r1",
+                "model": "gpt-test",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": "sub hello"},
+                        "finish_reason": None,
+                    }
+                ],
+            },
+            {
+                "id": "r1",
+                "model": "gpt-test",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            },
+        ]
+        text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        return httpx.Response(
+            200, content=text.encode(), headers={"content-type": "text/event-stream"}
+        )
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        model = toolfold.model("openai:gpt-test", api_key="sk-x", http_client=client)
+        response = _lone_sub_agent_streamed(Agent(model, name="sub"))
+    assert response.steps[0].tool_results[0].content == "sub hello"
+
+
+def test_a_lone_sub_agents_sync_tool_in_a_blocking_stream_may_run_its_own_event_loop() -> None:
+    """A ``blocking=False`` sync tool of a lone sub-agent in a blocking stream runs with no
+    event loop around it, as in a blocking run: ``asyncio.run`` inside it works."""
+
+    async def half() -> str:
+        return "inner loop"
+
+    seen: list[str] = []
+
+    @tool(blocking=False)
+    def nested() -> str:
+        """Run a coroutine to its end."""
+        seen.append(asyncio.run(half()))
+        return seen[-1]
+
+    sub = Agent(
+        ScriptedModel([ScriptedModel.call("nested", {}), "sub done"]), name="sub", tools=[nested]
+    )
+    response = _lone_sub_agent_streamed(sub)
+    assert seen == ["inner loop"]
+    assert response.steps[0].tool_results[0].content == "sub done"
+
+
+def test_ctrl_c_in_a_blocking_stream_cancels_the_sub_agents_a_lone_sub_agent_runs_side_by_side() -> (
+    None
+):
+    """Ctrl-C while a lone sub-agent (run blocking on the step's thread) runs two sub-agents of
+    its own on an event loop: they are cancelled, the whole tree is kept where it stopped, and
+    resuming runs nothing that had ended again."""
+    gate = Gate()
+    mid = attrs.evolve(_side_by_side(gate, "slow"), name="mid")
+    top = _caller(gate, "top", mid.as_tool())
+    events = iter(top.stream("go"))
+    for event in events:
+        if _calls_slow(event):
+            break
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events.throw(KeyboardInterrupt())
+    state = RunState.from_json(state_of(caught.value).to_json())
+    (held,) = [c for c in state.calls if c.child is not None]
+    second = next(c for c in held.child.calls if c.call.name == "second")
+    assert second.status == "to_run"
+    assert second.child is not None
+    gate.holding = False
+    response = _resumed(top, state, stream=True)
+    assert response.text.startswith("top(lead(")
+    assert gate.ran["quick:second"] == 1
+    assert gate.ran["slow:second"] == 1

@@ -637,3 +637,36 @@ def test_three_transfers_with_the_first_awaiting_approval_name_no_agent_before_i
 
 
 _LOST_TAIL = " (an earlier transfer in the same answer); one handoff per answer."
+
+
+def test_resuming_another_agents_run_is_refused_naming_both() -> None:
+    """An agent that neither started the run nor reaches its agent is refused naming both, and
+    whether the run was handed off (then the agent that started it is named too)."""
+
+    @tool(requires_approval=True)
+    def act() -> str:
+        """Act."""
+        return "acted"
+
+    alpha = Agent(ScriptedModel([call("act", {}), "done"]), name="alpha", tools=[act])
+    beta = Agent(ScriptedModel(["done"]), name="beta", tools=[act])
+    waiting = alpha.run("go")
+    approvals = {c.id: True for c in waiting.pending_approvals}
+    with pytest.raises(UsageError) as refused:
+        beta.resume(waiting.state, approvals=approvals)
+    assert str(refused.value) == (
+        "the run belongs to agent 'alpha', not to this agent ('beta'), and 'alpha' is not "
+        "among its handoffs (any depth): resume it with agent 'alpha'"
+    )
+    refunds = Agent(ScriptedModel([call("act", {}), "done"]), name="refunds", tools=[act])
+    triage = Agent(
+        ScriptedModel([call("transfer_to_refunds", {})]), name="triage", handoffs=[refunds]
+    )
+    handed = triage.run("go")
+    assert handed.agent == "refunds"
+    with pytest.raises(UsageError) as refused:
+        beta.resume(handed.state, approvals={c.id: True for c in handed.pending_approvals})
+    assert str(refused.value) == (
+        "the run was handed to agent 'refunds', which is not among the handoffs (any depth) "
+        "of this agent ('beta'): resume it with the agent that started it ('triage')"
+    )

@@ -142,6 +142,61 @@ def test_a_reused_call_id_after_a_sub_run_cut_short_runs_its_tool_again(
     assert durable.state == local.state
 
 
+def _first_then_answer(*calls: Any) -> Callable[[ModelRequest], Any]:
+    """A model that makes ``calls`` (one step) first, then answers with the results it saw."""
+
+    def model(request: ModelRequest) -> Any:
+        results = [r.content for m in request.messages for r in m.tool_results]
+        return f"saw {results}" if results else list(calls)
+
+    return model
+
+
+# lead -> mid (as_tool(timeout=)) -> fresh and bottom side by side; bottom calls `hung`.
+_bottom = Agent(
+    FunctionModel(_first_then_answer(FunctionModel.call("hung", {}))), name="bottom", tools=[hung]
+)
+_mid = Agent(
+    FunctionModel(
+        _first_then_answer(
+            FunctionModel.call("fresh", {}), FunctionModel.call("bottom", {"input": "go"})
+        )
+    ),
+    name="mid",
+    tools=[fresh, _bottom.as_tool()],
+)
+timed_tree = TemporalAgent(
+    Agent(
+        FunctionModel(_first_then_answer(FunctionModel.call("mid", {"input": "go"}))),
+        name="timed_tree",
+        tools=[_mid.as_tool(timeout=temporal_app.TIMEOUT)],
+    ),
+    settings=temporal_app.SETTINGS,
+)
+
+
+def test_a_timed_out_sub_run_is_kept_where_it_stopped_as_locally(server: DevServer) -> None:
+    """A sub-run stopped by its as_tool() timeout stays on the call's result, with its ended call and its own sub-run where they stopped, as locally."""
+
+    async def go() -> Any:
+        async with _worker(server, [timed_tree]) as (client, queue):
+            return await timed_tree.run(client, "go", id="timed_tree-1", task_queue=queue)
+
+    _KEYS.clear()  # (`fresh` numbers its results)
+    durable = asyncio.run(go())
+    _KEYS.clear()
+    local = timed_tree.agent.run("go", run_id="timed_tree-1")
+    message = f"Error: tool 'mid' timed out after {temporal_app.TIMEOUT:g} s."
+    assert durable.text == local.text == f"saw [{message!r}]"
+    assert durable.state == local.state
+    mid = durable.state.sub_runs["call_1_0"]
+    assert [(c.call.name, c.status) for c in mid.calls] == [("fresh", "done"), ("bottom", "to_run")]
+    bottom = mid.calls[1].child
+    assert bottom is not None
+    assert [(c.call.name, c.status) for c in bottom.calls] == [("hung", "to_run")]
+    assert durable.usage.requests == 4  # lead's two, mid's and bottom's one each
+
+
 # A step whose prompt names the value of a step that was skipped: rendering it fails.
 def _research(text: str) -> str:
     raise RuntimeError("down")

@@ -663,13 +663,51 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
 
 
 @pytest.mark.parametrize(
-    "name", ["steps", "gated", "tree", "nested", "signed", "handoffs", "relayed"]
+    "name",
+    [
+        "steps",
+        "gated",
+        "tree",
+        "nested",
+        "signed",
+        "handoffs",
+        "relayed",
+        "timed_out",
+        "timed_out_kept",
+    ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
     text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
     history = WorkflowHistory.from_json(f"history-{name}", text)
     _replays(history)
+
+
+@pytest.mark.parametrize("name", ["timed_out", "timed_out_kept"])
+def test_a_history_replays_when_building_a_timed_out_sub_runs_state_fails(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a timed-out sub-run's state is built from failing at the deadline (it runs whether
+    or not the history has the patch) does not fail the replay: no state is kept."""
+    asked: list[tuple[str, ...]] = []
+
+    class Rounds(dict[Any, Any]):
+        """The sub-runs' rounds in flight, by path: reading one for a kept state raises."""
+
+        def get(self, path: Any, default: Any = None) -> Any:
+            asked.append(path)
+            raise RuntimeError("broken")
+
+    made = workflow_module.AgentWorkflow.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        self._rounds = Rounds()
+
+    monkeypatch.setattr(workflow_module.AgentWorkflow, "__init__", init)
+    text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
+    _replays(WorkflowHistory.from_json(f"history-{name}", text))
+    assert asked  # (it ran at the deadline, and raised)
 
 
 def test_a_handler_that_stops_reading_early_still_gets_the_whole_response() -> None:

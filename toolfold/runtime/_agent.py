@@ -11,7 +11,7 @@ import attrs
 from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
-from toolfold.runtime._resume import check_sub_run, resumed
+from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
 from toolfold.runtime._run import (
     Approval,
     MessagesInput,
@@ -33,7 +33,7 @@ from toolfold.runtime._sources import (
     split_sources,
 )
 from toolfold.runtime.core._config import RunConfig, ToolSpec
-from toolfold.runtime.core._events import Event
+from toolfold.runtime.core._events import Event, RunStarted
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
@@ -338,9 +338,18 @@ class Agent:
             return self
         found = self.handoff_graph().get(state.agent) if self.handoffs else None
         if found is None:
+            first = state.log[0] if len(state.log) else None
+            started = first.agent if isinstance(first, RunStarted) else None
+            if started is None or started == state.agent:  # never handed off (or handed back)
+                raise UsageError(
+                    f"the run belongs to agent {state.agent!r}, not to this agent "
+                    f"({self.name!r}), and {state.agent!r} is not among its handoffs (any "
+                    f"depth): resume it with agent {state.agent!r}"
+                )
             raise UsageError(
-                f"the run was handed to agent {state.agent!r}, which is not among this agent's "
-                "handoffs (any depth): resume it with the agent that started it"
+                f"the run was handed to agent {state.agent!r}, which is not among the "
+                f"handoffs (any depth) of this agent ({self.name!r}): resume it with the "
+                f"agent that started it ({started!r})"
             )
         return found
 
@@ -584,10 +593,11 @@ class Agent:
         if answers.max_steps is None and state.agent not in (None, self.name):
             # the run's limit is its first agent's, whoever runs it after handoffs
             answers = answers._replace(max_steps=self.max_steps)
+        continued = caller_answered(state)  # (asked now: the run may begin in another context)
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
             options = agent._run_options(graph)
-            live, resumed_state = resumed(state, options, **answers._asdict())
+            live, resumed_state = resumed(state, options, **answers._asdict(), continued=continued)
             return agent._live(live, graph), resumed_state
 
         return self._for_state(state), begin

@@ -20,6 +20,7 @@ import attrs
 
 from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
+from toolfold.runtime._resume import continuing
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._stop import STOP_REASONS, stop_answer
 from toolfold.runtime.drive._executor import (
@@ -102,7 +103,8 @@ def _nested(
                         ctx.forward(event)
                 response = stream.response
             elif ctx.sub_run is not None:  # answered by the caller: go on where it stopped
-                response = spec.resume(ctx.sub_run, deps=ctx.deps)
+                with continuing(ctx.sub_run):
+                    response = spec.resume(ctx.sub_run, deps=ctx.deps)
             else:
                 response = spec.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
@@ -118,7 +120,8 @@ def _nested(
                         ctx.forward(event)
                 response = stream.response
             elif ctx.sub_run is not None:
-                response = await spec.aresume(ctx.sub_run, deps=ctx.deps)
+                with continuing(ctx.sub_run):
+                    response = await spec.aresume(ctx.sub_run, deps=ctx.deps)
             else:
                 response = await spec.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
@@ -173,7 +176,8 @@ def _made(
 
 def _stream(spec: Any, ctx: RunContext[Any], prompt: Callable[[Any], Any], input: Any) -> Any:
     if ctx.sub_run is not None:
-        return spec.resume_stream(ctx.sub_run, deps=ctx.deps)
+        with continuing(ctx.sub_run):
+            return spec.resume_stream(ctx.sub_run, deps=ctx.deps)
     return spec.stream(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 import typing
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -374,27 +375,91 @@ def _searching(folder: str | None) -> Iterator[None]:
 
 
 def import_path(value: Any) -> str | None:
-    """The import path ``value`` was loaded from or can be imported by, if any."""
+    """The import path ``value`` was loaded from or can be imported by, if any.
+
+    Raises `AmbiguousPath` (see `_bound_name`). A function or a class is found by its ``__module__`` and ``__qualname__``;
+    an object with no qualified name of its own (a model instance, a `Tool`
+    made by hand: ``MODEL = toolfold.model(...)``), or a function whose name
+    does not reach it (a lambda), by the module-level name it is bound to
+    (see `_bound_name`).
+    """
     known = _ORIGINS.get(id(value))
     if known is not None and known[0] is value:
         return known[1]
     module = getattr(value, "__module__", None)
     qualname = getattr(value, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
-        return None
+        return _bound_name(value)
     path = f"{module}:{qualname}"
     try:
         found = resolve(path)
     except (ImportError, ValueError):
-        return None
+        return _bound_name(value)
     # a tool made of an importable function (the file named the function) writes as it
     wrapped = value.function if isinstance(value, Tool) else None
     return path if found is value or (wrapped is not None and found is wrapped) else None
 
 
+class AmbiguousPath(Exception):
+    """An object bound at module level in several modules: which one a file names is not clear."""
+
+
+def _bound_name(value: Any) -> str | None:
+    """``module:name`` of a module-level name bound to ``value`` in a module already imported.
+
+    An instance carries no name of its own: the modules loaded (``sys.modules``)
+    are searched for it. Entries that are not the module of their own name are
+    passed over (``__mp_main__``, which ``multiprocessing`` adds for the script,
+    or any other alias, cannot be imported as such), and so is the script run as
+    ``__main__`` (it imports nowhere else) unless no other module holds it (a
+    function or a model defined in the script itself). Within a module, public
+    names before private ones, then by name. None when no module holds it (a local).
+
+    Raises:
+        AmbiguousPath: Several modules bind it (``from mymodels import MODEL``
+            in another module binds it there too): which one defines it cannot
+            be told, and the one written would depend on what is imported.
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return None  # (constants are shared: a name bound to one says nothing)
+    main = sys.modules.get("__main__")
+    found: dict[str, list[tuple[bool, str]]] = {}
+    for module_name, module in list(sys.modules.items()):
+        if module is main and module_name != "__main__":
+            continue
+        try:  # (sys.modules may hold objects of any kind, lazy modules among them)
+            names = vars(module) if isinstance(module, types.ModuleType) else None
+            own_name = getattr(module, "__name__", None)
+        except Exception:
+            continue
+        if not isinstance(names, dict) or (module is not main and own_name != module_name):
+            continue
+        for name, bound in list(names.items()):
+            if bound is value and isinstance(name, str) and name.isidentifier():
+                found.setdefault(module_name, []).append((name.startswith("_"), name))
+    if not found:
+        return None
+    modules = sorted(found)
+    if len(modules) > 1 and "__main__" in found:
+        modules.remove("__main__")
+    if len(modules) > 1:
+        bound_as = ", ".join(f"{m}:{min(found[m])[1]}" for m in modules)
+        raise AmbiguousPath(
+            f"{value!r} is bound at module level in several modules ({bound_as}), "
+            "and which one defines it cannot be told: bind it in one module only "
+            "(elsewhere use 'import module' and 'module.NAME' rather than "
+            "'from module import NAME'), or write its import path into the file yourself"
+        )
+    (module_name,) = modules
+    return f"{module_name}:{min(found[module_name])[1]}"
+
+
 def required_path(value: Any, where: str) -> str:
     """`import_path` of ``value``, or a `UsageError` saying why it cannot be written."""
-    path = import_path(value)
+    try:
+        path = import_path(value)
+    except AmbiguousPath as exc:
+        raise UsageError(f"{where}: {exc}; it cannot be written to an agent file") from None
     if path is None:
         raise UsageError(
             f"{where}: {value!r} has no import path (define it at module level) "
@@ -536,7 +601,10 @@ def _dump_output_type(output_type: Any, where: str) -> OutputRef | None:
     """An agent's output type as a file writes it: a `Literal` of text as its labels."""
     if output_type is None:
         return None
-    path = import_path(output_type)
+    try:
+        path = import_path(output_type)
+    except AmbiguousPath:  # (a `Literal` is written as its labels; anything else is refused)
+        path = None
     if path is not None:
         return path
     labels = typing.get_args(output_type)

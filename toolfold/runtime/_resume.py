@@ -13,7 +13,9 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import attrs
@@ -61,6 +63,70 @@ _STORED = {
 }
 
 
+# The suspended sub-run a call continues now (see `continuing`), by identity.
+_CONTINUING: ContextVar[RunState | None] = ContextVar("toolfold_continuing", default=None)
+
+# Whether the resume under way began from a run that waited for answers (see
+# `caller_answered`): set by each resume of a top run, read by its sub-runs' resumes.
+_FROM_WAITING: ContextVar[bool] = ContextVar("toolfold_resumed_from_waiting", default=False)
+
+
+@contextmanager
+def continuing(sub_run: RunState) -> Iterator[None]:
+    """Mark ``sub_run`` as the sub-run its caller's answers reached, while its resume begins.
+
+    A tool that runs sub-runs (an agent or a workflow used as a tool, a
+    workflow step) resumes ``sub_run`` inside this: its resume then shows
+    the calls its caller's answers settled (`caller_answered`), as a
+    resume shows the calls its own answers settled.
+    """
+    token = _CONTINUING.set(sub_run)
+    try:
+        yield
+    finally:
+        _CONTINUING.reset(token)
+
+
+def caller_answered(state: RunState) -> frozenset[str] | None:
+    """The ids of the calls of ``state`` that its caller's answers settled and no run of it
+    has shown, if ``state`` is the sub-run a call continues now (see `continuing`); else None.
+
+    Those answers reach a sub-run as events reduced into its state
+    (`CallResumed`), each resume's after its log. When the top run's resume
+    began from a run that waited for answers, no run of the tree has run
+    since the answers its logs end with (a sub-run that ran after them has
+    made progress, or ended): those are the ones to show. When it began from
+    a run that did not wait (a failed resume's error state, an interrupted
+    run), a sub-run whose log ends with answers ran with them and showed
+    them before it stopped: none are shown again. (One that never ran
+    there, its caller having failed first, does not show them either.)
+    """
+    if _CONTINUING.get() is not state:
+        return None
+    return _unshown(state) if _FROM_WAITING.get() else frozenset()
+
+
+_ANSWERS = frozenset(
+    {"approval_granted", "approval_denied", "tool_results_provided", "call_resumed"}
+)
+
+
+def _unshown(state: RunState) -> frozenset[str]:
+    """The ids of the calls of ``state`` (a sub-run) answered by the answer events its log
+    ends with (see `caller_answered`)."""
+    ids: set[str] = set()
+    log = state.log
+    for index in range(len(log) - 1, -1, -1):
+        event = log[index]
+        if isinstance(event, ToolResultsProvided):
+            ids.update(part.call_id for part in event.results)
+        elif isinstance(event, ApprovalGranted | ApprovalDenied):
+            ids.add(event.call_id)
+        elif not isinstance(event, CallResumed):  # (a deeper sub-run's: its resume shows it)
+            break
+    return frozenset(ids)
+
+
 def resumed(
     state: RunState,
     options: RunOptions,
@@ -72,12 +138,18 @@ def resumed(
     deps: Any,
     on_event: Callable[[Event], object] | None,
     on_step: Callable[[Step], object] | None,
+    continued: frozenset[str] | None = None,
 ) -> tuple[Live, RunState]:
     """The live half and the state to drive: the caller's answers applied to ``state``.
 
     ``max_steps`` (else the options') becomes the run's per-turn limit; stop
     conditions of the options that the run does not store are checked for
     this resume; a difference in the stored configuration is refused.
+    ``continued``: ``state`` is a sub-run a call continues (see `continuing`),
+    and these are its calls that its caller's answers settled and no run of it
+    has shown (`caller_answered`): they are shown as this resume's own. A
+    resume of a top run (``continued`` None) notes for its sub-runs whether it
+    began from a run that waited.
 
     Raises:
         UsageError: The options contradict the run's stored configuration,
@@ -89,7 +161,12 @@ def resumed(
     _check_sub_runs(state, options.tools)
     extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
-    waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
+    if continued is not None and not tool_results and not approvals:
+        waiting = continued
+    else:
+        waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
+    if continued is None:  # the top run: its sub-runs show their answers if it waited
+        _FROM_WAITING.set(state.phase in ("awaiting_approval", "awaiting_tool_results"))
     state = _answered(live, state, tool_results, approvals)
     settled = answered(state, waiting) if waiting else None
     if settled is not None:  # the run's loop shows them first, as a step's results

@@ -15,8 +15,8 @@ from collections.abc import (
     Awaitable,
     Callable,
     Coroutine,
+    Generator,
     Iterable,
-    Iterator,
     Mapping,
 )
 from contextlib import aclosing
@@ -481,7 +481,7 @@ class RunStream:
         self._started = True
         return self._live
 
-    def __iter__(self) -> Iterator[RunStreamEvent]:
+    def __iter__(self) -> Generator[RunStreamEvent, None, None]:
         live = self._claim()
         ended = yield from stream_sync(live, run_loop(live, self._state, notify=True), self._state)
         self._response = finish(*ended)

@@ -9,7 +9,7 @@ source counts its holders and only the last one closes it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -63,7 +63,7 @@ class SourcedStream(RunStream):
             return super().response  # raises the usual "not finished" error
         return self._inner.response
 
-    def __iter__(self) -> Iterator[RunStreamEvent]:
+    def __iter__(self) -> Generator[RunStreamEvent, None, None]:
         try:
             with opened(self._sources) as listed:
                 self._inner = self._make(listed)

@@ -29,6 +29,7 @@ from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
+from toolfold.runtime._resume import continuing
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import ToolCallPart, thaw
@@ -511,10 +512,17 @@ def sub_run_async(
         return agent._astep_run(input, deps, run_id())
     target, prompt = _target_and_prompt(task, input, values)
     if sub_run is not None:  # answered by the caller: go on where it stopped
-        return target.aresume(sub_run, deps=deps)  # type: ignore[no-any-return]
+        return _aresumed(target, sub_run, deps)
     if isinstance(target, Agent):  # the step reads the run's state only
         return target._astep_run(prompt, deps, run_id())
     return target.arun(prompt, deps=deps, run_id=run_id())  # type: ignore[no-any-return]
+
+
+async def _aresumed(target: Any, sub_run: RunState, deps: Any) -> Response:
+    """``target.aresume(sub_run)``, a sub-run its caller's answers reached (see `continuing`)."""
+    with continuing(sub_run):
+        response: Response = await target.aresume(sub_run, deps=deps)
+    return response
 
 
 def ended_result(ended: Response | Ended) -> SubRun:
@@ -587,7 +595,8 @@ def step_state(
         return agent._step_state(input, deps, run_id())
     target, prompt = _target_and_prompt(task, input, values)
     if sub_run is not None:  # answered by the caller: go on where it stopped
-        response: Response = target.resume(sub_run, deps=deps)
+        with continuing(sub_run):
+            response: Response = target.resume(sub_run, deps=deps)
     elif isinstance(target, Agent):  # the step reads the run's state only
         return target._step_state(prompt, deps, run_id())
     else:
@@ -639,7 +648,8 @@ def _resume_check(task: Task) -> Callable[[ToolCallPart, RunState], None]:
 
 def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:
     if ctx.sub_run is not None:
-        return target.resume_stream(ctx.sub_run, deps=ctx.deps)
+        with continuing(ctx.sub_run):
+            return target.resume_stream(ctx.sub_run, deps=ctx.deps)
     return target.stream(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
 
 

@@ -37,7 +37,7 @@ from toolfold.runtime._planner import (
     workflow_output,
 )
 from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
-from toolfold.runtime._resume import check_sub_run, resumed
+from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
 from toolfold.runtime._run import (
     Approval,
     RunOptions,
@@ -406,7 +406,10 @@ class Workflow:
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
         self._check_steps(state)
-        return resumed(state, self._options, message=None, max_steps=None, **answers)
+        continued = caller_answered(state)
+        return resumed(
+            state, self._options, message=None, max_steps=None, **answers, continued=continued
+        )
 
     def _check_resume(self, state: RunState) -> None:
         """Refuse, running nothing, what resuming ``state`` (a suspended sub-run) would refuse."""
@@ -827,7 +830,15 @@ class WorkflowStream:
                         break
                     shown = self._shown(event)
                     if shown is not None:
-                        yield shown
+                        try:
+                            yield shown
+                        except BaseException as exc:
+                            if isinstance(exc, (Exception, GeneratorExit)):
+                                raise
+                            # Ctrl-C thrown in here (the caller was busy with the event):
+                            # into the run's stream, so it carries the state the run reached.
+                            events.throw(exc)
+                            raise
         except BaseException as exc:
             closing.attach(exc)
             raise

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         StopRequested,
         ToolResultsProvided,
         ToolReturned,
+        ToolSuspended,
     )
     from toolfold.runtime.core._messages import ToolCallPart
     from toolfold.runtime.core._next import next_effect
@@ -81,6 +82,9 @@ a run that started a sub-run before its step or tool had a timeout goes on witho
 NESTED_CONTINUE_AS_NEW = "toolfold-nested-continue-as-new"
 """The `workflow.patched` id of continuing as new inside nested runs (runs recorded
 before it continued as new only between the top run's model calls)."""
+TIMED_OUT_SUB_RUNS = "toolfold-timed-out-sub-runs"
+"""The `workflow.patched` id of keeping a timed-out sub-run on its call's result (runs
+recorded before it dropped it: their states, and so what they carry, stay as they were)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -253,6 +257,11 @@ class AgentWorkflow:
         self._ended: dict[tuple[str, ...], Event] = {}
         self._deadlines: dict[tuple[str, ...], float] = {}
         self._carried: dict[tuple[str, ...], CarriedCall] = {}  # from the previous history
+        # The rounds of tool calls in flight, by the path of the run making them: its
+        # calls and those that ended (by index), for the state a timeout stops it at.
+        self._rounds: dict[
+            tuple[str, ...], tuple[Node, tuple[ToolInvocation, ...], dict[int, Any]]
+        ] = {}
 
     @workflow.run
     async def run(self, given: AgentInput) -> RunState:
@@ -501,15 +510,19 @@ class AgentWorkflow:
         # reuses its path (a model may reuse a call id in a later step).
         over = False
 
-        async def run(invocation: ToolInvocation) -> Any:
+        ended: dict[int, Any] = {}  # (by index) for `_stopped_at`
+
+        async def run(index: int, invocation: ToolInvocation) -> Any:
             carried = self._carried.get(where(invocation))
             if carried is not None and carried.event is not None:
                 del self._carried[where(invocation)]
+                ended[index] = carried.event
                 return carried.event  # it ended before the run continued as new
             async with limit:
                 event = await run_call(invocation)
             if not over:
                 self._ended[where(invocation)] = event
+                ended[index] = event
             return event
 
         async def run_call(invocation: ToolInvocation) -> Any:
@@ -525,10 +538,14 @@ class AgentWorkflow:
                 given = SourceCallInput(node.name, sourced.source, sourced.spec, given)
             return await self._tool_activity(agent, path, name, given)
 
+        self._rounds[path] = (node, effect.calls, ended)
         try:
-            results: Sequence[Any] = await asyncio.gather(*(run(c) for c in effect.calls))
+            results: Sequence[Any] = await asyncio.gather(
+                *(run(index, c) for index, c in enumerate(effect.calls))
+            )
         finally:  # (continuing as new: the calls that ended are carried already)
             over = True
+            del self._rounds[path]
             for invocation in effect.calls:
                 self._ended.pop(where(invocation), None)
         if node.on_tool_error == "raise":  # the state before the step's results, as locally
@@ -632,13 +649,20 @@ class AgentWorkflow:
                 if carried is not None and carried.deadline is not None:
                     deadline = carried.deadline
                 self._deadlines[here] = deadline
+                stopped: RunState | None = None
+
+                def stop() -> None:  # (at the deadline, before anything of it is cancelled)
+                    nonlocal stopped
+                    stopped = self._stopped_at(here, child)
+
                 try:
-                    timed = await _within(deadline, self._drive(agent, runs, child, here))
+                    timed = await _within(deadline, self._drive(agent, runs, child, here), stop)
                 finally:
                     del self._deadlines[here]
                 if timed is None:  # as locally: the sub-run is cancelled, the call an error
                     message = timed_out_message(call.name, timeout)
-                    return ToolReturned(call.id, message, True, "timeout")
+                    kept = stopped if workflow.patched(TIMED_OUT_SUB_RUNS) else None
+                    return ToolReturned(call.id, message, True, "timeout", child=kept)
                 child = timed
             suspended = child.phase in _WAITING
         except ActivityError as exc:
@@ -675,6 +699,64 @@ class AgentWorkflow:
             )
             return attrs.evolve(made, child=child)
         return sub.ended(call, child)
+
+    def _stopped_at(self, path: tuple[str, ...], started: RunState | None) -> RunState | None:
+        """The state the sub-run at ``path`` stops at when cancelled now, as a local run keeps it.
+
+        Locally a cancelled run keeps the state where its I/O in flight began,
+        with the calls of its round that had ended and the sub-runs it was
+        running (stopped the same way, see `kept_sub_run`) committed (see
+        `interrupted`). Here that is the state it published, and its round's
+        record. ``started``: its state when it has published none (it had not
+        begun: cancelled while continuing as new). None when it has no state
+        (cancelled before it began), as locally.
+
+        It runs at the deadline whether or not the history has the patch
+        `TIMED_OUT_SUB_RUNS` (asking for the patch there would record its
+        marker at another point than the histories recorded with it), so it
+        must not fail the workflow task of a history that never uses it: any
+        error (none is expected: it only reads and reduces what the workflow
+        holds) keeps no state, as an unpatched history does.
+        """
+        try:
+            return self._stopped_state(path, started)
+        except Exception:
+            return None
+
+    def _stopped_state(self, path: tuple[str, ...], started: RunState | None) -> RunState | None:
+        """`_stopped_at`, raising what it meets."""
+        state = self._nested.get(path, started)
+        if state is None or state.phase == "new":
+            return None
+        round = self._rounds.get(path)
+        if round is None:
+            return state
+        node, calls, ended = round
+        events: list[Event] = []
+        for index, invocation in enumerate(calls):
+            event = ended.get(index)
+            call = invocation.call
+            if event is None:  # a sub-run still running is kept where it stops
+                child = self._stopped_at((*path, call.name, call.id), None)
+                if child is None or child.phase in _OVER:
+                    continue
+                event = ToolSuspended(call.id, child)
+            elif (  # a failed call of on_tool_error="raise": it runs again, as locally
+                node.on_tool_error == "raise"
+                and isinstance(event, ToolReturned)
+                and tool_failure(state, call.name, event.outcome, event.content) is not None
+            ):
+                continue
+            events.append(event)
+        if node.transfers:  # as a local run settles them (`settle_finished`)
+            events = settle_events(state.calls, events, node.transfers)
+        base = state
+        try:
+            for event in events:
+                state = reduce(state, event)
+        except Exception:  # (as `interrupted`: not expected, keeps what it published)
+            return base
+        return state
 
     def _phase(self) -> str:
         assert self._state is not None
@@ -757,16 +839,20 @@ class AgentWorkflow:
         return self._answering(self._state, "of the run")
 
 
-async def _within(deadline: float, driving: Coroutine[Any, Any, RunState]) -> RunState | None:
+async def _within(
+    deadline: float, driving: Coroutine[Any, Any, RunState], stop: Callable[[], None]
+) -> RunState | None:
     """The sub-run's state once ``driving`` is done, or None when it is not by ``deadline``.
 
     The deadline is in workflow time, waited for with a workflow timer
-    (deterministic: the history records it); at the deadline the sub-run is
-    cancelled, which cancels its activities in flight (each learns it
-    through its heartbeat), and None comes once they stopped (see `_activity`).
+    (deterministic: the history records it); at the deadline ``stop()`` is
+    called, then the sub-run is cancelled, which cancels its activities in
+    flight (each learns it through its heartbeat), and None comes once they
+    stopped (see `_activity`).
     """
     left = deadline - workflow.time()
     if left <= 0:  # it ran out while the run continued as new
+        stop()
         driving.close()
         return None
     task = asyncio.ensure_future(driving)
@@ -777,6 +863,7 @@ async def _within(deadline: float, driving: Coroutine[Any, Any, RunState]) -> Ru
         raise
     if done:
         return task.result()
+    stop()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     return None

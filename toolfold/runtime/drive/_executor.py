@@ -327,12 +327,6 @@ def returned(outcome: ToolOutcome) -> ToolReturned | ToolSuspended:
     )
 
 
-def _error(
-    call: ToolCallPart, content: str, outcome: Outcome, exc: BaseException | None = None
-) -> ToolOutcome:
-    return ToolOutcome(call.id, call.name, content, True, outcome, exc, time.monotonic())
-
-
 def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict[str, Any]:
     """Validated arguments, or the outcome that replaces running the tool.
 
@@ -424,8 +418,23 @@ def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
     return ToolOutcome(call.id, call.name, content, True, "error", exc, ended, child=child)
 
 
-def _timed_out(job: ToolJob, timeout: float) -> ToolOutcome:
-    return _error(job.call, timed_out_message(job.call.name, timeout), "timeout")
+def _timed_out(job: ToolJob, timeout: float, stopped: object = None) -> ToolOutcome:
+    """The outcome of a call that outlived its ``timeout``.
+
+    ``stopped`` is what the cancelled call ended with: a sub-run (an agent or
+    a workflow used as a tool, a workflow step) stopped by the timeout leaves
+    its state on its cancellation (see `interrupted`). That state is kept on
+    the call's error result, as a failed sub-run's is (`_failed`): its model
+    calls count in ``tree_usage``, and ``sub_runs`` shows how far it got.
+    """
+    call = job.call
+    content = timed_out_message(call.name, timeout)
+    child = None
+    if isinstance(stopped, BaseException):
+        child = failed_sub_run(stopped, call.id, _run_id_of(job))
+    return ToolOutcome(
+        call.id, call.name, content, True, "timeout", None, time.monotonic(), child=child
+    )
 
 
 def timed_out_message(tool: str, timeout: float) -> str:
@@ -579,12 +588,15 @@ async def _run_one(
             kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
             raise
         return _finish(job, value)
+    # What stopped a sub-run (a cancellation carrying its state, see `interrupted`):
+    # a task's cancellation reaches its awaiter as a new CancelledError, without it.
+    stopped: list[BaseException] = []
     try:
         if job.tool.is_async:
             # A task of its own, so the tool's context changes stay its own.
             invoked = job.tool.invoke(arguments, job.context)
-            if finished is not None and _SUB_RUN in job.tool.__dict__:  # (it has a timeout)
-                invoked = _keeping(invoked, finished, index, job)
+            if _SUB_RUN in job.tool.__dict__:  # (it has a timeout)
+                invoked = _keeping(invoked, stopped)
             work: asyncio.Future[Any] = asyncio.ensure_future(invoked)
         elif timeout is None:
             work = hand_off(_call_sync, job, arguments)
@@ -611,11 +623,15 @@ async def _run_one(
         if finished is not None and _SUB_RUN in job.tool.__dict__:
             # The sub-run stops on a task of its own: wait until it kept its state.
             await asyncio.gather(work, return_exceptions=True)
+            for interruption in stopped:
+                kept_sub_run(
+                    finished, index, job.call.id, job.call.name, interruption, _run_id_of(job)
+                )
         raise
     if not done:
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)
-        return _timed_out(job, timeout)
+        return _timed_out(job, timeout, stopped[0] if stopped else None)
     try:
         value = work.result()
         if inspect.isawaitable(value):
@@ -625,14 +641,13 @@ async def _run_one(
     return _finish(job, value)
 
 
-async def _keeping(
-    invoked: Awaitable[T], finished: dict[int, ToolOutcome], index: int, job: ToolJob
-) -> T:
-    """``invoked`` (a sub-run), its state kept in ``finished`` when it is interrupted."""
+async def _keeping(invoked: Awaitable[T], stopped: list[BaseException]) -> T:
+    """``invoked`` (a sub-run), what interrupted it kept in ``stopped``."""
     try:
         return await invoked
     except BaseException as exc:
-        kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
+        if not isinstance(exc, Exception):  # (an error is the call's result, see `_failed`)
+            stopped.append(exc)
         raise
 
 
@@ -730,13 +745,17 @@ class RoundInterrupt:
     The round's thread attaches how to cancel what it runs on an event loop
     (several calls, or a lone sub-run with a timeout: `run_calls_sync`); `fire`
     cancels it. Fired before the round attached, the round never starts. A
-    round of blocking calls attaches nothing: a thread cannot be stopped from
-    outside, and it runs on.
+    lone sub-run runs as its blocking twin on the round's thread, watched
+    (`watched_interrupt`): it stops at its next model call or round of calls
+    (or the next chunk of a streamed reply) once `fire` was called, and the
+    async tools it runs on an event loop are cancelled as the round's are.
+    A blocking tool cannot be stopped from outside: the round ends once it
+    returns.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cancel: Callable[[], None] | None = None
+        self._cancel: Callable[[], object] | None = None
         self._fired = False
 
     @property
@@ -744,8 +763,9 @@ class RoundInterrupt:
         """Whether `fire` was called."""
         return self._fired
 
-    def attach(self, cancel: Callable[[], None]) -> bool:
-        """Set how to cancel the round; False if `fire` came first (the round must not start)."""
+    def attach(self, cancel: Callable[[], object]) -> bool:
+        """Set how to cancel what the round runs now (replacing what was set before); False if
+        `fire` came first (it must not start)."""
         with self._lock:
             if self._fired:
                 return False
@@ -755,8 +775,7 @@ class RoundInterrupt:
     def fire(self) -> bool:
         """Cancel the round; whether it ran on a loop (it is cancelled, or had ended).
 
-        False: the round attached nothing, either because it has not started
-        (it never will) or because it runs blocking (it runs on).
+        False: the round attached nothing because it has not started (it never will).
         """
         with self._lock:
             self._fired = True
@@ -764,6 +783,45 @@ class RoundInterrupt:
                 return False
             self._cancel()
             return True
+
+
+def _nothing() -> None:
+    """What cancels a round's blocking calls: nothing (they check `watched_interrupt`)."""
+
+
+# The interruption a round on this thread (the thread's ident) answers to, for
+# the blocking sub-runs it runs (and their own rounds, on the same thread).
+_WATCHED: contextvars.ContextVar[tuple[RoundInterrupt, int] | None] = contextvars.ContextVar(
+    "toolfold_round_interrupt", default=None
+)
+
+
+def watched_interrupt() -> RoundInterrupt | None:
+    """The interruption of the round this thread runs (a blocking sub-run's model call or
+    round of calls in it stops once it fired), or None.
+
+    Worker threads the round hands sync tools to inherit the context, not the
+    interruption: only the round's own thread raises there, and not while an
+    event loop runs in it (a tool of a round on a loop, which the
+    interruption cancels: what it attached is not to be replaced).
+    """
+    watched = _WATCHED.get()
+    if watched is None or watched[1] != threading.get_ident():
+        return None
+    running = sys.modules.get("asyncio")
+    if running is not None and running._get_running_loop() is not None:
+        return None
+    return watched[0]
+
+
+def check_interrupt(interrupt: RoundInterrupt | None) -> None:
+    """Raise KeyboardInterrupt where a blocking sub-run stops once ``interrupt`` fired.
+
+    Raised between its steps, the run's loop gives it the state the sub-run
+    reached (see `interrupted`), and the call that ran it keeps it (`kept_sub_run`).
+    """
+    if interrupt is not None and interrupt.fired:
+        raise KeyboardInterrupt
 
 
 async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt) -> T:
@@ -827,12 +885,34 @@ def run_calls_sync(
     A lone sub-run interrupted (Ctrl-C) in this thread is kept in ``finished``
     (see `kept_sub_run`). With ``interrupt`` (a round on a thread of its own),
     calls run on an event loop are cancelled when it fires: their sub-runs
-    are kept in ``finished`` as a cancelled async run keeps them.
+    are kept in ``finished`` as a cancelled async run keeps them. A lone
+    sub-run runs as its blocking twin, watched: it stops at its next step
+    (see `RoundInterrupt`), and is kept in ``finished`` the same way. Without
+    ``interrupt``, the round answers to the one this thread is watched for
+    (a round of such a blocking sub-run).
     """
-    if interrupt is not None and interrupt.fired:
-        # (the caller's Ctrl-C, raised there before this round's thread began:
-        # nothing of the round runs, whatever it attaches)
+    if interrupt is None:
+        interrupt = watched_interrupt()
+    if interrupt is None:
+        return _run_calls_now(jobs, max_concurrency, finished, None)
+    # (the caller's Ctrl-C, raised there before this round began: nothing of it
+    # runs, whatever it attaches)
+    if not interrupt.attach(_nothing):
         raise KeyboardInterrupt
+    token = _WATCHED.set((interrupt, threading.get_ident()))
+    try:
+        return _run_calls_now(jobs, max_concurrency, finished, interrupt)
+    finally:
+        _WATCHED.reset(token)
+
+
+def _run_calls_now(
+    jobs: Sequence[ToolJob],
+    max_concurrency: int,
+    finished: dict[int, ToolOutcome] | None,
+    interrupt: RoundInterrupt | None,
+) -> tuple[ToolOutcome, ...]:
+    """`run_calls_sync`, its interruption (if any) attached and watched."""
     started = time.monotonic()
     try:
         if len(jobs) == 1:

@@ -24,9 +24,11 @@ from toolfold.runtime.drive._executor import (
     RoundInterrupt,
     ToolJob,
     ToolOutcome,
+    check_interrupt,
     forwards,
     run_calls,
     run_calls_sync,
+    watched_interrupt,
 )
 from toolfold.runtime.drive._loop import (
     Ended,
@@ -94,6 +96,8 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
         value, failure = None, None
         # The ops of every step first: one type test each.
         if isinstance(op, CallModel):
+            # (a blocking sub-run of a stream's round stops here once Ctrl-C reached it)
+            check_interrupt(watched_interrupt())
             if trace is None:
                 try:
                     value = live.model.request_sync(op.request)
@@ -250,14 +254,19 @@ def _stream_sync(
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
+            # A blocking sub-run of a stream's round stops before the call once Ctrl-C
+            # reached it, or at the reply's next chunk (the call is made again on resume).
+            interrupt = watched_interrupt()
+            check_interrupt(interrupt)
             if trace is not None:
-                value, failure = yield from _stream_traced_sync(live, op, trace)
+                value, failure = yield from _stream_traced_sync(live, op, trace, interrupt)
                 continue
             folded = StreamState()
             try:
                 for event in live.model.stream_sync(op.request):
                     folded = fold_stream(folded, event)
                     yield event
+                    check_interrupt(interrupt)
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
@@ -283,12 +292,13 @@ def _relayed_sync(
     The calls run in a copy of the caller's context (as they would inline). A
     caller that stops iterating leaves them to finish on their thread.
 
-    Ctrl-C reaches the caller's thread, here: a round run on an event loop
-    (several calls, or a lone sub-run with a timeout) is cancelled, and once
-    it has ended (``done``: no queue is drained to learn it) its sub-runs are
-    kept in ``op.finished`` as an interruption in this thread keeps them. A
-    lone sub-run without a timeout runs blocking on the round's thread, which
-    nothing can stop: it runs on, and the state is the round's start.
+    Ctrl-C reaches the caller's thread, here: the round is interrupted (see
+    `RoundInterrupt`: calls on an event loop are cancelled, a lone sub-run
+    run blocking stops at its next model call or round of calls), and once
+    it has ended (``done``: no queue is drained to learn it) its sub-runs
+    are kept in ``op.finished`` as an interruption in this thread keeps them.
+    The round of a blocking sub-run that such a round runs (a sub-agent's
+    sub-agents, this thread being the outer round's) is interrupted with it.
     """
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     ended: list[tuple[bool, Any]] = []
@@ -309,6 +319,11 @@ def _relayed_sync(
             inbox.put(_STEP_DONE)
 
     relay.target = inbox.put
+    # A blocking sub-run's own round, in a stream's round that Ctrl-C may interrupt
+    # (this thread waits for it here, at no check): interrupting that one interrupts it.
+    outer = watched_interrupt()
+    if outer is not None and not outer.attach(interrupt.fire):
+        interrupt.fire()  # (then the round does not start)
     context = contextvars.copy_context()
     thread = threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True)
     try:
@@ -512,7 +527,7 @@ _END: Any = object()
 
 
 def _stream_traced_sync(
-    live: Live, op: CallModel, trace: RunTrace
+    live: Live, op: CallModel, trace: RunTrace, interrupt: RoundInterrupt | None = None
 ) -> Generator[StreamEvent, None, tuple[Any, Exception | None]]:
     """The model's stream, its span current while the model makes each event (not while
     the caller holds it)."""
@@ -528,6 +543,7 @@ def _stream_traced_sync(
         while event is not _END:
             folded = fold_stream(folded, event)
             yield event
+            check_interrupt(interrupt)
             token = call.attach()
             try:
                 event = next(events, _END)
