@@ -472,3 +472,24 @@ def test_two_unsigned_reasoning_items_stream_as_two_parts() -> None:
     whole = parse_response({"status": "completed", "output": items}, "p")
     assert streamed.message.parts == whole.message.parts
     assert [p.provider_data["item_id"] for p in streamed.message.parts] == ["rs_1", "rs_2"]
+
+
+def test_reasoning_recorded_without_a_kept_summary_sends_its_text_as_the_summary() -> None:
+    """A part recorded before the summary was kept (provider_data "content" only, the text the
+    summary) goes back with its text as the summary; one whose text is its content, with none."""
+    old = ReasoningPart("Adds.", None, "openai-responses", {"item_id": "rs_1", "content": ["C1"]})
+    raw = ReasoningPart("C1", None, "openai-responses", {"item_id": "rs_1", "content": ["C1"]})
+    sent = []
+    for part in (old, raw):
+        request = ModelRequest([Message.user("2+2?"), Message("assistant", [part, TextPart("4")])])
+        sent.append(body(request, model="gpt-oss-120b")["input"][1])
+    content = [{"type": "reasoning_text", "text": "C1"}]
+    assert sent == [
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "Adds."}],
+            "content": content,
+        },
+        {"type": "reasoning", "id": "rs_1", "summary": [], "content": content},
+    ]

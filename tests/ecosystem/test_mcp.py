@@ -346,7 +346,7 @@ def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> N
         MCPServerHTTP(http_guarded_server, headers={"X-Port": 8000})  # type: ignore[dict-item]
     with pytest.raises(UsageError, match="not written to an agent file"):
         server.file_entry()
-    with pytest.raises(UsageError, match=r"its URL carries a user:password@, masked"):
+    with pytest.raises(UsageError, match=r"its URL carries a user:password@, which may"):
         MCPServerHTTP("http://bob:sk-PASS-0451@127.0.0.1:9/mcp").file_entry()
     assert MCPServerHTTP("http://127.0.0.1:9/mcp").file_entry()["url"] == "http://127.0.0.1:9/mcp"
 

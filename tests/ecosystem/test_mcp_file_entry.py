@@ -15,10 +15,10 @@ def _refusal(server: MCPServerHTTP | MCPServerStdio) -> str:
 
 
 def test_an_agent_file_gets_no_query_value_or_credential_named_env() -> None:
-    """file_entry refuses a URL's query values and fragment and a stdio env entry named like a
-    credential (or holding user:password@), naming them without their values."""
+    """file_entry refuses a URL's credential-named and bare query values and a stdio env entry
+    named like a credential (or holding user:password@), naming them without their values."""
     with pytest.raises(
-        UsageError, match=r"query values \(api_key, 1 without a name\) and a fragment"
+        UsageError, match=r"query values \(api_key, 1 without a name\), which may be"
     ) as caught:
         MCPServerHTTP("http://127.0.0.1:9/mcp?api_key=sk-QUERY-0451&v#frag").file_entry()
     assert "sk-QUERY-0451" not in str(caught.value)
@@ -40,10 +40,10 @@ def test_an_agent_file_gets_no_query_value_or_credential_named_env() -> None:
 def test_a_bare_query_piece_is_counted_not_shown() -> None:
     """A query piece without '=' is the value itself: the refusal counts it and never prints it,
     while the names of name=value pieces are listed."""
-    shown = _refusal(MCPServerHTTP("https://host/mcp?sk-live-SECRET0451&region=eu&x-ONE0451"))
+    shown = _refusal(MCPServerHTTP("https://host/mcp?sk-live-SECRET0451&token=t0451&x-ONE0451"))
     assert "SECRET0451" not in shown
     assert "ONE0451" not in shown
-    assert "query values (region, 2 without a name)" in shown
+    assert "query values (token, 2 without a name)" in shown
 
 
 def test_authorization_and_bearer_env_entries_are_refused() -> None:
@@ -62,18 +62,18 @@ def test_authorization_and_bearer_env_entries_are_refused() -> None:
 
 
 def test_pwd_is_a_credential_only_as_part_of_a_longer_name() -> None:
-    """PWD and OLDPWD (the shell's working directory) are written; DB_PWD, MYSQL_PWD and
-    PWD_FILE are refused."""
-    shells = {"PWD": "/srv", "OLDPWD": "/home/ada"}
+    """PWD and OLDPWD (the shell's working directory) and DB_PWD_FILE (a path) are written;
+    DB_PWD, DBPWD, MYSQL_PWD are refused."""
+    shells = {"PWD": "/srv", "OLDPWD": "/home/ada", "DB_PWD_FILE": "/run/secrets/pw"}
     assert MCPServerStdio("server", env=shells).file_entry()["env"] == shells
-    for name in ("DB_PWD", "MYSQL_PWD", "PWD_FILE", "db_pwd"):
+    for name in ("DB_PWD", "DBPWD", "MYSQL_PWD", "db_pwd"):
         shown = _refusal(MCPServerStdio("server", env={name: "x"}))
         assert f"its env holds {name} (named like a credential)" in shown
 
 
 def test_an_env_url_with_query_values_or_a_fragment_is_refused() -> None:
-    """An env value holding a URL with query values or a fragment (also inside a longer text) is
-    refused as an HTTP server's URL is, naming the entry and the query's names, never a value."""
+    """An env value holding a URL with credential-named query or fragment values (also inside a
+    longer text) is refused as an HTTP server's URL is, naming the entry and the names only."""
     env = {
         "SERVER_URL": "https://h/x?api_key=sk-Q0451",
         "JDBC": "jdbc:postgresql://db/x?user=bob&password=pw0451",
@@ -83,8 +83,8 @@ def test_an_env_url_with_query_values_or_a_fragment_is_refused() -> None:
     shown = _refusal(MCPServerStdio("server", env=env))
     assert "0451" not in shown
     assert (
-        "its env holds CALLBACK (a URL with a fragment), "
-        "JDBC (a URL with query values (user, password)), "
+        "its env holds CALLBACK (a URL with fragment values (access_token)), "
+        "JDBC (a URL with query values (password)), "
         "SERVER_URL (a URL with query values (api_key)), which"
     ) in shown
     plain = {"HOME_PAGE": "https://example.com/docs", "PROXY": "http://proxy:3128"}
@@ -109,7 +109,174 @@ def test_credentials_in_args_are_refused_by_position() -> None:
     assert "0451" not in shown
     assert (
         "its args hold args[1] (the value after --api-key), args[2] (the value of --token), "
-        "args[3] (a URL with query values (password)), args[5] (an Authorization header's value)"
+        "args[3] (a URL with query values (password)), args[5] (the value of header Authorization)"
     ) in shown
     plain = ["-m", "mcp_server_time", "--local-timezone", "UTC", "--no-auth", "/srv", "--key-only"]
     assert MCPServerStdio("server", plain).file_entry()["args"] == plain
+
+
+#: Agent-file entries (command, args, env) that hold no credential and are written as given:
+#: every case a review found refused (fp.py in /work/tmp/rev-edges2), less those that do hold one.
+WRITTEN: dict[str, tuple[str, list[str], dict[str, str] | None]] = {
+    "fs": ("npx", ["-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Desktop"], None),
+    "git": ("uvx", ["mcp-server-git", "--repository", "."], None),
+    "docker -e NAME": ("docker", ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN"], None),
+    "docker --env NAME": ("docker", ["run", "-i", "--rm", "--env", "API_KEY", "img"], None),
+    "docker -e=NAME": ("docker", ["run", "-e=API_KEY", "img"], None),
+    "docker -e plain": ("docker", ["run", "-e", "GITHUB_TOOLSETS=repos,issues", "img"], None),
+    "docker --env-file": ("docker", ["run", "--env-file", ".env", "img"], None),
+    "sse query": ("npx", ["mcp-remote", "https://example.com/sse?transport=sse"], None),
+    "plain header": (
+        "npx",
+        ["mcp-remote", "https://x/mcp", "--header", "X-Client: toolfold"],
+        None,
+    ),
+    "header ${VAR}": (
+        "npx",
+        ["mcp-remote", "https://x/mcp", "--header", "Authorization: Bearer ${AUTH_TOKEN}"],
+        None,
+    ),
+    "header:${VAR}": (
+        "npx",
+        ["mcp-remote", "https://x/mcp", "--header", "Authorization:${AUTH_HEADER}"],
+        None,
+    ),
+    "postgres": (
+        "npx",
+        ["@modelcontextprotocol/server-postgres", "postgresql://localhost/db"],
+        None,
+    ),
+    "sqlite": ("uvx", ["mcp-server-sqlite", "--db-path", "~/test.db"], None),
+    "puppeteer": ("npx", ["server-puppeteer"], {"PUPPETEER_LAUNCH_OPTIONS": '{"headless": false}'}),
+    "--keyboard": ("x", ["--keyboard", "us"], None),
+    "--key-file": ("x", ["--key-file", "/etc/ssl/key.pem"], None),
+    "--token-env": ("x", ["--token-env", "GITHUB_TOKEN"], None),
+    "--auth none": ("x", ["--auth", "none"], None),
+    "--auth=none": ("x", ["--auth=none"], None),
+    "--password-file": ("x", ["--password-file", "/run/secrets/pw"], None),
+    "--author": ("x", ["--author", "me"], None),
+    "--authority": ("x", ["--authority", "https://login.microsoftonline.com/common"], None),
+    "--oauth-port": ("x", ["--oauth-port", "3334"], None),
+    "--passthrough": ("x", ["--passthrough", "all"], None),
+    "--max-tokens": ("x", ["--max-tokens", "4096"], None),
+    "--monkey": ("x", ["--monkey", "1"], None),
+    "--api-key-env": ("x", ["--api-key-env", "OPENAI_API_KEY"], None),
+    "--cookies-dir": ("x", ["--cookies-dir", "/tmp/c"], None),
+    "--skip-auth path": ("x", ["--skip-auth", "/data"], None),
+    "--pass-environment cmd": ("x", ["--pass-environment", "uvx", "server"], None),
+    "--sort-key": ("x", ["--sort-key", "name"], None),
+    "url fragment": ("x", ["https://docs.example.com/page#section"], None),
+    "url plain query": ("x", ["--url", "https://api.example.com/v1?region=eu"], None),
+    "jdbc plain query": ("java", ["-jar", "x.jar", "jdbc:postgresql://db/x?ssl=true"], None),
+    "git url #main": ("x", ["--repo", "https://github.com/org/repo.git#main"], None),
+    "npm spec": ("npx", ["npm:@scope/server@1.2.0"], None),
+    "Basic auth words": ("x", ["--mode", "Basic auth"], None),
+    "Bearer words": ("x", ["--prompt", "Bearer of news"], None),
+    "--pat $VAR": ("x", ["--pat", "$GITHUB_PAT"], None),
+    "--token ${VAR}": ("x", ["--token", "${GITHUB_TOKEN}"], None),
+    "--api-key=${VAR}": ("x", ["--api-key=${API_KEY}"], None),
+    "env hosts": ("x", [], {"DATABASE_HOST": "localhost", "PGPORT": "5432", "NODE_ENV": "prod"}),
+    "env url query": ("x", [], {"BASE_URL": "https://x/api?version=2"}),
+    "env paths": ("x", [], {"PATH": "/usr/bin", "PYTHONPATH": "/src", "PASSTHROUGH": "1"}),
+    "env words": ("x", [], {"KEYBOARD_LAYOUT": "us", "MONGODB_COMPASS": "1", "MONKEYPATCH": "1"}),
+    "env bypass": ("x", [], {"NO_PROXY_BYPASS": "1", "FILE_PATTERN": "*.py"}),
+    "env port": ("x", [], {"OAUTH_CALLBACK_PORT": "3000", "AZURE_AUTHORITY_HOST": "login"}),
+    "env authored": ("x", [], {"AUTHORED_BY": "Ada", "AUTHORITY": "https://login/x"}),
+    "env credentials path": ("x", [], {"GOOGLE_APPLICATION_CREDENTIALS": "/keys/sa.json"}),
+    "env auth mode": ("x", [], {"AUTH_MODE": "none", "GITHUB_TOKEN": "${GITHUB_TOKEN}"}),
+    "env token url": ("x", [], {"OAUTH_TOKEN_URL": "https://login/oauth/token"}),
+    "env redis": ("x", [], {"REDIS_URL": "redis://localhost:6379/0"}),
+}
+
+
+@pytest.mark.parametrize("case", list(WRITTEN))
+def test_entries_without_a_credential_are_written(case: str) -> None:
+    """Paths, URLs without credential-named query values, plain words, numbers, $VARIABLE
+    references and names that only look like credentials are written as given."""
+    command, args, env = WRITTEN[case]
+    entry = MCPServerStdio(command, args, env=env, name="s").file_entry()
+    assert (entry.get("args", []), entry.get("env")) == (args, env)
+
+
+#: Entries holding a credential (the review's fn.py, medium and high), refused: the case, the
+#: args and env, and what the refusal names. Each secret holds "0451", never shown.
+REFUSED: dict[str, tuple[list[str], dict[str, str] | None, str]] = {
+    "docker -e NAME=secret": (
+        ["run", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN=ghp_abcdef12345678900451", "img"],
+        None,
+        "args[2] (a token with a well-known prefix, the value of GITHUB_PERSONAL_ACCESS_TOKEN=)",
+    ),
+    "docker -e API_KEY=": (["run", "-e", "API_KEY=sk-0451", "img"], None, "API_KEY="),
+    "--env=NAME=secret": (["run", "--env=OPENAI_API_KEY=sk-0451"], None, "OPENAI_API_KEY="),
+    "env NAME=secret cmd": (["OPENAI_API_KEY=sk-0451", "npx", "s"], None, "OPENAI_API_KEY="),
+    "sh -c": (["-c", "API_KEY=sk-0451 npx server"], None, "args[1] (the value of API_KEY=)"),
+    "X-API-Key header": (["--header", "X-API-Key: sk-0451"], None, "header X-API-Key"),
+    "--header=x-api-key:": (["--header=x-api-key:sk-0451"], None, "header x-api-key"),
+    "-H Authorization": (["-H", "Authorization: Bearer sk0451"], None, "header Authorization"),
+    "lower authorization": (["-H", "authorization:bearer sk0451"], None, "header authorization"),
+    "Bearer anywhere": (["--upstream", "Bearer abc0451xyz"], None, "an Authorization header's"),
+    "Basic anywhere": (["--upstream", "Basic Ym9iOnB3MDQ1MQ=="], None, "an Authorization header's"),
+    "slack token": (["xoxb-1234-5678-ab0451"], None, "args[0] (a token with a well-known prefix)"),
+    "github pat": (["ghp_abcdefghijklmnopqrstuvwxyz0451"], None, "a token with a well-known"),
+    "openai key": (["--model", "gpt", "sk-proj-abcdefghijklmnop0451"], None, "args[2] (a token"),
+    "aws key id": (["AKIAABCDEFGHIJ120451"], None, "a token with a well-known prefix"),
+    "gitlab token": (["glpat-abcdefghij0451"], None, "a token with a well-known prefix"),
+    "conn string": (["--cs", "Server=db;User Id=sa;Password=h0451;"], None, "Password="),
+    "mysql dsn": (["--dsn", "root:h0451@tcp(localhost:3306)/db"], None, "args[1] (a user:pass"),
+    "bare userinfo": (["bob:pw0451@db.example.com:5432/x"], None, "a user:password@"),
+    "url userinfo": (["--db=postgres://bob:pw0451@db/x"], None, "a URL with a user:password@"),
+    "url in json": (['{"url":"https://bob:pw0451@h/x"}'], None, "a URL with a user:password@"),
+    "url token query": (["https://h/sse?transport=sse&token=t0451"], None, "query values (token)"),
+    "--apikey": (["--apikey", "sk0451"], None, "args[1] (the value after --apikey)"),
+    "--access_token": (["--access_token", "t0451"], None, "the value after --access_token"),
+    "--aws-secret-access-key": (["--aws-secret-access-key", "abc0451"], None, "after --aws"),
+    "--client-secret": (["--client-secret", "abc0451"], None, "after --client-secret"),
+    "--password word": (["--password", "hunter"], None, "the value after --password"),
+    "--auth secret": (["--auth", "Xy0451"], None, "the value after --auth"),
+    "--token=": (["--token=t0451"], None, "args[0] (the value of --token)"),
+    "env JSON headers": (
+        [],
+        {"OPENAPI_MCP_HEADERS": '{"Authorization": "Bearer ntn_0451"}'},
+        "the value of header Authorization",
+    ),
+    "env JSON api key": ([], {"HEADERS": '{"X-Api-Key":"sk-0451"}'}, "header X-Api-Key"),
+    "env DSN": ([], {"DATABASE_URL": "postgres://bob:pw0451@db/x"}, "a URL with a user:password@"),
+    "env DSN query": ([], {"DATABASE_URL": "postgres://db/x?password=pw0451"}, "(password)"),
+    "env PGPASSWORD": ([], {"PGPASSWORD": "x0451"}, "PGPASSWORD (named like a credential)"),
+    "env token any value": ([], {"GITHUB_PERSONAL_ACCESS_TOKEN": "x0451"}, "(named like a"),
+    "env DBPWD": ([], {"DBPWD": "x0451"}, "DBPWD (named like a credential)"),
+    "env AUTHORIZATION": ([], {"HTTP_AUTHORIZATION": "x0451"}, "HTTP_AUTHORIZATION (named"),
+    "env credentials json": ([], {"GCP_CREDENTIALS": '{"k": "0451"}'}, "GCP_CREDENTIALS (named"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_entries_holding_a_credential_are_refused(case: str) -> None:
+    """Credential-named assignments, headers, flags and env entries, tokens with a well-known
+    prefix, Bearer/Basic tokens and user:password@ are refused, named without the secret."""
+    args, env, named = REFUSED[case]
+    shown = _refusal(MCPServerStdio("x", args, env=env))
+    assert named in shown
+    assert "0451" not in shown
+
+
+def test_every_refused_arg_and_env_entry_is_named_in_one_error() -> None:
+    """A server with credentials in both args and env is refused once, naming all of them, and
+    the error says how to pass a secret instead."""
+    shown = _refusal(
+        MCPServerStdio("x", ["--token", "t0451", "-v"], env={"API_KEY": "k0451", "LEVEL": "1"})
+    )
+    assert (
+        "its args hold args[1] (the value after --token); "
+        "its env holds API_KEY (named like a credential), which may be credentials"
+    ) in shown
+    assert "environment at run time" in shown
+    assert "*_FILE" in shown
+    assert "0451" not in shown
+
+
+def test_a_listing_with_null_meta_is_a_tool_without_approval() -> None:
+    """A listed tool whose "_meta" is null (as a server may send it) is built, not requiring
+    approval."""
+    spec = {"name": "t", "description": "d", "inputSchema": {"type": "object"}, "_meta": None}
+    assert MCPServerStdio("x")._tool(spec).requires_approval is False

@@ -432,7 +432,7 @@ class MCPServer:
         remote = spec["name"]
         name = f"{self.prefix}_{remote}" if self.prefix else remote
         policy: ApprovalPolicy
-        if spec.get("_meta", {}).get(APPROVAL_META_KEY) is True:
+        if (spec.get("_meta") or {}).get(APPROVAL_META_KEY) is True:
             policy = True  # the server says so (a toolfold server's tool served approved_by_host)
         elif isinstance(self.requires_approval, frozenset):
             policy = remote in self.requires_approval
@@ -582,13 +582,16 @@ class MCPServerStdio(MCPServer):
         from toolfold.mcp._entry import args_held, env_held
 
         found = (("args hold", args_held(self.args)), ("env holds", env_held(self.env or {})))
-        for where, held in found:
-            if held:
-                raise UsageError(
-                    f"MCP server {self.name!r}: its {where} {', '.join(held)}, which may be "
-                    "credentials, and is not written to an agent file (give the file a server "
-                    "without them, and pass them where the server is built in code)"
-                )
+        held = [f"its {where} {', '.join(items)}" for where, items in found if items]
+        if held:
+            raise UsageError(
+                f"MCP server {self.name!r}: {'; '.join(held)}, which may be credentials, and "
+                "is not written to an agent file (give the file a server without them: build "
+                "the server in code, passing the secret through its environment at run time, "
+                "env={'NAME': os.environ['NAME']}; or point the server at a file holding it, a "
+                "*_FILE or --...-file option; or write a $NAME reference where the server "
+                "expands one)"
+            )
         return {
             "command": self.command,
             "args": list(self.args),
@@ -657,9 +660,10 @@ class MCPServerHTTP(MCPServer):
         held = url_held(self.url)
         if held:
             raise UsageError(
-                f"MCP server {self.name!r}: its URL carries {' and '.join(held)}, masked "
-                "everywhere as possible credentials, and is not written to an agent file "
-                "(give the file a URL without them)"
+                f"MCP server {self.name!r}: its URL carries {' and '.join(held)}, which may "
+                "be credentials, and is not written to an agent file (give the file a URL "
+                "without them, and pass the credential in headers= where the server is built "
+                "in code)"
             )
         return {"url": self.url, "name": None if self.name == self._shown_url else self.name}
 

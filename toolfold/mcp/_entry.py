@@ -4,6 +4,22 @@ An agent file is text that gets shared, so `MCPServer.file_entry` refuses a
 server holding what may be a credential. The functions here find it and name
 it, and where it is, never its value: the refusal is an error message, shown
 and logged.
+
+The rules aim to be precise (a false refusal blocks a legitimate agent file)
+and predictable (docs/mcp.md lists them):
+
+- a *name* (an ``env`` entry's, a flag's with dashes read as underscores, a
+  ``NAME=value`` assignment's, a ``Name: value`` header's, a URL query
+  parameter's) is credential-like by `credential_name`; a *strong* one
+  (`strong_name`: ``..._TOKEN``, ``..._API_KEY``, ``PASSWORD``,
+  ``Authorization``) always holds its credential, any other one
+  (``AUTH_MODE``, ``--skip-auth``) only a value that `looks_secret`;
+- a value that is only variable references (``$TOKEN``, ``${TOKEN}``) holds
+  none: the server (``mcp-remote``) or a shell fills it in at run time;
+- anywhere in an argument or ``env`` value: a URL's ``user:password@`` or
+  credential-named (or bare) query or fragment pieces, ``user:pw@host``
+  without a scheme, ``Bearer``/``Basic`` followed by a token, and tokens with
+  a well-known prefix (``sk-``, ``ghp_``, ``xoxb-``, ``glpat-``, ``AKIA``).
 """
 
 from __future__ import annotations
@@ -13,76 +29,185 @@ from collections.abc import Mapping, Sequence
 
 from toolfold.adapters._http._keys import url_userinfo
 
-
-def url_held(url: str) -> list[str]:
-    """What in ``url`` may be a credential, each named without its value (empty: nothing).
-
-    Read as `mask_url_credentials` masks it: the ``user:password@``, the
-    query values (named by their parameters; a piece without ``=`` is itself
-    the value, ``?sk-...``, so it is only counted), and the fragment.
-    """
-    held = ["a user:password@"] if url_userinfo(url) is not None else []
-    head, _, fragment = url.partition("#")
-    pieces = [piece for piece in head.partition("?")[2].split("&") if piece]
-    names = [piece.partition("=")[0] for piece in pieces if "=" in piece]
-    bare = len(pieces) - len(names)
-    if pieces:
-        shown = [*names, f"{bare} without a name"] if bare else names
-        held.append(f"query values ({', '.join(shown)})")
-    if fragment:
-        held.append("a fragment")
-    return held
-
-
-#: An environment variable named like a credential: a stdio server's ``env``
-#: entry so named is not written to an agent file. Leaning to refuse: ``KEY``
-#: also takes ``KEYBOARD_LAYOUT``, a name easily changed, while a token written
-#: to a file is out for good. ``AUTHOR`` and ``AUTHORS`` (``GIT_AUTHOR_NAME``)
-#: are not one; ``AUTHORIZATION`` (``HTTP_AUTHORIZATION``) is. ``PWD`` is one
-#: only as a part of a longer name (``DB_PWD``, ``MYSQL_PWD``): alone, and in
-#: ``OLDPWD``, it is the shell's working directory.
+#: A name part that makes a name credential-like. ``AUTH`` but not ``AUTHOR``,
+#: ``AUTHORS``, ``AUTHORED_BY`` or ``AUTHORITY`` (``AUTHORIZATION`` is one);
+#: ``PWD`` only ending a longer name (``DB_PWD``, ``DBPWD``), not ``PWD`` or
+#: ``OLDPWD`` (the shell's working directories); ``PAT`` only as a whole part.
 CREDENTIAL_NAME = re.compile(
-    r"KEY|TOKEN|SECRET|PASS|CRED|COOKIE|BEARER|AUTH(?!ORS?(?:_|$))"
-    r"|(?<=_)PWD(?![^_])|^PWD_|(?:^|_)PAT(?:_|$)",
+    r"KEY|TOKEN|SECRET|PASS|CRED|COOKIE|BEARER|AUTH(?!OR(?!IZ))"
+    r"|(?<=.)(?<!^OLD)PWD$|(?:^|_)PAT(?:_|$)",
     re.IGNORECASE,
 )
 
-#: A value that is an HTTP ``Authorization`` header's (``Bearer sk-...``,
-#: ``Basic dXNl...``) or holds the header (``Authorization: Bearer ...``, as
-#: ``mcp-remote --header`` takes it).
-_AUTHORIZATION_VALUE = re.compile(r"\s*(?:Bearer|Basic)\s+\S|.*Authorization\s*:", re.IGNORECASE)
+#: Words that hold a credential word and are not one (``--max-tokens``,
+#: ``KEYBOARD_LAYOUT``, ``NO_PROXY_BYPASS``, ``--pass-environment``).
+_NOT_CREDENTIAL_WORDS = re.compile(
+    r"KEYBOARD|HOTKEY|MONKEY|TOKENS|TOKENIZER|COMPASS|BYPASS|PASSIVE"
+    r"|PASS_?THROUGH|PASS_?ENV",
+    re.IGNORECASE,
+)
+
+#: A name ending so names where a credential is, not the credential
+#: (``--key-file``, ``--token-env GITHUB_TOKEN``, ``OAUTH_CALLBACK_PORT``).
+_POINTER_NAME = re.compile(r"_(?:FILE|PATH|DIR|ENV|VAR|PORT)S?$", re.IGNORECASE)
+
+#: A credential-like name whose value is the credential, whatever it looks like.
+_STRONG_NAME = re.compile(
+    r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|BEARER|COOKIES?"
+    r"|(?:API|ACCESS|SECRET|PRIVATE|CLIENT|AUTH|MASTER|SIGNING|ENCRYPTION|LICENSE)_?KEY)$"
+    r"|^KEY$|(?:^|_)PAT$|^(?:PROXY_)?AUTHORIZATION$",
+    re.IGNORECASE,
+)
+
+#: A value made only of variable references, filled in at run time.
+_REFERENCE = re.compile(r"(?:\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\})+")
+
+#: Values that do not look like a secret: a path, a URL, a number, a plain
+#: lowercase word (``none``, ``uvx``, ``read-only``).
+_PLAIN_VALUE = re.compile(r"[/.~].*|[A-Za-z][A-Za-z0-9+.\-]*://.*|[0-9][0-9.:]*|[a-z][a-z-]*")
 
 #: A URL inside a value: ``https://h/x?api_key=...``, also within a longer text
 #: (``jdbc:postgresql://db/x?password=...``, ``--db=postgres://bob:pw@db/x``).
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
 
+#: ``Bearer <token>`` or ``Basic <base64>``: a token of 8 or more characters, not
+#: only letters (``Basic authentication`` and ``Bearer of news`` are words).
+_AUTH_SCHEME_VALUE = re.compile(
+    r"\b(?:Bearer|Basic)\s+(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE
+)
+
+#: A token with a well-known prefix (OpenAI, GitHub, Slack, GitLab, AWS).
+_KNOWN_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{10,}"
+    r"|github_pat_\w{10,}|xox[abpr]-[A-Za-z0-9-]{6,}|glpat-[A-Za-z0-9_-]{10,}|AKIA[0-9A-Z]{16})"
+)
+
+#: ``NAME=value`` in a text (``API_KEY=sk-...``, ``-e TOKEN=...``, ``Password=...;``).
+_ASSIGNMENT = re.compile(
+    r"(?:^|(?<=[\s;,&\"'{(]))([A-Za-z_][\w.-]*)=((?:\$\{\w+\}|[^\s;,&\"'})])*)"
+)
+
+#: ``Name: value`` in a text, the name maybe quoted (``X-API-Key: sk-...``,
+#: ``{"Authorization": "Bearer ..."}``).
+_HEADER = re.compile(
+    r"(?:^|(?<=[\s;,{]))[\"']?([A-Za-z][\w-]*)[\"']?\s*:\s*[\"']?((?:\$\{\w+\}|[^\"',;}\n])*)"
+)
+
+#: The auth scheme before a header's credential (``Bearer ${TOKEN}``).
+_SCHEME = re.compile(r"(?:Bearer|Basic|Token)\s+", re.IGNORECASE)
+
+#: ``user:password@host`` without a scheme (a DSN: ``root:pw@tcp(db:3306)/x``);
+#: not a package spec (``npm:pkg@1.0``).
+_BARE_USERINFO = re.compile(r"([\w.%+-]+):([^\s:@/]+)@[\w.-]+")
+_PACKAGE_SCHEMES = frozenset({"npm", "jsr", "pypi", "workspace", "file", "link", "git", "github"})
+
+
+def credential_name(name: str) -> bool:
+    """Whether ``name`` (dashes read as underscores) is named like a credential.
+
+    It holds a `CREDENTIAL_NAME` part outside the words that are not one
+    (``KEYBOARD``, ``TOKENS``, ``PASSTHROUGH``...), and does not end in
+    ``_FILE``, ``_PATH``, ``_DIR``, ``_ENV``, ``_VAR`` or ``_PORT`` (a name
+    pointing at where the credential is).
+    """
+    name = name.replace("-", "_")
+    if _POINTER_NAME.search(name):
+        return False
+    return CREDENTIAL_NAME.search(_NOT_CREDENTIAL_WORDS.sub("_", name)) is not None
+
+
+def strong_name(name: str) -> bool:
+    """Whether ``name`` is credential-like and its value is the credential itself.
+
+    It ends in a credential noun: ``TOKEN``, ``SECRET``, ``PASSWORD``,
+    ``PASSWD``, ``PASS``, ``PWD``, ``PAT``, ``BEARER``, ``COOKIE``, ``API_KEY``
+    and other ``..._KEY`` kinds of key (not ``SORT_KEY``), or is ``KEY`` or
+    ``AUTHORIZATION``.
+    """
+    name = name.replace("-", "_")
+    return credential_name(name) and _STRONG_NAME.search(name) is not None
+
+
+def looks_secret(value: str) -> bool:
+    """Whether ``value`` may be a secret: not a path, URL, number, or plain lowercase word."""
+    return _PLAIN_VALUE.fullmatch(value) is None
+
+
+def _holds_credential(name: str, value: str) -> bool:
+    """Whether ``value``, given under ``name``, may be a credential (see the module's rules)."""
+    value = value.strip()
+    if not value or _REFERENCE.fullmatch(value) or not credential_name(name):
+        return False
+    return strong_name(name) or looks_secret(value)
+
+
+def url_held(url: str) -> list[str]:
+    """What in ``url`` may be a credential, each named without its value (empty: nothing).
+
+    A ``user:password@``; query (or ``#fragment``) pieces whose name is
+    credential-like and whose value may be one (``?api_key=...``, not
+    ``?transport=sse`` or ``#main``); pieces without ``=`` in the query,
+    ``?sk-...``, which are themselves the value and so only counted.
+    """
+    held = ["a user:password@"] if url_userinfo(url) is not None else []
+    head, _, fragment = url.partition("#")
+    query = [piece for piece in head.partition("?")[2].split("&") if piece]
+    bare = sum("=" not in piece and not _REFERENCE.fullmatch(piece) for piece in query)
+    shown = [*_credential_pieces(query), *([f"{bare} without a name"] if bare else [])]
+    if shown:
+        held.append(f"query values ({', '.join(shown)})")
+    if in_fragment := _credential_pieces(fragment.split("&")):
+        held.append(f"fragment values ({', '.join(in_fragment)})")
+    return held
+
+
+def _credential_pieces(pieces: list[str]) -> list[str]:
+    """The names of the ``name=value`` pieces whose value may be a credential, once each."""
+    named = (piece.partition("=") for piece in pieces if "=" in piece)
+    return list(dict.fromkeys(name for name, _, value in named if _holds_credential(name, value)))
+
 
 def value_held(value: str) -> list[str]:
-    """What in ``value`` may be a credential, named without it (empty: nothing).
+    """What in ``value`` (an argument or ``env`` value) may be a credential, named without it.
 
-    An ``Authorization`` header's value (``Bearer ...``, ``Basic ...``), or
-    a URL in it with what `url_held` finds (a ``user:password@``, query
-    values, a fragment), as for an HTTP server's URL.
+    A URL in it with what `url_held` finds; ``user:password@host`` without a
+    scheme; ``Bearer``/``Basic`` and a token; a token with a well-known
+    prefix; a ``NAME=value`` assignment or a ``Name: value`` header (also
+    in JSON) whose value may be a credential by its name. Empty: nothing.
     """
-    if _AUTHORIZATION_VALUE.match(value):
-        return ["an Authorization header's value"]
     held = [
         f"a URL with {' and '.join(found)}"
         for url in _URL.findall(value)
         if (found := url_held(url))
     ]
+    rest = _URL.sub(" ", value)
+    if _KNOWN_TOKEN.search(value):
+        held.append("a token with a well-known prefix")
+    if _AUTH_SCHEME_VALUE.search(rest):
+        held.append("an Authorization header's value")
+    for user, password in _BARE_USERINFO.findall(rest):
+        if user.lower() not in _PACKAGE_SCHEMES and not _REFERENCE.fullmatch(password):
+            held.append("a user:password@")
+    for name, assigned in _ASSIGNMENT.findall(rest):
+        if _holds_credential(name, assigned):
+            held.append(f"the value of {name}=")
+    for name, header in _HEADER.findall(rest):
+        if _holds_credential(name, _SCHEME.sub("", header.strip(), count=1)):
+            held.append(f"the value of header {name}")
     return list(dict.fromkeys(held))
 
 
 def env_held(env: Mapping[str, str]) -> list[str]:
     """The ``env`` entries that may be credentials, by name and why, sorted (empty: none).
 
-    An entry is one when its name is like a credential's (`CREDENTIAL_NAME`),
-    or its value holds what `value_held` finds.
+    An entry is one when its name makes its value a credential (a strong
+    name, ``GITHUB_TOKEN``, or another credential-like name with a value that
+    `looks_secret`), or its value holds what `value_held` finds. A value that
+    is a URL alone is judged as a URL, whatever its name.
     """
     held = []
     for key, value in sorted(env.items()):
-        if CREDENTIAL_NAME.search(key):
+        if not _URL.fullmatch(value) and _holds_credential(key, value):
             held.append(f"{key} (named like a credential)")
         elif found := value_held(value):
             held.append(f"{key} ({', '.join(found)})")
@@ -92,27 +217,33 @@ def env_held(env: Mapping[str, str]) -> list[str]:
 def args_held(args: Sequence[str]) -> list[str]:
     """The ``args`` that may be credentials, by position and why, in order (empty: none).
 
-    An argument is one when it is the value of a flag named like a credential
-    (``--api-key sk-...``, ``--token=...``; not ``--no-auth``, and not a next
-    argument that is itself a flag), or it holds what `value_held` finds
-    (``postgresql://bob:pw@db/x``).
+    An argument is one when it is a credential-like flag's value that may be a
+    credential (as for `env_held`: ``--api-key sk-...``, ``--token=...``, not
+    ``--auth none``, ``--skip-auth /data``, ``--token-env GITHUB_TOKEN``),
+    joined by ``=`` or the next argument (unless that starts with ``-``;
+    ``--no-...`` flags take none), or it holds what `value_held` finds
+    (``postgresql://bob:pw@db/x``, ``-e GITHUB_TOKEN=ghp_...``).
     """
     held = []
     for at, arg in enumerate(args):
         flag, joined, value = arg.partition("=")
         before = args[at - 1] if at else ""
-        if joined and value and _credential_flag(flag):
+        if arg.startswith("-") and joined and _holds_credential(_flag_name(flag), value):
             held.append(f"args[{at}] (the value of {flag})")
-        elif found := value_held(arg):
-            held.append(f"args[{at}] ({', '.join(found)})")
-        elif not arg.startswith("-") and "=" not in before and _credential_flag(before):
+        elif (
+            not arg.startswith("-")
+            and "=" not in before
+            and _holds_credential(_flag_name(before), arg)
+        ):
             held.append(f"args[{at}] (the value after {before})")
+        elif found := value_held(value if arg.startswith("-") and joined else arg):
+            held.append(f"args[{at}] ({', '.join(found)})")
     return held
 
 
-def _credential_flag(arg: str) -> bool:
-    """Whether ``arg`` is a flag named like a credential (``--api-key``, ``--password``)."""
+def _flag_name(arg: str) -> str:
+    """The name of the flag ``arg`` (``api_key`` for ``--api-key``), empty when it is none."""
     name = arg.lstrip("-")
     if name == arg or name.lower().startswith("no-"):
-        return False
-    return CREDENTIAL_NAME.search(name.replace("-", "_")) is not None
+        return ""
+    return name

@@ -39,6 +39,7 @@ from toolfold.adapters.openai_responses._providers import (
     UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
+from toolfold.adapters.openai_responses._response import joined
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -258,15 +259,20 @@ def reasoning_item(part: ReasoningPart) -> Body | None:
     encrypted content (when asked for) in ``signature``. An item with
     ``reasoning_text`` content is rebuilt from the texts ``provider_data``
     keeps (``"summary"`` and ``"content"``); one without (OpenAI's) has the
-    part's text as its summary.
+    part's text as its summary, as has one recorded before ``"summary"`` was
+    kept (``"content"`` alone, the text the summary unless it is the content).
     """
     data = part.provider_data
     item_id = data.get("item_id")
     if part.provider != REASONING_PROVIDER or not isinstance(item_id, str):
         return None
     content = _texts(data.get("content"))
-    # with reasoning_text content, the summary texts kept; without (OpenAI's), the part's text
-    summary = _texts(data.get("summary")) if content else [t for t in (part.text,) if t]
+    if content and "summary" in data:  # with reasoning_text content, the summary texts kept
+        summary = _texts(data["summary"])
+    elif content and part.text == joined(content):  # a part with no summary, its text the content
+        summary = []
+    else:  # OpenAI's (no content), or one recorded before "summary" was kept: the text is it
+        summary = [t for t in (part.text,) if t]
     item: Body = {
         "type": "reasoning",
         "id": item_id,
