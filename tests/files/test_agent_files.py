@@ -868,19 +868,27 @@ def test_a_module_level_model_is_not_written_under_an_alias_of_the_script(
     assert Agent(own, name="b").to_dict()["agents"]["b"]["model"] == "__main__:OWN_MODEL"
 
 
-def test_a_model_bound_in_several_modules_is_refused_naming_them(
+def test_a_re_exported_model_is_written_by_the_module_that_defines_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A model a second module re-exports (``from bound_models import MODEL``) is refused
-    with an error naming both bindings and how to keep one, whatever is imported."""
+    """A model another module re-exports (``from bound_models import MODEL``, a package's
+    ``__init__`` doing the same) is written by the module whose source assigns it, whatever
+    sorts first and whatever else is imported; it loads back as the same object."""
     bound_models = _bound_models(tmp_path, monkeypatch)
-    (tmp_path / "bound_app.py").write_text("from bound_models import MODEL  # re-exported\n")
-    monkeypatch.delitem(sys.modules, "bound_app", raising=False)
-    importlib.import_module("bound_app")
-    agent = Agent(bound_models.MODEL, name="a")
-    with pytest.raises(UsageError) as caught:
-        agent.to_dict()
-    message = str(caught.value)
-    assert message.startswith("agents.a: "), message
-    assert "(bound_app:MODEL, bound_models:MODEL)" in message
-    assert "'import module' and 'module.NAME'" in message
+    for name in ("a_app", "zz_app"):  # one sorts before the defining module, one after
+        (tmp_path / f"{name}.py").write_text("from bound_models import MODEL  # re-exported\n")
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        importlib.import_module(name)
+    package = tmp_path / "a_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from a_pkg.models import MODEL\n")
+    (package / "models.py").write_text(
+        'import toolfold\n\nif True:\n    MODEL = toolfold.model("openai:gpt-4o-mini", api_key="sk-x")\n'
+    )
+    for name in ("a_pkg", "a_pkg.models"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    nested = importlib.import_module("a_pkg").MODEL
+    document = Agent(bound_models.MODEL, name="a").to_dict()
+    assert document["agents"]["a"]["model"] == "bound_models:MODEL"
+    assert from_dict(document).agent().model is bound_models.MODEL
+    assert Agent(nested, name="b").to_dict()["agents"]["b"]["model"] == "a_pkg.models:MODEL"

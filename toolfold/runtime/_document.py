@@ -377,7 +377,7 @@ def _searching(folder: str | None) -> Iterator[None]:
 def import_path(value: Any) -> str | None:
     """The import path ``value`` was loaded from or can be imported by, if any.
 
-    Raises `AmbiguousPath` (see `_bound_name`). A function or a class is found by its ``__module__`` and ``__qualname__``;
+    A function or a class is found by its ``__module__`` and ``__qualname__``;
     an object with no qualified name of its own (a model instance, a `Tool`
     made by hand: ``MODEL = toolfold.model(...)``), or a function whose name
     does not reach it (a lambda), by the module-level name it is bound to
@@ -400,10 +400,6 @@ def import_path(value: Any) -> str | None:
     return path if found is value or (wrapped is not None and found is wrapped) else None
 
 
-class AmbiguousPath(Exception):
-    """An object bound at module level in several modules: which one a file names is not clear."""
-
-
 def _bound_name(value: Any) -> str | None:
     """``module:name`` of a module-level name bound to ``value`` in a module already imported.
 
@@ -412,13 +408,12 @@ def _bound_name(value: Any) -> str | None:
     passed over (``__mp_main__``, which ``multiprocessing`` adds for the script,
     or any other alias, cannot be imported as such), and so is the script run as
     ``__main__`` (it imports nowhere else) unless no other module holds it (a
-    function or a model defined in the script itself). Within a module, public
-    names before private ones, then by name. None when no module holds it (a local).
-
-    Raises:
-        AmbiguousPath: Several modules bind it (``from mymodels import MODEL``
-            in another module binds it there too): which one defines it cannot
-            be told, and the one written would depend on what is imported.
+    function or a model defined in the script itself). When several modules bind
+    it (``from mymodels import MODEL`` binds it in the importing module too), the
+    one whose source defines the name (an assignment, ``def`` or ``class`` at its
+    top level) is named; failing one such, the shortest module path, then the
+    first by name (each loads the same object). Within a module, public names
+    before private ones, then by name. None when no module holds it (a local).
     """
     if value is None or isinstance(value, bool | int | float | str):
         return None  # (constants are shared: a name bound to one says nothing)
@@ -439,27 +434,48 @@ def _bound_name(value: Any) -> str | None:
                 found.setdefault(module_name, []).append((name.startswith("_"), name))
     if not found:
         return None
-    modules = sorted(found)
+    modules = sorted(found, key=lambda m: (m.count("."), m))
     if len(modules) > 1 and "__main__" in found:
         modules.remove("__main__")
     if len(modules) > 1:
-        bound_as = ", ".join(f"{m}:{min(found[m])[1]}" for m in modules)
-        raise AmbiguousPath(
-            f"{value!r} is bound at module level in several modules ({bound_as}), "
-            "and which one defines it cannot be told: bind it in one module only "
-            "(elsewhere use 'import module' and 'module.NAME' rather than "
-            "'from module import NAME'), or write its import path into the file yourself"
-        )
-    (module_name,) = modules
+        defining = [m for m in modules if min(found[m])[1] in _defined_names(m)]
+        modules = defining or modules
+    module_name = modules[0]
     return f"{module_name}:{min(found[module_name])[1]}"
+
+
+def _defined_names(module_name: str) -> frozenset[str]:
+    """The names a module's source binds at its top level by an assignment, ``def`` or
+    ``class`` (in ``if`` and ``try`` blocks too), not by an import; none without source."""
+    import ast
+    import inspect
+
+    module = sys.modules.get(module_name)
+    try:
+        tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+    except Exception:  # (no source: a built-in, a compiled or a generated module)
+        return frozenset()
+    names: set[str] = set()
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.If | ast.Try):
+            pending.extend(node.body + node.orelse)
+            if isinstance(node, ast.Try):
+                pending.extend(node.finalbody)
+                for handler in node.handlers:
+                    pending.extend(handler.body)
+    return frozenset(names)
 
 
 def required_path(value: Any, where: str) -> str:
     """`import_path` of ``value``, or a `UsageError` saying why it cannot be written."""
-    try:
-        path = import_path(value)
-    except AmbiguousPath as exc:
-        raise UsageError(f"{where}: {exc}; it cannot be written to an agent file") from None
+    path = import_path(value)
     if path is None:
         raise UsageError(
             f"{where}: {value!r} has no import path (define it at module level) "
@@ -601,10 +617,7 @@ def _dump_output_type(output_type: Any, where: str) -> OutputRef | None:
     """An agent's output type as a file writes it: a `Literal` of text as its labels."""
     if output_type is None:
         return None
-    try:
-        path = import_path(output_type)
-    except AmbiguousPath:  # (a `Literal` is written as its labels; anything else is refused)
-        path = None
+    path = import_path(output_type)
     if path is not None:
         return path
     labels = typing.get_args(output_type)
