@@ -348,6 +348,14 @@ def _continue(agent: Any, state: Any, answers: dict[str, Any], stream: bool, on_
     return agent.resume(state, on_step=on_step, **answers)
 
 
+def _ended(stream: Any) -> Any:
+    """The response of ``stream`` if the run it streams has ended, else None."""
+    try:
+        return stream.response
+    except UsageError:  # (it has not ended)
+        return None
+
+
 class _Session:
     """One command's run: shows it, asks at the terminal, writes the run file, picks the code."""
 
@@ -479,9 +487,16 @@ class _Session:
         state = self.args.state
         return f"cannot resume {state} with {target} (nothing ran; {state} is unchanged)"
 
-    def _interrupted(self, state: Any) -> int:
-        """Ctrl-C: the run file written with ``state``, and the code to exit with."""
+    def _interrupted(self, state: Any, ended: bool = False) -> int:
+        """Ctrl-C: the run file written with ``state``, and the code to exit with.
+
+        ``ended``: the run had ended (Ctrl-C came as its end was shown); ``state`` is
+        its end, which only a run that waits for answers continues.
+        """
         self._write(state)
+        if ended and state.phase not in ("awaiting_approval", "awaiting_tool_results"):
+            _say(self.command, f"interrupted as the run ended; state written to {self.run_file}")
+            return INTERRUPTED
         _say(
             self.command,
             f"interrupted; state written to {self.run_file}; continue with: "
@@ -502,18 +517,30 @@ class _Session:
 
     def _streamed(self, outcome: Any, waiting: tuple[str, ...]) -> Any:
         """The response of a stream, its text and tool lines shown as they arrive."""
+        from toolfold.runtime._api import state_of
+        from toolfold.runtime.drive._shells import interrupt_waits
+
         ended_line = True
         shown = False
         events: Any = iter(outcome)  # (a generator: Ctrl-C can be thrown into it)
-        for event in events:
-            try:
-                ended_line, shown = self._show(event, ended_line, shown)
-            except KeyboardInterrupt as exc:
-                # Ctrl-C while an event is shown: thrown into the stream where it waits,
-                # so the run keeps what it did (the error carries its state) as it would
-                # had Ctrl-C come a moment later, while the run worked.
-                events.throw(exc)
+        try:
+            with interrupt_waits(self._waits):
+                for event in events:
+                    try:
+                        ended_line, shown = self._show(event, ended_line, shown)
+                    except KeyboardInterrupt as exc:
+                        # Ctrl-C while an event is shown: thrown into the stream where it
+                        # waits, so the run keeps what it did (the error carries its state)
+                        # as it would had Ctrl-C come a moment later, while the run worked.
+                        events.throw(exc)
+                        raise
+        except KeyboardInterrupt as exc:
+            ended = _ended(outcome)
+            if state_of(exc) is not None or ended is None:
                 raise
+            # Ctrl-C once the run had ended (as its last event was shown): no run is
+            # under way to keep; the run file holds the run as it ended.
+            return self._interrupted(ended.state, ended=True)
         response = outcome.response
         if not shown and not self.args.json and response.text:
             # A workflow's answer is its output, which arrives with no deltas of its own.
@@ -521,6 +548,15 @@ class _Session:
             self.out.flush()
         self._catch_up(response, waiting)
         return response
+
+    def _waits(self) -> None:
+        """Ctrl-C waits for a blocking tool (or model call) to return before the run is kept."""
+        print(
+            f"toolfold {self.command}: stopping once the running tool or model call returns; "
+            "press Ctrl-C again to quit without keeping the run",
+            file=self.err,
+            flush=True,
+        )
 
     def _show(self, event: Any, ended_line: bool, shown: bool) -> tuple[bool, bool]:
         """Show one event of a stream; whether the output ends a line, and whether text was shown."""

@@ -240,3 +240,36 @@ def _lead_and_worker(request: ModelRequest) -> Reply:
 
 
 lead_and_worker = FunctionModel(_lead_and_worker, name="files:lead-and-worker")
+
+
+@tool
+def hold_at_gate(text: str) -> str:
+    """The first time (no ``interrupted`` file here), Ctrl-C reaches the process, and this
+    returns only once a line arrives on the FIFO named by TOOLFOLD_TEST_GATE; each return
+    is a line of ``ran.log`` here.
+
+    Args:
+        text: What to answer with.
+    """
+    marker = Path("interrupted")
+    if not marker.exists():
+        marker.write_text("once")
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        with open(os.environ["TOOLFOLD_TEST_GATE"], encoding="utf-8") as gate:
+            gate.readline()
+    with Path("ran.log").open("a") as log:
+        log.write(f"held {text}\n")
+    return f"held {text}"
+
+
+def _lead_and_holder(request: ModelRequest) -> Reply:
+    """The lead calls the ``worker`` agent; the worker calls ``hold_at_gate``, then answers."""
+    results = [r.content for m in request.messages for r in m.tool_results]
+    if any(t.name == "worker" for t in request.tools):
+        return f"lead: {results[0]}" if results else FunctionModel.call("worker", {"input": "go"})
+    if not results:
+        return FunctionModel.call("hold_at_gate", {"text": "x"})
+    return "worker: " + results[0]
+
+
+lead_and_holder = FunctionModel(_lead_and_holder, name="files:lead-and-holder")

@@ -358,9 +358,65 @@ def test_ctrl_c_in_a_streamed_sub_agent_keeps_what_it_finished(tmp_path: Path) -
         "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
         "toolfold resume toolfold-run.json\n"
     )
+    assert "stopping once" not in proc.stderr  # an async tool is cancelled: nothing waits
     proc = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
     assert (proc.returncode, proc.stdout) == (0, "lead: worker: noted x, pressed x\n"), proc.stderr
     assert (tmp_path / "ran.log").read_text() == "note x\n"  # not run again
+
+
+def test_ctrl_c_that_waits_for_a_blocking_tool_says_so(tmp_path: Path) -> None:
+    """``run --stream`` interrupted while a sub-agent's sync tool runs tells the user at once
+    that it stops once the tool returns (it is not stuck); then it keeps the run."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    (tmp_path / "team.toml").write_text(
+        'entry = "lead"\n\n[agents.lead]\nmodel = "files_helpers:lead_and_holder"\n'
+        'tools = [{ agent = "worker" }]\n\n[agents.worker]\n'
+        'model = "files_helpers:lead_and_holder"\ntools = ["files_helpers:hold_at_gate"]\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolfold._cli", "run", "team.toml", "--stream", "go"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
+        # (a process started in the background inherits SIGINT ignored: Python's own handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.stderr is not None
+    notice = (
+        b"toolfold run: stopping once the running tool or model call returns; "
+        b"press Ctrl-C again to quit without keeping the run\n"
+    )
+    try:
+        seen = b""
+        while notice not in seen:  # the tool holds until the gate opens: said before it returns
+            ready, _, _ = select.select([proc.stderr], [], [], 60)
+            assert ready, f"no notice; so far: {seen!r}"
+            chunk = os.read(proc.stderr.fileno(), 1024)
+            assert chunk, f"stderr ended early; so far: {seen!r}"
+            seen += chunk
+        assert not (tmp_path / "ran.log").exists()  # said while the tool still ran
+        with open(gate, "w", encoding="utf-8") as opened:
+            opened.write("go\n")
+        _, errors = proc.communicate(timeout=60)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    assert proc.returncode == 130, seen + errors
+    assert (
+        (seen + errors)
+        .decode()
+        .endswith(
+            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+            "toolfold resume toolfold-run.json\n"
+        )
+    )
+    proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
+    assert (proc2.returncode, proc2.stdout) == (0, "lead: worker: held x\n"), proc2.stderr
+    assert (tmp_path / "ran.log").read_text() == "held x\n"  # the tool's return was kept
 
 
 def test_a_provider_error_after_an_approved_tool_keeps_its_result(tmp_path: Path) -> None:
@@ -993,3 +1049,40 @@ def test_ctrl_c_while_a_streamed_event_is_shown_keeps_the_run(
     response = session._attempt(lambda: _continue(lead, state, {}, True, None), ())
     assert response.text == "lead: worker: noted x, pressed x"
     assert (tmp_path / "ran.log").read_text() == "note x\n"
+
+
+def test_ctrl_c_while_the_last_event_is_shown_keeps_the_ended_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C that lands while ``run --stream`` shows the stream's last event (the run has
+    ended) exits 130 with the run file holding the run as it ended, not "interrupted" with
+    nothing kept."""
+    import argparse
+
+    from toolfold import Agent
+    from toolfold._commands import INTERRUPTED, _Session, _start
+    from toolfold.testing import FunctionModel
+
+    agent = Agent(FunctionModel(lambda request: "done"), name="solo")
+    args = argparse.Namespace(stream=True, json=False, state_out=None)
+    where = {"file": "solo.toml", "agent": "solo", "model": None}
+    session = _Session("run", agent, args, where, str(tmp_path / "run.json"))
+    shows = _Session._show
+
+    def show(self: Any, event: Any, ended_line: bool, shown: bool) -> tuple[bool, bool]:
+        if event.kind == "run_end":  # Ctrl-C as the terminal shows the run's end
+            raise KeyboardInterrupt
+        return shows(self, event, ended_line, shown)
+
+    monkeypatch.setattr(_Session, "_show", show)
+    try:
+        code = session._attempt(lambda: _start(agent, "go", True, None), ())
+    except KeyboardInterrupt:  # what the command then says: "interrupted", no run file
+        pytest.fail("the interruption carried no state: the ended run was not written")
+    assert code == INTERRUPTED
+    state = RunState.from_json(json.dumps(json.loads((tmp_path / "run.json").read_text())["state"]))
+    assert (state.phase, state.messages[-1].text) == ("finished", "done")
+    assert (
+        capsys.readouterr().err
+        == f"toolfold run: interrupted as the run ended; state written to {tmp_path / 'run.json'}\n"
+    )

@@ -772,6 +772,17 @@ class RoundInterrupt:
             self._cancel = cancel
             return True
 
+    @property
+    def waits(self) -> bool:
+        """Whether what the round runs now goes on once fired, until what it is in returns:
+        blocking calls (a sync tool, a blocking sub-run's model call or tool), which stop only
+        at their next check (`check_interrupt`), not cancelled on an event loop."""
+        cancel = self._cancel
+        if cancel is _nothing:
+            return True
+        inner = getattr(cancel, "__self__", None)  # (another round's `fire`: see `_relayed_sync`)
+        return isinstance(inner, RoundInterrupt) and inner.waits
+
     def fire(self) -> bool:
         """Cancel the round; whether it ran on a loop (it is cancelled, or had ended).
 

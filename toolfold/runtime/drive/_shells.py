@@ -6,8 +6,15 @@ import collections
 import contextvars
 import queue
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Sequence
-from contextlib import AsyncExitStack, ExitStack, aclosing, suppress
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterator,
+    Sequence,
+)
+from contextlib import AsyncExitStack, ExitStack, aclosing, contextmanager, suppress
 from typing import Any
 
 from toolfold.runtime._response import (
@@ -333,6 +340,10 @@ def _relayed_sync(
     except BaseException as exc:
         if isinstance(exc, (Exception, GeneratorExit)) or not interrupt.fire():
             raise
+        if interrupt.waits and not done.is_set():
+            tell = _INTERRUPT_WAITS.get()
+            if tell is not None:  # (the command line's "stopping once ... returns")
+                tell()
         done.wait()  # (a second Ctrl-C stops waiting)
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept
@@ -345,6 +356,29 @@ def _relayed_sync(
 
 
 _STEP_DONE = object()
+
+# Told when Ctrl-C waits for a round's blocking calls to return (see `interrupt_waits`).
+_INTERRUPT_WAITS: contextvars.ContextVar[Callable[[], object] | None] = contextvars.ContextVar(
+    "toolfold_interrupt_waits", default=None
+)
+
+
+@contextmanager
+def interrupt_waits(tell: Callable[[], object]) -> Iterator[None]:
+    """Call ``tell`` (in the caller's thread) when Ctrl-C, in a blocking stream iterated
+    inside this, interrupts a round that goes on until its blocking calls return (a sync
+    tool, a blocking sub-run's model call or tool: see `RoundInterrupt.waits`) and the
+    stream waits for them before it raises the KeyboardInterrupt that keeps the run. A
+    second Ctrl-C stops the wait (the run is not kept).
+
+    What shows a stream to a person says so then (``toolfold run --stream``): the run is
+    not stuck.
+    """
+    token = _INTERRUPT_WAITS.set(tell)
+    try:
+        yield
+    finally:
+        _INTERRUPT_WAITS.reset(token)
 
 
 async def _relayed_async(
