@@ -343,7 +343,8 @@ def _relayed_sync(
         if interrupt.waits and not done.is_set():
             tell = _INTERRUPT_WAITS.get()
             if tell is not None:  # (the command line's "stopping once ... returns")
-                tell()
+                with suppress(Exception):  # (a notice that fails must not lose the run)
+                    tell()
         done.wait()  # (a second Ctrl-C stops waiting)
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept
