@@ -425,6 +425,94 @@ def test_ctrl_c_while_a_server_starts_returns_promptly(tmp_path: Any) -> None:
     assert children() == before  # terminated by the SDK
 
 
+def _stuck(asked: Any, name: str) -> MCPServerStdio:
+    """A server that reads the handshake's first request, says so through the FIFO
+    ``asked``, then never answers."""
+    silent = f"import sys, time\nsys.stdin.readline()\nopen({str(asked)!r}, 'w').close()\ntime.sleep(3600)"
+    return MCPServerStdio(sys.executable, ["-c", silent], name=name, timeout=20, startup_timeout=60)
+
+
+def _gated(gate: Any) -> MCPServerStdio:
+    """Our server, which starts serving only once something is written to the FIFO ``gate``."""
+    start = (
+        "import sys; open(sys.argv[1]).read(); from toolfold.mcp.__main__ import main; "
+        "sys.exit(main(sys.argv[2:]))"
+    )
+    arguments = ["-c", start, str(gate), "serve", "tests.ecosystem.served_tools:TOOLS"]
+    return MCPServerStdio(sys.executable, arguments, cwd=str(ROOT), name="gated")
+
+
+def _run_in_a_thread(main: Any) -> threading.Thread:
+    """``asyncio.run(main)`` in a thread, joined: it returns once the loop's worker threads end."""
+    runner = threading.Thread(target=asyncio.run, args=(main,))
+    runner.start()
+    # bounds a hang, well under startup_timeout (60 s), which ended the start before
+    runner.join(timeout=30)
+    return runner
+
+
+def test_cancelling_an_async_open_stops_the_servers_start(tmp_path: Any) -> None:
+    """A task cancelled in `async with server:` while the server is stuck in its handshake
+    stops that start: asyncio.run's end does not wait for startup_timeout, no thread or
+    process is left."""
+    before, threads = children(), threading.active_count()
+    asked = tmp_path / "asked"
+    os.mkfifo(asked)
+    mute = _stuck(asked, "mute")
+
+    async def enter() -> None:
+        async with mute:
+            pass
+
+    async def main() -> None:
+        task = asyncio.ensure_future(enter())
+        await asyncio.to_thread(lambda: asked.open().close())  # the server has the request
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    runner = _run_in_a_thread(main())
+    assert not runner.is_alive()  # the open's worker thread ended, so asyncio.run returned
+    assert threading.active_count() == threads  # no portal or worker thread left
+    assert not mute.is_open
+    assert children() == before  # the server's process was ended by the SDK
+
+
+def test_cancelling_one_async_open_leaves_another_servers_open_alone(tmp_path: Any) -> None:
+    """Of two servers opening at once, cancelling the task opening one stops only that
+    one's start: the other opens and serves."""
+    before, threads = children(), threading.active_count()
+    asked, gate = tmp_path / "asked", tmp_path / "gate"
+    os.mkfifo(asked)
+    os.mkfifo(gate)
+    mute, gated = _stuck(asked, "mute"), _gated(gate)
+    listed: list[str] = []
+
+    async def main() -> None:
+        opening_gated = asyncio.ensure_future(gated.__aenter__())
+        opening_mute = asyncio.ensure_future(mute.__aenter__())
+        await asyncio.to_thread(lambda: asked.open().close())  # mute has the request
+        opened = await asyncio.to_thread(open, gate, "w")  # gated waits at its gate
+        opening_mute.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening_mute
+        with opened:
+            opened.write("go")  # gated starts only now, after the cancellation
+        await opening_gated
+        try:
+            listed.extend(spec["name"] for spec in await asyncio.to_thread(gated.listing))
+        finally:
+            await gated.__aexit__(None, None, None)
+
+    runner = _run_in_a_thread(main())
+    assert not runner.is_alive()
+    assert "add" in listed
+    assert not mute.is_open
+    assert not gated.is_open
+    assert threading.active_count() == threads
+    assert children() == before
+
+
 def test_an_http_server_that_never_answers_fails_at_the_startup_timeout() -> None:
     """Over HTTP too: a socket that accepts and never answers fails the open near startup_timeout."""
     listener = socket.create_server(("127.0.0.1", 0))

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import suppress
 from typing import Any
 
 import pytest
@@ -256,7 +257,8 @@ def _gated(gate: str) -> MCPServerStdio:
 
 @pytest.mark.parametrize("how", ["arun", "async with"])
 def test_a_cancel_while_the_server_starts_leaves_nothing_running(tmp_path: Any, how: str) -> None:
-    """Cancelled while its server starts, a run (or `async with`) still closes it once it has started."""
+    """Cancelled while its server starts, a run (or `async with`) stops that start, and leaves
+    nothing running."""
     before = children()
     gate = tmp_path / "gate"
     os.mkfifo(gate)
@@ -275,11 +277,11 @@ def test_a_cancel_while_the_server_starts_leaves_nothing_running(tmp_path: Any, 
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        with opened:
-            opened.write("go")  # it starts, after its caller has gone
+        with suppress(BrokenPipeError), opened:  # the SDK may have ended the process already
+            opened.write("go")
 
     try:
-        asyncio.run(main())  # waits for the worker thread: it opened the server, then closed it
+        asyncio.run(main())  # waits for the worker thread: it stopped the start
         assert not server.is_open
         assert children() == before
     finally:

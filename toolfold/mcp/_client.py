@@ -17,7 +17,7 @@ import json
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
 from typing import Any
@@ -27,7 +27,7 @@ import anyio.from_thread
 
 from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
-from toolfold.runtime.drive._open import note_close_error, open_off_loop
+from toolfold.runtime.drive._open import note_close_error, open_off_loop, when_open_cancelled
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import ApprovalPolicy
 
@@ -256,10 +256,13 @@ class MCPServer:
             try:
                 async with Client(self._target(), read_timeout_seconds=self.timeout) as client:
                     self._client = client
-                    ready.set_result(None)
+                    try:
+                        ready.set_result(None)
+                    except InvalidStateError:  # its opener was cancelled meanwhile
+                        return
                     await stop.wait()
             except BaseException as exc:
-                if not ready.done():
+                with suppress(InvalidStateError):  # done, or its opener cancelled meanwhile
                     ready.set_exception(exc)
                 raise
             finally:
@@ -267,13 +270,25 @@ class MCPServer:
                     self._client = None
 
         self._task = task = portal.start_task_soon(hold)
+        cancelled = MCPError(self.name, "stopped while starting: the task opening it was cancelled")
+
+        def stop_starting() -> None:  # on the opener's event loop: must not block
+            try:
+                ready.set_exception(cancelled)
+            except InvalidStateError:  # it started (or failed) already: its opener closes it
+                return
+            task.cancel()  # the SDK then ends the process (bounded)
+
         try:
-            ready.result(timeout=self.startup_timeout)
+            with when_open_cancelled(stop_starting):  # an async opener's cancellation
+                ready.result(timeout=self.startup_timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             # Stop the handshake it is stuck in: the SDK then ends the process (bounded).
             task.cancel()
             raise MCPError(self.name, f"did not start within {self.startup_timeout:g} s") from None
         except Exception as exc:
+            if exc is cancelled:
+                raise
             raise self._error(f"could not start: {_describe(exc)}", exc) from exc
         except BaseException:  # Ctrl-C: stop the handshake too, rather than wait `timeout` for it
             task.cancel()

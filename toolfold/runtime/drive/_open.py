@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
@@ -80,11 +81,13 @@ async def open_off_loop(source: ToolSource) -> None:
 
     A thread cannot be stopped: a caller cancelled while the source opens
     (a run under ``asyncio.wait_for``, a server slow to start) gets its
-    `CancelledError` at once, and the worker closes the source as soon as its
-    open ends (a failure to close is logged as a warning of the
-    ``toolfold.sources`` logger: there is no caller left to raise it to). A
-    source that had opened already when the cancellation came is closed here
-    before it propagates, a close error attached to it (`note_close_error`).
+    `CancelledError` at once, and the source's open, if it watches for that
+    (`when_open_cancelled`, as an MCP server's handshake does), stops; the
+    worker closes the source as soon as its open ends (a failure to close is
+    logged as a warning of the ``toolfold.sources`` logger: there is no
+    caller left to raise it to). A source that had opened already when the
+    cancellation came is closed here before it propagates, a close error
+    attached to it (`note_close_error`).
     """
     import asyncio
 
@@ -100,6 +103,30 @@ async def open_off_loop(source: ToolSource) -> None:
         raise
 
 
+@contextmanager
+def when_open_cancelled(stop: Callable[[], object]) -> Iterator[None]:
+    """Within the block, ``stop()`` is called if the caller of this open is cancelled.
+
+    For a source's ``open`` that waits (a server's handshake): run by
+    `open_off_loop`, whose caller may be cancelled while it waits, the open
+    can then stop waiting rather than hold the worker thread (which
+    ``asyncio.run`` waits for at its end) until it finishes. ``stop`` is
+    called on the event loop's thread (it must not block), or at once when
+    the caller was cancelled before the block; only this open's caller
+    counts, not other opens running meanwhile, even of the same source.
+    Outside `open_off_loop` (a blocking open) it is never called.
+    """
+    opening = _current_opening.get()
+    if opening is None:
+        yield
+        return
+    opening.watch(stop)
+    try:
+        yield
+    finally:
+        opening.unwatch(stop)
+
+
 class _Opening:
     """A source's open on a worker thread, which its caller may abandon (`open_off_loop`)."""
 
@@ -108,9 +135,11 @@ class _Opening:
         self._lock = threading.Lock()
         self._opened = False
         self._abandoned = False
+        self._stops: list[Callable[[], object]] = []
 
     def run(self) -> None:
         """Open the source; close it again if the caller abandoned it meanwhile."""
+        _current_opening.set(self)  # in the worker's copy of the caller's context only
         self._source.open()
         with self._lock:
             self._opened = True
@@ -129,10 +158,36 @@ class _Opening:
             )
 
     def abandon(self) -> bool:
-        """Leave the source to the worker: True when it will close it, False when open ended."""
+        """Leave the source to the worker: True when it will close it, False when open ended.
+
+        An open still running is told to stop (`when_open_cancelled`).
+        """
         with self._lock:
             self._abandoned = True
-            return not self._opened
+            if self._opened:
+                return False
+            stops = list(self._stops)
+        for stop in stops:
+            stop()
+        return True
+
+    def watch(self, stop: Callable[[], object]) -> None:
+        """Call ``stop`` when the caller abandons the open (now, if it has)."""
+        with self._lock:
+            if not self._abandoned:
+                self._stops.append(stop)
+                return
+        stop()
+
+    def unwatch(self, stop: Callable[[], object]) -> None:
+        """No longer call ``stop``."""
+        with self._lock:
+            if stop in self._stops:  # not when it was called at once
+                self._stops.remove(stop)
+
+
+#: The open `open_off_loop` runs in this (worker) thread's context, for `when_open_cancelled`.
+_current_opening: ContextVar[_Opening | None] = ContextVar("toolfold_opening", default=None)
 
 
 def _closer(source: ToolSource) -> Callable[..., bool]:
