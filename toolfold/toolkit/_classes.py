@@ -448,10 +448,9 @@ def default_json(value: Any, schema: Mapping[str, Any]) -> Any:
     Raises:
         ValueError: The value has no JSON form.
     """
-    made = to_json(value)
-    if isinstance(made, dict) and isinstance(value, tuple) and schema.get("type") == "array":
+    if schema.get("type") == "array" and isinstance(value, tuple) and hasattr(value, "_asdict"):
         return [to_json(item) for item in value]
-    return made
+    return to_json(value)
 
 
 def to_json(value: Any) -> Any:
