@@ -387,9 +387,7 @@ def has_own_description(annotation: Any) -> bool:
     if typing.get_origin(annotation) is not typing.Annotated:
         return False
     return any(
-        isinstance(m, str)
-        or doc_text(m) is not None
-        or (isinstance(m, Field) and m.description is not None)
+        metadata_kind(m) == "description" or (isinstance(m, Field) and m.description is not None)
         for m in expand_metadata(annotation.__metadata__)
     )
 
