@@ -237,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     """``toolfold resume RUN.json``: answer a waiting run and continue it."""
+    from toolfold.runtime._resume import started_by
     from toolfold.runtime.core._state import RunState
 
     path = Path(args.state)
@@ -268,7 +269,7 @@ def resume(args: argparse.Namespace) -> int:
     agent = _agent("resume", loaded, where.get("agent"))
     where["agent"] = agent.name
     session = _Session("resume", agent, args, where, args.state_out or str(path))
-    started = _started_by(state)
+    started = started_by(state)
     if started is not None and started != agent.name:
         # The API lets an agent resume a run handed to it; the run file names the one
         # that started the run, whose handoffs reach wherever the run went.
@@ -283,14 +284,6 @@ def resume(args: argparse.Namespace) -> int:
     return session.go(
         lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
     )
-
-
-def _started_by(state: Any) -> str | None:
-    """The name of the agent (or workflow) that started the run of ``state``, if named."""
-    from toolfold.runtime.core._events import RunStarted
-
-    first = state.log[0] if len(state.log) else None
-    return first.agent if isinstance(first, RunStarted) else None
 
 
 def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:

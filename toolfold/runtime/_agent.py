@@ -11,7 +11,7 @@ import attrs
 from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
-from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
+from toolfold.runtime._resume import caller_answered, check_sub_run, resumed, started_by
 from toolfold.runtime._run import (
     Approval,
     MessagesInput,
@@ -33,7 +33,7 @@ from toolfold.runtime._sources import (
     split_sources,
 )
 from toolfold.runtime.core._config import RunConfig, ToolSpec
-from toolfold.runtime.core._events import Event, RunStarted
+from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
@@ -338,8 +338,7 @@ class Agent:
             return self
         found = self.handoff_graph().get(state.agent) if self.handoffs else None
         if found is None:
-            first = state.log[0] if len(state.log) else None
-            started = first.agent if isinstance(first, RunStarted) else None
+            started = started_by(state)
             if started is None or started == state.agent:  # never handed off (or handed back)
                 raise UsageError(
                     f"the run belongs to agent {state.agent!r}, not to this agent "

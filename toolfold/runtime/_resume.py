@@ -36,6 +36,7 @@ from toolfold.runtime.core._events import (
     ApprovalGranted,
     CallResumed,
     Event,
+    RunStarted,
     StepLimitChanged,
     ToolResultsProvided,
     UserMessageAdded,
@@ -125,6 +126,12 @@ def _unshown(state: RunState) -> frozenset[str]:
         elif not isinstance(event, CallResumed):  # (a deeper sub-run's: its resume shows it)
             break
     return frozenset(ids)
+
+
+def started_by(state: RunState) -> str | None:
+    """The name of the agent (or workflow) that started the run of ``state``, if named."""
+    first = state.log[0] if len(state.log) else None
+    return first.agent if isinstance(first, RunStarted) else None
 
 
 def resumed(

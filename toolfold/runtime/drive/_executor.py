@@ -410,15 +410,25 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
     return ToolOutcome(call.id, call.name, content, ended=time.monotonic())
 
 
-def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
+def _error(
+    job: ToolJob,
+    content: str,
+    outcome: Outcome,
+    exc: BaseException | None,
+    stopped: BaseException | None,
+) -> ToolOutcome:
+    """An error result; the sub-run ``stopped`` left (`failed_sub_run`) is kept on it."""
     call = job.call
-    child = failed_sub_run(exc, call.id, _run_id_of(job))
+    child = None if stopped is None else failed_sub_run(stopped, call.id, _run_id_of(job))
     ended = time.monotonic()
-    content = f"Error: {describe_exception(exc)}"
-    return ToolOutcome(call.id, call.name, content, True, "error", exc, ended, child=child)
+    return ToolOutcome(call.id, call.name, content, True, outcome, exc, ended, child=child)
 
 
-def _timed_out(job: ToolJob, timeout: float, stopped: object = None) -> ToolOutcome:
+def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
+    return _error(job, f"Error: {describe_exception(exc)}", "error", exc, exc)
+
+
+def _timed_out(job: ToolJob, timeout: float, stopped: BaseException | None = None) -> ToolOutcome:
     """The outcome of a call that outlived its ``timeout``.
 
     ``stopped`` is what the cancelled call ended with: a sub-run (an agent or
@@ -427,14 +437,7 @@ def _timed_out(job: ToolJob, timeout: float, stopped: object = None) -> ToolOutc
     the call's error result, as a failed sub-run's is (`_failed`): its model
     calls count in ``tree_usage``, and ``sub_runs`` shows how far it got.
     """
-    call = job.call
-    content = timed_out_message(call.name, timeout)
-    child = None
-    if isinstance(stopped, BaseException):
-        child = failed_sub_run(stopped, call.id, _run_id_of(job))
-    return ToolOutcome(
-        call.id, call.name, content, True, "timeout", None, time.monotonic(), child=child
-    )
+    return _error(job, timed_out_message(job.call.name, timeout), "timeout", None, stopped)
 
 
 def timed_out_message(tool: str, timeout: float) -> str:
