@@ -235,12 +235,9 @@ def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     delta = wire.text(data, "delta", "$")
     if not delta or state.reasoning == "content":
         return state, []
-    part = wire.integer(data, "summary_index", "$")
-    if part is None:
-        part = 0 if state.summary_part is None else state.summary_part
-    if state.summary_part is not None and part != state.summary_part:
-        delta = f"{SUMMARY_SEPARATOR}{delta}"
+    part = _part_index(data, "summary_index", state.summary_part)
     if part != state.summary_part:
+        delta = _after_part(state.summary_part, delta)
         state = attrs.evolve(state, summary_part=part, reasoning="summary")
     return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
 
@@ -251,12 +248,9 @@ def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Resul
     delta = wire.text(data, "delta", "$")
     if not delta or state.reasoning == "summary":
         return state, []
-    part = wire.integer(data, "content_index", "$")
-    if part is None:
-        part = 0 if state.content_part is None else state.content_part
-    if state.content_part is not None and part != state.content_part:
-        delta = f"{SUMMARY_SEPARATOR}{delta}"
+    part = _part_index(data, "content_index", state.content_part)
     if part != state.content_part:
+        delta = _after_part(state.content_part, delta)
         state = attrs.evolve(
             state,
             content_part=part,
@@ -270,12 +264,23 @@ def _reasoning_text_done(state: DecoderState, data: Mapping[str, Any]) -> Result
     """A reasoning text part's whole text: streamed now unless its deltas came (however
     late it comes) or the item's summary streamed first."""
     text = wire.text(data, "text", "$")
-    part = wire.integer(data, "content_index", "$")
-    if part is None:
-        part = 0 if state.content_part is None else state.content_part
+    part = _part_index(data, "content_index", state.content_part)
     if not text or part in state.content_streamed:
         return state, []
     return _reasoning_text_delta(state, {"delta": text, "content_index": part})
+
+
+def _part_index(data: Mapping[str, Any], key: str, current: int | None) -> int:
+    """The part a reasoning delta belongs to: its ``key`` index, else the current part (else 0)."""
+    part = wire.integer(data, key, "$")
+    if part is None:
+        return 0 if current is None else current
+    return part
+
+
+def _after_part(current: int | None, delta: str) -> str:
+    """The first delta of a new part, after a blank line when a part streamed before it."""
+    return delta if current is None else f"{SUMMARY_SEPARATOR}{delta}"
 
 
 def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
