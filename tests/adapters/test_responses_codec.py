@@ -493,3 +493,86 @@ def test_reasoning_recorded_without_a_kept_summary_sends_its_text_as_the_summary
         },
         {"type": "reasoning", "id": "rs_1", "summary": [], "content": content},
     ]
+
+
+def _summary_and_reasoning_events(
+    summary_first: bool,
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """A reasoning item with a summary and reasoning_text content, and its stream events
+    (every event the spec names for both), the summary's before or after the reasoning's."""
+    item = {
+        **THOUGHTS,
+        "summary": [
+            {"type": "summary_text", "text": "Adds."},
+            {"type": "summary_text", "text": "4."},
+        ],
+        "encrypted_content": "enc",
+    }
+    at = {"item_id": "rs_1", "output_index": 0}
+    summary: list[tuple[str, dict[str, Any]]] = []
+    for index, text in enumerate(("Adds.", "4.")):
+        part = {"type": "summary_text", "text": text}
+        summary += [
+            (
+                "response.reasoning_summary_part.added",
+                {**at, "summary_index": index, "part": {**part, "text": ""}},
+            ),
+            (
+                "response.reasoning_summary_text.delta",
+                {**at, "summary_index": index, "delta": text},
+            ),
+            ("response.reasoning_summary_text.done", {**at, "summary_index": index, "text": text}),
+            ("response.reasoning_summary_part.done", {**at, "summary_index": index, "part": part}),
+        ]
+    content: list[tuple[str, dict[str, Any]]] = []
+    for index, text in enumerate(("The user asks 2+2.", "That is 4.")):
+        content += [
+            ("response.reasoning_text.delta", {**at, "content_index": index, "delta": text}),
+            ("response.reasoning_text.done", {**at, "content_index": index, "text": text}),
+        ]
+    added = (
+        "response.output_item.added",
+        {"output_index": 0, "item": {**item, "summary": [], "content": []}},
+    )
+    done = ("response.output_item.done", {"output_index": 0, "item": item})
+    middle = [*summary, *content] if summary_first else [*content, *summary]
+    return item, [added, *middle, done]
+
+
+@pytest.mark.parametrize("summary_first", [True, False], ids=["summary-first", "reasoning-first"])
+def test_summary_and_reasoning_text_stream_as_the_whole_item_in_either_order(
+    summary_first: bool,
+) -> None:
+    """An item with a summary and reasoning_text folds to the whole item's part (its reasoning
+    text) whichever of the two streams first, and goes back as the same item."""
+    item, events = _summary_and_reasoning_events(summary_first)
+    streamed = _fold(*events, ("response.output_text.delta", {"delta": "4"}), COMPLETED)
+    whole = parse_response(
+        {
+            "status": "completed",
+            "output": [
+                item,
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "4"}],
+                },
+            ],
+        },
+        "p",
+    )
+    assert streamed.message.parts == whole.message.parts
+    assert streamed.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."
+    request = ModelRequest([Message.user("2+2?"), Message("assistant", streamed.message.parts)])
+    assert body(request, model="gpt-oss-120b")["input"][1] == item
+
+
+def test_the_finished_reasoning_item_replaces_a_streamed_text_it_does_not_give() -> None:
+    """Only the summary streamed, but the finished item has reasoning_text content: the part
+    takes the finished item's text (the reasoning text), as the whole response gives it."""
+    item, events = _summary_and_reasoning_events(summary_first=True)
+    summary_only = [e for e in events if not e[0].startswith("response.reasoning_text.")]
+    streamed = _fold(*summary_only, COMPLETED)
+    whole = parse_response({"status": "completed", "output": [item]}, "p")
+    assert streamed.message.parts == whole.message.parts
+    assert streamed.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."

@@ -141,7 +141,7 @@ def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
     The part's text is the summary (its parts joined), as OpenAI's models send
     it. An item with ``reasoning_text`` content (open-weight models behind
     Responses-compatible servers) has that raw reasoning as its text instead,
-    as it streams first (see `_stream`), and keeps the texts of both in
+    as its stream gives it whichever comes first (see `_stream`), and keeps the texts of both in
     ``provider_data`` (``"content"`` and ``"summary"``), from which the item
     is rebuilt.
     """

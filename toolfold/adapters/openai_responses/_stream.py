@@ -15,7 +15,11 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   ``response.reasoning_text.delta`` (the raw reasoning of open-weight models
   behind Responses-compatible servers; ``response.reasoning_text.done`` gives a
   part's whole text, used when no delta of it came). Of an item with both, the
-  first text to come streams, the other is left to the finished item;
+  reasoning text is the part's text, as in a whole item: a summary that
+  streamed first is replaced (`ReasoningDelta.replaces`) by the first
+  reasoning text delta, and a summary coming after it does not stream. The
+  finished item (``response.output_item.done``) is the authority: when the
+  text that streamed is not the text it gives, its text replaces it;
 - ``response.completed`` / ``response.incomplete`` end the response with its
   usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
   A body that stops before the end is a `StreamError`, never a half answer.
@@ -36,9 +40,12 @@ from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
     SUMMARY_SEPARATOR,
     finish,
+    joined,
     parse_call,
     parse_reasoning,
     parse_usage,
+    reasoning_texts,
+    summary_texts,
 )
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
@@ -69,9 +76,9 @@ class DecoderState:
         content_streamed: The ``content_index`` of every reasoning text part
             of the current item whose text streamed (a late ``.done`` of one
             is not streamed again).
-        reasoning: Which text of the current reasoning item streams as its
-            text: the first to come, ``"summary"`` or ``"content"``
-            (``reasoning_text``); the other is left to the finished item.
+        reasoning: Which text of the current reasoning item streamed as its
+            text, ``"summary"`` or ``"content"`` (``reasoning_text``, which
+            takes over from a summary streamed before it).
         done: The response ended (completed or incomplete).
     """
 
@@ -190,9 +197,19 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning" and wire.text(item, "id", "$.item"):
         part = parse_reasoning(item, "$.item")
-        text = "" if state.reasoning is not None else part.text
+        # The finished item is the authority: the part's text is the whole item's (see
+        # `parse_reasoning`), in place of what streamed when that was another text.
+        streamed = {
+            None: None,
+            "summary": joined(summary_texts(item, "$.item")),
+            "content": joined(reasoning_texts(item, "$.item")),
+        }[state.reasoning]
+        replaces = streamed is not None and streamed != part.text
+        text = part.text if streamed is None or replaces else ""
         return _next_reasoning(state), [  # the item is one part: the next is another
-            ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data, True)
+            ReasoningDelta(
+                text, part.signature, REASONING_PROVIDER, part.provider_data, True, replaces
+            )
         ]
     if kind != "function_call":
         return state, []
@@ -244,10 +261,14 @@ def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
 
 def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     """Reasoning text (``content_index`` parts joined as summary parts are, see
-    `_summary_delta`); left to the finished item when its summary streamed first."""
+    `_summary_delta`). It is the part's text, as in a whole item: when the item's
+    summary streamed first, its first delta replaces the summary streamed."""
     delta = wire.text(data, "delta", "$")
-    if not delta or state.reasoning == "summary":
+    if not delta:
         return state, []
+    replaces = state.reasoning == "summary"
+    if replaces:
+        state = attrs.evolve(state, summary_part=None, reasoning=None)
     part = _part_index(data, "content_index", state.content_part)
     if part != state.content_part:
         delta = _after_part(state.content_part, delta)
@@ -257,12 +278,12 @@ def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Resul
             content_streamed=state.content_streamed | {part},
             reasoning="content",
         )
-    return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
+    return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER, replaces=replaces)]
 
 
 def _reasoning_text_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     """A reasoning text part's whole text: streamed now unless its deltas came (however
-    late it comes) or the item's summary streamed first."""
+    late it comes)."""
     text = wire.text(data, "text", "$")
     part = _part_index(data, "content_index", state.content_part)
     if not text or part in state.content_streamed:
