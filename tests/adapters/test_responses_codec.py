@@ -576,3 +576,46 @@ def test_the_finished_reasoning_item_replaces_a_streamed_text_it_does_not_give()
     whole = parse_response({"status": "completed", "output": [item]}, "p")
     assert streamed.message.parts == whole.message.parts
     assert streamed.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."
+
+
+#: A reasoning item and the assistant message that follows it, as OpenAI's output has them.
+REASONED = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc"}
+ANSWER = {
+    "type": "message",
+    "id": "msg_1",
+    "status": "completed",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "4", "annotations": [], "logprobs": []}],
+}
+
+
+def _answer_events() -> list[tuple[str, dict[str, Any]]]:
+    """The stream of REASONED then ANSWER, as OpenAI sends them."""
+    at = {"item_id": "msg_1", "output_index": 1, "content_index": 0}
+    return [
+        ("response.output_item.added", {"output_index": 0, "item": REASONED}),
+        ("response.output_item.done", {"output_index": 0, "item": REASONED}),
+        (
+            "response.output_item.added",
+            {"output_index": 1, "item": {**ANSWER, "status": "in_progress", "content": []}},
+        ),
+        ("response.output_text.delta", {**at, "delta": "4"}),
+        ("response.output_text.done", {**at, "text": "4"}),
+        ("response.output_item.done", {"output_index": 1, "item": ANSWER}),
+        COMPLETED,
+    ]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_message_after_a_reasoning_item_goes_back_with_its_item_id(streamed: bool) -> None:
+    """The assistant message that followed a reasoning item goes back as that message item,
+    its id (msg_...) kept, right after the reasoning item: OpenAI refuses a reasoning item
+    sent without the item that followed it ("provided without its required following item")."""
+    if streamed:
+        response = _fold(*_answer_events())
+    else:
+        response = parse_response({"status": "completed", "output": [REASONED, ANSWER]}, "p")
+    request = ModelRequest([Message.user("2+2?"), response.message, Message.user("Sure?")])
+    sent = body(request, model="gpt-5-mini")["input"]
+    assert sent[1:3] == [REASONED, ANSWER]
+    assert sent[3] == {"role": "user", "content": "Sure?"}

@@ -11,8 +11,10 @@ provider without depending on what OpenAI stored.
   and, with ``reasoning_text`` content, its summary and content texts from
   ``ReasoningPart.provider_data``, encrypted
   content from its ``signature``), an assistant message for
-  its text, and one ``function_call`` item per call (``call_id``, and the item
-  id ``fc_...`` kept in ``provider_data``).
+  its text (the ``message`` item with its id when it followed a reasoning item
+  that keeps that id, ``"message_id"``: OpenAI refuses a reasoning item sent
+  without the item that followed it), and one ``function_call`` item per call
+  (``call_id``, and the item id ``fc_...`` kept in ``provider_data``).
 - A tool result is a ``function_call_output`` linked by ``call_id``; the API
   has no error flag, so the text says what failed. Its images and PDF files go
   as ``input_image`` / ``input_file`` items; another file as its description.
@@ -215,19 +217,23 @@ def _file(part: FilePart) -> Body:
 
 def _assistant(message: Message, position: int, items: list[Body], notes: list[str]) -> None:
     text: list[str] = []
+    message_id: str | None = None  # of the message item that followed the reasoning item sent
     for part in message.parts:
         if isinstance(part, TextPart):
             text.append(part.text)
             continue
         if text:
-            items.append({"role": "assistant", "content": "".join(text)})
+            items.append(_assistant_text("".join(text), message_id))
             text = []
+        message_id = None
         if isinstance(part, ToolCallPart):
             items.append(_call(part))
         elif isinstance(part, ReasoningPart):
             item = reasoning_item(part)
             if item is not None:
                 items.append(item)
+                following = part.provider_data.get("message_id")
+                message_id = following if isinstance(following, str) else None
             elif part.text or part.signature:
                 notes.append(
                     f"messages[{position}]: reasoning from {part.provider or 'an unknown provider'} "
@@ -236,7 +242,24 @@ def _assistant(message: Message, position: int, items: list[Body], notes: list[s
         else:
             raise ModelConfigError(f"an assistant message cannot carry a {part.kind!r} part")
     if text and "".join(text):
-        items.append({"role": "assistant", "content": "".join(text)})
+        items.append(_assistant_text("".join(text), message_id))
+
+
+def _assistant_text(text: str, message_id: str | None) -> Body:
+    """The assistant's text: the output message item it came as when a reasoning item
+    sent before it keeps that item's id (OpenAI wants a reasoning item followed by the
+    item that followed it), else a plain assistant message."""
+    if message_id is None:
+        return {"role": "assistant", "content": text}
+    # OutputMessage and OutputTextContent, with the fields the published spec requires.
+    content = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    return {
+        "type": "message",
+        "id": message_id,
+        "status": "completed",
+        "role": "assistant",
+        "content": [content],
+    }
 
 
 def _call(call: ToolCallPart) -> Body:

@@ -4,14 +4,18 @@ Output items map one to one [O5 response_output_item.py]: ``message`` ->
 `TextPart` (its ``output_text`` and ``refusal`` parts); ``reasoning`` ->
 `ReasoningPart` (summary text, or the ``reasoning_text`` content when there is
 some; encrypted content as ``signature``, the item id and, with content, the
-texts of the summary and content parts in ``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
-its id and the item id (``fc_...``) in ``provider_data``.
+texts of the summary and content parts in ``provider_data``, to go back unchanged; the
+id of an assistant ``message`` item right after it as ``"message_id"``, for that
+message to go back as the same item); ``function_call`` -> `ToolCallPart` with
+``call_id`` as its id and the item id (``fc_...``) in ``provider_data``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import attrs
 
 from toolfold._errors import ProviderError
 from toolfold.adapters import _wire as wire
@@ -159,6 +163,24 @@ def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
     )
 
 
+def message_after_reasoning(item: Mapping[str, Any], at: str) -> str | None:
+    """The id of ``item`` when it is an assistant message (one that may follow a reasoning item)."""
+    if wire.text(item, "type", at) != "message":
+        return None
+    return wire.text(item, "id", at) or None
+
+
+def followed_by(part: ReasoningPart, message_id: str) -> ReasoningPart:
+    """``part`` keeping the id of the message item that followed it (``"message_id"``).
+
+    OpenAI refuses a reasoning item sent back without the item that followed it
+    ("Item 'rs_...' of type 'reasoning' was provided without its required
+    following item"); the text that followed it goes back as that message item
+    (see `_request.reasoning_item`).
+    """
+    return attrs.evolve(part, provider_data={**part.provider_data, "message_id": message_id})
+
+
 def parse_response(body: Any, provider: str) -> ModelResponse:
     """Turn a ``Response`` object into a `ModelResponse`.
 
@@ -184,8 +206,15 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
         )
     parts: list[Part] = []
     output = wire.array(body, "output", "$")
+    follows_reasoning = False
     for i in range(len(output)):
-        parts.extend(parse_item(wire.mapping(output, i, "$.output"), f"$.output[{i}]"))
+        item = wire.mapping(output, i, "$.output")
+        message_id = message_after_reasoning(item, f"$.output[{i}]") if follows_reasoning else None
+        if message_id is not None and parts and isinstance(parts[-1], ReasoningPart):
+            parts[-1] = followed_by(parts[-1], message_id)
+        new = parse_item(item, f"$.output[{i}]")
+        follows_reasoning = bool(new) and isinstance(new[-1], ReasoningPart)
+        parts.extend(new)
     has_calls = any(type(p) is ToolCallPart for p in parts)
     reason, raw = finish(body, has_calls)
     return ModelResponse(

@@ -19,7 +19,10 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   streamed first is replaced (`ReasoningDelta.replaces`) by the first
   reasoning text delta, and a summary coming after it does not stream. The
   finished item (``response.output_item.done``) is the authority: when the
-  text that streamed is not the text it gives, its text replaces it;
+  text that streamed is not the text it gives, its text replaces it. Its last
+  piece (with the item id and encrypted content) waits for the next event: when
+  that starts an assistant message, the piece keeps the message's item id, as a
+  whole response's reasoning part does;
 - ``response.completed`` / ``response.incomplete`` end the response with its
   usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
   A body that stops before the end is a `StreamError`, never a half answer.
@@ -41,6 +44,7 @@ from toolfold.adapters.openai_responses._response import (
     SUMMARY_SEPARATOR,
     finish,
     joined,
+    message_after_reasoning,
     parse_call,
     parse_reasoning,
     parse_usage,
@@ -79,6 +83,9 @@ class DecoderState:
         reasoning: Which text of the current reasoning item streamed as its
             text, ``"summary"`` or ``"content"`` (``reasoning_text``, which
             takes over from a summary streamed before it).
+        finished: The last piece of a finished reasoning item, held until the
+            next item shows whether it is the assistant message that follows
+            it (whose id the piece then keeps, see `_response.followed_by`).
         done: The response ended (completed or incomplete).
     """
 
@@ -90,6 +97,7 @@ class DecoderState:
     content_part: int | None = None
     content_streamed: frozenset[int] = frozenset()
     reasoning: Literal["summary", "content"] | None = None
+    finished: ReasoningDelta | None = None
     done: bool = False
 
 
@@ -105,10 +113,28 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
     data = event_json(state.provider, event.data)
     with wire.reading(state.provider, lambda: event.data):
         data = wire.root(data)
-        handler = _HANDLERS.get(wire.text(data, "type", "$") or event.event or "")
+        kind = wire.text(data, "type", "$") or event.event or ""
+        handler = _HANDLERS.get(kind)
         if handler is None:
             return state, []
-        return handler(state, data)
+        held: list[StreamEvent] = []
+        if state.finished is not None:
+            state, held = _release_reasoning(state, state.finished, kind, data)
+        state, events = handler(state, data)
+        return state, [*held, *events]
+
+
+def _release_reasoning(
+    state: DecoderState, piece: ReasoningDelta, kind: str, data: Mapping[str, Any]
+) -> Result:
+    """The finished reasoning item's last ``piece``, as the next event comes: with the id
+    of the assistant message item when that event starts (or ends) it."""
+    message_id = None
+    if kind in ("response.output_item.added", "response.output_item.done"):
+        message_id = message_after_reasoning(wire.mapping(data, "item", "$"), "$.item")
+    if message_id is not None:
+        piece = attrs.evolve(piece, provider_data={**piece.provider_data, "message_id": message_id})
+    return attrs.evolve(state, finished=None), [piece]
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:
@@ -118,7 +144,7 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
         StreamError: It ended before ``response.completed`` (or ``incomplete``).
     """
     if state.done:
-        return []
+        return [] if state.finished is None else [state.finished]
     pending = " with tool calls still open" if state.open else ""
     raise StreamError(
         f"{state.provider} stream ended before the response finished{pending}",
@@ -206,11 +232,11 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
         }[state.reasoning]
         replaces = streamed is not None and streamed != part.text
         text = part.text if streamed is None or replaces else ""
-        return _next_reasoning(state), [  # the item is one part: the next is another
-            ReasoningDelta(
-                text, part.signature, REASONING_PROVIDER, part.provider_data, True, replaces
-            )
-        ]
+        # The item is one part (the next is another); its last piece waits for the next item.
+        piece = ReasoningDelta(
+            text, part.signature, REASONING_PROVIDER, part.provider_data, True, replaces
+        )
+        return attrs.evolve(_next_reasoning(state), finished=piece), []
     if kind != "function_call":
         return state, []
     found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
