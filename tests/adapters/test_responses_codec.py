@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import ModelConfigError
+from toolfold import ModelConfigError, StreamError
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.openai_responses import (
     DecoderState,
@@ -22,6 +22,7 @@ from toolfold.runtime import (
     Message,
     ModelRequest,
     OutputSpec,
+    ReasoningDelta,
     ReasoningPart,
     StreamState,
     TextPart,
@@ -619,3 +620,113 @@ def test_a_message_after_a_reasoning_item_goes_back_with_its_item_id(streamed: b
     sent = body(request, model="gpt-5-mini")["input"]
     assert sent[1:3] == [REASONED, ANSWER]
     assert sent[3] == {"role": "user", "content": "Sure?"}
+
+
+def _decoded(
+    *events: tuple[str, dict[str, Any]], end: bool = True
+) -> tuple[list[Any], Exception | None]:
+    """The neutral events decoded from ``events`` (and the body's end), up to the error the
+    stream raised, and that error (None when none)."""
+    state, out = DecoderState("openai-responses"), []
+    try:
+        for kind, data in events:
+            state, decoded = decode_event(
+                state, SSEEvent(data=json.dumps({"type": kind, **data}), event=kind)
+            )
+            out += decoded
+        if end:
+            out += decode_end(state)
+    except StreamError as exc:
+        return out, exc
+    return out, None
+
+
+FAILED = (
+    "response.failed",
+    {"response": {"status": "failed", "error": {"code": "server_error", "message": "boom"}}},
+)
+
+
+@pytest.mark.parametrize("after", ["failed", "error", "cut"])
+def test_a_finished_reasoning_items_text_comes_out_before_the_stream_fails(after: str) -> None:
+    """A reasoning item finished just before the stream fails (response.failed, an error
+    event) or is cut has its whole text out before the error: only its closing piece waits."""
+    item = {**REASONED, "summary": [{"type": "summary_text", "text": "Adds 2 and 2."}]}
+    at = {"item_id": "rs_1", "output_index": 0, "summary_index": 0}
+    events = [
+        ("response.output_item.added", {"output_index": 0, "item": REASONED}),
+        ("response.reasoning_summary_text.delta", {**at, "delta": "Adds"}),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+    ]
+    if after == "failed":
+        events.append(FAILED)
+    elif after == "error":
+        events.append(("error", {"code": "server_error", "message": "boom"}))
+    out, error = _decoded(*events)
+    assert isinstance(error, StreamError)
+    assert "".join(e.text for e in out if isinstance(e, ReasoningDelta)) == "Adds 2 and 2."
+
+
+@pytest.mark.parametrize("after", ["failed", "cut"])
+def test_a_reasoning_item_that_streamed_nothing_has_its_text_out_before_the_stream_fails(
+    after: str,
+) -> None:
+    """A finished reasoning item whose text did not stream gives its text before a failure
+    or a cut that follows it."""
+    item = {**REASONED, "summary": [{"type": "summary_text", "text": "Adds."}]}
+    events = [
+        ("response.output_item.added", {"output_index": 0, "item": REASONED}),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+    ]
+    out, error = _decoded(*events, *([FAILED] if after == "failed" else []))
+    assert isinstance(error, StreamError)
+    assert [e.text for e in out if isinstance(e, ReasoningDelta)] == ["Adds."]
+
+
+def _reasoning_streamed(item: dict[str, Any], *deltas: str) -> list[tuple[str, dict[str, Any]]]:
+    """``item``'s stream: its reasoning_text deltas (content part 0) then the finished item."""
+    at = {"item_id": "rs_1", "output_index": 0, "content_index": 0}
+    return [
+        (
+            "response.output_item.added",
+            {"output_index": 0, "item": {**item, "summary": [], "content": []}},
+        ),
+        *(("response.reasoning_text.delta", {**at, "delta": d}) for d in deltas),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        COMPLETED,
+    ]
+
+
+def test_the_finished_reasoning_item_adds_the_parts_that_did_not_stream() -> None:
+    """Only the first reasoning_text part streamed: the finished item adds the rest (no
+    replacing piece), and the part is the whole item's."""
+    events = _reasoning_streamed(THOUGHTS, "The user ", "asks 2+2.")
+    out, _ = _decoded(*events)
+    pieces = [e for e in out if isinstance(e, ReasoningDelta)]
+    assert not any(e.replaces for e in pieces)
+    assert "".join(e.text for e in pieces) == "The user asks 2+2.\n\nThat is 4."
+    whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
+    assert _fold(*events).message.parts == whole.message.parts
+
+
+def test_the_finished_reasoning_item_replaces_a_streamed_reasoning_text_it_does_not_give() -> None:
+    """Reasoning text streamed that the finished item gives otherwise is replaced by the item's
+    text, as the whole response gives it."""
+    events = _reasoning_streamed(THOUGHTS, "Something else.")
+    out, _ = _decoded(*events)
+    assert [(e.text, e.replaces) for e in out if isinstance(e, ReasoningDelta)][1:] == [
+        ("The user asks 2+2.\n\nThat is 4.", True),
+        ("", False),
+    ]
+    whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
+    assert _fold(*events).message.parts == whole.message.parts
+
+
+def test_a_finished_reasoning_item_without_text_leaves_the_text_that_streamed() -> None:
+    """A finished reasoning item that gives no text at all (a server not repeating it) leaves
+    the reasoning text that streamed as the part's text."""
+    empty = {**THOUGHTS, "content": []}
+    streamed = _fold(*_reasoning_streamed(empty, "The user asks 2+2."))
+    assert streamed.message.parts == (
+        ReasoningPart("The user asks 2+2.", None, "openai-responses", {"item_id": "rs_1"}),
+    )

@@ -19,10 +19,13 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   streamed first is replaced (`ReasoningDelta.replaces`) by the first
   reasoning text delta, and a summary coming after it does not stream. The
   finished item (``response.output_item.done``) is the authority: when the
-  text that streamed is not the text it gives, its text replaces it. Its last
-  piece (with the item id and encrypted content) waits for the next event: when
-  that starts an assistant message, the piece keeps the message's item id, as a
-  whole response's reasoning part does;
+  text that streamed is not the text it gives, the rest of its text follows (or,
+  when what streamed is not the start of it, its text replaces what streamed),
+  then and there; an item that gives no text at all leaves what streamed. Only
+  the part's closing piece (empty, with the encrypted content) waits for the
+  next event: when that starts an assistant message, the piece keeps the
+  message's item id, as a whole response's reasoning part does. A failed or cut
+  stream loses only that closing piece, never text;
 - ``response.completed`` / ``response.incomplete`` end the response with its
   usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
   A body that stops before the end is a `StreamError`, never a half answer.
@@ -43,13 +46,10 @@ from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
     SUMMARY_SEPARATOR,
     finish,
-    joined,
     message_after_reasoning,
     parse_call,
     parse_reasoning,
     parse_usage,
-    reasoning_texts,
-    summary_texts,
 )
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
@@ -83,9 +83,12 @@ class DecoderState:
         reasoning: Which text of the current reasoning item streamed as its
             text, ``"summary"`` or ``"content"`` (``reasoning_text``, which
             takes over from a summary streamed before it).
-        finished: The last piece of a finished reasoning item, held until the
-            next item shows whether it is the assistant message that follows
-            it (whose id the piece then keeps, see `_response.followed_by`).
+        streamed: The text of the current reasoning item streamed so far (as
+            the part's text: a replacing piece starts it again).
+        finished: The closing piece (empty, signed) of a finished reasoning
+            item, held until the next event shows whether the assistant
+            message follows it (whose id the piece then keeps, see
+            `_response.followed_by`).
         done: The response ended (completed or incomplete).
     """
 
@@ -97,6 +100,7 @@ class DecoderState:
     content_part: int | None = None
     content_streamed: frozenset[int] = frozenset()
     reasoning: Literal["summary", "content"] | None = None
+    streamed: str = ""
     finished: ReasoningDelta | None = None
     done: bool = False
 
@@ -127,7 +131,7 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
 def _release_reasoning(
     state: DecoderState, piece: ReasoningDelta, kind: str, data: Mapping[str, Any]
 ) -> Result:
-    """The finished reasoning item's last ``piece``, as the next event comes: with the id
+    """The finished reasoning item's closing ``piece``, as the next event comes: with the id
     of the assistant message item when that event starts (or ends) it."""
     message_id = None
     if kind in ("response.output_item.added", "response.output_item.done"):
@@ -223,20 +227,11 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning" and wire.text(item, "id", "$.item"):
         part = parse_reasoning(item, "$.item")
-        # The finished item is the authority: the part's text is the whole item's (see
-        # `parse_reasoning`), in place of what streamed when that was another text.
-        streamed = {
-            None: None,
-            "summary": joined(summary_texts(item, "$.item")),
-            "content": joined(reasoning_texts(item, "$.item")),
-        }[state.reasoning]
-        replaces = streamed is not None and streamed != part.text
-        text = part.text if streamed is None or replaces else ""
-        # The item is one part (the next is another); its last piece waits for the next item.
-        piece = ReasoningDelta(
-            text, part.signature, REASONING_PROVIDER, part.provider_data, True, replaces
-        )
-        return attrs.evolve(_next_reasoning(state), finished=piece), []
+        rest = _rest_of_reasoning(state, part.text, part.provider_data)
+        # The item is one part (the next is another); its closing piece waits for the next
+        # event, which shows whether a message follows it.
+        closing = ReasoningDelta("", part.signature, REASONING_PROVIDER, part.provider_data, True)
+        return attrs.evolve(_next_reasoning(state), finished=closing), rest
     if kind != "function_call":
         return state, []
     found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
@@ -254,6 +249,28 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     return state, events
 
 
+def _rest_of_reasoning(
+    state: DecoderState, whole: str, provider_data: Mapping[str, Any]
+) -> list[StreamEvent]:
+    """What the finished reasoning item adds to the text that streamed of it, the item being
+    the authority (its text is the part's, see `parse_reasoning`): the rest of its text when
+    what streamed is its start, else its text in place of what streamed (``replaces``).
+
+    An item that gives no text at all leaves what streamed (a server that does not repeat
+    the text in the finished item takes nothing back).
+    """
+    streamed = state.streamed if state.reasoning is not None else None
+    if streamed is None or whole.startswith(streamed):
+        text, replaces = whole[len(streamed or "") :], False
+    elif whole:
+        text, replaces = whole, True
+    else:
+        text, replaces = "", False
+    if not text and not replaces:
+        return []
+    return [ReasoningDelta(text, None, REASONING_PROVIDER, provider_data, replaces=replaces)]
+
+
 def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     delta = wire.text(data, "delta", "$")
     return state, [TextDelta(delta)] if delta else []
@@ -262,7 +279,12 @@ def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
 def _next_reasoning(state: DecoderState) -> DecoderState:
     """``state`` with nothing streamed yet of a (new) reasoning item."""
     return attrs.evolve(
-        state, summary_part=None, content_part=None, content_streamed=frozenset(), reasoning=None
+        state,
+        summary_part=None,
+        content_part=None,
+        content_streamed=frozenset(),
+        reasoning=None,
+        streamed="",
     )
 
 
@@ -282,6 +304,7 @@ def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     if part != state.summary_part:
         delta = _after_part(state.summary_part, delta)
         state = attrs.evolve(state, summary_part=part, reasoning="summary")
+    state = attrs.evolve(state, streamed=state.streamed + delta)
     return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
 
 
@@ -304,6 +327,7 @@ def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Resul
             content_streamed=state.content_streamed | {part},
             reasoning="content",
         )
+    state = attrs.evolve(state, streamed=delta if replaces else state.streamed + delta)
     return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER, replaces=replaces)]
 
 
