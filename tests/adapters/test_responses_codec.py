@@ -259,7 +259,8 @@ def test_a_call_finished_without_being_announced_still_arrives_whole() -> None:
 
 
 def test_streamed_reasoning_keeps_its_summary_id_and_encrypted_content() -> None:
-    """Summary deltas and the finished item fold into one part that goes back as the same item."""
+    """Summary deltas and the finished item fold into one part that goes back as the same item
+    (keeping the id of the message whose text follows it)."""
     item = {
         "type": "reasoning",
         "id": "rs_1",
@@ -278,7 +279,7 @@ def test_streamed_reasoning_keeps_its_summary_id_and_encrypted_content() -> None
     assert (reasoning.text, reasoning.signature, dict(reasoning.provider_data)) == (
         "Plan.",
         "enc",
-        {"item_id": "rs_1"},
+        {"item_id": "rs_1", "message_id": "msg"},
     )
     assert response.text == "Hi"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 2)
@@ -730,3 +731,21 @@ def test_a_finished_reasoning_item_without_text_leaves_the_text_that_streamed() 
     assert streamed.message.parts == (
         ReasoningPart("The user asks 2+2.", None, "openai-responses", {"item_id": "rs_1"}),
     )
+
+
+@pytest.mark.parametrize("announced", [True, False], ids=["added-without-id", "not-added"])
+def test_a_message_after_reasoning_keeps_its_id_from_its_first_text_delta(
+    announced: bool,
+) -> None:
+    """A server that leaves the id out of the message's output_item.added (or sends none) still
+    gives the id on its text deltas: the reasoning part keeps it as a whole response's does."""
+    events = _answer_events()
+    added = events[2]
+    events.remove(added)
+    if announced:
+        item = {k: v for k, v in added[1]["item"].items() if k != "id"}
+        events.insert(2, ("response.output_item.added", {**added[1], "item": item}))
+    response = _fold(*events)
+    whole = parse_response({"status": "completed", "output": [REASONED, ANSWER]}, "p")
+    assert response.message.parts == whole.message.parts
+    assert response.message.parts[0].provider_data["message_id"] == "msg_1"

@@ -23,9 +23,11 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   when what streamed is not the start of it, its text replaces what streamed),
   then and there; an item that gives no text at all leaves what streamed. Only
   the part's closing piece (empty, with the encrypted content) waits for the
-  next event: when that starts an assistant message, the piece keeps the
-  message's item id, as a whole response's reasoning part does. A failed or cut
-  stream loses only that closing piece, never text;
+  next event: when that shows the assistant message that follows (its
+  ``output_item.added`` or ``.done``, or its first text delta's ``item_id``,
+  whichever first carries the id), the piece keeps the message's item id, as a
+  whole response's reasoning part does. A failed or cut stream loses only that
+  closing piece, never text;
 - ``response.completed`` / ``response.incomplete`` end the response with its
   usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
   A body that stops before the end is a `StreamError`, never a half answer.
@@ -131,11 +133,21 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
 def _release_reasoning(
     state: DecoderState, piece: ReasoningDelta, kind: str, data: Mapping[str, Any]
 ) -> Result:
-    """The finished reasoning item's closing ``piece``, as the next event comes: with the id
-    of the assistant message item when that event starts (or ends) it."""
+    """The finished reasoning item's closing ``piece``, as the next event comes: with the
+    id of the assistant message that follows when that event carries it.
+
+    A message started without its id keeps the piece held: its first text delta
+    (``item_id``) or its finished item may carry the id.
+    """
     message_id = None
     if kind in ("response.output_item.added", "response.output_item.done"):
-        message_id = message_after_reasoning(wire.mapping(data, "item", "$"), "$.item")
+        item = wire.mapping(data, "item", "$")
+        message_id = message_after_reasoning(item, "$.item")
+        starts = kind == "response.output_item.added"
+        if message_id is None and starts and wire.text(item, "type", "$.item") == "message":
+            return state, []
+    elif kind in ("response.output_text.delta", "response.refusal.delta"):
+        message_id = wire.text(data, "item_id", "$") or None
     if message_id is not None:
         piece = attrs.evolve(piece, provider_data={**piece.provider_data, "message_id": message_id})
     return attrs.evolve(state, finished=None), [piece]
