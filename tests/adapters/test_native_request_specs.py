@@ -114,8 +114,8 @@ CASES: dict[str, ModelRequest] = {
 }
 # OpenAI's Responses API has no stop or seed (toolfold refuses them, see
 # test_the_refused_responses_settings_are_the_ones_create_response_lacks).
-# A reasoning item and the message item that followed it (its id kept): an
-# output message item with output_text content.
+# A reasoning item and the message item that followed it (its id and phase kept):
+# an output message item with output_text content and a MessagePhase.
 RESPONSES_CASES = {
     **CASES,
     "reasoning-message": ModelRequest(
@@ -125,7 +125,10 @@ RESPONSES_CASES = {
                 "assistant",
                 [
                     ReasoningPart(
-                        "adds", "gAAAAB", "openai-responses", {"item_id": "rs_1", "message_id": "m"}
+                        "adds",
+                        "gAAAAB",
+                        "openai-responses",
+                        {"item_id": "rs_1", "message_id": "m", "message_phase": "final_answer"},
                     ),
                     TextPart("4"),
                 ],

@@ -749,3 +749,21 @@ def test_a_message_after_reasoning_keeps_its_id_from_its_first_text_delta(
     whole = parse_response({"status": "completed", "output": [REASONED, ANSWER]}, "p")
     assert response.message.parts == whole.message.parts
     assert response.message.parts[0].provider_data["message_id"] == "msg_1"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_the_message_after_a_reasoning_item_goes_back_with_its_phase(streamed: bool) -> None:
+    """The message item that followed a reasoning item goes back with the phase it came with
+    (commentary or final_answer), which newer models want resent."""
+    answer = {**ANSWER, "phase": "final_answer"}
+    if streamed:
+        events = _answer_events()
+        events[2] = (
+            events[2][0],
+            {**events[2][1], "item": {**events[2][1]["item"], "phase": "final_answer"}},
+        )
+        response = _fold(*events)
+    else:
+        response = parse_response({"status": "completed", "output": [REASONED, answer]}, "p")
+    request = ModelRequest([Message.user("2+2?"), response.message])
+    assert body(request, model="gpt-5-mini")["input"][1:3] == [REASONED, answer]

@@ -5,8 +5,8 @@ Output items map one to one [O5 response_output_item.py]: ``message`` ->
 `ReasoningPart` (summary text, or the ``reasoning_text`` content when there is
 some; encrypted content as ``signature``, the item id and, with content, the
 texts of the summary and content parts in ``provider_data``, to go back unchanged; the
-id of an assistant ``message`` item right after it as ``"message_id"``, for that
-message to go back as the same item); ``function_call`` -> `ToolCallPart` with
+id of an assistant ``message`` item right after it as ``"message_id"``, and its
+``phase`` as ``"message_phase"``, for that message to go back as the same item); ``function_call`` -> `ToolCallPart` with
 ``call_id`` as its id and the item id (``fc_...``) in ``provider_data``.
 """
 
@@ -163,22 +163,29 @@ def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
     )
 
 
-def message_after_reasoning(item: Mapping[str, Any], at: str) -> str | None:
-    """The id of ``item`` when it is an assistant message (one that may follow a reasoning item)."""
+def following_message(item: Mapping[str, Any], at: str) -> dict[str, str]:
+    """What a reasoning part keeps of ``item`` when it is the assistant message that follows
+    it: its id (``"message_id"``) and its ``phase`` (``"message_phase"``, which newer models
+    want back); nothing when ``item`` is not a message or has no id."""
     if wire.text(item, "type", at) != "message":
-        return None
-    return wire.text(item, "id", at) or None
+        return {}
+    message_id = wire.text(item, "id", at)
+    if not message_id:
+        return {}
+    phase = wire.text(item, "phase", at)
+    return {"message_id": message_id, **({"message_phase": phase} if phase else {})}
 
 
-def followed_by(part: ReasoningPart, message_id: str) -> ReasoningPart:
-    """``part`` keeping the id of the message item that followed it (``"message_id"``).
+def followed_by(part: ReasoningPart, message: Mapping[str, str]) -> ReasoningPart:
+    """``part`` keeping what it keeps of the message item that followed it (see
+    `following_message`).
 
     OpenAI refuses a reasoning item sent back without the item that followed it
     ("Item 'rs_...' of type 'reasoning' was provided without its required
     following item"); the text that followed it goes back as that message item
     (see `_request.reasoning_item`).
     """
-    return attrs.evolve(part, provider_data={**part.provider_data, "message_id": message_id})
+    return attrs.evolve(part, provider_data={**part.provider_data, **message})
 
 
 def parse_response(body: Any, provider: str) -> ModelResponse:
@@ -209,9 +216,9 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     follows_reasoning = False
     for i in range(len(output)):
         item = wire.mapping(output, i, "$.output")
-        message_id = message_after_reasoning(item, f"$.output[{i}]") if follows_reasoning else None
-        if message_id is not None and parts and isinstance(parts[-1], ReasoningPart):
-            parts[-1] = followed_by(parts[-1], message_id)
+        following = following_message(item, f"$.output[{i}]") if follows_reasoning else {}
+        if following and parts and isinstance(parts[-1], ReasoningPart):
+            parts[-1] = followed_by(parts[-1], following)
         new = parse_item(item, f"$.output[{i}]")
         follows_reasoning = bool(new) and isinstance(new[-1], ReasoningPart)
         parts.extend(new)

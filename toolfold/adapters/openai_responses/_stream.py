@@ -25,9 +25,9 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   the part's closing piece (empty, with the encrypted content) waits for the
   next event: when that shows the assistant message that follows (its
   ``output_item.added`` or ``.done``, or its first text delta's ``item_id``,
-  whichever first carries the id), the piece keeps the message's item id, as a
-  whole response's reasoning part does. A failed or cut stream loses only that
-  closing piece, never text;
+  whichever first carries the id), the piece keeps the message's item id (and
+  ``phase``), as a whole response's reasoning part does. A failed or cut stream
+  loses only that closing piece, never text;
 - ``response.completed`` / ``response.incomplete`` end the response with its
   usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
   A body that stops before the end is a `StreamError`, never a half answer.
@@ -48,7 +48,7 @@ from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
     SUMMARY_SEPARATOR,
     finish,
-    message_after_reasoning,
+    following_message,
     parse_call,
     parse_reasoning,
     parse_usage,
@@ -90,7 +90,7 @@ class DecoderState:
         finished: The closing piece (empty, signed) of a finished reasoning
             item, held until the next event shows whether the assistant
             message follows it (whose id the piece then keeps, see
-            `_response.followed_by`).
+            `_response.following_message`).
         done: The response ended (completed or incomplete).
     """
 
@@ -134,22 +134,23 @@ def _release_reasoning(
     state: DecoderState, piece: ReasoningDelta, kind: str, data: Mapping[str, Any]
 ) -> Result:
     """The finished reasoning item's closing ``piece``, as the next event comes: with the
-    id of the assistant message that follows when that event carries it.
+    id (and phase) of the assistant message that follows when that event carries it.
 
     A message started without its id keeps the piece held: its first text delta
     (``item_id``) or its finished item may carry the id.
     """
-    message_id = None
+    message: dict[str, str] = {}
     if kind in ("response.output_item.added", "response.output_item.done"):
         item = wire.mapping(data, "item", "$")
-        message_id = message_after_reasoning(item, "$.item")
+        message = following_message(item, "$.item")
         starts = kind == "response.output_item.added"
-        if message_id is None and starts and wire.text(item, "type", "$.item") == "message":
+        if not message and starts and wire.text(item, "type", "$.item") == "message":
             return state, []
     elif kind in ("response.output_text.delta", "response.refusal.delta"):
-        message_id = wire.text(data, "item_id", "$") or None
-    if message_id is not None:
-        piece = attrs.evolve(piece, provider_data={**piece.provider_data, "message_id": message_id})
+        item_id = wire.text(data, "item_id", "$")
+        message = {"message_id": item_id} if item_id else {}
+    if message:
+        piece = attrs.evolve(piece, provider_data={**piece.provider_data, **message})
     return attrs.evolve(state, finished=None), [piece]
 
 
