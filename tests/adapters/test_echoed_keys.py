@@ -555,6 +555,19 @@ def test_split_echoes_releases_held_reasoning_with_the_piece_that_ends_its_part(
     assert "".join(e.text for e in out[ending + 1 :]) == "next"
 
 
+def test_split_echoes_drops_held_reasoning_a_replacing_piece_takes_the_place_of() -> None:
+    """A reasoning piece that replaces its part's text (replaces=True) has a key it begins
+    masked, and the text held back of the pieces it replaces is not released after it."""
+    events = [ReasoningDelta("summary sk-ec", provider="p")]
+    events += [ReasoningDelta("raw sk-echo", provider="p", replaces=True)]
+    events += [ReasoningDelta(KEY[7:], provider="p"), TextDelta("ok")]
+    out = _split(events, KEY)
+    replacing = next(at for at, e in enumerate(out) if getattr(e, "replaces", False))
+    after = "".join(e.text for e in out[replacing:] if isinstance(e, ReasoningDelta))
+    assert after == "raw ***"
+    assert "sk-ec" not in "".join(e.text for e in out)
+
+
 def test_arguments_whose_escape_is_itself_escaped(
     http_server: ScriptedServer, opened: list[Any]
 ) -> None:

@@ -114,8 +114,28 @@ CASES: dict[str, ModelRequest] = {
 }
 # OpenAI's Responses API has no stop or seed (toolfold refuses them, see
 # test_the_refused_responses_settings_are_the_ones_create_response_lacks).
+# A reasoning item and the message item that followed it (its id and phase kept):
+# an output message item with output_text content and a MessagePhase.
 RESPONSES_CASES = {
     **CASES,
+    "reasoning-message": ModelRequest(
+        [
+            Message.user("2+2?"),
+            Message(
+                "assistant",
+                [
+                    ReasoningPart(
+                        "adds",
+                        "gAAAAB",
+                        "openai-responses",
+                        {"item_id": "rs_1", "message_id": "m", "message_phase": "final_answer"},
+                    ),
+                    TextPart("4"),
+                ],
+            ),
+            Message.user("Sure?"),
+        ]
+    ),
     "settings": ModelRequest(
         [Message.user("hi")], settings={"temperature": 0.2, "top_p": 0.9, "max_tokens": 256}
     ),
@@ -207,7 +227,7 @@ def test_gemini_bodies_validate_against_generate_content_request(
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("model_name", RESPONSES_MODELS)
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(RESPONSES_CASES))
 def test_responses_bodies_validate_against_create_response(
     case: str, model_name: str, stream: bool
 ) -> None:

@@ -100,6 +100,16 @@ CONVERSATIONS: dict[str, tuple[Message, ...]] = {
         ),
     ),
 }
+#: A tool result with an image (its image travels in a user message after the tool
+#: message), then a user message with an image right after the tool message.
+TOOL_MEDIA_THEN_USER = (
+    Message.user("What does the camera show?"),
+    Message("assistant", (CALL,)),
+    Message.tool(ToolResultPart("call_9", "get_time", "", parts=(ImagePart(data=PNG),))),
+    Message.tool(ToolResultPart("call_9", "get_time", "12:00")),
+    Message.user("And this one?", ImagePart(url="https://example.com/cat.png")),
+)
+CONVERSATIONS["tool-media-then-user"] = TOOL_MEDIA_THEN_USER
 CHOICES = (None, "auto", "none", "required", "get_weather")
 OUTPUT = OutputSpec(
     "answer",
@@ -364,6 +374,7 @@ def test_tool_results_come_first_whatever_message_carries_them() -> None:
             ],
         },
         {"role": "tool", "tool_call_id": sent_id, "content": "12 C"},
+        {"role": "assistant", "content": "OK"},  # Mistral takes no user right after a tool
         {"role": "user", "content": "thanks"},
         {"role": "user", "content": "ab"},
     ]
@@ -383,12 +394,14 @@ def test_encoded_bodies_are_the_bytes_of_the_built_ones(
         for _ in range(2):  # the second time from the memo
             encoded = encode_body(request, "m", row, stream=stream)
             assert encoded is None or encoded == expected, row.name
-    # The memo is only skipped where it must be: here, json_object output, and
-    # reasoning left out (the `build_body` path notes it in the report).
+    # The memo is only skipped where it must be: here, json_object output,
+    # reasoning left out (the `build_body` path notes it in the report), and a
+    # tool's images (sent in a user message after the tool messages).
     openai = PROVIDERS["openai"]
     if output is None:
         skipped = encode_body(request, "m", openai) is None
-        assert skipped == bool(reasoning_notes(request.messages, openai))
+        media = conversation == "tool-media-then-user"
+        assert skipped == (bool(reasoning_notes(request.messages, openai)) or media)
 
 
 def test_a_tool_step_s_messages_encode_like_their_dicts_whatever_their_strings() -> None:
@@ -762,3 +775,38 @@ def test_the_record_of_logged_notes_forgets_a_freed_message() -> None:
     del messages, message
     gc.collect()
     assert notes._by_message == {}
+
+
+def _roles(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["role"] for m in messages]
+
+
+def test_mistral_gets_an_assistant_turn_between_tool_results_and_a_user_message() -> None:
+    """Mistral refuses a user message right after a tool message ("Unexpected role 'user'
+    after role 'tool'"): one assistant message goes between them, before the tool's image and
+    before a user message with images, built or encoded from the memo; OpenAI gets none."""
+    call = ToolCallPart("call_9", "get_time", "{}", {})
+    messages = (
+        Message.user("What does the camera show?"),
+        Message("assistant", (call,)),
+        Message.tool(ToolResultPart("call_9", "get_time", "", parts=(ImagePart(data=PNG),))),
+    )
+    mistral = PROVIDERS["mistral"]
+    media = build_body(ModelRequest(messages, (TIME,)), "m", mistral)["messages"]
+    assert _roles(media) == ["user", "assistant", "tool", "assistant", "user"]
+    assert media[3] == {"role": "assistant", "content": "OK"}
+    assert media[4]["content"][1]["type"] == "image_url"
+    follow_up = (
+        Message.user("Time?"),
+        Message("assistant", (call,)),
+        Message.tool(ToolResultPart("call_9", "get_time", "12:00")),
+        Message.user("And this?", ImagePart(url="https://example.com/cat.png")),
+    )
+    request = ModelRequest(follow_up, (TIME,))
+    sent = build_body(request, "m", mistral)
+    assert _roles(sent["messages"]) == ["user", "assistant", "tool", "assistant", "user"]
+    assert mistral_problems(sent) == []
+    for _ in range(2):  # the second time from the memo
+        assert encode_body(request, "m", mistral) == dumps(sent)
+    openai = build_body(request, "m", PROVIDERS["openai"])["messages"]
+    assert _roles(openai) == ["user", "assistant", "tool", "user"]

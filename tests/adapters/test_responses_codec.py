@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import ModelConfigError
+from toolfold import ModelConfigError, StreamError
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.openai_responses import (
     DecoderState,
@@ -22,6 +22,7 @@ from toolfold.runtime import (
     Message,
     ModelRequest,
     OutputSpec,
+    ReasoningDelta,
     ReasoningPart,
     StreamState,
     TextPart,
@@ -258,7 +259,8 @@ def test_a_call_finished_without_being_announced_still_arrives_whole() -> None:
 
 
 def test_streamed_reasoning_keeps_its_summary_id_and_encrypted_content() -> None:
-    """Summary deltas and the finished item fold into one part that goes back as the same item."""
+    """Summary deltas and the finished item fold into one part that goes back as the same item
+    (keeping the id of the message whose text follows it)."""
     item = {
         "type": "reasoning",
         "id": "rs_1",
@@ -277,7 +279,7 @@ def test_streamed_reasoning_keeps_its_summary_id_and_encrypted_content() -> None
     assert (reasoning.text, reasoning.signature, dict(reasoning.provider_data)) == (
         "Plan.",
         "enc",
-        {"item_id": "rs_1"},
+        {"item_id": "rs_1", "message_id": "msg"},
     )
     assert response.text == "Hi"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 2)
@@ -493,3 +495,275 @@ def test_reasoning_recorded_without_a_kept_summary_sends_its_text_as_the_summary
         },
         {"type": "reasoning", "id": "rs_1", "summary": [], "content": content},
     ]
+
+
+def _summary_and_reasoning_events(
+    summary_first: bool,
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """A reasoning item with a summary and reasoning_text content, and its stream events
+    (every event the spec names for both), the summary's before or after the reasoning's."""
+    item = {
+        **THOUGHTS,
+        "summary": [
+            {"type": "summary_text", "text": "Adds."},
+            {"type": "summary_text", "text": "4."},
+        ],
+        "encrypted_content": "enc",
+    }
+    at = {"item_id": "rs_1", "output_index": 0}
+    summary: list[tuple[str, dict[str, Any]]] = []
+    for index, text in enumerate(("Adds.", "4.")):
+        part = {"type": "summary_text", "text": text}
+        summary += [
+            (
+                "response.reasoning_summary_part.added",
+                {**at, "summary_index": index, "part": {**part, "text": ""}},
+            ),
+            (
+                "response.reasoning_summary_text.delta",
+                {**at, "summary_index": index, "delta": text},
+            ),
+            ("response.reasoning_summary_text.done", {**at, "summary_index": index, "text": text}),
+            ("response.reasoning_summary_part.done", {**at, "summary_index": index, "part": part}),
+        ]
+    content: list[tuple[str, dict[str, Any]]] = []
+    for index, text in enumerate(("The user asks 2+2.", "That is 4.")):
+        content += [
+            ("response.reasoning_text.delta", {**at, "content_index": index, "delta": text}),
+            ("response.reasoning_text.done", {**at, "content_index": index, "text": text}),
+        ]
+    added = (
+        "response.output_item.added",
+        {"output_index": 0, "item": {**item, "summary": [], "content": []}},
+    )
+    done = ("response.output_item.done", {"output_index": 0, "item": item})
+    middle = [*summary, *content] if summary_first else [*content, *summary]
+    return item, [added, *middle, done]
+
+
+@pytest.mark.parametrize("summary_first", [True, False], ids=["summary-first", "reasoning-first"])
+def test_summary_and_reasoning_text_stream_as_the_whole_item_in_either_order(
+    summary_first: bool,
+) -> None:
+    """An item with a summary and reasoning_text folds to the whole item's part (its reasoning
+    text) whichever of the two streams first, and goes back as the same item."""
+    item, events = _summary_and_reasoning_events(summary_first)
+    streamed = _fold(*events, ("response.output_text.delta", {"delta": "4"}), COMPLETED)
+    whole = parse_response(
+        {
+            "status": "completed",
+            "output": [
+                item,
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "4"}],
+                },
+            ],
+        },
+        "p",
+    )
+    assert streamed.message.parts == whole.message.parts
+    assert streamed.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."
+    request = ModelRequest([Message.user("2+2?"), Message("assistant", streamed.message.parts)])
+    assert body(request, model="gpt-oss-120b")["input"][1] == item
+
+
+def test_the_finished_reasoning_item_replaces_a_streamed_text_it_does_not_give() -> None:
+    """Only the summary streamed, but the finished item has reasoning_text content: the part
+    takes the finished item's text (the reasoning text), as the whole response gives it."""
+    item, events = _summary_and_reasoning_events(summary_first=True)
+    summary_only = [e for e in events if not e[0].startswith("response.reasoning_text.")]
+    streamed = _fold(*summary_only, COMPLETED)
+    whole = parse_response({"status": "completed", "output": [item]}, "p")
+    assert streamed.message.parts == whole.message.parts
+    assert streamed.message.parts[0].text == "The user asks 2+2.\n\nThat is 4."
+
+
+#: A reasoning item and the assistant message that follows it, as OpenAI's output has them.
+REASONED = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc"}
+ANSWER = {
+    "type": "message",
+    "id": "msg_1",
+    "status": "completed",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "4", "annotations": [], "logprobs": []}],
+}
+
+
+def _answer_events() -> list[tuple[str, dict[str, Any]]]:
+    """The stream of REASONED then ANSWER, as OpenAI sends them."""
+    at = {"item_id": "msg_1", "output_index": 1, "content_index": 0}
+    return [
+        ("response.output_item.added", {"output_index": 0, "item": REASONED}),
+        ("response.output_item.done", {"output_index": 0, "item": REASONED}),
+        (
+            "response.output_item.added",
+            {"output_index": 1, "item": {**ANSWER, "status": "in_progress", "content": []}},
+        ),
+        ("response.output_text.delta", {**at, "delta": "4"}),
+        ("response.output_text.done", {**at, "text": "4"}),
+        ("response.output_item.done", {"output_index": 1, "item": ANSWER}),
+        COMPLETED,
+    ]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_message_after_a_reasoning_item_goes_back_with_its_item_id(streamed: bool) -> None:
+    """The assistant message that followed a reasoning item goes back as that message item,
+    its id (msg_...) kept, right after the reasoning item: OpenAI refuses a reasoning item
+    sent without the item that followed it ("provided without its required following item")."""
+    if streamed:
+        response = _fold(*_answer_events())
+    else:
+        response = parse_response({"status": "completed", "output": [REASONED, ANSWER]}, "p")
+    request = ModelRequest([Message.user("2+2?"), response.message, Message.user("Sure?")])
+    sent = body(request, model="gpt-5-mini")["input"]
+    assert sent[1:3] == [REASONED, ANSWER]
+    assert sent[3] == {"role": "user", "content": "Sure?"}
+
+
+def _decoded(
+    *events: tuple[str, dict[str, Any]], end: bool = True
+) -> tuple[list[Any], Exception | None]:
+    """The neutral events decoded from ``events`` (and the body's end), up to the error the
+    stream raised, and that error (None when none)."""
+    state, out = DecoderState("openai-responses"), []
+    try:
+        for kind, data in events:
+            state, decoded = decode_event(
+                state, SSEEvent(data=json.dumps({"type": kind, **data}), event=kind)
+            )
+            out += decoded
+        if end:
+            out += decode_end(state)
+    except StreamError as exc:
+        return out, exc
+    return out, None
+
+
+FAILED = (
+    "response.failed",
+    {"response": {"status": "failed", "error": {"code": "server_error", "message": "boom"}}},
+)
+
+
+@pytest.mark.parametrize("after", ["failed", "error", "cut"])
+def test_a_finished_reasoning_items_text_comes_out_before_the_stream_fails(after: str) -> None:
+    """A reasoning item finished just before the stream fails (response.failed, an error
+    event) or is cut has its whole text out before the error: only its closing piece waits."""
+    item = {**REASONED, "summary": [{"type": "summary_text", "text": "Adds 2 and 2."}]}
+    at = {"item_id": "rs_1", "output_index": 0, "summary_index": 0}
+    events = [
+        ("response.output_item.added", {"output_index": 0, "item": REASONED}),
+        ("response.reasoning_summary_text.delta", {**at, "delta": "Adds"}),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+    ]
+    if after == "failed":
+        events.append(FAILED)
+    elif after == "error":
+        events.append(("error", {"code": "server_error", "message": "boom"}))
+    out, error = _decoded(*events)
+    assert isinstance(error, StreamError)
+    assert "".join(e.text for e in out if isinstance(e, ReasoningDelta)) == "Adds 2 and 2."
+
+
+@pytest.mark.parametrize("after", ["failed", "cut"])
+def test_a_reasoning_item_that_streamed_nothing_has_its_text_out_before_the_stream_fails(
+    after: str,
+) -> None:
+    """A finished reasoning item whose text did not stream gives its text before a failure
+    or a cut that follows it."""
+    item = {**REASONED, "summary": [{"type": "summary_text", "text": "Adds."}]}
+    events = [
+        ("response.output_item.added", {"output_index": 0, "item": REASONED}),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+    ]
+    out, error = _decoded(*events, *([FAILED] if after == "failed" else []))
+    assert isinstance(error, StreamError)
+    assert [e.text for e in out if isinstance(e, ReasoningDelta)] == ["Adds."]
+
+
+def _reasoning_streamed(item: dict[str, Any], *deltas: str) -> list[tuple[str, dict[str, Any]]]:
+    """``item``'s stream: its reasoning_text deltas (content part 0) then the finished item."""
+    at = {"item_id": "rs_1", "output_index": 0, "content_index": 0}
+    return [
+        (
+            "response.output_item.added",
+            {"output_index": 0, "item": {**item, "summary": [], "content": []}},
+        ),
+        *(("response.reasoning_text.delta", {**at, "delta": d}) for d in deltas),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        COMPLETED,
+    ]
+
+
+def test_the_finished_reasoning_item_adds_the_parts_that_did_not_stream() -> None:
+    """Only the first reasoning_text part streamed: the finished item adds the rest (no
+    replacing piece), and the part is the whole item's."""
+    events = _reasoning_streamed(THOUGHTS, "The user ", "asks 2+2.")
+    out, _ = _decoded(*events)
+    pieces = [e for e in out if isinstance(e, ReasoningDelta)]
+    assert not any(e.replaces for e in pieces)
+    assert "".join(e.text for e in pieces) == "The user asks 2+2.\n\nThat is 4."
+    whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
+    assert _fold(*events).message.parts == whole.message.parts
+
+
+def test_the_finished_reasoning_item_replaces_a_streamed_reasoning_text_it_does_not_give() -> None:
+    """Reasoning text streamed that the finished item gives otherwise is replaced by the item's
+    text, as the whole response gives it."""
+    events = _reasoning_streamed(THOUGHTS, "Something else.")
+    out, _ = _decoded(*events)
+    assert [(e.text, e.replaces) for e in out if isinstance(e, ReasoningDelta)][1:] == [
+        ("The user asks 2+2.\n\nThat is 4.", True),
+        ("", False),
+    ]
+    whole = parse_response({"status": "completed", "output": [THOUGHTS]}, "p")
+    assert _fold(*events).message.parts == whole.message.parts
+
+
+def test_a_finished_reasoning_item_without_text_leaves_the_text_that_streamed() -> None:
+    """A finished reasoning item that gives no text at all (a server not repeating it) leaves
+    the reasoning text that streamed as the part's text."""
+    empty = {**THOUGHTS, "content": []}
+    streamed = _fold(*_reasoning_streamed(empty, "The user asks 2+2."))
+    assert streamed.message.parts == (
+        ReasoningPart("The user asks 2+2.", None, "openai-responses", {"item_id": "rs_1"}),
+    )
+
+
+@pytest.mark.parametrize("announced", [True, False], ids=["added-without-id", "not-added"])
+def test_a_message_after_reasoning_keeps_its_id_from_its_first_text_delta(
+    announced: bool,
+) -> None:
+    """A server that leaves the id out of the message's output_item.added (or sends none) still
+    gives the id on its text deltas: the reasoning part keeps it as a whole response's does."""
+    events = _answer_events()
+    added = events[2]
+    events.remove(added)
+    if announced:
+        item = {k: v for k, v in added[1]["item"].items() if k != "id"}
+        events.insert(2, ("response.output_item.added", {**added[1], "item": item}))
+    response = _fold(*events)
+    whole = parse_response({"status": "completed", "output": [REASONED, ANSWER]}, "p")
+    assert response.message.parts == whole.message.parts
+    assert response.message.parts[0].provider_data["message_id"] == "msg_1"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_the_message_after_a_reasoning_item_goes_back_with_its_phase(streamed: bool) -> None:
+    """The message item that followed a reasoning item goes back with the phase it came with
+    (commentary or final_answer), which newer models want resent."""
+    answer = {**ANSWER, "phase": "final_answer"}
+    if streamed:
+        events = _answer_events()
+        events[2] = (
+            events[2][0],
+            {**events[2][1], "item": {**events[2][1]["item"], "phase": "final_answer"}},
+        )
+        response = _fold(*events)
+    else:
+        response = parse_response({"status": "completed", "output": [REASONED, answer]}, "p")
+    request = ModelRequest([Message.user("2+2?"), response.message])
+    assert body(request, model="gpt-5-mini")["input"][1:3] == [REASONED, answer]

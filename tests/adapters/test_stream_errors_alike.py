@@ -198,3 +198,27 @@ def _events(model: Any, mode: str) -> list[Any]:
             await model.aclose()
 
     return asyncio.run(run())
+
+
+def test_a_responses_reasoning_item_finished_before_an_in_band_error_is_shown_whole(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """The text of a Responses reasoning item finished just before response.failed reaches the
+    caller before the StreamError (only the item's closing piece waits for the next event)."""
+    item = {"type": "reasoning", "id": "rs_1", "encrypted_content": "enc"}
+    summary = [{"type": "summary_text", "text": "Adds 2 and 2."}]
+    at = {"item_id": "rs_1", "output_index": 0, "summary_index": 0}
+    events = [
+        ("response.output_item.added", {"output_index": 0, "item": {**item, "summary": []}}),
+        ("response.reasoning_summary_text.delta", {**at, "delta": "Adds"}),
+        ("response.output_item.done", {"output_index": 0, "item": {**item, "summary": summary}}),
+    ]
+    chunks = [_sse(json.dumps({"type": kind, **data}), kind) for kind, data in events]
+    chunks.append(ERRORS["openai-responses"][0])
+    http_server.add(Reply(headers=SSE, chunks=chunks))
+    model = _model("openai-responses", http_server.url)
+    opened.append(model)
+    seen: list[Any] = []
+    with pytest.raises(StreamError, match="Busy"):
+        seen.extend(model.stream_sync(REQUEST))
+    assert "".join(e.text for e in seen if e.kind == "reasoning_delta") == "Adds 2 and 2."

@@ -117,3 +117,21 @@ def test_a_reasoning_piece_that_ends_its_part_starts_another_after_it() -> None:
         TextPart("t"),
         ReasoningPart("Three. More."),
     )
+
+
+def test_a_reasoning_piece_that_replaces_takes_the_place_of_its_parts_earlier_pieces() -> None:
+    """A ReasoningDelta with replaces=True is its part's whole text so far: later pieces add to
+    it, an earlier (closed) part and the text before are untouched."""
+    state = fold(
+        [
+            ReasoningDelta("Old.", provider="p", provider_data={"id": 1}, ends=True),
+            ReasoningDelta("Summ", provider="p", provider_data={"id": 2}),
+            ReasoningDelta("ary.", provider="p"),
+            ReasoningDelta("Raw", provider="p", replaces=True),
+            ReasoningDelta(" text.", provider="p", ends=True),
+        ]
+    )
+    assert state.parts == (
+        ReasoningPart("Old.", None, "p", {"id": 1}),
+        ReasoningPart("Raw text.", None, "p", {"id": 2}),
+    )

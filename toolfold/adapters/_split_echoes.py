@@ -9,7 +9,8 @@ each run of deltas `fold_stream` joins (the answer's text, the reasoning, each
 call's arguments) it holds back the end of a delta that could be the start of
 a secret, until the run's next delta shows whether it is one (then the secret
 is masked whole) or the run ends where the fold ends it: text where reasoning
-begins, reasoning where text begins or a signature closes it, a call's
+begins, reasoning where text begins or a signature closes it (a piece
+that replaces the part's text drops what was held of it), a call's
 arguments at its `ToolCallEnd`, all of them at `StreamFinish` and at the
 stream's end. Events of other runs in between (a call's fragments between
 two pieces of text, fragments of two calls interleaved) go on meanwhile.
@@ -112,6 +113,8 @@ class SplitEchoes:
         if self._text:  # text ends where reasoning begins
             out.append(TextDelta(self._text))
             self._text = ""
+        if event.replaces:  # the part's whole text: what its earlier pieces held goes with them
+            self._reasoning, self._reasoning_by = "", None
         if self._reasoning and event.provider is not None and event.provider != self._reasoning_by:
             out += self._release_reasoning()
         if event.signature is not None or event.ends:  # a complete part: nothing more joins it

@@ -50,6 +50,9 @@ class ChatProvider:
         thinking_in_total: ``total_tokens`` counts hidden thinking that
             ``completion_tokens`` leaves out (Gemini's OpenAI endpoint): the
             gap is reported as reasoning output tokens.
+        assistant_after_tool: The text of an assistant message sent between a
+            tool message and a user message right after it, for a provider
+            that refuses that order (None: sent as it is).
     """
 
     name: str
@@ -70,6 +73,7 @@ class ChatProvider:
     parallel_default: bool | None = None
     auto_strict: bool = False
     thinking_in_total: bool = False
+    assistant_after_tool: str | None = None
 
 
 # Reasoning text arrives under either name: ``reasoning_content`` (DeepSeek,
@@ -94,6 +98,11 @@ PROVIDERS: dict[str, ChatProvider] = {
     # tools are dropped; ids must be 9 alphanumerics; unknown body keys are
     # refused (``additionalProperties: false``, so no stream_options) and the
     # seed is ``random_seed`` [C3, C4, mistral-openapi.json ChatCompletionRequest].
+    # A user message right after a tool message is refused: 400 "Unexpected role
+    # 'user' after role 'tool'" (invalid_request_message_order, code 3230, recorded
+    # in zed-industries/zed#37021 and avante-corp/avante.nvim#2695); an assistant
+    # message goes between, as pydantic-ai's models/mistral.py sends ("OK"). A
+    # tool's images travel in such a user message (see `_tool_messages`).
     "mistral": ChatProvider(
         "mistral",
         "https://api.mistral.ai/v1",
@@ -104,6 +113,7 @@ PROVIDERS: dict[str, ChatProvider] = {
         stream_usage_option=False,
         renames={"seed": "random_seed"},
         files="mistral",  # DocumentURLChunk, AudioChunk [mistral-openapi.json ContentChunk]
+        assistant_after_tool="OK",
     ),
     # DeepSeek: thinking must go back as ``reasoning_content`` on tool turns;
     # ``response_format`` only knows ``json_object`` [C6, C7].

@@ -105,6 +105,8 @@ def encode_body(
         return None
     rewrite_id = mistral_id if provider.id_rule == "mistral9" else None
     fragments: list[str] = []
+    bridge = provider.assistant_after_tool
+    after_tool = False  # the last message sent is a tool message (with a `bridge` only)
     for position, message in enumerate(request.messages):
         memo = message._wire  # `wire_memo`, inlined: once per message per request
         fragment = memo[1] if memo is not None and memo[0] is provider else None
@@ -124,6 +126,10 @@ def encode_body(
             notes.extend([f"messages[{position}]: {why}" for why in noted.reasons])
             fragment = noted.text
         if fragment:
+            if bridge is not None:  # as `_bridged` puts it between two messages
+                if after_tool and _starts_with_user(message):
+                    fragments.append(encode_text({"role": "assistant", "content": bridge}))
+                after_tool = _ends_with_tool(message)
             fragments.append(fragment)
     frame = _frame(request, model_name, provider, stream)
     if frame is None:
@@ -492,7 +498,36 @@ def encode_messages(
             out.append({"role": "user", "content": _user_content(rest, provider)})
     if attached:
         out.append({"role": "user", "content": attached})
+    if provider.assistant_after_tool is not None:
+        return _bridged(out, provider.assistant_after_tool)
     return out
+
+
+def _bridged(messages: list[Body], text: str) -> list[Body]:
+    """``messages`` with an assistant message of ``text`` between each tool message and a
+    user message right after it (see `ChatProvider.assistant_after_tool`)."""
+    out: list[Body] = []
+    for message in messages:
+        if out and message["role"] == "user" and out[-1]["role"] == "tool":
+            out.append({"role": "assistant", "content": text})
+        out.append(message)
+    return out
+
+
+def _ends_with_tool(message: Message) -> bool:
+    """The last message `encode_messages` makes of ``message`` is a tool message."""
+    results = False
+    for part in message.parts:
+        if type(part) is ToolResultPart:
+            results = True
+        elif message.role != "tool":  # a user or assistant message after its results
+            return False
+    return results
+
+
+def _starts_with_user(message: Message) -> bool:
+    """The first message `encode_messages` makes of ``message`` is a user message."""
+    return message.role == "user" and not any(type(p) is ToolResultPart for p in message.parts)
 
 
 def _tool_messages(

@@ -11,8 +11,10 @@ provider without depending on what OpenAI stored.
   and, with ``reasoning_text`` content, its summary and content texts from
   ``ReasoningPart.provider_data``, encrypted
   content from its ``signature``), an assistant message for
-  its text, and one ``function_call`` item per call (``call_id``, and the item
-  id ``fc_...`` kept in ``provider_data``).
+  its text (the ``message`` item with its id and ``phase`` when it followed a
+  reasoning item that keeps them, ``"message_id"`` and ``"message_phase"``: OpenAI refuses a reasoning item sent
+  without the item that followed it), and one ``function_call`` item per call
+  (``call_id``, and the item id ``fc_...`` kept in ``provider_data``).
 - A tool result is a ``function_call_output`` linked by ``call_id``; the API
   has no error flag, so the text says what failed. Its images and PDF files go
   as ``input_image`` / ``input_file`` items; another file as its description.
@@ -23,6 +25,7 @@ provider without depending on what OpenAI stored.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
@@ -215,19 +218,23 @@ def _file(part: FilePart) -> Body:
 
 def _assistant(message: Message, position: int, items: list[Body], notes: list[str]) -> None:
     text: list[str] = []
+    # What the reasoning item sent keeps of the message item that followed it.
+    following: Mapping[str, Any] = {}
     for part in message.parts:
         if isinstance(part, TextPart):
             text.append(part.text)
             continue
         if text:
-            items.append({"role": "assistant", "content": "".join(text)})
+            items.append(_assistant_text("".join(text), following))
             text = []
+        following = {}
         if isinstance(part, ToolCallPart):
             items.append(_call(part))
         elif isinstance(part, ReasoningPart):
             item = reasoning_item(part)
             if item is not None:
                 items.append(item)
+                following = part.provider_data
             elif part.text or part.signature:
                 notes.append(
                     f"messages[{position}]: reasoning from {part.provider or 'an unknown provider'} "
@@ -236,7 +243,29 @@ def _assistant(message: Message, position: int, items: list[Body], notes: list[s
         else:
             raise ModelConfigError(f"an assistant message cannot carry a {part.kind!r} part")
     if text and "".join(text):
-        items.append({"role": "assistant", "content": "".join(text)})
+        items.append(_assistant_text("".join(text), following))
+
+
+def _assistant_text(text: str, following: Mapping[str, Any]) -> Body:
+    """The assistant's text: the output message item it came as when the reasoning item
+    sent before it keeps that item's id (``following["message_id"]``; OpenAI wants a
+    reasoning item followed by the item that followed it), with its ``phase`` when it had
+    one, else a plain assistant message."""
+    message_id, phase = following.get("message_id"), following.get("message_phase")
+    if not isinstance(message_id, str):
+        return {"role": "assistant", "content": text}
+    # OutputMessage and OutputTextContent, with the fields the published spec requires.
+    content = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    item: Body = {
+        "type": "message",
+        "id": message_id,
+        "status": "completed",
+        "role": "assistant",
+        "content": [content],
+    }
+    if isinstance(phase, str):  # newer models want it back (spec MessagePhase)
+        item["phase"] = phase
+    return item
 
 
 def _call(call: ToolCallPart) -> Body:

@@ -4,14 +4,18 @@ Output items map one to one [O5 response_output_item.py]: ``message`` ->
 `TextPart` (its ``output_text`` and ``refusal`` parts); ``reasoning`` ->
 `ReasoningPart` (summary text, or the ``reasoning_text`` content when there is
 some; encrypted content as ``signature``, the item id and, with content, the
-texts of the summary and content parts in ``provider_data``, to go back unchanged); ``function_call`` -> `ToolCallPart` with ``call_id`` as
-its id and the item id (``fc_...``) in ``provider_data``.
+texts of the summary and content parts in ``provider_data``, to go back unchanged; the
+id of an assistant ``message`` item right after it as ``"message_id"``, and its
+``phase`` as ``"message_phase"``, for that message to go back as the same item); ``function_call`` -> `ToolCallPart` with
+``call_id`` as its id and the item id (``fc_...``) in ``provider_data``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import attrs
 
 from toolfold._errors import ProviderError
 from toolfold.adapters import _wire as wire
@@ -141,7 +145,7 @@ def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
     The part's text is the summary (its parts joined), as OpenAI's models send
     it. An item with ``reasoning_text`` content (open-weight models behind
     Responses-compatible servers) has that raw reasoning as its text instead,
-    as it streams first (see `_stream`), and keeps the texts of both in
+    as its stream gives it whichever comes first (see `_stream`), and keeps the texts of both in
     ``provider_data`` (``"content"`` and ``"summary"``), from which the item
     is rebuilt.
     """
@@ -157,6 +161,31 @@ def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
         REASONING_PROVIDER,
         data,
     )
+
+
+def following_message(item: Mapping[str, Any], at: str) -> dict[str, str]:
+    """What a reasoning part keeps of ``item`` when it is the assistant message that follows
+    it: its id (``"message_id"``) and its ``phase`` (``"message_phase"``, which newer models
+    want back); nothing when ``item`` is not a message or has no id."""
+    if wire.text(item, "type", at) != "message":
+        return {}
+    message_id = wire.text(item, "id", at)
+    if not message_id:
+        return {}
+    phase = wire.text(item, "phase", at)
+    return {"message_id": message_id, **({"message_phase": phase} if phase else {})}
+
+
+def followed_by(part: ReasoningPart, message: Mapping[str, str]) -> ReasoningPart:
+    """``part`` keeping what it keeps of the message item that followed it (see
+    `following_message`).
+
+    OpenAI refuses a reasoning item sent back without the item that followed it
+    ("Item 'rs_...' of type 'reasoning' was provided without its required
+    following item"); the text that followed it goes back as that message item
+    (see `_request.reasoning_item`).
+    """
+    return attrs.evolve(part, provider_data={**part.provider_data, **message})
 
 
 def parse_response(body: Any, provider: str) -> ModelResponse:
@@ -184,8 +213,15 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
         )
     parts: list[Part] = []
     output = wire.array(body, "output", "$")
+    follows_reasoning = False
     for i in range(len(output)):
-        parts.extend(parse_item(wire.mapping(output, i, "$.output"), f"$.output[{i}]"))
+        item = wire.mapping(output, i, "$.output")
+        following = following_message(item, f"$.output[{i}]") if follows_reasoning else {}
+        if following and parts and isinstance(parts[-1], ReasoningPart):
+            parts[-1] = followed_by(parts[-1], following)
+        new = parse_item(item, f"$.output[{i}]")
+        follows_reasoning = bool(new) and isinstance(new[-1], ReasoningPart)
+        parts.extend(new)
     has_calls = any(type(p) is ToolCallPart for p in parts)
     reason, raw = finish(body, has_calls)
     return ModelResponse(

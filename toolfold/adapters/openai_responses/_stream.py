@@ -15,7 +15,19 @@ Events are named by ``type`` [O5 response_stream_event.py]:
   ``response.reasoning_text.delta`` (the raw reasoning of open-weight models
   behind Responses-compatible servers; ``response.reasoning_text.done`` gives a
   part's whole text, used when no delta of it came). Of an item with both, the
-  first text to come streams, the other is left to the finished item;
+  reasoning text is the part's text, as in a whole item: a summary that
+  streamed first is replaced (`ReasoningDelta.replaces`) by the first
+  reasoning text delta, and a summary coming after it does not stream. The
+  finished item (``response.output_item.done``) is the authority: when the
+  text that streamed is not the text it gives, the rest of its text follows (or,
+  when what streamed is not the start of it, its text replaces what streamed),
+  then and there; an item that gives no text at all leaves what streamed. Only
+  the part's closing piece (empty, with the encrypted content) waits for the
+  next event: when that shows the assistant message that follows (its
+  ``output_item.added`` or ``.done``, or its first text delta's ``item_id``,
+  whichever first carries the id), the piece keeps the message's item id (and
+  ``phase``), as a whole response's reasoning part does. A failed or cut stream
+  loses only that closing piece, never text;
 - ``response.completed`` / ``response.incomplete`` end the response with its
   usage; ``response.failed`` and a bare ``error`` event raise `StreamError`.
   A body that stops before the end is a `StreamError`, never a half answer.
@@ -36,6 +48,7 @@ from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
     SUMMARY_SEPARATOR,
     finish,
+    following_message,
     parse_call,
     parse_reasoning,
     parse_usage,
@@ -69,9 +82,15 @@ class DecoderState:
         content_streamed: The ``content_index`` of every reasoning text part
             of the current item whose text streamed (a late ``.done`` of one
             is not streamed again).
-        reasoning: Which text of the current reasoning item streams as its
-            text: the first to come, ``"summary"`` or ``"content"``
-            (``reasoning_text``); the other is left to the finished item.
+        reasoning: Which text of the current reasoning item streamed as its
+            text, ``"summary"`` or ``"content"`` (``reasoning_text``, which
+            takes over from a summary streamed before it).
+        streamed: The text of the current reasoning item streamed so far (as
+            the part's text: a replacing piece starts it again).
+        finished: The closing piece (empty, signed) of a finished reasoning
+            item, held until the next event shows whether the assistant
+            message follows it (whose id the piece then keeps, see
+            `_response.following_message`).
         done: The response ended (completed or incomplete).
     """
 
@@ -83,6 +102,8 @@ class DecoderState:
     content_part: int | None = None
     content_streamed: frozenset[int] = frozenset()
     reasoning: Literal["summary", "content"] | None = None
+    streamed: str = ""
+    finished: ReasoningDelta | None = None
     done: bool = False
 
 
@@ -98,10 +119,39 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
     data = event_json(state.provider, event.data)
     with wire.reading(state.provider, lambda: event.data):
         data = wire.root(data)
-        handler = _HANDLERS.get(wire.text(data, "type", "$") or event.event or "")
+        kind = wire.text(data, "type", "$") or event.event or ""
+        handler = _HANDLERS.get(kind)
         if handler is None:
             return state, []
-        return handler(state, data)
+        held: list[StreamEvent] = []
+        if state.finished is not None:
+            state, held = _release_reasoning(state, state.finished, kind, data)
+        state, events = handler(state, data)
+        return state, [*held, *events]
+
+
+def _release_reasoning(
+    state: DecoderState, piece: ReasoningDelta, kind: str, data: Mapping[str, Any]
+) -> Result:
+    """The finished reasoning item's closing ``piece``, as the next event comes: with the
+    id (and phase) of the assistant message that follows when that event carries it.
+
+    A message started without its id keeps the piece held: its first text delta
+    (``item_id``) or its finished item may carry the id.
+    """
+    message: dict[str, str] = {}
+    if kind in ("response.output_item.added", "response.output_item.done"):
+        item = wire.mapping(data, "item", "$")
+        message = following_message(item, "$.item")
+        starts = kind == "response.output_item.added"
+        if not message and starts and wire.text(item, "type", "$.item") == "message":
+            return state, []
+    elif kind in ("response.output_text.delta", "response.refusal.delta"):
+        item_id = wire.text(data, "item_id", "$")
+        message = {"message_id": item_id} if item_id else {}
+    if message:
+        piece = attrs.evolve(piece, provider_data={**piece.provider_data, **message})
+    return attrs.evolve(state, finished=None), [piece]
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:
@@ -111,7 +161,7 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
         StreamError: It ended before ``response.completed`` (or ``incomplete``).
     """
     if state.done:
-        return []
+        return [] if state.finished is None else [state.finished]
     pending = " with tool calls still open" if state.open else ""
     raise StreamError(
         f"{state.provider} stream ended before the response finished{pending}",
@@ -190,10 +240,11 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     kind = wire.text(item, "type", "$.item")
     if kind == "reasoning" and wire.text(item, "id", "$.item"):
         part = parse_reasoning(item, "$.item")
-        text = "" if state.reasoning is not None else part.text
-        return _next_reasoning(state), [  # the item is one part: the next is another
-            ReasoningDelta(text, part.signature, REASONING_PROVIDER, part.provider_data, True)
-        ]
+        rest = _rest_of_reasoning(state, part.text, part.provider_data)
+        # The item is one part (the next is another); its closing piece waits for the next
+        # event, which shows whether a message follows it.
+        closing = ReasoningDelta("", part.signature, REASONING_PROVIDER, part.provider_data, True)
+        return attrs.evolve(_next_reasoning(state), finished=closing), rest
     if kind != "function_call":
         return state, []
     found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
@@ -211,6 +262,28 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     return state, events
 
 
+def _rest_of_reasoning(
+    state: DecoderState, whole: str, provider_data: Mapping[str, Any]
+) -> list[StreamEvent]:
+    """What the finished reasoning item adds to the text that streamed of it, the item being
+    the authority (its text is the part's, see `parse_reasoning`): the rest of its text when
+    what streamed is its start, else its text in place of what streamed (``replaces``).
+
+    An item that gives no text at all leaves what streamed (a server that does not repeat
+    the text in the finished item takes nothing back).
+    """
+    streamed = state.streamed if state.reasoning is not None else None
+    if streamed is None or whole.startswith(streamed):
+        text, replaces = whole[len(streamed or "") :], False
+    elif whole:
+        text, replaces = whole, True
+    else:
+        text, replaces = "", False
+    if not text and not replaces:
+        return []
+    return [ReasoningDelta(text, None, REASONING_PROVIDER, provider_data, replaces=replaces)]
+
+
 def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     delta = wire.text(data, "delta", "$")
     return state, [TextDelta(delta)] if delta else []
@@ -219,7 +292,12 @@ def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
 def _next_reasoning(state: DecoderState) -> DecoderState:
     """``state`` with nothing streamed yet of a (new) reasoning item."""
     return attrs.evolve(
-        state, summary_part=None, content_part=None, content_streamed=frozenset(), reasoning=None
+        state,
+        summary_part=None,
+        content_part=None,
+        content_streamed=frozenset(),
+        reasoning=None,
+        streamed="",
     )
 
 
@@ -239,15 +317,20 @@ def _summary_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     if part != state.summary_part:
         delta = _after_part(state.summary_part, delta)
         state = attrs.evolve(state, summary_part=part, reasoning="summary")
+    state = attrs.evolve(state, streamed=state.streamed + delta)
     return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
 
 
 def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     """Reasoning text (``content_index`` parts joined as summary parts are, see
-    `_summary_delta`); left to the finished item when its summary streamed first."""
+    `_summary_delta`). It is the part's text, as in a whole item: when the item's
+    summary streamed first, its first delta replaces the summary streamed."""
     delta = wire.text(data, "delta", "$")
-    if not delta or state.reasoning == "summary":
+    if not delta:
         return state, []
+    replaces = state.reasoning == "summary"
+    if replaces:
+        state = attrs.evolve(state, summary_part=None, reasoning=None)
     part = _part_index(data, "content_index", state.content_part)
     if part != state.content_part:
         delta = _after_part(state.content_part, delta)
@@ -257,12 +340,13 @@ def _reasoning_text_delta(state: DecoderState, data: Mapping[str, Any]) -> Resul
             content_streamed=state.content_streamed | {part},
             reasoning="content",
         )
-    return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER)]
+    state = attrs.evolve(state, streamed=delta if replaces else state.streamed + delta)
+    return state, [ReasoningDelta(delta, provider=REASONING_PROVIDER, replaces=replaces)]
 
 
 def _reasoning_text_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     """A reasoning text part's whole text: streamed now unless its deltas came (however
-    late it comes) or the item's summary streamed first."""
+    late it comes)."""
     text = wire.text(data, "text", "$")
     part = _part_index(data, "content_index", state.content_part)
     if not text or part in state.content_streamed:

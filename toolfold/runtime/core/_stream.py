@@ -38,7 +38,9 @@ class ReasoningDelta:
     Pieces join into one reasoning part until one completes it: a piece with
     a ``signature``, or one that ``ends`` it. The next reasoning is another
     part, as a provider's whole response has two reasoning blocks (or items)
-    in a row as two parts.
+    in a row as two parts. A piece that ``replaces`` is the part's whole
+    text, in place of what its earlier pieces gave: a provider's finished
+    item correcting the text that streamed (a display shows it instead).
 
     Attributes:
         text: The piece of text (may be empty).
@@ -48,6 +50,8 @@ class ReasoningDelta:
         provider_data: Opaque provider fields of the part, merged into
             those of its earlier pieces.
         ends: This piece completes its part, signed or not.
+        replaces: ``text`` is the part's whole text so far, replacing the
+            earlier pieces' (which a display should clear).
     """
 
     text: str = ""
@@ -55,6 +59,7 @@ class ReasoningDelta:
     provider: str | None = None
     provider_data: Mapping[str, Any] = attrs.field(factory=dict)
     ends: bool = False
+    replaces: bool = False
     kind: Literal["reasoning_delta"] = "reasoning_delta"
 
 
@@ -329,7 +334,7 @@ def _add_reasoning(state: StreamState, event: ReasoningDelta) -> StreamState:
         pieces = Log((event.text,))
         provider, data = event.provider, event.provider_data
     else:
-        pieces = growing.pieces.append(event.text)
+        pieces = Log((event.text,)) if event.replaces else growing.pieces.append(event.text)
         provider = event.provider or growing.provider
         data = (
             {**growing.provider_data, **event.provider_data}
