@@ -338,7 +338,7 @@ def _relayed_sync(
     # A blocking sub-run's own round, in a stream's round that Ctrl-C may interrupt
     # (this thread waits for it here, at no check): interrupting that one interrupts it.
     outer = watched_interrupt()
-    if outer is not None and not outer.attach(interrupt.fire):
+    if outer is not None and not outer.attach(interrupt):
         interrupt.fire()  # (then the round does not start)
     with resumed_round(live):  # (the round's context: set and reset in this one next())
         context = contextvars.copy_context()
