@@ -486,8 +486,10 @@ class _Session:
         ``ended``: the run had ended (Ctrl-C came as its end was shown); ``state`` is
         its end, which only a run that waits for answers continues.
         """
+        from toolfold.runtime.core._state import WAITING_PHASES
+
         self._write(state)
-        if ended and state.phase not in ("awaiting_approval", "awaiting_tool_results"):
+        if ended and state.phase not in WAITING_PHASES:
             _say(self.command, f"interrupted as the run ended; state written to {self.run_file}")
             return INTERRUPTED
         _say(

@@ -761,3 +761,26 @@ def test_a_sub_agents_answered_call_is_not_shown_again_when_its_failed_resume_is
     second = events_of(lead.resume_stream(state))
     assert denied not in _shown(second)
     assert second[-1].response.text == "lead saw: sub saw: The user denied this tool call."
+
+
+def test_a_resume_begun_after_another_in_one_context_does_not_change_what_the_first_shows() -> None:
+    """Two resumes begun in one context before either runs: the one of a waiting run still
+    shows the denials that reached its sub-agent, though the other began from a run that did
+    not wait (a note the first left in the context was replaced by the second's)."""
+    sub = Agent(FunctionModel(_two_acts), name="sub", tools=[_act.replace(name="act")])
+    lead = _lead_of(sub)
+    waiting = lead.run("go")
+    first = lead.resume_stream(
+        waiting.state, approvals={"call_1_0/call_1_0": False, "call_1_0/call_1_1": False}
+    )
+    done = lead.run("go")
+    done = lead.resume(done.state, approvals={"call_1_0/call_1_0": True, "call_1_0/call_1_1": True})
+    assert done.state.phase == "finished"
+    second = lead.resume_stream(done.state, message="again")  # begun from a finished run
+    path = ("sub", "call_1_0")
+    assert _shown(list(first))[:3] == [
+        (path, "result", "call_1_0", "denied"),
+        (path, "result", "call_1_1", "denied"),
+        (path, "step_end", ("call_1_0", "call_1_1")),
+    ]
+    assert list(second)[-1].response.state.phase == "awaiting_approval"

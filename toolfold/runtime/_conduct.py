@@ -83,7 +83,7 @@ from toolfold.runtime.drive._executor import (
 )
 from toolfold.runtime.drive._failures import model_failure
 from toolfold.runtime.drive._join import gather_or_cancel
-from toolfold.runtime.drive._loop import Live, _job, interrupted
+from toolfold.runtime.drive._loop import Live, _job, interrupted, resumed_round
 from toolfold.runtime.drive._shells import finish, stamp
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
@@ -277,15 +277,16 @@ def conduct_sync(
         while True:
             run_id, steps, at, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
             try:
-                if steps is None:  # a function step, a timeout...: the executor runs the round
-                    assert at is not None
-                    outcomes = run_calls_sync(
-                        _jobs(live, at), max_concurrency=live.max_concurrency, finished=finished
-                    )
-                elif len(steps) == 1:  # one step: right here, in this thread
-                    outcomes = (_ran(live, run_id, steps[0], time.monotonic(), finished),)
-                else:  # steps side by side: coroutines of one loop, as the executor runs them
-                    outcomes = run_kept(lambda: _side_by_side(live, run_id, steps, finished))  # noqa: B023
+                with resumed_round(live):
+                    if steps is None:  # a function step, a timeout...: the executor runs them
+                        assert at is not None
+                        outcomes = run_calls_sync(
+                            _jobs(live, at), max_concurrency=live.max_concurrency, finished=finished
+                        )
+                    elif len(steps) == 1:  # one step: right here, in this thread
+                        outcomes = (_ran(live, run_id, steps[0], time.monotonic(), finished),)
+                    else:  # steps side by side: coroutines of one loop, as the executor runs them
+                        outcomes = run_kept(lambda: _side_by_side(live, run_id, steps, finished))  # noqa: B023
             except BaseException as exc:
                 stamp(course, exc)  # an interruption (Ctrl-C) gets the workflow's state
                 raise
@@ -307,13 +308,14 @@ async def conduct_async(
         while True:
             run_id, steps, at, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
             try:
-                if steps is None:
-                    assert at is not None
-                    outcomes = await run_calls(
-                        _jobs(live, at), max_concurrency=live.max_concurrency, finished=finished
-                    )
-                else:
-                    outcomes = await _side_by_side(live, run_id, steps, finished)
+                with resumed_round(live):
+                    if steps is None:
+                        assert at is not None
+                        outcomes = await run_calls(
+                            _jobs(live, at), max_concurrency=live.max_concurrency, finished=finished
+                        )
+                    else:
+                        outcomes = await _side_by_side(live, run_id, steps, finished)
             except BaseException as exc:
                 stamp(course, exc)  # a cancellation gets the workflow's state, not a step's
                 raise

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -47,9 +47,9 @@ from toolfold.runtime.core._messages import (
     describe_content,
     result_content,
 )
-from toolfold.runtime.core._state import CallState, CallStatus, RunState
+from toolfold.runtime.core._state import WAITING_PHASES, CallState, CallStatus, RunState
 from toolfold.runtime.drive._executor import resume_check
-from toolfold.runtime.drive._loop import Live, answered, apply_event
+from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
@@ -66,10 +66,6 @@ _STORED = {
 
 # The suspended sub-run a call continues now (see `continuing`), by identity.
 _CONTINUING: ContextVar[RunState | None] = ContextVar("toolfold_continuing", default=None)
-
-# Whether the resume under way began from a run that waited for answers (see
-# `caller_answered`): set by each resume of a top run, read by its sub-runs' resumes.
-_FROM_WAITING: ContextVar[bool] = ContextVar("toolfold_resumed_from_waiting", default=False)
 
 
 @contextmanager
@@ -88,9 +84,23 @@ def continuing(sub_run: RunState) -> Iterator[None]:
         _CONTINUING.reset(token)
 
 
-def caller_answered(state: RunState) -> frozenset[str] | None:
-    """The ids of the calls of ``state`` that its caller's answers settled and no run of it
-    has shown, if ``state`` is the sub-run a call continues now (see `continuing`); else None.
+class Continued(NamedTuple):
+    """How a sub-run a call continues goes on (see `caller_answered`).
+
+    Attributes:
+        unshown: The ids of its calls that its caller's answers settled and
+            no run of it has shown.
+        from_waiting: The tree's resume began from a run that waited for
+            answers (its own tool rounds say so to the sub-runs they continue).
+    """
+
+    unshown: frozenset[str]
+    from_waiting: bool
+
+
+def caller_answered(state: RunState) -> Continued | None:
+    """The calls of ``state`` that its caller's answers settled and no run of it has shown,
+    if ``state`` is the sub-run a call continues now (see `continuing`); else None.
 
     Those answers reach a sub-run as events reduced into its state
     (`CallResumed`), each resume's after its log. When the top run's resume
@@ -104,7 +114,10 @@ def caller_answered(state: RunState) -> frozenset[str] | None:
     """
     if _CONTINUING.get() is not state:
         return None
-    return _unshown(state) if _FROM_WAITING.get() else frozenset()
+    # (read in the caller's tool round: `resumed_round` sets the note there)
+    if FROM_WAITING.get():
+        return Continued(_unshown(state), True)
+    return Continued(frozenset(), False)
 
 
 _ANSWERS = frozenset(
@@ -145,7 +158,7 @@ def resumed(
     deps: Any,
     on_event: Callable[[Event], object] | None,
     on_step: Callable[[Step], object] | None,
-    continued: frozenset[str] | None = None,
+    continued: Continued | None = None,
 ) -> tuple[Live, RunState]:
     """The live half and the state to drive: the caller's answers applied to ``state``.
 
@@ -153,10 +166,11 @@ def resumed(
     conditions of the options that the run does not store are checked for
     this resume; a difference in the stored configuration is refused.
     ``continued``: ``state`` is a sub-run a call continues (see `continuing`),
-    and these are its calls that its caller's answers settled and no run of it
-    has shown (`caller_answered`): they are shown as this resume's own. A
-    resume of a top run (``continued`` None) notes for its sub-runs whether it
-    began from a run that waited.
+    and how (`caller_answered`): the calls its caller's answers settled and
+    no run of it has shown are shown as this resume's own. The live half
+    notes whether the tree's resume began from a run that waited (a top
+    run's own phase; a continued sub-run's caller's note), for the sub-runs
+    its tool rounds continue (`Live.from_waiting`).
 
     Raises:
         UsageError: The options contradict the run's stored configuration,
@@ -168,12 +182,12 @@ def resumed(
     _check_sub_runs(state, options.tools)
     extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
+    if state.phase in WAITING_PHASES if continued is None else continued.from_waiting:
+        live = attrs.evolve(live, from_waiting=True)
     if continued is not None and not tool_results and not approvals:
-        waiting = continued
+        waiting = continued.unshown
     else:
         waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
-    if continued is None:  # the top run: its sub-runs show their answers if it waited
-        _FROM_WAITING.set(state.phase in ("awaiting_approval", "awaiting_tool_results"))
     state = _answered(live, state, tool_results, approvals)
     settled = answered(state, waiting) if waiting else None
     if settled is not None:  # the run's loop shows them first, as a step's results

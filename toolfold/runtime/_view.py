@@ -44,7 +44,7 @@ from toolfold.runtime.core._messages import (
     Usage,
 )
 from toolfold.runtime.core._replay import replay
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import WAITING_PHASES, RunState
 from toolfold.runtime.core._stop import describe_condition
 
 __all__ = ["to_html"]
@@ -186,7 +186,7 @@ class _Timeline:
     def tool_suspended(self, event: ToolSuspended) -> None:
         found = self.calls.get(event.call_id)
         name = found.call.name if found else event.call_id
-        if event.child.phase not in ("awaiting_approval", "awaiting_tool_results"):
+        if event.child.phase not in WAITING_PHASES:
             # interrupted midway (a cancellation): kept, to be continued on resume
             detail = f"{name}: stopped at step {event.child.step} ({event.child.phase})"
             self.rows.append(_row("suspend", "Sub-run interrupted", detail, ""))

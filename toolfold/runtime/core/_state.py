@@ -116,6 +116,9 @@ def _counts(value: Mapping[str, int]) -> Mapping[str, int]:
 #: The phases of a run that has ended (`RunState.is_done`).
 DONE_PHASES = ("finished", "failed")
 
+#: The phases of a run that waits for its caller's answers (approvals, tool results).
+WAITING_PHASES = ("awaiting_approval", "awaiting_tool_results")
+
 
 @attrs.frozen(eq=True)
 class RunState:

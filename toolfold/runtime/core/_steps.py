@@ -41,6 +41,7 @@ from toolfold.runtime.core._messages import (
 )
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import (
+    WAITING_PHASES,
     CallState,
     CallStatus,
     Disposition,
@@ -393,9 +394,6 @@ def _child(state: RunState, kind: str, child: object) -> RunState | None:
     return child
 
 
-_WAITING = ("awaiting_approval", "awaiting_tool_results")
-
-
 def tool_suspended(state: RunState, event: ToolSuspended, changes: Changes) -> None:
     """An executed call's sub-run waits for the caller: the call waits with it.
 
@@ -409,7 +407,7 @@ def tool_suspended(state: RunState, event: ToolSuspended, changes: Changes) -> N
         raise refused(
             state, event.kind, f"call {event.call_id!r}: its sub-run does not wait ({phase})"
         )
-    status: CallStatus = "suspended" if child.phase in _WAITING else "to_run"
+    status: CallStatus = "suspended" if child.phase in WAITING_PHASES else "to_run"
     _put(state, changes, CallState(call.index, call.call, status, child=child))
     _settle(state, changes)
 
@@ -423,7 +421,7 @@ def call_resumed(state: RunState, event: CallResumed, changes: Changes) -> None:
     child = call.child
     for inner in event.events:
         child = reduce(child, inner)
-    status: CallStatus = "suspended" if child.phase in _WAITING else "to_run"
+    status: CallStatus = "suspended" if child.phase in WAITING_PHASES else "to_run"
     _put(state, changes, CallState(call.index, call.call, status, child=child))
     _settle(state, changes)
 

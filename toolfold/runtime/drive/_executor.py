@@ -758,7 +758,7 @@ class RoundInterrupt:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cancel: Callable[[], object] | None = None
+        self._cancel: Callable[[], object] | RoundInterrupt | None = None
         self._fired = False
 
     @property
@@ -766,9 +766,10 @@ class RoundInterrupt:
         """Whether `fire` was called."""
         return self._fired
 
-    def attach(self, cancel: Callable[[], object]) -> bool:
-        """Set how to cancel what the round runs now (replacing what was set before); False if
-        `fire` came first (it must not start)."""
+    def attach(self, cancel: Callable[[], object] | RoundInterrupt) -> bool:
+        """Set how to cancel what the round runs now (replacing what was set before): a
+        function, or the interruption of another round it waits for (a blocking sub-run's:
+        see `_relayed_sync`), fired with it; False if `fire` came first (it must not start)."""
         with self._lock:
             if self._fired:
                 return False
@@ -781,10 +782,9 @@ class RoundInterrupt:
         blocking calls (a sync tool, a blocking sub-run's model call or tool), which stop only
         at their next check (`check_interrupt`), not cancelled on an event loop."""
         cancel = self._cancel
-        if cancel is _nothing:
-            return True
-        inner = getattr(cancel, "__self__", None)  # (another round's `fire`: see `_relayed_sync`)
-        return isinstance(inner, RoundInterrupt) and inner.waits
+        if isinstance(cancel, RoundInterrupt):
+            return cancel.waits
+        return cancel is _nothing
 
     def fire(self) -> bool:
         """Cancel the round; whether it ran on a loop (it is cancelled, or had ended).
@@ -793,9 +793,13 @@ class RoundInterrupt:
         """
         with self._lock:
             self._fired = True
-            if self._cancel is None:
+            cancel = self._cancel
+            if cancel is None:
                 return False
-            self._cancel()
+            if isinstance(cancel, RoundInterrupt):
+                cancel.fire()
+            else:
+                cancel()
             return True
 
 

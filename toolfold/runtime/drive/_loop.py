@@ -14,7 +14,9 @@ call raises, the error carries the state from before the call, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple, Union
 
 import attrs
@@ -140,6 +142,9 @@ class Live:
             an agent holding them reuses them.
         answered: What the resume's own answers did to the waiting step, which
             no loop showed: shown first (see `answered`).
+        from_waiting: The run is a resume of a tree that waited for answers
+            (or a sub-run such a resume continues): its tool rounds tell the
+            sub-runs they continue so (see `resumed_round`).
     """
 
     model: Model
@@ -156,6 +161,35 @@ class Live:
     handoffs: Mapping[str, Handover] = attrs.field(factory=dict)
     opened: tuple[tuple[tuple[ToolSource, ...], Sequence[Tool[..., Any]]], ...] = ()
     answered: Answered | None = None
+    from_waiting: bool = False
+
+
+# Whether the tool round under way is one of a run resumed from waiting for answers
+# (`Live.from_waiting`): set by the shells for the round only, read by the resume of a
+# sub-run one of its calls continues (`toolfold.runtime._resume.caller_answered`).
+FROM_WAITING: ContextVar[bool] = ContextVar("toolfold_resumed_from_waiting", default=False)
+
+_NOT_RESUMED = nullcontext()
+
+
+def resumed_round(live: Live) -> AbstractContextManager[object]:
+    """What a shell runs a tool round of ``live``'s run in: `FROM_WAITING` set for the round
+    (and reset when it ends) if the run was resumed from waiting, else nothing.
+
+    Carried by the run's live half rather than set by the resume in its
+    caller's context, where it outlived the run and the next resume begun
+    there (another stream made before this one is iterated) replaced it.
+    """
+    return _set_true(FROM_WAITING) if live.from_waiting else _NOT_RESUMED
+
+
+@contextmanager
+def _set_true(var: ContextVar[bool]) -> Iterator[None]:
+    token = var.set(True)
+    try:
+        yield
+    finally:
+        var.reset(token)
 
 
 class Ended(NamedTuple):

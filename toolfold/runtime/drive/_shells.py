@@ -46,6 +46,7 @@ from toolfold.runtime.drive._loop import (
     _RunToolsOp,
     _SwitchOp,
     interrupted,
+    resumed_round,
     run_loop,
 )
 from toolfold.runtime.drive._open import aopened, close_failed, opened
@@ -115,7 +116,10 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
-            value = run_calls_sync(jobs, max_concurrency=live.max_concurrency, finished=op.finished)
+            with resumed_round(live):
+                value = run_calls_sync(
+                    jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                )
             if tools is not None:
                 tools.end(value)
         elif isinstance(op, _SwitchOp):
@@ -181,9 +185,10 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                 elif isinstance(op, _RunToolsOp):
                     tools = None if trace is None else trace.tools(op.jobs)
                     jobs = op.jobs if tools is None else tools.jobs
-                    value = await run_calls(
-                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                    )
+                    with resumed_round(live):
+                        value = await run_calls(
+                            jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                        )
                     if tools is not None:
                         tools.end(value)
                 elif isinstance(op, _SwitchOp):
@@ -281,17 +286,18 @@ def _stream_sync(
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
             if op.relay is not None and any(forwards(job) for job in jobs):
-                value = yield from _relayed_sync(op, jobs, op.relay, live.max_concurrency)
+                value = yield from _relayed_sync(op, jobs, op.relay, live)
             else:
-                value = run_calls_sync(
-                    jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                )
+                with resumed_round(live):
+                    value = run_calls_sync(
+                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                    )
             if tools is not None:
                 tools.end(value)
 
 
 def _relayed_sync(
-    op: _RunToolsOp, jobs: Sequence[ToolJob], relay: Relay, max_concurrency: int
+    op: _RunToolsOp, jobs: Sequence[ToolJob], relay: Relay, live: Live
 ) -> Generator[RunStreamEvent, None, tuple[ToolOutcome, ...]]:
     """The step's calls (``jobs``: ``op``'s, or its trace's) on a thread of their own, their
     sub-runs' events yielded as they come.
@@ -316,7 +322,10 @@ def _relayed_sync(
         try:
             # Calls that ended before an interruption are kept (`finished`), as inline.
             outcomes = run_calls_sync(
-                jobs, max_concurrency=max_concurrency, finished=op.finished, interrupt=interrupt
+                jobs,
+                max_concurrency=live.max_concurrency,
+                finished=op.finished,
+                interrupt=interrupt,
             )
             ended.append((True, outcomes))
         except BaseException as exc:  # handed to the caller's thread, raised there
@@ -329,9 +338,10 @@ def _relayed_sync(
     # A blocking sub-run's own round, in a stream's round that Ctrl-C may interrupt
     # (this thread waits for it here, at no check): interrupting that one interrupts it.
     outer = watched_interrupt()
-    if outer is not None and not outer.attach(interrupt.fire):
+    if outer is not None and not outer.attach(interrupt):
         interrupt.fire()  # (then the round does not start)
-    context = contextvars.copy_context()
+    with resumed_round(live):  # (the round's context: set and reset in this one next())
+        context = contextvars.copy_context()
     thread = threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True)
     try:
         thread.start()
@@ -386,7 +396,7 @@ async def _relayed_async(
     op: _RunToolsOp,
     jobs: Sequence[ToolJob],
     relay: Relay,
-    max_concurrency: int,
+    live: Live,
     outcomes: list[tuple[ToolOutcome, ...]],
 ) -> AsyncGenerator[RunStreamEvent, None]:
     """The step's calls (``jobs``: ``op``'s, or its trace's) as a task; their sub-runs'
@@ -410,9 +420,10 @@ async def _relayed_async(
             loop.call_soon_threadsafe(put, item)
 
     relay.target = put
-    task = asyncio.ensure_future(
-        run_calls(jobs, max_concurrency=max_concurrency, finished=op.finished)
-    )
+    with resumed_round(live):  # (the task's context is a copy made here)
+        task = asyncio.ensure_future(
+            run_calls(jobs, max_concurrency=live.max_concurrency, finished=op.finished)
+        )
     task.add_done_callback(lambda _: wake.set())
     try:
         while True:
@@ -501,15 +512,16 @@ async def _stream_async(
             jobs = op.jobs if tools is None else tools.jobs
             if op.relay is not None and any(forwards(job) for job in jobs):
                 ended: list[tuple[ToolOutcome, ...]] = []
-                relayed = _relayed_async(op, jobs, op.relay, live.max_concurrency, ended)
+                relayed = _relayed_async(op, jobs, op.relay, live, ended)
                 async with aclosing(relayed):
                     async for item in relayed:
                         yield item
                 value = ended[0]
             else:
-                value = await run_calls(
-                    jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                )
+                with resumed_round(live):
+                    value = await run_calls(
+                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                    )
             if tools is not None:
                 tools.end(value)
 
