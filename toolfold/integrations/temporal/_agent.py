@@ -60,10 +60,10 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._serialize import from_json
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import DONE_PHASES, WAITING_PHASES, RunState
 from toolfold.runtime.drive._failures import run_failure
 
-_SETTLED = frozenset({"awaiting_approval", "awaiting_tool_results", "finished", "failed"})
+_SETTLED = frozenset(WAITING_PHASES + DONE_PHASES)
 
 
 @attrs.frozen(init=False)

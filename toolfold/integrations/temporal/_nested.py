@@ -50,7 +50,7 @@ from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._reducer import initial_state, reduce
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import WAITING_PHASES, RunState
 from toolfold.runtime.core._stop import STOP_REASONS
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._failures import run_failure
@@ -59,7 +59,7 @@ from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
-_WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
+_WAITING = frozenset(WAITING_PHASES)
 
 
 @attrs.frozen(kw_only=True)

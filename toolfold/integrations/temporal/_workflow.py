@@ -63,7 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._serialize import to_json
-    from toolfold.runtime.core._state import Disposition, RunState
+    from toolfold.runtime.core._state import DONE_PHASES, WAITING_PHASES, Disposition, RunState
     from toolfold.runtime.core._stop import stop_event
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure
@@ -103,8 +103,8 @@ each in UTF-8, twice that escaped: well under `QUERY_LIMIT`)."""
 # sub-run once it stopped; elsewhere as soon as the workflow asked (Temporal's default).
 _WAIT = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 _ASK = ActivityCancellationType.TRY_CANCEL
-_WAITING = frozenset({"awaiting_approval", "awaiting_tool_results"})
-_OVER = frozenset({"finished", "failed"})
+_WAITING = frozenset(WAITING_PHASES)
+_OVER = frozenset(DONE_PHASES)
 
 
 @attrs.frozen(kw_only=True)
