@@ -1,7 +1,8 @@
 """A round of calls stopped midway keeps the calls that had ended.
 
-Ctrl-C in a blocking run or stream stops a round of parallel calls: the
-state it leaves (the interruption's ``.state``) has the results of the calls that had ended
+Ctrl-C in a blocking run or stream, and an ``on_event`` observer that raises,
+stop a round of parallel calls: the state they leave (the interruption's
+``.state``, the `RunError`'s) has the results of the calls that had ended
 committed, so resuming it runs again only what had not. Interruptions are
 injected deterministically: a tool or a model that raises KeyboardInterrupt
 itself once the calls it waits for have ended.
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, ModelRequest, RunState, Tool, state_of, tool
+from toolfold import Agent, ModelRequest, RunError, RunState, Tool, state_of, tool
+from toolfold.runtime import Event
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -166,3 +168,30 @@ def test_ctrl_c_in_a_sub_agent_keeps_the_plain_call_beside_it(how: str) -> None:
     response = agent.resume(RunState.from_json(state.to_json()))
     assert ran == ["sub", "top"]  # neither lookup ran again
     assert response.text == "saw: found top | sub answer after found sub"
+
+
+def _breaks_at(call_id: str) -> Callable[[Event], None]:
+    """An ``on_event`` observer that raises when it sees the result of ``call_id``."""
+
+    def observer(event: Event) -> None:
+        if event.kind == "tool_returned" and event.call_id == call_id:
+            raise ValueError("observer broke")
+
+    return observer
+
+
+@pytest.mark.parametrize("how", ["run", "stream", "arun", "astream"])
+def test_an_observer_that_raises_mid_round_leaves_every_call_that_ran(how: str) -> None:
+    """An on_event observer raising at a round's first result leaves all its calls committed."""
+    ran: list[int] = []
+    calls = [call("charge", {"order": 1}, id="a"), call("charge", {"order": 2}, id="b")]
+    agent = Agent(FunctionModel(_answer(calls)), tools=[_charger(ran, interrupt=set())])
+    with pytest.raises(RunError, match="on_event observer raised ValueError") as caught:
+        _run(agent, how, on_event=_breaks_at("a"))
+    state = caught.value.state
+    assert state is not None
+    assert [(c.call.id, c.status) for c in state.calls] == [("a", "done"), ("b", "done")]
+    assert sorted(ran) == [1, 2]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert sorted(ran) == [1, 2]  # nothing ran again
+    assert response.text == "saw: charged 1 | charged 2"

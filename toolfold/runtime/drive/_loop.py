@@ -412,9 +412,14 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
         raise_tool_error(state, outcomes)
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
-    for outcome in outcomes:
-        event = returned(outcome)
-        state = apply_event(live, state, event)
+    events = list(map(returned, outcomes))
+    # Every call of the round has run: all are in the state before ``on_event``
+    # sees the first, so an observer that raises leaves none to run again.
+    for event in events:
+        state = reduce(state, event)
+    for outcome, event in zip(outcomes, events, strict=True):
+        if live.on_event is not None:
+            _observe(live.on_event, event, state, "on_event")
         if notify and event.kind == "tool_returned":
             yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
     return state
