@@ -767,16 +767,23 @@ async def _run_timed_sync(
     """
     import asyncio
 
-    noted: list[tuple[bool, Any]] = []
-    work, started = hand_off_timed(_call_noted, job, arguments, noted)
+    noted: list[tuple[bool, Any]] | None = None
+    if finished is None:
+        work, started = hand_off_timed(_call_sync, job, arguments)
+    else:
+        noted = []
+        work, started = hand_off_timed(_call_noted, job, arguments, noted)
     try:
         await asyncio.wait({work, started}, return_when=asyncio.FIRST_COMPLETED)
         if not work.done():
             remaining = started.result() + timeout - time.monotonic()
             await asyncio.wait({work}, timeout=max(0.0, remaining))
     except asyncio.CancelledError:
+        # Asked before the cancel, which makes ``work`` done: a call a worker runs goes
+        # on, stuck perhaps, and its worker's slot goes to another, as on a timeout.
+        running = started.done() and not work.done() and not noted
         work.cancel()
-        if started.done() and not work.done():
+        if running:
             abandon(work)
         _keep_noted(finished, index, job, noted)
         raise
@@ -1003,8 +1010,14 @@ def _run_calls_now(
                         outcome = prepared
                     else:
                         outcome = _run_inline(job, prepared, finished, started)
-                return (outcome,) if outcome.duration is not None else _timed((outcome,), started)
-        return _timed(_run_calls_sync(jobs, max_concurrency, finished, interrupt), started)
+                if finished is not None:  # (a sub-run: see `_kept`)
+                    finished[0] = outcome
+                if outcome.duration is None:
+                    return _kept(_timed((outcome,), started), finished)
+                return (outcome,)
+        return _kept(
+            _timed(_run_calls_sync(jobs, max_concurrency, finished, interrupt), started), finished
+        )
     except BaseException:  # the calls that ended before an interruption are timed too
         _time_finished(finished, started)
         raise
@@ -1024,10 +1037,10 @@ def _run_calls_sync(
         # Sub-runs (agents, workflow steps) side by side, or one with a
         # timeout: coroutines of one loop, where a timeout cancels them, and
         # no blocking runs on worker threads waiting for other workers.
-        return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
+        return _kept(_run_on_kept_loop(jobs, max_concurrency, finished, interrupt), finished)
     jobs = [_blocking(job) for job in jobs]
     if any(job.tool is not None and job.tool.is_async for job in jobs):
-        return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
+        return _kept(_run_on_kept_loop(jobs, max_concurrency, finished, interrupt), finished)
     results: list[ToolOutcome | None] = []
     ready: list[tuple[ToolJob, dict[str, Any]]] = []
     slots: list[int] = []
@@ -1057,7 +1070,18 @@ def _run_calls_sync(
                 if ended is not None:
                     finished[index] = ended
         raise
-    return tuple(r for r in results if r is not None)
+    return _kept(tuple(r for r in results if r is not None), finished)
+
+
+def _kept(
+    outcomes: tuple[ToolOutcome, ...], finished: dict[int, ToolOutcome] | None
+) -> tuple[ToolOutcome, ...]:
+    """``outcomes``, the whole round's, also kept in ``finished`` (read only when the round is
+    interrupted): Ctrl-C after the round ended, before the run committed it (as it is timed,
+    traced, or returned), keeps every call, as one a moment earlier keeps those that ended."""
+    if finished is not None:
+        finished.update(enumerate(outcomes))
+    return outcomes
 
 
 def _run_on_kept_loop(
@@ -1125,40 +1149,50 @@ def _run_threaded(
 
     Interrupted (Ctrl-C in this thread, or a call that raised it), ``outcomes``
     holds those of the calls that had ended, the ones whose report was not
-    read yet included: the caller keeps them (see `run_calls_sync`).
+    read yet included: the caller keeps them (see `run_calls_sync`). So a
+    call's ticket is in ``running`` before the call is handed to a worker
+    (Ctrl-C may land in the hand-off, once a worker has it: its report is then
+    read, or it is cancelled), and leaves it only once its outcome is stored.
     """
     limit = max(1, max_concurrency)
     inbox = SyncInbox()
     running: dict[int, Ticket] = {}
     queue = list(range(len(ready)))
     queue.reverse()
+    # A report read from the inbox whose outcome is not stored yet (Ctrl-C while it is built).
+    taken: tuple[Ticket, bool | None, Any] | None = None
     try:
         while queue or running:
             while queue and len(running) < limit:
                 index = queue.pop()
                 job, arguments = ready[index]
-                ticket = Ticket(index)
+                ticket = running[index] = Ticket(index)  # (not started: no deadline yet)
                 submit_sync(inbox, ticket, _call_sync, job, arguments)
-                running[index] = ticket
             try:
-                ticket, ok, value = inbox.get(_next_deadline(running, ready))
+                taken = inbox.get(_next_deadline(running, ready))
             except Empty:
                 pass
             else:
+                ticket, ok, value = taken
                 if ok is not None and running.get(ticket.index) is ticket:
-                    del running[ticket.index]
                     outcomes[ticket.index] = _settled(ready[ticket.index][0], ok, value)
+                    del running[ticket.index]
+                taken = None
             now = time.monotonic()
             for index, ticket in list(running.items()):
                 timeout = _timeout_of(ready[index][0])
                 # The timeout counts from the start: time queued for a worker is not the tool's.
                 started = ticket.started
                 if timeout is not None and started is not None and now - started >= timeout:
-                    del running[index]
                     ticket.cancel()
-                    abandon(ticket)  # its thread cannot be stopped: another worker takes its place
                     outcomes[index] = _timed_out(ready[index][0], timeout)
+                    del running[index]
+                    abandon(ticket)  # its thread cannot be stopped: another worker takes its place
     except BaseException:
+        if taken is not None:
+            ticket, ok, value = taken
+            if ok is not None and running.get(ticket.index) is ticket:
+                _keep_ended(outcomes, ticket.index, ready[ticket.index][0], ok, value)
         _read_ended(inbox, running, ready, outcomes)
         raise
     finally:
@@ -1180,9 +1214,18 @@ def _read_ended(
         except Empty:
             return
         if ok is not None and running.get(ticket.index) is ticket:
-            outcome = _ended(ready[ticket.index][0], ok, value)
-            if outcome is not None:
-                outcomes[ticket.index] = outcome
+            _keep_ended(outcomes, ticket.index, ready[ticket.index][0], ok, value)
+
+
+def _keep_ended(
+    outcomes: list[ToolOutcome | None], index: int, job: ToolJob, ok: bool, value: Any
+) -> None:
+    """Store in ``outcomes[index]``, unless it holds one already, the outcome of a call that
+    ended (see `_ended`) when its round was interrupted."""
+    if outcomes[index] is None:
+        outcome = _ended(job, ok, value)
+        if outcome is not None:
+            outcomes[index] = outcome
 
 
 def _ended(job: ToolJob, ok: bool, value: Any) -> ToolOutcome | None:

@@ -395,19 +395,15 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
     try:
         outcomes: Sequence[ToolOutcome] = yield _RunToolsOp(jobs, relay, finished)
     except BaseException as exc:
-        if finished and live.handoffs:
-            settle_finished(state.calls, finished, live.handoffs)
-        if finished and live.on_tool_error == "raise":
-            # A failed call raises when its round ends: kept out of the state, it
-            # runs again on resume and raises there, as it would have.
-            for index, outcome in list(finished.items()):
-                if tool_failure(state, outcome.tool_name, outcome.outcome, "") is not None:
-                    del finished[index]
-        interrupted(exc, state, finished)
+        _round_interrupted(exc, live, state, finished)
         raise
     if relay is not None:
-        for item in relay.held:  # sub-runs' events no shell showed as they came
-            yield _NoticeOp(item)
+        try:
+            for item in relay.held:  # sub-runs' events no shell showed as they came
+                yield _NoticeOp(item)
+        except BaseException as exc:  # Ctrl-C thrown in by the stream's reader: the round ended
+            _round_interrupted(exc, live, state, dict(enumerate(outcomes)))
+            raise
     if live.on_tool_error == "raise":
         raise_tool_error(state, outcomes)
     if live.handoffs:  # the step's transfer calls that do not hand over say so
@@ -417,12 +413,32 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
     # sees the first, so an observer that raises leaves none to run again.
     for event in events:
         state = reduce(state, event)
-    for outcome, event in zip(outcomes, events, strict=True):
-        if live.on_event is not None:
-            _observe(live.on_event, event, state, "on_event")
-        if notify and event.kind == "tool_returned":
-            yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+    try:
+        for outcome, event in zip(outcomes, events, strict=True):
+            if live.on_event is not None:
+                _observe(live.on_event, event, state, "on_event")
+            if notify and event.kind == "tool_returned":
+                yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+    except BaseException as exc:  # Ctrl-C thrown in at a result shown: the round is in the state
+        interrupted(exc, state)
+        raise
     return state
+
+
+def _round_interrupted(
+    exc: BaseException, live: Live, state: RunState, finished: dict[int, ToolOutcome] | None
+) -> None:
+    """Give ``exc``, which interrupted the round of calls that began at ``state``, the state
+    with the calls that had ended (``finished``) committed (see `interrupted`)."""
+    if finished and live.handoffs:
+        settle_finished(state.calls, finished, live.handoffs)
+    if finished and live.on_tool_error == "raise":
+        # A failed call raises when its round ends: kept out of the state, it
+        # runs again on resume and raises there, as it would have.
+        for index, outcome in list(finished.items()):
+            if tool_failure(state, outcome.tool_name, outcome.outcome, "") is not None:
+                del finished[index]
+    interrupted(exc, state, finished)
 
 
 def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
