@@ -384,11 +384,11 @@ def test_ctrl_c_on_a_busy_loop_keeps_a_timed_sync_call_that_ended(
     assert response.text == "saw: charged 1 | busy done"
 
 
-def _throw_at_first_result(events: Any) -> None:
-    """Read ``events``, throwing Ctrl-C into them at the first result (as ``toolfold run
-    --stream`` does when it lands while a result is shown)."""
+def _throw_at_first(events: Any, kind: str = "tool_result") -> None:
+    """Read ``events``, throwing Ctrl-C into them at the first of ``kind`` (as ``toolfold run
+    --stream`` does when it lands while an event is shown)."""
     for event in events:
-        if event.kind == "tool_result":
+        if event.kind == kind:
             events.throw(KeyboardInterrupt())
 
 
@@ -399,7 +399,7 @@ def test_ctrl_c_thrown_into_a_stream_at_a_result_carries_the_round(observed: boo
     agent = _charge_twice(ran)
     events = iter(agent.stream("go", on_event=(lambda e: None) if observed else None))
     with pytest.raises(KeyboardInterrupt) as caught:
-        _throw_at_first_result(events)
+        _throw_at_first(events)
     state = _interrupted_state(caught.value)
     assert [(c.call.id, c.status) for c in state.calls] == [("a", "done"), ("b", "done")]
     _resumed_runs_nothing_again(agent, state, ran)
@@ -445,3 +445,17 @@ def test_a_cancelled_timed_sync_call_gives_its_worker_away(one_worker: threading
         return response.text
 
     assert asyncio.run(main()) == "saw: quick"
+
+
+@pytest.mark.parametrize("kind", ["step_start", "tool_call", "step_end"])
+def test_ctrl_c_thrown_into_a_stream_at_any_notice_carries_the_state(kind: str) -> None:
+    """Ctrl-C thrown into a blocking stream at a step's start, call or end carries the state."""
+    ran: list[int] = []
+    agent = _charge_twice(ran)
+    events = iter(agent.stream("go"))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _throw_at_first(events, kind)
+    state = _interrupted_state(caught.value)
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == [1, 2]  # each call ran once, before or after the resume
+    assert response.text == "saw: charged 1 | charged 2"

@@ -214,15 +214,19 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     if live.announce_start and live.on_event is not None and len(state.log) == 1:
         _observe(live.on_event, state.log[0], state, "on_event")
     if live.answered is not None:  # a resume's denials and results: shown as a step's are
-        if notify:
-            for result, outcome in live.answered.results:
-                yield _NoticeOp(ToolResultEvent(result, outcome))
-        closed = live.answered.step  # ...and the step they closed
-        if closed is not None:
-            if live.on_step is not None:
-                _observe(live.on_step, closed, state, "on_step")
+        try:
             if notify:
-                yield _NoticeOp(StepEndEvent(closed))
+                for result, outcome in live.answered.results:
+                    yield _NoticeOp(ToolResultEvent(result, outcome))
+            closed = live.answered.step  # ...and the step they closed
+            if closed is not None:
+                if live.on_step is not None:
+                    _observe(live.on_step, closed, state, "on_step")
+                if notify:
+                    yield _NoticeOp(StepEndEvent(closed))
+        except BaseException as exc:  # Ctrl-C thrown in by the stream's reader (see below)
+            interrupted(exc, state)
+            raise
         live = attrs.evolve(live, answered=None)  # (once: a handoff keeps `live`)
     while True:
         effect = next_effect(state)
@@ -243,7 +247,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 state = apply_event(live, state, stop)
             else:
                 if notify:
-                    yield _NoticeOp(StepStartEvent(effect.step))
+                    try:
+                        yield _NoticeOp(StepStartEvent(effect.step))
+                    except BaseException as exc:  # (Ctrl-C thrown in by the stream's reader)
+                        interrupted(exc, state)
+                        raise
                 try:
                     response = yield effect
                 except Exception as exc:
@@ -307,15 +315,19 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 else:
                     state = apply_event(live, state, event)
                     if notify:
-                        for call, disposition in zip(
-                            response.tool_calls, dispositions, strict=True
-                        ):
-                            yield _NoticeOp(ToolCallEvent(call, disposition))
-                        for settled in state.calls:  # calls the core answered at once
-                            if settled.result is not None:
-                                yield _NoticeOp(
-                                    ToolResultEvent(settled.result, settled.outcome or "error")
-                                )
+                        try:
+                            for call, disposition in zip(
+                                response.tool_calls, dispositions, strict=True
+                            ):
+                                yield _NoticeOp(ToolCallEvent(call, disposition))
+                            for settled in state.calls:  # calls the core answered at once
+                                if settled.result is not None:
+                                    yield _NoticeOp(
+                                        ToolResultEvent(settled.result, settled.outcome or "error")
+                                    )
+                        except BaseException as exc:  # (Ctrl-C thrown in by the stream's reader)
+                            interrupted(exc, state)
+                            raise
         elif isinstance(effect, RunTools):
             state = yield from _run_tools(live, state, effect, notify)
         elif isinstance(effect, ValidateOutput):
@@ -498,7 +510,11 @@ def _step_end(live: Live, state: RunState, notify: bool) -> Generator[_Op, Any, 
     if live.on_step is not None:
         _observe(live.on_step, step, state, "on_step")
     if notify:
-        yield _NoticeOp(StepEndEvent(step))
+        try:
+            yield _NoticeOp(StepEndEvent(step))
+        except BaseException as exc:  # Ctrl-C thrown in by the stream's reader: the step is done
+            interrupted(exc, state)
+            raise
 
 
 def apply_event(live: Live, state: RunState, event: Event) -> RunState:
