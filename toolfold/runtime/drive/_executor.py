@@ -594,6 +594,9 @@ async def _run_one(
     # What stopped a sub-run (a cancellation carrying its state, see `interrupted`):
     # a task's cancellation reaches its awaiter as a new CancelledError, without it.
     stopped: list[BaseException] = []
+    # What a sync call returned or raised on its thread (see `_call_noted`), when the
+    # round keeps what had ended once interrupted (``finished``).
+    noted: list[tuple[bool, Any]] | None = None
     try:
         if job.tool.is_async:
             # A task of its own, so the tool's context changes stay its own.
@@ -602,9 +605,13 @@ async def _run_one(
                 invoked = _keeping(invoked, stopped)
             work: asyncio.Future[Any] = asyncio.ensure_future(invoked)
         elif timeout is None:
-            work = hand_off(_call_sync, job, arguments)
+            if finished is None:
+                work = hand_off(_call_sync, job, arguments)
+            else:
+                noted = []
+                work = hand_off(_call_noted, job, arguments, noted)
         else:
-            return await _run_timed_sync(job, arguments, timeout)
+            return await _run_timed_sync(job, arguments, timeout, finished, index)
     except Exception as exc:
         return _failed(job, exc)
     if timeout is None:
@@ -616,6 +623,9 @@ async def _run_one(
                 value = await value
         except Exception as exc:
             return _failed(job, exc)
+        except BaseException:
+            _keep_noted(finished, index, job, noted)
+            raise
         return _finish(job, value)
     try:
         # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
@@ -642,6 +652,38 @@ async def _run_one(
     except Exception as exc:
         return _failed(job, exc)
     return _finish(job, value)
+
+
+def _call_noted(job: ToolJob, arguments: dict[str, Any], noted: list[tuple[bool, Any]]) -> Any:
+    """`_call_sync`, what the call returned or raised noted in ``noted`` on its thread.
+
+    A call ends on its thread before the loop learns it (the worker reports
+    to the loop, which settles the call's future at its next turn): a round
+    interrupted in between (Ctrl-C while the loop is busy, a cancellation)
+    cancels the future, and its result would be lost, the call to run again
+    on resume. Noted, it is kept (`_keep_noted`).
+    """
+    try:
+        value = _call_sync(job, arguments)
+    except BaseException as exc:
+        noted.append((False, exc))
+        raise
+    noted.append((True, value))
+    return value
+
+
+def _keep_noted(
+    finished: dict[int, ToolOutcome] | None,
+    index: int,
+    job: ToolJob,
+    noted: list[tuple[bool, Any]] | None,
+) -> None:
+    """Keep in ``finished``, under ``index``, the outcome of a call that had ended on its
+    thread (``noted``, see `_call_noted`) when its round was interrupted."""
+    if finished is not None and noted:
+        outcome = _ended(job, *noted[0])
+        if outcome is not None:
+            finished[index] = outcome
 
 
 async def _keeping(invoked: Awaitable[T], stopped: list[BaseException]) -> T:
@@ -711,20 +753,39 @@ async def _awaited(job: ToolJob, value: Awaitable[Any]) -> ToolOutcome:
     return _finish(job, value)
 
 
-async def _run_timed_sync(job: ToolJob, arguments: dict[str, Any], timeout: float) -> ToolOutcome:
-    """A sync tool with a timeout counted from when a worker starts it, not from the queue."""
+async def _run_timed_sync(
+    job: ToolJob,
+    arguments: dict[str, Any],
+    timeout: float,
+    finished: dict[int, ToolOutcome] | None = None,
+    index: int = 0,
+) -> ToolOutcome:
+    """A sync tool with a timeout counted from when a worker starts it, not from the queue.
+
+    Cancelled once it had ended on its thread, its outcome is kept in
+    ``finished`` under ``index`` (see `_call_noted`).
+    """
     import asyncio
 
-    work, started = hand_off_timed(_call_sync, job, arguments)
+    noted: list[tuple[bool, Any]] | None = None
+    if finished is None:
+        work, started = hand_off_timed(_call_sync, job, arguments)
+    else:
+        noted = []
+        work, started = hand_off_timed(_call_noted, job, arguments, noted)
     try:
         await asyncio.wait({work, started}, return_when=asyncio.FIRST_COMPLETED)
         if not work.done():
             remaining = started.result() + timeout - time.monotonic()
             await asyncio.wait({work}, timeout=max(0.0, remaining))
     except asyncio.CancelledError:
+        # Asked before the cancel, which makes ``work`` done: a call a worker runs goes
+        # on, stuck perhaps, and its worker's slot goes to another, as on a timeout.
+        running = started.done() and not work.done() and not noted
         work.cancel()
-        if started.done() and not work.done():
+        if running:
             abandon(work)
+        _keep_noted(finished, index, job, noted)
         raise
     if not work.done():
         work.cancel()
@@ -953,8 +1014,14 @@ def _run_calls_now(
                         outcome = prepared
                     else:
                         outcome = _run_inline(job, prepared, finished, started)
-                return (outcome,) if outcome.duration is not None else _timed((outcome,), started)
-        return _timed(_run_calls_sync(jobs, max_concurrency, finished, interrupt), started)
+                if finished is not None:  # (a sub-run: see `_kept`)
+                    finished[0] = outcome
+                if outcome.duration is None:
+                    return _kept(_timed((outcome,), started), finished)
+                return (outcome,)
+        return _kept(
+            _timed(_run_calls_sync(jobs, max_concurrency, finished, interrupt), started), finished
+        )
     except BaseException:  # the calls that ended before an interruption are timed too
         _time_finished(finished, started)
         raise
@@ -974,10 +1041,10 @@ def _run_calls_sync(
         # Sub-runs (agents, workflow steps) side by side, or one with a
         # timeout: coroutines of one loop, where a timeout cancels them, and
         # no blocking runs on worker threads waiting for other workers.
-        return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
+        return _kept(_run_on_kept_loop(jobs, max_concurrency, finished, interrupt), finished)
     jobs = [_blocking(job) for job in jobs]
     if any(job.tool is not None and job.tool.is_async for job in jobs):
-        return _run_on_kept_loop(jobs, max_concurrency, finished, interrupt)
+        return _kept(_run_on_kept_loop(jobs, max_concurrency, finished, interrupt), finished)
     results: list[ToolOutcome | None] = []
     ready: list[tuple[ToolJob, dict[str, Any]]] = []
     slots: list[int] = []
@@ -989,12 +1056,36 @@ def _run_calls_sync(
             slots.append(len(results))
             results.append(None)
             ready.append((job, prepared))
-    if len(ready) == 1 and ready[0][0].tool is not None and ready[0][0].tool.timeout is None:
-        results[slots[0]] = _run_inline(*ready[0])
-    elif ready:
-        for slot, outcome in zip(slots, _run_threaded(ready, max_concurrency), strict=True):
-            results[slot] = outcome
-    return tuple(r for r in results if r is not None)
+    try:
+        if len(ready) == 1 and ready[0][0].tool is not None and ready[0][0].tool.timeout is None:
+            results[slots[0]] = _run_inline(*ready[0], finished, index=slots[0])
+        elif ready:
+            ran: list[ToolOutcome | None] = [None] * len(ready)
+            try:
+                _run_threaded(ready, max_concurrency, ran)
+            finally:
+                for slot, outcome in zip(slots, ran, strict=True):
+                    results[slot] = outcome
+    except BaseException:
+        # Ctrl-C (or a call that raised it): the calls that had ended are kept, to be
+        # committed (see `interrupted`), so that resuming runs only the others again.
+        if finished is not None:
+            for index, ended in enumerate(results):
+                if ended is not None:
+                    finished[index] = ended
+        raise
+    return _kept(tuple(r for r in results if r is not None), finished)
+
+
+def _kept(
+    outcomes: tuple[ToolOutcome, ...], finished: dict[int, ToolOutcome] | None
+) -> tuple[ToolOutcome, ...]:
+    """``outcomes``, the whole round's, also kept in ``finished`` (read only when the round is
+    interrupted): Ctrl-C after the round ended, before the run committed it (as it is timed,
+    traced, or returned), keeps every call, as one a moment earlier keeps those that ended."""
+    if finished is not None:
+        finished.update(enumerate(outcomes))
+    return outcomes
 
 
 def _run_on_kept_loop(
@@ -1027,8 +1118,10 @@ def _run_inline(
     finished: dict[int, ToolOutcome] | None = None,
     started: float | None = None,
     function: Callable[..., Any] | None = None,
+    index: int = 0,
 ) -> ToolOutcome:
-    """``job`` in this thread; ``started`` and ``function`` as for `_on_loop_now`."""
+    """``job`` in this thread; ``started`` and ``function`` as for `_on_loop_now`; a sub-run
+    it runs that is interrupted is kept in ``finished`` under ``index`` (see `kept_sub_run`)."""
     try:
         # In a copy of the context, as a worker thread would run it: what it sets stays its own.
         context = contextvars.copy_context()
@@ -1041,7 +1134,7 @@ def _run_inline(
     except Exception as exc:
         return _failed(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
-        kept_sub_run(finished, 0, job.call.id, job.call.name, exc, _run_id_of(job))
+        kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
     return _finish(job, value, started)
 
@@ -1051,44 +1144,103 @@ async def _await(value: Awaitable[T]) -> T:
 
 
 def _run_threaded(
-    ready: Sequence[tuple[ToolJob, dict[str, Any]]], max_concurrency: int
-) -> list[ToolOutcome]:
+    ready: Sequence[tuple[ToolJob, dict[str, Any]]],
+    max_concurrency: int,
+    outcomes: list[ToolOutcome | None],
+) -> None:
+    """Run ``ready`` on worker threads; each call's outcome is put in ``outcomes`` (by
+    index) as it ends.
+
+    Interrupted (Ctrl-C in this thread, or a call that raised it), ``outcomes``
+    holds those of the calls that had ended, the ones whose report was not
+    read yet included: the caller keeps them (see `run_calls_sync`). So a
+    call's ticket is in ``running`` before the call is handed to a worker
+    (Ctrl-C may land in the hand-off, once a worker has it: its report is then
+    read, or it is cancelled), and leaves it only once its outcome is stored.
+    """
     limit = max(1, max_concurrency)
-    outcomes: list[ToolOutcome | None] = [None] * len(ready)
     inbox = SyncInbox()
     running: dict[int, Ticket] = {}
     queue = list(range(len(ready)))
     queue.reverse()
+    # A report read from the inbox whose outcome is not stored yet (Ctrl-C while it is built).
+    taken: tuple[Ticket, bool | None, Any] | None = None
     try:
         while queue or running:
             while queue and len(running) < limit:
                 index = queue.pop()
                 job, arguments = ready[index]
-                ticket = Ticket(index)
+                ticket = running[index] = Ticket(index)  # (not started: no deadline yet)
                 submit_sync(inbox, ticket, _call_sync, job, arguments)
-                running[index] = ticket
             try:
-                ticket, ok, value = inbox.get(_next_deadline(running, ready))
+                taken = inbox.get(_next_deadline(running, ready))
             except Empty:
                 pass
             else:
+                ticket, ok, value = taken
                 if ok is not None and running.get(ticket.index) is ticket:
-                    del running[ticket.index]
                     outcomes[ticket.index] = _settled(ready[ticket.index][0], ok, value)
+                    del running[ticket.index]
+                taken = None
             now = time.monotonic()
             for index, ticket in list(running.items()):
                 timeout = _timeout_of(ready[index][0])
                 # The timeout counts from the start: time queued for a worker is not the tool's.
                 started = ticket.started
                 if timeout is not None and started is not None and now - started >= timeout:
-                    del running[index]
                     ticket.cancel()
-                    abandon(ticket)  # its thread cannot be stopped: another worker takes its place
                     outcomes[index] = _timed_out(ready[index][0], timeout)
+                    del running[index]
+                    abandon(ticket)  # its thread cannot be stopped: another worker takes its place
+    except BaseException:
+        if taken is not None:
+            ticket, ok, value = taken
+            if ok is not None and running.get(ticket.index) is ticket:
+                _keep_ended(outcomes, ticket.index, ready[ticket.index][0], ok, value)
+        _read_ended(inbox, running, ready, outcomes)
+        raise
     finally:
         for ticket in running.values():
             ticket.cancel()
-    return [o for o in outcomes if o is not None]
+
+
+def _read_ended(
+    inbox: SyncInbox,
+    running: dict[int, Ticket],
+    ready: Sequence[tuple[ToolJob, dict[str, Any]]],
+    outcomes: list[ToolOutcome | None],
+) -> None:
+    """Put in ``outcomes`` those of the calls that ended (their reports in ``inbox``, not
+    read) when the round was interrupted; nothing more of them runs (see `_ended`)."""
+    while True:
+        try:
+            ticket, ok, value = inbox.get(0.0)
+        except Empty:
+            return
+        if ok is not None and running.get(ticket.index) is ticket:
+            _keep_ended(outcomes, ticket.index, ready[ticket.index][0], ok, value)
+
+
+def _keep_ended(
+    outcomes: list[ToolOutcome | None], index: int, job: ToolJob, ok: bool, value: Any
+) -> None:
+    """Store in ``outcomes[index]``, unless it holds one already, the outcome of a call that
+    ended (see `_ended`) when its round was interrupted."""
+    if outcomes[index] is None:
+        outcome = _ended(job, ok, value)
+        if outcome is not None:
+            outcomes[index] = outcome
+
+
+def _ended(job: ToolJob, ok: bool, value: Any) -> ToolOutcome | None:
+    """The outcome of a call that returned (``ok``) or raised ``value`` before its round was
+    interrupted; None when it has none yet without running more (it returned an awaitable)
+    or must run again (it raised an interruption itself)."""
+    if not ok:
+        return _failed(job, value) if isinstance(value, Exception) else None
+    if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+        return None
+    return _finish(job, value)
 
 
 def _timeout_of(job: ToolJob) -> float | None:

@@ -248,15 +248,19 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     if live.announce_start and live.on_event is not None and len(state.log) == 1:
         _observe(live.on_event, state.log[0], state, "on_event")
     if live.answered is not None:  # a resume's denials and results: shown as a step's are
-        if notify:
-            for result, outcome in live.answered.results:
-                yield _NoticeOp(ToolResultEvent(result, outcome))
-        closed = live.answered.step  # ...and the step they closed
-        if closed is not None:
-            if live.on_step is not None:
-                _observe(live.on_step, closed, state, "on_step")
+        try:
             if notify:
-                yield _NoticeOp(StepEndEvent(closed))
+                for result, outcome in live.answered.results:
+                    yield _NoticeOp(ToolResultEvent(result, outcome))
+            closed = live.answered.step  # ...and the step they closed
+            if closed is not None:
+                if live.on_step is not None:
+                    _observe(live.on_step, closed, state, "on_step")
+                if notify:
+                    yield _NoticeOp(StepEndEvent(closed))
+        except BaseException as exc:  # Ctrl-C thrown in by the stream's reader (see below)
+            interrupted(exc, state)
+            raise
         live = attrs.evolve(live, answered=None)  # (once: a handoff keeps `live`)
     while True:
         effect = next_effect(state)
@@ -277,7 +281,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 state = apply_event(live, state, stop)
             else:
                 if notify:
-                    yield _NoticeOp(StepStartEvent(effect.step))
+                    try:
+                        yield _NoticeOp(StepStartEvent(effect.step))
+                    except BaseException as exc:  # (Ctrl-C thrown in by the stream's reader)
+                        interrupted(exc, state)
+                        raise
                 try:
                     response = yield effect
                 except Exception as exc:
@@ -341,15 +349,19 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 else:
                     state = apply_event(live, state, event)
                     if notify:
-                        for call, disposition in zip(
-                            response.tool_calls, dispositions, strict=True
-                        ):
-                            yield _NoticeOp(ToolCallEvent(call, disposition))
-                        for settled in state.calls:  # calls the core answered at once
-                            if settled.result is not None:
-                                yield _NoticeOp(
-                                    ToolResultEvent(settled.result, settled.outcome or "error")
-                                )
+                        try:
+                            for call, disposition in zip(
+                                response.tool_calls, dispositions, strict=True
+                            ):
+                                yield _NoticeOp(ToolCallEvent(call, disposition))
+                            for settled in state.calls:  # calls the core answered at once
+                                if settled.result is not None:
+                                    yield _NoticeOp(
+                                        ToolResultEvent(settled.result, settled.outcome or "error")
+                                    )
+                        except BaseException as exc:  # (Ctrl-C thrown in by the stream's reader)
+                            interrupted(exc, state)
+                            raise
         elif isinstance(effect, RunTools):
             state = yield from _run_tools(live, state, effect, notify)
         elif isinstance(effect, ValidateOutput):
@@ -429,29 +441,50 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
     try:
         outcomes: Sequence[ToolOutcome] = yield _RunToolsOp(jobs, relay, finished)
     except BaseException as exc:
-        if finished and live.handoffs:
-            settle_finished(state.calls, finished, live.handoffs)
-        if finished and live.on_tool_error == "raise":
-            # A failed call raises when its round ends: kept out of the state, it
-            # runs again on resume and raises there, as it would have.
-            for index, outcome in list(finished.items()):
-                if tool_failure(state, outcome.tool_name, outcome.outcome, "") is not None:
-                    del finished[index]
-        interrupted(exc, state, finished)
+        _round_interrupted(exc, live, state, finished)
         raise
     if relay is not None:
-        for item in relay.held:  # sub-runs' events no shell showed as they came
-            yield _NoticeOp(item)
+        try:
+            for item in relay.held:  # sub-runs' events no shell showed as they came
+                yield _NoticeOp(item)
+        except BaseException as exc:  # Ctrl-C thrown in by the stream's reader: the round ended
+            _round_interrupted(exc, live, state, dict(enumerate(outcomes)))
+            raise
     if live.on_tool_error == "raise":
         raise_tool_error(state, outcomes)
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
-    for outcome in outcomes:
-        event = returned(outcome)
-        state = apply_event(live, state, event)
-        if notify and event.kind == "tool_returned":
-            yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+    events = list(map(returned, outcomes))
+    # Every call of the round has run: all are in the state before ``on_event``
+    # sees the first, so an observer that raises leaves none to run again.
+    for event in events:
+        state = reduce(state, event)
+    try:
+        for outcome, event in zip(outcomes, events, strict=True):
+            if live.on_event is not None:
+                _observe(live.on_event, event, state, "on_event")
+            if notify and event.kind == "tool_returned":
+                yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+    except BaseException as exc:  # Ctrl-C thrown in at a result shown: the round is in the state
+        interrupted(exc, state)
+        raise
     return state
+
+
+def _round_interrupted(
+    exc: BaseException, live: Live, state: RunState, finished: dict[int, ToolOutcome] | None
+) -> None:
+    """Give ``exc``, which interrupted the round of calls that began at ``state``, the state
+    with the calls that had ended (``finished``) committed (see `interrupted`)."""
+    if finished and live.handoffs:
+        settle_finished(state.calls, finished, live.handoffs)
+    if finished and live.on_tool_error == "raise":
+        # A failed call raises when its round ends: kept out of the state, it
+        # runs again on resume and raises there, as it would have.
+        for index, outcome in list(finished.items()):
+            if tool_failure(state, outcome.tool_name, outcome.outcome, "") is not None:
+                del finished[index]
+    interrupted(exc, state, finished)
 
 
 def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
@@ -511,7 +544,11 @@ def _step_end(live: Live, state: RunState, notify: bool) -> Generator[_Op, Any, 
     if live.on_step is not None:
         _observe(live.on_step, step, state, "on_step")
     if notify:
-        yield _NoticeOp(StepEndEvent(step))
+        try:
+            yield _NoticeOp(StepEndEvent(step))
+        except BaseException as exc:  # Ctrl-C thrown in by the stream's reader: the step is done
+            interrupted(exc, state)
+            raise
 
 
 def apply_event(live: Live, state: RunState, event: Event) -> RunState:

@@ -1,0 +1,461 @@
+"""A round of calls stopped midway keeps the calls that had ended.
+
+Ctrl-C in a blocking run or stream, and an ``on_event`` observer that raises,
+stop a round of parallel calls: the state they leave (the interruption's
+``.state``, the `RunError`'s) has the results of the calls that had ended
+committed, so resuming it runs again only what had not. Interruptions are
+injected deterministically: a tool or a model that raises KeyboardInterrupt
+itself once the calls it waits for have ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, ModelRequest, RunError, RunState, Tool, state_of, tool
+from toolfold.runtime import Event, ToolReturned
+from toolfold.runtime.drive import _executor, _workers
+from toolfold.testing import FunctionModel
+
+call = FunctionModel.call
+
+
+def _charger(ran: list[int], interrupt: set[int]) -> Tool[..., Any]:
+    """A sync tool (run on a worker thread) that raises Ctrl-C once for the orders in ``interrupt``."""
+
+    @tool
+    def charge(order: int) -> str:
+        """Charge an order (a side effect that must not run twice).
+
+        Args:
+            order: The order to charge.
+        """
+        if order in interrupt:
+            interrupt.discard(order)
+            raise KeyboardInterrupt
+        ran.append(order)
+        return f"charged {order}"
+
+    return charge
+
+
+def _tool_results(request: ModelRequest) -> list[str]:
+    return [r.content for m in request.messages for r in m.tool_results]
+
+
+def _answer(calls: list[Any]) -> Callable[[ModelRequest], Any]:
+    """A model that makes ``calls`` in one step, then answers with the results it saw."""
+
+    def reply(request: ModelRequest) -> Any:
+        results = _tool_results(request)
+        return "saw: " + " | ".join(results) if results else calls
+
+    return reply
+
+
+def _interrupted_state(err: BaseException) -> RunState:
+    state = state_of(err)
+    assert isinstance(state, RunState), f"no state on {err!r}"
+    return state
+
+
+def _run(agent: Agent[Any, Any], how: str, **options: Any) -> None:
+    """Run ``agent``: ``run``, a blocking ``stream``, ``arun`` or an async stream (``astream``)."""
+    if how == "run":
+        agent.run("go", **options)
+    elif how == "stream":
+        for _ in agent.stream("go", **options):
+            pass
+    else:
+        asyncio.run(_run_async(agent, how, **options))
+
+
+async def _run_async(agent: Agent[Any, Any], how: str, **options: Any) -> None:
+    if how == "arun":
+        await agent.arun("go", **options)
+    else:
+        async for _ in agent.stream("go", **options):
+            pass
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_in_a_blocking_round_keeps_the_calls_that_had_ended(how: str) -> None:
+    """Ctrl-C in a blocking run's or stream's round of sync calls commits those that ended."""
+    ran: list[int] = []
+    charge = _charger(ran, interrupt={2})
+    calls = [
+        call("charge", {"order": 1}, id="a"),
+        call("charge", {"order": "two"}, id="bad"),  # ends at once: invalid arguments
+        call("charge", {"order": 2}, id="b"),
+    ]
+    # One call at a time: "a" has ended when "b" raises Ctrl-C.
+    agent = Agent(FunctionModel(_answer(calls)), tools=[charge], max_concurrency=1)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(agent, how)
+    state = _interrupted_state(caught.value)
+    assert [(c.call.id, c.status) for c in state.calls] == [
+        ("a", "done"),
+        ("bad", "done"),
+        ("b", "to_run"),
+    ]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == [1, 2]  # the resume ran "b" only
+    assert response.text.startswith("saw: charged 1 | Invalid arguments for tool 'charge'")
+    assert response.text.endswith(" | charged 2")
+
+
+def _noted(monkeypatch: pytest.MonkeyPatch, call_id: str) -> threading.Event:
+    """An event set once the executor noted, on the worker thread, that call ``call_id`` ended
+    (after the tool returned: what an interruption then keeps, see `_call_noted`)."""
+    ended = threading.Event()
+    note = _executor._call_noted
+
+    def noted_then_told(job: Any, arguments: Any, noted: Any) -> Any:
+        try:
+            return note(job, arguments, noted)
+        finally:
+            if job.call.id == call_id:
+                ended.set()
+
+    monkeypatch.setattr(_executor, "_call_noted", noted_then_told)
+    return ended
+
+
+def _research_beside_lookup(monkeypatch: pytest.MonkeyPatch) -> tuple[Agent[Any, Any], list[str]]:
+    """A top agent whose one step calls a plain tool and a sub-agent side by side.
+
+    The sub-agent runs one tool of its own, then its model raises Ctrl-C once
+    the plain call (on a worker thread, told to go on by the sub-agent's model)
+    has ended: the event loop the step runs on is busy in that model, and has
+    not yet learnt that the plain call ended.
+    """
+    ran: list[str] = []
+    reached = threading.Event()
+    looked_up = _noted(monkeypatch, "t1")
+    interrupts = [KeyboardInterrupt()]
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look something up.
+
+        Args:
+            key: What to look up.
+        """
+        if key == "top":
+            assert reached.wait(30)
+        ran.append(key)
+        return f"found {key}"
+
+    def sub_reply(request: ModelRequest) -> Any:
+        results = _tool_results(request)
+        if not results:
+            return call("lookup", {"key": "sub"})
+        if interrupts:
+            reached.set()
+            assert looked_up.wait(30)
+            raise interrupts.pop()
+        return "sub answer after " + results[0]
+
+    sub = Agent(
+        FunctionModel(sub_reply), name="research", description="Research it.", tools=[lookup]
+    )
+    calls = [call("lookup", {"key": "top"}, id="t1"), call("research", {"input": "x"}, id="t2")]
+    return Agent(FunctionModel(_answer(calls)), tools=[lookup, sub.as_tool()]), ran
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_in_a_sub_agent_keeps_the_plain_call_beside_it(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in a sub-agent keeps its sub-run and the plain call that ended beside it."""
+    agent, ran = _research_beside_lookup(monkeypatch)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(agent, how)
+    state = _interrupted_state(caught.value)
+    assert ran == ["sub", "top"]
+    lookup, research = state.calls
+    assert (lookup.call.id, lookup.status) == ("t1", "done")
+    assert research.status == "to_run"
+    assert research.child is not None
+    assert research.child.step == 1  # the sub-run, kept where it stopped
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == ["sub", "top"]  # neither lookup ran again
+    assert response.text == "saw: found top | sub answer after found sub"
+
+
+def _breaks_at(call_id: str) -> Callable[[Event], None]:
+    """An ``on_event`` observer that raises when it sees the result of ``call_id``."""
+
+    def observer(event: Event) -> None:
+        if event.kind == "tool_returned" and event.call_id == call_id:
+            raise ValueError("observer broke")
+
+    return observer
+
+
+@pytest.mark.parametrize("how", ["run", "stream", "arun", "astream"])
+def test_an_observer_that_raises_mid_round_leaves_every_call_that_ran(how: str) -> None:
+    """An on_event observer raising at a round's first result leaves all its calls committed."""
+    ran: list[int] = []
+    calls = [call("charge", {"order": 1}, id="a"), call("charge", {"order": 2}, id="b")]
+    agent = Agent(FunctionModel(_answer(calls)), tools=[_charger(ran, interrupt=set())])
+    with pytest.raises(RunError, match="on_event observer raised ValueError") as caught:
+        _run(agent, how, on_event=_breaks_at("a"))
+    state = caught.value.state
+    assert state is not None
+    assert [(c.call.id, c.status) for c in state.calls] == [("a", "done"), ("b", "done")]
+    assert sorted(ran) == [1, 2]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert sorted(ran) == [1, 2]  # nothing ran again
+    assert response.text == "saw: charged 1 | charged 2"
+
+
+def _charge_twice(ran: list[int], **options: Any) -> Agent[Any, Any]:
+    """An agent whose first step charges orders 1 ("a") and 2 ("b") side by side."""
+    calls = [call("charge", {"order": 1}, id="a"), call("charge", {"order": 2}, id="b")]
+    return Agent(FunctionModel(_answer(calls)), tools=[_charger(ran, interrupt=set())], **options)
+
+
+def _reported(monkeypatch: pytest.MonkeyPatch) -> dict[str, threading.Event]:
+    """Events, by call id, set once the worker running a blocking round's call reported its end
+    (the report is then in the round's inbox, read or not)."""
+    reported: dict[str, threading.Event] = {}
+    submit = _executor.submit_sync
+
+    def submit_told(
+        inbox: _workers.SyncInbox, ticket: _workers.Ticket, function: Any, *args: Any
+    ) -> None:
+        told = reported.setdefault(args[0].call.id, threading.Event())
+
+        class Telling:
+            def put(self, ticket: _workers.Ticket, ok: bool | None, value: Any) -> None:
+                inbox.put(ticket, ok, value)
+                if ok is not None:
+                    told.set()
+
+        submit(Telling(), ticket, function, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_executor, "submit_sync", submit_told)
+    return reported
+
+
+def _resumed_runs_nothing_again(agent: Agent[Any, Any], state: RunState, ran: list[int]) -> None:
+    before = list(ran)
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == before  # nothing ran again
+    assert response.text == "saw: charged 1 | charged 2"
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_while_a_call_is_handed_to_a_worker_keeps_it_once_it_ended(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in a blocking round's hand-off of a call that a worker then ran keeps its result."""
+    reported = _reported(monkeypatch)
+    submit = _executor.submit_sync
+
+    def slow_hand_off(inbox: Any, ticket: Any, function: Any, *args: Any) -> None:
+        # Ctrl-C lands as the worker starts (a cold thread's start waits for it), the call
+        # already run on it.
+        submit(inbox, ticket, function, *args)
+        if args[0].call.id == "a":
+            assert reported["a"].wait(30)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_executor, "submit_sync", slow_hand_off)
+    ran: list[int] = []
+    agent = _charge_twice(ran)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(agent, how)
+    state = _interrupted_state(caught.value)
+    assert [(c.call.id, c.status) for c in state.calls] == [("a", "done"), ("b", "to_run")]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == [1, 2]  # the resume ran "b" only
+    assert response.text == "saw: charged 1 | charged 2"
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_while_a_result_is_made_keeps_it_and_the_calls_ended_since(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while a blocking round makes a call's result keeps it, and a call whose end is unread."""
+    reported = _reported(monkeypatch)
+    making_a = threading.Event()
+    finish = _executor._finish
+    interrupts = [KeyboardInterrupt()]
+
+    def slow_finish(job: Any, value: Any, started: float | None = None) -> Any:
+        if job.call.id == "a" and interrupts:  # (a large result, formatted)
+            making_a.set()
+            assert reported["b"].wait(30)  # "b" ended meanwhile: its report is not read
+            raise interrupts.pop()
+        return finish(job, value, started)
+
+    monkeypatch.setattr(_executor, "_finish", slow_finish)
+    ran: list[int] = []
+
+    @tool
+    def charge(order: int) -> str:
+        """Charge an order; order 2 once order 1's result is being made.
+
+        Args:
+            order: The order to charge.
+        """
+        if order == 2:
+            assert making_a.wait(30)
+        ran.append(order)
+        return f"charged {order}"
+
+    calls = [call("charge", {"order": 1}, id="a"), call("charge", {"order": 2}, id="b")]
+    agent = Agent(FunctionModel(_answer(calls)), tools=[charge])
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(agent, how)
+    state = _interrupted_state(caught.value)
+    assert [(c.call.id, c.status) for c in state.calls] == [("a", "done"), ("b", "done")]
+    _resumed_runs_nothing_again(agent, state, ran)
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_once_a_blocking_round_ended_keeps_all_of_it(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after a blocking round's calls all ended, before the run took them, keeps them all."""
+    timed = _executor._timed
+    interrupts = [KeyboardInterrupt()]
+
+    def interrupted_timing(outcomes: Any, started: float) -> Any:
+        if len(outcomes) == 2 and interrupts:
+            raise interrupts.pop()
+        return timed(outcomes, started)
+
+    monkeypatch.setattr(_executor, "_timed", interrupted_timing)
+    ran: list[int] = []
+    agent = _charge_twice(ran)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(agent, how)
+    state = _interrupted_state(caught.value)
+    assert [(c.call.id, c.status) for c in state.calls] == [("a", "done"), ("b", "done")]
+    durations = [e.duration for e in state.log if isinstance(e, ToolReturned)]
+    assert len(durations) == 2
+    assert None not in durations  # timed as a round that ran on is
+    _resumed_runs_nothing_again(agent, state, ran)
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_on_a_busy_loop_keeps_a_timed_sync_call_that_ended(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while a round's event loop is busy keeps a sync call with a timeout that had ended."""
+    charged = _noted(monkeypatch, "a")
+    ran: list[int] = []
+    interrupts = [KeyboardInterrupt()]
+
+    @tool(timeout=30)
+    def charge(order: int) -> str:
+        """Charge an order.
+
+        Args:
+            order: The order to charge.
+        """
+        ran.append(order)
+        return f"charged {order}"
+
+    @tool
+    async def busy() -> str:
+        """Hold the event loop until "a" ended on its thread, then raise Ctrl-C once."""
+        if interrupts:
+            assert charged.wait(30)  # (blocking: the loop cannot learn that "a" ended)
+            raise interrupts.pop()
+        return "busy done"
+
+    calls = [call("charge", {"order": 1}, id="a"), call("busy", {}, id="s")]
+    agent = Agent(FunctionModel(_answer(calls)), tools=[charge, busy])
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(agent, how)
+    state = _interrupted_state(caught.value)
+    assert [(c.call.id, c.status) for c in state.calls] == [("a", "done"), ("s", "to_run")]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == [1]  # "a" did not run again
+    assert response.text == "saw: charged 1 | busy done"
+
+
+def _throw_at_first(events: Any, kind: str = "tool_result") -> None:
+    """Read ``events``, throwing Ctrl-C into them at the first of ``kind`` (as ``toolfold run
+    --stream`` does when it lands while an event is shown)."""
+    for event in events:
+        if event.kind == kind:
+            events.throw(KeyboardInterrupt())
+
+
+@pytest.mark.parametrize("observed", [False, True])
+def test_ctrl_c_thrown_into_a_stream_at_a_result_carries_the_round(observed: bool) -> None:
+    """Ctrl-C thrown into a blocking stream at a result it shows carries the state with the round."""
+    ran: list[int] = []
+    agent = _charge_twice(ran)
+    events = iter(agent.stream("go", on_event=(lambda e: None) if observed else None))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _throw_at_first(events)
+    state = _interrupted_state(caught.value)
+    assert [(c.call.id, c.status) for c in state.calls] == [("a", "done"), ("b", "done")]
+    _resumed_runs_nothing_again(agent, state, ran)
+
+
+@pytest.fixture
+def one_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """A private pool of one worker; the event releases tools blocked during the test."""
+    monkeypatch.setattr(_workers, "MAX_WORKERS", 1)
+    monkeypatch.setattr(_workers, "_WORKERS", _workers._Workers())
+    release = threading.Event()
+    yield release
+    release.set()
+
+
+def test_a_cancelled_timed_sync_call_gives_its_worker_away(one_worker: threading.Event) -> None:
+    """A run cancelled while a sync tool with a timeout runs lets later calls have a worker."""
+    started = threading.Event()
+
+    @tool(timeout=30)
+    def stuck() -> str:
+        """Runs until the test ends."""
+        started.set()
+        one_worker.wait()
+        return "late"
+
+    @tool(timeout=30)
+    def quick() -> str:
+        """Returns at once."""
+        return "quick"
+
+    stuck_agent = Agent(FunctionModel(lambda request: call("stuck", {})), tools=[stuck])
+    quick_agent = Agent(FunctionModel(_answer([call("quick", {})])), tools=[quick])
+
+    async def main() -> str:
+        task = asyncio.ensure_future(stuck_agent.arun("go"))
+        await asyncio.to_thread(started.wait, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The only worker still runs "stuck": a new one serves the next call.
+        response = await asyncio.wait_for(quick_agent.arun("go"), 30)
+        return response.text
+
+    assert asyncio.run(main()) == "saw: quick"
+
+
+@pytest.mark.parametrize("kind", ["step_start", "tool_call", "step_end"])
+def test_ctrl_c_thrown_into_a_stream_at_any_notice_carries_the_state(kind: str) -> None:
+    """Ctrl-C thrown into a blocking stream at a step's start, call or end carries the state."""
+    ran: list[int] = []
+    agent = _charge_twice(ran)
+    events = iter(agent.stream("go"))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _throw_at_first(events, kind)
+    state = _interrupted_state(caught.value)
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == [1, 2]  # each call ran once, before or after the resume
+    assert response.text == "saw: charged 1 | charged 2"
