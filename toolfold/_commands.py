@@ -467,7 +467,7 @@ class _Session:
             state = state_of(exc)
             if state is None:
                 raise
-            return self._interrupted(state)
+            return self._interrupted(state, ended=state.is_done)
 
     def _refused(self) -> str:
         """What could not be done, naming the agent and its file (and the state resumed)."""

@@ -1086,3 +1086,37 @@ def test_ctrl_c_while_the_last_event_is_shown_keeps_the_ended_run(
         capsys.readouterr().err
         == f"toolfold run: interrupted as the run ended; state written to {tmp_path / 'run.json'}\n"
     )
+
+
+def test_ctrl_c_while_the_final_step_end_is_shown_says_the_run_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C that lands while ``run --stream`` shows the final step's end (the run has
+    finished, its state carried by the interruption) says the run ended, not "continue
+    with: toolfold resume" for a run that has nothing left to do."""
+    import argparse
+
+    from toolfold import Agent
+    from toolfold._commands import INTERRUPTED, _Session, _start
+    from toolfold.testing import FunctionModel
+
+    agent = Agent(FunctionModel(lambda request: "done"), name="solo")
+    args = argparse.Namespace(stream=True, json=False, state_out=None)
+    where = {"file": "solo.toml", "agent": "solo", "model": None}
+    session = _Session("run", agent, args, where, str(tmp_path / "run.json"))
+    shows = _Session._show
+
+    def show(self: Any, event: Any, ended_line: bool, shown: bool) -> tuple[bool, bool]:
+        if event.kind == "step_end":  # Ctrl-C as the terminal shows the last step's end
+            raise KeyboardInterrupt
+        return shows(self, event, ended_line, shown)
+
+    monkeypatch.setattr(_Session, "_show", show)
+    code = session._attempt(lambda: _start(agent, "go", True, None), ())
+    assert code == INTERRUPTED
+    state = RunState.from_json(json.dumps(json.loads((tmp_path / "run.json").read_text())["state"]))
+    assert (state.phase, state.messages[-1].text) == ("finished", "done")
+    assert (
+        capsys.readouterr().err
+        == f"toolfold run: interrupted as the run ended; state written to {tmp_path / 'run.json'}\n"
+    )
