@@ -85,6 +85,10 @@ before it continued as new only between the top run's model calls)."""
 TIMED_OUT_SUB_RUNS = "toolfold-timed-out-sub-runs"
 """The `workflow.patched` id of keeping a timed-out sub-run on its call's result (runs
 recorded before it dropped it: their states, and so what they carry, stay as they were)."""
+HANDOFF_AT_STOP = "toolfold-handoff-at-stop"
+"""The `workflow.patched` id of handing a run over when the step that stopped it (at
+``max_steps`` or a stop condition) called a transfer tool (runs recorded before it
+stopped with the agent that called the transfer: their states stay as they were)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -344,20 +348,7 @@ class AgentWorkflow:
             self._publish(path, state)
             effect = next_effect(state)
             if isinstance(effect, CallModel):
-                target = node.handing_to(state)
-                if target is not None and target.sources and target.agent != first.agent:
-                    key = (*path, f"@{target.agent}")
-                    if key not in self._listings:  # listed once per run, as locally opened once
-                        self._listings[key] = await self._list_tools(agent, target)
-                        try:
-                            node = self._listed(first, path).running(state)
-                        except ToolDefinitionError as exc:  # as locally: the run raises it
-                            if path:
-                                raise
-                            raise ApplicationError(
-                                str(exc), type=type(exc).__name__, non_retryable=True
-                            ) from None
-                switched = node.hand_off(state)
+                switched = await self._hand_off(agent, first, node, state, path)
                 if switched is not None:  # the step asked for a handoff: the next agent goes on
                     node, state = switched
                     continue
@@ -377,7 +368,37 @@ class AgentWorkflow:
             elif isinstance(effect, ValidateOutput):
                 state = reduce(state, _validate(node, effect))
             else:  # waiting for answers, or over
+                if (
+                    state.phase == "finished"
+                    and state.calls
+                    and node.handing_to(state) is not None
+                    and workflow.patched(HANDOFF_AT_STOP)
+                ):  # the step that stopped the run called a transfer tool: as locally
+                    switched = await self._hand_off(agent, first, node, state, path)
+                    if switched is not None:
+                        node, state = switched
+                        continue
                 return state
+
+    async def _hand_off(
+        self, agent: Registered, first: Node, node: Node, state: RunState, path: tuple[str, ...]
+    ) -> tuple[Node, RunState] | None:
+        """The node and state after the handoff the last step asked for, if it asked
+        (the target's tool sources listed first, once per run)."""
+        target = node.handing_to(state)
+        if target is not None and target.sources and target.agent != first.agent:
+            key = (*path, f"@{target.agent}")
+            if key not in self._listings:  # listed once per run, as locally opened once
+                self._listings[key] = await self._list_tools(agent, target)
+                try:
+                    node = self._listed(first, path).running(state)
+                except ToolDefinitionError as exc:  # as locally: the run raises it
+                    if path:
+                        raise
+                    raise ApplicationError(
+                        str(exc), type=type(exc).__name__, non_retryable=True
+                    ) from None
+        return node.hand_off(state)
 
     def _listed(self, first: Node, path: tuple[str, ...]) -> Node:
         """``first`` with the tools its sources, and those of the handoff targets reached, listed."""
