@@ -892,3 +892,95 @@ def test_a_re_exported_model_is_written_by_the_module_that_defines_it(
     assert document["agents"]["a"]["model"] == "bound_models:MODEL"
     assert from_dict(document).agent().model is bound_models.MODEL
     assert Agent(nested, name="b").to_dict()["agents"]["b"]["model"] == "a_pkg.models:MODEL"
+
+
+_M = "openai:gpt-4o-mini"
+WRONG_TYPES: dict[str, tuple[Any, str, str]] = {
+    "handoffs as text": (
+        {"agents": {"w": {"model": _M, "handoffs": "v"}, "v": {"model": _M}}},
+        "agents.w.handoffs",
+        "expected a list, got a string 'v'",
+    ),
+    "tools as text": (
+        {"agents": {"w": {"model": _M, "tools": "m:f"}}},
+        "agents.w.tools",
+        "expected a list, got a string 'm:f'",
+    ),
+    "stop_when as text": (
+        {"agents": {"w": {"model": _M, "stop_when": "m:f"}}},
+        "agents.w.stop_when",
+        "expected a list, got a string 'm:f'",
+    ),
+    "mcp as a table": (
+        {"agents": {"w": {"model": _M, "mcp": {"command": "x"}}}},
+        "agents.w.mcp",
+        "expected a list, got a table",
+    ),
+    "mcp args as text": (
+        {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "args": "abc"}]}}},
+        "agents.w.mcp[0].args",
+        "expected a list, got a string 'abc'",
+    ),
+    "mcp include as text": (
+        {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "include": "abc"}]}}},
+        "agents.w.mcp[0].include",
+        "expected a list, got a string 'abc'",
+    ),
+    "mcp env as a list": (
+        {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "env": ["A=1"]}]}}},
+        "agents.w.mcp[0].env",
+        "expected a table of name = text, got a list",
+    ),
+    "an mcp env value": (
+        {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "env": {"A": 1}}]}}},
+        "agents.w.mcp[0].env.A",
+        "expected a string, got int 1",
+    ),
+    "steps as text": (
+        {"agents": {"w": {"model": _M}}, "workflows": {"p": {"kind": "sequence", "steps": "w"}}},
+        "workflows.p.steps",
+        "expected a list, got a string 'w'",
+    ),
+    "branches as a list": (
+        {
+            "agents": {"w": {"model": _M}},
+            "workflows": {"r": {"kind": "route", "router": "w", "branches": ["w"]}},
+        },
+        "workflows.r.branches",
+        "expected a table of label = step, got a list",
+    ),
+    "agents as a list": ({"agents": ["w"]}, "agents", "expected a table of agents"),
+    "workflows as text": (
+        {"agents": {"w": {"model": _M}}, "workflows": "p"},
+        "workflows",
+        "expected a table of workflows",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_TYPES))
+def test_a_value_of_the_wrong_type_is_one_problem_naming_what_was_expected(case: str) -> None:
+    """A string, list or table where another kind is expected is reported as such, once, not
+    read item by item (a string's characters, a list's .items())."""
+    document, path, words = WRONG_TYPES[case]
+    with pytest.raises(AgentFileError) as info:
+        from_dict(document, name="doc")
+    (problem,) = info.value.problems
+    assert problem.startswith(f"doc: {path}: {words}"), problem
+
+
+def test_a_list_field_given_as_text_in_a_toml_file_names_its_line() -> None:
+    """``handoffs = "v"`` in a file is a problem on its line, not a handoff to v."""
+    text = f'[agents.w]\nmodel = "{_M}"\nhandoffs = "v"\n[agents.v]\nmodel = "{_M}"\n'
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="t.toml")
+    assert list(info.value.problems) == [
+        "t.toml:3: agents.w.handoffs: expected a list, got a string 'v'"
+    ]
+
+
+@pytest.mark.parametrize("document", ["agents", ["agents"], 3])
+def test_from_dict_of_something_not_a_mapping_says_a_document_is_expected(document: Any) -> None:
+    """from_dict refuses what is not a mapping with an AgentFileError saying what it expects."""
+    with pytest.raises(AgentFileError, match=r"doc: expected a document, a mapping with the keys"):
+        from_dict(document, name="doc")

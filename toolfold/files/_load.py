@@ -33,6 +33,7 @@ from toolfold.runtime._document import (
     StepRef,
     StopEntry,
     WorkflowEntry,
+    describe,
     labels_type,
     resolve,
     stop_condition,
@@ -169,8 +170,17 @@ def from_dict(
         model: A model for every agent instead of the document's.
 
     Raises:
-        AgentFileError: Every problem of the document, at once.
+        AgentFileError: Every problem of the document, at once (``data`` is
+            not a mapping, a key's value has the wrong type...).
     """
+    if not isinstance(data, Mapping):
+        raise AgentFileError(
+            name,
+            [
+                f"{name}: expected a document, a mapping with the keys {', '.join(TOP_KEYS)} "
+                f"(what to_dict() gives), got {describe(data)}"
+            ],
+        )
     return _Loader(dict(data), _Lines(name, "", "dict"), search, model, a_file=False).build()
 
 
@@ -358,7 +368,8 @@ class _Loader:
                 self.problem(key, f"unknown key (the file's keys are: {', '.join(TOP_KEYS)})")
         agents = self._named("agents")
         flows = self._named("workflows")
-        if not agents and not flows:
+        misplaced = any(not isinstance(self.data.get(key, {}), dict) for key in TOP_KEYS[:2])
+        if not agents and not flows and not misplaced:  # (a table of the wrong type: said)
             self.problem("agents", "the file defines no agent (agents.<name>) nor workflow")
         for name in agents.keys() & flows.keys():
             self.problem(f"workflows.{name}", f"{name!r} names an agent and a workflow")
@@ -604,7 +615,8 @@ class _Loader:
             self._function(flow.merge, f"{where}.merge")
         if flow.kind == "route":
             self._required_step(flow.router, f"{where}.router", "a route needs a router")
-            if not flow.branches:
+            if not flow.branches and not self.data["workflows"][name].get("branches"):
+                # (branches that were refused are reported; this would only repeat them)
                 self.problem(f"{where}.branches", "a route needs at least one branch")
             for label, step in flow.branches.items():
                 self._step(step, f"{where}.branches.{label}")

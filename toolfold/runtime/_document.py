@@ -201,7 +201,7 @@ def _exact(kind: type, label: str) -> Callable[[Any, Any], Any]:
     def structure(value: Any, _: Any) -> Any:
         # bool is an int to Python, not to a file's reader
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            raise TypeError(f"expected {label}, got {_describe(value)}")
+            raise TypeError(f"expected {label}, got {describe(value)}")
         return value
 
     return structure
@@ -209,11 +209,12 @@ def _exact(kind: type, label: str) -> Callable[[Any, Any], Any]:
 
 def _number(value: Any, _: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"expected a number, got {_describe(value)}")
+        raise TypeError(f"expected a number, got {describe(value)}")
     return float(value)
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """``value`` as an error message names it: its kind (a table, a list...) and, if short, itself."""
     names = {dict: "a table", list: "a list", str: "a string", bool: "a boolean"}
     kind = names.get(type(value), type(value).__name__)
     shown = repr(value) if not isinstance(value, dict | list) else ""
@@ -226,7 +227,7 @@ def _one_of(entry: type, label: str) -> Callable[[Any, Any], Any]:
             return value
         if isinstance(value, dict):
             return CONVERTER.structure(value, entry)
-        raise TypeError(f"expected {label}, got {_describe(value)}")
+        raise TypeError(f"expected {label}, got {describe(value)}")
 
     return structure
 
@@ -236,7 +237,7 @@ def _approval(value: Any, _: Any) -> bool | list[str]:
         return value
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise TypeError(f"expected true, false or a list of tool names, got {_describe(value)}")
+    raise TypeError(f"expected true, false or a list of tool names, got {describe(value)}")
 
 
 def _output_type(value: Any, _: Any) -> str | list[str] | None:
@@ -250,7 +251,7 @@ def _output_type(value: Any, _: Any) -> str | list[str] | None:
     ):
         return list(value)
     raise TypeError(
-        f"expected an import path or a list of distinct labels (a Literal), got {_describe(value)}"
+        f"expected an import path or a list of distinct labels (a Literal), got {describe(value)}"
     )
 
 
@@ -261,8 +262,72 @@ def labels_type(labels: Sequence[str]) -> Any:
 
 def _settings(value: Any, _: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise TypeError(f"expected a table, got {_describe(value)}")
+        raise TypeError(f"expected a table, got {describe(value)}")
     return dict(value)
+
+
+# What a table of each kind holds, for messages (any other table is "a table").
+_TABLES: dict[Any, str] = {
+    dict[str, StepRef]: "a table of label = step",
+    dict[str, str]: "a table of name = text",
+}
+
+
+def _is_list(kind: Any) -> bool:
+    return typing.get_origin(kind) is list
+
+
+def _is_table(kind: Any) -> bool:
+    return typing.get_origin(kind) is dict and kind != dict[str, Any]  # (settings: its own hook)
+
+
+def _noted(exc: Exception, note: Any) -> Exception:
+    """``exc`` with ``note`` (where it happened) among its notes, as cattrs notes its own."""
+    exc.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
+    return exc
+
+
+def _list(value: Any, kind: Any) -> list[Any]:
+    """A list of ``kind``'s items: text is no list (cattrs would take it character by character)."""
+    import cattrs
+    from cattrs.errors import IterableValidationNote
+
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"expected a list, got {describe(value)}")
+    (item,) = typing.get_args(kind)
+    items: list[Any] = []
+    errors: list[Exception] = []
+    for index, each in enumerate(value):
+        try:
+            items.append(CONVERTER.structure(each, item))
+        except Exception as exc:
+            note = IterableValidationNote(f"Structuring {kind} @ index {index}", index, item)
+            errors.append(_noted(exc, note))
+    if errors:
+        raise cattrs.IterableValidationError(f"While structuring {kind}", errors, kind)
+    return items
+
+
+def _table(value: Any, kind: Any) -> dict[str, Any]:
+    """A table of ``kind``'s values by name: a list or text is no table."""
+    import cattrs
+    from cattrs.errors import IterableValidationNote
+
+    if not isinstance(value, typing.Mapping):
+        what = _TABLES.get(kind, "a table")
+        raise TypeError(f"expected {what}, got {describe(value)}")
+    key_kind, item = typing.get_args(kind)
+    table: dict[str, Any] = {}
+    errors: list[Exception] = []
+    for key, each in value.items():
+        try:
+            table[CONVERTER.structure(key, key_kind)] = CONVERTER.structure(each, item)
+        except Exception as exc:
+            note = IterableValidationNote(f"Structuring {kind} @ key {key!r}", key, item)
+            errors.append(_noted(exc, note))
+    if errors:
+        raise cattrs.IterableValidationError(f"While structuring {kind}", errors, kind)
+    return table
 
 
 def _equal_to(kind: Any) -> Callable[[Any], bool]:
@@ -281,6 +346,9 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(int, _exact(int, "an integer"))
     converter.register_structure_hook(bool, _exact(bool, "true or false"))
     converter.register_structure_hook(float, _number)
+    # lists and tables refuse other values (cattrs iterates a string, calls .items() on a list)
+    converter.register_structure_hook_func(_is_list, _list)
+    converter.register_structure_hook_func(_is_table, _table)
     # unions by equality: singledispatch would register a union for each of its members
     unions: list[tuple[Any, Callable[[Any, Any], Any]]] = [
         (ToolEntry, _one_of(AgentToolEntry, "an import path or an {agent = ...} table")),
