@@ -342,3 +342,23 @@ def test_an_async_run_stopped_on_a_transfer_hands_over_too() -> None:
     """arun ends with billing, as run() does."""
     response = asyncio.run(_stops_at_transfer().arun("go"))
     assert (response.finish_reason, response.agent) == ("max_steps", "billing")
+
+
+def test_a_run_a_tool_called_condition_stops_on_a_transfer_keeps_its_agent_and_answer() -> None:
+    """A stop condition on the transfer tool stops the run as it is: no handoff, and the
+    transfer's result is what it answers with (a handoff would drop the step's calls)."""
+    from toolfold import tool_called
+
+    billing = Agent(FunctionModel(lambda r: "billing answers"), name="billing")
+    triage = Agent(
+        FunctionModel(lambda r: call("transfer_to_billing")),
+        name="triage",
+        handoffs=[billing],
+        stop_when=[tool_called("transfer_to_billing")],
+    )
+    stopped = triage.run("go")
+    assert (stopped.finish_reason, stopped.agent) == ("tool_called", "triage")
+    assert [e.kind for e in stopped.state.events if e.kind == "handed_off"] == []
+    (record,) = stopped.state.calls  # what a caller of this run reads as its answer
+    assert record.result is not None
+    assert record.result.content == "Transferred to billing."

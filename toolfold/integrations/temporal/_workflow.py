@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._stop import stop_event
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure
-    from toolfold.runtime.drive._handoff import settle_events
+    from toolfold.runtime.drive._handoff import at_limit, settle_events
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.toolkit._results import describe_exception
@@ -86,9 +86,9 @@ TIMED_OUT_SUB_RUNS = "toolfold-timed-out-sub-runs"
 """The `workflow.patched` id of keeping a timed-out sub-run on its call's result (runs
 recorded before it dropped it: their states, and so what they carry, stay as they were)."""
 HANDOFF_AT_STOP = "toolfold-handoff-at-stop"
-"""The `workflow.patched` id of handing a run over when the step that stopped it (at
-``max_steps`` or a stop condition) called a transfer tool (runs recorded before it
-stopped with the agent that called the transfer: their states stay as they were)."""
+"""The `workflow.patched` id of handing a run over when the step that reached its
+``max_steps`` called a transfer tool (runs recorded before it stopped with the agent
+that called the transfer: their states stay as they were)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -369,11 +369,10 @@ class AgentWorkflow:
                 state = reduce(state, _validate(node, effect))
             else:  # waiting for answers, or over
                 if (
-                    state.phase == "finished"
-                    and state.calls
+                    at_limit(state)
                     and node.handing_to(state) is not None
                     and workflow.patched(HANDOFF_AT_STOP)
-                ):  # the step that stopped the run called a transfer tool: as locally
+                ):  # the step that reached max_steps called a transfer tool: as locally
                     switched = await self._hand_off(agent, first, node, state, path)
                     if switched is not None:
                         node, state = switched

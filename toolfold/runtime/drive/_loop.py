@@ -70,6 +70,7 @@ from toolfold.runtime.drive._failures import (
 )
 from toolfold.runtime.drive._handoff import (
     Handover,
+    at_limit,
     handed_off,
     handover_of,
     settle_finished,
@@ -317,10 +318,10 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         elif isinstance(effect, ValidateOutput):
             state = _validate(live, state, effect)
         else:  # Finish, or AwaitApproval / AwaitToolResults: the caller decides
-            if live.handoffs and state.phase == "finished" and state.calls:
-                # The step that reached max_steps (or a stop condition) called a transfer
-                # tool: its tools ran, so the run is handed over before it stops, and the
-                # stopped run keeps the agent it went to (as a new turn or more steps find it).
+            if live.handoffs and at_limit(state):
+                # The step that reached max_steps called a transfer tool: its tools ran,
+                # so the run is handed over before it stops, and the stopped run keeps
+                # the agent it went to (as a new turn or more steps find it).
                 handover = handover_of(state, live.handoffs)
                 if handover is not None:
                     live, state = yield from _handing_over(live, state, handover, listings)
