@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import pytest
 
-from toolfold import Agent, Parallel, Route, RunError, RunState, Sequence, UsageError, tool
+from toolfold import Agent, Parallel, Route, RunError, RunState, Sequence, Task, UsageError, tool
 from toolfold.runtime import replay
 from toolfold.runtime.core._state import RunFailure
 from toolfold.testing import FunctionModel
@@ -165,3 +165,51 @@ def test_a_nested_step_failure_says_where_its_state_is_once() -> None:
         "KeyError: 'kaboom'; the error's state is the workflow's, with the failure recorded"
     )
     assert "step 'inner' of Parallel 'par' failed" in message
+
+
+def _service(calls: dict[str, int], down: list[bool], name: str) -> Any:
+    """A step counting its runs in ``calls``; it fails while ``down[0]`` (but ``ok`` never does)."""
+
+    def step(text: str) -> str:
+        calls[name] = calls.get(name, 0) + 1
+        if down[0] and name != "ok":
+            raise ValueError(f"{name} down")
+        return name
+
+    step.__name__ = name
+    return step
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["branches", "nested-branches"])
+def test_a_parallel_with_two_failed_branches_runs_both_again(nested: bool) -> None:
+    """Resuming a Parallel whose two branches failed runs both again, once, and succeeds."""
+    calls: dict[str, int] = {}
+    down = [True]
+    fa, fb, ok = (_service(calls, down, n) for n in ("fa", "fb", "ok"))
+    if nested:
+        branches: tuple[Any, ...] = (Sequence(ok, fa, name="i1"), Sequence(ok, fb, name="i2"))
+    else:
+        branches = (fa, fb, ok)
+    workflow = Sequence(Parallel(*branches, name="p"), name="top")
+    state = _failed(workflow)
+    before = dict(calls)
+    down[0] = False
+    response = workflow.resume(state)
+    assert {k: calls[k] - before[k] for k in calls} == {"fa": 1, "fb": 1, "ok": 0}
+    expected = {"i1": "fa", "i2": "fb"} if nested else {"fa": "fa", "fb": "fb", "ok": "ok"}
+    assert response.output == expected
+    assert replay(response.state.log) == response.state
+
+
+def test_a_skipped_branch_beside_a_failed_one_keeps_its_error_on_resume() -> None:
+    """A branch with on_error="skip" that failed beside the failing one is not run again."""
+    calls: dict[str, int] = {}
+    down = [True]
+    fa, fs = _service(calls, down, "fa"), _service(calls, down, "fs")
+    workflow = Parallel(fa, Task(fs, on_error="skip"), name="p")
+    state = _failed(workflow)
+    down[0] = False
+    response = workflow.resume(state)
+    assert calls == {"fa": 2, "fs": 1}
+    assert response.output == {"fa": "fa"}
+    assert response.errors == {"fs": "Error: ValueError: fs down"}

@@ -24,14 +24,35 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._steps import _FAILING, DEFAULT_MAX_RETRIES
+
+
+def _fatal(state: RunState, name: str, outcome: str | None) -> bool:
+    """Whether a call of the failed step (tool ``name``, ending in ``outcome``) failed the run.
+
+    The step fails the run at its first call whose tool used up its retries
+    (`_commit`), but every such call's failure is fatal: a call of another tool
+    past its limit in the same step (a `Parallel`'s second failed branch)
+    would fail the run as soon as the first one is run again, so it runs
+    again too. A failure its tool still allows (a step with
+    ``on_error="skip"``, a tool with retries left) is a result like any other.
+    """
+    if outcome not in _FAILING:
+        return False
+    error = state.error
+    if error is not None and name == error.tool_name:
+        return True
+    spec = state.config.tool(name)
+    limit = spec.max_retries if spec is not None else DEFAULT_MAX_RETRIES
+    return state.failures.get(name, 0) > limit
 
 
 def retry_state(state: RunState) -> RunState | None:
     """``state`` (a failed run) as it was before what failed it, or None when nothing can.
 
-    The calls of the last step whose results failed the run (the tool
-    ``state.error`` names, with an outcome other than ``ok``) are to run
-    again; a run that a `RunFailed` event ended is back where it was before
+    The calls of the last step whose results failed the run (each failed
+    call whose tool used up its retries: the one ``state.error`` names and
+    any other past its limit, see `_fatal`) are to run again; a run that a `RunFailed` event ended is back where it was before
     it. A failed call's own run, failed too, is retried the same way and
     kept on the call; one stopped before it ended (the run before a model
     call that failed) is kept as it is, to go on. None when the failure came from neither (an output
@@ -51,12 +72,12 @@ def retry_state(state: RunState) -> RunState | None:
         error = state.error
         name = error.tool_name if error is not None else None
         failing = {
-            c.call.id for c in state.calls if c.call.name == name and c.outcome not in (None, "ok")
+            c.call.id: c.call.name for c in state.calls if _fatal(state, c.call.name, c.outcome)
         }
         opened = max(
             (i for i, e in enumerate(events) if isinstance(e, ModelResponded)), default=None
         )
-        if not failing or opened is None:
+        if name not in failing.values() or opened is None:  # the failure names no failed call
             return None
         kept = list(events[: opened + 1])
         for event in events[opened + 1 :]:
