@@ -494,8 +494,8 @@ def test_a_yaml_name_that_is_not_text_is_a_problem() -> None:
     with override_models(TestModel()), pytest.raises(AgentFileError) as info:
         loads(text, format="yaml", name="f.yaml", search=SEARCH)
     assert info.value.problems == (
-        "f.yaml:4: agents.1: a name is text, got int 1 (quote it in YAML)",
-        "f.yaml:6: workflows.None: a name is text, got NoneType None (quote it in YAML)",
+        "f.yaml:4: agents.1: a name is text, got an integer 1 (quote it in YAML)",
+        "f.yaml:6: workflows.None: a name is text, got nothing (quote it in YAML)",
     )
 
 
@@ -919,7 +919,7 @@ WRONG_TYPES: dict[str, tuple[Any, str, str]] = {
     "mcp args as text": (
         {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "args": "abc"}]}}},
         "agents.w.mcp[0].args",
-        "expected a list, got a string 'abc'",
+        "expected a list, got a string of 3 characters",
     ),
     "mcp include as text": (
         {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "include": "abc"}]}}},
@@ -934,7 +934,7 @@ WRONG_TYPES: dict[str, tuple[Any, str, str]] = {
     "an mcp env value": (
         {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "env": {"A": 1}}]}}},
         "agents.w.mcp[0].env.A",
-        "expected a string, got int 1",
+        "expected a string, got an integer",
     ),
     "steps as text": (
         {"agents": {"w": {"model": _M}}, "workflows": {"p": {"kind": "sequence", "steps": "w"}}},
@@ -984,3 +984,68 @@ def test_from_dict_of_something_not_a_mapping_says_a_document_is_expected(docume
     """from_dict refuses what is not a mapping with an AgentFileError saying what it expects."""
     with pytest.raises(AgentFileError, match=r"doc: expected a document, a mapping with the keys"):
         from_dict(document, name="doc")
+
+
+SECRET = "hunter2secret"
+
+
+@pytest.mark.parametrize(
+    ("server", "path", "words"),
+    [
+        ({"env": f"TOKEN={SECRET}"}, "env", "expected a table of name = text, got a string of 19"),
+        ({"env": {"PIN": 98765431}}, "env.PIN", "expected a string, got an integer"),
+        ({"env": {"TOKEN": [SECRET]}}, "env.TOKEN", "expected a string, got a list"),
+        ({"args": f"--token {SECRET}"}, "args", "expected a list, got a string of 21 characters"),
+        ({"args": ["a", 98765431]}, "args[1]", "expected a string, got an integer"),
+    ],
+    ids=["env-text", "env-number", "env-list", "args-text", "args-number"],
+)
+def test_a_wrong_kind_of_mcp_env_or_args_never_shows_its_value(
+    server: dict[str, Any], path: str, words: str
+) -> None:
+    """An MCP server's env or args of the wrong kind is named by kind and length, never shown."""
+    document = {"agents": {"w": {"model": _M, "mcp": [{"command": "x", **server}]}}}
+    with pytest.raises(AgentFileError) as info:
+        from_dict(document, name="doc")
+    (problem,) = info.value.problems
+    assert problem.startswith(f"doc: agents.w.mcp[0].{path}: {words}"), problem
+    assert SECRET not in str(info.value)
+    assert "98765431" not in str(info.value)
+
+
+def test_a_long_value_of_the_wrong_kind_is_not_shown_whole() -> None:
+    """A long value of the wrong kind is named by its kind and length, not written out."""
+    long = "m:" + "f" * 300
+    with pytest.raises(AgentFileError) as info:
+        from_dict({"agents": {"w": {"model": _M, "tools": long}}}, name="doc")
+    (problem,) = info.value.problems
+    assert problem == "doc: agents.w.tools: expected a list, got a string of 302 characters"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "agents:\n  a:\n    model: x:y\nworkflows:\n  r:\n    kind: route\n"
+            "    router: a\n    branches:\n",
+            "f.yaml:8: workflows.r.branches: expected a table of label = step, got nothing",
+        ),
+        (
+            "agents:\n  a:\n    model: x:y\nworkflows:\n  s:\n    kind: sequence\n    steps:\n",
+            "f.yaml:7: workflows.s.steps: expected a list, got nothing",
+        ),
+        (
+            "agents:\nworkflows:\n  w:\n    kind: sequence\n    steps: [json:dumps]\n",
+            "f.yaml:1: agents: expected a table of agents, each under agents.<name>, got nothing",
+        ),
+    ],
+    ids=["branches-null", "steps-null", "agents-null"],
+)
+def test_a_yaml_key_left_null_is_one_problem_saying_got_nothing(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    """A YAML key left empty (null) is said once, as got nothing, not as a second problem."""
+    (tmp_path / "f.yaml").write_text(text)
+    with pytest.raises(AgentFileError) as info:
+        load(tmp_path / "f.yaml", model=TestModel())
+    assert [p.replace(str(tmp_path) + "/", "") for p in info.value.problems] == [problem]

@@ -344,21 +344,34 @@ class _Loader:
 
         return AgentFileError(self.lines.file, sorted(self.problems, key=place))
 
-    def _table(self, key: str, what: str) -> dict[str, Any]:
+    def _table(self, key: str) -> dict[str, Any]:
+        """The table under ``key``, or an empty one when it is not a table (`_named` says so)."""
         table = self.data.get(key, {})
-        if not isinstance(table, dict):
-            self.problem(key, f"expected a table of {what}, each under {key}.<name>")
-            return {}
-        return table
+        return table if isinstance(table, dict) else {}
+
+    def _none_given(self, flow: str, key: str, kind: type) -> bool:
+        """Whether workflow ``flow`` leaves ``key`` out or gives it empty.
+
+        A value of another kind (``branches:`` left null in YAML), or one whose
+        items were all refused, is a problem said already: "needs at least
+        one" would only repeat it.
+        """
+        given = self.data["workflows"][flow].get(key, kind())
+        return isinstance(given, kind) and not given
 
     def _named(self, key: str) -> dict[str, Any]:
         """The table under ``key`` without the entries whose name is not text (each a problem)."""
-        table: dict[Any, Any] = self._table(key, key)  # YAML keys may be of any type
+        value = self.data.get(key, {})
+        if not isinstance(value, dict):
+            self.problem(
+                key, f"expected a table of {key}, each under {key}.<name>, got {describe(value)}"
+            )
+        table: dict[Any, Any] = self._table(key)  # YAML keys may be of any type
         for name in table:
             if not isinstance(name, str):  # YAML reads 1, yes and ~ as a number, True, None
                 self.problem(
                     f"{key}.{name}",
-                    f"a name is text, got {type(name).__name__} {name!r} (quote it in YAML)",
+                    f"a name is text, got {describe(name)} (quote it in YAML)",
                 )
         return {name: value for name, value in table.items() if isinstance(name, str)}
 
@@ -540,7 +553,7 @@ class _Loader:
                 else:
                     assert item.workflow is not None
                     self._reference(item.workflow, f"{path}.workflow", workflows=True)
-                    if item.workflow in self._table("agents", "agents"):
+                    if item.workflow in self._table("agents"):
                         self.problem(f"{path}.workflow", f"{item.workflow!r} is an agent")
                 if item.input_type is not None:
                     self._resolve(item.input_type, f"{path}.input_type")
@@ -592,9 +605,9 @@ class _Loader:
             self.problem(f"{path}.{key}", f"must be at least 1, got {value}")
 
     def _reference(self, target: str, path: str, *, workflows: bool = False) -> None:
-        known = dict(self._table("agents", "agents"))
+        known = dict(self._table("agents"))
         if workflows:
-            known.update(self._table("workflows", "workflows"))
+            known.update(self._table("workflows"))
         if target not in known:
             what = "an agent or workflow" if workflows else "agent"
             listed = ", ".join(known) or "none"
@@ -606,8 +619,7 @@ class _Loader:
     def _check_workflow(self, name: str, flow: WorkflowEntry) -> None:
         where = f"workflows.{name}"
         if flow.kind in ("sequence", "parallel"):
-            if not flow.steps and not self.data["workflows"][name].get("steps"):
-                # (steps that were all refused are reported each; this would only repeat them)
+            if not flow.steps and self._none_given(name, "steps", list):
                 self.problem(f"{where}.steps", f"a {flow.kind} needs at least one step")
             for index, step in enumerate(flow.steps):
                 self._step(step, self.at(name, "steps", index, "workflows"))
@@ -615,8 +627,7 @@ class _Loader:
             self._function(flow.merge, f"{where}.merge")
         if flow.kind == "route":
             self._required_step(flow.router, f"{where}.router", "a route needs a router")
-            if not flow.branches and not self.data["workflows"][name].get("branches"):
-                # (branches that were refused are reported; this would only repeat them)
+            if not flow.branches and self._none_given(name, "branches", dict):
                 self.problem(f"{where}.branches", "a route needs at least one branch")
             for label, step in flow.branches.items():
                 self._step(step, f"{where}.branches.{label}")

@@ -213,12 +213,36 @@ def _number(value: Any, _: Any) -> float:
     return float(value)
 
 
-def describe(value: Any) -> str:
-    """``value`` as an error message names it: its kind (a table, a list...) and, if short, itself."""
-    names = {dict: "a table", list: "a list", str: "a string", bool: "a boolean"}
+_SHOWN = 40
+"""The longest value (as written by ``repr``) an error message shows."""
+
+
+def describe(value: Any, *, secret: bool = False) -> str:
+    """``value`` as an error message names it: its kind (a table, a list...) and, if short, itself.
+
+    Args:
+        value: The value of the wrong kind.
+        secret: Never show it (an MCP server's ``env`` or ``args`` may hold a
+            token): its kind and length only.
+    """
+    names = {
+        dict: "a table",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "nothing",
+    }
     kind = names.get(type(value), type(value).__name__)
-    shown = repr(value) if not isinstance(value, dict | list) else ""
-    return f"{kind} {shown}".strip()
+    if value is None or isinstance(value, dict | list):
+        return kind
+    if isinstance(value, str) and (secret or len(value) > _SHOWN):
+        return f"{kind} of {len(value)} characters"
+    shown = repr(value)
+    if secret or len(shown) > _SHOWN:
+        return kind
+    return f"{kind} {shown}"
 
 
 def _one_of(entry: type, label: str) -> Callable[[Any, Any], Any]:
@@ -287,19 +311,30 @@ def _noted(exc: Exception, note: Any) -> Exception:
     return exc
 
 
-def _list(value: Any, kind: Any) -> list[Any]:
-    """A list of ``kind``'s items: text is no list (cattrs would take it character by character)."""
+def _secret_text(value: Any) -> str:
+    """Text that may hold a secret: a value of another kind is named by its kind only."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {describe(value, secret=True)}")
+    return value
+
+
+def _list(value: Any, kind: Any, *, secret: bool = False) -> list[Any]:
+    """A list of ``kind``'s items: text is no list (cattrs would take it character by character).
+
+    ``secret``: a list of text that may hold secrets (an MCP server's
+    ``args``), never shown in a message.
+    """
     import cattrs
     from cattrs.errors import IterableValidationNote
 
     if not isinstance(value, list | tuple):
-        raise TypeError(f"expected a list, got {describe(value)}")
+        raise TypeError(f"expected a list, got {describe(value, secret=secret)}")
     (item,) = typing.get_args(kind)
     items: list[Any] = []
     errors: list[Exception] = []
     for index, each in enumerate(value):
         try:
-            items.append(CONVERTER.structure(each, item))
+            items.append(_secret_text(each) if secret else CONVERTER.structure(each, item))
         except Exception as exc:
             note = IterableValidationNote(f"Structuring {kind} @ index {index}", index, item)
             errors.append(_noted(exc, note))
@@ -308,26 +343,39 @@ def _list(value: Any, kind: Any) -> list[Any]:
     return items
 
 
-def _table(value: Any, kind: Any) -> dict[str, Any]:
-    """A table of ``kind``'s values by name: a list or text is no table."""
+def _table(value: Any, kind: Any, *, secret: bool = False) -> dict[str, Any]:
+    """A table of ``kind``'s values by name: a list or text is no table.
+
+    ``secret``: a table of text that may hold secrets (an MCP server's
+    ``env``), never shown in a message (its names are).
+    """
     import cattrs
     from cattrs.errors import IterableValidationNote
 
     if not isinstance(value, typing.Mapping):
         what = _TABLES.get(kind, "a table")
-        raise TypeError(f"expected {what}, got {describe(value)}")
+        raise TypeError(f"expected {what}, got {describe(value, secret=secret)}")
     key_kind, item = typing.get_args(kind)
     table: dict[str, Any] = {}
     errors: list[Exception] = []
     for key, each in value.items():
         try:
-            table[CONVERTER.structure(key, key_kind)] = CONVERTER.structure(each, item)
+            text = _secret_text(each) if secret else CONVERTER.structure(each, item)
+            table[CONVERTER.structure(key, key_kind)] = text
         except Exception as exc:
             note = IterableValidationNote(f"Structuring {kind} @ key {key!r}", key, item)
             errors.append(_noted(exc, note))
     if errors:
         raise cattrs.IterableValidationError(f"While structuring {kind}", errors, kind)
     return table
+
+
+def _secret_args(value: Any, kind: Any) -> list[str]:
+    return _list(value, list[str], secret=True)
+
+
+def _secret_env(value: Any, kind: Any) -> dict[str, str] | None:
+    return None if value is None else _table(value, dict[str, str], secret=True)
 
 
 def _equal_to(kind: Any) -> Callable[[Any], bool]:
@@ -339,7 +387,7 @@ def _equal_to(kind: Any) -> Callable[[Any], bool]:
 
 def _make_converter() -> cattrs.Converter:
     import cattrs
-    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     converter.register_structure_hook(str, _exact(str, "a string"))
@@ -375,9 +423,19 @@ def _make_converter() -> cattrs.Converter:
     unions.append((StepRef | None, unions[3][1]))
     for union, hook in unions:
         converter.register_structure_hook_func(_equal_to(union), hook)
+    # an MCP server's args and env may hold tokens: their messages never show a value
+    secrets: dict[type, dict[str, Any]] = {
+        MCPEntry: {
+            "args": override(struct_hook=_secret_args),
+            "env": override(struct_hook=_secret_env),
+        }
+    }
     for cls in _CLASSES:
         converter.register_structure_hook(
-            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
+            cls,
+            make_dict_structure_fn(
+                cls, converter, _cattrs_forbid_extra_keys=True, **secrets.get(cls, {})
+            ),
         )
         converter.register_unstructure_hook(
             cls, make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True)
