@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import pytest
@@ -213,3 +213,47 @@ def test_a_skipped_branch_beside_a_failed_one_keeps_its_error_on_resume() -> Non
     assert calls == {"fa": 2, "fs": 1}
     assert response.output == {"fa": "fa"}
     assert response.errors == {"fs": "Error: ValueError: fs down"}
+
+
+def test_an_agent_step_whose_answer_failed_validation_asks_its_model_again() -> None:
+    """An agent step failed by an answer that does not fit its output type resumes before that
+    answer: its tool does not run again, the model is asked with the kept conversation."""
+    calls = {"model": 0, "charge": 0}
+    down = [True]
+    asked: list[list[str]] = []
+
+    @tool
+    def charge(amount: str) -> str:
+        """Charge the card.
+
+        Args:
+            amount: How much.
+        """
+        calls["charge"] += 1
+        return "charged"
+
+    def model(request: Any) -> Any:
+        calls["model"] += 1
+        if not any(m.role == "tool" for m in request.messages):
+            return FunctionModel.call("charge", {"amount": "1"}, id="c1")
+        asked.append([m.role for m in request.messages])
+        return '{"result": "nope"}' if down[0] else '{"result": "a"}'
+
+    agent = Agent(
+        FunctionModel(model),
+        name="ag",
+        tools=[charge],
+        output_type=Literal["a", "b"],
+        output_retries=0,
+    )
+    workflow = Sequence(agent, name="top")
+    state = _failed(workflow)
+    assert state.error is not None
+    assert "did not fit the output type" in state.error.message
+    down[0] = False
+    response = workflow.resume(state)
+    assert response.output == "a"
+    assert calls == {"model": 3, "charge": 1}
+    assert asked[-1] == asked[0]  # the same conversation: the rejected answer is not in it
+    assert response.state.tree_usage.requests == 2  # the tool step's request is kept
+    assert replay(response.state.log) == response.state

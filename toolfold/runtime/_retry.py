@@ -17,6 +17,7 @@ from __future__ import annotations
 from toolfold.runtime.core._events import (
     Event,
     ModelResponded,
+    OutputRejected,
     RunFailed,
     ToolReturned,
     ToolSuspended,
@@ -55,9 +56,13 @@ def retry_state(state: RunState) -> RunState | None:
     any other past its limit, see `_fatal`) are to run again; a run that a `RunFailed` event ended is back where it was before
     it. A failed call's own run, failed too, is retried the same way and
     kept on the call; one stopped before it ended (the run before a model
-    call that failed) is kept as it is, to go on. None when the failure came from neither (an output
-    that failed validation, say), or the log without those events still
-    fails.
+    call that failed) is kept as it is, to go on. A run whose last answer
+    did not fit its output type (no ``output_retries`` left) is back where
+    it was before the model gave that answer, to ask again: its tools'
+    results are kept (the usage of the rejected answer is not: it is no
+    longer in the log). None when the failure came from none of these (a
+    sub-run that ended with an error of its own, such as ``max_steps``), or
+    the log without those events still fails.
     """
     if state.phase != "failed":
         return None
@@ -68,6 +73,11 @@ def retry_state(state: RunState) -> RunState | None:
     retried: list[tuple[str, RunState]] = []
     if isinstance(events[-1], RunFailed):
         kept = list(events[:-1])
+    elif isinstance(events[-1], OutputRejected):
+        # Its last answer did not fit the output type, with no retries left: the run just
+        # before the model gave it, to ask the model again (what ran before is kept).
+        answered = max(i for i, e in enumerate(events) if isinstance(e, ModelResponded))
+        kept = list(events[:answered])
     else:
         error = state.error
         name = error.tool_name if error is not None else None
