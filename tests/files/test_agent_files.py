@@ -363,7 +363,7 @@ ERRORS = {
         "workflows:\n  w:\n    kind: pipeline\n    steps: ['f:g']\n",
         (2, 3),
         "workflows.w.kind",
-        "expected one of 'sequence', 'parallel', 'route', 'loop', got 'pipeline'",
+        "expected one of 'sequence', 'parallel', 'route', 'loop', got a string 'pipeline'",
     ),
     "a key of another kind of workflow": (
         '[workflows.w]\nkind = "sequence"\nsteps = ["files_helpers:shout"]\nmerge = "x:y"\n',
@@ -379,7 +379,7 @@ ERRORS = {
         "      - {step: 'files_helpers:shout', on_error: never}\n",
         (3, 5),
         "workflows.w.steps[0].on_error",
-        "expected one of 'fail', 'skip', 'retry', got 'never'",
+        "expected one of 'fail', 'skip', 'retry', got a string 'never'",
     ),
     "a step that names nothing": (
         '[workflows.w]\nkind = "loop"\nstep = "ghost"\n',
@@ -1020,6 +1020,10 @@ def test_a_long_value_of_the_wrong_kind_is_not_shown_whole() -> None:
         from_dict({"agents": {"w": {"model": _M, "tools": long}}}, name="doc")
     (problem,) = info.value.problems
     assert problem == "doc: agents.w.tools: expected a list, got a string of 302 characters"
+    flows = {"p": {"kind": "x" * 300, "steps": ["w"]}}
+    with pytest.raises(AgentFileError) as info:
+        from_dict({"agents": {"w": {"model": _M}}, "workflows": flows}, name="doc")
+    assert info.value.problems[0].endswith("got a string of 300 characters")
 
 
 @pytest.mark.parametrize(

@@ -394,7 +394,9 @@ class _Loader:
         in_order = [name for key in self.data if key in tables for name in tables[key]]
         entry_name = self.data.get("entry", next(iter(in_order), ""))
         if not isinstance(entry_name, str):
-            self.problem("entry", f"expected an agent's or workflow's name, got {entry_name!r}")
+            self.problem(
+                "entry", f"expected an agent's or workflow's name, got {describe(entry_name)}"
+            )
         elif (agents or flows) and entry_name not in {**agents, **flows}:
             self.problem("entry", f"names no agent or workflow of the file: {entry_name!r}")
         override = self._override()
@@ -444,7 +446,7 @@ class _Loader:
         """Structure one entry key by key, so one bad value hides no other problem."""
         what = "an agent" if cls is AgentEntry else "a workflow"
         if not isinstance(value, dict):
-            self.problem(path, f"expected a table ({what}'s keys), got {value!r}")
+            self.problem(path, f"expected a table ({what}'s keys), got {describe(value)}")
             return
         fields = attrs.fields_dict(cls)
         for key in value:
@@ -492,7 +494,7 @@ class _Loader:
             if value in typing.get_args(kind):
                 return value
             allowed = ", ".join(repr(a) for a in typing.get_args(kind))
-            self.problem(path, f"expected one of {allowed}, got {value!r}")
+            self.problem(path, f"expected one of {allowed}, got {describe(value)}")
             return _BAD
         try:
             return CONVERTER.structure(value, kind)
@@ -949,7 +951,7 @@ def _validation_problems(
                 inner, cattrs.BaseValidationError
             ):  # cattrs says "x not in literal typing.Literal[...]"
                 allowed = ", ".join(repr(a) for a in typing.get_args(kind))
-                yield child, f"expected one of {allowed}, got {item!r}"
+                yield child, f"expected one of {allowed}, got {describe(item)}"
                 continue
             yield from _validation_problems(inner, child, item)
         for inner in without:
