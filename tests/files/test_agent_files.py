@@ -363,7 +363,7 @@ ERRORS = {
         "workflows:\n  w:\n    kind: pipeline\n    steps: ['f:g']\n",
         (2, 3),
         "workflows.w.kind",
-        "expected one of 'sequence', 'parallel', 'route', 'loop', got 'pipeline'",
+        "expected one of 'sequence', 'parallel', 'route', 'loop', got a string 'pipeline'",
     ),
     "a key of another kind of workflow": (
         '[workflows.w]\nkind = "sequence"\nsteps = ["files_helpers:shout"]\nmerge = "x:y"\n',
@@ -379,7 +379,7 @@ ERRORS = {
         "      - {step: 'files_helpers:shout', on_error: never}\n",
         (3, 5),
         "workflows.w.steps[0].on_error",
-        "expected one of 'fail', 'skip', 'retry', got 'never'",
+        "expected one of 'fail', 'skip', 'retry', got a string 'never'",
     ),
     "a step that names nothing": (
         '[workflows.w]\nkind = "loop"\nstep = "ghost"\n',
@@ -494,8 +494,8 @@ def test_a_yaml_name_that_is_not_text_is_a_problem() -> None:
     with override_models(TestModel()), pytest.raises(AgentFileError) as info:
         loads(text, format="yaml", name="f.yaml", search=SEARCH)
     assert info.value.problems == (
-        "f.yaml:4: agents.1: a name is text, got int 1 (quote it in YAML)",
-        "f.yaml:6: workflows.None: a name is text, got NoneType None (quote it in YAML)",
+        "f.yaml:4: agents.1: a name is text, got an integer 1 (quote it in YAML)",
+        "f.yaml:6: workflows.None: a name is text, got nothing (quote it in YAML)",
     )
 
 
@@ -892,3 +892,164 @@ def test_a_re_exported_model_is_written_by_the_module_that_defines_it(
     assert document["agents"]["a"]["model"] == "bound_models:MODEL"
     assert from_dict(document).agent().model is bound_models.MODEL
     assert Agent(nested, name="b").to_dict()["agents"]["b"]["model"] == "a_pkg.models:MODEL"
+
+
+_M = "openai:gpt-4o-mini"
+WRONG_TYPES: dict[str, tuple[Any, str, str]] = {
+    "handoffs as text": (
+        {"agents": {"w": {"model": _M, "handoffs": "v"}, "v": {"model": _M}}},
+        "agents.w.handoffs",
+        "expected a list, got a string 'v'",
+    ),
+    "tools as text": (
+        {"agents": {"w": {"model": _M, "tools": "m:f"}}},
+        "agents.w.tools",
+        "expected a list, got a string 'm:f'",
+    ),
+    "stop_when as text": (
+        {"agents": {"w": {"model": _M, "stop_when": "m:f"}}},
+        "agents.w.stop_when",
+        "expected a list, got a string 'm:f'",
+    ),
+    "mcp as a table": (
+        {"agents": {"w": {"model": _M, "mcp": {"command": "x"}}}},
+        "agents.w.mcp",
+        "expected a list, got a table",
+    ),
+    "mcp args as text": (
+        {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "args": "abc"}]}}},
+        "agents.w.mcp[0].args",
+        "expected a list, got a string of 3 characters",
+    ),
+    "mcp include as text": (
+        {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "include": "abc"}]}}},
+        "agents.w.mcp[0].include",
+        "expected a list, got a string 'abc'",
+    ),
+    "mcp env as a list": (
+        {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "env": ["A=1"]}]}}},
+        "agents.w.mcp[0].env",
+        "expected a table of name = text, got a list",
+    ),
+    "an mcp env value": (
+        {"agents": {"w": {"model": _M, "mcp": [{"command": "x", "env": {"A": 1}}]}}},
+        "agents.w.mcp[0].env.A",
+        "expected a string, got an integer",
+    ),
+    "steps as text": (
+        {"agents": {"w": {"model": _M}}, "workflows": {"p": {"kind": "sequence", "steps": "w"}}},
+        "workflows.p.steps",
+        "expected a list, got a string 'w'",
+    ),
+    "branches as a list": (
+        {
+            "agents": {"w": {"model": _M}},
+            "workflows": {"r": {"kind": "route", "router": "w", "branches": ["w"]}},
+        },
+        "workflows.r.branches",
+        "expected a table of label = step, got a list",
+    ),
+    "agents as a list": ({"agents": ["w"]}, "agents", "expected a table of agents"),
+    "workflows as text": (
+        {"agents": {"w": {"model": _M}}, "workflows": "p"},
+        "workflows",
+        "expected a table of workflows",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_TYPES))
+def test_a_value_of_the_wrong_type_is_one_problem_naming_what_was_expected(case: str) -> None:
+    """A string, list or table where another kind is expected is reported as such, once, not
+    read item by item (a string's characters, a list's .items())."""
+    document, path, words = WRONG_TYPES[case]
+    with pytest.raises(AgentFileError) as info:
+        from_dict(document, name="doc")
+    (problem,) = info.value.problems
+    assert problem.startswith(f"doc: {path}: {words}"), problem
+
+
+def test_a_list_field_given_as_text_in_a_toml_file_names_its_line() -> None:
+    """``handoffs = "v"`` in a file is a problem on its line, not a handoff to v."""
+    text = f'[agents.w]\nmodel = "{_M}"\nhandoffs = "v"\n[agents.v]\nmodel = "{_M}"\n'
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="t.toml")
+    assert list(info.value.problems) == [
+        "t.toml:3: agents.w.handoffs: expected a list, got a string 'v'"
+    ]
+
+
+@pytest.mark.parametrize("document", ["agents", ["agents"], 3])
+def test_from_dict_of_something_not_a_mapping_says_a_document_is_expected(document: Any) -> None:
+    """from_dict refuses what is not a mapping with an AgentFileError saying what it expects."""
+    with pytest.raises(AgentFileError, match=r"doc: expected a document, a mapping with the keys"):
+        from_dict(document, name="doc")
+
+
+SECRET = "hunter2secret"
+
+
+@pytest.mark.parametrize(
+    ("server", "path", "words"),
+    [
+        ({"env": f"TOKEN={SECRET}"}, "env", "expected a table of name = text, got a string of 19"),
+        ({"env": {"PIN": 98765431}}, "env.PIN", "expected a string, got an integer"),
+        ({"env": {"TOKEN": [SECRET]}}, "env.TOKEN", "expected a string, got a list"),
+        ({"args": f"--token {SECRET}"}, "args", "expected a list, got a string of 21 characters"),
+        ({"args": ["a", 98765431]}, "args[1]", "expected a string, got an integer"),
+    ],
+    ids=["env-text", "env-number", "env-list", "args-text", "args-number"],
+)
+def test_a_wrong_kind_of_mcp_env_or_args_never_shows_its_value(
+    server: dict[str, Any], path: str, words: str
+) -> None:
+    """An MCP server's env or args of the wrong kind is named by kind and length, never shown."""
+    document = {"agents": {"w": {"model": _M, "mcp": [{"command": "x", **server}]}}}
+    with pytest.raises(AgentFileError) as info:
+        from_dict(document, name="doc")
+    (problem,) = info.value.problems
+    assert problem.startswith(f"doc: agents.w.mcp[0].{path}: {words}"), problem
+    assert SECRET not in str(info.value)
+    assert "98765431" not in str(info.value)
+
+
+def test_a_long_value_of_the_wrong_kind_is_not_shown_whole() -> None:
+    """A long value of the wrong kind is named by its kind and length, not written out."""
+    long = "m:" + "f" * 300
+    with pytest.raises(AgentFileError) as info:
+        from_dict({"agents": {"w": {"model": _M, "tools": long}}}, name="doc")
+    (problem,) = info.value.problems
+    assert problem == "doc: agents.w.tools: expected a list, got a string of 302 characters"
+    flows = {"p": {"kind": "x" * 300, "steps": ["w"]}}
+    with pytest.raises(AgentFileError) as info:
+        from_dict({"agents": {"w": {"model": _M}}, "workflows": flows}, name="doc")
+    assert info.value.problems[0].endswith("got a string of 300 characters")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "agents:\n  a:\n    model: x:y\nworkflows:\n  r:\n    kind: route\n"
+            "    router: a\n    branches:\n",
+            "f.yaml:8: workflows.r.branches: expected a table of label = step, got nothing",
+        ),
+        (
+            "agents:\n  a:\n    model: x:y\nworkflows:\n  s:\n    kind: sequence\n    steps:\n",
+            "f.yaml:7: workflows.s.steps: expected a list, got nothing",
+        ),
+        (
+            "agents:\nworkflows:\n  w:\n    kind: sequence\n    steps: [json:dumps]\n",
+            "f.yaml:1: agents: expected a table of agents, each under agents.<name>, got nothing",
+        ),
+    ],
+    ids=["branches-null", "steps-null", "agents-null"],
+)
+def test_a_yaml_key_left_null_is_one_problem_saying_got_nothing(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    """A YAML key left empty (null) is said once, as got nothing, not as a second problem."""
+    (tmp_path / "f.yaml").write_text(text)
+    with pytest.raises(AgentFileError) as info:
+        load(tmp_path / "f.yaml", model=TestModel())
+    assert [p.replace(str(tmp_path) + "/", "") for p in info.value.problems] == [problem]

@@ -57,14 +57,14 @@ def test_a_ping_pong_cycle_stops_at_max_steps_and_resumes() -> None:
     stopped = ping.run("go")
     assert stopped.finish_reason == "max_steps"
     assert stopped.state.step == 3
-    assert stopped.agent == "ping"
+    assert stopped.agent == "pong"  # step 3's transfer ran: the stopped run went to pong
     exact(stopped.state)
     state = RunState.from_json(stopped.state.to_json())
     more = ping.resume(state, max_steps=5)
     assert more.finish_reason == "max_steps"
     assert more.state.step == 5
     handed = [e.agent for e in more.state.events if e.kind == "handed_off"]
-    assert handed == ["pong", "ping", "pong", "ping"]
+    assert handed == ["pong", "ping", "pong", "ping", "pong"]
     assert more.state.config.max_steps == 5  # pong's own limit (10) never applied
     exact(more.state)
     again = ping.resume(fork(more.state, step=2), max_steps=3)
@@ -292,3 +292,73 @@ def test_a_handoff_by_name_is_described_like_one_to_the_agent() -> None:
     exact(response.state)
     again = triage.resume(RunState.from_json(response.state.to_json()), message="and refunds?")
     assert again.text == "billed"  # the stored description is the one the resume makes
+
+
+def _stops_at_transfer() -> Agent:
+    """triage (max_steps=1) calls transfer_to_billing on its only step, unless asked anew."""
+
+    def triage(request: Any) -> Any:
+        if request.messages[-1].text == "new question":
+            return "triage answers"
+        return call("transfer_to_billing")
+
+    billing = Agent(FunctionModel(lambda r: "billing answers"), name="billing")
+    return Agent(FunctionModel(triage), name="triage", handoffs=[billing], max_steps=1)
+
+
+def test_a_transfer_on_the_step_that_hits_max_steps_hands_over_before_the_stop() -> None:
+    """The step at the limit ran its transfer: the run is handed to billing, then stops there."""
+    stopped = _stops_at_transfer().run("go")
+    assert stopped.finish_reason == "max_steps"
+    assert stopped.agent == "billing"
+    assert stopped.state.phase == "finished"
+    assert [e.kind for e in stopped.state.events][-2:] == ["tool_returned", "handed_off"]
+    assert stopped.state.messages[-1].tool_results[0].content == "Transferred to billing."
+    exact(stopped.state)
+
+
+@pytest.mark.parametrize("more", [{"message": "new question"}, {"max_steps": 3}])
+def test_a_run_stopped_on_a_transfer_goes_on_with_the_target_however_resumed(
+    more: dict[str, Any],
+) -> None:
+    """A new turn and more steps both continue with billing, the agent the transfer reached."""
+    triage = _stops_at_transfer()
+    state = RunState.from_json(triage.run("go").state.to_json())
+    resumed = triage.resume(state, **more)
+    assert (resumed.agent, resumed.text) == ("billing", "billing answers")
+    assert [e.agent for e in resumed.state.events if e.kind == "handed_off"] == ["billing"]
+    exact(resumed.state)
+
+
+def test_a_streamed_run_stopped_on_a_transfer_hands_over_too() -> None:
+    """Streaming the same run ends with billing, as run() does."""
+    stream = _stops_at_transfer().stream("go")
+    list(stream)
+    assert stream.response.finish_reason == "max_steps"
+    assert stream.response.agent == "billing"
+
+
+def test_an_async_run_stopped_on_a_transfer_hands_over_too() -> None:
+    """arun ends with billing, as run() does."""
+    response = asyncio.run(_stops_at_transfer().arun("go"))
+    assert (response.finish_reason, response.agent) == ("max_steps", "billing")
+
+
+def test_a_run_a_tool_called_condition_stops_on_a_transfer_keeps_its_agent_and_answer() -> None:
+    """A stop condition on the transfer tool stops the run as it is: no handoff, and the
+    transfer's result is what it answers with (a handoff would drop the step's calls)."""
+    from toolfold import tool_called
+
+    billing = Agent(FunctionModel(lambda r: "billing answers"), name="billing")
+    triage = Agent(
+        FunctionModel(lambda r: call("transfer_to_billing")),
+        name="triage",
+        handoffs=[billing],
+        stop_when=[tool_called("transfer_to_billing")],
+    )
+    stopped = triage.run("go")
+    assert (stopped.finish_reason, stopped.agent) == ("tool_called", "triage")
+    assert [e.kind for e in stopped.state.events if e.kind == "handed_off"] == []
+    (record,) = stopped.state.calls  # what a caller of this run reads as its answer
+    assert record.result is not None
+    assert record.result.content == "Transferred to billing."

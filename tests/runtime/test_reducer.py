@@ -618,3 +618,18 @@ def test_a_config_unpickled_without_its_system_message_slot_builds_it() -> None:
     message = config.system_message
     assert message is not None
     assert message.text == "Be brief."
+
+
+def test_a_run_stopped_after_a_tool_step_takes_one_handoff_and_no_other() -> None:
+    """A run finished at max_steps right after a step with calls accepts a handoff (it stays
+    finished, calls cleared); a second one, or one after an answer, is refused with the reason."""
+    state = reduce(start(spec("t"), max_steps=1), responded(call("c1", "t")))
+    state = reduce(state, ToolReturned("c1", "x"))
+    assert (state.phase, state.finish_reason) == ("finished", "max_steps")
+    handed = reduce(state, HandedOff("billing", RunConfig(max_steps=1)))
+    assert (handed.phase, handed.agent, handed.calls) == ("finished", "billing", ())
+    with pytest.raises(InvalidEventError, match="no tool call in its last step, or has handed"):
+        reduce(handed, HandedOff("billing", RunConfig(max_steps=1)))
+    answered = reduce(start(), responded(text="done"))
+    with pytest.raises(InvalidEventError, match=r"hands off only .* finished with 'stop'"):
+        reduce(answered, HandedOff("billing", RunConfig()))

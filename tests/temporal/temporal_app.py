@@ -955,6 +955,20 @@ served_handed = TemporalAgent(
     Sequence(_served_triage_agent(), name="served_handed"), settings=SETTINGS
 )
 
+
+def _stopped_transfer_agent() -> Agent:
+    """Triage transfers to billing (an MCP server's tools) on the step that reaches max_steps."""
+    billing = Agent(
+        FunctionModel(_served_billing), tools=[SERVED], name="billing", handoffs=["triage"]
+    )
+    return Agent(FunctionModel(_triage), name="triage", handoffs=[billing], max_steps=1)
+
+
+# The handoff at the stop (`toolfold-handoff-at-stop`): billing's tools are listed first.
+stopped_transfer = TemporalAgent(
+    _stopped_transfer_agent(), name="stopped_transfer", settings=SETTINGS
+)
+
 ASK_USER = Tool(
     "ask_user",
     "Ask the user a question (a manual tool: the caller answers it).",
@@ -1030,6 +1044,7 @@ AGENTS = [
     *(slow_desk, deadline, impatient, relayed, bulky, relayed_chain, torn, unanswered),
     *(served, served_chained, served_step, served_step_chained, served_boss),
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
+    stopped_transfer,
     asking,
     settling,
     misfit,

@@ -674,6 +674,8 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "relayed",
         "timed_out",
         "timed_out_kept",
+        "stopped_transfer",
+        "stopped_transfer_handed",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
@@ -943,6 +945,20 @@ def test_runs_recorded_before_nested_runs_replay_only_through_the_patch(
     monkeypatch.setattr(workflow_module.workflow, "patched", lambda patch_id: True)
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     with pytest.raises(NondeterminismError, match="tree__tool__desk"):
+        asyncio.run(replayer.replay_workflow(history))
+
+
+def test_runs_that_stopped_on_a_transfer_before_the_handoff_at_stop_replay_through_the_patch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A history of a run that stopped at max_steps on a transfer, from before it handed over
+    there, breaks replay unless the workflow.patched branch keeps its stop as it was."""
+    text = (HISTORIES / "stopped_transfer.json").read_text(encoding="utf-8")
+    history = WorkflowHistory.from_json("history-stopped_transfer", text)
+    monkeypatch.setattr(workflow_module.workflow, "patched", lambda patch_id: True)
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    # (the patched branch lists billing's tools where the run had completed)
+    with pytest.raises(NondeterminismError, match="Activity machine does not handle"):
         asyncio.run(replayer.replay_workflow(history))
 
 

@@ -83,10 +83,20 @@ def test_a_second_transfer_in_one_answer_says_so_in_the_durable_log(
 def test_a_handoff_cycle_stops_at_the_runs_max_steps(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """ping <-> pong forever: the durable run stops at the first agent's max_steps, as locally."""
-    durable, _, local = _run_like_local(temporal_app.ping, "ping-1", server, tmp_path, monkeypatch)
+    """ping <-> pong forever: the durable run stops at the first agent's max_steps, as locally,
+    handed to pong by the transfer of the step that reached it."""
+    durable, history, local = _run_like_local(
+        temporal_app.ping, "ping-1", server, tmp_path, monkeypatch
+    )
     assert durable.finish_reason == local.finish_reason == "max_steps"
     assert durable.state.step == 3
+    assert durable.agent == "pong"
+    assert [e.agent for e in durable.state.events if e.kind == "handed_off"] == [
+        "pong",
+        "ping",
+        "pong",
+    ]
+    _replays(history)
 
 
 def test_on_tool_error_raise_fails_the_durable_run_as_locally(

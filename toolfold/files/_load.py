@@ -33,6 +33,7 @@ from toolfold.runtime._document import (
     StepRef,
     StopEntry,
     WorkflowEntry,
+    describe,
     labels_type,
     resolve,
     stop_condition,
@@ -169,8 +170,17 @@ def from_dict(
         model: A model for every agent instead of the document's.
 
     Raises:
-        AgentFileError: Every problem of the document, at once.
+        AgentFileError: Every problem of the document, at once (``data`` is
+            not a mapping, a key's value has the wrong type...).
     """
+    if not isinstance(data, Mapping):
+        raise AgentFileError(
+            name,
+            [
+                f"{name}: expected a document, a mapping with the keys {', '.join(TOP_KEYS)} "
+                f"(what to_dict() gives), got {describe(data)}"
+            ],
+        )
     return _Loader(dict(data), _Lines(name, "", "dict"), search, model, a_file=False).build()
 
 
@@ -334,21 +344,34 @@ class _Loader:
 
         return AgentFileError(self.lines.file, sorted(self.problems, key=place))
 
-    def _table(self, key: str, what: str) -> dict[str, Any]:
+    def _table(self, key: str) -> dict[str, Any]:
+        """The table under ``key``, or an empty one when it is not a table (`_named` says so)."""
         table = self.data.get(key, {})
-        if not isinstance(table, dict):
-            self.problem(key, f"expected a table of {what}, each under {key}.<name>")
-            return {}
-        return table
+        return table if isinstance(table, dict) else {}
+
+    def _none_given(self, flow: str, key: str, kind: type) -> bool:
+        """Whether workflow ``flow`` leaves ``key`` out or gives it empty.
+
+        A value of another kind (``branches:`` left null in YAML), or one whose
+        items were all refused, is a problem said already: "needs at least
+        one" would only repeat it.
+        """
+        given = self.data["workflows"][flow].get(key, kind())
+        return isinstance(given, kind) and not given
 
     def _named(self, key: str) -> dict[str, Any]:
         """The table under ``key`` without the entries whose name is not text (each a problem)."""
-        table: dict[Any, Any] = self._table(key, key)  # YAML keys may be of any type
+        value = self.data.get(key, {})
+        if not isinstance(value, dict):
+            self.problem(
+                key, f"expected a table of {key}, each under {key}.<name>, got {describe(value)}"
+            )
+        table: dict[Any, Any] = self._table(key)  # YAML keys may be of any type
         for name in table:
             if not isinstance(name, str):  # YAML reads 1, yes and ~ as a number, True, None
                 self.problem(
                     f"{key}.{name}",
-                    f"a name is text, got {type(name).__name__} {name!r} (quote it in YAML)",
+                    f"a name is text, got {describe(name)} (quote it in YAML)",
                 )
         return {name: value for name, value in table.items() if isinstance(name, str)}
 
@@ -358,7 +381,8 @@ class _Loader:
                 self.problem(key, f"unknown key (the file's keys are: {', '.join(TOP_KEYS)})")
         agents = self._named("agents")
         flows = self._named("workflows")
-        if not agents and not flows:
+        misplaced = any(not isinstance(self.data.get(key, {}), dict) for key in TOP_KEYS[:2])
+        if not agents and not flows and not misplaced:  # (a table of the wrong type: said)
             self.problem("agents", "the file defines no agent (agents.<name>) nor workflow")
         for name in agents.keys() & flows.keys():
             self.problem(f"workflows.{name}", f"{name!r} names an agent and a workflow")
@@ -370,7 +394,9 @@ class _Loader:
         in_order = [name for key in self.data if key in tables for name in tables[key]]
         entry_name = self.data.get("entry", next(iter(in_order), ""))
         if not isinstance(entry_name, str):
-            self.problem("entry", f"expected an agent's or workflow's name, got {entry_name!r}")
+            self.problem(
+                "entry", f"expected an agent's or workflow's name, got {describe(entry_name)}"
+            )
         elif (agents or flows) and entry_name not in {**agents, **flows}:
             self.problem("entry", f"names no agent or workflow of the file: {entry_name!r}")
         override = self._override()
@@ -420,7 +446,7 @@ class _Loader:
         """Structure one entry key by key, so one bad value hides no other problem."""
         what = "an agent" if cls is AgentEntry else "a workflow"
         if not isinstance(value, dict):
-            self.problem(path, f"expected a table ({what}'s keys), got {value!r}")
+            self.problem(path, f"expected a table ({what}'s keys), got {describe(value)}")
             return
         fields = attrs.fields_dict(cls)
         for key in value:
@@ -468,7 +494,7 @@ class _Loader:
             if value in typing.get_args(kind):
                 return value
             allowed = ", ".join(repr(a) for a in typing.get_args(kind))
-            self.problem(path, f"expected one of {allowed}, got {value!r}")
+            self.problem(path, f"expected one of {allowed}, got {describe(value)}")
             return _BAD
         try:
             return CONVERTER.structure(value, kind)
@@ -529,7 +555,7 @@ class _Loader:
                 else:
                     assert item.workflow is not None
                     self._reference(item.workflow, f"{path}.workflow", workflows=True)
-                    if item.workflow in self._table("agents", "agents"):
+                    if item.workflow in self._table("agents"):
                         self.problem(f"{path}.workflow", f"{item.workflow!r} is an agent")
                 if item.input_type is not None:
                     self._resolve(item.input_type, f"{path}.input_type")
@@ -581,9 +607,9 @@ class _Loader:
             self.problem(f"{path}.{key}", f"must be at least 1, got {value}")
 
     def _reference(self, target: str, path: str, *, workflows: bool = False) -> None:
-        known = dict(self._table("agents", "agents"))
+        known = dict(self._table("agents"))
         if workflows:
-            known.update(self._table("workflows", "workflows"))
+            known.update(self._table("workflows"))
         if target not in known:
             what = "an agent or workflow" if workflows else "agent"
             listed = ", ".join(known) or "none"
@@ -595,8 +621,7 @@ class _Loader:
     def _check_workflow(self, name: str, flow: WorkflowEntry) -> None:
         where = f"workflows.{name}"
         if flow.kind in ("sequence", "parallel"):
-            if not flow.steps and not self.data["workflows"][name].get("steps"):
-                # (steps that were all refused are reported each; this would only repeat them)
+            if not flow.steps and self._none_given(name, "steps", list):
                 self.problem(f"{where}.steps", f"a {flow.kind} needs at least one step")
             for index, step in enumerate(flow.steps):
                 self._step(step, self.at(name, "steps", index, "workflows"))
@@ -604,7 +629,7 @@ class _Loader:
             self._function(flow.merge, f"{where}.merge")
         if flow.kind == "route":
             self._required_step(flow.router, f"{where}.router", "a route needs a router")
-            if not flow.branches:
+            if not flow.branches and self._none_given(name, "branches", dict):
                 self.problem(f"{where}.branches", "a route needs at least one branch")
             for label, step in flow.branches.items():
                 self._step(step, f"{where}.branches.{label}")
@@ -926,7 +951,7 @@ def _validation_problems(
                 inner, cattrs.BaseValidationError
             ):  # cattrs says "x not in literal typing.Literal[...]"
                 allowed = ", ".join(repr(a) for a in typing.get_args(kind))
-                yield child, f"expected one of {allowed}, got {item!r}"
+                yield child, f"expected one of {allowed}, got {describe(item)}"
                 continue
             yield from _validation_problems(inner, child, item)
         for inner in without:

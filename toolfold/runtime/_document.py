@@ -201,7 +201,7 @@ def _exact(kind: type, label: str) -> Callable[[Any, Any], Any]:
     def structure(value: Any, _: Any) -> Any:
         # bool is an int to Python, not to a file's reader
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            raise TypeError(f"expected {label}, got {_describe(value)}")
+            raise TypeError(f"expected {label}, got {describe(value)}")
         return value
 
     return structure
@@ -209,15 +209,40 @@ def _exact(kind: type, label: str) -> Callable[[Any, Any], Any]:
 
 def _number(value: Any, _: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"expected a number, got {_describe(value)}")
+        raise TypeError(f"expected a number, got {describe(value)}")
     return float(value)
 
 
-def _describe(value: Any) -> str:
-    names = {dict: "a table", list: "a list", str: "a string", bool: "a boolean"}
+_SHOWN = 40
+"""The longest value (as written by ``repr``) an error message shows."""
+
+
+def describe(value: Any, *, secret: bool = False) -> str:
+    """``value`` as an error message names it: its kind (a table, a list...) and, if short, itself.
+
+    Args:
+        value: The value of the wrong kind.
+        secret: Never show it (an MCP server's ``env`` or ``args`` may hold a
+            token): its kind and length only.
+    """
+    names = {
+        dict: "a table",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "nothing",
+    }
     kind = names.get(type(value), type(value).__name__)
-    shown = repr(value) if not isinstance(value, dict | list) else ""
-    return f"{kind} {shown}".strip()
+    if value is None or isinstance(value, dict | list):
+        return kind
+    if isinstance(value, str) and (secret or len(value) > _SHOWN):
+        return f"{kind} of {len(value)} characters"
+    shown = repr(value)
+    if secret or len(shown) > _SHOWN:
+        return kind
+    return f"{kind} {shown}"
 
 
 def _one_of(entry: type, label: str) -> Callable[[Any, Any], Any]:
@@ -226,7 +251,7 @@ def _one_of(entry: type, label: str) -> Callable[[Any, Any], Any]:
             return value
         if isinstance(value, dict):
             return CONVERTER.structure(value, entry)
-        raise TypeError(f"expected {label}, got {_describe(value)}")
+        raise TypeError(f"expected {label}, got {describe(value)}")
 
     return structure
 
@@ -236,7 +261,7 @@ def _approval(value: Any, _: Any) -> bool | list[str]:
         return value
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise TypeError(f"expected true, false or a list of tool names, got {_describe(value)}")
+    raise TypeError(f"expected true, false or a list of tool names, got {describe(value)}")
 
 
 def _output_type(value: Any, _: Any) -> str | list[str] | None:
@@ -250,7 +275,7 @@ def _output_type(value: Any, _: Any) -> str | list[str] | None:
     ):
         return list(value)
     raise TypeError(
-        f"expected an import path or a list of distinct labels (a Literal), got {_describe(value)}"
+        f"expected an import path or a list of distinct labels (a Literal), got {describe(value)}"
     )
 
 
@@ -261,8 +286,96 @@ def labels_type(labels: Sequence[str]) -> Any:
 
 def _settings(value: Any, _: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise TypeError(f"expected a table, got {_describe(value)}")
+        raise TypeError(f"expected a table, got {describe(value)}")
     return dict(value)
+
+
+# What a table of each kind holds, for messages (any other table is "a table").
+_TABLES: dict[Any, str] = {
+    dict[str, StepRef]: "a table of label = step",
+    dict[str, str]: "a table of name = text",
+}
+
+
+def _is_list(kind: Any) -> bool:
+    return typing.get_origin(kind) is list
+
+
+def _is_table(kind: Any) -> bool:
+    return typing.get_origin(kind) is dict and kind != dict[str, Any]  # (settings: its own hook)
+
+
+def _noted(exc: Exception, note: Any) -> Exception:
+    """``exc`` with ``note`` (where it happened) among its notes, as cattrs notes its own."""
+    exc.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
+    return exc
+
+
+def _secret_text(value: Any) -> str:
+    """Text that may hold a secret: a value of another kind is named by its kind only."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {describe(value, secret=True)}")
+    return value
+
+
+def _list(value: Any, kind: Any, *, secret: bool = False) -> list[Any]:
+    """A list of ``kind``'s items: text is no list (cattrs would take it character by character).
+
+    ``secret``: a list of text that may hold secrets (an MCP server's
+    ``args``), never shown in a message.
+    """
+    import cattrs
+    from cattrs.errors import IterableValidationNote
+
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"expected a list, got {describe(value, secret=secret)}")
+    (item,) = typing.get_args(kind)
+    items: list[Any] = []
+    errors: list[Exception] = []
+    for index, each in enumerate(value):
+        try:
+            items.append(_secret_text(each) if secret else CONVERTER.structure(each, item))
+        except Exception as exc:
+            note = IterableValidationNote(f"Structuring {kind} @ index {index}", index, item)
+            errors.append(_noted(exc, note))
+    if errors:
+        raise cattrs.IterableValidationError(f"While structuring {kind}", errors, kind)
+    return items
+
+
+def _table(value: Any, kind: Any, *, secret: bool = False) -> dict[str, Any]:
+    """A table of ``kind``'s values by name: a list or text is no table.
+
+    ``secret``: a table of text that may hold secrets (an MCP server's
+    ``env``), never shown in a message (its names are).
+    """
+    import cattrs
+    from cattrs.errors import IterableValidationNote
+
+    if not isinstance(value, typing.Mapping):
+        what = _TABLES.get(kind, "a table")
+        raise TypeError(f"expected {what}, got {describe(value, secret=secret)}")
+    key_kind, item = typing.get_args(kind)
+    table: dict[str, Any] = {}
+    errors: list[Exception] = []
+    for key, each in value.items():
+        try:
+            text = _secret_text(each) if secret else CONVERTER.structure(each, item)
+            table[CONVERTER.structure(key, key_kind)] = text
+        except Exception as exc:
+            note = IterableValidationNote(f"Structuring {kind} @ key {key!r}", key, item)
+            errors.append(_noted(exc, note))
+    if errors:
+        raise cattrs.IterableValidationError(f"While structuring {kind}", errors, kind)
+    return table
+
+
+def _secret_args(value: Any, kind: Any) -> list[str]:
+    return _list(value, list[str], secret=True)
+
+
+def _secret_env(value: Any, kind: Any) -> dict[str, str] | None:
+    return None if value is None else _table(value, dict[str, str], secret=True)
 
 
 def _equal_to(kind: Any) -> Callable[[Any], bool]:
@@ -274,13 +387,16 @@ def _equal_to(kind: Any) -> Callable[[Any], bool]:
 
 def _make_converter() -> cattrs.Converter:
     import cattrs
-    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     converter.register_structure_hook(str, _exact(str, "a string"))
     converter.register_structure_hook(int, _exact(int, "an integer"))
     converter.register_structure_hook(bool, _exact(bool, "true or false"))
     converter.register_structure_hook(float, _number)
+    # lists and tables refuse other values (cattrs iterates a string, calls .items() on a list)
+    converter.register_structure_hook_func(_is_list, _list)
+    converter.register_structure_hook_func(_is_table, _table)
     # unions by equality: singledispatch would register a union for each of its members
     unions: list[tuple[Any, Callable[[Any, Any], Any]]] = [
         (ToolEntry, _one_of(AgentToolEntry, "an import path or an {agent = ...} table")),
@@ -307,9 +423,19 @@ def _make_converter() -> cattrs.Converter:
     unions.append((StepRef | None, unions[3][1]))
     for union, hook in unions:
         converter.register_structure_hook_func(_equal_to(union), hook)
+    # an MCP server's args and env may hold tokens: their messages never show a value
+    secrets: dict[type, dict[str, Any]] = {
+        MCPEntry: {
+            "args": override(struct_hook=_secret_args),
+            "env": override(struct_hook=_secret_env),
+        }
+    }
     for cls in _CLASSES:
         converter.register_structure_hook(
-            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
+            cls,
+            make_dict_structure_fn(
+                cls, converter, _cattrs_forbid_extra_keys=True, **secrets.get(cls, {})
+            ),
         )
         converter.register_unstructure_hook(
             cls, make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True)

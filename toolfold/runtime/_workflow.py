@@ -38,6 +38,7 @@ from toolfold.runtime._planner import (
 )
 from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
+from toolfold.runtime._retry import retry_state
 from toolfold.runtime._run import (
     Approval,
     RunOptions,
@@ -406,10 +407,29 @@ class Workflow:
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
         self._check_steps(state)
+        if state.phase == "failed":
+            state = self._retried(state)
         continued = caller_answered(state)
         return resumed(
             state, self._options, message=None, max_steps=None, **answers, continued=continued
         )
+
+    def _retried(self, state: RunState) -> RunState:
+        """A failed run of this workflow as it was before what failed it (see `retry_state`).
+
+        Raises:
+            UsageError: Nothing in the run can be run again from where it failed.
+        """
+        again = retry_state(state)
+        if again is None:
+            error = state.error
+            why = f"{error.kind}: {error.message}" if error is not None else "no error recorded"
+            raise UsageError(
+                f"the run of {self.label} failed ({why}), and not in a step that can run "
+                "again: a failed state is final; fork(state, events=n) is the run after its "
+                "first n events, to resume from the point to try again (with a new run_id)"
+            )
+        return again
 
     def _check_resume(self, state: RunState) -> None:
         """Refuse, running nothing, what resuming ``state`` (a suspended sub-run) would refuse."""
@@ -443,10 +463,13 @@ class Workflow:
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
     ) -> WorkflowResponse:
-        """Continue a workflow that waits for approvals or tool results (at any depth).
+        """Continue a workflow that waits for approvals or tool results (at any depth), or failed.
 
         Answers are keyed by the id of the call that waits, however deep in
-        the tree; nothing that already ran runs again.
+        the tree; nothing that already ran runs again. A failed run (a
+        `RunError`'s ``.state``) goes on from just before what failed it:
+        the failed steps run again, at any depth, and the steps and branches
+        that had ended keep their results.
 
         Args:
             state: ``response.state``, an error's ``.state``, a state loaded
@@ -456,6 +479,12 @@ class Workflow:
             deps: Dependencies for the tools' `RunContext`.
             on_event: Called with every event of the workflow's own run.
             on_step: Called with every completed round of step calls.
+
+        Raises:
+            RunError: A step failed again (as in `run`).
+            UsageError: The answers or the workflow do not fit the run, or the
+                run failed in a way no step can run again from (the message
+                says how to fork it).
         """
         live, state = self._resumed(
             state, _answers(tool_results, approvals, deps, on_event, on_step)
@@ -539,16 +568,20 @@ class _step_errors:
             raise failure from exc
 
 
+_STATE_NOTE = "; the error's state is the workflow's, with the failure recorded"
+
+
 def _step_failure(workflow: Workflow, exc: BaseException | None) -> RunError | None:
     """The error reporting ``exc`` as a step's failure when a step failed the workflow, else None."""
     if isinstance(exc, ToolRetriesExceededError) and exc.state is not None:
         failure = exc.state.error
         step = failure.tool_name if failure is not None else "?"
         last = failure.message.partition("last error: ")[2] if failure is not None else ""
+        # A nested workflow's step error ends with this note already: said once, at the end.
+        while last.endswith(_STATE_NOTE):
+            last = last.removesuffix(_STATE_NOTE)
         return RunError(
-            f"step {step!r} of {workflow.label} failed: {last or exc}; the error's "
-            "state is the workflow's, with the failure recorded",
-            exc.state,
+            f"step {step!r} of {workflow.label} failed: {last or exc}{_STATE_NOTE}", exc.state
         )
     return None
 

@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._stop import stop_event
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure
-    from toolfold.runtime.drive._handoff import settle_events
+    from toolfold.runtime.drive._handoff import at_limit, settle_events
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.toolkit._results import describe_exception
@@ -85,6 +85,10 @@ before it continued as new only between the top run's model calls)."""
 TIMED_OUT_SUB_RUNS = "toolfold-timed-out-sub-runs"
 """The `workflow.patched` id of keeping a timed-out sub-run on its call's result (runs
 recorded before it dropped it: their states, and so what they carry, stay as they were)."""
+HANDOFF_AT_STOP = "toolfold-handoff-at-stop"
+"""The `workflow.patched` id of handing a run over when the step that reached its
+``max_steps`` called a transfer tool (runs recorded before it stopped with the agent
+that called the transfer: their states stay as they were)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -344,20 +348,7 @@ class AgentWorkflow:
             self._publish(path, state)
             effect = next_effect(state)
             if isinstance(effect, CallModel):
-                target = node.handing_to(state)
-                if target is not None and target.sources and target.agent != first.agent:
-                    key = (*path, f"@{target.agent}")
-                    if key not in self._listings:  # listed once per run, as locally opened once
-                        self._listings[key] = await self._list_tools(agent, target)
-                        try:
-                            node = self._listed(first, path).running(state)
-                        except ToolDefinitionError as exc:  # as locally: the run raises it
-                            if path:
-                                raise
-                            raise ApplicationError(
-                                str(exc), type=type(exc).__name__, non_retryable=True
-                            ) from None
-                switched = node.hand_off(state)
+                switched = await self._hand_off(agent, first, node, state, path)
                 if switched is not None:  # the step asked for a handoff: the next agent goes on
                     node, state = switched
                     continue
@@ -377,7 +368,36 @@ class AgentWorkflow:
             elif isinstance(effect, ValidateOutput):
                 state = reduce(state, _validate(node, effect))
             else:  # waiting for answers, or over
+                if (
+                    at_limit(state)
+                    and node.handing_to(state) is not None
+                    and workflow.patched(HANDOFF_AT_STOP)
+                ):  # the step that reached max_steps called a transfer tool: as locally
+                    switched = await self._hand_off(agent, first, node, state, path)
+                    if switched is not None:
+                        node, state = switched
+                        continue
                 return state
+
+    async def _hand_off(
+        self, agent: Registered, first: Node, node: Node, state: RunState, path: tuple[str, ...]
+    ) -> tuple[Node, RunState] | None:
+        """The node and state after the handoff the last step asked for, if it asked
+        (the target's tool sources listed first, once per run)."""
+        target = node.handing_to(state)
+        if target is not None and target.sources and target.agent != first.agent:
+            key = (*path, f"@{target.agent}")
+            if key not in self._listings:  # listed once per run, as locally opened once
+                self._listings[key] = await self._list_tools(agent, target)
+                try:
+                    node = self._listed(first, path).running(state)
+                except ToolDefinitionError as exc:  # as locally: the run raises it
+                    if path:
+                        raise
+                    raise ApplicationError(
+                        str(exc), type=type(exc).__name__, non_retryable=True
+                    ) from None
+        return node.hand_off(state)
 
     def _listed(self, first: Node, path: tuple[str, ...]) -> Node:
         """``first`` with the tools its sources, and those of the handoff targets reached, listed."""

@@ -99,6 +99,9 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
     "finished": {
         "user_message_added": ("awaiting_model",),
         "step_limit_changed": ("finished", "awaiting_model"),
+        # the step that reached max_steps called a transfer tool: its tools ran, so
+        # the handoff happens, and the run stays stopped with the new agent
+        "handed_off": ("finished",),
     },
     "failed": {},
 }
@@ -468,6 +471,18 @@ def _step_limit_changed(state: RunState, event: StepLimitChanged, changes: Chang
 def _handed_off(state: RunState, event: HandedOff, changes: Changes) -> None:
     if type(event.agent) is not str or not event.agent:
         raise refused(state, event.kind, f"the agent must be a name, got {event.agent!r}")
+    if state.phase == "finished" and (not state.calls or state.finish_reason != "max_steps"):
+        raise refused(
+            state,
+            event.kind,
+            "a finished run hands off only right after the step that called the transfer "
+            "tool and reached max_steps; this one "
+            + (
+                f"finished with {state.finish_reason!r}"
+                if state.finish_reason != "max_steps"
+                else "made no tool call in its last step, or has handed off already"
+            ),
+        )
     # The tools change here as they do when a run starts: the same check, or
     # the target would run with a tool set whose calls name no single tool.
     _refuse_bad_tools(state, event.kind, event.config, event.agent)

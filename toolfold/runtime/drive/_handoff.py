@@ -25,6 +25,7 @@ from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import HandedOff, ToolReturned
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._state import CallState, RunState
+from toolfold.runtime.core._stop import stopping_condition
 from toolfold.runtime.drive._executor import ToolOutcome
 from toolfold.runtime.drive._failures import observer_failure
 
@@ -62,6 +63,22 @@ def handover_of(state: RunState, handoffs: Mapping[str, Handover]) -> Handover |
     """The handoff the last step asked for (its first successful transfer call), if any."""
     name = transfer_called(state, handoffs)
     return None if name is None else handoffs[name]
+
+
+def at_limit(state: RunState) -> bool:
+    """Whether ``state`` stopped at its own ``max_steps`` right after a step that ran tools.
+
+    Its transfer call, if it made one, hands the run over before it stops
+    (the step's tools ran; its result says ``Transferred``). A run a stop
+    condition finished stays as it stopped: the condition's call and result
+    are what it answers with (`stopping_result`), and it still holds.
+    """
+    return (
+        state.phase == "finished"
+        and state.finish_reason == "max_steps"
+        and bool(state.calls)
+        and stopping_condition(state) is None
+    )
 
 
 def transfer_called(state: RunState, transfers: Container[str]) -> str | None:

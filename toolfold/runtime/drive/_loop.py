@@ -72,6 +72,7 @@ from toolfold.runtime.drive._failures import (
 )
 from toolfold.runtime.drive._handoff import (
     Handover,
+    at_limit,
     handed_off,
     handover_of,
     settle_finished,
@@ -268,11 +269,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             if live.handoffs:
                 handover = handover_of(state, live.handoffs)
                 if handover is not None:
-                    listed = (
-                        (yield from _open(handover, state, listings)) if handover.sources else ()
-                    )
-                    live, state = _hand_off(live, state, handover, listed)
-                    yield _SwitchOp(live)
+                    live, state = yield from _handing_over(live, state, handover, listings)
                     continue
             # The model call, in the loop itself: no generator of its own to make
             # and resume through for every step (unless a live stop condition holds first).
@@ -367,6 +364,14 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         elif isinstance(effect, ValidateOutput):
             state = _validate(live, state, effect)
         else:  # Finish, or AwaitApproval / AwaitToolResults: the caller decides
+            if live.handoffs and at_limit(state):
+                # The step that reached max_steps called a transfer tool: its tools ran,
+                # so the run is handed over before it stops, and the stopped run keeps
+                # the agent it went to (as a new turn or more steps find it).
+                handover = handover_of(state, live.handoffs)
+                if handover is not None:
+                    live, state = yield from _handing_over(live, state, handover, listings)
+                    continue
             # (`Ended(...)` without its Python __new__.)
             return new_tuple(Ended, (_finish(state, effect), live))
         if reported < state.step and state.phase not in _STEP_OPEN:
@@ -377,6 +382,19 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
 
 def _identity(sources: tuple[ToolSource, ...]) -> tuple[int, ...]:
     return tuple(map(id, sources))
+
+
+def _handing_over(
+    live: Live,
+    state: RunState,
+    handover: Handover,
+    listings: dict[tuple[int, ...], Sequence[Tool[..., Any]]],
+) -> Generator[_Op, Any, tuple[Live, RunState]]:
+    """The live half and state after ``handover`` (its sources opened first), the shell told."""
+    listed = (yield from _open(handover, state, listings)) if handover.sources else ()
+    live, state = _hand_off(live, state, handover, listed)
+    yield _SwitchOp(live)
+    return live, state
 
 
 def _open(

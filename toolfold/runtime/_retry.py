@@ -1,0 +1,111 @@
+"""Resuming a failed workflow: the run just before what failed it, finished work kept.
+
+A failed run refuses every event (errors stick), so resuming it cannot go on
+from its state. A workflow's failure comes from a step (its result failed the
+run) or from an event that failed it (`RunFailed`); `retry_state` rebuilds
+the run from its log without those events, so the failed steps are to run
+again and nothing else is. A failed step that was itself a run (a nested
+workflow, an agent) keeps that run on its call, retried the same way, as a
+cancelled run keeps its sub-runs (`ToolSuspended`): the branches and steps
+inside it that had ended do not run again either. The log of the state it
+gives is the failed run's with those events left out (and a `ToolSuspended`
+per kept sub-run): it replays, serializes and signs like any other.
+"""
+
+from __future__ import annotations
+
+from toolfold.runtime.core._events import (
+    Event,
+    ModelResponded,
+    OutputRejected,
+    RunFailed,
+    ToolReturned,
+    ToolSuspended,
+)
+from toolfold.runtime.core._reducer import reduce
+from toolfold.runtime.core._replay import replay
+from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._steps import _FAILING, DEFAULT_MAX_RETRIES
+
+
+def _fatal(state: RunState, name: str, outcome: str | None) -> bool:
+    """Whether a call of the failed step (tool ``name``, ending in ``outcome``) failed the run.
+
+    The step fails the run at its first call whose tool used up its retries
+    (`_commit`), but every such call's failure is fatal: a call of another tool
+    past its limit in the same step (a `Parallel`'s second failed branch)
+    would fail the run as soon as the first one is run again, so it runs
+    again too. A failure its tool still allows (a step with
+    ``on_error="skip"``, a tool with retries left) is a result like any other.
+    """
+    if outcome not in _FAILING:
+        return False
+    error = state.error
+    if error is not None and name == error.tool_name:
+        return True
+    spec = state.config.tool(name)
+    limit = spec.max_retries if spec is not None else DEFAULT_MAX_RETRIES
+    return state.failures.get(name, 0) > limit
+
+
+def retry_state(state: RunState) -> RunState | None:
+    """``state`` (a failed run) as it was before what failed it, or None when nothing can.
+
+    The calls of the last step whose results failed the run (each failed
+    call whose tool used up its retries: the one ``state.error`` names and
+    any other past its limit, see `_fatal`) are to run again; a run that a `RunFailed` event ended is back where it was before
+    it. A failed call's own run, failed too, is retried the same way and
+    kept on the call; one stopped before it ended (the run before a model
+    call that failed) is kept as it is, to go on. A run whose last answer
+    did not fit its output type (no ``output_retries`` left) is back where
+    it was before the model gave that answer, to ask again: its tools'
+    results are kept (the usage of the rejected answer is not: it is no
+    longer in the log). None when the failure came from none of these (a
+    sub-run that ended with an error of its own, such as ``max_steps``), or
+    the log without those events still fails.
+    """
+    if state.phase != "failed":
+        return None
+    events = state.events
+    if not events:
+        return None
+    kept: list[Event]
+    retried: list[tuple[str, RunState]] = []
+    if isinstance(events[-1], RunFailed):
+        kept = list(events[:-1])
+    elif isinstance(events[-1], OutputRejected):
+        # Its last answer did not fit the output type, with no retries left: the run just
+        # before the model gave it, to ask the model again (what ran before is kept).
+        answered = max(i for i, e in enumerate(events) if isinstance(e, ModelResponded))
+        kept = list(events[:answered])
+    else:
+        error = state.error
+        name = error.tool_name if error is not None else None
+        failing = {
+            c.call.id: c.call.name for c in state.calls if _fatal(state, c.call.name, c.outcome)
+        }
+        opened = max(
+            (i for i, e in enumerate(events) if isinstance(e, ModelResponded)), default=None
+        )
+        if name not in failing.values() or opened is None:  # the failure names no failed call
+            return None
+        kept = list(events[: opened + 1])
+        for event in events[opened + 1 :]:
+            if isinstance(event, ToolReturned) and event.call_id in failing:
+                child = event.child
+                again: RunState | None = None
+                if child is not None and child.phase == "failed":
+                    again = retry_state(child)
+                elif child is not None and child.phase != "finished":
+                    again = child  # the run before its failing model call: it goes on
+                if again is not None:
+                    retried.append((event.call_id, again))
+            else:
+                kept.append(event)
+    try:
+        base = replay(kept)
+        for call_id, child in retried:
+            base = reduce(base, ToolSuspended(call_id, child))
+    except Exception:  # a log the run's reducer does not take without them: no way back here
+        return None
+    return None if base.phase == "failed" else base
