@@ -37,6 +37,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    part_problem,
     tool_calls_of,
 )
 from toolfold.runtime.core._request import ModelResponse
@@ -110,6 +111,14 @@ def message_problem(message: object, roles: tuple[str, ...]) -> str:
         return (
             f"a message with role {message.role!r} is not allowed here (roles: {', '.join(roles)})"
         )
+    # (`Message` checks its parts when it is made; this guards one made around that)
+    parts = message.parts
+    if type(parts) is not tuple:
+        return f"a message's parts must be a tuple of parts, got {type(parts).__name__}"
+    for index, part in enumerate(parts):
+        problem = part_problem(part)
+        if problem:
+            return f"part {index} of a {message.role} message: {problem}"
     return ""
 
 
@@ -203,6 +212,12 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
     # A loop, not a comprehension: no function of its own to call for every response.
     classified: list[CallState] = []
     for index, call in enumerate(calls):
+        if call.arguments is not None and type(call.arguments) is not FrozenDict:
+            # (`ToolCallPart` freezes a mapping and refuses anything else; this guards a
+            # part made around that: arguments that are no object do not round-trip)
+            problem = part_problem(call)
+            if problem:
+                raise refused(state, event.kind, f"the model's answer: {problem}")
         classified.append(_classify(state, event.kind, index, call, dispositions[index]))
     changes["calls"] = tuple(classified)
     _settle(state, changes)

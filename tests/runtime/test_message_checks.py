@@ -1,0 +1,120 @@
+"""Messages and tool calls refuse values that would not survive the JSON round trip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolfold import (
+    Agent,
+    InvalidEventError,
+    Message,
+    RunState,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    UsageError,
+)
+from toolfold.runtime import (
+    ModelResponded,
+    ModelResponse,
+    RunConfig,
+    ToolDefinition,
+    ToolSpec,
+    UserMessageAdded,
+    initial_state,
+    reduce,
+)
+from toolfold.runtime.core._build import builder
+from toolfold.testing import ScriptedModel
+
+# Made around the constructors' checks, as a driver's hot path makes them.
+_raw_message = builder(Message)
+_raw_call = builder(ToolCallPart)
+
+
+def test_message_refuses_a_str_as_its_parts() -> None:
+    """A str where parts are expected is refused with advice, not split into characters."""
+    with pytest.raises(UsageError, match=r"Message\.parts must be a list of parts") as caught:
+        Message("user", "Refund order 7")  # type: ignore[arg-type]
+    assert "Message.user(text)" in str(caught.value)
+    assert "'Refund order 7'" in str(caught.value)
+
+
+@pytest.mark.parametrize("part", [{"text": "x"}, "plain text", 42, None])
+def test_message_refuses_a_part_that_is_no_part(part: Any) -> None:
+    """A dict, str, int or None among the parts is refused, naming its index and type."""
+    with pytest.raises(UsageError, match=r"Message\.parts\[1\]: expected a part") as caught:
+        Message("user", [TextPart("ok"), part])
+    assert type(part).__name__ in str(caught.value)
+
+
+def test_message_refuses_parts_that_are_not_iterable() -> None:
+    """Parts that are no collection at all are refused as a UsageError, not a bare TypeError."""
+    with pytest.raises(UsageError, match=r"Message\.parts must be a list of parts, got int"):
+        Message("user", 5)  # type: ignore[arg-type]
+
+
+def test_message_with_parts_still_round_trips() -> None:
+    """A message of real parts is built as before and its run's state round-trips."""
+    message = Message("user", [TextPart("Refund order 7")])
+    response = Agent(ScriptedModel(["ok"])).run("Go on.", history=[message])
+    assert response.messages[0] == Message.user("Refund order 7")
+    assert RunState.from_json(response.state.to_json()) == response.state
+
+
+def test_message_tool_refuses_a_list_of_results() -> None:
+    """``Message.tool([result])`` says to spread the list, not that calls lack results."""
+    result = ToolResultPart("c1", "add", "3")
+    with pytest.raises(UsageError, match=r"Message\.tool\(\*results\)"):
+        Message.tool([result])  # type: ignore[arg-type]
+    assert Message.tool(result).parts == (result,)
+
+
+def test_message_assistant_refuses_tool_calls_that_are_not_calls() -> None:
+    """``Message.assistant(tool_calls=...)`` takes ToolCallParts only."""
+    with pytest.raises(UsageError, match="takes ToolCallParts, got str"):
+        Message.assistant("", ["add"])  # type: ignore[list-item]
+
+
+def test_reducer_refuses_a_history_part_made_around_the_checks() -> None:
+    """RunStarted refuses a history message whose parts are no parts, whoever built it."""
+    bad = _raw_message("user", ("R", "e"))
+    with pytest.raises(InvalidEventError, match="the history: part 0 of a user message"):
+        initial_state([bad], run_id="r")
+
+
+def test_reducer_refuses_an_added_message_part_made_around_the_checks() -> None:
+    """UserMessageAdded refuses a message whose parts are no parts, whoever built it."""
+    state = initial_state("hi", run_id="r")
+    state = reduce(state, ModelResponded(ModelResponse(Message.assistant("ok"))))
+    with pytest.raises(InvalidEventError, match="part 0 of a user message: expected a part"):
+        reduce(state, UserMessageAdded(_raw_message("user", ({"text": "x"},))))
+
+
+def test_tool_call_refuses_arguments_that_are_not_an_object() -> None:
+    """ToolCallPart refuses decoded arguments that are a list, naming the field."""
+    with pytest.raises(UsageError, match=r"ToolCallPart\.arguments must be .* got list \[1, 2\]"):
+        ToolCallPart("c1", "add", "[1, 2]", [1, 2])  # type: ignore[arg-type]
+
+
+def test_tool_call_with_array_text_gets_an_argument_error_and_round_trips() -> None:
+    """A call whose text is an array is answered with an argument error; its state round-trips."""
+    config = RunConfig(tools=[ToolSpec(ToolDefinition("add"))])
+    state = initial_state("hi", config, run_id="r")
+    call = ToolCallPart("c1", "add", "[1, 2]")
+    state = reduce(state, ModelResponded(ModelResponse(Message.assistant("", [call]))))
+    assert state.calls[0].outcome == "invalid_arguments"
+    assert "array" in (state.calls[0].result.content if state.calls[0].result else "")
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_reducer_refuses_call_arguments_made_around_the_checks() -> None:
+    """ModelResponded refuses a call whose decoded arguments are not an object."""
+    config = RunConfig(tools=[ToolSpec(ToolDefinition("add"))])
+    state = initial_state("hi", config, run_id="r")
+    call = _raw_call("c1", "add", "[1]", [1])
+    response = ModelResponse(_raw_message("assistant", (call,)))
+    with pytest.raises(InvalidEventError, match=r"tool call 'c1' \(add\) has arguments"):
+        reduce(state, ModelResponded(response))
