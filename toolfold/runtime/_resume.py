@@ -42,11 +42,13 @@ from toolfold.runtime.core._events import (
     UserMessageAdded,
 )
 from toolfold.runtime.core._messages import (
+    Message,
     ToolCallPart,
     ToolResultPart,
     describe_content,
     result_content,
 )
+from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import CallState, CallStatus, RunState
 from toolfold.runtime.drive._executor import resume_check
 from toolfold.runtime.drive._loop import Live, answered, apply_event
@@ -160,14 +162,19 @@ def resumed(
 
     Raises:
         UsageError: The options contradict the run's stored configuration,
-            the run stopped at ``max_steps`` and nothing continues it, or the
-            answers or tools do not fit the state.
+            the run stopped at ``max_steps`` and nothing continues it, the
+            answers or tools do not fit the state, or the run cannot take
+            ``message`` once the answers are applied (checked before any
+            event is made).
     """
     _check_attached(state, options)
     _check_stored(state.config, options.config)
     _check_sub_runs(state, options.tools)
     extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
+    messages = None if message is None else to_messages(message)
+    if messages:
+        _check_message(live, state, messages, tool_results, approvals)
     if continued is not None and not tool_results and not approvals:
         waiting = continued
     else:
@@ -178,9 +185,8 @@ def resumed(
     settled = answered(state, waiting) if waiting else None
     if settled is not None:  # the run's loop shows them first, as a step's results
         live = attrs.evolve(live, answered=settled)
-    if message is not None:
-        for item in to_messages(message):
-            state = apply_event(live, state, UserMessageAdded(item))
+    for item in messages or ():
+        state = apply_event(live, state, UserMessageAdded(item))
     limit = max_steps if max_steps is not None else options.config.max_steps
     # (answers that settle the step's last calls at the limit are progress: the run then
     # ends at max_steps with them, as it does when the answer is an approval)
@@ -194,6 +200,67 @@ def resumed(
             "max_steps does not lift it: start a new turn with message=..."
         )
     return live, state
+
+
+def _check_message(
+    live: Live,
+    state: RunState,
+    messages: tuple[Message, ...],
+    tool_results: Mapping[str, Any] | None,
+    approvals: Mapping[str, Approval] | None,
+) -> None:
+    """Refuse ``message=`` when the run cannot take it after the answers, before any event.
+
+    A message follows the step's results: it can be added to a run that
+    finished or awaits the model once the answers are applied, not to one
+    whose calls still wait for an answer or still have to run (a provider
+    takes no message between calls and their results). The answers are
+    applied to a copy here, unobserved, so a refusal leaves nothing done.
+
+    Raises:
+        UsageError: ``message=`` names what it cannot be added to, and what to do.
+    """
+    after = _answered(attrs.evolve(live, on_event=None), state, tool_results, approvals)
+    if after.phase in _MID_STEP:
+        raise UsageError(f"resume(message=...) cannot add the message now: {_no_message(after)}")
+    for item in messages:  # a message the run refuses (tool calls in it...) is refused as before
+        after = reduce(after, UserMessageAdded(item))
+
+
+# The phases of a run whose step's calls are not all answered: no message can come in.
+_MID_STEP = ("awaiting_approval", "awaiting_tool_results", "running_tools")
+
+
+def _no_message(state: RunState) -> str:
+    """Why ``state`` (after the answers) refused a message, and what to do instead."""
+    later = (
+        "resume without message= (nothing was run), then add it with "
+        "resume(response.state, message=...) once that run has finished"
+    )
+    waits: tuple[tuple[CallStatus, str, str], ...] = (
+        ("awaiting_approval", "approval", "approvals="),
+        ("to_return", "results", "tool_results="),
+    )
+    for status, what, option in waits:
+        keyed = answer_keys(state, status)
+        if keyed:
+            return (
+                f"the run waits for the {what} of calls {_listed(keyed)}, and a message can "
+                f"only follow the step's results: answer them with {option} and {later}"
+            )
+    to_run = [(c.call.id, c.call) for c in state.calls if c.status in ("to_run", "suspended")]
+    if to_run:
+        return (
+            f"calls {_listed(to_run)} still have to run (approved by this resume, or "
+            "interrupted before their results), and a message can only follow their "
+            f"results: {later}"
+        )
+    return f"the run is in the middle of a step ({state.phase}): {later}"
+
+
+def _listed(keyed: list[tuple[str, ToolCallPart]]) -> str:
+    """Calls by key, with their tools: ``'c1' (delete_file), 'c2' (send)``."""
+    return ", ".join(f"{key!r} ({call.name})" for key, call in keyed)
 
 
 def check_sub_run(
