@@ -337,24 +337,32 @@ _PARTS_SHOWN = 4
 
 def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
     given: object = parts  # (typed as parts; callers' values come unchecked)
-    if isinstance(given, str):
-        raise UsageError(
-            f"Message.parts must be a list of parts, got the str {excerpt(given)}: for text "
-            "write Message.user(text) (or .system / .assistant), or "
-            "Message(role, [TextPart(text)])"
-        )
-    try:
-        made = tuple(parts)
-    except TypeError:
-        raise UsageError(
-            f"Message.parts must be a list of parts, got {type(parts).__name__}"
-        ) from None
-    for index, part in enumerate(made):
+    if type(given) is not tuple:
+        if isinstance(given, str):
+            raise UsageError(
+                f"Message.parts must be a list of parts, got the str {excerpt(given)}: for "
+                "text write Message.user(text) (or .system / .assistant), or "
+                "Message(role, [TextPart(text)])"
+            )
+        try:
+            given = tuple(parts)
+        except TypeError:
+            raise UsageError(
+                f"Message.parts must be a list of parts, got {type(given).__name__}"
+            ) from None
+    made: tuple[Part, ...] = given  # checked below
+    # A loop over the types only (the usual case); the index is found when one is wrong.
+    for part in made:
         if type(part) not in PART_TYPES:
-            problem = part_problem(part)
-            if problem:
-                raise UsageError(f"Message.parts[{index}]: {problem}")
+            _check_parts(made)
     return made
+
+
+def _check_parts(parts: tuple[object, ...]) -> None:
+    for index, part in enumerate(parts):
+        problem = part_problem(part)
+        if problem:
+            raise UsageError(f"Message.parts[{index}]: {problem}")
 
 
 @attrs.frozen
