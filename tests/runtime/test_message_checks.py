@@ -118,3 +118,10 @@ def test_reducer_refuses_call_arguments_made_around_the_checks() -> None:
     response = ModelResponse(_raw_message("assistant", (call,)))
     with pytest.raises(InvalidEventError, match=r"tool call 'c1' \(add\) has arguments"):
         reduce(state, ModelResponded(response))
+
+
+def test_scripted_call_refuses_a_list_of_arguments_with_advice() -> None:
+    """ScriptedModel.call with a list says to give non-object arguments as text."""
+    with pytest.raises(UsageError, match=r"give them as text: call\('add', '\[1, 2\]'\)"):
+        ScriptedModel.call("add", [1, 2])
+    assert ScriptedModel.call("add", "[1, 2]").arguments is None

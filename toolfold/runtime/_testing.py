@@ -12,7 +12,15 @@ import contextlib
 import inspect
 import json
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Union
 
 from toolfold._errors import UsageError
@@ -149,9 +157,21 @@ def _count_words(messages: Iterable[Message]) -> int:
 
 
 def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart:
-    """A tool call for a script: ``arguments`` is a dict, or raw JSON text."""
+    """A tool call for a script: ``arguments`` is a dict, or raw JSON text.
+
+    Raises:
+        UsageError: ``arguments`` is neither (a list: give arguments that are
+            not an object as text, ``'[1, 2]'``, and the model reads an argument error).
+    """
     if isinstance(arguments, str):
         return ToolCallPart(id, name, arguments, parse_arguments(arguments))
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise UsageError(
+            f"call({name!r}, ...): arguments are a dict or JSON text, got "
+            f"{type(arguments).__name__}; to script arguments that are not an object "
+            f"(the model then reads an argument error), give them as text: "
+            f"call({name!r}, {json.dumps(arguments, default=str)!r})"
+        )
     args = dict(arguments or {})
     return ToolCallPart(id, name, json.dumps(args), args)
 
