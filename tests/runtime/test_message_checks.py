@@ -125,3 +125,24 @@ def test_scripted_call_refuses_a_list_of_arguments_with_advice() -> None:
     with pytest.raises(UsageError, match=r"give them as text: call\('add', '\[1, 2\]'\)"):
         ScriptedModel.call("add", [1, 2])
     assert ScriptedModel.call("add", "[1, 2]").arguments is None
+
+
+def test_scripted_call_refusal_is_bounded_for_huge_arguments() -> None:
+    """A huge list of arguments gives a short refusal, not the whole JSON text."""
+    with pytest.raises(UsageError) as caught:
+        ScriptedModel.call("add", ["x" * 100_000])
+    assert len(str(caught.value)) < 300
+    assert "call('add', json.dumps(arguments))" in str(caught.value)
+
+
+def test_scripted_call_refuses_arguments_that_are_not_json_without_text_advice() -> None:
+    """A set is refused as not JSON, without advising its repr as argument text."""
+    with pytest.raises(UsageError, match="got set, which is not JSON") as caught:
+        ScriptedModel.call("add", {1, 2})
+    assert '"{1, 2}"' not in str(caught.value)
+
+
+def test_scripted_call_refuses_pairs_saying_to_make_a_dict() -> None:
+    """A list of (name, value) pairs is refused with advice to pass dict(pairs)."""
+    with pytest.raises(UsageError, match=r"\(name, value\) pairs: .*call\('add', dict\(pairs\)\)"):
+        ScriptedModel.call("add", [("a", 1)])

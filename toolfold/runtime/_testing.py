@@ -35,6 +35,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     Usage,
 )
+from toolfold.runtime.core._repr import EXCERPT
 from toolfold.runtime.core._request import (
     FinishReason,
     ModelRequest,
@@ -166,14 +167,32 @@ def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart
     if isinstance(arguments, str):
         return ToolCallPart(id, name, arguments, parse_arguments(arguments))
     if arguments is not None and not isinstance(arguments, Mapping):
-        raise UsageError(
-            f"call({name!r}, ...): arguments are a dict or JSON text, got "
-            f"{type(arguments).__name__}; to script arguments that are not an object "
-            f"(the model then reads an argument error), give them as text: "
-            f"call({name!r}, {json.dumps(arguments, default=str)!r})"
-        )
+        raise UsageError(_not_arguments(name, arguments))
     args = dict(arguments or {})
     return ToolCallPart(id, name, json.dumps(args), args)
+
+
+def _not_arguments(name: str, arguments: object) -> str:
+    """Why ``arguments`` (no dict, no text) cannot script a call, and what to give instead."""
+    head = f"call({name!r}, ...): arguments are a dict or JSON text, got {type(arguments).__name__}"
+    if (
+        isinstance(arguments, (list, tuple))
+        and arguments
+        and all(
+            isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+            for pair in arguments
+        )
+    ):
+        return f"{head} of (name, value) pairs: give them as a dict, call({name!r}, dict(pairs))"
+    try:
+        text = json.dumps(arguments)
+    except (TypeError, ValueError):  # (a set, an object: no JSON value at all)
+        return f"{head}, which is not JSON: give the arguments as a dict of JSON values"
+    advice = repr(text) if len(text) <= EXCERPT else "json.dumps(arguments)"
+    return (
+        f"{head}; to script arguments that are not an object (the model then reads an "
+        f"argument error), give them as text: call({name!r}, {advice})"
+    )
 
 
 def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamEvent]:
