@@ -73,3 +73,24 @@ def test_message_on_a_run_awaiting_tool_results_names_tool_results() -> None:
     state = agent.run("Look it up.").state
     with pytest.raises(UsageError, match=r"results of calls 'r1' \(lookup\).*tool_results="):
         agent.resume(state, message="And then?")
+
+
+def test_tool_results_with_a_message_are_converted_once() -> None:
+    """A result object given with message= is dumped once, and every answer event is shown once."""
+    dumps: list[int] = []
+
+    class Found:
+        def model_dump(self, mode: str = "json") -> dict[str, int]:
+            dumps.append(1)
+            return {"dumped": len(dumps)}
+
+    lookup = Tool("lookup", "Look something up.")
+    agent = Agent(ScriptedModel([ScriptedModel.call("lookup", {}, id="r1"), "ok"]), tools=[lookup])
+    state = agent.run("Look it up.").state
+    seen: list[Event] = []
+    response = agent.resume(
+        state, tool_results={"r1": Found()}, message="And then?", on_event=seen.append
+    )
+    assert response.messages[2].parts[0].content == '{"dumped":1}'  # type: ignore[union-attr]
+    assert len(dumps) == 1
+    assert [e.kind for e in seen][:2] == ["tool_results_provided", "user_message_added"]

@@ -51,7 +51,7 @@ from toolfold.runtime.core._messages import (
 from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import CallState, CallStatus, RunState
 from toolfold.runtime.drive._executor import resume_check
-from toolfold.runtime.drive._loop import Live, answered, apply_event
+from toolfold.runtime.drive._loop import Live, answered, apply_event, show_event
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
@@ -173,15 +173,20 @@ def resumed(
     extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
     messages = None if message is None else to_messages(message)
-    if messages:
-        _check_message(live, state, messages, tool_results, approvals)
     if continued is not None and not tool_results and not approvals:
         waiting = continued
     else:
         waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
     if continued is None:  # the top run: its sub-runs show their answers if it waited
         _FROM_WAITING.set(state.phase in ("awaiting_approval", "awaiting_tool_results"))
-    state = _answered(live, state, tool_results, approvals)
+    # The answers are made into events once (a result is converted once), reduced
+    # unobserved so that a message the run cannot take is refused before any is shown.
+    after, made = _answered(live, state, tool_results, approvals)
+    if messages:
+        _check_message(after, messages)
+    for event, reached in made:
+        show_event(live, event, reached)
+    state = after
     settled = answered(state, waiting) if waiting else None
     if settled is not None:  # the run's loop shows them first, as a step's results
         live = attrs.evolve(live, answered=settled)
@@ -202,25 +207,18 @@ def resumed(
     return live, state
 
 
-def _check_message(
-    live: Live,
-    state: RunState,
-    messages: tuple[Message, ...],
-    tool_results: Mapping[str, Any] | None,
-    approvals: Mapping[str, Approval] | None,
-) -> None:
+def _check_message(after: RunState, messages: tuple[Message, ...]) -> None:
     """Refuse ``message=`` when the run cannot take it after the answers, before any event.
 
     A message follows the step's results: it can be added to a run that
-    finished or awaits the model once the answers are applied, not to one
-    whose calls still wait for an answer or still have to run (a provider
-    takes no message between calls and their results). The answers are
-    applied to a copy here, unobserved, so a refusal leaves nothing done.
+    finished or awaits the model once the answers are applied (``after``),
+    not to one whose calls still wait for an answer or still have to run (a
+    provider takes no message between calls and their results). ``after`` was
+    reached unobserved, so a refusal leaves nothing shown.
 
     Raises:
         UsageError: ``message=`` names what it cannot be added to, and what to do.
     """
-    after = _answered(attrs.evolve(live, on_event=None), state, tool_results, approvals)
     if after.phase in _MID_STEP:
         raise UsageError(f"resume(message=...) cannot add the message now: {_no_message(after)}")
     for item in messages:  # a message the run refuses (tool calls in it...) is refused as before
@@ -362,8 +360,12 @@ def _answered(
     state: RunState,
     tool_results: Mapping[str, Any] | None,
     approvals: Mapping[str, Approval] | None,
-) -> RunState:
-    """``state`` with the caller's approvals and tool results applied.
+) -> tuple[RunState, list[tuple[Event, RunState]]]:
+    """``state`` with the caller's approvals and tool results applied, and the events.
+
+    The events are reduced here, not shown: each comes with the state it led
+    to, for the caller to show to ``on_event`` (`show_event`) once it has
+    checked the outcome. Each answer is converted once.
 
     An answer for a call of a suspended sub-run (an agent used as a tool, any
     depth) travels down as `CallResumed` events along the path to it.
@@ -375,6 +377,12 @@ def _answered(
             if not isinstance(key, str):
                 raise UsageError(f"{option}= is keyed by call ids (text), got {key!r}")
     nested: list[tuple[tuple[str, ...], Event]] = []
+    made: list[tuple[Event, RunState]] = []
+
+    def apply(event: Event) -> RunState:
+        made.append((event, reduce(state, event)))
+        return made[-1][1]
+
     named: dict[tuple[tuple[str, ...], str], str] = {}  # the call a key means -> the key
 
     def address(
@@ -408,7 +416,7 @@ def _answered(
         if path:
             nested.append((path, event))
         else:
-            state = apply_event(live, state, event)
+            state = apply(event)
     if tool_results:
         own: list[ToolResultPart] = []
         for key, value in tool_results.items():
@@ -420,9 +428,9 @@ def _answered(
             else:
                 own.append(part)
         if own:
-            state = apply_event(live, state, ToolResultsProvided(tuple(own)))
+            state = apply(ToolResultsProvided(tuple(own)))
     for event in _nest(nested):
-        state = apply_event(live, state, event)
+        state = apply(event)
     blocked = [f"{c.call.id!r} ({c.call.name})" for c in unapproved(state, live.tools)]
     if blocked:
         raise UsageError(
@@ -431,7 +439,7 @@ def _answered(
             "fork it before that step (toolfold.runtime.fork) or resume with the tools "
             "it was started with"
         )
-    return state
+    return state, made
 
 
 # An approval key bound to its call: the call's key, "#", 32 hex digits (see `approval_key`).
