@@ -81,7 +81,7 @@ def test_message_assistant_refuses_tool_calls_that_are_not_calls() -> None:
 def test_reducer_refuses_a_history_part_made_around_the_checks() -> None:
     """RunStarted refuses a history message whose parts are no parts, whoever built it."""
     bad = _raw_message("user", ("R", "e"))
-    with pytest.raises(InvalidEventError, match="the history: part 0 of a user message"):
+    with pytest.raises(InvalidEventError, match=r"the history: part 0 of message 0 \(user\)"):
         initial_state([bad], run_id="r")
 
 
@@ -89,7 +89,7 @@ def test_reducer_refuses_an_added_message_part_made_around_the_checks() -> None:
     """UserMessageAdded refuses a message whose parts are no parts, whoever built it."""
     state = initial_state("hi", run_id="r")
     state = reduce(state, ModelResponded(ModelResponse(Message.assistant("ok"))))
-    with pytest.raises(InvalidEventError, match="part 0 of a user message: expected a part"):
+    with pytest.raises(InvalidEventError, match="part 0 of the user message: expected a part"):
         reduce(state, UserMessageAdded(_raw_message("user", ({"text": "x"},))))
 
 
@@ -146,3 +146,19 @@ def test_scripted_call_refuses_pairs_saying_to_make_a_dict() -> None:
     """A list of (name, value) pairs is refused with advice to pass dict(pairs)."""
     with pytest.raises(UsageError, match=r"\(name, value\) pairs: .*call\('add', dict\(pairs\)\)"):
         ScriptedModel.call("add", [("a", 1)])
+
+
+def test_reducer_names_the_position_of_a_bad_history_message() -> None:
+    """RunStarted names which history message holds the bad part, with its role."""
+    good = Message.user("hi")
+    bad = _raw_message("assistant", ("R",))
+    with pytest.raises(InvalidEventError, match=r"part 0 of message 2 \(assistant\): expected"):
+        initial_state([good, Message.assistant("ok"), bad], run_id="r")
+
+
+def test_reducer_refuses_history_call_arguments_made_around_the_checks() -> None:
+    """RunStarted's quick scan still finds a history call whose arguments are not an object."""
+    call = _raw_call("c1", "add", "[1]", [1])
+    history = [Message.user("hi"), _raw_message("assistant", (call,))]
+    with pytest.raises(InvalidEventError, match=r"part 0 of message 1 \(assistant\): tool call"):
+        initial_state(history, run_id="r")
