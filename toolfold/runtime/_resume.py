@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import re
+import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -620,6 +621,11 @@ def _result_part(
     parts = result_content(value)
     if parts is not None:
         return ToolResultPart(call_id, name, describe_content(parts), parts=parts)
+    if isinstance(value, (types.GeneratorType, types.AsyncGeneratorType)):
+        raise UsageError(
+            f"tool_results[{call_id!r}] is a generator, whose values were never produced: "
+            "give the result itself (e.g. a list of the values)"
+        )
     tool = tools.get(name)
     if isinstance(value, str):
         content = value

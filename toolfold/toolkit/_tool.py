@@ -286,8 +286,16 @@ class Tool(Generic[P, R]):
         return args
 
     def format_result(self, value: Any) -> str:
-        """Turn a tool's return value into text for the model."""
-        return _format_result(value)
+        """Turn a tool's return value into text for the model.
+
+        Raises:
+            TypeError: ``value`` is a generator or an async generator, naming
+                the tool (a run gives the model the error as the call's result).
+        """
+        try:
+            return _format_result(value)
+        except TypeError as exc:  # (format_result raises only for a generator)
+            raise TypeError(f"tool {self.name!r} {exc}") from None
 
     def replace(self, **changes: Any) -> Tool[P, R]:
         """A copy with some options changed (``name``, ``description``, ``strict``, ...).
