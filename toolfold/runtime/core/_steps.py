@@ -145,7 +145,7 @@ def messages_problem(messages: Iterable[object], roles: tuple[str, ...]) -> str:
     for message in listed:
         if type(message) is not Message or message.role not in roles:
             break
-        parts = message.parts
+        parts: tuple[Any, ...] = message.parts  # (Any: a ToolCallPart is read by its type)
         if type(parts) is not tuple:
             break
         for part in parts:
