@@ -94,3 +94,25 @@ def test_tool_results_with_a_message_are_converted_once() -> None:
     assert response.messages[2].parts[0].content == '{"dumped":1}'  # type: ignore[union-attr]
     assert len(dumps) == 1
     assert [e.kind for e in seen][:2] == ["tool_results_provided", "user_message_added"]
+
+
+def test_results_refusal_says_to_give_them_in_the_same_resume() -> None:
+    """The refusal for a run waiting for results says one resume with both options works."""
+    lookup = Tool("lookup", "Look something up.")
+    agent = Agent(ScriptedModel([ScriptedModel.call("lookup", {}, id="r1"), "ok"]), tools=[lookup])
+    state = agent.run("Look it up.").state
+    with pytest.raises(UsageError, match="in the same resume as message=") as caught:
+        agent.resume(state, message="And then?")
+    assert "once that run has finished" not in str(caught.value)
+
+
+def test_sub_run_answered_by_path_refusal_names_the_sub_run() -> None:
+    """Answering a sub-run's call by path with a message says the sub-run must finish first."""
+    inner_model = ScriptedModel([ScriptedModel.call("delete_file", {"path": "a"}, id="c1"), "done"])
+    inner = Agent(inner_model, tools=[delete_file], name="inner")
+    outer_model = ScriptedModel([ScriptedModel.call("inner", {"input": "x"}, id="p1"), "ok"])
+    outer = Agent(outer_model, tools=[inner.as_tool("inner", "Inner agent.")])
+    state = outer.run("Go.").state
+    with pytest.raises(UsageError, match=r"the sub-runs of calls 'p1' \(inner\) go on") as caught:
+        outer.resume(state, approvals={"p1/c1": False}, message="m")
+    assert "approved by this resume" not in str(caught.value)

@@ -236,17 +236,29 @@ def _no_message(state: RunState) -> str:
         "resume without message= (nothing was run), then add it with "
         "resume(response.state, message=...) once that run has finished"
     )
-    waits: tuple[tuple[CallStatus, str, str], ...] = (
-        ("awaiting_approval", "approval", "approvals="),
-        ("to_return", "results", "tool_results="),
-    )
-    for status, what, option in waits:
-        keyed = answer_keys(state, status)
-        if keyed:
-            return (
-                f"the run waits for the {what} of calls {_listed(keyed)}, and a message can "
-                f"only follow the step's results: answer them with {option} and {later}"
-            )
+    keyed = answer_keys(state, "awaiting_approval")
+    if keyed:
+        return (
+            f"the run waits for the approval of calls {_listed(keyed)}, and a message can "
+            f"only follow the step's results: answer them with approvals= and {later}"
+        )
+    keyed = answer_keys(state, "to_return")
+    if keyed:
+        return (
+            f"the run waits for the results of calls {_listed(keyed)}, and a message can "
+            "only follow the step's results: give them with tool_results= in the same "
+            "resume as message= (the message is added after them)"
+        )
+    # (a call whose sub-run was answered by path runs again: the sub-run goes on)
+    sub_runs = [
+        (c.call.id, c.call) for c in state.calls if c.status != "done" and c.child is not None
+    ]
+    if sub_runs:
+        return (
+            f"the sub-runs of calls {_listed(sub_runs)} go on with the answers given to them "
+            "and must finish before their calls have results, and a message can only "
+            f"follow those results: {later}"
+        )
     to_run = [(c.call.id, c.call) for c in state.calls if c.status in ("to_run", "suspended")]
     if to_run:
         return (
