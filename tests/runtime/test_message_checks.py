@@ -162,3 +162,23 @@ def test_reducer_refuses_history_call_arguments_made_around_the_checks() -> None
     history = [Message.user("hi"), _raw_message("assistant", (call,))]
     with pytest.raises(InvalidEventError, match=r"part 0 of message 1 \(assistant\): tool call"):
         initial_state(history, run_id="r")
+
+
+@pytest.mark.parametrize("parts", [{"text": "x"}, b"ab", bytearray(b"ab")])
+def test_message_refuses_a_dict_or_bytes_as_its_parts_whole(parts: Any) -> None:
+    """A dict or bytes as the parts is refused as a whole, not iterated into keys or ints."""
+    with pytest.raises(UsageError, match=r"Message\.parts must be a list of parts, got a") as e:
+        Message("user", parts)
+    assert type(parts).__name__ in str(e.value)
+    assert "[0]" not in str(e.value)
+
+
+def test_message_describes_a_part_whose_repr_fails_by_its_type() -> None:
+    """A part whose repr raises is still refused as a UsageError naming its type."""
+
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("boom")
+
+    with pytest.raises(UsageError, match=r"parts\[0\]: expected a part.*got Broken"):
+        Message("user", [Broken()])  # type: ignore[list-item]

@@ -319,7 +319,7 @@ def part_problem(part: object) -> str:
         advice = ": wrap text in TextPart(...)" if isinstance(part, str) else ""
         return (
             "expected a part (TextPart, ImagePart, FilePart, ReasoningPart, ToolCallPart, "
-            f"ToolResultPart), got {type(part).__name__} {short(part)}{advice}"
+            f"ToolResultPart), got {type(part).__name__} {_shown(part)}{advice}"
         )
     if isinstance(part, ToolCallPart):
         arguments: object = part.arguments  # (typed a mapping; a part made around its check)
@@ -329,6 +329,14 @@ def part_problem(part: object) -> str:
                 f"(a {type(arguments).__name__})"
             )
     return ""
+
+
+def _shown(value: object) -> str:
+    """``value``'s short repr, or its type's name when its repr fails."""
+    try:
+        return short(value)
+    except Exception:
+        return f"(a {type(value).__name__} whose repr fails)"
 
 
 # A repr shows this many parts of a message, then a count of the rest.
@@ -343,6 +351,12 @@ def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
                 f"Message.parts must be a list of parts, got the str {excerpt(given)}: for "
                 "text write Message.user(text) (or .system / .assistant), or "
                 "Message(role, [TextPart(text)])"
+            )
+        if isinstance(given, (Mapping, bytes, bytearray, memoryview)):
+            # (iterating one would give its keys or its byte values as parts)
+            raise UsageError(
+                f"Message.parts must be a list of parts, got a {type(given).__name__}: "
+                "wrap it in a part (TextPart, ImagePart, FilePart...) inside a list"
             )
         try:
             given = tuple(parts)
