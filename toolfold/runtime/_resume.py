@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import re
+import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -42,14 +43,16 @@ from toolfold.runtime.core._events import (
     UserMessageAdded,
 )
 from toolfold.runtime.core._messages import (
+    Message,
     ToolCallPart,
     ToolResultPart,
     describe_content,
     result_content,
 )
+from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import WAITING_PHASES, CallState, CallStatus, RunState
 from toolfold.runtime.drive._executor import resume_check
-from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event
+from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event, show_event
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
@@ -174,8 +177,10 @@ def resumed(
 
     Raises:
         UsageError: The options contradict the run's stored configuration,
-            the run stopped at ``max_steps`` and nothing continues it, or the
-            answers or tools do not fit the state.
+            the run stopped at ``max_steps`` and nothing continues it, the
+            answers or tools do not fit the state, or the run cannot take
+            ``message`` once the answers are applied (checked before any
+            event is made).
     """
     _check_attached(state, options)
     _check_stored(state.config, options.config)
@@ -184,17 +189,24 @@ def resumed(
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
     if state.phase in WAITING_PHASES if continued is None else continued.from_waiting:
         live = attrs.evolve(live, from_waiting=True)
+    messages = None if message is None else to_messages(message)
     if continued is not None and not tool_results and not approvals:
         waiting = continued.unshown
     else:
         waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
-    state = _answered(live, state, tool_results, approvals)
+    # The answers are made into events once (a result is converted once), reduced
+    # unobserved so that a message the run cannot take is refused before any is shown.
+    after, made = _answered(live, state, tool_results, approvals)
+    if messages:
+        _check_message(after, messages)
+    for event, reached in made:
+        show_event(live, event, reached)
+    state = after
     settled = answered(state, waiting) if waiting else None
     if settled is not None:  # the run's loop shows them first, as a step's results
         live = attrs.evolve(live, answered=settled)
-    if message is not None:
-        for item in to_messages(message):
-            state = apply_event(live, state, UserMessageAdded(item))
+    for item in messages or ():
+        state = apply_event(live, state, UserMessageAdded(item))
     limit = max_steps if max_steps is not None else options.config.max_steps
     # (answers that settle the step's last calls at the limit are progress: the run then
     # ends at max_steps with them, as it does when the answer is an approval)
@@ -208,6 +220,72 @@ def resumed(
             "max_steps does not lift it: start a new turn with message=..."
         )
     return live, state
+
+
+def _check_message(after: RunState, messages: tuple[Message, ...]) -> None:
+    """Refuse ``message=`` when the run cannot take it after the answers, before any event.
+
+    A message follows the step's results: it can be added to a run that
+    finished or awaits the model once the answers are applied (``after``),
+    not to one whose calls still wait for an answer or still have to run (a
+    provider takes no message between calls and their results). ``after`` was
+    reached unobserved, so a refusal leaves nothing shown.
+
+    Raises:
+        UsageError: ``message=`` names what it cannot be added to, and what to do.
+    """
+    if after.phase in _MID_STEP:
+        raise UsageError(f"resume(message=...) cannot add the message now: {_no_message(after)}")
+    for item in messages:  # a message the run refuses (tool calls in it...) is refused as before
+        after = reduce(after, UserMessageAdded(item))
+
+
+# The phases of a run whose step's calls are not all answered: no message can come in.
+_MID_STEP = ("awaiting_approval", "awaiting_tool_results", "running_tools")
+
+
+def _no_message(state: RunState) -> str:
+    """Why ``state`` (after the answers) refused a message, and what to do instead."""
+    later = (
+        "resume without message= (nothing was run), then add it with "
+        "resume(response.state, message=...) once that run has finished"
+    )
+    keyed = answer_keys(state, "awaiting_approval")
+    if keyed:
+        return (
+            f"the run waits for the approval of calls {_listed(keyed)}, and a message can "
+            f"only follow the step's results: answer them with approvals= and {later}"
+        )
+    keyed = answer_keys(state, "to_return")
+    if keyed:
+        return (
+            f"the run waits for the results of calls {_listed(keyed)}, and a message can "
+            "only follow the step's results: give them with tool_results= in the same "
+            "resume as message= (the message is added after them)"
+        )
+    # (a call whose sub-run was answered by path runs again: the sub-run goes on)
+    sub_runs = [
+        (c.call.id, c.call) for c in state.calls if c.status != "done" and c.child is not None
+    ]
+    if sub_runs:
+        return (
+            f"the sub-runs of calls {_listed(sub_runs)} go on with the answers given to them "
+            "and must finish before their calls have results, and a message can only "
+            f"follow those results: {later}"
+        )
+    to_run = [(c.call.id, c.call) for c in state.calls if c.status in ("to_run", "suspended")]
+    if to_run:
+        return (
+            f"calls {_listed(to_run)} still have to run (approved by this resume, or "
+            "interrupted before their results), and a message can only follow their "
+            f"results: {later}"
+        )
+    return f"the run is in the middle of a step ({state.phase}): {later}"
+
+
+def _listed(keyed: list[tuple[str, ToolCallPart]]) -> str:
+    """Calls by key, with their tools: ``'c1' (delete_file), 'c2' (send)``."""
+    return ", ".join(f"{key!r} ({call.name})" for key, call in keyed)
 
 
 def check_sub_run(
@@ -309,8 +387,12 @@ def _answered(
     state: RunState,
     tool_results: Mapping[str, Any] | None,
     approvals: Mapping[str, Approval] | None,
-) -> RunState:
-    """``state`` with the caller's approvals and tool results applied.
+) -> tuple[RunState, list[tuple[Event, RunState]]]:
+    """``state`` with the caller's approvals and tool results applied, and the events.
+
+    The events are reduced here, not shown: each comes with the state it led
+    to, for the caller to show to ``on_event`` (`show_event`) once it has
+    checked the outcome. Each answer is converted once.
 
     An answer for a call of a suspended sub-run (an agent used as a tool, any
     depth) travels down as `CallResumed` events along the path to it.
@@ -322,6 +404,12 @@ def _answered(
             if not isinstance(key, str):
                 raise UsageError(f"{option}= is keyed by call ids (text), got {key!r}")
     nested: list[tuple[tuple[str, ...], Event]] = []
+    made: list[tuple[Event, RunState]] = []
+
+    def apply(event: Event) -> RunState:
+        made.append((event, reduce(state, event)))
+        return made[-1][1]
+
     named: dict[tuple[tuple[str, ...], str], str] = {}  # the call a key means -> the key
 
     def address(
@@ -355,7 +443,7 @@ def _answered(
         if path:
             nested.append((path, event))
         else:
-            state = apply_event(live, state, event)
+            state = apply(event)
     if tool_results:
         own: list[ToolResultPart] = []
         for key, value in tool_results.items():
@@ -367,9 +455,9 @@ def _answered(
             else:
                 own.append(part)
         if own:
-            state = apply_event(live, state, ToolResultsProvided(tuple(own)))
+            state = apply(ToolResultsProvided(tuple(own)))
     for event in _nest(nested):
-        state = apply_event(live, state, event)
+        state = apply(event)
     blocked = [f"{c.call.id!r} ({c.call.name})" for c in unapproved(state, live.tools)]
     if blocked:
         raise UsageError(
@@ -378,7 +466,7 @@ def _answered(
             "fork it before that step (toolfold.runtime.fork) or resume with the tools "
             "it was started with"
         )
-    return state
+    return state, made
 
 
 # An approval key bound to its call: the call's key, "#", 32 hex digits (see `approval_key`).
@@ -559,6 +647,11 @@ def _result_part(
     parts = result_content(value)
     if parts is not None:
         return ToolResultPart(call_id, name, describe_content(parts), parts=parts)
+    if isinstance(value, (types.GeneratorType, types.AsyncGeneratorType)):
+        raise UsageError(
+            f"tool_results[{call_id!r}] is a generator, whose values were never produced: "
+            "give the result itself (e.g. a list of the values)"
+        )
     tool = tools.get(name)
     if isinstance(value, str):
         content = value

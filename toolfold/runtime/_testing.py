@@ -12,7 +12,15 @@ import contextlib
 import inspect
 import json
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Union
 
 from toolfold._errors import UsageError
@@ -27,6 +35,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     Usage,
 )
+from toolfold.runtime.core._repr import EXCERPT
 from toolfold.runtime.core._request import (
     FinishReason,
     ModelRequest,
@@ -149,11 +158,41 @@ def _count_words(messages: Iterable[Message]) -> int:
 
 
 def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart:
-    """A tool call for a script: ``arguments`` is a dict, or raw JSON text."""
+    """A tool call for a script: ``arguments`` is a dict, or raw JSON text.
+
+    Raises:
+        UsageError: ``arguments`` is neither (a list: give arguments that are
+            not an object as text, ``'[1, 2]'``, and the model reads an argument error).
+    """
     if isinstance(arguments, str):
         return ToolCallPart(id, name, arguments, parse_arguments(arguments))
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise UsageError(_not_arguments(name, arguments))
     args = dict(arguments or {})
     return ToolCallPart(id, name, json.dumps(args), args)
+
+
+def _not_arguments(name: str, arguments: object) -> str:
+    """Why ``arguments`` (no dict, no text) cannot script a call, and what to give instead."""
+    head = f"call({name!r}, ...): arguments are a dict or JSON text, got {type(arguments).__name__}"
+    if (
+        isinstance(arguments, (list, tuple))
+        and arguments
+        and all(
+            isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+            for pair in arguments
+        )
+    ):
+        return f"{head} of (name, value) pairs: give them as a dict, call({name!r}, dict(pairs))"
+    try:
+        text = json.dumps(arguments)
+    except (TypeError, ValueError):  # (a set, an object: no JSON value at all)
+        return f"{head}, which is not JSON: give the arguments as a dict of JSON values"
+    advice = repr(text) if len(text) <= EXCERPT else "json.dumps(arguments)"
+    return (
+        f"{head}; to script arguments that are not an object (the model then reads an "
+        f"argument error), give them as text: call({name!r}, {advice})"
+    )
 
 
 def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamEvent]:

@@ -13,7 +13,7 @@ from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._docstrings import ToolDefinitionWarning, UndocumentedParameterWarning
 from toolfold.toolkit._options import ApprovalPolicy, ToolOptions
 from toolfold.toolkit._signature import FunctionSchema, derive
-from toolfold.toolkit._tool import P, Tool, is_async_callable
+from toolfold.toolkit._tool import P, Tool, generator_problems, is_async_callable
 
 R = TypeVar("R")
 
@@ -132,7 +132,7 @@ def _make_tool(
     derived = _derive(function, receiver, how, stacklevel)
     options = options.resolved(default_name(function), derived.description)
     is_async = is_async_callable(function)
-    problems = options.problems(is_async) + derived.problems
+    problems = generator_problems(function) + options.problems(is_async) + derived.problems
     if problems:
         qualname = str(getattr(function, "__qualname__", repr(function)))
         raise ToolDefinitionError(qualname, problems)

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import json
 import math
+import types
 from enum import Enum
 from typing import Any
 
 __all__ = ["describe_exception", "format_result"]
 
 _SIMPLE = (int, float, bool, type(None))
+# What a tool returns that is no result (a generator function's call, passed on).
+_GENERATORS = (types.GeneratorType, types.AsyncGeneratorType)
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -47,7 +50,12 @@ def format_result(value: Any) -> str:
 
     Returns:
         ``value`` itself for a string; otherwise compact JSON, or a readable
-        fallback for values JSON cannot hold (never raises).
+        fallback for values JSON cannot hold.
+
+    Raises:
+        TypeError: ``value`` is a generator or an async generator (a tool
+            that passes one on): its values were never produced, and its repr
+            is no result. The run reads the error as the call's result.
     """
     if type(value) is str:
         return value
@@ -62,6 +70,14 @@ def format_result(value: Any) -> str:
         return str.__str__(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return str(_default(value))  # its text if UTF-8, else base64, like bytes inside JSON
+    if isinstance(value, _GENERATORS):
+        kind = (
+            "an async generator" if isinstance(value, types.AsyncGeneratorType) else "a generator"
+        )
+        raise TypeError(
+            f"returned {kind}, whose values were never produced: a tool returns its result "
+            "once; return the values (e.g. a list) instead"
+        )
     try:
         if isinstance(value, _SIMPLE) and not isinstance(value, Enum):
             data: Any = value

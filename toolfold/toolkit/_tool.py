@@ -115,6 +115,8 @@ class Tool(Generic[P, R]):
         given: object = function  # explicit tools are often built from config data
         if given is not None and not callable(given):
             problems.append(f"function must be callable or None, not {given!r}")
+        elif function is not None:
+            problems += [f"function {p}" for p in generator_problems(function)]
         schema = _EMPTY_OBJECT if parameters is None else parameters
         if parameters is not None:
             problems += schema_problems(schema)
@@ -284,8 +286,16 @@ class Tool(Generic[P, R]):
         return args
 
     def format_result(self, value: Any) -> str:
-        """Turn a tool's return value into text for the model."""
-        return _format_result(value)
+        """Turn a tool's return value into text for the model.
+
+        Raises:
+            TypeError: ``value`` is a generator or an async generator, naming
+                the tool (a run gives the model the error as the call's result).
+        """
+        try:
+            return _format_result(value)
+        except TypeError as exc:  # (format_result raises only for a generator)
+            raise TypeError(f"tool {self.name!r} {exc}") from None
 
     def replace(self, **changes: Any) -> Tool[P, R]:
         """A copy with some options changed (``name``, ``description``, ``strict``, ...).
@@ -369,6 +379,34 @@ def is_async_callable(function: object) -> bool:
     if isinstance(function, (types.FunctionType, types.MethodType, type)) or not callable(function):
         return False
     return inspect.iscoroutinefunction(type(function).__call__)
+
+
+def generator_problems(function: object) -> list[str]:
+    """Why ``function`` cannot be a tool because it is a generator function (``[]`` if it is not).
+
+    A tool's result is sent to the model once, when the call returns; a
+    generator function returns a generator object, whose repr would be all
+    the model read. Refused rather than drained: a generator may never end,
+    and what its values mean together (a list? text?) is the function's to say.
+    """
+    while isinstance(function, functools.partial):
+        function = function.func
+    call = function
+    if not isinstance(function, (types.FunctionType, types.MethodType, type)) and callable(
+        function
+    ):
+        call = type(function).__call__
+    if inspect.isasyncgenfunction(function) or inspect.isasyncgenfunction(call):
+        return [
+            "is an async generator function (it yields): a tool returns its result once; "
+            "collect the values and return them (e.g. a list) from an async def instead"
+        ]
+    if inspect.isgeneratorfunction(function) or inspect.isgeneratorfunction(call):
+        return [
+            "is a generator function (it yields): a tool returns its result once; "
+            "return the values (e.g. a list) instead of yielding them"
+        ]
+    return []
 
 
 def _mark_coroutine_function(made: Tool[..., Any], function: Callable[..., Any]) -> None:

@@ -7,8 +7,9 @@ from typing import Any, Literal, Union
 
 import attrs
 
+from toolfold._errors import UsageError
 from toolfold.runtime.core._arguments import parse_arguments
-from toolfold.runtime.core._repr import excerpt, fields
+from toolfold.runtime.core._repr import excerpt, fields, short
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -102,6 +103,15 @@ def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
 def _frozen_arguments(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if value is None or type(value) is FrozenDict:
         return value
+    if type(value) is not dict and not isinstance(value, Mapping):
+        # A tool takes an object of arguments; anything else could not be stored
+        # (the JSON form of a state keeps arguments as an object).
+        raise UsageError(
+            "ToolCallPart.arguments must be the decoded JSON object (a mapping) or None "
+            f"(the text is not an object), got {type(value).__name__} {short(value)}; "
+            "leave it out to decode arguments_text: a call whose text is not an object "
+            "gets an argument error the model reads"
+        )
     frozen: Mapping[str, Any] = freeze(value)
     return frozen
 
@@ -141,6 +151,8 @@ class ToolCallPart:
         arguments: The decoded arguments, or None when the text is not a JSON
             object; decoded from ``arguments_text`` when not given. Read-only (a `FrozenDict`, nested arrays `FrozenList`):
             a stored call never changes; tools get a copy of their own.
+            Anything but a mapping or None raises `UsageError` (a tool takes
+            an object of arguments; give the text alone when it may be another value).
         provider_data: Opaque provider fields that must go back unchanged
             (e.g. a Responses item id or a Gemini thought signature); read-only.
     """
@@ -291,13 +303,80 @@ def _media(data: bytes | None, url: str | None, media_type: str) -> list[tuple[s
 
 Part = Union[TextPart, ToolCallPart, ToolResultPart, ImagePart, FilePart, ReasoningPart]  # noqa: UP007
 
+PART_TYPES = frozenset({TextPart, ToolCallPart, ToolResultPart, ImagePart, FilePart, ReasoningPart})
+"""The classes a message's parts are of."""
+
+_PART_CLASSES = tuple(PART_TYPES)
+
+
+def part_problem(part: object) -> str:
+    """What makes ``part`` unfit for a message's parts ("" if nothing).
+
+    A part must be of a part class (the JSON form of a state stores each by its
+    ``kind``), and a tool call's decoded arguments an object or None.
+    """
+    if not isinstance(part, _PART_CLASSES):
+        advice = ": wrap text in TextPart(...)" if isinstance(part, str) else ""
+        return (
+            "expected a part (TextPart, ImagePart, FilePart, ReasoningPart, ToolCallPart, "
+            f"ToolResultPart), got {type(part).__name__} {_shown(part)}{advice}"
+        )
+    if isinstance(part, ToolCallPart):
+        arguments: object = part.arguments  # (typed a mapping; a part made around its check)
+        if arguments is not None and not isinstance(arguments, Mapping):
+            return (
+                f"tool call {part.id!r} ({part.name}) has arguments that are not an object "
+                f"(a {type(arguments).__name__})"
+            )
+    return ""
+
+
+def _shown(value: object) -> str:
+    """``value``'s short repr, or its type's name when its repr fails."""
+    try:
+        return short(value)
+    except Exception:
+        return f"(a {type(value).__name__} whose repr fails)"
+
 
 # A repr shows this many parts of a message, then a count of the rest.
 _PARTS_SHOWN = 4
 
 
 def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
-    return tuple(parts)
+    given: object = parts  # (typed as parts; callers' values come unchecked)
+    if type(given) is not tuple:
+        if isinstance(given, str):
+            raise UsageError(
+                f"Message.parts must be a list of parts, got the str {excerpt(given)}: for "
+                "text write Message.user(text) (or .system / .assistant), or "
+                "Message(role, [TextPart(text)])"
+            )
+        if isinstance(given, (Mapping, bytes, bytearray, memoryview)):
+            # (iterating one would give its keys or its byte values as parts)
+            raise UsageError(
+                f"Message.parts must be a list of parts, got a {type(given).__name__}: "
+                "wrap it in a part (TextPart, ImagePart, FilePart...) inside a list"
+            )
+        try:
+            given = tuple(parts)
+        except TypeError:
+            raise UsageError(
+                f"Message.parts must be a list of parts, got {type(given).__name__}"
+            ) from None
+    made: tuple[Part, ...] = given  # checked below
+    # A loop over the types only (the usual case); the index is found when one is wrong.
+    for part in made:
+        if type(part) not in PART_TYPES:
+            _check_parts(made)
+    return made
+
+
+def _check_parts(parts: tuple[object, ...]) -> None:
+    for index, part in enumerate(parts):
+        problem = part_problem(part)
+        if problem:
+            raise UsageError(f"Message.parts[{index}]: {problem}")
 
 
 @attrs.frozen
@@ -306,7 +385,13 @@ class Message:
 
     Attributes:
         role: ``system``, ``user``, ``assistant`` or ``tool``.
-        parts: The content, in order.
+        parts: The content, in order: a list or tuple of parts (`TextPart`,
+            `ImagePart`, `FilePart`, `ReasoningPart`, `ToolCallPart`,
+            `ToolResultPart`). For text alone use `Message.user` (or
+            ``system`` / ``assistant``).
+
+    Raises:
+        UsageError: ``parts`` is a str, or holds something that is not a part.
     """
 
     role: Role
@@ -343,14 +428,41 @@ class Message:
 
     @classmethod
     def assistant(cls, text: str = "", tool_calls: Iterable[ToolCallPart] = ()) -> Message:
-        """An assistant message with text and/or tool calls."""
+        """An assistant message with text and/or tool calls.
+
+        Raises:
+            UsageError: ``tool_calls`` holds something else than `ToolCallPart`s.
+        """
         parts: list[Part] = [TextPart(text)] if text else []
         parts.extend(tool_calls)
+        for part in parts[1 if text else 0 :]:
+            if type(part) is not ToolCallPart and not isinstance(part, ToolCallPart):
+                raise UsageError(
+                    "Message.assistant(tool_calls=...) takes ToolCallParts, "
+                    f"got {type(part).__name__}"
+                )
         return cls("assistant", tuple(parts))
 
     @classmethod
     def tool(cls, *results: ToolResultPart) -> Message:
-        """A message carrying tool results."""
+        """A message carrying tool results, one argument each: ``Message.tool(*results)``.
+
+        Raises:
+            UsageError: An argument is not a `ToolResultPart` (a list of them
+                is passed as ``Message.tool(*results)``).
+        """
+        given: tuple[object, ...] = results  # (typed as results; callers' values come unchecked)
+        for index, result in enumerate(given):
+            if not isinstance(result, ToolResultPart):
+                hint = (
+                    ": pass a list of results as Message.tool(*results)"
+                    if isinstance(result, (list, tuple))
+                    else ""
+                )
+                raise UsageError(
+                    f"Message.tool() takes ToolResultParts, one argument each; argument "
+                    f"{index} is a {type(result).__name__}{hint}"
+                )
         return cls("tool", results)
 
     @property

@@ -333,10 +333,9 @@ def _refuse_bad_tools(state: RunState, kind: str, config: Any, agent: str | None
 
 def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
     _refuse_bad_tools(state, event.kind, event.config)
-    for message in event.messages:
-        problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
-        if problem:
-            raise refused(state, event.kind, f"the history: {problem}")
+    problem = _steps.messages_problem(event.messages, ("system", "user", "assistant", "tool"))
+    if problem:
+        raise refused(state, event.kind, f"the history: {problem}")
     unanswered = _unanswered_calls(event.messages)
     if unanswered:
         raise refused(
@@ -487,10 +486,9 @@ def _handed_off(state: RunState, event: HandedOff, changes: Changes) -> None:
     # the target would run with a tool set whose calls name no single tool.
     _refuse_bad_tools(state, event.kind, event.config, event.agent)
     if event.messages is not None:
-        for message in event.messages:
-            problem = _steps.message_problem(message, ("system", "user", "assistant", "tool"))
-            if problem:
-                raise refused(state, event.kind, f"the filtered conversation: {problem}")
+        problem = _steps.messages_problem(event.messages, ("system", "user", "assistant", "tool"))
+        if problem:
+            raise refused(state, event.kind, f"the filtered conversation: {problem}")
         unanswered = _unanswered_calls(event.messages)
         if unanswered:
             raise refused(

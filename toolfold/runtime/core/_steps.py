@@ -8,7 +8,7 @@ at a few microseconds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeGuard
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
@@ -28,6 +28,7 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import (
     NO_USAGE,
+    PART_TYPES,
     FilePart,
     FrozenDict,
     ImagePart,
@@ -37,6 +38,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    part_problem,
     tool_calls_of,
 )
 from toolfold.runtime.core._request import ModelResponse
@@ -103,14 +105,65 @@ OUTCOMES: frozenset[str] = frozenset(
 )
 
 
-def message_problem(message: object, roles: tuple[str, ...]) -> str:
-    """What makes ``message`` unfit for the conversation ("" if nothing)."""
+def message_problem(message: object, roles: tuple[str, ...], position: int | None = None) -> str:
+    """What makes ``message`` unfit for the conversation ("" if nothing).
+
+    ``position`` is its index in the messages it came with, for the error.
+    """
+    prefix = "" if position is None else f"message {position}: "
     if not isinstance(message, Message):
-        return f"expected a Message, got {type(message).__name__}"
+        return f"{prefix}expected a Message, got {type(message).__name__}"
     if message.role not in roles:
         return (
-            f"a message with role {message.role!r} is not allowed here (roles: {', '.join(roles)})"
+            f"{prefix}a message with role {message.role!r} is not allowed here "
+            f"(roles: {', '.join(roles)})"
         )
+    # (`Message` checks its parts when it is made; this guards one made around that)
+    parts: object = message.parts
+    if type(parts) is not tuple:
+        return f"{prefix}a message's parts must be a tuple of parts, got {type(parts).__name__}"
+    role = message.role
+    name = f"the {role} message" if position is None else f"message {position} ({role})"
+    for index, part in enumerate(parts):
+        problem = part_problem(part)
+        if problem:
+            return f"part {index} of {name}: {problem}"
+    return ""
+
+
+# What a stored call's decoded arguments are (`ToolCallPart` freezes a mapping).
+_ARGUMENT_TYPES = frozenset({FrozenDict, type(None)})
+
+
+def messages_problem(messages: Iterable[object], roles: tuple[str, ...]) -> str:
+    """What makes one of ``messages`` unfit for the conversation ("" if nothing).
+
+    A scan of the types only first (every message of a history is checked
+    when a run starts; they are almost always fit), then `message_problem`
+    on each, naming the position, when the scan finds something.
+    """
+    listed = tuple(messages)
+    for message in listed:
+        if type(message) is not Message or message.role not in roles:
+            break
+        parts: tuple[Any, ...] = message.parts  # (Any: a ToolCallPart is read by its type)
+        if type(parts) is not tuple:
+            break
+        for part in parts:
+            kind = type(part)
+            if kind not in PART_TYPES or (
+                kind is ToolCallPart and type(part.arguments) not in _ARGUMENT_TYPES
+            ):
+                break
+        else:
+            continue
+        break
+    else:
+        return ""
+    for position, message in enumerate(listed):
+        problem = message_problem(message, roles, position)
+        if problem:
+            return problem
     return ""
 
 
@@ -204,6 +257,12 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
     # A loop, not a comprehension: no function of its own to call for every response.
     classified: list[CallState] = []
     for index, call in enumerate(calls):
+        if call.arguments is not None and type(call.arguments) is not FrozenDict:
+            # (`ToolCallPart` freezes a mapping and refuses anything else; this guards a
+            # part made around that: arguments that are no object do not round-trip)
+            problem = part_problem(call)
+            if problem:
+                raise refused(state, event.kind, f"the model's answer: {problem}")
         classified.append(_classify(state, event.kind, index, call, dispositions[index]))
     changes["calls"] = tuple(classified)
     _settle(state, changes)

@@ -577,6 +577,12 @@ def apply_event(live: Live, state: RunState, event: Event) -> RunState:
     return new
 
 
+def show_event(live: Live, event: Event, state: RunState) -> None:
+    """Show ``event``, already reduced into ``state``, to the ``on_event`` observer."""
+    if live.on_event is not None:
+        _observe(live.on_event, event, state, "on_event")
+
+
 def _observe(observer: Callable[[Any], object], value: Any, state: RunState, name: str) -> None:
     try:
         observer(value)
