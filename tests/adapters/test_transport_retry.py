@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import toolfold
 from toolfold import ModelConfigError
 from toolfold.adapters._http._retry import (
     DEFAULT_RETRY_STATUSES,
@@ -164,3 +165,70 @@ def test_status_delay_order_of_verdicts() -> None:
     assert policy.status_delay(0, 503, {"x-should-retry": "false"}) is None
     assert policy.status_delay(2, 503, {}) is None
     assert policy.status_delay(0, 429, {}, hint=12.0) == 12.0
+
+
+@pytest.mark.parametrize(
+    ("option", "bad"),
+    [
+        ("max_retries", -1),
+        ("max_retries", 1.5),
+        ("max_retries", "3"),
+        ("max_retries", True),
+        ("max_retries", None),
+        ("jitter", -0.1),
+        ("jitter", 2.0),
+        ("jitter", float("nan")),
+        ("jitter", "0.5"),
+        ("jitter", True),
+        ("retry_statuses", 429),
+        ("retry_statuses", "429"),
+        ("retry_statuses", {200}),
+        ("retry_statuses", {429, "503"}),
+        ("retry_statuses", {True}),
+        ("retry_server_errors", "no"),
+        ("retry_connection_errors", 0),
+        ("retry_timeouts", None),
+    ],
+)
+def test_a_retry_policy_field_that_cannot_be_used_is_a_model_config_error(
+    option: str, bad: Any
+) -> None:
+    """Each RetryPolicy field refuses a wrong value with a ModelConfigError naming it.
+
+    ``max_retries=1.5`` and a truthy string flag were taken silently, ``max_retries="3"``
+    was a TypeError from a comparison, and ``max_retries=-1`` attrs' bare ValueError.
+    """
+    with pytest.raises(ModelConfigError, match=f"^RetryPolicy.{option} must "):
+        RetryPolicy(**{option: bad})
+
+
+@pytest.mark.parametrize("option", ["connect", "read", "write", "pool", "total"])
+@pytest.mark.parametrize(
+    "bad", [0, 0.0, -1.0, float("nan"), float("inf"), 1e12, 10**400, True, "5"]
+)
+def test_a_timeout_that_is_no_positive_number_of_seconds_is_refused(option: str, bad: Any) -> None:
+    """Timeouts(connect=0) is refused, naming the field: 0 meant no time on httpx, no limit on aiohttp."""
+    with pytest.raises(ModelConfigError, match=f"^Timeouts.{option} must be a number of seconds"):
+        Timeouts(**{option: bad})
+
+
+def test_usable_retry_and_timeout_values_are_kept() -> None:
+    """The boundaries that make sense stay accepted: 0 retries, jitter 0-1, a tiny or day-long timeout, None."""
+    policy = RetryPolicy(max_retries=0, jitter=1, retry_statuses=[429, 503], retry_timeouts=False)
+    assert (policy.max_retries, policy.retry_statuses) == (0, frozenset({429, 503}))
+    assert Timeouts(connect=0.001, read=86_400, total=None).connect == 0.001
+    assert Timeouts.of(5) == Timeouts(read=5.0, write=5.0, total=5.0)
+
+
+@pytest.mark.parametrize("retry", [-1, 2.5, True, "3"])
+def test_a_bad_retry_option_is_refused_when_the_model_is_built(retry: Any) -> None:
+    """toolfold.model(retry=-1 / 2.5 / True) is a ModelConfigError naming the option (2.5 was "never retry")."""
+    with pytest.raises(ModelConfigError, match=r"^retry=.* is not valid: expected a RetryPolicy"):
+        toolfold.model("openai:gpt-4o-mini", api_key="sk-x", retry=retry)
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0, True, float("inf")])
+def test_a_zero_timeout_option_is_refused_when_the_model_is_built(timeout: Any) -> None:
+    """toolfold.model(timeout=0) is a ModelConfigError naming the option: None is "no limit"."""
+    with pytest.raises(ModelConfigError, match=r"^timeout=.* is not valid: expected a Timeouts"):
+        toolfold.model("openai:gpt-4o-mini", api_key="sk-x", timeout=timeout)
