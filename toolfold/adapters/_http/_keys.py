@@ -626,12 +626,39 @@ class RedactingFilter(logging.Filter):
         self._scrubs = scrubs(_log_secrets(secrets, key_headers))  # made once, not per record
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = scrub(message, self._scrubs)
-        if cleaned != message:
-            record.msg = cleaned
-            record.args = None
+        scrub_record(record, self._scrubs)
         return True
+
+
+#: Formats a record's exception as a handler's default formatter would.
+_TRACEBACKS = logging.Formatter()
+
+
+def scrub_record(record: logging.LogRecord, found: Scrubs) -> None:
+    """Scrub ``found`` from a log record: its message, its traceback and its stack.
+
+    A traceback (``logger.exception``, ``exc_info=``) is written out as a
+    handler's formatter would (``record.exc_text``, which formatters reuse);
+    when it held a secret, the scrubbed text replaces it and ``exc_info`` is
+    dropped, so no formatter can write the exception out again with the key.
+    ``stack_info`` (``stack_info=True``) is scrubbed too. A record without a
+    secret is left as it was.
+    """
+    message = record.getMessage()
+    cleaned = scrub(message, found)
+    if cleaned != message:
+        record.msg = cleaned
+        record.args = None
+    text = record.exc_text
+    if not text and isinstance(record.exc_info, tuple) and record.exc_info[0] is not None:
+        text = _TRACEBACKS.formatException(record.exc_info)
+    if text:
+        cleaned = scrub(text, found)
+        if cleaned != text:
+            record.exc_text = cleaned
+            record.exc_info = None
+    if record.stack_info:
+        record.stack_info = scrub(record.stack_info, found)
 
 
 #: Loggers of the HTTP stacks a transport may run on, whose DEBUG output shows headers.
