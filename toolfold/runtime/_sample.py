@@ -2,18 +2,19 @@
 
 No randomness and no hypothesis at runtime: the same schema always gives the
 same value, the simplest one that satisfies the common keywords (types, enums,
-bounds, lengths, patterns (`_pattern`), formats, required properties,
+bounds (`_sample_numbers`), lengths, patterns (`_pattern`), formats, required properties,
 ``contains``, ``$ref``/``$defs``, unions).
 """
 
 from __future__ import annotations
 
-import math
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import UsageError
 from toolfold.runtime._pattern import pattern_matches, pattern_sample
+from toolfold.runtime._sample_numbers import NoNumber, numbers
 from toolfold.toolkit._jsonschema import resolve_local
 
 _FORMATS: dict[str, str] = {
@@ -42,7 +43,8 @@ def sample_value(schema: Mapping[str, Any] | bool) -> Any:
 
     Raises:
         UsageError: No value could be made for a part of it (a ``pattern``
-            too intricate for the sampler), named by its path.
+            too intricate for the sampler, numeric bounds that leave no
+            value), named by its path.
     """
     root = schema if isinstance(schema, Mapping) else {}
     try:
@@ -155,31 +157,17 @@ class _Sampler:
         return ("a" * length)[: int(high) if high is not None else None]
 
     def _integer(self, schema: Mapping[str, Any], depth: int) -> Any:
-        return int(self._number_value(schema, integer=True))
+        return self._numbers(schema, integer=True, count=1)[0]
 
     def _number(self, schema: Mapping[str, Any], depth: int) -> Any:
-        return self._number_value(schema, integer=False)
+        return self._numbers(schema, integer=False, count=1)[0]
 
-    def _number_value(self, schema: Mapping[str, Any], *, integer: bool) -> float:
-        low = schema.get("minimum")
-        if "exclusiveMinimum" in schema and not isinstance(schema["exclusiveMinimum"], bool):
-            ex = float(schema["exclusiveMinimum"])
-            low = math.floor(ex) + 1 if integer else ex + 0.5
-        high = schema.get("maximum")
-        if "exclusiveMaximum" in schema and not isinstance(schema["exclusiveMaximum"], bool):
-            ex = float(schema["exclusiveMaximum"])
-            high = math.ceil(ex) - 1 if integer else ex - 0.5
-        value = 1.0
-        if low is not None and value < low:
-            value = float(low)
-        if high is not None and value > high:
-            value = float(high)
-        step = schema.get("multipleOf")
-        if step:
-            value = math.ceil(value / step) * step
-            if high is not None and value > high:
-                value = math.floor(float(high) / step) * step
-        return value
+    def _numbers(self, schema: Mapping[str, Any], *, integer: bool, count: int) -> list[Any]:
+        """``count`` distinct values within the bounds, the simplest first (fewer if none are left)."""
+        try:
+            return list(itertools.islice(numbers(schema, integer=integer), count))
+        except NoNumber as exc:
+            raise _NoSample(str(exc)) from None
 
     def _array(self, schema: Mapping[str, Any], depth: int) -> Any:
         prefix = schema.get("prefixItems")
@@ -197,6 +185,10 @@ class _Sampler:
         else:
             first = self._at(0, items, depth + 1)
         if count > 1 and schema.get("uniqueItems"):
+            item = self._resolve(items)
+            if isinstance(first, (int, float)) and not isinstance(first, bool):
+                # distinct numbers within the item's bounds (first + 1 may be past them)
+                return self._numbers(item, integer=isinstance(first, int), count=count)
             return [_distinct(first, i) for i in range(count)]
         return [first] * count
 
@@ -251,8 +243,6 @@ def _merge(left: Mapping[str, Any], right: Mapping[str, Any]) -> dict[str, Any]:
 def _distinct(value: Any, index: int) -> Any:
     if isinstance(value, bool):
         return index % 2 == 0
-    if isinstance(value, (int, float)):
-        return value + index
     if isinstance(value, str):
         return f"{value}{index}"
     return value
