@@ -73,6 +73,20 @@ def model(spec: str | Model, **options: Any) -> Model:
         if options:
             raise ModelConfigError("options can only be given with a model string")
         return spec
+    factory, name = _factory(spec)
+    override = MODEL_OVERRIDE.get()
+    if override is not None:
+        return override(spec)
+    return factory(name, **options)
+
+
+def _factory(spec: str) -> tuple[ModelFactory, str]:
+    """The provider factory of a model string, and the model's name after the prefix.
+
+    Raises:
+        ModelConfigError: The string is not ``provider:model``, or names no
+            known provider.
+    """
     prefix, sep, name = spec.partition(":")
     if not sep or not name:
         raise ModelConfigError(
@@ -84,10 +98,93 @@ def model(spec: str | Model, **options: Any) -> Model:
     if factory is None:
         known = ", ".join(sorted(_PROVIDERS)) or "none"
         raise ModelConfigError(f"unknown provider {prefix!r} in {spec!r}; known providers: {known}")
+    return factory, name
+
+
+def agent_model(spec: str | Model) -> tuple[Model, str | None]:
+    """The model of an agent's ``model=``, and the string a run may resolve again.
+
+    A model object is used as it is (None: nothing to resolve again). A string
+    inside an `override_models` block resolves to the override's model, as
+    `model` does, for good (None). Outside one, it is built by its provider
+    and returned with the string: a run that starts inside a block later
+    resolves the string to the override's model instead (`in_force`), so an
+    agent made at import time (a module-level ``Agent("openai:...")``) is
+    overridden too.
+
+    A provider that cannot be built from what the environment holds (no API
+    key set: a bare string has no options of its own) gives an `Unbuilt`
+    model: the agent can be made, and imported, in a test that overrides it;
+    a run outside a block raises the same `ModelConfigError` before anything
+    is sent. A malformed string or an unknown provider is still refused here.
+
+    Raises:
+        ModelConfigError: The string is not ``provider:model``, or names no
+            known provider.
+    """
+    if not isinstance(spec, str) or MODEL_OVERRIDE.get() is not None:
+        return model(spec), None
+    factory, name = _factory(spec)
+    try:
+        return factory(name), spec
+    except ModelConfigError as exc:
+        return Unbuilt(spec, str(exc)), spec
+
+
+def in_force(built: Model, spec: str | None) -> Model:
+    """The model a run starting now calls: the override's for ``spec`` inside a block.
+
+    Raises:
+        ModelConfigError: ``built`` is `Unbuilt` and no block overrides it
+            (the provider's own error, such as a missing API key).
+    """
+    if spec is None:
+        return built
     override = MODEL_OVERRIDE.get()
     if override is not None:
         return override(spec)
-    return factory(name, **options)
+    if isinstance(built, Unbuilt):
+        raise ModelConfigError(built.problem)
+    return built
+
+
+class Unbuilt:
+    """The model of a string its provider could not build from the environment (see `agent_model`).
+
+    Calling it raises the provider's `ModelConfigError`; a run never gets to
+    call it (`in_force` raises first), but a caller of the model itself may.
+    """
+
+    def __init__(self, spec: str, problem: str) -> None:
+        self._name = spec
+        self.problem = problem
+
+    @property
+    def name(self) -> str:
+        """The model string."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"Unbuilt({self._name!r}, {self.problem!r})"
+
+    def _refuse(self) -> ModelConfigError:
+        return ModelConfigError(self.problem)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Raises the provider's error."""
+        raise self._refuse()
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        """Raises the provider's error."""
+        raise self._refuse()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Raises the provider's error."""
+        raise self._refuse()
+
+    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """Raises the provider's error."""
+        raise self._refuse()
 
 
 MODEL_OVERRIDE: ContextVar[Callable[[str], Model] | None] = ContextVar(

@@ -450,16 +450,20 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     ``generate_text("groq:...", ...)``, ``toolfold.model("mistral:...")``) runs
     unchanged against a test model: no key, no network. The string must still
     name a known provider (a typo still raises `ModelConfigError`); options
-    given with it (``api_key``, ``base_url``...) are ignored. Model objects
-    passed directly are left alone. The override holds in the current thread
-    and in the asyncio tasks started inside the block; blocks nest.
+    given with it (``api_key``, ``base_url``...) are ignored. An agent made
+    from a string before the block (a module-level ``Agent("openai:...")``)
+    is overridden in each run that starts inside it, and needs no API key to
+    be made. Model objects passed directly are left alone, one made earlier
+    with ``toolfold.model(...)`` included. The override holds in the current
+    thread and in the asyncio tasks started inside the block; blocks nest.
 
     Args:
         model: The model every string resolves to, or a function of the model
             string returning one (e.g. a fresh `TestModel` per string).
 
     Yields:
-        The model strings resolved inside the block, in order.
+        The model strings resolved inside the block, in order (an agent made
+        before the block: once per run).
 
     Example:
         >>> from toolfold import generate_text

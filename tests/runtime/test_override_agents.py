@@ -1,0 +1,147 @@
+"""`override_models` reaches agents made from a string before the block (module-level agents)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import Agent, ModelConfigError, tool
+from toolfold.testing import ScriptedModel, TestModel, override_models
+from toolfold.toolkit._tool import Tool
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real provider call would go to a proxy nobody listens on, never to the internet."""
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up.
+
+    Args:
+        city: The city.
+    """
+    return f"{city}: sunny"
+
+
+def test_an_agent_made_before_the_block_runs_against_the_override(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A module-level Agent("openai:...") uses the test model in runs started inside the block."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    agent = Agent("openai:gpt-4o-mini", instructions="Be brief.", tools=[lookup])
+    real = type(agent._options.model).__name__
+    with override_models(TestModel(text="Sunny.")) as resolved:
+        assert agent.run("Weather in Paris?").text == "Sunny."
+        assert asyncio.run(agent.arun("again")).text == "Sunny."
+    assert resolved == ["openai:gpt-4o-mini", "openai:gpt-4o-mini"]  # once per run
+    assert real == "OpenAIChatModel"
+    assert type(agent._options.model).__name__ == real  # the agent itself is unchanged
+
+
+def test_a_stream_and_a_resume_started_inside_the_block_are_overridden(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Streams and resumes of an agent made before the block also call the override's model."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    agent = Agent("openai:gpt-4o-mini", tools=[lookup], auto_execute_tools=False)
+    with override_models(TestModel(text="Done.")):
+        stream = agent.stream("Weather in Paris?")
+        for _ in stream:
+            pass
+        waiting = stream.response
+        call = waiting.state.calls[0].call
+        resumed = agent.resume(waiting.state, tool_results={call.id: "sunny"})
+    assert resumed.text == "Done."
+
+
+def test_a_handoff_target_made_before_the_block_is_overridden(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run handed to an agent made from a string calls that string's override model."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    refunds = Agent("openai:gpt-4o-mini", name="refunds")
+    triage = Agent("anthropic:claude-x", name="triage", handoffs=[refunds])
+    scripts = {
+        "anthropic:claude-x": ScriptedModel([ScriptedModel.call("transfer_to_refunds")]),
+        "openai:gpt-4o-mini": ScriptedModel(["refunded"]),
+    }
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-used")
+    with override_models(lambda name: scripts[name]) as resolved:
+        assert triage.run("refund A17").text == "refunded"
+    assert resolved == ["anthropic:claude-x", "openai:gpt-4o-mini"]
+
+
+class _Source:
+    """A tool source listing one tool (an agent with one is rebuilt per run)."""
+
+    def open(self) -> None:
+        """Nothing to start."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def tools(self) -> Sequence[Tool[..., Any]]:
+        """The one tool."""
+        return [lookup]
+
+
+def test_an_agent_with_tool_sources_made_before_the_block_is_overridden(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The per-run copy an agent with tool sources makes keeps its model string for the override."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    agent = Agent("openai:gpt-4o-mini", tools=[_Source()])
+    with override_models(TestModel(text="Listed.")) as resolved:
+        assert agent.run("go").text == "Listed."
+    assert resolved == ["openai:gpt-4o-mini"]
+
+
+def test_an_agent_made_from_a_string_needs_no_key_until_it_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without OPENAI_API_KEY the agent is made (a module imports); a run outside a block names the variable."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    agent = Agent("openai:gpt-4o-mini")
+    with override_models(TestModel(text="Offline.")):
+        assert agent.run("hi").text == "Offline."
+    with pytest.raises(ModelConfigError, match=r"no API key for provider 'openai'.*OPENAI_API_KEY"):
+        agent.run("hi")
+    with pytest.raises(ModelConfigError, match="no API key for provider 'openai'"):
+        asyncio.run(agent.arun("hi"))
+    with pytest.raises(ModelConfigError, match="no API key for provider 'openai'"):
+        toolfold.model("openai:gpt-4o-mini")  # building a model itself still checks at once
+
+
+def test_a_bad_model_string_is_still_refused_when_the_agent_is_made() -> None:
+    """A typo in the provider or a string without a colon fails at Agent(...), not at the first run."""
+    with pytest.raises(ModelConfigError, match="unknown provider 'opnai'"):
+        Agent("opnai:gpt-4o-mini")
+    with pytest.raises(ModelConfigError, match="must look like 'provider:model'"):
+        Agent("gpt-4o-mini")
+
+
+def test_a_model_object_made_before_the_block_is_left_alone() -> None:
+    """A model object (a ScriptedModel, or toolfold.model(...) made earlier) is not overridden."""
+    scripted = ScriptedModel(["scripted"])
+    agent = Agent(scripted)
+    with override_models(TestModel(text="test")) as resolved:
+        assert agent.run("hi").text == "scripted"
+    assert resolved == []
+
+
+def test_an_agent_made_inside_the_block_keeps_the_test_model_after_it() -> None:
+    """An agent made inside a block resolved its string then, once: it keeps that test model."""
+    with override_models(TestModel(text="inside")) as resolved:
+        agent = Agent("openai:gpt-4o-mini")
+    assert agent.run("hi").text == "inside"
+    assert resolved == ["openai:gpt-4o-mini"]
