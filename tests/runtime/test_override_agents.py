@@ -145,3 +145,18 @@ def test_an_agent_made_inside_the_block_keeps_the_test_model_after_it() -> None:
         agent = Agent("openai:gpt-4o-mini")
     assert agent.run("hi").text == "inside"
     assert resolved == ["openai:gpt-4o-mini"]
+
+
+def test_an_agent_file_still_reports_a_missing_key_when_it_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent file reports every problem at load, a missing key too (the CLI's exit 1)."""
+    from toolfold import AgentFileError
+    from toolfold.files import loads
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = '[agents.main]\nmodel = "openai:gpt-4o-mini"\n'
+    with pytest.raises(AgentFileError, match=r"agents\.main: cannot build the agent: no API key"):
+        loads(text)
+    with override_models(TestModel(text="offline")):
+        assert loads(text).agent().run("hi").text == "offline"

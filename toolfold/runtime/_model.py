@@ -143,9 +143,18 @@ def in_force(built: Model, spec: str | None) -> Model:
     override = MODEL_OVERRIDE.get()
     if override is not None:
         return override(spec)
+    check_built(built)
+    return built
+
+
+def check_built(built: Model) -> None:
+    """Raise the provider's error of an `Unbuilt` model (where it must be reported at once).
+
+    Raises:
+        ModelConfigError: ``built`` is `Unbuilt`.
+    """
     if isinstance(built, Unbuilt):
         raise ModelConfigError(built.problem)
-    return built
 
 
 class Unbuilt:
