@@ -43,7 +43,9 @@ def test_an_agent_made_before_the_block_runs_against_the_override(
     with override_models(TestModel(text="Sunny.")) as resolved:
         assert agent.run("Weather in Paris?").text == "Sunny."
         assert asyncio.run(agent.arun("again")).text == "Sunny."
-    assert resolved == ["openai:gpt-4o-mini", "openai:gpt-4o-mini"]  # once per run
+    assert resolved == [
+        "openai:gpt-4o-mini"
+    ]  # resolved once in the block, reused by the second run
     assert real == "OpenAIChatModel"
     assert type(agent._options.model).__name__ == real  # the agent itself is unchanged
 
@@ -69,13 +71,13 @@ def test_a_handoff_target_made_before_the_block_is_overridden(
 ) -> None:
     """A run handed to an agent made from a string calls that string's override model."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-used")
     refunds = Agent("openai:gpt-4o-mini", name="refunds")
     triage = Agent("anthropic:claude-x", name="triage", handoffs=[refunds])
     scripts = {
         "anthropic:claude-x": ScriptedModel([ScriptedModel.call("transfer_to_refunds")]),
         "openai:gpt-4o-mini": ScriptedModel(["refunded"]),
     }
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-used")
     with override_models(lambda name: scripts[name]) as resolved:
         assert triage.run("refund A17").text == "refunded"
     assert resolved == ["anthropic:claude-x", "openai:gpt-4o-mini"]
@@ -106,20 +108,67 @@ def test_an_agent_with_tool_sources_made_before_the_block_is_overridden(
     assert resolved == ["openai:gpt-4o-mini"]
 
 
-def test_an_agent_made_from_a_string_needs_no_key_until_it_runs(
+def test_an_agent_made_from_a_string_without_its_key_is_refused_when_made(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Without OPENAI_API_KEY the agent is made (a module imports); a run outside a block names the variable."""
+    """Without OPENAI_API_KEY, Agent("openai:...") raises at once, naming the variable (fail fast)."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    agent = Agent("openai:gpt-4o-mini")
-    with override_models(TestModel(text="Offline.")):
-        assert agent.run("hi").text == "Offline."
     with pytest.raises(ModelConfigError, match=r"no API key for provider 'openai'.*OPENAI_API_KEY"):
-        agent.run("hi")
+        Agent("openai:gpt-4o-mini")
     with pytest.raises(ModelConfigError, match="no API key for provider 'openai'"):
-        asyncio.run(agent.arun("hi"))
-    with pytest.raises(ModelConfigError, match="no API key for provider 'openai'"):
-        toolfold.model("openai:gpt-4o-mini")  # building a model itself still checks at once
+        toolfold.model("openai:gpt-4o-mini")
+
+
+def test_a_provider_setting_the_factory_refuses_is_raised_when_the_agent_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bad OLLAMA_HOST is the provider's ModelConfigError at Agent(...), not at the first run."""
+    monkeypatch.setenv("OLLAMA_HOST", "ftp://bad host:xx")
+    with pytest.raises(ModelConfigError, match="base_url 'ftp://bad host:xx'"):
+        Agent("ollama:llama3")
+
+
+def test_a_dummy_key_lets_a_module_level_agent_be_made_and_the_override_sends_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With any value in OPENAI_API_KEY the agent is made; inside the block the test model answers."""
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    agent = Agent("openai:gpt-4o-mini")
+    with override_models(TestModel(text="Offline.")) as resolved:
+        assert agent.run("hi").text == "Offline."
+    assert resolved == ["openai:gpt-4o-mini"]
+
+
+@tool(requires_approval=True)
+def pay(amount: int) -> str:
+    """Pay an amount.
+
+    Args:
+        amount: How much.
+    """
+    return f"paid {amount}"
+
+
+def test_a_scripted_model_function_is_called_once_per_block_so_a_resume_continues_the_script(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent made before the block keeps one model per string in the block: resume goes on with its script."""
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    agent = Agent("openai:gpt-4o-mini", tools=[pay])
+
+    def script(name: str) -> ScriptedModel:
+        return ScriptedModel([ScriptedModel.call("pay", {"amount": 5}), "Paid 5."])
+
+    with override_models(script) as resolved:
+        waiting = agent.run("pay 5")
+        call = waiting.state.calls[0].call
+        done = agent.resume(waiting.state, approvals={call.id: True})
+    assert done.text == "Paid 5."
+    assert not done.state.calls
+    assert resolved == ["openai:gpt-4o-mini"]
+    with override_models(script) as again:  # a new block resolves the string again
+        assert agent.run("pay 5").state.calls
+    assert again == ["openai:gpt-4o-mini"]
 
 
 def test_a_bad_model_string_is_still_refused_when_the_agent_is_made() -> None:

@@ -38,7 +38,7 @@ from toolfold.runtime._document import (
     stop_condition,
 )
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
-from toolfold.runtime._model import Model, check_built
+from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._workflow import Workflow
 from toolfold.toolkit._tool import Tool
@@ -386,11 +386,7 @@ class _Loader:
             table = "agents" if name in self.entries else "workflows"
             try:
                 if name in self.entries:
-                    agent = self._agent(name, self.entries[name], built, override)
-                    # A file reports every problem when it loads, a missing API key
-                    # too (an Agent made in code defers it to its first run).
-                    check_built(agent._options.model)
-                    built[name] = agent
+                    built[name] = self._agent(name, self.entries[name], built, override)
                 else:
                     built[name] = self._workflow(name, self.flows[name], built)
             except ToolfoldError as exc:

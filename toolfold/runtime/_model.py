@@ -106,97 +106,62 @@ def agent_model(spec: str | Model) -> tuple[Model, str | None]:
 
     A model object is used as it is (None: nothing to resolve again). A string
     inside an `override_models` block resolves to the override's model, as
-    `model` does, for good (None). Outside one, it is built by its provider
-    and returned with the string: a run that starts inside a block later
-    resolves the string to the override's model instead (`in_force`), so an
-    agent made at import time (a module-level ``Agent("openai:...")``) is
-    overridden too.
-
-    A provider that cannot be built from what the environment holds (no API
-    key set: a bare string has no options of its own) gives an `Unbuilt`
-    model: the agent can be made, and imported, in a test that overrides it;
-    a run outside a block raises the same `ModelConfigError` before anything
-    is sent. A malformed string or an unknown provider is still refused here.
+    `model` does, for good (None). Outside one, it is built by its provider at
+    once, as `model` builds it (a missing API key or a bad setting raises
+    here), and returned with the string: a run that starts inside a block
+    later resolves the string to the override's model instead (`in_force`),
+    so an agent made at import time (a module-level ``Agent("openai:...")``)
+    is overridden too.
 
     Raises:
-        ModelConfigError: The string is not ``provider:model``, or names no
-            known provider.
+        ModelConfigError: The string is not ``provider:model``, names no known
+            provider, or its provider cannot be built (no API key, a bad
+            setting such as ``OLLAMA_HOST``).
     """
-    if not isinstance(spec, str) or MODEL_OVERRIDE.get() is not None:
-        return model(spec), None
-    factory, name = _factory(spec)
-    try:
-        return factory(name), spec
-    except ModelConfigError as exc:
-        return Unbuilt(spec, str(exc)), spec
+    again = spec if isinstance(spec, str) and MODEL_OVERRIDE.get() is None else None
+    return model(spec), again
 
 
 def in_force(built: Model, spec: str | None) -> Model:
     """The model a run starting now calls: the override's for ``spec`` inside a block.
 
-    Raises:
-        ModelConfigError: ``built`` is `Unbuilt` and no block overrides it
-            (the provider's own error, such as a missing API key).
+    Inside a block, each string is resolved once and its model reused by every
+    later run, resume and handoff in that block (`ModelOverride.again`), as an
+    agent made inside the block keeps the model it resolved then.
     """
     if spec is None:
         return built
     override = MODEL_OVERRIDE.get()
-    if override is not None:
-        return override(spec)
-    check_built(built)
-    return built
+    if override is None:
+        return built
+    return override.again(spec)
 
 
-def check_built(built: Model) -> None:
-    """Raise the provider's error of an `Unbuilt` model (where it must be reported at once).
+class ModelOverride:
+    """What model strings resolve to in an `override_models` block.
 
-    Raises:
-        ModelConfigError: ``built`` is `Unbuilt`.
-    """
-    if isinstance(built, Unbuilt):
-        raise ModelConfigError(built.problem)
-
-
-class Unbuilt:
-    """The model of a string its provider could not build from the environment (see `agent_model`).
-
-    Calling it raises the provider's `ModelConfigError`; a run never gets to
-    call it (`in_force` raises first), but a caller of the model itself may.
+    Args:
+        resolve: The model of a string (the override's model, or its function
+            called); it records the string as resolved.
     """
 
-    def __init__(self, spec: str, problem: str) -> None:
-        self._name = spec
-        self.problem = problem
+    def __init__(self, resolve: Callable[[str], Model]) -> None:
+        self._resolve = resolve
+        self._again: dict[str, Model] = {}
 
-    @property
-    def name(self) -> str:
-        """The model string."""
-        return self._name
+    def __call__(self, spec: str) -> Model:
+        """The model of ``spec`` for something made inside the block."""
+        return self._resolve(spec)
 
-    def __repr__(self) -> str:
-        return f"Unbuilt({self._name!r}, {self.problem!r})"
-
-    def _refuse(self) -> ModelConfigError:
-        return ModelConfigError(self.problem)
-
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        """Raises the provider's error."""
-        raise self._refuse()
-
-    def request_sync(self, request: ModelRequest) -> ModelResponse:
-        """Raises the provider's error."""
-        raise self._refuse()
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Raises the provider's error."""
-        raise self._refuse()
-
-    def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
-        """Raises the provider's error."""
-        raise self._refuse()
+    def again(self, spec: str) -> Model:
+        """The model of ``spec`` for a run of an agent made before the block: resolved once per block."""
+        found = self._again.get(spec)
+        if found is None:
+            found = self._again.setdefault(spec, self._resolve(spec))
+        return found
 
 
-MODEL_OVERRIDE: ContextVar[Callable[[str], Model] | None] = ContextVar(
+MODEL_OVERRIDE: ContextVar[ModelOverride | None] = ContextVar(
     "toolfold_model_override", default=None
 )
 """What model strings resolve to instead of a provider (`toolfold.testing.override_models`)."""

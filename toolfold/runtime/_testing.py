@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from typing import Any, Union
 
 from toolfold._errors import UsageError
-from toolfold.runtime._model import MODEL_OVERRIDE, Model
+from toolfold.runtime._model import MODEL_OVERRIDE, Model, ModelOverride
 from toolfold.runtime._sample import sample_value
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
@@ -480,7 +480,7 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
         resolved.append(spec)
         return model if isinstance(model, Model) else model(spec)
 
-    token = MODEL_OVERRIDE.set(resolve)
+    token = MODEL_OVERRIDE.set(ModelOverride(resolve))
     try:
         yield resolved
     finally:
