@@ -141,3 +141,102 @@ def test_bounds_that_leave_no_value_are_a_usage_error_naming_them(schema: dict[s
         UsageError, match=r"no (integer|number) satisfies the bounds \(.*\) @ \$\.x"
     ):
         sample_value({"type": "object", "properties": {"x": schema}, "required": ["x"]})
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "integer", "minimum": 1e300},
+        {"type": "integer", "minimum": 1.2345678901234567e19},
+        {"type": "integer", "minimum": 9e22, "maximum": 1e23},
+        {"type": "integer", "exclusiveMaximum": -1e300},
+    ],
+)
+def test_an_integer_bound_written_as_a_large_float_gives_an_integer_that_fits(
+    schema: dict[str, Any],
+) -> None:
+    """A float bound is compared with the integer exactly (1e300 is a bit above 10**300): a value, no error."""
+    value = sample_value(schema)
+    assert type(value) is int
+    jsonschema.Draft202012Validator(schema).validate(value)
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        {"anyOf": [{"type": "integer", "minimum": 5, "maximum": 6}, {"type": "null"}]},
+        {"type": "integer", "enum": [7, 8]},
+        {"enum": [1, 1.0, True, "a"]},
+        {"oneOf": [{"const": 3}, {"type": "integer", "minimum": 10}]},
+        {"type": "integer"},
+        {"type": "number", "minimum": 0, "maximum": 0.5},
+    ],
+)
+def test_distinct_items_satisfy_the_item_enum_const_and_union(items: dict[str, Any]) -> None:
+    """uniqueItems arrays take distinct values the item schema accepts (its enum, const, anyOf too)."""
+    for count in (2, 3, 600):
+        schema = {"type": "array", "items": items, "minItems": count, "uniqueItems": True}
+        try:
+            value = sample_value(schema)
+        except UsageError as exc:
+            assert "uniqueItems needs" in str(exc)
+            assert items.get("enum") or "anyOf" in items or "oneOf" in items
+            continue
+        assert len(value) == count
+        jsonschema.Draft202012Validator(schema).validate(value)
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        {"type": "integer", "minimum": 1, "maximum": 2},
+        {"type": "integer", "const": 7},
+        {"type": "integer", "enum": [7, 8]},
+        {"anyOf": [{"type": "integer", "minimum": 5, "maximum": 6}, {"type": "null"}]},
+    ],
+)
+def test_distinct_items_the_item_schema_cannot_give_are_a_usage_error_naming_the_path(
+    items: dict[str, Any],
+) -> None:
+    """More distinct items than the item schema allows is a UsageError at the array's path."""
+    schema = {"type": "array", "items": items, "minItems": 4, "uniqueItems": True}
+    with pytest.raises(UsageError, match=r"uniqueItems needs 4 distinct items.* @ \$\.xs"):
+        sample_value({"type": "object", "properties": {"xs": schema}, "required": ["xs"]})
+
+
+def test_testmodel_calls_a_tool_taking_a_set_of_an_int_enum_validly() -> None:
+    """A set[IntEnum] parameter with min_length 2 gets both members, and the tool runs."""
+    import enum
+
+    class Level(enum.IntEnum):
+        LOW = 10
+        HIGH = 20
+
+    @tool
+    def pick(levels: Annotated[set[Level], Field(min_length=2)]) -> str:
+        """Pick levels.
+
+        Args:
+            levels: Two levels or more.
+        """
+        return f"levels {sorted(int(level) for level in levels)}"
+
+    response = Agent(TestModel(), tools=[pick]).run("go")
+    assert response.steps[0].tool_calls[0].arguments == {"levels": [10, 20]}
+    assert response.steps[0].tool_results[0].content == "levels [10, 20]"
+
+
+@settings(max_examples=200, deadline=None)
+@given(_satisfiable(), st.integers(2, 5))
+def test_a_sampled_unique_array_of_numbers_satisfies_its_schema(
+    items: dict[str, Any], count: int
+) -> None:
+    """Distinct numbers for any satisfiable item bounds: a valid array, or a UsageError saying why."""
+    schema = {"type": "array", "items": items, "minItems": count, "uniqueItems": True}
+    try:
+        value = sample_value(schema)
+    except UsageError as exc:
+        assert "uniqueItems needs" in str(exc)
+        return
+    assert len(value) == count
+    assert _compile(schema).is_valid(value), (schema, value)

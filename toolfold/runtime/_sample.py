@@ -9,6 +9,7 @@ bounds (`_sample_numbers`), lengths, patterns (`_pattern`), formats, required pr
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -185,12 +186,70 @@ class _Sampler:
         else:
             first = self._at(0, items, depth + 1)
         if count > 1 and schema.get("uniqueItems"):
-            item = self._resolve(items)
-            if isinstance(first, (int, float)) and not isinstance(first, bool):
-                # distinct numbers within the item's bounds (first + 1 may be past them)
-                return self._numbers(item, integer=isinstance(first, int), count=count)
+            distinct = self._distinct_items(self._resolve(items), count, depth + 1)
+            if distinct is not None:
+                return distinct
             return [_distinct(first, i) for i in range(count)]
         return [first] * count
+
+    def _distinct_items(self, item: Mapping[str, Any], count: int, depth: int) -> list[Any] | None:
+        """``count`` distinct values the item schema accepts, or None for a kind not enumerated.
+
+        Numbers (within the item's bounds), ``enum`` and ``const`` values, and
+        the branches of ``anyOf``/``oneOf`` give the candidates; each is checked
+        against the whole item schema.
+        """
+        candidates = self._candidates(item, count, depth)
+        if candidates is None:
+            return None
+        fits = self._checker(item)
+        found: list[Any] = []
+        seen: set[Any] = set()
+        for candidate in candidates:
+            key = _unique_key(candidate)
+            if key not in seen and fits(candidate):
+                seen.add(key)
+                found.append(candidate)
+                if len(found) == count:
+                    return found
+        raise _NoSample(
+            f"uniqueItems needs {count} distinct items (minItems {count}), but only "
+            f"{len(found)} were found that the item schema accepts: {found!r}"[:300]
+        )
+
+    def _candidates(self, item: Mapping[str, Any], count: int, depth: int) -> list[Any] | None:
+        """Values to pick distinct items from (None: not numbers, an enum, a const or a union)."""
+        if "$ref" in item:
+            target = self._resolve(item)
+            item = {**target, **{k: v for k, v in item.items() if k != "$ref"}}
+        if "const" in item:
+            return [item["const"]]
+        if item.get("enum"):
+            return list(item["enum"])
+        for key in ("anyOf", "oneOf"):
+            if isinstance(item.get(key), list):
+                rest = {k: v for k, v in item.items() if k != key}
+                found: list[Any] = []
+                for branch in item[key]:
+                    merged = _merge(rest, self._resolve(branch))
+                    more = self._candidates(merged, count, depth)
+                    if more is None:
+                        try:
+                            more = [self.value(merged, depth)]
+                        except _NoSample:
+                            more = []
+                    found += more
+                return found
+        kind = item.get("type")
+        if isinstance(kind, list):
+            kind = next((t for t in kind if t != "null"), "null")
+        if kind not in ("integer", "number"):
+            return None
+        values = numbers(item, integer=kind == "integer", tries=count)
+        try:
+            return list(itertools.islice(values, count * 2))
+        except NoNumber:
+            return []
 
     def _object(self, schema: Mapping[str, Any], depth: int) -> Any:
         properties: Mapping[str, Any] = schema.get("properties", {})
@@ -238,6 +297,15 @@ def _merge(left: Mapping[str, Any], right: Mapping[str, Any]) -> dict[str, Any]:
         else:
             merged[key] = value
     return merged
+
+
+def _unique_key(value: Any) -> Any:
+    """What tells two items apart as ``uniqueItems`` does (``1`` and ``1.0`` are one, ``True`` not)."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    return ("json", json.dumps(value, sort_keys=True, default=repr))
 
 
 def _distinct(value: Any, index: int) -> Any:

@@ -37,14 +37,19 @@ class NoNumber(Exception):
     """No number satisfies the bounds; the message says which."""
 
 
-def numbers(schema: Mapping[str, Any], *, integer: bool) -> Iterator[int | float]:
+def numbers(
+    schema: Mapping[str, Any], *, integer: bool, tries: int = _TRIES
+) -> Iterator[int | float]:
     """Distinct values of ``schema``'s type within its bounds, the simplest first.
+
+    ``tries`` is how many multiples of each step are checked on each side of
+    the first one (at least the count of values wanted, e.g. ``minItems``).
 
     Raises:
         NoNumber: No value was found (the bounds leave none, such as
             ``exclusiveMinimum: 0, exclusiveMaximum: 1`` for an integer).
     """
-    low, low_open, high, high_open = _bounds(schema)
+    low, low_open, high, high_open = _bounds(schema, exact=integer)
     multiple = _decimal(schema.get("multipleOf"))
     if multiple is not None and multiple <= 0:
         multiple = None
@@ -57,7 +62,7 @@ def numbers(schema: Mapping[str, Any], *, integer: bool) -> Iterator[int | float
     fits = _fits(schema, integer=integer)
     seen: set[int | float] = set()
     for step in steps:
-        for k in _multiples(step, low, low_open, high, high_open):
+        for k in _multiples(step, low, low_open, high, high_open, max(tries, _TRIES)):
             exact = k * step
             try:
                 value: int | float = int(exact) if integer else float(exact)
@@ -96,7 +101,12 @@ def _next_to(low: Fraction | None, high: Fraction | None) -> list[float]:
 
 
 def _multiples(
-    step: Fraction, low: Fraction | None, low_open: bool, high: Fraction | None, high_open: bool
+    step: Fraction,
+    low: Fraction | None,
+    low_open: bool,
+    high: Fraction | None,
+    high_open: bool,
+    tries: int,
 ) -> Iterator[int]:
     """The ``k`` whose ``k * step`` lies within the bounds, the one nearest 1 first."""
     k_low = (
@@ -117,23 +127,31 @@ def _multiples(
     # Up from the target (1, 2, 3 ... for distinct items), then down from it.
     up = itertools.count(target) if k_high is None else range(target, k_high + 1)
     down = itertools.count(target - 1, -1) if k_low is None else range(target - 1, k_low - 1, -1)
-    yield from itertools.islice(up, _TRIES)
-    yield from itertools.islice(down, _TRIES)
+    yield from itertools.islice(up, tries)
+    yield from itertools.islice(down, tries)
 
 
-def _bounds(schema: Mapping[str, Any]) -> tuple[Fraction | None, bool, Fraction | None, bool]:
-    """The lower and upper bound, each with whether it is exclusive (the tighter of two)."""
-    low, low_open = _decimal(schema.get("minimum")), False
-    high, high_open = _decimal(schema.get("maximum")), False
+def _bounds(
+    schema: Mapping[str, Any], *, exact: bool = False
+) -> tuple[Fraction | None, bool, Fraction | None, bool]:
+    """The lower and upper bound, each with whether it is exclusive (the tighter of two).
+
+    ``exact``: a float bound is read as the binary value it holds, as an
+    integer is compared with it (``1e300`` is a little above 10**300), not as
+    the decimal it is written as.
+    """
+    read = _exact if exact else _decimal
+    low, low_open = read(schema.get("minimum")), False
+    high, high_open = read(schema.get("maximum")), False
     # Draft 4 spells an exclusive bound as a flag on minimum / maximum.
     if schema.get("exclusiveMinimum") is True:
         low_open = low is not None
     if schema.get("exclusiveMaximum") is True:
         high_open = high is not None
-    above = _decimal(schema.get("exclusiveMinimum"))
+    above = read(schema.get("exclusiveMinimum"))
     if above is not None and (low is None or above >= low):
         low, low_open = above, True
-    below = _decimal(schema.get("exclusiveMaximum"))
+    below = read(schema.get("exclusiveMaximum"))
     if below is not None and (high is None or below <= high):
         high, high_open = below, True
     return low, low_open, high, high_open
@@ -145,6 +163,15 @@ def _decimal(value: Any) -> Fraction | None:
         return None
     if isinstance(value, float):
         return Fraction(repr(value)) if math.isfinite(value) else None
+    return Fraction(value)
+
+
+def _exact(value: Any) -> Fraction | None:
+    """A JSON number as the exact value it holds; None for no number (a flag, NaN, text)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return Fraction(value)
 
 
