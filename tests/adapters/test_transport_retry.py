@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import email.utils
+import numbers
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -232,3 +235,50 @@ def test_a_zero_timeout_option_is_refused_when_the_model_is_built(timeout: Any) 
     """toolfold.model(timeout=0) is a ModelConfigError naming the option: None is "no limit"."""
     with pytest.raises(ModelConfigError, match=r"^timeout=.* is not valid: expected a Timeouts"):
         toolfold.model("openai:gpt-4o-mini", api_key="sk-x", timeout=timeout)
+
+
+class _Int64:
+    """Stands in for numpy.int64: an integral number that is no int subclass."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+    def __int__(self) -> int:
+        return self.value
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+numbers.Integral.register(_Int64)
+
+
+@pytest.mark.parametrize("seconds", [Decimal("2.5"), Fraction(5, 2), _Int64(30)])
+def test_a_real_number_of_seconds_of_any_type_is_taken_as_a_float(seconds: Any) -> None:
+    """Timeouts, Timeouts.of, timeout= and RetryPolicy delays take Decimal, Fraction or numpy-like numbers."""
+    expected = float(seconds)
+    assert Timeouts(read=seconds).read == expected
+    assert type(Timeouts(connect=seconds).connect) is float
+    assert Timeouts.of(seconds).total == expected
+    assert RetryPolicy(initial_delay=seconds).initial_delay == expected
+    toolfold.model("openai:gpt-4o-mini", api_key="sk-x", timeout=seconds)
+
+
+@pytest.mark.parametrize("bad", [Decimal(0), Decimal("NaN"), Decimal("Infinity"), Fraction(-1, 2)])
+def test_a_real_number_outside_the_range_is_still_refused(bad: Any) -> None:
+    """A Decimal or Fraction of 0, NaN, inf or below 0 is refused like the float."""
+    with pytest.raises(ModelConfigError, match=r"^Timeouts\.read must be a number of seconds"):
+        Timeouts(read=bad)
+
+
+def test_an_integral_retry_count_of_any_type_is_taken_as_an_int() -> None:
+    """retry=numpy.int64(3) and RetryPolicy(max_retries=...) take integral numbers that are no bool."""
+    assert RetryPolicy(max_retries=_Int64(3)).max_retries == 3
+    assert type(RetryPolicy(max_retries=_Int64(3)).max_retries) is int
+    assert RetryPolicy(retry_statuses=[_Int64(429)]).retry_statuses == frozenset({429})
+    toolfold.model("openai:gpt-4o-mini", api_key="sk-x", retry=_Int64(3))
+    with pytest.raises(ModelConfigError, match=r"^RetryPolicy\.max_retries must be"):
+        RetryPolicy(max_retries=_Int64(-1))

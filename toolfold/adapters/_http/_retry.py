@@ -12,8 +12,11 @@ goes to the caller with ``retry_after`` set, so a scheduler can decide.
 
 from __future__ import annotations
 
+import decimal
 import email.utils
 import math
+import numbers
+import operator
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -51,6 +54,30 @@ def _is_seconds(value: Any, *, zero: bool) -> bool:
     return low and value <= _LONGEST_WAIT
 
 
+def _seconds(value: Any) -> Any:
+    """A real number of seconds as a float (Decimal, Fraction, numpy's numbers); anything else as it is.
+
+    An int or float is kept as given; a bool, a string or what no float holds
+    (an int past the largest float) is left for the validator to refuse by
+    its own repr.
+    """
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        try:
+            return float(value)
+        except (OverflowError, ValueError, TypeError):
+            return value
+    return value
+
+
+def _count(value: Any) -> Any:
+    """An integral number (numpy's int64 included) as an int; anything else as it is (a bool too)."""
+    if isinstance(value, (bool, int)) or not isinstance(value, numbers.Integral):
+        return value
+    return operator.index(value)
+
+
 def _timeout(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     # 0 is no "no limit": httpx reads it as no time at all (a connect then fails
     # with EINPROGRESS, reported as a connection error, not a timeout) where
@@ -79,11 +106,11 @@ class Timeouts:
             ``inf``, a bool or a string. None is "no limit" on every client.
     """
 
-    connect: float | None = attrs.field(default=10.0, validator=_timeout)
-    read: float | None = attrs.field(default=600.0, validator=_timeout)
-    write: float | None = attrs.field(default=600.0, validator=_timeout)
-    pool: float | None = attrs.field(default=60.0, validator=_timeout)
-    total: float | None = attrs.field(default=None, validator=_timeout)
+    connect: float | None = attrs.field(default=10.0, converter=_seconds, validator=_timeout)
+    read: float | None = attrs.field(default=600.0, converter=_seconds, validator=_timeout)
+    write: float | None = attrs.field(default=600.0, converter=_seconds, validator=_timeout)
+    pool: float | None = attrs.field(default=60.0, converter=_seconds, validator=_timeout)
+    total: float | None = attrs.field(default=None, converter=_seconds, validator=_timeout)
 
     @classmethod
     def of(cls, value: Timeouts | float | None) -> Timeouts:
@@ -97,6 +124,7 @@ class Timeouts:
             return value
         if value is None:
             return cls(connect=None, read=None, write=None, pool=None, total=None)
+        value = _seconds(value)
         if not _is_seconds(value, zero=False):
             raise ModelConfigError(
                 "expected a Timeouts, None (no limit) or a number of seconds above 0 and "
@@ -175,7 +203,7 @@ def _statuses(value: Any) -> frozenset[int]:
         raise ModelConfigError(
             f"RetryPolicy.retry_statuses must be a set of HTTP statuses, got {value!r}"
         )
-    statuses = frozenset(value)
+    statuses = frozenset(_count(status) for status in value)  # numpy's int64 too
     # An answer below 300 is a success: it is never a failure to retry.
     bad = [
         status
@@ -222,15 +250,17 @@ class RetryPolicy:
             flag that is not a bool.
     """
 
-    max_retries: int = attrs.field(default=2, validator=_retries)
-    initial_delay: float = attrs.field(default=0.5, validator=_finite_seconds)
-    max_delay: float = attrs.field(default=8.0, validator=_finite_seconds)
-    jitter: float = attrs.field(default=0.25, validator=_share)
+    max_retries: int = attrs.field(default=2, converter=_count, validator=_retries)
+    initial_delay: float = attrs.field(default=0.5, converter=_seconds, validator=_finite_seconds)
+    max_delay: float = attrs.field(default=8.0, converter=_seconds, validator=_finite_seconds)
+    jitter: float = attrs.field(default=0.25, converter=_seconds, validator=_share)
     retry_statuses: frozenset[int] = attrs.field(
         default=DEFAULT_RETRY_STATUSES, converter=_statuses
     )
     retry_server_errors: bool = attrs.field(default=True, validator=_flag)
-    max_retry_after: float = attrs.field(default=120.0, validator=_finite_seconds)
+    max_retry_after: float = attrs.field(
+        default=120.0, converter=_seconds, validator=_finite_seconds
+    )
     retry_connection_errors: bool = attrs.field(default=True, validator=_flag)
     retry_timeouts: bool = attrs.field(default=True, validator=_flag)
 

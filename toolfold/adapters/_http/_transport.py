@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import numbers
+import operator
 import random as _random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -494,6 +496,8 @@ def _policy(retry: RetryPolicy | int | None) -> RetryPolicy:
     if isinstance(retry, RetryPolicy):
         return retry
     # 2.5 and True were taken as "never retry", -1 was attrs' bare ValueError.
+    if isinstance(retry, numbers.Integral) and not isinstance(retry, bool):
+        retry = operator.index(retry)  # numpy's int64 is no int
     if isinstance(retry, bool) or not isinstance(retry, int) or retry < 0:
         raise ModelConfigError(
             f"retry={retry!r} is not valid: expected a RetryPolicy, a number of retries "
