@@ -7,6 +7,7 @@ import io
 import logging
 import pickle
 import sys
+from typing import Any
 
 import httpx
 import pytest
@@ -408,3 +409,59 @@ def test_a_traceback_without_a_key_keeps_its_exception() -> None:
     RedactingFilter([KEY]).filter(record)
     assert record.exc_info is not None
     assert record.exc_text is None
+
+
+class _CountingFormatter(logging.Formatter):
+    """Counts the tracebacks it formats."""
+
+    calls = 0
+
+    def formatException(self, ei: Any) -> str:
+        """Count, then format as usual."""
+        type(self).calls += 1
+        return super().formatException(ei)
+
+
+def _record_with(error: BaseException) -> logging.LogRecord:
+    """An ERROR record carrying ``error`` as its exc_info."""
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, None)
+    record.exc_info = (type(error), error, error.__traceback__)
+    return record
+
+
+def test_a_traceback_without_a_key_is_not_formatted_by_the_filter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The filter formats a traceback only when an exception's text holds a key (the handler formats it once)."""
+    import toolfold.adapters._http._keys as keys
+
+    _CountingFormatter.calls = 0
+    monkeypatch.setattr(keys, "_TRACEBACKS", _CountingFormatter())
+    try:
+        raise ValueError("nothing secret")
+    except ValueError as exc:
+        clean = _record_with(exc)
+    RedactingFilter([KEY]).filter(clean)
+    assert _CountingFormatter.calls == 0
+    assert clean.exc_info is not None
+
+
+def _chained() -> BaseException:
+    """A clean error raised from one whose message holds the key."""
+    try:
+        try:
+            raise KeyError(f"lookup {KEY}")
+        except KeyError as cause:
+            raise RuntimeError("outer failure") from cause
+    except RuntimeError as exc:
+        return exc
+
+
+def test_a_key_deep_in_the_exception_chain_is_still_scrubbed() -> None:
+    """A key only in a chained exception's message still makes the filter scrub the traceback."""
+    record = _record_with(_chained())
+    RedactingFilter([KEY]).filter(record)
+    assert record.exc_info is None
+    assert record.exc_text is not None
+    assert "RuntimeError: outer failure" in record.exc_text
+    assert KEY not in record.exc_text

@@ -650,7 +650,12 @@ def scrub_record(record: logging.LogRecord, found: Scrubs) -> None:
         record.msg = cleaned
         record.args = None
     text = record.exc_text
-    if not text and isinstance(record.exc_info, tuple) and record.exc_info[0] is not None:
+    if (
+        not text
+        and isinstance(record.exc_info, tuple)
+        and record.exc_info[0] is not None
+        and _may_show(record.exc_info[1], found)
+    ):
         text = _TRACEBACKS.formatException(record.exc_info)
     if text:
         cleaned = scrub(text, found)
@@ -659,6 +664,46 @@ def scrub_record(record: logging.LogRecord, found: Scrubs) -> None:
             record.exc_info = None
     if record.stack_info:
         record.stack_info = scrub(record.stack_info, found)
+
+
+def _may_show(error: BaseException | None, found: Scrubs) -> bool:
+    """Whether a secret may be in the traceback of ``error``, checked without formatting it.
+
+    The text a traceback gets from the exceptions themselves is looked at:
+    each one's ``str()``, notes and a ``SyntaxError``'s line, along the
+    chain (``__cause__``, ``__context__``) and into exception groups. Only
+    when a secret's value is in one is the traceback formatted (and scrubbed):
+    formatting it reads every frame's source line, which the handler does
+    again. A secret written in a frame's source is not looked for (a key in
+    source code is not what redacting logs hides).
+    """
+    if error is None:  # exc_info without the exception: format it to be sure
+        return True
+    values = [value for value, *_ in found]
+    pending: list[BaseException] = [error]
+    seen: set[int] = set()
+    while pending:
+        exc = pending.pop()
+        if id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        try:
+            texts = [str(exc)]
+        except Exception:  # a broken __str__: the traceback shows none
+            texts = []
+        notes = getattr(exc, "__notes__", None)
+        if isinstance(notes, list):
+            texts += [note for note in notes if isinstance(note, str)]
+        line = getattr(exc, "text", None)  # SyntaxError's source line
+        if isinstance(line, str):
+            texts.append(line)
+        if any(value in text for text in texts for value in values):
+            return True
+        pending += [e for e in (exc.__cause__, exc.__context__) if e is not None]
+        members = getattr(exc, "exceptions", None)  # an exception group's (3.11+)
+        if isinstance(members, (tuple, list)):
+            pending += [e for e in members if isinstance(e, BaseException)]
+    return False
 
 
 #: Loggers of the HTTP stacks a transport may run on, whose DEBUG output shows headers.
