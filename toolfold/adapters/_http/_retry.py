@@ -124,13 +124,13 @@ class Timeouts:
             return value
         if value is None:
             return cls(connect=None, read=None, write=None, pool=None, total=None)
-        value = _seconds(value)
-        if not _is_seconds(value, zero=False):
+        seconds: Any = _seconds(value)
+        if not _is_seconds(seconds, zero=False):
             raise ModelConfigError(
                 "expected a Timeouts, None (no limit) or a number of seconds above 0 and "
                 f"at most {_LONGEST_WAIT:,} (a day), got {value!r}"
             )
-        return cls(read=float(value), write=float(value), total=float(value))
+        return cls(read=float(seconds), write=float(seconds), total=float(seconds))
 
 
 def _positive(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -496,8 +496,9 @@ def _policy(retry: RetryPolicy | int | None) -> RetryPolicy:
     if isinstance(retry, RetryPolicy):
         return retry
     # 2.5 and True were taken as "never retry", -1 was attrs' bare ValueError.
-    if isinstance(retry, numbers.Integral) and not isinstance(retry, bool):
-        retry = operator.index(retry)  # numpy's int64 is no int
+    given: Any = retry  # numpy's int64 is integral but no int subclass
+    if not isinstance(given, (bool, int)) and isinstance(given, numbers.Integral):
+        retry = operator.index(given)
     if isinstance(retry, bool) or not isinstance(retry, int) or retry < 0:
         raise ModelConfigError(
             f"retry={retry!r} is not valid: expected a RetryPolicy, a number of retries "
