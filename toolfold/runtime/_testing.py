@@ -452,8 +452,11 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     name a known provider (a typo still raises `ModelConfigError`); options
     given with it (``api_key``, ``base_url``...) are ignored. An agent made
     from a string before the block (a module-level ``Agent("openai:...")``)
-    is overridden in each run that starts inside it, and needs no API key to
-    be made. Model objects passed directly are left alone, one made earlier
+    is overridden in the runs that start inside it: its string is resolved
+    once per block and the model reused by its later runs, resumes and
+    handoffs there. Such an agent still builds its real model when it is
+    made (a missing API key raises then): in a test without real keys, set
+    any value for the provider's variable; nothing is sent. Model objects passed directly are left alone, one made earlier
     with ``toolfold.model(...)`` included. The override holds in the current
     thread and in the asyncio tasks started inside the block; blocks nest.
 
@@ -463,7 +466,7 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
 
     Yields:
         The model strings resolved inside the block, in order (an agent made
-        before the block: once per run).
+        before the block: once, at its first run in the block).
 
     Example:
         >>> from toolfold import generate_text
