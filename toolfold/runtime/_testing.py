@@ -456,8 +456,9 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     once per block and the model reused by its later runs, resumes and
     handoffs there. Such an agent still builds its real model when it is
     made (a missing API key raises then): in a test without real keys, set
-    any value for the provider's variable; nothing is sent. Model objects passed directly are left alone, one made earlier
-    with ``toolfold.model(...)`` included. The override holds in the current
+    any value for the provider's variable; nothing is sent. Model objects
+    passed directly are left alone, one made earlier with
+    ``toolfold.model(...)`` included. The override holds in the current
     thread and in the asyncio tasks started inside the block; blocks nest.
 
     Args:
