@@ -369,6 +369,10 @@ def _missing_key() -> None:
     generate_text("openai:gpt-4o-mini", "go")
 
 
+def _bad_model_option() -> None:
+    toolfold.model("openai:gpt-4o-mini", api_key="sk-x", retry=-1)
+
+
 def _status(status: int, body: str = "") -> Callable[[], None]:
     def trigger() -> None:
         from toolfold.adapters._http._http_errors import parse_error_body, status_error
@@ -468,6 +472,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     ),
     "a model string with an unknown provider": _unknown_provider,
     "a provider's API key missing from the environment": _missing_key,
+    "a model option that cannot be used (`retry=-1` or `2.5`, `timeout=0`, a `RetryPolicy` or "
+    "`Timeouts` field out of range), named in the message": _bad_model_option,
     "HTTP 400, 413 or 422": _status(422),
     "Groq's `tool_use_failed`": _status(400, _TOOL_USE_FAILED),
     "HTTP 401 or 403": _status(403),

@@ -6,6 +6,8 @@ import asyncio
 import io
 import logging
 import pickle
+import sys
+from typing import Any
 
 import httpx
 import pytest
@@ -317,3 +319,149 @@ def test_a_key_echoed_in_a_response_header_stays_out_of_debug_logs(
     transport.close()
     assert "x-echo" in caplog.text  # the headers were logged...
     assert KEY not in caplog.text  # ...without the key
+
+
+def _logged(logger: logging.Logger, handler_filter: logging.Filter | None) -> str:
+    """What a plain StreamHandler writes for one logged exception and one stack."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    if handler_filter is not None:
+        handler.addFilter(handler_filter)
+    logger.addHandler(handler)
+    try:
+        try:
+            raise ValueError(f"refused with {KEY}")
+        except ValueError:
+            logger.exception("the call failed")
+        logger.warning("here %s", "we are", stack_info=True)
+    finally:
+        logger.removeHandler(handler)
+    return out.getvalue()
+
+
+def test_redacting_filter_scrubs_tracebacks_and_stacks() -> None:
+    """A key in an exception logged with logger.exception, or in stack_info, is scrubbed too."""
+    logger = logging.getLogger("toolfold.test.tracebacks")
+    logger.propagate = False
+    try:
+        text = _logged(logger, RedactingFilter([KEY]))
+    finally:
+        logger.propagate = True
+    assert "Traceback (most recent call last)" in text
+    assert "ValueError: refused with ***" in text
+    assert "Stack (most recent call last)" in text
+    assert KEY not in text
+
+
+def test_redact_logs_scrubs_a_traceback_on_the_given_handlers() -> None:
+    """redact_logs(handlers=...) scrubs the traceback of logger.exception (it printed the key)."""
+    logger = logging.getLogger("toolfold.test.redact_logs_tracebacks")
+    logger.propagate = False
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    found = redact_logs([KEY], handlers=[handler])
+    logger.addHandler(handler)
+    try:
+        try:
+            raise RuntimeError(f"key {KEY}")
+        except RuntimeError:
+            logger.exception("failed")
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+        for name in list(logging.Logger.manager.loggerDict):
+            logging.getLogger(name).removeFilter(found)
+    assert "RuntimeError: key ***" in out.getvalue()
+    assert KEY not in out.getvalue()
+
+
+def test_transport_log_guard_scrubs_tracebacks() -> None:
+    """The filter a transport puts on toolfold.http scrubs an exception's traceback as well."""
+    Transport("openai", "http://127.0.0.1:9/v1", KEY)
+    logger = logging.getLogger("toolfold.http")
+    saved = logger.propagate, logger.level
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    try:
+        text = _logged(logger, None)
+    finally:
+        logger.propagate, logger.level = saved
+    assert "ValueError: refused with ***" in text
+    assert KEY not in text
+
+
+def test_redacting_filter_scrubs_stack_info() -> None:
+    """A key in a record's stack_info (a frame's source line) is scrubbed."""
+    record = logging.LogRecord("x", logging.WARNING, __file__, 1, "here", None, None)
+    record.stack_info = f'Stack (most recent call last):\n  call(key="{KEY}")'
+    RedactingFilter([KEY]).filter(record)
+    assert record.stack_info == 'Stack (most recent call last):\n  call(key="***")'
+
+
+def test_a_traceback_without_a_key_keeps_its_exception() -> None:
+    """A record whose traceback holds no key keeps exc_info, for handlers that read it."""
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, None)
+    try:
+        raise ValueError("nothing secret")
+    except ValueError:
+        record.exc_info = sys.exc_info()
+    RedactingFilter([KEY]).filter(record)
+    assert record.exc_info is not None
+    assert record.exc_text is None
+
+
+class _CountingFormatter(logging.Formatter):
+    """Counts the tracebacks it formats."""
+
+    calls = 0
+
+    def formatException(self, ei: Any) -> str:
+        """Count, then format as usual."""
+        type(self).calls += 1
+        return super().formatException(ei)
+
+
+def _record_with(error: BaseException) -> logging.LogRecord:
+    """An ERROR record carrying ``error`` as its exc_info."""
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, None)
+    record.exc_info = (type(error), error, error.__traceback__)
+    return record
+
+
+def test_a_traceback_without_a_key_is_not_formatted_by_the_filter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The filter formats a traceback only when an exception's text holds a key (the handler formats it once)."""
+    import toolfold.adapters._http._keys as keys
+
+    _CountingFormatter.calls = 0
+    monkeypatch.setattr(keys, "_TRACEBACKS", _CountingFormatter())
+    try:
+        raise ValueError("nothing secret")
+    except ValueError as exc:
+        clean = _record_with(exc)
+    RedactingFilter([KEY]).filter(clean)
+    assert _CountingFormatter.calls == 0
+    assert clean.exc_info is not None
+
+
+def _chained() -> BaseException:
+    """A clean error raised from one whose message holds the key."""
+    try:
+        try:
+            raise KeyError(f"lookup {KEY}")
+        except KeyError as cause:
+            raise RuntimeError("outer failure") from cause
+    except RuntimeError as exc:
+        return exc
+
+
+def test_a_key_deep_in_the_exception_chain_is_still_scrubbed() -> None:
+    """A key only in a chained exception's message still makes the filter scrub the traceback."""
+    record = _record_with(_chained())
+    RedactingFilter([KEY]).filter(record)
+    assert record.exc_info is None
+    assert record.exc_text is not None
+    assert "RuntimeError: outer failure" in record.exc_text
+    assert KEY not in record.exc_text

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import email.utils
+import numbers
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -10,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import toolfold
 from toolfold import ModelConfigError
 from toolfold.adapters._http._retry import (
     DEFAULT_RETRY_STATUSES,
@@ -164,3 +168,117 @@ def test_status_delay_order_of_verdicts() -> None:
     assert policy.status_delay(0, 503, {"x-should-retry": "false"}) is None
     assert policy.status_delay(2, 503, {}) is None
     assert policy.status_delay(0, 429, {}, hint=12.0) == 12.0
+
+
+@pytest.mark.parametrize(
+    ("option", "bad"),
+    [
+        ("max_retries", -1),
+        ("max_retries", 1.5),
+        ("max_retries", "3"),
+        ("max_retries", True),
+        ("max_retries", None),
+        ("jitter", -0.1),
+        ("jitter", 2.0),
+        ("jitter", float("nan")),
+        ("jitter", "0.5"),
+        ("jitter", True),
+        ("retry_statuses", 429),
+        ("retry_statuses", "429"),
+        ("retry_statuses", {200}),
+        ("retry_statuses", {429, "503"}),
+        ("retry_statuses", {True}),
+        ("retry_server_errors", "no"),
+        ("retry_connection_errors", 0),
+        ("retry_timeouts", None),
+    ],
+)
+def test_a_retry_policy_field_that_cannot_be_used_is_a_model_config_error(
+    option: str, bad: Any
+) -> None:
+    """Each RetryPolicy field refuses a wrong value with a ModelConfigError naming it.
+
+    ``max_retries=1.5`` and a truthy string flag were taken silently, ``max_retries="3"``
+    was a TypeError from a comparison, and ``max_retries=-1`` attrs' bare ValueError.
+    """
+    with pytest.raises(ModelConfigError, match=f"^RetryPolicy.{option} must "):
+        RetryPolicy(**{option: bad})
+
+
+@pytest.mark.parametrize("option", ["connect", "read", "write", "pool", "total"])
+@pytest.mark.parametrize(
+    "bad", [0, 0.0, -1.0, float("nan"), float("inf"), 1e12, 10**400, True, "5"]
+)
+def test_a_timeout_that_is_no_positive_number_of_seconds_is_refused(option: str, bad: Any) -> None:
+    """Timeouts(connect=0) is refused, naming the field: 0 meant no time on httpx, no limit on aiohttp."""
+    with pytest.raises(ModelConfigError, match=f"^Timeouts.{option} must be a number of seconds"):
+        Timeouts(**{option: bad})
+
+
+def test_usable_retry_and_timeout_values_are_kept() -> None:
+    """The boundaries that make sense stay accepted: 0 retries, jitter 0-1, a tiny or day-long timeout, None."""
+    policy = RetryPolicy(max_retries=0, jitter=1, retry_statuses=[429, 503], retry_timeouts=False)
+    assert (policy.max_retries, policy.retry_statuses) == (0, frozenset({429, 503}))
+    assert Timeouts(connect=0.001, read=86_400, total=None).connect == 0.001
+    assert Timeouts.of(5) == Timeouts(read=5.0, write=5.0, total=5.0)
+
+
+@pytest.mark.parametrize("retry", [-1, 2.5, True, "3"])
+def test_a_bad_retry_option_is_refused_when_the_model_is_built(retry: Any) -> None:
+    """toolfold.model(retry=-1 / 2.5 / True) is a ModelConfigError naming the option (2.5 was "never retry")."""
+    with pytest.raises(ModelConfigError, match=r"^retry=.* is not valid: expected a RetryPolicy"):
+        toolfold.model("openai:gpt-4o-mini", api_key="sk-x", retry=retry)
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0, True, float("inf")])
+def test_a_zero_timeout_option_is_refused_when_the_model_is_built(timeout: Any) -> None:
+    """toolfold.model(timeout=0) is a ModelConfigError naming the option: None is "no limit"."""
+    with pytest.raises(ModelConfigError, match=r"^timeout=.* is not valid: expected a Timeouts"):
+        toolfold.model("openai:gpt-4o-mini", api_key="sk-x", timeout=timeout)
+
+
+class _Int64:
+    """Stands in for numpy.int64: an integral number that is no int subclass."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+    def __int__(self) -> int:
+        return self.value
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+numbers.Integral.register(_Int64)
+
+
+@pytest.mark.parametrize("seconds", [Decimal("2.5"), Fraction(5, 2), _Int64(30)])
+def test_a_real_number_of_seconds_of_any_type_is_taken_as_a_float(seconds: Any) -> None:
+    """Timeouts, Timeouts.of, timeout= and RetryPolicy delays take Decimal, Fraction or numpy-like numbers."""
+    expected = float(seconds)
+    assert Timeouts(read=seconds).read == expected
+    assert type(Timeouts(connect=seconds).connect) is float
+    assert Timeouts.of(seconds).total == expected
+    assert RetryPolicy(initial_delay=seconds).initial_delay == expected
+    toolfold.model("openai:gpt-4o-mini", api_key="sk-x", timeout=seconds)
+
+
+@pytest.mark.parametrize("bad", [Decimal(0), Decimal("NaN"), Decimal("Infinity"), Fraction(-1, 2)])
+def test_a_real_number_outside_the_range_is_still_refused(bad: Any) -> None:
+    """A Decimal or Fraction of 0, NaN, inf or below 0 is refused like the float."""
+    with pytest.raises(ModelConfigError, match=r"^Timeouts\.read must be a number of seconds"):
+        Timeouts(read=bad)
+
+
+def test_an_integral_retry_count_of_any_type_is_taken_as_an_int() -> None:
+    """retry=numpy.int64(3) and RetryPolicy(max_retries=...) take integral numbers that are no bool."""
+    assert RetryPolicy(max_retries=_Int64(3)).max_retries == 3
+    assert type(RetryPolicy(max_retries=_Int64(3)).max_retries) is int
+    assert RetryPolicy(retry_statuses=[_Int64(429)]).retry_statuses == frozenset({429})
+    toolfold.model("openai:gpt-4o-mini", api_key="sk-x", retry=_Int64(3))
+    with pytest.raises(ModelConfigError, match=r"^RetryPolicy\.max_retries must be"):
+        RetryPolicy(max_retries=_Int64(-1))

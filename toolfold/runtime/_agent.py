@@ -365,7 +365,11 @@ class Agent:
         client per run (or per handoff) would waste its connection pool.
         """
         static, _ = split_sources(self.tools)
-        return self.evolve(tools=(*static, *listed), model=self._options.model)
+        agent = self.evolve(tools=(*static, *listed), model=self._options.model)
+        if self._options.spec is not None:  # still resolved again by a block a run starts in
+            options = attrs.evolve(agent._options, spec=self._options.spec)
+            object.__setattr__(agent, "_options", options)
+        return agent
 
     def _spec(self) -> dict[str, Any]:
         """The run options by name (every field but the name and the resolved options)."""

@@ -73,6 +73,20 @@ def model(spec: str | Model, **options: Any) -> Model:
         if options:
             raise ModelConfigError("options can only be given with a model string")
         return spec
+    factory, name = _factory(spec)
+    override = MODEL_OVERRIDE.get()
+    if override is not None:
+        return override(spec)
+    return factory(name, **options)
+
+
+def _factory(spec: str) -> tuple[ModelFactory, str]:
+    """The provider factory of a model string, and the model's name after the prefix.
+
+    Raises:
+        ModelConfigError: The string is not ``provider:model``, or names no
+            known provider.
+    """
     prefix, sep, name = spec.partition(":")
     if not sep or not name:
         raise ModelConfigError(
@@ -84,13 +98,70 @@ def model(spec: str | Model, **options: Any) -> Model:
     if factory is None:
         known = ", ".join(sorted(_PROVIDERS)) or "none"
         raise ModelConfigError(f"unknown provider {prefix!r} in {spec!r}; known providers: {known}")
+    return factory, name
+
+
+def agent_model(spec: str | Model) -> tuple[Model, str | None]:
+    """The model of an agent's ``model=``, and the string a run may resolve again.
+
+    A model object is used as it is (None: nothing to resolve again). A string
+    inside an `override_models` block resolves to the override's model, as
+    `model` does, for good (None). Outside one, it is built by its provider at
+    once, as `model` builds it (a missing API key or a bad setting raises
+    here), and returned with the string: a run that starts inside a block
+    later resolves the string to the override's model instead (`in_force`),
+    so an agent made at import time (a module-level ``Agent("openai:...")``)
+    is overridden too.
+
+    Raises:
+        ModelConfigError: The string is not ``provider:model``, names no known
+            provider, or its provider cannot be built (no API key, a bad
+            setting such as ``OLLAMA_HOST``).
+    """
+    again = spec if isinstance(spec, str) and MODEL_OVERRIDE.get() is None else None
+    return model(spec), again
+
+
+def in_force(built: Model, spec: str | None) -> Model:
+    """The model a run starting now calls: the override's for ``spec`` inside a block.
+
+    Inside a block, each string is resolved once and its model reused by every
+    later run, resume and handoff in that block (`ModelOverride.again`), as an
+    agent made inside the block keeps the model it resolved then.
+    """
+    if spec is None:
+        return built
     override = MODEL_OVERRIDE.get()
-    if override is not None:
-        return override(spec)
-    return factory(name, **options)
+    if override is None:
+        return built
+    return override.again(spec)
 
 
-MODEL_OVERRIDE: ContextVar[Callable[[str], Model] | None] = ContextVar(
+class ModelOverride:
+    """What model strings resolve to in an `override_models` block.
+
+    Args:
+        resolve: The model of a string (the override's model, or its function
+            called); it records the string as resolved.
+    """
+
+    def __init__(self, resolve: Callable[[str], Model]) -> None:
+        self._resolve = resolve
+        self._again: dict[str, Model] = {}
+
+    def __call__(self, spec: str) -> Model:
+        """The model of ``spec`` for something made inside the block."""
+        return self._resolve(spec)
+
+    def again(self, spec: str) -> Model:
+        """The model of ``spec`` for a run of an agent made before the block: resolved once per block."""
+        found = self._again.get(spec)
+        if found is None:
+            found = self._again.setdefault(spec, self._resolve(spec))
+        return found
+
+
+MODEL_OVERRIDE: ContextVar[ModelOverride | None] = ContextVar(
     "toolfold_model_override", default=None
 )
 """What model strings resolve to instead of a provider (`toolfold.testing.override_models`)."""

@@ -25,8 +25,7 @@ from typing import Any, cast
 import attrs
 
 from toolfold._errors import ModelConfigError, UsageError
-from toolfold.runtime._model import Model
-from toolfold.runtime._model import model as resolve_model
+from toolfold.runtime._model import Model, agent_model, in_force
 from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig, ToolSpec
@@ -153,6 +152,10 @@ class RunOptions:
         on_tool_error: ``"return"`` or ``"raise"``.
         max_concurrency: Calls of one step that may run at once.
         name: The agent's name (for traces), or None.
+        spec: The model string ``model`` was built from outside any
+            `override_models` block, which a run starting inside one resolves
+            to the override's model instead (`in_force`); None for a model
+            object, or a string resolved by a block.
     """
 
     model: Model
@@ -163,6 +166,7 @@ class RunOptions:
     on_tool_error: OnToolError = "return"
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     name: str | None = None
+    spec: str | None = None
     # Not part of the value (no init, eq, hash or repr): the live half of a new
     # run that brings nothing of its own, made once and shared (see `live`).
     _plain_live: Live | None = attrs.field(
@@ -188,9 +192,16 @@ class RunOptions:
         A new run with none of these (the usual one) gets a `Live` made once
         and shared (it is frozen): one object fewer that each run holds until
         it ends, for the garbage collector to walk while many are in flight.
+
+        Raises:
+            ModelConfigError: The model string's provider could not be built
+                (no API key) and no `override_models` block replaces it.
         """
+        # One context-variable lookup per run, for an agent made from a string.
+        model = self.model if self.spec is None else in_force(self.model, self.spec)
         plain = (
-            announce_start
+            model is self.model
+            and announce_start
             and deps is None
             and on_event is None
             and on_step is None
@@ -200,13 +211,14 @@ class RunOptions:
         if plain:
             shared = self._plain_live
             if shared is None:
-                shared = self._live(None, None, None, True, (), _NO_HANDOFFS)
+                shared = self._live(model, None, None, None, True, (), _NO_HANDOFFS)
                 object.__setattr__(self, "_plain_live", shared)  # a memo: equal ones may race
             return shared
-        return self._live(deps, on_event, on_step, announce_start, stop_when, handoffs)
+        return self._live(model, deps, on_event, on_step, announce_start, stop_when, handoffs)
 
     def _live(
         self,
+        model: Model,
         deps: Any,
         on_event: Callable[[Event], object] | None,
         on_step: Callable[[Step], object] | None,
@@ -215,7 +227,7 @@ class RunOptions:
         handoffs: Mapping[str, Handover] | None,
     ) -> Live:
         return _live(
-            model=self.model,
+            model=model,
             tools=self.tools,
             output=self.output,
             deps=deps,
@@ -275,7 +287,7 @@ def make_options(
         raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
-    resolved = resolve_model(model)
+    resolved, spec = agent_model(model)
     tools = tuple(tools)
     key = _made_key(
         resolved.name,
@@ -295,6 +307,7 @@ def make_options(
             config=made[1],
             on_tool_error=on_tool_error,
             max_concurrency=max_concurrency,
+            spec=spec,
         )
     output = output_schema(output_type) if output_type is not None else None
     by_name = to_tools(tools, owner)
@@ -328,6 +341,7 @@ def make_options(
         stop_when=predicates,
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
+        spec=spec,
     )
 
 

@@ -2,18 +2,20 @@
 
 No randomness and no hypothesis at runtime: the same schema always gives the
 same value, the simplest one that satisfies the common keywords (types, enums,
-bounds, lengths, patterns (`_pattern`), formats, required properties,
+bounds (`_sample_numbers`), lengths, patterns (`_pattern`), formats, required properties,
 ``contains``, ``$ref``/``$defs``, unions).
 """
 
 from __future__ import annotations
 
-import math
+import itertools
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import UsageError
 from toolfold.runtime._pattern import pattern_matches, pattern_sample
+from toolfold.runtime._sample_numbers import NoNumber, numbers
 from toolfold.toolkit._jsonschema import resolve_local
 
 _FORMATS: dict[str, str] = {
@@ -42,7 +44,8 @@ def sample_value(schema: Mapping[str, Any] | bool) -> Any:
 
     Raises:
         UsageError: No value could be made for a part of it (a ``pattern``
-            too intricate for the sampler), named by its path.
+            too intricate for the sampler, numeric bounds that leave no
+            value), named by its path.
     """
     root = schema if isinstance(schema, Mapping) else {}
     try:
@@ -155,31 +158,17 @@ class _Sampler:
         return ("a" * length)[: int(high) if high is not None else None]
 
     def _integer(self, schema: Mapping[str, Any], depth: int) -> Any:
-        return int(self._number_value(schema, integer=True))
+        return self._numbers(schema, integer=True, count=1)[0]
 
     def _number(self, schema: Mapping[str, Any], depth: int) -> Any:
-        return self._number_value(schema, integer=False)
+        return self._numbers(schema, integer=False, count=1)[0]
 
-    def _number_value(self, schema: Mapping[str, Any], *, integer: bool) -> float:
-        low = schema.get("minimum")
-        if "exclusiveMinimum" in schema and not isinstance(schema["exclusiveMinimum"], bool):
-            ex = float(schema["exclusiveMinimum"])
-            low = math.floor(ex) + 1 if integer else ex + 0.5
-        high = schema.get("maximum")
-        if "exclusiveMaximum" in schema and not isinstance(schema["exclusiveMaximum"], bool):
-            ex = float(schema["exclusiveMaximum"])
-            high = math.ceil(ex) - 1 if integer else ex - 0.5
-        value = 1.0
-        if low is not None and value < low:
-            value = float(low)
-        if high is not None and value > high:
-            value = float(high)
-        step = schema.get("multipleOf")
-        if step:
-            value = math.ceil(value / step) * step
-            if high is not None and value > high:
-                value = math.floor(float(high) / step) * step
-        return value
+    def _numbers(self, schema: Mapping[str, Any], *, integer: bool, count: int) -> list[Any]:
+        """``count`` distinct values within the bounds, the simplest first (fewer if none are left)."""
+        try:
+            return list(itertools.islice(numbers(schema, integer=integer), count))
+        except NoNumber as exc:
+            raise _NoSample(str(exc)) from None
 
     def _array(self, schema: Mapping[str, Any], depth: int) -> Any:
         prefix = schema.get("prefixItems")
@@ -197,8 +186,70 @@ class _Sampler:
         else:
             first = self._at(0, items, depth + 1)
         if count > 1 and schema.get("uniqueItems"):
+            distinct = self._distinct_items(self._resolve(items), count, depth + 1)
+            if distinct is not None:
+                return distinct
             return [_distinct(first, i) for i in range(count)]
         return [first] * count
+
+    def _distinct_items(self, item: Mapping[str, Any], count: int, depth: int) -> list[Any] | None:
+        """``count`` distinct values the item schema accepts, or None for a kind not enumerated.
+
+        Numbers (within the item's bounds), ``enum`` and ``const`` values, and
+        the branches of ``anyOf``/``oneOf`` give the candidates; each is checked
+        against the whole item schema.
+        """
+        candidates = self._candidates(item, count, depth)
+        if candidates is None:
+            return None
+        fits = self._checker(item)
+        found: list[Any] = []
+        seen: set[Any] = set()
+        for candidate in candidates:
+            key = _unique_key(candidate)
+            if key not in seen and fits(candidate):
+                seen.add(key)
+                found.append(candidate)
+                if len(found) == count:
+                    return found
+        raise _NoSample(
+            f"uniqueItems needs {count} distinct items (minItems {count}), but only "
+            f"{len(found)} were found that the item schema accepts: {found!r}"[:300]
+        )
+
+    def _candidates(self, item: Mapping[str, Any], count: int, depth: int) -> list[Any] | None:
+        """Values to pick distinct items from (None: not numbers, an enum, a const or a union)."""
+        if "$ref" in item:
+            target = self._resolve(item)
+            item = {**target, **{k: v for k, v in item.items() if k != "$ref"}}
+        if "const" in item:
+            return [item["const"]]
+        if item.get("enum"):
+            return list(item["enum"])
+        for key in ("anyOf", "oneOf"):
+            if isinstance(item.get(key), list):
+                rest = {k: v for k, v in item.items() if k != key}
+                found: list[Any] = []
+                for branch in item[key]:
+                    merged = _merge(rest, self._resolve(branch))
+                    more = self._candidates(merged, count, depth)
+                    if more is None:
+                        try:
+                            more = [self.value(merged, depth)]
+                        except _NoSample:
+                            more = []
+                    found += more
+                return found
+        kind = item.get("type")
+        if isinstance(kind, list):
+            kind = next((t for t in kind if t != "null"), "null")
+        if kind not in ("integer", "number"):
+            return None
+        values = numbers(item, integer=kind == "integer", tries=count)
+        try:
+            return list(itertools.islice(values, count * 2))
+        except NoNumber:
+            return []
 
     def _object(self, schema: Mapping[str, Any], depth: int) -> Any:
         properties: Mapping[str, Any] = schema.get("properties", {})
@@ -248,11 +299,18 @@ def _merge(left: Mapping[str, Any], right: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _unique_key(value: Any) -> Any:
+    """What tells two items apart as ``uniqueItems`` does (``1`` and ``1.0`` are one, ``True`` not)."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    return ("json", json.dumps(value, sort_keys=True, default=repr))
+
+
 def _distinct(value: Any, index: int) -> Any:
     if isinstance(value, bool):
         return index % 2 == 0
-    if isinstance(value, (int, float)):
-        return value + index
     if isinstance(value, str):
         return f"{value}{index}"
     return value

@@ -24,7 +24,7 @@ from collections.abc import (
 from typing import Any, Union
 
 from toolfold._errors import UsageError
-from toolfold.runtime._model import MODEL_OVERRIDE, Model
+from toolfold.runtime._model import MODEL_OVERRIDE, Model, ModelOverride
 from toolfold.runtime._sample import sample_value
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
@@ -489,16 +489,24 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     ``generate_text("groq:...", ...)``, ``toolfold.model("mistral:...")``) runs
     unchanged against a test model: no key, no network. The string must still
     name a known provider (a typo still raises `ModelConfigError`); options
-    given with it (``api_key``, ``base_url``...) are ignored. Model objects
-    passed directly are left alone. The override holds in the current thread
-    and in the asyncio tasks started inside the block; blocks nest.
+    given with it (``api_key``, ``base_url``...) are ignored. An agent made
+    from a string before the block (a module-level ``Agent("openai:...")``)
+    is overridden in the runs that start inside it: its string is resolved
+    once per block and the model reused by its later runs, resumes and
+    handoffs there. Such an agent still builds its real model when it is
+    made (a missing API key raises then): in a test without real keys, set
+    any value for the provider's variable; nothing is sent. Model objects
+    passed directly are left alone, one made earlier with
+    ``toolfold.model(...)`` included. The override holds in the current
+    thread and in the asyncio tasks started inside the block; blocks nest.
 
     Args:
         model: The model every string resolves to, or a function of the model
             string returning one (e.g. a fresh `TestModel` per string).
 
     Yields:
-        The model strings resolved inside the block, in order.
+        The model strings resolved inside the block, in order (an agent made
+        before the block: once, at its first run in the block).
 
     Example:
         >>> from toolfold import generate_text
@@ -515,7 +523,7 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
         resolved.append(spec)
         return model if isinstance(model, Model) else model(spec)
 
-    token = MODEL_OVERRIDE.set(resolve)
+    token = MODEL_OVERRIDE.set(ModelOverride(resolve))
     try:
         yield resolved
     finally:

@@ -626,12 +626,84 @@ class RedactingFilter(logging.Filter):
         self._scrubs = scrubs(_log_secrets(secrets, key_headers))  # made once, not per record
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = scrub(message, self._scrubs)
-        if cleaned != message:
-            record.msg = cleaned
-            record.args = None
+        scrub_record(record, self._scrubs)
         return True
+
+
+#: Formats a record's exception as a handler's default formatter would.
+_TRACEBACKS = logging.Formatter()
+
+
+def scrub_record(record: logging.LogRecord, found: Scrubs) -> None:
+    """Scrub ``found`` from a log record: its message, its traceback and its stack.
+
+    A traceback (``logger.exception``, ``exc_info=``) is written out as a
+    handler's formatter would (``record.exc_text``, which formatters reuse);
+    when it held a secret, the scrubbed text replaces it and ``exc_info`` is
+    dropped, so no formatter can write the exception out again with the key.
+    ``stack_info`` (``stack_info=True``) is scrubbed too. A record without a
+    secret is left as it was.
+    """
+    message = record.getMessage()
+    cleaned = scrub(message, found)
+    if cleaned != message:
+        record.msg = cleaned
+        record.args = None
+    text = record.exc_text
+    if (
+        not text
+        and isinstance(record.exc_info, tuple)
+        and record.exc_info[0] is not None
+        and _may_show(record.exc_info[1], found)
+    ):
+        text = _TRACEBACKS.formatException(record.exc_info)
+    if text:
+        cleaned = scrub(text, found)
+        if cleaned != text:
+            record.exc_text = cleaned
+            record.exc_info = None
+    if record.stack_info:
+        record.stack_info = scrub(record.stack_info, found)
+
+
+def _may_show(error: BaseException | None, found: Scrubs) -> bool:
+    """Whether a secret may be in the traceback of ``error``, checked without formatting it.
+
+    The text a traceback gets from the exceptions themselves is looked at:
+    each one's ``str()``, notes and a ``SyntaxError``'s line, along the
+    chain (``__cause__``, ``__context__``) and into exception groups. Only
+    when a secret's value is in one is the traceback formatted (and scrubbed):
+    formatting it reads every frame's source line, which the handler does
+    again. A secret written in a frame's source is not looked for (a key in
+    source code is not what redacting logs hides).
+    """
+    if error is None:  # exc_info without the exception: format it to be sure
+        return True
+    values = [value for value, *_ in found]
+    pending: list[BaseException] = [error]
+    seen: set[int] = set()
+    while pending:
+        exc = pending.pop()
+        if id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        try:
+            texts = [str(exc)]
+        except Exception:  # a broken __str__: the traceback shows none
+            texts = []
+        notes = getattr(exc, "__notes__", None)
+        if isinstance(notes, list):
+            texts += [note for note in notes if isinstance(note, str)]
+        line = getattr(exc, "text", None)  # SyntaxError's source line
+        if isinstance(line, str):
+            texts.append(line)
+        if any(value in text for text in texts for value in values):
+            return True
+        pending += [e for e in (exc.__cause__, exc.__context__) if e is not None]
+        members = getattr(exc, "exceptions", None)  # an exception group's (3.11+)
+        if isinstance(members, (tuple, list)):
+            pending += [e for e in members if isinstance(e, BaseException)]
+    return False
 
 
 #: Loggers of the HTTP stacks a transport may run on, whose DEBUG output shows headers.

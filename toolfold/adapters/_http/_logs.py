@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from toolfold.adapters._http._keys import Scrubs, Secret, scrub, scrubs
+from toolfold.adapters._http._keys import Scrubs, Secret, scrub_record, scrubs
 
 __all__ = ["guard_logs"]
 
@@ -56,10 +56,7 @@ class _KeyFilter(logging.Filter):
         self.scrubs = scrubs(self.keys)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = scrub(message, self.scrubs)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
+        scrub_record(record, self.scrubs)
         return True
 
 

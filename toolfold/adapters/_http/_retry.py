@@ -12,11 +12,14 @@ goes to the caller with ``retry_after`` set, so a scheduler can decide.
 
 from __future__ import annotations
 
+import decimal
 import email.utils
 import math
+import numbers
+import operator
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -33,6 +36,59 @@ def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
 
 
+#: The longest timeout (and wait) toolfold takes, in seconds: a day. None is
+#: "no limit"; a finite value past about 1e10 s overflows a socket's timeout
+#: (``OverflowError: timestamp out of range for platform time_t``).
+_LONGEST_WAIT = 86_400
+
+
+def _is_seconds(value: Any, *, zero: bool) -> bool:
+    """Whether ``value`` is a number of seconds up to a day (above 0 unless ``zero``).
+
+    bool is an int, but True is no number of seconds; NaN compares false and an
+    int too large for a float is compared exactly, so both fail the range check.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    low = value >= 0 if zero else value > 0
+    return low and value <= _LONGEST_WAIT
+
+
+def _seconds(value: Any) -> Any:
+    """A real number of seconds as a float (Decimal, Fraction, numpy's numbers); anything else as it is.
+
+    An int or float is kept as given; a bool, a string or what no float holds
+    (an int past the largest float) is left for the validator to refuse by
+    its own repr.
+    """
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        try:
+            return float(value)
+        except (OverflowError, ValueError, TypeError):
+            return value
+    return value
+
+
+def _count(value: Any) -> Any:
+    """An integral number (numpy's int64 included) as an int; anything else as it is (a bool too)."""
+    if isinstance(value, (bool, int)) or not isinstance(value, numbers.Integral):
+        return value
+    return operator.index(value)
+
+
+def _timeout(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # 0 is no "no limit": httpx reads it as no time at all (a connect then fails
+    # with EINPROGRESS, reported as a connection error, not a timeout) where
+    # aiohttp reads it as no limit. None says "no limit" on every client.
+    if value is not None and not _is_seconds(value, zero=False):
+        raise ModelConfigError(
+            f"Timeouts.{attribute.name} must be a number of seconds above 0 and at most "
+            f"{_LONGEST_WAIT:,} (a day), or None for no limit, got {value!r}"
+        )
+
+
 @attrs.frozen
 class Timeouts:
     """How long the transport waits, in seconds (None: no limit).
@@ -43,22 +99,38 @@ class Timeouts:
         write: To send the request body.
         pool: To get a connection from a full pool.
         total: For the whole call, retries and the streamed body included.
+
+    Raises:
+        ModelConfigError: A limit that is not None and not a number of seconds
+            above 0 and at most 86,400 (a day): 0, a negative number, NaN,
+            ``inf``, a bool or a string. None is "no limit" on every client.
     """
 
-    connect: float | None = attrs.field(default=10.0, validator=_non_negative)
-    read: float | None = attrs.field(default=600.0, validator=_non_negative)
-    write: float | None = attrs.field(default=600.0, validator=_non_negative)
-    pool: float | None = attrs.field(default=60.0, validator=_non_negative)
-    total: float | None = attrs.field(default=None, validator=_non_negative)
+    connect: float | None = attrs.field(default=10.0, converter=_seconds, validator=_timeout)
+    read: float | None = attrs.field(default=600.0, converter=_seconds, validator=_timeout)
+    write: float | None = attrs.field(default=600.0, converter=_seconds, validator=_timeout)
+    pool: float | None = attrs.field(default=60.0, converter=_seconds, validator=_timeout)
+    total: float | None = attrs.field(default=None, converter=_seconds, validator=_timeout)
 
     @classmethod
     def of(cls, value: Timeouts | float | None) -> Timeouts:
-        """A `Timeouts` from a number (read, write and total, with the default connect) or None."""
+        """A `Timeouts` from a number (read, write and total, with the default connect) or None.
+
+        Raises:
+            ModelConfigError: ``value`` is neither a `Timeouts`, None nor a
+                number of seconds above 0 and at most 86,400 (a day).
+        """
         if isinstance(value, Timeouts):
             return value
         if value is None:
             return cls(connect=None, read=None, write=None, pool=None, total=None)
-        return cls(read=float(value), write=float(value), total=float(value))
+        seconds: Any = _seconds(value)
+        if not _is_seconds(seconds, zero=False):
+            raise ModelConfigError(
+                "expected a Timeouts, None (no limit) or a number of seconds above 0 and "
+                f"at most {_LONGEST_WAIT:,} (a day), got {value!r}"
+            )
+        return cls(read=float(seconds), write=float(seconds), total=float(seconds))
 
 
 def _positive(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -90,25 +162,60 @@ class HttpLimits:
     max_decoded_bytes: int | None = attrs.field(default=128 * 2**20, validator=_positive)
 
 
-_LONGEST_WAIT = 86_400
-
-
 def _finite_seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     # A wait toolfold takes, or the bound on one: inf would let a single
     # retry-after header (the parser reads up to 12 digits, or a date in 9999)
     # stall a call for good, or crash the blocking sleep (OverflowError): so
     # does a finite bound past what `time.sleep` takes (about 9.2e9 s), so
-    # the bound is a day. bool is an int, but True is no number of seconds.
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        # NaN compares false; an int too large for a float is compared exactly
-        or not 0 <= value <= _LONGEST_WAIT
-    ):
+    # the bound is a day.
+    if not _is_seconds(value, zero=True):
         raise ModelConfigError(
             f"RetryPolicy.{attribute.name} must be a finite number of seconds from 0 to "
             f"{_LONGEST_WAIT:,} (a day), got {value!r}"
         )
+
+
+def _retries(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ModelConfigError(
+            f"RetryPolicy.{attribute.name} must be a whole number of retries >= 0 "
+            f"(an int, 0: never retry), got {value!r}"
+        )
+
+
+def _share(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ModelConfigError(
+            f"RetryPolicy.{attribute.name} must be a number from 0 to 1, got {value!r}"
+        )
+
+
+def _flag(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # A truthy string ("no") would turn an option on: only True and False are taken.
+    if not isinstance(value, bool):
+        raise ModelConfigError(f"RetryPolicy.{attribute.name} must be True or False, got {value!r}")
+
+
+def _statuses(value: Any) -> frozenset[int]:
+    """``retry_statuses`` as a frozenset, each an HTTP status a failed answer can have."""
+    # A string is iterable too: frozenset("429") would be {"4", "2", "9"}.
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ModelConfigError(
+            f"RetryPolicy.retry_statuses must be a set of HTTP statuses, got {value!r}"
+        )
+    statuses = frozenset(_count(status) for status in value)  # numpy's int64 too
+    # An answer below 300 is a success: it is never a failure to retry.
+    bad = [
+        status
+        for status in statuses
+        if isinstance(status, bool) or not isinstance(status, int) or not 300 <= status <= 599
+    ]
+    if bad:
+        raise ModelConfigError(
+            "RetryPolicy.retry_statuses must hold HTTP statuses from 300 to 599 (ints; "
+            f"an answer below 300 is no failure), got {', '.join(sorted(map(repr, bad)))}"
+        )
+    return statuses
 
 
 @attrs.frozen
@@ -134,24 +241,28 @@ class RetryPolicy:
         retry_timeouts: Retry after a connect or read timeout.
 
     Raises:
-        ModelConfigError: A delay or ``max_retry_after`` that is not a number
-            of seconds from 0 to 86,400 (a day): ``inf``, NaN, None, a
-            negative number, or a longer wait than any sleep should take.
+        ModelConfigError: A field that cannot be used, naming it: a delay or
+            ``max_retry_after`` that is not a number of seconds from 0 to
+            86,400 (a day) (``inf``, NaN, None, a negative number, or a longer
+            wait than any sleep should take); a ``max_retries`` that is not an
+            int >= 0 (1.5, "3", True); a ``jitter`` outside 0-1; a
+            ``retry_statuses`` entry that is no status from 300 to 599; a
+            flag that is not a bool.
     """
 
-    max_retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
-    initial_delay: float = attrs.field(default=0.5, validator=_finite_seconds)
-    max_delay: float = attrs.field(default=8.0, validator=_finite_seconds)
-    jitter: float = attrs.field(
-        default=0.25, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
-    )
+    max_retries: int = attrs.field(default=2, converter=_count, validator=_retries)
+    initial_delay: float = attrs.field(default=0.5, converter=_seconds, validator=_finite_seconds)
+    max_delay: float = attrs.field(default=8.0, converter=_seconds, validator=_finite_seconds)
+    jitter: float = attrs.field(default=0.25, converter=_seconds, validator=_share)
     retry_statuses: frozenset[int] = attrs.field(
-        default=DEFAULT_RETRY_STATUSES, converter=frozenset
+        default=DEFAULT_RETRY_STATUSES, converter=_statuses
     )
-    retry_server_errors: bool = True
-    max_retry_after: float = attrs.field(default=120.0, validator=_finite_seconds)
-    retry_connection_errors: bool = True
-    retry_timeouts: bool = True
+    retry_server_errors: bool = attrs.field(default=True, validator=_flag)
+    max_retry_after: float = attrs.field(
+        default=120.0, converter=_seconds, validator=_finite_seconds
+    )
+    retry_connection_errors: bool = attrs.field(default=True, validator=_flag)
+    retry_timeouts: bool = attrs.field(default=True, validator=_flag)
 
     def should_retry_status(self, status: int, headers: Mapping[str, str]) -> bool:
         """Whether a response with ``status`` deserves another attempt (ignoring the count)."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import numbers
+import operator
 import random as _random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -486,11 +488,23 @@ def _default_headers(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 def _policy(retry: RetryPolicy | int | None) -> RetryPolicy:
+    """``retry=`` as a `RetryPolicy`; a bad one is a `ModelConfigError` naming the option."""
     if retry is _UNSET:
         return RetryPolicy()
-    if isinstance(retry, int) and not isinstance(retry, bool):
-        return RetryPolicy(max_retries=retry)
-    return retry if isinstance(retry, RetryPolicy) else RetryPolicy(0)
+    if retry is None:
+        return RetryPolicy(max_retries=0)
+    if isinstance(retry, RetryPolicy):
+        return retry
+    # 2.5 and True were taken as "never retry", -1 was attrs' bare ValueError.
+    given: Any = retry  # numpy's int64 is integral but no int subclass
+    if not isinstance(given, (bool, int)) and isinstance(given, numbers.Integral):
+        retry = operator.index(given)
+    if isinstance(retry, bool) or not isinstance(retry, int) or retry < 0:
+        raise ModelConfigError(
+            f"retry={retry!r} is not valid: expected a RetryPolicy, a number of retries "
+            "(an int >= 0) or None (never retry)"
+        )
+    return RetryPolicy(max_retries=retry)
 
 
 def _timeouts(timeout: Any) -> Timeouts:
