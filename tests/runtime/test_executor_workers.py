@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from toolfold import agenerate_text, generate_text, tool
-from toolfold.runtime.drive import _workers
+from toolfold.runtime.drive import _executor, _workers
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -150,3 +150,107 @@ def test_cancelling_a_run_cancels_every_parallel_call() -> None:
     asyncio.run(main())
     assert sorted(cancelled) == [0, 1]
     assert sorted(began) == [0, 1]
+
+
+def _ended_before_abandon(
+    monkeypatch: pytest.MonkeyPatch, go: threading.Event, answers: list[object]
+) -> None:
+    """Make `abandon` meet a call that ended on its worker (back in service) unreported.
+
+    The wrapper releases the call, then waits (the caller's thread blocked, so the
+    loop settles nothing) until a probe call ran on the only worker, which it does
+    only once the call's worker cleared it; then the real `abandon` decides.
+    """
+    real = _executor.abandon
+
+    def abandon(token: object) -> object:
+        go.set()
+        inbox, ticket = _workers.SyncInbox(), _workers.Ticket(0)
+        _workers.submit_sync(inbox, ticket, lambda: "probe")
+        assert inbox.get(10)[1] is None  # its start
+        assert inbox.get(10)[1:] == (True, "probe")
+        answer = real(token)
+        answers.append(answer)
+        return answer
+
+    monkeypatch.setattr(_executor, "abandon", abandon)
+
+
+def _pool_state() -> tuple[int, int, int, int]:
+    pool = _workers._workers()
+    return pool._count, pool._idle, pool._backlog, len(pool._abandoned)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_timeout_leaves_a_call_that_ended_unreported_its_worker(
+    one_worker: threading.Event, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A timed-out call that ended on its worker before `abandon` keeps the worker counted."""
+    answers: list[object] = []
+    _ended_before_abandon(monkeypatch, one_worker, answers)
+
+    @tool(timeout=0.05)
+    def late() -> str:
+        """Returns once released, after its timeout."""
+        one_worker.wait(10)
+        return "late"
+
+    script = [call("late", {}), "done"]
+    if mode == "sync":
+        response = generate_text(ScriptedModel(script), "go", tools=[late])
+    else:
+        response = asyncio.run(agenerate_text(ScriptedModel(script), "go", tools=[late]))
+    assert "timed out after 0.05 s" in response.steps[0].tool_results[0].content
+    # One worker, counted and idle: none given away for a call no longer running.
+    assert _pool_state() == (1, 1, 0, 0)
+    assert answers == [False]
+
+
+def test_a_cancel_leaves_a_lone_timed_call_that_ended_unreported_its_worker(
+    one_worker: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelling a run whose lone timed call ended on its worker, unreported, keeps the worker counted."""
+    answers: list[object] = []
+    _ended_before_abandon(monkeypatch, one_worker, answers)
+    entered = threading.Event()
+
+    @tool(timeout=30)
+    def quick() -> str:
+        """Returns once released."""
+        entered.set()
+        one_worker.wait(10)
+        return "quick"
+
+    async def main() -> None:
+        task = asyncio.ensure_future(
+            agenerate_text(ScriptedModel([call("quick", {}), "done"]), "go", tools=[quick])
+        )
+        # (The call's start notice is settled on the loop before this wait returns.)
+        await asyncio.to_thread(entered.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert _pool_state() == (1, 1, 0, 0)
+    assert answers == [False]
+
+
+@pytest.mark.parametrize("state", [(0, 0, 0), (1, 1, 0), (1, 0, 0)])
+def test_ctrl_c_in_submit_before_the_call_is_queued_gives_back_its_reservation(
+    monkeypatch: pytest.MonkeyPatch, state: tuple[int, int, int]
+) -> None:
+    """Interrupted before queueing a call, submit leaves the worker counts as they were."""
+    monkeypatch.setattr(_workers, "MAX_WORKERS", 1)
+    pool = _workers._Workers()
+    pool._count, pool._idle, pool._backlog = state
+
+    class Interrupting:
+        def put(self, job: object) -> None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(pool, "_jobs", Interrupting())
+    job = (None, None, None, None, ())
+    with pytest.raises(KeyboardInterrupt):
+        pool.submit(job)  # type: ignore[arg-type]
+    assert (pool._count, pool._idle, pool._backlog) == state

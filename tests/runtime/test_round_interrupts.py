@@ -384,12 +384,15 @@ def test_ctrl_c_on_a_busy_loop_keeps_a_timed_sync_call_that_ended(
     assert response.text == "saw: charged 1 | busy done"
 
 
-def _throw_at_first(events: Any, kind: str = "tool_result") -> None:
+def _throw_at_first(events: Any, kind: str = "tool_result", nth: int = 0) -> None:
     """Read ``events``, throwing Ctrl-C into them at the first of ``kind`` (as ``toolfold run
-    --stream`` does when it lands while an event is shown)."""
+    --stream`` does when it lands while an event is shown), or at the ``nth`` (from 0)."""
+    seen = 0
     for event in events:
         if event.kind == kind:
-            events.throw(KeyboardInterrupt())
+            if seen == nth:
+                events.throw(KeyboardInterrupt())
+            seen += 1
 
 
 @pytest.mark.parametrize("observed", [False, True])
@@ -449,13 +452,80 @@ def test_a_cancelled_timed_sync_call_gives_its_worker_away(one_worker: threading
 
 @pytest.mark.parametrize("kind", ["step_start", "tool_call", "step_end"])
 def test_ctrl_c_thrown_into_a_stream_at_any_notice_carries_the_state(kind: str) -> None:
-    """Ctrl-C thrown into a blocking stream at a step's start, call or end carries the state."""
+    """Ctrl-C thrown into a blocking stream at a step's start, call or end carries the state,
+    the model's response included once it was given."""
     ran: list[int] = []
-    agent = _charge_twice(ran)
+    asked: list[ModelRequest] = []
+    reply = _answer([call("charge", {"order": 1}, id="a"), call("charge", {"order": 2}, id="b")])
+    model = FunctionModel(lambda request: asked.append(request) or reply(request))
+    agent = Agent(model, tools=[_charger(ran, interrupt=set())])
     events = iter(agent.stream("go"))
     with pytest.raises(KeyboardInterrupt) as caught:
         _throw_at_first(events, kind)
     state = _interrupted_state(caught.value)
     response = agent.resume(RunState.from_json(state.to_json()))
     assert ran == [1, 2]  # each call ran once, before or after the resume
+    # Asked once for the calls and once for the answer: a response in the state is not
+    # asked for (and billed) again.
+    assert len(asked) == 2
     assert response.text == "saw: charged 1 | charged 2"
+
+
+def _refunds(ran: list[str], asked: list[ModelRequest]) -> Agent[Any, Any]:
+    """An agent whose first step charges order 1 ("a") and asks to refund 2 ("r1") and 3
+    ("r2"), refunds needing approval; its model's requests go to ``asked``."""
+
+    @tool
+    def charge(order: int) -> str:
+        """Charge an order.
+
+        Args:
+            order: The order to charge.
+        """
+        ran.append(f"charge {order}")
+        return f"charged {order}"
+
+    @tool(requires_approval=True)
+    def refund(order: int) -> str:
+        """Refund an order.
+
+        Args:
+            order: The order to refund.
+        """
+        ran.append(f"refund {order}")
+        return f"refunded {order}"
+
+    calls = [
+        call("charge", {"order": 1}, id="a"),
+        call("refund", {"order": 2}, id="r1"),
+        call("refund", {"order": 3}, id="r2"),
+    ]
+    reply = _answer(calls)
+    model = FunctionModel(lambda request: asked.append(request) or reply(request))
+    return Agent(model, tools=[charge, refund])
+
+
+@pytest.mark.parametrize(("kind", "nth"), [("tool_result", 0), ("tool_result", 1), ("step_end", 0)])
+def test_ctrl_c_thrown_into_a_resume_stream_at_its_results_carries_the_state(
+    kind: str, nth: int
+) -> None:
+    """Ctrl-C thrown into resume_stream at the answered calls' results or their step's end
+    carries the state: resuming it runs no tool and asks the model nothing again."""
+    approvals = {"r1": True, "r2": False}
+    ran: list[str] = []
+    asked: list[ModelRequest] = []
+    agent = _refunds(ran, asked)
+    paused = agent.run("go").state
+    expected = agent.resume(RunState.from_json(paused.to_json()), approvals=approvals).text
+    ran.clear()
+    asked.clear()
+    paused = agent.run("go").state
+    assert (ran, len(asked)) == (["charge 1"], 1)  # paused for the refunds' approvals
+    events = iter(agent.resume_stream(RunState.from_json(paused.to_json()), approvals=approvals))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _throw_at_first(events, kind, nth)
+    state = _interrupted_state(caught.value)
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == ["charge 1", "refund 2"]  # each approved call ran once; the denied one never
+    assert len(asked) == 2  # the answer alone was asked for after the pause
+    assert response.text == expected

@@ -779,17 +779,20 @@ async def _run_timed_sync(
             remaining = started.result() + timeout - time.monotonic()
             await asyncio.wait({work}, timeout=max(0.0, remaining))
     except asyncio.CancelledError:
-        # Asked before the cancel, which makes ``work`` done: a call a worker runs goes
-        # on, stuck perhaps, and its worker's slot goes to another, as on a timeout.
-        running = started.done() and not work.done() and not noted
-        work.cancel()
-        if running:
+        # A call a worker still runs goes on, stuck perhaps, and its worker's slot goes
+        # to another, as on a timeout; `abandon` decides that under the workers' lock
+        # (one that has ended on its thread, reported or not, is left alone), and
+        # one not taken yet is cancelled first, so it never runs.
+        if not work.done():
+            work.cancel()
             abandon(work)
         _keep_noted(finished, index, job, noted)
         raise
     if not work.done():
         work.cancel()
-        abandon(work)  # its thread cannot be stopped: let another worker take its place
+        # Its thread cannot be stopped: another worker takes its place (unless the
+        # call ended on its thread meanwhile, see `abandon`).
+        abandon(work)
         return _timed_out(job, timeout)
     try:
         value = work.result()
@@ -1191,7 +1194,9 @@ def _run_threaded(
                     ticket.cancel()
                     outcomes[index] = _timed_out(ready[index][0], timeout)
                     del running[index]
-                    abandon(ticket)  # its thread cannot be stopped: another worker takes its place
+                    # Its thread cannot be stopped: another worker takes its place
+                    # (unless the call ended on its thread meanwhile, see `abandon`).
+                    abandon(ticket)
     except BaseException:
         if taken is not None:
             ticket, ok, value = taken

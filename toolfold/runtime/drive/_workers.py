@@ -96,6 +96,9 @@ class _Workers:
         self._idle = 0
         self._count = 0
         self._abandoned: set[Any] = set()  # running calls whose slot went to a new worker
+        # Calls a worker has taken and not yet given back (marked before they run,
+        # cleared under the lock once done): only those can be abandoned.
+        self._running: set[Any] = set()
         self._backlog = 0  # queued calls no worker is reserved for (all busy, at the cap)
 
     def submit(self, job: _Job) -> None:
@@ -105,12 +108,27 @@ class _Workers:
         with self._lock:
             if self._idle > 0:
                 self._idle -= 1
+                reserved = "idle"
             elif self._count < MAX_WORKERS:
                 self._count += 1
                 spawn = True
+                reserved = "new"
             else:
                 self._backlog += 1
-        self._jobs.put(job)
+                reserved = "backlog"
+        try:
+            self._jobs.put(job)
+        except BaseException:
+            # Interrupted (Ctrl-C) before the call was queued: give back what was
+            # reserved for it, or a slot would be lost for good.
+            with self._lock:
+                if reserved == "idle":
+                    self._idle += 1
+                elif reserved == "new":
+                    self._count -= 1
+                else:
+                    self._backlog -= 1
+            raise
         if spawn:
             self._spawn()
 
@@ -121,8 +139,12 @@ class _Workers:
 
     def _work(self) -> None:
         jobs = self._jobs
+        running = self._running
         while True:
             inbox, future, context, function, args = jobs.get()
+            # Marked before the cancel check, so a caller that cancels then abandons
+            # either sees the mark or has the call skipped (see `abandon`).
+            running.add(future)
             if not future.cancelled():
                 try:
                     value = context.run(function, *args)
@@ -133,6 +155,7 @@ class _Workers:
                 else:
                     inbox.put(future, True, value)
             with self._lock:
+                running.discard(future)
                 if self._abandoned and future in self._abandoned:
                     # Its caller gave up and its slot went to a new worker: end here.
                     self._abandoned.discard(future)
@@ -143,15 +166,26 @@ class _Workers:
                     self._idle += 1
             del inbox, future, context, function, args
 
-    def abandon(self, token: Any) -> None:
+    def abandon(self, token: Any) -> bool:
         """The call of ``token`` (its future) timed out while running: give its slot away.
 
         Its thread cannot be stopped; it ends when the call does, and until
         then a new worker serves the queue, so stuck calls never starve
         later ones and at most `MAX_WORKERS` threads serve live calls.
+
+        Nothing happens to a call no worker runs any more (it ended, its
+        worker back in service, though its caller may not know yet) or none
+        took yet (cancelled first, it never runs): decided under the lock
+        the worker clears its mark with, so a worker never both goes back to
+        serve and gives its slot away.
+
+        Returns:
+            Whether the call was abandoned (it was running).
         """
         spawn = False
         with self._lock:
+            if token not in self._running:
+                return False
             self._abandoned.add(token)
             if self._backlog > 0:
                 self._backlog -= 1  # a queued call gets the new worker at once
@@ -160,6 +194,7 @@ class _Workers:
                 self._count -= 1
         if spawn:
             self._spawn()
+        return True
 
 
 _WORKERS: _Workers | None = None
@@ -241,12 +276,13 @@ def submit_sync(inbox: SyncInbox, ticket: Ticket, function: Callable[..., Any], 
     _workers().submit((inbox, ticket, contextvars.copy_context(), run, ()))
 
 
-def abandon(token: Any) -> None:
-    """A started call timed out: its worker's slot goes to a new worker (see `_Workers.abandon`).
+def abandon(token: Any) -> bool:
+    """A call timed out or was given up: if a worker still runs it, its slot goes to a new
+    worker (see `_Workers.abandon`); returns whether it did.
 
     ``token`` is the call's future (`hand_off_timed`) or `Ticket` (`submit_sync`).
     """
-    _workers().abandon(token)
+    return _workers().abandon(token)
 
 
 def hand_off_timed(
