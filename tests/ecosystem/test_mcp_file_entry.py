@@ -186,6 +186,37 @@ WRITTEN: dict[str, tuple[str, list[str], dict[str, str] | None]] = {
     "env auth mode": ("x", [], {"AUTH_MODE": "none", "GITHUB_TOKEN": "${GITHUB_TOKEN}"}),
     "env token url": ("x", [], {"OAUTH_TOKEN_URL": "https://login/oauth/token"}),
     "env redis": ("x", [], {"REDIS_URL": "redis://localhost:6379/0"}),
+    # Near the short-flag, glued -p, dash-value and URL-path rules, none of them a credential:
+    "-p port": ("x", ["-p", "8080"], None),
+    "-p profile": ("x", ["-p", "MyProfile"], None),
+    "-p8080 glued port": ("redis-cli", ["-p6379"], None),
+    "docker -p glued": ("docker", ["run", "-p8080:80/tcp", "img"], None),
+    "-pR flags": ("cp", ["-pR", "/a", "/b"], None),
+    "find -print": ("find", [".", "-print", "-prune"], None),
+    "go -projectId": ("x", ["-projectId", "demo"], None),
+    "go -port=": ("x", ["-port=8080", "-profile=dev"], None),
+    "-v": ("x", ["-v", "--verbose"], None),
+    "-k path": ("x", ["-k", "/etc/ssl/server.key"], None),
+    "-k word": ("x", ["-k", "default"], None),
+    "curl -k url": ("curl", ["-k", "https://localhost:8443/mcp"], None),
+    "-k ${VAR}": ("x", ["-k", "${API_KEY}"], None),
+    "--password then flag": ("x", ["--password", "-v", "--password-stdin"], None),
+    "--api-key stdin": ("x", ["--api-key", "-"], None),
+    "--token --": ("x", ["--token", "--", "cmd"], None),
+    "npx -y scoped": ("npx", ["-y", "@scope/pkg", "/usr/bin/x"], None),
+    "url plain path": ("x", ["https://api.example.com/v1/users/12345/repos"], None),
+    "url uuid": ("x", ["https://host/mcp/550e8400-e29b-41d4-a716-446655440000"], None),
+    "url UUID": ("x", ["https://host/mcp/550E8400-E29B-41D4-A716-446655440000"], None),
+    "url git sha": (
+        "x",
+        ["https://github.com/o/r/blob/0123456789abcdef0123456789abcdef01234567/a"],
+        None,
+    ),
+    "url camel word": ("x", ["https://host/MyVeryLongProjectName2024/mcp"], None),
+    "url locale": ("x", ["https://example.com/sk-SK/docs"], None),
+    "url method": ("x", ["https://host/v1/models/gemini-pro:generateContent"], None),
+    "url services": ("x", ["https://host/services/TEAM/BILLING/list"], None),
+    "env url path": ("x", [], {"BASE_URL": "https://host/api/v2/projects/demo-project/sse"}),
 }
 
 
@@ -247,6 +278,28 @@ REFUSED: dict[str, tuple[list[str], dict[str, str] | None, str]] = {
     "env DBPWD": ([], {"DBPWD": "x0451"}, "DBPWD (named like a credential)"),
     "env AUTHORIZATION": ([], {"HTTP_AUTHORIZATION": "x0451"}, "HTTP_AUTHORIZATION (named"),
     "env credentials json": ([], {"GCP_CREDENTIALS": '{"k": "0451"}'}, "GCP_CREDENTIALS (named"),
+    "-k short key": (["-k", "sk-0451"], None, "args[1] (the value after -k)"),
+    "-k=secret": (["-k=Xy0451"], None, "args[0] (the value of -k)"),
+    "mysql -p glued": (["-uroot", "-phunter0451", "db"], None, "args[1] (a password glued to -p)"),
+    "--password -value": (["--password", "-hunter0451"], None, "args[1] (the value after --pass"),
+    "--token -value": (["--token", "-Xy0451!"], None, "args[1] (the value after --token)"),
+    "slack webhook": (
+        ["https://hooks.example.com/services/T000/B000/XXXX0451"],
+        None,
+        "args[0] (a URL with a token in path segment 4)",
+    ),
+    "telegram bot": (
+        ["--url", "https://api.telegram.org/bot123456:ABC-DEF0451/sendMessage"],
+        None,
+        "args[1] (a URL with a token in path segment 1)",
+    ),
+    "key in path": (["https://host/mcp/sk-abcdefghijklmnop0451"], None, "token in path segment 2"),
+    "random path": (["https://h/s/Zv8QpL2mWx7Rt4Ky0451/mcp"], None, "token in path segment 2"),
+    "env webhook": (
+        [],
+        {"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T01AB/B02CD/Xy0451"},
+        "SLACK_WEBHOOK_URL (a URL with a token in path segment 4)",
+    ),
 }
 
 
@@ -258,6 +311,23 @@ def test_entries_holding_a_credential_are_refused(case: str) -> None:
     shown = _refusal(MCPServerStdio("x", args, env=env))
     assert named in shown
     assert "0451" not in shown
+
+
+def test_an_http_server_with_a_token_in_its_url_path_is_refused_without_showing_it() -> None:
+    """An HTTP server whose URL path holds a token (a Slack webhook's secret, a Telegram bot
+    token, a well-known prefix) is refused naming the path segment; the URL its default name
+    shows has that segment masked, and a URL with ordinary segments and ids is written."""
+    for url, segment in (
+        ("https://hooks.example.com/services/T000/B000/XXXX0451", 4),
+        ("https://api.telegram.org/bot123456:ABC-0451/mcp?v=1", 1),
+        ("https://host/mcp/sk-abcdefghijklmnop0451/sse", 2),
+    ):
+        shown = _refusal(MCPServerHTTP(url))
+        assert f"its URL carries a token in path segment {segment}, which" in shown
+        assert "0451" not in shown
+        assert "/***" in shown
+    ids = "https://host/v1/projects/550e8400-e29b-41d4-a716-446655440000/mcp"
+    assert MCPServerHTTP(ids).file_entry()["url"] == ids
 
 
 def test_every_refused_arg_and_env_entry_is_named_in_one_error() -> None:

@@ -133,11 +133,12 @@ class MCPServer:
         A file is text that gets shared, so what may be a credential is not
         written: such a server is refused, naming what it holds and where,
         never its value (an HTTP server's headers; a URL's
-        ``user:password@``, query values or fragment, in its ``url`` or in a
-        stdio server's ``env`` value or argument; an ``Authorization``
+        ``user:password@``, query values, fragment or a token in its path, in
+        its ``url`` or in a stdio server's ``env`` value or argument; an ``Authorization``
         value; ``env`` entries named like a credential, ``GITHUB_TOKEN``,
         ``API_KEY``...; an argument after a flag so named, ``--api-key
-        sk-...``, or joined to it, ``--token=...``).
+        sk-...``, or joined to it, ``--token=...``; mysql's ``-phunter2``;
+        docs/mcp.md lists every rule).
 
         Raises:
             UsageError: ``requires_approval`` is a predicate (a file names
@@ -665,17 +666,19 @@ class MCPServerHTTP(MCPServer):
         guard_logs(*self._scrub)  # httpx logs each request's URL at INFO
 
     def _target_entry(self) -> dict[str, Any]:
-        from toolfold.mcp._entry import url_held
+        from toolfold.mcp._entry import mask_path_tokens, url_held
 
+        # (the default name masks the URL's userinfo, query and fragment, not its path)
+        name = mask_path_tokens(self.name) if self.name == self._shown_url else self.name
         if self._headers:
             raise UsageError(
-                f"MCP server {self.name!r}: its headers carry credentials and are not written "
+                f"MCP server {name!r}: its headers carry credentials and are not written "
                 "to an agent file (give the file a server without headers)"
             )
         held = url_held(self.url)
         if held:
             raise UsageError(
-                f"MCP server {self.name!r}: its URL carries {' and '.join(held)}, which may "
+                f"MCP server {name!r}: its URL carries {' and '.join(held)}, which may "
                 "be credentials, and is not written to an agent file (give the file a URL "
                 "without them, and pass the credential in headers= where the server is built "
                 "in code)"

@@ -19,15 +19,23 @@ and predictable (docs/mcp.md lists them):
 - anywhere in an argument or ``env`` value: a URL's ``user:password@`` or
   credential-named (or bare) query or fragment pieces, ``user:pw@host``
   without a scheme, ``Bearer``/``Basic`` followed by a token, and tokens with
-  a well-known prefix (``sk-``, ``ghp_``, ``xoxb-``, ``glpat-``, ``AKIA``).
+  a well-known prefix (``sk-``, ``ghp_``, ``xoxb-``, ``glpat-``, ``AKIA``);
+- in a URL's path (`path_tokens`): a segment holding such a token, a
+  Telegram bot token (``bot123456:ABC...``), a Slack webhook's secret
+  (``/services/T.../B.../...``), a segment that looks random;
+- in arguments: the value after ``-k`` (a key) that `looks_secret`, a
+  password glued to ``-p`` (mysql's ``-phunter2``), and a value starting with
+  ``-`` after a credential-like flag when it has no flag's shape
+  (``--password -hunter2``).
 """
 
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 
-from toolfold.adapters._http._keys import url_userinfo
+from toolfold.adapters._http._keys import MASK, url_userinfo
 
 #: A name part that makes a name credential-like. ``AUTH`` but not ``AUTHOR``,
 #: ``AUTHORS``, ``AUTHORED_BY`` or ``AUTHORITY`` (``AUTHORIZATION`` is one);
@@ -58,6 +66,41 @@ _STRONG_NAME = re.compile(
     r"|^KEY$|(?:^|_)PAT$|^(?:PROXY_)?AUTHORIZATION$",
     re.IGNORECASE,
 )
+
+#: The start of a token with a well-known prefix, however short (``sk-abc``): a
+#: value so starting is not a plain word.
+_KNOWN_PREFIX = re.compile(r"(?:sk-|gh[pousr]_|github_pat_|xox[abpr]-|glpat-|AKIA)[A-Za-z0-9]")
+
+#: Short flags whose value is a key (``-k sk-abc``): credential-like, not strong.
+#: Only ``-k``: ``-p`` is a port as often as a password, ``-t`` a tag or a type.
+_KEY_SHORT_FLAGS = frozenset({"-k"})
+
+#: mysql's password glued to ``-p`` (``-phunter2``): the rest of the argument.
+#: Not with an ``=`` in it: Go's single-dash ``-port=8080``, ``-profile=dev``.
+_GLUED_PASSWORD = re.compile(r"-p([^=]+)", re.DOTALL)
+#: What a glued ``-p`` holds that is no password: a port or a published port
+#: (``-p8080``, docker's ``-p8080:80/tcp``).
+_PORT_SPEC = re.compile(r"[0-9][0-9.:-]*(?:/(?:tcp|udp|sctp))?")
+#: A glued ``-p`` value of nothing but letters, ``.`` and ``-`` is read as
+#: flags (``-pR``, ``-print``, Go's ``-projectId``, ``-pprof.addr``).
+_FLAG_LETTERS = re.compile(r"[A-Za-z.-]+")
+
+#: An argument that reads as a flag, not as a value: ``-`` (stdin), ``--``,
+#: ``--name...``, a short flag or a cluster of them (``-v``, ``-abc``, Go's
+#: ``-name=value``, ``-no-cache``), ``-4``. Anything else starting with ``-``
+#: after a credential-like flag (``-hunter2``, ``-Xy9!``) is its value.
+_FLAG_SHAPE = re.compile(r"--?|--.*|-[A-Za-z]+(?:[=.-].*)?|-[0-9]", re.DOTALL)
+
+#: A URL path segment holding a Telegram bot token (``bot123456:ABC-DEF...``,
+#: also in ``/file/bot<token>/...``).
+_TELEGRAM_BOT = re.compile(r"bot[0-9]+:[A-Za-z0-9_-]+")
+#: A Slack incoming webhook's path, ``/services/T<team>/B<hook>/<secret>``: the
+#: team and hook ids are capitals and digits.
+_SLACK_HOOK = re.compile(
+    r"/services/T[A-Z0-9]*[0-9][A-Z0-9]*/B[A-Z0-9]*[0-9][A-Z0-9]*/([A-Za-z0-9]+)(?=/|$)"
+)
+#: A path segment that may be a random token: 20 or more letters, digits, ``-``, ``_``.
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]{20,}")
 
 #: A value made only of variable references, filled in at run time.
 _REFERENCE = re.compile(r"(?:\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\})+")
@@ -129,8 +172,11 @@ def strong_name(name: str) -> bool:
 
 
 def looks_secret(value: str) -> bool:
-    """Whether ``value`` may be a secret: not a path, URL, number, or plain lowercase word."""
-    return _PLAIN_VALUE.fullmatch(value) is None
+    """Whether ``value`` may be a secret: not a path, URL, number, or plain lowercase word.
+
+    A token's well-known prefix makes it one however short (``sk-abc``).
+    """
+    return _KNOWN_PREFIX.match(value) is not None or _PLAIN_VALUE.fullmatch(value) is None
 
 
 def _holds_credential(name: str, value: str) -> bool:
@@ -147,9 +193,12 @@ def url_held(url: str) -> list[str]:
     A ``user:password@``; query (or ``#fragment``) pieces whose name is
     credential-like and whose value may be one (``?api_key=...``, not
     ``?transport=sse`` or ``#main``); pieces without ``=`` in the query,
-    ``?sk-...``, which are themselves the value and so only counted.
+    ``?sk-...``, which are themselves the value and so only counted; path
+    segments holding a token (`path_tokens`), named by their number.
     """
     held = ["a user:password@"] if url_userinfo(url) is not None else []
+    if in_path := path_tokens(url):
+        held.append(f"a token in path segment {', '.join(map(str, in_path))}")
     head, _, fragment = url.partition("#")
     query = [piece for piece in head.partition("?")[2].split("&") if piece]
     bare = sum("=" not in piece and not _REFERENCE.fullmatch(piece) for piece in query)
@@ -159,6 +208,58 @@ def url_held(url: str) -> list[str]:
     if in_fragment := _credential_pieces(fragment.split("&")):
         held.append(f"fragment values ({', '.join(in_fragment)})")
     return held
+
+
+def path_tokens(url: str) -> list[int]:
+    """The numbers (1: the first after the host) of ``url``'s path segments holding a token.
+
+    A segment holding a token with a well-known prefix (``/mcp/sk-...``), a
+    Telegram bot token (``/bot123456:ABC.../sendMessage``), a Slack webhook's
+    secret (``/services/T000/B000/XXXXXXXX``), or a segment that looks random:
+    20 or more letters, digits, ``-`` and ``_``, holding capitals, lowercase
+    letters and digits, the digits in two places or more (not a UUID or a hex
+    hash, which have one case; not ``MyVeryLongProjectName2024``).
+    """
+    path = _url_path(url)
+    slack = {path[: found.start(1)].count("/") for found in _SLACK_HOOK.finditer(path)}
+    return [
+        at
+        for at, segment in enumerate(path.split("/"))
+        if at in slack
+        or _KNOWN_TOKEN.search(segment)
+        or _TELEGRAM_BOT.search(segment)
+        or _looks_random(segment)
+    ]
+
+
+def mask_path_tokens(url: str) -> str:
+    """``url`` with each path segment `path_tokens` finds shown as ``***``."""
+    found = path_tokens(url)
+    if not found:
+        return url
+    path = _url_path(url)
+    start = url.index(path, url.index("//") + 2 if "//" in url else 0)
+    masked = "/".join(MASK if at in found else part for at, part in enumerate(path.split("/")))
+    return url[:start] + masked + url[start + len(path) :]
+
+
+def _url_path(url: str) -> str:
+    """``url``'s path, as `urllib.parse.urlsplit` reads it (read plainly if malformed)."""
+    try:
+        return urllib.parse.urlsplit(url).path
+    except ValueError:  # a malformed URL (an unclosed "[" of an IPv6 host)
+        after_host = url.partition("//")[2].partition("/")[2]
+        return "/" + re.split("[?#]", after_host, maxsplit=1)[0]
+
+
+def _looks_random(segment: str) -> bool:
+    """Whether a path segment looks like a random token (see `path_tokens`)."""
+    return (
+        _TOKEN_CHARS.fullmatch(segment) is not None
+        and re.search("[A-Z]", segment) is not None
+        and re.search("[a-z]", segment) is not None
+        and len(re.findall("[0-9]+", segment)) >= 2
+    )
 
 
 def _credential_pieces(pieces: list[str]) -> list[str]:
@@ -219,26 +320,50 @@ def args_held(args: Sequence[str]) -> list[str]:
 
     An argument is one when it is a credential-like flag's value that may be a
     credential (as for `env_held`: ``--api-key sk-...``, ``--token=...``, not
-    ``--auth none``, ``--skip-auth /data``, ``--token-env GITHUB_TOKEN``),
-    joined by ``=`` or the next argument (unless that starts with ``-``;
-    ``--no-...`` flags take none), or it holds what `value_held` finds
+    ``--auth none``, ``--skip-auth /data``, ``--token-env GITHUB_TOKEN``; and
+    ``-k``'s, not strong: ``-k sk-abc``, not ``-k /x``), joined by ``=`` or the
+    next argument unless that has a flag's shape (``-v``, ``--x``, ``-``; but
+    ``--password -hunter2`` is a value; ``--no-...`` flags take none); or a
+    password glued to ``-p`` (``-phunter2``; not ``-p8080``, ``-pR``,
+    ``-print``); or it holds what `value_held` finds
     (``postgresql://bob:pw@db/x``, ``-e GITHUB_TOKEN=ghp_...``).
     """
     held = []
     for at, arg in enumerate(args):
         flag, joined, value = arg.partition("=")
         before = args[at - 1] if at else ""
-        if arg.startswith("-") and joined and _holds_credential(_flag_name(flag), value):
+        if arg.startswith("-") and joined and _flag_holds(flag, value):
             held.append(f"args[{at}] (the value of {flag})")
-        elif (
-            not arg.startswith("-")
-            and "=" not in before
-            and _holds_credential(_flag_name(before), arg)
-        ):
+        elif _FLAG_SHAPE.fullmatch(arg) is None and "=" not in before and _flag_holds(before, arg):
             held.append(f"args[{at}] (the value after {before})")
+        elif _glued_password(arg):
+            held.append(f"args[{at}] (a password glued to -p)")
         elif found := value_held(value if arg.startswith("-") and joined else arg):
             held.append(f"args[{at}] ({', '.join(found)})")
     return held
+
+
+def _flag_holds(flag: str, value: str) -> bool:
+    """Whether ``value``, given to the flag ``flag``, may be a credential."""
+    if flag in _KEY_SHORT_FLAGS:
+        value = value.strip()
+        return bool(value) and not _REFERENCE.fullmatch(value) and looks_secret(value)
+    return _holds_credential(_flag_name(flag), value)
+
+
+def _glued_password(arg: str) -> bool:
+    """Whether ``arg`` is a password glued to ``-p``: a value that `looks_secret`,
+    holds more than letters, ``.`` and ``-``, and is no port."""
+    found = _GLUED_PASSWORD.fullmatch(arg)
+    if found is None:
+        return False
+    value = found[1]
+    return (
+        looks_secret(value)
+        and _FLAG_LETTERS.fullmatch(value) is None
+        and _PORT_SPEC.fullmatch(value) is None
+        and _REFERENCE.fullmatch(value) is None
+    )
 
 
 def _flag_name(arg: str) -> str:
