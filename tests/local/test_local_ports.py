@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import http.server
 import os
 import socket
@@ -307,3 +308,73 @@ def test_a_start_drops_the_logs_of_starts_killed_long_ago(
     LocalServer(*fake).start().stop()
     assert not old.exists()
     assert recent.exists()
+
+
+def _dead_logs(logs: Path, ports: list[int]) -> list[str]:
+    """Logs of servers gone on ``ports``, older in the order given (each 10 s older than the
+    next, the last 100 s old); their names."""
+    logs.mkdir(parents=True, exist_ok=True)
+    names = []
+    for age, port in enumerate(reversed(ports)):
+        path = logs / f"llama-server-{port}.log"
+        path.write_text("gone")
+        then = path.stat().st_mtime - 100 - 10 * age
+        os.utime(path, (then, then))
+        names.append(path.name)
+    return names[::-1]
+
+
+def _held_log(path: Path) -> subprocess.Popen[bytes]:
+    """A process of the test's writing into ``path`` with its lock, as a running server's
+    watchdog holds its log (the test's own descriptor closed: the child's alone holds it);
+    it ends when its stdin closes."""
+    with path.open("ab") as log:
+        fcntl.flock(log, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"],
+            stdin=subprocess.PIPE,
+            stdout=log,
+        )
+
+
+def test_pruning_keeps_the_newest_dead_logs_and_every_running_servers_log(logs: Path) -> None:
+    """``prune_logs`` deletes the port logs of servers gone but the newest ``kept``, never one a
+    running process holds locked (however old), nor a start's or the failed start's log; once
+    that process has ended, its log is deleted like the others."""
+    dead = _dead_logs(logs, [40001, 40002, 40003, 40004, 40005])
+    running = logs / "llama-server-40000.log"
+    running.write_text("running")
+    os.utime(running, (1_000_000, 1_000_000))  # older than all the others
+    (logs / "llama-server-failed.log").write_text("failed")
+    (logs / "llama-server-starting-abc.log").write_text("starting")
+    owner = _held_log(running)
+    try:
+        deleted = _server.prune_logs(logs, kept=3)
+        assert sorted(path.name for path in deleted) == dead[:2]
+        assert _listing(logs) == sorted(
+            [running.name, *dead[2:], "llama-server-failed.log", "llama-server-starting-abc.log"]
+        )
+    finally:
+        assert owner.stdin is not None
+        owner.stdin.close()
+        owner.wait()
+    assert _server.prune_logs(logs, kept=3) == [running]
+    assert running.name not in _listing(logs)
+
+
+def test_a_start_prunes_the_logs_of_servers_gone_and_its_own_log_is_locked(
+    fake: tuple[Path, Path], logs: Path
+) -> None:
+    """A start deletes the logs of servers gone but the newest KEPT_LOGS; while it runs, its own
+    log is locked, so no pruning (another process's included) deletes it; once stopped, it can."""
+    dead = _dead_logs(logs, [41001, 41002, 41003, 41004])
+    server = LocalServer(*fake).start()
+    try:
+        assert server.log_path is not None
+        assert _listing(logs) == sorted([server.log_path.name, *dead[-_server.KEPT_LOGS :]])
+        assert sorted(_server.prune_logs(logs, kept=0)) == [logs / name for name in dead[1:]]
+        assert _listing(logs) == [server.log_path.name]
+    finally:
+        server.stop()
+    assert _server.prune_logs(logs, kept=0) == [server.log_path]
+    assert _listing(logs) == []

@@ -9,6 +9,12 @@ Unless the caller names a port, the server binds one itself (``--port 0``) and
 ``start`` learns it from the line the server logs once its model is loaded: no
 port is picked here and handed over, so none can be taken in between, and no
 other process's server is ever taken for ours.
+
+Each server's log file is locked (``flock``) from its start for as long as a
+process has it open: the server and its watchdog write into it, so the lock
+lasts exactly as long as they run, whichever process started them. A start
+deletes the logs of servers no longer running beyond the newest few
+(`prune_logs`), and never a locked one.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ import httpx
 
 from toolfold.local._paths import LocalSetupError, cache_dir
 
+if sys.platform != "win32":
+    import fcntl
+
 #: toolfold's ChatML template with tools (SmolLM2's own ignores them).
 TEMPLATE = "chatml-tools.jinja"
 #: Context tokens per server: the tools, the worked example and a few turns fit.
@@ -45,6 +54,10 @@ _BIND_FAILED = "couldn't bind HTTP server socket"
 _STARTING_LOG = "llama-server-starting-"
 #: The log of the last start that failed (one file, whatever the port).
 _FAILED_LOG = "llama-server-failed.log"
+#: A server's log once it holds its port: ``llama-server-PORT.log``.
+_PORT_LOG = re.compile(r"llama-server-[0-9]+\.log")
+#: How many logs of servers no longer running a start keeps (the newest).
+KEPT_LOGS = 3
 #: How much of the log one read takes, how long an unfinished line may grow while
 #: the "listening on" line is awaited, and how much of its end an error quotes.
 _READ_SIZE = 1 << 16
@@ -148,8 +161,9 @@ class LocalServer:
         Without a port from the caller, the server binds a free one itself and
         ``port`` is read from its log. Its output goes to a log file of its own
         (a new one, so no live server's log is written over), named after the
-        port once the server holds it (so the logs do not pile up: a later
-        server on that port replaces it).
+        port once the server holds it (a later server on that port replaces
+        it), and locked while the server runs. Before, the logs of servers no
+        longer running are deleted but the newest `KEPT_LOGS` (`prune_logs`).
 
         Raises:
             LocalSetupError: The port the caller chose is taken, or the server
@@ -164,7 +178,12 @@ class LocalServer:
         logs = cache_dir() / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         _drop_stale_starts(logs)
+        prune_logs(logs)
         handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
+        if sys.platform != "win32":
+            # Held by the description the watchdog and the server inherit as their
+            # output: locked while any of them runs, even after this process is gone.
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (a new file: never held)
         self.log_path = Path(name)
         self._log = os.fdopen(handle, "wb")
         watchdog = Path(__file__).with_name("_watchdog.py")
@@ -287,6 +306,51 @@ def _drop_stale_starts(logs: Path) -> None:
                 path.unlink()
         except OSError:
             pass  # (gone already, or another process's to handle)
+
+
+def prune_logs(logs: Path, kept: int = KEPT_LOGS) -> list[Path]:
+    """Delete the ``llama-server-PORT.log`` files of servers no longer running but
+    the newest ``kept`` of them (by modification time); return those deleted.
+
+    A server's log is locked while the server runs (see `LocalServer.start`),
+    whichever process owns it: a log whose lock cannot be taken is kept and
+    not counted. The starts' and the failed start's logs are left alone. On
+    Windows (no ``flock``) nothing is deleted.
+    """
+    if sys.platform == "win32":
+        return []
+    try:
+        paths = [path for path in logs.iterdir() if _PORT_LOG.fullmatch(path.name)]
+    except OSError:
+        return []  # (no logs yet)
+    dead: list[tuple[float, Path, int]] = []
+    try:
+        for path in paths:
+            try:
+                handle = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue  # (gone already)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # a running server's
+                os.close(handle)
+                continue
+            dead.append((os.fstat(handle).st_mtime, path, handle))
+        dead.sort(key=lambda found: found[0], reverse=True)
+        deleted = []
+        for _, path, handle in dead[kept:]:
+            # Only the file locked here: a later server on that port may have put its
+            # own log in its place since (a rename over it), and that one stays.
+            try:
+                if os.path.samestat(os.stat(path), os.fstat(handle)):
+                    path.unlink()
+                    deleted.append(path)
+            except OSError:
+                pass  # (gone already, or another process's to handle)
+        return deleted
+    finally:
+        for _, _, handle in dead:
+            os.close(handle)  # (and its lock)
 
 
 def _taken(port: int) -> str:
