@@ -87,9 +87,11 @@ _FLAG_LETTERS = re.compile(r"[A-Za-z.-]+")
 
 #: An argument that reads as a flag, not as a value: ``-`` (stdin), ``--``,
 #: ``--name...``, a short flag or a cluster of them (``-v``, ``-abc``, Go's
-#: ``-name=value``, ``-no-cache``), ``-4``. Anything else starting with ``-``
-#: after a credential-like flag (``-hunter2``, ``-Xy9!``) is its value.
-_FLAG_SHAPE = re.compile(r"--?|--.*|-[A-Za-z]+(?:[=.-].*)?|-[0-9]", re.DOTALL)
+#: ``-name=value``, ``-no-cache``, Java's ``-XX:+UseG1GC``), ``-4``. Anything
+#: else starting with ``-`` after a strong credential flag (``--password
+#: -hunter2``) is its value; not after another credential-like one, which may
+#: take none (curl's ``-k -m5``, ``--skip-auth -n10``).
+_FLAG_SHAPE = re.compile(r"--?|--.*|-[A-Za-z]+(?:[=.:+-].*)?|-[0-9]", re.DOTALL)
 
 #: A URL path segment holding a Telegram bot token (``bot123456:ABC-DEF...``,
 #: also in ``/file/bot<token>/...``).
@@ -322,8 +324,9 @@ def args_held(args: Sequence[str]) -> list[str]:
     credential (as for `env_held`: ``--api-key sk-...``, ``--token=...``, not
     ``--auth none``, ``--skip-auth /data``, ``--token-env GITHUB_TOKEN``; and
     ``-k``'s, not strong: ``-k sk-abc``, not ``-k /x``), joined by ``=`` or the
-    next argument unless that has a flag's shape (``-v``, ``--x``, ``-``; but
-    ``--password -hunter2`` is a value; ``--no-...`` flags take none); or a
+    next argument unless that starts with ``-`` (but after a strong name,
+    ``--password -hunter2``, one of no flag's shape, not ``-v``, ``--x``,
+    ``-``, is the value; ``--no-...`` flags take none); or a
     password glued to ``-p`` (``-phunter2``; not ``-p8080``, ``-pR``,
     ``-print``); or it holds what `value_held` finds
     (``postgresql://bob:pw@db/x``, ``-e GITHUB_TOKEN=ghp_...``).
@@ -334,13 +337,27 @@ def args_held(args: Sequence[str]) -> list[str]:
         before = args[at - 1] if at else ""
         if arg.startswith("-") and joined and _flag_holds(flag, value):
             held.append(f"args[{at}] (the value of {flag})")
-        elif _FLAG_SHAPE.fullmatch(arg) is None and "=" not in before and _flag_holds(before, arg):
+        elif _value_after(before, arg) and _flag_holds(before, arg):
             held.append(f"args[{at}] (the value after {before})")
         elif _glued_password(arg):
             held.append(f"args[{at}] (a password glued to -p)")
         elif found := value_held(value if arg.startswith("-") and joined else arg):
             held.append(f"args[{at}] ({', '.join(found)})")
     return held
+
+
+def _value_after(flag: str, arg: str) -> bool:
+    """Whether ``arg`` may be the value of the flag ``flag`` before it: not one joined
+    by ``=``; one starting with ``-`` only after a strong name, and of no flag's shape."""
+    if "=" in flag:
+        return False
+    if not arg.startswith("-"):
+        return True
+    return (
+        _FLAG_SHAPE.fullmatch(arg) is None
+        and flag not in _KEY_SHORT_FLAGS
+        and strong_name(_flag_name(flag))
+    )
 
 
 def _flag_holds(flag: str, value: str) -> bool:
