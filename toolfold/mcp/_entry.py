@@ -25,7 +25,7 @@ and predictable (docs/mcp.md lists them):
   (``/services/T.../B.../...``), a segment that looks random;
 - in arguments: the value after ``-k`` (a key) that `looks_secret`, a
   password glued to ``-p`` (mysql's ``-phunter2``), and a value starting with
-  ``-`` after a credential-like flag when it has no flag's shape
+  ``-`` after a strong flag when it has no flag's shape
   (``--password -hunter2``).
 """
 
