@@ -220,6 +220,58 @@ WRITTEN: dict[str, tuple[str, list[str], dict[str, str] | None]] = {
     "url method": ("x", ["https://host/v1/models/gemini-pro:generateContent"], None),
     "url services": ("x", ["https://host/services/TEAM/BILLING/list"], None),
     "env url path": ("x", [], {"BASE_URL": "https://host/api/v2/projects/demo-project/sse"}),
+    # Public URLs whose path segments mix cases and digits but have separators (review fp*.py):
+    "hf model": (
+        "x",
+        ["--model-url", "https://huggingface.co/meta-llama/Meta-Llama-3-8B-Instruct"],
+        None,
+    ),
+    "hf phi": ("x", ["https://huggingface.co/microsoft/Phi-3-mini-4k-instruct"], None),
+    "hf qwen": ("x", ["https://huggingface.co/Qwen/Qwen2-VL-7B-Instruct"], None),
+    "hf gguf": (
+        "x",
+        ["https://huggingface.co/bartowski/Meta-Llama-3-8B-Instruct-GGUF/resolve/main/x.gguf"],
+        None,
+    ),
+    "env hf model": ("x", [], {"MODEL_URL": "https://huggingface.co/Qwen/Qwen2-VL-7B-Instruct"}),
+    "git branch": (
+        "x",
+        ["--spec", "https://raw.example.com/o/r/feature/PROJ-1234-add-oauth2-support/api.yaml"],
+        None,
+    ),
+    "release asset": (
+        "x",
+        ["https://github.com/o/r/releases/download/v1.0.0/github-mcp-server_Linux_x86_64"],
+        None,
+    ),
+    "azure deployment": (
+        "x",
+        ["https://r.openai.azure.com/openai/deployments/GPT4o-Deployment-2024/chat"],
+        None,
+    ),
+    "notion page": (
+        "x",
+        ["https://www.notion.so/Team-Wiki-8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d"],
+        None,
+    ),
+    "figma key": ("x", ["https://www.figma.com/file/AbC123dEf456GhI789jk/Design-System"], None),
+    "firebase push id": ("x", ["https://x.firebaseio.com/users/-NxYzAbC12dEf34GhIjK"], None),
+    # -k's value that is no token: a key file, a kustomize dir, a test name, a sort key, a host:
+    "-k key file": ("x", ["-k", "key.pem"], None),
+    "-k relative path": ("x", ["-k", "certs/client.key"], None),
+    "kubectl -k": ("kubectl", ["apply", "-k", "overlays/prod"], None),
+    "pytest -k": ("pytest", ["-k", "test_foo"], None),
+    "-k Server1": ("x", ["-k", "Server1"], None),
+    "sort -k": ("sort", ["-k", "2,2"], None),
+    "curl -k host:port": ("curl", ["-k", "localhost:8080/mcp"], None),
+    "ssh -k": ("ssh", ["-k", "user@host", "cmd"], None),
+    # Go/absl, javac and docker single-dash flags starting with -p:
+    "go -project_id": ("x", ["-project_id", "demo", "-prometheus_port", "9090"], None),
+    "go -pprof_addr": ("x", ["-pprof_addr", ":6060", "-print_config", "-pretty_print"], None),
+    "-p2p": ("x", ["-p2p"], None),
+    "javac -proc:none": ("javac", ["-proc:none", "A.java"], None),
+    "docker -p${PORT}": ("docker", ["run", "-p${PORT}:80", "-p$HOST_PORT:80", "img"], None),
+    "docker -p[::1]": ("docker", ["run", "-p[::1]:8080:80", "img"], None),
 }
 
 
@@ -282,10 +334,13 @@ REFUSED: dict[str, tuple[list[str], dict[str, str] | None, str]] = {
     "env AUTHORIZATION": ([], {"HTTP_AUTHORIZATION": "x0451"}, "HTTP_AUTHORIZATION (named"),
     "env credentials json": ([], {"GCP_CREDENTIALS": '{"k": "0451"}'}, "GCP_CREDENTIALS (named"),
     "-k short key": (["-k", "sk-0451"], None, "args[1] (the value after -k)"),
-    "-k=secret": (["-k=Xy0451"], None, "args[0] (the value of -k)"),
+    "-k=secret": (["-k=Zv8QpL2mWx7Rt4Ky9Jb30451"], None, "args[0] (the value of -k)"),
+    "-k random": (["-k", "Zv8QpL2mWx7Rt4Ky9Jb30451"], None, "args[1] (the value after -k)"),
     "mysql -p glued": (["-uroot", "-phunter0451", "db"], None, "args[1] (a password glued to -p)"),
     "--password -value": (["--password", "-hunter0451"], None, "args[1] (the value after --pass"),
     "--token -value": (["--token", "-Xy0451!"], None, "args[1] (the value after --token)"),
+    # (the value taken is no flag for the next argument, whose refusal would show it)
+    "--password -value db": (["--password", "-Pass0451!", "MyDb"], None, "args[1] (the value"),
     "slack webhook": (
         ["https://hooks.example.com/services/T000/B000/XXXX0451"],
         None,
@@ -297,7 +352,14 @@ REFUSED: dict[str, tuple[list[str], dict[str, str] | None, str]] = {
         "args[1] (a URL with a token in path segment 1)",
     ),
     "key in path": (["https://host/mcp/sk-abcdefghijklmnop0451"], None, "token in path segment 2"),
-    "random path": (["https://h/s/Zv8QpL2mWx7Rt4Ky0451/mcp"], None, "token in path segment 2"),
+    "random path": (["https://h/s/Zv8QpL2mWx7Rt4Ky9Jb30451/mcp"], None, "token in path segment 2"),
+    "base64 path": (["https://h/s/OGE3ZmQ0YjktNTY1Ny00NDk2LWI4NT0451==/mcp"], None, "segment 2"),
+    "discord webhook": (
+        ["https://discord.com/api/webhooks/123456789012345678/Ab-Cd_0451"],
+        None,
+        "args[0] (a URL with a token in path segment 4)",
+    ),
+    "jwt path": (["https://h/eyJhbGciOiJI.eyJzdWIiOiIx.abc0451"], None, "token in path segment 1"),
     "env webhook": (
         [],
         {"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T01AB/B02CD/Xy0451"},
@@ -331,6 +393,30 @@ def test_an_http_server_with_a_token_in_its_url_path_is_refused_without_showing_
         assert "/***" in shown
     ids = "https://host/v1/projects/550e8400-e29b-41d4-a716-446655440000/mcp"
     assert MCPServerHTTP(ids).file_entry()["url"] == ids
+
+
+def test_an_http_servers_default_name_masks_a_path_token_wherever_it_is_shown() -> None:
+    """An HTTP server named by default after a URL with a token in its path shows that segment
+    masked in every refusal (a requires_approval predicate's too), its repr and its errors; a
+    URL with a tab (which urlsplit drops from the path) is refused, not crashed on."""
+    url = "https://hooks.example.com/mcp/sk-abcdefghijklmnop0451/sse"
+    masked = "'https://hooks.example.com/mcp/***/sse'"
+    with pytest.raises(UsageError, match="requires_approval predicate") as caught:
+        MCPServerHTTP(url, requires_approval=lambda tool: True).file_entry()
+    assert masked in str(caught.value)
+    assert "0451" not in str(caught.value)
+    with pytest.raises(UsageError, match="timeout must be positive") as caught:
+        MCPServerHTTP(url, timeout=0)
+    assert masked in str(caught.value)
+    server = MCPServerHTTP(url)
+    assert repr(server) == f"MCPServerHTTP(name={masked}, closed)"
+    assert (
+        str(server._error(f"GET {url} failed")) == f"MCP server {masked}: GET {masked[1:-1]} failed"
+    )
+    assert server.name == url  # (as given: only what is shown is masked)
+    shown = _refusal(MCPServerHTTP("https://h/a\tb/sk-abcdefghijklmnop0451/x"))
+    assert "its URL carries a token in path segment 2" in shown
+    assert "0451" not in shown
 
 
 def test_every_refused_arg_and_env_entry_is_named_in_one_error() -> None:

@@ -22,8 +22,9 @@ and predictable (docs/mcp.md lists them):
   a well-known prefix (``sk-``, ``ghp_``, ``xoxb-``, ``glpat-``, ``AKIA``);
 - in a URL's path (`path_tokens`): a segment holding such a token, a
   Telegram bot token (``bot123456:ABC...``), a Slack webhook's secret
-  (``/services/T.../B.../...``), a segment that looks random;
-- in arguments: the value after ``-k`` (a key) that `looks_secret`, a
+  (``/services/T.../B.../...``), a Discord webhook's, a JSON Web Token, a
+  segment that `looks_random`;
+- in arguments: the value after ``-k`` (a key) that is a token's shape, a
   password glued to ``-p`` (mysql's ``-phunter2``), and a value starting with
   ``-`` after a strong flag when it has no flag's shape
   (``--password -hunter2``).
@@ -79,11 +80,15 @@ _KEY_SHORT_FLAGS = frozenset({"-k"})
 #: Not with an ``=`` in it: Go's single-dash ``-port=8080``, ``-profile=dev``.
 _GLUED_PASSWORD = re.compile(r"-p([^=]+)", re.DOTALL)
 #: What a glued ``-p`` holds that is no password: a port or a published port
-#: (``-p8080``, docker's ``-p8080:80/tcp``).
-_PORT_SPEC = re.compile(r"[0-9][0-9.:-]*(?:/(?:tcp|udp|sctp))?")
-#: A glued ``-p`` value of nothing but letters, ``.`` and ``-`` is read as
-#: flags (``-pR``, ``-print``, Go's ``-projectId``, ``-pprof.addr``).
-_FLAG_LETTERS = re.compile(r"[A-Za-z.-]+")
+#: (``-p8080``, docker's ``-p8080:80/tcp``, ``-p[::1]:8080:80``).
+_PORT_SPEC = re.compile(r"(?:\[[0-9A-Fa-f:.]*\]:)?[0-9][0-9.:-]*(?:/(?:tcp|udp|sctp))?")
+#: A glued ``-p`` value read as the rest of a flag's name, not a password:
+#: letters, ``.`` and ``-`` (``-pR``, ``-print``, Go's ``-projectId``,
+#: ``-pprof.addr``); Go/absl's snake_case (``-project_id``, ``-pprof_addr``);
+#: javac's ``-proc:none``; digits then lowercase letters (``-p2p``).
+_FLAG_REST = re.compile(r"[A-Za-z.-]+|[a-z]+(?:_[a-z0-9]+)+|[a-z]+:.*|[0-9]+[a-z]+", re.DOTALL)
+#: A value led by a variable reference (docker's ``-p${PORT}:80``), filled in at run time.
+_REFERENCE_LED = re.compile(r"\$(?:[A-Za-z_]|\{[A-Za-z_])")
 
 #: An argument that reads as a flag, not as a value: ``-`` (stdin), ``--``,
 #: ``--name...``, a short flag or a cluster of them (``-v``, ``-abc``, Go's
@@ -101,8 +106,15 @@ _TELEGRAM_BOT = re.compile(r"bot[0-9]+:[A-Za-z0-9_-]+")
 _SLACK_HOOK = re.compile(
     r"/services/T[A-Z0-9]*[0-9][A-Z0-9]*/B[A-Z0-9]*[0-9][A-Z0-9]*/([A-Za-z0-9]+)(?=/|$)"
 )
-#: A path segment that may be a random token: 20 or more letters, digits, ``-``, ``_``.
-_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]{20,}")
+#: A Discord webhook's path, ``/webhooks/<id>/<token>``: the id is 15 or more
+#: digits, the token holds ``-`` and ``_``.
+_DISCORD_HOOK = re.compile(r"/webhooks/[0-9]{15,}/([A-Za-z0-9_-]+)(?=/|$)")
+#: A JSON Web Token: two base64url parts of JSON (``eyJ`` is ``{"``) and a signature.
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{6,}\.eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*")
+#: What may be a random token: one unbroken run of 24 or more letters and
+#: digits, maybe ending in base64's ``=`` padding. No ``-``, ``_`` or ``.``:
+#: names with separators (``Meta-Llama-3-8B-Instruct``, ``x86_64``) are words.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9]{24,}={0,2}")
 
 #: A value made only of variable references, filled in at run time.
 _REFERENCE = re.compile(r"(?:\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\})+")
@@ -216,36 +228,53 @@ def path_tokens(url: str) -> list[int]:
     """The numbers (1: the first after the host) of ``url``'s path segments holding a token.
 
     A segment holding a token with a well-known prefix (``/mcp/sk-...``), a
-    Telegram bot token (``/bot123456:ABC.../sendMessage``), a Slack webhook's
-    secret (``/services/T000/B000/XXXXXXXX``), or a segment that looks random:
-    20 or more letters, digits, ``-`` and ``_``, holding capitals, lowercase
-    letters and digits, the digits in two places or more (not a UUID or a hex
-    hash, which have one case; not ``MyVeryLongProjectName2024``).
+    Telegram bot token (``/bot123456:ABC.../sendMessage``), a Slack or
+    Discord webhook's secret (``/services/T000/B000/XXXXXXXX``,
+    ``/webhooks/123456789012345678/...``), a JSON Web Token, or a segment
+    that `looks_random`.
     """
-    path = _url_path(url)
-    slack = {path[: found.start(1)].count("/") for found in _SLACK_HOOK.finditer(path)}
+    path = url_path(url)
+    hooks = {
+        path[: found.start(1)].count("/")
+        for shape in (_SLACK_HOOK, _DISCORD_HOOK)
+        for found in shape.finditer(path)
+    }
     return [
         at
         for at, segment in enumerate(path.split("/"))
-        if at in slack
+        if at in hooks
         or _KNOWN_TOKEN.search(segment)
         or _TELEGRAM_BOT.search(segment)
-        or _looks_random(segment)
+        or _JWT.search(segment)
+        or looks_random(segment)
     ]
 
 
 def mask_path_tokens(url: str) -> str:
-    """``url`` with each path segment `path_tokens` finds shown as ``***``."""
+    """``url`` with each path segment `path_tokens` finds shown as ``***``.
+
+    The path is cut from ``url`` as written: `urllib.parse.urlsplit` drops
+    tabs and newlines, so the path it reads may not be in ``url``. Should the
+    two not have the same segments, the whole path is masked.
+    """
     found = path_tokens(url)
     if not found:
         return url
-    path = _url_path(url)
-    start = url.index(path, url.index("//") + 2 if "//" in url else 0)
-    masked = "/".join(MASK if at in found else part for at, part in enumerate(path.split("/")))
-    return url[:start] + masked + url[start + len(path) :]
+    authority = url.find("//")
+    start = url.find("/", authority + 2 if authority >= 0 else 0)
+    if start < 0:
+        return MASK
+    end = min(
+        (at for at in (url.find("?", start), url.find("#", start)) if at >= 0), default=len(url)
+    )
+    parts = url[start:end].split("/")
+    if len(parts) != len(url_path(url).split("/")):
+        return url[:start] + "/" + MASK + url[end:]
+    masked = "/".join(MASK if at in found else part for at, part in enumerate(parts))
+    return url[:start] + masked + url[end:]
 
 
-def _url_path(url: str) -> str:
+def url_path(url: str) -> str:
     """``url``'s path, as `urllib.parse.urlsplit` reads it (read plainly if malformed)."""
     try:
         return urllib.parse.urlsplit(url).path
@@ -254,13 +283,22 @@ def _url_path(url: str) -> str:
         return "/" + re.split("[?#]", after_host, maxsplit=1)[0]
 
 
-def _looks_random(segment: str) -> bool:
-    """Whether a path segment looks like a random token (see `path_tokens`)."""
+def looks_random(text: str) -> bool:
+    """Whether ``text`` (a URL path segment, ``-k``'s value) looks like a random token.
+
+    One unbroken run of 24 or more letters and digits (maybe ending in
+    base64's ``=`` padding) holding capitals, lowercase letters and digits,
+    the digits in two places or more: a Zapier MCP URL's key, a Google Docs
+    id (a capability when shared). Not a UUID or a hex hash (one case, and
+    separators), not ``MyVeryLongProjectName2024`` (digits in one place), not
+    a name with ``-``, ``_`` or ``.`` in it (``Meta-Llama-3-8B-Instruct``,
+    ``github-mcp-server_Linux_x86_64``, ``PROJ-1234-add-oauth2-support``).
+    """
     return (
-        _TOKEN_CHARS.fullmatch(segment) is not None
-        and re.search("[A-Z]", segment) is not None
-        and re.search("[a-z]", segment) is not None
-        and len(re.findall("[0-9]+", segment)) >= 2
+        _TOKEN_RUN.fullmatch(text) is not None
+        and re.search("[A-Z]", text) is not None
+        and re.search("[a-z]", text) is not None
+        and len(re.findall("[0-9]+", text)) >= 2
     )
 
 
@@ -332,13 +370,15 @@ def args_held(args: Sequence[str]) -> list[str]:
     (``postgresql://bob:pw@db/x``, ``-e GITHUB_TOKEN=ghp_...``).
     """
     held = []
+    taken = -1  # the last argument taken as a flag's value: no flag for the next
     for at, arg in enumerate(args):
         flag, joined, value = arg.partition("=")
-        before = args[at - 1] if at else ""
+        before = args[at - 1] if at and taken != at - 1 else ""
         if arg.startswith("-") and joined and _flag_holds(flag, value):
             held.append(f"args[{at}] (the value of {flag})")
         elif _value_after(before, arg) and _flag_holds(before, arg):
             held.append(f"args[{at}] (the value after {before})")
+            taken = at
         elif _glued_password(arg):
             held.append(f"args[{at}] (a password glued to -p)")
         elif found := value_held(value if arg.startswith("-") and joined else arg):
@@ -362,24 +402,25 @@ def _value_after(flag: str, arg: str) -> bool:
 
 def _flag_holds(flag: str, value: str) -> bool:
     """Whether ``value``, given to the flag ``flag``, may be a credential."""
-    if flag in _KEY_SHORT_FLAGS:
+    if flag in _KEY_SHORT_FLAGS:  # (a key file, a word, a host:port: no secret)
         value = value.strip()
-        return bool(value) and not _REFERENCE.fullmatch(value) and looks_secret(value)
+        return bool(_KNOWN_PREFIX.match(value) or _KNOWN_TOKEN.search(value) or looks_random(value))
     return _holds_credential(_flag_name(flag), value)
 
 
 def _glued_password(arg: str) -> bool:
     """Whether ``arg`` is a password glued to ``-p``: a value that `looks_secret`,
-    holds more than letters, ``.`` and ``-``, and is no port."""
+    does not read as the rest of a flag's name (`_FLAG_REST`), is no port and is
+    not led by a variable reference."""
     found = _GLUED_PASSWORD.fullmatch(arg)
     if found is None:
         return False
     value = found[1]
     return (
         looks_secret(value)
-        and _FLAG_LETTERS.fullmatch(value) is None
+        and _FLAG_REST.fullmatch(value) is None
         and _PORT_SPEC.fullmatch(value) is None
-        and _REFERENCE.fullmatch(value) is None
+        and _REFERENCE_LED.match(value) is None
     )
 
 
