@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import http.server
 import os
@@ -378,3 +379,95 @@ def test_a_start_prunes_the_logs_of_servers_gone_and_its_own_log_is_locked(
         server.stop()
     assert _server.prune_logs(logs, kept=0) == [server.log_path]
     assert _listing(logs) == []
+
+
+def _folder_held(folder: Path) -> bool:
+    """Whether some open description holds ``folder``'s lock (this one's try is refused)."""
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(handle)
+    return False
+
+
+def test_a_pruned_logs_check_and_deletion_and_a_starts_rename_hold_the_folder_lock(
+    fake: tuple[Path, Path], logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruning checks that a log is still the file it locked and deletes it holding the log
+    folder's lock, which a start's rename of its log into place takes too: no new server's
+    log can replace it between the check and the deletion."""
+    dead = _dead_logs(logs, [42001, 42002])
+    seen: list[tuple[str, bool]] = []
+    samestat, replace = os.path.samestat, os.replace
+
+    def checking(*stats: os.stat_result) -> bool:
+        seen.append(("check", _folder_held(logs)))
+        return samestat(*stats)
+
+    def renaming(source: str | Path, target: str | Path) -> None:
+        seen.append(("rename", _folder_held(logs)))
+        replace(source, target)
+
+    monkeypatch.setattr(os.path, "samestat", checking)
+    monkeypatch.setattr(os, "replace", renaming)
+    assert sorted(_server.prune_logs(logs, kept=0)) == [logs / name for name in dead]
+    server = LocalServer(*fake)
+    server.log_path = logs / "llama-server-starting-x.log"
+    server.log_path.write_text("starting")
+    server._move_log(logs / "llama-server-42003.log")
+    assert seen == [("check", True), ("check", True), ("rename", True)]
+
+
+def test_a_start_on_a_file_system_refusing_locks_goes_on_with_its_log_unlocked(
+    fake: tuple[Path, Path], logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where flock fails (ENOLCK: a file system without locks) a start still starts, its log
+    unlocked, and pruning, which cannot lock a log there either, deletes none."""
+
+    def refused(handle: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    dead = _dead_logs(logs, [43001, 43002])
+    monkeypatch.setattr(fcntl, "flock", refused)
+    server = LocalServer(*fake).start()
+    try:
+        assert server.log_path == logs / f"llama-server-{server.port}.log"
+        assert _listing(logs) == sorted([server.log_path.name, *dead])
+        assert _server.prune_logs(logs, kept=0) == []
+    finally:
+        server.stop()
+    assert _listing(logs) == sorted([server.log_path.name, *dead])
+
+
+def test_pruning_holds_one_log_open_at_a_time_newest_first(
+    logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruning many dead logs opens (and locks) one at a time, newest first, so a low limit
+    of open files does not stop it; it keeps the newest ``kept``."""
+    dead = _dead_logs(logs, list(range(44001, 44011)))
+    opened: list[str] = []
+    held: set[int] = set()
+    most = 0
+    os_open, os_close = os.open, os.close
+
+    def opening(path: str | Path, flags: int, *rest: int) -> int:
+        nonlocal most
+        handle = os_open(path, flags, *rest)
+        if Path(path).name in dead:
+            opened.append(Path(path).name)
+            held.add(handle)
+            most = max(most, len(held))
+        return handle
+
+    def closing(handle: int) -> None:
+        held.discard(handle)
+        os_close(handle)
+
+    monkeypatch.setattr(os, "open", opening)
+    monkeypatch.setattr(os, "close", closing)
+    deleted = _server.prune_logs(logs, kept=3)
+    assert (most, opened) == (1, dead[::-1])
+    assert sorted(path.name for path in deleted) == dead[:-3]

@@ -12,14 +12,18 @@ other process's server is ever taken for ours.
 
 Each server's log file is locked (``flock``) from its start for as long as a
 process has it open: the server and its watchdog write into it, so the lock
-lasts exactly as long as they run, whichever process started them. A start
+lasts as long as they run, whichever process started them (and the starting
+process's own descriptor holds it too, until `LocalServer.stop`). A start
 deletes the logs of servers no longer running beyond the newest few
-(`prune_logs`), and never a locked one.
+(`prune_logs`), and never a locked one. The log folder itself is locked
+around a log's rename into place and around a deletion's check: a log that a
+new server's log has just replaced is never deleted.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import socket
@@ -28,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import IO
@@ -183,7 +188,10 @@ class LocalServer:
         if sys.platform != "win32":
             # Held by the description the watchdog and the server inherit as their
             # output: locked while any of them runs, even after this process is gone.
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (a new file: never held)
+            # (a new file: never held; on a file system refusing locks, ENOLCK, the
+            # log goes unlocked, and pruning, which cannot lock it either, keeps it)
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.log_path = Path(name)
         self._log = os.fdopen(handle, "wb")
         watchdog = Path(__file__).with_name("_watchdog.py")
@@ -261,7 +269,8 @@ class LocalServer:
         never a live one's (a live server's log is named after the port it holds,
         or is a start's own new file)."""
         if self.log_path is not None and self.log_path != path:
-            os.replace(self.log_path, path)
+            with _folder_locked(path.parent):  # (no pruning deletes it in between)
+                os.replace(self.log_path, path)
             self.log_path = path
 
     def stop(self) -> None:
@@ -314,18 +323,26 @@ def prune_logs(logs: Path, kept: int = KEPT_LOGS) -> list[Path]:
 
     A server's log is locked while the server runs (see `LocalServer.start`),
     whichever process owns it: a log whose lock cannot be taken is kept and
-    not counted. The starts' and the failed start's logs are left alone. On
-    Windows (no ``flock``) nothing is deleted.
+    not counted (so on a file system refusing locks none is deleted). The
+    logs are taken newest first, one open at a time; the check that the file
+    locked is still the one so named, and its deletion, hold the folder's
+    lock, which a start's rename of its log into place also takes. The
+    starts' and the failed start's logs are left alone. On Windows (no
+    ``flock``) nothing is deleted.
     """
-    if sys.platform == "win32":
-        return []
-    try:
-        paths = [path for path in logs.iterdir() if _PORT_LOG.fullmatch(path.name)]
-    except OSError:
-        return []  # (no logs yet)
-    dead: list[tuple[float, Path, int]] = []
-    try:
-        for path in paths:
+    deleted: list[Path] = []
+    if sys.platform != "win32":
+        found = []
+        try:
+            for path in logs.iterdir():
+                if _PORT_LOG.fullmatch(path.name):
+                    with contextlib.suppress(OSError):  # (gone already)
+                        found.append((path.stat().st_mtime, path))
+        except OSError:
+            return deleted  # (no logs yet)
+        found.sort(reverse=True)
+        dead = 0
+        for _, path in found:
             try:
                 handle = os.open(path, os.O_RDONLY)
             except OSError:
@@ -335,22 +352,53 @@ def prune_logs(logs: Path, kept: int = KEPT_LOGS) -> list[Path]:
             except OSError:  # a running server's
                 os.close(handle)
                 continue
-            dead.append((os.fstat(handle).st_mtime, path, handle))
-        dead.sort(key=lambda found: found[0], reverse=True)
-        deleted = []
-        for _, path, handle in dead[kept:]:
-            # Only the file locked here: a later server on that port may have put its
-            # own log in its place since (a rename over it), and that one stays.
             try:
-                if os.path.samestat(os.stat(path), os.fstat(handle)):
-                    path.unlink()
+                dead += 1
+                if dead > kept and _delete_locked(path, handle):
                     deleted.append(path)
-            except OSError:
-                pass  # (gone already, or another process's to handle)
-        return deleted
-    finally:
-        for _, _, handle in dead:
-            os.close(handle)  # (and its lock)
+            finally:
+                os.close(handle)  # (and its lock)
+    return deleted
+
+
+def _delete_locked(path: Path, handle: int) -> bool:
+    """Delete ``path`` if it is still the file ``handle`` (locked) has open; whether it was.
+
+    A later server on that port may have put its own log in its place since
+    (a rename over it): that one stays. The folder's lock keeps such a rename
+    from coming between the check and the deletion.
+    """
+    with _folder_locked(path.parent):
+        try:
+            if os.path.samestat(os.stat(path), os.fstat(handle)):
+                path.unlink()
+                return True
+        except OSError:
+            pass  # (gone already, or another process's to handle)
+    return False
+
+
+@contextlib.contextmanager
+def _folder_locked(folder: Path) -> Iterator[None]:
+    """Hold the log folder's lock (``flock`` on the folder itself), briefly: around
+    a log's rename into place and a pruned log's check and deletion. Where the
+    folder cannot be locked (Windows, a file system refusing locks), go on
+    unlocked."""
+    if sys.platform == "win32":
+        yield
+    else:
+        try:
+            handle = os.open(folder, os.O_RDONLY)
+        except OSError:
+            handle = None
+        try:
+            if handle is not None:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            if handle is not None:
+                os.close(handle)
 
 
 def _taken(port: int) -> str:
