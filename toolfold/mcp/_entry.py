@@ -116,6 +116,9 @@ _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{6,}\.eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*")
 #: names with separators (``Meta-Llama-3-8B-Instruct``, ``x86_64``) are words.
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9]{24,}={0,2}")
 
+#: What comes before a URL's path as written: a scheme, ``//`` and the host.
+_URL_HEAD = re.compile(r"[\x00-\x20]*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?(?://[^/?#]*)?")
+
 #: A value made only of variable references, filled in at run time.
 _REFERENCE = re.compile(r"(?:\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\})+")
 
@@ -260,16 +263,14 @@ def mask_path_tokens(url: str) -> str:
     found = path_tokens(url)
     if not found:
         return url
-    authority = url.find("//")
-    start = url.find("/", authority + 2 if authority >= 0 else 0)
-    if start < 0:
-        return MASK
+    head = _URL_HEAD.match(url)
+    start = head.end() if head else 0
     end = min(
         (at for at in (url.find("?", start), url.find("#", start)) if at >= 0), default=len(url)
     )
     parts = url[start:end].split("/")
     if len(parts) != len(url_path(url).split("/")):
-        return url[:start] + "/" + MASK + url[end:]
+        return url[:start] + MASK + url[end:]
     masked = "/".join(MASK if at in found else part for at, part in enumerate(parts))
     return url[:start] + masked + url[end:]
 
