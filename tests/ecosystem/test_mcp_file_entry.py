@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from toolfold import UsageError
-from toolfold.mcp import MCPServerHTTP, MCPServerStdio
+from toolfold import Agent, UsageError
+from toolfold.mcp import MCPError, MCPServerHTTP, MCPServerStdio
+from toolfold.runtime.drive._open import _noted, _Opening
+from toolfold.testing import ScriptedModel
 
 
 def _refusal(server: MCPServerHTTP | MCPServerStdio) -> str:
@@ -413,10 +417,41 @@ def test_an_http_servers_default_name_masks_a_path_token_wherever_it_is_shown() 
     assert (
         str(server._error(f"GET {url} failed")) == f"MCP server {masked}: GET {masked[1:-1]} failed"
     )
-    assert server.name == url  # (as given: only what is shown is masked)
+    assert server.name == masked[1:-1]
     shown = _refusal(MCPServerHTTP("https://h/a\tb/sk-abcdefghijklmnop0451/x"))
     assert "its URL carries a token in path segment 2" in shown
     assert "0451" not in shown
+
+
+class _CloseFails(MCPServerHTTP):
+    """An HTTP server that opens without I/O and fails to close."""
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        raise MCPError(self.name, "close failed")
+
+
+def test_a_path_token_of_a_default_name_is_masked_in_mermaid_close_notes_and_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The default name of an HTTP server with a token in its URL path is masked in
+    to_mermaid(), the close-failure note of a run's error and the log of a failed close."""
+    server = _CloseFails("https://hooks.example.com/mcp/Zv8QpL2mWx7Rt4Ky9Jb3xY7q/sse")
+    masked = "https://hooks.example.com/mcp/***/sse"
+    diagram = Agent(ScriptedModel([]), name="a", tools=[server]).to_mermaid()
+    assert f"MCP {masked}" in diagram
+    error = RuntimeError("run failed")
+    assert _noted(error, MCPError(server.name, "close failed"), server)
+    assert f"closing tool source {masked!r}" in " ".join(error.__notes__)
+    opening = _Opening(server)
+    assert opening.abandon()
+    with caplog.at_level(logging.WARNING):
+        opening.run()
+    assert f"closing tool source {masked!r}" in caplog.text
+    shown = diagram + " ".join(error.__notes__) + caplog.text
+    assert "Zv8QpL2mWx7Rt4Ky9Jb3xY7q" not in shown
 
 
 def test_every_refused_arg_and_env_entry_is_named_in_one_error() -> None:

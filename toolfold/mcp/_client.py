@@ -104,21 +104,19 @@ class MCPServer:
         requires_approval: ApprovalPolicy | Sequence[str] | frozenset[str] = False,
         include: Sequence[str] | None = None,
     ) -> None:
-        self.name = name
         for option, value in (("timeout", timeout), ("startup_timeout", startup_timeout)):
             if not value > 0:
-                raise UsageError(
-                    f"MCP server {self._label!r}: {option} must be positive, got {value!r}"
-                )
+                raise UsageError(f"MCP server {name!r}: {option} must be positive, got {value!r}")
+        self.name = name
         self.prefix = prefix
         self.timeout = timeout
         self.startup_timeout = startup_timeout
         self.requires_approval: ApprovalPolicy | frozenset[str] = (
             requires_approval
             if isinstance(requires_approval, bool) or callable(requires_approval)
-            else _tool_names(self._label, "requires_approval", requires_approval)
+            else _tool_names(name, "requires_approval", requires_approval)
         )
-        self.include = None if include is None else _tool_names(self._label, "include", include)
+        self.include = None if include is None else _tool_names(name, "include", include)
         self.fingerprint: str | None = None
         self._lock = threading.Lock()
         self._portal_cm: AbstractContextManager[anyio.from_thread.BlockingPortal] | None = None
@@ -150,7 +148,7 @@ class MCPServer:
         approval = self.requires_approval
         if callable(approval):
             raise UsageError(
-                f"MCP server {self._label!r}: a requires_approval predicate cannot be "
+                f"MCP server {self.name!r}: a requires_approval predicate cannot be "
                 "written to an agent file (list the tool names instead)"
             )
         entry: dict[str, Any] = {
@@ -162,13 +160,6 @@ class MCPServer:
             "include": None if self.include is None else sorted(self.include),
         }
         return {key: value for key, value in entry.items() if value is not None}
-
-    @property
-    def _label(self) -> str:
-        """The name as messages and ``repr`` show it (an HTTP server's default name,
-        its URL, has the path segments holding a token masked; ``name`` itself is
-        kept as given)."""
-        return self.name
 
     #: The credentials of the server's address, scrubbed from every `MCPError`
     #: (an HTTP server's URL and headers; none for the others).
@@ -221,7 +212,7 @@ class MCPServer:
             try:
                 self._shutdown()
             except MCPError as failure:  # the start's error is the one raised
-                note_close_error(exc, failure, f"closing MCP server {self._label!r}")
+                note_close_error(exc, failure, f"closing MCP server {self.name!r}")
             raise
 
     def close(self) -> None:
@@ -280,9 +271,7 @@ class MCPServer:
                     self._client = None
 
         self._task = task = portal.start_task_soon(hold)
-        cancelled = MCPError(
-            self._label, "stopped while starting: the task opening it was cancelled"
-        )
+        cancelled = MCPError(self.name, "stopped while starting: the task opening it was cancelled")
 
         def stop_starting() -> None:  # on the opener's event loop: must not block
             try:
@@ -297,9 +286,7 @@ class MCPServer:
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             # Stop the handshake it is stuck in: the SDK then ends the process (bounded).
             task.cancel()
-            raise MCPError(
-                self._label, f"did not start within {self.startup_timeout:g} s"
-            ) from None
+            raise MCPError(self.name, f"did not start within {self.startup_timeout:g} s") from None
         except Exception as exc:
             if exc is cancelled:
                 raise
@@ -342,7 +329,7 @@ class MCPServer:
                 failure = exc
         if task is not None and not ended_before:
             if not task.done():
-                raise MCPError(self._label, "did not stop: its session is still running")
+                raise MCPError(self.name, "did not stop: its session is still running")
             if failure is None and not task.cancelled():
                 failure = task.exception()
         if failure is not None:
@@ -389,7 +376,7 @@ class MCPServer:
         fingerprint = _fingerprint(listed)
         if self.fingerprint is not None and fingerprint != self.fingerprint:
             warnings.warn(
-                f"MCP server {self._label!r} changed its tools since it was last listed",
+                f"MCP server {self.name!r} changed its tools since it was last listed",
                 MCPToolsChangedWarning,
                 stacklevel=3,
             )
@@ -421,7 +408,7 @@ class MCPServer:
                     f"its tools are: {listed_names}"
                 )
         if problems:
-            raise ToolDefinitionError(f"MCP server {self._label!r}", problems)
+            raise ToolDefinitionError(f"MCP server {self.name!r}", problems)
 
     def tools_from(self, listed: Sequence[Mapping[str, Any]]) -> tuple[Tool[..., Any], ...]:
         """Toolfold tools for a `listing` (no I/O: their calls go to the open session).
@@ -444,7 +431,7 @@ class MCPServer:
             except ToolDefinitionError as exc:
                 problems.extend(exc.problems)
         if problems:
-            raise ToolDefinitionError(f"MCP server {self._label!r}", problems)
+            raise ToolDefinitionError(f"MCP server {self.name!r}", problems)
         return tuple(made)
 
     async def _list(self, client: Any) -> list[dict[str, Any]]:
@@ -472,7 +459,7 @@ class MCPServer:
             return await self._acall(remote, arguments)
 
         call.__name__ = name
-        call.__qualname__ = f"{type(self).__name__}({self._label}).{remote}"
+        call.__qualname__ = f"{type(self).__name__}({self.name}).{remote}"
         return Tool(
             name,
             spec["description"],
@@ -486,9 +473,9 @@ class MCPServer:
         """Call one remote tool from any event loop; map its result for the model."""
         portal, client, task = self._portal, self._client, self._task
         if portal is None:
-            raise MCPError(self._label, "the session is closed (the run that opened it has ended)")
+            raise MCPError(self.name, "the session is closed (the run that opened it has ended)")
         if client is None:
-            raise MCPError(self._label, f"tool {remote!r} failed: the session has ended")
+            raise MCPError(self.name, f"tool {remote!r} failed: the session has ended")
 
         async def call(session: Any) -> Any:
             return await session.call_tool(remote, arguments)
@@ -513,7 +500,7 @@ class MCPServer:
             return asked.result(timeout=self.timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             asked.cancel()  # the request is not left waiting on the server
-            raise MCPError(self._label, f"no answer within {self.timeout:g} s") from None
+            raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except Exception as exc:
             raise self._error(_describe(exc), exc) from exc
 
@@ -560,7 +547,7 @@ class MCPServer:
         from toolfold.adapters._http._keys import redact, redact_chain
 
         secrets = self._scrub
-        error = MCPError(self._label, redact(message, secrets))
+        error = MCPError(self.name, redact(message, secrets))
         if cause is not None:
             error.__cause__ = cause
             redact_chain(error, secrets)  # an HTTP client's error holds the URL and headers
@@ -568,7 +555,7 @@ class MCPServer:
 
     def __repr__(self) -> str:
         state = "open" if self.is_open else "closed"
-        return f"{type(self).__name__}(name={self._label!r}, {state})"
+        return f"{type(self).__name__}(name={self.name!r}, {state})"
 
 
 class MCPServerStdio(MCPServer):
@@ -614,7 +601,7 @@ class MCPServerStdio(MCPServer):
         held = [f"its {where} {', '.join(items)}" for where, items in found if items]
         if held:
             raise UsageError(
-                f"MCP server {self._label!r}: {'; '.join(held)}, which may be credentials, and "
+                f"MCP server {self.name!r}: {'; '.join(held)}, which may be credentials, and "
                 "is not written to an agent file (give the file a server without them: build "
                 "the server in code, passing the secret through its environment at run time, "
                 "env={'NAME': os.environ['NAME']}; or point the server at a file holding it, a "
@@ -650,9 +637,8 @@ class MCPServerHTTP(MCPServer):
         headers: HTTP headers sent with every request, e.g.
             ``{"Authorization": f"Bearer {token}"}``: the place for
             credentials, rather than the URL. Their values are never shown.
-        name: A name for messages (default: the URL, credentials masked;
-            path segments holding a token are also masked where it is shown,
-            in errors and ``repr``).
+        name: A name for messages (default: the URL, its credentials and
+            the path segments holding a token masked).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
             ``startup_timeout``, ``requires_approval``, ``include``).
 
@@ -669,12 +655,15 @@ class MCPServerHTTP(MCPServer):
         **options: Any,
     ) -> None:
         from toolfold.adapters._http._keys import mask_url_credentials
+        from toolfold.mcp._entry import mask_path_tokens
 
-        shown = mask_url_credentials(url)
-        self._shown_url = shown  # (first: `_label`, which messages show, reads it)
+        # Not recorded in run states nor Temporal histories (sources go by index):
+        # masking the path's tokens too changes only what is shown.
+        shown = mask_path_tokens(mask_url_credentials(url))
+        self._shown_url = shown
         super().__init__(name or shown, **options)
         self.url = url
-        self._headers = _checked_headers(self._label, headers)
+        self._headers = _checked_headers(self.name, headers)
         from toolfold.adapters._http._logs import guard_logs
 
         self._scrub = self._secrets()
@@ -683,7 +672,7 @@ class MCPServerHTTP(MCPServer):
     def _target_entry(self) -> dict[str, Any]:
         from toolfold.mcp._entry import url_held
 
-        name = self._label
+        name = self.name
         if self._headers:
             raise UsageError(
                 f"MCP server {name!r}: its headers carry credentials and are not written "
@@ -713,13 +702,6 @@ class MCPServerHTTP(MCPServer):
         if not self._headers:
             return self.url
         return _with_headers(self.url, {key: value.reveal() for key, value in self._headers})
-
-    @property
-    def _label(self) -> str:
-        from toolfold.mcp._entry import mask_path_tokens
-
-        # (the default name masks the URL's userinfo, query and fragment, not its path)
-        return mask_path_tokens(self.name) if self.name == self._shown_url else self.name
 
     def _secrets(self) -> tuple[Any, ...]:
         """The credentials of the URL and the headers, worked out once (see `_scrub`)."""
