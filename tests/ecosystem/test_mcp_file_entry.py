@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 
 import pytest
@@ -24,7 +25,7 @@ def test_an_agent_file_gets_no_query_value_or_credential_named_env() -> None:
     with pytest.raises(
         UsageError, match=r"query values \(api_key, 1 without a name\), which may be"
     ) as caught:
-        MCPServerHTTP("http://127.0.0.1:9/mcp?api_key=sk-QUERY-0451&v#frag").file_entry()
+        MCPServerHTTP("http://127.0.0.1:9/mcp?api_key=sk-QUERY-0451&Xv0451#frag").file_entry()
     assert "sk-QUERY-0451" not in str(caught.value)
     env = {
         "GITHUB_TOKEN": "ghp_ENV0451",
@@ -39,6 +40,16 @@ def test_an_agent_file_gets_no_query_value_or_credential_named_env() -> None:
     assert "0451" not in shown
     plain = {"LOG_LEVEL": "debug", "GIT_AUTHOR_NAME": "Ada"}
     assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain
+
+
+def test_a_bare_query_flag_and_a_url_user_without_password_are_written() -> None:
+    """An HTTP server's URL with a bare query word (?login), a user alone or a $VAR password is
+    written; a token as the user, or a bare query piece that may be a secret, is refused."""
+    for url in ("https://huggingface.co/mcp?login", "https://bob@h/mcp", "https://bob:${PW}@h/x"):
+        assert MCPServerHTTP(url).file_entry()["url"] == url
+    shown = _refusal(MCPServerHTTP("https://ghp_abcdefghij0451@github.com/mcp"))
+    assert "its URL carries a user:password@" in shown
+    assert "query values (1 without a name)" in _refusal(MCPServerHTTP("https://h/mcp?Xv0451"))
 
 
 def test_a_bare_query_piece_is_counted_not_shown() -> None:
@@ -276,6 +287,23 @@ WRITTEN: dict[str, tuple[str, list[str], dict[str, str] | None]] = {
     "javac -proc:none": ("javac", ["-proc:none", "A.java"], None),
     "docker -p${PORT}": ("docker", ["run", "-p${PORT}:80", "-p$HOST_PORT:80", "img"], None),
     "docker -p[::1]": ("docker", ["run", "-p[::1]:8080:80", "img"], None),
+    # a bare query flag, an image digest, a user with no password or a $VAR one, auth
+    # kinds, providers and servers that are words or hosts, a Windows path:
+    "hf ?login": ("npx", ["-y", "mcp-remote", "https://huggingface.co/mcp?login"], None),
+    "image digest": (
+        "docker",
+        ["run", "ghcr.io/github/github-mcp-server:v0.5.0@sha256:" + "3f4e" * 16],
+        None,
+    ),
+    "url user only": ("x", ["postgresql://user@localhost/db"], None),
+    "url ${VAR} password": ("x", ["postgresql://postgres:${PGPASSWORD}@host/db"], None),
+    "--auth oauth2": ("x", ["--auth", "oauth2", "--auth-type", "OAuth"], None),
+    "--auth-provider": (
+        "x",
+        ["--auth-provider", "GitHub", "--auth-server", "auth.example.com"],
+        None,
+    ),
+    "windows path": ("x", [], {"GOOGLE_APPLICATION_CREDENTIALS": "C:\\keys\\sa.json"}),
 }
 
 
@@ -448,7 +476,7 @@ def test_a_path_token_of_a_default_name_is_masked_in_mermaid_close_notes_and_log
     opening = _Opening(server)
     assert opening.abandon()
     with caplog.at_level(logging.WARNING):
-        opening.run()
+        contextvars.copy_context().run(opening.run)  # (as its worker thread does)
     assert f"closing tool source {masked!r}" in caplog.text
     shown = diagram + " ".join(error.__notes__) + caplog.text
     assert "Zv8QpL2mWx7Rt4Ky9Jb3xY7q" not in shown

@@ -122,9 +122,63 @@ _URL_HEAD = re.compile(r"[\x00-\x20]*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?(?://[^/?#]*)
 #: A value made only of variable references, filled in at run time.
 _REFERENCE = re.compile(r"(?:\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\})+")
 
-#: Values that do not look like a secret: a path, a URL, a number, a plain
-#: lowercase word (``none``, ``uvx``, ``read-only``).
-_PLAIN_VALUE = re.compile(r"[/.~].*|[A-Za-z][A-Za-z0-9+.\-]*://.*|[0-9][0-9.:]*|[a-z][a-z-]*")
+#: Values that do not look like a secret: a path (also Windows', ``C:\\keys\\sa.json``,
+#: ``\\\\host\\share``), a URL, a number, a plain lowercase word (``none``, ``uvx``,
+#: ``read-only``).
+_PLAIN_VALUE = re.compile(
+    r"[/.~].*|[A-Za-z]:[\\/].*|\\\\.*|[A-Za-z][A-Za-z0-9+.\-]*://.*|[0-9][0-9.:]*|[a-z][a-z-]*",
+    re.DOTALL,
+)
+
+#: Auth scheme words, any case: the value of a weak name (``--auth oauth2``), no secret.
+_AUTH_SCHEME_WORDS = frozenset(
+    [
+        "none",
+        "anonymous",
+        "basic",
+        "bearer",
+        "digest",
+        "token",
+        "oauth",
+        "oauth1",
+        "oauth2",
+        "oidc",
+        "openid",
+        "jwt",
+        "saml",
+        "ntlm",
+        "kerberos",
+        "negotiate",
+        "mtls",
+        "tls",
+        "apikey",
+        "api-key",
+        "api_key",
+        "iam",
+        "sigv4",
+        "aws",
+        "azure",
+        "gcp",
+        "google",
+        "github",
+        "gitlab",
+        "microsoft",
+        "entra",
+        "okta",
+        "auth0",
+        "keycloak",
+    ]
+)
+#: A weak name naming a kind or a place (``--auth-type``, ``--auth-provider``,
+#: ``--auth-server``): a word or a host name given to it is no secret.
+_KIND_NAME = re.compile(
+    r"_(?:TYPE|KIND|MODE|METHOD|SCHEME|PROVIDER|STRATEGY|SERVER|HOST|DOMAIN|ISSUER|REALM)$",
+    re.IGNORECASE,
+)
+#: A word (``OAuth``, ``GitHub``, ``azure-ad``) or a host name (``auth.example.com:8443``).
+_WORD_OR_HOST = re.compile(
+    r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*|[a-z0-9-]+(?:\.[a-z0-9-]+)+(?::[0-9]+)?"
+)
 
 #: A URL inside a value: ``https://h/x?api_key=...``, also within a longer text
 #: (``jdbc:postgresql://db/x?password=...``, ``--db=postgres://bob:pw@db/x``).
@@ -158,7 +212,7 @@ _SCHEME = re.compile(r"(?:Bearer|Basic|Token)\s+", re.IGNORECASE)
 
 #: ``user:password@host`` without a scheme (a DSN: ``root:pw@tcp(db:3306)/x``);
 #: not a package spec (``npm:pkg@1.0``).
-_BARE_USERINFO = re.compile(r"([\w.%+-]+):([^\s:@/]+)@[\w.-]+")
+_BARE_USERINFO = re.compile(r"([\w.%+-]+):([^\s:@/]+)@(?!sha[0-9]+:[0-9a-fA-F])[\w.-]+")
 _PACKAGE_SCHEMES = frozenset({"npm", "jsr", "pypi", "workspace", "file", "link", "git", "github"})
 
 
@@ -201,30 +255,55 @@ def _holds_credential(name: str, value: str) -> bool:
     value = value.strip()
     if not value or _REFERENCE.fullmatch(value) or not credential_name(name):
         return False
-    return strong_name(name) or looks_secret(value)
+    if strong_name(name):
+        return True
+    if value.casefold() in _AUTH_SCHEME_WORDS:
+        return False
+    if _KIND_NAME.search(name.replace("-", "_")) and _WORD_OR_HOST.fullmatch(value):
+        return looks_random(value) or _KNOWN_PREFIX.match(value) is not None
+    return looks_secret(value)
 
 
 def url_held(url: str) -> list[str]:
     """What in ``url`` may be a credential, each named without its value (empty: nothing).
 
-    A ``user:password@``; query (or ``#fragment``) pieces whose name is
+    A ``user:password@`` (not a user alone unless a token, nor a ``${VAR}``
+    password); query (or ``#fragment``) pieces whose name is
     credential-like and whose value may be one (``?api_key=...``, not
-    ``?transport=sse`` or ``#main``); pieces without ``=`` in the query,
-    ``?sk-...``, which are themselves the value and so only counted; path
+    ``?transport=sse`` or ``#main``); pieces without ``=`` in the query that
+    `looks_secret`, ``?sk-...`` (not ``?login``), which are themselves the
+    value and so only counted; path
     segments holding a token (`path_tokens`), named by their number.
     """
-    held = ["a user:password@"] if url_userinfo(url) is not None else []
+    held = ["a user:password@"] if _userinfo_holds(url_userinfo(url)) else []
     if in_path := path_tokens(url):
         held.append(f"a token in path segment {', '.join(map(str, in_path))}")
     head, _, fragment = url.partition("#")
     query = [piece for piece in head.partition("?")[2].split("&") if piece]
-    bare = sum("=" not in piece and not _REFERENCE.fullmatch(piece) for piece in query)
+    bare = sum(
+        "=" not in piece and not _REFERENCE.fullmatch(piece) and looks_secret(piece)
+        for piece in query
+    )
     shown = [*_credential_pieces(query), *([f"{bare} without a name"] if bare else [])]
     if shown:
         held.append(f"query values ({', '.join(shown)})")
     if in_fragment := _credential_pieces(fragment.split("&")):
         held.append(f"fragment values ({', '.join(in_fragment)})")
     return held
+
+
+def _userinfo_holds(userinfo: str | None) -> bool:
+    """Whether a URL's ``user:password`` may be a credential: a password other than a
+    variable reference (``postgres:${PGPASSWORD}`` is filled in at run time), or a user
+    alone that is a token (``https://ghp_...@github.com``), not a name (``user@``)."""
+    if userinfo is None:
+        return False
+    user, colon, password = userinfo.partition(":")
+    if colon:
+        return bool(password) and not _REFERENCE.fullmatch(urllib.parse.unquote(password))
+    return bool(
+        _KNOWN_PREFIX.match(user) or _KNOWN_TOKEN.search(user) or _JWT.search(user)
+    ) or looks_random(user)
 
 
 def path_tokens(url: str) -> list[int]:
