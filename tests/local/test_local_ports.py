@@ -114,7 +114,9 @@ def _serving_pid(server: LocalServer) -> int:
 
 
 def _listing(folder: Path) -> list[str]:
-    return sorted(os.listdir(folder)) if folder.exists() else []
+    """The logs in ``folder``, sorted (not the hidden lock file)."""
+    names = os.listdir(folder) if folder.exists() else []
+    return sorted(name for name in names if not name.startswith("."))
 
 
 def test_a_taken_port_the_caller_chose_is_an_error_though_its_owner_answers_health(
@@ -383,7 +385,7 @@ def test_a_start_prunes_the_logs_of_servers_gone_and_its_own_log_is_locked(
 
 def _folder_held(folder: Path) -> bool:
     """Whether some open description holds ``folder``'s lock (this one's try is refused)."""
-    handle = os.open(folder, os.O_RDONLY)
+    handle = os.open(folder / _server._FOLDER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -419,6 +421,54 @@ def test_a_pruned_logs_check_and_deletion_and_a_starts_rename_hold_the_folder_lo
     server.log_path.write_text("starting")
     server._move_log(logs / "llama-server-42003.log")
     assert seen == [("check", True), ("check", True), ("rename", True)]
+
+
+def test_a_folder_lock_held_elsewhere_is_waited_for_briefly_then_gone_on_without(
+    fake: tuple[Path, Path], logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While another open file holds the log folder's lock (a forked child keeps it for its
+    life), pruning's deletion gives up after _FOLDER_LOCK_WAIT and keeps the log, and a start's
+    rename of its log into place goes on unprotected: neither waits for the holder to let go."""
+    monkeypatch.setattr(_server, "_FOLDER_LOCK_WAIT", 0.1, raising=False)
+    (dead,) = _dead_logs(logs, [45001])
+    server = LocalServer(*fake)
+    server.log_path = logs / "llama-server-starting-x.log"
+    server.log_path.write_text("starting")
+    done: list[object] = []
+
+    def pruning_and_renaming() -> None:
+        done.append(_server.prune_logs(logs, kept=0))
+        server._move_log(logs / "llama-server-45002.log")
+        done.append(server.log_path)
+
+    with _server._folder_locked(logs):  # (its own open file: another holder for the thread)
+        worker = threading.Thread(target=pruning_and_renaming, daemon=True)
+        worker.start()
+        worker.join(30)  # (a bound on a hang, no timing: done in 0.1 s)
+        finished = not worker.is_alive()
+    worker.join()
+    assert finished
+    assert done == [[], logs / "llama-server-45002.log"]
+    assert _listing(logs) == sorted([dead, "llama-server-45002.log"])
+
+
+def test_locks_are_taken_on_files_open_for_writing_so_pruning_works_on_nfs(
+    logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On NFS and CIFS flock is a POSIX lock, refused (EBADF) on a file open read-only: logs and
+    the folder's lock file are opened for writing, so pruning still deletes dead logs there."""
+    dead = _dead_logs(logs, [46001, 46002, 46003])
+    flock = fcntl.flock
+
+    def posix_like(handle: int, operation: int) -> None:
+        if fcntl.fcntl(handle, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        flock(handle, operation)
+
+    monkeypatch.setattr(fcntl, "flock", posix_like)
+    deleted = _server.prune_logs(logs, kept=1)
+    assert sorted(path.name for path in deleted) == dead[:2]
+    assert _listing(logs) == [dead[2]]
 
 
 def test_a_start_on_a_file_system_refusing_locks_goes_on_with_its_log_unlocked(

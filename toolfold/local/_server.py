@@ -16,8 +16,11 @@ lasts as long as they run, whichever process started them (and the starting
 process's own descriptor holds it too, until `LocalServer.stop`). A start
 deletes the logs of servers no longer running beyond the newest few
 (`prune_logs`), and never a locked one. The log folder itself is locked
-around a log's rename into place and around a deletion's check: a log that a
-new server's log has just replaced is never deleted.
+(through its hidden ``.lock`` file) around a log's rename into place and
+around a deletion's check: a log that a new server's log has just replaced is
+never deleted. That lock is waited for a short while only: past it, no log is
+deleted and a rename goes on unprotected. Every lock is taken on a file open
+for writing, as NFS and CIFS (which emulate ``flock`` with POSIX locks) need.
 """
 
 from __future__ import annotations
@@ -63,6 +66,13 @@ _FAILED_LOG = "llama-server-failed.log"
 _PORT_LOG = re.compile(r"llama-server-[0-9]+\.log")
 #: How many logs of servers no longer running a start keeps (the newest).
 KEPT_LOGS = 3
+#: The log folder's lock file (a hidden file in it, opened for writing: NFS and
+#: CIFS emulate ``flock`` with POSIX locks, which need a file open for writing).
+_FOLDER_LOCK = ".lock"
+#: How long a start waits for the log folder's lock before it goes on without it
+#: (a process forked while holding it, with its copy of the open file, holds it
+#: as long as it lives).
+_FOLDER_LOCK_WAIT = 2.0
 #: How much of the log one read takes, how long an unfinished line may grow while
 #: the "listening on" line is awaited, and how much of its end an error quotes.
 _READ_SIZE = 1 << 16
@@ -269,7 +279,7 @@ class LocalServer:
         never a live one's (a live server's log is named after the port it holds,
         or is a start's own new file)."""
         if self.log_path is not None and self.log_path != path:
-            with _folder_locked(path.parent):  # (no pruning deletes it in between)
+            with _folder_locked(path.parent):  # (no pruning deletes it in between, if had)
                 os.replace(self.log_path, path)
             self.log_path = path
 
@@ -326,9 +336,11 @@ def prune_logs(logs: Path, kept: int = KEPT_LOGS) -> list[Path]:
     not counted (so on a file system refusing locks none is deleted). The
     logs are taken newest first, one open at a time; the check that the file
     locked is still the one so named, and its deletion, hold the folder's
-    lock, which a start's rename of its log into place also takes. The
-    starts' and the failed start's logs are left alone. On Windows (no
-    ``flock``) nothing is deleted.
+    lock, which a start's rename of its log into place also takes (a log is
+    kept when that lock is not had within `_FOLDER_LOCK_WAIT`). Logs are
+    opened for writing to be locked (NFS and CIFS need it). The starts' and
+    the failed start's logs are left alone. On Windows (no ``flock``)
+    nothing is deleted.
     """
     deleted: list[Path] = []
     if sys.platform != "win32":
@@ -344,9 +356,10 @@ def prune_logs(logs: Path, kept: int = KEPT_LOGS) -> list[Path]:
         dead = 0
         for _, path in found:
             try:
-                handle = os.open(path, os.O_RDONLY)
+                # (for writing: NFS and CIFS lock only a file so opened; never written)
+                handle = os.open(path, os.O_RDWR | os.O_APPEND)
             except OSError:
-                continue  # (gone already)
+                continue  # (gone already, or not ours to write: not ours to delete)
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:  # a running server's
@@ -366,9 +379,11 @@ def _delete_locked(path: Path, handle: int) -> bool:
 
     A later server on that port may have put its own log in its place since
     (a rename over it): that one stays. The folder's lock keeps such a rename
-    from coming between the check and the deletion.
+    from coming between the check and the deletion; without that lock, kept.
     """
-    with _folder_locked(path.parent):
+    with _folder_locked(path.parent) as locked:
+        if not locked:
+            return False
         try:
             if os.path.samestat(os.stat(path), os.fstat(handle)):
                 path.unlink()
@@ -379,26 +394,45 @@ def _delete_locked(path: Path, handle: int) -> bool:
 
 
 @contextlib.contextmanager
-def _folder_locked(folder: Path) -> Iterator[None]:
-    """Hold the log folder's lock (``flock`` on the folder itself), briefly: around
-    a log's rename into place and a pruned log's check and deletion. Where the
-    folder cannot be locked (Windows, a file system refusing locks), go on
-    unlocked."""
+def _folder_locked(folder: Path) -> Iterator[bool]:
+    """Hold the log folder's lock, briefly: around a log's rename into place and a
+    pruned log's check and deletion; yield whether it is held.
+
+    The lock is a ``flock`` on the folder's hidden `_FOLDER_LOCK` file, opened
+    for writing (NFS and CIFS lock only such a file). It is tried until
+    `_FOLDER_LOCK_WAIT` has passed, never waited for longer: a process forked
+    while another thread held it holds it until it exits. Where it is not had
+    (that, Windows, a file system refusing locks) the caller goes on unlocked.
+    """
     if sys.platform == "win32":
-        yield
+        yield False
     else:
         try:
-            handle = os.open(folder, os.O_RDONLY)
+            handle = os.open(folder / _FOLDER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:
             handle = None
         try:
-            if handle is not None:
-                with contextlib.suppress(OSError):
-                    fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
+            yield handle is not None and _lock_within(handle, time.monotonic() + _FOLDER_LOCK_WAIT)
         finally:
             if handle is not None:
-                os.close(handle)
+                os.close(handle)  # (and its lock)
+
+
+def _lock_within(handle: int, deadline: float) -> bool:
+    """Take ``handle``'s ``flock``, trying until ``deadline`` (monotonic); whether taken."""
+    if sys.platform == "win32":
+        return False
+    else:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:  # held: try again shortly, until the deadline
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.02)
+            except OSError:  # a file system refusing locks
+                return False
 
 
 def _taken(port: int) -> str:
