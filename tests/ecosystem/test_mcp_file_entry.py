@@ -277,6 +277,7 @@ WRITTEN: dict[str, tuple[str, list[str], dict[str, str] | None]] = {
     "kubectl -k": ("kubectl", ["apply", "-k", "overlays/prod"], None),
     "pytest -k": ("pytest", ["-k", "test_foo"], None),
     "-k Server1": ("x", ["-k", "Server1"], None),
+    "-k glued no token": ("x", ["-keep", "-kv", "-kkey.pem", "-kServer1"], None),
     "sort -k": ("sort", ["-k", "2,2"], None),
     "curl -k host:port": ("curl", ["-k", "localhost:8080/mcp"], None),
     "ssh -k": ("ssh", ["-k", "user@host", "cmd"], None),
@@ -397,6 +398,8 @@ REFUSED: dict[str, tuple[list[str], dict[str, str] | None, str]] = {
         {"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T01AB/B02CD/Xy0451"},
         "SLACK_WEBHOOK_URL (a URL with a token in path segment 4)",
     ),
+    "-k glued random": (["-kZv8QpL2mWx7Rt4Ky9Jb30451"], None, "args[0] (a key glued to -k)"),
+    "-k glued prefix": (["-v", "-ksk-a0451"], None, "args[1] (a key glued to -k)"),
 }
 
 

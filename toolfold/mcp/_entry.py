@@ -446,7 +446,8 @@ def args_held(args: Sequence[str]) -> list[str]:
     ``--password -hunter2``, one of no flag's shape, not ``-v``, ``--x``,
     ``-``, is the value; ``--no-...`` flags take none); or a
     password glued to ``-p`` (``-phunter2``; not ``-p8080``, ``-pR``,
-    ``-print``); or it holds what `value_held` finds
+    ``-print``); or a key glued to ``-k`` of a token's shape (``-ksk-abc``);
+    or it holds what `value_held` finds
     (``postgresql://bob:pw@db/x``, ``-e GITHUB_TOKEN=ghp_...``).
     """
     held = []
@@ -461,6 +462,8 @@ def args_held(args: Sequence[str]) -> list[str]:
             taken = at
         elif _glued_password(arg):
             held.append(f"args[{at}] (a password glued to -p)")
+        elif _glued_key(arg):
+            held.append(f"args[{at}] (a key glued to {arg[:2]})")
         elif found := value_held(value if arg.startswith("-") and joined else arg):
             held.append(f"args[{at}] ({', '.join(found)})")
     return held
@@ -502,6 +505,13 @@ def _glued_password(arg: str) -> bool:
         and _PORT_SPEC.fullmatch(value) is None
         and _REFERENCE_LED.match(value) is None
     )
+
+
+def _glued_key(arg: str) -> bool:
+    """Whether ``arg`` is a key glued to ``-k`` (``-kZv8Q...``, ``-ksk-abc``): its rest,
+    without ``=``, has a token's shape as ``-k``'s value must (``-keep``, ``-kv`` have none)."""
+    flag, rest = arg[:2], arg[2:]
+    return flag in _KEY_SHORT_FLAGS and bool(rest) and "=" not in arg and _flag_holds(flag, rest)
 
 
 def _flag_name(arg: str) -> str:
