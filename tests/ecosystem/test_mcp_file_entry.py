@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import time
 
 import pytest
 
 from toolfold import Agent, UsageError
 from toolfold.mcp import MCPError, MCPServerHTTP, MCPServerStdio
+from toolfold.mcp._entry import args_held, env_held, path_tokens
 from toolfold.runtime.drive._open import _noted, _Opening
 from toolfold.testing import ScriptedModel
 
@@ -505,3 +507,23 @@ def test_a_listing_with_null_meta_is_a_tool_without_approval() -> None:
     approval."""
     spec = {"name": "t", "description": "d", "inputSchema": {"type": "object"}, "_meta": None}
     assert MCPServerStdio("x")._tool(spec).requires_approval is False
+
+
+def test_crafted_long_arguments_and_urls_are_checked_in_linear_time() -> None:
+    """Long crafted values (a Slack-like path, runs of eyJ, a long word, user:...) that took
+    quadratic time (seconds at 8k characters) are checked in well under a second each."""
+    n = 10_000
+    crafted = [
+        "https://h/services/T0/B" + "0" * n + "/" + "a" * n + "!",
+        "https://h/services/T" + "0" * n + "x",
+        "https://h/" + "eyJ" * n,
+        "a" * n + ":" + "b" * n,
+        "a." * n,
+        "-k" + "Ab1" * n,
+    ]
+    for value in crafted:
+        started = time.perf_counter()
+        path_tokens(value)
+        args_held([value])
+        env_held({"X": value})
+        assert time.perf_counter() - started < 2.0, value[:30]

@@ -102,15 +102,16 @@ _FLAG_SHAPE = re.compile(r"--?|--.*|-[A-Za-z]+(?:[=.:+-].*)?|-[0-9]", re.DOTALL)
 #: also in ``/file/bot<token>/...``).
 _TELEGRAM_BOT = re.compile(r"bot[0-9]+:[A-Za-z0-9_-]+")
 #: A Slack incoming webhook's path, ``/services/T<team>/B<hook>/<secret>``: the
-#: team and hook ids are capitals and digits.
-_SLACK_HOOK = re.compile(
-    r"/services/T[A-Z0-9]*[0-9][A-Z0-9]*/B[A-Z0-9]*[0-9][A-Z0-9]*/([A-Za-z0-9]+)(?=/|$)"
-)
+#: team and hook ids are capitals and digits (a digit in each: checked apart, as
+#: ``[A-Z0-9]*[0-9][A-Z0-9]*`` takes quadratic time on a long run of digits).
+_SLACK_HOOK = re.compile(r"/services/(T[A-Z0-9]+)/(B[A-Z0-9]+)/([A-Za-z0-9]+)(?=/|$)")
 #: A Discord webhook's path, ``/webhooks/<id>/<token>``: the id is 15 or more
 #: digits, the token holds ``-`` and ``_``.
 _DISCORD_HOOK = re.compile(r"/webhooks/[0-9]{15,}/([A-Za-z0-9_-]+)(?=/|$)")
-#: A JSON Web Token: two base64url parts of JSON (``eyJ`` is ``{"``) and a signature.
-_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{6,}\.eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*")
+#: A JSON Web Token's payload part (``eyJ`` is ``{"``), between two dots; see `_has_jwt`.
+_JWT_PART = re.compile(r"eyJ[A-Za-z0-9_-]{6,}")
+#: What is not base64url.
+_NOT_BASE64URL = re.compile(r"[^A-Za-z0-9_-]")
 #: What may be a random token: one unbroken run of 24 or more letters and
 #: digits, maybe ending in base64's ``=`` padding. No ``-``, ``_`` or ``.``:
 #: names with separators (``Meta-Llama-3-8B-Instruct``, ``x86_64``) are words.
@@ -182,7 +183,9 @@ _WORD_OR_HOST = re.compile(
 
 #: A URL inside a value: ``https://h/x?api_key=...``, also within a longer text
 #: (``jdbc:postgresql://db/x?password=...``, ``--db=postgres://bob:pw@db/x``).
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+#: (Starting only where a run of scheme characters starts: from each letter of a long
+#: run, the search took quadratic time.)
+_URL = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
 
 #: ``Bearer <token>`` or ``Basic <base64>``: a token of 8 or more characters, not
 #: only letters (``Basic authentication`` and ``Bearer of news`` are words).
@@ -212,7 +215,9 @@ _SCHEME = re.compile(r"(?:Bearer|Basic|Token)\s+", re.IGNORECASE)
 
 #: ``user:password@host`` without a scheme (a DSN: ``root:pw@tcp(db:3306)/x``);
 #: not a package spec (``npm:pkg@1.0``).
-_BARE_USERINFO = re.compile(r"([\w.%+-]+):([^\s:@/]+)@(?!sha[0-9]+:[0-9a-fA-F])[\w.-]+")
+_BARE_USERINFO = re.compile(
+    r"(?<![\w.%+-])([\w.%+-]+):([^\s:@/]+)@(?!sha[0-9]+:[0-9a-fA-F])[\w.-]+"
+)
 _PACKAGE_SCHEMES = frozenset({"npm", "jsr", "pypi", "workspace", "file", "link", "git", "github"})
 
 
@@ -302,7 +307,7 @@ def _userinfo_holds(userinfo: str | None) -> bool:
     if colon:
         return bool(password) and not _REFERENCE.fullmatch(urllib.parse.unquote(password))
     return bool(
-        _KNOWN_PREFIX.match(user) or _KNOWN_TOKEN.search(user) or _JWT.search(user)
+        _KNOWN_PREFIX.match(user) or _KNOWN_TOKEN.search(user) or _has_jwt(user)
     ) or looks_random(user)
 
 
@@ -317,9 +322,10 @@ def path_tokens(url: str) -> list[int]:
     """
     path = url_path(url)
     hooks = {
-        path[: found.start(1)].count("/")
+        path[: found.start(found.lastindex or 0)].count("/")
         for shape in (_SLACK_HOOK, _DISCORD_HOOK)
         for found in shape.finditer(path)
+        if shape is _DISCORD_HOOK or all(re.search("[0-9]", found[at]) for at in (1, 2))
     }
     return [
         at
@@ -327,7 +333,7 @@ def path_tokens(url: str) -> list[int]:
         if at in hooks
         or _KNOWN_TOKEN.search(segment)
         or _TELEGRAM_BOT.search(segment)
-        or _JWT.search(segment)
+        or _has_jwt(segment)
         or looks_random(segment)
     ]
 
@@ -380,6 +386,22 @@ def looks_random(text: str) -> bool:
         and re.search("[a-z]", text) is not None
         and len(re.findall("[0-9]+", text)) >= 2
     )
+
+
+def _has_jwt(text: str) -> bool:
+    """Whether ``text`` holds a JSON Web Token: two base64url parts of JSON (``eyJ...``,
+    ``eyJ`` and 6 or more characters each) and a signature, joined by dots.
+
+    Read part by part (each ``.``-separated part once): a regular expression
+    searched from every ``eyJ`` of a long run took quadratic time.
+    """
+    parts = text.split(".")
+    for at in range(len(parts) - 2):
+        header = _NOT_BASE64URL.split(parts[at])[-1]  # (the token starts after any other text)
+        start = header.find("eyJ")
+        if 0 <= start <= len(header) - 9 and _JWT_PART.fullmatch(parts[at + 1]):
+            return True
+    return False
 
 
 def _credential_pieces(pieces: list[str]) -> list[str]:
