@@ -280,6 +280,19 @@ WRITTEN: dict[str, tuple[str, list[str], dict[str, str] | None]] = {
     "pytest -k": ("pytest", ["-k", "test_foo"], None),
     "-k Server1": ("x", ["-k", "Server1"], None),
     "-k glued no token": ("x", ["-keep", "-kv", "-kkey.pem", "-kServer1"], None),
+    # public ids of a random look, camelCase names:
+    "ipfs cidv0": (
+        "x",
+        ["https://ipfs.io/ipfs/QmXoypizjW3WknFiJnKLwHCnL72vedxjQkDDP1mXWo6uco"],
+        None,
+    ),
+    "eip-55 address": (
+        "x",
+        ["https://etherscan.io/address/0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"],
+        None,
+    ),
+    "camelCase": ("x", ["https://h/openai/deployments/OpenAIGpt4oMiniDeployment2024"], None),
+    "camelCase acronym": ("x", ["https://h/m/HTTPServerConfigurationVersion2Final3"], None),
     "sort -k": ("sort", ["-k", "2,2"], None),
     "curl -k host:port": ("curl", ["-k", "localhost:8080/mcp"], None),
     "ssh -k": ("ssh", ["-k", "user@host", "cmd"], None),
@@ -402,6 +415,9 @@ REFUSED: dict[str, tuple[list[str], dict[str, str] | None, str]] = {
     ),
     "-k glued random": (["-kZv8QpL2mWx7Rt4Ky9Jb30451"], None, "args[0] (a key glued to -k)"),
     "-k glued prefix": (["-v", "-ksk-a0451"], None, "args[1] (a key glued to -k)"),
+    "random, consonant runs": (["https://h/Qhbdkwe3Zmxnvuo7Plrtqa0451"], None, "segment 1"),
+    "random, 5 capitals": (["https://h/9RC3MOISQBrCokaqd0eLUB0451"], None, "segment 1"),
+    "-p name with digits": (["-pDatabase0451"], None, "args[0] (a password glued to -p)"),
 }
 
 

@@ -117,6 +117,15 @@ _NOT_BASE64URL = re.compile(r"[^A-Za-z0-9_-]")
 #: names with separators (``Meta-Llama-3-8B-Instruct``, ``x86_64``) are words.
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9]{24,}={0,2}")
 
+#: Public ids with a random look: an Ethereum address (EIP-55 mixes the case of its
+#: hex digits), an IPFS CIDv0 (base58).
+_PUBLIC_ID = re.compile(r"0x[0-9A-Fa-f]{40}|Qm[1-9A-HJ-NP-Za-km-z]{44}")
+#: A camelCase word: a capitalised word, a run of capitals (an acronym, not the
+#: capital starting the next word), or lowercase letters.
+_CAMEL_WORD = re.compile(r"[A-Z][a-z]+|[A-Z]+(?![a-z])|[a-z]+")
+#: Four consonants in a row: few words' (``y`` counted as a vowel; ``Instruct`` has them).
+_CONSONANTS = re.compile(r"[b-df-hj-np-tv-xz]{4}", re.IGNORECASE)
+
 #: What comes before a URL's path as written: a scheme, ``//`` and the host.
 _URL_HEAD = re.compile(r"[\x00-\x20]*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?(?://[^/?#]*)?")
 
@@ -378,13 +387,35 @@ def looks_random(text: str) -> bool:
     id (a capability when shared). Not a UUID or a hex hash (one case, and
     separators), not ``MyVeryLongProjectName2024`` (digits in one place), not
     a name with ``-``, ``_`` or ``.`` in it (``Meta-Llama-3-8B-Instruct``,
-    ``github-mcp-server_Linux_x86_64``, ``PROJ-1234-add-oauth2-support``).
+    ``github-mcp-server_Linux_x86_64``, ``PROJ-1234-add-oauth2-support``);
+    not a public shape: an Ethereum address (``0x`` and 40 hex digits), an
+    IPFS CIDv0 (``Qm`` and 44 base58 characters); not a camelCase name
+    (`_camel_name`: ``OpenAIGpt4oMiniDeployment2024``).
     """
+    digits = re.findall("[0-9]+", text)
     return (
         _TOKEN_RUN.fullmatch(text) is not None
         and re.search("[A-Z]", text) is not None
         and re.search("[a-z]", text) is not None
-        and len(re.findall("[0-9]+", text)) >= 2
+        and len(digits) >= 2
+        and _PUBLIC_ID.fullmatch(text) is None
+        and not _camel_name(text, len(digits))
+    )
+
+
+def _camel_name(text: str, digit_runs: int) -> bool:
+    """Whether ``text`` reads as a camelCase name: three digit runs or fewer, and words
+    (``Open``, ``AI``, ``o``, ``Deployment``) of 3.5 letters or more on average (a random
+    token's capitals and lowercase letters mix in runs of 1 or 2), each pronounceable: an
+    acronym of 4 capitals at most, other words with no 4 consonants in a row."""
+    words = _CAMEL_WORD.findall(text)
+    return (
+        digit_runs <= 3
+        and sum(map(len, words)) >= 3.5 * len(words)
+        and all(
+            len(word) <= 4 if word.isupper() and len(word) > 1 else not _CONSONANTS.search(word)
+            for word in words
+        )
     )
 
 
