@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import contextvars
+import logging
+import time
+
 import pytest
 
-from toolfold import UsageError
-from toolfold.mcp import MCPServerHTTP, MCPServerStdio
+from toolfold import Agent, UsageError
+from toolfold.mcp import MCPError, MCPServerHTTP, MCPServerStdio
+from toolfold.mcp._entry import args_held, env_held, path_tokens
+from toolfold.runtime.drive._open import _noted, _Opening
+from toolfold.testing import ScriptedModel
 
 
 def _refusal(server: MCPServerHTTP | MCPServerStdio) -> str:
@@ -20,7 +27,7 @@ def test_an_agent_file_gets_no_query_value_or_credential_named_env() -> None:
     with pytest.raises(
         UsageError, match=r"query values \(api_key, 1 without a name\), which may be"
     ) as caught:
-        MCPServerHTTP("http://127.0.0.1:9/mcp?api_key=sk-QUERY-0451&v#frag").file_entry()
+        MCPServerHTTP("http://127.0.0.1:9/mcp?api_key=sk-QUERY-0451&Xv0451#frag").file_entry()
     assert "sk-QUERY-0451" not in str(caught.value)
     env = {
         "GITHUB_TOKEN": "ghp_ENV0451",
@@ -35,6 +42,16 @@ def test_an_agent_file_gets_no_query_value_or_credential_named_env() -> None:
     assert "0451" not in shown
     plain = {"LOG_LEVEL": "debug", "GIT_AUTHOR_NAME": "Ada"}
     assert MCPServerStdio("server", env=plain).file_entry()["env"] == plain
+
+
+def test_a_bare_query_flag_and_a_url_user_without_password_are_written() -> None:
+    """An HTTP server's URL with a bare query word (?login), a user alone or a $VAR password is
+    written; a token as the user, or a bare query piece that may be a secret, is refused."""
+    for url in ("https://huggingface.co/mcp?login", "https://bob@h/mcp", "https://bob:${PW}@h/x"):
+        assert MCPServerHTTP(url).file_entry()["url"] == url
+    shown = _refusal(MCPServerHTTP("https://ghp_abcdefghij0451@github.com/mcp"))
+    assert "its URL carries a user:password@" in shown
+    assert "query values (1 without a name)" in _refusal(MCPServerHTTP("https://h/mcp?Xv0451"))
 
 
 def test_a_bare_query_piece_is_counted_not_shown() -> None:
@@ -186,6 +203,123 @@ WRITTEN: dict[str, tuple[str, list[str], dict[str, str] | None]] = {
     "env auth mode": ("x", [], {"AUTH_MODE": "none", "GITHUB_TOKEN": "${GITHUB_TOKEN}"}),
     "env token url": ("x", [], {"OAUTH_TOKEN_URL": "https://login/oauth/token"}),
     "env redis": ("x", [], {"REDIS_URL": "redis://localhost:6379/0"}),
+    # Near the short-flag, glued -p, dash-value and URL-path rules, none of them a credential:
+    "-p port": ("x", ["-p", "8080"], None),
+    "-p profile": ("x", ["-p", "MyProfile"], None),
+    "-p8080 glued port": ("redis-cli", ["-p6379"], None),
+    "docker -p glued": ("docker", ["run", "-p8080:80/tcp", "img"], None),
+    "-pR flags": ("cp", ["-pR", "/a", "/b"], None),
+    "find -print": ("find", [".", "-print", "-prune"], None),
+    "go -projectId": ("x", ["-projectId", "demo"], None),
+    "go -port=": ("x", ["-port=8080", "-profile=dev"], None),
+    "-v": ("x", ["-v", "--verbose"], None),
+    "-k path": ("x", ["-k", "/etc/ssl/server.key"], None),
+    "-k word": ("x", ["-k", "default"], None),
+    "curl -k url": ("curl", ["-k", "https://localhost:8443/mcp"], None),
+    "-k ${VAR}": ("x", ["-k", "${API_KEY}"], None),
+    "--password then flag": ("x", ["--password", "-v", "--password-stdin"], None),
+    "--api-key stdin": ("x", ["--api-key", "-"], None),
+    "--token --": ("x", ["--token", "--", "cmd"], None),
+    "--password -XX:": ("java", ["--password", "-XX:+UseG1GC", "-jar", "s.jar"], None),
+    "curl -k -m5": ("curl", ["-k", "-m5", "https://localhost:8443/mcp"], None),
+    "--skip-auth -n10": ("x", ["--skip-auth", "-n10"], None),
+    "npx -y scoped": ("npx", ["-y", "@scope/pkg", "/usr/bin/x"], None),
+    "url plain path": ("x", ["https://api.example.com/v1/users/12345/repos"], None),
+    "url uuid": ("x", ["https://host/mcp/550e8400-e29b-41d4-a716-446655440000"], None),
+    "url UUID": ("x", ["https://host/mcp/550E8400-E29B-41D4-A716-446655440000"], None),
+    "url git sha": (
+        "x",
+        ["https://github.com/o/r/blob/0123456789abcdef0123456789abcdef01234567/a"],
+        None,
+    ),
+    "url camel word": ("x", ["https://host/MyVeryLongProjectName2024/mcp"], None),
+    "url locale": ("x", ["https://example.com/sk-SK/docs"], None),
+    "url method": ("x", ["https://host/v1/models/gemini-pro:generateContent"], None),
+    "url services": ("x", ["https://host/services/TEAM/BILLING/list"], None),
+    "env url path": ("x", [], {"BASE_URL": "https://host/api/v2/projects/demo-project/sse"}),
+    # Public URLs whose path segments mix cases and digits but have separators (review fp*.py):
+    "hf model": (
+        "x",
+        ["--model-url", "https://huggingface.co/meta-llama/Meta-Llama-3-8B-Instruct"],
+        None,
+    ),
+    "hf phi": ("x", ["https://huggingface.co/microsoft/Phi-3-mini-4k-instruct"], None),
+    "hf qwen": ("x", ["https://huggingface.co/Qwen/Qwen2-VL-7B-Instruct"], None),
+    "hf gguf": (
+        "x",
+        ["https://huggingface.co/bartowski/Meta-Llama-3-8B-Instruct-GGUF/resolve/main/x.gguf"],
+        None,
+    ),
+    "env hf model": ("x", [], {"MODEL_URL": "https://huggingface.co/Qwen/Qwen2-VL-7B-Instruct"}),
+    "git branch": (
+        "x",
+        ["--spec", "https://raw.example.com/o/r/feature/PROJ-1234-add-oauth2-support/api.yaml"],
+        None,
+    ),
+    "release asset": (
+        "x",
+        ["https://github.com/o/r/releases/download/v1.0.0/github-mcp-server_Linux_x86_64"],
+        None,
+    ),
+    "azure deployment": (
+        "x",
+        ["https://r.openai.azure.com/openai/deployments/GPT4o-Deployment-2024/chat"],
+        None,
+    ),
+    "notion page": (
+        "x",
+        ["https://www.notion.so/Team-Wiki-8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d"],
+        None,
+    ),
+    "figma key": ("x", ["https://www.figma.com/file/AbC123dEf456GhI789jk/Design-System"], None),
+    "firebase push id": ("x", ["https://x.firebaseio.com/users/-NxYzAbC12dEf34GhIjK"], None),
+    # -k's value that is no token: a key file, a kustomize dir, a test name, a sort key, a host:
+    "-k key file": ("x", ["-k", "key.pem"], None),
+    "-k relative path": ("x", ["-k", "certs/client.key"], None),
+    "kubectl -k": ("kubectl", ["apply", "-k", "overlays/prod"], None),
+    "pytest -k": ("pytest", ["-k", "test_foo"], None),
+    "-k Server1": ("x", ["-k", "Server1"], None),
+    "-k glued no token": ("x", ["-keep", "-kv", "-kkey.pem", "-kServer1"], None),
+    # public ids of a random look, camelCase names:
+    "ipfs cidv0": (
+        "x",
+        ["https://ipfs.io/ipfs/QmXoypizjW3WknFiJnKLwHCnL72vedxjQkDDP1mXWo6uco"],
+        None,
+    ),
+    "eip-55 address": (
+        "x",
+        ["https://etherscan.io/address/0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"],
+        None,
+    ),
+    "camelCase": ("x", ["https://h/openai/deployments/OpenAIGpt4oMiniDeployment2024"], None),
+    "camelCase acronym": ("x", ["https://h/m/HTTPServerConfigurationVersion2Final3"], None),
+    "sort -k": ("sort", ["-k", "2,2"], None),
+    "curl -k host:port": ("curl", ["-k", "localhost:8080/mcp"], None),
+    "ssh -k": ("ssh", ["-k", "user@host", "cmd"], None),
+    # Go/absl, javac and docker single-dash flags starting with -p:
+    "go -project_id": ("x", ["-project_id", "demo", "-prometheus_port", "9090"], None),
+    "go -pprof_addr": ("x", ["-pprof_addr", ":6060", "-print_config", "-pretty_print"], None),
+    "-p2p": ("x", ["-p2p"], None),
+    "javac -proc:none": ("javac", ["-proc:none", "A.java"], None),
+    "docker -p${PORT}": ("docker", ["run", "-p${PORT}:80", "-p$HOST_PORT:80", "img"], None),
+    "docker -p[::1]": ("docker", ["run", "-p[::1]:8080:80", "img"], None),
+    # a bare query flag, an image digest, a user with no password or a $VAR one, auth
+    # kinds, providers and servers that are words or hosts, a Windows path:
+    "hf ?login": ("npx", ["-y", "mcp-remote", "https://huggingface.co/mcp?login"], None),
+    "image digest": (
+        "docker",
+        ["run", "ghcr.io/github/github-mcp-server:v0.5.0@sha256:" + "3f4e" * 16],
+        None,
+    ),
+    "url user only": ("x", ["postgresql://user@localhost/db"], None),
+    "url ${VAR} password": ("x", ["postgresql://postgres:${PGPASSWORD}@host/db"], None),
+    "--auth oauth2": ("x", ["--auth", "oauth2", "--auth-type", "OAuth"], None),
+    "--auth-provider": (
+        "x",
+        ["--auth-provider", "GitHub", "--auth-server", "auth.example.com"],
+        None,
+    ),
+    "windows path": ("x", [], {"GOOGLE_APPLICATION_CREDENTIALS": "C:\\keys\\sa.json"}),
 }
 
 
@@ -247,6 +381,43 @@ REFUSED: dict[str, tuple[list[str], dict[str, str] | None, str]] = {
     "env DBPWD": ([], {"DBPWD": "x0451"}, "DBPWD (named like a credential)"),
     "env AUTHORIZATION": ([], {"HTTP_AUTHORIZATION": "x0451"}, "HTTP_AUTHORIZATION (named"),
     "env credentials json": ([], {"GCP_CREDENTIALS": '{"k": "0451"}'}, "GCP_CREDENTIALS (named"),
+    "-k short key": (["-k", "sk-0451"], None, "args[1] (the value after -k)"),
+    "-k=secret": (["-k=Zv8QpL2mWx7Rt4Ky9Jb30451"], None, "args[0] (the value of -k)"),
+    "-k random": (["-k", "Zv8QpL2mWx7Rt4Ky9Jb30451"], None, "args[1] (the value after -k)"),
+    "mysql -p glued": (["-uroot", "-phunter0451", "db"], None, "args[1] (a password glued to -p)"),
+    "--password -value": (["--password", "-hunter0451"], None, "args[1] (the value after --pass"),
+    "--token -value": (["--token", "-Xy0451!"], None, "args[1] (the value after --token)"),
+    # (the value taken is no flag for the next argument, whose refusal would show it)
+    "--password -value db": (["--password", "-Pass0451!", "MyDb"], None, "args[1] (the value"),
+    "slack webhook": (
+        ["https://hooks.example.com/services/T000/B000/XXXX0451"],
+        None,
+        "args[0] (a URL with a token in path segment 4)",
+    ),
+    "telegram bot": (
+        ["--url", "https://api.telegram.org/bot123456:ABC-DEF0451/sendMessage"],
+        None,
+        "args[1] (a URL with a token in path segment 1)",
+    ),
+    "key in path": (["https://host/mcp/sk-abcdefghijklmnop0451"], None, "token in path segment 2"),
+    "random path": (["https://h/s/Zv8QpL2mWx7Rt4Ky9Jb30451/mcp"], None, "token in path segment 2"),
+    "base64 path": (["https://h/s/OGE3ZmQ0YjktNTY1Ny00NDk2LWI4NT0451==/mcp"], None, "segment 2"),
+    "discord webhook": (
+        ["https://discord.com/api/webhooks/123456789012345678/Ab-Cd_0451"],
+        None,
+        "args[0] (a URL with a token in path segment 4)",
+    ),
+    "jwt path": (["https://h/eyJhbGciOiJI.eyJzdWIiOiIx.abc0451"], None, "token in path segment 1"),
+    "env webhook": (
+        [],
+        {"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T01AB/B02CD/Xy0451"},
+        "SLACK_WEBHOOK_URL (a URL with a token in path segment 4)",
+    ),
+    "-k glued random": (["-kZv8QpL2mWx7Rt4Ky9Jb30451"], None, "args[0] (a key glued to -k)"),
+    "-k glued prefix": (["-v", "-ksk-a0451"], None, "args[1] (a key glued to -k)"),
+    "random, consonant runs": (["https://h/Qhbdkwe3Zmxnvuo7Plrtqa0451"], None, "segment 1"),
+    "random, 5 capitals": (["https://h/9RC3MOISQBrCokaqd0eLUB0451"], None, "segment 1"),
+    "-p name with digits": (["-pDatabase0451"], None, "args[0] (a password glued to -p)"),
 }
 
 
@@ -258,6 +429,78 @@ def test_entries_holding_a_credential_are_refused(case: str) -> None:
     shown = _refusal(MCPServerStdio("x", args, env=env))
     assert named in shown
     assert "0451" not in shown
+
+
+def test_an_http_server_with_a_token_in_its_url_path_is_refused_without_showing_it() -> None:
+    """An HTTP server whose URL path holds a token (a Slack webhook's secret, a Telegram bot
+    token, a well-known prefix) is refused naming the path segment; the URL its default name
+    shows has that segment masked, and a URL with ordinary segments and ids is written."""
+    for url, segment in (
+        ("https://hooks.example.com/services/T000/B000/XXXX0451", 4),
+        ("https://api.telegram.org/bot123456:ABC-0451/mcp?v=1", 1),
+        ("https://host/mcp/sk-abcdefghijklmnop0451/sse", 2),
+    ):
+        shown = _refusal(MCPServerHTTP(url))
+        assert f"its URL carries a token in path segment {segment}, which" in shown
+        assert "0451" not in shown
+        assert "/***" in shown
+    ids = "https://host/v1/projects/550e8400-e29b-41d4-a716-446655440000/mcp"
+    assert MCPServerHTTP(ids).file_entry()["url"] == ids
+
+
+def test_an_http_servers_default_name_masks_a_path_token_wherever_it_is_shown() -> None:
+    """An HTTP server named by default after a URL with a token in its path shows that segment
+    masked in every refusal (a requires_approval predicate's too), its repr and its errors; a
+    URL with a tab (which urlsplit drops from the path) is refused, not crashed on."""
+    url = "https://hooks.example.com/mcp/sk-abcdefghijklmnop0451/sse"
+    masked = "'https://hooks.example.com/mcp/***/sse'"
+    with pytest.raises(UsageError, match="requires_approval predicate") as caught:
+        MCPServerHTTP(url, requires_approval=lambda tool: True).file_entry()
+    assert masked in str(caught.value)
+    assert "0451" not in str(caught.value)
+    with pytest.raises(UsageError, match="timeout must be positive") as caught:
+        MCPServerHTTP(url, timeout=0)
+    assert masked in str(caught.value)
+    server = MCPServerHTTP(url)
+    assert repr(server) == f"MCPServerHTTP(name={masked}, closed)"
+    assert (
+        str(server._error(f"GET {url} failed")) == f"MCP server {masked}: GET {masked[1:-1]} failed"
+    )
+    assert server.name == masked[1:-1]
+    shown = _refusal(MCPServerHTTP("https://h/a\tb/sk-abcdefghijklmnop0451/x"))
+    assert "its URL carries a token in path segment 2" in shown
+    assert "0451" not in shown
+
+
+class _CloseFails(MCPServerHTTP):
+    """An HTTP server that opens without I/O and fails to close."""
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        raise MCPError(self.name, "close failed")
+
+
+def test_a_path_token_of_a_default_name_is_masked_in_mermaid_close_notes_and_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The default name of an HTTP server with a token in its URL path is masked in
+    to_mermaid(), the close-failure note of a run's error and the log of a failed close."""
+    server = _CloseFails("https://hooks.example.com/mcp/Zv8QpL2mWx7Rt4Ky9Jb3xY7q/sse")
+    masked = "https://hooks.example.com/mcp/***/sse"
+    diagram = Agent(ScriptedModel([]), name="a", tools=[server]).to_mermaid()
+    assert f"MCP {masked}" in diagram
+    error = RuntimeError("run failed")
+    assert _noted(error, MCPError(server.name, "close failed"), server)
+    assert f"closing tool source {masked!r}" in " ".join(error.__notes__)
+    opening = _Opening(server)
+    assert opening.abandon()
+    with caplog.at_level(logging.WARNING):
+        contextvars.copy_context().run(opening.run)  # (as its worker thread does)
+    assert f"closing tool source {masked!r}" in caplog.text
+    shown = diagram + " ".join(error.__notes__) + caplog.text
+    assert "Zv8QpL2mWx7Rt4Ky9Jb3xY7q" not in shown
 
 
 def test_every_refused_arg_and_env_entry_is_named_in_one_error() -> None:
@@ -280,3 +523,23 @@ def test_a_listing_with_null_meta_is_a_tool_without_approval() -> None:
     approval."""
     spec = {"name": "t", "description": "d", "inputSchema": {"type": "object"}, "_meta": None}
     assert MCPServerStdio("x")._tool(spec).requires_approval is False
+
+
+def test_crafted_long_arguments_and_urls_are_checked_in_linear_time() -> None:
+    """Long crafted values (a Slack-like path, runs of eyJ, a long word, user:...) that took
+    quadratic time (seconds at 8k characters) are checked in well under a second each."""
+    n = 10_000
+    crafted = [
+        "https://h/services/T0/B" + "0" * n + "/" + "a" * n + "!",
+        "https://h/services/T" + "0" * n + "x",
+        "https://h/" + "eyJ" * n,
+        "a" * n + ":" + "b" * n,
+        "a." * n,
+        "-k" + "Ab1" * n,
+    ]
+    for value in crafted:
+        started = time.perf_counter()
+        path_tokens(value)
+        args_held([value])
+        env_held({"X": value})
+        assert time.perf_counter() - started < 2.0, value[:30]

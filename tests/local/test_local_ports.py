@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import http.server
 import os
 import socket
@@ -112,7 +114,9 @@ def _serving_pid(server: LocalServer) -> int:
 
 
 def _listing(folder: Path) -> list[str]:
-    return sorted(os.listdir(folder)) if folder.exists() else []
+    """The logs in ``folder``, sorted (not the hidden lock file)."""
+    names = os.listdir(folder) if folder.exists() else []
+    return sorted(name for name in names if not name.startswith("."))
 
 
 def test_a_taken_port_the_caller_chose_is_an_error_though_its_owner_answers_health(
@@ -307,3 +311,213 @@ def test_a_start_drops_the_logs_of_starts_killed_long_ago(
     LocalServer(*fake).start().stop()
     assert not old.exists()
     assert recent.exists()
+
+
+def _dead_logs(logs: Path, ports: list[int]) -> list[str]:
+    """Logs of servers gone on ``ports``, older in the order given (each 10 s older than the
+    next, the last 100 s old); their names."""
+    logs.mkdir(parents=True, exist_ok=True)
+    names = []
+    for age, port in enumerate(reversed(ports)):
+        path = logs / f"llama-server-{port}.log"
+        path.write_text("gone")
+        then = path.stat().st_mtime - 100 - 10 * age
+        os.utime(path, (then, then))
+        names.append(path.name)
+    return names[::-1]
+
+
+def _held_log(path: Path) -> subprocess.Popen[bytes]:
+    """A process of the test's writing into ``path`` with its lock, as a running server's
+    watchdog holds its log (the test's own descriptor closed: the child's alone holds it);
+    it ends when its stdin closes."""
+    with path.open("ab") as log:
+        fcntl.flock(log, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"],
+            stdin=subprocess.PIPE,
+            stdout=log,
+        )
+
+
+def test_pruning_keeps_the_newest_dead_logs_and_every_running_servers_log(logs: Path) -> None:
+    """``prune_logs`` deletes the port logs of servers gone but the newest ``kept``, never one a
+    running process holds locked (however old), nor a start's or the failed start's log; once
+    that process has ended, its log is deleted like the others."""
+    dead = _dead_logs(logs, [40001, 40002, 40003, 40004, 40005])
+    running = logs / "llama-server-40000.log"
+    running.write_text("running")
+    os.utime(running, (1_000_000, 1_000_000))  # older than all the others
+    (logs / "llama-server-failed.log").write_text("failed")
+    (logs / "llama-server-starting-abc.log").write_text("starting")
+    owner = _held_log(running)
+    try:
+        deleted = _server.prune_logs(logs, kept=3)
+        assert sorted(path.name for path in deleted) == dead[:2]
+        assert _listing(logs) == sorted(
+            [running.name, *dead[2:], "llama-server-failed.log", "llama-server-starting-abc.log"]
+        )
+    finally:
+        assert owner.stdin is not None
+        owner.stdin.close()
+        owner.wait()
+    assert _server.prune_logs(logs, kept=3) == [running]
+    assert running.name not in _listing(logs)
+
+
+def test_a_start_prunes_the_logs_of_servers_gone_and_its_own_log_is_locked(
+    fake: tuple[Path, Path], logs: Path
+) -> None:
+    """A start deletes the logs of servers gone but the newest KEPT_LOGS; while it runs, its own
+    log is locked, so no pruning (another process's included) deletes it; once stopped, it can."""
+    dead = _dead_logs(logs, [41001, 41002, 41003, 41004])
+    server = LocalServer(*fake).start()
+    try:
+        assert server.log_path is not None
+        assert _listing(logs) == sorted([server.log_path.name, *dead[-_server.KEPT_LOGS :]])
+        assert sorted(_server.prune_logs(logs, kept=0)) == [logs / name for name in dead[1:]]
+        assert _listing(logs) == [server.log_path.name]
+    finally:
+        server.stop()
+    assert _server.prune_logs(logs, kept=0) == [server.log_path]
+    assert _listing(logs) == []
+
+
+def _folder_held(folder: Path) -> bool:
+    """Whether some open description holds ``folder``'s lock (this one's try is refused)."""
+    handle = os.open(folder / _server._FOLDER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(handle)
+    return False
+
+
+def test_a_pruned_logs_check_and_deletion_and_a_starts_rename_hold_the_folder_lock(
+    fake: tuple[Path, Path], logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruning checks that a log is still the file it locked and deletes it holding the log
+    folder's lock, which a start's rename of its log into place takes too: no new server's
+    log can replace it between the check and the deletion."""
+    dead = _dead_logs(logs, [42001, 42002])
+    seen: list[tuple[str, bool]] = []
+    samestat, replace = os.path.samestat, os.replace
+
+    def checking(*stats: os.stat_result) -> bool:
+        seen.append(("check", _folder_held(logs)))
+        return samestat(*stats)
+
+    def renaming(source: str | Path, target: str | Path) -> None:
+        seen.append(("rename", _folder_held(logs)))
+        replace(source, target)
+
+    monkeypatch.setattr(os.path, "samestat", checking)
+    monkeypatch.setattr(os, "replace", renaming)
+    assert sorted(_server.prune_logs(logs, kept=0)) == [logs / name for name in dead]
+    server = LocalServer(*fake)
+    server.log_path = logs / "llama-server-starting-x.log"
+    server.log_path.write_text("starting")
+    server._move_log(logs / "llama-server-42003.log")
+    assert seen == [("check", True), ("check", True), ("rename", True)]
+
+
+def test_a_folder_lock_held_elsewhere_is_waited_for_briefly_then_gone_on_without(
+    fake: tuple[Path, Path], logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While another open file holds the log folder's lock (a forked child keeps it for its
+    life), pruning's deletion gives up after _FOLDER_LOCK_WAIT and keeps the log, and a start's
+    rename of its log into place goes on unprotected: neither waits for the holder to let go."""
+    monkeypatch.setattr(_server, "_FOLDER_LOCK_WAIT", 0.1, raising=False)
+    (dead,) = _dead_logs(logs, [45001])
+    server = LocalServer(*fake)
+    server.log_path = logs / "llama-server-starting-x.log"
+    server.log_path.write_text("starting")
+    done: list[object] = []
+
+    def pruning_and_renaming() -> None:
+        done.append(_server.prune_logs(logs, kept=0))
+        server._move_log(logs / "llama-server-45002.log")
+        done.append(server.log_path)
+
+    with _server._folder_locked(logs):  # (its own open file: another holder for the thread)
+        worker = threading.Thread(target=pruning_and_renaming, daemon=True)
+        worker.start()
+        worker.join(30)  # (a bound on a hang, no timing: done in 0.1 s)
+        finished = not worker.is_alive()
+    worker.join()
+    assert finished
+    assert done == [[], logs / "llama-server-45002.log"]
+    assert _listing(logs) == sorted([dead, "llama-server-45002.log"])
+
+
+def test_locks_are_taken_on_files_open_for_writing_so_pruning_works_on_nfs(
+    logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On NFS and CIFS flock is a POSIX lock, refused (EBADF) on a file open read-only: logs and
+    the folder's lock file are opened for writing, so pruning still deletes dead logs there."""
+    dead = _dead_logs(logs, [46001, 46002, 46003])
+    flock = fcntl.flock
+
+    def posix_like(handle: int, operation: int) -> None:
+        if fcntl.fcntl(handle, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        flock(handle, operation)
+
+    monkeypatch.setattr(fcntl, "flock", posix_like)
+    deleted = _server.prune_logs(logs, kept=1)
+    assert sorted(path.name for path in deleted) == dead[:2]
+    assert _listing(logs) == [dead[2]]
+
+
+def test_a_start_on_a_file_system_refusing_locks_goes_on_with_its_log_unlocked(
+    fake: tuple[Path, Path], logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where flock fails (ENOLCK: a file system without locks) a start still starts, its log
+    unlocked, and pruning, which cannot lock a log there either, deletes none."""
+
+    def refused(handle: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    dead = _dead_logs(logs, [43001, 43002])
+    monkeypatch.setattr(fcntl, "flock", refused)
+    server = LocalServer(*fake).start()
+    try:
+        assert server.log_path == logs / f"llama-server-{server.port}.log"
+        assert _listing(logs) == sorted([server.log_path.name, *dead])
+        assert _server.prune_logs(logs, kept=0) == []
+    finally:
+        server.stop()
+    assert _listing(logs) == sorted([server.log_path.name, *dead])
+
+
+def test_pruning_holds_one_log_open_at_a_time_newest_first(
+    logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruning many dead logs opens (and locks) one at a time, newest first, so a low limit
+    of open files does not stop it; it keeps the newest ``kept``."""
+    dead = _dead_logs(logs, list(range(44001, 44011)))
+    opened: list[str] = []
+    held: set[int] = set()
+    most = 0
+    os_open, os_close = os.open, os.close
+
+    def opening(path: str | Path, flags: int, *rest: int) -> int:
+        nonlocal most
+        handle = os_open(path, flags, *rest)
+        if Path(path).name in dead:
+            opened.append(Path(path).name)
+            held.add(handle)
+            most = max(most, len(held))
+        return handle
+
+    def closing(handle: int) -> None:
+        held.discard(handle)
+        os_close(handle)
+
+    monkeypatch.setattr(os, "open", opening)
+    monkeypatch.setattr(os, "close", closing)
+    deleted = _server.prune_logs(logs, kept=3)
+    assert (most, opened) == (1, dead[::-1])
+    assert sorted(path.name for path in deleted) == dead[:-3]

@@ -9,11 +9,24 @@ Unless the caller names a port, the server binds one itself (``--port 0``) and
 ``start`` learns it from the line the server logs once its model is loaded: no
 port is picked here and handed over, so none can be taken in between, and no
 other process's server is ever taken for ours.
+
+Each server's log file is locked (``flock``) from its start for as long as a
+process has it open: the server and its watchdog write into it, so the lock
+lasts as long as they run, whichever process started them (and the starting
+process's own descriptor holds it too, until `LocalServer.stop`). A start
+deletes the logs of servers no longer running beyond the newest few
+(`prune_logs`), and never a locked one. The log folder itself is locked
+(through its hidden ``.lock`` file) around a log's rename into place and
+around a deletion's check: a log that a new server's log has just replaced is
+never deleted. That lock is waited for a short while only: past it, no log is
+deleted and a rename goes on unprotected. Every lock is taken on a file open
+for writing, as NFS and CIFS (which emulate ``flock`` with POSIX locks) need.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import socket
@@ -22,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import IO
@@ -29,6 +43,9 @@ from typing import IO
 import httpx
 
 from toolfold.local._paths import LocalSetupError, cache_dir
+
+if sys.platform != "win32":
+    import fcntl
 
 #: toolfold's ChatML template with tools (SmolLM2's own ignores them).
 TEMPLATE = "chatml-tools.jinja"
@@ -45,6 +62,17 @@ _BIND_FAILED = "couldn't bind HTTP server socket"
 _STARTING_LOG = "llama-server-starting-"
 #: The log of the last start that failed (one file, whatever the port).
 _FAILED_LOG = "llama-server-failed.log"
+#: A server's log once it holds its port: ``llama-server-PORT.log``.
+_PORT_LOG = re.compile(r"llama-server-[0-9]+\.log")
+#: How many logs of servers no longer running a start keeps (the newest).
+KEPT_LOGS = 3
+#: The log folder's lock file (a hidden file in it, opened for writing: NFS and
+#: CIFS emulate ``flock`` with POSIX locks, which need a file open for writing).
+_FOLDER_LOCK = ".lock"
+#: How long a start waits for the log folder's lock before it goes on without it
+#: (a process forked while holding it, with its copy of the open file, holds it
+#: as long as it lives).
+_FOLDER_LOCK_WAIT = 2.0
 #: How much of the log one read takes, how long an unfinished line may grow while
 #: the "listening on" line is awaited, and how much of its end an error quotes.
 _READ_SIZE = 1 << 16
@@ -148,8 +176,9 @@ class LocalServer:
         Without a port from the caller, the server binds a free one itself and
         ``port`` is read from its log. Its output goes to a log file of its own
         (a new one, so no live server's log is written over), named after the
-        port once the server holds it (so the logs do not pile up: a later
-        server on that port replaces it).
+        port once the server holds it (a later server on that port replaces
+        it), and locked while the server runs. Before, the logs of servers no
+        longer running are deleted but the newest `KEPT_LOGS` (`prune_logs`).
 
         Raises:
             LocalSetupError: The port the caller chose is taken, or the server
@@ -164,7 +193,15 @@ class LocalServer:
         logs = cache_dir() / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         _drop_stale_starts(logs)
+        prune_logs(logs)
         handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
+        if sys.platform != "win32":
+            # Held by the description the watchdog and the server inherit as their
+            # output: locked while any of them runs, even after this process is gone.
+            # (a new file: never held; on a file system refusing locks, ENOLCK, the
+            # log goes unlocked, and pruning, which cannot lock it either, keeps it)
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.log_path = Path(name)
         self._log = os.fdopen(handle, "wb")
         watchdog = Path(__file__).with_name("_watchdog.py")
@@ -242,7 +279,8 @@ class LocalServer:
         never a live one's (a live server's log is named after the port it holds,
         or is a start's own new file)."""
         if self.log_path is not None and self.log_path != path:
-            os.replace(self.log_path, path)
+            with _folder_locked(path.parent):  # (no pruning deletes it in between, if had)
+                os.replace(self.log_path, path)
             self.log_path = path
 
     def stop(self) -> None:
@@ -287,6 +325,114 @@ def _drop_stale_starts(logs: Path) -> None:
                 path.unlink()
         except OSError:
             pass  # (gone already, or another process's to handle)
+
+
+def prune_logs(logs: Path, kept: int = KEPT_LOGS) -> list[Path]:
+    """Delete the ``llama-server-PORT.log`` files of servers no longer running but
+    the newest ``kept`` of them (by modification time); return those deleted.
+
+    A server's log is locked while the server runs (see `LocalServer.start`),
+    whichever process owns it: a log whose lock cannot be taken is kept and
+    not counted (so on a file system refusing locks none is deleted). The
+    logs are taken newest first, one open at a time; the check that the file
+    locked is still the one so named, and its deletion, hold the folder's
+    lock, which a start's rename of its log into place also takes (a log is
+    kept when that lock is not had within `_FOLDER_LOCK_WAIT`). Logs are
+    opened for writing to be locked (NFS and CIFS need it). The starts' and
+    the failed start's logs are left alone. On Windows (no ``flock``)
+    nothing is deleted.
+    """
+    deleted: list[Path] = []
+    if sys.platform != "win32":
+        found = []
+        try:
+            for path in logs.iterdir():
+                if _PORT_LOG.fullmatch(path.name):
+                    with contextlib.suppress(OSError):  # (gone already)
+                        found.append((path.stat().st_mtime, path))
+        except OSError:
+            return deleted  # (no logs yet)
+        found.sort(reverse=True)
+        dead = 0
+        for _, path in found:
+            try:
+                # (for writing: NFS and CIFS lock only a file so opened; never written)
+                handle = os.open(path, os.O_RDWR | os.O_APPEND)
+            except OSError:
+                continue  # (gone already, or not ours to write: not ours to delete)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # a running server's
+                os.close(handle)
+                continue
+            try:
+                dead += 1
+                if dead > kept and _delete_locked(path, handle):
+                    deleted.append(path)
+            finally:
+                os.close(handle)  # (and its lock)
+    return deleted
+
+
+def _delete_locked(path: Path, handle: int) -> bool:
+    """Delete ``path`` if it is still the file ``handle`` (locked) has open; whether it was.
+
+    A later server on that port may have put its own log in its place since
+    (a rename over it): that one stays. The folder's lock keeps such a rename
+    from coming between the check and the deletion; without that lock, kept.
+    """
+    with _folder_locked(path.parent) as locked:
+        if not locked:
+            return False
+        try:
+            if os.path.samestat(os.stat(path), os.fstat(handle)):
+                path.unlink()
+                return True
+        except OSError:
+            pass  # (gone already, or another process's to handle)
+    return False
+
+
+@contextlib.contextmanager
+def _folder_locked(folder: Path) -> Iterator[bool]:
+    """Hold the log folder's lock, briefly: around a log's rename into place and a
+    pruned log's check and deletion; yield whether it is held.
+
+    The lock is a ``flock`` on the folder's hidden `_FOLDER_LOCK` file, opened
+    for writing (NFS and CIFS lock only such a file). It is tried until
+    `_FOLDER_LOCK_WAIT` has passed, never waited for longer: a process forked
+    while another thread held it holds it until it exits. Where it is not had
+    (that, Windows, a file system refusing locks) the caller goes on unlocked.
+    """
+    if sys.platform == "win32":
+        yield False
+    else:
+        try:
+            handle = os.open(folder / _FOLDER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            handle = None
+        try:
+            yield handle is not None and _lock_within(handle, time.monotonic() + _FOLDER_LOCK_WAIT)
+        finally:
+            if handle is not None:
+                os.close(handle)  # (and its lock)
+
+
+def _lock_within(handle: int, deadline: float) -> bool:
+    """Take ``handle``'s ``flock``, trying until ``deadline`` (monotonic); whether taken."""
+    if sys.platform == "win32":
+        return False
+    else:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:  # held: try again shortly, until the deadline
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.02)
+            except OSError:  # a file system refusing locks
+                return False
 
 
 def _taken(port: int) -> str:

@@ -133,11 +133,12 @@ class MCPServer:
         A file is text that gets shared, so what may be a credential is not
         written: such a server is refused, naming what it holds and where,
         never its value (an HTTP server's headers; a URL's
-        ``user:password@``, query values or fragment, in its ``url`` or in a
-        stdio server's ``env`` value or argument; an ``Authorization``
+        ``user:password@``, query values, fragment or a token in its path, in
+        its ``url`` or in a stdio server's ``env`` value or argument; an ``Authorization``
         value; ``env`` entries named like a credential, ``GITHUB_TOKEN``,
         ``API_KEY``...; an argument after a flag so named, ``--api-key
-        sk-...``, or joined to it, ``--token=...``).
+        sk-...``, or joined to it, ``--token=...``; mysql's ``-phunter2``;
+        docs/mcp.md lists every rule).
 
         Raises:
             UsageError: ``requires_approval`` is a predicate (a file names
@@ -636,7 +637,8 @@ class MCPServerHTTP(MCPServer):
         headers: HTTP headers sent with every request, e.g.
             ``{"Authorization": f"Bearer {token}"}``: the place for
             credentials, rather than the URL. Their values are never shown.
-        name: A name for messages (default: the URL, credentials masked).
+        name: A name for messages (default: the URL, its credentials and
+            the path segments holding a token masked).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
             ``startup_timeout``, ``requires_approval``, ``include``).
 
@@ -653,11 +655,14 @@ class MCPServerHTTP(MCPServer):
         **options: Any,
     ) -> None:
         from toolfold.adapters._http._keys import mask_url_credentials
+        from toolfold.mcp._entry import mask_path_tokens
 
-        shown = mask_url_credentials(url)
+        # Not recorded in run states nor Temporal histories (sources go by index):
+        # masking the path's tokens too changes only what is shown.
+        shown = mask_path_tokens(mask_url_credentials(url))
+        self._shown_url = shown
         super().__init__(name or shown, **options)
         self.url = url
-        self._shown_url = shown
         self._headers = _checked_headers(self.name, headers)
         from toolfold.adapters._http._logs import guard_logs
 
@@ -667,15 +672,16 @@ class MCPServerHTTP(MCPServer):
     def _target_entry(self) -> dict[str, Any]:
         from toolfold.mcp._entry import url_held
 
+        name = self.name
         if self._headers:
             raise UsageError(
-                f"MCP server {self.name!r}: its headers carry credentials and are not written "
+                f"MCP server {name!r}: its headers carry credentials and are not written "
                 "to an agent file (give the file a server without headers)"
             )
         held = url_held(self.url)
         if held:
             raise UsageError(
-                f"MCP server {self.name!r}: its URL carries {' and '.join(held)}, which may "
+                f"MCP server {name!r}: its URL carries {' and '.join(held)}, which may "
                 "be credentials, and is not written to an agent file (give the file a URL "
                 "without them, and pass the credential in headers= where the server is built "
                 "in code)"
@@ -706,10 +712,13 @@ class MCPServerHTTP(MCPServer):
             url_secrets,
             url_userinfo,
         )
+        from toolfold.mcp._entry import path_tokens, url_path
 
         user = url_userinfo(self.url) or ""
+        segments = url_path(self.url).split("/")
         forms = [
             self.url.partition("#")[2],
+            *(segments[at] for at in path_tokens(self.url)),  # a webhook's secret, a key
             user.partition(":")[0],  # a token as the user: https://ghp_...@host
             *(value.reveal() for _, value in self._headers),
             # the credential after a scheme word: "Bearer sk-..."

@@ -19,15 +19,24 @@ and predictable (docs/mcp.md lists them):
 - anywhere in an argument or ``env`` value: a URL's ``user:password@`` or
   credential-named (or bare) query or fragment pieces, ``user:pw@host``
   without a scheme, ``Bearer``/``Basic`` followed by a token, and tokens with
-  a well-known prefix (``sk-``, ``ghp_``, ``xoxb-``, ``glpat-``, ``AKIA``).
+  a well-known prefix (``sk-``, ``ghp_``, ``xoxb-``, ``glpat-``, ``AKIA``);
+- in a URL's path (`path_tokens`): a segment holding such a token, a
+  Telegram bot token (``bot123456:ABC...``), a Slack webhook's secret
+  (``/services/T.../B.../...``), a Discord webhook's, a JSON Web Token, a
+  segment that `looks_random`;
+- in arguments: the value after ``-k`` (a key) that is a token's shape, a
+  password glued to ``-p`` (mysql's ``-phunter2``), and a value starting with
+  ``-`` after a strong flag when it has no flag's shape
+  (``--password -hunter2``).
 """
 
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 
-from toolfold.adapters._http._keys import url_userinfo
+from toolfold.adapters._http._keys import MASK, url_userinfo
 
 #: A name part that makes a name credential-like. ``AUTH`` but not ``AUTHOR``,
 #: ``AUTHORS``, ``AUTHORED_BY`` or ``AUTHORITY`` (``AUTHORIZATION`` is one);
@@ -59,16 +68,133 @@ _STRONG_NAME = re.compile(
     re.IGNORECASE,
 )
 
+#: The start of a token with a well-known prefix, however short (``sk-abc``): a
+#: value so starting is not a plain word.
+_KNOWN_PREFIX = re.compile(r"(?:sk-|gh[pousr]_|github_pat_|xox[abpr]-|glpat-|AKIA)[A-Za-z0-9]")
+
+#: Short flags whose value is a key (``-k sk-abc``): credential-like, not strong.
+#: Only ``-k``: ``-p`` is a port as often as a password, ``-t`` a tag or a type.
+_KEY_SHORT_FLAGS = frozenset({"-k"})
+
+#: mysql's password glued to ``-p`` (``-phunter2``): the rest of the argument.
+#: Not with an ``=`` in it: Go's single-dash ``-port=8080``, ``-profile=dev``.
+_GLUED_PASSWORD = re.compile(r"-p([^=]+)", re.DOTALL)
+#: What a glued ``-p`` holds that is no password: a port or a published port
+#: (``-p8080``, docker's ``-p8080:80/tcp``, ``-p[::1]:8080:80``).
+_PORT_SPEC = re.compile(r"(?:\[[0-9A-Fa-f:.]*\]:)?[0-9][0-9.:-]*(?:/(?:tcp|udp|sctp))?")
+#: A glued ``-p`` value read as the rest of a flag's name, not a password:
+#: letters, ``.`` and ``-`` (``-pR``, ``-print``, Go's ``-projectId``,
+#: ``-pprof.addr``); Go/absl's snake_case (``-project_id``, ``-pprof_addr``);
+#: javac's ``-proc:none``; digits then lowercase letters (``-p2p``).
+_FLAG_REST = re.compile(r"[A-Za-z.-]+|[a-z]+(?:_[a-z0-9]+)+|[a-z]+:.*|[0-9]+[a-z]+", re.DOTALL)
+#: A value led by a variable reference (docker's ``-p${PORT}:80``), filled in at run time.
+_REFERENCE_LED = re.compile(r"\$(?:[A-Za-z_]|\{[A-Za-z_])")
+
+#: An argument that reads as a flag, not as a value: ``-`` (stdin), ``--``,
+#: ``--name...``, a short flag or a cluster of them (``-v``, ``-abc``, Go's
+#: ``-name=value``, ``-no-cache``, Java's ``-XX:+UseG1GC``), ``-4``. Anything
+#: else starting with ``-`` after a strong credential flag (``--password
+#: -hunter2``) is its value; not after another credential-like one, which may
+#: take none (curl's ``-k -m5``, ``--skip-auth -n10``).
+_FLAG_SHAPE = re.compile(r"--?|--.*|-[A-Za-z]+(?:[=.:+-].*)?|-[0-9]", re.DOTALL)
+
+#: A URL path segment holding a Telegram bot token (``bot123456:ABC-DEF...``,
+#: also in ``/file/bot<token>/...``).
+_TELEGRAM_BOT = re.compile(r"bot[0-9]+:[A-Za-z0-9_-]+")
+#: A Slack incoming webhook's path, ``/services/T<team>/B<hook>/<secret>``: the
+#: team and hook ids are capitals and digits (a digit in each: checked apart, as
+#: ``[A-Z0-9]*[0-9][A-Z0-9]*`` takes quadratic time on a long run of digits).
+_SLACK_HOOK = re.compile(r"/services/(T[A-Z0-9]+)/(B[A-Z0-9]+)/([A-Za-z0-9]+)(?=/|$)")
+#: A Discord webhook's path, ``/webhooks/<id>/<token>``: the id is 15 or more
+#: digits, the token holds ``-`` and ``_``.
+_DISCORD_HOOK = re.compile(r"/webhooks/[0-9]{15,}/([A-Za-z0-9_-]+)(?=/|$)")
+#: A JSON Web Token's payload part (``eyJ`` is ``{"``), between two dots; see `_has_jwt`.
+_JWT_PART = re.compile(r"eyJ[A-Za-z0-9_-]{6,}")
+#: What is not base64url.
+_NOT_BASE64URL = re.compile(r"[^A-Za-z0-9_-]")
+#: What may be a random token: one unbroken run of 24 or more letters and
+#: digits, maybe ending in base64's ``=`` padding. No ``-``, ``_`` or ``.``:
+#: names with separators (``Meta-Llama-3-8B-Instruct``, ``x86_64``) are words.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9]{24,}={0,2}")
+
+#: Public ids with a random look: an Ethereum address (EIP-55 mixes the case of its
+#: hex digits), an IPFS CIDv0 (base58).
+_PUBLIC_ID = re.compile(r"0x[0-9A-Fa-f]{40}|Qm[1-9A-HJ-NP-Za-km-z]{44}")
+#: A camelCase word: a capitalised word, a run of capitals (an acronym, not the
+#: capital starting the next word), or lowercase letters.
+_CAMEL_WORD = re.compile(r"[A-Z][a-z]+|[A-Z]+(?![a-z])|[a-z]+")
+#: Four consonants in a row: few words' (``y`` counted as a vowel; ``Instruct`` has them).
+_CONSONANTS = re.compile(r"[b-df-hj-np-tv-xz]{4}", re.IGNORECASE)
+
+#: What comes before a URL's path as written: a scheme, ``//`` and the host.
+_URL_HEAD = re.compile(r"[\x00-\x20]*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?(?://[^/?#]*)?")
+
 #: A value made only of variable references, filled in at run time.
 _REFERENCE = re.compile(r"(?:\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\})+")
 
-#: Values that do not look like a secret: a path, a URL, a number, a plain
-#: lowercase word (``none``, ``uvx``, ``read-only``).
-_PLAIN_VALUE = re.compile(r"[/.~].*|[A-Za-z][A-Za-z0-9+.\-]*://.*|[0-9][0-9.:]*|[a-z][a-z-]*")
+#: Values that do not look like a secret: a path (also Windows', ``C:\\keys\\sa.json``,
+#: ``\\\\host\\share``), a URL, a number, a plain lowercase word (``none``, ``uvx``,
+#: ``read-only``).
+_PLAIN_VALUE = re.compile(
+    r"[/.~].*|[A-Za-z]:[\\/].*|\\\\.*|[A-Za-z][A-Za-z0-9+.\-]*://.*|[0-9][0-9.:]*|[a-z][a-z-]*",
+    re.DOTALL,
+)
+
+#: Auth scheme words, any case: the value of a weak name (``--auth oauth2``), no secret.
+_AUTH_SCHEME_WORDS = frozenset(
+    [
+        "none",
+        "anonymous",
+        "basic",
+        "bearer",
+        "digest",
+        "token",
+        "oauth",
+        "oauth1",
+        "oauth2",
+        "oidc",
+        "openid",
+        "jwt",
+        "saml",
+        "ntlm",
+        "kerberos",
+        "negotiate",
+        "mtls",
+        "tls",
+        "apikey",
+        "api-key",
+        "api_key",
+        "iam",
+        "sigv4",
+        "aws",
+        "azure",
+        "gcp",
+        "google",
+        "github",
+        "gitlab",
+        "microsoft",
+        "entra",
+        "okta",
+        "auth0",
+        "keycloak",
+    ]
+)
+#: A weak name naming a kind or a place (``--auth-type``, ``--auth-provider``,
+#: ``--auth-server``): a word or a host name given to it is no secret.
+_KIND_NAME = re.compile(
+    r"_(?:TYPE|KIND|MODE|METHOD|SCHEME|PROVIDER|STRATEGY|SERVER|HOST|DOMAIN|ISSUER|REALM)$",
+    re.IGNORECASE,
+)
+#: A word (``OAuth``, ``GitHub``, ``azure-ad``) or a host name (``auth.example.com:8443``).
+_WORD_OR_HOST = re.compile(
+    r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*|[a-z0-9-]+(?:\.[a-z0-9-]+)+(?::[0-9]+)?"
+)
 
 #: A URL inside a value: ``https://h/x?api_key=...``, also within a longer text
 #: (``jdbc:postgresql://db/x?password=...``, ``--db=postgres://bob:pw@db/x``).
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+#: (Starting only where a run of scheme characters starts: from each letter of a long
+#: run, the search took quadratic time.)
+_URL = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
 
 #: ``Bearer <token>`` or ``Basic <base64>``: a token of 8 or more characters, not
 #: only letters (``Basic authentication`` and ``Bearer of news`` are words).
@@ -98,7 +224,9 @@ _SCHEME = re.compile(r"(?:Bearer|Basic|Token)\s+", re.IGNORECASE)
 
 #: ``user:password@host`` without a scheme (a DSN: ``root:pw@tcp(db:3306)/x``);
 #: not a package spec (``npm:pkg@1.0``).
-_BARE_USERINFO = re.compile(r"([\w.%+-]+):([^\s:@/]+)@[\w.-]+")
+_BARE_USERINFO = re.compile(
+    r"(?<![\w.%+-])([\w.%+-]+):([^\s:@/]+)@(?!sha[0-9]+:[0-9a-fA-F])[\w.-]+"
+)
 _PACKAGE_SCHEMES = frozenset({"npm", "jsr", "pypi", "workspace", "file", "link", "git", "github"})
 
 
@@ -129,8 +257,11 @@ def strong_name(name: str) -> bool:
 
 
 def looks_secret(value: str) -> bool:
-    """Whether ``value`` may be a secret: not a path, URL, number, or plain lowercase word."""
-    return _PLAIN_VALUE.fullmatch(value) is None
+    """Whether ``value`` may be a secret: not a path, URL, number, or plain lowercase word.
+
+    A token's well-known prefix makes it one however short (``sk-abc``).
+    """
+    return _KNOWN_PREFIX.match(value) is not None or _PLAIN_VALUE.fullmatch(value) is None
 
 
 def _holds_credential(name: str, value: str) -> bool:
@@ -138,27 +269,170 @@ def _holds_credential(name: str, value: str) -> bool:
     value = value.strip()
     if not value or _REFERENCE.fullmatch(value) or not credential_name(name):
         return False
-    return strong_name(name) or looks_secret(value)
+    if strong_name(name):
+        return True
+    if value.casefold() in _AUTH_SCHEME_WORDS:
+        return False
+    if _KIND_NAME.search(name.replace("-", "_")) and _WORD_OR_HOST.fullmatch(value):
+        return looks_random(value) or _KNOWN_PREFIX.match(value) is not None
+    return looks_secret(value)
 
 
 def url_held(url: str) -> list[str]:
     """What in ``url`` may be a credential, each named without its value (empty: nothing).
 
-    A ``user:password@``; query (or ``#fragment``) pieces whose name is
+    A ``user:password@`` (not a user alone unless a token, nor a ``${VAR}``
+    password); query (or ``#fragment``) pieces whose name is
     credential-like and whose value may be one (``?api_key=...``, not
-    ``?transport=sse`` or ``#main``); pieces without ``=`` in the query,
-    ``?sk-...``, which are themselves the value and so only counted.
+    ``?transport=sse`` or ``#main``); pieces without ``=`` in the query that
+    `looks_secret`, ``?sk-...`` (not ``?login``), which are themselves the
+    value and so only counted; path
+    segments holding a token (`path_tokens`), named by their number.
     """
-    held = ["a user:password@"] if url_userinfo(url) is not None else []
+    held = ["a user:password@"] if _userinfo_holds(url_userinfo(url)) else []
+    if in_path := path_tokens(url):
+        held.append(f"a token in path segment {', '.join(map(str, in_path))}")
     head, _, fragment = url.partition("#")
     query = [piece for piece in head.partition("?")[2].split("&") if piece]
-    bare = sum("=" not in piece and not _REFERENCE.fullmatch(piece) for piece in query)
+    bare = sum(
+        "=" not in piece and not _REFERENCE.fullmatch(piece) and looks_secret(piece)
+        for piece in query
+    )
     shown = [*_credential_pieces(query), *([f"{bare} without a name"] if bare else [])]
     if shown:
         held.append(f"query values ({', '.join(shown)})")
     if in_fragment := _credential_pieces(fragment.split("&")):
         held.append(f"fragment values ({', '.join(in_fragment)})")
     return held
+
+
+def _userinfo_holds(userinfo: str | None) -> bool:
+    """Whether a URL's ``user:password`` may be a credential: a password other than a
+    variable reference (``postgres:${PGPASSWORD}`` is filled in at run time), or a user
+    alone that is a token (``https://ghp_...@github.com``), not a name (``user@``)."""
+    if userinfo is None:
+        return False
+    user, colon, password = userinfo.partition(":")
+    if colon:
+        return bool(password) and not _REFERENCE.fullmatch(urllib.parse.unquote(password))
+    return bool(
+        _KNOWN_PREFIX.match(user) or _KNOWN_TOKEN.search(user) or _has_jwt(user)
+    ) or looks_random(user)
+
+
+def path_tokens(url: str) -> list[int]:
+    """The numbers (1: the first after the host) of ``url``'s path segments holding a token.
+
+    A segment holding a token with a well-known prefix (``/mcp/sk-...``), a
+    Telegram bot token (``/bot123456:ABC.../sendMessage``), a Slack or
+    Discord webhook's secret (``/services/T000/B000/XXXXXXXX``,
+    ``/webhooks/123456789012345678/...``), a JSON Web Token, or a segment
+    that `looks_random`.
+    """
+    path = url_path(url)
+    hooks = {
+        path[: found.start(found.lastindex or 0)].count("/")
+        for shape in (_SLACK_HOOK, _DISCORD_HOOK)
+        for found in shape.finditer(path)
+        if shape is _DISCORD_HOOK or all(re.search("[0-9]", found[at]) for at in (1, 2))
+    }
+    return [
+        at
+        for at, segment in enumerate(path.split("/"))
+        if at in hooks
+        or _KNOWN_TOKEN.search(segment)
+        or _TELEGRAM_BOT.search(segment)
+        or _has_jwt(segment)
+        or looks_random(segment)
+    ]
+
+
+def mask_path_tokens(url: str) -> str:
+    """``url`` with each path segment `path_tokens` finds shown as ``***``.
+
+    The path is cut from ``url`` as written: `urllib.parse.urlsplit` drops
+    tabs and newlines, so the path it reads may not be in ``url``. Should the
+    two not have the same segments, the whole path is masked.
+    """
+    found = path_tokens(url)
+    if not found:
+        return url
+    head = _URL_HEAD.match(url)
+    start = head.end() if head else 0
+    end = min(
+        (at for at in (url.find("?", start), url.find("#", start)) if at >= 0), default=len(url)
+    )
+    parts = url[start:end].split("/")
+    if len(parts) != len(url_path(url).split("/")):
+        return url[:start] + MASK + url[end:]
+    masked = "/".join(MASK if at in found else part for at, part in enumerate(parts))
+    return url[:start] + masked + url[end:]
+
+
+def url_path(url: str) -> str:
+    """``url``'s path, as `urllib.parse.urlsplit` reads it (read plainly if malformed)."""
+    try:
+        return urllib.parse.urlsplit(url).path
+    except ValueError:  # a malformed URL (an unclosed "[" of an IPv6 host)
+        after_host = url.partition("//")[2].partition("/")[2]
+        return "/" + re.split("[?#]", after_host, maxsplit=1)[0]
+
+
+def looks_random(text: str) -> bool:
+    """Whether ``text`` (a URL path segment, ``-k``'s value) looks like a random token.
+
+    One unbroken run of 24 or more letters and digits (maybe ending in
+    base64's ``=`` padding) holding capitals, lowercase letters and digits,
+    the digits in two places or more: a Zapier MCP URL's key, a Google Docs
+    id (a capability when shared). Not a UUID or a hex hash (one case, and
+    separators), not ``MyVeryLongProjectName2024`` (digits in one place), not
+    a name with ``-``, ``_`` or ``.`` in it (``Meta-Llama-3-8B-Instruct``,
+    ``github-mcp-server_Linux_x86_64``, ``PROJ-1234-add-oauth2-support``);
+    not a public shape: an Ethereum address (``0x`` and 40 hex digits), an
+    IPFS CIDv0 (``Qm`` and 44 base58 characters); not a camelCase name
+    (`_camel_name`: ``OpenAIGpt4oMiniDeployment2024``).
+    """
+    digits = re.findall("[0-9]+", text)
+    return (
+        _TOKEN_RUN.fullmatch(text) is not None
+        and re.search("[A-Z]", text) is not None
+        and re.search("[a-z]", text) is not None
+        and len(digits) >= 2
+        and _PUBLIC_ID.fullmatch(text) is None
+        and not _camel_name(text, len(digits))
+    )
+
+
+def _camel_name(text: str, digit_runs: int) -> bool:
+    """Whether ``text`` reads as a camelCase name: three digit runs or fewer, and words
+    (``Open``, ``AI``, ``o``, ``Deployment``) of 3.5 letters or more on average (a random
+    token's capitals and lowercase letters mix in runs of 1 or 2), each pronounceable: an
+    acronym of 4 capitals at most, other words with no 4 consonants in a row."""
+    words = _CAMEL_WORD.findall(text)
+    return (
+        digit_runs <= 3
+        and sum(map(len, words)) >= 3.5 * len(words)
+        and all(
+            len(word) <= 4 if word.isupper() and len(word) > 1 else not _CONSONANTS.search(word)
+            for word in words
+        )
+    )
+
+
+def _has_jwt(text: str) -> bool:
+    """Whether ``text`` holds a JSON Web Token: two base64url parts of JSON (``eyJ...``,
+    ``eyJ`` and 6 or more characters each) and a signature, joined by dots.
+
+    Read part by part (each ``.``-separated part once): a regular expression
+    searched from every ``eyJ`` of a long run took quadratic time.
+    """
+    parts = text.split(".")
+    for at in range(len(parts) - 2):
+        header = _NOT_BASE64URL.split(parts[at])[-1]  # (the token starts after any other text)
+        start = header.find("eyJ")
+        if 0 <= start <= len(header) - 9 and _JWT_PART.fullmatch(parts[at + 1]):
+            return True
+    return False
 
 
 def _credential_pieces(pieces: list[str]) -> list[str]:
@@ -219,26 +493,78 @@ def args_held(args: Sequence[str]) -> list[str]:
 
     An argument is one when it is a credential-like flag's value that may be a
     credential (as for `env_held`: ``--api-key sk-...``, ``--token=...``, not
-    ``--auth none``, ``--skip-auth /data``, ``--token-env GITHUB_TOKEN``),
-    joined by ``=`` or the next argument (unless that starts with ``-``;
-    ``--no-...`` flags take none), or it holds what `value_held` finds
+    ``--auth none``, ``--skip-auth /data``, ``--token-env GITHUB_TOKEN``; and
+    ``-k``'s, not strong: ``-k sk-abc``, not ``-k /x``), joined by ``=`` or the
+    next argument unless that starts with ``-`` (but after a strong name,
+    ``--password -hunter2``, one of no flag's shape, not ``-v``, ``--x``,
+    ``-``, is the value; ``--no-...`` flags take none); or a
+    password glued to ``-p`` (``-phunter2``; not ``-p8080``, ``-pR``,
+    ``-print``); or a key glued to ``-k`` of a token's shape (``-ksk-abc``);
+    or it holds what `value_held` finds
     (``postgresql://bob:pw@db/x``, ``-e GITHUB_TOKEN=ghp_...``).
     """
     held = []
+    taken = -1  # the last argument taken as a flag's value: no flag for the next
     for at, arg in enumerate(args):
         flag, joined, value = arg.partition("=")
-        before = args[at - 1] if at else ""
-        if arg.startswith("-") and joined and _holds_credential(_flag_name(flag), value):
+        before = args[at - 1] if at and taken != at - 1 else ""
+        if arg.startswith("-") and joined and _flag_holds(flag, value):
             held.append(f"args[{at}] (the value of {flag})")
-        elif (
-            not arg.startswith("-")
-            and "=" not in before
-            and _holds_credential(_flag_name(before), arg)
-        ):
+        elif _value_after(before, arg) and _flag_holds(before, arg):
             held.append(f"args[{at}] (the value after {before})")
+            taken = at
+        elif _glued_password(arg):
+            held.append(f"args[{at}] (a password glued to -p)")
+        elif _glued_key(arg):
+            held.append(f"args[{at}] (a key glued to {arg[:2]})")
         elif found := value_held(value if arg.startswith("-") and joined else arg):
             held.append(f"args[{at}] ({', '.join(found)})")
     return held
+
+
+def _value_after(flag: str, arg: str) -> bool:
+    """Whether ``arg`` may be the value of the flag ``flag`` before it: not one joined
+    by ``=``; one starting with ``-`` only after a strong name, and of no flag's shape."""
+    if "=" in flag:
+        return False
+    if not arg.startswith("-"):
+        return True
+    return (
+        _FLAG_SHAPE.fullmatch(arg) is None
+        and flag not in _KEY_SHORT_FLAGS
+        and strong_name(_flag_name(flag))
+    )
+
+
+def _flag_holds(flag: str, value: str) -> bool:
+    """Whether ``value``, given to the flag ``flag``, may be a credential."""
+    if flag in _KEY_SHORT_FLAGS:  # (a key file, a word, a host:port: no secret)
+        value = value.strip()
+        return bool(_KNOWN_PREFIX.match(value) or _KNOWN_TOKEN.search(value) or looks_random(value))
+    return _holds_credential(_flag_name(flag), value)
+
+
+def _glued_password(arg: str) -> bool:
+    """Whether ``arg`` is a password glued to ``-p``: a value that `looks_secret`,
+    does not read as the rest of a flag's name (`_FLAG_REST`), is no port and is
+    not led by a variable reference."""
+    found = _GLUED_PASSWORD.fullmatch(arg)
+    if found is None:
+        return False
+    value = found[1]
+    return (
+        looks_secret(value)
+        and _FLAG_REST.fullmatch(value) is None
+        and _PORT_SPEC.fullmatch(value) is None
+        and _REFERENCE_LED.match(value) is None
+    )
+
+
+def _glued_key(arg: str) -> bool:
+    """Whether ``arg`` is a key glued to ``-k`` (``-kZv8Q...``, ``-ksk-abc``): its rest,
+    without ``=``, has a token's shape as ``-k``'s value must (``-keep``, ``-kv`` have none)."""
+    flag, rest = arg[:2], arg[2:]
+    return flag in _KEY_SHORT_FLAGS and bool(rest) and "=" not in arg and _flag_holds(flag, rest)
 
 
 def _flag_name(arg: str) -> str:

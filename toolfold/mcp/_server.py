@@ -124,16 +124,17 @@ def _listed(served: Tool[..., Any]) -> Any:
     """
     import mcp_types as types
 
-    if served.requires_approval is False:
-        return types.Tool(
-            name=served.name, description=served.description, input_schema=dict(served.parameters)
-        )
+    cautious: dict[str, Any] = {}
+    if served.requires_approval is not False:
+        cautious = {
+            "annotations": types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
+            "_meta": {APPROVAL_META_KEY: True},
+        }
     return types.Tool(
         name=served.name,
         description=served.description,
         input_schema=dict(served.parameters),
-        annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True),
-        _meta={APPROVAL_META_KEY: True},
+        **cautious,
     )
 
 
