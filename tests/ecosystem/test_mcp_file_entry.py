@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import time
 
 import pytest
 
@@ -525,9 +524,11 @@ def test_a_listing_with_null_meta_is_a_tool_without_approval() -> None:
     assert MCPServerStdio("x")._tool(spec).requires_approval is False
 
 
-def test_crafted_long_arguments_and_urls_are_checked_in_linear_time() -> None:
-    """Long crafted values (a Slack-like path, runs of eyJ, a long word, user:...) that took
-    quadratic time (seconds at 8k characters) are checked in well under a second each."""
+def test_crafted_long_arguments_and_urls_are_read_right() -> None:
+    """Long crafted values (a Slack-like path, runs of eyJ, a long word, user:...), which
+    the patterns once took quadratic time over, are read as what they are: none is a path
+    token, a password or an env credential, and a random run glued to -k is a key. (Their
+    time is measured in bench/bench_mcp_entry.py, not asserted here.)"""
     n = 10_000
     crafted = [
         "https://h/services/T0/B" + "0" * n + "/" + "a" * n + "!",
@@ -535,11 +536,8 @@ def test_crafted_long_arguments_and_urls_are_checked_in_linear_time() -> None:
         "https://h/" + "eyJ" * n,
         "a" * n + ":" + "b" * n,
         "a." * n,
-        "-k" + "Ab1" * n,
     ]
     for value in crafted:
-        started = time.perf_counter()
-        path_tokens(value)
-        args_held([value])
-        env_held({"X": value})
-        assert time.perf_counter() - started < 2.0, value[:30]
+        assert (path_tokens(value), args_held([value]), env_held({"X": value})) == ([], [], [])
+    glued = "-k" + "Ab1" * n
+    assert args_held([glued]) == ["args[0] (a key glued to -k)"]
