@@ -135,6 +135,20 @@ def test_credentials_in_args_are_refused_by_position() -> None:
 #: every case a review found refused (fp.py in /work/tmp/rev-edges2), less those that do hold one.
 WRITTEN: dict[str, tuple[str, list[str], dict[str, str] | None]] = {
     "fs": ("npx", ["-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Desktop"], None),
+    "vscode input env": (
+        "docker",
+        ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/server"],
+        {"GITHUB_PERSONAL_ACCESS_TOKEN": "${input:github_token}"},
+    ),
+    "vscode env ref": ("npx", ["server"], {"API_KEY": "${env:API_KEY}"}),
+    "vscode input dashed": ("npx", ["server"], {"PERPLEXITY_API_KEY": "${input:perplexity-key}"}),
+    "vscode input flag": ("npx", ["server", "--token", "${input:github_token}"], None),
+    "vscode input header": (
+        "npx",
+        ["mcp-remote", "https://x/mcp", "--header", "Authorization: Bearer ${input:token}"],
+        None,
+    ),
+    "vscode -e assignment": ("docker", ["run", "-e", "TOKEN=${env:TOKEN}", "img"], None),
     "git": ("uvx", ["mcp-server-git", "--repository", "."], None),
     "docker -e NAME": ("docker", ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN"], None),
     "docker --env NAME": ("docker", ["run", "-i", "--rm", "--env", "API_KEY", "img"], None),

@@ -88,7 +88,7 @@ _PORT_SPEC = re.compile(r"(?:\[[0-9A-Fa-f:.]*\]:)?[0-9][0-9.:-]*(?:/(?:tcp|udp|s
 #: javac's ``-proc:none``; digits then lowercase letters (``-p2p``).
 _FLAG_REST = re.compile(r"[A-Za-z.-]+|[a-z]+(?:_[a-z0-9]+)+|[a-z]+:.*|[0-9]+[a-z]+", re.DOTALL)
 #: A value led by a variable reference (docker's ``-p${PORT}:80``), filled in at run time.
-_REFERENCE_LED = re.compile(r"\$(?:[A-Za-z_]|\{[A-Za-z_])")
+_REFERENCE_LED = re.compile(r"\$(?:[A-Za-z_]|\{(?:env:|input:)?[A-Za-z_])")
 
 #: An argument that reads as a flag, not as a value: ``-`` (stdin), ``--``,
 #: ``--name...``, a short flag or a cluster of them (``-v``, ``-abc``, Go's
@@ -129,8 +129,9 @@ _CONSONANTS = re.compile(r"[b-df-hj-np-tv-xz]{4}", re.IGNORECASE)
 #: What comes before a URL's path as written: a scheme, ``//`` and the host.
 _URL_HEAD = re.compile(r"[\x00-\x20]*(?:[A-Za-z][A-Za-z0-9+.\-]*:)?(?://[^/?#]*)?")
 
-#: A value made only of variable references, filled in at run time.
-_REFERENCE = re.compile(r"(?:\$[A-Za-z_]\w*|\$\{[A-Za-z_]\w*\})+")
+#: A value made only of variable references, filled in at run time: ``$TOKEN``,
+#: ``${TOKEN}``, and VS Code's ``${env:TOKEN}`` and ``${input:github-token}``.
+_REFERENCE = re.compile(r"(?:\$[A-Za-z_]\w*|\$\{(?:env:|input:)?[A-Za-z_][\w.-]*\})+")
 
 #: Values that do not look like a secret: a path (also Windows', ``C:\\keys\\sa.json``,
 #: ``\\\\host\\share``), a URL, a number, a plain lowercase word (``none``, ``uvx``,
@@ -210,13 +211,13 @@ _KNOWN_TOKEN = re.compile(
 
 #: ``NAME=value`` in a text (``API_KEY=sk-...``, ``-e TOKEN=...``, ``Password=...;``).
 _ASSIGNMENT = re.compile(
-    r"(?:^|(?<=[\s;,&\"'{(]))([A-Za-z_][\w.-]*)=((?:\$\{\w+\}|[^\s;,&\"'})])*)"
+    r"(?:^|(?<=[\s;,&\"'{(]))([A-Za-z_][\w.-]*)=((?:\$\{(?:env:|input:)?[\w.-]+\}|[^\s;,&\"'})])*)"
 )
 
 #: ``Name: value`` in a text, the name maybe quoted (``X-API-Key: sk-...``,
 #: ``{"Authorization": "Bearer ..."}``).
 _HEADER = re.compile(
-    r"(?:^|(?<=[\s;,{]))[\"']?([A-Za-z][\w-]*)[\"']?\s*:\s*[\"']?((?:\$\{\w+\}|[^\"',;}\n])*)"
+    r"(?:^|(?<=[\s;,{]))[\"']?([A-Za-z][\w-]*)[\"']?\s*:\s*[\"']?((?:\$\{(?:env:|input:)?[\w.-]+\}|[^\"',;}\n])*)"
 )
 
 #: The auth scheme before a header's credential (``Bearer ${TOKEN}``).
