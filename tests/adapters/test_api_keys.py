@@ -465,3 +465,55 @@ def test_a_key_deep_in_the_exception_chain_is_still_scrubbed() -> None:
     assert record.exc_text is not None
     assert "RuntimeError: outer failure" in record.exc_text
     assert KEY not in record.exc_text
+
+
+class _Note:
+    """A note that is not a str: a traceback prints its str()."""
+
+    def __str__(self) -> str:
+        """The note's text, holding the key."""
+        return f"note {KEY}"
+
+
+class _OnceUnreadableNotes(list[str]):
+    """Notes whose first iteration raises (the filter's look), later ones give the key."""
+
+    tries = 0
+
+    def __iter__(self) -> Any:
+        """Fail the first time, as an odd notes object may."""
+        self.tries += 1
+        if self.tries == 1:
+            raise RuntimeError("cannot iterate")
+        return iter([f"note {KEY}"])
+
+
+@pytest.mark.parametrize(
+    ("notes", "shown"),
+    [
+        ((f"note {KEY}",), "note ***"),  # a tuple: each note printed
+        ([_Note()], "note ***"),  # a non-str note: its str() printed
+        ({KEY}, "{'***'}"),  # not a sequence: printed by its repr()
+    ],
+)
+def test_a_key_in_notes_of_any_shape_is_scrubbed(notes: Any, shown: str) -> None:
+    """A key in an exception's notes (a tuple, a non-str note, a set) is scrubbed from the traceback."""
+    error = ValueError("plain")
+    error.__notes__ = notes  # type: ignore[attr-defined]
+    record = _record_with(error)
+    RedactingFilter([KEY]).filter(record)
+    assert record.exc_text is not None
+    assert shown in record.exc_text
+    assert KEY not in record.exc_text
+
+
+def test_notes_that_cannot_be_read_make_the_filter_format_the_traceback() -> None:
+    """Notes that raise when read make the filter format and scrub the traceback, to be sure."""
+    error = ValueError("plain")
+    error.__notes__ = _OnceUnreadableNotes()  # type: ignore[attr-defined]
+    record = _record_with(error)
+    RedactingFilter([KEY]).filter(record)
+    assert record.exc_info is None
+    assert record.exc_text is not None
+    assert "note ***" in record.exc_text
+    assert KEY not in record.exc_text

@@ -209,3 +209,108 @@ def test_an_agent_file_still_reports_a_missing_key_when_it_loads(
         loads(text)
     with override_models(TestModel(text="offline")):
         assert loads(text).agent().run("hi").text == "offline"
+
+
+def test_two_agents_made_before_the_block_on_one_string_get_a_model_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two pre-built agents on the same string each resolve it, as two agents made inside the block do."""
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    first = Agent("openai:gpt-4o-mini", name="first")
+    second = Agent("openai:gpt-4o-mini", name="second")
+    with override_models(lambda spec: ScriptedModel(["only answer"])) as resolved:
+        assert first.run("x").text == "only answer"
+        assert second.run("y").text == "only answer"  # it had no entry left for request 2
+    assert resolved == ["openai:gpt-4o-mini", "openai:gpt-4o-mini"]
+
+
+def test_the_per_run_copy_of_an_agent_with_tool_sources_reuses_its_model_in_the_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each run of an agent with tool sources (a copy per run) goes on with the one model of the block."""
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    agent = Agent("openai:gpt-4o-mini", tools=[_Source()])
+    with override_models(lambda spec: ScriptedModel(["one", "two"])) as resolved:
+        assert agent.run("go").text == "one"
+        assert agent.run("go").text == "two"
+    assert resolved == ["openai:gpt-4o-mini"]
+
+
+def test_a_raising_override_function_is_called_again_by_the_next_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A function that raised resolves nothing: the agent's next run in the block calls it again."""
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    agent = Agent("openai:gpt-4o-mini")
+    calls: list[str] = []
+
+    def flaky(spec: str) -> TestModel:
+        calls.append(spec)
+        if len(calls) == 1:
+            raise RuntimeError("not yet")
+        return TestModel(text="second try")
+
+    with override_models(flaky):
+        with pytest.raises(RuntimeError, match="not yet"):
+            agent.run("x")
+        assert agent.run("x").text == "second try"
+        assert agent.run("x").text == "second try"
+    assert len(calls) == 2
+
+
+def test_threads_sharing_the_block_resolve_an_agent_made_before_it_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thread started with copy_context while another resolves the agent's string waits: one call."""
+    import contextvars
+    import linecache
+    import sys
+    import threading
+
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    agent = Agent("openai:gpt-4o-mini")
+    calls: list[str] = []
+    entered_twice = threading.Event()
+    answers: list[str] = []
+
+    def waiting_on_the_lock(thread: threading.Thread) -> bool:
+        frame = sys._current_frames().get(thread.ident or -1)
+        line = "" if frame is None else linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        return frame is not None and frame.f_code.co_name == "again" and "_lock" in line
+
+    def resolve(spec: str) -> TestModel:
+        calls.append(spec)
+        if len(calls) > 1:
+            entered_twice.set()
+        elif len(calls) == 1:  # the first resolve lets another thread's run start meanwhile
+            other = threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(lambda: answers.append(agent.run("b").text),),
+            )
+            other.start()
+            while not (entered_twice.is_set() or waiting_on_the_lock(other)):
+                entered_twice.wait(0.001)
+            threads.append(other)
+        return TestModel(text="t")
+
+    threads: list[threading.Thread] = []
+    with override_models(resolve) as resolved:
+        answers.append(agent.run("a").text)
+        for thread in threads:
+            thread.join()
+    assert answers == ["t", "t"]
+    assert len(calls) == 1
+    assert resolved == ["openai:gpt-4o-mini"]
+
+
+def test_an_agent_made_in_an_outer_block_keeps_its_model_in_an_inner_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent made inside an outer block answers with the outer model in an inner block; a pre-built one with the inner."""
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    prebuilt = Agent("openai:gpt-4o-mini")
+    with override_models(TestModel(text="outer")):
+        made_inside = Agent("openai:gpt-4o-mini")
+        with override_models(TestModel(text="inner")):
+            assert made_inside.run("x").text == "outer"
+            assert prebuilt.run("x").text == "inner"

@@ -238,3 +238,52 @@ def test_a_sampled_unique_array_of_numbers_satisfies_its_schema(
         assert _compile(schema).is_valid(value), (schema, value)
         return
     assert "uniqueItems needs" in problem
+
+
+@pytest.mark.parametrize(
+    ("items", "count"),
+    [
+        ({"allOf": [{"enum": [1, 2, 3]}, {"enum": [2, 3, 4]}]}, 2),
+        ({"allOf": [{"type": "integer"}, {"minimum": 5}]}, 3),
+        ({"minimum": 5}, 3),
+        ({"maximum": -2, "exclusiveMinimum": -4}, 2),
+        ({"type": "boolean"}, 2),
+        ({"type": "string", "maxLength": 1}, 30),
+        ({"type": "string", "maxLength": 5}, 3),
+        ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, 3),
+    ],
+)
+def test_a_sampled_unique_array_is_valid_for_allof_untyped_bounds_and_other_kinds(
+    items: dict[str, Any], count: int
+) -> None:
+    """Distinct items for allOf, untyped bounds, booleans, short strings: each item fits (allOf gave [2, 2])."""
+    schema = {"type": "array", "items": items, "minItems": count, "uniqueItems": True}
+    value = sample_value(schema)
+    assert len(value) == count
+    jsonschema.Draft202012Validator(schema).validate(value)
+
+
+@pytest.mark.parametrize(
+    ("items", "count"),
+    [
+        ({"type": "boolean"}, 3),
+        ({"type": "null"}, 2),
+        ({"type": "object", "additionalProperties": False}, 2),
+        ({"type": "string", "maxLength": 0}, 2),
+        ({"allOf": [{"enum": [1, 2, 3]}, {"enum": [3, 4]}]}, 2),
+    ],
+)
+def test_distinct_items_an_item_schema_cannot_give_are_refused_not_repeated(
+    items: dict[str, Any], count: int
+) -> None:
+    """Too few distinct values for minItems is a UsageError naming the path, not repeated items."""
+    schema = {"type": "array", "items": items, "minItems": count, "uniqueItems": True}
+    with pytest.raises(UsageError, match=r"uniqueItems needs .* @ \$\.xs"):
+        sample_value({"type": "object", "properties": {"xs": schema}, "required": ["xs"]})
+
+
+def test_equal_prefix_items_of_a_unique_array_are_refused() -> None:
+    """prefixItems whose samples are equal in a uniqueItems array is a UsageError naming the path."""
+    schema = {"type": "array", "uniqueItems": True, "prefixItems": [{"const": 1}, {"const": 1}]}
+    with pytest.raises(UsageError, match=r"uniqueItems needs distinct items.* @ \$\.xs"):
+        sample_value({"type": "object", "properties": {"xs": schema}, "required": ["xs"]})

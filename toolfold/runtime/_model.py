@@ -8,6 +8,7 @@ non-streaming call gives.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
@@ -125,16 +126,19 @@ def agent_model(spec: str | Model) -> tuple[Model, str | None]:
 def in_force(built: Model, spec: str | None) -> Model:
     """The model a run starting now calls: the override's for ``spec`` inside a block.
 
-    Inside a block, each string is resolved once and its model reused by every
-    later run, resume and handoff in that block (`ModelOverride.again`), as an
-    agent made inside the block keeps the model it resolved then.
+    Inside a block, an agent made before it resolves its string once, and its
+    later runs, resumes and handoffs in that block reuse that model
+    (`ModelOverride.again`), as an agent made inside the block keeps the model
+    it resolved then. ``built`` (the model the agent built when it was made,
+    which its per-run copies share) tells one agent from another: two agents
+    on the same string get a model each.
     """
     if spec is None:
         return built
     override = MODEL_OVERRIDE.get()
     if override is None:
         return built
-    return override.again(spec)
+    return override.again(built, spec)
 
 
 class ModelOverride:
@@ -147,18 +151,29 @@ class ModelOverride:
 
     def __init__(self, resolve: Callable[[str], Model]) -> None:
         self._resolve = resolve
-        self._again: dict[str, Model] = {}
+        # (id of the agent's built model, its string) -> (that model, kept so
+        # the id stays its own while the block lasts; the override's model)
+        self._again: dict[tuple[int, str], tuple[Model, Model]] = {}
+        # Threads started with copy_context share the block: one resolve each.
+        self._lock = threading.RLock()
 
     def __call__(self, spec: str) -> Model:
         """The model of ``spec`` for something made inside the block."""
         return self._resolve(spec)
 
-    def again(self, spec: str) -> Model:
-        """The model of ``spec`` for a run of an agent made before the block: resolved once per block."""
-        found = self._again.get(spec)
-        if found is None:
-            found = self._again.setdefault(spec, self._resolve(spec))
-        return found
+    def again(self, built: Model, spec: str) -> Model:
+        """The model of ``spec`` for a run of the agent that built ``built`` before the block.
+
+        Resolved once per agent and block (a resolve that raises is tried
+        again by the next run), under a lock: threads sharing the block call
+        the override's function once.
+        """
+        key = (id(built), spec)
+        with self._lock:
+            found = self._again.get(key)
+            if found is None:
+                found = self._again[key] = (built, self._resolve(spec))
+            return found[1]
 
 
 MODEL_OVERRIDE: ContextVar[ModelOverride | None] = ContextVar(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from toolfold._errors import UsageError
@@ -173,10 +173,10 @@ class _Sampler:
     def _array(self, schema: Mapping[str, Any], depth: int) -> Any:
         prefix = schema.get("prefixItems")
         if isinstance(prefix, list):
-            return [self._at(i, item, depth + 1) for i, item in enumerate(prefix)]
+            return self._tuple(schema, prefix, depth)
         items = schema.get("items", {})
         if isinstance(items, list):  # draft 4-7 tuple form
-            return [self._at(i, item, depth + 1) for i, item in enumerate(items)]
+            return self._tuple(schema, items, depth)
         count = int(schema.get("minItems", 0 if depth >= _MAX_DEPTH else 1))
         if schema.get("maxItems") is not None:
             count = min(count, int(schema["maxItems"]))
@@ -186,22 +186,31 @@ class _Sampler:
         else:
             first = self._at(0, items, depth + 1)
         if count > 1 and schema.get("uniqueItems"):
-            distinct = self._distinct_items(self._resolve(items), count, depth + 1)
-            if distinct is not None:
-                return distinct
-            return [_distinct(first, i) for i in range(count)]
+            return self._distinct_items(self._resolve(items), first, count, depth + 1)
         return [first] * count
 
-    def _distinct_items(self, item: Mapping[str, Any], count: int, depth: int) -> list[Any] | None:
-        """``count`` distinct values the item schema accepts, or None for a kind not enumerated.
+    def _tuple(self, schema: Mapping[str, Any], items: list[Any], depth: int) -> list[Any]:
+        """The value of each of ``items`` in turn (``prefixItems``); equal ones refused if unique."""
+        found = [self._at(i, item, depth + 1) for i, item in enumerate(items)]
+        if schema.get("uniqueItems") and len({_unique_key(v) for v in found}) < len(found):
+            raise _NoSample(
+                f"uniqueItems needs distinct items, but the item schemas give equal values: "
+                f"{found!r}"[:300]
+            )
+        return found
 
-        Numbers (within the item's bounds), ``enum`` and ``const`` values, and
-        the branches of ``anyOf``/``oneOf`` give the candidates; each is checked
-        against the whole item schema.
+    def _distinct_items(
+        self, item: Mapping[str, Any], first: Any, count: int, depth: int
+    ) -> list[Any]:
+        """``count`` distinct values the item schema accepts.
+
+        Numbers (within the item's bounds), ``enum`` and ``const`` values, the
+        branches of ``anyOf``/``oneOf``, the parts of ``allOf``, booleans and
+        null give the candidates; for other kinds, variants of ``first``. Each
+        is checked against the whole item schema.
         """
-        candidates = self._candidates(item, count, depth)
-        if candidates is None:
-            return None
+        listed = self._candidates(item, count, depth)
+        candidates = _variants(first, count * 3 + 40) if listed is None else iter(listed)
         fits = self._checker(item)
         found: list[Any] = []
         seen: set[Any] = set()
@@ -226,6 +235,11 @@ class _Sampler:
             return [item["const"]]
         if item.get("enum"):
             return list(item["enum"])
+        if isinstance(item.get("allOf"), list):
+            merged: dict[str, Any] = {k: v for k, v in item.items() if k != "allOf"}
+            for part in item["allOf"]:
+                merged = _merge(merged, self._resolve(part))
+            return self._candidates(merged, count, depth)
         for key in ("anyOf", "oneOf"):
             if isinstance(item.get(key), list):
                 rest = {k: v for k, v in item.items() if k != key}
@@ -243,6 +257,12 @@ class _Sampler:
         kind = item.get("type")
         if isinstance(kind, list):
             kind = next((t for t in kind if t != "null"), "null")
+        if kind is None:
+            kind = _infer_type(item)
+        if kind == "boolean":
+            return [True, False]
+        if kind == "null":
+            return [None]
         if kind not in ("integer", "number"):
             return None
         values = numbers(item, integer=kind == "integer", tries=count)
@@ -308,9 +328,40 @@ def _unique_key(value: Any) -> Any:
     return ("json", json.dumps(value, sort_keys=True, default=repr))
 
 
-def _distinct(value: Any, index: int) -> Any:
-    if isinstance(value, bool):
-        return index % 2 == 0
+def _variants(first: Any, tries: int) -> Iterator[Any]:
+    """``first``, then up to ``tries`` values made from it that differ (unchecked: the caller checks)."""
+    yield first
+    for index in range(1, tries + 1):
+        yield from _vary(first, index)
+
+
+def _vary(value: Any, index: int) -> list[Any]:
+    """Values that differ from ``value`` by ``index`` (a string's suffix, a number plus it...)."""
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, (int, float)):
+        return [value + index]
     if isinstance(value, str):
-        return f"{value}{index}"
-    return value
+        token = _token(index)
+        if len(value) >= len(token):  # the same length, for a maxLength
+            return [f"{value}{token}", value[: len(value) - len(token)] + token]
+        return [f"{value}{token}", token]
+    if isinstance(value, list):
+        return [[changed, *value[1:]] for changed in _vary(value[0], index)] if value else []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            changed = _vary(inner, index)
+            if changed:
+                return [{**value, key: other} for other in changed]
+        return [{**value, f"key{index}": index}]
+    return []
+
+
+def _token(index: int) -> str:
+    """``index`` written in digits and lowercase letters (1, 2, ..., z, 10, ...)."""
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    text = ""
+    while index:
+        index, rest = divmod(index, len(digits))
+        text = digits[rest] + text
+    return text or "0"

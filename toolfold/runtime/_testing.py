@@ -490,10 +490,13 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     unchanged against a test model: no key, no network. The string must still
     name a known provider (a typo still raises `ModelConfigError`); options
     given with it (``api_key``, ``base_url``...) are ignored. An agent made
-    from a string before the block (a module-level ``Agent("openai:...")``)
+    from a string outside any block (a module-level ``Agent("openai:...")``)
     is overridden in the runs that start inside it: its string is resolved
-    once per block and the model reused by its later runs, resumes and
-    handoffs there. Such an agent still builds its real model when it is
+    once per agent and block (under a lock, for threads sharing the block;
+    again at the next run if the function raised) and the model reused by
+    its later runs, resumes and handoffs there, concurrent ones included.
+    An agent made inside a block keeps that block's model, in inner blocks
+    too. Such an agent still builds its real model when it is
     made (a missing API key raises then): in a test without real keys, set
     any value for the provider's variable; nothing is sent. Model objects
     passed directly are left alone, one made earlier with
@@ -506,7 +509,7 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
 
     Yields:
         The model strings resolved inside the block, in order (an agent made
-        before the block: once, at its first run in the block).
+        outside any block: once, at its first run in the block).
 
     Example:
         >>> from toolfold import generate_text

@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from toolfold._errors import ModelConfigError
 
@@ -691,9 +691,10 @@ def _may_show(error: BaseException | None, found: Scrubs) -> bool:
             texts = [str(exc)]
         except Exception:  # a broken __str__: the traceback shows none
             texts = []
-        notes = getattr(exc, "__notes__", None)
-        if isinstance(notes, list):
-            texts += [note for note in notes if isinstance(note, str)]
+        try:
+            texts += _note_texts(exc)
+        except Exception:  # notes that fail to be read: format the traceback to be sure
+            return True
         line = getattr(exc, "text", None)  # SyntaxError's source line
         if isinstance(line, str):
             texts.append(line)
@@ -704,6 +705,16 @@ def _may_show(error: BaseException | None, found: Scrubs) -> bool:
         if isinstance(members, (tuple, list)):
             pending += [e for e in members if isinstance(e, BaseException)]
     return False
+
+
+def _note_texts(exc: BaseException) -> list[str]:
+    """The notes of ``exc`` as a traceback prints them (it may raise on odd notes)."""
+    notes = getattr(exc, "__notes__", None)
+    if notes is None:
+        return []
+    if isinstance(notes, Sequence) and not isinstance(notes, str):
+        return [str(note) for note in notes]  # each note's str(), as a traceback does
+    return [repr(notes)]  # a traceback prints anything else by its repr()
 
 
 #: Loggers of the HTTP stacks a transport may run on, whose DEBUG output shows headers.
