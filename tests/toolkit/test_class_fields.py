@@ -231,10 +231,11 @@ def test_a_subclass_of_a_parametrised_generic_dataclass_binds_its_type_variable(
 
 @pytest.mark.parametrize("tp", [IntListBox, ListBox[int]])
 def test_type_variables_are_bound_through_several_generic_bases(tp: object) -> None:
-    """Box's T is list[U] in ListBox, whose U is int in IntListBox or ListBox[int]."""
+    """Box's T is list[U] in ListBox, whose U is int in IntListBox or ListBox[int]
+    (its description is Box's docstring's)."""
     properties = schema(tp)["properties"]
     assert properties == {
-        "item": {"type": "array", "items": {"type": "integer"}},
+        "item": {"type": "array", "items": {"type": "integer"}, "description": "What is in it."},
         "extra": {"type": "integer"},
     }
 
@@ -296,6 +297,7 @@ def test_quoted_names_in_a_generic_base_are_resolved() -> None:
     assert schema(Tree)["$defs"]["Tree"]["properties"]["item"] == {
         "type": "array",
         "items": {"$ref": "#/$defs/Tree"},
+        "description": "What is in it.",
     }
     made = get_converter().structure({"item": [{"item": [], "name": "leaf"}]}, Tree)
     assert made == Tree([Tree([], "leaf")])

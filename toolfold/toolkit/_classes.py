@@ -53,12 +53,13 @@ def _class_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo] 
         return _dataclass_fields(cls, localns)
     if hasattr(cls, "__attrs_attrs__"):
         return _attrs_fields(cls, localns)
-    if issubclass(cls, dict) and hasattr(cls, "__required_keys__"):
+    if _is_typeddict(cls):
         hints = _hints(cls, localns)
-        required = cls.__required_keys__
-        return [
+        required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+        fields: list[FieldInfo] = [
             (n, t, _typeddict_required(n, t, required), MISSING, None) for n, t in hints.items()
         ]
+        return _bind_inherited(cls, fields, localns)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         hints = _hints(cls, localns)
         defaults = getattr(cls, "_field_defaults", {})
@@ -180,7 +181,7 @@ def _bound_type_vars(
     import sys
 
     bound: dict[type, dict[Any, Any]] = {cls: {}}
-    for klass in cls.__mro__:
+    for klass in _lineage(cls):
         mapping = bound.get(klass, {})
         module = sys.modules.get(klass.__module__)
         names = module.__dict__ if module is not None else {}
@@ -229,7 +230,7 @@ def inherits_type_vars(cls: type) -> bool:
     whose fields' type variables its own class statement binds."""
     return any(
         getattr(base, "__parameters__", ()) and base is not typing.Generic
-        for base in cls.__mro__[1:]
+        for base in _lineage(cls)[1:]
     )
 
 
@@ -259,6 +260,8 @@ def _declaring_classes(cls: type) -> dict[str, type]:
     """Field name -> the most derived class in the MRO whose own annotations declare it."""
     import inspect
 
+    if _is_typeddict(cls):
+        return _typeddict_declaring_classes(cls)
     owners: dict[str, type] = {}
     for klass in reversed(cls.__mro__):
         if klass is object:
@@ -268,6 +271,22 @@ def _declaring_classes(cls: type) -> dict[str, type]:
         except Exception:  # an annotation that cannot even be read: typing says why later
             continue
         owners.update(dict.fromkeys(names, klass))
+    return owners
+
+
+def _typeddict_declaring_classes(cls: type) -> dict[str, type]:
+    """`_declaring_classes` of a TypedDict, whose ``__annotations__`` hold its bases'
+    keys too (TypedDict merges them): a key is a class's own when no TypedDict base
+    of it holds that very annotation."""
+    import inspect
+
+    owners: dict[str, type] = {}
+    for klass in reversed(_lineage(cls)):
+        bases = [typing.get_origin(b) or b for b in _typeddict_bases(klass)]
+        inherited = [inspect.get_annotations(b) for b in bases]
+        for name, value in inspect.get_annotations(klass).items():
+            if not any(name in got and got[name] is value for got in inherited):
+                owners[name] = klass
     return owners
 
 
@@ -402,6 +421,67 @@ def _class_doc(cls: type) -> str | None:
     return doc
 
 
+def inherited_descriptions(cls: type, style: str = "auto") -> dict[str, str]:
+    """Field name -> its description in the docstring of a base of ``cls``: the nearest
+    base (in the MRO, or a TypedDict's bases) whose ``Attributes:`` (or ``Args:``)
+    describes it, so that a subclass need not repeat its bases' descriptions.
+    ``cls``'s own docstring, read by the caller, wins over all of them."""
+    from toolfold.toolkit._docstrings import parse_docstring
+
+    found: dict[str, str] = {}
+    for base in _lineage(cls)[1:]:
+        if base.__module__ in _UNDOCUMENTED_MODULES:
+            continue
+        doc = parse_docstring(_class_doc(base), style)
+        for described in (doc.attributes, doc.params):
+            for name, text in described.items():
+                found.setdefault(name, text)
+    return found
+
+
+# Bases whose docstrings describe no field of a user's class (dict, Generic, ...).
+_UNDOCUMENTED_MODULES = frozenset({"builtins", "typing", "typing_extensions", "abc"})
+
+
+def _lineage(cls: type) -> list[type]:
+    """``cls`` and the classes it derives from, nearest first: its MRO, or for a
+    TypedDict, whose MRO leaves its TypedDict bases out, those bases as its class
+    statement (``__orig_bases__``) named them, in the order of their annotations'
+    precedence (the last base named first, as TypedDict merges them)."""
+    if not _is_typeddict(cls):
+        return [k for k in cls.__mro__ if k is not object]
+    out: list[type] = []
+
+    def visit(klass: type) -> None:
+        if klass in out:
+            return
+        out.append(klass)
+        for base in reversed(_typeddict_bases(klass)):
+            visit(typing.get_origin(base) or base)
+
+    visit(cls)
+    return out
+
+
+def _typeddict_bases(cls: type) -> list[Any]:
+    """The TypedDict bases of TypedDict ``cls`` as its class statement wrote them
+    (``Box[int]``, ``Base``), from ``__orig_bases__``: a TypedDict's ``__bases__`` are
+    ``dict`` (and ``Generic``). Python before 3.12 records no base of a
+    ``typing.TypedDict`` written unparametrised (``class B(A)``); typing_extensions'
+    TypedDict does, on every version."""
+    return [
+        base
+        for base in cls.__dict__.get("__orig_bases__", ())
+        if isinstance(typing.get_origin(base) or base, type)
+        and _is_typeddict(typing.get_origin(base) or base)
+    ]
+
+
+def _is_typeddict(cls: Any) -> bool:
+    """A TypedDict class, typing's or typing_extensions' (which is not typing's on 3.12)."""
+    return isinstance(cls, type) and issubclass(cls, dict) and hasattr(cls, "__required_keys__")
+
+
 def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict[str, Any]:
     """The object schema of ``cls``; problems go to ``ctx``."""
     from toolfold.toolkit._docstrings import parse_docstring
@@ -409,6 +489,7 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
     from toolfold.toolkit._schema import has_own_description
 
     doc = parse_docstring(_class_doc(cls))
+    inherited = inherited_descriptions(cls)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for name, annotation, is_required, default, meta_description in fields:
@@ -416,7 +497,12 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
             ctx.problem(f"field {name!r} of {cls.__qualname__} has no type annotation", "." + name)
             continue
         schema = ctx.schema_for(annotation, "." + name)
-        description = meta_description or doc.attributes.get(name) or doc.params.get(name)
+        description = (
+            meta_description
+            or doc.attributes.get(name)
+            or doc.params.get(name)
+            or inherited.get(name)
+        )
         if description and not has_own_description(annotation):
             schema["description"] = with_flag_note(description, annotation)
         if is_required:

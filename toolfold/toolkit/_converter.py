@@ -398,9 +398,16 @@ _QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
 
 
 def _typeddict_fields(cls: Any) -> dict[str, tuple[Any, bool]]:
-    """Field name -> (type without Required/NotRequired/ReadOnly, required?)."""
+    """Field name -> (type without Required/NotRequired/ReadOnly, required?).
+
+    The types are the schema's (`class_fields`): the type variables of generic bases
+    bound as the class statements bind them (``class IntBox(Box[int])``).
+    """
+    from toolfold.toolkit._classes import class_fields
+
     fields: dict[str, tuple[Any, bool]] = {}
-    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+    hint: Any
+    for name, hint, *_ in class_fields(cls) or []:
         required = name in cls.__required_keys__
         while getattr(typing.get_origin(hint), "_name", None) in _QUALIFIERS:
             qualifier = typing.get_origin(hint)._name

@@ -21,6 +21,7 @@ from toolfold.toolkit._classes import (
     UnresolvedHints,
     class_fields,
     default_json,
+    inherited_descriptions,
 )
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
@@ -289,6 +290,10 @@ def derive(
         params = params[1:]
     ctx = SchemaContext(localns)
     fields = _constructor_fields(fn, localns)
+    # a class tool's fields its bases' docstrings describe (its own docstring wins)
+    inherited = (
+        inherited_descriptions(fn, docstring_style) if fields and isinstance(fn, type) else {}
+    )
     properties: dict[str, Any] = {}
     required: list[str] = []
     positional_only: list[str] = []
@@ -312,7 +317,7 @@ def derive(
                 is_required, default = field_required, field_default
             if _is_unbound(annotation):  # InitVar[int]; a generic base's `item: T`
                 annotation = field_type
-            described = own or doc.attributes.get(name) or described
+            described = own or doc.attributes.get(name) or described or inherited.get(name)
         schema = _parameter_schema(name, annotation, default, described, ctx, out)
         if require_parameter_descriptions and "description" not in schema:
             out.problems.append(
