@@ -5,16 +5,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import math
 import operator
 import warnings
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import annotated_types as at
+import attrs
 import pytest
-from typing_extensions import Doc
+from cattrs.errors import ClassValidationError, IterableValidationError
+from typing_extensions import Doc, TypedDict
 
 from toolfold import ArgumentValidationError, Field, ToolDefinitionError, tool
 from toolfold import schema_for_type as schema
+from toolfold.toolkit._converter import CheckFailedError, get_converter
 
 
 def is_even(value: int) -> bool:
@@ -271,23 +275,118 @@ def test_a_predicate_on_a_module_level_dataclass_field_is_checked() -> None:
     assert arguments == {"counted": EvenCount(2), "frozen": FrozenEven(4)}
 
 
-def test_not_is_refused_at_decoration_naming_the_parameter() -> None:
-    """annotated_types' Not is unhashable, so no converter can dispatch on the type: it is
-    a definition error that says to write a Predicate, not a check silently skipped."""
+@dataclasses.dataclass
+class Reading:
+    """A reading."""
+
+    value: at.IsNotNan[float]
+    values: list[at.IsNotInfinite[float]] = dataclasses.field(default_factory=list)
+
+
+@attrs.define
+class Sample:
+    value: at.IsNotFinite[float]
+
+
+class Halves(NamedTuple):
+    left: at.IsNotNan[float]
+
+
+class Code(TypedDict):
+    code: Annotated[str, at.Not(str.isdigit)]
+
+
+def test_annotated_types_not_is_checked_where_it_appears() -> None:
+    """at.IsNotNan/IsNotInfinite/IsNotFinite (Predicate(Not(f))) and a bare Not(f) are
+    checked on the structured value, in a parameter, a list's items and the fields of
+    dataclasses, attrs classes, NamedTuples and TypedDicts, named `not f`."""
+    conv = get_converter()
+    assert math.isnan(conv.structure(math.nan, at.IsNotInfinite[float]))
+    refusals = [
+        (math.nan, at.IsNotNan[float], "nan does not satisfy the predicate not isnan"),
+        (1.0, at.IsNotFinite[float], "1.0 does not satisfy the predicate not isfinite"),
+        ([1.0, math.inf], list[at.IsNotInfinite[float]], "not isinf"),
+        ({"value": math.nan}, Reading, "nan does not satisfy the predicate not isnan"),
+        ({"value": 1.0, "values": [math.inf]}, Reading, "not isinf"),
+        ({"value": 2.0}, Sample, "2.0 does not satisfy the predicate not isfinite"),
+        ({"left": math.nan}, Halves, "not isnan"),
+        ({"code": "12"}, Code, "'12' does not satisfy the predicate not str.isdigit"),
+    ]
+    for value, tp, message in refusals:
+        with pytest.raises(
+            (CheckFailedError, ClassValidationError, IterableValidationError)
+        ) as info:
+            conv.structure(value, tp)
+        assert message in repr(info.value), tp
+    assert conv.structure({"value": 1.0, "values": [2.0]}, Reading) == Reading(1.0, [2.0])
+    assert conv.structure({"code": "a1"}, Code) == {"code": "a1"}
+
+
+def test_a_not_predicate_refusal_is_an_argument_error_the_model_reads() -> None:
+    """A tool taking Annotated[str, Predicate(Not(str.isdigit))] is made, its schema has no
+    trace of the check, and a call breaking it is an argument error at its path."""
+
+    @tool
+    def name(
+        text: Annotated[str, at.Predicate(at.Not(str.isdigit))],
+        code: Code,
+        ratio: at.IsNotNan[float],
+    ) -> str:
+        """Name.
+
+        Args:
+            text: Not only digits.
+            code: A code.
+            ratio: A ratio.
+        """
+        return text
+
+    assert name.parameters["properties"]["text"] == {
+        "type": "string",
+        "description": "Not only digits.",
+    }
+    with pytest.raises(ArgumentValidationError) as info:
+        name.validate_arguments({"text": "123", "code": {"code": "4"}, "ratio": 0.5})
+    assert tuple(info.value.errors) == (
+        "$.code.code: '4' does not satisfy the predicate not str.isdigit",
+        "$.text: '123' does not satisfy the predicate not str.isdigit",
+    )
+    assert name.validate_arguments({"text": "a", "code": {"code": "b"}, "ratio": 0.5}) == {
+        "text": "a",
+        "code": {"code": "b"},
+        "ratio": 0.5,
+    }
+
+
+class Unhashable:
+    """A predicate object with __eq__ and so no hash."""
+
+    def __call__(self, value: object) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Unhashable)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_an_unhashable_predicate_function_is_refused_naming_the_parameter() -> None:
+    """A Predicate whose function has no hash cannot be dispatched on: a definition
+    error naming the parameter and saying what to write instead."""
     with pytest.raises(ToolDefinitionError) as info:
 
         @tool
-        def name(text: Annotated[str, at.Not(str.isdigit)]) -> str:
+        def name(text: Annotated[str, at.Predicate(Unhashable())]) -> str:
             """Name.
 
             Args:
-                text: Not only digits.
+                text: Anything.
             """
             return text
 
     (problem,) = info.value.problems
-    assert problem.startswith("parameter 'text': Not(func=")
-    assert "write it as annotated_types.Predicate(lambda value: not ...)" in problem
+    assert problem.startswith("parameter 'text': Predicate(")
+    assert "use a function, a lambda or a functools.partial of hashable arguments" in problem
 
 
 @tool

@@ -15,6 +15,8 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from toolfold.toolkit._field import is_hashable
+
 if TYPE_CHECKING:
     from toolfold.toolkit._schema import SchemaContext
 
@@ -39,6 +41,11 @@ def class_fields(cls: type, localns: dict[str, Any] | None = None) -> list[Field
         if known is not None:
             return list(known)
     found = _class_fields(cls, localns)
+    if found is not None:
+        from toolfold.toolkit._field import hashable_type
+
+        # at.IsNotNan[float]'s annotated_types Not has no hash, which converters need
+        found = [(n, hashable_type(t), r, d, desc) for n, t, r, d, desc in found]
     if localns is not None and found is not None and "<locals>" in cls.__qualname__:
         _LOCAL_FIELDS[cls] = list(found)
     return found
@@ -291,7 +298,7 @@ def _typeddict_declaring_classes(cls: type) -> dict[str, type]:
 
 
 def _substitute(tp: Any, mapping: dict[Any, Any]) -> Any:
-    if tp in mapping if _hashable(tp) else False:
+    if tp in mapping if is_hashable(tp) else False:
         return mapping[tp]
     params = getattr(tp, "__parameters__", None)
     if params and typing.get_origin(tp) is not None:
@@ -300,14 +307,6 @@ def _substitute(tp: Any, mapping: dict[Any, Any]) -> Any:
         except TypeError:
             return tp
     return tp
-
-
-def _hashable(tp: Any) -> bool:
-    try:
-        hash(tp)
-    except TypeError:
-        return False
-    return True
 
 
 def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -48,7 +48,14 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold._errors import reduce_error
-from toolfold.toolkit._field import expand_metadata, has_checks, metadata_kind
+from toolfold.toolkit._field import (
+    Negation,
+    expand_metadata,
+    has_checks,
+    hashable_type,
+    is_hashable,
+    metadata_kind,
+)
 from toolfold.toolkit._flags import flag_names, is_flag_value
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
@@ -329,13 +336,14 @@ def _type_name(tp: Any) -> str:
 
 def _namedtuple_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     cls = typing.get_origin(tp) or tp
-    if cls is tp:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    if cls is tp and all(is_hashable(t) for t in hints.values()):
         from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True)
-        hints = typing.get_type_hints(cls, include_extras=True)
         fields = [(hints.get(name, Any), name) for name in cls._fields]
     else:
         # NBox[int]: cattrs' factory takes no type arguments; the fields are the
-        # class's with its type variables replaced, as in its schema.
+        # class's with its type variables replaced, as in its schema (and, like
+        # at.IsNotNan[float], in a form cattrs can hash).
         from toolfold.toolkit._classes import MISSING, class_fields, substitute_type_vars
 
         found = substitute_type_vars(cls, typing.get_args(tp), class_fields(cls) or [])
@@ -491,8 +499,7 @@ def _has_checks(tp: Any) -> bool:
 def _checked_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     """Structure ``Annotated[X, ..., Predicate(f)]`` as ``X``, then check ``f`` of the value.
 
-    (annotated_types' ``Not`` never gets here: it is unhashable, so no converter
-    can dispatch on a type holding it, and a tool refuses it when it is made.)
+    (annotated_types' ``Not``, which has no hash, gets here as a `Negation`.)
     """
     inner = typing.get_args(tp)[0]
     hook = converter.get_structure_hook(inner)
@@ -588,6 +595,8 @@ def _check_name(func: Any) -> str:
 
 
 def _callable_name(func: Any) -> str:
+    if isinstance(func, Negation):  # annotated_types' Not(math.isnan): "not isnan"
+        return "not " + _callable_name(func.func)
     if isinstance(func, functools.partial):
         inner = _callable_name(func.func)
         return inner if inner == "(a lambda)" or inner.endswith("(...)") else inner + "(...)"
@@ -641,6 +650,8 @@ def _reads_own_fields(tp: Any) -> bool:
             return True
     elif not attrs.has(cls):
         return False
+    if not all(is_hashable(t) for t in _cattrs_field_types(cls)):
+        return True  # annotated_types' Not (at.IsNotNan[float]): its fields' hashable form
     if not inherits_type_vars(cls):
         return False
     if tp is not cls or not binds_one_generic_base(cls):
@@ -793,10 +804,24 @@ def _apply_hooks(conv: cattrs.Converter, hooks: list[HookEntry]) -> None:
             conv.register_unstructure_hook_func(predicate, unstructure)
 
 
+class _Converter(cattrs.Converter):
+    """cattrs' converter, given types it can hash.
+
+    It finds hooks by type, in dicts and caches: a type holding annotated_types'
+    unhashable ``Not`` (``at.IsNotNan[float]``) is first given an equal `Negation`.
+    """
+
+    def structure(self, obj: Any, cl: Any) -> Any:
+        return super().structure(obj, hashable_type(cl))
+
+    def get_structure_hook(self, type: Any, cache_result: bool = True) -> Any:
+        return super().get_structure_hook(hashable_type(type), cache_result)
+
+
 @functools.cache
 def get_converter() -> cattrs.Converter:
     """Return the toolkit's cattrs converter (built once, on first use)."""
-    conv = cattrs.Converter(
+    conv = _Converter(
         detailed_validation=True,
         # Schemas forbid unknown keys anyway; forbidding them here too makes a
         # union of classes pick the class whose fields fit.

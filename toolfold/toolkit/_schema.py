@@ -29,6 +29,8 @@ from toolfold.toolkit._field import (
     apply_field,
     doc_text,
     expand_metadata,
+    hashable_item,
+    is_hashable,
     metadata_kind,
     timezone_problem,
 )
@@ -192,7 +194,7 @@ class SchemaContext:
         return schema
 
     def _derive(self, tp: Any) -> dict[str, Any]:
-        simple = _SIMPLE.get(tp) if _hashable(tp) else None
+        simple = _SIMPLE.get(tp) if is_hashable(tp) else None
         if simple is not None and not _class_rules and not _predicate_rules:
             return dict(simple)
         rule = _user_rule(tp)
@@ -257,11 +259,11 @@ class SchemaContext:
                     " keyword and toolfold does not check it; check the value in the"
                     " function, or with annotated_types.Predicate(...)"
                 )
-            elif kind == "check" and not _hashable(item):
+            elif kind == "check" and not is_hashable(hashable_item(item)):
                 problems.append(
                     f"{item!r} cannot be checked: converters find hooks by type, and a type"
-                    " holding it is not hashable (annotated_types' Not never is); write it as"
-                    " annotated_types.Predicate(lambda value: not ...)"
+                    " holding it is not hashable (its function is not); use a function,"
+                    " a lambda or a functools.partial of hashable arguments"
                 )
             elif kind == "alias":
                 problems.append(alias_problem(item, inner))
@@ -390,14 +392,6 @@ def has_own_description(annotation: Any) -> bool:
         metadata_kind(m) == "description" or (isinstance(m, Field) and m.description is not None)
         for m in expand_metadata(annotation.__metadata__)
     )
-
-
-def _hashable(tp: Any) -> bool:
-    try:
-        hash(tp)
-    except TypeError:
-        return False
-    return True
 
 
 def _user_rule(tp: Any) -> Rule | None:

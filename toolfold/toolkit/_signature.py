@@ -25,6 +25,7 @@ from toolfold.toolkit._classes import (
 )
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
+from toolfold.toolkit._field import hashable_type
 from toolfold.toolkit._flags import with_flag_note
 from toolfold.toolkit._schema import SchemaContext, has_own_description, type_repr
 
@@ -422,7 +423,8 @@ def _annotation(name: str, kind: int, hints: dict[str, Any], problems: list[str]
             f"parameter {name!r} has no type annotation; annotate it (e.g. {name}: str)"
         )
         return _UNRESOLVED
-    return annotation
+    # at.IsNotNan[float]'s annotated_types Not has no hash, which converters need
+    return hashable_type(annotation)
 
 
 def _parameter_schema(
