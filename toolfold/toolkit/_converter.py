@@ -59,6 +59,7 @@ from toolfold.toolkit._field import (
 from toolfold.toolkit._flags import flag_names, is_flag_value
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
+from toolfold.toolkit._problems import clip
 
 __all__ = [
     "CheckFailedError",
@@ -610,8 +611,7 @@ def _callable_name(func: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(repr(value), 60)
 
 
 def _reads_own_fields(tp: Any) -> bool:
@@ -890,8 +890,7 @@ def _structure_bool(value: Any, tp: Any) -> Any:
 
 
 def _json_name(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+    return f"{type(value).__name__} {clip(repr(value), 40)}"
 
 
 _STRICT_PRIMITIVES: dict[type, Callable[[Any, Any], Any]] = {
