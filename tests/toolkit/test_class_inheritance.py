@@ -13,7 +13,7 @@ import pytest
 import typing_extensions
 from cattrs.errors import ClassValidationError
 
-from toolfold import ArgumentValidationError, Tool, tool
+from toolfold import ArgumentValidationError, Tool, ToolDefinitionError, tool
 from toolfold import schema_for_type as schema
 from toolfold.toolkit._converter import get_converter
 from toolfold.toolkit._problems import structure_problems
@@ -308,3 +308,15 @@ def test_a_local_self_referencing_generic_subclass_structures_after_its_function
     assert count.invoke(arguments) == 4
     with pytest.raises(ArgumentValidationError, match="item"):
         count.validate_arguments({"tree": {"item": ["leaf"]}})
+
+
+def test_an_unbound_type_variable_is_a_problem_that_says_how_to_bind_it() -> None:
+    """A generic class used bare leaves `item: T` unbound: the definition error names the
+    type variable and says to give the class its arguments or derive from it so bound."""
+    family = _generic_family(typing_extensions.TypedDict)
+    with pytest.raises(ToolDefinitionError) as info:
+        schema(family["Box"])
+    (problem,) = info.value.problems
+    assert problem.startswith("at .item: type variable ~T is not bound to a type:")
+    assert "Box[int]" in problem
+    assert "typing_extensions.TypedDict" in problem

@@ -38,6 +38,13 @@ from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
 
+_UNBOUND = (
+    "type variable {} is not bound to a type: write the generic class with its"
+    " arguments (Box[int]) or derive from it so bound (class IntBox(Box[int])); a"
+    " typing.TypedDict records such a base only from Python 3.12 when the class"
+    " statement names it bare (class C(IntBox)): use typing_extensions.TypedDict"
+)
+
 _NoneType = type(None)
 _UNION_ORIGINS: tuple[Any, ...] = (typing.Union, types.UnionType)
 _SIMPLE: dict[Any, dict[str, Any]] = {
@@ -213,6 +220,8 @@ class SchemaContext:
         extensions = sys.modules.get("typing_extensions")
         if extensions is not None and tp is extensions.Any:  # its own class before 3.11
             return {}
+        if isinstance(tp, typing.TypeVar):
+            return self.problem(_UNBOUND.format(type_repr(tp)))
         return self.problem(f"type {type_repr(tp)} has no JSON Schema rule" + _HINT)
 
     def _generic(self, tp: Any, origin: Any, args: tuple[Any, ...]) -> dict[str, Any]:
