@@ -440,24 +440,3 @@ def test_a_local_class_shadowing_a_module_class_is_the_one_used() -> None:
 
     assert use.parameters["properties"]["kit"]["properties"]["part"]["required"] == ["label"]
     assert use.invoke(use.validate_arguments({"kit": {"part": {"label": "bolt"}}})) == "bolt"
-
-
-def test_a_tool_parameter_typed_by_a_local_class_shadowing_a_module_class_uses_it() -> None:
-    """A tool defined in a function, its parameter's string annotation naming a local
-    class that shadows a module class, is described and structured by the local one."""
-
-    @dataclasses.dataclass
-    class Part:
-        label: str
-
-    @tool
-    def use(part: Part) -> str:
-        """Use a part.
-
-        Args:
-            part: The part.
-        """
-        return part.label
-
-    assert use.parameters["properties"]["part"]["required"] == ["label"]
-    assert use.invoke(use.validate_arguments({"part": {"label": "bolt"}})) == "bolt"

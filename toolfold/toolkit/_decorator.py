@@ -158,21 +158,18 @@ def _receiver(function: Any) -> tuple[Any, str | None]:
 def _derive(
     function: Any, receiver: str | None, how: _Derivation, stacklevel: int
 ) -> FunctionSchema:
-    caller = sys._getframe(stacklevel)
-    # A function defined right here whose string annotations may name this function's
-    # classes reads those first: a local class shadows a module one of the same name,
-    # as in typing.get_type_hints. Any other tries its module's names first.
-    first = _caller_names(function, caller) if _annotated_here(function, caller) else None
     derived = derive(
         function,
         docstring_style=how.docstring_style,
         require_parameter_descriptions=how.require_parameter_descriptions,
         skip_receiver=receiver is not None,
-        localns=first,
     )
-    if derived.unresolved and first is None:
+    if derived.unresolved:
         # String annotations may name classes local to the caller's function.
-        localns = _caller_names(function, caller)
+        caller = sys._getframe(stacklevel)
+        localns = {**caller.f_locals}
+        if caller.f_back is not None and _defined_in_class(function):
+            localns = {**caller.f_back.f_locals, **localns}  # class body -> its enclosing function
         derived = derive(
             function,
             docstring_style=how.docstring_style,
@@ -181,24 +178,6 @@ def _derive(
             localns=localns,
         )
     return derived
-
-
-def _caller_names(function: Any, caller: types.FrameType) -> dict[str, Any]:
-    """The names of the function calling `tool`; of a class body's enclosing one too."""
-    localns = {**caller.f_locals}
-    if caller.f_back is not None and _defined_in_class(function):
-        localns = {**caller.f_back.f_locals, **localns}  # class body -> its enclosing function
-    return localns
-
-
-def _annotated_here(function: Any, caller: types.FrameType) -> bool:
-    """Whether ``function`` was defined by the code calling `tool` (its code is one of
-    that code's constants), with an annotation written as a string."""
-    code = getattr(function, "__code__", None)
-    if code is None or not any(c is code for c in caller.f_code.co_consts):
-        return False
-    annotations = getattr(function, "__annotations__", None) or {}
-    return any(type(v) is str for v in annotations.values())
 
 
 def default_name(function: Any) -> Any:
