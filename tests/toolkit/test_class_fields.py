@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from datetime import date
 from typing import Annotated, ClassVar, Generic, Optional, TypeVar
 
 import attrs
@@ -440,3 +441,94 @@ def test_a_local_class_shadowing_a_module_class_is_the_one_used() -> None:
 
     assert use.parameters["properties"]["kit"]["properties"]["part"]["required"] == ["label"]
     assert use.invoke(use.validate_arguments({"kit": {"part": {"label": "bolt"}}})) == "bolt"
+
+
+@attrs.define
+class Sku:
+    """A stock item.
+
+    Attributes:
+        sku: The stock code.
+    """
+
+    sku: str
+
+
+@attrs.define
+class Shipment:
+    """A shipment.
+
+    Attributes:
+        items: What is shipped.
+        when: The day it leaves.
+    """
+
+    items: list[Sku]
+    when: date
+
+
+def test_a_local_class_sharing_a_module_class_name_leaves_the_module_class_unchanged() -> None:
+    """Making a tool in a function whose local class shares a name that a module attrs
+    class's fields use leaves that module class's field types and structuring alone."""
+
+    @attrs.define
+    class Sku:
+        weight: float
+
+    @tool
+    def ship(shipment: Shipment) -> str:
+        """Ship a shipment.
+
+        Args:
+            shipment: The shipment.
+        """
+        return type(shipment.items[0]).__qualname__
+
+    arguments = {"shipment": {"items": [{"sku": "a1"}], "when": "2024-02-03"}}
+    assert ship.invoke(ship.validate_arguments(arguments)) == "Sku"
+    assert attrs.fields(Sku)[0].name == "weight"
+    assert attrs.fields(Shipment).items.type in ("list[Sku]", list[globals()["Sku"]])
+    structured = get_converter().structure(arguments["shipment"], Shipment)
+    assert structured == Shipment(items=[globals()["Sku"]("a1")], when=date(2024, 2, 3))
+
+
+def test_a_local_value_named_like_an_annotation_does_not_change_the_tool() -> None:
+    """A local non-class value sharing a name with a string annotation (date, list) is
+    not read as that annotation: the tools work as they would without the local."""
+    date = "2024-01-01"
+    list = [1]
+
+    @tool
+    def book(when: date) -> str:
+        """Book a day.
+
+        Args:
+            when: The day.
+        """
+        return when.isoformat()
+
+    @tool
+    def count(xs: list[int]) -> int:
+        """Count numbers.
+
+        Args:
+            xs: The numbers.
+        """
+        return len(xs)
+
+    @tool
+    def ship(shipment: Shipment) -> str:
+        """Ship a shipment.
+
+        Args:
+            shipment: The shipment.
+        """
+        return shipment.when.isoformat()
+
+    assert date == "2024-01-01"
+    assert list == [1]
+    assert book.parameters["properties"]["when"]["format"] == "date"
+    assert book.invoke(book.validate_arguments({"when": "2024-02-03"})) == "2024-02-03"
+    assert count.invoke(count.validate_arguments({"xs": [1, 2, 3]})) == 3
+    arguments = {"shipment": {"items": [], "when": "2024-02-03"}}
+    assert ship.invoke(ship.validate_arguments(arguments)) == "2024-02-03"
