@@ -4,6 +4,7 @@ TypedDict the type variables its generic bases' class statements bind."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -141,7 +142,9 @@ def test_a_typeddict_key_takes_its_description_from_its_base() -> None:
 # typing's TypedDict is generic from Python 3.11, typing_extensions' on every version
 # (3.10 has only that one); typing_extensions' records unparametrised bases too, as
 # typing's does from 3.12
-KINDS = [typing.TypedDict, typing_extensions.TypedDict]
+KINDS: list[Any] = [typing_extensions.TypedDict]
+if sys.version_info >= (3, 11):
+    KINDS.append(typing.TypedDict)
 
 
 def _generic_family(kind: Any) -> dict[str, Any]:
@@ -248,7 +251,7 @@ def test_typeddict_arguments_structure_by_their_bound_types(kind: Any) -> None:
 
 def test_a_typeddict_structure_refuses_a_value_of_the_wrong_bound_type() -> None:
     """The converter itself (no schema first) refuses a string for Box's T bound to int."""
-    family = _generic_family(typing.TypedDict)
+    family = _generic_family(typing_extensions.TypedDict)
     with pytest.raises(ClassValidationError) as info:
         get_converter().structure({"item": "x"}, family["IntBox"])
     assert structure_problems(info.value, ("box",), family["IntBox"]) == [
