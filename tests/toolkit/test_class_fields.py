@@ -9,6 +9,7 @@ from typing import Annotated, ClassVar, Generic, Optional, TypeVar
 
 import attrs
 import pytest
+import typing_extensions
 from cattrs.errors import ClassValidationError
 
 from toolfold import ArgumentValidationError, Field, tool
@@ -532,3 +533,30 @@ def test_a_local_value_named_like_an_annotation_does_not_change_the_tool() -> No
     assert count.invoke(count.validate_arguments({"xs": [1, 2, 3]})) == 3
     arguments = {"shipment": {"items": [], "when": "2024-02-03"}}
     assert ship.invoke(ship.validate_arguments(arguments)) == "2024-02-03"
+
+
+def test_a_local_generic_named_tuple_names_another_local_class() -> None:
+    """A local generic NamedTuple used as NBox[int], its string annotation naming another
+    local class, structures into NBox with that class inside."""
+
+    class Inner(typing_extensions.NamedTuple):
+        n: int
+
+    class NBox(typing_extensions.NamedTuple, Generic[T]):
+        item: T
+        inner: Inner
+
+    @tool
+    def use(box: NBox[int]) -> str:
+        """Use a box.
+
+        Args:
+            box: The box.
+        """
+        return repr(box)
+
+    assert use.parameters["properties"]["box"]["properties"]["inner"]["required"] == ["n"]
+    arguments = use.validate_arguments({"box": {"item": 1, "inner": {"n": 2}}})
+    assert arguments == {"box": NBox(item=1, inner=Inner(n=2))}
+    assert type(arguments["box"].inner) is Inner
+    assert use.invoke(arguments) == "NBox(item=1, inner=Inner(n=2))"

@@ -337,8 +337,10 @@ def _type_name(tp: Any) -> str:
 
 def _namedtuple_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     cls = typing.get_origin(tp) or tp
-    hints = typing.get_type_hints(cls, include_extras=True)
-    if cls is tp and all(is_hashable(t) for t in hints.values()):
+    # Read only for the plain class: NBox[int]'s fields come from class_fields, which
+    # also knows the local names a local NamedTuple's string annotations use.
+    hints = typing.get_type_hints(cls, include_extras=True) if cls is tp else None
+    if hints is not None and all(is_hashable(t) for t in hints.values()):
         from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True)
         fields = [(hints.get(name, Any), name) for name in cls._fields]
     else:
