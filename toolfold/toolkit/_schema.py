@@ -22,7 +22,7 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from toolfold.toolkit._classes import substitute_type_vars
+from toolfold.toolkit._classes import _is_typeddict, substitute_type_vars
 from toolfold.toolkit._field import (
     Field,
     alias_problem,
@@ -38,11 +38,15 @@ from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
 
-_UNBOUND = (
-    "type variable {} is not bound to a type: write the generic class with its"
-    " arguments (Box[int]) or derive from it so bound (class IntBox(Box[int])); a"
-    " typing.TypedDict records such a base only from Python 3.12 when the class"
-    " statement names it bare (class C(IntBox)): use typing_extensions.TypedDict"
+_UNBOUND = "type variable {} is not bound to a type: "
+_UNBOUND_PARAMETER = "bind {} by annotating a concrete type (int, list[str]) instead"
+_UNBOUND_FIELD = (
+    "write the generic class with its arguments (Box[int]) or derive from it so"
+    " bound (class IntBox(Box[int]))"
+)
+_UNBOUND_TYPEDDICT = (
+    "; before Python 3.12 a typing.TypedDict does not record a base its class"
+    " statement names bare (class C(IntBox)): use typing_extensions.TypedDict"
 )
 
 _NoneType = type(None)
@@ -221,8 +225,19 @@ class SchemaContext:
         if extensions is not None and tp is extensions.Any:  # its own class before 3.11
             return {}
         if isinstance(tp, typing.TypeVar):
-            return self.problem(_UNBOUND.format(type_repr(tp)))
+            return self.problem(self._unbound(tp))
         return self.problem(f"type {type_repr(tp)} has no JSON Schema rule" + _HINT)
+
+    def _unbound(self, tp: typing.TypeVar) -> str:
+        name = type_repr(tp)
+        if not self._stack:  # def ident(x: T): no class to bind it through
+            return _UNBOUND.format(name) + _UNBOUND_PARAMETER.format(tp.__name__)
+        owner = self._stack[-1]
+        owner = typing.get_origin(owner) or owner
+        message = _UNBOUND.format(name) + _UNBOUND_FIELD
+        if sys.version_info < (3, 12) and _is_typeddict(owner):
+            message += _UNBOUND_TYPEDDICT
+        return message
 
     def _generic(self, tp: Any, origin: Any, args: tuple[Any, ...]) -> dict[str, Any]:
         if origin is typing.Annotated:
