@@ -360,3 +360,41 @@ def test_an_unbound_type_variable_as_a_tool_parameter_says_to_annotate_a_concret
         "parameter 'x': type variable ~T is not bound to a type: bind T by annotating"
         " a concrete type (int, list[str]) instead"
     )
+
+
+@dataclasses.dataclass
+class Sized:
+    """Something sized.
+
+    Attributes:
+        name: The name.
+        size: The size, in metres.
+    """
+
+    name: str
+    size: float = 1.0
+
+
+@dataclasses.dataclass
+class Counted(Sized):
+    """Something counted."""
+
+    size: int = 2
+
+
+@dataclasses.dataclass
+class Labelled(Counted):
+    """Something labelled.
+
+    Attributes:
+        size: How many there are.
+    """
+
+
+def test_a_redeclared_field_takes_only_its_own_class_description() -> None:
+    """`size: int` re-declared over the base's `size: float` is not described by the
+    base's docstring; an inherited field still is, and a subclass may describe it."""
+    props = schema(Counted)["properties"]
+    assert props["name"]["description"] == "The name."
+    assert "description" not in props["size"]
+    assert schema(Labelled)["properties"]["size"]["description"] == "How many there are."

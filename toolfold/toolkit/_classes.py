@@ -424,16 +424,25 @@ def inherited_descriptions(cls: type, style: str = "auto") -> dict[str, str]:
     """Field name -> its description in the docstring of a base of ``cls``: the nearest
     base (in the MRO, or a TypedDict's bases) whose ``Attributes:`` (or ``Args:``)
     describes it, so that a subclass need not repeat its bases' descriptions.
-    ``cls``'s own docstring, read by the caller, wins over all of them."""
+    ``cls``'s own docstring, read by the caller, wins over all of them. A field a
+    class re-declares (``size: int`` over a base's ``size: float``) is a new field:
+    only that class and the classes deriving from it describe it, never the bases
+    it overrides."""
     from toolfold.toolkit._docstrings import parse_docstring
 
+    lineage = _lineage(cls)
+    owners = _declaring_classes(cls)
+    position = {klass: i for i, klass in enumerate(lineage)}
     found: dict[str, str] = {}
-    for base in _lineage(cls)[1:]:
+    for i, base in enumerate(lineage[1:], 1):
         if base.__module__ in _UNDOCUMENTED_MODULES:
             continue
         doc = parse_docstring(_class_doc(base), style)
         for described in (doc.attributes, doc.params):
             for name, text in described.items():
+                owner = owners.get(name)
+                if owner is not None and position.get(owner, i) < i:
+                    continue  # re-declared by a class nearer cls than this base
                 found.setdefault(name, text)
     return found
 
