@@ -570,3 +570,71 @@ def test_metadata_of_other_libraries_is_ignored() -> None:
         pass
 
     assert schema(Annotated[int, Marker(), Field(ge=0)]) == {"type": "integer", "minimum": 0}
+
+
+def _python_unions_a_not() -> bool:
+    try:
+        at.IsNotNan[float] | None
+    except TypeError:  # Python 3.10 and 3.11 hash a Union's members; Not has no hash
+        return False
+    return True
+
+
+def is_not_nan(x: float) -> bool:
+    """Whether ``x`` is a number (not NaN)."""
+    return not math.isnan(x)
+
+
+@dataclasses.dataclass
+class MaybeReading:
+    value: at.IsNotNan[float] | None = None
+
+
+def test_an_optional_not_constraint_python_refuses_says_what_to_write() -> None:
+    """Optional[at.IsNotNan[float]], which Python's typing refuses before 3.13 (unhashable
+    Not), is refused naming that and the Optional[Annotated[float, Predicate(f)]] form
+    that works; where Python accepts it, it is checked."""
+
+    def read(x: at.IsNotNan[float] | None = None) -> str:
+        """Read.
+
+        Args:
+            x: The value.
+        """
+        return repr(x)
+
+    if _python_unions_a_not():
+        made = tool(read)
+        assert made.invoke(made.validate_arguments({"x": 1.5})) == "1.5"
+        assert schema(MaybeReading)["properties"]["value"]["anyOf"][1] == {"type": "null"}
+        return
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(read)
+    (problem,) = info.value.problems
+    assert "typing cannot put annotated_types' Not" in problem
+    assert "Optional[Annotated[float, at.Predicate(is_not_nan)]]" in problem
+    assert "import the names" not in problem
+    with pytest.raises(ToolDefinitionError) as info:
+        schema(MaybeReading)
+    (problem,) = info.value.problems
+    assert "cannot resolve the annotations of MaybeReading: Python 3." in problem
+    assert "import the names" not in problem
+
+
+def test_the_advised_optional_predicate_is_checked_on_every_python() -> None:
+    """Optional[Annotated[float, at.Predicate(is_not_nan)]], the form the message advises,
+    takes a number or null and refuses NaN on every supported Python."""
+
+    def read(x: Annotated[float, at.Predicate(is_not_nan)] | None = None) -> str:
+        """Read.
+
+        Args:
+            x: The value.
+        """
+        return repr(x)
+
+    made = tool(read)
+    assert made.invoke(made.validate_arguments({"x": 1.5})) == "1.5"
+    assert made.invoke(made.validate_arguments({"x": None})) == "None"
+    with pytest.raises(ArgumentValidationError, match="does not satisfy the predicate is_not_nan"):
+        made.validate_arguments({"x": math.nan})

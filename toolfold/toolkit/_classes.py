@@ -9,6 +9,7 @@ dataclass field ``metadata={"description": ...}`` work too).
 from __future__ import annotations
 
 import math
+import sys
 import types
 import typing
 import weakref
@@ -325,13 +326,49 @@ def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:
             # annotations name other classes of the function that defines the tool
             return typing.get_type_hints(cls, localns=localns, include_extras=True)
     except Exception as exc:  # NameError for a forward reference, and the like
+        python_refuses = unhashable_not_problem(exc)
+        if python_refuses:
+            raise UnresolvedHints(
+                f"cannot resolve the annotations of {cls.__qualname__}: {python_refuses}",
+                advice="",
+            ) from exc
         raise UnresolvedHints(
             f"cannot resolve the annotations of {cls.__qualname__} ({exc})"
         ) from exc
 
 
 class UnresolvedHints(Exception):
-    """A class's annotations name something that cannot be found."""
+    """A class's annotations name something that cannot be found.
+
+    Attributes:
+        advice: What to do, for the caller to add; empty when the message says it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        advice: str = "; import the names they use at module level, or define them"
+        " before the tool in the same function",
+    ) -> None:
+        super().__init__(message)
+        self.advice = advice
+
+
+def unhashable_not_problem(exc: BaseException) -> str:
+    """What to write instead when Python's own typing refused an annotation because
+    annotated_types' ``Not`` (``at.IsNotNan[float]``) cannot be hashed, as a ``Union``
+    (``Optional[at.IsNotNan[float]]``, ``at.IsNotNan[float] | None``) needs on
+    Python 3.10 and 3.11 (3.13 does without); empty for any other error."""
+    if not (isinstance(exc, TypeError) and "unhashable type: 'Not'" in str(exc)):
+        return ""
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return (
+        f"Python {version}'s typing cannot put annotated_types' Not (at.IsNotNan,"
+        " at.IsNotInfinite, at.IsNotFinite) in a Union or Optional (unhashable type:"
+        " 'Not'); write Optional[Annotated[float, at.Predicate(is_not_nan)]] with a"
+        " named function (def is_not_nan(x): return not math.isnan(x)), or"
+        " Optional[at.IsFinite[float]] to refuse infinities too"
+    )
 
 
 def _typeddict_required(name: str, annotation: Any, required_keys: Any) -> bool:

@@ -361,10 +361,7 @@ class SchemaContext:
             fields = class_fields(cls, self.localns)
         except UnresolvedHints as exc:
             self.unresolved = True
-            return self.problem(
-                f"{exc}; import the names they use at module level, or define them"
-                " before the tool in the same function"
-            )
+            return self.problem(f"{exc}{exc.advice}")
         if fields is None:
             return self.problem(f"type {type_repr(cls)} has no JSON Schema rule" + _HINT)
         if alias is not None:  # Box[int]: the class's type variables stand for the args

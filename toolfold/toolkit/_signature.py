@@ -22,6 +22,7 @@ from toolfold.toolkit._classes import (
     class_fields,
     default_json,
     inherited_descriptions,
+    unhashable_not_problem,
 )
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
@@ -396,8 +397,11 @@ def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None, out: Function
     try:
         return type_hints(_hint_target(fn), localns)
     except Exception as exc:  # NameError for a forward reference, and the like
+        python_refuses = unhashable_not_problem(exc)
         out.problems.append(
-            f"cannot resolve the type annotations ({exc}); import the names they use"
+            f"cannot resolve the type annotations: {python_refuses}"
+            if python_refuses
+            else f"cannot resolve the type annotations ({exc}); import the names they use"
         )
         out.unresolved = True
         return dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
