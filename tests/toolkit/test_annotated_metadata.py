@@ -638,3 +638,28 @@ def test_the_advised_optional_predicate_is_checked_on_every_python() -> None:
     assert made.invoke(made.validate_arguments({"x": None})) == "None"
     with pytest.raises(ArgumentValidationError, match="does not satisfy the predicate is_not_nan"):
         made.validate_arguments({"x": math.nan})
+
+
+def test_the_converter_rewrites_only_a_type_it_cannot_hash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """structure() and get_structure_hook() skip the hashable rewrite (and its cost) for
+    a type cattrs can look up, and still rewrite list[at.IsNotNan[float]]."""
+    from toolfold.toolkit import _converter
+
+    seen: list[Any] = []
+    real = _converter.hashable_type
+
+    def counted(tp: Any) -> Any:
+        seen.append(tp)
+        return real(tp)
+
+    monkeypatch.setattr(_converter, "hashable_type", counted)
+    converter = get_converter()
+    assert converter.structure({"a": [1]}, dict[str, list[Annotated[int, at.Gt(0)]]]) == {"a": [1]}
+    assert converter.get_structure_hook(int)(3, int) == 3
+    assert seen == []
+    assert converter.structure([1.5], list[at.IsNotNan[float]]) == [1.5]
+    with pytest.raises(IterableValidationError):
+        converter.get_structure_hook(list[at.IsNotNan[float]])([math.nan], list)
+    assert len(seen) == 2

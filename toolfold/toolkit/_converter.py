@@ -811,13 +811,28 @@ class _Converter(cattrs.Converter):
 
     It finds hooks by type, in dicts and caches: a type holding annotated_types'
     unhashable ``Not`` (``at.IsNotNan[float]``) is first given an equal `Negation`.
+    Only a type the lookup could not hash is rewritten, so that the common case
+    (every output the runtime structures) costs what cattrs' own lookup does.
     """
 
     def structure(self, obj: Any, cl: Any) -> Any:
-        return super().structure(obj, hashable_type(cl))
+        lookup: Any = self._structure_func.dispatch  # what super().structure calls
+        try:
+            hook = lookup(cl)
+        except TypeError:
+            if is_hashable(cl):  # a hook factory's own TypeError
+                raise
+            cl = hashable_type(cl)
+            hook = lookup(cl)
+        return hook(obj, cl)
 
     def get_structure_hook(self, type: Any, cache_result: bool = True) -> Any:
-        return super().get_structure_hook(hashable_type(type), cache_result)
+        try:
+            return super().get_structure_hook(type, cache_result)
+        except TypeError:
+            if is_hashable(type):
+                raise
+            return super().get_structure_hook(hashable_type(type), cache_result)
 
 
 @functools.cache
