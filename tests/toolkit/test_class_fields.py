@@ -560,3 +560,43 @@ def test_a_local_generic_named_tuple_names_another_local_class() -> None:
     assert arguments == {"box": NBox(item=1, inner=Inner(n=2))}
     assert type(arguments["box"].inner) is Inner
     assert use.invoke(arguments) == "NBox(item=1, inner=Inner(n=2))"
+
+
+@attrs.define
+class Crate:
+    """A crate.
+
+    Attributes:
+        items: What it holds.
+    """
+
+    items: list[Sku]
+
+
+def test_a_tool_using_local_names_leaves_a_module_attrs_class_meaning_its_module_names() -> None:
+    """A tool that needs its function's names (a local Note) and also takes a module
+    attrs class whose field names Sku, which a local class shadows, structures the
+    module's Sku and leaves that class's field type as the module wrote it."""
+
+    @attrs.define
+    class Sku:
+        weight: float
+
+    @attrs.define
+    class Note:
+        text: str
+
+    @tool
+    def pack(crate: Crate, note: Note) -> str:
+        """Pack a crate.
+
+        Args:
+            crate: The crate.
+            note: A note.
+        """
+        return type(crate.items[0]).__module__ + ":" + type(crate.items[0]).__qualname__
+
+    arguments = {"crate": {"items": [{"sku": "a1"}]}, "note": {"text": "x"}}
+    assert pack.invoke(pack.validate_arguments(arguments)) == f"{__name__}:Sku"
+    assert attrs.fields(Crate).items.type in ("list[Sku]", list[globals()["Sku"]])
+    assert attrs.fields(Sku)[0].name == "weight"

@@ -8,6 +8,7 @@ dataclass field ``metadata={"description": ...}`` work too).
 
 from __future__ import annotations
 
+import builtins
 import math
 import sys
 import types
@@ -430,7 +431,14 @@ def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
 
     hints = _hints(cls, localns)
     if localns is not None and any(type(a.type) is str for a in attrs.fields(cls)):
-        attrs.resolve_types(cls, localns=localns)  # for cattrs, which cannot see local names
+        # for cattrs, which cannot see local names; in place, so a module class must
+        # keep its module's (and builtins') meaning of a name a local shadows
+        if "<locals>" not in cls.__qualname__:
+            module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
+            localns = {
+                k: v for k, v in localns.items() if k not in module and k not in vars(builtins)
+            }
+        attrs.resolve_types(cls, localns=localns)
     out = []
     for a in attrs.fields(cls):
         if not a.init:
