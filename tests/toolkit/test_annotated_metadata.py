@@ -5,16 +5,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import math
 import operator
 import warnings
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import annotated_types as at
+import attrs
 import pytest
-from typing_extensions import Doc
+from cattrs.errors import ClassValidationError, IterableValidationError
+from typing_extensions import Doc, TypedDict
 
 from toolfold import ArgumentValidationError, Field, ToolDefinitionError, tool
 from toolfold import schema_for_type as schema
+from toolfold.toolkit._converter import CheckFailedError, get_converter
 
 
 def is_even(value: int) -> bool:
@@ -271,23 +275,118 @@ def test_a_predicate_on_a_module_level_dataclass_field_is_checked() -> None:
     assert arguments == {"counted": EvenCount(2), "frozen": FrozenEven(4)}
 
 
-def test_not_is_refused_at_decoration_naming_the_parameter() -> None:
-    """annotated_types' Not is unhashable, so no converter can dispatch on the type: it is
-    a definition error that says to write a Predicate, not a check silently skipped."""
+@dataclasses.dataclass
+class Reading:
+    """A reading."""
+
+    value: at.IsNotNan[float]
+    values: list[at.IsNotInfinite[float]] = dataclasses.field(default_factory=list)
+
+
+@attrs.define
+class Sample:
+    value: at.IsNotFinite[float]
+
+
+class Halves(NamedTuple):
+    left: at.IsNotNan[float]
+
+
+class Code(TypedDict):
+    code: Annotated[str, at.Not(str.isdigit)]
+
+
+def test_annotated_types_not_is_checked_where_it_appears() -> None:
+    """at.IsNotNan/IsNotInfinite/IsNotFinite (Predicate(Not(f))) and a bare Not(f) are
+    checked on the structured value, in a parameter, a list's items and the fields of
+    dataclasses, attrs classes, NamedTuples and TypedDicts, named `not f`."""
+    conv = get_converter()
+    assert math.isnan(conv.structure(math.nan, at.IsNotInfinite[float]))
+    refusals = [
+        (math.nan, at.IsNotNan[float], "nan does not satisfy the predicate not isnan"),
+        (1.0, at.IsNotFinite[float], "1.0 does not satisfy the predicate not isfinite"),
+        ([1.0, math.inf], list[at.IsNotInfinite[float]], "not isinf"),
+        ({"value": math.nan}, Reading, "nan does not satisfy the predicate not isnan"),
+        ({"value": 1.0, "values": [math.inf]}, Reading, "not isinf"),
+        ({"value": 2.0}, Sample, "2.0 does not satisfy the predicate not isfinite"),
+        ({"left": math.nan}, Halves, "not isnan"),
+        ({"code": "12"}, Code, "'12' does not satisfy the predicate not str.isdigit"),
+    ]
+    for value, tp, message in refusals:
+        with pytest.raises(
+            (CheckFailedError, ClassValidationError, IterableValidationError)
+        ) as info:
+            conv.structure(value, tp)
+        assert message in repr(info.value), tp
+    assert conv.structure({"value": 1.0, "values": [2.0]}, Reading) == Reading(1.0, [2.0])
+    assert conv.structure({"code": "a1"}, Code) == {"code": "a1"}
+
+
+def test_a_not_predicate_refusal_is_an_argument_error_the_model_reads() -> None:
+    """A tool taking Annotated[str, Predicate(Not(str.isdigit))] is made, its schema has no
+    trace of the check, and a call breaking it is an argument error at its path."""
+
+    @tool
+    def name(
+        text: Annotated[str, at.Predicate(at.Not(str.isdigit))],
+        code: Code,
+        ratio: at.IsNotNan[float],
+    ) -> str:
+        """Name.
+
+        Args:
+            text: Not only digits.
+            code: A code.
+            ratio: A ratio.
+        """
+        return text
+
+    assert name.parameters["properties"]["text"] == {
+        "type": "string",
+        "description": "Not only digits.",
+    }
+    with pytest.raises(ArgumentValidationError) as info:
+        name.validate_arguments({"text": "123", "code": {"code": "4"}, "ratio": 0.5})
+    assert tuple(info.value.errors) == (
+        "$.code.code: '4' does not satisfy the predicate not str.isdigit",
+        "$.text: '123' does not satisfy the predicate not str.isdigit",
+    )
+    assert name.validate_arguments({"text": "a", "code": {"code": "b"}, "ratio": 0.5}) == {
+        "text": "a",
+        "code": {"code": "b"},
+        "ratio": 0.5,
+    }
+
+
+class Unhashable:
+    """A predicate object with __eq__ and so no hash."""
+
+    def __call__(self, value: object) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Unhashable)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_an_unhashable_predicate_function_is_refused_naming_the_parameter() -> None:
+    """A Predicate whose function has no hash cannot be dispatched on: a definition
+    error naming the parameter and saying what to write instead."""
     with pytest.raises(ToolDefinitionError) as info:
 
         @tool
-        def name(text: Annotated[str, at.Not(str.isdigit)]) -> str:
+        def name(text: Annotated[str, at.Predicate(Unhashable())]) -> str:
             """Name.
 
             Args:
-                text: Not only digits.
+                text: Anything.
             """
             return text
 
     (problem,) = info.value.problems
-    assert problem.startswith("parameter 'text': Not(func=")
-    assert "write it as annotated_types.Predicate(lambda value: not ...)" in problem
+    assert problem.startswith("parameter 'text': Predicate(")
+    assert "use a function, a lambda or a functools.partial of hashable arguments" in problem
 
 
 @tool
@@ -471,3 +570,96 @@ def test_metadata_of_other_libraries_is_ignored() -> None:
         pass
 
     assert schema(Annotated[int, Marker(), Field(ge=0)]) == {"type": "integer", "minimum": 0}
+
+
+def _python_unions_a_not() -> bool:
+    try:
+        at.IsNotNan[float] | None
+    except TypeError:  # Python 3.10 and 3.11 hash a Union's members; Not has no hash
+        return False
+    return True
+
+
+def is_not_nan(x: float) -> bool:
+    """Whether ``x`` is a number (not NaN)."""
+    return not math.isnan(x)
+
+
+@dataclasses.dataclass
+class MaybeReading:
+    value: at.IsNotNan[float] | None = None
+
+
+def test_an_optional_not_constraint_python_refuses_says_what_to_write() -> None:
+    """Optional[at.IsNotNan[float]], which Python's typing refuses before 3.13 (unhashable
+    Not), is refused naming that and the Optional[Annotated[float, Predicate(f)]] form
+    that works; where Python accepts it, it is checked."""
+
+    def read(x: at.IsNotNan[float] | None = None) -> str:
+        """Read.
+
+        Args:
+            x: The value.
+        """
+        return repr(x)
+
+    if _python_unions_a_not():
+        made = tool(read)
+        assert made.invoke(made.validate_arguments({"x": 1.5})) == "1.5"
+        assert schema(MaybeReading)["properties"]["value"]["anyOf"][1] == {"type": "null"}
+        return
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(read)
+    (problem,) = info.value.problems
+    assert "typing cannot put annotated_types' Not" in problem
+    assert "Optional[Annotated[float, at.Predicate(is_not_nan)]]" in problem
+    assert "import the names" not in problem
+    with pytest.raises(ToolDefinitionError) as info:
+        schema(MaybeReading)
+    (problem,) = info.value.problems
+    assert "cannot resolve the annotations of MaybeReading: Python 3." in problem
+    assert "import the names" not in problem
+
+
+def test_the_advised_optional_predicate_is_checked_on_every_python() -> None:
+    """Optional[Annotated[float, at.Predicate(is_not_nan)]], the form the message advises,
+    takes a number or null and refuses NaN on every supported Python."""
+
+    def read(x: Annotated[float, at.Predicate(is_not_nan)] | None = None) -> str:
+        """Read.
+
+        Args:
+            x: The value.
+        """
+        return repr(x)
+
+    made = tool(read)
+    assert made.invoke(made.validate_arguments({"x": 1.5})) == "1.5"
+    assert made.invoke(made.validate_arguments({"x": None})) == "None"
+    with pytest.raises(ArgumentValidationError, match="does not satisfy the predicate is_not_nan"):
+        made.validate_arguments({"x": math.nan})
+
+
+def test_the_converter_rewrites_only_a_type_it_cannot_hash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """structure() and get_structure_hook() skip the hashable rewrite (and its cost) for
+    a type cattrs can look up, and still rewrite list[at.IsNotNan[float]]."""
+    from toolfold.toolkit import _converter
+
+    seen: list[Any] = []
+    real = _converter.hashable_type
+
+    def counted(tp: Any) -> Any:
+        seen.append(tp)
+        return real(tp)
+
+    monkeypatch.setattr(_converter, "hashable_type", counted)
+    converter = get_converter()
+    assert converter.structure({"a": [1]}, dict[str, list[Annotated[int, at.Gt(0)]]]) == {"a": [1]}
+    assert converter.get_structure_hook(int)(3, int) == 3
+    assert seen == []
+    assert converter.structure([1.5], list[at.IsNotNan[float]]) == [1.5]
+    with pytest.raises(IterableValidationError):
+        converter.get_structure_hook(list[at.IsNotNan[float]])([math.nan], list)
+    assert len(seen) == 2

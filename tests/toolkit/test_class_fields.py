@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from datetime import date
 from typing import Annotated, ClassVar, Generic, Optional, TypeVar
 
 import attrs
 import pytest
+import typing_extensions
 from cattrs.errors import ClassValidationError
 
 from toolfold import ArgumentValidationError, Field, tool
@@ -231,10 +233,11 @@ def test_a_subclass_of_a_parametrised_generic_dataclass_binds_its_type_variable(
 
 @pytest.mark.parametrize("tp", [IntListBox, ListBox[int]])
 def test_type_variables_are_bound_through_several_generic_bases(tp: object) -> None:
-    """Box's T is list[U] in ListBox, whose U is int in IntListBox or ListBox[int]."""
+    """Box's T is list[U] in ListBox, whose U is int in IntListBox or ListBox[int]
+    (its description is Box's docstring's)."""
     properties = schema(tp)["properties"]
     assert properties == {
-        "item": {"type": "array", "items": {"type": "integer"}},
+        "item": {"type": "array", "items": {"type": "integer"}, "description": "What is in it."},
         "extra": {"type": "integer"},
     }
 
@@ -296,6 +299,7 @@ def test_quoted_names_in_a_generic_base_are_resolved() -> None:
     assert schema(Tree)["$defs"]["Tree"]["properties"]["item"] == {
         "type": "array",
         "items": {"$ref": "#/$defs/Tree"},
+        "description": "What is in it.",
     }
     made = get_converter().structure({"item": [{"item": [], "name": "leaf"}]}, Tree)
     assert made == Tree([Tree([], "leaf")])
@@ -438,3 +442,161 @@ def test_a_local_class_shadowing_a_module_class_is_the_one_used() -> None:
 
     assert use.parameters["properties"]["kit"]["properties"]["part"]["required"] == ["label"]
     assert use.invoke(use.validate_arguments({"kit": {"part": {"label": "bolt"}}})) == "bolt"
+
+
+@attrs.define
+class Sku:
+    """A stock item.
+
+    Attributes:
+        sku: The stock code.
+    """
+
+    sku: str
+
+
+@attrs.define
+class Shipment:
+    """A shipment.
+
+    Attributes:
+        items: What is shipped.
+        when: The day it leaves.
+    """
+
+    items: list[Sku]
+    when: date
+
+
+def test_a_local_class_sharing_a_module_class_name_leaves_the_module_class_unchanged() -> None:
+    """Making a tool in a function whose local class shares a name that a module attrs
+    class's fields use leaves that module class's field types and structuring alone."""
+
+    @attrs.define
+    class Sku:
+        weight: float
+
+    @tool
+    def ship(shipment: Shipment) -> str:
+        """Ship a shipment.
+
+        Args:
+            shipment: The shipment.
+        """
+        return type(shipment.items[0]).__qualname__
+
+    arguments = {"shipment": {"items": [{"sku": "a1"}], "when": "2024-02-03"}}
+    assert ship.invoke(ship.validate_arguments(arguments)) == "Sku"
+    assert attrs.fields(Sku)[0].name == "weight"
+    assert attrs.fields(Shipment).items.type in ("list[Sku]", list[globals()["Sku"]])
+    structured = get_converter().structure(arguments["shipment"], Shipment)
+    assert structured == Shipment(items=[globals()["Sku"]("a1")], when=date(2024, 2, 3))
+
+
+def test_a_local_value_named_like_an_annotation_does_not_change_the_tool() -> None:
+    """A local non-class value sharing a name with a string annotation (date, list) is
+    not read as that annotation: the tools work as they would without the local."""
+    date = "2024-01-01"
+    list = [1]
+
+    @tool
+    def book(when: date) -> str:
+        """Book a day.
+
+        Args:
+            when: The day.
+        """
+        return when.isoformat()
+
+    @tool
+    def count(xs: list[int]) -> int:
+        """Count numbers.
+
+        Args:
+            xs: The numbers.
+        """
+        return len(xs)
+
+    @tool
+    def ship(shipment: Shipment) -> str:
+        """Ship a shipment.
+
+        Args:
+            shipment: The shipment.
+        """
+        return shipment.when.isoformat()
+
+    assert date == "2024-01-01"
+    assert list == [1]
+    assert book.parameters["properties"]["when"]["format"] == "date"
+    assert book.invoke(book.validate_arguments({"when": "2024-02-03"})) == "2024-02-03"
+    assert count.invoke(count.validate_arguments({"xs": [1, 2, 3]})) == 3
+    arguments = {"shipment": {"items": [], "when": "2024-02-03"}}
+    assert ship.invoke(ship.validate_arguments(arguments)) == "2024-02-03"
+
+
+def test_a_local_generic_named_tuple_names_another_local_class() -> None:
+    """A local generic NamedTuple used as NBox[int], its string annotation naming another
+    local class, structures into NBox with that class inside."""
+
+    class Inner(typing_extensions.NamedTuple):
+        n: int
+
+    class NBox(typing_extensions.NamedTuple, Generic[T]):
+        item: T
+        inner: Inner
+
+    @tool
+    def use(box: NBox[int]) -> str:
+        """Use a box.
+
+        Args:
+            box: The box.
+        """
+        return repr(box)
+
+    assert use.parameters["properties"]["box"]["properties"]["inner"]["required"] == ["n"]
+    arguments = use.validate_arguments({"box": {"item": 1, "inner": {"n": 2}}})
+    assert arguments == {"box": NBox(item=1, inner=Inner(n=2))}
+    assert type(arguments["box"].inner) is Inner
+    assert use.invoke(arguments) == "NBox(item=1, inner=Inner(n=2))"
+
+
+@attrs.define
+class Crate:
+    """A crate.
+
+    Attributes:
+        items: What it holds.
+    """
+
+    items: list[Sku]
+
+
+def test_a_tool_using_local_names_leaves_a_module_attrs_class_meaning_its_module_names() -> None:
+    """A tool that needs its function's names (a local Note) and also takes a module
+    attrs class whose field names Sku, which a local class shadows, structures the
+    module's Sku and leaves that class's field type as the module wrote it."""
+
+    @attrs.define
+    class Sku:
+        weight: float
+
+    @attrs.define
+    class Note:
+        text: str
+
+    @tool
+    def pack(crate: Crate, note: Note) -> str:
+        """Pack a crate.
+
+        Args:
+            crate: The crate.
+            note: A note.
+        """
+        return type(crate.items[0]).__module__ + ":" + type(crate.items[0]).__qualname__
+
+    arguments = {"crate": {"items": [{"sku": "a1"}]}, "note": {"text": "x"}}
+    assert pack.invoke(pack.validate_arguments(arguments)) == f"{__name__}:Sku"
+    assert attrs.fields(Crate).items.type in ("list[Sku]", list[globals()["Sku"]])
+    assert attrs.fields(Sku)[0].name == "weight"

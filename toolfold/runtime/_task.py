@@ -41,6 +41,7 @@ from toolfold.runtime.drive._executor import (
     with_blocking_twin,
 )
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._problems import clip
 from toolfold.toolkit._tool import Tool
 
 if TYPE_CHECKING:
@@ -828,8 +829,7 @@ def fields_of(tp: Any) -> dict[str, Any] | None:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(repr(value), 60)
 
 
 def type_accepts(target: Any, source: Any) -> bool:

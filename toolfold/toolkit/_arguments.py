@@ -269,22 +269,18 @@ class ArgumentChecker:
         return result
 
     def _build_hooks(self) -> dict[str, tuple[Any, _Hook | None]]:
-        from toolfold.toolkit._converter import _structure_int, get_converter
+        from toolfold.toolkit._converter import _structure_int
 
-        converter = get_converter()
         hooks: dict[str, tuple[Any, _Hook | None]] = {}
         missing: list[str] = []
         for name, tp in self._param_types.items():
             try:
-                hook = None if is_plain(tp) else converter.get_structure_hook(tp)
+                hook = structure_hook(tp)
                 if tp is int and hook is _structure_int:
                     hook = _exact_int  # the same hook, skipped for a value that is an int
                 hooks[name] = (tp, hook)
             except Exception as exc:  # cattrs has no rule for the type (or a part of it)
-                missing.append(
-                    f"parameter {name!r}: cannot structure JSON into {type_name(tp)} ({exc});"
-                    " register hooks for the type with register_type_hooks()"
-                )
+                missing.append(f"parameter {name!r}: {no_hook_problem(tp, exc)}")
         if missing:
             raise ToolDefinitionError(self._tool_name, missing)
         self.as_is = {
@@ -394,6 +390,27 @@ def _flag_of(tp: Any) -> Any:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         tp = args[0] if len(args) == 1 else None
     return flag_class(tp)
+
+
+def structure_hook(tp: Any) -> _Hook | None:
+    """The converter's structure hook for ``tp``; None for a type whose validated JSON
+    value already is one (`is_plain`).
+
+    Raises:
+        Exception: The converter has no hook for the type or a part of it
+            (`no_hook_problem` words the definition error).
+    """
+    from toolfold.toolkit._converter import get_converter
+
+    return None if is_plain(tp) else get_converter().get_structure_hook(tp)
+
+
+def no_hook_problem(tp: Any, exc: Exception) -> str:
+    """The definition problem for ``tp``, which `structure_hook` failed on with ``exc``."""
+    return (
+        f"cannot structure JSON into {type_name(tp)} ({exc});"
+        " register hooks for the type with register_type_hooks()"
+    )
 
 
 def is_plain(tp: Any) -> bool:

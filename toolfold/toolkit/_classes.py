@@ -8,12 +8,16 @@ dataclass field ``metadata={"description": ...}`` work too).
 
 from __future__ import annotations
 
+import builtins
 import math
+import sys
 import types
 import typing
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from toolfold.toolkit._field import is_hashable
 
 if TYPE_CHECKING:
     from toolfold.toolkit._schema import SchemaContext
@@ -39,6 +43,11 @@ def class_fields(cls: type, localns: dict[str, Any] | None = None) -> list[Field
         if known is not None:
             return list(known)
     found = _class_fields(cls, localns)
+    if found is not None:
+        from toolfold.toolkit._field import hashable_type
+
+        # at.IsNotNan[float]'s annotated_types Not has no hash, which converters need
+        found = [(n, hashable_type(t), r, d, desc) for n, t, r, d, desc in found]
     if localns is not None and found is not None and "<locals>" in cls.__qualname__:
         _LOCAL_FIELDS[cls] = list(found)
     return found
@@ -53,12 +62,13 @@ def _class_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo] 
         return _dataclass_fields(cls, localns)
     if hasattr(cls, "__attrs_attrs__"):
         return _attrs_fields(cls, localns)
-    if issubclass(cls, dict) and hasattr(cls, "__required_keys__"):
+    if _is_typeddict(cls):
         hints = _hints(cls, localns)
-        required = cls.__required_keys__
-        return [
+        required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+        fields: list[FieldInfo] = [
             (n, t, _typeddict_required(n, t, required), MISSING, None) for n, t in hints.items()
         ]
+        return _bind_inherited(cls, fields, localns)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         hints = _hints(cls, localns)
         defaults = getattr(cls, "_field_defaults", {})
@@ -180,7 +190,7 @@ def _bound_type_vars(
     import sys
 
     bound: dict[type, dict[Any, Any]] = {cls: {}}
-    for klass in cls.__mro__:
+    for klass in _lineage(cls):
         mapping = bound.get(klass, {})
         module = sys.modules.get(klass.__module__)
         names = module.__dict__ if module is not None else {}
@@ -229,7 +239,7 @@ def inherits_type_vars(cls: type) -> bool:
     whose fields' type variables its own class statement binds."""
     return any(
         getattr(base, "__parameters__", ()) and base is not typing.Generic
-        for base in cls.__mro__[1:]
+        for base in _lineage(cls)[1:]
     )
 
 
@@ -259,6 +269,8 @@ def _declaring_classes(cls: type) -> dict[str, type]:
     """Field name -> the most derived class in the MRO whose own annotations declare it."""
     import inspect
 
+    if _is_typeddict(cls):
+        return _typeddict_declaring_classes(cls)
     owners: dict[str, type] = {}
     for klass in reversed(cls.__mro__):
         if klass is object:
@@ -271,8 +283,24 @@ def _declaring_classes(cls: type) -> dict[str, type]:
     return owners
 
 
+def _typeddict_declaring_classes(cls: type) -> dict[str, type]:
+    """`_declaring_classes` of a TypedDict, whose ``__annotations__`` hold its bases'
+    keys too (TypedDict merges them): a key is a class's own when no TypedDict base
+    of it holds that very annotation."""
+    import inspect
+
+    owners: dict[str, type] = {}
+    for klass in reversed(_lineage(cls)):
+        bases = [typing.get_origin(b) or b for b in _typeddict_bases(klass)]
+        inherited = [inspect.get_annotations(b) for b in bases]
+        for name, value in inspect.get_annotations(klass).items():
+            if not any(name in got and got[name] is value for got in inherited):
+                owners[name] = klass
+    return owners
+
+
 def _substitute(tp: Any, mapping: dict[Any, Any]) -> Any:
-    if tp in mapping if _hashable(tp) else False:
+    if tp in mapping if is_hashable(tp) else False:
         return mapping[tp]
     params = getattr(tp, "__parameters__", None)
     if params and typing.get_origin(tp) is not None:
@@ -281,14 +309,6 @@ def _substitute(tp: Any, mapping: dict[Any, Any]) -> Any:
         except TypeError:
             return tp
     return tp
-
-
-def _hashable(tp: Any) -> bool:
-    try:
-        hash(tp)
-    except TypeError:
-        return False
-    return True
 
 
 def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -307,13 +327,49 @@ def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:
             # annotations name other classes of the function that defines the tool
             return typing.get_type_hints(cls, localns=localns, include_extras=True)
     except Exception as exc:  # NameError for a forward reference, and the like
+        python_refuses = unhashable_not_problem(exc)
+        if python_refuses:
+            raise UnresolvedHints(
+                f"cannot resolve the annotations of {cls.__qualname__}: {python_refuses}",
+                advice="",
+            ) from exc
         raise UnresolvedHints(
             f"cannot resolve the annotations of {cls.__qualname__} ({exc})"
         ) from exc
 
 
 class UnresolvedHints(Exception):
-    """A class's annotations name something that cannot be found."""
+    """A class's annotations name something that cannot be found.
+
+    Attributes:
+        advice: What to do, for the caller to add; empty when the message says it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        advice: str = "; import the names they use at module level, or define them"
+        " before the tool in the same function",
+    ) -> None:
+        super().__init__(message)
+        self.advice = advice
+
+
+def unhashable_not_problem(exc: BaseException) -> str:
+    """What to write instead when Python's own typing refused an annotation because
+    annotated_types' ``Not`` (``at.IsNotNan[float]``) cannot be hashed, as a ``Union``
+    (``Optional[at.IsNotNan[float]]``, ``at.IsNotNan[float] | None``) needs on
+    Python 3.10 and 3.11 (3.13 does without); empty for any other error."""
+    if not (isinstance(exc, TypeError) and "unhashable type: 'Not'" in str(exc)):
+        return ""
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return (
+        f"Python {version}'s typing cannot put annotated_types' Not (at.IsNotNan,"
+        " at.IsNotInfinite, at.IsNotFinite) in a Union or Optional (unhashable type:"
+        " 'Not'); write Optional[Annotated[float, at.Predicate(is_not_nan)]] with a"
+        " named function (def is_not_nan(x): return not math.isnan(x)), or"
+        " Optional[at.IsFinite[float]] to refuse infinities too"
+    )
 
 
 def _typeddict_required(name: str, annotation: Any, required_keys: Any) -> bool:
@@ -375,7 +431,14 @@ def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
 
     hints = _hints(cls, localns)
     if localns is not None and any(type(a.type) is str for a in attrs.fields(cls)):
-        attrs.resolve_types(cls, localns=localns)  # for cattrs, which cannot see local names
+        # for cattrs, which cannot see local names; in place, so a module class must
+        # keep its module's (and builtins') meaning of a name a local shadows
+        if "<locals>" not in cls.__qualname__:
+            module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
+            localns = {
+                k: v for k, v in localns.items() if k not in module and k not in vars(builtins)
+            }
+        attrs.resolve_types(cls, localns=localns)
     out = []
     for a in attrs.fields(cls):
         if not a.init:
@@ -402,6 +465,76 @@ def _class_doc(cls: type) -> str | None:
     return doc
 
 
+def inherited_descriptions(cls: type, style: str = "auto") -> dict[str, str]:
+    """Field name -> its description in the docstring of a base of ``cls``: the nearest
+    base (in the MRO, or a TypedDict's bases) whose ``Attributes:`` (or ``Args:``)
+    describes it, so that a subclass need not repeat its bases' descriptions.
+    ``cls``'s own docstring, read by the caller, wins over all of them. A field a
+    class re-declares (``size: int`` over a base's ``size: float``) is a new field:
+    only that class and the classes deriving from it describe it, never the bases
+    it overrides."""
+    from toolfold.toolkit._docstrings import parse_docstring
+
+    lineage = _lineage(cls)
+    owners = _declaring_classes(cls)
+    position = {klass: i for i, klass in enumerate(lineage)}
+    found: dict[str, str] = {}
+    for i, base in enumerate(lineage[1:], 1):
+        if base.__module__ in _UNDOCUMENTED_MODULES:
+            continue
+        doc = parse_docstring(_class_doc(base), style)
+        for described in (doc.attributes, doc.params):
+            for name, text in described.items():
+                owner = owners.get(name)
+                if owner is not None and position.get(owner, i) < i:
+                    continue  # re-declared by a class nearer cls than this base
+                found.setdefault(name, text)
+    return found
+
+
+# Bases whose docstrings describe no field of a user's class (dict, Generic, ...).
+_UNDOCUMENTED_MODULES = frozenset({"builtins", "typing", "typing_extensions", "abc"})
+
+
+def _lineage(cls: type) -> list[type]:
+    """``cls`` and the classes it derives from, nearest first: its MRO, or for a
+    TypedDict, whose MRO leaves its TypedDict bases out, those bases as its class
+    statement (``__orig_bases__``) named them, in the order of their annotations'
+    precedence (the last base named first, as TypedDict merges them)."""
+    if not _is_typeddict(cls):
+        return [k for k in cls.__mro__ if k is not object]
+    out: list[type] = []
+
+    def visit(klass: type) -> None:
+        if klass in out:
+            return
+        out.append(klass)
+        for base in reversed(_typeddict_bases(klass)):
+            visit(typing.get_origin(base) or base)
+
+    visit(cls)
+    return out
+
+
+def _typeddict_bases(cls: type) -> list[Any]:
+    """The TypedDict bases of TypedDict ``cls`` as its class statement wrote them
+    (``Box[int]``, ``Base``), from ``__orig_bases__``: a TypedDict's ``__bases__`` are
+    ``dict`` (and ``Generic``). Python before 3.12 records no base of a
+    ``typing.TypedDict`` written unparametrised (``class B(A)``); typing_extensions'
+    TypedDict does, on every version."""
+    return [
+        base
+        for base in cls.__dict__.get("__orig_bases__", ())
+        if isinstance(typing.get_origin(base) or base, type)
+        and _is_typeddict(typing.get_origin(base) or base)
+    ]
+
+
+def _is_typeddict(cls: Any) -> bool:
+    """A TypedDict class, typing's or typing_extensions' (which is not typing's on 3.12)."""
+    return isinstance(cls, type) and issubclass(cls, dict) and hasattr(cls, "__required_keys__")
+
+
 def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict[str, Any]:
     """The object schema of ``cls``; problems go to ``ctx``."""
     from toolfold.toolkit._docstrings import parse_docstring
@@ -409,6 +542,7 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
     from toolfold.toolkit._schema import has_own_description
 
     doc = parse_docstring(_class_doc(cls))
+    inherited = inherited_descriptions(cls)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for name, annotation, is_required, default, meta_description in fields:
@@ -416,7 +550,12 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
             ctx.problem(f"field {name!r} of {cls.__qualname__} has no type annotation", "." + name)
             continue
         schema = ctx.schema_for(annotation, "." + name)
-        description = meta_description or doc.attributes.get(name) or doc.params.get(name)
+        description = (
+            meta_description
+            or doc.attributes.get(name)
+            or doc.params.get(name)
+            or inherited.get(name)
+        )
         if description and not has_own_description(annotation):
             schema["description"] = with_flag_note(description, annotation)
         if is_required:

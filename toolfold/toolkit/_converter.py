@@ -48,10 +48,18 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold._errors import reduce_error
-from toolfold.toolkit._field import expand_metadata, has_checks, metadata_kind
+from toolfold.toolkit._field import (
+    Negation,
+    expand_metadata,
+    has_checks,
+    hashable_type,
+    is_hashable,
+    metadata_kind,
+)
 from toolfold.toolkit._flags import flag_names, is_flag_value
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
+from toolfold.toolkit._problems import clip
 
 __all__ = [
     "CheckFailedError",
@@ -329,13 +337,16 @@ def _type_name(tp: Any) -> str:
 
 def _namedtuple_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     cls = typing.get_origin(tp) or tp
-    if cls is tp:
+    # Read only for the plain class: NBox[int]'s fields come from class_fields, which
+    # also knows the local names a local NamedTuple's string annotations use.
+    hints = typing.get_type_hints(cls, include_extras=True) if cls is tp else None
+    if hints is not None and all(is_hashable(t) for t in hints.values()):
         from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True)
-        hints = typing.get_type_hints(cls, include_extras=True)
         fields = [(hints.get(name, Any), name) for name in cls._fields]
     else:
         # NBox[int]: cattrs' factory takes no type arguments; the fields are the
-        # class's with its type variables replaced, as in its schema.
+        # class's with its type variables replaced, as in its schema (and, like
+        # at.IsNotNan[float], in a form cattrs can hash).
         from toolfold.toolkit._classes import MISSING, class_fields, substitute_type_vars
 
         found = substitute_type_vars(cls, typing.get_args(tp), class_fields(cls) or [])
@@ -398,9 +409,16 @@ _QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
 
 
 def _typeddict_fields(cls: Any) -> dict[str, tuple[Any, bool]]:
-    """Field name -> (type without Required/NotRequired/ReadOnly, required?)."""
+    """Field name -> (type without Required/NotRequired/ReadOnly, required?).
+
+    The types are the schema's (`class_fields`): the type variables of generic bases
+    bound as the class statements bind them (``class IntBox(Box[int])``).
+    """
+    from toolfold.toolkit._classes import class_fields
+
     fields: dict[str, tuple[Any, bool]] = {}
-    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+    hint: Any
+    for name, hint, *_ in class_fields(cls) or []:
         required = name in cls.__required_keys__
         while getattr(typing.get_origin(hint), "_name", None) in _QUALIFIERS:
             qualifier = typing.get_origin(hint)._name
@@ -484,8 +502,7 @@ def _has_checks(tp: Any) -> bool:
 def _checked_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     """Structure ``Annotated[X, ..., Predicate(f)]`` as ``X``, then check ``f`` of the value.
 
-    (annotated_types' ``Not`` never gets here: it is unhashable, so no converter
-    can dispatch on a type holding it, and a tool refuses it when it is made.)
+    (annotated_types' ``Not``, which has no hash, gets here as a `Negation`.)
     """
     inner = typing.get_args(tp)[0]
     hook = converter.get_structure_hook(inner)
@@ -581,6 +598,8 @@ def _check_name(func: Any) -> str:
 
 
 def _callable_name(func: Any) -> str:
+    if isinstance(func, Negation):  # annotated_types' Not(math.isnan): "not isnan"
+        return "not " + _callable_name(func.func)
     if isinstance(func, functools.partial):
         inner = _callable_name(func.func)
         return inner if inner == "(a lambda)" or inner.endswith("(...)") else inner + "(...)"
@@ -594,8 +613,7 @@ def _callable_name(func: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(repr(value), 60)
 
 
 def _reads_own_fields(tp: Any) -> bool:
@@ -634,6 +652,8 @@ def _reads_own_fields(tp: Any) -> bool:
             return True
     elif not attrs.has(cls):
         return False
+    if not all(is_hashable(t) for t in _cattrs_field_types(cls)):
+        return True  # annotated_types' Not (at.IsNotNan[float]): its fields' hashable form
     if not inherits_type_vars(cls):
         return False
     if tp is not cls or not binds_one_generic_base(cls):
@@ -786,10 +806,39 @@ def _apply_hooks(conv: cattrs.Converter, hooks: list[HookEntry]) -> None:
             conv.register_unstructure_hook_func(predicate, unstructure)
 
 
+class _Converter(cattrs.Converter):
+    """cattrs' converter, given types it can hash.
+
+    It finds hooks by type, in dicts and caches: a type holding annotated_types'
+    unhashable ``Not`` (``at.IsNotNan[float]``) is first given an equal `Negation`.
+    Only a type the lookup could not hash is rewritten, so that the common case
+    (every output the runtime structures) costs what cattrs' own lookup does.
+    """
+
+    def structure(self, obj: Any, cl: Any) -> Any:
+        lookup: Any = self._structure_func.dispatch  # what super().structure calls
+        try:
+            hook = lookup(cl)
+        except TypeError:
+            if is_hashable(cl):  # a hook factory's own TypeError
+                raise
+            cl = hashable_type(cl)
+            hook = lookup(cl)
+        return hook(obj, cl)
+
+    def get_structure_hook(self, type: Any, cache_result: bool = True) -> Any:
+        try:
+            return super().get_structure_hook(type, cache_result)
+        except TypeError:
+            if is_hashable(type):
+                raise
+            return super().get_structure_hook(hashable_type(type), cache_result)
+
+
 @functools.cache
 def get_converter() -> cattrs.Converter:
     """Return the toolkit's cattrs converter (built once, on first use)."""
-    conv = cattrs.Converter(
+    conv = _Converter(
         detailed_validation=True,
         # Schemas forbid unknown keys anyway; forbidding them here too makes a
         # union of classes pick the class whose fields fit.
@@ -858,8 +907,7 @@ def _structure_bool(value: Any, tp: Any) -> Any:
 
 
 def _json_name(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+    return f"{type(value).__name__} {clip(repr(value), 40)}"
 
 
 _STRICT_PRIMITIVES: dict[type, Callable[[Any, Any], Any]] = {

@@ -458,3 +458,100 @@ def _check_pattern(pattern: str, problems: list[str]) -> None:
         re.compile(pattern)
     except re.error as exc:
         problems.append(f"pattern {pattern!r} is not a valid regular expression ({exc})")
+
+
+class Negation:
+    """``annotated_types.Not(func)`` as a check that can be hashed.
+
+    annotated_types makes ``Not`` a plain (unfrozen) dataclass, so it has no hash,
+    and neither has the ``Predicate(Not(math.isnan))`` of ``at.IsNotNan[float]``
+    nor any type holding it; converters find hooks by type (cattrs caches them in
+    a dict), so `hashable_type` puts this equal-meaning check in its place.
+
+    Attributes:
+        func: The predicate negated (itself a `Negation` for ``Not(Not(f))``).
+    """
+
+    __slots__ = ("func",)
+
+    def __init__(self, func: Any) -> None:
+        self.func = func
+
+    def __call__(self, value: Any) -> bool:
+        return not self.func(value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Negation) and self.func == other.func
+
+    def __hash__(self) -> int:
+        return hash((Negation, self.func))
+
+    def __repr__(self) -> str:
+        return f"Not({self.func!r})"
+
+
+def _is_not(item: Any) -> bool:
+    kind = type(item)
+    return kind.__name__ == "Not" and kind.__module__ == "annotated_types"
+
+
+def _negated(func: Any) -> Any:
+    """``func`` with each annotated_types ``Not`` in it a `Negation`."""
+    return Negation(_negated(func.func)) if _is_not(func) else func
+
+
+def hashable_item(item: Any) -> Any:
+    """One item of ``Annotated`` metadata with annotated_types' ``Not`` made a
+    `Negation`: ``Predicate(Not(f))`` -> ``Predicate(Negation(f))``; a bare
+    ``Not(f)`` (a check on its own) -> ``Predicate(Negation(f))`` too."""
+    kind = type(item)
+    if kind.__module__ != "annotated_types":
+        return item
+    if _is_not(item):
+        return _predicate(_negated(item))
+    if kind.__name__ == "Predicate" and _is_not(item.func):
+        return _predicate(_negated(item.func))
+    return item
+
+
+def _predicate(func: Any) -> Any:
+    import annotated_types
+
+    return annotated_types.Predicate(func)
+
+
+def hashable_type(tp: Any) -> Any:
+    """``tp`` with annotated_types' ``Not`` in its ``Annotated`` metadata (at any depth:
+    ``list[at.IsNotNan[float]]``) made a `Negation`, so that converters can hash it;
+    ``tp`` itself when it can be hashed already (or cannot be rebuilt)."""
+    return tp if is_hashable(tp) else _rebuilt(tp)
+
+
+def is_hashable(value: Any) -> bool:
+    """Whether ``value`` (a type, a metadata item) can be hashed, as dict keys and
+    caches need (annotated_types' ``Not`` cannot)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _rebuilt(tp: Any) -> Any:
+    import types
+    import typing
+
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        parts = (_rebuilt(args[0]), *(hashable_item(m) for m in tp.__metadata__))
+        return typing.Annotated[parts]
+    if not args or origin is typing.Literal:
+        return tp
+    rebuilt = tuple(_rebuilt(a) if not isinstance(a, list) else [*map(_rebuilt, a)] for a in args)
+    if origin is typing.Union or isinstance(tp, types.UnionType):
+        return typing.Union[rebuilt]  # noqa: UP007 (made from a tuple of arguments)
+    try:
+        return origin[rebuilt] if origin is not None else tp
+    except TypeError:
+        return tp

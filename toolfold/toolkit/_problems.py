@@ -69,6 +69,16 @@ def short_repr(value: Any, limit: int = 80) -> str:
         text = repr(value)
         if len(text) > limit:
             text = _REPR.repr(value)
+    return clip(text, limit)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in ``...`` when cut.
+
+    `short_repr` abbreviates a long value by its parts first (reprlib: a long
+    string's middle, a long list's tail) and then clips; a message that quotes a
+    value's repr as it is (a failed predicate's, a wrong JSON kind's) only clips.
+    """
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

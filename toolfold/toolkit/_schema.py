@@ -22,19 +22,32 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from toolfold.toolkit._classes import substitute_type_vars
+from toolfold.toolkit._classes import _is_typeddict, substitute_type_vars
 from toolfold.toolkit._field import (
     Field,
     alias_problem,
     apply_field,
     doc_text,
     expand_metadata,
+    hashable_item,
+    is_hashable,
     metadata_kind,
     timezone_problem,
 )
 from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
+
+_UNBOUND = "type variable {} is not bound to a type: "
+_UNBOUND_PARAMETER = "bind {} by annotating a concrete type (int, list[str]) instead"
+_UNBOUND_FIELD = (
+    "write the generic class with its arguments (Box[int]) or derive from it so"
+    " bound (class IntBox(Box[int]))"
+)
+_UNBOUND_TYPEDDICT = (
+    "; before Python 3.12 a typing.TypedDict does not record a base its class"
+    " statement names bare (class C(IntBox)): use typing_extensions.TypedDict"
+)
 
 _NoneType = type(None)
 _UNION_ORIGINS: tuple[Any, ...] = (typing.Union, types.UnionType)
@@ -192,7 +205,7 @@ class SchemaContext:
         return schema
 
     def _derive(self, tp: Any) -> dict[str, Any]:
-        simple = _SIMPLE.get(tp) if _hashable(tp) else None
+        simple = _SIMPLE.get(tp) if is_hashable(tp) else None
         if simple is not None and not _class_rules and not _predicate_rules:
             return dict(simple)
         rule = _user_rule(tp)
@@ -211,7 +224,20 @@ class SchemaContext:
         extensions = sys.modules.get("typing_extensions")
         if extensions is not None and tp is extensions.Any:  # its own class before 3.11
             return {}
+        if isinstance(tp, typing.TypeVar):
+            return self.problem(self._unbound(tp))
         return self.problem(f"type {type_repr(tp)} has no JSON Schema rule" + _HINT)
+
+    def _unbound(self, tp: typing.TypeVar) -> str:
+        name = type_repr(tp)
+        if not self._stack:  # def ident(x: T): no class to bind it through
+            return _UNBOUND.format(name) + _UNBOUND_PARAMETER.format(tp.__name__)
+        owner = self._stack[-1]
+        owner = typing.get_origin(owner) or owner
+        message = _UNBOUND.format(name) + _UNBOUND_FIELD
+        if sys.version_info < (3, 12) and _is_typeddict(owner):
+            message += _UNBOUND_TYPEDDICT
+        return message
 
     def _generic(self, tp: Any, origin: Any, args: tuple[Any, ...]) -> dict[str, Any]:
         if origin is typing.Annotated:
@@ -257,11 +283,11 @@ class SchemaContext:
                     " keyword and toolfold does not check it; check the value in the"
                     " function, or with annotated_types.Predicate(...)"
                 )
-            elif kind == "check" and not _hashable(item):
+            elif kind == "check" and not is_hashable(hashable_item(item)):
                 problems.append(
                     f"{item!r} cannot be checked: converters find hooks by type, and a type"
-                    " holding it is not hashable (annotated_types' Not never is); write it as"
-                    " annotated_types.Predicate(lambda value: not ...)"
+                    " holding it is not hashable (its function is not); use a function,"
+                    " a lambda or a functools.partial of hashable arguments"
                 )
             elif kind == "alias":
                 problems.append(alias_problem(item, inner))
@@ -335,10 +361,7 @@ class SchemaContext:
             fields = class_fields(cls, self.localns)
         except UnresolvedHints as exc:
             self.unresolved = True
-            return self.problem(
-                f"{exc}; import the names they use at module level, or define them"
-                " before the tool in the same function"
-            )
+            return self.problem(f"{exc}{exc.advice}")
         if fields is None:
             return self.problem(f"type {type_repr(cls)} has no JSON Schema rule" + _HINT)
         if alias is not None:  # Box[int]: the class's type variables stand for the args
@@ -390,14 +413,6 @@ def has_own_description(annotation: Any) -> bool:
         metadata_kind(m) == "description" or (isinstance(m, Field) and m.description is not None)
         for m in expand_metadata(annotation.__metadata__)
     )
-
-
-def _hashable(tp: Any) -> bool:
-    try:
-        hash(tp)
-    except TypeError:
-        return False
-    return True
 
 
 def _user_rule(tp: Any) -> Rule | None:

@@ -21,9 +21,12 @@ from toolfold.toolkit._classes import (
     UnresolvedHints,
     class_fields,
     default_json,
+    inherited_descriptions,
+    unhashable_not_problem,
 )
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
+from toolfold.toolkit._field import hashable_type
 from toolfold.toolkit._flags import with_flag_note
 from toolfold.toolkit._schema import SchemaContext, has_own_description, type_repr
 
@@ -289,6 +292,10 @@ def derive(
         params = params[1:]
     ctx = SchemaContext(localns)
     fields = _constructor_fields(fn, localns)
+    # a class tool's fields its bases' docstrings describe (its own docstring wins)
+    inherited = (
+        inherited_descriptions(fn, docstring_style) if fields and isinstance(fn, type) else {}
+    )
     properties: dict[str, Any] = {}
     required: list[str] = []
     positional_only: list[str] = []
@@ -312,7 +319,7 @@ def derive(
                 is_required, default = field_required, field_default
             if _is_unbound(annotation):  # InitVar[int]; a generic base's `item: T`
                 annotation = field_type
-            described = own or doc.attributes.get(name) or described
+            described = own or doc.attributes.get(name) or described or inherited.get(name)
         schema = _parameter_schema(name, annotation, default, described, ctx, out)
         if require_parameter_descriptions and "description" not in schema:
             out.problems.append(
@@ -390,8 +397,11 @@ def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None, out: Function
     try:
         return type_hints(_hint_target(fn), localns)
     except Exception as exc:  # NameError for a forward reference, and the like
+        python_refuses = unhashable_not_problem(exc)
         out.problems.append(
-            f"cannot resolve the type annotations ({exc}); import the names they use"
+            f"cannot resolve the type annotations: {python_refuses}"
+            if python_refuses
+            else f"cannot resolve the type annotations ({exc}); import the names they use"
         )
         out.unresolved = True
         return dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
@@ -417,7 +427,8 @@ def _annotation(name: str, kind: int, hints: dict[str, Any], problems: list[str]
             f"parameter {name!r} has no type annotation; annotate it (e.g. {name}: str)"
         )
         return _UNRESOLVED
-    return annotation
+    # at.IsNotNan[float]'s annotated_types Not has no hash, which converters need
+    return hashable_type(annotation)
 
 
 def _parameter_schema(

@@ -143,20 +143,12 @@ def _structure_hook(tp: Any, title: str) -> Any:
         ToolDefinitionError: The converter has no hook for the type or a part of it.
     """
     from toolfold._errors import ToolDefinitionError
-    from toolfold.toolkit._arguments import is_plain
-    from toolfold.toolkit._converter import get_converter
-    from toolfold.toolkit._problems import type_name
+    from toolfold.toolkit._arguments import no_hook_problem, structure_hook
 
-    if is_plain(tp):
-        return None
     try:
-        return get_converter().get_structure_hook(tp)
+        return structure_hook(tp)
     except Exception as exc:  # cattrs has no rule for the type (or a part of it)
-        problem = (
-            f"output type: cannot structure JSON into {type_name(tp)} ({exc});"
-            " register hooks for the type with register_type_hooks()"
-        )
-        raise ToolDefinitionError(title, [problem]) from exc
+        raise ToolDefinitionError(title, [f"output type: {no_hook_problem(tp, exc)}"]) from exc
 
 
 _JSON_NAMES: dict[type, str] = {
