@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,16 +12,6 @@ from toolfold.runtime.drive import _executor, _workers
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
-
-
-@pytest.fixture
-def one_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """A private pool of one worker; the event releases tools blocked during the test."""
-    monkeypatch.setattr(_workers, "MAX_WORKERS", 1)
-    monkeypatch.setattr(_workers, "_WORKERS", _workers._Workers())
-    release = threading.Event()
-    yield release
-    release.set()
 
 
 def _tools(release: threading.Event) -> list[object]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -406,16 +406,6 @@ def test_ctrl_c_thrown_into_a_stream_at_a_result_carries_the_round(observed: boo
     state = _interrupted_state(caught.value)
     assert [(c.call.id, c.status) for c in state.calls] == [("a", "done"), ("b", "done")]
     _resumed_runs_nothing_again(agent, state, ran)
-
-
-@pytest.fixture
-def one_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """A private pool of one worker; the event releases tools blocked during the test."""
-    monkeypatch.setattr(_workers, "MAX_WORKERS", 1)
-    monkeypatch.setattr(_workers, "_WORKERS", _workers._Workers())
-    release = threading.Event()
-    yield release
-    release.set()
 
 
 def test_a_cancelled_timed_sync_call_gives_its_worker_away(one_worker: threading.Event) -> None:
