@@ -241,7 +241,7 @@ def _check_message(after: RunState, messages: tuple[Message, ...]) -> None:
 
 
 # The phases of a run whose step's calls are not all answered: no message can come in.
-_MID_STEP = ("awaiting_approval", "awaiting_tool_results", "running_tools")
+_MID_STEP = (*WAITING_PHASES, "running_tools")
 
 
 def _no_message(state: RunState) -> str:

@@ -25,7 +25,7 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.core._steps import _FAILING, DEFAULT_MAX_RETRIES
+from toolfold.runtime.core._steps import _FAILING, retry_limit
 
 
 def _fatal(state: RunState, name: str, outcome: str | None) -> bool:
@@ -43,9 +43,7 @@ def _fatal(state: RunState, name: str, outcome: str | None) -> bool:
     error = state.error
     if error is not None and name == error.tool_name:
         return True
-    spec = state.config.tool(name)
-    limit = spec.max_retries if spec is not None else DEFAULT_MAX_RETRIES
-    return state.failures.get(name, 0) > limit
+    return state.failures.get(name, 0) > retry_limit(state, name)
 
 
 def retry_state(state: RunState) -> RunState | None:

@@ -368,7 +368,8 @@ def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
     # A loop over the types only (the usual case); the index is found when one is wrong.
     for part in made:
         if type(part) not in PART_TYPES:
-            _check_parts(made)
+            _check_parts(made)  # (every part: once is enough)
+            break
     return made
 
 

@@ -550,6 +550,13 @@ def _settle(state: RunState, changes: Changes) -> None:
         _commit(state, changes)
 
 
+def retry_limit(state: RunState, name: str) -> int:
+    """How many failed calls in a row tool ``name`` may have before its next failure fails
+    the run: its ``max_retries``, or `DEFAULT_MAX_RETRIES` for a tool the run does not know."""
+    spec = state.config.tool(name)
+    return spec.max_retries if spec is not None else DEFAULT_MAX_RETRIES
+
+
 def _commit(state: RunState, changes: Changes) -> None:
     calls: tuple[CallState, ...] = changes["calls"]
     results: list[ToolResultPart] = []
@@ -579,8 +586,7 @@ def _commit(state: RunState, changes: Changes) -> None:
         name = call.call.name
         if name not in failed:
             continue
-        spec = state.config.tool(name)
-        limit = spec.max_retries if spec is not None else DEFAULT_MAX_RETRIES
+        limit = retry_limit(state, name)
         count = failures[name]
         if count > limit:
             last = call.result.content if call.result is not None else ""

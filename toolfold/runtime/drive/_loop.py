@@ -479,8 +479,7 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
         state = reduce(state, event)
     try:
         for outcome, event in zip(outcomes, events, strict=True):
-            if live.on_event is not None:
-                _observe(live.on_event, event, state, "on_event")
+            show_event(live, event, state)
             if notify and event.kind == "tool_returned":
                 yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
     except BaseException as exc:  # Ctrl-C thrown in at a result shown: the round is in the state
@@ -572,8 +571,7 @@ def _step_end(live: Live, state: RunState, notify: bool) -> Generator[_Op, Any, 
 def apply_event(live: Live, state: RunState, event: Event) -> RunState:
     """``state`` after ``event``, shown to the ``on_event`` observer (a failing one raises `RunError`)."""
     new = reduce(state, event)
-    if live.on_event is not None:
-        _observe(live.on_event, event, new, "on_event")
+    show_event(live, event, new)
     return new
 
 
