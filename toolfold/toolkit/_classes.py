@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolfold.toolkit._field import is_hashable
+from toolfold.toolkit._field import is_typeddict as _is_typeddict
 
 if TYPE_CHECKING:
     from toolfold.toolkit._schema import SchemaContext
@@ -528,11 +529,6 @@ def _typeddict_bases(cls: type) -> list[Any]:
         if isinstance(typing.get_origin(base) or base, type)
         and _is_typeddict(typing.get_origin(base) or base)
     ]
-
-
-def _is_typeddict(cls: Any) -> bool:
-    """A TypedDict class, typing's or typing_extensions' (which is not typing's on 3.12)."""
-    return isinstance(cls, type) and issubclass(cls, dict) and hasattr(cls, "__required_keys__")
 
 
 def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict[str, Any]:

@@ -56,6 +56,7 @@ from toolfold.toolkit._field import (
     is_hashable,
     metadata_kind,
 )
+from toolfold.toolkit._field import is_typeddict as _is_typeddict
 from toolfold.toolkit._flags import flag_names, is_flag_value
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
@@ -401,10 +402,6 @@ def _literal_factory(tp: Any) -> Callable[[Any, Any], Any]:
     return structure
 
 
-def _is_typeddict(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__required_keys__")
-
-
 _QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
 
 
@@ -652,7 +649,8 @@ def _reads_own_fields(tp: Any) -> bool:
             return True
     elif not attrs.has(cls):
         return False
-    if not all(is_hashable(t) for t in _cattrs_field_types(cls)):
+    field_types = _cattrs_field_types(cls)
+    if not all(is_hashable(t) for t in field_types):
         return True  # annotated_types' Not (at.IsNotNan[float]): its fields' hashable form
     if not inherits_type_vars(cls):
         return False
@@ -661,7 +659,7 @@ def _reads_own_fields(tp: Any) -> bool:
     # cattrs binds one generic base's variables itself, in its faster generated hook:
     # a field typed by a variable, or by a generic alias holding one; not a field
     # typed ``Annotated[T, ...]`` (or ``Annotated[list[T], ...]``), which it leaves as is
-    return any(_left_unbound(t) for t in _cattrs_field_types(cls))
+    return any(_left_unbound(t) for t in field_types)
 
 
 def _cattrs_field_types(cls: type) -> list[Any]:

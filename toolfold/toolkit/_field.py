@@ -555,3 +555,8 @@ def _rebuilt(tp: Any) -> Any:
         return origin[rebuilt] if origin is not None else tp
     except TypeError:
         return tp
+
+
+def is_typeddict(cls: Any) -> bool:
+    """A TypedDict class, typing's or typing_extensions' (which is not typing's on 3.12)."""
+    return isinstance(cls, type) and issubclass(cls, dict) and hasattr(cls, "__required_keys__")

@@ -202,7 +202,7 @@ def _message(error: ValidationError) -> str:
             hint = f"; allowed: {', '.join(map(repr, allowed))}" if allowed else ""
             return f"unexpected {noun} {', '.join(map(repr, extra))}{hint}"
     message = error.message
-    return message if len(message) <= 300 else message[:297] + "..."
+    return clip(message, 300)
 
 
 _BOUNDS = {
@@ -221,7 +221,7 @@ def json_text(value: Any, limit: int = 80) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         text = short_repr(value, limit)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip(text, limit)
 
 
 def _union_problems(error: ValidationError, path: tuple[Any, ...]) -> list[Problem]:

@@ -22,7 +22,7 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from toolfold.toolkit._classes import _is_typeddict, substitute_type_vars
+from toolfold.toolkit._classes import substitute_type_vars
 from toolfold.toolkit._field import (
     Field,
     alias_problem,
@@ -34,6 +34,7 @@ from toolfold.toolkit._field import (
     metadata_kind,
     timezone_problem,
 )
+from toolfold.toolkit._field import is_typeddict as _is_typeddict
 from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
