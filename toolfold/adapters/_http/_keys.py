@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from toolfold._errors import ModelConfigError
 
@@ -511,16 +511,23 @@ def redact_chain(error: BaseException, secrets: Iterable[Secret | None]) -> None
     keys = tuple(s for s in secrets if s)
     if not keys:
         return
+    for exc in _chained([error.__cause__, error.__context__]):
+        _redact_exception(exc, keys)
+
+
+def _chained(starts: list[BaseException | None]) -> Iterator[BaseException]:
+    """``starts`` and every exception chained under them (``__cause__``, ``__context__``,
+    an exception group's members: anyio's, 3.11's), each once."""
     seen: set[int] = set()
-    stack = [error.__cause__, error.__context__]
+    stack = starts
     while stack:
         exc = stack.pop()
         if exc is None or id(exc) in seen:
             continue
         seen.add(id(exc))
-        _redact_exception(exc, keys)
+        yield exc
         stack += [exc.__cause__, exc.__context__]
-        grouped = getattr(exc, "exceptions", None)  # an ExceptionGroup's members (anyio's)
+        grouped = getattr(exc, "exceptions", None)
         if isinstance(grouped, (tuple, list)):
             stack += [e for e in grouped if isinstance(e, BaseException)]
 
@@ -680,13 +687,7 @@ def _may_show(error: BaseException | None, found: Scrubs) -> bool:
     if error is None:  # exc_info without the exception: format it to be sure
         return True
     values = [value for value, *_ in found]
-    pending: list[BaseException] = [error]
-    seen: set[int] = set()
-    while pending:
-        exc = pending.pop()
-        if id(exc) in seen:
-            continue
-        seen.add(id(exc))
+    for exc in _chained([error]):
         try:
             texts = [str(exc)]
         except Exception:  # a broken __str__: the traceback shows none
@@ -700,10 +701,6 @@ def _may_show(error: BaseException | None, found: Scrubs) -> bool:
             texts.append(line)
         if any(value in text for text in texts for value in values):
             return True
-        pending += [e for e in (exc.__cause__, exc.__context__) if e is not None]
-        members = getattr(exc, "exceptions", None)  # an exception group's (3.11+)
-        if isinstance(members, (tuple, list)):
-            pending += [e for e in members if isinstance(e, BaseException)]
     return False
 
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import numbers
-import operator
 import random as _random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -39,7 +37,7 @@ from toolfold.adapters._http._http_errors import parse_error_body
 from toolfold.adapters._http._json import dumps
 from toolfold.adapters._http._keys import Secret, api_key_secrets, mask_url, url_secrets
 from toolfold.adapters._http._logs import guard_logs
-from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
+from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts, _count
 from toolfold.adapters._http._sender import Call, ErrorParser, Sender, scrub_error
 from toolfold.adapters._http._sse import LineDecoder, SSEDecoder, SSEEvent
 from toolfold.adapters._http._streaming import BytesDecoder, Decoder, inband_check, unechoed
@@ -496,9 +494,7 @@ def _policy(retry: RetryPolicy | int | None) -> RetryPolicy:
     if isinstance(retry, RetryPolicy):
         return retry
     # 2.5 and True were taken as "never retry", -1 was attrs' bare ValueError.
-    given: Any = retry  # numpy's int64 is integral but no int subclass
-    if not isinstance(given, (bool, int)) and isinstance(given, numbers.Integral):
-        retry = operator.index(given)
+    retry = _count(retry)  # numpy's int64 is integral but no int subclass
     if isinstance(retry, bool) or not isinstance(retry, int) or retry < 0:
         raise ModelConfigError(
             f"retry={retry!r} is not valid: expected a RetryPolicy, a number of retries "
