@@ -575,9 +575,13 @@ def _in_read_line(frame: Any) -> bool:
 
 
 class _Sender(threading.Thread):
-    """Sends SIGUSR1 to this process from its own thread, where the signal's C-level
-    handler then runs, so no read in the main thread is interrupted by it: the signal
-    lands where only a wakeup can reach the read. The main thread answers each signal
+    """Sends SIGUSR1 to its own thread, where the signal's C-level handler then runs
+    (and ends, wakeup write included, before the send returns), so no read in the main
+    thread is interrupted by it: the signal lands where only a wakeup can reach the
+    read. Sent to the process instead, it could land on any other thread that leaves
+    it unblocked (a worker an earlier test left idle), whose handler may write to the
+    wakeup pipe after the read closed it: "Exception ignored when trying to write to
+    the signal wakeup fd", a failure under ``-W error``. The main thread answers each signal
     with ``tell``: "early" (handled before the read began: send again), "type" (type
     ``line`` now) or "end". A read the signal never reaches gets ``line`` after 30 s."""
 
@@ -597,7 +601,7 @@ class _Sender(threading.Thread):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
         while True:
             self.news.clear()
-            os.kill(os.getpid(), signal.SIGUSR1)
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
             if not self.news.wait(30) or self.word == "type":
                 self.typed = True
                 os.write(self.main, self.line)
