@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -225,21 +226,126 @@ def test_a_cancel_leaves_a_lone_timed_call_that_ended_unreported_its_worker(
     assert answers == [False]
 
 
-@pytest.mark.parametrize("state", [(0, 0, 0), (1, 1, 0), (1, 0, 0)])
+@pytest.mark.parametrize(
+    ("state", "after"),
+    [((0, 0, 0), (1, 1, 0)), ((1, 1, 0), (1, 1, 0)), ((1, 0, 0), (1, 0, 0))],
+)
 def test_ctrl_c_in_submit_before_the_call_is_queued_gives_back_its_reservation(
-    monkeypatch: pytest.MonkeyPatch, state: tuple[int, int, int]
+    monkeypatch: pytest.MonkeyPatch, state: tuple[int, int, int], after: tuple[int, int, int]
 ) -> None:
-    """Interrupted before queueing a call, submit leaves the worker counts as they were."""
+    """Interrupted before queueing a call, submit leaves the worker counts as they were, but
+    for a worker it started for the call, which waits idle."""
     monkeypatch.setattr(_workers, "MAX_WORKERS", 1)
     pool = _workers._Workers()
     pool._count, pool._idle, pool._backlog = state
+    jobs = pool._jobs
 
     class Interrupting:
         def put(self, job: object) -> None:
             raise KeyboardInterrupt
 
+        def get(self) -> object:
+            return jobs.get()
+
     monkeypatch.setattr(pool, "_jobs", Interrupting())
     job = (None, None, None, None, ())
     with pytest.raises(KeyboardInterrupt):
         pool.submit(job)  # type: ignore[arg-type]
-    assert (pool._count, pool._idle, pool._backlog) == state
+    assert (pool._count, pool._idle, pool._backlog) == after
+
+
+class _Told:
+    """The pool's queue, telling when a worker started after now first waits on it
+    (it then began serving: it reads the queue once it did)."""
+
+    def __init__(self, jobs: Any) -> None:
+        self._jobs = jobs
+        self.waited = threading.Event()
+
+    def put(self, job: Any) -> None:
+        self._jobs.put(job)
+
+    def get(self) -> Any:
+        self.waited.set()
+        return self._jobs.get()
+
+
+def _ctrl_c_at_next_start(monkeypatch: pytest.MonkeyPatch, when: str) -> None:
+    """The next worker thread's start raises Ctrl-C: before the thread is made ("lost"),
+    or once it began serving ("begun")."""
+    real = threading.Thread.start
+    armed = [True]
+    pool = _workers._workers()
+    told = _Told(pool._jobs)
+    monkeypatch.setattr(pool, "_jobs", told)
+
+    def start(thread: threading.Thread) -> None:
+        if armed and thread.name.startswith("toolfold-tool-"):
+            armed.clear()
+            if when == "begun":
+                real(thread)
+                assert told.waited.wait(10)
+            raise KeyboardInterrupt
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+
+def _private_pool(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    monkeypatch.setattr(_workers, "MAX_WORKERS", size)
+    monkeypatch.setattr(_workers, "_WORKERS", _workers._Workers())
+
+
+@pytest.mark.parametrize("when", ["lost", "begun"])
+def test_ctrl_c_while_a_worker_starts_keeps_the_pool_exact(
+    monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Ctrl-C while submit starts a worker: the call never runs, and the pool still runs
+    exactly MAX_WORKERS calls at once and gets every slot back."""
+    _private_pool(monkeypatch, 2)
+    _ctrl_c_at_next_start(monkeypatch, when)
+    ghost: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        _workers.submit_sync(_workers.SyncInbox(), _workers.Ticket(9), ghost.append, "ran")
+    release = threading.Event()
+    inbox = _workers.SyncInbox()
+    try:
+        for index in range(3):
+            _workers.submit_sync(inbox, _workers.Ticket(index), release.wait, 10)
+        starts = [inbox.get(5) for _ in range(2)]
+        assert [ok for _, ok, _ in starts] == [None, None]
+        assert _pool_state() == (2, 0, 1, 0)  # two running, the third waiting for one
+    finally:
+        release.set()
+    reports = [inbox.get(10) for _ in range(4)]  # the third's start, then three results
+    assert sorted(ok is True for _, ok, _ in reports) == [False, True, True, True]
+    assert _pool_state() == (2, 2, 0, 0)
+    assert ghost == []
+
+
+@pytest.mark.parametrize("when", ["lost", "begun"])
+def test_ctrl_c_while_abandon_starts_a_worker_keeps_the_pool_exact(
+    monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Ctrl-C while abandoning a stuck call starts its replacement: the queued call still
+    runs, and every slot comes back."""
+    _private_pool(monkeypatch, 1)
+    release = threading.Event()
+    inbox = _workers.SyncInbox()
+    stuck, queued = _workers.Ticket(0), _workers.Ticket(1)
+    try:
+        _workers.submit_sync(inbox, stuck, release.wait, 10)
+        assert inbox.get(5)[:2] == (stuck, None)  # it runs on the only worker
+        _workers.submit_sync(inbox, queued, lambda: "queued")
+        assert _pool_state() == (1, 0, 1, 0)
+        _ctrl_c_at_next_start(monkeypatch, when)
+        with pytest.raises(KeyboardInterrupt):
+            _workers.abandon(stuck)
+    finally:
+        release.set()
+    reports = [
+        inbox.get(5) for _ in range(3)
+    ]  # the stuck call's end, the queued one's start and end
+    assert (queued, True, "queued") in reports
+    assert (stuck, True, True) in reports
+    assert _pool_state() == (1, 1, 0, 0)

@@ -19,7 +19,10 @@ result is dropped. Workers are daemon threads made on demand, at most
 A call that timed out keeps its thread (Python cannot kill one) but gives up
 its slot (`abandon`): a replacement worker serves the queue, so stuck calls
 never starve later ones, and a worker ends when the stuck call does.
-Blocking callers use the same workers through `submit_sync`.
+Blocking callers use the same workers through `submit_sync`. Ctrl-C while a
+call is handed over (a worker started, the call queued, a stuck call's slot
+given away) leaves the counts as they were, or as they are with a worker that
+did start waiting idle: the pool keeps running as many calls at once as before.
 """
 
 from __future__ import annotations
@@ -87,6 +90,17 @@ class _Inbox:
                 future.set_exception(value)
 
 
+class _Start:
+    """A worker being started, settled under the pool's lock: whether it began serving
+    (set by the worker) or its starter, interrupted, gave its slot back (then it must not)."""
+
+    __slots__ = ("begun", "given_up")
+
+    def __init__(self) -> None:
+        self.begun = False
+        self.given_up = False
+
+
 class _Workers:
     """Daemon threads taking calls from one queue, made when none is idle."""
 
@@ -104,40 +118,67 @@ class _Workers:
     def submit(self, job: _Job) -> None:
         # An idle worker is reserved for this call (as ThreadPoolExecutor's
         # idle semaphore does), so two calls never count on the same one.
-        spawn = False
         with self._lock:
             if self._idle > 0:
                 self._idle -= 1
                 reserved = "idle"
             elif self._count < MAX_WORKERS:
                 self._count += 1
-                spawn = True
                 reserved = "new"
             else:
                 self._backlog += 1
                 reserved = "backlog"
+        if reserved == "new":
+            # Started before the call is queued: interrupted (Ctrl-C) while it starts,
+            # nothing is queued that no worker would take, and the call never runs.
+            self._spawn(lost=self._unreserve_new, begun=self._unreserve_idle)
         try:
             self._jobs.put(job)
         except BaseException:
             # Interrupted (Ctrl-C) before the call was queued: give back what was
             # reserved for it, or a slot would be lost for good.
             with self._lock:
-                if reserved == "idle":
-                    self._idle += 1
-                elif reserved == "new":
-                    self._count -= 1
-                else:
+                if reserved == "backlog":
                     self._backlog -= 1
+                else:  # the idle worker, or the one just started, waits for a call
+                    self._idle += 1
             raise
-        if spawn:
-            self._spawn()
 
-    def _spawn(self) -> None:
-        threading.Thread(
-            target=self._work, name=f"toolfold-tool-{self._count}", daemon=True
-        ).start()
+    def _unreserve_new(self) -> None:
+        self._count -= 1
 
-    def _work(self) -> None:
+    def _unreserve_idle(self) -> None:
+        self._idle += 1
+
+    def _spawn(self, *, lost: Callable[[], None], begun: Callable[[], None]) -> None:
+        """Start a worker; interrupted (Ctrl-C) while it starts, call ``lost`` or ``begun``
+        under the lock, then raise.
+
+        The exception does not tell whether the thread runs (it may land
+        before or after the thread was made): the worker and its starter
+        settle that under the lock (see `_Start`). ``lost`` is called if the
+        worker will never serve (started late, it ends at once), ``begun``
+        if it serves.
+        """
+        start = _Start()
+        try:
+            threading.Thread(
+                target=self._work, args=(start,), name=f"toolfold-tool-{self._count}", daemon=True
+            ).start()
+        except BaseException:
+            with self._lock:
+                if start.begun:
+                    begun()
+                else:
+                    start.given_up = True
+                    lost()
+            raise
+
+    def _work(self, start: _Start) -> None:
+        with self._lock:
+            if start.given_up:  # its starter was interrupted and gave its slot back
+                return
+            start.begun = True
         jobs = self._jobs
         running = self._running
         while True:
@@ -193,7 +234,17 @@ class _Workers:
             else:
                 self._count -= 1
         if spawn:
-            self._spawn()
+
+            def lost() -> None:
+                # No new worker: the queued call waits again, and the running
+                # call's worker keeps its slot (or, ended since, gives it back).
+                self._backlog += 1
+                if token in self._abandoned:
+                    self._abandoned.discard(token)
+                else:
+                    self._count -= 1
+
+            self._spawn(lost=lost, begun=lambda: None)
         return True
 
 
