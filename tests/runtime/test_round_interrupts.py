@@ -519,3 +519,94 @@ def test_ctrl_c_thrown_into_a_resume_stream_at_its_results_carries_the_state(
     assert ran == ["charge 1", "refund 2"]  # each approved call ran once; the denied one never
     assert len(asked) == 2  # the answer alone was asked for after the pause
     assert response.text == expected
+
+
+async def _athrow_at_first(
+    events: Any, exc: BaseException, kind: str = "tool_result", nth: int = 0
+) -> None:
+    """Read an async stream, throwing ``exc`` into it (``athrow``) at the first event of
+    ``kind``, or at the ``nth`` (from 0): Ctrl-C or a cancellation that lands while the
+    code iterating it handles the event."""
+    seen = 0
+    async for event in events:
+        if event.kind == kind:
+            if seen == nth:
+                await events.athrow(exc)
+            seen += 1
+
+
+def _interruption(name: str) -> BaseException:
+    return KeyboardInterrupt() if name == "ctrl-c" else asyncio.CancelledError()
+
+
+class _Source:
+    """A tool source whose only tool is ``tool_``: the run's stream opens and closes it."""
+
+    def __init__(self, tool_: Tool[..., Any]) -> None:
+        self._tool = tool_
+        self.closed = 0
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def tools(self) -> list[Tool[..., Any]]:
+        return [self._tool]
+
+
+@pytest.mark.parametrize("sourced", [False, True])
+@pytest.mark.parametrize("thrown", ["ctrl-c", "cancel"])
+@pytest.mark.parametrize("kind", ["step_start", "tool_call", "tool_result", "step_end"])
+def test_an_interrupt_thrown_into_an_async_stream_at_any_notice_carries_the_state(
+    kind: str, thrown: str, sourced: bool
+) -> None:
+    """Ctrl-C or a cancellation thrown into an async stream at a step's start, call, result
+    or end carries the state: resuming runs no call and asks the model nothing again."""
+    ran: list[int] = []
+    asked: list[ModelRequest] = []
+    reply = _answer([call("charge", {"order": 1}, id="a"), call("charge", {"order": 2}, id="b")])
+    model = FunctionModel(lambda request: asked.append(request) or reply(request))
+    charge = _charger(ran, interrupt=set())
+    source = _Source(charge)
+    agent = Agent(model, tools=[source if sourced else charge])
+    exc = _interruption(thrown)
+    with pytest.raises(type(exc)) as caught:
+        asyncio.run(_athrow_at_first(agent.stream("go").__aiter__(), exc, kind))
+    assert caught.value is exc
+    state = _interrupted_state(exc)
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert sorted(ran) == [1, 2]  # each ran once, before or after the resume
+    assert len(asked) == 2  # a response in the state is not asked for (and billed) again
+    assert response.text == "saw: charged 1 | charged 2"
+    assert source.closed == (2 if sourced else 0)  # (the interrupted run closed it too)
+
+
+@pytest.mark.parametrize("thrown", ["ctrl-c", "cancel"])
+@pytest.mark.parametrize(("kind", "nth"), [("tool_result", 0), ("tool_result", 1), ("step_end", 0)])
+def test_an_interrupt_thrown_into_an_async_resume_stream_at_its_results_carries_the_state(
+    kind: str, nth: int, thrown: str
+) -> None:
+    """Ctrl-C or a cancellation thrown into an async resume_stream at the answered calls'
+    results or their step's end carries the state: resuming it runs no tool and asks the
+    model nothing again."""
+    approvals = {"r1": True, "r2": False}
+    ran: list[str] = []
+    asked: list[ModelRequest] = []
+    agent = _refunds(ran, asked)
+    paused = agent.run("go").state
+    expected = agent.resume(RunState.from_json(paused.to_json()), approvals=approvals).text
+    ran.clear()
+    asked.clear()
+    paused = agent.run("go").state
+    assert (ran, len(asked)) == (["charge 1"], 1)  # paused for the refunds' approvals
+    events = agent.resume_stream(RunState.from_json(paused.to_json()), approvals=approvals)
+    exc = _interruption(thrown)
+    with pytest.raises(type(exc)):
+        asyncio.run(_athrow_at_first(events.__aiter__(), exc, kind, nth))
+    state = _interrupted_state(exc)
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == ["charge 1", "refund 2"]  # each approved call ran once; the denied one never
+    assert len(asked) == 2  # the answer alone was asked for after the pause
+    assert response.text == expected
