@@ -349,3 +349,229 @@ def test_ctrl_c_while_abandon_starts_a_worker_keeps_the_pool_exact(
     assert (queued, True, "queued") in reports
     assert (stuck, True, True) in reports
     assert _pool_state() == (1, 1, 0, 0)
+
+
+class _Queue:
+    """The pool's queue; ``interrupt`` (a call's ticket) makes the put of that call raise
+    Ctrl-C once it queued it, as a signal handler run once the put returned would."""
+
+    def __init__(self, jobs: Any) -> None:
+        self._jobs = jobs
+        self.interrupt: object = None
+        self.waited = threading.Event()  # set as a worker waits on the queue
+
+    def put(self, job: Any) -> None:
+        self._jobs.put(job)
+        if self.interrupt is not None and job[1] is self.interrupt:
+            self.interrupt = None
+            raise KeyboardInterrupt
+
+    def get(self) -> Any:
+        self.waited.set()
+        return self._jobs.get()
+
+
+class _LockExit:
+    """The pool's lock, raising Ctrl-C in the test's thread just after its ``at``-th release
+    there (Python runs a signal handler once the lock's exit returned)."""
+
+    def __init__(self, lock: Any, at: int) -> None:
+        self._lock = lock
+        self._thread = threading.current_thread()
+        self._left = at
+
+    def __enter__(self) -> bool:
+        return bool(self._lock.acquire())
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+        if threading.current_thread() is self._thread:
+            self._left -= 1
+            if self._left == 0:
+                raise KeyboardInterrupt
+
+
+def _watched_pool(monkeypatch: pytest.MonkeyPatch) -> _Queue:
+    """A private pool of one worker whose queue is watched (see `_Queue`)."""
+    _private_pool(monkeypatch, 1)
+    pool = _workers._workers()
+    jobs = _Queue(pool._jobs)
+    monkeypatch.setattr(pool, "_jobs", jobs)
+    return jobs
+
+
+def _lock_exit(monkeypatch: pytest.MonkeyPatch, at: int) -> None:
+    """Ctrl-C lands as the test's thread releases the pool's lock the ``at``-th time from now."""
+    pool = _workers._workers()
+    monkeypatch.setattr(pool, "_lock", _LockExit(pool._lock, at))
+
+
+def _probe(inbox: _workers.SyncInbox, release: threading.Event) -> list[Any]:
+    """Hand the pool a call that blocks until ``release``; the reports read until it started
+    (the only worker is then done with every call queued before it)."""
+    probe = _workers.Ticket(100)
+    _workers.submit_sync(inbox, probe, release.wait, 10)
+    reports = []
+    while not reports or reports[-1][:2] != (probe, None):
+        reports.append(inbox.get(10))
+    return reports
+
+
+def _ready(jobs: _Queue, reserved: str, inbox: _workers.SyncInbox) -> threading.Event:
+    """Put the one-worker pool where a call reserves ``reserved``: its idle worker, a new
+    one (none yet), or the backlog (the worker busy until the event returned is set)."""
+    release = threading.Event()
+    if reserved != "new":
+        _probe(inbox, release)
+        if reserved == "idle":
+            jobs.waited.clear()
+            release.set()
+            assert jobs.waited.wait(10)  # back waiting: idle
+            assert inbox.get(10)[1:] == (True, True)
+    return release
+
+
+@pytest.mark.parametrize(
+    ("reserved", "interrupted"), [("idle", (1, 1, 0)), ("new", (1, 1, 0)), ("backlog", (1, 0, 0))]
+)
+def test_ctrl_c_just_after_a_call_is_queued_drops_it(
+    monkeypatch: pytest.MonkeyPatch, reserved: str, interrupted: tuple[int, int, int]
+) -> None:
+    """Ctrl-C in submit once the call is queued, the pool's lock still held: the call never
+    runs, its reservation comes back, and the worker that gets it serves the next call."""
+    jobs = _watched_pool(monkeypatch)
+    inbox = _workers.SyncInbox()
+    release = _ready(jobs, reserved, inbox)
+    ghost: list[str] = []
+    dropped = _workers.Ticket(9)
+    jobs.interrupt = dropped
+    with pytest.raises(KeyboardInterrupt):
+        _workers.submit_sync(inbox, dropped, ghost.append, "ran")
+    pool = _workers._workers()
+    assert (pool._count, pool._idle, pool._backlog) == interrupted
+    release.set()
+    last = threading.Event()
+    try:
+        reports = _probe(inbox, last)
+        assert _pool_state() == (1, 0, 0, 0)  # the one worker, running the probe
+    finally:
+        last.set()
+    assert ghost == []
+    assert all(ticket is not dropped for ticket, _, _ in reports)
+    assert pool._dropped == set()
+
+
+@pytest.mark.parametrize(
+    ("reserved", "at", "runs"),
+    [("idle", 1, True), ("new", 1, False), ("new", 2, True), ("backlog", 1, True)],
+)
+def test_ctrl_c_as_submit_releases_the_lock_keeps_the_pool_exact(
+    monkeypatch: pytest.MonkeyPatch, reserved: str, at: int, runs: bool
+) -> None:
+    """Ctrl-C as submit releases the pool's lock (a worker reserved, or the call queued):
+    the call runs if it was queued, else never, and no slot is left reserved for nothing."""
+    jobs = _watched_pool(monkeypatch)
+    inbox = _workers.SyncInbox()
+    release = _ready(jobs, reserved, inbox)
+    ran: list[str] = []
+    _lock_exit(monkeypatch, at)
+    with pytest.raises(KeyboardInterrupt):
+        _workers.submit_sync(inbox, _workers.Ticket(9), ran.append, "ran")
+    release.set()
+    last = threading.Event()
+    try:
+        _probe(inbox, last)
+        # The one worker, running the probe: its slot neither lost nor counted twice.
+        assert _pool_state() == (1, 0, 0, 0)
+    finally:
+        last.set()
+    assert ran == (["ran"] if runs else [])
+
+
+def _stuck_and_queued(
+    inbox: _workers.SyncInbox, release: threading.Event
+) -> tuple[_workers.Ticket, _workers.Ticket]:
+    """On the one-worker pool: a call stuck until ``release``, and one queued behind it."""
+    stuck, queued = _workers.Ticket(0), _workers.Ticket(1)
+    _workers.submit_sync(inbox, stuck, release.wait, 10)
+    assert inbox.get(10)[:2] == (stuck, None)
+    _workers.submit_sync(inbox, queued, lambda: "queued")
+    assert _pool_state() == (1, 0, 1, 0)
+    return stuck, queued
+
+
+def _ended(inbox: _workers.SyncInbox, stuck: object, queued: object) -> None:
+    """Both calls of `_stuck_and_queued` end (the queued one after it started)."""
+    reports = [inbox.get(10) for _ in range(3)]
+    assert (stuck, True, True) in reports
+    assert [r for r in reports if r[0] is queued] == [
+        (queued, None, None),
+        (queued, True, "queued"),
+    ]
+
+
+def test_ctrl_c_as_abandon_releases_the_lock_leaves_the_call_its_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C as abandon releases the pool's lock, before a worker is started for the queued
+    call: the stuck call keeps its slot, so its worker serves the queued call once free."""
+    jobs = _watched_pool(monkeypatch)
+    inbox, release = _workers.SyncInbox(), threading.Event()
+    try:
+        stuck, queued = _stuck_and_queued(inbox, release)
+        _lock_exit(monkeypatch, 1)
+        with pytest.raises(KeyboardInterrupt):
+            _workers.abandon(stuck)
+        assert _pool_state() == (1, 0, 1, 0)
+        jobs.waited.clear()
+    finally:
+        release.set()
+    _ended(inbox, stuck, queued)
+    assert jobs.waited.wait(10)  # its worker took the queued call
+    last = threading.Event()
+    try:
+        _probe(inbox, last)
+        assert _pool_state() == (1, 0, 0, 0)
+    finally:
+        last.set()
+
+
+@pytest.mark.parametrize("interrupted", [True, False])
+def test_a_stuck_call_that_ends_before_its_replacement_begins_serves_in_its_place(
+    monkeypatch: pytest.MonkeyPatch, interrupted: bool
+) -> None:
+    """An abandoned call that ends before its replacement worker begins: its worker serves the
+    queued call in its place, and the replacement, if it starts (not if Ctrl-C stopped its
+    start), ends at once."""
+    jobs = _watched_pool(monkeypatch)
+    inbox, release = _workers.SyncInbox(), threading.Event()
+    stuck, queued = _stuck_and_queued(inbox, release)
+    real = threading.Thread.start
+    replacements: list[threading.Thread] = []
+
+    def start(thread: threading.Thread) -> None:
+        jobs.waited.clear()
+        release.set()  # the stuck call ends now
+        assert jobs.waited.wait(10)  # its worker serves on: it took the queued call
+        if interrupted:
+            raise KeyboardInterrupt  # Ctrl-C before the replacement's thread is made
+        replacements.append(thread)
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    if interrupted:
+        with pytest.raises(KeyboardInterrupt):
+            _workers.abandon(stuck)
+    else:
+        assert _workers.abandon(stuck)
+    monkeypatch.setattr(threading.Thread, "start", real)
+    _ended(inbox, stuck, queued)
+    for thread in replacements:
+        thread.join(10)
+        assert not thread.is_alive()
+    last = threading.Event()
+    try:
+        _probe(inbox, last)
+        assert _pool_state() == (1, 0, 0, 0)
+    finally:
+        last.set()

@@ -280,6 +280,51 @@ def test_ctrl_c_while_a_call_is_handed_to_a_worker_keeps_it_once_it_ended(
 
 
 @pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_just_after_a_call_is_queued_drops_it_and_resuming_runs_it_once(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in a blocking round's hand-off once the call is queued, before a worker took it:
+    the call never runs, and resuming runs each call once."""
+    monkeypatch.setattr(_workers, "MAX_WORKERS", 1)
+    pool = _workers._Workers()
+    monkeypatch.setattr(_workers, "_WORKERS", pool)
+    jobs = pool._jobs
+    armed = [True]
+
+    class Interrupting:
+        def put(self, job: Any) -> None:
+            jobs.put(job)
+            # Ctrl-C lands once the put returned (as a signal handler runs), for call "a".
+            if armed and isinstance(job[1], _workers.Ticket) and job[1].index == 0:
+                armed.clear()
+                raise KeyboardInterrupt
+
+        def get(self) -> Any:
+            return jobs.get()
+
+    monkeypatch.setattr(pool, "_jobs", Interrupting())
+    ran: list[int] = []
+    agent = _charge_twice(ran)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(agent, how)
+    assert not armed
+    state = _interrupted_state(caught.value)
+    assert [(c.call.id, c.status) for c in state.calls] == [("a", "to_run"), ("b", "to_run")]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert sorted(ran) == [1, 2]  # each ran once (on worker threads: in any order)
+    assert response.text == "saw: charged 1 | charged 2"
+    # The dropped call's reservation came back once: the pool's one worker, once it runs a
+    # call queued after all these, is neither idle nor waited for.
+    inbox, probe, release = _workers.SyncInbox(), _workers.Ticket(0), threading.Event()
+    _workers.submit_sync(inbox, probe, release.wait, 10)
+    try:
+        assert inbox.get(10)[:2] == (probe, None)
+        assert (pool._count, pool._idle, pool._backlog) == (1, 0, 0)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
 def test_ctrl_c_while_a_result_is_made_keeps_it_and_the_calls_ended_since(
     how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

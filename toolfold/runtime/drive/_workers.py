@@ -19,10 +19,18 @@ result is dropped. Workers are daemon threads made on demand, at most
 A call that timed out keeps its thread (Python cannot kill one) but gives up
 its slot (`abandon`): a replacement worker serves the queue, so stuck calls
 never starve later ones, and a worker ends when the stuck call does.
-Blocking callers use the same workers through `submit_sync`. Ctrl-C while a
-call is handed over (a worker started, the call queued, a stuck call's slot
-given away) leaves the counts as they were, or as they are with a worker that
-did start waiting idle: the pool keeps running as many calls at once as before.
+Blocking callers use the same workers through `submit_sync`.
+
+Ctrl-C while a call is handed over (a worker started, the call queued, a
+stuck call's slot given away) leaves the counts as they were, or as they are
+with a worker that did start waiting idle: the pool keeps running as many
+calls at once as before. A call whose `submit` raised either never runs
+(dropped before any worker took it) or was queued and runs as any other: the
+caller treats it as a call handed off, then interrupted (it cancels it, or
+keeps its result once it ended). Python runs a signal handler once a C call
+returned, so Ctrl-C lands in `submit` as the pool's lock is released or
+just after the call is queued, the lock still held: a worker takes a call
+under that lock, so none has taken it yet, and it can still be dropped.
 """
 
 from __future__ import annotations
@@ -44,8 +52,8 @@ if TYPE_CHECKING:
 MAX_WORKERS = 32
 
 # (inbox, future, context, function, args): the inbox is an `_Inbox` (event
-# loop callers) or a `SyncInbox` (blocking callers); the future anything with
-# ``cancelled()``.
+# loop callers) or a `SyncInbox` (blocking callers); the future anything hashable
+# with ``cancelled()``.
 _Job = tuple[Any, Any, contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 
@@ -91,14 +99,19 @@ class _Inbox:
 
 
 class _Start:
-    """A worker being started, settled under the pool's lock: whether it began serving
-    (set by the worker) or its starter, interrupted, gave its slot back (then it must not)."""
+    """A worker being started, settled under the pool's lock.
 
-    __slots__ = ("begun", "given_up")
+    ``state`` is "starting" until one of: "begun" (set by the worker: it
+    serves), "given_up" (its starter, interrupted, gave its slot back: it
+    must not serve) or "taken_over" (it replaces an abandoned call's worker,
+    and that call ended before it began: the worker that ran it serves on in
+    its place, and this one must not).
+    """
+
+    __slots__ = ("state",)
 
     def __init__(self) -> None:
-        self.begun = False
-        self.given_up = False
+        self.state = "starting"
 
 
 class _Workers:
@@ -109,83 +122,104 @@ class _Workers:
         self._lock = threading.Lock()
         self._idle = 0
         self._count = 0
-        self._abandoned: set[Any] = set()  # running calls whose slot went to a new worker
+        # Running calls whose slot went away (see `abandon`), each with the start of
+        # the worker that took its slot, or None when the slot was given up.
+        self._abandoned: dict[Any, _Start | None] = {}
         # Calls a worker has taken and not yet given back (marked before they run,
         # cleared under the lock once done): only those can be abandoned.
         self._running: set[Any] = set()
         self._backlog = 0  # queued calls no worker is reserved for (all busy, at the cap)
+        # Futures of calls whose submit was interrupted before any worker took them:
+        # a worker that gets one skips it (see `submit`). (One whose put itself failed
+        # stays: `SimpleQueue.put` fails for want of memory only.)
+        self._dropped: set[Any] = set()
 
     def submit(self, job: _Job) -> None:
         # An idle worker is reserved for this call (as ThreadPoolExecutor's
         # idle semaphore does), so two calls never count on the same one.
-        with self._lock:
-            if self._idle > 0:
-                self._idle -= 1
-                reserved = "idle"
-            elif self._count < MAX_WORKERS:
+        #
+        # Ctrl-C (see the module's docstring) while the lock is held leaves the call
+        # dropped: no worker took it yet, even if it was queued. At the lock's exit,
+        # the call is queued. A worker started for the call is settled as `_Start` says.
+        new = False  # a worker's slot is reserved for this call, which is not queued yet
+        start: _Start | None = None
+        started = False  # that worker's thread is made: it serves
+        try:
+            with self._lock:
+                if self._idle > 0:
+                    self._idle -= 1
+                    try:
+                        self._jobs.put(job)
+                    except BaseException:
+                        self._idle += 1
+                        self._dropped.add(job[1])
+                        raise
+                    return
+                if self._count >= MAX_WORKERS:
+                    self._backlog += 1
+                    try:
+                        self._jobs.put(job)
+                    except BaseException:
+                        self._backlog -= 1
+                        self._dropped.add(job[1])
+                        raise
+                    return
+                new = True
                 self._count += 1
-                reserved = "new"
-            else:
-                self._backlog += 1
-                reserved = "backlog"
-        if reserved == "new":
-            # Started before the call is queued: interrupted (Ctrl-C) while it starts,
-            # nothing is queued that no worker would take, and the call never runs.
-            self._spawn(lost=self._unreserve_new, begun=self._unreserve_idle)
-        try:
-            self._jobs.put(job)
-        except BaseException:
-            # Interrupted (Ctrl-C) before the call was queued: give back what was
-            # reserved for it, or a slot would be lost for good.
+            # Started before the call is queued, so that no queued call waits for a
+            # worker that never came.
+            start = _Start()
+            self._start(start)
+            started = True
             with self._lock:
-                if reserved == "backlog":
-                    self._backlog -= 1
-                else:  # the idle worker, or the one just started, waits for a call
-                    self._idle += 1
+                try:
+                    self._jobs.put(job)
+                except BaseException:
+                    self._dropped.add(job[1])
+                    self._idle += 1  # the worker started for it waits for a call
+                    new = False
+                    raise
+                new = False
+        except BaseException:
+            if new:
+                with self._lock:
+                    if started or (start is not None and start.state == "begun"):
+                        self._idle += 1
+                    else:  # it never serves: it ends at once if it starts
+                        if start is not None:
+                            start.state = "given_up"
+                        self._count -= 1
             raise
 
-    def _unreserve_new(self) -> None:
-        self._count -= 1
-
-    def _unreserve_idle(self) -> None:
-        self._idle += 1
-
-    def _spawn(self, *, lost: Callable[[], None], begun: Callable[[], None]) -> None:
-        """Start a worker; interrupted (Ctrl-C) while it starts, call ``lost`` or ``begun``
-        under the lock, then raise.
-
-        The exception does not tell whether the thread runs (it may land
-        before or after the thread was made): the worker and its starter
-        settle that under the lock (see `_Start`). ``lost`` is called if the
-        worker will never serve (started late, it ends at once), ``begun``
-        if it serves.
-        """
-        start = _Start()
-        try:
-            threading.Thread(
-                target=self._work, args=(start,), name=f"toolfold-tool-{self._count}", daemon=True
-            ).start()
-        except BaseException:
-            with self._lock:
-                if start.begun:
-                    begun()
-                else:
-                    start.given_up = True
-                    lost()
-            raise
+    def _start(self, start: _Start) -> None:
+        threading.Thread(
+            target=self._work, args=(start,), name=f"toolfold-tool-{self._count}", daemon=True
+        ).start()
 
     def _work(self, start: _Start) -> None:
         with self._lock:
-            if start.given_up:  # its starter was interrupted and gave its slot back
+            if start.state != "starting":  # given up by its starter, or taken over
                 return
-            start.begun = True
+            start.state = "begun"
         jobs = self._jobs
         running = self._running
+        dropped = self._dropped
+        lock = self._lock
         while True:
             inbox, future, context, function, args = jobs.get()
-            # Marked before the cancel check, so a caller that cancels then abandons
-            # either sees the mark or has the call skipped (see `abandon`).
-            running.add(future)
+            with lock:
+                if dropped and future in dropped:
+                    # Its submit was interrupted and gave its reservation back.
+                    dropped.discard(future)
+                    skip = True
+                else:
+                    # Marked before the cancel check, so a caller that cancels then
+                    # abandons either sees the mark or has the call skipped (see `abandon`).
+                    running.add(future)
+                    skip = False
+            if skip:
+                del inbox, future, context, function, args
+                continue
             if not future.cancelled():
                 try:
                     value = context.run(function, *args)
@@ -195,13 +229,17 @@ class _Workers:
                     inbox.put(future, False, exc)
                 else:
                     inbox.put(future, True, value)
-            with self._lock:
+            with lock:
                 running.discard(future)
                 if self._abandoned and future in self._abandoned:
-                    # Its caller gave up and its slot went to a new worker: end here.
-                    self._abandoned.discard(future)
-                    return
-                if self._backlog > 0:
+                    # Its caller gave up and its slot went away: end here, unless the
+                    # worker meant to take the slot has not begun yet.
+                    replacement = self._abandoned.pop(future)
+                    if replacement is None or replacement.state != "starting":
+                        return
+                    # This worker serves in its place, reserved as it was for a queued call.
+                    replacement.state = "taken_over"
+                elif self._backlog > 0:
                     self._backlog -= 1  # a queued call waits for a worker: this one
                 else:
                     self._idle += 1
@@ -220,31 +258,41 @@ class _Workers:
         the worker clears its mark with, so a worker never both goes back to
         serve and gives its slot away.
 
+        Interrupted (Ctrl-C) while the new worker starts, and the call still
+        runs, the call's worker keeps its slot and the queued call waits for
+        it again; if the call ended first, its worker serves in the new one's
+        place (see `_Start`).
+
         Returns:
             Whether the call was abandoned (it was running).
         """
+        start = _Start()
         spawn = False
-        with self._lock:
-            if token not in self._running:
-                return False
-            self._abandoned.add(token)
-            if self._backlog > 0:
-                self._backlog -= 1  # a queued call gets the new worker at once
-                spawn = True
-            else:
-                self._count -= 1
-        if spawn:
-
-            def lost() -> None:
-                # No new worker: the queued call waits again, and the running
-                # call's worker keeps its slot (or, ended since, gives it back).
-                self._backlog += 1
-                if token in self._abandoned:
-                    self._abandoned.discard(token)
+        try:
+            with self._lock:
+                if token not in self._running:
+                    return False
+                if self._backlog > 0:
+                    # A queued call gets the new worker at once.
+                    spawn = True
+                    self._backlog -= 1
+                    self._abandoned[token] = start
                 else:
+                    self._abandoned[token] = None
                     self._count -= 1
-
-            self._spawn(lost=lost, begun=lambda: None)
+            if spawn:
+                self._start(start)
+        except BaseException:
+            if spawn:
+                with self._lock:
+                    if start.state == "starting":
+                        # No new worker: the queued call waits again, and the
+                        # running call's worker keeps its slot (had the call
+                        # ended, that worker would have taken this one's place).
+                        start.state = "given_up"
+                        self._backlog += 1
+                        del self._abandoned[token]
+            raise
         return True
 
 
