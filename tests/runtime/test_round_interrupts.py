@@ -655,3 +655,45 @@ def test_an_interrupt_thrown_into_an_async_resume_stream_at_its_results_carries_
     assert ran == ["charge 1", "refund 2"]  # each approved call ran once; the denied one never
     assert len(asked) == 2  # the answer alone was asked for after the pause
     assert response.text == expected
+
+
+def _thrown_at(agent: Agent[Any, Any], how: str, at: str, exc: BaseException) -> BaseException:
+    """Throw ``exc`` into ``agent``'s blocking or async stream at its first event of kind ``at``;
+    what the stream raised back (of ``exc``'s class)."""
+    if how == "stream":
+        events = iter(agent.stream("go"))
+        for event in events:
+            if event.kind == at:
+                with pytest.raises(type(exc)) as caught:
+                    events.throw(exc)
+                return caught.value
+    else:
+
+        async def main() -> BaseException:
+            events = agent.stream("go").__aiter__()
+            async for event in events:
+                if event.kind == at:
+                    with pytest.raises(type(exc)) as caught:
+                        await events.athrow(exc)
+                    return caught.value
+            raise AssertionError(f"no {at} event")
+
+        return asyncio.run(main())
+    raise AssertionError(f"no {at} event")
+
+
+@pytest.mark.parametrize("how", ["stream", "astream"])
+@pytest.mark.parametrize("thrown", [KeyboardInterrupt, SystemExit])
+def test_an_interruption_thrown_into_a_stream_carries_the_state_but_at_its_end(
+    how: str, thrown: type[BaseException]
+) -> None:
+    """Ctrl-C or SystemExit thrown into a blocking or async stream after a call ended carries
+    the state with it; thrown in at the run's end event, none (the response has it)."""
+    ran: list[int] = []
+    exc = _thrown_at(_charge_twice(ran), how, "step_end", thrown())
+    assert type(exc) is thrown
+    state = _interrupted_state(exc)
+    assert sorted(c.status for c in state.calls) == ["done", "done"]
+    end = _thrown_at(_charge_twice(ran), how, "run_end", thrown())
+    assert type(end) is thrown
+    assert state_of(end) is None
