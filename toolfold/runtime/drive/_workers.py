@@ -18,7 +18,8 @@ result is dropped. Workers are daemon threads made on demand, at most
 `MAX_WORKERS`, so as many sync tools can block at once as with the shared pool.
 A call that timed out keeps its thread (Python cannot kill one) but gives up
 its slot (`abandon`): a replacement worker serves the queue, so stuck calls
-never starve later ones, and a worker ends when the stuck call does.
+never starve later ones, and a worker ends when the stuck call does (or,
+should the replacement not have begun yet, serves on in its place).
 Blocking callers use the same workers through `submit_sync`.
 
 Ctrl-C while a call is handed over (a worker started, the call queued, a
@@ -250,7 +251,9 @@ class _Workers:
 
         Its thread cannot be stopped; it ends when the call does, and until
         then a new worker serves the queue, so stuck calls never starve
-        later ones and at most `MAX_WORKERS` threads serve live calls.
+        later ones and at most `MAX_WORKERS` threads serve live calls. (A
+        call that ends before the new worker began: its worker serves in the
+        new one's place, which ends at once, see `_Start`.)
 
         Nothing happens to a call no worker runs any more (it ended, its
         worker back in service, though its caller may not know yet) or none
@@ -258,10 +261,9 @@ class _Workers:
         the worker clears its mark with, so a worker never both goes back to
         serve and gives its slot away.
 
-        Interrupted (Ctrl-C) while the new worker starts, and the call still
-        runs, the call's worker keeps its slot and the queued call waits for
-        it again; if the call ended first, its worker serves in the new one's
-        place (see `_Start`).
+        Interrupted (Ctrl-C) before the new worker began, the call still
+        running, nothing is given away: the call's worker keeps its slot and
+        the queued call waits for it again.
 
         Returns:
             Whether the call was abandoned (it was running).
