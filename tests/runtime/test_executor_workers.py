@@ -353,22 +353,45 @@ def test_ctrl_c_while_abandon_starts_a_worker_keeps_the_pool_exact(
 
 class _Queue:
     """The pool's queue; ``interrupt`` (a call's ticket) makes the put of that call raise
-    Ctrl-C once it queued it, as a signal handler run once the put returned would."""
+    Ctrl-C once it queued it, as a signal handler run once the put returned would: at once
+    (a worker gets the call only after ``hold`` is set), or once a worker marked it taken."""
 
-    def __init__(self, jobs: Any) -> None:
+    def __init__(self, jobs: Any, marks: _Marks) -> None:
         self._jobs = jobs
+        self._marks = marks
         self.interrupt: object = None
+        self.taken = False
+        self.hold = threading.Event()
         self.waited = threading.Event()  # set as a worker waits on the queue
 
     def put(self, job: Any) -> None:
         self._jobs.put(job)
         if self.interrupt is not None and job[1] is self.interrupt:
             self.interrupt = None
+            if self.taken:
+                assert self._marks.marked.wait(10)
             raise KeyboardInterrupt
 
     def get(self) -> Any:
         self.waited.set()
-        return self._jobs.get()
+        job = self._jobs.get()
+        if not self.taken and job[1] is self._marks.watch:
+            assert self.hold.wait(10)
+        return job
+
+
+class _Marks(set[Any]):
+    """The pool's marks of calls a worker took, telling when ``watch``'s call is marked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watch: object = None
+        self.marked = threading.Event()
+
+    def add(self, item: Any) -> None:
+        super().add(item)
+        if item is self.watch:
+            self.marked.set()
 
 
 class _LockExit:
@@ -392,11 +415,13 @@ class _LockExit:
 
 
 def _watched_pool(monkeypatch: pytest.MonkeyPatch) -> _Queue:
-    """A private pool of one worker whose queue is watched (see `_Queue`)."""
+    """A private pool of one worker whose queue and marks are watched (see `_Queue`)."""
     _private_pool(monkeypatch, 1)
     pool = _workers._workers()
-    jobs = _Queue(pool._jobs)
+    marks = _Marks()
+    jobs = _Queue(pool._jobs, marks)
     monkeypatch.setattr(pool, "_jobs", jobs)
+    monkeypatch.setattr(pool, "_running", marks)
     return jobs
 
 
@@ -432,23 +457,37 @@ def _ready(jobs: _Queue, reserved: str, inbox: _workers.SyncInbox) -> threading.
 
 
 @pytest.mark.parametrize(
-    ("reserved", "interrupted"), [("idle", (1, 1, 0)), ("new", (1, 1, 0)), ("backlog", (1, 0, 0))]
+    ("reserved", "taken", "interrupted"),
+    [
+        ("idle", False, (1, 1, 0)),
+        ("new", False, (1, 1, 0)),
+        ("backlog", False, (1, 0, 0)),
+        ("idle", True, None),
+        ("new", True, None),
+    ],
 )
-def test_ctrl_c_just_after_a_call_is_queued_drops_it(
-    monkeypatch: pytest.MonkeyPatch, reserved: str, interrupted: tuple[int, int, int]
+def test_ctrl_c_just_after_a_call_is_queued_drops_it_unless_a_worker_took_it(
+    monkeypatch: pytest.MonkeyPatch,
+    reserved: str,
+    taken: bool,
+    interrupted: tuple[int, int, int] | None,
 ) -> None:
-    """Ctrl-C in submit once the call is queued, the pool's lock still held: the call never
-    runs, its reservation comes back, and the worker that gets it serves the next call."""
+    """Ctrl-C in submit once the call is queued, the pool's lock still held: no worker took the
+    call, it never runs and its reservation comes back; one took it, it runs as any other.
+    Either way the pool's counts stay exact."""
     jobs = _watched_pool(monkeypatch)
     inbox = _workers.SyncInbox()
     release = _ready(jobs, reserved, inbox)
     ghost: list[str] = []
-    dropped = _workers.Ticket(9)
-    jobs.interrupt = dropped
+    interrupted_call = _workers.Ticket(9)
+    jobs.interrupt = jobs._marks.watch = interrupted_call
+    jobs.taken = taken
     with pytest.raises(KeyboardInterrupt):
-        _workers.submit_sync(inbox, dropped, ghost.append, "ran")
+        _workers.submit_sync(inbox, interrupted_call, ghost.append, "ran")
     pool = _workers._workers()
-    assert (pool._count, pool._idle, pool._backlog) == interrupted
+    if interrupted is not None:
+        assert (pool._count, pool._idle, pool._backlog) == interrupted
+    jobs.hold.set()
     release.set()
     last = threading.Event()
     try:
@@ -456,8 +495,8 @@ def test_ctrl_c_just_after_a_call_is_queued_drops_it(
         assert _pool_state() == (1, 0, 0, 0)  # the one worker, running the probe
     finally:
         last.set()
-    assert ghost == []
-    assert all(ticket is not dropped for ticket, _, _ in reports)
+    assert ghost == (["ran"] if taken else [])
+    assert any(ticket is interrupted_call for ticket, _, _ in reports) is taken
     assert pool._dropped == set()
 
 

@@ -29,9 +29,10 @@ calls at once as before. A call whose `submit` raised either never runs
 (dropped before any worker took it) or was queued and runs as any other: the
 caller treats it as a call handed off, then interrupted (it cancels it, or
 keeps its result once it ended). Python runs a signal handler once a C call
-returned, so Ctrl-C lands in `submit` as the pool's lock is released or
-just after the call is queued, the lock still held: a worker takes a call
-under that lock, so none has taken it yet, and it can still be dropped.
+returned, so Ctrl-C lands in `submit` as the pool's lock is released, or
+just after the call is queued, the lock still held: then no worker has
+ended the call (a worker ends one under that lock), and whether one took it
+is settled with the worker (see `_Workers._drop`).
 """
 
 from __future__ import annotations
@@ -131,17 +132,18 @@ class _Workers:
         self._running: set[Any] = set()
         self._backlog = 0  # queued calls no worker is reserved for (all busy, at the cap)
         # Futures of calls whose submit was interrupted before any worker took them:
-        # a worker that gets one skips it (see `submit`). (One whose put itself failed
-        # stays: `SimpleQueue.put` fails for want of memory only.)
+        # a worker that gets one skips it (see `_drop`). (One whose put itself failed
+        # stays, and workers then read them under the lock: `SimpleQueue.put` fails
+        # for want of memory only.)
         self._dropped: set[Any] = set()
 
     def submit(self, job: _Job) -> None:
         # An idle worker is reserved for this call (as ThreadPoolExecutor's
         # idle semaphore does), so two calls never count on the same one.
         #
-        # Ctrl-C (see the module's docstring) while the lock is held leaves the call
-        # dropped: no worker took it yet, even if it was queued. At the lock's exit,
-        # the call is queued. A worker started for the call is settled as `_Start` says.
+        # Ctrl-C (see the module's docstring) while the lock is held drops the call
+        # unless a worker took it (`_drop`); at the lock's exit, the call is queued. A
+        # worker started for the call is settled as `_Start` says.
         new = False  # a worker's slot is reserved for this call, which is not queued yet
         start: _Start | None = None
         started = False  # that worker's thread is made: it serves
@@ -152,8 +154,7 @@ class _Workers:
                     try:
                         self._jobs.put(job)
                     except BaseException:
-                        self._idle += 1
-                        self._dropped.add(job[1])
+                        self._drop(job[1], "idle")
                         raise
                     return
                 if self._count >= MAX_WORKERS:
@@ -161,8 +162,7 @@ class _Workers:
                     try:
                         self._jobs.put(job)
                     except BaseException:
-                        self._backlog -= 1
-                        self._dropped.add(job[1])
+                        self._drop(job[1], "backlog")
                         raise
                     return
                 new = True
@@ -176,9 +176,8 @@ class _Workers:
                 try:
                     self._jobs.put(job)
                 except BaseException:
-                    self._dropped.add(job[1])
-                    self._idle += 1  # the worker started for it waits for a call
                     new = False
+                    self._drop(job[1], "idle")  # (the worker started for it waits idle)
                     raise
                 new = False
         except BaseException:
@@ -191,6 +190,25 @@ class _Workers:
                             start.state = "given_up"
                         self._count -= 1
             raise
+
+    def _drop(self, future: Any, reserved: str) -> None:
+        """Under the lock, ``future``'s call queued or not by an interrupted submit: unless
+        a worker took it, drop it and give back the worker ``reserved`` for it.
+
+        Noted dropped before the marks of taken calls are read, as a worker
+        marks a call taken before it reads the dropped ones (without the lock,
+        so that taking a call costs no lock): then either this sees the mark,
+        and the call runs as any other, or the worker sees the call dropped
+        (and, under the lock, skips it).
+        """
+        dropped = self._dropped
+        dropped.add(future)
+        if future in self._running:
+            dropped.discard(future)
+        elif reserved == "idle":
+            self._idle += 1
+        else:
+            self._backlog -= 1
 
     def _start(self, start: _Start) -> None:
         threading.Thread(
@@ -208,19 +226,19 @@ class _Workers:
         lock = self._lock
         while True:
             inbox, future, context, function, args = jobs.get()
-            with lock:
-                if dropped and future in dropped:
-                    # Its submit was interrupted and gave its reservation back.
-                    dropped.discard(future)
-                    skip = True
-                else:
-                    # Marked before the cancel check, so a caller that cancels then
-                    # abandons either sees the mark or has the call skipped (see `abandon`).
-                    running.add(future)
-                    skip = False
-            if skip:
-                del inbox, future, context, function, args
-                continue
+            # Marked taken before the cancel check, so a caller that cancels then abandons
+            # either sees the mark or has the call skipped (see `abandon`), and before
+            # dropped calls are read (see `_drop`).
+            running.add(future)
+            if dropped:
+                with lock:
+                    skip = future in dropped
+                    if skip:  # its submit was interrupted and gave its reservation back
+                        dropped.discard(future)
+                        running.discard(future)
+                if skip:
+                    del inbox, future, context, function, args
+                    continue
             if not future.cancelled():
                 try:
                     value = context.run(function, *args)
