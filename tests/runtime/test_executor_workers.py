@@ -527,6 +527,33 @@ def test_ctrl_c_as_submit_releases_the_lock_keeps_the_pool_exact(
     assert ran == (["ran"] if runs else [])
 
 
+def test_a_hand_off_interrupted_after_its_call_was_queued_never_runs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C as `hand_off`'s submit lets the pool's lock go, its call queued behind a busy
+    worker: the call's future is cancelled, so the worker that takes it skips it (nothing
+    awaits its result) and the pool's counts stay exact."""
+    jobs = _watched_pool(monkeypatch)
+    inbox = _workers.SyncInbox()
+    release = _ready(jobs, "backlog", inbox)
+    ran: list[str] = []
+
+    async def interrupted() -> None:
+        _lock_exit(monkeypatch, 1)
+        with pytest.raises(KeyboardInterrupt):
+            _workers.hand_off(ran.append, "ran")
+
+    asyncio.run(interrupted())
+    release.set()
+    last = threading.Event()
+    try:
+        _probe(inbox, last)  # the worker is done with every call queued before the probe
+        assert _pool_state() == (1, 0, 0, 0)
+    finally:
+        last.set()
+    assert ran == []
+
+
 def _stuck_and_queued(
     inbox: _workers.SyncInbox, release: threading.Event
 ) -> tuple[_workers.Ticket, _workers.Ticket]:

@@ -11,6 +11,7 @@ itself once the calls it waits for have ended.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -619,8 +620,9 @@ def test_an_interrupt_thrown_into_an_async_stream_at_any_notice_carries_the_stat
     exc = _interruption(thrown)
     with pytest.raises(type(exc)) as caught:
         asyncio.run(_athrow_at_first(agent.stream("go").__aiter__(), exc, kind))
-    assert caught.value is exc
-    state = _interrupted_state(exc)
+    if thrown == "ctrl-c" or sys.version_info >= (3, 11):
+        assert caught.value is exc  # (3.10's asyncio raises a new CancelledError)
+    state = _interrupted_state(caught.value)
     response = agent.resume(RunState.from_json(state.to_json()))
     assert sorted(ran) == [1, 2]  # each ran once, before or after the resume
     assert len(asked) == 2  # a response in the state is not asked for (and billed) again

@@ -202,7 +202,10 @@ class _Workers:
         (and, under the lock, skips it).
         """
         dropped = self._dropped
-        dropped.add(future)
+        # An in-place operator and `in`, not calls: no signal handler runs between
+        # the mark and the check (3.11+ runs them after calls), so a second Ctrl-C
+        # cannot land between them.
+        dropped |= {future}
         if future in self._running:
             dropped.discard(future)
         elif reserved == "idle":
@@ -421,7 +424,12 @@ def hand_off_timed(
         inbox.put(started, True, time.monotonic())
         return function(*args)
 
-    _workers().submit((inbox, future, contextvars.copy_context(), run, ()))
+    try:
+        _workers().submit((inbox, future, contextvars.copy_context(), run, ()))
+    except BaseException:  # queued all the same (Ctrl-C as the lock was let go): a
+        future.cancel()  # worker that takes it skips it, as nothing awaits its result
+        started.cancel()
+        raise
     return future, started
 
 
@@ -437,5 +445,9 @@ def hand_off(function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
     if inbox is None:
         inbox = _INBOXES.setdefault(loop, _Inbox(loop))
     future = loop.create_future()
-    _workers().submit((inbox, future, contextvars.copy_context(), function, args))
+    try:
+        _workers().submit((inbox, future, contextvars.copy_context(), function, args))
+    except BaseException:  # queued all the same (Ctrl-C as the lock was let go): a
+        future.cancel()  # worker that takes it skips it, as nothing awaits its result
+        raise
     return future
