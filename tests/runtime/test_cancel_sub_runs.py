@@ -690,3 +690,69 @@ def test_ctrl_c_in_a_blocking_stream_cancels_the_sub_agents_a_lone_sub_agent_run
     assert response.text.startswith("top(lead(")
     assert gate.ran["quick:second"] == 1
     assert gate.ran["slow:second"] == 1
+
+
+async def _athrown_at_slow(events: Any, exc: BaseException) -> None:
+    """Read an async stream up to a sub-run's call to ``slow``, then throw ``exc`` into it."""
+    async for event in events:
+        if _calls_slow(event):
+            await events.athrow(exc)
+
+
+@pytest.mark.parametrize("thrown", [KeyboardInterrupt, asyncio.CancelledError])
+def test_an_interrupt_thrown_into_an_async_stream_keeps_its_round_of_sub_agents(
+    thrown: type[BaseException],
+) -> None:
+    """Ctrl-C or a cancellation thrown into an async stream at a sub-run's event, while its
+    round of two sub-agents runs: both sub-runs are kept, so resuming runs nothing that had
+    ended again."""
+    gate = Gate()
+    lead = _side_by_side(gate, "slow")
+    exc = thrown()
+    with pytest.raises(thrown):
+        asyncio.run(_athrown_at_slow(lead.stream("go").__aiter__(), exc))
+    state = state_of(exc)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    second = next(c for c in state.calls if c.call.name == "second")
+    assert second.status == "to_run"
+    assert second.child is not None  # kept where it stopped: not the round's start
+    gate.holding = False
+    response = _resumed(lead, state, stream=True)
+    assert (
+        response.text == "lead(first: quick first, quick first | second: quick second, slow second)"
+    )
+    assert gate.ran["quick:second"] == 1
+    assert gate.ran["model:second"] == 3
+    assert gate.ran["slow:second"] == 1
+    assert gate.ran["quick:first"] == 2
+    assert gate.ran["model:first"] == 3
+
+
+@pytest.mark.parametrize("thrown", [KeyboardInterrupt, asyncio.CancelledError])
+def test_an_interrupt_thrown_into_an_async_workflow_stream_keeps_its_step(
+    thrown: type[BaseException],
+) -> None:
+    """Ctrl-C or a cancellation thrown into an async workflow stream reaches the run it
+    streams: the error carries the state, the step agent kept where it stopped, and
+    resuming runs none of its finished work again."""
+    gate = Gate()
+    flow = Sequence(_worker(gate, "first", "quick"), _worker(gate, "second"), name="flow")
+    exc = thrown()
+    with pytest.raises(thrown):
+        asyncio.run(_athrown_at_slow(flow.stream("go").__aiter__(), exc))
+    state = state_of(exc)
+    assert isinstance(state, RunState)
+    state = RunState.from_json(state.to_json())
+    assert _kept_path(state) == ["second"]
+    gate.holding = False
+    resumed = flow.resume_stream(state)
+    list(resumed)
+    assert resumed.response.output == "second: quick second, slow second"
+    assert gate.ran == {
+        "model:first": 3,
+        "quick:first": 2,
+        "model:second": 3,
+        "quick:second": 1,
+        "slow:second": 1,
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -225,21 +226,418 @@ def test_a_cancel_leaves_a_lone_timed_call_that_ended_unreported_its_worker(
     assert answers == [False]
 
 
-@pytest.mark.parametrize("state", [(0, 0, 0), (1, 1, 0), (1, 0, 0)])
+@pytest.mark.parametrize(
+    ("state", "after"),
+    [((0, 0, 0), (1, 1, 0)), ((1, 1, 0), (1, 1, 0)), ((1, 0, 0), (1, 0, 0))],
+)
 def test_ctrl_c_in_submit_before_the_call_is_queued_gives_back_its_reservation(
-    monkeypatch: pytest.MonkeyPatch, state: tuple[int, int, int]
+    monkeypatch: pytest.MonkeyPatch, state: tuple[int, int, int], after: tuple[int, int, int]
 ) -> None:
-    """Interrupted before queueing a call, submit leaves the worker counts as they were."""
+    """Interrupted before queueing a call, submit leaves the worker counts as they were, but
+    for a worker it started for the call, which waits idle."""
     monkeypatch.setattr(_workers, "MAX_WORKERS", 1)
     pool = _workers._Workers()
     pool._count, pool._idle, pool._backlog = state
+    jobs = pool._jobs
 
     class Interrupting:
         def put(self, job: object) -> None:
             raise KeyboardInterrupt
 
+        def get(self) -> object:
+            return jobs.get()
+
     monkeypatch.setattr(pool, "_jobs", Interrupting())
     job = (None, None, None, None, ())
     with pytest.raises(KeyboardInterrupt):
         pool.submit(job)  # type: ignore[arg-type]
-    assert (pool._count, pool._idle, pool._backlog) == state
+    assert (pool._count, pool._idle, pool._backlog) == after
+
+
+class _Told:
+    """The pool's queue, telling when a worker started after now first waits on it
+    (it then began serving: it reads the queue once it did)."""
+
+    def __init__(self, jobs: Any) -> None:
+        self._jobs = jobs
+        self.waited = threading.Event()
+
+    def put(self, job: Any) -> None:
+        self._jobs.put(job)
+
+    def get(self) -> Any:
+        self.waited.set()
+        return self._jobs.get()
+
+
+def _ctrl_c_at_next_start(monkeypatch: pytest.MonkeyPatch, when: str) -> None:
+    """The next worker thread's start raises Ctrl-C: before the thread is made ("lost"),
+    or once it began serving ("begun")."""
+    real = threading.Thread.start
+    armed = [True]
+    pool = _workers._workers()
+    told = _Told(pool._jobs)
+    monkeypatch.setattr(pool, "_jobs", told)
+
+    def start(thread: threading.Thread) -> None:
+        if armed and thread.name.startswith("toolfold-tool-"):
+            armed.clear()
+            if when == "begun":
+                real(thread)
+                assert told.waited.wait(10)
+            raise KeyboardInterrupt
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+
+def _private_pool(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    monkeypatch.setattr(_workers, "MAX_WORKERS", size)
+    monkeypatch.setattr(_workers, "_WORKERS", _workers._Workers())
+
+
+@pytest.mark.parametrize("when", ["lost", "begun"])
+def test_ctrl_c_while_a_worker_starts_keeps_the_pool_exact(
+    monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Ctrl-C while submit starts a worker: the call never runs, and the pool still runs
+    exactly MAX_WORKERS calls at once and gets every slot back."""
+    _private_pool(monkeypatch, 2)
+    _ctrl_c_at_next_start(monkeypatch, when)
+    ghost: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        _workers.submit_sync(_workers.SyncInbox(), _workers.Ticket(9), ghost.append, "ran")
+    release = threading.Event()
+    inbox = _workers.SyncInbox()
+    try:
+        for index in range(3):
+            _workers.submit_sync(inbox, _workers.Ticket(index), release.wait, 10)
+        starts = [inbox.get(5) for _ in range(2)]
+        assert [ok for _, ok, _ in starts] == [None, None]
+        assert _pool_state() == (2, 0, 1, 0)  # two running, the third waiting for one
+    finally:
+        release.set()
+    reports = [inbox.get(10) for _ in range(4)]  # the third's start, then three results
+    assert sorted(ok is True for _, ok, _ in reports) == [False, True, True, True]
+    assert _pool_state() == (2, 2, 0, 0)
+    assert ghost == []
+
+
+@pytest.mark.parametrize("when", ["lost", "begun"])
+def test_ctrl_c_while_abandon_starts_a_worker_keeps_the_pool_exact(
+    monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Ctrl-C while abandoning a stuck call starts its replacement: the queued call still
+    runs, and every slot comes back."""
+    _private_pool(monkeypatch, 1)
+    release = threading.Event()
+    inbox = _workers.SyncInbox()
+    stuck, queued = _workers.Ticket(0), _workers.Ticket(1)
+    try:
+        _workers.submit_sync(inbox, stuck, release.wait, 10)
+        assert inbox.get(5)[:2] == (stuck, None)  # it runs on the only worker
+        _workers.submit_sync(inbox, queued, lambda: "queued")
+        assert _pool_state() == (1, 0, 1, 0)
+        _ctrl_c_at_next_start(monkeypatch, when)
+        with pytest.raises(KeyboardInterrupt):
+            _workers.abandon(stuck)
+    finally:
+        release.set()
+    reports = [
+        inbox.get(5) for _ in range(3)
+    ]  # the stuck call's end, the queued one's start and end
+    assert (queued, True, "queued") in reports
+    assert (stuck, True, True) in reports
+    assert _pool_state() == (1, 1, 0, 0)
+
+
+class _Queue:
+    """The pool's queue; ``interrupt`` (a call's ticket) makes the put of that call raise
+    Ctrl-C once it queued it, as a signal handler run once the put returned would: at once
+    (a worker gets the call only after ``hold`` is set), or once a worker marked it taken."""
+
+    def __init__(self, jobs: Any, marks: _Marks) -> None:
+        self._jobs = jobs
+        self._marks = marks
+        self.interrupt: object = None
+        self.taken = False
+        self.hold = threading.Event()
+        self.waited = threading.Event()  # set as a worker waits on the queue
+
+    def put(self, job: Any) -> None:
+        self._jobs.put(job)
+        if self.interrupt is not None and job[1] is self.interrupt:
+            self.interrupt = None
+            if self.taken:
+                assert self._marks.marked.wait(10)
+            raise KeyboardInterrupt
+
+    def get(self) -> Any:
+        self.waited.set()
+        job = self._jobs.get()
+        if not self.taken and job[1] is self._marks.watch:
+            assert self.hold.wait(10)
+        return job
+
+
+class _Marks(set[Any]):
+    """The pool's marks of calls a worker took, telling when ``watch``'s call is marked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watch: object = None
+        self.marked = threading.Event()
+
+    def add(self, item: Any) -> None:
+        super().add(item)
+        if item is self.watch:
+            self.marked.set()
+
+
+class _LockExit:
+    """The pool's lock, raising Ctrl-C in the test's thread just after its ``at``-th release
+    there (Python runs a signal handler once the lock's exit returned)."""
+
+    def __init__(self, lock: Any, at: int) -> None:
+        self._lock = lock
+        self._thread = threading.current_thread()
+        self._left = at
+
+    def __enter__(self) -> bool:
+        return bool(self._lock.acquire())
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+        if threading.current_thread() is self._thread:
+            self._left -= 1
+            if self._left == 0:
+                raise KeyboardInterrupt
+
+
+def _watched_pool(monkeypatch: pytest.MonkeyPatch) -> _Queue:
+    """A private pool of one worker whose queue and marks are watched (see `_Queue`)."""
+    _private_pool(monkeypatch, 1)
+    pool = _workers._workers()
+    marks = _Marks()
+    jobs = _Queue(pool._jobs, marks)
+    monkeypatch.setattr(pool, "_jobs", jobs)
+    monkeypatch.setattr(pool, "_running", marks)
+    return jobs
+
+
+def _lock_exit(monkeypatch: pytest.MonkeyPatch, at: int) -> None:
+    """Ctrl-C lands as the test's thread releases the pool's lock the ``at``-th time from now."""
+    pool = _workers._workers()
+    monkeypatch.setattr(pool, "_lock", _LockExit(pool._lock, at))
+
+
+def _probe(inbox: _workers.SyncInbox, release: threading.Event) -> list[Any]:
+    """Hand the pool a call that blocks until ``release``; the reports read until it started
+    (the only worker is then done with every call queued before it)."""
+    probe = _workers.Ticket(100)
+    _workers.submit_sync(inbox, probe, release.wait, 10)
+    reports = []
+    while not reports or reports[-1][:2] != (probe, None):
+        reports.append(inbox.get(10))
+    return reports
+
+
+def _ready(jobs: _Queue, reserved: str, inbox: _workers.SyncInbox) -> threading.Event:
+    """Put the one-worker pool where a call reserves ``reserved``: its idle worker, a new
+    one (none yet), or the backlog (the worker busy until the event returned is set)."""
+    release = threading.Event()
+    if reserved != "new":
+        _probe(inbox, release)
+        if reserved == "idle":
+            jobs.waited.clear()
+            release.set()
+            assert jobs.waited.wait(10)  # back waiting: idle
+            assert inbox.get(10)[1:] == (True, True)
+    return release
+
+
+@pytest.mark.parametrize(
+    ("reserved", "taken", "interrupted"),
+    [
+        ("idle", False, (1, 1, 0)),
+        ("new", False, (1, 1, 0)),
+        ("backlog", False, (1, 0, 0)),
+        ("idle", True, None),
+        ("new", True, None),
+    ],
+)
+def test_ctrl_c_just_after_a_call_is_queued_drops_it_unless_a_worker_took_it(
+    monkeypatch: pytest.MonkeyPatch,
+    reserved: str,
+    taken: bool,
+    interrupted: tuple[int, int, int] | None,
+) -> None:
+    """Ctrl-C in submit once the call is queued, the pool's lock still held: no worker took the
+    call, it never runs and its reservation comes back; one took it, it runs as any other.
+    Either way the pool's counts stay exact."""
+    jobs = _watched_pool(monkeypatch)
+    inbox = _workers.SyncInbox()
+    release = _ready(jobs, reserved, inbox)
+    ghost: list[str] = []
+    interrupted_call = _workers.Ticket(9)
+    jobs.interrupt = jobs._marks.watch = interrupted_call
+    jobs.taken = taken
+    with pytest.raises(KeyboardInterrupt):
+        _workers.submit_sync(inbox, interrupted_call, ghost.append, "ran")
+    pool = _workers._workers()
+    if interrupted is not None:
+        assert (pool._count, pool._idle, pool._backlog) == interrupted
+    jobs.hold.set()
+    release.set()
+    last = threading.Event()
+    try:
+        reports = _probe(inbox, last)
+        assert _pool_state() == (1, 0, 0, 0)  # the one worker, running the probe
+    finally:
+        last.set()
+    assert ghost == (["ran"] if taken else [])
+    assert any(ticket is interrupted_call for ticket, _, _ in reports) is taken
+    assert pool._dropped == set()
+
+
+@pytest.mark.parametrize(
+    ("reserved", "at", "runs"),
+    [("idle", 1, True), ("new", 1, False), ("new", 2, True), ("backlog", 1, True)],
+)
+def test_ctrl_c_as_submit_releases_the_lock_keeps_the_pool_exact(
+    monkeypatch: pytest.MonkeyPatch, reserved: str, at: int, runs: bool
+) -> None:
+    """Ctrl-C as submit releases the pool's lock (a worker reserved, or the call queued):
+    the call runs if it was queued, else never, and no slot is left reserved for nothing."""
+    jobs = _watched_pool(monkeypatch)
+    inbox = _workers.SyncInbox()
+    release = _ready(jobs, reserved, inbox)
+    ran: list[str] = []
+    _lock_exit(monkeypatch, at)
+    with pytest.raises(KeyboardInterrupt):
+        _workers.submit_sync(inbox, _workers.Ticket(9), ran.append, "ran")
+    release.set()
+    last = threading.Event()
+    try:
+        _probe(inbox, last)
+        # The one worker, running the probe: its slot neither lost nor counted twice.
+        assert _pool_state() == (1, 0, 0, 0)
+    finally:
+        last.set()
+    assert ran == (["ran"] if runs else [])
+
+
+def test_a_hand_off_interrupted_after_its_call_was_queued_never_runs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C as `hand_off`'s submit lets the pool's lock go, its call queued behind a busy
+    worker: the call's future is cancelled, so the worker that takes it skips it (nothing
+    awaits its result) and the pool's counts stay exact."""
+    jobs = _watched_pool(monkeypatch)
+    inbox = _workers.SyncInbox()
+    release = _ready(jobs, "backlog", inbox)
+    ran: list[str] = []
+
+    async def interrupted() -> None:
+        _lock_exit(monkeypatch, 1)
+        with pytest.raises(KeyboardInterrupt):
+            _workers.hand_off(ran.append, "ran")
+
+    asyncio.run(interrupted())
+    release.set()
+    last = threading.Event()
+    try:
+        _probe(inbox, last)  # the worker is done with every call queued before the probe
+        assert _pool_state() == (1, 0, 0, 0)
+    finally:
+        last.set()
+    assert ran == []
+
+
+def _stuck_and_queued(
+    inbox: _workers.SyncInbox, release: threading.Event
+) -> tuple[_workers.Ticket, _workers.Ticket]:
+    """On the one-worker pool: a call stuck until ``release``, and one queued behind it."""
+    stuck, queued = _workers.Ticket(0), _workers.Ticket(1)
+    _workers.submit_sync(inbox, stuck, release.wait, 10)
+    assert inbox.get(10)[:2] == (stuck, None)
+    _workers.submit_sync(inbox, queued, lambda: "queued")
+    assert _pool_state() == (1, 0, 1, 0)
+    return stuck, queued
+
+
+def _ended(inbox: _workers.SyncInbox, stuck: object, queued: object) -> None:
+    """Both calls of `_stuck_and_queued` end (the queued one after it started)."""
+    reports = [inbox.get(10) for _ in range(3)]
+    assert (stuck, True, True) in reports
+    assert [r for r in reports if r[0] is queued] == [
+        (queued, None, None),
+        (queued, True, "queued"),
+    ]
+
+
+def test_ctrl_c_as_abandon_releases_the_lock_leaves_the_call_its_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C as abandon releases the pool's lock, before a worker is started for the queued
+    call: the stuck call keeps its slot, so its worker serves the queued call once free."""
+    jobs = _watched_pool(monkeypatch)
+    inbox, release = _workers.SyncInbox(), threading.Event()
+    try:
+        stuck, queued = _stuck_and_queued(inbox, release)
+        _lock_exit(monkeypatch, 1)
+        with pytest.raises(KeyboardInterrupt):
+            _workers.abandon(stuck)
+        assert _pool_state() == (1, 0, 1, 0)
+        jobs.waited.clear()
+    finally:
+        release.set()
+    _ended(inbox, stuck, queued)
+    assert jobs.waited.wait(10)  # its worker took the queued call
+    last = threading.Event()
+    try:
+        _probe(inbox, last)
+        assert _pool_state() == (1, 0, 0, 0)
+    finally:
+        last.set()
+
+
+@pytest.mark.parametrize("interrupted", [True, False])
+def test_a_stuck_call_that_ends_before_its_replacement_begins_serves_in_its_place(
+    monkeypatch: pytest.MonkeyPatch, interrupted: bool
+) -> None:
+    """An abandoned call that ends before its replacement worker begins: its worker serves the
+    queued call in its place, and the replacement, if it starts (not if Ctrl-C stopped its
+    start), ends at once."""
+    jobs = _watched_pool(monkeypatch)
+    inbox, release = _workers.SyncInbox(), threading.Event()
+    stuck, queued = _stuck_and_queued(inbox, release)
+    real = threading.Thread.start
+    replacements: list[threading.Thread] = []
+
+    def start(thread: threading.Thread) -> None:
+        jobs.waited.clear()
+        release.set()  # the stuck call ends now
+        assert jobs.waited.wait(10)  # its worker serves on: it took the queued call
+        if interrupted:
+            raise KeyboardInterrupt  # Ctrl-C before the replacement's thread is made
+        replacements.append(thread)
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    if interrupted:
+        with pytest.raises(KeyboardInterrupt):
+            _workers.abandon(stuck)
+    else:
+        assert _workers.abandon(stuck)
+    monkeypatch.setattr(threading.Thread, "start", real)
+    _ended(inbox, stuck, queued)
+    for thread in replacements:
+        thread.join(10)
+        assert not thread.is_alive()
+    last = threading.Event()
+    try:
+        _probe(inbox, last)
+        assert _pool_state() == (1, 0, 0, 0)
+    finally:
+        last.set()

@@ -11,6 +11,7 @@ itself once the calls it waits for have ended.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -280,6 +281,51 @@ def test_ctrl_c_while_a_call_is_handed_to_a_worker_keeps_it_once_it_ended(
 
 
 @pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_just_after_a_call_is_queued_drops_it_and_resuming_runs_it_once(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in a blocking round's hand-off once the call is queued, before a worker took it:
+    the call never runs, and resuming runs each call once."""
+    monkeypatch.setattr(_workers, "MAX_WORKERS", 1)
+    pool = _workers._Workers()
+    monkeypatch.setattr(_workers, "_WORKERS", pool)
+    jobs = pool._jobs
+    armed = [True]
+
+    class Interrupting:
+        def put(self, job: Any) -> None:
+            jobs.put(job)
+            # Ctrl-C lands once the put returned (as a signal handler runs), for call "a".
+            if armed and isinstance(job[1], _workers.Ticket) and job[1].index == 0:
+                armed.clear()
+                raise KeyboardInterrupt
+
+        def get(self) -> Any:
+            return jobs.get()
+
+    monkeypatch.setattr(pool, "_jobs", Interrupting())
+    ran: list[int] = []
+    agent = _charge_twice(ran)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(agent, how)
+    assert not armed
+    state = _interrupted_state(caught.value)
+    assert [(c.call.id, c.status) for c in state.calls] == [("a", "to_run"), ("b", "to_run")]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert sorted(ran) == [1, 2]  # each ran once (on worker threads: in any order)
+    assert response.text == "saw: charged 1 | charged 2"
+    # The dropped call's reservation came back once: the pool's one worker, once it runs a
+    # call queued after all these, is neither idle nor waited for.
+    inbox, probe, release = _workers.SyncInbox(), _workers.Ticket(0), threading.Event()
+    _workers.submit_sync(inbox, probe, release.wait, 10)
+    try:
+        assert inbox.get(10)[:2] == (probe, None)
+        assert (pool._count, pool._idle, pool._backlog) == (1, 0, 0)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
 def test_ctrl_c_while_a_result_is_made_keeps_it_and_the_calls_ended_since(
     how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -519,3 +565,137 @@ def test_ctrl_c_thrown_into_a_resume_stream_at_its_results_carries_the_state(
     assert ran == ["charge 1", "refund 2"]  # each approved call ran once; the denied one never
     assert len(asked) == 2  # the answer alone was asked for after the pause
     assert response.text == expected
+
+
+async def _athrow_at_first(
+    events: Any, exc: BaseException, kind: str = "tool_result", nth: int = 0
+) -> None:
+    """Read an async stream, throwing ``exc`` into it (``athrow``) at the first event of
+    ``kind``, or at the ``nth`` (from 0): Ctrl-C or a cancellation that lands while the
+    code iterating it handles the event."""
+    seen = 0
+    async for event in events:
+        if event.kind == kind:
+            if seen == nth:
+                await events.athrow(exc)
+            seen += 1
+
+
+def _interruption(name: str) -> BaseException:
+    return KeyboardInterrupt() if name == "ctrl-c" else asyncio.CancelledError()
+
+
+class _Source:
+    """A tool source whose only tool is ``tool_``: the run's stream opens and closes it."""
+
+    def __init__(self, tool_: Tool[..., Any]) -> None:
+        self._tool = tool_
+        self.closed = 0
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def tools(self) -> list[Tool[..., Any]]:
+        return [self._tool]
+
+
+@pytest.mark.parametrize("sourced", [False, True])
+@pytest.mark.parametrize("thrown", ["ctrl-c", "cancel"])
+@pytest.mark.parametrize("kind", ["step_start", "tool_call", "tool_result", "step_end"])
+def test_an_interrupt_thrown_into_an_async_stream_at_any_notice_carries_the_state(
+    kind: str, thrown: str, sourced: bool
+) -> None:
+    """Ctrl-C or a cancellation thrown into an async stream at a step's start, call, result
+    or end carries the state: resuming runs no call and asks the model nothing again."""
+    ran: list[int] = []
+    asked: list[ModelRequest] = []
+    reply = _answer([call("charge", {"order": 1}, id="a"), call("charge", {"order": 2}, id="b")])
+    model = FunctionModel(lambda request: asked.append(request) or reply(request))
+    charge = _charger(ran, interrupt=set())
+    source = _Source(charge)
+    agent = Agent(model, tools=[source if sourced else charge])
+    exc = _interruption(thrown)
+    with pytest.raises(type(exc)) as caught:
+        asyncio.run(_athrow_at_first(agent.stream("go").__aiter__(), exc, kind))
+    if thrown == "ctrl-c" or sys.version_info >= (3, 11):
+        assert caught.value is exc  # (3.10's asyncio raises a new CancelledError)
+    state = _interrupted_state(caught.value)
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert sorted(ran) == [1, 2]  # each ran once, before or after the resume
+    assert len(asked) == 2  # a response in the state is not asked for (and billed) again
+    assert response.text == "saw: charged 1 | charged 2"
+    assert source.closed == (2 if sourced else 0)  # (the interrupted run closed it too)
+
+
+@pytest.mark.parametrize("thrown", ["ctrl-c", "cancel"])
+@pytest.mark.parametrize(("kind", "nth"), [("tool_result", 0), ("tool_result", 1), ("step_end", 0)])
+def test_an_interrupt_thrown_into_an_async_resume_stream_at_its_results_carries_the_state(
+    kind: str, nth: int, thrown: str
+) -> None:
+    """Ctrl-C or a cancellation thrown into an async resume_stream at the answered calls'
+    results or their step's end carries the state: resuming it runs no tool and asks the
+    model nothing again."""
+    approvals = {"r1": True, "r2": False}
+    ran: list[str] = []
+    asked: list[ModelRequest] = []
+    agent = _refunds(ran, asked)
+    paused = agent.run("go").state
+    expected = agent.resume(RunState.from_json(paused.to_json()), approvals=approvals).text
+    ran.clear()
+    asked.clear()
+    paused = agent.run("go").state
+    assert (ran, len(asked)) == (["charge 1"], 1)  # paused for the refunds' approvals
+    events = agent.resume_stream(RunState.from_json(paused.to_json()), approvals=approvals)
+    exc = _interruption(thrown)
+    with pytest.raises(type(exc)):
+        asyncio.run(_athrow_at_first(events.__aiter__(), exc, kind, nth))
+    state = _interrupted_state(exc)
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert ran == ["charge 1", "refund 2"]  # each approved call ran once; the denied one never
+    assert len(asked) == 2  # the answer alone was asked for after the pause
+    assert response.text == expected
+
+
+def _thrown_at(agent: Agent[Any, Any], how: str, at: str, exc: BaseException) -> BaseException:
+    """Throw ``exc`` into ``agent``'s blocking or async stream at its first event of kind ``at``;
+    what the stream raised back (of ``exc``'s class)."""
+    if how == "stream":
+        events = iter(agent.stream("go"))
+        for event in events:
+            if event.kind == at:
+                with pytest.raises(type(exc)) as caught:
+                    events.throw(exc)
+                return caught.value
+    else:
+
+        async def main() -> BaseException:
+            events = agent.stream("go").__aiter__()
+            async for event in events:
+                if event.kind == at:
+                    with pytest.raises(type(exc)) as caught:
+                        await events.athrow(exc)
+                    return caught.value
+            raise AssertionError(f"no {at} event")
+
+        return asyncio.run(main())
+    raise AssertionError(f"no {at} event")
+
+
+@pytest.mark.parametrize("how", ["stream", "astream"])
+@pytest.mark.parametrize("thrown", [KeyboardInterrupt, SystemExit])
+def test_an_interruption_thrown_into_a_stream_carries_the_state_but_at_its_end(
+    how: str, thrown: type[BaseException]
+) -> None:
+    """Ctrl-C or SystemExit thrown into a blocking or async stream after a call ended carries
+    the state with it; thrown in at the run's end event, none (the response has it)."""
+    ran: list[int] = []
+    exc = _thrown_at(_charge_twice(ran), how, "step_end", thrown())
+    assert type(exc) is thrown
+    state = _interrupted_state(exc)
+    assert sorted(c.status for c in state.calls) == ["done", "done"]
+    end = _thrown_at(_charge_twice(ran), how, "run_end", thrown())
+    assert type(end) is thrown
+    assert state_of(end) is None

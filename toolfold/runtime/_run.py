@@ -52,6 +52,7 @@ from toolfold.runtime.drive._shells import (
     finish,
     stream_async,
     stream_sync,
+    throw_into,
 )
 from toolfold.toolkit import check_tool_names
 from toolfold.toolkit import tool as make_tool
@@ -509,5 +510,11 @@ class RunStream:
                 if isinstance(item, Ended):
                     self._response = finish(*item)
                     yield RunEndEvent(self._response)
-                else:
+                    continue
+                try:
                     yield item
+                except BaseException as exc:
+                    # Ctrl-C or a cancellation thrown in here (``athrow``): into the
+                    # run's stream, so it carries the state the run reached.
+                    await throw_into(items, exc)
+                    raise

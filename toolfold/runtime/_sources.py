@@ -17,6 +17,7 @@ from toolfold._errors import SourceCloseError
 from toolfold.runtime._response import Response, RunStreamEvent
 from toolfold.runtime._run import RunStream
 from toolfold.runtime.drive._open import ToolSource, aopened, close_failed, opened
+from toolfold.runtime.drive._shells import throw_into
 from toolfold.toolkit._tool import Tool
 
 __all__ = [
@@ -81,7 +82,11 @@ class SourcedStream(RunStream):
                 events = self._inner.__aiter__()
                 async with aclosing(events):
                     async for event in events:
-                        yield event
+                        try:
+                            yield event
+                        except BaseException as exc:
+                            await throw_into(events, exc)  # (so it carries the run's state)
+                            raise
         except Exception as exc:
             failed = self._close_failed(exc)
             if failed is exc:

@@ -56,6 +56,7 @@ from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import Live
 from toolfold.runtime.drive._open import note_close_error
+from toolfold.runtime.drive._shells import throw_into
 from toolfold.toolkit._tool import Tool
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
@@ -891,7 +892,11 @@ class WorkflowStream:
                                 break
                         shown = self._shown(event)
                         if shown is not None:
-                            yield shown
+                            try:
+                                yield shown
+                            except BaseException as exc:
+                                await throw_into(events, exc)  # (as in __iter__)
+                                raise
         except BaseException as exc:
             closing.attach(exc)
             raise

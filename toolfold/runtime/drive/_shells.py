@@ -145,6 +145,22 @@ def stamp(loop: Generator[Any, Any, Any], exc: BaseException) -> None:
         loop.throw(exc)
 
 
+async def throw_into(events: AsyncGenerator[Any, Any], exc: BaseException) -> None:
+    """Pass an interruption thrown into an async stream at an event it yielded (Ctrl-C,
+    a cancellation, while the caller's code handled the event) on to ``events``, the
+    stream the event came from, so the run under it gets the state it reached (`stamp`),
+    as a blocking stream's ``yield from`` does; the caller raises ``exc`` again after.
+
+    Errors and a caller that stops iterating (GeneratorExit) are not passed on: they
+    carry their own state, or abandon the run. ``events`` raises ``exc`` back (or an
+    error of its own, such as a source's close error, which then propagates).
+    """
+    if isinstance(exc, (Exception, GeneratorExit)):
+        return
+    with suppress(StopAsyncIteration):
+        await events.athrow(exc)
+
+
 async def drive_async(live: Live, state: RunState) -> Ended:
     """Drive ``state`` with `run_loop`, performing its ops on the running event loop.
 
@@ -457,7 +473,7 @@ async def stream_async(
                         if isinstance(item, Ended):
                             end_run(trace, item.state, None)
                             trace, ended = None, item
-                        yield item
+                        yield item  # (an interruption thrown in here is stamped below)
         except Exception as exc:
             if ended is None:
                 raise

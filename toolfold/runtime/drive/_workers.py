@@ -18,8 +18,21 @@ result is dropped. Workers are daemon threads made on demand, at most
 `MAX_WORKERS`, so as many sync tools can block at once as with the shared pool.
 A call that timed out keeps its thread (Python cannot kill one) but gives up
 its slot (`abandon`): a replacement worker serves the queue, so stuck calls
-never starve later ones, and a worker ends when the stuck call does.
+never starve later ones, and a worker ends when the stuck call does (or,
+should the replacement not have begun yet, serves on in its place).
 Blocking callers use the same workers through `submit_sync`.
+
+Ctrl-C while a call is handed over (a worker started, the call queued, a
+stuck call's slot given away) leaves the counts as they were, or as they are
+with a worker that did start waiting idle: the pool keeps running as many
+calls at once as before. A call whose `submit` raised either never runs
+(dropped before any worker took it) or was queued and runs as any other: the
+caller treats it as a call handed off, then interrupted (it cancels it, or
+keeps its result once it ended). Python runs a signal handler once a C call
+returned, so Ctrl-C lands in `submit` as the pool's lock is released, or
+just after the call is queued, the lock still held: then no worker has
+ended the call (a worker ends one under that lock), and whether one took it
+is settled with the worker (see `_Workers._drop`).
 """
 
 from __future__ import annotations
@@ -41,8 +54,8 @@ if TYPE_CHECKING:
 MAX_WORKERS = 32
 
 # (inbox, future, context, function, args): the inbox is an `_Inbox` (event
-# loop callers) or a `SyncInbox` (blocking callers); the future anything with
-# ``cancelled()``.
+# loop callers) or a `SyncInbox` (blocking callers); the future anything hashable
+# with ``cancelled()``.
 _Job = tuple[Any, Any, contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 
@@ -87,6 +100,22 @@ class _Inbox:
                 future.set_exception(value)
 
 
+class _Start:
+    """A worker being started, settled under the pool's lock.
+
+    ``state`` is "starting" until one of: "begun" (set by the worker: it
+    serves), "given_up" (its starter, interrupted, gave its slot back: it
+    must not serve) or "taken_over" (it replaces an abandoned call's worker,
+    and that call ended before it began: the worker that ran it serves on in
+    its place, and this one must not).
+    """
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state = "starting"
+
+
 class _Workers:
     """Daemon threads taking calls from one queue, made when none is idle."""
 
@@ -95,56 +124,124 @@ class _Workers:
         self._lock = threading.Lock()
         self._idle = 0
         self._count = 0
-        self._abandoned: set[Any] = set()  # running calls whose slot went to a new worker
+        # Running calls whose slot went away (see `abandon`), each with the start of
+        # the worker that took its slot, or None when the slot was given up.
+        self._abandoned: dict[Any, _Start | None] = {}
         # Calls a worker has taken and not yet given back (marked before they run,
         # cleared under the lock once done): only those can be abandoned.
         self._running: set[Any] = set()
         self._backlog = 0  # queued calls no worker is reserved for (all busy, at the cap)
+        # Futures of calls whose submit was interrupted before any worker took them:
+        # a worker that gets one skips it (see `_drop`). (One whose put itself failed
+        # stays, and workers then read them under the lock: `SimpleQueue.put` fails
+        # for want of memory only.)
+        self._dropped: set[Any] = set()
 
     def submit(self, job: _Job) -> None:
         # An idle worker is reserved for this call (as ThreadPoolExecutor's
         # idle semaphore does), so two calls never count on the same one.
-        spawn = False
-        with self._lock:
-            if self._idle > 0:
-                self._idle -= 1
-                reserved = "idle"
-            elif self._count < MAX_WORKERS:
-                self._count += 1
-                spawn = True
-                reserved = "new"
-            else:
-                self._backlog += 1
-                reserved = "backlog"
+        #
+        # Ctrl-C (see the module's docstring) while the lock is held drops the call
+        # unless a worker took it (`_drop`); at the lock's exit, the call is queued. A
+        # worker started for the call is settled as `_Start` says.
+        new = False  # a worker's slot is reserved for this call, which is not queued yet
+        start: _Start | None = None
+        started = False  # that worker's thread is made: it serves
         try:
-            self._jobs.put(job)
-        except BaseException:
-            # Interrupted (Ctrl-C) before the call was queued: give back what was
-            # reserved for it, or a slot would be lost for good.
             with self._lock:
-                if reserved == "idle":
-                    self._idle += 1
-                elif reserved == "new":
-                    self._count -= 1
-                else:
-                    self._backlog -= 1
+                if self._idle > 0:
+                    self._idle -= 1
+                    try:
+                        self._jobs.put(job)
+                    except BaseException:
+                        self._drop(job[1], "idle")
+                        raise
+                    return
+                if self._count >= MAX_WORKERS:
+                    self._backlog += 1
+                    try:
+                        self._jobs.put(job)
+                    except BaseException:
+                        self._drop(job[1], "backlog")
+                        raise
+                    return
+                new = True
+                self._count += 1
+            # Started before the call is queued, so that no queued call waits for a
+            # worker that never came.
+            start = _Start()
+            self._start(start)
+            started = True
+            with self._lock:
+                try:
+                    self._jobs.put(job)
+                except BaseException:
+                    new = False
+                    self._drop(job[1], "idle")  # (the worker started for it waits idle)
+                    raise
+                new = False
+        except BaseException:
+            if new:
+                with self._lock:
+                    if started or (start is not None and start.state == "begun"):
+                        self._idle += 1
+                    else:  # it never serves: it ends at once if it starts
+                        if start is not None:
+                            start.state = "given_up"
+                        self._count -= 1
             raise
-        if spawn:
-            self._spawn()
 
-    def _spawn(self) -> None:
+    def _drop(self, future: Any, reserved: str) -> None:
+        """Under the lock, ``future``'s call queued or not by an interrupted submit: unless
+        a worker took it, drop it and give back the worker ``reserved`` for it.
+
+        Noted dropped before the marks of taken calls are read, as a worker
+        marks a call taken before it reads the dropped ones (without the lock,
+        so that taking a call costs no lock): then either this sees the mark,
+        and the call runs as any other, or the worker sees the call dropped
+        (and, under the lock, skips it).
+        """
+        dropped = self._dropped
+        # An in-place operator and `in`, not calls: no signal handler runs between
+        # the mark and the check (3.11+ runs them after calls), so a second Ctrl-C
+        # cannot land between them.
+        dropped |= {future}
+        if future in self._running:
+            dropped.discard(future)
+        elif reserved == "idle":
+            self._idle += 1
+        else:
+            self._backlog -= 1
+
+    def _start(self, start: _Start) -> None:
         threading.Thread(
-            target=self._work, name=f"toolfold-tool-{self._count}", daemon=True
+            target=self._work, args=(start,), name=f"toolfold-tool-{self._count}", daemon=True
         ).start()
 
-    def _work(self) -> None:
+    def _work(self, start: _Start) -> None:
+        with self._lock:
+            if start.state != "starting":  # given up by its starter, or taken over
+                return
+            start.state = "begun"
         jobs = self._jobs
         running = self._running
+        dropped = self._dropped
+        lock = self._lock
         while True:
             inbox, future, context, function, args = jobs.get()
-            # Marked before the cancel check, so a caller that cancels then abandons
-            # either sees the mark or has the call skipped (see `abandon`).
+            # Marked taken before the cancel check, so a caller that cancels then abandons
+            # either sees the mark or has the call skipped (see `abandon`), and before
+            # dropped calls are read (see `_drop`).
             running.add(future)
+            if dropped:
+                with lock:
+                    skip = future in dropped
+                    if skip:  # its submit was interrupted and gave its reservation back
+                        dropped.discard(future)
+                        running.discard(future)
+                if skip:
+                    del inbox, future, context, function, args
+                    continue
             if not future.cancelled():
                 try:
                     value = context.run(function, *args)
@@ -154,13 +251,17 @@ class _Workers:
                     inbox.put(future, False, exc)
                 else:
                     inbox.put(future, True, value)
-            with self._lock:
+            with lock:
                 running.discard(future)
                 if self._abandoned and future in self._abandoned:
-                    # Its caller gave up and its slot went to a new worker: end here.
-                    self._abandoned.discard(future)
-                    return
-                if self._backlog > 0:
+                    # Its caller gave up and its slot went away: end here, unless the
+                    # worker meant to take the slot has not begun yet.
+                    replacement = self._abandoned.pop(future)
+                    if replacement is None or replacement.state != "starting":
+                        return
+                    # This worker serves in its place, reserved as it was for a queued call.
+                    replacement.state = "taken_over"
+                elif self._backlog > 0:
                     self._backlog -= 1  # a queued call waits for a worker: this one
                 else:
                     self._idle += 1
@@ -171,7 +272,9 @@ class _Workers:
 
         Its thread cannot be stopped; it ends when the call does, and until
         then a new worker serves the queue, so stuck calls never starve
-        later ones and at most `MAX_WORKERS` threads serve live calls.
+        later ones and at most `MAX_WORKERS` threads serve live calls. (A
+        call that ends before the new worker began: its worker serves in the
+        new one's place, which ends at once, see `_Start`.)
 
         Nothing happens to a call no worker runs any more (it ended, its
         worker back in service, though its caller may not know yet) or none
@@ -179,21 +282,40 @@ class _Workers:
         the worker clears its mark with, so a worker never both goes back to
         serve and gives its slot away.
 
+        Interrupted (Ctrl-C) before the new worker began, the call still
+        running, nothing is given away: the call's worker keeps its slot and
+        the queued call waits for it again.
+
         Returns:
             Whether the call was abandoned (it was running).
         """
+        start = _Start()
         spawn = False
-        with self._lock:
-            if token not in self._running:
-                return False
-            self._abandoned.add(token)
-            if self._backlog > 0:
-                self._backlog -= 1  # a queued call gets the new worker at once
-                spawn = True
-            else:
-                self._count -= 1
-        if spawn:
-            self._spawn()
+        try:
+            with self._lock:
+                if token not in self._running:
+                    return False
+                if self._backlog > 0:
+                    # A queued call gets the new worker at once.
+                    spawn = True
+                    self._backlog -= 1
+                    self._abandoned[token] = start
+                else:
+                    self._abandoned[token] = None
+                    self._count -= 1
+            if spawn:
+                self._start(start)
+        except BaseException:
+            if spawn:
+                with self._lock:
+                    if start.state == "starting":
+                        # No new worker: the queued call waits again, and the
+                        # running call's worker keeps its slot (had the call
+                        # ended, that worker would have taken this one's place).
+                        start.state = "given_up"
+                        self._backlog += 1
+                        del self._abandoned[token]
+            raise
         return True
 
 
@@ -302,7 +424,12 @@ def hand_off_timed(
         inbox.put(started, True, time.monotonic())
         return function(*args)
 
-    _workers().submit((inbox, future, contextvars.copy_context(), run, ()))
+    try:
+        _workers().submit((inbox, future, contextvars.copy_context(), run, ()))
+    except BaseException:  # queued all the same (Ctrl-C as the lock was let go): a
+        future.cancel()  # worker that takes it skips it, as nothing awaits its result
+        started.cancel()
+        raise
     return future, started
 
 
@@ -318,5 +445,9 @@ def hand_off(function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
     if inbox is None:
         inbox = _INBOXES.setdefault(loop, _Inbox(loop))
     future = loop.create_future()
-    _workers().submit((inbox, future, contextvars.copy_context(), function, args))
+    try:
+        _workers().submit((inbox, future, contextvars.copy_context(), function, args))
+    except BaseException:  # queued all the same (Ctrl-C as the lock was let go): a
+        future.cancel()  # worker that takes it skips it, as nothing awaits its result
+        raise
     return future
