@@ -1,0 +1,164 @@
+"""Resuming a failed workflow keeps every billed model call counted, each once (`AttemptDropped`).
+
+The events are found by ``kind``, so that each test fails on a toolfold without the event
+at the usage it undercounts rather than at an import.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+
+from toolfold import Agent, RunError, RunState, Sequence, tool
+from toolfold.runtime import (
+    Message,
+    ModelResponse,
+    Usage,
+    replay,
+)
+from toolfold.testing import ScriptedModel
+
+KEY = "usage-key"
+
+
+def _answer(text: str, tokens: int) -> ModelResponse:
+    """A scripted answer whose usage is ``tokens`` in, ``tokens // 10`` out, one request."""
+    return ModelResponse(Message.assistant(text), Usage(tokens, tokens // 10, requests=1))
+
+
+def _lookup(tokens: int) -> ModelResponse:
+    """A scripted call to ``lookup`` whose usage is ``tokens`` in, ``tokens // 10`` out."""
+    call = ScriptedModel.call("lookup", {"q": "x"})
+    return ModelResponse(
+        Message("assistant", (call,)), Usage(tokens, tokens // 10, requests=1), "tool_calls"
+    )
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up.
+
+    Args:
+        q: What to look up.
+    """
+    return "found " + q
+
+
+def _served(model: ScriptedModel, script: list[ModelResponse]) -> Usage:
+    """The usage of the responses ``model`` served so far (the first ones of ``script``)."""
+    total = Usage()
+    for response in script[: len(model.requests)]:
+        total = total + response.usage
+    return total
+
+
+def _failed(call: Any) -> RunState:
+    """The state of the RunError ``call()`` raises, after a signed JSON round trip."""
+    with pytest.raises(RunError) as caught:
+        call()
+    state = caught.value.state
+    assert state is not None
+    assert state.phase == "failed"
+    loaded = RunState.from_json(state.to_json(key=KEY), key=KEY)
+    assert loaded == state
+    return loaded
+
+
+def _round_trips(state: RunState) -> None:
+    """``state`` replays from its log and survives a signed JSON round trip exactly."""
+    assert replay(state.events) == state
+    assert RunState.from_json(state.to_json(key=KEY), key=KEY) == state
+    assert RunState.from_json(state.to_json(key=KEY), key=KEY).tree_usage == state.tree_usage
+
+
+def _wrap(agent: Agent, nested: bool) -> Sequence:
+    inner = Sequence(agent, name="inner")
+    return Sequence(inner if nested else agent, name="top")
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["step", "nested-step"])
+def test_a_rejected_answer_stays_counted_through_two_resumes(nested: bool) -> None:
+    """An agent step whose answer did not fit its output type, resumed twice (failing again
+    once), counts every answer the model gave, once: in the tree's usage and the agent's own."""
+    script = [_answer('"nope"', 100), _answer('"no"', 200), _answer('"a"', 400)]
+    model = ScriptedModel(list(script))
+    agent = Agent(model, name="ag", output_type=Literal["a", "b"], output_retries=0)
+    workflow = _wrap(agent, nested)
+
+    state = _failed(lambda: workflow.run("x"))
+    assert state.tree_usage == _served(model, script) == Usage(100, 10, requests=1)
+
+    again = _failed(lambda: workflow.resume(state))
+    assert len(model.requests) == 2
+    assert again.tree_usage == _served(model, script) == Usage(300, 30, requests=2)
+    _round_trips(again)
+
+    response = workflow.resume(again)
+    assert response.output == "a"
+    assert len(model.requests) == 3
+    assert response.usage == _served(model, script) == Usage(700, 70, requests=3)
+    assert response.state.tree_usage == response.usage
+    run = response.state
+    if nested:
+        (run,) = run.sub_runs.values()
+    (child,) = run.sub_runs.values()
+    assert child.usage == Usage(700, 70, requests=3)  # the agent's own calls, all of them
+    dropped = [e for e in child.events if e.kind == "attempt_dropped"]
+    assert [e.usage for e in dropped] == [Usage(100, 10, requests=1), Usage(200, 20, requests=1)]
+    _round_trips(response.state)
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["step", "nested-step"])
+def test_a_step_that_starts_over_keeps_its_failed_attempts_counted(nested: bool) -> None:
+    """An agent step that reached its max_steps starts over on resume; after failing again and
+    a second resume, response.usage counts all six model calls the model served, once."""
+    script = [_lookup(100), _lookup(200), _lookup(400), _lookup(800)]
+    script += [_lookup(1600), _answer("done", 3200)]
+    model = ScriptedModel(list(script))
+    agent = Agent(model, name="ag", tools=[lookup], max_steps=2)
+    workflow = _wrap(agent, nested)
+
+    state = _failed(lambda: workflow.run("x"))
+    assert len(model.requests) == 2
+    assert state.tree_usage == _served(model, script) == Usage(300, 30, requests=2)
+
+    again = _failed(lambda: workflow.resume(state))
+    assert len(model.requests) == 4
+    assert again.tree_usage == _served(model, script) == Usage(1500, 150, requests=4)
+    _round_trips(again)
+
+    response = workflow.resume(again)
+    assert response.output == "done"
+    assert len(model.requests) == 6
+    assert response.usage == _served(model, script) == Usage(6300, 630, requests=6)
+    run = response.state
+    if nested:
+        (run,) = run.sub_runs.values()
+    dropped = [e for e in run.events if e.kind == "attempt_dropped"]
+    assert [e.sub_run_usage for e in dropped] == [
+        Usage(300, 30, requests=2),
+        Usage(1200, 120, requests=2),
+    ]
+    assert all(e.usage == Usage() for e in dropped)
+    _round_trips(response.state)
+
+
+def test_a_resume_that_drops_nothing_billed_adds_no_event() -> None:
+    """A step failed by a function (no model call dropped) resumes with a log free of
+    AttemptDropped, as before."""
+    down = [True]
+
+    def flaky(text: str) -> str:
+        if down[0]:
+            raise ValueError("down")
+        return "ok"
+
+    model = ScriptedModel([_answer("a", 100)])
+    workflow = Sequence(Agent(model, name="ag"), flaky, name="top")
+    state = _failed(lambda: workflow.run("x"))
+    down[0] = False
+    response = workflow.resume(state)
+    assert response.output == "ok"
+    assert not any(e.kind == "attempt_dropped" for e in response.state.events)
+    assert response.usage == Usage(100, 10, requests=1)
