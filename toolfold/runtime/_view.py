@@ -299,7 +299,8 @@ class _Timeline:
         kept = event.usage + event.sub_run_usage
         what = "a rejected answer" if event.usage != Usage() else "failed sub-runs"
         detail = (
-            f"{what} dropped to run again: {kept.requests} requests, "
+            f"{what} dropped to run again: {kept.requests} request"
+            f"{'' if kept.requests == 1 else 's'}, "
             f"{kept.input_tokens} in / {kept.output_tokens} out, still counted"
         )
         self.rows.append(_row("resume", "Resumed after a failure", detail, ""))
