@@ -162,3 +162,98 @@ def test_a_resume_that_drops_nothing_billed_adds_no_event() -> None:
     assert response.output == "ok"
     assert not any(e.kind == "attempt_dropped" for e in response.state.events)
     assert response.usage == Usage(100, 10, requests=1)
+
+
+@tool(requires_approval=True)
+def guarded(q: str) -> str:
+    """Look something up, once the user approves.
+
+    Args:
+        q: What to look up.
+    """
+    return "guarded " + q
+
+
+def _call(name: str, tokens: int) -> ModelResponse:
+    """A scripted call to tool ``name`` whose usage is ``tokens`` in, one out, one request."""
+    call = ScriptedModel.call(name, {"q": "x"})
+    return ModelResponse(Message("assistant", (call,)), Usage(tokens, 1, requests=1), "tool_calls")
+
+
+def _done(tokens: int) -> ModelResponse:
+    """A scripted final answer whose usage is ``tokens`` in, one out, one request."""
+    return ModelResponse(Message.assistant("done"), Usage(tokens, 1, requests=1))
+
+
+def test_a_step_approved_then_at_max_steps_starts_over_and_asks_again() -> None:
+    """An agent step that waited for an approval, then reached max_steps, starts over on
+    resume (its approval asked for again, its two model calls made again) and counts every
+    billed call once, over three resumes."""
+    script = [_call("guarded", 1), _call("lookup", 10), _call("guarded", 100)]
+    script += [_call("lookup", 1000), _done(10000)]
+    model = ScriptedModel(list(script))
+    agent = Agent(model, name="ag", tools=[guarded, lookup], max_steps=2)
+    workflow = Sequence(agent, name="top")
+
+    waiting = workflow.run("x")
+    (asked,) = waiting.pending_approvals
+    state = _failed(lambda: workflow.resume(waiting.state, approvals={asked.id: True}))
+    assert len(model.requests) == 2
+    assert state.tree_usage == _served(model, script) == Usage(11, 2, requests=2)
+
+    again = workflow.resume(state)  # the step starts over: its approval is asked for again
+    assert len(model.requests) == 3
+    (asked_again,) = again.pending_approvals
+    assert asked_again.name == "guarded"
+    assert again.state.tree_usage == _served(model, script) == Usage(111, 3, requests=3)
+    _round_trips(again.state)
+
+    failed_again = _failed(lambda: workflow.resume(again.state, approvals={asked_again.id: True}))
+    assert len(model.requests) == 4  # two model calls in this attempt, as max_steps=2 allows
+    assert failed_again.tree_usage == _served(model, script) == Usage(1111, 4, requests=4)
+    _round_trips(failed_again)
+
+    response = workflow.resume(failed_again)
+    assert response.output == "done"
+    assert len(model.requests) == 5
+    assert response.usage == _served(model, script) == Usage(11111, 5, requests=5)
+    assert response.state.tree_usage == response.usage
+    _round_trips(response.state)
+
+
+def test_a_step_resumed_after_a_raise_then_at_max_steps_counts_each_call_once() -> None:
+    """An agent step failed by a tool with on_tool_error="raise" (resumed: it goes on), then
+    at max_steps (resumed: it starts over, with two fresh model calls each time), counts every
+    billed model call once over four resumes."""
+    down = [True]
+
+    @tool
+    def flaky(q: str) -> str:
+        """Look something up, failing the first time.
+
+        Args:
+            q: What to look up.
+        """
+        if down[0]:
+            down[0] = False
+            raise ValueError("down")
+        return "ok " + q
+
+    script = [_call("flaky", 10**i) for i in range(6)] + [_done(10**6)]
+    model = ScriptedModel(list(script))
+    agent = Agent(model, name="ag", tools=[flaky], max_steps=2, on_tool_error="raise")
+    workflow = Sequence(agent, name="top")
+
+    state = _failed(lambda: workflow.run("x"))
+    assert state.tree_usage == _served(model, script) == Usage(1, 1, requests=1)
+    for requests in (2, 4, 6):  # the raise goes on (one call); max_steps starts over (two)
+        state = _failed(lambda: workflow.resume(state))  # noqa: B023
+        assert len(model.requests) == requests
+        assert state.tree_usage == _served(model, script)
+        _round_trips(state)
+    assert state.tree_usage == Usage(111111, 6, requests=6)
+
+    response = workflow.resume(state)
+    assert response.output == "done"
+    assert response.usage == _served(model, script) == Usage(1111111, 7, requests=7)
+    assert response.state.tree_usage == response.usage

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from toolfold.runtime.core._events import (
     AttemptDropped,
+    CallResumed,
     Event,
     ModelResponded,
     OutputRejected,
@@ -98,6 +99,8 @@ def retry_state(state: RunState) -> RunState | None:
         if name not in failing.values() or opened is None:  # the failure names no failed call
             return None
         kept = list(events[: opened + 1])
+        rest: list[Event] = []
+        over: set[str] = set()  # the failed calls that start over
         for event in events[opened + 1 :]:
             if isinstance(event, ToolReturned) and event.call_id in failing:
                 child = event.child
@@ -108,10 +111,21 @@ def retry_state(state: RunState) -> RunState | None:
                     again = child  # the run before its failing model call: it goes on
                 if again is not None:
                     retried.append((event.call_id, again))
-                elif child is not None:  # it starts over: what it used stays counted
-                    dropped_sub_runs = dropped_sub_runs + child.tree_usage
+                else:
+                    over.add(event.call_id)
+                    if child is not None:  # what it used stays counted (its whole tree)
+                        dropped_sub_runs = dropped_sub_runs + child.tree_usage
             else:
-                kept.append(event)
+                rest.append(event)
+        # A call that starts over starts with no sub-run: an earlier resume's or an
+        # approval's `ToolSuspended` / `CallResumed` for it would give it back its old one
+        # (counted a second time, next to the dropped tree that holds it), and the
+        # caller's answers given in the old attempt go with it.
+        kept += [
+            e
+            for e in rest
+            if not (isinstance(e, (ToolSuspended, CallResumed)) and e.call_id in over)
+        ]
     try:
         base = replay(kept)
         for call_id, child in retried:
