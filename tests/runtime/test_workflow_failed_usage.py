@@ -53,13 +53,14 @@ def _served(model: ScriptedModel, script: list[ModelResponse]) -> Usage:
     return total
 
 
-def _failed(call: Any) -> RunState:
-    """The state of the RunError ``call()`` raises, after a signed JSON round trip."""
+def _failed(call: Any, phase: str = "failed") -> RunState:
+    """The state (in ``phase``) of the RunError ``call()`` raises, after a signed JSON round
+    trip."""
     with pytest.raises(RunError) as caught:
         call()
     state = caught.value.state
     assert state is not None
-    assert state.phase == "failed"
+    assert state.phase == phase
     loaded = RunState.from_json(state.to_json(key=KEY), key=KEY)
     assert loaded == state
     return loaded
@@ -174,9 +175,10 @@ def guarded(q: str) -> str:
     return "guarded " + q
 
 
-def _call(name: str, tokens: int) -> ModelResponse:
-    """A scripted call to tool ``name`` whose usage is ``tokens`` in, one out, one request."""
-    call = ScriptedModel.call(name, {"q": "x"})
+def _call(name: str, tokens: int, argument: str = "q") -> ModelResponse:
+    """A scripted call to tool ``name`` (``argument="x"``) using ``tokens`` in, one out, one
+    request."""
+    call = ScriptedModel.call(name, {argument: "x"})
     return ModelResponse(Message("assistant", (call,)), Usage(tokens, 1, requests=1), "tool_calls")
 
 
@@ -256,4 +258,34 @@ def test_a_step_resumed_after_a_raise_then_at_max_steps_counts_each_call_once() 
     response = workflow.resume(state)
     assert response.output == "done"
     assert response.usage == _served(model, script) == Usage(1111111, 7, requests=7)
+    assert response.state.tree_usage == response.usage
+
+
+@pytest.mark.parametrize("in_workflow", [False, True], ids=["agent", "workflow-step"])
+def test_an_agent_tool_failing_under_on_tool_error_raise_stays_counted(in_workflow: bool) -> None:
+    """An agent used as a tool that reaches its max_steps under on_tool_error="raise" leaves the
+    error's state counting its model calls, once, through two resumes that fail again and one
+    that finishes."""
+    inner_script = [_call("lookup", 10**k) for k in range(6)] + [_done(2 * 10**6)]
+    outer_script = [_call("inner", 10**6, "input"), _done(10**7)]
+    inner_model, outer_model = ScriptedModel(list(inner_script)), ScriptedModel(outer_script)
+    inner = Agent(inner_model, name="inner", tools=[lookup], max_steps=2)
+    outer = Agent(outer_model, name="outer", tools=[inner.as_tool()], on_tool_error="raise")
+    runner: Any = Sequence(outer, name="top") if in_workflow else outer
+
+    def served() -> Usage:
+        return _served(inner_model, inner_script) + _served(outer_model, outer_script)
+
+    phase = "failed" if in_workflow else "running_tools"  # (the agent's: before the round)
+    state = _failed(lambda: runner.run("x"), phase)
+    assert state.tree_usage == served() == Usage(1000011, 3, requests=3)
+    _round_trips(state)
+    for usage in (Usage(1001111, 5, requests=5), Usage(1111111, 7, requests=7)):
+        state = _failed(lambda: runner.resume(state), phase)  # noqa: B023
+        assert state.tree_usage == served() == usage
+        _round_trips(state)
+
+    response = runner.resume(state)
+    assert response.output == "done"
+    assert response.usage == served() == Usage(13111111, 9, requests=9)
     assert response.state.tree_usage == response.usage

@@ -78,7 +78,8 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "call_resumed": _TOOLS,
         "step_limit_changed": ("running_tools",),
         "run_failed": ("failed",),
-        # `retry_state`: failed sub-runs dropped, their calls to run again
+        # `retry_state` (or an on_tool_error="raise" error's state): sub-runs dropped,
+        # their calls to run again
         "attempt_dropped": ("running_tools",),
     },
     "awaiting_approval": {
