@@ -664,7 +664,9 @@ def test_attempt_dropped_counts_dropped_sub_runs_in_the_tree_only() -> None:
         (AttemptDropped(Usage(1, requests=1)), "running_tools", "own usage is kept only"),
         (AttemptDropped(sub_run_usage=Usage(1)), "awaiting_model", "sub_run_usage is kept only"),
         (AttemptDropped(), "awaiting_model", "carries no usage"),
-        (AttemptDropped(Usage(-1)), "awaiting_model", "its usage: input_tokens must be an"),
+        (AttemptDropped(Usage(-1)), "awaiting_model", "its usage: input_tokens must be a finite"),
+        (AttemptDropped(Usage(float("nan"))), "awaiting_model", "input_tokens .* got nan"),
+        (AttemptDropped(Usage(True)), "awaiting_model", "input_tokens .* got True"),
         (AttemptDropped(sub_run_usage="lots"), "running_tools", "expected a Usage, got str"),  # type: ignore[arg-type]
     ],
 )

@@ -10,14 +10,14 @@ from typing import Any, Literal
 
 import pytest
 
-from toolfold import Agent, RunError, RunState, Sequence, tool
+from toolfold import Agent, InvalidEventError, RunError, RunState, Sequence, tool
 from toolfold.runtime import (
     Message,
     ModelResponse,
     Usage,
     replay,
 )
-from toolfold.testing import ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 KEY = "usage-key"
 
@@ -289,3 +289,41 @@ def test_an_agent_tool_failing_under_on_tool_error_raise_stays_counted(in_workfl
     assert response.output == "done"
     assert response.usage == served() == Usage(13111111, 9, requests=9)
     assert response.state.tree_usage == response.usage
+
+
+def _rejected_then_a(usage: Usage) -> FunctionModel:
+    """A model whose first answer does not fit Literal["a"], the next one does, each ``usage``."""
+    answers = iter(['"no"', '"a"'])
+    return FunctionModel(lambda request: ModelResponse(Message.assistant(next(answers)), usage))
+
+
+def test_a_rejected_answer_with_float_counts_resumes_and_stays_counted() -> None:
+    """A custom model reporting float counts (as ModelResponded takes them): the workflow
+    resumes after a rejected answer and counts both answers."""
+    model = _rejected_then_a(Usage(12.0, 3, requests=1))  # type: ignore[arg-type]
+    agent = Agent(model, name="ag", output_type=Literal["a"], output_retries=0)
+    workflow = Sequence(agent, name="top")
+    with pytest.raises(RunError) as failed:
+        workflow.run("x")
+    state = failed.value.state  # as it is in memory (a JSON round trip makes the counts ints)
+    assert state is not None
+    response = workflow.resume(state)
+    assert response.output == "a"
+    assert response.usage == Usage(24.0, 6, requests=2)  # type: ignore[arg-type]
+    _round_trips(response.state)
+
+
+def test_a_rejected_answer_with_a_nan_count_names_it_on_resume() -> None:
+    """A model reporting a NaN count: resuming after its rejected answer raises the
+    InvalidEventError naming the count, not a UsageError saying no step can run again."""
+    model = _rejected_then_a(Usage(float("nan"), 3, requests=1))  # type: ignore[arg-type]
+    agent = Agent(model, name="ag", output_type=Literal["a"], output_retries=0)
+    workflow = Sequence(agent, name="top")
+    with pytest.raises(RunError) as failed:
+        workflow.run("x")
+    state = failed.value.state
+    assert state is not None
+    with pytest.raises(
+        InvalidEventError, match="input_tokens must be a finite number >= 0, got nan"
+    ):
+        workflow.resume(state)

@@ -69,6 +69,10 @@ def retry_state(state: RunState) -> RunState | None:
     that start over) stays counted: an `AttemptDropped` at the end of the log
     carries it. None when the failure came from none of these, or the log
     without those events still fails.
+
+    Raises:
+        InvalidEventError: The usage left out has a count `AttemptDropped`
+            refuses (not a finite number >= 0, as a model may report).
     """
     if state.phase != "failed":
         return None
@@ -130,11 +134,15 @@ def retry_state(state: RunState) -> RunState | None:
         base = replay(kept)
         for call_id, child in retried:
             base = reduce(base, ToolSuspended(call_id, child))
-        if dropped != NO_USAGE or dropped_sub_runs != NO_USAGE:
-            base = reduce(base, AttemptDropped(dropped, dropped_sub_runs))
     except Exception:  # a log the run's reducer does not take without them: no way back here
         return None
-    return None if base.phase == "failed" else base
+    if base.phase == "failed":
+        return None
+    if dropped != NO_USAGE or dropped_sub_runs != NO_USAGE:
+        # Not in the try: a usage the reducer refuses (a model's NaN count) is that
+        # InvalidEventError, naming the count, not a step that cannot run again.
+        base = reduce(base, AttemptDropped(dropped, dropped_sub_runs))
+    return base
 
 
 def _usage_of(events: tuple[Event, ...]) -> Usage:

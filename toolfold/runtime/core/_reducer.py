@@ -12,6 +12,8 @@ conversation in call order when the step's last one arrives.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -542,8 +544,11 @@ def _usage_problem(usage: object) -> str:
         return f"expected a Usage, got {type(usage).__name__}"
     for field in attrs.fields(Usage):
         count = getattr(usage, field.name)
-        if type(count) is not int or count < 0:
-            return f"{field.name} must be an integer >= 0, got {count!r}"
+        # What a model reported and `ModelResponded` took (a custom model's float
+        # counts too), but a sum that stays a count: no bool, NaN, infinity or negative.
+        number = isinstance(count, numbers.Real) and not isinstance(count, bool)
+        if not number or not math.isfinite(count) or count < 0:
+            return f"{field.name} must be a finite number >= 0, got {count!r}"
     return ""
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 import attrs
 
 from toolfold._errors import (
+    InvalidEventError,
     OutputValidationError,
     RunError,
     ToolExecutionError,
@@ -101,7 +102,10 @@ def with_dropped_sub_runs(
         dropped = dropped + used
     if dropped == NO_USAGE:
         return state
-    return reduce(state, AttemptDropped(sub_run_usage=dropped))
+    try:
+        return reduce(state, AttemptDropped(sub_run_usage=dropped))
+    except InvalidEventError:  # a count it refuses (a model's NaN): the tool's error comes first
+        return state
 
 
 def _less(usage: Usage, earlier: Usage) -> Usage:
