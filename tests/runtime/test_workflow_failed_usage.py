@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pytest
 
-from toolfold import Agent, InvalidEventError, RunError, RunState, Sequence, tool
+from toolfold import Agent, InvalidEventError, RunError, RunState, Sequence, token_budget, tool
 from toolfold.runtime import (
     Message,
     ModelResponse,
@@ -327,3 +327,28 @@ def test_a_rejected_answer_with_a_nan_count_names_it_on_resume() -> None:
         InvalidEventError, match="input_tokens must be a finite number >= 0, got nan"
     ):
         workflow.resume(state)
+
+
+def test_a_token_budget_counts_a_dropped_answer_and_says_so() -> None:
+    """token_budget counts the rejected answer a resume dropped (it was billed), so the resumed
+    step stops at its budget after one new model call, and the error says where the tokens went."""
+    script = [_answer('"no"', 100), _lookup(100), _answer('"a"', 100)]
+    model = ScriptedModel(list(script))
+    agent = Agent(
+        model,
+        name="ag",
+        tools=[lookup],
+        output_type=Literal["a"],
+        output_retries=0,
+        stop_when=[token_budget(150)],
+    )
+    workflow = Sequence(agent, name="top")
+    state = _failed(lambda: workflow.run("x"))
+    again = _failed(lambda: workflow.resume(state))
+    assert len(model.requests) == 2
+    assert again.error is not None
+    assert (
+        "stopped at its limit token_budget=150 (220 tokens used, 110 of them by the rejected "
+        "answer a resume dropped) after 1 model call without answering" in again.error.message
+    )
+    assert again.tree_usage == _served(model, script) == Usage(200, 20, requests=2)
