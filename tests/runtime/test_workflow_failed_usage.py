@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pytest
 
-from toolfold import Agent, InvalidEventError, RunError, RunState, Sequence, token_budget, tool
+from toolfold import Agent, RunError, RunState, Sequence, token_budget, tool
 from toolfold.runtime import (
     Message,
     ModelResponse,
@@ -313,20 +313,24 @@ def test_a_rejected_answer_with_float_counts_resumes_and_stays_counted() -> None
     _round_trips(response.state)
 
 
-def test_a_rejected_answer_with_a_nan_count_names_it_on_resume() -> None:
-    """A model reporting a NaN count: resuming after its rejected answer raises the
-    InvalidEventError naming the count, not a UsageError saying no step can run again."""
-    model = _rejected_then_a(Usage(float("nan"), 3, requests=1))  # type: ignore[arg-type]
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -5])
+def test_a_rejected_answer_with_a_bad_count_still_resumes(bad: float) -> None:
+    """A model reporting a NaN, infinite or negative count (as ModelResponded takes it): the
+    workflow still resumes after its rejected answer, that count left out of the dropped
+    usage (0) and the others kept."""
+    model = _rejected_then_a(Usage(bad, 3, requests=1))  # type: ignore[arg-type]
     agent = Agent(model, name="ag", output_type=Literal["a"], output_retries=0)
     workflow = Sequence(agent, name="top")
     with pytest.raises(RunError) as failed:
         workflow.run("x")
     state = failed.value.state
     assert state is not None
-    with pytest.raises(
-        InvalidEventError, match="input_tokens must be a finite number >= 0, got nan"
-    ):
-        workflow.resume(state)
+    response = workflow.resume(state)
+    assert response.output == "a"
+    dropped = [e for e in response.state.sub_runs["ag"].events if e.kind == "attempt_dropped"]
+    assert [(e.usage.input_tokens, e.usage.output_tokens, e.usage.requests) for e in dropped] == [
+        (0, 3, 1)
+    ]
 
 
 def test_a_token_budget_counts_a_dropped_answer_and_says_so() -> None:

@@ -28,7 +28,7 @@ from toolfold.runtime.core._events import (
     ToolSuspended,
 )
 from toolfold.runtime.core._messages import NO_USAGE, Usage
-from toolfold.runtime.core._reducer import reduce
+from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._steps import _FAILING, retry_limit
@@ -138,9 +138,9 @@ def retry_state(state: RunState) -> RunState | None:
         return None
     if base.phase == "failed":
         return None
+    dropped, dropped_sub_runs = countable(dropped), countable(dropped_sub_runs)
     if dropped != NO_USAGE or dropped_sub_runs != NO_USAGE:
-        # Not in the try: a usage the reducer refuses (a model's NaN count) is that
-        # InvalidEventError, naming the count, not a step that cannot run again.
+        # (A count a model reported that no sum can take, a NaN, is left out as 0.)
         base = reduce(base, AttemptDropped(dropped, dropped_sub_runs))
     return base
 

@@ -544,12 +544,28 @@ def _usage_problem(usage: object) -> str:
         return f"expected a Usage, got {type(usage).__name__}"
     for field in attrs.fields(Usage):
         count = getattr(usage, field.name)
-        # What a model reported and `ModelResponded` took (a custom model's float
-        # counts too), but a sum that stays a count: no bool, NaN, infinity or negative.
-        number = isinstance(count, numbers.Real) and not isinstance(count, bool)
-        if not number or not math.isfinite(count) or count < 0:
+        if not _is_count(count):
             return f"{field.name} must be a finite number >= 0, got {count!r}"
     return ""
+
+
+def _is_count(count: object) -> bool:
+    # What a model reported and `ModelResponded` took (a custom model's float counts
+    # too), but a sum that stays a count: no bool, NaN, infinity or negative.
+    if isinstance(count, bool) or not isinstance(count, numbers.Real):
+        return False
+    return math.isfinite(count) and float(count) >= 0
+
+
+def countable(usage: Usage) -> Usage:
+    """``usage`` with each count `AttemptDropped` refuses (a model's NaN, a negative) as 0.
+
+    A model may report such counts, and `ModelResponded` takes them as given;
+    the usage a resume or a raised tool error keeps of dropped work is what
+    of it can be counted, so that a bad count never stops a run's resume.
+    """
+    bad = [a.name for a in attrs.fields(Usage) if not _is_count(getattr(usage, a.name))]
+    return attrs.evolve(usage, **dict.fromkeys(bad, 0)) if bad else usage
 
 
 def _run_failed(state: RunState, event: RunFailed, changes: Changes) -> None:

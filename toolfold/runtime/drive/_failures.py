@@ -17,7 +17,6 @@ from typing import Literal
 import attrs
 
 from toolfold._errors import (
-    InvalidEventError,
     OutputValidationError,
     RunError,
     ToolExecutionError,
@@ -26,7 +25,7 @@ from toolfold._errors import (
 )
 from toolfold.runtime.core._events import AttemptDropped
 from toolfold.runtime.core._messages import NO_USAGE, Usage
-from toolfold.runtime.core._reducer import reduce
+from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._executor import ToolOutcome
 
@@ -67,15 +66,13 @@ def raise_tool_error(state: RunState, outcomes: Sequence[ToolOutcome]) -> None:
     again), counting the usage of the sub-runs the round made (see
     `with_dropped_sub_runs`).
     """
-    failed = [o for o in outcomes if tool_failure(state, o.tool_name, o.outcome, o.content)]
-    if not failed:
-        return
-    outcome = failed[0]
-    counted = with_dropped_sub_runs(state, [(o.call_id, o.child) for o in outcomes])
-    error = ToolExecutionError(f"tool {outcome.tool_name!r} failed: {outcome.content}", counted)
-    if outcome.exception is not None:
-        raise error from outcome.exception
-    raise error
+    for outcome in outcomes:
+        error = tool_failure(state, outcome.tool_name, outcome.outcome, outcome.content)
+        if error is not None:
+            error.state = with_dropped_sub_runs(state, [(o.call_id, o.child) for o in outcomes])
+            if outcome.exception is not None:
+                raise error from outcome.exception
+            raise error
 
 
 def with_dropped_sub_runs(
@@ -100,12 +97,10 @@ def with_dropped_sub_runs(
         if before is not None:
             used = _less(used, before.tree_usage)
         dropped = dropped + used
+    dropped = countable(dropped)  # (a model's NaN count is left out as 0)
     if dropped == NO_USAGE:
         return state
-    try:
-        return reduce(state, AttemptDropped(sub_run_usage=dropped))
-    except InvalidEventError:  # a count it refuses (a model's NaN): the tool's error comes first
-        return state
+    return reduce(state, AttemptDropped(sub_run_usage=dropped))
 
 
 def _less(usage: Usage, earlier: Usage) -> Usage:
