@@ -86,6 +86,7 @@ CORE_MAY_IMPORT = (
     "itertools",
     "json",
     "math",
+    "numbers",
     "re",
     "typing",
     "toolfold._errors",

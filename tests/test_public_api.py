@@ -162,6 +162,7 @@ RUNTIME = {
     # the pure core: state, config, events, effects, reducer
     "ApprovalDenied",
     "ApprovalGranted",
+    "AttemptDropped",
     "AwaitApproval",
     "AwaitToolResults",
     "CallModel",

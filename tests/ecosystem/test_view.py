@@ -454,3 +454,14 @@ def test_workflow_steps_are_collapsible_rows() -> None:
         ("editor", "2", "no"),
         ("checker", "2", "no"),
     ]
+
+
+def test_a_dropped_attempt_shows_the_usage_it_keeps() -> None:
+    """The viewer shows an AttemptDropped as a row with the requests and tokens it keeps."""
+    from toolfold.runtime import AttemptDropped, Usage, initial_state, reduce
+    from toolfold.runtime._view import to_html
+
+    state = reduce(initial_state("hi", run_id="r"), AttemptDropped(Usage(30, 4, requests=1)))
+    dom = to_html(state)
+    assert dom.count("Resumed after a failure") == 1
+    assert "a rejected answer dropped to run again: 1 request, 30 in / 4 out" in dom

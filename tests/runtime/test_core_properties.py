@@ -13,6 +13,7 @@ from toolfold import InvalidTransitionError
 from toolfold.runtime import (
     ApprovalDenied,
     ApprovalGranted,
+    AttemptDropped,
     AwaitApproval,
     AwaitToolResults,
     CallModel,
@@ -125,12 +126,16 @@ def next_events(draw: Any, state: RunState) -> Event:
     if isinstance(effect, CallModel):
         if draw(st.integers(0, 30)) == 0:
             return RunFailed("model_error", "down")
+        if draw(st.integers(0, 30)) == 0:  # a resume dropped a rejected answer
+            return AttemptDropped(Usage(2, 3, requests=1))
         return _model_event(draw, state)
     if isinstance(effect, RunTools):
         approvals = state.pending_approvals
         if approvals and draw(st.booleans()):
             target = draw(st.sampled_from(approvals)).id
             return ApprovalGranted(target) if draw(st.booleans()) else ApprovalDenied(target)
+        if draw(st.integers(0, 30)) == 0:  # a resume dropped failed sub-runs
+            return AttemptDropped(sub_run_usage=Usage(4, 5, requests=2))
         invocation = draw(st.sampled_from(effect.calls))
         outcome = draw(st.sampled_from(OUTCOMES))
         return ToolReturned(invocation.call.id, "r", outcome != "ok", outcome)
@@ -163,6 +168,10 @@ def noise(draw: Any) -> Event:
                 responded(text="noise"),
                 RunStarted("again", RunConfig()),
                 StopRequested(),
+                AttemptDropped(Usage(2, 3, requests=1)),
+                AttemptDropped(sub_run_usage=Usage(4, 5, requests=2)),
+                AttemptDropped(Usage(1), Usage(1)),
+                AttemptDropped(),
             ]
         )
     )
@@ -203,7 +212,13 @@ def _check_invariants(state: RunState) -> None:
     total = Usage()
     for e in responses:
         total = total + e.response.usage
+    dropped = [e for e in events if isinstance(e, AttemptDropped)]
+    for e in dropped:
+        total = total + e.usage
     assert state.usage == total
+    for e in dropped:  # (these runs make no sub-runs of their own)
+        total = total + e.sub_run_usage
+    assert state.tree_usage == total
     # A call to a tool that always needs approval never has a result of its own
     # without an ApprovalGranted for it earlier in the log.
     granted: set[str] = set()

@@ -12,6 +12,7 @@ from core_helpers import answer, call, responded, spec, start
 from toolfold import InvalidEventError, InvalidTransitionError, RunError
 from toolfold.runtime import (
     TRANSITIONS,
+    AttemptDropped,
     CallModel,
     Finish,
     HandedOff,
@@ -633,3 +634,59 @@ def test_a_run_stopped_after_a_tool_step_takes_one_handoff_and_no_other() -> Non
     answered = reduce(start(), responded(text="done"))
     with pytest.raises(InvalidEventError, match=r"hands off only .* finished with 'stop'"):
         reduce(answered, HandedOff("billing", RunConfig()))
+
+
+def test_attempt_dropped_adds_a_dropped_answer_to_the_run_s_usage() -> None:
+    """An AttemptDropped with a dropped answer's usage, awaiting the model, adds it to usage
+    and to the tree's, leaving the phase and step as they were."""
+    state = reduce(start(), AttemptDropped(Usage(7, 3, requests=1)))
+    assert (state.phase, state.step) == ("awaiting_model", 0)
+    assert state.usage == state.tree_usage == Usage(7, 3, requests=1)
+    state = reduce(state, answer(usage=Usage(10, 5, requests=1)))
+    assert state.usage == Usage(17, 8, requests=2)
+
+
+def test_attempt_dropped_counts_dropped_sub_runs_in_the_tree_only() -> None:
+    """Dropped sub-runs' usage, with calls to run, counts in tree_usage, not in the run's own."""
+    state = reduce(start(spec("t")), responded(call("c1", "t")))
+    state = reduce(state, AttemptDropped(sub_run_usage=Usage(40, 4, requests=2)))
+    assert state.phase == "running_tools"
+    assert state.usage == Usage(10, 5, requests=1)
+    assert state.tree_usage == Usage(50, 9, requests=3)
+
+
+@pytest.mark.parametrize(
+    ("event", "where", "refusal"),
+    [
+        (AttemptDropped(Usage(1, requests=1)), "finished", "attempt_dropped"),
+        (AttemptDropped(Usage(1, requests=1)), "validating_output", "attempt_dropped"),
+        (AttemptDropped(Usage(1, requests=1)), "awaiting_approval", "attempt_dropped"),
+        (AttemptDropped(Usage(1, requests=1)), "running_tools", "own usage is kept only"),
+        (AttemptDropped(sub_run_usage=Usage(1)), "awaiting_model", "sub_run_usage is kept only"),
+        (AttemptDropped(), "awaiting_model", "carries no usage"),
+        (AttemptDropped(Usage(-1)), "awaiting_model", "its usage: input_tokens must be a finite"),
+        (AttemptDropped(Usage(float("nan"))), "awaiting_model", "input_tokens .* got nan"),
+        (AttemptDropped(Usage(True)), "awaiting_model", "input_tokens .* got True"),
+        (AttemptDropped(sub_run_usage="lots"), "running_tools", "expected a Usage, got str"),  # type: ignore[arg-type]
+    ],
+)
+def test_attempt_dropped_is_refused_where_retry_state_never_puts_it(
+    event: AttemptDropped, where: str, refusal: str
+) -> None:
+    """AttemptDropped outside a rebuilt run's place (or empty, negative, not a Usage) is
+    refused with InvalidEventError naming the problem."""
+    tools = (spec("t"), spec("ask", approval="always"))
+    states = {
+        "awaiting_model": start(*tools),
+        "running_tools": reduce(start(*tools), responded(call("c1", "t"))),
+        "awaiting_approval": reduce(start(*tools), responded(call("c1", "ask"))),
+        "finished": reduce(start(*tools), answer()),
+        "validating_output": reduce(
+            start(*tools, output=OutputSpec("out", {"type": "object"})), answer("{}")
+        ),
+    }
+    state = states[where]
+    assert state.phase == where
+    with pytest.raises(InvalidEventError, match=refusal) as info:
+        reduce(state, event)
+    assert info.value.state is state

@@ -255,5 +255,6 @@ def test_an_agent_step_whose_answer_failed_validation_asks_its_model_again() -> 
     assert response.output == "a"
     assert calls == {"model": 3, "charge": 1}
     assert asked[-1] == asked[0]  # the same conversation: the rejected answer is not in it
-    assert response.state.tree_usage.requests == 2  # the tool step's request is kept
+    # every model call stays counted: the tool step's, the rejected answer's and the new one's
+    assert response.usage.requests == calls["model"] == 3
     assert replay(response.state.log) == response.state

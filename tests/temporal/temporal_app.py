@@ -807,6 +807,17 @@ lenient = TemporalAgent(
     Agent(FunctionModel(_ask_strict), tools=[strict_agent.as_tool()], name="lenient"),
     settings=SETTINGS,
 )
+# on_tool_error="raise" above a sub-agent that fails: the error's state (before the
+# round) still counts the sub-agent's model call (AttemptDropped), as locally.
+stricter = TemporalAgent(
+    Agent(
+        FunctionModel(_ask_strict),
+        tools=[strict_agent.as_tool()],
+        name="stricter",
+        on_tool_error="raise",
+    ),
+    settings=SETTINGS,
+)
 
 
 # as_tool(output=...): the caller sees what the function makes of the sub-run's
@@ -1045,6 +1056,7 @@ AGENTS = [
     *(served, served_chained, served_step, served_step_chained, served_boss),
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
     stopped_transfer,
+    stricter,
     asking,
     settling,
     misfit,

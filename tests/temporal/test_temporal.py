@@ -676,6 +676,8 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "timed_out_kept",
         "stopped_transfer",
         "stopped_transfer_handed",
+        "raised_sub_run",
+        "raised_sub_run_counted",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:

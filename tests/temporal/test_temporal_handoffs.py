@@ -111,6 +111,23 @@ def test_on_tool_error_raise_fails_the_durable_run_as_locally(
     assert durable.state.phase == "running_tools"  # before the step's results, as locally
 
 
+def test_on_tool_error_raise_above_a_failing_sub_agent_keeps_its_usage_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller raising on its sub-agent's failure: the durable error's state is the local one,
+    whose tree usage counts the sub-agent's model call (left out with the round's results)."""
+    durable = _failing(
+        temporal_app.stricter, "stricter-1", ToolExecutionError, server, tmp_path, monkeypatch
+    )
+    state = durable.state
+    assert state is not None
+    assert state.phase == "running_tools"
+    (dropped,) = [e for e in state.events if e.kind == "attempt_dropped"]
+    assert dropped.sub_run_usage.requests == 1  # strict's one model call
+    assert state.tree_usage == state.usage + dropped.sub_run_usage
+    assert state.tree_usage.requests == 2
+
+
 def test_on_tool_error_raise_inside_a_sub_agent_is_its_callers_error_result(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -45,6 +45,7 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
+    AttemptDropped,
     CallResumed,
     Event,
     HandedOff,
@@ -116,6 +117,7 @@ __all__ = [
     "Agent",
     "ApprovalDenied",
     "ApprovalGranted",
+    "AttemptDropped",
     "AwaitApproval",
     "AwaitToolResults",
     "CallModel",

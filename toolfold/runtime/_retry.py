@@ -9,12 +9,17 @@ workflow, an agent) keeps that run on its call, retried the same way, as a
 cancelled run keeps its sub-runs (`ToolSuspended`): the branches and steps
 inside it that had ended do not run again either. The log of the state it
 gives is the failed run's with those events left out (and a `ToolSuspended`
-per kept sub-run): it replays, serializes and signs like any other.
+per kept sub-run), then an `AttemptDropped` carrying the usage of the model
+calls left out with them (a rejected answer, the failed attempts of steps that
+start over), so that what the provider billed stays counted: it replays,
+serializes and signs like any other.
 """
 
 from __future__ import annotations
 
 from toolfold.runtime.core._events import (
+    AttemptDropped,
+    CallResumed,
     Event,
     ModelResponded,
     OutputRejected,
@@ -22,7 +27,8 @@ from toolfold.runtime.core._events import (
     ToolReturned,
     ToolSuspended,
 )
-from toolfold.runtime.core._reducer import reduce
+from toolfold.runtime.core._messages import NO_USAGE, Usage
+from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._steps import _FAILING, retry_limit
@@ -57,10 +63,16 @@ def retry_state(state: RunState) -> RunState | None:
     call that failed) is kept as it is, to go on. A run whose last answer
     did not fit its output type (no ``output_retries`` left) is back where
     it was before the model gave that answer, to ask again: its tools'
-    results are kept (the usage of the rejected answer is not: it is no
-    longer in the log). None when the failure came from none of these (a
-    sub-run that ended with an error of its own, such as ``max_steps``), or
-    the log without those events still fails.
+    results are kept. A failed call whose sub-run ended with an error of its
+    own (``max_steps`` reached...) runs again from the start. The usage of
+    what is left out (the rejected answer; the `tree_usage` of the sub-runs
+    that start over) stays counted: an `AttemptDropped` at the end of the log
+    carries it. None when the failure came from none of these, or the log
+    without those events still fails.
+
+    Raises:
+        InvalidEventError: The usage left out has a count `AttemptDropped`
+            refuses (not a finite number >= 0, as a model may report).
     """
     if state.phase != "failed":
         return None
@@ -69,6 +81,8 @@ def retry_state(state: RunState) -> RunState | None:
         return None
     kept: list[Event]
     retried: list[tuple[str, RunState]] = []
+    dropped = NO_USAGE  # the run's own model calls left out (a rejected answer)
+    dropped_sub_runs = NO_USAGE  # the sub-runs left out, to start over
     if isinstance(events[-1], RunFailed):
         kept = list(events[:-1])
     elif isinstance(events[-1], OutputRejected):
@@ -76,6 +90,7 @@ def retry_state(state: RunState) -> RunState | None:
         # before the model gave it, to ask the model again (what ran before is kept).
         answered = max(i for i, e in enumerate(events) if isinstance(e, ModelResponded))
         kept = list(events[:answered])
+        dropped = _usage_of(events[answered:])
     else:
         error = state.error
         name = error.tool_name if error is not None else None
@@ -88,6 +103,8 @@ def retry_state(state: RunState) -> RunState | None:
         if name not in failing.values() or opened is None:  # the failure names no failed call
             return None
         kept = list(events[: opened + 1])
+        rest: list[Event] = []
+        over: set[str] = set()  # the failed calls that start over
         for event in events[opened + 1 :]:
             if isinstance(event, ToolReturned) and event.call_id in failing:
                 child = event.child
@@ -98,12 +115,40 @@ def retry_state(state: RunState) -> RunState | None:
                     again = child  # the run before its failing model call: it goes on
                 if again is not None:
                     retried.append((event.call_id, again))
+                else:
+                    over.add(event.call_id)
+                    if child is not None:  # what it used stays counted (its whole tree)
+                        dropped_sub_runs = dropped_sub_runs + child.tree_usage
             else:
-                kept.append(event)
+                rest.append(event)
+        # A call that starts over starts with no sub-run: an earlier resume's or an
+        # approval's `ToolSuspended` / `CallResumed` for it would give it back its old one
+        # (counted a second time, next to the dropped tree that holds it), and the
+        # caller's answers given in the old attempt go with it.
+        kept += [
+            e
+            for e in rest
+            if not (isinstance(e, (ToolSuspended, CallResumed)) and e.call_id in over)
+        ]
     try:
         base = replay(kept)
         for call_id, child in retried:
             base = reduce(base, ToolSuspended(call_id, child))
     except Exception:  # a log the run's reducer does not take without them: no way back here
         return None
-    return None if base.phase == "failed" else base
+    if base.phase == "failed":
+        return None
+    dropped, dropped_sub_runs = countable(dropped), countable(dropped_sub_runs)
+    if dropped != NO_USAGE or dropped_sub_runs != NO_USAGE:
+        # (A count a model reported that no sum can take, a NaN, is left out as 0.)
+        base = reduce(base, AttemptDropped(dropped, dropped_sub_runs))
+    return base
+
+
+def _usage_of(events: tuple[Event, ...]) -> Usage:
+    """The usage of the model responses among ``events``."""
+    total = NO_USAGE
+    for event in events:
+        if isinstance(event, ModelResponded):
+            total = total + event.response.usage
+    return total

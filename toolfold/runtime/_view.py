@@ -20,6 +20,7 @@ from toolfold.runtime._planner import PLANNER_MODEL
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
+    AttemptDropped,
     CallResumed,
     Event,
     HandedOff,
@@ -293,6 +294,16 @@ class _Timeline:
     def step_limit_changed(self, event: StepLimitChanged) -> None:
         detail = f"max_steps={event.max_steps}"
         self.rows.append(_row("resume", "Step limit changed", detail, ""))
+
+    def attempt_dropped(self, event: AttemptDropped) -> None:
+        kept = event.usage + event.sub_run_usage
+        what = "a rejected answer" if event.usage != Usage() else "failed sub-runs"
+        detail = (
+            f"{what} dropped to run again: {kept.requests} request"
+            f"{'' if kept.requests == 1 else 's'}, "
+            f"{kept.input_tokens} in / {kept.output_tokens} out, still counted"
+        )
+        self.rows.append(_row("resume", "Resumed after a failure", detail, ""))
 
     def run_failed(self, event: RunFailed) -> None:
         tool = f" (tool {event.tool_name})" if event.tool_name else ""

@@ -486,6 +486,8 @@ class Workflow:
             UsageError: The answers or the workflow do not fit the run, or the
                 run failed in a way no step can run again from (the message
                 says how to fork it).
+            InvalidEventError: The failed run's dropped model calls reported
+                a usage count that cannot be kept (not a finite number >= 0).
         """
         live, state = self._resumed(
             state, _answers(tool_results, approvals, deps, on_event, on_step)

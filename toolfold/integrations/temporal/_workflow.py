@@ -66,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._state import DONE_PHASES, WAITING_PHASES, Disposition, RunState
     from toolfold.runtime.core._stop import stop_event
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
-    from toolfold.runtime.drive._failures import tool_failure
+    from toolfold.runtime.drive._failures import tool_failure, with_dropped_sub_runs
     from toolfold.runtime.drive._handoff import at_limit, settle_events
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
@@ -89,6 +89,10 @@ HANDOFF_AT_STOP = "toolfold-handoff-at-stop"
 """The `workflow.patched` id of handing a run over when the step that reached its
 ``max_steps`` called a transfer tool (runs recorded before it stopped with the agent
 that called the transfer: their states stay as they were)."""
+RAISED_SUB_RUN_USAGE = "toolfold-raised-sub-run-usage"
+"""The `workflow.patched` id of counting, in the state of an ``on_tool_error="raise"``
+error, the usage of the sub-runs its round made (`AttemptDropped`; runs recorded before
+it left them out: their states stay as they were)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -573,6 +577,10 @@ class AgentWorkflow:
                 if isinstance(event, ToolReturned):
                     error = tool_failure(state, invocation.tool_name, event.outcome, event.content)
                     if error is not None:
+                        if workflow.patched(RAISED_SUB_RUN_USAGE):  # the sub-runs' usage kept
+                            ran = (ToolReturned, ToolSuspended)
+                            made = [(e.call_id, e.child) for e in results if isinstance(e, ran)]
+                            error.state = with_dropped_sub_runs(state, made)
                         raise error
         if node.transfers:  # the step's transfer calls that do not hand over say so, as locally
             results = settle_events(state.calls, results, node.transfers)

@@ -13,7 +13,14 @@ from typing import Any, Literal, Union
 import attrs
 
 from toolfold.runtime.core._config import RunConfig
-from toolfold.runtime.core._messages import Message, ResultContent, ToolResultPart, content_tuple
+from toolfold.runtime.core._messages import (
+    NO_USAGE,
+    Message,
+    ResultContent,
+    ToolResultPart,
+    Usage,
+    content_tuple,
+)
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, Outcome, RunState
 from toolfold.runtime.core._stop import StopCondition
@@ -279,6 +286,33 @@ class StepLimitChanged:
 
 
 @attrs.frozen
+class AttemptDropped:
+    """A failed attempt left the log to run again; the model calls it made stay counted.
+
+    `retry_state` rebuilds a failed run without the events that failed it: an
+    answer that did not fit the output type, or the results of calls whose
+    sub-runs ended with an error of their own (they start over). The provider
+    billed those model calls all the same, so it appends this event, with what
+    they used, to the log it rebuilds: ``usage`` is added to
+    `RunState.usage`, ``sub_run_usage`` counts in `RunState.tree_usage`.
+    The error ``on_tool_error="raise"`` raises carries one too: its state is
+    the run before the step's results, without the sub-runs (agents used as
+    tools) the step made, whose usage it keeps in ``sub_run_usage``.
+
+    Attributes:
+        usage: Usage of the run's own dropped answer (the one its output
+            type rejected), before the model is asked again; the run then
+            waits for its model (``awaiting_model``).
+        sub_run_usage: Usage of the dropped sub-runs (their `tree_usage`),
+            before their calls run again (``running_tools``).
+    """
+
+    usage: Usage = NO_USAGE
+    sub_run_usage: Usage = NO_USAGE
+    kind: Literal["attempt_dropped"] = "attempt_dropped"
+
+
+@attrs.frozen
 class RunFailed:
     """The driver could not go on (model error, tool error, cancellation).
 
@@ -310,6 +344,7 @@ Event = Union[  # noqa: UP007
     ToolSuspended,
     CallResumed,
     HandedOff,
+    AttemptDropped,
 ]
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -328,6 +363,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     ToolSuspended,
     CallResumed,
     HandedOff,
+    AttemptDropped,
 )
 
 EventKind = Literal[
@@ -346,4 +382,5 @@ EventKind = Literal[
     "tool_suspended",
     "call_resumed",
     "handed_off",
+    "attempt_dropped",
 ]

@@ -12,6 +12,8 @@ conversation in call order when the step's last one arrives.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +24,7 @@ from toolfold.runtime.core import _steps
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
+    AttemptDropped,
     Event,
     EventKind,
     HandedOff,
@@ -35,7 +38,7 @@ from toolfold.runtime.core._events import (
     UserMessageAdded,
 )
 from toolfold.runtime.core._log import Log
-from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart
+from toolfold.runtime.core._messages import NO_USAGE, Message, ToolCallPart, ToolResultPart, Usage
 from toolfold.runtime.core._state import Phase, RunFailure, RunState
 from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused
 from toolfold.runtime.core._stop import (
@@ -64,6 +67,8 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "step_limit_changed": ("awaiting_model", "finished"),
         "run_failed": ("failed",),
         "handed_off": ("awaiting_model",),
+        # `retry_state`: a rejected answer dropped, the model to be asked again
+        "attempt_dropped": ("awaiting_model",),
     },
     "running_tools": {
         "tool_returned": _TOOLS,
@@ -75,6 +80,9 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
         "call_resumed": _TOOLS,
         "step_limit_changed": ("running_tools",),
         "run_failed": ("failed",),
+        # `retry_state` (or an on_tool_error="raise" error's state): sub-runs dropped,
+        # their calls to run again
+        "attempt_dropped": ("running_tools",),
     },
     "awaiting_approval": {
         "approval_granted": _TOOLS,
@@ -501,6 +509,65 @@ def _handed_off(state: RunState, event: HandedOff, changes: Changes) -> None:
     changes.update(agent=event.agent, config=event.config, calls=())
 
 
+def _attempt_dropped(state: RunState, event: AttemptDropped, changes: Changes) -> None:
+    # Where `retry_state` puts it: a dropped answer is the run's own (awaiting its
+    # model again), dropped sub-runs are its calls' (to run again). Nothing else
+    # changes: the usage only grows, by counts that can be summed.
+    own, sub_runs = event.usage, event.sub_run_usage
+    for name, usage in (("usage", own), ("sub_run_usage", sub_runs)):
+        problem = _usage_problem(usage)
+        if problem:
+            raise refused(state, event.kind, f"its {name}: {problem}")
+    if own == NO_USAGE and sub_runs == NO_USAGE:
+        raise refused(state, event.kind, "it carries no usage (both usage and sub_run_usage are 0)")
+    if state.phase == "awaiting_model" and sub_runs != NO_USAGE:
+        raise refused(
+            state,
+            event.kind,
+            "sub_run_usage is kept only while the dropped sub-runs' calls are to run again "
+            "(running_tools); a run waiting for its model takes only its own usage",
+        )
+    if state.phase == "running_tools" and own != NO_USAGE:
+        raise refused(
+            state,
+            event.kind,
+            "the run's own usage is kept only for a dropped answer, before the model is asked "
+            "again (awaiting_model); a run whose calls are to run takes only sub_run_usage",
+        )
+    if own != NO_USAGE:
+        changes["usage"] = state.usage + own
+
+
+def _usage_problem(usage: object) -> str:
+    """What makes ``usage`` unfit to add to a run's usage ("" if nothing)."""
+    if not isinstance(usage, Usage):
+        return f"expected a Usage, got {type(usage).__name__}"
+    for field in attrs.fields(Usage):
+        count = getattr(usage, field.name)
+        if not _is_count(count):
+            return f"{field.name} must be a finite number >= 0, got {count!r}"
+    return ""
+
+
+def _is_count(count: object) -> bool:
+    # What a model reported and `ModelResponded` took (a custom model's float counts
+    # too), but a sum that stays a count: no bool, NaN, infinity or negative.
+    if isinstance(count, bool) or not isinstance(count, numbers.Real):
+        return False
+    return math.isfinite(count) and float(count) >= 0
+
+
+def countable(usage: Usage) -> Usage:
+    """``usage`` with each count `AttemptDropped` refuses (a model's NaN, a negative) as 0.
+
+    A model may report such counts, and `ModelResponded` takes them as given;
+    the usage a resume or a raised tool error keeps of dropped work is what
+    of it can be counted, so that a bad count never stops a run's resume.
+    """
+    bad = [a.name for a in attrs.fields(Usage) if not _is_count(getattr(usage, a.name))]
+    return attrs.evolve(usage, **dict.fromkeys(bad, 0)) if bad else usage
+
+
 def _run_failed(state: RunState, event: RunFailed, changes: Changes) -> None:
     fail(changes, RunFailure(event.error_kind, event.message, event.tool_name))
 
@@ -521,4 +588,5 @@ _HANDLERS: Mapping[str, Callable[[RunState, Any, Changes], None]] = {
     "tool_suspended": _steps.tool_suspended,
     "call_resumed": _steps.call_resumed,
     "handed_off": _handed_off,
+    "attempt_dropped": _attempt_dropped,
 }

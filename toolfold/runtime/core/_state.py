@@ -134,7 +134,8 @@ class RunState:
             `Log`; `messages` gives a tuple.
         step: Model responses received so far in the run.
         turn_start: The value of ``step`` when the current turn began.
-        usage: Usage summed over every model call.
+        usage: Usage summed over every model call of this run (an answer a
+            resume dropped included, see `AttemptDropped`).
         calls: The tool calls of the current (or last) step, in call order.
         failures: Consecutive failing steps per tool name (read-only).
         output_retries: Final answers rejected in the current turn.
@@ -209,12 +210,18 @@ class RunState:
 
     @property
     def tree_usage(self) -> Usage:
-        """Usage of this run and of every sub-run it made (agents used as tools), any depth."""
+        """Usage of this run and of every sub-run it made (agents used as tools), any depth.
+
+        Sub-runs dropped to run again when a failed run was resumed count too
+        (`AttemptDropped`): their model calls were billed.
+        """
         total = self.usage
         # Every sub-run, not `sub_runs` (by call id): a model may reuse a call id across steps.
         for event in self.log:
             if event.kind == "tool_returned" and event.child is not None:
                 total = total + event.child.tree_usage
+            elif event.kind == "attempt_dropped":
+                total = total + event.sub_run_usage
         for call in self.calls:  # open calls' sub-runs (a finished one is in the log)
             if call.child is not None and call.status != "done":
                 total = total + call.child.tree_usage

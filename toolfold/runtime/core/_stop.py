@@ -221,7 +221,16 @@ STOP_REASONS = frozenset((*_KINDS, "stop_condition"))
 def _limit(state: RunState, reason: str) -> str:
     condition = stopping_condition(state)
     if isinstance(condition, TokenBudget):
-        return f"{describe_condition(condition)} ({state.usage.total_tokens} tokens used)"
+        used = f"{state.usage.total_tokens} tokens used"
+        # Answers a resume dropped (`AttemptDropped`) were billed and count, but are
+        # not among the model calls the message goes on to count: say so.
+        dropped = [e.usage for e in state.log if e.kind == "attempt_dropped"]
+        dropped = [u for u in dropped if u.total_tokens]
+        tokens = sum(u.total_tokens for u in dropped)
+        if tokens:
+            answers = "answer" if len(dropped) == 1 else f"{len(dropped)} answers"
+            used += f", {tokens} of them by the rejected {answers} a resume dropped"
+        return f"{describe_condition(condition)} ({used})"
     if condition is not None:
         return describe_condition(condition)
     if reason == "max_steps" and state.turn_steps >= state.config.max_steps:

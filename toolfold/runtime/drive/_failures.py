@@ -5,13 +5,16 @@ before the call; an observer (``on_event``, ``on_step``, a stop condition,
 a handoff's input filter) that raises becomes a `RunError`; a run the core
 failed (too many tool retries, an output it could not validate) raises the
 error its failure names; ``on_tool_error="raise"`` raises a failed call's
-`ToolExecutionError` with the state before the step's results.
+`ToolExecutionError` with the state before the step's results (counting the
+usage of the sub-runs the step made).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
+
+import attrs
 
 from toolfold._errors import (
     OutputValidationError,
@@ -20,6 +23,9 @@ from toolfold._errors import (
     ToolfoldError,
     ToolRetriesExceededError,
 )
+from toolfold.runtime.core._events import AttemptDropped
+from toolfold.runtime.core._messages import NO_USAGE, Usage
+from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._executor import ToolOutcome
 
@@ -54,12 +60,55 @@ def observer_failure(
 
 
 def raise_tool_error(state: RunState, outcomes: Sequence[ToolOutcome]) -> None:
+    """Raise the `ToolExecutionError` of the round's first failed call, if any.
+
+    The error's state is the run before the round (``state``, its calls to run
+    again), counting the usage of the sub-runs the round made (see
+    `with_dropped_sub_runs`).
+    """
     for outcome in outcomes:
         error = tool_failure(state, outcome.tool_name, outcome.outcome, outcome.content)
         if error is not None:
+            error.state = with_dropped_sub_runs(state, [(o.call_id, o.child) for o in outcomes])
             if outcome.exception is not None:
                 raise error from outcome.exception
             raise error
+
+
+def with_dropped_sub_runs(
+    state: RunState, children: Iterable[tuple[str, RunState | None]]
+) -> RunState:
+    """``state`` (before a round of calls) counting the usage of the sub-runs the round made.
+
+    ``on_tool_error="raise"`` leaves the round's results out of the error's
+    state, and with them the sub-runs (agents used as tools) its calls made,
+    by call id in ``children``. Their model calls were billed: an
+    `AttemptDropped` keeps their `RunState.tree_usage` counted in the state's.
+    A sub-run a call went on with (kept on the call, which the state still
+    holds) counts only for what it added.
+    """
+    kept = {call.call.id: call.child for call in state.calls if call.child is not None}
+    dropped = NO_USAGE
+    for call_id, child in children:
+        if child is None:
+            continue
+        used = child.tree_usage
+        before = kept.get(call_id)
+        if before is not None:
+            used = _less(used, before.tree_usage)
+        dropped = dropped + used
+    dropped = countable(dropped)  # (a model's NaN count is left out as 0)
+    if dropped == NO_USAGE:
+        return state
+    return reduce(state, AttemptDropped(sub_run_usage=dropped))
+
+
+def _less(usage: Usage, earlier: Usage) -> Usage:
+    """What ``usage`` (a sub-run's) added to ``earlier`` (the same sub-run's, before it went on)."""
+    counts = {
+        a.name: getattr(usage, a.name) - getattr(earlier, a.name) for a in attrs.fields(Usage)
+    }
+    return Usage(**{name: max(count, 0) for name, count in counts.items()})
 
 
 def tool_failure(
