@@ -42,6 +42,7 @@ from toolfold._errors import (
     ToolfoldError,
 )
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._call_ids import UniqueStreamCalls, unique_calls
 from toolfold.adapters._dialects import CompiledTool, check_arguments
 from toolfold.adapters._http._checks import check_base_url
 from toolfold.adapters._http._echoes import Echoes
@@ -327,7 +328,7 @@ class ProviderModel:
                     raise
             else:
                 data = await transport.post_json(path, body, headers=headers)
-            return self._read(data)
+            return unique_calls(request, self._read(data))
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -339,7 +340,7 @@ class ProviderModel:
         try:
             path, body, headers = self._outgoing(request, False)
             data = self._transport.post_json_sync(path, body, headers=headers)
-            return self._read(data)
+            return unique_calls(request, self._read(data))
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -352,23 +353,24 @@ class ProviderModel:
             items = self._aitems(*self._outgoing(request, True))
             state = self._stream_start()
             split = self._split_echoes()
+            unique = UniqueStreamCalls(request)
             try:
                 async for item in items:
                     state, out = self._step(state, item)
                     for event in out if split is None else _fed(split, out):
-                        yield event
+                        yield unique(event)
                     if self._stream_done(state):
                         break
                 end = self._stream_end(state)  # (raises when the stream stopped short)
             except ProviderError:
                 if split is not None:  # what it held back, as far as it is safe to show
                     for event in split.cut():
-                        yield event
+                        yield unique(event)
                 raise
             finally:
                 await items.aclose()  # type: ignore[attr-defined]
             for event in end if split is None else [*_fed(split, end), *split.end()]:
-                yield event
+                yield unique(event)
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
@@ -376,20 +378,21 @@ class ProviderModel:
             items = self._items(*self._outgoing(request, True))
             state = self._stream_start()
             split = self._split_echoes()
+            unique = UniqueStreamCalls(request)
             try:
                 for item in items:
                     state, out = self._step(state, item)
-                    yield from out if split is None else _fed(split, out)
+                    yield from map(unique, out if split is None else _fed(split, out))
                     if self._stream_done(state):
                         break
                 end = self._stream_end(state)  # (raises when the stream stopped short)
             except ProviderError:
                 if split is not None:  # what it held back, as far as it is safe to show
-                    yield from split.cut()
+                    yield from map(unique, split.cut())
                 raise
             finally:
                 items.close()  # type: ignore[attr-defined]
-            yield from end if split is None else [*_fed(split, end), *split.end()]
+            yield from map(unique, end if split is None else [*_fed(split, end), *split.end()])
 
     def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
         """Validate a call's arguments against the schema this model sent for its tool.
