@@ -454,3 +454,18 @@ def test_workflow_steps_are_collapsible_rows() -> None:
         ("editor", "2", "no"),
         ("checker", "2", "no"),
     ]
+
+
+def test_a_call_id_reused_in_a_later_step_shows_each_call_with_its_own_result() -> None:
+    """A model saying ``call_0`` at two steps: each step's row shows its own arguments and result."""
+    model = ScriptedModel(
+        [
+            call("lookup", {"city": "Paris"}, id="call_0"),
+            call("lookup", {"city": "Tokyo"}, id="call_0"),
+            "done",
+        ]
+    )
+    page = generate_text(model, "go", tools=[lookup]).to_html()
+    for city in ("Paris", "Tokyo"):
+        assert page.count(f"alert(&#x27;{city}&#x27;)") == 1, city
+        assert page.count(f"&quot;city&quot;: &quot;{city}&quot;\n}}") == 1, city
