@@ -319,3 +319,49 @@ def test_renaming_is_deterministic_and_leaves_fresh_ids_alone() -> None:
     fresh = ModelResponse(Message("assistant", (ToolCallPart("call_9", "t"),)))
     assert unique_calls(request, fresh) is fresh
     assert fresh_id("call_0", {"call_0", "call_0_2"}) == "call_0_3"
+
+
+def _anonymous_chat(bodies: list[dict[str, Any]]) -> Callable[[Recorded], Reply]:
+    """A chat server that sends no response id and calls with ``id: ""`` (the same call twice)."""
+    call = {"index": 0, "id": "", "type": "function"}
+    call["function"] = {"name": "t", "arguments": json.dumps(SAME_CALL)}
+    script: list[dict[str, Any]] = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "assistant", "content": "done"},
+    ]
+
+    def answer(request: Recorded) -> Reply:
+        body = request.json()
+        bodies.append(body)
+        message = script[min(len(bodies), len(script)) - 1]
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        head = {"model": "m", "created": 1700000000}
+        if not body.get("stream"):
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            return Reply(json={**head, "choices": [choice]})
+        delta = {"index": 0, "delta": message, "finish_reason": None}
+        end = {"index": 0, "delta": {}, "finish_reason": finish}
+        chunks = sse({**head, "choices": [delta]}, {**head, "choices": [end]}, "[DONE]")
+        return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+    return answer
+
+
+def test_chat_calls_without_any_id_get_the_same_ids_streamed_or_whole(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """No response id and ``id: ""``: a streamed run and a whole one make the same, unique, ids."""
+    made: list[list[str]] = []
+    for streamed in (False, True):
+        bodies: list[dict[str, Any]] = []
+        http_server.handler = _anonymous_chat(bodies)
+        model = toolfold.model(
+            "openai-compatible:m", base_url=f"{http_server.url}/v1", api_key="k" * 20
+        )
+        opened.append(model)
+        state = _run(model, _counter()[0], streamed)
+        made.append([c.id for c in _calls(state)])
+        assert _results(state) == [(made[-1][0], "r1"), (made[-1][1], "r2")]
+    assert made[0] == made[1]
+    assert len(set(made[0])) == 2
