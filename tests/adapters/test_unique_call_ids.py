@@ -21,14 +21,17 @@ from scripted_http import Recorded, Reply, ScriptedServer, sse
 import toolfold
 from toolfold import Agent, RunError, Tool, UsageError
 from toolfold.adapters._call_ids import fresh_id, unique_calls
+from toolfold.adapters.openai_chat import mistral_id
 from toolfold.runtime import (
     Message,
     ModelRequest,
     ModelResponse,
     RunState,
+    TextPart,
     ToolCallPart,
     ToolResultPart,
 )
+from toolfold.runtime.core._stream import StreamState, finish_stream, fold_stream
 
 SAME_CALL = {"x": 1}
 
@@ -202,8 +205,9 @@ def test_a_server_reusing_call_0_every_step_gets_unique_ids(
     ]
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
 def test_a_repeated_id_in_one_response_is_renamed_not_refused(
-    http_server: ScriptedServer, opened: list[Any]
+    streamed: bool, http_server: ScriptedServer, opened: list[Any]
 ) -> None:
     """Two parallel calls both named ``call_0`` run as ``call_0`` and ``call_0_2``."""
     script = (Calls((("t", {"x": 1}), ("t", {"x": 2}))), Text("done"))
@@ -213,7 +217,7 @@ def test_a_repeated_id_in_one_response_is_renamed_not_refused(
     )
     opened.append(model)
     tool, ran = _counter()
-    state = _run(model, tool, streamed=False)
+    state = _run(model, tool, streamed)
     assert [c.id for c in _calls(state)] == ["call_0", "call_0_2"]
     assert len(ran) == 2
     by_call = dict(_results(state))
@@ -236,6 +240,39 @@ def test_a_repeated_mistral_style_id_stays_nine_alphanumerics(
     assert ids[1] != ids[0]
     assert re.fullmatch(r"[A-Za-z0-9]{9}", ids[1])
     sent = fake.bodies[-1]["messages"]
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ids
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_mistral_repeating_the_id_it_was_sent_for_another_call_gets_a_new_one(
+    streamed: bool, http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """Mistral saw ``call_0`` as its 9-character hash; saying that hash again is renamed."""
+    seen = mistral_id("call_0")
+    fake = FakeChat((Calls((("t", {"x": 2}),)),), ids=(seen,))
+    http_server.handler = fake
+    model = toolfold.model("mistral:m", base_url=f"{http_server.url}/v1", api_key="k" * 20)
+    opened.append(model)
+    earlier = (
+        Message("user", (TextPart("go"),)),
+        Message("assistant", (ToolCallPart("call_0", "t", '{"x": 1}', {"x": 1}),)),
+        Message("tool", (ToolResultPart("call_0", "t", "r1"),)),
+    )
+    request = ModelRequest(messages=earlier)
+    if streamed:
+        folded = StreamState()
+        for event in model.stream_sync(request):
+            folded = fold_stream(folded, event)
+        message = finish_stream(folded, lambda index: f"made_{index}").message
+    else:
+        message = model.request_sync(request).message
+    (call,) = message.tool_calls
+    assert call.id != seen
+    assert re.fullmatch(r"[A-Za-z0-9]{9}", call.id)
+    after = (*earlier, message, Message("tool", (ToolResultPart(call.id, "t", "r2"),)))
+    sent = model.body(ModelRequest(messages=after))["messages"]
+    ids = [c["id"] for m in sent for c in m.get("tool_calls") or ()]
+    assert len(set(ids)) == 2
     assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ids
 
 

@@ -20,7 +20,11 @@ response took, before the response leaves the model, streamed or whole:
   agrees with the whole response;
 - the id keeps its form: 9 letters and digits stay 9 letters and digits
   (Mistral's rule, also enforced by Mistral chat templates on llama.cpp and
-  vLLM); any other id gets ``_2`` (``_3``... if that is taken too).
+  vLLM); any other id gets ``_2`` (``_3``... if that is taken too);
+- an id counts as taken in the form the provider saw it as well: Mistral is
+  sent every other id as its 9-character hash (`mistral_id`), and a model
+  that says that hash again for a new call is renamed (the model passes its
+  codec's id rewrite, `ProviderModel._sent_id`).
 
 The renamed id is the call's id from then on: the conversation holds it and it
 goes back to every provider, the one that sent the original included. Nothing
@@ -33,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -55,8 +59,12 @@ def nine_alphanumerics(text: str) -> str:
     return "".join(chars)
 
 
-def taken_ids(messages: Iterable[Message]) -> set[str]:
-    """The call ids ``messages`` hold: of their tool calls and of their tool results."""
+def taken_ids(messages: Iterable[Message], sent_id: Callable[[str], str] | None = None) -> set[str]:
+    """The call ids ``messages`` hold: of their tool calls and of their tool results.
+
+    With ``sent_id`` (how the codec rewrites an id it sends, e.g. `mistral_id`),
+    the ids as sent too: the model saw those and may say one again.
+    """
     taken: set[str] = set()
     for message in messages:
         for part in message.parts:
@@ -64,7 +72,15 @@ def taken_ids(messages: Iterable[Message]) -> set[str]:
                 taken.add(part.id)
             elif type(part) is ToolResultPart:
                 taken.add(part.call_id)
+    if sent_id is not None:
+        taken.update([sent_id(call_id) for call_id in taken])
     return taken
+
+
+def _take(taken: set[str], call_id: str, sent_id: Callable[[str], str] | None) -> None:
+    taken.add(call_id)
+    if sent_id is not None:
+        taken.add(sent_id(call_id))
 
 
 def fresh_id(call_id: str, taken: set[str]) -> str:
@@ -83,12 +99,19 @@ def fresh_id(call_id: str, taken: set[str]) -> str:
         number += 1
 
 
-def unique_calls(request: ModelRequest, response: ModelResponse) -> ModelResponse:
-    """``response`` with each call id the conversation (or an earlier call) holds renamed."""
+def unique_calls(
+    request: ModelRequest,
+    response: ModelResponse,
+    sent_id: Callable[[str], str] | None = None,
+) -> ModelResponse:
+    """``response`` with each call id the conversation (or an earlier call) holds renamed.
+
+    ``sent_id``: how the codec rewrites the ids it sends (see `taken_ids`).
+    """
     message = response.message
     if not any(type(part) is ToolCallPart for part in message.parts):
         return response
-    taken = taken_ids(request.messages)
+    taken = taken_ids(request.messages, sent_id)
     parts = list(message.parts)
     renamed = False
     for position, part in enumerate(parts):
@@ -97,7 +120,7 @@ def unique_calls(request: ModelRequest, response: ModelResponse) -> ModelRespons
         if part.id in taken:
             part = parts[position] = attrs.evolve(part, id=fresh_id(part.id, taken))
             renamed = True
-        taken.add(part.id)
+        _take(taken, part.id, sent_id)
     if not renamed:
         return response
     return attrs.evolve(response, message=Message(message.role, tuple(parts)))
@@ -107,13 +130,16 @@ class UniqueStreamCalls:
     """`unique_calls` for a stream: renames the ids of its `ToolCallStart` events.
 
     The calls start in the order the whole response lists them, so a stream
-    and the whole response get the same ids.
+    and the whole response get the same ids. Only `ToolCallStart` events need
+    it: a caller may pass the others by (``unique(e) if type(e) is ToolCallStart
+    else e``), which saves a call per text delta.
     """
 
-    __slots__ = ("_messages", "_taken")
+    __slots__ = ("_messages", "_sent_id", "_taken")
 
-    def __init__(self, request: ModelRequest) -> None:
+    def __init__(self, request: ModelRequest, sent_id: Callable[[str], str] | None = None) -> None:
         self._messages = request.messages
+        self._sent_id = sent_id
         self._taken: set[str] | None = None  # read from the conversation at the first call
 
     def __call__(self, event: StreamEvent) -> StreamEvent:
@@ -125,9 +151,9 @@ class UniqueStreamCalls:
             return event
         taken = self._taken
         if taken is None:
-            taken = self._taken = taken_ids(self._messages)
+            taken = self._taken = taken_ids(self._messages, self._sent_id)
         if call_id in taken:
             call_id = fresh_id(call_id, taken)
             event = attrs.evolve(event, id=call_id)
-        taken.add(call_id)
+        _take(taken, call_id, self._sent_id)
         return event

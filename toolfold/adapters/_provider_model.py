@@ -29,7 +29,7 @@ import functools
 import logging
 import re
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -284,6 +284,10 @@ class ProviderModel:
     def _stream_done(self, state: Any) -> bool:
         return False
 
+    def _sent_id(self) -> Callable[[str], str] | None:
+        """How the codec rewrites a call id it sends (Mistral's 9 characters), or None: as is."""
+        return None
+
     # --- the Model protocol ----------------------------------------------------
 
     @property
@@ -328,7 +332,7 @@ class ProviderModel:
                     raise
             else:
                 data = await transport.post_json(path, body, headers=headers)
-            return unique_calls(request, self._read(data))
+            return unique_calls(request, self._read(data), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -340,7 +344,7 @@ class ProviderModel:
         try:
             path, body, headers = self._outgoing(request, False)
             data = self._transport.post_json_sync(path, body, headers=headers)
-            return unique_calls(request, self._read(data))
+            return unique_calls(request, self._read(data), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -353,7 +357,7 @@ class ProviderModel:
             items = self._aitems(*self._outgoing(request, True))
             state = self._stream_start()
             split = self._split_echoes()
-            unique = UniqueStreamCalls(request)
+            unique = UniqueStreamCalls(request, self._sent_id())
             try:
                 async for item in items:
                     state, out = self._step(state, item)
@@ -378,7 +382,7 @@ class ProviderModel:
             items = self._items(*self._outgoing(request, True))
             state = self._stream_start()
             split = self._split_echoes()
-            unique = UniqueStreamCalls(request)
+            unique = UniqueStreamCalls(request, self._sent_id())
             try:
                 for item in items:
                     state, out = self._step(state, item)
