@@ -55,7 +55,7 @@ from toolfold.adapters._split_echoes import SplitEchoes
 from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
-from toolfold.runtime.core._stream import StreamEvent
+from toolfold.runtime.core._stream import StreamEvent, ToolCallStart
 
 _log = logging.getLogger("toolfold.adapters")
 
@@ -362,19 +362,20 @@ class ProviderModel:
                 async for item in items:
                     state, out = self._step(state, item)
                     for event in out if split is None else _fed(split, out):
-                        yield unique(event)
+                        # Only a call's start can carry a taken id: no call per text delta.
+                        yield unique(event) if type(event) is ToolCallStart else event
                     if self._stream_done(state):
                         break
                 end = self._stream_end(state)  # (raises when the stream stopped short)
             except ProviderError:
                 if split is not None:  # what it held back, as far as it is safe to show
                     for event in split.cut():
-                        yield unique(event)
+                        yield unique(event) if type(event) is ToolCallStart else event
                 raise
             finally:
                 await items.aclose()  # type: ignore[attr-defined]
             for event in end if split is None else [*_fed(split, end), *split.end()]:
-                yield unique(event)
+                yield unique(event) if type(event) is ToolCallStart else event
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
@@ -386,17 +387,21 @@ class ProviderModel:
             try:
                 for item in items:
                     state, out = self._step(state, item)
-                    yield from map(unique, out if split is None else _fed(split, out))
+                    for event in out if split is None else _fed(split, out):
+                        # Only a call's start can carry a taken id: no call per text delta.
+                        yield unique(event) if type(event) is ToolCallStart else event
                     if self._stream_done(state):
                         break
                 end = self._stream_end(state)  # (raises when the stream stopped short)
             except ProviderError:
                 if split is not None:  # what it held back, as far as it is safe to show
-                    yield from map(unique, split.cut())
+                    for event in split.cut():
+                        yield unique(event) if type(event) is ToolCallStart else event
                 raise
             finally:
                 items.close()  # type: ignore[attr-defined]
-            yield from map(unique, end if split is None else [*_fed(split, end), *split.end()])
+            for event in end if split is None else [*_fed(split, end), *split.end()]:
+                yield unique(event) if type(event) is ToolCallStart else event
 
     def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
         """Validate a call's arguments against the schema this model sent for its tool.
