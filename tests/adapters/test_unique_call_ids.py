@@ -402,3 +402,57 @@ def test_chat_calls_without_any_id_get_the_same_ids_streamed_or_whole(
         assert _results(state) == [(made[-1][0], "r1"), (made[-1][1], "r2")]
     assert made[0] == made[1]
     assert len(set(made[0])) == 2
+
+
+def _anonymous_responses(bodies: list[dict[str, Any]]) -> Callable[[Recorded], Reply]:
+    """A Responses server whose calls carry neither ``call_id`` nor ``id`` (two per step, twice)."""
+
+    def answer(request: Recorded) -> Reply:
+        body = request.json()
+        bodies.append(body)
+        output: list[dict[str, Any]] = [
+            {"type": "function_call", "name": "t", "arguments": json.dumps({"x": x})}
+            for x in (1, 2)
+        ]
+        if len(bodies) > 2:
+            text = [{"type": "output_text", "text": "done"}]
+            output = [{"type": "message", "role": "assistant", "content": text}]
+        response = {"object": "response", "status": "completed", "model": "m", "output": output}
+        if not body.get("stream"):
+            return Reply(json=response)
+        started = {**response, "status": "in_progress", "output": []}
+        events: list[dict[str, Any]] = [{"type": "response.created", "response": started}]
+        for index, item in enumerate(output):
+            for kind in ("added", "done"):
+                event = {"type": f"response.output_item.{kind}", "output_index": index}
+                events.append({**event, "item": item})
+        events.append({"type": "response.completed", "response": response})
+        chunks = [chunk for event in events for chunk in sse(event, event=event["type"])]
+        return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+    return answer
+
+
+def test_responses_calls_without_any_id_get_unique_ids_streamed_or_whole(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """No ``call_id`` nor item id: each call of each step gets its own id, the same streamed or not."""
+    made: list[list[str]] = []
+    for streamed in (False, True):
+        bodies: list[dict[str, Any]] = []
+        http_server.handler = _anonymous_responses(bodies)
+        model = toolfold.model(
+            "openai-responses:m", base_url=f"{http_server.url}/v1", api_key="sk-" + "k" * 20
+        )
+        opened.append(model)
+        state = _run(model, _counter()[0], streamed)
+        made.append([c.id for c in _calls(state)])
+        assert [content for _, content in _results(state)] == ["r1", "r2", "r3", "r4"]
+        assert [call_id for call_id, _ in _results(state)] == made[-1]
+        sent = [
+            i["call_id"] for i in bodies[-1]["input"] if i.get("type") == "function_call_output"
+        ]
+        assert sent == made[-1]
+    assert made[0] == made[1]
+    assert len(set(made[0])) == 4
+    assert all(made[0])
