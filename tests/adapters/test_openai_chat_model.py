@@ -357,7 +357,7 @@ def test_cache_writes_are_counted_apart() -> None:
 
 
 def test_calls_without_ids_get_stable_synthetic_ids() -> None:
-    """A call without an id gets one derived from the message, the same on every parse."""
+    """A call without an id gets one derived from the answer, the same on every parse."""
     message = {
         "content": None,
         "tool_calls": [

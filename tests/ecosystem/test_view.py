@@ -465,3 +465,18 @@ def test_a_dropped_attempt_shows_the_usage_it_keeps() -> None:
     dom = to_html(state)
     assert dom.count("Resumed after a failure") == 1
     assert "a rejected answer dropped to run again: 1 request, 30 in / 4 out" in dom
+
+
+def test_a_call_id_reused_in_a_later_step_shows_each_call_with_its_own_result() -> None:
+    """A model saying ``call_0`` at two steps: each step's row shows its own arguments and result."""
+    model = ScriptedModel(
+        [
+            call("lookup", {"city": "Paris"}, id="call_0"),
+            call("lookup", {"city": "Tokyo"}, id="call_0"),
+            "done",
+        ]
+    )
+    page = generate_text(model, "go", tools=[lookup]).to_html()
+    for city in ("Paris", "Tokyo"):
+        assert page.count(f"alert(&#x27;{city}&#x27;)") == 1, city
+        assert page.count(f"&quot;city&quot;: &quot;{city}&quot;\n}}") == 1, city

@@ -29,7 +29,7 @@ import functools
 import logging
 import re
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -42,6 +42,7 @@ from toolfold._errors import (
     ToolfoldError,
 )
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._call_ids import UniqueStreamCalls, unique_calls
 from toolfold.adapters._dialects import CompiledTool, check_arguments
 from toolfold.adapters._http._checks import check_base_url
 from toolfold.adapters._http._echoes import Echoes
@@ -54,7 +55,7 @@ from toolfold.adapters._split_echoes import SplitEchoes
 from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
-from toolfold.runtime.core._stream import StreamEvent
+from toolfold.runtime.core._stream import StreamEvent, ToolCallStart
 
 _log = logging.getLogger("toolfold.adapters")
 
@@ -283,6 +284,10 @@ class ProviderModel:
     def _stream_done(self, state: Any) -> bool:
         return False
 
+    def _sent_id(self) -> Callable[[str], str] | None:
+        """How the codec rewrites a call id it sends (Mistral's 9 characters), or None: as is."""
+        return None
+
     # --- the Model protocol ----------------------------------------------------
 
     @property
@@ -327,7 +332,7 @@ class ProviderModel:
                     raise
             else:
                 data = await transport.post_json(path, body, headers=headers)
-            return self._read(data)
+            return unique_calls(request, self._read(data), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -339,7 +344,7 @@ class ProviderModel:
         try:
             path, body, headers = self._outgoing(request, False)
             data = self._transport.post_json_sync(path, body, headers=headers)
-            return self._read(data)
+            return unique_calls(request, self._read(data), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -352,23 +357,25 @@ class ProviderModel:
             items = self._aitems(*self._outgoing(request, True))
             state = self._stream_start()
             split = self._split_echoes()
+            unique = UniqueStreamCalls(request, self._sent_id())
             try:
                 async for item in items:
                     state, out = self._step(state, item)
                     for event in out if split is None else _fed(split, out):
-                        yield event
+                        # Only a call's start can carry a taken id: no call per text delta.
+                        yield unique(event) if type(event) is ToolCallStart else event
                     if self._stream_done(state):
                         break
                 end = self._stream_end(state)  # (raises when the stream stopped short)
             except ProviderError:
                 if split is not None:  # what it held back, as far as it is safe to show
                     for event in split.cut():
-                        yield event
+                        yield unique(event) if type(event) is ToolCallStart else event
                 raise
             finally:
                 await items.aclose()  # type: ignore[attr-defined]
             for event in end if split is None else [*_fed(split, end), *split.end()]:
-                yield event
+                yield unique(event) if type(event) is ToolCallStart else event
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
@@ -376,20 +383,25 @@ class ProviderModel:
             items = self._items(*self._outgoing(request, True))
             state = self._stream_start()
             split = self._split_echoes()
+            unique = UniqueStreamCalls(request, self._sent_id())
             try:
                 for item in items:
                     state, out = self._step(state, item)
-                    yield from out if split is None else _fed(split, out)
+                    for event in out if split is None else _fed(split, out):
+                        # Only a call's start can carry a taken id: no call per text delta.
+                        yield unique(event) if type(event) is ToolCallStart else event
                     if self._stream_done(state):
                         break
                 end = self._stream_end(state)  # (raises when the stream stopped short)
             except ProviderError:
                 if split is not None:  # what it held back, as far as it is safe to show
-                    yield from split.cut()
+                    for event in split.cut():
+                        yield unique(event) if type(event) is ToolCallStart else event
                 raise
             finally:
                 items.close()  # type: ignore[attr-defined]
-            yield from end if split is None else [*_fed(split, end), *split.end()]
+            for event in end if split is None else [*_fed(split, end), *split.end()]:
+                yield unique(event) if type(event) is ToolCallStart else event
 
     def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
         """Validate a call's arguments against the schema this model sent for its tool.

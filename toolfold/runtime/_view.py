@@ -170,7 +170,10 @@ class _Timeline:
         step = _Step(self.steps, event.response, [], self.agent)
         for index, call in enumerate(event.response.message.tool_calls):
             label = event.dispositions[index] if index < len(event.dispositions) else "execute"
-            step.calls.append(self.calls.setdefault(call.id, _Call(call, _DISPOSITION[label])))
+            # The step's own record, also for an id an earlier step used (a model may
+            # reuse one): the events that follow answer this step's call.
+            made = self.calls[call.id] = _Call(call, _DISPOSITION[label])
+            step.calls.append(made)
         self.rows.append(step)
         waiting = [c.call.name for c in step.calls if c.disposition in ("pending", "manual")]
         if waiting:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
@@ -28,6 +28,7 @@ from toolfold.adapters.openai_chat._request import (
     build_body,
     compiled_tool,
     encode_body,
+    mistral_id,
     reasoning_notes,
 )
 from toolfold.adapters.openai_chat._response import parse_response
@@ -171,6 +172,10 @@ class OpenAIChatModel(ProviderModel):
 
     def _stream_done(self, state: DecoderState) -> bool:
         return state.done
+
+    def _sent_id(self) -> Callable[[str], str] | None:
+        # Mistral sees each id as its 9 characters and may say one of those again.
+        return mistral_id if self.provider.id_rule == "mistral9" else None
 
 
 def _row(provider: str | ChatProvider, server: str | None) -> ChatProvider:

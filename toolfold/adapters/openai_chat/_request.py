@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import json
 import operator
 import re
@@ -12,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._call_ids import nine_alphanumerics
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._dialects._compile import same_json, typed_leaves
@@ -38,7 +38,6 @@ OutputCompiler = Callable[[OutputSpec, ChatProvider], Mapping[str, Any]]
 # Neutral settings the codec places itself; everything else goes to the body as is.
 _HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
 _MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")
-_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # OpenAI's input_audio part takes only these formats [O4 chat_completion_content_part_input_audio_param.py].
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
@@ -354,12 +353,7 @@ def mistral_id(call_id: str) -> str:
     """
     if _MISTRAL_ID.fullmatch(call_id):
         return call_id
-    number = int.from_bytes(hashlib.sha256(call_id.encode()).digest()[:8], "big")
-    chars = []
-    for _ in range(9):
-        number, digit = divmod(number, 62)
-        chars.append(_BASE62[digit])
-    return "".join(chars)
+    return nine_alphanumerics(call_id)
 
 
 def default_function(tool: ToolDefinition, provider: ChatProvider) -> dict[str, Any]:

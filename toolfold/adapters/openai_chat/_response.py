@@ -226,7 +226,9 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
             calls_at = f"{_MESSAGE}.function_call"
         seed = response_id or ""
         if not seed and any(not raw.get("id") for raw in raw_calls):
-            seed = json.dumps(message, sort_keys=True)  # only a call without an id needs it
+            # Only a call without an id needs it: the stream's seed (`_stream._chunk`), so
+            # a streamed answer and a whole one make the same ids.
+            seed = f"{wire.text(body, 'model', '$')}:{body.get('created')}"
         # A tuple at once: the message's parts when the answer is only calls.
         calls: tuple[ToolCallPart, ...]
         if len(raw_calls) == 1:  # the usual tool step: no comprehension to set up

@@ -19,6 +19,7 @@ import attrs
 
 from toolfold._errors import ProviderError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import INCOMPLETE_REASONS, REASONING_PROVIDER
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
@@ -222,13 +223,20 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
         new = parse_item(item, f"$.output[{i}]")
         follows_reasoning = bool(new) and isinstance(new[-1], ReasoningPart)
         parts.extend(new)
-    has_calls = any(type(p) is ToolCallPart for p in parts)
-    reason, raw = finish(body, has_calls)
+    response_id = wire.text(body, "id", "$")
+    calls = [i for i, p in enumerate(parts) if type(p) is ToolCallPart]
+    for position, i in enumerate(calls):
+        call = parts[i]
+        if type(call) is ToolCallPart and not call.id:
+            # Neither call_id nor id (some compatible servers): made up as the
+            # stream makes it (`_stream._item_added`), before the ids are made unique.
+            parts[i] = attrs.evolve(call, id=synthetic_id(response_id or "", position))
+    reason, raw = finish(body, bool(calls))
     return ModelResponse(
         Message("assistant", tuple(parts)),
         parse_usage(wire.mapping(body, "usage", "$")),
         reason,
         raw,
         wire.text(body, "model", "$"),
-        wire.text(body, "id", "$"),
+        response_id,
     )

@@ -44,6 +44,7 @@ from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import carries_nothing, event_json, inband_stream_error
 from toolfold.adapters._http._sse import SSEEvent
+from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
     SUMMARY_SEPARATOR,
@@ -92,6 +93,8 @@ class DecoderState:
             message follows it (whose id the piece then keeps, see
             `_response.following_message`).
         done: The response ended (completed or incomplete).
+        response_id: The response's id (from ``response.created``), the seed of
+            the id made up for a call that comes with neither ``call_id`` nor ``id``.
     """
 
     provider: str
@@ -105,6 +108,7 @@ class DecoderState:
     streamed: str = ""
     finished: ReasoningDelta | None = None
     done: bool = False
+    response_id: str = ""
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -179,6 +183,8 @@ def _created(state: DecoderState, data: Mapping[str, Any]) -> Result:
         wire.text(response, "model", "$.response"),
         wire.text(response, "id", "$.response"),
     )
+    if response_id:
+        state = attrs.evolve(state, response_id=response_id)
     return state, [ResponseInfo(model, response_id)]
 
 
@@ -195,6 +201,8 @@ def _item_added(state: DecoderState, data: Mapping[str, Any]) -> Result:
     if kind != "function_call":
         return state, []
     call = parse_call(item, "$.item")
+    if not call.id:  # as the whole response makes it (`_response._response`)
+        call = attrs.evolve(call, id=synthetic_id(state.response_id, len(state.items)))
     index = _index(data, len(state.items))
     item_id = wire.text(item, "id", "$.item") or call.id
     state = attrs.evolve(state, items=(*state.items, (item_id, index)), open=(*state.open, index))
