@@ -13,6 +13,7 @@ run file is JSON: the state (``state``) and what rebuilds the agent (``file``,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -31,6 +32,9 @@ from toolfold._errors import (
     ToolfoldError,
     UsageError,
 )
+
+if sys.platform != "win32":
+    import fcntl
 
 OK = 0
 PROBLEM = 1
@@ -236,11 +240,58 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resume(args: argparse.Namespace) -> int:
-    """``toolfold resume RUN.json``: answer a waiting run and continue it."""
+    """``toolfold resume RUN.json``: answer a waiting run and continue it.
+
+    The run file is locked from before it is read until its new state is written
+    back (`_locked`), so two resumes of one file never both run its approved tools.
+    """
+    path = Path(args.state)
+    with _locked(path):
+        return _resume(args, path)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the run file ``path``, or refuse: another process holds it.
+
+    Taken before the file is read, so the state resumed is the one the last resume
+    wrote back, and held until the command ends, past the write of the new state
+    (written in place: the same file, so the lock covers it). Not waited for: the
+    holder may run for long, or wait at the terminal for an answer, so the second
+    resume is refused at once, with nothing run. Opened for writing where it can be
+    (NFS and CIFS lock only such a file). Where no lock can be had (Windows, a file
+    system refusing locks) the resume goes on unlocked; a file that cannot be opened
+    goes on too, and its read fails with its own message.
+    """
+    handle = -1
+    if sys.platform != "win32":
+        for flags in (os.O_RDWR, os.O_RDONLY):
+            with contextlib.suppress(OSError):
+                handle = os.open(path, flags)
+                break
+    try:
+        if handle >= 0 and sys.platform != "win32":
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                _say(
+                    "resume",
+                    f"{path} is being resumed by another process (the run file is locked): "
+                    f"nothing ran and {path} is unchanged; resume it once that one has ended",
+                )
+                raise _Stop(PROBLEM) from None
+            except OSError:  # a file system refusing locks: unlocked
+                pass
+        yield
+    finally:
+        if handle >= 0:
+            os.close(handle)  # (and its lock)
+
+
+def _resume(args: argparse.Namespace, path: Path) -> int:
     from toolfold.runtime._resume import started_by
     from toolfold.runtime.core._state import RunState
 
-    path = Path(args.state)
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -385,6 +436,8 @@ class _Session:
                 return self._interrupted(response.state)
             if answers is None:
                 self._write(response.state)
+                if self.args.json:  # the waiting state, which resumes with --file
+                    self.out.write(response.state.to_json() + "\n")
                 self._explain(response)
                 return WAITING
             state = response.state

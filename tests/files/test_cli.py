@@ -138,6 +138,72 @@ def test_a_waiting_run_writes_its_file_exits_3_and_resumes(tmp_path: Path) -> No
     assert "refund(" not in again.stderr
 
 
+def test_a_waiting_run_with_json_prints_its_state(tmp_path: Path) -> None:
+    """``run --json`` that waits (exit 3) prints the waiting state on stdout, which resumes."""
+    for stream in ([], ["--stream"]):
+        proc = toolfold("run", str(EXAMPLE), *DEMO, *stream, "--json", "refund A17", cwd=tmp_path)
+        assert proc.returncode == 3, proc.stderr
+        state = RunState.from_json(proc.stdout)
+        assert [c.id for c in state.pending_approvals] == ["call_4_0"]
+    (tmp_path / "bare.json").write_text(proc.stdout)
+    proc = toolfold(
+        "resume", "bare.json", "--file", str(EXAMPLE), *DEMO, "--approve", "call_4_0", cwd=tmp_path
+    )
+    assert (proc.returncode, proc.stdout) == (0, "order A17 refunded\n"), proc.stderr
+
+
+def test_two_resumes_of_one_run_file_at_once_run_its_tool_once(tmp_path: Path) -> None:
+    """A second ``resume`` of a run file while the first still runs its approved tool is
+    refused at once (exit 1, nothing run); the first goes on and writes the file back."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    (tmp_path / "calc.toml").write_text(
+        '[agents.calc]\nmodel = "files_helpers:model"\ntools = ["files_helpers:add_at_gate"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}
+    proc = toolfold("run", "calc.toml", "go", cwd=tmp_path, env=env)
+    assert proc.returncode == 3, proc.stderr
+    resume = [sys.executable, "-m", "toolfold._cli", "resume", "toolfold-run.json"]
+    first = subprocess.Popen(
+        [*resume, "--approve", "call_1_0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=_environment(env),
+    )
+    assert first.stderr is not None
+    try:
+        seen = b""
+        while b"adding\n" not in seen:  # the first runs the tool, which holds at the gate
+            ready, _, _ = select.select([first.stderr], [], [], 60)
+            assert ready, f"the tool did not start; so far: {seen!r}"
+            chunk = os.read(first.stderr.fileno(), 1024)
+            assert chunk, f"stderr ended early; so far: {seen!r}"
+            seen += chunk
+        second = toolfold(
+            "resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path, env=env
+        )
+        with open(gate, "w", encoding="utf-8") as opened:
+            opened.write("go\n")
+        out, errors = first.communicate(timeout=60)
+    except BaseException:
+        first.kill()
+        first.wait()
+        raise
+    assert second.returncode == 1, second.stderr
+    assert second.stderr == (
+        "toolfold resume: toolfold-run.json is being resumed by another process (the run file "
+        "is locked): nothing ran and toolfold-run.json is unchanged; resume it once that one "
+        "has ended\n"
+    )
+    assert (first.returncode, out) == (0, b"result: 5\n"), seen + errors
+    assert (tmp_path / "ran.log").read_text() == "add 2 3\n"  # the tool ran once
+    again = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path, env=env)
+    assert again.returncode == 1  # the file holds the ended run: nothing waits
+    assert "no call 'call_1_0' waits for an approval; waiting: none" in again.stderr
+
+
 def test_resume_denies_with_a_reason_and_reads_a_bare_state(tmp_path: Path) -> None:
     """``--deny ID=REASON`` reaches the model; a bare state resumes with ``--file``."""
     out = tmp_path / "waiting.json"
