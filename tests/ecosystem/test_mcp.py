@@ -19,6 +19,7 @@ import pytest
 from tests.ecosystem.conftest import GUARD_TOKEN, ROOT, children
 from tests.ecosystem.served_tools import (
     RELEASE,
+    TOOLS,
     add,
     delete_everything,
     greet,
@@ -33,6 +34,7 @@ from toolfold.mcp import (
     MCPToolsChangedWarning,
     load_tools,
     mcp_server,
+    serve,
 )
 from toolfold.testing import ScriptedModel
 
@@ -667,8 +669,39 @@ def test_the_command_line_exits_2_on_a_bad_path() -> None:
             ["tests.ecosystem.served_tools:TOOLS", "--http", "--port", "70000"],
             "a port is from 0 to 65535",
         ),
+        (
+            # (a name idna cannot encode: refused before any DNS query)
+            ["tests.ecosystem.served_tools:TOOLS", "--http", "--host", "not..valid"],
+            "toolfold mcp: cannot listen on host 'not..valid', port 8000: encoding with 'idna'",
+        ),
+        (
+            ["tests.ecosystem.served_tools:TOOLS", "--http", "--path", "mcp2"],
+            "toolfold mcp: the endpoint path must start with '/', got 'mcp2'",
+        ),
     ]:
         done = _serve(*arguments)
         assert done.returncode == 2, done.stderr
         assert problem in done.stderr
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("where", "problem"),
+    [
+        (
+            {"host": "not..valid"},
+            "cannot listen on host 'not..valid', port 0: encoding with 'idna'",
+        ),
+        ({"path": "mcp2"}, "the endpoint path must start with '/', got 'mcp2'; e.g. '/mcp2'"),
+        ({"port": -5}, "cannot listen on port -5: a port is from 0 to 65535"),
+    ],
+)
+def test_serve_refuses_an_address_it_cannot_serve_with_a_usage_error(
+    where: dict[str, Any], problem: str
+) -> None:
+    """`serve` over HTTP with an invalid host name or a path without a leading ``/`` raises a
+    `UsageError` naming it, before anything listens."""
+    options: dict[str, Any] = {"transport": "http", "port": 0, **where}
+    with pytest.raises(UsageError) as caught:
+        serve(TOOLS, **options)
+    assert str(caught.value).startswith(problem)

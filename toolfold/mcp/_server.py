@@ -283,6 +283,8 @@ def serve(
 
     Raises:
         ValueError: An unknown transport.
+        UsageError: It cannot listen on ``host`` and ``port``, or ``path``
+            does not start with ``/`` (`serve_server`).
         ToolDefinitionError: A tool cannot be served (`mcp_server`).
     """
     server = mcp_server(tools, name=name, deps=deps, approved_by_host=approved_by_host)
@@ -301,10 +303,15 @@ def serve_server(
 
     Raises:
         ValueError: An unknown transport.
-        UsageError: It cannot listen on ``host`` and ``port``.
+        UsageError: It cannot listen on ``host`` and ``port`` (an invalid host
+            name, a port out of range or in use), or ``path`` does not start
+            with ``/``.
     """
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
+    if transport == "http" and not path.startswith("/"):
+        # (Starlette's router asserts it, with no word of the option)
+        raise UsageError(f"the endpoint path must start with '/', got {path!r}; e.g. '/{path}'")
     if transport == "stdio":
         from mcp.server.stdio import stdio_server
 
@@ -335,10 +342,10 @@ def _listening(host: str, port: int) -> socket.socket:
     """
     if not 0 <= port <= 65535:
         raise UsageError(f"cannot listen on port {port}: a port is from 0 to 65535")
-    if not host:  # every interface, as socket's own "" means
-        return socket.create_server(("", port))
     try:
+        if not host:  # every interface, as socket's own "" means
+            return socket.create_server(("", port))
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         return socket.create_server((host, port), family=family)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a name idna cannot encode ("a..b")
         raise UsageError(f"cannot listen on host {host!r}, port {port}: {exc}") from exc
