@@ -272,6 +272,29 @@ def test_cli_serve_on_a_taken_port_is_an_error(fake: tuple[Path, Path], answerin
     assert "serving" not in done.stdout
 
 
+@pytest.mark.parametrize("port", [70000, -5])
+def test_a_port_out_of_range_is_refused_naming_the_range(
+    fake: tuple[Path, Path], logs: Path, port: int
+) -> None:
+    """`LocalServer` and ``serve --port`` refuse a port outside 0-65535 with a message naming
+    the range (not bind's OverflowError), before anything starts or builds."""
+    binary, model = fake
+    expected = f"port {port} is not a port: a port is from 1 to 65535"
+    with pytest.raises(LocalSetupError, match=expected):
+        LocalServer(binary, model, port=port)
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold.local", "serve", str(model), f"--port={port}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, SERVER_ENV: str(binary)},
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"error: argument --port: {expected}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not logs.exists()  # nothing started
+
+
 def test_port_taken_sees_a_listening_socket() -> None:
     """`port_taken`: a listening socket's port is taken; once it closes, the port is free."""
     with socket.create_server(("127.0.0.1", 0)) as held:

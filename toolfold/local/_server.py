@@ -99,6 +99,19 @@ class LocalServer:
     """
 
     def __init__(self, binary: Path, model: Path, *, port: int | None = None) -> None:
+        """A server of ``model`` run by ``binary``, not started yet.
+
+        Args:
+            binary: The ``llama-server`` executable.
+            model: The GGUF file to serve.
+            port: The port of 127.0.0.1 to listen on, from 1 to 65535; None
+                (or 0) lets the server bind a free one.
+
+        Raises:
+            LocalSetupError: ``port`` is not a port (outside 0 to 65535).
+        """
+        if port is not None:
+            check_port(port)
         self.binary = binary
         self.model = model
         self.port = port
@@ -433,6 +446,21 @@ def _lock_within(handle: int, deadline: float) -> bool:
                 time.sleep(0.02)
             except OSError:  # a file system refusing locks
                 return False
+
+
+def check_port(port: int) -> int:
+    """``port`` itself, if it is one of 0 to 65535 (0: the server picks a free one).
+
+    Raises:
+        LocalSetupError: It is outside that range (``bind`` would raise an
+            ``OverflowError`` only once the binary and model are ready).
+    """
+    if not 0 <= port <= 65535:
+        raise LocalSetupError(
+            f"port {port} is not a port: a port is from 1 to 65535 "
+            "(or 0, or none, to let the server pick a free one)"
+        )
+    return port
 
 
 def _taken(port: int) -> str:
