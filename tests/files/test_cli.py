@@ -66,6 +66,27 @@ def test_every_command_has_help(command: str, tmp_path: Path) -> None:
     assert "3 the run waits" in " ".join(proc.stdout.split())
 
 
+@pytest.mark.parametrize(
+    ("command", "listed"),
+    [
+        (["local"], "usage: toolfold local [-h] {build,serve,status,clean} ..."),
+        (["mcp"], "usage: toolfold mcp [-h] {serve} ..."),
+        (["mcp", "serve"], "usage: toolfold mcp serve [-h] [--http] [--host HOST]"),
+        (["local", "serve"], "usage: toolfold local serve [-h] [--port PORT] [model]"),
+    ],
+)
+def test_local_and_mcp_help_lists_their_subcommands(
+    command: list[str], listed: str, tmp_path: Path
+) -> None:
+    """``toolfold local --help`` and ``toolfold mcp --help`` (and their subcommands') show the
+    sub-command line's own help, not a bare ``rest`` argument."""
+    for flag in ("--help", "-h"):
+        proc = toolfold(*command, flag, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(listed), proc.stdout
+        assert "rest" not in proc.stdout
+
+
 def test_the_installed_console_script_runs(tmp_path: Path) -> None:
     """The ``toolfold`` entry point pip installed next to the interpreter runs the same commands."""
     script = Path(sys.executable).parent / ("toolfold.exe" if os.name == "nt" else "toolfold")

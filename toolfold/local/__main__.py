@@ -22,9 +22,13 @@ from toolfold.local._server import LocalServer, check_port
 from toolfold.local._weights import MODELS, ensure_model, installed_model
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local") -> int:
     """Run the command line; return the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m toolfold.local", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Build, serve, show or delete the local model's llama-server ahead of time "
+        "(docs/local-model.md).",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build llama-server and install a model")
     build.add_argument("model", nargs="?", default="smollm2", help="a model name or .gguf path")
