@@ -291,3 +291,13 @@ def add_at_gate(a: int, b: int) -> int:
     with open(os.environ["TOOLFOLD_TEST_GATE"], encoding="utf-8") as gate:
         gate.readline()
     return a + b
+
+
+def _breaks_after_a_result(request: ModelRequest) -> Reply:
+    """Like `model`, but every answer after a tool result is a bug in the model (a RunError)."""
+    if request.messages[-1].role == "tool":
+        raise RuntimeError("the model broke")
+    return _reply(request)
+
+
+model_breaking = FunctionModel(_breaks_after_a_result, name="files:breaking")

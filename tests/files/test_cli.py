@@ -7,6 +7,7 @@ approval runs under a real pseudo-terminal.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pty
@@ -1207,3 +1208,113 @@ def test_ctrl_c_while_the_final_step_end_is_shown_says_the_run_ended(
         capsys.readouterr().err
         == f"toolfold run: interrupted as the run ended; state written to {tmp_path / 'run.json'}\n"
     )
+
+
+def test_resume_reads_a_bare_state_from_a_pipe(tmp_path: Path) -> None:
+    """``resume /dev/stdin`` reads a state piped in to its end (not locked, so no hang) and goes on."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "--json", "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    command = ["resume", "/dev/stdin", "--file", str(EXAMPLE), *DEMO, "--approve", "call_4_0"]
+    resumed = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", *command],
+        input=proc.stdout,  # (a pipe, whose end comes once this is written)
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_environment(),
+        timeout=30,
+    )
+    assert (resumed.returncode, resumed.stdout) == (0, "order A17 refunded\n"), resumed.stderr
+
+
+def test_run_does_not_write_a_run_file_another_process_holds(tmp_path: Path) -> None:
+    """``run`` whose run file a resume holds (its flock) does not write it: exit 1, the file
+    unchanged, the run file printed on stdout instead."""
+    import fcntl
+
+    run_file = tmp_path / "toolfold-run.json"
+    run_file.write_text("held")
+    with open(run_file, "rb") as holder:  # what a resume under way holds
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.endswith(
+        "toolfold run: cannot write the run file toolfold-run.json: another process holds it "
+        "(a resume of it is under way); the run file follows on stdout\n"
+    )
+    assert run_file.read_text() == "held"
+    assert [
+        c.id
+        for c in RunState.from_json(json.dumps(json.loads(proc.stdout)["state"])).pending_approvals
+    ] == ["call_4_0"]
+
+
+def test_resume_of_a_run_file_it_cannot_write_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run file that cannot be opened for writing is refused before its approved tool runs
+    (exit 1), as the tool would run again on every resume; ``--state-out`` elsewhere goes on."""
+    from toolfold._cli import main
+
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    kept = run_file.read_text()
+    opening = os.open
+
+    def read_only(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & (os.O_WRONLY | os.O_RDWR) and os.fspath(path).endswith("toolfold-run.json"):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(path))
+        return opening(path, flags, *args, **kwargs)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "open", read_only)
+    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # the refund did not run
+    assert captured.err == (
+        "toolfold resume: toolfold-run.json cannot be written (Read-only file system): nothing "
+        "ran; the new state goes back to the run file, so make it writable, or give "
+        "--state-out FILE\n"
+    )
+    assert run_file.read_text() == kept
+    code = main(["resume", "toolfold-run.json", "--approve", "call_4_0", "--state-out", "end.json"])
+    assert (code, capsys.readouterr().out) == (0, "order A17 refunded\n")
+    assert run_file.read_text() == kept
+
+
+@pytest.mark.parametrize("stream", [[], ["--stream"]])
+@pytest.mark.parametrize(
+    ("model", "failure"),
+    [("model_failing_once", "ServerError"), ("model_breaking", "RuntimeError")],
+)
+def test_a_failed_resume_with_json_prints_its_state(
+    model: str, failure: str, stream: list[str], tmp_path: Path
+) -> None:
+    """``--json`` on exit 4 from a provider error or a RunError prints the state the run file
+    holds, and nothing else, on stdout."""
+    (tmp_path / "adds.toml").write_text(
+        f'[agents.adder]\nmodel = "files_helpers:{model}"\ntools = ["files_helpers:add_logged"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    assert toolfold("run", "adds.toml", "add 2 and 3", cwd=tmp_path, env=env).returncode == 3
+    [call_id] = [c.id for c in _waiting(tmp_path / "toolfold-run.json")]
+    resume = ("resume", "toolfold-run.json", "--approve", call_id, "--json", *stream)
+    proc = toolfold(*resume, cwd=tmp_path, env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert failure in proc.stderr
+    kept = json.loads((tmp_path / "toolfold-run.json").read_text())["state"]
+    assert json.loads(proc.stdout) == kept
+
+
+def test_ctrl_c_with_json_prints_the_state_it_wrote(tmp_path: Path) -> None:
+    """``--json`` on exit 130 (Ctrl-C mid-run) prints the state the run file holds on stdout."""
+    (tmp_path / "adds.toml").write_text(
+        '[agents.adder]\nmodel = "files_helpers:model"\ntools = ["files_helpers:add_interrupted"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", "adds.toml", "add 2 and 3", "--json", cwd=tmp_path, env=env)
+    assert proc.returncode == 130, proc.stderr
+    kept = json.loads((tmp_path / "toolfold-run.json").read_text())["state"]
+    assert json.loads(proc.stdout) == kept
+    assert kept["phase"] == "running_tools"
