@@ -7,6 +7,7 @@ approval runs under a real pseudo-terminal.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -206,8 +208,7 @@ def test_two_resumes_of_one_run_file_at_once_run_its_tool_once(tmp_path: Path) -
         second = toolfold(
             "resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path, env=env
         )
-        with open(gate, "w", encoding="utf-8") as opened:
-            opened.write("go\n")
+        _open_gate(gate, first)
         out, errors = first.communicate(timeout=60)
     except BaseException:
         first.kill()
@@ -224,6 +225,31 @@ def test_two_resumes_of_one_run_file_at_once_run_its_tool_once(tmp_path: Path) -
     again = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path, env=env)
     assert again.returncode == 1  # the file holds the ended run: nothing waits
     assert "no call 'call_1_0' waits for an approval; waiting: none" in again.stderr
+
+
+def _open_gate(gate: Path, holder: subprocess.Popen[bytes]) -> None:
+    """Write the line ``holder``'s tool waits for on the FIFO ``gate``, failing at once if it died.
+
+    Opened without blocking: with no reader (the tool not at the gate yet, or dead) the open
+    fails with ENXIO instead of waiting for one forever; between tries it waits on the
+    holder's exit, so a dead tool fails the test at once, and for 60 s at most in all.
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            handle = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            holder.wait(timeout=0.05)
+        assert holder.returncode is None, "the tool's process ended before it opened the gate"
+        assert time.monotonic() < deadline, "the tool never opened the gate"
+    try:
+        os.write(handle, b"go\n")
+    finally:
+        os.close(handle)
 
 
 def test_resume_denies_with_a_reason_and_reads_a_bare_state(tmp_path: Path) -> None:

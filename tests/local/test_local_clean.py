@@ -77,3 +77,23 @@ def test_clean_that_cannot_remove_a_file_names_it_and_what_is_left(
     assert "kept: Permission denied" in captured.err
     assert (cache / "bin" / "kept").exists()
     assert not (cache / "gone").exists()
+
+
+def test_clean_of_a_cache_path_that_is_a_link_to_a_folder_keeps_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache path that is a link to a folder exits 1 and removes nothing: the link stays, and
+    so does everything in the folder it points to (with or without a trailing slash)."""
+    target = tmp_path / "target"
+    (target / "models").mkdir(parents=True)
+    (target / "models" / "m.gguf").write_text("weights")
+    link = tmp_path / "link"
+    link.symlink_to(target, target_is_directory=True)
+    for given in (str(link), f"{link}/"):
+        monkeypatch.setenv(CACHE_ENV, given)
+        assert main(["clean"]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert "is not a folder (a file or a link): nothing removed" in captured.err
+        assert link.is_symlink()
+        assert (target / "models" / "m.gguf").read_text() == "weights"
