@@ -53,13 +53,13 @@ def _mcp(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    return mcp_main(list(args.rest))
+    return mcp_main(list(args.rest), prog="toolfold mcp")
 
 
 def _local(args: argparse.Namespace) -> int:
     from toolfold.local.__main__ import main as local_main
 
-    return local_main(list(args.rest))
+    return local_main(list(args.rest), prog="toolfold local")
 
 
 def _agent_commands(commands: Any) -> None:
@@ -167,11 +167,24 @@ def parser() -> argparse.ArgumentParser:
     view.add_argument("-o", "--output", help="the HTML file (default: STATE with .html)")
     view.add_argument("--title", help="the page title (default: the run id)")
     view.set_defaults(handler=_view)
-    mcp = commands.add_parser("mcp", help="MCP: serve toolfold tools (see `toolfold mcp serve -h`)")
+    # `mcp` and `local` hand every argument, -h and --help included, to their own
+    # command lines (`python -m toolfold.mcp`, `python -m toolfold.local`), which list
+    # their subcommands: no prefix character here, so no argument is taken for an
+    # option of this parser (building their parsers here would import the MCP SDK
+    # and the local model's modules on every `toolfold` command).
+    mcp = commands.add_parser(
+        "mcp",
+        help="MCP: serve toolfold tools (see `toolfold mcp --help`)",
+        add_help=False,
+        prefix_chars="\0",
+    )
     mcp.add_argument("rest", nargs=argparse.REMAINDER)
     mcp.set_defaults(handler=_mcp)
     local = commands.add_parser(
-        "local", help="the local: model's server: build, serve, status, clean (see -h)"
+        "local",
+        help="the local: model's server: build, serve, status, clean (see `toolfold local --help`)",
+        add_help=False,
+        prefix_chars="\0",
     )
     local.add_argument("rest", nargs=argparse.REMAINDER)
     local.set_defaults(handler=_local)

@@ -13,11 +13,14 @@ run file is JSON: the state (``state``) and what rebuilds the agent (``file``,
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import functools
 import json
 import os
 import select
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -31,6 +34,9 @@ from toolfold._errors import (
     ToolfoldError,
     UsageError,
 )
+
+if sys.platform != "win32":
+    import fcntl
 
 OK = 0
 PROBLEM = 1
@@ -236,14 +242,127 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resume(args: argparse.Namespace) -> int:
-    """``toolfold resume RUN.json``: answer a waiting run and continue it."""
+    """``toolfold resume RUN.json``: answer a waiting run and continue it.
+
+    The run file is locked from before it is read until its new state is written
+    back (`_held`), so two resumes of one file never both run its approved tools.
+    """
+    path = Path(args.state)
+    with _held(path, args.state_out) as held:
+        return _resume(args, path, held)
+
+
+class _Held:
+    """A run file as a resume read it: its text, and the descriptor that holds its lock."""
+
+    def __init__(self, raw: bytes, handle: int = -1, writable: bool = False) -> None:
+        self.raw = raw
+        self.handle = handle  # -1: not held (a pipe, Windows)
+        self.writable = writable  # handle was opened for writing (the write-back goes through it)
+
+
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+@contextlib.contextmanager
+def _held(path: Path, state_out: str | None) -> Iterator[_Held]:
+    """The run file ``path`` read under an exclusive ``flock``, held until the command ends.
+
+    Taken before the file is read, and the text is read from the locked descriptor
+    itself, so the state resumed is the one the last resume wrote back (not a file
+    swapped in meanwhile); held past the write of the new state, which goes through
+    the same descriptor (`_Session._write`). Not waited for: the holder may run for
+    long, or wait at the terminal for an answer, so a second resume is refused at
+    once, with nothing run. Opened for writing where it can be (NFS and CIFS lock
+    only such a file); a run file the new state would go to that cannot be opened
+    for writing is refused before anything runs, as its approved tools would run again
+    on every resume. Only a regular file is locked: a pipe or FIFO (``/dev/stdin``,
+    ``<(...)``) is read as it is, to its end. Where no lock can be had (Windows, a
+    file system refusing locks) the resume goes on unlocked.
+    """
+    if sys.platform == "win32":
+        yield _Held(_read(path, lambda: path.read_bytes()))
+        return
+    # Read-only and non-blocking first: a FIFO's open does not wait for a writer, and
+    # a descriptor opened for writing would keep a pipe's reader from its end.
+    probe = _read(path, lambda: os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    handle = probe
+    try:
+        if not stat.S_ISREG(os.fstat(probe).st_mode):
+            yield _Held(_read(path, lambda: path.read_bytes()))  # (as it is, to its end)
+            return
+        writable, refusal = False, None
+        try:
+            handle = os.open(path, os.O_RDWR)
+            if stat.S_ISREG(os.fstat(handle).st_mode):
+                writable = True
+            else:  # (swapped for something else in between: the probe is the file)
+                os.close(handle)
+                handle = probe
+        except OSError as exc:
+            if exc.errno in _UNWRITABLE:
+                refusal = exc
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say(
+                "resume",
+                f"{path} is being resumed by another process (the run file is locked): "
+                f"nothing ran and {path} is unchanged; resume it once that one has ended",
+            )
+            raise _Stop(PROBLEM) from None
+        except OSError:  # a file system refusing locks: unlocked
+            pass
+        if refusal is not None and _names(state_out, handle):
+            _say(
+                "resume",
+                f"{path} cannot be written ({refusal.strerror}): nothing ran; the new state "
+                "goes back to the run file, so make it writable, or give --state-out FILE",
+            )
+            raise _Stop(PROBLEM)
+        os.set_blocking(handle, True)
+        yield _Held(_read(path, lambda: _read_all(handle)), handle, writable)
+    finally:
+        if handle != probe:
+            os.close(handle)  # (and its lock)
+        os.close(probe)
+
+
+def _read(path: Path, read: Callable[[], Any]) -> Any:
+    """``read()``, or a refusal naming ``path`` and why it cannot be read."""
+    try:
+        return read()
+    except OSError as exc:
+        _say("resume", f"cannot read {path}: {exc}")
+        raise _Stop(PROBLEM) from None
+
+
+def _read_all(handle: int) -> bytes:
+    os.lseek(handle, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(handle, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _names(state_out: str | None, handle: int) -> bool:
+    """Whether the new state goes to the file open at ``handle`` (no --state-out, or the same file)."""
+    if state_out is None:
+        return True
+    try:
+        there, held = os.stat(state_out), os.fstat(handle)
+    except OSError:
+        return False
+    return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     from toolfold.runtime._resume import started_by
     from toolfold.runtime.core._state import RunState
 
-    path = Path(args.state)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        document = json.loads(held.raw.decode("utf-8"))
+    except ValueError as exc:  # (UnicodeDecodeError too)
         _say("resume", f"cannot read {path}: {exc}")
         return PROBLEM
     wrapped = isinstance(document, dict) and document.get("format") == RUN_FILE
@@ -268,7 +387,7 @@ def resume(args: argparse.Namespace) -> int:
     loaded = _load("resume", str(where["file"]), where.get("model"))
     agent = _agent("resume", loaded, where.get("agent"))
     where["agent"] = agent.name
-    session = _Session("resume", agent, args, where, args.state_out or str(path))
+    session = _Session("resume", agent, args, where, args.state_out or str(path), held)
     started = started_by(state)
     if started is not None and started != agent.name:
         # The API lets an agent resume a run handed to it; the run file names the one
@@ -359,8 +478,10 @@ class _Session:
         args: argparse.Namespace,
         where: dict[str, Any],
         run_file: str,
+        held: _Held | None = None,
     ) -> None:
         self.command = command
+        self.held = held or _Held(b"")
         self.agent = agent
         self.args = args
         self.where = where
@@ -384,7 +505,7 @@ class _Session:
             except KeyboardInterrupt:  # Ctrl-C at a question: the waiting run is kept
                 return self._interrupted(response.state)
             if answers is None:
-                self._write(response.state)
+                self._keep(response.state)  # (--json: the waiting state, which resumes with --file)
                 self._explain(response)
                 return WAITING
             state = response.state
@@ -395,11 +516,11 @@ class _Session:
             response = self._attempt(go_on, ids)
         if isinstance(response, int):
             return response
-        if self.args.json:
-            self.out.write(response.state.to_json() + "\n")
         if self.args.state_out or self.command == "resume":
             # A resumed run file holds the run's end, so its answers cannot be given twice.
             self._write(response.state)
+        if self.args.json:
+            self.out.write(response.state.to_json() + "\n")
         if response.finish_reason == "error":
             _say(self.command, "the run failed (see the state's error)")
             return FAILED
@@ -432,7 +553,7 @@ class _Session:
         except RunError as exc:
             _say(self.command, f"the run failed: {exc}")
             if exc.state is not None:
-                self._write(exc.state)
+                self._keep(exc.state)
             return FAILED
         except SourceCloseError as exc:  # the run ended: it goes on as it ended
             failures = "; ".join(f"{type(e).__name__}: {e}" for e in exc.close_errors)
@@ -459,7 +580,7 @@ class _Session:
                 return PROBLEM
             _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
             if state is not None:
-                self._write(state)
+                self._keep(state)
             return FAILED
         except KeyboardInterrupt as exc:  # Ctrl-C: what the run did is kept
             from toolfold.runtime._api import state_of
@@ -488,7 +609,7 @@ class _Session:
         """
         from toolfold.runtime.core._state import WAITING_PHASES
 
-        self._write(state)
+        self._keep(state)
         if ended and state.phase not in WAITING_PHASES:
             _say(self.command, f"interrupted as the run ended; state written to {self.run_file}")
             return INTERRUPTED
@@ -631,19 +752,62 @@ class _Session:
                 return answer.lower() if choices else answer
             self.err.write(f"answer {' or '.join(choices[::2])}\n")
 
+    def _keep(self, state: Any) -> None:
+        """The run file written with ``state``, and with ``--json`` the state on stdout."""
+        self._write(state)
+        if self.args.json:
+            self.out.write(state.to_json() + "\n")
+
     def _write(self, state: Any) -> None:
+        """The run file written with ``state``, or, when it cannot be, printed on stdout (exit 1).
+
+        An existing run file is written under the exclusive ``flock`` a resume holds
+        it by (`_held`), not waited for: while another process resumes it, the state
+        is not written there, as that resume's write-back would replace it.
+        """
         document = {"format": RUN_FILE, **self.where, "state": json.loads(state.to_json())}
         text = json.dumps(document, indent=1) + "\n"
         try:
-            self.run_file.write_text(text, encoding="utf-8")
+            self._write_text(text.encode("utf-8"))
         except OSError as exc:
+            why = (
+                "another process holds it (a resume of it is under way)"
+                if isinstance(exc, BlockingIOError)
+                else exc.strerror or str(exc)
+            )
             _say(
                 self.command,
-                f"cannot write the run file {self.run_file}: {exc.strerror or exc}; "
-                "the run file follows on stdout",
+                f"cannot write the run file {self.run_file}: {why}; the run file follows on stdout",
             )
             self.out.write(text)
             raise _Stop(PROBLEM) from None
+
+    def _write_text(self, data: bytes) -> None:
+        if sys.platform == "win32":
+            self.run_file.write_bytes(data)
+            return
+        held = self.held.handle
+        ours = held >= 0 and _names(str(self.run_file), held)
+        if ours and self.held.writable:
+            handle = held  # (the file this resume read and holds)
+        else:
+            handle = os.open(self.run_file, os.O_WRONLY | os.O_CREAT, 0o666)
+        try:
+            if stat.S_ISREG(os.fstat(handle).st_mode):
+                if not ours:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        raise
+                    except OSError:  # a file system refusing locks: unlocked
+                        pass
+                os.ftruncate(handle, 0)
+                os.lseek(handle, 0, os.SEEK_SET)
+            while data:
+                data = data[os.write(handle, data) :]
+        finally:
+            if handle != held:
+                os.close(handle)
 
     def _explain(self, response: Any) -> None:
         from toolfold.runtime._resume import answer_keys

@@ -19,6 +19,7 @@ import pytest
 from tests.ecosystem.conftest import GUARD_TOKEN, ROOT, children
 from tests.ecosystem.served_tools import (
     RELEASE,
+    TOOLS,
     add,
     delete_everything,
     greet,
@@ -33,6 +34,7 @@ from toolfold.mcp import (
     MCPToolsChangedWarning,
     load_tools,
     mcp_server,
+    serve,
 )
 from toolfold.testing import ScriptedModel
 
@@ -665,10 +667,81 @@ def test_the_command_line_exits_2_on_a_bad_path() -> None:
         ),
         (
             ["tests.ecosystem.served_tools:TOOLS", "--http", "--port", "70000"],
-            "a port is from 0 to 65535",
+            "toolfold mcp: port 70000 is not a port: a port is a whole number from 0 to 65535",
+        ),
+        (
+            ["tests.ecosystem.served_tools:TOOLS", "--http", "--host", "localhost:8000"],
+            "toolfold mcp: cannot listen on host 'localhost:8000': a host is a host name, an "
+            "IPv4 or IPv6 address, with no port",
+        ),
+        (
+            ["tests.ecosystem.served_tools:TOOLS", "--http", "--path", "/mcp?x=1"],
+            "toolfold mcp: the endpoint path '/mcp?x=1' holds a '?', '#' or white space",
+        ),
+        (
+            # (a name idna cannot encode: refused before any DNS query)
+            ["tests.ecosystem.served_tools:TOOLS", "--http", "--host", "not..valid"],
+            "toolfold mcp: cannot listen on host 'not..valid', port 8000: encoding with 'idna'",
+        ),
+        (
+            ["tests.ecosystem.served_tools:TOOLS", "--http", "--path", "mcp2"],
+            "toolfold mcp: the endpoint path must start with '/', got 'mcp2'",
         ),
     ]:
         done = _serve(*arguments)
         assert done.returncode == 2, done.stderr
         assert problem in done.stderr
         assert "Traceback" not in done.stderr
+
+
+_PORT = "a port is a whole number from 0 to 65535 (0: a free one is picked)"
+
+
+@pytest.mark.parametrize(
+    ("where", "problem"),
+    [
+        (
+            {"host": "not..valid"},
+            "cannot listen on host 'not..valid', port 0: encoding with 'idna'",
+        ),
+        ({"path": "mcp2"}, "the endpoint path must start with '/', got 'mcp2'; e.g. '/mcp2'"),
+        ({"port": -5}, f"port -5 is not a port: {_PORT}"),
+        ({"port": "8000"}, f"port '8000' is not a port: {_PORT}"),
+        ({"port": 80.5}, f"port 80.5 is not a port: {_PORT}"),
+        ({"port": True}, f"port True is not a port: {_PORT}"),
+        ({"host": None}, "the host must be a string (a host name, an IPv4 or IPv6 address)"),
+        ({"path": None}, "the endpoint path must be a string such as '/mcp', got None"),
+        (
+            {"host": "localhost:8000"},
+            "cannot listen on host 'localhost:8000': a host is a host name, an IPv4 or IPv6 "
+            "address, with no port",
+        ),
+        (
+            {"host": "[localhost]"},
+            "cannot listen on host '[localhost]': brackets go only around an IPv6 address",
+        ),
+        *(
+            ({"path": path}, f"the endpoint path {path!r} holds a '?', '#' or white space")
+            for path in ("/mcp?x=1", "/mcp#top", "/my path", "/mcp\n")
+        ),
+    ],
+)
+def test_serve_refuses_an_address_it_cannot_serve_with_a_usage_error(
+    where: dict[str, Any], problem: str
+) -> None:
+    """`serve` over HTTP with an invalid host name, a host with a port or brackets, a port that
+    is not an int in range, or a path no request reaches raises a `UsageError` naming it,
+    before anything listens."""
+    options: dict[str, Any] = {"transport": "http", "port": 0, **where}
+    with pytest.raises(UsageError) as caught:
+        serve(TOOLS, **options)
+    assert str(caught.value).startswith(problem)
+
+
+def test_an_ipv6_host_in_brackets_is_taken_without_them() -> None:
+    """A host written as in a URL, ``[::1]``, is the IPv6 address ``::1`` (not a failed lookup)."""
+    from toolfold.mcp._server import _host
+
+    assert _host("[::1]") == "::1"
+    assert _host("::1") == "::1"
+    assert _host("localhost") == "localhost"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,3 +274,30 @@ def _lead_and_holder(request: ModelRequest) -> Reply:
 
 
 lead_and_holder = FunctionModel(_lead_and_holder, name="files:lead-and-holder")
+
+
+@tool(requires_approval=True)
+def add_at_gate(a: int, b: int) -> int:
+    """Add two numbers once approved, logging each run to ``ran.log`` here; says ``adding`` on
+    stderr, then returns only once a line arrives on the FIFO named by TOOLFOLD_TEST_GATE.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    with Path("ran.log").open("a") as log:
+        log.write(f"add {a} {b}\n")
+    print("adding", file=sys.stderr, flush=True)
+    with open(os.environ["TOOLFOLD_TEST_GATE"], encoding="utf-8") as gate:
+        gate.readline()
+    return a + b
+
+
+def _breaks_after_a_result(request: ModelRequest) -> Reply:
+    """Like `model`, but every answer after a tool result is a bug in the model (a RunError)."""
+    if request.messages[-1].role == "tool":
+        raise RuntimeError("the model broke")
+    return _reply(request)
+
+
+model_breaking = FunctionModel(_breaks_after_a_result, name="files:breaking")

@@ -7,6 +7,8 @@ approval runs under a real pseudo-terminal.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import pty
@@ -18,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -64,6 +67,27 @@ def test_every_command_has_help(command: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "usage: toolfold" in proc.stdout
     assert "3 the run waits" in " ".join(proc.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("command", "listed"),
+    [
+        (["local"], "usage: toolfold local [-h] {build,serve,status,clean} ..."),
+        (["mcp"], "usage: toolfold mcp [-h] {serve} ..."),
+        (["mcp", "serve"], "usage: toolfold mcp serve [-h] [--http] [--host HOST]"),
+        (["local", "serve"], "usage: toolfold local serve [-h] [--port PORT] [model]"),
+    ],
+)
+def test_local_and_mcp_help_lists_their_subcommands(
+    command: list[str], listed: str, tmp_path: Path
+) -> None:
+    """``toolfold local --help`` and ``toolfold mcp --help`` (and their subcommands') show the
+    sub-command line's own help, not a bare ``rest`` argument."""
+    for flag in ("--help", "-h"):
+        proc = toolfold(*command, flag, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(listed), proc.stdout
+        assert "rest" not in proc.stdout
 
 
 def test_the_installed_console_script_runs(tmp_path: Path) -> None:
@@ -136,6 +160,96 @@ def test_a_waiting_run_writes_its_file_exits_3_and_resumes(tmp_path: Path) -> No
     assert again.returncode == 1
     assert "no call 'call_4_0' waits for an approval; waiting: none" in again.stderr
     assert "refund(" not in again.stderr
+
+
+def test_a_waiting_run_with_json_prints_its_state(tmp_path: Path) -> None:
+    """``run --json`` that waits (exit 3) prints the waiting state on stdout, which resumes."""
+    for stream in ([], ["--stream"]):
+        proc = toolfold("run", str(EXAMPLE), *DEMO, *stream, "--json", "refund A17", cwd=tmp_path)
+        assert proc.returncode == 3, proc.stderr
+        state = RunState.from_json(proc.stdout)
+        assert [c.id for c in state.pending_approvals] == ["call_4_0"]
+    (tmp_path / "bare.json").write_text(proc.stdout)
+    proc = toolfold(
+        "resume", "bare.json", "--file", str(EXAMPLE), *DEMO, "--approve", "call_4_0", cwd=tmp_path
+    )
+    assert (proc.returncode, proc.stdout) == (0, "order A17 refunded\n"), proc.stderr
+
+
+def test_two_resumes_of_one_run_file_at_once_run_its_tool_once(tmp_path: Path) -> None:
+    """A second ``resume`` of a run file while the first still runs its approved tool is
+    refused at once (exit 1, nothing run); the first goes on and writes the file back."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    (tmp_path / "calc.toml").write_text(
+        '[agents.calc]\nmodel = "files_helpers:model"\ntools = ["files_helpers:add_at_gate"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}
+    proc = toolfold("run", "calc.toml", "go", cwd=tmp_path, env=env)
+    assert proc.returncode == 3, proc.stderr
+    resume = [sys.executable, "-m", "toolfold._cli", "resume", "toolfold-run.json"]
+    first = subprocess.Popen(
+        [*resume, "--approve", "call_1_0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=_environment(env),
+    )
+    assert first.stderr is not None
+    try:
+        seen = b""
+        while b"adding\n" not in seen:  # the first runs the tool, which holds at the gate
+            ready, _, _ = select.select([first.stderr], [], [], 60)
+            assert ready, f"the tool did not start; so far: {seen!r}"
+            chunk = os.read(first.stderr.fileno(), 1024)
+            assert chunk, f"stderr ended early; so far: {seen!r}"
+            seen += chunk
+        second = toolfold(
+            "resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path, env=env
+        )
+        _open_gate(gate, first)
+        out, errors = first.communicate(timeout=60)
+    except BaseException:
+        first.kill()
+        first.wait()
+        raise
+    assert second.returncode == 1, second.stderr
+    assert second.stderr == (
+        "toolfold resume: toolfold-run.json is being resumed by another process (the run file "
+        "is locked): nothing ran and toolfold-run.json is unchanged; resume it once that one "
+        "has ended\n"
+    )
+    assert (first.returncode, out) == (0, b"result: 5\n"), seen + errors
+    assert (tmp_path / "ran.log").read_text() == "add 2 3\n"  # the tool ran once
+    again = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path, env=env)
+    assert again.returncode == 1  # the file holds the ended run: nothing waits
+    assert "no call 'call_1_0' waits for an approval; waiting: none" in again.stderr
+
+
+def _open_gate(gate: Path, holder: subprocess.Popen[bytes]) -> None:
+    """Write the line ``holder``'s tool waits for on the FIFO ``gate``, failing at once if it died.
+
+    Opened without blocking: with no reader (the tool not at the gate yet, or dead) the open
+    fails with ENXIO instead of waiting for one forever; between tries it waits on the
+    holder's exit, so a dead tool fails the test at once, and for 60 s at most in all.
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            handle = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            holder.wait(timeout=0.05)
+        assert holder.returncode is None, "the tool's process ended before it opened the gate"
+        assert time.monotonic() < deadline, "the tool never opened the gate"
+    try:
+        os.write(handle, b"go\n")
+    finally:
+        os.close(handle)
 
 
 def test_resume_denies_with_a_reason_and_reads_a_bare_state(tmp_path: Path) -> None:
@@ -1124,3 +1238,113 @@ def test_ctrl_c_while_the_final_step_end_is_shown_says_the_run_ended(
         capsys.readouterr().err
         == f"toolfold run: interrupted as the run ended; state written to {tmp_path / 'run.json'}\n"
     )
+
+
+def test_resume_reads_a_bare_state_from_a_pipe(tmp_path: Path) -> None:
+    """``resume /dev/stdin`` reads a state piped in to its end (not locked, so no hang) and goes on."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "--json", "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    command = ["resume", "/dev/stdin", "--file", str(EXAMPLE), *DEMO, "--approve", "call_4_0"]
+    resumed = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", *command],
+        input=proc.stdout,  # (a pipe, whose end comes once this is written)
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_environment(),
+        timeout=30,
+    )
+    assert (resumed.returncode, resumed.stdout) == (0, "order A17 refunded\n"), resumed.stderr
+
+
+def test_run_does_not_write_a_run_file_another_process_holds(tmp_path: Path) -> None:
+    """``run`` whose run file a resume holds (its flock) does not write it: exit 1, the file
+    unchanged, the run file printed on stdout instead."""
+    import fcntl
+
+    run_file = tmp_path / "toolfold-run.json"
+    run_file.write_text("held")
+    with open(run_file, "rb") as holder:  # what a resume under way holds
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.endswith(
+        "toolfold run: cannot write the run file toolfold-run.json: another process holds it "
+        "(a resume of it is under way); the run file follows on stdout\n"
+    )
+    assert run_file.read_text() == "held"
+    assert [
+        c.id
+        for c in RunState.from_json(json.dumps(json.loads(proc.stdout)["state"])).pending_approvals
+    ] == ["call_4_0"]
+
+
+def test_resume_of_a_run_file_it_cannot_write_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run file that cannot be opened for writing is refused before its approved tool runs
+    (exit 1), as the tool would run again on every resume; ``--state-out`` elsewhere goes on."""
+    from toolfold._cli import main
+
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    kept = run_file.read_text()
+    opening = os.open
+
+    def read_only(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & (os.O_WRONLY | os.O_RDWR) and os.fspath(path).endswith("toolfold-run.json"):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(path))
+        return opening(path, flags, *args, **kwargs)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "open", read_only)
+    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # the refund did not run
+    assert captured.err == (
+        "toolfold resume: toolfold-run.json cannot be written (Read-only file system): nothing "
+        "ran; the new state goes back to the run file, so make it writable, or give "
+        "--state-out FILE\n"
+    )
+    assert run_file.read_text() == kept
+    code = main(["resume", "toolfold-run.json", "--approve", "call_4_0", "--state-out", "end.json"])
+    assert (code, capsys.readouterr().out) == (0, "order A17 refunded\n")
+    assert run_file.read_text() == kept
+
+
+@pytest.mark.parametrize("stream", [[], ["--stream"]])
+@pytest.mark.parametrize(
+    ("model", "failure"),
+    [("model_failing_once", "ServerError"), ("model_breaking", "RuntimeError")],
+)
+def test_a_failed_resume_with_json_prints_its_state(
+    model: str, failure: str, stream: list[str], tmp_path: Path
+) -> None:
+    """``--json`` on exit 4 from a provider error or a RunError prints the state the run file
+    holds, and nothing else, on stdout."""
+    (tmp_path / "adds.toml").write_text(
+        f'[agents.adder]\nmodel = "files_helpers:{model}"\ntools = ["files_helpers:add_logged"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    assert toolfold("run", "adds.toml", "add 2 and 3", cwd=tmp_path, env=env).returncode == 3
+    [call_id] = [c.id for c in _waiting(tmp_path / "toolfold-run.json")]
+    resume = ("resume", "toolfold-run.json", "--approve", call_id, "--json", *stream)
+    proc = toolfold(*resume, cwd=tmp_path, env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert failure in proc.stderr
+    kept = json.loads((tmp_path / "toolfold-run.json").read_text())["state"]
+    assert json.loads(proc.stdout) == kept
+
+
+def test_ctrl_c_with_json_prints_the_state_it_wrote(tmp_path: Path) -> None:
+    """``--json`` on exit 130 (Ctrl-C mid-run) prints the state the run file holds on stdout."""
+    (tmp_path / "adds.toml").write_text(
+        '[agents.adder]\nmodel = "files_helpers:model"\ntools = ["files_helpers:add_interrupted"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", "adds.toml", "add 2 and 3", "--json", cwd=tmp_path, env=env)
+    assert proc.returncode == 130, proc.stderr
+    kept = json.loads((tmp_path / "toolfold-run.json").read_text())["state"]
+    assert json.loads(proc.stdout) == kept
+    assert kept["phase"] == "running_tools"

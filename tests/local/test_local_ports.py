@@ -272,6 +272,51 @@ def test_cli_serve_on_a_taken_port_is_an_error(fake: tuple[Path, Path], answerin
     assert "serving" not in done.stdout
 
 
+@pytest.mark.parametrize("port", [70000, -5])
+def test_a_port_out_of_range_is_refused_naming_the_range(
+    fake: tuple[Path, Path], logs: Path, port: int
+) -> None:
+    """`LocalServer` and ``serve --port`` refuse a port outside 0-65535 with a message naming
+    the range (not bind's OverflowError), before anything starts or builds."""
+    binary, model = fake
+    expected = f"port {port} is not a port: a port is a whole number from 0 to 65535"
+    with pytest.raises(LocalSetupError, match=expected):
+        LocalServer(binary, model, port=port)
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold.local", "serve", str(model), f"--port={port}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, SERVER_ENV: str(binary)},
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"error: argument --port: {expected}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not logs.exists()  # nothing started
+
+
+@pytest.mark.parametrize("port", [True, False, "8080", 80.5, 8080.0])
+def test_a_port_that_is_not_an_int_is_refused(fake: tuple[Path, Path], port: object) -> None:
+    """`LocalServer` refuses a port that is not an ``int`` (``True`` would reach llama-server as
+    ``--port True``), with the message ``toolfold.mcp`` gives too."""
+    binary, model = fake
+    with pytest.raises(LocalSetupError) as caught:
+        LocalServer(binary, model, port=port)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        f"port {port!r} is not a port: a port is a whole number from 0 to 65535 "
+        "(0: a free one is picked)"
+    )
+
+
+def test_port_0_is_as_none_the_server_picks(fake: tuple[Path, Path]) -> None:
+    """``port=0`` is no port yet, as None: base_url refuses until the server has bound one."""
+    binary, model = fake
+    server = LocalServer(binary, model, port=0)
+    assert server.port is None
+    with pytest.raises(LocalSetupError, match="the local server has no port yet"):
+        server.base_url  # noqa: B018
+
+
 def test_port_taken_sees_a_listening_socket() -> None:
     """`port_taken`: a listening socket's port is taken; once it closes, the port is free."""
     with socket.create_server(("127.0.0.1", 0)) as held:

@@ -3,32 +3,42 @@
 - ``build [MODEL]``: build llama-server and install the model (default smollm2).
 - ``serve [MODEL] [--port N]``: run a server in the foreground until Ctrl-C.
 - ``status``: what is built and installed, and where.
-- ``clean``: delete the cache folder (the next use builds again).
+- ``clean``: delete the cache folder (the next use builds again); exit 1 naming
+  what is left when it is not a folder or some of it cannot be removed.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import shutil
 import sys
+from pathlib import Path
 
 from toolfold.local._build import LLAMA_CPP_PYTHON, built_binary, ensure_server_binary
 from toolfold.local._model import print_progress
-from toolfold.local._paths import LocalSetupError, cache_dir
-from toolfold.local._server import LocalServer
+from toolfold.local._paths import CACHE_ENV, LocalSetupError, cache_dir
+from toolfold.local._server import LocalServer, check_port
 from toolfold.local._weights import MODELS, ensure_model, installed_model
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local") -> int:
     """Run the command line; return the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m toolfold.local", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Build, serve, show or delete the local model's llama-server ahead of time "
+        "(docs/local-model.md).",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build llama-server and install a model")
     build.add_argument("model", nargs="?", default="smollm2", help="a model name or .gguf path")
     serve = commands.add_parser("serve", help="run a server until Ctrl-C")
     serve.add_argument("model", nargs="?", default="smollm2", help="a model name or .gguf path")
     serve.add_argument(
-        "--port", type=int, default=None, help="default: a free port the server picks"
+        "--port",
+        type=_port,
+        default=None,
+        help="1 to 65535 (default, or 0: a free port the server picks)",
     )
     commands.add_parser("status", help="show what is built and installed")
     commands.add_parser("clean", help="delete the cache folder")
@@ -43,12 +53,23 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "status":
             _status()
         else:
-            shutil.rmtree(cache_dir(), ignore_errors=True)
-            print(f"removed {cache_dir()}")
+            _clean(cache_dir())
     except LocalSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _port(text: str) -> int:
+    """``--port``'s value, refused by argparse (exit 2) unless a port of 0 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    try:
+        return check_port(port)
+    except LocalSetupError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _serve(model: str, port: int | None) -> None:
@@ -63,6 +84,41 @@ def _serve(model: str, port: int | None) -> None:
         pass
     finally:
         server.stop()
+
+
+def _clean(folder: Path) -> None:
+    """Delete the cache folder, saying what was done: ``removed``, or ``nothing to remove``.
+
+    Raises:
+        LocalSetupError: ``folder`` is not a folder (a file, a link), which is left
+            alone, or some of it could not be removed (naming what is left).
+    """
+    if not folder.exists() and not folder.is_symlink():
+        print(f"nothing to remove at {folder}")
+        return
+    if folder.is_symlink() or not folder.is_dir():
+        raise LocalSetupError(
+            f"the cache folder {folder} is not a folder (a file or a link): nothing removed; "
+            f"set {CACHE_ENV} to a folder, or remove it yourself"
+        )
+    failures: list[str] = []
+
+    def failed(path: str, error: BaseException) -> None:
+        if getattr(error, "errno", None) != errno.ENOTEMPTY:  # (a folder kept by what failed)
+            failures.append(f"{path}: {getattr(error, 'strerror', None) or error}")
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=lambda _function, path, error: failed(path, error))
+    else:
+        shutil.rmtree(folder, onerror=lambda _function, path, info: failed(path, info[1]))
+    if failures or folder.exists():
+        left = sum(1 for _ in folder.rglob("*")) if folder.is_dir() else 0
+        raise LocalSetupError(
+            f"could not remove all of {folder}: {left} file(s) and folder(s) left in it; "
+            f"{len(failures)} failed: {'; '.join(failures[:3])}"
+            + ("; ..." if len(failures) > 3 else "")
+        )
+    print(f"removed {folder}")
 
 
 def _status() -> None:

@@ -42,6 +42,7 @@ from typing import IO
 
 import httpx
 
+from toolfold._ports import port_problem
 from toolfold.local._paths import LocalSetupError, cache_dir
 
 if sys.platform != "win32":
@@ -99,6 +100,21 @@ class LocalServer:
     """
 
     def __init__(self, binary: Path, model: Path, *, port: int | None = None) -> None:
+        """A server of ``model`` run by ``binary``, not started yet.
+
+        Args:
+            binary: The ``llama-server`` executable.
+            model: The GGUF file to serve.
+            port: The port of 127.0.0.1 to listen on, from 1 to 65535; None
+                or 0 lets the server bind a free one (``port`` is None until
+                it has).
+
+        Raises:
+            LocalSetupError: ``port`` is not a port (an ``int`` from 0 to 65535).
+        """
+        if port is not None:
+            check_port(port)
+        port = port or None  # (0: as None, the server picks one)
         self.binary = binary
         self.model = model
         self.port = port
@@ -433,6 +449,21 @@ def _lock_within(handle: int, deadline: float) -> bool:
                 time.sleep(0.02)
             except OSError:  # a file system refusing locks
                 return False
+
+
+def check_port(port: object) -> int:
+    """``port`` itself, if it is a port: an ``int`` from 0 to 65535 (0: the server picks one).
+
+    Raises:
+        LocalSetupError: It is not (`port_problem`): out of range (``bind`` would
+            raise an ``OverflowError`` only once the binary and model are ready),
+            or not an ``int`` (``True`` would reach llama-server as ``--port True``).
+    """
+    problem = port_problem(port)
+    if problem is not None:
+        raise LocalSetupError(problem)
+    assert isinstance(port, int)
+    return port
 
 
 def _taken(port: int) -> str:

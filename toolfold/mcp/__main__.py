@@ -9,17 +9,25 @@ from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.mcp._server import load_tools, mcp_server, serve_server
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.mcp") -> int:
     """Run the command line; returns the exit code (2 for a bad tool path or address)."""
-    parser = argparse.ArgumentParser(prog="python -m toolfold.mcp")
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Serve toolfold tools to MCP hosts (docs/mcp.md)."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serving = commands.add_parser("serve", help="serve toolfold tools as an MCP server")
     serving.add_argument("tools", help="package.module:name (a Tool, a function, or a list)")
     serving.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
-    serving.add_argument("--host", default="127.0.0.1")
-    serving.add_argument("--port", type=int, default=8000)
-    serving.add_argument("--path", default="/mcp")
-    serving.add_argument("--name", default="toolfold")
+    serving.add_argument(
+        "--host", default="127.0.0.1", help="for --http: a host name, IPv4 or IPv6 address"
+    )
+    serving.add_argument(
+        "--port", type=int, default=8000, help="for --http: 0 to 65535 (0: a free one)"
+    )
+    serving.add_argument(
+        "--path", default="/mcp", help="for --http: the endpoint path, starting with /"
+    )
+    serving.add_argument("--name", default="toolfold", help="the server name hosts show")
     serving.add_argument(
         "--approved-by-host",
         action="store_true",

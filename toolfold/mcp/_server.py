@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import importlib
 import inspect
+import ipaddress
 import socket
 import sys
 from collections.abc import Iterable, Sequence
@@ -23,6 +24,7 @@ from typing import Any
 import anyio
 
 from toolfold._errors import ToolArgumentError, ToolDefinitionError, UsageError
+from toolfold._ports import port_problem
 from toolfold.mcp._client import APPROVAL_META_KEY
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, result_content
 from toolfold.toolkit import RunContext, Tool, tool
@@ -272,10 +274,12 @@ def serve(
     Args:
         tools: The tools to serve.
         transport: ``"stdio"`` or ``"http"`` (streamable HTTP).
-        host: The address to listen on, for HTTP.
+        host: The address to listen on, for HTTP: a host name, an IPv4 or an
+            IPv6 address (brackets around it are taken off), with no port.
         port: The port to listen on, for HTTP (0 picks a free one). The
             address is printed to stderr once the socket listens.
-        path: The endpoint path, for HTTP.
+        path: The endpoint path, for HTTP: starting with ``/``, with no query,
+            fragment or white space.
         name: The server name hosts show.
         deps: What the tools' `RunContext` carries as ``deps`` (`mcp_server`).
         approved_by_host: Serve tools that require approval, the host asking
@@ -283,6 +287,8 @@ def serve(
 
     Raises:
         ValueError: An unknown transport.
+        UsageError: It cannot listen on ``host`` and ``port``, or ``path``
+            is not a path starting with ``/`` (`serve_server`).
         ToolDefinitionError: A tool cannot be served (`mcp_server`).
     """
     server = mcp_server(tools, name=name, deps=deps, approved_by_host=approved_by_host)
@@ -301,10 +307,19 @@ def serve_server(
 
     Raises:
         ValueError: An unknown transport.
-        UsageError: It cannot listen on ``host`` and ``port``.
+        UsageError: It cannot listen on ``host`` and ``port`` (an invalid host
+            name, a host with a port in it, a port that is not an ``int`` from
+            0 to 65535 or is in use), or ``path`` is not a path alone starting
+            with ``/`` (a query, a fragment or white space in it).
     """
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
+    if transport == "http":
+        host = _host(host)
+        _check_path(path)
+        problem = port_problem(port)
+        if problem is not None:
+            raise UsageError(problem)
     if transport == "stdio":
         from mcp.server.stdio import stdio_server
 
@@ -327,18 +342,62 @@ def serve_server(
         uvicorn.Server(config).run(sockets=[listener])
 
 
+def _host(host: object) -> str:
+    """``host`` to listen on, an IPv6 address without the brackets a URL writes it in.
+
+    Raises:
+        UsageError: It is not a string, or holds a port (``localhost:8000``) or
+            brackets around what is not an IPv6 address.
+    """
+    if not isinstance(host, str):
+        raise UsageError(
+            f"the host must be a string (a host name, an IPv4 or IPv6 address), got {host!r}"
+        )
+    inner = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if ":" in inner or "[" in inner or "]" in inner:
+        try:
+            ipaddress.IPv6Address(inner)
+        except ValueError:
+            raise UsageError(
+                f"cannot listen on host {host!r}: a host is a host name, an IPv4 or IPv6 "
+                "address, with no port (give it as the port, --port) and no brackets "
+                "but around an IPv6 address"
+            ) from None
+        return inner
+    if inner != host:  # ([name] or [1.2.3.4])
+        raise UsageError(f"cannot listen on host {host!r}: brackets go only around an IPv6 address")
+    return host
+
+
+def _check_path(path: object) -> None:
+    """Refuse an endpoint path no request can reach (Starlette routes the path alone).
+
+    Raises:
+        UsageError: It is not a string, does not start with ``/``, or holds a
+            query (``?``), a fragment (``#``) or white space.
+    """
+    if not isinstance(path, str):
+        raise UsageError(f"the endpoint path must be a string such as '/mcp', got {path!r}")
+    if not path.startswith("/"):
+        # (Starlette's router asserts it, with no word of the option)
+        raise UsageError(f"the endpoint path must start with '/', got {path!r}; e.g. '/{path}'")
+    if "?" in path or "#" in path or any(c.isspace() for c in path):
+        raise UsageError(
+            f"the endpoint path {path!r} holds a '?', '#' or white space: it is a path alone "
+            "(no query, fragment or white space), as requests to it are routed by path alone"
+        )
+
+
 def _listening(host: str, port: int) -> socket.socket:
     """A socket listening on ``host`` (a name, an IPv4 or an IPv6 address) and ``port``.
 
     Raises:
         UsageError: It cannot listen there (an unknown host, a port in use...).
     """
-    if not 0 <= port <= 65535:
-        raise UsageError(f"cannot listen on port {port}: a port is from 0 to 65535")
-    if not host:  # every interface, as socket's own "" means
-        return socket.create_server(("", port))
     try:
+        if not host:  # every interface, as socket's own "" means
+            return socket.create_server(("", port))
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         return socket.create_server((host, port), family=family)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a name idna cannot encode ("a..b")
         raise UsageError(f"cannot listen on host {host!r}, port {port}: {exc}") from exc

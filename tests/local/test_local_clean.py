@@ -1,0 +1,99 @@
+"""``toolfold local clean`` says what it did: removed, nothing to remove, or what is left."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolfold.local import CACHE_ENV
+from toolfold.local.__main__ import main
+
+
+def test_clean_removes_the_cache_folder_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache folder with files in it is removed, and ``removed PATH`` is printed."""
+    cache = tmp_path / "cache"
+    (cache / "models").mkdir(parents=True)
+    (cache / "models" / "m.gguf").write_text("weights")
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    assert main(["clean"]) == 0
+    assert capsys.readouterr().out == f"removed {cache}\n"
+    assert not cache.exists()
+
+
+def test_clean_with_no_cache_folder_says_there_is_nothing_to_remove(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache folder that does not exist is not claimed removed: exit 0, nothing to remove."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "missing"))
+    assert main(["clean"]) == 0
+    assert capsys.readouterr().out == f"nothing to remove at {tmp_path / 'missing'}\n"
+
+
+def test_clean_of_a_cache_path_that_is_a_file_is_an_error_and_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache path naming a file exits 1 saying it is not a folder, and leaves the file."""
+    afile = tmp_path / "afile"
+    afile.write_text("data")
+    monkeypatch.setenv(CACHE_ENV, str(afile))
+    assert main(["clean"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"error: the cache folder {afile} is not a folder (a file or a link): nothing removed; "
+        f"set {CACHE_ENV} to a folder, or remove it yourself\n"
+    )
+    assert afile.read_text() == "data"
+
+
+def test_clean_that_cannot_remove_a_file_names_it_and_what_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file that cannot be deleted exits 1 naming it and counting what is left, not ``removed``."""
+    cache = tmp_path / "cache"
+    (cache / "bin").mkdir(parents=True)
+    (cache / "bin" / "kept").write_text("busy")
+    (cache / "gone").write_text("x")
+    unlink = os.unlink
+
+    def refusing(path: Any, *args: Any, **kwargs: Any) -> None:
+        if os.fspath(path).endswith("kept"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refusing)
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    assert main(["clean"]) == 1
+    captured = capsys.readouterr()
+    assert "removed" not in captured.out
+    assert captured.err.startswith(
+        f"error: could not remove all of {cache}: 2 file(s) and folder(s) left in it; 1 failed: "
+    )
+    assert "kept: Permission denied" in captured.err
+    assert (cache / "bin" / "kept").exists()
+    assert not (cache / "gone").exists()
+
+
+def test_clean_of_a_cache_path_that_is_a_link_to_a_folder_keeps_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache path that is a link to a folder exits 1 and removes nothing: the link stays, and
+    so does everything in the folder it points to (with or without a trailing slash)."""
+    target = tmp_path / "target"
+    (target / "models").mkdir(parents=True)
+    (target / "models" / "m.gguf").write_text("weights")
+    link = tmp_path / "link"
+    link.symlink_to(target, target_is_directory=True)
+    for given in (str(link), f"{link}/"):
+        monkeypatch.setenv(CACHE_ENV, given)
+        assert main(["clean"]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert "is not a folder (a file or a link): nothing removed" in captured.err
+        assert link.is_symlink()
+        assert (target / "models" / "m.gguf").read_text() == "weights"
