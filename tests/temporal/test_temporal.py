@@ -54,6 +54,7 @@ from toolfold import (
     Agent,
     AuthenticationError,
     BadRequestError,
+    Denied,
     NotFoundError,
     ProviderError,
     RateLimitError,
@@ -676,6 +677,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "timed_out_kept",
         "stopped_transfer",
         "stopped_transfer_handed",
+        "ambiguous_answer",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
@@ -826,6 +828,74 @@ def test_an_approval_inside_a_nested_run_suspends_the_durable_run(
     finished = agent.agent.resume(local.state, approvals={call.id: True})
     assert durable.state == finished.state
     assert durable.output == finished.output
+
+
+def test_sub_runs_waiting_on_one_call_id_are_approved_and_denied_by_path_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sub-runs waiting on one call id: a plain id is refused as a local resume refuses it; paths approve one and deny the other, each in its own sub-run."""
+    agent = temporal_app.twins
+    run_id = "twins-by-path"
+
+    async def go() -> tuple[BaseException | None, Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id=run_id, task_queue=queue)
+            await handle.suspended()
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.approve("call_1_0")
+            await handle.approve("right/call_1_0", deny={"left/call_1_0": "not this one"})
+            durable = await handle.result()
+            return refused.value.cause, durable, await handle.workflow.fetch_history()
+
+    cause, durable, history = asyncio.run(go())
+    assert _lines(tmp_path) == ["transfer 7"]  # the right branch's call, and only it
+    local = agent.agent.run("go", run_id=run_id)
+    with pytest.raises(UsageError) as local_refusal:
+        agent.agent.resume(local.state, approvals={"call_1_0": True})
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.message) == ("UsageError", str(local_refusal.value))
+    assert "'left/call_1_0', 'right/call_1_0'" in cause.message
+    approvals = {"right/call_1_0": True, "left/call_1_0": Denied("not this one")}
+    finished = agent.agent.resume(local.state, approvals=approvals)
+    assert durable.output == finished.output
+    assert durable.state == finished.state
+    _replays(history)
+
+
+def test_sub_runs_waiting_on_one_call_id_are_given_results_by_path_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sub-runs waiting for a manual tool's result under one call id: a plain id is refused, paths give each its own result."""
+    agent = temporal_app.twin_askers
+    run_id = "twin-askers-by-path"
+
+    async def go() -> tuple[BaseException | None, Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id=run_id, task_queue=queue)
+            await handle.suspended()
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.provide([ToolResultPart("call_1_0", "ask_user", "Oslo")])
+            await handle.provide(
+                [
+                    ToolResultPart("left/call_1_0", "ask_user", "Paris"),
+                    ToolResultPart("right/call_1_0", "ask_user", "Rome"),
+                ]
+            )
+            durable = await handle.result()
+            return refused.value.cause, durable, await handle.workflow.fetch_history()
+
+    cause, durable, history = asyncio.run(go())
+    local = agent.agent.run("go", run_id=run_id)
+    with pytest.raises(UsageError) as local_refusal:
+        agent.agent.resume(local.state, tool_results={"call_1_0": "Oslo"})
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.message) == ("UsageError", str(local_refusal.value))
+    results = {"left/call_1_0": "Paris", "right/call_1_0": "Rome"}
+    finished = agent.agent.resume(local.state, tool_results=results)
+    assert durable.output == finished.output
+    assert durable.output == {"left": "the user said: Paris", "right": "the user said: Rome"}
+    assert durable.state == finished.state
+    _replays(history)
 
 
 def test_a_workflow_streams_its_agents_output_tagged_with_the_path(

@@ -26,7 +26,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from toolfold._errors import RunError, ToolDefinitionError
+    from toolfold._errors import RunError, ToolDefinitionError, UsageError
     from toolfold.integrations.temporal._activities import (
         ModelCallInput,
         OutputInput,
@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         tool_activity_name,
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
+    from toolfold.runtime._resume import _address as address
     from toolfold.runtime._resume import _nest as nest_answers
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
@@ -63,7 +64,13 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._serialize import to_json
-    from toolfold.runtime.core._state import DONE_PHASES, WAITING_PHASES, Disposition, RunState
+    from toolfold.runtime.core._state import (
+        DONE_PHASES,
+        WAITING_PHASES,
+        CallStatus,
+        Disposition,
+        RunState,
+    )
     from toolfold.runtime.core._stop import stop_event
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure
@@ -846,7 +853,8 @@ class AgentWorkflow:
         if self._state is None or self._state.phase not in _WAITING:
             phase = "not started" if self._state is None else self._state.phase
             raise ApplicationError(f"the run is not waiting for answers (phase: {phase})")
-        _applied(self._state, answers)  # raises InvalidEventError for a wrong answer
+        # raises InvalidEventError for a wrong answer, UsageError for an ambiguous id
+        _applied(self._state, answers, checked=True)
 
     @workflow.update
     async def suspended(self) -> RunState:
@@ -945,20 +953,42 @@ def _stop(node: Node, state: RunState) -> StopRequested | None:
         ) from exc
 
 
-def _applied(state: RunState, answers: Answers) -> RunState:
+def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> RunState:
     """``state`` with the answers applied; those for calls of suspended sub-runs
-    (any depth) travel down to them as `CallResumed` events, as in a local resume."""
+    (any depth) travel down to them as `CallResumed` events, as in a local resume.
+
+    Each answer's call id is read as a local `resume` reads its keys
+    (`address`): the top run's call of that id, else the one call of the tree
+    that has it, else a path (``"left/call_0"``) to a sub-run's call.
+    ``checked``: the update's validator asks, and an id that calls of several
+    sub-runs wait under is refused (`UsageError`), as locally. The handler
+    does not refuse it: the validator refused it before the handler ran,
+    except in histories recorded before it did, where the handler applied it
+    to the first such call (`RunState.path_to`); it does so again when they
+    replay (a validator does not run on replay).
+    """
     nested: list[tuple[tuple[str, ...], Event]] = []
+
+    def target(call_id: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+        try:
+            return address(state, call_id, status)
+        except UsageError:
+            if checked:
+                raise
+            return state.path_to(call_id, status) or (), call_id
+
     for event in answers.events:
         if isinstance(event, (ApprovalGranted, ApprovalDenied)):
-            path = state.path_to(event.call_id, "awaiting_approval")
+            path, call_id = target(event.call_id, "awaiting_approval")
+            event = attrs.evolve(event, call_id=call_id)
             if path:
                 nested.append((path, event))
                 continue
         elif isinstance(event, ToolResultsProvided):
             own = []
             for result in event.results:
-                path = state.path_to(result.call_id, "to_return")
+                path, call_id = target(result.call_id, "to_return")
+                result = attrs.evolve(result, call_id=call_id)
                 if path:
                     nested.append((path, ToolResultsProvided((result,))))
                 else:
