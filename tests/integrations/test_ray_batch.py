@@ -381,6 +381,94 @@ def test_models_are_rebuilt_in_the_actors_from_the_spec(
     assert _FakeOllama.tokens == ["Bearer actor-key"] * 3
 
 
+class _FakeChat(http.server.BaseHTTPRequestHandler):
+    """A chat-completions server that repeats the prompt; records each request's auth header."""
+
+    tokens: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        type(self).tokens.append(self.headers.get("authorization", ""))
+        prompt = body["messages"][-1]["content"]
+        answer = {
+            "id": "chat-1",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": f"heard: {prompt}"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        }
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_an_agent_named_by_import_path_needs_its_key_only_on_the_actors(
+    ray_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver builds an imported agent without its API key; the actors read theirs from actor_options' env_vars."""
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeChat)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _FakeChat.tokens = []
+    env = {
+        "PYTHONPATH": str(HERE),
+        "DEEPSEEK_API_KEY": "actor-key",
+        "RAY_KEYED_BASE_URL": f"http://127.0.0.1:{server.server_address[1]}",
+    }
+    try:
+        results = run_batch(
+            "ray_keyed:agent",
+            ["one", "two"],
+            num_actors=1,
+            progress=False,
+            actor_options={"runtime_env": {"env_vars": env}},
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert [r.text for r in results] == ["heard: one", "heard: two"]
+    assert _FakeChat.tokens == ["Bearer actor-key"] * 2
+    assert "ray_keyed" not in sys.modules  # the driver's keyless copy is not left behind
+
+
+def test_an_actor_without_the_api_key_fails_the_batch_with_a_usage_error(
+    ray_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An actor that cannot build the agent for want of its key fails the batch at once, naming the variable."""
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    seen: list[BatchResult] = []
+    with pytest.raises(toolfold.UsageError) as refused:
+        run_batch(
+            "ray_keyed:agent",
+            ["one", "two"],
+            num_actors=1,
+            progress=False,
+            on_result=seen.append,
+            actor_options={"runtime_env": {"env_vars": {"PYTHONPATH": str(HERE)}}},
+        )
+    message = str(refused.value)
+    assert message.startswith(
+        "the spec could not be built in a Ray actor: ModelConfigError: no API key for "
+        "provider 'deepseek': pass api_key=... or set DEEPSEEK_API_KEY (an actor"
+    )
+    assert "Traceback" not in message
+    assert seen == []  # no input ran
+
+
 def test_a_checkpointed_state_that_no_longer_replays_is_refused(
     ray_address: str, tmp_path: Path
 ) -> None:

@@ -23,6 +23,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 
 from toolfold._errors import ModelConfigError
 
@@ -291,6 +292,26 @@ def url_userinfo(url: str) -> str | None:
     return userinfo if at else None
 
 
+# Set by `keys_deferred`: a missing key is not an error while it is.
+_DEFERRED: ContextVar[bool] = ContextVar("toolfold_keys_deferred", default=False)
+
+
+@contextlib.contextmanager
+def keys_deferred() -> Iterator[None]:
+    """Build models without their API keys while inside: a missing key resolves to None.
+
+    For a process that builds an agent only to read its spec, never to call
+    its model: Ray's driver imports the agent a batch names, while the key is
+    set only where the actors run (they build it again, key required). A
+    model built inside sends its requests without a key.
+    """
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
 def resolve_api_key(
     provider: str,
     api_key: str | Secret | None,
@@ -323,7 +344,7 @@ def resolve_api_key(
         value = env.get(name, "").strip()
         if value:
             return Secret(value)
-    if not required:
+    if not required or _DEFERRED.get():
         return None
     where = " or ".join(names) if names else "an environment variable"
     raise ModelConfigError(f"no API key for provider {provider!r}: pass api_key=... or set {where}")

@@ -21,7 +21,7 @@ from toolfold.integrations.ray._actor import (
     Finished,
     RemoteBatchActor,
     Spec,
-    load_spec,
+    driver_spec,
     pickled,
 )
 from toolfold.integrations.ray._checkpoint import Checkpoint, input_digest
@@ -111,7 +111,9 @@ def run_batch(
             `Loop`), or an import path ``"package.module:name"`` naming one
             (or a function returning one) that each actor imports. Both
             pickle as their spec: a model string is resolved again in each
-            actor, which reads the API key from its own environment.
+            actor, which reads the API key from its own environment. The
+            driver imports a path too, to read the spec, with API keys not
+            required: a key set only on the actors is enough.
         inputs: The prompts: each what the agent's or workflow's ``arun``
             accepts (for an agent text, a `Message`, a list of messages; for
             a workflow also plain data: a dict, a list, an attrs instance).
@@ -144,7 +146,7 @@ def run_batch(
         raise UsageError(
             f"concurrency and num_actors must be at least 1, got {concurrency} and {num_actors}"
         )
-    local = load_spec(agent) if isinstance(agent, str) else agent
+    local = driver_spec(agent) if isinstance(agent, str) else agent
     if not isinstance(local, (Agent, Workflow)):
         raise UsageError(
             f"run_batch needs a toolfold Agent, a workflow or an import path, got {agent!r}"
@@ -276,9 +278,17 @@ class _Batch:
             actors.append(handle)
         try:
             try:
-                ray.get([actor.ready.remote() for actor in actors])
+                unbuilt = ray.get([actor.ready.remote() for actor in actors])
             except RayActorError as exc:
                 raise UsageError(f"the spec could not be built in a Ray actor: {exc}") from exc
+            for reason in unbuilt:
+                if reason is not None:
+                    raise UsageError(
+                        f"the spec could not be built in a Ray actor: {reason} (an actor "
+                        "imports an import path itself and reads API keys from its own "
+                        "environment: set them on the cluster, or with actor_options="
+                        '{"runtime_env": {"env_vars": {...}}})'
+                    )
             self._drive(actors, todo, concurrency, bar)
         finally:
             for actor in actors:
@@ -328,7 +338,7 @@ class _Batch:
                 ping, number = calls.pop(ref)
                 asked.discard(number)
                 try:
-                    outcomes: list[Finished] = ray.get(ref)
+                    got: Any = ray.get(ref)  # a ping's: `BatchActor.ready`'s
                 except RayActorError as exc:
                     if ping:  # the actor will not come back
                         down.discard(number)
@@ -345,8 +355,11 @@ class _Batch:
                         self._finished(Finished(index, None, None, _died(exc)), bar)
                     continue
                 if ping:
+                    if got is not None:  # restarted, it could not build the spec: gone
+                        gone.add(number)
                     down.discard(number)
                     continue
+                outcomes: list[Finished] = got
                 for finished in outcomes:
                     held[number].discard(finished.index)
                     self._finished(finished, bar)
