@@ -1,20 +1,32 @@
-"""An agent whose model needs an API key (DeepSeek's), for a batch that names it by import path.
+"""Agents named by import path whose module needs an API key (DeepSeek's) when imported.
 
-Its base URL comes from ``RAY_KEYED_BASE_URL`` (the tests' fake server); the
-key from ``DEEPSEEK_API_KEY``, read wherever the module is imported.
+``agent`` calls the keyed model of `ray_keyed_models`; ``cities`` answers with a
+`City` (a class of this module) from a function model, yet importing the module
+still builds that keyed model.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
+
+from ray_keyed_models import chat
 
 import toolfold
+from toolfold import ModelRequest
+from toolfold.testing import FunctionModel
 
-agent = toolfold.Agent(
-    toolfold.model(
-        "deepseek:deepseek-chat",
-        base_url=os.environ.get("RAY_KEYED_BASE_URL", "http://127.0.0.1:9"),
-        retry=0,
-    ),
-    name="keyed",
-)
+agent = toolfold.Agent(chat, name="keyed")
+
+
+@dataclasses.dataclass
+class City:
+    """A city, the output of ``cities``."""
+
+    name: str
+
+
+def _named(request: ModelRequest) -> str:
+    return '{"name": "' + request.messages[-1].text.title() + '"}'
+
+
+cities = toolfold.Agent(FunctionModel(_named), output_type=City, name="cities")

@@ -292,24 +292,31 @@ def url_userinfo(url: str) -> str | None:
     return userinfo if at else None
 
 
-# Set by `keys_deferred`: a missing key is not an error while it is.
+# Set by `keys_deferred`: a model built while it is may lack its key.
 _DEFERRED: ContextVar[bool] = ContextVar("toolfold_keys_deferred", default=False)
 
 
 @contextlib.contextmanager
 def keys_deferred() -> Iterator[None]:
-    """Build models without their API keys while inside: a missing key resolves to None.
+    """Build models whose API key is missing while inside: they refuse to send instead.
 
     For a process that builds an agent only to read its spec, never to call
-    its model: Ray's driver imports the agent a batch names, while the key is
+    its model: Ray's driver imports the agent a batch names when the key is
     set only where the actors run (they build it again, key required). A
-    model built inside sends its requests without a key.
+    provider model built inside without its key is built, but each of its
+    requests raises the `ModelConfigError` its construction would have
+    raised, before anything is sent (see `keys_are_deferred`).
     """
     token = _DEFERRED.set(True)
     try:
         yield
     finally:
         _DEFERRED.reset(token)
+
+
+def keys_are_deferred() -> bool:
+    """True inside `keys_deferred`: a model missing its key is built, and refuses to send."""
+    return _DEFERRED.get()
 
 
 def resolve_api_key(
@@ -344,7 +351,7 @@ def resolve_api_key(
         value = env.get(name, "").strip()
         if value:
             return Secret(value)
-    if not required or _DEFERRED.get():
+    if not required:
         return None
     where = " or ".join(names) if names else "an environment variable"
     raise ModelConfigError(f"no API key for provider {provider!r}: pass api_key=... or set {where}")

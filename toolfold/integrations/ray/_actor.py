@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import pickle
-import sys
 import traceback
 from typing import Any
 
@@ -21,7 +20,7 @@ import attrs
 import ray
 from ray import cloudpickle
 
-from toolfold._errors import RunError, UsageError
+from toolfold._errors import ModelConfigError, RunError, UsageError
 from toolfold.adapters._http._keys import keys_deferred
 from toolfold.runtime import Agent, Workflow
 
@@ -42,22 +41,22 @@ def load_spec(source: str | bytes) -> Spec:
 
 
 def driver_spec(path: str) -> Spec:
-    """The spec an import path names, as the driver builds it: without API keys.
+    """The spec an import path names, as the driver builds it: its API keys not required.
 
     The driver reads the spec (inputs checked against it, responses made from
-    the states that come back) and never calls its models: the key may be set
-    only where the actors run, which import the path again, key required.
-    The module imported here is dropped from ``sys.modules`` again (its models
-    have no keys): a later import in the driver builds it as usual.
+    the states that come back) and never calls its models, so the key may be
+    set only where the actors run (they import the path again, key required).
+    The path is imported as any import: with the key set, exactly so. Only
+    when that import fails for want of a key (`ModelConfigError`) is it
+    imported again under `keys_deferred`; the modules stay imported (one
+    module object for the driver, its output classes included), and a model
+    built there without its key refuses to send, raising that error.
     """
-    module_name = path.partition(":")[0]
-    imported = module_name in sys.modules
     try:
+        return load_spec(path)
+    except ModelConfigError:
         with keys_deferred():
             return load_spec(path)
-    finally:
-        if not imported:
-            sys.modules.pop(module_name, None)
 
 
 def _import(path: str) -> Any:
