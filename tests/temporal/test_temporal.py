@@ -65,6 +65,7 @@ from toolfold import (
     ToolResultPart,
     UsageError,
     WorkflowResponse,
+    approval_key,
 )
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
@@ -860,6 +861,37 @@ def test_sub_runs_waiting_on_one_call_id_are_approved_and_denied_by_path_as_loca
     assert durable.output == finished.output
     assert durable.state == finished.state
     _replays(history)
+
+
+def test_a_bound_approval_key_is_refused_by_a_durable_run_as_for_local_resume_only(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """handle.approve(approval_key(...)) fails with a UsageError saying bound keys are for a local resume; nothing is applied."""
+    agent = temporal_app.twins
+
+    async def go() -> tuple[BaseException | None, str, list[str]]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id="twins-bound", task_queue=queue)
+            waiting = await handle.suspended()
+            bound = approval_key(waiting, "right/call_1_0")
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.approve(bound)
+            still = await handle.state()
+            pending = [c.id for c in still.pending_approvals]
+            await handle.approve("right/call_1_0", "left/call_1_0")
+            await handle.result()
+            return refused.value.cause, bound, pending
+
+    cause, bound, pending = asyncio.run(go())
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "UsageError"
+    assert cause.message == (
+        f"{bound!r} is an approval key bound to its call (approval_key): bound keys are "
+        "for a local resume only; a durable run's call is approved by its id or its "
+        "path: 'right/call_1_0'"
+    )
+    assert pending == ["call_1_0", "call_1_0"]  # both still waiting: nothing was applied
+    assert sorted(_lines(tmp_path)) == ["transfer 5", "transfer 7"]
 
 
 def test_sub_runs_waiting_on_one_call_id_are_given_results_by_path_as_locally(

@@ -38,8 +38,10 @@ with workflow.unsafe.imports_passed_through():
         tool_activity_name,
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
+    from toolfold.runtime._resume import _BOUND_KEY as BOUND_KEY
     from toolfold.runtime._resume import _address as address
     from toolfold.runtime._resume import _nest as nest_answers
+    from toolfold.runtime._resume import waiting_call
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
         CallModel,
@@ -965,17 +967,29 @@ def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> Run
     does not refuse it: the validator refused it before the handler ran,
     except in histories recorded before it did, where the handler applied it
     to the first such call (`RunState.path_to`); it does so again when they
-    replay (a validator does not run on replay).
+    replay (a validator does not run on replay). An approval key bound to
+    its call (`approval_key`, ``"call_0#<fingerprint>"``) is refused by the
+    validator too, saying it is for a local resume only (the handler reads
+    it as any id, as it always has: it never got one).
     """
     nested: list[tuple[tuple[str, ...], Event]] = []
 
     def target(call_id: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
         try:
-            return address(state, call_id, status)
+            path, own_id = address(state, call_id, status)
         except UsageError:
             if checked:
                 raise
             return state.path_to(call_id, status) or (), call_id
+        bound = BOUND_KEY.fullmatch(call_id)
+        if checked and bound and waiting_call(state, call_id, status) is None:
+            # (a call whose own id has this form is answered by it, as before)
+            raise UsageError(
+                f"{call_id!r} is an approval key bound to its call (approval_key): bound "
+                "keys are for a local resume only; a durable run's call is approved by "
+                f"its id or its path: {bound[1]!r}"
+            )
+        return path, own_id
 
     for event in answers.events:
         if isinstance(event, (ApprovalGranted, ApprovalDenied)):
