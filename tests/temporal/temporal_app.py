@@ -1029,6 +1029,29 @@ twin_askers = TemporalAgent(
 )
 
 
+# A workflow used as a tool (`Workflow.as_tool`) by an agent: the workflow's step
+# asks for an approval, which suspends the durable run at the top.
+def _runs_payflow(request: ModelRequest) -> Any:
+    done = _results(request)
+    if not done:
+        return FunctionModel.call("payflow", {"input": "go"})
+    return "outer: " + done[0]
+
+
+workflow_tool = TemporalAgent(
+    Agent(
+        FunctionModel(_runs_payflow),
+        tools=[
+            Sequence(
+                Agent(FunctionModel(_pays(3)), tools=[transfer], name="payer"), name="payflow"
+            ).as_tool()
+        ],
+        name="workflow_tool",
+    ),
+    settings=SETTINGS,
+)
+
+
 # stop_when=[tool_called(...)] inside an agent used as a tool: the caller sees
 # that call's result (an error result when it failed), as locally; one stopped
 # at max_steps gives an error result naming it and the limit.
@@ -1089,6 +1112,7 @@ AGENTS = [
     misfit_step,
     twins,
     twin_askers,
+    workflow_tool,
 ]
 
 

@@ -679,6 +679,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "stopped_transfer",
         "stopped_transfer_handed",
         "ambiguous_answer",
+        "workflow_tool_failed",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
@@ -1061,6 +1062,50 @@ def test_runs_that_stopped_on_a_transfer_before_the_handoff_at_stop_replay_throu
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     # (the patched branch lists billing's tools where the run had completed)
     with pytest.raises(NondeterminismError, match="Activity machine does not handle"):
+        asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_workflow_used_as_a_tool_suspends_for_approval_and_finishes_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Workflow.as_tool() inside a TemporalAgent runs as a nested run: its step's approval suspends the run, as locally."""
+    agent = temporal_app.workflow_tool
+    run_id = "workflow-tool-1"
+
+    async def go() -> tuple[RunState, Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id=run_id, task_queue=queue)
+            waiting = await handle.suspended()
+            await handle.approve("call_1_0")
+            durable = await handle.result()
+            return waiting, durable, await handle.workflow.fetch_history()
+
+    waiting, durable, history = asyncio.run(go())
+    assert _lines(tmp_path) == ["transfer 3"]  # once, after the approval
+    local = agent.agent.run("go", run_id=run_id)
+    assert local.state.phase == "awaiting_approval"
+    assert waiting == local.state
+    finished = agent.agent.resume(local.state, approvals={"call_1_0": True})
+    assert durable.output == finished.output == "outer: transfer said: moved 3"
+    assert durable.state == finished.state
+    _replays(history)
+
+
+def test_runs_recorded_before_workflow_tools_ran_replay_only_through_the_patch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A history whose workflow-as-tool call failed with AssertionError breaks replay unless the workflow.patched branch gives that result again."""
+    text = (HISTORIES / "workflow_tool_failed.json").read_text(encoding="utf-8")
+    history = WorkflowHistory.from_json("history-workflow_tool_failed", text)
+    patched = workflow_module.workflow.patched
+    monkeypatch.setattr(  # only this patch taken regardless of the history
+        workflow_module.workflow,
+        "patched",
+        lambda patch_id: patch_id == workflow_module.WORKFLOW_TOOLS or patched(patch_id),
+    )
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    # (the workflow's step's model is called where the history has the caller's next call)
+    with pytest.raises(NondeterminismError, match=r"workflow_tool\.payflow__model_request"):
         asyncio.run(replayer.replay_workflow(history))
 
 

@@ -94,6 +94,10 @@ before it continued as new only between the top run's model calls)."""
 TIMED_OUT_SUB_RUNS = "toolfold-timed-out-sub-runs"
 """The `workflow.patched` id of keeping a timed-out sub-run on its call's result (runs
 recorded before it dropped it: their states, and so what they carry, stay as they were)."""
+WORKFLOW_TOOLS = "toolfold-workflow-tools"
+"""The `workflow.patched` id of a workflow used as a tool (`Workflow.as_tool`) running
+as a nested run (runs recorded before it gave that call the error result
+``Error: AssertionError``: they replay so)."""
 HANDOFF_AT_STOP = "toolfold-handoff-at-stop"
 """The `workflow.patched` id of handing a run over when the step that reached its
 ``max_steps`` called a transfer tool (runs recorded before it stopped with the agent
@@ -645,7 +649,12 @@ class AgentWorkflow:
         fresh = child is None
         if child is None:
             try:
-                started = sub.start(invocation, node.tools[call.name], state)
+                started = sub.start(
+                    invocation,
+                    node.tools[call.name],
+                    state,
+                    lambda: workflow.patched(WORKFLOW_TOOLS),
+                )
             except Exception as exc:  # (a step's prompt naming a skipped step's value...)
                 # as locally, where the tool's function raises it: the call's error result
                 # (escaping, it would fail the workflow task again and again: a hung run)
