@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from backends import ASYNC_ONLY, OWNED
 from scripted_http import Recorded, Reply, ScriptedServer, sse
 
 import toolfold
@@ -19,6 +20,7 @@ from toolfold.adapters._http._keys import (
     API_KEY_ENV_VARS,
     RedactingFilter,
     Secret,
+    keys_deferred,
     redact,
     redact_logs,
     resolve_api_key,
@@ -63,6 +65,84 @@ def test_missing_key_names_the_variable() -> None:
     with pytest.raises(ModelConfigError, match="OPENAI_API_KEY"):
         resolve_api_key("openai", None, environ={})
     assert resolve_api_key("ollama", None, environ={}, required=False) is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "variable"),
+    [
+        ("openai:gpt-4o", "OPENAI_API_KEY"),
+        ("deepseek:deepseek-chat", "DEEPSEEK_API_KEY"),
+        ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ("gemini:gemini-2.5-flash", "GEMINI_API_KEY or GOOGLE_API_KEY"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("backend", "mode"),
+    [
+        (backend, mode)
+        for backend in OWNED
+        for mode in ("sync", "async", "stream-sync", "stream-async")
+        if not (backend in ASYNC_ONLY and mode in ("sync", "stream-sync"))
+    ],
+)
+def test_a_model_built_without_its_key_under_keys_deferred_refuses_to_send(
+    http_server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    spec: str,
+    variable: str,
+    backend: str,
+    mode: str,
+) -> None:
+    """Under keys_deferred a keyless model is built, and each call raises the missing key's error, sending nothing."""
+    for name in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.setenv("GOOGLE_API_KEY", "")  # blank reads as missing
+    options: dict[str, Any] = {"base_url": http_server.url, "retry": 0, "http": backend}
+    with pytest.raises(ModelConfigError) as unbuilt:
+        toolfold.model(spec, **options)
+    with keys_deferred():
+        model = toolfold.model(spec, **options)
+    request = ModelRequest((Message.user("hi"),))
+
+    def call() -> None:
+        if mode == "sync":
+            model.request_sync(request)
+        elif mode == "stream-sync":
+            list(model.stream_sync(request))
+        else:
+            asyncio.run(call_async())
+
+    async def call_async() -> None:
+        try:
+            if mode == "stream-async":
+                async for _ in model.stream(request):
+                    pass
+            else:
+                await model.request(request)
+        finally:
+            await model.aclose()
+
+    for _ in range(2):  # every call, not only the first
+        with pytest.raises(ModelConfigError) as refused:
+            call()
+        provider = spec.partition(":")[0]
+        assert str(refused.value) == str(unbuilt.value)
+        assert str(refused.value) == (
+            f"no API key for provider {provider!r}: pass api_key=... or set {variable}"
+        )
+    model.close()
+    assert http_server.requests == []
+    assert http_server.connections == 0
+
+
+def test_keys_deferred_builds_models_as_usual_with_a_key_or_a_blank_api_key() -> None:
+    """Under keys_deferred a model whose key is set is keyed as usual, and api_key="" is still refused."""
+    with keys_deferred():
+        model = toolfold.model("openai:gpt-4o", api_key=KEY)
+        with pytest.raises(ModelConfigError, match="empty"):
+            toolfold.model("openai:gpt-4o", api_key=" ")
+    assert model._transport._refusal is None  # type: ignore[attr-defined]
 
 
 def test_secret_never_prints() -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
+import pickle
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from ray_agents import echo, expected, make_agent, make_workflow, workflow_expected
@@ -379,6 +382,206 @@ def test_models_are_rebuilt_in_the_actors_from_the_spec(
         thread.join()
     assert [r.text for r in results] == ["heard: one", "heard: two", "heard: three"]
     assert _FakeOllama.tokens == ["Bearer actor-key"] * 3
+
+
+class _FakeChat(http.server.BaseHTTPRequestHandler):
+    """A chat-completions server that repeats the prompt; records each request's auth header."""
+
+    tokens: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        type(self).tokens.append(self.headers.get("authorization", ""))
+        prompt = body["messages"][-1]["content"]
+        answer = {
+            "id": "chat-1",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": f"heard: {prompt}"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        }
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A `_FakeChat` server (its tokens reset) whose URL `ray_keyed_models` reads; yields the URL.
+
+    The `ray_keyed` modules are imported afresh by each test (dropped before and after).
+    """
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeChat)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _FakeChat.tokens = []
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("RAY_KEYED_BASE_URL", url)
+    for name in _KEYED_MODULES:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    try:
+        yield url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+        for name in _KEYED_MODULES:
+            sys.modules.pop(name, None)
+
+
+_KEYED_MODULES = ("ray_keyed", "ray_keyed_models")
+
+
+def _keyed_env(url: str, key: str) -> dict[str, Any]:
+    """actor_options giving the actors ``key`` as DEEPSEEK_API_KEY ("" reads as none)."""
+    env = {"PYTHONPATH": str(HERE), "DEEPSEEK_API_KEY": key, "RAY_KEYED_BASE_URL": url}
+    return {"runtime_env": {"env_vars": env}}
+
+
+def test_an_agent_named_by_import_path_needs_its_key_only_on_the_actors(
+    ray_address: str, chat_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver builds an imported agent without its API key; the actors read theirs from actor_options' env_vars."""
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    results = run_batch(
+        "ray_keyed:agent",
+        ["one", "two"],
+        num_actors=1,
+        progress=False,
+        actor_options=_keyed_env(chat_server, "actor-key"),
+    )
+    assert [r.text for r in results] == ["heard: one", "heard: two"]
+    assert _FakeChat.tokens == ["Bearer actor-key"] * 2
+
+
+def test_a_driver_with_the_key_keeps_the_module_an_import_path_names(
+    ray_address: str, chat_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the key on the driver, the path is imported once and kept: outputs are its classes' instances and pickle."""
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "driver-key")
+    results = run_batch(
+        "ray_keyed:cities",
+        ["paris", "rome"],
+        num_actors=1,
+        progress=False,
+        actor_options=_keyed_env(chat_server, "actor-key"),
+    )
+    import ray_keyed  # the module run_batch imported, not a new one
+
+    assert sys.modules["ray_keyed"] is ray_keyed
+    outputs = [r.response.output if r.response else r.error for r in results]
+    assert outputs == [ray_keyed.City("Paris"), ray_keyed.City("Rome")]
+    assert all(isinstance(output, ray_keyed.City) for output in outputs)
+    assert pickle.loads(pickle.dumps(outputs)) == outputs
+    toolfold.Agent(sys.modules["ray_keyed_models"].chat).run("three")  # keyed as on main
+    assert _FakeChat.tokens == ["Bearer driver-key"]
+
+
+def test_a_keyless_driver_keeps_the_module_and_its_output_classes(
+    ray_address: str, chat_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the key on the driver, outputs are instances of the named module's classes, and pickle."""
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    results = run_batch(
+        "ray_keyed:cities",
+        ["paris"],
+        num_actors=1,
+        progress=False,
+        actor_options=_keyed_env(chat_server, "actor-key"),
+    )
+    module = sys.modules["ray_keyed"]
+    output = results[0].response.output if results[0].response else results[0].error
+    assert isinstance(output, module.City)
+    assert pickle.loads(pickle.dumps(output)) == module.City("Paris")
+
+
+def test_a_keyless_model_left_in_a_sub_module_refuses_to_send(
+    ray_address: str, chat_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model the named module's imports built without the key raises ModelConfigError on every call; nothing is sent."""
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    run_batch(
+        "ray_keyed:cities",
+        ["paris"],
+        num_actors=1,
+        progress=False,
+        actor_options=_keyed_env(chat_server, "actor-key"),
+    )
+    from ray_keyed_models import chat
+
+    agent = toolfold.Agent(chat)
+    missing = "no API key for provider 'deepseek': pass api_key=... or set DEEPSEEK_API_KEY"
+    with pytest.raises(toolfold.ModelConfigError) as refused:
+        agent.run("hello")
+    assert str(refused.value) == missing
+    with pytest.raises(toolfold.ModelConfigError) as refused:
+        asyncio.run(agent.arun("hello"))
+    assert str(refused.value) == missing
+    assert _FakeChat.tokens == []  # no request reached the server, keyless or not
+
+
+def test_an_actor_without_the_api_key_fails_the_batch_with_a_usage_error(
+    ray_address: str, chat_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An actor that cannot build the agent for want of its key fails the batch at once, naming the variable."""
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    seen: list[BatchResult] = []
+    with pytest.raises(toolfold.UsageError) as refused:
+        run_batch(
+            "ray_keyed:agent",
+            ["one", "two"],
+            num_actors=1,
+            progress=False,
+            on_result=seen.append,
+            # blank, not unset: a key in the environment that started Ray is not inherited
+            actor_options=_keyed_env(chat_server, ""),
+        )
+    message = str(refused.value)
+    assert message.startswith(
+        "the spec could not be built in a Ray actor: ModelConfigError: no API key for "
+        "provider 'deepseek': pass api_key=... or set DEEPSEEK_API_KEY (an actor"
+    )
+    assert "Traceback" not in message
+    assert seen == []  # no input ran
+    assert _FakeChat.tokens == []
+
+
+def test_inputs_left_when_a_restarted_actor_cannot_build_the_spec_say_why(
+    ray_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An actor that restarts but cannot import the spec again: the inputs left fail with the reason it gave."""
+    flag = tmp_path / "crashed"
+    monkeypatch.setenv("RAY_FRAGILE_FLAG", str(flag))  # the driver imports it too, before the crash
+    monkeypatch.delitem(sys.modules, "ray_fragile", raising=False)
+    env = {"PYTHONPATH": str(HERE), "RAY_FRAGILE_FLAG": str(flag)}
+    results = run_batch(
+        "ray_fragile:agent",
+        ["crash", "b", "c"],
+        num_actors=1,
+        concurrency=1,
+        progress=False,
+        actor_options={"runtime_env": {"env_vars": env}},
+    )
+    assert results[0].error is not None
+    assert "the Ray actor running this input died" in results[0].error.message
+    for result in results[1:]:
+        assert result.error is not None
+        assert result.error.message == (
+            "the Ray actor running this input died: no actor is left; a restarted actor "
+            "could not build the spec: RuntimeError: this node may no longer run the agent"
+        )
 
 
 def test_a_checkpointed_state_that_no_longer_replays_is_refused(

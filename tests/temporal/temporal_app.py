@@ -1002,6 +1002,67 @@ asking = TemporalAgent(
 )
 
 
+# Two sub-runs waiting on the same call id (their models made it): a Parallel of two
+# agents that each ask for an approval (`twins`), or for a manual tool's result
+# (`twin_askers`). Answered by path ("left/call_1_0"), as a local resume takes them.
+def _pays(amount: int) -> Any:
+    def pay(request: ModelRequest) -> Any:
+        done = _results(request)
+        if not done:
+            return FunctionModel.call("transfer", {"amount": amount})
+        return "transfer said: " + done[0]
+
+    return pay
+
+
+def _asks(request: ModelRequest) -> Any:
+    done = _results(request)
+    if not done:
+        return FunctionModel.call("ask_user", {"question": "which city?"})
+    return "the user said: " + done[0]
+
+
+twins = TemporalAgent(
+    Parallel(
+        Agent(FunctionModel(_pays(5)), tools=[transfer], name="left"),
+        Agent(FunctionModel(_pays(7)), tools=[transfer], name="right"),
+        name="twins",
+    ),
+    settings=SETTINGS,
+)
+twin_askers = TemporalAgent(
+    Parallel(
+        Agent(FunctionModel(_asks), tools=[ASK_USER], name="left"),
+        Agent(FunctionModel(_asks), tools=[ASK_USER], name="right"),
+        name="twin_askers",
+    ),
+    settings=SETTINGS,
+)
+
+
+# A workflow used as a tool (`Workflow.as_tool`) by an agent: the workflow's step
+# asks for an approval, which suspends the durable run at the top.
+def _runs_payflow(request: ModelRequest) -> Any:
+    done = _results(request)
+    if not done:
+        return FunctionModel.call("payflow", {"input": "go"})
+    return "outer: " + done[0]
+
+
+workflow_tool = TemporalAgent(
+    Agent(
+        FunctionModel(_runs_payflow),
+        tools=[
+            Sequence(
+                Agent(FunctionModel(_pays(3)), tools=[transfer], name="payer"), name="payflow"
+            ).as_tool()
+        ],
+        name="workflow_tool",
+    ),
+    settings=SETTINGS,
+)
+
+
 # stop_when=[tool_called(...)] inside an agent used as a tool: the caller sees
 # that call's result (an error result when it failed), as locally; one stopped
 # at max_steps gives an error result naming it and the limit.
@@ -1061,6 +1122,9 @@ AGENTS = [
     settling,
     misfit,
     misfit_step,
+    twins,
+    twin_askers,
+    workflow_tool,
 ]
 
 

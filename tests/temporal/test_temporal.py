@@ -54,6 +54,7 @@ from toolfold import (
     Agent,
     AuthenticationError,
     BadRequestError,
+    Denied,
     NotFoundError,
     ProviderError,
     RateLimitError,
@@ -64,6 +65,7 @@ from toolfold import (
     ToolResultPart,
     UsageError,
     WorkflowResponse,
+    approval_key,
 )
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
@@ -678,6 +680,8 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "stopped_transfer_handed",
         "raised_sub_run",
         "raised_sub_run_counted",
+        "ambiguous_answer",
+        "workflow_tool_failed",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
@@ -830,6 +834,105 @@ def test_an_approval_inside_a_nested_run_suspends_the_durable_run(
     assert durable.output == finished.output
 
 
+def test_sub_runs_waiting_on_one_call_id_are_approved_and_denied_by_path_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sub-runs waiting on one call id: a plain id is refused as a local resume refuses it; paths approve one and deny the other, each in its own sub-run."""
+    agent = temporal_app.twins
+    run_id = "twins-by-path"
+
+    async def go() -> tuple[BaseException | None, Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id=run_id, task_queue=queue)
+            await handle.suspended()
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.approve("call_1_0")
+            await handle.approve("right/call_1_0", deny={"left/call_1_0": "not this one"})
+            durable = await handle.result()
+            return refused.value.cause, durable, await handle.workflow.fetch_history()
+
+    cause, durable, history = asyncio.run(go())
+    assert _lines(tmp_path) == ["transfer 7"]  # the right branch's call, and only it
+    local = agent.agent.run("go", run_id=run_id)
+    with pytest.raises(UsageError) as local_refusal:
+        agent.agent.resume(local.state, approvals={"call_1_0": True})
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.message) == ("UsageError", str(local_refusal.value))
+    assert "'left/call_1_0', 'right/call_1_0'" in cause.message
+    approvals = {"right/call_1_0": True, "left/call_1_0": Denied("not this one")}
+    finished = agent.agent.resume(local.state, approvals=approvals)
+    assert durable.output == finished.output
+    assert durable.state == finished.state
+    _replays(history)
+
+
+def test_a_bound_approval_key_is_refused_by_a_durable_run_as_for_local_resume_only(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """handle.approve(approval_key(...)) fails with a UsageError saying bound keys are for a local resume; nothing is applied."""
+    agent = temporal_app.twins
+
+    async def go() -> tuple[BaseException | None, str, list[str]]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id="twins-bound", task_queue=queue)
+            waiting = await handle.suspended()
+            bound = approval_key(waiting, "right/call_1_0")
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.approve(bound)
+            still = await handle.state()
+            pending = [c.id for c in still.pending_approvals]
+            await handle.approve("right/call_1_0", "left/call_1_0")
+            await handle.result()
+            return refused.value.cause, bound, pending
+
+    cause, bound, pending = asyncio.run(go())
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "UsageError"
+    assert cause.message == (
+        f"{bound!r} is an approval key bound to its call (approval_key): bound keys are "
+        "for a local resume only; a durable run's call is approved by its id or its "
+        "path: 'right/call_1_0'"
+    )
+    assert pending == ["call_1_0", "call_1_0"]  # both still waiting: nothing was applied
+    assert sorted(_lines(tmp_path)) == ["transfer 5", "transfer 7"]
+
+
+def test_sub_runs_waiting_on_one_call_id_are_given_results_by_path_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sub-runs waiting for a manual tool's result under one call id: a plain id is refused, paths give each its own result."""
+    agent = temporal_app.twin_askers
+    run_id = "twin-askers-by-path"
+
+    async def go() -> tuple[BaseException | None, Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id=run_id, task_queue=queue)
+            await handle.suspended()
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.provide([ToolResultPart("call_1_0", "ask_user", "Oslo")])
+            await handle.provide(
+                [
+                    ToolResultPart("left/call_1_0", "ask_user", "Paris"),
+                    ToolResultPart("right/call_1_0", "ask_user", "Rome"),
+                ]
+            )
+            durable = await handle.result()
+            return refused.value.cause, durable, await handle.workflow.fetch_history()
+
+    cause, durable, history = asyncio.run(go())
+    local = agent.agent.run("go", run_id=run_id)
+    with pytest.raises(UsageError) as local_refusal:
+        agent.agent.resume(local.state, tool_results={"call_1_0": "Oslo"})
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.message) == ("UsageError", str(local_refusal.value))
+    results = {"left/call_1_0": "Paris", "right/call_1_0": "Rome"}
+    finished = agent.agent.resume(local.state, tool_results=results)
+    assert durable.output == finished.output
+    assert durable.output == {"left": "the user said: Paris", "right": "the user said: Rome"}
+    assert durable.state == finished.state
+    _replays(history)
+
+
 def test_a_workflow_streams_its_agents_output_tagged_with_the_path(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -961,6 +1064,50 @@ def test_runs_that_stopped_on_a_transfer_before_the_handoff_at_stop_replay_throu
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     # (the patched branch lists billing's tools where the run had completed)
     with pytest.raises(NondeterminismError, match="Activity machine does not handle"):
+        asyncio.run(replayer.replay_workflow(history))
+
+
+def test_a_workflow_used_as_a_tool_suspends_for_approval_and_finishes_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Workflow.as_tool() inside a TemporalAgent runs as a nested run: its step's approval suspends the run, as locally."""
+    agent = temporal_app.workflow_tool
+    run_id = "workflow-tool-1"
+
+    async def go() -> tuple[RunState, Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id=run_id, task_queue=queue)
+            waiting = await handle.suspended()
+            await handle.approve("call_1_0")
+            durable = await handle.result()
+            return waiting, durable, await handle.workflow.fetch_history()
+
+    waiting, durable, history = asyncio.run(go())
+    assert _lines(tmp_path) == ["transfer 3"]  # once, after the approval
+    local = agent.agent.run("go", run_id=run_id)
+    assert local.state.phase == "awaiting_approval"
+    assert waiting == local.state
+    finished = agent.agent.resume(local.state, approvals={"call_1_0": True})
+    assert durable.output == finished.output == "outer: transfer said: moved 3"
+    assert durable.state == finished.state
+    _replays(history)
+
+
+def test_runs_recorded_before_workflow_tools_ran_replay_only_through_the_patch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A history whose workflow-as-tool call failed with AssertionError breaks replay unless the workflow.patched branch gives that result again."""
+    text = (HISTORIES / "workflow_tool_failed.json").read_text(encoding="utf-8")
+    history = WorkflowHistory.from_json("history-workflow_tool_failed", text)
+    patched = workflow_module.workflow.patched
+    monkeypatch.setattr(  # only this patch taken regardless of the history
+        workflow_module.workflow,
+        "patched",
+        lambda patch_id: patch_id == workflow_module.WORKFLOW_TOOLS or patched(patch_id),
+    )
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    # (the workflow's step's model is called where the history has the caller's next call)
+    with pytest.raises(NondeterminismError, match=r"workflow_tool\.payflow__model_request"):
         asyncio.run(replayer.replay_workflow(history))
 
 

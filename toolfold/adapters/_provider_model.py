@@ -46,7 +46,7 @@ from toolfold.adapters._call_ids import UniqueStreamCalls, unique_calls
 from toolfold.adapters._dialects import CompiledTool, check_arguments
 from toolfold.adapters._http._checks import check_base_url
 from toolfold.adapters._http._echoes import Echoes
-from toolfold.adapters._http._keys import Secret, mask_url, resolve_api_key
+from toolfold.adapters._http._keys import Secret, keys_are_deferred, mask_url, resolve_api_key
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._streaming import unechoed
 from toolfold.adapters._http._transport import ErrorParser, Transport
@@ -221,15 +221,27 @@ class ProviderModel:
             # to the provider's own (see `check_base_url`).
             check_base_url(base_url)
         endpoint = self._endpoint(base_url)
-        key = resolve_api_key(
-            endpoint.provider, api_key, env_vars=endpoint.key_env, required=endpoint.key_required
-        )
+        refusal: str | None = None
+        try:
+            key = resolve_api_key(
+                endpoint.provider,
+                api_key,
+                env_vars=endpoint.key_env,
+                required=endpoint.key_required,
+            )
+        except ModelConfigError as exc:
+            # Under `keys_deferred` (a process that only reads the spec) the
+            # model is built, and each of its requests raises this instead.
+            if api_key is not None or not keys_are_deferred():
+                raise
+            key, refusal = None, str(exc)
         self.provider_name = endpoint.provider
         self._logged_notes = LoggedNotes()
         self._transport = Transport(
             endpoint.provider,
             endpoint.base_url,
             key,
+            refusal=refusal,
             auth_header=endpoint.auth_header,
             auth_scheme=endpoint.auth_scheme,
             headers={**endpoint.headers, **(headers or {})},

@@ -23,6 +23,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 
 from toolfold._errors import ModelConfigError
 
@@ -289,6 +290,33 @@ def url_userinfo(url: str) -> str | None:
         netloc = url.partition("//")[2].partition("/")[0]
     userinfo, at, _ = netloc.rpartition("@")
     return userinfo if at else None
+
+
+# Set by `keys_deferred`: a model built while it is may lack its key.
+_DEFERRED: ContextVar[bool] = ContextVar("toolfold_keys_deferred", default=False)
+
+
+@contextlib.contextmanager
+def keys_deferred() -> Iterator[None]:
+    """Build models whose API key is missing while inside: they refuse to send instead.
+
+    For a process that builds an agent only to read its spec, never to call
+    its model: Ray's driver imports the agent a batch names when the key is
+    set only where the actors run (they build it again, key required). A
+    provider model built inside without its key is built, but each of its
+    requests raises the `ModelConfigError` its construction would have
+    raised, before anything is sent (see `keys_are_deferred`).
+    """
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+def keys_are_deferred() -> bool:
+    """True inside `keys_deferred`: a model missing its key is built, and refuses to send."""
+    return _DEFERRED.get()
 
 
 def resolve_api_key(

@@ -65,6 +65,9 @@ class Transport:
         base_url: The API root as the provider's official SDK spells it,
             e.g. ``"https://api.openai.com/v1"``; request paths are joined to it.
         api_key: The key (a string or `Secret`), or None for servers without auth.
+        refusal: Why this transport may not send (a model built without its
+            key under `keys_deferred`): each call raises it as a
+            `ModelConfigError` before anything is sent.
         auth_header: The header that carries the key (``"authorization"``,
             Anthropic ``"x-api-key"``, Gemini ``"x-goog-api-key"``).
         auth_scheme: The prefix before the key in that header (``"Bearer"``;
@@ -114,6 +117,7 @@ class Transport:
         base_url: str,
         api_key: str | Secret | None = None,
         *,
+        refusal: str | None = None,
         auth_header: str = "authorization",
         auth_scheme: str = "Bearer",
         headers: Mapping[str, str] | None = None,
@@ -134,6 +138,7 @@ class Transport:
         check_base_url(base_url)
         self.provider = provider
         self.base_url = base_url.rstrip("/")
+        self._refusal = refusal
         self._key = api_key if isinstance(api_key, Secret) or api_key is None else Secret(api_key)
         self._auth_header = auth_header.lower()
         self._auth_value = _auth_value(self._key, auth_header, auth_scheme)
@@ -438,6 +443,8 @@ class Transport:
         self, path: str, body: Any, base: dict[str, str], extra: Mapping[str, str] | None
     ) -> tuple[str, bytes, dict[str, str], float | None]:
         """The URL, content, headers and deadline of a call to make now (see `Call`)."""
+        if self._refusal is not None:  # built without its key (`keys_deferred`): send nothing
+            raise ModelConfigError(self._refusal)
         headers = base
         if extra:
             check_headers(extra)

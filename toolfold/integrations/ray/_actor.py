@@ -20,7 +20,8 @@ import attrs
 import ray
 from ray import cloudpickle
 
-from toolfold._errors import RunError, UsageError
+from toolfold._errors import ModelConfigError, RunError, UsageError
+from toolfold.adapters._http._keys import keys_deferred
 from toolfold.runtime import Agent, Workflow
 
 Spec = Agent | Workflow
@@ -37,6 +38,25 @@ def load_spec(source: str | bytes) -> Spec:
             f"{source!r} names a {type(spec).__name__}, not a toolfold Agent or workflow"
         )
     return spec
+
+
+def driver_spec(path: str) -> Spec:
+    """The spec an import path names, as the driver builds it: its API keys not required.
+
+    The driver reads the spec (inputs checked against it, responses made from
+    the states that come back) and never calls its models, so the key may be
+    set only where the actors run (they import the path again, key required).
+    The path is imported as any import: with the key set, exactly so. Only
+    when that import fails for want of a key (`ModelConfigError`) is it
+    imported again under `keys_deferred`; the modules stay imported (one
+    module object for the driver, its output classes included), and a model
+    built there without its key refuses to send, raising that error.
+    """
+    try:
+        return load_spec(path)
+    except ModelConfigError:
+        with keys_deferred():
+            return load_spec(path)
 
 
 def _import(path: str) -> Any:
@@ -105,16 +125,21 @@ class BatchActor:
     """
 
     def __init__(self, source: str | bytes, with_json: bool = False) -> None:
-        self.spec = load_spec(source)
+        self.spec: Spec | None = None
+        self.unbuilt: str | None = None  # why the spec could not be built here
+        try:
+            self.spec = load_spec(source)
+        except Exception as exc:  # said by `ready`, plainly (not as a dead actor's traceback)
+            self.unbuilt = f"{type(exc).__name__}: {exc}"
         self.with_json = with_json
         self.running: set[asyncio.Task[None]] = set()
         self.finished: list[Finished] = []
         self.news = asyncio.Event()
 
     @ray.method
-    async def ready(self) -> bool:
-        """True once the spec is built (an error in the constructor surfaces here)."""
-        return True
+    async def ready(self) -> str | None:
+        """None once the spec is built; else why it could not be (``"<error type>: <message>"``)."""
+        return self.unbuilt
 
     @ray.method
     async def exchange(self, inputs: list[tuple[int, Any, str]]) -> list[Finished]:
@@ -132,6 +157,7 @@ class BatchActor:
     async def _run(self, index: int, prompt: Any, run_id: str) -> None:
         finished: Finished | None = None
         try:
+            assert self.spec is not None, "given inputs only once ready() said it was built"
             response = await self.spec.arun(prompt, run_id=run_id)
             state = response.state
             finished = Finished(

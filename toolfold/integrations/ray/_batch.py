@@ -6,7 +6,7 @@ import json
 import os
 import pickle
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -21,7 +21,7 @@ from toolfold.integrations.ray._actor import (
     Finished,
     RemoteBatchActor,
     Spec,
-    load_spec,
+    driver_spec,
     pickled,
 )
 from toolfold.integrations.ray._checkpoint import Checkpoint, input_digest
@@ -111,7 +111,11 @@ def run_batch(
             `Loop`), or an import path ``"package.module:name"`` naming one
             (or a function returning one) that each actor imports. Both
             pickle as their spec: a model string is resolved again in each
-            actor, which reads the API key from its own environment.
+            actor, which reads the API key from its own environment. The
+            driver imports a path too (it stays imported there), to read the
+            spec: when that import fails for want of an API key it is done
+            again with keys not required, so a key set only on the actors is
+            enough; a model built so refuses to send (`ModelConfigError`).
         inputs: The prompts: each what the agent's or workflow's ``arun``
             accepts (for an agent text, a `Message`, a list of messages; for
             a workflow also plain data: a dict, a list, an attrs instance).
@@ -144,7 +148,7 @@ def run_batch(
         raise UsageError(
             f"concurrency and num_actors must be at least 1, got {concurrency} and {num_actors}"
         )
-    local = load_spec(agent) if isinstance(agent, str) else agent
+    local = driver_spec(agent) if isinstance(agent, str) else agent
     if not isinstance(local, (Agent, Workflow)):
         raise UsageError(
             f"run_batch needs a toolfold Agent, a workflow or an import path, got {agent!r}"
@@ -276,9 +280,17 @@ class _Batch:
             actors.append(handle)
         try:
             try:
-                ray.get([actor.ready.remote() for actor in actors])
+                unbuilt = ray.get([actor.ready.remote() for actor in actors])
             except RayActorError as exc:
                 raise UsageError(f"the spec could not be built in a Ray actor: {exc}") from exc
+            for reason in unbuilt:
+                if reason is not None:
+                    raise UsageError(
+                        f"the spec could not be built in a Ray actor: {reason} (an actor "
+                        "imports an import path itself and reads API keys from its own "
+                        "environment: set them on the cluster, or with actor_options="
+                        '{"runtime_env": {"env_vars": {...}}})'
+                    )
             self._drive(actors, todo, concurrency, bar)
         finally:
             for actor in actors:
@@ -300,6 +312,7 @@ class _Batch:
         held: list[set[int]] = [set() for _ in actors]  # inputs each actor is running
         down: set[int] = set()  # restarting: a ping is in flight
         gone: set[int] = set()  # will not come back
+        unbuilt: list[str] = []  # why restarted actors could not build the spec
         calls: dict[Any, tuple[bool, int]] = {}  # ref -> (a ping?, actor)
         asked: set[int] = set()  # actors with an exchange outstanding
         queue = list(reversed(todo))
@@ -321,14 +334,14 @@ class _Batch:
                 asked.add(number)
             if not calls:  # every actor is gone
                 for index in reversed(queue):
-                    self._finished(Finished(index, None, None, _died(None)), bar)
+                    self._finished(Finished(index, None, None, _died(None, unbuilt)), bar)
                 return
             ready, _ = ray.wait(list(calls), num_returns=1)
             for ref in ready:
                 ping, number = calls.pop(ref)
                 asked.discard(number)
                 try:
-                    outcomes: list[Finished] = ray.get(ref)
+                    got: Any = ray.get(ref)  # a ping's: `BatchActor.ready`'s
                 except RayActorError as exc:
                     if ping:  # the actor will not come back
                         down.discard(number)
@@ -345,8 +358,12 @@ class _Batch:
                         self._finished(Finished(index, None, None, _died(exc)), bar)
                     continue
                 if ping:
+                    if got is not None:  # restarted, it could not build the spec: gone
+                        gone.add(number)
+                        unbuilt.append(got)
                     down.discard(number)
                     continue
+                outcomes: list[Finished] = got
                 for finished in outcomes:
                     held[number].discard(finished.index)
                     self._finished(finished, bar)
@@ -398,11 +415,18 @@ def _failure(error: Mapping[str, Any]) -> BatchError:
     )
 
 
-def _died(exc: RayActorError | None) -> dict[str, Any]:
+def _died(exc: RayActorError | None, unbuilt: Sequence[str] = ()) -> dict[str, Any]:
+    """An input's failure when its actor died (``exc``), or when none is left.
+
+    ``unbuilt``: why actors that restarted could not build the spec again.
+    """
     kind = type(exc) if exc is not None else RayActorError
+    why = str(exc) if exc is not None else "no actor is left"
+    if exc is None and unbuilt:
+        why += "; a restarted actor could not build the spec: " + "; ".join(dict.fromkeys(unbuilt))
     return {
         "type": f"{kind.__module__}.{kind.__qualname__}",
-        "message": f"the Ray actor running this input died: {exc or 'no actor is left'}",
+        "message": f"the Ray actor running this input died: {why}",
         "traceback": "",
         "state": None,
     }

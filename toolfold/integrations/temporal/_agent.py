@@ -297,13 +297,26 @@ class AgentHandle:
         return state
 
     async def approve(self, *call_ids: str, deny: Mapping[str, str] | None = None) -> RunState:
-        """Approve these calls (and deny those in ``deny``: call id -> reason)."""
+        """Approve these calls (and deny those in ``deny``: call id -> reason).
+
+        A call is named as `resume` names it: its id, or its path
+        (``"left/call_0"``) when calls of several sub-runs wait under that id.
+
+        Raises:
+            temporalio.client.WorkflowUpdateFailedError: As `answer`; its
+                cause is a ``UsageError`` for an id that calls of several
+                sub-runs wait under.
+        """
         events: list[Event] = [ApprovalGranted(call_id) for call_id in call_ids]
         events += [ApprovalDenied(call_id, reason) for call_id, reason in (deny or {}).items()]
         return await self.answer(*events)
 
     async def provide(self, results: Iterable[ToolResultPart]) -> RunState:
-        """Answer calls returned to the caller with their results."""
+        """Answer calls returned to the caller with their results.
+
+        Each result's ``call_id`` names its call as in `approve`: the id, or
+        the path when calls of several sub-runs wait under that id.
+        """
         return await self.answer(ToolResultsProvided(tuple(results)))
 
     async def result(self) -> Response:

@@ -273,13 +273,21 @@ class SubRunTool:
     output: Callable[[Response], Any] | None = None
 
     def start(
-        self, invocation: ToolInvocation, tool: Tool[..., Any], caller: RunState
+        self,
+        invocation: ToolInvocation,
+        tool: Tool[..., Any],
+        caller: RunState,
+        workflow_tools: Callable[[], bool] = lambda: True,
     ) -> RunState | ToolReturned:
         """The sub-run's first state, as the tool's function would start it locally.
 
         ``caller``: the state of the run that makes the call (its id and
         conversation give the sub-run's id, as locally: `sub_run_id`).
         Arguments that do not fit the tool give the error result a local run gives.
+        ``workflow_tools``: asked (only) for a workflow used as a tool; False
+        in a run recorded before such a tool ran here, whose call failed with
+        the error result ``Error: AssertionError`` (given again so that it
+        replays).
         """
         prepared = checked_arguments(ToolJob(invocation, tool, cast(Any, None)))
         if not isinstance(prepared, dict):
@@ -289,9 +297,13 @@ class SubRunTool:
         call = invocation.call
         sub_id = sub_run_id_of(caller.run_id, call.id, invocation.step, caller.conversation)
         task = self.task
-        if task is None:  # an agent used as a tool (see `_agent_tool`)
-            assert isinstance(self.target, Agent)
-            return self.target._start(_prompt(prepared["input"]), (), sub_id)
+        if task is None:  # an agent or a workflow used as a tool (see `_agent_tool`)
+            if isinstance(self.target, Agent):
+                return self.target._start(_prompt(prepared["input"]), (), sub_id)
+            if not workflow_tools():
+                return ToolReturned(call.id, "Error: AssertionError", True, "error")
+            # the input as is, as locally (`Workflow.as_tool` runs `workflow.run(input)`)
+            return self.target._start(prepared["input"], sub_id)
         input_, values = prepared.get("input"), prepared.get("values")
         target = self.target
         if isinstance(target, Workflow):

@@ -26,7 +26,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from toolfold._errors import RunError, ToolDefinitionError
+    from toolfold._errors import RunError, ToolDefinitionError, UsageError
     from toolfold.integrations.temporal._activities import (
         ModelCallInput,
         OutputInput,
@@ -38,7 +38,10 @@ with workflow.unsafe.imports_passed_through():
         tool_activity_name,
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
+    from toolfold.runtime._resume import _BOUND_KEY as BOUND_KEY
+    from toolfold.runtime._resume import _address as address
     from toolfold.runtime._resume import _nest as nest_answers
+    from toolfold.runtime._resume import waiting_call
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
         CallModel,
@@ -63,7 +66,13 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._serialize import to_json
-    from toolfold.runtime.core._state import DONE_PHASES, WAITING_PHASES, Disposition, RunState
+    from toolfold.runtime.core._state import (
+        DONE_PHASES,
+        WAITING_PHASES,
+        CallStatus,
+        Disposition,
+        RunState,
+    )
     from toolfold.runtime.core._stop import stop_event
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure, with_dropped_sub_runs
@@ -85,6 +94,10 @@ before it continued as new only between the top run's model calls)."""
 TIMED_OUT_SUB_RUNS = "toolfold-timed-out-sub-runs"
 """The `workflow.patched` id of keeping a timed-out sub-run on its call's result (runs
 recorded before it dropped it: their states, and so what they carry, stay as they were)."""
+WORKFLOW_TOOLS = "toolfold-workflow-tools"
+"""The `workflow.patched` id of a workflow used as a tool (`Workflow.as_tool`) running
+as a nested run (runs recorded before it gave that call the error result
+``Error: AssertionError``: they replay so)."""
 HANDOFF_AT_STOP = "toolfold-handoff-at-stop"
 """The `workflow.patched` id of handing a run over when the step that reached its
 ``max_steps`` called a transfer tool (runs recorded before it stopped with the agent
@@ -644,7 +657,12 @@ class AgentWorkflow:
         fresh = child is None
         if child is None:
             try:
-                started = sub.start(invocation, node.tools[call.name], state)
+                started = sub.start(
+                    invocation,
+                    node.tools[call.name],
+                    state,
+                    lambda: workflow.patched(WORKFLOW_TOOLS),
+                )
             except Exception as exc:  # (a step's prompt naming a skipped step's value...)
                 # as locally, where the tool's function raises it: the call's error result
                 # (escaping, it would fail the workflow task again and again: a hung run)
@@ -854,7 +872,8 @@ class AgentWorkflow:
         if self._state is None or self._state.phase not in _WAITING:
             phase = "not started" if self._state is None else self._state.phase
             raise ApplicationError(f"the run is not waiting for answers (phase: {phase})")
-        _applied(self._state, answers)  # raises InvalidEventError for a wrong answer
+        # raises InvalidEventError for a wrong answer, UsageError for an ambiguous id
+        _applied(self._state, answers, checked=True)
 
     @workflow.update
     async def suspended(self) -> RunState:
@@ -953,20 +972,54 @@ def _stop(node: Node, state: RunState) -> StopRequested | None:
         ) from exc
 
 
-def _applied(state: RunState, answers: Answers) -> RunState:
+def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> RunState:
     """``state`` with the answers applied; those for calls of suspended sub-runs
-    (any depth) travel down to them as `CallResumed` events, as in a local resume."""
+    (any depth) travel down to them as `CallResumed` events, as in a local resume.
+
+    Each answer's call id is read as a local `resume` reads its keys
+    (`address`): the top run's call of that id, else the one call of the tree
+    that has it, else a path (``"left/call_0"``) to a sub-run's call.
+    ``checked``: the update's validator asks, and an id that calls of several
+    sub-runs wait under is refused (`UsageError`), as locally. The handler
+    does not refuse it: the validator refused it before the handler ran,
+    except in histories recorded before it did, where the handler applied it
+    to the first such call (`RunState.path_to`); it does so again when they
+    replay (a validator does not run on replay). An approval key bound to
+    its call (`approval_key`, ``"call_0#<fingerprint>"``) is refused by the
+    validator too, saying it is for a local resume only (the handler reads
+    it as any id, as it always has: it never got one).
+    """
     nested: list[tuple[tuple[str, ...], Event]] = []
+
+    def target(call_id: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+        try:
+            path, own_id = address(state, call_id, status)
+        except UsageError:
+            if checked:
+                raise
+            return state.path_to(call_id, status) or (), call_id
+        bound = BOUND_KEY.fullmatch(call_id)
+        if checked and bound and waiting_call(state, call_id, status) is None:
+            # (a call whose own id has this form is answered by it, as before)
+            raise UsageError(
+                f"{call_id!r} is an approval key bound to its call (approval_key): bound "
+                "keys are for a local resume only; a durable run's call is approved by "
+                f"its id or its path: {bound[1]!r}"
+            )
+        return path, own_id
+
     for event in answers.events:
         if isinstance(event, (ApprovalGranted, ApprovalDenied)):
-            path = state.path_to(event.call_id, "awaiting_approval")
+            path, call_id = target(event.call_id, "awaiting_approval")
+            event = attrs.evolve(event, call_id=call_id)
             if path:
                 nested.append((path, event))
                 continue
         elif isinstance(event, ToolResultsProvided):
             own = []
             for result in event.results:
-                path = state.path_to(result.call_id, "to_return")
+                path, call_id = target(result.call_id, "to_return")
+                result = attrs.evolve(result, call_id=call_id)
                 if path:
                     nested.append((path, ToolResultsProvided((result,))))
                 else:
