@@ -37,6 +37,7 @@ from toolfold.toolkit._field import (
 )
 from toolfold.toolkit._field import is_typeddict as _is_typeddict
 from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
+from toolfold.toolkit._jsonschema import not_json
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
 
@@ -212,7 +213,12 @@ class SchemaContext:
             return dict(simple)
         rule = _user_rule(tp)
         if rule is not None:
-            return rule(tp, self)
+            made = rule(tp, self)
+            wrong = not_json(made)
+            if wrong:  # else every run would fail when its request is written
+                where = "; ".join(wrong)
+                return self.problem(f"the schema rule for {type_repr(tp)} made no JSON: at {where}")
+            return made
         if simple is not None:
             return dict(simple)
         origin = typing.get_origin(tp)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._jsonschema import MISSING, escape, resolve_local
+from toolfold.toolkit._jsonschema import MISSING, escape, not_json, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._results import format_result as _format_result
 
@@ -443,6 +443,9 @@ def schema_problems(schema: object) -> list[str]:
             "parameters must be an object schema ({'type': 'object', 'properties': {...}}),"
             f" not type {schema.get('type')!r}"
         ]
+    wrong = not_json(schema)
+    if wrong:  # checked first: the meta-schema takes NaN for a number, and 1 for a key
+        return [f"parameters is not JSON at {problem}" for problem in wrong]
     from jsonschema import validators
 
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
