@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -362,8 +363,50 @@ def test_check_tool_names_refuses_duplicates() -> None:
         " give each a distinct name=..."
     )
     assert str(info.value).startswith("duplicate tool names: every tool of a list needs its own")
-    with pytest.raises(ToolDefinitionError, match=r"the same function .*ping is listed 2 times"):
+    with pytest.raises(ToolDefinitionError, match=r"the same tool, made from .*ping, is listed 2"):
         check_tool_names([ping, ping])
+
+
+def _lambda_tool(reply: str) -> Tool[..., Any]:
+    return Tool(name="a", function=lambda args: reply)
+
+
+def _closure(reply: str) -> Callable[[], str]:
+    def answer() -> str:
+        return reply
+
+    return answer
+
+
+def test_duplicate_names_tell_different_functions_from_the_same_one_listed_again() -> None:
+    """Distinct functions that share a qualname are called different, with where they
+    were defined; only the very same tool or function is said to be listed again."""
+    line = _lambda_tool.__code__.co_firstlineno + 1
+    inner = _closure.__code__.co_firstlineno + 1
+    module = __name__
+    cases = [
+        (
+            [_lambda_tool("one"), _lambda_tool("two")],
+            f"2 different functions named {module}:_lambda_tool.<locals>.<lambda>,"
+            f" made by one definition, at test_tool.py:{line}, run 2 times",
+        ),
+        (
+            [tool(name="a")(_closure("x")), tool(name="a")(_closure("y")), Tool(name="a")],
+            f"made from {module}:_closure.<locals>.answer at test_tool.py:{inner},"
+            f" {module}:_closure.<locals>.answer at test_tool.py:{inner}, a schema-only tool",
+        ),
+        ([Tool(name="a"), Tool(name="a")], "2 schema-only tools"),
+    ]
+    for tools, where in cases:
+        with pytest.raises(ToolDefinitionError) as info:
+            check_tool_names(tools)
+        assert info.value.problems == (
+            f"tool name 'a' is used by {len(tools)} tools ({where}); give each a distinct name=...",
+        )
+    answer = _closure("z")
+    with pytest.raises(ToolDefinitionError) as info:
+        check_tool_names([tool(name="a")(answer), tool(name="a")(answer)])
+    assert f"(2 tools made from the same function {module}:_closure" in info.value.problems[0]
 
 
 def test_check_tool_names_names_the_owner_of_the_tools() -> None:

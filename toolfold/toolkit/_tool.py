@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -559,20 +560,63 @@ def check_tool_names(
 
 
 def _duplicate(name: str, group: list[Tool[..., Any]]) -> str:
-    origins = [_origin(t) for t in group]
-    if len(set(origins)) == 1:
-        where = f"the same function {origins[0]} is listed {len(group)} times"
+    """The problem of one name used by several tools: which functions they come from,
+    telling apart the same object listed again from different ones that share a name."""
+    count, first = len(group), group[0]
+    function = first.function
+    if all(t is first for t in group):
+        where = f"the same tool, made from {_origin(first)}, is listed {count} times"
+    elif function is not None and all(t.function is function for t in group):
+        where = f"{count} tools made from the same function {_origin(first)}"
+    elif all(t.function is None for t in group):
+        where = f"{count} schema-only tools"
     else:
-        where = "made from " + ", ".join(origins)
-    return (
-        f"tool name {name!r} is used by {len(group)} tools ({where}); give each a distinct name=..."
-    )
+        labels = [_origin(t) for t in group]
+        if len(set(labels)) == 1:
+            places = list(dict.fromkeys(_place(t) for t in group))
+            where = f"{count} different functions named {labels[0]}, " + (
+                f"made by one definition, at {places[0]}, run {count} times"  # closures
+                if len(places) == 1
+                else "defined at " + ", ".join(places)
+            )
+        else:
+            shared = {label for label in labels if labels.count(label) > 1}
+            shown = [
+                f"{label} at {_place(t)}" if label in shared else label
+                for label, t in zip(labels, group, strict=True)
+            ]
+            where = "made from " + ", ".join(shown)
+    return f"tool name {name!r} is used by {count} tools ({where}); give each a distinct name=..."
+
+
+def _unwrapped(t: Tool[..., Any]) -> Any:
+    """The function a tool calls, through any ``functools.partial``."""
+    function: Any = t.function
+    while isinstance(function, functools.partial):
+        function = function.func
+    return function
 
 
 def _origin(t: Tool[..., Any]) -> str:
-    function = t.function
-    if function is None:
+    """``module:qualname`` of the function behind a tool (never a repr, which may show
+    what a partial binds)."""
+    from toolfold.toolkit._signature import callable_name
+
+    if t.function is None:
         return "a schema-only tool"
-    module = getattr(function, "__module__", None)
-    qualname = str(getattr(function, "__qualname__", repr(function)))
-    return f"{module}.{qualname}" if module and module != "__main__" else qualname
+    module = getattr(_unwrapped(t), "__module__", None)
+    name = callable_name(t.function)
+    return f"{module}:{name}" if isinstance(module, str) else name
+
+
+def _place(t: Tool[..., Any]) -> str:
+    """``file:line`` where the function behind a tool is defined, to tell apart two that
+    share a name."""
+    function = _unwrapped(t)
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        call: Any = type(function).__call__ if callable(function) else None  # an object's
+        code = getattr(call, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return f"an unknown place (a {type(function).__qualname__})"
+    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
