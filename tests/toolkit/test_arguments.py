@@ -882,6 +882,16 @@ class MoneyBag:
     coins: set[Money]
 
 
+class AnnotatedMoney(TypedDictX):
+    paid: Annotated[NotRequired[Money], Field(description="What was paid.")]
+    note: str
+
+
+class MoneyPage(TypedDictX, Generic[T]):
+    items: list[int]
+    cursor: Annotated[NotRequired[T], "Where the next page starts."]
+
+
 @pytest.mark.parametrize(
     "tp",
     [
@@ -890,14 +900,16 @@ class MoneyBag:
         tuple[Money, ...],
         tuple[int, Money],
         MoneyFields,
+        AnnotatedMoney,
+        MoneyPage[Money],
         dict[str, frozenset[Money]],
         list[tuple[int, Money | None]],
         MoneyBag,
     ],
 )
 def test_a_type_without_hooks_anywhere_in_a_parameter_is_a_definition_error(tp: Any) -> None:
-    """Money in a set, frozenset, tuple, TypedDict field (under NotRequired/ReadOnly) or a
-    class's set field is refused when the checker is made, not blamed on the model by a call."""
+    """Money in a set, frozenset, tuple, TypedDict field (under NotRequired/ReadOnly, inside
+    or outside Annotated, of a generic TypedDict too) or a class's set field is refused when the checker is made, not blamed on the model by a call."""
     schema = {"type": "object", "properties": {"price": {}}}
     check = ArgumentChecker("pay", schema, {"price": tp}, False)
     with pytest.raises(ToolDefinitionError) as info:
@@ -906,6 +918,61 @@ def test_a_type_without_hooks_anywhere_in_a_parameter_is_a_definition_error(tp: 
     assert problem.startswith("parameter 'price': cannot structure JSON into ")
     assert f"Unsupported type: {Money!r}" in problem
     assert problem.endswith("register_type_hooks()")
+
+
+class Receipt(TypedDictX):
+    paid: Annotated[NotRequired[Decimal], Field(description="What was paid.")]
+    number: Annotated[ReadOnly[int], "The receipt's number."]
+
+
+class Page(TypedDictX, Generic[T]):
+    items: list[T]
+    cursor: Annotated[NotRequired[T], Field(description="Where the next page starts.")]
+
+
+def test_typeddict_qualifiers_inside_annotated_are_optional_keys_with_their_metadata() -> None:
+    """Annotated[NotRequired[T], Field(...)] and Annotated[ReadOnly[T], ...] TypedDict fields:
+    the key is optional as qualified, described by the metadata, and calls structure it
+    (no error blamed on the model)."""
+
+    def file(receipt: Receipt) -> None:
+        """File a receipt.
+
+        Args:
+            receipt: The receipt.
+        """
+
+    made = tool(file)
+    schema = made.parameters["properties"]["receipt"]
+    assert schema["properties"] == {
+        "paid": {"type": "string", "format": "decimal", "description": "What was paid."},
+        "number": {"type": "integer", "description": "The receipt's number."},
+    }
+    assert schema["required"] == ["number"]
+    full = {"receipt": {"paid": "1.50", "number": 7}}
+    assert made.validate_arguments(full) == {"receipt": {"paid": Decimal("1.50"), "number": 7}}
+    assert made.validate_arguments({"receipt": {"number": 7}}) == {"receipt": {"number": 7}}
+
+
+def test_a_generic_typeddicts_annotated_not_required_field_is_optional_in_calls() -> None:
+    """Page[Decimal]'s Annotated[NotRequired[T], Field(...)] field (string annotations too)
+    is an optional, described key that calls structure, not a definition error."""
+
+    def read(page: Page[Decimal]) -> None:
+        """Read a page.
+
+        Args:
+            page: A page of amounts.
+        """
+
+    made = tool(read)
+    schema = made.parameters["properties"]["page"]
+    assert schema["required"] == ["items"]
+    assert schema["properties"]["cursor"]["description"] == "Where the next page starts."
+    assert made.validate_arguments({"page": {"items": ["1"], "cursor": "2"}}) == {
+        "page": {"items": [Decimal("1")], "cursor": Decimal("2")}
+    }
+    assert made.validate_arguments({"page": {"items": []}}) == {"page": {"items": []}}
 
 
 @dataclasses.dataclass

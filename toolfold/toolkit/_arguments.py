@@ -411,10 +411,6 @@ def structure_hook(tp: Any) -> _Hook | None:
     return hook
 
 
-# Wrappers a TypedDict's field types may carry; the type is their argument.
-_QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
-
-
 def _look_up_parts(converter: Any, tp: Any, hook: _Hook) -> None:
     """Look up the hook of every type inside ``tp`` now, not on the first value.
 
@@ -470,6 +466,7 @@ def _parts(tp: Any) -> list[Any]:
         UnresolvedHints,
         class_fields,
         substitute_type_vars,
+        unqualified,
     )
 
     origin = typing.get_origin(tp)
@@ -488,7 +485,7 @@ def _parts(tp: Any) -> list[Any]:
     if found is not None:
         if origin is not None:
             found = substitute_type_vars(cls, args, found)
-        types_ = [_unqualified(t) for _n, t, *_ in found]
+        types_ = [unqualified(t)[0] for _n, t, *_ in found]
     else:
         types_ = list(args)
     return [
@@ -496,13 +493,6 @@ def _parts(tp: Any) -> list[Any]:
         for t in types_
         if t is not MISSING and t is not Ellipsis and not isinstance(t, (typing.TypeVar, str, list))
     ]
-
-
-def _unqualified(tp: Any) -> Any:
-    """A TypedDict field's type without Required/NotRequired/ReadOnly."""
-    while getattr(typing.get_origin(tp), "_name", None) in _QUALIFIERS:
-        tp = typing.get_args(tp)[0]
-    return tp
 
 
 def no_hook_problem(tp: Any, exc: Exception) -> str:
