@@ -213,12 +213,28 @@ def fetch_with(client: Client, url: str, retries: int) -> str:
 
 def test_messages_about_a_partial_name_its_function_never_what_it_binds() -> None:
     """Errors and warnings about a partial name functools.partial(<function>, ...), never
-    its repr with the bound values (a token, a client's repr)."""
+    its repr with the bound values (a token, a client's repr), also when the partial
+    binds arguments its function does not take."""
     with pytest.warns(ToolDefinitionWarning) as caught:
         tool(name="fetch")(functools.partial(fetch_with, Client(), retries=SECRET))
     with pytest.raises(ToolDefinitionError) as info:
         tool(name="fetch")(functools.partial(fetch_with, url=SECRET, client=Client()))
     texts = [str(w.message) for w in caught] + [str(info.value)]
+    bad_bindings = {
+        "keywords it has no parameter for: 'tokn'": functools.partial(fetch, tokn=SECRET),
+        "3 positional arguments, where it takes 2": functools.partial(fetch, SECRET, "u", "x"),
+        "bound both by position and by keyword: 'token'": functools.partial(
+            fetch, Client(), token=SECRET
+        ),
+    }
+    for misfit, partial in bad_bindings.items():  # inspect's refusal quotes the partial's repr
+        with pytest.raises(ToolDefinitionError) as refused:
+            tool(name="fetch")(partial)
+        assert refused.value.problems == (
+            f"the functools.partial binds arguments fetch does not take ({misfit});"
+            " bind only parameters of fetch, each once",
+        )
+        texts.append(str(refused.value))
     assert texts[0] == (
         "functools.partial(fetch_with, ...): the docstring documents parameter 'colour',"
         " which functools.partial(fetch_with, ...) does not have"

@@ -283,10 +283,7 @@ def derive(
     try:
         params = _parameters(fn)
     except (ValueError, TypeError) as exc:  # a builtin without a signature, like dict
-        out.problems.append(
-            f"cannot read the parameters of {callable_name(fn)} ({exc});"
-            " wrap it in a function with annotated parameters"
-        )
+        out.problems.append(_unreadable_problem(fn, exc))
         params = []
     if skip_receiver and params:
         params = params[1:]
@@ -488,6 +485,52 @@ def callable_name(fn: Any) -> str:
     if isinstance(qualname, str):
         return qualname
     return f"{type(fn).__qualname__} object"
+
+
+def _unreadable_problem(fn: Any, exc: Exception) -> str:
+    """Why the parameters of ``fn`` cannot be read. Of a ``functools.partial`` whose
+    function has readable parameters: it binds arguments the function does not take,
+    named by what is wrong, never by the values (``exc``'s text has the partial's repr,
+    with them)."""
+    if not isinstance(fn, functools.partial):
+        return (
+            f"cannot read the parameters of {callable_name(fn)} ({exc});"
+            " wrap it in a function with annotated parameters"
+        )
+    try:
+        params = _parameters(fn.func)
+    except (ValueError, TypeError) as inner:
+        return _unreadable_problem(fn.func, inner)
+    name = callable_name(fn.func)
+    misfits = _partial_misfits(fn, params)
+    detail = f" ({'; '.join(misfits)})" if misfits else ""
+    return (
+        f"the functools.partial binds arguments {name} does not take{detail};"
+        f" bind only parameters of {name}, each once"
+    )
+
+
+def _partial_misfits(
+    partial: functools.partial[Any], params: list[tuple[str, int, Any]]
+) -> list[str]:
+    """What a partial binds that its function's parameters do not take, by name or count."""
+    kinds = {name: kind for name, kind, _ in params}
+    found: list[str] = []
+    if _VAR_KEYWORD not in kinds.values():
+        unknown = [k for k in partial.keywords if kinds.get(k) in (None, _POSITIONAL_ONLY)]
+        if unknown:
+            found.append("keywords it has no parameter for: " + ", ".join(map(repr, unknown)))
+    positional = [n for n, kind in kinds.items() if kind in (_POSITIONAL_ONLY, _POSITIONAL)]
+    if _VAR_POSITIONAL not in kinds.values() and len(partial.args) > len(positional):
+        found.append(f"{len(partial.args)} positional arguments, where it takes {len(positional)}")
+    twice = [
+        n
+        for n in positional[: len(partial.args)]
+        if n in partial.keywords and kinds[n] == _POSITIONAL
+    ]
+    if twice:
+        found.append("bound both by position and by keyword: " + ", ".join(map(repr, twice)))
+    return found
 
 
 def _bound_by_partial(fn: Any) -> set[str]:
