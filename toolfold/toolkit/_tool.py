@@ -563,30 +563,58 @@ def _duplicate(name: str, group: list[Tool[..., Any]]) -> str:
     """The problem of one name used by several tools: which functions they come from,
     telling apart the same object listed again from different ones that share a name."""
     count, first = len(group), group[0]
-    function = first.function
     if all(t is first for t in group):
         where = f"the same tool, made from {_origin(first)}, is listed {count} times"
-    elif function is not None and all(t.function is function for t in group):
-        where = f"{count} tools made from the same function {_origin(first)}"
-    elif all(t.function is None for t in group):
-        where = f"{count} schema-only tools"
     else:
-        labels = [_origin(t) for t in group]
-        if len(set(labels)) == 1:
-            places = list(dict.fromkeys(_place(t) for t in group))
-            where = f"{count} different functions named {labels[0]}, " + (
-                f"made by one definition, at {places[0]}, run {count} times"  # closures
-                if len(places) == 1
-                else "defined at " + ", ".join(places)
-            )
-        else:
-            shared = {label for label in labels if labels.count(label) > 1}
-            shown = [
-                f"{label} at {_place(t)}" if label in shared else label
-                for label, t in zip(labels, group, strict=True)
-            ]
-            where = "made from " + ", ".join(shown)
+        by_label: dict[str, list[Tool[..., Any]]] = {}
+        for t in group:
+            by_label.setdefault(_origin(t), []).append(t)
+        parts = [_same_origin(label, tools) for label, tools in by_label.items()]
+        if len(parts) == 1:
+            where = parts[0]
+        elif all(len(tools) == 1 for tools in by_label.values()):
+            where = "made from " + ", ".join(parts)
+        else:  # a part may list places with commas
+            where = "made from " + "; ".join(parts)
     return f"tool name {name!r} is used by {count} tools ({where}); give each a distinct name=..."
+
+
+def _same_origin(label: str, tools: list[Tool[..., Any]]) -> str:
+    """How a duplicate-name message names tools whose functions share ``label``: the
+    same function listed again, partials of one function, instances of one class, one
+    method bound to several objects, or different functions (closures) with one name."""
+    count = len(tools)
+    if count == 1:
+        return label
+    functions: list[Any] = [t.function for t in tools]
+    first = functions[0]
+    if first is None:
+        return f"{count} schema-only tools"
+    if all(f is first for f in functions):
+        return f"{count} tools made from the same function {label}"
+    if all(isinstance(f, functools.partial) for f in functions):
+        inner = _unwrapped(tools[0])
+        if all(_unwrapped(t) is inner for t in tools):
+            return f"{count} partials of {_label(inner)}"
+    if all(isinstance(f, types.MethodType) and f.__func__ is first.__func__ for f in functions):
+        objects = {id(f.__self__) for f in functions}
+        if len(objects) == 1:
+            return f"{count} tools made from the same function {label}"
+        return f"{label} bound to {len(objects)} objects"
+    if all(type(f) is type(first) and not _is_function(f) for f in functions):
+        return f"{count} instances of {_label(type(first))}"
+    places = list(dict.fromkeys(_place(t) for t in tools))
+    return f"{count} different functions named {label}, " + (
+        f"made by one definition, at {places[0]}, run {count} times"  # closures
+        if len(places) == 1
+        else "defined at " + ", ".join(places)
+    )
+
+
+def _is_function(value: Any) -> bool:
+    """A function, method, partial or class, as opposed to an instance with ``__call__``."""
+    kinds = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+    return isinstance(value, (*kinds, type))
 
 
 def _unwrapped(t: Tool[..., Any]) -> Any:
@@ -606,6 +634,15 @@ def _origin(t: Tool[..., Any]) -> str:
         return "a schema-only tool"
     module = getattr(_unwrapped(t), "__module__", None)
     name = callable_name(t.function)
+    return f"{module}:{name}" if isinstance(module, str) else name
+
+
+def _label(function: Any) -> str:
+    """``module:qualname`` of a function or class."""
+    from toolfold.toolkit._signature import callable_name
+
+    module = getattr(function, "__module__", None)
+    name = callable_name(function)
     return f"{module}:{name}" if isinstance(module, str) else name
 
 
