@@ -16,7 +16,7 @@ no multiple of it does (decimal-exact, as the argument check counts multiples).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeGuard
 
 __all__ = ["SourcedBounds", "empty_bounds"]
@@ -54,14 +54,26 @@ class SourcedBounds:
     Args:
         schema: The schema of the annotated type, before its metadata is applied.
         type_name: How the messages name the type, for the bounds it had already.
+        branch_names: How they name each branch of the schema's union (``anyOf``),
+            in order: the branch's type (``int``); empty when not known.
     """
 
-    __slots__ = ("_sources", "_type_name")
+    __slots__ = ("_branches", "_sources", "_type_name")
 
-    def __init__(self, schema: Mapping[str, Any], type_name: str) -> None:
+    def __init__(
+        self, schema: Mapping[str, Any], type_name: str, branch_names: Sequence[str] = ()
+    ) -> None:
         self._type_name = type_name
         # (node id, keyword) -> (the value, the item that put it there; None: the type)
         self._sources: dict[tuple[int, str], tuple[Any, Any]] = {}
+        branches = [b for b in schema.get("anyOf", ()) if isinstance(b, Mapping)]
+        known = len(branch_names) == len(branches)
+        self._branches = {
+            id(node): f"the {branch_names[i]} of {type_name}"
+            if known
+            else f"a branch of {type_name}"
+            for i, node in enumerate(branches)
+        }
         self.note(schema, None)
 
     def note(self, schema: Mapping[str, Any], item: Any) -> None:
@@ -74,30 +86,72 @@ class SourcedBounds:
                 if known is None or known[0] is not value:
                     self._sources[key] = (value, item)
 
-    def source(self, node: Mapping[str, Any], keyword: str) -> str:
-        """How a message names the item that put ``keyword`` on ``node`` (the schema or
-        one of its branches): ``Field(ge=5)``, ``annotated_types.Le(le=1)``."""
-        value, item = self._sources.get((id(node), keyword), (node[keyword], None))
-        if item is None:
-            return f"{self._type_name}'s own {keyword}={value!r}"
+    def sources(self, node: Mapping[str, Any], keywords: Iterable[str]) -> list[str]:
+        """How a message names the items that put ``keywords`` on ``node`` (the schema or
+        one of its branches), each once: ``Field(ge=5)``, ``Field(gt=4, lt=5)`` for one
+        Field setting two, ``annotated_types.Le(le=1)``, ``Perm's own maximum=3``."""
         from toolfold.toolkit._field import Field
 
-        if isinstance(item, Field):
-            for name in _FIELD_NAMES[keyword]:
-                given = getattr(item, name)
-                if given is not None:
-                    return f"Field({name}={given!r})"
-            return f"Field(extra={{{keyword!r}: {value!r}}})"
-        return f"annotated_types.{item!r}"
+        names: list[str | Field] = []  # a Field stands for its arguments, gathered below
+        arguments: dict[int, list[str]] = {}
+        extras: dict[int, dict[str, Any]] = {}
+        for keyword in keywords:
+            value, item = self._sources.get((id(node), keyword), (node[keyword], None))
+            if item is None:
+                names.append(f"{self._type_name}'s own {keyword}={value!r}")
+            elif isinstance(item, Field):
+                if id(item) not in arguments:
+                    names.append(item)
+                    arguments[id(item)], extras[id(item)] = [], {}
+                given = _field_argument(item, keyword)
+                if given is None:
+                    extras[id(item)][keyword] = value
+                elif given not in arguments[id(item)]:
+                    arguments[id(item)].append(given)
+            else:
+                names.append(f"annotated_types.{item!r}")
+        out: list[str] = []
+        for name in names:
+            if not isinstance(name, str):
+                extra = extras[id(name)]
+                shown = arguments[id(name)] + ([f"extra={extra!r}"] if extra else [])
+                name = f"Field({', '.join(shown)})"
+            if name not in out:
+                out.append(name)
+        return out
+
+    def branch(self, node: Mapping[str, Any]) -> str | None:
+        """How a message names ``node`` if it is a branch of the union: ``the int of int |
+        str``; None for the schema itself."""
+        return self._branches.get(id(node))
+
+
+def _field_argument(field: Any, keyword: str) -> str | None:
+    """The argument of ``field`` that set ``keyword`` (``ge=5``); None: its ``extra``."""
+    for name in _FIELD_NAMES[keyword]:
+        given = getattr(field, name)
+        if given is not None:
+            return f"{name}={given!r}"
+    return None
+
+
+# What a branch of each JSON type admits none of when its bounds clash.
+_KINDS = {"integer": "integer", "number": "number", "string": "string", "array": "array"}
 
 
 def empty_bounds(schema: Mapping[str, Any], sources: SourcedBounds) -> list[str]:
     """Problems naming the bounds of ``schema`` (or of a branch of its union) that no
-    value fits, by the items that set them; empty when every bound leaves room."""
+    value fits, by the items that set them; empty when every bound leaves room. A
+    branch's problem names the branch: its union admits the other branches' values."""
     problems: list[str] = []
     for node in _nodes(schema):
+        branch = sources.branch(node)
         for clash, what in _clashes(node):
-            names = list(dict.fromkeys(sources.source(node, k) for k in clash))
+            names = sources.sources(node, clash)
+            if branch is not None:
+                kind = node.get("type")
+                what = _KINDS.get(kind, what) if isinstance(kind, str) else what
+                what = f"{what} ({branch})"
             if len(names) == 1:
                 problems.append(f"{names[0]} admits no {what}")
             else:

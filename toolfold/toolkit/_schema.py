@@ -282,7 +282,7 @@ class SchemaContext:
             for item in expand_metadata((original,)):
                 kind = metadata_kind(item)
                 if kind == "field" or kind == "keyword":
-                    bounds = bounds or SourcedBounds(schema, name)
+                    bounds = bounds or SourcedBounds(schema, name, _branch_names(inner))
                     field = item if kind == "field" else _from_annotated_types(item)
                     apply_field(schema, field, problems, name)
                     bounds.note(schema, original)
@@ -480,6 +480,17 @@ def _flag_class(ctx: SchemaContext, cls: type[enum.Flag]) -> dict[str, Any]:
         "maximum": flag_mask(cls),
         "description": with_flag_note(_class_description(cls), cls),
     }
+
+
+def _branch_names(tp: Any) -> list[str]:
+    """How messages name the branches of a union's schema, one per argument in order
+    (``int``, without its own Annotated metadata); empty for another type."""
+    if typing.get_origin(tp) not in _UNION_ORIGINS:
+        return []
+    return [
+        type_repr(arg.__origin__ if typing.get_origin(arg) is typing.Annotated else arg)
+        for arg in typing.get_args(tp)
+    ]
 
 
 def _other_metadata(
