@@ -148,13 +148,19 @@ def test_callable_instance_gets_the_run_context() -> None:
 
 
 def test_partial_needs_a_name_and_is_described_by_its_function() -> None:
-    """A partial has no name of its own (ask for name=); its function's docstring describes it."""
+    """A partial has no name of its own (ask for name=, suggesting its function's only when
+    that is a valid tool name); its function's docstring describes it."""
     with pytest.raises(ToolDefinitionError) as info:
         tool(functools.partial(power, exp=2))
     assert info.value.problems == (
         "a functools.partial has no name of its own: pass name=...,"
         ' e.g. tool(name="power")(partial) for its function\'s',
     )
+    lambda_power = lambda base, exp: base**exp  # noqa: E731
+    lambda_power.__annotations__ = {"base": int, "exp": int}
+    with pytest.raises(ToolDefinitionError) as info:  # "<lambda>" is no tool name to suggest
+        tool(functools.partial(lambda_power, exp=2))
+    assert info.value.problems == ("a functools.partial has no name of its own: pass name=...",)
     square = tool(name="square")(functools.partial(power, exp=2))
     assert square.description == "Raise a number to a power."
     assert square.parameters["properties"]["exp"] == {

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, TypeVar, overload
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._docstrings import ToolDefinitionWarning, UndocumentedParameterWarning
-from toolfold.toolkit._options import ApprovalPolicy, ToolOptions
+from toolfold.toolkit._options import ApprovalPolicy, ToolOptions, name_problems
 from toolfold.toolkit._signature import FunctionSchema, callable_name, derive
 from toolfold.toolkit._tool import P, Tool, generator_problems, is_async_callable
 
@@ -184,12 +184,14 @@ def _derive(
 
 
 def _partial_name_problem(partial: functools.partial[Any]) -> str:
-    """The problem of a partial given no name: which name= to pass, its function's as a hint."""
+    """The problem of a partial given no name: which name= to pass, its function's as a
+    hint when that is a valid tool name (a lambda's ``<lambda>`` is not)."""
     inner: Any = partial
     while isinstance(inner, functools.partial):
         inner = inner.func
     name = getattr(inner, "__name__", None)
-    example = f', e.g. tool(name="{name}")(partial) for its function\'s' if name else ""
+    valid = isinstance(name, str) and not name_problems(name)
+    example = f', e.g. tool(name="{name}")(partial) for its function\'s' if valid else ""
     return f"a functools.partial has no name of its own: pass name=...{example}"
 
 
